@@ -5,38 +5,24 @@
 package asm
 
 // WidenF16 widens n binary16 values at src to float32 at dst with F16C
-// (VCVTPH2PS on YMM), 32 per iteration: exact, with signaling NaNs
-// quieted. Preconditions: n >= 32 and a multiple of 32.
+// (VCVTPH2PS on YMM), 32 per iteration. See "Activation kernels" in the
+// package doc.
 //
 //go:noescape
 func WidenF16(dst *float32, src *uint16, n int)
 
-// QuantizeA8Avx512 quantizes groups of 128 float32 at x to int8 at q with one scale
-// per group at scales, with AVX-512F, exactly as layout.QuantizeA8 does:
-//
-//	amax := max |x[i]| over the group
-//	scales[g] = amax / 127
-//	q[i] = round-half-even(x[i] * (127 / amax)), clamped to [-127, 127]
-//
-// (all zero when amax is 0). It stops at the first group it leaves to the
-// caller and returns that group's index, or -1 after all groups: a group
-// holding NaN or Inf, or one whose amax is below 2^-100, where 127/amax
-// could overflow and the Go code's NaN and Inf semantics would apply.
+// QuantizeA8Avx512 quantizes groups of 128 float32 at x to int8 at q with one
+// scale per group, with AVX-512F, exactly as layout.QuantizeA8 does, up to the
+// first group it leaves to the caller. See "Activation kernels" in the package
+// doc.
 //
 //go:noescape
 func QuantizeA8Avx512(x *float32, groups int, q *int8, scales *float32) int
 
-// QuantizeA8Avx2 quantizes groups of 128 float32 at x to int8 at q with one scale
-// per group at scales, with AVX2, exactly as layout.QuantizeA8 does:
-//
-//	amax := max |x[i]| over the group
-//	scales[g] = amax / 127
-//	q[i] = round-half-even(x[i] * (127 / amax)), clamped to [-127, 127]
-//
-// (all zero when amax is 0). It stops at the first group it leaves to the
-// caller and returns that group's index, or -1 after all groups: a group
-// holding NaN or Inf, or one whose amax is below 2^-100, where 127/amax
-// could overflow and the Go code's NaN and Inf semantics would apply.
+// QuantizeA8Avx2 quantizes groups of 128 float32 at x to int8 at q with one
+// scale per group, with AVX2, exactly as layout.QuantizeA8 does, up to the
+// first group it leaves to the caller. See "Activation kernels" in the package
+// doc.
 //
 //go:noescape
 func QuantizeA8Avx2(x *float32, groups int, q *int8, scales *float32) int

@@ -4,438 +4,112 @@
 
 package asm
 
-// AnsDotRowsX1Avx512 decodes, for each of 1 units U of layout/ans (the unit's
-// nwords[U] words at words[U]: 64 state words, then the interleaved stream),
-// steps quads of each of its 32 coders exactly as the generic decoder does,
-// and stores to acc[32U+t] (int32) the sum over quads j of the dot product
-// of coder t's values with the 4 int8 inputs at v + 128*j + 4*t (warp rows: lane t's own 4 inputs).
-//
-// tabs holds three 128-byte tables indexed by slot digit (the digit's symbol
-// frequency, the digit minus the symbol's cumulative frequency, the value
-// plus 128, for the escape symbol a marker byte that no other symbol's value
-// plus 128 equals), then 64 copies of the marker (one compare finds the
-// escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
-// bytes at esc[U], each the value plus 128 (the int8 XOR 0x80), in decoding
-// order (step, lane, element); each half step expand-loads the next ones
-// into the escaped positions, without a branch.
-// The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
-// the caller subtracts 128 * (sum of each lane's inputs).
-//
-// Each step also prefetches the line ahead bytes past each unit's next word
-// (the warp-rows caller's next units).
-//
-// Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
-// escapes than nesc[U], -3 if a coder's initial state is outside
-// [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
-// outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
-// but loads up to 16 words past the stream position: words[U][nwords[U]]
-// to words[U][nwords[U]+15] must be readable, and the escape expand-loads
-// cover up to 64 bytes from the list position (esc[U][nesc[U]] to
-// esc[U][nesc[U]+63] must be readable; a unit with nesc[U] = 0 never
-// reads esc[U], the count being checked before any expand-load).
+// AnsDotRowsX1Avx512 decodes 1 layout/ans unit(s) of 32 coders (warp rows)
+// with AVX-512 and accumulates each coder's int8 dot products; F, the rank and
+// the state product by VPMULLD and VPMULLQ. See "ANS kernels" in the package
+// doc.
 //
 //go:noescape
 func AnsDotRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
-// AnsDotStripesX1Avx512 decodes, for each of 1 units U of layout/ans (the unit's
-// nwords[U] words at words[U]: 64 state words, then the interleaved stream),
-// steps quads of each of its 32 coders exactly as the generic decoder does,
-// and stores to acc[32U+t] (int32) the sum over quads j of the dot product
-// of coder t's values with the 4 int8 inputs at v + 4*j (warp stripes: the same 4 inputs for every lane).
-//
-// tabs holds three 128-byte tables indexed by slot digit (the digit's symbol
-// frequency, the digit minus the symbol's cumulative frequency, the value
-// plus 128, for the escape symbol a marker byte that no other symbol's value
-// plus 128 equals), then 64 copies of the marker (one compare finds the
-// escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
-// bytes at esc[U], each the value plus 128 (the int8 XOR 0x80), in decoding
-// order (step, lane, element); each half step expand-loads the next ones
-// into the escaped positions, without a branch.
-// The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
-// the caller subtracts 128 * (sum of each lane's inputs).
-//
-// Each step also prefetches the line ahead bytes past each unit's next word
-// (the warp-rows caller's next units).
-//
-// Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
-// escapes than nesc[U], -3 if a coder's initial state is outside
-// [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
-// outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
-// but loads up to 16 words past the stream position: words[U][nwords[U]]
-// to words[U][nwords[U]+15] must be readable, and the escape expand-loads
-// cover up to 64 bytes from the list position (esc[U][nesc[U]] to
-// esc[U][nesc[U]+63] must be readable; a unit with nesc[U] = 0 never
-// reads esc[U], the count being checked before any expand-load).
+// AnsDotStripesX1Avx512 decodes 1 layout/ans unit(s) of 32 coders (warp
+// stripes) with AVX-512 and accumulates each coder's int8 dot products; F, the
+// rank and the state product by VPMULLD and VPMULLQ. See "ANS kernels" in the
+// package doc.
 //
 //go:noescape
 func AnsDotStripesX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
-// AnsDotRowsX2Avx512 decodes, for each of 2 units U of layout/ans (the unit's
-// nwords[U] words at words[U]: 64 state words, then the interleaved stream),
-// steps quads of each of its 32 coders exactly as the generic decoder does,
-// and stores to acc[32U+t] (int32) the sum over quads j of the dot product
-// of coder t's values with the 4 int8 inputs at v + 128*j + 4*t (warp rows: lane t's own 4 inputs).
-//
-// tabs holds three 128-byte tables indexed by slot digit (the digit's symbol
-// frequency, the digit minus the symbol's cumulative frequency, the value
-// plus 128, for the escape symbol a marker byte that no other symbol's value
-// plus 128 equals), then 64 copies of the marker (one compare finds the
-// escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
-// bytes at esc[U], each the value plus 128 (the int8 XOR 0x80), in decoding
-// order (step, lane, element); each half step expand-loads the next ones
-// into the escaped positions, without a branch.
-// The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
-// the caller subtracts 128 * (sum of each lane's inputs).
-//
-// Each step also prefetches the line ahead bytes past each unit's next word
-// (the warp-rows caller's next units).
-//
-// Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
-// escapes than nesc[U], -3 if a coder's initial state is outside
-// [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
-// outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
-// but loads up to 16 words past the stream position: words[U][nwords[U]]
-// to words[U][nwords[U]+15] must be readable, and the escape expand-loads
-// cover up to 64 bytes from the list position (esc[U][nesc[U]] to
-// esc[U][nesc[U]+63] must be readable; a unit with nesc[U] = 0 never
-// reads esc[U], the count being checked before any expand-load).
+// AnsDotRowsX2Avx512 decodes 2 layout/ans unit(s) of 32 coders (warp rows)
+// with AVX-512 and accumulates each coder's int8 dot products; F, the rank and
+// the state product by VPMULLD and VPMULLQ. See "ANS kernels" in the package
+// doc.
 //
 //go:noescape
 func AnsDotRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
-// AnsDotStripesX2Avx512 decodes, for each of 2 units U of layout/ans (the unit's
-// nwords[U] words at words[U]: 64 state words, then the interleaved stream),
-// steps quads of each of its 32 coders exactly as the generic decoder does,
-// and stores to acc[32U+t] (int32) the sum over quads j of the dot product
-// of coder t's values with the 4 int8 inputs at v + 4*j (warp stripes: the same 4 inputs for every lane).
-//
-// tabs holds three 128-byte tables indexed by slot digit (the digit's symbol
-// frequency, the digit minus the symbol's cumulative frequency, the value
-// plus 128, for the escape symbol a marker byte that no other symbol's value
-// plus 128 equals), then 64 copies of the marker (one compare finds the
-// escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
-// bytes at esc[U], each the value plus 128 (the int8 XOR 0x80), in decoding
-// order (step, lane, element); each half step expand-loads the next ones
-// into the escaped positions, without a branch.
-// The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
-// the caller subtracts 128 * (sum of each lane's inputs).
-//
-// Each step also prefetches the line ahead bytes past each unit's next word
-// (the warp-rows caller's next units).
-//
-// Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
-// escapes than nesc[U], -3 if a coder's initial state is outside
-// [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
-// outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
-// but loads up to 16 words past the stream position: words[U][nwords[U]]
-// to words[U][nwords[U]+15] must be readable, and the escape expand-loads
-// cover up to 64 bytes from the list position (esc[U][nesc[U]] to
-// esc[U][nesc[U]+63] must be readable; a unit with nesc[U] = 0 never
-// reads esc[U], the count being checked before any expand-load).
+// AnsDotStripesX2Avx512 decodes 2 layout/ans unit(s) of 32 coders (warp
+// stripes) with AVX-512 and accumulates each coder's int8 dot products; F, the
+// rank and the state product by VPMULLD and VPMULLQ. See "ANS kernels" in the
+// package doc.
 //
 //go:noescape
 func AnsDotStripesX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
-// AnsDotRowsX1MaddAvx512 decodes, for each of 1 units U of layout/ans (the unit's
-// nwords[U] words at words[U]: 64 state words, then the interleaved stream),
-// steps quads of each of its 32 coders exactly as the generic decoder does,
-// and stores to acc[32U+t] (int32) the sum over quads j of the dot product
-// of coder t's values with the 4 int8 inputs at v + 128*j + 4*t (warp rows: lane t's own 4 inputs).
-//
-// tabs holds three 128-byte tables indexed by slot digit (the digit's symbol
-// frequency, the digit minus the symbol's cumulative frequency, the value
-// plus 128, for the escape symbol a marker byte that no other symbol's value
-// plus 128 equals), then 64 copies of the marker (one compare finds the
-// escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
-// bytes at esc[U], each the value plus 128 (the int8 XOR 0x80), in decoding
-// order (step, lane, element); each half step expand-loads the next ones
-// into the escaped positions, without a branch.
-// The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
-// the caller subtracts 128 * (sum of each lane's inputs).
-//
-// Each step also prefetches the line ahead bytes past each unit's next word
-// (the warp-rows caller's next units).
-//
-// Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
-// escapes than nesc[U], -3 if a coder's initial state is outside
-// [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
-// outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
-// but loads up to 16 words past the stream position: words[U][nwords[U]]
-// to words[U][nwords[U]+15] must be readable, and the escape expand-loads
-// cover up to 64 bytes from the list position (esc[U][nesc[U]] to
-// esc[U][nesc[U]+63] must be readable; a unit with nesc[U] = 0 never
-// reads esc[U], the count being checked before any expand-load).
+// AnsDotRowsX1MaddAvx512 decodes 1 layout/ans unit(s) of 32 coders (warp rows)
+// with AVX-512 and accumulates each coder's int8 dot products; F, the rank and
+// the state product by multiply-adds and VPMULUDQ (frequencies <= 127). See
+// "ANS kernels" in the package doc.
 //
 //go:noescape
 func AnsDotRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
-// AnsDotStripesX1MaddAvx512 decodes, for each of 1 units U of layout/ans (the unit's
-// nwords[U] words at words[U]: 64 state words, then the interleaved stream),
-// steps quads of each of its 32 coders exactly as the generic decoder does,
-// and stores to acc[32U+t] (int32) the sum over quads j of the dot product
-// of coder t's values with the 4 int8 inputs at v + 4*j (warp stripes: the same 4 inputs for every lane).
-//
-// tabs holds three 128-byte tables indexed by slot digit (the digit's symbol
-// frequency, the digit minus the symbol's cumulative frequency, the value
-// plus 128, for the escape symbol a marker byte that no other symbol's value
-// plus 128 equals), then 64 copies of the marker (one compare finds the
-// escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
-// bytes at esc[U], each the value plus 128 (the int8 XOR 0x80), in decoding
-// order (step, lane, element); each half step expand-loads the next ones
-// into the escaped positions, without a branch.
-// The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
-// the caller subtracts 128 * (sum of each lane's inputs).
-//
-// Each step also prefetches the line ahead bytes past each unit's next word
-// (the warp-rows caller's next units).
-//
-// Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
-// escapes than nesc[U], -3 if a coder's initial state is outside
-// [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
-// outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
-// but loads up to 16 words past the stream position: words[U][nwords[U]]
-// to words[U][nwords[U]+15] must be readable, and the escape expand-loads
-// cover up to 64 bytes from the list position (esc[U][nesc[U]] to
-// esc[U][nesc[U]+63] must be readable; a unit with nesc[U] = 0 never
-// reads esc[U], the count being checked before any expand-load).
+// AnsDotStripesX1MaddAvx512 decodes 1 layout/ans unit(s) of 32 coders (warp
+// stripes) with AVX-512 and accumulates each coder's int8 dot products; F, the
+// rank and the state product by multiply-adds and VPMULUDQ (frequencies <=
+// 127). See "ANS kernels" in the package doc.
 //
 //go:noescape
 func AnsDotStripesX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
-// AnsDotRowsX2MaddAvx512 decodes, for each of 2 units U of layout/ans (the unit's
-// nwords[U] words at words[U]: 64 state words, then the interleaved stream),
-// steps quads of each of its 32 coders exactly as the generic decoder does,
-// and stores to acc[32U+t] (int32) the sum over quads j of the dot product
-// of coder t's values with the 4 int8 inputs at v + 128*j + 4*t (warp rows: lane t's own 4 inputs).
-//
-// tabs holds three 128-byte tables indexed by slot digit (the digit's symbol
-// frequency, the digit minus the symbol's cumulative frequency, the value
-// plus 128, for the escape symbol a marker byte that no other symbol's value
-// plus 128 equals), then 64 copies of the marker (one compare finds the
-// escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
-// bytes at esc[U], each the value plus 128 (the int8 XOR 0x80), in decoding
-// order (step, lane, element); each half step expand-loads the next ones
-// into the escaped positions, without a branch.
-// The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
-// the caller subtracts 128 * (sum of each lane's inputs).
-//
-// Each step also prefetches the line ahead bytes past each unit's next word
-// (the warp-rows caller's next units).
-//
-// Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
-// escapes than nesc[U], -3 if a coder's initial state is outside
-// [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
-// outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
-// but loads up to 16 words past the stream position: words[U][nwords[U]]
-// to words[U][nwords[U]+15] must be readable, and the escape expand-loads
-// cover up to 64 bytes from the list position (esc[U][nesc[U]] to
-// esc[U][nesc[U]+63] must be readable; a unit with nesc[U] = 0 never
-// reads esc[U], the count being checked before any expand-load).
+// AnsDotRowsX2MaddAvx512 decodes 2 layout/ans unit(s) of 32 coders (warp rows)
+// with AVX-512 and accumulates each coder's int8 dot products; F, the rank and
+// the state product by multiply-adds and VPMULUDQ (frequencies <= 127). See
+// "ANS kernels" in the package doc.
 //
 //go:noescape
 func AnsDotRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
-// AnsDotStripesX2MaddAvx512 decodes, for each of 2 units U of layout/ans (the unit's
-// nwords[U] words at words[U]: 64 state words, then the interleaved stream),
-// steps quads of each of its 32 coders exactly as the generic decoder does,
-// and stores to acc[32U+t] (int32) the sum over quads j of the dot product
-// of coder t's values with the 4 int8 inputs at v + 4*j (warp stripes: the same 4 inputs for every lane).
-//
-// tabs holds three 128-byte tables indexed by slot digit (the digit's symbol
-// frequency, the digit minus the symbol's cumulative frequency, the value
-// plus 128, for the escape symbol a marker byte that no other symbol's value
-// plus 128 equals), then 64 copies of the marker (one compare finds the
-// escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
-// bytes at esc[U], each the value plus 128 (the int8 XOR 0x80), in decoding
-// order (step, lane, element); each half step expand-loads the next ones
-// into the escaped positions, without a branch.
-// The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
-// the caller subtracts 128 * (sum of each lane's inputs).
-//
-// Each step also prefetches the line ahead bytes past each unit's next word
-// (the warp-rows caller's next units).
-//
-// Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
-// escapes than nesc[U], -3 if a coder's initial state is outside
-// [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
-// outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
-// but loads up to 16 words past the stream position: words[U][nwords[U]]
-// to words[U][nwords[U]+15] must be readable, and the escape expand-loads
-// cover up to 64 bytes from the list position (esc[U][nesc[U]] to
-// esc[U][nesc[U]+63] must be readable; a unit with nesc[U] = 0 never
-// reads esc[U], the count being checked before any expand-load).
+// AnsDotStripesX2MaddAvx512 decodes 2 layout/ans unit(s) of 32 coders (warp
+// stripes) with AVX-512 and accumulates each coder's int8 dot products; F, the
+// rank and the state product by multiply-adds and VPMULUDQ (frequencies <=
+// 127). See "ANS kernels" in the package doc.
 //
 //go:noescape
 func AnsDotStripesX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
-// AnsDotRowsX1MaddQAvx512 decodes, for each of 1 units U of layout/ans (the unit's
-// nwords[U] words at words[U]: 64 state words, then the interleaved stream),
-// steps quads of each of its 32 coders exactly as the generic decoder does,
-// and stores to acc[32U+t] (int32) the sum over quads j of the dot product
-// of coder t's values with the 4 int8 inputs at v + 128*j + 4*t (warp rows: lane t's own 4 inputs).
-//
-// tabs holds three 128-byte tables indexed by slot digit (the digit's symbol
-// frequency, the digit minus the symbol's cumulative frequency, the value
-// plus 128, for the escape symbol a marker byte that no other symbol's value
-// plus 128 equals), then 64 copies of the marker (one compare finds the
-// escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
-// bytes at esc[U], each the value plus 128 (the int8 XOR 0x80), in decoding
-// order (step, lane, element); each half step expand-loads the next ones
-// into the escaped positions, without a branch.
-// The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
-// the caller subtracts 128 * (sum of each lane's inputs).
-//
-// Each step also prefetches the line ahead bytes past each unit's next word
-// (the warp-rows caller's next units).
-//
-// Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
-// escapes than nesc[U], -3 if a coder's initial state is outside
-// [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
-// outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
-// but loads up to 16 words past the stream position: words[U][nwords[U]]
-// to words[U][nwords[U]+15] must be readable, and the escape expand-loads
-// cover up to 64 bytes from the list position (esc[U][nesc[U]] to
-// esc[U][nesc[U]+63] must be readable; a unit with nesc[U] = 0 never
-// reads esc[U], the count being checked before any expand-load).
+// AnsDotRowsX1MaddQAvx512 decodes 1 layout/ans unit(s) of 32 coders (warp
+// rows) with AVX-512 and accumulates each coder's int8 dot products; F, the
+// rank and the state product by multiply-adds and VPMULLQ (frequencies <=
+// 127). See "ANS kernels" in the package doc.
 //
 //go:noescape
 func AnsDotRowsX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
-// AnsDotStripesX1MaddQAvx512 decodes, for each of 1 units U of layout/ans (the unit's
-// nwords[U] words at words[U]: 64 state words, then the interleaved stream),
-// steps quads of each of its 32 coders exactly as the generic decoder does,
-// and stores to acc[32U+t] (int32) the sum over quads j of the dot product
-// of coder t's values with the 4 int8 inputs at v + 4*j (warp stripes: the same 4 inputs for every lane).
-//
-// tabs holds three 128-byte tables indexed by slot digit (the digit's symbol
-// frequency, the digit minus the symbol's cumulative frequency, the value
-// plus 128, for the escape symbol a marker byte that no other symbol's value
-// plus 128 equals), then 64 copies of the marker (one compare finds the
-// escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
-// bytes at esc[U], each the value plus 128 (the int8 XOR 0x80), in decoding
-// order (step, lane, element); each half step expand-loads the next ones
-// into the escaped positions, without a branch.
-// The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
-// the caller subtracts 128 * (sum of each lane's inputs).
-//
-// Each step also prefetches the line ahead bytes past each unit's next word
-// (the warp-rows caller's next units).
-//
-// Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
-// escapes than nesc[U], -3 if a coder's initial state is outside
-// [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
-// outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
-// but loads up to 16 words past the stream position: words[U][nwords[U]]
-// to words[U][nwords[U]+15] must be readable, and the escape expand-loads
-// cover up to 64 bytes from the list position (esc[U][nesc[U]] to
-// esc[U][nesc[U]+63] must be readable; a unit with nesc[U] = 0 never
-// reads esc[U], the count being checked before any expand-load).
+// AnsDotStripesX1MaddQAvx512 decodes 1 layout/ans unit(s) of 32 coders (warp
+// stripes) with AVX-512 and accumulates each coder's int8 dot products; F, the
+// rank and the state product by multiply-adds and VPMULLQ (frequencies <=
+// 127). See "ANS kernels" in the package doc.
 //
 //go:noescape
 func AnsDotStripesX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
-// AnsDotRowsX2MaddQAvx512 decodes, for each of 2 units U of layout/ans (the unit's
-// nwords[U] words at words[U]: 64 state words, then the interleaved stream),
-// steps quads of each of its 32 coders exactly as the generic decoder does,
-// and stores to acc[32U+t] (int32) the sum over quads j of the dot product
-// of coder t's values with the 4 int8 inputs at v + 128*j + 4*t (warp rows: lane t's own 4 inputs).
-//
-// tabs holds three 128-byte tables indexed by slot digit (the digit's symbol
-// frequency, the digit minus the symbol's cumulative frequency, the value
-// plus 128, for the escape symbol a marker byte that no other symbol's value
-// plus 128 equals), then 64 copies of the marker (one compare finds the
-// escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
-// bytes at esc[U], each the value plus 128 (the int8 XOR 0x80), in decoding
-// order (step, lane, element); each half step expand-loads the next ones
-// into the escaped positions, without a branch.
-// The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
-// the caller subtracts 128 * (sum of each lane's inputs).
-//
-// Each step also prefetches the line ahead bytes past each unit's next word
-// (the warp-rows caller's next units).
-//
-// Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
-// escapes than nesc[U], -3 if a coder's initial state is outside
-// [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
-// outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
-// but loads up to 16 words past the stream position: words[U][nwords[U]]
-// to words[U][nwords[U]+15] must be readable, and the escape expand-loads
-// cover up to 64 bytes from the list position (esc[U][nesc[U]] to
-// esc[U][nesc[U]+63] must be readable; a unit with nesc[U] = 0 never
-// reads esc[U], the count being checked before any expand-load).
+// AnsDotRowsX2MaddQAvx512 decodes 2 layout/ans unit(s) of 32 coders (warp
+// rows) with AVX-512 and accumulates each coder's int8 dot products; F, the
+// rank and the state product by multiply-adds and VPMULLQ (frequencies <=
+// 127). See "ANS kernels" in the package doc.
 //
 //go:noescape
 func AnsDotRowsX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
-// AnsDotStripesX2MaddQAvx512 decodes, for each of 2 units U of layout/ans (the unit's
-// nwords[U] words at words[U]: 64 state words, then the interleaved stream),
-// steps quads of each of its 32 coders exactly as the generic decoder does,
-// and stores to acc[32U+t] (int32) the sum over quads j of the dot product
-// of coder t's values with the 4 int8 inputs at v + 4*j (warp stripes: the same 4 inputs for every lane).
-//
-// tabs holds three 128-byte tables indexed by slot digit (the digit's symbol
-// frequency, the digit minus the symbol's cumulative frequency, the value
-// plus 128, for the escape symbol a marker byte that no other symbol's value
-// plus 128 equals), then 64 copies of the marker (one compare finds the
-// escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]
-// bytes at esc[U], each the value plus 128 (the int8 XOR 0x80), in decoding
-// order (step, lane, element); each half step expand-loads the next ones
-// into the escaped positions, without a branch.
-// The products use unsigned (value+128) times signed inputs (VPDPBUSD), so
-// the caller subtracts 128 * (sum of each lane's inputs).
-//
-// Each step also prefetches the line ahead bytes past each unit's next word
-// (the warp-rows caller's next units).
-//
-// Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer
-// escapes than nesc[U], -3 if a coder's initial state is outside
-// [2^31, 2^63) or its final state is not 2^31. Decodes nothing from
-// outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],
-// but loads up to 16 words past the stream position: words[U][nwords[U]]
-// to words[U][nwords[U]+15] must be readable, and the escape expand-loads
-// cover up to 64 bytes from the list position (esc[U][nesc[U]] to
-// esc[U][nesc[U]+63] must be readable; a unit with nesc[U] = 0 never
-// reads esc[U], the count being checked before any expand-load).
+// AnsDotStripesX2MaddQAvx512 decodes 2 layout/ans unit(s) of 32 coders (warp
+// stripes) with AVX-512 and accumulates each coder's int8 dot products; F, the
+// rank and the state product by multiply-adds and VPMULLQ (frequencies <=
+// 127). See "ANS kernels" in the package doc.
 //
 //go:noescape
 func AnsDotStripesX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
-// AnsDotRowsAvx2 decodes the layout/ans unit of nwords words at words (64 state
-// words, then the interleaved stream): steps quads of each of its 32 coders
-// exactly as the generic decoder does, and stores to acc[t] (int32) the sum
-// over quads j of the dot product of coder t's values with the 4 int8 inputs
-// at v + 128*j + 4*t (warp rows: lane t's own 4 inputs).
-//
-// tab holds 128 dwords indexed by slot digit: byte 0 the digit's symbol
-// frequency, byte 1 the digit minus the symbol's cumulative frequency, byte 2
-// 0x80 for the escape symbol else 0, byte 3 the value (0 for the escape
-// symbol). Each escape is recorded, in decoding order, as
-// esc[n] = j<<8 | t<<2 | e (quad, lane, element) for the caller to add.
-//
-// Returns the number of escapes, -1 if the words run out, -2 if more than
-// escCap escapes occur, -3 if a coder's initial state is outside
-// [2^31, 2^63) or its final state is not 2^31. Never reads outside
-// words[0:nwords] (nwords >= 64).
+// AnsDotRowsAvx2 decodes one layout/ans unit of 32 coders (warp rows) with
+// AVX2 and accumulates each coder's int8 dot products, recording escapes for
+// the caller. See "ANS kernels" in the package doc.
 //
 //go:noescape
 func AnsDotRowsAvx2(words *uint32, nwords int, steps int, tab *uint32, v *int8, acc *int32, esc *uint32, escCap int) int
 
-// AnsDotStripesAvx2 decodes the layout/ans unit of nwords words at words (64 state
-// words, then the interleaved stream): steps quads of each of its 32 coders
-// exactly as the generic decoder does, and stores to acc[t] (int32) the sum
-// over quads j of the dot product of coder t's values with the 4 int8 inputs
-// at v + 4*j (warp stripes: the same 4 inputs for every lane).
-//
-// tab holds 128 dwords indexed by slot digit: byte 0 the digit's symbol
-// frequency, byte 1 the digit minus the symbol's cumulative frequency, byte 2
-// 0x80 for the escape symbol else 0, byte 3 the value (0 for the escape
-// symbol). Each escape is recorded, in decoding order, as
-// esc[n] = j<<8 | t<<2 | e (quad, lane, element) for the caller to add.
-//
-// Returns the number of escapes, -1 if the words run out, -2 if more than
-// escCap escapes occur, -3 if a coder's initial state is outside
-// [2^31, 2^63) or its final state is not 2^31. Never reads outside
-// words[0:nwords] (nwords >= 64).
+// AnsDotStripesAvx2 decodes one layout/ans unit of 32 coders (warp stripes)
+// with AVX2 and accumulates each coder's int8 dot products, recording escapes
+// for the caller. See "ANS kernels" in the package doc.
 //
 //go:noescape
 func AnsDotStripesAvx2(words *uint32, nwords int, steps int, tab *uint32, v *int8, acc *int32, esc *uint32, escCap int) int

@@ -4,1005 +4,472 @@
 
 package asm
 
-// Bits8A32S1Avx512 computes W8A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 1 planes (32 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 16 words is 16 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits8A32S1Avx512 computes W8A32 dot products of Bits matrices one row at a
+// time with AVX-512F, segments of 1 planes (32 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits8A32S1Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits8A32S2Avx512 computes W8A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 2 planes (64 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 16 words is 16 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits8A32S2Avx512 computes W8A32 dot products of Bits matrices one row at a
+// time with AVX-512F, segments of 2 planes (64 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits8A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits8A32S4Avx512 computes W8A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 4 planes (128 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 16 words is 16 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits8A32S4Avx512 computes W8A32 dot products of Bits matrices one row at a
+// time with AVX-512F, segments of 4 planes (128 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits8A32S4Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits4A32S1Avx512 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 1 planes (32 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 16 words is 16 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits4A32S1Avx512 computes W4A32 dot products of Bits matrices one row at a
+// time with AVX-512F, segments of 1 planes (32 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits4A32S1Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits4A32S2Avx512 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 2 planes (64 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 16 words is 16 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits4A32S2Avx512 computes W4A32 dot products of Bits matrices one row at a
+// time with AVX-512F, segments of 2 planes (64 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits4A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits4A32S4Avx512 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 4 planes (128 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 16 words is 16 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits4A32S4Avx512 computes W4A32 dot products of Bits matrices one row at a
+// time with AVX-512F, segments of 4 planes (128 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits4A32S4Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits4A32S8Avx512 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 8 planes (256 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 16 words is 16 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits4A32S8Avx512 computes W4A32 dot products of Bits matrices one row at a
+// time with AVX-512F, segments of 8 planes (256 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits4A32S8Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits2A32S1Avx512 computes W2A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 1 planes (32 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 16 words is 16 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits2A32S1Avx512 computes W2A32 dot products of Bits matrices one row at a
+// time with AVX-512F, segments of 1 planes (32 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits2A32S1Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits1A32S1Avx512 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 1 planes (32 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 16 words is 16 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits1A32S1Avx512 computes W1A32 dot products of Bits matrices one row at a
+// time with AVX-512F, segments of 1 planes (32 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits1A32S1Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits1A32S2Avx512 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 2 planes (64 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 16 words is 16 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits1A32S2Avx512 computes W1A32 dot products of Bits matrices one row at a
+// time with AVX-512F, segments of 2 planes (64 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits1A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits3A32S1Avx512 computes W3A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 1 planes (32 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 16 words is 16 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits3A32S1Avx512 computes W3A32 dot products of Bits matrices one row at a
+// time with AVX-512F, segments of 1 planes (32 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits3A32S1Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits3A32S2Avx512 computes W3A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 2 planes (64 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 16 words is 16 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits3A32S2Avx512 computes W3A32 dot products of Bits matrices one row at a
+// time with AVX-512F, segments of 2 planes (64 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits3A32S2Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits3A32S10Avx512 computes W3A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 10 planes (320 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 16 words is 16 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits3A32S10Avx512 computes W3A32 dot products of Bits matrices one row at a
+// time with AVX-512F, segments of 10 planes (320 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits3A32S10Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits8A32S1Meta16Avx512 computes W8A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 1 planes (32 columns, inside one group), meta holds
-// per row and chunk 4 binary16 scales s then 4 binary16 zeros z (slots
-// past the chunk's 4 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 4 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 16 words is 16 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits8A32S1Meta16Avx512 computes W8A32 dot products of Bits matrices one row
+// at a time with AVX-512F (and F16C), segments of 1 planes (32 columns),
+// binary16 metadata with P = 4 slots per chunk (4 segments). See "Bits float32
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits8A32S1Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits8A32S2Meta16Avx512 computes W8A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 2 planes (64 columns, inside one group), meta holds
-// per row and chunk 2 binary16 scales s then 2 binary16 zeros z (slots
-// past the chunk's 2 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 2 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 16 words is 16 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits8A32S2Meta16Avx512 computes W8A32 dot products of Bits matrices one row
+// at a time with AVX-512F (and F16C), segments of 2 planes (64 columns),
+// binary16 metadata with P = 2 slots per chunk (2 segments). See "Bits float32
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits8A32S2Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits8A32S4Meta16Avx512 computes W8A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 4 planes (128 columns, inside one group), meta holds
-// per row and chunk 1 binary16 scales s then 1 binary16 zeros z (slots
-// past the chunk's 1 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 1 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 16 words is 16 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits8A32S4Meta16Avx512 computes W8A32 dot products of Bits matrices one row
+// at a time with AVX-512F (and F16C), segments of 4 planes (128 columns),
+// binary16 metadata with P = 1 slots per chunk (1 segments). See "Bits float32
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits8A32S4Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits4A32S1Meta16Avx512 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 1 planes (32 columns, inside one group), meta holds
-// per row and chunk 8 binary16 scales s then 8 binary16 zeros z (slots
-// past the chunk's 8 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 8 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 16 words is 16 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits4A32S1Meta16Avx512 computes W4A32 dot products of Bits matrices one row
+// at a time with AVX-512F (and F16C), segments of 1 planes (32 columns),
+// binary16 metadata with P = 8 slots per chunk (8 segments). See "Bits float32
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits4A32S1Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits4A32S2Meta16Avx512 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 2 planes (64 columns, inside one group), meta holds
-// per row and chunk 4 binary16 scales s then 4 binary16 zeros z (slots
-// past the chunk's 4 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 4 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 16 words is 16 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits4A32S2Meta16Avx512 computes W4A32 dot products of Bits matrices one row
+// at a time with AVX-512F (and F16C), segments of 2 planes (64 columns),
+// binary16 metadata with P = 4 slots per chunk (4 segments). See "Bits float32
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits4A32S2Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits4A32S4Meta16Avx512 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 4 planes (128 columns, inside one group), meta holds
-// per row and chunk 2 binary16 scales s then 2 binary16 zeros z (slots
-// past the chunk's 2 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 2 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 16 words is 16 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits4A32S4Meta16Avx512 computes W4A32 dot products of Bits matrices one row
+// at a time with AVX-512F (and F16C), segments of 4 planes (128 columns),
+// binary16 metadata with P = 2 slots per chunk (2 segments). See "Bits float32
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits4A32S4Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits4A32S8Meta16Avx512 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 8 planes (256 columns, inside one group), meta holds
-// per row and chunk 1 binary16 scales s then 1 binary16 zeros z (slots
-// past the chunk's 1 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 1 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 16 words is 16 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits4A32S8Meta16Avx512 computes W4A32 dot products of Bits matrices one row
+// at a time with AVX-512F (and F16C), segments of 8 planes (256 columns),
+// binary16 metadata with P = 1 slots per chunk (1 segments). See "Bits float32
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits4A32S8Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits2A32S1Meta16Avx512 computes W2A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 1 planes (32 columns, inside one group), meta holds
-// per row and chunk 16 binary16 scales s then 16 binary16 zeros z (slots
-// past the chunk's 16 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 16 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 16 words is 16 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits2A32S1Meta16Avx512 computes W2A32 dot products of Bits matrices one row
+// at a time with AVX-512F (and F16C), segments of 1 planes (32 columns),
+// binary16 metadata with P = 16 slots per chunk (16 segments). See "Bits
+// float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits2A32S1Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits1A32S2Meta16Avx512 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 2 planes (64 columns, inside one group), meta holds
-// per row and chunk 16 binary16 scales s then 16 binary16 zeros z (slots
-// past the chunk's 16 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 16 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 16 words is 16 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits1A32S2Meta16Avx512 computes W1A32 dot products of Bits matrices one row
+// at a time with AVX-512F (and F16C), segments of 2 planes (64 columns),
+// binary16 metadata with P = 16 slots per chunk (16 segments). See "Bits
+// float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits1A32S2Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits3A32S1Meta16Avx512 computes W3A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 1 planes (32 columns, inside one group), meta holds
-// per row and chunk 16 binary16 scales s then 16 binary16 zeros z (slots
-// past the chunk's 10 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 16 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 16 words is 16 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits3A32S1Meta16Avx512 computes W3A32 dot products of Bits matrices one row
+// at a time with AVX-512F (and F16C), segments of 1 planes (32 columns),
+// binary16 metadata with P = 16 slots per chunk (10 segments). See "Bits
+// float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits3A32S1Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits3A32S2Meta16Avx512 computes W3A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 2 planes (64 columns, inside one group), meta holds
-// per row and chunk 8 binary16 scales s then 8 binary16 zeros z (slots
-// past the chunk's 5 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 8 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 16 words is 16 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits3A32S2Meta16Avx512 computes W3A32 dot products of Bits matrices one row
+// at a time with AVX-512F (and F16C), segments of 2 planes (64 columns),
+// binary16 metadata with P = 8 slots per chunk (5 segments). See "Bits float32
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits3A32S2Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits3A32S10Meta16Avx512 computes W3A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX-512F (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 10 planes (320 columns, inside one group), meta holds
-// per row and chunk 1 binary16 scales s then 1 binary16 zeros z (slots
-// past the chunk's 1 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 1 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 16 words is 16 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits3A32S10Meta16Avx512 computes W3A32 dot products of Bits matrices one row
+// at a time with AVX-512F (and F16C), segments of 10 planes (320 columns),
+// binary16 metadata with P = 1 slots per chunk (1 segments). See "Bits float32
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits3A32S10Meta16Avx512(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits8A32S1Avx2 computes W8A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 1 planes (32 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits8A32S1Avx2 computes W8A32 dot products of Bits matrices one row at a
+// time with AVX2 and FMA, segments of 1 planes (32 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits8A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits8A32S2Avx2 computes W8A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 2 planes (64 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits8A32S2Avx2 computes W8A32 dot products of Bits matrices one row at a
+// time with AVX2 and FMA, segments of 2 planes (64 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits8A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits8A32S4Avx2 computes W8A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 4 planes (128 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits8A32S4Avx2 computes W8A32 dot products of Bits matrices one row at a
+// time with AVX2 and FMA, segments of 4 planes (128 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits8A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits4A32S1Avx2 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 1 planes (32 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits4A32S1Avx2 computes W4A32 dot products of Bits matrices one row at a
+// time with AVX2 and FMA, segments of 1 planes (32 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits4A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits4A32S2Avx2 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 2 planes (64 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits4A32S2Avx2 computes W4A32 dot products of Bits matrices one row at a
+// time with AVX2 and FMA, segments of 2 planes (64 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits4A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits4A32S4Avx2 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 4 planes (128 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits4A32S4Avx2 computes W4A32 dot products of Bits matrices one row at a
+// time with AVX2 and FMA, segments of 4 planes (128 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits4A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits4A32S8Avx2 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 8 planes (256 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits4A32S8Avx2 computes W4A32 dot products of Bits matrices one row at a
+// time with AVX2 and FMA, segments of 8 planes (256 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits4A32S8Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits2A32S1Avx2 computes W2A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 1 planes (32 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits2A32S1Avx2 computes W2A32 dot products of Bits matrices one row at a
+// time with AVX2 and FMA, segments of 1 planes (32 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits2A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits2A32S2Avx2 computes W2A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 2 planes (64 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits2A32S2Avx2 computes W2A32 dot products of Bits matrices one row at a
+// time with AVX2 and FMA, segments of 2 planes (64 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits2A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits2A32S4Avx2 computes W2A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 4 planes (128 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits2A32S4Avx2 computes W2A32 dot products of Bits matrices one row at a
+// time with AVX2 and FMA, segments of 4 planes (128 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits2A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits2A32S8Avx2 computes W2A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 8 planes (256 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits2A32S8Avx2 computes W2A32 dot products of Bits matrices one row at a
+// time with AVX2 and FMA, segments of 8 planes (256 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits2A32S8Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits2A32S16Avx2 computes W2A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 16 planes (512 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits2A32S16Avx2 computes W2A32 dot products of Bits matrices one row at a
+// time with AVX2 and FMA, segments of 16 planes (512 columns), (s, s*z)
+// float32 metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits2A32S16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits1A32S1Avx2 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 1 planes (32 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits1A32S1Avx2 computes W1A32 dot products of Bits matrices one row at a
+// time with AVX2 and FMA, segments of 1 planes (32 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits1A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits1A32S2Avx2 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 2 planes (64 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits1A32S2Avx2 computes W1A32 dot products of Bits matrices one row at a
+// time with AVX2 and FMA, segments of 2 planes (64 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits1A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits1A32S4Avx2 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 4 planes (128 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits1A32S4Avx2 computes W1A32 dot products of Bits matrices one row at a
+// time with AVX2 and FMA, segments of 4 planes (128 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits1A32S4Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits1A32S8Avx2 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 8 planes (256 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits1A32S8Avx2 computes W1A32 dot products of Bits matrices one row at a
+// time with AVX2 and FMA, segments of 8 planes (256 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits1A32S8Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits1A32S16Avx2 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 16 planes (512 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits1A32S16Avx2 computes W1A32 dot products of Bits matrices one row at a
+// time with AVX2 and FMA, segments of 16 planes (512 columns), (s, s*z)
+// float32 metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits1A32S16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits1A32S32Avx2 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 32 planes (1024 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits1A32S32Avx2 computes W1A32 dot products of Bits matrices one row at a
+// time with AVX2 and FMA, segments of 32 planes (1024 columns), (s, s*z)
+// float32 metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits1A32S32Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits3A32S1Avx2 computes W3A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 1 planes (32 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits3A32S1Avx2 computes W3A32 dot products of Bits matrices one row at a
+// time with AVX2 and FMA, segments of 1 planes (32 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits3A32S1Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits3A32S2Avx2 computes W3A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 2 planes (64 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits3A32S2Avx2 computes W3A32 dot products of Bits matrices one row at a
+// time with AVX2 and FMA, segments of 2 planes (64 columns), (s, s*z) float32
+// metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits3A32S2Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits3A32S10Avx2 computes W3A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA:
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 10 planes (320 columns, inside one group), meta holds
-// per row and segment the float32 pair (s, s*z), x the zero-padded
-// activations and xsum their sum per segment. The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits3A32S10Avx2 computes W3A32 dot products of Bits matrices one row at a
+// time with AVX2 and FMA, segments of 10 planes (320 columns), (s, s*z)
+// float32 metadata. See "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits3A32S10Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits8A32S1Meta16Avx2 computes W8A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 1 planes (32 columns, inside one group), meta holds
-// per row and chunk 4 binary16 scales s then 4 binary16 zeros z (slots
-// past the chunk's 4 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 4 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits8A32S1Meta16Avx2 computes W8A32 dot products of Bits matrices one row at
+// a time with AVX2 and FMA (and F16C), segments of 1 planes (32 columns),
+// binary16 metadata with P = 4 slots per chunk (4 segments). See "Bits float32
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits8A32S1Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits8A32S2Meta16Avx2 computes W8A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 2 planes (64 columns, inside one group), meta holds
-// per row and chunk 2 binary16 scales s then 2 binary16 zeros z (slots
-// past the chunk's 2 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 2 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits8A32S2Meta16Avx2 computes W8A32 dot products of Bits matrices one row at
+// a time with AVX2 and FMA (and F16C), segments of 2 planes (64 columns),
+// binary16 metadata with P = 2 slots per chunk (2 segments). See "Bits float32
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits8A32S2Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits8A32S4Meta16Avx2 computes W8A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 4 planes (128 columns, inside one group), meta holds
-// per row and chunk 1 binary16 scales s then 1 binary16 zeros z (slots
-// past the chunk's 1 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 1 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits8A32S4Meta16Avx2 computes W8A32 dot products of Bits matrices one row at
+// a time with AVX2 and FMA (and F16C), segments of 4 planes (128 columns),
+// binary16 metadata with P = 1 slots per chunk (1 segments). See "Bits float32
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits8A32S4Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits4A32S1Meta16Avx2 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 1 planes (32 columns, inside one group), meta holds
-// per row and chunk 8 binary16 scales s then 8 binary16 zeros z (slots
-// past the chunk's 8 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 8 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits4A32S1Meta16Avx2 computes W4A32 dot products of Bits matrices one row at
+// a time with AVX2 and FMA (and F16C), segments of 1 planes (32 columns),
+// binary16 metadata with P = 8 slots per chunk (8 segments). See "Bits float32
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits4A32S1Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits4A32S2Meta16Avx2 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 2 planes (64 columns, inside one group), meta holds
-// per row and chunk 4 binary16 scales s then 4 binary16 zeros z (slots
-// past the chunk's 4 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 4 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits4A32S2Meta16Avx2 computes W4A32 dot products of Bits matrices one row at
+// a time with AVX2 and FMA (and F16C), segments of 2 planes (64 columns),
+// binary16 metadata with P = 4 slots per chunk (4 segments). See "Bits float32
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits4A32S2Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits4A32S4Meta16Avx2 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 4 planes (128 columns, inside one group), meta holds
-// per row and chunk 2 binary16 scales s then 2 binary16 zeros z (slots
-// past the chunk's 2 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 2 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits4A32S4Meta16Avx2 computes W4A32 dot products of Bits matrices one row at
+// a time with AVX2 and FMA (and F16C), segments of 4 planes (128 columns),
+// binary16 metadata with P = 2 slots per chunk (2 segments). See "Bits float32
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits4A32S4Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits4A32S8Meta16Avx2 computes W4A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 8 planes (256 columns, inside one group), meta holds
-// per row and chunk 1 binary16 scales s then 1 binary16 zeros z (slots
-// past the chunk's 1 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 1 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits4A32S8Meta16Avx2 computes W4A32 dot products of Bits matrices one row at
+// a time with AVX2 and FMA (and F16C), segments of 8 planes (256 columns),
+// binary16 metadata with P = 1 slots per chunk (1 segments). See "Bits float32
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits4A32S8Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits2A32S2Meta16Avx2 computes W2A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 2 planes (64 columns, inside one group), meta holds
-// per row and chunk 8 binary16 scales s then 8 binary16 zeros z (slots
-// past the chunk's 8 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 8 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits2A32S2Meta16Avx2 computes W2A32 dot products of Bits matrices one row at
+// a time with AVX2 and FMA (and F16C), segments of 2 planes (64 columns),
+// binary16 metadata with P = 8 slots per chunk (8 segments). See "Bits float32
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits2A32S2Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits2A32S4Meta16Avx2 computes W2A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 4 planes (128 columns, inside one group), meta holds
-// per row and chunk 4 binary16 scales s then 4 binary16 zeros z (slots
-// past the chunk's 4 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 4 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits2A32S4Meta16Avx2 computes W2A32 dot products of Bits matrices one row at
+// a time with AVX2 and FMA (and F16C), segments of 4 planes (128 columns),
+// binary16 metadata with P = 4 slots per chunk (4 segments). See "Bits float32
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits2A32S4Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits2A32S8Meta16Avx2 computes W2A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 8 planes (256 columns, inside one group), meta holds
-// per row and chunk 2 binary16 scales s then 2 binary16 zeros z (slots
-// past the chunk's 2 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 2 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits2A32S8Meta16Avx2 computes W2A32 dot products of Bits matrices one row at
+// a time with AVX2 and FMA (and F16C), segments of 8 planes (256 columns),
+// binary16 metadata with P = 2 slots per chunk (2 segments). See "Bits float32
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits2A32S8Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits2A32S16Meta16Avx2 computes W2A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 16 planes (512 columns, inside one group), meta holds
-// per row and chunk 1 binary16 scales s then 1 binary16 zeros z (slots
-// past the chunk's 1 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 1 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits2A32S16Meta16Avx2 computes W2A32 dot products of Bits matrices one row
+// at a time with AVX2 and FMA (and F16C), segments of 16 planes (512 columns),
+// binary16 metadata with P = 1 slots per chunk (1 segments). See "Bits float32
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits2A32S16Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits1A32S4Meta16Avx2 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 4 planes (128 columns, inside one group), meta holds
-// per row and chunk 8 binary16 scales s then 8 binary16 zeros z (slots
-// past the chunk's 8 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 8 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits1A32S4Meta16Avx2 computes W1A32 dot products of Bits matrices one row at
+// a time with AVX2 and FMA (and F16C), segments of 4 planes (128 columns),
+// binary16 metadata with P = 8 slots per chunk (8 segments). See "Bits float32
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits1A32S4Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits1A32S8Meta16Avx2 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 8 planes (256 columns, inside one group), meta holds
-// per row and chunk 4 binary16 scales s then 4 binary16 zeros z (slots
-// past the chunk's 4 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 4 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits1A32S8Meta16Avx2 computes W1A32 dot products of Bits matrices one row at
+// a time with AVX2 and FMA (and F16C), segments of 8 planes (256 columns),
+// binary16 metadata with P = 4 slots per chunk (4 segments). See "Bits float32
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits1A32S8Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits1A32S16Meta16Avx2 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 16 planes (512 columns, inside one group), meta holds
-// per row and chunk 2 binary16 scales s then 2 binary16 zeros z (slots
-// past the chunk's 2 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 2 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits1A32S16Meta16Avx2 computes W1A32 dot products of Bits matrices one row
+// at a time with AVX2 and FMA (and F16C), segments of 16 planes (512 columns),
+// binary16 metadata with P = 2 slots per chunk (2 segments). See "Bits float32
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits1A32S16Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits1A32S32Meta16Avx2 computes W1A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 32 planes (1024 columns, inside one group), meta holds
-// per row and chunk 1 binary16 scales s then 1 binary16 zeros z (slots
-// past the chunk's 1 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 1 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits1A32S32Meta16Avx2 computes W1A32 dot products of Bits matrices one row
+// at a time with AVX2 and FMA (and F16C), segments of 32 planes (1024
+// columns), binary16 metadata with P = 1 slots per chunk (1 segments). See
+// "Bits float32 kernels" in the package doc.
 //
 //go:noescape
 func Bits1A32S32Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits3A32S2Meta16Avx2 computes W3A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 2 planes (64 columns, inside one group), meta holds
-// per row and chunk 8 binary16 scales s then 8 binary16 zeros z (slots
-// past the chunk's 5 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 8 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits3A32S2Meta16Avx2 computes W3A32 dot products of Bits matrices one row at
+// a time with AVX2 and FMA (and F16C), segments of 2 planes (64 columns),
+// binary16 metadata with P = 8 slots per chunk (5 segments). See "Bits float32
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits3A32S2Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)
 
-// Bits3A32S10Meta16Avx2 computes W3A32 dot products of Bits matrices, one row at a time
-// (rows rows from w, stride bytes apart, chunks chunks each), with AVX2 and FMA (and F16C):
-//
-//	out[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]
-//
-// where a segment is 10 planes (320 columns, inside one group), meta holds
-// per row and chunk 1 binary16 scales s then 1 binary16 zeros z (slots
-// past the chunk's 1 segments zero; (s*z) rounded to float32), x the
-// zero-padded activations and xsum their sum per segment, 1 slots per
-// chunk (zero past its segments). The universal packing needs
-// no activation reordering: plane i of 8 words is 8 consecutive columns.
-// Within layout.BitsTolerance of the float64 reference. Preconditions:
-// rows, chunks >= 1; pointers cover what is read or written.
+// Bits3A32S10Meta16Avx2 computes W3A32 dot products of Bits matrices one row
+// at a time with AVX2 and FMA (and F16C), segments of 10 planes (320 columns),
+// binary16 metadata with P = 1 slots per chunk (1 segments). See "Bits float32
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits3A32S10Meta16Avx2(w *byte, stride int, meta *float32, x *float32, xsum *float32, out *float32, rows int, chunks int)

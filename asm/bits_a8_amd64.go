@@ -4,1035 +4,364 @@
 
 package asm
 
-// Bits8A8Avx512 computes W8A8 dot products of Bits matrices (groups of at least 128
-// columns) for ntiles tiles of 16 rows with AVX-512 VNNI and VBMI. For tile T,
-// row i < 16 of the tile (row T*16+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 128-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*16+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 128 columns). meta holds, per
-// tile and chunk, 16 float32 scales and 16 int32 zeros in lane order (row
-// i, block j of the chunk at lane i*1+j); act holds per chunk 1 blocks x 2
-// halves of 64 activation bytes in the regrouped order (zero outside the
-// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
-// 1 VPMULTISHIFTQB control vectors; idx the 1 permutations gathering
-// lane i*1+j into lane i.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits8A8Avx512 computes W8A8 dot products of Bits matrices with AVX-512 VNNI
+// and VBMI, blocks of 128 columns (groups of at least 128): tiles of R = 16
+// rows, L = 1 lanes per row and chunk, float32 metadata (128 bytes per tile
+// and chunk), 256 act bytes per chunk. See "Bits int8 kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits8A8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits8A8G64Avx512 computes W8A8 dot products of Bits matrices (groups of 64
-// columns) for ntiles tiles of 8 rows with AVX-512 VNNI and VBMI. For tile T,
-// row i < 8 of the tile (row T*8+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 64-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*16+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 64 columns). meta holds, per
-// tile and chunk, 16 float32 scales and 16 int32 zeros in lane order (row
-// i, block j of the chunk at lane i*2+j); act holds per chunk 2 blocks x 2
-// halves of 64 activation bytes in the regrouped order (zero outside the
-// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
-// 1 VPMULTISHIFTQB control vectors; idx the 2 permutations gathering
-// lane i*2+j into lane i.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits8A8G64Avx512 computes W8A8 dot products of Bits matrices with AVX-512
+// VNNI and VBMI, blocks of 64 columns (groups of 64): tiles of R = 8 rows, L =
+// 2 lanes per row and chunk, float32 metadata (128 bytes per tile and chunk),
+// 384 act bytes per chunk. See "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits8A8G64Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits8A8G32Avx512 computes W8A8 dot products of Bits matrices (groups of 32
-// columns) for ntiles tiles of 4 rows with AVX-512 VNNI and VBMI. For tile T,
-// row i < 4 of the tile (row T*4+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 32-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*16+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 32 columns). meta holds, per
-// tile and chunk, 16 float32 scales and 16 int32 zeros in lane order (row
-// i, block j of the chunk at lane i*4+j); act holds per chunk 4 blocks x 2
-// halves of 64 activation bytes in the regrouped order (zero outside the
-// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
-// 1 VPMULTISHIFTQB control vectors; idx the 4 permutations gathering
-// lane i*4+j into lane i.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits8A8G32Avx512 computes W8A8 dot products of Bits matrices with AVX-512
+// VNNI and VBMI, blocks of 32 columns (groups of 32): tiles of R = 4 rows, L =
+// 4 lanes per row and chunk, float32 metadata (128 bytes per tile and chunk),
+// 640 act bytes per chunk. See "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits8A8G32Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits4A8Avx512 computes W4A8 dot products of Bits matrices (groups of at least 128
-// columns) for ntiles tiles of 8 rows with AVX-512 VNNI and VBMI. For tile T,
-// row i < 8 of the tile (row T*8+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 128-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*16+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 128 columns). meta holds, per
-// tile and chunk, 16 float32 scales and 16 int32 zeros in lane order (row
-// i, block j of the chunk at lane i*2+j); act holds per chunk 2 blocks x 2
-// halves of 64 activation bytes in the regrouped order (zero outside the
-// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
-// 2 VPMULTISHIFTQB control vectors; idx the 2 permutations gathering
-// lane i*2+j into lane i.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits4A8Avx512 computes W4A8 dot products of Bits matrices with AVX-512 VNNI
+// and VBMI, blocks of 128 columns (groups of at least 128): tiles of R = 8
+// rows, L = 2 lanes per row and chunk, float32 metadata (128 bytes per tile
+// and chunk), 384 act bytes per chunk. See "Bits int8 kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits4A8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits4A8G64Avx512 computes W4A8 dot products of Bits matrices (groups of 64
-// columns) for ntiles tiles of 4 rows with AVX-512 VNNI and VBMI. For tile T,
-// row i < 4 of the tile (row T*4+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 64-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*16+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 64 columns). meta holds, per
-// tile and chunk, 16 float32 scales and 16 int32 zeros in lane order (row
-// i, block j of the chunk at lane i*4+j); act holds per chunk 4 blocks x 2
-// halves of 64 activation bytes in the regrouped order (zero outside the
-// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
-// 2 VPMULTISHIFTQB control vectors; idx the 4 permutations gathering
-// lane i*4+j into lane i.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits4A8G64Avx512 computes W4A8 dot products of Bits matrices with AVX-512
+// VNNI and VBMI, blocks of 64 columns (groups of 64): tiles of R = 4 rows, L =
+// 4 lanes per row and chunk, float32 metadata (128 bytes per tile and chunk),
+// 640 act bytes per chunk. See "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits4A8G64Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits4A8G32Avx512 computes W4A8 dot products of Bits matrices (groups of 32
-// columns) for ntiles tiles of 2 rows with AVX-512 VNNI and VBMI. For tile T,
-// row i < 2 of the tile (row T*2+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 32-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*16+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 32 columns). meta holds, per
-// tile and chunk, 16 float32 scales and 16 int32 zeros in lane order (row
-// i, block j of the chunk at lane i*8+j); act holds per chunk 8 blocks x 2
-// halves of 64 activation bytes in the regrouped order (zero outside the
-// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
-// 2 VPMULTISHIFTQB control vectors; idx the 8 permutations gathering
-// lane i*8+j into lane i.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits4A8G32Avx512 computes W4A8 dot products of Bits matrices with AVX-512
+// VNNI and VBMI, blocks of 32 columns (groups of 32): tiles of R = 2 rows, L =
+// 8 lanes per row and chunk, float32 metadata (128 bytes per tile and chunk),
+// 1152 act bytes per chunk. See "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits4A8G32Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits2A8Avx512 computes W2A8 dot products of Bits matrices (groups of at least 128
-// columns) for ntiles tiles of 4 rows with AVX-512 VNNI and VBMI. For tile T,
-// row i < 4 of the tile (row T*4+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 128-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*16+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 128 columns). meta holds, per
-// tile and chunk, 16 float32 scales and 16 int32 zeros in lane order (row
-// i, block j of the chunk at lane i*4+j); act holds per chunk 4 blocks x 2
-// halves of 64 activation bytes in the regrouped order (zero outside the
-// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
-// 4 VPMULTISHIFTQB control vectors; idx the 4 permutations gathering
-// lane i*4+j into lane i.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits2A8Avx512 computes W2A8 dot products of Bits matrices with AVX-512 VNNI
+// and VBMI, blocks of 128 columns (groups of at least 128): tiles of R = 4
+// rows, L = 4 lanes per row and chunk, float32 metadata (128 bytes per tile
+// and chunk), 640 act bytes per chunk. See "Bits int8 kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits2A8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits2A8G64Avx512 computes W2A8 dot products of Bits matrices (groups of 64
-// columns) for ntiles tiles of 2 rows with AVX-512 VNNI and VBMI. For tile T,
-// row i < 2 of the tile (row T*2+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 64-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*16+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 64 columns). meta holds, per
-// tile and chunk, 16 float32 scales and 16 int32 zeros in lane order (row
-// i, block j of the chunk at lane i*8+j); act holds per chunk 8 blocks x 2
-// halves of 64 activation bytes in the regrouped order (zero outside the
-// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
-// 4 VPMULTISHIFTQB control vectors; idx the 8 permutations gathering
-// lane i*8+j into lane i.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits2A8G64Avx512 computes W2A8 dot products of Bits matrices with AVX-512
+// VNNI and VBMI, blocks of 64 columns (groups of 64): tiles of R = 2 rows, L =
+// 8 lanes per row and chunk, float32 metadata (128 bytes per tile and chunk),
+// 1152 act bytes per chunk. See "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits2A8G64Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits2A8G32Avx512 computes W2A8 dot products of Bits matrices (groups of 32
-// columns) for ntiles tiles of 1 rows with AVX-512 VNNI and VBMI. For tile T,
-// row i < 1 of the tile (row T*1+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 32-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*16+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 32 columns). meta holds, per
-// tile and chunk, 16 float32 scales and 16 int32 zeros in lane order (row
-// i, block j of the chunk at lane i*16+j); act holds per chunk 16 blocks x 2
-// halves of 64 activation bytes in the regrouped order (zero outside the
-// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
-// 4 VPMULTISHIFTQB control vectors; idx the 16 permutations gathering
-// lane i*16+j into lane i.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits2A8G32Avx512 computes W2A8 dot products of Bits matrices with AVX-512
+// VNNI and VBMI, blocks of 32 columns (groups of 32): tiles of R = 1 rows, L =
+// 16 lanes per row and chunk, float32 metadata (128 bytes per tile and chunk),
+// 2176 act bytes per chunk. See "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits2A8G32Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits1A8Avx512 computes W1A8 dot products of Bits matrices (groups of at least 128
-// columns) for ntiles tiles of 2 rows with AVX-512 VNNI and VBMI. For tile T,
-// row i < 2 of the tile (row T*2+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 128-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*16+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 128 columns). meta holds, per
-// tile and chunk, 16 float32 scales and 16 int32 zeros in lane order (row
-// i, block j of the chunk at lane i*8+j); act holds per chunk 8 blocks x 2
-// halves of 64 activation bytes in the regrouped order (zero outside the
-// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
-// 8 VPMULTISHIFTQB control vectors; idx the 8 permutations gathering
-// lane i*8+j into lane i.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits1A8Avx512 computes W1A8 dot products of Bits matrices with AVX-512 VNNI
+// and VBMI, blocks of 128 columns (groups of at least 128): tiles of R = 2
+// rows, L = 8 lanes per row and chunk, float32 metadata (128 bytes per tile
+// and chunk), 1152 act bytes per chunk. See "Bits int8 kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits1A8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits1A8G64Avx512 computes W1A8 dot products of Bits matrices (groups of 64
-// columns) for ntiles tiles of 1 rows with AVX-512 VNNI and VBMI. For tile T,
-// row i < 1 of the tile (row T*1+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 64-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*16+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 64 columns). meta holds, per
-// tile and chunk, 16 float32 scales and 16 int32 zeros in lane order (row
-// i, block j of the chunk at lane i*16+j); act holds per chunk 16 blocks x 2
-// halves of 64 activation bytes in the regrouped order (zero outside the
-// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
-// 8 VPMULTISHIFTQB control vectors; idx the 16 permutations gathering
-// lane i*16+j into lane i.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits1A8G64Avx512 computes W1A8 dot products of Bits matrices with AVX-512
+// VNNI and VBMI, blocks of 64 columns (groups of 64): tiles of R = 1 rows, L =
+// 16 lanes per row and chunk, float32 metadata (128 bytes per tile and chunk),
+// 2176 act bytes per chunk. See "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits1A8G64Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits8A8Meta16Avx512 computes W8A8 dot products of Bits matrices (groups of at least 128
-// columns) for ntiles tiles of 16 rows with AVX-512 VNNI and VBMI. For tile T,
-// row i < 16 of the tile (row T*16+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 128-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*16+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 128 columns). meta holds, per
-// tile and chunk, 16 binary16 scales and 16 int16 zeros in lane order (row
-// i, block j of the chunk at lane i*1+j); act holds per chunk 1 blocks x 2
-// halves of 64 activation bytes in the regrouped order (zero outside the
-// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
-// 1 VPMULTISHIFTQB control vectors; idx the 1 permutations gathering
-// lane i*1+j into lane i.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits8A8Meta16Avx512 computes W8A8 dot products of Bits matrices with AVX-512
+// VNNI and VBMI, blocks of 128 columns (groups of at least 128): tiles of R =
+// 16 rows, L = 1 lanes per row and chunk, binary16 metadata (64 bytes per tile
+// and chunk), 256 act bytes per chunk. See "Bits int8 kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits8A8Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits8A8G64Meta16Avx512 computes W8A8 dot products of Bits matrices (groups of 64
-// columns) for ntiles tiles of 8 rows with AVX-512 VNNI and VBMI. For tile T,
-// row i < 8 of the tile (row T*8+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 64-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*16+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 64 columns). meta holds, per
-// tile and chunk, 16 binary16 scales and 16 int16 zeros in lane order (row
-// i, block j of the chunk at lane i*2+j); act holds per chunk 2 blocks x 2
-// halves of 64 activation bytes in the regrouped order (zero outside the
-// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
-// 1 VPMULTISHIFTQB control vectors; idx the 2 permutations gathering
-// lane i*2+j into lane i.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits8A8G64Meta16Avx512 computes W8A8 dot products of Bits matrices with
+// AVX-512 VNNI and VBMI, blocks of 64 columns (groups of 64): tiles of R = 8
+// rows, L = 2 lanes per row and chunk, binary16 metadata (64 bytes per tile
+// and chunk), 384 act bytes per chunk. See "Bits int8 kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits8A8G64Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits8A8G32Meta16Avx512 computes W8A8 dot products of Bits matrices (groups of 32
-// columns) for ntiles tiles of 4 rows with AVX-512 VNNI and VBMI. For tile T,
-// row i < 4 of the tile (row T*4+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 32-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*16+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 32 columns). meta holds, per
-// tile and chunk, 16 binary16 scales and 16 int16 zeros in lane order (row
-// i, block j of the chunk at lane i*4+j); act holds per chunk 4 blocks x 2
-// halves of 64 activation bytes in the regrouped order (zero outside the
-// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
-// 1 VPMULTISHIFTQB control vectors; idx the 4 permutations gathering
-// lane i*4+j into lane i.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits8A8G32Meta16Avx512 computes W8A8 dot products of Bits matrices with
+// AVX-512 VNNI and VBMI, blocks of 32 columns (groups of 32): tiles of R = 4
+// rows, L = 4 lanes per row and chunk, binary16 metadata (64 bytes per tile
+// and chunk), 640 act bytes per chunk. See "Bits int8 kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits8A8G32Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits4A8Meta16Avx512 computes W4A8 dot products of Bits matrices (groups of at least 128
-// columns) for ntiles tiles of 8 rows with AVX-512 VNNI and VBMI. For tile T,
-// row i < 8 of the tile (row T*8+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 128-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*16+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 128 columns). meta holds, per
-// tile and chunk, 16 binary16 scales and 16 int16 zeros in lane order (row
-// i, block j of the chunk at lane i*2+j); act holds per chunk 2 blocks x 2
-// halves of 64 activation bytes in the regrouped order (zero outside the
-// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
-// 2 VPMULTISHIFTQB control vectors; idx the 2 permutations gathering
-// lane i*2+j into lane i.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits4A8Meta16Avx512 computes W4A8 dot products of Bits matrices with AVX-512
+// VNNI and VBMI, blocks of 128 columns (groups of at least 128): tiles of R =
+// 8 rows, L = 2 lanes per row and chunk, binary16 metadata (64 bytes per tile
+// and chunk), 384 act bytes per chunk. See "Bits int8 kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits4A8Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits4A8G64Meta16Avx512 computes W4A8 dot products of Bits matrices (groups of 64
-// columns) for ntiles tiles of 4 rows with AVX-512 VNNI and VBMI. For tile T,
-// row i < 4 of the tile (row T*4+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 64-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*16+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 64 columns). meta holds, per
-// tile and chunk, 16 binary16 scales and 16 int16 zeros in lane order (row
-// i, block j of the chunk at lane i*4+j); act holds per chunk 4 blocks x 2
-// halves of 64 activation bytes in the regrouped order (zero outside the
-// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
-// 2 VPMULTISHIFTQB control vectors; idx the 4 permutations gathering
-// lane i*4+j into lane i.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits4A8G64Meta16Avx512 computes W4A8 dot products of Bits matrices with
+// AVX-512 VNNI and VBMI, blocks of 64 columns (groups of 64): tiles of R = 4
+// rows, L = 4 lanes per row and chunk, binary16 metadata (64 bytes per tile
+// and chunk), 640 act bytes per chunk. See "Bits int8 kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits4A8G64Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits4A8G32Meta16Avx512 computes W4A8 dot products of Bits matrices (groups of 32
-// columns) for ntiles tiles of 2 rows with AVX-512 VNNI and VBMI. For tile T,
-// row i < 2 of the tile (row T*2+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 32-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*16+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 32 columns). meta holds, per
-// tile and chunk, 16 binary16 scales and 16 int16 zeros in lane order (row
-// i, block j of the chunk at lane i*8+j); act holds per chunk 8 blocks x 2
-// halves of 64 activation bytes in the regrouped order (zero outside the
-// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
-// 2 VPMULTISHIFTQB control vectors; idx the 8 permutations gathering
-// lane i*8+j into lane i.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits4A8G32Meta16Avx512 computes W4A8 dot products of Bits matrices with
+// AVX-512 VNNI and VBMI, blocks of 32 columns (groups of 32): tiles of R = 2
+// rows, L = 8 lanes per row and chunk, binary16 metadata (64 bytes per tile
+// and chunk), 1152 act bytes per chunk. See "Bits int8 kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits4A8G32Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits2A8Meta16Avx512 computes W2A8 dot products of Bits matrices (groups of at least 128
-// columns) for ntiles tiles of 4 rows with AVX-512 VNNI and VBMI. For tile T,
-// row i < 4 of the tile (row T*4+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 128-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*16+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 128 columns). meta holds, per
-// tile and chunk, 16 binary16 scales and 16 int16 zeros in lane order (row
-// i, block j of the chunk at lane i*4+j); act holds per chunk 4 blocks x 2
-// halves of 64 activation bytes in the regrouped order (zero outside the
-// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
-// 4 VPMULTISHIFTQB control vectors; idx the 4 permutations gathering
-// lane i*4+j into lane i.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits2A8Meta16Avx512 computes W2A8 dot products of Bits matrices with AVX-512
+// VNNI and VBMI, blocks of 128 columns (groups of at least 128): tiles of R =
+// 4 rows, L = 4 lanes per row and chunk, binary16 metadata (64 bytes per tile
+// and chunk), 640 act bytes per chunk. See "Bits int8 kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits2A8Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits2A8G64Meta16Avx512 computes W2A8 dot products of Bits matrices (groups of 64
-// columns) for ntiles tiles of 2 rows with AVX-512 VNNI and VBMI. For tile T,
-// row i < 2 of the tile (row T*2+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 64-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*16+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 64 columns). meta holds, per
-// tile and chunk, 16 binary16 scales and 16 int16 zeros in lane order (row
-// i, block j of the chunk at lane i*8+j); act holds per chunk 8 blocks x 2
-// halves of 64 activation bytes in the regrouped order (zero outside the
-// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
-// 4 VPMULTISHIFTQB control vectors; idx the 8 permutations gathering
-// lane i*8+j into lane i.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits2A8G64Meta16Avx512 computes W2A8 dot products of Bits matrices with
+// AVX-512 VNNI and VBMI, blocks of 64 columns (groups of 64): tiles of R = 2
+// rows, L = 8 lanes per row and chunk, binary16 metadata (64 bytes per tile
+// and chunk), 1152 act bytes per chunk. See "Bits int8 kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits2A8G64Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits2A8G32Meta16Avx512 computes W2A8 dot products of Bits matrices (groups of 32
-// columns) for ntiles tiles of 1 rows with AVX-512 VNNI and VBMI. For tile T,
-// row i < 1 of the tile (row T*1+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 32-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*16+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 32 columns). meta holds, per
-// tile and chunk, 16 binary16 scales and 16 int16 zeros in lane order (row
-// i, block j of the chunk at lane i*16+j); act holds per chunk 16 blocks x 2
-// halves of 64 activation bytes in the regrouped order (zero outside the
-// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
-// 4 VPMULTISHIFTQB control vectors; idx the 16 permutations gathering
-// lane i*16+j into lane i.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits2A8G32Meta16Avx512 computes W2A8 dot products of Bits matrices with
+// AVX-512 VNNI and VBMI, blocks of 32 columns (groups of 32): tiles of R = 1
+// rows, L = 16 lanes per row and chunk, binary16 metadata (64 bytes per tile
+// and chunk), 2176 act bytes per chunk. See "Bits int8 kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits2A8G32Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits1A8Meta16Avx512 computes W1A8 dot products of Bits matrices (groups of at least 128
-// columns) for ntiles tiles of 2 rows with AVX-512 VNNI and VBMI. For tile T,
-// row i < 2 of the tile (row T*2+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 128-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*16+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 128 columns). meta holds, per
-// tile and chunk, 16 binary16 scales and 16 int16 zeros in lane order (row
-// i, block j of the chunk at lane i*8+j); act holds per chunk 8 blocks x 2
-// halves of 64 activation bytes in the regrouped order (zero outside the
-// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
-// 8 VPMULTISHIFTQB control vectors; idx the 8 permutations gathering
-// lane i*8+j into lane i.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits1A8Meta16Avx512 computes W1A8 dot products of Bits matrices with AVX-512
+// VNNI and VBMI, blocks of 128 columns (groups of at least 128): tiles of R =
+// 2 rows, L = 8 lanes per row and chunk, binary16 metadata (64 bytes per tile
+// and chunk), 1152 act bytes per chunk. See "Bits int8 kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits1A8Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits1A8G64Meta16Avx512 computes W1A8 dot products of Bits matrices (groups of 64
-// columns) for ntiles tiles of 1 rows with AVX-512 VNNI and VBMI. For tile T,
-// row i < 1 of the tile (row T*1+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 64-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*16+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 64 columns). meta holds, per
-// tile and chunk, 16 binary16 scales and 16 int16 zeros in lane order (row
-// i, block j of the chunk at lane i*16+j); act holds per chunk 16 blocks x 2
-// halves of 64 activation bytes in the regrouped order (zero outside the
-// block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the
-// 8 VPMULTISHIFTQB control vectors; idx the 16 permutations gathering
-// lane i*16+j into lane i.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits1A8G64Meta16Avx512 computes W1A8 dot products of Bits matrices with
+// AVX-512 VNNI and VBMI, blocks of 64 columns (groups of 64): tiles of R = 1
+// rows, L = 16 lanes per row and chunk, binary16 metadata (64 bytes per tile
+// and chunk), 2176 act bytes per chunk. See "Bits int8 kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits1A8G64Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits3A8Avx512 computes W3A8 dot products of Bits matrices (groups of at least 128
-// columns) for ntiles tiles of 16 rows with AVX-512 VNNI and VBMI. For tile T,
-// row i < 16 of the tile (row T*16+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 128-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*16+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 128 columns). chunks counts
-// periods of two chunks (640 columns, 5 blocks). meta holds, per tile, period and
-// block, 16 float32 scales and 16 int32 zeros in row order; act holds per
-// period 6 quads x 2 halves of 64 activation bytes (bits3Quads: dword t of
-// half h holds the columns of the quad's four planes at word t+16h, zero
-// outside the quad's block), then per block 16 float32 lane scales and 16
-// int32 lane sums; ctrl the 4 VPMULTISHIFTQB control vectors; idx is unused.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits3A8Avx512 computes W3A8 dot products of Bits matrices with AVX-512 VNNI
+// and VBMI, blocks of 128 columns (groups of at least 128): tiles of 16 rows,
+// periods of two chunks holding 5 blocks and 6 quads (act 1408 bytes per
+// period, meta 640 bytes per tile and period), 4 ctrl vectors. See "Bits int8
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits3A8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits3A8G64Avx512 computes W3A8 dot products of Bits matrices (groups of 64
-// columns) for ntiles tiles of 16 rows with AVX-512 VNNI and VBMI. For tile T,
-// row i < 16 of the tile (row T*16+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 64-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*16+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 64 columns). chunks counts
-// periods of two chunks (640 columns, 10 blocks). meta holds, per tile, period and
-// block, 16 float32 scales and 16 int32 zeros in row order; act holds per
-// period 10 quads x 2 halves of 64 activation bytes (bits3Quads: dword t of
-// half h holds the columns of the quad's four planes at word t+16h, zero
-// outside the quad's block), then per block 16 float32 lane scales and 16
-// int32 lane sums; ctrl the 4 VPMULTISHIFTQB control vectors; idx is unused.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits3A8G64Avx512 computes W3A8 dot products of Bits matrices with AVX-512
+// VNNI and VBMI, blocks of 64 columns (groups of 64): tiles of 16 rows,
+// periods of two chunks holding 10 blocks and 10 quads (act 2560 bytes per
+// period, meta 1280 bytes per tile and period), 4 ctrl vectors. See "Bits int8
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits3A8G64Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits8A8Avx2 computes W8A8 dot products of Bits matrices (groups of at least 128
-// columns) for ntiles tiles of 8 rows with AVX2 (VPMADDUBSW, VPMADDWD). For tile
-// T, row i < 8 of the tile (row T*8+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 128-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*8+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 128 columns). meta holds, per
-// tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,
-// block u of the chunk at lane i*1+u); act holds per chunk 128 activation
-// bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32
-// lane scales and 8 int32 lane sums; idx the 1 permutations gathering lane
-// i*1+u into lane i; ctrl is unused. Lanes 8..7 of each tile's 8 outputs
-// are scratch.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits8A8Avx2 computes W8A8 dot products of Bits matrices with AVX2
+// (VPMADDUBSW, VPMADDWD), blocks of 128 columns (groups of at least 128):
+// tiles of R = 8 rows, nu = 1 units per chunk, 192 act bytes per chunk. See
+// "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits8A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits8A8AvxVnni computes W8A8 dot products of Bits matrices (groups of at least 128
-// columns) for ntiles tiles of 8 rows with AVX-VNNI (VEX VPDPBUSD). For tile
-// T, row i < 8 of the tile (row T*8+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 128-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*8+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 128 columns). meta holds, per
-// tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,
-// block u of the chunk at lane i*1+u); act holds per chunk 128 activation
-// bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32
-// lane scales and 8 int32 lane sums; idx the 1 permutations gathering lane
-// i*1+u into lane i; ctrl is unused. Lanes 8..7 of each tile's 8 outputs
-// are scratch.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits8A8AvxVnni computes W8A8 dot products of Bits matrices with AVX-VNNI
+// (VEX VPDPBUSD), blocks of 128 columns (groups of at least 128): tiles of R =
+// 8 rows, nu = 1 units per chunk, 192 act bytes per chunk. See "Bits int8
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits8A8AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits8A8G64Avx2 computes W8A8 dot products of Bits matrices (groups of 64
-// columns) for ntiles tiles of 4 rows with AVX2 (VPMADDUBSW, VPMADDWD). For tile
-// T, row i < 4 of the tile (row T*4+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 64-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*8+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 64 columns). meta holds, per
-// tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,
-// block u of the chunk at lane i*2+u); act holds per chunk 128 activation
-// bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32
-// lane scales and 8 int32 lane sums; idx the 2 permutations gathering lane
-// i*2+u into lane i; ctrl is unused. Lanes 4..7 of each tile's 8 outputs
-// are scratch.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits8A8G64Avx2 computes W8A8 dot products of Bits matrices with AVX2
+// (VPMADDUBSW, VPMADDWD), blocks of 64 columns (groups of 64): tiles of R = 4
+// rows, nu = 2 units per chunk, 192 act bytes per chunk. See "Bits int8
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits8A8G64Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits8A8G64AvxVnni computes W8A8 dot products of Bits matrices (groups of 64
-// columns) for ntiles tiles of 4 rows with AVX-VNNI (VEX VPDPBUSD). For tile
-// T, row i < 4 of the tile (row T*4+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 64-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*8+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 64 columns). meta holds, per
-// tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,
-// block u of the chunk at lane i*2+u); act holds per chunk 128 activation
-// bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32
-// lane scales and 8 int32 lane sums; idx the 2 permutations gathering lane
-// i*2+u into lane i; ctrl is unused. Lanes 4..7 of each tile's 8 outputs
-// are scratch.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits8A8G64AvxVnni computes W8A8 dot products of Bits matrices with AVX-VNNI
+// (VEX VPDPBUSD), blocks of 64 columns (groups of 64): tiles of R = 4 rows, nu
+// = 2 units per chunk, 192 act bytes per chunk. See "Bits int8 kernels" in the
+// package doc.
 //
 //go:noescape
 func Bits8A8G64AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits8A8G32Avx2 computes W8A8 dot products of Bits matrices (groups of 32
-// columns) for ntiles tiles of 2 rows with AVX2 (VPMADDUBSW, VPMADDWD). For tile
-// T, row i < 2 of the tile (row T*2+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 32-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*8+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 32 columns). meta holds, per
-// tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,
-// block u of the chunk at lane i*4+u); act holds per chunk 128 activation
-// bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32
-// lane scales and 8 int32 lane sums; idx the 4 permutations gathering lane
-// i*4+u into lane i; ctrl is unused. Lanes 2..7 of each tile's 8 outputs
-// are scratch.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits8A8G32Avx2 computes W8A8 dot products of Bits matrices with AVX2
+// (VPMADDUBSW, VPMADDWD), blocks of 32 columns (groups of 32): tiles of R = 2
+// rows, nu = 4 units per chunk, 192 act bytes per chunk. See "Bits int8
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits8A8G32Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits8A8G32AvxVnni computes W8A8 dot products of Bits matrices (groups of 32
-// columns) for ntiles tiles of 2 rows with AVX-VNNI (VEX VPDPBUSD). For tile
-// T, row i < 2 of the tile (row T*2+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 32-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*8+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 32 columns). meta holds, per
-// tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,
-// block u of the chunk at lane i*4+u); act holds per chunk 128 activation
-// bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32
-// lane scales and 8 int32 lane sums; idx the 4 permutations gathering lane
-// i*4+u into lane i; ctrl is unused. Lanes 2..7 of each tile's 8 outputs
-// are scratch.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits8A8G32AvxVnni computes W8A8 dot products of Bits matrices with AVX-VNNI
+// (VEX VPDPBUSD), blocks of 32 columns (groups of 32): tiles of R = 2 rows, nu
+// = 4 units per chunk, 192 act bytes per chunk. See "Bits int8 kernels" in the
+// package doc.
 //
 //go:noescape
 func Bits8A8G32AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits4A8Avx2 computes W4A8 dot products of Bits matrices (groups of at least 128
-// columns) for ntiles tiles of 4 rows with AVX2 (VPMADDUBSW, VPMADDWD). For tile
-// T, row i < 4 of the tile (row T*4+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 128-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*8+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 128 columns). meta holds, per
-// tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,
-// block u of the chunk at lane i*2+u); act holds per chunk 256 activation
-// bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32
-// lane scales and 8 int32 lane sums; idx the 2 permutations gathering lane
-// i*2+u into lane i; ctrl is unused. Lanes 4..7 of each tile's 8 outputs
-// are scratch.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits4A8Avx2 computes W4A8 dot products of Bits matrices with AVX2
+// (VPMADDUBSW, VPMADDWD), blocks of 128 columns (groups of at least 128):
+// tiles of R = 4 rows, nu = 2 units per chunk, 320 act bytes per chunk. See
+// "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits4A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits4A8AvxVnni computes W4A8 dot products of Bits matrices (groups of at least 128
-// columns) for ntiles tiles of 4 rows with AVX-VNNI (VEX VPDPBUSD). For tile
-// T, row i < 4 of the tile (row T*4+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 128-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*8+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 128 columns). meta holds, per
-// tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,
-// block u of the chunk at lane i*2+u); act holds per chunk 256 activation
-// bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32
-// lane scales and 8 int32 lane sums; idx the 2 permutations gathering lane
-// i*2+u into lane i; ctrl is unused. Lanes 4..7 of each tile's 8 outputs
-// are scratch.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits4A8AvxVnni computes W4A8 dot products of Bits matrices with AVX-VNNI
+// (VEX VPDPBUSD), blocks of 128 columns (groups of at least 128): tiles of R =
+// 4 rows, nu = 2 units per chunk, 320 act bytes per chunk. See "Bits int8
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits4A8AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits4A8G64Avx2 computes W4A8 dot products of Bits matrices (groups of 64
-// columns) for ntiles tiles of 2 rows with AVX2 (VPMADDUBSW, VPMADDWD). For tile
-// T, row i < 2 of the tile (row T*2+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 64-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*8+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 64 columns). meta holds, per
-// tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,
-// block u of the chunk at lane i*4+u); act holds per chunk 256 activation
-// bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32
-// lane scales and 8 int32 lane sums; idx the 4 permutations gathering lane
-// i*4+u into lane i; ctrl is unused. Lanes 2..7 of each tile's 8 outputs
-// are scratch.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits4A8G64Avx2 computes W4A8 dot products of Bits matrices with AVX2
+// (VPMADDUBSW, VPMADDWD), blocks of 64 columns (groups of 64): tiles of R = 2
+// rows, nu = 4 units per chunk, 320 act bytes per chunk. See "Bits int8
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits4A8G64Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits4A8G64AvxVnni computes W4A8 dot products of Bits matrices (groups of 64
-// columns) for ntiles tiles of 2 rows with AVX-VNNI (VEX VPDPBUSD). For tile
-// T, row i < 2 of the tile (row T*2+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 64-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*8+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 64 columns). meta holds, per
-// tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,
-// block u of the chunk at lane i*4+u); act holds per chunk 256 activation
-// bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32
-// lane scales and 8 int32 lane sums; idx the 4 permutations gathering lane
-// i*4+u into lane i; ctrl is unused. Lanes 2..7 of each tile's 8 outputs
-// are scratch.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits4A8G64AvxVnni computes W4A8 dot products of Bits matrices with AVX-VNNI
+// (VEX VPDPBUSD), blocks of 64 columns (groups of 64): tiles of R = 2 rows, nu
+// = 4 units per chunk, 320 act bytes per chunk. See "Bits int8 kernels" in the
+// package doc.
 //
 //go:noescape
 func Bits4A8G64AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits4A8G32Avx2 computes W4A8 dot products of Bits matrices (groups of 32
-// columns) for ntiles tiles of 1 rows with AVX2 (VPMADDUBSW, VPMADDWD). For tile
-// T, row i < 1 of the tile (row T*1+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 32-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*8+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 32 columns). meta holds, per
-// tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,
-// block u of the chunk at lane i*8+u); act holds per chunk 256 activation
-// bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32
-// lane scales and 8 int32 lane sums; idx the 8 permutations gathering lane
-// i*8+u into lane i; ctrl is unused. Lanes 1..7 of each tile's 8 outputs
-// are scratch.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits4A8G32Avx2 computes W4A8 dot products of Bits matrices with AVX2
+// (VPMADDUBSW, VPMADDWD), blocks of 32 columns (groups of 32): tiles of R = 1
+// rows, nu = 8 units per chunk, 320 act bytes per chunk. See "Bits int8
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits4A8G32Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits4A8G32AvxVnni computes W4A8 dot products of Bits matrices (groups of 32
-// columns) for ntiles tiles of 1 rows with AVX-VNNI (VEX VPDPBUSD). For tile
-// T, row i < 1 of the tile (row T*1+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 32-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*8+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 32 columns). meta holds, per
-// tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,
-// block u of the chunk at lane i*8+u); act holds per chunk 256 activation
-// bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32
-// lane scales and 8 int32 lane sums; idx the 8 permutations gathering lane
-// i*8+u into lane i; ctrl is unused. Lanes 1..7 of each tile's 8 outputs
-// are scratch.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits4A8G32AvxVnni computes W4A8 dot products of Bits matrices with AVX-VNNI
+// (VEX VPDPBUSD), blocks of 32 columns (groups of 32): tiles of R = 1 rows, nu
+// = 8 units per chunk, 320 act bytes per chunk. See "Bits int8 kernels" in the
+// package doc.
 //
 //go:noescape
 func Bits4A8G32AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits2A8Avx2 computes W2A8 dot products of Bits matrices (groups of at least 128
-// columns) for ntiles tiles of 2 rows with AVX2 (VPMADDUBSW, VPMADDWD). For tile
-// T, row i < 2 of the tile (row T*2+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 128-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*8+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 128 columns). meta holds, per
-// tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,
-// block u of the chunk at lane i*4+u); act holds per chunk 512 activation
-// bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32
-// lane scales and 8 int32 lane sums; idx the 4 permutations gathering lane
-// i*4+u into lane i; ctrl is unused. Lanes 2..7 of each tile's 8 outputs
-// are scratch.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits2A8Avx2 computes W2A8 dot products of Bits matrices with AVX2
+// (VPMADDUBSW, VPMADDWD), blocks of 128 columns (groups of at least 128):
+// tiles of R = 2 rows, nu = 4 units per chunk, 576 act bytes per chunk. See
+// "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits2A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits2A8AvxVnni computes W2A8 dot products of Bits matrices (groups of at least 128
-// columns) for ntiles tiles of 2 rows with AVX-VNNI (VEX VPDPBUSD). For tile
-// T, row i < 2 of the tile (row T*2+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 128-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*8+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 128 columns). meta holds, per
-// tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,
-// block u of the chunk at lane i*4+u); act holds per chunk 512 activation
-// bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32
-// lane scales and 8 int32 lane sums; idx the 4 permutations gathering lane
-// i*4+u into lane i; ctrl is unused. Lanes 2..7 of each tile's 8 outputs
-// are scratch.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits2A8AvxVnni computes W2A8 dot products of Bits matrices with AVX-VNNI
+// (VEX VPDPBUSD), blocks of 128 columns (groups of at least 128): tiles of R =
+// 2 rows, nu = 4 units per chunk, 576 act bytes per chunk. See "Bits int8
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits2A8AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits2A8G64Avx2 computes W2A8 dot products of Bits matrices (groups of 64
-// columns) for ntiles tiles of 1 rows with AVX2 (VPMADDUBSW, VPMADDWD). For tile
-// T, row i < 1 of the tile (row T*1+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 64-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*8+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 64 columns). meta holds, per
-// tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,
-// block u of the chunk at lane i*8+u); act holds per chunk 512 activation
-// bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32
-// lane scales and 8 int32 lane sums; idx the 8 permutations gathering lane
-// i*8+u into lane i; ctrl is unused. Lanes 1..7 of each tile's 8 outputs
-// are scratch.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits2A8G64Avx2 computes W2A8 dot products of Bits matrices with AVX2
+// (VPMADDUBSW, VPMADDWD), blocks of 64 columns (groups of 64): tiles of R = 1
+// rows, nu = 8 units per chunk, 576 act bytes per chunk. See "Bits int8
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits2A8G64Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits2A8G64AvxVnni computes W2A8 dot products of Bits matrices (groups of 64
-// columns) for ntiles tiles of 1 rows with AVX-VNNI (VEX VPDPBUSD). For tile
-// T, row i < 1 of the tile (row T*1+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 64-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*8+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 64 columns). meta holds, per
-// tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,
-// block u of the chunk at lane i*8+u); act holds per chunk 512 activation
-// bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32
-// lane scales and 8 int32 lane sums; idx the 8 permutations gathering lane
-// i*8+u into lane i; ctrl is unused. Lanes 1..7 of each tile's 8 outputs
-// are scratch.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits2A8G64AvxVnni computes W2A8 dot products of Bits matrices with AVX-VNNI
+// (VEX VPDPBUSD), blocks of 64 columns (groups of 64): tiles of R = 1 rows, nu
+// = 8 units per chunk, 576 act bytes per chunk. See "Bits int8 kernels" in the
+// package doc.
 //
 //go:noescape
 func Bits2A8G64AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits1A8Avx2 computes W1A8 dot products of Bits matrices (groups of at least 128
-// columns) for ntiles tiles of 1 rows with AVX2 (VPMADDUBSW, VPMADDWD). For tile
-// T, row i < 1 of the tile (row T*1+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 128-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*8+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 128 columns). meta holds, per
-// tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,
-// block u of the chunk at lane i*8+u); act holds per chunk 1024 activation
-// bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32
-// lane scales and 8 int32 lane sums; idx the 8 permutations gathering lane
-// i*8+u into lane i; ctrl is unused. Lanes 1..7 of each tile's 8 outputs
-// are scratch.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits1A8Avx2 computes W1A8 dot products of Bits matrices with AVX2
+// (VPMADDUBSW, VPMADDWD), blocks of 128 columns (groups of at least 128):
+// tiles of R = 1 rows, nu = 8 units per chunk, 1088 act bytes per chunk. See
+// "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits1A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits1A8AvxVnni computes W1A8 dot products of Bits matrices (groups of at least 128
-// columns) for ntiles tiles of 1 rows with AVX-VNNI (VEX VPDPBUSD). For tile
-// T, row i < 1 of the tile (row T*1+i from w, stride bytes apart), it computes
-//
-//	acc = 0
-//	for each 128-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*8+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact (blocks of 128 columns). meta holds, per
-// tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,
-// block u of the chunk at lane i*8+u); act holds per chunk 1024 activation
-// bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32
-// lane scales and 8 int32 lane sums; idx the 8 permutations gathering lane
-// i*8+u into lane i; ctrl is unused. Lanes 1..7 of each tile's 8 outputs
-// are scratch.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits1A8AvxVnni computes W1A8 dot products of Bits matrices with AVX-VNNI
+// (VEX VPDPBUSD), blocks of 128 columns (groups of at least 128): tiles of R =
+// 1 rows, nu = 8 units per chunk, 1088 act bytes per chunk. See "Bits int8
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits1A8AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits3A8Avx2 computes W3A8 dot products of Bits matrices (groups of at least 128
-// columns) for ntiles tiles of 8 rows with AVX2 (VPSHUFB, VPMULHUW, VPMADDWD).
-// For tile T, row i < 8 of the tile (row T*8+i from w, stride bytes apart), it
-// computes
-//
-//	acc = 0
-//	for each 128-column block B in column order:
-//		isum = sum q*xq - z*sum xq        (int32)
-//		acc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)
-//	out[T*8+i] = acc
-//
-// exactly as layout.(*Bits).DotA8Exact. chunks counts periods of two
-// chunks (640 columns, 5 blocks). meta holds, per tile, period and block,
-// 8 float32 scales and 8 int32 zeros in row order; act holds per period,
-// for plane pair q < 10 (planes 2q, 2q+1) and quarter h < 4, 16 int16
-// activations, lane 8l+2w+e holding column (2q+e)*32 + 8h + 4l + w of the
-// period, then per block 8 float32 lane scales and 8 int32 lane sums; ctrl
-// and idx are unused.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read
-// or written, zero points integers.
+// Bits3A8Avx2 computes W3A8 dot products of Bits matrices with AVX2 (VPSHUFB,
+// VPMULHUW, VPMADDWD), blocks of 128 columns (groups of at least 128): tiles
+// of 8 rows, periods of two chunks holding 5 blocks (act 1600 bytes per
+// period, meta 320 bytes per tile and period). See "Bits int8 kernels" in the
+// package doc.
 //
 //go:noescape
 func Bits3A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)

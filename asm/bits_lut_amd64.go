@@ -4,796 +4,304 @@
 
 package asm
 
-// BitsLutTables1Avx512 writes, for chunks chunks of 1024 float32 activations at x (column
-// (k*32 + i)*32 + t of chunk k is element i of lane t), the lookup tables of
-// the Bits1Lut kernels: table (k, t, j) at tab + ((k*32 + t)*8 + j)*16 holds,
-// for each 4-bit index e, the sum over the nibble's 4 fields u (index bits
-// 1*u ..) of field(e, u) times the activation of the field's element
-// (word bits 28-4j .. 31-4j hold the nibble), accumulated field by field
-// in order of u. sums + (k*8 + j)*16 receives the sum over t of the
-// chunk's tables (k, t, j): its entry for the index with every field 1
-// is the sum of the nibble column's activations. chunks >= 1.
+// BitsLutTables1Avx512 builds the lookup tables of the Bits1Lut kernels with
+// AVX-512F, for chunks of 1024 float32 activations (4 fields per nibble). See
+// "Bits lookup-table kernels" in the package doc.
 //
 //go:noescape
 func BitsLutTables1Avx512(tab *float32, sums *float32, x *float32, chunks int)
 
-// Bits1LutA32S4Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 3072 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 4 planes (128 columns, inside
-// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
-// offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*3072; pointers cover
-// what is read or written.
+// Bits1LutA32S4Avx512 computes W1A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 4 planes (128
+// columns), float32 metadata, units of 3072 bytes, prefetching w with
+// PREFETCHT1 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits1LutA32S4Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits1LutA32S4NtaAvx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 3072 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 4 planes (128 columns, inside
-// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
-// offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*3072; pointers cover
-// what is read or written.
+// Bits1LutA32S4NtaAvx512 computes W1A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 4 planes (128
+// columns), float32 metadata, units of 3072 bytes, prefetching w with
+// PREFETCHNTA 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits1LutA32S4NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits1LutA32S4F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2560 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 4 planes (128 columns, inside
-// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2560; pointers cover
-// what is read or written.
+// Bits1LutA32S4F16Avx512 computes W1A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 4 planes (128
+// columns), binary16 metadata, units of 2560 bytes, prefetching w with
+// PREFETCHT1 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits1LutA32S4F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits1LutA32S4F16NtaAvx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2560 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 4 planes (128 columns, inside
-// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2560; pointers cover
-// what is read or written.
+// Bits1LutA32S4F16NtaAvx512 computes W1A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 4 planes (128
+// columns), binary16 metadata, units of 2560 bytes, prefetching w with
+// PREFETCHNTA 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits1LutA32S4F16NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits1LutA32S8Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2560 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 8 planes (256 columns, inside
-// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
-// offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2560; pointers cover
-// what is read or written.
+// Bits1LutA32S8Avx512 computes W1A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 8 planes (256
+// columns), float32 metadata, units of 2560 bytes, prefetching w with
+// PREFETCHT1 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits1LutA32S8Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits1LutA32S8NtaAvx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2560 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 8 planes (256 columns, inside
-// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
-// offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2560; pointers cover
-// what is read or written.
+// Bits1LutA32S8NtaAvx512 computes W1A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 8 planes (256
+// columns), float32 metadata, units of 2560 bytes, prefetching w with
+// PREFETCHNTA 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits1LutA32S8NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits1LutA32S8F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2304 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 8 planes (256 columns, inside
-// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2304; pointers cover
-// what is read or written.
+// Bits1LutA32S8F16Avx512 computes W1A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 8 planes (256
+// columns), binary16 metadata, units of 2304 bytes, prefetching w with
+// PREFETCHT1 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits1LutA32S8F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits1LutA32S8F16NtaAvx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2304 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 8 planes (256 columns, inside
-// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2304; pointers cover
-// what is read or written.
+// Bits1LutA32S8F16NtaAvx512 computes W1A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 8 planes (256
+// columns), binary16 metadata, units of 2304 bytes, prefetching w with
+// PREFETCHNTA 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits1LutA32S8F16NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits1LutA32S16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2304 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 16 planes (512 columns, inside
-// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
-// offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2304; pointers cover
-// what is read or written.
+// Bits1LutA32S16Avx512 computes W1A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 16 planes (512
+// columns), float32 metadata, units of 2304 bytes, prefetching w with
+// PREFETCHT1 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits1LutA32S16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits1LutA32S16NtaAvx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2304 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 16 planes (512 columns, inside
-// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
-// offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2304; pointers cover
-// what is read or written.
+// Bits1LutA32S16NtaAvx512 computes W1A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 16 planes (512
+// columns), float32 metadata, units of 2304 bytes, prefetching w with
+// PREFETCHNTA 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits1LutA32S16NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits1LutA32S16F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2176 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 16 planes (512 columns, inside
-// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2176; pointers cover
-// what is read or written.
+// Bits1LutA32S16F16Avx512 computes W1A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 16 planes (512
+// columns), binary16 metadata, units of 2176 bytes, prefetching w with
+// PREFETCHT1 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits1LutA32S16F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits1LutA32S16F16NtaAvx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2176 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 16 planes (512 columns, inside
-// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2176; pointers cover
-// what is read or written.
+// Bits1LutA32S16F16NtaAvx512 computes W1A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 16 planes (512
+// columns), binary16 metadata, units of 2176 bytes, prefetching w with
+// PREFETCHNTA 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits1LutA32S16F16NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits1LutA32S32Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2176 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 32 planes (1024 columns, inside
-// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
-// offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2176; pointers cover
-// what is read or written.
+// Bits1LutA32S32Avx512 computes W1A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 32 planes
+// (1024 columns), float32 metadata, units of 2176 bytes, prefetching w with
+// PREFETCHT1 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits1LutA32S32Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits1LutA32S32NtaAvx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2176 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 32 planes (1024 columns, inside
-// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
-// offsets), one per row. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2176; pointers cover
-// what is read or written.
+// Bits1LutA32S32NtaAvx512 computes W1A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 32 planes
+// (1024 columns), float32 metadata, units of 2176 bytes, prefetching w with
+// PREFETCHNTA 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits1LutA32S32NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits1LutA32S32F16Avx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2112 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 32 planes (1024 columns, inside
-// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2112; pointers cover
-// what is read or written.
+// Bits1LutA32S32F16Avx512 computes W1A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 32 planes
+// (1024 columns), binary16 metadata, units of 2112 bytes, prefetching w with
+// PREFETCHT1 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits1LutA32S32F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits1LutA32S32F16NtaAvx512 computes W1A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2112 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 32 planes (1024 columns, inside
-// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables1Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2112; pointers cover
-// what is read or written.
+// Bits1LutA32S32F16NtaAvx512 computes W1A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 32 planes
+// (1024 columns), binary16 metadata, units of 2112 bytes, prefetching w with
+// PREFETCHNTA 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits1LutA32S32F16NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// BitsLutTables2Avx512 writes, for chunks chunks of 512 float32 activations at x (column
-// (k*16 + i)*32 + t of chunk k is element i of lane t), the lookup tables of
-// the Bits2Lut kernels: table (k, t, j) at tab + ((k*32 + t)*8 + j)*16 holds,
-// for each 4-bit index e, the sum over the nibble's 2 fields u (index bits
-// 2*u ..) of field(e, u) times the activation of the field's element
-// (word bits 28-4j .. 31-4j hold the nibble), accumulated field by field
-// in order of u. sums + (k*8 + j)*16 receives the sum over t of the
-// chunk's tables (k, t, j): its entry for the index with every field 1
-// is the sum of the nibble column's activations. chunks >= 1.
+// BitsLutTables2Avx512 builds the lookup tables of the Bits2Lut kernels with
+// AVX-512F, for chunks of 512 float32 activations (2 fields per nibble). See
+// "Bits lookup-table kernels" in the package doc.
 //
 //go:noescape
 func BitsLutTables2Avx512(tab *float32, sums *float32, x *float32, chunks int)
 
-// Bits2LutA32S2Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 3072 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 2 planes (64 columns, inside
-// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
-// offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*3072; pointers cover
-// what is read or written.
+// Bits2LutA32S2Avx512 computes W2A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 2 planes (64
+// columns), float32 metadata, units of 3072 bytes, prefetching w with
+// PREFETCHT1 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits2LutA32S2Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits2LutA32S2NtaAvx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 3072 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 2 planes (64 columns, inside
-// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
-// offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*3072; pointers cover
-// what is read or written.
+// Bits2LutA32S2NtaAvx512 computes W2A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 2 planes (64
+// columns), float32 metadata, units of 3072 bytes, prefetching w with
+// PREFETCHNTA 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits2LutA32S2NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits2LutA32S2F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2560 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 2 planes (64 columns, inside
-// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2560; pointers cover
-// what is read or written.
+// Bits2LutA32S2F16Avx512 computes W2A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 2 planes (64
+// columns), binary16 metadata, units of 2560 bytes, prefetching w with
+// PREFETCHT1 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits2LutA32S2F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits2LutA32S2F16NtaAvx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2560 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 2 planes (64 columns, inside
-// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2560; pointers cover
-// what is read or written.
+// Bits2LutA32S2F16NtaAvx512 computes W2A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 2 planes (64
+// columns), binary16 metadata, units of 2560 bytes, prefetching w with
+// PREFETCHNTA 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits2LutA32S2F16NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits2LutA32S4Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2560 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 4 planes (128 columns, inside
-// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
-// offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2560; pointers cover
-// what is read or written.
+// Bits2LutA32S4Avx512 computes W2A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 4 planes (128
+// columns), float32 metadata, units of 2560 bytes, prefetching w with
+// PREFETCHT1 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits2LutA32S4Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits2LutA32S4NtaAvx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2560 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 4 planes (128 columns, inside
-// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
-// offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2560; pointers cover
-// what is read or written.
+// Bits2LutA32S4NtaAvx512 computes W2A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 4 planes (128
+// columns), float32 metadata, units of 2560 bytes, prefetching w with
+// PREFETCHNTA 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits2LutA32S4NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits2LutA32S4F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2304 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 4 planes (128 columns, inside
-// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2304; pointers cover
-// what is read or written.
+// Bits2LutA32S4F16Avx512 computes W2A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 4 planes (128
+// columns), binary16 metadata, units of 2304 bytes, prefetching w with
+// PREFETCHT1 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits2LutA32S4F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits2LutA32S4F16NtaAvx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2304 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 4 planes (128 columns, inside
-// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2304; pointers cover
-// what is read or written.
+// Bits2LutA32S4F16NtaAvx512 computes W2A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 4 planes (128
+// columns), binary16 metadata, units of 2304 bytes, prefetching w with
+// PREFETCHNTA 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits2LutA32S4F16NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits2LutA32S8Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2304 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 8 planes (256 columns, inside
-// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
-// offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2304; pointers cover
-// what is read or written.
+// Bits2LutA32S8Avx512 computes W2A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 8 planes (256
+// columns), float32 metadata, units of 2304 bytes, prefetching w with
+// PREFETCHT1 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits2LutA32S8Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits2LutA32S8NtaAvx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2304 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 8 planes (256 columns, inside
-// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
-// offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2304; pointers cover
-// what is read or written.
+// Bits2LutA32S8NtaAvx512 computes W2A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 8 planes (256
+// columns), float32 metadata, units of 2304 bytes, prefetching w with
+// PREFETCHNTA 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits2LutA32S8NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits2LutA32S8F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2176 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 8 planes (256 columns, inside
-// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2176; pointers cover
-// what is read or written.
+// Bits2LutA32S8F16Avx512 computes W2A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 8 planes (256
+// columns), binary16 metadata, units of 2176 bytes, prefetching w with
+// PREFETCHT1 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits2LutA32S8F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits2LutA32S8F16NtaAvx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2176 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 8 planes (256 columns, inside
-// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2176; pointers cover
-// what is read or written.
+// Bits2LutA32S8F16NtaAvx512 computes W2A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 8 planes (256
+// columns), binary16 metadata, units of 2176 bytes, prefetching w with
+// PREFETCHNTA 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits2LutA32S8F16NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits2LutA32S16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2176 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 16 planes (512 columns, inside
-// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
-// offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2176; pointers cover
-// what is read or written.
+// Bits2LutA32S16Avx512 computes W2A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 16 planes (512
+// columns), float32 metadata, units of 2176 bytes, prefetching w with
+// PREFETCHT1 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits2LutA32S16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits2LutA32S16NtaAvx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2176 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 16 planes (512 columns, inside
-// one group). The metadata holds per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with
-// offsets), one per row. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2176; pointers cover
-// what is read or written.
+// Bits2LutA32S16NtaAvx512 computes W2A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 16 planes (512
+// columns), float32 metadata, units of 2176 bytes, prefetching w with
+// PREFETCHNTA 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits2LutA32S16NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits2LutA32S16F16Avx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2112 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 16 planes (512 columns, inside
-// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHT1 lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2112; pointers cover
-// what is read or written.
+// Bits2LutA32S16F16Avx512 computes W2A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 16 planes (512
+// columns), binary16 metadata, units of 2112 bytes, prefetching w with
+// PREFETCHT1 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits2LutA32S16F16Avx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)
 
-// Bits2LutA32S16F16NtaAvx512 computes W2A32 dot products of Bits matrices with AVX-512F and
-// lookup tables, for blocks blocks of 16 rows and chunks chunks, adding
-// them to out (16 floats per block), from w in the kernels' order (cpu's
-// lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one
-// after the other as units of 2112 bytes: the block's words (word by word, a
-// word as 16 dwords, row i's at dword i), then its metadata for the chunk:
-//
-//	out[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]
-//
-// for row i of block T, where a segment is 16 planes (512 columns, inside
-// one group). The metadata holds per segment 16 binary16 scales s, then 16 binary16 zero points z, one
-// per row; m = s*z in float32. tab holds the chunks' tables (BitsLutTables2Avx512),
-// xsum the activations' sum per segment. Per word t of a chunk, lane i
-// of the block's vector is row i; nibble j's index then picks, per row,
-// the sum of the activations its codes select from table (k, t, j). The
-// chunk's tables stay in L1 for all the blocks; w is prefetched with
-// PREFETCHNTA lutPrefetchUnits units ahead, across the jump to the next chunk.
-// Within layout.BitsTolerance of the float64 reference.
-// Preconditions: blocks, chunks >= 1; stride >= blocks*2112; pointers cover
-// what is read or written.
+// Bits2LutA32S16F16NtaAvx512 computes W2A32 dot products of Bits matrices with
+// AVX-512F and lookup tables for blocks of 16 rows, segments of 16 planes (512
+// columns), binary16 metadata, units of 2112 bytes, prefetching w with
+// PREFETCHNTA 3 units ahead. See "Bits lookup-table kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits2LutA32S16F16NtaAvx512(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)

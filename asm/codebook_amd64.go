@@ -4,1190 +4,519 @@
 
 package asm
 
-// CbTableF16V2Avx512 builds a binary16 Psumbook with AVX-512F: for s < nseg, q < k,
-// out[s*k+q] = binary16(inv * sum_{e<2} ct[e*k+q] * x[s*2+e]) (ct: the
-// centroids transposed; products accumulated in e order with fused
-// multiply-adds, the product by inv exact for a power of two, rounded to
-// nearest even).
-//
-// Preconditions: nseg >= 1, k a multiple of 16.
+// CbTableF16V2Avx512 builds a binary16 Psumbook of one codebook of 2-vectors,
+// scaled by inv, with AVX-512F (k a multiple of 16). See "Codebook kernels" in
+// the package doc.
 //
 //go:noescape
 func CbTableF16V2Avx512(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32)
 
-// CbTableI16V2Avx512 builds an int16 Psumbook with AVX-512F and VBMI, stored as
-// bytes: for s < nseg, q < k, with h = int16(round(inv * sum_{e<2} ct[e*k+q] *
-// x[s*2+e])) (products accumulated in e order with fused multiply-adds, the
-// product by inv exact for a power of two, rounded to nearest even, then
-// truncated to 16 bits), out[s*2k+q] = low byte of h and out[s*2k+k+q] = its
-// high byte. The caller picks inv so that every entry is at most 32767 in
-// magnitude.
-//
-// Preconditions: nseg >= 1, k a multiple of 32.
+// CbTableI16V2Avx512 builds an int16 Psumbook of one codebook of 2-vectors,
+// scaled by inv and stored as low and high bytes, with AVX-512F and VBMI (k a
+// multiple of 32). See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbTableI16V2Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
 
-// CbTableF16V4Avx512 builds a binary16 Psumbook with AVX-512F: for s < nseg, q < k,
-// out[s*k+q] = binary16(inv * sum_{e<4} ct[e*k+q] * x[s*4+e]) (ct: the
-// centroids transposed; products accumulated in e order with fused
-// multiply-adds, the product by inv exact for a power of two, rounded to
-// nearest even).
-//
-// Preconditions: nseg >= 1, k a multiple of 16.
+// CbTableF16V4Avx512 builds a binary16 Psumbook of one codebook of 4-vectors,
+// scaled by inv, with AVX-512F (k a multiple of 16). See "Codebook kernels" in
+// the package doc.
 //
 //go:noescape
 func CbTableF16V4Avx512(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32)
 
-// CbTableI16V4Avx512 builds an int16 Psumbook with AVX-512F and VBMI, stored as
-// bytes: for s < nseg, q < k, with h = int16(round(inv * sum_{e<4} ct[e*k+q] *
-// x[s*4+e])) (products accumulated in e order with fused multiply-adds, the
-// product by inv exact for a power of two, rounded to nearest even, then
-// truncated to 16 bits), out[s*2k+q] = low byte of h and out[s*2k+k+q] = its
-// high byte. The caller picks inv so that every entry is at most 32767 in
-// magnitude.
-//
-// Preconditions: nseg >= 1, k a multiple of 32.
+// CbTableI16V4Avx512 builds an int16 Psumbook of one codebook of 4-vectors,
+// scaled by inv and stored as low and high bytes, with AVX-512F and VBMI (k a
+// multiple of 32). See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbTableI16V4Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
 
-// CbTableF16V8Avx512 builds a binary16 Psumbook with AVX-512F: for s < nseg, q < k,
-// out[s*k+q] = binary16(inv * sum_{e<8} ct[e*k+q] * x[s*8+e]) (ct: the
-// centroids transposed; products accumulated in e order with fused
-// multiply-adds, the product by inv exact for a power of two, rounded to
-// nearest even).
-//
-// Preconditions: nseg >= 1, k a multiple of 16.
+// CbTableF16V8Avx512 builds a binary16 Psumbook of one codebook of 8-vectors,
+// scaled by inv, with AVX-512F (k a multiple of 16). See "Codebook kernels" in
+// the package doc.
 //
 //go:noescape
 func CbTableF16V8Avx512(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32)
 
-// CbTableI16V8Avx512 builds an int16 Psumbook with AVX-512F and VBMI, stored as
-// bytes: for s < nseg, q < k, with h = int16(round(inv * sum_{e<8} ct[e*k+q] *
-// x[s*8+e])) (products accumulated in e order with fused multiply-adds, the
-// product by inv exact for a power of two, rounded to nearest even, then
-// truncated to 16 bits), out[s*2k+q] = low byte of h and out[s*2k+k+q] = its
-// high byte. The caller picks inv so that every entry is at most 32767 in
-// magnitude.
-//
-// Preconditions: nseg >= 1, k a multiple of 32.
+// CbTableI16V8Avx512 builds an int16 Psumbook of one codebook of 8-vectors,
+// scaled by inv and stored as low and high bytes, with AVX-512F and VBMI (k a
+// multiple of 32). See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbTableI16V8Avx512(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)
 
-// CbPsumI16B8M1Avx512 accumulates, for nblk blocks of 64 rows (8-bit codes, M = 1
-// codebooks) and nseg segments, with AVX-512F, BW, VBMI and VNNI:
-//
-//	for each block b, position r < 64 and run of spg segments (the last may be shorter):
-//		acc[64b + r] += scales[64b + r + g*sstride/4] * float32(sum over the run's
-//		segments s and codebooks i of int16(lo_i[s][c] | hi_i[s][c]<<8))
-//
-// where g counts the block's runs, c is byte p of the 64 at codes + b*bstride +
-// i*cbstride + 64*s with cpu.cbI16Row(p) = r, and lo_i/hi_i are the 256 low / high
-// bytes of segment s's table at tab + i*tabstride + 512*s. The int32 run sums
-// are exact (nseg*M*32768 < 2^31); each is converted to float32 once. The
-// codes pf bytes ahead are prefetched (prefetches never fault).
-//
-// Preconditions: nblk >= 1, nseg >= 1, spg >= 1.
+// CbPsumI16B8M1Avx512 accumulates int16 Psumbook lookups (byte permutes, exact
+// int32 sums) for blocks of 64 rows, 8-bit codes from the CPU's transposed
+// copy of the codes, M = 1 codebooks, with AVX-512F, BW, VBMI and VNNI. See
+// "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumI16B8M1Avx512(codes *uint8, bstride int, cbstride int, nblk int, nseg int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
 
-// CbPsumI16B8M2Avx512 accumulates, for nblk blocks of 64 rows (8-bit codes, M = 2
-// codebooks) and nseg segments, with AVX-512F, BW, VBMI and VNNI:
-//
-//	for each block b, position r < 64 and run of spg segments (the last may be shorter):
-//		acc[64b + r] += scales[64b + r + g*sstride/4] * float32(sum over the run's
-//		segments s and codebooks i of int16(lo_i[s][c] | hi_i[s][c]<<8))
-//
-// where g counts the block's runs, c is byte p of the 64 at codes + b*bstride +
-// i*cbstride + 64*s with cpu.cbI16Row(p) = r, and lo_i/hi_i are the 256 low / high
-// bytes of segment s's table at tab + i*tabstride + 512*s. The int32 run sums
-// are exact (nseg*M*32768 < 2^31); each is converted to float32 once. The
-// codes pf bytes ahead are prefetched (prefetches never fault).
-//
-// Preconditions: nblk >= 1, nseg >= 1, spg >= 1.
+// CbPsumI16B8M2Avx512 accumulates int16 Psumbook lookups (byte permutes, exact
+// int32 sums) for blocks of 64 rows, 8-bit codes from the CPU's transposed
+// copy of the codes, M = 2 codebooks, with AVX-512F, BW, VBMI and VNNI. See
+// "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumI16B8M2Avx512(codes *uint8, bstride int, cbstride int, nblk int, nseg int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
 
-// CbPsumI16PB8M1Avx512 accumulates, for nblk blocks of 64 rows (8-bit codes, M = 1
-// codebooks) and nseg segments, with AVX-512F, BW, VBMI and VNNI:
-//
-//	for each block b, position r < 64 and run of spg segments (the last may be shorter):
-//		acc[64b + r] += scales[64b + r + g*sstride/4] * float32(sum over the run's
-//		segments s and codebooks i of int16(lo_i[s][c] | hi_i[s][c]<<8))
-//
-// where g counts the block's runs, position r of a block is row cpu.cbI16PRow(r)
-// of its 64 (scales and acc are in position order), c is that row's code i of
-// segment s: for rows 0-31 of block b, byte s%4 of word s/4 of a layout/codebook
-// 32-row tile whose codebook-i words start at codes + b*bstride + i*cbstride,
-// for rows 32-63 the tile bstride/2 bytes further; lo_i/hi_i are the 256 low / high
-// bytes of segment s's table at tab + i*tabstride + 512*s. The int32 run sums
-// are exact (nseg*M*32768 < 2^31); each is converted to float32 once. The
-// codes pf bytes ahead are prefetched (prefetches never fault).
-//
-// Preconditions: nblk >= 1, nseg >= 1 a multiple of 4, spg >= 1.
+// CbPsumI16PB8M1Avx512 accumulates int16 Psumbook lookups (byte permutes,
+// exact int32 sums) for blocks of 64 rows, 8-bit codes from layout/codebook's
+// packed words in place, M = 1 codebooks, with AVX-512F, BW, VBMI and VNNI.
+// See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumI16PB8M1Avx512(codes *uint8, bstride int, cbstride int, nblk int, nseg int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
 
-// CbPsumI16PB8M2Avx512 accumulates, for nblk blocks of 64 rows (8-bit codes, M = 2
-// codebooks) and nseg segments, with AVX-512F, BW, VBMI and VNNI:
-//
-//	for each block b, position r < 64 and run of spg segments (the last may be shorter):
-//		acc[64b + r] += scales[64b + r + g*sstride/4] * float32(sum over the run's
-//		segments s and codebooks i of int16(lo_i[s][c] | hi_i[s][c]<<8))
-//
-// where g counts the block's runs, position r of a block is row cpu.cbI16PRow(r)
-// of its 64 (scales and acc are in position order), c is that row's code i of
-// segment s: for rows 0-31 of block b, byte s%4 of word s/4 of a layout/codebook
-// 32-row tile whose codebook-i words start at codes + b*bstride + i*cbstride,
-// for rows 32-63 the tile bstride/2 bytes further; lo_i/hi_i are the 256 low / high
-// bytes of segment s's table at tab + i*tabstride + 512*s. The int32 run sums
-// are exact (nseg*M*32768 < 2^31); each is converted to float32 once. The
-// codes pf bytes ahead are prefetched (prefetches never fault).
-//
-// Preconditions: nblk >= 1, nseg >= 1 a multiple of 4, spg >= 1.
+// CbPsumI16PB8M2Avx512 accumulates int16 Psumbook lookups (byte permutes,
+// exact int32 sums) for blocks of 64 rows, 8-bit codes from layout/codebook's
+// packed words in place, M = 2 codebooks, with AVX-512F, BW, VBMI and VNNI.
+// See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumI16PB8M2Avx512(codes *uint8, bstride int, cbstride int, nblk int, nseg int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
 
-// CbPsumScalarB8M1Avx2 accumulates, for ntiles 32-row tiles of a codebook column tile
-// (8-bit codes, M = 1 codebooks) of nw words (4 segments each) per row, with AVX:
-//
-//	for each tile t, row r < 32 and group g of wpg words (4*wpg segments):
-//		acc[32*t + r] += scales[32*t + r + g*sstride/4] * sum over the group's
-//		segments s and codebooks i of tab_i[s][c_i]
-//
-// where tab_i = tab + i*tabstride bytes (256 float32 per segment, 1024 bytes)
-// and c_i is byte s%4 of word s/4 of row r at words + t*tstride + i*cbstride
-// (bytes; word w of the tile's rows at w*128 + 4*r). Per group, the lookups
-// are summed in word, then codebook, then segment order, and the product with
-// the scale is rounded before the add; scales advance 128 bytes per tile.
-//
-// Preconditions: ntiles >= 1; nw >= 1 and wpg >= 1 divides nw. The words
-// 2 tiles ahead are prefetched (prefetches never fault).
+// CbPsumScalarB8M1Avx2 accumulates float32 Psumbook lookups with scalar loads
+// for 32-row tiles, 8-bit codes, M = 1 codebooks, with AVX, prefetching the
+// codes 2 tiles ahead. See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumScalarB8M1Avx2(words *uint32, tstride int, cbstride int, ntiles int, nw int, tab *float32, tabstride int, wpg int, scales *float32, sstride int, acc *float32)
 
-// CbPsumScalarB8M2Avx2 accumulates, for ntiles 32-row tiles of a codebook column tile
-// (8-bit codes, M = 2 codebooks) of nw words (4 segments each) per row, with AVX:
-//
-//	for each tile t, row r < 32 and group g of wpg words (4*wpg segments):
-//		acc[32*t + r] += scales[32*t + r + g*sstride/4] * sum over the group's
-//		segments s and codebooks i of tab_i[s][c_i]
-//
-// where tab_i = tab + i*tabstride bytes (256 float32 per segment, 1024 bytes)
-// and c_i is byte s%4 of word s/4 of row r at words + t*tstride + i*cbstride
-// (bytes; word w of the tile's rows at w*128 + 4*r). Per group, the lookups
-// are summed in word, then codebook, then segment order, and the product with
-// the scale is rounded before the add; scales advance 128 bytes per tile.
-//
-// Preconditions: ntiles >= 1; nw >= 1 and wpg >= 1 divides nw. The words
-// 2 tiles ahead are prefetched (prefetches never fault).
+// CbPsumScalarB8M2Avx2 accumulates float32 Psumbook lookups with scalar loads
+// for 32-row tiles, 8-bit codes, M = 2 codebooks, with AVX, prefetching the
+// codes 2 tiles ahead. See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumScalarB8M2Avx2(words *uint32, tstride int, cbstride int, ntiles int, nw int, tab *float32, tabstride int, wpg int, scales *float32, sstride int, acc *float32)
 
-// NearestV2Avx512 sets, with AVX-512F, for p < n, out[p] to the q < k minimizing
-// norm[q] - 2*(x[p*2]*ct[q] + x[p*2+1]*ct[k+q] + ...), the 2 products
-// (ct: the centroids transposed, 2 rows of k float32) rounded and added in
-// element order, the sum doubled and subtracted from norm[q] in float32;
-// the least q of equal values; NaN never least, and 0 when no value is
-// below +Inf.
-//
-// Preconditions: n >= 1, k a multiple of 16.
+// NearestV2Avx512 assigns n points of 2 float32 to the nearest of k centroids
+// with AVX-512F (k a multiple of 16). See "Codebook kernels" in the package
+// doc.
 //
 //go:noescape
 func NearestV2Avx512(x *float32, n int, ct *float32, k int, norm *float32, out *uint32)
 
-// NearestV4Avx512 sets, with AVX-512F, for p < n, out[p] to the q < k minimizing
-// norm[q] - 2*(x[p*4]*ct[q] + x[p*4+1]*ct[k+q] + ...), the 4 products
-// (ct: the centroids transposed, 4 rows of k float32) rounded and added in
-// element order, the sum doubled and subtracted from norm[q] in float32;
-// the least q of equal values; NaN never least, and 0 when no value is
-// below +Inf.
-//
-// Preconditions: n >= 1, k a multiple of 16.
+// NearestV4Avx512 assigns n points of 4 float32 to the nearest of k centroids
+// with AVX-512F (k a multiple of 16). See "Codebook kernels" in the package
+// doc.
 //
 //go:noescape
 func NearestV4Avx512(x *float32, n int, ct *float32, k int, norm *float32, out *uint32)
 
-// NearestV8Avx512 sets, with AVX-512F, for p < n, out[p] to the q < k minimizing
-// norm[q] - 2*(x[p*8]*ct[q] + x[p*8+1]*ct[k+q] + ...), the 8 products
-// (ct: the centroids transposed, 8 rows of k float32) rounded and added in
-// element order, the sum doubled and subtracted from norm[q] in float32;
-// the least q of equal values; NaN never least, and 0 when no value is
-// below +Inf.
-//
-// Preconditions: n >= 1, k a multiple of 16.
+// NearestV8Avx512 assigns n points of 8 float32 to the nearest of k centroids
+// with AVX-512F (k a multiple of 16). See "Codebook kernels" in the package
+// doc.
 //
 //go:noescape
 func NearestV8Avx512(x *float32, n int, ct *float32, k int, norm *float32, out *uint32)
 
-// NearestV2Avx2 sets, with AVX2 and FMA, for p < n, out[p] to the q < k minimizing
-// norm[q] - 2*(x[p*2]*ct[q] + x[p*2+1]*ct[k+q] + ...), the 2 products
-// (ct: the centroids transposed, 2 rows of k float32) rounded and added in
-// element order, the sum doubled and subtracted from norm[q] in float32;
-// the least q of equal values; NaN never least, and 0 when no value is
-// below +Inf.
-//
-// Preconditions: n >= 1, k a multiple of 8.
+// NearestV2Avx2 assigns n points of 2 float32 to the nearest of k centroids
+// with AVX2 and FMA (k a multiple of 8). See "Codebook kernels" in the package
+// doc.
 //
 //go:noescape
 func NearestV2Avx2(x *float32, n int, ct *float32, k int, norm *float32, out *uint32)
 
-// NearestV4Avx2 sets, with AVX2 and FMA, for p < n, out[p] to the q < k minimizing
-// norm[q] - 2*(x[p*4]*ct[q] + x[p*4+1]*ct[k+q] + ...), the 4 products
-// (ct: the centroids transposed, 4 rows of k float32) rounded and added in
-// element order, the sum doubled and subtracted from norm[q] in float32;
-// the least q of equal values; NaN never least, and 0 when no value is
-// below +Inf.
-//
-// Preconditions: n >= 1, k a multiple of 8.
+// NearestV4Avx2 assigns n points of 4 float32 to the nearest of k centroids
+// with AVX2 and FMA (k a multiple of 8). See "Codebook kernels" in the package
+// doc.
 //
 //go:noescape
 func NearestV4Avx2(x *float32, n int, ct *float32, k int, norm *float32, out *uint32)
 
-// NearestV8Avx2 sets, with AVX2 and FMA, for p < n, out[p] to the q < k minimizing
-// norm[q] - 2*(x[p*8]*ct[q] + x[p*8+1]*ct[k+q] + ...), the 8 products
-// (ct: the centroids transposed, 8 rows of k float32) rounded and added in
-// element order, the sum doubled and subtracted from norm[q] in float32;
-// the least q of equal values; NaN never least, and 0 when no value is
-// below +Inf.
-//
-// Preconditions: n >= 1, k a multiple of 8.
+// NearestV8Avx2 assigns n points of 8 float32 to the nearest of k centroids
+// with AVX2 and FMA (k a multiple of 8). See "Codebook kernels" in the package
+// doc.
 //
 //go:noescape
 func NearestV8Avx2(x *float32, n int, ct *float32, k int, norm *float32, out *uint32)
 
-// CbPsumF16B4M1Avx512 accumulates, for the 32 rows of a codebook tile (4-bit codes, M = 1
-// codebooks) and nper periods of 8 segments, with AVX-512F and BW:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of float32(tab_i[s][c_i])
-//
-// for lanes l < 32 (tab_i = tab + i*tabstride bytes, 16 binary16 entries per
-// segment; c_i is the code of lane l and segment s in the lane bit stream at
-// words + i*cbstride, segment s at bit s*4). Lookups of a group are summed
-// in segment then codebook order, in float32.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of 8;
-// the word after every code's first word readable. The code words pf bytes
-// ahead (the next tile's) are prefetched. Nothing past the tables is read.
+// CbPsumF16B4M1Avx512 accumulates binary16 Psumbook lookups (16-entry tables
+// in registers, VPERMW / VPERMT2W) for the 32 rows of a codebook tile, 4-bit
+// codes, M = 1 codebooks, periods of P = 8 segments, with AVX-512F and BW. See
+// "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumF16B4M1Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
 
-// CbPsumF16B4M2Avx512 accumulates, for the 32 rows of a codebook tile (4-bit codes, M = 2
-// codebooks) and nper periods of 8 segments, with AVX-512F and BW:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of float32(tab_i[s][c_i])
-//
-// for lanes l < 32 (tab_i = tab + i*tabstride bytes, 16 binary16 entries per
-// segment; c_i is the code of lane l and segment s in the lane bit stream at
-// words + i*cbstride, segment s at bit s*4). Lookups of a group are summed
-// in segment then codebook order, in float32.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of 8;
-// the word after every code's first word readable. The code words pf bytes
-// ahead (the next tile's) are prefetched. Nothing past the tables is read.
+// CbPsumF16B4M2Avx512 accumulates binary16 Psumbook lookups (16-entry tables
+// in registers, VPERMW / VPERMT2W) for the 32 rows of a codebook tile, 4-bit
+// codes, M = 2 codebooks, periods of P = 8 segments, with AVX-512F and BW. See
+// "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumF16B4M2Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
 
-// CbPsumF16B6M1Avx512 accumulates, for the 32 rows of a codebook tile (6-bit codes, M = 1
-// codebooks) and nper periods of 16 segments, with AVX-512F and BW:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of float32(tab_i[s][c_i])
-//
-// for lanes l < 32 (tab_i = tab + i*tabstride bytes, 64 binary16 entries per
-// segment; c_i is the code of lane l and segment s in the lane bit stream at
-// words + i*cbstride, segment s at bit s*6). Lookups of a group are summed
-// in segment then codebook order, in float32.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of 16;
-// the word after every code's first word readable. The code words pf bytes
-// ahead (the next tile's) are prefetched. Nothing past the tables is read.
+// CbPsumF16B6M1Avx512 accumulates binary16 Psumbook lookups (64-entry tables
+// in registers, VPERMW / VPERMT2W) for the 32 rows of a codebook tile, 6-bit
+// codes, M = 1 codebooks, periods of P = 16 segments, with AVX-512F and BW.
+// See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumF16B6M1Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
 
-// CbPsumF16B6M2Avx512 accumulates, for the 32 rows of a codebook tile (6-bit codes, M = 2
-// codebooks) and nper periods of 16 segments, with AVX-512F and BW:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of float32(tab_i[s][c_i])
-//
-// for lanes l < 32 (tab_i = tab + i*tabstride bytes, 64 binary16 entries per
-// segment; c_i is the code of lane l and segment s in the lane bit stream at
-// words + i*cbstride, segment s at bit s*6). Lookups of a group are summed
-// in segment then codebook order, in float32.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of 16;
-// the word after every code's first word readable. The code words pf bytes
-// ahead (the next tile's) are prefetched. Nothing past the tables is read.
+// CbPsumF16B6M2Avx512 accumulates binary16 Psumbook lookups (64-entry tables
+// in registers, VPERMW / VPERMT2W) for the 32 rows of a codebook tile, 6-bit
+// codes, M = 2 codebooks, periods of P = 16 segments, with AVX-512F and BW.
+// See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumF16B6M2Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
 
-// CbPsumF16B8M1Avx512 accumulates, for the 32 rows of a codebook tile (8-bit codes, M = 1
-// codebooks) and nper periods of 4 segments, with AVX-512F and BW:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of float32(tab_i[s][c_i])
-//
-// for lanes l < 32 (tab_i = tab + i*tabstride bytes, 256 binary16 entries per
-// segment; c_i is the code of lane l and segment s in the lane bit stream at
-// words + i*cbstride, segment s at bit s*8). Lookups of a group are summed
-// in segment then codebook order, in float32.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of 4;
-// the word after every code's first word readable. The code words pf bytes
-// ahead (the next tile's) are prefetched. Nothing past the tables is read.
+// CbPsumF16B8M1Avx512 accumulates binary16 Psumbook lookups (256-entry tables
+// in registers, VPERMW / VPERMT2W) for the 32 rows of a codebook tile, 8-bit
+// codes, M = 1 codebooks, periods of P = 4 segments, with AVX-512F and BW. See
+// "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumF16B8M1Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
 
-// CbPsumF16B8M2Avx512 accumulates, for the 32 rows of a codebook tile (8-bit codes, M = 2
-// codebooks) and nper periods of 4 segments, with AVX-512F and BW:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of float32(tab_i[s][c_i])
-//
-// for lanes l < 32 (tab_i = tab + i*tabstride bytes, 256 binary16 entries per
-// segment; c_i is the code of lane l and segment s in the lane bit stream at
-// words + i*cbstride, segment s at bit s*8). Lookups of a group are summed
-// in segment then codebook order, in float32.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of 4;
-// the word after every code's first word readable. The code words pf bytes
-// ahead (the next tile's) are prefetched. Nothing past the tables is read.
+// CbPsumF16B8M2Avx512 accumulates binary16 Psumbook lookups (256-entry tables
+// in registers, VPERMW / VPERMT2W) for the 32 rows of a codebook tile, 8-bit
+// codes, M = 2 codebooks, periods of P = 4 segments, with AVX-512F and BW. See
+// "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumF16B8M2Avx512(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)
 
-// CbTableV2Avx512 builds the Psumbook of one codebook of 2-vectors with AVX-512F: for
-// s < nseg, q < k, out[s*k+q] = sum_{e<2} ct[e*k+q] * x[s*2+e] (ct: the centroids
-// transposed, 2 rows of k float32), the products accumulated in e order
-// with fused multiply-adds (the first a multiply: the same value).
-//
-// Preconditions: nseg >= 1, k a multiple of 16.
+// CbTableV2Avx512 builds the float32 Psumbook of one codebook of 2-vectors
+// with AVX-512F (k a multiple of 16). See "Codebook kernels" in the package
+// doc.
 //
 //go:noescape
 func CbTableV2Avx512(ct *float32, x *float32, out *float32, nseg int, k int)
 
-// CbTableV4Avx512 builds the Psumbook of one codebook of 4-vectors with AVX-512F: for
-// s < nseg, q < k, out[s*k+q] = sum_{e<4} ct[e*k+q] * x[s*4+e] (ct: the centroids
-// transposed, 4 rows of k float32), the products accumulated in e order
-// with fused multiply-adds (the first a multiply: the same value).
-//
-// Preconditions: nseg >= 1, k a multiple of 16.
+// CbTableV4Avx512 builds the float32 Psumbook of one codebook of 4-vectors
+// with AVX-512F (k a multiple of 16). See "Codebook kernels" in the package
+// doc.
 //
 //go:noescape
 func CbTableV4Avx512(ct *float32, x *float32, out *float32, nseg int, k int)
 
-// CbTableV8Avx512 builds the Psumbook of one codebook of 8-vectors with AVX-512F: for
-// s < nseg, q < k, out[s*k+q] = sum_{e<8} ct[e*k+q] * x[s*8+e] (ct: the centroids
-// transposed, 8 rows of k float32), the products accumulated in e order
-// with fused multiply-adds (the first a multiply: the same value).
-//
-// Preconditions: nseg >= 1, k a multiple of 16.
+// CbTableV8Avx512 builds the float32 Psumbook of one codebook of 8-vectors
+// with AVX-512F (k a multiple of 16). See "Codebook kernels" in the package
+// doc.
 //
 //go:noescape
 func CbTableV8Avx512(ct *float32, x *float32, out *float32, nseg int, k int)
 
-// CbPsumB4M1Avx512 accumulates, for 16 rows of a codebook tile (4-bit codes, M = 1
-// codebooks) and nper periods of 8 segments, with AVX-512F:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of tab_i[s][c_i]
-//
-// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
-// c_i is the code of lane l < 16 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*4. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
-// 8; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbPsumB4M1Avx512 accumulates Psumbook lookups (gathers) for the 16 rows of a
+// block of a codebook tile, 4-bit codes, M = 1 codebooks, periods of P = 8
+// segments, with AVX-512F. See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumB4M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbDequantB4M1Avx512 accumulates, for 16 rows of a codebook tile (4-bit codes, M = 1
-// codebooks) and nper periods of 8 segments, with AVX-512F:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
-//
-// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
-// c_i is the code of lane l < 16 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*4. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
-// 8; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbDequantB4M1Avx512 accumulates centroid gathers times activations (the
+// dequantize baseline) for the 16 rows of a block of a codebook tile, 4-bit
+// codes, M = 1 codebooks, periods of P = 8 segments, with AVX-512F. See
+// "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbDequantB4M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbPsumB4M2Avx512 accumulates, for 16 rows of a codebook tile (4-bit codes, M = 2
-// codebooks) and nper periods of 8 segments, with AVX-512F:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of tab_i[s][c_i]
-//
-// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
-// c_i is the code of lane l < 16 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*4. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
-// 8; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbPsumB4M2Avx512 accumulates Psumbook lookups (gathers) for the 16 rows of a
+// block of a codebook tile, 4-bit codes, M = 2 codebooks, periods of P = 8
+// segments, with AVX-512F. See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumB4M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbDequantB4M2Avx512 accumulates, for 16 rows of a codebook tile (4-bit codes, M = 2
-// codebooks) and nper periods of 8 segments, with AVX-512F:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
-//
-// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
-// c_i is the code of lane l < 16 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*4. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
-// 8; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbDequantB4M2Avx512 accumulates centroid gathers times activations (the
+// dequantize baseline) for the 16 rows of a block of a codebook tile, 4-bit
+// codes, M = 2 codebooks, periods of P = 8 segments, with AVX-512F. See
+// "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbDequantB4M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbPsumB6M1Avx512 accumulates, for 16 rows of a codebook tile (6-bit codes, M = 1
-// codebooks) and nper periods of 16 segments, with AVX-512F:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of tab_i[s][c_i]
-//
-// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
-// c_i is the code of lane l < 16 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*6. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
-// 16; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbPsumB6M1Avx512 accumulates Psumbook lookups (gathers) for the 16 rows of a
+// block of a codebook tile, 6-bit codes, M = 1 codebooks, periods of P = 16
+// segments, with AVX-512F. See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumB6M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbDequantB6M1Avx512 accumulates, for 16 rows of a codebook tile (6-bit codes, M = 1
-// codebooks) and nper periods of 16 segments, with AVX-512F:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
-//
-// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
-// c_i is the code of lane l < 16 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*6. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
-// 16; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbDequantB6M1Avx512 accumulates centroid gathers times activations (the
+// dequantize baseline) for the 16 rows of a block of a codebook tile, 6-bit
+// codes, M = 1 codebooks, periods of P = 16 segments, with AVX-512F. See
+// "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbDequantB6M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbPsumB6M2Avx512 accumulates, for 16 rows of a codebook tile (6-bit codes, M = 2
-// codebooks) and nper periods of 16 segments, with AVX-512F:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of tab_i[s][c_i]
-//
-// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
-// c_i is the code of lane l < 16 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*6. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
-// 16; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbPsumB6M2Avx512 accumulates Psumbook lookups (gathers) for the 16 rows of a
+// block of a codebook tile, 6-bit codes, M = 2 codebooks, periods of P = 16
+// segments, with AVX-512F. See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumB6M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbDequantB6M2Avx512 accumulates, for 16 rows of a codebook tile (6-bit codes, M = 2
-// codebooks) and nper periods of 16 segments, with AVX-512F:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
-//
-// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
-// c_i is the code of lane l < 16 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*6. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
-// 16; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbDequantB6M2Avx512 accumulates centroid gathers times activations (the
+// dequantize baseline) for the 16 rows of a block of a codebook tile, 6-bit
+// codes, M = 2 codebooks, periods of P = 16 segments, with AVX-512F. See
+// "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbDequantB6M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbPsumB8M1Avx512 accumulates, for 16 rows of a codebook tile (8-bit codes, M = 1
-// codebooks) and nper periods of 4 segments, with AVX-512F:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of tab_i[s][c_i]
-//
-// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
-// c_i is the code of lane l < 16 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*8. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of
-// 4; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbPsumB8M1Avx512 accumulates Psumbook lookups (gathers) for the 16 rows of a
+// block of a codebook tile, 8-bit codes, M = 1 codebooks, periods of P = 4
+// segments, with AVX-512F. See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumB8M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbDequantB8M1Avx512 accumulates, for 16 rows of a codebook tile (8-bit codes, M = 1
-// codebooks) and nper periods of 4 segments, with AVX-512F:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
-//
-// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
-// c_i is the code of lane l < 16 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*8. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of
-// 4; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbDequantB8M1Avx512 accumulates centroid gathers times activations (the
+// dequantize baseline) for the 16 rows of a block of a codebook tile, 8-bit
+// codes, M = 1 codebooks, periods of P = 4 segments, with AVX-512F. See
+// "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbDequantB8M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbPsumB8M2Avx512 accumulates, for 16 rows of a codebook tile (8-bit codes, M = 2
-// codebooks) and nper periods of 4 segments, with AVX-512F:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of tab_i[s][c_i]
-//
-// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
-// c_i is the code of lane l < 16 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*8. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of
-// 4; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbPsumB8M2Avx512 accumulates Psumbook lookups (gathers) for the 16 rows of a
+// block of a codebook tile, 8-bit codes, M = 2 codebooks, periods of P = 4
+// segments, with AVX-512F. See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumB8M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbDequantB8M2Avx512 accumulates, for 16 rows of a codebook tile (8-bit codes, M = 2
-// codebooks) and nper periods of 4 segments, with AVX-512F:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
-//
-// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
-// c_i is the code of lane l < 16 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*8. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of
-// 4; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbDequantB8M2Avx512 accumulates centroid gathers times activations (the
+// dequantize baseline) for the 16 rows of a block of a codebook tile, 8-bit
+// codes, M = 2 codebooks, periods of P = 4 segments, with AVX-512F. See
+// "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbDequantB8M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbPsumB10M1Avx512 accumulates, for 16 rows of a codebook tile (10-bit codes, M = 1
-// codebooks) and nper periods of 16 segments, with AVX-512F:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of tab_i[s][c_i]
-//
-// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
-// c_i is the code of lane l < 16 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*10. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
-// 16; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbPsumB10M1Avx512 accumulates Psumbook lookups (gathers) for the 16 rows of
+// a block of a codebook tile, 10-bit codes, M = 1 codebooks, periods of P = 16
+// segments, with AVX-512F. See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumB10M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbDequantB10M1Avx512 accumulates, for 16 rows of a codebook tile (10-bit codes, M = 1
-// codebooks) and nper periods of 16 segments, with AVX-512F:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
-//
-// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
-// c_i is the code of lane l < 16 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*10. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
-// 16; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbDequantB10M1Avx512 accumulates centroid gathers times activations (the
+// dequantize baseline) for the 16 rows of a block of a codebook tile, 10-bit
+// codes, M = 1 codebooks, periods of P = 16 segments, with AVX-512F. See
+// "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbDequantB10M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbPsumB10M2Avx512 accumulates, for 16 rows of a codebook tile (10-bit codes, M = 2
-// codebooks) and nper periods of 16 segments, with AVX-512F:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of tab_i[s][c_i]
-//
-// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
-// c_i is the code of lane l < 16 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*10. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
-// 16; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbPsumB10M2Avx512 accumulates Psumbook lookups (gathers) for the 16 rows of
+// a block of a codebook tile, 10-bit codes, M = 2 codebooks, periods of P = 16
+// segments, with AVX-512F. See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumB10M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbDequantB10M2Avx512 accumulates, for 16 rows of a codebook tile (10-bit codes, M = 2
-// codebooks) and nper periods of 16 segments, with AVX-512F:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
-//
-// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
-// c_i is the code of lane l < 16 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*10. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
-// 16; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbDequantB10M2Avx512 accumulates centroid gathers times activations (the
+// dequantize baseline) for the 16 rows of a block of a codebook tile, 10-bit
+// codes, M = 2 codebooks, periods of P = 16 segments, with AVX-512F. See
+// "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbDequantB10M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbPsumB12M1Avx512 accumulates, for 16 rows of a codebook tile (12-bit codes, M = 1
-// codebooks) and nper periods of 8 segments, with AVX-512F:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of tab_i[s][c_i]
-//
-// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
-// c_i is the code of lane l < 16 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*12. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
-// 8; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbPsumB12M1Avx512 accumulates Psumbook lookups (gathers) for the 16 rows of
+// a block of a codebook tile, 12-bit codes, M = 1 codebooks, periods of P = 8
+// segments, with AVX-512F. See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumB12M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbDequantB12M1Avx512 accumulates, for 16 rows of a codebook tile (12-bit codes, M = 1
-// codebooks) and nper periods of 8 segments, with AVX-512F:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
-//
-// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
-// c_i is the code of lane l < 16 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*12. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
-// 8; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbDequantB12M1Avx512 accumulates centroid gathers times activations (the
+// dequantize baseline) for the 16 rows of a block of a codebook tile, 12-bit
+// codes, M = 1 codebooks, periods of P = 8 segments, with AVX-512F. See
+// "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbDequantB12M1Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbPsumB12M2Avx512 accumulates, for 16 rows of a codebook tile (12-bit codes, M = 2
-// codebooks) and nper periods of 8 segments, with AVX-512F:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of tab_i[s][c_i]
-//
-// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
-// c_i is the code of lane l < 16 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*12. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
-// 8; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbPsumB12M2Avx512 accumulates Psumbook lookups (gathers) for the 16 rows of
+// a block of a codebook tile, 12-bit codes, M = 2 codebooks, periods of P = 8
+// segments, with AVX-512F. See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumB12M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbDequantB12M2Avx512 accumulates, for 16 rows of a codebook tile (12-bit codes, M = 2
-// codebooks) and nper periods of 8 segments, with AVX-512F:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
-//
-// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
-// c_i is the code of lane l < 16 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*12. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
-// 8; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbDequantB12M2Avx512 accumulates centroid gathers times activations (the
+// dequantize baseline) for the 16 rows of a block of a codebook tile, 12-bit
+// codes, M = 2 codebooks, periods of P = 8 segments, with AVX-512F. See
+// "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbDequantB12M2Avx512(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbTableV2Avx2 builds the Psumbook of one codebook of 2-vectors with AVX2 and FMA: for
-// s < nseg, q < k, out[s*k+q] = sum_{e<2} ct[e*k+q] * x[s*2+e] (ct: the centroids
-// transposed, 2 rows of k float32), the products accumulated in e order
-// with fused multiply-adds (the first a multiply: the same value).
-//
-// Preconditions: nseg >= 1, k a multiple of 8.
+// CbTableV2Avx2 builds the float32 Psumbook of one codebook of 2-vectors with
+// AVX2 and FMA (k a multiple of 8). See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbTableV2Avx2(ct *float32, x *float32, out *float32, nseg int, k int)
 
-// CbTableV4Avx2 builds the Psumbook of one codebook of 4-vectors with AVX2 and FMA: for
-// s < nseg, q < k, out[s*k+q] = sum_{e<4} ct[e*k+q] * x[s*4+e] (ct: the centroids
-// transposed, 4 rows of k float32), the products accumulated in e order
-// with fused multiply-adds (the first a multiply: the same value).
-//
-// Preconditions: nseg >= 1, k a multiple of 8.
+// CbTableV4Avx2 builds the float32 Psumbook of one codebook of 4-vectors with
+// AVX2 and FMA (k a multiple of 8). See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbTableV4Avx2(ct *float32, x *float32, out *float32, nseg int, k int)
 
-// CbTableV8Avx2 builds the Psumbook of one codebook of 8-vectors with AVX2 and FMA: for
-// s < nseg, q < k, out[s*k+q] = sum_{e<8} ct[e*k+q] * x[s*8+e] (ct: the centroids
-// transposed, 8 rows of k float32), the products accumulated in e order
-// with fused multiply-adds (the first a multiply: the same value).
-//
-// Preconditions: nseg >= 1, k a multiple of 8.
+// CbTableV8Avx2 builds the float32 Psumbook of one codebook of 8-vectors with
+// AVX2 and FMA (k a multiple of 8). See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbTableV8Avx2(ct *float32, x *float32, out *float32, nseg int, k int)
 
-// CbPsumB4M1Avx2 accumulates, for 8 rows of a codebook tile (4-bit codes, M = 1
-// codebooks) and nper periods of 8 segments, with AVX2 and FMA:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of tab_i[s][c_i]
-//
-// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
-// c_i is the code of lane l < 8 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*4. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
-// 8; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbPsumB4M1Avx2 accumulates Psumbook lookups (gathers) for the 8 rows of a
+// block of a codebook tile, 4-bit codes, M = 1 codebooks, periods of P = 8
+// segments, with AVX2 and FMA. See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumB4M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbDequantB4M1Avx2 accumulates, for 8 rows of a codebook tile (4-bit codes, M = 1
-// codebooks) and nper periods of 8 segments, with AVX2 and FMA:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
-//
-// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
-// c_i is the code of lane l < 8 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*4. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
-// 8; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbDequantB4M1Avx2 accumulates centroid gathers times activations (the
+// dequantize baseline) for the 8 rows of a block of a codebook tile, 4-bit
+// codes, M = 1 codebooks, periods of P = 8 segments, with AVX2 and FMA. See
+// "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbDequantB4M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbPsumB4M2Avx2 accumulates, for 8 rows of a codebook tile (4-bit codes, M = 2
-// codebooks) and nper periods of 8 segments, with AVX2 and FMA:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of tab_i[s][c_i]
-//
-// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
-// c_i is the code of lane l < 8 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*4. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
-// 8; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbPsumB4M2Avx2 accumulates Psumbook lookups (gathers) for the 8 rows of a
+// block of a codebook tile, 4-bit codes, M = 2 codebooks, periods of P = 8
+// segments, with AVX2 and FMA. See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumB4M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbDequantB4M2Avx2 accumulates, for 8 rows of a codebook tile (4-bit codes, M = 2
-// codebooks) and nper periods of 8 segments, with AVX2 and FMA:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
-//
-// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
-// c_i is the code of lane l < 8 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*4. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
-// 8; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbDequantB4M2Avx2 accumulates centroid gathers times activations (the
+// dequantize baseline) for the 8 rows of a block of a codebook tile, 4-bit
+// codes, M = 2 codebooks, periods of P = 8 segments, with AVX2 and FMA. See
+// "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbDequantB4M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbPsumB6M1Avx2 accumulates, for 8 rows of a codebook tile (6-bit codes, M = 1
-// codebooks) and nper periods of 16 segments, with AVX2 and FMA:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of tab_i[s][c_i]
-//
-// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
-// c_i is the code of lane l < 8 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*6. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
-// 16; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbPsumB6M1Avx2 accumulates Psumbook lookups (gathers) for the 8 rows of a
+// block of a codebook tile, 6-bit codes, M = 1 codebooks, periods of P = 16
+// segments, with AVX2 and FMA. See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumB6M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbDequantB6M1Avx2 accumulates, for 8 rows of a codebook tile (6-bit codes, M = 1
-// codebooks) and nper periods of 16 segments, with AVX2 and FMA:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
-//
-// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
-// c_i is the code of lane l < 8 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*6. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
-// 16; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbDequantB6M1Avx2 accumulates centroid gathers times activations (the
+// dequantize baseline) for the 8 rows of a block of a codebook tile, 6-bit
+// codes, M = 1 codebooks, periods of P = 16 segments, with AVX2 and FMA. See
+// "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbDequantB6M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbPsumB6M2Avx2 accumulates, for 8 rows of a codebook tile (6-bit codes, M = 2
-// codebooks) and nper periods of 16 segments, with AVX2 and FMA:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of tab_i[s][c_i]
-//
-// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
-// c_i is the code of lane l < 8 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*6. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
-// 16; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbPsumB6M2Avx2 accumulates Psumbook lookups (gathers) for the 8 rows of a
+// block of a codebook tile, 6-bit codes, M = 2 codebooks, periods of P = 16
+// segments, with AVX2 and FMA. See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumB6M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbDequantB6M2Avx2 accumulates, for 8 rows of a codebook tile (6-bit codes, M = 2
-// codebooks) and nper periods of 16 segments, with AVX2 and FMA:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
-//
-// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
-// c_i is the code of lane l < 8 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*6. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
-// 16; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbDequantB6M2Avx2 accumulates centroid gathers times activations (the
+// dequantize baseline) for the 8 rows of a block of a codebook tile, 6-bit
+// codes, M = 2 codebooks, periods of P = 16 segments, with AVX2 and FMA. See
+// "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbDequantB6M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbPsumB8M1Avx2 accumulates, for 8 rows of a codebook tile (8-bit codes, M = 1
-// codebooks) and nper periods of 4 segments, with AVX2 and FMA:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of tab_i[s][c_i]
-//
-// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
-// c_i is the code of lane l < 8 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*8. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of
-// 4; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbPsumB8M1Avx2 accumulates Psumbook lookups (gathers) for the 8 rows of a
+// block of a codebook tile, 8-bit codes, M = 1 codebooks, periods of P = 4
+// segments, with AVX2 and FMA. See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumB8M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbDequantB8M1Avx2 accumulates, for 8 rows of a codebook tile (8-bit codes, M = 1
-// codebooks) and nper periods of 4 segments, with AVX2 and FMA:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
-//
-// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
-// c_i is the code of lane l < 8 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*8. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of
-// 4; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbDequantB8M1Avx2 accumulates centroid gathers times activations (the
+// dequantize baseline) for the 8 rows of a block of a codebook tile, 8-bit
+// codes, M = 1 codebooks, periods of P = 4 segments, with AVX2 and FMA. See
+// "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbDequantB8M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbPsumB8M2Avx2 accumulates, for 8 rows of a codebook tile (8-bit codes, M = 2
-// codebooks) and nper periods of 4 segments, with AVX2 and FMA:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of tab_i[s][c_i]
-//
-// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
-// c_i is the code of lane l < 8 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*8. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of
-// 4; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbPsumB8M2Avx2 accumulates Psumbook lookups (gathers) for the 8 rows of a
+// block of a codebook tile, 8-bit codes, M = 2 codebooks, periods of P = 4
+// segments, with AVX2 and FMA. See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumB8M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbDequantB8M2Avx2 accumulates, for 8 rows of a codebook tile (8-bit codes, M = 2
-// codebooks) and nper periods of 4 segments, with AVX2 and FMA:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
-//
-// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
-// c_i is the code of lane l < 8 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*8. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*4 or is a multiple of
-// 4; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbDequantB8M2Avx2 accumulates centroid gathers times activations (the
+// dequantize baseline) for the 8 rows of a block of a codebook tile, 8-bit
+// codes, M = 2 codebooks, periods of P = 4 segments, with AVX2 and FMA. See
+// "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbDequantB8M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbPsumB10M1Avx2 accumulates, for 8 rows of a codebook tile (10-bit codes, M = 1
-// codebooks) and nper periods of 16 segments, with AVX2 and FMA:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of tab_i[s][c_i]
-//
-// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
-// c_i is the code of lane l < 8 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*10. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
-// 16; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbPsumB10M1Avx2 accumulates Psumbook lookups (gathers) for the 8 rows of a
+// block of a codebook tile, 10-bit codes, M = 1 codebooks, periods of P = 16
+// segments, with AVX2 and FMA. See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumB10M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbDequantB10M1Avx2 accumulates, for 8 rows of a codebook tile (10-bit codes, M = 1
-// codebooks) and nper periods of 16 segments, with AVX2 and FMA:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
-//
-// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
-// c_i is the code of lane l < 8 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*10. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
-// 16; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbDequantB10M1Avx2 accumulates centroid gathers times activations (the
+// dequantize baseline) for the 8 rows of a block of a codebook tile, 10-bit
+// codes, M = 1 codebooks, periods of P = 16 segments, with AVX2 and FMA. See
+// "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbDequantB10M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbPsumB10M2Avx2 accumulates, for 8 rows of a codebook tile (10-bit codes, M = 2
-// codebooks) and nper periods of 16 segments, with AVX2 and FMA:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of tab_i[s][c_i]
-//
-// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
-// c_i is the code of lane l < 8 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*10. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
-// 16; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbPsumB10M2Avx2 accumulates Psumbook lookups (gathers) for the 8 rows of a
+// block of a codebook tile, 10-bit codes, M = 2 codebooks, periods of P = 16
+// segments, with AVX2 and FMA. See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumB10M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbDequantB10M2Avx2 accumulates, for 8 rows of a codebook tile (10-bit codes, M = 2
-// codebooks) and nper periods of 16 segments, with AVX2 and FMA:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
-//
-// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
-// c_i is the code of lane l < 8 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*10. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*16 or is a multiple of
-// 16; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbDequantB10M2Avx2 accumulates centroid gathers times activations (the
+// dequantize baseline) for the 8 rows of a block of a codebook tile, 10-bit
+// codes, M = 2 codebooks, periods of P = 16 segments, with AVX2 and FMA. See
+// "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbDequantB10M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbPsumB12M1Avx2 accumulates, for 8 rows of a codebook tile (12-bit codes, M = 1
-// codebooks) and nper periods of 8 segments, with AVX2 and FMA:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of tab_i[s][c_i]
-//
-// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
-// c_i is the code of lane l < 8 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*12. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
-// 8; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbPsumB12M1Avx2 accumulates Psumbook lookups (gathers) for the 8 rows of a
+// block of a codebook tile, 12-bit codes, M = 1 codebooks, periods of P = 8
+// segments, with AVX2 and FMA. See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumB12M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbDequantB12M1Avx2 accumulates, for 8 rows of a codebook tile (12-bit codes, M = 1
-// codebooks) and nper periods of 8 segments, with AVX2 and FMA:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
-//
-// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
-// c_i is the code of lane l < 8 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*12. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
-// 8; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbDequantB12M1Avx2 accumulates centroid gathers times activations (the
+// dequantize baseline) for the 8 rows of a block of a codebook tile, 12-bit
+// codes, M = 1 codebooks, periods of P = 8 segments, with AVX2 and FMA. See
+// "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbDequantB12M1Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbPsumB12M2Avx2 accumulates, for 8 rows of a codebook tile (12-bit codes, M = 2
-// codebooks) and nper periods of 8 segments, with AVX2 and FMA:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of tab_i[s][c_i]
-//
-// (the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment).
-// c_i is the code of lane l < 8 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*12. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
-// 8; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbPsumB12M2Avx2 accumulates Psumbook lookups (gathers) for the 8 rows of a
+// block of a codebook tile, 12-bit codes, M = 2 codebooks, periods of P = 8
+// segments, with AVX2 and FMA. See "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbPsumB12M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)
 
-// CbDequantB12M2Avx2 accumulates, for 8 rows of a codebook tile (12-bit codes, M = 2
-// codebooks) and nper periods of 8 segments, with AVX2 and FMA:
-//
-//	for each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the
-//		group's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]
-//
-// (dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid).
-// c_i is the code of lane l < 8 and segment s in the lane bit stream at
-// words + i*cbstride (bytes; word w of the block's lanes at words + w*128),
-// segment s at bit s*12. Lookups of a group are summed in segment then
-// codebook order.
-//
-// Preconditions: nper >= 1; spg >= 1 divides nper*8 or is a multiple of
-// 8; the word after every code's first word readable (layout/codebook
-// keeps 32 zero words at the end).
+// CbDequantB12M2Avx2 accumulates centroid gathers times activations (the
+// dequantize baseline) for the 8 rows of a block of a codebook tile, 12-bit
+// codes, M = 2 codebooks, periods of P = 8 segments, with AVX2 and FMA. See
+// "Codebook kernels" in the package doc.
 //
 //go:noescape
 func CbDequantB12M2Avx2(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)

@@ -4,27 +4,16 @@
 
 package asm
 
-// Int8GemvAvx512 computes, with AVX-512 VNNI, for quads groups of 4 rows (row r at
-// w + r*stride), out[r] = sum_{c < 64*n64} int32(x[c]) * int32(w[r][c]) with x
-// unsigned bytes and w signed (VPDPBUSD); callers pass x = v + 128 and
-// subtract 128 * (row sum of w) to get the signed product.
-//
-// Preconditions: n64 >= 1, quads >= 1.
+// Int8GemvAvx512 computes int8 dot products of groups of 4 rows with AVX-512
+// VNNI (VPDPBUSD: unsigned x = v + 128 times signed w), 64 columns per step.
+// See "Int8 GEMV kernels" in the package doc.
 //
 //go:noescape
 func Int8GemvAvx512(w *int8, stride int, x *uint8, n64 int, quads int, out *int32)
 
-// Int8GemvAvx2 computes, with AVX2, for quads groups of 4 rows (row r at
-// w + r*stride), out[r] = sum_{c < 32*n32} int32(x[c]) * int32(w[r][c]) with x
-// the activations sign-extended to int16 (VPMOVSXBW + VPMADDWD: exact, no
-// saturation). It is the assembly form of this Go loop (cpu.dotInt8 is
-// the reference):
-//
-//	for r := 0; r < 4*quads; r++ {
-//		out[r] = dotInt8(w[r*stride:r*stride+32*n32], v)
-//	}
-//
-// Preconditions: n32 >= 1, quads >= 1; pointers cover what is read or written.
+// Int8GemvAvx2 computes exact int8 dot products of groups of 4 rows with AVX2
+// (int16 activations, VPMOVSXBW + VPMADDWD), 32 columns per step. See "Int8
+// GEMV kernels" in the package doc.
 //
 //go:noescape
 func Int8GemvAvx2(w *int8, stride int, x *int16, n32 int, quads int, out *int32)

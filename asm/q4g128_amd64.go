@@ -4,720 +4,142 @@
 
 package asm
 
-// Q4A8Avx512VnniM1 computes W4A8 dot products with AVX-512 VNNI (VPDPBUSD on ZMM) for nst super tiles of 16 rows of a
-// Q4G128 matrix and a batch of 1 vector(s). It is the assembly form of this Go
-// loop (see cpu.a8Generic and cpu.a32Generic for the reference):
-//
-//	for st := 0; st < nst; st++ {
-//		for u := 0; u < 1; u++ { // sub-tile of 16 rows
-//			for k := 0; k < 16; k++ {
-//				row, vec := st*16+u*16+k/1, k%1
-//				out[(st*1+u)*16+k] += dot(row, vec)
-//			}
-//		}
-//	}
-//
-// with rows counted from w (stride bytes apart), scales from sc and zero
-// points from z (block-contiguous: group g of a row is 128 scales further),
-// idx the 1 permutation vectors of 16 int32 (vector u, lane k holds
-// u*16+k/1), and act the activations prepared per group as:
-//
-//	for each group: 1 blocks of 128 int8 (the 64 even-column activations, then
-//	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%1)
-//	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%1),
-//	L of each used; the group's block is 128*1 + 128 bytes
-//
-// The kernel adds to out, so a caller can split the groups into column
-// tiles (w, sc, z and act advanced to the tile's first group) and call it
-// once per tile on the same out: the W4A8 kernels add each group's scaled
-// dot to the running sum loaded from out, in group order, so the tiled
-// result is the untiled one bit for bit.
-//
-// Preconditions: all rows lie inside one 128-row block of the matrix, the
-// first row is a multiple of 16, groups >= 1, and every pointer covers what
-// the loop reads or writes.
+// Q4A8Avx512VnniM1 computes W4A8 dot products of a Q4G128 matrix with AVX-512
+// VNNI (VPDPBUSD on ZMM) for super tiles of L = 16 rows and a batch of M = 1
+// (sub-tiles of R = 16 rows). See "Q4G128 kernels" in the package doc.
 //
 //go:noescape
 func Q4A8Avx512VnniM1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A8Avx512VnniM2 computes W4A8 dot products with AVX-512 VNNI (VPDPBUSD on ZMM) for nst super tiles of 16 rows of a
-// Q4G128 matrix and a batch of 2 vector(s). It is the assembly form of this Go
-// loop (see cpu.a8Generic and cpu.a32Generic for the reference):
-//
-//	for st := 0; st < nst; st++ {
-//		for u := 0; u < 2; u++ { // sub-tile of 8 rows
-//			for k := 0; k < 16; k++ {
-//				row, vec := st*16+u*8+k/2, k%2
-//				out[(st*2+u)*16+k] += dot(row, vec)
-//			}
-//		}
-//	}
-//
-// with rows counted from w (stride bytes apart), scales from sc and zero
-// points from z (block-contiguous: group g of a row is 128 scales further),
-// idx the 2 permutation vectors of 16 int32 (vector u, lane k holds
-// u*8+k/2), and act the activations prepared per group as:
-//
-//	for each group: 2 blocks of 128 int8 (the 64 even-column activations, then
-//	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%2)
-//	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%2),
-//	L of each used; the group's block is 128*2 + 128 bytes
-//
-// The kernel adds to out, so a caller can split the groups into column
-// tiles (w, sc, z and act advanced to the tile's first group) and call it
-// once per tile on the same out: the W4A8 kernels add each group's scaled
-// dot to the running sum loaded from out, in group order, so the tiled
-// result is the untiled one bit for bit.
-//
-// Preconditions: all rows lie inside one 128-row block of the matrix, the
-// first row is a multiple of 16, groups >= 1, and every pointer covers what
-// the loop reads or writes.
+// Q4A8Avx512VnniM2 computes W4A8 dot products of a Q4G128 matrix with AVX-512
+// VNNI (VPDPBUSD on ZMM) for super tiles of L = 16 rows and a batch of M = 2
+// (sub-tiles of R = 8 rows). See "Q4G128 kernels" in the package doc.
 //
 //go:noescape
 func Q4A8Avx512VnniM2(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A8Avx512VnniM4 computes W4A8 dot products with AVX-512 VNNI (VPDPBUSD on ZMM) for nst super tiles of 16 rows of a
-// Q4G128 matrix and a batch of 4 vector(s). It is the assembly form of this Go
-// loop (see cpu.a8Generic and cpu.a32Generic for the reference):
-//
-//	for st := 0; st < nst; st++ {
-//		for u := 0; u < 4; u++ { // sub-tile of 4 rows
-//			for k := 0; k < 16; k++ {
-//				row, vec := st*16+u*4+k/4, k%4
-//				out[(st*4+u)*16+k] += dot(row, vec)
-//			}
-//		}
-//	}
-//
-// with rows counted from w (stride bytes apart), scales from sc and zero
-// points from z (block-contiguous: group g of a row is 128 scales further),
-// idx the 4 permutation vectors of 16 int32 (vector u, lane k holds
-// u*4+k/4), and act the activations prepared per group as:
-//
-//	for each group: 4 blocks of 128 int8 (the 64 even-column activations, then
-//	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%4)
-//	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%4),
-//	L of each used; the group's block is 128*4 + 128 bytes
-//
-// The kernel adds to out, so a caller can split the groups into column
-// tiles (w, sc, z and act advanced to the tile's first group) and call it
-// once per tile on the same out: the W4A8 kernels add each group's scaled
-// dot to the running sum loaded from out, in group order, so the tiled
-// result is the untiled one bit for bit.
-//
-// Preconditions: all rows lie inside one 128-row block of the matrix, the
-// first row is a multiple of 16, groups >= 1, and every pointer covers what
-// the loop reads or writes.
+// Q4A8Avx512VnniM4 computes W4A8 dot products of a Q4G128 matrix with AVX-512
+// VNNI (VPDPBUSD on ZMM) for super tiles of L = 16 rows and a batch of M = 4
+// (sub-tiles of R = 4 rows). See "Q4G128 kernels" in the package doc.
 //
 //go:noescape
 func Q4A8Avx512VnniM4(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A8Avx512VnniT8 computes W4A8 dot products with AVX-512 VNNI (VPDPBUSD on ZMM,
-// rows in the lanes) for nst super tiles of 16 rows of a Q4G128 matrix and
-// a batch of 8 vectors. It is the assembly form of this Go loop (see
-// cpu.a8Generic for the reference):
-//
-//	for st := 0; st < nst; st++ {
-//		for v := 0; v < 8; v++ {
-//			for i := 0; i < 16; i++ {
-//				out[(st*8+v)*16+i] += dot(st*16+i, v)
-//			}
-//		}
-//	}
-//
-// with rows counted from w (stride bytes apart), scales from sc and zero
-// points from z (block-contiguous: group g of a row is 128 scales further)
-// and act the activations prepared per group as:
-//
-//	for each group: 8 blocks of 128 int8 (the 64 even-column activations,
-//	then the 64 odd-column ones), then 16 float32 scales (xs of vector k%8)
-//	and 16 int32 sums (the sum of the group's 128 int8 of vector k%8); the
-//	group's block is 1152 bytes
-//
-// Note the vector-major out, unlike the M-vector kernels. idx is unused.
-// Each group's scaled dot is added, in group order, to the running sum
-// loaded from out, exactly as the M-vector kernels do: a caller can split
-// the groups into column tiles (w, sc, z and act advanced to the tile's
-// first group) and call it once per tile on the same out, bit for bit.
-//
-// Preconditions: all rows lie inside one 128-row block of the matrix, the
-// first row is a multiple of 16, groups >= 1, and every pointer covers what
-// the loop reads or writes.
+// Q4A8Avx512VnniT8 computes W4A8 dot products of a Q4G128 matrix with AVX-512
+// VNNI (VPDPBUSD on ZMM, rows in the lanes) for super tiles of 16 rows and a
+// batch of M = 8, out vector-major. See "Q4G128 kernels" in the package doc.
 //
 //go:noescape
 func Q4A8Avx512VnniT8(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A8Avx512VnniT16 computes W4A8 dot products with AVX-512 VNNI (VPDPBUSD on ZMM,
-// rows in the lanes) for nst super tiles of 16 rows of a Q4G128 matrix and
-// a batch of 16 vectors. It is the assembly form of this Go loop (see
-// cpu.a8Generic for the reference):
-//
-//	for st := 0; st < nst; st++ {
-//		for v := 0; v < 16; v++ {
-//			for i := 0; i < 16; i++ {
-//				out[(st*16+v)*16+i] += dot(st*16+i, v)
-//			}
-//		}
-//	}
-//
-// with rows counted from w (stride bytes apart), scales from sc and zero
-// points from z (block-contiguous: group g of a row is 128 scales further)
-// and act the activations prepared per group as:
-//
-//	for each group: 16 blocks of 128 int8 (the 64 even-column activations,
-//	then the 64 odd-column ones), then 16 float32 scales (xs of vector k%16)
-//	and 16 int32 sums (the sum of the group's 128 int8 of vector k%16); the
-//	group's block is 2176 bytes
-//
-// Note the vector-major out, unlike the M-vector kernels. idx is unused.
-// Each group's scaled dot is added, in group order, to the running sum
-// loaded from out, exactly as the M-vector kernels do: a caller can split
-// the groups into column tiles (w, sc, z and act advanced to the tile's
-// first group) and call it once per tile on the same out, bit for bit.
-//
-// Preconditions: all rows lie inside one 128-row block of the matrix, the
-// first row is a multiple of 16, groups >= 1, and every pointer covers what
-// the loop reads or writes.
+// Q4A8Avx512VnniT16 computes W4A8 dot products of a Q4G128 matrix with AVX-512
+// VNNI (VPDPBUSD on ZMM, rows in the lanes) for super tiles of 16 rows and a
+// batch of M = 16, out vector-major. See "Q4G128 kernels" in the package doc.
 //
 //go:noescape
 func Q4A8Avx512VnniT16(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A32Avx512M1 computes W4A32 dot products with AVX-512F and FMA for nst super tiles of 8 rows of a
-// Q4G128 matrix and a batch of 1 vector(s). It is the assembly form of this Go
-// loop (see cpu.a8Generic and cpu.a32Generic for the reference):
-//
-//	for st := 0; st < nst; st++ {
-//		for u := 0; u < 1; u++ { // sub-tile of 8 rows
-//			for k := 0; k < 8; k++ {
-//				row, vec := st*8+u*8+k/1, k%1
-//				out[(st*1+u)*8+k] += dot(row, vec)
-//			}
-//		}
-//	}
-//
-// with rows counted from w (stride bytes apart), scales from sc and zero
-// points from z (block-contiguous: group g of a row is 128 scales further),
-// idx the 1 permutation vectors of 8 int32 (vector u, lane k holds
-// u*8+k/1), and act the activations prepared per group as:
-//
-//	for each group: 1 blocks of 128 float32 (the 64 even-column activations,
-//	then the 64 odd-column ones), then 16 float32 lane sums (the group's
-//	sum of activations of vector k%1, L used); the group's block is
-//	512*1 + 64 bytes
-//
-// The kernel adds to out, so a caller can split the groups into column
-// tiles (w, sc, z and act advanced to the tile's first group) and call it
-// once per tile on the same out: the W4A8 kernels add each group's scaled
-// dot to the running sum loaded from out, in group order, so the tiled
-// result is the untiled one bit for bit.
-//
-// Preconditions: all rows lie inside one 128-row block of the matrix, the
-// first row is a multiple of 8, groups >= 1, and every pointer covers what
-// the loop reads or writes.
+// Q4A32Avx512M1 computes W4A32 dot products of a Q4G128 matrix with AVX-512F
+// and FMA for super tiles of L = 8 rows and a batch of M = 1 (sub-tiles of R =
+// 8 rows). See "Q4G128 kernels" in the package doc.
 //
 //go:noescape
 func Q4A32Avx512M1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A32Avx512M2 computes W4A32 dot products with AVX-512F and FMA for nst super tiles of 8 rows of a
-// Q4G128 matrix and a batch of 2 vector(s). It is the assembly form of this Go
-// loop (see cpu.a8Generic and cpu.a32Generic for the reference):
-//
-//	for st := 0; st < nst; st++ {
-//		for u := 0; u < 2; u++ { // sub-tile of 4 rows
-//			for k := 0; k < 8; k++ {
-//				row, vec := st*8+u*4+k/2, k%2
-//				out[(st*2+u)*8+k] += dot(row, vec)
-//			}
-//		}
-//	}
-//
-// with rows counted from w (stride bytes apart), scales from sc and zero
-// points from z (block-contiguous: group g of a row is 128 scales further),
-// idx the 2 permutation vectors of 8 int32 (vector u, lane k holds
-// u*4+k/2), and act the activations prepared per group as:
-//
-//	for each group: 2 blocks of 128 float32 (the 64 even-column activations,
-//	then the 64 odd-column ones), then 16 float32 lane sums (the group's
-//	sum of activations of vector k%2, L used); the group's block is
-//	512*2 + 64 bytes
-//
-// The kernel adds to out, so a caller can split the groups into column
-// tiles (w, sc, z and act advanced to the tile's first group) and call it
-// once per tile on the same out: the W4A8 kernels add each group's scaled
-// dot to the running sum loaded from out, in group order, so the tiled
-// result is the untiled one bit for bit.
-//
-// Preconditions: all rows lie inside one 128-row block of the matrix, the
-// first row is a multiple of 8, groups >= 1, and every pointer covers what
-// the loop reads or writes.
+// Q4A32Avx512M2 computes W4A32 dot products of a Q4G128 matrix with AVX-512F
+// and FMA for super tiles of L = 8 rows and a batch of M = 2 (sub-tiles of R =
+// 4 rows). See "Q4G128 kernels" in the package doc.
 //
 //go:noescape
 func Q4A32Avx512M2(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A32Avx512M4 computes W4A32 dot products with AVX-512F and FMA for nst super tiles of 8 rows of a
-// Q4G128 matrix and a batch of 4 vector(s). It is the assembly form of this Go
-// loop (see cpu.a8Generic and cpu.a32Generic for the reference):
-//
-//	for st := 0; st < nst; st++ {
-//		for u := 0; u < 4; u++ { // sub-tile of 2 rows
-//			for k := 0; k < 8; k++ {
-//				row, vec := st*8+u*2+k/4, k%4
-//				out[(st*4+u)*8+k] += dot(row, vec)
-//			}
-//		}
-//	}
-//
-// with rows counted from w (stride bytes apart), scales from sc and zero
-// points from z (block-contiguous: group g of a row is 128 scales further),
-// idx the 4 permutation vectors of 8 int32 (vector u, lane k holds
-// u*2+k/4), and act the activations prepared per group as:
-//
-//	for each group: 4 blocks of 128 float32 (the 64 even-column activations,
-//	then the 64 odd-column ones), then 16 float32 lane sums (the group's
-//	sum of activations of vector k%4, L used); the group's block is
-//	512*4 + 64 bytes
-//
-// The kernel adds to out, so a caller can split the groups into column
-// tiles (w, sc, z and act advanced to the tile's first group) and call it
-// once per tile on the same out: the W4A8 kernels add each group's scaled
-// dot to the running sum loaded from out, in group order, so the tiled
-// result is the untiled one bit for bit.
-//
-// Preconditions: all rows lie inside one 128-row block of the matrix, the
-// first row is a multiple of 8, groups >= 1, and every pointer covers what
-// the loop reads or writes.
+// Q4A32Avx512M4 computes W4A32 dot products of a Q4G128 matrix with AVX-512F
+// and FMA for super tiles of L = 8 rows and a batch of M = 4 (sub-tiles of R =
+// 2 rows). See "Q4G128 kernels" in the package doc.
 //
 //go:noescape
 func Q4A32Avx512M4(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A32Avx512M8 computes W4A32 dot products with AVX-512F and FMA for nst super tiles of 8 rows of a
-// Q4G128 matrix and a batch of 8 vector(s). It is the assembly form of this Go
-// loop (see cpu.a8Generic and cpu.a32Generic for the reference):
-//
-//	for st := 0; st < nst; st++ {
-//		for u := 0; u < 8; u++ { // sub-tile of 1 rows
-//			for k := 0; k < 8; k++ {
-//				row, vec := st*8+u*1+k/8, k%8
-//				out[(st*8+u)*8+k] += dot(row, vec)
-//			}
-//		}
-//	}
-//
-// with rows counted from w (stride bytes apart), scales from sc and zero
-// points from z (block-contiguous: group g of a row is 128 scales further),
-// idx the 8 permutation vectors of 8 int32 (vector u, lane k holds
-// u*1+k/8), and act the activations prepared per group as:
-//
-//	for each group: 8 blocks of 128 float32 (the 64 even-column activations,
-//	then the 64 odd-column ones), then 16 float32 lane sums (the group's
-//	sum of activations of vector k%8, L used); the group's block is
-//	512*8 + 64 bytes
-//
-// The kernel adds to out, so a caller can split the groups into column
-// tiles (w, sc, z and act advanced to the tile's first group) and call it
-// once per tile on the same out: the W4A8 kernels add each group's scaled
-// dot to the running sum loaded from out, in group order, so the tiled
-// result is the untiled one bit for bit.
-//
-// Preconditions: all rows lie inside one 128-row block of the matrix, the
-// first row is a multiple of 8, groups >= 1, and every pointer covers what
-// the loop reads or writes.
+// Q4A32Avx512M8 computes W4A32 dot products of a Q4G128 matrix with AVX-512F
+// and FMA for super tiles of L = 8 rows and a batch of M = 8 (sub-tiles of R =
+// 1 rows). See "Q4G128 kernels" in the package doc.
 //
 //go:noescape
 func Q4A32Avx512M8(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A8AvxVnniM1 computes W4A8 dot products with AVX-VNNI (VEX-encoded VPDPBUSD on YMM) for nst super tiles of 8 rows of a
-// Q4G128 matrix and a batch of 1 vector(s). It is the assembly form of this Go
-// loop (see cpu.a8Generic and cpu.a32Generic for the reference):
-//
-//	for st := 0; st < nst; st++ {
-//		for u := 0; u < 1; u++ { // sub-tile of 8 rows
-//			for k := 0; k < 8; k++ {
-//				row, vec := st*8+u*8+k/1, k%1
-//				out[(st*1+u)*8+k] += dot(row, vec)
-//			}
-//		}
-//	}
-//
-// with rows counted from w (stride bytes apart), scales from sc and zero
-// points from z (block-contiguous: group g of a row is 128 scales further),
-// idx the 1 permutation vectors of 8 int32 (vector u, lane k holds
-// u*8+k/1), and act the activations prepared per group as:
-//
-//	for each group: 1 blocks of 128 int8 (the 64 even-column activations, then
-//	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%1)
-//	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%1),
-//	L of each used; the group's block is 128*1 + 128 bytes
-//
-// The kernel adds to out, so a caller can split the groups into column
-// tiles (w, sc, z and act advanced to the tile's first group) and call it
-// once per tile on the same out: the W4A8 kernels add each group's scaled
-// dot to the running sum loaded from out, in group order, so the tiled
-// result is the untiled one bit for bit.
-//
-// Preconditions: all rows lie inside one 128-row block of the matrix, the
-// first row is a multiple of 8, groups >= 1, and every pointer covers what
-// the loop reads or writes.
+// Q4A8AvxVnniM1 computes W4A8 dot products of a Q4G128 matrix with AVX-VNNI
+// (VEX-encoded VPDPBUSD on YMM) for super tiles of L = 8 rows and a batch of M
+// = 1 (sub-tiles of R = 8 rows). See "Q4G128 kernels" in the package doc.
 //
 //go:noescape
 func Q4A8AvxVnniM1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A8Avx2M1 computes W4A8 dot products with AVX2 (VPMADDUBSW and VPMADDWD) for nst super tiles of 8 rows of a
-// Q4G128 matrix and a batch of 1 vector(s). It is the assembly form of this Go
-// loop (see cpu.a8Generic and cpu.a32Generic for the reference):
-//
-//	for st := 0; st < nst; st++ {
-//		for u := 0; u < 1; u++ { // sub-tile of 8 rows
-//			for k := 0; k < 8; k++ {
-//				row, vec := st*8+u*8+k/1, k%1
-//				out[(st*1+u)*8+k] += dot(row, vec)
-//			}
-//		}
-//	}
-//
-// with rows counted from w (stride bytes apart), scales from sc and zero
-// points from z (block-contiguous: group g of a row is 128 scales further),
-// idx the 1 permutation vectors of 8 int32 (vector u, lane k holds
-// u*8+k/1), and act the activations prepared per group as:
-//
-//	for each group: 1 blocks of 128 int8 (the 64 even-column activations, then
-//	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%1)
-//	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%1),
-//	L of each used; the group's block is 128*1 + 128 bytes
-//
-// The kernel adds to out, so a caller can split the groups into column
-// tiles (w, sc, z and act advanced to the tile's first group) and call it
-// once per tile on the same out: the W4A8 kernels add each group's scaled
-// dot to the running sum loaded from out, in group order, so the tiled
-// result is the untiled one bit for bit.
-//
-// Preconditions: all rows lie inside one 128-row block of the matrix, the
-// first row is a multiple of 8, groups >= 1, and every pointer covers what
-// the loop reads or writes.
+// Q4A8Avx2M1 computes W4A8 dot products of a Q4G128 matrix with AVX2
+// (VPMADDUBSW and VPMADDWD) for super tiles of L = 8 rows and a batch of M = 1
+// (sub-tiles of R = 8 rows). See "Q4G128 kernels" in the package doc.
 //
 //go:noescape
 func Q4A8Avx2M1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A8AvxVnniM2 computes W4A8 dot products with AVX-VNNI (VEX-encoded VPDPBUSD on YMM) for nst super tiles of 8 rows of a
-// Q4G128 matrix and a batch of 2 vector(s). It is the assembly form of this Go
-// loop (see cpu.a8Generic and cpu.a32Generic for the reference):
-//
-//	for st := 0; st < nst; st++ {
-//		for u := 0; u < 2; u++ { // sub-tile of 4 rows
-//			for k := 0; k < 8; k++ {
-//				row, vec := st*8+u*4+k/2, k%2
-//				out[(st*2+u)*8+k] += dot(row, vec)
-//			}
-//		}
-//	}
-//
-// with rows counted from w (stride bytes apart), scales from sc and zero
-// points from z (block-contiguous: group g of a row is 128 scales further),
-// idx the 2 permutation vectors of 8 int32 (vector u, lane k holds
-// u*4+k/2), and act the activations prepared per group as:
-//
-//	for each group: 2 blocks of 128 int8 (the 64 even-column activations, then
-//	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%2)
-//	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%2),
-//	L of each used; the group's block is 128*2 + 128 bytes
-//
-// The kernel adds to out, so a caller can split the groups into column
-// tiles (w, sc, z and act advanced to the tile's first group) and call it
-// once per tile on the same out: the W4A8 kernels add each group's scaled
-// dot to the running sum loaded from out, in group order, so the tiled
-// result is the untiled one bit for bit.
-//
-// Preconditions: all rows lie inside one 128-row block of the matrix, the
-// first row is a multiple of 8, groups >= 1, and every pointer covers what
-// the loop reads or writes.
+// Q4A8AvxVnniM2 computes W4A8 dot products of a Q4G128 matrix with AVX-VNNI
+// (VEX-encoded VPDPBUSD on YMM) for super tiles of L = 8 rows and a batch of M
+// = 2 (sub-tiles of R = 4 rows). See "Q4G128 kernels" in the package doc.
 //
 //go:noescape
 func Q4A8AvxVnniM2(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A8Avx2M2 computes W4A8 dot products with AVX2 (VPMADDUBSW and VPMADDWD) for nst super tiles of 8 rows of a
-// Q4G128 matrix and a batch of 2 vector(s). It is the assembly form of this Go
-// loop (see cpu.a8Generic and cpu.a32Generic for the reference):
-//
-//	for st := 0; st < nst; st++ {
-//		for u := 0; u < 2; u++ { // sub-tile of 4 rows
-//			for k := 0; k < 8; k++ {
-//				row, vec := st*8+u*4+k/2, k%2
-//				out[(st*2+u)*8+k] += dot(row, vec)
-//			}
-//		}
-//	}
-//
-// with rows counted from w (stride bytes apart), scales from sc and zero
-// points from z (block-contiguous: group g of a row is 128 scales further),
-// idx the 2 permutation vectors of 8 int32 (vector u, lane k holds
-// u*4+k/2), and act the activations prepared per group as:
-//
-//	for each group: 2 blocks of 128 int8 (the 64 even-column activations, then
-//	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%2)
-//	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%2),
-//	L of each used; the group's block is 128*2 + 128 bytes
-//
-// The kernel adds to out, so a caller can split the groups into column
-// tiles (w, sc, z and act advanced to the tile's first group) and call it
-// once per tile on the same out: the W4A8 kernels add each group's scaled
-// dot to the running sum loaded from out, in group order, so the tiled
-// result is the untiled one bit for bit.
-//
-// Preconditions: all rows lie inside one 128-row block of the matrix, the
-// first row is a multiple of 8, groups >= 1, and every pointer covers what
-// the loop reads or writes.
+// Q4A8Avx2M2 computes W4A8 dot products of a Q4G128 matrix with AVX2
+// (VPMADDUBSW and VPMADDWD) for super tiles of L = 8 rows and a batch of M = 2
+// (sub-tiles of R = 4 rows). See "Q4G128 kernels" in the package doc.
 //
 //go:noescape
 func Q4A8Avx2M2(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A8AvxVnniM4 computes W4A8 dot products with AVX-VNNI (VEX-encoded VPDPBUSD on YMM) for nst super tiles of 8 rows of a
-// Q4G128 matrix and a batch of 4 vector(s). It is the assembly form of this Go
-// loop (see cpu.a8Generic and cpu.a32Generic for the reference):
-//
-//	for st := 0; st < nst; st++ {
-//		for u := 0; u < 4; u++ { // sub-tile of 2 rows
-//			for k := 0; k < 8; k++ {
-//				row, vec := st*8+u*2+k/4, k%4
-//				out[(st*4+u)*8+k] += dot(row, vec)
-//			}
-//		}
-//	}
-//
-// with rows counted from w (stride bytes apart), scales from sc and zero
-// points from z (block-contiguous: group g of a row is 128 scales further),
-// idx the 4 permutation vectors of 8 int32 (vector u, lane k holds
-// u*2+k/4), and act the activations prepared per group as:
-//
-//	for each group: 4 blocks of 128 int8 (the 64 even-column activations, then
-//	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%4)
-//	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%4),
-//	L of each used; the group's block is 128*4 + 128 bytes
-//
-// The kernel adds to out, so a caller can split the groups into column
-// tiles (w, sc, z and act advanced to the tile's first group) and call it
-// once per tile on the same out: the W4A8 kernels add each group's scaled
-// dot to the running sum loaded from out, in group order, so the tiled
-// result is the untiled one bit for bit.
-//
-// Preconditions: all rows lie inside one 128-row block of the matrix, the
-// first row is a multiple of 8, groups >= 1, and every pointer covers what
-// the loop reads or writes.
+// Q4A8AvxVnniM4 computes W4A8 dot products of a Q4G128 matrix with AVX-VNNI
+// (VEX-encoded VPDPBUSD on YMM) for super tiles of L = 8 rows and a batch of M
+// = 4 (sub-tiles of R = 2 rows). See "Q4G128 kernels" in the package doc.
 //
 //go:noescape
 func Q4A8AvxVnniM4(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A8Avx2M4 computes W4A8 dot products with AVX2 (VPMADDUBSW and VPMADDWD) for nst super tiles of 8 rows of a
-// Q4G128 matrix and a batch of 4 vector(s). It is the assembly form of this Go
-// loop (see cpu.a8Generic and cpu.a32Generic for the reference):
-//
-//	for st := 0; st < nst; st++ {
-//		for u := 0; u < 4; u++ { // sub-tile of 2 rows
-//			for k := 0; k < 8; k++ {
-//				row, vec := st*8+u*2+k/4, k%4
-//				out[(st*4+u)*8+k] += dot(row, vec)
-//			}
-//		}
-//	}
-//
-// with rows counted from w (stride bytes apart), scales from sc and zero
-// points from z (block-contiguous: group g of a row is 128 scales further),
-// idx the 4 permutation vectors of 8 int32 (vector u, lane k holds
-// u*2+k/4), and act the activations prepared per group as:
-//
-//	for each group: 4 blocks of 128 int8 (the 64 even-column activations, then
-//	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%4)
-//	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%4),
-//	L of each used; the group's block is 128*4 + 128 bytes
-//
-// The kernel adds to out, so a caller can split the groups into column
-// tiles (w, sc, z and act advanced to the tile's first group) and call it
-// once per tile on the same out: the W4A8 kernels add each group's scaled
-// dot to the running sum loaded from out, in group order, so the tiled
-// result is the untiled one bit for bit.
-//
-// Preconditions: all rows lie inside one 128-row block of the matrix, the
-// first row is a multiple of 8, groups >= 1, and every pointer covers what
-// the loop reads or writes.
+// Q4A8Avx2M4 computes W4A8 dot products of a Q4G128 matrix with AVX2
+// (VPMADDUBSW and VPMADDWD) for super tiles of L = 8 rows and a batch of M = 4
+// (sub-tiles of R = 2 rows). See "Q4G128 kernels" in the package doc.
 //
 //go:noescape
 func Q4A8Avx2M4(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A8AvxVnniM8 computes W4A8 dot products with AVX-VNNI (VEX-encoded VPDPBUSD on YMM) for nst super tiles of 8 rows of a
-// Q4G128 matrix and a batch of 8 vector(s). It is the assembly form of this Go
-// loop (see cpu.a8Generic and cpu.a32Generic for the reference):
-//
-//	for st := 0; st < nst; st++ {
-//		for u := 0; u < 8; u++ { // sub-tile of 1 rows
-//			for k := 0; k < 8; k++ {
-//				row, vec := st*8+u*1+k/8, k%8
-//				out[(st*8+u)*8+k] += dot(row, vec)
-//			}
-//		}
-//	}
-//
-// with rows counted from w (stride bytes apart), scales from sc and zero
-// points from z (block-contiguous: group g of a row is 128 scales further),
-// idx the 8 permutation vectors of 8 int32 (vector u, lane k holds
-// u*1+k/8), and act the activations prepared per group as:
-//
-//	for each group: 8 blocks of 128 int8 (the 64 even-column activations, then
-//	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%8)
-//	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%8),
-//	L of each used; the group's block is 128*8 + 128 bytes
-//
-// The kernel adds to out, so a caller can split the groups into column
-// tiles (w, sc, z and act advanced to the tile's first group) and call it
-// once per tile on the same out: the W4A8 kernels add each group's scaled
-// dot to the running sum loaded from out, in group order, so the tiled
-// result is the untiled one bit for bit.
-//
-// Preconditions: all rows lie inside one 128-row block of the matrix, the
-// first row is a multiple of 8, groups >= 1, and every pointer covers what
-// the loop reads or writes.
+// Q4A8AvxVnniM8 computes W4A8 dot products of a Q4G128 matrix with AVX-VNNI
+// (VEX-encoded VPDPBUSD on YMM) for super tiles of L = 8 rows and a batch of M
+// = 8 (sub-tiles of R = 1 rows). See "Q4G128 kernels" in the package doc.
 //
 //go:noescape
 func Q4A8AvxVnniM8(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A8Avx2M8 computes W4A8 dot products with AVX2 (VPMADDUBSW and VPMADDWD) for nst super tiles of 8 rows of a
-// Q4G128 matrix and a batch of 8 vector(s). It is the assembly form of this Go
-// loop (see cpu.a8Generic and cpu.a32Generic for the reference):
-//
-//	for st := 0; st < nst; st++ {
-//		for u := 0; u < 8; u++ { // sub-tile of 1 rows
-//			for k := 0; k < 8; k++ {
-//				row, vec := st*8+u*1+k/8, k%8
-//				out[(st*8+u)*8+k] += dot(row, vec)
-//			}
-//		}
-//	}
-//
-// with rows counted from w (stride bytes apart), scales from sc and zero
-// points from z (block-contiguous: group g of a row is 128 scales further),
-// idx the 8 permutation vectors of 8 int32 (vector u, lane k holds
-// u*1+k/8), and act the activations prepared per group as:
-//
-//	for each group: 8 blocks of 128 int8 (the 64 even-column activations, then
-//	the 64 odd-column ones), then 16 float32 lane scales (xs of vector k%8)
-//	and 16 int32 lane sums (the sum of the group's 128 int8 of vector k%8),
-//	L of each used; the group's block is 128*8 + 128 bytes
-//
-// The kernel adds to out, so a caller can split the groups into column
-// tiles (w, sc, z and act advanced to the tile's first group) and call it
-// once per tile on the same out: the W4A8 kernels add each group's scaled
-// dot to the running sum loaded from out, in group order, so the tiled
-// result is the untiled one bit for bit.
-//
-// Preconditions: all rows lie inside one 128-row block of the matrix, the
-// first row is a multiple of 8, groups >= 1, and every pointer covers what
-// the loop reads or writes.
+// Q4A8Avx2M8 computes W4A8 dot products of a Q4G128 matrix with AVX2
+// (VPMADDUBSW and VPMADDWD) for super tiles of L = 8 rows and a batch of M = 8
+// (sub-tiles of R = 1 rows). See "Q4G128 kernels" in the package doc.
 //
 //go:noescape
 func Q4A8Avx2M8(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A32Avx2M1 computes W4A32 dot products with AVX2 and FMA for nst super tiles of 4 rows of a
-// Q4G128 matrix and a batch of 1 vector(s). It is the assembly form of this Go
-// loop (see cpu.a8Generic and cpu.a32Generic for the reference):
-//
-//	for st := 0; st < nst; st++ {
-//		for u := 0; u < 1; u++ { // sub-tile of 4 rows
-//			for k := 0; k < 4; k++ {
-//				row, vec := st*4+u*4+k/1, k%1
-//				out[(st*1+u)*4+k] += dot(row, vec)
-//			}
-//		}
-//	}
-//
-// with rows counted from w (stride bytes apart), scales from sc and zero
-// points from z (block-contiguous: group g of a row is 128 scales further),
-// idx the 1 permutation vectors of 4 int32 (vector u, lane k holds
-// u*4+k/1), and act the activations prepared per group as:
-//
-//	for each group: 1 blocks of 128 float32 (the 64 even-column activations,
-//	then the 64 odd-column ones), then 16 float32 lane sums (the group's
-//	sum of activations of vector k%1, L used); the group's block is
-//	512*1 + 64 bytes
-//
-// The kernel adds to out, so a caller can split the groups into column
-// tiles (w, sc, z and act advanced to the tile's first group) and call it
-// once per tile on the same out: the W4A8 kernels add each group's scaled
-// dot to the running sum loaded from out, in group order, so the tiled
-// result is the untiled one bit for bit.
-//
-// Preconditions: all rows lie inside one 128-row block of the matrix, the
-// first row is a multiple of 4, groups >= 1, and every pointer covers what
-// the loop reads or writes.
+// Q4A32Avx2M1 computes W4A32 dot products of a Q4G128 matrix with AVX2 and FMA
+// for super tiles of L = 4 rows and a batch of M = 1 (sub-tiles of R = 4
+// rows). See "Q4G128 kernels" in the package doc.
 //
 //go:noescape
 func Q4A32Avx2M1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A32Avx2M2 computes W4A32 dot products with AVX2 and FMA for nst super tiles of 4 rows of a
-// Q4G128 matrix and a batch of 2 vector(s). It is the assembly form of this Go
-// loop (see cpu.a8Generic and cpu.a32Generic for the reference):
-//
-//	for st := 0; st < nst; st++ {
-//		for u := 0; u < 2; u++ { // sub-tile of 2 rows
-//			for k := 0; k < 4; k++ {
-//				row, vec := st*4+u*2+k/2, k%2
-//				out[(st*2+u)*4+k] += dot(row, vec)
-//			}
-//		}
-//	}
-//
-// with rows counted from w (stride bytes apart), scales from sc and zero
-// points from z (block-contiguous: group g of a row is 128 scales further),
-// idx the 2 permutation vectors of 4 int32 (vector u, lane k holds
-// u*2+k/2), and act the activations prepared per group as:
-//
-//	for each group: 2 blocks of 128 float32 (the 64 even-column activations,
-//	then the 64 odd-column ones), then 16 float32 lane sums (the group's
-//	sum of activations of vector k%2, L used); the group's block is
-//	512*2 + 64 bytes
-//
-// The kernel adds to out, so a caller can split the groups into column
-// tiles (w, sc, z and act advanced to the tile's first group) and call it
-// once per tile on the same out: the W4A8 kernels add each group's scaled
-// dot to the running sum loaded from out, in group order, so the tiled
-// result is the untiled one bit for bit.
-//
-// Preconditions: all rows lie inside one 128-row block of the matrix, the
-// first row is a multiple of 4, groups >= 1, and every pointer covers what
-// the loop reads or writes.
+// Q4A32Avx2M2 computes W4A32 dot products of a Q4G128 matrix with AVX2 and FMA
+// for super tiles of L = 4 rows and a batch of M = 2 (sub-tiles of R = 2
+// rows). See "Q4G128 kernels" in the package doc.
 //
 //go:noescape
 func Q4A32Avx2M2(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A32Avx2M4 computes W4A32 dot products with AVX2 and FMA for nst super tiles of 4 rows of a
-// Q4G128 matrix and a batch of 4 vector(s). It is the assembly form of this Go
-// loop (see cpu.a8Generic and cpu.a32Generic for the reference):
-//
-//	for st := 0; st < nst; st++ {
-//		for u := 0; u < 4; u++ { // sub-tile of 1 rows
-//			for k := 0; k < 4; k++ {
-//				row, vec := st*4+u*1+k/4, k%4
-//				out[(st*4+u)*4+k] += dot(row, vec)
-//			}
-//		}
-//	}
-//
-// with rows counted from w (stride bytes apart), scales from sc and zero
-// points from z (block-contiguous: group g of a row is 128 scales further),
-// idx the 4 permutation vectors of 4 int32 (vector u, lane k holds
-// u*1+k/4), and act the activations prepared per group as:
-//
-//	for each group: 4 blocks of 128 float32 (the 64 even-column activations,
-//	then the 64 odd-column ones), then 16 float32 lane sums (the group's
-//	sum of activations of vector k%4, L used); the group's block is
-//	512*4 + 64 bytes
-//
-// The kernel adds to out, so a caller can split the groups into column
-// tiles (w, sc, z and act advanced to the tile's first group) and call it
-// once per tile on the same out: the W4A8 kernels add each group's scaled
-// dot to the running sum loaded from out, in group order, so the tiled
-// result is the untiled one bit for bit.
-//
-// Preconditions: all rows lie inside one 128-row block of the matrix, the
-// first row is a multiple of 4, groups >= 1, and every pointer covers what
-// the loop reads or writes.
+// Q4A32Avx2M4 computes W4A32 dot products of a Q4G128 matrix with AVX2 and FMA
+// for super tiles of L = 4 rows and a batch of M = 4 (sub-tiles of R = 1
+// rows). See "Q4G128 kernels" in the package doc.
 //
 //go:noescape
 func Q4A32Avx2M4(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)

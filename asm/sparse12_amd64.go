@@ -4,308 +4,165 @@
 
 package asm
 
-// Sparse12A8Avx512 computes the exact W(1:2, 7-bit)A8 dot products of Sparse12 matrices
-// (groups of at least 128 columns) for ntiles tiles of 8 rows with AVX-512
-// VNNI, VBMI and BW, as layout.(*Sparse12).DotA8Exact: per row, over the
-// 128-column blocks in order, acc = acc + float32(s*xs[B]) * float32(isum).
-// meta holds per tile and chunk 16 float32 scales, 16 int32 corrections
-// 128*sum(q-z) and 16 zero-point bytes, lane i*2+b (row i, block b), in 192
-// bytes; act per chunk the two blocks' 64 even-column and 64 odd-column
-// activations (+128, in the order ctrl gathers pairs), then 16 float32
-// lane scales; ctrl the two VPERMT2B index vectors; idx the two lane
-// permutations. Preconditions: chunks, ntiles >= 1; zero points in
-// 0..127; pointers cover what is read or written.
+// Sparse12A8Avx512 computes the exact W(1:2, 7-bit)A8 dot products of Sparse12
+// matrices with AVX-512 VNNI, VBMI and BW, blocks of 128 columns (groups of at
+// least 128): tiles of R = 8 rows, L = 2 lanes per row and chunk. See
+// "Sparse12 kernels" in the package doc.
 //
 //go:noescape
 func Sparse12A8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Sparse12A8G64Avx512 computes the exact W(1:2, 7-bit)A8 dot products of Sparse12 matrices
-// (groups of at least 128 columns) for ntiles tiles of 8 rows with AVX-512
-// VNNI, VBMI and BW, as layout.(*Sparse12).DotA8Exact: per row, over the
-// 128-column blocks in order, acc = acc + float32(s*xs[B]) * float32(isum).
-// meta holds per tile and chunk 16 float32 scales, 16 int32 corrections
-// 128*sum(q-z) and 16 zero-point bytes, lane i*2+b (row i, block b), in 192
-// bytes; act per chunk the two blocks' 64 even-column and 64 odd-column
-// activations (+128, in the order ctrl gathers pairs), then 16 float32
-// lane scales; ctrl the two VPERMT2B index vectors; idx the two lane
-// permutations. Preconditions: chunks, ntiles >= 1; zero points in
-// 0..127; pointers cover what is read or written.
+// Sparse12A8G64Avx512 computes the exact W(1:2, 7-bit)A8 dot products of
+// Sparse12 matrices with AVX-512 VNNI, VBMI and BW, blocks of 64 columns
+// (groups of 64): tiles of R = 4 rows, L = 4 lanes per row and chunk. See
+// "Sparse12 kernels" in the package doc.
 //
 //go:noescape
 func Sparse12A8G64Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Sparse12A8Avx2 computes the exact W(1:2, 7-bit)A8 dot products of Sparse12 matrices
-// (groups of at least 128 columns) for ntiles tiles of 4 rows with
-// AVX2 (VPBLENDVB, VPSIGNB, VPMADDUBSW, VPMADDWD), as layout.(*Sparse12).DotA8Exact: per row, over the
-// 128-column blocks B in order, acc = acc + float32(s*xs[B]) * float32(isum),
-// out[T*8+i] = acc for row i of tile T (rows stride bytes apart from w).
-// meta holds per tile and chunk, in 40 bytes, 8 float32 scales, 8 zero-point bytes,
-// lane i*2+u (row i, unit u of the chunk); act per chunk, per quarter of
-// 8 words, 32 even- and odd-column int8 activations in the order the
-// transposed pair bytes are read (see cpu.newSparseYMM), then 8 float32 lane
-// scales; idx the 2 permutations gathering lane i*2+u into lane i; ctrl is
-// unused. Lanes 4..7 of each tile's 8 outputs are scratch.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, zero points integers in 0..127,
-// all pointers cover what is read or written.
+// Sparse12A8Avx2 computes the exact W(1:2, 7-bit)A8 dot products of Sparse12
+// matrices with AVX2 (VPBLENDVB, VPSIGNB, VPMADDUBSW, VPMADDWD), blocks of 128
+// columns (groups of at least 128): tiles of R = 4 rows, nu = 2 units per
+// chunk, meta 40 bytes per tile and chunk. See "Sparse12 kernels" in the
+// package doc.
 //
 //go:noescape
 func Sparse12A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Sparse12A8AvxVnni computes the exact W(1:2, 7-bit)A8 dot products of Sparse12 matrices
-// (groups of at least 128 columns) for ntiles tiles of 4 rows with
-// AVX-VNNI (VPBLENDVB, VEX VPDPBUSD), as layout.(*Sparse12).DotA8Exact: per row, over the
-// 128-column blocks B in order, acc = acc + float32(s*xs[B]) * float32(isum),
-// out[T*8+i] = acc for row i of tile T (rows stride bytes apart from w).
-// meta holds per tile and chunk, in 72 bytes, 8 float32 scales, 8 int32 corrections 128*sum(q-z) over the unit's kept codes, 8 zero-point bytes,
-// lane i*2+u (row i, unit u of the chunk); act per chunk, per quarter of
-// 8 words, 32 even- and odd-column activations plus 128 (as bytes) in the order the
-// transposed pair bytes are read (see cpu.newSparseYMM), then 8 float32 lane
-// scales; idx the 2 permutations gathering lane i*2+u into lane i; ctrl is
-// unused. Lanes 4..7 of each tile's 8 outputs are scratch.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, zero points integers in 0..127,
-// all pointers cover what is read or written.
+// Sparse12A8AvxVnni computes the exact W(1:2, 7-bit)A8 dot products of
+// Sparse12 matrices with AVX-VNNI (VPBLENDVB, VEX VPDPBUSD), blocks of 128
+// columns (groups of at least 128): tiles of R = 4 rows, nu = 2 units per
+// chunk, meta 72 bytes per tile and chunk. See "Sparse12 kernels" in the
+// package doc.
 //
 //go:noescape
 func Sparse12A8AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Sparse12A8G64Avx2 computes the exact W(1:2, 7-bit)A8 dot products of Sparse12 matrices
-// (groups of 64 columns) for ntiles tiles of 2 rows with
-// AVX2 (VPBLENDVB, VPSIGNB, VPMADDUBSW, VPMADDWD), as layout.(*Sparse12).DotA8Exact: per row, over the
-// 64-column blocks B in order, acc = acc + float32(s*xs[B]) * float32(isum),
-// out[T*8+i] = acc for row i of tile T (rows stride bytes apart from w).
-// meta holds per tile and chunk, in 40 bytes, 8 float32 scales, 8 zero-point bytes,
-// lane i*4+u (row i, unit u of the chunk); act per chunk, per quarter of
-// 8 words, 32 even- and odd-column int8 activations in the order the
-// transposed pair bytes are read (see cpu.newSparseYMM), then 8 float32 lane
-// scales; idx the 4 permutations gathering lane i*4+u into lane i; ctrl is
-// unused. Lanes 2..7 of each tile's 8 outputs are scratch.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, zero points integers in 0..127,
-// all pointers cover what is read or written.
+// Sparse12A8G64Avx2 computes the exact W(1:2, 7-bit)A8 dot products of
+// Sparse12 matrices with AVX2 (VPBLENDVB, VPSIGNB, VPMADDUBSW, VPMADDWD),
+// blocks of 64 columns (groups of 64): tiles of R = 2 rows, nu = 4 units per
+// chunk, meta 40 bytes per tile and chunk. See "Sparse12 kernels" in the
+// package doc.
 //
 //go:noescape
 func Sparse12A8G64Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Sparse12A8G64AvxVnni computes the exact W(1:2, 7-bit)A8 dot products of Sparse12 matrices
-// (groups of 64 columns) for ntiles tiles of 2 rows with
-// AVX-VNNI (VPBLENDVB, VEX VPDPBUSD), as layout.(*Sparse12).DotA8Exact: per row, over the
-// 64-column blocks B in order, acc = acc + float32(s*xs[B]) * float32(isum),
-// out[T*8+i] = acc for row i of tile T (rows stride bytes apart from w).
-// meta holds per tile and chunk, in 72 bytes, 8 float32 scales, 8 int32 corrections 128*sum(q-z) over the unit's kept codes, 8 zero-point bytes,
-// lane i*4+u (row i, unit u of the chunk); act per chunk, per quarter of
-// 8 words, 32 even- and odd-column activations plus 128 (as bytes) in the order the
-// transposed pair bytes are read (see cpu.newSparseYMM), then 8 float32 lane
-// scales; idx the 4 permutations gathering lane i*4+u into lane i; ctrl is
-// unused. Lanes 2..7 of each tile's 8 outputs are scratch.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, zero points integers in 0..127,
-// all pointers cover what is read or written.
+// Sparse12A8G64AvxVnni computes the exact W(1:2, 7-bit)A8 dot products of
+// Sparse12 matrices with AVX-VNNI (VPBLENDVB, VEX VPDPBUSD), blocks of 64
+// columns (groups of 64): tiles of R = 2 rows, nu = 4 units per chunk, meta 72
+// bytes per tile and chunk. See "Sparse12 kernels" in the package doc.
 //
 //go:noescape
 func Sparse12A8G64AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Sparse12A8G32Avx2 computes the exact W(1:2, 7-bit)A8 dot products of Sparse12 matrices
-// (groups of 32 columns) for ntiles tiles of 1 rows with
-// AVX2 (VPBLENDVB, VPSIGNB, VPMADDUBSW, VPMADDWD), as layout.(*Sparse12).DotA8Exact: per row, over the
-// 32-column blocks B in order, acc = acc + float32(s*xs[B]) * float32(isum),
-// out[T*8+i] = acc for row i of tile T (rows stride bytes apart from w).
-// meta holds per tile and chunk, in 40 bytes, 8 float32 scales, 8 zero-point bytes,
-// lane i*8+u (row i, unit u of the chunk); act per chunk, per quarter of
-// 8 words, 32 even- and odd-column int8 activations in the order the
-// transposed pair bytes are read (see cpu.newSparseYMM), then 8 float32 lane
-// scales; idx the 8 permutations gathering lane i*8+u into lane i; ctrl is
-// unused. Lanes 1..7 of each tile's 8 outputs are scratch.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, zero points integers in 0..127,
-// all pointers cover what is read or written.
+// Sparse12A8G32Avx2 computes the exact W(1:2, 7-bit)A8 dot products of
+// Sparse12 matrices with AVX2 (VPBLENDVB, VPSIGNB, VPMADDUBSW, VPMADDWD),
+// blocks of 32 columns (groups of 32): tiles of R = 1 rows, nu = 8 units per
+// chunk, meta 40 bytes per tile and chunk. See "Sparse12 kernels" in the
+// package doc.
 //
 //go:noescape
 func Sparse12A8G32Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Sparse12A8G32AvxVnni computes the exact W(1:2, 7-bit)A8 dot products of Sparse12 matrices
-// (groups of 32 columns) for ntiles tiles of 1 rows with
-// AVX-VNNI (VPBLENDVB, VEX VPDPBUSD), as layout.(*Sparse12).DotA8Exact: per row, over the
-// 32-column blocks B in order, acc = acc + float32(s*xs[B]) * float32(isum),
-// out[T*8+i] = acc for row i of tile T (rows stride bytes apart from w).
-// meta holds per tile and chunk, in 72 bytes, 8 float32 scales, 8 int32 corrections 128*sum(q-z) over the unit's kept codes, 8 zero-point bytes,
-// lane i*8+u (row i, unit u of the chunk); act per chunk, per quarter of
-// 8 words, 32 even- and odd-column activations plus 128 (as bytes) in the order the
-// transposed pair bytes are read (see cpu.newSparseYMM), then 8 float32 lane
-// scales; idx the 8 permutations gathering lane i*8+u into lane i; ctrl is
-// unused. Lanes 1..7 of each tile's 8 outputs are scratch.
-//
-// Preconditions: chunks >= 1, ntiles >= 1, zero points integers in 0..127,
-// all pointers cover what is read or written.
+// Sparse12A8G32AvxVnni computes the exact W(1:2, 7-bit)A8 dot products of
+// Sparse12 matrices with AVX-VNNI (VPBLENDVB, VEX VPDPBUSD), blocks of 32
+// columns (groups of 32): tiles of R = 1 rows, nu = 8 units per chunk, meta 72
+// bytes per tile and chunk. See "Sparse12 kernels" in the package doc.
 //
 //go:noescape
 func Sparse12A8G32AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Sparse12A32S1Avx512 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
-// at a time with AVX-512F: for each pair byte (pos<<7 | q) the position
-// bit selects xe[p] or xo[p] (the even- and odd-column activations of
-// pair p), and per segment of 1 planes (64 columns)
-//
-//	acc += s*sum(q*x_sel) - (s*z)*sum(x_sel)
-//
-// with (s, s*z) per row and segment in meta. Within layout.BitsTolerance
-// of the float64 reference. Preconditions: rows, chunks >= 1; pointers
-// cover what is read or written.
+// Sparse12A32S1Avx512 computes W(1:2, 7-bit)A32 dot products of Sparse12
+// matrices one row at a time with AVX-512F, segments of 1 planes (64 columns),
+// (s, s*z) float32 metadata. See "Sparse12 kernels" in the package doc.
 //
 //go:noescape
 func Sparse12A32S1Avx512(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
 
-// Sparse12A32S2Avx512 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
-// at a time with AVX-512F: for each pair byte (pos<<7 | q) the position
-// bit selects xe[p] or xo[p] (the even- and odd-column activations of
-// pair p), and per segment of 2 planes (128 columns)
-//
-//	acc += s*sum(q*x_sel) - (s*z)*sum(x_sel)
-//
-// with (s, s*z) per row and segment in meta. Within layout.BitsTolerance
-// of the float64 reference. Preconditions: rows, chunks >= 1; pointers
-// cover what is read or written.
+// Sparse12A32S2Avx512 computes W(1:2, 7-bit)A32 dot products of Sparse12
+// matrices one row at a time with AVX-512F, segments of 2 planes (128
+// columns), (s, s*z) float32 metadata. See "Sparse12 kernels" in the package
+// doc.
 //
 //go:noescape
 func Sparse12A32S2Avx512(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
 
-// Sparse12A32S4Avx512 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
-// at a time with AVX-512F: for each pair byte (pos<<7 | q) the position
-// bit selects xe[p] or xo[p] (the even- and odd-column activations of
-// pair p), and per segment of 4 planes (256 columns)
-//
-//	acc += s*sum(q*x_sel) - (s*z)*sum(x_sel)
-//
-// with (s, s*z) per row and segment in meta. Within layout.BitsTolerance
-// of the float64 reference. Preconditions: rows, chunks >= 1; pointers
-// cover what is read or written.
+// Sparse12A32S4Avx512 computes W(1:2, 7-bit)A32 dot products of Sparse12
+// matrices one row at a time with AVX-512F, segments of 4 planes (256
+// columns), (s, s*z) float32 metadata. See "Sparse12 kernels" in the package
+// doc.
 //
 //go:noescape
 func Sparse12A32S4Avx512(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
 
-// Sparse12A32S1Meta16Avx512 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
-// at a time with AVX-512F (and F16C): for each pair byte (pos<<7 | q) the position
-// bit selects xe[p] or xo[p] (the even- and odd-column activations of
-// pair p), and per segment of 1 planes (64 columns)
-//
-//	acc += s*sum(q*x_sel) - (s*z)*sum(x_sel)
-//
-// with per row and chunk 4 binary16 s, then 4 binary16 z in meta (s*z rounded to float32). Within layout.BitsTolerance
-// of the float64 reference. Preconditions: rows, chunks >= 1; pointers
-// cover what is read or written.
+// Sparse12A32S1Meta16Avx512 computes W(1:2, 7-bit)A32 dot products of Sparse12
+// matrices one row at a time with AVX-512F (and F16C), segments of 1 planes
+// (64 columns), binary16 metadata (P = 4 per row and chunk). See "Sparse12
+// kernels" in the package doc.
 //
 //go:noescape
 func Sparse12A32S1Meta16Avx512(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
 
-// Sparse12A32S2Meta16Avx512 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
-// at a time with AVX-512F (and F16C): for each pair byte (pos<<7 | q) the position
-// bit selects xe[p] or xo[p] (the even- and odd-column activations of
-// pair p), and per segment of 2 planes (128 columns)
-//
-//	acc += s*sum(q*x_sel) - (s*z)*sum(x_sel)
-//
-// with per row and chunk 2 binary16 s, then 2 binary16 z in meta (s*z rounded to float32). Within layout.BitsTolerance
-// of the float64 reference. Preconditions: rows, chunks >= 1; pointers
-// cover what is read or written.
+// Sparse12A32S2Meta16Avx512 computes W(1:2, 7-bit)A32 dot products of Sparse12
+// matrices one row at a time with AVX-512F (and F16C), segments of 2 planes
+// (128 columns), binary16 metadata (P = 2 per row and chunk). See "Sparse12
+// kernels" in the package doc.
 //
 //go:noescape
 func Sparse12A32S2Meta16Avx512(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
 
-// Sparse12A32S4Meta16Avx512 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
-// at a time with AVX-512F (and F16C): for each pair byte (pos<<7 | q) the position
-// bit selects xe[p] or xo[p] (the even- and odd-column activations of
-// pair p), and per segment of 4 planes (256 columns)
-//
-//	acc += s*sum(q*x_sel) - (s*z)*sum(x_sel)
-//
-// with per row and chunk 1 binary16 s, then 1 binary16 z in meta (s*z rounded to float32). Within layout.BitsTolerance
-// of the float64 reference. Preconditions: rows, chunks >= 1; pointers
-// cover what is read or written.
+// Sparse12A32S4Meta16Avx512 computes W(1:2, 7-bit)A32 dot products of Sparse12
+// matrices one row at a time with AVX-512F (and F16C), segments of 4 planes
+// (256 columns), binary16 metadata (P = 1 per row and chunk). See "Sparse12
+// kernels" in the package doc.
 //
 //go:noescape
 func Sparse12A32S4Meta16Avx512(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
 
-// Sparse12A32S1Avx2 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
-// at a time with AVX2 and FMA: for each pair byte (pos<<7 | q) the position
-// bit selects xe[p] or xo[p] (the even- and odd-column activations of
-// pair p), and per segment of 1 planes (64 columns)
-//
-//	acc += s*sum(q*x_sel) - (s*z)*sum(x_sel)
-//
-// with (s, s*z) per row and segment in meta. Within layout.BitsTolerance
-// of the float64 reference. Preconditions: rows, chunks >= 1; pointers
-// cover what is read or written.
+// Sparse12A32S1Avx2 computes W(1:2, 7-bit)A32 dot products of Sparse12
+// matrices one row at a time with AVX2 and FMA, segments of 1 planes (64
+// columns), (s, s*z) float32 metadata. See "Sparse12 kernels" in the package
+// doc.
 //
 //go:noescape
 func Sparse12A32S1Avx2(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
 
-// Sparse12A32S2Avx2 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
-// at a time with AVX2 and FMA: for each pair byte (pos<<7 | q) the position
-// bit selects xe[p] or xo[p] (the even- and odd-column activations of
-// pair p), and per segment of 2 planes (128 columns)
-//
-//	acc += s*sum(q*x_sel) - (s*z)*sum(x_sel)
-//
-// with (s, s*z) per row and segment in meta. Within layout.BitsTolerance
-// of the float64 reference. Preconditions: rows, chunks >= 1; pointers
-// cover what is read or written.
+// Sparse12A32S2Avx2 computes W(1:2, 7-bit)A32 dot products of Sparse12
+// matrices one row at a time with AVX2 and FMA, segments of 2 planes (128
+// columns), (s, s*z) float32 metadata. See "Sparse12 kernels" in the package
+// doc.
 //
 //go:noescape
 func Sparse12A32S2Avx2(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
 
-// Sparse12A32S4Avx2 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
-// at a time with AVX2 and FMA: for each pair byte (pos<<7 | q) the position
-// bit selects xe[p] or xo[p] (the even- and odd-column activations of
-// pair p), and per segment of 4 planes (256 columns)
-//
-//	acc += s*sum(q*x_sel) - (s*z)*sum(x_sel)
-//
-// with (s, s*z) per row and segment in meta. Within layout.BitsTolerance
-// of the float64 reference. Preconditions: rows, chunks >= 1; pointers
-// cover what is read or written.
+// Sparse12A32S4Avx2 computes W(1:2, 7-bit)A32 dot products of Sparse12
+// matrices one row at a time with AVX2 and FMA, segments of 4 planes (256
+// columns), (s, s*z) float32 metadata. See "Sparse12 kernels" in the package
+// doc.
 //
 //go:noescape
 func Sparse12A32S4Avx2(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
 
-// Sparse12A32S1Meta16Avx2 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
-// at a time with AVX2 and FMA (and F16C): for each pair byte (pos<<7 | q) the position
-// bit selects xe[p] or xo[p] (the even- and odd-column activations of
-// pair p), and per segment of 1 planes (64 columns)
-//
-//	acc += s*sum(q*x_sel) - (s*z)*sum(x_sel)
-//
-// with per row and chunk 4 binary16 s, then 4 binary16 z in meta (s*z rounded to float32). Within layout.BitsTolerance
-// of the float64 reference. Preconditions: rows, chunks >= 1; pointers
-// cover what is read or written.
+// Sparse12A32S1Meta16Avx2 computes W(1:2, 7-bit)A32 dot products of Sparse12
+// matrices one row at a time with AVX2 and FMA (and F16C), segments of 1
+// planes (64 columns), binary16 metadata (P = 4 per row and chunk). See
+// "Sparse12 kernels" in the package doc.
 //
 //go:noescape
 func Sparse12A32S1Meta16Avx2(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
 
-// Sparse12A32S2Meta16Avx2 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
-// at a time with AVX2 and FMA (and F16C): for each pair byte (pos<<7 | q) the position
-// bit selects xe[p] or xo[p] (the even- and odd-column activations of
-// pair p), and per segment of 2 planes (128 columns)
-//
-//	acc += s*sum(q*x_sel) - (s*z)*sum(x_sel)
-//
-// with per row and chunk 2 binary16 s, then 2 binary16 z in meta (s*z rounded to float32). Within layout.BitsTolerance
-// of the float64 reference. Preconditions: rows, chunks >= 1; pointers
-// cover what is read or written.
+// Sparse12A32S2Meta16Avx2 computes W(1:2, 7-bit)A32 dot products of Sparse12
+// matrices one row at a time with AVX2 and FMA (and F16C), segments of 2
+// planes (128 columns), binary16 metadata (P = 2 per row and chunk). See
+// "Sparse12 kernels" in the package doc.
 //
 //go:noescape
 func Sparse12A32S2Meta16Avx2(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)
 
-// Sparse12A32S4Meta16Avx2 computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row
-// at a time with AVX2 and FMA (and F16C): for each pair byte (pos<<7 | q) the position
-// bit selects xe[p] or xo[p] (the even- and odd-column activations of
-// pair p), and per segment of 4 planes (256 columns)
-//
-//	acc += s*sum(q*x_sel) - (s*z)*sum(x_sel)
-//
-// with per row and chunk 1 binary16 s, then 1 binary16 z in meta (s*z rounded to float32). Within layout.BitsTolerance
-// of the float64 reference. Preconditions: rows, chunks >= 1; pointers
-// cover what is read or written.
+// Sparse12A32S4Meta16Avx2 computes W(1:2, 7-bit)A32 dot products of Sparse12
+// matrices one row at a time with AVX2 and FMA (and F16C), segments of 4
+// planes (256 columns), binary16 metadata (P = 1 per row and chunk). See
+// "Sparse12 kernels" in the package doc.
 //
 //go:noescape
 func Sparse12A32S4Meta16Avx2(w *byte, stride int, meta *float32, xe *float32, xo *float32, out *float32, rows int, chunks int)

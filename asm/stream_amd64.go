@@ -4,26 +4,14 @@
 
 package asm
 
-// StreamReadAvx512 xors every 64-byte line of b into a checksum with vector loads,
-// the read-bandwidth roofline: it computes the same value as
-//
-//	var acc [8]uint64
-//	for i, v := range b[:len(b)&^7] { acc[i%8] ^= v }
-//	return acc[0] ^ acc[1] ^ ... ^ acc[7]
-//
-// and ignores the len(b)%8 trailing words (the caller xors those).
+// StreamReadAvx512 xors every 64-byte line of b into a checksum with AVX-512
+// loads: the read-bandwidth roofline. See "Streaming read" in the package doc.
 //
 //go:noescape
 func StreamReadAvx512(b []uint64) uint64
 
-// StreamReadAvx2 xors every 64-byte line of b into a checksum with vector loads,
-// the read-bandwidth roofline: it computes the same value as
-//
-//	var acc [8]uint64
-//	for i, v := range b[:len(b)&^7] { acc[i%8] ^= v }
-//	return acc[0] ^ acc[1] ^ ... ^ acc[7]
-//
-// and ignores the len(b)%8 trailing words (the caller xors those).
+// StreamReadAvx2 xors every 64-byte line of b into a checksum with AVX2 loads:
+// the read-bandwidth roofline. See "Streaming read" in the package doc.
 //
 //go:noescape
 func StreamReadAvx2(b []uint64) uint64

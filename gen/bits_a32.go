@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"slices"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -84,30 +83,12 @@ func bitsA32(n, seg int, f fvec, meta16 bool) {
 	name := fmt.Sprintf("Bits%dA32S%d%s%s", n, seg, m16, f.suffix())
 	TEXT(name, NOSPLIT, bitsA32Sig)
 	Pragma("noescape")
-	metaDoc := []string{
-		"per row and segment the float32 pair (s, s*z), x the zero-padded",
-		"activations and xsum their sum per segment. The universal packing needs",
-	}
+	meta := "(s, s*z) float32 metadata"
 	if meta16 {
-		metaDoc = []string{
-			"per row and chunk " + fmt.Sprint(P) + " binary16 scales s then " + fmt.Sprint(P) + " binary16 zeros z (slots",
-			"past the chunk's " + fmt.Sprint(sp) + " segments zero; (s*z) rounded to float32), x the",
-			"zero-padded activations and xsum their sum per segment, " + fmt.Sprint(P) + " slots per",
-			"chunk (zero past its segments). The universal packing needs",
-		}
+		meta = fmt.Sprintf("binary16 metadata with P = %d slots per chunk (%d segments)", P, sp)
 	}
-	Doc(slices.Concat([]string{
-		name + " computes W" + fmt.Sprint(n) + "A32 dot products of Bits matrices, one row at a time",
-		"(rows rows from w, stride bytes apart, chunks chunks each), with " + map[bool]string{true: "AVX-512F", false: "AVX2 and FMA"}[f.avx512] + map[bool]string{true: " (and F16C)"}[meta16] + ":",
-		"",
-		"\tout[r] = sum over segments j of s[j]*sum(q*x) - (s*z)[j]*xsum[j]",
-		"",
-		"where a segment is " + fmt.Sprint(seg) + " planes (" + fmt.Sprint(seg*32) + " columns, inside one group), meta holds",
-	}, metaDoc, []string{
-		"no activation reordering: plane i of " + fmt.Sprint(W) + " words is " + fmt.Sprint(W) + " consecutive columns.",
-		"Within layout.BitsTolerance of the float64 reference. Preconditions:",
-		"rows, chunks >= 1; pointers cover what is read or written.",
-	})...)
+	kernelDoc("Bits float32 kernels", fmt.Sprintf("%s computes W%dA32 dot products of Bits matrices one row at a time with %s%s, segments of %d planes (%d columns), %s.",
+		name, n, map[bool]string{true: "AVX-512F", false: "AVX2 and FMA"}[f.avx512], map[bool]string{true: " (and F16C)"}[meta16], seg, seg*32, meta))
 	// VPERMPS reads only the low 4 (ZMM) or 3 (YMM) bits of each index, so
 	// one shift brings a run of per elements into an index and a table per
 	// element of the run (tables[j][e] = the code at bits n*j of e) turns

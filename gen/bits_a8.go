@@ -68,23 +68,10 @@ func bitsA8AVX512(n, sub int, meta16 bool) {
 	L := bpc * sub // lanes (blocks) per row and chunk
 	TEXT(name, NOSPLIT, bitsKernelSig)
 	Pragma("noescape")
-	lowA8Doc([]string{
-		name + " computes W" + fmt.Sprint(n) + "A8 dot products of Bits matrices (groups of " + map[int]string{1: "at least 128", 2: "64", 4: "32"}[sub],
-		"columns) for ntiles tiles of " + fmt.Sprint(R) + " rows with AVX-512 VNNI and VBMI. For tile T,",
-		"row i < " + fmt.Sprint(R) + " of the tile (row T*" + fmt.Sprint(R) + "+i from w, stride bytes apart), it computes",
-	}, 128/sub, 16,
-		"exactly as layout.(*Bits).DotA8Exact (blocks of "+fmt.Sprint(128/sub)+" columns). meta holds, per",
-		"tile and chunk, 16 "+map[bool]string{false: "float32 scales and 16 int32", true: "binary16 scales and 16 int16"}[meta16]+" zeros in lane order (row",
-		"i, block j of the chunk at lane i*"+fmt.Sprint(L)+"+j); act holds per chunk "+fmt.Sprint(L)+" blocks x 2",
-		"halves of 64 activation bytes in the regrouped order (zero outside the",
-		"block), then 16 float32 lane scales and 16 int32 lane sums; ctrl the",
-		fmt.Sprint(bpc)+" VPMULTISHIFTQB control vectors; idx the "+fmt.Sprint(L)+" permutations gathering",
-		"lane i*"+fmt.Sprint(L)+"+j into lane i.",
-		"",
-		"Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read",
-		"or written, zero points integers.",
-	)
 	actChunk := L*128 + 128
+	metaBlock := map[bool]int{false: 128, true: 64}[meta16]
+	kernelDoc("Bits int8 kernels", fmt.Sprintf("%s computes W%dA8 dot products of Bits matrices with AVX-512 VNNI and VBMI, blocks of %d columns (groups of %s): tiles of R = %d rows, L = %d lanes per row and chunk, %s metadata (%d bytes per tile and chunk), %d act bytes per chunk.",
+		name, n, 128/sub, map[int]string{1: "at least 128", 2: "64", 4: "32"}[sub], R, L, map[bool]string{false: "float32", true: "binary16"}[meta16], metaBlock, actChunk))
 	mask := ZMM()
 	{
 		t := GP32()
@@ -101,7 +88,6 @@ func bitsA8AVX512(n, sub int, meta16 bool) {
 		}
 	}
 
-	metaBlock := map[bool]int{false: 128, true: 64}[meta16]
 	lowA8Loops(name, R, L, actChunk, metaBlock,
 		func(i int, wp, ap, mp GPVirtual, acc []VecVirtual) {
 			for h := 0; h < 2; h++ {
@@ -183,22 +169,8 @@ func bits3A8AVX512(unit int) {
 	actChunk, metaBlock := nq*128+nb*128, nb*128
 	TEXT(name, NOSPLIT, bitsKernelSig)
 	Pragma("noescape")
-	lowA8Doc([]string{
-		name + " computes W3A8 dot products of Bits matrices (groups of " + map[int]string{128: "at least 128", 64: "64"}[unit],
-		"columns) for ntiles tiles of 16 rows with AVX-512 VNNI and VBMI. For tile T,",
-		"row i < 16 of the tile (row T*16+i from w, stride bytes apart), it computes",
-	}, unit, 16,
-		"exactly as layout.(*Bits).DotA8Exact (blocks of "+fmt.Sprint(unit)+" columns). chunks counts",
-		"periods of two chunks (640 columns, "+fmt.Sprint(nb)+" blocks). meta holds, per tile, period and",
-		"block, 16 float32 scales and 16 int32 zeros in row order; act holds per",
-		"period "+fmt.Sprint(nq)+" quads x 2 halves of 64 activation bytes (bits3Quads: dword t of",
-		"half h holds the columns of the quad's four planes at word t+16h, zero",
-		"outside the quad's block), then per block 16 float32 lane scales and 16",
-		"int32 lane sums; ctrl the "+fmt.Sprint(len(firsts))+" VPMULTISHIFTQB control vectors; idx is unused.",
-		"",
-		"Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read",
-		"or written, zero points integers.",
-	)
+	kernelDoc("Bits int8 kernels", fmt.Sprintf("%s computes W3A8 dot products of Bits matrices with AVX-512 VNNI and VBMI, blocks of %d columns (groups of %s): tiles of 16 rows, periods of two chunks holding %d blocks and %d quads (act %d bytes per period, meta %d bytes per tile and period), %d ctrl vectors.",
+		name, unit, map[int]string{128: "at least 128", 64: "64"}[unit], nb, nq, actChunk, metaBlock, len(firsts)))
 	mask := fvec{avx512: true}.broadcast(0x07070707)
 	tileChunks(name, R, metaBlock, 256, ZMM, func(a VecVirtual) { VPXORD(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
 		ap, mp, wp := chunkPtrs(k, actChunk, metaBlock, 256)

@@ -47,22 +47,8 @@ func bitsA8YMM(n, U int, mode a8Mode) {
 	const metaBlock = 64
 	TEXT(name, NOSPLIT, bitsKernelSig)
 	Pragma("noescape")
-	lowA8Doc([]string{
-		name + " computes W" + fmt.Sprint(n) + "A8 dot products of Bits matrices (groups of " + map[int]string{128: "at least 128", 64: "64", 32: "32"}[U],
-		"columns) for ntiles tiles of " + fmt.Sprint(s.R) + " rows with " + what + ". For tile",
-		"T, row i < " + fmt.Sprint(s.R) + " of the tile (row T*" + fmt.Sprint(s.R) + "+i from w, stride bytes apart), it computes",
-	}, U, 8,
-		"exactly as layout.(*Bits).DotA8Exact (blocks of "+fmt.Sprint(U)+" columns). meta holds, per",
-		"tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,",
-		"block u of the chunk at lane i*"+fmt.Sprint(s.nu)+"+u); act holds per chunk "+fmt.Sprint(actCodes)+" activation",
-		"bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32",
-		"lane scales and 8 int32 lane sums; idx the "+fmt.Sprint(s.nu)+" permutations gathering lane",
-		"i*"+fmt.Sprint(s.nu)+"+u into lane i; ctrl is unused. Lanes "+fmt.Sprint(s.R)+"..7 of each tile's 8 outputs",
-		"are scratch.",
-		"",
-		"Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read",
-		"or written, zero points integers.",
-	)
+	kernelDoc("Bits int8 kernels", fmt.Sprintf("%s computes W%dA8 dot products of Bits matrices with %s, blocks of %d columns (groups of %s): tiles of R = %d rows, nu = %d units per chunk, %d act bytes per chunk.",
+		name, n, what, U, map[int]string{128: "at least 128", 64: "64", 32: "32"}[U], s.R, s.nu, actChunk))
 	fieldMask := uint32(1)<<n - 1
 	if n == 8 {
 		fieldMask = 15
@@ -239,23 +225,8 @@ func bits3A8YMM() {
 	actChunk, metaBlock := actCodes+nb*64, nb*64
 	TEXT(name, NOSPLIT, bitsKernelSig)
 	Pragma("noescape")
-	lowA8Doc([]string{
-		name + " computes W3A8 dot products of Bits matrices (groups of at least 128",
-		"columns) for ntiles tiles of 8 rows with AVX2 (VPSHUFB, VPMULHUW, VPMADDWD).",
-		"For tile T, row i < 8 of the tile (row T*8+i from w, stride bytes apart), it",
-		"computes",
-	}, 128, 8,
-		"exactly as layout.(*Bits).DotA8Exact. chunks counts periods of two",
-		"chunks (640 columns, 5 blocks). meta holds, per tile, period and block,",
-		"8 float32 scales and 8 int32 zeros in row order; act holds per period,",
-		"for plane pair q < 10 (planes 2q, 2q+1) and quarter h < 4, 16 int16",
-		"activations, lane 8l+2w+e holding column (2q+e)*32 + 8h + 4l + w of the",
-		"period, then per block 8 float32 lane scales and 8 int32 lane sums; ctrl",
-		"and idx are unused.",
-		"",
-		"Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read",
-		"or written, zero points integers.",
-	)
+	kernelDoc("Bits int8 kernels", fmt.Sprintf("%s computes W3A8 dot products of Bits matrices with AVX2 (VPSHUFB, VPMULHUW, VPMADDWD), blocks of 128 columns (groups of at least 128): tiles of %d rows, periods of two chunks holding %d blocks (act %d bytes per period, meta %d bytes per tile and period).",
+		name, R, nb, actChunk, metaBlock))
 	// per pair of planes (2q, 2q+1) of a chunk (q < 5): the shuffle and the
 	// multipliers
 	shuf := make([]Mem, 5)

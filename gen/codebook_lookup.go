@@ -27,24 +27,11 @@ func cbLookup(f cbVec, b, m int, dequant bool) {
 	pw := P * b / 32     // words per period
 	TEXT(name, NOSPLIT, "func(words *uint32, cbstride int, nper int, tab *float32, tabstride int, segbytes int, x *float32, v int, spg int, scales *float32, sstride int, acc *float32)")
 	Pragma("noescape")
-	what := []string{"\t\tgroup's segments s and codebooks i of tab_i[s][c_i]", "", "(the Psumbook: tab_i = tab + i*tabstride bytes, segbytes bytes per segment)."}
+	what := "Psumbook lookups (gathers)"
 	if dequant {
-		what = []string{"\t\tgroup's segments s and codebooks i of sum_e C_i[c_i][e] * x[s*v+e]", "", "(dequantize and multiply: C_i = tab + i*tabstride bytes, v float32 per centroid)."}
+		what = "centroid gathers times activations (the dequantize baseline)"
 	}
-	Doc(append(append([]string{
-		fmt.Sprintf("%s accumulates, for %d rows of a codebook tile (%d-bit codes, M = %d", name, L, b, m),
-		fmt.Sprintf("codebooks) and nper periods of %d segments, with %s:", P, f.requires()),
-		"",
-		"\tfor each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the"}, what...),
-		fmt.Sprintf("c_i is the code of lane l < %d and segment s in the lane bit stream at", L),
-		"words + i*cbstride (bytes; word w of the block's lanes at words + w*128),",
-		fmt.Sprintf("segment s at bit s*%d. Lookups of a group are summed in segment then", b),
-		"codebook order.",
-		"",
-		fmt.Sprintf("Preconditions: nper >= 1; spg >= 1 divides nper*%d or is a multiple of", P),
-		fmt.Sprintf("%d; the word after every code's first word readable (layout/codebook", P),
-		"keeps 32 zero words at the end).",
-	)...)
+	kernelDoc("Codebook kernels", fmt.Sprintf("%s accumulates %s for the %d rows of a block of a codebook tile, %d-bit codes, M = %d codebooks, periods of P = %d segments, with %s.", name, what, L, b, m, P, f.requires()))
 	cbZeroVec = f.vec()
 	cbZero(f, cbZeroVec)
 	if !f.avx512 {

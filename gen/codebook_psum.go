@@ -22,22 +22,7 @@ func cbPsumF16(b, m int) {
 	pw := P * b / 32
 	TEXT(name, NOSPLIT, "func(words *uint32, cbstride int, nper int, tab *uint16, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)")
 	Pragma("noescape")
-	Doc(
-		fmt.Sprintf("%s accumulates, for the 32 rows of a codebook tile (%d-bit codes, M = %d", name, b, m),
-		fmt.Sprintf("codebooks) and nper periods of %d segments, with AVX-512F and BW:", P),
-		"",
-		"\tfor each group g of spg segments: acc[l] += scales[g*sstride/4 + l] * sum over the",
-		"\t\tgroup's segments s and codebooks i of float32(tab_i[s][c_i])",
-		"",
-		fmt.Sprintf("for lanes l < 32 (tab_i = tab + i*tabstride bytes, %d binary16 entries per", 1<<b),
-		"segment; c_i is the code of lane l and segment s in the lane bit stream at",
-		fmt.Sprintf("words + i*cbstride, segment s at bit s*%d). Lookups of a group are summed", b),
-		"in segment then codebook order, in float32.",
-		"",
-		fmt.Sprintf("Preconditions: nper >= 1; spg >= 1 divides nper*%d or is a multiple of %d;", P, P),
-		"the word after every code's first word readable. The code words pf bytes",
-		"ahead (the next tile's) are prefetched. Nothing past the tables is read.",
-	)
+	kernelDoc("Codebook kernels", fmt.Sprintf("%s accumulates binary16 Psumbook lookups (%d-entry tables in registers, VPERMW / VPERMT2W) for the 32 rows of a codebook tile, %d-bit codes, M = %d codebooks, periods of P = %d segments, with AVX-512F and BW.", name, 1<<b, b, m, P))
 	zero := ZMM()
 	VPXORD(zero, zero, zero)
 	pack := ZMM()
@@ -224,39 +209,11 @@ func cbPsumI16(m int, packed bool) {
 	}
 	TEXT(name, NOSPLIT, "func(codes *uint8, bstride int, cbstride int, nblk int, nseg int, tab *uint8, tabstride int, spg int, scales *float32, sstride int, acc *float32, pf int)")
 	Pragma("noescape")
-	where := []string{
-		"where g counts the block's runs, c is byte p of the 64 at codes + b*bstride +",
-		"i*cbstride + 64*s with cpu.cbI16Row(p) = r, and lo_i/hi_i are the 256 low / high",
-	}
-	pre := "Preconditions: nblk >= 1, nseg >= 1, spg >= 1."
+	codes := "the CPU's transposed copy of the codes"
 	if packed {
-		where = []string{
-			"where g counts the block's runs, position r of a block is row cpu.cbI16PRow(r)",
-			"of its 64 (scales and acc are in position order), c is that row's code i of",
-			"segment s: for rows 0-31 of block b, byte s%4 of word s/4 of a layout/codebook",
-			"32-row tile whose codebook-i words start at codes + b*bstride + i*cbstride,",
-			"for rows 32-63 the tile bstride/2 bytes further; lo_i/hi_i are the 256 low / high",
-		}
-		pre = "Preconditions: nblk >= 1, nseg >= 1 a multiple of 4, spg >= 1."
+		codes = "layout/codebook's packed words in place"
 	}
-	doc := []string{
-		fmt.Sprintf("%s accumulates, for nblk blocks of 64 rows (8-bit codes, M = %d", name, m),
-		"codebooks) and nseg segments, with AVX-512F, BW, VBMI and VNNI:",
-		"",
-		"\tfor each block b, position r < 64 and run of spg segments (the last may be shorter):",
-		"\t\tacc[64b + r] += scales[64b + r + g*sstride/4] * float32(sum over the run's",
-		"\t\tsegments s and codebooks i of int16(lo_i[s][c] | hi_i[s][c]<<8))",
-		"",
-	}
-	doc = append(doc, where...)
-	doc = append(doc,
-		"bytes of segment s's table at tab + i*tabstride + 512*s. The int32 run sums",
-		"are exact (nseg*M*32768 < 2^31); each is converted to float32 once. The",
-		"codes pf bytes ahead are prefetched (prefetches never fault).",
-		"",
-		pre,
-	)
-	Doc(doc...)
+	kernelDoc("Codebook kernels", fmt.Sprintf("%s accumulates int16 Psumbook lookups (byte permutes, exact int32 sums) for blocks of 64 rows, 8-bit codes from %s, M = %d codebooks, with AVX-512F, BW, VBMI and VNNI.", name, codes, m))
 	var one [2]VecVirtual // word multipliers: the even and the odd word of each dword
 	for q := range one {
 		one[q] = ZMM()
@@ -437,23 +394,7 @@ func cbPsumScalar(m int) {
 	name := fmt.Sprintf("CbPsumScalarB8M%dAvx2", m)
 	TEXT(name, NOSPLIT, "func(words *uint32, tstride int, cbstride int, ntiles int, nw int, tab *float32, tabstride int, wpg int, scales *float32, sstride int, acc *float32)")
 	Pragma("noescape")
-	Doc(
-		fmt.Sprintf("%s accumulates, for ntiles 32-row tiles of a codebook column tile", name),
-		fmt.Sprintf("(8-bit codes, M = %d codebooks) of nw words (4 segments each) per row, with AVX:", m),
-		"",
-		"\tfor each tile t, row r < 32 and group g of wpg words (4*wpg segments):",
-		"\t\tacc[32*t + r] += scales[32*t + r + g*sstride/4] * sum over the group's",
-		"\t\tsegments s and codebooks i of tab_i[s][c_i]",
-		"",
-		"where tab_i = tab + i*tabstride bytes (256 float32 per segment, 1024 bytes)",
-		"and c_i is byte s%4 of word s/4 of row r at words + t*tstride + i*cbstride",
-		"(bytes; word w of the tile's rows at w*128 + 4*r). Per group, the lookups",
-		"are summed in word, then codebook, then segment order, and the product with",
-		"the scale is rounded before the add; scales advance 128 bytes per tile.",
-		"",
-		"Preconditions: ntiles >= 1; nw >= 1 and wpg >= 1 divides nw. The words",
-		fmt.Sprintf("%d tiles ahead are prefetched (prefetches never fault).", cbPrefetchTiles),
-	)
+	kernelDoc("Codebook kernels", fmt.Sprintf("%s accumulates float32 Psumbook lookups with scalar loads for 32-row tiles, 8-bit codes, M = %d codebooks, with AVX, prefetching the codes %d tiles ahead.", name, m, cbPrefetchTiles))
 	// Sixteen rows, one running sum each in X0..X15 (VEX encodes no
 	// more): sixteen independent add chains, and a group end that needs
 	// no temporaries.

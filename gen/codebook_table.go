@@ -24,14 +24,7 @@ func cbTable(f cbVec, v int) {
 	name := fmt.Sprintf("CbTableV%d%s", v, f.suffix())
 	TEXT(name, NOSPLIT, "func(ct *float32, x *float32, out *float32, nseg int, k int)")
 	Pragma("noescape")
-	Doc(
-		name+" builds the Psumbook of one codebook of "+fmt.Sprint(v)+"-vectors with "+f.requires()+": for",
-		"s < nseg, q < k, out[s*k+q] = sum_{e<"+fmt.Sprint(v)+"} ct[e*k+q] * x[s*"+fmt.Sprint(v)+"+e] (ct: the centroids",
-		"transposed, "+fmt.Sprint(v)+" rows of k float32), the products accumulated in e order",
-		"with fused multiply-adds (the first a multiply: the same value).",
-		"",
-		fmt.Sprintf("Preconditions: nseg >= 1, k a multiple of %d.", f.lanes()),
-	)
+	kernelDoc("Codebook kernels", fmt.Sprintf("%s builds the float32 Psumbook of one codebook of %d-vectors with %s (k a multiple of %d).", name, v, f.requires(), f.lanes()))
 	kb, rows := ctRows(v)
 	x, out, nseg := param("x"), param("out"), param("nseg")
 	Label(name + "_seg")
@@ -69,15 +62,7 @@ func cbTableF16(v int) {
 	name := fmt.Sprintf("CbTableF16V%dAvx512", v)
 	TEXT(name, NOSPLIT, "func(ct *float32, x *float32, out *uint16, nseg int, k int, inv float32)")
 	Pragma("noescape")
-	Doc(
-		name+" builds a binary16 Psumbook with AVX-512F: for s < nseg, q < k,",
-		fmt.Sprintf("out[s*k+q] = binary16(inv * sum_{e<%d} ct[e*k+q] * x[s*%d+e]) (ct: the", v, v),
-		"centroids transposed; products accumulated in e order with fused",
-		"multiply-adds, the product by inv exact for a power of two, rounded to",
-		"nearest even).",
-		"",
-		"Preconditions: nseg >= 1, k a multiple of 16.",
-	)
+	kernelDoc("Codebook kernels", fmt.Sprintf("%s builds a binary16 Psumbook of one codebook of %d-vectors, scaled by inv, with AVX-512F (k a multiple of 16).", name, v))
 	cbTable16Loop(name, v, 16, func(entries func(half int) VecVirtual, op, _ GPVirtual) {
 		h := YMM()
 		VCVTPS2PH(U8(0), entries(0), h)
@@ -151,17 +136,7 @@ func cbTableI16(v int) {
 	name := fmt.Sprintf("CbTableI16V%dAvx512", v)
 	TEXT(name, NOSPLIT, "func(ct *float32, x *float32, out *uint8, nseg int, k int, inv float32)")
 	Pragma("noescape")
-	Doc(
-		name+" builds an int16 Psumbook with AVX-512F and VBMI, stored as",
-		"bytes: for s < nseg, q < k, with h = int16(round(inv * sum_{e<"+fmt.Sprint(v)+"} ct[e*k+q] *",
-		"x[s*"+fmt.Sprint(v)+"+e])) (products accumulated in e order with fused multiply-adds, the",
-		"product by inv exact for a power of two, rounded to nearest even, then",
-		"truncated to 16 bits), out[s*2k+q] = low byte of h and out[s*2k+k+q] = its",
-		"high byte. The caller picks inv so that every entry is at most 32767 in",
-		"magnitude.",
-		"",
-		"Preconditions: nseg >= 1, k a multiple of 32.",
-	)
+	kernelDoc("Codebook kernels", fmt.Sprintf("%s builds an int16 Psumbook of one codebook of %d-vectors, scaled by inv and stored as low and high bytes, with AVX-512F and VBMI (k a multiple of 32).", name, v))
 	// VPERMT2B index over two vectors of 16 dwords: bytes 0 (low) of the
 	// 32 dwords, then bytes 1 (high); the entries fit 16 bits, so these
 	// are the int16's bytes.

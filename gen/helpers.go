@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	. "github.com/mmcloughlin/avo/build"
 	"github.com/mmcloughlin/avo/ir"
@@ -318,3 +319,23 @@ func (c *chains) sum() VecVirtual {
 // newChainsFrom returns a chains whose accumulators are regs (each
 // already holding a partial sum).
 func newChainsFrom(regs []VecVirtual) *chains { return &chains{regs: regs} }
+
+// kernelDoc writes a kernel's doc comment: text, a sentence or two on
+// what it computes (shape, batch, ISA), then the section of the package
+// doc (asm/doc.go, written by hand) that describes its family's calling
+// convention, preconditions and reference Go.
+func kernelDoc(section, text string) {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(text + ` See "` + section + `" in the package doc.`) {
+		if line != "" && len(line)+1+len(w) > 76 {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += w
+	}
+	Doc(append(lines, line)...)
+}

@@ -20,14 +20,7 @@ func int8Gemv() {
 	name := "Int8GemvAvx512"
 	TEXT(name, NOSPLIT, "func(w *int8, stride int, x *uint8, n64 int, quads int, out *int32)")
 	Pragma("noescape")
-	Doc(
-		name+" computes, with AVX-512 VNNI, for quads groups of 4 rows (row r at",
-		"w + r*stride), out[r] = sum_{c < 64*n64} int32(x[c]) * int32(w[r][c]) with x",
-		"unsigned bytes and w signed (VPDPBUSD); callers pass x = v + 128 and",
-		"subtract 128 * (row sum of w) to get the signed product.",
-		"",
-		"Preconditions: n64 >= 1, quads >= 1.",
-	)
+	kernelDoc("Int8 GEMV kernels", name+" computes int8 dot products of groups of 4 rows with AVX-512 VNNI (VPDPBUSD: unsigned x = v + 128 times signed w), 64 columns per step.")
 	int8Quads(name, "n64", ZMM, func(a VecVirtual) { VPXORD(a, a, a) },
 		func(rows [4]GPVirtual, xp GPVirtual, acc [4]VecVirtual) {
 			xv := ZMM()
@@ -73,19 +66,7 @@ func int8GemvAVX2() {
 	name := "Int8GemvAvx2"
 	TEXT(name, NOSPLIT, "func(w *int8, stride int, x *int16, n32 int, quads int, out *int32)")
 	Pragma("noescape")
-	Doc(
-		name+" computes, with AVX2, for quads groups of 4 rows (row r at",
-		"w + r*stride), out[r] = sum_{c < 32*n32} int32(x[c]) * int32(w[r][c]) with x",
-		"the activations sign-extended to int16 (VPMOVSXBW + VPMADDWD: exact, no",
-		"saturation). It is the assembly form of this Go loop (cpu.dotInt8 is",
-		"the reference):",
-		"",
-		"\tfor r := 0; r < 4*quads; r++ {",
-		"\t\tout[r] = dotInt8(w[r*stride:r*stride+32*n32], v)",
-		"\t}",
-		"",
-		"Preconditions: n32 >= 1, quads >= 1; pointers cover what is read or written.",
-	)
+	kernelDoc("Int8 GEMV kernels", name+" computes exact int8 dot products of groups of 4 rows with AVX2 (int16 activations, VPMOVSXBW + VPMADDWD), 32 columns per step.")
 	int8Quads(name, "n32", YMM, func(a VecVirtual) { VPXOR(a, a, a) },
 		func(rows [4]GPVirtual, xp GPVirtual, acc [4]VecVirtual) {
 			xv := [2]VecVirtual{YMM(), YMM()}

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"slices"
-
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
@@ -14,22 +11,6 @@ import (
 // regrouping, and the row loop of the one-row float32 kernels.
 
 const bitsKernelSig = "func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)"
-
-// lowA8Doc writes a low-bit A8 kernel's doc comment: head, the exact
-// per-row loop over blocks of unit columns (results at out[T*lanes+i]),
-// then tail.
-func lowA8Doc(head []string, unit, lanes int, tail ...string) {
-	loop := []string{
-		"",
-		"\tacc = 0",
-		"\tfor each " + fmt.Sprint(unit) + "-column block B in column order:",
-		"\t\tisum = sum q*xq - z*sum xq        (int32)",
-		"\t\tacc = acc + float32(s*xs[B's 128 inputs]) * float32(isum)",
-		"\tout[T*" + fmt.Sprint(lanes) + "+i] = acc",
-		"",
-	}
-	Doc(slices.Concat(head, loop, tail)...)
-}
 
 // blockTerm adds one block's terms to the row accumulator, lane i = row i
 // of a tile: isum (exact sums q*xq) minus zero*sum(xq), times s*xs, with

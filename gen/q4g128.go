@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -131,42 +130,11 @@ func loadPerm(u GPVirtual, lanes int, dst VecVirtual, evex bool) {
 	}
 }
 
-// kernelDoc writes the doc comment every Q4G128 kernel shares.
-func kernelDoc(name, what string, lanes, m int, actLayout string) {
-	r := lanes / m
-	lines := []string{
-		name + " computes " + what + " for nst super tiles of " + fmt.Sprint(lanes) + " rows of a",
-		"Q4G128 matrix and a batch of " + fmt.Sprint(m) + " vector(s). It is the assembly form of this Go",
-		"loop (see cpu.a8Generic and cpu.a32Generic for the reference):",
-		"",
-		"\tfor st := 0; st < nst; st++ {",
-		"\t\tfor u := 0; u < " + fmt.Sprint(m) + "; u++ { // sub-tile of " + fmt.Sprint(r) + " rows",
-		"\t\t\tfor k := 0; k < " + fmt.Sprint(lanes) + "; k++ {",
-		"\t\t\t\trow, vec := st*" + fmt.Sprint(lanes) + "+u*" + fmt.Sprint(r) + "+k/" + fmt.Sprint(m) + ", k%" + fmt.Sprint(m),
-		"\t\t\t\tout[(st*" + fmt.Sprint(m) + "+u)*" + fmt.Sprint(lanes) + "+k] += dot(row, vec)",
-		"\t\t\t}",
-		"\t\t}",
-		"\t}",
-		"",
-		"with rows counted from w (stride bytes apart), scales from sc and zero",
-		"points from z (block-contiguous: group g of a row is 128 scales further),",
-		"idx the " + fmt.Sprint(m) + " permutation vectors of " + fmt.Sprint(lanes) + " int32 (vector u, lane k holds",
-		"u*" + fmt.Sprint(r) + "+k/" + fmt.Sprint(m) + "), and act the activations prepared per group as:",
-	}
-	lines = append(lines, strings.Split(strings.ReplaceAll(actLayout, "M", fmt.Sprint(m)), "\n")...)
-	lines = append(lines,
-		"",
-		"The kernel adds to out, so a caller can split the groups into column",
-		"tiles (w, sc, z and act advanced to the tile's first group) and call it",
-		"once per tile on the same out: the W4A8 kernels add each group's scaled",
-		"dot to the running sum loaded from out, in group order, so the tiled",
-		"result is the untiled one bit for bit.",
-		"",
-		"Preconditions: all rows lie inside one 128-row block of the matrix, the",
-		"first row is a multiple of "+fmt.Sprint(lanes)+", groups >= 1, and every pointer covers what",
-		"the loop reads or writes.",
-	)
-	Doc(lines...)
+// q4Doc writes the doc comment of an M-vector Q4G128 kernel: kind (W4A8
+// or W4A32) with isa, super tiles of lanes rows, batch m.
+func q4Doc(name, kind, isa string, lanes, m int) {
+	kernelDoc("Q4G128 kernels", fmt.Sprintf("%s computes %s dot products of a Q4G128 matrix with %s for super tiles of L = %d rows and a batch of M = %d (sub-tiles of R = %d rows).",
+		name, kind, isa, lanes, m, lanes/m))
 }
 
 // zeroLanes loads the zero points of n consecutive rows (n/2 bytes at zp,
@@ -194,11 +162,6 @@ func zeroLanes(zp Mem, n int, mask15 VecVirtual, dst VecVirtual, gp GPVirtual, e
 	VPMOVZXBD(b, dst)
 }
 
-const a8ActLayout = "\tfor each group: M blocks of 128 int8 (the 64 even-column activations, then\n" +
-	"\tthe 64 odd-column ones), then 16 float32 lane scales (xs of vector k%M)\n" +
-	"\tand 16 int32 lane sums (the sum of the group's 128 int8 of vector k%M),\n" +
-	"\tL of each used; the group's block is 128*M + 128 bytes"
-
 // a8Epilogue folds one group's exact int32 dot products isum (lane k) into
 // accF: isum -= z*sum(xq); accF = accF + float32(s*xs) * float32(isum),
 // every operation rounded to float32 as layout.DotA8Exact defines.
@@ -222,7 +185,7 @@ func a8AVX512(m int) {
 	name := fmt.Sprintf("Q4A8Avx512VnniM%d", m)
 	TEXT(name, NOSPLIT, kernelSig)
 	Pragma("noescape")
-	kernelDoc(name, "W4A8 dot products with AVX-512 VNNI (VPDPBUSD on ZMM)", L, m, a8ActLayout)
+	q4Doc(name, "W4A8", "AVX-512 VNNI (VPDPBUSD on ZMM)", L, m)
 	mask := nibbleMask(ZMM())
 	// GF2P8AFFINEQB with this bit matrix shifts each byte right by 4 (the
 	// high nibble) in one instruction, where VPSRLW+VPANDD take two: +30%
@@ -297,13 +260,13 @@ func a8YMM(m int, mode a8Mode) {
 	var name, what string
 	switch mode {
 	case modeAVX2:
-		name, what = fmt.Sprintf("Q4A8Avx2M%d", m), "W4A8 dot products with AVX2 (VPMADDUBSW and VPMADDWD)"
+		name, what = fmt.Sprintf("Q4A8Avx2M%d", m), "AVX2 (VPMADDUBSW and VPMADDWD)"
 	case modeAVXVNNI:
-		name, what = fmt.Sprintf("Q4A8AvxVnniM%d", m), "W4A8 dot products with AVX-VNNI (VEX-encoded VPDPBUSD on YMM)"
+		name, what = fmt.Sprintf("Q4A8AvxVnniM%d", m), "AVX-VNNI (VEX-encoded VPDPBUSD on YMM)"
 	}
 	TEXT(name, NOSPLIT, kernelSig)
 	Pragma("noescape")
-	kernelDoc(name, what, L, m, a8ActLayout)
+	q4Doc(name, "W4A8", what, L, m)
 	// The AVX-VNNI macro needs physical registers: accumulators Y0..Y7,
 	// weights Y8/Y9, activations Y10; everything else is allocated around
 	// them. AVX2 uses virtual registers throughout. (An EVEX variant on YMM
@@ -398,11 +361,6 @@ func a8YMM(m int, mode a8Mode) {
 	})
 }
 
-const a32ActLayout = "\tfor each group: M blocks of 128 float32 (the 64 even-column activations,\n" +
-	"\tthen the 64 odd-column ones), then 16 float32 lane sums (the group's\n" +
-	"\tsum of activations of vector k%M, L used); the group's block is\n" +
-	"\t512*M + 64 bytes"
-
 // a32 emits a W4A32 kernel. avx512 selects ZMM accumulators folded to YMM
 // (L = 8); otherwise YMM accumulators (L = 4). The weights of a row are
 // unpacked chunk by chunk (VPMOVZXBD), the nibbles split and converted to
@@ -410,16 +368,16 @@ const a32ActLayout = "\tfor each group: M blocks of 128 float32 (the 64 even-col
 // scaled into the row's accumulator, and the zero-point term
 // sum_g s*z*sum(x) is subtracted per lane at the end.
 func a32(m int, avx512 bool) {
-	L, chunk, name, what := 4, 8, fmt.Sprintf("Q4A32Avx2M%d", m), "W4A32 dot products with AVX2 and FMA"
+	L, chunk, name, what := 4, 8, fmt.Sprintf("Q4A32Avx2M%d", m), "AVX2 and FMA"
 	vec := func() VecVirtual { return YMM() }
 	if avx512 {
-		L, chunk, name, what = 8, 16, fmt.Sprintf("Q4A32Avx512M%d", m), "W4A32 dot products with AVX-512F and FMA"
+		L, chunk, name, what = 8, 16, fmt.Sprintf("Q4A32Avx512M%d", m), "AVX-512F and FMA"
 		vec = func() VecVirtual { return ZMM() }
 	}
 	r := L / m
 	TEXT(name, NOSPLIT, kernelSig)
 	Pragma("noescape")
-	kernelDoc(name, what, L, m, a32ActLayout)
+	q4Doc(name, "W4A32", what, L, m)
 	mask := nibbleMask(vec())
 	var table VecVirtual
 	if avx512 { // float32 0, 1, ..., 15

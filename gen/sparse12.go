@@ -56,19 +56,8 @@ func sparseA8AVX512(sub int) {
 	}
 	TEXT(name, NOSPLIT, bitsKernelSig)
 	Pragma("noescape")
-	Doc(
-		name+" computes the exact W(1:2, 7-bit)A8 dot products of Sparse12 matrices",
-		"(groups of at least 128 columns) for ntiles tiles of 8 rows with AVX-512",
-		"VNNI, VBMI and BW, as layout.(*Sparse12).DotA8Exact: per row, over the",
-		"128-column blocks in order, acc = acc + float32(s*xs[B]) * float32(isum).",
-		"meta holds per tile and chunk 16 float32 scales, 16 int32 corrections",
-		"128*sum(q-z) and 16 zero-point bytes, lane i*2+b (row i, block b), in 192",
-		"bytes; act per chunk the two blocks' 64 even-column and 64 odd-column",
-		"activations (+128, in the order ctrl gathers pairs), then 16 float32",
-		"lane scales; ctrl the two VPERMT2B index vectors; idx the two lane",
-		"permutations. Preconditions: chunks, ntiles >= 1; zero points in",
-		"0..127; pointers cover what is read or written.",
-	)
+	kernelDoc("Sparse12 kernels", fmt.Sprintf("%s computes the exact W(1:2, 7-bit)A8 dot products of Sparse12 matrices with AVX-512 VNNI, VBMI and BW, blocks of %d columns (groups of %s): tiles of R = %d rows, L = %d lanes per row and chunk.",
+		name, 128/sub, map[int]string{1: "at least 128", 2: "64"}[sub], R, L))
 	mask7f := ZMM()
 	{
 		t := GP32()
@@ -142,22 +131,12 @@ func sparseA32(seg int, f fvec, meta16 bool) {
 	name := fmt.Sprintf("Sparse12A32S%d%s%s", seg, m16, f.suffix())
 	TEXT(name, NOSPLIT, sparseA32Sig)
 	Pragma("noescape")
-	metaDoc := "with (s, s*z) per row and segment in meta. Within layout.BitsTolerance"
+	meta := "(s, s*z) float32 metadata"
 	if meta16 {
-		metaDoc = "with per row and chunk " + fmt.Sprint(P) + " binary16 s, then " + fmt.Sprint(P) + " binary16 z in meta (s*z rounded to float32). Within layout.BitsTolerance"
+		meta = fmt.Sprintf("binary16 metadata (P = %d per row and chunk)", P)
 	}
-	Doc(
-		name+" computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row",
-		"at a time with "+map[bool]string{true: "AVX-512F", false: "AVX2 and FMA"}[f.avx512]+map[bool]string{true: " (and F16C)"}[meta16]+": for each pair byte (pos<<7 | q) the position",
-		"bit selects xe[p] or xo[p] (the even- and odd-column activations of",
-		"pair p), and per segment of "+fmt.Sprint(seg)+" planes ("+fmt.Sprint(seg*64)+" columns)",
-		"",
-		"\tacc += s*sum(q*x_sel) - (s*z)*sum(x_sel)",
-		"",
-		metaDoc,
-		"of the float64 reference. Preconditions: rows, chunks >= 1; pointers",
-		"cover what is read or written.",
-	)
+	kernelDoc("Sparse12 kernels", fmt.Sprintf("%s computes W(1:2, 7-bit)A32 dot products of Sparse12 matrices one row at a time with %s%s, segments of %d planes (%d columns), %s.",
+		name, map[bool]string{true: "AVX-512F", false: "AVX2 and FMA"}[f.avx512], map[bool]string{true: " (and F16C)"}[meta16], seg, seg*64, meta))
 	var scales, ms Mem // meta16: the chunk's s and m as float32
 	if meta16 {
 		scales, ms = AllocLocal(4*max(P, 4)), AllocLocal(4*max(P, 4))

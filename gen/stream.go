@@ -14,16 +14,7 @@ func streamRead() {
 		name := "StreamRead" + isa
 		TEXT(name, NOSPLIT, "func(b []uint64) uint64")
 		Pragma("noescape")
-		Doc(
-			name+" xors every 64-byte line of b into a checksum with vector loads,",
-			"the read-bandwidth roofline: it computes the same value as",
-			"",
-			"\tvar acc [8]uint64",
-			"\tfor i, v := range b[:len(b)&^7] { acc[i%8] ^= v }",
-			"\treturn acc[0] ^ acc[1] ^ ... ^ acc[7]",
-			"",
-			"and ignores the len(b)%8 trailing words (the caller xors those).",
-		)
+		kernelDoc("Streaming read", name+" xors every 64-byte line of b into a checksum with "+map[string]string{"Avx512": "AVX-512", "Avx2": "AVX2"}[isa]+" loads: the read-bandwidth roofline.")
 		base := Load(Param("b").Base(), GP64())
 		n := Load(Param("b").Len(), GP64())
 		SHRQ(U8(3), n)
