@@ -3,12 +3,12 @@
 package cpu
 
 import (
-	"bufio"
 	"fmt"
 	"github.com/klauspost/cpuid/v2"
 	"github.com/qgemv/qgemv/asm"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"runtime"
@@ -17,27 +17,45 @@ import (
 	"testing"
 )
 
-// requiresLines parses asm/*.s: kernel name -> its "// Requires:" features.
-func requiresLines(t *testing.T) map[string][]string {
-	f, err := os.Open("../asm/q4_amd64.s")
+// asmFile is one generated assembly file: a kernel family's asm/*_amd64.s.
+type asmFile struct {
+	name  string
+	lines []string
+}
+
+// asmFiles reads every generated assembly file.
+func asmFiles(t *testing.T) []asmFile {
+	paths, err := filepath.Glob("../asm/*_amd64.s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	out := map[string][]string{}
-	var fn string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if rest, ok := strings.CutPrefix(line, "// func "); ok {
-			fn = rest[:strings.IndexByte(rest, '(')]
-			out[fn] = nil
-		} else if rest, ok := strings.CutPrefix(line, "// Requires: "); ok && fn != "" {
-			out[fn] = strings.Split(rest, ", ")
-		}
+	if len(paths) == 0 {
+		t.Fatal("no generated assembly in ../asm")
 	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
+	var out []asmFile
+	for _, p := range paths {
+		src, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, asmFile{filepath.Base(p), strings.Split(string(src), "\n")})
+	}
+	return out
+}
+
+// requiresLines parses asm/*.s: kernel name -> its "// Requires:" features.
+func requiresLines(t *testing.T) map[string][]string {
+	out := map[string][]string{}
+	for _, f := range asmFiles(t) {
+		var fn string
+		for _, line := range f.lines {
+			if rest, ok := strings.CutPrefix(line, "// func "); ok {
+				fn = rest[:strings.IndexByte(rest, '(')]
+				out[fn] = nil
+			} else if rest, ok := strings.CutPrefix(line, "// Requires: "); ok && fn != "" {
+				out[fn] = strings.Split(rest, ", ")
+			}
+		}
 	}
 	if len(out) == 0 {
 		t.Fatal("no kernels found in the generated assembly")
@@ -197,29 +215,21 @@ var evexOnly = regexp.MustCompile(`\b([XY](1[6-9]|2[0-9]|3[01])|Z([0-9]|[12][0-9
 // CPUs, and avo does not add AVX512F to Requires for them.
 func TestNoEVEXWithoutAVX512(t *testing.T) {
 	req := requiresLines(t)
-	f, err := os.Open("../asm/q4_amd64.s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var fn string
 	bad := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if rest, ok := strings.CutPrefix(line, "TEXT ·"); ok {
-			fn = rest[:strings.IndexByte(rest, '(')]
-			continue
+	for _, f := range asmFiles(t) {
+		var fn string
+		for _, line := range f.lines {
+			if rest, ok := strings.CutPrefix(line, "TEXT ·"); ok {
+				fn = rest[:strings.IndexByte(rest, '(')]
+				continue
+			}
+			if fn == "" || strings.HasPrefix(strings.TrimSpace(line), "//") || slices.Contains(req[fn], "AVX512F") {
+				continue
+			}
+			if m := evexOnly.FindString(line); m != "" && bad[fn] == "" {
+				bad[fn] = strings.TrimSpace(line)
+			}
 		}
-		if fn == "" || strings.HasPrefix(strings.TrimSpace(line), "//") || slices.Contains(req[fn], "AVX512F") {
-			continue
-		}
-		if m := evexOnly.FindString(line); m != "" && bad[fn] == "" {
-			bad[fn] = strings.TrimSpace(line)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
 	}
 	if len(req) == 0 {
 		t.Fatal("no kernels found")
@@ -262,54 +272,53 @@ func TestColumnTiles(t *testing.T) {
 // The width is the vector register's (X 16, Y 32, Z 64 bytes), 4 or 8 for
 // broadcasts and scalar moves, 8 for Q-suffixed integer instructions.
 func TestAsmStackSlots(t *testing.T) {
-	src, err := os.ReadFile("../asm/q4_amd64.s")
-	if err != nil {
-		t.Fatal(err)
-	}
 	text := regexp.MustCompile(`^TEXT ·(\w+)\(SB\), (?:[\w|]+, )?\$(\d+)-\d+$`)
 	access := regexp.MustCompile(`^\s+(\S+)\s+(.*)$`)
 	slot := regexp.MustCompile(`(-?\d*)\(SP\)`)
 	vreg := regexp.MustCompile(`\b([XYZ])\d+\b`)
-	fn, frame, checked := "", 0, 0
-	for i, line := range strings.Split(string(src), "\n") {
-		if m := text.FindStringSubmatch(line); m != nil {
-			fn, frame = m[1], 0
-			fmt.Sscan(m[2], &frame)
-			continue
-		}
-		if strings.HasPrefix(line, "TEXT") {
-			t.Fatalf("asm line %d: unparsed TEXT line %q", i+1, line)
-		}
-		m := access.FindStringSubmatch(line)
-		if m == nil {
-			continue
-		}
-		s := slot.FindStringSubmatch(m[2])
-		if s == nil {
-			continue
-		}
-		off := 0
-		if s[1] != "" {
-			fmt.Sscan(s[1], &off)
-		}
-		op, w := m[1], 0
-		switch {
-		case strings.HasSuffix(op, ".BCST") || op == "VBROADCASTSS" || op == "VMOVSS" || strings.HasSuffix(op, "L"):
-			w = 4
-		case op == "VMOVSD" || op == "VBROADCASTSD" || strings.HasSuffix(op, "Q") && !strings.HasPrefix(op, "V"):
-			w = 8
-		default:
-			for _, r := range vreg.FindAllStringSubmatch(m[2], -1) {
-				w = max(w, map[string]int{"X": 16, "Y": 32, "Z": 64}[r[1]])
+	checked := 0
+	for _, f := range asmFiles(t) {
+		fn, frame := "", 0
+		for i, line := range f.lines {
+			if m := text.FindStringSubmatch(line); m != nil {
+				fn, frame = m[1], 0
+				fmt.Sscan(m[2], &frame)
+				continue
 			}
-		}
-		if w == 0 {
-			t.Errorf("asm line %d (%s): cannot tell the width of %q", i+1, fn, strings.TrimSpace(line))
-			continue
-		}
-		checked++
-		if off < 0 || off+w > frame {
-			t.Errorf("asm line %d: %s (frame %d bytes) accesses %d bytes at %d(SP): %s", i+1, fn, frame, w, off, strings.TrimSpace(line))
+			if strings.HasPrefix(line, "TEXT") {
+				t.Fatalf("%s:%d: unparsed TEXT line %q", f.name, i+1, line)
+			}
+			m := access.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			s := slot.FindStringSubmatch(m[2])
+			if s == nil {
+				continue
+			}
+			off := 0
+			if s[1] != "" {
+				fmt.Sscan(s[1], &off)
+			}
+			op, w := m[1], 0
+			switch {
+			case strings.HasSuffix(op, ".BCST") || op == "VBROADCASTSS" || op == "VMOVSS" || strings.HasSuffix(op, "L"):
+				w = 4
+			case op == "VMOVSD" || op == "VBROADCASTSD" || strings.HasSuffix(op, "Q") && !strings.HasPrefix(op, "V"):
+				w = 8
+			default:
+				for _, r := range vreg.FindAllStringSubmatch(m[2], -1) {
+					w = max(w, map[string]int{"X": 16, "Y": 32, "Z": 64}[r[1]])
+				}
+			}
+			if w == 0 {
+				t.Errorf("%s:%d (%s): cannot tell the width of %q", f.name, i+1, fn, strings.TrimSpace(line))
+				continue
+			}
+			checked++
+			if off < 0 || off+w > frame {
+				t.Errorf("%s:%d: %s (frame %d bytes) accesses %d bytes at %d(SP): %s", f.name, i+1, fn, frame, w, off, strings.TrimSpace(line))
+			}
 		}
 	}
 	if checked == 0 {

@@ -159,7 +159,7 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 
 // bits3Quads returns the VPDPBUSD steps of the AVX-512 3-bit kernels per
 // period of two chunks (20 planes) for blocks of unit columns (128 or 64),
-// by the rule of gen/main.go's bits3Quads: per block in order and per chunk
+// by the rule of gen/bits_a8.go's bits3Quads: per block in order and per chunk
 // its planes touch, one step {block, chunk, first}, whose control vector
 // puts planes first..first+3 of the chunk (first = the block's first plane
 // there, at most 6) in bytes 0..3 of each dword; and the distinct firsts
@@ -513,7 +513,7 @@ func init() {
 // and segment (seg planes = seg*32 columns, inside one group) the float32
 // pair (s, s*z), derived once at load; or, with slots > 0 (a Meta16
 // kernel), per row and chunk the format's binary16 scales and zeros,
-// slots of each (see gen/main.go's bitsA32).
+// slots of each (see gen/bits_a32.go's bitsA32).
 type bitsA32 struct {
 	seg, nseg, chunks int
 	meta              []float32
@@ -571,7 +571,7 @@ func newBitsA32(be *Backend, b *layout.Bits) *bitsA32 {
 	}
 	a := &bitsA32{seg: seg, nseg: b.PCols / (32 * seg), chunks: b.PCols / layout.BitsChunk(b.N)}
 	if a.lut = newBitsLut(be, b, seg); a.lut != nil {
-		return a // the one-row kernels for these are not built (gen/main.go)
+		return a // the one-row kernels for these are not built (gen/bits_a32.go)
 	}
 	var ok bool
 	if a.kern, ok = fk.bits[[2]int{b.N, seg}]; !ok {

@@ -45,7 +45,7 @@ type ymmA8Kernels struct {
 // applies (3 bits or 2 bits with groups below 128 or 64; 1 bit with groups below 128;
 // fractional zeros; a CPU without the kernel set's features).
 //
-// The kernel (see gen/lowbit_avx2.go) reads a chunk of a row as 4 quarters
+// The kernel (see gen/bits_a8_avx2.go) reads a chunk of a row as 4 quarters
 // of 8 words; with the byte transposition (all widths but 8 bits with
 // blocks of 128), dword d of 128-bit lane l of quarter h holds byte 3-d of
 // words 8h+4l+e (e = 0..3), else dword t holds word 8h+t. Field j (shift
@@ -139,7 +139,7 @@ func newBitsYMM(be *Backend, b *layout.Bits) *bitsSIMD {
 // newBits3YMM returns the state of the AVX2 3-bit kernel (newBits3State
 // with tiles of 8 rows): per period, plane pair q and quarter h, 16 int16
 // activations, lane 8l+2w+e holding column (2q+e)*32 + 8h + 4l + w
-// (gen/lowbit_avx2.go, bits3A8YMM).
+// (gen/bits_a8_avx2.go, bits3A8YMM).
 func newBits3YMM(b *layout.Bits, kern bitsA8Func, isa ISA) *bitsSIMD {
 	const nb, actCodes = 5, 10 * 4 * 32
 	s := newBits3State(b, 8, 128, actCodes, kern, isa)

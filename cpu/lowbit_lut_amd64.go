@@ -13,7 +13,7 @@ import (
 	"github.com/qgemv/qgemv/layout"
 )
 
-// bitsLutFunc is a lookup-table float kernel (gen/lut.go): 16 rows per
+// bitsLutFunc is a lookup-table float kernel (gen/bits_lut.go): 16 rows per
 // vector, one VPERMPS and one VADDPS per nibble (four 1-bit or two 2-bit
 // codes) of 16 rows, over words packed by lutPack.
 type bitsLutFunc = func(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)

@@ -33,7 +33,7 @@ type sparseYMMKernels struct {
 // applies (zero points outside the integers 0..127; a CPU without the
 // kernel set's features).
 //
-// The kernel (see gen/sparse_avx2.go) reads a chunk of a row (128 pairs)
+// The kernel (see gen/sparse12_avx2.go) reads a chunk of a row (128 pairs)
 // as 4 quarters of 8 words, transposed so that byte v of quarter h is
 // plane d = (v%16)/4 of word 8h + 4(v/16) + v%4, pair d*32 + word of the
 // chunk. Per quarter the activations are the 32 even-column bytes then the

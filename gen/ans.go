@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -13,6 +14,19 @@ import (
 // stream at sigma 4; 256 to 1024 measured the same on Zen 5, none was 1.5x
 // slower on a chain of distinct matrices.
 const ansPrefetch = 512
+
+// ansKernels emits the ANS family: the AVX-512 decoders (one or two units,
+// each product mode, both layouts), then the AVX2 ones.
+func ansKernels() {
+	for _, mode := range []ansMode{ansMul, ansMadd, ansMaddQ} {
+		for _, units := range []int{1, 2} {
+			ansDot(false, units, mode)
+			ansDot(true, units, mode)
+		}
+	}
+	ansDotAVX2(false)
+	ansDotAVX2(true)
+}
 
 // ansDot emits AnsDot{Rows,Stripes}X<units>Avx512: the fused rANS decode
 // and int8 dot product of units (1 or 2) layout/ans units of 32 coders,
@@ -30,41 +44,8 @@ func ansDot(stripes bool, units int, mode ansMode) {
 	madd := mode != ansMul
 	TEXT(name, NOSPLIT, "func(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int")
 	Pragma("noescape")
-	vdesc := "v + 128*j + 4*t (warp rows: lane t's own 4 inputs)"
-	if stripes {
-		vdesc = "v + 4*j (warp stripes: the same 4 inputs for every lane)"
-	}
-	Doc(
-		fmt.Sprintf("%s decodes, for each of %d units U of layout/ans (the unit's", name, units),
-		"nwords[U] words at words[U]: 64 state words, then the interleaved stream),",
-		"steps quads of each of its 32 coders exactly as the generic decoder does,",
-		"and stores to acc[32U+t] (int32) the sum over quads j of the dot product",
-		"of coder t's values with the 4 int8 inputs at "+vdesc+".",
-		"",
-		"tabs holds three 128-byte tables indexed by slot digit (the digit's symbol",
-		"frequency, the digit minus the symbol's cumulative frequency, the value",
-		"plus 128, for the escape symbol a marker byte that no other symbol's value",
-		"plus 128 equals), then 64 copies of the marker (one compare finds the",
-		"escapes instead of a fourth table lookup). Unit U's escaped values are the nesc[U]",
-		"bytes at esc[U], each the value plus 128 (the int8 XOR 0x80), in decoding",
-		"order (step, lane, element); each half step expand-loads the next ones",
-		"into the escaped positions, without a branch.",
-		"The products use unsigned (value+128) times signed inputs (VPDPBUSD), so",
-		"the caller subtracts 128 * (sum of each lane's inputs).",
-		"",
-		"Each step also prefetches the line ahead bytes past each unit's next word",
-		"(the warp-rows caller's next units).",
-		"",
-		"Returns 0, -1 if a unit's words run out, -2 if a unit decodes more or fewer",
-		"escapes than nesc[U], -3 if a coder's initial state is outside",
-		"[2^31, 2^63) or its final state is not 2^31. Decodes nothing from",
-		"outside words[U][0:nwords[U]] (nwords[U] >= 64) or esc[U][0:nesc[U]],",
-		"but loads up to 16 words past the stream position: words[U][nwords[U]]",
-		"to words[U][nwords[U]+15] must be readable, and the escape expand-loads",
-		"cover up to 64 bytes from the list position (esc[U][nesc[U]] to",
-		"esc[U][nesc[U]+63] must be readable; a unit with nesc[U] = 0 never",
-		"reads esc[U], the count being checked before any expand-load).",
-	)
+	kernelDoc("ANS kernels", fmt.Sprintf("%s decodes %d layout/ans unit(s) of 32 coders (warp %s) with AVX-512 and accumulates each coder's int8 dot products; F, the rank and the state product %s.",
+		name, units, strings.ToLower(kind), [...]string{"by VPMULLD and VPMULLQ", "by multiply-adds and VPMULUDQ (frequencies <= 127)", "by multiply-adds and VPMULLQ (frequencies <= 127)"}[mode]))
 	tab := param("tabs")
 	var tF, tO, tV [2]VecVirtual
 	for i, tt := range []*[2]VecVirtual{&tF, &tO, &tV} {
@@ -415,30 +396,4 @@ func ansMaddFR(fb, ob VecVirtual) (F, rank VecVirtual) {
 // ansConst returns a 64-byte read-only vector of the qword q repeated.
 func ansConst(name string, q uint64) Mem {
 	return rodata(name, 8, 8, func(int) uint64 { return q })
-}
-
-var rodataTables = map[string]Mem{}
-
-// rodata returns the read-only table name of count elements of width
-// bytes (1, 2, 4 or 8), element i being val(i), emitted once however
-// often kernels ask for it.
-func rodata(name string, count, width int, val func(i int) uint64) Mem {
-	if m, ok := rodataTables[name]; ok {
-		return m
-	}
-	m := GLOBL(name, RODATA|NOPTR)
-	for i := 0; i < count; i++ {
-		switch v := val(i); width {
-		case 1:
-			DATA(i, U8(uint8(v)))
-		case 2:
-			DATA(2*i, U16(uint16(v)))
-		case 4:
-			DATA(4*i, U32(uint32(v)))
-		default:
-			DATA(8*i, U64(v))
-		}
-	}
-	rodataTables[name] = m
-	return m
 }

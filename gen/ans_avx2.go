@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math/bits"
+	"strings"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -29,28 +30,7 @@ func ansDotAVX2(stripes bool) {
 	name := fmt.Sprintf("AnsDot%sAvx2", kind)
 	TEXT(name, NOSPLIT, "func(words *uint32, nwords int, steps int, tab *uint32, v *int8, acc *int32, esc *uint32, escCap int) int")
 	Pragma("noescape")
-	vdesc := "v + 128*j + 4*t (warp rows: lane t's own 4 inputs)"
-	if stripes {
-		vdesc = "v + 4*j (warp stripes: the same 4 inputs for every lane)"
-	}
-	Doc(
-		fmt.Sprintf("%s decodes the layout/ans unit of nwords words at words (64 state", name),
-		"words, then the interleaved stream): steps quads of each of its 32 coders",
-		"exactly as the generic decoder does, and stores to acc[t] (int32) the sum",
-		"over quads j of the dot product of coder t's values with the 4 int8 inputs",
-		"at "+vdesc+".",
-		"",
-		"tab holds 128 dwords indexed by slot digit: byte 0 the digit's symbol",
-		"frequency, byte 1 the digit minus the symbol's cumulative frequency, byte 2",
-		"0x80 for the escape symbol else 0, byte 3 the value (0 for the escape",
-		"symbol). Each escape is recorded, in decoding order, as",
-		"esc[n] = j<<8 | t<<2 | e (quad, lane, element) for the caller to add.",
-		"",
-		"Returns the number of escapes, -1 if the words run out, -2 if more than",
-		"escCap escapes occur, -3 if a coder's initial state is outside",
-		"[2^31, 2^63) or its final state is not 2^31. Never reads outside",
-		"words[0:nwords] (nwords >= 64).",
-	)
+	kernelDoc("ANS kernels", fmt.Sprintf("%s decodes one layout/ans unit of 32 coders (warp %s) with AVX2 and accumulates each coder's int8 dot products, recording escapes for the caller.", name, strings.ToLower(kind)))
 	st := AllocLocal(256 + 128) // states (8 x 32 bytes), then accumulators (4 x 32)
 	wp, end := param("words"), param("nwords")
 	LEAQ(Mem{Base: wp, Index: end, Scale: 4}, end)
@@ -312,10 +292,4 @@ func ansAVX2Tables() (perm, pre Mem) {
 // ansAVX2Const returns a 32-byte read-only vector of the dword d repeated.
 func ansAVX2Const(name string, d uint32) Mem {
 	return rodata(name, 8, 4, func(int) uint64 { return uint64(d) })
-}
-
-// ansDotsAVX2 emits the AVX2 decoders of both layouts.
-func ansDotsAVX2() {
-	ansDotAVX2(false)
-	ansDotAVX2(true)
 }

@@ -22,16 +22,7 @@ func nearest(f cbVec, v int) {
 	name := fmt.Sprintf("NearestV%d%s", v, f.suffix())
 	TEXT(name, NOSPLIT, "func(x *float32, n int, ct *float32, k int, norm *float32, out *uint32)")
 	Pragma("noescape")
-	Doc(
-		name+" sets, with "+f.requires()+", for p < n, out[p] to the q < k minimizing",
-		"norm[q] - 2*(x[p*"+fmt.Sprint(v)+"]*ct[q] + x[p*"+fmt.Sprint(v)+"+1]*ct[k+q] + ...), the "+fmt.Sprint(v)+" products",
-		"(ct: the centroids transposed, "+fmt.Sprint(v)+" rows of k float32) rounded and added in",
-		"element order, the sum doubled and subtracted from norm[q] in float32;",
-		"the least q of equal values; NaN never least, and 0 when no value is",
-		"below +Inf.",
-		"",
-		fmt.Sprintf("Preconditions: n >= 1, k a multiple of %d.", f.lanes()),
-	)
+	kernelDoc("Codebook kernels", fmt.Sprintf("%s assigns n points of %d float32 to the nearest of k centroids with %s (k a multiple of %d).", name, v, f.requires(), f.lanes()))
 	L := f.lanes()
 	kb, rows := ctRows(v)
 	x, out, n, norm := param("x"), param("out"), param("n"), param("norm")

@@ -21,39 +21,7 @@ func a8TAVX512(M int) {
 	name := fmt.Sprintf("Q4A8Avx512VnniT%d", M)
 	TEXT(name, 0, kernelSig) // not NOSPLIT: the 2 KiB scratch frame
 	Pragma("noescape")
-	Doc(
-		name+" computes W4A8 dot products with AVX-512 VNNI (VPDPBUSD on ZMM,",
-		"rows in the lanes) for nst super tiles of 16 rows of a Q4G128 matrix and",
-		fmt.Sprintf("a batch of %d vectors. It is the assembly form of this Go loop (see", M),
-		"cpu.a8Generic for the reference):",
-		"",
-		"\tfor st := 0; st < nst; st++ {",
-		fmt.Sprintf("\t\tfor v := 0; v < %d; v++ {", M),
-		"\t\t\tfor i := 0; i < 16; i++ {",
-		fmt.Sprintf("\t\t\t\tout[(st*%d+v)*16+i] += dot(st*16+i, v)", M),
-		"\t\t\t}",
-		"\t\t}",
-		"\t}",
-		"",
-		"with rows counted from w (stride bytes apart), scales from sc and zero",
-		"points from z (block-contiguous: group g of a row is 128 scales further)",
-		"and act the activations prepared per group as:",
-		"",
-		fmt.Sprintf("\tfor each group: %d blocks of 128 int8 (the 64 even-column activations,", M),
-		fmt.Sprintf("\tthen the 64 odd-column ones), then 16 float32 scales (xs of vector k%%%d)", M),
-		fmt.Sprintf("\tand 16 int32 sums (the sum of the group's 128 int8 of vector k%%%d); the", M),
-		fmt.Sprintf("\tgroup's block is %d bytes", 128*M+128),
-		"",
-		"Note the vector-major out, unlike the M-vector kernels. idx is unused.",
-		"Each group's scaled dot is added, in group order, to the running sum",
-		"loaded from out, exactly as the M-vector kernels do: a caller can split",
-		"the groups into column tiles (w, sc, z and act advanced to the tile's",
-		"first group) and call it once per tile on the same out, bit for bit.",
-		"",
-		"Preconditions: all rows lie inside one 128-row block of the matrix, the",
-		"first row is a multiple of 16, groups >= 1, and every pointer covers what",
-		"the loop reads or writes.",
-	)
+	kernelDoc("Q4G128 kernels", fmt.Sprintf("%s computes W4A8 dot products of a Q4G128 matrix with AVX-512 VNNI (VPDPBUSD on ZMM, rows in the lanes) for super tiles of 16 rows and a batch of M = %d, out vector-major.", name, M))
 	scratch := AllocLocal(32 * 64) // the transposed nibbles: even columns, then odd
 	mask := nibbleMask(ZMM())
 	gfShr4 := ZMM() // GF2P8AFFINEQB matrix: each byte shifted right by 4

@@ -50,6 +50,20 @@ import (
 // too: three alternating rounds, A16 0.47-0.60 against 0.54-0.61 ms, A32
 // 0.47-0.50 against 0.52-0.58.
 
+// bitsLutKernels emits the table builders and the lookup-table float32
+// kernels of Bits(1) and Bits(2).
+func bitsLutKernels() {
+	for _, n := range []int{1, 2} {
+		bitsLutTables(n)
+		for seg := 4 / n; seg <= 32/n; seg *= 2 { // segments of at least a nibble
+			for _, f16 := range []bool{false, true} {
+				bitsLut(n, seg, f16, false)
+				bitsLut(n, seg, f16, true)
+			}
+		}
+	}
+}
+
 const bitsLutSig = "func(w *byte, tab *float32, xsum *float32, out *float32, blocks int, chunks int, stride int)"
 
 // lutFields returns, for nibble j of an n-bit word, the element (plane
@@ -73,17 +87,8 @@ func bitsLutTables(n int) {
 	m := 4 / n
 	TEXT(name, NOSPLIT, "func(tab *float32, sums *float32, x *float32, chunks int)")
 	Pragma("noescape")
-	Doc(
-		name+" writes, for chunks chunks of "+fmt.Sprint(32*step)+" float32 activations at x (column",
-		"(k*"+fmt.Sprint(step)+" + i)*32 + t of chunk k is element i of lane t), the lookup tables of",
-		fmt.Sprintf("the Bits%dLut kernels: table (k, t, j) at tab + ((k*32 + t)*8 + j)*16 holds,", n),
-		"for each 4-bit index e, the sum over the nibble's "+fmt.Sprint(m)+" fields u (index bits",
-		fmt.Sprintf("%d*u ..) of field(e, u) times the activation of the field's element", n),
-		"(word bits 28-4j .. 31-4j hold the nibble), accumulated field by field",
-		"in order of u. sums + (k*8 + j)*16 receives the sum over t of the",
-		"chunk's tables (k, t, j): its entry for the index with every field 1",
-		"is the sum of the nibble column's activations. chunks >= 1.",
-	)
+	kernelDoc("Bits lookup-table kernels", fmt.Sprintf("%s builds the lookup tables of the Bits%dLut kernels with AVX-512F, for chunks of %d float32 activations (%d fields per nibble).",
+		name, n, 32*step, m))
 	coef := make([]VecVirtual, m)
 	for u := range coef {
 		coef[u] = ZMM()
@@ -160,34 +165,10 @@ func bitsLut(n, seg int, f16, nta bool) {
 	}
 	unit := lutUnitBytes(n, seg, f16)
 	lines := (unit - 2048) / 64 // metadata lines per unit
-	metaDoc := [2]string{"per segment 16 float32 scales s, then 16 float32 m (s*z, or -o with", "offsets), one per row."}
-	if f16 {
-		metaDoc = [2]string{"per segment 16 binary16 scales s, then 16 binary16 zero points z, one", "per row; m = s*z in float32."}
-	}
 	TEXT(name, NOSPLIT, bitsLutSig)
 	Pragma("noescape")
-	Doc(
-		name+" computes W"+fmt.Sprint(n)+"A32 dot products of Bits matrices with AVX-512F and",
-		"lookup tables, for blocks blocks of 16 rows and chunks chunks, adding",
-		"them to out (16 floats per block), from w in the kernels' order (cpu's",
-		"lutPack): chunk by chunk, stride bytes apart, each chunk's blocks one",
-		"after the other as units of "+fmt.Sprint(unit)+" bytes: the block's words (word by word, a",
-		"word as 16 dwords, row i's at dword i), then its metadata for the chunk:",
-		"",
-		"\tout[16*T + i] += sum over segments j of s[j]*sum(q*x) - m[j]*xsum[j]",
-		"",
-		"for row i of block T, where a segment is "+fmt.Sprint(seg)+" planes ("+fmt.Sprint(seg*32)+" columns, inside",
-		"one group). The metadata holds "+metaDoc[0],
-		metaDoc[1]+" tab holds the chunks' tables (BitsLutTables"+fmt.Sprint(n)+"Avx512),",
-		"xsum the activations' sum per segment. Per word t of a chunk, lane i",
-		"of the block's vector is row i; nibble j's index then picks, per row,",
-		"the sum of the activations its codes select from table (k, t, j). The",
-		"chunk's tables stay in L1 for all the blocks; w is prefetched with",
-		hint+" lutPrefetchUnits units ahead, across the jump to the next chunk.",
-		"Within layout.BitsTolerance of the float64 reference.",
-		"Preconditions: blocks, chunks >= 1; stride >= blocks*"+fmt.Sprint(unit)+"; pointers cover",
-		"what is read or written.",
-	)
+	kernelDoc("Bits lookup-table kernels", fmt.Sprintf("%s computes W%dA32 dot products of Bits matrices with AVX-512F and lookup tables for blocks of 16 rows, segments of %d planes (%d columns), %s metadata, units of %d bytes, prefetching w with %s %d units ahead.",
+		name, n, seg, seg*32, map[bool]string{false: "float32", true: "binary16"}[f16], unit, hint, lutPrefetchUnits))
 	jump, bLeft, kLeft := AllocLocal(8), AllocLocal(8), AllocLocal(8)
 	// In the NTA (AMD) kernels VPMULTISHIFTQB brings nibble j of every
 	// dword to its low bits (the bits VPERMPS reads), off the Zen 5
@@ -339,7 +320,3 @@ const lutPrefetchUnits = 3
 
 // lutTableBytes is one chunk's tables: 32 words, 8 nibbles, 16 float32.
 const lutTableBytes = 32 * 8 * 64
-
-// newChainsFrom returns a chains whose accumulators are regs (each
-// already holding a partial sum).
-func newChainsFrom(regs []VecVirtual) *chains { return &chains{regs: regs} }

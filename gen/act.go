@@ -6,6 +6,37 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
+// Activation preparation (asm/act_amd64.s): binary16 widening and the
+// int8 quantizer of W4A8 and the low-bit A8 kernels.
+
+// actKernels emits the activation preparation family.
+func actKernels() {
+	widenF16()
+	quantA8(true)
+	quantA8(false)
+}
+
+// widenF16 emits the binary16 to float32 widening of activations.
+func widenF16() {
+	TEXT("WidenF16", NOSPLIT, "func(dst *float32, src *uint16, n int)")
+	Pragma("noescape")
+	kernelDoc("Activation kernels", "WidenF16 widens n binary16 values at src to float32 at dst with F16C (VCVTPH2PS on YMM), 32 per iteration.")
+	d, s, n := param("dst"), param("src"), param("n")
+	SHRQ(U8(5), n)
+	Label("WidenF16_loop")
+	for i := 0; i < 4; i++ {
+		y := YMM()
+		VCVTPH2PS(Mem{Base: s, Disp: 16 * i}, y)
+		VMOVUPS(y, Mem{Base: d, Disp: 32 * i})
+	}
+	ADDQ(U32(64), s)
+	ADDQ(U32(128), d)
+	DECQ(n)
+	JNZ(LabelRef("WidenF16_loop"))
+	VZEROUPPER()
+	RET()
+}
+
 // quantA8 emits QuantizeA8Avx512 (zmm) or QuantizeA8Avx2 (ymm): the int8
 // activation quantizer of layout.QuantizeA8 over whole groups of 128.
 //
@@ -19,19 +50,7 @@ func quantA8(avx512 bool) {
 	n := 128 / W
 	TEXT(name, NOSPLIT, "func(x *float32, groups int, q *int8, scales *float32) int")
 	Pragma("noescape")
-	Doc(
-		name+" quantizes groups of 128 float32 at x to int8 at q with one scale",
-		"per group at scales, with "+isa+", exactly as layout.QuantizeA8 does:",
-		"",
-		"\tamax := max |x[i]| over the group",
-		"\tscales[g] = amax / 127",
-		"\tq[i] = round-half-even(x[i] * (127 / amax)), clamped to [-127, 127]",
-		"",
-		"(all zero when amax is 0). It stops at the first group it leaves to the",
-		"caller and returns that group's index, or -1 after all groups: a group",
-		"holding NaN or Inf, or one whose amax is below 2^-100, where 127/amax",
-		"could overflow and the Go code's NaN and Inf semantics would apply.",
-	)
+	kernelDoc("Activation kernels", name+" quantizes groups of 128 float32 at x to int8 at q with one scale per group, with "+isa+", exactly as layout.QuantizeA8 does, up to the first group it leaves to the caller.")
 	xp, g, qp, sp := param("x"), param("groups"), param("q"), param("scales")
 	abs := f.broadcast(0x7fffffff)
 	lo, hi := f.broadcast(0xffffff81), f.broadcast(127) // -127, 127

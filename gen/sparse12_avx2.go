@@ -51,30 +51,8 @@ func sparseA8YMM(U int, mode a8Mode) {
 	const actChunk = actCodes + 32
 	TEXT(name, NOSPLIT, bitsKernelSig)
 	Pragma("noescape")
-	corr := "8 zero-point bytes"
-	if vnni {
-		corr = "8 int32 corrections 128*sum(q-z) over the unit's kept codes, 8 zero-point bytes"
-	}
-	act := "even- and odd-column int8 activations"
-	if vnni {
-		act = "even- and odd-column activations plus 128 (as bytes)"
-	}
-	Doc(
-		name+" computes the exact W(1:2, 7-bit)A8 dot products of Sparse12 matrices",
-		"(groups of "+map[int]string{128: "at least 128", 64: "64", 32: "32"}[U]+" columns) for ntiles tiles of "+fmt.Sprint(R)+" rows with",
-		what+", as layout.(*Sparse12).DotA8Exact: per row, over the",
-		fmt.Sprint(U)+"-column blocks B in order, acc = acc + float32(s*xs[B]) * float32(isum),",
-		"out[T*8+i] = acc for row i of tile T (rows stride bytes apart from w).",
-		"meta holds per tile and chunk, in "+fmt.Sprint(metaBlock)+" bytes, 8 float32 scales, "+corr+",",
-		"lane i*"+fmt.Sprint(nu)+"+u (row i, unit u of the chunk); act per chunk, per quarter of",
-		"8 words, 32 "+act+" in the order the",
-		"transposed pair bytes are read (see cpu.newSparseYMM), then 8 float32 lane",
-		"scales; idx the "+fmt.Sprint(nu)+" permutations gathering lane i*"+fmt.Sprint(nu)+"+u into lane i; ctrl is",
-		"unused. Lanes "+fmt.Sprint(R)+"..7 of each tile's 8 outputs are scratch.",
-		"",
-		"Preconditions: chunks >= 1, ntiles >= 1, zero points integers in 0..127,",
-		"all pointers cover what is read or written.",
-	)
+	kernelDoc("Sparse12 kernels", fmt.Sprintf("%s computes the exact W(1:2, 7-bit)A8 dot products of Sparse12 matrices with %s, blocks of %d columns (groups of %s): tiles of R = %d rows, nu = %d units per chunk, meta %d bytes per tile and chunk.",
+		name, what, U, map[int]string{128: "at least 128", 64: "64", 32: "32"}[U], R, nu, metaBlock))
 	mask7f := YMM()
 	{
 		t := GP32()

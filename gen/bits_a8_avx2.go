@@ -27,52 +27,6 @@ import (
 // at most 8) and the tile of R = 8/nu rows fill the 8 lanes of one YMM:
 // lane i*nu + u is row i, unit u.
 
-// lowConst returns the read-only 32-byte table name filled by fill (made
-// once).
-func lowConst(name string, fill func(i int) byte) Mem {
-	return rodata(name, 32, 1, func(i int) uint64 { return uint64(fill(i)) })
-}
-
-// bitsYMMShape is the shape of one YMM Bits A8 kernel.
-type bitsYMMShape struct {
-	n, U       int
-	bpc, nu, R int
-	shuffle    bool
-}
-
-func newBitsYMMShape(n, U int) bitsYMMShape {
-	bpc := 8 / n
-	nu := 128 * bpc / U
-	return bitsYMMShape{n: n, U: U, bpc: bpc, nu: nu, R: 8 / nu, shuffle: n != 8 || U < 128}
-}
-
-// field is one masked n-bit (or 4-bit for 8-bit codes) slice of a
-// quarter: its shift, its int16 accumulator class and its activations'
-// offset within the chunk's block of the quarter.
-type field struct{ shift, class, act int }
-
-func (s bitsYMMShape) fields(h int) []field {
-	if s.n == 8 { // nibbles of one byte: the same activation, weights 1 and 16
-		return []field{{0, 0, 32 * h}, {4, 1, 32 * h}}
-	}
-	var out []field
-	for j := 0; j < s.bpc; j++ {
-		c := 0
-		if s.nu == 8 { // two units per dword: the class is the unit within it
-			c = (s.bpc - 1 - j) * 32 / s.U
-		}
-		out = append(out, field{j * s.n, c, (h*s.bpc + j) * 32})
-	}
-	return out
-}
-
-func (s bitsYMMShape) classes() int {
-	if s.n == 8 || s.nu == 8 {
-		return 2
-	}
-	return 1
-}
-
 // bitsA8YMM emits the YMM W(n)A8 kernel for Bits with n bits and blocks
 // of U columns: AVX2 (modeAVX2) or AVX-VNNI (modeAVXVNNI: VEX VPDPBUSD
 // accumulates each field straight into int32, the 8-bit codes unsplit; the
@@ -93,22 +47,8 @@ func bitsA8YMM(n, U int, mode a8Mode) {
 	const metaBlock = 64
 	TEXT(name, NOSPLIT, bitsKernelSig)
 	Pragma("noescape")
-	lowA8Doc([]string{
-		name + " computes W" + fmt.Sprint(n) + "A8 dot products of Bits matrices (groups of " + map[int]string{128: "at least 128", 64: "64", 32: "32"}[U],
-		"columns) for ntiles tiles of " + fmt.Sprint(s.R) + " rows with " + what + ". For tile",
-		"T, row i < " + fmt.Sprint(s.R) + " of the tile (row T*" + fmt.Sprint(s.R) + "+i from w, stride bytes apart), it computes",
-	}, U, 8,
-		"exactly as layout.(*Bits).DotA8Exact (blocks of "+fmt.Sprint(U)+" columns). meta holds, per",
-		"tile and chunk, 8 float32 scales and 8 int32 zeros in lane order (row i,",
-		"block u of the chunk at lane i*"+fmt.Sprint(s.nu)+"+u); act holds per chunk "+fmt.Sprint(actCodes)+" activation",
-		"bytes in the order the kernel reads codes (see cpu.bitsYMM), then 8 float32",
-		"lane scales and 8 int32 lane sums; idx the "+fmt.Sprint(s.nu)+" permutations gathering lane",
-		"i*"+fmt.Sprint(s.nu)+"+u into lane i; ctrl is unused. Lanes "+fmt.Sprint(s.R)+"..7 of each tile's 8 outputs",
-		"are scratch.",
-		"",
-		"Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read",
-		"or written, zero points integers.",
-	)
+	kernelDoc("Bits int8 kernels", fmt.Sprintf("%s computes W%dA8 dot products of Bits matrices with %s, blocks of %d columns (groups of %s): tiles of R = %d rows, nu = %d units per chunk, %d act bytes per chunk.",
+		name, n, what, U, map[int]string{128: "at least 128", 64: "64", 32: "32"}[U], s.R, s.nu, actChunk))
 	fieldMask := uint32(1)<<n - 1
 	if n == 8 {
 		fieldMask = 15
@@ -213,38 +153,6 @@ func bitsA8YMM(n, U int, mode a8Mode) {
 	})
 }
 
-// bitsYMMReduce sums the rows' int32 vectors into lane i*nu + u (row i,
-// unit u). Dword d of each 128-bit lane of a row's vector holds unit d/2
-// (nu = 2), unit d (nu = 4), or with nu = 8 units 2d (first vector) and
-// 2d+1 (second); with nu = 1 every lane is unit 0.
-func bitsYMMReduce(s bitsYMMShape, rows []Register) VecVirtual {
-	regs := rows
-	addD := func(a, b, c Op) { VPADDD(a, b, c) }
-	ymm := func() Register { return YMM() }
-	lanes := func(lo, hi Register) VecVirtual { // lo's lanes + hi's lanes -> [lo | hi]
-		res := YMM()
-		VPERM2I128(U8(0x20), hi, lo, res)
-		VPERM2I128(U8(0x31), hi, lo, lo)
-		VPADDD(lo, res, res)
-		return res
-	}
-	switch s.nu {
-	case 1:
-		return reduce8Y(regs, addD, ymm, false).(VecVirtual)
-	case 2: // 4 rows
-		VPHADDD(rows[1], rows[0], rows[0])
-		VPHADDD(rows[3], rows[2], rows[2])
-		return lanes(rows[0], rows[2])
-	case 4: // 2 rows
-		return lanes(rows[0], rows[1])
-	default: // 1 row, units 2d and 2d+1 in two vectors
-		lo, hi := YMM(), YMM()
-		VPUNPCKLDQ(rows[1], rows[0], lo)
-		VPUNPCKHDQ(rows[1], rows[0], hi)
-		return lanes(lo, hi)
-	}
-}
-
 // bitsRowVNNI emits row i of a tile for the AVX-VNNI kernel and returns
 // its int32 vectors (one, or two with nu = 8), in physical registers: the
 // VEX VPDPBUSD macro takes no virtual ones. Accumulators are Y0..Y7 (at
@@ -317,23 +225,8 @@ func bits3A8YMM() {
 	actChunk, metaBlock := actCodes+nb*64, nb*64
 	TEXT(name, NOSPLIT, bitsKernelSig)
 	Pragma("noescape")
-	lowA8Doc([]string{
-		name + " computes W3A8 dot products of Bits matrices (groups of at least 128",
-		"columns) for ntiles tiles of 8 rows with AVX2 (VPSHUFB, VPMULHUW, VPMADDWD).",
-		"For tile T, row i < 8 of the tile (row T*8+i from w, stride bytes apart), it",
-		"computes",
-	}, 128, 8,
-		"exactly as layout.(*Bits).DotA8Exact. chunks counts periods of two",
-		"chunks (640 columns, 5 blocks). meta holds, per tile, period and block,",
-		"8 float32 scales and 8 int32 zeros in row order; act holds per period,",
-		"for plane pair q < 10 (planes 2q, 2q+1) and quarter h < 4, 16 int16",
-		"activations, lane 8l+2w+e holding column (2q+e)*32 + 8h + 4l + w of the",
-		"period, then per block 8 float32 lane scales and 8 int32 lane sums; ctrl",
-		"and idx are unused.",
-		"",
-		"Preconditions: chunks >= 1, ntiles >= 1, all pointers cover what is read",
-		"or written, zero points integers.",
-	)
+	kernelDoc("Bits int8 kernels", fmt.Sprintf("%s computes W3A8 dot products of Bits matrices with AVX2 (VPSHUFB, VPMULHUW, VPMADDWD), blocks of 128 columns (groups of at least 128): tiles of %d rows, periods of two chunks holding %d blocks (act %d bytes per period, meta %d bytes per tile and period).",
+		name, R, nb, actChunk, metaBlock))
 	// per pair of planes (2q, 2q+1) of a chunk (q < 5): the shuffle and the
 	// multipliers
 	shuf := make([]Mem, 5)

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// Bits(n, g) with int8 activations, AVX-512 VNNI + VBMI, batch 1
+// (asm/bits_a8_amd64.s); bits_a8_avx2.go has the YMM kernels.
+
+// bitsA8Kernels emits the Bits int8-activation family: AVX-512 VNNI +
+// VBMI (float32 or binary16 metadata), then AVX2 and AVX-VNNI on YMM.
+func bitsA8Kernels() {
+	for _, meta16 := range []bool{false, true} {
+		for _, n := range []int{8, 4, 2, 1} {
+			bitsA8AVX512(n, 1, meta16)
+			bitsA8AVX512(n, 2, meta16)
+			if n != 1 { // 1 bit, groups of 32: 32 lanes per row, more than a ZMM holds
+				bitsA8AVX512(n, 4, meta16)
+			}
+		}
+	}
+	bits3A8AVX512(128)
+	bits3A8AVX512(64)
+	for _, n := range []int{8, 4, 2, 1} {
+		for _, u := range []int{128, 64, 32} {
+			if 128*(8/n)/u <= 8 { // units per chunk fit the 8 lanes of a YMM
+				bitsA8YMM(n, u, modeAVX2)
+				bitsA8YMM(n, u, modeAVXVNNI)
+			}
+		}
+	}
+	bits3A8YMM()
+}
+
+// bitsA8AVX512 emits the W(n)A8 kernel for Bits with n in 8, 4, 2, 1 and
+// groups of at least 128 columns. A chunk (32 words, 128 bytes) of a row
+// holds bpc = 8/n blocks of 128 columns; a tile is R = 16/bpc rows, so the
+// 16 accumulators are the (row, block) pairs of one chunk, lane i*bpc + b.
+// VPMULTISHIFTQB regroups the codes so each dword lane holds the 4 codes of
+// planes 4b..4b+3 of one block (n = 8 needs no regrouping: the word's bytes
+// are planes 3..0), so every VPDPBUSD sums within one block.
+//
+// With sub = 2 or 4 (groups of 64 or 32 columns) each block is sub
+// sub-blocks of 128/sub columns (planes): every regrouped vector is
+// multiplied sub times, with the activations of the other sub-blocks
+// zeroed, so each int32 sum stays inside one group; tiles are then
+// 16/(sub*bpc) rows.
+//
+// With meta16 (kernels named ...Meta16...) the metadata per tile and chunk
+// is 16 binary16 scales and 16 int16 zeros (64 bytes, the format's own 4
+// bytes per row and group) instead of 16 float32 scales and 16 int32
+// zeros (128 bytes): widening is exact, so the result is the same bits,
+// and at 2 bits per weight the metadata read drops from 8/40 to 4/36 of
+// the bytes.
+func bitsA8AVX512(n, sub int, meta16 bool) {
+	bpc := 8 / n
+	R := 16 / (bpc * sub)
+	m16 := map[bool]string{true: "Meta16"}[meta16]
+	name := fmt.Sprintf("Bits%dA8%sAvx512", n, m16)
+	if sub > 1 {
+		name = fmt.Sprintf("Bits%dA8G%d%sAvx512", n, 128/sub, m16)
+	}
+	L := bpc * sub // lanes (blocks) per row and chunk
+	TEXT(name, NOSPLIT, bitsKernelSig)
+	Pragma("noescape")
+	actChunk := L*128 + 128
+	metaBlock := map[bool]int{false: 128, true: 64}[meta16]
+	kernelDoc("Bits int8 kernels", fmt.Sprintf("%s computes W%dA8 dot products of Bits matrices with AVX-512 VNNI and VBMI, blocks of %d columns (groups of %s): tiles of R = %d rows, L = %d lanes per row and chunk, %s metadata (%d bytes per tile and chunk), %d act bytes per chunk.",
+		name, n, 128/sub, map[int]string{1: "at least 128", 2: "64", 4: "32"}[sub], R, L, map[bool]string{false: "float32", true: "binary16"}[meta16], metaBlock, actChunk))
+	mask := ZMM()
+	{
+		t := GP32()
+		MOVL(U32(uint32(0x01010101)*uint32(1<<n-1)), t)
+		VPBROADCASTD(t, mask)
+	}
+	ctrls := make([]VecVirtual, 0, bpc)
+	if n != 8 {
+		cp := param("ctrl")
+		for b := 0; b < bpc; b++ {
+			c := ZMM()
+			VMOVDQU64(Mem{Base: cp, Disp: 64 * b}, c)
+			ctrls = append(ctrls, c)
+		}
+	}
+
+	lowA8Loops(name, R, L, actChunk, metaBlock,
+		func(i int, wp, ap, mp GPVirtual, acc []VecVirtual) {
+			for h := 0; h < 2; h++ {
+				data := ZMM()
+				VMOVDQU64(Mem{Base: wp, Disp: 64 * h}, data)
+				for b := 0; b < bpc; b++ {
+					codes := data
+					if n != 8 {
+						codes = ZMM()
+						VPMULTISHIFTQB(data, ctrls[b], codes)
+						VPANDD(codes, mask, codes)
+					}
+					for sb := 0; sb < sub; sb++ {
+						j := b*sub + sb
+						VPDPBUSD(Mem{Base: ap, Disp: (j*2 + h) * 64}, codes, acc[i*L+j])
+					}
+				}
+			}
+		},
+		func(isum VecVirtual, ap, mp GPVirtual) VecVirtual {
+			zl, f := ZMM(), ZMM()
+			if meta16 {
+				VPMOVSXWD(Mem{Base: mp, Disp: 32}, zl)
+				VCVTPH2PS(Mem{Base: mp}, f)
+			} else {
+				VMOVDQU32(Mem{Base: mp, Disp: 64}, zl)
+				VMOVUPS(Mem{Base: mp}, f)
+			}
+			VPMULLD(Mem{Base: ap, Disp: L*128 + 64}, zl, zl)
+			VPSUBD(zl, isum, isum)
+			VMULPS(Mem{Base: ap, Disp: L * 128}, f, f)
+			return f
+		})
+}
+
+// bits3Quad is a VPDPBUSD step of the 3-bit A8 kernels: the block (unit
+// of the exact sum) summed, the chunk of the period read, and the first
+// of the four planes of that chunk its VPMULTISHIFTQB control vector puts
+// in bytes 0..3 of each dword.
+type bits3Quad struct{ block, chunk, first int }
+
+// bits3Quads returns the steps of a period of two chunks (20 planes) for
+// blocks of unit columns (128: 5 blocks, 64: 10), in order, and the
+// distinct first planes in order of appearance (control vector j has
+// firsts[j]). A block's planes in one chunk form one step, whose other
+// planes meet zero activations. cpu/lowbit_amd64.go (bits3Quads) follows
+// the same rule.
+func bits3Quads(unit int) ([]bits3Quad, []int) {
+	P := unit / 32 // planes per block
+	var qs []bits3Quad
+	var firsts []int
+	for b := 0; b < 20/P; b++ {
+		p0 := b * P
+		for c := p0 / 10; c <= (p0+P-1)/10; c++ {
+			first := min(max(p0, 10*c)-10*c, 6)
+			qs = append(qs, bits3Quad{b, c, first})
+			if !slices.Contains(firsts, first) {
+				firsts = append(firsts, first)
+			}
+		}
+	}
+	return qs, firsts
+}
+
+// bits3A8AVX512 emits the W3A8 kernel for Bits(3, g) with blocks of unit
+// = 128 (g >= 128) or 64 columns: ten 3-bit planes per word, so two chunks
+// (256 bytes of a row) hold 640 columns and a 128-column block can
+// straddle them. A tile is 16 rows; per period of two chunks and per
+// block the 16 accumulators are the tile's rows (lane i = row i after
+// reduce16).
+func bits3A8AVX512(unit int) {
+	name := "Bits3A8Avx512"
+	if unit < 128 {
+		name = fmt.Sprintf("Bits3A8G%dAvx512", unit)
+	}
+	quads, firsts := bits3Quads(unit)
+	const R = 16
+	nq, nb := len(quads), 640/unit
+	actChunk, metaBlock := nq*128+nb*128, nb*128
+	TEXT(name, NOSPLIT, bitsKernelSig)
+	Pragma("noescape")
+	kernelDoc("Bits int8 kernels", fmt.Sprintf("%s computes W3A8 dot products of Bits matrices with AVX-512 VNNI and VBMI, blocks of %d columns (groups of %s): tiles of 16 rows, periods of two chunks holding %d blocks and %d quads (act %d bytes per period, meta %d bytes per tile and period), %d ctrl vectors.",
+		name, unit, map[int]string{128: "at least 128", 64: "64"}[unit], nb, nq, actChunk, metaBlock, len(firsts)))
+	mask := fvec{avx512: true}.broadcast(0x07070707)
+	tileChunks(name, R, metaBlock, 256, ZMM, func(a VecVirtual) { VPXORD(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
+		ap, mp, wp := chunkPtrs(k, actChunk, metaBlock, 256)
+		stride := param("stride")
+		// one set of registers for every block (avo's greedy allocator
+		// fails with fresh ones per block)
+		acc := make([]VecVirtual, R)
+		for i := range acc {
+			acc[i] = ZMM()
+		}
+		ctrls := make([]VecVirtual, len(firsts))
+		for j := range ctrls {
+			ctrls[j] = ZMM()
+		}
+		for b := 0; b < nb; b++ {
+			// the block's control vectors (loaded per block: registers)
+			cp := param("ctrl")
+			loaded := map[int]bool{}
+			for _, qd := range quads {
+				if j := slices.Index(firsts, qd.first); qd.block == b && !loaded[j] {
+					loaded[j] = true
+					VMOVDQU64(Mem{Base: cp, Disp: 64 * j}, ctrls[j])
+				}
+			}
+			for i := range acc {
+				VPXORD(acc[i], acc[i], acc[i])
+			}
+			rp := GP64()
+			MOVQ(wp, rp)
+			for i := 0; i < R; i++ {
+				if b < 4 { // the next tile's period, one line per row and block
+					PREFETCHT1(Mem{Base: pf, Disp: 256*i + 64*b})
+				}
+				for q, qd := range quads {
+					if qd.block != b {
+						continue
+					}
+					for h := 0; h < 2; h++ {
+						codes := ZMM()
+						VPMULTISHIFTQB(Mem{Base: rp, Disp: 128*qd.chunk + 64*h}, ctrls[slices.Index(firsts, qd.first)], codes)
+						VPANDD(codes, mask, codes)
+						VPDPBUSD(Mem{Base: ap, Disp: (2*q + h) * 64}, codes, acc[i])
+					}
+				}
+				if i != R-1 {
+					ADDQ(stride, rp)
+				}
+			}
+			blockTerm(fvec{avx512: true}, reduce16(acc), accRow, Mem{Base: mp, Disp: b * 128}, Mem{Base: ap, Disp: nq*128 + b*128})
+		}
+	})
+}

@@ -1,0 +1,363 @@
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// Helpers the Bits and Sparse12 families share: the tile and chunk loops
+// of the int8-activation kernels (AVX-512 and YMM), the YMM kernels' code
+// regrouping, and the row loop of the one-row float32 kernels.
+
+const bitsKernelSig = "func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)"
+
+// blockTerm adds one block's terms to the row accumulator, lane i = row i
+// of a tile: isum (exact sums q*xq) minus zero*sum(xq), times s*xs, with
+// meta the block's scales (zeros one vector on) and act its lane
+// activation scales (lane sums one vector on); the products and the sum
+// are rounded separately, as DotA8Exact does. isum is clobbered.
+func blockTerm(v fvec, isum, accRow VecVirtual, meta, act Mem) {
+	w := 4 * v.lanes()
+	zl := v.reg()
+	VMOVUPS(meta.Offset(w), zl)
+	VPMULLD(act.Offset(w), zl, zl)
+	VPSUBD(zl, isum, isum)
+	f := v.reg()
+	VMOVUPS(meta, f)
+	VMULPS(act, f, f)
+	VCVTDQ2PS(isum, isum)
+	VMULPS(isum, f, f)
+	VADDPS(f, accRow, accRow)
+}
+
+// lowA8Loops emits the tile and chunk loops the low-bit A8 kernels share:
+// per tile of R rows, per chunk, it zeroes the 16 accumulators, points ap
+// at the chunk's activations (act + k*actChunk), mp at the tile's metadata
+// for the chunk (meta + k*metaBlock) and wp at the chunk of the tile's
+// first row, calls row for each row (after prefetching the next tile's
+// rows linearly into L2, as nextTile does for Q4G128), reduces, lets
+// epilogue turn the exact isum into the float lane scales f (isum is then
+// converted and multiplied in), and adds lane i*L+j of f into lane i of the
+// row accumulator in block order.
+func lowA8Loops(name string, R, L, actChunk, metaBlock int,
+	row func(i int, wp, ap, mp GPVirtual, acc []VecVirtual),
+	epilogue func(isum VecVirtual, ap, mp GPVirtual) VecVirtual) {
+	tileChunks(name, R, metaBlock, 128, ZMM, func(a VecVirtual) { VPXORD(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
+		acc := make([]VecVirtual, 16)
+		for i := range acc {
+			acc[i] = ZMM()
+			VPXORD(acc[i], acc[i], acc[i])
+		}
+		ap, mp, wp := chunkPtrs(k, actChunk, metaBlock, 128)
+		stride := param("stride")
+		for i := 0; i < R; i++ {
+			PREFETCHT1(Mem{Base: pf, Disp: 128 * i})
+			PREFETCHT1(Mem{Base: pf, Disp: 128*i + 64})
+			row(i, wp, ap, mp, acc)
+			if i != R-1 {
+				ADDQ(stride, wp)
+			}
+		}
+		isum := reduce16(acc)
+		f := epilogue(isum, ap, mp)
+		VCVTDQ2PS(isum, isum)
+		VMULPS(isum, f, f)
+		if L == 1 {
+			VADDPS(f, accRow, accRow)
+		} else {
+			ip := param("idx")
+			for j := 0; j < L; j++ {
+				p, t := ZMM(), ZMM()
+				VMOVDQU32(Mem{Base: ip, Disp: 64 * j}, p)
+				VPERMPS(f, p, t)
+				VADDPS(t, accRow, accRow)
+			}
+		}
+	})
+}
+
+// chunkPtrs returns the addresses of chunk k of a kernel's activations
+// (act + k*actChunk), block metadata (meta + k*metaBlock; none when
+// metaBlock is 0) and weights (w + k*chunkBytes, a power of two).
+func chunkPtrs(k GPVirtual, actChunk, metaBlock, chunkBytes int) (ap, mp, wp GPVirtual) {
+	ap = GP64()
+	IMUL3Q(U32(actChunk), k, ap)
+	ADDQ(param("act"), ap)
+	if metaBlock != 0 {
+		mp = GP64()
+		IMUL3Q(U32(metaBlock), k, mp)
+		ADDQ(param("meta"), mp)
+	}
+	wp = GP64()
+	MOVQ(k, wp)
+	SHLQ(U8(log2(chunkBytes)), wp)
+	ADDQ(param("w"), wp)
+	return ap, mp, wp
+}
+
+// tileChunks emits the tile and chunk loops of the low-bit A8 kernels:
+// per tile of R rows a row accumulator (newAcc, cleared by zero), pf at
+// the next tile's rows (w + R*stride, for prefetching), and per chunk k
+// (0 .. chunks-1) the body, after which pf moves one chunk (chunkBytes of
+// each row) of R rows on; tileEnd stores the accumulator and loops over
+// the tiles.
+func tileChunks(name string, R, metaBlock, chunkBytes int, newAcc func() VecVirtual, zero func(VecVirtual), body func(k, pf GPVirtual, accRow VecVirtual)) {
+	Label(name + "_tile")
+	accRow := newAcc()
+	zero(accRow)
+	pf := param("stride")
+	IMUL3Q(U32(R), pf, pf)
+	ADDQ(param("w"), pf)
+	k := GP64()
+	XORQ(k, k)
+	Label(name + "_chunk")
+	body(k, pf, accRow)
+	ADDQ(U32(chunkBytes*R), pf)
+	INCQ(k)
+	CMPQ(k, param("chunks"))
+	JB(LabelRef(name + "_chunk"))
+	tileEnd(name, accRow, R, metaBlock)
+}
+
+// tileEnd ends a low-bit A8 kernel's tile: it stores accRow (a ZMM or
+// YMM of results) at "out", moves w R rows down and meta past this tile's
+// chunks (metaBlock bytes each), and loops while tiles remain.
+func tileEnd(name string, accRow VecVirtual, R, metaBlock int) {
+	VMOVUPS(accRow, Mem{Base: param("out")})
+	bump("out", U32(accRow.Size()))
+	t := param("stride")
+	IMUL3Q(U32(R), t, t)
+	bump("w", t)
+	m := param("chunks")
+	IMUL3Q(U32(metaBlock), m, m)
+	bump("meta", m)
+	tilesLoop(name, "ntiles")
+}
+
+// tilesLoop decrements the tile-count argument count and jumps back to
+// name+"_tile" while tiles remain, else returns.
+func tilesLoop(name, count string) {
+	nt := param(count)
+	DECQ(nt)
+	Store(nt, Param(count))
+	JNZ(LabelRef(name + "_tile"))
+	VZEROUPPER()
+	RET()
+}
+
+// lowConst returns the read-only 32-byte table name filled by fill (made
+// once).
+func lowConst(name string, fill func(i int) byte) Mem {
+	return rodata(name, 32, 1, func(i int) uint64 { return uint64(fill(i)) })
+}
+
+// bitsYMMShape is the shape of one YMM Bits A8 kernel.
+type bitsYMMShape struct {
+	n, U       int
+	bpc, nu, R int
+	shuffle    bool
+}
+
+func newBitsYMMShape(n, U int) bitsYMMShape {
+	bpc := 8 / n
+	nu := 128 * bpc / U
+	return bitsYMMShape{n: n, U: U, bpc: bpc, nu: nu, R: 8 / nu, shuffle: n != 8 || U < 128}
+}
+
+// field is one masked n-bit (or 4-bit for 8-bit codes) slice of a
+// quarter: its shift, its int16 accumulator class and its activations'
+// offset within the chunk's block of the quarter.
+type field struct{ shift, class, act int }
+
+func (s bitsYMMShape) fields(h int) []field {
+	if s.n == 8 { // nibbles of one byte: the same activation, weights 1 and 16
+		return []field{{0, 0, 32 * h}, {4, 1, 32 * h}}
+	}
+	var out []field
+	for j := 0; j < s.bpc; j++ {
+		c := 0
+		if s.nu == 8 { // two units per dword: the class is the unit within it
+			c = (s.bpc - 1 - j) * 32 / s.U
+		}
+		out = append(out, field{j * s.n, c, (h*s.bpc + j) * 32})
+	}
+	return out
+}
+
+func (s bitsYMMShape) classes() int {
+	if s.n == 8 || s.nu == 8 {
+		return 2
+	}
+	return 1
+}
+
+// bitsYMMReduce sums the rows' int32 vectors into lane i*nu + u (row i,
+// unit u). Dword d of each 128-bit lane of a row's vector holds unit d/2
+// (nu = 2), unit d (nu = 4), or with nu = 8 units 2d (first vector) and
+// 2d+1 (second); with nu = 1 every lane is unit 0.
+func bitsYMMReduce(s bitsYMMShape, rows []Register) VecVirtual {
+	regs := rows
+	addD := func(a, b, c Op) { VPADDD(a, b, c) }
+	ymm := func() Register { return YMM() }
+	lanes := func(lo, hi Register) VecVirtual { // lo's lanes + hi's lanes -> [lo | hi]
+		res := YMM()
+		VPERM2I128(U8(0x20), hi, lo, res)
+		VPERM2I128(U8(0x31), hi, lo, lo)
+		VPADDD(lo, res, res)
+		return res
+	}
+	switch s.nu {
+	case 1:
+		return reduce8Y(regs, addD, ymm, false).(VecVirtual)
+	case 2: // 4 rows
+		VPHADDD(rows[1], rows[0], rows[0])
+		VPHADDD(rows[3], rows[2], rows[2])
+		return lanes(rows[0], rows[2])
+	case 4: // 2 rows
+		return lanes(rows[0], rows[1])
+	default: // 1 row, units 2d and 2d+1 in two vectors
+		lo, hi := YMM(), YMM()
+		VPUNPCKLDQ(rows[1], rows[0], lo)
+		VPUNPCKHDQ(rows[1], rows[0], hi)
+		return lanes(lo, hi)
+	}
+}
+
+// rowPrefetchRows is how many rows ahead the one-row float kernels
+// prefetch: each chunk of a row prefetches the same chunk of the row
+// rowPrefetchRows further on, so a column tile's row segments (2 KB of
+// 4-bit weights in a 16 KiB tile, stride bytes apart) arrive before
+// their row starts. Prefetching 1 KB ahead in the same row left every
+// segment's first half to demand misses. Measured on the 2-core Zen 5 VM,
+// A32 4096x14336, 2 threads, alternating binaries: Bits4G128 1.10-1.23 ms
+// (1 KB ahead), 1.01 (1 row), 0.88 (2), 0.80-0.87 (4), 0.82-0.85 (8),
+// 0.88-0.97 (16); Sparse12G128 1.12-1.16 against 0.80-0.85 with 4 rows;
+// Bits2G128 0.76-0.78 against 0.64-0.68.
+const rowPrefetchRows = 4
+
+// rowPrefetchOffset returns rowPrefetchRows*stride in a register.
+func rowPrefetchOffset() GPVirtual {
+	o := param("stride")
+	IMUL3Q(U32(rowPrefetchRows), o, o)
+	return o
+}
+
+// rowPrefetch prefetches into L2 the 128 bytes at row + off.
+func rowPrefetch(row, off GPVirtual) {
+	PREFETCHT1(Mem{Base: row, Index: off, Scale: 1})
+	PREFETCHT1(Mem{Base: row, Index: off, Scale: 1, Disp: 64})
+}
+
+// slotVec returns a vector register holding P float32 slots (at least an
+// XMM).
+func slotVec(P int) VecVirtual {
+	switch {
+	case P > 8:
+		return ZMM()
+	case P > 4:
+		return YMM()
+	}
+	return XMM()
+}
+
+// meta16Chunk widens a chunk's metadata at m (P binary16 scales, then P
+// binary16 zeros) and returns s and m = s*z (rounded to float32 as
+// layout's Affine takes it) in slots 0..P-1 of two vectors (slotVec(P);
+// with P = 1 the pair shares one dword and only slot 0 counts).
+func meta16Chunk(m Mem, P int) (sv, mv VecVirtual) {
+	sv, mv = slotVec(P), slotVec(P)
+	if P == 1 {
+		VMOVD(m, sv)
+		VCVTPH2PS(sv, sv) // (s, z)
+		VMOVSHDUP(sv, mv)
+		VMULSS(mv, sv, mv)
+		return sv, mv
+	}
+	meta16Load(m, P, sv)
+	meta16Load(m.Offset(2*P), P, mv)
+	VMULPS(mv, sv, mv)
+	return sv, mv
+}
+
+// meta16Load widens P binary16 values at m into the float32 slots of v
+// (slotVec(P)), reading exactly 2*P bytes.
+func meta16Load(m Mem, P int, v VecVirtual) {
+	if P == 2 {
+		VMOVD(m, v)
+		VCVTPH2PS(v, v)
+		return
+	}
+	VCVTPH2PS(m, v)
+}
+
+// slotSum returns an XMM whose lane 0 is the sum of v's P slots (v is
+// clobbered).
+func slotSum(v VecVirtual, P int, f fvec) VecVirtual {
+	if P > 8 {
+		h := YMM()
+		VEXTRACTF64X4(U8(1), v, h)
+		VADDPS(h, v.AsY(), h)
+		v = h
+	}
+	if P > 4 {
+		h := XMM()
+		if f.avx512 {
+			VEXTRACTF32X4(U8(1), v, h)
+		} else {
+			VEXTRACTF128(U8(1), v, h)
+		}
+		VADDPS(h, v.AsX(), h)
+		v = h
+	}
+	x := v // an XMM from here on
+	if P > 2 {
+		t := XMM()
+		VPERMILPS(U8(0x4e), x, t)
+		VADDPS(t, x, x)
+	}
+	if P > 1 {
+		t := XMM()
+		VMOVSHDUP(x, t)
+		VADDSS(t, x, x)
+	}
+	return x
+}
+
+// rowEnd ends a one-row-at-a-time float kernel's row: it stores the
+// horizontal sum of acc (minus corr's lane 0, if given) at "out", moves
+// "out" and wp on, and loops while rows remain. With AVX-512 the shuffles
+// are EVEX encodable (registers may be X16..X31).
+func rowEnd(name string, acc, corr VecVirtual, wp GPVirtual, f fvec) {
+	h := acc
+	if f.avx512 {
+		h = YMM()
+		VEXTRACTF64X4(U8(1), acc, h)
+		VADDPS(h, acc.AsY(), h)
+	}
+	res, t2 := XMM(), XMM()
+	if f.avx512 {
+		VEXTRACTF32X4(U8(1), h, res)
+	} else {
+		VEXTRACTF128(U8(1), h, res)
+	}
+	VADDPS(res, h.AsX(), res)
+	VPERMILPS(U8(0x4e), res, t2)
+	VADDPS(t2, res, res)
+	VPERMILPS(U8(0xb1), res, t2)
+	VADDPS(t2, res, res)
+	if corr != nil {
+		VSUBSS(corr, res, res)
+	}
+	op := param("out")
+	VMOVSS(res, Mem{Base: op})
+	ADDQ(U32(4), op)
+	Store(op, Param("out"))
+	ADDQ(param("stride"), wp)
+	r := param("rows")
+	DECQ(r)
+	Store(r, Param("rows"))
+	JNZ(LabelRef(name + "_row"))
+	VZEROUPPER()
+	RET()
+}
