@@ -1564,11 +1564,8 @@ func (f fvec) fmaScale(m Mem, dot, acc VecVirtual) {
 // rowPrefetchRows further on, so a column tile's row segments (2 KB of
 // 4-bit weights in a 16 KiB tile, stride bytes apart) arrive before
 // their row starts. Prefetching 1 KB ahead in the same row left every
-// segment's first half to demand misses. Measured on the 2-core Zen 5 VM,
-// A32 4096x14336, 2 threads, alternating binaries: Bits4G128 1.10-1.23 ms
-// (1 KB ahead), 1.01 (1 row), 0.88 (2), 0.80-0.87 (4), 0.82-0.85 (8),
-// 0.88-0.97 (16); Sparse12G128 1.12-1.16 against 0.80-0.85 with 4 rows;
-// Bits2G128 0.76-0.78 against 0.64-0.68.
+// segment's first half to demand misses. Four rows is the best distance
+// found (docs/KERNELS.md).
 const rowPrefetchRows = 4
 
 // rowPrefetchOffset returns rowPrefetchRows*stride in a register.
@@ -1640,12 +1637,7 @@ func bitsA32(n, seg int, f fvec, meta16 bool) {
 	// one shift brings a run of per elements into an index and a table per
 	// element of the run (tables[j][e] = the code at bits n*j of e) turns
 	// it into floats with no mask: per 16 weights a shift per run, a
-	// VPERMPS and an FMA. Measured on the Zen 5 VM, one core,
-	// 1024x4096-cached A32: with shift, mask, VPERMPS and FMA per element
-	// Bits4/2/1 took 87 us, without the mask 71 us, with runs of 2 (Bits2)
-	// and 4 (Bits1) elements per shift 64 and 63 us. AVX2
-	// (3 index bits): Bits3 192 -> 153 us (a table instead of mask and
-	// convert), Bits1 in runs of 2 124 -> 109 us.
+	// VPERMPS and an FMA, where a mask and a shift per element cost more.
 	per, tables := bitsRuns(n, seg, f)
 	var mask VecVirtual
 	if tables == nil {
