@@ -111,8 +111,7 @@ func WithThreads(n int) Option { return func(o *dispatch.Options) { o.Threads = 
 // core; the cost is the copy at load time and its memory while the
 // caller still holds the original. Codebook matrices with 8-bit codes
 // get instead, at load, a copy of the codes laid out for the kernel
-// (transposed on AVX-512, tile-major on AVX2; see the README's Codebooks
-// section).
+// (transposed on AVX-512, tile-major on AVX2; see docs/KERNELS.md).
 func WithHugePages(on bool) Option { return func(o *dispatch.Options) { o.HugePages = on } }
 
 // Engine is an opened backend. It is safe for concurrent use.
