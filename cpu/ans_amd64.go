@@ -65,7 +65,7 @@ const ansSlackWords = 16
 // kernels' escape expand-load may cover. The kernels read escapes from
 // ansEscCopy's copies, which end with ansEscSlack written zeros, so that
 // the masked load never reaches a page that was never written (on Zen 4 a
-// masked load whose window reaches such a page costs 470-1,100 cycles
+// masked load whose window reaches such a page costs hundreds of cycles
 // every time, whatever its mask, and never maps the page in).
 const ansEscSlack = 64
 
@@ -76,16 +76,14 @@ var ansSlackWordsPool, ansEscPool sync.Pool
 // ansEscCopy returns, from ansEscPool, the escapes of units [u0, u1) as
 // the AVX-512 kernels read them: each byte XOR 0x80 (the value plus 128,
 // as the value table holds them, which saves the kernels an add per half
-// step: without the add a warp-stripes decode took 2% less on Zen 4, and
-// with this copy's cost, about 1% less), then ansEscSlack zeros.
+// step), then ansEscSlack zeros.
 // Index 0 is m.Esc[m.EscOffsets[u0]]. The caller puts it back.
 func ansEscCopy(m *ans.Matrix, u0, u1 int) *[]int8 {
 	e0, e1 := m.EscOffsets[u0], m.EscOffsets[u1]
 	p := paddedCopy(&ansEscPool, m.Esc[e0:e1], ansEscSlack)
 	e := (*p)[:e1-e0]
 	// Eight bytes at a time (the buffer comes from make, so it is 8-byte
-	// aligned): a byte loop took 29 us of a 4096x4096 matrix's 2 ms
-	// decode at sigma 4 (67k escapes).
+	// aligned): a matrix may have tens of thousands of escapes.
 	q := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(e))), len(e)/8)
 	for i := range q {
 		q[i] ^= 0x8080808080808080
@@ -200,11 +198,9 @@ var ansDotFuncs = [3][2][2]ansDotFunc{
 
 // ansVariant is the decoder variant for models of more than one symbol:
 // on Intel cores, where VPMULLD and VPMULLQ are multi-uop with long
-// latencies, the multiply-add one (about 15% faster than VPMULLD/VPMULLQ
-// on the device host's Xeon; the multiply-adds with VPMULLQ measured
-// within that machine's noise of it); elsewhere multiply-adds with
-// VPMULLQ (Zen 5 runs VPMULLQ two per cycle; 12-14% faster than the
-// VPMULLD kernel there). QGEMV_ANS_KERNEL=mul, =madd or =maddq forces one.
+// latencies, the multiply-add one; elsewhere multiply-adds with VPMULLQ
+// (Zen 5 runs VPMULLQ two per cycle). QGEMV_ANS_KERNEL=mul, =madd or
+// =maddq forces one.
 var ansVariant = func() int {
 	switch os.Getenv("QGEMV_ANS_KERNEL") {
 	case "mul":
@@ -233,10 +229,8 @@ func (b *Backend) mulANSSIMD(m *ans.Matrix, v []int8, y []int32) error {
 	}
 	// Warp rows: a unit's stream is a few KiB, so each step also
 	// prefetches the units of the next call, two units' average length
-	// ahead (two threads, BenchmarkMatVANS: 11.9-12.9 -> 8.7-9.1 ms; one
-	// or three units ahead measured 9.1-9.3 and 8.7-8.9). Warp stripes
-	// (streams of tens of KiB) gained nothing: ahead 0 prefetches the line
-	// in use.
+	// ahead. Warp stripes (streams of tens of KiB) gain nothing from it:
+	// ahead 0 prefetches the line in use.
 	ahead := 0
 	if m.Layout == ans.WarpRows {
 		ahead = 2 * 4 * len(m.Words) / m.Units()

@@ -52,18 +52,12 @@ func newFamily(lanes, tileM int, kernels ...kernelFunc) *family {
 	return f
 }
 
-// The column-tile thresholds (tileM) were measured on the 2-core VM on a
-// Zen 5 host (48 KiB L1, so 32 KiB tiles), 4096x14336, ms per multiply
-// untiled / tiled: AVX-512 W4A8 b8 2.06-2.14 / 2.24-2.30 (b16, whose
-// Q4A8Avx512VnniT16 reads each group's activations once per 16 rows, 3.45-3.54
-// / 3.50-3.80; the column-major 16-vector kernel it replaced took 7.4-7.5 /
-// 2.85-2.95); AVX-VNNI W4A8 b4 1.19-1.20 / 1.60-1.67 and b8 3.5-3.6 /
-// 2.08-2.10; AVX2 W4A8 b8 3.1-3.2 / 3.0-3.2 (left untiled: no gain);
-// AVX-512 W4A32 b2 1.18-1.24 / 1.30-1.36, b4 2.36-2.38 / 1.77-1.79 and
-// b8 8.8 / 2.78; AVX2 W4A32 b2 1.74-1.77 / 1.96-2.08 and b4 5.6-5.9 /
-// 2.82-2.92. Batch 1 keeps whole rows: column tiles cut the weight rows
-// into short runs the next-tile prefetch no longer covers (AVX-512 W4A32
-// 1.18-1.21 ms untiled, 1.57-1.61 with 32 KiB tiles).
+// tileM is the smallest batch each family runs in column tiles (see
+// colTileBytes): the batch from which tiles timed faster than whole rows.
+// The AVX-512 W4A8 kernels (whose 16-vector kernel reads each group's
+// activations once per 16 rows) and AVX2 W4A8 gain nothing from tiles.
+// Batch 1 keeps whole rows: column tiles cut the weight rows into short
+// runs the next-tile prefetch no longer covers.
 var (
 	a8Avx512 = newFamily(16, 0, asm.Q4A8Avx512VnniM1, asm.Q4A8Avx512VnniM2, asm.Q4A8Avx512VnniM4, asm.Q4A8Avx512VnniT8, asm.Q4A8Avx512VnniT16)
 	a8AvxVnn = newFamily(8, 8, asm.Q4A8AvxVnniM1, asm.Q4A8AvxVnniM2, asm.Q4A8AvxVnniM4, asm.Q4A8AvxVnniM8)
@@ -73,9 +67,7 @@ var (
 )
 
 // The 8- and 16-vector AVX-512 W4A8 kernels have rows in the lanes and
-// vector-major output. 8 vectors, 4096x14336, Zen 5 VM, ms: 2.63-2.69 on
-// one thread and 1.44-1.45 on two, against 3.19-3.21 and 1.76-1.82 with
-// the column-lane kernel it replaced.
+// vector-major output, which leaves them no horizontal sums.
 func init() { a8Avx512.rowsM = 8 }
 
 func init() {
@@ -271,9 +263,8 @@ var rowChunk = 32
 // the groups are split into column tiles whose activations stay in L1
 // while all the call's rows pass over them (the kernels add to their
 // output, so each tile continues the sums of the one before). The budget
-// is the Psumbook kernel's (l1Budget): on the Zen 5 host, AVX-512 W4A32
-// b16 took 5.9-6.2 ms with 32 KiB tiles, 6.4 with 24, 6.8-7.9 with 16 and
-// 7.5-7.6 with 8 (W4A8 b16: 2.93-2.95, 3.0-3.1, 2.87-2.90 and 3.04-3.05).
+// is the Psumbook kernel's (l1Budget), the fastest of the sizes tried for
+// the 16-vector W4A32 kernel.
 var colTileBytes = l1Budget(cpuid.CPU.Cache.L1D)
 
 // run computes rows [r0, r1) (r0 a multiple of 16) for every vector: act

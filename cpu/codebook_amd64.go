@@ -130,8 +130,8 @@ func (mx *CBMatrix) mulF16(acc, xp []float32) {
 func (mx *CBMatrix) tableScale(xp []float32, limit float64) (float32, bool) {
 	// max |x| on the bit patterns (sign cleared): they order as the
 	// magnitudes do, with NaNs above +Inf, as the float max would keep
-	// them. Four running maxima: about 20 us less per call at 14336
-	// inputs than a float max and math.Abs per element.
+	// them. Four running maxima: cheaper than a float max and math.Abs
+	// per element.
 	var m [4]uint32
 	i := 0
 	for ; i+4 <= len(xp); i += 4 {
@@ -250,8 +250,8 @@ func (mx *CBMatrix) mulSIMD(acc, xp []float32, tab [][]float32) {
 }
 
 // scalar reports whether the matrix runs the scalar-lookup kernel: 8-bit
-// codes on a kernel set that has it (AVX2: its gathers measured about 2x
-// slower than scalar loads on Zen 4), with groups of whole words (4 segments) or
+// codes on a kernel set that has it (AVX2, whose gathers are slower than
+// scalar loads), with groups of whole words (4 segments) or
 // one group per row.
 func (mx *CBMatrix) scalar() bool {
 	c := mx.c
@@ -263,13 +263,8 @@ func (mx *CBMatrix) scalar() bool {
 // the scalar kernel (all codebooks), so that they stay in L1 beside the
 // codes streaming through it: the largest power of two at most 2/3 of the
 // L1 data cache (32 KiB of a 48 KiB L1, 16 KiB of a 32 KiB one; 16 KiB
-// when cpuid does not say). Measured on the 2-core VM on a Zen 5 host
-// (48 KiB L1), A32 4096x14336, alternating binaries: CB-m1v4b8g128
-// 1.54-1.64 ms with 32 KiB, 1.65-1.67 with 16, 1.86-1.89 with 64 and
-// 1.93-2.02 with 8; CB-m2v8b8g128 1.71-1.72, 1.81-2.02, 1.88-1.91 and
-// 2.20-2.22 (each tile walks all rows, so smaller tiles read the codes
-// in shorter runs). 16 KiB had been measured on Zen 4 (32 KiB). Those
-// figures predate building each tile's tables just before its lookups.
+// when cpuid does not say). Each tile walks all rows, so smaller tiles
+// read the codes in shorter runs; larger ones leave L1.
 var cbScalarBudget = l1Budget(cpuid.CPU.Cache.L1D)
 
 // mulScalar runs the scalar-lookup kernel. The columns go in tiles whose
@@ -277,14 +272,8 @@ var cbScalarBudget = l1Budget(cpuid.CPU.Cache.L1D)
 // tile's float32 tables just before its lookups (so they are in L1, and
 // no call holds the whole Psumbook) and run every 32-row tile over them
 // (one kernel call) into the chunk's partial sums, added in chunk order
-// (deterministic for a given thread count). Against the whole Psumbook
-// built first and threads over row ranges, on the 2-core Zen 4 VM (A32
-// 4096x14336, 2 threads, seven alternating rounds, medians):
-// CB-m1v4b8g128 2.10 ms against 2.15, CB-m2v8b8g128 2.22 against 2.32.
-// On HugePages backends the kernel reads a tile-major copy of the codes
-// (see tileMajor): six alternating rounds on the same VM, medians:
-// CB-m1v4b8g128 2.05 ms against 2.36 in place, CB-m2v8b8g128 2.11 against
-// 2.46 (Q4G128 W4A32 2.03-2.08 in the same runs).
+// (deterministic for a given thread count). On HugePages backends the
+// kernel reads a tile-major copy of the codes (see tileMajor).
 func (mx *CBMatrix) mulScalar(acc, xp []float32) {
 	c, k := mx.c, mx.kern
 	K, V, nv := 1<<c.B, c.V, c.NV()
@@ -374,8 +363,8 @@ func (mx *CBMatrix) tileMajor(T int) {
 //
 // The same goroutines add the partial sums: once no chunk is left to
 // claim, each waits for the running ones and then claims ranges of
-// cbSumGrain positions. One fork and join instead of two (with 16 threads
-// on the Xeon of the device host, workers started 15-50 us after a fork).
+// cbSumGrain positions. One fork and join instead of two: workers start
+// late after a fork.
 func (mx *CBMatrix) tileChunks(nt, rb int, run func(scr []float32, t0, t1 int), store func(P int, sum float32)) {
 	workers := min(max(1, mx.b.threads), nt)
 	per := max(1, nt/min(workers*cbChunksPerThread, cbMaxChunks))
@@ -425,11 +414,8 @@ func (mx *CBMatrix) tileChunks(nt, rb int, run func(scr []float32, t0, t1 int), 
 }
 
 // cbMaxChunks caps tileChunks' chunks near 32: each chunk clears, fills
-// and hands over one row-length vector of partial sums. Xeon of the
-// device host, 16 threads, CB-m1v4b8g128 4096x14336 (112 column tiles):
-// a cap of 32 (38 chunks) took 0.22-0.23 ms per multiply of one cached
-// matrix, against 0.28-0.30 with 112 chunks, 0.27 with 64 and 0.21-0.23
-// with 16.
+// and hands over one row-length vector of partial sums, which costs more
+// than finer chunks gain in balance.
 const cbMaxChunks = 32
 
 // cbSumGrain is how many positions tileChunks' goroutines add up at a time.
@@ -527,10 +513,9 @@ func (mx *CBMatrix) i16() bool {
 // prepareCodes builds at load what the matrix's kernel reads besides the
 // packed codes: the int16 kernels' state (with the transposed copy on
 // HugePages backends), or on HugePages backends the scalar kernel's
-// tile-major copy. Built in the first multiply instead, they had made it
-// 40-70x slower than the next on AVX-512 (21-38 ms for a 4096x14336
-// matrix on 2 Zen 4 threads, most of it the transposition then) and 5x on AVX2;
-// a matrix is loaded to be multiplied, so load pays instead (and the
+// tile-major copy. Built in the first multiply instead, they made it many
+// times slower than the next; a matrix is loaded to be multiplied, so
+// load pays instead (and the
 // multiplies, which may run concurrently, only read the state). It
 // builds what is missing, so a test that changes the kernel choice after
 // load (dequant) calls it again.
@@ -600,10 +585,8 @@ func (mx *CBMatrix) transposeI16(st *cbI16) ([]uint8, *hugemem.Block) {
 	// is walked codebook by codebook and word column by word column, so
 	// its two 32-row tiles' words are read in order (32 consecutive
 	// words per column), and each word lands as up to 4 bytes of 64-byte
-	// segment rows: 5.8-5.9 ms for a 4096x14336 m1 or m2 matrix on 2 Zen 4
-	// threads, the huge pages' first touch included, against 19.6-19.8 ms
-	// with the column tiles outside the blocks (each block's words read
-	// in short runs a tile apart) and a word load per code.
+	// segment rows, rather than column tiles outside the blocks reading
+	// each block's words in short runs a tile apart.
 	tstride := c.M * wl * 32 // words from one 32-row tile to the next
 	_ = mx.b.parallelFor(st.nb, 1, func(b0, b1 int) error {
 		var src, dst [64]int // per row of the block: its word offset, its byte in a segment
@@ -662,20 +645,11 @@ var i16Pool = sync.Pool{New: func() any { return new([]uint8) }}
 // partial sum; the partial sums are added in chunk order (deterministic
 // for a given thread count) and scaled back by 1/inv.
 //
-// Against the binary16 64-row kernel it replaced (CbPsumB8x64, which
-// gathered each lookup's 64 codes from the packed words with two byte
-// permutes and converted every lookup to float32), on the 2-core Zen 4
-// VM, A32 4096x14336, four alternating rounds, 2 threads: CB-m1v4b8g128
-// 0.84-0.96 ms against 1.01-1.48, CB-m2v8b8g128 0.73-0.93 against
-// 1.29-1.52 (Q4G128 W4A32 1.22-1.43 in the same runs); that was the
-// transposed copy's kernel. The kernel itself takes about 11 cycles per
-// segment and 64 rows with its codes in L1; prefetching the codes 64 to
-// 16384 bytes ahead measured the same. The packed kernel (no copy:
-// backends without HugePages) transposes each word column in registers
-// (4 VPSHUFB and 8 unpacks per 4 segments); four alternating rounds
-// against the copy's kernel, same conditions: CB-m1v4b8g128 0.88-0.92 ms
-// against 0.81-0.91, CB-m2v8b8g128 0.98-1.24 against 0.75-0.92 (Q4G128
-// 1.20-1.43).
+// It replaced a binary16 64-row kernel that gathered each lookup's codes
+// with byte permutes and converted every lookup to float32. The packed
+// kernel (no copy: backends without HugePages) transposes each word column
+// in registers (4 VPSHUFB and 8 unpacks per 4 segments); the transposed
+// copy's kernel, which skips that, is the faster of the two.
 func (mx *CBMatrix) mulI16(acc, xp []float32) bool {
 	c, k, st := mx.c, mx.kern, mx.i16st
 	inv, ok := mx.tableScale(xp, 32767)

@@ -515,8 +515,7 @@ func (b *Backend) parallelChunks(n, grain int, fn func(i0, i1 int) error) error 
 	return nil
 }
 
-// chunksPerThread is how many row chunks each goroutine gets on average
-// (16 measured 5-10% above 4 at 16 threads on a Xeon, W4A8 beyond LLC):
+// chunksPerThread is how many row chunks each goroutine gets on average:
 // goroutines claim chunks dynamically, so a slow core (a noisy neighbour,
 // a busier memory channel) delays a multiply by one chunk, not by its
 // whole share.

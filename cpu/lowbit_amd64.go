@@ -534,10 +534,7 @@ type bitsA32 struct {
 // a32TileBytes bounds the float32 activations one call of the one-row
 // float kernels reads: they stay in L1 while every row of the thread's
 // range streams its weights past them. Reading a whole 14336-column row's
-// activations (57 KB) per row took them from L2 for every weight:
-// measured on the 2-core Zen 5 VM, Bits4G128 A32 4096x14336 (2 threads)
-// ran 1.85 ms with whole rows, and 1.04 ms with the activation loads
-// replaced by a register (an ablation).
+// activations (57 KB) per row took them from L2 for every weight.
 const a32TileBytes = 16 << 10
 
 // a32TileChunks returns the chunks (of chunkCols columns) per column

@@ -35,12 +35,9 @@ var bitsLutKernels = map[[2]int][4]bitsLutFunc{
 }
 
 // lutNTA selects the table kernels that prefetch with PREFETCHNTA and
-// take nibbles with VPMULTISHIFTQB: on AMD cores (the 2-core Zen 5 VM:
-// Bits2G128 A32 4096x14336 at 0.81-0.87 of the read bandwidth against
-// 0.62-0.75 with PREFETCHT1), not on Intel's, where NTA lines skip L2 (the
-// device host's Xeon, 16 threads: 0.75-1.60 ms against 0.42-0.65 with
-// PREFETCHT1) and VPMULTISHIFTQB would share port 5 with VPERMPS (the
-// others shift with VPSRLD).
+// take nibbles with VPMULTISHIFTQB: on AMD cores, not on Intel's, where
+// NTA lines skip L2 and are gone before use, and VPMULTISHIFTQB would
+// share port 5 with VPERMPS (the others shift with VPSRLD).
 var lutNTA = cpuid.CPU.VendorID == cpuid.AMD || cpuid.CPU.VendorID == cpuid.Hygon
 
 // bitsLutTables builds the tables of the table kernels, by width.
@@ -61,8 +58,8 @@ var lutAllOnes = map[int]int{1: 0b1111, 2: 0b0101}
 // bitsLut is a Bits1 or Bits2 matrix's state for the table kernels.
 // Matrices with binary16 zero points (not offsets) get per row and
 // segment binary16 s and z (the kernel takes s*z as layout.(*Bits).Affine
-// does; half the bytes, which the kernel, bound by memory, reads 15-30%
-// faster). Others get float32 s and m (s*z, or -o with offsets). Padding
+// does; half the bytes, and the kernel is bound by memory). Others get
+// float32 s and m (s*z, or -o with offsets). Padding
 // rows have s = m = 0.
 type bitsLut struct {
 	n, seg, sps, nseg, chunks int
@@ -86,14 +83,10 @@ type bitsLut struct {
 // rows' word t, then the block's metadata for the chunk's segments (per
 // segment 16 scales, then 16 zero points or m). A task's rows are then
 // one stream per chunk, and the chunk's tables serve all of them from L1.
-// Packing at all pays: Bits1G128 A32 4096x14336 on the 2-core Zen 5 VM had
-// measured 0.38-0.50 ms (2 threads) reading b.Words in place against
-// 0.28-0.31 with the first packed order (64-row tiles). It costs a
-// second copy of the words for matrices multiplied with float activations
-// (made on the first such multiply), in huge-page memory on HugePages
-// backends like the words themselves (packed into ordinary memory it had
-// measured 0.32-0.54 ms against 0.26-0.38 in huge pages, Bits1G128 A32
-// 4096x14336, alternating runs).
+// The kernels stream faster from the packed copy than from b.Words in
+// place, at the cost of a second copy of the words for matrices multiplied
+// with float activations (made on the first such multiply), in huge-page
+// memory on HugePages backends like the words themselves.
 func lutPack(b *layout.Bits, l *bitsLut) ([]uint32, *hugemem.Block) {
 	wpr, nb := b.WordsPerRow(), b.PRows/16
 	out, blk := newWords(l.chunks*nb*l.unit/4, l.huge)
@@ -145,16 +138,9 @@ func newBitsLut(be *Backend, b *layout.Bits, seg int) *bitsLut {
 
 // lutTasksPerThread is the row tasks per thread of the table kernels: each
 // task reads every chunk's tables and jumps from chunk to chunk, so fewer,
-// longer tasks stream better, down to a point. On the 2-core Zen 5 VM
-// (4096x14336 A32, 2 threads, share of the same-run read bandwidth over
-// three rounds): Bits2G128 1 task 0.78-0.95, 2 tasks 0.76-0.81, 4 tasks
-// 0.77-0.82, 16 tasks (parallelRows' default) 0.64-0.68; Bits1G128
-// 0.74-0.95, 0.75-0.84, 0.76-0.84, 0.68-0.74. On the device host's Xeon (16
-// threads, four rounds, the PREFETCHT1/VPSRLD kernels): Bits2G128 1 task
-// 0.37-0.42 ms, 4 tasks 0.32-0.40, 16 tasks 0.40-0.49 (the 64-row tile
-// kernels before them 0.33-0.38); Bits1G128 0.20-0.25, 0.17-0.21,
-// 0.21-0.28 (0.17-0.23). So one task per thread with the AMD kernels,
-// four with the others.
+// longer tasks stream better, down to a point: one task per thread with
+// the AMD kernels, four with the others (parallelRows' default of 16 is
+// slower for both).
 var lutTasksPerThread = map[bool]int{true: 1, false: 4}[lutNTA]
 
 var lutPool = sync.Pool{New: func() any { return new([]float32) }}

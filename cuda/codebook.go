@@ -32,12 +32,10 @@ const (
 // EnvPsumbook selects where the codebook kernels keep the Psumbook:
 // "shared" (built per block and chunk of columns in shared memory) or
 // "global" (built once per call by a first kernel in global memory, then
-// gathered through L1/L2). Unset, the choice is measured on an H200
-// (4096x14336 and 14336x4096, L2 cold): shared for batch 1 with at most
-// 256 table entries per segment (one 8-bit codebook: equal to global
-// within 5% for m1v4b8, 10-15% faster for m1v4b4), global otherwise
-// (m2v8b8 at batch 1: 1.2-1.4x faster; 12-bit codes: 8-13x; batch 16,
-// where a 48 KiB block holds only 2-3 segments of 16 tables: 2-2.7x).
+// gathered through L1/L2). Unset: shared for batch 1 with at most 256
+// table entries per segment (one 8-bit codebook), global otherwise (at
+// batch 16 a 48 KiB block holds only 2-3 segments of 16 tables), the
+// faster of the two in each case on an H200 (docs/KERNELS.md).
 const EnvPsumbook = "QGEMV_CUDA_PSUMBOOK"
 
 // ErrCodebookA8 is returned by the int8 multiplies of codebook matrices:
@@ -184,7 +182,7 @@ func (mx *CBMatrix) MulI32([]int32, []int8, int) error {
 func (mx *CBMatrix) MulI8([]float32, []int8, []float32, int) error { return ErrCodebookA8 }
 
 // globalTable reports whether a multiply of batch vectors builds the
-// Psumbook in global memory (see EnvPsumbook for the measured rule).
+// Psumbook in global memory (see EnvPsumbook for the rule).
 func (mx *CBMatrix) globalTable(batch int) bool {
 	switch mx.table {
 	case "global":

@@ -641,12 +641,8 @@ func (mx *Matrix) splits(gx int) int {
 // the kernels held to 64 registers (four blocks per SM): Q4G128, the
 // 8-vector Bits 8/4 kernels and the 16-vector Bits8 kernel. The 16-vector
 // Bits4/Bits2 kernels (80-177 registers) and the 8-vector Bits2 kernel
-// (76) fill the device once and are not split. Measured on an H200 at
-// 4096x14336 A16 (256 row tiles for 132 SMs), split 2 against 1: Q4G128
-// batch 1 16.5 against 18.2 us, batch 16 21.2 against 27.0; Bits4 batch 1
-// 19.0 against 22.8, batch 16 30.6 against 24.5; Bits8 batch 16 (64
-// registers) 26.0 against 28.4; Bits2 batch 1 18.7 against 15.5, batch
-// 16 23.6 against 19.6.
+// (76) fill the device once and are not split: a split costs them more
+// than it gains (docs/KERNELS.md).
 func (mx *Matrix) splitsMMA(gx int, n16 bool) int {
 	perSM := 2
 	if mx.f == fmtBits && (mx.n == 2 || n16 && mx.n != 8) {

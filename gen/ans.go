@@ -11,8 +11,9 @@ import (
 
 // ansPrefetch is how far ahead (bytes) the AVX-512 decoders prefetch each
 // unit's word stream at every step: a step uses about 66 bytes of a unit's
-// stream at sigma 4; 256 to 1024 measured the same on Zen 5, none was 1.5x
-// slower on a chain of distinct matrices.
+// stream at sigma 4, so this is several steps ahead; the distance matters
+// little between 256 and 1024, and not prefetching at all is much slower
+// on a chain of distinct matrices.
 const ansPrefetch = 512
 
 // ansKernels emits the ANS family: the AVX-512 decoders (one or two units,
@@ -200,9 +201,7 @@ func ansDot(stripes bool, units int, mode ansMode) {
 			}
 			// The 16 words at the stream position, loaded before the
 			// refill mask is known, so that the refill's expand on the
-			// state chain is a register one (Zen 4, one thread, cached:
-			// 2-5% in A/B runs of this change alone, within the spread of
-			// a four-way run of builds). This is why 16 words past a
+			// state chain is a register one. This is why 16 words past a
 			// unit's end must be readable.
 			wpre := ZMM()
 			VMOVDQU32(Mem{Base: wp[u]}, wpre)

@@ -93,12 +93,7 @@ func bitsA32(n, seg int, f fvec, meta16 bool) {
 	// one shift brings a run of per elements into an index and a table per
 	// element of the run (tables[j][e] = the code at bits n*j of e) turns
 	// it into floats with no mask: per 16 weights a shift per run, a
-	// VPERMPS and an FMA. Measured on the Zen 5 VM, one core,
-	// 1024x4096-cached A32: with shift, mask, VPERMPS and FMA per element
-	// Bits4/2/1 took 87 us, without the mask 71 us, with runs of 2 (Bits2)
-	// and 4 (Bits1) elements per shift 64 and 63 us. AVX2
-	// (3 index bits): Bits3 192 -> 153 us (a table instead of mask and
-	// convert), Bits1 in runs of 2 124 -> 109 us.
+	// VPERMPS and an FMA, where a mask and a shift per element cost more.
 	per, tables := bitsRuns(n, seg, f)
 	var mask VecVirtual
 	if tables == nil {

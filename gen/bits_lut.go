@@ -23,32 +23,20 @@ import (
 // and one VADDPS handle 64 weights. The tables (16 floats per nibble
 // column: 16 KiB per chunk of 32 words) are built once per call and
 // vector, shared by all rows and threads; the rows' words come
-// transposed at load (16 rows' word t in one vector). Transposing 16x16
-// blocks in registers instead had cost 13-15% of the compute (one core,
-// 1024x4096-cached: Bits2 50-51 against 43-44 us, Bits1 24-25 against
-// 21-22; from DRAM, 2 threads, Bits2G128 0.46-0.55 against 0.43-0.52 ms,
-// Bits1 unchanged).
+// transposed at load (16 rows' word t in one vector), because transposing
+// 16x16 blocks in registers costs a noticeable share of the compute.
 //
 // The kernels walk the words chunk-major: a chunk's tables stay in L1 for
 // every row of the task, the next chunk's are prefetched meanwhile, and
 // the words stream with nothing else through L2. Tiles of 64 rows taking
-// each chunk in turn (the tables from L2 once per 64 rows, 448 KiB for
-// every 229 KiB of Bits2G128 words at 14336 columns) had streamed worse:
-// Bits2G128 A32 4096x14336, one thread, 0.74-0.82 ms (0.78-0.84 with
-// VPMULTISHIFTQB) against 0.62-0.69 chunk-major. With PREFETCHNTA and two
-// tasks per thread, 2 threads, four alternating rounds: 0.74-0.77 of the
-// same-run read bandwidth for the 64-row tiles against 0.81-0.87 (A16
-// 0.65-0.74 against 0.77-0.85).
+// each chunk in turn stream worse: they read the tables from L2 once per
+// 64 rows (448 KiB for every 229 KiB of Bits2G128 words at 14336 columns).
 //
 // Bits2 runs the same way with two 2-bit codes per nibble (tables of
 // q0*x0 + q1*x1): 32 weights per VPERMPS and VADDPS against 16 per VPERMPS
-// and FMA in the one-row kernel. It first measured slower than the
-// one-row kernel (Bits2G128 A32 4096x14336, 2 threads, Zen 5: 0.93-1.28
-// ms against 0.57-0.78), then, with lutPack's order and the short
-// prefetch, 20% faster in cache (1024x4096, one core: 53 against 63-65
-// us) but no faster from DRAM until the packed words went into huge pages
-// too: three alternating rounds, A16 0.47-0.60 against 0.54-0.61 ms, A32
-// 0.47-0.50 against 0.52-0.58.
+// and FMA in the one-row kernel. It beats the one-row kernel from DRAM
+// only with all three of lutPack's order, the short prefetch and the
+// packed words in huge pages.
 
 // bitsLutKernels emits the table builders and the lookup-table float32
 // kernels of Bits(1) and Bits(2).
@@ -172,11 +160,8 @@ func bitsLut(n, seg int, f16, nta bool) {
 	jump, bLeft, kLeft := AllocLocal(8), AllocLocal(8), AllocLocal(8)
 	// In the NTA (AMD) kernels VPMULTISHIFTQB brings nibble j of every
 	// dword to its low bits (the bits VPERMPS reads), off the Zen 5
-	// permute pipes VPSRLD would share with VPERMPS: one core,
-	// 1024x4096-cached, Bits2G128 A32 41-42 -> 37 us, Bits1G128 21-22 ->
-	// 18-19 us. The others shift with VPSRLD: on Intel cores
-	// VPMULTISHIFTQB and VPERMPS both need port 5 (on the device host's
-	// Xeon the VPSRLD kernels measured as fast or faster).
+	// permute pipes VPSRLD would share with VPERMPS. The others shift with
+	// VPSRLD: on Intel cores VPMULTISHIFTQB and VPERMPS both need port 5.
 	var ctrl [7]VecVirtual
 	if nta {
 		for j := range ctrl {
@@ -307,15 +292,9 @@ func lutUnitBytes(n, seg int, f16 bool) int {
 // metadata for a chunk: 2.3 KiB for Bits2G128) ahead of the one being read
 // the table kernels prefetch w, one line per word. The kernels come in
 // two hints (cpu picks by vendor): PREFETCHNTA for AMD, PREFETCHT1 for
-// the others. On the 2-core Zen 5 VM, Bits2G128 A32 4096x14336, 2
-// threads, share of the same-run read bandwidth over four alternating
-// rounds, NTA: 2 units 0.78-0.85, 3 units 0.81-0.87, 4 units 0.64-0.88, 6
-// units 0.62-0.84; T1 at 3 units 0.62-0.75; one thread: T0, T1, T2 and
-// NTA within noise at 3 units, T1 at 10 units 40% slower (the hardware
-// prefetchers do not keep up without the software prefetches: 0.73-0.79
-// ms against 0.28-0.31 for Bits1 in an earlier layout). On the device
-// host's Xeon (16 threads, two rounds) NTA took 0.75-1.60 ms where T1
-// took 0.42-0.65: there NTA lines skip L2 and are gone before use.
+// the others, on which NTA lines skip L2 and are gone before use. Three
+// units is the best distance found for NTA; without the software
+// prefetches the hardware prefetchers do not keep up.
 const lutPrefetchUnits = 3
 
 // lutTableBytes is one chunk's tables: 32 words, 8 nibbles, 16 float32.

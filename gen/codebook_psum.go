@@ -380,16 +380,12 @@ const cbPrefetchTiles = 2
 // gather-data-sampling mitigation, on Intel cores). Each code byte is
 // taken from its word (AL, AH, a shift, AL, AH) and indexes a float32
 // table entry that VADDSS adds to the row's running sum; sixteen rows
-// are in flight, so sixteen independent sums hide the add latency. On
-// Zen 4 with everything in L1 the loop of lookups runs at about half a
-// cycle per lookup, the rate of its two floating-point adders (the same
-// loop without the table loads, or without the adds, or with half its
-// adds moved to the FMA pipes as VFMADD231SS by 1.0, measured the same).
-// The tables of one column tile
+// are in flight, so sixteen independent sums hide the add latency. With
+// everything in L1 the loop is bound alike by its floating-point adds and
+// its table loads, one of each per lookup. The tables of one column tile
 // are meant to stay in L1 while the kernel walks ntiles 32-row tiles of
 // codes, which lie tstride apart: the kernel prefetches them
-// cbPrefetchTiles tiles ahead (measured on Zen 4 with 64 tiles from
-// DRAM: 1.8 against 1.2 G lookups/s per core).
+// cbPrefetchTiles tiles ahead, which the lookups from DRAM need.
 func cbPsumScalar(m int) {
 	name := fmt.Sprintf("CbPsumScalarB8M%dAvx2", m)
 	TEXT(name, NOSPLIT, "func(words *uint32, tstride int, cbstride int, ntiles int, nw int, tab *float32, tabstride int, wpg int, scales *float32, sstride int, acc *float32)")

@@ -229,11 +229,8 @@ func bitsYMMReduce(s bitsYMMShape, rows []Register) VecVirtual {
 // rowPrefetchRows further on, so a column tile's row segments (2 KB of
 // 4-bit weights in a 16 KiB tile, stride bytes apart) arrive before
 // their row starts. Prefetching 1 KB ahead in the same row left every
-// segment's first half to demand misses. Measured on the 2-core Zen 5 VM,
-// A32 4096x14336, 2 threads, alternating binaries: Bits4G128 1.10-1.23 ms
-// (1 KB ahead), 1.01 (1 row), 0.88 (2), 0.80-0.87 (4), 0.82-0.85 (8),
-// 0.88-0.97 (16); Sparse12G128 1.12-1.16 against 0.80-0.85 with 4 rows;
-// Bits2G128 0.76-0.78 against 0.64-0.68.
+// segment's first half to demand misses. Four rows is the best distance
+// found (docs/KERNELS.md).
 const rowPrefetchRows = 4
 
 // rowPrefetchOffset returns rowPrefetchRows*stride in a register.

@@ -155,11 +155,6 @@ func transpose16(rs []Register) []Register {
 // t16Prefetch is how many groups ahead Q4A8Avx512VnniT16 prefetches each
 // row. Its group is too long (some 900 instructions) for the out-of-order
 // window to reach the next group's loads, and the next-tile prefetch of
-// the M-vector kernels lands too early. Measured on the 2-core Zen 5 VM,
-// batch 16, 4096x14336 rotated beyond the LLC (huge pages), ms, 1 thread
-// / 2 threads: 3.58-3.69 / 2.01-2.16 with 4 groups ahead, 3.82-4.00 /
-// 2.11-2.18 with 2, 3.74 / 1.95-2.02 with 8, 5.1-5.4 / 2.6 with 12. A
-// kernel-only loop without huge pages, one thread, ns per row and group:
-// 7.3 (2 ahead), 8.0 (4), 10.5 prefetching the next super tile's rows,
-// 13.6 with the M-vector kernels' next-tile prefetch, 6.6 from cache.
+// the M-vector kernels lands too early. Four groups is the best distance
+// found from DRAM (docs/KERNELS.md).
 const t16Prefetch = 4

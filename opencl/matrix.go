@@ -564,12 +564,8 @@ func (mx *Matrix) mmaInputs(xf []float32, batch int) (bool, error) {
 // that each unit still gets enough warps, for the Q4G128 float kernel on
 // 16-row tiles, and for the Bits float kernels when rows have at least
 // bitsChunks16 chunks, else 8) and whether the matrix has that few row
-// tiles. On the H200 the 16-warp float kernels measured 20-40% faster on
-// 4096 rows; on row-major Q4G128 the 8-warp one was 5-10% faster on 14336
-// rows, on tiled Q4G128 the 16-warp one 12% faster on 16384x16384 (59.2
-// against 66.4 us) and 1-2% on 14336x4096 (medians of 3); the int8 kernel
-// (k8m, run only on few row tiles) 5-10% faster with 8 warps on 4096 rows
-// (four runs, medians of 5 each).
+// tiles. Each case takes the warp count that ran faster on an H200 (the
+// int8 kernel k8m, run only on few row tiles, keeps 8).
 func (mx *Matrix) mmaWarps(name string, batch int) (mw int, few bool) {
 	few = (mx.geo.Rows+15)/16 < 2*mx.b.x.dev.info.ComputeUnits
 	if mw = mx.b.tiling(batch).mw; mw == 8 || mw == 16 {
@@ -584,10 +580,8 @@ func (mx *Matrix) mmaWarps(name string, batch int) (mw int, few bool) {
 }
 
 // bitsChunks16 is the chunk count per row (1024/N columns each) from
-// which the Bits tensor-core float kernels run 16 warps: on the H200,
-// Bits4G128 A32 16384x16384 took 67.6 us with 16 warps against 82.0 with
-// 8, and 14336x4096 (16 chunks) 18.2-18.6 against 19.2 us (two runs,
-// medians of 3; the 16-warp kernel holds 64 registers, the 8-warp one,
+// which the Bits tensor-core float kernels run 16 warps, faster from there
+// on an H200 (the 16-warp kernel holds 64 registers, the 8-warp one,
 // loading metadata early, 70).
 const bitsChunks16 = 16
 
@@ -662,9 +656,7 @@ const a8MMABatch = 8
 
 // a8MMATile returns the term tile of bits4_a8m: the chunks whose block
 // terms sit in local memory at once (4*batch*16*(2*tch+1) bytes), 64 up to
-// batch 4 (32 KiB; fewer barriers: 21.2 against 22.5 us for Bits4G128
-// 4096x14336 on the H200, medians of 5 in one run), 32 above; a forced
-// tiling's TCH wins.
+// batch 4 (32 KiB; fewer barriers), 32 above; a forced tiling's TCH wins.
 func (b *Backend) a8MMATile(batch int) int {
 	if t := b.tiling(batch).tch; t > 0 {
 		return t
@@ -683,9 +675,8 @@ func (b *Backend) a8MMATile(batch int) int {
 func (mx *Matrix) a8MMAInputs(xq []int8, xs []float32, batch int) error {
 	b := mx.b
 	if _, few := mx.mmaWarps(mx.k8m, batch); batch > a8MMABatch || !few && b.tiling(batch).mw == 0 || !b.tcBuilt(mx.k8m, batch) {
-		// too large a batch, many row tiles (the tiled kernel measured
-		// faster: Bits4G128 16384x16384 49.3 us against 53.5, 14336x4096
-		// 16.3 against 18.2 on the H200) or no tensor cores
+		// too large a batch, many row tiles (where the tiled kernel is
+		// faster) or no tensor cores
 		return nil
 	}
 	pc := mx.geo.PCols

@@ -266,7 +266,7 @@ func tileFor(nb int) tile {
 	switch {
 	case nb == 1:
 		// H200 (NVIDIA OpenCL), batch 1: RPA=2, UNA=2 beat RPA=4, UNA=4
-		// by 5-15% for int8 on three of the four benchmark shapes
+		// for int8
 		return tile{128, 8, 1, 2, 2, 0, 1, 2, 0, 0}
 	case nb <= 4:
 		return tile{128, 2, 1, 2, 1, 0, 1, 2, 0, 0}
@@ -355,10 +355,8 @@ func (t tile) splitK(nu, per int) int {
 // a8SplitK returns how many warps split each row in the int8 tiled
 // kernels (a forced KS wins): splitK's count, at most 2, and for Q4G128
 // 1 when that still leaves at least 12 work-groups of rows per compute
-// unit. On the H200, batch 1, medians of 3 (us with 1/2/4 warps):
-// Q4G128 16384x16384 48.8/51.2/56.2, 4096x14336 20.1/16.2/16.9,
-// 14336x4096 16.0/15.8/21.2; Bits4G128 16384x16384 52.8/49.3/62.7,
-// 14336x4096 16.8/16.3/22.5, 4096x14336 21.7/17.9/20.6.
+// unit: on an H200 four warps per row were slower on every shape, and
+// Q4G128 with many work-groups per compute unit gains nothing from a split.
 func (t tile) a8SplitK(nu, rows, cus int, q4 bool) int {
 	if t.ks > 0 {
 		return t.ks
@@ -379,11 +377,9 @@ func (b *Backend) tiling(batch int) tile {
 // rows rows: the program's (tiling), except that at batch 1, with no
 // tile forced, Q4G128 with at least 6 work-groups of 16 rows per compute
 // unit takes 4 rows per warp and no column split (RPA=4, KS=1; a second
-// program). H200, b1, medians of 6 (two alternating runs), against the
-// defaults (RPA=2, a8SplitK): row-major 16384x16384 45.3 against 48.8
-// us, 14336x4096 15.1-15.2 against 16.3; 16-row tiles (Q4Tiles) 47.1
-// against 50.6 and 15.7 against 16.5; but 4096x14336 (2 work-groups per
-// compute unit) 27.1-28.7 against 16.5-16.6.
+// program): on an H200 that beats the defaults (RPA=2, a8SplitK) where
+// each compute unit has many work-groups, and is much slower where it has
+// few.
 func (b *Backend) a8Tiling(batch, rows int, q4 bool) tile {
 	t := b.tiling(batch)
 	if nb := nbBucket(batch); q4 && nb == 1 && t == tileFor(nb) && rows >= 6*b.x.dev.info.ComputeUnits*(t.wg/32*4) {

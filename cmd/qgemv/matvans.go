@@ -165,8 +165,7 @@ func benchMatVANS(qe *qgemv.Engine, d, n, reps int, sigma float64, threads int, 
 		runs = append(runs, eng.ans(i))
 	}
 	// The encoders' garbage is collected now, not by a collection running
-	// beside the first chain (the warp-rows chain measured 9-17 ms here
-	// against 7.6-8.5 ms in BenchmarkMatVANS).
+	// beside the first chain and slowing it.
 	runtime.GC()
 	for k, run := range runs { // warm-up
 		if _, err := run(); err != nil {

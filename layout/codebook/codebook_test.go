@@ -274,7 +274,7 @@ func studentT3(rng *rand.Rand, n int) []float32 {
 // Bits(2,128), Bits(3,128) and Q4G128 on the same Gaussian and Student-t
 // (3 degrees of freedom) matrices, and checks the orderings that must
 // hold. go test -v -run TestErrorTable ./layout/codebook -args -full
-// prints the README table (256x4096; 64x4096 without -full).
+// prints the docs/FORMATS.md table (256x4096; 64x4096 without -full).
 func TestErrorTable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("k-means on 2 x 262144 weights: not in -short runs")

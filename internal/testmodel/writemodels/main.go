@@ -1,4 +1,4 @@
-// Command writemodels writes the benchmark model files of the README's
+// Command writemodels writes the benchmark model files of BENCHMARKS.md's
 // import table: a GGUF file with one 14336x4096 matrix per importable
 // ggml type and a GPTQ (4-bit, group 128, act-order) safetensors file of
 // the same shape, with random codes.
