@@ -212,6 +212,17 @@ func NewBits(rows, cols, n, g int, fp32Meta bool) (*Bits, error) {
 	return b, nil
 }
 
+// newBitsHeader is NewBits without the words (Words nil).
+func newBitsHeader(rows, cols, n, g int, fp32Meta bool) (*Bits, error) {
+	prows, pcols, group, err := BitsShape(rows, cols, n, g)
+	if err != nil {
+		return nil, err
+	}
+	b := &Bits{Rows: rows, Cols: cols, PRows: prows, PCols: pcols, N: n, G: group, WholeRow: g == 0}
+	b.GroupMeta = newGroupMeta(b.Groups()*prows, fp32Meta)
+	return b, nil
+}
+
 // WordsPerRow returns the 32-bit words of one row.
 func (b *Bits) WordsPerRow() int { return 32 * b.PCols / BitsChunk(b.N) }
 
@@ -299,6 +310,26 @@ func (b *Bits) BitsPerWeight() float64 {
 
 // Validate checks every dimension, slice length and metadata value.
 func (b *Bits) Validate() error {
+	if err := b.ValidateHeader(); err != nil {
+		return err
+	}
+	if want := b.PRows * b.WordsPerRow(); len(b.Words) != want {
+		return fmt.Errorf("layout: %s: %d weight words, want %d", b.Name(), len(b.Words), want)
+	}
+	if b.N == 3 { // the spare top 2 bits of each word must be zero
+		for i, w := range b.Words {
+			if w&3 != 0 {
+				return fmt.Errorf("layout: %s: word %d has nonzero spare bits", b.Name(), i)
+			}
+		}
+	}
+	return nil
+}
+
+// ValidateHeader checks everything Validate does but the words: the
+// shape, the group, the metadata and the permutation. Formats that store
+// the words in another form (layout/ans's entropy-coded Bits) use it.
+func (b *Bits) ValidateHeader() error {
 	if b == nil {
 		return errors.New("layout: Bits is nil")
 	}
@@ -313,9 +344,6 @@ func (b *Bits) Validate() error {
 	if prows != b.PRows || pcols != b.PCols || group != b.G {
 		return fmt.Errorf("layout: %s: padded shape %dx%d group %d, want %dx%d group %d", b.Name(), b.PRows, b.PCols, b.G, prows, pcols, group)
 	}
-	if want := b.PRows * b.WordsPerRow(); len(b.Words) != want {
-		return fmt.Errorf("layout: %s: %d weight words, want %d", b.Name(), len(b.Words), want)
-	}
 	if err := b.validate(b.Name(), b.Groups(), b.PRows); err != nil {
 		return err
 	}
@@ -329,13 +357,6 @@ func (b *Bits) Validate() error {
 				return fmt.Errorf("layout: %s: column permutation entry %d is %d: not a permutation of 0..%d", b.Name(), j, p, b.Cols-1)
 			}
 			seen[p] = true
-		}
-	}
-	if b.N == 3 { // the spare top 2 bits of each word must be zero
-		for i, w := range b.Words {
-			if w&3 != 0 {
-				return fmt.Errorf("layout: %s: word %d has nonzero spare bits", b.Name(), i)
-			}
 		}
 	}
 	return nil

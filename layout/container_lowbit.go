@@ -78,24 +78,7 @@ func (b *Bits) WriteTo(w io.Writer) (int64, error) {
 	if err := b.Validate(); err != nil {
 		return 0, err
 	}
-	g := b.G
-	if b.WholeRow {
-		g = 0
-	}
-	params := []uint64{uint64(b.N), uint64(g), b2u(b.FP32Meta)}
-	flags := b2u(b.Offsets)*bitsFlagOffsets | b2u(b.Perm != nil)*bitsFlagPerm
-	if flags != 0 { // files without flags stay as version 1 wrote them
-		params = append(params, flags)
-	}
-	f := lowbitFile(FormatBits, b.Rows, b.Cols, params, b.Words, &b.GroupMeta)
-	if b.Perm != nil {
-		var pb []byte
-		for _, p := range b.Perm {
-			pb = binary.LittleEndian.AppendUint32(pb, uint32(p))
-		}
-		f.Sections = append(f.Sections, Section{permTag, pb})
-	}
-	return writeFile(w, f)
+	return writeFile(w, b.file())
 }
 
 // WriteTo writes m as a .qgv file (format Sparse12).
@@ -119,12 +102,18 @@ func checkLowbitSections(f *File, name string, words, metas int64, fp32 bool, pe
 	}
 	want := []int64{4 * words, mb * metas, mb * metas}
 	tags := lowbitTags[:]
+	if words < 0 { // a header without words (DecodeBitsHeader)
+		want, tags = want[1:], tags[1:]
+	}
 	if perm >= 0 {
 		want = append(want, 4*perm)
 		tags = append(tags, permTag)
 	}
 	if len(f.Sections) != len(want) {
 		names := "WRDS, SCAL, ZERO"
+		if words < 0 {
+			names = "SCAL, ZERO"
+		}
 		if perm >= 0 {
 			names += ", PERM"
 		}
@@ -132,7 +121,7 @@ func checkLowbitSections(f *File, name string, words, metas int64, fp32 bool, pe
 	}
 	for i, s := range f.Sections {
 		if s.Tag != tags[i] {
-			return errf("section %d is %q, want %q (%s needs WRDS, SCAL, ZERO[, PERM] in this order)", i, s.Tag[:], tags[i][:], name)
+			return errf("section %d is %q, want %q (%s needs [WRDS, ]SCAL, ZERO[, PERM] in this order)", i, s.Tag[:], tags[i][:], name)
 		}
 		if int64(len(s.Data)) != want[i] {
 			return errf("section %q length %d, want %d for a %dx%d %s matrix", s.Tag[:], len(s.Data), want[i], f.Rows, f.Cols, name)
@@ -163,6 +152,58 @@ func DecodeBits(f *File) (*Bits, error) {
 	if f == nil || f.Format != FormatBits {
 		return nil, errf("not a Bits file")
 	}
+	return decodeBits(f, true, 0)
+}
+
+// DecodeBitsHeader builds a Bits matrix without its words (Words nil,
+// checked with ValidateHeader) from a container of format f.Format whose
+// parameters and first sections are a Bits file's without WRDS (SCAL,
+// ZERO[, PERM]; BitsHeaderFile writes them), followed by extra sections
+// of the caller's, which it leaves alone.
+func DecodeBitsHeader(f *File, extra int) (*Bits, error) {
+	if f == nil || extra < 0 || len(f.Sections) < extra {
+		return nil, errf("not a Bits-header file")
+	}
+	g := *f
+	g.Sections = f.Sections[:len(f.Sections)-extra]
+	return decodeBits(&g, false, extra)
+}
+
+// BitsHeaderFile returns the container of b without its words: b's
+// parameters and the sections SCAL, ZERO[, PERM], for format id (a format
+// that stores the words in another form appends its own sections).
+func (b *Bits) BitsHeaderFile(id FormatID) *File {
+	f := b.file()
+	f.Format = id
+	f.Sections = f.Sections[1:]
+	return f
+}
+
+// file builds b's container.
+func (b *Bits) file() *File {
+	g := b.G
+	if b.WholeRow {
+		g = 0
+	}
+	params := []uint64{uint64(b.N), uint64(g), b2u(b.FP32Meta)}
+	flags := b2u(b.Offsets)*bitsFlagOffsets | b2u(b.Perm != nil)*bitsFlagPerm
+	if flags != 0 { // files without flags stay as version 1 wrote them
+		params = append(params, flags)
+	}
+	f := lowbitFile(FormatBits, b.Rows, b.Cols, params, b.Words, &b.GroupMeta)
+	if b.Perm != nil {
+		var pb []byte
+		for _, p := range b.Perm {
+			pb = binary.LittleEndian.AppendUint32(pb, uint32(p))
+		}
+		f.Sections = append(f.Sections, Section{permTag, pb})
+	}
+	return f
+}
+
+// decodeBits decodes a Bits file, or with !withWords its header (the
+// file's sections lack WRDS; extra only names them in errors).
+func decodeBits(f *File, withWords bool, extra int) (*Bits, error) {
 	rows, cols, err := fileDims(f)
 	if err != nil {
 		return nil, err
@@ -189,6 +230,9 @@ func DecodeBits(f *File) (*Bits, error) {
 		return nil, err
 	}
 	words := int64(prows) * int64(32*pcols/BitsChunk(n))
+	if !withWords {
+		words = -1
+	}
 	perm := int64(-1)
 	if flags&bitsFlagPerm != 0 {
 		perm = int64(cols)
@@ -196,22 +240,36 @@ func DecodeBits(f *File) (*Bits, error) {
 	if err := checkLowbitSections(f, fmt.Sprintf("Bits%d", n), words, int64(pcols/group)*int64(prows), fp32, perm); err != nil {
 		return nil, err
 	}
-	b, err := NewBits(rows, cols, n, g, fp32)
+	var b *Bits
+	if withWords {
+		b, err = NewBits(rows, cols, n, g, fp32)
+	} else {
+		b, err = newBitsHeader(rows, cols, n, g, fp32)
+	}
 	if err != nil {
 		return nil, err
 	}
 	b.Offsets = flags&bitsFlagOffsets != 0
-	for i := range b.Words {
-		b.Words[i] = binary.LittleEndian.Uint32(f.Sections[0].Data[4*i:])
+	sec := f.Sections
+	if withWords {
+		for i := range b.Words {
+			b.Words[i] = binary.LittleEndian.Uint32(sec[0].Data[4*i:])
+		}
+		sec = sec[1:]
 	}
 	if perm >= 0 {
 		b.Perm = make([]int32, cols)
 		for i := range b.Perm {
-			b.Perm[i] = int32(binary.LittleEndian.Uint32(f.Sections[3].Data[4*i:]))
+			b.Perm[i] = int32(binary.LittleEndian.Uint32(sec[2].Data[4*i:]))
 		}
 	}
-	b.decodeMeta(f.Sections[1].Data, f.Sections[2].Data)
-	if err := b.Validate(); err != nil {
+	b.decodeMeta(sec[0].Data, sec[1].Data)
+	if withWords {
+		err = b.Validate()
+	} else {
+		err = b.ValidateHeader()
+	}
+	if err != nil {
 		return nil, err
 	}
 	return b, nil

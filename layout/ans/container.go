@@ -46,6 +46,15 @@ func (m *Matrix) WriteTo(w io.Writer) (int64, error) {
 	if err := m.Validate(); err != nil {
 		return 0, err
 	}
+	f := &layout.File{Version: layout.FileVersion, Format: layout.FormatANS, Rows: uint64(m.Rows), Cols: uint64(m.Cols),
+		Params: []uint64{uint64(m.Layout)}, Sections: m.sections()}
+	cw := &counter{w: w}
+	err := layout.WriteFile(cw, f)
+	return cw.n, err
+}
+
+// sections returns m's container sections: MODL, OFFS, ESCO, WRDS, ESCV.
+func (m *Matrix) sections() []layout.Section {
 	md := []byte{byte(m.Model.NSym - 1), byte(m.Model.Escape + 1)}
 	for k := 0; k < m.Model.NSym; k++ {
 		md = append(md, byte(m.Model.Value[k]), m.Model.Freq[k])
@@ -58,13 +67,8 @@ func (m *Matrix) WriteTo(w io.Writer) (int64, error) {
 	for i, v := range m.Esc {
 		esc[i] = byte(v)
 	}
-	f := &layout.File{Version: layout.FileVersion, Format: layout.FormatANS, Rows: uint64(m.Rows), Cols: uint64(m.Cols),
-		Params: []uint64{uint64(m.Layout)},
-		Sections: []layout.Section{{Tag: tags[0], Data: md}, {Tag: tags[1], Data: u64s(m.Offsets)}, {Tag: tags[2], Data: u64s(m.EscOffsets)},
-			{Tag: tags[3], Data: words}, {Tag: tags[4], Data: esc}}}
-	cw := &counter{w: w}
-	err := layout.WriteFile(cw, f)
-	return cw.n, err
+	return []layout.Section{{Tag: tags[0], Data: md}, {Tag: tags[1], Data: u64s(m.Offsets)}, {Tag: tags[2], Data: u64s(m.EscOffsets)},
+		{Tag: tags[3], Data: words}, {Tag: tags[4], Data: esc}}
 }
 
 // DecodeFile builds an ANS matrix from a checked container: every size
@@ -77,23 +81,29 @@ func DecodeFile(f *layout.File) (*Matrix, error) {
 	if len(f.Params) != 1 || f.Params[0] > 1 {
 		return nil, fmt.Errorf("ans: .qgv: parameters %v, want [layout 0 or 1]", f.Params)
 	}
-	l := Layout(f.Params[0])
 	if f.Rows > layout.MaxDim || f.Cols > layout.MaxDim {
 		return nil, fmt.Errorf("ans: .qgv: shape %dx%d: dimensions above the limit %d", f.Rows, f.Cols, layout.MaxDim)
 	}
-	m := &Matrix{Rows: int(f.Rows), Cols: int(f.Cols), Layout: l}
+	return decodeSections(f.Sections, int(f.Rows), int(f.Cols), Layout(f.Params[0]))
+}
+
+// decodeSections builds a rows x cols matrix of layout l from its five
+// sections (Matrix.sections), checking every size against the shape
+// before allocating and every offset against the streams.
+func decodeSections(secs []layout.Section, rows, cols int, l Layout) (*Matrix, error) {
+	m := &Matrix{Rows: rows, Cols: cols, Layout: l}
 	if err := CheckShape(l, m.Rows, m.Cols); err != nil {
 		return nil, err
 	}
-	if len(f.Sections) != 5 {
-		return nil, fmt.Errorf("ans: .qgv: %d sections, want MODL, OFFS, ESCO, WRDS, ESCV", len(f.Sections))
+	if len(secs) != 5 {
+		return nil, fmt.Errorf("ans: .qgv: %d sections, want MODL, OFFS, ESCO, WRDS, ESCV", len(secs))
 	}
-	for i, s := range f.Sections {
+	for i, s := range secs {
 		if s.Tag != tags[i] {
 			return nil, fmt.Errorf("ans: .qgv: section %d is %q, want %q", i, s.Tag[:], tags[i][:])
 		}
 	}
-	md := f.Sections[0].Data
+	md := secs[0].Data
 	if len(md) < 2 || len(md) != 2+2*(int(md[0])+1) {
 		return nil, fmt.Errorf("ans: .qgv: model section of %d bytes", len(md))
 	}
@@ -106,7 +116,7 @@ func DecodeFile(f *layout.File) (*Matrix, error) {
 	}
 	units := m.Units()
 	for i, dst := range []*[]uint64{&m.Offsets, &m.EscOffsets} {
-		d := f.Sections[1+i].Data
+		d := secs[1+i].Data
 		if len(d) != 8*(units+1) {
 			return nil, fmt.Errorf("ans: .qgv: section %q has %d bytes, want %d", tags[1+i][:], len(d), 8*(units+1))
 		}
@@ -115,7 +125,7 @@ func DecodeFile(f *layout.File) (*Matrix, error) {
 			(*dst)[j] = binary.LittleEndian.Uint64(d[8*j:])
 		}
 	}
-	wd := f.Sections[3].Data
+	wd := secs[3].Data
 	if len(wd)%4 != 0 {
 		return nil, fmt.Errorf("ans: .qgv: word section of %d bytes", len(wd))
 	}
@@ -123,8 +133,8 @@ func DecodeFile(f *layout.File) (*Matrix, error) {
 	for i := range m.Words {
 		m.Words[i] = binary.LittleEndian.Uint32(wd[4*i:])
 	}
-	m.Esc = make([]int8, len(f.Sections[4].Data))
-	for i, b := range f.Sections[4].Data {
+	m.Esc = make([]int8, len(secs[4].Data))
+	for i, b := range secs[4].Data {
 		m.Esc[i] = int8(b)
 	}
 	return m, m.Validate()
