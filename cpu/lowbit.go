@@ -7,6 +7,7 @@ import (
 
 	"github.com/qgemv/qgemv/internal/hugemem"
 	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/ans"
 )
 
 // LowMatrix is a Bits or Sparse12 matrix bound to a CPU backend. Its
@@ -28,6 +29,9 @@ type LowMatrix struct {
 	sa32   *sparseA32
 	intErr error // why A8 is impossible (fractional zeros), checked at load
 	block  *hugemem.Block
+	code   *ans.Bits // entropy-coded words (bits is its header), or nil
+	// ansKern is code's SIMD decoder, or nil (the generic one).
+	ansKern *ansBitsDecoder
 }
 
 // hugeWords copies words into huge-page memory (HugePages backends).
@@ -99,15 +103,21 @@ func (b *Backend) LoadSparse12(m *layout.Sparse12) (*LowMatrix, error) {
 // kernels for int8 activations ("cpu-avx512vnni-a8+generic").
 func (mx *LowMatrix) Kernel() string {
 	float := mx.a32 != nil || mx.sa32 != nil
+	var k string
 	switch {
 	case mx.simd != nil && float:
-		return "cpu-" + string(mx.b.set.isa)
+		k = "cpu-" + string(mx.b.set.isa)
 	case mx.simd != nil:
-		return mx.simd.kernelName()
+		k = mx.simd.kernelName()
 	case float:
-		return "cpu-" + string(mx.b.set.isa) + "-a32+generic"
+		k = "cpu-" + string(mx.b.set.isa) + "-a32+generic"
+	default:
+		k = "cpu-" + string(Generic)
 	}
-	return "cpu-" + string(Generic)
+	if mx.code != nil {
+		return mx.codedKernel(k)
+	}
+	return k
 }
 
 // Close releases the matrix; later multiplies return ErrClosed.
@@ -138,16 +148,16 @@ func (mx *LowMatrix) check(dstLen, xLen, batch, xPer int) error {
 	return checkLen("dst", dstLen, batch, mx.rows)
 }
 
-// rowCodes decodes row r into q (PCols codes; for Sparse12 the dropped
-// column of each pair gets code 0 and keep[c] false).
-func (mx *LowMatrix) rowCodes(r int, q []uint8, keep []bool) {
+// rowCodes unpacks a row's words into q (PCols codes; for Sparse12 the
+// dropped column of each pair gets code 0 and keep[c] false).
+func (mx *LowMatrix) rowCodes(words []uint32, q []uint8, keep []bool) {
 	if b := mx.bits; b != nil {
 		// Plane by plane: element i of the 32 words of a chunk are 32
 		// consecutive columns, so reads and writes are both sequential.
 		n := uint(b.N)
 		step := 32 / b.N
 		mask := uint32(1)<<n - 1
-		words := b.Words[r*b.WordsPerRow() : (r+1)*b.WordsPerRow()]
+		words = words[:b.WordsPerRow()]
 		for k := 0; k < len(words)/32; k++ {
 			chunk := words[k*32 : k*32+32]
 			for i := 0; i < step; i++ {
@@ -160,8 +170,7 @@ func (mx *LowMatrix) rowCodes(r int, q []uint8, keep []bool) {
 		}
 		return
 	}
-	sp := mx.sp
-	words := sp.Words[r*sp.WordsPerRow() : (r+1)*sp.WordsPerRow()]
+	words = words[:mx.sp.WordsPerRow()]
 	for wi, w := range words {
 		k, t := wi/32, wi%32
 		for i := 0; i < 4; i++ {
@@ -212,18 +221,72 @@ type lowScratch struct {
 
 var lowPool = sync.Pool{New: func() any { return new(lowScratch) }}
 
-func (mx *LowMatrix) rowsParallel(fn func(r0, r1 int, s *lowScratch)) {
+func (mx *LowMatrix) rowsParallel(fn func(r0, r1 int, words []uint32, s *lowScratch)) error {
 	rowBytes := int(mx.streamBytes() / int64(max(1, mx.rows)))
-	mx.b.parallelRows(mx.rows, rowBytes, func(r0, r1 int) {
+	return mx.rowWords(rowBytes, func(r0, r1 int, words []uint32) {
 		s := lowPool.Get().(*lowScratch)
 		s.q, s.keep = grow(s.q, mx.pcols), grow(s.keep, mx.pcols)
 		for i := range s.keep {
 			s.keep[i] = true
 		}
-		fn(r0, r1, s)
+		fn(r0, r1, words, s)
 		lowPool.Put(s)
 	})
 }
+
+// wordsPerRow returns the packed words of one row.
+func (mx *LowMatrix) wordsPerRow() int {
+	if mx.bits != nil {
+		return mx.bits.WordsPerRow()
+	}
+	return mx.sp.WordsPerRow()
+}
+
+// rowWords runs fn on ranges of the true rows in parallel (parallelRows,
+// rowBytes bytes a row), with words the packed words of rows [r0, r1)
+// and of the rest of r1's 16-row tile (words[0] is row r0's first): the
+// stored words in place, or for an entropy-coded matrix those rows
+// decoded into a scratch of one 16-row tile, so that the kernels read
+// them from L2. It returns the first decoding error (fn may still run on
+// other ranges).
+func (mx *LowMatrix) rowWords(rowBytes int, fn func(r0, r1 int, words []uint32)) error {
+	wpr := mx.wordsPerRow()
+	if mx.code == nil {
+		var words []uint32
+		if mx.bits != nil {
+			words = mx.bits.Words
+		} else {
+			words = mx.sp.Words
+		}
+		mx.b.parallelRows(mx.rows, rowBytes, func(r0, r1 int) { fn(r0, r1, words[r0*wpr:]) })
+		return nil
+	}
+	var mu sync.Mutex
+	var first error
+	mx.b.parallelRows(mx.rows, rowBytes, func(r0, r1 int) {
+		p := codedPool.Get().(*[]uint32)
+		defer codedPool.Put(p)
+		*p = grow(*p, codedTile*wpr)
+		for a := r0; a < r1; a += codedTile {
+			if err := mx.decodeTile(a, *p); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+				return
+			}
+			fn(a, min(r1, a+codedTile), *p)
+		}
+	})
+	return first
+}
+
+// codedTile is the rows an entropy-coded matrix is decoded by: one SIMD
+// tile, a multiple of every unit's rows (ans.Bits.RowsPerUnit).
+const codedTile = 16
+
+var codedPool = sync.Pool{New: func() any { return new([]uint32) }}
 
 func (mx *LowMatrix) streamBytes() int64 {
 	if mx.bits != nil {
@@ -244,8 +307,7 @@ func (mx *LowMatrix) MulF32(dst, x []float32, batch int) error {
 	for v := 0; v < batch; v++ {
 		mx.gather(xp[v*mx.pcols:], x[v*mx.cols:(v+1)*mx.cols])
 	}
-	mx.mulF32(dst, xp, batch)
-	return nil
+	return mx.mulF32(dst, xp, batch)
 }
 
 // MulF16 multiplies binary16 activations, widened exactly to float32.
@@ -269,27 +331,24 @@ func (mx *LowMatrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 		widenF16(wide, xv)
 		mx.gather(xp[v*mx.pcols:], wide)
 	}
-	mx.mulF32(dst, xp, batch)
-	return nil
+	return mx.mulF32(dst, xp, batch)
 }
 
 // mulF32 runs the float kernel on padded activations: per group,
 // s * sum q*x - m * sum x (m = s*z, or -o with Offsets) with the sums over
 // the kept columns.
-func (mx *LowMatrix) mulF32(dst, xp []float32, batch int) {
+func (mx *LowMatrix) mulF32(dst, xp []float32, batch int) error {
 	if mx.a32 != nil {
-		mx.mulF32SIMD(dst, xp, batch)
-		return
+		return mx.mulF32SIMD(dst, xp, batch)
 	}
 	if mx.sa32 != nil {
-		mx.mulF32Sparse(dst, xp, batch)
-		return
+		return mx.mulF32Sparse(dst, xp, batch)
 	}
-	pc, g := mx.pcols, mx.g
-	mx.rowsParallel(func(r0, r1 int, s *lowScratch) {
+	pc, g, wpr := mx.pcols, mx.g, mx.wordsPerRow()
+	return mx.rowsParallel(func(r0, r1 int, words []uint32, s *lowScratch) {
 		var dot, sx, acc [maxBatch]float32
 		for r := r0; r < r1; r++ {
-			mx.rowCodes(r, s.q, s.keep)
+			mx.rowCodes(words[(r-r0)*wpr:], s.q, s.keep)
 			clear(acc[:batch])
 			for gi := 0; gi < mx.groups; gi++ {
 				clear(dot[:batch])
@@ -376,16 +435,15 @@ func (mx *LowMatrix) mulI8(dst []float32, xq []int8, xs []float32, batch int) er
 		return mx.intErr
 	}
 	if mx.simd != nil {
-		mx.mulI8SIMD(dst, xq, xs, batch)
-		return nil
+		return mx.mulI8SIMD(dst, xq, xs, batch)
 	}
-	pc, g := mx.pcols, mx.g
+	pc, g, wpr := mx.pcols, mx.g, mx.wordsPerRow()
 	blk := min(g, 128)
-	mx.rowsParallel(func(r0, r1 int, s *lowScratch) {
+	return mx.rowsParallel(func(r0, r1 int, words []uint32, s *lowScratch) {
 		var dot, sx [maxBatch]int32
 		var acc [maxBatch]float32
 		for r := r0; r < r1; r++ {
-			mx.rowCodes(r, s.q, s.keep)
+			mx.rowCodes(words[(r-r0)*wpr:], s.q, s.keep)
 			clear(acc[:batch])
 			for c0 := 0; c0 < pc; c0 += blk {
 				clear(dot[:batch])
@@ -418,7 +476,6 @@ func (mx *LowMatrix) mulI8(dst []float32, xq []int8, xs []float32, batch int) er
 			}
 		}
 	})
-	return nil
 }
 
 // dotI8Codes returns sum q*x and sum x over one block (batch 1, dense).

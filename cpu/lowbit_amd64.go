@@ -407,7 +407,7 @@ func (s *bitsSIMD) prepAct(act []byte, xq []int8, xs []float32, k0, k1 int) {
 // mulI8SIMD runs the assembly kernel for each vector of the batch. With
 // several vectors, rows go in chunks of simdRowChunk so that a chunk's
 // weights stay in L2 while each vector's pass re-reads them.
-func (mx *LowMatrix) mulI8SIMD(dst []float32, xq []int8, xs []float32, batch int) {
+func (mx *LowMatrix) mulI8SIMD(dst []float32, xq []int8, xs []float32, batch int) error {
 	s := mx.simd
 	pc := mx.pcols
 	acts := make([][]byte, batch)
@@ -420,7 +420,7 @@ func (mx *LowMatrix) mulI8SIMD(dst []float32, xq []int8, xs []float32, batch int
 		}
 		return nil
 	})
-	mx.b.parallelRows(mx.rows, s.stride*batch, func(r0, r1 int) {
+	return mx.rowWords(s.stride*batch, func(r0, r1 int, words []uint32) {
 		step := min(r1-r0, 128) // at most 64 tiles: the pooled tile buffer
 		if batch > 1 {
 			step = simdRowChunk
@@ -431,7 +431,7 @@ func (mx *LowMatrix) mulI8SIMD(dst []float32, xq []int8, xs []float32, batch int
 		for a := r0; a < r1; a += step {
 			b := min(r1, a+step)
 			nt := (b - a + s.r - 1) / s.r
-			w := (*byte)(unsafe.Pointer(&s.words[a*s.stride/4]))
+			w := (*byte)(unsafe.Pointer(&words[(a-r0)*s.stride/4]))
 			for v := 0; v < batch; v++ {
 				s.kern(w, s.stride, &s.meta[a/s.r*s.chunks*s.metaBlock], &acts[v][0], s.chunks, &out[0], nt, &s.ctrl[0], &s.idx[0])
 				for t := 0; t < nt; t++ {
@@ -643,10 +643,10 @@ func segmentMeta(rows, nseg, colsPerSeg, group int, affine func(r, g int) (float
 }
 
 // mulF32SIMD runs the float kernel on padded activations xp.
-func (mx *LowMatrix) mulF32SIMD(dst, xp []float32, batch int) {
+func (mx *LowMatrix) mulF32SIMD(dst, xp []float32, batch int) error {
 	if mx.a32.lut != nil {
 		mx.mulF32Lut(dst, xp, batch)
-		return
+		return nil
 	}
 	a, b := mx.a32, mx.bits
 	pc := mx.pcols
@@ -675,11 +675,11 @@ func (mx *LowMatrix) mulF32SIMD(dst, xp []float32, batch int) {
 	}
 	stride := 4 * b.WordsPerRow()
 	cc := layout.BitsChunk(b.N)
-	mx.b.parallelRows(mx.rows, stride*batch, func(r0, r1 int) {
+	return mx.rowWords(stride*batch, func(r0, r1 int, ws []uint32) {
 		part := tilePart(r1-r0, a.chunks, a.tc)
 		for v := 0; v < batch; v++ {
 			tiledCall(dst[v*mx.rows+r0:v*mx.rows+r1], a.chunks, a.tc, part, func(k0, nc int, out *float32) {
-				w := (*byte)(unsafe.Pointer(&b.Words[r0*b.WordsPerRow()+k0*32]))
+				w := (*byte)(unsafe.Pointer(&ws[k0*32]))
 				a.kern(w, stride, &a.meta[tileMeta(mx.rows, r0, k0, nc, words)], &xp[v*pc+k0*cc], &xsum[(v*a.chunks+k0)*xslots], out, r1-r0, nc)
 			})
 		}
@@ -755,7 +755,7 @@ func newSparseA32(be *Backend, m *layout.Sparse12) *sparseA32 {
 }
 
 // mulF32Sparse runs the Sparse12 float kernel on padded activations.
-func (mx *LowMatrix) mulF32Sparse(dst, xp []float32, batch int) {
+func (mx *LowMatrix) mulF32Sparse(dst, xp []float32, batch int) error {
 	a, m := mx.sa32, mx.sp
 	pc := mx.pcols
 	xe, xo := make([]float32, batch*pc/2), make([]float32, batch*pc/2)
@@ -768,11 +768,11 @@ func (mx *LowMatrix) mulF32Sparse(dst, xp []float32, batch int) {
 	if a.meta16 {
 		words = sp // sp binary16 scales and zeros (sp is a power of two)
 	}
-	mx.b.parallelRows(mx.rows, stride*batch, func(r0, r1 int) {
+	return mx.rowWords(stride*batch, func(r0, r1 int, ws []uint32) {
 		part := tilePart(r1-r0, a.chunks, a.tc)
 		for v := 0; v < batch; v++ {
 			tiledCall(dst[v*mx.rows+r0:v*mx.rows+r1], a.chunks, a.tc, part, func(k0, nc int, out *float32) {
-				w := (*byte)(unsafe.Pointer(&m.Words[r0*m.WordsPerRow()+k0*32]))
+				w := (*byte)(unsafe.Pointer(&ws[k0*32]))
 				a.kern(w, stride, &a.meta[tileMeta(mx.rows, r0, k0, nc, words)], &xe[v*pc/2+k0*128], &xo[v*pc/2+k0*128], out, r1-r0, nc)
 			})
 		}

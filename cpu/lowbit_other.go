@@ -11,7 +11,7 @@ func newBitsSIMD(*Backend, *layout.Bits) *bitsSIMD { return nil }
 
 func newSparseSIMD(*Backend, *layout.Sparse12) *bitsSIMD { return nil }
 
-func (mx *LowMatrix) mulI8SIMD([]float32, []int8, []float32, int) {}
+func (mx *LowMatrix) mulI8SIMD([]float32, []int8, []float32, int) error { return nil }
 
 func (s *bitsSIMD) kernelName() string { return "" }
 
@@ -20,13 +20,13 @@ type bitsA32 struct{}
 
 func newBitsA32(*Backend, *layout.Bits) *bitsA32 { return nil }
 
-func (mx *LowMatrix) mulF32SIMD([]float32, []float32, int) {}
+func (mx *LowMatrix) mulF32SIMD([]float32, []float32, int) error { return nil }
 
 // sparseA32 has no assembly kernel on this build.
 type sparseA32 struct{}
 
 func newSparseA32(*Backend, *layout.Sparse12) *sparseA32 { return nil }
 
-func (mx *LowMatrix) mulF32Sparse([]float32, []float32, int) {}
+func (mx *LowMatrix) mulF32Sparse([]float32, []float32, int) error { return nil }
 
 func (mx *LowMatrix) freeKernels() {}

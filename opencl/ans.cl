@@ -20,6 +20,10 @@
 //     to report. No atomics.
 // Warp rows: y[u] = sum of the 32 lanes' products; warp stripes: y[32u+t].
 //
+// ans_decode: the same decoder writing an ans.Bits matrix's words (warp
+// rows: lane t's four bytes of step j are word j*32+t of the unit) for the
+// Bits kernels.
+//
 // int8_gemv: the plain int8 baseline, one row per work-group, 16 bytes
 // per work-item and step (cols % 16 == 0) or bytewise, local-memory tree
 // reduction.
@@ -71,22 +75,24 @@ inline int dot4(uint vals, char4 x) {
 	       (int)(char)((vals >> 16) & 255u) * (int)x.z + (int)(char)(vals >> 24) * (int)x.w;
 }
 
-__kernel __attribute__((reqd_work_group_size(32, 1, 1))) void
-ans_mul(__global const uint *words, __global const ulong *offs, __global const char *esc,
-        __global const ulong *escOffs, __global const uint *table, __global const char *v, __global int *y,
-        __global uint *status, int units, int steps, int stripes) {
-	__local uint tab[128];
-	__local uint sc[64];
-	__local uint errs[32], accs[32];
+// ans_unit decodes unit u (the caller has checked u < units) step by
+// step. With out == 0 it multiplies: each lane's int32 dot with v, the
+// lanes' sum (warp rows) or each lane's (warp stripes) written to y.
+// Otherwise (warp rows) it writes lane t's four decoded bytes of step j,
+// each XOR 0x80 (the byte an ans.Bits code holds), as word j*32+t of the
+// unit's words in out. Either way the unit's first failure goes to
+// status[u]. tab must hold the 128 entries; sc, errs and accs are the
+// work-group's scratch.
+inline void ans_unit(__global const uint *words, __global const ulong *offs, __global const char *esc,
+                     __global const ulong *escOffs, __local const uint *tab, __global const char *v, __global int *y,
+                     __global uint *out, __global uint *status, int u, int steps, int stripes,
+                     __local uint *sc, __local uint *errs, __local uint *accs) {
 	int lane = get_local_id(0);
-	for (int i = lane; i < 128; i += 32) tab[i] = table[i];
-	barrier(CLK_LOCAL_MEM_FENCE);
-	int u = get_group_id(0);
-	if (u >= units) return; // uniform per work-group
 	ulong w0 = offs[u], n = offs[u + 1] - w0; // >= 64 words (checked at load)
 	ulong e0 = escOffs[u], ne = escOffs[u + 1] - e0;
 	__global const uint *wu = words + w0;
 	__global const char *eu = esc + e0;
+	__global uint *ou = out ? out + (size_t)u * steps * 32 : 0;
 	ulong x = (ulong)wu[2 * lane] | ((ulong)wu[2 * lane + 1] << 32);
 	uint err = 0;
 	if (x < STATE_LOW || (x >> 63) != 0) err = ANS_BAD_STATE;
@@ -127,13 +133,17 @@ ans_mul(__global const uint *words, __global const ulong *offs, __global const c
 		}
 		p += tot & 255u;
 		ep += tot >> 8;
-		char4 xv = stripes ? vload4(step, v) : vload4(step * 32 + lane, v);
-		acc += (uint)dot4(vals, xv);
+		if (ou) {
+			ou[step * 32 + lane] = vals ^ 0x80808080u;
+		} else {
+			char4 xv = stripes ? vload4(step, v) : vload4(step * 32 + lane, v);
+			acc += (uint)dot4(vals, xv);
+		}
 	}
 	if (err == 0 && x != STATE_LOW) err = ANS_BAD_FINAL;
 	if (err == 0 && ep != ne) err = ANS_ESC_LEFT;
 	errs[lane] = err;
-	if (stripes) {
+	if (!ou && stripes) {
 		y[32 * u + lane] = (int)acc;
 	} else {
 		accs[lane] = acc;
@@ -146,8 +156,40 @@ ans_mul(__global const uint *words, __global const ulong *offs, __global const c
 			sum += accs[i];
 		}
 		status[u] = first;
-		if (!stripes) y[u] = (int)sum;
+		if (!ou && !stripes) y[u] = (int)sum;
 	}
+}
+
+__kernel __attribute__((reqd_work_group_size(32, 1, 1))) void
+ans_mul(__global const uint *words, __global const ulong *offs, __global const char *esc,
+        __global const ulong *escOffs, __global const uint *table, __global const char *v, __global int *y,
+        __global uint *status, int units, int steps, int stripes) {
+	__local uint tab[128];
+	__local uint sc[64];
+	__local uint errs[32], accs[32];
+	int lane = get_local_id(0);
+	for (int i = lane; i < 128; i += 32) tab[i] = table[i];
+	barrier(CLK_LOCAL_MEM_FENCE);
+	int u = get_group_id(0);
+	if (u >= units) return; // uniform per work-group
+	ans_unit(words, offs, esc, escOffs, tab, v, y, 0, status, u, steps, stripes, sc, errs, accs);
+}
+
+// ans_decode: the words of ans.Bits units (warp rows) into out, unit u at
+// u*steps*32, for the Bits kernels to multiply.
+__kernel __attribute__((reqd_work_group_size(32, 1, 1))) void
+ans_decode(__global const uint *words, __global const ulong *offs, __global const char *esc,
+           __global const ulong *escOffs, __global const uint *table, __global uint *out,
+           __global uint *status, int units, int steps) {
+	__local uint tab[128];
+	__local uint sc[64];
+	__local uint errs[32], accs[32];
+	int lane = get_local_id(0);
+	for (int i = lane; i < 128; i += 32) tab[i] = table[i];
+	barrier(CLK_LOCAL_MEM_FENCE);
+	int u = get_group_id(0);
+	if (u >= units) return; // uniform per work-group
+	ans_unit(words, offs, esc, escOffs, tab, 0, 0, out, status, u, steps, 0, sc, errs, accs);
 }
 
 __kernel void int8_gemv(__global const char *w, __global const char *v, __global int *y, int rows, int cols,

@@ -24,20 +24,21 @@ type Matrix struct {
 	handle
 	m      layout.Matrix
 	geo    gpuhost.Geometry
-	perm   []int32   // act-order gather (Bits), or nil
-	a8err  error     // why int8 activations are refused, or nil
-	kf, k8 string    // float and int8 kernel names
-	w      *buffer   // weights
-	sp, zp *buffer   // scales, zeros (or offsets)
-	prows  int       // metadata stride (Bits, Sparse12)
-	lg     int32     // log2 of the group, -1 for whole-row groups
-	meta16 int32     // 1: binary16 metadata
-	offs   int32     // 1: Bits with offsets
-	tiled  int       // tiledQ4 or tiledBits4: the tiled kernels (gemv.cl) run it
-	km     string    // tensor-core float kernel (q4_mma, bits<n>_mma; _8 or _16 appended) or ""
-	k8m    string    // tensor-core int8 kernel (bits4_a8m; _8 or _16 appended) or ""
-	kn     int       // code width for gpuhost.MMAOrder (0: Q4G128)
-	cb     *cbMatrix // codebook matrices (codebook.go), or nil
+	perm   []int32    // act-order gather (Bits), or nil
+	a8err  error      // why int8 activations are refused, or nil
+	kf, k8 string     // float and int8 kernel names
+	w      *buffer    // weights
+	sp, zp *buffer    // scales, zeros (or offsets)
+	prows  int        // metadata stride (Bits, Sparse12)
+	lg     int32      // log2 of the group, -1 for whole-row groups
+	meta16 int32      // 1: binary16 metadata
+	offs   int32      // 1: Bits with offsets
+	tiled  int        // tiledQ4 or tiledBits4: the tiled kernels (gemv.cl) run it
+	km     string     // tensor-core float kernel (q4_mma, bits<n>_mma; _8 or _16 appended) or ""
+	k8m    string     // tensor-core int8 kernel (bits4_a8m; _8 or _16 appended) or ""
+	kn     int        // code width for gpuhost.MMAOrder (0: Q4G128)
+	cb     *cbMatrix  // codebook matrices (codebook.go), or nil
+	coded  *ANSMatrix // an entropy-coded Bits matrix's words (ansbits.go), or nil
 }
 
 // handle is what every device matrix (Matrix, ANSMatrix, Int8Matrix)
@@ -86,6 +87,14 @@ func (b *Backend) Load(m layout.Matrix) (*Matrix, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
+	return b.load(m, false)
+}
+
+// load copies a validated matrix to the device; with noWords (the header
+// of an entropy-coded Bits matrix, whose words a decoder writes into a
+// scratch buffer before each multiply) it allocates a placeholder for
+// the words instead.
+func (b *Backend) load(m layout.Matrix, noWords bool) (*Matrix, error) {
 	var err error
 	mx := &Matrix{handle: handle{b: b}, m: m, geo: gpuhost.GeometryOf(m), perm: gpuhost.Perm(m), a8err: gpuhost.CheckA8(m), lg: -1}
 	var parts [3]struct {
@@ -120,6 +129,9 @@ func (b *Backend) Load(m layout.Matrix) (*Matrix, error) {
 	case *layout.Bits:
 		mx.kf, mx.k8 = fmt.Sprintf("bits%d_f32", m.N), fmt.Sprintf("bits%d_a8", m.N)
 		parts[0].p, parts[0].n = ptr(m.Words), bytesOf(m.Words)
+		if noWords {
+			parts[0].p, parts[0].n = nil, 4
+		}
 		setMeta(m.GroupMeta, m.G, m.WholeRow)
 		mx.prows = m.PRows
 		if m.Offsets {
@@ -245,6 +257,9 @@ func (mx *Matrix) Close() error {
 		for _, p := range []*buffer{mx.w, mx.sp, mx.zp} {
 			p.release()
 		}
+		if mx.coded != nil {
+			mx.coded.free()
+		}
 	})
 }
 
@@ -253,6 +268,9 @@ func (mx *Matrix) Close() error {
 func (mx *Matrix) Kernel() string {
 	if mx.cb != nil {
 		return mx.cbKernelName()
+	}
+	if mx.coded != nil {
+		return "opencl-" + mx.b.ShortName() + "-ans-decode"
 	}
 	return "opencl-" + mx.b.ShortName()
 }
@@ -357,6 +375,15 @@ func (mx *Matrix) run(dst, xf []float32, xq []int8, xs []float32, batch int) err
 	}
 	if mx.cb != nil {
 		return mx.runCB(dst, xf, batch)
+	}
+	if mx.coded != nil {
+		w, err := mx.decodeWords()
+		if err != nil {
+			return err
+		}
+		saved := mx.w
+		mx.w = w // the kernels read the decoded words; Close keeps freeing the placeholder
+		defer func() { mx.w = saved }()
 	}
 	b.xmma, b.x8mma = false, false
 	if xq != nil && mx.k8m != "" {

@@ -96,6 +96,7 @@ type Backend struct {
 	cbTab, cbWS   *buffer // global Psumbook, split partials (codebook kernels)
 	ansV, ansY    *buffer // int8 vector and int32 results (ANS and int8 multiplies)
 	ansSt         *buffer // per-unit status of the ANS kernel
+	ansBitsW      *buffer // the decoded words of an entropy-coded Bits matrix (ansbits.go)
 
 	ptx      bool    // NVIDIA inline PTX (dp4a) in the build options
 	ptxErr   error   // why the inline-PTX build failed, if it did
@@ -231,7 +232,7 @@ func (b *Backend) Close() error {
 		ps.p.release()
 	}
 	b.progs = nil
-	for _, p := range []**buffer{&b.xf, &b.xq, &b.xs, &b.y, &b.xsum, &b.sx, &b.xh, &b.xinv, &b.cbTab, &b.cbWS, &b.ansV, &b.ansY, &b.ansSt} {
+	for _, p := range []**buffer{&b.xf, &b.xq, &b.xs, &b.y, &b.xsum, &b.sx, &b.xh, &b.xinv, &b.cbTab, &b.cbWS, &b.ansV, &b.ansY, &b.ansSt, &b.ansBitsW} {
 		(*p).release()
 		*p = nil
 	}
