@@ -100,6 +100,54 @@ func AnsDotRowsX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs 
 //go:noescape
 func AnsDotStripesX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int
 
+// AnsDecodeRowsX1Avx512 decodes 1 layout/ans unit(s) of 32 coders (warp rows)
+// with AVX-512 and stores each step's 128 decoded bytes (value plus 128) at
+// out[u] + 128*step; F, the rank and the state product by VPMULLD and VPMULLQ.
+// See "ANS kernels" in the package doc.
+//
+//go:noescape
+func AnsDecodeRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, out *[2]*byte, esc *[2]*int8, nesc *[2]int, ahead int) int
+
+// AnsDecodeRowsX2Avx512 decodes 2 layout/ans unit(s) of 32 coders (warp rows)
+// with AVX-512 and stores each step's 128 decoded bytes (value plus 128) at
+// out[u] + 128*step; F, the rank and the state product by VPMULLD and VPMULLQ.
+// See "ANS kernels" in the package doc.
+//
+//go:noescape
+func AnsDecodeRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, out *[2]*byte, esc *[2]*int8, nesc *[2]int, ahead int) int
+
+// AnsDecodeRowsX1MaddAvx512 decodes 1 layout/ans unit(s) of 32 coders (warp
+// rows) with AVX-512 and stores each step's 128 decoded bytes (value plus 128)
+// at out[u] + 128*step; F, the rank and the state product by multiply-adds and
+// VPMULUDQ (frequencies <= 127). See "ANS kernels" in the package doc.
+//
+//go:noescape
+func AnsDecodeRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, out *[2]*byte, esc *[2]*int8, nesc *[2]int, ahead int) int
+
+// AnsDecodeRowsX2MaddAvx512 decodes 2 layout/ans unit(s) of 32 coders (warp
+// rows) with AVX-512 and stores each step's 128 decoded bytes (value plus 128)
+// at out[u] + 128*step; F, the rank and the state product by multiply-adds and
+// VPMULUDQ (frequencies <= 127). See "ANS kernels" in the package doc.
+//
+//go:noescape
+func AnsDecodeRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, out *[2]*byte, esc *[2]*int8, nesc *[2]int, ahead int) int
+
+// AnsDecodeRowsX1MaddQAvx512 decodes 1 layout/ans unit(s) of 32 coders (warp
+// rows) with AVX-512 and stores each step's 128 decoded bytes (value plus 128)
+// at out[u] + 128*step; F, the rank and the state product by multiply-adds and
+// VPMULLQ (frequencies <= 127). See "ANS kernels" in the package doc.
+//
+//go:noescape
+func AnsDecodeRowsX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, out *[2]*byte, esc *[2]*int8, nesc *[2]int, ahead int) int
+
+// AnsDecodeRowsX2MaddQAvx512 decodes 2 layout/ans unit(s) of 32 coders (warp
+// rows) with AVX-512 and stores each step's 128 decoded bytes (value plus 128)
+// at out[u] + 128*step; F, the rank and the state product by multiply-adds and
+// VPMULLQ (frequencies <= 127). See "ANS kernels" in the package doc.
+//
+//go:noescape
+func AnsDecodeRowsX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, out *[2]*byte, esc *[2]*int8, nesc *[2]int, ahead int) int
+
 // AnsDotRowsAvx2 decodes one layout/ans unit of 32 coders (warp rows) with
 // AVX2 and accumulates each coder's int8 dot products, recording escapes for
 // the caller. See "ANS kernels" in the package doc.

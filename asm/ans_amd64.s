@@ -4308,6 +4308,2091 @@ AnsDotStripesX2MaddQAvx512_badstate:
 	VZEROUPPER
 	RET
 
+// func AnsDecodeRowsX1Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, out *[2]*byte, esc *[2]*int8, nesc *[2]int, ahead int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, BMI2, MMX+, POPCNT
+TEXT ·AnsDecodeRowsX1Avx512(SB), NOSPLIT, $0-72
+	MOVQ          tabs+24(FP), AX
+	VMOVDQU8      (AX), Z0
+	VMOVDQU8      64(AX), Z1
+	VMOVDQU8      128(AX), Z2
+	VMOVDQU8      192(AX), Z3
+	VMOVDQU8      256(AX), Z4
+	VMOVDQU8      320(AX), Z5
+	MOVQ          $0x150e0700150e0700, CX
+	VPBROADCASTQ  CX, Z6
+	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
+	KMOVQ         CX, K1
+	MOVQ          words+0(FP), CX
+	MOVQ          nwords+8(FP), DX
+	MOVQ          esc+40(FP), BX
+	MOVQ          nesc+48(FP), SI
+	MOVQ          (CX), CX
+	MOVQ          (DX), DX
+	LEAQ          (CX)(DX*4), DX
+	MOVQ          (BX), BX
+	MOVQ          (SI), SI
+	ADDQ          BX, SI
+	VMOVDQU64     (CX), Z7
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z7, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDecodeRowsX1Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z7, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDecodeRowsX1Avx512_badstate
+	VMOVDQU64     64(CX), Z8
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDecodeRowsX1Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z8, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDecodeRowsX1Avx512_badstate
+	VMOVDQU64     128(CX), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDecodeRowsX1Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDecodeRowsX1Avx512_badstate
+	VMOVDQU64     192(CX), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDecodeRowsX1Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDecodeRowsX1Avx512_badstate
+	ADDQ          $0x00000100, CX
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z7, Z11
+	VPERMT2Q      Z8, Z12, Z11
+	VMOVDQA64     Z7, Z7
+	VPERMT2Q      Z8, Z13, Z7
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z9, Z8
+	VPERMT2Q      Z10, Z12, Z8
+	VMOVDQA64     Z9, Z9
+	VPERMT2Q      Z10, Z13, Z9
+	MOVQ          ahead+56(FP), DI
+	XORQ          R8, R8
+
+AnsDecodeRowsX1Avx512_step:
+	PREFETCHT0     512(CX)
+	PREFETCHT0     (CX)(DI*1)
+	IMUL3Q         $0x00000080, R8, R9
+	VPMULTISHIFTQB Z11, Z6, Z10
+	VPMULTISHIFTQB Z7, Z6, K1, Z10
+	VMOVDQA32      Z10, Z12
+	VPERMI2B       Z5, Z4, Z12
+	VPCMPEQB       384(AX), Z12, K2
+	KMOVQ          K2, R10
+	POPCNTQ        R10, R10
+	LEAQ           (BX)(R10*1), R10
+	CMPQ           R10, SI
+	JA             AnsDecodeRowsX1Avx512_toomany
+	VPEXPANDB      (BX), K2, Z12
+	MOVQ           R10, BX
+	MOVQ           out+32(FP), R10
+	MOVQ           (R10), R10
+	VMOVDQU8       Z12, (R10)(R9*1)
+	VMOVDQU32      (CX), Z12
+	VMOVDQA32      Z10, Z13
+	VPERMI2B       Z1, Z0, Z13
+	VPERMI2B       Z3, Z2, Z10
+	VPANDD         ansCff<>+0(SB), Z13, Z14
+	VPSRLD         $0x08, Z10, Z15
+	VPANDD         ansCff<>+0(SB), Z15, Z15
+	VPMULLD        Z14, Z15, Z15
+	VPANDD         ansCff<>+0(SB), Z10, Z16
+	VPADDD         Z16, Z15, Z15
+	VPSRLD         $0x08, Z13, Z16
+	VPANDD         ansCff<>+0(SB), Z16, Z16
+	VPMULLD        Z14, Z16, Z14
+	VPSRLD         $0x10, Z13, Z16
+	VPANDD         ansCff<>+0(SB), Z16, Z16
+	VPSRLD         $0x18, Z10, Z17
+	VPMULLD        Z16, Z17, Z17
+	VPSRLD         $0x10, Z10, Z10
+	VPANDD         ansCff<>+0(SB), Z10, Z10
+	VPADDD         Z10, Z17, Z17
+	VPSRLD         $0x18, Z13, Z10
+	VPMULLD        Z16, Z10, Z10
+	VPMULLD        Z14, Z10, Z10
+	VPMULLD        Z14, Z17, Z13
+	VPADDD         Z15, Z13, Z13
+	VPANDQ         ansLo32<>+0(SB), Z10, Z14
+	VPANDQ         ansLo32<>+0(SB), Z13, Z15
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z14, Z11, Z11
+	VPADDQ         Z15, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPSRLQ         $0x20, Z10, Z10
+	VPSRLQ         $0x20, Z13, Z13
+	VPSRLQ         $0x1c, Z7, Z7
+	VPMULLQ        Z10, Z7, Z7
+	VPADDQ         Z13, Z7, Z7
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
+	KMOVB          K2, R10
+	KMOVB          K3, R11
+	MOVL           $0x00005555, R12
+	PDEPL          R12, R10, R10
+	MOVL           $0x0000aaaa, R12
+	PDEPL          R12, R11, R11
+	ORL            R11, R10
+	KMOVW          R10, K4
+	POPCNTL        R10, R10
+	LEAQ           (CX)(R10*4), CX
+	CMPQ           CX, DX
+	JA             AnsDecodeRowsX1Avx512_exhausted
+	VPEXPANDD.Z    Z12, K4, Z10
+	VPSHLDQ        $0x20, Z10, Z7, K3, Z7
+	VPSLLQ         $0x20, Z11, K2, Z11
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z10, K2, Z11
+	VPMULTISHIFTQB Z8, Z6, Z10
+	VPMULTISHIFTQB Z9, Z6, K1, Z10
+	VMOVDQA32      Z10, Z12
+	VPERMI2B       Z5, Z4, Z12
+	VPCMPEQB       384(AX), Z12, K2
+	KMOVQ          K2, R10
+	POPCNTQ        R10, R10
+	LEAQ           (BX)(R10*1), R10
+	CMPQ           R10, SI
+	JA             AnsDecodeRowsX1Avx512_toomany
+	VPEXPANDB      (BX), K2, Z12
+	MOVQ           R10, BX
+	MOVQ           out+32(FP), R10
+	MOVQ           (R10), R10
+	VMOVDQU8       Z12, 64(R10)(R9*1)
+	VMOVDQU32      (CX), Z12
+	VMOVDQA32      Z10, Z13
+	VPERMI2B       Z1, Z0, Z13
+	VPERMI2B       Z3, Z2, Z10
+	VPANDD         ansCff<>+0(SB), Z13, Z14
+	VPSRLD         $0x08, Z10, Z15
+	VPANDD         ansCff<>+0(SB), Z15, Z15
+	VPMULLD        Z14, Z15, Z15
+	VPANDD         ansCff<>+0(SB), Z10, Z16
+	VPADDD         Z16, Z15, Z15
+	VPSRLD         $0x08, Z13, Z16
+	VPANDD         ansCff<>+0(SB), Z16, Z16
+	VPMULLD        Z14, Z16, Z14
+	VPSRLD         $0x10, Z13, Z16
+	VPANDD         ansCff<>+0(SB), Z16, Z16
+	VPSRLD         $0x18, Z10, Z17
+	VPMULLD        Z16, Z17, Z17
+	VPSRLD         $0x10, Z10, Z10
+	VPANDD         ansCff<>+0(SB), Z10, Z10
+	VPADDD         Z10, Z17, Z17
+	VPSRLD         $0x18, Z13, Z10
+	VPMULLD        Z16, Z10, Z10
+	VPMULLD        Z14, Z10, Z10
+	VPMULLD        Z14, Z17, Z13
+	VPADDD         Z15, Z13, Z13
+	VPANDQ         ansLo32<>+0(SB), Z10, Z14
+	VPANDQ         ansLo32<>+0(SB), Z13, Z15
+	VPSRLQ         $0x1c, Z8, Z8
+	VPMULLQ        Z14, Z8, Z8
+	VPADDQ         Z15, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
+	VPSRLQ         $0x20, Z10, Z10
+	VPSRLQ         $0x20, Z13, Z13
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z10, Z9, Z9
+	VPADDQ         Z13, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KMOVB          K2, R9
+	KMOVB          K3, R10
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R9
+	MOVL           $0x0000aaaa, R11
+	PDEPL          R11, R10, R10
+	ORL            R10, R9
+	KMOVW          R9, K4
+	POPCNTL        R9, R9
+	LEAQ           (CX)(R9*4), CX
+	CMPQ           CX, DX
+	JA             AnsDecodeRowsX1Avx512_exhausted
+	VPEXPANDD.Z    Z12, K4, Z10
+	VPSHLDQ        $0x20, Z10, Z9, K3, Z9
+	VPSLLQ         $0x20, Z8, K2, Z8
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z10, K2, Z8
+	INCQ           R8
+	CMPQ           R8, steps+16(FP)
+	JB             AnsDecodeRowsX1Avx512_step
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX1Avx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z7, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX1Avx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX1Avx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX1Avx512_badstate
+	CMPQ           BX, SI
+	JNE            AnsDecodeRowsX1Avx512_toomany
+	XORQ           AX, AX
+	MOVQ           AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDecodeRowsX1Avx512_exhausted:
+	MOVQ $-1, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDecodeRowsX1Avx512_toomany:
+	MOVQ $-2, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDecodeRowsX1Avx512_badstate:
+	MOVQ $-3, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+// func AnsDecodeRowsX2Avx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, out *[2]*byte, esc *[2]*int8, nesc *[2]int, ahead int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, BMI2, MMX+, POPCNT
+TEXT ·AnsDecodeRowsX2Avx512(SB), NOSPLIT, $8-72
+	MOVQ          tabs+24(FP), AX
+	VMOVDQU8      (AX), Z0
+	VMOVDQU8      64(AX), Z1
+	VMOVDQU8      128(AX), Z2
+	VMOVDQU8      192(AX), Z3
+	VMOVDQU8      256(AX), Z4
+	VMOVDQU8      320(AX), Z5
+	MOVQ          $0x150e0700150e0700, CX
+	VPBROADCASTQ  CX, Z6
+	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
+	KMOVQ         CX, K1
+	MOVQ          words+0(FP), CX
+	MOVQ          nwords+8(FP), DX
+	MOVQ          esc+40(FP), BX
+	MOVQ          nesc+48(FP), SI
+	MOVQ          (CX), DI
+	MOVQ          (DX), R8
+	LEAQ          (DI)(R8*4), R8
+	MOVQ          (BX), R9
+	MOVQ          (SI), R10
+	ADDQ          R9, R10
+	VMOVDQU64     (DI), Z7
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z7, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z7, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2Avx512_badstate
+	VMOVDQU64     64(DI), Z8
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z8, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2Avx512_badstate
+	VMOVDQU64     128(DI), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2Avx512_badstate
+	VMOVDQU64     192(DI), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2Avx512_badstate
+	ADDQ          $0x00000100, DI
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z7, Z11
+	VPERMT2Q      Z8, Z12, Z11
+	VMOVDQA64     Z7, Z7
+	VPERMT2Q      Z8, Z13, Z7
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z9, Z8
+	VPERMT2Q      Z10, Z12, Z8
+	VMOVDQA64     Z9, Z9
+	VPERMT2Q      Z10, Z13, Z9
+	MOVQ          8(CX), CX
+	MOVQ          8(DX), DX
+	LEAQ          (CX)(DX*4), DX
+	MOVQ          8(BX), BX
+	MOVQ          8(SI), SI
+	ADDQ          BX, SI
+	VMOVDQU64     (CX), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2Avx512_badstate
+	VMOVDQU64     64(CX), Z12
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2Avx512_badstate
+	VMOVDQU64     128(CX), Z13
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2Avx512_badstate
+	VMOVDQU64     192(CX), Z14
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z14, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2Avx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z14, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2Avx512_badstate
+	ADDQ          $0x00000100, CX
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z16
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z17
+	VMOVDQA64     Z10, Z15
+	VPERMT2Q      Z12, Z16, Z15
+	VMOVDQA64     Z10, Z10
+	VPERMT2Q      Z12, Z17, Z10
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z16
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z17
+	VMOVDQA64     Z13, Z12
+	VPERMT2Q      Z14, Z16, Z12
+	VMOVDQA64     Z13, Z13
+	VPERMT2Q      Z14, Z17, Z13
+	MOVQ          ahead+56(FP), R11
+	XORQ          R12, R12
+
+AnsDecodeRowsX2Avx512_step:
+	PREFETCHT0     512(DI)
+	PREFETCHT0     (DI)(R11*1)
+	PREFETCHT0     512(CX)
+	PREFETCHT0     (CX)(R11*1)
+	IMUL3Q         $0x00000080, R12, R13
+	VPMULTISHIFTQB Z11, Z6, Z14
+	VPMULTISHIFTQB Z7, Z6, K1, Z14
+	VMOVDQA32      Z14, Z16
+	VPERMI2B       Z5, Z4, Z16
+	VPCMPEQB       384(AX), Z16, K2
+	KMOVQ          K2, R14
+	POPCNTQ        R14, R14
+	LEAQ           (R9)(R14*1), R14
+	CMPQ           R14, R10
+	JA             AnsDecodeRowsX2Avx512_toomany
+	VPEXPANDB      (R9), K2, Z16
+	MOVQ           R14, R9
+	MOVQ           out+32(FP), R14
+	MOVQ           (R14), R14
+	VMOVDQU8       Z16, (R14)(R13*1)
+	VMOVDQU32      (DI), Z16
+	VMOVDQA32      Z14, Z17
+	VPERMI2B       Z1, Z0, Z17
+	VPERMI2B       Z3, Z2, Z14
+	VPANDD         ansCff<>+0(SB), Z17, Z18
+	VPSRLD         $0x08, Z14, Z19
+	VPANDD         ansCff<>+0(SB), Z19, Z19
+	VPMULLD        Z18, Z19, Z19
+	VPANDD         ansCff<>+0(SB), Z14, Z20
+	VPADDD         Z20, Z19, Z19
+	VPSRLD         $0x08, Z17, Z20
+	VPANDD         ansCff<>+0(SB), Z20, Z20
+	VPMULLD        Z18, Z20, Z18
+	VPSRLD         $0x10, Z17, Z20
+	VPANDD         ansCff<>+0(SB), Z20, Z20
+	VPSRLD         $0x18, Z14, Z21
+	VPMULLD        Z20, Z21, Z21
+	VPSRLD         $0x10, Z14, Z14
+	VPANDD         ansCff<>+0(SB), Z14, Z14
+	VPADDD         Z14, Z21, Z21
+	VPSRLD         $0x18, Z17, Z14
+	VPMULLD        Z20, Z14, Z14
+	VPMULLD        Z18, Z14, Z14
+	VPMULLD        Z18, Z21, Z17
+	VPADDD         Z19, Z17, Z17
+	VPANDQ         ansLo32<>+0(SB), Z14, Z18
+	VPANDQ         ansLo32<>+0(SB), Z17, Z19
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z18, Z11, Z11
+	VPADDQ         Z19, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPSRLQ         $0x20, Z14, Z14
+	VPSRLQ         $0x20, Z17, Z17
+	VPSRLQ         $0x1c, Z7, Z7
+	VPMULLQ        Z14, Z7, Z7
+	VPADDQ         Z17, Z7, Z7
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
+	KMOVB          K2, R14
+	KMOVB          K3, R15
+	MOVL           $0x00005555, BP
+	PDEPL          BP, R14, R14
+	MOVL           $0x0000aaaa, BP
+	PDEPL          BP, R15, R15
+	ORL            R15, R14
+	KMOVW          R14, K4
+	POPCNTL        R14, R14
+	LEAQ           (DI)(R14*4), DI
+	CMPQ           DI, R8
+	JA             AnsDecodeRowsX2Avx512_exhausted
+	VPEXPANDD.Z    Z16, K4, Z14
+	VPSHLDQ        $0x20, Z14, Z7, K3, Z7
+	VPSLLQ         $0x20, Z11, K2, Z11
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z14, K2, Z11
+	VPMULTISHIFTQB Z15, Z6, Z14
+	VPMULTISHIFTQB Z10, Z6, K1, Z14
+	VMOVDQA32      Z14, Z16
+	VPERMI2B       Z5, Z4, Z16
+	VPCMPEQB       384(AX), Z16, K2
+	KMOVQ          K2, R14
+	POPCNTQ        R14, R14
+	LEAQ           (BX)(R14*1), R14
+	CMPQ           R14, SI
+	JA             AnsDecodeRowsX2Avx512_toomany
+	VPEXPANDB      (BX), K2, Z16
+	MOVQ           R14, BX
+	MOVQ           out+32(FP), R14
+	MOVQ           8(R14), R14
+	VMOVDQU8       Z16, (R14)(R13*1)
+	VMOVDQU32      (CX), Z16
+	VMOVDQA32      Z14, Z17
+	VPERMI2B       Z1, Z0, Z17
+	VPERMI2B       Z3, Z2, Z14
+	VPANDD         ansCff<>+0(SB), Z17, Z18
+	VPSRLD         $0x08, Z14, Z19
+	VPANDD         ansCff<>+0(SB), Z19, Z19
+	VPMULLD        Z18, Z19, Z19
+	VPANDD         ansCff<>+0(SB), Z14, Z20
+	VPADDD         Z20, Z19, Z19
+	VPSRLD         $0x08, Z17, Z20
+	VPANDD         ansCff<>+0(SB), Z20, Z20
+	VPMULLD        Z18, Z20, Z18
+	VPSRLD         $0x10, Z17, Z20
+	VPANDD         ansCff<>+0(SB), Z20, Z20
+	VPSRLD         $0x18, Z14, Z21
+	VPMULLD        Z20, Z21, Z21
+	VPSRLD         $0x10, Z14, Z14
+	VPANDD         ansCff<>+0(SB), Z14, Z14
+	VPADDD         Z14, Z21, Z21
+	VPSRLD         $0x18, Z17, Z14
+	VPMULLD        Z20, Z14, Z14
+	VPMULLD        Z18, Z14, Z14
+	VPMULLD        Z18, Z21, Z17
+	VPADDD         Z19, Z17, Z17
+	VPANDQ         ansLo32<>+0(SB), Z14, Z18
+	VPANDQ         ansLo32<>+0(SB), Z17, Z19
+	VPSRLQ         $0x1c, Z15, Z15
+	VPMULLQ        Z18, Z15, Z15
+	VPADDQ         Z19, Z15, Z15
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K2
+	VPSRLQ         $0x20, Z14, Z14
+	VPSRLQ         $0x20, Z17, Z17
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z14, Z10, Z10
+	VPADDQ         Z17, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K3
+	KMOVB          K2, R14
+	KMOVB          K3, R15
+	MOVL           $0x00005555, BP
+	PDEPL          BP, R14, R14
+	MOVL           $0x0000aaaa, BP
+	PDEPL          BP, R15, R15
+	ORL            R15, R14
+	KMOVW          R14, K4
+	POPCNTL        R14, R14
+	LEAQ           (CX)(R14*4), CX
+	CMPQ           CX, DX
+	JA             AnsDecodeRowsX2Avx512_exhausted
+	VPEXPANDD.Z    Z16, K4, Z14
+	VPSHLDQ        $0x20, Z14, Z10, K3, Z10
+	VPSLLQ         $0x20, Z15, K2, Z15
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z14, K2, Z15
+	VPMULTISHIFTQB Z8, Z6, Z14
+	VPMULTISHIFTQB Z9, Z6, K1, Z14
+	VMOVDQA32      Z14, Z16
+	VPERMI2B       Z5, Z4, Z16
+	VPCMPEQB       384(AX), Z16, K2
+	KMOVQ          K2, R14
+	POPCNTQ        R14, R14
+	LEAQ           (R9)(R14*1), R14
+	CMPQ           R14, R10
+	JA             AnsDecodeRowsX2Avx512_toomany
+	VPEXPANDB      (R9), K2, Z16
+	MOVQ           R14, R9
+	MOVQ           out+32(FP), R14
+	MOVQ           (R14), R14
+	VMOVDQU8       Z16, 64(R14)(R13*1)
+	VMOVDQU32      (DI), Z16
+	VMOVDQA32      Z14, Z17
+	VPERMI2B       Z1, Z0, Z17
+	VPERMI2B       Z3, Z2, Z14
+	VPANDD         ansCff<>+0(SB), Z17, Z18
+	VPSRLD         $0x08, Z14, Z19
+	VPANDD         ansCff<>+0(SB), Z19, Z19
+	VPMULLD        Z18, Z19, Z19
+	VPANDD         ansCff<>+0(SB), Z14, Z20
+	VPADDD         Z20, Z19, Z19
+	VPSRLD         $0x08, Z17, Z20
+	VPANDD         ansCff<>+0(SB), Z20, Z20
+	VPMULLD        Z18, Z20, Z18
+	VPSRLD         $0x10, Z17, Z20
+	VPANDD         ansCff<>+0(SB), Z20, Z20
+	VPSRLD         $0x18, Z14, Z21
+	VPMULLD        Z20, Z21, Z21
+	VPSRLD         $0x10, Z14, Z14
+	VPANDD         ansCff<>+0(SB), Z14, Z14
+	VPADDD         Z14, Z21, Z21
+	VPSRLD         $0x18, Z17, Z14
+	VPMULLD        Z20, Z14, Z14
+	VPMULLD        Z18, Z14, Z14
+	VPMULLD        Z18, Z21, Z17
+	VPADDD         Z19, Z17, Z17
+	VPANDQ         ansLo32<>+0(SB), Z14, Z18
+	VPANDQ         ansLo32<>+0(SB), Z17, Z19
+	VPSRLQ         $0x1c, Z8, Z8
+	VPMULLQ        Z18, Z8, Z8
+	VPADDQ         Z19, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
+	VPSRLQ         $0x20, Z14, Z14
+	VPSRLQ         $0x20, Z17, Z17
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z14, Z9, Z9
+	VPADDQ         Z17, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KMOVB          K2, R14
+	KMOVB          K3, R15
+	MOVL           $0x00005555, BP
+	PDEPL          BP, R14, R14
+	MOVL           $0x0000aaaa, BP
+	PDEPL          BP, R15, R15
+	ORL            R15, R14
+	KMOVW          R14, K4
+	POPCNTL        R14, R14
+	LEAQ           (DI)(R14*4), DI
+	CMPQ           DI, R8
+	JA             AnsDecodeRowsX2Avx512_exhausted
+	VPEXPANDD.Z    Z16, K4, Z14
+	VPSHLDQ        $0x20, Z14, Z9, K3, Z9
+	VPSLLQ         $0x20, Z8, K2, Z8
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z14, K2, Z8
+	VPMULTISHIFTQB Z12, Z6, Z14
+	VPMULTISHIFTQB Z13, Z6, K1, Z14
+	VMOVDQA32      Z14, Z16
+	VPERMI2B       Z5, Z4, Z16
+	VPCMPEQB       384(AX), Z16, K2
+	KMOVQ          K2, R14
+	POPCNTQ        R14, R14
+	LEAQ           (BX)(R14*1), R14
+	CMPQ           R14, SI
+	JA             AnsDecodeRowsX2Avx512_toomany
+	VPEXPANDB      (BX), K2, Z16
+	MOVQ           R14, BX
+	MOVQ           out+32(FP), R14
+	MOVQ           8(R14), R14
+	VMOVDQU8       Z16, 64(R14)(R13*1)
+	VMOVDQU32      (CX), Z16
+	VMOVDQA32      Z14, Z17
+	VPERMI2B       Z1, Z0, Z17
+	VPERMI2B       Z3, Z2, Z14
+	VPANDD         ansCff<>+0(SB), Z17, Z18
+	VPSRLD         $0x08, Z14, Z19
+	VPANDD         ansCff<>+0(SB), Z19, Z19
+	VPMULLD        Z18, Z19, Z19
+	VPANDD         ansCff<>+0(SB), Z14, Z20
+	VPADDD         Z20, Z19, Z19
+	VPSRLD         $0x08, Z17, Z20
+	VPANDD         ansCff<>+0(SB), Z20, Z20
+	VPMULLD        Z18, Z20, Z18
+	VPSRLD         $0x10, Z17, Z20
+	VPANDD         ansCff<>+0(SB), Z20, Z20
+	VPSRLD         $0x18, Z14, Z21
+	VPMULLD        Z20, Z21, Z21
+	VPSRLD         $0x10, Z14, Z14
+	VPANDD         ansCff<>+0(SB), Z14, Z14
+	VPADDD         Z14, Z21, Z21
+	VPSRLD         $0x18, Z17, Z14
+	VPMULLD        Z20, Z14, Z14
+	VPMULLD        Z18, Z14, Z14
+	VPMULLD        Z18, Z21, Z17
+	VPADDD         Z19, Z17, Z17
+	VPANDQ         ansLo32<>+0(SB), Z14, Z18
+	VPANDQ         ansLo32<>+0(SB), Z17, Z19
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z18, Z12, Z12
+	VPADDQ         Z19, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	VPSRLQ         $0x20, Z14, Z14
+	VPSRLQ         $0x20, Z17, Z17
+	VPSRLQ         $0x1c, Z13, Z13
+	VPMULLQ        Z14, Z13, Z13
+	VPADDQ         Z17, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
+	KMOVB          K2, R13
+	KMOVB          K3, R14
+	MOVL           $0x00005555, R15
+	PDEPL          R15, R13, R13
+	MOVL           $0x0000aaaa, R15
+	PDEPL          R15, R14, R14
+	ORL            R14, R13
+	KMOVW          R13, K4
+	POPCNTL        R13, R13
+	LEAQ           (CX)(R13*4), CX
+	CMPQ           CX, DX
+	JA             AnsDecodeRowsX2Avx512_exhausted
+	VPEXPANDD.Z    Z16, K4, Z14
+	VPSHLDQ        $0x20, Z14, Z13, K3, Z13
+	VPSLLQ         $0x20, Z12, K2, Z12
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z14, K2, Z12
+	INCQ           R12
+	CMPQ           R12, steps+16(FP)
+	JB             AnsDecodeRowsX2Avx512_step
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX2Avx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z7, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX2Avx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX2Avx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX2Avx512_badstate
+	CMPQ           R9, R10
+	JNE            AnsDecodeRowsX2Avx512_toomany
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX2Avx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX2Avx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX2Avx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX2Avx512_badstate
+	CMPQ           BX, SI
+	JNE            AnsDecodeRowsX2Avx512_toomany
+	XORQ           AX, AX
+	MOVQ           AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDecodeRowsX2Avx512_exhausted:
+	MOVQ $-1, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDecodeRowsX2Avx512_toomany:
+	MOVQ $-2, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDecodeRowsX2Avx512_badstate:
+	MOVQ $-3, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+// func AnsDecodeRowsX1MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, out *[2]*byte, esc *[2]*int8, nesc *[2]int, ahead int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, BMI2, MMX+, POPCNT
+TEXT ·AnsDecodeRowsX1MaddAvx512(SB), NOSPLIT, $0-72
+	MOVQ          tabs+24(FP), AX
+	VMOVDQU8      (AX), Z0
+	VMOVDQU8      64(AX), Z1
+	VMOVDQU8      128(AX), Z2
+	VMOVDQU8      192(AX), Z3
+	VMOVDQU8      256(AX), Z4
+	VMOVDQU8      320(AX), Z5
+	MOVQ          $0x150e0700150e0700, CX
+	VPBROADCASTQ  CX, Z6
+	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
+	KMOVQ         CX, K1
+	MOVQ          words+0(FP), CX
+	MOVQ          nwords+8(FP), DX
+	MOVQ          esc+40(FP), BX
+	MOVQ          nesc+48(FP), SI
+	MOVQ          (CX), CX
+	MOVQ          (DX), DX
+	LEAQ          (CX)(DX*4), DX
+	MOVQ          (BX), BX
+	MOVQ          (SI), SI
+	ADDQ          BX, SI
+	VMOVDQU64     (CX), Z7
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z7, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDecodeRowsX1MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z7, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDecodeRowsX1MaddAvx512_badstate
+	VMOVDQU64     64(CX), Z8
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDecodeRowsX1MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z8, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDecodeRowsX1MaddAvx512_badstate
+	VMOVDQU64     128(CX), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDecodeRowsX1MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDecodeRowsX1MaddAvx512_badstate
+	VMOVDQU64     192(CX), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDecodeRowsX1MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDecodeRowsX1MaddAvx512_badstate
+	ADDQ          $0x00000100, CX
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z7, Z11
+	VPERMT2Q      Z8, Z12, Z11
+	VMOVDQA64     Z7, Z7
+	VPERMT2Q      Z8, Z13, Z7
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z9, Z8
+	VPERMT2Q      Z10, Z12, Z8
+	VMOVDQA64     Z9, Z9
+	VPERMT2Q      Z10, Z13, Z9
+	MOVQ          ahead+56(FP), DI
+	XORQ          R8, R8
+
+AnsDecodeRowsX1MaddAvx512_step:
+	PREFETCHT0     512(CX)
+	PREFETCHT0     (CX)(DI*1)
+	IMUL3Q         $0x00000080, R8, R9
+	VPMULTISHIFTQB Z11, Z6, Z10
+	VPMULTISHIFTQB Z7, Z6, K1, Z10
+	VMOVDQA32      Z10, Z12
+	VPERMI2B       Z5, Z4, Z12
+	VPCMPEQB       384(AX), Z12, K2
+	KMOVQ          K2, R10
+	POPCNTQ        R10, R10
+	LEAQ           (BX)(R10*1), R10
+	CMPQ           R10, SI
+	JA             AnsDecodeRowsX1MaddAvx512_toomany
+	VPEXPANDB      (BX), K2, Z12
+	MOVQ           R10, BX
+	MOVQ           out+32(FP), R10
+	MOVQ           (R10), R10
+	VMOVDQU8       Z12, (R10)(R9*1)
+	VMOVDQU32      (CX), Z12
+	VMOVDQA32      Z10, Z13
+	VPERMI2B       Z1, Z0, Z13
+	VPERMI2B       Z3, Z2, Z10
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z13, Z14
+	VPMADDUBSW     Z14, Z10, Z10
+	VPSRLW         $0x08, Z13, Z14
+	VPMADDUBSW     Z14, Z13, Z13
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z13, Z14
+	VPMADDWD       Z14, Z10, Z10
+	VPSRLD         $0x10, Z13, Z14
+	VPMADDWD       Z14, Z13, Z13
+	VPANDQ         ansLo32<>+0(SB), Z13, Z14
+	VPANDQ         ansLo32<>+0(SB), Z10, Z15
+	VPSRLQ         $0x1c, Z11, Z11
+	VPSRLQ         $0x20, Z11, Z16
+	VPMULUDQ       Z14, Z16, Z16
+	VPSLLQ         $0x20, Z16, Z16
+	VPMULUDQ       Z14, Z11, Z11
+	VPADDQ         Z16, Z11, Z11
+	VPADDQ         Z15, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPSRLQ         $0x20, Z13, Z13
+	VPSRLQ         $0x20, Z10, Z10
+	VPSRLQ         $0x1c, Z7, Z7
+	VPSRLQ         $0x20, Z7, Z14
+	VPMULUDQ       Z13, Z14, Z14
+	VPSLLQ         $0x20, Z14, Z14
+	VPMULUDQ       Z13, Z7, Z7
+	VPADDQ         Z14, Z7, Z7
+	VPADDQ         Z10, Z7, Z7
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
+	KMOVB          K2, R10
+	KMOVB          K3, R11
+	MOVL           $0x00005555, R12
+	PDEPL          R12, R10, R10
+	MOVL           $0x0000aaaa, R12
+	PDEPL          R12, R11, R11
+	ORL            R11, R10
+	KMOVW          R10, K4
+	POPCNTL        R10, R10
+	LEAQ           (CX)(R10*4), CX
+	CMPQ           CX, DX
+	JA             AnsDecodeRowsX1MaddAvx512_exhausted
+	VPEXPANDD.Z    Z12, K4, Z10
+	VPSHLDQ        $0x20, Z10, Z7, K3, Z7
+	VPSLLQ         $0x20, Z11, K2, Z11
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z10, K2, Z11
+	VPMULTISHIFTQB Z8, Z6, Z10
+	VPMULTISHIFTQB Z9, Z6, K1, Z10
+	VMOVDQA32      Z10, Z12
+	VPERMI2B       Z5, Z4, Z12
+	VPCMPEQB       384(AX), Z12, K2
+	KMOVQ          K2, R10
+	POPCNTQ        R10, R10
+	LEAQ           (BX)(R10*1), R10
+	CMPQ           R10, SI
+	JA             AnsDecodeRowsX1MaddAvx512_toomany
+	VPEXPANDB      (BX), K2, Z12
+	MOVQ           R10, BX
+	MOVQ           out+32(FP), R10
+	MOVQ           (R10), R10
+	VMOVDQU8       Z12, 64(R10)(R9*1)
+	VMOVDQU32      (CX), Z12
+	VMOVDQA32      Z10, Z13
+	VPERMI2B       Z1, Z0, Z13
+	VPERMI2B       Z3, Z2, Z10
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z13, Z14
+	VPMADDUBSW     Z14, Z10, Z10
+	VPSRLW         $0x08, Z13, Z14
+	VPMADDUBSW     Z14, Z13, Z13
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z13, Z14
+	VPMADDWD       Z14, Z10, Z10
+	VPSRLD         $0x10, Z13, Z14
+	VPMADDWD       Z14, Z13, Z13
+	VPANDQ         ansLo32<>+0(SB), Z13, Z14
+	VPANDQ         ansLo32<>+0(SB), Z10, Z15
+	VPSRLQ         $0x1c, Z8, Z8
+	VPSRLQ         $0x20, Z8, Z16
+	VPMULUDQ       Z14, Z16, Z16
+	VPSLLQ         $0x20, Z16, Z16
+	VPMULUDQ       Z14, Z8, Z8
+	VPADDQ         Z16, Z8, Z8
+	VPADDQ         Z15, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
+	VPSRLQ         $0x20, Z13, Z13
+	VPSRLQ         $0x20, Z10, Z10
+	VPSRLQ         $0x1c, Z9, Z9
+	VPSRLQ         $0x20, Z9, Z14
+	VPMULUDQ       Z13, Z14, Z14
+	VPSLLQ         $0x20, Z14, Z14
+	VPMULUDQ       Z13, Z9, Z9
+	VPADDQ         Z14, Z9, Z9
+	VPADDQ         Z10, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KMOVB          K2, R9
+	KMOVB          K3, R10
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R9
+	MOVL           $0x0000aaaa, R11
+	PDEPL          R11, R10, R10
+	ORL            R10, R9
+	KMOVW          R9, K4
+	POPCNTL        R9, R9
+	LEAQ           (CX)(R9*4), CX
+	CMPQ           CX, DX
+	JA             AnsDecodeRowsX1MaddAvx512_exhausted
+	VPEXPANDD.Z    Z12, K4, Z10
+	VPSHLDQ        $0x20, Z10, Z9, K3, Z9
+	VPSLLQ         $0x20, Z8, K2, Z8
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z10, K2, Z8
+	INCQ           R8
+	CMPQ           R8, steps+16(FP)
+	JB             AnsDecodeRowsX1MaddAvx512_step
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX1MaddAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z7, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX1MaddAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX1MaddAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX1MaddAvx512_badstate
+	CMPQ           BX, SI
+	JNE            AnsDecodeRowsX1MaddAvx512_toomany
+	XORQ           AX, AX
+	MOVQ           AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDecodeRowsX1MaddAvx512_exhausted:
+	MOVQ $-1, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDecodeRowsX1MaddAvx512_toomany:
+	MOVQ $-2, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDecodeRowsX1MaddAvx512_badstate:
+	MOVQ $-3, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+// func AnsDecodeRowsX2MaddAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, out *[2]*byte, esc *[2]*int8, nesc *[2]int, ahead int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, BMI2, MMX+, POPCNT
+TEXT ·AnsDecodeRowsX2MaddAvx512(SB), NOSPLIT, $8-72
+	MOVQ          tabs+24(FP), AX
+	VMOVDQU8      (AX), Z0
+	VMOVDQU8      64(AX), Z1
+	VMOVDQU8      128(AX), Z2
+	VMOVDQU8      192(AX), Z3
+	VMOVDQU8      256(AX), Z4
+	VMOVDQU8      320(AX), Z5
+	MOVQ          $0x150e0700150e0700, CX
+	VPBROADCASTQ  CX, Z6
+	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
+	KMOVQ         CX, K1
+	MOVQ          words+0(FP), CX
+	MOVQ          nwords+8(FP), DX
+	MOVQ          esc+40(FP), BX
+	MOVQ          nesc+48(FP), SI
+	MOVQ          (CX), DI
+	MOVQ          (DX), R8
+	LEAQ          (DI)(R8*4), R8
+	MOVQ          (BX), R9
+	MOVQ          (SI), R10
+	ADDQ          R9, R10
+	VMOVDQU64     (DI), Z7
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z7, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z7, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddAvx512_badstate
+	VMOVDQU64     64(DI), Z8
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z8, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddAvx512_badstate
+	VMOVDQU64     128(DI), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddAvx512_badstate
+	VMOVDQU64     192(DI), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddAvx512_badstate
+	ADDQ          $0x00000100, DI
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z7, Z11
+	VPERMT2Q      Z8, Z12, Z11
+	VMOVDQA64     Z7, Z7
+	VPERMT2Q      Z8, Z13, Z7
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z9, Z8
+	VPERMT2Q      Z10, Z12, Z8
+	VMOVDQA64     Z9, Z9
+	VPERMT2Q      Z10, Z13, Z9
+	MOVQ          8(CX), CX
+	MOVQ          8(DX), DX
+	LEAQ          (CX)(DX*4), DX
+	MOVQ          8(BX), BX
+	MOVQ          8(SI), SI
+	ADDQ          BX, SI
+	VMOVDQU64     (CX), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddAvx512_badstate
+	VMOVDQU64     64(CX), Z12
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddAvx512_badstate
+	VMOVDQU64     128(CX), Z13
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddAvx512_badstate
+	VMOVDQU64     192(CX), Z14
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z14, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z14, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddAvx512_badstate
+	ADDQ          $0x00000100, CX
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z16
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z17
+	VMOVDQA64     Z10, Z15
+	VPERMT2Q      Z12, Z16, Z15
+	VMOVDQA64     Z10, Z10
+	VPERMT2Q      Z12, Z17, Z10
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z16
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z17
+	VMOVDQA64     Z13, Z12
+	VPERMT2Q      Z14, Z16, Z12
+	VMOVDQA64     Z13, Z13
+	VPERMT2Q      Z14, Z17, Z13
+	MOVQ          ahead+56(FP), R11
+	XORQ          R12, R12
+
+AnsDecodeRowsX2MaddAvx512_step:
+	PREFETCHT0     512(DI)
+	PREFETCHT0     (DI)(R11*1)
+	PREFETCHT0     512(CX)
+	PREFETCHT0     (CX)(R11*1)
+	IMUL3Q         $0x00000080, R12, R13
+	VPMULTISHIFTQB Z11, Z6, Z14
+	VPMULTISHIFTQB Z7, Z6, K1, Z14
+	VMOVDQA32      Z14, Z16
+	VPERMI2B       Z5, Z4, Z16
+	VPCMPEQB       384(AX), Z16, K2
+	KMOVQ          K2, R14
+	POPCNTQ        R14, R14
+	LEAQ           (R9)(R14*1), R14
+	CMPQ           R14, R10
+	JA             AnsDecodeRowsX2MaddAvx512_toomany
+	VPEXPANDB      (R9), K2, Z16
+	MOVQ           R14, R9
+	MOVQ           out+32(FP), R14
+	MOVQ           (R14), R14
+	VMOVDQU8       Z16, (R14)(R13*1)
+	VMOVDQU32      (DI), Z16
+	VMOVDQA32      Z14, Z17
+	VPERMI2B       Z1, Z0, Z17
+	VPERMI2B       Z3, Z2, Z14
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z17, Z18
+	VPMADDUBSW     Z18, Z14, Z14
+	VPSRLW         $0x08, Z17, Z18
+	VPMADDUBSW     Z18, Z17, Z17
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z17, Z18
+	VPMADDWD       Z18, Z14, Z14
+	VPSRLD         $0x10, Z17, Z18
+	VPMADDWD       Z18, Z17, Z17
+	VPANDQ         ansLo32<>+0(SB), Z17, Z18
+	VPANDQ         ansLo32<>+0(SB), Z14, Z19
+	VPSRLQ         $0x1c, Z11, Z11
+	VPSRLQ         $0x20, Z11, Z20
+	VPMULUDQ       Z18, Z20, Z20
+	VPSLLQ         $0x20, Z20, Z20
+	VPMULUDQ       Z18, Z11, Z11
+	VPADDQ         Z20, Z11, Z11
+	VPADDQ         Z19, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPSRLQ         $0x20, Z17, Z17
+	VPSRLQ         $0x20, Z14, Z14
+	VPSRLQ         $0x1c, Z7, Z7
+	VPSRLQ         $0x20, Z7, Z18
+	VPMULUDQ       Z17, Z18, Z18
+	VPSLLQ         $0x20, Z18, Z18
+	VPMULUDQ       Z17, Z7, Z7
+	VPADDQ         Z18, Z7, Z7
+	VPADDQ         Z14, Z7, Z7
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
+	KMOVB          K2, R14
+	KMOVB          K3, R15
+	MOVL           $0x00005555, BP
+	PDEPL          BP, R14, R14
+	MOVL           $0x0000aaaa, BP
+	PDEPL          BP, R15, R15
+	ORL            R15, R14
+	KMOVW          R14, K4
+	POPCNTL        R14, R14
+	LEAQ           (DI)(R14*4), DI
+	CMPQ           DI, R8
+	JA             AnsDecodeRowsX2MaddAvx512_exhausted
+	VPEXPANDD.Z    Z16, K4, Z14
+	VPSHLDQ        $0x20, Z14, Z7, K3, Z7
+	VPSLLQ         $0x20, Z11, K2, Z11
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z14, K2, Z11
+	VPMULTISHIFTQB Z15, Z6, Z14
+	VPMULTISHIFTQB Z10, Z6, K1, Z14
+	VMOVDQA32      Z14, Z16
+	VPERMI2B       Z5, Z4, Z16
+	VPCMPEQB       384(AX), Z16, K2
+	KMOVQ          K2, R14
+	POPCNTQ        R14, R14
+	LEAQ           (BX)(R14*1), R14
+	CMPQ           R14, SI
+	JA             AnsDecodeRowsX2MaddAvx512_toomany
+	VPEXPANDB      (BX), K2, Z16
+	MOVQ           R14, BX
+	MOVQ           out+32(FP), R14
+	MOVQ           8(R14), R14
+	VMOVDQU8       Z16, (R14)(R13*1)
+	VMOVDQU32      (CX), Z16
+	VMOVDQA32      Z14, Z17
+	VPERMI2B       Z1, Z0, Z17
+	VPERMI2B       Z3, Z2, Z14
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z17, Z18
+	VPMADDUBSW     Z18, Z14, Z14
+	VPSRLW         $0x08, Z17, Z18
+	VPMADDUBSW     Z18, Z17, Z17
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z17, Z18
+	VPMADDWD       Z18, Z14, Z14
+	VPSRLD         $0x10, Z17, Z18
+	VPMADDWD       Z18, Z17, Z17
+	VPANDQ         ansLo32<>+0(SB), Z17, Z18
+	VPANDQ         ansLo32<>+0(SB), Z14, Z19
+	VPSRLQ         $0x1c, Z15, Z15
+	VPSRLQ         $0x20, Z15, Z20
+	VPMULUDQ       Z18, Z20, Z20
+	VPSLLQ         $0x20, Z20, Z20
+	VPMULUDQ       Z18, Z15, Z15
+	VPADDQ         Z20, Z15, Z15
+	VPADDQ         Z19, Z15, Z15
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K2
+	VPSRLQ         $0x20, Z17, Z17
+	VPSRLQ         $0x20, Z14, Z14
+	VPSRLQ         $0x1c, Z10, Z10
+	VPSRLQ         $0x20, Z10, Z18
+	VPMULUDQ       Z17, Z18, Z18
+	VPSLLQ         $0x20, Z18, Z18
+	VPMULUDQ       Z17, Z10, Z10
+	VPADDQ         Z18, Z10, Z10
+	VPADDQ         Z14, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K3
+	KMOVB          K2, R14
+	KMOVB          K3, R15
+	MOVL           $0x00005555, BP
+	PDEPL          BP, R14, R14
+	MOVL           $0x0000aaaa, BP
+	PDEPL          BP, R15, R15
+	ORL            R15, R14
+	KMOVW          R14, K4
+	POPCNTL        R14, R14
+	LEAQ           (CX)(R14*4), CX
+	CMPQ           CX, DX
+	JA             AnsDecodeRowsX2MaddAvx512_exhausted
+	VPEXPANDD.Z    Z16, K4, Z14
+	VPSHLDQ        $0x20, Z14, Z10, K3, Z10
+	VPSLLQ         $0x20, Z15, K2, Z15
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z14, K2, Z15
+	VPMULTISHIFTQB Z8, Z6, Z14
+	VPMULTISHIFTQB Z9, Z6, K1, Z14
+	VMOVDQA32      Z14, Z16
+	VPERMI2B       Z5, Z4, Z16
+	VPCMPEQB       384(AX), Z16, K2
+	KMOVQ          K2, R14
+	POPCNTQ        R14, R14
+	LEAQ           (R9)(R14*1), R14
+	CMPQ           R14, R10
+	JA             AnsDecodeRowsX2MaddAvx512_toomany
+	VPEXPANDB      (R9), K2, Z16
+	MOVQ           R14, R9
+	MOVQ           out+32(FP), R14
+	MOVQ           (R14), R14
+	VMOVDQU8       Z16, 64(R14)(R13*1)
+	VMOVDQU32      (DI), Z16
+	VMOVDQA32      Z14, Z17
+	VPERMI2B       Z1, Z0, Z17
+	VPERMI2B       Z3, Z2, Z14
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z17, Z18
+	VPMADDUBSW     Z18, Z14, Z14
+	VPSRLW         $0x08, Z17, Z18
+	VPMADDUBSW     Z18, Z17, Z17
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z17, Z18
+	VPMADDWD       Z18, Z14, Z14
+	VPSRLD         $0x10, Z17, Z18
+	VPMADDWD       Z18, Z17, Z17
+	VPANDQ         ansLo32<>+0(SB), Z17, Z18
+	VPANDQ         ansLo32<>+0(SB), Z14, Z19
+	VPSRLQ         $0x1c, Z8, Z8
+	VPSRLQ         $0x20, Z8, Z20
+	VPMULUDQ       Z18, Z20, Z20
+	VPSLLQ         $0x20, Z20, Z20
+	VPMULUDQ       Z18, Z8, Z8
+	VPADDQ         Z20, Z8, Z8
+	VPADDQ         Z19, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
+	VPSRLQ         $0x20, Z17, Z17
+	VPSRLQ         $0x20, Z14, Z14
+	VPSRLQ         $0x1c, Z9, Z9
+	VPSRLQ         $0x20, Z9, Z18
+	VPMULUDQ       Z17, Z18, Z18
+	VPSLLQ         $0x20, Z18, Z18
+	VPMULUDQ       Z17, Z9, Z9
+	VPADDQ         Z18, Z9, Z9
+	VPADDQ         Z14, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KMOVB          K2, R14
+	KMOVB          K3, R15
+	MOVL           $0x00005555, BP
+	PDEPL          BP, R14, R14
+	MOVL           $0x0000aaaa, BP
+	PDEPL          BP, R15, R15
+	ORL            R15, R14
+	KMOVW          R14, K4
+	POPCNTL        R14, R14
+	LEAQ           (DI)(R14*4), DI
+	CMPQ           DI, R8
+	JA             AnsDecodeRowsX2MaddAvx512_exhausted
+	VPEXPANDD.Z    Z16, K4, Z14
+	VPSHLDQ        $0x20, Z14, Z9, K3, Z9
+	VPSLLQ         $0x20, Z8, K2, Z8
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z14, K2, Z8
+	VPMULTISHIFTQB Z12, Z6, Z14
+	VPMULTISHIFTQB Z13, Z6, K1, Z14
+	VMOVDQA32      Z14, Z16
+	VPERMI2B       Z5, Z4, Z16
+	VPCMPEQB       384(AX), Z16, K2
+	KMOVQ          K2, R14
+	POPCNTQ        R14, R14
+	LEAQ           (BX)(R14*1), R14
+	CMPQ           R14, SI
+	JA             AnsDecodeRowsX2MaddAvx512_toomany
+	VPEXPANDB      (BX), K2, Z16
+	MOVQ           R14, BX
+	MOVQ           out+32(FP), R14
+	MOVQ           8(R14), R14
+	VMOVDQU8       Z16, 64(R14)(R13*1)
+	VMOVDQU32      (CX), Z16
+	VMOVDQA32      Z14, Z17
+	VPERMI2B       Z1, Z0, Z17
+	VPERMI2B       Z3, Z2, Z14
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z17, Z18
+	VPMADDUBSW     Z18, Z14, Z14
+	VPSRLW         $0x08, Z17, Z18
+	VPMADDUBSW     Z18, Z17, Z17
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z17, Z18
+	VPMADDWD       Z18, Z14, Z14
+	VPSRLD         $0x10, Z17, Z18
+	VPMADDWD       Z18, Z17, Z17
+	VPANDQ         ansLo32<>+0(SB), Z17, Z18
+	VPANDQ         ansLo32<>+0(SB), Z14, Z19
+	VPSRLQ         $0x1c, Z12, Z12
+	VPSRLQ         $0x20, Z12, Z20
+	VPMULUDQ       Z18, Z20, Z20
+	VPSLLQ         $0x20, Z20, Z20
+	VPMULUDQ       Z18, Z12, Z12
+	VPADDQ         Z20, Z12, Z12
+	VPADDQ         Z19, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	VPSRLQ         $0x20, Z17, Z17
+	VPSRLQ         $0x20, Z14, Z14
+	VPSRLQ         $0x1c, Z13, Z13
+	VPSRLQ         $0x20, Z13, Z18
+	VPMULUDQ       Z17, Z18, Z18
+	VPSLLQ         $0x20, Z18, Z18
+	VPMULUDQ       Z17, Z13, Z13
+	VPADDQ         Z18, Z13, Z13
+	VPADDQ         Z14, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
+	KMOVB          K2, R13
+	KMOVB          K3, R14
+	MOVL           $0x00005555, R15
+	PDEPL          R15, R13, R13
+	MOVL           $0x0000aaaa, R15
+	PDEPL          R15, R14, R14
+	ORL            R14, R13
+	KMOVW          R13, K4
+	POPCNTL        R13, R13
+	LEAQ           (CX)(R13*4), CX
+	CMPQ           CX, DX
+	JA             AnsDecodeRowsX2MaddAvx512_exhausted
+	VPEXPANDD.Z    Z16, K4, Z14
+	VPSHLDQ        $0x20, Z14, Z13, K3, Z13
+	VPSLLQ         $0x20, Z12, K2, Z12
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z14, K2, Z12
+	INCQ           R12
+	CMPQ           R12, steps+16(FP)
+	JB             AnsDecodeRowsX2MaddAvx512_step
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX2MaddAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z7, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX2MaddAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX2MaddAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX2MaddAvx512_badstate
+	CMPQ           R9, R10
+	JNE            AnsDecodeRowsX2MaddAvx512_toomany
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX2MaddAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX2MaddAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX2MaddAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX2MaddAvx512_badstate
+	CMPQ           BX, SI
+	JNE            AnsDecodeRowsX2MaddAvx512_toomany
+	XORQ           AX, AX
+	MOVQ           AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDecodeRowsX2MaddAvx512_exhausted:
+	MOVQ $-1, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDecodeRowsX2MaddAvx512_toomany:
+	MOVQ $-2, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDecodeRowsX2MaddAvx512_badstate:
+	MOVQ $-3, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+// func AnsDecodeRowsX1MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, out *[2]*byte, esc *[2]*int8, nesc *[2]int, ahead int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, BMI2, MMX+, POPCNT
+TEXT ·AnsDecodeRowsX1MaddQAvx512(SB), NOSPLIT, $0-72
+	MOVQ          tabs+24(FP), AX
+	VMOVDQU8      (AX), Z0
+	VMOVDQU8      64(AX), Z1
+	VMOVDQU8      128(AX), Z2
+	VMOVDQU8      192(AX), Z3
+	VMOVDQU8      256(AX), Z4
+	VMOVDQU8      320(AX), Z5
+	MOVQ          $0x150e0700150e0700, CX
+	VPBROADCASTQ  CX, Z6
+	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
+	KMOVQ         CX, K1
+	MOVQ          words+0(FP), CX
+	MOVQ          nwords+8(FP), DX
+	MOVQ          esc+40(FP), BX
+	MOVQ          nesc+48(FP), SI
+	MOVQ          (CX), CX
+	MOVQ          (DX), DX
+	LEAQ          (CX)(DX*4), DX
+	MOVQ          (BX), BX
+	MOVQ          (SI), SI
+	ADDQ          BX, SI
+	VMOVDQU64     (CX), Z7
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z7, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDecodeRowsX1MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z7, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDecodeRowsX1MaddQAvx512_badstate
+	VMOVDQU64     64(CX), Z8
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDecodeRowsX1MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z8, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDecodeRowsX1MaddQAvx512_badstate
+	VMOVDQU64     128(CX), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDecodeRowsX1MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDecodeRowsX1MaddQAvx512_badstate
+	VMOVDQU64     192(CX), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDecodeRowsX1MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K2
+	KMOVB         K2, DI
+	TESTL         DI, DI
+	JNZ           AnsDecodeRowsX1MaddQAvx512_badstate
+	ADDQ          $0x00000100, CX
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z7, Z11
+	VPERMT2Q      Z8, Z12, Z11
+	VMOVDQA64     Z7, Z7
+	VPERMT2Q      Z8, Z13, Z7
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z9, Z8
+	VPERMT2Q      Z10, Z12, Z8
+	VMOVDQA64     Z9, Z9
+	VPERMT2Q      Z10, Z13, Z9
+	MOVQ          ahead+56(FP), DI
+	XORQ          R8, R8
+
+AnsDecodeRowsX1MaddQAvx512_step:
+	PREFETCHT0     512(CX)
+	PREFETCHT0     (CX)(DI*1)
+	IMUL3Q         $0x00000080, R8, R9
+	VPMULTISHIFTQB Z11, Z6, Z10
+	VPMULTISHIFTQB Z7, Z6, K1, Z10
+	VMOVDQA32      Z10, Z12
+	VPERMI2B       Z5, Z4, Z12
+	VPCMPEQB       384(AX), Z12, K2
+	KMOVQ          K2, R10
+	POPCNTQ        R10, R10
+	LEAQ           (BX)(R10*1), R10
+	CMPQ           R10, SI
+	JA             AnsDecodeRowsX1MaddQAvx512_toomany
+	VPEXPANDB      (BX), K2, Z12
+	MOVQ           R10, BX
+	MOVQ           out+32(FP), R10
+	MOVQ           (R10), R10
+	VMOVDQU8       Z12, (R10)(R9*1)
+	VMOVDQU32      (CX), Z12
+	VMOVDQA32      Z10, Z13
+	VPERMI2B       Z1, Z0, Z13
+	VPERMI2B       Z3, Z2, Z10
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z13, Z14
+	VPMADDUBSW     Z14, Z10, Z10
+	VPSRLW         $0x08, Z13, Z14
+	VPMADDUBSW     Z14, Z13, Z13
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z13, Z14
+	VPMADDWD       Z14, Z10, Z10
+	VPSRLD         $0x10, Z13, Z14
+	VPMADDWD       Z14, Z13, Z13
+	VPANDQ         ansLo32<>+0(SB), Z13, Z14
+	VPANDQ         ansLo32<>+0(SB), Z10, Z15
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z14, Z11, Z11
+	VPADDQ         Z15, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPSRLQ         $0x20, Z13, Z13
+	VPSRLQ         $0x20, Z10, Z10
+	VPSRLQ         $0x1c, Z7, Z7
+	VPMULLQ        Z13, Z7, Z7
+	VPADDQ         Z10, Z7, Z7
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
+	KMOVB          K2, R10
+	KMOVB          K3, R11
+	MOVL           $0x00005555, R12
+	PDEPL          R12, R10, R10
+	MOVL           $0x0000aaaa, R12
+	PDEPL          R12, R11, R11
+	ORL            R11, R10
+	KMOVW          R10, K4
+	POPCNTL        R10, R10
+	LEAQ           (CX)(R10*4), CX
+	CMPQ           CX, DX
+	JA             AnsDecodeRowsX1MaddQAvx512_exhausted
+	VPEXPANDD.Z    Z12, K4, Z10
+	VPSHLDQ        $0x20, Z10, Z7, K3, Z7
+	VPSLLQ         $0x20, Z11, K2, Z11
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z10, K2, Z11
+	VPMULTISHIFTQB Z8, Z6, Z10
+	VPMULTISHIFTQB Z9, Z6, K1, Z10
+	VMOVDQA32      Z10, Z12
+	VPERMI2B       Z5, Z4, Z12
+	VPCMPEQB       384(AX), Z12, K2
+	KMOVQ          K2, R10
+	POPCNTQ        R10, R10
+	LEAQ           (BX)(R10*1), R10
+	CMPQ           R10, SI
+	JA             AnsDecodeRowsX1MaddQAvx512_toomany
+	VPEXPANDB      (BX), K2, Z12
+	MOVQ           R10, BX
+	MOVQ           out+32(FP), R10
+	MOVQ           (R10), R10
+	VMOVDQU8       Z12, 64(R10)(R9*1)
+	VMOVDQU32      (CX), Z12
+	VMOVDQA32      Z10, Z13
+	VPERMI2B       Z1, Z0, Z13
+	VPERMI2B       Z3, Z2, Z10
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z13, Z14
+	VPMADDUBSW     Z14, Z10, Z10
+	VPSRLW         $0x08, Z13, Z14
+	VPMADDUBSW     Z14, Z13, Z13
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z13, Z14
+	VPMADDWD       Z14, Z10, Z10
+	VPSRLD         $0x10, Z13, Z14
+	VPMADDWD       Z14, Z13, Z13
+	VPANDQ         ansLo32<>+0(SB), Z13, Z14
+	VPANDQ         ansLo32<>+0(SB), Z10, Z15
+	VPSRLQ         $0x1c, Z8, Z8
+	VPMULLQ        Z14, Z8, Z8
+	VPADDQ         Z15, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
+	VPSRLQ         $0x20, Z13, Z13
+	VPSRLQ         $0x20, Z10, Z10
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z13, Z9, Z9
+	VPADDQ         Z10, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KMOVB          K2, R9
+	KMOVB          K3, R10
+	MOVL           $0x00005555, R11
+	PDEPL          R11, R9, R9
+	MOVL           $0x0000aaaa, R11
+	PDEPL          R11, R10, R10
+	ORL            R10, R9
+	KMOVW          R9, K4
+	POPCNTL        R9, R9
+	LEAQ           (CX)(R9*4), CX
+	CMPQ           CX, DX
+	JA             AnsDecodeRowsX1MaddQAvx512_exhausted
+	VPEXPANDD.Z    Z12, K4, Z10
+	VPSHLDQ        $0x20, Z10, Z9, K3, Z9
+	VPSLLQ         $0x20, Z8, K2, Z8
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z10, K2, Z8
+	INCQ           R8
+	CMPQ           R8, steps+16(FP)
+	JB             AnsDecodeRowsX1MaddQAvx512_step
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX1MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z7, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX1MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX1MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX1MaddQAvx512_badstate
+	CMPQ           BX, SI
+	JNE            AnsDecodeRowsX1MaddQAvx512_toomany
+	XORQ           AX, AX
+	MOVQ           AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDecodeRowsX1MaddQAvx512_exhausted:
+	MOVQ $-1, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDecodeRowsX1MaddQAvx512_toomany:
+	MOVQ $-2, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDecodeRowsX1MaddQAvx512_badstate:
+	MOVQ $-3, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+// func AnsDecodeRowsX2MaddQAvx512(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, out *[2]*byte, esc *[2]*int8, nesc *[2]int, ahead int) int
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VBMI, AVX512VBMI2, BMI2, MMX+, POPCNT
+TEXT ·AnsDecodeRowsX2MaddQAvx512(SB), NOSPLIT, $8-72
+	MOVQ          tabs+24(FP), AX
+	VMOVDQU8      (AX), Z0
+	VMOVDQU8      64(AX), Z1
+	VMOVDQU8      128(AX), Z2
+	VMOVDQU8      192(AX), Z3
+	VMOVDQU8      256(AX), Z4
+	VMOVDQU8      320(AX), Z5
+	MOVQ          $0x150e0700150e0700, CX
+	VPBROADCASTQ  CX, Z6
+	MOVQ          $0xf0f0f0f0f0f0f0f0, CX
+	KMOVQ         CX, K1
+	MOVQ          words+0(FP), CX
+	MOVQ          nwords+8(FP), DX
+	MOVQ          esc+40(FP), BX
+	MOVQ          nesc+48(FP), SI
+	MOVQ          (CX), DI
+	MOVQ          (DX), R8
+	LEAQ          (DI)(R8*4), R8
+	MOVQ          (BX), R9
+	MOVQ          (SI), R10
+	ADDQ          R9, R10
+	VMOVDQU64     (DI), Z7
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z7, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z7, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddQAvx512_badstate
+	VMOVDQU64     64(DI), Z8
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z8, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z8, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddQAvx512_badstate
+	VMOVDQU64     128(DI), Z9
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z9, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z9, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddQAvx512_badstate
+	VMOVDQU64     192(DI), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddQAvx512_badstate
+	ADDQ          $0x00000100, DI
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z7, Z11
+	VPERMT2Q      Z8, Z12, Z11
+	VMOVDQA64     Z7, Z7
+	VPERMT2Q      Z8, Z13, Z7
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z12
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z13
+	VMOVDQA64     Z9, Z8
+	VPERMT2Q      Z10, Z12, Z8
+	VMOVDQA64     Z9, Z9
+	VPERMT2Q      Z10, Z13, Z9
+	MOVQ          8(CX), CX
+	MOVQ          8(DX), DX
+	LEAQ          (CX)(DX*4), DX
+	MOVQ          8(BX), BX
+	MOVQ          8(SI), SI
+	ADDQ          BX, SI
+	VMOVDQU64     (CX), Z10
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z10, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z10, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddQAvx512_badstate
+	VMOVDQU64     64(CX), Z12
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z12, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z12, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddQAvx512_badstate
+	VMOVDQU64     128(CX), Z13
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z13, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z13, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddQAvx512_badstate
+	VMOVDQU64     192(CX), Z14
+	VPCMPUQ.BCST  $0x01, ansLow<>+0(SB), Z14, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddQAvx512_badstate
+	VPTESTMQ.BCST ansSign<>+0(SB), Z14, K2
+	KMOVB         K2, R11
+	TESTL         R11, R11
+	JNZ           AnsDecodeRowsX2MaddQAvx512_badstate
+	ADDQ          $0x00000100, CX
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z16
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z17
+	VMOVDQA64     Z10, Z15
+	VPERMT2Q      Z12, Z16, Z15
+	VMOVDQA64     Z10, Z10
+	VPERMT2Q      Z12, Z17, Z10
+	VMOVDQU64     ansEvenOdd0<>+0(SB), Z16
+	VMOVDQU64     ansEvenOdd1<>+0(SB), Z17
+	VMOVDQA64     Z13, Z12
+	VPERMT2Q      Z14, Z16, Z12
+	VMOVDQA64     Z13, Z13
+	VPERMT2Q      Z14, Z17, Z13
+	MOVQ          ahead+56(FP), R11
+	XORQ          R12, R12
+
+AnsDecodeRowsX2MaddQAvx512_step:
+	PREFETCHT0     512(DI)
+	PREFETCHT0     (DI)(R11*1)
+	PREFETCHT0     512(CX)
+	PREFETCHT0     (CX)(R11*1)
+	IMUL3Q         $0x00000080, R12, R13
+	VPMULTISHIFTQB Z11, Z6, Z14
+	VPMULTISHIFTQB Z7, Z6, K1, Z14
+	VMOVDQA32      Z14, Z16
+	VPERMI2B       Z5, Z4, Z16
+	VPCMPEQB       384(AX), Z16, K2
+	KMOVQ          K2, R14
+	POPCNTQ        R14, R14
+	LEAQ           (R9)(R14*1), R14
+	CMPQ           R14, R10
+	JA             AnsDecodeRowsX2MaddQAvx512_toomany
+	VPEXPANDB      (R9), K2, Z16
+	MOVQ           R14, R9
+	MOVQ           out+32(FP), R14
+	MOVQ           (R14), R14
+	VMOVDQU8       Z16, (R14)(R13*1)
+	VMOVDQU32      (DI), Z16
+	VMOVDQA32      Z14, Z17
+	VPERMI2B       Z1, Z0, Z17
+	VPERMI2B       Z3, Z2, Z14
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z17, Z18
+	VPMADDUBSW     Z18, Z14, Z14
+	VPSRLW         $0x08, Z17, Z18
+	VPMADDUBSW     Z18, Z17, Z17
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z17, Z18
+	VPMADDWD       Z18, Z14, Z14
+	VPSRLD         $0x10, Z17, Z18
+	VPMADDWD       Z18, Z17, Z17
+	VPANDQ         ansLo32<>+0(SB), Z17, Z18
+	VPANDQ         ansLo32<>+0(SB), Z14, Z19
+	VPSRLQ         $0x1c, Z11, Z11
+	VPMULLQ        Z18, Z11, Z11
+	VPADDQ         Z19, Z11, Z11
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z11, K2
+	VPSRLQ         $0x20, Z17, Z17
+	VPSRLQ         $0x20, Z14, Z14
+	VPSRLQ         $0x1c, Z7, Z7
+	VPMULLQ        Z17, Z7, Z7
+	VPADDQ         Z14, Z7, Z7
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z7, K3
+	KMOVB          K2, R14
+	KMOVB          K3, R15
+	MOVL           $0x00005555, BP
+	PDEPL          BP, R14, R14
+	MOVL           $0x0000aaaa, BP
+	PDEPL          BP, R15, R15
+	ORL            R15, R14
+	KMOVW          R14, K4
+	POPCNTL        R14, R14
+	LEAQ           (DI)(R14*4), DI
+	CMPQ           DI, R8
+	JA             AnsDecodeRowsX2MaddQAvx512_exhausted
+	VPEXPANDD.Z    Z16, K4, Z14
+	VPSHLDQ        $0x20, Z14, Z7, K3, Z7
+	VPSLLQ         $0x20, Z11, K2, Z11
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z14, K2, Z11
+	VPMULTISHIFTQB Z15, Z6, Z14
+	VPMULTISHIFTQB Z10, Z6, K1, Z14
+	VMOVDQA32      Z14, Z16
+	VPERMI2B       Z5, Z4, Z16
+	VPCMPEQB       384(AX), Z16, K2
+	KMOVQ          K2, R14
+	POPCNTQ        R14, R14
+	LEAQ           (BX)(R14*1), R14
+	CMPQ           R14, SI
+	JA             AnsDecodeRowsX2MaddQAvx512_toomany
+	VPEXPANDB      (BX), K2, Z16
+	MOVQ           R14, BX
+	MOVQ           out+32(FP), R14
+	MOVQ           8(R14), R14
+	VMOVDQU8       Z16, (R14)(R13*1)
+	VMOVDQU32      (CX), Z16
+	VMOVDQA32      Z14, Z17
+	VPERMI2B       Z1, Z0, Z17
+	VPERMI2B       Z3, Z2, Z14
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z17, Z18
+	VPMADDUBSW     Z18, Z14, Z14
+	VPSRLW         $0x08, Z17, Z18
+	VPMADDUBSW     Z18, Z17, Z17
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z17, Z18
+	VPMADDWD       Z18, Z14, Z14
+	VPSRLD         $0x10, Z17, Z18
+	VPMADDWD       Z18, Z17, Z17
+	VPANDQ         ansLo32<>+0(SB), Z17, Z18
+	VPANDQ         ansLo32<>+0(SB), Z14, Z19
+	VPSRLQ         $0x1c, Z15, Z15
+	VPMULLQ        Z18, Z15, Z15
+	VPADDQ         Z19, Z15, Z15
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z15, K2
+	VPSRLQ         $0x20, Z17, Z17
+	VPSRLQ         $0x20, Z14, Z14
+	VPSRLQ         $0x1c, Z10, Z10
+	VPMULLQ        Z17, Z10, Z10
+	VPADDQ         Z14, Z10, Z10
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z10, K3
+	KMOVB          K2, R14
+	KMOVB          K3, R15
+	MOVL           $0x00005555, BP
+	PDEPL          BP, R14, R14
+	MOVL           $0x0000aaaa, BP
+	PDEPL          BP, R15, R15
+	ORL            R15, R14
+	KMOVW          R14, K4
+	POPCNTL        R14, R14
+	LEAQ           (CX)(R14*4), CX
+	CMPQ           CX, DX
+	JA             AnsDecodeRowsX2MaddQAvx512_exhausted
+	VPEXPANDD.Z    Z16, K4, Z14
+	VPSHLDQ        $0x20, Z14, Z10, K3, Z10
+	VPSLLQ         $0x20, Z15, K2, Z15
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z14, K2, Z15
+	VPMULTISHIFTQB Z8, Z6, Z14
+	VPMULTISHIFTQB Z9, Z6, K1, Z14
+	VMOVDQA32      Z14, Z16
+	VPERMI2B       Z5, Z4, Z16
+	VPCMPEQB       384(AX), Z16, K2
+	KMOVQ          K2, R14
+	POPCNTQ        R14, R14
+	LEAQ           (R9)(R14*1), R14
+	CMPQ           R14, R10
+	JA             AnsDecodeRowsX2MaddQAvx512_toomany
+	VPEXPANDB      (R9), K2, Z16
+	MOVQ           R14, R9
+	MOVQ           out+32(FP), R14
+	MOVQ           (R14), R14
+	VMOVDQU8       Z16, 64(R14)(R13*1)
+	VMOVDQU32      (DI), Z16
+	VMOVDQA32      Z14, Z17
+	VPERMI2B       Z1, Z0, Z17
+	VPERMI2B       Z3, Z2, Z14
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z17, Z18
+	VPMADDUBSW     Z18, Z14, Z14
+	VPSRLW         $0x08, Z17, Z18
+	VPMADDUBSW     Z18, Z17, Z17
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z17, Z18
+	VPMADDWD       Z18, Z14, Z14
+	VPSRLD         $0x10, Z17, Z18
+	VPMADDWD       Z18, Z17, Z17
+	VPANDQ         ansLo32<>+0(SB), Z17, Z18
+	VPANDQ         ansLo32<>+0(SB), Z14, Z19
+	VPSRLQ         $0x1c, Z8, Z8
+	VPMULLQ        Z18, Z8, Z8
+	VPADDQ         Z19, Z8, Z8
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z8, K2
+	VPSRLQ         $0x20, Z17, Z17
+	VPSRLQ         $0x20, Z14, Z14
+	VPSRLQ         $0x1c, Z9, Z9
+	VPMULLQ        Z17, Z9, Z9
+	VPADDQ         Z14, Z9, Z9
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z9, K3
+	KMOVB          K2, R14
+	KMOVB          K3, R15
+	MOVL           $0x00005555, BP
+	PDEPL          BP, R14, R14
+	MOVL           $0x0000aaaa, BP
+	PDEPL          BP, R15, R15
+	ORL            R15, R14
+	KMOVW          R14, K4
+	POPCNTL        R14, R14
+	LEAQ           (DI)(R14*4), DI
+	CMPQ           DI, R8
+	JA             AnsDecodeRowsX2MaddQAvx512_exhausted
+	VPEXPANDD.Z    Z16, K4, Z14
+	VPSHLDQ        $0x20, Z14, Z9, K3, Z9
+	VPSLLQ         $0x20, Z8, K2, Z8
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z14, K2, Z8
+	VPMULTISHIFTQB Z12, Z6, Z14
+	VPMULTISHIFTQB Z13, Z6, K1, Z14
+	VMOVDQA32      Z14, Z16
+	VPERMI2B       Z5, Z4, Z16
+	VPCMPEQB       384(AX), Z16, K2
+	KMOVQ          K2, R14
+	POPCNTQ        R14, R14
+	LEAQ           (BX)(R14*1), R14
+	CMPQ           R14, SI
+	JA             AnsDecodeRowsX2MaddQAvx512_toomany
+	VPEXPANDB      (BX), K2, Z16
+	MOVQ           R14, BX
+	MOVQ           out+32(FP), R14
+	MOVQ           8(R14), R14
+	VMOVDQU8       Z16, 64(R14)(R13*1)
+	VMOVDQU32      (CX), Z16
+	VMOVDQA32      Z14, Z17
+	VPERMI2B       Z1, Z0, Z17
+	VPERMI2B       Z3, Z2, Z14
+	VPSHLDW        $0x08, ansOneHi16<>+0(SB), Z17, Z18
+	VPMADDUBSW     Z18, Z14, Z14
+	VPSRLW         $0x08, Z17, Z18
+	VPMADDUBSW     Z18, Z17, Z17
+	VPSHLDD        $0x10, ansOneHi32<>+0(SB), Z17, Z18
+	VPMADDWD       Z18, Z14, Z14
+	VPSRLD         $0x10, Z17, Z18
+	VPMADDWD       Z18, Z17, Z17
+	VPANDQ         ansLo32<>+0(SB), Z17, Z18
+	VPANDQ         ansLo32<>+0(SB), Z14, Z19
+	VPSRLQ         $0x1c, Z12, Z12
+	VPMULLQ        Z18, Z12, Z12
+	VPADDQ         Z19, Z12, Z12
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z12, K2
+	VPSRLQ         $0x20, Z17, Z17
+	VPSRLQ         $0x20, Z14, Z14
+	VPSRLQ         $0x1c, Z13, Z13
+	VPMULLQ        Z17, Z13, Z13
+	VPADDQ         Z14, Z13, Z13
+	VPCMPUQ.BCST   $0x01, ansLow<>+0(SB), Z13, K3
+	KMOVB          K2, R13
+	KMOVB          K3, R14
+	MOVL           $0x00005555, R15
+	PDEPL          R15, R13, R13
+	MOVL           $0x0000aaaa, R15
+	PDEPL          R15, R14, R14
+	ORL            R14, R13
+	KMOVW          R13, K4
+	POPCNTL        R13, R13
+	LEAQ           (CX)(R13*4), CX
+	CMPQ           CX, DX
+	JA             AnsDecodeRowsX2MaddQAvx512_exhausted
+	VPEXPANDD.Z    Z16, K4, Z14
+	VPSHLDQ        $0x20, Z14, Z13, K3, Z13
+	VPSLLQ         $0x20, Z12, K2, Z12
+	VPTERNLOGQ     $0xf8, ansLo32<>+0(SB), Z14, K2, Z12
+	INCQ           R12
+	CMPQ           R12, steps+16(FP)
+	JB             AnsDecodeRowsX2MaddQAvx512_step
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z11, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX2MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z7, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX2MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z8, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX2MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z9, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX2MaddQAvx512_badstate
+	CMPQ           R9, R10
+	JNE            AnsDecodeRowsX2MaddQAvx512_toomany
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z15, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX2MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z10, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX2MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z12, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX2MaddQAvx512_badstate
+	VPCMPUQ.BCST   $0x04, ansLow<>+0(SB), Z13, K1
+	KMOVB          K1, AX
+	TESTL          AX, AX
+	JNZ            AnsDecodeRowsX2MaddQAvx512_badstate
+	CMPQ           BX, SI
+	JNE            AnsDecodeRowsX2MaddQAvx512_toomany
+	XORQ           AX, AX
+	MOVQ           AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDecodeRowsX2MaddQAvx512_exhausted:
+	MOVQ $-1, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDecodeRowsX2MaddQAvx512_toomany:
+	MOVQ $-2, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
+AnsDecodeRowsX2MaddQAvx512_badstate:
+	MOVQ $-3, AX
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET
+
 // func AnsDotRowsAvx2(words *uint32, nwords int, steps int, tab *uint32, v *int8, acc *int32, esc *uint32, escCap int) int
 // Requires: AVX, AVX2, POPCNT
 TEXT ·AnsDotRowsAvx2(SB), NOSPLIT, $384-72

@@ -25,7 +25,7 @@ func (b *Backend) LoadANSBits(m *ans.Bits) (*LowMatrix, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	if codedTile%m.RowsPerUnit() != 0 {
+	if 16%m.RowsPerUnit() != 0 {
 		return nil, fmt.Errorf("cpu: %s: units of %d rows do not divide %d-row tiles", m.Name(), m.RowsPerUnit(), codedTile)
 	}
 	c := *m // a snapshot of the fields, as Load takes
@@ -36,17 +36,19 @@ func (b *Backend) LoadANSBits(m *ans.Bits) (*LowMatrix, error) {
 	return mx, nil
 }
 
-// decodeTile decodes the 16 rows from r0 (a multiple of 16) of an
-// entropy-coded matrix into w (16*WordsPerRow words).
+// decodeTile decodes the codedTile rows from r0 (a multiple of 16; fewer
+// at the end of the padded rows) of an entropy-coded matrix into w
+// (codedTile*WordsPerRow words).
 func (mx *LowMatrix) decodeTile(r0 int, w []uint32) error {
 	c := mx.code
 	ru := c.RowsPerUnit()
 	n := ru * c.Header.WordsPerRow()
 	u0 := r0 / ru
+	units := (min(r0+codedTile, c.Header.PRows) - r0) / ru
 	if mx.ansKern != nil {
-		return mx.ansKern.decode(u0, codedTile/ru, w)
+		return mx.ansKern.decode(u0, units, w)
 	}
-	for u := u0; u < u0+codedTile/ru; u++ {
+	for u := u0; u < u0+units; u++ {
 		if err := c.DecodeUnitWords(u, w[(u-u0)*n:]); err != nil {
 			return fmt.Errorf("cpu: %s: %w", c.Name(), err)
 		}

@@ -148,6 +148,11 @@ func TestRequiresCoverKernels(t *testing.T) {
 			}
 		}
 	}
+	for _, vs := range ansDecodeFuncs {
+		for _, f := range vs {
+			check("ans decode", funcName(f), ansDecodeRequires)
+		}
+	}
 	for _, f := range ansAVX2Funcs {
 		check("ans avx2", funcName(f), ansAVX2Requires)
 	}

@@ -246,7 +246,7 @@ func (mx *LowMatrix) wordsPerRow() int {
 // rowBytes bytes a row), with words the packed words of rows [r0, r1)
 // and of the rest of r1's 16-row tile (words[0] is row r0's first): the
 // stored words in place, or for an entropy-coded matrix those rows
-// decoded into a scratch of one 16-row tile, so that the kernels read
+// decoded into a scratch of codedTile rows, so that the kernels read
 // them from L2. It returns the first decoding error (fn may still run on
 // other ranges).
 func (mx *LowMatrix) rowWords(rowBytes int, fn func(r0, r1 int, words []uint32)) error {
@@ -282,9 +282,11 @@ func (mx *LowMatrix) rowWords(rowBytes int, fn func(r0, r1 int, words []uint32))
 	return first
 }
 
-// codedTile is the rows an entropy-coded matrix is decoded by: one SIMD
-// tile, a multiple of every unit's rows (ans.Bits.RowsPerUnit).
-const codedTile = 16
+// codedTile is the rows an entropy-coded matrix is decoded by: two SIMD
+// tiles, a multiple of every unit's rows (ans.Bits.RowsPerUnit, at most
+// 16), so that a decoder call interleaves at least two units' state
+// chains.
+const codedTile = 32
 
 var codedPool = sync.Pool{New: func() any { return new([]uint32) }}
 

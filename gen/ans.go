@@ -21,8 +21,13 @@ const ansPrefetch = 512
 func ansKernels() {
 	for _, mode := range []ansMode{ansMul, ansMadd, ansMaddQ} {
 		for _, units := range []int{1, 2} {
-			ansDot(false, units, mode)
-			ansDot(true, units, mode)
+			ansDot(false, units, mode, false)
+			ansDot(true, units, mode, false)
+		}
+	}
+	for _, mode := range []ansMode{ansMul, ansMadd, ansMaddQ} {
+		for _, units := range []int{1, 2} {
+			ansDot(false, units, mode, true)
 		}
 	}
 	ansDotAVX2(false)
@@ -35,18 +40,30 @@ func ansKernels() {
 // independent state chains (the update is a serial chain per coder).
 //
 // The mode says how F, the rank and the state product are computed (see
-// ansMode).
-func ansDot(stripes bool, units int, mode ansMode) {
+// ansMode). With decode (warp rows) the kernel is AnsDecodeRowsX<units>:
+// instead of the dot products it stores each step's decoded bytes (the
+// table's value plus 128, escapes likewise) to the unit's output, 128
+// bytes a step: the words of an ans.Bits matrix.
+func ansDot(stripes bool, units int, mode ansMode, decode bool) {
 	kind := "Rows"
 	if stripes {
 		kind = "Stripes"
 	}
 	name := fmt.Sprintf("AnsDot%sX%d%sAvx512", kind, units, mode.suffix())
 	madd := mode != ansMul
-	TEXT(name, NOSPLIT, "func(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int")
-	Pragma("noescape")
-	kernelDoc("ANS kernels", fmt.Sprintf("%s decodes %d layout/ans unit(s) of 32 coders (warp %s) with AVX-512 and accumulates each coder's int8 dot products; F, the rank and the state product %s.",
-		name, units, strings.ToLower(kind), [...]string{"by VPMULLD and VPMULLQ", "by multiply-adds and VPMULUDQ (frequencies <= 127)", "by multiply-adds and VPMULLQ (frequencies <= 127)"}[mode]))
+	arith := [...]string{"by VPMULLD and VPMULLQ", "by multiply-adds and VPMULUDQ (frequencies <= 127)", "by multiply-adds and VPMULLQ (frequencies <= 127)"}[mode]
+	if decode {
+		name = fmt.Sprintf("AnsDecodeRowsX%d%sAvx512", units, mode.suffix())
+		TEXT(name, NOSPLIT, "func(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, out *[2]*byte, esc *[2]*int8, nesc *[2]int, ahead int) int")
+		Pragma("noescape")
+		kernelDoc("ANS kernels", fmt.Sprintf("%s decodes %d layout/ans unit(s) of 32 coders (warp rows) with AVX-512 and stores each step's 128 decoded bytes (value plus 128) at out[u] + 128*step; F, the rank and the state product %s.",
+			name, units, arith))
+	} else {
+		TEXT(name, NOSPLIT, "func(words *[2]*uint32, nwords *[2]int, steps int, tabs *byte, v *int8, acc *int32, esc *[2]*int8, nesc *[2]int, ahead int) int")
+		Pragma("noescape")
+		kernelDoc("ANS kernels", fmt.Sprintf("%s decodes %d layout/ans unit(s) of 32 coders (warp %s) with AVX-512 and accumulates each coder's int8 dot products; F, the rank and the state product %s.",
+			name, units, strings.ToLower(kind), arith))
+	}
 	tab := param("tabs")
 	var tF, tO, tV [2]VecVirtual
 	for i, tt := range []*[2]VecVirtual{&tF, &tO, &tV} {
@@ -119,9 +136,11 @@ func ansDot(stripes bool, units int, mode ansMode) {
 			VPERMT2Q(b, io, o)
 			x[u][2*h], x[u][2*h+1] = e, o
 		}
-		for h := range acc[u] {
-			acc[u][h] = ZMM()
-			VPXORD(acc[u][h], acc[u][h], acc[u][h])
+		if !decode {
+			for h := range acc[u] {
+				acc[u][h] = ZMM()
+				VPXORD(acc[u][h], acc[u][h], acc[u][h])
+			}
 		}
 	}
 	ahead := Load(Param("ahead"), GP64())
@@ -132,18 +151,28 @@ func ansDot(stripes bool, units int, mode ansMode) {
 		PREFETCHT0(Mem{Base: wp[u], Disp: ansPrefetch})
 		PREFETCHT0(Mem{Base: wp[u], Index: ahead, Scale: 1})
 	}
-	vp := param("v")
-	if !stripes {
-		IMUL3Q(U32(128), step, vp.(GPVirtual)) // v + 128*step
+	var vp, off GPVirtual
+	switch {
+	case decode:
+		off = GP64()
+		IMUL3Q(U32(128), step, off) // the step's bytes in each unit's output
+	case !stripes:
+		vp = param("v")
+		IMUL3Q(U32(128), step, vp) // v + 128*step
 		ADDQ(NewParamAddr("v", 32), vp)
-	} else {
+	default:
+		vp = param("v")
 		LEAQ(Mem{Base: vp, Index: step, Scale: 4}, vp)
 	}
 	for h := 0; h < 2; h++ {
-		vin := ZMM()
-		if stripes {
+		var vin VecVirtual
+		switch {
+		case decode:
+		case stripes:
+			vin = ZMM()
 			VPBROADCASTD(Mem{Base: vp}, vin)
-		} else {
+		default:
+			vin = ZMM()
 			VMOVDQU8(Mem{Base: vp, Disp: 64 * h}, vin)
 		}
 		for u := 0; u < units; u++ {
@@ -185,7 +214,13 @@ func ansDot(stripes bool, units int, mode ansMode) {
 			JA(LabelRef(name + "_toomany"))
 			VPEXPANDB(Mem{Base: ep[u]}, ke, vb)
 			MOVQ(nx, ep[u])
-			VPDPBUSD(vin, vb, acc[u][h])
+			if decode {
+				o := param("out")
+				MOVQ(Mem{Base: o, Disp: 8 * u}, o)
+				VMOVDQU8(vb, Mem{Base: o, Index: off, Scale: 1, Disp: 64 * h})
+			} else {
+				VPDPBUSD(vin, vb, acc[u][h])
+			}
 			part := func(bytes VecVirtual, i int) VecVirtual {
 				r := ZMM()
 				switch i {
@@ -295,7 +330,10 @@ func ansDot(stripes bool, units int, mode ansMode) {
 	INCQ(step)
 	CMPQ(step, NewParamAddr("steps", 16))
 	JB(LabelRef(name + "_step"))
-	ap := param("acc")
+	var ap GPVirtual
+	if !decode {
+		ap = param("acc")
+	}
 	for u := 0; u < units; u++ {
 		for i := range x[u] { // every coder back at 2^31
 			kb := K()
@@ -307,8 +345,10 @@ func ansDot(stripes bool, units int, mode ansMode) {
 		}
 		CMPQ(ep[u], eend[u]) // every escape used
 		JNE(LabelRef(name + "_toomany"))
-		for h := range acc[u] {
-			VMOVDQU32(acc[u][h], Mem{Base: ap, Disp: 128*u + 64*h})
+		if !decode {
+			for h := range acc[u] {
+				VMOVDQU32(acc[u][h], Mem{Base: ap, Disp: 128*u + 64*h})
+			}
 		}
 	}
 	zero := GP64()

@@ -47,19 +47,32 @@ func cmdInspect(args []string) error {
 	}
 	rows, cols := dm.Shape()
 	fmt.Printf("  %s, padded columns %d, %.3f bits/weight\n", dm.Name(), dm.PaddedCols(), 8*float64(dm.StreamBytes())/float64(rows*cols))
-	m, ok := dm.(*layout.Q4G128)
+	m, ok := dm.(layout.Grouped)
 	if !ok {
 		return nil
 	}
 	smin, smax := float32(math.Inf(1)), float32(math.Inf(-1))
-	var zhist [16]int
-	for r := 0; r < m.Rows; r++ {
+	zmin, zmax := float32(math.Inf(1)), float32(math.Inf(-1))
+	zhist := map[float32]int{}
+	for r := 0; r < rows; r++ {
 		for g := 0; g < m.Groups(); g++ {
-			s := m.Scale(r, g)
+			s, _ := m.Affine(r, g)
+			z := m.ZeroPoint(r, g)
 			smin, smax = min(smin, s), max(smax, s)
-			zhist[m.Zero(r, g)]++
+			zmin, zmax = min(zmin, z), max(zmax, z)
+			zhist[z]++
 		}
 	}
-	fmt.Printf("  scales in [%g, %g]; zero-point histogram %v\n", smin, smax, zhist)
+	fmt.Printf("  scales in [%g, %g]; zero points in [%g, %g]", smin, smax, zmin, zmax)
+	if zmin >= 0 && zmax <= 15 && len(zhist) <= 16 {
+		h := make([]int, 16)
+		for z, n := range zhist {
+			if z == float32(int(z)) {
+				h[int(z)] += n
+			}
+		}
+		fmt.Printf(", histogram %v", h)
+	}
+	fmt.Println()
 	return nil
 }

@@ -163,7 +163,11 @@ func (t *modelTensor) matrix(opt importOpts) (layout.Matrix, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	rel := layout.RelRMSError(m.(interface{ Dequantize() []float32 }).Dequantize(), w)
+	dq, ok := m.(interface{ Dequantize() []float32 })
+	if !ok {
+		return nil, "", fmt.Errorf("format %s has no Dequantize to measure the error", m.Name())
+	}
+	rel := layout.RelRMSError(dq.Dequantize(), w)
 	return m, fmt.Sprintf("quantized %s, relative RMS error %.5f", m.Name(), rel), nil
 }
 
@@ -177,9 +181,9 @@ func (t *modelTensor) describe() error {
 	if err != nil {
 		return err
 	}
-	b := mat.(*layout.Bits)
-	t.rows, t.cols, t.importsAs = b.Rows, b.Cols, b.Name()+" exact"
-	if b.Perm != nil {
+	t.rows, t.cols = mat.Shape()
+	t.importsAs = mat.Name() + " exact"
+	if p, ok := mat.(layout.Permuted); ok && p.ColumnPerm() != nil {
 		t.importsAs += " (act-order permutation)"
 	}
 	return nil

@@ -78,7 +78,11 @@ func cmdQuantize(args []string) error {
 	if err != nil {
 		return err
 	}
-	rel := layout.RelRMSError(m.(interface{ Dequantize() []float32 }).Dequantize(), w)
+	dq, ok := m.(interface{ Dequantize() []float32 })
+	if !ok {
+		return fmt.Errorf("quantize: format %s has no Dequantize to measure the error", m.Name())
+	}
+	rel := layout.RelRMSError(dq.Dequantize(), w)
 	if err := layout.SaveMatrix(*out, m.(interface {
 		layout.Matrix
 		io.WriterTo

@@ -134,24 +134,20 @@ func Cases(rows, cols int, short bool, seed uint64) ([]Case, error) {
 		}
 	}
 	// offsets: w = q*s + o (imported Q4_1 / Q4_K form)
-	spec, _ := layout.ParseFormatSpec("bits4g32")
-	m, err := synth.Matrix(spec, rows, cols, seed+77)
+	off, err := layout.RandomBits(rows, cols, 4, 32, seed+77)
 	if err != nil {
 		return nil, err
 	}
-	off := m.(*layout.Bits)
 	off.Offsets = true
 	for i := range off.Zeros16 {
 		off.Zeros16[i] = layout.ToFP16(float32(rng.NormFloat64() * 0.05))
 	}
 	out = append(out, Case{off.Name() + "/offsets", off})
 	// act-order permutation (imported GPTQ)
-	spec, _ = layout.ParseFormatSpec("bits4g128")
-	m, err = synth.Matrix(spec, rows, cols, seed+78)
+	perm, err := layout.RandomBits(rows, cols, 4, 128, seed+78)
 	if err != nil {
 		return nil, err
 	}
-	perm := m.(*layout.Bits)
 	perm.Perm = make([]int32, cols)
 	for i, p := range rng.Perm(cols) {
 		perm.Perm[i] = int32(p)
@@ -522,8 +518,7 @@ func checkFloat(m layout.Matrix, dst, x []float32, batch, rows, cols int) error 
 // closed matrix refuses work.
 func badInput(t *testing.T, be dispatch.Backend, o Options) {
 	const rows, cols = 20, 300
-	spec, _ := layout.ParseFormatSpec("q4g128")
-	m, err := synth.Matrix(spec, rows, cols, 5)
+	m, err := layout.RandomQ4G128(rows, cols, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -572,12 +567,12 @@ func badInput(t *testing.T, be dispatch.Backend, o Options) {
 		t.Error("multiply after Close: accepted")
 	}
 	// Invalid matrices are refused at Load.
-	bad := *(m.(*layout.Q4G128))
+	bad := *m
 	bad.Weights = bad.Weights[1:]
 	if _, err := be.Load(&bad); err == nil {
 		t.Error("Load accepted a matrix with a short weight slice")
 	}
-	bad = *(m.(*layout.Q4G128))
+	bad = *m
 	bad.Scales = append([]float32(nil), bad.Scales...)
 	bad.Scales[3] = float32(math.Inf(1))
 	if _, err := be.Load(&bad); err == nil {

