@@ -6,14 +6,51 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/qgemv/qgemv"
 	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/layout"
 )
 
-// infoFormats are the formats "qgemv info" loads to show their kernels.
-var infoFormats = []string{"q4g128", "bits8g128", "bits4g128", "bits3g128", "bits2g128", "bits1g128", "bits4g32", "sparse12g128", "cb-m1v4b8g128", "cb-m2v8b6g128", "cb-m1v4b12g128"}
+// infoFormats are the formats "qgemv info" loads to show their kernels:
+// every Bits width, then each other registered format's examples (its
+// short list), and a 12-bit codebook (dequantized on the CPU).
+var infoFormats = func() []string {
+	out := []string{"q4g128", "bits8g128", "bits4g128", "bits3g128", "bits2g128", "bits1g128"}
+	for _, f := range layout.Formats() {
+		for _, e := range f.Examples[:f.ShortExamples] {
+			if !slices.Contains(out, e) {
+				out = append(out, e)
+			}
+		}
+	}
+	return append(out, "cb-m1v4b12g128")
+}()
+
+// runFormats lists the registered formats: name, container id, spec
+// syntax, whether float weights quantize to it, and example names.
+func runFormats(w io.Writer, args []string) error {
+	fs := flag.NewFlagSet("formats", flag.ContinueOnError)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("formats: unexpected argument %q", fs.Arg(0))
+	}
+	for _, f := range layout.Formats() {
+		how := "quantize from float weights"
+		switch {
+		case f.Int8Values:
+			how = "int8 values (MulInt32)"
+		case f.Quantize == nil:
+			how = "not made from float weights"
+		}
+		fmt.Fprintf(w, "%-9s id %d  %s\n          %s; e.g. %s\n", f.Name, f.ID, f.Syntax, how, strings.Join(f.Examples, ", "))
+	}
+	return nil
+}
 
 func cmdInfo(args []string) error { return runInfo(os.Stdout, args) }
 

@@ -1,6 +1,7 @@
 // Command qgemv is the command-line face of the qgemv library.
 //
 //	qgemv info                      CPU, features, backends, kernels chosen
+//	qgemv formats                   the registered formats and their names
 //	qgemv bench [flags]             the main job: a LLaMA FFN block, timed;
 //	                                -model FILE: every matrix of a model file;
 //	                                -workload matvans: the MatVANS int8 chain
@@ -25,6 +26,7 @@ func usage() {
 
 commands:
   info       show the CPU, its features, the backends found and the kernels chosen
+  formats    list the registered formats, their spec names and example names
   bench      run a LLaMA feed-forward block (gate, up, down) on the best backend
   quantize   quantize a raw little-endian float32 matrix to a .qgv file
   inspect    describe a .qgv, .gguf or .safetensors file
@@ -43,6 +45,8 @@ func main() {
 	switch os.Args[1] {
 	case "info":
 		err = cmdInfo(args)
+	case "formats":
+		err = runFormats(os.Stdout, args)
 	case "bench":
 		err = cmdBench(args)
 	case "quantize":
