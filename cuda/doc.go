@@ -15,9 +15,11 @@
 // process if cuInit failed (no visible device, say); this package defines
 // cuInit in the executable (init.go), calling the driver's own and
 // reporting success to cu, so that Devices and Open return the driver's
-// result as an error instead and the CPU backends still run. `make cuda-headers` fetches cuda.h and a
-// libcuda.so link stub (from Debian's nvidia-cuda-dev) into .cache/cuda;
-// `make cuda-vet` and `make cuda-test-bin` use them.
+// result as an error instead and the CPU backends still run. `make
+// cuda-headers` fetches cuda.h and a libcuda.so link stub (from Debian's
+// nvidia-cuda-dev, through apt) into the user cache, once per machine;
+// `make cuda-vet`, `make cuda-test-bin` and `eval "$(make -s cuda-env)"`
+// use them.
 //
 // # Kernels
 //

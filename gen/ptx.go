@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 )
 
@@ -22,8 +23,9 @@ const (
 
 var ptxArchs = []int{75, 80, 90}
 
-// toolkitNVCC is where `make cuda-toolkit` unpacks Debian's nvcc.
-const toolkitNVCC = ".cache/cuda/toolkit/usr/lib/nvidia-cuda-toolkit/bin/nvcc"
+// toolkitGlob is where `make cuda-toolkit` (.ci/debcache) unpacks Debian's
+// nvcc, under the user cache directory.
+const toolkitGlob = "qgemv/cuda-toolkit_*/usr/lib/nvidia-cuda-toolkit/bin/nvcc"
 
 // findNVCC returns the CUDA compiler to use: $QGEMV_NVCC, nvcc on PATH,
 // or the toolkit unpacked by `make cuda-toolkit`; "" if none.
@@ -34,9 +36,11 @@ func findNVCC() string {
 	if p, err := exec.LookPath("nvcc"); err == nil {
 		return p
 	}
-	if _, err := os.Stat(toolkitNVCC); err == nil {
-		abs, _ := filepath.Abs(toolkitNVCC)
-		return abs
+	if dir, err := os.UserCacheDir(); err == nil {
+		if m, _ := filepath.Glob(filepath.Join(dir, toolkitGlob)); len(m) > 0 {
+			sort.Strings(m)
+			return m[len(m)-1]
+		}
 	}
 	return ""
 }
