@@ -6,7 +6,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: all build test bench gen check ci vet fmt-check gen-check fma-check race noasm tags opencl fuzz fixtures cuda-headers cuda-env cuda-toolkit cuda-vet cuda-test-bin
+.PHONY: all build test bench gen check ci vet fmt-check gen-check fma-check race noasm tags opencl go-min fuzz fixtures cuda-headers cuda-env cuda-toolkit cuda-vet cuda-test-bin
 
 all: build
 
@@ -88,8 +88,20 @@ fuzz:
 		$(GO) test -run XXX -fuzz "^$${t%%:*}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 0 $${t#*:}; \
 	done
 
+# go.mod's go line is the oldest Go release the module needs (a module
+# that imports qgemv is held to at least that): build and vet with exactly
+# that release, every build tag included. GOTOOLCHAIN fetches it from the
+# module proxy into the module cache (outside the clone), once.
+GO_MIN = $(shell awk '$$1 == "go" { v = $$2; if (split(v, p, ".") == 2) v = v ".0"; print "go" v; exit }' go.mod)
+go-min:
+	GOTOOLCHAIN=$(GO_MIN) $(GO) build $(PKGS)
+	GOTOOLCHAIN=$(GO_MIN) $(GO) vet $(PKGS)
+	GOTOOLCHAIN=$(GO_MIN) $(GO) vet -tags noasm $(PKGS)
+	@$(CUDA_ENV) export CGO_CFLAGS="$$CGO_CFLAGS $(OPENCL_CFLAGS)"; set -x; \
+		GOTOOLCHAIN=$(GO_MIN) $(GO) vet -tags opencl,cuda $(PKGS)
+
 # The whole check: what CI runs.
-test: build fmt-check vet gen-check fma-check tags opencl
+test: build fmt-check vet gen-check fma-check tags go-min opencl
 	$(GO) test $(PKGS)
 	$(MAKE) race noasm
 
