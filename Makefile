@@ -1,7 +1,8 @@
 # qgemv developer tasks. "make test" is the README's test command and what
-# .ci/run calls. It needs Go, network access to the module proxy the first
-# time, and for the cuda tag's checks apt (Debian's cuda.h, through
-# .ci/debcache: once per machine, not per clone).
+# .ci/run calls: every check. "make check" is the quick loop while editing.
+# They need Go, network access to the module proxy the first time, and for
+# the cuda tag's checks apt (Debian's cuda.h, through .ci/debcache: once
+# per machine, not per clone).
 
 GO ?= go
 PKGS := ./...
@@ -105,7 +106,24 @@ test: build fmt-check vet gen-check fma-check tags go-min opencl
 	$(GO) test $(PKGS)
 	$(MAKE) race noasm
 
-check: test
+# The quick loop while editing (about two minutes on 2 cores): gofmt, build
+# and vet for this machine, the generated files when their inputs changed
+# (regenerated in place: a change fails the check), and the short tests
+# (-short) of the packages changed since the merge base with CHECK_BASE or
+# in the working tree, and of the packages that import them
+# (.ci/changed-pkgs). make test is the whole check.
+CHECK_BASE ?= main
+check: fmt-check
+	$(GO) build $(PKGS)
+	$(GO) vet $(PKGS)
+	@if [ -n "$$(CHECK_BASE=$(CHECK_BASE) .ci/changed-pkgs -gen)" ]; then \
+		before="$$(find asm cuda/ptx -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum)"; \
+		(set -x; $(GO) run ./gen) || exit 1; \
+		if [ "$$before" != "$$(find asm cuda/ptx -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum)" ]; then \
+			echo "check: go run ./gen changed asm/ or cuda/ptx/: review and commit the regenerated files"; exit 1; fi; \
+	fi
+	@pkgs="$$(CHECK_BASE=$(CHECK_BASE) .ci/changed-pkgs)" || exit 1; \
+	if [ -z "$$pkgs" ]; then echo "check: no changed packages to test"; else set -x; $(GO) test -short $$pkgs; fi
 
 ci: test
 
