@@ -1,11 +1,13 @@
 # qgemv developer tasks. "make test" is the README's test command and what
-# .ci/run calls; it needs only Go (and network access to the module proxy
-# the first time).
+# .ci/run calls: every check. "make check" is the quick loop while editing.
+# They need Go, network access to the module proxy the first time, and for
+# the cuda tag's checks apt (Debian's cuda.h, through .ci/debcache: once
+# per machine, not per clone).
 
 GO ?= go
 PKGS := ./...
 
-.PHONY: all build test bench gen check ci vet fmt-check gen-check fma-check race noasm tags opencl fuzz fixtures cuda-headers cuda-toolkit cuda-vet cuda-test-bin
+.PHONY: all build test bench gen check ci vet fmt-check gen-check fma-check race noasm tags opencl go-min fuzz fixtures cuda-headers cuda-env cuda-toolkit cuda-vet cuda-test-bin
 
 all: build
 
@@ -87,12 +89,41 @@ fuzz:
 		$(GO) test -run XXX -fuzz "^$${t%%:*}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 0 $${t#*:}; \
 	done
 
+# go.mod's go line is the oldest Go release the module needs (a module
+# that imports qgemv is held to at least that): build and vet with exactly
+# that release, every build tag included. GOTOOLCHAIN fetches it from the
+# module proxy into the module cache (outside the clone), once.
+GO_MIN = $(shell awk '$$1 == "go" { v = $$2; if (split(v, p, ".") == 2) v = v ".0"; print "go" v; exit }' go.mod)
+go-min:
+	GOTOOLCHAIN=$(GO_MIN) $(GO) build $(PKGS)
+	GOTOOLCHAIN=$(GO_MIN) $(GO) vet $(PKGS)
+	GOTOOLCHAIN=$(GO_MIN) $(GO) vet -tags noasm $(PKGS)
+	@$(CUDA_ENV) export CGO_CFLAGS="$$CGO_CFLAGS $(OPENCL_CFLAGS)"; set -x; \
+		GOTOOLCHAIN=$(GO_MIN) $(GO) vet -tags opencl,cuda $(PKGS)
+
 # The whole check: what CI runs.
-test: build fmt-check vet gen-check fma-check tags opencl
+test: build fmt-check vet gen-check fma-check tags go-min opencl
 	$(GO) test $(PKGS)
 	$(MAKE) race noasm
 
-check: test
+# The quick loop while editing (about two minutes on 2 cores): gofmt, build
+# and vet for this machine, the generated files when their inputs changed
+# (regenerated in place: a change fails the check), and the short tests
+# (-short) of the packages changed since the merge base with CHECK_BASE or
+# in the working tree, and of the packages that import them
+# (.ci/changed-pkgs). make test is the whole check.
+CHECK_BASE ?= main
+check: fmt-check
+	$(GO) build $(PKGS)
+	$(GO) vet $(PKGS)
+	@if [ -n "$$(CHECK_BASE=$(CHECK_BASE) .ci/changed-pkgs -gen)" ]; then \
+		before="$$(find asm cuda/ptx -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum)"; \
+		(set -x; $(GO) run ./gen) || exit 1; \
+		if [ "$$before" != "$$(find asm cuda/ptx -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum)" ]; then \
+			echo "check: go run ./gen changed asm/ or cuda/ptx/: review and commit the regenerated files"; exit 1; fi; \
+	fi
+	@pkgs="$$(CHECK_BASE=$(CHECK_BASE) .ci/changed-pkgs)" || exit 1; \
+	if [ -z "$$pkgs" ]; then echo "check: no changed packages to test"; else set -x; $(GO) test -short $$pkgs; fi
 
 ci: test
 
@@ -102,59 +133,48 @@ bench:
 	$(GO) test -run XXX -bench . -benchtime 2s -count 3 . | tee bench.txt
 
 # Regenerate the import tests' reference files with llama.cpp's gguf-py and
-# the safetensors library (Debian sid packages, unpacked into a cache; needs
+# the safetensors library (Debian unstable's python3-gguf and
+# python3-safetensors, unpacked into the user cache by .ci/debcache; needs
 # python3 with numpy, e.g. apt-get install python3-numpy python3-yaml
 # python3-tqdm python3-requests).
-FIXDIR := .cache/fixtures
-DEBIAN := http://deb.debian.org/debian/pool/main
 fixtures:
-	mkdir -p $(FIXDIR)
-	cd $(FIXDIR) && test -f gguf.deb || curl -fsSL -o gguf.deb $(DEBIAN)/l/llama.cpp/python3-gguf_0.7.0+dfsg-2_all.deb
-	cd $(FIXDIR) && test -f st.deb || curl -fsSL -o st.deb $(DEBIAN)/s/safetensors/python3-safetensors_0.8.0-1_amd64.deb
-	cd $(FIXDIR) && dpkg -x gguf.deb root && dpkg -x st.deb root
-	cd $(FIXDIR)/root/usr/lib/python3/dist-packages/safetensors && cp -f _safetensors_rust.abi3-*.so _safetensors_rust.abi3.so
-	PYTHONPATH=$(FIXDIR)/root/usr/lib/python3/dist-packages /usr/bin/python3 internal/testmodel/reference/make_fixtures.py
+	py="$$(.ci/debcache fixtures)" && PYTHONPATH="$$py" /usr/bin/python3 internal/testmodel/reference/make_fixtures.py
 
 # CUDA (build tag cuda). Building needs cuda.h and a libcuda.so link stub:
-# cuda-headers extracts just those from Debian's non-free nvidia-cuda-dev
-# package into .cache/cuda (downloaded once, about 770 MB). Running needs
-# the NVIDIA driver (libcuda.so.1). cuda-toolkit also unpacks Debian's
-# nvcc 11.8, which go run ./gen uses to regenerate cuda/ptx from
-# cuda/*.cu (PTX ISA 7.8: loadable by drivers from R520 on).
-CUDA_DIR := $(CURDIR)/.cache/cuda
-CUDA_POOL := http://deb.debian.org/debian/pool/non-free/n/nvidia-cuda-toolkit
-CUDA_VER := 11.8.89~11.8.0-5~deb12u1
-CUDA_ENV := CGO_CFLAGS="-I$(CUDA_DIR)/include" CGO_LDFLAGS="-L$(CUDA_DIR)/lib"
+# make cuda-headers unpacks just those from Debian's non-free
+# nvidia-cuda-dev package (about 770 MB, fetched with apt-get download and
+# checked against the archive's signed index) into the user cache
+# (${XDG_CACHE_HOME:-~/.cache}/qgemv, by .ci/debcache: once per machine and
+# package version, not per clone) and prints the directory. CUDA_DIR=dir
+# uses dir/include/cuda.h and dir/lib/libcuda.so instead. Running needs the
+# NVIDIA driver (libcuda.so.1). eval "$$(make -s cuda-env)" sets CGO_CFLAGS
+# and CGO_LDFLAGS for go build -tags cuda. make cuda-toolkit also unpacks
+# Debian's nvcc 11.8 there, which go run ./gen uses to regenerate cuda/ptx
+# from cuda/*.cu (PTX ISA 7.8: loadable by drivers from R520 on).
+CUDA_DIR ?=
+CUDA_ENV = dir="$(CUDA_DIR)"; if [ -z "$$dir" ]; then dir="$$(.ci/debcache cuda-headers)" || exit 1; fi; \
+	export CGO_CFLAGS="-I$$dir/include" CGO_LDFLAGS="-L$$dir/lib";
 
-$(CUDA_DIR)/deb/nvidia-cuda-dev.deb:
-	mkdir -p $(CUDA_DIR)/deb
-	curl -fsSL -o $@.part "$(CUDA_POOL)/nvidia-cuda-dev_$(CUDA_VER)_amd64.deb" && mv $@.part $@
+cuda-headers:
+	@.ci/debcache cuda-headers
 
-cuda-headers: $(CUDA_DIR)/include/cuda.h
-$(CUDA_DIR)/include/cuda.h: $(CUDA_DIR)/deb/nvidia-cuda-dev.deb
-	mkdir -p $(CUDA_DIR)/include $(CUDA_DIR)/lib $(CUDA_DIR)/x
-	dpkg-deb --fsys-tarfile $< | tar -x -C $(CUDA_DIR)/x ./usr/include/cuda.h ./usr/lib/x86_64-linux-gnu/stubs/libcuda.so
-	cp $(CUDA_DIR)/x/usr/lib/x86_64-linux-gnu/stubs/libcuda.so $(CUDA_DIR)/lib/
-	cp $(CUDA_DIR)/x/usr/include/cuda.h $@
+cuda-env:
+	@$(CUDA_ENV) echo "export CGO_CFLAGS='$$CGO_CFLAGS' CGO_LDFLAGS='$$CGO_LDFLAGS'"
 
-cuda-toolkit: $(CUDA_DIR)/toolkit/usr/lib/nvidia-cuda-toolkit/bin/nvcc.profile.qgemv
-$(CUDA_DIR)/toolkit/usr/lib/nvidia-cuda-toolkit/bin/nvcc.profile.qgemv: $(CUDA_DIR)/deb/nvidia-cuda-dev.deb
-	cd $(CUDA_DIR)/deb && for p in nvidia-cuda-toolkit libnvvm4; do test -f $$p.deb || curl -fsSL -o $$p.deb "$(CUDA_POOL)/$${p}_$(CUDA_VER)_amd64.deb"; done
-	mkdir -p $(CUDA_DIR)/toolkit
-	for p in nvidia-cuda-dev nvidia-cuda-toolkit libnvvm4; do dpkg-deb -x $(CUDA_DIR)/deb/$$p.deb $(CUDA_DIR)/toolkit; done
-	cd $(CUDA_DIR)/toolkit/usr/lib/nvidia-cuda-toolkit/bin && rm -f nvcc.profile && printf '%s\n' \
-		'NVVMIR_LIBRARY_DIR = $$(_HERE_)/../libdevice' \
-		'PATH += $$(_HERE_):' \
-		'INCLUDES += "-I$$(_HERE_)/../../../include" $$(_SPACE_)' \
-		'LIBRARIES =+ $$(_SPACE_)' > nvcc.profile && cp nvcc.profile nvcc.profile.qgemv
+cuda-toolkit:
+	@.ci/debcache cuda-toolkit
 
 # The cuda tag must compile (CI has no GPU): vet type-checks it with cgo.
-cuda-vet: cuda-headers
-	$(CUDA_ENV) $(GO) vet -tags cuda $(PKGS)
+# The package's tests then run against the link stub as libcuda.so.1: the
+# driver reports no device, the GPU tests skip, and the rest (which
+# embedded PTX each device gets, the PTX override directory) runs.
+cuda-vet:
+	@$(CUDA_ENV) set -x; $(GO) vet -tags cuda $(PKGS)
+	@$(CUDA_ENV) stub="$$(mktemp -d)" && ln -s "$$dir/lib/libcuda.so" "$$stub/libcuda.so.1" && \
+		(set -x; LD_LIBRARY_PATH="$$stub" $(GO) test -tags cuda ./cuda); rc=$$?; rm -rf "$$stub"; exit $$rc
 
 # A test binary for a GPU machine (which has the driver but may lack Go):
 # copy .devbin/cuda.test there and run it; QGEMV_CUDA_REPORT=1 prints the
 # benchmark table.
-cuda-test-bin: cuda-headers
-	mkdir -p .devbin
-	$(CUDA_ENV) $(GO) test -c -tags cuda -o .devbin/cuda.test ./cuda
+cuda-test-bin:
+	@$(CUDA_ENV) set -x; mkdir -p .devbin && $(GO) test -c -tags cuda -o .devbin/cuda.test ./cuda

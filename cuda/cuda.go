@@ -3,8 +3,11 @@
 package cuda
 
 import (
+	"bytes"
+	"compress/gzip"
 	"embed"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -21,7 +24,10 @@ import (
 	"github.com/qgemv/qgemv/internal/gpuhost"
 )
 
-//go:embed ptx/*.ptx
+// ptxFS holds the PTX of every CUDA source, gzip-compressed, for each
+// capability whose PTX differs (go run ./gen writes cuda/ptx).
+//
+//go:embed ptx/*.ptx.gz
 var ptxFS embed.FS
 
 // Device describes one CUDA device.
@@ -86,55 +92,126 @@ func describe(i int) (Device, error) {
 	return d, nil
 }
 
-// ptxFor returns the embedded PTX modules (one per CUDA source) of the
-// highest compute capability not above the device's (PTX is forward
-// compatible), and that capability.
-//
-// With $QGEMV_CUDA_PTX set to a directory, the modules come from its
-// <source>_sm_<cc>.ptx files instead (kernel development: variants of the
-// CUDA sources compiled elsewhere, timed without rebuilding the binary).
-func ptxFor(major, minor int) (map[string]string, int, error) {
-	src, what := fs.FS(ptxFS), "embedded in this binary"
-	names, err := fs.Glob(ptxFS, "ptx/*_sm_*.ptx")
-	if dir := os.Getenv(EnvPTX); dir != "" {
-		src, what = os.DirFS(dir), "in $"+EnvPTX+" ("+dir+")"
-		names, err = fs.Glob(src, "*_sm_*.ptx")
-	}
-	if err != nil || len(names) == 0 {
-		return nil, 0, fmt.Errorf("cuda: no PTX %s", what)
-	}
-	byArch := map[int][]string{}
+// ptxModule is the PTX of one CUDA source.
+type ptxModule struct {
+	arch int    // capability it targets
+	from string // "embedded" or the $QGEMV_CUDA_PTX directory
+	text string
+}
+
+// ptxFiles sorts the <source>_sm_<cc>.ptx (or .ptx.gz) files in names by
+// source: each source's capabilities in descending order, and the file of
+// each "<source>_sm_<cc>". A name without a source, or without a number
+// after _sm_, is an error.
+func ptxFiles(names []string, what string) (map[string][]int, map[string]string, error) {
+	archs, file := map[string][]int{}, map[string]string{}
 	for _, n := range names {
-		i := strings.LastIndex(n, "_sm_")
-		a, err := strconv.Atoi(strings.TrimSuffix(n[i+4:], ".ptx"))
-		if err == nil {
-			byArch[a] = append(byArch[a], n)
+		base := strings.TrimSuffix(strings.TrimSuffix(path.Base(n), ".gz"), ".ptx")
+		i := strings.LastIndex(base, "_sm_")
+		a, err := strconv.Atoi(base[i+4:])
+		if err != nil || a <= 0 || i == 0 {
+			return nil, nil, fmt.Errorf("cuda: PTX %s is not named <kernels>_sm_<number>.ptx[.gz]: %s", what, n)
 		}
+		src := base[:i]
+		key := fmt.Sprintf("%s_sm_%d", src, a)
+		if prev, dup := file[key]; dup {
+			return nil, nil, fmt.Errorf("cuda: PTX %s holds two sm_%d files of %s: %s and %s", what, a, src, prev, n)
+		}
+		file[key] = n
+		archs[src] = append(archs[src], a)
 	}
-	var archs []int
-	for a := range byArch {
-		archs = append(archs, a)
+	for _, as := range archs {
+		sort.Sort(sort.Reverse(sort.IntSlice(as)))
 	}
-	sort.Sort(sort.Reverse(sort.IntSlice(archs)))
-	if len(archs) == 0 {
-		return nil, 0, fmt.Errorf("cuda: no PTX %s is named <kernels>_sm_<number>.ptx (found %v)", what, names)
+	return archs, file, nil
+}
+
+// readPTX reads a PTX file, gunzipping a .ptx.gz one.
+func readPTX(fsys fs.FS, name string) (string, error) {
+	b, err := fs.ReadFile(fsys, name)
+	if err != nil || !strings.HasSuffix(name, ".gz") {
+		return string(b), err
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return "", fmt.Errorf("cuda: %s: %w", name, err)
+	}
+	text, err := io.ReadAll(zr)
+	if err != nil {
+		return "", fmt.Errorf("cuda: %s: %w", name, err)
+	}
+	return string(text), nil
+}
+
+// ptxFor returns the PTX modules to load on a device of capability
+// major.minor, one per CUDA source: each source's highest PTX target not
+// above the device's (PTX is forward compatible: the driver compiles it
+// for the device; a target is embedded only where its PTX differs from
+// the next lower one's), and the highest target among them.
+//
+// With $QGEMV_CUDA_PTX set to a directory, its <source>_sm_<cc>.ptx (or
+// .ptx.gz) files replace the embedded PTX of their sources (kernel
+// development: variants of the CUDA sources compiled elsewhere, timed
+// without rebuilding the binary); sources it has no file for keep the
+// embedded PTX.
+func ptxFor(major, minor int) (map[string]ptxModule, int, error) {
+	type origin struct {
+		fsys  fs.FS
+		what  string
+		from  string
+		archs map[string][]int
+		file  map[string]string
+	}
+	names, err := fs.Glob(ptxFS, "ptx/*_sm_*.ptx.gz")
+	if err != nil || len(names) == 0 {
+		return nil, 0, fmt.Errorf("cuda: no PTX embedded in this binary")
+	}
+	emb := origin{fsys: ptxFS, what: "embedded in this binary", from: "embedded"}
+	if emb.archs, emb.file, err = ptxFiles(names, emb.what); err != nil {
+		return nil, 0, err
+	}
+	origins := []origin{emb}
+	if dir := os.Getenv(EnvPTX); dir != "" {
+		o := origin{fsys: os.DirFS(dir), what: "in $" + EnvPTX + " (" + dir + ")", from: dir}
+		plain, err := fs.Glob(o.fsys, "*_sm_*.ptx")
+		if err != nil {
+			return nil, 0, err
+		}
+		gz, err := fs.Glob(o.fsys, "*_sm_*.ptx.gz")
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(plain)+len(gz) == 0 {
+			return nil, 0, fmt.Errorf("cuda: no PTX %s (<kernels>_sm_<number>.ptx files)", o.what)
+		}
+		if o.archs, o.file, err = ptxFiles(append(plain, gz...), o.what); err != nil {
+			return nil, 0, err
+		}
+		origins = append(origins, o)
+	}
+	byName := map[string]origin{} // source -> where its PTX comes from (the last origin that has it)
+	for _, o := range origins {
+		for src := range o.archs {
+			byName[src] = o
+		}
 	}
 	want := 10*major + minor
-	for _, a := range archs {
-		if a > want {
-			continue
+	mods, top := map[string]ptxModule{}, 0
+	for src, o := range byName {
+		i := sort.Search(len(o.archs[src]), func(i int) bool { return o.archs[src][i] <= want })
+		if i == len(o.archs[src]) {
+			return nil, 0, fmt.Errorf("cuda: device compute capability %d.%d is below every PTX target of %s %s (lowest sm_%d)",
+				major, minor, src, o.what, o.archs[src][len(o.archs[src])-1])
 		}
-		mods := map[string]string{}
-		for _, n := range byArch[a] {
-			b, err := fs.ReadFile(src, n)
-			if err != nil {
-				return nil, 0, err
-			}
-			mods[strings.TrimSuffix(path.Base(n), fmt.Sprintf("_sm_%d.ptx", a))] = string(b)
+		a := o.archs[src][i]
+		text, err := readPTX(o.fsys, o.file[fmt.Sprintf("%s_sm_%d", src, a)])
+		if err != nil {
+			return nil, 0, err
 		}
-		return mods, a, nil
+		mods[src] = ptxModule{arch: a, from: o.from, text: text}
+		top = max(top, a)
 	}
-	return nil, 0, fmt.Errorf("cuda: device compute capability %d.%d is below every embedded PTX target (lowest sm_%d)", major, minor, archs[len(archs)-1])
+	return mods, top, nil
 }
 
 // SplitMode selects how SplitK partial sums are reduced.
@@ -175,7 +252,7 @@ const (
 // are serialized on that thread.
 type Backend struct {
 	dev  Device
-	arch int // PTX target loaded
+	arch int // highest PTX target loaded (kernels.cu's: sm_80 and up have its tensor-core kernels)
 	opts Options
 	// noMMA keeps binary16 multiplies off the tensor cores
 	// (QGEMV_CUDA_MMA=0), to compare the two kernels.
@@ -278,7 +355,7 @@ func Open(ordinal int, opts Options) (*Backend, error) {
 }
 
 // loop is the CUDA thread: it owns the context and runs submitted work.
-func (b *Backend) loop(started chan<- error, ptx map[string]string) {
+func (b *Backend) loop(started chan<- error, ptx map[string]ptxModule) {
 	runtime.LockOSThread()
 	defer close(b.done)
 	if err := b.init(ptx); err != nil {
@@ -318,7 +395,7 @@ func spinRecv[T any](c <-chan T) (T, bool) {
 	}
 }
 
-func (b *Backend) init(ptx map[string]string) error {
+func (b *Backend) init(ptx map[string]ptxModule) error {
 	var err error
 	if b.ctx, err = cu.Device(b.dev.Ordinal).MakeContext(cu.SchedAuto); err != nil {
 		return fmt.Errorf("cuda: creating a context on %s: %w", b.dev.Name, err)
@@ -330,11 +407,12 @@ func (b *Backend) init(ptx map[string]string) error {
 	sort.Strings(srcs)
 	for _, src := range srcs {
 		logBuf := make([]byte, 8192)
-		mod, err := cu.LoadDataEx(ptx[src], &cu.JITErrorLogBuffer{Buffer: logBuf})
+		m := ptx[src]
+		mod, err := cu.LoadDataEx(m.text, &cu.JITErrorLogBuffer{Buffer: logBuf})
 		if err != nil {
 			log := strings.TrimRight(string(logBuf), "\x00")
-			return fmt.Errorf("cuda: the driver could not load the embedded sm_%d PTX of %s.cu on %s (sm_%d%d; driver %d): %w: %s",
-				b.arch, src, b.dev.Name, b.dev.Major, b.dev.Minor, cu.Version(), err, log)
+			return fmt.Errorf("cuda: the driver could not load the sm_%d PTX of %s.cu (%s) on %s (sm_%d%d; driver %d): %w: %s",
+				m.arch, src, m.from, b.dev.Name, b.dev.Major, b.dev.Minor, cu.Version(), err, log)
 		}
 		b.mods = append(b.mods, mod)
 	}
@@ -346,7 +424,7 @@ func (b *Backend) init(ptx map[string]string) error {
 			}
 		}
 		if _, ok := b.fns[name]; !ok {
-			return fmt.Errorf("cuda: kernel %s missing from the sm_%d PTX", name, b.arch)
+			return fmt.Errorf("cuda: kernel %s missing from the PTX modules (%s)", name, ptxSummary(ptx))
 		}
 	}
 	return b.selfTest()
@@ -434,8 +512,20 @@ func (b *Backend) Close() error {
 // Device returns the device the backend runs on.
 func (b *Backend) Device() Device { return b.dev }
 
-// PTXArch returns the compute capability of the PTX loaded (e.g. 90).
+// PTXArch returns the highest compute capability among the PTX modules
+// loaded (e.g. 80 on an sm_90 device: the driver compiled that PTX for
+// the device).
 func (b *Backend) PTXArch() int { return b.arch }
+
+// ptxSummary names each module's source, target and origin.
+func ptxSummary(ptx map[string]ptxModule) string {
+	var s []string
+	for src, m := range ptx {
+		s = append(s, fmt.Sprintf("%s sm_%d %s", src, m.arch, m.from))
+	}
+	sort.Strings(s)
+	return strings.Join(s, ", ")
+}
 
 // Name returns "cuda" for device 0 and "cuda:<i>" otherwise.
 func (b *Backend) Name() string {

@@ -3,27 +3,39 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 )
 
 // The CUDA kernels: every cuda/*.cu source is compiled to PTX for each
-// compute capability the cuda package embeds (the highest one the device
-// can load is chosen at run time), as cuda/ptx/<source>_sm_<cc>.ptx.
+// compute capability in ptxArchs, and the PTX of a capability is kept
+// only where it differs from the next lower kept one in more than its
+// .target line (the cuda package loads, per source, the highest PTX not
+// above the device's capability, and the driver compiles it for the
+// device, so an identical higher target would only add bytes). Each kept
+// PTX is written gzip-compressed, as cuda/ptx/<source>_sm_<cc>.ptx.gz, with
+// a header that records its source's hash; the cuda package embeds them.
 const (
 	cudaSources = "cuda/*.cu"
 	ptxDir      = "cuda/ptx"
+	ptxExt      = ".ptx.gz"
 )
 
 var ptxArchs = []int{75, 80, 90}
 
-// toolkitNVCC is where `make cuda-toolkit` unpacks Debian's nvcc.
-const toolkitNVCC = ".cache/cuda/toolkit/usr/lib/nvidia-cuda-toolkit/bin/nvcc"
+// toolkitGlob is where `make cuda-toolkit` (.ci/debcache) unpacks Debian's
+// nvcc, under the user cache directory.
+const toolkitGlob = "qgemv/cuda-toolkit_*/usr/lib/nvidia-cuda-toolkit/bin/nvcc"
 
 // findNVCC returns the CUDA compiler to use: $QGEMV_NVCC, nvcc on PATH,
 // or the toolkit unpacked by `make cuda-toolkit`; "" if none.
@@ -34,9 +46,11 @@ func findNVCC() string {
 	if p, err := exec.LookPath("nvcc"); err == nil {
 		return p
 	}
-	if _, err := os.Stat(toolkitNVCC); err == nil {
-		abs, _ := filepath.Abs(toolkitNVCC)
-		return abs
+	if dir, err := os.UserCacheDir(); err == nil {
+		if m, _ := filepath.Glob(filepath.Join(dir, toolkitGlob)); len(m) > 0 {
+			sort.Strings(m)
+			return m[len(m)-1]
+		}
 	}
 	return ""
 }
@@ -52,46 +66,58 @@ func sourceHash(src string) (string, error) {
 
 func ptxPath(src string, arch int) string {
 	base := strings.TrimSuffix(filepath.Base(src), ".cu")
-	return filepath.Join(ptxDir, fmt.Sprintf("%s_sm_%d.ptx", base, arch))
+	return filepath.Join(ptxDir, fmt.Sprintf("%s_sm_%d%s", base, arch, ptxExt))
+}
+
+// ptxName matches a generated file's name: source and capability.
+var ptxName = regexp.MustCompile(`^(.+)_sm_([0-9]+)` + regexp.QuoteMeta(ptxExt) + `$`)
+
+// targetLine is the PTX directive that names the capability.
+var targetLine = regexp.MustCompile(`(?m)^\.target sm_[0-9]+[a-z]?$`)
+
+// samePTX reports whether two PTX bodies differ at most in their .target
+// line (and the generated header above the PTX).
+func samePTX(a, b []byte) bool {
+	return bytes.Equal(targetLine.ReplaceAll(ptxBody(a), nil), targetLine.ReplaceAll(ptxBody(b), nil))
+}
+
+// ptxBody drops the generated header ("// Code generated ...", "// source
+// sha256 ...") from a PTX file's text.
+func ptxBody(b []byte) []byte {
+	for range 2 {
+		if !bytes.HasPrefix(b, []byte("// Code generated ")) && !bytes.HasPrefix(b, []byte("// source sha256 ")) {
+			break
+		}
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return nil
+		}
+		b = b[i+1:]
+	}
+	return b
 }
 
 // genPTX compiles every CUDA source to PTX with a CUDA compiler when one
-// is found. Without one it checks that exactly the PTX files of the
-// current sources exist and that each records its source's current hash,
-// so that a kernel change cannot go unregenerated.
+// is found. Without one it checks the committed PTX: each file belongs to
+// a current source, records that source's current hash and differs from
+// the next lower capability's file of its source in more than the .target
+// line, and every source has a file for the lowest capability; so a kernel
+// change cannot go unregenerated.
 func genPTX() error {
 	srcs, err := filepath.Glob(cudaSources)
 	if err != nil {
 		return err
 	}
-	want := map[string]string{} // PTX path -> source
-	for _, src := range srcs {
-		for _, a := range ptxArchs {
-			want[ptxPath(src, a)] = src
-		}
+	old, err := filepath.Glob(filepath.Join(ptxDir, "*"))
+	if err != nil {
+		return err
 	}
-	old, _ := filepath.Glob(filepath.Join(ptxDir, "*.ptx"))
 	nvcc := findNVCC()
 	if nvcc == "" {
-		for _, f := range old {
-			if _, ok := want[f]; !ok {
-				return fmt.Errorf("%s has no source in cuda/: remove it (no CUDA compiler found to regenerate cuda/ptx)", f)
-			}
+		if err := checkPTX(srcs, old); err != nil {
+			return fmt.Errorf("%w (no CUDA compiler found to regenerate cuda/ptx: make cuda-toolkit, or set QGEMV_NVCC)", err)
 		}
-		for path, src := range want {
-			hash, err := sourceHash(src)
-			if err != nil {
-				return err
-			}
-			got, err := ptxSourceHash(path)
-			if err != nil {
-				return fmt.Errorf("%w (no CUDA compiler found to regenerate it: make cuda-toolkit, or set QGEMV_NVCC)", err)
-			}
-			if got != hash {
-				return fmt.Errorf("%s was generated from another version of %s: regenerate it with a CUDA compiler (make cuda-toolkit; go run ./gen)", path, src)
-			}
-		}
-		fmt.Fprintf(os.Stderr, "gen: no CUDA compiler found; %s/*.ptx match %s\n", ptxDir, cudaSources)
+		fmt.Fprintf(os.Stderr, "gen: no CUDA compiler found; %s/*%s match %s\n", ptxDir, ptxExt, cudaSources)
 		return nil
 	}
 	ver, err := exec.Command(nvcc, "--version").Output()
@@ -99,20 +125,22 @@ func genPTX() error {
 		return fmt.Errorf("%s --version: %w", nvcc, err)
 	}
 	release := lastLine(string(ver))
+	args := []string{"-ptx", "-O3", "--allow-unsupported-compiler"}
+	if cc, err := exec.LookPath("gcc"); err == nil {
+		args = append(args, "-ccbin", cc)
+	}
 	tmp, err := os.MkdirTemp("", "qgemv-ptx")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	args := []string{"-ptx", "-O3", "--allow-unsupported-compiler"}
-	if cc, err := exec.LookPath("gcc"); err == nil {
-		args = append(args, "-ccbin", cc)
-	}
+	want := map[string][]byte{} // PTX path -> text
 	for _, src := range srcs {
 		hash, err := sourceHash(src)
 		if err != nil {
 			return err
 		}
+		var kept []byte
 		for _, a := range ptxArchs {
 			out := filepath.Join(tmp, "out.ptx")
 			cmd := exec.Command(nvcc, append(args, fmt.Sprintf("-arch=sm_%d", a), "-o", out, src)...)
@@ -124,32 +152,92 @@ func genPTX() error {
 			if err != nil {
 				return err
 			}
+			if kept != nil && samePTX(kept, body) {
+				continue
+			}
+			kept = body
 			var b bytes.Buffer
 			fmt.Fprintf(&b, "// Code generated by go run ./gen from %s (%s). DO NOT EDIT.\n", src, release)
 			fmt.Fprintf(&b, "// source sha256 %s\n", hash)
 			b.Write(body)
-			if err := os.WriteFile(filepath.Join(tmp, filepath.Base(ptxPath(src, a))), b.Bytes(), 0o644); err != nil {
-				return err
-			}
+			want[ptxPath(src, a)] = b.Bytes()
 		}
 	}
 	// Everything compiled: only now replace the old files, so a failed
-	// compile leaves the committed PTX in place.
+	// compile leaves the committed PTX in place. A file whose PTX is
+	// unchanged keeps its bytes, whatever this Go's gzip would write.
 	for _, f := range old {
-		if err := os.Remove(f); err != nil {
-			return err
+		if _, ok := want[f]; !ok {
+			if err := os.Remove(f); err != nil {
+				return err
+			}
 		}
 	}
 	if err := os.MkdirAll(ptxDir, 0o755); err != nil {
 		return err
 	}
-	for path := range want {
-		body, err := os.ReadFile(filepath.Join(tmp, filepath.Base(path)))
+	for path, text := range want {
+		if cur, err := readPTX(path); err == nil && bytes.Equal(cur, text) {
+			continue
+		}
+		var z bytes.Buffer
+		zw, err := gzip.NewWriterLevel(&z, gzip.BestCompression)
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(path, body, 0o644); err != nil {
+		if _, err := zw.Write(text); err != nil {
 			return err
+		}
+		if err := zw.Close(); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, z.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkPTX checks the committed PTX files (old) against the sources
+// without a compiler.
+func checkPTX(srcs, old []string) error {
+	bySrc := map[string][]int{} // source path -> capabilities, ascending
+	for _, f := range old {
+		m := ptxName.FindStringSubmatch(filepath.Base(f))
+		if m == nil {
+			return fmt.Errorf("%s is not a generated file (<source>_sm_<cc>%s): remove it", f, ptxExt)
+		}
+		src := filepath.Join(filepath.Dir(cudaSources), m[1]+".cu")
+		if _, err := os.Stat(src); err != nil {
+			return fmt.Errorf("%s has no source %s: remove it", f, src)
+		}
+		a, _ := strconv.Atoi(m[2])
+		bySrc[src] = append(bySrc[src], a)
+	}
+	for _, src := range srcs {
+		hash, err := sourceHash(src)
+		if err != nil {
+			return err
+		}
+		archs := bySrc[src]
+		sort.Ints(archs)
+		if len(archs) == 0 || archs[0] != ptxArchs[0] {
+			return fmt.Errorf("%s is missing", ptxPath(src, ptxArchs[0]))
+		}
+		var prev []byte
+		for _, a := range archs {
+			path := ptxPath(src, a)
+			text, err := readPTX(path)
+			if err != nil {
+				return err
+			}
+			if got := ptxSourceHash(text); got != hash {
+				return fmt.Errorf("%s was generated from another version of %s: regenerate it", path, src)
+			}
+			if prev != nil && samePTX(prev, text) {
+				return fmt.Errorf("%s differs from the lower capability's PTX only in its .target line: remove it", path)
+			}
+			prev = text
 		}
 	}
 	return nil
@@ -160,18 +248,31 @@ func lastLine(s string) string {
 	return strings.TrimSpace(lines[len(lines)-1])
 }
 
-// ptxSourceHash reads the source hash recorded in a generated PTX file.
-func ptxSourceHash(path string) (string, error) {
+// readPTX returns the text of a generated (gzip-compressed) PTX file.
+func readPTX(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for i := 0; i < 2 && sc.Scan(); i++ {
-		if h, ok := strings.CutPrefix(sc.Text(), "// source sha256 "); ok {
-			return h, nil
+	zr, err := gzip.NewReader(bufio.NewReader(f))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return b, nil
+}
+
+// ptxSourceHash returns the source hash recorded in a generated PTX
+// file's header, or "".
+func ptxSourceHash(text []byte) string {
+	for i, line := range strings.SplitN(string(text[:min(len(text), 512)]), "\n", 3) {
+		if h, ok := strings.CutPrefix(line, "// source sha256 "); ok && i < 2 {
+			return h
 		}
 	}
-	return "", fmt.Errorf("%s: no source hash in its header", path)
+	return ""
 }
