@@ -6,7 +6,8 @@
 // Every kernel parameter is 64 bits wide (pointers and long long).
 //
 // ANS kernels (ans_rows: one warp per row, 32 coders = 32 lanes; ans_stripes:
-// one warp per stripe of 32 rows, one coder per lane and row). A warp
+// one warp per stripe of 32 rows, one coder per lane and row; ans_decode:
+// ans_rows writing the decoded words of an ans.Bits matrix instead). A warp
 // decodes its unit step by step exactly as layout/ans's reference decoder:
 //   - the unit's stream is read through a 256-word ring in shared memory
 //     per warp, filled 128 words at a time by coalesced 16-byte loads (one
@@ -98,10 +99,13 @@ __device__ __forceinline__ unsigned ans_esc4(const signed char *eu, i64 i, i64 n
 
 // ans_mul: STRIPES selects warp stripes. table: 128 digit entries
 // (bits 0-7 value, 8-15 frequency, 16-22 digit - cum, 24 escape); v: the
-// int8 vector as words of four values; y: int32 results.
-template <bool STRIPES>
+// int8 vector as words of four values; y: int32 results. DECODE (warp
+// rows) instead writes each lane's four decoded bytes of step j, each XOR
+// 0x80 (the byte an ans.Bits code holds), as word j*32+lane of unit u's
+// words at out + u*steps*32: the plain words an ans.Bits matrix codes.
+template <bool STRIPES, bool DECODE>
 __device__ __forceinline__ void ans_mul(const uint4 *words, const u64 *offs, const signed char *esc, const u64 *escOffs,
-	const unsigned *table, const int *v, int *y, unsigned *status, i64 units, i64 steps, i64 tag) {
+	const unsigned *table, const int *v, int *y, unsigned *out, unsigned *status, i64 units, i64 steps, i64 tag) {
 	__shared__ unsigned tab[128 * 32];
 	__shared__ __align__(16) unsigned ring[ANS_WARPS][256];
 	__shared__ __align__(16) unsigned escRing[ANS_WARPS][128];
@@ -139,7 +143,8 @@ __device__ __forceinline__ void ans_mul(const uint4 *words, const u64 *offs, con
 		// time, the next 128 in flight in epre.
 		int eLoaded = 0;
 		unsigned epre = ans_esc4(eu, 4 * lane, ne);
-		int vw = STRIPES ? __ldg(v) : __ldg(v + lane);
+		int vw = DECODE ? 0 : STRIPES ? __ldg(v) : __ldg(v + lane);
+		unsigned *ou = DECODE ? out + u * steps * 32 + lane : 0;
 		__syncwarp();
 		u64 x = (u64)q[2 * lane] | ((u64)q[2 * lane + 1] << 32);
 		if (__any_sync(FULL, x < STATE_LOW || (x >> 63) != 0)) {
@@ -158,7 +163,7 @@ __device__ __forceinline__ void ans_mul(const uint4 *words, const u64 *offs, con
 				if (more) pre = src[loaded / 4 + lane];
 				__syncwarp();
 			}
-			const int vn = step + 1 < nsteps ? (STRIPES ? __ldg(v + step + 1) : __ldg(v + (step + 1) * 32 + lane)) : 0;
+			const int vn = DECODE || step + 1 >= nsteps ? 0 : (STRIPES ? __ldg(v + step + 1) : __ldg(v + (step + 1) * 32 + lane));
 			const unsigned lo = (unsigned)x;
 			const unsigned a = lds32(tabS + ((lo << 7) & 0x3f80u)), b = lds32(tabS + (lo & 0x3f80u));
 			const unsigned c = lds32(tabS + ((lo >> 7) & 0x3f80u)), d = lds32(tabS + ((lo >> 14) & 0x3f80u));
@@ -198,8 +203,12 @@ __device__ __forceinline__ void ans_mul(const uint4 *words, const u64 *offs, con
 				}
 			}
 			qpos += __popc(m);
-			acc = __dp4a((int)vals, vw, acc);
-			vw = vn;
+			if (DECODE) {
+				__stcs(ou + step * 32, vals ^ 0x80808080u);
+			} else {
+				acc = __dp4a((int)vals, vw, acc);
+				vw = vn;
+			}
 		}
 		const unsigned bad = __ballot_sync(FULL, err != 0);
 		if (bad != 0) {
@@ -215,6 +224,7 @@ __device__ __forceinline__ void ans_mul(const uint4 *words, const u64 *offs, con
 			if (lane == 0) ans_fail(status, ANS_ESC_LEFT, u, tag);
 			continue;
 		}
+		if (DECODE) continue;
 		if (STRIPES) {
 			y[u * 32 + lane] = acc;
 		} else {
@@ -227,12 +237,19 @@ __device__ __forceinline__ void ans_mul(const uint4 *words, const u64 *offs, con
 
 extern "C" __global__ void __launch_bounds__(32 * ANS_WARPS) ans_rows(const uint4 *words, const u64 *offs, const signed char *esc, const u64 *escOffs,
 	const unsigned *table, const int *v, int *y, unsigned *status, i64 units, i64 steps, i64 tag) {
-	ans_mul<false>(words, offs, esc, escOffs, table, v, y, status, units, steps, tag);
+	ans_mul<false, false>(words, offs, esc, escOffs, table, v, y, 0, status, units, steps, tag);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * ANS_WARPS) ans_stripes(const uint4 *words, const u64 *offs, const signed char *esc, const u64 *escOffs,
 	const unsigned *table, const int *v, int *y, unsigned *status, i64 units, i64 steps, i64 tag) {
-	ans_mul<true>(words, offs, esc, escOffs, table, v, y, status, units, steps, tag);
+	ans_mul<true, false>(words, offs, esc, escOffs, table, v, y, 0, status, units, steps, tag);
+}
+
+// ans_decode: the words of an ans.Bits matrix (warp rows) into out, unit
+// u at u*steps*32, for the Bits kernels to multiply.
+extern "C" __global__ void __launch_bounds__(32 * ANS_WARPS) ans_decode(const uint4 *words, const u64 *offs, const signed char *esc, const u64 *escOffs,
+	const unsigned *table, unsigned *out, unsigned *status, i64 units, i64 steps, i64 tag) {
+	ans_mul<false, true>(words, offs, esc, escOffs, table, 0, 0, out, status, units, steps, tag);
 }
 
 // int8_gemv16: one warp per row of a row-major int8 matrix whose columns

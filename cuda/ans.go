@@ -17,7 +17,7 @@ import (
 
 // The kernels of ans.cu.
 func init() {
-	addKernels("ans_rows", "ans_stripes", "int8_gemv16", "int8_gemv1", "ans_requant")
+	addKernels("ans_rows", "ans_stripes", "ans_decode", "int8_gemv16", "int8_gemv1", "ans_requant")
 	registerLoader(layout.FormatInt8, func(b *Backend, m layout.Matrix) (Mat, error) {
 		t := m.(*layout.Int8)
 		return bind(b.LoadInt8(t.W, t.Rows, t.Cols))
@@ -135,9 +135,10 @@ func (mx *ANSMatrix) Kernel() string {
 
 // Close frees the device memory; later multiplies return ErrClosed, and
 // so does a second Close.
-func (mx *ANSMatrix) Close() error {
-	return mx.close(func() { freeAll(mx.words, mx.offs, mx.esc, mx.escOffs, mx.table) })
-}
+func (mx *ANSMatrix) Close() error { return mx.close(mx.free) }
+
+// free frees the device memory (CUDA thread).
+func (mx *ANSMatrix) free() { freeAll(mx.words, mx.offs, mx.esc, mx.escOffs, mx.table) }
 
 // enqueue launches y = W v (CUDA thread).
 func (mx *ANSMatrix) enqueue(v, y, status cu.DevicePtr, tag int64) error {

@@ -58,6 +58,8 @@ type Matrix struct {
 	bytes int64   // bytes a GEMV streams from the matrix
 
 	w, s, z, m, zi *buffer // weights; scales; Q4G128 zeros; w = q*s - m; integer zeros
+
+	coded *ANSMatrix // an entropy-coded Bits matrix's words (ansbits.go), or nil
 }
 
 // Mat is a matrix loaded onto the device, whatever its format: *Matrix
@@ -138,6 +140,13 @@ func (mx *Matrix) MulI32([]int32, []int8, int) error {
 
 // loadBasic loads Q4G128, Bits and Sparse12 (m validated).
 func (b *Backend) loadBasic(m layout.Matrix) (*Matrix, error) {
+	return b.loadWith(m, nil)
+}
+
+// loadWith is loadBasic; a Bits header h (no words: an entropy-coded
+// matrix m, whose words a decoder writes into scratch before each
+// multiply) gets a one-word placeholder for them.
+func (b *Backend) loadWith(m layout.Matrix, h *layout.Bits) (*Matrix, error) {
 	mx := &Matrix{handle: handle{b: b}, name: m.Name(), geo: gpuhost.GeometryOf(m), bytes: m.StreamBytes(), perm: gpuhost.Perm(m), a8err: gpuhost.CheckA8(m)}
 	var meta *gpuhost.Meta
 	var words any
@@ -151,7 +160,11 @@ func (b *Backend) loadBasic(m layout.Matrix) (*Matrix, error) {
 		mx.f, mx.prows, mx.g, words = fmtSparse, t.PRows, t.G, t.Words
 		mx.lg = groupShift(t.G, t.WholeRow)
 	default:
-		return nil, fmt.Errorf("cuda: load %s: %w", m.Name(), errs.ErrFormatNotImplemented)
+		if h == nil {
+			return nil, fmt.Errorf("cuda: load %s: %w", m.Name(), errs.ErrFormatNotImplemented)
+		}
+		mx.f, mx.prows, mx.n, mx.g, words = fmtBits, h.PRows, h.N, h.G, []uint32{0}
+		mx.lg = groupShift(h.G, h.WholeRow)
 	}
 	if mx.f != fmtQ4 {
 		var err error
@@ -191,11 +204,21 @@ func groupShift(g int, wholeRow bool) int64 {
 // Close frees the device memory; later multiplies return ErrClosed, and
 // so does a second Close.
 func (mx *Matrix) Close() error {
-	return mx.close(func() { freeAll(mx.w, mx.s, mx.z, mx.m, mx.zi) })
+	return mx.close(func() {
+		freeAll(mx.w, mx.s, mx.z, mx.m, mx.zi)
+		if mx.coded != nil {
+			mx.coded.free()
+		}
+	})
 }
 
 // Kernel names the kernels running the matrix, e.g. "cuda-sm90".
-func (mx *Matrix) Kernel() string { return fmt.Sprintf("cuda-sm%d", mx.b.arch) }
+func (mx *Matrix) Kernel() string {
+	if mx.coded != nil {
+		return fmt.Sprintf("cuda-sm%d-ans-decode", mx.b.arch)
+	}
+	return fmt.Sprintf("cuda-sm%d", mx.b.arch)
+}
 
 // StreamBytes returns the bytes one GEMV reads from the matrix.
 func (mx *Matrix) StreamBytes() int64 { return mx.bytes }
@@ -513,6 +536,15 @@ func (mx *Matrix) a8Args(ptrs []cu.DevicePtr, xs, sx cu.DevicePtr) (string, []an
 func (mx *Matrix) run(dst []float32, batch int, prep func(*Backend) (string, []any, error)) error {
 	return mx.do(func() error {
 		b := mx.b
+		if mx.coded != nil {
+			w, err := mx.decodeWords()
+			if err != nil {
+				return err
+			}
+			saved := mx.w
+			mx.w = w // prep and the kernels read the decoded words; Close keeps freeing the placeholder
+			defer func() { mx.w = saved }()
+		}
 		name, args, err := prep(b)
 		if err != nil {
 			return err
