@@ -219,6 +219,9 @@ func Run(t *testing.T, be dispatch.Backend, o Options) {
 		t.Run(m.Name()+"/1056x320", func(t *testing.T) { runCase(t, be, o, Case{m.Name(), m}, batches) })
 	}
 	t.Run("Int32", func(t *testing.T) { runInt32(t, be, o, batches) })
+	if c, ok := be.(dispatch.Chainer); ok {
+		t.Run("Chain", func(t *testing.T) { runChain(t, be, c, o) })
+	}
 	t.Run("BadInput", func(t *testing.T) { badInput(t, be, o) })
 }
 
@@ -249,6 +252,77 @@ func runInt32(t *testing.T, be dispatch.Backend, o Options, batches []int) {
 				t.Run(fmt.Sprintf("%s/%dx%d", m.Name(), sh[0], sh[1]), func(t *testing.T) {
 					checkInt32(t, be, o, im, batches)
 				})
+			}
+		}
+	}
+}
+
+// runChain checks a backend's device-side MatVANS chain: three layers of
+// each int8 format (128x128), their scales chosen from the reference so
+// that every layer's values span int8, against the chain computed with
+// DotInt32 and layout.Requantize; and that a chain with a closed matrix
+// is an error.
+func runChain(t *testing.T, be dispatch.Backend, c dispatch.Chainer, o Options) {
+	const d = 128
+	for _, f := range layout.Formats() {
+		if !f.Int8Values {
+			continue
+		}
+		for ei, name := range f.Examples {
+			spec, err := layout.ParseFormatSpec(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ms []layout.Int32Matrix
+			var mats []dispatch.Matrix
+			for i := 0; i < 3; i++ {
+				m, err := synth.Matrix(spec, d, d, uint64(31*ei+i+1))
+				if err != nil {
+					t.Fatal(err)
+				}
+				mx, err := be.Load(m)
+				if err != nil {
+					if o.supports(m, I32) {
+						t.Fatalf("%s: Load: %v", name, err)
+					}
+					return
+				}
+				defer mx.Close()
+				ms, mats = append(ms, m.(layout.Int32Matrix)), append(mats, mx)
+			}
+			rng := rand.New(rand.NewPCG(uint64(ei), 3))
+			v := make([]int8, d)
+			for i := range v {
+				v[i] = int8(rng.IntN(256) - 128)
+			}
+			want := append([]int8(nil), v...)
+			y := make([]int32, d)
+			alpha := make([]float32, len(ms))
+			for i, m := range ms {
+				if err := m.DotInt32(y, want); err != nil {
+					t.Fatal(err)
+				}
+				var amax int32 = 1
+				for _, x := range y {
+					amax = max(amax, x, -x)
+				}
+				alpha[i] = 127 / float32(amax)
+				layout.Requantize(want, y, alpha[i])
+			}
+			got := make([]int8, d)
+			if err := c.Chain(got, mats, alpha, v); err != nil {
+				t.Fatalf("%s: Chain: %v", name, err)
+			}
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("%s: chain result %d = %d, want %d", name, i, got[i], want[i])
+				}
+			}
+			if err := mats[1].Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Chain(got, mats, alpha, v); err == nil {
+				t.Errorf("%s: a chain with a closed matrix: no error", name)
 			}
 		}
 	}
