@@ -17,6 +17,7 @@ type Matrix struct {
 	spec       layout.FormatSpec
 	format     string
 	bytes      int64
+	perm       []int32 // act-order: stored column j holds source column perm[j]
 	mu         sync.RWMutex // read-held by every multiply, write-held by Close
 	closed     bool
 }
@@ -148,6 +149,18 @@ func (m *Matrix) MulInt32(dst []int32, x []int8, batch int) error {
 		return fmt.Errorf("qgemv: mul int32: %w", err)
 	}
 	return nil
+}
+
+// gathered returns batch vectors of x in stored column order (perm).
+func (m *Matrix) gathered(x []float32, batch int) []float32 {
+	g := make([]float32, len(x))
+	for v := 0; v < batch; v++ {
+		xv, gv := x[v*m.cols:(v+1)*m.cols], g[v*m.cols:(v+1)*m.cols]
+		for j, src := range m.perm {
+			gv[j] = xv[src]
+		}
+	}
+	return g
 }
 
 // Close releases the matrix and what the backend allocated for it.

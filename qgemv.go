@@ -43,6 +43,7 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/qgemv/qgemv/dispatch"
@@ -171,6 +172,12 @@ type Engine struct {
 
 	matsMu sync.Mutex
 	mats   map[*Matrix]struct{} // loaded and not yet closed
+
+	bufsMu sync.Mutex
+	bufs   map[*Buffer]struct{} // allocated and not yet closed
+
+	recMu sync.Mutex               // held by Record
+	rec   atomic.Pointer[recorder] // the recording in progress, or nil
 }
 
 // Open probes the machine and opens the best backend (or the one forced by
@@ -184,7 +191,7 @@ func Open(opts ...Option) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("qgemv: open: %w", err)
 	}
-	return &Engine{be: be, report: reportOf(r), mats: map[*Matrix]struct{}{}}, nil
+	return &Engine{be: be, report: reportOf(r), mats: map[*Matrix]struct{}{}, bufs: map[*Buffer]struct{}{}}, nil
 }
 
 // Backend returns the name of the engine's backend, e.g. "cpu-avx512vnni".
@@ -217,7 +224,7 @@ func (e *Engine) QuantizeA8(xq []int8, xs []float32, x []float32) error {
 }
 
 // Close waits for the calls in progress, then releases the engine, its
-// workers and every matrix still loaded on it; those matrices return
+// workers and every matrix and buffer still open on it; those return
 // ErrClosed afterwards, and so does a second Close.
 func (e *Engine) Close() error {
 	e.mu.Lock()
@@ -230,6 +237,13 @@ func (e *Engine) Close() error {
 	mats := e.mats
 	e.mats = nil
 	e.matsMu.Unlock()
+	e.bufsMu.Lock()
+	bufs := e.bufs
+	e.bufs = nil
+	e.bufsMu.Unlock()
+	for b := range bufs {
+		_ = b.close(false) // ErrClosed: closed concurrently, closed either way
+	}
 	var first error
 	for m := range mats {
 		// ErrClosed: the caller closed m concurrently, after the snapshot
@@ -268,6 +282,9 @@ func (e *Engine) Load(m layout.Matrix) (*Matrix, error) {
 	}
 	rows, cols := m.Shape()
 	mat := &Matrix{e: e, m: dm, rows: rows, cols: cols, pcols: m.PaddedCols(), spec: m.Spec(), format: m.Name(), bytes: m.StreamBytes()}
+	if p, ok := m.(layout.Permuted); ok && p.ColumnPerm() != nil {
+		mat.perm = append([]int32(nil), p.ColumnPerm()...)
+	}
 	e.matsMu.Lock()
 	e.mats[mat] = struct{}{}
 	e.matsMu.Unlock()

@@ -1,0 +1,504 @@
+package qgemv
+
+import (
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/qgemv/qgemv/layout"
+)
+
+// ElemType is the element type of a Buffer.
+type ElemType int
+
+// The element types.
+const (
+	Float32 ElemType = iota // activations and results of the float and A8 multiplies
+	Int8                    // int8 vectors (MulInt32Buffer inputs, Requantize outputs, quantized activations)
+	Int32                   // exact int8 products (MulInt32Buffer outputs)
+)
+
+func (t ElemType) String() string {
+	switch t {
+	case Float32:
+		return "Float32"
+	case Int8:
+		return "Int8"
+	case Int32:
+		return "Int32"
+	}
+	return fmt.Sprintf("ElemType(%d)", int(t))
+}
+
+// Buffer is a vector (or a batch of vectors, one after another) that
+// lives where its engine computes, so that a layer's multiplies and the
+// operations between them (SwiGLU, Add, Scale, Requantize) pass their
+// results on without copies to and from the caller's memory. On the CPU
+// backend a buffer is host memory and every operation runs when called;
+// the results are the same as those of the host-slice calls (Mul,
+// MulInt32) on the same values.
+//
+// Operations on buffers are ordered: each sees the results of the
+// operations called before it on the same engine. Read waits for them
+// (Engine.Wait waits without reading). A buffer belongs to its engine;
+// Engine.Close releases it.
+type Buffer struct {
+	e      *Engine
+	t      ElemType
+	n      int
+	f32    []float32
+	i8     []int8
+	i32    []int32
+	mu     sync.RWMutex // read-held by every operation, write-held by Close
+	closed bool
+}
+
+// maxBufferLen bounds a buffer's elements (2^31, so that every backend's
+// indices fit).
+const maxBufferLen = 1 << 31
+
+// NewBuffer returns a buffer of n elements of type t, zeroed.
+func (e *Engine) NewBuffer(n int, t ElemType) (*Buffer, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return nil, ErrClosed
+	}
+	if n < 1 || n > maxBufferLen {
+		return nil, fmt.Errorf("qgemv: new buffer: %d elements, want 1 to %d", n, maxBufferLen)
+	}
+	b := &Buffer{e: e, t: t, n: n}
+	switch t {
+	case Float32:
+		b.f32 = make([]float32, n)
+	case Int8:
+		b.i8 = make([]int8, n)
+	case Int32:
+		b.i32 = make([]int32, n)
+	default:
+		return nil, fmt.Errorf("qgemv: new buffer: unknown element type %v", t)
+	}
+	e.bufsMu.Lock()
+	e.bufs[b] = struct{}{}
+	e.bufsMu.Unlock()
+	return b, nil
+}
+
+// Len returns the buffer's elements.
+func (b *Buffer) Len() int { return b.n }
+
+// Type returns the buffer's element type.
+func (b *Buffer) Type() ElemType { return b.t }
+
+// Close releases the buffer; operations on it return ErrClosed.
+func (b *Buffer) Close() error { return b.close(true) }
+
+func (b *Buffer) close(unregister bool) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	b.closed = true
+	b.f32, b.i8, b.i32 = nil, nil, nil
+	if unregister {
+		b.e.bufsMu.Lock()
+		delete(b.e.bufs, b)
+		b.e.bufsMu.Unlock()
+	}
+	return nil
+}
+
+// use read-locks the engine and the buffers of an operation (each
+// distinct one once), checks that they are open, belong to e and have
+// the element types want, and returns the unlock.
+func (e *Engine) use(op string, bufs []*Buffer, want []ElemType) (func(), error) {
+	e.mu.RLock()
+	if e.closed {
+		e.mu.RUnlock()
+		return nil, ErrClosed
+	}
+	var held []*Buffer
+	unlock := func() {
+		for _, b := range held {
+			b.mu.RUnlock()
+		}
+		e.mu.RUnlock()
+	}
+	for i, b := range bufs {
+		if b == nil || b.e != e {
+			unlock()
+			return nil, fmt.Errorf("qgemv: %s: buffer %d is nil or belongs to another engine", op, i)
+		}
+		seen := false
+		for _, h := range held {
+			seen = seen || h == b
+		}
+		if !seen {
+			b.mu.RLock()
+			held = append(held, b)
+		}
+		if b.closed {
+			unlock()
+			return nil, fmt.Errorf("qgemv: %s: buffer %d: %w", op, i, ErrClosed)
+		}
+		if b.t != want[i] {
+			unlock()
+			return nil, fmt.Errorf("qgemv: %s: buffer %d holds %v, want %v", op, i, b.t, want[i])
+		}
+	}
+	return unlock, nil
+}
+
+// Write copies src into the buffer from element 0 (len(src) at most
+// Len). src may be reused as soon as Write returns.
+func (b *Buffer) Write(src []float32) error {
+	unlock, err := b.e.use("buffer write", []*Buffer{b}, []ElemType{Float32})
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if len(src) > b.n {
+		return fmt.Errorf("qgemv: buffer write: %d values into %d", len(src), b.n)
+	}
+	copy(b.f32, src)
+	return nil
+}
+
+// WriteFP16 writes binary16 values, widened exactly, into a Float32
+// buffer.
+func (b *Buffer) WriteFP16(src []layout.FP16) error {
+	unlock, err := b.e.use("buffer write", []*Buffer{b}, []ElemType{Float32})
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if len(src) > b.n {
+		return fmt.Errorf("qgemv: buffer write: %d values into %d", len(src), b.n)
+	}
+	for i, h := range src {
+		b.f32[i] = h.Float32()
+	}
+	return nil
+}
+
+// WriteInt8 copies src into an Int8 buffer.
+func (b *Buffer) WriteInt8(src []int8) error {
+	unlock, err := b.e.use("buffer write", []*Buffer{b}, []ElemType{Int8})
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if len(src) > b.n {
+		return fmt.Errorf("qgemv: buffer write: %d values into %d", len(src), b.n)
+	}
+	copy(b.i8, src)
+	return nil
+}
+
+// Read waits for the operations queued before it and copies the
+// buffer's first len(dst) elements (at most Len) into dst.
+func (b *Buffer) Read(dst []float32) error {
+	unlock, err := b.e.use("buffer read", []*Buffer{b}, []ElemType{Float32})
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if len(dst) > b.n {
+		return fmt.Errorf("qgemv: buffer read: %d values from %d", len(dst), b.n)
+	}
+	copy(dst, b.f32)
+	return nil
+}
+
+// ReadInt8 is Read for an Int8 buffer.
+func (b *Buffer) ReadInt8(dst []int8) error {
+	unlock, err := b.e.use("buffer read", []*Buffer{b}, []ElemType{Int8})
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if len(dst) > b.n {
+		return fmt.Errorf("qgemv: buffer read: %d values from %d", len(dst), b.n)
+	}
+	copy(dst, b.i8)
+	return nil
+}
+
+// ReadInt32 is Read for an Int32 buffer.
+func (b *Buffer) ReadInt32(dst []int32) error {
+	unlock, err := b.e.use("buffer read", []*Buffer{b}, []ElemType{Int32})
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if len(dst) > b.n {
+		return fmt.Errorf("qgemv: buffer read: %d values from %d", len(dst), b.n)
+	}
+	copy(dst, b.i32)
+	return nil
+}
+
+// Wait waits for every operation queued on the engine's buffers and
+// returns the first error one of them met after it was queued (a kernel
+// fault on a GPU), clearing it.
+func (e *Engine) Wait() error {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// MulBuffer queues dst = W x for batch vectors with the activation type
+// act: x holds batch*Cols values (at least: the first batch*Cols are
+// read), dst receives batch*Rows. The results equal Mul's on the same
+// values.
+func (m *Matrix) MulBuffer(dst, x *Buffer, batch int, act Activation) error {
+	unlock, err := m.lockWith("mul buffer", []*Buffer{dst, x}, []ElemType{Float32, Float32})
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := checkBatch("mul buffer", batch); err != nil {
+		return err
+	}
+	if dst == x {
+		return fmt.Errorf("qgemv: mul buffer: dst and x: %w", ErrOverlap)
+	}
+	if err := bufLens("mul buffer", dst.n, x.n, batch*m.rows, batch*m.cols); err != nil {
+		return err
+	}
+	if act != A32 && act != A8 {
+		return fmt.Errorf("qgemv: mul buffer: unknown activation %v (A32 or A8)", act)
+	}
+	if m.e.record(func() error { return m.MulBuffer(dst, x, batch, act) }) {
+		return nil
+	}
+	if act == A32 {
+		err = m.m.MulF32(dst.f32[:batch*m.rows], x.f32[:batch*m.cols], batch)
+	} else {
+		err = m.m.MulA8(dst.f32[:batch*m.rows], x.f32[:batch*m.cols], batch)
+	}
+	if err != nil {
+		return fmt.Errorf("qgemv: mul buffer: %w", err)
+	}
+	return nil
+}
+
+// QuantizeBuffer queues the quantization of batch vectors of x (Cols of
+// m values each, the gather of an act-order matrix applied) to int8 per
+// 128 inputs as layout.QuantizeA8 specifies: xq receives
+// batch*PaddedCols int8 values, xs batch*PaddedCols/128 scales. Every
+// matrix with m's PaddedCols and column order (an FFN's gate and up
+// projections) then multiplies them with MulInt8Buffer: one quantization
+// for all of them.
+func (m *Matrix) QuantizeBuffer(xq, xs, x *Buffer, batch int) error {
+	unlock, err := m.lockWith("quantize buffer", []*Buffer{xq, xs, x}, []ElemType{Int8, Float32, Float32})
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := checkBatch("quantize buffer", batch); err != nil {
+		return err
+	}
+	if xs == x {
+		return fmt.Errorf("qgemv: quantize buffer: xs and x: %w", ErrOverlap)
+	}
+	pc, g := m.pcols, m.pcols/layout.GroupSize
+	if xq.n < batch*pc || xs.n < batch*g || x.n < batch*m.cols {
+		return fmt.Errorf("qgemv: quantize buffer: xq %d, xs %d, x %d values for batch %d of %d columns padded to %d",
+			xq.n, xs.n, x.n, batch, m.cols, pc)
+	}
+	if m.e.record(func() error { return m.QuantizeBuffer(xq, xs, x, batch) }) {
+		return nil
+	}
+	xv := x.f32[:batch*m.cols]
+	if m.perm != nil {
+		xv = m.gathered(xv, batch)
+	}
+	for v := 0; v < batch; v++ {
+		if err := m.e.be.QuantizeA8(xq.i8[v*pc:(v+1)*pc], xs.f32[v*g:(v+1)*g], xv[v*m.cols:(v+1)*m.cols]); err != nil {
+			return fmt.Errorf("qgemv: quantize buffer: vector %d: %w", v, err)
+		}
+	}
+	return nil
+}
+
+// MulInt8Buffer queues dst = W x for activations quantized by
+// QuantizeBuffer (xq: batch*PaddedCols, xs: batch*PaddedCols/128).
+func (m *Matrix) MulInt8Buffer(dst, xq, xs *Buffer, batch int) error {
+	unlock, err := m.lockWith("mul int8 buffer", []*Buffer{dst, xq, xs}, []ElemType{Float32, Int8, Float32})
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := checkBatch("mul int8 buffer", batch); err != nil {
+		return err
+	}
+	if dst == xs {
+		return fmt.Errorf("qgemv: mul int8 buffer: dst and xs: %w", ErrOverlap)
+	}
+	pc, g := m.pcols, m.pcols/layout.GroupSize
+	if dst.n < batch*m.rows || xq.n < batch*pc || xs.n < batch*g {
+		return fmt.Errorf("qgemv: mul int8 buffer: dst %d, xq %d, xs %d values for batch %d of %dx%d (padded columns %d)",
+			dst.n, xq.n, xs.n, batch, m.rows, m.cols, pc)
+	}
+	if m.e.record(func() error { return m.MulInt8Buffer(dst, xq, xs, batch) }) {
+		return nil
+	}
+	if err := m.m.MulI8(dst.f32[:batch*m.rows], xq.i8[:batch*pc], xs.f32[:batch*g], batch); err != nil {
+		return fmt.Errorf("qgemv: mul int8 buffer: %w", err)
+	}
+	return nil
+}
+
+// MulInt32Buffer queues dst = W x exactly for the int8 formats: x is an
+// Int8 buffer of batch*Cols values, dst an Int32 buffer of batch*Rows.
+func (m *Matrix) MulInt32Buffer(dst, x *Buffer, batch int) error {
+	unlock, err := m.lockWith("mul int32 buffer", []*Buffer{dst, x}, []ElemType{Int32, Int8})
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := checkBatch("mul int32 buffer", batch); err != nil {
+		return err
+	}
+	if err := bufLens("mul int32 buffer", dst.n, x.n, batch*m.rows, batch*m.cols); err != nil {
+		return err
+	}
+	if m.e.record(func() error { return m.MulInt32Buffer(dst, x, batch) }) {
+		return nil
+	}
+	if err := m.m.MulI32(dst.i32[:batch*m.rows], x.i8[:batch*m.cols], batch); err != nil {
+		return fmt.Errorf("qgemv: mul int32 buffer: %w", err)
+	}
+	return nil
+}
+
+// bufLens checks that dst and x hold at least the values a multiply
+// writes and reads.
+func bufLens(op string, ndst, nx, wantDst, wantX int) error {
+	if ndst < wantDst || nx < wantX {
+		return fmt.Errorf("qgemv: %s: dst holds %d values, x %d; the multiply writes %d and reads %d", op, ndst, nx, wantDst, wantX)
+	}
+	return nil
+}
+
+// lockWith locks the matrix (lock) and the buffers (Engine.use).
+func (m *Matrix) lockWith(op string, bufs []*Buffer, want []ElemType) (func(), error) {
+	for i, b := range bufs {
+		if b == nil || b.e != m.e {
+			return nil, fmt.Errorf("qgemv: %s: buffer %d is nil or belongs to another engine", op, i)
+		}
+	}
+	unlockB, err := m.e.use(op, bufs, want)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.RLock()
+	if m.closed {
+		m.mu.RUnlock()
+		unlockB()
+		return nil, ErrClosed
+	}
+	return func() { m.mu.RUnlock(); unlockB() }, nil
+}
+
+// elementwise checks an element-wise operation's buffers: every buffer
+// open, of this engine and type Float32, and the inputs at least as long
+// as dst; it returns the unlock.
+func (e *Engine) elementwise(op string, dst *Buffer, in ...*Buffer) (func(), error) {
+	bufs := append([]*Buffer{dst}, in...)
+	want := make([]ElemType, len(bufs))
+	unlock, err := e.use(op, bufs, want) // Float32 is 0
+	if err != nil {
+		return nil, err
+	}
+	for i, b := range in {
+		if b.n < dst.n {
+			unlock()
+			return nil, fmt.Errorf("qgemv: %s: input %d holds %d values, dst %d", op, i, b.n, dst.n)
+		}
+	}
+	return unlock, nil
+}
+
+// SwiGLU queues dst[i] = silu(gate[i]) * up[i] = gate[i] / (1 +
+// exp(-gate[i])) * up[i] over dst's length, the activation between an
+// FFN's gate and up projections and its down projection (float32; each
+// backend within a few ulps). dst may be gate or up.
+func (e *Engine) SwiGLU(dst, gate, up *Buffer) error {
+	unlock, err := e.elementwise("swiglu", dst, gate, up)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if e.record(func() error { return e.SwiGLU(dst, gate, up) }) {
+		return nil
+	}
+	g, u, d := gate.f32[:dst.n], up.f32[:dst.n], dst.f32
+	for i := range d {
+		x := g[i]
+		d[i] = x / (1 + float32(math.Exp(float64(-x)))) * u[i]
+	}
+	return nil
+}
+
+// Add queues dst[i] = a[i] + b[i] over dst's length (the residual
+// connection). dst may be a or b.
+func (e *Engine) Add(dst, a, b *Buffer) error {
+	unlock, err := e.elementwise("add", dst, a, b)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if e.record(func() error { return e.Add(dst, a, b) }) {
+		return nil
+	}
+	x, y, d := a.f32[:dst.n], b.f32[:dst.n], dst.f32
+	for i := range d {
+		d[i] = x[i] + y[i]
+	}
+	return nil
+}
+
+// Scale queues dst[i] = s * a[i] over dst's length. dst may be a.
+func (e *Engine) Scale(dst, a *Buffer, s float32) error {
+	unlock, err := e.elementwise("scale", dst, a)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if e.record(func() error { return e.Scale(dst, a, s) }) {
+		return nil
+	}
+	x, d := a.f32[:dst.n], dst.f32
+	for i := range d {
+		d[i] = s * x[i]
+	}
+	return nil
+}
+
+// Requantize queues dst = round_half_even(alpha * src) clamped to int8
+// (layout.Requantize: the MatVANS chain's step) over dst's length: src
+// an Int32 buffer, dst an Int8 one.
+func (e *Engine) Requantize(dst, src *Buffer, alpha float32) error {
+	unlock, err := e.use("requantize", []*Buffer{dst, src}, []ElemType{Int8, Int32})
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if src.n < dst.n {
+		return fmt.Errorf("qgemv: requantize: src holds %d values, dst %d", src.n, dst.n)
+	}
+	if a := float64(alpha); math.IsNaN(a) || math.IsInf(a, 0) {
+		return fmt.Errorf("qgemv: requantize: alpha is %v", alpha)
+	}
+	if e.record(func() error { return e.Requantize(dst, src, alpha) }) {
+		return nil
+	}
+	layout.Requantize(dst.i8, src.i32[:dst.n], alpha)
+	return nil
+}
