@@ -17,7 +17,7 @@ type Matrix struct {
 	spec       layout.FormatSpec
 	format     string
 	bytes      int64
-	perm       []int32 // act-order: stored column j holds source column perm[j]
+	perm       []int32      // act-order: stored column j holds source column perm[j]
 	mu         sync.RWMutex // read-held by every multiply, write-held by Close
 	closed     bool
 }
