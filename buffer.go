@@ -109,55 +109,81 @@ func (b *Buffer) close(unregister bool) error {
 	return nil
 }
 
+// held is the locks of an operation on buffers: the engine's read lock
+// and each distinct buffer's (at most three), released by unlock.
+type held struct {
+	e    *Engine
+	m    *Matrix // read-locked too (lockWith), or nil
+	bufs [3]*Buffer
+	n    int
+}
+
+func (h *held) unlock() {
+	if h.m != nil {
+		h.m.mu.RUnlock()
+	}
+	for _, b := range h.bufs[:h.n] {
+		b.mu.RUnlock()
+	}
+	h.e.mu.RUnlock()
+}
+
 // use read-locks the engine and the buffers of an operation (each
-// distinct one once), checks that they are open, belong to e and have
-// the element types want, and returns the unlock.
-func (e *Engine) use(op string, bufs []*Buffer, want []ElemType) (func(), error) {
+// distinct one once), and checks that they are open, belong to e and
+// have the element types want (one per buffer; at most three). On error
+// nothing stays locked.
+func (e *Engine) use(op string, h *held, want []ElemType, bufs ...*Buffer) error {
 	e.mu.RLock()
+	*h = held{e: e}
 	if e.closed {
 		e.mu.RUnlock()
-		return nil, ErrClosed
-	}
-	var held []*Buffer
-	unlock := func() {
-		for _, b := range held {
-			b.mu.RUnlock()
-		}
-		e.mu.RUnlock()
+		return ErrClosed
 	}
 	for i, b := range bufs {
 		if b == nil || b.e != e {
-			unlock()
-			return nil, fmt.Errorf("qgemv: %s: buffer %d is nil or belongs to another engine", op, i)
+			h.unlock()
+			return fmt.Errorf("qgemv: %s: buffer %d is nil or belongs to another engine", op, i)
 		}
 		seen := false
-		for _, h := range held {
-			seen = seen || h == b
+		for _, x := range h.bufs[:h.n] {
+			seen = seen || x == b
 		}
 		if !seen {
 			b.mu.RLock()
-			held = append(held, b)
+			h.bufs[h.n] = b
+			h.n++
 		}
 		if b.closed {
-			unlock()
-			return nil, fmt.Errorf("qgemv: %s: buffer %d: %w", op, i, ErrClosed)
+			h.unlock()
+			return fmt.Errorf("qgemv: %s: buffer %d: %w", op, i, ErrClosed)
 		}
 		if b.t != want[i] {
-			unlock()
-			return nil, fmt.Errorf("qgemv: %s: buffer %d holds %v, want %v", op, i, b.t, want[i])
+			h.unlock()
+			return fmt.Errorf("qgemv: %s: buffer %d holds %v, want %v", op, i, b.t, want[i])
 		}
 	}
-	return unlock, nil
+	return nil
 }
+
+var (
+	wantQuant   = []ElemType{Int8, Float32, Float32}
+	wantMulI8   = []ElemType{Float32, Int8, Float32}
+	wantMulI32  = []ElemType{Int32, Int8}
+	wantRequant = []ElemType{Int8, Int32}
+	wantF32     = []ElemType{Float32}
+	wantI8      = []ElemType{Int8}
+	wantI32     = []ElemType{Int32}
+	wantF32x3   = []ElemType{Float32, Float32, Float32}
+)
 
 // Write copies src into the buffer from element 0 (len(src) at most
 // Len). src may be reused as soon as Write returns.
 func (b *Buffer) Write(src []float32) error {
-	unlock, err := b.e.use("buffer write", []*Buffer{b}, []ElemType{Float32})
-	if err != nil {
+	var h held
+	if err := b.e.use("buffer write", &h, wantF32, b); err != nil {
 		return err
 	}
-	defer unlock()
+	defer h.unlock()
 	if len(src) > b.n {
 		return fmt.Errorf("qgemv: buffer write: %d values into %d", len(src), b.n)
 	}
@@ -168,11 +194,11 @@ func (b *Buffer) Write(src []float32) error {
 // WriteFP16 writes binary16 values, widened exactly, into a Float32
 // buffer.
 func (b *Buffer) WriteFP16(src []layout.FP16) error {
-	unlock, err := b.e.use("buffer write", []*Buffer{b}, []ElemType{Float32})
-	if err != nil {
+	var h held
+	if err := b.e.use("buffer write", &h, wantF32, b); err != nil {
 		return err
 	}
-	defer unlock()
+	defer h.unlock()
 	if len(src) > b.n {
 		return fmt.Errorf("qgemv: buffer write: %d values into %d", len(src), b.n)
 	}
@@ -184,11 +210,11 @@ func (b *Buffer) WriteFP16(src []layout.FP16) error {
 
 // WriteInt8 copies src into an Int8 buffer.
 func (b *Buffer) WriteInt8(src []int8) error {
-	unlock, err := b.e.use("buffer write", []*Buffer{b}, []ElemType{Int8})
-	if err != nil {
+	var h held
+	if err := b.e.use("buffer write", &h, wantI8, b); err != nil {
 		return err
 	}
-	defer unlock()
+	defer h.unlock()
 	if len(src) > b.n {
 		return fmt.Errorf("qgemv: buffer write: %d values into %d", len(src), b.n)
 	}
@@ -199,11 +225,11 @@ func (b *Buffer) WriteInt8(src []int8) error {
 // Read waits for the operations queued before it and copies the
 // buffer's first len(dst) elements (at most Len) into dst.
 func (b *Buffer) Read(dst []float32) error {
-	unlock, err := b.e.use("buffer read", []*Buffer{b}, []ElemType{Float32})
-	if err != nil {
+	var h held
+	if err := b.e.use("buffer read", &h, wantF32, b); err != nil {
 		return err
 	}
-	defer unlock()
+	defer h.unlock()
 	if len(dst) > b.n {
 		return fmt.Errorf("qgemv: buffer read: %d values from %d", len(dst), b.n)
 	}
@@ -213,11 +239,11 @@ func (b *Buffer) Read(dst []float32) error {
 
 // ReadInt8 is Read for an Int8 buffer.
 func (b *Buffer) ReadInt8(dst []int8) error {
-	unlock, err := b.e.use("buffer read", []*Buffer{b}, []ElemType{Int8})
-	if err != nil {
+	var h held
+	if err := b.e.use("buffer read", &h, wantI8, b); err != nil {
 		return err
 	}
-	defer unlock()
+	defer h.unlock()
 	if len(dst) > b.n {
 		return fmt.Errorf("qgemv: buffer read: %d values from %d", len(dst), b.n)
 	}
@@ -227,11 +253,11 @@ func (b *Buffer) ReadInt8(dst []int8) error {
 
 // ReadInt32 is Read for an Int32 buffer.
 func (b *Buffer) ReadInt32(dst []int32) error {
-	unlock, err := b.e.use("buffer read", []*Buffer{b}, []ElemType{Int32})
-	if err != nil {
+	var h held
+	if err := b.e.use("buffer read", &h, wantI32, b); err != nil {
 		return err
 	}
-	defer unlock()
+	defer h.unlock()
 	if len(dst) > b.n {
 		return fmt.Errorf("qgemv: buffer read: %d values from %d", len(dst), b.n)
 	}
@@ -256,11 +282,12 @@ func (e *Engine) Wait() error {
 // read), dst receives batch*Rows. The results equal Mul's on the same
 // values.
 func (m *Matrix) MulBuffer(dst, x *Buffer, batch int, act Activation) error {
-	unlock, err := m.lockWith("mul buffer", []*Buffer{dst, x}, []ElemType{Float32, Float32})
-	if err != nil {
+	var h held
+	if err := m.lockWith("mul buffer", &h, wantF32x3[:2], dst, x); err != nil {
 		return err
 	}
-	defer unlock()
+	defer h.unlock()
+	var err error
 	if err := checkBatch("mul buffer", batch); err != nil {
 		return err
 	}
@@ -273,7 +300,7 @@ func (m *Matrix) MulBuffer(dst, x *Buffer, batch int, act Activation) error {
 	if act != A32 && act != A8 {
 		return fmt.Errorf("qgemv: mul buffer: unknown activation %v (A32 or A8)", act)
 	}
-	if m.e.record(func() error { return m.MulBuffer(dst, x, batch, act) }) {
+	if m.e.rec.Load() != nil && m.e.record(func() error { return m.MulBuffer(dst, x, batch, act) }) {
 		return nil
 	}
 	if act == A32 {
@@ -295,11 +322,11 @@ func (m *Matrix) MulBuffer(dst, x *Buffer, batch int, act Activation) error {
 // projections) then multiplies them with MulInt8Buffer: one quantization
 // for all of them.
 func (m *Matrix) QuantizeBuffer(xq, xs, x *Buffer, batch int) error {
-	unlock, err := m.lockWith("quantize buffer", []*Buffer{xq, xs, x}, []ElemType{Int8, Float32, Float32})
-	if err != nil {
+	var h held
+	if err := m.lockWith("quantize buffer", &h, wantQuant, xq, xs, x); err != nil {
 		return err
 	}
-	defer unlock()
+	defer h.unlock()
 	if err := checkBatch("quantize buffer", batch); err != nil {
 		return err
 	}
@@ -311,7 +338,7 @@ func (m *Matrix) QuantizeBuffer(xq, xs, x *Buffer, batch int) error {
 		return fmt.Errorf("qgemv: quantize buffer: xq %d, xs %d, x %d values for batch %d of %d columns padded to %d",
 			xq.n, xs.n, x.n, batch, m.cols, pc)
 	}
-	if m.e.record(func() error { return m.QuantizeBuffer(xq, xs, x, batch) }) {
+	if m.e.rec.Load() != nil && m.e.record(func() error { return m.QuantizeBuffer(xq, xs, x, batch) }) {
 		return nil
 	}
 	xv := x.f32[:batch*m.cols]
@@ -329,11 +356,11 @@ func (m *Matrix) QuantizeBuffer(xq, xs, x *Buffer, batch int) error {
 // MulInt8Buffer queues dst = W x for activations quantized by
 // QuantizeBuffer (xq: batch*PaddedCols, xs: batch*PaddedCols/128).
 func (m *Matrix) MulInt8Buffer(dst, xq, xs *Buffer, batch int) error {
-	unlock, err := m.lockWith("mul int8 buffer", []*Buffer{dst, xq, xs}, []ElemType{Float32, Int8, Float32})
-	if err != nil {
+	var h held
+	if err := m.lockWith("mul int8 buffer", &h, wantMulI8, dst, xq, xs); err != nil {
 		return err
 	}
-	defer unlock()
+	defer h.unlock()
 	if err := checkBatch("mul int8 buffer", batch); err != nil {
 		return err
 	}
@@ -345,7 +372,7 @@ func (m *Matrix) MulInt8Buffer(dst, xq, xs *Buffer, batch int) error {
 		return fmt.Errorf("qgemv: mul int8 buffer: dst %d, xq %d, xs %d values for batch %d of %dx%d (padded columns %d)",
 			dst.n, xq.n, xs.n, batch, m.rows, m.cols, pc)
 	}
-	if m.e.record(func() error { return m.MulInt8Buffer(dst, xq, xs, batch) }) {
+	if m.e.rec.Load() != nil && m.e.record(func() error { return m.MulInt8Buffer(dst, xq, xs, batch) }) {
 		return nil
 	}
 	if err := m.m.MulI8(dst.f32[:batch*m.rows], xq.i8[:batch*pc], xs.f32[:batch*g], batch); err != nil {
@@ -357,18 +384,18 @@ func (m *Matrix) MulInt8Buffer(dst, xq, xs *Buffer, batch int) error {
 // MulInt32Buffer queues dst = W x exactly for the int8 formats: x is an
 // Int8 buffer of batch*Cols values, dst an Int32 buffer of batch*Rows.
 func (m *Matrix) MulInt32Buffer(dst, x *Buffer, batch int) error {
-	unlock, err := m.lockWith("mul int32 buffer", []*Buffer{dst, x}, []ElemType{Int32, Int8})
-	if err != nil {
+	var h held
+	if err := m.lockWith("mul int32 buffer", &h, wantMulI32, dst, x); err != nil {
 		return err
 	}
-	defer unlock()
+	defer h.unlock()
 	if err := checkBatch("mul int32 buffer", batch); err != nil {
 		return err
 	}
 	if err := bufLens("mul int32 buffer", dst.n, x.n, batch*m.rows, batch*m.cols); err != nil {
 		return err
 	}
-	if m.e.record(func() error { return m.MulInt32Buffer(dst, x, batch) }) {
+	if m.e.rec.Load() != nil && m.e.record(func() error { return m.MulInt32Buffer(dst, x, batch) }) {
 		return nil
 	}
 	if err := m.m.MulI32(dst.i32[:batch*m.rows], x.i8[:batch*m.cols], batch); err != nil {
@@ -386,43 +413,39 @@ func bufLens(op string, ndst, nx, wantDst, wantX int) error {
 	return nil
 }
 
-// lockWith locks the matrix (lock) and the buffers (Engine.use).
-func (m *Matrix) lockWith(op string, bufs []*Buffer, want []ElemType) (func(), error) {
-	for i, b := range bufs {
-		if b == nil || b.e != m.e {
-			return nil, fmt.Errorf("qgemv: %s: buffer %d is nil or belongs to another engine", op, i)
-		}
-	}
-	unlockB, err := m.e.use(op, bufs, want)
-	if err != nil {
-		return nil, err
+// lockWith read-locks the engine, the buffers (Engine.use) and the
+// matrix of a multiply on buffers.
+func (m *Matrix) lockWith(op string, h *held, want []ElemType, bufs ...*Buffer) error {
+	if err := m.e.use(op, h, want, bufs...); err != nil {
+		return err
 	}
 	m.mu.RLock()
+	h.m = m
 	if m.closed {
-		m.mu.RUnlock()
-		unlockB()
-		return nil, ErrClosed
+		h.unlock()
+		return ErrClosed
 	}
-	return func() { m.mu.RUnlock(); unlockB() }, nil
+	return nil
 }
 
 // elementwise checks an element-wise operation's buffers: every buffer
 // open, of this engine and type Float32, and the inputs at least as long
-// as dst; it returns the unlock.
-func (e *Engine) elementwise(op string, dst *Buffer, in ...*Buffer) (func(), error) {
-	bufs := append([]*Buffer{dst}, in...)
-	want := make([]ElemType, len(bufs))
-	unlock, err := e.use(op, bufs, want) // Float32 is 0
-	if err != nil {
-		return nil, err
+// as dst.
+func (e *Engine) elementwise(op string, h *held, dst *Buffer, a, b *Buffer) error {
+	bufs, want := []*Buffer{dst, a, b}, wantF32x3
+	if b == nil {
+		bufs, want = bufs[:2], want[:2]
 	}
-	for i, b := range in {
-		if b.n < dst.n {
-			unlock()
-			return nil, fmt.Errorf("qgemv: %s: input %d holds %d values, dst %d", op, i, b.n, dst.n)
+	if err := e.use(op, h, want, bufs...); err != nil {
+		return err
+	}
+	for i, in := range bufs[1:] {
+		if in.n < dst.n {
+			h.unlock()
+			return fmt.Errorf("qgemv: %s: input %d holds %d values, dst %d", op, i, in.n, dst.n)
 		}
 	}
-	return unlock, nil
+	return nil
 }
 
 // SwiGLU queues dst[i] = silu(gate[i]) * up[i] = gate[i] / (1 +
@@ -430,12 +453,12 @@ func (e *Engine) elementwise(op string, dst *Buffer, in ...*Buffer) (func(), err
 // FFN's gate and up projections and its down projection (float32; each
 // backend within a few ulps). dst may be gate or up.
 func (e *Engine) SwiGLU(dst, gate, up *Buffer) error {
-	unlock, err := e.elementwise("swiglu", dst, gate, up)
-	if err != nil {
+	var h held
+	if err := e.elementwise("swiglu", &h, dst, gate, up); err != nil {
 		return err
 	}
-	defer unlock()
-	if e.record(func() error { return e.SwiGLU(dst, gate, up) }) {
+	defer h.unlock()
+	if e.rec.Load() != nil && e.record(func() error { return e.SwiGLU(dst, gate, up) }) {
 		return nil
 	}
 	g, u, d := gate.f32[:dst.n], up.f32[:dst.n], dst.f32
@@ -449,12 +472,12 @@ func (e *Engine) SwiGLU(dst, gate, up *Buffer) error {
 // Add queues dst[i] = a[i] + b[i] over dst's length (the residual
 // connection). dst may be a or b.
 func (e *Engine) Add(dst, a, b *Buffer) error {
-	unlock, err := e.elementwise("add", dst, a, b)
-	if err != nil {
+	var h held
+	if err := e.elementwise("add", &h, dst, a, b); err != nil {
 		return err
 	}
-	defer unlock()
-	if e.record(func() error { return e.Add(dst, a, b) }) {
+	defer h.unlock()
+	if e.rec.Load() != nil && e.record(func() error { return e.Add(dst, a, b) }) {
 		return nil
 	}
 	x, y, d := a.f32[:dst.n], b.f32[:dst.n], dst.f32
@@ -466,12 +489,12 @@ func (e *Engine) Add(dst, a, b *Buffer) error {
 
 // Scale queues dst[i] = s * a[i] over dst's length. dst may be a.
 func (e *Engine) Scale(dst, a *Buffer, s float32) error {
-	unlock, err := e.elementwise("scale", dst, a)
-	if err != nil {
+	var h held
+	if err := e.elementwise("scale", &h, dst, a, nil); err != nil {
 		return err
 	}
-	defer unlock()
-	if e.record(func() error { return e.Scale(dst, a, s) }) {
+	defer h.unlock()
+	if e.rec.Load() != nil && e.record(func() error { return e.Scale(dst, a, s) }) {
 		return nil
 	}
 	x, d := a.f32[:dst.n], dst.f32
@@ -485,18 +508,18 @@ func (e *Engine) Scale(dst, a *Buffer, s float32) error {
 // (layout.Requantize: the MatVANS chain's step) over dst's length: src
 // an Int32 buffer, dst an Int8 one.
 func (e *Engine) Requantize(dst, src *Buffer, alpha float32) error {
-	unlock, err := e.use("requantize", []*Buffer{dst, src}, []ElemType{Int8, Int32})
-	if err != nil {
+	var h held
+	if err := e.use("requantize", &h, wantRequant, dst, src); err != nil {
 		return err
 	}
-	defer unlock()
+	defer h.unlock()
 	if src.n < dst.n {
 		return fmt.Errorf("qgemv: requantize: src holds %d values, dst %d", src.n, dst.n)
 	}
 	if a := float64(alpha); math.IsNaN(a) || math.IsInf(a, 0) {
 		return fmt.Errorf("qgemv: requantize: alpha is %v", alpha)
 	}
-	if e.record(func() error { return e.Requantize(dst, src, alpha) }) {
+	if e.rec.Load() != nil && e.record(func() error { return e.Requantize(dst, src, alpha) }) {
 		return nil
 	}
 	layout.Requantize(dst.i8, src.i32[:dst.n], alpha)

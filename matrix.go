@@ -45,32 +45,35 @@ func (m *Matrix) Rows() int { return m.rows }
 // Cols returns the number of inputs per vector.
 func (m *Matrix) Cols() int { return m.cols }
 
-func (m *Matrix) lock() (func(), error) {
+// lock read-locks the engine and the matrix for a call (unlock
+// releases them): an error, with nothing held, if either is closed.
+func (m *Matrix) lock() error {
 	m.e.mu.RLock()
 	m.mu.RLock()
-	unlock := func() { m.mu.RUnlock(); m.e.mu.RUnlock() }
 	if m.closed || m.e.closed {
-		unlock()
-		return nil, ErrClosed
+		m.unlock()
+		return ErrClosed
 	}
-	return unlock, nil
+	return nil
 }
+
+func (m *Matrix) unlock() { m.mu.RUnlock(); m.e.mu.RUnlock() }
 
 // Mul computes dst[b*Rows+r] = sum_c W[r,c] * x[b*Cols+c] for each of the
 // batch vectors (1..16), with the activation type act. dst must not share
 // memory with x (ErrOverlap).
 func (m *Matrix) Mul(dst, x []float32, batch int, act Activation) error {
-	unlock, err := m.lock()
-	if err != nil {
+	if err := m.lock(); err != nil {
 		return err
 	}
-	defer unlock()
+	defer m.unlock()
 	if err := checkBatch("mul", batch); err != nil {
 		return err
 	}
 	if overlap(dst, x) {
 		return fmt.Errorf("qgemv: mul: dst and x: %w", ErrOverlap)
 	}
+	var err error
 	switch act {
 	case A32:
 		err = m.m.MulF32(dst, x, batch)
@@ -88,11 +91,10 @@ func (m *Matrix) Mul(dst, x []float32, batch int, act Activation) error {
 // MulFP16 multiplies binary16 activations (A16): x holds batch*Cols
 // values, widened exactly to float32 (the float-path bound applies).
 func (m *Matrix) MulFP16(dst []float32, x []layout.FP16, batch int) error {
-	unlock, err := m.lock()
-	if err != nil {
+	if err := m.lock(); err != nil {
 		return err
 	}
-	defer unlock()
+	defer m.unlock()
 	if err := checkBatch("mul fp16", batch); err != nil {
 		return err
 	}
@@ -112,11 +114,10 @@ func (m *Matrix) MulFP16(dst []float32, x []layout.FP16, batch int) error {
 // column order (gathered by the permutation) first; Mul does that
 // itself. dst must not share memory with xs or xq (ErrOverlap).
 func (m *Matrix) MulInt8(dst []float32, xq []int8, xs []float32, batch int) error {
-	unlock, err := m.lock()
-	if err != nil {
+	if err := m.lock(); err != nil {
 		return err
 	}
-	defer unlock()
+	defer m.unlock()
 	if err := checkBatch("mul int8", batch); err != nil {
 		return err
 	}
@@ -134,11 +135,10 @@ func (m *Matrix) MulInt8(dst []float32, xq []int8, xs []float32, batch int) erro
 // batch*Cols int8 values, dst batch*Rows. Other formats return an error
 // wrapping ErrFormatNotImplemented.
 func (m *Matrix) MulInt32(dst []int32, x []int8, batch int) error {
-	unlock, err := m.lock()
-	if err != nil {
+	if err := m.lock(); err != nil {
 		return err
 	}
-	defer unlock()
+	defer m.unlock()
 	if err := checkBatch("mul int32", batch); err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ func StreamRead(buf []uint64, threads int) uint64 {
 	}
 	t := &team{} // workers of its own, stopped when the read is done
 	defer t.close()
-	t.run(fns)
+	t.runFuncs(fns)
 	var s uint64
 	for i := 0; i < threads; i++ {
 		s ^= sums[i*8]

@@ -410,7 +410,7 @@ func (mx *CBMatrix) tileChunks(nt, rb int, run func(scr []float32, t0, t1 int), 
 	for i := range fns {
 		fns[i] = work
 	}
-	mx.b.team.run(fns)
+	mx.b.team.runFuncs(fns)
 }
 
 // cbMaxChunks caps tileChunks' chunks near 32: each chunk clears, fills

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -52,9 +53,11 @@ type kernelSet struct {
 	kernels []any
 }
 
-// call is one multiply's prepared inputs.
+// call is one multiply's prepared inputs (part of its pooled scratch,
+// so that a multiply allocates nothing).
 type call struct {
 	m     *layout.Q4G128
+	set   *kernelSet
 	batch int
 	dst   []float32
 	sc    *scratch
@@ -63,7 +66,43 @@ type call struct {
 	xq    []int8    // A8: batch*PCols
 	xs    []float32 // A8: batch*Groups
 	isum  []int32   // A8: batch*Groups
+	in    []float32 // the caller's float activations (batch*Cols), or nil (MulI8)
 }
+
+// The steps of a multiply as rangeJobs on its call: preparing groups of
+// activations, and computing rows.
+type (
+	prepF32Job struct{ c *call }
+	prepI8Job  struct{ c *call }
+	rowsF32Job struct{ c *call }
+	rowsI8Job  struct{ c *call }
+)
+
+func (j prepF32Job) do(g0, g1 int) error {
+	c := j.c
+	prepareF32(c, c.in, g0, g1)
+	if c.set.prep32 != nil {
+		c.set.prep32(c, g0, g1)
+	}
+	return nil
+}
+
+func (j prepI8Job) do(g0, g1 int) error {
+	c := j.c
+	if c.in != nil {
+		if err := quantizeA8(c, c.in, g0, g1); err != nil {
+			return err
+		}
+	}
+	prepareI8(c, g0, g1)
+	if c.set.prep8 != nil {
+		c.set.prep8(c, g0, g1)
+	}
+	return nil
+}
+
+func (j rowsF32Job) do(r0, r1 int) error { j.c.set.a32(j.c, r0, r1); return nil }
+func (j rowsI8Job) do(r0, r1 int) error  { j.c.set.a8(j.c, r0, r1); return nil }
 
 var genericSet = &kernelSet{
 	isa: Generic,
@@ -342,22 +381,20 @@ func (mx *Matrix) MulF32(dst, x []float32, batch int) error {
 	}
 	sc := getScratch()
 	defer putScratch(sc)
-	c := &call{m: m, batch: batch, dst: dst, sc: sc}
+	c := &sc.call
+	*c = call{m: m, set: mx.b.set, batch: batch, dst: dst, sc: sc, in: x}
 	c.x, c.xsum = sc.f32Bufs(m, batch)
-	set := mx.b.set
-	if set.alloc32 != nil {
-		set.alloc32(c)
+	if c.set.alloc32 != nil {
+		c.set.alloc32(c)
 	}
-	_ = mx.b.parallelFor(m.Groups(), groupGrain, func(g0, g1 int) error {
-		prepareF32(c, x, g0, g1)
-		if set.prep32 != nil {
-			set.prep32(c, g0, g1)
-		}
-		return nil
-	})
-	mx.b.parallel(m, func(r0, r1 int) { set.a32(c, r0, r1) })
-	return nil
+	_ = mx.b.forJob(m.Groups(), groupGrain, prepF32Job{c})
+	err := mx.b.rowsJob(m.Rows, m.PCols/2, chunksPerThread, rowsF32Job{c})
+	*c = call{}
+	return err
 }
+
+// widenPool holds MulF16's widened activations.
+var widenPool = sync.Pool{New: func() any { return new([]float32) }}
 
 // MulF16 multiplies binary16 activations, widened exactly to float32
 // (W4A16); the result is that of MulF32 on the widened values.
@@ -368,9 +405,12 @@ func (mx *Matrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 	if err := checkLen("x", len(x), batch, mx.m.Cols); err != nil {
 		return err
 	}
-	xf := make([]float32, len(x))
-	widenF16(xf, x)
-	return mx.MulF32(dst, xf, batch)
+	p := widenPool.Get().(*[]float32)
+	*p = grow(*p, len(x))
+	widenF16(*p, x)
+	err := mx.MulF32(dst, *p, batch)
+	widenPool.Put(p)
+	return err
 }
 
 // MulI32 returns an error: Q4G128 has scales (int32 products are for the
@@ -388,9 +428,12 @@ func (mx *Matrix) MulA8(dst, x []float32, batch int) error {
 	}
 	sc := getScratch()
 	defer putScratch(sc)
-	c := &call{m: m, batch: batch, dst: dst, sc: sc}
+	c := &sc.call
+	*c = call{m: m, set: mx.b.set, batch: batch, dst: dst, sc: sc, in: x}
 	c.xq, c.xs = sc.int8Bufs(m.PCols, batch)
-	return mx.mulI8(c, x)
+	err := mx.mulI8(c)
+	*c = call{}
+	return err
 }
 
 // MulI8 computes the W4A8 product for activations already quantized with
@@ -416,50 +459,56 @@ func (mx *Matrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) error
 	}
 	sc := getScratch()
 	defer putScratch(sc)
-	return mx.mulI8(&call{m: m, batch: batch, dst: dst, sc: sc, xq: xq, xs: xs}, nil)
+	c := &sc.call
+	*c = call{m: m, set: mx.b.set, batch: batch, dst: dst, sc: sc, xq: xq, xs: xs}
+	err := mx.mulI8(c)
+	*c = call{}
+	return err
 }
 
 // mulI8 prepares the int8 activations group by group in parallel
-// (quantizing x first when it is not nil), then runs the kernels.
-func (mx *Matrix) mulI8(c *call, x []float32) error {
+// (quantizing c.in first when it is not nil), then runs the kernels.
+func (mx *Matrix) mulI8(c *call) error {
 	m := c.m
 	c.isum = c.sc.int32Buf(c.batch * m.Groups())
-	set := mx.b.set
-	if set.alloc8 != nil {
-		set.alloc8(c)
+	if c.set.alloc8 != nil {
+		c.set.alloc8(c)
 	}
-	err := mx.b.parallelFor(m.Groups(), groupGrain, func(g0, g1 int) error {
-		if x != nil {
-			if err := quantizeA8(c, x, g0, g1); err != nil {
-				return err
-			}
-		}
-		prepareI8(c, g0, g1)
-		if set.prep8 != nil {
-			set.prep8(c, g0, g1)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := mx.b.forJob(m.Groups(), groupGrain, prepI8Job{c}); err != nil {
 		return err
 	}
-	mx.b.parallel(m, func(r0, r1 int) { set.a8(c, r0, r1) })
-	return nil
+	return mx.b.rowsJob(m.Rows, m.PCols/2, chunksPerThread, rowsI8Job{c})
 }
 
 // QuantizeA8 is layout.QuantizeA8 (same bytes) split across the
-// backend's goroutines by groups of 128 inputs.
+// backend's goroutines by groups of 128 inputs. It allocates nothing.
 func (b *Backend) QuantizeA8(xq []int8, xs []float32, x []float32) error {
 	if len(xq)%128 != 0 || len(xs) != len(xq)/128 || len(x) > len(xq) {
 		return layout.QuantizeA8(xq, xs, x) // reports the length error
 	}
-	return b.parallelFor(len(xs), groupGrain*4, func(g0, g1 int) error {
-		lo, hi := min(len(x), g0*128), min(len(x), g1*128)
-		if err := QuantizeA8(xq[g0*128:g1*128], xs[g0:g1], x[lo:hi]); err != nil {
-			return fmt.Errorf("cpu: inputs from %d: %w", lo, err)
-		}
-		return nil
-	})
+	j := quantJobs.Get().(*quantJob)
+	j.xq, j.xs, j.x = xq, xs, x
+	err := b.forJob(len(xs), groupGrain*4, j)
+	*j = quantJob{}
+	quantJobs.Put(j)
+	return err
+}
+
+// quantJob quantizes groups [g0, g1) of x (Backend.QuantizeA8).
+type quantJob struct {
+	xq []int8
+	xs []float32
+	x  []float32
+}
+
+var quantJobs = sync.Pool{New: func() any { return new(quantJob) }}
+
+func (j *quantJob) do(g0, g1 int) error {
+	lo, hi := min(len(j.x), g0*128), min(len(j.x), g1*128)
+	if err := QuantizeA8(j.xq[g0*128:g1*128], j.xs[g0:g1], j.x[lo:hi]); err != nil {
+		return fmt.Errorf("cpu: inputs from %d: %w", lo, err)
+	}
+	return nil
 }
 
 // minBytesPerTask keeps small multiplies on one goroutine.
@@ -468,28 +517,103 @@ const minBytesPerTask = 256 << 10
 // groupGrain is the fewest 128-input groups one goroutine prepares.
 const groupGrain = 8
 
+// rangeJob is the work of a parallel step on the index range [i0, i1).
+// The hot paths implement it with pooled structs, so that a multiply
+// allocates nothing; rangeFunc adapts a closure for the others.
+type rangeJob interface{ do(i0, i1 int) error }
+
+// rangeFunc is a closure as a rangeJob.
+type rangeFunc func(i0, i1 int) error
+
+func (f rangeFunc) do(i0, i1 int) error { return f(i0, i1) }
+
+// rowsFunc is a closure over rows, which cannot fail, as a rangeJob.
+type rowsFunc func(r0, r1 int)
+
+func (f rowsFunc) do(r0, r1 int) error { f(r0, r1); return nil }
+
+// forRun is parallelFor's state: part p runs range p of n in ranges of
+// per items.
+type forRun struct {
+	j      rangeJob
+	n, per int
+	errs   []error
+}
+
+func (r *forRun) part(p int) {
+	i0 := p * r.per
+	r.errs[p] = r.j.do(i0, min(i0+r.per, r.n))
+}
+
+// chunkRun is claimChunks' state: each part claims chunks of per items
+// until none is left.
+type chunkRun struct {
+	j              rangeJob
+	n, per, chunks int
+	next           atomic.Int64
+	errs           []error
+}
+
+func (r *chunkRun) part(int) {
+	for {
+		c := int(r.next.Add(1) - 1)
+		if c >= r.chunks {
+			return
+		}
+		r.errs[c] = r.j.do(c*r.per, min(c*r.per+r.per, r.n))
+	}
+}
+
+var (
+	forRuns   = sync.Pool{New: func() any { return new(forRun) }}
+	chunkRuns = sync.Pool{New: func() any { return new(chunkRun) }}
+)
+
+// firstErr returns the first non-nil error of errs and clears them.
+func firstErr(errs []error) error {
+	var first error
+	for i, err := range errs {
+		if err != nil && first == nil {
+			first = err
+		}
+		errs[i] = nil
+	}
+	return first
+}
+
 // parallelFor splits [0, n) into at most Threads contiguous ranges of at
 // least grain items and runs fn on each concurrently (on the worker team).
 // It returns the error of the lowest range that failed.
 func (b *Backend) parallelFor(n, grain int, fn func(i0, i1 int) error) error {
+	return b.forJob(n, grain, rangeFunc(fn))
+}
+
+// forJob is parallelFor for a rangeJob: it allocates nothing.
+func (b *Backend) forJob(n, grain int, j rangeJob) error {
 	k := min(b.threads, max(1, n/grain))
 	if k <= 1 {
-		return fn(0, n)
+		return j.do(0, n)
 	}
 	per := (n + k - 1) / k
-	errList := make([]error, k)
-	var fns []func()
-	for t := 0; t*per < n; t++ {
-		i0, i1 := t*per, min(t*per+per, n)
-		fns = append(fns, func() { errList[t] = fn(i0, i1) })
+	k = (n + per - 1) / per
+	r := forRuns.Get().(*forRun)
+	r.j, r.n, r.per = j, n, per
+	r.errs = growClear(r.errs, k)
+	b.team.run(k, r)
+	err := firstErr(r.errs)
+	r.j = nil
+	forRuns.Put(r)
+	return err
+}
+
+// growClear returns s resized to n elements, all nil.
+func growClear(s []error, n int) []error {
+	if cap(s) < n {
+		return make([]error, n)
 	}
-	b.team.run(fns)
-	for _, err := range errList {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	s = s[:n]
+	clear(s)
+	return s
 }
 
 // parallelChunks is parallelFor with the work split into chunks of a
@@ -505,14 +629,7 @@ func (b *Backend) parallelChunks(n, grain int, fn func(i0, i1 int) error) error 
 	}
 	per := max(grain, (n+k*chunksPerThread-1)/(k*chunksPerThread))
 	per = (per + grain - 1) / grain * grain
-	errList := make([]error, (n+per-1)/per)
-	b.claimChunks(k, n, per, func(c, i0, i1 int) { errList[c] = fn(i0, i1) })
-	for _, err := range errList {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return b.claimChunks(k, n, per, rangeFunc(fn))
 }
 
 // chunksPerThread is how many row chunks each goroutine gets on average:
@@ -525,46 +642,47 @@ const chunksPerThread = 16
 // claimed dynamically by up to Threads goroutines of the worker team, and
 // runs fn on each.
 func (b *Backend) parallel(m *layout.Q4G128, fn func(r0, r1 int)) {
-	b.parallelRows(m.Rows, m.PCols/2, fn)
+	_ = b.rowsJob(m.Rows, m.PCols/2, chunksPerThread, rowsFunc(fn))
 }
 
 // parallelRows is parallel for any matrix of rows rows of rowBytes bytes.
 func (b *Backend) parallelRows(rows, rowBytes int, fn func(r0, r1 int)) {
-	b.parallelRowsPer(rows, rowBytes, chunksPerThread, fn)
+	_ = b.rowsJob(rows, rowBytes, chunksPerThread, rowsFunc(fn))
 }
 
 // parallelRowsPer is parallelRows with perThread chunks per goroutine on
 // average.
 func (b *Backend) parallelRowsPer(rows, rowBytes, perThread int, fn func(r0, r1 int)) {
+	_ = b.rowsJob(rows, rowBytes, perThread, rowsFunc(fn))
+}
+
+// rowsJob splits rows of rowBytes bytes into chunks of a multiple of 16
+// rows, about perThread per goroutine, claimed dynamically by up to
+// Threads goroutines of the worker team, and runs j on each; it returns
+// the error of the lowest chunk that failed. It allocates nothing.
+func (b *Backend) rowsJob(rows, rowBytes, perThread int, j rangeJob) error {
 	n := min(b.threads, max(1, rows*rowBytes/minBytesPerTask), rows)
 	if n <= 1 {
-		fn(0, rows)
-		return
+		return j.do(0, rows)
 	}
 	const tile = 16 // SIMD kernels work on row tiles
 	per := (rows + n*perThread - 1) / (n * perThread)
 	per = (per + tile - 1) / tile * tile
-	b.claimChunks(n, rows, per, func(_, r0, r1 int) { fn(r0, r1) })
+	return b.claimChunks(n, rows, per, j)
 }
 
-// claimChunks runs fn(c, c*per, min(c*per+per, n)) for every chunk c of
-// [0, n), the chunks claimed dynamically by up to workers goroutines of
-// the backend's team.
-func (b *Backend) claimChunks(workers, n, per int, fn func(c, i0, i1 int)) {
+// claimChunks runs j on every chunk [c*per, min(c*per+per, n)) of [0,
+// n), the chunks claimed dynamically by up to workers goroutines of the
+// backend's team, and returns the error of the lowest chunk that failed.
+func (b *Backend) claimChunks(workers, n, per int, j rangeJob) error {
 	chunks := (n + per - 1) / per
-	var next atomic.Int64
-	work := func() {
-		for {
-			c := int(next.Add(1) - 1)
-			if c >= chunks {
-				return
-			}
-			fn(c, c*per, min(c*per+per, n))
-		}
-	}
-	fns := make([]func(), min(workers, chunks))
-	for i := range fns {
-		fns[i] = work
-	}
-	b.team.run(fns)
+	r := chunkRuns.Get().(*chunkRun)
+	r.j, r.n, r.per, r.chunks = j, n, per, chunks
+	r.next.Store(0)
+	r.errs = growClear(r.errs, chunks)
+	b.team.run(min(workers, chunks), r)
+	err := firstErr(r.errs)
+	r.j = nil
+	chunkRuns.Put(r)
+	return err
 }

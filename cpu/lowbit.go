@@ -221,17 +221,14 @@ type lowScratch struct {
 
 var lowPool = sync.Pool{New: func() any { return new(lowScratch) }}
 
-func (mx *LowMatrix) rowsParallel(fn func(r0, r1 int, words []uint32, s *lowScratch)) error {
-	rowBytes := int(mx.streamBytes() / int64(max(1, mx.rows)))
-	return mx.rowWords(rowBytes, func(r0, r1 int, words []uint32) {
-		s := lowPool.Get().(*lowScratch)
-		s.q, s.keep = grow(s.q, mx.pcols), grow(s.keep, mx.pcols)
-		for i := range s.keep {
-			s.keep[i] = true
-		}
-		fn(r0, r1, words, s)
-		lowPool.Put(s)
-	})
+// getLowScratch returns a row scratch for PCols codes, every column kept.
+func (mx *LowMatrix) getLowScratch() *lowScratch {
+	s := lowPool.Get().(*lowScratch)
+	s.q, s.keep = grow(s.q, mx.pcols), grow(s.keep, mx.pcols)
+	for i := range s.keep {
+		s.keep[i] = true
+	}
+	return s
 }
 
 // wordsPerRow returns the packed words of one row.
@@ -242,15 +239,26 @@ func (mx *LowMatrix) wordsPerRow() int {
 	return mx.sp.WordsPerRow()
 }
 
-// rowWords runs fn on ranges of the true rows in parallel (parallelRows,
-// rowBytes bytes a row), with words the packed words of rows [r0, r1)
-// and of the rest of r1's 16-row tile (words[0] is row r0's first): the
-// stored words in place, or for an entropy-coded matrix those rows
-// decoded into a scratch of codedTile rows, so that the kernels read
-// them from L2. It returns the first decoding error (fn may still run on
-// other ranges).
-func (mx *LowMatrix) rowWords(rowBytes int, fn func(r0, r1 int, words []uint32)) error {
-	wpr := mx.wordsPerRow()
+// wordsJob is the work of a multiply on rows [r0, r1), given their packed
+// words (words[0] is row r0's first, and the words of the rest of r1's
+// 16-row tile follow).
+type wordsJob interface {
+	rows(r0, r1 int, words []uint32)
+}
+
+// rowsRun is rowWords' state, pooled: it hands each chunk of rows to a
+// wordsJob with their words, decoding them first for an entropy-coded
+// matrix.
+type rowsRun struct {
+	mx  *LowMatrix
+	j   wordsJob
+	wpr int
+}
+
+var rowsRuns = sync.Pool{New: func() any { return new(rowsRun) }}
+
+func (r *rowsRun) do(r0, r1 int) error {
+	mx := r.mx
 	if mx.code == nil {
 		var words []uint32
 		if mx.bits != nil {
@@ -258,28 +266,34 @@ func (mx *LowMatrix) rowWords(rowBytes int, fn func(r0, r1 int, words []uint32))
 		} else {
 			words = mx.sp.Words
 		}
-		mx.b.parallelRows(mx.rows, rowBytes, func(r0, r1 int) { fn(r0, r1, words[r0*wpr:]) })
+		r.j.rows(r0, r1, words[r0*r.wpr:])
 		return nil
 	}
-	var mu sync.Mutex
-	var first error
-	mx.b.parallelRows(mx.rows, rowBytes, func(r0, r1 int) {
-		p := codedPool.Get().(*[]uint32)
-		defer codedPool.Put(p)
-		*p = grow(*p, codedTile*wpr)
-		for a := r0; a < r1; a += codedTile {
-			if err := mx.decodeTile(a, *p); err != nil {
-				mu.Lock()
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-				return
-			}
-			fn(a, min(r1, a+codedTile), *p)
+	p := codedPool.Get().(*[]uint32)
+	defer codedPool.Put(p)
+	*p = grow(*p, codedTile*r.wpr)
+	for a := r0; a < r1; a += codedTile {
+		if err := mx.decodeTile(a, *p); err != nil {
+			return err
 		}
-	})
-	return first
+		r.j.rows(a, min(r1, a+codedTile), *p)
+	}
+	return nil
+}
+
+// rowWords runs j on chunks of the true rows in parallel (rowsJob,
+// rowBytes bytes a row) with their packed words: the stored words in
+// place, or for an entropy-coded matrix those rows decoded into a scratch
+// of codedTile rows, so that the kernels read them from L2. It returns
+// the first decoding error (j may still run on other chunks). It
+// allocates nothing.
+func (mx *LowMatrix) rowWords(rowBytes int, j wordsJob) error {
+	r := rowsRuns.Get().(*rowsRun)
+	r.mx, r.j, r.wpr = mx, j, mx.wordsPerRow()
+	err := mx.b.rowsJob(mx.rows, rowBytes, chunksPerThread, r)
+	r.mx, r.j = nil, nil
+	rowsRuns.Put(r)
+	return err
 }
 
 // codedTile is the rows an entropy-coded matrix is decoded by: two SIMD
@@ -297,6 +311,63 @@ func (mx *LowMatrix) streamBytes() int64 {
 	return mx.sp.StreamBytes()
 }
 
+// lowCall is one LowMatrix multiply's state, pooled (lowCalls), so that
+// a multiply allocates nothing: the prepared activations, and which rows
+// job runs (kind).
+type lowCall struct {
+	mx    *LowMatrix
+	dst   []float32
+	batch int
+	kind  lowKind
+	xp    []float32 // float: batch*PCols padded, gathered activations
+	wide  []float32 // float: one widened binary16 vector (act-order)
+	xq    []int8    // A8: batch*PCols
+	xs    []float32 // A8: batch*PCols/128
+	xg    []float32 // A8: one gathered vector (act-order)
+	ownQ  []int8    // A8: MulA8's own quantized activations
+	ownS  []float32
+	act   []byte    // SIMD A8: batch activation layouts, s.chunks*s.actChunk bytes each
+	xsum  []float32 // SIMD float: segment sums
+	xe    []float32 // Sparse12 float: even and odd columns
+	xo    []float32
+}
+
+// lowKind selects a lowCall's rows job.
+type lowKind int
+
+const (
+	lowF32 lowKind = iota // generic float
+	lowI8                 // generic A8
+	lowI8SIMD
+	lowF32SIMD
+	lowF32Sparse
+)
+
+var lowCalls = sync.Pool{New: func() any { return new(lowCall) }}
+
+func (mx *LowMatrix) getCall(dst []float32, batch int) *lowCall {
+	c := lowCalls.Get().(*lowCall)
+	c.mx, c.dst, c.batch = mx, dst, batch
+	return c
+}
+
+func putCall(c *lowCall) {
+	c.mx, c.dst, c.xq, c.xs = nil, nil, nil, nil
+	lowCalls.Put(c)
+}
+
+// rows runs the call's kind of kernel on rows [r0, r1).
+func (c *lowCall) rows(r0, r1 int, words []uint32) {
+	switch c.kind {
+	case lowF32:
+		c.genericF32(r0, r1, words)
+	case lowI8:
+		c.genericI8(r0, r1, words)
+	default:
+		c.simdRows(r0, r1, words)
+	}
+}
+
 // MulF32 multiplies float32 activations: dst[v*Rows+r] = sum_c W[r,c] *
 // x[v*Cols+c], within layout.BitsTolerance of the float64 reference.
 func (mx *LowMatrix) MulF32(dst, x []float32, batch int) error {
@@ -305,11 +376,14 @@ func (mx *LowMatrix) MulF32(dst, x []float32, batch int) error {
 	if err := mx.check(len(dst), len(x), batch, mx.cols); err != nil {
 		return err
 	}
-	xp := make([]float32, batch*mx.pcols)
+	c := mx.getCall(dst, batch)
+	defer putCall(c)
+	c.xp = grow(c.xp, batch*mx.pcols)
 	for v := 0; v < batch; v++ {
-		mx.gather(xp[v*mx.pcols:], x[v*mx.cols:(v+1)*mx.cols])
+		mx.gather(c.xp[v*mx.pcols:], x[v*mx.cols:(v+1)*mx.cols])
+		clear(c.xp[v*mx.pcols+mx.cols : (v+1)*mx.pcols])
 	}
-	return mx.mulF32(dst, xp, batch)
+	return c.mulF32()
 }
 
 // MulF16 multiplies binary16 activations, widened exactly to float32.
@@ -319,68 +393,79 @@ func (mx *LowMatrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 	if err := mx.check(len(dst), len(x), batch, mx.cols); err != nil {
 		return err
 	}
-	xp := make([]float32, batch*mx.pcols)
-	var wide []float32
+	c := mx.getCall(dst, batch)
+	defer putCall(c)
+	c.xp = grow(c.xp, batch*mx.pcols)
 	if mx.actOrder() {
-		wide = make([]float32, mx.cols) // widen, then permute
+		c.wide = grow(c.wide, mx.cols) // widen, then permute
 	}
 	for v := 0; v < batch; v++ {
 		xv := x[v*mx.cols : (v+1)*mx.cols]
-		if wide == nil {
-			widenF16(xp[v*mx.pcols:], xv)
+		if !mx.actOrder() {
+			widenF16(c.xp[v*mx.pcols:], xv)
+			clear(c.xp[v*mx.pcols+mx.cols : (v+1)*mx.pcols])
 			continue
 		}
-		widenF16(wide, xv)
-		mx.gather(xp[v*mx.pcols:], wide)
+		widenF16(c.wide, xv)
+		mx.gather(c.xp[v*mx.pcols:], c.wide)
+		clear(c.xp[v*mx.pcols+mx.cols : (v+1)*mx.pcols])
 	}
-	return mx.mulF32(dst, xp, batch)
+	return c.mulF32()
 }
 
-// mulF32 runs the float kernel on padded activations: per group,
-// s * sum q*x - m * sum x (m = s*z, or -o with Offsets) with the sums over
-// the kept columns.
-func (mx *LowMatrix) mulF32(dst, xp []float32, batch int) error {
+// mulF32 runs the float kernel on the padded activations c.xp: per
+// group, s * sum q*x - m * sum x (m = s*z, or -o with Offsets) with the
+// sums over the kept columns.
+func (c *lowCall) mulF32() error {
+	mx := c.mx
 	if mx.a32 != nil {
-		return mx.mulF32SIMD(dst, xp, batch)
+		return c.mulF32SIMD()
 	}
 	if mx.sa32 != nil {
-		return mx.mulF32Sparse(dst, xp, batch)
+		return c.mulF32Sparse()
 	}
+	c.kind = lowF32
+	return mx.rowWords(int(mx.streamBytes()/int64(max(1, mx.rows))), c)
+}
+
+// genericF32 is the generic float kernel on rows [r0, r1).
+func (c *lowCall) genericF32(r0, r1 int, words []uint32) {
+	mx, batch, xp := c.mx, c.batch, c.xp
 	pc, g, wpr := mx.pcols, mx.g, mx.wordsPerRow()
-	return mx.rowsParallel(func(r0, r1 int, words []uint32, s *lowScratch) {
-		var dot, sx, acc [maxBatch]float32
-		for r := r0; r < r1; r++ {
-			mx.rowCodes(words[(r-r0)*wpr:], s.q, s.keep)
-			clear(acc[:batch])
-			for gi := 0; gi < mx.groups; gi++ {
-				clear(dot[:batch])
-				clear(sx[:batch])
-				switch {
-				case mx.bits != nil && batch == 1:
-					dot[0], sx[0] = dotF32Codes(s.q[gi*g:(gi+1)*g], xp[gi*g:(gi+1)*g])
-				default:
-					for c := gi * g; c < (gi+1)*g; c++ {
-						if !s.keep[c] {
-							continue
-						}
-						qf := float32(s.q[c])
-						for v := 0; v < batch; v++ {
-							xv := xp[v*pc+c]
-							dot[v] += qf * xv
-							sx[v] += xv
-						}
+	s := mx.getLowScratch()
+	defer lowPool.Put(s)
+	var dot, sx, acc [maxBatch]float32
+	for r := r0; r < r1; r++ {
+		mx.rowCodes(words[(r-r0)*wpr:], s.q, s.keep)
+		clear(acc[:batch])
+		for gi := 0; gi < mx.groups; gi++ {
+			clear(dot[:batch])
+			clear(sx[:batch])
+			switch {
+			case mx.bits != nil && batch == 1:
+				dot[0], sx[0] = dotF32Codes(s.q[gi*g:(gi+1)*g], xp[gi*g:(gi+1)*g])
+			default:
+				for col := gi * g; col < (gi+1)*g; col++ {
+					if !s.keep[col] {
+						continue
+					}
+					qf := float32(s.q[col])
+					for v := 0; v < batch; v++ {
+						xv := xp[v*pc+col]
+						dot[v] += qf * xv
+						sx[v] += xv
 					}
 				}
-				sc, m := mx.affine(r, gi)
-				for v := 0; v < batch; v++ {
-					acc[v] += sc*dot[v] - m*sx[v]
-				}
 			}
+			sc, m := mx.affine(r, gi)
 			for v := 0; v < batch; v++ {
-				dst[v*mx.rows+r] = acc[v]
+				acc[v] += sc*dot[v] - m*sx[v]
 			}
 		}
-	})
+		for v := 0; v < batch; v++ {
+			c.dst[v*mx.rows+r] = acc[v]
+		}
+	}
 }
 
 // MulA8 quantizes x per 128 inputs (layout.QuantizeA8) and multiplies
@@ -395,23 +480,24 @@ func (mx *LowMatrix) MulA8(dst, x []float32, batch int) error {
 	if mx.intErr != nil {
 		return mx.intErr
 	}
-	xq := make([]int8, batch*mx.pcols)
-	xs := make([]float32, batch*mx.pcols/128)
-	var xg []float32
+	c := mx.getCall(dst, batch)
+	defer putCall(c)
+	c.ownQ, c.ownS = grow(c.ownQ, batch*mx.pcols), grow(c.ownS, batch*mx.pcols/128)
+	c.xq, c.xs = c.ownQ, c.ownS
 	if mx.actOrder() {
-		xg = make([]float32, mx.cols)
+		c.xg = grow(c.xg, mx.cols)
 	}
 	for v := 0; v < batch; v++ {
 		xv := x[v*mx.cols : (v+1)*mx.cols]
-		if xg != nil {
-			mx.gather(xg, xv)
-			xv = xg
+		if mx.actOrder() {
+			mx.gather(c.xg, xv)
+			xv = c.xg
 		}
-		if err := mx.b.QuantizeA8(xq[v*mx.pcols:(v+1)*mx.pcols], xs[v*mx.pcols/128:(v+1)*mx.pcols/128], xv); err != nil {
+		if err := mx.b.QuantizeA8(c.xq[v*mx.pcols:(v+1)*mx.pcols], c.xs[v*mx.pcols/128:(v+1)*mx.pcols/128], xv); err != nil {
 			return fmt.Errorf("cpu: vector %d: %w", v, err)
 		}
 	}
-	return mx.mulI8(dst, xq, xs, batch)
+	return c.mulI8()
 }
 
 // MulI8 multiplies activations quantized by layout.QuantizeA8 (PCols int8
@@ -429,55 +515,67 @@ func (mx *LowMatrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) er
 	if err := checkActScales(xs); err != nil {
 		return err
 	}
-	return mx.mulI8(dst, xq, xs, batch)
-}
-
-func (mx *LowMatrix) mulI8(dst []float32, xq []int8, xs []float32, batch int) error {
 	if mx.intErr != nil {
 		return mx.intErr
 	}
+	c := mx.getCall(dst, batch)
+	defer putCall(c)
+	c.xq, c.xs = xq, xs
+	return c.mulI8()
+}
+
+// mulI8 runs the A8 kernels on c.xq and c.xs.
+func (c *lowCall) mulI8() error {
+	mx := c.mx
 	if mx.simd != nil {
-		return mx.mulI8SIMD(dst, xq, xs, batch)
+		return c.mulI8SIMD()
 	}
+	c.kind = lowI8
+	return mx.rowWords(int(mx.streamBytes()/int64(max(1, mx.rows))), c)
+}
+
+// genericI8 is the generic A8 kernel on rows [r0, r1).
+func (c *lowCall) genericI8(r0, r1 int, words []uint32) {
+	mx, batch, xq, xs := c.mx, c.batch, c.xq, c.xs
 	pc, g, wpr := mx.pcols, mx.g, mx.wordsPerRow()
 	blk := min(g, 128)
-	return mx.rowsParallel(func(r0, r1 int, words []uint32, s *lowScratch) {
-		var dot, sx [maxBatch]int32
-		var acc [maxBatch]float32
-		for r := r0; r < r1; r++ {
-			mx.rowCodes(words[(r-r0)*wpr:], s.q, s.keep)
-			clear(acc[:batch])
-			for c0 := 0; c0 < pc; c0 += blk {
-				clear(dot[:batch])
-				clear(sx[:batch])
-				switch {
-				case mx.bits != nil && batch == 1:
-					dot[0], sx[0] = dotI8Codes(s.q[c0:c0+blk], xq[c0:c0+blk])
-				default:
-					for c := c0; c < c0+blk; c++ {
-						if !s.keep[c] {
-							continue
-						}
-						qi := int32(s.q[c])
-						for v := 0; v < batch; v++ {
-							xv := int32(xq[v*pc+c])
-							dot[v] += qi * xv
-							sx[v] += xv
-						}
+	s := mx.getLowScratch()
+	defer lowPool.Put(s)
+	var dot, sx [maxBatch]int32
+	var acc [maxBatch]float32
+	for r := r0; r < r1; r++ {
+		mx.rowCodes(words[(r-r0)*wpr:], s.q, s.keep)
+		clear(acc[:batch])
+		for c0 := 0; c0 < pc; c0 += blk {
+			clear(dot[:batch])
+			clear(sx[:batch])
+			switch {
+			case mx.bits != nil && batch == 1:
+				dot[0], sx[0] = dotI8Codes(s.q[c0:c0+blk], xq[c0:c0+blk])
+			default:
+				for col := c0; col < c0+blk; col++ {
+					if !s.keep[col] {
+						continue
+					}
+					qi := int32(s.q[col])
+					for v := 0; v < batch; v++ {
+						xv := int32(xq[v*pc+col])
+						dot[v] += qi * xv
+						sx[v] += xv
 					}
 				}
-				sc, z := mx.meta(r, c0/g)
-				zi := int32(z)
-				for v := 0; v < batch; v++ {
-					f := float32(sc * xs[v*pc/128+c0/128])
-					acc[v] = float32(acc[v] + float32(f*float32(dot[v]-zi*sx[v])))
-				}
 			}
+			sc, z := mx.meta(r, c0/g)
+			zi := int32(z)
 			for v := 0; v < batch; v++ {
-				dst[v*mx.rows+r] = acc[v]
+				f := float32(sc * xs[v*pc/128+c0/128])
+				acc[v] = float32(acc[v] + float32(f*float32(dot[v]-zi*sx[v])))
 			}
 		}
-	})
+		for v := 0; v < batch; v++ {
+			c.dst[v*mx.rows+r] = acc[v]
+		}
+	}
 }
 
 // dotI8Codes returns sum q*x and sum x over one block (batch 1, dense).

@@ -4,6 +4,7 @@ package cpu
 
 import (
 	"slices"
+	"sync"
 	"unsafe"
 
 	"github.com/qgemv/qgemv/asm"
@@ -407,43 +408,68 @@ func (s *bitsSIMD) prepAct(act []byte, xq []int8, xs []float32, k0, k1 int) {
 // mulI8SIMD runs the assembly kernel for each vector of the batch. With
 // several vectors, rows go in chunks of simdRowChunk so that a chunk's
 // weights stay in L2 while each vector's pass re-reads them.
-func (mx *LowMatrix) mulI8SIMD(dst []float32, xq []int8, xs []float32, batch int) error {
-	s := mx.simd
-	pc := mx.pcols
-	acts := make([][]byte, batch)
-	for v := range acts {
-		acts[v] = make([]byte, s.chunks*s.actChunk)
+func (c *lowCall) mulI8SIMD() error {
+	s := c.mx.simd
+	c.act = grow(c.act, c.batch*s.chunks*s.actChunk)
+	_ = c.mx.b.forJob(s.chunks, 4, simdPrepJob{c})
+	c.kind = lowI8SIMD
+	return c.mx.rowWords(s.stride*c.batch, c)
+}
+
+// simdPrepJob lays out chunks [k0, k1) of every vector's activations for
+// the A8 kernels.
+type simdPrepJob struct{ c *lowCall }
+
+func (j simdPrepJob) do(k0, k1 int) error {
+	c := j.c
+	s, pc, n := c.mx.simd, c.mx.pcols, s2(c)
+	for v := 0; v < c.batch; v++ {
+		s.prep(c.act[v*n:(v+1)*n], c.xq[v*pc:(v+1)*pc], c.xs[v*pc/128:(v+1)*pc/128], k0, k1)
 	}
-	_ = mx.b.parallelFor(s.chunks, 4, func(k0, k1 int) error {
-		for v := range acts {
-			s.prep(acts[v], xq[v*pc:(v+1)*pc], xs[v*pc/128:(v+1)*pc/128], k0, k1)
-		}
-		return nil
-	})
-	return mx.rowWords(s.stride*batch, func(r0, r1 int, words []uint32) {
-		step := min(r1-r0, 128) // at most 64 tiles: the pooled tile buffer
-		if batch > 1 {
-			step = simdRowChunk
-		}
-		outp := tilePool.Get().(*[16 * 128]float32) // step/r tiles of s.lanes floats: at most 2048
-		defer tilePool.Put(outp)
-		out := outp[:]
-		for a := r0; a < r1; a += step {
-			b := min(r1, a+step)
-			nt := (b - a + s.r - 1) / s.r
-			w := (*byte)(unsafe.Pointer(&words[(a-r0)*s.stride/4]))
-			for v := 0; v < batch; v++ {
-				s.kern(w, s.stride, &s.meta[a/s.r*s.chunks*s.metaBlock], &acts[v][0], s.chunks, &out[0], nt, &s.ctrl[0], &s.idx[0])
-				for t := 0; t < nt; t++ {
-					for i := 0; i < s.r; i++ {
-						if r := a + t*s.r + i; r < b {
-							dst[v*mx.rows+r] = out[s.lanes*t+i]
-						}
+	return nil
+}
+
+// s2 is the bytes of one vector's A8 activation layout.
+func s2(c *lowCall) int { return c.mx.simd.chunks * c.mx.simd.actChunk }
+
+// simdRows runs a SIMD kernel (c.kind) on rows [r0, r1).
+func (c *lowCall) simdRows(r0, r1 int, words []uint32) {
+	switch c.kind {
+	case lowI8SIMD:
+		c.i8Rows(r0, r1, words)
+	case lowF32SIMD:
+		c.f32Rows(r0, r1, words)
+	case lowF32Sparse:
+		c.sparseRows(r0, r1, words)
+	}
+}
+
+// i8Rows runs the A8 kernel on rows [r0, r1) for every vector.
+func (c *lowCall) i8Rows(r0, r1 int, words []uint32) {
+	mx, s, batch, dst := c.mx, c.mx.simd, c.batch, c.dst
+	n := s2(c)
+	step := min(r1-r0, 128) // at most 64 tiles: the pooled tile buffer
+	if batch > 1 {
+		step = simdRowChunk
+	}
+	outp := tilePool.Get().(*[16 * 128]float32) // step/r tiles of s.lanes floats: at most 2048
+	defer tilePool.Put(outp)
+	out := outp[:]
+	for a := r0; a < r1; a += step {
+		b := min(r1, a+step)
+		nt := (b - a + s.r - 1) / s.r
+		w := (*byte)(unsafe.Pointer(&words[(a-r0)*s.stride/4]))
+		for v := 0; v < batch; v++ {
+			s.kern(w, s.stride, &s.meta[a/s.r*s.chunks*s.metaBlock], &c.act[v*n], s.chunks, &out[0], nt, &s.ctrl[0], &s.idx[0])
+			for t := 0; t < nt; t++ {
+				for i := 0; i < s.r; i++ {
+					if r := a + t*s.r + i; r < b {
+						dst[v*mx.rows+r] = out[s.lanes*t+i]
 					}
 				}
 			}
 		}
-	})
+	}
 }
 
 // simdRowChunk is the rows one pass covers when a batch re-reads them
@@ -642,48 +668,64 @@ func segmentMeta(rows, nseg, colsPerSeg, group int, affine func(r, g int) (float
 	return meta
 }
 
-// mulF32SIMD runs the float kernel on padded activations xp.
-func (mx *LowMatrix) mulF32SIMD(dst, xp []float32, batch int) error {
+// mulF32SIMD runs the float kernel on the padded activations c.xp.
+func (c *lowCall) mulF32SIMD() error {
+	mx := c.mx
 	if mx.a32.lut != nil {
-		mx.mulF32Lut(dst, xp, batch)
+		mx.mulF32Lut(c.dst, c.xp, c.batch)
 		return nil
 	}
-	a, b := mx.a32, mx.bits
-	pc := mx.pcols
+	a, b, batch, pc := mx.a32, mx.bits, c.batch, mx.pcols
 	// Segment sums in column order: segment j covers plane p = j*seg ..
 	// of chunk, i.e. columns (k*step + i)*32 + t for its planes.
 	step := 32 / b.N
-	sp := step / a.seg
-	// xsum slots per chunk: one per segment, or a Meta16 kernel's slots
-	// (zero past the segments).
-	xslots, words := sp, 2*sp // float32 words of metadata per row and chunk
-	if a.slots > 0 {
-		xslots, words = a.slots, a.slots
-	}
-	xsum := make([]float32, batch*a.chunks*xslots)
+	xslots := c.xslots()
+	c.xsum = grow(c.xsum, batch*a.chunks*xslots)
+	clear(c.xsum)
 	for v := 0; v < batch; v++ {
-		x := xp[v*pc : (v+1)*pc]
+		x := c.xp[v*pc : (v+1)*pc]
 		for k := 0; k < a.chunks; k++ {
 			for s0 := 0; s0 < step; s0 += a.seg {
 				var acc float32
-				for c := (k*step + s0) * 32; c < (k*step+s0+a.seg)*32; c++ {
-					acc += x[c]
+				for col := (k*step + s0) * 32; col < (k*step+s0+a.seg)*32; col++ {
+					acc += x[col]
 				}
-				xsum[(v*a.chunks+k)*xslots+s0/a.seg] = acc
+				c.xsum[(v*a.chunks+k)*xslots+s0/a.seg] = acc
 			}
 		}
 	}
+	c.kind = lowF32SIMD
+	return mx.rowWords(4*b.WordsPerRow()*batch, c)
+}
+
+// xslots returns the xsum slots per chunk of the Bits float kernel: one
+// per segment, or a Meta16 kernel's slots (zero past the segments).
+func (c *lowCall) xslots() int {
+	a := c.mx.a32
+	if a.slots > 0 {
+		return a.slots
+	}
+	return 32 / c.mx.bits.N / a.seg
+}
+
+// f32Rows runs the Bits float kernel on rows [r0, r1) for every vector.
+func (c *lowCall) f32Rows(r0, r1 int, ws []uint32) {
+	mx := c.mx
+	a, b, pc := mx.a32, mx.bits, mx.pcols
+	xslots, words := c.xslots(), 2*(32/b.N/a.seg) // float32 words of metadata per row and chunk
+	if a.slots > 0 {
+		words = a.slots
+	}
 	stride := 4 * b.WordsPerRow()
 	cc := layout.BitsChunk(b.N)
-	return mx.rowWords(stride*batch, func(r0, r1 int, ws []uint32) {
-		part := tilePart(r1-r0, a.chunks, a.tc)
-		for v := 0; v < batch; v++ {
-			tiledCall(dst[v*mx.rows+r0:v*mx.rows+r1], a.chunks, a.tc, part, func(k0, nc int, out *float32) {
-				w := (*byte)(unsafe.Pointer(&ws[k0*32]))
-				a.kern(w, stride, &a.meta[tileMeta(mx.rows, r0, k0, nc, words)], &xp[v*pc+k0*cc], &xsum[(v*a.chunks+k0)*xslots], out, r1-r0, nc)
-			})
-		}
-	})
+	pp := getPart(r1-r0, a.chunks, a.tc)
+	defer putPart(pp)
+	for v := 0; v < c.batch; v++ {
+		tiledCall(c.dst[v*mx.rows+r0:v*mx.rows+r1], a.chunks, a.tc, *pp, func(k0, nc int, out *float32) {
+			w := (*byte)(unsafe.Pointer(&ws[k0*32]))
+			a.kern(w, stride, &a.meta[tileMeta(mx.rows, r0, k0, nc, words)], &c.xp[v*pc+k0*cc], &c.xsum[(v*a.chunks+k0)*xslots], out, r1-r0, nc)
+		})
+	}
 }
 
 // tiledCall runs a one-row float kernel over one vector's rows in column
@@ -704,14 +746,22 @@ func tiledCall(dst []float32, chunks, tc int, part []float32, call func(k0, nc i
 	}
 }
 
-// tilePart returns tiledCall's buffer for the partial sums of n rows:
-// nil when the chunks are one tile.
-func tilePart(n, chunks, tc int) []float32 {
+// getPart returns tiledCall's buffer for the partial sums of n rows
+// (pooled; putPart returns it): *p nil when the chunks are one tile.
+func getPart(n, chunks, tc int) *[]float32 {
+	p := partPool.Get().(*[]float32)
 	if tc >= chunks {
-		return nil
+		*p = (*p)[:0]
+		return p
 	}
-	return make([]float32, n)
+	*p = grow(*p, n)
+	return p
 }
+
+// putPart returns a getPart buffer to the pool.
+func putPart(p *[]float32) { partPool.Put(p) }
+
+var partPool = sync.Pool{New: func() any { return new([]float32) }}
 
 // tileMeta is the index in tile-major metadata (tileMajor or meta16Tiles;
 // rows rows, words float32 words per row and chunk) of row r's first word
@@ -754,27 +804,34 @@ func newSparseA32(be *Backend, m *layout.Sparse12) *sparseA32 {
 	return a
 }
 
-// mulF32Sparse runs the Sparse12 float kernel on padded activations.
-func (mx *LowMatrix) mulF32Sparse(dst, xp []float32, batch int) error {
-	a, m := mx.sa32, mx.sp
-	pc := mx.pcols
-	xe, xo := make([]float32, batch*pc/2), make([]float32, batch*pc/2)
-	for i := range xe {
-		xe[i], xo[i] = xp[2*i], xp[2*i+1] // pc is even: pairs never straddle vectors
+// mulF32Sparse runs the Sparse12 float kernel on the padded activations.
+func (c *lowCall) mulF32Sparse() error {
+	mx, pc := c.mx, c.mx.pcols
+	c.xe, c.xo = grow(c.xe, c.batch*pc/2), grow(c.xo, c.batch*pc/2)
+	for i := range c.xe {
+		c.xe[i], c.xo[i] = c.xp[2*i], c.xp[2*i+1] // pc is even: pairs never straddle vectors
 	}
+	c.kind = lowF32Sparse
+	return mx.rowWords(4*mx.sp.WordsPerRow()*c.batch, c)
+}
+
+// sparseRows runs the Sparse12 float kernel on rows [r0, r1) for every
+// vector.
+func (c *lowCall) sparseRows(r0, r1 int, ws []uint32) {
+	mx := c.mx
+	a, m, pc := mx.sa32, mx.sp, mx.pcols
 	stride := 4 * m.WordsPerRow()
 	sp := 4 / a.seg // segments per 256-column chunk
 	words := 2 * sp // float32 words of metadata per row and chunk
 	if a.meta16 {
 		words = sp // sp binary16 scales and zeros (sp is a power of two)
 	}
-	return mx.rowWords(stride*batch, func(r0, r1 int, ws []uint32) {
-		part := tilePart(r1-r0, a.chunks, a.tc)
-		for v := 0; v < batch; v++ {
-			tiledCall(dst[v*mx.rows+r0:v*mx.rows+r1], a.chunks, a.tc, part, func(k0, nc int, out *float32) {
-				w := (*byte)(unsafe.Pointer(&ws[k0*32]))
-				a.kern(w, stride, &a.meta[tileMeta(mx.rows, r0, k0, nc, words)], &xe[v*pc/2+k0*128], &xo[v*pc/2+k0*128], out, r1-r0, nc)
-			})
-		}
-	})
+	pp := getPart(r1-r0, a.chunks, a.tc)
+	defer putPart(pp)
+	for v := 0; v < c.batch; v++ {
+		tiledCall(c.dst[v*mx.rows+r0:v*mx.rows+r1], a.chunks, a.tc, *pp, func(k0, nc int, out *float32) {
+			w := (*byte)(unsafe.Pointer(&ws[k0*32]))
+			a.kern(w, stride, &a.meta[tileMeta(mx.rows, r0, k0, nc, words)], &c.xe[v*pc/2+k0*128], &c.xo[v*pc/2+k0*128], out, r1-r0, nc)
+		})
+	}
 }

@@ -11,7 +11,9 @@ func newBitsSIMD(*Backend, *layout.Bits) *bitsSIMD { return nil }
 
 func newSparseSIMD(*Backend, *layout.Sparse12) *bitsSIMD { return nil }
 
-func (mx *LowMatrix) mulI8SIMD([]float32, []int8, []float32, int) error { return nil }
+func (c *lowCall) mulI8SIMD() error { return nil }
+
+func (c *lowCall) simdRows(int, int, []uint32) {}
 
 func (s *bitsSIMD) kernelName() string { return "" }
 
@@ -20,13 +22,13 @@ type bitsA32 struct{}
 
 func newBitsA32(*Backend, *layout.Bits) *bitsA32 { return nil }
 
-func (mx *LowMatrix) mulF32SIMD([]float32, []float32, int) error { return nil }
+func (c *lowCall) mulF32SIMD() error { return nil }
 
 // sparseA32 has no assembly kernel on this build.
 type sparseA32 struct{}
 
 func newSparseA32(*Backend, *layout.Sparse12) *sparseA32 { return nil }
 
-func (mx *LowMatrix) mulF32Sparse([]float32, []float32, int) error { return nil }
+func (c *lowCall) mulF32Sparse() error { return nil }
 
 func (mx *LowMatrix) freeKernels() {}

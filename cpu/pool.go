@@ -20,15 +20,28 @@ import (
 // jobs) or closed runs its jobs on fresh goroutines instead, so
 // concurrent multiplies proceed concurrently and never deadlock.
 type team struct {
-	mu      sync.Mutex // held for a whole run; guards workers and closed
+	mu      sync.Mutex // held for a whole run; guards workers, closed and cur
 	workers []*worker
 	closed  bool
 	exited  sync.WaitGroup // one count per worker goroutine
+	cur     teamRun        // the state of the run holding mu (reused: a run allocates nothing)
 }
+
+// teamJob is a run's work: part(p) for p in [0, parts), part 0 on the
+// calling goroutine. Jobs are pointers to state the caller keeps (pooled
+// on the hot paths), so that handing one to the workers allocates
+// nothing.
+type teamJob interface{ part(p int) }
+
+// funcsJob runs fns[p] as part p.
+type funcsJob []func()
+
+func (f funcsJob) part(p int) { f[p]() }
 
 type worker struct {
 	gen    atomic.Uint64 // last job generation published to this worker
-	job    func()        // the job of generation gen (written before gen)
+	job    teamJob       // the job of generation gen (written before gen)
+	p      int           // the part it runs (written before gen)
 	run    *teamRun      // the run the job belongs to (written before gen)
 	parked atomic.Bool
 	stop   atomic.Bool // set by close: exit instead of waiting for a job
@@ -44,20 +57,21 @@ type teamRun struct {
 	panicked bool
 }
 
-// call runs job, recording a panic instead of letting it go: every job of
-// a run returns, whatever happens, before run returns or re-panics, so no
-// worker is left writing into what the caller hands back to its pools.
-func (r *teamRun) call(job func()) {
+// call runs part p of job, recording a panic instead of letting it go:
+// every part of a run returns, whatever happens, before run returns or
+// re-panics, so no worker is left writing into what the caller hands back
+// to its pools.
+func (r *teamRun) call(job teamJob, p int) {
 	defer func() {
-		if p := recover(); p != nil {
+		if v := recover(); v != nil {
 			r.mu.Lock()
 			if !r.panicked {
-				r.panic, r.panicked = p, true
+				r.panic, r.panicked = v, true
 			}
 			r.mu.Unlock()
 		}
 	}()
-	job()
+	job.part(p)
 }
 
 // spinFor is how long an idle worker polls for the next job before parking.
@@ -66,26 +80,27 @@ var spinFor = 50 * time.Microsecond
 // yieldEvery is how often a polling worker lets other goroutines run.
 const yieldEvery = 8 * time.Microsecond
 
-// run calls fns[0] on the calling goroutine and fns[1:] on team workers
-// (or fresh goroutines, see team), and returns when all have returned. A
-// job that panics does not stop the others: run waits for them all, then
-// raises the first panic on the calling goroutine (where it can be
-// recovered; on a worker it would end the process).
-func (t *team) run(fns []func()) {
-	if len(fns) == 1 {
-		fns[0]()
+// run calls job.part(0) on the calling goroutine and parts 1..parts-1 on
+// team workers (or fresh goroutines, see team), and returns when all have
+// returned. A part that panics does not stop the others: run waits for
+// them all, then raises the first panic on the calling goroutine (where
+// it can be recovered; on a worker it would end the process). A run on
+// the team's workers allocates nothing once they exist.
+func (t *team) run(parts int, job teamJob) {
+	if parts == 1 {
+		job.part(0)
 		return
 	}
 	if !t.mu.TryLock() {
-		runFresh(fns)
+		runFresh(parts, job)
 		return
 	}
 	defer t.mu.Unlock()
 	if t.closed {
-		runFresh(fns)
+		runFresh(parts, job)
 		return
 	}
-	for len(t.workers) < len(fns)-1 {
+	for len(t.workers) < parts-1 {
 		w := &worker{wake: make(chan struct{}, 1)}
 		t.workers = append(t.workers, w)
 		t.exited.Add(1)
@@ -94,11 +109,12 @@ func (t *team) run(fns []func()) {
 			w.loop()
 		}()
 	}
-	r := &teamRun{}
-	r.pending.Store(int64(len(fns) - 1))
-	for i, fn := range fns[1:] {
-		w := t.workers[i]
-		w.job, w.run = fn, r
+	r := &t.cur
+	r.panic, r.panicked = nil, false
+	r.pending.Store(int64(parts - 1))
+	for i := 1; i < parts; i++ {
+		w := t.workers[i-1]
+		w.job, w.p, w.run = job, i, r
 		w.gen.Add(1)
 		if w.parked.Load() {
 			select {
@@ -107,25 +123,29 @@ func (t *team) run(fns []func()) {
 			}
 		}
 	}
-	r.call(fns[0])
+	r.call(job, 0)
 	// Wait by polling (the workers finish within one chunk of each
 	// other).
 	spinUntilZero(&r.pending)
 	r.raise()
 }
 
+// runFuncs runs fns[0] on the calling goroutine and the rest on workers
+// (run with a funcsJob).
+func (t *team) runFuncs(fns []func()) { t.run(len(fns), funcsJob(fns)) }
+
 // runFresh is run on new goroutines, for a run that cannot have the team.
-func runFresh(fns []func()) {
+func runFresh(parts int, job teamJob) {
 	r := &teamRun{}
 	var wg sync.WaitGroup
-	for _, fn := range fns[1:] {
+	for i := 1; i < parts; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.call(fn)
+			r.call(job, i)
 		}()
 	}
-	r.call(fns[0])
+	r.call(job, 0)
 	wg.Wait()
 	r.raise()
 }
@@ -202,7 +222,7 @@ func (w *worker) loop() {
 		}
 		seen = w.gen.Load()
 		r := w.run
-		r.call(w.job)
+		r.call(w.job, w.p)
 		r.pending.Add(-1)
 	}
 }

@@ -14,7 +14,7 @@ import (
 // the old job's worker decremented the new run's counter.)
 func TestTeamPanic(t *testing.T) {
 	var tm team
-	tm.run([]func(){func() {}, func() {}}) // start a worker
+	tm.runFuncs([]func(){func() {}, func() {}}) // start a worker
 	for _, onWorker := range []bool{false, true} {
 		var slowDone atomic.Bool
 		started := make(chan struct{})
@@ -35,7 +35,7 @@ func TestTeamPanic(t *testing.T) {
 		}
 		got := func() (p any) {
 			defer func() { p = recover() }()
-			tm.run(jobs)
+			tm.runFuncs(jobs)
 			return nil
 		}()
 		if got != "boom" {
@@ -45,7 +45,7 @@ func TestTeamPanic(t *testing.T) {
 			t.Fatalf("worker %v: run returned while another job still ran", onWorker)
 		}
 		var ran atomic.Bool
-		tm.run([]func(){func() {}, func() { time.Sleep(10 * time.Millisecond); ran.Store(true) }})
+		tm.runFuncs([]func(){func() {}, func() { time.Sleep(10 * time.Millisecond); ran.Store(true) }})
 		if !ran.Load() {
 			t.Fatalf("worker %v: the next run returned before its worker job ran", onWorker)
 		}

@@ -17,6 +17,7 @@ type scratch struct {
 	sumi []int32
 	act  []byte    // A8 activations in the assembly kernels' layout
 	actf []float32 // A32 activations in the assembly kernels' layout
+	call call      // the multiply's state (Q4G128), reused
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}

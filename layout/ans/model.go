@@ -49,13 +49,21 @@ func (m *Model) checkCounts() error {
 	return nil
 }
 
-// finish checks the model and derives Cum, PPF and the value index.
+// finish checks the model and derives Cum, PPF and the value index. It
+// writes them only where they differ from the model's, so that validating
+// a model already in use (loaded by another engine, or decoded by a
+// multiply) only reads it.
 func (m *Model) finish() error {
 	if err := m.checkCounts(); err != nil {
 		return err
 	}
-	for i := range m.index {
-		m.index[i] = noSymbol
+	var (
+		cum   [MaxSyms]uint8
+		ppf   [ProbScale]uint8
+		index [256]int16
+	)
+	for i := range index {
+		index[i] = noSymbol
 	}
 	sum := 0
 	for k := 0; k < m.NSym; k++ {
@@ -63,22 +71,25 @@ func (m *Model) finish() error {
 		if f < 1 {
 			return fmt.Errorf("%w: symbol %d has frequency 0", ErrModel, k)
 		}
-		m.Cum[k] = uint8(sum)
+		cum[k] = uint8(sum)
 		for d := sum; d < sum+f && d < ProbScale; d++ {
-			m.PPF[d] = uint8(k)
+			ppf[d] = uint8(k)
 		}
 		sum += f
 		if k == m.Escape {
 			continue
 		}
 		v := int(m.Value[k]) + 128
-		if m.index[v] != noSymbol {
+		if index[v] != noSymbol {
 			return fmt.Errorf("%w: value %d appears twice", ErrModel, m.Value[k])
 		}
-		m.index[v] = int16(k)
+		index[v] = int16(k)
 	}
 	if sum != ProbScale {
 		return fmt.Errorf("%w: frequencies sum to %d, want %d", ErrModel, sum, ProbScale)
+	}
+	if m.Cum != cum || m.PPF != ppf || m.index != index {
+		m.Cum, m.PPF, m.index = cum, ppf, index
 	}
 	return nil
 }

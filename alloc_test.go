@@ -1,0 +1,99 @@
+package qgemv_test
+
+import (
+	"testing"
+
+	"github.com/qgemv/qgemv"
+	"github.com/qgemv/qgemv/internal/synth"
+	"github.com/qgemv/qgemv/layout"
+)
+
+// TestMulAllocsAPI: after a warm-up, Mul, MulFP16, MulInt8 and
+// QuantizeA8 through the public API allocate nothing on the CPU backend
+// (Q4G128, Bits4G128, Sparse12G128; batch 1 and 16).
+func TestMulAllocsAPI(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	eng, err := qgemv.Open(qgemv.WithBackend("cpu"), qgemv.WithThreads(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	for _, name := range []string{"q4g128", "bits4g128", "sparse12g128"} {
+		m, err := synth.Named(name, 512, 2048, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mat, err := eng.Load(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, batch := range []int{1, 16} {
+			x, y := synth.Vector(batch*2048, 2), make([]float32, batch*512)
+			xh := make([]layout.FP16, batch*2048)
+			pc := mat.PaddedCols()
+			xq, xs := make([]int8, batch*pc), make([]float32, batch*pc/128)
+			if err := eng.QuantizeA8(xq, xs, x); err != nil && batch == 1 {
+				t.Fatal(err)
+			}
+			for what, f := range map[string]func() error{
+				"Mul A32":    func() error { return mat.Mul(y, x, batch, qgemv.A32) },
+				"Mul A8":     func() error { return mat.Mul(y, x, batch, qgemv.A8) },
+				"MulFP16":    func() error { return mat.MulFP16(y, xh, batch) },
+				"MulInt8":    func() error { return mat.MulInt8(y, xq, xs, batch) },
+				"QuantizeA8": func() error { return eng.QuantizeA8(xq[:pc], xs[:pc/128], x[:2048]) },
+			} {
+				if err := f(); err != nil {
+					t.Fatalf("%s %s: %v", name, what, err)
+				}
+				if n := testing.AllocsPerRun(5, func() { _ = f() }); n != 0 {
+					t.Errorf("%s batch %d %s: %v allocations per call", name, batch, what, n)
+				}
+			}
+		}
+	}
+}
+
+// TestBufferAllocs: buffer operations allocate nothing after a warm-up
+// on the CPU backend.
+func TestBufferAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	eng, err := qgemv.Open(qgemv.WithBackend("cpu"), qgemv.WithThreads(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	m, err := synth.Named("q4g128", 512, 2048, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mat, err := eng.Load(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, _ := eng.NewBuffer(2048, qgemv.Float32)
+	y, _ := eng.NewBuffer(512, qgemv.Float32)
+	z, _ := eng.NewBuffer(512, qgemv.Float32)
+	xq, _ := eng.NewBuffer(2048, qgemv.Int8)
+	xs, _ := eng.NewBuffer(16, qgemv.Float32)
+	host := make([]float32, 512)
+	for what, f := range map[string]func() error{
+		"MulBuffer A8":   func() error { return mat.MulBuffer(y, x, 1, qgemv.A8) },
+		"QuantizeBuffer": func() error { return mat.QuantizeBuffer(xq, xs, x, 1) },
+		"MulInt8Buffer":  func() error { return mat.MulInt8Buffer(z, xq, xs, 1) },
+		"SwiGLU":         func() error { return eng.SwiGLU(z, y, z) },
+		"Add":            func() error { return eng.Add(z, y, z) },
+		"Read":           func() error { return y.Read(host) },
+		"Write":          func() error { return y.Write(host) },
+	} {
+		if err := f(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if n := testing.AllocsPerRun(5, func() { _ = f() }); n != 0 {
+			t.Errorf("%s: %v allocations per call", what, n)
+		}
+	}
+}

@@ -1,0 +1,6 @@
+//go:build race
+
+package cpu
+
+// raceEnabled reports a -race build (whose instrumentation allocates).
+const raceEnabled = true

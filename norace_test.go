@@ -1,0 +1,5 @@
+//go:build !race
+
+package qgemv_test
+
+const raceEnabled = false
