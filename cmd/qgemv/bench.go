@@ -20,25 +20,24 @@ import (
 
 // benchResult is what "qgemv bench -json" prints.
 type benchResult struct {
-	Backend        string  `json:"backend"`
-	Format         string  `json:"format"`
-	Activation     string  `json:"activation"`
-	Hidden         int     `json:"hidden"`
-	Intermediate   int     `json:"intermediate"`
-	Layers         int     `json:"layers_rotated"`
-	WorkingSetMiB  float64 `json:"working_set_mib"`
-	Iters          int     `json:"iters"`
-	Threads        int     `json:"threads"`
-	BlockMedianUS  float64 `json:"block_median_us"`
-	BlockMeanUS    float64 `json:"block_mean_us"`
-	BlockP10US     float64 `json:"block_p10_us"`
-	BlockP90US     float64 `json:"block_p90_us"`
-	GFLOPS         float64 `json:"gflops"`
-	BytesPerBlock  int64   `json:"bytes_per_block"`
-	GBps           float64 `json:"gb_per_s"`
-	ReadBWGBps     float64 `json:"read_bandwidth_gb_per_s"`
-	RatioToReadBW  float64 `json:"ratio_to_read_bandwidth"`
-	QuantOverheadP float64 `json:"activation_quant_percent,omitempty"`
+	Backend       string  `json:"backend"`
+	Format        string  `json:"format"`
+	Activation    string  `json:"activation"`
+	Hidden        int     `json:"hidden"`
+	Intermediate  int     `json:"intermediate"`
+	Layers        int     `json:"layers_rotated"`
+	WorkingSetMiB float64 `json:"working_set_mib"`
+	Iters         int     `json:"iters"`
+	Threads       int     `json:"threads"`
+	BlockMedianUS float64 `json:"block_median_us"`
+	BlockMeanUS   float64 `json:"block_mean_us"`
+	BlockP10US    float64 `json:"block_p10_us"`
+	BlockP90US    float64 `json:"block_p90_us"`
+	GFLOPS        float64 `json:"gflops"`
+	BytesPerBlock int64   `json:"bytes_per_block"`
+	GBps          float64 `json:"gb_per_s"`
+	ReadBWGBps    float64 `json:"read_bandwidth_gb_per_s"`
+	RatioToReadBW float64 `json:"ratio_to_read_bandwidth"`
 }
 
 type ffnLayer struct{ gate, up, down *qgemv.Matrix }
@@ -53,7 +52,7 @@ func cmdBench(args []string) error {
 	backend := fs.String("backend", "", "backend (default: best, or $QGEMV_BACKEND)")
 	threads := fs.Int("threads", 0, "CPU goroutines per multiply (0: all)")
 	act := fs.String("act", "a8", "activations: a8 (int8, VNNI), a16 (binary16) or a32 (float32)")
-	format := fs.String("format", "q4g128", "weight format: q4g128, bits<8|4|3|2|1>g<32|64|128|256>, bits<n>row, sparse12g<g>, sparse12row, cb-m<1|2>v<2|4|8>b<4|6|8|10|12>g<g>|row")
+	format := fs.String("format", "q4g128", formatHelp("weight format", nil))
 	hidden := fs.Int("hidden", 4096, "model dimension (LLaMA-3 8B: 4096)")
 	inter := fs.Int("intermediate", 14336, "FFN intermediate dimension (LLaMA-3 8B: 14336)")
 	minWS := fs.Int("working-set-mib", -1, fmt.Sprintf("rotate over enough layers to stream at least this many MiB, 0 to %d (0: one layer, cache-resident when small; -1: $%s, else 256 or twice the last-level cache, at most 1024)", maxWorkingSetMiB, synth.WorkingSetEnv))
@@ -166,36 +165,13 @@ func cmdBench(args []string) error {
 	}
 
 	x := synth.Vector(H, 99)
-	gate := make([]float32, I)
-	up := make([]float32, I)
-	h := make([]float32, I)
 	y := make([]float32, H)
-	xq, xs := make([]int8, layers[0].gate.PaddedCols()), make([]float32, layers[0].gate.PaddedCols()/128)
-	hq, hs := make([]int8, layers[0].down.PaddedCols()), make([]float32, layers[0].down.PaddedCols()/128)
-	xh, hh := make([]layout.FP16, H), make([]layout.FP16, I)
-	var quantTime time.Duration
-	block := func(l ffnLayer) error {
-		if a == actA8 {
-			t0 := time.Now()
-			if err := eng.QuantizeA8(xq, xs, x); err != nil {
-				return err
-			}
-			quantTime += time.Since(t0)
-			if err := l.gate.MulInt8(gate, xq, xs, 1); err != nil {
-				return err
-			}
-			if err := l.up.MulInt8(up, xq, xs, 1); err != nil {
-				return err
-			}
-			swiglu(h, gate, up)
-			t0 = time.Now()
-			if err := eng.QuantizeA8(hq, hs, h); err != nil {
-				return err
-			}
-			quantTime += time.Since(t0)
-			return l.down.MulInt8(y, hq, hs, 1)
-		}
-		if a == actA16 { // activations travel as binary16
+	var block func(l int) error
+	if a == actA16 { // activations travel as binary16, through host slices
+		gate, up, h := make([]float32, I), make([]float32, I), make([]float32, I)
+		xh, hh := make([]layout.FP16, H), make([]layout.FP16, I)
+		block = func(li int) error {
+			l := layers[li]
 			toFP16(xh, x)
 			if err := l.gate.MulFP16(gate, xh, 1); err != nil {
 				return err
@@ -207,29 +183,37 @@ func cmdBench(args []string) error {
 			toFP16(hh, h)
 			return l.down.MulFP16(y, hh, 1)
 		}
-		if err := l.gate.Mul(gate, x, 1, qgemv.A32); err != nil {
+	} else {
+		// The block on buffers, recorded once per layer: the input
+		// written once, gate and up from one quantization (A8), SwiGLU,
+		// down (quantizing its input), the output read once.
+		seqs, err := ffnSequences(eng, layers, H, I, a == actA8)
+		if err != nil {
 			return err
 		}
-		if err := l.up.Mul(up, x, 1, qgemv.A32); err != nil {
-			return err
+		block = func(li int) error {
+			if err := seqs.x.Write(x); err != nil {
+				return err
+			}
+			if err := seqs.seqs[li].Run(); err != nil {
+				return err
+			}
+			return seqs.y.Read(y)
 		}
-		swiglu(h, gate, up)
-		return l.down.Mul(y, h, 1, qgemv.A32)
 	}
 
 	bw1 := measureReadBW(nthreads, *huge)
-	for _, l := range layers { // warm-up: one pass over every layer
+	for l := range layers { // warm-up: one pass over every layer
 		if err := block(l); err != nil {
 			return err
 		}
 	}
-	quantTime = 0
 	times := make([]time.Duration, *iters)
 	prog := newProgress(os.Stderr, *iters, *quiet || *asJSON)
 	start := time.Now()
 	for i := range times {
 		t0 := time.Now()
-		if err := block(layers[i%len(layers)]); err != nil {
+		if err := block(i % len(layers)); err != nil {
 			return err
 		}
 		times[i] = time.Since(t0)
@@ -257,9 +241,6 @@ func cmdBench(args []string) error {
 		ReadBWGBps:    readBW / 1e9,
 	}
 	res.RatioToReadBW = res.GBps / res.ReadBWGBps
-	if a == actA8 {
-		res.QuantOverheadP = 100 * quantTime.Seconds() / total.Seconds()
-	}
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
@@ -278,9 +259,6 @@ func cmdBench(args []string) error {
 	} else { // the roofline above is the host's; the device has its own
 		fmt.Printf("  host read BW  %.2f GB/s (host memory, measured in this run, %d threads)\n", res.ReadBWGBps, nthreads)
 		fmt.Printf("  ratio         %.1f%% of host read bandwidth (the device's own: %s)\n", 100*res.RatioToReadBW, deviceBWHint(eng.Backend()))
-	}
-	if a == actA8 {
-		fmt.Printf("  act. quant    %.1f%% of the time\n", res.QuantOverheadP)
 	}
 	return nil
 }
@@ -312,6 +290,68 @@ func takesA8(spec layout.FormatSpec) bool {
 	m, err := layout.Random(spec, 1, 1, 0)
 	_, ok := m.(layout.A8Matrix)
 	return err == nil && ok
+}
+
+// ffnBuffers is the FFN block on buffers: the input and output buffers
+// and one recorded sequence per layer.
+type ffnBuffers struct {
+	x, y *qgemv.Buffer
+	seqs []*qgemv.Sequence
+}
+
+// ffnSequences records each layer's block: with a8, x quantized once for
+// gate and up (QuantizeBuffer, MulInt8Buffer), SwiGLU, then down with A8;
+// else A32 throughout.
+func ffnSequences(eng *qgemv.Engine, layers []ffnLayer, H, I int, a8 bool) (*ffnBuffers, error) {
+	f := &ffnBuffers{}
+	pc := layers[0].gate.PaddedCols()
+	var g, u, xq, xs *qgemv.Buffer
+	for _, b := range []struct {
+		p    **qgemv.Buffer
+		n    int
+		elem qgemv.ElemType
+	}{{&f.x, H, qgemv.Float32}, {&f.y, H, qgemv.Float32}, {&g, I, qgemv.Float32}, {&u, I, qgemv.Float32},
+		{&xq, pc, qgemv.Int8}, {&xs, pc / 128, qgemv.Float32}} {
+		var err error
+		if *b.p, err = eng.NewBuffer(b.n, b.elem); err != nil {
+			return nil, err
+		}
+	}
+	for _, l := range layers {
+		seq, err := eng.Record(func() error {
+			if a8 {
+				if err := l.gate.QuantizeBuffer(xq, xs, f.x, 1); err != nil {
+					return err
+				}
+				if err := l.gate.MulInt8Buffer(g, xq, xs, 1); err != nil {
+					return err
+				}
+				if err := l.up.MulInt8Buffer(u, xq, xs, 1); err != nil {
+					return err
+				}
+			} else {
+				if err := l.gate.MulBuffer(g, f.x, 1, qgemv.A32); err != nil {
+					return err
+				}
+				if err := l.up.MulBuffer(u, f.x, 1, qgemv.A32); err != nil {
+					return err
+				}
+			}
+			if err := eng.SwiGLU(g, g, u); err != nil {
+				return err
+			}
+			act := qgemv.A32
+			if a8 {
+				act = qgemv.A8
+			}
+			return l.down.MulBuffer(f.y, g, 1, act)
+		})
+		if err != nil {
+			return nil, err
+		}
+		f.seqs = append(f.seqs, seq)
+	}
+	return f, nil
 }
 
 // deviceBWHint says how to measure a GPU backend's own read bandwidth

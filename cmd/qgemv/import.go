@@ -13,7 +13,7 @@ import (
 func importFlags(fs *flag.FlagSet, withFormat bool) *importOpts {
 	o := &importOpts{}
 	if withFormat {
-		fs.StringVar(&o.format, "format", "q4g128", "format for float (F32/F16/BF16) tensors, which are quantized: q4g128, bits<n>g<g>, bits<n>row, sparse12g<g>, sparse12row")
+		fs.StringVar(&o.format, "format", "q4g128", formatHelp("format for float (F32/F16/BF16) tensors, which are quantized", quantizable))
 	}
 	fs.StringVar(&o.method, "method", "search", "quantizer for float tensors: minmax or search")
 	fs.IntVar(&o.hq.Bits, "bits", 0, "GPTQ bits (default 4) or HQQ bits (when the file has no .nbits)")

@@ -29,6 +29,21 @@ var infoFormats = func() []string {
 	return append(out, "cb-m1v4b12g128")
 }()
 
+// formatHelp is the -format flag help: the registered formats' spec
+// syntaxes, filtered by keep (nil keeps all); "qgemv formats" has details.
+func formatHelp(what string, keep func(*layout.Format) bool) string {
+	var syn []string
+	for _, f := range layout.Formats() {
+		if keep == nil || keep(f) {
+			syn = append(syn, f.Syntax)
+		}
+	}
+	return what + ": " + strings.Join(syn, ", ") + " (qgemv formats lists them)"
+}
+
+// quantizable keeps the formats float weights quantize to.
+func quantizable(f *layout.Format) bool { return f.Quantize != nil }
+
 // runFormats lists the registered formats: name, container id, spec
 // syntax, whether float weights quantize to it, and example names.
 func runFormats(w io.Writer, args []string) error {

@@ -17,7 +17,7 @@ func cmdQuantize(args []string) error {
 	fs := flag.NewFlagSet("quantize", flag.ContinueOnError)
 	rows := fs.Int("rows", 0, "rows (outputs) of the matrix")
 	cols := fs.Int("cols", 0, "columns (inputs) of the matrix")
-	format := fs.String("format", "q4g128", "output format: q4g128, bits<8|4|3|2|1>g<32|64|128|256>, bits<n>row, sparse12g<g>, sparse12row, cb-m<1|2>v<2|4|8>b<4|6|8|10|12>g<g>|row")
+	format := fs.String("format", "q4g128", formatHelp("output format", quantizable))
 	method := fs.String("method", "search", "scale/zero choice: minmax or search (error-minimizing)")
 	intZero := fs.Bool("intzero", true, "integer zero points (Bits, Sparse12; needed for int8 activations)")
 	fp32Meta := fs.Bool("fp32meta", false, "float32 scales and zeros instead of binary16 (Bits, Sparse12)")
