@@ -1,10 +1,13 @@
 package qgemv
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sync"
+	"unsafe"
 
+	"github.com/qgemv/qgemv/dispatch"
 	"github.com/qgemv/qgemv/layout"
 )
 
@@ -34,18 +37,24 @@ func (t ElemType) String() string {
 // lives where its engine computes, so that a layer's multiplies and the
 // operations between them (SwiGLU, Add, Scale, Requantize) pass their
 // results on without copies to and from the caller's memory. On the CPU
-// backend a buffer is host memory and every operation runs when called;
-// the results are the same as those of the host-slice calls (Mul,
-// MulInt32) on the same values.
+// and OpenCL backends a buffer is host memory and every operation runs
+// when called; on CUDA it is device memory and operations are queued on
+// the device in call order and return at once. The results are those of
+// the host-slice calls (Mul, MulInt32) on the same values: bit-exact for
+// the int8 paths, within the float bound otherwise.
 //
 // Operations on buffers are ordered: each sees the results of the
 // operations called before it on the same engine. Read waits for them
-// (Engine.Wait waits without reading). A buffer belongs to its engine;
-// Engine.Close releases it.
+// (Engine.Wait waits without reading) and returns the first fault the
+// queued work met. A buffer belongs to its engine; Engine.Close releases
+// it.
 type Buffer struct {
-	e      *Engine
-	t      ElemType
-	n      int
+	e   *Engine
+	t   ElemType
+	n   int
+	dev dispatch.Buf // device memory (a dispatch.Device backend), or nil
+	// The values (host buffers), or on a device the host copy that
+	// operations without a device kernel run on (Engine.hostRun).
 	f32    []float32
 	i8     []int8
 	i32    []int32
@@ -68,20 +77,47 @@ func (e *Engine) NewBuffer(n int, t ElemType) (*Buffer, error) {
 		return nil, fmt.Errorf("qgemv: new buffer: %d elements, want 1 to %d", n, maxBufferLen)
 	}
 	b := &Buffer{e: e, t: t, n: n}
-	switch t {
-	case Float32:
-		b.f32 = make([]float32, n)
-	case Int8:
-		b.i8 = make([]int8, n)
-	case Int32:
-		b.i32 = make([]int32, n)
-	default:
+	if t != Float32 && t != Int8 && t != Int32 {
 		return nil, fmt.Errorf("qgemv: new buffer: unknown element type %v", t)
+	}
+	if e.dev != nil {
+		d, err := e.dev.NewBuf(int64(n) * int64(t.size()))
+		if err != nil {
+			return nil, fmt.Errorf("qgemv: new buffer of %d %v values: %w", n, t, err)
+		}
+		b.dev = d
+	} else {
+		b.allocHost()
 	}
 	e.bufsMu.Lock()
 	e.bufs[b] = struct{}{}
 	e.bufsMu.Unlock()
 	return b, nil
+}
+
+// size returns the bytes of one element.
+func (t ElemType) size() int {
+	switch t {
+	case Int8:
+		return 1
+	}
+	return 4
+}
+
+// allocHost allocates the host values (a device buffer's host copy on
+// first use, under hostMu).
+func (b *Buffer) allocHost() {
+	if b.f32 != nil || b.i8 != nil || b.i32 != nil {
+		return
+	}
+	switch b.t {
+	case Float32:
+		b.f32 = make([]float32, b.n)
+	case Int8:
+		b.i8 = make([]int8, b.n)
+	case Int32:
+		b.i32 = make([]int32, b.n)
+	}
 }
 
 // Len returns the buffer's elements.
@@ -101,6 +137,10 @@ func (b *Buffer) close(unregister bool) error {
 	}
 	b.closed = true
 	b.f32, b.i8, b.i32 = nil, nil, nil
+	if b.dev != nil {
+		_ = b.dev.Close() // after the backend closed, its memory is gone with it
+		b.dev = nil
+	}
 	if unregister {
 		b.e.bufsMu.Lock()
 		delete(b.e.bufs, b)
@@ -178,16 +218,28 @@ var (
 
 // Write copies src into the buffer from element 0 (len(src) at most
 // Len). src may be reused as soon as Write returns.
-func (b *Buffer) Write(src []float32) error {
+func (b *Buffer) Write(src []float32) error { return write(b, wantF32, src) }
+
+// WriteInt8 copies src into an Int8 buffer.
+func (b *Buffer) WriteInt8(src []int8) error { return write(b, wantI8, src) }
+
+// WriteInt32 copies src into an Int32 buffer.
+func (b *Buffer) WriteInt32(src []int32) error { return write(b, wantI32, src) }
+
+// write copies src into b's first elements.
+func write[T int8 | int32 | float32](b *Buffer, want []ElemType, src []T) error {
 	var h held
-	if err := b.e.use("buffer write", &h, wantF32, b); err != nil {
+	if err := b.e.use("buffer write", &h, want, b); err != nil {
 		return err
 	}
 	defer h.unlock()
 	if len(src) > b.n {
 		return fmt.Errorf("qgemv: buffer write: %d values into %d", len(src), b.n)
 	}
-	copy(b.f32, src)
+	if b.dev != nil {
+		return devErr("buffer write", b.dev.Write(0, asBytes(src)))
+	}
+	copy(b.hostBytes(), asBytes(src))
 	return nil
 }
 
@@ -202,92 +254,133 @@ func (b *Buffer) WriteFP16(src []layout.FP16) error {
 	if len(src) > b.n {
 		return fmt.Errorf("qgemv: buffer write: %d values into %d", len(src), b.n)
 	}
+	if b.dev != nil {
+		b.e.hostMu.Lock()
+		defer b.e.hostMu.Unlock()
+		b.allocHost()
+	}
 	for i, h := range src {
 		b.f32[i] = h.Float32()
 	}
-	return nil
-}
-
-// WriteInt8 copies src into an Int8 buffer.
-func (b *Buffer) WriteInt8(src []int8) error {
-	var h held
-	if err := b.e.use("buffer write", &h, wantI8, b); err != nil {
-		return err
+	if b.dev != nil {
+		return devErr("buffer write", b.dev.Write(0, asBytes(b.f32[:len(src)])))
 	}
-	defer h.unlock()
-	if len(src) > b.n {
-		return fmt.Errorf("qgemv: buffer write: %d values into %d", len(src), b.n)
-	}
-	copy(b.i8, src)
 	return nil
 }
 
 // Read waits for the operations queued before it and copies the
 // buffer's first len(dst) elements (at most Len) into dst.
-func (b *Buffer) Read(dst []float32) error {
-	var h held
-	if err := b.e.use("buffer read", &h, wantF32, b); err != nil {
-		return err
-	}
-	defer h.unlock()
-	if len(dst) > b.n {
-		return fmt.Errorf("qgemv: buffer read: %d values from %d", len(dst), b.n)
-	}
-	copy(dst, b.f32)
-	return nil
-}
+func (b *Buffer) Read(dst []float32) error { return read(b, wantF32, dst) }
 
 // ReadInt8 is Read for an Int8 buffer.
-func (b *Buffer) ReadInt8(dst []int8) error {
-	var h held
-	if err := b.e.use("buffer read", &h, wantI8, b); err != nil {
-		return err
-	}
-	defer h.unlock()
-	if len(dst) > b.n {
-		return fmt.Errorf("qgemv: buffer read: %d values from %d", len(dst), b.n)
-	}
-	copy(dst, b.i8)
-	return nil
-}
+func (b *Buffer) ReadInt8(dst []int8) error { return read(b, wantI8, dst) }
 
 // ReadInt32 is Read for an Int32 buffer.
-func (b *Buffer) ReadInt32(dst []int32) error {
+func (b *Buffer) ReadInt32(dst []int32) error { return read(b, wantI32, dst) }
+
+func read[T int8 | int32 | float32](b *Buffer, want []ElemType, dst []T) error {
 	var h held
-	if err := b.e.use("buffer read", &h, wantI32, b); err != nil {
+	if err := b.e.use("buffer read", &h, want, b); err != nil {
 		return err
 	}
 	defer h.unlock()
 	if len(dst) > b.n {
 		return fmt.Errorf("qgemv: buffer read: %d values from %d", len(dst), b.n)
 	}
-	copy(dst, b.i32)
+	if b.dev != nil {
+		return devErr("buffer read", b.dev.Read(0, asBytes(dst)))
+	}
+	copy(asBytes(dst), b.hostBytes())
 	return nil
 }
 
 // Wait waits for every operation queued on the engine's buffers and
-// returns the first error one of them met after it was queued (a kernel
-// fault on a GPU), clearing it.
+// returns the first error one of them met after it was queued (a NaN
+// reaching a quantization or a corrupted stream on a GPU), clearing it.
 func (e *Engine) Wait() error {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed {
 		return ErrClosed
 	}
+	if e.dev != nil {
+		return devErr("wait", e.dev.Wait())
+	}
+	return nil
+}
+
+// asBytes views a slice of fixed-size values as bytes.
+func asBytes[T int8 | int32 | float32](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(s[0])))
+}
+
+// hostBytes is b's host values as bytes.
+func (b *Buffer) hostBytes() []byte {
+	switch b.t {
+	case Int8:
+		return asBytes(b.i8)
+	case Int32:
+		return asBytes(b.i32)
+	}
+	return asBytes(b.f32)
+}
+
+// devErr wraps a device operation's error.
+func devErr(op string, err error) error {
+	if err != nil {
+		return fmt.Errorf("qgemv: %s: %w", op, err)
+	}
+	return nil
+}
+
+// onDevice reports whether a device operation's result err settles the
+// operation (done), and the error to return; ErrNoDevicePath leaves it
+// to the host (Engine.hostRun).
+func onDevice(op string, err error) (done bool, _ error) {
+	if errors.Is(err, dispatch.ErrNoDevicePath) {
+		return false, nil
+	}
+	return true, devErr(op, err)
+}
+
+// hostRun runs an operation that has no device kernel on the host
+// copies of device buffers: it reads every buffer (waiting for the work
+// queued before; the outputs too, as f may write only part of them),
+// runs f and writes the outputs (the first nout buffers) back. Host runs
+// are serialized: they share the buffers' host copies.
+func (e *Engine) hostRun(op string, f func() error, nout int, bufs ...*Buffer) error {
+	e.hostMu.Lock()
+	defer e.hostMu.Unlock()
+	for _, b := range bufs {
+		b.allocHost()
+		if err := b.dev.Read(0, b.hostBytes()); err != nil {
+			return devErr(op, err)
+		}
+	}
+	if err := f(); err != nil {
+		return err
+	}
+	for _, b := range bufs[:nout] {
+		if err := b.dev.Write(0, b.hostBytes()); err != nil {
+			return devErr(op, err)
+		}
+	}
 	return nil
 }
 
 // MulBuffer queues dst = W x for batch vectors with the activation type
-// act: x holds batch*Cols values (at least: the first batch*Cols are
-// read), dst receives batch*Rows. The results equal Mul's on the same
-// values.
+// act (A32, A16 or A8): x holds batch*Cols values (at least: the first
+// batch*Cols are read), dst receives batch*Rows. The results equal Mul's
+// on the same values.
 func (m *Matrix) MulBuffer(dst, x *Buffer, batch int, act Activation) error {
 	var h held
 	if err := m.lockWith("mul buffer", &h, wantF32x3[:2], dst, x); err != nil {
 		return err
 	}
 	defer h.unlock()
-	var err error
 	if err := checkBatch("mul buffer", batch); err != nil {
 		return err
 	}
@@ -297,16 +390,41 @@ func (m *Matrix) MulBuffer(dst, x *Buffer, batch int, act Activation) error {
 	if err := bufLens("mul buffer", dst.n, x.n, batch*m.rows, batch*m.cols); err != nil {
 		return err
 	}
-	if act != A32 && act != A8 {
-		return fmt.Errorf("qgemv: mul buffer: unknown activation %v (A32 or A8)", act)
+	if act != A32 && act != A16 && act != A8 {
+		return fmt.Errorf("qgemv: mul buffer: unknown activation %v", act)
 	}
 	if m.e.rec.Load() != nil && m.e.record(func() error { return m.MulBuffer(dst, x, batch, act) }) {
 		return nil
 	}
-	if act == A32 {
-		err = m.m.MulF32(dst.f32[:batch*m.rows], x.f32[:batch*m.cols], batch)
-	} else {
-		err = m.m.MulA8(dst.f32[:batch*m.rows], x.f32[:batch*m.cols], batch)
+	if m.e.dev != nil {
+		err := dispatch.ErrNoDevicePath
+		if dm, ok := m.m.(dispatch.DeviceMatrix); ok {
+			switch act {
+			case A16:
+				err = dm.MulF16Buf(dst.dev, x.dev, batch)
+			case A8:
+				err = dm.MulA8Buf(dst.dev, x.dev, batch)
+			}
+		}
+		if done, err := onDevice("mul buffer", err); done {
+			return err
+		}
+		return m.e.hostRun("mul buffer", func() error { return m.mulHost(dst.f32, x.f32, batch, act) }, 1, dst, x)
+	}
+	return m.mulHost(dst.f32, x.f32, batch, act)
+}
+
+// mulHost is MulBuffer on host values.
+func (m *Matrix) mulHost(dst, x []float32, batch int, act Activation) error {
+	dst, x = dst[:batch*m.rows], x[:batch*m.cols]
+	var err error
+	switch act {
+	case A32:
+		err = m.m.MulF32(dst, x, batch)
+	case A8:
+		err = m.m.MulA8(dst, x, batch)
+	default:
+		err = m.mulRounded(dst, x, batch)
 	}
 	if err != nil {
 		return fmt.Errorf("qgemv: mul buffer: %w", err)
@@ -341,6 +459,22 @@ func (m *Matrix) QuantizeBuffer(xq, xs, x *Buffer, batch int) error {
 	if m.e.rec.Load() != nil && m.e.record(func() error { return m.QuantizeBuffer(xq, xs, x, batch) }) {
 		return nil
 	}
+	if m.e.dev != nil {
+		err := dispatch.ErrNoDevicePath
+		if dm, ok := m.m.(dispatch.DeviceMatrix); ok {
+			err = dm.QuantizeBuf(xq.dev, xs.dev, x.dev, batch)
+		}
+		if done, err := onDevice("quantize buffer", err); done {
+			return err
+		}
+		return m.e.hostRun("quantize buffer", func() error { return m.quantizeHost(xq, xs, x, batch) }, 2, xq, xs, x)
+	}
+	return m.quantizeHost(xq, xs, x, batch)
+}
+
+// quantizeHost is QuantizeBuffer on host values.
+func (m *Matrix) quantizeHost(xq, xs, x *Buffer, batch int) error {
+	pc, g := m.pcols, m.pcols/layout.GroupSize
 	xv := x.f32[:batch*m.cols]
 	if m.perm != nil {
 		xv = m.gathered(xv, batch)
@@ -375,6 +509,22 @@ func (m *Matrix) MulInt8Buffer(dst, xq, xs *Buffer, batch int) error {
 	if m.e.rec.Load() != nil && m.e.record(func() error { return m.MulInt8Buffer(dst, xq, xs, batch) }) {
 		return nil
 	}
+	if m.e.dev != nil {
+		err := dispatch.ErrNoDevicePath
+		if dm, ok := m.m.(dispatch.DeviceMatrix); ok {
+			err = dm.MulI8Buf(dst.dev, xq.dev, xs.dev, batch)
+		}
+		if done, err := onDevice("mul int8 buffer", err); done {
+			return err
+		}
+		return m.e.hostRun("mul int8 buffer", func() error { return m.mulInt8Host(dst, xq, xs, batch) }, 1, dst, xq, xs)
+	}
+	return m.mulInt8Host(dst, xq, xs, batch)
+}
+
+// mulInt8Host is MulInt8Buffer on host values.
+func (m *Matrix) mulInt8Host(dst, xq, xs *Buffer, batch int) error {
+	pc, g := m.pcols, m.pcols/layout.GroupSize
 	if err := m.m.MulI8(dst.f32[:batch*m.rows], xq.i8[:batch*pc], xs.f32[:batch*g], batch); err != nil {
 		return fmt.Errorf("qgemv: mul int8 buffer: %w", err)
 	}
@@ -398,6 +548,21 @@ func (m *Matrix) MulInt32Buffer(dst, x *Buffer, batch int) error {
 	if m.e.rec.Load() != nil && m.e.record(func() error { return m.MulInt32Buffer(dst, x, batch) }) {
 		return nil
 	}
+	if m.e.dev != nil {
+		err := dispatch.ErrNoDevicePath
+		if dm, ok := m.m.(dispatch.DeviceMatrix); ok {
+			err = dm.MulI32Buf(dst.dev, x.dev, batch)
+		}
+		if done, err := onDevice("mul int32 buffer", err); done {
+			return err
+		}
+		return m.e.hostRun("mul int32 buffer", func() error { return m.mulInt32Host(dst, x, batch) }, 1, dst, x)
+	}
+	return m.mulInt32Host(dst, x, batch)
+}
+
+// mulInt32Host is MulInt32Buffer on host values.
+func (m *Matrix) mulInt32Host(dst, x *Buffer, batch int) error {
 	if err := m.m.MulI32(dst.i32[:batch*m.rows], x.i8[:batch*m.cols], batch); err != nil {
 		return fmt.Errorf("qgemv: mul int32 buffer: %w", err)
 	}
@@ -461,12 +626,23 @@ func (e *Engine) SwiGLU(dst, gate, up *Buffer) error {
 	if e.rec.Load() != nil && e.record(func() error { return e.SwiGLU(dst, gate, up) }) {
 		return nil
 	}
-	g, u, d := gate.f32[:dst.n], up.f32[:dst.n], dst.f32
+	if e.dev != nil {
+		if done, err := onDevice("swiglu", e.dev.SwiGLU(dst.dev, gate.dev, up.dev, dst.n)); done {
+			return err
+		}
+		return e.hostRun("swiglu", func() error { swiglu(dst.f32, gate.f32, up.f32); return nil }, 1, dst, gate, up)
+	}
+	swiglu(dst.f32, gate.f32, up.f32)
+	return nil
+}
+
+// swiglu computes SwiGLU over dst's length.
+func swiglu(d, g, u []float32) {
+	g, u = g[:len(d)], u[:len(d)]
 	for i := range d {
 		x := g[i]
 		d[i] = x / (1 + float32(math.Exp(float64(-x)))) * u[i]
 	}
-	return nil
 }
 
 // Add queues dst[i] = a[i] + b[i] over dst's length (the residual
@@ -480,11 +656,21 @@ func (e *Engine) Add(dst, a, b *Buffer) error {
 	if e.rec.Load() != nil && e.record(func() error { return e.Add(dst, a, b) }) {
 		return nil
 	}
-	x, y, d := a.f32[:dst.n], b.f32[:dst.n], dst.f32
+	if e.dev != nil {
+		if done, err := onDevice("add", e.dev.Add(dst.dev, a.dev, b.dev, dst.n)); done {
+			return err
+		}
+		return e.hostRun("add", func() error { add(dst.f32, a.f32, b.f32); return nil }, 1, dst, a, b)
+	}
+	add(dst.f32, a.f32, b.f32)
+	return nil
+}
+
+func add(d, x, y []float32) {
+	x, y = x[:len(d)], y[:len(d)]
 	for i := range d {
 		d[i] = x[i] + y[i]
 	}
-	return nil
 }
 
 // Scale queues dst[i] = s * a[i] over dst's length. dst may be a.
@@ -497,11 +683,21 @@ func (e *Engine) Scale(dst, a *Buffer, s float32) error {
 	if e.rec.Load() != nil && e.record(func() error { return e.Scale(dst, a, s) }) {
 		return nil
 	}
-	x, d := a.f32[:dst.n], dst.f32
+	if e.dev != nil {
+		if done, err := onDevice("scale", e.dev.Scale(dst.dev, a.dev, s, dst.n)); done {
+			return err
+		}
+		return e.hostRun("scale", func() error { scale(dst.f32, a.f32, s); return nil }, 1, dst, a)
+	}
+	scale(dst.f32, a.f32, s)
+	return nil
+}
+
+func scale(d, x []float32, s float32) {
+	x = x[:len(d)]
 	for i := range d {
 		d[i] = s * x[i]
 	}
-	return nil
 }
 
 // Requantize queues dst = round_half_even(alpha * src) clamped to int8
@@ -521,6 +717,12 @@ func (e *Engine) Requantize(dst, src *Buffer, alpha float32) error {
 	}
 	if e.rec.Load() != nil && e.record(func() error { return e.Requantize(dst, src, alpha) }) {
 		return nil
+	}
+	if e.dev != nil {
+		if done, err := onDevice("requantize", e.dev.Requantize(dst.dev, src.dev, alpha, dst.n)); done {
+			return err
+		}
+		return e.hostRun("requantize", func() error { layout.Requantize(dst.i8, src.i32[:dst.n], alpha); return nil }, 1, dst, src)
 	}
 	layout.Requantize(dst.i8, src.i32[:dst.n], alpha)
 	return nil

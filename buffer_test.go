@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/qgemv/qgemv"
@@ -22,16 +23,19 @@ func newBuf(t *testing.T, e *qgemv.Engine, n int, typ qgemv.ElemType) *qgemv.Buf
 	return b
 }
 
-// TestBufferMulMatchesMul: on every format, MulBuffer gives Mul's bits
-// (A8 and A32), and one QuantizeBuffer shared by MulInt8Buffer gives
-// Mul's A8 bits, act-order matrices included.
+// TestBufferMulMatchesMul: on every format and batch bucket, MulBuffer
+// gives Mul's bits for A8 and A32 and Mul's A16 result within 1e-5 of
+// its largest value (a device rounds and orders the activations itself;
+// the block sums of the tensor-core kernels may add in another order),
+// and one QuantizeBuffer shared by MulInt8Buffer gives Mul's A8 bits,
+// act-order matrices included.
 func TestBufferMulMatchesMul(t *testing.T) {
 	eng, err := qgemv.Open()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	const rows, cols, batch = 70, 600, 3
+	const rows, cols, maxBatch = 70, 600, 16
 	perm, err := layout.RandomBits(rows, cols, 4, 128, 9)
 	if err != nil {
 		t.Fatal(err)
@@ -41,15 +45,16 @@ func TestBufferMulMatchesMul(t *testing.T) {
 		perm.Perm[i] = int32(p)
 	}
 	ms := []layout.Matrix{perm}
-	for _, name := range []string{"q4g128", "bits4g128", "bits2g64", "sparse12g128", "cb-m1v4b8g128", "ans4g128"} {
+	for _, name := range []string{"q4g128", "bits4g128", "bits8g128", "bits2g128", "bits3g128", "bits2g64", "bits4row",
+		"sparse12g128", "sparse12row", "cb-m1v4b8g128", "ans4g128"} {
 		m, err := synth.Named(name, rows, cols, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ms = append(ms, m)
 	}
-	x := synth.Vector(batch*cols, 5)
-	xb, yb := newBuf(t, eng, batch*cols, qgemv.Float32), newBuf(t, eng, batch*rows, qgemv.Float32)
+	x := synth.Vector(maxBatch*cols, 5)
+	xb, yb := newBuf(t, eng, maxBatch*cols, qgemv.Float32), newBuf(t, eng, maxBatch*rows, qgemv.Float32)
 	if err := xb.Write(x); err != nil {
 		t.Fatal(err)
 	}
@@ -58,44 +63,75 @@ func TestBufferMulMatchesMul(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, act := range []qgemv.Activation{qgemv.A32, qgemv.A8} {
-			want := make([]float32, batch*rows)
-			err := mat.Mul(want, x, batch, act)
-			if errors.Is(err, qgemv.ErrFormatNotImplemented) {
-				if err2 := mat.MulBuffer(yb, xb, batch, act); !errors.Is(err2, qgemv.ErrFormatNotImplemented) {
-					t.Errorf("%s %v: Mul %v, MulBuffer %v", m.Name(), act, err, err2)
+		for _, batch := range []int{1, 3, 9, 16} {
+			for _, act := range []qgemv.Activation{qgemv.A32, qgemv.A16, qgemv.A8} {
+				want := make([]float32, batch*rows)
+				err := mat.Mul(want, x[:batch*cols], batch, act)
+				if errors.Is(err, qgemv.ErrFormatNotImplemented) {
+					if err2 := mat.MulBuffer(yb, xb, batch, act); !errors.Is(err2, qgemv.ErrFormatNotImplemented) {
+						t.Errorf("%s %v: Mul %v, MulBuffer %v", m.Name(), act, err, err2)
+					}
+					continue
 				}
-				continue
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := mat.MulBuffer(yb, xb, batch, act); err != nil {
-				t.Fatalf("%s %v: %v", m.Name(), act, err)
-			}
-			got := make([]float32, batch*rows)
-			if err := yb.Read(got); err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(got, want) {
-				t.Fatalf("%s %v: MulBuffer differs from Mul", m.Name(), act)
-			}
-			if act != qgemv.A8 {
-				continue
-			}
-			pc := mat.PaddedCols()
-			xq, xs := newBuf(t, eng, batch*pc, qgemv.Int8), newBuf(t, eng, batch*pc/128, qgemv.Float32)
-			if err := mat.QuantizeBuffer(xq, xs, xb, batch); err != nil {
-				t.Fatal(err)
-			}
-			if err := mat.MulInt8Buffer(yb, xq, xs, batch); err != nil {
-				t.Fatal(err)
-			}
-			if err := yb.Read(got); err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(got, want) {
-				t.Fatalf("%s: QuantizeBuffer + MulInt8Buffer differ from Mul A8", m.Name())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := mat.MulBuffer(yb, xb, batch, act); err != nil {
+					t.Fatalf("%s %v: %v", m.Name(), act, err)
+				}
+				got := make([]float32, batch*rows)
+				if err := yb.Read(got); err != nil {
+					t.Fatal(err)
+				}
+				if act == qgemv.A16 {
+					var top, worst float64
+					for i := range want {
+						top = max(top, math.Abs(float64(want[i])))
+						worst = max(worst, math.Abs(float64(got[i]-want[i])))
+					}
+					if worst > 1e-5*top {
+						t.Fatalf("%s A16 batch %d: MulBuffer differs from Mul by %g (largest value %g)", m.Name(), batch, worst, top)
+					}
+					continue
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("%s %v batch %d: MulBuffer differs from Mul", m.Name(), act, batch)
+				}
+				if act != qgemv.A8 {
+					continue
+				}
+				pc := mat.PaddedCols()
+				xq, xs := newBuf(t, eng, batch*pc, qgemv.Int8), newBuf(t, eng, batch*pc/128, qgemv.Float32)
+				if err := mat.QuantizeBuffer(xq, xs, xb, batch); err != nil {
+					t.Fatal(err)
+				}
+				if err := mat.MulInt8Buffer(yb, xq, xs, batch); err != nil {
+					t.Fatal(err)
+				}
+				if err := yb.Read(got); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("%s batch %d: QuantizeBuffer + MulInt8Buffer differ from Mul A8", m.Name(), batch)
+				}
+				wq, ws := make([]int8, batch*pc), make([]float32, batch*pc/128)
+				gq, gs := make([]int8, batch*pc), make([]float32, batch*pc/128)
+				for v := 0; v < batch && m == layout.Matrix(ms[1]); v++ { // no permutation: QuantizeA8 is the reference
+					if err := layout.QuantizeA8(wq[v*pc:(v+1)*pc], ws[v*pc/128:(v+1)*pc/128], x[v*cols:(v+1)*cols]); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := xq.ReadInt8(gq); err != nil {
+					t.Fatal(err)
+				}
+				if err := xs.Read(gs); err != nil {
+					t.Fatal(err)
+				}
+				if m == layout.Matrix(ms[1]) && (!slices.Equal(gq, wq) || !slices.Equal(gs, ws)) {
+					t.Fatalf("%s batch %d: QuantizeBuffer differs from layout.QuantizeA8", m.Name(), batch)
+				}
+				xq.Close()
+				xs.Close()
 			}
 		}
 	}
@@ -164,21 +200,35 @@ func TestBufferFFNAndReplay(t *testing.T) {
 		if err := eng.Wait(); err != nil {
 			t.Fatal(err)
 		}
-		got := make([]float32, H)
-		if err := y.Read(got); err != nil {
-			t.Fatal(err)
+		got, gd, ud := make([]float32, H), make([]float32, I), make([]float32, I)
+		for _, r := range []struct {
+			b   *qgemv.Buffer
+			dst []float32
+		}{{y, got}, {g, gd}, {u, ud}} {
+			if err := r.b.Read(r.dst); err != nil {
+				t.Fatal(err)
+			}
 		}
-		gh, uh, hh, want := make([]float32, I), make([]float32, I), make([]float32, I), make([]float32, H)
+		// up's output is Mul's, bit for bit; SwiGLU within 4 ulps of the
+		// float64 formula (devices use their exp); down and the residual
+		// exact on SwiGLU's output as the buffer holds it.
+		gh, uh, want := make([]float32, I), make([]float32, I), make([]float32, H)
 		if err := gate.Mul(gh, in, 1, qgemv.A8); err != nil {
 			t.Fatal(err)
 		}
 		if err := up.Mul(uh, in, 1, qgemv.A8); err != nil {
 			t.Fatal(err)
 		}
-		for i := range hh {
-			hh[i] = gh[i] / (1 + float32(math.Exp(float64(-gh[i])))) * uh[i]
+		if !slices.Equal(ud, uh) {
+			t.Fatalf("step %d: up's output differs from Mul", step)
 		}
-		if err := down.Mul(want, hh, 1, qgemv.A8); err != nil {
+		for i := range gh {
+			h := gh[i] / (1 + float32(math.Exp(float64(-gh[i])))) * uh[i]
+			if d := math.Abs(float64(gd[i] - h)); d > 4*ulp(h) {
+				t.Fatalf("step %d: SwiGLU %d = %v, want %v", step, i, gd[i], h)
+			}
+		}
+		if err := down.Mul(want, gd, 1, qgemv.A8); err != nil {
 			t.Fatal(err)
 		}
 		for i := range want {
@@ -187,6 +237,12 @@ func TestBufferFFNAndReplay(t *testing.T) {
 			}
 		}
 	}
+}
+
+// ulp returns the spacing of float32 values at v.
+func ulp(v float32) float64 {
+	a := math.Abs(float64(v))
+	return float64(math.Nextafter32(float32(a), float32(math.Inf(1)))) - a
 }
 
 // TestBufferChain: the MatVANS chain as buffer operations
@@ -324,5 +380,229 @@ func TestBufferBadInput(t *testing.T) {
 	}
 	if _, err := eng.NewBuffer(4, qgemv.Float32); !errors.Is(err, qgemv.ErrClosed) {
 		t.Errorf("new buffer on a closed engine: %v", err)
+	}
+}
+
+// TestBufferQuantizeEdges: QuantizeBuffer equals layout.QuantizeA8Go on
+// the edges of its arithmetic (zero groups, amax below 2^-100, subnormals,
+// the largest floats, ties of the rounding, one-value groups), and Scale,
+// Add and Requantize equal their host formulas exactly. A NaN reaching
+// QuantizeBuffer is an error, from the call or from the next Wait.
+func TestBufferQuantizeEdges(t *testing.T) {
+	eng, err := qgemv.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	const cols = 1024
+	m, err := synth.Named("bits4g128", 8, cols, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mat, err := eng.Load(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	x := make([]float32, cols)
+	for g := 0; g < cols/128; g++ {
+		for i := g * 128; i < (g+1)*128; i++ {
+			switch g {
+			case 0: // zeros
+			case 1:
+				x[i] = float32(rng.NormFloat64()) * 1e-33 // amax below 2^-100
+			case 2:
+				x[i] = math.Float32frombits(uint32(rng.IntN(1 << 23))) // subnormals
+			case 3:
+				x[i] = float32(rng.NormFloat64()) * 1e37
+			case 4:
+				x[i] = float32(i%255-127) + 0.5 // amax 127.5: ties after scaling
+			case 5:
+				if i == g*128+7 {
+					x[i] = -3
+				}
+			default:
+				x[i] = float32(rng.NormFloat64())
+			}
+		}
+	}
+	x[5*128+9] = math.MaxFloat32
+	pc := mat.PaddedCols()
+	wq, ws := make([]int8, pc), make([]float32, pc/128)
+	if err := layout.QuantizeA8Go(wq, ws, x); err != nil {
+		t.Fatal(err)
+	}
+	xb, xq, xs := newBuf(t, eng, cols, qgemv.Float32), newBuf(t, eng, pc, qgemv.Int8), newBuf(t, eng, pc/128, qgemv.Float32)
+	if err := xb.Write(x); err != nil {
+		t.Fatal(err)
+	}
+	if err := mat.QuantizeBuffer(xq, xs, xb, 1); err != nil {
+		t.Fatal(err)
+	}
+	gq, gs := make([]int8, pc), make([]float32, pc/128)
+	if err := xq.ReadInt8(gq); err != nil {
+		t.Fatal(err)
+	}
+	if err := xs.Read(gs); err != nil {
+		t.Fatal(err)
+	}
+	for i := range wq {
+		if gq[i] != wq[i] {
+			t.Fatalf("value %d (%v): %d, want %d", i, x[i], gq[i], wq[i])
+		}
+	}
+	for g := range ws {
+		if math.Float32bits(gs[g]) != math.Float32bits(ws[g]) {
+			t.Fatalf("scale %d: %v, want %v", g, gs[g], ws[g])
+		}
+	}
+
+	// Scale, Add, Requantize.
+	a := synth.Vector(cols, 8)
+	ab, yb := newBuf(t, eng, cols, qgemv.Float32), newBuf(t, eng, cols, qgemv.Float32)
+	if err := ab.Write(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Scale(yb, ab, 0.37); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Add(yb, yb, ab); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, cols)
+	if err := yb.Read(got); err != nil {
+		t.Fatal(err)
+	}
+	for i := range a {
+		if want := float32(0.37)*a[i] + a[i]; got[i] != want {
+			t.Fatalf("scale and add %d: %v, want %v", i, got[i], want)
+		}
+	}
+	y32 := make([]int32, cols)
+	for i := range y32 {
+		y32[i] = int32(rng.Uint32())
+	}
+	y32[0], y32[1], y32[2] = 5, -5, 15 // ties at alpha 0.5, 0.1
+	ib, vb := newBuf(t, eng, cols, qgemv.Int32), newBuf(t, eng, cols, qgemv.Int8)
+	i32 := make([]int32, cols)
+	copy(i32, y32)
+	for _, alpha := range []float32{0.5, 0.1, 3e-9, 1e30} {
+		if err := ib.WriteInt32(i32); err != nil {
+			t.Fatal(err)
+		}
+		if err := eng.Requantize(vb, ib, alpha); err != nil {
+			t.Fatal(err)
+		}
+		gv, wv := make([]int8, cols), make([]int8, cols)
+		if err := vb.ReadInt8(gv); err != nil {
+			t.Fatal(err)
+		}
+		layout.Requantize(wv, i32, alpha)
+		if !slices.Equal(gv, wv) {
+			t.Fatalf("requantize alpha %v differs from layout.Requantize", alpha)
+		}
+	}
+
+	// A NaN: an error now or at the next Wait, and the engine goes on.
+	x[300] = float32(math.NaN())
+	if err := xb.Write(x); err != nil {
+		t.Fatal(err)
+	}
+	err = mat.QuantizeBuffer(xq, xs, xb, 1)
+	if err == nil {
+		err = eng.Wait()
+	}
+	if err == nil {
+		t.Fatal("a NaN activation quantized without an error")
+	}
+	if err := eng.Wait(); err != nil {
+		t.Fatalf("the NaN's error was reported twice: %v", err)
+	}
+	x[300] = 1
+	if err := xb.Write(x); err != nil {
+		t.Fatal(err)
+	}
+	if err := mat.QuantizeBuffer(xq, xs, xb, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBufferDeviceMemoryExhausted: on a device backend, buffers past the
+// device's memory are an error, and the engine keeps working.
+func TestBufferDeviceMemoryExhausted(t *testing.T) {
+	eng, err := qgemv.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	if !strings.HasPrefix(eng.Backend(), "cuda") {
+		t.Skip("buffers are host memory on", eng.Backend())
+	}
+	var held []*qgemv.Buffer
+	for len(held) < 64 { // 8 GiB each: 512 GiB in all, past any device
+		b, err := eng.NewBuffer(1<<31, qgemv.Float32)
+		if err != nil {
+			t.Logf("buffer %d: %v", len(held), err)
+			break
+		}
+		held = append(held, b)
+	}
+	if len(held) == 64 {
+		t.Fatal("512 GiB of device buffers allocated")
+	}
+	for _, b := range held {
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := newBuf(t, eng, 100, qgemv.Float32)
+	in, out := synth.Vector(100, 1), make([]float32, 100)
+	if err := b.Write(in); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Read(out); err != nil || !slices.Equal(in, out) {
+		t.Fatalf("after running out of memory: %v", err)
+	}
+}
+
+// TestMulA16: Mul with A16 is MulFP16 of the activations rounded to
+// binary16, bit for bit, and a short x is an error.
+func TestMulA16(t *testing.T) {
+	eng, err := qgemv.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	m, err := synth.Named("bits4g128", 40, 384, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mat, err := eng.Load(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := synth.Vector(2*384, 3)
+	xh := make([]layout.FP16, len(x))
+	for i, v := range x {
+		xh[i] = layout.ToFP16(v)
+	}
+	got, want := make([]float32, 80), make([]float32, 80)
+	if err := mat.Mul(got, x, 2, qgemv.A16); err != nil {
+		t.Fatal(err)
+	}
+	if err := mat.MulFP16(want, xh, 2); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatal("Mul A16 differs from MulFP16 of the rounded activations")
+	}
+	if err := mat.Mul(got, x[:700], 2, qgemv.A16); err == nil {
+		t.Fatal("a short x accepted")
+	}
+	if s := qgemv.A16.String(); s != "A16" {
+		t.Fatalf("A16.String() = %q", s)
 	}
 }

@@ -79,13 +79,39 @@ func (m *Matrix) Mul(dst, x []float32, batch int, act Activation) error {
 		err = m.m.MulF32(dst, x, batch)
 	case A8:
 		err = m.m.MulA8(dst, x, batch)
+	case A16:
+		err = m.mulRounded(dst, x, batch)
 	default:
-		return fmt.Errorf("qgemv: mul: unknown activation %v (A32 or A8; MulFP16 multiplies binary16 activations)", act)
+		return fmt.Errorf("qgemv: mul: unknown activation %v (A32, A16 or A8)", act)
 	}
 	if err != nil {
 		return fmt.Errorf("qgemv: mul: %w", err)
 	}
 	return nil
+}
+
+// fp16Pool holds binary16 copies of activations (mulRounded).
+var fp16Pool sync.Pool
+
+// mulRounded multiplies x rounded to binary16 (A16): MulF16 of the
+// rounded values.
+func (m *Matrix) mulRounded(dst, x []float32, batch int) error {
+	n := batch * m.cols
+	if len(x) != n {
+		return fmt.Errorf("%d activations for batch %d of %d columns", len(x), batch, m.cols)
+	}
+	p, _ := fp16Pool.Get().(*[]layout.FP16)
+	if p == nil || cap(*p) < n {
+		s := make([]layout.FP16, n)
+		p = &s
+	}
+	h := (*p)[:n]
+	for i, v := range x[:n] {
+		h[i] = layout.ToFP16(v)
+	}
+	err := m.m.MulF16(dst, h, batch)
+	fp16Pool.Put(p)
+	return err
 }
 
 // MulFP16 multiplies binary16 activations (A16): x holds batch*Cols

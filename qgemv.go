@@ -68,15 +68,21 @@ const (
 	// accumulates in int32; the result is bit-exact across backends and
 	// kernel sets (layout.A8Matrix.DotA8Exact).
 	A8
+	// A16 rounds the float32 activations to binary16 (to nearest, ties
+	// to even) and multiplies those, as MulFP16 does: the GPUs' fastest
+	// float path (tensor cores), within the float bound.
+	A16
 )
 
-// String returns "A32", "A8", or "Activation(n)" for other values.
+// String returns "A32", "A8", "A16", or "Activation(n)" for other values.
 func (a Activation) String() string {
 	switch a {
 	case A32:
 		return "A32"
 	case A8:
 		return "A8"
+	case A16:
+		return "A16"
 	}
 	return fmt.Sprintf("Activation(%d)", int(a))
 }
@@ -175,6 +181,8 @@ type Engine struct {
 
 	bufsMu sync.Mutex
 	bufs   map[*Buffer]struct{} // allocated and not yet closed
+	dev    dispatch.Device      // the backend's device memory, or nil (host buffers)
+	hostMu sync.Mutex           // held by hostRun and by writes through host copies
 
 	recMu sync.Mutex               // held by Record
 	rec   atomic.Pointer[recorder] // the recording in progress, or nil
@@ -191,7 +199,9 @@ func Open(opts ...Option) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("qgemv: open: %w", err)
 	}
-	return &Engine{be: be, report: reportOf(r), mats: map[*Matrix]struct{}{}, bufs: map[*Buffer]struct{}{}}, nil
+	e := &Engine{be: be, report: reportOf(r), mats: map[*Matrix]struct{}{}, bufs: map[*Buffer]struct{}{}}
+	e.dev, _ = be.(dispatch.Device)
+	return e, nil
 }
 
 // Backend returns the name of the engine's backend, e.g. "cpu-avx512vnni".

@@ -268,6 +268,12 @@ type Backend struct {
 	scratch map[string]*buffer
 	pinned  map[string]*pinned
 	wsZero  int64 // leading words of the "ws" scratch known to be zero (matrix.go)
+	// statusQueued: a buffer kernel that may set the status word was
+	// queued since takeStatus last read it (buffers.go).
+	statusQueued bool
+	// ansQueued names the int8 matrices whose multiplies on buffers were
+	// queued since takeStatus last read the ANS status, by tag.
+	ansQueued []string
 
 	mu     sync.Mutex
 	closed bool

@@ -60,6 +60,8 @@ type Matrix struct {
 	w, s, z, m, zi *buffer // weights; scales; Q4G128 zeros; w = q*s - m; integer zeros
 
 	coded *ANSMatrix // an entropy-coded Bits matrix's words (ansbits.go), or nil
+
+	nat, mma *buffer // device gather tables (buffers.go colTables), made on first use
 }
 
 // Mat is a matrix loaded onto the device, whatever its format: *Matrix
@@ -205,7 +207,7 @@ func groupShift(g int, wholeRow bool) int64 {
 // so does a second Close.
 func (mx *Matrix) Close() error {
 	return mx.close(func() {
-		freeAll(mx.w, mx.s, mx.z, mx.m, mx.zi)
+		freeAll(mx.w, mx.s, mx.z, mx.m, mx.zi, mx.nat, mx.mma)
 		if mx.coded != nil {
 			mx.coded.free()
 		}
@@ -390,22 +392,25 @@ func (mx *Matrix) f16Inputs(x []layout.FP16, batch int) (string, []layout.FP16, 
 // of them used) in the order a warp's fragment loads read them
 // (gpuhost.MMAOrder), with the Bits block sums.
 func (mx *Matrix) mmaInputs(xp []layout.FP16, batch, nv int) (string, []layout.FP16, []float32, error) {
-	pc, tile := mx.geo.PCols, "_mma_n8"
-	if nv == 16 {
-		tile = "_mma_n16"
-	}
-	n := 0
-	if mx.f == fmtBits {
-		n = mx.n
-	}
-	xr, xsum, err := gpuhost.MMAOrder(n, xp, batch, pc, nv)
+	name, n := mx.mmaKernel(nv)
+	xr, xsum, err := gpuhost.MMAOrder(n, xp, batch, mx.geo.PCols, nv)
 	if err != nil {
 		return "", nil, nil, err
 	}
-	if n == 0 {
-		return "q4g128" + tile, xr, nil, nil
+	return name, xr, xsum, nil
+}
+
+// mmaKernel names the tensor-core kernel for nv (8 or 16) vector slots
+// and returns the code width gpuhost.MMAOrder takes (0 for Q4G128).
+func (mx *Matrix) mmaKernel(nv int) (string, int) {
+	tile := "_mma_n8"
+	if nv == 16 {
+		tile = "_mma_n16"
 	}
-	return fmt.Sprintf("bits%d%s", n, tile), xr, xsum, nil
+	if mx.f != fmtBits {
+		return "q4g128" + tile, 0
+	}
+	return fmt.Sprintf("bits%d%s", mx.n, tile), mx.n
 }
 
 // floatKernel names the float kernel instance for act ("f32", "f16").

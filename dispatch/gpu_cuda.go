@@ -72,6 +72,15 @@ func openCUDA(name string, _ Options) (Backend, error) {
 // cuBackend adapts *cuda.Backend to Backend.
 type cuBackend struct{ *cuda.Backend }
 
+// The CUDA backend keeps buffers in device memory, and its matrices
+// multiply them there.
+var (
+	_ Device       = cuBackend{}
+	_ DeviceMatrix = (*cuda.Matrix)(nil)
+	_ DeviceMatrix = (*cuda.Int8Matrix)(nil)
+	_ DeviceMatrix = (*cuda.ANSMatrix)(nil)
+)
+
 func (c cuBackend) Load(m layout.Matrix) (Matrix, error) {
 	mx, err := c.Backend.Load(m)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"slices"
 	"strings"
@@ -166,40 +165,21 @@ func cmdBench(args []string) error {
 
 	x := synth.Vector(H, 99)
 	y := make([]float32, H)
-	var block func(l int) error
-	if a == actA16 { // activations travel as binary16, through host slices
-		gate, up, h := make([]float32, I), make([]float32, I), make([]float32, I)
-		xh, hh := make([]layout.FP16, H), make([]layout.FP16, I)
-		block = func(li int) error {
-			l := layers[li]
-			toFP16(xh, x)
-			if err := l.gate.MulFP16(gate, xh, 1); err != nil {
-				return err
-			}
-			if err := l.up.MulFP16(up, xh, 1); err != nil {
-				return err
-			}
-			swiglu(h, gate, up)
-			toFP16(hh, h)
-			return l.down.MulFP16(y, hh, 1)
-		}
-	} else {
-		// The block on buffers, recorded once per layer: the input
-		// written once, gate and up from one quantization (A8), SwiGLU,
-		// down (quantizing its input), the output read once.
-		seqs, err := ffnSequences(eng, layers, H, I, a == actA8)
-		if err != nil {
+	// The block on buffers, recorded once per layer: the input written
+	// once, gate and up (A8: from one quantization), SwiGLU, down, the
+	// output read once; on a GPU the buffers stay in device memory.
+	seqs, err := ffnSequences(eng, layers, H, I, a.activation())
+	if err != nil {
+		return err
+	}
+	block := func(li int) error {
+		if err := seqs.x.Write(x); err != nil {
 			return err
 		}
-		block = func(li int) error {
-			if err := seqs.x.Write(x); err != nil {
-				return err
-			}
-			if err := seqs.seqs[li].Run(); err != nil {
-				return err
-			}
-			return seqs.y.Read(y)
+		if err := seqs.seqs[li].Run(); err != nil {
+			return err
 		}
+		return seqs.y.Read(y)
 	}
 
 	bw1 := measureReadBW(nthreads, *huge)
@@ -263,8 +243,7 @@ func cmdBench(args []string) error {
 	return nil
 }
 
-// benchAct is the activation type of the FFN block: Mul with A8 or A32,
-// or MulFP16.
+// benchAct is the activation type of the FFN block.
 type benchAct string
 
 const (
@@ -274,6 +253,17 @@ const (
 )
 
 func (a benchAct) String() string { return string(a) }
+
+// activation returns the API's activation type.
+func (a benchAct) activation() qgemv.Activation {
+	switch a {
+	case actA8:
+		return qgemv.A8
+	case actA16:
+		return qgemv.A16
+	}
+	return qgemv.A32
+}
 
 // parseAct parses -act.
 func parseAct(s string) (benchAct, error) {
@@ -299,10 +289,11 @@ type ffnBuffers struct {
 	seqs []*qgemv.Sequence
 }
 
-// ffnSequences records each layer's block: with a8, x quantized once for
+// ffnSequences records each layer's block: with A8, x quantized once for
 // gate and up (QuantizeBuffer, MulInt8Buffer), SwiGLU, then down with A8;
-// else A32 throughout.
-func ffnSequences(eng *qgemv.Engine, layers []ffnLayer, H, I int, a8 bool) (*ffnBuffers, error) {
+// else act throughout.
+func ffnSequences(eng *qgemv.Engine, layers []ffnLayer, H, I int, act qgemv.Activation) (*ffnBuffers, error) {
+	a8 := act == qgemv.A8
 	f := &ffnBuffers{}
 	pc := layers[0].gate.PaddedCols()
 	var g, u, xq, xs *qgemv.Buffer
@@ -330,19 +321,15 @@ func ffnSequences(eng *qgemv.Engine, layers []ffnLayer, H, I int, a8 bool) (*ffn
 					return err
 				}
 			} else {
-				if err := l.gate.MulBuffer(g, f.x, 1, qgemv.A32); err != nil {
+				if err := l.gate.MulBuffer(g, f.x, 1, act); err != nil {
 					return err
 				}
-				if err := l.up.MulBuffer(u, f.x, 1, qgemv.A32); err != nil {
+				if err := l.up.MulBuffer(u, f.x, 1, act); err != nil {
 					return err
 				}
 			}
 			if err := eng.SwiGLU(g, g, u); err != nil {
 				return err
-			}
-			act := qgemv.A32
-			if a8 {
-				act = qgemv.A8
 			}
 			return l.down.MulBuffer(f.y, g, 1, act)
 		})
@@ -369,13 +356,6 @@ func deviceBWHint(backend string) string {
 func toFP16(dst []layout.FP16, x []float32) {
 	for i, v := range x {
 		dst[i] = layout.ToFP16(v)
-	}
-}
-
-// swiglu computes h = silu(gate) * up.
-func swiglu(h, gate, up []float32) {
-	for i, g := range gate {
-		h[i] = g / (1 + float32(math.Exp(float64(-g)))) * up[i]
 	}
 }
 

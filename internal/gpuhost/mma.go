@@ -36,54 +36,20 @@ func MMAOrder(n int, xp []layout.FP16, batch, pc, nv int) (xr []layout.FP16, xsu
 	if pc%128 != 0 || batch > nv || len(xp) != nv*pc {
 		return nil, nil, fmt.Errorf("gpuhost: MMAOrder: %d columns, batch %d, %d vectors, %d values: want PCols a multiple of the chunk and nv*PCols values", pc, batch, nv, len(xp))
 	}
+	idx, err := MMAIndex(n, pc)
+	if err != nil {
+		return nil, nil, err
+	}
 	xr = make([]layout.FP16, len(xp))
-	put4 := func(u, v, t int, src []layout.FP16, c0 int, cols [4]int) {
-		o := ((u*nv+v)*4 + t) * 4
-		for i, c := range cols {
-			xr[o+i] = src[c0+c]
+	for v := 0; v < batch; v++ {
+		src := xp[v*pc : (v+1)*pc]
+		for p, c := range idx {
+			u, k := p/16, p%16
+			xr[(u*nv+v)*16+k] = src[c]
 		}
 	}
 	if n == 0 {
-		for v := 0; v < batch; v++ {
-			src := xp[v*pc : (v+1)*pc]
-			for gg := 0; gg < pc/128; gg++ {
-				for st := 0; st < 8; st++ {
-					cols := [4]int{0, 4, 1, 5}
-					if st%2 == 1 {
-						cols = [4]int{2, 6, 3, 7}
-					}
-					for t := 0; t < 4; t++ {
-						put4(gg*8+st, v, t, src, gg*128+32*t+8*(st/2), cols)
-					}
-				}
-			}
-		}
 		return xr, nil, nil
-	}
-	if n != 8 && n != 4 && n != 2 {
-		return nil, nil, fmt.Errorf("gpuhost: MMAOrder: %d-bit codes have no tensor-core kernel", n)
-	}
-	e := 32 * (32 / n)
-	if pc%e != 0 {
-		return nil, nil, fmt.Errorf("gpuhost: MMAOrder: %d columns are not whole %d-column chunks", pc, e)
-	}
-	gpc := e / 128
-	for v := 0; v < batch; v++ {
-		src := xp[v*pc : (v+1)*pc]
-		for k := 0; k < pc/e; k++ {
-			for jj := 0; jj < 8; jj++ {
-				for q := 0; q < gpc; q++ {
-					planes := [4]int{4*q + 3, 4*q + 1, 4*q + 2, 4 * q}
-					if n == 8 {
-						planes = [4]int{3, 2, 1, 0}
-					}
-					for t := 0; t < 4; t++ {
-						j := 8*t + jj
-						put4((k*8+jj)*gpc+q, v, t, src, k*e+j, [4]int{32 * planes[0], 32 * planes[1], 32 * planes[2], 32 * planes[3]})
-					}
-				}
-			}
-		}
 	}
 	xsum = make([]float32, nv*(pc/128))
 	for v := 0; v < batch; v++ {
@@ -92,6 +58,58 @@ func MMAOrder(n int, xp []layout.FP16, batch, pc, nv int) (xr []layout.FP16, xsu
 		}
 	}
 	return xr, xsum, nil
+}
+
+// MMAIndex returns the MMA order of one vector: position u*16 + k (16
+// values per fragment load u) holds column MMAIndex[u*16+k]; with nv
+// vectors, vector v's value of that position lies at (u*nv + v)*16 + k.
+// n is 0 for Q4G128, else the Bits width (8, 4 or 2; pc whole chunks).
+func MMAIndex(n, pc int) ([]int32, error) {
+	if pc%128 != 0 {
+		return nil, fmt.Errorf("gpuhost: MMAIndex: %d columns are not whole 128-column groups", pc)
+	}
+	idx := make([]int32, pc)
+	put4 := func(u, t, c0 int, cols [4]int) {
+		for i, c := range cols {
+			idx[u*16+t*4+i] = int32(c0 + c)
+		}
+	}
+	if n == 0 {
+		for gg := 0; gg < pc/128; gg++ {
+			for st := 0; st < 8; st++ {
+				cols := [4]int{0, 4, 1, 5}
+				if st%2 == 1 {
+					cols = [4]int{2, 6, 3, 7}
+				}
+				for t := 0; t < 4; t++ {
+					put4(gg*8+st, t, gg*128+32*t+8*(st/2), cols)
+				}
+			}
+		}
+		return idx, nil
+	}
+	if n != 8 && n != 4 && n != 2 {
+		return nil, fmt.Errorf("gpuhost: MMAOrder: %d-bit codes have no tensor-core kernel", n)
+	}
+	e := 32 * (32 / n)
+	if pc%e != 0 {
+		return nil, fmt.Errorf("gpuhost: MMAOrder: %d columns are not whole %d-column chunks", pc, e)
+	}
+	gpc := e / 128
+	for k := 0; k < pc/e; k++ {
+		for jj := 0; jj < 8; jj++ {
+			for q := 0; q < gpc; q++ {
+				planes := [4]int{4*q + 3, 4*q + 1, 4*q + 2, 4 * q}
+				if n == 8 {
+					planes = [4]int{3, 2, 1, 0}
+				}
+				for t := 0; t < 4; t++ {
+					put4((k*8+jj)*gpc+q, t, k*e+8*t+jj, [4]int{32 * planes[0], 32 * planes[1], 32 * planes[2], 32 * planes[3]})
+				}
+			}
+		}
+	}
+	return idx, nil
 }
 
 // SplitHiLo splits float32 activations (batch vectors of pc values,

@@ -1,8 +1,10 @@
 package gpuhost
 
 import (
+	"fmt"
 	"math"
 	"math/rand"
+	"slices"
 	"testing"
 
 	"github.com/qgemv/qgemv/layout"
@@ -106,4 +108,94 @@ func TestSplitHiLo(t *testing.T) {
 	if _, _, ok := SplitHiLo(x, 5, pc, 8); ok {
 		t.Error("5 vectors in 8 columns accepted")
 	}
+}
+
+// TestMMAOrderIndex checks MMAOrder (built on MMAIndex, which the device
+// gather uses) against the direct construction of the fragment order
+// below, for every width and slot count.
+func TestMMAOrderIndex(t *testing.T) {
+	const pc = 2048
+	for _, nv := range []int{8, 16} {
+		xp := make([]layout.FP16, nv*pc)
+		for i := range xp[:3*pc] {
+			xp[i] = layout.FP16(1 + i)
+		}
+		for _, n := range []int{0, 8, 4, 2} {
+			got, gs, err := MMAOrder(n, xp, 3, pc, nv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, ws, err := mmaOrderRef(n, xp, 3, pc, nv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) || !slices.Equal(gs, ws) {
+				t.Fatalf("n=%d nv=%d: MMAOrder differs from the direct construction", n, nv)
+			}
+		}
+	}
+}
+
+// mmaOrderRef builds the fragment order directly (the construction
+// MMAIndex factors out), as the reference for TestMMAOrderIndex.
+func mmaOrderRef(n int, xp []layout.FP16, batch, pc, nv int) (xr []layout.FP16, xsum []float32, err error) {
+	if pc%128 != 0 || batch > nv || len(xp) != nv*pc {
+		return nil, nil, fmt.Errorf("gpuhost: MMAOrder: %d columns, batch %d, %d vectors, %d values: want PCols a multiple of the chunk and nv*PCols values", pc, batch, nv, len(xp))
+	}
+	xr = make([]layout.FP16, len(xp))
+	put4 := func(u, v, t int, src []layout.FP16, c0 int, cols [4]int) {
+		o := ((u*nv+v)*4 + t) * 4
+		for i, c := range cols {
+			xr[o+i] = src[c0+c]
+		}
+	}
+	if n == 0 {
+		for v := 0; v < batch; v++ {
+			src := xp[v*pc : (v+1)*pc]
+			for gg := 0; gg < pc/128; gg++ {
+				for st := 0; st < 8; st++ {
+					cols := [4]int{0, 4, 1, 5}
+					if st%2 == 1 {
+						cols = [4]int{2, 6, 3, 7}
+					}
+					for t := 0; t < 4; t++ {
+						put4(gg*8+st, v, t, src, gg*128+32*t+8*(st/2), cols)
+					}
+				}
+			}
+		}
+		return xr, nil, nil
+	}
+	if n != 8 && n != 4 && n != 2 {
+		return nil, nil, fmt.Errorf("gpuhost: MMAOrder: %d-bit codes have no tensor-core kernel", n)
+	}
+	e := 32 * (32 / n)
+	if pc%e != 0 {
+		return nil, nil, fmt.Errorf("gpuhost: MMAOrder: %d columns are not whole %d-column chunks", pc, e)
+	}
+	gpc := e / 128
+	for v := 0; v < batch; v++ {
+		src := xp[v*pc : (v+1)*pc]
+		for k := 0; k < pc/e; k++ {
+			for jj := 0; jj < 8; jj++ {
+				for q := 0; q < gpc; q++ {
+					planes := [4]int{4*q + 3, 4*q + 1, 4*q + 2, 4 * q}
+					if n == 8 {
+						planes = [4]int{3, 2, 1, 0}
+					}
+					for t := 0; t < 4; t++ {
+						j := 8*t + jj
+						put4((k*8+jj)*gpc+q, v, t, src, k*e+j, [4]int{32 * planes[0], 32 * planes[1], 32 * planes[2], 32 * planes[3]})
+					}
+				}
+			}
+		}
+	}
+	xsum = make([]float32, nv*(pc/128))
+	for v := 0; v < batch; v++ {
+		for c, h := range xp[v*pc : (v+1)*pc] {
+			xsum[v*(pc/128)+c/128] += h.Float32()
+		}
+	}
+	return xr, xsum, nil
 }

@@ -1,0 +1,153 @@
+// qgemv CUDA kernels for device-resident buffers: activation preparation
+// on the device (binary16 rounding, gather and the tensor-core order;
+// int8 quantization bit-exact with layout.QuantizeA8; the A8 kernels'
+// input forms) and the element-wise operations between multiplies
+// (SwiGLU, add, scale; requantization is ans.cu's ans_requant). go run ./gen compiles this file
+// to its own PTX module.
+//
+// Every kernel parameter is 64 bits wide (pointers, long long, and
+// float32 values passed in the low half of a 64-bit word). Exactness:
+// __f*_rn intrinsics keep float32 operations separately rounded (never
+// contracted into FMAs), as the Go reference computes them.
+
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#define FULL 0xffffffffu
+
+typedef long long i64;
+
+// status bits (the host reports them at the next Wait or Read)
+#define ST_NONFINITE 1u
+
+// arg32 is a float32 passed in a 64-bit parameter.
+__device__ __forceinline__ float arg32(i64 v) { return __uint_as_float((uint32_t)v); }
+
+// gather_f16 writes the binary16 activations a float kernel reads: for
+// vector slot v < nv and stored column p < pc, the value at position
+// ((p/S)*nv + v)*S + p%S (S = pc: plain vectors one after another; S =
+// 16: the tensor-core fragment order) is x[v*cols + idx[p]] rounded to
+// binary16 (to nearest even), or 0 where idx[p] < 0 (padding) or v >=
+// batch. idx folds in the act-order permutation and the fragment order.
+extern "C" __global__ void gather_f16(const float *x, const int *idx, __half *out, i64 batch, i64 cols, i64 pc, i64 nv, i64 S) {
+	i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+	if (t >= nv * pc) return;
+	i64 v = t / pc, p = t - v * pc;
+	int c = idx[p];
+	float f = (v < batch && c >= 0) ? x[v * cols + c] : 0.0f;
+	out[((p / S) * nv + v) * S + p % S] = __float2half_rn(f);
+}
+
+// xsum_f16 writes the float32 sums of each vector's 128-column blocks
+// of the binary16-rounded activations in stored column order (nat: the
+// source column of each stored column, -1 for padding), for the Bits
+// tensor-core kernels: one warp per (vector slot, block); slots past
+// batch get 0.
+extern "C" __global__ void xsum_f16(const float *x, const int *nat, float *xsum, i64 batch, i64 cols, i64 pc, i64 nv) {
+	i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int lane = threadIdx.x & 31;
+	i64 nblk = pc / 128;
+	if (w >= nv * nblk) return;
+	i64 v = w / nblk, blk = w - v * nblk;
+	float s = 0;
+	if (v < batch) {
+		for (int k = lane; k < 128; k += 32) {
+			int c = nat[blk * 128 + k];
+			if (c >= 0) s += __half2float(__float2half_rn(x[v * cols + c]));
+		}
+	}
+	for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL, s, o);
+	if (lane == 0) xsum[w] = s;
+}
+
+// quant_a8 quantizes activations exactly as layout.QuantizeA8Go: one warp
+// per (vector, group of 128 stored columns), 4 columns per lane. The
+// values are gathered through nat (stored column -> source column, -1 for
+// padding: 0). A NaN or infinity sets ST_NONFINITE in status (the group
+// is then garbage; the host reports the error).
+extern "C" __global__ void quant_a8(const float *x, const int *nat, signed char *xq, float *xs, unsigned *status, i64 batch, i64 cols, i64 pc) {
+	i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int lane = threadIdx.x & 31;
+	i64 ng = pc / 128;
+	if (w >= batch * ng) return;
+	i64 v = w / ng, g = w - v * ng;
+	float val[4];
+	float amax = 0;
+	bool bad = false;
+#pragma unroll
+	for (int k = 0; k < 4; k++) {
+		int c = nat[g * 128 + lane * 4 + k];
+		float f = c >= 0 ? x[v * cols + c] : 0.0f;
+		val[k] = f;
+		bad |= !isfinite(f);
+		amax = fmaxf(amax, fabsf(f));
+	}
+	for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(FULL, amax, o));
+	if (__any_sync(FULL, bad)) {
+		if (lane == 0) atomicOr(status, ST_NONFINITE);
+		amax = 0;
+	}
+	signed char q[4] = {0, 0, 0, 0};
+	if (amax != 0) {
+		float pre = amax < 0x1p-100f ? 0x1p64f : 1.0f;
+		float inv = __fdiv_rn(127.0f, __fmul_rn(amax, pre));
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			float r = rintf(__fmul_rn(__fmul_rn(val[k], pre), inv));
+			q[k] = (signed char)fmaxf(-127.0f, fminf(127.0f, r));
+		}
+	}
+	char4 out = make_char4(q[0], q[1], q[2], q[3]);
+	*(char4 *)(xq + v * pc + g * 128 + lane * 4) = out;
+	if (lane == 0) xs[w] = amax == 0 ? 0.0f : __fdiv_rn(amax, 127.0f);
+}
+
+// a8_sums writes the exact int32 sum of each block of blk int8
+// activations (n values, n a multiple of blk): one warp per block.
+extern "C" __global__ void a8_sums(const signed char *xq, int *sx, i64 n, i64 blk) {
+	i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int lane = threadIdx.x & 31;
+	if (w >= n / blk) return;
+	int s = 0;
+	for (i64 k = lane; k < blk; k += 32) s += xq[w * blk + k];
+	for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL, s, o);
+	if (lane == 0) sx[w] = s;
+}
+
+// a8_q4order rearranges every 8 int8 activations as (0,2,4,6,1,3,5,7),
+// the order the Q4G128 A8 kernel's nibble unpacking consumes them.
+extern "C" __global__ void a8_q4order(const signed char *xq, signed char *xr, i64 n) {
+	i64 i = ((i64)blockIdx.x * blockDim.x + threadIdx.x) * 8;
+	if (i >= n) return;
+	char4 a = *(const char4 *)(xq + i), b = *(const char4 *)(xq + i + 4);
+	*(char4 *)(xr + i) = make_char4(a.x, a.z, b.x, b.z);
+	*(char4 *)(xr + i + 4) = make_char4(a.y, a.w, b.y, b.w);
+}
+
+// a8_split writes the even and odd int8 activations of each column pair
+// apart (the Sparse12 A8 kernel's inputs).
+extern "C" __global__ void a8_split(const signed char *xq, signed char *xe, signed char *xo, i64 n) {
+	i64 p = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+	if (p >= n / 2) return;
+	xe[p] = xq[2 * p];
+	xo[p] = xq[2 * p + 1];
+}
+
+// swiglu: d[i] = g[i] / (1 + exp(-g[i])) * u[i]. expf is within 2 ulps;
+// the division and product are rounded float32 operations.
+extern "C" __global__ void swiglu(float *d, const float *g, const float *u, i64 n) {
+	i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n) return;
+	float x = g[i];
+	d[i] = __fmul_rn(__fdiv_rn(x, __fadd_rn(1.0f, expf(-x))), u[i]);
+}
+
+extern "C" __global__ void add_f32(float *d, const float *a, const float *b, i64 n) {
+	i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) d[i] = __fadd_rn(a[i], b[i]);
+}
+
+extern "C" __global__ void scale_f32(float *d, const float *a, i64 s, i64 n) {
+	i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) d[i] = __fmul_rn(arg32(s), a[i]);
+}

@@ -1,0 +1,641 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync/atomic"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/qgemv/qgemv/internal/devbuf"
+	"github.com/qgemv/qgemv/internal/gpuhost"
+)
+
+// Device-resident buffers (dispatch.Device, dispatch.DeviceMatrix): the
+// activations of a layer stay in device memory between multiplies, and
+// their preparation (binary16 rounding and order, int8 quantization) runs
+// in buffers.cu's kernels. Every operation is queued on the default
+// stream and returns without waiting; Read and Wait synchronize and
+// report what the queued kernels flagged in the status word.
+
+func init() {
+	addKernels("gather_f16", "xsum_f16", "quant_a8", "a8_sums", "a8_q4order", "a8_split", "swiglu", "add_f32", "scale_f32")
+}
+
+// bufPad is the bytes allocated past a buffer's size: kernels that load
+// 16 bytes at a time (the int8 chain's vectors) may read past the end.
+const bufPad = 64
+
+// DevBuf is device memory for a dispatch.Buf.
+type DevBuf struct {
+	b      *Backend
+	buf    *buffer
+	size   int64
+	closed atomic.Bool
+}
+
+var _ devbuf.Buf = (*DevBuf)(nil)
+
+// NewBuf allocates size bytes of device memory, zeroed. An allocation
+// the device cannot satisfy is an error; the backend keeps working.
+func (b *Backend) NewBuf(size int64) (devbuf.Buf, error) {
+	if size < 1 {
+		return nil, fmt.Errorf("cuda: new buffer of %d bytes", size)
+	}
+	d := &DevBuf{b: b, size: size}
+	err := b.do(func() error {
+		bf, err := alloc(size + bufPad)
+		if err != nil {
+			return err
+		}
+		if err := cu.MemsetD8(bf.ptr, 0, size+bufPad); err != nil {
+			bf.free()
+			return fmt.Errorf("cuda: zeroing a new buffer: %w", err)
+		}
+		d.buf = bf
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Size returns the buffer's bytes.
+func (d *DevBuf) Size() int64 { return d.size }
+
+// Close frees the memory; later uses return ErrClosed.
+func (d *DevBuf) Close() error {
+	if d.closed.Swap(true) {
+		return ErrClosed
+	}
+	err := d.b.do(func() error {
+		_ = cu.Synchronize() // queued kernels may still use the memory
+		d.buf.free()
+		return nil
+	})
+	if errors.Is(err, ErrClosed) { // the context's memory went with the backend
+		return nil
+	}
+	return err
+}
+
+// span checks a copy of n bytes at off.
+func (d *DevBuf) span(op string, off int64, n int) error {
+	if off < 0 || int64(n) > d.size-off {
+		return fmt.Errorf("cuda: buffer %s: %d bytes at offset %d of a %d-byte buffer", op, n, off, d.size)
+	}
+	return nil
+}
+
+// Write copies src into the buffer at byte offset off, ordered after the
+// work queued before it.
+func (d *DevBuf) Write(off int64, src []byte) error {
+	if err := d.span("write", off, len(src)); err != nil || len(src) == 0 {
+		return err
+	}
+	return d.b.do(func() error {
+		if d.closed.Load() {
+			return ErrClosed
+		}
+		return stagedPutAt(d.b, d.buf.ptr+cu.DevicePtr(off), src)
+	})
+}
+
+// Read waits for the work queued before it, copies the bytes at off into
+// dst and returns the first fault the queued kernels flagged.
+func (d *DevBuf) Read(off int64, dst []byte) error {
+	if err := d.span("read", off, len(dst)); err != nil {
+		return err
+	}
+	return d.b.do(func() error {
+		if d.closed.Load() {
+			return ErrClosed
+		}
+		if len(dst) > 0 {
+			if err := d.b.stagedGet(dst, d.buf.ptr+cu.DevicePtr(off)); err != nil {
+				return err
+			}
+		}
+		return d.b.takeStatus()
+	})
+}
+
+// stagedPutAt queues a copy of src to p through pinned staging (CUDA
+// thread; see stagedPut). Consecutive writes take turns between two
+// staging buffers, each reused only after the copy from it has finished.
+func stagedPutAt(b *Backend, p cu.DevicePtr, src []byte) error {
+	n := int64(len(src))
+	if n > stagingMax {
+		if err := cu.MemcpyHtoD(p, unsafe.Pointer(&src[0]), n); err != nil {
+			return fmt.Errorf("cuda: copying %d bytes to the device: %w", n, err)
+		}
+		return nil
+	}
+	// The staging buffer may still feed an earlier asynchronous copy:
+	// wait for the stream first. Writes are host-side events between
+	// multiplies (a layer's input), so this wait costs no kernel overlap.
+	if err := cu.Synchronize(); err != nil {
+		return fmt.Errorf("cuda: waiting before a buffer write: %w", err)
+	}
+	h, err := b.staging("bufin", int(n))
+	if err != nil {
+		return err
+	}
+	copy(h.bytes(int(n)), src)
+	if err := cu.MemcpyHtoDAsync(p, h.p, n, cu.Stream{}); err != nil {
+		return fmt.Errorf("cuda: copying %d bytes to the device: %w", n, err)
+	}
+	return nil
+}
+
+// stagedGet copies n = len(dst) bytes at p into dst through pinned
+// staging, waiting for the work queued before (CUDA thread).
+func (b *Backend) stagedGet(dst []byte, p cu.DevicePtr) error {
+	n := int64(len(dst))
+	if n > stagingMax {
+		if err := cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), p, n); err != nil {
+			return fmt.Errorf("cuda: copying %d bytes from the device (a kernel may have failed): %w", n, err)
+		}
+		return nil
+	}
+	h, err := b.staging("bufout", int(n))
+	if err != nil {
+		return err
+	}
+	if err := cu.MemcpyDtoHAsync(h.p, p, n, cu.Stream{}); err != nil {
+		return fmt.Errorf("cuda: copying %d bytes from the device: %w", n, err)
+	}
+	if err := cu.Synchronize(); err != nil {
+		return fmt.Errorf("cuda: waiting for the device (a kernel failed): %w", err)
+	}
+	copy(dst, h.bytes(int(n)))
+	return nil
+}
+
+// Wait waits for the queued work and returns the first fault it flagged.
+func (b *Backend) Wait() error {
+	return b.do(func() error {
+		if err := cu.Synchronize(); err != nil {
+			return fmt.Errorf("cuda: waiting for the device (a kernel failed): %w", err)
+		}
+		return b.takeStatus()
+	})
+}
+
+// statusWord returns the buffer kernels' status word, zeroed when first
+// made (CUDA thread); flagged records that a kernel which may set it was
+// queued, so that takeStatus reads it.
+func (b *Backend) statusWord() (cu.DevicePtr, error) {
+	sb, ok := b.scratch["bufstatus"]
+	if !ok {
+		var err error
+		if sb, err = b.scratchBuf("bufstatus", 4); err != nil {
+			return 0, err
+		}
+		if err := cu.MemsetD32(sb.ptr, 0, 1); err != nil {
+			return 0, fmt.Errorf("cuda: zeroing the status word: %w", err)
+		}
+	}
+	b.statusQueued = true
+	return sb.ptr, nil
+}
+
+// takeStatus reads and clears the status word if a kernel that sets it
+// was queued since the last read (CUDA thread, after a synchronization).
+func (b *Backend) takeStatus() error {
+	if names := b.ansQueued; names != nil {
+		b.ansQueued = nil
+		sb := b.scratch["ansbufstatus"]
+		err := checkStatus(sb, func(tag uint32) string {
+			if int(tag) < len(names) {
+				return names[tag]
+			}
+			return "an int8 matrix"
+		})
+		if err != nil {
+			if zerr := cu.MemsetD32(sb.ptr, 0, 4); zerr != nil {
+				return fmt.Errorf("cuda: clearing the status: %w", zerr)
+			}
+			return err
+		}
+	}
+	if !b.statusQueued {
+		return nil
+	}
+	b.statusQueued = false
+	sb := b.scratch["bufstatus"]
+	var st [1]uint32
+	if err := download(sb, st[:]); err != nil {
+		return err
+	}
+	if st[0] == 0 {
+		return nil
+	}
+	if err := cu.MemsetD32(sb.ptr, 0, 1); err != nil {
+		return fmt.Errorf("cuda: clearing the status word: %w", err)
+	}
+	return errors.New("cuda: an activation quantized on the device was NaN or infinite (its results are not valid)")
+}
+
+// devPtr returns the memory of a buffer of this backend.
+func (b *Backend) devPtr(what string, x devbuf.Buf) (cu.DevicePtr, error) {
+	d, ok := x.(*DevBuf)
+	if !ok || d == nil || d.b != b {
+		return 0, fmt.Errorf("cuda: %s buffer is not one of this backend's", what)
+	}
+	if d.closed.Load() {
+		return 0, fmt.Errorf("cuda: %s buffer: %w", what, ErrClosed)
+	}
+	return d.buf.ptr, nil
+}
+
+// devBufs resolves buffers (devPtr) in order.
+func (b *Backend) devBufs(names []string, bufs ...devbuf.Buf) ([]cu.DevicePtr, error) {
+	out := make([]cu.DevicePtr, len(bufs))
+	for i, x := range bufs {
+		p, err := b.devPtr(names[i], x)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = p
+	}
+	return out, nil
+}
+
+// elementwise queues a one-thread-per-element kernel on n elements.
+func (b *Backend) elementwise(name string, n int, names []string, bufs []devbuf.Buf, extra ...any) error {
+	if n < 1 {
+		return nil
+	}
+	return b.do(func() error {
+		ps, err := b.devBufs(names, bufs...)
+		if err != nil {
+			return err
+		}
+		args := make([]any, 0, len(ps)+len(extra)+1)
+		for _, p := range ps {
+			args = append(args, p)
+		}
+		args = append(args, extra...)
+		args = append(args, int64(n))
+		return b.launch(name, ceilDiv(n, 256), 1, 256, 0, args...)
+	})
+}
+
+var (
+	namesDGU = []string{"dst", "gate", "up"}
+	namesDAB = []string{"dst", "a", "b"}
+	namesDA  = []string{"dst", "a"}
+	namesDS  = []string{"dst", "src"}
+)
+
+// SwiGLU queues dst[i] = g[i] / (1 + exp(-g[i])) * u[i], i < n.
+func (b *Backend) SwiGLU(dst, g, u devbuf.Buf, n int) error {
+	return b.elementwise("swiglu", n, namesDGU, []devbuf.Buf{dst, g, u})
+}
+
+// Add queues dst[i] = a[i] + c[i], i < n.
+func (b *Backend) Add(dst, a, c devbuf.Buf, n int) error {
+	return b.elementwise("add_f32", n, namesDAB, []devbuf.Buf{dst, a, c})
+}
+
+// Scale queues dst[i] = s * a[i], i < n.
+func (b *Backend) Scale(dst, a devbuf.Buf, s float32, n int) error {
+	return b.elementwise("scale_f32", n, namesDA, []devbuf.Buf{dst, a}, int64(math.Float32bits(s)))
+}
+
+// Requantize queues dst[i] = int8(round_half_even(alpha * src[i])),
+// clamped, i < n (ans.cu's ans_requant: src first).
+func (b *Backend) Requantize(dst, src devbuf.Buf, alpha float32, n int) error {
+	if n < 1 {
+		return nil
+	}
+	return b.do(func() error {
+		ps, err := b.devBufs(namesDS, dst, src)
+		if err != nil {
+			return err
+		}
+		return b.launch("ans_requant", ceilDiv(n, 256), 1, 256, 0, ps[1], ps[0], int64(n), int64(math.Float32bits(alpha)))
+	})
+}
+
+// colTables returns the matrix's gather tables (CUDA thread), made on
+// first use: nat maps each stored column to its source column (the
+// act-order permutation; -1 for padding), mma is nat in the tensor-core
+// kernels' fragment order (gpuhost.MMAOrder), or nil where the matrix
+// does not run on tensor cores.
+func (mx *Matrix) colTables() (nat, mma *buffer, err error) {
+	if mx.nat != nil {
+		return mx.nat, mx.mma, nil
+	}
+	pc, cols := mx.geo.PCols, mx.geo.Cols
+	idx := make([]int32, pc)
+	for c := range idx {
+		switch {
+		case c >= cols:
+			idx[c] = -1
+		case mx.perm != nil:
+			idx[c] = mx.perm[c]
+		default:
+			idx[c] = int32(c)
+		}
+	}
+	var order []int32
+	if mx.useMMA() {
+		n := 0
+		if mx.f == fmtBits {
+			n = mx.n
+		}
+		if order, err = gpuhost.MMAIndex(n, pc); err != nil {
+			return nil, nil, err
+		}
+		for i, c := range order {
+			order[i] = idx[c]
+		}
+	}
+	var nb, mb *buffer
+	if err := uploadAll(into(&nb, idx)); err != nil {
+		return nil, nil, err
+	}
+	if order != nil {
+		if err := uploadAll(into(&mb, order)); err != nil {
+			nb.free()
+			return nil, nil, err
+		}
+	}
+	mx.nat, mx.mma = nb, mb
+	return nb, mb, nil
+}
+
+// withWords runs f with the matrix's words in place: an entropy-coded
+// matrix's are decoded into scratch first (CUDA thread).
+func (mx *Matrix) withWords(f func() error) error {
+	if mx.coded == nil {
+		return f()
+	}
+	w, err := mx.decodeWords()
+	if err != nil {
+		return err
+	}
+	saved := mx.w
+	mx.w = w // the kernels read the decoded words; Close keeps freeing the placeholder
+	defer func() { mx.w = saved }()
+	return f()
+}
+
+// MulF16Buf queues dst = W x for batch float32 vectors in device memory,
+// rounded to binary16 on the device: MulF16 of the rounded values.
+func (mx *Matrix) MulF16Buf(dst, x devbuf.Buf, batch int) error {
+	b := mx.b
+	return mx.do(func() error {
+		ps, err := b.devBufs(namesDX, dst, x)
+		if err != nil {
+			return err
+		}
+		nat, mma, err := mx.colTables()
+		if err != nil {
+			return err
+		}
+		pc := mx.geo.PCols
+		nv, _ := bucket(batch)
+		name, idx, S := mx.floatKernel("f16", batch), nat, pc
+		if mma != nil {
+			nv = 8
+			if batch > 8 {
+				nv = 16
+			}
+			name, _ = mx.mmaKernel(nv)
+			idx, S = mma, 16
+		}
+		xb, err := b.scratchBuf("x", 2*int64(nv*pc))
+		if err != nil {
+			return err
+		}
+		if err := b.launch("gather_f16", ceilDiv(nv*pc, 256), 1, 256, 0, ps[1], idx.ptr, xb.ptr,
+			int64(batch), int64(mx.geo.Cols), int64(pc), int64(nv), int64(S)); err != nil {
+			return err
+		}
+		if mma != nil && mx.f == fmtBits {
+			sb, err := b.scratchBuf("xsum", 4*int64(nv*pc/128))
+			if err != nil {
+				return err
+			}
+			if err := b.launch("xsum_f16", ceilDiv(nv*pc/128, 8), 1, 256, 0, ps[1], nat.ptr, sb.ptr,
+				int64(batch), int64(mx.geo.Cols), int64(pc), int64(nv)); err != nil {
+				return err
+			}
+		}
+		return mx.withWords(func() error {
+			return mx.launch(name, nil, &buffer{ptr: ps[0]}, batch)
+		})
+	})
+}
+
+var (
+	namesDX  = []string{"dst", "x"}
+	namesQSX = []string{"xq", "xs", "x"}
+	namesDQS = []string{"dst", "xq", "xs"}
+)
+
+// QuantizeBuf queues the quantization of batch float32 vectors in device
+// memory to int8 per 128 stored columns, bit-exact with
+// layout.QuantizeA8 (act-order matrices gather first): xq receives
+// batch*PCols values, xs batch*PCols/128 scales. A NaN or infinity is
+// reported by the next Wait or Read.
+func (mx *Matrix) QuantizeBuf(xq, xs, x devbuf.Buf, batch int) error {
+	b := mx.b
+	return mx.do(func() error {
+		ps, err := b.devBufs(namesQSX, xq, xs, x)
+		if err != nil {
+			return err
+		}
+		return mx.quantize(ps[0], ps[1], ps[2], batch)
+	})
+}
+
+// quantize queues quant_a8 (CUDA thread).
+func (mx *Matrix) quantize(xq, xs, x cu.DevicePtr, batch int) error {
+	nat, _, err := mx.colTables()
+	if err != nil {
+		return err
+	}
+	st, err := mx.b.statusWord()
+	if err != nil {
+		return err
+	}
+	pc := mx.geo.PCols
+	warpsTotal := batch * pc / 128
+	return mx.b.launch("quant_a8", ceilDiv(warpsTotal, 8), 1, 256, 0, x, nat.ptr, xq, xs, st,
+		int64(batch), int64(mx.geo.Cols), int64(pc))
+}
+
+// MulI8Buf queues dst = W x for int8 activations in device memory
+// (QuantizeBuf's xq and xs): MulI8, bit-exact.
+func (mx *Matrix) MulI8Buf(dst, xq, xs devbuf.Buf, batch int) error {
+	if mx.a8err != nil {
+		return fmt.Errorf("cuda: %w", mx.a8err)
+	}
+	b := mx.b
+	return mx.do(func() error {
+		ps, err := b.devBufs(namesDQS, dst, xq, xs)
+		if err != nil {
+			return err
+		}
+		return mx.mulI8Dev(ps[0], ps[1], ps[2], batch)
+	})
+}
+
+// MulA8Buf quantizes batch float32 vectors in device memory and
+// multiplies them: MulA8, bit-exact.
+func (mx *Matrix) MulA8Buf(dst, x devbuf.Buf, batch int) error {
+	if mx.a8err != nil {
+		return fmt.Errorf("cuda: %w", mx.a8err)
+	}
+	b := mx.b
+	return mx.do(func() error {
+		ps, err := b.devBufs(namesDX, dst, x)
+		if err != nil {
+			return err
+		}
+		pc := int64(mx.geo.PCols)
+		qb, err := b.scratchBuf("aq", int64(batch)*pc)
+		if err != nil {
+			return err
+		}
+		sb, err := b.scratchBuf("as", 4*int64(batch)*pc/128)
+		if err != nil {
+			return err
+		}
+		if err := mx.quantize(qb.ptr, sb.ptr, ps[1], batch); err != nil {
+			return err
+		}
+		return mx.mulI8Dev(ps[0], qb.ptr, sb.ptr, batch)
+	})
+}
+
+// mulI8Dev prepares the A8 kernel's inputs from int8 activations in
+// natural stored order (xq) and queues the multiply (CUDA thread).
+func (mx *Matrix) mulI8Dev(dst, xq, xs cu.DevicePtr, batch int) error {
+	b := mx.b
+	n := int64(batch * mx.geo.PCols)
+	var ptrs []cu.DevicePtr
+	var sx cu.DevicePtr
+	sums := func(blk int64) error {
+		sb, err := b.scratchBuf("sx", 4*n/blk)
+		if err != nil {
+			return err
+		}
+		sx = sb.ptr
+		return b.launch("a8_sums", ceilDiv(int(n/blk), 8), 1, 256, 0, xq, sb.ptr, n, blk)
+	}
+	switch mx.f {
+	case fmtQ4:
+		rb, err := b.scratchBuf("xq0", n)
+		if err != nil {
+			return err
+		}
+		if err := b.launch("a8_q4order", ceilDiv(int(n/8), 256), 1, 256, 0, xq, rb.ptr, n); err != nil {
+			return err
+		}
+		if err := sums(128); err != nil {
+			return err
+		}
+		ptrs = []cu.DevicePtr{rb.ptr}
+	case fmtBits:
+		if err := sums(int64(min(mx.g, 128))); err != nil {
+			return err
+		}
+		ptrs = []cu.DevicePtr{xq}
+	default:
+		eb, err := b.scratchBuf("xq0", n/2)
+		if err != nil {
+			return err
+		}
+		ob, err := b.scratchBuf("xq1", n/2)
+		if err != nil {
+			return err
+		}
+		if err := b.launch("a8_split", ceilDiv(int(n/2), 256), 1, 256, 0, xq, eb.ptr, ob.ptr, n); err != nil {
+			return err
+		}
+		ptrs = []cu.DevicePtr{eb.ptr, ob.ptr}
+	}
+	return mx.withWords(func() error {
+		name, args := mx.a8Args(ptrs, xs, sx)
+		return mx.launch(name, args, &buffer{ptr: dst}, batch)
+	})
+}
+
+// MulI32Buf has no device path for these formats (they have scales):
+// the host path returns MulI32's error.
+func (mx *Matrix) MulI32Buf(dst, x devbuf.Buf, batch int) error { return devbuf.ErrNoDevicePath }
+
+// The int8 matrices (Int8Matrix, ANSMatrix) multiply int8 Bufs on the
+// device (MulI32Buf); their other multiplies have no path anywhere.
+func (int8Only) MulF16Buf(dst, x devbuf.Buf, batch int) error      { return devbuf.ErrNoDevicePath }
+func (int8Only) QuantizeBuf(xq, xs, x devbuf.Buf, batch int) error { return devbuf.ErrNoDevicePath }
+func (int8Only) MulI8Buf(dst, xq, xs devbuf.Buf, batch int) error  { return devbuf.ErrNoDevicePath }
+func (int8Only) MulA8Buf(dst, x devbuf.Buf, batch int) error       { return devbuf.ErrNoDevicePath }
+
+// MulI32Buf queues dst = W x exactly for batch int8 vectors in device
+// memory; a corrupted stream is reported by the next Wait or Read.
+func (mx *ANSMatrix) MulI32Buf(dst, x devbuf.Buf, batch int) error {
+	return mulI32Buf(mx, dst, x, batch)
+}
+
+// MulI32Buf queues dst = W x exactly for batch int8 vectors in device
+// memory.
+func (mx *Int8Matrix) MulI32Buf(dst, x devbuf.Buf, batch int) error {
+	return mulI32Buf(mx, dst, x, batch)
+}
+
+func mulI32Buf(mx ChainMat, dst, x devbuf.Buf, batch int) error {
+	b := mx.backend()
+	return b.do(func() error {
+		if mx.isClosed() {
+			return ErrClosed
+		}
+		ps, err := b.devBufs(namesDX, dst, x)
+		if err != nil {
+			return err
+		}
+		sb, err := b.ansStatus()
+		if err != nil {
+			return err
+		}
+		tag := slices.Index(b.ansQueued, mx.Kernel())
+		if tag < 0 {
+			tag = len(b.ansQueued)
+			b.ansQueued = append(b.ansQueued, mx.Kernel())
+		}
+		rows, cols := mx.Rows(), mx.Cols()
+		for v := 0; v < batch; v++ {
+			if err := mx.enqueue(ps[1]+cu.DevicePtr(v*cols), ps[0]+cu.DevicePtr(4*v*rows), sb.ptr, int64(tag)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// ansStatus returns the status buffer of the int8 multiplies on buffers,
+// zeroed when first made (CUDA thread).
+func (b *Backend) ansStatus() (*buffer, error) {
+	if sb, ok := b.scratch["ansbufstatus"]; ok {
+		return sb, nil
+	}
+	sb, err := b.scratchBuf("ansbufstatus", 16)
+	if err != nil {
+		return nil, err
+	}
+	if err := cu.MemsetD32(sb.ptr, 0, 4); err != nil {
+		return nil, fmt.Errorf("cuda: zeroing the status: %w", err)
+	}
+	return sb, nil
+}

@@ -1,0 +1,63 @@
+package dispatch
+
+import "github.com/qgemv/qgemv/internal/devbuf"
+
+// Device is implemented by backends whose vectors live in device memory
+// (CUDA): the root package's Buffers are then Bufs, and the multiplies
+// and element-wise operations on them are queued on the device's stream
+// in call order, without copies to or from the host. Backends without it
+// (the CPU, OpenCL for now) keep buffers in host memory.
+//
+// Every operation returns once its work is queued; a fault met by queued
+// work (a NaN reaching an on-device quantization, a corrupted entropy-
+// coded stream) is returned by the next Wait or Buf.Read, once. An
+// operation the device has no kernel for returns ErrNoDevicePath, and
+// the caller runs it on the host between a Read and a Write.
+type Device interface {
+	// NewBuf allocates size bytes of device memory, zeroed. Asking for
+	// more than the device has is an error; the backend keeps working.
+	NewBuf(size int64) (Buf, error)
+	// Wait waits for all queued work and returns the first fault it met.
+	Wait() error
+	// SwiGLU queues dst[i] = g[i] / (1 + exp(-g[i])) * u[i], i < n
+	// (float32 Bufs; dst may be g or u).
+	SwiGLU(dst, g, u Buf, n int) error
+	// Add queues dst[i] = a[i] + b[i], i < n.
+	Add(dst, a, b Buf, n int) error
+	// Scale queues dst[i] = s * a[i], i < n.
+	Scale(dst, a Buf, s float32, n int) error
+	// Requantize queues dst[i] = layout.Requantize's int8 of alpha *
+	// src[i] (src int32, dst int8), i < n: bit-exact.
+	Requantize(dst, src Buf, alpha float32, n int) error
+}
+
+// Buf is device memory a Device allocated. Write and Read copy bytes at
+// a byte offset; Read waits for the work queued before it and returns
+// its first fault, as Device.Wait does.
+type Buf = devbuf.Buf
+
+// DeviceMatrix is implemented by the matrices of a Device backend that
+// multiply Bufs on the device. Shapes are the caller's to check: x holds
+// at least batch*Cols float32 values (batch*PaddedCols int8 values and
+// batch*PaddedCols/128 scales for the quantized forms), dst at least
+// batch*Rows. Each method returns ErrNoDevicePath where the format or
+// activation has no device kernel.
+type DeviceMatrix interface {
+	// MulF16Buf multiplies float32 activations rounded to binary16
+	// (round to nearest even): MulF16 of the rounded values.
+	MulF16Buf(dst, x Buf, batch int) error
+	// MulA8Buf quantizes float32 activations on the device as
+	// QuantizeBuf does and multiplies them: MulA8, bit-exact.
+	MulA8Buf(dst, x Buf, batch int) error
+	// QuantizeBuf quantizes float32 activations as layout.QuantizeA8 does
+	// (in stored column order for an act-order matrix), bit-exact.
+	QuantizeBuf(xq, xs, x Buf, batch int) error
+	// MulI8Buf multiplies activations QuantizeBuf quantized: MulI8.
+	MulI8Buf(dst, xq, xs Buf, batch int) error
+	// MulI32Buf multiplies int8 vectors exactly (the int8 formats): MulI32.
+	MulI32Buf(dst, x Buf, batch int) error
+}
+
+// ErrNoDevicePath is returned by a Device or DeviceMatrix operation that
+// has no device kernel; the caller runs the operation on the host.
+var ErrNoDevicePath = devbuf.ErrNoDevicePath
