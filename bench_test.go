@@ -225,7 +225,7 @@ var roofBuf = sync.OnceValue(func() []uint64 {
 })
 
 func BenchmarkGEMV(b *testing.B) {
-	for _, act := range []benchAct{a8, a32} {
+	for _, act := range []benchAct{a8, a16, a32} {
 		for _, s := range benchShapes {
 			for _, be := range benchBackends() {
 				b.Run(fmt.Sprintf("Q4G128/%v/%v/%s", act, s, be), func(b *testing.B) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/qgemv/qgemv/dispatch"
@@ -726,4 +727,38 @@ func (e *Engine) Requantize(dst, src *Buffer, alpha float32) error {
 	}
 	layout.Requantize(dst.i8, src.i32[:dst.n], alpha)
 	return nil
+}
+
+// KernelTime returns the device time of one multiply by mats' kernels
+// alone: iters launches back to back, rotating over mats (matrices of
+// one shape and format on this engine; give enough of them that they
+// exceed the device's cache), with activation act and batch, the
+// activations uploaded once. It is what the API's multiplies are
+// measured against (qgemv bench prints both). Backends that do not time
+// kernels alone (the CPU, OpenCL) return an error.
+func (e *Engine) KernelTime(mats []*Matrix, act Activation, batch, iters int) (time.Duration, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return 0, ErrClosed
+	}
+	kt, ok := e.be.(dispatch.KernelTimer)
+	if !ok {
+		return 0, fmt.Errorf("qgemv: kernel time: backend %s does not time kernels alone", e.be.Name())
+	}
+	if len(mats) == 0 || iters < 1 {
+		return 0, fmt.Errorf("qgemv: kernel time: %d matrices, %d iterations", len(mats), iters)
+	}
+	dm := make([]dispatch.Matrix, len(mats))
+	for i, m := range mats {
+		if m == nil || m.e != e {
+			return 0, fmt.Errorf("qgemv: kernel time: matrix %d is nil or loaded on another engine", i)
+		}
+		dm[i] = m.m
+	}
+	s, err := kt.KernelTime(dm, act.String(), batch, iters)
+	if err != nil {
+		return 0, fmt.Errorf("qgemv: kernel time: %w", err)
+	}
+	return time.Duration(s * 1e9), nil
 }

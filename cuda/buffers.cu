@@ -23,27 +23,40 @@ typedef long long i64;
 // arg32 is a float32 passed in a 64-bit parameter.
 __device__ __forceinline__ float arg32(i64 v) { return __uint_as_float((uint32_t)v); }
 
-// gather_f16 writes the binary16 activations a float kernel reads: for
+// Activation loads for the gathers: float32 rounded to binary16 (to
+// nearest even), or binary16 as is.
+__device__ __forceinline__ __half tohalf(const float *x, i64 i) { return __float2half_rn(x[i]); }
+__device__ __forceinline__ __half tohalf(const __half *x, i64 i) { return x[i]; }
+
+// gather writes the binary16 activations a float kernel reads: for
 // vector slot v < nv and stored column p < pc, the value at position
 // ((p/S)*nv + v)*S + p%S (S = pc: plain vectors one after another; S =
-// 16: the tensor-core fragment order) is x[v*cols + idx[p]] rounded to
-// binary16 (to nearest even), or 0 where idx[p] < 0 (padding) or v >=
-// batch. idx folds in the act-order permutation and the fragment order.
-extern "C" __global__ void gather_f16(const float *x, const int *idx, __half *out, i64 batch, i64 cols, i64 pc, i64 nv, i64 S) {
+// 16: the tensor-core fragment order) is x[v*cols + idx[p]] as binary16,
+// or 0 where idx[p] < 0 (padding) or v >= batch. idx folds in the
+// act-order permutation and the fragment order.
+template <typename T>
+__device__ void gather(const T *x, const int *idx, __half *out, i64 batch, i64 cols, i64 pc, i64 nv, i64 S) {
 	i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;
 	if (t >= nv * pc) return;
 	i64 v = t / pc, p = t - v * pc;
 	int c = idx[p];
-	float f = (v < batch && c >= 0) ? x[v * cols + c] : 0.0f;
-	out[((p / S) * nv + v) * S + p % S] = __float2half_rn(f);
+	out[((p / S) * nv + v) * S + p % S] = (v < batch && c >= 0) ? tohalf(x, v * cols + c) : __float2half_rn(0.0f);
 }
 
-// xsum_f16 writes the float32 sums of each vector's 128-column blocks
-// of the binary16-rounded activations in stored column order (nat: the
-// source column of each stored column, -1 for padding), for the Bits
-// tensor-core kernels: one warp per (vector slot, block); slots past
-// batch get 0.
-extern "C" __global__ void xsum_f16(const float *x, const int *nat, float *xsum, i64 batch, i64 cols, i64 pc, i64 nv) {
+extern "C" __global__ void gather_f16(const float *x, const int *idx, __half *out, i64 batch, i64 cols, i64 pc, i64 nv, i64 S) {
+	gather(x, idx, out, batch, cols, pc, nv, S);
+}
+
+extern "C" __global__ void gather_h16(const __half *x, const int *idx, __half *out, i64 batch, i64 cols, i64 pc, i64 nv, i64 S) {
+	gather(x, idx, out, batch, cols, pc, nv, S);
+}
+
+// xsum writes the float32 sums of each vector's 128-column blocks of the
+// binary16 activations in stored column order (nat: the source column of
+// each stored column, -1 for padding), for the Bits tensor-core kernels:
+// one warp per (vector slot, block); slots past batch get 0.
+template <typename T>
+__device__ void xsum(const T *x, const int *nat, float *out, i64 batch, i64 cols, i64 pc, i64 nv) {
 	i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
 	int lane = threadIdx.x & 31;
 	i64 nblk = pc / 128;
@@ -53,11 +66,19 @@ extern "C" __global__ void xsum_f16(const float *x, const int *nat, float *xsum,
 	if (v < batch) {
 		for (int k = lane; k < 128; k += 32) {
 			int c = nat[blk * 128 + k];
-			if (c >= 0) s += __half2float(__float2half_rn(x[v * cols + c]));
+			if (c >= 0) s += __half2float(tohalf(x, v * cols + c));
 		}
 	}
 	for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL, s, o);
-	if (lane == 0) xsum[w] = s;
+	if (lane == 0) out[w] = s;
+}
+
+extern "C" __global__ void xsum_f16(const float *x, const int *nat, float *out, i64 batch, i64 cols, i64 pc, i64 nv) {
+	xsum(x, nat, out, batch, cols, pc, nv);
+}
+
+extern "C" __global__ void xsum_h16(const __half *x, const int *nat, float *out, i64 batch, i64 cols, i64 pc, i64 nv) {
+	xsum(x, nat, out, batch, cols, pc, nv);
 }
 
 // quant_a8 quantizes activations exactly as layout.QuantizeA8Go: one warp

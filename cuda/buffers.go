@@ -24,7 +24,7 @@ import (
 // report what the queued kernels flagged in the status word.
 
 func init() {
-	addKernels("gather_f16", "xsum_f16", "quant_a8", "a8_sums", "a8_q4order", "a8_split", "swiglu", "add_f32", "scale_f32")
+	addKernels("gather_f16", "gather_h16", "xsum_f16", "xsum_h16", "quant_a8", "a8_sums", "a8_q4order", "a8_split", "swiglu", "add_f32", "scale_f32")
 }
 
 // bufPad is the bytes allocated past a buffer's size: kernels that load
@@ -398,42 +398,55 @@ func (mx *Matrix) MulF16Buf(dst, x devbuf.Buf, batch int) error {
 		if err != nil {
 			return err
 		}
-		nat, mma, err := mx.colTables()
+		return mx.mulF16Dev(ps[0], ps[1], false, batch)
+	})
+}
+
+// mulF16Dev queues y = W x for batch vectors at x in device memory:
+// float32 rounded to binary16, or binary16 when half (CUDA thread). The
+// gather puts them in the float kernel's order in the scratch buffer "x"
+// (with the block sums in "xsum" for the Bits tensor-core kernels).
+func (mx *Matrix) mulF16Dev(y, x cu.DevicePtr, half bool, batch int) error {
+	b := mx.b
+	nat, mma, err := mx.colTables()
+	if err != nil {
+		return err
+	}
+	pc := mx.geo.PCols
+	nv, _ := bucket(batch)
+	name, idx, S := mx.floatKernel("f16", batch), nat, pc
+	if mma != nil {
+		nv = 8
+		if batch > 8 {
+			nv = 16
+		}
+		name, _ = mx.mmaKernel(nv)
+		idx, S = mma, 16
+	}
+	xb, err := b.scratchBuf("x", 2*int64(nv*pc))
+	if err != nil {
+		return err
+	}
+	gather, sum := "gather_f16", "xsum_f16"
+	if half {
+		gather, sum = "gather_h16", "xsum_h16"
+	}
+	if err := b.launch(gather, ceilDiv(nv*pc, 256), 1, 256, 0, x, idx.ptr, xb.ptr,
+		int64(batch), int64(mx.geo.Cols), int64(pc), int64(nv), int64(S)); err != nil {
+		return err
+	}
+	if mma != nil && mx.f == fmtBits {
+		sb, err := b.scratchBuf("xsum", 4*int64(nv*pc/128))
 		if err != nil {
 			return err
 		}
-		pc := mx.geo.PCols
-		nv, _ := bucket(batch)
-		name, idx, S := mx.floatKernel("f16", batch), nat, pc
-		if mma != nil {
-			nv = 8
-			if batch > 8 {
-				nv = 16
-			}
-			name, _ = mx.mmaKernel(nv)
-			idx, S = mma, 16
-		}
-		xb, err := b.scratchBuf("x", 2*int64(nv*pc))
-		if err != nil {
+		if err := b.launch(sum, ceilDiv(nv*pc/128, 8), 1, 256, 0, x, nat.ptr, sb.ptr,
+			int64(batch), int64(mx.geo.Cols), int64(pc), int64(nv)); err != nil {
 			return err
 		}
-		if err := b.launch("gather_f16", ceilDiv(nv*pc, 256), 1, 256, 0, ps[1], idx.ptr, xb.ptr,
-			int64(batch), int64(mx.geo.Cols), int64(pc), int64(nv), int64(S)); err != nil {
-			return err
-		}
-		if mma != nil && mx.f == fmtBits {
-			sb, err := b.scratchBuf("xsum", 4*int64(nv*pc/128))
-			if err != nil {
-				return err
-			}
-			if err := b.launch("xsum_f16", ceilDiv(nv*pc/128, 8), 1, 256, 0, ps[1], nat.ptr, sb.ptr,
-				int64(batch), int64(mx.geo.Cols), int64(pc), int64(nv)); err != nil {
-				return err
-			}
-		}
-		return mx.withWords(func() error {
-			return mx.launch(name, nil, &buffer{ptr: ps[0]}, batch)
-		})
+	}
+	return mx.withWords(func() error {
+		return mx.launch(name, nil, &buffer{ptr: y}, batch)
 	})
 }
 
@@ -455,17 +468,18 @@ func (mx *Matrix) QuantizeBuf(xq, xs, x devbuf.Buf, batch int) error {
 		if err != nil {
 			return err
 		}
-		return mx.quantize(ps[0], ps[1], ps[2], batch)
+		st, err := b.statusWord()
+		if err != nil {
+			return err
+		}
+		return mx.quantize(ps[0], ps[1], ps[2], st, batch)
 	})
 }
 
-// quantize queues quant_a8 (CUDA thread).
-func (mx *Matrix) quantize(xq, xs, x cu.DevicePtr, batch int) error {
+// quantize queues quant_a8 (CUDA thread), flagging a NaN or infinity in
+// the status word st.
+func (mx *Matrix) quantize(xq, xs, x, st cu.DevicePtr, batch int) error {
 	nat, _, err := mx.colTables()
-	if err != nil {
-		return err
-	}
-	st, err := mx.b.statusWord()
 	if err != nil {
 		return err
 	}
@@ -503,20 +517,89 @@ func (mx *Matrix) MulA8Buf(dst, x devbuf.Buf, batch int) error {
 		if err != nil {
 			return err
 		}
-		pc := int64(mx.geo.PCols)
-		qb, err := b.scratchBuf("aq", int64(batch)*pc)
+		st, err := b.statusWord()
 		if err != nil {
 			return err
 		}
-		sb, err := b.scratchBuf("as", 4*int64(batch)*pc/128)
-		if err != nil {
-			return err
-		}
-		if err := mx.quantize(qb.ptr, sb.ptr, ps[1], batch); err != nil {
-			return err
-		}
-		return mx.mulI8Dev(ps[0], qb.ptr, sb.ptr, batch)
+		return mx.mulA8Dev(ps[0], ps[1], st, batch)
 	})
+}
+
+// mulA8Dev queues the quantization of batch float32 vectors at x into
+// the scratch buffers "aq" and "as" and the multiply into y (CUDA thread).
+func (mx *Matrix) mulA8Dev(y, x, st cu.DevicePtr, batch int) error {
+	b := mx.b
+	pc := int64(mx.geo.PCols)
+	qb, err := b.scratchBuf("aq", int64(batch)*pc)
+	if err != nil {
+		return err
+	}
+	sb, err := b.scratchBuf("as", 4*int64(batch)*pc/128)
+	if err != nil {
+		return err
+	}
+	if err := mx.quantize(qb.ptr, sb.ptr, x, st, batch); err != nil {
+		return err
+	}
+	return mx.mulI8Dev(y, qb.ptr, sb.ptr, batch)
+}
+
+// hostCall runs a multiply of host slices on the device (CUDA thread):
+// put copies the activations in (through pinned staging, queued), enqueue
+// queues the kernels writing dst's values into y and may flag the status
+// word st (a NaN reaching quant_a8); one copy brings the results and the
+// status back, one wait.
+func (mx *Matrix) hostCall(dst []float32, put func() error, enqueue func(y, st cu.DevicePtr) error) error {
+	b := mx.b
+	n := 4 * int64(len(dst))
+	yb, err := b.scratchBuf("y", n+4)
+	if err != nil {
+		return err
+	}
+	st := yb.ptr + cu.DevicePtr(n)
+	if err := cu.MemsetD32Async(st, 0, 1, cu.Stream{}); err != nil {
+		return fmt.Errorf("cuda: zeroing the status word: %w", err)
+	}
+	if err := put(); err != nil {
+		_ = cu.Synchronize() // queued copies finish before their staging is reused
+		return err
+	}
+	if err := enqueue(yb.ptr, st); err != nil {
+		_ = cu.Synchronize()
+		return err
+	}
+	var flag uint32
+	if n+4 > stagingMax {
+		if err := cu.Synchronize(); err != nil {
+			return fmt.Errorf("cuda: waiting for the multiply (a kernel may have failed): %w", err)
+		}
+		if err := download(yb, dst); err != nil {
+			return err
+		}
+		var f [1]uint32
+		if err := cu.MemcpyDtoH(unsafe.Pointer(&f[0]), st, 4); err != nil {
+			return fmt.Errorf("cuda: copying the status word: %w", err)
+		}
+		flag = f[0]
+	} else {
+		h, err := b.staging("out", int(n+4))
+		if err != nil {
+			return err
+		}
+		if err := cu.MemcpyDtoHAsync(h.p, yb.ptr, n+4, cu.Stream{}); err != nil {
+			return fmt.Errorf("cuda: copying %d bytes from the device: %w", n+4, err)
+		}
+		if err := cu.Synchronize(); err != nil {
+			return fmt.Errorf("cuda: waiting for the multiply (a kernel may have failed): %w", err)
+		}
+		out := h.bytes(int(n + 4))
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(dst))), n), out)
+		flag = *(*uint32)(unsafe.Pointer(&out[n]))
+	}
+	if flag != 0 {
+		return errors.New("cuda: an activation is NaN or infinite")
+	}
+	return nil
 }
 
 // mulI8Dev prepares the A8 kernel's inputs from int8 activations in

@@ -314,16 +314,16 @@ func (mx *Matrix) mulParts(dst []float32, parts []f32Part) error {
 // MulF16 multiplies binary16 activations; the kernels widen them exactly
 // (or, for Q4G128 and Bits 8/4/2 with groups of at least 128 on sm_80 and
 // later, multiply them exactly on tensor cores with float32 accumulation).
+// The activations go to the device as they are, in one copy; the device
+// gathers them into the kernel's order (mulF16Dev).
 func (mx *Matrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 	if err := mx.geo.CheckF32("cuda", len(dst), len(x), batch); err != nil {
 		return err
 	}
-	name, xp, xsum, err := mx.f16Inputs(x, batch)
-	if err != nil {
-		return err
-	}
-	return mx.run(dst, batch, func(b *Backend) (string, []any, error) {
-		return name, nil, b.putF16(xp, xsum, true)
+	return mx.do(func() error {
+		var xb *buffer
+		put := func() (err error) { xb, err = putScratch(mx.b, "xin", x, true); return err }
+		return mx.hostCall(dst, put, func(y, _ cu.DevicePtr) error { return mx.mulF16Dev(y, xb.ptr, true, batch) })
 	})
 }
 
@@ -427,7 +427,8 @@ func (mx *Matrix) floatKernel(act string, batch int) string {
 
 // MulA8 quantizes x to int8 per 128 inputs exactly as layout.QuantizeA8
 // does and multiplies with int32 accumulation: bit-exact with every
-// backend.
+// backend. The float32 activations go to the device in one copy; the
+// device quantizes them (mulA8Dev). A NaN or infinity is an error.
 func (mx *Matrix) MulA8(dst, x []float32, batch int) error {
 	if err := mx.geo.CheckF32("cuda", len(dst), len(x), batch); err != nil {
 		return err
@@ -435,15 +436,17 @@ func (mx *Matrix) MulA8(dst, x []float32, batch int) error {
 	if mx.a8err != nil {
 		return fmt.Errorf("cuda: %w", mx.a8err)
 	}
-	xq, xs, err := gpuhost.QuantizeA8("cuda", x, batch, mx.geo.Cols, mx.geo.PCols, mx.perm)
-	if err != nil {
-		return err
-	}
-	return mx.mulI8(dst, xq, xs, batch)
+	return mx.do(func() error {
+		var xb *buffer
+		put := func() (err error) { xb, err = putScratch(mx.b, "xin", x, true); return err }
+		return mx.hostCall(dst, put, func(y, st cu.DevicePtr) error { return mx.mulA8Dev(y, xb.ptr, st, batch) })
+	})
 }
 
 // MulI8 multiplies activations already quantized with layout.QuantizeA8
 // (in stored column order): xq batch*PCols values, xs batch*PCols/128.
+// They go to the device as they are; the device prepares the kernel's
+// inputs (mulI8Dev).
 func (mx *Matrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) error {
 	if err := mx.geo.CheckI8("cuda", len(dst), xq, xs, batch); err != nil {
 		return err
@@ -451,7 +454,17 @@ func (mx *Matrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) error
 	if mx.a8err != nil {
 		return fmt.Errorf("cuda: %w", mx.a8err)
 	}
-	return mx.mulI8(dst, xq, xs, batch)
+	return mx.do(func() error {
+		var qb, sb *buffer
+		put := func() (err error) {
+			if qb, err = putScratch(mx.b, "xin", xq, true); err != nil {
+				return err
+			}
+			sb, err = putScratch(mx.b, "xsin", xs, true)
+			return err
+		}
+		return mx.hostCall(dst, put, func(y, _ cu.DevicePtr) error { return mx.mulI8Dev(y, qb.ptr, sb.ptr, batch) })
+	})
 }
 
 // a8Inputs returns the int8 activations rearranged for the format's A8
@@ -484,18 +497,6 @@ func (mx *Matrix) a8Inputs(xq []int8, batch int) (act [][]int8, sx []int32) {
 		e[p], o[p] = xq[2*p], xq[2*p+1]
 	}
 	return [][]int8{e, o}, nil
-}
-
-func (mx *Matrix) mulI8(dst []float32, xq []int8, xs []float32, batch int) error {
-	act, sx := mx.a8Inputs(xq, batch)
-	return mx.run(dst, batch, func(b *Backend) (string, []any, error) {
-		ptrs, xsp, sxp, err := b.uploadA8(act, xs, sx)
-		if err != nil {
-			return "", nil, err
-		}
-		name, args := mx.a8Args(ptrs, xsp, sxp)
-		return name, args, nil
-	})
 }
 
 // uploadA8 copies the int8 activations (as a8Inputs arranged them), their

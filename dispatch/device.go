@@ -61,3 +61,13 @@ type DeviceMatrix interface {
 // ErrNoDevicePath is returned by a Device or DeviceMatrix operation that
 // has no device kernel; the caller runs the operation on the host.
 var ErrNoDevicePath = devbuf.ErrNoDevicePath
+
+// KernelTimer is implemented by device backends that time their multiply
+// kernels alone (the benchmarks compare the API's time with it).
+type KernelTimer interface {
+	// KernelTime returns the device seconds per multiply of iters
+	// launches back to back, rotating over mats (matrices of one shape
+	// and format loaded on this backend), with activation act ("A32",
+	// "A16" or "A8") and batch; the activations are uploaded once.
+	KernelTime(mats []Matrix, act string, batch, iters int) (float64, error)
+}

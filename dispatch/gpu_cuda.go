@@ -76,6 +76,7 @@ type cuBackend struct{ *cuda.Backend }
 // multiply them there.
 var (
 	_ Device       = cuBackend{}
+	_ KernelTimer  = cuBackend{}
 	_ DeviceMatrix = (*cuda.Matrix)(nil)
 	_ DeviceMatrix = (*cuda.Int8Matrix)(nil)
 	_ DeviceMatrix = (*cuda.ANSMatrix)(nil)
@@ -113,4 +114,17 @@ func (c cuBackend) Chain(dst []int8, mats []Matrix, alpha []float32, v0 []int8) 
 	}
 	copy(dst, v)
 	return nil
+}
+
+// KernelTime times the multiply kernels alone (cuda.TimeGEMV).
+func (c cuBackend) KernelTime(mats []Matrix, act string, batch, iters int) (float64, error) {
+	cm := make([]*cuda.Matrix, len(mats))
+	for i, m := range mats {
+		var ok bool
+		if cm[i], ok = m.(*cuda.Matrix); !ok {
+			return 0, fmt.Errorf("dispatch: %s: kernel time: matrix %d has no timed kernels: %w", c.Name(), i, ErrFormatNotImplemented)
+		}
+	}
+	t, err := cuda.TimeGEMV(cm, act, batch, iters)
+	return t.Seconds, err
 }

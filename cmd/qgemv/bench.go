@@ -37,6 +37,11 @@ type benchResult struct {
 	GBps          float64 `json:"gb_per_s"`
 	ReadBWGBps    float64 `json:"read_bandwidth_gb_per_s"`
 	RatioToReadBW float64 `json:"ratio_to_read_bandwidth"`
+	// KernelsUS is the sum of the gate, up and down kernels' own times
+	// (same rotation; device backends only), and BlockOverKernels the
+	// block's median over it.
+	KernelsUS        float64 `json:"kernels_us,omitempty"`
+	BlockOverKernels float64 `json:"block_over_kernels,omitempty"`
 }
 
 type ffnLayer struct{ gate, up, down *qgemv.Matrix }
@@ -221,6 +226,10 @@ func cmdBench(args []string) error {
 		ReadBWGBps:    readBW / 1e9,
 	}
 	res.RatioToReadBW = res.GBps / res.ReadBWGBps
+	if k, err := kernelSum(eng, layers, a.activation(), *iters); err == nil {
+		res.KernelsUS = us(k)
+		res.BlockOverKernels = res.BlockMedianUS / res.KernelsUS
+	}
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
@@ -231,6 +240,9 @@ func cmdBench(args []string) error {
 	fmt.Printf("  working set   %.0f MiB (%d layers rotated)\n", res.WorkingSetMiB, res.Layers)
 	fmt.Printf("  time/block    %.1f us median (mean %.1f, p10 %.1f, p90 %.1f) over %d iterations\n",
 		res.BlockMedianUS, res.BlockMeanUS, res.BlockP10US, res.BlockP90US, res.Iters)
+	if res.KernelsUS > 0 {
+		fmt.Printf("  kernels       %.1f us (gate + up + down kernels alone, same rotation): block/kernels %.2f\n", res.KernelsUS, res.BlockOverKernels)
+	}
 	fmt.Printf("  compute       %.1f GFLOPS\n", res.GFLOPS)
 	fmt.Printf("  streamed      %.2f GB/s (%.1f MB per block)\n", res.GBps, float64(bytes)/1e6)
 	if strings.HasPrefix(eng.Backend(), "cpu") {
@@ -241,6 +253,25 @@ func cmdBench(args []string) error {
 		fmt.Printf("  ratio         %.1f%% of host read bandwidth (the device's own: %s)\n", 100*res.RatioToReadBW, deviceBWHint(eng.Backend()))
 	}
 	return nil
+}
+
+// kernelSum returns the sum of the gate, up and down multiply kernels'
+// own times (Engine.KernelTime, rotating over the layers as the block
+// does), or an error where the backend does not time kernels alone.
+func kernelSum(eng *qgemv.Engine, layers []ffnLayer, act qgemv.Activation, iters int) (time.Duration, error) {
+	var sum time.Duration
+	for k := 0; k < 3; k++ {
+		mats := make([]*qgemv.Matrix, len(layers))
+		for i, l := range layers {
+			mats[i] = [3]*qgemv.Matrix{l.gate, l.up, l.down}[k]
+		}
+		d, err := eng.KernelTime(mats, act, 1, iters)
+		if err != nil {
+			return 0, err
+		}
+		sum += d
+	}
+	return sum, nil
 }
 
 // benchAct is the activation type of the FFN block.
