@@ -4,10 +4,10 @@ package opencl
 
 import (
 	_ "embed"
-	"errors"
 	"fmt"
 	"os"
 
+	"github.com/qgemv/qgemv/internal/errs"
 	"github.com/qgemv/qgemv/layout/codebook"
 )
 
@@ -25,7 +25,7 @@ const EnvPsumbook = "QGEMV_OPENCL_PSUMBOOK"
 
 // ErrCodebookA8 is returned by the int8 multiplies of codebook matrices:
 // codebooks have no exact int8 definition (as on the CPU).
-var ErrCodebookA8 = errors.New("opencl: codebook matrices multiply float activations (A32, A16), not int8")
+var ErrCodebookA8 = fmt.Errorf("opencl: codebook matrices multiply float activations (A32, A16), not int8: %w", errs.ErrFormatNotImplemented)
 
 // Codebook launch parameters: cbLocal bounds the local memory a
 // work-group's Psumbook chunk (or, dequantizing, its codebooks) takes;
