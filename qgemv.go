@@ -268,6 +268,12 @@ func (e *Engine) Load(m layout.Matrix) (*Matrix, error) {
 	}
 	rows, cols := m.Shape()
 	mat := &Matrix{e: e, m: dm, rows: rows, cols: cols, pcols: m.PaddedCols(), spec: m.Spec(), format: m.Name(), bytes: m.StreamBytes()}
+	if am, ok := m.(layout.A8Matrix); ok && am.IntegerZeros() == nil {
+		mat.a8 = true
+	}
+	if p, ok := m.(layout.Permuted); ok {
+		mat.perm = p.ColumnPerm()
+	}
 	e.matsMu.Lock()
 	e.mats[mat] = struct{}{}
 	e.matsMu.Unlock()
