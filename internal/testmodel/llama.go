@@ -521,6 +521,12 @@ func writeSafetensors(w io.Writer, ts []stTensor, seed uint64) (int64, error) {
 
 // WriteGGUFFile writes the model to path (see WriteGGUF).
 func (l Llama) WriteGGUFFile(path, mix string) (int64, error) {
+	if err := l.check(); err != nil {
+		return 0, err
+	}
+	if _, err := GGUFType(mix, "attn_q", 0, 1); err != nil {
+		return 0, err
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return 0, err
