@@ -64,8 +64,12 @@ func cmdBench(args []string) error {
 	mvD := fs.Int("d", 4096, "matvans: matrix dimension")
 	mvSigma := fs.Float64("sigma", 4, "matvans: standard deviation of the int8 elements")
 	mvReps := fs.Int("reps", 5, "matvans: chains timed (median)")
-	modelPath := fs.String("model", "", "instead of the FFN block, time every matrix of this .gguf/.safetensors file against a natively quantized twin")
-	minTime := fs.Duration("mintime", 300*time.Millisecond, "with -model: time spent per matrix")
+	modelPath := fs.String("model", "", "instead of the FFN block, load every weight matrix of this .gguf/.safetensors file and time decode steps (every matrix once, in layer order)")
+	batch := fs.Int("batch", 1, "with -model: vectors per step (tokens decoded together), 1 to 16")
+	svg := fs.String("svg", "", "with -model: also draw the per-type and per-kind times as an SVG bar chart into this file")
+	minSteps := fs.Int("steps", 20, "with -model: decode steps timed at least")
+	twin := fs.Bool("twin", false, "with -model: instead of decode steps, time each matrix against a natively quantized twin of its format and shape")
+	minTime := fs.Duration("mintime", 2*time.Second, "with -model: time spent stepping (-twin: per matrix, default 300ms)")
 	iopt := importFlags(fs, false)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -122,7 +126,7 @@ func cmdBench(args []string) error {
 	}
 	actSet := false
 	fs.Visit(func(f *flag.Flag) { actSet = actSet || f.Name == "act" })
-	if a == actA8 && !takesA8(spec) {
+	if a == actA8 && !takesA8(spec) && *modelPath == "" { // -model: per matrix
 		if actSet {
 			return fmt.Errorf("bench: %s multiplies float activations only: use -act a32 or a16", spec)
 		}
@@ -138,7 +142,26 @@ func cmdBench(args []string) error {
 	defer eng.Close()
 	if *modelPath != "" {
 		iopt.format = *format
-		return benchModel(*modelPath, *iopt, eng, a, nthreads, *minTime, *asJSON, *huge)
+		iopt.finish()
+		timeSet := false
+		fs.Visit(func(f *flag.Flag) { timeSet = timeSet || f.Name == "mintime" })
+		if *twin {
+			if !timeSet {
+				*minTime = 300 * time.Millisecond
+			}
+			return benchTwin(*modelPath, *iopt, eng, a, nthreads, *minTime, *asJSON, *huge)
+		}
+		if *batch < 1 || *batch > qgemv.MaxBatch {
+			return fmt.Errorf("bench: -batch %d: want 1 to %d", *batch, qgemv.MaxBatch)
+		}
+		if *minSteps < 1 {
+			return fmt.Errorf("bench: -steps %d must be >= 1", *minSteps)
+		}
+		return benchDecode(*modelPath, *iopt, eng, decodeOpts{batch: *batch, act: a, actSet: actSet, minTime: *minTime, minSteps: *minSteps,
+			nthreads: nthreads, huge: *huge, asJSON: *asJSON, svg: *svg, quiet: *quiet})
+	}
+	if *svg != "" || *twin || *batch != 1 {
+		return fmt.Errorf("bench: -svg, -twin and -batch apply to -model")
 	}
 
 	H, I := *hidden, *inter
