@@ -585,6 +585,10 @@ func (md *Model) Load(e *Engine, names ...string) (*Weights, error) {
 		}()
 	}
 	wg.Wait()
+	// Faulting in a tensor's first page maps its cached neighbours too
+	// (fault-around), among them pages of tensors already released: drop
+	// whatever of the mapping is resident once more.
+	md.m.Release(md.m.Data)
 	w := &Weights{byName: map[string]*Weight{}}
 	for k, i := range idx {
 		info := md.tensors[i].info
