@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/qgemv/qgemv"
 	"github.com/qgemv/qgemv/internal/hugemem"
 	"github.com/qgemv/qgemv/internal/synth"
+	"github.com/qgemv/qgemv/internal/testmodel"
 	"github.com/qgemv/qgemv/layout"
 )
 
@@ -49,27 +51,29 @@ const maxWorkingSetMiB = 65536
 
 func cmdBench(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	iters := fs.Int("iters", 200, "iterations (FFN blocks) in the burst")
+	iters := fs.Int("iters", 200, "ffn: iterations (FFN blocks) in the burst")
 	backend := fs.String("backend", "", "backend (default: best, or $QGEMV_BACKEND)")
 	threads := fs.Int("threads", 0, "CPU goroutines per multiply (0: all)")
-	act := fs.String("act", "a8", "activations: a8 (int8, VNNI), a16 (binary16) or a32 (float32)")
-	format := fs.String("format", "q4g128", "weight format: q4g128, bits<8|4|3|2|1>g<32|64|128|256>, bits<n>row, sparse12g<g>, sparse12row, cb-m<1|2>v<2|4|8>b<4|6|8|10|12>g<g>|row")
-	hidden := fs.Int("hidden", 4096, "model dimension (LLaMA-3 8B: 4096)")
-	inter := fs.Int("intermediate", 14336, "FFN intermediate dimension (LLaMA-3 8B: 14336)")
-	minWS := fs.Int("working-set-mib", -1, fmt.Sprintf("rotate over enough layers to stream at least this many MiB, 0 to %d (0: one layer, cache-resident when small; -1: $%s, else 256 or twice the last-level cache, at most 1024)", maxWorkingSetMiB, synth.WorkingSetEnv))
+	act := fs.String("act", "a8", "activations: a8 (int8, VNNI; decode: where a matrix takes them, unless given), a16 (binary16) or a32 (float32)")
+	format := fs.String("format", "q4g128", "ffn: weight format: q4g128, bits<8|4|3|2|1>g<32|64|128|256>, bits<n>row, sparse12g<g>, sparse12row, cb-m<1|2>v<2|4|8>b<4|6|8|10|12>g<g>|row (-model: the format float tensors are quantized to)")
+	hidden := fs.Int("hidden", 4096, "ffn: model dimension (LLaMA-3 8B: 4096)")
+	inter := fs.Int("intermediate", 14336, "ffn: FFN intermediate dimension (LLaMA-3 8B: 14336)")
+	minWS := fs.Int("working-set-mib", -1, fmt.Sprintf("ffn: rotate over enough layers to stream at least this many MiB, 0 to %d (0: one layer, cache-resident when small; -1: $%s, else 256 or twice the last-level cache, at most 1024)", maxWorkingSetMiB, synth.WorkingSetEnv))
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	huge := fs.Bool("hugepages", true, "copy matrices into transparent-huge-page memory (Linux); the read-bandwidth buffer uses the same memory")
-	workload := fs.String("workload", "ffn", "ffn (a LLaMA FFN block) or matvans (the MatVANS int8 chain, entropy-coded vs plain)")
+	workload := fs.String("workload", "", "decode (the default: a decode step of a generated 4-layer LLaMA-3-8B-shaped model), ffn (a LLaMA FFN block; the default when an ffn flag is given) or matvans (the MatVANS int8 chain, entropy-coded vs plain)")
+	mix := fs.String("mix", "gptq", "decode: the generated model's types: gptq (4-bit, group 128), "+strings.Join(testmodel.Mixes, ", "))
+	genLayers := fs.Int("layers", 4, "decode: the generated model's layers")
 	mvD := fs.Int("d", 4096, "matvans: matrix dimension")
 	mvSigma := fs.Float64("sigma", 4, "matvans: standard deviation of the int8 elements")
 	mvReps := fs.Int("reps", 5, "matvans: chains timed (median)")
-	modelPath := fs.String("model", "", "instead of the FFN block, load every weight matrix of this .gguf/.safetensors file and time decode steps (every matrix once, in layer order)")
-	batch := fs.Int("batch", 1, "with -model: vectors per step (tokens decoded together), 1 to 16")
-	svg := fs.String("svg", "", "with -model: also draw the per-type and per-kind times as an SVG bar chart into this file")
-	minSteps := fs.Int("steps", 20, "with -model: decode steps timed at least")
+	modelPath := fs.String("model", "", "decode steps of this .gguf/.safetensors file instead of a generated model: every weight matrix once, in layer order")
+	batch := fs.Int("batch", 1, "decode: vectors per step (tokens decoded together), 1 to 16")
+	svg := fs.String("svg", "", "decode: also draw the per-type and per-kind times as an SVG bar chart into this file")
+	minSteps := fs.Int("steps", 20, "decode: steps timed at least")
 	twin := fs.Bool("twin", false, "with -model: instead of decode steps, time each matrix against a natively quantized twin of its format and shape")
-	minTime := fs.Duration("mintime", 2*time.Second, "with -model: time spent stepping (-twin: per matrix, default 300ms)")
+	minTime := fs.Duration("mintime", 2*time.Second, "decode: time spent stepping (-twin: per matrix, default 300ms)")
 	iopt := importFlags(fs, false)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -80,6 +84,21 @@ func cmdBench(args []string) error {
 	if *threads < 0 || *threads > maxProcs() {
 		return fmt.Errorf("bench: -threads %d: want 0 (all) to %d, the logical CPUs Go uses (GOMAXPROCS)", *threads, maxProcs())
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	// The workload: -model and the decode flags mean decode steps, the
+	// FFN block's flags the FFN block; else decode steps of a generated
+	// model (what a token costs).
+	wl := *workload
+	if wl == "" {
+		wl = "decode"
+		if *modelPath == "" && (set["format"] || set["hidden"] || set["intermediate"] || set["iters"] || set["working-set-mib"]) {
+			wl = "ffn"
+		}
+	}
+	if *modelPath != "" && wl != "decode" {
+		return fmt.Errorf("bench: -model times decode steps, not -workload %s", wl)
+	}
 	// The goroutines the CPU multiplies use (0: GOMAXPROCS), and so the
 	// read-bandwidth threads: cpuid's logical-core count can be smaller
 	// (one socket's, or a VM's topology).
@@ -87,7 +106,8 @@ func cmdBench(args []string) error {
 	if nthreads == 0 {
 		nthreads = maxProcs()
 	}
-	if *workload == "matvans" {
+	switch wl {
+	case "matvans":
 		if *mvReps < 1 {
 			return fmt.Errorf("bench: -reps %d must be >= 1", *mvReps)
 		}
@@ -99,9 +119,60 @@ func cmdBench(args []string) error {
 		}
 		defer eng.Close()
 		return benchMatVANS(eng, *mvD, 10, *mvReps, *mvSigma, nthreads, *asJSON)
+	case "decode":
+		a, err := parseAct(*act)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		if _, err := layout.ParseFormatSpec(*format); err != nil {
+			return fmt.Errorf("bench: -format: %w", err)
+		}
+		if *batch < 1 || *batch > qgemv.MaxBatch {
+			return fmt.Errorf("bench: -batch %d: want 1 to %d", *batch, qgemv.MaxBatch)
+		}
+		if *minSteps < 1 {
+			return fmt.Errorf("bench: -steps %d must be >= 1", *minSteps)
+		}
+		if _, err := synth.WorkingSet(); err != nil { // the read-bandwidth buffer's size
+			return fmt.Errorf("bench: %w", err)
+		}
+		if *twin && *modelPath == "" {
+			return fmt.Errorf("bench: -twin applies to -model")
+		}
+		eng, err := qgemv.Open(qgemv.WithBackend(*backend), qgemv.WithThreads(*threads), qgemv.WithHugePages(*huge))
+		if err != nil {
+			return err
+		}
+		defer eng.Close()
+		iopt.format = *format
+		iopt.finish()
+		if *twin {
+			if !set["mintime"] {
+				*minTime = 300 * time.Millisecond
+			}
+			return benchTwin(*modelPath, *iopt, eng, a, nthreads, *minTime, *asJSON, *huge)
+		}
+		path := *modelPath
+		if path == "" {
+			dir, err := os.MkdirTemp("", "qgemv-bench-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			if path, err = generateModel(dir, *mix, *genLayers, *quiet || *asJSON); err != nil {
+				return fmt.Errorf("bench: %w", err)
+			}
+		}
+		return benchDecode(path, *iopt, eng, decodeOpts{batch: *batch, act: a, actSet: set["act"], minTime: *minTime, minSteps: *minSteps,
+			nthreads: nthreads, huge: *huge, asJSON: *asJSON, svg: *svg, quiet: *quiet})
+	case "ffn":
+	default:
+		return fmt.Errorf("bench: -workload %q: want decode, ffn or matvans", wl)
 	}
-	if *workload != "ffn" {
-		return fmt.Errorf("bench: -workload %q: want ffn or matvans", *workload)
+	for _, f := range []string{"svg", "twin", "batch", "steps", "mix", "layers"} {
+		if set[f] {
+			return fmt.Errorf("bench: -%s applies to decode steps, not the FFN block", f)
+		}
 	}
 	if *iters < 1 {
 		return fmt.Errorf("bench: -iters %d must be >= 1", *iters)
@@ -124,10 +195,8 @@ func cmdBench(args []string) error {
 	if err != nil {
 		return fmt.Errorf("bench: -format: %w", err)
 	}
-	actSet := false
-	fs.Visit(func(f *flag.Flag) { actSet = actSet || f.Name == "act" })
-	if a == actA8 && !takesA8(spec) && *modelPath == "" { // -model: per matrix
-		if actSet {
+	if a == actA8 && !takesA8(spec) {
+		if set["act"] {
 			return fmt.Errorf("bench: %s multiplies float activations only: use -act a32 or a16", spec)
 		}
 		a = actA32
@@ -140,29 +209,6 @@ func cmdBench(args []string) error {
 		return err
 	}
 	defer eng.Close()
-	if *modelPath != "" {
-		iopt.format = *format
-		iopt.finish()
-		timeSet := false
-		fs.Visit(func(f *flag.Flag) { timeSet = timeSet || f.Name == "mintime" })
-		if *twin {
-			if !timeSet {
-				*minTime = 300 * time.Millisecond
-			}
-			return benchTwin(*modelPath, *iopt, eng, a, nthreads, *minTime, *asJSON, *huge)
-		}
-		if *batch < 1 || *batch > qgemv.MaxBatch {
-			return fmt.Errorf("bench: -batch %d: want 1 to %d", *batch, qgemv.MaxBatch)
-		}
-		if *minSteps < 1 {
-			return fmt.Errorf("bench: -steps %d must be >= 1", *minSteps)
-		}
-		return benchDecode(*modelPath, *iopt, eng, decodeOpts{batch: *batch, act: a, actSet: actSet, minTime: *minTime, minSteps: *minSteps,
-			nthreads: nthreads, huge: *huge, asJSON: *asJSON, svg: *svg, quiet: *quiet})
-	}
-	if *svg != "" || *twin || *batch != 1 {
-		return fmt.Errorf("bench: -svg, -twin and -batch apply to -model")
-	}
 
 	H, I := *hidden, *inter
 	perLayer := int64(0)
@@ -306,6 +352,29 @@ func cmdBench(args []string) error {
 		fmt.Printf("  act. quant    %.1f%% of the time\n", res.QuantOverheadP)
 	}
 	return nil
+}
+
+// generateModel writes a LLaMA-3-8B-shaped model with layers blocks of
+// mix's types into dir and returns its path (bench's decode workload).
+func generateModel(dir, mix string, layers int, quiet bool) (string, error) {
+	l := testmodel.Llama3_8B(layers)
+	t0 := time.Now()
+	var path string
+	if mix == "gptq" {
+		var err error
+		if path, err = l.WriteGPTQ(dir, testmodel.GPTQConfig{Bits: 4, Group: 128}); err != nil {
+			return "", err
+		}
+	} else {
+		path = filepath.Join(dir, "model.gguf")
+		if _, err := l.WriteGGUFFile(path, mix); err != nil {
+			return "", fmt.Errorf("-mix %s: %w (or gptq)", mix, err)
+		}
+	}
+	if !quiet {
+		fmt.Fprintf(os.Stderr, "generated a %d-layer LLaMA-3-8B-shaped %s model with random weights in %.1f s\n", layers, mix, time.Since(t0).Seconds())
+	}
+	return path, nil
 }
 
 // benchAct is the activation type of the FFN block: Mul with A8 or A32,

@@ -220,6 +220,18 @@ func TestBenchDecode(t *testing.T) {
 		}
 		checkSVG(t, raw, len(r.PerType)+len(r.PerKind))
 	}
+	// The default workload: a generated LLaMA-3-8B-shaped GPTQ model (one
+	// layer here), removed afterwards.
+	out, err := capture(t, func() error {
+		return cmdBench([]string{"-layers", "1", "-mintime", "1ms", "-steps", "2", "-quiet", "-hugepages=false", "-json"})
+	})
+	var r decodeResult
+	if err != nil || json.Unmarshal([]byte(out), &r) != nil || len(r.Tensors) != 7 || r.Tensors[6].Kind != "ffn_down" || r.Tensors[6].Rows != 4096 || r.Tensors[6].Cols != 14336 {
+		t.Fatalf("bench -layers 1: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(r.File); !os.IsNotExist(err) {
+		t.Errorf("the generated model %s is still there: %v", r.File, err)
+	}
 	// Text output, and the old comparison against native twins.
 	if out, err := capture(t, func() error {
 		return cmdBench([]string{"-model", sp, "-mintime", "1ms", "-steps", "2", "-quiet", "-hugepages=false"})
@@ -231,8 +243,12 @@ func TestBenchDecode(t *testing.T) {
 		{"-model", gp, "-batch", "0"},
 		{"-model", gp, "-steps", "0"},
 		{"-model", filepath.Join(dir, "missing.gguf")},
-		{"-model", gp, "-act", "a8"}, // Q4_K takes float activations only
-		{"-svg", "x.svg"},            // without -model
+		{"-model", gp, "-act", "a8"},          // Q4_K takes float activations only
+		{"-svg", "x.svg", "-workload", "ffn"}, // the FFN block draws nothing
+		{"-model", gp, "-workload", "ffn"},
+		{"-workload", "decode", "-mix", "q5_0", "-layers", "1"},
+		{"-workload", "decode", "-layers", "0"},
+		{"-twin", "-workload", "decode"}, // without -model
 	} {
 		if _, err := capture(t, func() error { return cmdBench(append(args, "-mintime", "1ms", "-quiet", "-hugepages=false")) }); err == nil {
 			t.Errorf("bench %v: no error", args)
