@@ -436,30 +436,54 @@ func swiglu(h, gate, up []float32) {
 // cmdBench has checked), in bytes per second; huge puts the buffer in
 // huge-page memory, as the matrices are.
 func measureReadBW(threads int, huge bool) float64 {
+	m := newReadMeter(threads, huge)
+	defer m.free()
+	var rates []float64
+	for range 5 {
+		rates = append(rates, m.read())
+	}
+	slices.Sort(rates)
+	return rates[2]
+}
+
+// readMeter times streaming reads of one buffer beyond the last-level
+// cache, for read-bandwidth samples taken between timed calls.
+type readMeter struct {
+	buf     []uint64
+	blk     *hugemem.Block
+	threads int
+}
+
+func newReadMeter(threads int, huge bool) *readMeter {
 	ws, err := synth.WorkingSet()
 	if err != nil {
 		ws = synth.BeyondLLC
 	}
-	var buf []uint64
+	m := &readMeter{threads: threads}
 	if huge {
-		blk := hugemem.Alloc(int(ws))
-		defer blk.Free()
-		buf = unsafe.Slice((*uint64)(unsafe.Pointer(&blk.Bytes[0])), ws/8)
+		m.blk = hugemem.Alloc(int(ws))
+		m.buf = unsafe.Slice((*uint64)(unsafe.Pointer(&m.blk.Bytes[0])), ws/8)
 	} else {
-		buf = make([]uint64, ws/8)
+		m.buf = make([]uint64, ws/8)
 	}
-	for i := range buf {
-		buf[i] = uint64(i)
+	for i := range m.buf {
+		m.buf[i] = uint64(i)
 	}
-	qgemv.StreamRead(buf, threads)
-	var rates []float64
-	for range 5 {
-		t0 := time.Now()
-		qgemv.StreamRead(buf, threads)
-		rates = append(rates, float64(len(buf)*8)/time.Since(t0).Seconds())
+	qgemv.StreamRead(m.buf, threads) // fault in, warm the workers
+	return m
+}
+
+// read returns the rate of one read of the buffer in bytes per second.
+func (m *readMeter) read() float64 {
+	t0 := time.Now()
+	qgemv.StreamRead(m.buf, m.threads)
+	return float64(len(m.buf)*8) / time.Since(t0).Seconds()
+}
+
+func (m *readMeter) free() {
+	if m.blk != nil {
+		m.blk.Free()
 	}
-	slices.Sort(rates)
-	return rates[2]
 }
 
 type progress struct {

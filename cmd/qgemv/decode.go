@@ -260,7 +260,11 @@ func benchDecode(path string, iopt importOpts, eng *qgemv.Engine, o decodeOpts) 
 		return time.Since(start), nil
 	}
 
-	bw1 := measureReadBW(o.nthreads, o.huge)
+	// The read bandwidth is sampled between the steps, so that it and the
+	// steps see the same machine (a shared VM's bandwidth drifts by half
+	// within minutes).
+	meter := newReadMeter(o.nthreads, o.huge)
+	defer meter.free()
 	for range 2 { // warm-up: caches, pages, workers
 		if _, err := step(); err != nil {
 			return err
@@ -270,6 +274,7 @@ func benchDecode(path string, iopt importOpts, eng *qgemv.Engine, o decodeOpts) 
 		p.times = p.times[:0]
 	}
 	var steps []time.Duration
+	var rates []float64
 	prog := newProgress(os.Stderr, 100, o.quiet || o.asJSON)
 	start := time.Now()
 	for len(steps) < o.minSteps || time.Since(start) < o.minTime {
@@ -278,11 +283,13 @@ func benchDecode(path string, iopt importOpts, eng *qgemv.Engine, o decodeOpts) 
 			return err
 		}
 		steps = append(steps, d)
+		rates = append(rates, meter.read())
 		prog.update(min(100, max(100*len(steps)/o.minSteps, int(100*time.Since(start)/max(o.minTime, 1)))))
 	}
 	prog.update(100)
 	prog.done()
-	bw := (bw1 + measureReadBW(o.nthreads, o.huge)) / 2
+	slices.Sort(rates)
+	bw := rates[len(rates)/2]
 
 	med := func(ds []time.Duration) time.Duration {
 		s := slices.Clone(ds)
@@ -388,7 +395,7 @@ func printDecode(r *decodeResult) {
 	fmt.Printf("  time/step     %.1f us median (p10 %.1f, p90 %.1f) over %d steps: %.1f tokens/s\n",
 		r.StepMedianUS, r.StepP10US, r.StepP90US, r.Steps, r.TokensPerSecond)
 	fmt.Printf("  streamed      %.2f GB/s (%.1f MB per step)\n", r.GBps, float64(r.BytesPerStep)/1e6)
-	fmt.Printf("  read BW       %.2f GB/s (measured in this run, %d threads)\n", r.ReadBWGBps, r.Threads)
+	fmt.Printf("  read BW       %.2f GB/s (median of reads between the steps, %d threads)\n", r.ReadBWGBps, r.Threads)
 	fmt.Printf("  ratio         %.1f%% of read bandwidth\n", 100*r.RatioToReadBW)
 	fmt.Printf("  inputs        %.1f us per step (activation quantization, once per shared input)\n", r.InputUS)
 	for _, t := range []struct {
