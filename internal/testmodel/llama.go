@@ -285,7 +285,7 @@ func fillRandom(rng *rand.Rand, b []byte) {
 
 // putHalf stores a binary16 value drawn uniformly from [lo, hi).
 func putHalf(rng *rand.Rand, b []byte, lo, hi float64) {
-	binary.LittleEndian.PutUint16(b, uint16(layout.ToFP16(float32(lo+rng.Float64()*(hi-lo)))))
+	binary.LittleEndian.PutUint16(b, uint16(layout.ToFP16(float32(lo+float64(rng.Float64()*(hi-lo))))))
 }
 
 // fillBlocks fills b with random blocks of ggml type typ whose binary16
