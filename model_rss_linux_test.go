@@ -146,7 +146,10 @@ func TestModelResident(t *testing.T) {
 			if r[1] > size/20 {
 				t.Errorf("%s %s: %d file-backed bytes stay resident after loading a %d-byte file", mix, how, r[1], size)
 			}
-			if r[0]+r[1] > base[0]+base[1]+size/20 {
+			// With huge pages the engine's copies end in partly used 2 MiB
+			// pages, which the kernel grants or not from run to run: only
+			// the file-backed part is Load's there.
+			if how == "load" && r[0]+r[1] > base[0]+base[1]+size/20 {
 				t.Errorf("%s %s: %d bytes resident, importing by hand and unmapping %d: more than 5%% of the file's %d bytes above",
 					mix, how, r[0]+r[1], base[0]+base[1], size)
 			}
