@@ -164,7 +164,6 @@ func (md *Model) openGGUF() error {
 		if len(t.Dims) < 2 {
 			continue // norms, biases
 		}
-		t := t
 		mt := modelTensor{info: TensorInfo{Name: t.Name, Type: t.Type.String(), Bytes: int64(len(t.Data)), ImportsAs: t.ImportsAs()}, parts: [][]byte{t.Data}}
 		mt.info.Layer, mt.info.Kind = classify(t.Name)
 		rows, cols, err := t.Shape2D()

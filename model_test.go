@@ -367,4 +367,12 @@ func TestModelTruncated(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Errorf("closing weights of a closed engine: %v", err)
 	}
+	md, _ = qgemv.OpenModel(g)
+	defer md.Close()
+	if _, err := md.Load(eng); !errors.Is(err, qgemv.ErrClosed) {
+		t.Errorf("Load onto a closed engine: %v", err)
+	}
+	if _, err := md.Load(nil); err == nil {
+		t.Error("Load onto a nil engine: no error")
+	}
 }
