@@ -339,6 +339,15 @@ func benchDecode(path string, iopt importOpts, eng *qgemv.Engine, o decodeOpts) 
 		add(types, &typeOrder, p.w.Info.Type, p.w.Format(), p.act, bytes, m)
 		add(kinds, &kindOrder, kind, p.w.Format(), p.act, bytes, m)
 	}
+	// The activation types the matrices ran with (-act a8 prefers int8).
+	var acts []string
+	for _, t := range res.Tensors {
+		if !slices.Contains(acts, t.Activation) {
+			acts = append(acts, t.Activation)
+		}
+	}
+	slices.Sort(acts)
+	res.Activation = strings.Join(acts, "+")
 	res.GBps = float64(res.BytesPerStep) / res.StepMedianUS / 1e3
 	res.RatioToReadBW = res.GBps / res.ReadBWGBps
 	for _, g := range []struct {

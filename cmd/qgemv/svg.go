@@ -42,6 +42,9 @@ func writeDecodeSVG(w io.Writer, r *decodeResult) error {
 		height += headH + rowH*len(p.rows) + gap
 	}
 	height += rowH + 30
+	if len(r.NotLoaded) > 0 {
+		height += 20
+	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `<?xml version="1.0" encoding="UTF-8"?>
 <svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="13">
@@ -50,7 +53,7 @@ func writeDecodeSVG(w io.Writer, r *decodeResult) error {
 `, width, height, width, height, svgEsc(filepath.Base(r.File)), width, height)
 	fmt.Fprintf(&b, `<text x="%d" y="26" font-size="17" font-weight="bold">Decode step: %s (%s, %.0f MB), batch %d, %s, %d threads</text>
 `, labelX, svgEsc(filepath.Base(r.File)), svgEsc(r.FileFormat), float64(r.FileBytes)/1e6, r.Batch, svgEsc(r.Activation), r.Threads)
-	fmt.Fprintf(&b, `<text x="%d" y="50">%.2f ms per step (%.1f tokens/s): %d matrices, %.1f MB at %.2f GB/s = %.1f%% of the read bandwidth (%.2f GB/s, measured in the same run)</text>
+	fmt.Fprintf(&b, `<text x="%d" y="50">%.2f ms per step (%.1f tokens/s): %d matrices, %.1f MB at %.2f GB/s = %.1f%% of the read bandwidth (%.2f GB/s, sampled between the steps)</text>
 `, labelX, r.StepMedianUS/1e3, r.TokensPerSecond, len(r.Tensors), float64(r.BytesPerStep)/1e6, r.GBps, 100*r.RatioToReadBW, r.ReadBWGBps)
 	fmt.Fprintf(&b, `<text x="%d" y="72" fill="#555555">Blue: median time per step of the group's matrices. Orange: their bytes over that time as a share of the read bandwidth (dashed line: 100%%).</text>
 `, labelX)
@@ -84,6 +87,15 @@ func writeDecodeSVG(w io.Writer, r *decodeResult) error {
 		y += gap
 	}
 	row("input preparation (all stages)", r.InputUS, 0, false, " (activation quantization)")
+	if len(r.NotLoaded) > 0 {
+		note := fmt.Sprintf("Not loaded, so not in the step: %d matrices", len(r.NotLoaded))
+		if len(r.NotLoaded) == 1 {
+			note = "Not loaded, so not in the step: 1 matrix"
+		}
+		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#a03020">%s (qgemv inspect says why)</text>
+`, labelX, y+18, svgEsc(note))
+		y += 20
+	}
 	fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#555555">qgemv bench -model, backend %s%s</text>
 </svg>
 `, labelX, y+18, svgEsc(r.Backend), map[bool]string{true: ", huge pages", false: ""}[r.HugePages])
