@@ -171,15 +171,11 @@ func ExampleOpenModel() {
 		if st.Layer != 0 {
 			break
 		}
-		mats := make([]*qgemv.Matrix, len(st.Weights))
-		for i, wt := range st.Weights {
-			mats[i] = wt.Matrix
-		}
-		in, err := eng.NewSharedInput(mats...) // keep it to reuse every step
+		in, err := eng.NewSharedInput(st.Matrices()...) // keep it to reuse every step
 		if err != nil {
 			log.Fatal(err)
 		}
-		x := make([]float32, mats[0].Cols())
+		x := make([]float32, st.Weights[0].Cols())
 		for i := range x {
 			x[i] = float32(math.Sin(float64(i)))
 		}

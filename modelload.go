@@ -165,6 +165,15 @@ type Stage struct {
 	Weights []*Weight
 }
 
+// Matrices returns the stage's matrices, e.g. for Engine.NewSharedInput.
+func (s Stage) Matrices() []*Matrix {
+	out := make([]*Matrix, len(s.Weights))
+	for i, w := range s.Weights {
+		out[i] = w.Matrix
+	}
+	return out
+}
+
 // Stages returns the loaded weights in the order one decode step
 // multiplies them: layer by layer (attn_q/k/v, attn_output,
 // ffn_gate/up, ffn_down, then the layer's other weights), weights of no

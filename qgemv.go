@@ -31,7 +31,7 @@
 //	w, err := md.Load(eng)             // w.Failed() lists what did not load, and why
 //	md.Close()                         // the loaded weights do not alias the file
 //	for _, st := range w.Stages() {    // layer by layer: q/k/v, o, gate/up, down
-//		in, err := eng.NewSharedInput(matrices(st)...)
+//		in, err := eng.NewSharedInput(st.Matrices()...)
 //		err = in.Set(x, 1, qgemv.A8)   // quantized once
 //		err = in.Mul(i, y)             // each matrix i of the stage
 //	}
