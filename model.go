@@ -336,9 +336,9 @@ func (md *Model) describeQuantized(mt *modelTensor, f *safetensors.File, p strin
 			return
 		}
 		mt.info.Rows, mt.info.Cols = out, in
-		mt.info.ImportsAs = fmt.Sprintf("bits%d%s exact", b, layout.GroupName(gptqGroup(in, groups)))
+		mt.info.ImportsAs = bitsName(b, gptqGroup(in, groups)) + " exact (fp16 metadata)"
 		if g, ok := f.Tensors[p+".g_idx"]; ok && !trivialGIdx(g, in, groups) {
-			mt.info.ImportsAs += " (act-order permutation)"
+			mt.info.ImportsAs += ", act-order permutation"
 		}
 	case hfquant.KindAWQ:
 		if q.Bits != 0 && q.Bits != 4 {
@@ -356,7 +356,7 @@ func (md *Model) describeQuantized(mt *modelTensor, f *safetensors.File, p strin
 			return
 		}
 		mt.info.Rows, mt.info.Cols = out, in
-		mt.info.ImportsAs = fmt.Sprintf("bits4%s exact", layout.GroupName(gptqGroup(in, groups)))
+		mt.info.ImportsAs = bitsName(4, gptqGroup(in, groups)) + " exact (fp16 metadata)"
 	case hfquant.KindHQQ:
 		rows, cols := q.HQQRows, q.HQQCols
 		if t, ok := f.Tensors[p+".shape"]; ok {
@@ -365,7 +365,7 @@ func (md *Model) describeQuantized(mt *modelTensor, f *safetensors.File, p strin
 			}
 		}
 		mt.info.Rows, mt.info.Cols = rows, cols
-		mt.info.ImportsAs = "bits exact (HQQ)"
+		mt.info.ImportsAs = "Bits exact (HQQ: binary16 or float32 metadata, as stored)"
 	}
 	mt.load = func() (layout.Matrix, error) {
 		b, _, err := hfquant.Load(f, p, opt)
@@ -374,6 +374,15 @@ func (md *Model) describeQuantized(mt *modelTensor, f *safetensors.File, p strin
 		}
 		return b, nil
 	}
+}
+
+// bitsName is layout.Bits.Name of n bits and groups of g columns (0: a
+// row).
+func bitsName(n, g int) string {
+	if g == 0 {
+		return fmt.Sprintf("Bits%dRow", n)
+	}
+	return fmt.Sprintf("Bits%dG%d", n, g)
 }
 
 // gptqGroup is the Bits group of in inputs in groups groups (0: a row).

@@ -73,6 +73,9 @@ func checkWeights(t *testing.T, md *qgemv.Model, wantLoaded int) {
 		if x.Rows() != x.Info.Rows || x.Cols() != x.Info.Cols {
 			t.Fatalf("%s: loaded %dx%d, listed %dx%d", x.Info.Name, x.Rows(), x.Cols(), x.Info.Rows, x.Info.Cols)
 		}
+		if how == "exact" && x.Info.Type != "HQQ" && !strings.HasPrefix(x.Info.ImportsAs, x.Format()+" ") {
+			t.Fatalf("%s: listed as importing as %q, loaded as %s", x.Info.Name, x.Info.ImportsAs, x.Format())
+		}
 		in := synth.Vector(x.Cols(), 5)
 		y := make([]float32, x.Rows())
 		if err := x.Mul(y, in, 1, qgemv.A32); err != nil {
