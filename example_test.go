@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"log"
 	"math"
+	"os"
+	"path/filepath"
 
 	"github.com/qgemv/qgemv"
+	"github.com/qgemv/qgemv/internal/testmodel"
 	"github.com/qgemv/qgemv/layout"
 )
 
@@ -127,4 +130,73 @@ func ExampleEngine_Load_bits() {
 	// Bits2G64 A32: 128.0 128.0
 	// Bits2G64 A16: 128.0 128.0
 	// Bits2G64 A8:  128.0 128.0
+}
+
+// A model file through the library: open it (memory-mapped), list its
+// weight matrices, load them onto an engine, and run layer 0's
+// projections in decode order, the matrices of a stage (q, k and v;
+// gate and up) sharing one quantized input.
+func ExampleOpenModel() {
+	// A small LLaMA-shaped GGUF with random Q4_0 weights (qgemv genmodel
+	// writes full-size ones; any .gguf or GPTQ/AWQ/HQQ .safetensors works).
+	dir, err := os.MkdirTemp("", "qgemv-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "model.gguf")
+	l := testmodel.Llama{Layers: 2, Hidden: 256, FFN: 512, KV: 128, Seed: 1}
+	if _, err := l.WriteGGUFFile(path, testmodel.MixQ4_0); err != nil {
+		log.Fatal(err)
+	}
+
+	md, err := qgemv.OpenModel(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer md.Close()
+	fmt.Printf("%s: %d weight matrices, e.g. %s %s %dx%d\n", md.Format(), len(md.Tensors()),
+		md.Tensors()[0].Name, md.Tensors()[0].Type, md.Tensors()[0].Rows, md.Tensors()[0].Cols)
+
+	eng, err := qgemv.Open()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer eng.Close()
+	w, err := md.Load(eng) // every tensor; Failed() lists those that cannot load
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, st := range w.Stages() {
+		if st.Layer != 0 {
+			break
+		}
+		in, err := eng.NewSharedInput(st.Matrices()...) // keep it to reuse every step
+		if err != nil {
+			log.Fatal(err)
+		}
+		x := make([]float32, st.Weights[0].Cols())
+		for i := range x {
+			x[i] = float32(math.Sin(float64(i)))
+		}
+		if err := in.Set(x, 1, qgemv.A8); err != nil { // quantized once
+			log.Fatal(err)
+		}
+		for i, wt := range st.Weights {
+			y := make([]float32, wt.Rows())
+			if err := in.Mul(i, y); err != nil {
+				log.Fatal(err)
+			}
+			fmt.Printf("%-11s %s %3dx%d y[0] = %.3f\n", wt.Info.Kind, wt.Format(), wt.Rows(), wt.Cols(), y[0])
+		}
+	}
+	// Output:
+	// gguf: 14 weight matrices, e.g. blk.0.ffn_down.weight Q4_0 256x512
+	// attn_q      Bits4G32 256x256 y[0] = -0.994
+	// attn_k      Bits4G32 128x256 y[0] = -0.322
+	// attn_v      Bits4G32 128x256 y[0] = -0.011
+	// attn_output Bits4G32 256x256 y[0] = 1.240
+	// ffn_gate    Bits4G32 512x256 y[0] = 0.103
+	// ffn_up      Bits4G32 512x256 y[0] = 0.559
+	// ffn_down    Bits4G32 256x512 y[0] = -0.399
 }

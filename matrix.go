@@ -17,7 +17,8 @@ type Matrix struct {
 	spec       layout.FormatSpec
 	format     string
 	bytes      int64
-	perm       []int32      // act-order: stored column j holds source column perm[j]
+	a8         bool         // takes int8 activations (layout.A8Matrix with integer zeros)
+	perm       []int32      // act-order: stored column j holds source column perm[j], or nil
 	mu         sync.RWMutex // read-held by every multiply, write-held by Close
 	closed     bool
 }
@@ -38,6 +39,13 @@ func (m *Matrix) StreamBytes() int64 { return m.bytes }
 // PaddedCols returns the int8 activations per vector MulInt8 expects
 // (Cols padded as the format stores it).
 func (m *Matrix) PaddedCols() int { return m.pcols }
+
+// TakesA8 reports whether the matrix multiplies int8 activations (Mul
+// with A8, MulInt8, SharedInput with A8): its format implements
+// layout.A8Matrix and its zero points are integers. Imported matrices
+// with offsets (GGUF Q4_1, Q4_K) and codebooks take float activations
+// only.
+func (m *Matrix) TakesA8() bool { return m.a8 }
 
 // Rows returns the number of outputs per vector.
 func (m *Matrix) Rows() int { return m.rows }

@@ -17,6 +17,25 @@
 // with the same calls on every backend that has kernels for it; a backend
 // without them answers with an error wrapping ErrFormatNotImplemented.
 //
+// # Models
+//
+// OpenModel memory-maps a GGUF or safetensors file (GPTQ, AWQ, HQQ, or
+// float tensors quantized on load) and lists its weight matrices;
+// Model.Load imports and loads them onto an engine, tensor by tensor,
+// releasing the file's pages as it goes; Weights.Stages orders them for
+// a decode step. SharedInput (and Engine.MulShared) multiplies the
+// matrices that read one input, q/k/v or gate/up, with one activation
+// quantization:
+//
+//	md, err := qgemv.OpenModel("model.gguf")
+//	w, err := md.Load(eng)             // w.Failed() lists what did not load, and why
+//	md.Close()                         // the loaded weights do not alias the file
+//	for _, st := range w.Stages() {    // layer by layer: q/k/v, o, gate/up, down
+//		in, err := eng.NewSharedInput(st.Matrices()...)
+//		err = in.Set(x, 1, qgemv.A8)   // quantized once
+//		err = in.Mul(i, y)             // each matrix i of the stage
+//	}
+//
 // # Errors
 //
 // Every entry point validates its arguments and returns an error naming
@@ -292,6 +311,9 @@ func (e *Engine) Load(m layout.Matrix) (*Matrix, error) {
 	}
 	rows, cols := m.Shape()
 	mat := &Matrix{e: e, m: dm, rows: rows, cols: cols, pcols: m.PaddedCols(), spec: m.Spec(), format: m.Name(), bytes: m.StreamBytes()}
+	if am, ok := m.(layout.A8Matrix); ok && am.IntegerZeros() == nil {
+		mat.a8 = true
+	}
 	if p, ok := m.(layout.Permuted); ok && p.ColumnPerm() != nil {
 		mat.perm = append([]int32(nil), p.ColumnPerm()...)
 	}

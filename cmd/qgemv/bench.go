@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/qgemv/qgemv"
 	"github.com/qgemv/qgemv/internal/hugemem"
 	"github.com/qgemv/qgemv/internal/synth"
+	"github.com/qgemv/qgemv/internal/testmodel"
 	"github.com/qgemv/qgemv/layout"
 )
 
@@ -52,23 +54,29 @@ const maxWorkingSetMiB = 65536
 
 func cmdBench(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	iters := fs.Int("iters", 200, "iterations (FFN blocks) in the burst")
+	iters := fs.Int("iters", 200, "ffn: iterations (FFN blocks) in the burst")
 	backend := fs.String("backend", "", "backend (default: best, or $QGEMV_BACKEND)")
 	threads := fs.Int("threads", 0, "CPU goroutines per multiply (0: all)")
-	act := fs.String("act", "a8", "activations: a8 (int8, VNNI), a16 (binary16) or a32 (float32)")
-	format := fs.String("format", "q4g128", formatHelp("weight format", nil))
-	hidden := fs.Int("hidden", 4096, "model dimension (LLaMA-3 8B: 4096)")
-	inter := fs.Int("intermediate", 14336, "FFN intermediate dimension (LLaMA-3 8B: 14336)")
-	minWS := fs.Int("working-set-mib", -1, fmt.Sprintf("rotate over enough layers to stream at least this many MiB, 0 to %d (0: one layer, cache-resident when small; -1: $%s, else 256 or twice the last-level cache, at most 1024)", maxWorkingSetMiB, synth.WorkingSetEnv))
+	act := fs.String("act", "a8", "activations: a8 (int8, VNNI; decode: where a matrix takes them, unless given), a16 (binary16) or a32 (float32)")
+	format := fs.String("format", "q4g128", formatHelp("ffn: weight format", nil)+"; -model: the format float tensors are quantized to")
+	hidden := fs.Int("hidden", 4096, "ffn: model dimension (LLaMA-3 8B: 4096)")
+	inter := fs.Int("intermediate", 14336, "ffn: FFN intermediate dimension (LLaMA-3 8B: 14336)")
+	minWS := fs.Int("working-set-mib", -1, fmt.Sprintf("ffn: rotate over enough layers to stream at least this many MiB, 0 to %d (0: one layer, cache-resident when small; -1: $%s, else 256 or twice the last-level cache, at most 1024)", maxWorkingSetMiB, synth.WorkingSetEnv))
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	huge := fs.Bool("hugepages", true, "copy matrices into transparent-huge-page memory (Linux); the read-bandwidth buffer uses the same memory")
-	workload := fs.String("workload", "ffn", "ffn (a LLaMA FFN block) or matvans (the MatVANS int8 chain, entropy-coded vs plain)")
+	workload := fs.String("workload", "", "decode (the default: a decode step of a generated 4-layer LLaMA-3-8B-shaped model), ffn (a LLaMA FFN block; the default when an ffn flag is given) or matvans (the MatVANS int8 chain, entropy-coded vs plain)")
+	mix := fs.String("mix", "gptq", "decode: the generated model's types: gptq (4-bit, group 128), "+strings.Join(testmodel.Mixes, ", "))
+	genLayers := fs.Int("layers", 4, "decode: the generated model's layers")
 	mvD := fs.Int("d", 4096, "matvans: matrix dimension")
 	mvSigma := fs.Float64("sigma", 4, "matvans: standard deviation of the int8 elements")
 	mvReps := fs.Int("reps", 5, "matvans: chains timed (median)")
-	modelPath := fs.String("model", "", "instead of the FFN block, time every matrix of this .gguf/.safetensors file against a natively quantized twin")
-	minTime := fs.Duration("mintime", 300*time.Millisecond, "with -model: time spent per matrix")
+	modelPath := fs.String("model", "", "decode steps of this .gguf/.safetensors file instead of a generated model: every weight matrix once, in layer order")
+	batch := fs.Int("batch", 1, "decode: vectors per step (tokens decoded together), 1 to 16")
+	svg := fs.String("svg", "", "decode: also draw the per-type and per-kind times as an SVG bar chart into this file")
+	minSteps := fs.Int("steps", 20, "decode: steps timed at least")
+	twin := fs.Bool("twin", false, "with -model: instead of decode steps, time each matrix against a natively quantized twin of its format and shape")
+	minTime := fs.Duration("mintime", 2*time.Second, "decode: time spent stepping (-twin: per matrix, default 300ms)")
 	iopt := importFlags(fs, false)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -79,6 +87,21 @@ func cmdBench(args []string) error {
 	if *threads < 0 || *threads > maxProcs() {
 		return fmt.Errorf("bench: -threads %d: want 0 (all) to %d, the logical CPUs Go uses (GOMAXPROCS)", *threads, maxProcs())
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	// The workload: -model and the decode flags mean decode steps, the
+	// FFN block's flags the FFN block; else decode steps of a generated
+	// model (what a token costs).
+	wl := *workload
+	if wl == "" {
+		wl = "decode"
+		if *modelPath == "" && (set["format"] || set["hidden"] || set["intermediate"] || set["iters"] || set["working-set-mib"]) {
+			wl = "ffn"
+		}
+	}
+	if *modelPath != "" && wl != "decode" {
+		return fmt.Errorf("bench: -model times decode steps, not -workload %s", wl)
+	}
 	// The goroutines the CPU multiplies use (0: GOMAXPROCS), and so the
 	// read-bandwidth threads: cpuid's logical-core count can be smaller
 	// (one socket's, or a VM's topology).
@@ -86,7 +109,8 @@ func cmdBench(args []string) error {
 	if nthreads == 0 {
 		nthreads = maxProcs()
 	}
-	if *workload == "matvans" {
+	switch wl {
+	case "matvans":
 		if *mvReps < 1 {
 			return fmt.Errorf("bench: -reps %d must be >= 1", *mvReps)
 		}
@@ -98,9 +122,60 @@ func cmdBench(args []string) error {
 		}
 		defer eng.Close()
 		return benchMatVANS(eng, *mvD, 10, *mvReps, *mvSigma, nthreads, *asJSON)
+	case "decode":
+		a, err := parseAct(*act)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		if _, err := layout.ParseFormatSpec(*format); err != nil {
+			return fmt.Errorf("bench: -format: %w", err)
+		}
+		if *batch < 1 || *batch > qgemv.MaxBatch {
+			return fmt.Errorf("bench: -batch %d: want 1 to %d", *batch, qgemv.MaxBatch)
+		}
+		if *minSteps < 1 {
+			return fmt.Errorf("bench: -steps %d must be >= 1", *minSteps)
+		}
+		if _, err := synth.WorkingSet(); err != nil { // the read-bandwidth buffer's size
+			return fmt.Errorf("bench: %w", err)
+		}
+		if *twin && *modelPath == "" {
+			return fmt.Errorf("bench: -twin applies to -model")
+		}
+		eng, err := qgemv.Open(qgemv.WithBackend(*backend), qgemv.WithThreads(*threads), qgemv.WithHugePages(*huge))
+		if err != nil {
+			return err
+		}
+		defer eng.Close()
+		iopt.format = *format
+		iopt.finish()
+		if *twin {
+			if !set["mintime"] {
+				*minTime = 300 * time.Millisecond
+			}
+			return benchTwin(*modelPath, *iopt, eng, a, nthreads, *minTime, *asJSON, *huge)
+		}
+		path := *modelPath
+		if path == "" {
+			dir, err := os.MkdirTemp("", "qgemv-bench-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			if path, err = generateModel(dir, *mix, *genLayers, *quiet || *asJSON); err != nil {
+				return fmt.Errorf("bench: %w", err)
+			}
+		}
+		return benchDecode(path, *iopt, eng, decodeOpts{batch: *batch, act: a, actSet: set["act"], minTime: *minTime, minSteps: *minSteps,
+			nthreads: nthreads, huge: *huge, asJSON: *asJSON, svg: *svg, quiet: *quiet})
+	case "ffn":
+	default:
+		return fmt.Errorf("bench: -workload %q: want decode, ffn or matvans", wl)
 	}
-	if *workload != "ffn" {
-		return fmt.Errorf("bench: -workload %q: want ffn or matvans", *workload)
+	for _, f := range []string{"svg", "twin", "batch", "steps", "mix", "layers"} {
+		if set[f] {
+			return fmt.Errorf("bench: -%s applies to decode steps, not the FFN block", f)
+		}
 	}
 	if *iters < 1 {
 		return fmt.Errorf("bench: -iters %d must be >= 1", *iters)
@@ -123,10 +198,8 @@ func cmdBench(args []string) error {
 	if err != nil {
 		return fmt.Errorf("bench: -format: %w", err)
 	}
-	actSet := false
-	fs.Visit(func(f *flag.Flag) { actSet = actSet || f.Name == "act" })
 	if a == actA8 && !takesA8(spec) {
-		if actSet {
+		if set["act"] {
 			return fmt.Errorf("bench: %s multiplies float activations only: use -act a32 or a16", spec)
 		}
 		a = actA32
@@ -139,10 +212,6 @@ func cmdBench(args []string) error {
 		return err
 	}
 	defer eng.Close()
-	if *modelPath != "" {
-		iopt.format = *format
-		return benchModel(*modelPath, *iopt, eng, a, nthreads, *minTime, *asJSON, *huge)
-	}
 
 	H, I := *hidden, *inter
 	perLayer := int64(0)
@@ -274,6 +343,29 @@ func kernelSum(eng *qgemv.Engine, layers []ffnLayer, act qgemv.Activation, iters
 	return sum, nil
 }
 
+// generateModel writes a LLaMA-3-8B-shaped model with layers blocks of
+// mix's types into dir and returns its path (bench's decode workload).
+func generateModel(dir, mix string, layers int, quiet bool) (string, error) {
+	l := testmodel.Llama3_8B(layers)
+	t0 := time.Now()
+	var path string
+	if mix == "gptq" {
+		var err error
+		if path, err = l.WriteGPTQ(dir, testmodel.GPTQConfig{Bits: 4, Group: 128}); err != nil {
+			return "", err
+		}
+	} else {
+		path = filepath.Join(dir, "model.gguf")
+		if _, err := l.WriteGGUFFile(path, mix); err != nil {
+			return "", fmt.Errorf("-mix %s: %w (or gptq)", mix, err)
+		}
+	}
+	if !quiet {
+		fmt.Fprintf(os.Stderr, "generated a %d-layer LLaMA-3-8B-shaped %s model with random weights in %.1f s\n", layers, mix, time.Since(t0).Seconds())
+	}
+	return path, nil
+}
+
 // benchAct is the activation type of the FFN block.
 type benchAct string
 
@@ -395,30 +487,54 @@ func toFP16(dst []layout.FP16, x []float32) {
 // cmdBench has checked), in bytes per second; huge puts the buffer in
 // huge-page memory, as the matrices are.
 func measureReadBW(threads int, huge bool) float64 {
+	m := newReadMeter(threads, huge)
+	defer m.free()
+	var rates []float64
+	for range 5 {
+		rates = append(rates, m.read())
+	}
+	slices.Sort(rates)
+	return rates[2]
+}
+
+// readMeter times streaming reads of one buffer beyond the last-level
+// cache, for read-bandwidth samples taken between timed calls.
+type readMeter struct {
+	buf     []uint64
+	blk     *hugemem.Block
+	threads int
+}
+
+func newReadMeter(threads int, huge bool) *readMeter {
 	ws, err := synth.WorkingSet()
 	if err != nil {
 		ws = synth.BeyondLLC
 	}
-	var buf []uint64
+	m := &readMeter{threads: threads}
 	if huge {
-		blk := hugemem.Alloc(int(ws))
-		defer blk.Free()
-		buf = unsafe.Slice((*uint64)(unsafe.Pointer(&blk.Bytes[0])), ws/8)
+		m.blk = hugemem.Alloc(int(ws))
+		m.buf = unsafe.Slice((*uint64)(unsafe.Pointer(&m.blk.Bytes[0])), ws/8)
 	} else {
-		buf = make([]uint64, ws/8)
+		m.buf = make([]uint64, ws/8)
 	}
-	for i := range buf {
-		buf[i] = uint64(i)
+	for i := range m.buf {
+		m.buf[i] = uint64(i)
 	}
-	qgemv.StreamRead(buf, threads)
-	var rates []float64
-	for range 5 {
-		t0 := time.Now()
-		qgemv.StreamRead(buf, threads)
-		rates = append(rates, float64(len(buf)*8)/time.Since(t0).Seconds())
+	qgemv.StreamRead(m.buf, threads) // fault in, warm the workers
+	return m
+}
+
+// read returns the rate of one read of the buffer in bytes per second.
+func (m *readMeter) read() float64 {
+	t0 := time.Now()
+	qgemv.StreamRead(m.buf, m.threads)
+	return float64(len(m.buf)*8) / time.Since(t0).Seconds()
+}
+
+func (m *readMeter) free() {
+	if m.blk != nil {
+		m.blk.Free()
 	}
-	slices.Sort(rates)
-	return rates[2]
 }
 
 type progress struct {

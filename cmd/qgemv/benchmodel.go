@@ -30,30 +30,35 @@ type modelResult struct {
 	ReadBWRatio   float64 `json:"imported_ratio_to_read_bandwidth"`
 }
 
-// benchModel times every importable matrix of a model file against a
-// natively quantized matrix of the same format and shape (random codes,
-// binary16 metadata), interleaved call by call, in the same run as the
-// read-bandwidth measurement.
-func benchModel(path string, opt importOpts, eng *qgemv.Engine, act benchAct, nthreads int, minTime time.Duration, asJSON, huge bool) error {
-	m, err := openModel(path, opt)
+// benchTwin (bench -model FILE -twin) times every loadable matrix of a
+// model file against a natively quantized matrix of the same format and
+// shape (random codes, binary16 metadata), interleaved call by call, in
+// the same run as the read-bandwidth measurement, one matrix at a time.
+func benchTwin(path string, opt importOpts, eng *qgemv.Engine, act benchAct, nthreads int, minTime time.Duration, asJSON, huge bool) error {
+	md, err := openModel(path, opt)
 	if err != nil {
 		return err
 	}
-	defer m.close()
-	if len(m.tensors) == 0 {
-		return fmt.Errorf("bench: %s has no importable matrices (qgemv inspect says why)", path)
+	defer md.Close()
+	var skipped []string
+	var ts []qgemv.TensorInfo
+	for _, t := range md.Tensors() {
+		if t.Err != nil {
+			skipped = append(skipped, t.Err.Error())
+		} else {
+			ts = append(ts, t)
+		}
+	}
+	if len(ts) == 0 {
+		return fmt.Errorf("bench: %s has no loadable matrices (qgemv inspect says why)", path)
 	}
 	bw1 := measureReadBW(nthreads, huge)
 	var res []modelResult
-	var skipped []string
-	for i, t := range m.tensors {
-		imp, how, err := t.matrix(opt)
-		if err != nil && t.lazy { // a layer that does not convert is skipped, as inspect lists it
-			skipped = append(skipped, fmt.Sprintf("%s: %v", t.name, err))
+	for i, t := range ts {
+		imp, how, err := md.Import(t.Name)
+		if err != nil { // listed, as inspect lists it
+			skipped = append(skipped, err.Error())
 			continue
-		}
-		if err != nil {
-			return fmt.Errorf("bench: %s: %w", t.name, err)
 		}
 		rows, cols := imp.Shape()
 		nat, err := synth.Matrix(imp.Spec(), rows, cols, uint64(i+1))
@@ -62,7 +67,7 @@ func benchModel(path string, opt importOpts, eng *qgemv.Engine, act benchAct, nt
 		}
 		mi, err := eng.Load(imp)
 		if err != nil {
-			return fmt.Errorf("bench: %s: %w", t.name, err)
+			return fmt.Errorf("bench: %s: %w", t.Name, err)
 		}
 		mn, err := eng.Load(nat)
 		if err != nil {
@@ -72,7 +77,7 @@ func benchModel(path string, opt importOpts, eng *qgemv.Engine, act benchAct, nt
 		a := act
 		x := synth.Vector(cols, 7)
 		dst := make([]float32, rows)
-		if a == actA8 && mi.Mul(dst, x, 1, qgemv.A8) != nil {
+		if a == actA8 && !mi.TakesA8() {
 			a = actA32 // offsets (Q4_1, Q4_K): float activations only
 		}
 		xh := make([]layout.FP16, cols)
@@ -95,7 +100,7 @@ func benchModel(path string, opt importOpts, eng *qgemv.Engine, act benchAct, nt
 		for k := 0; k < 3 || time.Since(start) < minTime || len(ti) < 10; k++ {
 			d1, err := call(mi)
 			if err != nil {
-				return fmt.Errorf("bench: %s: %w", t.name, err)
+				return fmt.Errorf("bench: %s: %w", t.Name, err)
 			}
 			d2, err := call(mn)
 			if err != nil {
@@ -108,7 +113,7 @@ func benchModel(path string, opt importOpts, eng *qgemv.Engine, act benchAct, nt
 		slices.Sort(ti)
 		slices.Sort(tn)
 		medI, medN := ti[len(ti)/2], tn[len(tn)/2]
-		r := modelResult{Tensor: t.name, Source: t.source, Rows: rows, Cols: cols, Format: imp.Name(), Import: how,
+		r := modelResult{Tensor: t.Name, Source: t.Type, Rows: rows, Cols: cols, Format: imp.Name(), Import: how,
 			Activation: a.String(), Kernel: mi.Kernel(),
 			ImportedUS: float64(medI.Nanoseconds()) / 1e3, NativeUS: float64(medN.Nanoseconds()) / 1e3,
 			ImportedGBps: float64(imp.StreamBytes()) / medI.Seconds() / 1e9, NativeGBps: float64(nat.StreamBytes()) / medN.Seconds() / 1e9}

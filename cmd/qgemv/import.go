@@ -8,19 +8,33 @@ import (
 	"github.com/qgemv/qgemv/layout"
 )
 
-// importFlags registers the flags shared by import and bench -model
-// (bench has its own -format, which it copies into format).
+// importFlags registers the flags shared by import, inspect and bench
+// -model (bench has its own -format, which it copies into format). The
+// quantization flags replace the config files beside a safetensors
+// model (config.json, quantize_config.json, quant_config.json) when any
+// is given; call finish after parsing.
 func importFlags(fs *flag.FlagSet, withFormat bool) *importOpts {
 	o := &importOpts{}
 	if withFormat {
 		fs.StringVar(&o.format, "format", "q4g128", formatHelp("format for float (F32/F16/BF16) tensors, which are quantized", quantizable))
 	}
 	fs.StringVar(&o.method, "method", "search", "quantizer for float tensors: minmax or search")
-	fs.IntVar(&o.hq.Bits, "bits", 0, "GPTQ bits (default 4) or HQQ bits (when the file has no .nbits)")
-	fs.BoolVar(&o.hq.V2, "gptq-v2", false, "GPTQ zeros stored as is (gptq_v2 checkpoints), not minus one")
-	fs.IntVar(&o.hq.Group, "hqq-group", 0, "HQQ group size when the file has no .group_size")
-	fs.IntVar(&o.hq.Rows, "hqq-rows", 0, "HQQ rows when the file has no .shape")
-	fs.IntVar(&o.hq.Cols, "hqq-cols", 0, "HQQ columns when the file has no .shape")
+	fs.IntVar(&o.quant.Bits, "bits", 0, "GPTQ or HQQ bits, instead of the config files")
+	fs.IntVar(&o.quant.GroupSize, "group", 0, "GPTQ, AWQ or HQQ group size (-1: one group per row), instead of the config files")
+	v2 := fs.Bool("gptq-v2", false, "GPTQ zeros stored as is (gptq_v2 checkpoints), not minus one, instead of the config files")
+	fs.IntVar(&o.quant.HQQRows, "hqq-rows", 0, "HQQ rows when a layer stores no .shape")
+	fs.IntVar(&o.quant.HQQCols, "hqq-cols", 0, "HQQ columns when a layer stores no .shape")
+	o.finish = func() {
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "bits", "group", "gptq-v2", "hqq-rows", "hqq-cols":
+				o.quantSet = true
+			}
+		})
+		if *v2 {
+			o.quant.Format = "gptq_v2"
+		}
+	}
 	return o
 }
 
@@ -48,27 +62,34 @@ func cmdImport(args []string) error {
 		fs.Usage()
 		return fmt.Errorf("import: need one model file, -tensor and -o")
 	}
-	m, err := openModel(pos[0], *opt)
+	opt.finish()
+	md, err := openModel(pos[0], *opt)
 	if err != nil {
 		return err
 	}
-	defer m.close()
-	t, err := m.find(*tensor)
+	defer md.Close()
+	mat, how, err := md.Import(*tensor)
 	if err != nil {
 		return fmt.Errorf("import: %w", err)
 	}
-	mat, how, err := t.matrix(*opt)
-	if err != nil {
-		return fmt.Errorf("import: %s: %w", t.name, err)
-	}
-	if err := layout.SaveMatrix(*out, mat.(interface {
+	wt, ok := mat.(interface {
 		layout.Matrix
 		io.WriterTo
-	})); err != nil {
+	})
+	if !ok {
+		return fmt.Errorf("import: %s: format %s has no container writer", *tensor, mat.Name())
+	}
+	if err := layout.SaveMatrix(*out, wt); err != nil {
 		return err
 	}
 	rows, cols := mat.Shape()
-	fmt.Printf("%s: %s %s %dx%d -> %s (%s), %.3f bits/weight\n", *out, t.name, t.source, rows, cols, mat.Name(), how,
+	var src string
+	for _, t := range md.Tensors() {
+		if t.Name == *tensor {
+			src = t.Type
+		}
+	}
+	fmt.Printf("%s: %s %s %dx%d -> %s (%s), %.3f bits/weight\n", *out, *tensor, src, rows, cols, mat.Name(), how,
 		8*float64(mat.StreamBytes())/float64(rows*cols))
 	return nil
 }

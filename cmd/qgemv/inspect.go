@@ -11,15 +11,17 @@ import (
 
 func cmdInspect(args []string) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
+	opt := importFlags(fs, false)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return fmt.Errorf("inspect: usage: qgemv inspect FILE.qgv|FILE.gguf|FILE.safetensors")
+		return fmt.Errorf("inspect: usage: qgemv inspect [flags] FILE.qgv|FILE.gguf|FILE.safetensors")
 	}
+	opt.finish()
 	path := fs.Arg(0)
 	if isModelFile(path) {
-		return inspectModel(path)
+		return inspectModel(path, *opt)
 	}
 	fh, err := os.Open(path)
 	if err != nil {

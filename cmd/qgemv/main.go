@@ -2,13 +2,15 @@
 //
 //	qgemv info                      CPU, features, backends, kernels chosen
 //	qgemv formats                   the registered formats and their names
-//	qgemv bench [flags]             the main job: a LLaMA FFN block, timed;
-//	                                -model FILE: every matrix of a model file;
-//	                                -workload matvans: the MatVANS int8 chain
+//	qgemv bench [flags]             the main job: decode steps of a generated
+//	                                LLaMA-3-8B-shaped model, timed; -model FILE:
+//	                                of a model file; -workload ffn: a LLaMA FFN
+//	                                block; -workload matvans: the MatVANS chain
 //	qgemv quantize [flags] IN.f32   raw float32 matrix -> .qgv
 //	qgemv inspect FILE              .qgv: header, sections, statistics;
 //	                                .gguf/.safetensors: tensors, what each imports as
 //	qgemv import [flags] FILE       one tensor of a GGUF/safetensors file -> .qgv
+//	qgemv genmodel [flags] -o OUT   a LLaMA-shaped model with random weights
 //
 // Run "qgemv <command> -h" for each command's flags.
 package main
@@ -27,11 +29,14 @@ func usage() {
 commands:
   info       show the CPU, its features, the backends found and the kernels chosen
   formats    list the registered formats, their spec names and example names
-  bench      run a LLaMA feed-forward block (gate, up, down) on the best backend
+  bench      time decode steps (every weight matrix once, per token) of a generated
+             4-layer LLaMA-3-8B-shaped model on the best backend; -model FILE: of a
+             model file; -workload ffn: a LLaMA feed-forward block (gate, up, down)
   quantize   quantize a raw little-endian float32 matrix to a .qgv file
   inspect    describe a .qgv, .gguf or .safetensors file
   import     import a tensor of a .gguf or .safetensors file (GGUF Q4_0/Q4_1/Q8_0/Q4_K,
              GPTQ, AWQ, HQQ exactly; float tensors quantized) into a .qgv file
+  genmodel   write a LLaMA-shaped model with random weights (GGUF Q4_K_M/Q4_0/Q8_0, GPTQ)
 `)
 }
 
@@ -55,6 +60,8 @@ func main() {
 		err = cmdInspect(args)
 	case "import":
 		err = cmdImport(args)
+	case "genmodel":
+		err = cmdGenModel(args)
 	case "-h", "-help", "--help", "help":
 		usage()
 		return

@@ -47,6 +47,23 @@ func Open(path string) (*File, error) {
 	return &File{Data: data}, nil
 }
 
+// Release tells the system that the pages under b, a subslice of Data,
+// are not needed for now: on a mapped file they stop counting as this
+// process's resident memory (the page cache keeps them), and reading
+// them again faults them back in from the file. Importers call it after
+// converting a tensor, so that a loaded model is not resident twice.
+// It is a no-op for a file read whole, an empty b, or a b outside Data.
+func (m *File) Release(b []byte) {
+	if m == nil || !m.mapped || len(b) == 0 {
+		return
+	}
+	lo, hi := within(m.Data, b)
+	if lo < 0 {
+		return
+	}
+	release(m.Data, lo, hi)
+}
+
 // Close unmaps the file; Data must not be used afterwards.
 func (m *File) Close() error {
 	if m == nil || m.Data == nil {

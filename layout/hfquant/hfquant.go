@@ -212,14 +212,18 @@ func FromGPTQ(q GPTQ) (*layout.Bits, error) {
 		return nil, err
 	}
 	b.Perm = perm
+	codes, src := make([]uint8, q.In), make([]uint8, q.In)
 	for o := 0; o < q.Out; o++ {
-		col := func(k int) uint32 { return uint32(q.QWeight[k*q.Out+o]) }
-		for j := 0; j < q.In; j++ {
-			src := j
-			if perm != nil {
-				src = int(perm[j])
+		if perm == nil {
+			unpackColumn(codes, q.QWeight, q.Out, o, q.Bits)
+		} else {
+			unpackColumn(src, q.QWeight, q.Out, o, q.Bits)
+			for j, p := range perm {
+				codes[j] = src[p]
 			}
-			b.SetQ(o, j, unpack(col, q.Bits, src))
+		}
+		if err := b.PackRow(o, codes); err != nil {
+			return nil, err
 		}
 		for gi := 0; gi < groups; gi++ {
 			row := func(k int) uint32 { return uint32(q.QZeros[gi*zc+k]) }
@@ -237,6 +241,27 @@ func FromGPTQ(q GPTQ) (*layout.Bits, error) {
 }
 
 func finite(f float32) bool { return !math.IsNaN(float64(f)) && !math.IsInf(float64(f), 0) }
+
+// unpackColumn writes the len(dst) codes of output o into dst: column o
+// of qw (out columns), b-bit codes packed along the input as unpack
+// reads them, a word at a time for 2, 4 and 8 bits.
+func unpackColumn(dst []uint8, qw []int32, out, o, b int) {
+	if b == 3 {
+		col := func(k int) uint32 { return uint32(qw[k*out+o]) }
+		for j := range dst {
+			dst[j] = uint8(unpack(col, 3, j))
+		}
+		return
+	}
+	per, mask := 32/b, uint32(1)<<b-1
+	for k := 0; k*per < len(dst); k++ {
+		w := uint32(qw[k*out+o])
+		seg := dst[k*per : min(len(dst), (k+1)*per)]
+		for s := range seg {
+			seg[s] = uint8(w >> (b * s) & mask)
+		}
+	}
+}
 
 // groupOrder checks g_idx and returns the column permutation that makes
 // every group contiguous, group gi at columns gi*G.., or nil when g_idx
@@ -302,9 +327,14 @@ func FromAWQ(q AWQ) (*layout.Bits, error) {
 		return nil, err
 	}
 	nib := func(w int32, o int) uint32 { return uint32(w) >> (4 * AWQOrder[o%8]) & 15 }
+	codes := make([]uint8, q.In)
 	for o := 0; o < q.Out; o++ {
-		for i := 0; i < q.In; i++ {
-			b.SetQ(o, i, nib(q.QWeight[i*wc+o/8], o))
+		sh := 4 * AWQOrder[o%8]
+		for i := range codes {
+			codes[i] = uint8(uint32(q.QWeight[i*wc+o/8]) >> sh & 15)
+		}
+		if err := b.PackRow(o, codes); err != nil {
+			return nil, err
 		}
 		for gi := 0; gi < groups; gi++ {
 			s := q.Scales[gi*q.Out+o]
@@ -395,12 +425,19 @@ func FromHQQ(q HQQ) (*layout.Bits, error) {
 	}
 	mask := uint32(1)<<q.Bits - 1
 	gpr := q.Cols / q.Group
+	codes := make([]uint8, q.Cols)
 	for r := 0; r < q.Rows; r++ {
-		for c := 0; c < q.Cols; c++ {
-			nn, k := r*gpr+c/q.Group, c%q.Group
+		for gi := 0; gi < gpr; gi++ {
+			nn := r*gpr + gi
 			f := nn / s
-			v := q.WQ[(nn%s)*q.Group+k] >> ((p - 1 - f) * q.Bits) & mask
-			b.SetQ(r, c, v)
+			sh := (p - 1 - f) * q.Bits
+			wq := q.WQ[(nn%s)*q.Group : (nn%s+1)*q.Group]
+			for k, v := range wq {
+				codes[gi*q.Group+k] = uint8(v >> sh & mask)
+			}
+		}
+		if err := b.PackRow(r, codes); err != nil {
+			return nil, err
 		}
 		for gi := 0; gi < gpr; gi++ {
 			i, nn := gi*b.PRows+r, r*gpr+gi
