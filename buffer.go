@@ -1,9 +1,11 @@
 package qgemv
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 	"unsafe"
@@ -182,18 +184,23 @@ func (e *Engine) use(op string, h *held, want []ElemType, bufs ...*Buffer) error
 	}
 	for i, b := range bufs {
 		if b == nil || b.e != e {
-			h.unlock()
+			e.mu.RUnlock()
 			return fmt.Errorf("qgemv: %s: buffer %d is nil or belongs to another engine", op, i)
 		}
-		seen := false
-		for _, x := range h.bufs[:h.n] {
-			seen = seen || x == b
-		}
-		if !seen {
-			b.mu.RLock()
+		if !slices.Contains(h.bufs[:h.n], b) {
 			h.bufs[h.n] = b
 			h.n++
 		}
+	}
+	// Lock in address order: two operations on the same buffers in other
+	// orders, each racing a Close, cannot then wait on each other.
+	slices.SortFunc(h.bufs[:h.n], func(x, y *Buffer) int {
+		return cmp.Compare(uintptr(unsafe.Pointer(x)), uintptr(unsafe.Pointer(y)))
+	})
+	for _, b := range h.bufs[:h.n] {
+		b.mu.RLock()
+	}
+	for i, b := range bufs {
 		if b.closed {
 			h.unlock()
 			return fmt.Errorf("qgemv: %s: buffer %d: %w", op, i, ErrClosed)
@@ -357,7 +364,7 @@ func (e *Engine) hostRun(op string, f func() error, nout int, bufs ...*Buffer) e
 	defer e.hostMu.Unlock()
 	for _, b := range bufs {
 		b.allocHost()
-		if err := b.dev.Read(0, b.hostBytes()); err != nil {
+		if err := b.dev.Fetch(0, b.hostBytes()); err != nil {
 			return devErr(op, err)
 		}
 	}

@@ -387,7 +387,8 @@ func TestBufferBadInput(t *testing.T) {
 // the edges of its arithmetic (zero groups, amax below 2^-100, subnormals,
 // the largest floats, ties of the rounding, one-value groups), and Scale,
 // Add and Requantize equal their host formulas exactly. A NaN reaching
-// QuantizeBuffer is an error, from the call or from the next Wait.
+// QuantizeBuffer is an error, from the call or from the next Wait (not
+// from an operation queued in between).
 func TestBufferQuantizeEdges(t *testing.T) {
 	eng, err := qgemv.Open()
 	if err != nil {
@@ -509,7 +510,11 @@ func TestBufferQuantizeEdges(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = mat.QuantizeBuffer(xq, xs, xb, 1)
-	if err == nil {
+	if err == nil { // queued: the fault is the next Wait's, not an operation's in between
+		y8 := newBuf(t, eng, 8, qgemv.Float32)
+		if err := mat.MulBuffer(y8, ab, 1, qgemv.A32); err != nil {
+			t.Fatalf("an operation after the NaN's quantization: %v", err)
+		}
 		err = eng.Wait()
 	}
 	if err == nil {

@@ -93,8 +93,10 @@ func (d *DevBuf) span(op string, off int64, n int) error {
 	return nil
 }
 
-// Write copies src into the buffer at byte offset off, ordered after the
-// work queued before it.
+// Write waits for the work queued before it (which may read the memory
+// or the staging buffer) and copies src into the buffer at byte offset
+// off. Writes are the host's input between steps, so the wait costs no
+// overlap of kernels.
 func (d *DevBuf) Write(off int64, src []byte) error {
 	if err := d.span("write", off, len(src)); err != nil || len(src) == 0 {
 		return err
@@ -126,9 +128,24 @@ func (d *DevBuf) Read(off int64, dst []byte) error {
 	})
 }
 
+// Fetch is Read without the fault report: the faults stay for the next
+// Wait or Read (the host runs of operations without device kernels read
+// their buffers with it).
+func (d *DevBuf) Fetch(off int64, dst []byte) error {
+	if err := d.span("read", off, len(dst)); err != nil || len(dst) == 0 {
+		return err
+	}
+	return d.b.do(func() error {
+		if d.closed.Load() {
+			return ErrClosed
+		}
+		return d.b.stagedGet(dst, d.buf.ptr+cu.DevicePtr(off))
+	})
+}
+
 // stagedPutAt queues a copy of src to p through pinned staging (CUDA
-// thread; see stagedPut). Consecutive writes take turns between two
-// staging buffers, each reused only after the copy from it has finished.
+// thread; see stagedPut), after waiting for the stream: the staging
+// buffer may still feed the previous write's copy.
 func stagedPutAt(b *Backend, p cu.DevicePtr, src []byte) error {
 	n := int64(len(src))
 	if n > stagingMax {
@@ -137,9 +154,6 @@ func stagedPutAt(b *Backend, p cu.DevicePtr, src []byte) error {
 		}
 		return nil
 	}
-	// The staging buffer may still feed an earlier asynchronous copy:
-	// wait for the stream first. Writes are host-side events between
-	// multiplies (a layer's input), so this wait costs no kernel overlap.
 	if err := cu.Synchronize(); err != nil {
 		return fmt.Errorf("cuda: waiting before a buffer write: %w", err)
 	}
@@ -209,12 +223,13 @@ func (b *Backend) statusWord() (cu.DevicePtr, error) {
 // takeStatus reads and clears the status word if a kernel that sets it
 // was queued since the last read (CUDA thread, after a synchronization).
 func (b *Backend) takeStatus() error {
-	if names := b.ansQueued; names != nil {
+	if mats := b.ansQueued; mats != nil {
 		b.ansQueued = nil
 		sb := b.scratch["ansbufstatus"]
 		err := checkStatus(sb, func(tag uint32) string {
-			if int(tag) < len(names) {
-				return names[tag]
+			if int(tag) < len(mats) {
+				m := mats[tag]
+				return fmt.Sprintf("the %dx%d %s matrix of MulInt32Buffer number %d since the last Wait", m.Rows(), m.Cols(), m.Kernel(), tag+1)
 			}
 			return "an int8 matrix"
 		})
@@ -597,10 +612,13 @@ func (mx *Matrix) hostCall(dst []float32, put func() error, enqueue func(y, st c
 		flag = *(*uint32)(unsafe.Pointer(&out[n]))
 	}
 	if flag != 0 {
-		return errors.New("cuda: an activation is NaN or infinite")
+		return errNonFinite
 	}
 	return nil
 }
+
+// errNonFinite is hostCall's error for a NaN or infinity met by quant_a8.
+var errNonFinite = errors.New("cuda: an activation is NaN or infinite")
 
 // mulI8Dev prepares the A8 kernel's inputs from int8 activations in
 // natural stored order (xq) and queues the multiply (CUDA thread).
@@ -692,10 +710,10 @@ func mulI32Buf(mx ChainMat, dst, x devbuf.Buf, batch int) error {
 		if err != nil {
 			return err
 		}
-		tag := slices.Index(b.ansQueued, mx.Kernel())
+		tag := slices.Index(b.ansQueued, mx)
 		if tag < 0 {
 			tag = len(b.ansQueued)
-			b.ansQueued = append(b.ansQueued, mx.Kernel())
+			b.ansQueued = append(b.ansQueued, mx)
 		}
 		rows, cols := mx.Rows(), mx.Cols()
 		for v := 0; v < batch; v++ {

@@ -271,9 +271,9 @@ type Backend struct {
 	// statusQueued: a buffer kernel that may set the status word was
 	// queued since takeStatus last read it (buffers.go).
 	statusQueued bool
-	// ansQueued names the int8 matrices whose multiplies on buffers were
+	// ansQueued holds the int8 matrices whose multiplies on buffers were
 	// queued since takeStatus last read the ANS status, by tag.
-	ansQueued []string
+	ansQueued []ChainMat
 
 	mu     sync.Mutex
 	closed bool

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"gorgonia.org/cu"
+
 	"github.com/qgemv/qgemv/internal/gpuhost"
 )
 
@@ -15,7 +17,8 @@ import (
 // and whether Close has run. Close marks the handle closed before it
 // queues the free on the CUDA thread, and work run through handle.do
 // checks the mark on that thread, so no kernel ever reads freed memory,
-// however Close and multiplies race.
+// however Close and multiplies race; the free waits for the kernels
+// already queued (multiplies on buffers return before they ran).
 type handle struct {
 	b      *Backend
 	closed atomic.Bool
@@ -32,7 +35,11 @@ func (h *handle) close(free func()) error {
 	if h.closed.Swap(true) {
 		return ErrClosed
 	}
-	err := h.b.do(func() error { free(); return nil })
+	err := h.b.do(func() error {
+		_ = cu.Synchronize() // multiplies on buffers may still be queued
+		free()
+		return nil
+	})
 	if errors.Is(err, ErrClosed) {
 		return nil
 	}
@@ -119,13 +126,15 @@ type growable interface {
 }
 
 // grown returns cache[name] if it holds at least size bytes; otherwise
-// it frees that entry and stores a new one of max(size, 64 KiB) bytes
-// made by alloc (CUDA thread).
+// it frees that entry (once the queued work that may use it is done) and
+// stores a new one of max(size, 64 KiB) bytes made by alloc (CUDA
+// thread).
 func grown[T growable](cache map[string]T, name string, size int64, alloc func(int64) (T, error)) (T, error) {
 	if h, ok := cache[name]; ok {
 		if h.capacity() >= size {
 			return h, nil
 		}
+		_ = cu.Synchronize()
 		h.free()
 		delete(cache, name)
 	}

@@ -5,6 +5,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -436,11 +437,19 @@ func (mx *Matrix) MulA8(dst, x []float32, batch int) error {
 	if mx.a8err != nil {
 		return fmt.Errorf("cuda: %w", mx.a8err)
 	}
-	return mx.do(func() error {
+	err := mx.do(func() error {
 		var xb *buffer
 		put := func() (err error) { xb, err = putScratch(mx.b, "xin", x, true); return err }
 		return mx.hostCall(dst, put, func(y, st cu.DevicePtr) error { return mx.mulA8Dev(y, xb.ptr, st, batch) })
 	})
+	if errors.Is(err, errNonFinite) { // name it, as the host quantizer does
+		for i, v := range x {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return fmt.Errorf("cuda: activation %d (vector %d) is %v", i, i/mx.geo.Cols, v)
+			}
+		}
+	}
+	return err
 }
 
 // MulI8 multiplies activations already quantized with layout.QuantizeA8

@@ -149,6 +149,9 @@ func TimeGEMV(mats []*Matrix, act string, batch, iters int) (Timing, error) {
 		return Timing{}, err
 	}
 	m0 := mats[0]
+	if m0.coded != nil {
+		return Timing{}, fmt.Errorf("cuda: TimeGEMV: %s is entropy-coded: its multiplies decode first, which TimeGEMV does not time", m0.name)
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	pc, rows := m0.geo.PCols, m0.geo.Rows
 	nbk, _ := bucket(batch)

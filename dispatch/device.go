@@ -8,9 +8,12 @@ import "github.com/qgemv/qgemv/internal/devbuf"
 // in call order, without copies to or from the host. Backends without it
 // (the CPU, OpenCL for now) keep buffers in host memory.
 //
-// Every operation returns once its work is queued; a fault met by queued
-// work (a NaN reaching an on-device quantization, a corrupted entropy-
-// coded stream) is returned by the next Wait or Buf.Read, once. An
+// Every operation returns once its work is queued (Buf.Write first waits
+// for the queued work); a fault met by queued work (a NaN reaching an
+// on-device quantization, a corrupted stream of an entropy-coded int8
+// matrix) is returned by the next Wait or Buf.Read, once. Entropy-coded
+// Bits matrices decode and check their words before each multiply,
+// waiting for the decoder: a corrupt stream is that multiply's error. An
 // operation the device has no kernel for returns ErrNoDevicePath, and
 // the caller runs it on the host between a Read and a Write.
 type Device interface {

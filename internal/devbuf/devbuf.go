@@ -11,6 +11,8 @@ import "errors"
 type Buf interface {
 	Write(off int64, src []byte) error
 	Read(off int64, dst []byte) error
+	// Fetch is Read that leaves the faults for the next Wait or Read.
+	Fetch(off int64, dst []byte) error
 	Size() int64
 	Close() error
 }
