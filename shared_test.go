@@ -194,6 +194,9 @@ func TestSharedInputErrors(t *testing.T) {
 // allocate nothing beyond what the same QuantizeA8 and MulInt8 calls
 // allocate in the backend, once the batch has been seen.
 func TestSharedInputNoAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
 	eng, _ := qgemv.Open(qgemv.WithThreads(1))
 	defer eng.Close()
 	spec, _ := layout.ParseFormatSpec("bits4g128")
