@@ -306,7 +306,7 @@ func RandomBits(rows, cols, n, g int, seed uint64) (*Bits, error) {
 	qmax := float64(int(1)<<n - 1)
 	for r := 0; r < b.Rows; r++ { // padding rows and columns keep code 0
 		for c := 0; c < b.Cols; c++ {
-			q := math.Round(qmax/2 + float64(rng.NormFloat64()*(qmax+1)/6)) // the product pinned: no FMA
+			q := math.Round(float64(qmax/2) + float64(rng.NormFloat64()*(qmax+1)/6)) // products pinned: no FMA
 			b.SetQ(r, c, uint32(max(0, min(qmax, q))))
 		}
 	}
