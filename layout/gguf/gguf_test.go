@@ -208,7 +208,7 @@ func TestImportExact(t *testing.T) {
 	w.tensor("f32", F32, []uint64{3, 2}, fb)
 	w.tensor("f16", F16, []uint64{2}, []byte{0x00, 0x3c, 0x00, 0xc1}) // 1, -2.5
 	w.tensor("bf16", BF16, []uint64{1, 1, 1}, []byte{0x40, 0x40})     // 3
-	w.tensor("iq2", Type(16), []uint64{256, 1}, make([]byte, 66)) // IQ2_XXS: size unknown here
+	w.tensor("iq2", Type(16), []uint64{256, 1}, make([]byte, 66))     // IQ2_XXS: size unknown here
 	path := filepath.Join(t.TempDir(), "m.gguf")
 	if err := os.WriteFile(path, w.bytes(), 0o644); err != nil {
 		t.Fatal(err)
