@@ -60,8 +60,8 @@ func TestModelCommands(t *testing.T) {
 		extra        []string
 	}{
 		{gp, "blk.0.ffn_down.weight", "Bits4G32", nil},
-		{gp, "blk.0.ffn_up.weight", "Bits4G32", nil},
-		{gp, "blk.0.attn_k.weight", "Bits8G32", nil},
+		{gp, "blk.0.ffn_up.weight", "Q4_K", nil},
+		{gp, "blk.0.attn_k.weight", "Q8_0", nil},
 		{gp, "output.weight", "Bits2G64", []string{"-format", "bits2g64"}},
 		{sp, "model.layers.0.mlp.down_proj", "Bits4G128", nil},
 		{sp, "lm_head.weight", "Q4G128", nil},

@@ -19,12 +19,14 @@
 // # Imports
 //
 // Every block type of layout/ggml (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_0,
-// Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, IQ4_XS) imports losslessly with Import:
-// the file's blocks as they are (a ggml.Matrix takes the tensor's bytes),
-// every Dequantize value equal to llama.cpp's reference dequantization bit
-// for bit, and every activation type (A8, A16, A32). F32, F16 and BF16
-// tensors are read as float32 (Float32s) for quantizing to any format;
-// Dequantize reads any of them.
+// Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, IQ4_XS) imports losslessly with
+// ImportGGML: the file's blocks as they are (a ggml.Matrix takes the
+// tensor's bytes), every Dequantize value equal to llama.cpp's reference
+// dequantization bit for bit, and every activation type (A8, A16, A32).
+// Import, what models load, takes that form for every type but Q4_0,
+// which becomes Bits(4, 32) (the same 4.5 bits per weight, and the Bits
+// family's SIMD kernels). F32, F16 and BF16 tensors are read as float32
+// (Float32s) for quantizing to any format; Dequantize reads any of them.
 //
 // ImportBits keeps the older mapping into layout.Bits with groups of 32
 // (each checked element by element against the ggml formula):

@@ -226,7 +226,7 @@ func TestImportExact(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := tn.Import()
+		b, err := tn.ImportGGML()
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -359,9 +359,10 @@ func FuzzParse(f *testing.F) {
 		for _, tn := range file.Tensors {
 			tn.ImportsAs()
 			if Lossless(tn.Type) {
-				if b, err := tn.Import(); err == nil {
+				if b, err := tn.ImportGGML(); err == nil {
 					b.Dequantize()
 				}
+				tn.Import()
 			}
 			if Float(tn.Type) {
 				tn.Float32s()
@@ -396,7 +397,7 @@ func TestGGUFPyFixture(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := tn.Import()
+		b, err := tn.ImportGGML()
 		if err != nil {
 			t.Fatalf("%s: %v", tn.Name, err)
 		}
@@ -443,6 +444,18 @@ func TestMixedFixture(t *testing.T) {
 		got, err := tn.Dequantize()
 		if err != nil {
 			t.Fatalf("%s: %v", tn.Name, err)
+		}
+		if Lossless(tn.Type) { // what models load: the same values
+			m, err := tn.Import()
+			if err != nil {
+				t.Fatalf("%s: %v", tn.Name, err)
+			}
+			d := m.(interface{ Dequantize() []float32 }).Dequantize()
+			for i := range d {
+				if math.Float32bits(d[i]) != math.Float32bits(got[i]) {
+					t.Fatalf("%s: Import as %s: element %d = %v, want %v", tn.Name, m.Name(), i, d[i], got[i])
+				}
+			}
 		}
 		exp, err := e.Tensor(tn.Name)
 		if err != nil {

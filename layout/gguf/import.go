@@ -32,19 +32,36 @@ func (t *Tensor) ImportsAs() string {
 		}
 		return "not supported"
 	}
-	if _, err := ggml.New(ggml.Type(t.Type), rows, cols); err != nil {
+	m, err := ggml.New(ggml.Type(t.Type), rows, cols)
+	if err != nil {
 		return "not supported: " + err.Error()
 	}
-	gt := ggml.Type(t.Type)
-	return fmt.Sprintf("%s exact (%.4g bits/weight, as stored; A8, A16, A32)", gt.SpecName(), gt.BitsPerWeight())
+	if t.Type == Q4_0 {
+		return fmt.Sprintf("Bits4G32 exact (%.4g bits/weight; A8, A16, A32)", 8*float64(rows*m.RowBytes())/float64(rows*cols))
+	}
+	return fmt.Sprintf("%s exact (%.4g bits/weight; A8, A16, A32)", m.Type.SpecName(), m.BitsPerWeight())
 }
 
-// Import returns the tensor's blocks as a layout/ggml matrix: the same
-// bytes (copied, so the matrix outlives the file), every weight equal to
-// llama.cpp's dequantization. Errors name the tensor: a type that is not
-// a block type, a shape that is not a matrix, a byte count that does not
-// match the shape, a non-finite half-precision scale.
-func (t *Tensor) Import() (*ggml.Matrix, error) {
+// Import returns the tensor as the qgemv matrix it imports losslessly
+// into: Q4_0 as Bits(4, 32) (ImportBits: the same bytes, and the Bits
+// kernels), every other block type as a layout/ggml matrix
+// (ImportGGML). Errors name the tensor.
+func (t *Tensor) Import() (layout.Matrix, error) {
+	if t.Type == Q4_0 {
+		if _, err := t.ImportGGML(); err != nil { // the same checks and errors
+			return nil, err
+		}
+		return t.ImportBits()
+	}
+	return t.ImportGGML()
+}
+
+// ImportGGML returns the tensor's blocks as a layout/ggml matrix: the
+// same bytes (copied, so the matrix outlives the file), every weight
+// equal to llama.cpp's dequantization. Errors name the tensor: a type
+// that is not a block type, a shape that is not a matrix, a byte count
+// that does not match the shape, a non-finite half-precision scale.
+func (t *Tensor) ImportGGML() (*ggml.Matrix, error) {
 	if !Lossless(t.Type) {
 		return nil, fmt.Errorf("gguf: tensor %q is %s: lossless import supports %v (F32/F16/BF16: read with Float32s and quantize)", t.Name, t.Type, ggml.Types)
 	}
@@ -87,7 +104,7 @@ func (t *Tensor) Dequantize() ([]float32, error) {
 	if Float(t.Type) {
 		return t.Float32s()
 	}
-	m, err := t.Import()
+	m, err := t.ImportGGML()
 	if err != nil {
 		return nil, err
 	}
