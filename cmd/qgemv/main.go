@@ -9,6 +9,7 @@
 //	qgemv inspect FILE              .qgv: header, sections, statistics;
 //	                                .gguf/.safetensors: tensors, what each imports as
 //	qgemv import [flags] FILE       one tensor of a GGUF/safetensors file -> .qgv
+//	qgemv dequantize [flags] FILE   one tensor's values as raw float32
 //
 // Run "qgemv <command> -h" for each command's flags.
 package main
@@ -30,8 +31,10 @@ commands:
   bench      run a LLaMA feed-forward block (gate, up, down) on the best backend
   quantize   quantize a raw little-endian float32 matrix to a .qgv file
   inspect    describe a .qgv, .gguf or .safetensors file
-  import     import a tensor of a .gguf or .safetensors file (GGUF Q4_0/Q4_1/Q8_0/Q4_K,
-             GPTQ, AWQ, HQQ exactly; float tensors quantized) into a .qgv file
+  import     import a tensor of a .gguf or .safetensors file (GGUF K-quants, Q4_x, Q5_x,
+             Q8_0, IQ4, GPTQ, AWQ, HQQ exactly; float tensors quantized) into a .qgv file
+  dequantize write a tensor of a .gguf file (or a .qgv matrix) as raw little-endian
+             float32, row-major
 `)
 }
 
@@ -55,6 +58,8 @@ func main() {
 		err = cmdInspect(args)
 	case "import":
 		err = cmdImport(args)
+	case "dequantize":
+		err = cmdDequantize(args)
 	case "-h", "-help", "--help", "help":
 		usage()
 		return
