@@ -139,6 +139,9 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, k := range bitsLutTables {
 		check("bitsLut", funcName(k), bitsLutRequires)
 	}
+	for _, f := range ggmlA8Funcs {
+		check("ggml", funcName(f), ggmlA8Requires)
+	}
 	check("int8", funcName(asm.Int8GemvAvx512), int8Requires)
 	check("int8 avx2", funcName(asm.Int8GemvAvx2), int8AVX2Requires)
 	for _, vs := range ansDotFuncs {

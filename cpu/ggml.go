@@ -46,8 +46,9 @@ type ggmlCall struct {
 	dst   []float32
 	xq    []int8    // batch*PCols
 	xs    []float32 // batch*PCols/128
-	act   []byte    // prep's layout, if any
-	sums  []int32   // prep's per-sub-block activation sums, if any
+	act8  []int8    // prep's activation layout, if any
+	sums  []int16   // prep's per-sub-block activation sums, if any
+	sc    *scratch  // the call's pooled buffers
 }
 
 func init() {
@@ -190,7 +191,7 @@ func (mx *GGMLMatrix) MulA8(dst, x []float32, batch int) error {
 			return fmt.Errorf("cpu: vector %d: %w", v, err)
 		}
 	}
-	return mx.mulI8(&ggmlCall{batch: batch, dst: dst, xq: xq, xs: xs}, sc)
+	return mx.mulI8(&ggmlCall{batch: batch, dst: dst, xq: xq, xs: xs, sc: sc})
 }
 
 // MulI8 multiplies activations quantized by layout.QuantizeA8 (PCols int8
@@ -208,10 +209,10 @@ func (mx *GGMLMatrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) e
 	}
 	sc := getScratch()
 	defer putScratch(sc)
-	return mx.mulI8(&ggmlCall{batch: batch, dst: dst, xq: xq, xs: xs}, sc)
+	return mx.mulI8(&ggmlCall{batch: batch, dst: dst, xq: xq, xs: xs, sc: sc})
 }
 
-func (mx *GGMLMatrix) mulI8(c *ggmlCall, sc *scratch) error {
+func (mx *GGMLMatrix) mulI8(c *ggmlCall) error {
 	m := mx.m
 	if k := mx.kern; k != nil {
 		if k.prep != nil {

@@ -10,13 +10,15 @@ import (
 // scratch holds the per-call activation buffers; pooled so a steady
 // stream of multiplies does not allocate.
 type scratch struct {
-	xf   []float32
-	sumf []float32
-	xq   []int8
-	xs   []float32
-	sumi []int32
-	act  []byte    // A8 activations in the assembly kernels' layout
-	actf []float32 // A32 activations in the assembly kernels' layout
+	xf     []float32
+	sumf   []float32
+	xq     []int8
+	xs     []float32
+	sumi   []int32
+	act    []byte    // A8 activations in the assembly kernels' layout
+	actf   []float32 // A32 activations in the assembly kernels' layout
+	act8   []int8    // GGML A8 activations in the assembly kernels' layout
+	sums16 []int16   // GGML A8 per-sub-block activation sums
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
