@@ -250,7 +250,7 @@ func ggmlSuperA8(t string) {
 				}
 				hs := XMM()
 				phaddd(x4[1], x4[0], hs) // [S0a, S0b, S1a, S1b]
-				mm := XMM()               // the sums term in pairs: [M0a, M0b, M1a, M1b]
+				mm := XMM()              // the sums term in pairs: [M0a, M0b, M1a, M1b]
 				if isQ6 {
 					m8 := YMM()
 					VPMADDWD(Mem{Base: sv}, scw, m8)
@@ -262,7 +262,7 @@ func ggmlSuperA8(t string) {
 				}
 				g := XMM()
 				phaddd(mm, hs, g) // [S0, S1, M0, M1]
-				if isQ6 {          // S = S - 32*C
+				if isQ6 {         // S = S - 32*C
 					c := XMM()
 					VPSHUFD(U8(0xee), g, c)
 					VPSLLD(U8(5), c, c)
