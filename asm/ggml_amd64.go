@@ -4,6 +4,21 @@
 
 package asm
 
+// GgmlQ2KA8Avx512 computes the exact A8 product of layout/ggml Q2_K rows with
+// AVX-512 VNNI and BW: part p of half h holds columns 64p..64p+63 of the half
+// (bits 4p+2i of the 32 code bytes), the activations in column order, the sums
+// one int16 per 16 columns. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ2KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ3KA8Avx512 computes the exact A8 product of layout/ggml Q3_K rows with
+// AVX-512 VNNI and BW: as Q2_K, the codes q+4 (the hmask bit added as 4), S -
+// 4*sum(sc*sx). See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ3KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ4KA8Avx512 computes the exact A8 product of layout/ggml Q4_K rows with
 // AVX-512 VNNI and BW: part 0 of half h holds sub-blocks 4h and 4h+2 (the low
 // nibbles of the half's 64 code bytes), part 1 sub-blocks 4h+1 and 4h+3 (the
@@ -15,11 +30,8 @@ package asm
 func GgmlQ4KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ5KA8Avx512 computes the exact A8 product of layout/ggml Q5_K rows with
-// AVX-512 VNNI and BW: part 0 of half h holds sub-blocks 4h and 4h+2 (the low
-// nibbles of the half's 64 code bytes), part 1 sub-blocks 4h+1 and 4h+3 (the
-// high nibbles): the activations of each 128 columns come as [0:32] [64:96]
-// [32:64] [96:128], the sums one int16 per 32 columns. See "GGML block
-// kernels" in the package doc.
+// AVX-512 VNNI and BW: as Q4_K, the qh bit of each code added as 16. See "GGML
+// block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ5KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
@@ -27,8 +39,19 @@ func GgmlQ5KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 // GgmlQ6KA8Avx512 computes the exact A8 product of layout/ggml Q6_K rows with
 // AVX-512 VNNI and BW: part 0 of half h holds columns 0..63 of the half (the
 // low nibbles of ql and two bits of qh each), part 1 columns 64..127: the
-// activations in column order, the sums one int16 per 16 columns. See "GGML
-// block kernels" in the package doc.
+// activations in column order, the sums one int16 per 16 columns, S -
+// 32*sum(sc*sx). See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ6KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlIQ4XSA8Avx512 computes the exact A8 product of layout/ggml IQ4_XS rows
+// with AVX-512 VNNI and BW: 128-bit lane k of part 0 (part 1) of half h holds
+// columns 32k..32k+15 (32k+16..32k+31) of the half as KValues+128 (VPSHUFB),
+// so the activations of each 128 columns come as [0:16] [32:48] [64:80]
+// [96:112] [16:32] [48:64] [80:96] [112:128]; VPDPBUSD per lane, times the
+// sub-block scales as dwords (VPMULLD), S - 128*sum(sc*sx), the sums one int16
+// per 32 columns. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4XSA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)

@@ -4,13 +4,796 @@
 
 #include "textflag.h"
 
+// func GgmlQ2KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C
+TEXT ·GgmlQ2KA8Avx512(SB), NOSPLIT, $0-104
+	VMOVDQU64    ggmlWIdx16_00<>+0(SB), Z0
+	VMOVDQU64    ggmlWIdx16_01<>+0(SB), Z1
+	VMOVDQU64    ggmlWIdx16_10<>+0(SB), Z2
+	VMOVDQU64    ggmlWIdx16_11<>+0(SB), Z3
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X4
+	VPBROADCASTD X4, Z4
+	VMOVDQU64    ggmlShift0<>+0(SB), Z4
+	VMOVDQU64    ggmlShift1<>+0(SB), Z6
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z7
+
+GgmlQ2KA8Avx512_row:
+	MOVQ out+88(FP), AX
+	MOVQ nvec+80(FP), CX
+	MOVQ ostride+96(FP), DX
+
+GgmlQ2KA8Avx512_zero:
+	MOVL $0x00000000, (AX)
+	ADDQ DX, AX
+	DECQ CX
+	JNZ  GgmlQ2KA8Avx512_zero
+	MOVQ w+0(FP), AX
+	MOVQ act+32(FP), CX
+	MOVQ sums+48(FP), DX
+	MOVQ xs+64(FP), BX
+	MOVQ nsb+24(FP), SI
+
+GgmlQ2KA8Avx512_sb:
+	VBROADCASTI64X4 16(AX), Z8
+	VPSRLVW         Z4, Z8, Z9
+	VPANDD          Z9, Z7, Z9
+	VPSRLVW         Z6, Z8, Z8
+	VPANDD          Z8, Z7, Z8
+	VBROADCASTI64X4 48(AX), Z10
+	VPSRLVW         Z4, Z10, Z11
+	VPANDD          Z11, Z7, Z11
+	VPSRLVW         Z6, Z10, Z10
+	VPANDD          Z10, Z7, Z10
+	VMOVDQU64       (AX), X5
+	VPSRLW          $0x04, X5, X12
+	MOVL            $0x0f0f0f0f, DI
+	VPBROADCASTD    DI, X13
+	VPANDD          X5, X13, X5
+	VPANDD          X12, X13, X12
+	VPMOVZXBW       X5, Y5
+	VPMOVZXBW       X12, Y12
+	VPERMW          Z5, Z0, Z13
+	VPERMW          Z5, Z1, Z14
+	VPERMW          Z5, Z2, Z15
+	VPERMW          Z5, Z3, Z16
+	VPBROADCASTD    80(AX), X5
+	VCVTPH2PS       X5, X5
+	VPERMILPS       $0x50, X5, X5
+	MOVQ            CX, DI
+	MOVQ            DX, R8
+	MOVQ            BX, R9
+	MOVQ            out+88(FP), R10
+	MOVQ            nvec+80(FP), R11
+
+GgmlQ2KA8Avx512_vec:
+	VPMADDUBSW    (DI), Z9, Z17
+	VPMADDWD      Z13, Z17, Z17
+	VPMADDUBSW    64(DI), Z8, Z18
+	VPDPWSSD      Z14, Z18, Z17
+	VEXTRACTI64X4 $0x01, Z17, Y18
+	VPADDD        Y18, Y17, Y18
+	VEXTRACTI32X4 $0x01, Y18, X17
+	VPADDD        X17, X18, X17
+	VPMADDUBSW    128(DI), Z11, Z18
+	VPMADDWD      Z15, Z18, Z18
+	VPMADDUBSW    192(DI), Z10, Z19
+	VPDPWSSD      Z16, Z19, Z18
+	VEXTRACTI64X4 $0x01, Z18, Y19
+	VPADDD        Y19, Y18, Y19
+	VEXTRACTI32X4 $0x01, Y19, X18
+	VPADDD        X18, X19, X18
+	VSHUFPS       $0x88, X18, X17, X19
+	VSHUFPS       $0xdd, X18, X17, X17
+	VPADDD        X17, X19, X17
+	VPMADDWD      (R8), Y12, Y18
+	VEXTRACTI32X4 $0x01, Y18, X19
+	VSHUFPS       $0x88, X19, X18, X20
+	VSHUFPS       $0xdd, X19, X18, X18
+	VPADDD        X18, X20, X18
+	VSHUFPS       $0x88, X18, X17, X19
+	VSHUFPS       $0xdd, X18, X17, X17
+	VPADDD        X17, X19, X17
+	VCVTDQ2PS     X17, X17
+	VMOVDDUP      (R9), X18
+	VMULPS        X5, X18, X18
+	VMULPS        X18, X17, X17
+	VMOVSS        (R10), X18
+	VMOVHLPS      X17, X17, X19
+	VADDSS        X17, X18, X18
+	VSUBSS        X19, X18, X18
+	VMOVSHDUP     X17, X17
+	VADDSS        X17, X18, X18
+	VMOVSHDUP     X19, X19
+	VSUBSS        X19, X18, X18
+	VMOVSS        X18, (R10)
+	MOVQ          astride+40(FP), R12
+	ADDQ          R12, DI
+	MOVQ          sstride+56(FP), R12
+	ADDQ          R12, R8
+	MOVQ          xstride+72(FP), R12
+	ADDQ          R12, R9
+	MOVQ          ostride+96(FP), R12
+	ADDQ          R12, R10
+	DECQ          R11
+	JNZ           GgmlQ2KA8Avx512_vec
+	ADDQ          $0x00000054, AX
+	ADDQ          $0x00000100, CX
+	ADDQ          $0x00000020, DX
+	ADDQ          $0x00000008, BX
+	DECQ          SI
+	JNZ           GgmlQ2KA8Avx512_sb
+	MOVQ          stride+8(FP), AX
+	MOVQ          w+0(FP), CX
+	ADDQ          AX, CX
+	MOVQ          CX, w+0(FP)
+	MOVQ          out+88(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, out+88(FP)
+	MOVQ          rows+16(FP), AX
+	DECQ          AX
+	MOVQ          AX, rows+16(FP)
+	JNZ           GgmlQ2KA8Avx512_row
+	VZEROUPPER
+	RET
+
+DATA ggmlWIdx16_00<>+0(SB)/2, $0x0000
+DATA ggmlWIdx16_00<>+2(SB)/2, $0x0000
+DATA ggmlWIdx16_00<>+4(SB)/2, $0x0000
+DATA ggmlWIdx16_00<>+6(SB)/2, $0x0000
+DATA ggmlWIdx16_00<>+8(SB)/2, $0x0000
+DATA ggmlWIdx16_00<>+10(SB)/2, $0x0000
+DATA ggmlWIdx16_00<>+12(SB)/2, $0x0000
+DATA ggmlWIdx16_00<>+14(SB)/2, $0x0000
+DATA ggmlWIdx16_00<>+16(SB)/2, $0x0001
+DATA ggmlWIdx16_00<>+18(SB)/2, $0x0001
+DATA ggmlWIdx16_00<>+20(SB)/2, $0x0001
+DATA ggmlWIdx16_00<>+22(SB)/2, $0x0001
+DATA ggmlWIdx16_00<>+24(SB)/2, $0x0001
+DATA ggmlWIdx16_00<>+26(SB)/2, $0x0001
+DATA ggmlWIdx16_00<>+28(SB)/2, $0x0001
+DATA ggmlWIdx16_00<>+30(SB)/2, $0x0001
+DATA ggmlWIdx16_00<>+32(SB)/2, $0x0002
+DATA ggmlWIdx16_00<>+34(SB)/2, $0x0002
+DATA ggmlWIdx16_00<>+36(SB)/2, $0x0002
+DATA ggmlWIdx16_00<>+38(SB)/2, $0x0002
+DATA ggmlWIdx16_00<>+40(SB)/2, $0x0002
+DATA ggmlWIdx16_00<>+42(SB)/2, $0x0002
+DATA ggmlWIdx16_00<>+44(SB)/2, $0x0002
+DATA ggmlWIdx16_00<>+46(SB)/2, $0x0002
+DATA ggmlWIdx16_00<>+48(SB)/2, $0x0003
+DATA ggmlWIdx16_00<>+50(SB)/2, $0x0003
+DATA ggmlWIdx16_00<>+52(SB)/2, $0x0003
+DATA ggmlWIdx16_00<>+54(SB)/2, $0x0003
+DATA ggmlWIdx16_00<>+56(SB)/2, $0x0003
+DATA ggmlWIdx16_00<>+58(SB)/2, $0x0003
+DATA ggmlWIdx16_00<>+60(SB)/2, $0x0003
+DATA ggmlWIdx16_00<>+62(SB)/2, $0x0003
+GLOBL ggmlWIdx16_00<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlWIdx16_01<>+0(SB)/2, $0x0004
+DATA ggmlWIdx16_01<>+2(SB)/2, $0x0004
+DATA ggmlWIdx16_01<>+4(SB)/2, $0x0004
+DATA ggmlWIdx16_01<>+6(SB)/2, $0x0004
+DATA ggmlWIdx16_01<>+8(SB)/2, $0x0004
+DATA ggmlWIdx16_01<>+10(SB)/2, $0x0004
+DATA ggmlWIdx16_01<>+12(SB)/2, $0x0004
+DATA ggmlWIdx16_01<>+14(SB)/2, $0x0004
+DATA ggmlWIdx16_01<>+16(SB)/2, $0x0005
+DATA ggmlWIdx16_01<>+18(SB)/2, $0x0005
+DATA ggmlWIdx16_01<>+20(SB)/2, $0x0005
+DATA ggmlWIdx16_01<>+22(SB)/2, $0x0005
+DATA ggmlWIdx16_01<>+24(SB)/2, $0x0005
+DATA ggmlWIdx16_01<>+26(SB)/2, $0x0005
+DATA ggmlWIdx16_01<>+28(SB)/2, $0x0005
+DATA ggmlWIdx16_01<>+30(SB)/2, $0x0005
+DATA ggmlWIdx16_01<>+32(SB)/2, $0x0006
+DATA ggmlWIdx16_01<>+34(SB)/2, $0x0006
+DATA ggmlWIdx16_01<>+36(SB)/2, $0x0006
+DATA ggmlWIdx16_01<>+38(SB)/2, $0x0006
+DATA ggmlWIdx16_01<>+40(SB)/2, $0x0006
+DATA ggmlWIdx16_01<>+42(SB)/2, $0x0006
+DATA ggmlWIdx16_01<>+44(SB)/2, $0x0006
+DATA ggmlWIdx16_01<>+46(SB)/2, $0x0006
+DATA ggmlWIdx16_01<>+48(SB)/2, $0x0007
+DATA ggmlWIdx16_01<>+50(SB)/2, $0x0007
+DATA ggmlWIdx16_01<>+52(SB)/2, $0x0007
+DATA ggmlWIdx16_01<>+54(SB)/2, $0x0007
+DATA ggmlWIdx16_01<>+56(SB)/2, $0x0007
+DATA ggmlWIdx16_01<>+58(SB)/2, $0x0007
+DATA ggmlWIdx16_01<>+60(SB)/2, $0x0007
+DATA ggmlWIdx16_01<>+62(SB)/2, $0x0007
+GLOBL ggmlWIdx16_01<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlWIdx16_10<>+0(SB)/2, $0x0008
+DATA ggmlWIdx16_10<>+2(SB)/2, $0x0008
+DATA ggmlWIdx16_10<>+4(SB)/2, $0x0008
+DATA ggmlWIdx16_10<>+6(SB)/2, $0x0008
+DATA ggmlWIdx16_10<>+8(SB)/2, $0x0008
+DATA ggmlWIdx16_10<>+10(SB)/2, $0x0008
+DATA ggmlWIdx16_10<>+12(SB)/2, $0x0008
+DATA ggmlWIdx16_10<>+14(SB)/2, $0x0008
+DATA ggmlWIdx16_10<>+16(SB)/2, $0x0009
+DATA ggmlWIdx16_10<>+18(SB)/2, $0x0009
+DATA ggmlWIdx16_10<>+20(SB)/2, $0x0009
+DATA ggmlWIdx16_10<>+22(SB)/2, $0x0009
+DATA ggmlWIdx16_10<>+24(SB)/2, $0x0009
+DATA ggmlWIdx16_10<>+26(SB)/2, $0x0009
+DATA ggmlWIdx16_10<>+28(SB)/2, $0x0009
+DATA ggmlWIdx16_10<>+30(SB)/2, $0x0009
+DATA ggmlWIdx16_10<>+32(SB)/2, $0x000a
+DATA ggmlWIdx16_10<>+34(SB)/2, $0x000a
+DATA ggmlWIdx16_10<>+36(SB)/2, $0x000a
+DATA ggmlWIdx16_10<>+38(SB)/2, $0x000a
+DATA ggmlWIdx16_10<>+40(SB)/2, $0x000a
+DATA ggmlWIdx16_10<>+42(SB)/2, $0x000a
+DATA ggmlWIdx16_10<>+44(SB)/2, $0x000a
+DATA ggmlWIdx16_10<>+46(SB)/2, $0x000a
+DATA ggmlWIdx16_10<>+48(SB)/2, $0x000b
+DATA ggmlWIdx16_10<>+50(SB)/2, $0x000b
+DATA ggmlWIdx16_10<>+52(SB)/2, $0x000b
+DATA ggmlWIdx16_10<>+54(SB)/2, $0x000b
+DATA ggmlWIdx16_10<>+56(SB)/2, $0x000b
+DATA ggmlWIdx16_10<>+58(SB)/2, $0x000b
+DATA ggmlWIdx16_10<>+60(SB)/2, $0x000b
+DATA ggmlWIdx16_10<>+62(SB)/2, $0x000b
+GLOBL ggmlWIdx16_10<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlWIdx16_11<>+0(SB)/2, $0x000c
+DATA ggmlWIdx16_11<>+2(SB)/2, $0x000c
+DATA ggmlWIdx16_11<>+4(SB)/2, $0x000c
+DATA ggmlWIdx16_11<>+6(SB)/2, $0x000c
+DATA ggmlWIdx16_11<>+8(SB)/2, $0x000c
+DATA ggmlWIdx16_11<>+10(SB)/2, $0x000c
+DATA ggmlWIdx16_11<>+12(SB)/2, $0x000c
+DATA ggmlWIdx16_11<>+14(SB)/2, $0x000c
+DATA ggmlWIdx16_11<>+16(SB)/2, $0x000d
+DATA ggmlWIdx16_11<>+18(SB)/2, $0x000d
+DATA ggmlWIdx16_11<>+20(SB)/2, $0x000d
+DATA ggmlWIdx16_11<>+22(SB)/2, $0x000d
+DATA ggmlWIdx16_11<>+24(SB)/2, $0x000d
+DATA ggmlWIdx16_11<>+26(SB)/2, $0x000d
+DATA ggmlWIdx16_11<>+28(SB)/2, $0x000d
+DATA ggmlWIdx16_11<>+30(SB)/2, $0x000d
+DATA ggmlWIdx16_11<>+32(SB)/2, $0x000e
+DATA ggmlWIdx16_11<>+34(SB)/2, $0x000e
+DATA ggmlWIdx16_11<>+36(SB)/2, $0x000e
+DATA ggmlWIdx16_11<>+38(SB)/2, $0x000e
+DATA ggmlWIdx16_11<>+40(SB)/2, $0x000e
+DATA ggmlWIdx16_11<>+42(SB)/2, $0x000e
+DATA ggmlWIdx16_11<>+44(SB)/2, $0x000e
+DATA ggmlWIdx16_11<>+46(SB)/2, $0x000e
+DATA ggmlWIdx16_11<>+48(SB)/2, $0x000f
+DATA ggmlWIdx16_11<>+50(SB)/2, $0x000f
+DATA ggmlWIdx16_11<>+52(SB)/2, $0x000f
+DATA ggmlWIdx16_11<>+54(SB)/2, $0x000f
+DATA ggmlWIdx16_11<>+56(SB)/2, $0x000f
+DATA ggmlWIdx16_11<>+58(SB)/2, $0x000f
+DATA ggmlWIdx16_11<>+60(SB)/2, $0x000f
+DATA ggmlWIdx16_11<>+62(SB)/2, $0x000f
+GLOBL ggmlWIdx16_11<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlShift0<>+0(SB)/2, $0x0000
+DATA ggmlShift0<>+2(SB)/2, $0x0000
+DATA ggmlShift0<>+4(SB)/2, $0x0000
+DATA ggmlShift0<>+6(SB)/2, $0x0000
+DATA ggmlShift0<>+8(SB)/2, $0x0000
+DATA ggmlShift0<>+10(SB)/2, $0x0000
+DATA ggmlShift0<>+12(SB)/2, $0x0000
+DATA ggmlShift0<>+14(SB)/2, $0x0000
+DATA ggmlShift0<>+16(SB)/2, $0x0000
+DATA ggmlShift0<>+18(SB)/2, $0x0000
+DATA ggmlShift0<>+20(SB)/2, $0x0000
+DATA ggmlShift0<>+22(SB)/2, $0x0000
+DATA ggmlShift0<>+24(SB)/2, $0x0000
+DATA ggmlShift0<>+26(SB)/2, $0x0000
+DATA ggmlShift0<>+28(SB)/2, $0x0000
+DATA ggmlShift0<>+30(SB)/2, $0x0000
+DATA ggmlShift0<>+32(SB)/2, $0x0002
+DATA ggmlShift0<>+34(SB)/2, $0x0002
+DATA ggmlShift0<>+36(SB)/2, $0x0002
+DATA ggmlShift0<>+38(SB)/2, $0x0002
+DATA ggmlShift0<>+40(SB)/2, $0x0002
+DATA ggmlShift0<>+42(SB)/2, $0x0002
+DATA ggmlShift0<>+44(SB)/2, $0x0002
+DATA ggmlShift0<>+46(SB)/2, $0x0002
+DATA ggmlShift0<>+48(SB)/2, $0x0002
+DATA ggmlShift0<>+50(SB)/2, $0x0002
+DATA ggmlShift0<>+52(SB)/2, $0x0002
+DATA ggmlShift0<>+54(SB)/2, $0x0002
+DATA ggmlShift0<>+56(SB)/2, $0x0002
+DATA ggmlShift0<>+58(SB)/2, $0x0002
+DATA ggmlShift0<>+60(SB)/2, $0x0002
+DATA ggmlShift0<>+62(SB)/2, $0x0002
+GLOBL ggmlShift0<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlShift1<>+0(SB)/2, $0x0004
+DATA ggmlShift1<>+2(SB)/2, $0x0004
+DATA ggmlShift1<>+4(SB)/2, $0x0004
+DATA ggmlShift1<>+6(SB)/2, $0x0004
+DATA ggmlShift1<>+8(SB)/2, $0x0004
+DATA ggmlShift1<>+10(SB)/2, $0x0004
+DATA ggmlShift1<>+12(SB)/2, $0x0004
+DATA ggmlShift1<>+14(SB)/2, $0x0004
+DATA ggmlShift1<>+16(SB)/2, $0x0004
+DATA ggmlShift1<>+18(SB)/2, $0x0004
+DATA ggmlShift1<>+20(SB)/2, $0x0004
+DATA ggmlShift1<>+22(SB)/2, $0x0004
+DATA ggmlShift1<>+24(SB)/2, $0x0004
+DATA ggmlShift1<>+26(SB)/2, $0x0004
+DATA ggmlShift1<>+28(SB)/2, $0x0004
+DATA ggmlShift1<>+30(SB)/2, $0x0004
+DATA ggmlShift1<>+32(SB)/2, $0x0006
+DATA ggmlShift1<>+34(SB)/2, $0x0006
+DATA ggmlShift1<>+36(SB)/2, $0x0006
+DATA ggmlShift1<>+38(SB)/2, $0x0006
+DATA ggmlShift1<>+40(SB)/2, $0x0006
+DATA ggmlShift1<>+42(SB)/2, $0x0006
+DATA ggmlShift1<>+44(SB)/2, $0x0006
+DATA ggmlShift1<>+46(SB)/2, $0x0006
+DATA ggmlShift1<>+48(SB)/2, $0x0006
+DATA ggmlShift1<>+50(SB)/2, $0x0006
+DATA ggmlShift1<>+52(SB)/2, $0x0006
+DATA ggmlShift1<>+54(SB)/2, $0x0006
+DATA ggmlShift1<>+56(SB)/2, $0x0006
+DATA ggmlShift1<>+58(SB)/2, $0x0006
+DATA ggmlShift1<>+60(SB)/2, $0x0006
+DATA ggmlShift1<>+62(SB)/2, $0x0006
+GLOBL ggmlShift1<>(SB), RODATA|NOPTR, $64
+
+// func GgmlQ3KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C
+TEXT ·GgmlQ3KA8Avx512(SB), NOSPLIT, $0-104
+	VMOVDQU64    ggmlWIdx16_00<>+0(SB), Z0
+	VMOVDQU64    ggmlWIdx16_01<>+0(SB), Z1
+	VMOVDQU64    ggmlWIdx16_10<>+0(SB), Z2
+	VMOVDQU64    ggmlWIdx16_11<>+0(SB), Z3
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X4
+	VPBROADCASTD X4, Z4
+	VMOVDQU64    ggmlQ3KBit00<>+0(SB), Z4
+	VMOVDQU64    ggmlQ3KBit01<>+0(SB), Z6
+	VMOVDQU64    ggmlQ3KBit10<>+0(SB), Z7
+	VMOVDQU64    ggmlQ3KBit11<>+0(SB), Z8
+	MOVL         $0x04040404, AX
+	VPBROADCASTD AX, Z9
+	VMOVDQU64    ggmlShift0<>+0(SB), Z10
+	VMOVDQU64    ggmlShift1<>+0(SB), Z11
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z12
+
+GgmlQ3KA8Avx512_row:
+	MOVQ out+88(FP), AX
+	MOVQ nvec+80(FP), CX
+	MOVQ ostride+96(FP), DX
+
+GgmlQ3KA8Avx512_zero:
+	MOVL $0x00000000, (AX)
+	ADDQ DX, AX
+	DECQ CX
+	JNZ  GgmlQ3KA8Avx512_zero
+	MOVQ w+0(FP), AX
+	MOVQ act+32(FP), CX
+	MOVQ sums+48(FP), DX
+	MOVQ xs+64(FP), BX
+	MOVQ nsb+24(FP), SI
+
+GgmlQ3KA8Avx512_sb:
+	VBROADCASTI64X4 32(AX), Z13
+	VPSRLVW         Z10, Z13, Z14
+	VPANDD          Z14, Z12, Z14
+	VPSRLVW         Z11, Z13, Z13
+	VPANDD          Z13, Z12, Z13
+	VBROADCASTI64X4 (AX), Z15
+	VPTESTMB        Z4, Z15, K1
+	VPADDB          Z9, Z14, K1, Z14
+	VPTESTMB        Z6, Z15, K1
+	VPADDB          Z9, Z13, K1, Z13
+	VBROADCASTI64X4 64(AX), Z15
+	VPSRLVW         Z10, Z15, Z16
+	VPANDD          Z16, Z12, Z16
+	VPSRLVW         Z11, Z15, Z15
+	VPANDD          Z15, Z12, Z15
+	VBROADCASTI64X4 (AX), Z17
+	VPTESTMB        Z7, Z17, K1
+	VPADDB          Z9, Z16, K1, Z16
+	VPTESTMB        Z8, Z17, K1
+	VPADDB          Z9, Z15, K1, Z15
+	MOVL            96(AX), DI
+	MOVL            100(AX), R8
+	MOVL            104(AX), R9
+	MOVL            DI, R10
+	ANDL            $0x0f0f0f0f, R10
+	MOVL            R9, R11
+	ANDL            $0x03030303, R11
+	SHLL            $0x04, R11
+	ORL             R11, R10
+	MOVL            R8, R11
+	ANDL            $0x0f0f0f0f, R11
+	MOVL            R9, R12
+	SHRL            $0x02, R12
+	ANDL            $0x03030303, R12
+	SHLL            $0x04, R12
+	ORL             R12, R11
+	SHRL            $0x04, DI
+	ANDL            $0x0f0f0f0f, DI
+	MOVL            R9, R12
+	SHRL            $0x04, R12
+	ANDL            $0x03030303, R12
+	SHLL            $0x04, R12
+	ORL             R12, DI
+	SHRL            $0x04, R8
+	ANDL            $0x0f0f0f0f, R8
+	SHRL            $0x06, R9
+	ANDL            $0x03030303, R9
+	SHLL            $0x04, R9
+	ORL             R9, R8
+	MOVL            R11, R9
+	SHLQ            $0x20, R9
+	ORQ             R10, R9
+	SHLQ            $0x20, R8
+	ORQ             DI, R8
+	VMOVQ           R9, X5
+	VMOVQ           R8, X17
+	VPUNPCKLQDQ     X17, X5, X5
+	MOVL            $0x20202020, DI
+	VPBROADCASTD    DI, X17
+	VPSUBB          X17, X5, X5
+	VPMOVSXBW       X5, Y5
+	VPERMW          Z5, Z0, Z17
+	VPERMW          Z5, Z1, Z18
+	VPERMW          Z5, Z2, Z19
+	VPERMW          Z5, Z3, Z20
+	VPBROADCASTW    108(AX), X21
+	VCVTPH2PS       X21, X21
+	MOVQ            CX, DI
+	MOVQ            DX, R8
+	MOVQ            BX, R9
+	MOVQ            out+88(FP), R10
+	MOVQ            nvec+80(FP), R11
+
+GgmlQ3KA8Avx512_vec:
+	VPMADDUBSW    (DI), Z14, Z22
+	VPMADDWD      Z17, Z22, Z22
+	VPMADDUBSW    64(DI), Z13, Z23
+	VPDPWSSD      Z18, Z23, Z22
+	VEXTRACTI64X4 $0x01, Z22, Y23
+	VPADDD        Y23, Y22, Y23
+	VEXTRACTI32X4 $0x01, Y23, X22
+	VPADDD        X22, X23, X22
+	VPMADDUBSW    128(DI), Z16, Z23
+	VPMADDWD      Z19, Z23, Z23
+	VPMADDUBSW    192(DI), Z15, Z24
+	VPDPWSSD      Z20, Z24, Z23
+	VEXTRACTI64X4 $0x01, Z23, Y24
+	VPADDD        Y24, Y23, Y24
+	VEXTRACTI32X4 $0x01, Y24, X23
+	VPADDD        X23, X24, X23
+	VSHUFPS       $0x88, X23, X22, X24
+	VSHUFPS       $0xdd, X23, X22, X22
+	VPADDD        X22, X24, X22
+	VPMADDWD      (R8), Y5, Y23
+	VEXTRACTI32X4 $0x01, Y23, X24
+	VSHUFPS       $0x88, X24, X23, X25
+	VSHUFPS       $0xdd, X24, X23, X23
+	VPADDD        X23, X25, X23
+	VSHUFPS       $0x88, X23, X22, X24
+	VSHUFPS       $0xdd, X23, X22, X22
+	VPADDD        X22, X24, X22
+	VPSHUFD       $0xee, X22, X23
+	VPSLLD        $0x02, X23, X23
+	VPSUBD        X23, X22, X22
+	VCVTDQ2PS     X22, X22
+	VMOVDDUP      (R9), X23
+	VMULPS        X21, X23, X23
+	VMULPS        X23, X22, X22
+	VMOVSS        (R10), X23
+	VADDSS        X22, X23, X23
+	VMOVSHDUP     X22, X22
+	VADDSS        X22, X23, X23
+	VMOVSS        X23, (R10)
+	MOVQ          astride+40(FP), R12
+	ADDQ          R12, DI
+	MOVQ          sstride+56(FP), R12
+	ADDQ          R12, R8
+	MOVQ          xstride+72(FP), R12
+	ADDQ          R12, R9
+	MOVQ          ostride+96(FP), R12
+	ADDQ          R12, R10
+	DECQ          R11
+	JNZ           GgmlQ3KA8Avx512_vec
+	ADDQ          $0x0000006e, AX
+	ADDQ          $0x00000100, CX
+	ADDQ          $0x00000020, DX
+	ADDQ          $0x00000008, BX
+	DECQ          SI
+	JNZ           GgmlQ3KA8Avx512_sb
+	MOVQ          stride+8(FP), AX
+	MOVQ          w+0(FP), CX
+	ADDQ          AX, CX
+	MOVQ          CX, w+0(FP)
+	MOVQ          out+88(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, out+88(FP)
+	MOVQ          rows+16(FP), AX
+	DECQ          AX
+	MOVQ          AX, rows+16(FP)
+	JNZ           GgmlQ3KA8Avx512_row
+	VZEROUPPER
+	RET
+
+DATA ggmlQ3KBit00<>+0(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+1(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+2(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+3(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+4(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+5(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+6(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+7(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+8(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+9(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+10(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+11(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+12(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+13(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+14(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+15(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+16(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+17(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+18(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+19(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+20(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+21(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+22(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+23(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+24(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+25(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+26(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+27(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+28(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+29(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+30(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+31(SB)/1, $0x01
+DATA ggmlQ3KBit00<>+32(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+33(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+34(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+35(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+36(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+37(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+38(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+39(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+40(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+41(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+42(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+43(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+44(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+45(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+46(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+47(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+48(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+49(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+50(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+51(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+52(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+53(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+54(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+55(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+56(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+57(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+58(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+59(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+60(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+61(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+62(SB)/1, $0x02
+DATA ggmlQ3KBit00<>+63(SB)/1, $0x02
+GLOBL ggmlQ3KBit00<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlQ3KBit01<>+0(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+1(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+2(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+3(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+4(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+5(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+6(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+7(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+8(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+9(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+10(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+11(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+12(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+13(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+14(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+15(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+16(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+17(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+18(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+19(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+20(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+21(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+22(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+23(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+24(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+25(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+26(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+27(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+28(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+29(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+30(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+31(SB)/1, $0x04
+DATA ggmlQ3KBit01<>+32(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+33(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+34(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+35(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+36(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+37(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+38(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+39(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+40(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+41(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+42(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+43(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+44(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+45(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+46(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+47(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+48(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+49(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+50(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+51(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+52(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+53(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+54(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+55(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+56(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+57(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+58(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+59(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+60(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+61(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+62(SB)/1, $0x08
+DATA ggmlQ3KBit01<>+63(SB)/1, $0x08
+GLOBL ggmlQ3KBit01<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlQ3KBit10<>+0(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+1(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+2(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+3(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+4(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+5(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+6(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+7(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+8(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+9(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+10(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+11(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+12(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+13(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+14(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+15(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+16(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+17(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+18(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+19(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+20(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+21(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+22(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+23(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+24(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+25(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+26(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+27(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+28(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+29(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+30(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+31(SB)/1, $0x10
+DATA ggmlQ3KBit10<>+32(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+33(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+34(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+35(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+36(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+37(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+38(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+39(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+40(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+41(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+42(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+43(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+44(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+45(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+46(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+47(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+48(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+49(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+50(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+51(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+52(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+53(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+54(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+55(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+56(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+57(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+58(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+59(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+60(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+61(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+62(SB)/1, $0x20
+DATA ggmlQ3KBit10<>+63(SB)/1, $0x20
+GLOBL ggmlQ3KBit10<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlQ3KBit11<>+0(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+1(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+2(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+3(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+4(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+5(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+6(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+7(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+8(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+9(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+10(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+11(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+12(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+13(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+14(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+15(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+16(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+17(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+18(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+19(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+20(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+21(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+22(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+23(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+24(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+25(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+26(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+27(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+28(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+29(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+30(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+31(SB)/1, $0x40
+DATA ggmlQ3KBit11<>+32(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+33(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+34(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+35(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+36(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+37(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+38(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+39(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+40(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+41(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+42(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+43(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+44(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+45(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+46(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+47(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+48(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+49(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+50(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+51(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+52(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+53(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+54(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+55(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+56(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+57(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+58(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+59(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+60(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+61(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+62(SB)/1, $0x80
+DATA ggmlQ3KBit11<>+63(SB)/1, $0x80
+GLOBL ggmlQ3KBit11<>(SB), RODATA|NOPTR, $64
+
 // func GgmlQ4KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C
 TEXT ·GgmlQ4KA8Avx512(SB), NOSPLIT, $0-104
-	VMOVDQU64    ggmlQ4KIdx00<>+0(SB), Z0
-	VMOVDQU64    ggmlQ4KIdx01<>+0(SB), Z1
-	VMOVDQU64    ggmlQ4KIdx10<>+0(SB), Z2
-	VMOVDQU64    ggmlQ4KIdx11<>+0(SB), Z3
+	VMOVDQU64    ggmlWIdx32_00<>+0(SB), Z0
+	VMOVDQU64    ggmlWIdx32_01<>+0(SB), Z1
+	VMOVDQU64    ggmlWIdx32_10<>+0(SB), Z2
+	VMOVDQU64    ggmlWIdx32_11<>+0(SB), Z3
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X4
 	VPBROADCASTD X4, Z4
@@ -146,149 +929,149 @@ GgmlQ4KA8Avx512_vec:
 	VZEROUPPER
 	RET
 
-DATA ggmlQ4KIdx00<>+0(SB)/2, $0x0000
-DATA ggmlQ4KIdx00<>+2(SB)/2, $0x0000
-DATA ggmlQ4KIdx00<>+4(SB)/2, $0x0000
-DATA ggmlQ4KIdx00<>+6(SB)/2, $0x0000
-DATA ggmlQ4KIdx00<>+8(SB)/2, $0x0000
-DATA ggmlQ4KIdx00<>+10(SB)/2, $0x0000
-DATA ggmlQ4KIdx00<>+12(SB)/2, $0x0000
-DATA ggmlQ4KIdx00<>+14(SB)/2, $0x0000
-DATA ggmlQ4KIdx00<>+16(SB)/2, $0x0000
-DATA ggmlQ4KIdx00<>+18(SB)/2, $0x0000
-DATA ggmlQ4KIdx00<>+20(SB)/2, $0x0000
-DATA ggmlQ4KIdx00<>+22(SB)/2, $0x0000
-DATA ggmlQ4KIdx00<>+24(SB)/2, $0x0000
-DATA ggmlQ4KIdx00<>+26(SB)/2, $0x0000
-DATA ggmlQ4KIdx00<>+28(SB)/2, $0x0000
-DATA ggmlQ4KIdx00<>+30(SB)/2, $0x0000
-DATA ggmlQ4KIdx00<>+32(SB)/2, $0x0002
-DATA ggmlQ4KIdx00<>+34(SB)/2, $0x0002
-DATA ggmlQ4KIdx00<>+36(SB)/2, $0x0002
-DATA ggmlQ4KIdx00<>+38(SB)/2, $0x0002
-DATA ggmlQ4KIdx00<>+40(SB)/2, $0x0002
-DATA ggmlQ4KIdx00<>+42(SB)/2, $0x0002
-DATA ggmlQ4KIdx00<>+44(SB)/2, $0x0002
-DATA ggmlQ4KIdx00<>+46(SB)/2, $0x0002
-DATA ggmlQ4KIdx00<>+48(SB)/2, $0x0002
-DATA ggmlQ4KIdx00<>+50(SB)/2, $0x0002
-DATA ggmlQ4KIdx00<>+52(SB)/2, $0x0002
-DATA ggmlQ4KIdx00<>+54(SB)/2, $0x0002
-DATA ggmlQ4KIdx00<>+56(SB)/2, $0x0002
-DATA ggmlQ4KIdx00<>+58(SB)/2, $0x0002
-DATA ggmlQ4KIdx00<>+60(SB)/2, $0x0002
-DATA ggmlQ4KIdx00<>+62(SB)/2, $0x0002
-GLOBL ggmlQ4KIdx00<>(SB), RODATA|NOPTR, $64
+DATA ggmlWIdx32_00<>+0(SB)/2, $0x0000
+DATA ggmlWIdx32_00<>+2(SB)/2, $0x0000
+DATA ggmlWIdx32_00<>+4(SB)/2, $0x0000
+DATA ggmlWIdx32_00<>+6(SB)/2, $0x0000
+DATA ggmlWIdx32_00<>+8(SB)/2, $0x0000
+DATA ggmlWIdx32_00<>+10(SB)/2, $0x0000
+DATA ggmlWIdx32_00<>+12(SB)/2, $0x0000
+DATA ggmlWIdx32_00<>+14(SB)/2, $0x0000
+DATA ggmlWIdx32_00<>+16(SB)/2, $0x0000
+DATA ggmlWIdx32_00<>+18(SB)/2, $0x0000
+DATA ggmlWIdx32_00<>+20(SB)/2, $0x0000
+DATA ggmlWIdx32_00<>+22(SB)/2, $0x0000
+DATA ggmlWIdx32_00<>+24(SB)/2, $0x0000
+DATA ggmlWIdx32_00<>+26(SB)/2, $0x0000
+DATA ggmlWIdx32_00<>+28(SB)/2, $0x0000
+DATA ggmlWIdx32_00<>+30(SB)/2, $0x0000
+DATA ggmlWIdx32_00<>+32(SB)/2, $0x0002
+DATA ggmlWIdx32_00<>+34(SB)/2, $0x0002
+DATA ggmlWIdx32_00<>+36(SB)/2, $0x0002
+DATA ggmlWIdx32_00<>+38(SB)/2, $0x0002
+DATA ggmlWIdx32_00<>+40(SB)/2, $0x0002
+DATA ggmlWIdx32_00<>+42(SB)/2, $0x0002
+DATA ggmlWIdx32_00<>+44(SB)/2, $0x0002
+DATA ggmlWIdx32_00<>+46(SB)/2, $0x0002
+DATA ggmlWIdx32_00<>+48(SB)/2, $0x0002
+DATA ggmlWIdx32_00<>+50(SB)/2, $0x0002
+DATA ggmlWIdx32_00<>+52(SB)/2, $0x0002
+DATA ggmlWIdx32_00<>+54(SB)/2, $0x0002
+DATA ggmlWIdx32_00<>+56(SB)/2, $0x0002
+DATA ggmlWIdx32_00<>+58(SB)/2, $0x0002
+DATA ggmlWIdx32_00<>+60(SB)/2, $0x0002
+DATA ggmlWIdx32_00<>+62(SB)/2, $0x0002
+GLOBL ggmlWIdx32_00<>(SB), RODATA|NOPTR, $64
 
-DATA ggmlQ4KIdx01<>+0(SB)/2, $0x0001
-DATA ggmlQ4KIdx01<>+2(SB)/2, $0x0001
-DATA ggmlQ4KIdx01<>+4(SB)/2, $0x0001
-DATA ggmlQ4KIdx01<>+6(SB)/2, $0x0001
-DATA ggmlQ4KIdx01<>+8(SB)/2, $0x0001
-DATA ggmlQ4KIdx01<>+10(SB)/2, $0x0001
-DATA ggmlQ4KIdx01<>+12(SB)/2, $0x0001
-DATA ggmlQ4KIdx01<>+14(SB)/2, $0x0001
-DATA ggmlQ4KIdx01<>+16(SB)/2, $0x0001
-DATA ggmlQ4KIdx01<>+18(SB)/2, $0x0001
-DATA ggmlQ4KIdx01<>+20(SB)/2, $0x0001
-DATA ggmlQ4KIdx01<>+22(SB)/2, $0x0001
-DATA ggmlQ4KIdx01<>+24(SB)/2, $0x0001
-DATA ggmlQ4KIdx01<>+26(SB)/2, $0x0001
-DATA ggmlQ4KIdx01<>+28(SB)/2, $0x0001
-DATA ggmlQ4KIdx01<>+30(SB)/2, $0x0001
-DATA ggmlQ4KIdx01<>+32(SB)/2, $0x0003
-DATA ggmlQ4KIdx01<>+34(SB)/2, $0x0003
-DATA ggmlQ4KIdx01<>+36(SB)/2, $0x0003
-DATA ggmlQ4KIdx01<>+38(SB)/2, $0x0003
-DATA ggmlQ4KIdx01<>+40(SB)/2, $0x0003
-DATA ggmlQ4KIdx01<>+42(SB)/2, $0x0003
-DATA ggmlQ4KIdx01<>+44(SB)/2, $0x0003
-DATA ggmlQ4KIdx01<>+46(SB)/2, $0x0003
-DATA ggmlQ4KIdx01<>+48(SB)/2, $0x0003
-DATA ggmlQ4KIdx01<>+50(SB)/2, $0x0003
-DATA ggmlQ4KIdx01<>+52(SB)/2, $0x0003
-DATA ggmlQ4KIdx01<>+54(SB)/2, $0x0003
-DATA ggmlQ4KIdx01<>+56(SB)/2, $0x0003
-DATA ggmlQ4KIdx01<>+58(SB)/2, $0x0003
-DATA ggmlQ4KIdx01<>+60(SB)/2, $0x0003
-DATA ggmlQ4KIdx01<>+62(SB)/2, $0x0003
-GLOBL ggmlQ4KIdx01<>(SB), RODATA|NOPTR, $64
+DATA ggmlWIdx32_01<>+0(SB)/2, $0x0001
+DATA ggmlWIdx32_01<>+2(SB)/2, $0x0001
+DATA ggmlWIdx32_01<>+4(SB)/2, $0x0001
+DATA ggmlWIdx32_01<>+6(SB)/2, $0x0001
+DATA ggmlWIdx32_01<>+8(SB)/2, $0x0001
+DATA ggmlWIdx32_01<>+10(SB)/2, $0x0001
+DATA ggmlWIdx32_01<>+12(SB)/2, $0x0001
+DATA ggmlWIdx32_01<>+14(SB)/2, $0x0001
+DATA ggmlWIdx32_01<>+16(SB)/2, $0x0001
+DATA ggmlWIdx32_01<>+18(SB)/2, $0x0001
+DATA ggmlWIdx32_01<>+20(SB)/2, $0x0001
+DATA ggmlWIdx32_01<>+22(SB)/2, $0x0001
+DATA ggmlWIdx32_01<>+24(SB)/2, $0x0001
+DATA ggmlWIdx32_01<>+26(SB)/2, $0x0001
+DATA ggmlWIdx32_01<>+28(SB)/2, $0x0001
+DATA ggmlWIdx32_01<>+30(SB)/2, $0x0001
+DATA ggmlWIdx32_01<>+32(SB)/2, $0x0003
+DATA ggmlWIdx32_01<>+34(SB)/2, $0x0003
+DATA ggmlWIdx32_01<>+36(SB)/2, $0x0003
+DATA ggmlWIdx32_01<>+38(SB)/2, $0x0003
+DATA ggmlWIdx32_01<>+40(SB)/2, $0x0003
+DATA ggmlWIdx32_01<>+42(SB)/2, $0x0003
+DATA ggmlWIdx32_01<>+44(SB)/2, $0x0003
+DATA ggmlWIdx32_01<>+46(SB)/2, $0x0003
+DATA ggmlWIdx32_01<>+48(SB)/2, $0x0003
+DATA ggmlWIdx32_01<>+50(SB)/2, $0x0003
+DATA ggmlWIdx32_01<>+52(SB)/2, $0x0003
+DATA ggmlWIdx32_01<>+54(SB)/2, $0x0003
+DATA ggmlWIdx32_01<>+56(SB)/2, $0x0003
+DATA ggmlWIdx32_01<>+58(SB)/2, $0x0003
+DATA ggmlWIdx32_01<>+60(SB)/2, $0x0003
+DATA ggmlWIdx32_01<>+62(SB)/2, $0x0003
+GLOBL ggmlWIdx32_01<>(SB), RODATA|NOPTR, $64
 
-DATA ggmlQ4KIdx10<>+0(SB)/2, $0x0004
-DATA ggmlQ4KIdx10<>+2(SB)/2, $0x0004
-DATA ggmlQ4KIdx10<>+4(SB)/2, $0x0004
-DATA ggmlQ4KIdx10<>+6(SB)/2, $0x0004
-DATA ggmlQ4KIdx10<>+8(SB)/2, $0x0004
-DATA ggmlQ4KIdx10<>+10(SB)/2, $0x0004
-DATA ggmlQ4KIdx10<>+12(SB)/2, $0x0004
-DATA ggmlQ4KIdx10<>+14(SB)/2, $0x0004
-DATA ggmlQ4KIdx10<>+16(SB)/2, $0x0004
-DATA ggmlQ4KIdx10<>+18(SB)/2, $0x0004
-DATA ggmlQ4KIdx10<>+20(SB)/2, $0x0004
-DATA ggmlQ4KIdx10<>+22(SB)/2, $0x0004
-DATA ggmlQ4KIdx10<>+24(SB)/2, $0x0004
-DATA ggmlQ4KIdx10<>+26(SB)/2, $0x0004
-DATA ggmlQ4KIdx10<>+28(SB)/2, $0x0004
-DATA ggmlQ4KIdx10<>+30(SB)/2, $0x0004
-DATA ggmlQ4KIdx10<>+32(SB)/2, $0x0006
-DATA ggmlQ4KIdx10<>+34(SB)/2, $0x0006
-DATA ggmlQ4KIdx10<>+36(SB)/2, $0x0006
-DATA ggmlQ4KIdx10<>+38(SB)/2, $0x0006
-DATA ggmlQ4KIdx10<>+40(SB)/2, $0x0006
-DATA ggmlQ4KIdx10<>+42(SB)/2, $0x0006
-DATA ggmlQ4KIdx10<>+44(SB)/2, $0x0006
-DATA ggmlQ4KIdx10<>+46(SB)/2, $0x0006
-DATA ggmlQ4KIdx10<>+48(SB)/2, $0x0006
-DATA ggmlQ4KIdx10<>+50(SB)/2, $0x0006
-DATA ggmlQ4KIdx10<>+52(SB)/2, $0x0006
-DATA ggmlQ4KIdx10<>+54(SB)/2, $0x0006
-DATA ggmlQ4KIdx10<>+56(SB)/2, $0x0006
-DATA ggmlQ4KIdx10<>+58(SB)/2, $0x0006
-DATA ggmlQ4KIdx10<>+60(SB)/2, $0x0006
-DATA ggmlQ4KIdx10<>+62(SB)/2, $0x0006
-GLOBL ggmlQ4KIdx10<>(SB), RODATA|NOPTR, $64
+DATA ggmlWIdx32_10<>+0(SB)/2, $0x0004
+DATA ggmlWIdx32_10<>+2(SB)/2, $0x0004
+DATA ggmlWIdx32_10<>+4(SB)/2, $0x0004
+DATA ggmlWIdx32_10<>+6(SB)/2, $0x0004
+DATA ggmlWIdx32_10<>+8(SB)/2, $0x0004
+DATA ggmlWIdx32_10<>+10(SB)/2, $0x0004
+DATA ggmlWIdx32_10<>+12(SB)/2, $0x0004
+DATA ggmlWIdx32_10<>+14(SB)/2, $0x0004
+DATA ggmlWIdx32_10<>+16(SB)/2, $0x0004
+DATA ggmlWIdx32_10<>+18(SB)/2, $0x0004
+DATA ggmlWIdx32_10<>+20(SB)/2, $0x0004
+DATA ggmlWIdx32_10<>+22(SB)/2, $0x0004
+DATA ggmlWIdx32_10<>+24(SB)/2, $0x0004
+DATA ggmlWIdx32_10<>+26(SB)/2, $0x0004
+DATA ggmlWIdx32_10<>+28(SB)/2, $0x0004
+DATA ggmlWIdx32_10<>+30(SB)/2, $0x0004
+DATA ggmlWIdx32_10<>+32(SB)/2, $0x0006
+DATA ggmlWIdx32_10<>+34(SB)/2, $0x0006
+DATA ggmlWIdx32_10<>+36(SB)/2, $0x0006
+DATA ggmlWIdx32_10<>+38(SB)/2, $0x0006
+DATA ggmlWIdx32_10<>+40(SB)/2, $0x0006
+DATA ggmlWIdx32_10<>+42(SB)/2, $0x0006
+DATA ggmlWIdx32_10<>+44(SB)/2, $0x0006
+DATA ggmlWIdx32_10<>+46(SB)/2, $0x0006
+DATA ggmlWIdx32_10<>+48(SB)/2, $0x0006
+DATA ggmlWIdx32_10<>+50(SB)/2, $0x0006
+DATA ggmlWIdx32_10<>+52(SB)/2, $0x0006
+DATA ggmlWIdx32_10<>+54(SB)/2, $0x0006
+DATA ggmlWIdx32_10<>+56(SB)/2, $0x0006
+DATA ggmlWIdx32_10<>+58(SB)/2, $0x0006
+DATA ggmlWIdx32_10<>+60(SB)/2, $0x0006
+DATA ggmlWIdx32_10<>+62(SB)/2, $0x0006
+GLOBL ggmlWIdx32_10<>(SB), RODATA|NOPTR, $64
 
-DATA ggmlQ4KIdx11<>+0(SB)/2, $0x0005
-DATA ggmlQ4KIdx11<>+2(SB)/2, $0x0005
-DATA ggmlQ4KIdx11<>+4(SB)/2, $0x0005
-DATA ggmlQ4KIdx11<>+6(SB)/2, $0x0005
-DATA ggmlQ4KIdx11<>+8(SB)/2, $0x0005
-DATA ggmlQ4KIdx11<>+10(SB)/2, $0x0005
-DATA ggmlQ4KIdx11<>+12(SB)/2, $0x0005
-DATA ggmlQ4KIdx11<>+14(SB)/2, $0x0005
-DATA ggmlQ4KIdx11<>+16(SB)/2, $0x0005
-DATA ggmlQ4KIdx11<>+18(SB)/2, $0x0005
-DATA ggmlQ4KIdx11<>+20(SB)/2, $0x0005
-DATA ggmlQ4KIdx11<>+22(SB)/2, $0x0005
-DATA ggmlQ4KIdx11<>+24(SB)/2, $0x0005
-DATA ggmlQ4KIdx11<>+26(SB)/2, $0x0005
-DATA ggmlQ4KIdx11<>+28(SB)/2, $0x0005
-DATA ggmlQ4KIdx11<>+30(SB)/2, $0x0005
-DATA ggmlQ4KIdx11<>+32(SB)/2, $0x0007
-DATA ggmlQ4KIdx11<>+34(SB)/2, $0x0007
-DATA ggmlQ4KIdx11<>+36(SB)/2, $0x0007
-DATA ggmlQ4KIdx11<>+38(SB)/2, $0x0007
-DATA ggmlQ4KIdx11<>+40(SB)/2, $0x0007
-DATA ggmlQ4KIdx11<>+42(SB)/2, $0x0007
-DATA ggmlQ4KIdx11<>+44(SB)/2, $0x0007
-DATA ggmlQ4KIdx11<>+46(SB)/2, $0x0007
-DATA ggmlQ4KIdx11<>+48(SB)/2, $0x0007
-DATA ggmlQ4KIdx11<>+50(SB)/2, $0x0007
-DATA ggmlQ4KIdx11<>+52(SB)/2, $0x0007
-DATA ggmlQ4KIdx11<>+54(SB)/2, $0x0007
-DATA ggmlQ4KIdx11<>+56(SB)/2, $0x0007
-DATA ggmlQ4KIdx11<>+58(SB)/2, $0x0007
-DATA ggmlQ4KIdx11<>+60(SB)/2, $0x0007
-DATA ggmlQ4KIdx11<>+62(SB)/2, $0x0007
-GLOBL ggmlQ4KIdx11<>(SB), RODATA|NOPTR, $64
+DATA ggmlWIdx32_11<>+0(SB)/2, $0x0005
+DATA ggmlWIdx32_11<>+2(SB)/2, $0x0005
+DATA ggmlWIdx32_11<>+4(SB)/2, $0x0005
+DATA ggmlWIdx32_11<>+6(SB)/2, $0x0005
+DATA ggmlWIdx32_11<>+8(SB)/2, $0x0005
+DATA ggmlWIdx32_11<>+10(SB)/2, $0x0005
+DATA ggmlWIdx32_11<>+12(SB)/2, $0x0005
+DATA ggmlWIdx32_11<>+14(SB)/2, $0x0005
+DATA ggmlWIdx32_11<>+16(SB)/2, $0x0005
+DATA ggmlWIdx32_11<>+18(SB)/2, $0x0005
+DATA ggmlWIdx32_11<>+20(SB)/2, $0x0005
+DATA ggmlWIdx32_11<>+22(SB)/2, $0x0005
+DATA ggmlWIdx32_11<>+24(SB)/2, $0x0005
+DATA ggmlWIdx32_11<>+26(SB)/2, $0x0005
+DATA ggmlWIdx32_11<>+28(SB)/2, $0x0005
+DATA ggmlWIdx32_11<>+30(SB)/2, $0x0005
+DATA ggmlWIdx32_11<>+32(SB)/2, $0x0007
+DATA ggmlWIdx32_11<>+34(SB)/2, $0x0007
+DATA ggmlWIdx32_11<>+36(SB)/2, $0x0007
+DATA ggmlWIdx32_11<>+38(SB)/2, $0x0007
+DATA ggmlWIdx32_11<>+40(SB)/2, $0x0007
+DATA ggmlWIdx32_11<>+42(SB)/2, $0x0007
+DATA ggmlWIdx32_11<>+44(SB)/2, $0x0007
+DATA ggmlWIdx32_11<>+46(SB)/2, $0x0007
+DATA ggmlWIdx32_11<>+48(SB)/2, $0x0007
+DATA ggmlWIdx32_11<>+50(SB)/2, $0x0007
+DATA ggmlWIdx32_11<>+52(SB)/2, $0x0007
+DATA ggmlWIdx32_11<>+54(SB)/2, $0x0007
+DATA ggmlWIdx32_11<>+56(SB)/2, $0x0007
+DATA ggmlWIdx32_11<>+58(SB)/2, $0x0007
+DATA ggmlWIdx32_11<>+60(SB)/2, $0x0007
+DATA ggmlWIdx32_11<>+62(SB)/2, $0x0007
+GLOBL ggmlWIdx32_11<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ5KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C
 TEXT ·GgmlQ5KA8Avx512(SB), NOSPLIT, $0-104
-	VMOVDQU64    ggmlQ5KIdx00<>+0(SB), Z0
-	VMOVDQU64    ggmlQ5KIdx01<>+0(SB), Z1
-	VMOVDQU64    ggmlQ5KIdx10<>+0(SB), Z2
-	VMOVDQU64    ggmlQ5KIdx11<>+0(SB), Z3
+	VMOVDQU64    ggmlWIdx32_00<>+0(SB), Z0
+	VMOVDQU64    ggmlWIdx32_01<>+0(SB), Z1
+	VMOVDQU64    ggmlWIdx32_10<>+0(SB), Z2
+	VMOVDQU64    ggmlWIdx32_11<>+0(SB), Z3
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X4
 	VPBROADCASTD X4, Z4
@@ -439,142 +1222,6 @@ GgmlQ5KA8Avx512_vec:
 	JNZ           GgmlQ5KA8Avx512_row
 	VZEROUPPER
 	RET
-
-DATA ggmlQ5KIdx00<>+0(SB)/2, $0x0000
-DATA ggmlQ5KIdx00<>+2(SB)/2, $0x0000
-DATA ggmlQ5KIdx00<>+4(SB)/2, $0x0000
-DATA ggmlQ5KIdx00<>+6(SB)/2, $0x0000
-DATA ggmlQ5KIdx00<>+8(SB)/2, $0x0000
-DATA ggmlQ5KIdx00<>+10(SB)/2, $0x0000
-DATA ggmlQ5KIdx00<>+12(SB)/2, $0x0000
-DATA ggmlQ5KIdx00<>+14(SB)/2, $0x0000
-DATA ggmlQ5KIdx00<>+16(SB)/2, $0x0000
-DATA ggmlQ5KIdx00<>+18(SB)/2, $0x0000
-DATA ggmlQ5KIdx00<>+20(SB)/2, $0x0000
-DATA ggmlQ5KIdx00<>+22(SB)/2, $0x0000
-DATA ggmlQ5KIdx00<>+24(SB)/2, $0x0000
-DATA ggmlQ5KIdx00<>+26(SB)/2, $0x0000
-DATA ggmlQ5KIdx00<>+28(SB)/2, $0x0000
-DATA ggmlQ5KIdx00<>+30(SB)/2, $0x0000
-DATA ggmlQ5KIdx00<>+32(SB)/2, $0x0002
-DATA ggmlQ5KIdx00<>+34(SB)/2, $0x0002
-DATA ggmlQ5KIdx00<>+36(SB)/2, $0x0002
-DATA ggmlQ5KIdx00<>+38(SB)/2, $0x0002
-DATA ggmlQ5KIdx00<>+40(SB)/2, $0x0002
-DATA ggmlQ5KIdx00<>+42(SB)/2, $0x0002
-DATA ggmlQ5KIdx00<>+44(SB)/2, $0x0002
-DATA ggmlQ5KIdx00<>+46(SB)/2, $0x0002
-DATA ggmlQ5KIdx00<>+48(SB)/2, $0x0002
-DATA ggmlQ5KIdx00<>+50(SB)/2, $0x0002
-DATA ggmlQ5KIdx00<>+52(SB)/2, $0x0002
-DATA ggmlQ5KIdx00<>+54(SB)/2, $0x0002
-DATA ggmlQ5KIdx00<>+56(SB)/2, $0x0002
-DATA ggmlQ5KIdx00<>+58(SB)/2, $0x0002
-DATA ggmlQ5KIdx00<>+60(SB)/2, $0x0002
-DATA ggmlQ5KIdx00<>+62(SB)/2, $0x0002
-GLOBL ggmlQ5KIdx00<>(SB), RODATA|NOPTR, $64
-
-DATA ggmlQ5KIdx01<>+0(SB)/2, $0x0001
-DATA ggmlQ5KIdx01<>+2(SB)/2, $0x0001
-DATA ggmlQ5KIdx01<>+4(SB)/2, $0x0001
-DATA ggmlQ5KIdx01<>+6(SB)/2, $0x0001
-DATA ggmlQ5KIdx01<>+8(SB)/2, $0x0001
-DATA ggmlQ5KIdx01<>+10(SB)/2, $0x0001
-DATA ggmlQ5KIdx01<>+12(SB)/2, $0x0001
-DATA ggmlQ5KIdx01<>+14(SB)/2, $0x0001
-DATA ggmlQ5KIdx01<>+16(SB)/2, $0x0001
-DATA ggmlQ5KIdx01<>+18(SB)/2, $0x0001
-DATA ggmlQ5KIdx01<>+20(SB)/2, $0x0001
-DATA ggmlQ5KIdx01<>+22(SB)/2, $0x0001
-DATA ggmlQ5KIdx01<>+24(SB)/2, $0x0001
-DATA ggmlQ5KIdx01<>+26(SB)/2, $0x0001
-DATA ggmlQ5KIdx01<>+28(SB)/2, $0x0001
-DATA ggmlQ5KIdx01<>+30(SB)/2, $0x0001
-DATA ggmlQ5KIdx01<>+32(SB)/2, $0x0003
-DATA ggmlQ5KIdx01<>+34(SB)/2, $0x0003
-DATA ggmlQ5KIdx01<>+36(SB)/2, $0x0003
-DATA ggmlQ5KIdx01<>+38(SB)/2, $0x0003
-DATA ggmlQ5KIdx01<>+40(SB)/2, $0x0003
-DATA ggmlQ5KIdx01<>+42(SB)/2, $0x0003
-DATA ggmlQ5KIdx01<>+44(SB)/2, $0x0003
-DATA ggmlQ5KIdx01<>+46(SB)/2, $0x0003
-DATA ggmlQ5KIdx01<>+48(SB)/2, $0x0003
-DATA ggmlQ5KIdx01<>+50(SB)/2, $0x0003
-DATA ggmlQ5KIdx01<>+52(SB)/2, $0x0003
-DATA ggmlQ5KIdx01<>+54(SB)/2, $0x0003
-DATA ggmlQ5KIdx01<>+56(SB)/2, $0x0003
-DATA ggmlQ5KIdx01<>+58(SB)/2, $0x0003
-DATA ggmlQ5KIdx01<>+60(SB)/2, $0x0003
-DATA ggmlQ5KIdx01<>+62(SB)/2, $0x0003
-GLOBL ggmlQ5KIdx01<>(SB), RODATA|NOPTR, $64
-
-DATA ggmlQ5KIdx10<>+0(SB)/2, $0x0004
-DATA ggmlQ5KIdx10<>+2(SB)/2, $0x0004
-DATA ggmlQ5KIdx10<>+4(SB)/2, $0x0004
-DATA ggmlQ5KIdx10<>+6(SB)/2, $0x0004
-DATA ggmlQ5KIdx10<>+8(SB)/2, $0x0004
-DATA ggmlQ5KIdx10<>+10(SB)/2, $0x0004
-DATA ggmlQ5KIdx10<>+12(SB)/2, $0x0004
-DATA ggmlQ5KIdx10<>+14(SB)/2, $0x0004
-DATA ggmlQ5KIdx10<>+16(SB)/2, $0x0004
-DATA ggmlQ5KIdx10<>+18(SB)/2, $0x0004
-DATA ggmlQ5KIdx10<>+20(SB)/2, $0x0004
-DATA ggmlQ5KIdx10<>+22(SB)/2, $0x0004
-DATA ggmlQ5KIdx10<>+24(SB)/2, $0x0004
-DATA ggmlQ5KIdx10<>+26(SB)/2, $0x0004
-DATA ggmlQ5KIdx10<>+28(SB)/2, $0x0004
-DATA ggmlQ5KIdx10<>+30(SB)/2, $0x0004
-DATA ggmlQ5KIdx10<>+32(SB)/2, $0x0006
-DATA ggmlQ5KIdx10<>+34(SB)/2, $0x0006
-DATA ggmlQ5KIdx10<>+36(SB)/2, $0x0006
-DATA ggmlQ5KIdx10<>+38(SB)/2, $0x0006
-DATA ggmlQ5KIdx10<>+40(SB)/2, $0x0006
-DATA ggmlQ5KIdx10<>+42(SB)/2, $0x0006
-DATA ggmlQ5KIdx10<>+44(SB)/2, $0x0006
-DATA ggmlQ5KIdx10<>+46(SB)/2, $0x0006
-DATA ggmlQ5KIdx10<>+48(SB)/2, $0x0006
-DATA ggmlQ5KIdx10<>+50(SB)/2, $0x0006
-DATA ggmlQ5KIdx10<>+52(SB)/2, $0x0006
-DATA ggmlQ5KIdx10<>+54(SB)/2, $0x0006
-DATA ggmlQ5KIdx10<>+56(SB)/2, $0x0006
-DATA ggmlQ5KIdx10<>+58(SB)/2, $0x0006
-DATA ggmlQ5KIdx10<>+60(SB)/2, $0x0006
-DATA ggmlQ5KIdx10<>+62(SB)/2, $0x0006
-GLOBL ggmlQ5KIdx10<>(SB), RODATA|NOPTR, $64
-
-DATA ggmlQ5KIdx11<>+0(SB)/2, $0x0005
-DATA ggmlQ5KIdx11<>+2(SB)/2, $0x0005
-DATA ggmlQ5KIdx11<>+4(SB)/2, $0x0005
-DATA ggmlQ5KIdx11<>+6(SB)/2, $0x0005
-DATA ggmlQ5KIdx11<>+8(SB)/2, $0x0005
-DATA ggmlQ5KIdx11<>+10(SB)/2, $0x0005
-DATA ggmlQ5KIdx11<>+12(SB)/2, $0x0005
-DATA ggmlQ5KIdx11<>+14(SB)/2, $0x0005
-DATA ggmlQ5KIdx11<>+16(SB)/2, $0x0005
-DATA ggmlQ5KIdx11<>+18(SB)/2, $0x0005
-DATA ggmlQ5KIdx11<>+20(SB)/2, $0x0005
-DATA ggmlQ5KIdx11<>+22(SB)/2, $0x0005
-DATA ggmlQ5KIdx11<>+24(SB)/2, $0x0005
-DATA ggmlQ5KIdx11<>+26(SB)/2, $0x0005
-DATA ggmlQ5KIdx11<>+28(SB)/2, $0x0005
-DATA ggmlQ5KIdx11<>+30(SB)/2, $0x0005
-DATA ggmlQ5KIdx11<>+32(SB)/2, $0x0007
-DATA ggmlQ5KIdx11<>+34(SB)/2, $0x0007
-DATA ggmlQ5KIdx11<>+36(SB)/2, $0x0007
-DATA ggmlQ5KIdx11<>+38(SB)/2, $0x0007
-DATA ggmlQ5KIdx11<>+40(SB)/2, $0x0007
-DATA ggmlQ5KIdx11<>+42(SB)/2, $0x0007
-DATA ggmlQ5KIdx11<>+44(SB)/2, $0x0007
-DATA ggmlQ5KIdx11<>+46(SB)/2, $0x0007
-DATA ggmlQ5KIdx11<>+48(SB)/2, $0x0007
-DATA ggmlQ5KIdx11<>+50(SB)/2, $0x0007
-DATA ggmlQ5KIdx11<>+52(SB)/2, $0x0007
-DATA ggmlQ5KIdx11<>+54(SB)/2, $0x0007
-DATA ggmlQ5KIdx11<>+56(SB)/2, $0x0007
-DATA ggmlQ5KIdx11<>+58(SB)/2, $0x0007
-DATA ggmlQ5KIdx11<>+60(SB)/2, $0x0007
-DATA ggmlQ5KIdx11<>+62(SB)/2, $0x0007
-GLOBL ggmlQ5KIdx11<>(SB), RODATA|NOPTR, $64
 
 DATA ggmlQ5KBit00<>+0(SB)/1, $0x01
 DATA ggmlQ5KBit00<>+1(SB)/1, $0x01
@@ -843,15 +1490,15 @@ GLOBL ggmlQ5KBit11<>(SB), RODATA|NOPTR, $64
 // func GgmlQ6KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C
 TEXT ·GgmlQ6KA8Avx512(SB), NOSPLIT, $0-104
-	VMOVDQU64    ggmlQ6KIdx00<>+0(SB), Z0
-	VMOVDQU64    ggmlQ6KIdx01<>+0(SB), Z1
-	VMOVDQU64    ggmlQ6KIdx10<>+0(SB), Z2
-	VMOVDQU64    ggmlQ6KIdx11<>+0(SB), Z3
+	VMOVDQU64    ggmlWIdx16_00<>+0(SB), Z0
+	VMOVDQU64    ggmlWIdx16_01<>+0(SB), Z1
+	VMOVDQU64    ggmlWIdx16_10<>+0(SB), Z2
+	VMOVDQU64    ggmlWIdx16_11<>+0(SB), Z3
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X4
 	VPBROADCASTD X4, Z4
-	VMOVDQU64    ggmlQ6KShift0<>+0(SB), Z5
-	VMOVDQU64    ggmlQ6KShift1<>+0(SB), Z6
+	VMOVDQU64    ggmlShift0<>+0(SB), Z5
+	VMOVDQU64    ggmlShift1<>+0(SB), Z6
 	MOVL         $0x03030303, AX
 	VPBROADCASTD AX, Z7
 
@@ -979,206 +1626,183 @@ GgmlQ6KA8Avx512_vec:
 	VZEROUPPER
 	RET
 
-DATA ggmlQ6KIdx00<>+0(SB)/2, $0x0000
-DATA ggmlQ6KIdx00<>+2(SB)/2, $0x0000
-DATA ggmlQ6KIdx00<>+4(SB)/2, $0x0000
-DATA ggmlQ6KIdx00<>+6(SB)/2, $0x0000
-DATA ggmlQ6KIdx00<>+8(SB)/2, $0x0000
-DATA ggmlQ6KIdx00<>+10(SB)/2, $0x0000
-DATA ggmlQ6KIdx00<>+12(SB)/2, $0x0000
-DATA ggmlQ6KIdx00<>+14(SB)/2, $0x0000
-DATA ggmlQ6KIdx00<>+16(SB)/2, $0x0001
-DATA ggmlQ6KIdx00<>+18(SB)/2, $0x0001
-DATA ggmlQ6KIdx00<>+20(SB)/2, $0x0001
-DATA ggmlQ6KIdx00<>+22(SB)/2, $0x0001
-DATA ggmlQ6KIdx00<>+24(SB)/2, $0x0001
-DATA ggmlQ6KIdx00<>+26(SB)/2, $0x0001
-DATA ggmlQ6KIdx00<>+28(SB)/2, $0x0001
-DATA ggmlQ6KIdx00<>+30(SB)/2, $0x0001
-DATA ggmlQ6KIdx00<>+32(SB)/2, $0x0002
-DATA ggmlQ6KIdx00<>+34(SB)/2, $0x0002
-DATA ggmlQ6KIdx00<>+36(SB)/2, $0x0002
-DATA ggmlQ6KIdx00<>+38(SB)/2, $0x0002
-DATA ggmlQ6KIdx00<>+40(SB)/2, $0x0002
-DATA ggmlQ6KIdx00<>+42(SB)/2, $0x0002
-DATA ggmlQ6KIdx00<>+44(SB)/2, $0x0002
-DATA ggmlQ6KIdx00<>+46(SB)/2, $0x0002
-DATA ggmlQ6KIdx00<>+48(SB)/2, $0x0003
-DATA ggmlQ6KIdx00<>+50(SB)/2, $0x0003
-DATA ggmlQ6KIdx00<>+52(SB)/2, $0x0003
-DATA ggmlQ6KIdx00<>+54(SB)/2, $0x0003
-DATA ggmlQ6KIdx00<>+56(SB)/2, $0x0003
-DATA ggmlQ6KIdx00<>+58(SB)/2, $0x0003
-DATA ggmlQ6KIdx00<>+60(SB)/2, $0x0003
-DATA ggmlQ6KIdx00<>+62(SB)/2, $0x0003
-GLOBL ggmlQ6KIdx00<>(SB), RODATA|NOPTR, $64
+// func GgmlIQ4XSA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, BMI2, F16C
+TEXT ·GgmlIQ4XSA8Avx512(SB), NOSPLIT, $0-104
+	VMOVDQU64       ggmlDIdx0<>+0(SB), Z0
+	VMOVDQU64       ggmlDIdx1<>+0(SB), Z1
+	MOVL            $0x0f0f0f0f, AX
+	VMOVD           AX, X2
+	VPBROADCASTD    X2, Z2
+	VBROADCASTI32X4 ggmlKValues128<>+0(SB), Z3
 
-DATA ggmlQ6KIdx01<>+0(SB)/2, $0x0004
-DATA ggmlQ6KIdx01<>+2(SB)/2, $0x0004
-DATA ggmlQ6KIdx01<>+4(SB)/2, $0x0004
-DATA ggmlQ6KIdx01<>+6(SB)/2, $0x0004
-DATA ggmlQ6KIdx01<>+8(SB)/2, $0x0004
-DATA ggmlQ6KIdx01<>+10(SB)/2, $0x0004
-DATA ggmlQ6KIdx01<>+12(SB)/2, $0x0004
-DATA ggmlQ6KIdx01<>+14(SB)/2, $0x0004
-DATA ggmlQ6KIdx01<>+16(SB)/2, $0x0005
-DATA ggmlQ6KIdx01<>+18(SB)/2, $0x0005
-DATA ggmlQ6KIdx01<>+20(SB)/2, $0x0005
-DATA ggmlQ6KIdx01<>+22(SB)/2, $0x0005
-DATA ggmlQ6KIdx01<>+24(SB)/2, $0x0005
-DATA ggmlQ6KIdx01<>+26(SB)/2, $0x0005
-DATA ggmlQ6KIdx01<>+28(SB)/2, $0x0005
-DATA ggmlQ6KIdx01<>+30(SB)/2, $0x0005
-DATA ggmlQ6KIdx01<>+32(SB)/2, $0x0006
-DATA ggmlQ6KIdx01<>+34(SB)/2, $0x0006
-DATA ggmlQ6KIdx01<>+36(SB)/2, $0x0006
-DATA ggmlQ6KIdx01<>+38(SB)/2, $0x0006
-DATA ggmlQ6KIdx01<>+40(SB)/2, $0x0006
-DATA ggmlQ6KIdx01<>+42(SB)/2, $0x0006
-DATA ggmlQ6KIdx01<>+44(SB)/2, $0x0006
-DATA ggmlQ6KIdx01<>+46(SB)/2, $0x0006
-DATA ggmlQ6KIdx01<>+48(SB)/2, $0x0007
-DATA ggmlQ6KIdx01<>+50(SB)/2, $0x0007
-DATA ggmlQ6KIdx01<>+52(SB)/2, $0x0007
-DATA ggmlQ6KIdx01<>+54(SB)/2, $0x0007
-DATA ggmlQ6KIdx01<>+56(SB)/2, $0x0007
-DATA ggmlQ6KIdx01<>+58(SB)/2, $0x0007
-DATA ggmlQ6KIdx01<>+60(SB)/2, $0x0007
-DATA ggmlQ6KIdx01<>+62(SB)/2, $0x0007
-GLOBL ggmlQ6KIdx01<>(SB), RODATA|NOPTR, $64
+GgmlIQ4XSA8Avx512_row:
+	MOVQ out+88(FP), AX
+	MOVQ nvec+80(FP), CX
+	MOVQ ostride+96(FP), DX
 
-DATA ggmlQ6KIdx10<>+0(SB)/2, $0x0008
-DATA ggmlQ6KIdx10<>+2(SB)/2, $0x0008
-DATA ggmlQ6KIdx10<>+4(SB)/2, $0x0008
-DATA ggmlQ6KIdx10<>+6(SB)/2, $0x0008
-DATA ggmlQ6KIdx10<>+8(SB)/2, $0x0008
-DATA ggmlQ6KIdx10<>+10(SB)/2, $0x0008
-DATA ggmlQ6KIdx10<>+12(SB)/2, $0x0008
-DATA ggmlQ6KIdx10<>+14(SB)/2, $0x0008
-DATA ggmlQ6KIdx10<>+16(SB)/2, $0x0009
-DATA ggmlQ6KIdx10<>+18(SB)/2, $0x0009
-DATA ggmlQ6KIdx10<>+20(SB)/2, $0x0009
-DATA ggmlQ6KIdx10<>+22(SB)/2, $0x0009
-DATA ggmlQ6KIdx10<>+24(SB)/2, $0x0009
-DATA ggmlQ6KIdx10<>+26(SB)/2, $0x0009
-DATA ggmlQ6KIdx10<>+28(SB)/2, $0x0009
-DATA ggmlQ6KIdx10<>+30(SB)/2, $0x0009
-DATA ggmlQ6KIdx10<>+32(SB)/2, $0x000a
-DATA ggmlQ6KIdx10<>+34(SB)/2, $0x000a
-DATA ggmlQ6KIdx10<>+36(SB)/2, $0x000a
-DATA ggmlQ6KIdx10<>+38(SB)/2, $0x000a
-DATA ggmlQ6KIdx10<>+40(SB)/2, $0x000a
-DATA ggmlQ6KIdx10<>+42(SB)/2, $0x000a
-DATA ggmlQ6KIdx10<>+44(SB)/2, $0x000a
-DATA ggmlQ6KIdx10<>+46(SB)/2, $0x000a
-DATA ggmlQ6KIdx10<>+48(SB)/2, $0x000b
-DATA ggmlQ6KIdx10<>+50(SB)/2, $0x000b
-DATA ggmlQ6KIdx10<>+52(SB)/2, $0x000b
-DATA ggmlQ6KIdx10<>+54(SB)/2, $0x000b
-DATA ggmlQ6KIdx10<>+56(SB)/2, $0x000b
-DATA ggmlQ6KIdx10<>+58(SB)/2, $0x000b
-DATA ggmlQ6KIdx10<>+60(SB)/2, $0x000b
-DATA ggmlQ6KIdx10<>+62(SB)/2, $0x000b
-GLOBL ggmlQ6KIdx10<>(SB), RODATA|NOPTR, $64
+GgmlIQ4XSA8Avx512_zero:
+	MOVL $0x00000000, (AX)
+	ADDQ DX, AX
+	DECQ CX
+	JNZ  GgmlIQ4XSA8Avx512_zero
+	MOVQ w+0(FP), AX
+	MOVQ act+32(FP), CX
+	MOVQ sums+48(FP), DX
+	MOVQ xs+64(FP), BX
+	MOVQ nsb+24(FP), SI
 
-DATA ggmlQ6KIdx11<>+0(SB)/2, $0x000c
-DATA ggmlQ6KIdx11<>+2(SB)/2, $0x000c
-DATA ggmlQ6KIdx11<>+4(SB)/2, $0x000c
-DATA ggmlQ6KIdx11<>+6(SB)/2, $0x000c
-DATA ggmlQ6KIdx11<>+8(SB)/2, $0x000c
-DATA ggmlQ6KIdx11<>+10(SB)/2, $0x000c
-DATA ggmlQ6KIdx11<>+12(SB)/2, $0x000c
-DATA ggmlQ6KIdx11<>+14(SB)/2, $0x000c
-DATA ggmlQ6KIdx11<>+16(SB)/2, $0x000d
-DATA ggmlQ6KIdx11<>+18(SB)/2, $0x000d
-DATA ggmlQ6KIdx11<>+20(SB)/2, $0x000d
-DATA ggmlQ6KIdx11<>+22(SB)/2, $0x000d
-DATA ggmlQ6KIdx11<>+24(SB)/2, $0x000d
-DATA ggmlQ6KIdx11<>+26(SB)/2, $0x000d
-DATA ggmlQ6KIdx11<>+28(SB)/2, $0x000d
-DATA ggmlQ6KIdx11<>+30(SB)/2, $0x000d
-DATA ggmlQ6KIdx11<>+32(SB)/2, $0x000e
-DATA ggmlQ6KIdx11<>+34(SB)/2, $0x000e
-DATA ggmlQ6KIdx11<>+36(SB)/2, $0x000e
-DATA ggmlQ6KIdx11<>+38(SB)/2, $0x000e
-DATA ggmlQ6KIdx11<>+40(SB)/2, $0x000e
-DATA ggmlQ6KIdx11<>+42(SB)/2, $0x000e
-DATA ggmlQ6KIdx11<>+44(SB)/2, $0x000e
-DATA ggmlQ6KIdx11<>+46(SB)/2, $0x000e
-DATA ggmlQ6KIdx11<>+48(SB)/2, $0x000f
-DATA ggmlQ6KIdx11<>+50(SB)/2, $0x000f
-DATA ggmlQ6KIdx11<>+52(SB)/2, $0x000f
-DATA ggmlQ6KIdx11<>+54(SB)/2, $0x000f
-DATA ggmlQ6KIdx11<>+56(SB)/2, $0x000f
-DATA ggmlQ6KIdx11<>+58(SB)/2, $0x000f
-DATA ggmlQ6KIdx11<>+60(SB)/2, $0x000f
-DATA ggmlQ6KIdx11<>+62(SB)/2, $0x000f
-GLOBL ggmlQ6KIdx11<>(SB), RODATA|NOPTR, $64
+GgmlIQ4XSA8Avx512_sb:
+	VPSRLW       $0x04, 8(AX), Z5
+	VPANDD       8(AX), Z2, Z4
+	VPANDD       Z5, Z2, Z5
+	VPSHUFB      Z4, Z3, Z4
+	VPSHUFB      Z5, Z3, Z5
+	VPSRLW       $0x04, 72(AX), Z7
+	VPANDD       72(AX), Z2, Z6
+	VPANDD       Z7, Z2, Z7
+	VPSHUFB      Z6, Z3, Z6
+	VPSHUFB      Z7, Z3, Z7
+	MOVL         4(AX), DI
+	MOVWQZX      2(AX), R8
+	MOVQ         $0x0f0f0f0f0f0f0f0f, R9
+	PDEPQ        R9, DI, DI
+	MOVQ         $0x0303030303030303, R9
+	PDEPQ        R9, R8, R8
+	SHLQ         $0x04, R8
+	ORQ          R8, DI
+	VMOVQ        DI, X8
+	MOVL         $0x20202020, DI
+	VPBROADCASTD DI, X9
+	VPSUBB       X9, X8, X8
+	VPMOVSXBD    X8, Y9
+	VPMOVSXBW    X8, X8
+	VPERMD       Z9, Z0, Z12
+	VPERMD       Z9, Z1, Z13
+	VPBROADCASTW (AX), X9
+	VCVTPH2PS    X9, X9
+	MOVQ         CX, DI
+	MOVQ         DX, R8
+	MOVQ         BX, R9
+	MOVQ         out+88(FP), R10
+	MOVQ         nvec+80(FP), R11
 
-DATA ggmlQ6KShift0<>+0(SB)/2, $0x0000
-DATA ggmlQ6KShift0<>+2(SB)/2, $0x0000
-DATA ggmlQ6KShift0<>+4(SB)/2, $0x0000
-DATA ggmlQ6KShift0<>+6(SB)/2, $0x0000
-DATA ggmlQ6KShift0<>+8(SB)/2, $0x0000
-DATA ggmlQ6KShift0<>+10(SB)/2, $0x0000
-DATA ggmlQ6KShift0<>+12(SB)/2, $0x0000
-DATA ggmlQ6KShift0<>+14(SB)/2, $0x0000
-DATA ggmlQ6KShift0<>+16(SB)/2, $0x0000
-DATA ggmlQ6KShift0<>+18(SB)/2, $0x0000
-DATA ggmlQ6KShift0<>+20(SB)/2, $0x0000
-DATA ggmlQ6KShift0<>+22(SB)/2, $0x0000
-DATA ggmlQ6KShift0<>+24(SB)/2, $0x0000
-DATA ggmlQ6KShift0<>+26(SB)/2, $0x0000
-DATA ggmlQ6KShift0<>+28(SB)/2, $0x0000
-DATA ggmlQ6KShift0<>+30(SB)/2, $0x0000
-DATA ggmlQ6KShift0<>+32(SB)/2, $0x0002
-DATA ggmlQ6KShift0<>+34(SB)/2, $0x0002
-DATA ggmlQ6KShift0<>+36(SB)/2, $0x0002
-DATA ggmlQ6KShift0<>+38(SB)/2, $0x0002
-DATA ggmlQ6KShift0<>+40(SB)/2, $0x0002
-DATA ggmlQ6KShift0<>+42(SB)/2, $0x0002
-DATA ggmlQ6KShift0<>+44(SB)/2, $0x0002
-DATA ggmlQ6KShift0<>+46(SB)/2, $0x0002
-DATA ggmlQ6KShift0<>+48(SB)/2, $0x0002
-DATA ggmlQ6KShift0<>+50(SB)/2, $0x0002
-DATA ggmlQ6KShift0<>+52(SB)/2, $0x0002
-DATA ggmlQ6KShift0<>+54(SB)/2, $0x0002
-DATA ggmlQ6KShift0<>+56(SB)/2, $0x0002
-DATA ggmlQ6KShift0<>+58(SB)/2, $0x0002
-DATA ggmlQ6KShift0<>+60(SB)/2, $0x0002
-DATA ggmlQ6KShift0<>+62(SB)/2, $0x0002
-GLOBL ggmlQ6KShift0<>(SB), RODATA|NOPTR, $64
+GgmlIQ4XSA8Avx512_vec:
+	VPXORD        Z10, Z10, Z10
+	VPDPBUSD      (DI), Z4, Z10
+	VPDPBUSD      64(DI), Z5, Z10
+	VPMULLD       Z12, Z10, Z10
+	VEXTRACTI64X4 $0x01, Z10, Y14
+	VPADDD        Y14, Y10, Y14
+	VEXTRACTI32X4 $0x01, Y14, X15
+	VPADDD        X15, X14, X15
+	VPXORD        Z11, Z11, Z11
+	VPDPBUSD      128(DI), Z6, Z11
+	VPDPBUSD      192(DI), Z7, Z11
+	VPMULLD       Z13, Z11, Z11
+	VEXTRACTI64X4 $0x01, Z11, Y14
+	VPADDD        Y14, Y11, Y14
+	VEXTRACTI32X4 $0x01, Y14, X16
+	VPADDD        X16, X14, X16
+	VSHUFPS       $0x88, X16, X15, X14
+	VSHUFPS       $0xdd, X16, X15, X15
+	VPADDD        X15, X14, X14
+	VPMADDWD      (R8), X8, X15
+	VSHUFPS       $0x88, X15, X14, X16
+	VSHUFPS       $0xdd, X15, X14, X14
+	VPADDD        X14, X16, X14
+	VPSHUFD       $0xee, X14, X15
+	VPSLLD        $0x07, X15, X15
+	VPSUBD        X15, X14, X14
+	VCVTDQ2PS     X14, X14
+	VMOVDDUP      (R9), X15
+	VMULPS        X9, X15, X15
+	VMULPS        X15, X14, X14
+	VMOVSS        (R10), X15
+	VADDSS        X14, X15, X15
+	VMOVSHDUP     X14, X14
+	VADDSS        X14, X15, X15
+	VMOVSS        X15, (R10)
+	MOVQ          astride+40(FP), R12
+	ADDQ          R12, DI
+	MOVQ          sstride+56(FP), R12
+	ADDQ          R12, R8
+	MOVQ          xstride+72(FP), R12
+	ADDQ          R12, R9
+	MOVQ          ostride+96(FP), R12
+	ADDQ          R12, R10
+	DECQ          R11
+	JNZ           GgmlIQ4XSA8Avx512_vec
+	ADDQ          $0x00000088, AX
+	ADDQ          $0x00000100, CX
+	ADDQ          $0x00000010, DX
+	ADDQ          $0x00000008, BX
+	DECQ          SI
+	JNZ           GgmlIQ4XSA8Avx512_sb
+	MOVQ          stride+8(FP), AX
+	MOVQ          w+0(FP), CX
+	ADDQ          AX, CX
+	MOVQ          CX, w+0(FP)
+	MOVQ          out+88(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, out+88(FP)
+	MOVQ          rows+16(FP), AX
+	DECQ          AX
+	MOVQ          AX, rows+16(FP)
+	JNZ           GgmlIQ4XSA8Avx512_row
+	VZEROUPPER
+	RET
 
-DATA ggmlQ6KShift1<>+0(SB)/2, $0x0004
-DATA ggmlQ6KShift1<>+2(SB)/2, $0x0004
-DATA ggmlQ6KShift1<>+4(SB)/2, $0x0004
-DATA ggmlQ6KShift1<>+6(SB)/2, $0x0004
-DATA ggmlQ6KShift1<>+8(SB)/2, $0x0004
-DATA ggmlQ6KShift1<>+10(SB)/2, $0x0004
-DATA ggmlQ6KShift1<>+12(SB)/2, $0x0004
-DATA ggmlQ6KShift1<>+14(SB)/2, $0x0004
-DATA ggmlQ6KShift1<>+16(SB)/2, $0x0004
-DATA ggmlQ6KShift1<>+18(SB)/2, $0x0004
-DATA ggmlQ6KShift1<>+20(SB)/2, $0x0004
-DATA ggmlQ6KShift1<>+22(SB)/2, $0x0004
-DATA ggmlQ6KShift1<>+24(SB)/2, $0x0004
-DATA ggmlQ6KShift1<>+26(SB)/2, $0x0004
-DATA ggmlQ6KShift1<>+28(SB)/2, $0x0004
-DATA ggmlQ6KShift1<>+30(SB)/2, $0x0004
-DATA ggmlQ6KShift1<>+32(SB)/2, $0x0006
-DATA ggmlQ6KShift1<>+34(SB)/2, $0x0006
-DATA ggmlQ6KShift1<>+36(SB)/2, $0x0006
-DATA ggmlQ6KShift1<>+38(SB)/2, $0x0006
-DATA ggmlQ6KShift1<>+40(SB)/2, $0x0006
-DATA ggmlQ6KShift1<>+42(SB)/2, $0x0006
-DATA ggmlQ6KShift1<>+44(SB)/2, $0x0006
-DATA ggmlQ6KShift1<>+46(SB)/2, $0x0006
-DATA ggmlQ6KShift1<>+48(SB)/2, $0x0006
-DATA ggmlQ6KShift1<>+50(SB)/2, $0x0006
-DATA ggmlQ6KShift1<>+52(SB)/2, $0x0006
-DATA ggmlQ6KShift1<>+54(SB)/2, $0x0006
-DATA ggmlQ6KShift1<>+56(SB)/2, $0x0006
-DATA ggmlQ6KShift1<>+58(SB)/2, $0x0006
-DATA ggmlQ6KShift1<>+60(SB)/2, $0x0006
-DATA ggmlQ6KShift1<>+62(SB)/2, $0x0006
-GLOBL ggmlQ6KShift1<>(SB), RODATA|NOPTR, $64
+DATA ggmlDIdx0<>+0(SB)/4, $0x00000000
+DATA ggmlDIdx0<>+4(SB)/4, $0x00000000
+DATA ggmlDIdx0<>+8(SB)/4, $0x00000000
+DATA ggmlDIdx0<>+12(SB)/4, $0x00000000
+DATA ggmlDIdx0<>+16(SB)/4, $0x00000001
+DATA ggmlDIdx0<>+20(SB)/4, $0x00000001
+DATA ggmlDIdx0<>+24(SB)/4, $0x00000001
+DATA ggmlDIdx0<>+28(SB)/4, $0x00000001
+DATA ggmlDIdx0<>+32(SB)/4, $0x00000002
+DATA ggmlDIdx0<>+36(SB)/4, $0x00000002
+DATA ggmlDIdx0<>+40(SB)/4, $0x00000002
+DATA ggmlDIdx0<>+44(SB)/4, $0x00000002
+DATA ggmlDIdx0<>+48(SB)/4, $0x00000003
+DATA ggmlDIdx0<>+52(SB)/4, $0x00000003
+DATA ggmlDIdx0<>+56(SB)/4, $0x00000003
+DATA ggmlDIdx0<>+60(SB)/4, $0x00000003
+GLOBL ggmlDIdx0<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlDIdx1<>+0(SB)/4, $0x00000004
+DATA ggmlDIdx1<>+4(SB)/4, $0x00000004
+DATA ggmlDIdx1<>+8(SB)/4, $0x00000004
+DATA ggmlDIdx1<>+12(SB)/4, $0x00000004
+DATA ggmlDIdx1<>+16(SB)/4, $0x00000005
+DATA ggmlDIdx1<>+20(SB)/4, $0x00000005
+DATA ggmlDIdx1<>+24(SB)/4, $0x00000005
+DATA ggmlDIdx1<>+28(SB)/4, $0x00000005
+DATA ggmlDIdx1<>+32(SB)/4, $0x00000006
+DATA ggmlDIdx1<>+36(SB)/4, $0x00000006
+DATA ggmlDIdx1<>+40(SB)/4, $0x00000006
+DATA ggmlDIdx1<>+44(SB)/4, $0x00000006
+DATA ggmlDIdx1<>+48(SB)/4, $0x00000007
+DATA ggmlDIdx1<>+52(SB)/4, $0x00000007
+DATA ggmlDIdx1<>+56(SB)/4, $0x00000007
+DATA ggmlDIdx1<>+60(SB)/4, $0x00000007
+GLOBL ggmlDIdx1<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlKValues128<>+0(SB)/1, $0x01
+DATA ggmlKValues128<>+1(SB)/1, $0x18
+DATA ggmlKValues128<>+2(SB)/1, $0x2d
+DATA ggmlKValues128<>+3(SB)/1, $0x3f
+DATA ggmlKValues128<>+4(SB)/1, $0x4f
+DATA ggmlKValues128<>+5(SB)/1, $0x5d
+DATA ggmlKValues128<>+6(SB)/1, $0x6a
+DATA ggmlKValues128<>+7(SB)/1, $0x76
+DATA ggmlKValues128<>+8(SB)/1, $0x81
+DATA ggmlKValues128<>+9(SB)/1, $0x8d
+DATA ggmlKValues128<>+10(SB)/1, $0x99
+DATA ggmlKValues128<>+11(SB)/1, $0xa6
+DATA ggmlKValues128<>+12(SB)/1, $0xb5
+DATA ggmlKValues128<>+13(SB)/1, $0xc5
+DATA ggmlKValues128<>+14(SB)/1, $0xd9
+DATA ggmlKValues128<>+15(SB)/1, $0xf1
+GLOBL ggmlKValues128<>(SB), RODATA|NOPTR, $16

@@ -7,22 +7,33 @@ import (
 	"github.com/qgemv/qgemv/layout/ggml"
 )
 
-// The GGML block kernels on AVX-512 (asm/ggml_amd64.s): Q4_K, Q5_K and
-// Q6_K with int8 activations. Each call covers a range of rows and every
-// vector of the batch; prep lays out each vector's activations (Q4_K,
-// Q5_K: per 128 columns [0:32] [64:96] [32:64] [96:128], the order the
-// low and high nibbles of a half's code bytes hold) and the int16 sum of
-// each sub-block's activations, once per call.
+// The GGML block kernels on AVX-512 (asm/ggml_amd64.s): the super-block
+// types with int8 activations. Each call covers a range of rows and every
+// vector of the batch; prep lays out each vector's activations once per
+// call (ggmlActOrder: the column order of the kernel's code bytes) and
+// the int16 sum of each sub-block's activations.
 
 type ggmlA8Func func(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // ggmlA8Requires is every feature the kernels' instructions need.
-var ggmlA8Requires = []string{"AVX", "AVX2", "AVX512F", "AVX512BW", "AVX512VL", "AVX512VNNI", "F16C"}
+var ggmlA8Requires = []string{"AVX", "AVX2", "AVX512F", "AVX512BW", "AVX512VL", "AVX512VNNI", "BMI2", "F16C"}
 
 var ggmlA8Funcs = map[ggml.Type]ggmlA8Func{
-	ggml.Q4_K: asm.GgmlQ4KA8Avx512,
-	ggml.Q5_K: asm.GgmlQ5KA8Avx512,
-	ggml.Q6_K: asm.GgmlQ6KA8Avx512,
+	ggml.Q2_K:   asm.GgmlQ2KA8Avx512,
+	ggml.Q3_K:   asm.GgmlQ3KA8Avx512,
+	ggml.Q4_K:   asm.GgmlQ4KA8Avx512,
+	ggml.Q5_K:   asm.GgmlQ5KA8Avx512,
+	ggml.Q6_K:   asm.GgmlQ6KA8Avx512,
+	ggml.IQ4_XS: asm.GgmlIQ4XSA8Avx512,
+}
+
+// ggmlActOrder gives, for each type whose kernel reads the activations of
+// every 128 columns in another order, the source offsets of its 16-byte
+// runs (nil: column order).
+var ggmlActOrder = map[ggml.Type][8]int{
+	ggml.Q4_K:   {0, 16, 64, 80, 32, 48, 96, 112},
+	ggml.Q5_K:   {0, 16, 64, 80, 32, 48, 96, 112},
+	ggml.IQ4_XS: {0, 32, 64, 96, 16, 48, 80, 112},
 }
 
 func init() {
@@ -60,17 +71,17 @@ func ggmlPrepSuper(mx *GGMLMatrix, c *ggmlCall) {
 		}
 		c.sums[i] = s
 	}
-	if m.Type == ggml.Q6_K {
+	order, ok := ggmlActOrder[m.Type]
+	if !ok {
 		c.act8 = c.xq
 		return
 	}
 	c.act8 = growAct(c, c.batch*pc)
 	for g := 0; g < c.batch*pc; g += 128 {
 		src, dst := c.xq[g:g+128], c.act8[g:g+128]
-		copy(dst[0:32], src[0:32])
-		copy(dst[32:64], src[64:96])
-		copy(dst[64:96], src[32:64])
-		copy(dst[96:128], src[96:128])
+		for i, o := range order {
+			copy(dst[16*i:16*i+16], src[o:o+16])
+		}
 	}
 }
 

@@ -76,17 +76,24 @@ func TestGGMLKernels(t *testing.T) {
 	}
 }
 
-// BenchmarkGGML times each type's A8 and A32 multiply at batch 1 and 16
-// on the best kernel set (one matrix: cache effects included; the
-// roofline figures come from qgemv bench -format).
+// BenchmarkGGML times each type's A8 multiply at batch 1 and 16 on the
+// best kernel set, one matrix of 4096x14336 (its bytes exceed the VM's
+// last-level cache) and 256x4096 (in L2, one thread: the kernels'
+// compute cost); the roofline figures come from qgemv bench -format.
 func BenchmarkGGML(b *testing.B) {
-	be, err := New(Config{})
-	if err != nil {
-		b.Fatal(err)
+	for _, sh := range [][3]int{{4096, 14336, 0}, {256, 4096, 1}} {
+		be, err := New(Config{Threads: sh[2]})
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchGGML(b, be, sh[0], sh[1])
+		be.Close()
 	}
-	defer be.Close()
+}
+
+func benchGGML(b *testing.B, be *Backend, rows, cols int) {
 	for _, typ := range ggml.Types {
-		m, err := ggml.Random(typ, 4096, 14336, 1)
+		m, err := ggml.Random(typ, rows, cols, 1)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -100,7 +107,7 @@ func BenchmarkGGML(b *testing.B) {
 				x[i] = float32(i%7) - 3
 			}
 			dst := make([]float32, batch*m.Rows)
-			b.Run(fmt.Sprintf("%s/a8/b%d/%s", typ, batch, mx.Kernel()), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/a8/b%d/%dx%d/%s-%dthreads", typ, batch, rows, cols, mx.Kernel(), be.Threads()), func(b *testing.B) {
 				b.SetBytes(int64(len(m.Data)))
 				for i := 0; i < b.N; i++ {
 					mx.MulA8(dst, x, batch)

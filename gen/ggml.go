@@ -10,12 +10,12 @@ import (
 
 // llama.cpp block types with int8 activations (asm/ggml_amd64.s): the
 // exact A8 definition of layout/ggml, AVX-512 VNNI, a row at a time, each
-// super-block unpacked once for every vector of the batch.
+// block unpacked once for every vector of the batch.
 
 // ggmlKernels emits the GGML block family.
 func ggmlKernels() {
-	for _, t := range []string{"Q4K", "Q5K", "Q6K"} {
-		ggmlSuperA8(t)
+	for _, c := range ggmlSupers {
+		ggmlSuperA8(c)
 	}
 }
 
@@ -27,78 +27,112 @@ func ggmlKernels() {
 // vector v is written to out[v*ostride + r] (byte strides).
 const ggmlSig = "func(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)"
 
+// ggmlSuper describes a 256-element super-block type for ggmlSuperA8.
+type ggmlSuper struct {
+	t     string // name part: Q4K, ...
+	bytes int    // block bytes
+	sub   int    // sub-block elements (16 or 32)
+	mins  bool   // an M term (mins times activation sums) subtracted with dmin
+	shift int    // codes stored as q + 2^shift: S -= 2^shift * sum sc*sx (0: none)
+	dword bool   // IQ4_XS: VPDPBUSD per 128-bit lane (one sub-block) times dword scales
+	doc   string
+}
+
+var ggmlSupers = []ggmlSuper{
+	{t: "Q2K", bytes: 84, sub: 16, mins: true,
+		doc: "part p of half h holds columns 64p..64p+63 of the half (bits 4p+2i of the 32 code bytes), the activations in column order, the sums one int16 per 16 columns"},
+	{t: "Q3K", bytes: 110, sub: 16, shift: 2,
+		doc: "as Q2_K, the codes q+4 (the hmask bit added as 4), S - 4*sum(sc*sx)"},
+	{t: "Q4K", bytes: 144, sub: 32, mins: true,
+		doc: "part 0 of half h holds sub-blocks 4h and 4h+2 (the low nibbles of the half's 64 code bytes), part 1 sub-blocks 4h+1 and 4h+3 (the high nibbles): the activations of each 128 columns come as [0:32] [64:96] [32:64] [96:128], the sums one int16 per 32 columns"},
+	{t: "Q5K", bytes: 176, sub: 32, mins: true,
+		doc: "as Q4_K, the qh bit of each code added as 16"},
+	{t: "Q6K", bytes: 210, sub: 16, shift: 5,
+		doc: "part 0 of half h holds columns 0..63 of the half (the low nibbles of ql and two bits of qh each), part 1 columns 64..127: the activations in column order, the sums one int16 per 16 columns, S - 32*sum(sc*sx)"},
+	{t: "IQ4XS", bytes: 136, sub: 32, shift: 7, dword: true,
+		doc: "128-bit lane k of part 0 (part 1) of half h holds columns 32k..32k+15 (32k+16..32k+31) of the half as KValues+128 (VPSHUFB), so the activations of each 128 columns come as [0:16] [32:48] [64:80] [96:112] [16:32] [48:64] [80:96] [112:128]; VPDPBUSD per lane, times the sub-block scales as dwords (VPMULLD), S - 128*sum(sc*sx), the sums one int16 per 32 columns"},
+}
+
 // ggmlSuperA8 emits Ggml<t>A8Avx512 for a 256-element super-block type:
 // per row and super-block, the codes unpacked to unsigned bytes (four ZMM:
 // two per 128-column half, "parts"), the sub-block scales widened to
 // int16 and spread over the word lanes of each part (VPERMW); then per
 // vector VPMADDUBSW (codes x activations, int16 pairs) and VPMADDWD /
 // VPDPWSSD (times the scales, int32), both halves reduced to S0, S1 and
-// the sums term (mins x activation sums, or Q6_K's 32*sum sc*sx) to M0,
-// M1 with two VPHADDD, and the float steps of the definition in scalar
-// SSE, one rounding each, in the definition's order.
-func ggmlSuperA8(t string) {
+// the sums term (mins x activation sums, or the recentring sum sc*sx) to
+// M0, M1 together, and the float steps of the definition in scalar SSE,
+// one rounding each, in the definition's order.
+func ggmlSuperA8(c ggmlSuper) {
+	t := c.t
 	name := "Ggml" + t + "A8Avx512"
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
-	var doc string
-	switch t {
-	case "Q4K", "Q5K":
-		doc = "part 0 of half h holds sub-blocks 4h and 4h+2 (the low nibbles of the half's 64 code bytes), part 1 sub-blocks 4h+1 and 4h+3 (the high nibbles): the activations of each 128 columns come as [0:32] [64:96] [32:64] [96:128], the sums one int16 per 32 columns"
-	case "Q6K":
-		doc = "part 0 of half h holds columns 0..63 of the half (the low nibbles of ql and two bits of qh each), part 1 columns 64..127: the activations in column order, the sums one int16 per 16 columns"
-	}
-	kernelDoc("GGML block kernels", fmt.Sprintf("%s computes the exact A8 product of layout/ggml %s_K rows with AVX-512 VNNI and BW: %s.", name, t[:2], doc))
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s computes the exact A8 product of layout/ggml %s rows with AVX-512 VNNI and BW: %s.", name, ggmlTypeName(t), c.doc))
+	sumBytes := 2 * 256 / c.sub
+	av512 := fvec{avx512: true}
 
-	isQ6 := t == "Q6K"
-	blockBytes := map[string]int{"Q4K": 144, "Q5K": 176, "Q6K": 210}[t]
-	sumBytes := 16 // int16 sums per super-block: 8 (32-column sub-blocks) or 16
-	if isQ6 {
-		sumBytes = 32
-	}
-
-	// Constants: the VPERMW index of each (half, part) and the masks.
-	var idx [2][2]VecVirtual
+	// Constants.
+	var idx [2][2]VecVirtual // VPERMW (VPERMD for dword) index of each (half, part)
 	for h := 0; h < 2; h++ {
 		for p := 0; p < 2; p++ {
+			if c.dword && p == 1 {
+				idx[h][1] = idx[h][0]
+				continue
+			}
 			h, p := h, p
-			tab := rodata(fmt.Sprintf("ggml%sIdx%d%d", t, h, p), 32, 2, func(w int) uint64 {
-				if isQ6 { // word w covers columns 2w, 2w+1 of the part: sub-block 8h + 4p + w/8
-					return uint64(8*h + 4*p + w/8)
-				}
-				return uint64(4*h + p + 2*(w/16)) // words 0..15: sub-block 4h+p, 16..31: 4h+p+2
-			})
+			var tab Mem
+			switch {
+			case c.dword: // dword i of half h: sub-block 4h + i/4
+				tab = rodata(fmt.Sprintf("ggmlDIdx%d", h), 16, 4, func(i int) uint64 { return uint64(4*h + i/4) })
+			case c.sub == 16: // word w covers columns 2w, 2w+1 of the part: sub-block 8h + 4p + w/8
+				tab = rodata(fmt.Sprintf("ggmlWIdx16_%d%d", h, p), 32, 2, func(w int) uint64 { return uint64(8*h + 4*p + w/8) })
+			default: // words 0..15: sub-block 4h+p, 16..31: 4h+p+2
+				tab = rodata(fmt.Sprintf("ggmlWIdx32_%d%d", h, p), 32, 2, func(w int) uint64 { return uint64(4*h + p + 2*(w/16)) })
+			}
 			idx[h][p] = ZMM()
 			VMOVDQU64(tab, idx[h][p])
 		}
 	}
 	nib := nibbleMask(ZMM())
-	var hbit [2][2]VecVirtual // Q5_K: the qh bit of each (half, part) per byte
-	var q6cnt [2]VecVirtual   // Q6_K: the qh shift of each part per word
-	var three VecVirtual
+	var bit [2][2]VecVirtual // Q5_K, Q3_K: the high bit of each (half, part) per byte
+	var cnt [2]VecVirtual    // Q2_K, Q3_K, Q6_K: the 2-bit field's shift of each part per word
+	var three, addHigh, kv VecVirtual
 	switch t {
-	case "Q5K":
+	case "Q5K", "Q3K":
 		for h := 0; h < 2; h++ {
 			for p := 0; p < 2; p++ {
 				h, p := h, p
-				tab := rodata(fmt.Sprintf("ggmlQ5KBit%d%d", h, p), 64, 1, func(b int) uint64 {
-					return 1 << (4*h + p + 2*(b/32))
+				tab := rodata(fmt.Sprintf("ggml%sBit%d%d", t, h, p), 64, 1, func(b int) uint64 {
+					if t == "Q5K" {
+						return 1 << (4*h + p + 2*(b/32))
+					}
+					return 1 << (4*h + 2*p + b/32)
 				})
-				hbit[h][p] = ZMM()
-				VMOVDQU64(tab, hbit[h][p])
+				bit[h][p] = ZMM()
+				VMOVDQU64(tab, bit[h][p])
 			}
 		}
-	case "Q6K":
+		if t == "Q5K" {
+			addHigh = av512.broadcast(0x10101010)
+		} else {
+			addHigh = av512.broadcast(0x04040404)
+		}
+	}
+	switch t {
+	case "Q2K", "Q3K", "Q6K":
 		for p := 0; p < 2; p++ {
 			p := p
-			tab := rodata(fmt.Sprintf("ggmlQ6KShift%d", p), 32, 2, func(w int) uint64 { return uint64(4*p + 2*(w/16)) })
-			q6cnt[p] = ZMM()
-			VMOVDQU64(tab, q6cnt[p])
+			tab := rodata(fmt.Sprintf("ggmlShift%d", p), 32, 2, func(w int) uint64 { return uint64(4*p + 2*(w/16)) })
+			cnt[p] = ZMM()
+			VMOVDQU64(tab, cnt[p])
 		}
-		three = fvec{avx512: true}.broadcast(0x03030303)
-	}
-	sixteen := ZMM()
-	if t == "Q5K" {
-		sixteen = fvec{avx512: true}.broadcast(0x10101010)
+		three = av512.broadcast(0x03030303)
+	case "IQ4XS":
+		tab := rodata("ggmlKValues128", 16, 1, func(i int) uint64 {
+			return uint64(int([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]) + 128)
+		})
+		kv = ZMM()
+		VBROADCASTI32X4(tab, kv)
 	}
 
 	Label(name + "_row")
@@ -117,106 +151,39 @@ func ggmlSuperA8(t string) {
 		kc := param("nsb")
 		Label(name + "_sb")
 		{
-			// unpack the super-block: codes q[h][p], scales sc[h][p]
-			var q [2][2]VecVirtual
-			for h := 0; h < 2; h++ {
-				switch t {
-				case "Q4K", "Q5K":
-					off := 16 + 64*h
-					if t == "Q5K" {
-						off = 48 + 64*h
-					}
-					lo, hi := ZMM(), ZMM()
-					VPSRLW(U8(4), Mem{Base: wp, Disp: off}, hi)
-					VPANDD(Mem{Base: wp, Disp: off}, nib, lo)
-					VPANDD(hi, nib, hi)
-					if t == "Q5K" {
-						qh := ZMM()
-						VBROADCASTI64X4(Mem{Base: wp, Disp: 16}, qh)
-						for p, v := range []VecVirtual{lo, hi} {
-							k := K()
-							VPTESTMB(hbit[h][p], qh, k)
-							VPADDB(sixteen, v, k, v)
-						}
-					}
-					q[h] = [2]VecVirtual{lo, hi}
-				case "Q6K":
-					lo, hi := ZMM(), ZMM()
-					VPSRLW(U8(4), Mem{Base: wp, Disp: 64 * h}, hi)
-					VPANDD(Mem{Base: wp, Disp: 64 * h}, nib, lo)
-					VPANDD(hi, nib, hi)
-					qh := ZMM()
-					VBROADCASTI64X4(Mem{Base: wp, Disp: 128 + 32*h}, qh)
-					for p, v := range []VecVirtual{lo, hi} {
-						b := ZMM()
-						VPSRLVW(q6cnt[p], qh, b)
-						VPANDD(b, three, b)
-						VPSLLW(U8(4), b, b)
-						VPORD(b, v, v)
-					}
-					q[h] = [2]VecVirtual{lo, hi}
-				}
-			}
-			var scw, mnw VecVirtual // the scales as int16 (XMM: 8, YMM: 16), the mins (XMM: 8)
-			if isQ6 {
-				scw = YMM()
-				VPMOVSXBW(Mem{Base: wp, Disp: 192}, scw)
-			} else {
-				// ggml's get_scale_min_k4 on 32-bit words: bytes 4..15
-				u0, u1, u2 := GP32(), GP32(), GP32()
-				MOVL(Mem{Base: wp, Disp: 4}, u0)
-				MOVL(Mem{Base: wp, Disp: 8}, u1)
-				MOVL(Mem{Base: wp, Disp: 12}, u2)
-				scLo, mLo, a, b := GP32(), GP32(), GP32(), GP32()
-				MOVL(u0, scLo)
-				ANDL(U32(0x3f3f3f3f), scLo)
-				MOVL(u1, mLo)
-				ANDL(U32(0x3f3f3f3f), mLo)
-				// scHi = (u2 & 0x0f0f0f0f) | ((u0 >> 6) & 0x03030303) << 4
-				MOVL(u2, a)
-				ANDL(U32(0x0f0f0f0f), a)
-				SHRL(U8(6), u0)
-				ANDL(U32(0x03030303), u0)
-				SHLL(U8(4), u0)
-				ORL(u0, a)
-				// mHi = ((u2 >> 4) & 0x0f0f0f0f) | ((u1 >> 6) & 0x03030303) << 4
-				SHRL(U8(4), u2)
-				ANDL(U32(0x0f0f0f0f), u2)
-				MOVL(u1, b)
-				SHRL(U8(6), b)
-				ANDL(U32(0x03030303), b)
-				SHLL(U8(4), b)
-				ORL(u2, b)
-				s64, m64 := GP64(), GP64()
-				MOVL(a, s64.As32())
-				SHLQ(U8(32), s64)
-				ORQ(scLo.As64(), s64)
-				MOVL(b, m64.As32())
-				SHLQ(U8(32), m64)
-				ORQ(mLo.As64(), m64)
-				sx, mx := XMM(), XMM()
-				VMOVQ(s64, sx)
-				VMOVQ(m64, mx)
-				scw, mnw = XMM(), XMM()
-				VPMOVZXBW(sx, scw)
-				VPMOVZXBW(mx, mnw)
-			}
+			q := ggmlSuperCodes(c, wp, nib, three, addHigh, kv, cnt, bit)
+			scw, sumw := ggmlSuperScales(c, wp)
 			var sc [2][2]VecVirtual
 			for h := 0; h < 2; h++ {
 				for p := 0; p < 2; p++ {
+					if c.dword && p == 1 {
+						sc[h][1] = sc[h][0]
+						continue
+					}
 					sc[h][p] = ZMM()
-					VPERMW(scw.AsZ(), idx[h][p], sc[h][p])
+					if c.dword {
+						VPERMD(scw.AsZ(), idx[h][p], sc[h][p])
+					} else {
+						VPERMW(scw.AsZ(), idx[h][p], sc[h][p])
+					}
 				}
 			}
-			// d (and dmin) as float32: Q4_K/Q5_K [d, d, dmin, dmin], Q6_K [d, d, d, d]
+			// d (and dmin) as float32: [d, d, dmin, dmin], or [d, d, d, d]
 			dd := XMM()
-			if isQ6 {
-				h16 := XMM()
-				VPBROADCASTW(Mem{Base: wp, Disp: 208}, h16)
-				VCVTPH2PS(h16, dd)
-			} else {
+			switch t {
+			case "Q4K", "Q5K":
 				VCVTPH2PS(Mem{Base: wp}, dd)
 				VPERMILPS(U8(0x50), dd, dd)
+			case "Q2K":
+				h2 := XMM()
+				VPBROADCASTD(Mem{Base: wp, Disp: 80}, h2)
+				VCVTPH2PS(h2, dd)
+				VPERMILPS(U8(0x50), dd, dd)
+			default:
+				off := map[string]int{"Q3K": 108, "Q6K": 208, "IQ4XS": 0}[t]
+				h16 := XMM()
+				VPBROADCASTW(Mem{Base: wp, Disp: off}, h16)
+				VCVTPH2PS(h16, dd)
 			}
 
 			// every vector
@@ -231,13 +198,21 @@ func ggmlSuperA8(t string) {
 				var x4 [2]VecVirtual
 				for h := 0; h < 2; h++ {
 					acc := ZMM()
-					for p := 0; p < 2; p++ {
-						pr := ZMM()
-						VPMADDUBSW(Mem{Base: av, Disp: 128*h + 64*p}, q[h][p], pr)
-						if p == 0 {
-							VPMADDWD(sc[h][p], pr, acc)
-						} else {
-							VPDPWSSD(sc[h][p], pr, acc)
+					if c.dword {
+						VPXORD(acc, acc, acc)
+						for p := 0; p < 2; p++ {
+							VPDPBUSD(Mem{Base: av, Disp: 128*h + 64*p}, q[h][p], acc)
+						}
+						VPMULLD(sc[h][0], acc, acc)
+					} else {
+						for p := 0; p < 2; p++ {
+							pr := ZMM()
+							VPMADDUBSW(Mem{Base: av, Disp: 128*h + 64*p}, q[h][p], pr)
+							if p == 0 {
+								VPMADDWD(sc[h][p], pr, acc)
+							} else {
+								VPDPWSSD(sc[h][p], pr, acc)
+							}
 						}
 					}
 					y := YMM()
@@ -251,22 +226,22 @@ func ggmlSuperA8(t string) {
 				hs := XMM()
 				phaddd(x4[1], x4[0], hs) // [S0a, S0b, S1a, S1b]
 				mm := XMM()              // the sums term in pairs: [M0a, M0b, M1a, M1b]
-				if isQ6 {
+				if sumBytes == 32 {
 					m8 := YMM()
-					VPMADDWD(Mem{Base: sv}, scw, m8)
+					VPMADDWD(Mem{Base: sv}, sumw, m8)
 					hi := XMM()
 					VEXTRACTI32X4(U8(1), m8, hi)
 					phaddd(hi, m8.AsX(), mm)
 				} else {
-					VPMADDWD(Mem{Base: sv}, mnw, mm)
+					VPMADDWD(Mem{Base: sv}, sumw, mm)
 				}
 				g := XMM()
 				phaddd(mm, hs, g) // [S0, S1, M0, M1]
-				if isQ6 {         // S = S - 32*C
-					c := XMM()
-					VPSHUFD(U8(0xee), g, c)
-					VPSLLD(U8(5), c, c)
-					VPSUBD(c, g, g)
+				if c.shift > 0 {  // S = S - 2^shift * C
+					cc := XMM()
+					VPSHUFD(U8(0xee), g, cc)
+					VPSLLD(U8(c.shift), cc, cc)
+					VPSUBD(cc, g, g)
 				}
 				f := XMM()
 				VCVTDQ2PS(g, f)
@@ -276,7 +251,7 @@ func ggmlSuperA8(t string) {
 				VMULPS(coef, f, f) // [t0, t1, u0, u1]
 				acc := XMM()
 				VMOVSS(Mem{Base: ov}, acc)
-				if isQ6 {
+				if !c.mins {
 					VADDSS(f, acc, acc)
 					t1 := XMM()
 					VMOVSHDUP(f, t1)
@@ -300,7 +275,7 @@ func ggmlSuperA8(t string) {
 				DECQ(vc)
 				JNZ(LabelRef(name + "_vec"))
 			}
-			ADDQ(U32(blockBytes), wp)
+			ADDQ(U32(c.bytes), wp)
 			ADDQ(U32(256), ak)
 			ADDQ(U32(sumBytes), sk)
 			ADDQ(U32(8), xk)
@@ -316,6 +291,197 @@ func ggmlSuperA8(t string) {
 	}
 	VZEROUPPER()
 	RET()
+}
+
+// ggmlTypeName spells a kernel name part as ggml does (Q4K: Q4_K).
+func ggmlTypeName(t string) string {
+	if t == "IQ4XS" {
+		return "IQ4_XS"
+	}
+	return t[:2] + "_K"
+}
+
+// ggmlSuperCodes unpacks the super-block's codes at wp into unsigned
+// bytes, q[h][p] for half h and part p (see each type's doc).
+func ggmlSuperCodes(c ggmlSuper, wp GPVirtual, nib, three, addHigh, kv VecVirtual, cnt [2]VecVirtual, bit [2][2]VecVirtual) (q [2][2]VecVirtual) {
+	for h := 0; h < 2; h++ {
+		switch c.t {
+		case "Q4K", "Q5K", "Q6K", "IQ4XS":
+			off := map[string]int{"Q4K": 16, "Q5K": 48, "Q6K": 0, "IQ4XS": 8}[c.t] + 64*h
+			lo, hi := ZMM(), ZMM()
+			VPSRLW(U8(4), Mem{Base: wp, Disp: off}, hi)
+			VPANDD(Mem{Base: wp, Disp: off}, nib, lo)
+			VPANDD(hi, nib, hi)
+			q[h] = [2]VecVirtual{lo, hi}
+		case "Q2K", "Q3K":
+			off := map[string]int{"Q2K": 16, "Q3K": 32}[c.t] + 32*h
+			qs := ZMM()
+			VBROADCASTI64X4(Mem{Base: wp, Disp: off}, qs)
+			for p := 0; p < 2; p++ {
+				v := ZMM()
+				VPSRLVW(cnt[p], qs, v)
+				VPANDD(v, three, v)
+				q[h][p] = v
+			}
+		}
+		switch c.t {
+		case "Q5K", "Q3K": // add the high bit (16 or 4) where it is set
+			off := map[string]int{"Q5K": 16, "Q3K": 0}[c.t]
+			hb := ZMM()
+			VBROADCASTI64X4(Mem{Base: wp, Disp: off}, hb)
+			for p, v := range q[h] {
+				k := K()
+				VPTESTMB(bit[h][p], hb, k)
+				VPADDB(addHigh, v, k, v)
+			}
+		case "Q6K": // two bits of qh above each nibble
+			qh := ZMM()
+			VBROADCASTI64X4(Mem{Base: wp, Disp: 128 + 32*h}, qh)
+			for p, v := range q[h] {
+				b := ZMM()
+				VPSRLVW(cnt[p], qh, b)
+				VPANDD(b, three, b)
+				VPSLLW(U8(4), b, b)
+				VPORD(b, v, v)
+			}
+		case "IQ4XS": // KValues + 128
+			for _, v := range q[h] {
+				VPSHUFB(v, kv, v)
+			}
+		}
+	}
+	return q
+}
+
+// ggmlSuperScales returns the block's sub-block scales (int16 words, or
+// int32 dwords for IQ4_XS) for VPERMW/VPERMD, and the words the sums term
+// multiplies the activation sums by (the mins, or the scales).
+func ggmlSuperScales(c ggmlSuper, wp GPVirtual) (scw, sumw VecVirtual) {
+	switch c.t {
+	case "Q4K", "Q5K":
+		// ggml's get_scale_min_k4 on 32-bit words: bytes 4..15
+		u0, u1, u2 := GP32(), GP32(), GP32()
+		MOVL(Mem{Base: wp, Disp: 4}, u0)
+		MOVL(Mem{Base: wp, Disp: 8}, u1)
+		MOVL(Mem{Base: wp, Disp: 12}, u2)
+		scLo, mLo, a, b := GP32(), GP32(), GP32(), GP32()
+		MOVL(u0, scLo)
+		ANDL(U32(0x3f3f3f3f), scLo)
+		MOVL(u1, mLo)
+		ANDL(U32(0x3f3f3f3f), mLo)
+		// scHi = (u2 & 0x0f0f0f0f) | ((u0 >> 6) & 0x03030303) << 4
+		MOVL(u2, a)
+		ANDL(U32(0x0f0f0f0f), a)
+		SHRL(U8(6), u0)
+		ANDL(U32(0x03030303), u0)
+		SHLL(U8(4), u0)
+		ORL(u0, a)
+		// mHi = ((u2 >> 4) & 0x0f0f0f0f) | ((u1 >> 6) & 0x03030303) << 4
+		SHRL(U8(4), u2)
+		ANDL(U32(0x0f0f0f0f), u2)
+		MOVL(u1, b)
+		SHRL(U8(6), b)
+		ANDL(U32(0x03030303), b)
+		SHLL(U8(4), b)
+		ORL(u2, b)
+		s64, m64 := GP64(), GP64()
+		MOVL(a, s64.As32())
+		SHLQ(U8(32), s64)
+		ORQ(scLo.As64(), s64)
+		MOVL(b, m64.As32())
+		SHLQ(U8(32), m64)
+		ORQ(mLo.As64(), m64)
+		sx, mx := XMM(), XMM()
+		VMOVQ(s64, sx)
+		VMOVQ(m64, mx)
+		scw, sumw = XMM(), XMM()
+		VPMOVZXBW(sx, scw)
+		VPMOVZXBW(mx, sumw)
+	case "Q2K": // low nibbles the scales, high nibbles the mins
+		x, hx := XMM(), XMM()
+		VMOVDQU64(Mem{Base: wp}, x)
+		VPSRLW(U8(4), x, hx)
+		m := XMM()
+		t := GP32()
+		MOVL(U32(0x0f0f0f0f), t)
+		VPBROADCASTD(t, m)
+		VPANDD(x, m, x)
+		VPANDD(hx, m, hx)
+		scw, sumw = YMM(), YMM()
+		VPMOVZXBW(x, scw)
+		VPMOVZXBW(hx, sumw)
+	case "Q3K":
+		// 16 signed 6-bit scales: low 4 bits from bytes 96..103 (j%8,
+		// nibble j/8), high 2 bits from bytes 104..107 (j%4, bits 2*(j/4))
+		a0, a1, tm := GP32(), GP32(), GP32()
+		MOVL(Mem{Base: wp, Disp: 96}, a0)
+		MOVL(Mem{Base: wp, Disp: 100}, a1)
+		MOVL(Mem{Base: wp, Disp: 104}, tm)
+		part := func(a GPVirtual, ashift, tshift int) GPVirtual {
+			lo, hi := GP32(), GP32()
+			MOVL(a, lo)
+			if ashift > 0 {
+				SHRL(U8(ashift), lo)
+			}
+			ANDL(U32(0x0f0f0f0f), lo)
+			MOVL(tm, hi)
+			if tshift > 0 {
+				SHRL(U8(tshift), hi)
+			}
+			ANDL(U32(0x03030303), hi)
+			SHLL(U8(4), hi)
+			ORL(hi, lo)
+			return lo
+		}
+		s0, s1, s2, s3 := part(a0, 0, 0), part(a1, 0, 2), part(a0, 4, 4), part(a1, 4, 6)
+		lo64, hi64 := GP64(), GP64()
+		MOVL(s1, lo64.As32())
+		SHLQ(U8(32), lo64)
+		ORQ(s0.As64(), lo64)
+		MOVL(s3, hi64.As32())
+		SHLQ(U8(32), hi64)
+		ORQ(s2.As64(), hi64)
+		x, xh := XMM(), XMM()
+		VMOVQ(lo64, x)
+		VMOVQ(hi64, xh)
+		VPUNPCKLQDQ(xh, x, x)
+		m := XMM()
+		t := GP32()
+		MOVL(U32(0x20202020), t)
+		VPBROADCASTD(t, m)
+		VPSUBB(m, x, x)
+		scw = YMM()
+		VPMOVSXBW(x, scw)
+		sumw = scw
+	case "Q6K":
+		scw = YMM()
+		VPMOVSXBW(Mem{Base: wp, Disp: 192}, scw)
+		sumw = scw
+	case "IQ4XS":
+		// ls_j = (sl[j/2] >> 4*(j%2) & 15) | ((sh >> 2j) & 3) << 4, minus 32
+		sl, sh := GP64(), GP64()
+		MOVL(Mem{Base: wp, Disp: 4}, sl.As32())
+		MOVWQZX(Mem{Base: wp, Disp: 2}, sh)
+		lo, hi, mk := GP64(), GP64(), GP64()
+		MOVQ(U64(0x0f0f0f0f0f0f0f0f), mk)
+		PDEPQ(mk, sl, lo)
+		MOVQ(U64(0x0303030303030303), mk)
+		PDEPQ(mk, sh, hi)
+		SHLQ(U8(4), hi)
+		ORQ(hi, lo)
+		x := XMM()
+		VMOVQ(lo, x)
+		m := XMM()
+		t := GP32()
+		MOVL(U32(0x20202020), t)
+		VPBROADCASTD(t, m)
+		VPSUBB(m, x, x)
+		scw = YMM()
+		VPMOVSXBD(x, scw)
+		sumw = XMM()
+		VPMOVSXBW(x, sumw)
+	}
+	return scw, sumw
 }
 
 // phaddd is VPHADDD(b, a, dst), dst = [a0+a1, a2+a3, b0+b1, b2+b3], in
