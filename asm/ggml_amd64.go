@@ -55,3 +55,51 @@ func GgmlQ6KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //
 //go:noescape
 func GgmlIQ4XSA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ40A8Avx512 computes the exact A8 product of layout/ggml Q4_0 rows with
+// AVX-512 VNNI and BW: groups of four blocks (nsb counts groups), activations
+// in column order, the sums one int16 per 32 columns. See "GGML block kernels"
+// in the package doc.
+//
+//go:noescape
+func GgmlQ40A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ41A8Avx512 computes the exact A8 product of layout/ggml Q4_1 rows with
+// AVX-512 VNNI and BW: groups of four blocks (nsb counts groups), activations
+// in column order, the sums one int16 per 32 columns. See "GGML block kernels"
+// in the package doc.
+//
+//go:noescape
+func GgmlQ41A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ50A8Avx512 computes the exact A8 product of layout/ggml Q5_0 rows with
+// AVX-512 VNNI and BW: groups of four blocks (nsb counts groups), activations
+// in column order, the sums one int16 per 32 columns. See "GGML block kernels"
+// in the package doc.
+//
+//go:noescape
+func GgmlQ50A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ51A8Avx512 computes the exact A8 product of layout/ggml Q5_1 rows with
+// AVX-512 VNNI and BW: groups of four blocks (nsb counts groups), activations
+// in column order, the sums one int16 per 32 columns. See "GGML block kernels"
+// in the package doc.
+//
+//go:noescape
+func GgmlQ51A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ80A8Avx512 computes the exact A8 product of layout/ggml Q8_0 rows with
+// AVX-512 VNNI and BW: groups of four blocks (nsb counts groups), activations
+// in column order, the sums one int16 per 32 columns. See "GGML block kernels"
+// in the package doc.
+//
+//go:noescape
+func GgmlQ80A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlIQ4NLA8Avx512 computes the exact A8 product of layout/ggml IQ4_NL rows
+// with AVX-512 VNNI and BW: groups of four blocks (nsb counts groups),
+// activations in column order, the sums one int16 per 32 columns. See "GGML
+// block kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4NLA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)

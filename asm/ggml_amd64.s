@@ -1806,3 +1806,758 @@ DATA ggmlKValues128<>+13(SB)/1, $0xc5
 DATA ggmlKValues128<>+14(SB)/1, $0xd9
 DATA ggmlKValues128<>+15(SB)/1, $0xf1
 GLOBL ggmlKValues128<>(SB), RODATA|NOPTR, $16
+
+// func GgmlQ40A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C
+TEXT ·GgmlQ40A8Avx512(SB), NOSPLIT, $0-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU64    ggmlLane0<>+0(SB), Z1
+
+GgmlQ40A8Avx512_row:
+	MOVQ out+88(FP), AX
+	MOVQ nvec+80(FP), CX
+	MOVQ ostride+96(FP), DX
+
+GgmlQ40A8Avx512_zero:
+	MOVL $0x00000000, (AX)
+	ADDQ DX, AX
+	DECQ CX
+	JNZ  GgmlQ40A8Avx512_zero
+	MOVQ w+0(FP), AX
+	MOVQ act+32(FP), CX
+	MOVQ sums+48(FP), DX
+	MOVQ xs+64(FP), BX
+	MOVQ nsb+24(FP), SI
+
+GgmlQ40A8Avx512_grp:
+	VMOVDQU64    2(AX), X3
+	VPSRLW       $0x04, X3, X2
+	VINSERTI32X4 $0x01, X2, Y3, Y2
+	VPANDD       Y2, Y0, Y2
+	VMOVDQU64    20(AX), X3
+	VPSRLW       $0x04, X3, X4
+	VINSERTI32X4 $0x01, X4, Y3, Y4
+	VPANDD       Y4, Y0, Y4
+	VINSERTI64X4 $0x01, Y4, Z2, Z4
+	VMOVDQU64    38(AX), X3
+	VPSRLW       $0x04, X3, X2
+	VINSERTI32X4 $0x01, X2, Y3, Y2
+	VPANDD       Y2, Y0, Y2
+	VMOVDQU64    56(AX), X3
+	VPSRLW       $0x04, X3, X8
+	VINSERTI32X4 $0x01, X8, Y3, Y8
+	VPANDD       Y8, Y0, Y8
+	VINSERTI64X4 $0x01, Y8, Z2, Z8
+	VPXORD       X5, X5, X5
+	VPINSRW      $0x00, (AX), X5, X5
+	VPINSRW      $0x01, 18(AX), X5, X5
+	VPINSRW      $0x02, 36(AX), X5, X5
+	VPINSRW      $0x03, 54(AX), X5, X5
+	VCVTPH2PS    X5, X2
+	MOVQ         CX, DI
+	MOVQ         DX, R8
+	MOVQ         BX, R9
+	MOVQ         out+88(FP), R10
+	MOVQ         nvec+80(FP), R11
+
+GgmlQ40A8Avx512_vec:
+	VPXORD       Z6, Z6, Z6
+	VPDPBUSD     (DI), Z4, Z6
+	VPXORD       Z7, Z7, Z7
+	VPDPBUSD     64(DI), Z8, Z7
+	VSHUFI64X2   $0x88, Z7, Z6, Z9
+	VSHUFI64X2   $0xdd, Z7, Z6, Z10
+	VPADDD       Z10, Z9, Z9
+	VPSHUFD      $0x4e, Z9, Z10
+	VPADDD       Z10, Z9, Z9
+	VPSHUFD      $0xb1, Z9, Z10
+	VPADDD       Z10, Z9, Z9
+	VPERMD       Z9, Z1, Z9
+	VPMOVSXWD    (R8), X3
+	VPSLLD       $0x03, X3, X3
+	VPSUBD       X3, X9, X9
+	VCVTDQ2PS    X9, X3
+	VBROADCASTSS (R9), X9
+	VMULPS       X2, X9, X9
+	VMULPS       X9, X3, X3
+	VMOVSS       (R10), X9
+	VADDSS       X3, X9, X9
+	VPERMILPS    $0x01, X3, X10
+	VADDSS       X10, X9, X9
+	VPERMILPS    $0x02, X3, X10
+	VADDSS       X10, X9, X9
+	VPERMILPS    $0x03, X3, X3
+	VADDSS       X3, X9, X9
+	VMOVSS       X9, (R10)
+	MOVQ         astride+40(FP), R12
+	ADDQ         R12, DI
+	MOVQ         sstride+56(FP), R12
+	ADDQ         R12, R8
+	MOVQ         xstride+72(FP), R12
+	ADDQ         R12, R9
+	MOVQ         ostride+96(FP), R12
+	ADDQ         R12, R10
+	DECQ         R11
+	JNZ          GgmlQ40A8Avx512_vec
+	ADDQ         $0x00000048, AX
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000008, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JNZ          GgmlQ40A8Avx512_grp
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ40A8Avx512_row
+	VZEROUPPER
+	RET
+
+DATA ggmlLane0<>+0(SB)/4, $0x00000000
+DATA ggmlLane0<>+4(SB)/4, $0x00000004
+DATA ggmlLane0<>+8(SB)/4, $0x00000008
+DATA ggmlLane0<>+12(SB)/4, $0x0000000c
+DATA ggmlLane0<>+16(SB)/4, $0x00000000
+DATA ggmlLane0<>+20(SB)/4, $0x00000004
+DATA ggmlLane0<>+24(SB)/4, $0x00000008
+DATA ggmlLane0<>+28(SB)/4, $0x0000000c
+DATA ggmlLane0<>+32(SB)/4, $0x00000000
+DATA ggmlLane0<>+36(SB)/4, $0x00000004
+DATA ggmlLane0<>+40(SB)/4, $0x00000008
+DATA ggmlLane0<>+44(SB)/4, $0x0000000c
+DATA ggmlLane0<>+48(SB)/4, $0x00000000
+DATA ggmlLane0<>+52(SB)/4, $0x00000004
+DATA ggmlLane0<>+56(SB)/4, $0x00000008
+DATA ggmlLane0<>+60(SB)/4, $0x0000000c
+GLOBL ggmlLane0<>(SB), RODATA|NOPTR, $64
+
+// func GgmlQ41A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C
+TEXT ·GgmlQ41A8Avx512(SB), NOSPLIT, $0-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU64    ggmlLane0<>+0(SB), Z1
+
+GgmlQ41A8Avx512_row:
+	MOVQ out+88(FP), AX
+	MOVQ nvec+80(FP), CX
+	MOVQ ostride+96(FP), DX
+
+GgmlQ41A8Avx512_zero:
+	MOVL $0x00000000, (AX)
+	ADDQ DX, AX
+	DECQ CX
+	JNZ  GgmlQ41A8Avx512_zero
+	MOVQ w+0(FP), AX
+	MOVQ act+32(FP), CX
+	MOVQ sums+48(FP), DX
+	MOVQ xs+64(FP), BX
+	MOVQ nsb+24(FP), SI
+
+GgmlQ41A8Avx512_grp:
+	VMOVDQU64    4(AX), X3
+	VPSRLW       $0x04, X3, X2
+	VINSERTI32X4 $0x01, X2, Y3, Y2
+	VPANDD       Y2, Y0, Y2
+	VMOVDQU64    24(AX), X3
+	VPSRLW       $0x04, X3, X4
+	VINSERTI32X4 $0x01, X4, Y3, Y4
+	VPANDD       Y4, Y0, Y4
+	VINSERTI64X4 $0x01, Y4, Z2, Z4
+	VMOVDQU64    44(AX), X3
+	VPSRLW       $0x04, X3, X2
+	VINSERTI32X4 $0x01, X2, Y3, Y2
+	VPANDD       Y2, Y0, Y2
+	VMOVDQU64    64(AX), X3
+	VPSRLW       $0x04, X3, X9
+	VINSERTI32X4 $0x01, X9, Y3, Y9
+	VPANDD       Y9, Y0, Y9
+	VINSERTI64X4 $0x01, Y9, Z2, Z9
+	VPXORD       X5, X5, X5
+	VPXORD       X6, X6, X6
+	VPINSRW      $0x00, (AX), X5, X5
+	VPINSRW      $0x00, 2(AX), X6, X6
+	VPINSRW      $0x01, 20(AX), X5, X5
+	VPINSRW      $0x01, 22(AX), X6, X6
+	VPINSRW      $0x02, 40(AX), X5, X5
+	VPINSRW      $0x02, 42(AX), X6, X6
+	VPINSRW      $0x03, 60(AX), X5, X5
+	VPINSRW      $0x03, 62(AX), X6, X6
+	VCVTPH2PS    X5, X2
+	VCVTPH2PS    X6, X3
+	MOVQ         CX, DI
+	MOVQ         DX, R8
+	MOVQ         BX, R9
+	MOVQ         out+88(FP), R10
+	MOVQ         nvec+80(FP), R11
+
+GgmlQ41A8Avx512_vec:
+	VPXORD       Z7, Z7, Z7
+	VPDPBUSD     (DI), Z4, Z7
+	VPXORD       Z8, Z8, Z8
+	VPDPBUSD     64(DI), Z9, Z8
+	VSHUFI64X2   $0x88, Z8, Z7, Z10
+	VSHUFI64X2   $0xdd, Z8, Z7, Z11
+	VPADDD       Z11, Z10, Z10
+	VPSHUFD      $0x4e, Z10, Z11
+	VPADDD       Z11, Z10, Z10
+	VPSHUFD      $0xb1, Z10, Z11
+	VPADDD       Z11, Z10, Z10
+	VPERMD       Z10, Z1, Z10
+	VPMOVSXWD    (R8), X11
+	VCVTDQ2PS    X10, X10
+	VBROADCASTSS (R9), X12
+	VMULPS       X2, X12, X13
+	VMULPS       X13, X10, X10
+	VCVTDQ2PS    X11, X11
+	VMULPS       X3, X12, X12
+	VMULPS       X12, X11, X11
+	VMOVSS       (R10), X12
+	VADDSS       X10, X12, X12
+	VADDSS       X11, X12, X12
+	VPERMILPS    $0x01, X10, X13
+	VADDSS       X13, X12, X12
+	VPERMILPS    $0x01, X11, X13
+	VADDSS       X13, X12, X12
+	VPERMILPS    $0x02, X10, X13
+	VADDSS       X13, X12, X12
+	VPERMILPS    $0x02, X11, X13
+	VADDSS       X13, X12, X12
+	VPERMILPS    $0x03, X10, X10
+	VADDSS       X10, X12, X12
+	VPERMILPS    $0x03, X11, X10
+	VADDSS       X10, X12, X12
+	VMOVSS       X12, (R10)
+	MOVQ         astride+40(FP), R12
+	ADDQ         R12, DI
+	MOVQ         sstride+56(FP), R12
+	ADDQ         R12, R8
+	MOVQ         xstride+72(FP), R12
+	ADDQ         R12, R9
+	MOVQ         ostride+96(FP), R12
+	ADDQ         R12, R10
+	DECQ         R11
+	JNZ          GgmlQ41A8Avx512_vec
+	ADDQ         $0x00000050, AX
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000008, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JNZ          GgmlQ41A8Avx512_grp
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ41A8Avx512_row
+	VZEROUPPER
+	RET
+
+// func GgmlQ50A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C
+TEXT ·GgmlQ50A8Avx512(SB), NOSPLIT, $0-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z1
+	VMOVDQU64    ggmlLane0<>+0(SB), Z2
+
+GgmlQ50A8Avx512_row:
+	MOVQ out+88(FP), AX
+	MOVQ nvec+80(FP), CX
+	MOVQ ostride+96(FP), DX
+
+GgmlQ50A8Avx512_zero:
+	MOVL $0x00000000, (AX)
+	ADDQ DX, AX
+	DECQ CX
+	JNZ  GgmlQ50A8Avx512_zero
+	MOVQ w+0(FP), AX
+	MOVQ act+32(FP), CX
+	MOVQ sums+48(FP), DX
+	MOVQ xs+64(FP), BX
+	MOVQ nsb+24(FP), SI
+
+GgmlQ50A8Avx512_grp:
+	VMOVDQU64    6(AX), X4
+	VPSRLW       $0x04, X4, X3
+	VINSERTI32X4 $0x01, X3, Y4, Y3
+	VPANDD       Y3, Y0, Y3
+	MOVL         2(AX), DI
+	KMOVD        DI, K1
+	VPADDB       Y1, Y3, K1, Y3
+	VMOVDQU64    28(AX), X4
+	VPSRLW       $0x04, X4, X5
+	VINSERTI32X4 $0x01, X5, Y4, Y5
+	VPANDD       Y5, Y0, Y5
+	MOVL         24(AX), DI
+	KMOVD        DI, K1
+	VPADDB       Y1, Y5, K1, Y5
+	VINSERTI64X4 $0x01, Y5, Z3, Z5
+	VMOVDQU64    50(AX), X4
+	VPSRLW       $0x04, X4, X3
+	VINSERTI32X4 $0x01, X3, Y4, Y3
+	VPANDD       Y3, Y0, Y3
+	MOVL         46(AX), DI
+	KMOVD        DI, K1
+	VPADDB       Y1, Y3, K1, Y3
+	VMOVDQU64    72(AX), X4
+	VPSRLW       $0x04, X4, X9
+	VINSERTI32X4 $0x01, X9, Y4, Y9
+	VPANDD       Y9, Y0, Y9
+	MOVL         68(AX), DI
+	KMOVD        DI, K1
+	VPADDB       Y1, Y9, K1, Y9
+	VINSERTI64X4 $0x01, Y9, Z3, Z9
+	VPXORD       X6, X6, X6
+	VPINSRW      $0x00, (AX), X6, X6
+	VPINSRW      $0x01, 22(AX), X6, X6
+	VPINSRW      $0x02, 44(AX), X6, X6
+	VPINSRW      $0x03, 66(AX), X6, X6
+	VCVTPH2PS    X6, X3
+	MOVQ         CX, DI
+	MOVQ         DX, R8
+	MOVQ         BX, R9
+	MOVQ         out+88(FP), R10
+	MOVQ         nvec+80(FP), R11
+
+GgmlQ50A8Avx512_vec:
+	VPXORD       Z7, Z7, Z7
+	VPDPBUSD     (DI), Z5, Z7
+	VPXORD       Z8, Z8, Z8
+	VPDPBUSD     64(DI), Z9, Z8
+	VSHUFI64X2   $0x88, Z8, Z7, Z10
+	VSHUFI64X2   $0xdd, Z8, Z7, Z11
+	VPADDD       Z11, Z10, Z10
+	VPSHUFD      $0x4e, Z10, Z11
+	VPADDD       Z11, Z10, Z10
+	VPSHUFD      $0xb1, Z10, Z11
+	VPADDD       Z11, Z10, Z10
+	VPERMD       Z10, Z2, Z10
+	VPMOVSXWD    (R8), X4
+	VPSLLD       $0x04, X4, X4
+	VPSUBD       X4, X10, X10
+	VCVTDQ2PS    X10, X4
+	VBROADCASTSS (R9), X10
+	VMULPS       X3, X10, X10
+	VMULPS       X10, X4, X4
+	VMOVSS       (R10), X10
+	VADDSS       X4, X10, X10
+	VPERMILPS    $0x01, X4, X11
+	VADDSS       X11, X10, X10
+	VPERMILPS    $0x02, X4, X11
+	VADDSS       X11, X10, X10
+	VPERMILPS    $0x03, X4, X4
+	VADDSS       X4, X10, X10
+	VMOVSS       X10, (R10)
+	MOVQ         astride+40(FP), R12
+	ADDQ         R12, DI
+	MOVQ         sstride+56(FP), R12
+	ADDQ         R12, R8
+	MOVQ         xstride+72(FP), R12
+	ADDQ         R12, R9
+	MOVQ         ostride+96(FP), R12
+	ADDQ         R12, R10
+	DECQ         R11
+	JNZ          GgmlQ50A8Avx512_vec
+	ADDQ         $0x00000058, AX
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000008, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JNZ          GgmlQ50A8Avx512_grp
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ50A8Avx512_row
+	VZEROUPPER
+	RET
+
+// func GgmlQ51A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C
+TEXT ·GgmlQ51A8Avx512(SB), NOSPLIT, $0-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z1
+	VMOVDQU64    ggmlLane0<>+0(SB), Z2
+
+GgmlQ51A8Avx512_row:
+	MOVQ out+88(FP), AX
+	MOVQ nvec+80(FP), CX
+	MOVQ ostride+96(FP), DX
+
+GgmlQ51A8Avx512_zero:
+	MOVL $0x00000000, (AX)
+	ADDQ DX, AX
+	DECQ CX
+	JNZ  GgmlQ51A8Avx512_zero
+	MOVQ w+0(FP), AX
+	MOVQ act+32(FP), CX
+	MOVQ sums+48(FP), DX
+	MOVQ xs+64(FP), BX
+	MOVQ nsb+24(FP), SI
+
+GgmlQ51A8Avx512_grp:
+	VMOVDQU64    8(AX), X4
+	VPSRLW       $0x04, X4, X3
+	VINSERTI32X4 $0x01, X3, Y4, Y3
+	VPANDD       Y3, Y0, Y3
+	MOVL         4(AX), DI
+	KMOVD        DI, K1
+	VPADDB       Y1, Y3, K1, Y3
+	VMOVDQU64    32(AX), X4
+	VPSRLW       $0x04, X4, X5
+	VINSERTI32X4 $0x01, X5, Y4, Y5
+	VPANDD       Y5, Y0, Y5
+	MOVL         28(AX), DI
+	KMOVD        DI, K1
+	VPADDB       Y1, Y5, K1, Y5
+	VINSERTI64X4 $0x01, Y5, Z3, Z5
+	VMOVDQU64    56(AX), X4
+	VPSRLW       $0x04, X4, X3
+	VINSERTI32X4 $0x01, X3, Y4, Y3
+	VPANDD       Y3, Y0, Y3
+	MOVL         52(AX), DI
+	KMOVD        DI, K1
+	VPADDB       Y1, Y3, K1, Y3
+	VMOVDQU64    80(AX), X4
+	VPSRLW       $0x04, X4, X10
+	VINSERTI32X4 $0x01, X10, Y4, Y10
+	VPANDD       Y10, Y0, Y10
+	MOVL         76(AX), DI
+	KMOVD        DI, K1
+	VPADDB       Y1, Y10, K1, Y10
+	VINSERTI64X4 $0x01, Y10, Z3, Z10
+	VPXORD       X6, X6, X6
+	VPXORD       X7, X7, X7
+	VPINSRW      $0x00, (AX), X6, X6
+	VPINSRW      $0x00, 2(AX), X7, X7
+	VPINSRW      $0x01, 24(AX), X6, X6
+	VPINSRW      $0x01, 26(AX), X7, X7
+	VPINSRW      $0x02, 48(AX), X6, X6
+	VPINSRW      $0x02, 50(AX), X7, X7
+	VPINSRW      $0x03, 72(AX), X6, X6
+	VPINSRW      $0x03, 74(AX), X7, X7
+	VCVTPH2PS    X6, X3
+	VCVTPH2PS    X7, X4
+	MOVQ         CX, DI
+	MOVQ         DX, R8
+	MOVQ         BX, R9
+	MOVQ         out+88(FP), R10
+	MOVQ         nvec+80(FP), R11
+
+GgmlQ51A8Avx512_vec:
+	VPXORD       Z8, Z8, Z8
+	VPDPBUSD     (DI), Z5, Z8
+	VPXORD       Z9, Z9, Z9
+	VPDPBUSD     64(DI), Z10, Z9
+	VSHUFI64X2   $0x88, Z9, Z8, Z11
+	VSHUFI64X2   $0xdd, Z9, Z8, Z12
+	VPADDD       Z12, Z11, Z11
+	VPSHUFD      $0x4e, Z11, Z12
+	VPADDD       Z12, Z11, Z11
+	VPSHUFD      $0xb1, Z11, Z12
+	VPADDD       Z12, Z11, Z11
+	VPERMD       Z11, Z2, Z11
+	VPMOVSXWD    (R8), X12
+	VCVTDQ2PS    X11, X11
+	VBROADCASTSS (R9), X13
+	VMULPS       X3, X13, X14
+	VMULPS       X14, X11, X11
+	VCVTDQ2PS    X12, X12
+	VMULPS       X4, X13, X13
+	VMULPS       X13, X12, X12
+	VMOVSS       (R10), X13
+	VADDSS       X11, X13, X13
+	VADDSS       X12, X13, X13
+	VPERMILPS    $0x01, X11, X14
+	VADDSS       X14, X13, X13
+	VPERMILPS    $0x01, X12, X14
+	VADDSS       X14, X13, X13
+	VPERMILPS    $0x02, X11, X14
+	VADDSS       X14, X13, X13
+	VPERMILPS    $0x02, X12, X14
+	VADDSS       X14, X13, X13
+	VPERMILPS    $0x03, X11, X11
+	VADDSS       X11, X13, X13
+	VPERMILPS    $0x03, X12, X11
+	VADDSS       X11, X13, X13
+	VMOVSS       X13, (R10)
+	MOVQ         astride+40(FP), R12
+	ADDQ         R12, DI
+	MOVQ         sstride+56(FP), R12
+	ADDQ         R12, R8
+	MOVQ         xstride+72(FP), R12
+	ADDQ         R12, R9
+	MOVQ         ostride+96(FP), R12
+	ADDQ         R12, R10
+	DECQ         R11
+	JNZ          GgmlQ51A8Avx512_vec
+	ADDQ         $0x00000060, AX
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000008, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JNZ          GgmlQ51A8Avx512_grp
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ51A8Avx512_row
+	VZEROUPPER
+	RET
+
+// func GgmlQ80A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C
+TEXT ·GgmlQ80A8Avx512(SB), NOSPLIT, $0-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z0
+	VMOVDQU64    ggmlLane0<>+0(SB), Z4
+
+GgmlQ80A8Avx512_row:
+	MOVQ out+88(FP), AX
+	MOVQ nvec+80(FP), CX
+	MOVQ ostride+96(FP), DX
+
+GgmlQ80A8Avx512_zero:
+	MOVL $0x00000000, (AX)
+	ADDQ DX, AX
+	DECQ CX
+	JNZ  GgmlQ80A8Avx512_zero
+	MOVQ w+0(FP), AX
+	MOVQ act+32(FP), CX
+	MOVQ sums+48(FP), DX
+	MOVQ xs+64(FP), BX
+	MOVQ nsb+24(FP), SI
+
+GgmlQ80A8Avx512_grp:
+	VMOVDQU64    2(AX), Y5
+	VMOVDQU64    36(AX), Y6
+	VINSERTI64X4 $0x01, Y6, Z5, Z6
+	VPXORD       Z0, Z6, Z6
+	VMOVDQU64    70(AX), Y5
+	VMOVDQU64    104(AX), Y7
+	VINSERTI64X4 $0x01, Y7, Z5, Z7
+	VPXORD       Z0, Z7, Z7
+	VPXORD       X1, X1, X1
+	VPINSRW      $0x00, (AX), X1, X1
+	VPINSRW      $0x01, 34(AX), X1, X1
+	VPINSRW      $0x02, 68(AX), X1, X1
+	VPINSRW      $0x03, 102(AX), X1, X1
+	VCVTPH2PS    X1, X5
+	MOVQ         CX, DI
+	MOVQ         DX, R8
+	MOVQ         BX, R9
+	MOVQ         out+88(FP), R10
+	MOVQ         nvec+80(FP), R11
+
+GgmlQ80A8Avx512_vec:
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     (DI), Z6, Z2
+	VPXORD       Z3, Z3, Z3
+	VPDPBUSD     64(DI), Z7, Z3
+	VSHUFI64X2   $0x88, Z3, Z2, Z8
+	VSHUFI64X2   $0xdd, Z3, Z2, Z9
+	VPADDD       Z9, Z8, Z8
+	VPSHUFD      $0x4e, Z8, Z9
+	VPADDD       Z9, Z8, Z8
+	VPSHUFD      $0xb1, Z8, Z9
+	VPADDD       Z9, Z8, Z8
+	VPERMD       Z8, Z4, Z8
+	VPMOVSXWD    (R8), X9
+	VPSLLD       $0x07, X9, X9
+	VPSUBD       X9, X8, X8
+	VCVTDQ2PS    X8, X8
+	VBROADCASTSS (R9), X9
+	VMULPS       X5, X9, X9
+	VMULPS       X9, X8, X8
+	VMOVSS       (R10), X9
+	VADDSS       X8, X9, X9
+	VPERMILPS    $0x01, X8, X10
+	VADDSS       X10, X9, X9
+	VPERMILPS    $0x02, X8, X10
+	VADDSS       X10, X9, X9
+	VPERMILPS    $0x03, X8, X8
+	VADDSS       X8, X9, X9
+	VMOVSS       X9, (R10)
+	MOVQ         astride+40(FP), R12
+	ADDQ         R12, DI
+	MOVQ         sstride+56(FP), R12
+	ADDQ         R12, R8
+	MOVQ         xstride+72(FP), R12
+	ADDQ         R12, R9
+	MOVQ         ostride+96(FP), R12
+	ADDQ         R12, R10
+	DECQ         R11
+	JNZ          GgmlQ80A8Avx512_vec
+	ADDQ         $0x00000088, AX
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000008, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JNZ          GgmlQ80A8Avx512_grp
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ80A8Avx512_row
+	VZEROUPPER
+	RET
+
+// func GgmlIQ4NLA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C
+TEXT ·GgmlIQ4NLA8Avx512(SB), NOSPLIT, $0-104
+	MOVL            $0x0f0f0f0f, AX
+	VMOVD           AX, X0
+	VPBROADCASTD    X0, Y0
+	VBROADCASTI32X4 ggmlKValues128<>+0(SB), Y1
+	VMOVDQU64       ggmlLane0<>+0(SB), Z2
+
+GgmlIQ4NLA8Avx512_row:
+	MOVQ out+88(FP), AX
+	MOVQ nvec+80(FP), CX
+	MOVQ ostride+96(FP), DX
+
+GgmlIQ4NLA8Avx512_zero:
+	MOVL $0x00000000, (AX)
+	ADDQ DX, AX
+	DECQ CX
+	JNZ  GgmlIQ4NLA8Avx512_zero
+	MOVQ w+0(FP), AX
+	MOVQ act+32(FP), CX
+	MOVQ sums+48(FP), DX
+	MOVQ xs+64(FP), BX
+	MOVQ nsb+24(FP), SI
+
+GgmlIQ4NLA8Avx512_grp:
+	VMOVDQU64    2(AX), X4
+	VPSRLW       $0x04, X4, X3
+	VINSERTI32X4 $0x01, X3, Y4, Y3
+	VPANDD       Y3, Y0, Y3
+	VPSHUFB      Y3, Y1, Y3
+	VMOVDQU64    20(AX), X4
+	VPSRLW       $0x04, X4, X5
+	VINSERTI32X4 $0x01, X5, Y4, Y5
+	VPANDD       Y5, Y0, Y5
+	VPSHUFB      Y5, Y1, Y5
+	VINSERTI64X4 $0x01, Y5, Z3, Z5
+	VMOVDQU64    38(AX), X4
+	VPSRLW       $0x04, X4, X3
+	VINSERTI32X4 $0x01, X3, Y4, Y3
+	VPANDD       Y3, Y0, Y3
+	VPSHUFB      Y3, Y1, Y3
+	VMOVDQU64    56(AX), X4
+	VPSRLW       $0x04, X4, X9
+	VINSERTI32X4 $0x01, X9, Y4, Y9
+	VPANDD       Y9, Y0, Y9
+	VPSHUFB      Y9, Y1, Y9
+	VINSERTI64X4 $0x01, Y9, Z3, Z9
+	VPXORD       X6, X6, X6
+	VPINSRW      $0x00, (AX), X6, X6
+	VPINSRW      $0x01, 18(AX), X6, X6
+	VPINSRW      $0x02, 36(AX), X6, X6
+	VPINSRW      $0x03, 54(AX), X6, X6
+	VCVTPH2PS    X6, X3
+	MOVQ         CX, DI
+	MOVQ         DX, R8
+	MOVQ         BX, R9
+	MOVQ         out+88(FP), R10
+	MOVQ         nvec+80(FP), R11
+
+GgmlIQ4NLA8Avx512_vec:
+	VPXORD       Z7, Z7, Z7
+	VPDPBUSD     (DI), Z5, Z7
+	VPXORD       Z8, Z8, Z8
+	VPDPBUSD     64(DI), Z9, Z8
+	VSHUFI64X2   $0x88, Z8, Z7, Z10
+	VSHUFI64X2   $0xdd, Z8, Z7, Z11
+	VPADDD       Z11, Z10, Z10
+	VPSHUFD      $0x4e, Z10, Z11
+	VPADDD       Z11, Z10, Z10
+	VPSHUFD      $0xb1, Z10, Z11
+	VPADDD       Z11, Z10, Z10
+	VPERMD       Z10, Z2, Z10
+	VPMOVSXWD    (R8), X4
+	VPSLLD       $0x07, X4, X4
+	VPSUBD       X4, X10, X10
+	VCVTDQ2PS    X10, X4
+	VBROADCASTSS (R9), X10
+	VMULPS       X3, X10, X10
+	VMULPS       X10, X4, X4
+	VMOVSS       (R10), X10
+	VADDSS       X4, X10, X10
+	VPERMILPS    $0x01, X4, X11
+	VADDSS       X11, X10, X10
+	VPERMILPS    $0x02, X4, X11
+	VADDSS       X11, X10, X10
+	VPERMILPS    $0x03, X4, X4
+	VADDSS       X4, X10, X10
+	VMOVSS       X10, (R10)
+	MOVQ         astride+40(FP), R12
+	ADDQ         R12, DI
+	MOVQ         sstride+56(FP), R12
+	ADDQ         R12, R8
+	MOVQ         xstride+72(FP), R12
+	ADDQ         R12, R9
+	MOVQ         ostride+96(FP), R12
+	ADDQ         R12, R10
+	DECQ         R11
+	JNZ          GgmlIQ4NLA8Avx512_vec
+	ADDQ         $0x00000048, AX
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000008, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JNZ          GgmlIQ4NLA8Avx512_grp
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlIQ4NLA8Avx512_row
+	VZEROUPPER
+	RET

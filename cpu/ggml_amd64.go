@@ -25,6 +25,12 @@ var ggmlA8Funcs = map[ggml.Type]ggmlA8Func{
 	ggml.Q5_K:   asm.GgmlQ5KA8Avx512,
 	ggml.Q6_K:   asm.GgmlQ6KA8Avx512,
 	ggml.IQ4_XS: asm.GgmlIQ4XSA8Avx512,
+	ggml.Q4_0:   asm.GgmlQ40A8Avx512,
+	ggml.Q4_1:   asm.GgmlQ41A8Avx512,
+	ggml.Q5_0:   asm.GgmlQ50A8Avx512,
+	ggml.Q5_1:   asm.GgmlQ51A8Avx512,
+	ggml.Q8_0:   asm.GgmlQ80A8Avx512,
+	ggml.IQ4_NL: asm.GgmlIQ4NLA8Avx512,
 }
 
 // ggmlActOrder gives, for each type whose kernel reads the activations of
@@ -42,14 +48,15 @@ func init() {
 			if isa != AVX512VNNI || !hasAll(ggmlA8Requires) {
 				return nil
 			}
-			return &ggmlKernel{isa: isa, prep: ggmlPrepSuper, a8: func(mx *GGMLMatrix, c *ggmlCall, r0, r1 int) {
+			return &ggmlKernel{isa: isa, prep: ggmlPrep, a8: func(mx *GGMLMatrix, c *ggmlCall, r0, r1 int) {
 				m := mx.m
 				pc := m.PCols
 				if r1 <= r0 {
 					return
 				}
 				sub := m.Type.SubLen()
-				fn(&m.Data[r0*m.RowBytes()], m.RowBytes(), r1-r0, m.Blocks(),
+				// nsb: super-blocks, or groups of four 32-element blocks
+				fn(&m.Data[r0*m.RowBytes()], m.RowBytes(), r1-r0, pc/max(m.Type.BlockElems(), 128),
 					&c.act8[0], pc, &c.sums[0], 2*pc/sub, &c.xs[0], 4*pc/128,
 					c.batch, &c.dst[r0], 4*m.Rows)
 			}}
@@ -57,10 +64,10 @@ func init() {
 	}
 }
 
-// ggmlPrepSuper lays out the activations of a 256-element type for its
-// kernel: c.act8 (the reordered int8 values, or xq itself) and c.sums
-// (one int16 per sub-block).
-func ggmlPrepSuper(mx *GGMLMatrix, c *ggmlCall) {
+// ggmlPrep lays out the activations for a type's kernel: c.act8 (the
+// reordered int8 values, or xq itself) and c.sums (one int16 per
+// sub-block, or per 32-element block).
+func ggmlPrep(mx *GGMLMatrix, c *ggmlCall) {
 	m := mx.m
 	pc, sub := m.PCols, m.Type.SubLen()
 	c.sums = growSums(c, c.batch*pc/sub)

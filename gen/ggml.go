@@ -17,6 +17,9 @@ func ggmlKernels() {
 	for _, c := range ggmlSupers {
 		ggmlSuperA8(c)
 	}
+	for _, c := range ggmlSmalls {
+		ggmlBlockA8(c)
+	}
 }
 
 // ggmlSig is the signature of every GGML A8 kernel (cpu/ggml_amd64.go
@@ -492,4 +495,217 @@ func phaddd(b, a, dst Op) {
 	VSHUFPS(U8(0x88), b, a, t) // [a0, a2, b0, b2]
 	VSHUFPS(U8(0xdd), b, a, u) // [a1, a3, b1, b3]
 	VPADDD(u, t, dst)
+}
+
+// ggmlSmall describes a 32-element block type for ggmlBlockA8.
+type ggmlSmall struct {
+	t     string // name part: Q4_0 -> Q40, ...
+	name  string // ggml's name
+	bytes int
+	qs    int  // offset of the codes
+	qh    int  // Q5_x: offset of the 32 high bits (0: none)
+	m     bool // Q4_1, Q5_1: an offset m (M term added)
+	shift int  // codes stored as q + 2^shift: S -= 2^shift * sum(x) (0: none)
+	nib   bool // 4-bit codes in 16 bytes (else 32 int8 codes)
+	kv    bool // IQ4_NL: codes index KValues
+}
+
+var ggmlSmalls = []ggmlSmall{
+	{t: "Q40", name: "Q4_0", bytes: 18, qs: 2, shift: 3, nib: true},
+	{t: "Q41", name: "Q4_1", bytes: 20, qs: 4, m: true, nib: true},
+	{t: "Q50", name: "Q5_0", bytes: 22, qs: 6, qh: 2, shift: 4, nib: true},
+	{t: "Q51", name: "Q5_1", bytes: 24, qs: 8, qh: 4, m: true, nib: true},
+	{t: "Q80", name: "Q8_0", bytes: 34, qs: 2, shift: 7},
+	{t: "IQ4NL", name: "IQ4_NL", bytes: 18, qs: 2, shift: 7, nib: true, kv: true},
+}
+
+// ggmlBlockA8 emits Ggml<t>A8Avx512 for a 32-element block type: per row
+// and group of four blocks (128 columns, one activation group), the codes
+// of two blocks per ZMM as unsigned bytes in column order (nibbles: low
+// then high; Q5_x: the qh bits as a byte mask adding 16; Q8_0 and IQ4_NL:
+// plus 128), then per vector two VPDPBUSD, the four block sums reduced
+// together (VSHUFI64X2, VPSHUFD), the codes' offset times the block's
+// activation sum subtracted, and the definition's float steps in scalar
+// SSE in order (d*xs times S, then for Q4_1/Q5_1 m*xs times the sum).
+// nsb counts groups of four blocks; the sums are one int16 per block.
+func ggmlBlockA8(c ggmlSmall) {
+	name := "Ggml" + c.t + "A8Avx512"
+	TEXT(name, NOSPLIT, ggmlSig)
+	Pragma("noescape")
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s computes the exact A8 product of layout/ggml %s rows with AVX-512 VNNI and BW: groups of four blocks (nsb counts groups), activations in column order, the sums one int16 per 32 columns.", name, c.name))
+	av512 := fvec{avx512: true}
+	nib := nibbleMask(YMM())
+	var kv, flip, sixteen VecVirtual
+	if c.kv {
+		tab := rodata("ggmlKValues128", 16, 1, func(i int) uint64 {
+			return uint64(int([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]) + 128)
+		})
+		kv = YMM()
+		VBROADCASTI32X4(tab, kv)
+	}
+	if !c.nib {
+		flip = av512.broadcast(0x80808080)
+	}
+	if c.qh != 0 {
+		sixteen = av512.broadcast(0x10101010)
+	}
+	lane0 := ZMM() // dword 0 of each 128-bit lane
+	VMOVDQU64(rodata("ggmlLane0", 16, 4, func(i int) uint64 { return uint64(4 * (i % 4)) }), lane0)
+
+	Label(name + "_row")
+	{
+		{
+			op, n, os := param("out"), param("nvec"), param("ostride")
+			Label(name + "_zero")
+			MOVL(U32(0), Mem{Base: op})
+			ADDQ(os, op)
+			DECQ(n)
+			JNZ(LabelRef(name + "_zero"))
+		}
+		wp := param("w")
+		ak, sk, xk := param("act"), param("sums"), param("xs")
+		kc := param("nsb")
+		Label(name + "_grp")
+		{
+			// the codes of blocks 2i, 2i+1 in z[i]
+			var z [2]VecVirtual
+			for i := 0; i < 2; i++ {
+				var half [2]VecVirtual
+				for j := 0; j < 2; j++ {
+					off := (2*i+j)*c.bytes + c.qs
+					y := YMM()
+					if c.nib {
+						x, hx := XMM(), XMM()
+						VMOVDQU64(Mem{Base: wp, Disp: off}, x)
+						VPSRLW(U8(4), x, hx)
+						VINSERTI32X4(U8(1), hx, x.AsY(), y)
+						VPANDD(y, nib, y)
+						if c.kv {
+							VPSHUFB(y, kv, y)
+						}
+					} else {
+						VMOVDQU64(Mem{Base: wp, Disp: off}, y)
+					}
+					if c.qh != 0 {
+						h := GP32()
+						MOVL(Mem{Base: wp, Disp: (2*i+j)*c.bytes + c.qh}, h)
+						k := K()
+						KMOVD(h, k)
+						VPADDB(sixteen.AsY(), y, k, y)
+					}
+					half[j] = y
+				}
+				z[i] = ZMM()
+				VINSERTI64X4(U8(1), half[1], half[0].AsZ(), z[i])
+				if !c.nib {
+					VPXORD(flip, z[i], z[i])
+				}
+			}
+			// d (and m) of the four blocks as float32
+			dh := XMM()
+			VPXORD(dh, dh, dh)
+			mh := XMM()
+			if c.m {
+				VPXORD(mh, mh, mh)
+			}
+			for b := 0; b < 4; b++ {
+				VPINSRW(U8(b), Mem{Base: wp, Disp: b * c.bytes}, dh, dh)
+				if c.m {
+					VPINSRW(U8(b), Mem{Base: wp, Disp: b*c.bytes + 2}, mh, mh)
+				}
+			}
+			d4 := XMM()
+			VCVTPH2PS(dh, d4)
+			m4 := XMM()
+			if c.m {
+				VCVTPH2PS(mh, m4)
+			}
+
+			av, sv, xv := GP64(), GP64(), GP64()
+			MOVQ(ak, av)
+			MOVQ(sk, sv)
+			MOVQ(xk, xv)
+			ov := param("out")
+			vc := param("nvec")
+			Label(name + "_vec")
+			{
+				var acc [2]VecVirtual
+				for i := 0; i < 2; i++ {
+					acc[i] = ZMM()
+					VPXORD(acc[i], acc[i], acc[i])
+					VPDPBUSD(Mem{Base: av, Disp: 64 * i}, z[i], acc[i])
+				}
+				// [blocks 0 1 2 3] partial in each 128-bit lane, then summed within lanes
+				p, q := ZMM(), ZMM()
+				VSHUFI64X2(U8(0x88), acc[1], acc[0], p)
+				VSHUFI64X2(U8(0xdd), acc[1], acc[0], q)
+				VPADDD(q, p, p)
+				VPSHUFD(U8(0x4e), p, q)
+				VPADDD(q, p, p)
+				VPSHUFD(U8(0xb1), p, q)
+				VPADDD(q, p, p)
+				s4 := ZMM()
+				VPERMD(p, lane0, s4) // dword k = block k's dot
+				sx := XMM()
+				VPMOVSXWD(Mem{Base: sv}, sx)
+				if c.shift > 0 {
+					off := XMM()
+					VPSLLD(U8(c.shift), sx, off)
+					VPSUBD(off, s4.AsX(), s4.AsX())
+				}
+				f := XMM()
+				VCVTDQ2PS(s4.AsX(), f)
+				xb := XMM()
+				VBROADCASTSS(Mem{Base: xv}, xb)
+				coef := XMM()
+				VMULPS(d4, xb, coef)
+				VMULPS(coef, f, f) // [t0 t1 t2 t3]
+				var u VecVirtual
+				if c.m {
+					fm := XMM()
+					VCVTDQ2PS(sx, fm)
+					cm := XMM()
+					VMULPS(m4, xb, cm)
+					VMULPS(cm, fm, fm) // [u0 u1 u2 u3]
+					u = fm
+				}
+				acc1 := XMM()
+				VMOVSS(Mem{Base: ov}, acc1)
+				for b := 0; b < 4; b++ {
+					for _, src := range []VecVirtual{f, u} {
+						if src == nil {
+							continue
+						}
+						e := src
+						if b > 0 {
+							e = XMM()
+							VPERMILPS(U8(b), src, e)
+						}
+						VADDSS(e, acc1, acc1)
+					}
+				}
+				VMOVSS(acc1, Mem{Base: ov})
+				ADDQ(param("astride"), av)
+				ADDQ(param("sstride"), sv)
+				ADDQ(param("xstride"), xv)
+				ADDQ(param("ostride"), ov)
+				DECQ(vc)
+				JNZ(LabelRef(name + "_vec"))
+			}
+			ADDQ(U32(4*c.bytes), wp)
+			ADDQ(U32(128), ak)
+			ADDQ(U32(8), sk)
+			ADDQ(U32(4), xk)
+			DECQ(kc)
+			JNZ(LabelRef(name + "_grp"))
+		}
+		bump("w", param("stride"))
+		bump("out", U32(4))
+		r := param("rows")
+		DECQ(r)
+		Store(r, Param("rows"))
+		JNZ(LabelRef(name + "_row"))
+	}
+	VZEROUPPER()
+	RET()
 }
