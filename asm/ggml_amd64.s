@@ -7,17 +7,17 @@
 // func GgmlQ2KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C
 TEXT ·GgmlQ2KA8Avx512(SB), NOSPLIT, $0-104
-	VMOVDQU64    ggmlWIdx16_00<>+0(SB), Z0
-	VMOVDQU64    ggmlWIdx16_01<>+0(SB), Z1
-	VMOVDQU64    ggmlWIdx16_10<>+0(SB), Z2
-	VMOVDQU64    ggmlWIdx16_11<>+0(SB), Z3
 	MOVL         $0x0f0f0f0f, AX
-	VMOVD        AX, X4
-	VPBROADCASTD X4, Z4
-	VMOVDQU64    ggmlShift0<>+0(SB), Z4
-	VMOVDQU64    ggmlShift1<>+0(SB), Z6
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+	VMOVDQU64    ggmlShift0<>+0(SB), Z0
+	VMOVDQU64    ggmlShift1<>+0(SB), Z2
 	MOVL         $0x03030303, AX
-	VPBROADCASTD AX, Z7
+	VPBROADCASTD AX, Z3
+	VMOVDQU64    ggmlWIdx16_00<>+0(SB), Z4
+	VMOVDQU64    ggmlWIdx16_01<>+0(SB), Z5
+	VMOVDQU64    ggmlWIdx16_10<>+0(SB), Z6
+	VMOVDQU64    ggmlWIdx16_11<>+0(SB), Z7
 
 GgmlQ2KA8Avx512_row:
 	MOVQ out+88(FP), AX
@@ -37,30 +37,30 @@ GgmlQ2KA8Avx512_zero:
 
 GgmlQ2KA8Avx512_sb:
 	VBROADCASTI64X4 16(AX), Z8
-	VPSRLVW         Z4, Z8, Z9
-	VPANDD          Z9, Z7, Z9
-	VPSRLVW         Z6, Z8, Z8
-	VPANDD          Z8, Z7, Z8
+	VPSRLVW         Z0, Z8, Z9
+	VPANDD          Z9, Z3, Z9
+	VPSRLVW         Z2, Z8, Z8
+	VPANDD          Z8, Z3, Z8
 	VBROADCASTI64X4 48(AX), Z10
-	VPSRLVW         Z4, Z10, Z11
-	VPANDD          Z11, Z7, Z11
-	VPSRLVW         Z6, Z10, Z10
-	VPANDD          Z10, Z7, Z10
-	VMOVDQU64       (AX), X5
-	VPSRLW          $0x04, X5, X12
+	VPSRLVW         Z0, Z10, Z11
+	VPANDD          Z11, Z3, Z11
+	VPSRLVW         Z2, Z10, Z10
+	VPANDD          Z10, Z3, Z10
+	VMOVDQU64       (AX), X1
+	VPSRLW          $0x04, X1, X12
 	MOVL            $0x0f0f0f0f, DI
 	VPBROADCASTD    DI, X13
-	VPANDD          X5, X13, X5
+	VPANDD          X1, X13, X1
 	VPANDD          X12, X13, X12
-	VPMOVZXBW       X5, Y5
+	VPMOVZXBW       X1, Y1
 	VPMOVZXBW       X12, Y12
-	VPERMW          Z5, Z0, Z13
-	VPERMW          Z5, Z1, Z14
-	VPERMW          Z5, Z2, Z15
-	VPERMW          Z5, Z3, Z16
-	VPBROADCASTD    80(AX), X5
-	VCVTPH2PS       X5, X5
-	VPERMILPS       $0x50, X5, X5
+	VPERMW          Z1, Z4, Z13
+	VPERMW          Z1, Z5, Z14
+	VPERMW          Z1, Z6, Z15
+	VPERMW          Z1, Z7, Z16
+	VPBROADCASTD    80(AX), X1
+	VCVTPH2PS       X1, X1
+	VPERMILPS       $0x50, X1, X1
 	MOVQ            CX, DI
 	MOVQ            DX, R8
 	MOVQ            BX, R9
@@ -97,7 +97,7 @@ GgmlQ2KA8Avx512_vec:
 	VPADDD        X17, X19, X17
 	VCVTDQ2PS     X17, X17
 	VMOVDDUP      (R9), X18
-	VMULPS        X5, X18, X18
+	VMULPS        X1, X18, X18
 	VMULPS        X18, X17, X17
 	VMOVSS        (R10), X18
 	VMOVHLPS      X17, X17, X19
@@ -345,23 +345,23 @@ GLOBL ggmlShift1<>(SB), RODATA|NOPTR, $64
 // func GgmlQ3KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C
 TEXT ·GgmlQ3KA8Avx512(SB), NOSPLIT, $0-104
-	VMOVDQU64    ggmlWIdx16_00<>+0(SB), Z0
-	VMOVDQU64    ggmlWIdx16_01<>+0(SB), Z1
-	VMOVDQU64    ggmlWIdx16_10<>+0(SB), Z2
-	VMOVDQU64    ggmlWIdx16_11<>+0(SB), Z3
 	MOVL         $0x0f0f0f0f, AX
-	VMOVD        AX, X4
-	VPBROADCASTD X4, Z4
-	VMOVDQU64    ggmlQ3KBit00<>+0(SB), Z4
-	VMOVDQU64    ggmlQ3KBit01<>+0(SB), Z6
-	VMOVDQU64    ggmlQ3KBit10<>+0(SB), Z7
-	VMOVDQU64    ggmlQ3KBit11<>+0(SB), Z8
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+	VMOVDQU64    ggmlQ3KBit00<>+0(SB), Z0
+	VMOVDQU64    ggmlQ3KBit01<>+0(SB), Z2
+	VMOVDQU64    ggmlQ3KBit10<>+0(SB), Z3
+	VMOVDQU64    ggmlQ3KBit11<>+0(SB), Z4
 	MOVL         $0x04040404, AX
-	VPBROADCASTD AX, Z9
-	VMOVDQU64    ggmlShift0<>+0(SB), Z10
-	VMOVDQU64    ggmlShift1<>+0(SB), Z11
+	VPBROADCASTD AX, Z5
+	VMOVDQU64    ggmlShift0<>+0(SB), Z6
+	VMOVDQU64    ggmlShift1<>+0(SB), Z7
 	MOVL         $0x03030303, AX
-	VPBROADCASTD AX, Z12
+	VPBROADCASTD AX, Z8
+	VMOVDQU64    ggmlWIdx16_00<>+0(SB), Z9
+	VMOVDQU64    ggmlWIdx16_01<>+0(SB), Z10
+	VMOVDQU64    ggmlWIdx16_10<>+0(SB), Z11
+	VMOVDQU64    ggmlWIdx16_11<>+0(SB), Z12
 
 GgmlQ3KA8Avx512_row:
 	MOVQ out+88(FP), AX
@@ -381,25 +381,25 @@ GgmlQ3KA8Avx512_zero:
 
 GgmlQ3KA8Avx512_sb:
 	VBROADCASTI64X4 32(AX), Z13
-	VPSRLVW         Z10, Z13, Z14
-	VPANDD          Z14, Z12, Z14
-	VPSRLVW         Z11, Z13, Z13
-	VPANDD          Z13, Z12, Z13
+	VPSRLVW         Z6, Z13, Z14
+	VPANDD          Z14, Z8, Z14
+	VPSRLVW         Z7, Z13, Z13
+	VPANDD          Z13, Z8, Z13
 	VBROADCASTI64X4 (AX), Z15
-	VPTESTMB        Z4, Z15, K1
-	VPADDB          Z9, Z14, K1, Z14
-	VPTESTMB        Z6, Z15, K1
-	VPADDB          Z9, Z13, K1, Z13
+	VPTESTMB        Z0, Z15, K1
+	VPADDB          Z5, Z14, K1, Z14
+	VPTESTMB        Z2, Z15, K1
+	VPADDB          Z5, Z13, K1, Z13
 	VBROADCASTI64X4 64(AX), Z15
-	VPSRLVW         Z10, Z15, Z16
-	VPANDD          Z16, Z12, Z16
-	VPSRLVW         Z11, Z15, Z15
-	VPANDD          Z15, Z12, Z15
+	VPSRLVW         Z6, Z15, Z16
+	VPANDD          Z16, Z8, Z16
+	VPSRLVW         Z7, Z15, Z15
+	VPANDD          Z15, Z8, Z15
 	VBROADCASTI64X4 (AX), Z17
-	VPTESTMB        Z7, Z17, K1
-	VPADDB          Z9, Z16, K1, Z16
-	VPTESTMB        Z8, Z17, K1
-	VPADDB          Z9, Z15, K1, Z15
+	VPTESTMB        Z3, Z17, K1
+	VPADDB          Z5, Z16, K1, Z16
+	VPTESTMB        Z4, Z17, K1
+	VPADDB          Z5, Z15, K1, Z15
 	MOVL            96(AX), DI
 	MOVL            100(AX), R8
 	MOVL            104(AX), R9
@@ -434,17 +434,17 @@ GgmlQ3KA8Avx512_sb:
 	ORQ             R10, R9
 	SHLQ            $0x20, R8
 	ORQ             DI, R8
-	VMOVQ           R9, X5
+	VMOVQ           R9, X1
 	VMOVQ           R8, X17
-	VPUNPCKLQDQ     X17, X5, X5
+	VPUNPCKLQDQ     X17, X1, X1
 	MOVL            $0x20202020, DI
 	VPBROADCASTD    DI, X17
-	VPSUBB          X17, X5, X5
-	VPMOVSXBW       X5, Y5
-	VPERMW          Z5, Z0, Z17
-	VPERMW          Z5, Z1, Z18
-	VPERMW          Z5, Z2, Z19
-	VPERMW          Z5, Z3, Z20
+	VPSUBB          X17, X1, X1
+	VPMOVSXBW       X1, Y1
+	VPERMW          Z1, Z9, Z17
+	VPERMW          Z1, Z10, Z18
+	VPERMW          Z1, Z11, Z19
+	VPERMW          Z1, Z12, Z20
 	VPBROADCASTW    108(AX), X21
 	VCVTPH2PS       X21, X21
 	MOVQ            CX, DI
@@ -473,7 +473,7 @@ GgmlQ3KA8Avx512_vec:
 	VSHUFPS       $0x88, X23, X22, X24
 	VSHUFPS       $0xdd, X23, X22, X22
 	VPADDD        X22, X24, X22
-	VPMADDWD      (R8), Y5, Y23
+	VPMADDWD      (R8), Y1, Y23
 	VEXTRACTI32X4 $0x01, Y23, X24
 	VSHUFPS       $0x88, X24, X23, X25
 	VSHUFPS       $0xdd, X24, X23, X23
@@ -790,13 +790,13 @@ GLOBL ggmlQ3KBit11<>(SB), RODATA|NOPTR, $64
 // func GgmlQ4KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C
 TEXT ·GgmlQ4KA8Avx512(SB), NOSPLIT, $0-104
-	VMOVDQU64    ggmlWIdx32_00<>+0(SB), Z0
-	VMOVDQU64    ggmlWIdx32_01<>+0(SB), Z1
-	VMOVDQU64    ggmlWIdx32_10<>+0(SB), Z2
-	VMOVDQU64    ggmlWIdx32_11<>+0(SB), Z3
 	MOVL         $0x0f0f0f0f, AX
-	VMOVD        AX, X4
-	VPBROADCASTD X4, Z4
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+	VMOVDQU64    ggmlWIdx32_00<>+0(SB), Z1
+	VMOVDQU64    ggmlWIdx32_01<>+0(SB), Z2
+	VMOVDQU64    ggmlWIdx32_10<>+0(SB), Z3
+	VMOVDQU64    ggmlWIdx32_11<>+0(SB), Z4
 
 GgmlQ4KA8Avx512_row:
 	MOVQ out+88(FP), AX
@@ -816,11 +816,11 @@ GgmlQ4KA8Avx512_zero:
 
 GgmlQ4KA8Avx512_sb:
 	VPSRLW    $0x04, 16(AX), Z6
-	VPANDD    16(AX), Z4, Z5
-	VPANDD    Z6, Z4, Z6
+	VPANDD    16(AX), Z0, Z5
+	VPANDD    Z6, Z0, Z6
 	VPSRLW    $0x04, 80(AX), Z8
-	VPANDD    80(AX), Z4, Z7
-	VPANDD    Z8, Z4, Z8
+	VPANDD    80(AX), Z0, Z7
+	VPANDD    Z8, Z0, Z8
 	MOVL      4(AX), DI
 	MOVL      8(AX), R8
 	MOVL      12(AX), R9
@@ -850,10 +850,10 @@ GgmlQ4KA8Avx512_sb:
 	VMOVQ     DI, X10
 	VPMOVZXBW X9, X9
 	VPMOVZXBW X10, X10
-	VPERMW    Z9, Z0, Z11
-	VPERMW    Z9, Z1, Z12
-	VPERMW    Z9, Z2, Z13
-	VPERMW    Z9, Z3, Z14
+	VPERMW    Z9, Z1, Z11
+	VPERMW    Z9, Z2, Z12
+	VPERMW    Z9, Z3, Z13
+	VPERMW    Z9, Z4, Z14
 	VCVTPH2PS (AX), X9
 	VPERMILPS $0x50, X9, X9
 	MOVQ      CX, DI
@@ -1068,19 +1068,19 @@ GLOBL ggmlWIdx32_11<>(SB), RODATA|NOPTR, $64
 // func GgmlQ5KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C
 TEXT ·GgmlQ5KA8Avx512(SB), NOSPLIT, $0-104
-	VMOVDQU64    ggmlWIdx32_00<>+0(SB), Z0
-	VMOVDQU64    ggmlWIdx32_01<>+0(SB), Z1
-	VMOVDQU64    ggmlWIdx32_10<>+0(SB), Z2
-	VMOVDQU64    ggmlWIdx32_11<>+0(SB), Z3
 	MOVL         $0x0f0f0f0f, AX
-	VMOVD        AX, X4
-	VPBROADCASTD X4, Z4
-	VMOVDQU64    ggmlQ5KBit00<>+0(SB), Z5
-	VMOVDQU64    ggmlQ5KBit01<>+0(SB), Z6
-	VMOVDQU64    ggmlQ5KBit10<>+0(SB), Z7
-	VMOVDQU64    ggmlQ5KBit11<>+0(SB), Z8
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+	VMOVDQU64    ggmlQ5KBit00<>+0(SB), Z1
+	VMOVDQU64    ggmlQ5KBit01<>+0(SB), Z2
+	VMOVDQU64    ggmlQ5KBit10<>+0(SB), Z3
+	VMOVDQU64    ggmlQ5KBit11<>+0(SB), Z4
 	MOVL         $0x10101010, AX
-	VPBROADCASTD AX, Z9
+	VPBROADCASTD AX, Z5
+	VMOVDQU64    ggmlWIdx32_00<>+0(SB), Z6
+	VMOVDQU64    ggmlWIdx32_01<>+0(SB), Z7
+	VMOVDQU64    ggmlWIdx32_10<>+0(SB), Z8
+	VMOVDQU64    ggmlWIdx32_11<>+0(SB), Z9
 
 GgmlQ5KA8Avx512_row:
 	MOVQ out+88(FP), AX
@@ -1100,21 +1100,21 @@ GgmlQ5KA8Avx512_zero:
 
 GgmlQ5KA8Avx512_sb:
 	VPSRLW          $0x04, 48(AX), Z11
-	VPANDD          48(AX), Z4, Z10
-	VPANDD          Z11, Z4, Z11
+	VPANDD          48(AX), Z0, Z10
+	VPANDD          Z11, Z0, Z11
 	VBROADCASTI64X4 16(AX), Z12
-	VPTESTMB        Z5, Z12, K1
-	VPADDB          Z9, Z10, K1, Z10
-	VPTESTMB        Z6, Z12, K1
-	VPADDB          Z9, Z11, K1, Z11
+	VPTESTMB        Z1, Z12, K1
+	VPADDB          Z5, Z10, K1, Z10
+	VPTESTMB        Z2, Z12, K1
+	VPADDB          Z5, Z11, K1, Z11
 	VPSRLW          $0x04, 112(AX), Z14
-	VPANDD          112(AX), Z4, Z12
-	VPANDD          Z14, Z4, Z14
+	VPANDD          112(AX), Z0, Z12
+	VPANDD          Z14, Z0, Z14
 	VBROADCASTI64X4 16(AX), Z15
-	VPTESTMB        Z7, Z15, K1
-	VPADDB          Z9, Z12, K1, Z12
-	VPTESTMB        Z8, Z15, K1
-	VPADDB          Z9, Z14, K1, Z14
+	VPTESTMB        Z3, Z15, K1
+	VPADDB          Z5, Z12, K1, Z12
+	VPTESTMB        Z4, Z15, K1
+	VPADDB          Z5, Z14, K1, Z14
 	MOVL            4(AX), DI
 	MOVL            8(AX), R8
 	MOVL            12(AX), R9
@@ -1144,10 +1144,10 @@ GgmlQ5KA8Avx512_sb:
 	VMOVQ           DI, X15
 	VPMOVZXBW       X13, X13
 	VPMOVZXBW       X15, X15
-	VPERMW          Z13, Z0, Z16
-	VPERMW          Z13, Z1, Z17
-	VPERMW          Z13, Z2, Z18
-	VPERMW          Z13, Z3, Z19
+	VPERMW          Z13, Z6, Z16
+	VPERMW          Z13, Z7, Z17
+	VPERMW          Z13, Z8, Z18
+	VPERMW          Z13, Z9, Z19
 	VCVTPH2PS       (AX), X13
 	VPERMILPS       $0x50, X13, X13
 	MOVQ            CX, DI
@@ -1490,17 +1490,17 @@ GLOBL ggmlQ5KBit11<>(SB), RODATA|NOPTR, $64
 // func GgmlQ6KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C
 TEXT ·GgmlQ6KA8Avx512(SB), NOSPLIT, $0-104
-	VMOVDQU64    ggmlWIdx16_00<>+0(SB), Z0
-	VMOVDQU64    ggmlWIdx16_01<>+0(SB), Z1
-	VMOVDQU64    ggmlWIdx16_10<>+0(SB), Z2
-	VMOVDQU64    ggmlWIdx16_11<>+0(SB), Z3
 	MOVL         $0x0f0f0f0f, AX
-	VMOVD        AX, X4
-	VPBROADCASTD X4, Z4
-	VMOVDQU64    ggmlShift0<>+0(SB), Z5
-	VMOVDQU64    ggmlShift1<>+0(SB), Z6
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+	VMOVDQU64    ggmlShift0<>+0(SB), Z1
+	VMOVDQU64    ggmlShift1<>+0(SB), Z2
 	MOVL         $0x03030303, AX
-	VPBROADCASTD AX, Z7
+	VPBROADCASTD AX, Z3
+	VMOVDQU64    ggmlWIdx16_00<>+0(SB), Z4
+	VMOVDQU64    ggmlWIdx16_01<>+0(SB), Z5
+	VMOVDQU64    ggmlWIdx16_10<>+0(SB), Z6
+	VMOVDQU64    ggmlWIdx16_11<>+0(SB), Z7
 
 GgmlQ6KA8Avx512_row:
 	MOVQ out+88(FP), AX
@@ -1520,34 +1520,34 @@ GgmlQ6KA8Avx512_zero:
 
 GgmlQ6KA8Avx512_sb:
 	VPSRLW          $0x04, (AX), Z9
-	VPANDD          (AX), Z4, Z8
-	VPANDD          Z9, Z4, Z9
+	VPANDD          (AX), Z0, Z8
+	VPANDD          Z9, Z0, Z9
 	VBROADCASTI64X4 128(AX), Z10
-	VPSRLVW         Z5, Z10, Z11
-	VPANDD          Z11, Z7, Z11
+	VPSRLVW         Z1, Z10, Z11
+	VPANDD          Z11, Z3, Z11
 	VPSLLW          $0x04, Z11, Z11
 	VPORD           Z11, Z8, Z8
-	VPSRLVW         Z6, Z10, Z10
-	VPANDD          Z10, Z7, Z10
+	VPSRLVW         Z2, Z10, Z10
+	VPANDD          Z10, Z3, Z10
 	VPSLLW          $0x04, Z10, Z10
 	VPORD           Z10, Z9, Z9
 	VPSRLW          $0x04, 64(AX), Z11
-	VPANDD          64(AX), Z4, Z10
-	VPANDD          Z11, Z4, Z11
+	VPANDD          64(AX), Z0, Z10
+	VPANDD          Z11, Z0, Z11
 	VBROADCASTI64X4 160(AX), Z13
-	VPSRLVW         Z5, Z13, Z14
-	VPANDD          Z14, Z7, Z14
+	VPSRLVW         Z1, Z13, Z14
+	VPANDD          Z14, Z3, Z14
 	VPSLLW          $0x04, Z14, Z14
 	VPORD           Z14, Z10, Z10
-	VPSRLVW         Z6, Z13, Z13
-	VPANDD          Z13, Z7, Z13
+	VPSRLVW         Z2, Z13, Z13
+	VPANDD          Z13, Z3, Z13
 	VPSLLW          $0x04, Z13, Z13
 	VPORD           Z13, Z11, Z11
 	VPMOVSXBW       192(AX), Y12
-	VPERMW          Z12, Z0, Z13
-	VPERMW          Z12, Z1, Z14
-	VPERMW          Z12, Z2, Z15
-	VPERMW          Z12, Z3, Z16
+	VPERMW          Z12, Z4, Z13
+	VPERMW          Z12, Z5, Z14
+	VPERMW          Z12, Z6, Z15
+	VPERMW          Z12, Z7, Z16
 	VPBROADCASTW    208(AX), X17
 	VCVTPH2PS       X17, X17
 	MOVQ            CX, DI
@@ -1629,12 +1629,12 @@ GgmlQ6KA8Avx512_vec:
 // func GgmlIQ4XSA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, BMI2, F16C
 TEXT ·GgmlIQ4XSA8Avx512(SB), NOSPLIT, $0-104
-	VMOVDQU64       ggmlDIdx0<>+0(SB), Z0
-	VMOVDQU64       ggmlDIdx1<>+0(SB), Z1
 	MOVL            $0x0f0f0f0f, AX
-	VMOVD           AX, X2
-	VPBROADCASTD    X2, Z2
-	VBROADCASTI32X4 ggmlKValues128<>+0(SB), Z3
+	VMOVD           AX, X0
+	VPBROADCASTD    X0, Z0
+	VBROADCASTI32X4 ggmlKValues128<>+0(SB), Z1
+	VMOVDQU64       ggmlDIdx0<>+0(SB), Z2
+	VMOVDQU64       ggmlDIdx1<>+0(SB), Z3
 
 GgmlIQ4XSA8Avx512_row:
 	MOVQ out+88(FP), AX
@@ -1654,15 +1654,15 @@ GgmlIQ4XSA8Avx512_zero:
 
 GgmlIQ4XSA8Avx512_sb:
 	VPSRLW       $0x04, 8(AX), Z5
-	VPANDD       8(AX), Z2, Z4
-	VPANDD       Z5, Z2, Z5
-	VPSHUFB      Z4, Z3, Z4
-	VPSHUFB      Z5, Z3, Z5
+	VPANDD       8(AX), Z0, Z4
+	VPANDD       Z5, Z0, Z5
+	VPSHUFB      Z4, Z1, Z4
+	VPSHUFB      Z5, Z1, Z5
 	VPSRLW       $0x04, 72(AX), Z7
-	VPANDD       72(AX), Z2, Z6
-	VPANDD       Z7, Z2, Z7
-	VPSHUFB      Z6, Z3, Z6
-	VPSHUFB      Z7, Z3, Z7
+	VPANDD       72(AX), Z0, Z6
+	VPANDD       Z7, Z0, Z7
+	VPSHUFB      Z6, Z1, Z6
+	VPSHUFB      Z7, Z1, Z7
 	MOVL         4(AX), DI
 	MOVWQZX      2(AX), R8
 	MOVQ         $0x0f0f0f0f0f0f0f0f, R9
@@ -1677,8 +1677,8 @@ GgmlIQ4XSA8Avx512_sb:
 	VPSUBB       X9, X8, X8
 	VPMOVSXBD    X8, Y9
 	VPMOVSXBW    X8, X8
-	VPERMD       Z9, Z0, Z12
-	VPERMD       Z9, Z1, Z13
+	VPERMD       Z9, Z2, Z12
+	VPERMD       Z9, Z3, Z13
 	VPBROADCASTW (AX), X9
 	VCVTPH2PS    X9, X9
 	MOVQ         CX, DI

@@ -72,70 +72,18 @@ func ggmlSuperA8(c ggmlSuper) {
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s computes the exact A8 product of layout/ggml %s rows with AVX-512 VNNI and BW: %s.", name, ggmlTypeName(t), c.doc))
 	sumBytes := 2 * 256 / c.sub
-	av512 := fvec{avx512: true}
 
-	// Constants.
-	var idx [2][2]VecVirtual // VPERMW (VPERMD for dword) index of each (half, part)
+	kc, idxTab := ggmlConstTables(c, true)
+	var idx [2][2]VecVirtual
 	for h := 0; h < 2; h++ {
 		for p := 0; p < 2; p++ {
 			if c.dword && p == 1 {
 				idx[h][1] = idx[h][0]
 				continue
 			}
-			h, p := h, p
-			var tab Mem
-			switch {
-			case c.dword: // dword i of half h: sub-block 4h + i/4
-				tab = rodata(fmt.Sprintf("ggmlDIdx%d", h), 16, 4, func(i int) uint64 { return uint64(4*h + i/4) })
-			case c.sub == 16: // word w covers columns 2w, 2w+1 of the part: sub-block 8h + 4p + w/8
-				tab = rodata(fmt.Sprintf("ggmlWIdx16_%d%d", h, p), 32, 2, func(w int) uint64 { return uint64(8*h + 4*p + w/8) })
-			default: // words 0..15: sub-block 4h+p, 16..31: 4h+p+2
-				tab = rodata(fmt.Sprintf("ggmlWIdx32_%d%d", h, p), 32, 2, func(w int) uint64 { return uint64(4*h + p + 2*(w/16)) })
-			}
 			idx[h][p] = ZMM()
-			VMOVDQU64(tab, idx[h][p])
+			VMOVDQU64(idxTab[h][p], idx[h][p])
 		}
-	}
-	nib := nibbleMask(ZMM())
-	var bit [2][2]VecVirtual // Q5_K, Q3_K: the high bit of each (half, part) per byte
-	var cnt [2]VecVirtual    // Q2_K, Q3_K, Q6_K: the 2-bit field's shift of each part per word
-	var three, addHigh, kv VecVirtual
-	switch t {
-	case "Q5K", "Q3K":
-		for h := 0; h < 2; h++ {
-			for p := 0; p < 2; p++ {
-				h, p := h, p
-				tab := rodata(fmt.Sprintf("ggml%sBit%d%d", t, h, p), 64, 1, func(b int) uint64 {
-					if t == "Q5K" {
-						return 1 << (4*h + p + 2*(b/32))
-					}
-					return 1 << (4*h + 2*p + b/32)
-				})
-				bit[h][p] = ZMM()
-				VMOVDQU64(tab, bit[h][p])
-			}
-		}
-		if t == "Q5K" {
-			addHigh = av512.broadcast(0x10101010)
-		} else {
-			addHigh = av512.broadcast(0x04040404)
-		}
-	}
-	switch t {
-	case "Q2K", "Q3K", "Q6K":
-		for p := 0; p < 2; p++ {
-			p := p
-			tab := rodata(fmt.Sprintf("ggmlShift%d", p), 32, 2, func(w int) uint64 { return uint64(4*p + 2*(w/16)) })
-			cnt[p] = ZMM()
-			VMOVDQU64(tab, cnt[p])
-		}
-		three = av512.broadcast(0x03030303)
-	case "IQ4XS":
-		tab := rodata("ggmlKValues128", 16, 1, func(i int) uint64 {
-			return uint64(int([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]) + 128)
-		})
-		kv = ZMM()
-		VBROADCASTI32X4(tab, kv)
 	}
 
 	Label(name + "_row")
@@ -151,10 +99,10 @@ func ggmlSuperA8(c ggmlSuper) {
 		}
 		wp := param("w")
 		ak, sk, xk := param("act"), param("sums"), param("xs")
-		kc := param("nsb")
+		nk := param("nsb")
 		Label(name + "_sb")
 		{
-			q := ggmlSuperCodes(c, wp, nib, three, addHigh, kv, cnt, bit)
+			q := ggmlSuperCodes(c, wp, kc)
 			scw, sumw := ggmlSuperScales(c, wp)
 			var sc [2][2]VecVirtual
 			for h := 0; h < 2; h++ {
@@ -282,7 +230,7 @@ func ggmlSuperA8(c ggmlSuper) {
 			ADDQ(U32(256), ak)
 			ADDQ(U32(sumBytes), sk)
 			ADDQ(U32(8), xk)
-			DECQ(kc)
+			DECQ(nk)
 			JNZ(LabelRef(name + "_sb"))
 		}
 		bump("w", param("stride"))
@@ -304,56 +252,138 @@ func ggmlTypeName(t string) string {
 	return t[:2] + "_K"
 }
 
+// ggmlConsts are the constants the code unpacking uses: registers, or
+// read-only memory (bit, cnt) where registers are short.
+type ggmlConsts struct {
+	nib, three, addHigh, kv VecVirtual
+	bit                     [2][2]Op // Q5_K, Q3_K: the high bit of each (half, part) per byte
+	cnt                     [2]Op    // Q2_K, Q3_K, Q6_K: the 2-bit field's shift of each part per word
+}
+
 // ggmlSuperCodes unpacks the super-block's codes at wp into unsigned
 // bytes, q[h][p] for half h and part p (see each type's doc).
-func ggmlSuperCodes(c ggmlSuper, wp GPVirtual, nib, three, addHigh, kv VecVirtual, cnt [2]VecVirtual, bit [2][2]VecVirtual) (q [2][2]VecVirtual) {
+func ggmlSuperCodes(c ggmlSuper, wp GPVirtual, k ggmlConsts) (q [2][2]VecVirtual) {
 	for h := 0; h < 2; h++ {
-		switch c.t {
-		case "Q4K", "Q5K", "Q6K", "IQ4XS":
-			off := map[string]int{"Q4K": 16, "Q5K": 48, "Q6K": 0, "IQ4XS": 8}[c.t] + 64*h
-			lo, hi := ZMM(), ZMM()
-			VPSRLW(U8(4), Mem{Base: wp, Disp: off}, hi)
-			VPANDD(Mem{Base: wp, Disp: off}, nib, lo)
-			VPANDD(hi, nib, hi)
-			q[h] = [2]VecVirtual{lo, hi}
-		case "Q2K", "Q3K":
-			off := map[string]int{"Q2K": 16, "Q3K": 32}[c.t] + 32*h
-			qs := ZMM()
-			VBROADCASTI64X4(Mem{Base: wp, Disp: off}, qs)
-			for p := 0; p < 2; p++ {
-				v := ZMM()
-				VPSRLVW(cnt[p], qs, v)
-				VPANDD(v, three, v)
-				q[h][p] = v
-			}
+		q[h] = ggmlHalfCodes(c, wp, h, k)
+	}
+	return q
+}
+
+// ggmlHalfCodes unpacks half h of the super-block at wp.
+func ggmlHalfCodes(c ggmlSuper, wp GPVirtual, h int, k ggmlConsts) (q [2]VecVirtual) {
+	switch c.t {
+	case "Q4K", "Q5K", "Q6K", "IQ4XS":
+		off := map[string]int{"Q4K": 16, "Q5K": 48, "Q6K": 0, "IQ4XS": 8}[c.t] + 64*h
+		lo, hi := ZMM(), ZMM()
+		VPSRLW(U8(4), Mem{Base: wp, Disp: off}, hi)
+		VPANDD(Mem{Base: wp, Disp: off}, k.nib, lo)
+		VPANDD(hi, k.nib, hi)
+		q = [2]VecVirtual{lo, hi}
+	case "Q2K", "Q3K":
+		off := map[string]int{"Q2K": 16, "Q3K": 32}[c.t] + 32*h
+		qs := ZMM()
+		VBROADCASTI64X4(Mem{Base: wp, Disp: off}, qs)
+		for p := 0; p < 2; p++ {
+			v := ZMM()
+			VPSRLVW(k.cnt[p], qs, v)
+			VPANDD(v, k.three, v)
+			q[p] = v
 		}
-		switch c.t {
-		case "Q5K", "Q3K": // add the high bit (16 or 4) where it is set
-			off := map[string]int{"Q5K": 16, "Q3K": 0}[c.t]
-			hb := ZMM()
-			VBROADCASTI64X4(Mem{Base: wp, Disp: off}, hb)
-			for p, v := range q[h] {
-				k := K()
-				VPTESTMB(bit[h][p], hb, k)
-				VPADDB(addHigh, v, k, v)
-			}
-		case "Q6K": // two bits of qh above each nibble
-			qh := ZMM()
-			VBROADCASTI64X4(Mem{Base: wp, Disp: 128 + 32*h}, qh)
-			for p, v := range q[h] {
-				b := ZMM()
-				VPSRLVW(cnt[p], qh, b)
-				VPANDD(b, three, b)
-				VPSLLW(U8(4), b, b)
-				VPORD(b, v, v)
-			}
-		case "IQ4XS": // KValues + 128
-			for _, v := range q[h] {
-				VPSHUFB(v, kv, v)
-			}
+	}
+	switch c.t {
+	case "Q5K", "Q3K": // add the high bit (16 or 4) where it is set
+		off := map[string]int{"Q5K": 16, "Q3K": 0}[c.t]
+		hb := ZMM()
+		VBROADCASTI64X4(Mem{Base: wp, Disp: off}, hb)
+		for p, v := range q {
+			km := K()
+			VPTESTMB(k.bit[h][p], hb, km)
+			VPADDB(k.addHigh, v, km, v)
+		}
+	case "Q6K": // two bits of qh above each nibble
+		qh := ZMM()
+		VBROADCASTI64X4(Mem{Base: wp, Disp: 128 + 32*h}, qh)
+		for p, v := range q {
+			b := ZMM()
+			VPSRLVW(k.cnt[p], qh, b)
+			VPANDD(b, k.three, b)
+			VPSLLW(U8(4), b, b)
+			VPORD(b, v, v)
+		}
+	case "IQ4XS": // KValues + 128
+		for _, v := range q {
+			VPSHUFB(v, k.kv, v)
 		}
 	}
 	return q
+}
+
+// ggmlConstTables returns the type's constants: registers (nib, three,
+// addHigh, kv) and, with inRegs, the bit and shift tables in registers
+// too, else as memory operands; idx are the VPERMW/VPERMD index tables.
+func ggmlConstTables(c ggmlSuper, inRegs bool) (k ggmlConsts, idx [2][2]Mem) {
+	t := c.t
+	av512 := fvec{avx512: true}
+	for h := 0; h < 2; h++ {
+		for p := 0; p < 2; p++ {
+			h, p := h, p
+			switch {
+			case c.dword: // dword i of half h: sub-block 4h + i/4
+				idx[h][p] = rodata(fmt.Sprintf("ggmlDIdx%d", h), 16, 4, func(i int) uint64 { return uint64(4*h + i/4) })
+			case c.sub == 16: // word w covers columns 2w, 2w+1 of the part: sub-block 8h + 4p + w/8
+				idx[h][p] = rodata(fmt.Sprintf("ggmlWIdx16_%d%d", h, p), 32, 2, func(w int) uint64 { return uint64(8*h + 4*p + w/8) })
+			default: // words 0..15: sub-block 4h+p, 16..31: 4h+p+2
+				idx[h][p] = rodata(fmt.Sprintf("ggmlWIdx32_%d%d", h, p), 32, 2, func(w int) uint64 { return uint64(4*h + p + 2*(w/16)) })
+			}
+		}
+	}
+	k.nib = nibbleMask(ZMM())
+	switch t {
+	case "Q5K", "Q3K":
+		for h := 0; h < 2; h++ {
+			for p := 0; p < 2; p++ {
+				h, p := h, p
+				tab := rodata(fmt.Sprintf("ggml%sBit%d%d", t, h, p), 64, 1, func(b int) uint64 {
+					if t == "Q5K" {
+						return 1 << (4*h + p + 2*(b/32))
+					}
+					return 1 << (4*h + 2*p + b/32)
+				})
+				k.bit[h][p] = tab
+				if inRegs {
+					r := ZMM()
+					VMOVDQU64(tab, r)
+					k.bit[h][p] = r
+				}
+			}
+		}
+		if t == "Q5K" {
+			k.addHigh = av512.broadcast(0x10101010)
+		} else {
+			k.addHigh = av512.broadcast(0x04040404)
+		}
+	}
+	switch t {
+	case "Q2K", "Q3K", "Q6K":
+		for p := 0; p < 2; p++ {
+			p := p
+			tab := rodata(fmt.Sprintf("ggmlShift%d", p), 32, 2, func(w int) uint64 { return uint64(4*p + 2*(w/16)) })
+			k.cnt[p] = tab
+			if inRegs {
+				r := ZMM()
+				VMOVDQU64(tab, r)
+				k.cnt[p] = r
+			}
+		}
+		k.three = av512.broadcast(0x03030303)
+	case "IQ4XS":
+		tab := rodata("ggmlKValues128", 16, 1, func(i int) uint64 {
+			return uint64(int([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]) + 128)
+		})
+		k.kv = ZMM()
+		VBROADCASTI32X4(tab, k.kv)
+	}
+	return k, idx
 }
 
 // ggmlSuperScales returns the block's sub-block scales (int16 words, or
