@@ -36,16 +36,16 @@ GgmlQ2KA8Avx512_zero:
 	MOVQ nsb+24(FP), SI
 
 GgmlQ2KA8Avx512_sb:
-	VBROADCASTI64X4 16(AX), Z8
-	VPSRLVW         Z0, Z8, Z9
-	VPANDD          Z9, Z3, Z9
-	VPSRLVW         Z2, Z8, Z8
+	VBROADCASTI64X4 16(AX), Z9
+	VPSRLVW         Z0, Z9, Z8
 	VPANDD          Z8, Z3, Z8
-	VBROADCASTI64X4 48(AX), Z10
-	VPSRLVW         Z0, Z10, Z11
-	VPANDD          Z11, Z3, Z11
-	VPSRLVW         Z2, Z10, Z10
+	VPSRLVW         Z2, Z9, Z9
+	VPANDD          Z9, Z3, Z9
+	VBROADCASTI64X4 48(AX), Z11
+	VPSRLVW         Z0, Z11, Z10
 	VPANDD          Z10, Z3, Z10
+	VPSRLVW         Z2, Z11, Z11
+	VPANDD          Z11, Z3, Z11
 	VMOVDQU64       (AX), X1
 	VPSRLW          $0x04, X1, X12
 	MOVL            $0x0f0f0f0f, DI
@@ -68,17 +68,17 @@ GgmlQ2KA8Avx512_sb:
 	MOVQ            nvec+80(FP), R11
 
 GgmlQ2KA8Avx512_vec:
-	VPMADDUBSW    (DI), Z9, Z17
+	VPMADDUBSW    (DI), Z8, Z17
 	VPMADDWD      Z13, Z17, Z17
-	VPMADDUBSW    64(DI), Z8, Z18
+	VPMADDUBSW    64(DI), Z9, Z18
 	VPDPWSSD      Z14, Z18, Z17
 	VEXTRACTI64X4 $0x01, Z17, Y18
 	VPADDD        Y18, Y17, Y18
 	VEXTRACTI32X4 $0x01, Y18, X17
 	VPADDD        X17, X18, X17
-	VPMADDUBSW    128(DI), Z11, Z18
+	VPMADDUBSW    128(DI), Z10, Z18
 	VPMADDWD      Z15, Z18, Z18
-	VPMADDUBSW    192(DI), Z10, Z19
+	VPMADDUBSW    192(DI), Z11, Z19
 	VPDPWSSD      Z16, Z19, Z18
 	VEXTRACTI64X4 $0x01, Z18, Y19
 	VPADDD        Y19, Y18, Y19
@@ -342,6 +342,427 @@ DATA ggmlShift1<>+60(SB)/2, $0x0006
 DATA ggmlShift1<>+62(SB)/2, $0x0006
 GLOBL ggmlShift1<>(SB), RODATA|NOPTR, $64
 
+// func GgmlQ2KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI
+TEXT ·GgmlQ2KA8M16Avx512(SB), NOSPLIT, $32-80
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z0
+
+GgmlQ2KA8M16Avx512_row:
+	VPXORD Z17, Z17, Z17
+	MOVQ   w+0(FP), AX
+	MOVQ   act+32(FP), CX
+	MOVQ   sums+48(FP), DX
+	MOVQ   xs+56(FP), BX
+	MOVQ   nsb+24(FP), SI
+
+GgmlQ2KA8M16Avx512_sb:
+	VMOVDQU64       (AX), X18
+	VPSRLW          $0x04, X18, X19
+	MOVL            $0x0f0f0f0f, DI
+	VPBROADCASTD    DI, X20
+	VPANDD          X18, X20, X18
+	VPANDD          X19, X20, X19
+	VPMOVZXBW       X18, Y18
+	VPMOVZXBW       X19, Y19
+	VMOVDQU64       Y19, (SP)
+	VPBROADCASTW    80(AX), Y19
+	VCVTPH2PS       Y19, Z23
+	VPBROADCASTW    82(AX), Y19
+	VCVTPH2PS       Y19, Z24
+	VBROADCASTI64X4 16(AX), Z20
+	VPSRLVW         ggmlShift0<>+0(SB), Z20, Z19
+	VPANDD          Z19, Z0, Z19
+	VPSRLVW         ggmlShift1<>+0(SB), Z20, Z20
+	VPANDD          Z20, Z0, Z20
+	VMOVDQU64       ggmlWIdx16_00<>+0(SB), Z21
+	VPERMW          Z18, Z21, Z21
+	VMOVDQU64       ggmlWIdx16_01<>+0(SB), Z22
+	VPERMW          Z18, Z22, Z22
+	VPXORD          Z1, Z1, Z1
+	VPXORD          Z2, Z2, Z2
+	VPXORD          Z3, Z3, Z3
+	VPXORD          Z4, Z4, Z4
+	VPXORD          Z5, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
+	VPXORD          Z16, Z16, Z16
+	MOVQ            nvec+64(FP), DI
+	VPMADDUBSW      (CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z1
+	VPMADDUBSW      64(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z1
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h0_done
+	VPMADDUBSW      256(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z2
+	VPMADDUBSW      320(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z2
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h0_done
+	VPMADDUBSW      512(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z3
+	VPMADDUBSW      576(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z3
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h0_done
+	VPMADDUBSW      768(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z4
+	VPMADDUBSW      832(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z4
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h0_done
+	VPMADDUBSW      1024(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z5
+	VPMADDUBSW      1088(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z5
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h0_done
+	VPMADDUBSW      1280(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z6
+	VPMADDUBSW      1344(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z6
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h0_done
+	VPMADDUBSW      1536(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z7
+	VPMADDUBSW      1600(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z7
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h0_done
+	VPMADDUBSW      1792(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z8
+	VPMADDUBSW      1856(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z8
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h0_done
+	VPMADDUBSW      2048(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z9
+	VPMADDUBSW      2112(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z9
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h0_done
+	VPMADDUBSW      2304(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z10
+	VPMADDUBSW      2368(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z10
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h0_done
+	VPMADDUBSW      2560(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z11
+	VPMADDUBSW      2624(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z11
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h0_done
+	VPMADDUBSW      2816(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z12
+	VPMADDUBSW      2880(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z12
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h0_done
+	VPMADDUBSW      3072(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z13
+	VPMADDUBSW      3136(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z13
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h0_done
+	VPMADDUBSW      3328(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z14
+	VPMADDUBSW      3392(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z14
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h0_done
+	VPMADDUBSW      3584(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z15
+	VPMADDUBSW      3648(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z15
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h0_done
+	VPMADDUBSW      3840(CX), Z19, Z19
+	VPDPWSSD        Z21, Z19, Z16
+	VPMADDUBSW      3904(CX), Z20, Z19
+	VPDPWSSD        Z22, Z19, Z16
+
+GgmlQ2KA8M16Avx512_h0_done:
+	VPUNPCKLDQ      Z2, Z1, Z19
+	VPUNPCKHDQ      Z2, Z1, Z1
+	VPADDD          Z19, Z1, Z1
+	VPUNPCKLDQ      Z4, Z3, Z19
+	VPUNPCKHDQ      Z4, Z3, Z3
+	VPADDD          Z19, Z3, Z3
+	VPUNPCKLDQ      Z6, Z5, Z19
+	VPUNPCKHDQ      Z6, Z5, Z5
+	VPADDD          Z19, Z5, Z5
+	VPUNPCKLDQ      Z8, Z7, Z19
+	VPUNPCKHDQ      Z8, Z7, Z7
+	VPADDD          Z19, Z7, Z7
+	VPUNPCKLDQ      Z10, Z9, Z19
+	VPUNPCKHDQ      Z10, Z9, Z9
+	VPADDD          Z19, Z9, Z9
+	VPUNPCKLDQ      Z12, Z11, Z19
+	VPUNPCKHDQ      Z12, Z11, Z11
+	VPADDD          Z19, Z11, Z11
+	VPUNPCKLDQ      Z14, Z13, Z19
+	VPUNPCKHDQ      Z14, Z13, Z13
+	VPADDD          Z19, Z13, Z13
+	VPUNPCKLDQ      Z16, Z15, Z19
+	VPUNPCKHDQ      Z16, Z15, Z15
+	VPADDD          Z19, Z15, Z15
+	VPUNPCKLQDQ     Z3, Z1, Z19
+	VPUNPCKHQDQ     Z3, Z1, Z1
+	VPADDD          Z19, Z1, Z1
+	VPUNPCKLQDQ     Z7, Z5, Z19
+	VPUNPCKHQDQ     Z7, Z5, Z5
+	VPADDD          Z19, Z5, Z5
+	VPUNPCKLQDQ     Z11, Z9, Z19
+	VPUNPCKHQDQ     Z11, Z9, Z9
+	VPADDD          Z19, Z9, Z9
+	VPUNPCKLQDQ     Z15, Z13, Z19
+	VPUNPCKHQDQ     Z15, Z13, Z13
+	VPADDD          Z19, Z13, Z13
+	VSHUFI32X4      $0x88, Z5, Z1, Z19
+	VSHUFI32X4      $0xdd, Z5, Z1, Z1
+	VPADDD          Z1, Z19, Z19
+	VSHUFI32X4      $0x88, Z13, Z9, Z20
+	VSHUFI32X4      $0xdd, Z13, Z9, Z9
+	VPADDD          Z9, Z20, Z20
+	VSHUFI32X4      $0x88, Z20, Z19, Z21
+	VSHUFI32X4      $0xdd, Z20, Z19, Z19
+	VPADDD          Z19, Z21, Z21
+	VPBROADCASTD    (SP), Z19
+	VPMADDWD        (DX), Z19, Z19
+	VPBROADCASTD    4(SP), Z20
+	VPDPWSSD        64(DX), Z20, Z19
+	VPBROADCASTD    8(SP), Z20
+	VPDPWSSD        128(DX), Z20, Z19
+	VPBROADCASTD    12(SP), Z20
+	VPDPWSSD        192(DX), Z20, Z19
+	VMOVUPS         (BX), Z20
+	VMULPS          Z23, Z20, Z22
+	VCVTDQ2PS       Z21, Z21
+	VMULPS          Z22, Z21, Z21
+	VADDPS          Z21, Z17, Z17
+	VMULPS          Z24, Z20, Z22
+	VCVTDQ2PS       Z19, Z21
+	VMULPS          Z22, Z21, Z21
+	VSUBPS          Z21, Z17, Z17
+	VBROADCASTI64X4 48(AX), Z20
+	VPSRLVW         ggmlShift0<>+0(SB), Z20, Z19
+	VPANDD          Z19, Z0, Z19
+	VPSRLVW         ggmlShift1<>+0(SB), Z20, Z20
+	VPANDD          Z20, Z0, Z20
+	VMOVDQU64       ggmlWIdx16_10<>+0(SB), Z21
+	VPERMW          Z18, Z21, Z21
+	VMOVDQU64       ggmlWIdx16_11<>+0(SB), Z22
+	VPERMW          Z18, Z22, Z22
+	VPXORD          Z1, Z1, Z1
+	VPXORD          Z2, Z2, Z2
+	VPXORD          Z3, Z3, Z3
+	VPXORD          Z4, Z4, Z4
+	VPXORD          Z5, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
+	VPXORD          Z16, Z16, Z16
+	MOVQ            nvec+64(FP), DI
+	VPMADDUBSW      128(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z1
+	VPMADDUBSW      192(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z1
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h1_done
+	VPMADDUBSW      384(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z2
+	VPMADDUBSW      448(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z2
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h1_done
+	VPMADDUBSW      640(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z3
+	VPMADDUBSW      704(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z3
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h1_done
+	VPMADDUBSW      896(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z4
+	VPMADDUBSW      960(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z4
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h1_done
+	VPMADDUBSW      1152(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z5
+	VPMADDUBSW      1216(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z5
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h1_done
+	VPMADDUBSW      1408(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z6
+	VPMADDUBSW      1472(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z6
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h1_done
+	VPMADDUBSW      1664(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z7
+	VPMADDUBSW      1728(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z7
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h1_done
+	VPMADDUBSW      1920(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z8
+	VPMADDUBSW      1984(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z8
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h1_done
+	VPMADDUBSW      2176(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z9
+	VPMADDUBSW      2240(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z9
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h1_done
+	VPMADDUBSW      2432(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z10
+	VPMADDUBSW      2496(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z10
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h1_done
+	VPMADDUBSW      2688(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z11
+	VPMADDUBSW      2752(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z11
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h1_done
+	VPMADDUBSW      2944(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z12
+	VPMADDUBSW      3008(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z12
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h1_done
+	VPMADDUBSW      3200(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z13
+	VPMADDUBSW      3264(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z13
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h1_done
+	VPMADDUBSW      3456(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z14
+	VPMADDUBSW      3520(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z14
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h1_done
+	VPMADDUBSW      3712(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z15
+	VPMADDUBSW      3776(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z15
+	DECQ            DI
+	JZ              GgmlQ2KA8M16Avx512_h1_done
+	VPMADDUBSW      3968(CX), Z19, Z19
+	VPDPWSSD        Z21, Z19, Z16
+	VPMADDUBSW      4032(CX), Z20, Z19
+	VPDPWSSD        Z22, Z19, Z16
+
+GgmlQ2KA8M16Avx512_h1_done:
+	VPUNPCKLDQ   Z2, Z1, Z19
+	VPUNPCKHDQ   Z2, Z1, Z1
+	VPADDD       Z19, Z1, Z1
+	VPUNPCKLDQ   Z4, Z3, Z19
+	VPUNPCKHDQ   Z4, Z3, Z3
+	VPADDD       Z19, Z3, Z3
+	VPUNPCKLDQ   Z6, Z5, Z19
+	VPUNPCKHDQ   Z6, Z5, Z5
+	VPADDD       Z19, Z5, Z5
+	VPUNPCKLDQ   Z8, Z7, Z19
+	VPUNPCKHDQ   Z8, Z7, Z7
+	VPADDD       Z19, Z7, Z7
+	VPUNPCKLDQ   Z10, Z9, Z19
+	VPUNPCKHDQ   Z10, Z9, Z9
+	VPADDD       Z19, Z9, Z9
+	VPUNPCKLDQ   Z12, Z11, Z19
+	VPUNPCKHDQ   Z12, Z11, Z11
+	VPADDD       Z19, Z11, Z11
+	VPUNPCKLDQ   Z14, Z13, Z19
+	VPUNPCKHDQ   Z14, Z13, Z13
+	VPADDD       Z19, Z13, Z13
+	VPUNPCKLDQ   Z16, Z15, Z19
+	VPUNPCKHDQ   Z16, Z15, Z15
+	VPADDD       Z19, Z15, Z15
+	VPUNPCKLQDQ  Z3, Z1, Z19
+	VPUNPCKHQDQ  Z3, Z1, Z1
+	VPADDD       Z19, Z1, Z1
+	VPUNPCKLQDQ  Z7, Z5, Z19
+	VPUNPCKHQDQ  Z7, Z5, Z5
+	VPADDD       Z19, Z5, Z5
+	VPUNPCKLQDQ  Z11, Z9, Z19
+	VPUNPCKHQDQ  Z11, Z9, Z9
+	VPADDD       Z19, Z9, Z9
+	VPUNPCKLQDQ  Z15, Z13, Z19
+	VPUNPCKHQDQ  Z15, Z13, Z13
+	VPADDD       Z19, Z13, Z13
+	VSHUFI32X4   $0x88, Z5, Z1, Z19
+	VSHUFI32X4   $0xdd, Z5, Z1, Z1
+	VPADDD       Z1, Z19, Z19
+	VSHUFI32X4   $0x88, Z13, Z9, Z20
+	VSHUFI32X4   $0xdd, Z13, Z9, Z9
+	VPADDD       Z9, Z20, Z20
+	VSHUFI32X4   $0x88, Z20, Z19, Z21
+	VSHUFI32X4   $0xdd, Z20, Z19, Z19
+	VPADDD       Z19, Z21, Z21
+	VPBROADCASTD 16(SP), Z19
+	VPMADDWD     256(DX), Z19, Z19
+	VPBROADCASTD 20(SP), Z20
+	VPDPWSSD     320(DX), Z20, Z19
+	VPBROADCASTD 24(SP), Z20
+	VPDPWSSD     384(DX), Z20, Z19
+	VPBROADCASTD 28(SP), Z20
+	VPDPWSSD     448(DX), Z20, Z19
+	VMOVUPS      64(BX), Z20
+	VMULPS       Z23, Z20, Z22
+	VCVTDQ2PS    Z21, Z21
+	VMULPS       Z22, Z21, Z21
+	VADDPS       Z21, Z17, Z17
+	VMULPS       Z24, Z20, Z22
+	VCVTDQ2PS    Z19, Z21
+	VMULPS       Z22, Z21, Z21
+	VSUBPS       Z21, Z17, Z17
+	ADDQ         $0x00000054, AX
+	ADDQ         $0x00001000, CX
+	ADDQ         $0x00000200, DX
+	ADDQ         $0x00000080, BX
+	DECQ         SI
+	JNZ          GgmlQ2KA8M16Avx512_sb
+	MOVQ         out+72(FP), AX
+	VMOVUPS      Z17, (AX)
+	MOVQ         out+72(FP), AX
+	ADDQ         $0x00000040, AX
+	MOVQ         AX, out+72(FP)
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ2KA8M16Avx512_row
+	VZEROUPPER
+	RET
+
 // func GgmlQ3KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C
 TEXT ·GgmlQ3KA8Avx512(SB), NOSPLIT, $0-104
@@ -380,26 +801,26 @@ GgmlQ3KA8Avx512_zero:
 	MOVQ nsb+24(FP), SI
 
 GgmlQ3KA8Avx512_sb:
-	VBROADCASTI64X4 32(AX), Z13
-	VPSRLVW         Z6, Z13, Z14
-	VPANDD          Z14, Z8, Z14
-	VPSRLVW         Z7, Z13, Z13
+	VBROADCASTI64X4 32(AX), Z14
+	VPSRLVW         Z6, Z14, Z13
 	VPANDD          Z13, Z8, Z13
+	VPSRLVW         Z7, Z14, Z14
+	VPANDD          Z14, Z8, Z14
 	VBROADCASTI64X4 (AX), Z15
 	VPTESTMB        Z0, Z15, K1
-	VPADDB          Z5, Z14, K1, Z14
-	VPTESTMB        Z2, Z15, K1
 	VPADDB          Z5, Z13, K1, Z13
-	VBROADCASTI64X4 64(AX), Z15
-	VPSRLVW         Z6, Z15, Z16
-	VPANDD          Z16, Z8, Z16
-	VPSRLVW         Z7, Z15, Z15
+	VPTESTMB        Z2, Z15, K1
+	VPADDB          Z5, Z14, K1, Z14
+	VBROADCASTI64X4 64(AX), Z16
+	VPSRLVW         Z6, Z16, Z15
 	VPANDD          Z15, Z8, Z15
+	VPSRLVW         Z7, Z16, Z16
+	VPANDD          Z16, Z8, Z16
 	VBROADCASTI64X4 (AX), Z17
 	VPTESTMB        Z3, Z17, K1
-	VPADDB          Z5, Z16, K1, Z16
-	VPTESTMB        Z4, Z17, K1
 	VPADDB          Z5, Z15, K1, Z15
+	VPTESTMB        Z4, Z17, K1
+	VPADDB          Z5, Z16, K1, Z16
 	MOVL            96(AX), DI
 	MOVL            100(AX), R8
 	MOVL            104(AX), R9
@@ -454,17 +875,17 @@ GgmlQ3KA8Avx512_sb:
 	MOVQ            nvec+80(FP), R11
 
 GgmlQ3KA8Avx512_vec:
-	VPMADDUBSW    (DI), Z14, Z22
+	VPMADDUBSW    (DI), Z13, Z22
 	VPMADDWD      Z17, Z22, Z22
-	VPMADDUBSW    64(DI), Z13, Z23
+	VPMADDUBSW    64(DI), Z14, Z23
 	VPDPWSSD      Z18, Z23, Z22
 	VEXTRACTI64X4 $0x01, Z22, Y23
 	VPADDD        Y23, Y22, Y23
 	VEXTRACTI32X4 $0x01, Y23, X22
 	VPADDD        X22, X23, X22
-	VPMADDUBSW    128(DI), Z16, Z23
+	VPMADDUBSW    128(DI), Z15, Z23
 	VPMADDWD      Z19, Z23, Z23
-	VPMADDUBSW    192(DI), Z15, Z24
+	VPMADDUBSW    192(DI), Z16, Z24
 	VPDPWSSD      Z20, Z24, Z23
 	VEXTRACTI64X4 $0x01, Z23, Y24
 	VPADDD        Y24, Y23, Y24
@@ -787,6 +1208,466 @@ DATA ggmlQ3KBit11<>+62(SB)/1, $0x80
 DATA ggmlQ3KBit11<>+63(SB)/1, $0x80
 GLOBL ggmlQ3KBit11<>(SB), RODATA|NOPTR, $64
 
+// func GgmlQ3KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI
+TEXT ·GgmlQ3KA8M16Avx512(SB), NOSPLIT, $32-80
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+	MOVL         $0x04040404, AX
+	VPBROADCASTD AX, Z0
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z19
+
+GgmlQ3KA8M16Avx512_row:
+	VPXORD Z17, Z17, Z17
+	MOVQ   w+0(FP), AX
+	MOVQ   act+32(FP), CX
+	MOVQ   sums+48(FP), DX
+	MOVQ   xs+56(FP), BX
+	MOVQ   nsb+24(FP), SI
+
+GgmlQ3KA8M16Avx512_sb:
+	MOVL            96(AX), DI
+	MOVL            100(AX), R8
+	MOVL            104(AX), R9
+	MOVL            DI, R10
+	ANDL            $0x0f0f0f0f, R10
+	MOVL            R9, R11
+	ANDL            $0x03030303, R11
+	SHLL            $0x04, R11
+	ORL             R11, R10
+	MOVL            R8, R11
+	ANDL            $0x0f0f0f0f, R11
+	MOVL            R9, R12
+	SHRL            $0x02, R12
+	ANDL            $0x03030303, R12
+	SHLL            $0x04, R12
+	ORL             R12, R11
+	SHRL            $0x04, DI
+	ANDL            $0x0f0f0f0f, DI
+	MOVL            R9, R12
+	SHRL            $0x04, R12
+	ANDL            $0x03030303, R12
+	SHLL            $0x04, R12
+	ORL             R12, DI
+	SHRL            $0x04, R8
+	ANDL            $0x0f0f0f0f, R8
+	SHRL            $0x06, R9
+	ANDL            $0x03030303, R9
+	SHLL            $0x04, R9
+	ORL             R9, R8
+	MOVL            R11, R9
+	SHLQ            $0x20, R9
+	ORQ             R10, R9
+	SHLQ            $0x20, R8
+	ORQ             DI, R8
+	VMOVQ           R9, X18
+	VMOVQ           R8, X20
+	VPUNPCKLQDQ     X20, X18, X18
+	MOVL            $0x20202020, DI
+	VPBROADCASTD    DI, X20
+	VPSUBB          X20, X18, X18
+	VPMOVSXBW       X18, Y18
+	VMOVDQU64       Y18, (SP)
+	VPBROADCASTW    108(AX), Y20
+	VCVTPH2PS       Y20, Z24
+	VBROADCASTI64X4 32(AX), Z21
+	VPSRLVW         ggmlShift0<>+0(SB), Z21, Z20
+	VPANDD          Z20, Z19, Z20
+	VPSRLVW         ggmlShift1<>+0(SB), Z21, Z21
+	VPANDD          Z21, Z19, Z21
+	VBROADCASTI64X4 (AX), Z22
+	VPTESTMB        ggmlQ3KBit00<>+0(SB), Z22, K1
+	VPADDB          Z0, Z20, K1, Z20
+	VPTESTMB        ggmlQ3KBit01<>+0(SB), Z22, K1
+	VPADDB          Z0, Z21, K1, Z21
+	VMOVDQU64       ggmlWIdx16_00<>+0(SB), Z22
+	VPERMW          Z18, Z22, Z22
+	VMOVDQU64       ggmlWIdx16_01<>+0(SB), Z23
+	VPERMW          Z18, Z23, Z23
+	VPXORD          Z1, Z1, Z1
+	VPXORD          Z2, Z2, Z2
+	VPXORD          Z3, Z3, Z3
+	VPXORD          Z4, Z4, Z4
+	VPXORD          Z5, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
+	VPXORD          Z16, Z16, Z16
+	MOVQ            nvec+64(FP), DI
+	VPMADDUBSW      (CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z1
+	VPMADDUBSW      64(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z1
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h0_done
+	VPMADDUBSW      256(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z2
+	VPMADDUBSW      320(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z2
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h0_done
+	VPMADDUBSW      512(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z3
+	VPMADDUBSW      576(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z3
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h0_done
+	VPMADDUBSW      768(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z4
+	VPMADDUBSW      832(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z4
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h0_done
+	VPMADDUBSW      1024(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z5
+	VPMADDUBSW      1088(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z5
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h0_done
+	VPMADDUBSW      1280(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z6
+	VPMADDUBSW      1344(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z6
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h0_done
+	VPMADDUBSW      1536(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z7
+	VPMADDUBSW      1600(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z7
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h0_done
+	VPMADDUBSW      1792(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z8
+	VPMADDUBSW      1856(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z8
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h0_done
+	VPMADDUBSW      2048(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z9
+	VPMADDUBSW      2112(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z9
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h0_done
+	VPMADDUBSW      2304(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z10
+	VPMADDUBSW      2368(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z10
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h0_done
+	VPMADDUBSW      2560(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z11
+	VPMADDUBSW      2624(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z11
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h0_done
+	VPMADDUBSW      2816(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z12
+	VPMADDUBSW      2880(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z12
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h0_done
+	VPMADDUBSW      3072(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z13
+	VPMADDUBSW      3136(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z13
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h0_done
+	VPMADDUBSW      3328(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z14
+	VPMADDUBSW      3392(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z14
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h0_done
+	VPMADDUBSW      3584(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z15
+	VPMADDUBSW      3648(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z15
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h0_done
+	VPMADDUBSW      3840(CX), Z20, Z20
+	VPDPWSSD        Z22, Z20, Z16
+	VPMADDUBSW      3904(CX), Z21, Z20
+	VPDPWSSD        Z23, Z20, Z16
+
+GgmlQ3KA8M16Avx512_h0_done:
+	VPUNPCKLDQ      Z2, Z1, Z20
+	VPUNPCKHDQ      Z2, Z1, Z1
+	VPADDD          Z20, Z1, Z1
+	VPUNPCKLDQ      Z4, Z3, Z20
+	VPUNPCKHDQ      Z4, Z3, Z3
+	VPADDD          Z20, Z3, Z3
+	VPUNPCKLDQ      Z6, Z5, Z20
+	VPUNPCKHDQ      Z6, Z5, Z5
+	VPADDD          Z20, Z5, Z5
+	VPUNPCKLDQ      Z8, Z7, Z20
+	VPUNPCKHDQ      Z8, Z7, Z7
+	VPADDD          Z20, Z7, Z7
+	VPUNPCKLDQ      Z10, Z9, Z20
+	VPUNPCKHDQ      Z10, Z9, Z9
+	VPADDD          Z20, Z9, Z9
+	VPUNPCKLDQ      Z12, Z11, Z20
+	VPUNPCKHDQ      Z12, Z11, Z11
+	VPADDD          Z20, Z11, Z11
+	VPUNPCKLDQ      Z14, Z13, Z20
+	VPUNPCKHDQ      Z14, Z13, Z13
+	VPADDD          Z20, Z13, Z13
+	VPUNPCKLDQ      Z16, Z15, Z20
+	VPUNPCKHDQ      Z16, Z15, Z15
+	VPADDD          Z20, Z15, Z15
+	VPUNPCKLQDQ     Z3, Z1, Z20
+	VPUNPCKHQDQ     Z3, Z1, Z1
+	VPADDD          Z20, Z1, Z1
+	VPUNPCKLQDQ     Z7, Z5, Z20
+	VPUNPCKHQDQ     Z7, Z5, Z5
+	VPADDD          Z20, Z5, Z5
+	VPUNPCKLQDQ     Z11, Z9, Z20
+	VPUNPCKHQDQ     Z11, Z9, Z9
+	VPADDD          Z20, Z9, Z9
+	VPUNPCKLQDQ     Z15, Z13, Z20
+	VPUNPCKHQDQ     Z15, Z13, Z13
+	VPADDD          Z20, Z13, Z13
+	VSHUFI32X4      $0x88, Z5, Z1, Z20
+	VSHUFI32X4      $0xdd, Z5, Z1, Z1
+	VPADDD          Z1, Z20, Z20
+	VSHUFI32X4      $0x88, Z13, Z9, Z21
+	VSHUFI32X4      $0xdd, Z13, Z9, Z9
+	VPADDD          Z9, Z21, Z21
+	VSHUFI32X4      $0x88, Z21, Z20, Z22
+	VSHUFI32X4      $0xdd, Z21, Z20, Z20
+	VPADDD          Z20, Z22, Z22
+	VPBROADCASTD    (SP), Z20
+	VPMADDWD        (DX), Z20, Z20
+	VPBROADCASTD    4(SP), Z21
+	VPDPWSSD        64(DX), Z21, Z20
+	VPBROADCASTD    8(SP), Z21
+	VPDPWSSD        128(DX), Z21, Z20
+	VPBROADCASTD    12(SP), Z21
+	VPDPWSSD        192(DX), Z21, Z20
+	VPSLLD          $0x02, Z20, Z20
+	VPSUBD          Z20, Z22, Z22
+	VMOVUPS         (BX), Z20
+	VMULPS          Z24, Z20, Z20
+	VCVTDQ2PS       Z22, Z21
+	VMULPS          Z20, Z21, Z21
+	VADDPS          Z21, Z17, Z17
+	VBROADCASTI64X4 64(AX), Z21
+	VPSRLVW         ggmlShift0<>+0(SB), Z21, Z20
+	VPANDD          Z20, Z19, Z20
+	VPSRLVW         ggmlShift1<>+0(SB), Z21, Z21
+	VPANDD          Z21, Z19, Z21
+	VBROADCASTI64X4 (AX), Z22
+	VPTESTMB        ggmlQ3KBit10<>+0(SB), Z22, K1
+	VPADDB          Z0, Z20, K1, Z20
+	VPTESTMB        ggmlQ3KBit11<>+0(SB), Z22, K1
+	VPADDB          Z0, Z21, K1, Z21
+	VMOVDQU64       ggmlWIdx16_10<>+0(SB), Z22
+	VPERMW          Z18, Z22, Z22
+	VMOVDQU64       ggmlWIdx16_11<>+0(SB), Z23
+	VPERMW          Z18, Z23, Z23
+	VPXORD          Z1, Z1, Z1
+	VPXORD          Z2, Z2, Z2
+	VPXORD          Z3, Z3, Z3
+	VPXORD          Z4, Z4, Z4
+	VPXORD          Z5, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
+	VPXORD          Z16, Z16, Z16
+	MOVQ            nvec+64(FP), DI
+	VPMADDUBSW      128(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z1
+	VPMADDUBSW      192(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z1
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h1_done
+	VPMADDUBSW      384(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z2
+	VPMADDUBSW      448(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z2
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h1_done
+	VPMADDUBSW      640(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z3
+	VPMADDUBSW      704(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z3
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h1_done
+	VPMADDUBSW      896(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z4
+	VPMADDUBSW      960(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z4
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h1_done
+	VPMADDUBSW      1152(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z5
+	VPMADDUBSW      1216(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z5
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h1_done
+	VPMADDUBSW      1408(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z6
+	VPMADDUBSW      1472(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z6
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h1_done
+	VPMADDUBSW      1664(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z7
+	VPMADDUBSW      1728(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z7
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h1_done
+	VPMADDUBSW      1920(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z8
+	VPMADDUBSW      1984(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z8
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h1_done
+	VPMADDUBSW      2176(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z9
+	VPMADDUBSW      2240(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z9
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h1_done
+	VPMADDUBSW      2432(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z10
+	VPMADDUBSW      2496(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z10
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h1_done
+	VPMADDUBSW      2688(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z11
+	VPMADDUBSW      2752(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z11
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h1_done
+	VPMADDUBSW      2944(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z12
+	VPMADDUBSW      3008(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z12
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h1_done
+	VPMADDUBSW      3200(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z13
+	VPMADDUBSW      3264(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z13
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h1_done
+	VPMADDUBSW      3456(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z14
+	VPMADDUBSW      3520(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z14
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h1_done
+	VPMADDUBSW      3712(CX), Z20, Z25
+	VPDPWSSD        Z22, Z25, Z15
+	VPMADDUBSW      3776(CX), Z21, Z25
+	VPDPWSSD        Z23, Z25, Z15
+	DECQ            DI
+	JZ              GgmlQ3KA8M16Avx512_h1_done
+	VPMADDUBSW      3968(CX), Z20, Z20
+	VPDPWSSD        Z22, Z20, Z16
+	VPMADDUBSW      4032(CX), Z21, Z20
+	VPDPWSSD        Z23, Z20, Z16
+
+GgmlQ3KA8M16Avx512_h1_done:
+	VPUNPCKLDQ   Z2, Z1, Z20
+	VPUNPCKHDQ   Z2, Z1, Z1
+	VPADDD       Z20, Z1, Z1
+	VPUNPCKLDQ   Z4, Z3, Z20
+	VPUNPCKHDQ   Z4, Z3, Z3
+	VPADDD       Z20, Z3, Z3
+	VPUNPCKLDQ   Z6, Z5, Z20
+	VPUNPCKHDQ   Z6, Z5, Z5
+	VPADDD       Z20, Z5, Z5
+	VPUNPCKLDQ   Z8, Z7, Z20
+	VPUNPCKHDQ   Z8, Z7, Z7
+	VPADDD       Z20, Z7, Z7
+	VPUNPCKLDQ   Z10, Z9, Z20
+	VPUNPCKHDQ   Z10, Z9, Z9
+	VPADDD       Z20, Z9, Z9
+	VPUNPCKLDQ   Z12, Z11, Z20
+	VPUNPCKHDQ   Z12, Z11, Z11
+	VPADDD       Z20, Z11, Z11
+	VPUNPCKLDQ   Z14, Z13, Z20
+	VPUNPCKHDQ   Z14, Z13, Z13
+	VPADDD       Z20, Z13, Z13
+	VPUNPCKLDQ   Z16, Z15, Z20
+	VPUNPCKHDQ   Z16, Z15, Z15
+	VPADDD       Z20, Z15, Z15
+	VPUNPCKLQDQ  Z3, Z1, Z20
+	VPUNPCKHQDQ  Z3, Z1, Z1
+	VPADDD       Z20, Z1, Z1
+	VPUNPCKLQDQ  Z7, Z5, Z20
+	VPUNPCKHQDQ  Z7, Z5, Z5
+	VPADDD       Z20, Z5, Z5
+	VPUNPCKLQDQ  Z11, Z9, Z20
+	VPUNPCKHQDQ  Z11, Z9, Z9
+	VPADDD       Z20, Z9, Z9
+	VPUNPCKLQDQ  Z15, Z13, Z20
+	VPUNPCKHQDQ  Z15, Z13, Z13
+	VPADDD       Z20, Z13, Z13
+	VSHUFI32X4   $0x88, Z5, Z1, Z20
+	VSHUFI32X4   $0xdd, Z5, Z1, Z1
+	VPADDD       Z1, Z20, Z20
+	VSHUFI32X4   $0x88, Z13, Z9, Z21
+	VSHUFI32X4   $0xdd, Z13, Z9, Z9
+	VPADDD       Z9, Z21, Z21
+	VSHUFI32X4   $0x88, Z21, Z20, Z22
+	VSHUFI32X4   $0xdd, Z21, Z20, Z20
+	VPADDD       Z20, Z22, Z22
+	VPBROADCASTD 16(SP), Z20
+	VPMADDWD     256(DX), Z20, Z20
+	VPBROADCASTD 20(SP), Z21
+	VPDPWSSD     320(DX), Z21, Z20
+	VPBROADCASTD 24(SP), Z21
+	VPDPWSSD     384(DX), Z21, Z20
+	VPBROADCASTD 28(SP), Z21
+	VPDPWSSD     448(DX), Z21, Z20
+	VPSLLD       $0x02, Z20, Z20
+	VPSUBD       Z20, Z22, Z22
+	VMOVUPS      64(BX), Z20
+	VMULPS       Z24, Z20, Z20
+	VCVTDQ2PS    Z22, Z21
+	VMULPS       Z20, Z21, Z21
+	VADDPS       Z21, Z17, Z17
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00001000, CX
+	ADDQ         $0x00000200, DX
+	ADDQ         $0x00000080, BX
+	DECQ         SI
+	JNZ          GgmlQ3KA8M16Avx512_sb
+	MOVQ         out+72(FP), AX
+	VMOVUPS      Z17, (AX)
+	MOVQ         out+72(FP), AX
+	ADDQ         $0x00000040, AX
+	MOVQ         AX, out+72(FP)
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ3KA8M16Avx512_row
+	VZEROUPPER
+	RET
+
 // func GgmlQ4KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C
 TEXT ·GgmlQ4KA8Avx512(SB), NOSPLIT, $0-104
@@ -1064,6 +1945,434 @@ DATA ggmlWIdx32_11<>+58(SB)/2, $0x0007
 DATA ggmlWIdx32_11<>+60(SB)/2, $0x0007
 DATA ggmlWIdx32_11<>+62(SB)/2, $0x0007
 GLOBL ggmlWIdx32_11<>(SB), RODATA|NOPTR, $64
+
+// func GgmlQ4KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI
+TEXT ·GgmlQ4KA8M16Avx512(SB), NOSPLIT, $32-80
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+
+GgmlQ4KA8M16Avx512_row:
+	VPXORD Z21, Z21, Z21
+	MOVQ   w+0(FP), AX
+	MOVQ   act+32(FP), CX
+	MOVQ   sums+48(FP), DX
+	MOVQ   xs+56(FP), BX
+	MOVQ   nsb+24(FP), SI
+
+GgmlQ4KA8M16Avx512_sb:
+	MOVL         4(AX), DI
+	MOVL         8(AX), R8
+	MOVL         12(AX), R9
+	MOVL         DI, R10
+	ANDL         $0x3f3f3f3f, R10
+	MOVL         R8, R11
+	ANDL         $0x3f3f3f3f, R11
+	MOVL         R9, R12
+	ANDL         $0x0f0f0f0f, R12
+	SHRL         $0x06, DI
+	ANDL         $0x03030303, DI
+	SHLL         $0x04, DI
+	ORL          DI, R12
+	SHRL         $0x04, R9
+	ANDL         $0x0f0f0f0f, R9
+	MOVL         R8, DI
+	SHRL         $0x06, DI
+	ANDL         $0x03030303, DI
+	SHLL         $0x04, DI
+	ORL          R9, DI
+	MOVL         R12, R8
+	SHLQ         $0x20, R8
+	ORQ          R10, R8
+	SHLQ         $0x20, DI
+	ORQ          R11, DI
+	VMOVQ        R8, X18
+	VMOVQ        DI, X17
+	VPMOVZXBW    X18, X22
+	VPMOVZXBW    X17, X17
+	VMOVDQU64    X17, (SP)
+	VPBROADCASTW (AX), Y17
+	VCVTPH2PS    Y17, Z23
+	VPBROADCASTW 2(AX), Y17
+	VCVTPH2PS    Y17, Z24
+	VPSRLW       $0x04, 16(AX), Z18
+	VPANDD       16(AX), Z0, Z17
+	VPANDD       Z18, Z0, Z18
+	VMOVDQU64    ggmlWIdx32_00<>+0(SB), Z19
+	VPERMW       Z22, Z19, Z19
+	VMOVDQU64    ggmlWIdx32_01<>+0(SB), Z20
+	VPERMW       Z22, Z20, Z20
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
+	VPXORD       Z16, Z16, Z16
+	MOVQ         nvec+64(FP), DI
+	VPMADDUBSW   (CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z1
+	VPMADDUBSW   64(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z1
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h0_done
+	VPMADDUBSW   256(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z2
+	VPMADDUBSW   320(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z2
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h0_done
+	VPMADDUBSW   512(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z3
+	VPMADDUBSW   576(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z3
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h0_done
+	VPMADDUBSW   768(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z4
+	VPMADDUBSW   832(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z4
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h0_done
+	VPMADDUBSW   1024(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z5
+	VPMADDUBSW   1088(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z5
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h0_done
+	VPMADDUBSW   1280(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z6
+	VPMADDUBSW   1344(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z6
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h0_done
+	VPMADDUBSW   1536(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z7
+	VPMADDUBSW   1600(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z7
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h0_done
+	VPMADDUBSW   1792(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z8
+	VPMADDUBSW   1856(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z8
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h0_done
+	VPMADDUBSW   2048(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z9
+	VPMADDUBSW   2112(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z9
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h0_done
+	VPMADDUBSW   2304(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z10
+	VPMADDUBSW   2368(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z10
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h0_done
+	VPMADDUBSW   2560(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z11
+	VPMADDUBSW   2624(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z11
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h0_done
+	VPMADDUBSW   2816(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z12
+	VPMADDUBSW   2880(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z12
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h0_done
+	VPMADDUBSW   3072(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z13
+	VPMADDUBSW   3136(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z13
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h0_done
+	VPMADDUBSW   3328(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z14
+	VPMADDUBSW   3392(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z14
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h0_done
+	VPMADDUBSW   3584(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z15
+	VPMADDUBSW   3648(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z15
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h0_done
+	VPMADDUBSW   3840(CX), Z17, Z17
+	VPDPWSSD     Z19, Z17, Z16
+	VPMADDUBSW   3904(CX), Z18, Z17
+	VPDPWSSD     Z20, Z17, Z16
+
+GgmlQ4KA8M16Avx512_h0_done:
+	VPUNPCKLDQ   Z2, Z1, Z17
+	VPUNPCKHDQ   Z2, Z1, Z1
+	VPADDD       Z17, Z1, Z1
+	VPUNPCKLDQ   Z4, Z3, Z17
+	VPUNPCKHDQ   Z4, Z3, Z3
+	VPADDD       Z17, Z3, Z3
+	VPUNPCKLDQ   Z6, Z5, Z17
+	VPUNPCKHDQ   Z6, Z5, Z5
+	VPADDD       Z17, Z5, Z5
+	VPUNPCKLDQ   Z8, Z7, Z17
+	VPUNPCKHDQ   Z8, Z7, Z7
+	VPADDD       Z17, Z7, Z7
+	VPUNPCKLDQ   Z10, Z9, Z17
+	VPUNPCKHDQ   Z10, Z9, Z9
+	VPADDD       Z17, Z9, Z9
+	VPUNPCKLDQ   Z12, Z11, Z17
+	VPUNPCKHDQ   Z12, Z11, Z11
+	VPADDD       Z17, Z11, Z11
+	VPUNPCKLDQ   Z14, Z13, Z17
+	VPUNPCKHDQ   Z14, Z13, Z13
+	VPADDD       Z17, Z13, Z13
+	VPUNPCKLDQ   Z16, Z15, Z17
+	VPUNPCKHDQ   Z16, Z15, Z15
+	VPADDD       Z17, Z15, Z15
+	VPUNPCKLQDQ  Z3, Z1, Z17
+	VPUNPCKHQDQ  Z3, Z1, Z1
+	VPADDD       Z17, Z1, Z1
+	VPUNPCKLQDQ  Z7, Z5, Z17
+	VPUNPCKHQDQ  Z7, Z5, Z5
+	VPADDD       Z17, Z5, Z5
+	VPUNPCKLQDQ  Z11, Z9, Z17
+	VPUNPCKHQDQ  Z11, Z9, Z9
+	VPADDD       Z17, Z9, Z9
+	VPUNPCKLQDQ  Z15, Z13, Z17
+	VPUNPCKHQDQ  Z15, Z13, Z13
+	VPADDD       Z17, Z13, Z13
+	VSHUFI32X4   $0x88, Z5, Z1, Z17
+	VSHUFI32X4   $0xdd, Z5, Z1, Z1
+	VPADDD       Z1, Z17, Z17
+	VSHUFI32X4   $0x88, Z13, Z9, Z18
+	VSHUFI32X4   $0xdd, Z13, Z9, Z9
+	VPADDD       Z9, Z18, Z18
+	VSHUFI32X4   $0x88, Z18, Z17, Z19
+	VSHUFI32X4   $0xdd, Z18, Z17, Z17
+	VPADDD       Z17, Z19, Z19
+	VPBROADCASTD (SP), Z17
+	VPMADDWD     (DX), Z17, Z17
+	VPBROADCASTD 4(SP), Z18
+	VPDPWSSD     64(DX), Z18, Z17
+	VMOVUPS      (BX), Z18
+	VMULPS       Z23, Z18, Z20
+	VCVTDQ2PS    Z19, Z19
+	VMULPS       Z20, Z19, Z19
+	VADDPS       Z19, Z21, Z21
+	VMULPS       Z24, Z18, Z20
+	VCVTDQ2PS    Z17, Z19
+	VMULPS       Z20, Z19, Z19
+	VSUBPS       Z19, Z21, Z21
+	VPSRLW       $0x04, 80(AX), Z18
+	VPANDD       80(AX), Z0, Z17
+	VPANDD       Z18, Z0, Z18
+	VMOVDQU64    ggmlWIdx32_10<>+0(SB), Z19
+	VPERMW       Z22, Z19, Z19
+	VMOVDQU64    ggmlWIdx32_11<>+0(SB), Z20
+	VPERMW       Z22, Z20, Z20
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
+	VPXORD       Z16, Z16, Z16
+	MOVQ         nvec+64(FP), DI
+	VPMADDUBSW   128(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z1
+	VPMADDUBSW   192(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z1
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h1_done
+	VPMADDUBSW   384(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z2
+	VPMADDUBSW   448(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z2
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h1_done
+	VPMADDUBSW   640(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z3
+	VPMADDUBSW   704(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z3
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h1_done
+	VPMADDUBSW   896(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z4
+	VPMADDUBSW   960(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z4
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h1_done
+	VPMADDUBSW   1152(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z5
+	VPMADDUBSW   1216(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z5
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h1_done
+	VPMADDUBSW   1408(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z6
+	VPMADDUBSW   1472(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z6
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h1_done
+	VPMADDUBSW   1664(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z7
+	VPMADDUBSW   1728(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z7
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h1_done
+	VPMADDUBSW   1920(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z8
+	VPMADDUBSW   1984(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z8
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h1_done
+	VPMADDUBSW   2176(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z9
+	VPMADDUBSW   2240(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z9
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h1_done
+	VPMADDUBSW   2432(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z10
+	VPMADDUBSW   2496(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z10
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h1_done
+	VPMADDUBSW   2688(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z11
+	VPMADDUBSW   2752(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z11
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h1_done
+	VPMADDUBSW   2944(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z12
+	VPMADDUBSW   3008(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z12
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h1_done
+	VPMADDUBSW   3200(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z13
+	VPMADDUBSW   3264(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z13
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h1_done
+	VPMADDUBSW   3456(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z14
+	VPMADDUBSW   3520(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z14
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h1_done
+	VPMADDUBSW   3712(CX), Z17, Z25
+	VPDPWSSD     Z19, Z25, Z15
+	VPMADDUBSW   3776(CX), Z18, Z25
+	VPDPWSSD     Z20, Z25, Z15
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx512_h1_done
+	VPMADDUBSW   3968(CX), Z17, Z17
+	VPDPWSSD     Z19, Z17, Z16
+	VPMADDUBSW   4032(CX), Z18, Z17
+	VPDPWSSD     Z20, Z17, Z16
+
+GgmlQ4KA8M16Avx512_h1_done:
+	VPUNPCKLDQ   Z2, Z1, Z17
+	VPUNPCKHDQ   Z2, Z1, Z1
+	VPADDD       Z17, Z1, Z1
+	VPUNPCKLDQ   Z4, Z3, Z17
+	VPUNPCKHDQ   Z4, Z3, Z3
+	VPADDD       Z17, Z3, Z3
+	VPUNPCKLDQ   Z6, Z5, Z17
+	VPUNPCKHDQ   Z6, Z5, Z5
+	VPADDD       Z17, Z5, Z5
+	VPUNPCKLDQ   Z8, Z7, Z17
+	VPUNPCKHDQ   Z8, Z7, Z7
+	VPADDD       Z17, Z7, Z7
+	VPUNPCKLDQ   Z10, Z9, Z17
+	VPUNPCKHDQ   Z10, Z9, Z9
+	VPADDD       Z17, Z9, Z9
+	VPUNPCKLDQ   Z12, Z11, Z17
+	VPUNPCKHDQ   Z12, Z11, Z11
+	VPADDD       Z17, Z11, Z11
+	VPUNPCKLDQ   Z14, Z13, Z17
+	VPUNPCKHDQ   Z14, Z13, Z13
+	VPADDD       Z17, Z13, Z13
+	VPUNPCKLDQ   Z16, Z15, Z17
+	VPUNPCKHDQ   Z16, Z15, Z15
+	VPADDD       Z17, Z15, Z15
+	VPUNPCKLQDQ  Z3, Z1, Z17
+	VPUNPCKHQDQ  Z3, Z1, Z1
+	VPADDD       Z17, Z1, Z1
+	VPUNPCKLQDQ  Z7, Z5, Z17
+	VPUNPCKHQDQ  Z7, Z5, Z5
+	VPADDD       Z17, Z5, Z5
+	VPUNPCKLQDQ  Z11, Z9, Z17
+	VPUNPCKHQDQ  Z11, Z9, Z9
+	VPADDD       Z17, Z9, Z9
+	VPUNPCKLQDQ  Z15, Z13, Z17
+	VPUNPCKHQDQ  Z15, Z13, Z13
+	VPADDD       Z17, Z13, Z13
+	VSHUFI32X4   $0x88, Z5, Z1, Z17
+	VSHUFI32X4   $0xdd, Z5, Z1, Z1
+	VPADDD       Z1, Z17, Z17
+	VSHUFI32X4   $0x88, Z13, Z9, Z18
+	VSHUFI32X4   $0xdd, Z13, Z9, Z9
+	VPADDD       Z9, Z18, Z18
+	VSHUFI32X4   $0x88, Z18, Z17, Z19
+	VSHUFI32X4   $0xdd, Z18, Z17, Z17
+	VPADDD       Z17, Z19, Z19
+	VPBROADCASTD 8(SP), Z17
+	VPMADDWD     128(DX), Z17, Z17
+	VPBROADCASTD 12(SP), Z18
+	VPDPWSSD     192(DX), Z18, Z17
+	VMOVUPS      64(BX), Z18
+	VMULPS       Z23, Z18, Z20
+	VCVTDQ2PS    Z19, Z19
+	VMULPS       Z20, Z19, Z19
+	VADDPS       Z19, Z21, Z21
+	VMULPS       Z24, Z18, Z20
+	VCVTDQ2PS    Z17, Z19
+	VMULPS       Z20, Z19, Z19
+	VSUBPS       Z19, Z21, Z21
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00001000, CX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000080, BX
+	DECQ         SI
+	JNZ          GgmlQ4KA8M16Avx512_sb
+	MOVQ         out+72(FP), AX
+	VMOVUPS      Z21, (AX)
+	MOVQ         out+72(FP), AX
+	ADDQ         $0x00000040, AX
+	MOVQ         AX, out+72(FP)
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ4KA8M16Avx512_row
+	VZEROUPPER
+	RET
 
 // func GgmlQ5KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C
@@ -1487,6 +2796,446 @@ DATA ggmlQ5KBit11<>+62(SB)/1, $0x80
 DATA ggmlQ5KBit11<>+63(SB)/1, $0x80
 GLOBL ggmlQ5KBit11<>(SB), RODATA|NOPTR, $64
 
+// func GgmlQ5KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI
+TEXT ·GgmlQ5KA8M16Avx512(SB), NOSPLIT, $32-80
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z1
+
+GgmlQ5KA8M16Avx512_row:
+	VPXORD Z22, Z22, Z22
+	MOVQ   w+0(FP), AX
+	MOVQ   act+32(FP), CX
+	MOVQ   sums+48(FP), DX
+	MOVQ   xs+56(FP), BX
+	MOVQ   nsb+24(FP), SI
+
+GgmlQ5KA8M16Avx512_sb:
+	MOVL            4(AX), DI
+	MOVL            8(AX), R8
+	MOVL            12(AX), R9
+	MOVL            DI, R10
+	ANDL            $0x3f3f3f3f, R10
+	MOVL            R8, R11
+	ANDL            $0x3f3f3f3f, R11
+	MOVL            R9, R12
+	ANDL            $0x0f0f0f0f, R12
+	SHRL            $0x06, DI
+	ANDL            $0x03030303, DI
+	SHLL            $0x04, DI
+	ORL             DI, R12
+	SHRL            $0x04, R9
+	ANDL            $0x0f0f0f0f, R9
+	MOVL            R8, DI
+	SHRL            $0x06, DI
+	ANDL            $0x03030303, DI
+	SHLL            $0x04, DI
+	ORL             R9, DI
+	MOVL            R12, R8
+	SHLQ            $0x20, R8
+	ORQ             R10, R8
+	SHLQ            $0x20, DI
+	ORQ             R11, DI
+	VMOVQ           R8, X19
+	VMOVQ           DI, X18
+	VPMOVZXBW       X19, X23
+	VPMOVZXBW       X18, X18
+	VMOVDQU64       X18, (SP)
+	VPBROADCASTW    (AX), Y18
+	VCVTPH2PS       Y18, Z24
+	VPBROADCASTW    2(AX), Y18
+	VCVTPH2PS       Y18, Z25
+	VPSRLW          $0x04, 48(AX), Z19
+	VPANDD          48(AX), Z0, Z18
+	VPANDD          Z19, Z0, Z19
+	VBROADCASTI64X4 16(AX), Z20
+	VPTESTMB        ggmlQ5KBit00<>+0(SB), Z20, K1
+	VPADDB          Z1, Z18, K1, Z18
+	VPTESTMB        ggmlQ5KBit01<>+0(SB), Z20, K1
+	VPADDB          Z1, Z19, K1, Z19
+	VMOVDQU64       ggmlWIdx32_00<>+0(SB), Z20
+	VPERMW          Z23, Z20, Z20
+	VMOVDQU64       ggmlWIdx32_01<>+0(SB), Z21
+	VPERMW          Z23, Z21, Z21
+	VPXORD          Z2, Z2, Z2
+	VPXORD          Z3, Z3, Z3
+	VPXORD          Z4, Z4, Z4
+	VPXORD          Z5, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	MOVQ            nvec+64(FP), DI
+	VPMADDUBSW      (CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z2
+	VPMADDUBSW      64(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z2
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h0_done
+	VPMADDUBSW      256(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z3
+	VPMADDUBSW      320(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z3
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h0_done
+	VPMADDUBSW      512(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z4
+	VPMADDUBSW      576(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z4
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h0_done
+	VPMADDUBSW      768(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z5
+	VPMADDUBSW      832(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z5
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h0_done
+	VPMADDUBSW      1024(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z6
+	VPMADDUBSW      1088(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z6
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h0_done
+	VPMADDUBSW      1280(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z7
+	VPMADDUBSW      1344(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z7
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h0_done
+	VPMADDUBSW      1536(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z8
+	VPMADDUBSW      1600(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z8
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h0_done
+	VPMADDUBSW      1792(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z9
+	VPMADDUBSW      1856(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z9
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h0_done
+	VPMADDUBSW      2048(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z10
+	VPMADDUBSW      2112(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z10
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h0_done
+	VPMADDUBSW      2304(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z11
+	VPMADDUBSW      2368(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z11
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h0_done
+	VPMADDUBSW      2560(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z12
+	VPMADDUBSW      2624(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z12
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h0_done
+	VPMADDUBSW      2816(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z13
+	VPMADDUBSW      2880(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z13
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h0_done
+	VPMADDUBSW      3072(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z14
+	VPMADDUBSW      3136(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z14
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h0_done
+	VPMADDUBSW      3328(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z15
+	VPMADDUBSW      3392(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z15
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h0_done
+	VPMADDUBSW      3584(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z16
+	VPMADDUBSW      3648(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z16
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h0_done
+	VPMADDUBSW      3840(CX), Z18, Z18
+	VPDPWSSD        Z20, Z18, Z17
+	VPMADDUBSW      3904(CX), Z19, Z18
+	VPDPWSSD        Z21, Z18, Z17
+
+GgmlQ5KA8M16Avx512_h0_done:
+	VPUNPCKLDQ      Z3, Z2, Z18
+	VPUNPCKHDQ      Z3, Z2, Z2
+	VPADDD          Z18, Z2, Z2
+	VPUNPCKLDQ      Z5, Z4, Z18
+	VPUNPCKHDQ      Z5, Z4, Z4
+	VPADDD          Z18, Z4, Z4
+	VPUNPCKLDQ      Z7, Z6, Z18
+	VPUNPCKHDQ      Z7, Z6, Z6
+	VPADDD          Z18, Z6, Z6
+	VPUNPCKLDQ      Z9, Z8, Z18
+	VPUNPCKHDQ      Z9, Z8, Z8
+	VPADDD          Z18, Z8, Z8
+	VPUNPCKLDQ      Z11, Z10, Z18
+	VPUNPCKHDQ      Z11, Z10, Z10
+	VPADDD          Z18, Z10, Z10
+	VPUNPCKLDQ      Z13, Z12, Z18
+	VPUNPCKHDQ      Z13, Z12, Z12
+	VPADDD          Z18, Z12, Z12
+	VPUNPCKLDQ      Z15, Z14, Z18
+	VPUNPCKHDQ      Z15, Z14, Z14
+	VPADDD          Z18, Z14, Z14
+	VPUNPCKLDQ      Z17, Z16, Z18
+	VPUNPCKHDQ      Z17, Z16, Z16
+	VPADDD          Z18, Z16, Z16
+	VPUNPCKLQDQ     Z4, Z2, Z18
+	VPUNPCKHQDQ     Z4, Z2, Z2
+	VPADDD          Z18, Z2, Z2
+	VPUNPCKLQDQ     Z8, Z6, Z18
+	VPUNPCKHQDQ     Z8, Z6, Z6
+	VPADDD          Z18, Z6, Z6
+	VPUNPCKLQDQ     Z12, Z10, Z18
+	VPUNPCKHQDQ     Z12, Z10, Z10
+	VPADDD          Z18, Z10, Z10
+	VPUNPCKLQDQ     Z16, Z14, Z18
+	VPUNPCKHQDQ     Z16, Z14, Z14
+	VPADDD          Z18, Z14, Z14
+	VSHUFI32X4      $0x88, Z6, Z2, Z18
+	VSHUFI32X4      $0xdd, Z6, Z2, Z2
+	VPADDD          Z2, Z18, Z18
+	VSHUFI32X4      $0x88, Z14, Z10, Z19
+	VSHUFI32X4      $0xdd, Z14, Z10, Z10
+	VPADDD          Z10, Z19, Z19
+	VSHUFI32X4      $0x88, Z19, Z18, Z20
+	VSHUFI32X4      $0xdd, Z19, Z18, Z18
+	VPADDD          Z18, Z20, Z20
+	VPBROADCASTD    (SP), Z18
+	VPMADDWD        (DX), Z18, Z18
+	VPBROADCASTD    4(SP), Z19
+	VPDPWSSD        64(DX), Z19, Z18
+	VMOVUPS         (BX), Z19
+	VMULPS          Z24, Z19, Z21
+	VCVTDQ2PS       Z20, Z20
+	VMULPS          Z21, Z20, Z20
+	VADDPS          Z20, Z22, Z22
+	VMULPS          Z25, Z19, Z21
+	VCVTDQ2PS       Z18, Z20
+	VMULPS          Z21, Z20, Z20
+	VSUBPS          Z20, Z22, Z22
+	VPSRLW          $0x04, 112(AX), Z19
+	VPANDD          112(AX), Z0, Z18
+	VPANDD          Z19, Z0, Z19
+	VBROADCASTI64X4 16(AX), Z20
+	VPTESTMB        ggmlQ5KBit10<>+0(SB), Z20, K1
+	VPADDB          Z1, Z18, K1, Z18
+	VPTESTMB        ggmlQ5KBit11<>+0(SB), Z20, K1
+	VPADDB          Z1, Z19, K1, Z19
+	VMOVDQU64       ggmlWIdx32_10<>+0(SB), Z20
+	VPERMW          Z23, Z20, Z20
+	VMOVDQU64       ggmlWIdx32_11<>+0(SB), Z21
+	VPERMW          Z23, Z21, Z21
+	VPXORD          Z2, Z2, Z2
+	VPXORD          Z3, Z3, Z3
+	VPXORD          Z4, Z4, Z4
+	VPXORD          Z5, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	MOVQ            nvec+64(FP), DI
+	VPMADDUBSW      128(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z2
+	VPMADDUBSW      192(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z2
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h1_done
+	VPMADDUBSW      384(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z3
+	VPMADDUBSW      448(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z3
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h1_done
+	VPMADDUBSW      640(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z4
+	VPMADDUBSW      704(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z4
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h1_done
+	VPMADDUBSW      896(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z5
+	VPMADDUBSW      960(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z5
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h1_done
+	VPMADDUBSW      1152(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z6
+	VPMADDUBSW      1216(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z6
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h1_done
+	VPMADDUBSW      1408(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z7
+	VPMADDUBSW      1472(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z7
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h1_done
+	VPMADDUBSW      1664(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z8
+	VPMADDUBSW      1728(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z8
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h1_done
+	VPMADDUBSW      1920(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z9
+	VPMADDUBSW      1984(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z9
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h1_done
+	VPMADDUBSW      2176(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z10
+	VPMADDUBSW      2240(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z10
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h1_done
+	VPMADDUBSW      2432(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z11
+	VPMADDUBSW      2496(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z11
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h1_done
+	VPMADDUBSW      2688(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z12
+	VPMADDUBSW      2752(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z12
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h1_done
+	VPMADDUBSW      2944(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z13
+	VPMADDUBSW      3008(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z13
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h1_done
+	VPMADDUBSW      3200(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z14
+	VPMADDUBSW      3264(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z14
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h1_done
+	VPMADDUBSW      3456(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z15
+	VPMADDUBSW      3520(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z15
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h1_done
+	VPMADDUBSW      3712(CX), Z18, Z26
+	VPDPWSSD        Z20, Z26, Z16
+	VPMADDUBSW      3776(CX), Z19, Z26
+	VPDPWSSD        Z21, Z26, Z16
+	DECQ            DI
+	JZ              GgmlQ5KA8M16Avx512_h1_done
+	VPMADDUBSW      3968(CX), Z18, Z18
+	VPDPWSSD        Z20, Z18, Z17
+	VPMADDUBSW      4032(CX), Z19, Z18
+	VPDPWSSD        Z21, Z18, Z17
+
+GgmlQ5KA8M16Avx512_h1_done:
+	VPUNPCKLDQ   Z3, Z2, Z18
+	VPUNPCKHDQ   Z3, Z2, Z2
+	VPADDD       Z18, Z2, Z2
+	VPUNPCKLDQ   Z5, Z4, Z18
+	VPUNPCKHDQ   Z5, Z4, Z4
+	VPADDD       Z18, Z4, Z4
+	VPUNPCKLDQ   Z7, Z6, Z18
+	VPUNPCKHDQ   Z7, Z6, Z6
+	VPADDD       Z18, Z6, Z6
+	VPUNPCKLDQ   Z9, Z8, Z18
+	VPUNPCKHDQ   Z9, Z8, Z8
+	VPADDD       Z18, Z8, Z8
+	VPUNPCKLDQ   Z11, Z10, Z18
+	VPUNPCKHDQ   Z11, Z10, Z10
+	VPADDD       Z18, Z10, Z10
+	VPUNPCKLDQ   Z13, Z12, Z18
+	VPUNPCKHDQ   Z13, Z12, Z12
+	VPADDD       Z18, Z12, Z12
+	VPUNPCKLDQ   Z15, Z14, Z18
+	VPUNPCKHDQ   Z15, Z14, Z14
+	VPADDD       Z18, Z14, Z14
+	VPUNPCKLDQ   Z17, Z16, Z18
+	VPUNPCKHDQ   Z17, Z16, Z16
+	VPADDD       Z18, Z16, Z16
+	VPUNPCKLQDQ  Z4, Z2, Z18
+	VPUNPCKHQDQ  Z4, Z2, Z2
+	VPADDD       Z18, Z2, Z2
+	VPUNPCKLQDQ  Z8, Z6, Z18
+	VPUNPCKHQDQ  Z8, Z6, Z6
+	VPADDD       Z18, Z6, Z6
+	VPUNPCKLQDQ  Z12, Z10, Z18
+	VPUNPCKHQDQ  Z12, Z10, Z10
+	VPADDD       Z18, Z10, Z10
+	VPUNPCKLQDQ  Z16, Z14, Z18
+	VPUNPCKHQDQ  Z16, Z14, Z14
+	VPADDD       Z18, Z14, Z14
+	VSHUFI32X4   $0x88, Z6, Z2, Z18
+	VSHUFI32X4   $0xdd, Z6, Z2, Z2
+	VPADDD       Z2, Z18, Z18
+	VSHUFI32X4   $0x88, Z14, Z10, Z19
+	VSHUFI32X4   $0xdd, Z14, Z10, Z10
+	VPADDD       Z10, Z19, Z19
+	VSHUFI32X4   $0x88, Z19, Z18, Z20
+	VSHUFI32X4   $0xdd, Z19, Z18, Z18
+	VPADDD       Z18, Z20, Z20
+	VPBROADCASTD 8(SP), Z18
+	VPMADDWD     128(DX), Z18, Z18
+	VPBROADCASTD 12(SP), Z19
+	VPDPWSSD     192(DX), Z19, Z18
+	VMOVUPS      64(BX), Z19
+	VMULPS       Z24, Z19, Z21
+	VCVTDQ2PS    Z20, Z20
+	VMULPS       Z21, Z20, Z20
+	VADDPS       Z20, Z22, Z22
+	VMULPS       Z25, Z19, Z21
+	VCVTDQ2PS    Z18, Z20
+	VMULPS       Z21, Z20, Z20
+	VSUBPS       Z20, Z22, Z22
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00001000, CX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000080, BX
+	DECQ         SI
+	JNZ          GgmlQ5KA8M16Avx512_sb
+	MOVQ         out+72(FP), AX
+	VMOVUPS      Z22, (AX)
+	MOVQ         out+72(FP), AX
+	ADDQ         $0x00000040, AX
+	MOVQ         AX, out+72(FP)
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ5KA8M16Avx512_row
+	VZEROUPPER
+	RET
+
 // func GgmlQ6KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C
 TEXT ·GgmlQ6KA8Avx512(SB), NOSPLIT, $0-104
@@ -1623,6 +3372,428 @@ GgmlQ6KA8Avx512_vec:
 	DECQ          AX
 	MOVQ          AX, rows+16(FP)
 	JNZ           GgmlQ6KA8Avx512_row
+	VZEROUPPER
+	RET
+
+// func GgmlQ6KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI
+TEXT ·GgmlQ6KA8M16Avx512(SB), NOSPLIT, $32-80
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z1
+
+GgmlQ6KA8M16Avx512_row:
+	VPXORD Z22, Z22, Z22
+	MOVQ   w+0(FP), AX
+	MOVQ   act+32(FP), CX
+	MOVQ   sums+48(FP), DX
+	MOVQ   xs+56(FP), BX
+	MOVQ   nsb+24(FP), SI
+
+GgmlQ6KA8M16Avx512_sb:
+	VPMOVSXBW       192(AX), Y23
+	VMOVDQU64       Y23, (SP)
+	VPBROADCASTW    208(AX), Y18
+	VCVTPH2PS       Y18, Z24
+	VPSRLW          $0x04, (AX), Z19
+	VPANDD          (AX), Z0, Z18
+	VPANDD          Z19, Z0, Z19
+	VBROADCASTI64X4 128(AX), Z20
+	VPSRLVW         ggmlShift0<>+0(SB), Z20, Z21
+	VPANDD          Z21, Z1, Z21
+	VPSLLW          $0x04, Z21, Z21
+	VPORD           Z21, Z18, Z18
+	VPSRLVW         ggmlShift1<>+0(SB), Z20, Z20
+	VPANDD          Z20, Z1, Z20
+	VPSLLW          $0x04, Z20, Z20
+	VPORD           Z20, Z19, Z19
+	VMOVDQU64       ggmlWIdx16_00<>+0(SB), Z20
+	VPERMW          Z23, Z20, Z20
+	VMOVDQU64       ggmlWIdx16_01<>+0(SB), Z21
+	VPERMW          Z23, Z21, Z21
+	VPXORD          Z2, Z2, Z2
+	VPXORD          Z3, Z3, Z3
+	VPXORD          Z4, Z4, Z4
+	VPXORD          Z5, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	MOVQ            nvec+64(FP), DI
+	VPMADDUBSW      (CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z2
+	VPMADDUBSW      64(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z2
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h0_done
+	VPMADDUBSW      256(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z3
+	VPMADDUBSW      320(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z3
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h0_done
+	VPMADDUBSW      512(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z4
+	VPMADDUBSW      576(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z4
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h0_done
+	VPMADDUBSW      768(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z5
+	VPMADDUBSW      832(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z5
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h0_done
+	VPMADDUBSW      1024(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z6
+	VPMADDUBSW      1088(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z6
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h0_done
+	VPMADDUBSW      1280(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z7
+	VPMADDUBSW      1344(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z7
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h0_done
+	VPMADDUBSW      1536(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z8
+	VPMADDUBSW      1600(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z8
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h0_done
+	VPMADDUBSW      1792(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z9
+	VPMADDUBSW      1856(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z9
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h0_done
+	VPMADDUBSW      2048(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z10
+	VPMADDUBSW      2112(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z10
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h0_done
+	VPMADDUBSW      2304(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z11
+	VPMADDUBSW      2368(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z11
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h0_done
+	VPMADDUBSW      2560(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z12
+	VPMADDUBSW      2624(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z12
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h0_done
+	VPMADDUBSW      2816(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z13
+	VPMADDUBSW      2880(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z13
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h0_done
+	VPMADDUBSW      3072(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z14
+	VPMADDUBSW      3136(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z14
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h0_done
+	VPMADDUBSW      3328(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z15
+	VPMADDUBSW      3392(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z15
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h0_done
+	VPMADDUBSW      3584(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z16
+	VPMADDUBSW      3648(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z16
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h0_done
+	VPMADDUBSW      3840(CX), Z18, Z18
+	VPDPWSSD        Z20, Z18, Z17
+	VPMADDUBSW      3904(CX), Z19, Z18
+	VPDPWSSD        Z21, Z18, Z17
+
+GgmlQ6KA8M16Avx512_h0_done:
+	VPUNPCKLDQ      Z3, Z2, Z18
+	VPUNPCKHDQ      Z3, Z2, Z2
+	VPADDD          Z18, Z2, Z2
+	VPUNPCKLDQ      Z5, Z4, Z18
+	VPUNPCKHDQ      Z5, Z4, Z4
+	VPADDD          Z18, Z4, Z4
+	VPUNPCKLDQ      Z7, Z6, Z18
+	VPUNPCKHDQ      Z7, Z6, Z6
+	VPADDD          Z18, Z6, Z6
+	VPUNPCKLDQ      Z9, Z8, Z18
+	VPUNPCKHDQ      Z9, Z8, Z8
+	VPADDD          Z18, Z8, Z8
+	VPUNPCKLDQ      Z11, Z10, Z18
+	VPUNPCKHDQ      Z11, Z10, Z10
+	VPADDD          Z18, Z10, Z10
+	VPUNPCKLDQ      Z13, Z12, Z18
+	VPUNPCKHDQ      Z13, Z12, Z12
+	VPADDD          Z18, Z12, Z12
+	VPUNPCKLDQ      Z15, Z14, Z18
+	VPUNPCKHDQ      Z15, Z14, Z14
+	VPADDD          Z18, Z14, Z14
+	VPUNPCKLDQ      Z17, Z16, Z18
+	VPUNPCKHDQ      Z17, Z16, Z16
+	VPADDD          Z18, Z16, Z16
+	VPUNPCKLQDQ     Z4, Z2, Z18
+	VPUNPCKHQDQ     Z4, Z2, Z2
+	VPADDD          Z18, Z2, Z2
+	VPUNPCKLQDQ     Z8, Z6, Z18
+	VPUNPCKHQDQ     Z8, Z6, Z6
+	VPADDD          Z18, Z6, Z6
+	VPUNPCKLQDQ     Z12, Z10, Z18
+	VPUNPCKHQDQ     Z12, Z10, Z10
+	VPADDD          Z18, Z10, Z10
+	VPUNPCKLQDQ     Z16, Z14, Z18
+	VPUNPCKHQDQ     Z16, Z14, Z14
+	VPADDD          Z18, Z14, Z14
+	VSHUFI32X4      $0x88, Z6, Z2, Z18
+	VSHUFI32X4      $0xdd, Z6, Z2, Z2
+	VPADDD          Z2, Z18, Z18
+	VSHUFI32X4      $0x88, Z14, Z10, Z19
+	VSHUFI32X4      $0xdd, Z14, Z10, Z10
+	VPADDD          Z10, Z19, Z19
+	VSHUFI32X4      $0x88, Z19, Z18, Z20
+	VSHUFI32X4      $0xdd, Z19, Z18, Z18
+	VPADDD          Z18, Z20, Z20
+	VPBROADCASTD    (SP), Z18
+	VPMADDWD        (DX), Z18, Z18
+	VPBROADCASTD    4(SP), Z19
+	VPDPWSSD        64(DX), Z19, Z18
+	VPBROADCASTD    8(SP), Z19
+	VPDPWSSD        128(DX), Z19, Z18
+	VPBROADCASTD    12(SP), Z19
+	VPDPWSSD        192(DX), Z19, Z18
+	VPSLLD          $0x05, Z18, Z18
+	VPSUBD          Z18, Z20, Z20
+	VMOVUPS         (BX), Z18
+	VMULPS          Z24, Z18, Z18
+	VCVTDQ2PS       Z20, Z19
+	VMULPS          Z18, Z19, Z19
+	VADDPS          Z19, Z22, Z22
+	VPSRLW          $0x04, 64(AX), Z19
+	VPANDD          64(AX), Z0, Z18
+	VPANDD          Z19, Z0, Z19
+	VBROADCASTI64X4 160(AX), Z20
+	VPSRLVW         ggmlShift0<>+0(SB), Z20, Z21
+	VPANDD          Z21, Z1, Z21
+	VPSLLW          $0x04, Z21, Z21
+	VPORD           Z21, Z18, Z18
+	VPSRLVW         ggmlShift1<>+0(SB), Z20, Z20
+	VPANDD          Z20, Z1, Z20
+	VPSLLW          $0x04, Z20, Z20
+	VPORD           Z20, Z19, Z19
+	VMOVDQU64       ggmlWIdx16_10<>+0(SB), Z20
+	VPERMW          Z23, Z20, Z20
+	VMOVDQU64       ggmlWIdx16_11<>+0(SB), Z21
+	VPERMW          Z23, Z21, Z21
+	VPXORD          Z2, Z2, Z2
+	VPXORD          Z3, Z3, Z3
+	VPXORD          Z4, Z4, Z4
+	VPXORD          Z5, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	MOVQ            nvec+64(FP), DI
+	VPMADDUBSW      128(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z2
+	VPMADDUBSW      192(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z2
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h1_done
+	VPMADDUBSW      384(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z3
+	VPMADDUBSW      448(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z3
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h1_done
+	VPMADDUBSW      640(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z4
+	VPMADDUBSW      704(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z4
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h1_done
+	VPMADDUBSW      896(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z5
+	VPMADDUBSW      960(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z5
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h1_done
+	VPMADDUBSW      1152(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z6
+	VPMADDUBSW      1216(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z6
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h1_done
+	VPMADDUBSW      1408(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z7
+	VPMADDUBSW      1472(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z7
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h1_done
+	VPMADDUBSW      1664(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z8
+	VPMADDUBSW      1728(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z8
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h1_done
+	VPMADDUBSW      1920(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z9
+	VPMADDUBSW      1984(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z9
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h1_done
+	VPMADDUBSW      2176(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z10
+	VPMADDUBSW      2240(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z10
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h1_done
+	VPMADDUBSW      2432(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z11
+	VPMADDUBSW      2496(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z11
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h1_done
+	VPMADDUBSW      2688(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z12
+	VPMADDUBSW      2752(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z12
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h1_done
+	VPMADDUBSW      2944(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z13
+	VPMADDUBSW      3008(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z13
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h1_done
+	VPMADDUBSW      3200(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z14
+	VPMADDUBSW      3264(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z14
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h1_done
+	VPMADDUBSW      3456(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z15
+	VPMADDUBSW      3520(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z15
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h1_done
+	VPMADDUBSW      3712(CX), Z18, Z25
+	VPDPWSSD        Z20, Z25, Z16
+	VPMADDUBSW      3776(CX), Z19, Z25
+	VPDPWSSD        Z21, Z25, Z16
+	DECQ            DI
+	JZ              GgmlQ6KA8M16Avx512_h1_done
+	VPMADDUBSW      3968(CX), Z18, Z18
+	VPDPWSSD        Z20, Z18, Z17
+	VPMADDUBSW      4032(CX), Z19, Z18
+	VPDPWSSD        Z21, Z18, Z17
+
+GgmlQ6KA8M16Avx512_h1_done:
+	VPUNPCKLDQ   Z3, Z2, Z18
+	VPUNPCKHDQ   Z3, Z2, Z2
+	VPADDD       Z18, Z2, Z2
+	VPUNPCKLDQ   Z5, Z4, Z18
+	VPUNPCKHDQ   Z5, Z4, Z4
+	VPADDD       Z18, Z4, Z4
+	VPUNPCKLDQ   Z7, Z6, Z18
+	VPUNPCKHDQ   Z7, Z6, Z6
+	VPADDD       Z18, Z6, Z6
+	VPUNPCKLDQ   Z9, Z8, Z18
+	VPUNPCKHDQ   Z9, Z8, Z8
+	VPADDD       Z18, Z8, Z8
+	VPUNPCKLDQ   Z11, Z10, Z18
+	VPUNPCKHDQ   Z11, Z10, Z10
+	VPADDD       Z18, Z10, Z10
+	VPUNPCKLDQ   Z13, Z12, Z18
+	VPUNPCKHDQ   Z13, Z12, Z12
+	VPADDD       Z18, Z12, Z12
+	VPUNPCKLDQ   Z15, Z14, Z18
+	VPUNPCKHDQ   Z15, Z14, Z14
+	VPADDD       Z18, Z14, Z14
+	VPUNPCKLDQ   Z17, Z16, Z18
+	VPUNPCKHDQ   Z17, Z16, Z16
+	VPADDD       Z18, Z16, Z16
+	VPUNPCKLQDQ  Z4, Z2, Z18
+	VPUNPCKHQDQ  Z4, Z2, Z2
+	VPADDD       Z18, Z2, Z2
+	VPUNPCKLQDQ  Z8, Z6, Z18
+	VPUNPCKHQDQ  Z8, Z6, Z6
+	VPADDD       Z18, Z6, Z6
+	VPUNPCKLQDQ  Z12, Z10, Z18
+	VPUNPCKHQDQ  Z12, Z10, Z10
+	VPADDD       Z18, Z10, Z10
+	VPUNPCKLQDQ  Z16, Z14, Z18
+	VPUNPCKHQDQ  Z16, Z14, Z14
+	VPADDD       Z18, Z14, Z14
+	VSHUFI32X4   $0x88, Z6, Z2, Z18
+	VSHUFI32X4   $0xdd, Z6, Z2, Z2
+	VPADDD       Z2, Z18, Z18
+	VSHUFI32X4   $0x88, Z14, Z10, Z19
+	VSHUFI32X4   $0xdd, Z14, Z10, Z10
+	VPADDD       Z10, Z19, Z19
+	VSHUFI32X4   $0x88, Z19, Z18, Z20
+	VSHUFI32X4   $0xdd, Z19, Z18, Z18
+	VPADDD       Z18, Z20, Z20
+	VPBROADCASTD 16(SP), Z18
+	VPMADDWD     256(DX), Z18, Z18
+	VPBROADCASTD 20(SP), Z19
+	VPDPWSSD     320(DX), Z19, Z18
+	VPBROADCASTD 24(SP), Z19
+	VPDPWSSD     384(DX), Z19, Z18
+	VPBROADCASTD 28(SP), Z19
+	VPDPWSSD     448(DX), Z19, Z18
+	VPSLLD       $0x05, Z18, Z18
+	VPSUBD       Z18, Z20, Z20
+	VMOVUPS      64(BX), Z18
+	VMULPS       Z24, Z18, Z18
+	VCVTDQ2PS    Z20, Z19
+	VMULPS       Z18, Z19, Z19
+	VADDPS       Z19, Z22, Z22
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00001000, CX
+	ADDQ         $0x00000200, DX
+	ADDQ         $0x00000080, BX
+	DECQ         SI
+	JNZ          GgmlQ6KA8M16Avx512_sb
+	MOVQ         out+72(FP), AX
+	VMOVUPS      Z22, (AX)
+	MOVQ         out+72(FP), AX
+	ADDQ         $0x00000040, AX
+	MOVQ         AX, out+72(FP)
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ6KA8M16Avx512_row
 	VZEROUPPER
 	RET
 
@@ -1806,6 +3977,382 @@ DATA ggmlKValues128<>+13(SB)/1, $0xc5
 DATA ggmlKValues128<>+14(SB)/1, $0xd9
 DATA ggmlKValues128<>+15(SB)/1, $0xf1
 GLOBL ggmlKValues128<>(SB), RODATA|NOPTR, $16
+
+// func GgmlIQ4XSA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, BMI2
+TEXT ·GgmlIQ4XSA8M16Avx512(SB), NOSPLIT, $32-80
+	MOVL            $0x0f0f0f0f, AX
+	VMOVD           AX, X0
+	VPBROADCASTD    X0, Z0
+	VBROADCASTI32X4 ggmlKValues128<>+0(SB), Z1
+
+GgmlIQ4XSA8M16Avx512_row:
+	VPXORD Z21, Z21, Z21
+	MOVQ   w+0(FP), AX
+	MOVQ   act+32(FP), CX
+	MOVQ   sums+48(FP), DX
+	MOVQ   xs+56(FP), BX
+	MOVQ   nsb+24(FP), SI
+
+GgmlIQ4XSA8M16Avx512_sb:
+	MOVL         4(AX), DI
+	MOVWQZX      2(AX), R8
+	MOVQ         $0x0f0f0f0f0f0f0f0f, R9
+	PDEPQ        R9, DI, DI
+	MOVQ         $0x0303030303030303, R9
+	PDEPQ        R9, R8, R8
+	SHLQ         $0x04, R8
+	ORQ          R8, DI
+	VMOVQ        DI, X18
+	MOVL         $0x20202020, DI
+	VPBROADCASTD DI, X19
+	VPSUBB       X19, X18, X18
+	VPMOVSXBD    X18, Y22
+	VPMOVSXBW    X18, X18
+	VMOVDQU64    X18, (SP)
+	VPBROADCASTW (AX), Y18
+	VCVTPH2PS    Y18, Z23
+	VPSRLW       $0x04, 8(AX), Z19
+	VPANDD       8(AX), Z0, Z18
+	VPANDD       Z19, Z0, Z19
+	VPSHUFB      Z18, Z1, Z18
+	VPSHUFB      Z19, Z1, Z19
+	VMOVDQU64    ggmlDIdx0<>+0(SB), Z20
+	VPERMD       Z22, Z20, Z20
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
+	VPXORD       Z16, Z16, Z16
+	VPXORD       Z17, Z17, Z17
+	MOVQ         nvec+64(FP), DI
+	VPDPBUSD     (CX), Z18, Z2
+	VPDPBUSD     64(CX), Z19, Z2
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h0_done
+	VPDPBUSD     256(CX), Z18, Z3
+	VPDPBUSD     320(CX), Z19, Z3
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h0_done
+	VPDPBUSD     512(CX), Z18, Z4
+	VPDPBUSD     576(CX), Z19, Z4
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h0_done
+	VPDPBUSD     768(CX), Z18, Z5
+	VPDPBUSD     832(CX), Z19, Z5
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h0_done
+	VPDPBUSD     1024(CX), Z18, Z6
+	VPDPBUSD     1088(CX), Z19, Z6
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h0_done
+	VPDPBUSD     1280(CX), Z18, Z7
+	VPDPBUSD     1344(CX), Z19, Z7
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h0_done
+	VPDPBUSD     1536(CX), Z18, Z8
+	VPDPBUSD     1600(CX), Z19, Z8
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h0_done
+	VPDPBUSD     1792(CX), Z18, Z9
+	VPDPBUSD     1856(CX), Z19, Z9
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h0_done
+	VPDPBUSD     2048(CX), Z18, Z10
+	VPDPBUSD     2112(CX), Z19, Z10
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h0_done
+	VPDPBUSD     2304(CX), Z18, Z11
+	VPDPBUSD     2368(CX), Z19, Z11
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h0_done
+	VPDPBUSD     2560(CX), Z18, Z12
+	VPDPBUSD     2624(CX), Z19, Z12
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h0_done
+	VPDPBUSD     2816(CX), Z18, Z13
+	VPDPBUSD     2880(CX), Z19, Z13
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h0_done
+	VPDPBUSD     3072(CX), Z18, Z14
+	VPDPBUSD     3136(CX), Z19, Z14
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h0_done
+	VPDPBUSD     3328(CX), Z18, Z15
+	VPDPBUSD     3392(CX), Z19, Z15
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h0_done
+	VPDPBUSD     3584(CX), Z18, Z16
+	VPDPBUSD     3648(CX), Z19, Z16
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h0_done
+	VPDPBUSD     3840(CX), Z18, Z17
+	VPDPBUSD     3904(CX), Z19, Z17
+
+GgmlIQ4XSA8M16Avx512_h0_done:
+	VPMULLD      Z20, Z2, Z2
+	VPMULLD      Z20, Z3, Z3
+	VPMULLD      Z20, Z4, Z4
+	VPMULLD      Z20, Z5, Z5
+	VPMULLD      Z20, Z6, Z6
+	VPMULLD      Z20, Z7, Z7
+	VPMULLD      Z20, Z8, Z8
+	VPMULLD      Z20, Z9, Z9
+	VPMULLD      Z20, Z10, Z10
+	VPMULLD      Z20, Z11, Z11
+	VPMULLD      Z20, Z12, Z12
+	VPMULLD      Z20, Z13, Z13
+	VPMULLD      Z20, Z14, Z14
+	VPMULLD      Z20, Z15, Z15
+	VPMULLD      Z20, Z16, Z16
+	VPMULLD      Z20, Z17, Z17
+	VPUNPCKLDQ   Z3, Z2, Z18
+	VPUNPCKHDQ   Z3, Z2, Z2
+	VPADDD       Z18, Z2, Z2
+	VPUNPCKLDQ   Z5, Z4, Z18
+	VPUNPCKHDQ   Z5, Z4, Z4
+	VPADDD       Z18, Z4, Z4
+	VPUNPCKLDQ   Z7, Z6, Z18
+	VPUNPCKHDQ   Z7, Z6, Z6
+	VPADDD       Z18, Z6, Z6
+	VPUNPCKLDQ   Z9, Z8, Z18
+	VPUNPCKHDQ   Z9, Z8, Z8
+	VPADDD       Z18, Z8, Z8
+	VPUNPCKLDQ   Z11, Z10, Z18
+	VPUNPCKHDQ   Z11, Z10, Z10
+	VPADDD       Z18, Z10, Z10
+	VPUNPCKLDQ   Z13, Z12, Z18
+	VPUNPCKHDQ   Z13, Z12, Z12
+	VPADDD       Z18, Z12, Z12
+	VPUNPCKLDQ   Z15, Z14, Z18
+	VPUNPCKHDQ   Z15, Z14, Z14
+	VPADDD       Z18, Z14, Z14
+	VPUNPCKLDQ   Z17, Z16, Z18
+	VPUNPCKHDQ   Z17, Z16, Z16
+	VPADDD       Z18, Z16, Z16
+	VPUNPCKLQDQ  Z4, Z2, Z18
+	VPUNPCKHQDQ  Z4, Z2, Z2
+	VPADDD       Z18, Z2, Z2
+	VPUNPCKLQDQ  Z8, Z6, Z18
+	VPUNPCKHQDQ  Z8, Z6, Z6
+	VPADDD       Z18, Z6, Z6
+	VPUNPCKLQDQ  Z12, Z10, Z18
+	VPUNPCKHQDQ  Z12, Z10, Z10
+	VPADDD       Z18, Z10, Z10
+	VPUNPCKLQDQ  Z16, Z14, Z18
+	VPUNPCKHQDQ  Z16, Z14, Z14
+	VPADDD       Z18, Z14, Z14
+	VSHUFI32X4   $0x88, Z6, Z2, Z18
+	VSHUFI32X4   $0xdd, Z6, Z2, Z2
+	VPADDD       Z2, Z18, Z18
+	VSHUFI32X4   $0x88, Z14, Z10, Z19
+	VSHUFI32X4   $0xdd, Z14, Z10, Z10
+	VPADDD       Z10, Z19, Z19
+	VSHUFI32X4   $0x88, Z19, Z18, Z20
+	VSHUFI32X4   $0xdd, Z19, Z18, Z18
+	VPADDD       Z18, Z20, Z20
+	VPBROADCASTD (SP), Z18
+	VPMADDWD     (DX), Z18, Z18
+	VPBROADCASTD 4(SP), Z19
+	VPDPWSSD     64(DX), Z19, Z18
+	VPSLLD       $0x07, Z18, Z18
+	VPSUBD       Z18, Z20, Z20
+	VMOVUPS      (BX), Z18
+	VMULPS       Z23, Z18, Z18
+	VCVTDQ2PS    Z20, Z19
+	VMULPS       Z18, Z19, Z19
+	VADDPS       Z19, Z21, Z21
+	VPSRLW       $0x04, 72(AX), Z19
+	VPANDD       72(AX), Z0, Z18
+	VPANDD       Z19, Z0, Z19
+	VPSHUFB      Z18, Z1, Z18
+	VPSHUFB      Z19, Z1, Z19
+	VMOVDQU64    ggmlDIdx1<>+0(SB), Z20
+	VPERMD       Z22, Z20, Z20
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
+	VPXORD       Z16, Z16, Z16
+	VPXORD       Z17, Z17, Z17
+	MOVQ         nvec+64(FP), DI
+	VPDPBUSD     128(CX), Z18, Z2
+	VPDPBUSD     192(CX), Z19, Z2
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h1_done
+	VPDPBUSD     384(CX), Z18, Z3
+	VPDPBUSD     448(CX), Z19, Z3
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h1_done
+	VPDPBUSD     640(CX), Z18, Z4
+	VPDPBUSD     704(CX), Z19, Z4
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h1_done
+	VPDPBUSD     896(CX), Z18, Z5
+	VPDPBUSD     960(CX), Z19, Z5
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h1_done
+	VPDPBUSD     1152(CX), Z18, Z6
+	VPDPBUSD     1216(CX), Z19, Z6
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h1_done
+	VPDPBUSD     1408(CX), Z18, Z7
+	VPDPBUSD     1472(CX), Z19, Z7
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h1_done
+	VPDPBUSD     1664(CX), Z18, Z8
+	VPDPBUSD     1728(CX), Z19, Z8
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h1_done
+	VPDPBUSD     1920(CX), Z18, Z9
+	VPDPBUSD     1984(CX), Z19, Z9
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h1_done
+	VPDPBUSD     2176(CX), Z18, Z10
+	VPDPBUSD     2240(CX), Z19, Z10
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h1_done
+	VPDPBUSD     2432(CX), Z18, Z11
+	VPDPBUSD     2496(CX), Z19, Z11
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h1_done
+	VPDPBUSD     2688(CX), Z18, Z12
+	VPDPBUSD     2752(CX), Z19, Z12
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h1_done
+	VPDPBUSD     2944(CX), Z18, Z13
+	VPDPBUSD     3008(CX), Z19, Z13
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h1_done
+	VPDPBUSD     3200(CX), Z18, Z14
+	VPDPBUSD     3264(CX), Z19, Z14
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h1_done
+	VPDPBUSD     3456(CX), Z18, Z15
+	VPDPBUSD     3520(CX), Z19, Z15
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h1_done
+	VPDPBUSD     3712(CX), Z18, Z16
+	VPDPBUSD     3776(CX), Z19, Z16
+	DECQ         DI
+	JZ           GgmlIQ4XSA8M16Avx512_h1_done
+	VPDPBUSD     3968(CX), Z18, Z17
+	VPDPBUSD     4032(CX), Z19, Z17
+
+GgmlIQ4XSA8M16Avx512_h1_done:
+	VPMULLD      Z20, Z2, Z2
+	VPMULLD      Z20, Z3, Z3
+	VPMULLD      Z20, Z4, Z4
+	VPMULLD      Z20, Z5, Z5
+	VPMULLD      Z20, Z6, Z6
+	VPMULLD      Z20, Z7, Z7
+	VPMULLD      Z20, Z8, Z8
+	VPMULLD      Z20, Z9, Z9
+	VPMULLD      Z20, Z10, Z10
+	VPMULLD      Z20, Z11, Z11
+	VPMULLD      Z20, Z12, Z12
+	VPMULLD      Z20, Z13, Z13
+	VPMULLD      Z20, Z14, Z14
+	VPMULLD      Z20, Z15, Z15
+	VPMULLD      Z20, Z16, Z16
+	VPMULLD      Z20, Z17, Z17
+	VPUNPCKLDQ   Z3, Z2, Z18
+	VPUNPCKHDQ   Z3, Z2, Z2
+	VPADDD       Z18, Z2, Z2
+	VPUNPCKLDQ   Z5, Z4, Z18
+	VPUNPCKHDQ   Z5, Z4, Z4
+	VPADDD       Z18, Z4, Z4
+	VPUNPCKLDQ   Z7, Z6, Z18
+	VPUNPCKHDQ   Z7, Z6, Z6
+	VPADDD       Z18, Z6, Z6
+	VPUNPCKLDQ   Z9, Z8, Z18
+	VPUNPCKHDQ   Z9, Z8, Z8
+	VPADDD       Z18, Z8, Z8
+	VPUNPCKLDQ   Z11, Z10, Z18
+	VPUNPCKHDQ   Z11, Z10, Z10
+	VPADDD       Z18, Z10, Z10
+	VPUNPCKLDQ   Z13, Z12, Z18
+	VPUNPCKHDQ   Z13, Z12, Z12
+	VPADDD       Z18, Z12, Z12
+	VPUNPCKLDQ   Z15, Z14, Z18
+	VPUNPCKHDQ   Z15, Z14, Z14
+	VPADDD       Z18, Z14, Z14
+	VPUNPCKLDQ   Z17, Z16, Z18
+	VPUNPCKHDQ   Z17, Z16, Z16
+	VPADDD       Z18, Z16, Z16
+	VPUNPCKLQDQ  Z4, Z2, Z18
+	VPUNPCKHQDQ  Z4, Z2, Z2
+	VPADDD       Z18, Z2, Z2
+	VPUNPCKLQDQ  Z8, Z6, Z18
+	VPUNPCKHQDQ  Z8, Z6, Z6
+	VPADDD       Z18, Z6, Z6
+	VPUNPCKLQDQ  Z12, Z10, Z18
+	VPUNPCKHQDQ  Z12, Z10, Z10
+	VPADDD       Z18, Z10, Z10
+	VPUNPCKLQDQ  Z16, Z14, Z18
+	VPUNPCKHQDQ  Z16, Z14, Z14
+	VPADDD       Z18, Z14, Z14
+	VSHUFI32X4   $0x88, Z6, Z2, Z18
+	VSHUFI32X4   $0xdd, Z6, Z2, Z2
+	VPADDD       Z2, Z18, Z18
+	VSHUFI32X4   $0x88, Z14, Z10, Z19
+	VSHUFI32X4   $0xdd, Z14, Z10, Z10
+	VPADDD       Z10, Z19, Z19
+	VSHUFI32X4   $0x88, Z19, Z18, Z20
+	VSHUFI32X4   $0xdd, Z19, Z18, Z18
+	VPADDD       Z18, Z20, Z20
+	VPBROADCASTD 8(SP), Z18
+	VPMADDWD     128(DX), Z18, Z18
+	VPBROADCASTD 12(SP), Z19
+	VPDPWSSD     192(DX), Z19, Z18
+	VPSLLD       $0x07, Z18, Z18
+	VPSUBD       Z18, Z20, Z20
+	VMOVUPS      64(BX), Z18
+	VMULPS       Z23, Z18, Z18
+	VCVTDQ2PS    Z20, Z19
+	VMULPS       Z18, Z19, Z19
+	VADDPS       Z19, Z21, Z21
+	ADDQ         $0x00000088, AX
+	ADDQ         $0x00001000, CX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000080, BX
+	DECQ         SI
+	JNZ          GgmlIQ4XSA8M16Avx512_sb
+	MOVQ         out+72(FP), AX
+	VMOVUPS      Z21, (AX)
+	MOVQ         out+72(FP), AX
+	ADDQ         $0x00000040, AX
+	MOVQ         AX, out+72(FP)
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlIQ4XSA8M16Avx512_row
+	VZEROUPPER
+	RET
 
 // func GgmlQ40A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C

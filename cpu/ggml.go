@@ -48,6 +48,8 @@ type ggmlCall struct {
 	xs    []float32 // batch*PCols/128
 	act8  []int8    // prep's activation layout, if any
 	sums  []int16   // prep's per-sub-block activation sums, if any
+	pairs []int32   // the batch kernels' transposed pair sums
+	xsT   []float32 // the batch kernels' transposed scales
 	sc    *scratch  // the call's pooled buffers
 }
 

@@ -33,6 +33,22 @@ var ggmlA8Funcs = map[ggml.Type]ggmlA8Func{
 	ggml.IQ4_NL: asm.GgmlIQ4NLA8Avx512,
 }
 
+type ggmlA8M16Func func(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
+// ggmlA8M16Funcs are the batch kernels (the vectors in the lanes of the
+// float steps), for batches of at least ggmlM16From vectors.
+var ggmlA8M16Funcs = map[ggml.Type]ggmlA8M16Func{
+	ggml.Q2_K:   asm.GgmlQ2KA8M16Avx512,
+	ggml.Q3_K:   asm.GgmlQ3KA8M16Avx512,
+	ggml.Q4_K:   asm.GgmlQ4KA8M16Avx512,
+	ggml.Q5_K:   asm.GgmlQ5KA8M16Avx512,
+	ggml.Q6_K:   asm.GgmlQ6KA8M16Avx512,
+	ggml.IQ4_XS: asm.GgmlIQ4XSA8M16Avx512,
+}
+
+// ggmlM16From is the smallest batch the batch kernels run.
+const ggmlM16From = 2
+
 // ggmlActOrder gives, for each type whose kernel reads the activations of
 // every 128 columns in another order, the source offsets of its 16-byte
 // runs (nil: column order).
@@ -44,6 +60,7 @@ var ggmlActOrder = map[ggml.Type][8]int{
 
 func init() {
 	for t, fn := range ggmlA8Funcs {
+		m16 := ggmlA8M16Funcs[t]
 		ggmlKernels[t] = func(isa ISA) *ggmlKernel {
 			if isa != AVX512VNNI || !hasAll(ggmlA8Requires) {
 				return nil
@@ -52,6 +69,10 @@ func init() {
 				m := mx.m
 				pc := m.PCols
 				if r1 <= r0 {
+					return
+				}
+				if m16 != nil && c.batch >= ggmlM16From {
+					ggmlRunM16(m16, m, c, r0, r1)
 					return
 				}
 				sub := m.Type.SubLen()
@@ -77,6 +98,10 @@ func ggmlPrep(mx *GGMLMatrix, c *ggmlCall) {
 			s += int16(v)
 		}
 		c.sums[i] = s
+	}
+	if _, ok := ggmlA8M16Funcs[m.Type]; ok && c.batch >= ggmlM16From {
+		ggmlPrepM16(m, c)
+		return
 	}
 	order, ok := ggmlActOrder[m.Type]
 	if !ok {
@@ -104,4 +129,73 @@ func growAct(c *ggmlCall, n int) []int8 {
 		c.sc.act8 = make([]int8, n)
 	}
 	return c.sc.act8[:n]
+}
+
+// ggmlPrepM16 transposes the activation sums (pairs of int16 per dword,
+// 16 vector slots per pair) and scales (16 slots per group) for the batch
+// kernels; slots past the batch are zero.
+func ggmlPrepM16(m *ggml.Matrix, c *ggmlCall) {
+	pc, sub := m.PCols, m.Type.SubLen()
+	nsub := pc / sub
+	if n := nsub / 2 * 16; cap(c.sc.pairs) < n {
+		c.sc.pairs = make([]int32, n)
+	}
+	c.pairs = c.sc.pairs[:nsub/2*16]
+	clear(c.pairs)
+	if n := pc / 128 * 16; cap(c.sc.xsT) < n {
+		c.sc.xsT = make([]float32, n)
+	}
+	c.xsT = c.sc.xsT[:pc/128*16]
+	clear(c.xsT)
+	// activations: super-block k of vector v at (16k + v)*256, in the
+	// kernel's column order
+	nsb := pc / 256
+	c.act8 = growAct(c, nsb*16*256)
+	order, reorder := ggmlActOrder[m.Type]
+	for v := 0; v < c.batch; v++ {
+		for k := 0; k < nsb; k++ {
+			src, dst := c.xq[v*pc+256*k:v*pc+256*k+256], c.act8[(16*k+v)*256:(16*k+v+1)*256]
+			if !reorder {
+				copy(dst, src)
+				continue
+			}
+			for g := 0; g < 256; g += 128 {
+				for i, o := range order {
+					copy(dst[g+16*i:g+16*i+16], src[g+o:g+o+16])
+				}
+			}
+		}
+	}
+	for v := 0; v < c.batch; v++ {
+		for p := 0; p < nsub/2; p++ {
+			var s0, s1 int16
+			for _, x := range c.xq[v*pc+2*p*sub : v*pc+(2*p+1)*sub] {
+				s0 += int16(x)
+			}
+			for _, x := range c.xq[v*pc+(2*p+1)*sub : v*pc+(2*p+2)*sub] {
+				s1 += int16(x)
+			}
+			c.pairs[p*16+v] = int32(uint16(s0)) | int32(s1)<<16
+		}
+		for g := 0; g < pc/128; g++ {
+			c.xsT[g*16+v] = c.xs[v*pc/128+g]
+		}
+	}
+}
+
+// ggmlRunM16 runs a batch kernel on rows [r0, r1) and scatters its
+// slot-major results into dst.
+func ggmlRunM16(fn ggmlA8M16Func, m *ggml.Matrix, c *ggmlCall, r0, r1 int) {
+	const chunk = 64 // rows per call: the results stay in L1
+	var out [chunk * 16]float32
+	pc := m.PCols
+	for a := r0; a < r1; a += chunk {
+		b := min(r1, a+chunk)
+		fn(&m.Data[a*m.RowBytes()], m.RowBytes(), b-a, pc/256, &c.act8[0], pc, &c.pairs[0], &c.xsT[0], c.batch, &out[0])
+		for r := a; r < b; r++ {
+			for v := 0; v < c.batch; v++ {
+				c.dst[v*m.Rows+r] = out[(r-a)*16+v]
+			}
+		}
+	}
 }

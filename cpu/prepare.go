@@ -19,6 +19,8 @@ type scratch struct {
 	actf   []float32 // A32 activations in the assembly kernels' layout
 	act8   []int8    // GGML A8 activations in the assembly kernels' layout
 	sums16 []int16   // GGML A8 per-sub-block activation sums
+	pairs  []int32   // GGML A8 batch kernels' transposed pair sums
+	xsT    []float32 // GGML A8 batch kernels' transposed activation scales
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}

@@ -16,6 +16,7 @@ import (
 func ggmlKernels() {
 	for _, c := range ggmlSupers {
 		ggmlSuperA8(c)
+		ggmlSuperA8M16(c)
 	}
 	for _, c := range ggmlSmalls {
 		ggmlBlockA8(c)
@@ -271,23 +272,25 @@ func ggmlSuperCodes(c ggmlSuper, wp GPVirtual, k ggmlConsts) (q [2][2]VecVirtual
 
 // ggmlHalfCodes unpacks half h of the super-block at wp.
 func ggmlHalfCodes(c ggmlSuper, wp GPVirtual, h int, k ggmlConsts) (q [2]VecVirtual) {
+	return ggmlHalfCodesInto(c, wp, h, k, [2]VecVirtual{ZMM(), ZMM()})
+}
+
+// ggmlHalfCodesInto is ggmlHalfCodes into the registers q.
+func ggmlHalfCodesInto(c ggmlSuper, wp GPVirtual, h int, k ggmlConsts, q [2]VecVirtual) [2]VecVirtual {
 	switch c.t {
 	case "Q4K", "Q5K", "Q6K", "IQ4XS":
 		off := map[string]int{"Q4K": 16, "Q5K": 48, "Q6K": 0, "IQ4XS": 8}[c.t] + 64*h
-		lo, hi := ZMM(), ZMM()
+		lo, hi := q[0], q[1]
 		VPSRLW(U8(4), Mem{Base: wp, Disp: off}, hi)
 		VPANDD(Mem{Base: wp, Disp: off}, k.nib, lo)
 		VPANDD(hi, k.nib, hi)
-		q = [2]VecVirtual{lo, hi}
 	case "Q2K", "Q3K":
 		off := map[string]int{"Q2K": 16, "Q3K": 32}[c.t] + 32*h
 		qs := ZMM()
 		VBROADCASTI64X4(Mem{Base: wp, Disp: off}, qs)
 		for p := 0; p < 2; p++ {
-			v := ZMM()
-			VPSRLVW(k.cnt[p], qs, v)
-			VPANDD(v, k.three, v)
-			q[p] = v
+			VPSRLVW(k.cnt[p], qs, q[p])
+			VPANDD(q[p], k.three, q[p])
 		}
 	}
 	switch c.t {
@@ -731,6 +734,173 @@ func ggmlBlockA8(c ggmlSmall) {
 		}
 		bump("w", param("stride"))
 		bump("out", U32(4))
+		r := param("rows")
+		DECQ(r)
+		Store(r, Param("rows"))
+		JNZ(LabelRef(name + "_row"))
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// ggmlSigM16 is the signature of the GGML batch kernels: as ggmlSig, but
+// the activations of super-block k of vector v are at act + (16k + v)*256
+// (astride is unused: the vectors of a super-block share cache lines
+// instead of aliasing in L1 at a stride of the row length), the sums are
+// the pairs of int16 sub-block sums of the 16 vector slots
+// (per super-block and pair p: 16 dwords, slot v holding vector v's sums
+// of sub-blocks 2p, 2p+1), xs the activation scales of the 16 slots per
+// group of 128 columns, and row r's results go to out[16r .. 16r+15]
+// (slot order); slots from nvec on must have zero sums and scales.
+const ggmlSigM16 = "func(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)"
+
+// ggmlSuperA8M16 emits Ggml<t>A8M16Avx512: the batch kernel of a
+// super-block type, the vectors in the lanes. Per row, super-block and
+// half, the codes and scales are unpacked once, each of up to 16 vectors
+// gets its own accumulator (VPMADDUBSW and VPMADDWD/VPDPWSSD as the
+// one-vector kernel), reduce16 turns the 16 accumulators into one vector
+// of 16 sums S, the sums term M of all 16 is VPMADDWD of the transposed
+// activation sums with the broadcast mins (or scales), and the float steps
+// run on 16 vectors at once, in the definition's order: one rounding per
+// operation, no fused multiply-add.
+func ggmlSuperA8M16(c ggmlSuper) {
+	t := c.t
+	name := "Ggml" + t + "A8M16Avx512"
+	TEXT(name, NOSPLIT, ggmlSigM16)
+	Pragma("noescape")
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 2..16 vectors, the vectors in the lanes of the accumulators of the float steps.", name, "Ggml"+t+"A8Avx512"))
+	sumLen := 256 / c.sub        // sub-blocks per super-block
+	pairBytes := sumLen / 2 * 64 // transposed pair sums per super-block
+	sumw16 := AllocLocal(32)     // the words the sums term multiplies by
+	kc, idxTab := ggmlConstTables(c, false)
+	// one set of registers for both halves and every super-block (avo's
+	// greedy allocator fails with fresh ones per half)
+	acc := make([]VecVirtual, 16)
+	for v := range acc {
+		acc[v] = ZMM()
+	}
+	q := [2]VecVirtual{ZMM(), ZMM()}
+	sc := [2]VecVirtual{ZMM(), ZMM()}
+	Label(name + "_row")
+	{
+		acc16 := ZMM()
+		VPXORD(acc16, acc16, acc16)
+		wp := param("w")
+		ak, sk, xk := param("act"), param("sums"), param("xs")
+		nk := param("nsb")
+		Label(name + "_sb")
+		{
+			scw, sumw := ggmlSuperScales(c, wp)
+			if sumLen == 16 {
+				VMOVDQU64(sumw, sumw16)
+			} else {
+				VMOVDQU64(sumw, sumw16.Offset(0))
+			}
+			dz := ZMM()
+			{
+				off := map[string]int{"Q2K": 80, "Q3K": 108, "Q6K": 208}[t]
+				h := YMM()
+				VPBROADCASTW(Mem{Base: wp, Disp: off}, h)
+				VCVTPH2PS(h, dz)
+			}
+			var dmz VecVirtual
+			if c.mins {
+				off := map[string]int{"Q2K": 82}[t]
+				if t != "Q2K" {
+					off = 2
+				}
+				h := YMM()
+				VPBROADCASTW(Mem{Base: wp, Disp: off}, h)
+				dmz = ZMM()
+				VCVTPH2PS(h, dmz)
+			}
+			for h := 0; h < 2; h++ {
+				ggmlHalfCodesInto(c, wp, h, kc, q)
+				for p := 0; p < 2; p++ {
+					if c.dword && p == 1 {
+						continue
+					}
+					ix := ZMM()
+					VMOVDQU64(idxTab[h][p], ix)
+					if c.dword {
+						VPERMD(scw.AsZ(), ix, sc[p])
+					} else {
+						VPERMW(scw.AsZ(), ix, sc[p])
+					}
+				}
+				for v := range acc {
+					VPXORD(acc[v], acc[v], acc[v])
+				}
+				n := param("nvec")
+				done := fmt.Sprintf("%s_h%d_done", name, h)
+				for v := 0; v < 16; v++ {
+					if c.dword {
+						for p := 0; p < 2; p++ {
+							VPDPBUSD(Mem{Base: ak, Disp: 256*v + 128*h + 64*p}, q[p], acc[v])
+						}
+					} else {
+						for p := 0; p < 2; p++ {
+							pr := ZMM()
+							VPMADDUBSW(Mem{Base: ak, Disp: 256*v + 128*h + 64*p}, q[p], pr)
+							VPDPWSSD(sc[p], pr, acc[v])
+						}
+					}
+					if v < 15 {
+						DECQ(n)
+						JZ(LabelRef(done))
+					}
+				}
+				Label(done)
+				if c.dword {
+					for v := range acc {
+						VPMULLD(sc[0], acc[v], acc[v])
+					}
+				}
+				S := reduce16(acc)
+				// the sums term of the 16 slots: pairs 4h..4h+3 (16-column
+				// sub-blocks) or 2h, 2h+1 (32-column ones)
+				M := ZMM()
+				np := sumLen / 4
+				for i := 0; i < np; i++ {
+					pr := h*np + i
+					b := ZMM()
+					VPBROADCASTD(sumw16.Offset(4*pr), b)
+					if i == 0 {
+						VPMADDWD(Mem{Base: sk, Disp: 64 * pr}, b, M)
+					} else {
+						VPDPWSSD(Mem{Base: sk, Disp: 64 * pr}, b, M)
+					}
+				}
+				if c.shift > 0 {
+					sh := ZMM()
+					VPSLLD(U8(c.shift), M, sh)
+					VPSUBD(sh, S, S)
+				}
+				xz := ZMM()
+				VMOVUPS(Mem{Base: xk, Disp: 64 * h}, xz)
+				coef, f := ZMM(), ZMM()
+				VMULPS(dz, xz, coef)
+				VCVTDQ2PS(S, f)
+				VMULPS(coef, f, f)
+				VADDPS(f, acc16, acc16)
+				if c.mins {
+					VMULPS(dmz, xz, coef)
+					VCVTDQ2PS(M, f)
+					VMULPS(coef, f, f)
+					VSUBPS(f, acc16, acc16)
+				}
+			}
+			ADDQ(U32(c.bytes), wp)
+			ADDQ(U32(16*256), ak)
+			ADDQ(U32(pairBytes), sk)
+			ADDQ(U32(128), xk)
+			DECQ(nk)
+			JNZ(LabelRef(name + "_sb"))
+		}
+		op := param("out")
+		VMOVUPS(acc16, Mem{Base: op})
+		bump("out", U32(64))
+		bump("w", param("stride"))
 		r := param("rows")
 		DECQ(r)
 		Store(r, Param("rows"))
