@@ -499,28 +499,32 @@
 //
 // # GGML block kernels
 //
-// ggml_amd64.s: llama.cpp's super-block types (layout/ggml) with int8
+// ggml_amd64.s: llama.cpp's block types (layout/ggml) with int8
 // activations, the exact definition of layout/ggml's package doc; the
-// reference is cpu.ggmlA8Rows. Every kernel has the signature
-// func(w *byte, stride int, rows int, nsb int, act *int8, astride int,
-// sums *int16, sstride int, xs *float32, xstride int, nvec int,
-// out *float32, ostride int): for r < rows (row r at w + r*stride, nsb
-// super-blocks) and v < nvec, out[v*ostride + r] (byte strides) = the
-// exact A8 product of row r with vector v, whose activations are at
-// act + v*astride (layout per kernel), its int16 per-sub-block sums at
+// reference is cpu.ggmlA8Rows. The one-vector kernels Ggml<type>A8Avx512
+// have the signature func(w *byte, stride int, rows int, nsb int,
+// act *int8, astride int, sums *int16, sstride int, xs *float32,
+// xstride int, nvec int, out *float32, ostride int): for r < rows (row r
+// at w + r*stride, nsb super-blocks, or groups of four 32-element blocks)
+// and v < nvec, out[v*ostride + r] (byte strides) = the exact A8 product
+// of row r with vector v, whose activations are at act + v*astride
+// (layout per kernel), its int16 per-sub-block (per-block) sums at
 // sums + v*sstride and its float32 scales at xs + v*xstride. A row's
-// super-blocks are unpacked once for all vectors: each half's codes to
-// unsigned bytes, the sub-block scales to int16 lanes (VPERMW), then
-// VPMADDUBSW and VPMADDWD/VPDPWSSD per vector, the two halves and the
-// sums term reduced together, and the float steps in scalar SSE in the
-// definition's order. Preconditions: rows, nsb, nvec >= 1.
+// blocks are unpacked once for all vectors: codes to unsigned bytes, the
+// sub-block scales to int16 lanes (VPERMW), then VPMADDUBSW and
+// VPMADDWD/VPDPWSSD (VPDPBUSD for IQ4_XS and the 32-element types) per
+// vector, the halves (blocks) and the sums term reduced together, and the
+// float steps in scalar SSE in the definition's order.
 //
-//   - GgmlQ4KA8Avx512, GgmlQ5KA8Avx512 (AVX-512 BW, VNNI, F16C): per 128
-//     columns the activations come as [0:32] [64:96] [32:64] [96:128]
-//     (the columns of the low, then the high nibbles of the half's 64 code
-//     bytes), the sums one int16 per 32 columns.
-//   - GgmlQ6KA8Avx512: the activations in column order, the sums one int16
-//     per 16 columns; S - 32*sum(sc*sx) recentres the 6-bit codes.
+// The batch kernels Ggml<type>A8M16Avx512 (super-block types) have the
+// signature func(w *byte, stride int, rows int, nsb int, act *int8,
+// astride int, sums *int32, xs *float32, nvec int, out *float32): the
+// activations of super-block k of vector v at act + (16k + v)*256, the
+// sums as int16 pairs of sub-blocks in 16 vector slots per pair and
+// super-block, xs as 16 slots per 128 columns, row r's results at
+// out[16r .. 16r+15]; the vectors sit in the lanes of the float steps.
+// Preconditions: rows, nsb >= 1, 1 <= nvec <= 16 (batch kernels: the
+// slots from nvec on have zero sums and scales).
 //
 // # Activation kernels
 //
