@@ -5108,3 +5108,2253 @@ GgmlIQ4NLA8Avx512_vec:
 	JNZ          GgmlIQ4NLA8Avx512_row
 	VZEROUPPER
 	RET
+
+// func GgmlQ2KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, AVX512VL
+TEXT ·GgmlQ2KF32Avx512(SB), NOSPLIT, $0-80
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z0
+
+GgmlQ2KF32Avx512_row:
+	MOVQ   accs+56(FP), AX
+	MOVQ   nvec+40(FP), CX
+	VPXORD Z1, Z1, Z1
+
+GgmlQ2KF32Avx512_zero:
+	VMOVUPS Z1, (AX)
+	ADDQ    $0x00000040, AX
+	DECQ    CX
+	JNZ     GgmlQ2KF32Avx512_zero
+	MOVQ    w+0(FP), AX
+	MOVQ    x+32(FP), CX
+	MOVQ    nsb+24(FP), DX
+
+GgmlQ2KF32Avx512_unit:
+	MOVQ             tmp+48(FP), BX
+	VBROADCASTI64X4  16(AX), Z2
+	VPSRLVW          ggmlShift0<>+0(SB), Z2, Z5
+	VPANDD           Z5, Z0, Z5
+	VPSRLVW          ggmlShift1<>+0(SB), Z2, Z9
+	VPANDD           Z9, Z0, Z9
+	VBROADCASTI64X4  48(AX), Z2
+	VPSRLVW          ggmlShift0<>+0(SB), Z2, Z13
+	VPANDD           Z13, Z0, Z13
+	VPSRLVW          ggmlShift1<>+0(SB), Z2, Z17
+	VPANDD           Z17, Z0, Z17
+	VMOVDQU64        (AX), X2
+	VPSRLW           $0x04, X2, X3
+	MOVL             $0x0f0f0f0f, SI
+	VPBROADCASTD     SI, X4
+	VPANDD           X2, X4, X2
+	VPANDD           X3, X4, X3
+	VPMOVZXBW        X2, Y2
+	VPMOVZXBW        X3, Y3
+	VPBROADCASTW     80(AX), Y4
+	VCVTPH2PS        Y4, Z4
+	VPMOVSXWD        Y2, Z2
+	VCVTDQ2PS        Z2, Z2
+	VMULPS           Z4, Z2, Z2
+	VPBROADCASTW     82(AX), Y4
+	VCVTPH2PS        Y4, Z4
+	VPMOVSXWD        Y3, Z3
+	VCVTDQ2PS        Z3, Z3
+	VMULPS           Z4, Z3, Z3
+	MOVL             $0x80000000, SI
+	VPBROADCASTD     SI, Z4
+	VXORPS           Z4, Z3, Z3
+	VMOVUPS          Z2, 256(BX)
+	VMOVUPS          Z3, 384(BX)
+	VPMOVZXBD        X5, Z2
+	VBROADCASTSS     256(BX), Z3
+	VCVTDQ2PS        Z2, Z2
+	VFMADD213PS.BCST 384(BX), Z3, Z2
+	VEXTRACTI32X4    $0x01, Z5, X3
+	VPMOVZXBD        X3, Z3
+	VBROADCASTSS     260(BX), Z4
+	VCVTDQ2PS        Z3, Z3
+	VFMADD213PS.BCST 388(BX), Z4, Z3
+	VEXTRACTI32X4    $0x02, Z5, X4
+	VPMOVZXBD        X4, Z4
+	VBROADCASTSS     264(BX), Z6
+	VCVTDQ2PS        Z4, Z4
+	VFMADD213PS.BCST 392(BX), Z6, Z4
+	VEXTRACTI32X4    $0x03, Z5, X5
+	VPMOVZXBD        X5, Z5
+	VBROADCASTSS     268(BX), Z6
+	VCVTDQ2PS        Z5, Z5
+	VFMADD213PS.BCST 396(BX), Z6, Z5
+	VPMOVZXBD        X9, Z6
+	VBROADCASTSS     272(BX), Z7
+	VCVTDQ2PS        Z6, Z6
+	VFMADD213PS.BCST 400(BX), Z7, Z6
+	VEXTRACTI32X4    $0x01, Z9, X7
+	VPMOVZXBD        X7, Z7
+	VBROADCASTSS     276(BX), Z8
+	VCVTDQ2PS        Z7, Z7
+	VFMADD213PS.BCST 404(BX), Z8, Z7
+	VEXTRACTI32X4    $0x02, Z9, X8
+	VPMOVZXBD        X8, Z8
+	VBROADCASTSS     280(BX), Z10
+	VCVTDQ2PS        Z8, Z8
+	VFMADD213PS.BCST 408(BX), Z10, Z8
+	VEXTRACTI32X4    $0x03, Z9, X9
+	VPMOVZXBD        X9, Z9
+	VBROADCASTSS     284(BX), Z10
+	VCVTDQ2PS        Z9, Z9
+	VFMADD213PS.BCST 412(BX), Z10, Z9
+	VPMOVZXBD        X13, Z10
+	VBROADCASTSS     288(BX), Z11
+	VCVTDQ2PS        Z10, Z10
+	VFMADD213PS.BCST 416(BX), Z11, Z10
+	VEXTRACTI32X4    $0x01, Z13, X11
+	VPMOVZXBD        X11, Z11
+	VBROADCASTSS     292(BX), Z12
+	VCVTDQ2PS        Z11, Z11
+	VFMADD213PS.BCST 420(BX), Z12, Z11
+	VEXTRACTI32X4    $0x02, Z13, X12
+	VPMOVZXBD        X12, Z12
+	VBROADCASTSS     296(BX), Z14
+	VCVTDQ2PS        Z12, Z12
+	VFMADD213PS.BCST 424(BX), Z14, Z12
+	VEXTRACTI32X4    $0x03, Z13, X13
+	VPMOVZXBD        X13, Z13
+	VBROADCASTSS     300(BX), Z14
+	VCVTDQ2PS        Z13, Z13
+	VFMADD213PS.BCST 428(BX), Z14, Z13
+	VPMOVZXBD        X17, Z14
+	VBROADCASTSS     304(BX), Z15
+	VCVTDQ2PS        Z14, Z14
+	VFMADD213PS.BCST 432(BX), Z15, Z14
+	VEXTRACTI32X4    $0x01, Z17, X15
+	VPMOVZXBD        X15, Z15
+	VBROADCASTSS     308(BX), Z16
+	VCVTDQ2PS        Z15, Z15
+	VFMADD213PS.BCST 436(BX), Z16, Z15
+	VEXTRACTI32X4    $0x02, Z17, X16
+	VPMOVZXBD        X16, Z16
+	VBROADCASTSS     312(BX), Z18
+	VCVTDQ2PS        Z16, Z16
+	VFMADD213PS.BCST 440(BX), Z18, Z16
+	VEXTRACTI32X4    $0x03, Z17, X17
+	VPMOVZXBD        X17, Z17
+	VBROADCASTSS     316(BX), Z18
+	VCVTDQ2PS        Z17, Z17
+	VFMADD213PS.BCST 444(BX), Z18, Z17
+	MOVQ             CX, BX
+	MOVQ             accs+56(FP), SI
+	MOVQ             nvec+40(FP), DI
+
+GgmlQ2KF32Avx512_vec:
+	VMULPS      (BX), Z2, Z18
+	VMULPS      64(BX), Z3, Z19
+	VMULPS      128(BX), Z4, Z20
+	VMULPS      192(BX), Z5, Z21
+	VFMADD231PS 256(BX), Z6, Z18
+	VFMADD231PS 320(BX), Z7, Z19
+	VFMADD231PS 384(BX), Z8, Z20
+	VFMADD231PS 448(BX), Z9, Z21
+	VFMADD231PS 512(BX), Z10, Z18
+	VFMADD231PS 576(BX), Z11, Z19
+	VFMADD231PS 640(BX), Z12, Z20
+	VFMADD231PS 704(BX), Z13, Z21
+	VFMADD231PS 768(BX), Z14, Z18
+	VFMADD231PS 832(BX), Z15, Z19
+	VFMADD231PS 896(BX), Z16, Z20
+	VFMADD231PS 960(BX), Z17, Z21
+	VADDPS      Z19, Z18, Z18
+	VADDPS      Z21, Z20, Z20
+	VADDPS      Z20, Z18, Z18
+	VADDPS      (SI), Z18, Z18
+	VMOVUPS     Z18, (SI)
+	ADDQ        $0x00000400, BX
+	ADDQ        $0x00000040, SI
+	DECQ        DI
+	JNZ         GgmlQ2KF32Avx512_vec
+	ADDQ        $0x00000054, AX
+	MOVQ        nvec+40(FP), BX
+	SHLQ        $0x0a, BX
+	ADDQ        BX, CX
+	DECQ        DX
+	JNZ         GgmlQ2KF32Avx512_unit
+	MOVQ        accs+56(FP), AX
+	MOVQ        out+64(FP), CX
+	MOVQ        nvec+40(FP), DX
+
+GgmlQ2KF32Avx512_out:
+	VMOVUPS       (AX), Z2
+	VEXTRACTF64X4 $0x01, Z2, Y3
+	VADDPS        Y3, Y2, Y3
+	VEXTRACTF32X4 $0x01, Y3, X2
+	VADDPS        X2, X3, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (CX)
+	ADDQ          $0x00000040, AX
+	MOVQ          ostride+72(FP), BX
+	ADDQ          BX, CX
+	DECQ          DX
+	JNZ           GgmlQ2KF32Avx512_out
+	MOVQ          stride+8(FP), AX
+	MOVQ          w+0(FP), CX
+	ADDQ          AX, CX
+	MOVQ          CX, w+0(FP)
+	MOVQ          out+64(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, out+64(FP)
+	MOVQ          rows+16(FP), AX
+	DECQ          AX
+	MOVQ          AX, rows+16(FP)
+	JNZ           GgmlQ2KF32Avx512_row
+	VZEROUPPER
+	RET
+
+// func GgmlQ3KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL
+TEXT ·GgmlQ3KF32Avx512(SB), NOSPLIT, $0-80
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+	MOVL         $0x04040404, AX
+	VPBROADCASTD AX, Z0
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z2
+
+GgmlQ3KF32Avx512_row:
+	MOVQ   accs+56(FP), AX
+	MOVQ   nvec+40(FP), CX
+	VPXORD Z1, Z1, Z1
+
+GgmlQ3KF32Avx512_zero:
+	VMOVUPS Z1, (AX)
+	ADDQ    $0x00000040, AX
+	DECQ    CX
+	JNZ     GgmlQ3KF32Avx512_zero
+	MOVQ    w+0(FP), AX
+	MOVQ    x+32(FP), CX
+	MOVQ    nsb+24(FP), DX
+
+GgmlQ3KF32Avx512_unit:
+	MOVQ             tmp+48(FP), BX
+	VBROADCASTI64X4  32(AX), Z3
+	VPSRLVW          ggmlShift0<>+0(SB), Z3, Z6
+	VPANDD           Z6, Z2, Z6
+	VPSRLVW          ggmlShift1<>+0(SB), Z3, Z10
+	VPANDD           Z10, Z2, Z10
+	VBROADCASTI64X4  (AX), Z3
+	VPTESTMB         ggmlQ3KBit00<>+0(SB), Z3, K1
+	VPADDB           Z0, Z6, K1, Z6
+	VPTESTMB         ggmlQ3KBit01<>+0(SB), Z3, K1
+	VPADDB           Z0, Z10, K1, Z10
+	VBROADCASTI64X4  64(AX), Z3
+	VPSRLVW          ggmlShift0<>+0(SB), Z3, Z14
+	VPANDD           Z14, Z2, Z14
+	VPSRLVW          ggmlShift1<>+0(SB), Z3, Z18
+	VPANDD           Z18, Z2, Z18
+	VBROADCASTI64X4  (AX), Z3
+	VPTESTMB         ggmlQ3KBit10<>+0(SB), Z3, K1
+	VPADDB           Z0, Z14, K1, Z14
+	VPTESTMB         ggmlQ3KBit11<>+0(SB), Z3, K1
+	VPADDB           Z0, Z18, K1, Z18
+	MOVL             96(AX), SI
+	MOVL             100(AX), DI
+	MOVL             104(AX), R8
+	MOVL             SI, R9
+	ANDL             $0x0f0f0f0f, R9
+	MOVL             R8, R10
+	ANDL             $0x03030303, R10
+	SHLL             $0x04, R10
+	ORL              R10, R9
+	MOVL             DI, R10
+	ANDL             $0x0f0f0f0f, R10
+	MOVL             R8, R11
+	SHRL             $0x02, R11
+	ANDL             $0x03030303, R11
+	SHLL             $0x04, R11
+	ORL              R11, R10
+	SHRL             $0x04, SI
+	ANDL             $0x0f0f0f0f, SI
+	MOVL             R8, R11
+	SHRL             $0x04, R11
+	ANDL             $0x03030303, R11
+	SHLL             $0x04, R11
+	ORL              R11, SI
+	SHRL             $0x04, DI
+	ANDL             $0x0f0f0f0f, DI
+	SHRL             $0x06, R8
+	ANDL             $0x03030303, R8
+	SHLL             $0x04, R8
+	ORL              R8, DI
+	MOVL             R10, R8
+	SHLQ             $0x20, R8
+	ORQ              R9, R8
+	SHLQ             $0x20, DI
+	ORQ              SI, DI
+	VMOVQ            R8, X3
+	VMOVQ            DI, X4
+	VPUNPCKLQDQ      X4, X3, X3
+	MOVL             $0x20202020, SI
+	VPBROADCASTD     SI, X4
+	VPSUBB           X4, X3, X3
+	VPMOVSXBW        X3, Y3
+	VPBROADCASTW     108(AX), Y4
+	VCVTPH2PS        Y4, Z4
+	VPMOVSXWD        Y3, Z3
+	VCVTDQ2PS        Z3, Z3
+	VMULPS           Z4, Z3, Z3
+	MOVL             $0xc0800000, SI
+	VPBROADCASTD     SI, Z4
+	VMULPS           Z4, Z3, Z4
+	VMOVUPS          Z3, 256(BX)
+	VMOVUPS          Z4, 384(BX)
+	VPMOVZXBD        X6, Z3
+	VBROADCASTSS     256(BX), Z4
+	VCVTDQ2PS        Z3, Z3
+	VFMADD213PS.BCST 384(BX), Z4, Z3
+	VEXTRACTI32X4    $0x01, Z6, X4
+	VPMOVZXBD        X4, Z4
+	VBROADCASTSS     260(BX), Z5
+	VCVTDQ2PS        Z4, Z4
+	VFMADD213PS.BCST 388(BX), Z5, Z4
+	VEXTRACTI32X4    $0x02, Z6, X5
+	VPMOVZXBD        X5, Z5
+	VBROADCASTSS     264(BX), Z7
+	VCVTDQ2PS        Z5, Z5
+	VFMADD213PS.BCST 392(BX), Z7, Z5
+	VEXTRACTI32X4    $0x03, Z6, X6
+	VPMOVZXBD        X6, Z6
+	VBROADCASTSS     268(BX), Z7
+	VCVTDQ2PS        Z6, Z6
+	VFMADD213PS.BCST 396(BX), Z7, Z6
+	VPMOVZXBD        X10, Z7
+	VBROADCASTSS     272(BX), Z8
+	VCVTDQ2PS        Z7, Z7
+	VFMADD213PS.BCST 400(BX), Z8, Z7
+	VEXTRACTI32X4    $0x01, Z10, X8
+	VPMOVZXBD        X8, Z8
+	VBROADCASTSS     276(BX), Z9
+	VCVTDQ2PS        Z8, Z8
+	VFMADD213PS.BCST 404(BX), Z9, Z8
+	VEXTRACTI32X4    $0x02, Z10, X9
+	VPMOVZXBD        X9, Z9
+	VBROADCASTSS     280(BX), Z11
+	VCVTDQ2PS        Z9, Z9
+	VFMADD213PS.BCST 408(BX), Z11, Z9
+	VEXTRACTI32X4    $0x03, Z10, X10
+	VPMOVZXBD        X10, Z10
+	VBROADCASTSS     284(BX), Z11
+	VCVTDQ2PS        Z10, Z10
+	VFMADD213PS.BCST 412(BX), Z11, Z10
+	VPMOVZXBD        X14, Z11
+	VBROADCASTSS     288(BX), Z12
+	VCVTDQ2PS        Z11, Z11
+	VFMADD213PS.BCST 416(BX), Z12, Z11
+	VEXTRACTI32X4    $0x01, Z14, X12
+	VPMOVZXBD        X12, Z12
+	VBROADCASTSS     292(BX), Z13
+	VCVTDQ2PS        Z12, Z12
+	VFMADD213PS.BCST 420(BX), Z13, Z12
+	VEXTRACTI32X4    $0x02, Z14, X13
+	VPMOVZXBD        X13, Z13
+	VBROADCASTSS     296(BX), Z15
+	VCVTDQ2PS        Z13, Z13
+	VFMADD213PS.BCST 424(BX), Z15, Z13
+	VEXTRACTI32X4    $0x03, Z14, X14
+	VPMOVZXBD        X14, Z14
+	VBROADCASTSS     300(BX), Z15
+	VCVTDQ2PS        Z14, Z14
+	VFMADD213PS.BCST 428(BX), Z15, Z14
+	VPMOVZXBD        X18, Z15
+	VBROADCASTSS     304(BX), Z16
+	VCVTDQ2PS        Z15, Z15
+	VFMADD213PS.BCST 432(BX), Z16, Z15
+	VEXTRACTI32X4    $0x01, Z18, X16
+	VPMOVZXBD        X16, Z16
+	VBROADCASTSS     308(BX), Z17
+	VCVTDQ2PS        Z16, Z16
+	VFMADD213PS.BCST 436(BX), Z17, Z16
+	VEXTRACTI32X4    $0x02, Z18, X17
+	VPMOVZXBD        X17, Z17
+	VBROADCASTSS     312(BX), Z19
+	VCVTDQ2PS        Z17, Z17
+	VFMADD213PS.BCST 440(BX), Z19, Z17
+	VEXTRACTI32X4    $0x03, Z18, X18
+	VPMOVZXBD        X18, Z18
+	VBROADCASTSS     316(BX), Z19
+	VCVTDQ2PS        Z18, Z18
+	VFMADD213PS.BCST 444(BX), Z19, Z18
+	MOVQ             CX, BX
+	MOVQ             accs+56(FP), SI
+	MOVQ             nvec+40(FP), DI
+
+GgmlQ3KF32Avx512_vec:
+	VMULPS      (BX), Z3, Z19
+	VMULPS      64(BX), Z4, Z20
+	VMULPS      128(BX), Z5, Z21
+	VMULPS      192(BX), Z6, Z22
+	VFMADD231PS 256(BX), Z7, Z19
+	VFMADD231PS 320(BX), Z8, Z20
+	VFMADD231PS 384(BX), Z9, Z21
+	VFMADD231PS 448(BX), Z10, Z22
+	VFMADD231PS 512(BX), Z11, Z19
+	VFMADD231PS 576(BX), Z12, Z20
+	VFMADD231PS 640(BX), Z13, Z21
+	VFMADD231PS 704(BX), Z14, Z22
+	VFMADD231PS 768(BX), Z15, Z19
+	VFMADD231PS 832(BX), Z16, Z20
+	VFMADD231PS 896(BX), Z17, Z21
+	VFMADD231PS 960(BX), Z18, Z22
+	VADDPS      Z20, Z19, Z19
+	VADDPS      Z22, Z21, Z21
+	VADDPS      Z21, Z19, Z19
+	VADDPS      (SI), Z19, Z19
+	VMOVUPS     Z19, (SI)
+	ADDQ        $0x00000400, BX
+	ADDQ        $0x00000040, SI
+	DECQ        DI
+	JNZ         GgmlQ3KF32Avx512_vec
+	ADDQ        $0x0000006e, AX
+	MOVQ        nvec+40(FP), BX
+	SHLQ        $0x0a, BX
+	ADDQ        BX, CX
+	DECQ        DX
+	JNZ         GgmlQ3KF32Avx512_unit
+	MOVQ        accs+56(FP), AX
+	MOVQ        out+64(FP), CX
+	MOVQ        nvec+40(FP), DX
+
+GgmlQ3KF32Avx512_out:
+	VMOVUPS       (AX), Z3
+	VEXTRACTF64X4 $0x01, Z3, Y4
+	VADDPS        Y4, Y3, Y4
+	VEXTRACTF32X4 $0x01, Y4, X3
+	VADDPS        X3, X4, X3
+	VMOVHLPS      X3, X3, X4
+	VADDPS        X4, X3, X3
+	VMOVSHDUP     X3, X4
+	VADDSS        X4, X3, X3
+	VMOVSS        X3, (CX)
+	ADDQ          $0x00000040, AX
+	MOVQ          ostride+72(FP), BX
+	ADDQ          BX, CX
+	DECQ          DX
+	JNZ           GgmlQ3KF32Avx512_out
+	MOVQ          stride+8(FP), AX
+	MOVQ          w+0(FP), CX
+	ADDQ          AX, CX
+	MOVQ          CX, w+0(FP)
+	MOVQ          out+64(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, out+64(FP)
+	MOVQ          rows+16(FP), AX
+	DECQ          AX
+	MOVQ          AX, rows+16(FP)
+	JNZ           GgmlQ3KF32Avx512_row
+	VZEROUPPER
+	RET
+
+// func GgmlQ4KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, AVX512VL
+TEXT ·GgmlQ4KF32Avx512(SB), NOSPLIT, $0-80
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+
+GgmlQ4KF32Avx512_row:
+	MOVQ   accs+56(FP), AX
+	MOVQ   nvec+40(FP), CX
+	VPXORD Z17, Z17, Z17
+
+GgmlQ4KF32Avx512_zero:
+	VMOVUPS Z17, (AX)
+	ADDQ    $0x00000040, AX
+	DECQ    CX
+	JNZ     GgmlQ4KF32Avx512_zero
+	MOVQ    w+0(FP), AX
+	MOVQ    x+32(FP), CX
+	MOVQ    nsb+24(FP), DX
+
+GgmlQ4KF32Avx512_unit:
+	MOVQ             tmp+48(FP), BX
+	VPSRLW           $0x04, 16(AX), Z8
+	VPANDD           16(AX), Z0, Z4
+	VPANDD           Z8, Z0, Z8
+	VPSRLW           $0x04, 80(AX), Z16
+	VPANDD           80(AX), Z0, Z12
+	VPANDD           Z16, Z0, Z16
+	MOVL             4(AX), SI
+	MOVL             8(AX), DI
+	MOVL             12(AX), R8
+	MOVL             SI, R9
+	ANDL             $0x3f3f3f3f, R9
+	MOVL             DI, R10
+	ANDL             $0x3f3f3f3f, R10
+	MOVL             R8, R11
+	ANDL             $0x0f0f0f0f, R11
+	SHRL             $0x06, SI
+	ANDL             $0x03030303, SI
+	SHLL             $0x04, SI
+	ORL              SI, R11
+	SHRL             $0x04, R8
+	ANDL             $0x0f0f0f0f, R8
+	MOVL             DI, SI
+	SHRL             $0x06, SI
+	ANDL             $0x03030303, SI
+	SHLL             $0x04, SI
+	ORL              R8, SI
+	MOVL             R11, DI
+	SHLQ             $0x20, DI
+	ORQ              R9, DI
+	SHLQ             $0x20, SI
+	ORQ              R10, SI
+	VMOVQ            DI, X2
+	VMOVQ            SI, X1
+	VPMOVZXBW        X2, X3
+	VPMOVZXBW        X1, X2
+	VPBROADCASTW     (AX), Y1
+	VCVTPH2PS        Y1, Z1
+	VPMOVSXWD        X3, Y18
+	VCVTDQ2PS        Z18, Z18
+	VMULPS           Z1, Z18, Z18
+	VPBROADCASTW     2(AX), Y1
+	VCVTPH2PS        Y1, Z1
+	VPMOVSXWD        X2, Y19
+	VCVTDQ2PS        Z19, Z19
+	VMULPS           Z1, Z19, Z19
+	MOVL             $0x80000000, SI
+	VPBROADCASTD     SI, Z1
+	VXORPS           Z1, Z19, Z19
+	VMOVUPS          Z18, 256(BX)
+	VMOVUPS          Z19, 384(BX)
+	VPMOVZXBD        X4, Z1
+	VBROADCASTSS     256(BX), Z2
+	VCVTDQ2PS        Z1, Z1
+	VFMADD213PS.BCST 384(BX), Z2, Z1
+	VEXTRACTI32X4    $0x01, Z4, X2
+	VPMOVZXBD        X2, Z2
+	VBROADCASTSS     256(BX), Z3
+	VCVTDQ2PS        Z2, Z2
+	VFMADD213PS.BCST 384(BX), Z3, Z2
+	VEXTRACTI32X4    $0x02, Z4, X3
+	VPMOVZXBD        X3, Z3
+	VBROADCASTSS     264(BX), Z5
+	VCVTDQ2PS        Z3, Z3
+	VFMADD213PS.BCST 392(BX), Z5, Z3
+	VEXTRACTI32X4    $0x03, Z4, X4
+	VPMOVZXBD        X4, Z4
+	VBROADCASTSS     264(BX), Z5
+	VCVTDQ2PS        Z4, Z4
+	VFMADD213PS.BCST 392(BX), Z5, Z4
+	VPMOVZXBD        X8, Z5
+	VBROADCASTSS     260(BX), Z6
+	VCVTDQ2PS        Z5, Z5
+	VFMADD213PS.BCST 388(BX), Z6, Z5
+	VEXTRACTI32X4    $0x01, Z8, X6
+	VPMOVZXBD        X6, Z6
+	VBROADCASTSS     260(BX), Z7
+	VCVTDQ2PS        Z6, Z6
+	VFMADD213PS.BCST 388(BX), Z7, Z6
+	VEXTRACTI32X4    $0x02, Z8, X7
+	VPMOVZXBD        X7, Z7
+	VBROADCASTSS     268(BX), Z9
+	VCVTDQ2PS        Z7, Z7
+	VFMADD213PS.BCST 396(BX), Z9, Z7
+	VEXTRACTI32X4    $0x03, Z8, X8
+	VPMOVZXBD        X8, Z8
+	VBROADCASTSS     268(BX), Z9
+	VCVTDQ2PS        Z8, Z8
+	VFMADD213PS.BCST 396(BX), Z9, Z8
+	VPMOVZXBD        X12, Z9
+	VBROADCASTSS     272(BX), Z10
+	VCVTDQ2PS        Z9, Z9
+	VFMADD213PS.BCST 400(BX), Z10, Z9
+	VEXTRACTI32X4    $0x01, Z12, X10
+	VPMOVZXBD        X10, Z10
+	VBROADCASTSS     272(BX), Z11
+	VCVTDQ2PS        Z10, Z10
+	VFMADD213PS.BCST 400(BX), Z11, Z10
+	VEXTRACTI32X4    $0x02, Z12, X11
+	VPMOVZXBD        X11, Z11
+	VBROADCASTSS     280(BX), Z13
+	VCVTDQ2PS        Z11, Z11
+	VFMADD213PS.BCST 408(BX), Z13, Z11
+	VEXTRACTI32X4    $0x03, Z12, X12
+	VPMOVZXBD        X12, Z12
+	VBROADCASTSS     280(BX), Z13
+	VCVTDQ2PS        Z12, Z12
+	VFMADD213PS.BCST 408(BX), Z13, Z12
+	VPMOVZXBD        X16, Z13
+	VBROADCASTSS     276(BX), Z14
+	VCVTDQ2PS        Z13, Z13
+	VFMADD213PS.BCST 404(BX), Z14, Z13
+	VEXTRACTI32X4    $0x01, Z16, X14
+	VPMOVZXBD        X14, Z14
+	VBROADCASTSS     276(BX), Z15
+	VCVTDQ2PS        Z14, Z14
+	VFMADD213PS.BCST 404(BX), Z15, Z14
+	VEXTRACTI32X4    $0x02, Z16, X15
+	VPMOVZXBD        X15, Z15
+	VBROADCASTSS     284(BX), Z20
+	VCVTDQ2PS        Z15, Z15
+	VFMADD213PS.BCST 412(BX), Z20, Z15
+	VEXTRACTI32X4    $0x03, Z16, X16
+	VPMOVZXBD        X16, Z16
+	VBROADCASTSS     284(BX), Z20
+	VCVTDQ2PS        Z16, Z16
+	VFMADD213PS.BCST 412(BX), Z20, Z16
+	MOVQ             CX, BX
+	MOVQ             accs+56(FP), SI
+	MOVQ             nvec+40(FP), DI
+
+GgmlQ4KF32Avx512_vec:
+	VMULPS      (BX), Z1, Z20
+	VMULPS      64(BX), Z2, Z21
+	VMULPS      256(BX), Z3, Z22
+	VMULPS      320(BX), Z4, Z23
+	VFMADD231PS 128(BX), Z5, Z20
+	VFMADD231PS 192(BX), Z6, Z21
+	VFMADD231PS 384(BX), Z7, Z22
+	VFMADD231PS 448(BX), Z8, Z23
+	VFMADD231PS 512(BX), Z9, Z20
+	VFMADD231PS 576(BX), Z10, Z21
+	VFMADD231PS 768(BX), Z11, Z22
+	VFMADD231PS 832(BX), Z12, Z23
+	VFMADD231PS 640(BX), Z13, Z20
+	VFMADD231PS 704(BX), Z14, Z21
+	VFMADD231PS 896(BX), Z15, Z22
+	VFMADD231PS 960(BX), Z16, Z23
+	VADDPS      Z21, Z20, Z20
+	VADDPS      Z23, Z22, Z22
+	VADDPS      Z22, Z20, Z20
+	VADDPS      (SI), Z20, Z20
+	VMOVUPS     Z20, (SI)
+	ADDQ        $0x00000400, BX
+	ADDQ        $0x00000040, SI
+	DECQ        DI
+	JNZ         GgmlQ4KF32Avx512_vec
+	ADDQ        $0x00000090, AX
+	MOVQ        nvec+40(FP), BX
+	SHLQ        $0x0a, BX
+	ADDQ        BX, CX
+	DECQ        DX
+	JNZ         GgmlQ4KF32Avx512_unit
+	MOVQ        accs+56(FP), AX
+	MOVQ        out+64(FP), CX
+	MOVQ        nvec+40(FP), DX
+
+GgmlQ4KF32Avx512_out:
+	VMOVUPS       (AX), Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VMOVSS        X1, (CX)
+	ADDQ          $0x00000040, AX
+	MOVQ          ostride+72(FP), BX
+	ADDQ          BX, CX
+	DECQ          DX
+	JNZ           GgmlQ4KF32Avx512_out
+	MOVQ          stride+8(FP), AX
+	MOVQ          w+0(FP), CX
+	ADDQ          AX, CX
+	MOVQ          CX, w+0(FP)
+	MOVQ          out+64(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, out+64(FP)
+	MOVQ          rows+16(FP), AX
+	DECQ          AX
+	MOVQ          AX, rows+16(FP)
+	JNZ           GgmlQ4KF32Avx512_row
+	VZEROUPPER
+	RET
+
+// func GgmlQ5KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, AVX512VL
+TEXT ·GgmlQ5KF32Avx512(SB), NOSPLIT, $0-80
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z1
+
+GgmlQ5KF32Avx512_row:
+	MOVQ   accs+56(FP), AX
+	MOVQ   nvec+40(FP), CX
+	VPXORD Z18, Z18, Z18
+
+GgmlQ5KF32Avx512_zero:
+	VMOVUPS Z18, (AX)
+	ADDQ    $0x00000040, AX
+	DECQ    CX
+	JNZ     GgmlQ5KF32Avx512_zero
+	MOVQ    w+0(FP), AX
+	MOVQ    x+32(FP), CX
+	MOVQ    nsb+24(FP), DX
+
+GgmlQ5KF32Avx512_unit:
+	MOVQ             tmp+48(FP), BX
+	VPSRLW           $0x04, 48(AX), Z9
+	VPANDD           48(AX), Z0, Z5
+	VPANDD           Z9, Z0, Z9
+	VBROADCASTI64X4  16(AX), Z2
+	VPTESTMB         ggmlQ5KBit00<>+0(SB), Z2, K1
+	VPADDB           Z1, Z5, K1, Z5
+	VPTESTMB         ggmlQ5KBit01<>+0(SB), Z2, K1
+	VPADDB           Z1, Z9, K1, Z9
+	VPSRLW           $0x04, 112(AX), Z17
+	VPANDD           112(AX), Z0, Z13
+	VPANDD           Z17, Z0, Z17
+	VBROADCASTI64X4  16(AX), Z2
+	VPTESTMB         ggmlQ5KBit10<>+0(SB), Z2, K1
+	VPADDB           Z1, Z13, K1, Z13
+	VPTESTMB         ggmlQ5KBit11<>+0(SB), Z2, K1
+	VPADDB           Z1, Z17, K1, Z17
+	MOVL             4(AX), SI
+	MOVL             8(AX), DI
+	MOVL             12(AX), R8
+	MOVL             SI, R9
+	ANDL             $0x3f3f3f3f, R9
+	MOVL             DI, R10
+	ANDL             $0x3f3f3f3f, R10
+	MOVL             R8, R11
+	ANDL             $0x0f0f0f0f, R11
+	SHRL             $0x06, SI
+	ANDL             $0x03030303, SI
+	SHLL             $0x04, SI
+	ORL              SI, R11
+	SHRL             $0x04, R8
+	ANDL             $0x0f0f0f0f, R8
+	MOVL             DI, SI
+	SHRL             $0x06, SI
+	ANDL             $0x03030303, SI
+	SHLL             $0x04, SI
+	ORL              R8, SI
+	MOVL             R11, DI
+	SHLQ             $0x20, DI
+	ORQ              R9, DI
+	SHLQ             $0x20, SI
+	ORQ              R10, SI
+	VMOVQ            DI, X3
+	VMOVQ            SI, X2
+	VPMOVZXBW        X3, X4
+	VPMOVZXBW        X2, X3
+	VPBROADCASTW     (AX), Y2
+	VCVTPH2PS        Y2, Z2
+	VPMOVSXWD        X4, Y19
+	VCVTDQ2PS        Z19, Z19
+	VMULPS           Z2, Z19, Z19
+	VPBROADCASTW     2(AX), Y2
+	VCVTPH2PS        Y2, Z2
+	VPMOVSXWD        X3, Y20
+	VCVTDQ2PS        Z20, Z20
+	VMULPS           Z2, Z20, Z20
+	MOVL             $0x80000000, SI
+	VPBROADCASTD     SI, Z2
+	VXORPS           Z2, Z20, Z20
+	VMOVUPS          Z19, 256(BX)
+	VMOVUPS          Z20, 384(BX)
+	VPMOVZXBD        X5, Z2
+	VBROADCASTSS     256(BX), Z3
+	VCVTDQ2PS        Z2, Z2
+	VFMADD213PS.BCST 384(BX), Z3, Z2
+	VEXTRACTI32X4    $0x01, Z5, X3
+	VPMOVZXBD        X3, Z3
+	VBROADCASTSS     256(BX), Z4
+	VCVTDQ2PS        Z3, Z3
+	VFMADD213PS.BCST 384(BX), Z4, Z3
+	VEXTRACTI32X4    $0x02, Z5, X4
+	VPMOVZXBD        X4, Z4
+	VBROADCASTSS     264(BX), Z6
+	VCVTDQ2PS        Z4, Z4
+	VFMADD213PS.BCST 392(BX), Z6, Z4
+	VEXTRACTI32X4    $0x03, Z5, X5
+	VPMOVZXBD        X5, Z5
+	VBROADCASTSS     264(BX), Z6
+	VCVTDQ2PS        Z5, Z5
+	VFMADD213PS.BCST 392(BX), Z6, Z5
+	VPMOVZXBD        X9, Z6
+	VBROADCASTSS     260(BX), Z7
+	VCVTDQ2PS        Z6, Z6
+	VFMADD213PS.BCST 388(BX), Z7, Z6
+	VEXTRACTI32X4    $0x01, Z9, X7
+	VPMOVZXBD        X7, Z7
+	VBROADCASTSS     260(BX), Z8
+	VCVTDQ2PS        Z7, Z7
+	VFMADD213PS.BCST 388(BX), Z8, Z7
+	VEXTRACTI32X4    $0x02, Z9, X8
+	VPMOVZXBD        X8, Z8
+	VBROADCASTSS     268(BX), Z10
+	VCVTDQ2PS        Z8, Z8
+	VFMADD213PS.BCST 396(BX), Z10, Z8
+	VEXTRACTI32X4    $0x03, Z9, X9
+	VPMOVZXBD        X9, Z9
+	VBROADCASTSS     268(BX), Z10
+	VCVTDQ2PS        Z9, Z9
+	VFMADD213PS.BCST 396(BX), Z10, Z9
+	VPMOVZXBD        X13, Z10
+	VBROADCASTSS     272(BX), Z11
+	VCVTDQ2PS        Z10, Z10
+	VFMADD213PS.BCST 400(BX), Z11, Z10
+	VEXTRACTI32X4    $0x01, Z13, X11
+	VPMOVZXBD        X11, Z11
+	VBROADCASTSS     272(BX), Z12
+	VCVTDQ2PS        Z11, Z11
+	VFMADD213PS.BCST 400(BX), Z12, Z11
+	VEXTRACTI32X4    $0x02, Z13, X12
+	VPMOVZXBD        X12, Z12
+	VBROADCASTSS     280(BX), Z14
+	VCVTDQ2PS        Z12, Z12
+	VFMADD213PS.BCST 408(BX), Z14, Z12
+	VEXTRACTI32X4    $0x03, Z13, X13
+	VPMOVZXBD        X13, Z13
+	VBROADCASTSS     280(BX), Z14
+	VCVTDQ2PS        Z13, Z13
+	VFMADD213PS.BCST 408(BX), Z14, Z13
+	VPMOVZXBD        X17, Z14
+	VBROADCASTSS     276(BX), Z15
+	VCVTDQ2PS        Z14, Z14
+	VFMADD213PS.BCST 404(BX), Z15, Z14
+	VEXTRACTI32X4    $0x01, Z17, X15
+	VPMOVZXBD        X15, Z15
+	VBROADCASTSS     276(BX), Z16
+	VCVTDQ2PS        Z15, Z15
+	VFMADD213PS.BCST 404(BX), Z16, Z15
+	VEXTRACTI32X4    $0x02, Z17, X16
+	VPMOVZXBD        X16, Z16
+	VBROADCASTSS     284(BX), Z21
+	VCVTDQ2PS        Z16, Z16
+	VFMADD213PS.BCST 412(BX), Z21, Z16
+	VEXTRACTI32X4    $0x03, Z17, X17
+	VPMOVZXBD        X17, Z17
+	VBROADCASTSS     284(BX), Z21
+	VCVTDQ2PS        Z17, Z17
+	VFMADD213PS.BCST 412(BX), Z21, Z17
+	MOVQ             CX, BX
+	MOVQ             accs+56(FP), SI
+	MOVQ             nvec+40(FP), DI
+
+GgmlQ5KF32Avx512_vec:
+	VMULPS      (BX), Z2, Z21
+	VMULPS      64(BX), Z3, Z22
+	VMULPS      256(BX), Z4, Z23
+	VMULPS      320(BX), Z5, Z24
+	VFMADD231PS 128(BX), Z6, Z21
+	VFMADD231PS 192(BX), Z7, Z22
+	VFMADD231PS 384(BX), Z8, Z23
+	VFMADD231PS 448(BX), Z9, Z24
+	VFMADD231PS 512(BX), Z10, Z21
+	VFMADD231PS 576(BX), Z11, Z22
+	VFMADD231PS 768(BX), Z12, Z23
+	VFMADD231PS 832(BX), Z13, Z24
+	VFMADD231PS 640(BX), Z14, Z21
+	VFMADD231PS 704(BX), Z15, Z22
+	VFMADD231PS 896(BX), Z16, Z23
+	VFMADD231PS 960(BX), Z17, Z24
+	VADDPS      Z22, Z21, Z21
+	VADDPS      Z24, Z23, Z23
+	VADDPS      Z23, Z21, Z21
+	VADDPS      (SI), Z21, Z21
+	VMOVUPS     Z21, (SI)
+	ADDQ        $0x00000400, BX
+	ADDQ        $0x00000040, SI
+	DECQ        DI
+	JNZ         GgmlQ5KF32Avx512_vec
+	ADDQ        $0x000000b0, AX
+	MOVQ        nvec+40(FP), BX
+	SHLQ        $0x0a, BX
+	ADDQ        BX, CX
+	DECQ        DX
+	JNZ         GgmlQ5KF32Avx512_unit
+	MOVQ        accs+56(FP), AX
+	MOVQ        out+64(FP), CX
+	MOVQ        nvec+40(FP), DX
+
+GgmlQ5KF32Avx512_out:
+	VMOVUPS       (AX), Z2
+	VEXTRACTF64X4 $0x01, Z2, Y3
+	VADDPS        Y3, Y2, Y3
+	VEXTRACTF32X4 $0x01, Y3, X2
+	VADDPS        X2, X3, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (CX)
+	ADDQ          $0x00000040, AX
+	MOVQ          ostride+72(FP), BX
+	ADDQ          BX, CX
+	DECQ          DX
+	JNZ           GgmlQ5KF32Avx512_out
+	MOVQ          stride+8(FP), AX
+	MOVQ          w+0(FP), CX
+	ADDQ          AX, CX
+	MOVQ          CX, w+0(FP)
+	MOVQ          out+64(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, out+64(FP)
+	MOVQ          rows+16(FP), AX
+	DECQ          AX
+	MOVQ          AX, rows+16(FP)
+	JNZ           GgmlQ5KF32Avx512_row
+	VZEROUPPER
+	RET
+
+// func GgmlQ6KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL
+TEXT ·GgmlQ6KF32Avx512(SB), NOSPLIT, $0-80
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z1
+
+GgmlQ6KF32Avx512_row:
+	MOVQ   accs+56(FP), AX
+	MOVQ   nvec+40(FP), CX
+	VPXORD Z18, Z18, Z18
+
+GgmlQ6KF32Avx512_zero:
+	VMOVUPS Z18, (AX)
+	ADDQ    $0x00000040, AX
+	DECQ    CX
+	JNZ     GgmlQ6KF32Avx512_zero
+	MOVQ    w+0(FP), AX
+	MOVQ    x+32(FP), CX
+	MOVQ    nsb+24(FP), DX
+
+GgmlQ6KF32Avx512_unit:
+	MOVQ             tmp+48(FP), BX
+	VPSRLW           $0x04, (AX), Z9
+	VPANDD           (AX), Z0, Z5
+	VPANDD           Z9, Z0, Z9
+	VBROADCASTI64X4  128(AX), Z2
+	VPSRLVW          ggmlShift0<>+0(SB), Z2, Z3
+	VPANDD           Z3, Z1, Z3
+	VPSLLW           $0x04, Z3, Z3
+	VPORD            Z3, Z5, Z5
+	VPSRLVW          ggmlShift1<>+0(SB), Z2, Z2
+	VPANDD           Z2, Z1, Z2
+	VPSLLW           $0x04, Z2, Z2
+	VPORD            Z2, Z9, Z9
+	VPSRLW           $0x04, 64(AX), Z17
+	VPANDD           64(AX), Z0, Z13
+	VPANDD           Z17, Z0, Z17
+	VBROADCASTI64X4  160(AX), Z2
+	VPSRLVW          ggmlShift0<>+0(SB), Z2, Z3
+	VPANDD           Z3, Z1, Z3
+	VPSLLW           $0x04, Z3, Z3
+	VPORD            Z3, Z13, Z13
+	VPSRLVW          ggmlShift1<>+0(SB), Z2, Z2
+	VPANDD           Z2, Z1, Z2
+	VPSLLW           $0x04, Z2, Z2
+	VPORD            Z2, Z17, Z17
+	VPMOVSXBW        192(AX), Y2
+	VPBROADCASTW     208(AX), Y3
+	VCVTPH2PS        Y3, Z3
+	VPMOVSXWD        Y2, Z2
+	VCVTDQ2PS        Z2, Z2
+	VMULPS           Z3, Z2, Z2
+	MOVL             $0xc2000000, SI
+	VPBROADCASTD     SI, Z3
+	VMULPS           Z3, Z2, Z3
+	VMOVUPS          Z2, 256(BX)
+	VMOVUPS          Z3, 384(BX)
+	VPMOVZXBD        X5, Z2
+	VBROADCASTSS     256(BX), Z3
+	VCVTDQ2PS        Z2, Z2
+	VFMADD213PS.BCST 384(BX), Z3, Z2
+	VEXTRACTI32X4    $0x01, Z5, X3
+	VPMOVZXBD        X3, Z3
+	VBROADCASTSS     260(BX), Z4
+	VCVTDQ2PS        Z3, Z3
+	VFMADD213PS.BCST 388(BX), Z4, Z3
+	VEXTRACTI32X4    $0x02, Z5, X4
+	VPMOVZXBD        X4, Z4
+	VBROADCASTSS     264(BX), Z6
+	VCVTDQ2PS        Z4, Z4
+	VFMADD213PS.BCST 392(BX), Z6, Z4
+	VEXTRACTI32X4    $0x03, Z5, X5
+	VPMOVZXBD        X5, Z5
+	VBROADCASTSS     268(BX), Z6
+	VCVTDQ2PS        Z5, Z5
+	VFMADD213PS.BCST 396(BX), Z6, Z5
+	VPMOVZXBD        X9, Z6
+	VBROADCASTSS     272(BX), Z7
+	VCVTDQ2PS        Z6, Z6
+	VFMADD213PS.BCST 400(BX), Z7, Z6
+	VEXTRACTI32X4    $0x01, Z9, X7
+	VPMOVZXBD        X7, Z7
+	VBROADCASTSS     276(BX), Z8
+	VCVTDQ2PS        Z7, Z7
+	VFMADD213PS.BCST 404(BX), Z8, Z7
+	VEXTRACTI32X4    $0x02, Z9, X8
+	VPMOVZXBD        X8, Z8
+	VBROADCASTSS     280(BX), Z10
+	VCVTDQ2PS        Z8, Z8
+	VFMADD213PS.BCST 408(BX), Z10, Z8
+	VEXTRACTI32X4    $0x03, Z9, X9
+	VPMOVZXBD        X9, Z9
+	VBROADCASTSS     284(BX), Z10
+	VCVTDQ2PS        Z9, Z9
+	VFMADD213PS.BCST 412(BX), Z10, Z9
+	VPMOVZXBD        X13, Z10
+	VBROADCASTSS     288(BX), Z11
+	VCVTDQ2PS        Z10, Z10
+	VFMADD213PS.BCST 416(BX), Z11, Z10
+	VEXTRACTI32X4    $0x01, Z13, X11
+	VPMOVZXBD        X11, Z11
+	VBROADCASTSS     292(BX), Z12
+	VCVTDQ2PS        Z11, Z11
+	VFMADD213PS.BCST 420(BX), Z12, Z11
+	VEXTRACTI32X4    $0x02, Z13, X12
+	VPMOVZXBD        X12, Z12
+	VBROADCASTSS     296(BX), Z14
+	VCVTDQ2PS        Z12, Z12
+	VFMADD213PS.BCST 424(BX), Z14, Z12
+	VEXTRACTI32X4    $0x03, Z13, X13
+	VPMOVZXBD        X13, Z13
+	VBROADCASTSS     300(BX), Z14
+	VCVTDQ2PS        Z13, Z13
+	VFMADD213PS.BCST 428(BX), Z14, Z13
+	VPMOVZXBD        X17, Z14
+	VBROADCASTSS     304(BX), Z15
+	VCVTDQ2PS        Z14, Z14
+	VFMADD213PS.BCST 432(BX), Z15, Z14
+	VEXTRACTI32X4    $0x01, Z17, X15
+	VPMOVZXBD        X15, Z15
+	VBROADCASTSS     308(BX), Z16
+	VCVTDQ2PS        Z15, Z15
+	VFMADD213PS.BCST 436(BX), Z16, Z15
+	VEXTRACTI32X4    $0x02, Z17, X16
+	VPMOVZXBD        X16, Z16
+	VBROADCASTSS     312(BX), Z19
+	VCVTDQ2PS        Z16, Z16
+	VFMADD213PS.BCST 440(BX), Z19, Z16
+	VEXTRACTI32X4    $0x03, Z17, X17
+	VPMOVZXBD        X17, Z17
+	VBROADCASTSS     316(BX), Z19
+	VCVTDQ2PS        Z17, Z17
+	VFMADD213PS.BCST 444(BX), Z19, Z17
+	MOVQ             CX, BX
+	MOVQ             accs+56(FP), SI
+	MOVQ             nvec+40(FP), DI
+
+GgmlQ6KF32Avx512_vec:
+	VMULPS      (BX), Z2, Z19
+	VMULPS      64(BX), Z3, Z20
+	VMULPS      128(BX), Z4, Z21
+	VMULPS      192(BX), Z5, Z22
+	VFMADD231PS 256(BX), Z6, Z19
+	VFMADD231PS 320(BX), Z7, Z20
+	VFMADD231PS 384(BX), Z8, Z21
+	VFMADD231PS 448(BX), Z9, Z22
+	VFMADD231PS 512(BX), Z10, Z19
+	VFMADD231PS 576(BX), Z11, Z20
+	VFMADD231PS 640(BX), Z12, Z21
+	VFMADD231PS 704(BX), Z13, Z22
+	VFMADD231PS 768(BX), Z14, Z19
+	VFMADD231PS 832(BX), Z15, Z20
+	VFMADD231PS 896(BX), Z16, Z21
+	VFMADD231PS 960(BX), Z17, Z22
+	VADDPS      Z20, Z19, Z19
+	VADDPS      Z22, Z21, Z21
+	VADDPS      Z21, Z19, Z19
+	VADDPS      (SI), Z19, Z19
+	VMOVUPS     Z19, (SI)
+	ADDQ        $0x00000400, BX
+	ADDQ        $0x00000040, SI
+	DECQ        DI
+	JNZ         GgmlQ6KF32Avx512_vec
+	ADDQ        $0x000000d2, AX
+	MOVQ        nvec+40(FP), BX
+	SHLQ        $0x0a, BX
+	ADDQ        BX, CX
+	DECQ        DX
+	JNZ         GgmlQ6KF32Avx512_unit
+	MOVQ        accs+56(FP), AX
+	MOVQ        out+64(FP), CX
+	MOVQ        nvec+40(FP), DX
+
+GgmlQ6KF32Avx512_out:
+	VMOVUPS       (AX), Z2
+	VEXTRACTF64X4 $0x01, Z2, Y3
+	VADDPS        Y3, Y2, Y3
+	VEXTRACTF32X4 $0x01, Y3, X2
+	VADDPS        X2, X3, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (CX)
+	ADDQ          $0x00000040, AX
+	MOVQ          ostride+72(FP), BX
+	ADDQ          BX, CX
+	DECQ          DX
+	JNZ           GgmlQ6KF32Avx512_out
+	MOVQ          stride+8(FP), AX
+	MOVQ          w+0(FP), CX
+	ADDQ          AX, CX
+	MOVQ          CX, w+0(FP)
+	MOVQ          out+64(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, out+64(FP)
+	MOVQ          rows+16(FP), AX
+	DECQ          AX
+	MOVQ          AX, rows+16(FP)
+	JNZ           GgmlQ6KF32Avx512_row
+	VZEROUPPER
+	RET
+
+// func GgmlIQ4XSF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2
+TEXT ·GgmlIQ4XSF32Avx512(SB), NOSPLIT, $0-80
+	MOVL            $0x0f0f0f0f, AX
+	VMOVD           AX, X0
+	VPBROADCASTD    X0, Z0
+	VBROADCASTI32X4 ggmlKValues128<>+0(SB), Z1
+
+GgmlIQ4XSF32Avx512_row:
+	MOVQ   accs+56(FP), AX
+	MOVQ   nvec+40(FP), CX
+	VPXORD Z18, Z18, Z18
+
+GgmlIQ4XSF32Avx512_zero:
+	VMOVUPS Z18, (AX)
+	ADDQ    $0x00000040, AX
+	DECQ    CX
+	JNZ     GgmlIQ4XSF32Avx512_zero
+	MOVQ    w+0(FP), AX
+	MOVQ    x+32(FP), CX
+	MOVQ    nsb+24(FP), DX
+
+GgmlIQ4XSF32Avx512_unit:
+	MOVQ             tmp+48(FP), BX
+	VPSRLW           $0x04, 8(AX), Z9
+	VPANDD           8(AX), Z0, Z5
+	VPANDD           Z9, Z0, Z9
+	VPSHUFB          Z5, Z1, Z5
+	VPSHUFB          Z9, Z1, Z9
+	VPSRLW           $0x04, 72(AX), Z17
+	VPANDD           72(AX), Z0, Z13
+	VPANDD           Z17, Z0, Z17
+	VPSHUFB          Z13, Z1, Z13
+	VPSHUFB          Z17, Z1, Z17
+	MOVL             4(AX), SI
+	MOVWQZX          2(AX), DI
+	MOVQ             $0x0f0f0f0f0f0f0f0f, R8
+	PDEPQ            R8, SI, SI
+	MOVQ             $0x0303030303030303, R8
+	PDEPQ            R8, DI, DI
+	SHLQ             $0x04, DI
+	ORQ              DI, SI
+	VMOVQ            SI, X2
+	MOVL             $0x20202020, SI
+	VPBROADCASTD     SI, X3
+	VPSUBB           X3, X2, X2
+	VPMOVSXBD        X2, Y3
+	VPMOVSXBW        X2, X2
+	VPBROADCASTW     (AX), Y2
+	VCVTPH2PS        Y2, Z2
+	VCVTDQ2PS        Y3, Y19
+	VMULPS           Z2, Z19, Z19
+	MOVL             $0xc3000000, SI
+	VPBROADCASTD     SI, Z2
+	VMULPS           Z2, Z19, Z2
+	VMOVUPS          Z19, 256(BX)
+	VMOVUPS          Z2, 384(BX)
+	VPMOVZXBD        X5, Z2
+	VBROADCASTSS     256(BX), Z3
+	VCVTDQ2PS        Z2, Z2
+	VFMADD213PS.BCST 384(BX), Z3, Z2
+	VEXTRACTI32X4    $0x01, Z5, X3
+	VPMOVZXBD        X3, Z3
+	VBROADCASTSS     260(BX), Z4
+	VCVTDQ2PS        Z3, Z3
+	VFMADD213PS.BCST 388(BX), Z4, Z3
+	VEXTRACTI32X4    $0x02, Z5, X4
+	VPMOVZXBD        X4, Z4
+	VBROADCASTSS     264(BX), Z6
+	VCVTDQ2PS        Z4, Z4
+	VFMADD213PS.BCST 392(BX), Z6, Z4
+	VEXTRACTI32X4    $0x03, Z5, X5
+	VPMOVZXBD        X5, Z5
+	VBROADCASTSS     268(BX), Z6
+	VCVTDQ2PS        Z5, Z5
+	VFMADD213PS.BCST 396(BX), Z6, Z5
+	VPMOVZXBD        X9, Z6
+	VBROADCASTSS     256(BX), Z7
+	VCVTDQ2PS        Z6, Z6
+	VFMADD213PS.BCST 384(BX), Z7, Z6
+	VEXTRACTI32X4    $0x01, Z9, X7
+	VPMOVZXBD        X7, Z7
+	VBROADCASTSS     260(BX), Z8
+	VCVTDQ2PS        Z7, Z7
+	VFMADD213PS.BCST 388(BX), Z8, Z7
+	VEXTRACTI32X4    $0x02, Z9, X8
+	VPMOVZXBD        X8, Z8
+	VBROADCASTSS     264(BX), Z10
+	VCVTDQ2PS        Z8, Z8
+	VFMADD213PS.BCST 392(BX), Z10, Z8
+	VEXTRACTI32X4    $0x03, Z9, X9
+	VPMOVZXBD        X9, Z9
+	VBROADCASTSS     268(BX), Z10
+	VCVTDQ2PS        Z9, Z9
+	VFMADD213PS.BCST 396(BX), Z10, Z9
+	VPMOVZXBD        X13, Z10
+	VBROADCASTSS     272(BX), Z11
+	VCVTDQ2PS        Z10, Z10
+	VFMADD213PS.BCST 400(BX), Z11, Z10
+	VEXTRACTI32X4    $0x01, Z13, X11
+	VPMOVZXBD        X11, Z11
+	VBROADCASTSS     276(BX), Z12
+	VCVTDQ2PS        Z11, Z11
+	VFMADD213PS.BCST 404(BX), Z12, Z11
+	VEXTRACTI32X4    $0x02, Z13, X12
+	VPMOVZXBD        X12, Z12
+	VBROADCASTSS     280(BX), Z14
+	VCVTDQ2PS        Z12, Z12
+	VFMADD213PS.BCST 408(BX), Z14, Z12
+	VEXTRACTI32X4    $0x03, Z13, X13
+	VPMOVZXBD        X13, Z13
+	VBROADCASTSS     284(BX), Z14
+	VCVTDQ2PS        Z13, Z13
+	VFMADD213PS.BCST 412(BX), Z14, Z13
+	VPMOVZXBD        X17, Z14
+	VBROADCASTSS     272(BX), Z15
+	VCVTDQ2PS        Z14, Z14
+	VFMADD213PS.BCST 400(BX), Z15, Z14
+	VEXTRACTI32X4    $0x01, Z17, X15
+	VPMOVZXBD        X15, Z15
+	VBROADCASTSS     276(BX), Z16
+	VCVTDQ2PS        Z15, Z15
+	VFMADD213PS.BCST 404(BX), Z16, Z15
+	VEXTRACTI32X4    $0x02, Z17, X16
+	VPMOVZXBD        X16, Z16
+	VBROADCASTSS     280(BX), Z20
+	VCVTDQ2PS        Z16, Z16
+	VFMADD213PS.BCST 408(BX), Z20, Z16
+	VEXTRACTI32X4    $0x03, Z17, X17
+	VPMOVZXBD        X17, Z17
+	VBROADCASTSS     284(BX), Z20
+	VCVTDQ2PS        Z17, Z17
+	VFMADD213PS.BCST 412(BX), Z20, Z17
+	MOVQ             CX, BX
+	MOVQ             accs+56(FP), SI
+	MOVQ             nvec+40(FP), DI
+
+GgmlIQ4XSF32Avx512_vec:
+	VMULPS      (BX), Z2, Z20
+	VMULPS      128(BX), Z3, Z21
+	VMULPS      256(BX), Z4, Z22
+	VMULPS      384(BX), Z5, Z23
+	VFMADD231PS 64(BX), Z6, Z20
+	VFMADD231PS 192(BX), Z7, Z21
+	VFMADD231PS 320(BX), Z8, Z22
+	VFMADD231PS 448(BX), Z9, Z23
+	VFMADD231PS 512(BX), Z10, Z20
+	VFMADD231PS 640(BX), Z11, Z21
+	VFMADD231PS 768(BX), Z12, Z22
+	VFMADD231PS 896(BX), Z13, Z23
+	VFMADD231PS 576(BX), Z14, Z20
+	VFMADD231PS 704(BX), Z15, Z21
+	VFMADD231PS 832(BX), Z16, Z22
+	VFMADD231PS 960(BX), Z17, Z23
+	VADDPS      Z21, Z20, Z20
+	VADDPS      Z23, Z22, Z22
+	VADDPS      Z22, Z20, Z20
+	VADDPS      (SI), Z20, Z20
+	VMOVUPS     Z20, (SI)
+	ADDQ        $0x00000400, BX
+	ADDQ        $0x00000040, SI
+	DECQ        DI
+	JNZ         GgmlIQ4XSF32Avx512_vec
+	ADDQ        $0x00000088, AX
+	MOVQ        nvec+40(FP), BX
+	SHLQ        $0x0a, BX
+	ADDQ        BX, CX
+	DECQ        DX
+	JNZ         GgmlIQ4XSF32Avx512_unit
+	MOVQ        accs+56(FP), AX
+	MOVQ        out+64(FP), CX
+	MOVQ        nvec+40(FP), DX
+
+GgmlIQ4XSF32Avx512_out:
+	VMOVUPS       (AX), Z2
+	VEXTRACTF64X4 $0x01, Z2, Y3
+	VADDPS        Y3, Y2, Y3
+	VEXTRACTF32X4 $0x01, Y3, X2
+	VADDPS        X2, X3, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (CX)
+	ADDQ          $0x00000040, AX
+	MOVQ          ostride+72(FP), BX
+	ADDQ          BX, CX
+	DECQ          DX
+	JNZ           GgmlIQ4XSF32Avx512_out
+	MOVQ          stride+8(FP), AX
+	MOVQ          w+0(FP), CX
+	ADDQ          AX, CX
+	MOVQ          CX, w+0(FP)
+	MOVQ          out+64(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, out+64(FP)
+	MOVQ          rows+16(FP), AX
+	DECQ          AX
+	MOVQ          AX, rows+16(FP)
+	JNZ           GgmlIQ4XSF32Avx512_row
+	VZEROUPPER
+	RET
+
+// func GgmlQ40F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C
+TEXT ·GgmlQ40F32Avx512(SB), NOSPLIT, $0-80
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+
+GgmlQ40F32Avx512_row:
+	MOVQ   accs+56(FP), AX
+	MOVQ   nvec+40(FP), CX
+	VPXORD Z9, Z9, Z9
+
+GgmlQ40F32Avx512_zero:
+	VMOVUPS Z9, (AX)
+	ADDQ    $0x00000040, AX
+	DECQ    CX
+	JNZ     GgmlQ40F32Avx512_zero
+	MOVQ    w+0(FP), AX
+	MOVQ    x+32(FP), CX
+	MOVQ    nsb+24(FP), DX
+
+GgmlQ40F32Avx512_unit:
+	MOVQ             tmp+48(FP), BX
+	VMOVDQU64        2(AX), X11
+	VPSRLW           $0x04, X11, X1
+	VINSERTI32X4     $0x01, X1, Y11, Y10
+	VPANDD           Y10, Y0, Y10
+	VMOVDQU64        20(AX), X11
+	VPSRLW           $0x04, X11, X1
+	VINSERTI32X4     $0x01, X1, Y11, Y1
+	VPANDD           Y1, Y0, Y1
+	VINSERTI64X4     $0x01, Y1, Z10, Z4
+	VMOVDQU64        38(AX), X11
+	VPSRLW           $0x04, X11, X1
+	VINSERTI32X4     $0x01, X1, Y11, Y10
+	VPANDD           Y10, Y0, Y10
+	VMOVDQU64        56(AX), X11
+	VPSRLW           $0x04, X11, X1
+	VINSERTI32X4     $0x01, X1, Y11, Y1
+	VPANDD           Y1, Y0, Y1
+	VINSERTI64X4     $0x01, Y1, Z10, Z8
+	VPXORD           X12, X12, X12
+	VPINSRW          $0x00, (AX), X12, X12
+	VPINSRW          $0x01, 18(AX), X12, X12
+	VPINSRW          $0x02, 36(AX), X12, X12
+	VPINSRW          $0x03, 54(AX), X12, X12
+	VCVTPH2PS        X12, X2
+	MOVL             $0xc1000000, SI
+	VPBROADCASTD     SI, Z1
+	VMULPS           X1, X2, X1
+	VMOVUPS          X2, 256(BX)
+	VMOVUPS          X1, 384(BX)
+	VPMOVZXBD        X4, Z1
+	VBROADCASTSS     256(BX), Z2
+	VCVTDQ2PS        Z1, Z1
+	VFMADD213PS.BCST 384(BX), Z2, Z1
+	VEXTRACTI32X4    $0x01, Z4, X2
+	VPMOVZXBD        X2, Z2
+	VBROADCASTSS     256(BX), Z3
+	VCVTDQ2PS        Z2, Z2
+	VFMADD213PS.BCST 384(BX), Z3, Z2
+	VEXTRACTI32X4    $0x02, Z4, X3
+	VPMOVZXBD        X3, Z3
+	VBROADCASTSS     260(BX), Z5
+	VCVTDQ2PS        Z3, Z3
+	VFMADD213PS.BCST 388(BX), Z5, Z3
+	VEXTRACTI32X4    $0x03, Z4, X4
+	VPMOVZXBD        X4, Z4
+	VBROADCASTSS     260(BX), Z5
+	VCVTDQ2PS        Z4, Z4
+	VFMADD213PS.BCST 388(BX), Z5, Z4
+	VPMOVZXBD        X8, Z5
+	VBROADCASTSS     264(BX), Z6
+	VCVTDQ2PS        Z5, Z5
+	VFMADD213PS.BCST 392(BX), Z6, Z5
+	VEXTRACTI32X4    $0x01, Z8, X6
+	VPMOVZXBD        X6, Z6
+	VBROADCASTSS     264(BX), Z7
+	VCVTDQ2PS        Z6, Z6
+	VFMADD213PS.BCST 392(BX), Z7, Z6
+	VEXTRACTI32X4    $0x02, Z8, X7
+	VPMOVZXBD        X7, Z7
+	VBROADCASTSS     268(BX), Z13
+	VCVTDQ2PS        Z7, Z7
+	VFMADD213PS.BCST 396(BX), Z13, Z7
+	VEXTRACTI32X4    $0x03, Z8, X8
+	VPMOVZXBD        X8, Z8
+	VBROADCASTSS     268(BX), Z13
+	VCVTDQ2PS        Z8, Z8
+	VFMADD213PS.BCST 396(BX), Z13, Z8
+	MOVQ             CX, BX
+	MOVQ             accs+56(FP), SI
+	MOVQ             nvec+40(FP), DI
+
+GgmlQ40F32Avx512_vec:
+	VMULPS      (BX), Z1, Z13
+	VMULPS      64(BX), Z2, Z14
+	VMULPS      128(BX), Z3, Z15
+	VMULPS      192(BX), Z4, Z16
+	VFMADD231PS 256(BX), Z5, Z13
+	VFMADD231PS 320(BX), Z6, Z14
+	VFMADD231PS 384(BX), Z7, Z15
+	VFMADD231PS 448(BX), Z8, Z16
+	VADDPS      Z14, Z13, Z13
+	VADDPS      Z16, Z15, Z15
+	VADDPS      Z15, Z13, Z13
+	VADDPS      (SI), Z13, Z13
+	VMOVUPS     Z13, (SI)
+	ADDQ        $0x00000200, BX
+	ADDQ        $0x00000040, SI
+	DECQ        DI
+	JNZ         GgmlQ40F32Avx512_vec
+	ADDQ        $0x00000048, AX
+	MOVQ        nvec+40(FP), BX
+	SHLQ        $0x09, BX
+	ADDQ        BX, CX
+	DECQ        DX
+	JNZ         GgmlQ40F32Avx512_unit
+	MOVQ        accs+56(FP), AX
+	MOVQ        out+64(FP), CX
+	MOVQ        nvec+40(FP), DX
+
+GgmlQ40F32Avx512_out:
+	VMOVUPS       (AX), Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VMOVSS        X1, (CX)
+	ADDQ          $0x00000040, AX
+	MOVQ          ostride+72(FP), BX
+	ADDQ          BX, CX
+	DECQ          DX
+	JNZ           GgmlQ40F32Avx512_out
+	MOVQ          stride+8(FP), AX
+	MOVQ          w+0(FP), CX
+	ADDQ          AX, CX
+	MOVQ          CX, w+0(FP)
+	MOVQ          out+64(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, out+64(FP)
+	MOVQ          rows+16(FP), AX
+	DECQ          AX
+	MOVQ          AX, rows+16(FP)
+	JNZ           GgmlQ40F32Avx512_row
+	VZEROUPPER
+	RET
+
+// func GgmlQ41F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C
+TEXT ·GgmlQ41F32Avx512(SB), NOSPLIT, $0-80
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+
+GgmlQ41F32Avx512_row:
+	MOVQ   accs+56(FP), AX
+	MOVQ   nvec+40(FP), CX
+	VPXORD Z9, Z9, Z9
+
+GgmlQ41F32Avx512_zero:
+	VMOVUPS Z9, (AX)
+	ADDQ    $0x00000040, AX
+	DECQ    CX
+	JNZ     GgmlQ41F32Avx512_zero
+	MOVQ    w+0(FP), AX
+	MOVQ    x+32(FP), CX
+	MOVQ    nsb+24(FP), DX
+
+GgmlQ41F32Avx512_unit:
+	MOVQ             tmp+48(FP), BX
+	VMOVDQU64        4(AX), X11
+	VPSRLW           $0x04, X11, X1
+	VINSERTI32X4     $0x01, X1, Y11, Y10
+	VPANDD           Y10, Y0, Y10
+	VMOVDQU64        24(AX), X11
+	VPSRLW           $0x04, X11, X1
+	VINSERTI32X4     $0x01, X1, Y11, Y1
+	VPANDD           Y1, Y0, Y1
+	VINSERTI64X4     $0x01, Y1, Z10, Z4
+	VMOVDQU64        44(AX), X11
+	VPSRLW           $0x04, X11, X1
+	VINSERTI32X4     $0x01, X1, Y11, Y10
+	VPANDD           Y10, Y0, Y10
+	VMOVDQU64        64(AX), X11
+	VPSRLW           $0x04, X11, X1
+	VINSERTI32X4     $0x01, X1, Y11, Y1
+	VPANDD           Y1, Y0, Y1
+	VINSERTI64X4     $0x01, Y1, Z10, Z8
+	VPXORD           X12, X12, X12
+	VPINSRW          $0x00, (AX), X12, X12
+	VPINSRW          $0x01, 20(AX), X12, X12
+	VPINSRW          $0x02, 40(AX), X12, X12
+	VPINSRW          $0x03, 60(AX), X12, X12
+	VCVTPH2PS        X12, X1
+	VPXORD           X13, X13, X13
+	VPINSRW          $0x00, 2(AX), X13, X13
+	VPINSRW          $0x01, 22(AX), X13, X13
+	VPINSRW          $0x02, 42(AX), X13, X13
+	VPINSRW          $0x03, 62(AX), X13, X13
+	VCVTPH2PS        X13, X2
+	VMOVUPS          X1, 256(BX)
+	VMOVUPS          X2, 384(BX)
+	VPMOVZXBD        X4, Z1
+	VBROADCASTSS     256(BX), Z2
+	VCVTDQ2PS        Z1, Z1
+	VFMADD213PS.BCST 384(BX), Z2, Z1
+	VEXTRACTI32X4    $0x01, Z4, X2
+	VPMOVZXBD        X2, Z2
+	VBROADCASTSS     256(BX), Z3
+	VCVTDQ2PS        Z2, Z2
+	VFMADD213PS.BCST 384(BX), Z3, Z2
+	VEXTRACTI32X4    $0x02, Z4, X3
+	VPMOVZXBD        X3, Z3
+	VBROADCASTSS     260(BX), Z5
+	VCVTDQ2PS        Z3, Z3
+	VFMADD213PS.BCST 388(BX), Z5, Z3
+	VEXTRACTI32X4    $0x03, Z4, X4
+	VPMOVZXBD        X4, Z4
+	VBROADCASTSS     260(BX), Z5
+	VCVTDQ2PS        Z4, Z4
+	VFMADD213PS.BCST 388(BX), Z5, Z4
+	VPMOVZXBD        X8, Z5
+	VBROADCASTSS     264(BX), Z6
+	VCVTDQ2PS        Z5, Z5
+	VFMADD213PS.BCST 392(BX), Z6, Z5
+	VEXTRACTI32X4    $0x01, Z8, X6
+	VPMOVZXBD        X6, Z6
+	VBROADCASTSS     264(BX), Z7
+	VCVTDQ2PS        Z6, Z6
+	VFMADD213PS.BCST 392(BX), Z7, Z6
+	VEXTRACTI32X4    $0x02, Z8, X7
+	VPMOVZXBD        X7, Z7
+	VBROADCASTSS     268(BX), Z14
+	VCVTDQ2PS        Z7, Z7
+	VFMADD213PS.BCST 396(BX), Z14, Z7
+	VEXTRACTI32X4    $0x03, Z8, X8
+	VPMOVZXBD        X8, Z8
+	VBROADCASTSS     268(BX), Z14
+	VCVTDQ2PS        Z8, Z8
+	VFMADD213PS.BCST 396(BX), Z14, Z8
+	MOVQ             CX, BX
+	MOVQ             accs+56(FP), SI
+	MOVQ             nvec+40(FP), DI
+
+GgmlQ41F32Avx512_vec:
+	VMULPS      (BX), Z1, Z14
+	VMULPS      64(BX), Z2, Z15
+	VMULPS      128(BX), Z3, Z16
+	VMULPS      192(BX), Z4, Z17
+	VFMADD231PS 256(BX), Z5, Z14
+	VFMADD231PS 320(BX), Z6, Z15
+	VFMADD231PS 384(BX), Z7, Z16
+	VFMADD231PS 448(BX), Z8, Z17
+	VADDPS      Z15, Z14, Z14
+	VADDPS      Z17, Z16, Z16
+	VADDPS      Z16, Z14, Z14
+	VADDPS      (SI), Z14, Z14
+	VMOVUPS     Z14, (SI)
+	ADDQ        $0x00000200, BX
+	ADDQ        $0x00000040, SI
+	DECQ        DI
+	JNZ         GgmlQ41F32Avx512_vec
+	ADDQ        $0x00000050, AX
+	MOVQ        nvec+40(FP), BX
+	SHLQ        $0x09, BX
+	ADDQ        BX, CX
+	DECQ        DX
+	JNZ         GgmlQ41F32Avx512_unit
+	MOVQ        accs+56(FP), AX
+	MOVQ        out+64(FP), CX
+	MOVQ        nvec+40(FP), DX
+
+GgmlQ41F32Avx512_out:
+	VMOVUPS       (AX), Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMOVHLPS      X1, X1, X2
+	VADDPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VADDSS        X2, X1, X1
+	VMOVSS        X1, (CX)
+	ADDQ          $0x00000040, AX
+	MOVQ          ostride+72(FP), BX
+	ADDQ          BX, CX
+	DECQ          DX
+	JNZ           GgmlQ41F32Avx512_out
+	MOVQ          stride+8(FP), AX
+	MOVQ          w+0(FP), CX
+	ADDQ          AX, CX
+	MOVQ          CX, w+0(FP)
+	MOVQ          out+64(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, out+64(FP)
+	MOVQ          rows+16(FP), AX
+	DECQ          AX
+	MOVQ          AX, rows+16(FP)
+	JNZ           GgmlQ41F32Avx512_row
+	VZEROUPPER
+	RET
+
+// func GgmlQ50F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·GgmlQ50F32Avx512(SB), NOSPLIT, $0-80
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z1
+
+GgmlQ50F32Avx512_row:
+	MOVQ   accs+56(FP), AX
+	MOVQ   nvec+40(FP), CX
+	VPXORD Z10, Z10, Z10
+
+GgmlQ50F32Avx512_zero:
+	VMOVUPS Z10, (AX)
+	ADDQ    $0x00000040, AX
+	DECQ    CX
+	JNZ     GgmlQ50F32Avx512_zero
+	MOVQ    w+0(FP), AX
+	MOVQ    x+32(FP), CX
+	MOVQ    nsb+24(FP), DX
+
+GgmlQ50F32Avx512_unit:
+	MOVQ             tmp+48(FP), BX
+	VMOVDQU64        6(AX), X12
+	VPSRLW           $0x04, X12, X2
+	VINSERTI32X4     $0x01, X2, Y12, Y11
+	VPANDD           Y11, Y0, Y11
+	MOVL             2(AX), SI
+	KMOVD            SI, K1
+	VPADDB           Y1, Y11, K1, Y11
+	VMOVDQU64        28(AX), X12
+	VPSRLW           $0x04, X12, X2
+	VINSERTI32X4     $0x01, X2, Y12, Y2
+	VPANDD           Y2, Y0, Y2
+	MOVL             24(AX), SI
+	KMOVD            SI, K1
+	VPADDB           Y1, Y2, K1, Y2
+	VINSERTI64X4     $0x01, Y2, Z11, Z5
+	VMOVDQU64        50(AX), X12
+	VPSRLW           $0x04, X12, X2
+	VINSERTI32X4     $0x01, X2, Y12, Y11
+	VPANDD           Y11, Y0, Y11
+	MOVL             46(AX), SI
+	KMOVD            SI, K1
+	VPADDB           Y1, Y11, K1, Y11
+	VMOVDQU64        72(AX), X12
+	VPSRLW           $0x04, X12, X2
+	VINSERTI32X4     $0x01, X2, Y12, Y2
+	VPANDD           Y2, Y0, Y2
+	MOVL             68(AX), SI
+	KMOVD            SI, K1
+	VPADDB           Y1, Y2, K1, Y2
+	VINSERTI64X4     $0x01, Y2, Z11, Z9
+	VPXORD           X13, X13, X13
+	VPINSRW          $0x00, (AX), X13, X13
+	VPINSRW          $0x01, 22(AX), X13, X13
+	VPINSRW          $0x02, 44(AX), X13, X13
+	VPINSRW          $0x03, 66(AX), X13, X13
+	VCVTPH2PS        X13, X3
+	MOVL             $0xc1800000, SI
+	VPBROADCASTD     SI, Z2
+	VMULPS           X2, X3, X2
+	VMOVUPS          X3, 256(BX)
+	VMOVUPS          X2, 384(BX)
+	VPMOVZXBD        X5, Z2
+	VBROADCASTSS     256(BX), Z3
+	VCVTDQ2PS        Z2, Z2
+	VFMADD213PS.BCST 384(BX), Z3, Z2
+	VEXTRACTI32X4    $0x01, Z5, X3
+	VPMOVZXBD        X3, Z3
+	VBROADCASTSS     256(BX), Z4
+	VCVTDQ2PS        Z3, Z3
+	VFMADD213PS.BCST 384(BX), Z4, Z3
+	VEXTRACTI32X4    $0x02, Z5, X4
+	VPMOVZXBD        X4, Z4
+	VBROADCASTSS     260(BX), Z6
+	VCVTDQ2PS        Z4, Z4
+	VFMADD213PS.BCST 388(BX), Z6, Z4
+	VEXTRACTI32X4    $0x03, Z5, X5
+	VPMOVZXBD        X5, Z5
+	VBROADCASTSS     260(BX), Z6
+	VCVTDQ2PS        Z5, Z5
+	VFMADD213PS.BCST 388(BX), Z6, Z5
+	VPMOVZXBD        X9, Z6
+	VBROADCASTSS     264(BX), Z7
+	VCVTDQ2PS        Z6, Z6
+	VFMADD213PS.BCST 392(BX), Z7, Z6
+	VEXTRACTI32X4    $0x01, Z9, X7
+	VPMOVZXBD        X7, Z7
+	VBROADCASTSS     264(BX), Z8
+	VCVTDQ2PS        Z7, Z7
+	VFMADD213PS.BCST 392(BX), Z8, Z7
+	VEXTRACTI32X4    $0x02, Z9, X8
+	VPMOVZXBD        X8, Z8
+	VBROADCASTSS     268(BX), Z14
+	VCVTDQ2PS        Z8, Z8
+	VFMADD213PS.BCST 396(BX), Z14, Z8
+	VEXTRACTI32X4    $0x03, Z9, X9
+	VPMOVZXBD        X9, Z9
+	VBROADCASTSS     268(BX), Z14
+	VCVTDQ2PS        Z9, Z9
+	VFMADD213PS.BCST 396(BX), Z14, Z9
+	MOVQ             CX, BX
+	MOVQ             accs+56(FP), SI
+	MOVQ             nvec+40(FP), DI
+
+GgmlQ50F32Avx512_vec:
+	VMULPS      (BX), Z2, Z14
+	VMULPS      64(BX), Z3, Z15
+	VMULPS      128(BX), Z4, Z16
+	VMULPS      192(BX), Z5, Z17
+	VFMADD231PS 256(BX), Z6, Z14
+	VFMADD231PS 320(BX), Z7, Z15
+	VFMADD231PS 384(BX), Z8, Z16
+	VFMADD231PS 448(BX), Z9, Z17
+	VADDPS      Z15, Z14, Z14
+	VADDPS      Z17, Z16, Z16
+	VADDPS      Z16, Z14, Z14
+	VADDPS      (SI), Z14, Z14
+	VMOVUPS     Z14, (SI)
+	ADDQ        $0x00000200, BX
+	ADDQ        $0x00000040, SI
+	DECQ        DI
+	JNZ         GgmlQ50F32Avx512_vec
+	ADDQ        $0x00000058, AX
+	MOVQ        nvec+40(FP), BX
+	SHLQ        $0x09, BX
+	ADDQ        BX, CX
+	DECQ        DX
+	JNZ         GgmlQ50F32Avx512_unit
+	MOVQ        accs+56(FP), AX
+	MOVQ        out+64(FP), CX
+	MOVQ        nvec+40(FP), DX
+
+GgmlQ50F32Avx512_out:
+	VMOVUPS       (AX), Z2
+	VEXTRACTF64X4 $0x01, Z2, Y3
+	VADDPS        Y3, Y2, Y3
+	VEXTRACTF32X4 $0x01, Y3, X2
+	VADDPS        X2, X3, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (CX)
+	ADDQ          $0x00000040, AX
+	MOVQ          ostride+72(FP), BX
+	ADDQ          BX, CX
+	DECQ          DX
+	JNZ           GgmlQ50F32Avx512_out
+	MOVQ          stride+8(FP), AX
+	MOVQ          w+0(FP), CX
+	ADDQ          AX, CX
+	MOVQ          CX, w+0(FP)
+	MOVQ          out+64(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, out+64(FP)
+	MOVQ          rows+16(FP), AX
+	DECQ          AX
+	MOVQ          AX, rows+16(FP)
+	JNZ           GgmlQ50F32Avx512_row
+	VZEROUPPER
+	RET
+
+// func GgmlQ51F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·GgmlQ51F32Avx512(SB), NOSPLIT, $0-80
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z1
+
+GgmlQ51F32Avx512_row:
+	MOVQ   accs+56(FP), AX
+	MOVQ   nvec+40(FP), CX
+	VPXORD Z10, Z10, Z10
+
+GgmlQ51F32Avx512_zero:
+	VMOVUPS Z10, (AX)
+	ADDQ    $0x00000040, AX
+	DECQ    CX
+	JNZ     GgmlQ51F32Avx512_zero
+	MOVQ    w+0(FP), AX
+	MOVQ    x+32(FP), CX
+	MOVQ    nsb+24(FP), DX
+
+GgmlQ51F32Avx512_unit:
+	MOVQ             tmp+48(FP), BX
+	VMOVDQU64        8(AX), X12
+	VPSRLW           $0x04, X12, X2
+	VINSERTI32X4     $0x01, X2, Y12, Y11
+	VPANDD           Y11, Y0, Y11
+	MOVL             4(AX), SI
+	KMOVD            SI, K1
+	VPADDB           Y1, Y11, K1, Y11
+	VMOVDQU64        32(AX), X12
+	VPSRLW           $0x04, X12, X2
+	VINSERTI32X4     $0x01, X2, Y12, Y2
+	VPANDD           Y2, Y0, Y2
+	MOVL             28(AX), SI
+	KMOVD            SI, K1
+	VPADDB           Y1, Y2, K1, Y2
+	VINSERTI64X4     $0x01, Y2, Z11, Z5
+	VMOVDQU64        56(AX), X12
+	VPSRLW           $0x04, X12, X2
+	VINSERTI32X4     $0x01, X2, Y12, Y11
+	VPANDD           Y11, Y0, Y11
+	MOVL             52(AX), SI
+	KMOVD            SI, K1
+	VPADDB           Y1, Y11, K1, Y11
+	VMOVDQU64        80(AX), X12
+	VPSRLW           $0x04, X12, X2
+	VINSERTI32X4     $0x01, X2, Y12, Y2
+	VPANDD           Y2, Y0, Y2
+	MOVL             76(AX), SI
+	KMOVD            SI, K1
+	VPADDB           Y1, Y2, K1, Y2
+	VINSERTI64X4     $0x01, Y2, Z11, Z9
+	VPXORD           X13, X13, X13
+	VPINSRW          $0x00, (AX), X13, X13
+	VPINSRW          $0x01, 24(AX), X13, X13
+	VPINSRW          $0x02, 48(AX), X13, X13
+	VPINSRW          $0x03, 72(AX), X13, X13
+	VCVTPH2PS        X13, X2
+	VPXORD           X14, X14, X14
+	VPINSRW          $0x00, 2(AX), X14, X14
+	VPINSRW          $0x01, 26(AX), X14, X14
+	VPINSRW          $0x02, 50(AX), X14, X14
+	VPINSRW          $0x03, 74(AX), X14, X14
+	VCVTPH2PS        X14, X3
+	VMOVUPS          X2, 256(BX)
+	VMOVUPS          X3, 384(BX)
+	VPMOVZXBD        X5, Z2
+	VBROADCASTSS     256(BX), Z3
+	VCVTDQ2PS        Z2, Z2
+	VFMADD213PS.BCST 384(BX), Z3, Z2
+	VEXTRACTI32X4    $0x01, Z5, X3
+	VPMOVZXBD        X3, Z3
+	VBROADCASTSS     256(BX), Z4
+	VCVTDQ2PS        Z3, Z3
+	VFMADD213PS.BCST 384(BX), Z4, Z3
+	VEXTRACTI32X4    $0x02, Z5, X4
+	VPMOVZXBD        X4, Z4
+	VBROADCASTSS     260(BX), Z6
+	VCVTDQ2PS        Z4, Z4
+	VFMADD213PS.BCST 388(BX), Z6, Z4
+	VEXTRACTI32X4    $0x03, Z5, X5
+	VPMOVZXBD        X5, Z5
+	VBROADCASTSS     260(BX), Z6
+	VCVTDQ2PS        Z5, Z5
+	VFMADD213PS.BCST 388(BX), Z6, Z5
+	VPMOVZXBD        X9, Z6
+	VBROADCASTSS     264(BX), Z7
+	VCVTDQ2PS        Z6, Z6
+	VFMADD213PS.BCST 392(BX), Z7, Z6
+	VEXTRACTI32X4    $0x01, Z9, X7
+	VPMOVZXBD        X7, Z7
+	VBROADCASTSS     264(BX), Z8
+	VCVTDQ2PS        Z7, Z7
+	VFMADD213PS.BCST 392(BX), Z8, Z7
+	VEXTRACTI32X4    $0x02, Z9, X8
+	VPMOVZXBD        X8, Z8
+	VBROADCASTSS     268(BX), Z15
+	VCVTDQ2PS        Z8, Z8
+	VFMADD213PS.BCST 396(BX), Z15, Z8
+	VEXTRACTI32X4    $0x03, Z9, X9
+	VPMOVZXBD        X9, Z9
+	VBROADCASTSS     268(BX), Z15
+	VCVTDQ2PS        Z9, Z9
+	VFMADD213PS.BCST 396(BX), Z15, Z9
+	MOVQ             CX, BX
+	MOVQ             accs+56(FP), SI
+	MOVQ             nvec+40(FP), DI
+
+GgmlQ51F32Avx512_vec:
+	VMULPS      (BX), Z2, Z15
+	VMULPS      64(BX), Z3, Z16
+	VMULPS      128(BX), Z4, Z17
+	VMULPS      192(BX), Z5, Z18
+	VFMADD231PS 256(BX), Z6, Z15
+	VFMADD231PS 320(BX), Z7, Z16
+	VFMADD231PS 384(BX), Z8, Z17
+	VFMADD231PS 448(BX), Z9, Z18
+	VADDPS      Z16, Z15, Z15
+	VADDPS      Z18, Z17, Z17
+	VADDPS      Z17, Z15, Z15
+	VADDPS      (SI), Z15, Z15
+	VMOVUPS     Z15, (SI)
+	ADDQ        $0x00000200, BX
+	ADDQ        $0x00000040, SI
+	DECQ        DI
+	JNZ         GgmlQ51F32Avx512_vec
+	ADDQ        $0x00000060, AX
+	MOVQ        nvec+40(FP), BX
+	SHLQ        $0x09, BX
+	ADDQ        BX, CX
+	DECQ        DX
+	JNZ         GgmlQ51F32Avx512_unit
+	MOVQ        accs+56(FP), AX
+	MOVQ        out+64(FP), CX
+	MOVQ        nvec+40(FP), DX
+
+GgmlQ51F32Avx512_out:
+	VMOVUPS       (AX), Z2
+	VEXTRACTF64X4 $0x01, Z2, Y3
+	VADDPS        Y3, Y2, Y3
+	VEXTRACTF32X4 $0x01, Y3, X2
+	VADDPS        X2, X3, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (CX)
+	ADDQ          $0x00000040, AX
+	MOVQ          ostride+72(FP), BX
+	ADDQ          BX, CX
+	DECQ          DX
+	JNZ           GgmlQ51F32Avx512_out
+	MOVQ          stride+8(FP), AX
+	MOVQ          w+0(FP), CX
+	ADDQ          AX, CX
+	MOVQ          CX, w+0(FP)
+	MOVQ          out+64(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, out+64(FP)
+	MOVQ          rows+16(FP), AX
+	DECQ          AX
+	MOVQ          AX, rows+16(FP)
+	JNZ           GgmlQ51F32Avx512_row
+	VZEROUPPER
+	RET
+
+// func GgmlQ80F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C
+TEXT ·GgmlQ80F32Avx512(SB), NOSPLIT, $0-80
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z0
+
+GgmlQ80F32Avx512_row:
+	MOVQ   accs+56(FP), AX
+	MOVQ   nvec+40(FP), CX
+	VPXORD Z1, Z1, Z1
+
+GgmlQ80F32Avx512_zero:
+	VMOVUPS Z1, (AX)
+	ADDQ    $0x00000040, AX
+	DECQ    CX
+	JNZ     GgmlQ80F32Avx512_zero
+	MOVQ    w+0(FP), AX
+	MOVQ    x+32(FP), CX
+	MOVQ    nsb+24(FP), DX
+
+GgmlQ80F32Avx512_unit:
+	MOVQ             tmp+48(FP), BX
+	VMOVDQU64        2(AX), Y11
+	VMOVDQU64        36(AX), Y3
+	VINSERTI64X4     $0x01, Y3, Z11, Z6
+	VPXORD           Z0, Z6, Z6
+	VMOVDQU64        70(AX), Y11
+	VMOVDQU64        104(AX), Y3
+	VINSERTI64X4     $0x01, Y3, Z11, Z10
+	VPXORD           Z0, Z10, Z10
+	VPXORD           X2, X2, X2
+	VPINSRW          $0x00, (AX), X2, X2
+	VPINSRW          $0x01, 34(AX), X2, X2
+	VPINSRW          $0x02, 68(AX), X2, X2
+	VPINSRW          $0x03, 102(AX), X2, X2
+	VCVTPH2PS        X2, X4
+	MOVL             $0xc3000000, SI
+	VPBROADCASTD     SI, Z3
+	VMULPS           X3, X4, X3
+	VMOVUPS          X4, 256(BX)
+	VMOVUPS          X3, 384(BX)
+	VPMOVZXBD        X6, Z3
+	VBROADCASTSS     256(BX), Z4
+	VCVTDQ2PS        Z3, Z3
+	VFMADD213PS.BCST 384(BX), Z4, Z3
+	VEXTRACTI32X4    $0x01, Z6, X4
+	VPMOVZXBD        X4, Z4
+	VBROADCASTSS     256(BX), Z5
+	VCVTDQ2PS        Z4, Z4
+	VFMADD213PS.BCST 384(BX), Z5, Z4
+	VEXTRACTI32X4    $0x02, Z6, X5
+	VPMOVZXBD        X5, Z5
+	VBROADCASTSS     260(BX), Z7
+	VCVTDQ2PS        Z5, Z5
+	VFMADD213PS.BCST 388(BX), Z7, Z5
+	VEXTRACTI32X4    $0x03, Z6, X6
+	VPMOVZXBD        X6, Z6
+	VBROADCASTSS     260(BX), Z7
+	VCVTDQ2PS        Z6, Z6
+	VFMADD213PS.BCST 388(BX), Z7, Z6
+	VPMOVZXBD        X10, Z7
+	VBROADCASTSS     264(BX), Z8
+	VCVTDQ2PS        Z7, Z7
+	VFMADD213PS.BCST 392(BX), Z8, Z7
+	VEXTRACTI32X4    $0x01, Z10, X8
+	VPMOVZXBD        X8, Z8
+	VBROADCASTSS     264(BX), Z9
+	VCVTDQ2PS        Z8, Z8
+	VFMADD213PS.BCST 392(BX), Z9, Z8
+	VEXTRACTI32X4    $0x02, Z10, X9
+	VPMOVZXBD        X9, Z9
+	VBROADCASTSS     268(BX), Z12
+	VCVTDQ2PS        Z9, Z9
+	VFMADD213PS.BCST 396(BX), Z12, Z9
+	VEXTRACTI32X4    $0x03, Z10, X10
+	VPMOVZXBD        X10, Z10
+	VBROADCASTSS     268(BX), Z12
+	VCVTDQ2PS        Z10, Z10
+	VFMADD213PS.BCST 396(BX), Z12, Z10
+	MOVQ             CX, BX
+	MOVQ             accs+56(FP), SI
+	MOVQ             nvec+40(FP), DI
+
+GgmlQ80F32Avx512_vec:
+	VMULPS      (BX), Z3, Z12
+	VMULPS      64(BX), Z4, Z13
+	VMULPS      128(BX), Z5, Z14
+	VMULPS      192(BX), Z6, Z15
+	VFMADD231PS 256(BX), Z7, Z12
+	VFMADD231PS 320(BX), Z8, Z13
+	VFMADD231PS 384(BX), Z9, Z14
+	VFMADD231PS 448(BX), Z10, Z15
+	VADDPS      Z13, Z12, Z12
+	VADDPS      Z15, Z14, Z14
+	VADDPS      Z14, Z12, Z12
+	VADDPS      (SI), Z12, Z12
+	VMOVUPS     Z12, (SI)
+	ADDQ        $0x00000200, BX
+	ADDQ        $0x00000040, SI
+	DECQ        DI
+	JNZ         GgmlQ80F32Avx512_vec
+	ADDQ        $0x00000088, AX
+	MOVQ        nvec+40(FP), BX
+	SHLQ        $0x09, BX
+	ADDQ        BX, CX
+	DECQ        DX
+	JNZ         GgmlQ80F32Avx512_unit
+	MOVQ        accs+56(FP), AX
+	MOVQ        out+64(FP), CX
+	MOVQ        nvec+40(FP), DX
+
+GgmlQ80F32Avx512_out:
+	VMOVUPS       (AX), Z3
+	VEXTRACTF64X4 $0x01, Z3, Y4
+	VADDPS        Y4, Y3, Y4
+	VEXTRACTF32X4 $0x01, Y4, X3
+	VADDPS        X3, X4, X3
+	VMOVHLPS      X3, X3, X4
+	VADDPS        X4, X3, X3
+	VMOVSHDUP     X3, X4
+	VADDSS        X4, X3, X3
+	VMOVSS        X3, (CX)
+	ADDQ          $0x00000040, AX
+	MOVQ          ostride+72(FP), BX
+	ADDQ          BX, CX
+	DECQ          DX
+	JNZ           GgmlQ80F32Avx512_out
+	MOVQ          stride+8(FP), AX
+	MOVQ          w+0(FP), CX
+	ADDQ          AX, CX
+	MOVQ          CX, w+0(FP)
+	MOVQ          out+64(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, out+64(FP)
+	MOVQ          rows+16(FP), AX
+	DECQ          AX
+	MOVQ          AX, rows+16(FP)
+	JNZ           GgmlQ80F32Avx512_row
+	VZEROUPPER
+	RET
+
+// func GgmlIQ4NLF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C
+TEXT ·GgmlIQ4NLF32Avx512(SB), NOSPLIT, $0-80
+	MOVL            $0x0f0f0f0f, AX
+	VMOVD           AX, X0
+	VPBROADCASTD    X0, Y0
+	VBROADCASTI32X4 ggmlKValues128<>+0(SB), Y1
+
+GgmlIQ4NLF32Avx512_row:
+	MOVQ   accs+56(FP), AX
+	MOVQ   nvec+40(FP), CX
+	VPXORD Z10, Z10, Z10
+
+GgmlIQ4NLF32Avx512_zero:
+	VMOVUPS Z10, (AX)
+	ADDQ    $0x00000040, AX
+	DECQ    CX
+	JNZ     GgmlIQ4NLF32Avx512_zero
+	MOVQ    w+0(FP), AX
+	MOVQ    x+32(FP), CX
+	MOVQ    nsb+24(FP), DX
+
+GgmlIQ4NLF32Avx512_unit:
+	MOVQ             tmp+48(FP), BX
+	VMOVDQU64        2(AX), X12
+	VPSRLW           $0x04, X12, X2
+	VINSERTI32X4     $0x01, X2, Y12, Y11
+	VPANDD           Y11, Y0, Y11
+	VPSHUFB          Y11, Y1, Y11
+	VMOVDQU64        20(AX), X12
+	VPSRLW           $0x04, X12, X2
+	VINSERTI32X4     $0x01, X2, Y12, Y2
+	VPANDD           Y2, Y0, Y2
+	VPSHUFB          Y2, Y1, Y2
+	VINSERTI64X4     $0x01, Y2, Z11, Z5
+	VMOVDQU64        38(AX), X12
+	VPSRLW           $0x04, X12, X2
+	VINSERTI32X4     $0x01, X2, Y12, Y11
+	VPANDD           Y11, Y0, Y11
+	VPSHUFB          Y11, Y1, Y11
+	VMOVDQU64        56(AX), X12
+	VPSRLW           $0x04, X12, X2
+	VINSERTI32X4     $0x01, X2, Y12, Y2
+	VPANDD           Y2, Y0, Y2
+	VPSHUFB          Y2, Y1, Y2
+	VINSERTI64X4     $0x01, Y2, Z11, Z9
+	VPXORD           X13, X13, X13
+	VPINSRW          $0x00, (AX), X13, X13
+	VPINSRW          $0x01, 18(AX), X13, X13
+	VPINSRW          $0x02, 36(AX), X13, X13
+	VPINSRW          $0x03, 54(AX), X13, X13
+	VCVTPH2PS        X13, X3
+	MOVL             $0xc3000000, SI
+	VPBROADCASTD     SI, Z2
+	VMULPS           X2, X3, X2
+	VMOVUPS          X3, 256(BX)
+	VMOVUPS          X2, 384(BX)
+	VPMOVZXBD        X5, Z2
+	VBROADCASTSS     256(BX), Z3
+	VCVTDQ2PS        Z2, Z2
+	VFMADD213PS.BCST 384(BX), Z3, Z2
+	VEXTRACTI32X4    $0x01, Z5, X3
+	VPMOVZXBD        X3, Z3
+	VBROADCASTSS     256(BX), Z4
+	VCVTDQ2PS        Z3, Z3
+	VFMADD213PS.BCST 384(BX), Z4, Z3
+	VEXTRACTI32X4    $0x02, Z5, X4
+	VPMOVZXBD        X4, Z4
+	VBROADCASTSS     260(BX), Z6
+	VCVTDQ2PS        Z4, Z4
+	VFMADD213PS.BCST 388(BX), Z6, Z4
+	VEXTRACTI32X4    $0x03, Z5, X5
+	VPMOVZXBD        X5, Z5
+	VBROADCASTSS     260(BX), Z6
+	VCVTDQ2PS        Z5, Z5
+	VFMADD213PS.BCST 388(BX), Z6, Z5
+	VPMOVZXBD        X9, Z6
+	VBROADCASTSS     264(BX), Z7
+	VCVTDQ2PS        Z6, Z6
+	VFMADD213PS.BCST 392(BX), Z7, Z6
+	VEXTRACTI32X4    $0x01, Z9, X7
+	VPMOVZXBD        X7, Z7
+	VBROADCASTSS     264(BX), Z8
+	VCVTDQ2PS        Z7, Z7
+	VFMADD213PS.BCST 392(BX), Z8, Z7
+	VEXTRACTI32X4    $0x02, Z9, X8
+	VPMOVZXBD        X8, Z8
+	VBROADCASTSS     268(BX), Z14
+	VCVTDQ2PS        Z8, Z8
+	VFMADD213PS.BCST 396(BX), Z14, Z8
+	VEXTRACTI32X4    $0x03, Z9, X9
+	VPMOVZXBD        X9, Z9
+	VBROADCASTSS     268(BX), Z14
+	VCVTDQ2PS        Z9, Z9
+	VFMADD213PS.BCST 396(BX), Z14, Z9
+	MOVQ             CX, BX
+	MOVQ             accs+56(FP), SI
+	MOVQ             nvec+40(FP), DI
+
+GgmlIQ4NLF32Avx512_vec:
+	VMULPS      (BX), Z2, Z14
+	VMULPS      64(BX), Z3, Z15
+	VMULPS      128(BX), Z4, Z16
+	VMULPS      192(BX), Z5, Z17
+	VFMADD231PS 256(BX), Z6, Z14
+	VFMADD231PS 320(BX), Z7, Z15
+	VFMADD231PS 384(BX), Z8, Z16
+	VFMADD231PS 448(BX), Z9, Z17
+	VADDPS      Z15, Z14, Z14
+	VADDPS      Z17, Z16, Z16
+	VADDPS      Z16, Z14, Z14
+	VADDPS      (SI), Z14, Z14
+	VMOVUPS     Z14, (SI)
+	ADDQ        $0x00000200, BX
+	ADDQ        $0x00000040, SI
+	DECQ        DI
+	JNZ         GgmlIQ4NLF32Avx512_vec
+	ADDQ        $0x00000048, AX
+	MOVQ        nvec+40(FP), BX
+	SHLQ        $0x09, BX
+	ADDQ        BX, CX
+	DECQ        DX
+	JNZ         GgmlIQ4NLF32Avx512_unit
+	MOVQ        accs+56(FP), AX
+	MOVQ        out+64(FP), CX
+	MOVQ        nvec+40(FP), DX
+
+GgmlIQ4NLF32Avx512_out:
+	VMOVUPS       (AX), Z2
+	VEXTRACTF64X4 $0x01, Z2, Y3
+	VADDPS        Y3, Y2, Y3
+	VEXTRACTF32X4 $0x01, Y3, X2
+	VADDPS        X2, X3, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (CX)
+	ADDQ          $0x00000040, AX
+	MOVQ          ostride+72(FP), BX
+	ADDQ          BX, CX
+	DECQ          DX
+	JNZ           GgmlIQ4NLF32Avx512_out
+	MOVQ          stride+8(FP), AX
+	MOVQ          w+0(FP), CX
+	ADDQ          AX, CX
+	MOVQ          CX, w+0(FP)
+	MOVQ          out+64(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, out+64(FP)
+	MOVQ          rows+16(FP), AX
+	DECQ          AX
+	MOVQ          AX, rows+16(FP)
+	JNZ           GgmlIQ4NLF32Avx512_row
+	VZEROUPPER
+	RET

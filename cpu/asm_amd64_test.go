@@ -145,6 +145,9 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, f := range ggmlA8M16Funcs {
 		check("ggml batch", funcName(f), ggmlA8Requires)
 	}
+	for _, f := range ggmlF32Funcs {
+		check("ggml float", funcName(f), ggmlA8Requires)
+	}
 	check("int8", funcName(asm.Int8GemvAvx512), int8Requires)
 	check("int8 avx2", funcName(asm.Int8GemvAvx2), int8AVX2Requires)
 	for _, vs := range ansDotFuncs {

@@ -13,10 +13,12 @@ import (
 // GGMLMatrix is a layout/ggml matrix (llama.cpp's block types, as stored)
 // bound to a CPU backend. Every multiply walks each row's blocks once and
 // uses each decoded block for every vector of the batch. Float
-// activations multiply the reference float32 weights (per block, eight
-// partial sums); int8 activations compute layout/ggml's exact definition
-// (integer sub-block sums, then its float order) with the SIMD kernels of
-// the backend's kernel set where it has them for the type, else in Go.
+// activations multiply float32 weights (the Go kernel: the reference
+// weights, eight partial sums per block; SIMD: d*sc*u + offset in
+// registers, FMA); int8 activations compute layout/ggml's exact
+// definition (integer sub-block sums, then its float order). The SIMD
+// kernels of the backend's kernel set run where it has them for the type,
+// else Go.
 type GGMLMatrix struct {
 	b      *Backend
 	m      *ggml.Matrix // a snapshot of the loaded matrix (Data may be a huge-page copy)
@@ -34,6 +36,9 @@ type ggmlKernel struct {
 	// prep lays out vector v's activations (c.xq, c.xs) for a8 once per
 	// call, before the rows are split.
 	prep func(mx *GGMLMatrix, c *ggmlCall)
+	// f32 computes rows [r0, r1) of every vector with float activations
+	// xt laid out by ggmlUnitMajor (nil: the Go kernel).
+	f32 func(mx *GGMLMatrix, dst, xt []float32, batch, r0, r1 int)
 }
 
 // ggmlKernels holds the SIMD kernels by type; architecture files fill
@@ -80,7 +85,7 @@ func (b *Backend) LoadGGML(m *ggml.Matrix) (*GGMLMatrix, error) {
 }
 
 // Kernel names the kernels, e.g. "cpu-avx512vnni-q6_k" or
-// "cpu-generic-q6_k" (A32/A16 always run the Go kernels).
+// "cpu-generic-q6_k".
 func (mx *GGMLMatrix) Kernel() string {
 	isa := Generic
 	if mx.kern != nil {
@@ -124,12 +129,32 @@ func (mx *GGMLMatrix) MulF32(dst, x []float32, batch int) error {
 		return err
 	}
 	m := mx.m
+	if k := mx.kern; k != nil && k.f32 != nil {
+		xt := ggmlUnitMajor(m, x, batch)
+		mx.b.parallelRows(m.Rows, m.RowBytes(), func(r0, r1 int) { k.f32(mx, dst, xt, batch, r0, r1) })
+		return nil
+	}
 	xp := make([]float32, batch*m.PCols) // zero padded
 	for v := 0; v < batch; v++ {
 		copy(xp[v*m.PCols:], x[v*m.Cols:(v+1)*m.Cols])
 	}
 	mx.b.parallelRows(m.Rows, m.RowBytes(), func(r0, r1 int) { ggmlF32Rows(m, dst, xp, batch, r0, r1) })
 	return nil
+}
+
+// ggmlUnitMajor lays out batch vectors of x (Cols values each) for the
+// float kernels: unit k (256 columns, or 128 for the 32-element types) of
+// vector v at (k*batch + v)*U, zero padded to PCols.
+func ggmlUnitMajor(m *ggml.Matrix, x []float32, batch int) []float32 {
+	u := max(m.Type.BlockElems(), 128)
+	xt := make([]float32, batch*m.PCols)
+	for v := 0; v < batch; v++ {
+		xv := x[v*m.Cols : (v+1)*m.Cols]
+		for k := 0; k*u < m.Cols; k++ {
+			copy(xt[(k*batch+v)*u:(k*batch+v+1)*u], xv[k*u:min(len(xv), (k+1)*u)])
+		}
+	}
+	return xt
 }
 
 // MulF16 multiplies binary16 activations, widened exactly to float32.

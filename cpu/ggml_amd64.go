@@ -16,7 +16,7 @@ import (
 type ggmlA8Func func(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // ggmlA8Requires is every feature the kernels' instructions need.
-var ggmlA8Requires = []string{"AVX", "AVX2", "AVX512F", "AVX512BW", "AVX512VL", "AVX512VNNI", "BMI2", "F16C"}
+var ggmlA8Requires = []string{"AVX", "AVX2", "AVX512F", "AVX512BW", "AVX512DQ", "AVX512VL", "AVX512VNNI", "BMI2", "F16C"}
 
 var ggmlA8Funcs = map[ggml.Type]ggmlA8Func{
 	ggml.Q2_K:   asm.GgmlQ2KA8Avx512,
@@ -46,6 +46,24 @@ var ggmlA8M16Funcs = map[ggml.Type]ggmlA8M16Func{
 	ggml.IQ4_XS: asm.GgmlIQ4XSA8M16Avx512,
 }
 
+type ggmlF32Func func(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+
+// ggmlF32Funcs are the float-activation kernels (every type).
+var ggmlF32Funcs = map[ggml.Type]ggmlF32Func{
+	ggml.Q2_K:   asm.GgmlQ2KF32Avx512,
+	ggml.Q3_K:   asm.GgmlQ3KF32Avx512,
+	ggml.Q4_K:   asm.GgmlQ4KF32Avx512,
+	ggml.Q5_K:   asm.GgmlQ5KF32Avx512,
+	ggml.Q6_K:   asm.GgmlQ6KF32Avx512,
+	ggml.IQ4_XS: asm.GgmlIQ4XSF32Avx512,
+	ggml.Q4_0:   asm.GgmlQ40F32Avx512,
+	ggml.Q4_1:   asm.GgmlQ41F32Avx512,
+	ggml.Q5_0:   asm.GgmlQ50F32Avx512,
+	ggml.Q5_1:   asm.GgmlQ51F32Avx512,
+	ggml.Q8_0:   asm.GgmlQ80F32Avx512,
+	ggml.IQ4_NL: asm.GgmlIQ4NLF32Avx512,
+}
+
 // ggmlM16From is the smallest batch the batch kernels run.
 const ggmlM16From = 2
 
@@ -60,12 +78,21 @@ var ggmlActOrder = map[ggml.Type][8]int{
 
 func init() {
 	for t, fn := range ggmlA8Funcs {
-		m16 := ggmlA8M16Funcs[t]
+		m16, f32 := ggmlA8M16Funcs[t], ggmlF32Funcs[t]
 		ggmlKernels[t] = func(isa ISA) *ggmlKernel {
 			if isa != AVX512VNNI || !hasAll(ggmlA8Requires) {
 				return nil
 			}
-			return &ggmlKernel{isa: isa, prep: ggmlPrep, a8: func(mx *GGMLMatrix, c *ggmlCall, r0, r1 int) {
+			return &ggmlKernel{isa: isa, prep: ggmlPrep, f32: func(mx *GGMLMatrix, dst, xt []float32, batch, r0, r1 int) {
+				if r1 <= r0 {
+					return
+				}
+				m := mx.m
+				var tmp [512]byte
+				var accs [maxBatch * 16]float32
+				f32(&m.Data[r0*m.RowBytes()], m.RowBytes(), r1-r0, m.PCols/max(m.Type.BlockElems(), 128),
+					&xt[0], batch, &tmp[0], &accs[0], &dst[r0], 4*m.Rows)
+			}, a8: func(mx *GGMLMatrix, c *ggmlCall, r0, r1 int) {
 				m := mx.m
 				pc := m.PCols
 				if r1 <= r0 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -20,6 +21,12 @@ func ggmlKernels() {
 	}
 	for _, c := range ggmlSmalls {
 		ggmlBlockA8(c)
+	}
+	for _, c := range ggmlSupers {
+		ggmlSuperF32(c)
+	}
+	for _, c := range ggmlSmalls {
+		ggmlBlockF32(c)
 	}
 }
 
@@ -600,40 +607,7 @@ func ggmlBlockA8(c ggmlSmall) {
 		kc := param("nsb")
 		Label(name + "_grp")
 		{
-			// the codes of blocks 2i, 2i+1 in z[i]
-			var z [2]VecVirtual
-			for i := 0; i < 2; i++ {
-				var half [2]VecVirtual
-				for j := 0; j < 2; j++ {
-					off := (2*i+j)*c.bytes + c.qs
-					y := YMM()
-					if c.nib {
-						x, hx := XMM(), XMM()
-						VMOVDQU64(Mem{Base: wp, Disp: off}, x)
-						VPSRLW(U8(4), x, hx)
-						VINSERTI32X4(U8(1), hx, x.AsY(), y)
-						VPANDD(y, nib, y)
-						if c.kv {
-							VPSHUFB(y, kv, y)
-						}
-					} else {
-						VMOVDQU64(Mem{Base: wp, Disp: off}, y)
-					}
-					if c.qh != 0 {
-						h := GP32()
-						MOVL(Mem{Base: wp, Disp: (2*i+j)*c.bytes + c.qh}, h)
-						k := K()
-						KMOVD(h, k)
-						VPADDB(sixteen.AsY(), y, k, y)
-					}
-					half[j] = y
-				}
-				z[i] = ZMM()
-				VINSERTI64X4(U8(1), half[1], half[0].AsZ(), z[i])
-				if !c.nib {
-					VPXORD(flip, z[i], z[i])
-				}
-			}
+			z := ggmlBlockCodes(c, wp, nib, kv, flip, sixteen)
 			// d (and m) of the four blocks as float32
 			dh := XMM()
 			VPXORD(dh, dh, dh)
@@ -909,3 +883,316 @@ func ggmlSuperA8M16(c ggmlSuper) {
 	VZEROUPPER()
 	RET()
 }
+
+// ggmlBlockCodes unpacks four 32-element blocks at wp into unsigned bytes
+// in column order, blocks 2i and 2i+1 in z[i] (see ggmlBlockA8).
+func ggmlBlockCodes(c ggmlSmall, wp GPVirtual, nib, kv, flip, sixteen VecVirtual) (z [2]VecVirtual) {
+	for i := 0; i < 2; i++ {
+		var half [2]VecVirtual
+		for j := 0; j < 2; j++ {
+			off := (2*i+j)*c.bytes + c.qs
+			y := YMM()
+			if c.nib {
+				x, hx := XMM(), XMM()
+				VMOVDQU64(Mem{Base: wp, Disp: off}, x)
+				VPSRLW(U8(4), x, hx)
+				VINSERTI32X4(U8(1), hx, x.AsY(), y)
+				VPANDD(y, nib, y)
+				if c.kv {
+					VPSHUFB(y, kv, y)
+				}
+			} else {
+				VMOVDQU64(Mem{Base: wp, Disp: off}, y)
+			}
+			if c.qh != 0 {
+				h := GP32()
+				MOVL(Mem{Base: wp, Disp: (2*i+j)*c.bytes + c.qh}, h)
+				k := K()
+				KMOVD(h, k)
+				VPADDB(sixteen.AsY(), y, k, y)
+			}
+			half[j] = y
+		}
+		z[i] = ZMM()
+		VINSERTI64X4(U8(1), half[1], half[0].AsZ(), z[i])
+		if !c.nib {
+			VPXORD(flip, z[i], z[i])
+		}
+	}
+	return z
+}
+
+// ggmlSigF32 is the signature of the GGML float kernels: rows rows from w
+// (stride bytes apart) of nsb units (super-blocks, or groups of four
+// 32-element blocks) each; the float32 activations of unit k of vector v
+// at x + (k*nvec + v)*U*4 (U = 256 or 128 columns: the vectors of a unit
+// side by side); tmp is 512 bytes and accs nvec*64 bytes of scratch; row
+// r of vector v goes to out[v*ostride + r] (byte stride).
+const ggmlSigF32 = "func(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)"
+
+// ggmlChunk is one 16-code lane of a unit's unpacked codes (in register
+// order): the column it starts at and its sub-block (block).
+type ggmlChunk struct{ col, j int }
+
+// ggmlSuperChunks returns the lanes of a super-block type's four code
+// registers (half h, part p, lane l: index 8h + 4p + l).
+func ggmlSuperChunks(c ggmlSuper) []ggmlChunk {
+	var out []ggmlChunk
+	for h := 0; h < 2; h++ {
+		for p := 0; p < 2; p++ {
+			for l := 0; l < 4; l++ {
+				var col int
+				switch c.t {
+				case "Q4K", "Q5K":
+					col = 128*h + 64*(l/2) + 32*p + 16*(l%2)
+				case "IQ4XS":
+					col = 128*h + 32*l + 16*p
+				default: // Q2K, Q3K, Q6K: part p holds columns 64p..64p+63 of the half
+					col = 128*h + 64*p + 16*l
+				}
+				out = append(out, ggmlChunk{col, col / c.sub})
+			}
+		}
+	}
+	return out
+}
+
+// ggmlFloatUnit emits the float multiply of one unit whose codes (unsigned
+// bytes, register order) are in z and whose per-sub-block scales D and
+// offsets E (w = D*u + E) are at tmp+256 and tmp+384: it converts each
+// 16-code lane to float32 weights in a register, then for every vector
+// adds weights times activations into four partial sums and those into
+// the vector's accumulator (accs + 64v).
+func ggmlFloatUnit(name string, z []VecVirtual, chunks []ggmlChunk, unitCols int, tp, xk GPVirtual, w []VecVirtual) {
+	for i, ch := range chunks {
+		zr := z[i/4]
+		if i%4 == 0 {
+			VPMOVZXBD(zr.AsX(), w[i])
+		} else {
+			lane := XMM()
+			VEXTRACTI32X4(U8(i%4), zr, lane)
+			VPMOVZXBD(lane, w[i])
+		}
+		dj := ZMM()
+		VBROADCASTSS(Mem{Base: tp, Disp: 256 + 4*ch.j}, dj)
+		VCVTDQ2PS(w[i], w[i])
+		VFMADD213PS_BCST(Mem{Base: tp, Disp: 384 + 4*ch.j}, dj, w[i])
+	}
+	xv, ap := GP64(), GP64()
+	MOVQ(xk, xv)
+	ap = param("accs")
+	vc := param("nvec")
+	Label(name)
+	{
+		p := []VecVirtual{ZMM(), ZMM(), ZMM(), ZMM()}
+		for i, ch := range chunks {
+			if i < 4 {
+				VMULPS(Mem{Base: xv, Disp: 4 * ch.col}, w[i], p[i])
+			} else {
+				VFMADD231PS(Mem{Base: xv, Disp: 4 * ch.col}, w[i], p[i%4])
+			}
+		}
+		VADDPS(p[1], p[0], p[0])
+		VADDPS(p[3], p[2], p[2])
+		VADDPS(p[2], p[0], p[0])
+		VADDPS(Mem{Base: ap}, p[0], p[0])
+		VMOVUPS(p[0], Mem{Base: ap})
+		ADDQ(U32(4*unitCols), xv)
+		ADDQ(U32(64), ap)
+		DECQ(vc)
+		JNZ(LabelRef(name))
+	}
+}
+
+// ggmlF32Rows emits the row loop of a float kernel around unit, which
+// unpacks and multiplies one unit at wp (tp: scratch, xk: the unit's
+// activations).
+func ggmlF32Rows(name string, unitBytes, unitCols int, unit func(wp, tp, xk GPVirtual)) {
+	Label(name + "_row")
+	{
+		{ // zero the accumulators
+			ap, n := param("accs"), param("nvec")
+			z := ZMM()
+			VPXORD(z, z, z)
+			Label(name + "_zero")
+			VMOVUPS(z, Mem{Base: ap})
+			ADDQ(U32(64), ap)
+			DECQ(n)
+			JNZ(LabelRef(name + "_zero"))
+		}
+		wp, xk, nk := param("w"), param("x"), param("nsb")
+		Label(name + "_unit")
+		{
+			tp := param("tmp")
+			unit(wp, tp, xk)
+			ADDQ(U32(unitBytes), wp)
+			n := param("nvec")
+			SHLQ(U8(log2(4*unitCols)), n)
+			ADDQ(n, xk)
+			DECQ(nk)
+			JNZ(LabelRef(name + "_unit"))
+		}
+		{ // reduce each vector's accumulator into out[v*ostride]
+			ap, op, n := param("accs"), param("out"), param("nvec")
+			Label(name + "_out")
+			a := ZMM()
+			VMOVUPS(Mem{Base: ap}, a)
+			y := YMM()
+			VEXTRACTF64X4(U8(1), a, y)
+			VADDPS(y, a.AsY(), y)
+			x := XMM()
+			VEXTRACTF32X4(U8(1), y, x)
+			VADDPS(x, y.AsX(), x)
+			t := XMM()
+			VMOVHLPS(x, x, t)
+			VADDPS(t, x, x)
+			VMOVSHDUP(x, t)
+			VADDSS(t, x, x)
+			VMOVSS(x, Mem{Base: op})
+			ADDQ(U32(64), ap)
+			ADDQ(param("ostride"), op)
+			DECQ(n)
+			JNZ(LabelRef(name + "_out"))
+		}
+		bump("w", param("stride"))
+		bump("out", U32(4))
+		r := param("rows")
+		DECQ(r)
+		Store(r, Param("rows"))
+		JNZ(LabelRef(name + "_row"))
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// ggmlSuperF32 emits Ggml<t>F32Avx512: float activations for a
+// super-block type. Each super-block is dequantized to 16 registers of
+// float32 weights, w = D_j*u + E_j from the unsigned codes u (D_j =
+// d*sc_j; E_j = -dmin*m_j, or -c*D_j for the types stored as q + c), then
+// multiplied by every vector's activations (FMA): within
+// ggml.Tolerance of the reference, not bit-exact.
+func ggmlSuperF32(c ggmlSuper) {
+	t := c.t
+	name := "Ggml" + t + "F32Avx512"
+	TEXT(name, NOSPLIT, ggmlSigF32)
+	Pragma("noescape")
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s multiplies layout/ggml %s rows by float32 activations with AVX-512: each super-block dequantized once to float32 weights in registers for every vector.", name, ggmlTypeName(t)))
+	kc, _ := ggmlConstTables(c, false)
+	chunks := ggmlSuperChunks(c)
+	w := make([]VecVirtual, 16)
+	for i := range w {
+		w[i] = ZMM()
+	}
+	nsub := 256 / c.sub
+	ggmlF32Rows(name, c.bytes, 256, func(wp, tp, xk GPVirtual) {
+		q := ggmlSuperCodes(c, wp, kc)
+		z := []VecVirtual{q[0][0], q[0][1], q[1][0], q[1][1]}
+		// D and E of every sub-block at tp+256, tp+384
+		scw, sumw := ggmlSuperScales(c, wp)
+		dz := ZMM()
+		{
+			off := map[string]int{"Q2K": 80, "Q3K": 108, "Q6K": 208}[t]
+			h := YMM()
+			VPBROADCASTW(Mem{Base: wp, Disp: off}, h)
+			VCVTPH2PS(h, dz)
+		}
+		D, E := ZMM(), ZMM()
+		switch {
+		case c.dword: // 8 dwords
+			VCVTDQ2PS(scw, D.AsY())
+		case c.sub == 32: // 8 words
+			VPMOVSXWD(scw, D.AsY())
+			VCVTDQ2PS(D, D)
+		default: // 16 words
+			VPMOVSXWD(scw, D)
+			VCVTDQ2PS(D, D)
+		}
+		VMULPS(dz, D, D)
+		switch {
+		case c.mins:
+			off := 2
+			if t == "Q2K" {
+				off = 82
+			}
+			h := YMM()
+			VPBROADCASTW(Mem{Base: wp, Disp: off}, h)
+			dm := ZMM()
+			VCVTPH2PS(h, dm)
+			if c.sub == 32 {
+				VPMOVSXWD(sumw, E.AsY())
+			} else {
+				VPMOVSXWD(sumw, E)
+			}
+			VCVTDQ2PS(E, E)
+			VMULPS(dm, E, E)
+			sign := fvec{avx512: true}.broadcast(0x80000000)
+			VXORPS(sign, E, E) // -(dmin*m)
+		default:
+			cneg := fvec{avx512: true}.broadcast(math32bits(-float32(int(1) << c.shift)))
+			VMULPS(cneg, D, E) // -c*D
+		}
+		_ = nsub
+		VMOVUPS(D, Mem{Base: tp, Disp: 256})
+		VMOVUPS(E, Mem{Base: tp, Disp: 384})
+		ggmlFloatUnit(name+"_vec", z, chunks, 256, tp, xk, w)
+	})
+}
+
+// ggmlBlockF32 emits Ggml<t>F32Avx512 for a 32-element block type: as
+// ggmlSuperF32 per group of four blocks (D = d, E = m or -c*d).
+func ggmlBlockF32(c ggmlSmall) {
+	name := "Ggml" + c.t + "F32Avx512"
+	TEXT(name, NOSPLIT, ggmlSigF32)
+	Pragma("noescape")
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s multiplies layout/ggml %s rows by float32 activations with AVX-512: each group of four blocks dequantized once to float32 weights in registers for every vector.", name, c.name))
+	av512 := fvec{avx512: true}
+	nib := nibbleMask(YMM())
+	var kv, flip, sixteen VecVirtual
+	if c.kv {
+		tab := rodata("ggmlKValues128", 16, 1, func(i int) uint64 {
+			return uint64(int([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]) + 128)
+		})
+		kv = YMM()
+		VBROADCASTI32X4(tab, kv)
+	}
+	if !c.nib {
+		flip = av512.broadcast(0x80808080)
+	}
+	if c.qh != 0 {
+		sixteen = av512.broadcast(0x10101010)
+	}
+	var chunks []ggmlChunk
+	for i := 0; i < 8; i++ {
+		chunks = append(chunks, ggmlChunk{16 * i, i / 2})
+	}
+	w := make([]VecVirtual, 8)
+	for i := range w {
+		w[i] = ZMM()
+	}
+	ggmlF32Rows(name, 4*c.bytes, 128, func(wp, tp, xk GPVirtual) {
+		z := ggmlBlockCodes(c, wp, nib, kv, flip, sixteen)
+		dh := XMM()
+		VPXORD(dh, dh, dh)
+		for b := 0; b < 4; b++ {
+			VPINSRW(U8(b), Mem{Base: wp, Disp: b * c.bytes}, dh, dh)
+		}
+		D, E := XMM(), XMM()
+		VCVTPH2PS(dh, D)
+		if c.m {
+			mh := XMM()
+			VPXORD(mh, mh, mh)
+			for b := 0; b < 4; b++ {
+				VPINSRW(U8(b), Mem{Base: wp, Disp: b*c.bytes + 2}, mh, mh)
+			}
+			VCVTPH2PS(mh, E)
+		} else {
+			cneg := fvec{avx512: true}.broadcast(math32bits(-float32(int(1) << c.shift)))
+			VMULPS(cneg.AsX(), D, E)
+		}
+		VMOVUPS(D, Mem{Base: tp, Disp: 256})
+		VMOVUPS(E, Mem{Base: tp, Disp: 384})
+		ggmlFloatUnit(name+"_vec", z[:], chunks, 128, tp, xk, w)
+	})
+}
+
+func math32bits(f float32) uint32 { return math.Float32bits(f) }
