@@ -153,12 +153,28 @@ func GgmlIQ4NLA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //go:noescape
 func GgmlQ2KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 
+// GgmlQ2KA8Avx2 computes the exact A8 product of layout/ggml Q2_K rows with
+// AVX2: activations in column order, the sums one int16 per sub-block; each
+// 32-byte register of codes is one sub-block of 32 columns or two of 16 (one
+// per 128-bit lane). See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ2KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ3KF32Avx512 multiplies layout/ggml Q3_K rows by float32 activations
 // with AVX-512: each super-block dequantized once to float32 weights in
 // registers for every vector. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ3KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+
+// GgmlQ3KA8Avx2 computes the exact A8 product of layout/ggml Q3_K rows with
+// AVX2: activations in column order, the sums one int16 per sub-block; each
+// 32-byte register of codes is one sub-block of 32 columns or two of 16 (one
+// per 128-bit lane). See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ3KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ4KF32Avx512 multiplies layout/ggml Q4_K rows by float32 activations
 // with AVX-512: each super-block dequantized once to float32 weights in
@@ -167,12 +183,28 @@ func GgmlQ3KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlQ4KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 
+// GgmlQ4KA8Avx2 computes the exact A8 product of layout/ggml Q4_K rows with
+// AVX2: activations in column order, the sums one int16 per sub-block; each
+// 32-byte register of codes is one sub-block of 32 columns or two of 16 (one
+// per 128-bit lane). See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ4KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ5KF32Avx512 multiplies layout/ggml Q5_K rows by float32 activations
 // with AVX-512: each super-block dequantized once to float32 weights in
 // registers for every vector. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ5KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+
+// GgmlQ5KA8Avx2 computes the exact A8 product of layout/ggml Q5_K rows with
+// AVX2: activations in column order, the sums one int16 per sub-block; each
+// 32-byte register of codes is one sub-block of 32 columns or two of 16 (one
+// per 128-bit lane). See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ5KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ6KF32Avx512 multiplies layout/ggml Q6_K rows by float32 activations
 // with AVX-512: each super-block dequantized once to float32 weights in
@@ -181,12 +213,28 @@ func GgmlQ5KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlQ6KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 
+// GgmlQ6KA8Avx2 computes the exact A8 product of layout/ggml Q6_K rows with
+// AVX2: activations in column order, the sums one int16 per sub-block; each
+// 32-byte register of codes is one sub-block of 32 columns or two of 16 (one
+// per 128-bit lane). See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ6KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlIQ4XSF32Avx512 multiplies layout/ggml IQ4_XS rows by float32 activations
 // with AVX-512: each super-block dequantized once to float32 weights in
 // registers for every vector. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlIQ4XSF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+
+// GgmlIQ4XSA8Avx2 computes the exact A8 product of layout/ggml IQ4_XS rows
+// with AVX2: activations in column order, the sums one int16 per sub-block;
+// each 32-byte register of codes is one sub-block of 32 columns or two of 16
+// (one per 128-bit lane). See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4XSA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ40F32Avx512 multiplies layout/ggml Q4_0 rows by float32 activations
 // with AVX-512: each group of four blocks dequantized once to float32 weights

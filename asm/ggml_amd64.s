@@ -5313,6 +5313,206 @@ GgmlQ2KF32Avx512_out:
 	VZEROUPPER
 	RET
 
+// func GgmlQ2KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C
+TEXT ·GgmlQ2KA8Avx2(SB), NOSPLIT, $320-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+
+GgmlQ2KA8Avx2_row:
+	MOVQ out+88(FP), AX
+	MOVQ nvec+80(FP), CX
+	MOVQ ostride+96(FP), DX
+
+GgmlQ2KA8Avx2_zero:
+	MOVL $0x00000000, (AX)
+	ADDQ DX, AX
+	DECQ CX
+	JNZ  GgmlQ2KA8Avx2_zero
+	MOVQ w+0(FP), AX
+	MOVQ act+32(FP), CX
+	MOVQ sums+48(FP), DX
+	MOVQ xs+64(FP), BX
+	MOVQ nsb+24(FP), SI
+
+GgmlQ2KA8Avx2_sb:
+	VMOVDQU      (AX), X2
+	VPSRLW       $0x04, X2, X1
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, X3
+	VPAND        X3, X2, X2
+	VPAND        X3, X1, X1
+	VPMOVZXBW    X2, Y2
+	VPMOVZXBW    X1, Y3
+	VMOVDQU      Y2, 288(SP)
+	VMOVDQU      Y3, 256(SP)
+	VPBROADCASTW 288(SP), X1
+	VPBROADCASTW 290(SP), X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VMOVDQU      Y2, (SP)
+	VPBROADCASTW 292(SP), X1
+	VPBROADCASTW 294(SP), X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VMOVDQU      Y2, 32(SP)
+	VPBROADCASTW 296(SP), X1
+	VPBROADCASTW 298(SP), X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VMOVDQU      Y2, 64(SP)
+	VPBROADCASTW 300(SP), X1
+	VPBROADCASTW 302(SP), X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VMOVDQU      Y2, 96(SP)
+	VPBROADCASTW 304(SP), X1
+	VPBROADCASTW 306(SP), X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VMOVDQU      Y2, 128(SP)
+	VPBROADCASTW 308(SP), X1
+	VPBROADCASTW 310(SP), X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VMOVDQU      Y2, 160(SP)
+	VPBROADCASTW 312(SP), X1
+	VPBROADCASTW 314(SP), X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VMOVDQU      Y2, 192(SP)
+	VPBROADCASTW 316(SP), X1
+	VPBROADCASTW 318(SP), X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VMOVDQU      Y2, 224(SP)
+	VMOVD        80(AX), X1
+	VCVTPH2PS    X1, X1
+	VMOVDQU      16(AX), Y2
+	VPAND        Y0, Y2, Y2
+	VMOVDQU      16(AX), Y3
+	VPSRLW       $0x02, Y3, Y3
+	VPAND        Y0, Y3, Y3
+	VMOVDQU      16(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      16(AX), Y5
+	VPSRLW       $0x06, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	MOVQ         CX, DI
+	MOVQ         DX, R8
+	MOVQ         BX, R9
+	MOVQ         out+88(FP), R10
+	MOVQ         nvec+80(FP), R11
+
+GgmlQ2KA8Avx2_h0_vec:
+	VPMADDUBSW   (DI), Y2, Y6
+	VPMADDWD     (SP), Y6, Y6
+	VPMADDUBSW   32(DI), Y3, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPMADDUBSW   64(DI), Y4, Y7
+	VPMADDWD     64(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPMADDUBSW   96(DI), Y5, Y7
+	VPMADDWD     96(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X7
+	VPADDD       X6, X7, X7
+	VMOVDQU      (R8), X6
+	VPMADDWD     256(SP), X6, X6
+	VPHADDD      X6, X7, X6
+	VPHADDD      X6, X6, X6
+	VCVTDQ2PS    X6, X6
+	VBROADCASTSS (R9), X7
+	VMULPS       X1, X7, X7
+	VMULPS       X7, X6, X6
+	VMOVSS       (R10), X7
+	VADDSS       X6, X7, X7
+	VMOVSHDUP    X6, X6
+	VSUBSS       X6, X7, X7
+	VMOVSS       X7, (R10)
+	MOVQ         astride+40(FP), R12
+	ADDQ         R12, DI
+	MOVQ         sstride+56(FP), R12
+	ADDQ         R12, R8
+	MOVQ         xstride+72(FP), R12
+	ADDQ         R12, R9
+	MOVQ         ostride+96(FP), R12
+	ADDQ         R12, R10
+	DECQ         R11
+	JNZ          GgmlQ2KA8Avx2_h0_vec
+	VMOVDQU      48(AX), Y2
+	VPAND        Y0, Y2, Y2
+	VMOVDQU      48(AX), Y3
+	VPSRLW       $0x02, Y3, Y3
+	VPAND        Y0, Y3, Y3
+	VMOVDQU      48(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      48(AX), Y5
+	VPSRLW       $0x06, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	MOVQ         CX, DI
+	MOVQ         DX, R8
+	MOVQ         BX, R9
+	MOVQ         out+88(FP), R10
+	MOVQ         nvec+80(FP), R11
+
+GgmlQ2KA8Avx2_h1_vec:
+	VPMADDUBSW   128(DI), Y2, Y6
+	VPMADDWD     128(SP), Y6, Y6
+	VPMADDUBSW   160(DI), Y3, Y7
+	VPMADDWD     160(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPMADDUBSW   192(DI), Y4, Y7
+	VPMADDWD     192(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPMADDUBSW   224(DI), Y5, Y7
+	VPMADDWD     224(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X7
+	VPADDD       X6, X7, X7
+	VMOVDQU      16(R8), X6
+	VPMADDWD     272(SP), X6, X6
+	VPHADDD      X6, X7, X6
+	VPHADDD      X6, X6, X6
+	VCVTDQ2PS    X6, X6
+	VBROADCASTSS 4(R9), X7
+	VMULPS       X1, X7, X7
+	VMULPS       X7, X6, X6
+	VMOVSS       (R10), X7
+	VADDSS       X6, X7, X7
+	VMOVSHDUP    X6, X6
+	VSUBSS       X6, X7, X7
+	VMOVSS       X7, (R10)
+	MOVQ         astride+40(FP), R12
+	ADDQ         R12, DI
+	MOVQ         sstride+56(FP), R12
+	ADDQ         R12, R8
+	MOVQ         xstride+72(FP), R12
+	ADDQ         R12, R9
+	MOVQ         ostride+96(FP), R12
+	ADDQ         R12, R10
+	DECQ         R11
+	JNZ          GgmlQ2KA8Avx2_h1_vec
+	ADDQ         $0x00000054, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000008, BX
+	DECQ         SI
+	JNZ          GgmlQ2KA8Avx2_sb
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ2KA8Avx2_row
+	VZEROUPPER
+	RET
+
 // func GgmlQ3KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL
 TEXT ·GgmlQ3KF32Avx512(SB), NOSPLIT, $0-80
@@ -5557,6 +5757,283 @@ GgmlQ3KF32Avx512_out:
 	VZEROUPPER
 	RET
 
+// func GgmlQ3KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C
+TEXT ·GgmlQ3KA8Avx2(SB), NOSPLIT, $320-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x01010101, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Y2
+
+GgmlQ3KA8Avx2_row:
+	MOVQ out+88(FP), AX
+	MOVQ nvec+80(FP), CX
+	MOVQ ostride+96(FP), DX
+
+GgmlQ3KA8Avx2_zero:
+	MOVL $0x00000000, (AX)
+	ADDQ DX, AX
+	DECQ CX
+	JNZ  GgmlQ3KA8Avx2_zero
+	MOVQ w+0(FP), AX
+	MOVQ act+32(FP), CX
+	MOVQ sums+48(FP), DX
+	MOVQ xs+64(FP), BX
+	MOVQ nsb+24(FP), SI
+
+GgmlQ3KA8Avx2_sb:
+	MOVL         96(AX), DI
+	MOVL         100(AX), R8
+	MOVL         104(AX), R9
+	MOVL         DI, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R9, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	MOVL         R8, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R12
+	SHRL         $0x02, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SHRL         $0x04, DI
+	ANDL         $0x0f0f0f0f, DI
+	MOVL         R9, R12
+	SHRL         $0x04, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, DI
+	SHRL         $0x04, R8
+	ANDL         $0x0f0f0f0f, R8
+	SHRL         $0x06, R9
+	ANDL         $0x03030303, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	MOVL         R11, R9
+	SHLQ         $0x20, R9
+	ORQ          R10, R9
+	SHLQ         $0x20, R8
+	ORQ          DI, R8
+	VMOVQ        R9, X1
+	VMOVQ        R8, X3
+	VPUNPCKLQDQ  X3, X1, X1
+	MOVL         $0x20202020, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, X3
+	VPSUBB       X3, X1, X1
+	VPMOVSXBW    X1, Y3
+	VMOVDQU      Y3, 288(SP)
+	VMOVDQU      Y3, 256(SP)
+	VPBROADCASTW 288(SP), X1
+	VPBROADCASTW 290(SP), X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VMOVDQU      Y3, (SP)
+	VPBROADCASTW 292(SP), X1
+	VPBROADCASTW 294(SP), X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VMOVDQU      Y3, 32(SP)
+	VPBROADCASTW 296(SP), X1
+	VPBROADCASTW 298(SP), X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VMOVDQU      Y3, 64(SP)
+	VPBROADCASTW 300(SP), X1
+	VPBROADCASTW 302(SP), X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VMOVDQU      Y3, 96(SP)
+	VPBROADCASTW 304(SP), X1
+	VPBROADCASTW 306(SP), X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VMOVDQU      Y3, 128(SP)
+	VPBROADCASTW 308(SP), X1
+	VPBROADCASTW 310(SP), X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VMOVDQU      Y3, 160(SP)
+	VPBROADCASTW 312(SP), X1
+	VPBROADCASTW 314(SP), X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VMOVDQU      Y3, 192(SP)
+	VPBROADCASTW 316(SP), X1
+	VPBROADCASTW 318(SP), X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VMOVDQU      Y3, 224(SP)
+	VPBROADCASTW 108(AX), X1
+	VCVTPH2PS    X1, X1
+	VMOVDQU      32(AX), Y3
+	VPAND        Y0, Y3, Y3
+	VMOVDQU      (AX), Y4
+	VPAND        Y2, Y4, Y4
+	VPSLLW       $0x02, Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VMOVDQU      32(AX), Y4
+	VPSRLW       $0x02, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      (AX), Y5
+	VPSRLW       $0x01, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VPSLLW       $0x02, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      32(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      (AX), Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPAND        Y2, Y6, Y6
+	VPSLLW       $0x02, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      32(AX), Y6
+	VPSRLW       $0x06, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      (AX), Y7
+	VPSRLW       $0x03, Y7, Y7
+	VPAND        Y2, Y7, Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	MOVQ         CX, DI
+	MOVQ         DX, R8
+	MOVQ         BX, R9
+	MOVQ         out+88(FP), R10
+	MOVQ         nvec+80(FP), R11
+
+GgmlQ3KA8Avx2_h0_vec:
+	VPMADDUBSW   (DI), Y3, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPMADDUBSW   32(DI), Y4, Y8
+	VPMADDWD     32(SP), Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPMADDUBSW   64(DI), Y5, Y8
+	VPMADDWD     64(SP), Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPMADDUBSW   96(DI), Y6, Y8
+	VPMADDWD     96(SP), Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VEXTRACTI128 $0x01, Y7, X8
+	VPADDD       X7, X8, X8
+	VMOVDQU      (R8), X7
+	VPMADDWD     256(SP), X7, X7
+	VPHADDD      X7, X8, X7
+	VPHADDD      X7, X7, X7
+	VPSRLQ       $0x20, X7, X8
+	VPSLLD       $0x02, X8, X8
+	VPSUBD       X8, X7, X7
+	VCVTDQ2PS    X7, X7
+	VBROADCASTSS (R9), X8
+	VMULPS       X1, X8, X8
+	VMULPS       X8, X7, X7
+	VMOVSS       (R10), X8
+	VADDSS       X7, X8, X8
+	VMOVSS       X8, (R10)
+	MOVQ         astride+40(FP), R12
+	ADDQ         R12, DI
+	MOVQ         sstride+56(FP), R12
+	ADDQ         R12, R8
+	MOVQ         xstride+72(FP), R12
+	ADDQ         R12, R9
+	MOVQ         ostride+96(FP), R12
+	ADDQ         R12, R10
+	DECQ         R11
+	JNZ          GgmlQ3KA8Avx2_h0_vec
+	VMOVDQU      64(AX), Y3
+	VPAND        Y0, Y3, Y3
+	VMOVDQU      (AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPSLLW       $0x02, Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VMOVDQU      64(AX), Y4
+	VPSRLW       $0x02, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      (AX), Y5
+	VPSRLW       $0x05, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VPSLLW       $0x02, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      64(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      (AX), Y6
+	VPSRLW       $0x06, Y6, Y6
+	VPAND        Y2, Y6, Y6
+	VPSLLW       $0x02, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      64(AX), Y6
+	VPSRLW       $0x06, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      (AX), Y7
+	VPSRLW       $0x07, Y7, Y7
+	VPAND        Y2, Y7, Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	MOVQ         CX, DI
+	MOVQ         DX, R8
+	MOVQ         BX, R9
+	MOVQ         out+88(FP), R10
+	MOVQ         nvec+80(FP), R11
+
+GgmlQ3KA8Avx2_h1_vec:
+	VPMADDUBSW   128(DI), Y3, Y7
+	VPMADDWD     128(SP), Y7, Y7
+	VPMADDUBSW   160(DI), Y4, Y8
+	VPMADDWD     160(SP), Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPMADDUBSW   192(DI), Y5, Y8
+	VPMADDWD     192(SP), Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPMADDUBSW   224(DI), Y6, Y8
+	VPMADDWD     224(SP), Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VEXTRACTI128 $0x01, Y7, X8
+	VPADDD       X7, X8, X8
+	VMOVDQU      16(R8), X7
+	VPMADDWD     272(SP), X7, X7
+	VPHADDD      X7, X8, X7
+	VPHADDD      X7, X7, X7
+	VPSRLQ       $0x20, X7, X8
+	VPSLLD       $0x02, X8, X8
+	VPSUBD       X8, X7, X7
+	VCVTDQ2PS    X7, X7
+	VBROADCASTSS 4(R9), X8
+	VMULPS       X1, X8, X8
+	VMULPS       X8, X7, X7
+	VMOVSS       (R10), X8
+	VADDSS       X7, X8, X8
+	VMOVSS       X8, (R10)
+	MOVQ         astride+40(FP), R12
+	ADDQ         R12, DI
+	MOVQ         sstride+56(FP), R12
+	ADDQ         R12, R8
+	MOVQ         xstride+72(FP), R12
+	ADDQ         R12, R9
+	MOVQ         ostride+96(FP), R12
+	ADDQ         R12, R10
+	DECQ         R11
+	JNZ          GgmlQ3KA8Avx2_h1_vec
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000008, BX
+	DECQ         SI
+	JNZ          GgmlQ3KA8Avx2_sb
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ3KA8Avx2_row
+	VZEROUPPER
+	RET
+
 // func GgmlQ4KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, AVX512VL
 TEXT ·GgmlQ4KF32Avx512(SB), NOSPLIT, $0-80
@@ -5773,6 +6250,200 @@ GgmlQ4KF32Avx512_out:
 	DECQ          AX
 	MOVQ          AX, rows+16(FP)
 	JNZ           GgmlQ4KF32Avx512_row
+	VZEROUPPER
+	RET
+
+// func GgmlQ4KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C
+TEXT ·GgmlQ4KA8Avx2(SB), NOSPLIT, $320-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+
+GgmlQ4KA8Avx2_row:
+	MOVQ out+88(FP), AX
+	MOVQ nvec+80(FP), CX
+	MOVQ ostride+96(FP), DX
+
+GgmlQ4KA8Avx2_zero:
+	MOVL $0x00000000, (AX)
+	ADDQ DX, AX
+	DECQ CX
+	JNZ  GgmlQ4KA8Avx2_zero
+	MOVQ w+0(FP), AX
+	MOVQ act+32(FP), CX
+	MOVQ sums+48(FP), DX
+	MOVQ xs+64(FP), BX
+	MOVQ nsb+24(FP), SI
+
+GgmlQ4KA8Avx2_sb:
+	MOVL         4(AX), DI
+	MOVL         8(AX), R8
+	MOVL         12(AX), R9
+	MOVL         DI, R10
+	ANDL         $0x3f3f3f3f, R10
+	MOVL         R8, R11
+	ANDL         $0x3f3f3f3f, R11
+	MOVL         R9, R12
+	ANDL         $0x0f0f0f0f, R12
+	SHRL         $0x06, DI
+	ANDL         $0x03030303, DI
+	SHLL         $0x04, DI
+	ORL          DI, R12
+	SHRL         $0x04, R9
+	ANDL         $0x0f0f0f0f, R9
+	MOVL         R8, DI
+	SHRL         $0x06, DI
+	ANDL         $0x03030303, DI
+	SHLL         $0x04, DI
+	ORL          R9, DI
+	MOVL         R12, R8
+	SHLQ         $0x20, R8
+	ORQ          R10, R8
+	SHLQ         $0x20, DI
+	ORQ          R11, DI
+	VMOVQ        R8, X1
+	VMOVQ        DI, X2
+	VPMOVZXBW    X1, X1
+	VPMOVZXBW    X2, X2
+	VMOVDQU      X1, 288(SP)
+	VMOVDQU      X2, 256(SP)
+	VPBROADCASTW 288(SP), Y1
+	VMOVDQU      Y1, (SP)
+	VPBROADCASTW 290(SP), Y1
+	VMOVDQU      Y1, 32(SP)
+	VPBROADCASTW 292(SP), Y1
+	VMOVDQU      Y1, 64(SP)
+	VPBROADCASTW 294(SP), Y1
+	VMOVDQU      Y1, 96(SP)
+	VPBROADCASTW 296(SP), Y1
+	VMOVDQU      Y1, 128(SP)
+	VPBROADCASTW 298(SP), Y1
+	VMOVDQU      Y1, 160(SP)
+	VPBROADCASTW 300(SP), Y1
+	VMOVDQU      Y1, 192(SP)
+	VPBROADCASTW 302(SP), Y1
+	VMOVDQU      Y1, 224(SP)
+	VCVTPH2PS    (AX), X1
+	VMOVDQU      16(AX), Y2
+	VPSRLW       $0x04, Y2, Y3
+	VPAND        Y0, Y2, Y2
+	VPAND        Y0, Y3, Y3
+	VMOVDQU      48(AX), Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y4, Y4
+	VPAND        Y0, Y5, Y5
+	MOVQ         CX, DI
+	MOVQ         DX, R8
+	MOVQ         BX, R9
+	MOVQ         out+88(FP), R10
+	MOVQ         nvec+80(FP), R11
+
+GgmlQ4KA8Avx2_h0_vec:
+	VPMADDUBSW   (DI), Y2, Y6
+	VPMADDWD     (SP), Y6, Y6
+	VPMADDUBSW   32(DI), Y3, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPMADDUBSW   64(DI), Y4, Y7
+	VPMADDWD     64(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPMADDUBSW   96(DI), Y5, Y7
+	VPMADDWD     96(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X7
+	VPADDD       X6, X7, X7
+	VMOVQ        (R8), X6
+	VPMADDWD     256(SP), X6, X6
+	VPHADDD      X6, X7, X6
+	VPHADDD      X6, X6, X6
+	VCVTDQ2PS    X6, X6
+	VBROADCASTSS (R9), X7
+	VMULPS       X1, X7, X7
+	VMULPS       X7, X6, X6
+	VMOVSS       (R10), X7
+	VADDSS       X6, X7, X7
+	VMOVSHDUP    X6, X6
+	VSUBSS       X6, X7, X7
+	VMOVSS       X7, (R10)
+	MOVQ         astride+40(FP), R12
+	ADDQ         R12, DI
+	MOVQ         sstride+56(FP), R12
+	ADDQ         R12, R8
+	MOVQ         xstride+72(FP), R12
+	ADDQ         R12, R9
+	MOVQ         ostride+96(FP), R12
+	ADDQ         R12, R10
+	DECQ         R11
+	JNZ          GgmlQ4KA8Avx2_h0_vec
+	VMOVDQU      80(AX), Y2
+	VPSRLW       $0x04, Y2, Y3
+	VPAND        Y0, Y2, Y2
+	VPAND        Y0, Y3, Y3
+	VMOVDQU      112(AX), Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y4, Y4
+	VPAND        Y0, Y5, Y5
+	MOVQ         CX, DI
+	MOVQ         DX, R8
+	MOVQ         BX, R9
+	MOVQ         out+88(FP), R10
+	MOVQ         nvec+80(FP), R11
+
+GgmlQ4KA8Avx2_h1_vec:
+	VPMADDUBSW   128(DI), Y2, Y6
+	VPMADDWD     128(SP), Y6, Y6
+	VPMADDUBSW   160(DI), Y3, Y7
+	VPMADDWD     160(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPMADDUBSW   192(DI), Y4, Y7
+	VPMADDWD     192(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPMADDUBSW   224(DI), Y5, Y7
+	VPMADDWD     224(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X7
+	VPADDD       X6, X7, X7
+	VMOVQ        8(R8), X6
+	VPMADDWD     264(SP), X6, X6
+	VPHADDD      X6, X7, X6
+	VPHADDD      X6, X6, X6
+	VCVTDQ2PS    X6, X6
+	VBROADCASTSS 4(R9), X7
+	VMULPS       X1, X7, X7
+	VMULPS       X7, X6, X6
+	VMOVSS       (R10), X7
+	VADDSS       X6, X7, X7
+	VMOVSHDUP    X6, X6
+	VSUBSS       X6, X7, X7
+	VMOVSS       X7, (R10)
+	MOVQ         astride+40(FP), R12
+	ADDQ         R12, DI
+	MOVQ         sstride+56(FP), R12
+	ADDQ         R12, R8
+	MOVQ         xstride+72(FP), R12
+	ADDQ         R12, R9
+	MOVQ         ostride+96(FP), R12
+	ADDQ         R12, R10
+	DECQ         R11
+	JNZ          GgmlQ4KA8Avx2_h1_vec
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000010, DX
+	ADDQ         $0x00000008, BX
+	DECQ         SI
+	JNZ          GgmlQ4KA8Avx2_sb
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ4KA8Avx2_row
 	VZEROUPPER
 	RET
 
@@ -6007,6 +6678,242 @@ GgmlQ5KF32Avx512_out:
 	VZEROUPPER
 	RET
 
+// func GgmlQ5KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C
+TEXT ·GgmlQ5KA8Avx2(SB), NOSPLIT, $320-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x01010101, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+
+GgmlQ5KA8Avx2_row:
+	MOVQ out+88(FP), AX
+	MOVQ nvec+80(FP), CX
+	MOVQ ostride+96(FP), DX
+
+GgmlQ5KA8Avx2_zero:
+	MOVL $0x00000000, (AX)
+	ADDQ DX, AX
+	DECQ CX
+	JNZ  GgmlQ5KA8Avx2_zero
+	MOVQ w+0(FP), AX
+	MOVQ act+32(FP), CX
+	MOVQ sums+48(FP), DX
+	MOVQ xs+64(FP), BX
+	MOVQ nsb+24(FP), SI
+
+GgmlQ5KA8Avx2_sb:
+	MOVL         4(AX), DI
+	MOVL         8(AX), R8
+	MOVL         12(AX), R9
+	MOVL         DI, R10
+	ANDL         $0x3f3f3f3f, R10
+	MOVL         R8, R11
+	ANDL         $0x3f3f3f3f, R11
+	MOVL         R9, R12
+	ANDL         $0x0f0f0f0f, R12
+	SHRL         $0x06, DI
+	ANDL         $0x03030303, DI
+	SHLL         $0x04, DI
+	ORL          DI, R12
+	SHRL         $0x04, R9
+	ANDL         $0x0f0f0f0f, R9
+	MOVL         R8, DI
+	SHRL         $0x06, DI
+	ANDL         $0x03030303, DI
+	SHLL         $0x04, DI
+	ORL          R9, DI
+	MOVL         R12, R8
+	SHLQ         $0x20, R8
+	ORQ          R10, R8
+	SHLQ         $0x20, DI
+	ORQ          R11, DI
+	VMOVQ        R8, X2
+	VMOVQ        DI, X3
+	VPMOVZXBW    X2, X2
+	VPMOVZXBW    X3, X3
+	VMOVDQU      X2, 288(SP)
+	VMOVDQU      X3, 256(SP)
+	VPBROADCASTW 288(SP), Y2
+	VMOVDQU      Y2, (SP)
+	VPBROADCASTW 290(SP), Y2
+	VMOVDQU      Y2, 32(SP)
+	VPBROADCASTW 292(SP), Y2
+	VMOVDQU      Y2, 64(SP)
+	VPBROADCASTW 294(SP), Y2
+	VMOVDQU      Y2, 96(SP)
+	VPBROADCASTW 296(SP), Y2
+	VMOVDQU      Y2, 128(SP)
+	VPBROADCASTW 298(SP), Y2
+	VMOVDQU      Y2, 160(SP)
+	VPBROADCASTW 300(SP), Y2
+	VMOVDQU      Y2, 192(SP)
+	VPBROADCASTW 302(SP), Y2
+	VMOVDQU      Y2, 224(SP)
+	VCVTPH2PS    (AX), X2
+	VMOVDQU      48(AX), Y3
+	VPSRLW       $0x04, Y3, Y4
+	VPAND        Y0, Y3, Y3
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      80(AX), Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y5, Y5
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      16(AX), Y7
+	VPAND        Y1, Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y3, Y3
+	VMOVDQU      16(AX), Y7
+	VPSRLW       $0x01, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y4, Y4
+	VMOVDQU      16(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VMOVDQU      16(AX), Y7
+	VPSRLW       $0x03, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	MOVQ         CX, DI
+	MOVQ         DX, R8
+	MOVQ         BX, R9
+	MOVQ         out+88(FP), R10
+	MOVQ         nvec+80(FP), R11
+
+GgmlQ5KA8Avx2_h0_vec:
+	VPMADDUBSW   (DI), Y3, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPMADDUBSW   32(DI), Y4, Y8
+	VPMADDWD     32(SP), Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPMADDUBSW   64(DI), Y5, Y8
+	VPMADDWD     64(SP), Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPMADDUBSW   96(DI), Y6, Y8
+	VPMADDWD     96(SP), Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VEXTRACTI128 $0x01, Y7, X8
+	VPADDD       X7, X8, X8
+	VMOVQ        (R8), X7
+	VPMADDWD     256(SP), X7, X7
+	VPHADDD      X7, X8, X7
+	VPHADDD      X7, X7, X7
+	VCVTDQ2PS    X7, X7
+	VBROADCASTSS (R9), X8
+	VMULPS       X2, X8, X8
+	VMULPS       X8, X7, X7
+	VMOVSS       (R10), X8
+	VADDSS       X7, X8, X8
+	VMOVSHDUP    X7, X7
+	VSUBSS       X7, X8, X8
+	VMOVSS       X8, (R10)
+	MOVQ         astride+40(FP), R12
+	ADDQ         R12, DI
+	MOVQ         sstride+56(FP), R12
+	ADDQ         R12, R8
+	MOVQ         xstride+72(FP), R12
+	ADDQ         R12, R9
+	MOVQ         ostride+96(FP), R12
+	ADDQ         R12, R10
+	DECQ         R11
+	JNZ          GgmlQ5KA8Avx2_h0_vec
+	VMOVDQU      112(AX), Y3
+	VPSRLW       $0x04, Y3, Y4
+	VPAND        Y0, Y3, Y3
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      144(AX), Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y5, Y5
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      16(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y3, Y3
+	VMOVDQU      16(AX), Y7
+	VPSRLW       $0x05, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y4, Y4
+	VMOVDQU      16(AX), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VMOVDQU      16(AX), Y7
+	VPSRLW       $0x07, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	MOVQ         CX, DI
+	MOVQ         DX, R8
+	MOVQ         BX, R9
+	MOVQ         out+88(FP), R10
+	MOVQ         nvec+80(FP), R11
+
+GgmlQ5KA8Avx2_h1_vec:
+	VPMADDUBSW   128(DI), Y3, Y7
+	VPMADDWD     128(SP), Y7, Y7
+	VPMADDUBSW   160(DI), Y4, Y8
+	VPMADDWD     160(SP), Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPMADDUBSW   192(DI), Y5, Y8
+	VPMADDWD     192(SP), Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPMADDUBSW   224(DI), Y6, Y8
+	VPMADDWD     224(SP), Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VEXTRACTI128 $0x01, Y7, X8
+	VPADDD       X7, X8, X8
+	VMOVQ        8(R8), X7
+	VPMADDWD     264(SP), X7, X7
+	VPHADDD      X7, X8, X7
+	VPHADDD      X7, X7, X7
+	VCVTDQ2PS    X7, X7
+	VBROADCASTSS 4(R9), X8
+	VMULPS       X2, X8, X8
+	VMULPS       X8, X7, X7
+	VMOVSS       (R10), X8
+	VADDSS       X7, X8, X8
+	VMOVSHDUP    X7, X7
+	VSUBSS       X7, X8, X8
+	VMOVSS       X8, (R10)
+	MOVQ         astride+40(FP), R12
+	ADDQ         R12, DI
+	MOVQ         sstride+56(FP), R12
+	ADDQ         R12, R8
+	MOVQ         xstride+72(FP), R12
+	ADDQ         R12, R9
+	MOVQ         ostride+96(FP), R12
+	ADDQ         R12, R10
+	DECQ         R11
+	JNZ          GgmlQ5KA8Avx2_h1_vec
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000010, DX
+	ADDQ         $0x00000008, BX
+	DECQ         SI
+	JNZ          GgmlQ5KA8Avx2_sb
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ5KA8Avx2_row
+	VZEROUPPER
+	RET
+
 // func GgmlQ6KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL
 TEXT ·GgmlQ6KF32Avx512(SB), NOSPLIT, $0-80
@@ -6213,6 +7120,236 @@ GgmlQ6KF32Avx512_out:
 	VZEROUPPER
 	RET
 
+// func GgmlQ6KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C
+TEXT ·GgmlQ6KA8Avx2(SB), NOSPLIT, $320-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+
+GgmlQ6KA8Avx2_row:
+	MOVQ out+88(FP), AX
+	MOVQ nvec+80(FP), CX
+	MOVQ ostride+96(FP), DX
+
+GgmlQ6KA8Avx2_zero:
+	MOVL $0x00000000, (AX)
+	ADDQ DX, AX
+	DECQ CX
+	JNZ  GgmlQ6KA8Avx2_zero
+	MOVQ w+0(FP), AX
+	MOVQ act+32(FP), CX
+	MOVQ sums+48(FP), DX
+	MOVQ xs+64(FP), BX
+	MOVQ nsb+24(FP), SI
+
+GgmlQ6KA8Avx2_sb:
+	VPMOVSXBW    192(AX), Y2
+	VMOVDQU      Y2, 288(SP)
+	VMOVDQU      Y2, 256(SP)
+	VPBROADCASTW 288(SP), X3
+	VPBROADCASTW 290(SP), X2
+	VINSERTI128  $0x01, X2, Y3, Y2
+	VMOVDQU      Y2, (SP)
+	VPBROADCASTW 292(SP), X3
+	VPBROADCASTW 294(SP), X2
+	VINSERTI128  $0x01, X2, Y3, Y2
+	VMOVDQU      Y2, 32(SP)
+	VPBROADCASTW 296(SP), X3
+	VPBROADCASTW 298(SP), X2
+	VINSERTI128  $0x01, X2, Y3, Y2
+	VMOVDQU      Y2, 64(SP)
+	VPBROADCASTW 300(SP), X3
+	VPBROADCASTW 302(SP), X2
+	VINSERTI128  $0x01, X2, Y3, Y2
+	VMOVDQU      Y2, 96(SP)
+	VPBROADCASTW 304(SP), X3
+	VPBROADCASTW 306(SP), X2
+	VINSERTI128  $0x01, X2, Y3, Y2
+	VMOVDQU      Y2, 128(SP)
+	VPBROADCASTW 308(SP), X3
+	VPBROADCASTW 310(SP), X2
+	VINSERTI128  $0x01, X2, Y3, Y2
+	VMOVDQU      Y2, 160(SP)
+	VPBROADCASTW 312(SP), X3
+	VPBROADCASTW 314(SP), X2
+	VINSERTI128  $0x01, X2, Y3, Y2
+	VMOVDQU      Y2, 192(SP)
+	VPBROADCASTW 316(SP), X3
+	VPBROADCASTW 318(SP), X2
+	VINSERTI128  $0x01, X2, Y3, Y2
+	VMOVDQU      Y2, 224(SP)
+	VPBROADCASTW 208(AX), X2
+	VCVTPH2PS    X2, X3
+	VMOVDQU      (AX), Y2
+	VPAND        Y0, Y2, Y2
+	VMOVDQU      128(AX), Y4
+	VPAND        Y1, Y4, Y4
+	VPSLLW       $0x04, Y4, Y4
+	VPOR         Y4, Y2, Y2
+	VMOVDQU      32(AX), Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      128(AX), Y5
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      (AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      128(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      32(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      128(AX), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	MOVQ         CX, DI
+	MOVQ         DX, R8
+	MOVQ         BX, R9
+	MOVQ         out+88(FP), R10
+	MOVQ         nvec+80(FP), R11
+
+GgmlQ6KA8Avx2_h0_vec:
+	VPMADDUBSW   (DI), Y2, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPMADDUBSW   32(DI), Y4, Y8
+	VPMADDWD     32(SP), Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPMADDUBSW   64(DI), Y5, Y8
+	VPMADDWD     64(SP), Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPMADDUBSW   96(DI), Y6, Y8
+	VPMADDWD     96(SP), Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VEXTRACTI128 $0x01, Y7, X8
+	VPADDD       X7, X8, X8
+	VMOVDQU      (R8), X7
+	VPMADDWD     256(SP), X7, X7
+	VPHADDD      X7, X8, X7
+	VPHADDD      X7, X7, X7
+	VPSRLQ       $0x20, X7, X8
+	VPSLLD       $0x05, X8, X8
+	VPSUBD       X8, X7, X7
+	VCVTDQ2PS    X7, X7
+	VBROADCASTSS (R9), X8
+	VMULPS       X3, X8, X8
+	VMULPS       X8, X7, X7
+	VMOVSS       (R10), X8
+	VADDSS       X7, X8, X8
+	VMOVSS       X8, (R10)
+	MOVQ         astride+40(FP), R12
+	ADDQ         R12, DI
+	MOVQ         sstride+56(FP), R12
+	ADDQ         R12, R8
+	MOVQ         xstride+72(FP), R12
+	ADDQ         R12, R9
+	MOVQ         ostride+96(FP), R12
+	ADDQ         R12, R10
+	DECQ         R11
+	JNZ          GgmlQ6KA8Avx2_h0_vec
+	VMOVDQU      64(AX), Y2
+	VPAND        Y0, Y2, Y2
+	VMOVDQU      160(AX), Y4
+	VPAND        Y1, Y4, Y4
+	VPSLLW       $0x04, Y4, Y4
+	VPOR         Y4, Y2, Y2
+	VMOVDQU      96(AX), Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      160(AX), Y5
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      64(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      160(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      96(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      160(AX), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	MOVQ         CX, DI
+	MOVQ         DX, R8
+	MOVQ         BX, R9
+	MOVQ         out+88(FP), R10
+	MOVQ         nvec+80(FP), R11
+
+GgmlQ6KA8Avx2_h1_vec:
+	VPMADDUBSW   128(DI), Y2, Y7
+	VPMADDWD     128(SP), Y7, Y7
+	VPMADDUBSW   160(DI), Y4, Y8
+	VPMADDWD     160(SP), Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPMADDUBSW   192(DI), Y5, Y8
+	VPMADDWD     192(SP), Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPMADDUBSW   224(DI), Y6, Y8
+	VPMADDWD     224(SP), Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VEXTRACTI128 $0x01, Y7, X8
+	VPADDD       X7, X8, X8
+	VMOVDQU      16(R8), X7
+	VPMADDWD     272(SP), X7, X7
+	VPHADDD      X7, X8, X7
+	VPHADDD      X7, X7, X7
+	VPSRLQ       $0x20, X7, X8
+	VPSLLD       $0x05, X8, X8
+	VPSUBD       X8, X7, X7
+	VCVTDQ2PS    X7, X7
+	VBROADCASTSS 4(R9), X8
+	VMULPS       X3, X8, X8
+	VMULPS       X8, X7, X7
+	VMOVSS       (R10), X8
+	VADDSS       X7, X8, X8
+	VMOVSS       X8, (R10)
+	MOVQ         astride+40(FP), R12
+	ADDQ         R12, DI
+	MOVQ         sstride+56(FP), R12
+	ADDQ         R12, R8
+	MOVQ         xstride+72(FP), R12
+	ADDQ         R12, R9
+	MOVQ         ostride+96(FP), R12
+	ADDQ         R12, R10
+	DECQ         R11
+	JNZ          GgmlQ6KA8Avx2_h1_vec
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000008, BX
+	DECQ         SI
+	JNZ          GgmlQ6KA8Avx2_sb
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ6KA8Avx2_row
+	VZEROUPPER
+	RET
+
 // func GgmlIQ4XSF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2
 TEXT ·GgmlIQ4XSF32Avx512(SB), NOSPLIT, $0-80
@@ -6415,6 +7552,245 @@ GgmlIQ4XSF32Avx512_out:
 	JNZ           GgmlIQ4XSF32Avx512_row
 	VZEROUPPER
 	RET
+
+// func GgmlIQ4XSA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, BMI2, F16C
+TEXT ·GgmlIQ4XSA8Avx2(SB), NOSPLIT, $320-104
+	MOVL           $0x0f0f0f0f, AX
+	VMOVD          AX, X0
+	VPBROADCASTD   X0, Y0
+	VBROADCASTI128 ggmlKValues<>+0(SB), Y1
+
+GgmlIQ4XSA8Avx2_row:
+	MOVQ out+88(FP), AX
+	MOVQ nvec+80(FP), CX
+	MOVQ ostride+96(FP), DX
+
+GgmlIQ4XSA8Avx2_zero:
+	MOVL $0x00000000, (AX)
+	ADDQ DX, AX
+	DECQ CX
+	JNZ  GgmlIQ4XSA8Avx2_zero
+	MOVQ w+0(FP), AX
+	MOVQ act+32(FP), CX
+	MOVQ sums+48(FP), DX
+	MOVQ xs+64(FP), BX
+	MOVQ nsb+24(FP), SI
+
+GgmlIQ4XSA8Avx2_sb:
+	MOVL         4(AX), DI
+	MOVWQZX      2(AX), R8
+	MOVQ         $0x0f0f0f0f0f0f0f0f, R9
+	PDEPQ        R9, DI, DI
+	MOVQ         $0x0303030303030303, R9
+	PDEPQ        R9, R8, R8
+	SHLQ         $0x04, R8
+	ORQ          R8, DI
+	VMOVQ        DI, X2
+	MOVL         $0x20202020, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, X3
+	VPSUBB       X3, X2, X2
+	VPMOVSXBW    X2, X2
+	VMOVDQU      X2, 288(SP)
+	VMOVDQU      X2, 256(SP)
+	VPBROADCASTW 288(SP), Y2
+	VMOVDQU      Y2, (SP)
+	VPBROADCASTW 290(SP), Y2
+	VMOVDQU      Y2, 32(SP)
+	VPBROADCASTW 292(SP), Y2
+	VMOVDQU      Y2, 64(SP)
+	VPBROADCASTW 294(SP), Y2
+	VMOVDQU      Y2, 96(SP)
+	VPBROADCASTW 296(SP), Y2
+	VMOVDQU      Y2, 128(SP)
+	VPBROADCASTW 298(SP), Y2
+	VMOVDQU      Y2, 160(SP)
+	VPBROADCASTW 300(SP), Y2
+	VMOVDQU      Y2, 192(SP)
+	VPBROADCASTW 302(SP), Y2
+	VMOVDQU      Y2, 224(SP)
+	VPBROADCASTW (AX), X2
+	VCVTPH2PS    X2, X2
+	VMOVDQU      8(AX), X3
+	VPSRLW       $0x04, X3, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      24(AX), X3
+	VPSRLW       $0x04, X3, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      40(AX), X3
+	VPSRLW       $0x04, X3, X6
+	VINSERTI128  $0x01, X6, Y3, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      56(AX), X3
+	VPSRLW       $0x04, X3, X7
+	VINSERTI128  $0x01, X7, Y3, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y4, Y1, Y4
+	VPABSB       Y4, Y8
+	VPSHUFB      Y5, Y1, Y5
+	VPABSB       Y5, Y9
+	VPSHUFB      Y6, Y1, Y6
+	VPABSB       Y6, Y10
+	VPSHUFB      Y7, Y1, Y7
+	VPABSB       Y7, Y11
+	MOVQ         CX, DI
+	MOVQ         DX, R8
+	MOVQ         BX, R9
+	MOVQ         out+88(FP), R10
+	MOVQ         nvec+80(FP), R11
+
+GgmlIQ4XSA8Avx2_h0_vec:
+	VMOVDQU      (DI), Y12
+	VPSIGNB      Y4, Y12, Y12
+	VPMADDUBSW   Y12, Y8, Y12
+	VPMADDWD     (SP), Y12, Y12
+	VMOVDQU      32(DI), Y13
+	VPSIGNB      Y5, Y13, Y13
+	VPMADDUBSW   Y13, Y9, Y13
+	VPMADDWD     32(SP), Y13, Y13
+	VPADDD       Y13, Y12, Y12
+	VMOVDQU      64(DI), Y13
+	VPSIGNB      Y6, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     64(SP), Y13, Y13
+	VPADDD       Y13, Y12, Y12
+	VMOVDQU      96(DI), Y13
+	VPSIGNB      Y7, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     96(SP), Y13, Y13
+	VPADDD       Y13, Y12, Y12
+	VEXTRACTI128 $0x01, Y12, X3
+	VPADDD       X12, X3, X3
+	VPHADDD      X3, X3, X3
+	VPHADDD      X3, X3, X3
+	VCVTDQ2PS    X3, X3
+	VBROADCASTSS (R9), X12
+	VMULPS       X2, X12, X12
+	VMULPS       X12, X3, X3
+	VMOVSS       (R10), X12
+	VADDSS       X3, X12, X12
+	VMOVSS       X12, (R10)
+	MOVQ         astride+40(FP), R12
+	ADDQ         R12, DI
+	MOVQ         sstride+56(FP), R12
+	ADDQ         R12, R8
+	MOVQ         xstride+72(FP), R12
+	ADDQ         R12, R9
+	MOVQ         ostride+96(FP), R12
+	ADDQ         R12, R10
+	DECQ         R11
+	JNZ          GgmlIQ4XSA8Avx2_h0_vec
+	VMOVDQU      72(AX), X3
+	VPSRLW       $0x04, X3, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      88(AX), X3
+	VPSRLW       $0x04, X3, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      104(AX), X3
+	VPSRLW       $0x04, X3, X6
+	VINSERTI128  $0x01, X6, Y3, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      120(AX), X3
+	VPSRLW       $0x04, X3, X7
+	VINSERTI128  $0x01, X7, Y3, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y4, Y1, Y4
+	VPABSB       Y4, Y8
+	VPSHUFB      Y5, Y1, Y5
+	VPABSB       Y5, Y9
+	VPSHUFB      Y6, Y1, Y6
+	VPABSB       Y6, Y10
+	VPSHUFB      Y7, Y1, Y7
+	VPABSB       Y7, Y11
+	MOVQ         CX, DI
+	MOVQ         DX, R8
+	MOVQ         BX, R9
+	MOVQ         out+88(FP), R10
+	MOVQ         nvec+80(FP), R11
+
+GgmlIQ4XSA8Avx2_h1_vec:
+	VMOVDQU      128(DI), Y12
+	VPSIGNB      Y4, Y12, Y12
+	VPMADDUBSW   Y12, Y8, Y12
+	VPMADDWD     128(SP), Y12, Y12
+	VMOVDQU      160(DI), Y13
+	VPSIGNB      Y5, Y13, Y13
+	VPMADDUBSW   Y13, Y9, Y13
+	VPMADDWD     160(SP), Y13, Y13
+	VPADDD       Y13, Y12, Y12
+	VMOVDQU      192(DI), Y13
+	VPSIGNB      Y6, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     192(SP), Y13, Y13
+	VPADDD       Y13, Y12, Y12
+	VMOVDQU      224(DI), Y13
+	VPSIGNB      Y7, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     224(SP), Y13, Y13
+	VPADDD       Y13, Y12, Y12
+	VEXTRACTI128 $0x01, Y12, X3
+	VPADDD       X12, X3, X3
+	VPHADDD      X3, X3, X3
+	VPHADDD      X3, X3, X3
+	VCVTDQ2PS    X3, X3
+	VBROADCASTSS 4(R9), X12
+	VMULPS       X2, X12, X12
+	VMULPS       X12, X3, X3
+	VMOVSS       (R10), X12
+	VADDSS       X3, X12, X12
+	VMOVSS       X12, (R10)
+	MOVQ         astride+40(FP), R12
+	ADDQ         R12, DI
+	MOVQ         sstride+56(FP), R12
+	ADDQ         R12, R8
+	MOVQ         xstride+72(FP), R12
+	ADDQ         R12, R9
+	MOVQ         ostride+96(FP), R12
+	ADDQ         R12, R10
+	DECQ         R11
+	JNZ          GgmlIQ4XSA8Avx2_h1_vec
+	ADDQ         $0x00000088, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000010, DX
+	ADDQ         $0x00000008, BX
+	DECQ         SI
+	JNZ          GgmlIQ4XSA8Avx2_sb
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlIQ4XSA8Avx2_row
+	VZEROUPPER
+	RET
+
+DATA ggmlKValues<>+0(SB)/1, $0x81
+DATA ggmlKValues<>+1(SB)/1, $0x98
+DATA ggmlKValues<>+2(SB)/1, $0xad
+DATA ggmlKValues<>+3(SB)/1, $0xbf
+DATA ggmlKValues<>+4(SB)/1, $0xcf
+DATA ggmlKValues<>+5(SB)/1, $0xdd
+DATA ggmlKValues<>+6(SB)/1, $0xea
+DATA ggmlKValues<>+7(SB)/1, $0xf6
+DATA ggmlKValues<>+8(SB)/1, $0x01
+DATA ggmlKValues<>+9(SB)/1, $0x0d
+DATA ggmlKValues<>+10(SB)/1, $0x19
+DATA ggmlKValues<>+11(SB)/1, $0x26
+DATA ggmlKValues<>+12(SB)/1, $0x35
+DATA ggmlKValues<>+13(SB)/1, $0x45
+DATA ggmlKValues<>+14(SB)/1, $0x59
+DATA ggmlKValues<>+15(SB)/1, $0x71
+GLOBL ggmlKValues<>(SB), RODATA|NOPTR, $16
 
 // func GgmlQ40F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, F16C

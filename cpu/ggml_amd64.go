@@ -67,6 +67,20 @@ var ggmlF32Funcs = map[ggml.Type]ggmlF32Func{
 // ggmlM16From is the smallest batch the batch kernels run.
 const ggmlM16From = 2
 
+// ggmlA8AVX2Requires is every feature the AVX2 kernels' instructions need.
+var ggmlA8AVX2Requires = []string{"AVX", "AVX2", "BMI2", "F16C"}
+
+// ggmlA8AVX2Funcs are the AVX2 one-vector kernels (activations in column
+// order), for the avx2 and avxvnni kernel sets.
+var ggmlA8AVX2Funcs = map[ggml.Type]ggmlA8Func{
+	ggml.Q2_K:   asm.GgmlQ2KA8Avx2,
+	ggml.Q3_K:   asm.GgmlQ3KA8Avx2,
+	ggml.Q4_K:   asm.GgmlQ4KA8Avx2,
+	ggml.Q5_K:   asm.GgmlQ5KA8Avx2,
+	ggml.Q6_K:   asm.GgmlQ6KA8Avx2,
+	ggml.IQ4_XS: asm.GgmlIQ4XSA8Avx2,
+}
+
 // ggmlActOrder gives, for each type whose kernel reads the activations of
 // every 128 columns in another order, the source offsets of its 16-byte
 // runs (nil: column order).
@@ -78,8 +92,19 @@ var ggmlActOrder = map[ggml.Type][8]int{
 
 func init() {
 	for t, fn := range ggmlA8Funcs {
-		m16, f32 := ggmlA8M16Funcs[t], ggmlF32Funcs[t]
+		m16, f32, avx2 := ggmlA8M16Funcs[t], ggmlF32Funcs[t], ggmlA8AVX2Funcs[t]
 		ggmlKernels[t] = func(isa ISA) *ggmlKernel {
+			if (isa == AVX2 || isa == AVXVNNI) && avx2 != nil && hasAll(ggmlA8AVX2Requires) {
+				return &ggmlKernel{isa: isa, prep: ggmlPrepSums, a8: func(mx *GGMLMatrix, c *ggmlCall, r0, r1 int) {
+					if r1 <= r0 {
+						return
+					}
+					m := mx.m
+					pc, sub := m.PCols, m.Type.SubLen()
+					avx2(&m.Data[r0*m.RowBytes()], m.RowBytes(), r1-r0, pc/max(m.Type.BlockElems(), 128),
+						&c.xq[0], pc, &c.sums[0], 2*pc/sub, &c.xs[0], 4*pc/128, c.batch, &c.dst[r0], 4*m.Rows)
+				}}
+			}
 			if isa != AVX512VNNI || !hasAll(ggmlA8Requires) {
 				return nil
 			}
@@ -109,6 +134,21 @@ func init() {
 					c.batch, &c.dst[r0], 4*m.Rows)
 			}}
 		}
+	}
+}
+
+// ggmlPrepSums computes c.sums, one int16 per sub-block (or 32-element
+// block) of each vector's activations.
+func ggmlPrepSums(mx *GGMLMatrix, c *ggmlCall) {
+	m := mx.m
+	pc, sub := m.PCols, m.Type.SubLen()
+	c.sums = growSums(c, c.batch*pc/sub)
+	for i := range c.sums {
+		var s int16
+		for _, v := range c.xq[i*sub : (i+1)*sub] {
+			s += int16(v)
+		}
+		c.sums[i] = s
 	}
 }
 

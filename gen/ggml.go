@@ -24,6 +24,7 @@ func ggmlKernels() {
 	}
 	for _, c := range ggmlSupers {
 		ggmlSuperF32(c)
+		ggmlSuperA8AVX2(c)
 	}
 	for _, c := range ggmlSmalls {
 		ggmlBlockF32(c)

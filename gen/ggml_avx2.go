@@ -1,0 +1,418 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// llama.cpp block types with int8 activations on YMM (AVX2), the exact
+// A8 definition of layout/ggml. A 32-byte register of codes holds exactly
+// one 32-column sub-block (or two 16-column ones, one per 128-bit lane),
+// so the activations stay in column order, each register's sub-block
+// scales are one broadcast word (or one per lane), and the sums run
+// VPMADDUBSW (codes x int8, exact int16 pairs) then VPMADDWD with the
+// scale words.
+
+// ggmlSuperA8AVX2 emits Ggml<t>A8Avx2 (signature ggmlSig; activations in
+// column order, the sums one int16 per sub-block). Per row, super-block
+// and half: the four code registers of the half (columns 32i..32i+31),
+// then per vector the half's S (and M: the mins, or the recentring sum of
+// sc*sx) in int32 and the definition's two float steps in scalar SSE.
+func ggmlSuperA8AVX2(c ggmlSuper) {
+	t := c.t
+	name := "Ggml" + t + "A8Avx2"
+	TEXT(name, NOSPLIT, ggmlSig)
+	Pragma("noescape")
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s computes the exact A8 product of layout/ggml %s rows with AVX2: activations in column order, the sums one int16 per sub-block; each 32-byte register of codes is one sub-block of 32 columns or two of 16 (one per 128-bit lane).", name, ggmlTypeName(t)))
+	av2 := fvec{avx512: false}
+	nib := nibbleMask(YMM())
+	var three, one, kvs VecVirtual
+	switch t {
+	case "Q2K", "Q3K", "Q6K":
+		three = av2.broadcast(0x03030303)
+	case "IQ4XS":
+		tab := rodata("ggmlKValues", 16, 1, func(i int) uint64 {
+			return uint64(uint8([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]))
+		})
+		kvs = YMM()
+		VBROADCASTI128(tab, kvs)
+	}
+	if t == "Q3K" || t == "Q5K" {
+		one = av2.broadcast(0x01010101)
+	}
+	// frame: the scale words of each code register of both halves (8 x 32
+	// bytes), the words the sums term multiplies by (32 bytes)
+	sv := AllocLocal(8*32 + 64)
+	mw := sv.Offset(8 * 32) // 32 bytes, then 32 of raw scale words
+	shift := c.shift
+	if c.dword { // IQ4_XS: signed codes, no recentring on AVX2
+		shift = 0
+	}
+
+	Label(name + "_row")
+	{
+		{
+			op, n, os := param("out"), param("nvec"), param("ostride")
+			Label(name + "_zero")
+			MOVL(U32(0), Mem{Base: op})
+			ADDQ(os, op)
+			DECQ(n)
+			JNZ(LabelRef(name + "_zero"))
+		}
+		wp := param("w")
+		ak, sk, xk := param("act"), param("sums"), param("xs")
+		nk := param("nsb")
+		Label(name + "_sb")
+		{
+			ggmlScalesAVX2(c, wp, sv, mw)
+			dd := XMM() // [d, dmin] (or [d, d])
+			switch t {
+			case "Q4K", "Q5K":
+				VCVTPH2PS(Mem{Base: wp}, dd)
+			case "Q2K":
+				h := XMM()
+				VMOVD(Mem{Base: wp, Disp: 80}, h)
+				VCVTPH2PS(h, dd)
+			default:
+				off := map[string]int{"Q3K": 108, "Q6K": 208, "IQ4XS": 0}[t]
+				h := XMM()
+				VPBROADCASTW(Mem{Base: wp, Disp: off}, h)
+				VCVTPH2PS(h, dd)
+			}
+			for h := 0; h < 2; h++ {
+				cr := ggmlHalfCodesAVX2(c, wp, h, nib, three, one)
+				var abs [4]VecVirtual
+				if c.dword { // codes are KValues (signed): |kv| and the sign applied to x
+					for i := range cr {
+						VPSHUFB(cr[i], kvs, cr[i])
+						abs[i] = YMM()
+						VPABSB(cr[i], abs[i])
+					}
+				}
+				av, sp, xv := GP64(), GP64(), GP64()
+				MOVQ(ak, av)
+				MOVQ(sk, sp)
+				MOVQ(xk, xv)
+				ov, vc := param("out"), param("nvec")
+				lbl := fmt.Sprintf("%s_h%d_vec", name, h)
+				Label(lbl)
+				{
+					acc := YMM()
+					for i := 0; i < 4; i++ {
+						pr := YMM()
+						if c.dword {
+							xs := YMM()
+							VMOVDQU(Mem{Base: av, Disp: 128*h + 32*i}, xs)
+							VPSIGNB(cr[i], xs, xs)
+							VPMADDUBSW(xs, abs[i], pr)
+						} else {
+							VPMADDUBSW(Mem{Base: av, Disp: 128*h + 32*i}, cr[i], pr)
+						}
+						if i == 0 {
+							VPMADDWD(sv.Offset(32*(4*h+i)), pr, acc)
+						} else {
+							VPMADDWD(sv.Offset(32*(4*h+i)), pr, pr)
+							VPADDD(pr, acc, acc)
+						}
+					}
+					x4 := XMM()
+					VEXTRACTI128(U8(1), acc, x4)
+					VPADDD(acc.AsX(), x4, x4)
+					g := XMM()
+					if c.mins || shift > 0 {
+						mm := XMM()
+						n := 256 / c.sub / 2 // sub-blocks per half
+						if n == 4 {
+							s4 := XMM()
+							VMOVQ(Mem{Base: sp, Disp: 8 * h}, s4)
+							VPMADDWD(mw.Offset(8*h), s4, mm)
+						} else {
+							VMOVDQU(Mem{Base: sp, Disp: 16 * h}, mm)
+							VPMADDWD(mw.Offset(16*h), mm, mm)
+						}
+						VPHADDD(mm, x4, g) // [S01, S23, M01, M23]
+					} else {
+						VPHADDD(x4, x4, g)
+					}
+					VPHADDD(g, g, g) // [S, M, S, M]
+					if shift > 0 {
+						cc := XMM()
+						VPSRLQ(U8(32), g, cc) // M in lane 0
+						VPSLLD(U8(shift), cc, cc)
+						VPSUBD(cc, g, g)
+					}
+					f := XMM()
+					VCVTDQ2PS(g, f)
+					coef := XMM()
+					VBROADCASTSS(Mem{Base: xv, Disp: 4 * h}, coef)
+					VMULPS(dd, coef, coef) // [d*xs, dmin*xs]
+					VMULPS(coef, f, f)     // [t, u]
+					a := XMM()
+					VMOVSS(Mem{Base: ov}, a)
+					VADDSS(f, a, a)
+					if c.mins {
+						u := XMM()
+						VMOVSHDUP(f, u)
+						VSUBSS(u, a, a)
+					}
+					VMOVSS(a, Mem{Base: ov})
+					ADDQ(param("astride"), av)
+					ADDQ(param("sstride"), sp)
+					ADDQ(param("xstride"), xv)
+					ADDQ(param("ostride"), ov)
+					DECQ(vc)
+					JNZ(LabelRef(lbl))
+				}
+			}
+			ADDQ(U32(c.bytes), wp)
+			ADDQ(U32(256), ak)
+			ADDQ(U32(2*256/c.sub), sk)
+			ADDQ(U32(8), xk)
+			DECQ(nk)
+			JNZ(LabelRef(name + "_sb"))
+		}
+		bump("w", param("stride"))
+		bump("out", U32(4))
+		r := param("rows")
+		DECQ(r)
+		Store(r, Param("rows"))
+		JNZ(LabelRef(name + "_row"))
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// ggmlHalfCodesAVX2 returns the four code registers of half h (columns
+// 32i..32i+31 of the half) as unsigned bytes (IQ4_XS: code indices).
+func ggmlHalfCodesAVX2(c ggmlSuper, wp GPVirtual, h int, nib, three, one VecVirtual) (cr [4]VecVirtual) {
+	switch c.t {
+	case "Q4K", "Q5K":
+		base := map[string]int{"Q4K": 16, "Q5K": 48}[c.t] + 64*h
+		for j := 0; j < 2; j++ { // qs bytes 32j..: low nibbles sub-block 2j, high 2j+1
+			lo, hi := YMM(), YMM()
+			VMOVDQU(Mem{Base: wp, Disp: base + 32*j}, lo)
+			VPSRLW(U8(4), lo, hi)
+			VPAND(nib, lo, lo)
+			VPAND(nib, hi, hi)
+			cr[2*j], cr[2*j+1] = lo, hi
+		}
+		if c.t == "Q5K" { // bit 4h+i of qh[l] is the high bit of column 32i+l
+			for i := 0; i < 4; i++ {
+				b := YMM()
+				VMOVDQU(Mem{Base: wp, Disp: 16}, b)
+				if s := 4*h + i; s > 0 {
+					VPSRLW(U8(s), b, b)
+				}
+				VPAND(one, b, b)
+				VPSLLW(U8(4), b, b)
+				VPOR(b, cr[i], cr[i])
+			}
+		}
+	case "Q6K":
+		for i := 0; i < 4; i++ {
+			v := YMM()
+			VMOVDQU(Mem{Base: wp, Disp: 64*h + 32*(i%2)}, v)
+			if i >= 2 {
+				VPSRLW(U8(4), v, v)
+			}
+			VPAND(nib, v, v)
+			b := YMM()
+			VMOVDQU(Mem{Base: wp, Disp: 128 + 32*h}, b)
+			if i > 0 {
+				VPSRLW(U8(2*i), b, b)
+			}
+			VPAND(three, b, b)
+			VPSLLW(U8(4), b, b)
+			VPOR(b, v, v)
+			cr[i] = v
+		}
+	case "Q2K", "Q3K":
+		base := map[string]int{"Q2K": 16, "Q3K": 32}[c.t] + 32*h
+		for i := 0; i < 4; i++ {
+			v := YMM()
+			VMOVDQU(Mem{Base: wp, Disp: base}, v)
+			if i > 0 {
+				VPSRLW(U8(2*i), v, v)
+			}
+			VPAND(three, v, v)
+			if c.t == "Q3K" { // the hmask bit 4h+i adds 4
+				b := YMM()
+				VMOVDQU(Mem{Base: wp}, b)
+				if s := 4*h + i; s > 0 {
+					VPSRLW(U8(s), b, b)
+				}
+				VPAND(one, b, b)
+				VPSLLW(U8(2), b, b)
+				VPOR(b, v, v)
+			}
+			cr[i] = v
+		}
+	case "IQ4XS":
+		for i := 0; i < 4; i++ { // sub-block 4h+i: 16 bytes, low nibbles then high
+			x, hx := XMM(), XMM()
+			VMOVDQU(Mem{Base: wp, Disp: 8 + 16*(4*h+i)}, x)
+			VPSRLW(U8(4), x, hx)
+			v := YMM()
+			VINSERTI128(U8(1), hx, x.AsY(), v)
+			VPAND(nib, v, v)
+			cr[i] = v
+		}
+	}
+	return cr
+}
+
+// ggmlScalesAVX2 stores the scale words of the eight code registers of a
+// super-block at sv (32 bytes each: a broadcast word, or one per 128-bit
+// lane for 16-column sub-blocks) and the words the sums term multiplies
+// the activation sums by (mins, or the scales) at mw.
+func ggmlScalesAVX2(c ggmlSuper, wp GPVirtual, sv, mw Mem) {
+	var w VecVirtual // the scales as int16 words (8 or 16)
+	var m VecVirtual // the sums term's words
+	switch c.t {
+	case "Q4K", "Q5K":
+		u0, u1, u2 := GP32(), GP32(), GP32()
+		MOVL(Mem{Base: wp, Disp: 4}, u0)
+		MOVL(Mem{Base: wp, Disp: 8}, u1)
+		MOVL(Mem{Base: wp, Disp: 12}, u2)
+		scLo, mLo, a, b := GP32(), GP32(), GP32(), GP32()
+		MOVL(u0, scLo)
+		ANDL(U32(0x3f3f3f3f), scLo)
+		MOVL(u1, mLo)
+		ANDL(U32(0x3f3f3f3f), mLo)
+		MOVL(u2, a)
+		ANDL(U32(0x0f0f0f0f), a)
+		SHRL(U8(6), u0)
+		ANDL(U32(0x03030303), u0)
+		SHLL(U8(4), u0)
+		ORL(u0, a)
+		SHRL(U8(4), u2)
+		ANDL(U32(0x0f0f0f0f), u2)
+		MOVL(u1, b)
+		SHRL(U8(6), b)
+		ANDL(U32(0x03030303), b)
+		SHLL(U8(4), b)
+		ORL(u2, b)
+		s64, m64 := GP64(), GP64()
+		MOVL(a, s64.As32())
+		SHLQ(U8(32), s64)
+		ORQ(scLo.As64(), s64)
+		MOVL(b, m64.As32())
+		SHLQ(U8(32), m64)
+		ORQ(mLo.As64(), m64)
+		sx, mx := XMM(), XMM()
+		VMOVQ(s64, sx)
+		VMOVQ(m64, mx)
+		w, m = XMM(), XMM()
+		VPMOVZXBW(sx, w)
+		VPMOVZXBW(mx, m)
+	case "Q2K":
+		x, hx := XMM(), XMM()
+		VMOVDQU(Mem{Base: wp}, x)
+		VPSRLW(U8(4), x, hx)
+		k := XMM()
+		t := GP32()
+		MOVL(U32(0x0f0f0f0f), t)
+		VMOVD(t, k)
+		VPBROADCASTD(k, k)
+		VPAND(k, x, x)
+		VPAND(k, hx, hx)
+		w, m = YMM(), YMM()
+		VPMOVZXBW(x, w)
+		VPMOVZXBW(hx, m)
+	case "Q3K":
+		a0, a1, tm := GP32(), GP32(), GP32()
+		MOVL(Mem{Base: wp, Disp: 96}, a0)
+		MOVL(Mem{Base: wp, Disp: 100}, a1)
+		MOVL(Mem{Base: wp, Disp: 104}, tm)
+		part := func(a GPVirtual, ashift, tshift int) GPVirtual {
+			lo, hi := GP32(), GP32()
+			MOVL(a, lo)
+			if ashift > 0 {
+				SHRL(U8(ashift), lo)
+			}
+			ANDL(U32(0x0f0f0f0f), lo)
+			MOVL(tm, hi)
+			if tshift > 0 {
+				SHRL(U8(tshift), hi)
+			}
+			ANDL(U32(0x03030303), hi)
+			SHLL(U8(4), hi)
+			ORL(hi, lo)
+			return lo
+		}
+		s0, s1, s2, s3 := part(a0, 0, 0), part(a1, 0, 2), part(a0, 4, 4), part(a1, 4, 6)
+		lo64, hi64 := GP64(), GP64()
+		MOVL(s1, lo64.As32())
+		SHLQ(U8(32), lo64)
+		ORQ(s0.As64(), lo64)
+		MOVL(s3, hi64.As32())
+		SHLQ(U8(32), hi64)
+		ORQ(s2.As64(), hi64)
+		x, xh := XMM(), XMM()
+		VMOVQ(lo64, x)
+		VMOVQ(hi64, xh)
+		VPUNPCKLQDQ(xh, x, x)
+		k := XMM()
+		t := GP32()
+		MOVL(U32(0x20202020), t)
+		VMOVD(t, k)
+		VPBROADCASTD(k, k)
+		VPSUBB(k, x, x)
+		w = YMM()
+		VPMOVSXBW(x, w)
+		m = w
+	case "Q6K":
+		w = YMM()
+		VPMOVSXBW(Mem{Base: wp, Disp: 192}, w)
+		m = w
+	case "IQ4XS":
+		sl, sh := GP64(), GP64()
+		MOVL(Mem{Base: wp, Disp: 4}, sl.As32())
+		MOVWQZX(Mem{Base: wp, Disp: 2}, sh)
+		lo, hi, mk := GP64(), GP64(), GP64()
+		MOVQ(U64(0x0f0f0f0f0f0f0f0f), mk)
+		PDEPQ(mk, sl, lo)
+		MOVQ(U64(0x0303030303030303), mk)
+		PDEPQ(mk, sh, hi)
+		SHLQ(U8(4), hi)
+		ORQ(hi, lo)
+		x := XMM()
+		VMOVQ(lo, x)
+		k := XMM()
+		t := GP32()
+		MOVL(U32(0x20202020), t)
+		VMOVD(t, k)
+		VPBROADCASTD(k, k)
+		VPSUBB(k, x, x)
+		w = XMM()
+		VPMOVSXBW(x, w)
+		m = w
+	}
+	// the raw scale words at raw, the sums words at mw, then each code
+	// register's scale vector at sv
+	raw := mw.Offset(32)
+	if c.sub == 32 {
+		VMOVDQU(w.AsX(), raw)
+		VMOVDQU(m.AsX(), mw)
+	} else {
+		VMOVDQU(w.AsY(), raw)
+		VMOVDQU(m.AsY(), mw)
+	}
+	for h := 0; h < 2; h++ {
+		for i := 0; i < 4; i++ {
+			y := YMM()
+			if c.sub == 32 {
+				VPBROADCASTW(raw.Offset(2*(4*h+i)), y)
+			} else {
+				a, b := XMM(), XMM()
+				VPBROADCASTW(raw.Offset(2*(8*h+2*i)), a)
+				VPBROADCASTW(raw.Offset(2*(8*h+2*i+1)), b)
+				VINSERTI128(U8(1), b, a.AsY(), y)
+			}
+			VMOVDQU(y, sv.Offset(32*(4*h+i)))
+		}
+	}
+}
