@@ -243,12 +243,28 @@ func GgmlIQ4XSA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlQ40F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 
+// GgmlQ40A8Avx2 computes the exact A8 product of layout/ggml Q4_0 rows with
+// AVX2: groups of four blocks (nsb counts groups), activations in column
+// order, the sums one int16 per 32 columns. See "GGML block kernels" in the
+// package doc.
+//
+//go:noescape
+func GgmlQ40A8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ41F32Avx512 multiplies layout/ggml Q4_1 rows by float32 activations
 // with AVX-512: each group of four blocks dequantized once to float32 weights
 // in registers for every vector. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ41F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+
+// GgmlQ41A8Avx2 computes the exact A8 product of layout/ggml Q4_1 rows with
+// AVX2: groups of four blocks (nsb counts groups), activations in column
+// order, the sums one int16 per 32 columns. See "GGML block kernels" in the
+// package doc.
+//
+//go:noescape
+func GgmlQ41A8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ50F32Avx512 multiplies layout/ggml Q5_0 rows by float32 activations
 // with AVX-512: each group of four blocks dequantized once to float32 weights
@@ -257,12 +273,28 @@ func GgmlQ41F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlQ50F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 
+// GgmlQ50A8Avx2 computes the exact A8 product of layout/ggml Q5_0 rows with
+// AVX2: groups of four blocks (nsb counts groups), activations in column
+// order, the sums one int16 per 32 columns. See "GGML block kernels" in the
+// package doc.
+//
+//go:noescape
+func GgmlQ50A8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ51F32Avx512 multiplies layout/ggml Q5_1 rows by float32 activations
 // with AVX-512: each group of four blocks dequantized once to float32 weights
 // in registers for every vector. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ51F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+
+// GgmlQ51A8Avx2 computes the exact A8 product of layout/ggml Q5_1 rows with
+// AVX2: groups of four blocks (nsb counts groups), activations in column
+// order, the sums one int16 per 32 columns. See "GGML block kernels" in the
+// package doc.
+//
+//go:noescape
+func GgmlQ51A8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ80F32Avx512 multiplies layout/ggml Q8_0 rows by float32 activations
 // with AVX-512: each group of four blocks dequantized once to float32 weights
@@ -271,9 +303,25 @@ func GgmlQ51F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlQ80F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 
+// GgmlQ80A8Avx2 computes the exact A8 product of layout/ggml Q8_0 rows with
+// AVX2: groups of four blocks (nsb counts groups), activations in column
+// order, the sums one int16 per 32 columns. See "GGML block kernels" in the
+// package doc.
+//
+//go:noescape
+func GgmlQ80A8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlIQ4NLF32Avx512 multiplies layout/ggml IQ4_NL rows by float32 activations
 // with AVX-512: each group of four blocks dequantized once to float32 weights
 // in registers for every vector. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlIQ4NLF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+
+// GgmlIQ4NLA8Avx2 computes the exact A8 product of layout/ggml IQ4_NL rows
+// with AVX2: groups of four blocks (nsb counts groups), activations in column
+// order, the sums one int16 per 32 columns. See "GGML block kernels" in the
+// package doc.
+//
+//go:noescape
+func GgmlIQ4NLA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)

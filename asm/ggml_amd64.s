@@ -7944,6 +7944,121 @@ GgmlQ40F32Avx512_out:
 	VZEROUPPER
 	RET
 
+// func GgmlQ40A8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C
+TEXT ·GgmlQ40A8Avx2(SB), NOSPLIT, $0-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+
+GgmlQ40A8Avx2_row:
+	MOVQ out+88(FP), AX
+	MOVQ nvec+80(FP), CX
+	MOVQ ostride+96(FP), DX
+
+GgmlQ40A8Avx2_zero:
+	MOVL $0x00000000, (AX)
+	ADDQ DX, AX
+	DECQ CX
+	JNZ  GgmlQ40A8Avx2_zero
+	MOVQ w+0(FP), AX
+	MOVQ act+32(FP), CX
+	MOVQ sums+48(FP), DX
+	MOVQ xs+64(FP), BX
+	MOVQ nsb+24(FP), SI
+
+GgmlQ40A8Avx2_grp:
+	VMOVDQU     2(AX), X3
+	VPSRLW      $0x04, X3, X2
+	VINSERTI128 $0x01, X2, Y3, Y2
+	VPAND       Y0, Y2, Y2
+	VMOVDQU     20(AX), X3
+	VPSRLW      $0x04, X3, X4
+	VINSERTI128 $0x01, X4, Y3, Y4
+	VPAND       Y0, Y4, Y4
+	VMOVDQU     38(AX), X3
+	VPSRLW      $0x04, X3, X5
+	VINSERTI128 $0x01, X5, Y3, Y5
+	VPAND       Y0, Y5, Y5
+	VMOVDQU     56(AX), X3
+	VPSRLW      $0x04, X3, X6
+	VINSERTI128 $0x01, X6, Y3, Y6
+	VPAND       Y0, Y6, Y6
+	VPXOR       X3, X3, X3
+	VPINSRW     $0x00, (AX), X3, X3
+	VPINSRW     $0x01, 18(AX), X3, X3
+	VPINSRW     $0x02, 36(AX), X3, X3
+	VPINSRW     $0x03, 54(AX), X3, X3
+	VCVTPH2PS   X3, X3
+	MOVQ        CX, DI
+	MOVQ        DX, R8
+	MOVQ        BX, R9
+	MOVQ        out+88(FP), R10
+	MOVQ        nvec+80(FP), R11
+
+GgmlQ40A8Avx2_vec:
+	VPMADDUBSW   (DI), Y2, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VPMADDUBSW   32(DI), Y4, Y8
+	VPMADDWD     Y1, Y8, Y8
+	VPMADDUBSW   64(DI), Y5, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VPMADDUBSW   96(DI), Y6, Y10
+	VPMADDWD     Y1, Y10, Y10
+	VPHADDD      Y8, Y7, Y7
+	VPHADDD      Y10, Y9, Y9
+	VPHADDD      Y9, Y7, Y7
+	VEXTRACTI128 $0x01, Y7, X8
+	VPADDD       X7, X8, X8
+	VPMOVSXWD    (R8), X7
+	VPSLLD       $0x03, X7, X7
+	VPSUBD       X7, X8, X8
+	VCVTDQ2PS    X8, X7
+	VBROADCASTSS (R9), X8
+	VMULPS       X3, X8, X8
+	VMULPS       X8, X7, X7
+	VMOVSS       (R10), X8
+	VADDSS       X7, X8, X8
+	VPERMILPS    $0x01, X7, X9
+	VADDSS       X9, X8, X8
+	VPERMILPS    $0x02, X7, X9
+	VADDSS       X9, X8, X8
+	VPERMILPS    $0x03, X7, X7
+	VADDSS       X7, X8, X8
+	VMOVSS       X8, (R10)
+	MOVQ         astride+40(FP), R12
+	ADDQ         R12, DI
+	MOVQ         sstride+56(FP), R12
+	ADDQ         R12, R8
+	MOVQ         xstride+72(FP), R12
+	ADDQ         R12, R9
+	MOVQ         ostride+96(FP), R12
+	ADDQ         R12, R10
+	DECQ         R11
+	JNZ          GgmlQ40A8Avx2_vec
+	ADDQ         $0x00000048, AX
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000008, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JNZ          GgmlQ40A8Avx2_grp
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ40A8Avx2_row
+	VZEROUPPER
+	RET
+
 // func GgmlQ41F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, F16C
 TEXT ·GgmlQ41F32Avx512(SB), NOSPLIT, $0-80
@@ -8096,6 +8211,135 @@ GgmlQ41F32Avx512_out:
 	DECQ          AX
 	MOVQ          AX, rows+16(FP)
 	JNZ           GgmlQ41F32Avx512_row
+	VZEROUPPER
+	RET
+
+// func GgmlQ41A8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C
+TEXT ·GgmlQ41A8Avx2(SB), NOSPLIT, $0-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+
+GgmlQ41A8Avx2_row:
+	MOVQ out+88(FP), AX
+	MOVQ nvec+80(FP), CX
+	MOVQ ostride+96(FP), DX
+
+GgmlQ41A8Avx2_zero:
+	MOVL $0x00000000, (AX)
+	ADDQ DX, AX
+	DECQ CX
+	JNZ  GgmlQ41A8Avx2_zero
+	MOVQ w+0(FP), AX
+	MOVQ act+32(FP), CX
+	MOVQ sums+48(FP), DX
+	MOVQ xs+64(FP), BX
+	MOVQ nsb+24(FP), SI
+
+GgmlQ41A8Avx2_grp:
+	VMOVDQU     4(AX), X3
+	VPSRLW      $0x04, X3, X2
+	VINSERTI128 $0x01, X2, Y3, Y2
+	VPAND       Y0, Y2, Y2
+	VMOVDQU     24(AX), X3
+	VPSRLW      $0x04, X3, X4
+	VINSERTI128 $0x01, X4, Y3, Y4
+	VPAND       Y0, Y4, Y4
+	VMOVDQU     44(AX), X3
+	VPSRLW      $0x04, X3, X5
+	VINSERTI128 $0x01, X5, Y3, Y5
+	VPAND       Y0, Y5, Y5
+	VMOVDQU     64(AX), X3
+	VPSRLW      $0x04, X3, X6
+	VINSERTI128 $0x01, X6, Y3, Y6
+	VPAND       Y0, Y6, Y6
+	VPXOR       X3, X3, X3
+	VPINSRW     $0x00, (AX), X3, X3
+	VPINSRW     $0x01, 20(AX), X3, X3
+	VPINSRW     $0x02, 40(AX), X3, X3
+	VPINSRW     $0x03, 60(AX), X3, X3
+	VCVTPH2PS   X3, X3
+	VPXOR       X7, X7, X7
+	VPINSRW     $0x00, 2(AX), X7, X7
+	VPINSRW     $0x01, 22(AX), X7, X7
+	VPINSRW     $0x02, 42(AX), X7, X7
+	VPINSRW     $0x03, 62(AX), X7, X7
+	VCVTPH2PS   X7, X11
+	MOVQ        CX, DI
+	MOVQ        DX, R8
+	MOVQ        BX, R9
+	MOVQ        out+88(FP), R10
+	MOVQ        nvec+80(FP), R11
+
+GgmlQ41A8Avx2_vec:
+	VPMADDUBSW   (DI), Y2, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VPMADDUBSW   32(DI), Y4, Y8
+	VPMADDWD     Y1, Y8, Y8
+	VPMADDUBSW   64(DI), Y5, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VPMADDUBSW   96(DI), Y6, Y10
+	VPMADDWD     Y1, Y10, Y10
+	VPHADDD      Y8, Y7, Y7
+	VPHADDD      Y10, Y9, Y9
+	VPHADDD      Y9, Y7, Y7
+	VEXTRACTI128 $0x01, Y7, X8
+	VPADDD       X7, X8, X8
+	VPMOVSXWD    (R8), X7
+	VCVTDQ2PS    X8, X8
+	VBROADCASTSS (R9), X9
+	VMULPS       X3, X9, X10
+	VMULPS       X10, X8, X8
+	VCVTDQ2PS    X7, X7
+	VMULPS       X11, X9, X9
+	VMULPS       X9, X7, X7
+	VMOVSS       (R10), X9
+	VADDSS       X8, X9, X9
+	VADDSS       X7, X9, X9
+	VPERMILPS    $0x01, X8, X10
+	VADDSS       X10, X9, X9
+	VPERMILPS    $0x01, X7, X10
+	VADDSS       X10, X9, X9
+	VPERMILPS    $0x02, X8, X10
+	VADDSS       X10, X9, X9
+	VPERMILPS    $0x02, X7, X10
+	VADDSS       X10, X9, X9
+	VPERMILPS    $0x03, X8, X8
+	VADDSS       X8, X9, X9
+	VPERMILPS    $0x03, X7, X7
+	VADDSS       X7, X9, X9
+	VMOVSS       X9, (R10)
+	MOVQ         astride+40(FP), R12
+	ADDQ         R12, DI
+	MOVQ         sstride+56(FP), R12
+	ADDQ         R12, R8
+	MOVQ         xstride+72(FP), R12
+	ADDQ         R12, R9
+	MOVQ         ostride+96(FP), R12
+	ADDQ         R12, R10
+	DECQ         R11
+	JNZ          GgmlQ41A8Avx2_vec
+	ADDQ         $0x00000050, AX
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000008, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JNZ          GgmlQ41A8Avx2_grp
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ41A8Avx2_row
 	VZEROUPPER
 	RET
 
@@ -8264,6 +8508,218 @@ GgmlQ50F32Avx512_out:
 	JNZ           GgmlQ50F32Avx512_row
 	VZEROUPPER
 	RET
+
+// func GgmlQ50A8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C
+TEXT ·GgmlQ50A8Avx2(SB), NOSPLIT, $0-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+	VMOVDQU      ggmlSpreadQh<>+0(SB), Y2
+	VMOVDQU      ggmlBitOf<>+0(SB), Y3
+	MOVL         $0x10101010, AX
+	VMOVD        AX, X4
+	VPBROADCASTD X4, Y4
+
+GgmlQ50A8Avx2_row:
+	MOVQ out+88(FP), AX
+	MOVQ nvec+80(FP), CX
+	MOVQ ostride+96(FP), DX
+
+GgmlQ50A8Avx2_zero:
+	MOVL $0x00000000, (AX)
+	ADDQ DX, AX
+	DECQ CX
+	JNZ  GgmlQ50A8Avx2_zero
+	MOVQ w+0(FP), AX
+	MOVQ act+32(FP), CX
+	MOVQ sums+48(FP), DX
+	MOVQ xs+64(FP), BX
+	MOVQ nsb+24(FP), SI
+
+GgmlQ50A8Avx2_grp:
+	VMOVDQU      6(AX), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y5
+	VPAND        Y0, Y5, Y5
+	VPBROADCASTD 2(AX), Y7
+	VPSHUFB      Y2, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPCMPEQB     Y3, Y7, Y7
+	VPAND        Y4, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VMOVDQU      28(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPBROADCASTD 24(AX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VPAND        Y3, Y8, Y8
+	VPCMPEQB     Y3, Y8, Y8
+	VPAND        Y4, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VMOVDQU      50(AX), X6
+	VPSRLW       $0x04, X6, X8
+	VINSERTI128  $0x01, X8, Y6, Y8
+	VPAND        Y0, Y8, Y8
+	VPBROADCASTD 46(AX), Y9
+	VPSHUFB      Y2, Y9, Y9
+	VPAND        Y3, Y9, Y9
+	VPCMPEQB     Y3, Y9, Y9
+	VPAND        Y4, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VMOVDQU      72(AX), X6
+	VPSRLW       $0x04, X6, X9
+	VINSERTI128  $0x01, X9, Y6, Y9
+	VPAND        Y0, Y9, Y9
+	VPBROADCASTD 68(AX), Y10
+	VPSHUFB      Y2, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPCMPEQB     Y3, Y10, Y10
+	VPAND        Y4, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPXOR        X6, X6, X6
+	VPINSRW      $0x00, (AX), X6, X6
+	VPINSRW      $0x01, 22(AX), X6, X6
+	VPINSRW      $0x02, 44(AX), X6, X6
+	VPINSRW      $0x03, 66(AX), X6, X6
+	VCVTPH2PS    X6, X6
+	MOVQ         CX, DI
+	MOVQ         DX, R8
+	MOVQ         BX, R9
+	MOVQ         out+88(FP), R10
+	MOVQ         nvec+80(FP), R11
+
+GgmlQ50A8Avx2_vec:
+	VPMADDUBSW   (DI), Y5, Y10
+	VPMADDWD     Y1, Y10, Y10
+	VPMADDUBSW   32(DI), Y7, Y11
+	VPMADDWD     Y1, Y11, Y11
+	VPMADDUBSW   64(DI), Y8, Y12
+	VPMADDWD     Y1, Y12, Y12
+	VPMADDUBSW   96(DI), Y9, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VPHADDD      Y11, Y10, Y10
+	VPHADDD      Y13, Y12, Y12
+	VPHADDD      Y12, Y10, Y10
+	VEXTRACTI128 $0x01, Y10, X11
+	VPADDD       X10, X11, X11
+	VPMOVSXWD    (R8), X10
+	VPSLLD       $0x04, X10, X10
+	VPSUBD       X10, X11, X11
+	VCVTDQ2PS    X11, X10
+	VBROADCASTSS (R9), X11
+	VMULPS       X6, X11, X11
+	VMULPS       X11, X10, X10
+	VMOVSS       (R10), X11
+	VADDSS       X10, X11, X11
+	VPERMILPS    $0x01, X10, X12
+	VADDSS       X12, X11, X11
+	VPERMILPS    $0x02, X10, X12
+	VADDSS       X12, X11, X11
+	VPERMILPS    $0x03, X10, X10
+	VADDSS       X10, X11, X11
+	VMOVSS       X11, (R10)
+	MOVQ         astride+40(FP), R12
+	ADDQ         R12, DI
+	MOVQ         sstride+56(FP), R12
+	ADDQ         R12, R8
+	MOVQ         xstride+72(FP), R12
+	ADDQ         R12, R9
+	MOVQ         ostride+96(FP), R12
+	ADDQ         R12, R10
+	DECQ         R11
+	JNZ          GgmlQ50A8Avx2_vec
+	ADDQ         $0x00000058, AX
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000008, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JNZ          GgmlQ50A8Avx2_grp
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ50A8Avx2_row
+	VZEROUPPER
+	RET
+
+DATA ggmlSpreadQh<>+0(SB)/1, $0x00
+DATA ggmlSpreadQh<>+1(SB)/1, $0x00
+DATA ggmlSpreadQh<>+2(SB)/1, $0x00
+DATA ggmlSpreadQh<>+3(SB)/1, $0x00
+DATA ggmlSpreadQh<>+4(SB)/1, $0x00
+DATA ggmlSpreadQh<>+5(SB)/1, $0x00
+DATA ggmlSpreadQh<>+6(SB)/1, $0x00
+DATA ggmlSpreadQh<>+7(SB)/1, $0x00
+DATA ggmlSpreadQh<>+8(SB)/1, $0x01
+DATA ggmlSpreadQh<>+9(SB)/1, $0x01
+DATA ggmlSpreadQh<>+10(SB)/1, $0x01
+DATA ggmlSpreadQh<>+11(SB)/1, $0x01
+DATA ggmlSpreadQh<>+12(SB)/1, $0x01
+DATA ggmlSpreadQh<>+13(SB)/1, $0x01
+DATA ggmlSpreadQh<>+14(SB)/1, $0x01
+DATA ggmlSpreadQh<>+15(SB)/1, $0x01
+DATA ggmlSpreadQh<>+16(SB)/1, $0x02
+DATA ggmlSpreadQh<>+17(SB)/1, $0x02
+DATA ggmlSpreadQh<>+18(SB)/1, $0x02
+DATA ggmlSpreadQh<>+19(SB)/1, $0x02
+DATA ggmlSpreadQh<>+20(SB)/1, $0x02
+DATA ggmlSpreadQh<>+21(SB)/1, $0x02
+DATA ggmlSpreadQh<>+22(SB)/1, $0x02
+DATA ggmlSpreadQh<>+23(SB)/1, $0x02
+DATA ggmlSpreadQh<>+24(SB)/1, $0x03
+DATA ggmlSpreadQh<>+25(SB)/1, $0x03
+DATA ggmlSpreadQh<>+26(SB)/1, $0x03
+DATA ggmlSpreadQh<>+27(SB)/1, $0x03
+DATA ggmlSpreadQh<>+28(SB)/1, $0x03
+DATA ggmlSpreadQh<>+29(SB)/1, $0x03
+DATA ggmlSpreadQh<>+30(SB)/1, $0x03
+DATA ggmlSpreadQh<>+31(SB)/1, $0x03
+GLOBL ggmlSpreadQh<>(SB), RODATA|NOPTR, $32
+
+DATA ggmlBitOf<>+0(SB)/1, $0x01
+DATA ggmlBitOf<>+1(SB)/1, $0x02
+DATA ggmlBitOf<>+2(SB)/1, $0x04
+DATA ggmlBitOf<>+3(SB)/1, $0x08
+DATA ggmlBitOf<>+4(SB)/1, $0x10
+DATA ggmlBitOf<>+5(SB)/1, $0x20
+DATA ggmlBitOf<>+6(SB)/1, $0x40
+DATA ggmlBitOf<>+7(SB)/1, $0x80
+DATA ggmlBitOf<>+8(SB)/1, $0x01
+DATA ggmlBitOf<>+9(SB)/1, $0x02
+DATA ggmlBitOf<>+10(SB)/1, $0x04
+DATA ggmlBitOf<>+11(SB)/1, $0x08
+DATA ggmlBitOf<>+12(SB)/1, $0x10
+DATA ggmlBitOf<>+13(SB)/1, $0x20
+DATA ggmlBitOf<>+14(SB)/1, $0x40
+DATA ggmlBitOf<>+15(SB)/1, $0x80
+DATA ggmlBitOf<>+16(SB)/1, $0x01
+DATA ggmlBitOf<>+17(SB)/1, $0x02
+DATA ggmlBitOf<>+18(SB)/1, $0x04
+DATA ggmlBitOf<>+19(SB)/1, $0x08
+DATA ggmlBitOf<>+20(SB)/1, $0x10
+DATA ggmlBitOf<>+21(SB)/1, $0x20
+DATA ggmlBitOf<>+22(SB)/1, $0x40
+DATA ggmlBitOf<>+23(SB)/1, $0x80
+DATA ggmlBitOf<>+24(SB)/1, $0x01
+DATA ggmlBitOf<>+25(SB)/1, $0x02
+DATA ggmlBitOf<>+26(SB)/1, $0x04
+DATA ggmlBitOf<>+27(SB)/1, $0x08
+DATA ggmlBitOf<>+28(SB)/1, $0x10
+DATA ggmlBitOf<>+29(SB)/1, $0x20
+DATA ggmlBitOf<>+30(SB)/1, $0x40
+DATA ggmlBitOf<>+31(SB)/1, $0x80
+GLOBL ggmlBitOf<>(SB), RODATA|NOPTR, $32
 
 // func GgmlQ51F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
@@ -8434,6 +8890,164 @@ GgmlQ51F32Avx512_out:
 	VZEROUPPER
 	RET
 
+// func GgmlQ51A8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C
+TEXT ·GgmlQ51A8Avx2(SB), NOSPLIT, $0-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+	VMOVDQU      ggmlSpreadQh<>+0(SB), Y2
+	VMOVDQU      ggmlBitOf<>+0(SB), Y3
+	MOVL         $0x10101010, AX
+	VMOVD        AX, X4
+	VPBROADCASTD X4, Y4
+
+GgmlQ51A8Avx2_row:
+	MOVQ out+88(FP), AX
+	MOVQ nvec+80(FP), CX
+	MOVQ ostride+96(FP), DX
+
+GgmlQ51A8Avx2_zero:
+	MOVL $0x00000000, (AX)
+	ADDQ DX, AX
+	DECQ CX
+	JNZ  GgmlQ51A8Avx2_zero
+	MOVQ w+0(FP), AX
+	MOVQ act+32(FP), CX
+	MOVQ sums+48(FP), DX
+	MOVQ xs+64(FP), BX
+	MOVQ nsb+24(FP), SI
+
+GgmlQ51A8Avx2_grp:
+	VMOVDQU      8(AX), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y5
+	VPAND        Y0, Y5, Y5
+	VPBROADCASTD 4(AX), Y7
+	VPSHUFB      Y2, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPCMPEQB     Y3, Y7, Y7
+	VPAND        Y4, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VMOVDQU      32(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPBROADCASTD 28(AX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VPAND        Y3, Y8, Y8
+	VPCMPEQB     Y3, Y8, Y8
+	VPAND        Y4, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VMOVDQU      56(AX), X6
+	VPSRLW       $0x04, X6, X8
+	VINSERTI128  $0x01, X8, Y6, Y8
+	VPAND        Y0, Y8, Y8
+	VPBROADCASTD 52(AX), Y9
+	VPSHUFB      Y2, Y9, Y9
+	VPAND        Y3, Y9, Y9
+	VPCMPEQB     Y3, Y9, Y9
+	VPAND        Y4, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VMOVDQU      80(AX), X6
+	VPSRLW       $0x04, X6, X9
+	VINSERTI128  $0x01, X9, Y6, Y9
+	VPAND        Y0, Y9, Y9
+	VPBROADCASTD 76(AX), Y10
+	VPSHUFB      Y2, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPCMPEQB     Y3, Y10, Y10
+	VPAND        Y4, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPXOR        X6, X6, X6
+	VPINSRW      $0x00, (AX), X6, X6
+	VPINSRW      $0x01, 24(AX), X6, X6
+	VPINSRW      $0x02, 48(AX), X6, X6
+	VPINSRW      $0x03, 72(AX), X6, X6
+	VCVTPH2PS    X6, X6
+	VPXOR        X10, X10, X10
+	VPINSRW      $0x00, 2(AX), X10, X10
+	VPINSRW      $0x01, 26(AX), X10, X10
+	VPINSRW      $0x02, 50(AX), X10, X10
+	VPINSRW      $0x03, 74(AX), X10, X10
+	VCVTPH2PS    X10, X14
+	MOVQ         CX, DI
+	MOVQ         DX, R8
+	MOVQ         BX, R9
+	MOVQ         out+88(FP), R10
+	MOVQ         nvec+80(FP), R11
+
+GgmlQ51A8Avx2_vec:
+	VPMADDUBSW   (DI), Y5, Y10
+	VPMADDWD     Y1, Y10, Y10
+	VPMADDUBSW   32(DI), Y7, Y11
+	VPMADDWD     Y1, Y11, Y11
+	VPMADDUBSW   64(DI), Y8, Y12
+	VPMADDWD     Y1, Y12, Y12
+	VPMADDUBSW   96(DI), Y9, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VPHADDD      Y11, Y10, Y10
+	VPHADDD      Y13, Y12, Y12
+	VPHADDD      Y12, Y10, Y10
+	VEXTRACTI128 $0x01, Y10, X11
+	VPADDD       X10, X11, X11
+	VPMOVSXWD    (R8), X10
+	VCVTDQ2PS    X11, X11
+	VBROADCASTSS (R9), X12
+	VMULPS       X6, X12, X13
+	VMULPS       X13, X11, X11
+	VCVTDQ2PS    X10, X10
+	VMULPS       X14, X12, X12
+	VMULPS       X12, X10, X10
+	VMOVSS       (R10), X12
+	VADDSS       X11, X12, X12
+	VADDSS       X10, X12, X12
+	VPERMILPS    $0x01, X11, X13
+	VADDSS       X13, X12, X12
+	VPERMILPS    $0x01, X10, X13
+	VADDSS       X13, X12, X12
+	VPERMILPS    $0x02, X11, X13
+	VADDSS       X13, X12, X12
+	VPERMILPS    $0x02, X10, X13
+	VADDSS       X13, X12, X12
+	VPERMILPS    $0x03, X11, X11
+	VADDSS       X11, X12, X12
+	VPERMILPS    $0x03, X10, X10
+	VADDSS       X10, X12, X12
+	VMOVSS       X12, (R10)
+	MOVQ         astride+40(FP), R12
+	ADDQ         R12, DI
+	MOVQ         sstride+56(FP), R12
+	ADDQ         R12, R8
+	MOVQ         xstride+72(FP), R12
+	ADDQ         R12, R9
+	MOVQ         ostride+96(FP), R12
+	ADDQ         R12, R10
+	DECQ         R11
+	JNZ          GgmlQ51A8Avx2_vec
+	ADDQ         $0x00000060, AX
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000008, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JNZ          GgmlQ51A8Avx2_grp
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ51A8Avx2_row
+	VZEROUPPER
+	RET
+
 // func GgmlQ80F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, F16C
 TEXT ·GgmlQ80F32Avx512(SB), NOSPLIT, $0-80
@@ -8575,6 +9189,118 @@ GgmlQ80F32Avx512_out:
 	DECQ          AX
 	MOVQ          AX, rows+16(FP)
 	JNZ           GgmlQ80F32Avx512_row
+	VZEROUPPER
+	RET
+
+// func GgmlQ80A8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C
+TEXT ·GgmlQ80A8Avx2(SB), NOSPLIT, $0-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+
+GgmlQ80A8Avx2_row:
+	MOVQ out+88(FP), AX
+	MOVQ nvec+80(FP), CX
+	MOVQ ostride+96(FP), DX
+
+GgmlQ80A8Avx2_zero:
+	MOVL $0x00000000, (AX)
+	ADDQ DX, AX
+	DECQ CX
+	JNZ  GgmlQ80A8Avx2_zero
+	MOVQ w+0(FP), AX
+	MOVQ act+32(FP), CX
+	MOVQ sums+48(FP), DX
+	MOVQ xs+64(FP), BX
+	MOVQ nsb+24(FP), SI
+
+GgmlQ80A8Avx2_grp:
+	VMOVDQU   2(AX), Y1
+	VMOVDQU   36(AX), Y2
+	VMOVDQU   70(AX), Y3
+	VMOVDQU   104(AX), Y4
+	VPXOR     X5, X5, X5
+	VPINSRW   $0x00, (AX), X5, X5
+	VPINSRW   $0x01, 34(AX), X5, X5
+	VPINSRW   $0x02, 68(AX), X5, X5
+	VPINSRW   $0x03, 102(AX), X5, X5
+	VCVTPH2PS X5, X5
+	MOVQ      CX, DI
+	MOVQ      DX, R8
+	MOVQ      BX, R9
+	MOVQ      out+88(FP), R10
+	MOVQ      nvec+80(FP), R11
+
+GgmlQ80A8Avx2_vec:
+	VMOVDQU      (DI), Y6
+	VPSIGNB      Y1, Y6, Y6
+	VPABSB       Y1, Y7
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      32(DI), Y7
+	VPSIGNB      Y2, Y7, Y7
+	VPABSB       Y2, Y8
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      64(DI), Y8
+	VPSIGNB      Y3, Y8, Y8
+	VPABSB       Y3, Y9
+	VPMADDUBSW   Y8, Y9, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VMOVDQU      96(DI), Y9
+	VPSIGNB      Y4, Y9, Y9
+	VPABSB       Y4, Y10
+	VPMADDUBSW   Y9, Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y9, Y8, Y8
+	VPHADDD      Y8, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X7
+	VPADDD       X6, X7, X7
+	VCVTDQ2PS    X7, X6
+	VBROADCASTSS (R9), X7
+	VMULPS       X5, X7, X7
+	VMULPS       X7, X6, X6
+	VMOVSS       (R10), X7
+	VADDSS       X6, X7, X7
+	VPERMILPS    $0x01, X6, X8
+	VADDSS       X8, X7, X7
+	VPERMILPS    $0x02, X6, X8
+	VADDSS       X8, X7, X7
+	VPERMILPS    $0x03, X6, X6
+	VADDSS       X6, X7, X7
+	VMOVSS       X7, (R10)
+	MOVQ         astride+40(FP), R12
+	ADDQ         R12, DI
+	MOVQ         sstride+56(FP), R12
+	ADDQ         R12, R8
+	MOVQ         xstride+72(FP), R12
+	ADDQ         R12, R9
+	MOVQ         ostride+96(FP), R12
+	ADDQ         R12, R10
+	DECQ         R11
+	JNZ          GgmlQ80A8Avx2_vec
+	ADDQ         $0x00000088, AX
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000008, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JNZ          GgmlQ80A8Avx2_grp
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ80A8Avx2_row
 	VZEROUPPER
 	RET
 
@@ -8732,5 +9458,134 @@ GgmlIQ4NLF32Avx512_out:
 	DECQ          AX
 	MOVQ          AX, rows+16(FP)
 	JNZ           GgmlIQ4NLF32Avx512_row
+	VZEROUPPER
+	RET
+
+// func GgmlIQ4NLA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C
+TEXT ·GgmlIQ4NLA8Avx2(SB), NOSPLIT, $0-104
+	MOVL           $0x0f0f0f0f, AX
+	VMOVD          AX, X0
+	VPBROADCASTD   X0, Y0
+	MOVL           $0x00010001, AX
+	VMOVD          AX, X1
+	VPBROADCASTD   X1, Y1
+	VBROADCASTI128 ggmlKValues<>+0(SB), Y2
+
+GgmlIQ4NLA8Avx2_row:
+	MOVQ out+88(FP), AX
+	MOVQ nvec+80(FP), CX
+	MOVQ ostride+96(FP), DX
+
+GgmlIQ4NLA8Avx2_zero:
+	MOVL $0x00000000, (AX)
+	ADDQ DX, AX
+	DECQ CX
+	JNZ  GgmlIQ4NLA8Avx2_zero
+	MOVQ w+0(FP), AX
+	MOVQ act+32(FP), CX
+	MOVQ sums+48(FP), DX
+	MOVQ xs+64(FP), BX
+	MOVQ nsb+24(FP), SI
+
+GgmlIQ4NLA8Avx2_grp:
+	VMOVDQU     2(AX), X4
+	VPSRLW      $0x04, X4, X3
+	VINSERTI128 $0x01, X3, Y4, Y3
+	VPAND       Y0, Y3, Y3
+	VPSHUFB     Y3, Y2, Y3
+	VMOVDQU     20(AX), X4
+	VPSRLW      $0x04, X4, X5
+	VINSERTI128 $0x01, X5, Y4, Y5
+	VPAND       Y0, Y5, Y5
+	VPSHUFB     Y5, Y2, Y5
+	VMOVDQU     38(AX), X4
+	VPSRLW      $0x04, X4, X6
+	VINSERTI128 $0x01, X6, Y4, Y6
+	VPAND       Y0, Y6, Y6
+	VPSHUFB     Y6, Y2, Y6
+	VMOVDQU     56(AX), X4
+	VPSRLW      $0x04, X4, X7
+	VINSERTI128 $0x01, X7, Y4, Y7
+	VPAND       Y0, Y7, Y7
+	VPSHUFB     Y7, Y2, Y7
+	VPXOR       X4, X4, X4
+	VPINSRW     $0x00, (AX), X4, X4
+	VPINSRW     $0x01, 18(AX), X4, X4
+	VPINSRW     $0x02, 36(AX), X4, X4
+	VPINSRW     $0x03, 54(AX), X4, X4
+	VCVTPH2PS   X4, X4
+	MOVQ        CX, DI
+	MOVQ        DX, R8
+	MOVQ        BX, R9
+	MOVQ        out+88(FP), R10
+	MOVQ        nvec+80(FP), R11
+
+GgmlIQ4NLA8Avx2_vec:
+	VMOVDQU      (DI), Y8
+	VPSIGNB      Y3, Y8, Y8
+	VPABSB       Y3, Y9
+	VPMADDUBSW   Y8, Y9, Y8
+	VPMADDWD     Y1, Y8, Y8
+	VMOVDQU      32(DI), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPABSB       Y5, Y10
+	VPMADDUBSW   Y9, Y10, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VMOVDQU      64(DI), Y10
+	VPSIGNB      Y6, Y10, Y10
+	VPABSB       Y6, Y11
+	VPMADDUBSW   Y10, Y11, Y10
+	VPMADDWD     Y1, Y10, Y10
+	VMOVDQU      96(DI), Y11
+	VPSIGNB      Y7, Y11, Y11
+	VPABSB       Y7, Y12
+	VPMADDUBSW   Y11, Y12, Y11
+	VPMADDWD     Y1, Y11, Y11
+	VPHADDD      Y9, Y8, Y8
+	VPHADDD      Y11, Y10, Y10
+	VPHADDD      Y10, Y8, Y8
+	VEXTRACTI128 $0x01, Y8, X9
+	VPADDD       X8, X9, X9
+	VCVTDQ2PS    X9, X8
+	VBROADCASTSS (R9), X9
+	VMULPS       X4, X9, X9
+	VMULPS       X9, X8, X8
+	VMOVSS       (R10), X9
+	VADDSS       X8, X9, X9
+	VPERMILPS    $0x01, X8, X10
+	VADDSS       X10, X9, X9
+	VPERMILPS    $0x02, X8, X10
+	VADDSS       X10, X9, X9
+	VPERMILPS    $0x03, X8, X8
+	VADDSS       X8, X9, X9
+	VMOVSS       X9, (R10)
+	MOVQ         astride+40(FP), R12
+	ADDQ         R12, DI
+	MOVQ         sstride+56(FP), R12
+	ADDQ         R12, R8
+	MOVQ         xstride+72(FP), R12
+	ADDQ         R12, R9
+	MOVQ         ostride+96(FP), R12
+	ADDQ         R12, R10
+	DECQ         R11
+	JNZ          GgmlIQ4NLA8Avx2_vec
+	ADDQ         $0x00000048, AX
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000008, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JNZ          GgmlIQ4NLA8Avx2_grp
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlIQ4NLA8Avx2_row
 	VZEROUPPER
 	RET

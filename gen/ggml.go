@@ -28,6 +28,7 @@ func ggmlKernels() {
 	}
 	for _, c := range ggmlSmalls {
 		ggmlBlockF32(c)
+		ggmlBlockA8AVX2(c)
 	}
 }
 

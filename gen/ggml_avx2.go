@@ -416,3 +416,190 @@ func ggmlScalesAVX2(c ggmlSuper, wp GPVirtual, sv, mw Mem) {
 		}
 	}
 }
+
+// ggmlBlockA8AVX2 emits Ggml<t>A8Avx2 for a 32-element block type:
+// groups of four blocks (nsb counts groups), one register of 32 codes per
+// block in column order; VPMADDUBSW and VPMADDWD with ones per block
+// (Q8_0 and IQ4_NL with the sign trick: |q| times x*sign(q), exact as
+// |q| <= 128 and |x| <= 127), the four block sums reduced together, the
+// codes' offset times each block's activation sum subtracted, and the
+// definition's float steps in order.
+func ggmlBlockA8AVX2(c ggmlSmall) {
+	name := "Ggml" + c.t + "A8Avx2"
+	TEXT(name, NOSPLIT, ggmlSig)
+	Pragma("noescape")
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s computes the exact A8 product of layout/ggml %s rows with AVX2: groups of four blocks (nsb counts groups), activations in column order, the sums one int16 per 32 columns.", name, c.name))
+	av2 := fvec{avx512: false}
+	signed := !c.nib || c.kv // Q8_0, IQ4_NL: signed codes, no offset
+	shift := c.shift
+	if signed {
+		shift = 0
+	}
+	nib := nibbleMask(YMM())
+	ones := av2.broadcast(0x00010001)
+	var kv, spread, bits, sixteen VecVirtual
+	if c.kv {
+		tab := rodata("ggmlKValues", 16, 1, func(i int) uint64 {
+			return uint64(uint8([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]))
+		})
+		kv = YMM()
+		VBROADCASTI128(tab, kv)
+	}
+	if c.qh != 0 {
+		spread = YMM() // byte i takes byte i/8 of the broadcast qh
+		VMOVDQU(rodata("ggmlSpreadQh", 32, 1, func(i int) uint64 { return uint64(i / 8) }), spread)
+		bits = YMM() // byte i tests bit i%8
+		VMOVDQU(rodata("ggmlBitOf", 32, 1, func(i int) uint64 { return 1 << (i % 8) }), bits)
+		sixteen = av2.broadcast(0x10101010)
+	}
+	Label(name + "_row")
+	{
+		{
+			op, n, os := param("out"), param("nvec"), param("ostride")
+			Label(name + "_zero")
+			MOVL(U32(0), Mem{Base: op})
+			ADDQ(os, op)
+			DECQ(n)
+			JNZ(LabelRef(name + "_zero"))
+		}
+		wp := param("w")
+		ak, sk, xk := param("act"), param("sums"), param("xs")
+		nk := param("nsb")
+		Label(name + "_grp")
+		{
+			var cr [4]VecVirtual
+			for b := 0; b < 4; b++ {
+				v := YMM()
+				off := b*c.bytes + c.qs
+				if c.nib {
+					x, hx := XMM(), XMM()
+					VMOVDQU(Mem{Base: wp, Disp: off}, x)
+					VPSRLW(U8(4), x, hx)
+					VINSERTI128(U8(1), hx, x.AsY(), v)
+					VPAND(nib, v, v)
+					if c.kv {
+						VPSHUFB(v, kv, v)
+					}
+				} else {
+					VMOVDQU(Mem{Base: wp, Disp: off}, v)
+				}
+				if c.qh != 0 { // bit e of qh adds 16 to code e
+					h := YMM()
+					VPBROADCASTD(Mem{Base: wp, Disp: b*c.bytes + c.qh}, h)
+					VPSHUFB(spread, h, h)
+					VPAND(bits, h, h)
+					VPCMPEQB(bits, h, h) // 0xff where the bit is set
+					VPAND(sixteen, h, h)
+					VPOR(h, v, v)
+				}
+				cr[b] = v
+			}
+			dh := XMM()
+			VPXOR(dh, dh, dh)
+			for b := 0; b < 4; b++ {
+				VPINSRW(U8(b), Mem{Base: wp, Disp: b * c.bytes}, dh, dh)
+			}
+			d4 := XMM()
+			VCVTPH2PS(dh, d4)
+			var m4 VecVirtual
+			if c.m {
+				mh := XMM()
+				VPXOR(mh, mh, mh)
+				for b := 0; b < 4; b++ {
+					VPINSRW(U8(b), Mem{Base: wp, Disp: b*c.bytes + 2}, mh, mh)
+				}
+				m4 = XMM()
+				VCVTPH2PS(mh, m4)
+			}
+			av, sp, xv := GP64(), GP64(), GP64()
+			MOVQ(ak, av)
+			MOVQ(sk, sp)
+			MOVQ(xk, xv)
+			ov, vc := param("out"), param("nvec")
+			Label(name + "_vec")
+			{
+				var d [4]VecVirtual
+				for b := 0; b < 4; b++ {
+					d[b] = YMM()
+					if signed {
+						x, a := YMM(), YMM()
+						VMOVDQU(Mem{Base: av, Disp: 32 * b}, x)
+						VPSIGNB(cr[b], x, x)
+						VPABSB(cr[b], a)
+						VPMADDUBSW(x, a, d[b])
+					} else {
+						VPMADDUBSW(Mem{Base: av, Disp: 32 * b}, cr[b], d[b])
+					}
+					VPMADDWD(ones, d[b], d[b])
+				}
+				VPHADDD(d[1], d[0], d[0])
+				VPHADDD(d[3], d[2], d[2])
+				VPHADDD(d[2], d[0], d[0])
+				s4 := XMM()
+				VEXTRACTI128(U8(1), d[0], s4)
+				VPADDD(d[0].AsX(), s4, s4) // [S0 S1 S2 S3]
+				var sx VecVirtual
+				if shift > 0 || c.m {
+					sx = XMM()
+					VPMOVSXWD(Mem{Base: sp}, sx)
+				}
+				if shift > 0 {
+					o := XMM()
+					VPSLLD(U8(shift), sx, o)
+					VPSUBD(o, s4, s4)
+				}
+				f := XMM()
+				VCVTDQ2PS(s4, f)
+				xb := XMM()
+				VBROADCASTSS(Mem{Base: xv}, xb)
+				coef := XMM()
+				VMULPS(d4, xb, coef)
+				VMULPS(coef, f, f) // [t0 t1 t2 t3]
+				var u VecVirtual
+				if c.m {
+					fm, cm := XMM(), XMM()
+					VCVTDQ2PS(sx, fm)
+					VMULPS(m4, xb, cm)
+					VMULPS(cm, fm, fm) // [u0 u1 u2 u3]
+					u = fm
+				}
+				a := XMM()
+				VMOVSS(Mem{Base: ov}, a)
+				for b := 0; b < 4; b++ {
+					for _, src := range []VecVirtual{f, u} {
+						if src == nil {
+							continue
+						}
+						e := src
+						if b > 0 {
+							e = XMM()
+							VPERMILPS(U8(b), src, e)
+						}
+						VADDSS(e, a, a)
+					}
+				}
+				VMOVSS(a, Mem{Base: ov})
+				ADDQ(param("astride"), av)
+				ADDQ(param("sstride"), sp)
+				ADDQ(param("xstride"), xv)
+				ADDQ(param("ostride"), ov)
+				DECQ(vc)
+				JNZ(LabelRef(name + "_vec"))
+			}
+			ADDQ(U32(4*c.bytes), wp)
+			ADDQ(U32(128), ak)
+			ADDQ(U32(8), sk)
+			ADDQ(U32(4), xk)
+			DECQ(nk)
+			JNZ(LabelRef(name + "_grp"))
+		}
+		bump("w", param("stride"))
+		bump("out", U32(4))
+		r := param("rows")
+		DECQ(r)
+		Store(r, Param("rows"))
+		JNZ(LabelRef(name + "_row"))
+	}
+	VZEROUPPER()
+	RET()
+}
