@@ -161,6 +161,13 @@ func GgmlQ2KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlQ2KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ2KF32Avx2 multiplies layout/ggml Q2_K rows by float32 activations with
+// AVX2 and FMA, each super-block dequantized once per 64 columns for every
+// vector. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ2KF32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+
 // GgmlQ3KF32Avx512 multiplies layout/ggml Q3_K rows by float32 activations
 // with AVX-512: each super-block dequantized once to float32 weights in
 // registers for every vector. See "GGML block kernels" in the package doc.
@@ -175,6 +182,13 @@ func GgmlQ3KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //
 //go:noescape
 func GgmlQ3KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ3KF32Avx2 multiplies layout/ggml Q3_K rows by float32 activations with
+// AVX2 and FMA, each super-block dequantized once per 64 columns for every
+// vector. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ3KF32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 
 // GgmlQ4KF32Avx512 multiplies layout/ggml Q4_K rows by float32 activations
 // with AVX-512: each super-block dequantized once to float32 weights in
@@ -191,6 +205,13 @@ func GgmlQ4KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlQ4KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ4KF32Avx2 multiplies layout/ggml Q4_K rows by float32 activations with
+// AVX2 and FMA, each super-block dequantized once per 64 columns for every
+// vector. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ4KF32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+
 // GgmlQ5KF32Avx512 multiplies layout/ggml Q5_K rows by float32 activations
 // with AVX-512: each super-block dequantized once to float32 weights in
 // registers for every vector. See "GGML block kernels" in the package doc.
@@ -205,6 +226,13 @@ func GgmlQ5KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //
 //go:noescape
 func GgmlQ5KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ5KF32Avx2 multiplies layout/ggml Q5_K rows by float32 activations with
+// AVX2 and FMA, each super-block dequantized once per 64 columns for every
+// vector. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ5KF32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 
 // GgmlQ6KF32Avx512 multiplies layout/ggml Q6_K rows by float32 activations
 // with AVX-512: each super-block dequantized once to float32 weights in
@@ -221,6 +249,13 @@ func GgmlQ6KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlQ6KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ6KF32Avx2 multiplies layout/ggml Q6_K rows by float32 activations with
+// AVX2 and FMA, each super-block dequantized once per 64 columns for every
+// vector. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ6KF32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+
 // GgmlIQ4XSF32Avx512 multiplies layout/ggml IQ4_XS rows by float32 activations
 // with AVX-512: each super-block dequantized once to float32 weights in
 // registers for every vector. See "GGML block kernels" in the package doc.
@@ -235,6 +270,13 @@ func GgmlIQ4XSF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec
 //
 //go:noescape
 func GgmlIQ4XSA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlIQ4XSF32Avx2 multiplies layout/ggml IQ4_XS rows by float32 activations
+// with AVX2 and FMA, each super-block dequantized once per 64 columns for
+// every vector. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4XSF32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 
 // GgmlQ40F32Avx512 multiplies layout/ggml Q4_0 rows by float32 activations
 // with AVX-512: each group of four blocks dequantized once to float32 weights
@@ -251,6 +293,13 @@ func GgmlQ40F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlQ40A8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ40F32Avx2 multiplies layout/ggml Q4_0 rows by float32 activations with
+// AVX2 and FMA, groups of four blocks dequantized once per 64 columns for
+// every vector. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ40F32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+
 // GgmlQ41F32Avx512 multiplies layout/ggml Q4_1 rows by float32 activations
 // with AVX-512: each group of four blocks dequantized once to float32 weights
 // in registers for every vector. See "GGML block kernels" in the package doc.
@@ -265,6 +314,13 @@ func GgmlQ41F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //
 //go:noescape
 func GgmlQ41A8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ41F32Avx2 multiplies layout/ggml Q4_1 rows by float32 activations with
+// AVX2 and FMA, groups of four blocks dequantized once per 64 columns for
+// every vector. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ41F32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 
 // GgmlQ50F32Avx512 multiplies layout/ggml Q5_0 rows by float32 activations
 // with AVX-512: each group of four blocks dequantized once to float32 weights
@@ -281,6 +337,13 @@ func GgmlQ50F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlQ50A8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ50F32Avx2 multiplies layout/ggml Q5_0 rows by float32 activations with
+// AVX2 and FMA, groups of four blocks dequantized once per 64 columns for
+// every vector. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ50F32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+
 // GgmlQ51F32Avx512 multiplies layout/ggml Q5_1 rows by float32 activations
 // with AVX-512: each group of four blocks dequantized once to float32 weights
 // in registers for every vector. See "GGML block kernels" in the package doc.
@@ -295,6 +358,13 @@ func GgmlQ51F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //
 //go:noescape
 func GgmlQ51A8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ51F32Avx2 multiplies layout/ggml Q5_1 rows by float32 activations with
+// AVX2 and FMA, groups of four blocks dequantized once per 64 columns for
+// every vector. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ51F32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 
 // GgmlQ80F32Avx512 multiplies layout/ggml Q8_0 rows by float32 activations
 // with AVX-512: each group of four blocks dequantized once to float32 weights
@@ -311,6 +381,13 @@ func GgmlQ80F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlQ80A8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ80F32Avx2 multiplies layout/ggml Q8_0 rows by float32 activations with
+// AVX2 and FMA, groups of four blocks dequantized once per 64 columns for
+// every vector. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ80F32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+
 // GgmlIQ4NLF32Avx512 multiplies layout/ggml IQ4_NL rows by float32 activations
 // with AVX-512: each group of four blocks dequantized once to float32 weights
 // in registers for every vector. See "GGML block kernels" in the package doc.
@@ -325,3 +402,10 @@ func GgmlIQ4NLF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec
 //
 //go:noescape
 func GgmlIQ4NLA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlIQ4NLF32Avx2 multiplies layout/ggml IQ4_NL rows by float32 activations
+// with AVX2 and FMA, groups of four blocks dequantized once per 64 columns for
+// every vector. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4NLF32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)

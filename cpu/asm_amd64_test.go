@@ -148,6 +148,9 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, f := range ggmlA8AVX2Funcs {
 		check("ggml avx2", funcName(f), ggmlA8AVX2Requires)
 	}
+	for _, f := range ggmlF32AVX2Funcs {
+		check("ggml float avx2", funcName(f), ggmlF32AVX2Requires)
+	}
 	for _, f := range ggmlF32Funcs {
 		check("ggml float", funcName(f), ggmlA8Requires)
 	}

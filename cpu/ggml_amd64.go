@@ -87,6 +87,25 @@ var ggmlA8AVX2Funcs = map[ggml.Type]ggmlA8Func{
 	ggml.IQ4_NL: asm.GgmlIQ4NLA8Avx2,
 }
 
+// ggmlF32AVX2Requires is every feature the AVX2 float kernels need.
+var ggmlF32AVX2Requires = []string{"AVX", "AVX2", "BMI2", "F16C", "FMA3"}
+
+// ggmlF32AVX2Funcs are the AVX2 float-activation kernels.
+var ggmlF32AVX2Funcs = map[ggml.Type]ggmlF32Func{
+	ggml.Q2_K:   asm.GgmlQ2KF32Avx2,
+	ggml.Q3_K:   asm.GgmlQ3KF32Avx2,
+	ggml.Q4_K:   asm.GgmlQ4KF32Avx2,
+	ggml.Q5_K:   asm.GgmlQ5KF32Avx2,
+	ggml.Q6_K:   asm.GgmlQ6KF32Avx2,
+	ggml.IQ4_XS: asm.GgmlIQ4XSF32Avx2,
+	ggml.Q4_0:   asm.GgmlQ40F32Avx2,
+	ggml.Q4_1:   asm.GgmlQ41F32Avx2,
+	ggml.Q5_0:   asm.GgmlQ50F32Avx2,
+	ggml.Q5_1:   asm.GgmlQ51F32Avx2,
+	ggml.Q8_0:   asm.GgmlQ80F32Avx2,
+	ggml.IQ4_NL: asm.GgmlIQ4NLF32Avx2,
+}
+
 // ggmlActOrder gives, for each type whose kernel reads the activations of
 // every 128 columns in another order, the source offsets of its 16-byte
 // runs (nil: column order).
@@ -98,10 +117,14 @@ var ggmlActOrder = map[ggml.Type][8]int{
 
 func init() {
 	for t, fn := range ggmlA8Funcs {
-		m16, f32, avx2 := ggmlA8M16Funcs[t], ggmlF32Funcs[t], ggmlA8AVX2Funcs[t]
+		m16, f32, avx2, f32avx2 := ggmlA8M16Funcs[t], ggmlF32Funcs[t], ggmlA8AVX2Funcs[t], ggmlF32AVX2Funcs[t]
 		ggmlKernels[t] = func(isa ISA) *ggmlKernel {
 			if (isa == AVX2 || isa == AVXVNNI) && avx2 != nil && hasAll(ggmlA8AVX2Requires) {
-				return &ggmlKernel{isa: isa, prep: ggmlPrepSums, a8: func(mx *GGMLMatrix, c *ggmlCall, r0, r1 int) {
+				k := &ggmlKernel{isa: isa, prep: ggmlPrepSums}
+				if hasAll(ggmlF32AVX2Requires) {
+					k.f32 = ggmlF32Runner(f32avx2)
+				}
+				k.a8 = func(mx *GGMLMatrix, c *ggmlCall, r0, r1 int) {
 					if r1 <= r0 {
 						return
 					}
@@ -109,21 +132,13 @@ func init() {
 					pc, sub := m.PCols, m.Type.SubLen()
 					avx2(&m.Data[r0*m.RowBytes()], m.RowBytes(), r1-r0, pc/max(m.Type.BlockElems(), 128),
 						&c.xq[0], pc, &c.sums[0], 2*pc/sub, &c.xs[0], 4*pc/128, c.batch, &c.dst[r0], 4*m.Rows)
-				}}
+				}
+				return k
 			}
 			if isa != AVX512VNNI || !hasAll(ggmlA8Requires) {
 				return nil
 			}
-			return &ggmlKernel{isa: isa, prep: ggmlPrep, f32: func(mx *GGMLMatrix, dst, xt []float32, batch, r0, r1 int) {
-				if r1 <= r0 {
-					return
-				}
-				m := mx.m
-				var tmp [512]byte
-				var accs [maxBatch * 16]float32
-				f32(&m.Data[r0*m.RowBytes()], m.RowBytes(), r1-r0, m.PCols/max(m.Type.BlockElems(), 128),
-					&xt[0], batch, &tmp[0], &accs[0], &dst[r0], 4*m.Rows)
-			}, a8: func(mx *GGMLMatrix, c *ggmlCall, r0, r1 int) {
+			return &ggmlKernel{isa: isa, prep: ggmlPrep, f32: ggmlF32Runner(f32), a8: func(mx *GGMLMatrix, c *ggmlCall, r0, r1 int) {
 				m := mx.m
 				pc := m.PCols
 				if r1 <= r0 {
@@ -270,5 +285,19 @@ func ggmlRunM16(fn ggmlA8M16Func, m *ggml.Matrix, c *ggmlCall, r0, r1 int) {
 				c.dst[v*m.Rows+r] = out[(r-a)*16+v]
 			}
 		}
+	}
+}
+
+// ggmlF32Runner adapts a float kernel to ggmlKernel.f32.
+func ggmlF32Runner(fn ggmlF32Func) func(mx *GGMLMatrix, dst, xt []float32, batch, r0, r1 int) {
+	return func(mx *GGMLMatrix, dst, xt []float32, batch, r0, r1 int) {
+		if r1 <= r0 {
+			return
+		}
+		m := mx.m
+		var tmp [512]byte
+		var accs [maxBatch * 16]float32
+		fn(&m.Data[r0*m.RowBytes()], m.RowBytes(), r1-r0, m.PCols/max(m.Type.BlockElems(), 128),
+			&xt[0], batch, &tmp[0], &accs[0], &dst[r0], 4*m.Rows)
 	}
 }

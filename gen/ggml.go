@@ -25,10 +25,12 @@ func ggmlKernels() {
 	for _, c := range ggmlSupers {
 		ggmlSuperF32(c)
 		ggmlSuperA8AVX2(c)
+		ggmlSuperF32AVX2(c)
 	}
 	for _, c := range ggmlSmalls {
 		ggmlBlockF32(c)
 		ggmlBlockA8AVX2(c)
+		ggmlBlockF32AVX2(c)
 	}
 }
 

@@ -603,3 +603,260 @@ func ggmlBlockA8AVX2(c ggmlSmall) {
 	VZEROUPPER()
 	RET()
 }
+
+// ggmlF32AVX2 emits a float-activation kernel on YMM (signature
+// ggmlSigF32): per unit of unitCols columns, prep stores the codes in
+// column order at tmp (bytes, sign-extended when signed) and each
+// sub-block's D and E (w = D*u + E) at tmp+256 and tmp+384; then per
+// quarter of 64 columns the eight 8-column chunks become float32 weights
+// in registers and every vector's activations are multiplied in (FMA).
+func ggmlF32AVX2(name, doc string, unitBytes, unitCols, sub int, signed bool, prep func(wp, tp GPVirtual)) {
+	TEXT(name, NOSPLIT, ggmlSigF32)
+	Pragma("noescape")
+	kernelDoc("GGML block kernels", doc)
+	w := make([]VecVirtual, 8)
+	for i := range w {
+		w[i] = YMM()
+	}
+	Label(name + "_row")
+	{
+		{
+			ap, n := param("accs"), param("nvec")
+			z := YMM()
+			VXORPS(z, z, z)
+			Label(name + "_zero")
+			VMOVUPS(z, Mem{Base: ap})
+			ADDQ(U32(32), ap)
+			DECQ(n)
+			JNZ(LabelRef(name + "_zero"))
+		}
+		wp, xk, nk := param("w"), param("x"), param("nsb")
+		Label(name + "_unit")
+		{
+			tp := param("tmp")
+			prep(wp, tp)
+			for q := 0; q < unitCols/64; q++ {
+				for i := 0; i < 8; i++ {
+					col := 64*q + 8*i
+					j := col / sub
+					if signed {
+						VPMOVSXBD(Mem{Base: tp, Disp: col}, w[i])
+					} else {
+						VPMOVZXBD(Mem{Base: tp, Disp: col}, w[i])
+					}
+					VCVTDQ2PS(w[i], w[i])
+					d, e := YMM(), YMM()
+					VBROADCASTSS(Mem{Base: tp, Disp: 256 + 4*j}, d)
+					VBROADCASTSS(Mem{Base: tp, Disp: 384 + 4*j}, e)
+					VFMADD213PS(e, d, w[i])
+				}
+				xv, ap, vc := GP64(), param("accs"), param("nvec")
+				MOVQ(xk, xv)
+				lbl := fmt.Sprintf("%s_q%d", name, q)
+				Label(lbl)
+				{
+					p := []VecVirtual{YMM(), YMM()}
+					for i := 0; i < 8; i++ {
+						if i < 2 {
+							VMULPS(Mem{Base: xv, Disp: 4 * (64*q + 8*i)}, w[i], p[i])
+						} else {
+							VFMADD231PS(Mem{Base: xv, Disp: 4 * (64*q + 8*i)}, w[i], p[i%2])
+						}
+					}
+					VADDPS(p[1], p[0], p[0])
+					VADDPS(Mem{Base: ap}, p[0], p[0])
+					VMOVUPS(p[0], Mem{Base: ap})
+					ADDQ(U32(4*unitCols), xv)
+					ADDQ(U32(32), ap)
+					DECQ(vc)
+					JNZ(LabelRef(lbl))
+				}
+			}
+			ADDQ(U32(unitBytes), wp)
+			n := param("nvec")
+			SHLQ(U8(log2(4*unitCols)), n)
+			ADDQ(n, xk)
+			DECQ(nk)
+			JNZ(LabelRef(name + "_unit"))
+		}
+		{
+			ap, op, n := param("accs"), param("out"), param("nvec")
+			Label(name + "_out")
+			a := YMM()
+			VMOVUPS(Mem{Base: ap}, a)
+			x := XMM()
+			VEXTRACTF128(U8(1), a, x)
+			VADDPS(a.AsX(), x, x)
+			t := XMM()
+			VMOVHLPS(x, x, t)
+			VADDPS(t, x, x)
+			VMOVSHDUP(x, t)
+			VADDSS(t, x, x)
+			VMOVSS(x, Mem{Base: op})
+			ADDQ(U32(32), ap)
+			ADDQ(param("ostride"), op)
+			DECQ(n)
+			JNZ(LabelRef(name + "_out"))
+		}
+		bump("w", param("stride"))
+		bump("out", U32(4))
+		r := param("rows")
+		DECQ(r)
+		Store(r, Param("rows"))
+		JNZ(LabelRef(name + "_row"))
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// ggmlSuperF32AVX2 emits Ggml<t>F32Avx2 for a super-block type.
+func ggmlSuperF32AVX2(c ggmlSuper) {
+	t := c.t
+	name := "Ggml" + t + "F32Avx2"
+	av2 := fvec{avx512: false}
+	doc := fmt.Sprintf("%s multiplies layout/ggml %s rows by float32 activations with AVX2 and FMA, each super-block dequantized once per 64 columns for every vector.", name, ggmlTypeName(t))
+	ggmlF32AVX2(name, doc, c.bytes, 256, c.sub, false, func(wp, tp GPVirtual) {
+		frame := AllocLocal(8*32 + 64) // ggmlScalesAVX2's (called once: this emits the code)
+		mw := frame.Offset(8 * 32)
+		raw := mw.Offset(32)
+		nib := nibbleMask(YMM())
+		var three, one VecVirtual
+		switch t {
+		case "Q2K", "Q3K", "Q6K":
+			three = av2.broadcast(0x03030303)
+		}
+		if t == "Q3K" || t == "Q5K" {
+			one = av2.broadcast(0x01010101)
+		}
+		for h := 0; h < 2; h++ {
+			cr := ggmlHalfCodesAVX2(c, wp, h, nib, three, one)
+			for i, v := range cr {
+				if c.dword { // KValues + 128
+					tab := YMM()
+					VBROADCASTI128(rodata("ggmlKValues128", 16, 1, func(i int) uint64 {
+						return uint64(int([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]) + 128)
+					}), tab)
+					VPSHUFB(v, tab, v)
+				}
+				VMOVDQU(v, Mem{Base: tp, Disp: 128*h + 32*i})
+			}
+		}
+		ggmlScalesAVX2(c, wp, frame, mw)
+		// D = d * sc, E = -dmin*m or -c*D, per sub-block
+		dz := YMM()
+		{
+			off := map[string]int{"Q2K": 80, "Q3K": 108, "Q6K": 208}[t]
+			h := XMM()
+			VPBROADCASTW(Mem{Base: wp, Disp: off}, h)
+			VCVTPH2PS(h, dz)
+		}
+		var dmz VecVirtual
+		if c.mins {
+			off := 2
+			if t == "Q2K" {
+				off = 82
+			}
+			h := XMM()
+			VPBROADCASTW(Mem{Base: wp, Disp: off}, h)
+			dmz = YMM()
+			VCVTPH2PS(h, dmz)
+		}
+		for k := 0; k < 256/c.sub/8; k++ { // eight sub-blocks per YMM
+			d, e := YMM(), YMM()
+			VPMOVSXWD(raw.Offset(16*k), d)
+			VCVTDQ2PS(d, d)
+			VMULPS(dz, d, d)
+			if c.mins {
+				VPMOVSXWD(mw.Offset(16*k), e)
+				VCVTDQ2PS(e, e)
+				VMULPS(dmz, e, e)
+				sign := av2.broadcast(0x80000000)
+				VXORPS(sign, e, e)
+			} else {
+				cneg := av2.broadcast(math32bits(-float32(int(1) << c.shift)))
+				VMULPS(cneg, d, e)
+			}
+			VMOVUPS(d, Mem{Base: tp, Disp: 256 + 32*k})
+			VMOVUPS(e, Mem{Base: tp, Disp: 384 + 32*k})
+		}
+	})
+}
+
+// ggmlBlockF32AVX2 emits Ggml<t>F32Avx2 for a 32-element block type
+// (units of four blocks).
+func ggmlBlockF32AVX2(c ggmlSmall) {
+	name := "Ggml" + c.t + "F32Avx2"
+	av2 := fvec{avx512: false}
+	signed := !c.nib || c.kv
+	doc := fmt.Sprintf("%s multiplies layout/ggml %s rows by float32 activations with AVX2 and FMA, groups of four blocks dequantized once per 64 columns for every vector.", name, c.name)
+	ggmlF32AVX2(name, doc, 4*c.bytes, 128, 32, signed, func(wp, tp GPVirtual) {
+		nib := nibbleMask(YMM())
+		var kv, spread, bits, sixteen VecVirtual
+		if c.kv {
+			kv = YMM()
+			VBROADCASTI128(rodata("ggmlKValues", 16, 1, func(i int) uint64 {
+				return uint64(uint8([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]))
+			}), kv)
+		}
+		if c.qh != 0 {
+			spread, bits = YMM(), YMM()
+			VMOVDQU(rodata("ggmlSpreadQh", 32, 1, func(i int) uint64 { return uint64(i / 8) }), spread)
+			VMOVDQU(rodata("ggmlBitOf", 32, 1, func(i int) uint64 { return 1 << (i % 8) }), bits)
+			sixteen = av2.broadcast(0x10101010)
+		}
+		for b := 0; b < 4; b++ {
+			v := YMM()
+			off := b*c.bytes + c.qs
+			if c.nib {
+				x, hx := XMM(), XMM()
+				VMOVDQU(Mem{Base: wp, Disp: off}, x)
+				VPSRLW(U8(4), x, hx)
+				VINSERTI128(U8(1), hx, x.AsY(), v)
+				VPAND(nib, v, v)
+				if c.kv {
+					VPSHUFB(v, kv, v)
+				}
+			} else {
+				VMOVDQU(Mem{Base: wp, Disp: off}, v)
+			}
+			if c.qh != 0 {
+				h := YMM()
+				VPBROADCASTD(Mem{Base: wp, Disp: b*c.bytes + c.qh}, h)
+				VPSHUFB(spread, h, h)
+				VPAND(bits, h, h)
+				VPCMPEQB(bits, h, h)
+				VPAND(sixteen, h, h)
+				VPOR(h, v, v)
+			}
+			VMOVDQU(v, Mem{Base: tp, Disp: 32 * b})
+		}
+		dh := XMM()
+		VPXOR(dh, dh, dh)
+		for b := 0; b < 4; b++ {
+			VPINSRW(U8(b), Mem{Base: wp, Disp: b * c.bytes}, dh, dh)
+		}
+		d, e := XMM(), XMM()
+		VCVTPH2PS(dh, d)
+		if c.m {
+			mh := XMM()
+			VPXOR(mh, mh, mh)
+			for b := 0; b < 4; b++ {
+				VPINSRW(U8(b), Mem{Base: wp, Disp: b*c.bytes + 2}, mh, mh)
+			}
+			VCVTPH2PS(mh, e)
+		} else {
+			off := c.shift
+			if signed {
+				off = -1
+			}
+			if off < 0 {
+				VXORPS(e, e, e)
+			} else {
+				cneg := av2.broadcast(math32bits(-float32(int(1) << off)))
+				VMULPS(cneg.AsX(), d, e)
+			}
+		}
+		VMOVUPS(d, Mem{Base: tp, Disp: 256})
+		VMOVUPS(e, Mem{Base: tp, Disp: 384})
+	})
+}
