@@ -318,7 +318,7 @@ func (m *Matrix) dotRef(out []float64, x []float32, abs bool) error {
 		m.DequantizeRow(row, r)
 		var acc float64
 		for c, v := range x {
-			p := float64(row[c]) * float64(v)
+			p := float64(float64(row[c]) * float64(v)) // rounded: no fused multiply-add (make fma-check)
 			if abs {
 				p = math.Abs(p)
 			}
@@ -339,7 +339,7 @@ const Tolerance = 3e-5
 func (m *Matrix) Tolerance([]float32) (rel, abs float64) {
 	g := m.PCols / layout.GroupSize
 	if g > layout.MaxBoundGroups {
-		return Tolerance + float64(g-layout.MaxBoundGroups)*0x1p-24, 0
+		return Tolerance + float64(float64(g-layout.MaxBoundGroups)*0x1p-24), 0
 	}
 	return Tolerance, 0
 }
@@ -524,7 +524,7 @@ func Random(t Type, rows, cols int, seed uint64) (*Matrix, error) {
 func RandomBlocks(t Type, rng *rand.Rand, dst []byte) {
 	layout.FillRandom(rng, dst)
 	put := func(b []byte, lo, hi float64) {
-		h := layout.ToFP16(float32(lo + rng.Float64()*(hi-lo)))
+		h := layout.ToFP16(float32(lo + float64(rng.Float64()*(hi-lo))))
 		b[0], b[1] = byte(h), byte(h>>8)
 	}
 	for b := dst; len(b) >= t.BlockBytes(); b = b[t.BlockBytes():] {
