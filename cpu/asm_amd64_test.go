@@ -326,6 +326,14 @@ func TestAsmStackSlots(t *testing.T) {
 				w = 4
 			case op == "VMOVSD" || op == "VBROADCASTSD" || strings.HasSuffix(op, "Q") && !strings.HasPrefix(op, "V"):
 				w = 8
+			case strings.HasPrefix(op, "VPBROADCAST") && len(op) == len("VPBROADCASTD"):
+				w = map[byte]int{'B': 1, 'W': 2, 'D': 4, 'Q': 8}[op[len(op)-1]]
+			case strings.HasPrefix(op, "VPMOVSX") || strings.HasPrefix(op, "VPMOVZX"):
+				// a widening load reads the destination's width over the factor
+				f := map[string]int{"BW": 2, "BD": 4, "BQ": 8, "WD": 2, "WQ": 4, "DQ": 2}[op[len(op)-2:]]
+				for _, r := range vreg.FindAllStringSubmatch(m[2], -1) {
+					w = max(w, map[string]int{"X": 16, "Y": 32, "Z": 64}[r[1]]/f)
+				}
 			default:
 				for _, r := range vreg.FindAllStringSubmatch(m[2], -1) {
 					w = max(w, map[string]int{"X": 16, "Y": 32, "Z": 64}[r[1]])
