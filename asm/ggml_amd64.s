@@ -4486,6 +4486,163 @@ DATA ggmlLane0<>+56(SB)/4, $0x00000008
 DATA ggmlLane0<>+60(SB)/4, $0x0000000c
 GLOBL ggmlLane0<>(SB), RODATA|NOPTR, $64
 
+// func GgmlQ40A8R2Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C
+TEXT ·GgmlQ40A8R2Avx512(SB), NOSPLIT, $0-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU64    ggmlLane0<>+0(SB), Z1
+
+GgmlQ40A8R2Avx512_row:
+	MOVQ out+88(FP), AX
+	MOVQ nvec+80(FP), CX
+	MOVQ ostride+96(FP), DX
+
+GgmlQ40A8R2Avx512_zero:
+	MOVQ $0x00000000, (AX)
+	ADDQ DX, AX
+	DECQ CX
+	JNZ  GgmlQ40A8R2Avx512_zero
+	MOVQ w+0(FP), AX
+	MOVQ stride+8(FP), CX
+	MOVQ act+32(FP), DX
+	MOVQ sums+48(FP), BX
+	MOVQ xs+64(FP), SI
+	MOVQ nsb+24(FP), DI
+
+GgmlQ40A8R2Avx512_grp:
+	VMOVDQU64    2(AX), X3
+	VPSRLW       $0x04, X3, X2
+	VINSERTI32X4 $0x01, X2, Y3, Y2
+	VPANDD       Y2, Y0, Y2
+	VMOVDQU64    20(AX), X3
+	VPSRLW       $0x04, X3, X4
+	VINSERTI32X4 $0x01, X4, Y3, Y4
+	VPANDD       Y4, Y0, Y4
+	VINSERTI64X4 $0x01, Y4, Z2, Z4
+	VMOVDQU64    38(AX), X3
+	VPSRLW       $0x04, X3, X2
+	VINSERTI32X4 $0x01, X2, Y3, Y2
+	VPANDD       Y2, Y0, Y2
+	VMOVDQU64    56(AX), X3
+	VPSRLW       $0x04, X3, X11
+	VINSERTI32X4 $0x01, X11, Y3, Y11
+	VPANDD       Y11, Y0, Y11
+	VINSERTI64X4 $0x01, Y11, Z2, Z11
+	VPXORD       X5, X5, X5
+	VPINSRW      $0x00, (AX), X5, X5
+	VPINSRW      $0x01, 18(AX), X5, X5
+	VPINSRW      $0x02, 36(AX), X5, X5
+	VPINSRW      $0x03, 54(AX), X5, X5
+	VCVTPH2PS    X5, X3
+	VMOVDQU64    2(AX)(CX*1), X16
+	VPSRLW       $0x04, X16, X2
+	VINSERTI32X4 $0x01, X2, Y16, Y2
+	VPANDD       Y2, Y0, Y2
+	VMOVDQU64    20(AX)(CX*1), X16
+	VPSRLW       $0x04, X16, X12
+	VINSERTI32X4 $0x01, X12, Y16, Y12
+	VPANDD       Y12, Y0, Y12
+	VINSERTI64X4 $0x01, Y12, Z2, Z12
+	VMOVDQU64    38(AX)(CX*1), X16
+	VPSRLW       $0x04, X16, X2
+	VINSERTI32X4 $0x01, X2, Y16, Y2
+	VPANDD       Y2, Y0, Y2
+	VMOVDQU64    56(AX)(CX*1), X16
+	VPSRLW       $0x04, X16, X13
+	VINSERTI32X4 $0x01, X13, Y16, Y13
+	VPANDD       Y13, Y0, Y13
+	VINSERTI64X4 $0x01, Y13, Z2, Z13
+	VPXORD       X6, X6, X6
+	VPINSRW      $0x00, (AX)(CX*1), X6, X6
+	VPINSRW      $0x01, 18(AX)(CX*1), X6, X6
+	VPINSRW      $0x02, 36(AX)(CX*1), X6, X6
+	VPINSRW      $0x03, 54(AX)(CX*1), X6, X6
+	VCVTPH2PS    X6, X2
+	MOVQ         DX, R8
+	MOVQ         BX, R9
+	MOVQ         SI, R10
+	MOVQ         out+88(FP), R11
+	MOVQ         nvec+80(FP), R12
+
+GgmlQ40A8R2Avx512_vec:
+	VBROADCASTSS (R10), X16
+	VPMOVSXWD    (R9), X14
+	VPSLLD       $0x03, X14, X17
+	VPXORD       Z7, Z7, Z7
+	VPDPBUSD     (R8), Z4, Z7
+	VPXORD       Z8, Z8, Z8
+	VPDPBUSD     64(R8), Z11, Z8
+	VSHUFI64X2   $0x88, Z8, Z7, Z14
+	VSHUFI64X2   $0xdd, Z8, Z7, Z15
+	VPADDD       Z15, Z14, Z14
+	VPSHUFD      $0x4e, Z14, Z15
+	VPADDD       Z15, Z14, Z14
+	VPSHUFD      $0xb1, Z14, Z15
+	VPADDD       Z15, Z14, Z14
+	VPERMD       Z14, Z1, Z14
+	VPSUBD       X17, X14, X14
+	VCVTDQ2PS    X14, X14
+	VMULPS       X3, X16, X15
+	VMULPS       X15, X14, X14
+	VPXORD       Z9, Z9, Z9
+	VPDPBUSD     (R8), Z12, Z9
+	VPXORD       Z10, Z10, Z10
+	VPDPBUSD     64(R8), Z13, Z10
+	VSHUFI64X2   $0x88, Z10, Z9, Z15
+	VSHUFI64X2   $0xdd, Z10, Z9, Z18
+	VPADDD       Z18, Z15, Z15
+	VPSHUFD      $0x4e, Z15, Z18
+	VPADDD       Z18, Z15, Z15
+	VPSHUFD      $0xb1, Z15, Z18
+	VPADDD       Z18, Z15, Z15
+	VPERMD       Z15, Z1, Z15
+	VPSUBD       X17, X15, X15
+	VCVTDQ2PS    X15, X15
+	VMULPS       X2, X16, X16
+	VMULPS       X16, X15, X15
+	VUNPCKLPS    X15, X14, X16
+	VUNPCKHPS    X15, X14, X14
+	VMOVHLPS     X16, X16, X15
+	VMOVHLPS     X14, X14, X17
+	VMOVSD       (R11), X18
+	VADDPS       X16, X18, X18
+	VADDPS       X15, X18, X18
+	VADDPS       X14, X18, X18
+	VADDPS       X17, X18, X18
+	VMOVSD       X18, (R11)
+	MOVQ         astride+40(FP), R13
+	ADDQ         R13, R8
+	MOVQ         sstride+56(FP), R13
+	ADDQ         R13, R9
+	MOVQ         xstride+72(FP), R13
+	ADDQ         R13, R10
+	MOVQ         ostride+96(FP), R13
+	ADDQ         R13, R11
+	DECQ         R12
+	JNZ          GgmlQ40A8R2Avx512_vec
+	ADDQ         $0x00000048, AX
+	ADDQ         $0x00000080, DX
+	ADDQ         $0x00000008, BX
+	ADDQ         $0x00000004, SI
+	DECQ         DI
+	JNZ          GgmlQ40A8R2Avx512_grp
+	MOVQ         stride+8(FP), AX
+	SHLQ         $0x01, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000008, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	SUBQ         $0x02, AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ40A8R2Avx512_row
+	VZEROUPPER
+	RET
+
 // func GgmlQ41A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C
 TEXT ·GgmlQ41A8Avx512(SB), NOSPLIT, $0-104
@@ -4614,6 +4771,193 @@ GgmlQ41A8Avx512_vec:
 	VZEROUPPER
 	RET
 
+// func GgmlQ41A8R2Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C
+TEXT ·GgmlQ41A8R2Avx512(SB), NOSPLIT, $0-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU64    ggmlLane0<>+0(SB), Z1
+
+GgmlQ41A8R2Avx512_row:
+	MOVQ out+88(FP), AX
+	MOVQ nvec+80(FP), CX
+	MOVQ ostride+96(FP), DX
+
+GgmlQ41A8R2Avx512_zero:
+	MOVQ $0x00000000, (AX)
+	ADDQ DX, AX
+	DECQ CX
+	JNZ  GgmlQ41A8R2Avx512_zero
+	MOVQ w+0(FP), AX
+	MOVQ stride+8(FP), CX
+	MOVQ act+32(FP), DX
+	MOVQ sums+48(FP), BX
+	MOVQ xs+64(FP), SI
+	MOVQ nsb+24(FP), DI
+
+GgmlQ41A8R2Avx512_grp:
+	VMOVDQU64    4(AX), X3
+	VPSRLW       $0x04, X3, X2
+	VINSERTI32X4 $0x01, X2, Y3, Y2
+	VPANDD       Y2, Y0, Y2
+	VMOVDQU64    24(AX), X3
+	VPSRLW       $0x04, X3, X4
+	VINSERTI32X4 $0x01, X4, Y3, Y4
+	VPANDD       Y4, Y0, Y4
+	VINSERTI64X4 $0x01, Y4, Z2, Z4
+	VMOVDQU64    44(AX), X3
+	VPSRLW       $0x04, X3, X2
+	VINSERTI32X4 $0x01, X2, Y3, Y2
+	VPANDD       Y2, Y0, Y2
+	VMOVDQU64    64(AX), X3
+	VPSRLW       $0x04, X3, X13
+	VINSERTI32X4 $0x01, X13, Y3, Y13
+	VPANDD       Y13, Y0, Y13
+	VINSERTI64X4 $0x01, Y13, Z2, Z13
+	VPXORD       X5, X5, X5
+	VPINSRW      $0x00, (AX), X5, X5
+	VPINSRW      $0x01, 20(AX), X5, X5
+	VPINSRW      $0x02, 40(AX), X5, X5
+	VPINSRW      $0x03, 60(AX), X5, X5
+	VCVTPH2PS    X5, X3
+	VMOVDQU64    4(AX)(CX*1), X18
+	VPSRLW       $0x04, X18, X2
+	VINSERTI32X4 $0x01, X2, Y18, Y2
+	VPANDD       Y2, Y0, Y2
+	VMOVDQU64    24(AX)(CX*1), X18
+	VPSRLW       $0x04, X18, X14
+	VINSERTI32X4 $0x01, X14, Y18, Y14
+	VPANDD       Y14, Y0, Y14
+	VINSERTI64X4 $0x01, Y14, Z2, Z14
+	VMOVDQU64    44(AX)(CX*1), X18
+	VPSRLW       $0x04, X18, X2
+	VINSERTI32X4 $0x01, X2, Y18, Y2
+	VPANDD       Y2, Y0, Y2
+	VMOVDQU64    64(AX)(CX*1), X18
+	VPSRLW       $0x04, X18, X15
+	VINSERTI32X4 $0x01, X15, Y18, Y15
+	VPANDD       Y15, Y0, Y15
+	VINSERTI64X4 $0x01, Y15, Z2, Z15
+	VPXORD       X6, X6, X6
+	VPINSRW      $0x00, (AX)(CX*1), X6, X6
+	VPINSRW      $0x01, 20(AX)(CX*1), X6, X6
+	VPINSRW      $0x02, 40(AX)(CX*1), X6, X6
+	VPINSRW      $0x03, 60(AX)(CX*1), X6, X6
+	VCVTPH2PS    X6, X2
+	VPXORD       X7, X7, X7
+	VPINSRW      $0x00, 2(AX), X7, X7
+	VPINSRW      $0x01, 22(AX), X7, X7
+	VPINSRW      $0x02, 42(AX), X7, X7
+	VPINSRW      $0x03, 62(AX), X7, X7
+	VCVTPH2PS    X7, X16
+	VPXORD       X8, X8, X8
+	VPINSRW      $0x00, 2(AX)(CX*1), X8, X8
+	VPINSRW      $0x01, 22(AX)(CX*1), X8, X8
+	VPINSRW      $0x02, 42(AX)(CX*1), X8, X8
+	VPINSRW      $0x03, 62(AX)(CX*1), X8, X8
+	VCVTPH2PS    X8, X17
+	VUNPCKLPS    X17, X16, X18
+	VUNPCKHPS    X17, X16, X19
+	VMOVHLPS     X18, X18, X20
+	VMOVHLPS     X19, X19, X21
+	MOVQ         DX, R8
+	MOVQ         BX, R9
+	MOVQ         SI, R10
+	MOVQ         out+88(FP), R11
+	MOVQ         nvec+80(FP), R12
+
+GgmlQ41A8R2Avx512_vec:
+	VBROADCASTSS (R10), X22
+	VPMOVSXWD    (R9), X23
+	VPXORD       Z9, Z9, Z9
+	VPDPBUSD     (R8), Z4, Z9
+	VPXORD       Z10, Z10, Z10
+	VPDPBUSD     64(R8), Z13, Z10
+	VSHUFI64X2   $0x88, Z10, Z9, Z16
+	VSHUFI64X2   $0xdd, Z10, Z9, Z17
+	VPADDD       Z17, Z16, Z16
+	VPSHUFD      $0x4e, Z16, Z17
+	VPADDD       Z17, Z16, Z16
+	VPSHUFD      $0xb1, Z16, Z17
+	VPADDD       Z17, Z16, Z16
+	VPERMD       Z16, Z1, Z16
+	VCVTDQ2PS    X16, X16
+	VMULPS       X3, X22, X17
+	VMULPS       X17, X16, X16
+	VPXORD       Z11, Z11, Z11
+	VPDPBUSD     (R8), Z14, Z11
+	VPXORD       Z12, Z12, Z12
+	VPDPBUSD     64(R8), Z15, Z12
+	VSHUFI64X2   $0x88, Z12, Z11, Z17
+	VSHUFI64X2   $0xdd, Z12, Z11, Z24
+	VPADDD       Z24, Z17, Z17
+	VPSHUFD      $0x4e, Z17, Z24
+	VPADDD       Z24, Z17, Z17
+	VPSHUFD      $0xb1, Z17, Z24
+	VPADDD       Z24, Z17, Z17
+	VPERMD       Z17, Z1, Z17
+	VCVTDQ2PS    X17, X17
+	VMULPS       X2, X22, X24
+	VMULPS       X24, X17, X17
+	VUNPCKLPS    X17, X16, X24
+	VUNPCKHPS    X17, X16, X16
+	VMOVHLPS     X24, X24, X17
+	VMOVHLPS     X16, X16, X25
+	VMOVSD       (R11), X26
+	VCVTDQ2PS    X23, X23
+	VADDPS       X24, X26, X26
+	VMULPS       X18, X22, X24
+	VPERMILPS    $0x00, X23, X27
+	VMULPS       X27, X24, X24
+	VADDPS       X24, X26, X26
+	VADDPS       X17, X26, X26
+	VMULPS       X20, X22, X17
+	VPERMILPS    $0x55, X23, X24
+	VMULPS       X24, X17, X17
+	VADDPS       X17, X26, X26
+	VADDPS       X16, X26, X26
+	VMULPS       X19, X22, X16
+	VPERMILPS    $0xaa, X23, X17
+	VMULPS       X17, X16, X16
+	VADDPS       X16, X26, X26
+	VADDPS       X25, X26, X26
+	VMULPS       X21, X22, X16
+	VPERMILPS    $0xff, X23, X17
+	VMULPS       X17, X16, X16
+	VADDPS       X16, X26, X26
+	VMOVSD       X26, (R11)
+	MOVQ         astride+40(FP), R13
+	ADDQ         R13, R8
+	MOVQ         sstride+56(FP), R13
+	ADDQ         R13, R9
+	MOVQ         xstride+72(FP), R13
+	ADDQ         R13, R10
+	MOVQ         ostride+96(FP), R13
+	ADDQ         R13, R11
+	DECQ         R12
+	JNZ          GgmlQ41A8R2Avx512_vec
+	ADDQ         $0x00000050, AX
+	ADDQ         $0x00000080, DX
+	ADDQ         $0x00000008, BX
+	ADDQ         $0x00000004, SI
+	DECQ         DI
+	JNZ          GgmlQ41A8R2Avx512_grp
+	MOVQ         stride+8(FP), AX
+	SHLQ         $0x01, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000008, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	SUBQ         $0x02, AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ41A8R2Avx512_row
+	VZEROUPPER
+	RET
+
 // func GgmlQ50A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C
 TEXT ·GgmlQ50A8Avx512(SB), NOSPLIT, $0-104
@@ -4739,6 +5083,189 @@ GgmlQ50A8Avx512_vec:
 	DECQ         AX
 	MOVQ         AX, rows+16(FP)
 	JNZ          GgmlQ50A8Avx512_row
+	VZEROUPPER
+	RET
+
+// func GgmlQ50A8R2Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C
+TEXT ·GgmlQ50A8R2Avx512(SB), NOSPLIT, $0-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z1
+	VMOVDQU64    ggmlLane0<>+0(SB), Z2
+
+GgmlQ50A8R2Avx512_row:
+	MOVQ out+88(FP), AX
+	MOVQ nvec+80(FP), CX
+	MOVQ ostride+96(FP), DX
+
+GgmlQ50A8R2Avx512_zero:
+	MOVQ $0x00000000, (AX)
+	ADDQ DX, AX
+	DECQ CX
+	JNZ  GgmlQ50A8R2Avx512_zero
+	MOVQ w+0(FP), AX
+	MOVQ stride+8(FP), CX
+	MOVQ act+32(FP), DX
+	MOVQ sums+48(FP), BX
+	MOVQ xs+64(FP), SI
+	MOVQ nsb+24(FP), DI
+
+GgmlQ50A8R2Avx512_grp:
+	VMOVDQU64    6(AX), X4
+	VPSRLW       $0x04, X4, X3
+	VINSERTI32X4 $0x01, X3, Y4, Y3
+	VPANDD       Y3, Y0, Y3
+	MOVL         2(AX), R8
+	KMOVD        R8, K1
+	VPADDB       Y1, Y3, K1, Y3
+	VMOVDQU64    28(AX), X4
+	VPSRLW       $0x04, X4, X5
+	VINSERTI32X4 $0x01, X5, Y4, Y5
+	VPANDD       Y5, Y0, Y5
+	MOVL         24(AX), R8
+	KMOVD        R8, K1
+	VPADDB       Y1, Y5, K1, Y5
+	VINSERTI64X4 $0x01, Y5, Z3, Z5
+	VMOVDQU64    50(AX), X4
+	VPSRLW       $0x04, X4, X3
+	VINSERTI32X4 $0x01, X3, Y4, Y3
+	VPANDD       Y3, Y0, Y3
+	MOVL         46(AX), R8
+	KMOVD        R8, K1
+	VPADDB       Y1, Y3, K1, Y3
+	VMOVDQU64    72(AX), X4
+	VPSRLW       $0x04, X4, X12
+	VINSERTI32X4 $0x01, X12, Y4, Y12
+	VPANDD       Y12, Y0, Y12
+	MOVL         68(AX), R8
+	KMOVD        R8, K1
+	VPADDB       Y1, Y12, K1, Y12
+	VINSERTI64X4 $0x01, Y12, Z3, Z12
+	VPXORD       X6, X6, X6
+	VPINSRW      $0x00, (AX), X6, X6
+	VPINSRW      $0x01, 22(AX), X6, X6
+	VPINSRW      $0x02, 44(AX), X6, X6
+	VPINSRW      $0x03, 66(AX), X6, X6
+	VCVTPH2PS    X6, X4
+	VMOVDQU64    6(AX)(CX*1), X17
+	VPSRLW       $0x04, X17, X3
+	VINSERTI32X4 $0x01, X3, Y17, Y3
+	VPANDD       Y3, Y0, Y3
+	MOVL         2(AX)(CX*1), R8
+	KMOVD        R8, K1
+	VPADDB       Y1, Y3, K1, Y3
+	VMOVDQU64    28(AX)(CX*1), X17
+	VPSRLW       $0x04, X17, X13
+	VINSERTI32X4 $0x01, X13, Y17, Y13
+	VPANDD       Y13, Y0, Y13
+	MOVL         24(AX)(CX*1), R8
+	KMOVD        R8, K1
+	VPADDB       Y1, Y13, K1, Y13
+	VINSERTI64X4 $0x01, Y13, Z3, Z13
+	VMOVDQU64    50(AX)(CX*1), X17
+	VPSRLW       $0x04, X17, X3
+	VINSERTI32X4 $0x01, X3, Y17, Y3
+	VPANDD       Y3, Y0, Y3
+	MOVL         46(AX)(CX*1), R8
+	KMOVD        R8, K1
+	VPADDB       Y1, Y3, K1, Y3
+	VMOVDQU64    72(AX)(CX*1), X17
+	VPSRLW       $0x04, X17, X14
+	VINSERTI32X4 $0x01, X14, Y17, Y14
+	VPANDD       Y14, Y0, Y14
+	MOVL         68(AX)(CX*1), R8
+	KMOVD        R8, K1
+	VPADDB       Y1, Y14, K1, Y14
+	VINSERTI64X4 $0x01, Y14, Z3, Z14
+	VPXORD       X7, X7, X7
+	VPINSRW      $0x00, (AX)(CX*1), X7, X7
+	VPINSRW      $0x01, 22(AX)(CX*1), X7, X7
+	VPINSRW      $0x02, 44(AX)(CX*1), X7, X7
+	VPINSRW      $0x03, 66(AX)(CX*1), X7, X7
+	VCVTPH2PS    X7, X3
+	MOVQ         DX, R8
+	MOVQ         BX, R9
+	MOVQ         SI, R10
+	MOVQ         out+88(FP), R11
+	MOVQ         nvec+80(FP), R12
+
+GgmlQ50A8R2Avx512_vec:
+	VBROADCASTSS (R10), X17
+	VPMOVSXWD    (R9), X15
+	VPSLLD       $0x04, X15, X18
+	VPXORD       Z8, Z8, Z8
+	VPDPBUSD     (R8), Z5, Z8
+	VPXORD       Z9, Z9, Z9
+	VPDPBUSD     64(R8), Z12, Z9
+	VSHUFI64X2   $0x88, Z9, Z8, Z15
+	VSHUFI64X2   $0xdd, Z9, Z8, Z16
+	VPADDD       Z16, Z15, Z15
+	VPSHUFD      $0x4e, Z15, Z16
+	VPADDD       Z16, Z15, Z15
+	VPSHUFD      $0xb1, Z15, Z16
+	VPADDD       Z16, Z15, Z15
+	VPERMD       Z15, Z2, Z15
+	VPSUBD       X18, X15, X15
+	VCVTDQ2PS    X15, X15
+	VMULPS       X4, X17, X16
+	VMULPS       X16, X15, X15
+	VPXORD       Z10, Z10, Z10
+	VPDPBUSD     (R8), Z13, Z10
+	VPXORD       Z11, Z11, Z11
+	VPDPBUSD     64(R8), Z14, Z11
+	VSHUFI64X2   $0x88, Z11, Z10, Z16
+	VSHUFI64X2   $0xdd, Z11, Z10, Z19
+	VPADDD       Z19, Z16, Z16
+	VPSHUFD      $0x4e, Z16, Z19
+	VPADDD       Z19, Z16, Z16
+	VPSHUFD      $0xb1, Z16, Z19
+	VPADDD       Z19, Z16, Z16
+	VPERMD       Z16, Z2, Z16
+	VPSUBD       X18, X16, X16
+	VCVTDQ2PS    X16, X16
+	VMULPS       X3, X17, X17
+	VMULPS       X17, X16, X16
+	VUNPCKLPS    X16, X15, X17
+	VUNPCKHPS    X16, X15, X15
+	VMOVHLPS     X17, X17, X16
+	VMOVHLPS     X15, X15, X18
+	VMOVSD       (R11), X19
+	VADDPS       X17, X19, X19
+	VADDPS       X16, X19, X19
+	VADDPS       X15, X19, X19
+	VADDPS       X18, X19, X19
+	VMOVSD       X19, (R11)
+	MOVQ         astride+40(FP), R13
+	ADDQ         R13, R8
+	MOVQ         sstride+56(FP), R13
+	ADDQ         R13, R9
+	MOVQ         xstride+72(FP), R13
+	ADDQ         R13, R10
+	MOVQ         ostride+96(FP), R13
+	ADDQ         R13, R11
+	DECQ         R12
+	JNZ          GgmlQ50A8R2Avx512_vec
+	ADDQ         $0x00000058, AX
+	ADDQ         $0x00000080, DX
+	ADDQ         $0x00000008, BX
+	ADDQ         $0x00000004, SI
+	DECQ         DI
+	JNZ          GgmlQ50A8R2Avx512_grp
+	MOVQ         stride+8(FP), AX
+	SHLQ         $0x01, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000008, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	SUBQ         $0x02, AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ50A8R2Avx512_row
 	VZEROUPPER
 	RET
 
@@ -4884,6 +5411,219 @@ GgmlQ51A8Avx512_vec:
 	VZEROUPPER
 	RET
 
+// func GgmlQ51A8R2Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C
+TEXT ·GgmlQ51A8R2Avx512(SB), NOSPLIT, $0-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z1
+	VMOVDQU64    ggmlLane0<>+0(SB), Z2
+
+GgmlQ51A8R2Avx512_row:
+	MOVQ out+88(FP), AX
+	MOVQ nvec+80(FP), CX
+	MOVQ ostride+96(FP), DX
+
+GgmlQ51A8R2Avx512_zero:
+	MOVQ $0x00000000, (AX)
+	ADDQ DX, AX
+	DECQ CX
+	JNZ  GgmlQ51A8R2Avx512_zero
+	MOVQ w+0(FP), AX
+	MOVQ stride+8(FP), CX
+	MOVQ act+32(FP), DX
+	MOVQ sums+48(FP), BX
+	MOVQ xs+64(FP), SI
+	MOVQ nsb+24(FP), DI
+
+GgmlQ51A8R2Avx512_grp:
+	VMOVDQU64    8(AX), X4
+	VPSRLW       $0x04, X4, X3
+	VINSERTI32X4 $0x01, X3, Y4, Y3
+	VPANDD       Y3, Y0, Y3
+	MOVL         4(AX), R8
+	KMOVD        R8, K1
+	VPADDB       Y1, Y3, K1, Y3
+	VMOVDQU64    32(AX), X4
+	VPSRLW       $0x04, X4, X5
+	VINSERTI32X4 $0x01, X5, Y4, Y5
+	VPANDD       Y5, Y0, Y5
+	MOVL         28(AX), R8
+	KMOVD        R8, K1
+	VPADDB       Y1, Y5, K1, Y5
+	VINSERTI64X4 $0x01, Y5, Z3, Z5
+	VMOVDQU64    56(AX), X4
+	VPSRLW       $0x04, X4, X3
+	VINSERTI32X4 $0x01, X3, Y4, Y3
+	VPANDD       Y3, Y0, Y3
+	MOVL         52(AX), R8
+	KMOVD        R8, K1
+	VPADDB       Y1, Y3, K1, Y3
+	VMOVDQU64    80(AX), X4
+	VPSRLW       $0x04, X4, X14
+	VINSERTI32X4 $0x01, X14, Y4, Y14
+	VPANDD       Y14, Y0, Y14
+	MOVL         76(AX), R8
+	KMOVD        R8, K1
+	VPADDB       Y1, Y14, K1, Y14
+	VINSERTI64X4 $0x01, Y14, Z3, Z14
+	VPXORD       X6, X6, X6
+	VPINSRW      $0x00, (AX), X6, X6
+	VPINSRW      $0x01, 24(AX), X6, X6
+	VPINSRW      $0x02, 48(AX), X6, X6
+	VPINSRW      $0x03, 72(AX), X6, X6
+	VCVTPH2PS    X6, X4
+	VMOVDQU64    8(AX)(CX*1), X19
+	VPSRLW       $0x04, X19, X3
+	VINSERTI32X4 $0x01, X3, Y19, Y3
+	VPANDD       Y3, Y0, Y3
+	MOVL         4(AX)(CX*1), R8
+	KMOVD        R8, K1
+	VPADDB       Y1, Y3, K1, Y3
+	VMOVDQU64    32(AX)(CX*1), X19
+	VPSRLW       $0x04, X19, X15
+	VINSERTI32X4 $0x01, X15, Y19, Y15
+	VPANDD       Y15, Y0, Y15
+	MOVL         28(AX)(CX*1), R8
+	KMOVD        R8, K1
+	VPADDB       Y1, Y15, K1, Y15
+	VINSERTI64X4 $0x01, Y15, Z3, Z15
+	VMOVDQU64    56(AX)(CX*1), X19
+	VPSRLW       $0x04, X19, X3
+	VINSERTI32X4 $0x01, X3, Y19, Y3
+	VPANDD       Y3, Y0, Y3
+	MOVL         52(AX)(CX*1), R8
+	KMOVD        R8, K1
+	VPADDB       Y1, Y3, K1, Y3
+	VMOVDQU64    80(AX)(CX*1), X19
+	VPSRLW       $0x04, X19, X16
+	VINSERTI32X4 $0x01, X16, Y19, Y16
+	VPANDD       Y16, Y0, Y16
+	MOVL         76(AX)(CX*1), R8
+	KMOVD        R8, K1
+	VPADDB       Y1, Y16, K1, Y16
+	VINSERTI64X4 $0x01, Y16, Z3, Z16
+	VPXORD       X7, X7, X7
+	VPINSRW      $0x00, (AX)(CX*1), X7, X7
+	VPINSRW      $0x01, 24(AX)(CX*1), X7, X7
+	VPINSRW      $0x02, 48(AX)(CX*1), X7, X7
+	VPINSRW      $0x03, 72(AX)(CX*1), X7, X7
+	VCVTPH2PS    X7, X3
+	VPXORD       X8, X8, X8
+	VPINSRW      $0x00, 2(AX), X8, X8
+	VPINSRW      $0x01, 26(AX), X8, X8
+	VPINSRW      $0x02, 50(AX), X8, X8
+	VPINSRW      $0x03, 74(AX), X8, X8
+	VCVTPH2PS    X8, X17
+	VPXORD       X9, X9, X9
+	VPINSRW      $0x00, 2(AX)(CX*1), X9, X9
+	VPINSRW      $0x01, 26(AX)(CX*1), X9, X9
+	VPINSRW      $0x02, 50(AX)(CX*1), X9, X9
+	VPINSRW      $0x03, 74(AX)(CX*1), X9, X9
+	VCVTPH2PS    X9, X18
+	VUNPCKLPS    X18, X17, X19
+	VUNPCKHPS    X18, X17, X20
+	VMOVHLPS     X19, X19, X21
+	VMOVHLPS     X20, X20, X22
+	MOVQ         DX, R8
+	MOVQ         BX, R9
+	MOVQ         SI, R10
+	MOVQ         out+88(FP), R11
+	MOVQ         nvec+80(FP), R12
+
+GgmlQ51A8R2Avx512_vec:
+	VBROADCASTSS (R10), X23
+	VPMOVSXWD    (R9), X24
+	VPXORD       Z10, Z10, Z10
+	VPDPBUSD     (R8), Z5, Z10
+	VPXORD       Z11, Z11, Z11
+	VPDPBUSD     64(R8), Z14, Z11
+	VSHUFI64X2   $0x88, Z11, Z10, Z17
+	VSHUFI64X2   $0xdd, Z11, Z10, Z18
+	VPADDD       Z18, Z17, Z17
+	VPSHUFD      $0x4e, Z17, Z18
+	VPADDD       Z18, Z17, Z17
+	VPSHUFD      $0xb1, Z17, Z18
+	VPADDD       Z18, Z17, Z17
+	VPERMD       Z17, Z2, Z17
+	VCVTDQ2PS    X17, X17
+	VMULPS       X4, X23, X18
+	VMULPS       X18, X17, X17
+	VPXORD       Z12, Z12, Z12
+	VPDPBUSD     (R8), Z15, Z12
+	VPXORD       Z13, Z13, Z13
+	VPDPBUSD     64(R8), Z16, Z13
+	VSHUFI64X2   $0x88, Z13, Z12, Z18
+	VSHUFI64X2   $0xdd, Z13, Z12, Z25
+	VPADDD       Z25, Z18, Z18
+	VPSHUFD      $0x4e, Z18, Z25
+	VPADDD       Z25, Z18, Z18
+	VPSHUFD      $0xb1, Z18, Z25
+	VPADDD       Z25, Z18, Z18
+	VPERMD       Z18, Z2, Z18
+	VCVTDQ2PS    X18, X18
+	VMULPS       X3, X23, X25
+	VMULPS       X25, X18, X18
+	VUNPCKLPS    X18, X17, X25
+	VUNPCKHPS    X18, X17, X17
+	VMOVHLPS     X25, X25, X18
+	VMOVHLPS     X17, X17, X26
+	VMOVSD       (R11), X27
+	VCVTDQ2PS    X24, X24
+	VADDPS       X25, X27, X27
+	VMULPS       X19, X23, X25
+	VPERMILPS    $0x00, X24, X28
+	VMULPS       X28, X25, X25
+	VADDPS       X25, X27, X27
+	VADDPS       X18, X27, X27
+	VMULPS       X21, X23, X18
+	VPERMILPS    $0x55, X24, X25
+	VMULPS       X25, X18, X18
+	VADDPS       X18, X27, X27
+	VADDPS       X17, X27, X27
+	VMULPS       X20, X23, X17
+	VPERMILPS    $0xaa, X24, X18
+	VMULPS       X18, X17, X17
+	VADDPS       X17, X27, X27
+	VADDPS       X26, X27, X27
+	VMULPS       X22, X23, X17
+	VPERMILPS    $0xff, X24, X18
+	VMULPS       X18, X17, X17
+	VADDPS       X17, X27, X27
+	VMOVSD       X27, (R11)
+	MOVQ         astride+40(FP), R13
+	ADDQ         R13, R8
+	MOVQ         sstride+56(FP), R13
+	ADDQ         R13, R9
+	MOVQ         xstride+72(FP), R13
+	ADDQ         R13, R10
+	MOVQ         ostride+96(FP), R13
+	ADDQ         R13, R11
+	DECQ         R12
+	JNZ          GgmlQ51A8R2Avx512_vec
+	ADDQ         $0x00000060, AX
+	ADDQ         $0x00000080, DX
+	ADDQ         $0x00000008, BX
+	ADDQ         $0x00000004, SI
+	DECQ         DI
+	JNZ          GgmlQ51A8R2Avx512_grp
+	MOVQ         stride+8(FP), AX
+	SHLQ         $0x01, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000008, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	SUBQ         $0x02, AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ51A8R2Avx512_row
+	VZEROUPPER
+	RET
+
 // func GgmlQ80A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C
 TEXT ·GgmlQ80A8Avx512(SB), NOSPLIT, $0-104
@@ -4987,6 +5727,145 @@ GgmlQ80A8Avx512_vec:
 	DECQ         AX
 	MOVQ         AX, rows+16(FP)
 	JNZ          GgmlQ80A8Avx512_row
+	VZEROUPPER
+	RET
+
+// func GgmlQ80A8R2Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C
+TEXT ·GgmlQ80A8R2Avx512(SB), NOSPLIT, $0-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z0
+	VMOVDQU64    ggmlLane0<>+0(SB), Z7
+
+GgmlQ80A8R2Avx512_row:
+	MOVQ out+88(FP), AX
+	MOVQ nvec+80(FP), CX
+	MOVQ ostride+96(FP), DX
+
+GgmlQ80A8R2Avx512_zero:
+	MOVQ $0x00000000, (AX)
+	ADDQ DX, AX
+	DECQ CX
+	JNZ  GgmlQ80A8R2Avx512_zero
+	MOVQ w+0(FP), AX
+	MOVQ stride+8(FP), CX
+	MOVQ act+32(FP), DX
+	MOVQ sums+48(FP), BX
+	MOVQ xs+64(FP), SI
+	MOVQ nsb+24(FP), DI
+
+GgmlQ80A8R2Avx512_grp:
+	VMOVDQU64    2(AX), Y8
+	VMOVDQU64    36(AX), Y9
+	VINSERTI64X4 $0x01, Y9, Z8, Z9
+	VPXORD       Z0, Z9, Z9
+	VMOVDQU64    70(AX), Y8
+	VMOVDQU64    104(AX), Y10
+	VINSERTI64X4 $0x01, Y10, Z8, Z10
+	VPXORD       Z0, Z10, Z10
+	VPXORD       X1, X1, X1
+	VPINSRW      $0x00, (AX), X1, X1
+	VPINSRW      $0x01, 34(AX), X1, X1
+	VPINSRW      $0x02, 68(AX), X1, X1
+	VPINSRW      $0x03, 102(AX), X1, X1
+	VCVTPH2PS    X1, X8
+	VMOVDQU64    2(AX)(CX*1), Y15
+	VMOVDQU64    36(AX)(CX*1), Y11
+	VINSERTI64X4 $0x01, Y11, Z15, Z11
+	VPXORD       Z0, Z11, Z11
+	VMOVDQU64    70(AX)(CX*1), Y15
+	VMOVDQU64    104(AX)(CX*1), Y12
+	VINSERTI64X4 $0x01, Y12, Z15, Z12
+	VPXORD       Z0, Z12, Z12
+	VPXORD       X2, X2, X2
+	VPINSRW      $0x00, (AX)(CX*1), X2, X2
+	VPINSRW      $0x01, 34(AX)(CX*1), X2, X2
+	VPINSRW      $0x02, 68(AX)(CX*1), X2, X2
+	VPINSRW      $0x03, 102(AX)(CX*1), X2, X2
+	VCVTPH2PS    X2, X15
+	MOVQ         DX, R8
+	MOVQ         BX, R9
+	MOVQ         SI, R10
+	MOVQ         out+88(FP), R11
+	MOVQ         nvec+80(FP), R12
+
+GgmlQ80A8R2Avx512_vec:
+	VBROADCASTSS (R10), X16
+	VPMOVSXWD    (R9), X13
+	VPSLLD       $0x07, X13, X17
+	VPXORD       Z3, Z3, Z3
+	VPDPBUSD     (R8), Z9, Z3
+	VPXORD       Z4, Z4, Z4
+	VPDPBUSD     64(R8), Z10, Z4
+	VSHUFI64X2   $0x88, Z4, Z3, Z13
+	VSHUFI64X2   $0xdd, Z4, Z3, Z14
+	VPADDD       Z14, Z13, Z13
+	VPSHUFD      $0x4e, Z13, Z14
+	VPADDD       Z14, Z13, Z13
+	VPSHUFD      $0xb1, Z13, Z14
+	VPADDD       Z14, Z13, Z13
+	VPERMD       Z13, Z7, Z13
+	VPSUBD       X17, X13, X13
+	VCVTDQ2PS    X13, X13
+	VMULPS       X8, X16, X14
+	VMULPS       X14, X13, X13
+	VPXORD       Z5, Z5, Z5
+	VPDPBUSD     (R8), Z11, Z5
+	VPXORD       Z6, Z6, Z6
+	VPDPBUSD     64(R8), Z12, Z6
+	VSHUFI64X2   $0x88, Z6, Z5, Z14
+	VSHUFI64X2   $0xdd, Z6, Z5, Z18
+	VPADDD       Z18, Z14, Z14
+	VPSHUFD      $0x4e, Z14, Z18
+	VPADDD       Z18, Z14, Z14
+	VPSHUFD      $0xb1, Z14, Z18
+	VPADDD       Z18, Z14, Z14
+	VPERMD       Z14, Z7, Z14
+	VPSUBD       X17, X14, X14
+	VCVTDQ2PS    X14, X14
+	VMULPS       X15, X16, X16
+	VMULPS       X16, X14, X14
+	VUNPCKLPS    X14, X13, X16
+	VUNPCKHPS    X14, X13, X13
+	VMOVHLPS     X16, X16, X14
+	VMOVHLPS     X13, X13, X17
+	VMOVSD       (R11), X18
+	VADDPS       X16, X18, X18
+	VADDPS       X14, X18, X18
+	VADDPS       X13, X18, X18
+	VADDPS       X17, X18, X18
+	VMOVSD       X18, (R11)
+	MOVQ         astride+40(FP), R13
+	ADDQ         R13, R8
+	MOVQ         sstride+56(FP), R13
+	ADDQ         R13, R9
+	MOVQ         xstride+72(FP), R13
+	ADDQ         R13, R10
+	MOVQ         ostride+96(FP), R13
+	ADDQ         R13, R11
+	DECQ         R12
+	JNZ          GgmlQ80A8R2Avx512_vec
+	ADDQ         $0x00000088, AX
+	ADDQ         $0x00000080, DX
+	ADDQ         $0x00000008, BX
+	ADDQ         $0x00000004, SI
+	DECQ         DI
+	JNZ          GgmlQ80A8R2Avx512_grp
+	MOVQ         stride+8(FP), AX
+	SHLQ         $0x01, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000008, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	SUBQ         $0x02, AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ80A8R2Avx512_row
 	VZEROUPPER
 	RET
 
@@ -5106,6 +5985,172 @@ GgmlIQ4NLA8Avx512_vec:
 	DECQ         AX
 	MOVQ         AX, rows+16(FP)
 	JNZ          GgmlIQ4NLA8Avx512_row
+	VZEROUPPER
+	RET
+
+// func GgmlIQ4NLA8R2Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C
+TEXT ·GgmlIQ4NLA8R2Avx512(SB), NOSPLIT, $0-104
+	MOVL            $0x0f0f0f0f, AX
+	VMOVD           AX, X0
+	VPBROADCASTD    X0, Y0
+	VBROADCASTI32X4 ggmlKValues128<>+0(SB), Y1
+	VMOVDQU64       ggmlLane0<>+0(SB), Z2
+
+GgmlIQ4NLA8R2Avx512_row:
+	MOVQ out+88(FP), AX
+	MOVQ nvec+80(FP), CX
+	MOVQ ostride+96(FP), DX
+
+GgmlIQ4NLA8R2Avx512_zero:
+	MOVQ $0x00000000, (AX)
+	ADDQ DX, AX
+	DECQ CX
+	JNZ  GgmlIQ4NLA8R2Avx512_zero
+	MOVQ w+0(FP), AX
+	MOVQ stride+8(FP), CX
+	MOVQ act+32(FP), DX
+	MOVQ sums+48(FP), BX
+	MOVQ xs+64(FP), SI
+	MOVQ nsb+24(FP), DI
+
+GgmlIQ4NLA8R2Avx512_grp:
+	VMOVDQU64    2(AX), X4
+	VPSRLW       $0x04, X4, X3
+	VINSERTI32X4 $0x01, X3, Y4, Y3
+	VPANDD       Y3, Y0, Y3
+	VPSHUFB      Y3, Y1, Y3
+	VMOVDQU64    20(AX), X4
+	VPSRLW       $0x04, X4, X5
+	VINSERTI32X4 $0x01, X5, Y4, Y5
+	VPANDD       Y5, Y0, Y5
+	VPSHUFB      Y5, Y1, Y5
+	VINSERTI64X4 $0x01, Y5, Z3, Z5
+	VMOVDQU64    38(AX), X4
+	VPSRLW       $0x04, X4, X3
+	VINSERTI32X4 $0x01, X3, Y4, Y3
+	VPANDD       Y3, Y0, Y3
+	VPSHUFB      Y3, Y1, Y3
+	VMOVDQU64    56(AX), X4
+	VPSRLW       $0x04, X4, X12
+	VINSERTI32X4 $0x01, X12, Y4, Y12
+	VPANDD       Y12, Y0, Y12
+	VPSHUFB      Y12, Y1, Y12
+	VINSERTI64X4 $0x01, Y12, Z3, Z12
+	VPXORD       X6, X6, X6
+	VPINSRW      $0x00, (AX), X6, X6
+	VPINSRW      $0x01, 18(AX), X6, X6
+	VPINSRW      $0x02, 36(AX), X6, X6
+	VPINSRW      $0x03, 54(AX), X6, X6
+	VCVTPH2PS    X6, X4
+	VMOVDQU64    2(AX)(CX*1), X17
+	VPSRLW       $0x04, X17, X3
+	VINSERTI32X4 $0x01, X3, Y17, Y3
+	VPANDD       Y3, Y0, Y3
+	VPSHUFB      Y3, Y1, Y3
+	VMOVDQU64    20(AX)(CX*1), X17
+	VPSRLW       $0x04, X17, X13
+	VINSERTI32X4 $0x01, X13, Y17, Y13
+	VPANDD       Y13, Y0, Y13
+	VPSHUFB      Y13, Y1, Y13
+	VINSERTI64X4 $0x01, Y13, Z3, Z13
+	VMOVDQU64    38(AX)(CX*1), X17
+	VPSRLW       $0x04, X17, X3
+	VINSERTI32X4 $0x01, X3, Y17, Y3
+	VPANDD       Y3, Y0, Y3
+	VPSHUFB      Y3, Y1, Y3
+	VMOVDQU64    56(AX)(CX*1), X17
+	VPSRLW       $0x04, X17, X14
+	VINSERTI32X4 $0x01, X14, Y17, Y14
+	VPANDD       Y14, Y0, Y14
+	VPSHUFB      Y14, Y1, Y14
+	VINSERTI64X4 $0x01, Y14, Z3, Z14
+	VPXORD       X7, X7, X7
+	VPINSRW      $0x00, (AX)(CX*1), X7, X7
+	VPINSRW      $0x01, 18(AX)(CX*1), X7, X7
+	VPINSRW      $0x02, 36(AX)(CX*1), X7, X7
+	VPINSRW      $0x03, 54(AX)(CX*1), X7, X7
+	VCVTPH2PS    X7, X3
+	MOVQ         DX, R8
+	MOVQ         BX, R9
+	MOVQ         SI, R10
+	MOVQ         out+88(FP), R11
+	MOVQ         nvec+80(FP), R12
+
+GgmlIQ4NLA8R2Avx512_vec:
+	VBROADCASTSS (R10), X17
+	VPMOVSXWD    (R9), X15
+	VPSLLD       $0x07, X15, X18
+	VPXORD       Z8, Z8, Z8
+	VPDPBUSD     (R8), Z5, Z8
+	VPXORD       Z9, Z9, Z9
+	VPDPBUSD     64(R8), Z12, Z9
+	VSHUFI64X2   $0x88, Z9, Z8, Z15
+	VSHUFI64X2   $0xdd, Z9, Z8, Z16
+	VPADDD       Z16, Z15, Z15
+	VPSHUFD      $0x4e, Z15, Z16
+	VPADDD       Z16, Z15, Z15
+	VPSHUFD      $0xb1, Z15, Z16
+	VPADDD       Z16, Z15, Z15
+	VPERMD       Z15, Z2, Z15
+	VPSUBD       X18, X15, X15
+	VCVTDQ2PS    X15, X15
+	VMULPS       X4, X17, X16
+	VMULPS       X16, X15, X15
+	VPXORD       Z10, Z10, Z10
+	VPDPBUSD     (R8), Z13, Z10
+	VPXORD       Z11, Z11, Z11
+	VPDPBUSD     64(R8), Z14, Z11
+	VSHUFI64X2   $0x88, Z11, Z10, Z16
+	VSHUFI64X2   $0xdd, Z11, Z10, Z19
+	VPADDD       Z19, Z16, Z16
+	VPSHUFD      $0x4e, Z16, Z19
+	VPADDD       Z19, Z16, Z16
+	VPSHUFD      $0xb1, Z16, Z19
+	VPADDD       Z19, Z16, Z16
+	VPERMD       Z16, Z2, Z16
+	VPSUBD       X18, X16, X16
+	VCVTDQ2PS    X16, X16
+	VMULPS       X3, X17, X17
+	VMULPS       X17, X16, X16
+	VUNPCKLPS    X16, X15, X17
+	VUNPCKHPS    X16, X15, X15
+	VMOVHLPS     X17, X17, X16
+	VMOVHLPS     X15, X15, X18
+	VMOVSD       (R11), X19
+	VADDPS       X17, X19, X19
+	VADDPS       X16, X19, X19
+	VADDPS       X15, X19, X19
+	VADDPS       X18, X19, X19
+	VMOVSD       X19, (R11)
+	MOVQ         astride+40(FP), R13
+	ADDQ         R13, R8
+	MOVQ         sstride+56(FP), R13
+	ADDQ         R13, R9
+	MOVQ         xstride+72(FP), R13
+	ADDQ         R13, R10
+	MOVQ         ostride+96(FP), R13
+	ADDQ         R13, R11
+	DECQ         R12
+	JNZ          GgmlIQ4NLA8R2Avx512_vec
+	ADDQ         $0x00000048, AX
+	ADDQ         $0x00000080, DX
+	ADDQ         $0x00000008, BX
+	ADDQ         $0x00000004, SI
+	DECQ         DI
+	JNZ          GgmlIQ4NLA8R2Avx512_grp
+	MOVQ         stride+8(FP), AX
+	SHLQ         $0x01, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000008, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	SUBQ         $0x02, AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlIQ4NLA8R2Avx512_row
 	VZEROUPPER
 	RET
 
