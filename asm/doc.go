@@ -516,10 +516,6 @@
 // vector, the halves (blocks) and the sums term reduced together, and the
 // float steps in scalar SSE in the definition's order.
 //
-// The two-row kernels Ggml<type>A8R2Avx512 (32-element types) are the
-// one-vector kernels' signature for an even number of rows, whose float
-// steps run with the two rows in the lanes.
-//
 // The batch kernels Ggml<type>A8M16Avx512 (super-block types) have the
 // signature func(w *byte, stride int, rows int, nsb int, act *int8,
 // astride int, sums *int32, xs *float32, nvec int, out *float32): the

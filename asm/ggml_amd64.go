@@ -106,13 +106,6 @@ func GgmlIQ4XSA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, ast
 //go:noescape
 func GgmlQ40A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlQ40A8R2Avx512 is GgmlQ40A8Avx512 for two rows at a time (rows even), the
-// float steps with the rows in the lanes. See "GGML block kernels" in the
-// package doc.
-//
-//go:noescape
-func GgmlQ40A8R2Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
-
 // GgmlQ41A8Avx512 computes the exact A8 product of layout/ggml Q4_1 rows with
 // AVX-512 VNNI and BW: groups of four blocks (nsb counts groups), activations
 // in column order, the sums one int16 per 32 columns. See "GGML block kernels"
@@ -120,13 +113,6 @@ func GgmlQ40A8R2Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //
 //go:noescape
 func GgmlQ41A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
-
-// GgmlQ41A8R2Avx512 is GgmlQ41A8Avx512 for two rows at a time (rows even), the
-// float steps with the rows in the lanes. See "GGML block kernels" in the
-// package doc.
-//
-//go:noescape
-func GgmlQ41A8R2Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ50A8Avx512 computes the exact A8 product of layout/ggml Q5_0 rows with
 // AVX-512 VNNI and BW: groups of four blocks (nsb counts groups), activations
@@ -136,13 +122,6 @@ func GgmlQ41A8R2Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //go:noescape
 func GgmlQ50A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlQ50A8R2Avx512 is GgmlQ50A8Avx512 for two rows at a time (rows even), the
-// float steps with the rows in the lanes. See "GGML block kernels" in the
-// package doc.
-//
-//go:noescape
-func GgmlQ50A8R2Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
-
 // GgmlQ51A8Avx512 computes the exact A8 product of layout/ggml Q5_1 rows with
 // AVX-512 VNNI and BW: groups of four blocks (nsb counts groups), activations
 // in column order, the sums one int16 per 32 columns. See "GGML block kernels"
@@ -150,13 +129,6 @@ func GgmlQ50A8R2Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //
 //go:noescape
 func GgmlQ51A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
-
-// GgmlQ51A8R2Avx512 is GgmlQ51A8Avx512 for two rows at a time (rows even), the
-// float steps with the rows in the lanes. See "GGML block kernels" in the
-// package doc.
-//
-//go:noescape
-func GgmlQ51A8R2Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ80A8Avx512 computes the exact A8 product of layout/ggml Q8_0 rows with
 // AVX-512 VNNI and BW: groups of four blocks (nsb counts groups), activations
@@ -166,13 +138,6 @@ func GgmlQ51A8R2Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //go:noescape
 func GgmlQ80A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlQ80A8R2Avx512 is GgmlQ80A8Avx512 for two rows at a time (rows even), the
-// float steps with the rows in the lanes. See "GGML block kernels" in the
-// package doc.
-//
-//go:noescape
-func GgmlQ80A8R2Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
-
 // GgmlIQ4NLA8Avx512 computes the exact A8 product of layout/ggml IQ4_NL rows
 // with AVX-512 VNNI and BW: groups of four blocks (nsb counts groups),
 // activations in column order, the sums one int16 per 32 columns. See "GGML
@@ -180,13 +145,6 @@ func GgmlQ80A8R2Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //
 //go:noescape
 func GgmlIQ4NLA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
-
-// GgmlIQ4NLA8R2Avx512 is GgmlIQ4NLA8Avx512 for two rows at a time (rows even),
-// the float steps with the rows in the lanes. See "GGML block kernels" in the
-// package doc.
-//
-//go:noescape
-func GgmlIQ4NLA8R2Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ2KF32Avx512 multiplies layout/ggml Q2_K rows by float32 activations
 // with AVX-512: each super-block dequantized once to float32 weights in

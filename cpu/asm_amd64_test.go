@@ -142,9 +142,6 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, f := range ggmlA8Funcs {
 		check("ggml", funcName(f), ggmlA8Requires)
 	}
-	for _, f := range ggmlA8R2Funcs {
-		check("ggml two rows", funcName(f), ggmlA8Requires)
-	}
 	for _, f := range ggmlA8M16Funcs {
 		check("ggml batch", funcName(f), ggmlA8Requires)
 	}

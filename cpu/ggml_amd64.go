@@ -33,17 +33,6 @@ var ggmlA8Funcs = map[ggml.Type]ggmlA8Func{
 	ggml.IQ4_NL: asm.GgmlIQ4NLA8Avx512,
 }
 
-// ggmlA8R2Funcs are the two-row kernels of the 32-element types (their
-// float steps with the rows in the lanes), for the even part of a range.
-var ggmlA8R2Funcs = map[ggml.Type]ggmlA8Func{
-	ggml.Q4_0:   asm.GgmlQ40A8R2Avx512,
-	ggml.Q4_1:   asm.GgmlQ41A8R2Avx512,
-	ggml.Q5_0:   asm.GgmlQ50A8R2Avx512,
-	ggml.Q5_1:   asm.GgmlQ51A8R2Avx512,
-	ggml.Q8_0:   asm.GgmlQ80A8R2Avx512,
-	ggml.IQ4_NL: asm.GgmlIQ4NLA8R2Avx512,
-}
-
 type ggmlA8M16Func func(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
 // ggmlA8M16Funcs are the batch kernels (the vectors in the lanes of the
@@ -128,8 +117,9 @@ var ggmlActOrder = map[ggml.Type][8]int{
 
 func init() {
 	for t, fn := range ggmlA8Funcs {
-		m16, f32, avx2, f32avx2, r2 := ggmlA8M16Funcs[t], ggmlF32Funcs[t], ggmlA8AVX2Funcs[t], ggmlF32AVX2Funcs[t], ggmlA8R2Funcs[t]
+		t, fn := t, fn
 		ggmlKernels[t] = func(isa ISA) *ggmlKernel {
+			m16, f32, avx2, f32avx2 := ggmlA8M16Funcs[t], ggmlF32Funcs[t], ggmlA8AVX2Funcs[t], ggmlF32AVX2Funcs[t]
 			if (isa == AVX2 || isa == AVXVNNI) && avx2 != nil && hasAll(ggmlA8AVX2Requires) {
 				k := &ggmlKernel{isa: isa, prep: ggmlPrepSums}
 				if hasAll(ggmlF32AVX2Requires) {
@@ -166,14 +156,7 @@ func init() {
 						&c.act8[0], pc, &c.sums[0], 2*pc/sub, &c.xs[0], 4*pc/128,
 						c.batch, &c.dst[a], 4*m.Rows)
 				}
-				if r2 != nil && r1-r0 >= 2 {
-					even := r0 + (r1-r0)&^1
-					run(r2, r0, even)
-					r0 = even
-				}
-				if r0 < r1 {
-					run(fn, r0, r1)
-				}
+				run(fn, r0, r1)
 			}}
 		}
 	}

@@ -21,7 +21,6 @@ func ggmlKernels() {
 	}
 	for _, c := range ggmlSmalls {
 		ggmlBlockA8(c)
-		ggmlBlockA8R2(c)
 	}
 	for _, c := range ggmlSupers {
 		ggmlSuperF32(c)
@@ -542,6 +541,9 @@ func phaddd(b, a, dst Op) {
 	VPADDD(u, t, dst)
 }
 
+// ggmlPrefetch is how far ahead in a row the 32-element kernels prefetch.
+const ggmlPrefetch = 1024
+
 // ggmlSmall describes a 32-element block type for ggmlBlockA8.
 type ggmlSmall struct {
 	t     string // name part: Q4_0 -> Q40, ...
@@ -612,6 +614,8 @@ func ggmlBlockA8(c ggmlSmall) {
 		kc := param("nsb")
 		Label(name + "_grp")
 		{
+			PREFETCHT0(Mem{Base: wp, Disp: ggmlPrefetch})
+			PREFETCHT0(Mem{Base: wp, Disp: ggmlPrefetch + 64})
 			z := ggmlBlockCodes(c, wp, nib, kv, flip, sixteen)
 			// d (and m) of the four blocks as float32
 			dh := XMM()
@@ -1206,172 +1210,3 @@ func ggmlBlockF32(c ggmlSmall) {
 }
 
 func math32bits(f float32) uint32 { return math.Float32bits(f) }
-
-// ggmlBlockA8R2 emits Ggml<t>A8R2Avx512: ggmlBlockA8 for two rows at a
-// time (rows even), whose float steps run with the rows in the lanes: the
-// two rows' block terms are interleaved so that the definition's
-// sequential additions of both rows are one VADDPS each. A row's steps
-// are a chain of dependent additions, which bounded the one-row kernel at
-// about 17 cycles per 128 columns.
-func ggmlBlockA8R2(c ggmlSmall) {
-	name := "Ggml" + c.t + "A8R2Avx512"
-	TEXT(name, NOSPLIT, ggmlSig)
-	Pragma("noescape")
-	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8Avx512 for two rows at a time (rows even), the float steps with the rows in the lanes.", name, c.t))
-	av512 := fvec{avx512: true}
-	nib := nibbleMask(YMM())
-	var kv, flip, sixteen VecVirtual
-	if c.kv {
-		tab := rodata("ggmlKValues128", 16, 1, func(i int) uint64 {
-			return uint64(int([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]) + 128)
-		})
-		kv = YMM()
-		VBROADCASTI32X4(tab, kv)
-	}
-	if !c.nib {
-		flip = av512.broadcast(0x80808080)
-	}
-	if c.qh != 0 {
-		sixteen = av512.broadcast(0x10101010)
-	}
-	lane0 := ZMM()
-	VMOVDQU64(rodata("ggmlLane0", 16, 4, func(i int) uint64 { return uint64(4 * (i % 4)) }), lane0)
-	// interleave returns, for block b, [f0[b], f1[b]] in lanes 0, 1
-	interleave := func(f0, f1 VecVirtual) [4]VecVirtual {
-		lo, hi := XMM(), XMM()
-		VUNPCKLPS(f1, f0, lo) // [f0[0] f1[0] f0[1] f1[1]]
-		VUNPCKHPS(f1, f0, hi) // [f0[2] f1[2] f0[3] f1[3]]
-		l1, h1 := XMM(), XMM()
-		VMOVHLPS(lo, lo, l1)
-		VMOVHLPS(hi, hi, h1)
-		return [4]VecVirtual{lo, l1, hi, h1}
-	}
-	Label(name + "_row")
-	{
-		{
-			op, n, os := param("out"), param("nvec"), param("ostride")
-			Label(name + "_zero")
-			MOVQ(U32(0), Mem{Base: op})
-			ADDQ(os, op)
-			DECQ(n)
-			JNZ(LabelRef(name + "_zero"))
-		}
-		wp, st := param("w"), param("stride")
-		ak, sk, xk := param("act"), param("sums"), param("xs")
-		kc := param("nsb")
-		Label(name + "_grp")
-		{
-			rows := [2]Mem{{Base: wp}, {Base: wp, Index: st, Scale: 1}}
-			var z [2][2]VecVirtual
-			var d4 [2]VecVirtual
-			var mt [4]VecVirtual // Q4_1/Q5_1: [m of block b, row 0 and 1]
-			for i, rm := range rows {
-				z[i] = ggmlBlockCodesAt(c, rm, nib, kv, flip, sixteen)
-				dh := XMM()
-				VPXORD(dh, dh, dh)
-				for b := 0; b < 4; b++ {
-					VPINSRW(U8(b), rm.Offset(b*c.bytes), dh, dh)
-				}
-				d4[i] = XMM()
-				VCVTPH2PS(dh, d4[i])
-			}
-			if c.m {
-				var m4 [2]VecVirtual
-				for i, rm := range rows {
-					mh := XMM()
-					VPXORD(mh, mh, mh)
-					for b := 0; b < 4; b++ {
-						VPINSRW(U8(b), rm.Offset(b*c.bytes+2), mh, mh)
-					}
-					m4[i] = XMM()
-					VCVTPH2PS(mh, m4[i])
-				}
-				mt = interleave(m4[0], m4[1])
-			}
-			av, sv, xv := GP64(), GP64(), GP64()
-			MOVQ(ak, av)
-			MOVQ(sk, sv)
-			MOVQ(xk, xv)
-			ov, vc := param("out"), param("nvec")
-			Label(name + "_vec")
-			{
-				xb := XMM()
-				VBROADCASTSS(Mem{Base: xv}, xb)
-				sx := XMM()
-				VPMOVSXWD(Mem{Base: sv}, sx)
-				off := XMM()
-				if c.shift > 0 {
-					VPSLLD(U8(c.shift), sx, off)
-				}
-				var f [2]VecVirtual
-				for i := range rows {
-					var acc [2]VecVirtual
-					for h := 0; h < 2; h++ {
-						acc[h] = ZMM()
-						VPXORD(acc[h], acc[h], acc[h])
-						VPDPBUSD(Mem{Base: av, Disp: 64 * h}, z[i][h], acc[h])
-					}
-					p, q := ZMM(), ZMM()
-					VSHUFI64X2(U8(0x88), acc[1], acc[0], p)
-					VSHUFI64X2(U8(0xdd), acc[1], acc[0], q)
-					VPADDD(q, p, p)
-					VPSHUFD(U8(0x4e), p, q)
-					VPADDD(q, p, p)
-					VPSHUFD(U8(0xb1), p, q)
-					VPADDD(q, p, p)
-					s4 := ZMM()
-					VPERMD(p, lane0, s4)
-					if c.shift > 0 {
-						VPSUBD(off, s4.AsX(), s4.AsX())
-					}
-					f[i] = XMM()
-					VCVTDQ2PS(s4.AsX(), f[i])
-					coef := XMM()
-					VMULPS(d4[i], xb, coef)
-					VMULPS(coef, f[i], f[i])
-				}
-				T := interleave(f[0], f[1])
-				acc2 := XMM()
-				VMOVSD(Mem{Base: ov}, acc2)
-				var sxf VecVirtual
-				if c.m {
-					sxf = XMM()
-					VCVTDQ2PS(sx, sxf)
-				}
-				for b := 0; b < 4; b++ {
-					VADDPS(T[b], acc2, acc2)
-					if c.m {
-						u, sb := XMM(), XMM()
-						VMULPS(mt[b], xb, u)
-						VPERMILPS(U8(0x55*b), sxf, sb)
-						VMULPS(sb, u, u)
-						VADDPS(u, acc2, acc2)
-					}
-				}
-				VMOVSD(acc2, Mem{Base: ov})
-				ADDQ(param("astride"), av)
-				ADDQ(param("sstride"), sv)
-				ADDQ(param("xstride"), xv)
-				ADDQ(param("ostride"), ov)
-				DECQ(vc)
-				JNZ(LabelRef(name + "_vec"))
-			}
-			ADDQ(U32(4*c.bytes), wp)
-			ADDQ(U32(128), ak)
-			ADDQ(U32(8), sk)
-			ADDQ(U32(4), xk)
-			DECQ(kc)
-			JNZ(LabelRef(name + "_grp"))
-		}
-		st2 := param("stride")
-		SHLQ(U8(1), st2)
-		bump("w", st2)
-		bump("out", U32(8))
-		r := param("rows")
-		SUBQ(U8(2), r)
-		Store(r, Param("rows"))
-		JNZ(LabelRef(name + "_row"))
-	}
-	VZEROUPPER()
-	RET()
-}
