@@ -12,6 +12,13 @@ package asm
 //go:noescape
 func GgmlQ2KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ2KA8R4Avx512 is GgmlQ2KA8Avx512 for one vector and four rows at a time
+// (rows a multiple of 4), the reductions and float steps with the rows in the
+// lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ2KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ2KA8M16Avx512 is GgmlQ2KA8Avx512 for 2..16 vectors, the vectors in the
 // lanes of the accumulators of the float steps. See "GGML block kernels" in
 // the package doc.
@@ -25,6 +32,13 @@ func GgmlQ2KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astri
 //
 //go:noescape
 func GgmlQ3KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ3KA8R4Avx512 is GgmlQ3KA8Avx512 for one vector and four rows at a time
+// (rows a multiple of 4), the reductions and float steps with the rows in the
+// lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ3KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ3KA8M16Avx512 is GgmlQ3KA8Avx512 for 2..16 vectors, the vectors in the
 // lanes of the accumulators of the float steps. See "GGML block kernels" in
@@ -43,6 +57,13 @@ func GgmlQ3KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astri
 //go:noescape
 func GgmlQ4KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ4KA8R4Avx512 is GgmlQ4KA8Avx512 for one vector and four rows at a time
+// (rows a multiple of 4), the reductions and float steps with the rows in the
+// lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ4KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ4KA8M16Avx512 is GgmlQ4KA8Avx512 for 2..16 vectors, the vectors in the
 // lanes of the accumulators of the float steps. See "GGML block kernels" in
 // the package doc.
@@ -56,6 +77,13 @@ func GgmlQ4KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astri
 //
 //go:noescape
 func GgmlQ5KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ5KA8R4Avx512 is GgmlQ5KA8Avx512 for one vector and four rows at a time
+// (rows a multiple of 4), the reductions and float steps with the rows in the
+// lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ5KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ5KA8M16Avx512 is GgmlQ5KA8Avx512 for 2..16 vectors, the vectors in the
 // lanes of the accumulators of the float steps. See "GGML block kernels" in
@@ -72,6 +100,13 @@ func GgmlQ5KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astri
 //
 //go:noescape
 func GgmlQ6KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ6KA8R4Avx512 is GgmlQ6KA8Avx512 for one vector and four rows at a time
+// (rows a multiple of 4), the reductions and float steps with the rows in the
+// lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ6KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ6KA8M16Avx512 is GgmlQ6KA8Avx512 for 2..16 vectors, the vectors in the
 // lanes of the accumulators of the float steps. See "GGML block kernels" in
@@ -90,6 +125,13 @@ func GgmlQ6KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astri
 //
 //go:noescape
 func GgmlIQ4XSA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlIQ4XSA8R4Avx512 is GgmlIQ4XSA8Avx512 for one vector and four rows at a
+// time (rows a multiple of 4), the reductions and float steps with the rows in
+// the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4XSA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlIQ4XSA8M16Avx512 is GgmlIQ4XSA8Avx512 for 2..16 vectors, the vectors in
 // the lanes of the accumulators of the float steps. See "GGML block kernels"

@@ -342,6 +342,266 @@ DATA ggmlShift1<>+60(SB)/2, $0x0006
 DATA ggmlShift1<>+62(SB)/2, $0x0006
 GLOBL ggmlShift1<>(SB), RODATA|NOPTR, $64
 
+// func GgmlQ2KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
+TEXT ·GgmlQ2KA8R4Avx512(SB), NOSPLIT, $0-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z0
+	VMOVDQU64    ggmlWIdx16_00<>+0(SB), Z4
+	VMOVDQU64    ggmlWIdx16_01<>+0(SB), Z5
+	VMOVDQU64    ggmlWIdx16_10<>+0(SB), Z6
+	VMOVDQU64    ggmlWIdx16_11<>+0(SB), Z7
+
+GgmlQ2KA8R4Avx512_row:
+	VXORPS X8, X8, X8
+	MOVQ   w+0(FP), AX
+	MOVQ   stride+8(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	LEAQ   (DX)(CX*2), BX
+	MOVQ   act+32(FP), SI
+	MOVQ   sums+48(FP), DI
+	MOVQ   xs+64(FP), R8
+	MOVQ   nsb+24(FP), R9
+
+GgmlQ2KA8R4Avx512_sb:
+	PREFETCHT0      (BX)
+	PREFETCHT0      64(BX)
+	PREFETCHT0      128(BX)
+	PREFETCHT0      192(BX)
+	PREFETCHT0      256(BX)
+	PREFETCHT0      320(BX)
+	VPXORD          X1, X1, X1
+	VPXORD          X2, X2, X2
+	VMOVDQU64       (AX), X3
+	VPSRLW          $0x04, X3, X9
+	MOVL            $0x0f0f0f0f, R10
+	VPBROADCASTD    R10, X10
+	VPANDD          X3, X10, X3
+	VPANDD          X9, X10, X9
+	VPMOVZXBW       X3, Y3
+	VPMOVZXBW       X9, Y9
+	VPINSRW         $0x00, 80(AX), X1, X1
+	VPINSRW         $0x00, 82(AX), X2, X2
+	VBROADCASTI64X4 16(AX), Z11
+	VPSRLVW         ggmlShift0<>+0(SB), Z11, Z10
+	VPANDD          Z10, Z0, Z10
+	VPSRLVW         ggmlShift1<>+0(SB), Z11, Z11
+	VPANDD          Z11, Z0, Z11
+	VPERMW          Z3, Z4, Z12
+	VPMADDUBSW      (SI), Z10, Z10
+	VPMADDWD        Z12, Z10, Z10
+	VPERMW          Z3, Z5, Z12
+	VPMADDUBSW      64(SI), Z11, Z11
+	VPDPWSSD        Z12, Z11, Z10
+	VBROADCASTI64X4 48(AX), Z12
+	VPSRLVW         ggmlShift0<>+0(SB), Z12, Z11
+	VPANDD          Z11, Z0, Z11
+	VPSRLVW         ggmlShift1<>+0(SB), Z12, Z12
+	VPANDD          Z12, Z0, Z12
+	VPERMW          Z3, Z6, Z13
+	VPMADDUBSW      128(SI), Z11, Z11
+	VPMADDWD        Z13, Z11, Z11
+	VPERMW          Z3, Z7, Z13
+	VPMADDUBSW      192(SI), Z12, Z12
+	VPDPWSSD        Z13, Z12, Z11
+	VPMADDWD        (DI), Y9, Y3
+	VEXTRACTI32X4   $0x01, Y3, X9
+	VSHUFPS         $0x88, X9, X3, X12
+	VSHUFPS         $0xdd, X9, X3, X3
+	VPADDD          X3, X12, X9
+	VMOVDQU64       (AX)(CX*1), X3
+	VPSRLW          $0x04, X3, X12
+	MOVL            $0x0f0f0f0f, R10
+	VPBROADCASTD    R10, X13
+	VPANDD          X3, X13, X3
+	VPANDD          X12, X13, X12
+	VPMOVZXBW       X3, Y3
+	VPMOVZXBW       X12, Y12
+	VPINSRW         $0x01, 80(AX)(CX*1), X1, X1
+	VPINSRW         $0x01, 82(AX)(CX*1), X2, X2
+	VBROADCASTI64X4 16(AX)(CX*1), Z14
+	VPSRLVW         ggmlShift0<>+0(SB), Z14, Z13
+	VPANDD          Z13, Z0, Z13
+	VPSRLVW         ggmlShift1<>+0(SB), Z14, Z14
+	VPANDD          Z14, Z0, Z14
+	VPERMW          Z3, Z4, Z15
+	VPMADDUBSW      (SI), Z13, Z13
+	VPMADDWD        Z15, Z13, Z13
+	VPERMW          Z3, Z5, Z15
+	VPMADDUBSW      64(SI), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z13
+	VBROADCASTI64X4 48(AX)(CX*1), Z15
+	VPSRLVW         ggmlShift0<>+0(SB), Z15, Z14
+	VPANDD          Z14, Z0, Z14
+	VPSRLVW         ggmlShift1<>+0(SB), Z15, Z15
+	VPANDD          Z15, Z0, Z15
+	VPERMW          Z3, Z6, Z16
+	VPMADDUBSW      128(SI), Z14, Z14
+	VPMADDWD        Z16, Z14, Z14
+	VPERMW          Z3, Z7, Z16
+	VPMADDUBSW      192(SI), Z15, Z15
+	VPDPWSSD        Z16, Z15, Z14
+	VPMADDWD        (DI), Y12, Y3
+	VEXTRACTI32X4   $0x01, Y3, X12
+	VSHUFPS         $0x88, X12, X3, X15
+	VSHUFPS         $0xdd, X12, X3, X3
+	VPADDD          X3, X15, X12
+	VMOVDQU64       (DX), X3
+	VPSRLW          $0x04, X3, X15
+	MOVL            $0x0f0f0f0f, R10
+	VPBROADCASTD    R10, X16
+	VPANDD          X3, X16, X3
+	VPANDD          X15, X16, X15
+	VPMOVZXBW       X3, Y3
+	VPMOVZXBW       X15, Y15
+	VPINSRW         $0x02, 80(DX), X1, X1
+	VPINSRW         $0x02, 82(DX), X2, X2
+	VBROADCASTI64X4 16(DX), Z17
+	VPSRLVW         ggmlShift0<>+0(SB), Z17, Z16
+	VPANDD          Z16, Z0, Z16
+	VPSRLVW         ggmlShift1<>+0(SB), Z17, Z17
+	VPANDD          Z17, Z0, Z17
+	VPERMW          Z3, Z4, Z18
+	VPMADDUBSW      (SI), Z16, Z16
+	VPMADDWD        Z18, Z16, Z16
+	VPERMW          Z3, Z5, Z18
+	VPMADDUBSW      64(SI), Z17, Z17
+	VPDPWSSD        Z18, Z17, Z16
+	VBROADCASTI64X4 48(DX), Z18
+	VPSRLVW         ggmlShift0<>+0(SB), Z18, Z17
+	VPANDD          Z17, Z0, Z17
+	VPSRLVW         ggmlShift1<>+0(SB), Z18, Z18
+	VPANDD          Z18, Z0, Z18
+	VPERMW          Z3, Z6, Z19
+	VPMADDUBSW      128(SI), Z17, Z17
+	VPMADDWD        Z19, Z17, Z17
+	VPERMW          Z3, Z7, Z19
+	VPMADDUBSW      192(SI), Z18, Z18
+	VPDPWSSD        Z19, Z18, Z17
+	VPMADDWD        (DI), Y15, Y3
+	VEXTRACTI32X4   $0x01, Y3, X15
+	VSHUFPS         $0x88, X15, X3, X18
+	VSHUFPS         $0xdd, X15, X3, X3
+	VPADDD          X3, X18, X15
+	VMOVDQU64       (DX)(CX*1), X3
+	VPSRLW          $0x04, X3, X18
+	MOVL            $0x0f0f0f0f, R10
+	VPBROADCASTD    R10, X19
+	VPANDD          X3, X19, X3
+	VPANDD          X18, X19, X18
+	VPMOVZXBW       X3, Y3
+	VPMOVZXBW       X18, Y18
+	VPINSRW         $0x03, 80(DX)(CX*1), X1, X1
+	VPINSRW         $0x03, 82(DX)(CX*1), X2, X2
+	VBROADCASTI64X4 16(DX)(CX*1), Z20
+	VPSRLVW         ggmlShift0<>+0(SB), Z20, Z19
+	VPANDD          Z19, Z0, Z19
+	VPSRLVW         ggmlShift1<>+0(SB), Z20, Z20
+	VPANDD          Z20, Z0, Z20
+	VPERMW          Z3, Z4, Z21
+	VPMADDUBSW      (SI), Z19, Z19
+	VPMADDWD        Z21, Z19, Z19
+	VPERMW          Z3, Z5, Z21
+	VPMADDUBSW      64(SI), Z20, Z20
+	VPDPWSSD        Z21, Z20, Z19
+	VBROADCASTI64X4 48(DX)(CX*1), Z21
+	VPSRLVW         ggmlShift0<>+0(SB), Z21, Z20
+	VPANDD          Z20, Z0, Z20
+	VPSRLVW         ggmlShift1<>+0(SB), Z21, Z21
+	VPANDD          Z21, Z0, Z21
+	VPERMW          Z3, Z6, Z22
+	VPMADDUBSW      128(SI), Z20, Z20
+	VPMADDWD        Z22, Z20, Z20
+	VPERMW          Z3, Z7, Z22
+	VPMADDUBSW      192(SI), Z21, Z21
+	VPDPWSSD        Z22, Z21, Z20
+	VPMADDWD        (DI), Y18, Y3
+	VEXTRACTI32X4   $0x01, Y3, X18
+	VSHUFPS         $0x88, X18, X3, X21
+	VSHUFPS         $0xdd, X18, X3, X3
+	VPADDD          X3, X21, X3
+	VPUNPCKLDQ      Z13, Z10, Z18
+	VPUNPCKHDQ      Z13, Z10, Z10
+	VPADDD          Z18, Z10, Z10
+	VPUNPCKLDQ      Z19, Z16, Z13
+	VPUNPCKHDQ      Z19, Z16, Z16
+	VPADDD          Z13, Z16, Z16
+	VPUNPCKLDQ      Z14, Z11, Z13
+	VPUNPCKHDQ      Z14, Z11, Z11
+	VPADDD          Z13, Z11, Z11
+	VPUNPCKLDQ      Z20, Z17, Z13
+	VPUNPCKHDQ      Z20, Z17, Z17
+	VPADDD          Z13, Z17, Z17
+	VPUNPCKLQDQ     Z16, Z10, Z13
+	VPUNPCKHQDQ     Z16, Z10, Z10
+	VPADDD          Z13, Z10, Z10
+	VPUNPCKLQDQ     Z17, Z11, Z13
+	VPUNPCKHQDQ     Z17, Z11, Z11
+	VPADDD          Z13, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z10, Y13
+	VPADDD          Y13, Y10, Y13
+	VEXTRACTI32X4   $0x01, Y13, X10
+	VPADDD          X10, X13, X10
+	VEXTRACTI64X4   $0x01, Z11, Y13
+	VPADDD          Y13, Y11, Y13
+	VEXTRACTI32X4   $0x01, Y13, X11
+	VPADDD          X11, X13, X11
+	VSHUFPS         $0x88, X12, X9, X13
+	VSHUFPS         $0xdd, X12, X9, X9
+	VPADDD          X9, X13, X9
+	VSHUFPS         $0x88, X3, X15, X12
+	VSHUFPS         $0xdd, X3, X15, X3
+	VPADDD          X3, X12, X3
+	VSHUFPS         $0x88, X3, X9, X12
+	VSHUFPS         $0xdd, X3, X9, X3
+	VCVTPH2PS       X1, X9
+	VCVTPH2PS       X2, X13
+	VBROADCASTSS    (R8), X14
+	VMULPS          X9, X14, X15
+	VCVTDQ2PS       X10, X10
+	VMULPS          X15, X10, X10
+	VADDPS          X10, X8, X8
+	VMULPS          X13, X14, X15
+	VCVTDQ2PS       X12, X10
+	VMULPS          X15, X10, X10
+	VSUBPS          X10, X8, X8
+	VBROADCASTSS    4(R8), X10
+	VMULPS          X9, X10, X9
+	VCVTDQ2PS       X11, X11
+	VMULPS          X9, X11, X11
+	VADDPS          X11, X8, X8
+	VMULPS          X13, X10, X9
+	VCVTDQ2PS       X3, X11
+	VMULPS          X9, X11, X11
+	VSUBPS          X11, X8, X8
+	ADDQ            $0x00000054, AX
+	ADDQ            $0x00000054, DX
+	ADDQ            $0x00000150, BX
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000008, R8
+	DECQ            R9
+	JNZ             GgmlQ2KA8R4Avx512_sb
+	MOVQ            out+88(FP), AX
+	VMOVUPS         X8, (AX)
+	MOVQ            stride+8(FP), AX
+	SHLQ            $0x02, AX
+	MOVQ            w+0(FP), CX
+	ADDQ            AX, CX
+	MOVQ            CX, w+0(FP)
+	MOVQ            out+88(FP), AX
+	ADDQ            $0x00000010, AX
+	MOVQ            AX, out+88(FP)
+	MOVQ            rows+16(FP), AX
+	SUBQ            $0x04, AX
+	MOVQ            AX, rows+16(FP)
+	JNZ             GgmlQ2KA8R4Avx512_row
+	VZEROUPPER
+	RET
+
 // func GgmlQ2KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI
 TEXT ·GgmlQ2KA8M16Avx512(SB), NOSPLIT, $32-80
@@ -1208,6 +1468,431 @@ DATA ggmlQ3KBit11<>+62(SB)/1, $0x80
 DATA ggmlQ3KBit11<>+63(SB)/1, $0x80
 GLOBL ggmlQ3KBit11<>(SB), RODATA|NOPTR, $64
 
+// func GgmlQ3KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
+TEXT ·GgmlQ3KA8R4Avx512(SB), NOSPLIT, $0-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+	MOVL         $0x04040404, AX
+	VPBROADCASTD AX, Z0
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z3
+	VMOVDQU64    ggmlWIdx16_00<>+0(SB), Z4
+	VMOVDQU64    ggmlWIdx16_01<>+0(SB), Z5
+	VMOVDQU64    ggmlWIdx16_10<>+0(SB), Z6
+	VMOVDQU64    ggmlWIdx16_11<>+0(SB), Z7
+
+GgmlQ3KA8R4Avx512_row:
+	VXORPS X8, X8, X8
+	MOVQ   w+0(FP), AX
+	MOVQ   stride+8(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	LEAQ   (DX)(CX*2), BX
+	MOVQ   act+32(FP), SI
+	MOVQ   sums+48(FP), DI
+	MOVQ   xs+64(FP), R8
+	MOVQ   nsb+24(FP), R9
+
+GgmlQ3KA8R4Avx512_sb:
+	PREFETCHT0      (BX)
+	PREFETCHT0      64(BX)
+	PREFETCHT0      128(BX)
+	PREFETCHT0      192(BX)
+	PREFETCHT0      256(BX)
+	PREFETCHT0      320(BX)
+	PREFETCHT0      384(BX)
+	VPXORD          X1, X1, X1
+	MOVL            96(AX), R10
+	MOVL            100(AX), R11
+	MOVL            104(AX), R12
+	MOVL            R10, R13
+	ANDL            $0x0f0f0f0f, R13
+	MOVL            R12, R14
+	ANDL            $0x03030303, R14
+	SHLL            $0x04, R14
+	ORL             R14, R13
+	MOVL            R11, R14
+	ANDL            $0x0f0f0f0f, R14
+	MOVL            R12, R15
+	SHRL            $0x02, R15
+	ANDL            $0x03030303, R15
+	SHLL            $0x04, R15
+	ORL             R15, R14
+	SHRL            $0x04, R10
+	ANDL            $0x0f0f0f0f, R10
+	MOVL            R12, R15
+	SHRL            $0x04, R15
+	ANDL            $0x03030303, R15
+	SHLL            $0x04, R15
+	ORL             R15, R10
+	SHRL            $0x04, R11
+	ANDL            $0x0f0f0f0f, R11
+	SHRL            $0x06, R12
+	ANDL            $0x03030303, R12
+	SHLL            $0x04, R12
+	ORL             R12, R11
+	MOVL            R14, R12
+	SHLQ            $0x20, R12
+	ORQ             R13, R12
+	SHLQ            $0x20, R11
+	ORQ             R10, R11
+	VMOVQ           R12, X2
+	VMOVQ           R11, X9
+	VPUNPCKLQDQ     X9, X2, X2
+	MOVL            $0x20202020, R10
+	VPBROADCASTD    R10, X9
+	VPSUBB          X9, X2, X2
+	VPMOVSXBW       X2, Y2
+	VPINSRW         $0x00, 108(AX), X1, X1
+	VBROADCASTI64X4 32(AX), Z10
+	VPSRLVW         ggmlShift0<>+0(SB), Z10, Z9
+	VPANDD          Z9, Z3, Z9
+	VPSRLVW         ggmlShift1<>+0(SB), Z10, Z10
+	VPANDD          Z10, Z3, Z10
+	VBROADCASTI64X4 (AX), Z11
+	VPTESTMB        ggmlQ3KBit00<>+0(SB), Z11, K1
+	VPADDB          Z0, Z9, K1, Z9
+	VPTESTMB        ggmlQ3KBit01<>+0(SB), Z11, K1
+	VPADDB          Z0, Z10, K1, Z10
+	VPERMW          Z2, Z4, Z11
+	VPMADDUBSW      (SI), Z9, Z9
+	VPMADDWD        Z11, Z9, Z9
+	VPERMW          Z2, Z5, Z11
+	VPMADDUBSW      64(SI), Z10, Z10
+	VPDPWSSD        Z11, Z10, Z9
+	VBROADCASTI64X4 64(AX), Z11
+	VPSRLVW         ggmlShift0<>+0(SB), Z11, Z10
+	VPANDD          Z10, Z3, Z10
+	VPSRLVW         ggmlShift1<>+0(SB), Z11, Z11
+	VPANDD          Z11, Z3, Z11
+	VBROADCASTI64X4 (AX), Z12
+	VPTESTMB        ggmlQ3KBit10<>+0(SB), Z12, K1
+	VPADDB          Z0, Z10, K1, Z10
+	VPTESTMB        ggmlQ3KBit11<>+0(SB), Z12, K1
+	VPADDB          Z0, Z11, K1, Z11
+	VPERMW          Z2, Z6, Z12
+	VPMADDUBSW      128(SI), Z10, Z10
+	VPMADDWD        Z12, Z10, Z10
+	VPERMW          Z2, Z7, Z12
+	VPMADDUBSW      192(SI), Z11, Z11
+	VPDPWSSD        Z12, Z11, Z10
+	VPMADDWD        (DI), Y2, Y2
+	VEXTRACTI32X4   $0x01, Y2, X11
+	VSHUFPS         $0x88, X11, X2, X12
+	VSHUFPS         $0xdd, X11, X2, X2
+	VPADDD          X2, X12, X11
+	MOVL            96(AX)(CX*1), R10
+	MOVL            100(AX)(CX*1), R11
+	MOVL            104(AX)(CX*1), R12
+	MOVL            R10, R13
+	ANDL            $0x0f0f0f0f, R13
+	MOVL            R12, R14
+	ANDL            $0x03030303, R14
+	SHLL            $0x04, R14
+	ORL             R14, R13
+	MOVL            R11, R14
+	ANDL            $0x0f0f0f0f, R14
+	MOVL            R12, R15
+	SHRL            $0x02, R15
+	ANDL            $0x03030303, R15
+	SHLL            $0x04, R15
+	ORL             R15, R14
+	SHRL            $0x04, R10
+	ANDL            $0x0f0f0f0f, R10
+	MOVL            R12, R15
+	SHRL            $0x04, R15
+	ANDL            $0x03030303, R15
+	SHLL            $0x04, R15
+	ORL             R15, R10
+	SHRL            $0x04, R11
+	ANDL            $0x0f0f0f0f, R11
+	SHRL            $0x06, R12
+	ANDL            $0x03030303, R12
+	SHLL            $0x04, R12
+	ORL             R12, R11
+	MOVL            R14, R12
+	SHLQ            $0x20, R12
+	ORQ             R13, R12
+	SHLQ            $0x20, R11
+	ORQ             R10, R11
+	VMOVQ           R12, X2
+	VMOVQ           R11, X12
+	VPUNPCKLQDQ     X12, X2, X2
+	MOVL            $0x20202020, R10
+	VPBROADCASTD    R10, X12
+	VPSUBB          X12, X2, X2
+	VPMOVSXBW       X2, Y2
+	VPINSRW         $0x01, 108(AX)(CX*1), X1, X1
+	VBROADCASTI64X4 32(AX)(CX*1), Z13
+	VPSRLVW         ggmlShift0<>+0(SB), Z13, Z12
+	VPANDD          Z12, Z3, Z12
+	VPSRLVW         ggmlShift1<>+0(SB), Z13, Z13
+	VPANDD          Z13, Z3, Z13
+	VBROADCASTI64X4 (AX)(CX*1), Z14
+	VPTESTMB        ggmlQ3KBit00<>+0(SB), Z14, K1
+	VPADDB          Z0, Z12, K1, Z12
+	VPTESTMB        ggmlQ3KBit01<>+0(SB), Z14, K1
+	VPADDB          Z0, Z13, K1, Z13
+	VPERMW          Z2, Z4, Z14
+	VPMADDUBSW      (SI), Z12, Z12
+	VPMADDWD        Z14, Z12, Z12
+	VPERMW          Z2, Z5, Z14
+	VPMADDUBSW      64(SI), Z13, Z13
+	VPDPWSSD        Z14, Z13, Z12
+	VBROADCASTI64X4 64(AX)(CX*1), Z14
+	VPSRLVW         ggmlShift0<>+0(SB), Z14, Z13
+	VPANDD          Z13, Z3, Z13
+	VPSRLVW         ggmlShift1<>+0(SB), Z14, Z14
+	VPANDD          Z14, Z3, Z14
+	VBROADCASTI64X4 (AX)(CX*1), Z15
+	VPTESTMB        ggmlQ3KBit10<>+0(SB), Z15, K1
+	VPADDB          Z0, Z13, K1, Z13
+	VPTESTMB        ggmlQ3KBit11<>+0(SB), Z15, K1
+	VPADDB          Z0, Z14, K1, Z14
+	VPERMW          Z2, Z6, Z15
+	VPMADDUBSW      128(SI), Z13, Z13
+	VPMADDWD        Z15, Z13, Z13
+	VPERMW          Z2, Z7, Z15
+	VPMADDUBSW      192(SI), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z13
+	VPMADDWD        (DI), Y2, Y2
+	VEXTRACTI32X4   $0x01, Y2, X14
+	VSHUFPS         $0x88, X14, X2, X15
+	VSHUFPS         $0xdd, X14, X2, X2
+	VPADDD          X2, X15, X14
+	MOVL            96(DX), R10
+	MOVL            100(DX), R11
+	MOVL            104(DX), R12
+	MOVL            R10, R13
+	ANDL            $0x0f0f0f0f, R13
+	MOVL            R12, R14
+	ANDL            $0x03030303, R14
+	SHLL            $0x04, R14
+	ORL             R14, R13
+	MOVL            R11, R14
+	ANDL            $0x0f0f0f0f, R14
+	MOVL            R12, R15
+	SHRL            $0x02, R15
+	ANDL            $0x03030303, R15
+	SHLL            $0x04, R15
+	ORL             R15, R14
+	SHRL            $0x04, R10
+	ANDL            $0x0f0f0f0f, R10
+	MOVL            R12, R15
+	SHRL            $0x04, R15
+	ANDL            $0x03030303, R15
+	SHLL            $0x04, R15
+	ORL             R15, R10
+	SHRL            $0x04, R11
+	ANDL            $0x0f0f0f0f, R11
+	SHRL            $0x06, R12
+	ANDL            $0x03030303, R12
+	SHLL            $0x04, R12
+	ORL             R12, R11
+	MOVL            R14, R12
+	SHLQ            $0x20, R12
+	ORQ             R13, R12
+	SHLQ            $0x20, R11
+	ORQ             R10, R11
+	VMOVQ           R12, X2
+	VMOVQ           R11, X15
+	VPUNPCKLQDQ     X15, X2, X2
+	MOVL            $0x20202020, R10
+	VPBROADCASTD    R10, X15
+	VPSUBB          X15, X2, X2
+	VPMOVSXBW       X2, Y2
+	VPINSRW         $0x02, 108(DX), X1, X1
+	VBROADCASTI64X4 32(DX), Z16
+	VPSRLVW         ggmlShift0<>+0(SB), Z16, Z15
+	VPANDD          Z15, Z3, Z15
+	VPSRLVW         ggmlShift1<>+0(SB), Z16, Z16
+	VPANDD          Z16, Z3, Z16
+	VBROADCASTI64X4 (DX), Z17
+	VPTESTMB        ggmlQ3KBit00<>+0(SB), Z17, K1
+	VPADDB          Z0, Z15, K1, Z15
+	VPTESTMB        ggmlQ3KBit01<>+0(SB), Z17, K1
+	VPADDB          Z0, Z16, K1, Z16
+	VPERMW          Z2, Z4, Z17
+	VPMADDUBSW      (SI), Z15, Z15
+	VPMADDWD        Z17, Z15, Z15
+	VPERMW          Z2, Z5, Z17
+	VPMADDUBSW      64(SI), Z16, Z16
+	VPDPWSSD        Z17, Z16, Z15
+	VBROADCASTI64X4 64(DX), Z17
+	VPSRLVW         ggmlShift0<>+0(SB), Z17, Z16
+	VPANDD          Z16, Z3, Z16
+	VPSRLVW         ggmlShift1<>+0(SB), Z17, Z17
+	VPANDD          Z17, Z3, Z17
+	VBROADCASTI64X4 (DX), Z18
+	VPTESTMB        ggmlQ3KBit10<>+0(SB), Z18, K1
+	VPADDB          Z0, Z16, K1, Z16
+	VPTESTMB        ggmlQ3KBit11<>+0(SB), Z18, K1
+	VPADDB          Z0, Z17, K1, Z17
+	VPERMW          Z2, Z6, Z18
+	VPMADDUBSW      128(SI), Z16, Z16
+	VPMADDWD        Z18, Z16, Z16
+	VPERMW          Z2, Z7, Z18
+	VPMADDUBSW      192(SI), Z17, Z17
+	VPDPWSSD        Z18, Z17, Z16
+	VPMADDWD        (DI), Y2, Y2
+	VEXTRACTI32X4   $0x01, Y2, X17
+	VSHUFPS         $0x88, X17, X2, X18
+	VSHUFPS         $0xdd, X17, X2, X2
+	VPADDD          X2, X18, X17
+	MOVL            96(DX)(CX*1), R10
+	MOVL            100(DX)(CX*1), R11
+	MOVL            104(DX)(CX*1), R12
+	MOVL            R10, R13
+	ANDL            $0x0f0f0f0f, R13
+	MOVL            R12, R14
+	ANDL            $0x03030303, R14
+	SHLL            $0x04, R14
+	ORL             R14, R13
+	MOVL            R11, R14
+	ANDL            $0x0f0f0f0f, R14
+	MOVL            R12, R15
+	SHRL            $0x02, R15
+	ANDL            $0x03030303, R15
+	SHLL            $0x04, R15
+	ORL             R15, R14
+	SHRL            $0x04, R10
+	ANDL            $0x0f0f0f0f, R10
+	MOVL            R12, R15
+	SHRL            $0x04, R15
+	ANDL            $0x03030303, R15
+	SHLL            $0x04, R15
+	ORL             R15, R10
+	SHRL            $0x04, R11
+	ANDL            $0x0f0f0f0f, R11
+	SHRL            $0x06, R12
+	ANDL            $0x03030303, R12
+	SHLL            $0x04, R12
+	ORL             R12, R11
+	MOVL            R14, R12
+	SHLQ            $0x20, R12
+	ORQ             R13, R12
+	SHLQ            $0x20, R11
+	ORQ             R10, R11
+	VMOVQ           R12, X2
+	VMOVQ           R11, X18
+	VPUNPCKLQDQ     X18, X2, X2
+	MOVL            $0x20202020, R10
+	VPBROADCASTD    R10, X18
+	VPSUBB          X18, X2, X2
+	VPMOVSXBW       X2, Y2
+	VPINSRW         $0x03, 108(DX)(CX*1), X1, X1
+	VBROADCASTI64X4 32(DX)(CX*1), Z19
+	VPSRLVW         ggmlShift0<>+0(SB), Z19, Z18
+	VPANDD          Z18, Z3, Z18
+	VPSRLVW         ggmlShift1<>+0(SB), Z19, Z19
+	VPANDD          Z19, Z3, Z19
+	VBROADCASTI64X4 (DX)(CX*1), Z20
+	VPTESTMB        ggmlQ3KBit00<>+0(SB), Z20, K1
+	VPADDB          Z0, Z18, K1, Z18
+	VPTESTMB        ggmlQ3KBit01<>+0(SB), Z20, K1
+	VPADDB          Z0, Z19, K1, Z19
+	VPERMW          Z2, Z4, Z20
+	VPMADDUBSW      (SI), Z18, Z18
+	VPMADDWD        Z20, Z18, Z18
+	VPERMW          Z2, Z5, Z20
+	VPMADDUBSW      64(SI), Z19, Z19
+	VPDPWSSD        Z20, Z19, Z18
+	VBROADCASTI64X4 64(DX)(CX*1), Z20
+	VPSRLVW         ggmlShift0<>+0(SB), Z20, Z19
+	VPANDD          Z19, Z3, Z19
+	VPSRLVW         ggmlShift1<>+0(SB), Z20, Z20
+	VPANDD          Z20, Z3, Z20
+	VBROADCASTI64X4 (DX)(CX*1), Z21
+	VPTESTMB        ggmlQ3KBit10<>+0(SB), Z21, K1
+	VPADDB          Z0, Z19, K1, Z19
+	VPTESTMB        ggmlQ3KBit11<>+0(SB), Z21, K1
+	VPADDB          Z0, Z20, K1, Z20
+	VPERMW          Z2, Z6, Z21
+	VPMADDUBSW      128(SI), Z19, Z19
+	VPMADDWD        Z21, Z19, Z19
+	VPERMW          Z2, Z7, Z21
+	VPMADDUBSW      192(SI), Z20, Z20
+	VPDPWSSD        Z21, Z20, Z19
+	VPMADDWD        (DI), Y2, Y2
+	VEXTRACTI32X4   $0x01, Y2, X20
+	VSHUFPS         $0x88, X20, X2, X21
+	VSHUFPS         $0xdd, X20, X2, X2
+	VPADDD          X2, X21, X2
+	VPUNPCKLDQ      Z12, Z9, Z20
+	VPUNPCKHDQ      Z12, Z9, Z9
+	VPADDD          Z20, Z9, Z9
+	VPUNPCKLDQ      Z18, Z15, Z12
+	VPUNPCKHDQ      Z18, Z15, Z15
+	VPADDD          Z12, Z15, Z15
+	VPUNPCKLDQ      Z13, Z10, Z12
+	VPUNPCKHDQ      Z13, Z10, Z10
+	VPADDD          Z12, Z10, Z10
+	VPUNPCKLDQ      Z19, Z16, Z12
+	VPUNPCKHDQ      Z19, Z16, Z16
+	VPADDD          Z12, Z16, Z16
+	VPUNPCKLQDQ     Z15, Z9, Z12
+	VPUNPCKHQDQ     Z15, Z9, Z9
+	VPADDD          Z12, Z9, Z9
+	VPUNPCKLQDQ     Z16, Z10, Z12
+	VPUNPCKHQDQ     Z16, Z10, Z10
+	VPADDD          Z12, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z9, Y12
+	VPADDD          Y12, Y9, Y12
+	VEXTRACTI32X4   $0x01, Y12, X9
+	VPADDD          X9, X12, X9
+	VEXTRACTI64X4   $0x01, Z10, Y12
+	VPADDD          Y12, Y10, Y12
+	VEXTRACTI32X4   $0x01, Y12, X10
+	VPADDD          X10, X12, X10
+	VSHUFPS         $0x88, X14, X11, X12
+	VSHUFPS         $0xdd, X14, X11, X11
+	VPADDD          X11, X12, X11
+	VSHUFPS         $0x88, X2, X17, X12
+	VSHUFPS         $0xdd, X2, X17, X2
+	VPADDD          X2, X12, X2
+	VSHUFPS         $0x88, X2, X11, X12
+	VSHUFPS         $0xdd, X2, X11, X2
+	VCVTPH2PS       X1, X11
+	VPSLLD          $0x02, X12, X12
+	VPSUBD          X12, X9, X9
+	VBROADCASTSS    (R8), X12
+	VMULPS          X11, X12, X12
+	VCVTDQ2PS       X9, X9
+	VMULPS          X12, X9, X9
+	VADDPS          X9, X8, X8
+	VPSLLD          $0x02, X2, X2
+	VPSUBD          X2, X10, X10
+	VBROADCASTSS    4(R8), X2
+	VMULPS          X11, X2, X2
+	VCVTDQ2PS       X10, X9
+	VMULPS          X2, X9, X9
+	VADDPS          X9, X8, X8
+	ADDQ            $0x0000006e, AX
+	ADDQ            $0x0000006e, DX
+	ADDQ            $0x000001b8, BX
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000008, R8
+	DECQ            R9
+	JNZ             GgmlQ3KA8R4Avx512_sb
+	MOVQ            out+88(FP), AX
+	VMOVUPS         X8, (AX)
+	MOVQ            stride+8(FP), AX
+	SHLQ            $0x02, AX
+	MOVQ            w+0(FP), CX
+	ADDQ            AX, CX
+	MOVQ            CX, w+0(FP)
+	MOVQ            out+88(FP), AX
+	ADDQ            $0x00000010, AX
+	MOVQ            AX, out+88(FP)
+	MOVQ            rows+16(FP), AX
+	SUBQ            $0x04, AX
+	MOVQ            AX, rows+16(FP)
+	JNZ             GgmlQ3KA8R4Avx512_row
+	VZEROUPPER
+	RET
+
 // func GgmlQ3KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI
 TEXT ·GgmlQ3KA8M16Avx512(SB), NOSPLIT, $32-80
@@ -1945,6 +2630,319 @@ DATA ggmlWIdx32_11<>+58(SB)/2, $0x0007
 DATA ggmlWIdx32_11<>+60(SB)/2, $0x0007
 DATA ggmlWIdx32_11<>+62(SB)/2, $0x0007
 GLOBL ggmlWIdx32_11<>(SB), RODATA|NOPTR, $64
+
+// func GgmlQ4KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
+TEXT ·GgmlQ4KA8R4Avx512(SB), NOSPLIT, $0-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+	VMOVDQU64    ggmlWIdx32_00<>+0(SB), Z1
+	VMOVDQU64    ggmlWIdx32_01<>+0(SB), Z2
+	VMOVDQU64    ggmlWIdx32_10<>+0(SB), Z3
+	VMOVDQU64    ggmlWIdx32_11<>+0(SB), Z4
+
+GgmlQ4KA8R4Avx512_row:
+	VXORPS X5, X5, X5
+	MOVQ   w+0(FP), AX
+	MOVQ   stride+8(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	LEAQ   (DX)(CX*2), BX
+	MOVQ   act+32(FP), SI
+	MOVQ   sums+48(FP), DI
+	MOVQ   xs+64(FP), R8
+	MOVQ   nsb+24(FP), R9
+
+GgmlQ4KA8R4Avx512_sb:
+	PREFETCHT0    (BX)
+	PREFETCHT0    64(BX)
+	PREFETCHT0    128(BX)
+	PREFETCHT0    192(BX)
+	PREFETCHT0    256(BX)
+	PREFETCHT0    320(BX)
+	PREFETCHT0    384(BX)
+	PREFETCHT0    448(BX)
+	PREFETCHT0    512(BX)
+	VPXORD        X6, X6, X6
+	VPXORD        X7, X7, X7
+	MOVL          4(AX), R10
+	MOVL          8(AX), R11
+	MOVL          12(AX), R12
+	MOVL          R10, R13
+	ANDL          $0x3f3f3f3f, R13
+	MOVL          R11, R14
+	ANDL          $0x3f3f3f3f, R14
+	MOVL          R12, R15
+	ANDL          $0x0f0f0f0f, R15
+	SHRL          $0x06, R10
+	ANDL          $0x03030303, R10
+	SHLL          $0x04, R10
+	ORL           R10, R15
+	SHRL          $0x04, R12
+	ANDL          $0x0f0f0f0f, R12
+	MOVL          R11, R10
+	SHRL          $0x06, R10
+	ANDL          $0x03030303, R10
+	SHLL          $0x04, R10
+	ORL           R12, R10
+	MOVL          R15, R11
+	SHLQ          $0x20, R11
+	ORQ           R13, R11
+	SHLQ          $0x20, R10
+	ORQ           R14, R10
+	VMOVQ         R11, X8
+	VMOVQ         R10, X9
+	VPMOVZXBW     X8, X8
+	VPMOVZXBW     X9, X9
+	VPINSRW       $0x00, (AX), X6, X6
+	VPINSRW       $0x00, 2(AX), X7, X7
+	VPSRLW        $0x04, 16(AX), Z11
+	VPANDD        16(AX), Z0, Z10
+	VPANDD        Z11, Z0, Z11
+	VPERMW        Z8, Z1, Z12
+	VPMADDUBSW    (SI), Z10, Z10
+	VPMADDWD      Z12, Z10, Z10
+	VPERMW        Z8, Z2, Z12
+	VPMADDUBSW    64(SI), Z11, Z11
+	VPDPWSSD      Z12, Z11, Z10
+	VPSRLW        $0x04, 80(AX), Z12
+	VPANDD        80(AX), Z0, Z11
+	VPANDD        Z12, Z0, Z12
+	VPERMW        Z8, Z3, Z13
+	VPMADDUBSW    128(SI), Z11, Z11
+	VPMADDWD      Z13, Z11, Z11
+	VPERMW        Z8, Z4, Z13
+	VPMADDUBSW    192(SI), Z12, Z12
+	VPDPWSSD      Z13, Z12, Z11
+	VPMADDWD      (DI), X9, X9
+	MOVL          4(AX)(CX*1), R10
+	MOVL          8(AX)(CX*1), R11
+	MOVL          12(AX)(CX*1), R12
+	MOVL          R10, R13
+	ANDL          $0x3f3f3f3f, R13
+	MOVL          R11, R14
+	ANDL          $0x3f3f3f3f, R14
+	MOVL          R12, R15
+	ANDL          $0x0f0f0f0f, R15
+	SHRL          $0x06, R10
+	ANDL          $0x03030303, R10
+	SHLL          $0x04, R10
+	ORL           R10, R15
+	SHRL          $0x04, R12
+	ANDL          $0x0f0f0f0f, R12
+	MOVL          R11, R10
+	SHRL          $0x06, R10
+	ANDL          $0x03030303, R10
+	SHLL          $0x04, R10
+	ORL           R12, R10
+	MOVL          R15, R11
+	SHLQ          $0x20, R11
+	ORQ           R13, R11
+	SHLQ          $0x20, R10
+	ORQ           R14, R10
+	VMOVQ         R11, X8
+	VMOVQ         R10, X12
+	VPMOVZXBW     X8, X8
+	VPMOVZXBW     X12, X12
+	VPINSRW       $0x01, (AX)(CX*1), X6, X6
+	VPINSRW       $0x01, 2(AX)(CX*1), X7, X7
+	VPSRLW        $0x04, 16(AX)(CX*1), Z14
+	VPANDD        16(AX)(CX*1), Z0, Z13
+	VPANDD        Z14, Z0, Z14
+	VPERMW        Z8, Z1, Z15
+	VPMADDUBSW    (SI), Z13, Z13
+	VPMADDWD      Z15, Z13, Z13
+	VPERMW        Z8, Z2, Z15
+	VPMADDUBSW    64(SI), Z14, Z14
+	VPDPWSSD      Z15, Z14, Z13
+	VPSRLW        $0x04, 80(AX)(CX*1), Z15
+	VPANDD        80(AX)(CX*1), Z0, Z14
+	VPANDD        Z15, Z0, Z15
+	VPERMW        Z8, Z3, Z16
+	VPMADDUBSW    128(SI), Z14, Z14
+	VPMADDWD      Z16, Z14, Z14
+	VPERMW        Z8, Z4, Z16
+	VPMADDUBSW    192(SI), Z15, Z15
+	VPDPWSSD      Z16, Z15, Z14
+	VPMADDWD      (DI), X12, X12
+	MOVL          4(DX), R10
+	MOVL          8(DX), R11
+	MOVL          12(DX), R12
+	MOVL          R10, R13
+	ANDL          $0x3f3f3f3f, R13
+	MOVL          R11, R14
+	ANDL          $0x3f3f3f3f, R14
+	MOVL          R12, R15
+	ANDL          $0x0f0f0f0f, R15
+	SHRL          $0x06, R10
+	ANDL          $0x03030303, R10
+	SHLL          $0x04, R10
+	ORL           R10, R15
+	SHRL          $0x04, R12
+	ANDL          $0x0f0f0f0f, R12
+	MOVL          R11, R10
+	SHRL          $0x06, R10
+	ANDL          $0x03030303, R10
+	SHLL          $0x04, R10
+	ORL           R12, R10
+	MOVL          R15, R11
+	SHLQ          $0x20, R11
+	ORQ           R13, R11
+	SHLQ          $0x20, R10
+	ORQ           R14, R10
+	VMOVQ         R11, X8
+	VMOVQ         R10, X15
+	VPMOVZXBW     X8, X8
+	VPMOVZXBW     X15, X15
+	VPINSRW       $0x02, (DX), X6, X6
+	VPINSRW       $0x02, 2(DX), X7, X7
+	VPSRLW        $0x04, 16(DX), Z17
+	VPANDD        16(DX), Z0, Z16
+	VPANDD        Z17, Z0, Z17
+	VPERMW        Z8, Z1, Z18
+	VPMADDUBSW    (SI), Z16, Z16
+	VPMADDWD      Z18, Z16, Z16
+	VPERMW        Z8, Z2, Z18
+	VPMADDUBSW    64(SI), Z17, Z17
+	VPDPWSSD      Z18, Z17, Z16
+	VPSRLW        $0x04, 80(DX), Z18
+	VPANDD        80(DX), Z0, Z17
+	VPANDD        Z18, Z0, Z18
+	VPERMW        Z8, Z3, Z19
+	VPMADDUBSW    128(SI), Z17, Z17
+	VPMADDWD      Z19, Z17, Z17
+	VPERMW        Z8, Z4, Z19
+	VPMADDUBSW    192(SI), Z18, Z18
+	VPDPWSSD      Z19, Z18, Z17
+	VPMADDWD      (DI), X15, X15
+	MOVL          4(DX)(CX*1), R10
+	MOVL          8(DX)(CX*1), R11
+	MOVL          12(DX)(CX*1), R12
+	MOVL          R10, R13
+	ANDL          $0x3f3f3f3f, R13
+	MOVL          R11, R14
+	ANDL          $0x3f3f3f3f, R14
+	MOVL          R12, R15
+	ANDL          $0x0f0f0f0f, R15
+	SHRL          $0x06, R10
+	ANDL          $0x03030303, R10
+	SHLL          $0x04, R10
+	ORL           R10, R15
+	SHRL          $0x04, R12
+	ANDL          $0x0f0f0f0f, R12
+	MOVL          R11, R10
+	SHRL          $0x06, R10
+	ANDL          $0x03030303, R10
+	SHLL          $0x04, R10
+	ORL           R12, R10
+	MOVL          R15, R11
+	SHLQ          $0x20, R11
+	ORQ           R13, R11
+	SHLQ          $0x20, R10
+	ORQ           R14, R10
+	VMOVQ         R11, X8
+	VMOVQ         R10, X18
+	VPMOVZXBW     X8, X8
+	VPMOVZXBW     X18, X18
+	VPINSRW       $0x03, (DX)(CX*1), X6, X6
+	VPINSRW       $0x03, 2(DX)(CX*1), X7, X7
+	VPSRLW        $0x04, 16(DX)(CX*1), Z20
+	VPANDD        16(DX)(CX*1), Z0, Z19
+	VPANDD        Z20, Z0, Z20
+	VPERMW        Z8, Z1, Z21
+	VPMADDUBSW    (SI), Z19, Z19
+	VPMADDWD      Z21, Z19, Z19
+	VPERMW        Z8, Z2, Z21
+	VPMADDUBSW    64(SI), Z20, Z20
+	VPDPWSSD      Z21, Z20, Z19
+	VPSRLW        $0x04, 80(DX)(CX*1), Z21
+	VPANDD        80(DX)(CX*1), Z0, Z20
+	VPANDD        Z21, Z0, Z21
+	VPERMW        Z8, Z3, Z22
+	VPMADDUBSW    128(SI), Z20, Z20
+	VPMADDWD      Z22, Z20, Z20
+	VPERMW        Z8, Z4, Z22
+	VPMADDUBSW    192(SI), Z21, Z21
+	VPDPWSSD      Z22, Z21, Z20
+	VPMADDWD      (DI), X18, X8
+	VPUNPCKLDQ    Z13, Z10, Z18
+	VPUNPCKHDQ    Z13, Z10, Z10
+	VPADDD        Z18, Z10, Z10
+	VPUNPCKLDQ    Z19, Z16, Z13
+	VPUNPCKHDQ    Z19, Z16, Z16
+	VPADDD        Z13, Z16, Z16
+	VPUNPCKLDQ    Z14, Z11, Z13
+	VPUNPCKHDQ    Z14, Z11, Z11
+	VPADDD        Z13, Z11, Z11
+	VPUNPCKLDQ    Z20, Z17, Z13
+	VPUNPCKHDQ    Z20, Z17, Z17
+	VPADDD        Z13, Z17, Z17
+	VPUNPCKLQDQ   Z16, Z10, Z13
+	VPUNPCKHQDQ   Z16, Z10, Z10
+	VPADDD        Z13, Z10, Z10
+	VPUNPCKLQDQ   Z17, Z11, Z13
+	VPUNPCKHQDQ   Z17, Z11, Z11
+	VPADDD        Z13, Z11, Z11
+	VEXTRACTI64X4 $0x01, Z10, Y13
+	VPADDD        Y13, Y10, Y13
+	VEXTRACTI32X4 $0x01, Y13, X10
+	VPADDD        X10, X13, X10
+	VEXTRACTI64X4 $0x01, Z11, Y13
+	VPADDD        Y13, Y11, Y13
+	VEXTRACTI32X4 $0x01, Y13, X11
+	VPADDD        X11, X13, X11
+	VSHUFPS       $0x88, X12, X9, X13
+	VSHUFPS       $0xdd, X12, X9, X9
+	VPADDD        X9, X13, X9
+	VSHUFPS       $0x88, X8, X15, X12
+	VSHUFPS       $0xdd, X8, X15, X8
+	VPADDD        X8, X12, X8
+	VSHUFPS       $0x88, X8, X9, X12
+	VSHUFPS       $0xdd, X8, X9, X8
+	VCVTPH2PS     X6, X9
+	VCVTPH2PS     X7, X13
+	VBROADCASTSS  (R8), X14
+	VMULPS        X9, X14, X15
+	VCVTDQ2PS     X10, X10
+	VMULPS        X15, X10, X10
+	VADDPS        X10, X5, X5
+	VMULPS        X13, X14, X15
+	VCVTDQ2PS     X12, X10
+	VMULPS        X15, X10, X10
+	VSUBPS        X10, X5, X5
+	VBROADCASTSS  4(R8), X10
+	VMULPS        X9, X10, X9
+	VCVTDQ2PS     X11, X11
+	VMULPS        X9, X11, X11
+	VADDPS        X11, X5, X5
+	VMULPS        X13, X10, X9
+	VCVTDQ2PS     X8, X11
+	VMULPS        X9, X11, X11
+	VSUBPS        X11, X5, X5
+	ADDQ          $0x00000090, AX
+	ADDQ          $0x00000090, DX
+	ADDQ          $0x00000240, BX
+	ADDQ          $0x00000100, SI
+	ADDQ          $0x00000010, DI
+	ADDQ          $0x00000008, R8
+	DECQ          R9
+	JNZ           GgmlQ4KA8R4Avx512_sb
+	MOVQ          out+88(FP), AX
+	VMOVUPS       X5, (AX)
+	MOVQ          stride+8(FP), AX
+	SHLQ          $0x02, AX
+	MOVQ          w+0(FP), CX
+	ADDQ          AX, CX
+	MOVQ          CX, w+0(FP)
+	MOVQ          out+88(FP), AX
+	ADDQ          $0x00000010, AX
+	MOVQ          AX, out+88(FP)
+	MOVQ          rows+16(FP), AX
+	SUBQ          $0x04, AX
+	MOVQ          AX, rows+16(FP)
+	JNZ           GgmlQ4KA8R4Avx512_row
+	VZEROUPPER
+	RET
 
 // func GgmlQ4KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI
@@ -2796,6 +3794,363 @@ DATA ggmlQ5KBit11<>+62(SB)/1, $0x80
 DATA ggmlQ5KBit11<>+63(SB)/1, $0x80
 GLOBL ggmlQ5KBit11<>(SB), RODATA|NOPTR, $64
 
+// func GgmlQ5KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
+TEXT ·GgmlQ5KA8R4Avx512(SB), NOSPLIT, $0-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z1
+	VMOVDQU64    ggmlWIdx32_00<>+0(SB), Z2
+	VMOVDQU64    ggmlWIdx32_01<>+0(SB), Z3
+	VMOVDQU64    ggmlWIdx32_10<>+0(SB), Z4
+	VMOVDQU64    ggmlWIdx32_11<>+0(SB), Z5
+
+GgmlQ5KA8R4Avx512_row:
+	VXORPS X6, X6, X6
+	MOVQ   w+0(FP), AX
+	MOVQ   stride+8(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	LEAQ   (DX)(CX*2), BX
+	MOVQ   act+32(FP), SI
+	MOVQ   sums+48(FP), DI
+	MOVQ   xs+64(FP), R8
+	MOVQ   nsb+24(FP), R9
+
+GgmlQ5KA8R4Avx512_sb:
+	PREFETCHT0      (BX)
+	PREFETCHT0      64(BX)
+	PREFETCHT0      128(BX)
+	PREFETCHT0      192(BX)
+	PREFETCHT0      256(BX)
+	PREFETCHT0      320(BX)
+	PREFETCHT0      384(BX)
+	PREFETCHT0      448(BX)
+	PREFETCHT0      512(BX)
+	PREFETCHT0      576(BX)
+	PREFETCHT0      640(BX)
+	VPXORD          X7, X7, X7
+	VPXORD          X8, X8, X8
+	MOVL            4(AX), R10
+	MOVL            8(AX), R11
+	MOVL            12(AX), R12
+	MOVL            R10, R13
+	ANDL            $0x3f3f3f3f, R13
+	MOVL            R11, R14
+	ANDL            $0x3f3f3f3f, R14
+	MOVL            R12, R15
+	ANDL            $0x0f0f0f0f, R15
+	SHRL            $0x06, R10
+	ANDL            $0x03030303, R10
+	SHLL            $0x04, R10
+	ORL             R10, R15
+	SHRL            $0x04, R12
+	ANDL            $0x0f0f0f0f, R12
+	MOVL            R11, R10
+	SHRL            $0x06, R10
+	ANDL            $0x03030303, R10
+	SHLL            $0x04, R10
+	ORL             R12, R10
+	MOVL            R15, R11
+	SHLQ            $0x20, R11
+	ORQ             R13, R11
+	SHLQ            $0x20, R10
+	ORQ             R14, R10
+	VMOVQ           R11, X9
+	VMOVQ           R10, X10
+	VPMOVZXBW       X9, X9
+	VPMOVZXBW       X10, X10
+	VPINSRW         $0x00, (AX), X7, X7
+	VPINSRW         $0x00, 2(AX), X8, X8
+	VPSRLW          $0x04, 48(AX), Z12
+	VPANDD          48(AX), Z0, Z11
+	VPANDD          Z12, Z0, Z12
+	VBROADCASTI64X4 16(AX), Z13
+	VPTESTMB        ggmlQ5KBit00<>+0(SB), Z13, K1
+	VPADDB          Z1, Z11, K1, Z11
+	VPTESTMB        ggmlQ5KBit01<>+0(SB), Z13, K1
+	VPADDB          Z1, Z12, K1, Z12
+	VPERMW          Z9, Z2, Z13
+	VPMADDUBSW      (SI), Z11, Z11
+	VPMADDWD        Z13, Z11, Z11
+	VPERMW          Z9, Z3, Z13
+	VPMADDUBSW      64(SI), Z12, Z12
+	VPDPWSSD        Z13, Z12, Z11
+	VPSRLW          $0x04, 112(AX), Z13
+	VPANDD          112(AX), Z0, Z12
+	VPANDD          Z13, Z0, Z13
+	VBROADCASTI64X4 16(AX), Z14
+	VPTESTMB        ggmlQ5KBit10<>+0(SB), Z14, K1
+	VPADDB          Z1, Z12, K1, Z12
+	VPTESTMB        ggmlQ5KBit11<>+0(SB), Z14, K1
+	VPADDB          Z1, Z13, K1, Z13
+	VPERMW          Z9, Z4, Z14
+	VPMADDUBSW      128(SI), Z12, Z12
+	VPMADDWD        Z14, Z12, Z12
+	VPERMW          Z9, Z5, Z14
+	VPMADDUBSW      192(SI), Z13, Z13
+	VPDPWSSD        Z14, Z13, Z12
+	VPMADDWD        (DI), X10, X10
+	MOVL            4(AX)(CX*1), R10
+	MOVL            8(AX)(CX*1), R11
+	MOVL            12(AX)(CX*1), R12
+	MOVL            R10, R13
+	ANDL            $0x3f3f3f3f, R13
+	MOVL            R11, R14
+	ANDL            $0x3f3f3f3f, R14
+	MOVL            R12, R15
+	ANDL            $0x0f0f0f0f, R15
+	SHRL            $0x06, R10
+	ANDL            $0x03030303, R10
+	SHLL            $0x04, R10
+	ORL             R10, R15
+	SHRL            $0x04, R12
+	ANDL            $0x0f0f0f0f, R12
+	MOVL            R11, R10
+	SHRL            $0x06, R10
+	ANDL            $0x03030303, R10
+	SHLL            $0x04, R10
+	ORL             R12, R10
+	MOVL            R15, R11
+	SHLQ            $0x20, R11
+	ORQ             R13, R11
+	SHLQ            $0x20, R10
+	ORQ             R14, R10
+	VMOVQ           R11, X9
+	VMOVQ           R10, X13
+	VPMOVZXBW       X9, X9
+	VPMOVZXBW       X13, X13
+	VPINSRW         $0x01, (AX)(CX*1), X7, X7
+	VPINSRW         $0x01, 2(AX)(CX*1), X8, X8
+	VPSRLW          $0x04, 48(AX)(CX*1), Z15
+	VPANDD          48(AX)(CX*1), Z0, Z14
+	VPANDD          Z15, Z0, Z15
+	VBROADCASTI64X4 16(AX)(CX*1), Z16
+	VPTESTMB        ggmlQ5KBit00<>+0(SB), Z16, K1
+	VPADDB          Z1, Z14, K1, Z14
+	VPTESTMB        ggmlQ5KBit01<>+0(SB), Z16, K1
+	VPADDB          Z1, Z15, K1, Z15
+	VPERMW          Z9, Z2, Z16
+	VPMADDUBSW      (SI), Z14, Z14
+	VPMADDWD        Z16, Z14, Z14
+	VPERMW          Z9, Z3, Z16
+	VPMADDUBSW      64(SI), Z15, Z15
+	VPDPWSSD        Z16, Z15, Z14
+	VPSRLW          $0x04, 112(AX)(CX*1), Z16
+	VPANDD          112(AX)(CX*1), Z0, Z15
+	VPANDD          Z16, Z0, Z16
+	VBROADCASTI64X4 16(AX)(CX*1), Z17
+	VPTESTMB        ggmlQ5KBit10<>+0(SB), Z17, K1
+	VPADDB          Z1, Z15, K1, Z15
+	VPTESTMB        ggmlQ5KBit11<>+0(SB), Z17, K1
+	VPADDB          Z1, Z16, K1, Z16
+	VPERMW          Z9, Z4, Z17
+	VPMADDUBSW      128(SI), Z15, Z15
+	VPMADDWD        Z17, Z15, Z15
+	VPERMW          Z9, Z5, Z17
+	VPMADDUBSW      192(SI), Z16, Z16
+	VPDPWSSD        Z17, Z16, Z15
+	VPMADDWD        (DI), X13, X13
+	MOVL            4(DX), R10
+	MOVL            8(DX), R11
+	MOVL            12(DX), R12
+	MOVL            R10, R13
+	ANDL            $0x3f3f3f3f, R13
+	MOVL            R11, R14
+	ANDL            $0x3f3f3f3f, R14
+	MOVL            R12, R15
+	ANDL            $0x0f0f0f0f, R15
+	SHRL            $0x06, R10
+	ANDL            $0x03030303, R10
+	SHLL            $0x04, R10
+	ORL             R10, R15
+	SHRL            $0x04, R12
+	ANDL            $0x0f0f0f0f, R12
+	MOVL            R11, R10
+	SHRL            $0x06, R10
+	ANDL            $0x03030303, R10
+	SHLL            $0x04, R10
+	ORL             R12, R10
+	MOVL            R15, R11
+	SHLQ            $0x20, R11
+	ORQ             R13, R11
+	SHLQ            $0x20, R10
+	ORQ             R14, R10
+	VMOVQ           R11, X9
+	VMOVQ           R10, X16
+	VPMOVZXBW       X9, X9
+	VPMOVZXBW       X16, X16
+	VPINSRW         $0x02, (DX), X7, X7
+	VPINSRW         $0x02, 2(DX), X8, X8
+	VPSRLW          $0x04, 48(DX), Z18
+	VPANDD          48(DX), Z0, Z17
+	VPANDD          Z18, Z0, Z18
+	VBROADCASTI64X4 16(DX), Z19
+	VPTESTMB        ggmlQ5KBit00<>+0(SB), Z19, K1
+	VPADDB          Z1, Z17, K1, Z17
+	VPTESTMB        ggmlQ5KBit01<>+0(SB), Z19, K1
+	VPADDB          Z1, Z18, K1, Z18
+	VPERMW          Z9, Z2, Z19
+	VPMADDUBSW      (SI), Z17, Z17
+	VPMADDWD        Z19, Z17, Z17
+	VPERMW          Z9, Z3, Z19
+	VPMADDUBSW      64(SI), Z18, Z18
+	VPDPWSSD        Z19, Z18, Z17
+	VPSRLW          $0x04, 112(DX), Z19
+	VPANDD          112(DX), Z0, Z18
+	VPANDD          Z19, Z0, Z19
+	VBROADCASTI64X4 16(DX), Z20
+	VPTESTMB        ggmlQ5KBit10<>+0(SB), Z20, K1
+	VPADDB          Z1, Z18, K1, Z18
+	VPTESTMB        ggmlQ5KBit11<>+0(SB), Z20, K1
+	VPADDB          Z1, Z19, K1, Z19
+	VPERMW          Z9, Z4, Z20
+	VPMADDUBSW      128(SI), Z18, Z18
+	VPMADDWD        Z20, Z18, Z18
+	VPERMW          Z9, Z5, Z20
+	VPMADDUBSW      192(SI), Z19, Z19
+	VPDPWSSD        Z20, Z19, Z18
+	VPMADDWD        (DI), X16, X16
+	MOVL            4(DX)(CX*1), R10
+	MOVL            8(DX)(CX*1), R11
+	MOVL            12(DX)(CX*1), R12
+	MOVL            R10, R13
+	ANDL            $0x3f3f3f3f, R13
+	MOVL            R11, R14
+	ANDL            $0x3f3f3f3f, R14
+	MOVL            R12, R15
+	ANDL            $0x0f0f0f0f, R15
+	SHRL            $0x06, R10
+	ANDL            $0x03030303, R10
+	SHLL            $0x04, R10
+	ORL             R10, R15
+	SHRL            $0x04, R12
+	ANDL            $0x0f0f0f0f, R12
+	MOVL            R11, R10
+	SHRL            $0x06, R10
+	ANDL            $0x03030303, R10
+	SHLL            $0x04, R10
+	ORL             R12, R10
+	MOVL            R15, R11
+	SHLQ            $0x20, R11
+	ORQ             R13, R11
+	SHLQ            $0x20, R10
+	ORQ             R14, R10
+	VMOVQ           R11, X9
+	VMOVQ           R10, X19
+	VPMOVZXBW       X9, X9
+	VPMOVZXBW       X19, X19
+	VPINSRW         $0x03, (DX)(CX*1), X7, X7
+	VPINSRW         $0x03, 2(DX)(CX*1), X8, X8
+	VPSRLW          $0x04, 48(DX)(CX*1), Z21
+	VPANDD          48(DX)(CX*1), Z0, Z20
+	VPANDD          Z21, Z0, Z21
+	VBROADCASTI64X4 16(DX)(CX*1), Z22
+	VPTESTMB        ggmlQ5KBit00<>+0(SB), Z22, K1
+	VPADDB          Z1, Z20, K1, Z20
+	VPTESTMB        ggmlQ5KBit01<>+0(SB), Z22, K1
+	VPADDB          Z1, Z21, K1, Z21
+	VPERMW          Z9, Z2, Z22
+	VPMADDUBSW      (SI), Z20, Z20
+	VPMADDWD        Z22, Z20, Z20
+	VPERMW          Z9, Z3, Z22
+	VPMADDUBSW      64(SI), Z21, Z21
+	VPDPWSSD        Z22, Z21, Z20
+	VPSRLW          $0x04, 112(DX)(CX*1), Z22
+	VPANDD          112(DX)(CX*1), Z0, Z21
+	VPANDD          Z22, Z0, Z22
+	VBROADCASTI64X4 16(DX)(CX*1), Z23
+	VPTESTMB        ggmlQ5KBit10<>+0(SB), Z23, K1
+	VPADDB          Z1, Z21, K1, Z21
+	VPTESTMB        ggmlQ5KBit11<>+0(SB), Z23, K1
+	VPADDB          Z1, Z22, K1, Z22
+	VPERMW          Z9, Z4, Z23
+	VPMADDUBSW      128(SI), Z21, Z21
+	VPMADDWD        Z23, Z21, Z21
+	VPERMW          Z9, Z5, Z23
+	VPMADDUBSW      192(SI), Z22, Z22
+	VPDPWSSD        Z23, Z22, Z21
+	VPMADDWD        (DI), X19, X9
+	VPUNPCKLDQ      Z14, Z11, Z19
+	VPUNPCKHDQ      Z14, Z11, Z11
+	VPADDD          Z19, Z11, Z11
+	VPUNPCKLDQ      Z20, Z17, Z14
+	VPUNPCKHDQ      Z20, Z17, Z17
+	VPADDD          Z14, Z17, Z17
+	VPUNPCKLDQ      Z15, Z12, Z14
+	VPUNPCKHDQ      Z15, Z12, Z12
+	VPADDD          Z14, Z12, Z12
+	VPUNPCKLDQ      Z21, Z18, Z14
+	VPUNPCKHDQ      Z21, Z18, Z18
+	VPADDD          Z14, Z18, Z18
+	VPUNPCKLQDQ     Z17, Z11, Z14
+	VPUNPCKHQDQ     Z17, Z11, Z11
+	VPADDD          Z14, Z11, Z11
+	VPUNPCKLQDQ     Z18, Z12, Z14
+	VPUNPCKHQDQ     Z18, Z12, Z12
+	VPADDD          Z14, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z11, Y14
+	VPADDD          Y14, Y11, Y14
+	VEXTRACTI32X4   $0x01, Y14, X11
+	VPADDD          X11, X14, X11
+	VEXTRACTI64X4   $0x01, Z12, Y14
+	VPADDD          Y14, Y12, Y14
+	VEXTRACTI32X4   $0x01, Y14, X12
+	VPADDD          X12, X14, X12
+	VSHUFPS         $0x88, X13, X10, X14
+	VSHUFPS         $0xdd, X13, X10, X10
+	VPADDD          X10, X14, X10
+	VSHUFPS         $0x88, X9, X16, X13
+	VSHUFPS         $0xdd, X9, X16, X9
+	VPADDD          X9, X13, X9
+	VSHUFPS         $0x88, X9, X10, X13
+	VSHUFPS         $0xdd, X9, X10, X9
+	VCVTPH2PS       X7, X10
+	VCVTPH2PS       X8, X14
+	VBROADCASTSS    (R8), X15
+	VMULPS          X10, X15, X16
+	VCVTDQ2PS       X11, X11
+	VMULPS          X16, X11, X11
+	VADDPS          X11, X6, X6
+	VMULPS          X14, X15, X16
+	VCVTDQ2PS       X13, X11
+	VMULPS          X16, X11, X11
+	VSUBPS          X11, X6, X6
+	VBROADCASTSS    4(R8), X11
+	VMULPS          X10, X11, X10
+	VCVTDQ2PS       X12, X12
+	VMULPS          X10, X12, X12
+	VADDPS          X12, X6, X6
+	VMULPS          X14, X11, X10
+	VCVTDQ2PS       X9, X12
+	VMULPS          X10, X12, X12
+	VSUBPS          X12, X6, X6
+	ADDQ            $0x000000b0, AX
+	ADDQ            $0x000000b0, DX
+	ADDQ            $0x000002c0, BX
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000010, DI
+	ADDQ            $0x00000008, R8
+	DECQ            R9
+	JNZ             GgmlQ5KA8R4Avx512_sb
+	MOVQ            out+88(FP), AX
+	VMOVUPS         X6, (AX)
+	MOVQ            stride+8(FP), AX
+	SHLQ            $0x02, AX
+	MOVQ            w+0(FP), CX
+	ADDQ            AX, CX
+	MOVQ            CX, w+0(FP)
+	MOVQ            out+88(FP), AX
+	ADDQ            $0x00000010, AX
+	MOVQ            AX, out+88(FP)
+	MOVQ            rows+16(FP), AX
+	SUBQ            $0x04, AX
+	MOVQ            AX, rows+16(FP)
+	JNZ             GgmlQ5KA8R4Avx512_row
+	VZEROUPPER
+	RET
+
 // func GgmlQ5KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI
 TEXT ·GgmlQ5KA8M16Avx512(SB), NOSPLIT, $32-80
@@ -3372,6 +4727,292 @@ GgmlQ6KA8Avx512_vec:
 	DECQ          AX
 	MOVQ          AX, rows+16(FP)
 	JNZ           GgmlQ6KA8Avx512_row
+	VZEROUPPER
+	RET
+
+// func GgmlQ6KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
+TEXT ·GgmlQ6KA8R4Avx512(SB), NOSPLIT, $0-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z1
+	VMOVDQU64    ggmlWIdx16_00<>+0(SB), Z2
+	VMOVDQU64    ggmlWIdx16_01<>+0(SB), Z3
+	VMOVDQU64    ggmlWIdx16_10<>+0(SB), Z4
+	VMOVDQU64    ggmlWIdx16_11<>+0(SB), Z5
+
+GgmlQ6KA8R4Avx512_row:
+	VXORPS X6, X6, X6
+	MOVQ   w+0(FP), AX
+	MOVQ   stride+8(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	LEAQ   (DX)(CX*2), BX
+	MOVQ   act+32(FP), SI
+	MOVQ   sums+48(FP), DI
+	MOVQ   xs+64(FP), R8
+	MOVQ   nsb+24(FP), R9
+
+GgmlQ6KA8R4Avx512_sb:
+	PREFETCHT0      (BX)
+	PREFETCHT0      64(BX)
+	PREFETCHT0      128(BX)
+	PREFETCHT0      192(BX)
+	PREFETCHT0      256(BX)
+	PREFETCHT0      320(BX)
+	PREFETCHT0      384(BX)
+	PREFETCHT0      448(BX)
+	PREFETCHT0      512(BX)
+	PREFETCHT0      576(BX)
+	PREFETCHT0      640(BX)
+	PREFETCHT0      704(BX)
+	PREFETCHT0      768(BX)
+	PREFETCHT0      832(BX)
+	VPXORD          X7, X7, X7
+	VPMOVSXBW       192(AX), Y8
+	VPINSRW         $0x00, 208(AX), X7, X7
+	VPSRLW          $0x04, (AX), Z10
+	VPANDD          (AX), Z0, Z9
+	VPANDD          Z10, Z0, Z10
+	VBROADCASTI64X4 128(AX), Z11
+	VPSRLVW         ggmlShift0<>+0(SB), Z11, Z12
+	VPANDD          Z12, Z1, Z12
+	VPSLLW          $0x04, Z12, Z12
+	VPORD           Z12, Z9, Z9
+	VPSRLVW         ggmlShift1<>+0(SB), Z11, Z11
+	VPANDD          Z11, Z1, Z11
+	VPSLLW          $0x04, Z11, Z11
+	VPORD           Z11, Z10, Z10
+	VPERMW          Z8, Z2, Z11
+	VPMADDUBSW      (SI), Z9, Z9
+	VPMADDWD        Z11, Z9, Z9
+	VPERMW          Z8, Z3, Z11
+	VPMADDUBSW      64(SI), Z10, Z10
+	VPDPWSSD        Z11, Z10, Z9
+	VPSRLW          $0x04, 64(AX), Z11
+	VPANDD          64(AX), Z0, Z10
+	VPANDD          Z11, Z0, Z11
+	VBROADCASTI64X4 160(AX), Z12
+	VPSRLVW         ggmlShift0<>+0(SB), Z12, Z13
+	VPANDD          Z13, Z1, Z13
+	VPSLLW          $0x04, Z13, Z13
+	VPORD           Z13, Z10, Z10
+	VPSRLVW         ggmlShift1<>+0(SB), Z12, Z12
+	VPANDD          Z12, Z1, Z12
+	VPSLLW          $0x04, Z12, Z12
+	VPORD           Z12, Z11, Z11
+	VPERMW          Z8, Z4, Z12
+	VPMADDUBSW      128(SI), Z10, Z10
+	VPMADDWD        Z12, Z10, Z10
+	VPERMW          Z8, Z5, Z12
+	VPMADDUBSW      192(SI), Z11, Z11
+	VPDPWSSD        Z12, Z11, Z10
+	VPMADDWD        (DI), Y8, Y8
+	VEXTRACTI32X4   $0x01, Y8, X11
+	VSHUFPS         $0x88, X11, X8, X12
+	VSHUFPS         $0xdd, X11, X8, X8
+	VPADDD          X8, X12, X11
+	VPMOVSXBW       192(AX)(CX*1), Y8
+	VPINSRW         $0x01, 208(AX)(CX*1), X7, X7
+	VPSRLW          $0x04, (AX)(CX*1), Z13
+	VPANDD          (AX)(CX*1), Z0, Z12
+	VPANDD          Z13, Z0, Z13
+	VBROADCASTI64X4 128(AX)(CX*1), Z14
+	VPSRLVW         ggmlShift0<>+0(SB), Z14, Z15
+	VPANDD          Z15, Z1, Z15
+	VPSLLW          $0x04, Z15, Z15
+	VPORD           Z15, Z12, Z12
+	VPSRLVW         ggmlShift1<>+0(SB), Z14, Z14
+	VPANDD          Z14, Z1, Z14
+	VPSLLW          $0x04, Z14, Z14
+	VPORD           Z14, Z13, Z13
+	VPERMW          Z8, Z2, Z14
+	VPMADDUBSW      (SI), Z12, Z12
+	VPMADDWD        Z14, Z12, Z12
+	VPERMW          Z8, Z3, Z14
+	VPMADDUBSW      64(SI), Z13, Z13
+	VPDPWSSD        Z14, Z13, Z12
+	VPSRLW          $0x04, 64(AX)(CX*1), Z14
+	VPANDD          64(AX)(CX*1), Z0, Z13
+	VPANDD          Z14, Z0, Z14
+	VBROADCASTI64X4 160(AX)(CX*1), Z15
+	VPSRLVW         ggmlShift0<>+0(SB), Z15, Z16
+	VPANDD          Z16, Z1, Z16
+	VPSLLW          $0x04, Z16, Z16
+	VPORD           Z16, Z13, Z13
+	VPSRLVW         ggmlShift1<>+0(SB), Z15, Z15
+	VPANDD          Z15, Z1, Z15
+	VPSLLW          $0x04, Z15, Z15
+	VPORD           Z15, Z14, Z14
+	VPERMW          Z8, Z4, Z15
+	VPMADDUBSW      128(SI), Z13, Z13
+	VPMADDWD        Z15, Z13, Z13
+	VPERMW          Z8, Z5, Z15
+	VPMADDUBSW      192(SI), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z13
+	VPMADDWD        (DI), Y8, Y8
+	VEXTRACTI32X4   $0x01, Y8, X14
+	VSHUFPS         $0x88, X14, X8, X15
+	VSHUFPS         $0xdd, X14, X8, X8
+	VPADDD          X8, X15, X14
+	VPMOVSXBW       192(DX), Y8
+	VPINSRW         $0x02, 208(DX), X7, X7
+	VPSRLW          $0x04, (DX), Z16
+	VPANDD          (DX), Z0, Z15
+	VPANDD          Z16, Z0, Z16
+	VBROADCASTI64X4 128(DX), Z17
+	VPSRLVW         ggmlShift0<>+0(SB), Z17, Z18
+	VPANDD          Z18, Z1, Z18
+	VPSLLW          $0x04, Z18, Z18
+	VPORD           Z18, Z15, Z15
+	VPSRLVW         ggmlShift1<>+0(SB), Z17, Z17
+	VPANDD          Z17, Z1, Z17
+	VPSLLW          $0x04, Z17, Z17
+	VPORD           Z17, Z16, Z16
+	VPERMW          Z8, Z2, Z17
+	VPMADDUBSW      (SI), Z15, Z15
+	VPMADDWD        Z17, Z15, Z15
+	VPERMW          Z8, Z3, Z17
+	VPMADDUBSW      64(SI), Z16, Z16
+	VPDPWSSD        Z17, Z16, Z15
+	VPSRLW          $0x04, 64(DX), Z17
+	VPANDD          64(DX), Z0, Z16
+	VPANDD          Z17, Z0, Z17
+	VBROADCASTI64X4 160(DX), Z18
+	VPSRLVW         ggmlShift0<>+0(SB), Z18, Z19
+	VPANDD          Z19, Z1, Z19
+	VPSLLW          $0x04, Z19, Z19
+	VPORD           Z19, Z16, Z16
+	VPSRLVW         ggmlShift1<>+0(SB), Z18, Z18
+	VPANDD          Z18, Z1, Z18
+	VPSLLW          $0x04, Z18, Z18
+	VPORD           Z18, Z17, Z17
+	VPERMW          Z8, Z4, Z18
+	VPMADDUBSW      128(SI), Z16, Z16
+	VPMADDWD        Z18, Z16, Z16
+	VPERMW          Z8, Z5, Z18
+	VPMADDUBSW      192(SI), Z17, Z17
+	VPDPWSSD        Z18, Z17, Z16
+	VPMADDWD        (DI), Y8, Y8
+	VEXTRACTI32X4   $0x01, Y8, X17
+	VSHUFPS         $0x88, X17, X8, X18
+	VSHUFPS         $0xdd, X17, X8, X8
+	VPADDD          X8, X18, X17
+	VPMOVSXBW       192(DX)(CX*1), Y8
+	VPINSRW         $0x03, 208(DX)(CX*1), X7, X7
+	VPSRLW          $0x04, (DX)(CX*1), Z19
+	VPANDD          (DX)(CX*1), Z0, Z18
+	VPANDD          Z19, Z0, Z19
+	VBROADCASTI64X4 128(DX)(CX*1), Z20
+	VPSRLVW         ggmlShift0<>+0(SB), Z20, Z21
+	VPANDD          Z21, Z1, Z21
+	VPSLLW          $0x04, Z21, Z21
+	VPORD           Z21, Z18, Z18
+	VPSRLVW         ggmlShift1<>+0(SB), Z20, Z20
+	VPANDD          Z20, Z1, Z20
+	VPSLLW          $0x04, Z20, Z20
+	VPORD           Z20, Z19, Z19
+	VPERMW          Z8, Z2, Z20
+	VPMADDUBSW      (SI), Z18, Z18
+	VPMADDWD        Z20, Z18, Z18
+	VPERMW          Z8, Z3, Z20
+	VPMADDUBSW      64(SI), Z19, Z19
+	VPDPWSSD        Z20, Z19, Z18
+	VPSRLW          $0x04, 64(DX)(CX*1), Z20
+	VPANDD          64(DX)(CX*1), Z0, Z19
+	VPANDD          Z20, Z0, Z20
+	VBROADCASTI64X4 160(DX)(CX*1), Z21
+	VPSRLVW         ggmlShift0<>+0(SB), Z21, Z22
+	VPANDD          Z22, Z1, Z22
+	VPSLLW          $0x04, Z22, Z22
+	VPORD           Z22, Z19, Z19
+	VPSRLVW         ggmlShift1<>+0(SB), Z21, Z21
+	VPANDD          Z21, Z1, Z21
+	VPSLLW          $0x04, Z21, Z21
+	VPORD           Z21, Z20, Z20
+	VPERMW          Z8, Z4, Z21
+	VPMADDUBSW      128(SI), Z19, Z19
+	VPMADDWD        Z21, Z19, Z19
+	VPERMW          Z8, Z5, Z21
+	VPMADDUBSW      192(SI), Z20, Z20
+	VPDPWSSD        Z21, Z20, Z19
+	VPMADDWD        (DI), Y8, Y8
+	VEXTRACTI32X4   $0x01, Y8, X20
+	VSHUFPS         $0x88, X20, X8, X21
+	VSHUFPS         $0xdd, X20, X8, X8
+	VPADDD          X8, X21, X8
+	VPUNPCKLDQ      Z12, Z9, Z20
+	VPUNPCKHDQ      Z12, Z9, Z9
+	VPADDD          Z20, Z9, Z9
+	VPUNPCKLDQ      Z18, Z15, Z12
+	VPUNPCKHDQ      Z18, Z15, Z15
+	VPADDD          Z12, Z15, Z15
+	VPUNPCKLDQ      Z13, Z10, Z12
+	VPUNPCKHDQ      Z13, Z10, Z10
+	VPADDD          Z12, Z10, Z10
+	VPUNPCKLDQ      Z19, Z16, Z12
+	VPUNPCKHDQ      Z19, Z16, Z16
+	VPADDD          Z12, Z16, Z16
+	VPUNPCKLQDQ     Z15, Z9, Z12
+	VPUNPCKHQDQ     Z15, Z9, Z9
+	VPADDD          Z12, Z9, Z9
+	VPUNPCKLQDQ     Z16, Z10, Z12
+	VPUNPCKHQDQ     Z16, Z10, Z10
+	VPADDD          Z12, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z9, Y12
+	VPADDD          Y12, Y9, Y12
+	VEXTRACTI32X4   $0x01, Y12, X9
+	VPADDD          X9, X12, X9
+	VEXTRACTI64X4   $0x01, Z10, Y12
+	VPADDD          Y12, Y10, Y12
+	VEXTRACTI32X4   $0x01, Y12, X10
+	VPADDD          X10, X12, X10
+	VSHUFPS         $0x88, X14, X11, X12
+	VSHUFPS         $0xdd, X14, X11, X11
+	VPADDD          X11, X12, X11
+	VSHUFPS         $0x88, X8, X17, X12
+	VSHUFPS         $0xdd, X8, X17, X8
+	VPADDD          X8, X12, X8
+	VSHUFPS         $0x88, X8, X11, X12
+	VSHUFPS         $0xdd, X8, X11, X8
+	VCVTPH2PS       X7, X11
+	VPSLLD          $0x05, X12, X12
+	VPSUBD          X12, X9, X9
+	VBROADCASTSS    (R8), X12
+	VMULPS          X11, X12, X12
+	VCVTDQ2PS       X9, X9
+	VMULPS          X12, X9, X9
+	VADDPS          X9, X6, X6
+	VPSLLD          $0x05, X8, X8
+	VPSUBD          X8, X10, X10
+	VBROADCASTSS    4(R8), X8
+	VMULPS          X11, X8, X8
+	VCVTDQ2PS       X10, X9
+	VMULPS          X8, X9, X9
+	VADDPS          X9, X6, X6
+	ADDQ            $0x000000d2, AX
+	ADDQ            $0x000000d2, DX
+	ADDQ            $0x00000348, BX
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x00000020, DI
+	ADDQ            $0x00000008, R8
+	DECQ            R9
+	JNZ             GgmlQ6KA8R4Avx512_sb
+	MOVQ            out+88(FP), AX
+	VMOVUPS         X6, (AX)
+	MOVQ            stride+8(FP), AX
+	SHLQ            $0x02, AX
+	MOVQ            w+0(FP), CX
+	ADDQ            AX, CX
+	MOVQ            CX, w+0(FP)
+	MOVQ            out+88(FP), AX
+	ADDQ            $0x00000010, AX
+	MOVQ            AX, out+88(FP)
+	MOVQ            rows+16(FP), AX
+	SUBQ            $0x04, AX
+	MOVQ            AX, rows+16(FP)
+	JNZ             GgmlQ6KA8R4Avx512_row
 	VZEROUPPER
 	RET
 
@@ -3977,6 +5618,256 @@ DATA ggmlKValues128<>+13(SB)/1, $0xc5
 DATA ggmlKValues128<>+14(SB)/1, $0xd9
 DATA ggmlKValues128<>+15(SB)/1, $0xf1
 GLOBL ggmlKValues128<>(SB), RODATA|NOPTR, $16
+
+// func GgmlIQ4XSA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, BMI2, F16C, MMX+
+TEXT ·GgmlIQ4XSA8R4Avx512(SB), NOSPLIT, $0-104
+	MOVL            $0x0f0f0f0f, AX
+	VMOVD           AX, X0
+	VPBROADCASTD    X0, Z0
+	VBROADCASTI32X4 ggmlKValues128<>+0(SB), Z1
+	VMOVDQU64       ggmlDIdx0<>+0(SB), Z2
+	VMOVDQU64       ggmlDIdx1<>+0(SB), Z3
+
+GgmlIQ4XSA8R4Avx512_row:
+	VXORPS X4, X4, X4
+	MOVQ   w+0(FP), AX
+	MOVQ   stride+8(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	LEAQ   (DX)(CX*2), BX
+	MOVQ   act+32(FP), SI
+	MOVQ   sums+48(FP), DI
+	MOVQ   xs+64(FP), R8
+	MOVQ   nsb+24(FP), R9
+
+GgmlIQ4XSA8R4Avx512_sb:
+	PREFETCHT0    (BX)
+	PREFETCHT0    64(BX)
+	PREFETCHT0    128(BX)
+	PREFETCHT0    192(BX)
+	PREFETCHT0    256(BX)
+	PREFETCHT0    320(BX)
+	PREFETCHT0    384(BX)
+	PREFETCHT0    448(BX)
+	PREFETCHT0    512(BX)
+	VPXORD        X5, X5, X5
+	MOVL          4(AX), R10
+	MOVWQZX       2(AX), R11
+	MOVQ          $0x0f0f0f0f0f0f0f0f, R12
+	PDEPQ         R12, R10, R10
+	MOVQ          $0x0303030303030303, R12
+	PDEPQ         R12, R11, R11
+	SHLQ          $0x04, R11
+	ORQ           R11, R10
+	VMOVQ         R10, X6
+	MOVL          $0x20202020, R10
+	VPBROADCASTD  R10, X7
+	VPSUBB        X7, X6, X6
+	VPMOVSXBD     X6, Y7
+	VPMOVSXBW     X6, X6
+	VPINSRW       $0x00, (AX), X5, X5
+	VPSRLW        $0x04, 8(AX), Z17
+	VPANDD        8(AX), Z0, Z16
+	VPANDD        Z17, Z0, Z17
+	VPSHUFB       Z16, Z1, Z16
+	VPSHUFB       Z17, Z1, Z17
+	VPERMD        Z7, Z2, Z18
+	VPXORD        Z8, Z8, Z8
+	VPDPBUSD      (SI), Z16, Z8
+	VPDPBUSD      64(SI), Z17, Z8
+	VPMULLD       Z18, Z8, Z8
+	VPSRLW        $0x04, 72(AX), Z17
+	VPANDD        72(AX), Z0, Z16
+	VPANDD        Z17, Z0, Z17
+	VPSHUFB       Z16, Z1, Z16
+	VPSHUFB       Z17, Z1, Z17
+	VPERMD        Z7, Z3, Z18
+	VPXORD        Z9, Z9, Z9
+	VPDPBUSD      128(SI), Z16, Z9
+	VPDPBUSD      192(SI), Z17, Z9
+	VPMULLD       Z18, Z9, Z9
+	VPMADDWD      (DI), X6, X7
+	MOVL          4(AX)(CX*1), R10
+	MOVWQZX       2(AX)(CX*1), R11
+	MOVQ          $0x0f0f0f0f0f0f0f0f, R12
+	PDEPQ         R12, R10, R10
+	MOVQ          $0x0303030303030303, R12
+	PDEPQ         R12, R11, R11
+	SHLQ          $0x04, R11
+	ORQ           R11, R10
+	VMOVQ         R10, X16
+	MOVL          $0x20202020, R10
+	VPBROADCASTD  R10, X6
+	VPSUBB        X6, X16, X16
+	VPMOVSXBD     X16, Y6
+	VPMOVSXBW     X16, X19
+	VPINSRW       $0x01, (AX)(CX*1), X5, X5
+	VPSRLW        $0x04, 8(AX)(CX*1), Z17
+	VPANDD        8(AX)(CX*1), Z0, Z16
+	VPANDD        Z17, Z0, Z17
+	VPSHUFB       Z16, Z1, Z16
+	VPSHUFB       Z17, Z1, Z17
+	VPERMD        Z6, Z2, Z18
+	VPXORD        Z10, Z10, Z10
+	VPDPBUSD      (SI), Z16, Z10
+	VPDPBUSD      64(SI), Z17, Z10
+	VPMULLD       Z18, Z10, Z10
+	VPSRLW        $0x04, 72(AX)(CX*1), Z17
+	VPANDD        72(AX)(CX*1), Z0, Z16
+	VPANDD        Z17, Z0, Z17
+	VPSHUFB       Z16, Z1, Z16
+	VPSHUFB       Z17, Z1, Z17
+	VPERMD        Z6, Z3, Z18
+	VPXORD        Z11, Z11, Z11
+	VPDPBUSD      128(SI), Z16, Z11
+	VPDPBUSD      192(SI), Z17, Z11
+	VPMULLD       Z18, Z11, Z11
+	VPMADDWD      (DI), X19, X16
+	MOVL          4(DX), R10
+	MOVWQZX       2(DX), R11
+	MOVQ          $0x0f0f0f0f0f0f0f0f, R12
+	PDEPQ         R12, R10, R10
+	MOVQ          $0x0303030303030303, R12
+	PDEPQ         R12, R11, R11
+	SHLQ          $0x04, R11
+	ORQ           R11, R10
+	VMOVQ         R10, X17
+	MOVL          $0x20202020, R10
+	VPBROADCASTD  R10, X6
+	VPSUBB        X6, X17, X17
+	VPMOVSXBD     X17, Y6
+	VPMOVSXBW     X17, X17
+	VPINSRW       $0x02, (DX), X5, X5
+	VPSRLW        $0x04, 8(DX), Z19
+	VPANDD        8(DX), Z0, Z18
+	VPANDD        Z19, Z0, Z19
+	VPSHUFB       Z18, Z1, Z18
+	VPSHUFB       Z19, Z1, Z19
+	VPERMD        Z6, Z2, Z20
+	VPXORD        Z12, Z12, Z12
+	VPDPBUSD      (SI), Z18, Z12
+	VPDPBUSD      64(SI), Z19, Z12
+	VPMULLD       Z20, Z12, Z12
+	VPSRLW        $0x04, 72(DX), Z19
+	VPANDD        72(DX), Z0, Z18
+	VPANDD        Z19, Z0, Z19
+	VPSHUFB       Z18, Z1, Z18
+	VPSHUFB       Z19, Z1, Z19
+	VPERMD        Z6, Z3, Z20
+	VPXORD        Z13, Z13, Z13
+	VPDPBUSD      128(SI), Z18, Z13
+	VPDPBUSD      192(SI), Z19, Z13
+	VPMULLD       Z20, Z13, Z13
+	VPMADDWD      (DI), X17, X17
+	MOVL          4(DX)(CX*1), R10
+	MOVWQZX       2(DX)(CX*1), R11
+	MOVQ          $0x0f0f0f0f0f0f0f0f, R12
+	PDEPQ         R12, R10, R10
+	MOVQ          $0x0303030303030303, R12
+	PDEPQ         R12, R11, R11
+	SHLQ          $0x04, R11
+	ORQ           R11, R10
+	VMOVQ         R10, X18
+	MOVL          $0x20202020, R10
+	VPBROADCASTD  R10, X6
+	VPSUBB        X6, X18, X18
+	VPMOVSXBD     X18, Y6
+	VPMOVSXBW     X18, X18
+	VPINSRW       $0x03, (DX)(CX*1), X5, X5
+	VPSRLW        $0x04, 8(DX)(CX*1), Z20
+	VPANDD        8(DX)(CX*1), Z0, Z19
+	VPANDD        Z20, Z0, Z20
+	VPSHUFB       Z19, Z1, Z19
+	VPSHUFB       Z20, Z1, Z20
+	VPERMD        Z6, Z2, Z21
+	VPXORD        Z14, Z14, Z14
+	VPDPBUSD      (SI), Z19, Z14
+	VPDPBUSD      64(SI), Z20, Z14
+	VPMULLD       Z21, Z14, Z14
+	VPSRLW        $0x04, 72(DX)(CX*1), Z20
+	VPANDD        72(DX)(CX*1), Z0, Z19
+	VPANDD        Z20, Z0, Z20
+	VPSHUFB       Z19, Z1, Z19
+	VPSHUFB       Z20, Z1, Z20
+	VPERMD        Z6, Z3, Z21
+	VPXORD        Z15, Z15, Z15
+	VPDPBUSD      128(SI), Z19, Z15
+	VPDPBUSD      192(SI), Z20, Z15
+	VPMULLD       Z21, Z15, Z15
+	VPMADDWD      (DI), X18, X6
+	VPUNPCKLDQ    Z10, Z8, Z18
+	VPUNPCKHDQ    Z10, Z8, Z8
+	VPADDD        Z18, Z8, Z8
+	VPUNPCKLDQ    Z14, Z12, Z18
+	VPUNPCKHDQ    Z14, Z12, Z12
+	VPADDD        Z18, Z12, Z12
+	VPUNPCKLDQ    Z11, Z9, Z18
+	VPUNPCKHDQ    Z11, Z9, Z9
+	VPADDD        Z18, Z9, Z9
+	VPUNPCKLDQ    Z15, Z13, Z18
+	VPUNPCKHDQ    Z15, Z13, Z13
+	VPADDD        Z18, Z13, Z13
+	VPUNPCKLQDQ   Z12, Z8, Z18
+	VPUNPCKHQDQ   Z12, Z8, Z8
+	VPADDD        Z18, Z8, Z8
+	VPUNPCKLQDQ   Z13, Z9, Z18
+	VPUNPCKHQDQ   Z13, Z9, Z9
+	VPADDD        Z18, Z9, Z9
+	VEXTRACTI64X4 $0x01, Z8, Y18
+	VPADDD        Y18, Y8, Y18
+	VEXTRACTI32X4 $0x01, Y18, X19
+	VPADDD        X19, X18, X19
+	VEXTRACTI64X4 $0x01, Z9, Y18
+	VPADDD        Y18, Y9, Y18
+	VEXTRACTI32X4 $0x01, Y18, X20
+	VPADDD        X20, X18, X20
+	VSHUFPS       $0x88, X16, X7, X18
+	VSHUFPS       $0xdd, X16, X7, X7
+	VPADDD        X7, X18, X7
+	VSHUFPS       $0x88, X6, X17, X16
+	VSHUFPS       $0xdd, X6, X17, X6
+	VPADDD        X6, X16, X6
+	VSHUFPS       $0x88, X6, X7, X16
+	VSHUFPS       $0xdd, X6, X7, X6
+	VCVTPH2PS     X5, X7
+	VPSLLD        $0x07, X16, X16
+	VPSUBD        X16, X19, X19
+	VBROADCASTSS  (R8), X16
+	VMULPS        X7, X16, X16
+	VCVTDQ2PS     X19, X17
+	VMULPS        X16, X17, X17
+	VADDPS        X17, X4, X4
+	VPSLLD        $0x07, X6, X6
+	VPSUBD        X6, X20, X20
+	VBROADCASTSS  4(R8), X6
+	VMULPS        X7, X6, X6
+	VCVTDQ2PS     X20, X7
+	VMULPS        X6, X7, X7
+	VADDPS        X7, X4, X4
+	ADDQ          $0x00000088, AX
+	ADDQ          $0x00000088, DX
+	ADDQ          $0x00000220, BX
+	ADDQ          $0x00000100, SI
+	ADDQ          $0x00000010, DI
+	ADDQ          $0x00000008, R8
+	DECQ          R9
+	JNZ           GgmlIQ4XSA8R4Avx512_sb
+	MOVQ          out+88(FP), AX
+	VMOVUPS       X4, (AX)
+	MOVQ          stride+8(FP), AX
+	SHLQ          $0x02, AX
+	MOVQ          w+0(FP), CX
+	ADDQ          AX, CX
+	MOVQ          CX, w+0(FP)
+	MOVQ          out+88(FP), AX
+	ADDQ          $0x00000010, AX
+	MOVQ          AX, out+88(FP)
+	MOVQ          rows+16(FP), AX
+	SUBQ          $0x04, AX
+	MOVQ          AX, rows+16(FP)
+	JNZ           GgmlIQ4XSA8R4Avx512_row
+	VZEROUPPER
+	RET
 
 // func GgmlIQ4XSA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, BMI2

@@ -142,6 +142,9 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, f := range ggmlA8Funcs {
 		check("ggml", funcName(f), ggmlA8Requires)
 	}
+	for _, f := range ggmlA8R4Funcs {
+		check("ggml four rows", funcName(f), ggmlA8Requires)
+	}
 	for _, f := range ggmlA8M16Funcs {
 		check("ggml batch", funcName(f), ggmlA8Requires)
 	}

@@ -33,6 +33,18 @@ var ggmlA8Funcs = map[ggml.Type]ggmlA8Func{
 	ggml.IQ4_NL: asm.GgmlIQ4NLA8Avx512,
 }
 
+// ggmlA8R4Funcs are the one-vector kernels of the super-block types for
+// four rows at a time (the rows in the lanes of the reductions and float
+// steps), for batch 1.
+var ggmlA8R4Funcs = map[ggml.Type]ggmlA8Func{
+	ggml.Q2_K:   asm.GgmlQ2KA8R4Avx512,
+	ggml.Q3_K:   asm.GgmlQ3KA8R4Avx512,
+	ggml.Q4_K:   asm.GgmlQ4KA8R4Avx512,
+	ggml.Q5_K:   asm.GgmlQ5KA8R4Avx512,
+	ggml.Q6_K:   asm.GgmlQ6KA8R4Avx512,
+	ggml.IQ4_XS: asm.GgmlIQ4XSA8R4Avx512,
+}
+
 type ggmlA8M16Func func(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
 // ggmlA8M16Funcs are the batch kernels (the vectors in the lanes of the
@@ -119,7 +131,7 @@ func init() {
 	for t, fn := range ggmlA8Funcs {
 		t, fn := t, fn
 		ggmlKernels[t] = func(isa ISA) *ggmlKernel {
-			m16, f32, avx2, f32avx2 := ggmlA8M16Funcs[t], ggmlF32Funcs[t], ggmlA8AVX2Funcs[t], ggmlF32AVX2Funcs[t]
+			m16, f32, avx2, f32avx2, r4 := ggmlA8M16Funcs[t], ggmlF32Funcs[t], ggmlA8AVX2Funcs[t], ggmlF32AVX2Funcs[t], ggmlA8R4Funcs[t]
 			if (isa == AVX2 || isa == AVXVNNI) && avx2 != nil && hasAll(ggmlA8AVX2Requires) {
 				k := &ggmlKernel{isa: isa, prep: ggmlPrepSums}
 				if hasAll(ggmlF32AVX2Requires) {
@@ -156,7 +168,14 @@ func init() {
 						&c.act8[0], pc, &c.sums[0], 2*pc/sub, &c.xs[0], 4*pc/128,
 						c.batch, &c.dst[a], 4*m.Rows)
 				}
-				run(fn, r0, r1)
+				if r4 != nil && c.batch == 1 && r1-r0 >= 4 {
+					four := r0 + (r1-r0)&^3
+					run(r4, r0, four)
+					r0 = four
+				}
+				if r0 < r1 {
+					run(fn, r0, r1)
+				}
 			}}
 		}
 	}

@@ -17,6 +17,7 @@ import (
 func ggmlKernels() {
 	for _, c := range ggmlSupers {
 		ggmlSuperA8(c)
+		ggmlSuperA8R4(c)
 		ggmlSuperA8M16(c)
 	}
 	for _, c := range ggmlSmalls {
@@ -115,7 +116,7 @@ func ggmlSuperA8(c ggmlSuper) {
 		Label(name + "_sb")
 		{
 			q := ggmlSuperCodes(c, wp, kc)
-			scw, sumw := ggmlSuperScales(c, wp)
+			scw, sumw := ggmlSuperScales(c, Mem{Base: wp})
 			var sc [2][2]VecVirtual
 			for h := 0; h < 2; h++ {
 				for p := 0; p < 2; p++ {
@@ -283,22 +284,22 @@ func ggmlSuperCodes(c ggmlSuper, wp GPVirtual, k ggmlConsts) (q [2][2]VecVirtual
 
 // ggmlHalfCodes unpacks half h of the super-block at wp.
 func ggmlHalfCodes(c ggmlSuper, wp GPVirtual, h int, k ggmlConsts) (q [2]VecVirtual) {
-	return ggmlHalfCodesInto(c, wp, h, k, [2]VecVirtual{ZMM(), ZMM()})
+	return ggmlHalfCodesInto(c, Mem{Base: wp}, h, k, [2]VecVirtual{ZMM(), ZMM()})
 }
 
 // ggmlHalfCodesInto is ggmlHalfCodes into the registers q.
-func ggmlHalfCodesInto(c ggmlSuper, wp GPVirtual, h int, k ggmlConsts, q [2]VecVirtual) [2]VecVirtual {
+func ggmlHalfCodesInto(c ggmlSuper, base Mem, h int, k ggmlConsts, q [2]VecVirtual) [2]VecVirtual {
 	switch c.t {
 	case "Q4K", "Q5K", "Q6K", "IQ4XS":
 		off := map[string]int{"Q4K": 16, "Q5K": 48, "Q6K": 0, "IQ4XS": 8}[c.t] + 64*h
 		lo, hi := q[0], q[1]
-		VPSRLW(U8(4), Mem{Base: wp, Disp: off}, hi)
-		VPANDD(Mem{Base: wp, Disp: off}, k.nib, lo)
+		VPSRLW(U8(4), base.Offset(off), hi)
+		VPANDD(base.Offset(off), k.nib, lo)
 		VPANDD(hi, k.nib, hi)
 	case "Q2K", "Q3K":
 		off := map[string]int{"Q2K": 16, "Q3K": 32}[c.t] + 32*h
 		qs := ZMM()
-		VBROADCASTI64X4(Mem{Base: wp, Disp: off}, qs)
+		VBROADCASTI64X4(base.Offset(off), qs)
 		for p := 0; p < 2; p++ {
 			VPSRLVW(k.cnt[p], qs, q[p])
 			VPANDD(q[p], k.three, q[p])
@@ -308,7 +309,7 @@ func ggmlHalfCodesInto(c ggmlSuper, wp GPVirtual, h int, k ggmlConsts, q [2]VecV
 	case "Q5K", "Q3K": // add the high bit (16 or 4) where it is set
 		off := map[string]int{"Q5K": 16, "Q3K": 0}[c.t]
 		hb := ZMM()
-		VBROADCASTI64X4(Mem{Base: wp, Disp: off}, hb)
+		VBROADCASTI64X4(base.Offset(off), hb)
 		for p, v := range q {
 			km := K()
 			VPTESTMB(k.bit[h][p], hb, km)
@@ -316,7 +317,7 @@ func ggmlHalfCodesInto(c ggmlSuper, wp GPVirtual, h int, k ggmlConsts, q [2]VecV
 		}
 	case "Q6K": // two bits of qh above each nibble
 		qh := ZMM()
-		VBROADCASTI64X4(Mem{Base: wp, Disp: 128 + 32*h}, qh)
+		VBROADCASTI64X4(base.Offset(128+32*h), qh)
 		for p, v := range q {
 			b := ZMM()
 			VPSRLVW(k.cnt[p], qh, b)
@@ -403,14 +404,14 @@ func ggmlConstTables(c ggmlSuper, inRegs bool) (k ggmlConsts, idx [2][2]Mem) {
 // ggmlSuperScales returns the block's sub-block scales (int16 words, or
 // int32 dwords for IQ4_XS) for VPERMW/VPERMD, and the words the sums term
 // multiplies the activation sums by (the mins, or the scales).
-func ggmlSuperScales(c ggmlSuper, wp GPVirtual) (scw, sumw VecVirtual) {
+func ggmlSuperScales(c ggmlSuper, base Mem) (scw, sumw VecVirtual) {
 	switch c.t {
 	case "Q4K", "Q5K":
 		// ggml's get_scale_min_k4 on 32-bit words: bytes 4..15
 		u0, u1, u2 := GP32(), GP32(), GP32()
-		MOVL(Mem{Base: wp, Disp: 4}, u0)
-		MOVL(Mem{Base: wp, Disp: 8}, u1)
-		MOVL(Mem{Base: wp, Disp: 12}, u2)
+		MOVL(base.Offset(4), u0)
+		MOVL(base.Offset(8), u1)
+		MOVL(base.Offset(12), u2)
 		scLo, mLo, a, b := GP32(), GP32(), GP32(), GP32()
 		MOVL(u0, scLo)
 		ANDL(U32(0x3f3f3f3f), scLo)
@@ -446,7 +447,7 @@ func ggmlSuperScales(c ggmlSuper, wp GPVirtual) (scw, sumw VecVirtual) {
 		VPMOVZXBW(mx, sumw)
 	case "Q2K": // low nibbles the scales, high nibbles the mins
 		x, hx := XMM(), XMM()
-		VMOVDQU64(Mem{Base: wp}, x)
+		VMOVDQU64(base, x)
 		VPSRLW(U8(4), x, hx)
 		m := XMM()
 		t := GP32()
@@ -461,9 +462,9 @@ func ggmlSuperScales(c ggmlSuper, wp GPVirtual) (scw, sumw VecVirtual) {
 		// 16 signed 6-bit scales: low 4 bits from bytes 96..103 (j%8,
 		// nibble j/8), high 2 bits from bytes 104..107 (j%4, bits 2*(j/4))
 		a0, a1, tm := GP32(), GP32(), GP32()
-		MOVL(Mem{Base: wp, Disp: 96}, a0)
-		MOVL(Mem{Base: wp, Disp: 100}, a1)
-		MOVL(Mem{Base: wp, Disp: 104}, tm)
+		MOVL(base.Offset(96), a0)
+		MOVL(base.Offset(100), a1)
+		MOVL(base.Offset(104), tm)
 		part := func(a GPVirtual, ashift, tshift int) GPVirtual {
 			lo, hi := GP32(), GP32()
 			MOVL(a, lo)
@@ -502,13 +503,13 @@ func ggmlSuperScales(c ggmlSuper, wp GPVirtual) (scw, sumw VecVirtual) {
 		sumw = scw
 	case "Q6K":
 		scw = YMM()
-		VPMOVSXBW(Mem{Base: wp, Disp: 192}, scw)
+		VPMOVSXBW(base.Offset(192), scw)
 		sumw = scw
 	case "IQ4XS":
 		// ls_j = (sl[j/2] >> 4*(j%2) & 15) | ((sh >> 2j) & 3) << 4, minus 32
 		sl, sh := GP64(), GP64()
-		MOVL(Mem{Base: wp, Disp: 4}, sl.As32())
-		MOVWQZX(Mem{Base: wp, Disp: 2}, sh)
+		MOVL(base.Offset(4), sl.As32())
+		MOVWQZX(base.Offset(2), sh)
 		lo, hi, mk := GP64(), GP64(), GP64()
 		MOVQ(U64(0x0f0f0f0f0f0f0f0f), mk)
 		PDEPQ(mk, sl, lo)
@@ -773,7 +774,7 @@ func ggmlSuperA8M16(c ggmlSuper) {
 		nk := param("nsb")
 		Label(name + "_sb")
 		{
-			scw, sumw := ggmlSuperScales(c, wp)
+			scw, sumw := ggmlSuperScales(c, Mem{Base: wp})
 			if sumLen == 16 {
 				VMOVDQU64(sumw, sumw16)
 			} else {
@@ -798,7 +799,7 @@ func ggmlSuperA8M16(c ggmlSuper) {
 				VCVTPH2PS(h, dmz)
 			}
 			for h := 0; h < 2; h++ {
-				ggmlHalfCodesInto(c, wp, h, kc, q)
+				ggmlHalfCodesInto(c, Mem{Base: wp}, h, kc, q)
 				for p := 0; p < 2; p++ {
 					if c.dword && p == 1 {
 						continue
@@ -1102,7 +1103,7 @@ func ggmlSuperF32(c ggmlSuper) {
 		q := ggmlSuperCodes(c, wp, kc)
 		z := []VecVirtual{q[0][0], q[0][1], q[1][0], q[1][1]}
 		// D and E of every sub-block at tp+256, tp+384
-		scw, sumw := ggmlSuperScales(c, wp)
+		scw, sumw := ggmlSuperScales(c, Mem{Base: wp})
 		dz := ZMM()
 		{
 			off := map[string]int{"Q2K": 80, "Q3K": 108, "Q6K": 208}[t]
@@ -1210,3 +1211,183 @@ func ggmlBlockF32(c ggmlSmall) {
 }
 
 func math32bits(f float32) uint32 { return math.Float32bits(f) }
+
+// ggmlSuperA8R4 emits Ggml<t>A8R4Avx512: the one-vector kernel of a
+// super-block type for four rows at a time (rows a multiple of 4; nvec,
+// astride, sstride, xstride and ostride ignored: out[r] of one vector).
+// Each row's super-block is unpacked and multiplied as in ggmlSuperA8,
+// but the eight half accumulators of the four rows are reduced together
+// (lanes = rows) and the definition's float steps run on the four rows at
+// once (VMULPS, VADDPS, VSUBPS: each lane one row's exact operations).
+func ggmlSuperA8R4(c ggmlSuper) {
+	t := c.t
+	name := "Ggml" + t + "A8R4Avx512"
+	TEXT(name, NOSPLIT, ggmlSig)
+	Pragma("noescape")
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8Avx512 for one vector and four rows at a time (rows a multiple of 4), the reductions and float steps with the rows in the lanes.", name, t))
+	kc, idxTab := ggmlConstTables(c, false)
+	var idx [2][2]VecVirtual
+	for h := 0; h < 2; h++ {
+		for p := 0; p < 2; p++ {
+			if c.dword && p == 1 {
+				idx[h][1] = idx[h][0]
+				continue
+			}
+			idx[h][p] = ZMM()
+			VMOVDQU64(idxTab[h][p], idx[h][p])
+		}
+	}
+	dOff := map[string]int{"Q2K": 80, "Q3K": 108, "Q6K": 208}[t]
+	dmOff := 2
+	if t == "Q2K" {
+		dmOff = 82
+	}
+	Label(name + "_row")
+	{
+		acc4 := XMM() // the four rows' sums
+		VXORPS(acc4, acc4, acc4)
+		wp, st := param("w"), param("stride")
+		wp2 := GP64()
+		LEAQ(Mem{Base: wp, Index: st, Scale: 2}, wp2)
+		// pf walks the next four rows (contiguous), 4*bytes per super-block,
+		// so that they stream in order while this tile's rows interleave
+		// (which the hardware prefetchers follow poorly on short rows)
+		pf := GP64()
+		LEAQ(Mem{Base: wp2, Index: st, Scale: 2}, pf)
+		ak, sk, xk := param("act"), param("sums"), param("xs")
+		nk := param("nsb")
+		Label(name + "_sb")
+		{
+			for off := 0; off < 4*c.bytes; off += 64 {
+				PREFETCHT0(Mem{Base: pf, Disp: off})
+			}
+			rows := [4]Mem{{Base: wp}, {Base: wp, Index: st, Scale: 1}, {Base: wp2}, {Base: wp2, Index: st, Scale: 1}}
+			var acc [2][4]VecVirtual // half, row
+			var mm [4]VecVirtual
+			dh, mh := XMM(), XMM() // d, dmin of the four rows (binary16)
+			VPXORD(dh, dh, dh)
+			if c.mins {
+				VPXORD(mh, mh, mh)
+			}
+			for i, rm := range rows {
+				scw, sumw := ggmlSuperScales(c, rm)
+				VPINSRW(U8(i), rm.Offset(dOff), dh, dh)
+				if c.mins {
+					VPINSRW(U8(i), rm.Offset(dmOff), mh, mh)
+				}
+				for h := 0; h < 2; h++ {
+					q := ggmlHalfCodesInto(c, rm, h, kc, [2]VecVirtual{ZMM(), ZMM()})
+					a := ZMM()
+					if c.dword {
+						sc := ZMM()
+						VPERMD(scw.AsZ(), idx[h][0], sc)
+						VPXORD(a, a, a)
+						for p := 0; p < 2; p++ {
+							VPDPBUSD(Mem{Base: ak, Disp: 128*h + 64*p}, q[p], a)
+						}
+						VPMULLD(sc, a, a)
+					} else {
+						for p := 0; p < 2; p++ {
+							sc, pr := ZMM(), ZMM()
+							VPERMW(scw.AsZ(), idx[h][p], sc)
+							VPMADDUBSW(Mem{Base: ak, Disp: 128*h + 64*p}, q[p], pr)
+							if p == 0 {
+								VPMADDWD(sc, pr, a)
+							} else {
+								VPDPWSSD(sc, pr, a)
+							}
+						}
+					}
+					acc[h][i] = a
+				}
+				m := XMM() // [M0a, M0b, M1a, M1b]
+				if 256/c.sub == 16 {
+					m8 := YMM()
+					VPMADDWD(Mem{Base: sk}, sumw, m8)
+					hi := XMM()
+					VEXTRACTI32X4(U8(1), m8, hi)
+					phaddd(hi, m8.AsX(), m)
+				} else {
+					VPMADDWD(Mem{Base: sk}, sumw, m)
+				}
+				mm[i] = m
+			}
+			// S[h] = [row 0..3]: reduce the eight accumulators together
+			regs := make([]Register, 8)
+			for h := 0; h < 2; h++ {
+				for i := 0; i < 4; i++ {
+					regs[4*h+i] = acc[h][i]
+				}
+			}
+			addD := func(a, b, c Op) { VPADDD(a, b, c) }
+			zmm := func() Register { return ZMM() }
+			r2 := pairLevel(pairLevel(regs, false, addD, zmm), true, addD, zmm)
+			var S [2]VecVirtual
+			for h := 0; h < 2; h++ {
+				z := r2[h].(VecVirtual)
+				y := YMM()
+				VEXTRACTI64X4(U8(1), z, y)
+				VPADDD(y, z.AsY(), y)
+				x := XMM()
+				VEXTRACTI32X4(U8(1), y, x)
+				VPADDD(x, y.AsX(), x)
+				S[h] = x
+			}
+			// M[h] = [row 0..3]
+			p01, p23 := XMM(), XMM()
+			phaddd(mm[1], mm[0], p01) // [r0h0 r0h1 r1h0 r1h1]
+			phaddd(mm[3], mm[2], p23)
+			var M [2]VecVirtual
+			M[0], M[1] = XMM(), XMM()
+			VSHUFPS(U8(0x88), p23, p01, M[0])
+			VSHUFPS(U8(0xdd), p23, p01, M[1])
+			d4 := XMM()
+			VCVTPH2PS(dh, d4)
+			var dm4 VecVirtual
+			if c.mins {
+				dm4 = XMM()
+				VCVTPH2PS(mh, dm4)
+			}
+			for h := 0; h < 2; h++ {
+				if c.shift > 0 {
+					cc := XMM()
+					VPSLLD(U8(c.shift), M[h], cc)
+					VPSUBD(cc, S[h], S[h])
+				}
+				xb := XMM()
+				VBROADCASTSS(Mem{Base: xk, Disp: 4 * h}, xb)
+				coef, f := XMM(), XMM()
+				VMULPS(d4, xb, coef)
+				VCVTDQ2PS(S[h], f)
+				VMULPS(coef, f, f)
+				VADDPS(f, acc4, acc4)
+				if c.mins {
+					VMULPS(dm4, xb, coef)
+					VCVTDQ2PS(M[h], f)
+					VMULPS(coef, f, f)
+					VSUBPS(f, acc4, acc4)
+				}
+			}
+			ADDQ(U32(c.bytes), wp)
+			ADDQ(U32(c.bytes), wp2)
+			ADDQ(U32(4*c.bytes), pf)
+			ADDQ(U32(256), ak)
+			ADDQ(U32(2*256/c.sub), sk)
+			ADDQ(U32(8), xk)
+			DECQ(nk)
+			JNZ(LabelRef(name + "_sb"))
+		}
+		op := param("out")
+		VMOVUPS(acc4, Mem{Base: op})
+		st4 := param("stride")
+		SHLQ(U8(2), st4)
+		bump("w", st4)
+		bump("out", U32(16))
+		r := param("rows")
+		SUBQ(U8(4), r)
+		Store(r, Param("rows"))
+		JNZ(LabelRef(name + "_row"))
+	}
+	VZEROUPPER()
+	RET()
+}
