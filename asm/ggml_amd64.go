@@ -148,6 +148,13 @@ func GgmlIQ4XSA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, ast
 //go:noescape
 func GgmlQ40A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ40A8R4Avx512 is GgmlQ40A8Avx512 for one vector and four rows at a time
+// (rows a multiple of 4), the float steps with the rows in the lanes. See
+// "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ40A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ41A8Avx512 computes the exact A8 product of layout/ggml Q4_1 rows with
 // AVX-512 VNNI and BW: groups of four blocks (nsb counts groups), activations
 // in column order, the sums one int16 per 32 columns. See "GGML block kernels"
@@ -155,6 +162,13 @@ func GgmlQ40A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //
 //go:noescape
 func GgmlQ41A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ41A8R4Avx512 is GgmlQ41A8Avx512 for one vector and four rows at a time
+// (rows a multiple of 4), the float steps with the rows in the lanes. See
+// "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ41A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ50A8Avx512 computes the exact A8 product of layout/ggml Q5_0 rows with
 // AVX-512 VNNI and BW: groups of four blocks (nsb counts groups), activations
@@ -164,6 +178,13 @@ func GgmlQ41A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlQ50A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ50A8R4Avx512 is GgmlQ50A8Avx512 for one vector and four rows at a time
+// (rows a multiple of 4), the float steps with the rows in the lanes. See
+// "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ50A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ51A8Avx512 computes the exact A8 product of layout/ggml Q5_1 rows with
 // AVX-512 VNNI and BW: groups of four blocks (nsb counts groups), activations
 // in column order, the sums one int16 per 32 columns. See "GGML block kernels"
@@ -171,6 +192,13 @@ func GgmlQ50A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //
 //go:noescape
 func GgmlQ51A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ51A8R4Avx512 is GgmlQ51A8Avx512 for one vector and four rows at a time
+// (rows a multiple of 4), the float steps with the rows in the lanes. See
+// "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ51A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ80A8Avx512 computes the exact A8 product of layout/ggml Q8_0 rows with
 // AVX-512 VNNI and BW: groups of four blocks (nsb counts groups), activations
@@ -180,6 +208,13 @@ func GgmlQ51A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlQ80A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ80A8R4Avx512 is GgmlQ80A8Avx512 for one vector and four rows at a time
+// (rows a multiple of 4), the float steps with the rows in the lanes. See
+// "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ80A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlIQ4NLA8Avx512 computes the exact A8 product of layout/ggml IQ4_NL rows
 // with AVX-512 VNNI and BW: groups of four blocks (nsb counts groups),
 // activations in column order, the sums one int16 per 32 columns. See "GGML
@@ -187,6 +222,13 @@ func GgmlQ80A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //
 //go:noescape
 func GgmlIQ4NLA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlIQ4NLA8R4Avx512 is GgmlIQ4NLA8Avx512 for one vector and four rows at a
+// time (rows a multiple of 4), the float steps with the rows in the lanes. See
+// "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4NLA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ2KF32Avx512 multiplies layout/ggml Q2_K rows by float32 activations
 // with AVX-512: each super-block dequantized once to float32 weights in

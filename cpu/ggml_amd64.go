@@ -33,9 +33,9 @@ var ggmlA8Funcs = map[ggml.Type]ggmlA8Func{
 	ggml.IQ4_NL: asm.GgmlIQ4NLA8Avx512,
 }
 
-// ggmlA8R4Funcs are the one-vector kernels of the super-block types for
-// four rows at a time (the rows in the lanes of the reductions and float
-// steps), for batch 1.
+// ggmlA8R4Funcs are the one-vector kernels for four rows at a time (the
+// rows in the lanes of the float steps, and for the super-block types of
+// the reductions), for batch 1.
 var ggmlA8R4Funcs = map[ggml.Type]ggmlA8Func{
 	ggml.Q2_K:   asm.GgmlQ2KA8R4Avx512,
 	ggml.Q3_K:   asm.GgmlQ3KA8R4Avx512,
@@ -43,6 +43,12 @@ var ggmlA8R4Funcs = map[ggml.Type]ggmlA8Func{
 	ggml.Q5_K:   asm.GgmlQ5KA8R4Avx512,
 	ggml.Q6_K:   asm.GgmlQ6KA8R4Avx512,
 	ggml.IQ4_XS: asm.GgmlIQ4XSA8R4Avx512,
+	ggml.Q4_0:   asm.GgmlQ40A8R4Avx512,
+	ggml.Q4_1:   asm.GgmlQ41A8R4Avx512,
+	ggml.Q5_0:   asm.GgmlQ50A8R4Avx512,
+	ggml.Q5_1:   asm.GgmlQ51A8R4Avx512,
+	ggml.Q8_0:   asm.GgmlQ80A8R4Avx512,
+	ggml.IQ4_NL: asm.GgmlIQ4NLA8R4Avx512,
 }
 
 type ggmlA8M16Func func(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
