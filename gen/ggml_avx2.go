@@ -401,17 +401,28 @@ func ggmlScalesAVX2(c ggmlSuper, wp GPVirtual, sv, mw Mem) {
 		VMOVDQU(w.AsY(), raw)
 		VMOVDQU(m.AsY(), mw)
 	}
-	for h := 0; h < 2; h++ {
-		for i := 0; i < 4; i++ {
+	if c.sub == 32 {
+		for j := 0; j < 8; j++ {
 			y := YMM()
-			if c.sub == 32 {
-				VPBROADCASTW(raw.Offset(2*(4*h+i)), y)
-			} else {
-				a, b := XMM(), XMM()
-				VPBROADCASTW(raw.Offset(2*(8*h+2*i)), a)
-				VPBROADCASTW(raw.Offset(2*(8*h+2*i+1)), b)
-				VINSERTI128(U8(1), b, a.AsY(), y)
-			}
+			VPBROADCASTW(raw.Offset(2*j), y)
+			VMOVDQU(y, sv.Offset(32*j))
+		}
+		return
+	}
+	// 16-column sub-blocks: register i of half h takes word 8h+2i in lane
+	// 0 and 8h+2i+1 in lane 1: VPERMQ puts words 8h..8h+7 in both lanes,
+	// VPSHUFB spreads one word per lane
+	for h := 0; h < 2; h++ {
+		wh := YMM()
+		VPERMQ(U8(map[int]uint8{0: 0x44, 1: 0xee}[h]), w, wh)
+		for i := 0; i < 4; i++ {
+			i := i
+			ctl := rodata(fmt.Sprintf("ggmlSpreadW%d", i), 32, 1, func(b int) uint64 {
+				word := 2*i + b/16 // lane 0: word 2i, lane 1: word 2i+1
+				return uint64(2*word + b%2)
+			})
+			y := YMM()
+			VPSHUFB(ctl, wh, y)
 			VMOVDQU(y, sv.Offset(32*(4*h+i)))
 		}
 	}
