@@ -516,7 +516,8 @@
 // vector, the halves (blocks) and the sums term reduced together, and the
 // float steps in scalar SSE in the definition's order.
 //
-// The four-row kernels Ggml<type>A8R4Avx512 (every type) have the
+// The four-row kernels Ggml<type>A8R4Avx512 (every type) and
+// Ggml<type>A8R4Avx2 (super-block types) have the
 // one-vector signature for one vector (nvec and the strides ignored) and
 // rows a multiple of 4, out[r] of that vector; the reductions and float
 // steps run with the four rows in the lanes, and the next four rows are

@@ -245,6 +245,13 @@ func GgmlQ2KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlQ2KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ2KA8R4Avx2 is GgmlQ2KA8Avx2 for one vector and four rows at a time
+// (rows a multiple of 4), the reductions and float steps with the rows in the
+// lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ2KA8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ2KF32Avx2 multiplies layout/ggml Q2_K rows by float32 activations with
 // AVX2 and FMA, each super-block dequantized once per 64 columns for every
 // vector. See "GGML block kernels" in the package doc.
@@ -266,6 +273,13 @@ func GgmlQ3KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //
 //go:noescape
 func GgmlQ3KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ3KA8R4Avx2 is GgmlQ3KA8Avx2 for one vector and four rows at a time
+// (rows a multiple of 4), the reductions and float steps with the rows in the
+// lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ3KA8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ3KF32Avx2 multiplies layout/ggml Q3_K rows by float32 activations with
 // AVX2 and FMA, each super-block dequantized once per 64 columns for every
@@ -289,6 +303,13 @@ func GgmlQ4KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlQ4KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ4KA8R4Avx2 is GgmlQ4KA8Avx2 for one vector and four rows at a time
+// (rows a multiple of 4), the reductions and float steps with the rows in the
+// lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ4KA8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ4KF32Avx2 multiplies layout/ggml Q4_K rows by float32 activations with
 // AVX2 and FMA, each super-block dequantized once per 64 columns for every
 // vector. See "GGML block kernels" in the package doc.
@@ -310,6 +331,13 @@ func GgmlQ5KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //
 //go:noescape
 func GgmlQ5KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ5KA8R4Avx2 is GgmlQ5KA8Avx2 for one vector and four rows at a time
+// (rows a multiple of 4), the reductions and float steps with the rows in the
+// lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ5KA8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ5KF32Avx2 multiplies layout/ggml Q5_K rows by float32 activations with
 // AVX2 and FMA, each super-block dequantized once per 64 columns for every
@@ -333,6 +361,13 @@ func GgmlQ6KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlQ6KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ6KA8R4Avx2 is GgmlQ6KA8Avx2 for one vector and four rows at a time
+// (rows a multiple of 4), the reductions and float steps with the rows in the
+// lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ6KA8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ6KF32Avx2 multiplies layout/ggml Q6_K rows by float32 activations with
 // AVX2 and FMA, each super-block dequantized once per 64 columns for every
 // vector. See "GGML block kernels" in the package doc.
@@ -354,6 +389,13 @@ func GgmlIQ4XSF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec
 //
 //go:noescape
 func GgmlIQ4XSA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlIQ4XSA8R4Avx2 is GgmlIQ4XSA8Avx2 for one vector and four rows at a time
+// (rows a multiple of 4), the reductions and float steps with the rows in the
+// lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4XSA8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlIQ4XSF32Avx2 multiplies layout/ggml IQ4_XS rows by float32 activations
 // with AVX2 and FMA, each super-block dequantized once per 64 columns for

@@ -9053,6 +9053,447 @@ DATA ggmlSpreadW3<>+30(SB)/1, $0x0e
 DATA ggmlSpreadW3<>+31(SB)/1, $0x0f
 GLOBL ggmlSpreadW3<>(SB), RODATA|NOPTR, $32
 
+// func GgmlQ2KA8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·GgmlQ2KA8R4Avx2(SB), NOSPLIT, $512-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+
+GgmlQ2KA8R4Avx2_row:
+	VXORPS X1, X1, X1
+	MOVQ   w+0(FP), AX
+	MOVQ   stride+8(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	LEAQ   (DX)(CX*2), BX
+	MOVQ   act+32(FP), SI
+	MOVQ   sums+48(FP), DI
+	MOVQ   xs+64(FP), R8
+	MOVQ   nsb+24(FP), R9
+
+GgmlQ2KA8R4Avx2_sb:
+	PREFETCHT0   (BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   192(BX)
+	PREFETCHT0   256(BX)
+	PREFETCHT0   320(BX)
+	VPXOR        X2, X2, X2
+	VPXOR        X3, X3, X3
+	VPINSRW      $0x00, 80(AX), X2, X2
+	VPINSRW      $0x00, 82(AX), X3, X3
+	VMOVDQU      (AX), X4
+	VPSRLW       $0x04, X4, X5
+	MOVL         $0x0f0f0f0f, R10
+	VMOVD        R10, X6
+	VPBROADCASTD X6, X6
+	VPAND        X6, X4, X4
+	VPAND        X6, X5, X5
+	VPMOVZXBW    X4, Y4
+	VPMOVZXBW    X5, Y5
+	VMOVDQU      Y4, 288(SP)
+	VMOVDQU      Y5, 256(SP)
+	VPERMQ       $0x44, Y4, Y5
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, (SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, 64(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y5, Y5
+	VMOVDQU      Y5, 96(SP)
+	VPERMQ       $0xee, Y4, Y4
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 128(SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 160(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 192(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y4, Y4
+	VMOVDQU      Y4, 224(SP)
+	VMOVDQU      16(AX), Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      16(AX), Y5
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      16(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      16(AX), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   (SI), Y4, Y4
+	VPMADDWD     (SP), Y4, Y4
+	VPMADDUBSW   32(SI), Y5, Y5
+	VPMADDWD     32(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   64(SI), Y6, Y5
+	VPMADDWD     64(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   96(SI), Y7, Y5
+	VPMADDWD     96(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 320(SP)
+	VMOVDQU      48(AX), Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      48(AX), Y5
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      48(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      48(AX), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   128(SI), Y4, Y4
+	VPMADDWD     128(SP), Y4, Y4
+	VPMADDUBSW   160(SI), Y5, Y5
+	VPMADDWD     160(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   192(SI), Y6, Y5
+	VPMADDWD     192(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   224(SI), Y7, Y5
+	VPMADDWD     224(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 336(SP)
+	VMOVDQU      (DI), Y4
+	VPMADDWD     256(SP), Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPHADDD      X5, X4, X4
+	VMOVDQU      X4, 352(SP)
+	VPINSRW      $0x01, 80(AX)(CX*1), X2, X2
+	VPINSRW      $0x01, 82(AX)(CX*1), X3, X3
+	VMOVDQU      (AX)(CX*1), X4
+	VPSRLW       $0x04, X4, X5
+	MOVL         $0x0f0f0f0f, R10
+	VMOVD        R10, X6
+	VPBROADCASTD X6, X6
+	VPAND        X6, X4, X4
+	VPAND        X6, X5, X5
+	VPMOVZXBW    X4, Y4
+	VPMOVZXBW    X5, Y5
+	VMOVDQU      Y4, 288(SP)
+	VMOVDQU      Y5, 256(SP)
+	VPERMQ       $0x44, Y4, Y5
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, (SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, 64(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y5, Y5
+	VMOVDQU      Y5, 96(SP)
+	VPERMQ       $0xee, Y4, Y4
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 128(SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 160(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 192(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y4, Y4
+	VMOVDQU      Y4, 224(SP)
+	VMOVDQU      16(AX)(CX*1), Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      16(AX)(CX*1), Y5
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      16(AX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      16(AX)(CX*1), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   (SI), Y4, Y4
+	VPMADDWD     (SP), Y4, Y4
+	VPMADDUBSW   32(SI), Y5, Y5
+	VPMADDWD     32(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   64(SI), Y6, Y5
+	VPMADDWD     64(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   96(SI), Y7, Y5
+	VPMADDWD     96(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 368(SP)
+	VMOVDQU      48(AX)(CX*1), Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      48(AX)(CX*1), Y5
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      48(AX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      48(AX)(CX*1), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   128(SI), Y4, Y4
+	VPMADDWD     128(SP), Y4, Y4
+	VPMADDUBSW   160(SI), Y5, Y5
+	VPMADDWD     160(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   192(SI), Y6, Y5
+	VPMADDWD     192(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   224(SI), Y7, Y5
+	VPMADDWD     224(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 384(SP)
+	VMOVDQU      (DI), Y4
+	VPMADDWD     256(SP), Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPHADDD      X5, X4, X4
+	VMOVDQU      X4, 400(SP)
+	VPINSRW      $0x02, 80(DX), X2, X2
+	VPINSRW      $0x02, 82(DX), X3, X3
+	VMOVDQU      (DX), X4
+	VPSRLW       $0x04, X4, X5
+	MOVL         $0x0f0f0f0f, R10
+	VMOVD        R10, X6
+	VPBROADCASTD X6, X6
+	VPAND        X6, X4, X4
+	VPAND        X6, X5, X5
+	VPMOVZXBW    X4, Y4
+	VPMOVZXBW    X5, Y5
+	VMOVDQU      Y4, 288(SP)
+	VMOVDQU      Y5, 256(SP)
+	VPERMQ       $0x44, Y4, Y5
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, (SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, 64(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y5, Y5
+	VMOVDQU      Y5, 96(SP)
+	VPERMQ       $0xee, Y4, Y4
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 128(SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 160(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 192(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y4, Y4
+	VMOVDQU      Y4, 224(SP)
+	VMOVDQU      16(DX), Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      16(DX), Y5
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      16(DX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      16(DX), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   (SI), Y4, Y4
+	VPMADDWD     (SP), Y4, Y4
+	VPMADDUBSW   32(SI), Y5, Y5
+	VPMADDWD     32(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   64(SI), Y6, Y5
+	VPMADDWD     64(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   96(SI), Y7, Y5
+	VPMADDWD     96(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 416(SP)
+	VMOVDQU      48(DX), Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      48(DX), Y5
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      48(DX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      48(DX), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   128(SI), Y4, Y4
+	VPMADDWD     128(SP), Y4, Y4
+	VPMADDUBSW   160(SI), Y5, Y5
+	VPMADDWD     160(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   192(SI), Y6, Y5
+	VPMADDWD     192(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   224(SI), Y7, Y5
+	VPMADDWD     224(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 432(SP)
+	VMOVDQU      (DI), Y4
+	VPMADDWD     256(SP), Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPHADDD      X5, X4, X4
+	VMOVDQU      X4, 448(SP)
+	VPINSRW      $0x03, 80(DX)(CX*1), X2, X2
+	VPINSRW      $0x03, 82(DX)(CX*1), X3, X3
+	VMOVDQU      (DX)(CX*1), X4
+	VPSRLW       $0x04, X4, X5
+	MOVL         $0x0f0f0f0f, R10
+	VMOVD        R10, X6
+	VPBROADCASTD X6, X6
+	VPAND        X6, X4, X4
+	VPAND        X6, X5, X5
+	VPMOVZXBW    X4, Y4
+	VPMOVZXBW    X5, Y5
+	VMOVDQU      Y4, 288(SP)
+	VMOVDQU      Y5, 256(SP)
+	VPERMQ       $0x44, Y4, Y5
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, (SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, 64(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y5, Y5
+	VMOVDQU      Y5, 96(SP)
+	VPERMQ       $0xee, Y4, Y4
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 128(SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 160(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 192(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y4, Y4
+	VMOVDQU      Y4, 224(SP)
+	VMOVDQU      16(DX)(CX*1), Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      16(DX)(CX*1), Y5
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      16(DX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      16(DX)(CX*1), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   (SI), Y4, Y4
+	VPMADDWD     (SP), Y4, Y4
+	VPMADDUBSW   32(SI), Y5, Y5
+	VPMADDWD     32(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   64(SI), Y6, Y5
+	VPMADDWD     64(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   96(SI), Y7, Y5
+	VPMADDWD     96(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 464(SP)
+	VMOVDQU      48(DX)(CX*1), Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      48(DX)(CX*1), Y5
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      48(DX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      48(DX)(CX*1), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   128(SI), Y4, Y4
+	VPMADDWD     128(SP), Y4, Y4
+	VPMADDUBSW   160(SI), Y5, Y5
+	VPMADDWD     160(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   192(SI), Y6, Y5
+	VPMADDWD     192(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   224(SI), Y7, Y5
+	VPMADDWD     224(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 480(SP)
+	VMOVDQU      (DI), Y4
+	VPMADDWD     256(SP), Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPHADDD      X5, X4, X4
+	VMOVDQU      X4, 496(SP)
+	VMOVDQU      320(SP), X4
+	VMOVDQU      368(SP), X5
+	VMOVDQU      416(SP), X6
+	VMOVDQU      464(SP), X7
+	VPHADDD      X5, X4, X4
+	VPHADDD      X7, X6, X6
+	VPHADDD      X6, X4, X4
+	VMOVDQU      336(SP), X5
+	VMOVDQU      384(SP), X6
+	VMOVDQU      432(SP), X7
+	VMOVDQU      480(SP), X8
+	VPHADDD      X6, X5, X5
+	VPHADDD      X8, X7, X7
+	VPHADDD      X7, X5, X5
+	VMOVDQU      352(SP), X6
+	VMOVDQU      400(SP), X7
+	VMOVDQU      448(SP), X8
+	VMOVDQU      496(SP), X9
+	VPHADDD      X7, X6, X6
+	VPHADDD      X9, X8, X8
+	VSHUFPS      $0x88, X8, X6, X7
+	VSHUFPS      $0xdd, X8, X6, X6
+	VCVTPH2PS    X2, X2
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS (R8), X8
+	VMULPS       X2, X8, X9
+	VCVTDQ2PS    X4, X4
+	VMULPS       X9, X4, X4
+	VADDPS       X4, X1, X1
+	VMULPS       X3, X8, X9
+	VCVTDQ2PS    X7, X4
+	VMULPS       X9, X4, X4
+	VSUBPS       X4, X1, X1
+	VBROADCASTSS 4(R8), X4
+	VMULPS       X2, X4, X2
+	VCVTDQ2PS    X5, X5
+	VMULPS       X2, X5, X5
+	VADDPS       X5, X1, X1
+	VMULPS       X3, X4, X2
+	VCVTDQ2PS    X6, X5
+	VMULPS       X2, X5, X5
+	VSUBPS       X5, X1, X1
+	ADDQ         $0x00000054, AX
+	ADDQ         $0x00000054, DX
+	ADDQ         $0x00000150, BX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x00000020, DI
+	ADDQ         $0x00000008, R8
+	DECQ         R9
+	JNZ          GgmlQ2KA8R4Avx2_sb
+	MOVQ         out+88(FP), AX
+	VMOVUPS      X1, (AX)
+	MOVQ         stride+8(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	SUBQ         $0x04, AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ2KA8R4Avx2_row
+	VZEROUPPER
+	RET
+
 // func GgmlQ2KF32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 // Requires: AVX, AVX2, F16C, FMA3
 TEXT ·GgmlQ2KF32Avx2(SB), NOSPLIT, $320-80
@@ -9950,6 +10391,729 @@ GgmlQ3KA8Avx2_h1_vec:
 	VZEROUPPER
 	RET
 
+// func GgmlQ3KA8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·GgmlQ3KA8R4Avx2(SB), NOSPLIT, $512-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x01010101, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+
+GgmlQ3KA8R4Avx2_row:
+	VXORPS X2, X2, X2
+	MOVQ   w+0(FP), AX
+	MOVQ   stride+8(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	LEAQ   (DX)(CX*2), BX
+	MOVQ   act+32(FP), SI
+	MOVQ   sums+48(FP), DI
+	MOVQ   xs+64(FP), R8
+	MOVQ   nsb+24(FP), R9
+
+GgmlQ3KA8R4Avx2_sb:
+	PREFETCHT0   (BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   192(BX)
+	PREFETCHT0   256(BX)
+	PREFETCHT0   320(BX)
+	PREFETCHT0   384(BX)
+	VPXOR        X3, X3, X3
+	VPINSRW      $0x00, 108(AX), X3, X3
+	MOVL         96(AX), R10
+	MOVL         100(AX), R11
+	MOVL         104(AX), R12
+	MOVL         R10, R13
+	ANDL         $0x0f0f0f0f, R13
+	MOVL         R12, R14
+	ANDL         $0x03030303, R14
+	SHLL         $0x04, R14
+	ORL          R14, R13
+	MOVL         R11, R14
+	ANDL         $0x0f0f0f0f, R14
+	MOVL         R12, R15
+	SHRL         $0x02, R15
+	ANDL         $0x03030303, R15
+	SHLL         $0x04, R15
+	ORL          R15, R14
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R12, R15
+	SHRL         $0x04, R15
+	ANDL         $0x03030303, R15
+	SHLL         $0x04, R15
+	ORL          R15, R10
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	MOVL         R14, R12
+	SHLQ         $0x20, R12
+	ORQ          R13, R12
+	SHLQ         $0x20, R11
+	ORQ          R10, R11
+	VMOVQ        R12, X4
+	VMOVQ        R11, X5
+	VPUNPCKLQDQ  X5, X4, X4
+	MOVL         $0x20202020, R10
+	VMOVD        R10, X5
+	VPBROADCASTD X5, X5
+	VPSUBB       X5, X4, X4
+	VPMOVSXBW    X4, Y4
+	VMOVDQU      Y4, 288(SP)
+	VMOVDQU      Y4, 256(SP)
+	VPERMQ       $0x44, Y4, Y5
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, (SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, 64(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y5, Y5
+	VMOVDQU      Y5, 96(SP)
+	VPERMQ       $0xee, Y4, Y4
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 128(SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 160(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 192(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y4, Y4
+	VMOVDQU      Y4, 224(SP)
+	VMOVDQU      32(AX), Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      (AX), Y5
+	VPAND        Y1, Y5, Y5
+	VPSLLW       $0x02, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      32(AX), Y5
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      (AX), Y6
+	VPSRLW       $0x01, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x02, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      32(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      (AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VMOVDQU      32(AX), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      (AX), Y8
+	VPSRLW       $0x03, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x02, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   (SI), Y4, Y4
+	VPMADDWD     (SP), Y4, Y4
+	VPMADDUBSW   32(SI), Y5, Y5
+	VPMADDWD     32(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   64(SI), Y6, Y5
+	VPMADDWD     64(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   96(SI), Y7, Y5
+	VPMADDWD     96(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 320(SP)
+	VMOVDQU      64(AX), Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      (AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPSLLW       $0x02, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      64(AX), Y5
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      (AX), Y6
+	VPSRLW       $0x05, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x02, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      64(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      (AX), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VMOVDQU      64(AX), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      (AX), Y8
+	VPSRLW       $0x07, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x02, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   128(SI), Y4, Y4
+	VPMADDWD     128(SP), Y4, Y4
+	VPMADDUBSW   160(SI), Y5, Y5
+	VPMADDWD     160(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   192(SI), Y6, Y5
+	VPMADDWD     192(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   224(SI), Y7, Y5
+	VPMADDWD     224(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 336(SP)
+	VMOVDQU      (DI), Y4
+	VPMADDWD     256(SP), Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPHADDD      X5, X4, X4
+	VMOVDQU      X4, 352(SP)
+	VPINSRW      $0x01, 108(AX)(CX*1), X3, X3
+	MOVL         96(AX)(CX*1), R10
+	MOVL         100(AX)(CX*1), R11
+	MOVL         104(AX)(CX*1), R12
+	MOVL         R10, R13
+	ANDL         $0x0f0f0f0f, R13
+	MOVL         R12, R14
+	ANDL         $0x03030303, R14
+	SHLL         $0x04, R14
+	ORL          R14, R13
+	MOVL         R11, R14
+	ANDL         $0x0f0f0f0f, R14
+	MOVL         R12, R15
+	SHRL         $0x02, R15
+	ANDL         $0x03030303, R15
+	SHLL         $0x04, R15
+	ORL          R15, R14
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R12, R15
+	SHRL         $0x04, R15
+	ANDL         $0x03030303, R15
+	SHLL         $0x04, R15
+	ORL          R15, R10
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	MOVL         R14, R12
+	SHLQ         $0x20, R12
+	ORQ          R13, R12
+	SHLQ         $0x20, R11
+	ORQ          R10, R11
+	VMOVQ        R12, X4
+	VMOVQ        R11, X5
+	VPUNPCKLQDQ  X5, X4, X4
+	MOVL         $0x20202020, R10
+	VMOVD        R10, X5
+	VPBROADCASTD X5, X5
+	VPSUBB       X5, X4, X4
+	VPMOVSXBW    X4, Y4
+	VMOVDQU      Y4, 288(SP)
+	VMOVDQU      Y4, 256(SP)
+	VPERMQ       $0x44, Y4, Y5
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, (SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, 64(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y5, Y5
+	VMOVDQU      Y5, 96(SP)
+	VPERMQ       $0xee, Y4, Y4
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 128(SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 160(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 192(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y4, Y4
+	VMOVDQU      Y4, 224(SP)
+	VMOVDQU      32(AX)(CX*1), Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      (AX)(CX*1), Y5
+	VPAND        Y1, Y5, Y5
+	VPSLLW       $0x02, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      32(AX)(CX*1), Y5
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      (AX)(CX*1), Y6
+	VPSRLW       $0x01, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x02, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      32(AX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      (AX)(CX*1), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VMOVDQU      32(AX)(CX*1), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      (AX)(CX*1), Y8
+	VPSRLW       $0x03, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x02, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   (SI), Y4, Y4
+	VPMADDWD     (SP), Y4, Y4
+	VPMADDUBSW   32(SI), Y5, Y5
+	VPMADDWD     32(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   64(SI), Y6, Y5
+	VPMADDWD     64(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   96(SI), Y7, Y5
+	VPMADDWD     96(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 368(SP)
+	VMOVDQU      64(AX)(CX*1), Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      (AX)(CX*1), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPSLLW       $0x02, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      64(AX)(CX*1), Y5
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      (AX)(CX*1), Y6
+	VPSRLW       $0x05, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x02, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      64(AX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      (AX)(CX*1), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VMOVDQU      64(AX)(CX*1), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      (AX)(CX*1), Y8
+	VPSRLW       $0x07, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x02, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   128(SI), Y4, Y4
+	VPMADDWD     128(SP), Y4, Y4
+	VPMADDUBSW   160(SI), Y5, Y5
+	VPMADDWD     160(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   192(SI), Y6, Y5
+	VPMADDWD     192(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   224(SI), Y7, Y5
+	VPMADDWD     224(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 384(SP)
+	VMOVDQU      (DI), Y4
+	VPMADDWD     256(SP), Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPHADDD      X5, X4, X4
+	VMOVDQU      X4, 400(SP)
+	VPINSRW      $0x02, 108(DX), X3, X3
+	MOVL         96(DX), R10
+	MOVL         100(DX), R11
+	MOVL         104(DX), R12
+	MOVL         R10, R13
+	ANDL         $0x0f0f0f0f, R13
+	MOVL         R12, R14
+	ANDL         $0x03030303, R14
+	SHLL         $0x04, R14
+	ORL          R14, R13
+	MOVL         R11, R14
+	ANDL         $0x0f0f0f0f, R14
+	MOVL         R12, R15
+	SHRL         $0x02, R15
+	ANDL         $0x03030303, R15
+	SHLL         $0x04, R15
+	ORL          R15, R14
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R12, R15
+	SHRL         $0x04, R15
+	ANDL         $0x03030303, R15
+	SHLL         $0x04, R15
+	ORL          R15, R10
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	MOVL         R14, R12
+	SHLQ         $0x20, R12
+	ORQ          R13, R12
+	SHLQ         $0x20, R11
+	ORQ          R10, R11
+	VMOVQ        R12, X4
+	VMOVQ        R11, X5
+	VPUNPCKLQDQ  X5, X4, X4
+	MOVL         $0x20202020, R10
+	VMOVD        R10, X5
+	VPBROADCASTD X5, X5
+	VPSUBB       X5, X4, X4
+	VPMOVSXBW    X4, Y4
+	VMOVDQU      Y4, 288(SP)
+	VMOVDQU      Y4, 256(SP)
+	VPERMQ       $0x44, Y4, Y5
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, (SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, 64(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y5, Y5
+	VMOVDQU      Y5, 96(SP)
+	VPERMQ       $0xee, Y4, Y4
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 128(SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 160(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 192(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y4, Y4
+	VMOVDQU      Y4, 224(SP)
+	VMOVDQU      32(DX), Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      (DX), Y5
+	VPAND        Y1, Y5, Y5
+	VPSLLW       $0x02, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      32(DX), Y5
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      (DX), Y6
+	VPSRLW       $0x01, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x02, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      32(DX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      (DX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VMOVDQU      32(DX), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      (DX), Y8
+	VPSRLW       $0x03, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x02, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   (SI), Y4, Y4
+	VPMADDWD     (SP), Y4, Y4
+	VPMADDUBSW   32(SI), Y5, Y5
+	VPMADDWD     32(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   64(SI), Y6, Y5
+	VPMADDWD     64(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   96(SI), Y7, Y5
+	VPMADDWD     96(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 416(SP)
+	VMOVDQU      64(DX), Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      (DX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPSLLW       $0x02, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      64(DX), Y5
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      (DX), Y6
+	VPSRLW       $0x05, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x02, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      64(DX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      (DX), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VMOVDQU      64(DX), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      (DX), Y8
+	VPSRLW       $0x07, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x02, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   128(SI), Y4, Y4
+	VPMADDWD     128(SP), Y4, Y4
+	VPMADDUBSW   160(SI), Y5, Y5
+	VPMADDWD     160(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   192(SI), Y6, Y5
+	VPMADDWD     192(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   224(SI), Y7, Y5
+	VPMADDWD     224(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 432(SP)
+	VMOVDQU      (DI), Y4
+	VPMADDWD     256(SP), Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPHADDD      X5, X4, X4
+	VMOVDQU      X4, 448(SP)
+	VPINSRW      $0x03, 108(DX)(CX*1), X3, X3
+	MOVL         96(DX)(CX*1), R10
+	MOVL         100(DX)(CX*1), R11
+	MOVL         104(DX)(CX*1), R12
+	MOVL         R10, R13
+	ANDL         $0x0f0f0f0f, R13
+	MOVL         R12, R14
+	ANDL         $0x03030303, R14
+	SHLL         $0x04, R14
+	ORL          R14, R13
+	MOVL         R11, R14
+	ANDL         $0x0f0f0f0f, R14
+	MOVL         R12, R15
+	SHRL         $0x02, R15
+	ANDL         $0x03030303, R15
+	SHLL         $0x04, R15
+	ORL          R15, R14
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R12, R15
+	SHRL         $0x04, R15
+	ANDL         $0x03030303, R15
+	SHLL         $0x04, R15
+	ORL          R15, R10
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	MOVL         R14, R12
+	SHLQ         $0x20, R12
+	ORQ          R13, R12
+	SHLQ         $0x20, R11
+	ORQ          R10, R11
+	VMOVQ        R12, X4
+	VMOVQ        R11, X5
+	VPUNPCKLQDQ  X5, X4, X4
+	MOVL         $0x20202020, R10
+	VMOVD        R10, X5
+	VPBROADCASTD X5, X5
+	VPSUBB       X5, X4, X4
+	VPMOVSXBW    X4, Y4
+	VMOVDQU      Y4, 288(SP)
+	VMOVDQU      Y4, 256(SP)
+	VPERMQ       $0x44, Y4, Y5
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, (SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, 64(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y5, Y5
+	VMOVDQU      Y5, 96(SP)
+	VPERMQ       $0xee, Y4, Y4
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 128(SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 160(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 192(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y4, Y4
+	VMOVDQU      Y4, 224(SP)
+	VMOVDQU      32(DX)(CX*1), Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      (DX)(CX*1), Y5
+	VPAND        Y1, Y5, Y5
+	VPSLLW       $0x02, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      32(DX)(CX*1), Y5
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      (DX)(CX*1), Y6
+	VPSRLW       $0x01, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x02, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      32(DX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      (DX)(CX*1), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VMOVDQU      32(DX)(CX*1), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      (DX)(CX*1), Y8
+	VPSRLW       $0x03, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x02, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   (SI), Y4, Y4
+	VPMADDWD     (SP), Y4, Y4
+	VPMADDUBSW   32(SI), Y5, Y5
+	VPMADDWD     32(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   64(SI), Y6, Y5
+	VPMADDWD     64(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   96(SI), Y7, Y5
+	VPMADDWD     96(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 464(SP)
+	VMOVDQU      64(DX)(CX*1), Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      (DX)(CX*1), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPSLLW       $0x02, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      64(DX)(CX*1), Y5
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      (DX)(CX*1), Y6
+	VPSRLW       $0x05, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x02, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      64(DX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      (DX)(CX*1), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VMOVDQU      64(DX)(CX*1), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      (DX)(CX*1), Y8
+	VPSRLW       $0x07, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x02, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   128(SI), Y4, Y4
+	VPMADDWD     128(SP), Y4, Y4
+	VPMADDUBSW   160(SI), Y5, Y5
+	VPMADDWD     160(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   192(SI), Y6, Y5
+	VPMADDWD     192(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   224(SI), Y7, Y5
+	VPMADDWD     224(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 480(SP)
+	VMOVDQU      (DI), Y4
+	VPMADDWD     256(SP), Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPHADDD      X5, X4, X4
+	VMOVDQU      X4, 496(SP)
+	VMOVDQU      320(SP), X4
+	VMOVDQU      368(SP), X5
+	VMOVDQU      416(SP), X6
+	VMOVDQU      464(SP), X7
+	VPHADDD      X5, X4, X4
+	VPHADDD      X7, X6, X6
+	VPHADDD      X6, X4, X4
+	VMOVDQU      336(SP), X5
+	VMOVDQU      384(SP), X6
+	VMOVDQU      432(SP), X7
+	VMOVDQU      480(SP), X8
+	VPHADDD      X6, X5, X5
+	VPHADDD      X8, X7, X7
+	VPHADDD      X7, X5, X5
+	VMOVDQU      352(SP), X6
+	VMOVDQU      400(SP), X7
+	VMOVDQU      448(SP), X8
+	VMOVDQU      496(SP), X9
+	VPHADDD      X7, X6, X6
+	VPHADDD      X9, X8, X8
+	VSHUFPS      $0x88, X8, X6, X7
+	VSHUFPS      $0xdd, X8, X6, X6
+	VCVTPH2PS    X3, X3
+	VPSLLD       $0x02, X7, X7
+	VPSUBD       X7, X4, X4
+	VBROADCASTSS (R8), X7
+	VMULPS       X3, X7, X7
+	VCVTDQ2PS    X4, X4
+	VMULPS       X7, X4, X4
+	VADDPS       X4, X2, X2
+	VPSLLD       $0x02, X6, X4
+	VPSUBD       X4, X5, X5
+	VBROADCASTSS 4(R8), X4
+	VMULPS       X3, X4, X3
+	VCVTDQ2PS    X5, X4
+	VMULPS       X3, X4, X4
+	VADDPS       X4, X2, X2
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x0000006e, DX
+	ADDQ         $0x000001b8, BX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x00000020, DI
+	ADDQ         $0x00000008, R8
+	DECQ         R9
+	JNZ          GgmlQ3KA8R4Avx2_sb
+	MOVQ         out+88(FP), AX
+	VMOVUPS      X2, (AX)
+	MOVQ         stride+8(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	SUBQ         $0x04, AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ3KA8R4Avx2_row
+	VZEROUPPER
+	RET
+
 // func GgmlQ3KF32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 // Requires: AVX, AVX2, F16C, FMA3
 TEXT ·GgmlQ3KF32Avx2(SB), NOSPLIT, $320-80
@@ -10820,6 +11984,487 @@ GgmlQ4KA8Avx2_h1_vec:
 	VZEROUPPER
 	RET
 
+// func GgmlQ4KA8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·GgmlQ4KA8R4Avx2(SB), NOSPLIT, $512-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+
+GgmlQ4KA8R4Avx2_row:
+	VXORPS X1, X1, X1
+	MOVQ   w+0(FP), AX
+	MOVQ   stride+8(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	LEAQ   (DX)(CX*2), BX
+	MOVQ   act+32(FP), SI
+	MOVQ   sums+48(FP), DI
+	MOVQ   xs+64(FP), R8
+	MOVQ   nsb+24(FP), R9
+
+GgmlQ4KA8R4Avx2_sb:
+	PREFETCHT0   (BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   192(BX)
+	PREFETCHT0   256(BX)
+	PREFETCHT0   320(BX)
+	PREFETCHT0   384(BX)
+	PREFETCHT0   448(BX)
+	PREFETCHT0   512(BX)
+	VPXOR        X2, X2, X2
+	VPXOR        X3, X3, X3
+	VPINSRW      $0x00, (AX), X2, X2
+	VPINSRW      $0x00, 2(AX), X3, X3
+	MOVL         4(AX), R10
+	MOVL         8(AX), R11
+	MOVL         12(AX), R12
+	MOVL         R10, R13
+	ANDL         $0x3f3f3f3f, R13
+	MOVL         R11, R14
+	ANDL         $0x3f3f3f3f, R14
+	MOVL         R12, R15
+	ANDL         $0x0f0f0f0f, R15
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R15
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R11, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R12, R10
+	MOVL         R15, R11
+	SHLQ         $0x20, R11
+	ORQ          R13, R11
+	SHLQ         $0x20, R10
+	ORQ          R14, R10
+	VMOVQ        R11, X4
+	VMOVQ        R10, X5
+	VPMOVZXBW    X4, X4
+	VPMOVZXBW    X5, X5
+	VMOVDQU      X4, 288(SP)
+	VMOVDQU      X5, 256(SP)
+	VPBROADCASTW 288(SP), Y4
+	VMOVDQU      Y4, (SP)
+	VPBROADCASTW 290(SP), Y4
+	VMOVDQU      Y4, 32(SP)
+	VPBROADCASTW 292(SP), Y4
+	VMOVDQU      Y4, 64(SP)
+	VPBROADCASTW 294(SP), Y4
+	VMOVDQU      Y4, 96(SP)
+	VPBROADCASTW 296(SP), Y4
+	VMOVDQU      Y4, 128(SP)
+	VPBROADCASTW 298(SP), Y4
+	VMOVDQU      Y4, 160(SP)
+	VPBROADCASTW 300(SP), Y4
+	VMOVDQU      Y4, 192(SP)
+	VPBROADCASTW 302(SP), Y4
+	VMOVDQU      Y4, 224(SP)
+	VMOVDQU      16(AX), Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y4, Y4
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      48(AX), Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   (SI), Y4, Y4
+	VPMADDWD     (SP), Y4, Y4
+	VPMADDUBSW   32(SI), Y5, Y5
+	VPMADDWD     32(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   64(SI), Y6, Y5
+	VPMADDWD     64(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   96(SI), Y7, Y5
+	VPMADDWD     96(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 320(SP)
+	VMOVDQU      80(AX), Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y4, Y4
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      112(AX), Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   128(SI), Y4, Y4
+	VPMADDWD     128(SP), Y4, Y4
+	VPMADDUBSW   160(SI), Y5, Y5
+	VPMADDWD     160(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   192(SI), Y6, Y5
+	VPMADDWD     192(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   224(SI), Y7, Y5
+	VPMADDWD     224(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 336(SP)
+	VMOVDQU      (DI), X4
+	VPMADDWD     256(SP), X4, X4
+	VMOVDQU      X4, 352(SP)
+	VPINSRW      $0x01, (AX)(CX*1), X2, X2
+	VPINSRW      $0x01, 2(AX)(CX*1), X3, X3
+	MOVL         4(AX)(CX*1), R10
+	MOVL         8(AX)(CX*1), R11
+	MOVL         12(AX)(CX*1), R12
+	MOVL         R10, R13
+	ANDL         $0x3f3f3f3f, R13
+	MOVL         R11, R14
+	ANDL         $0x3f3f3f3f, R14
+	MOVL         R12, R15
+	ANDL         $0x0f0f0f0f, R15
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R15
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R11, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R12, R10
+	MOVL         R15, R11
+	SHLQ         $0x20, R11
+	ORQ          R13, R11
+	SHLQ         $0x20, R10
+	ORQ          R14, R10
+	VMOVQ        R11, X4
+	VMOVQ        R10, X5
+	VPMOVZXBW    X4, X4
+	VPMOVZXBW    X5, X5
+	VMOVDQU      X4, 288(SP)
+	VMOVDQU      X5, 256(SP)
+	VPBROADCASTW 288(SP), Y4
+	VMOVDQU      Y4, (SP)
+	VPBROADCASTW 290(SP), Y4
+	VMOVDQU      Y4, 32(SP)
+	VPBROADCASTW 292(SP), Y4
+	VMOVDQU      Y4, 64(SP)
+	VPBROADCASTW 294(SP), Y4
+	VMOVDQU      Y4, 96(SP)
+	VPBROADCASTW 296(SP), Y4
+	VMOVDQU      Y4, 128(SP)
+	VPBROADCASTW 298(SP), Y4
+	VMOVDQU      Y4, 160(SP)
+	VPBROADCASTW 300(SP), Y4
+	VMOVDQU      Y4, 192(SP)
+	VPBROADCASTW 302(SP), Y4
+	VMOVDQU      Y4, 224(SP)
+	VMOVDQU      16(AX)(CX*1), Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y4, Y4
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      48(AX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   (SI), Y4, Y4
+	VPMADDWD     (SP), Y4, Y4
+	VPMADDUBSW   32(SI), Y5, Y5
+	VPMADDWD     32(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   64(SI), Y6, Y5
+	VPMADDWD     64(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   96(SI), Y7, Y5
+	VPMADDWD     96(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 368(SP)
+	VMOVDQU      80(AX)(CX*1), Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y4, Y4
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      112(AX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   128(SI), Y4, Y4
+	VPMADDWD     128(SP), Y4, Y4
+	VPMADDUBSW   160(SI), Y5, Y5
+	VPMADDWD     160(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   192(SI), Y6, Y5
+	VPMADDWD     192(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   224(SI), Y7, Y5
+	VPMADDWD     224(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 384(SP)
+	VMOVDQU      (DI), X4
+	VPMADDWD     256(SP), X4, X4
+	VMOVDQU      X4, 400(SP)
+	VPINSRW      $0x02, (DX), X2, X2
+	VPINSRW      $0x02, 2(DX), X3, X3
+	MOVL         4(DX), R10
+	MOVL         8(DX), R11
+	MOVL         12(DX), R12
+	MOVL         R10, R13
+	ANDL         $0x3f3f3f3f, R13
+	MOVL         R11, R14
+	ANDL         $0x3f3f3f3f, R14
+	MOVL         R12, R15
+	ANDL         $0x0f0f0f0f, R15
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R15
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R11, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R12, R10
+	MOVL         R15, R11
+	SHLQ         $0x20, R11
+	ORQ          R13, R11
+	SHLQ         $0x20, R10
+	ORQ          R14, R10
+	VMOVQ        R11, X4
+	VMOVQ        R10, X5
+	VPMOVZXBW    X4, X4
+	VPMOVZXBW    X5, X5
+	VMOVDQU      X4, 288(SP)
+	VMOVDQU      X5, 256(SP)
+	VPBROADCASTW 288(SP), Y4
+	VMOVDQU      Y4, (SP)
+	VPBROADCASTW 290(SP), Y4
+	VMOVDQU      Y4, 32(SP)
+	VPBROADCASTW 292(SP), Y4
+	VMOVDQU      Y4, 64(SP)
+	VPBROADCASTW 294(SP), Y4
+	VMOVDQU      Y4, 96(SP)
+	VPBROADCASTW 296(SP), Y4
+	VMOVDQU      Y4, 128(SP)
+	VPBROADCASTW 298(SP), Y4
+	VMOVDQU      Y4, 160(SP)
+	VPBROADCASTW 300(SP), Y4
+	VMOVDQU      Y4, 192(SP)
+	VPBROADCASTW 302(SP), Y4
+	VMOVDQU      Y4, 224(SP)
+	VMOVDQU      16(DX), Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y4, Y4
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      48(DX), Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   (SI), Y4, Y4
+	VPMADDWD     (SP), Y4, Y4
+	VPMADDUBSW   32(SI), Y5, Y5
+	VPMADDWD     32(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   64(SI), Y6, Y5
+	VPMADDWD     64(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   96(SI), Y7, Y5
+	VPMADDWD     96(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 416(SP)
+	VMOVDQU      80(DX), Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y4, Y4
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      112(DX), Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   128(SI), Y4, Y4
+	VPMADDWD     128(SP), Y4, Y4
+	VPMADDUBSW   160(SI), Y5, Y5
+	VPMADDWD     160(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   192(SI), Y6, Y5
+	VPMADDWD     192(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   224(SI), Y7, Y5
+	VPMADDWD     224(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 432(SP)
+	VMOVDQU      (DI), X4
+	VPMADDWD     256(SP), X4, X4
+	VMOVDQU      X4, 448(SP)
+	VPINSRW      $0x03, (DX)(CX*1), X2, X2
+	VPINSRW      $0x03, 2(DX)(CX*1), X3, X3
+	MOVL         4(DX)(CX*1), R10
+	MOVL         8(DX)(CX*1), R11
+	MOVL         12(DX)(CX*1), R12
+	MOVL         R10, R13
+	ANDL         $0x3f3f3f3f, R13
+	MOVL         R11, R14
+	ANDL         $0x3f3f3f3f, R14
+	MOVL         R12, R15
+	ANDL         $0x0f0f0f0f, R15
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R15
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R11, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R12, R10
+	MOVL         R15, R11
+	SHLQ         $0x20, R11
+	ORQ          R13, R11
+	SHLQ         $0x20, R10
+	ORQ          R14, R10
+	VMOVQ        R11, X4
+	VMOVQ        R10, X5
+	VPMOVZXBW    X4, X4
+	VPMOVZXBW    X5, X5
+	VMOVDQU      X4, 288(SP)
+	VMOVDQU      X5, 256(SP)
+	VPBROADCASTW 288(SP), Y4
+	VMOVDQU      Y4, (SP)
+	VPBROADCASTW 290(SP), Y4
+	VMOVDQU      Y4, 32(SP)
+	VPBROADCASTW 292(SP), Y4
+	VMOVDQU      Y4, 64(SP)
+	VPBROADCASTW 294(SP), Y4
+	VMOVDQU      Y4, 96(SP)
+	VPBROADCASTW 296(SP), Y4
+	VMOVDQU      Y4, 128(SP)
+	VPBROADCASTW 298(SP), Y4
+	VMOVDQU      Y4, 160(SP)
+	VPBROADCASTW 300(SP), Y4
+	VMOVDQU      Y4, 192(SP)
+	VPBROADCASTW 302(SP), Y4
+	VMOVDQU      Y4, 224(SP)
+	VMOVDQU      16(DX)(CX*1), Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y4, Y4
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      48(DX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   (SI), Y4, Y4
+	VPMADDWD     (SP), Y4, Y4
+	VPMADDUBSW   32(SI), Y5, Y5
+	VPMADDWD     32(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   64(SI), Y6, Y5
+	VPMADDWD     64(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   96(SI), Y7, Y5
+	VPMADDWD     96(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 464(SP)
+	VMOVDQU      80(DX)(CX*1), Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y4, Y4
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      112(DX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   128(SI), Y4, Y4
+	VPMADDWD     128(SP), Y4, Y4
+	VPMADDUBSW   160(SI), Y5, Y5
+	VPMADDWD     160(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   192(SI), Y6, Y5
+	VPMADDWD     192(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   224(SI), Y7, Y5
+	VPMADDWD     224(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 480(SP)
+	VMOVDQU      (DI), X4
+	VPMADDWD     256(SP), X4, X4
+	VMOVDQU      X4, 496(SP)
+	VMOVDQU      320(SP), X4
+	VMOVDQU      368(SP), X5
+	VMOVDQU      416(SP), X6
+	VMOVDQU      464(SP), X7
+	VPHADDD      X5, X4, X4
+	VPHADDD      X7, X6, X6
+	VPHADDD      X6, X4, X4
+	VMOVDQU      336(SP), X5
+	VMOVDQU      384(SP), X6
+	VMOVDQU      432(SP), X7
+	VMOVDQU      480(SP), X8
+	VPHADDD      X6, X5, X5
+	VPHADDD      X8, X7, X7
+	VPHADDD      X7, X5, X5
+	VMOVDQU      352(SP), X6
+	VMOVDQU      400(SP), X7
+	VMOVDQU      448(SP), X8
+	VMOVDQU      496(SP), X9
+	VPHADDD      X7, X6, X6
+	VPHADDD      X9, X8, X8
+	VSHUFPS      $0x88, X8, X6, X7
+	VSHUFPS      $0xdd, X8, X6, X6
+	VCVTPH2PS    X2, X2
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS (R8), X8
+	VMULPS       X2, X8, X9
+	VCVTDQ2PS    X4, X4
+	VMULPS       X9, X4, X4
+	VADDPS       X4, X1, X1
+	VMULPS       X3, X8, X9
+	VCVTDQ2PS    X7, X4
+	VMULPS       X9, X4, X4
+	VSUBPS       X4, X1, X1
+	VBROADCASTSS 4(R8), X4
+	VMULPS       X2, X4, X2
+	VCVTDQ2PS    X5, X5
+	VMULPS       X2, X5, X5
+	VADDPS       X5, X1, X1
+	VMULPS       X3, X4, X2
+	VCVTDQ2PS    X6, X5
+	VMULPS       X2, X5, X5
+	VSUBPS       X5, X1, X1
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000090, DX
+	ADDQ         $0x00000240, BX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x00000010, DI
+	ADDQ         $0x00000008, R8
+	DECQ         R9
+	JNZ          GgmlQ4KA8R4Avx2_sb
+	MOVQ         out+88(FP), AX
+	VMOVUPS      X1, (AX)
+	MOVQ         stride+8(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	SUBQ         $0x04, AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ4KA8R4Avx2_row
+	VZEROUPPER
+	RET
+
 // func GgmlQ4KF32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 // Requires: AVX, AVX2, F16C, FMA3
 TEXT ·GgmlQ4KF32Avx2(SB), NOSPLIT, $320-80
@@ -11674,6 +13319,648 @@ GgmlQ5KA8Avx2_h1_vec:
 	VZEROUPPER
 	RET
 
+// func GgmlQ5KA8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·GgmlQ5KA8R4Avx2(SB), NOSPLIT, $512-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x01010101, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+
+GgmlQ5KA8R4Avx2_row:
+	VXORPS X2, X2, X2
+	MOVQ   w+0(FP), AX
+	MOVQ   stride+8(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	LEAQ   (DX)(CX*2), BX
+	MOVQ   act+32(FP), SI
+	MOVQ   sums+48(FP), DI
+	MOVQ   xs+64(FP), R8
+	MOVQ   nsb+24(FP), R9
+
+GgmlQ5KA8R4Avx2_sb:
+	PREFETCHT0   (BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   192(BX)
+	PREFETCHT0   256(BX)
+	PREFETCHT0   320(BX)
+	PREFETCHT0   384(BX)
+	PREFETCHT0   448(BX)
+	PREFETCHT0   512(BX)
+	PREFETCHT0   576(BX)
+	PREFETCHT0   640(BX)
+	VPXOR        X3, X3, X3
+	VPXOR        X4, X4, X4
+	VPINSRW      $0x00, (AX), X3, X3
+	VPINSRW      $0x00, 2(AX), X4, X4
+	MOVL         4(AX), R10
+	MOVL         8(AX), R11
+	MOVL         12(AX), R12
+	MOVL         R10, R13
+	ANDL         $0x3f3f3f3f, R13
+	MOVL         R11, R14
+	ANDL         $0x3f3f3f3f, R14
+	MOVL         R12, R15
+	ANDL         $0x0f0f0f0f, R15
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R15
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R11, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R12, R10
+	MOVL         R15, R11
+	SHLQ         $0x20, R11
+	ORQ          R13, R11
+	SHLQ         $0x20, R10
+	ORQ          R14, R10
+	VMOVQ        R11, X5
+	VMOVQ        R10, X6
+	VPMOVZXBW    X5, X5
+	VPMOVZXBW    X6, X6
+	VMOVDQU      X5, 288(SP)
+	VMOVDQU      X6, 256(SP)
+	VPBROADCASTW 288(SP), Y5
+	VMOVDQU      Y5, (SP)
+	VPBROADCASTW 290(SP), Y5
+	VMOVDQU      Y5, 32(SP)
+	VPBROADCASTW 292(SP), Y5
+	VMOVDQU      Y5, 64(SP)
+	VPBROADCASTW 294(SP), Y5
+	VMOVDQU      Y5, 96(SP)
+	VPBROADCASTW 296(SP), Y5
+	VMOVDQU      Y5, 128(SP)
+	VPBROADCASTW 298(SP), Y5
+	VMOVDQU      Y5, 160(SP)
+	VPBROADCASTW 300(SP), Y5
+	VMOVDQU      Y5, 192(SP)
+	VPBROADCASTW 302(SP), Y5
+	VMOVDQU      Y5, 224(SP)
+	VMOVDQU      48(AX), Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y5, Y5
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      80(AX), Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      16(AX), Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y5, Y5
+	VMOVDQU      16(AX), Y9
+	VPSRLW       $0x01, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VMOVDQU      16(AX), Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VMOVDQU      16(AX), Y9
+	VPSRLW       $0x03, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   (SI), Y5, Y5
+	VPMADDWD     (SP), Y5, Y5
+	VPMADDUBSW   32(SI), Y6, Y6
+	VPMADDWD     32(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPMADDUBSW   64(SI), Y7, Y6
+	VPMADDWD     64(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPMADDUBSW   96(SI), Y8, Y6
+	VPMADDWD     96(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	VMOVDQU      X6, 320(SP)
+	VMOVDQU      112(AX), Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y5, Y5
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      144(AX), Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      16(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y5, Y5
+	VMOVDQU      16(AX), Y9
+	VPSRLW       $0x05, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VMOVDQU      16(AX), Y9
+	VPSRLW       $0x06, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VMOVDQU      16(AX), Y9
+	VPSRLW       $0x07, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   128(SI), Y5, Y5
+	VPMADDWD     128(SP), Y5, Y5
+	VPMADDUBSW   160(SI), Y6, Y6
+	VPMADDWD     160(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPMADDUBSW   192(SI), Y7, Y6
+	VPMADDWD     192(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPMADDUBSW   224(SI), Y8, Y6
+	VPMADDWD     224(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	VMOVDQU      X6, 336(SP)
+	VMOVDQU      (DI), X5
+	VPMADDWD     256(SP), X5, X5
+	VMOVDQU      X5, 352(SP)
+	VPINSRW      $0x01, (AX)(CX*1), X3, X3
+	VPINSRW      $0x01, 2(AX)(CX*1), X4, X4
+	MOVL         4(AX)(CX*1), R10
+	MOVL         8(AX)(CX*1), R11
+	MOVL         12(AX)(CX*1), R12
+	MOVL         R10, R13
+	ANDL         $0x3f3f3f3f, R13
+	MOVL         R11, R14
+	ANDL         $0x3f3f3f3f, R14
+	MOVL         R12, R15
+	ANDL         $0x0f0f0f0f, R15
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R15
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R11, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R12, R10
+	MOVL         R15, R11
+	SHLQ         $0x20, R11
+	ORQ          R13, R11
+	SHLQ         $0x20, R10
+	ORQ          R14, R10
+	VMOVQ        R11, X5
+	VMOVQ        R10, X6
+	VPMOVZXBW    X5, X5
+	VPMOVZXBW    X6, X6
+	VMOVDQU      X5, 288(SP)
+	VMOVDQU      X6, 256(SP)
+	VPBROADCASTW 288(SP), Y5
+	VMOVDQU      Y5, (SP)
+	VPBROADCASTW 290(SP), Y5
+	VMOVDQU      Y5, 32(SP)
+	VPBROADCASTW 292(SP), Y5
+	VMOVDQU      Y5, 64(SP)
+	VPBROADCASTW 294(SP), Y5
+	VMOVDQU      Y5, 96(SP)
+	VPBROADCASTW 296(SP), Y5
+	VMOVDQU      Y5, 128(SP)
+	VPBROADCASTW 298(SP), Y5
+	VMOVDQU      Y5, 160(SP)
+	VPBROADCASTW 300(SP), Y5
+	VMOVDQU      Y5, 192(SP)
+	VPBROADCASTW 302(SP), Y5
+	VMOVDQU      Y5, 224(SP)
+	VMOVDQU      48(AX)(CX*1), Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y5, Y5
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      80(AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      16(AX)(CX*1), Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y5, Y5
+	VMOVDQU      16(AX)(CX*1), Y9
+	VPSRLW       $0x01, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VMOVDQU      16(AX)(CX*1), Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VMOVDQU      16(AX)(CX*1), Y9
+	VPSRLW       $0x03, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   (SI), Y5, Y5
+	VPMADDWD     (SP), Y5, Y5
+	VPMADDUBSW   32(SI), Y6, Y6
+	VPMADDWD     32(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPMADDUBSW   64(SI), Y7, Y6
+	VPMADDWD     64(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPMADDUBSW   96(SI), Y8, Y6
+	VPMADDWD     96(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	VMOVDQU      X6, 368(SP)
+	VMOVDQU      112(AX)(CX*1), Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y5, Y5
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      144(AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      16(AX)(CX*1), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y5, Y5
+	VMOVDQU      16(AX)(CX*1), Y9
+	VPSRLW       $0x05, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VMOVDQU      16(AX)(CX*1), Y9
+	VPSRLW       $0x06, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VMOVDQU      16(AX)(CX*1), Y9
+	VPSRLW       $0x07, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   128(SI), Y5, Y5
+	VPMADDWD     128(SP), Y5, Y5
+	VPMADDUBSW   160(SI), Y6, Y6
+	VPMADDWD     160(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPMADDUBSW   192(SI), Y7, Y6
+	VPMADDWD     192(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPMADDUBSW   224(SI), Y8, Y6
+	VPMADDWD     224(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	VMOVDQU      X6, 384(SP)
+	VMOVDQU      (DI), X5
+	VPMADDWD     256(SP), X5, X5
+	VMOVDQU      X5, 400(SP)
+	VPINSRW      $0x02, (DX), X3, X3
+	VPINSRW      $0x02, 2(DX), X4, X4
+	MOVL         4(DX), R10
+	MOVL         8(DX), R11
+	MOVL         12(DX), R12
+	MOVL         R10, R13
+	ANDL         $0x3f3f3f3f, R13
+	MOVL         R11, R14
+	ANDL         $0x3f3f3f3f, R14
+	MOVL         R12, R15
+	ANDL         $0x0f0f0f0f, R15
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R15
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R11, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R12, R10
+	MOVL         R15, R11
+	SHLQ         $0x20, R11
+	ORQ          R13, R11
+	SHLQ         $0x20, R10
+	ORQ          R14, R10
+	VMOVQ        R11, X5
+	VMOVQ        R10, X6
+	VPMOVZXBW    X5, X5
+	VPMOVZXBW    X6, X6
+	VMOVDQU      X5, 288(SP)
+	VMOVDQU      X6, 256(SP)
+	VPBROADCASTW 288(SP), Y5
+	VMOVDQU      Y5, (SP)
+	VPBROADCASTW 290(SP), Y5
+	VMOVDQU      Y5, 32(SP)
+	VPBROADCASTW 292(SP), Y5
+	VMOVDQU      Y5, 64(SP)
+	VPBROADCASTW 294(SP), Y5
+	VMOVDQU      Y5, 96(SP)
+	VPBROADCASTW 296(SP), Y5
+	VMOVDQU      Y5, 128(SP)
+	VPBROADCASTW 298(SP), Y5
+	VMOVDQU      Y5, 160(SP)
+	VPBROADCASTW 300(SP), Y5
+	VMOVDQU      Y5, 192(SP)
+	VPBROADCASTW 302(SP), Y5
+	VMOVDQU      Y5, 224(SP)
+	VMOVDQU      48(DX), Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y5, Y5
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      80(DX), Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      16(DX), Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y5, Y5
+	VMOVDQU      16(DX), Y9
+	VPSRLW       $0x01, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VMOVDQU      16(DX), Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VMOVDQU      16(DX), Y9
+	VPSRLW       $0x03, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   (SI), Y5, Y5
+	VPMADDWD     (SP), Y5, Y5
+	VPMADDUBSW   32(SI), Y6, Y6
+	VPMADDWD     32(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPMADDUBSW   64(SI), Y7, Y6
+	VPMADDWD     64(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPMADDUBSW   96(SI), Y8, Y6
+	VPMADDWD     96(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	VMOVDQU      X6, 416(SP)
+	VMOVDQU      112(DX), Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y5, Y5
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      144(DX), Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      16(DX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y5, Y5
+	VMOVDQU      16(DX), Y9
+	VPSRLW       $0x05, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VMOVDQU      16(DX), Y9
+	VPSRLW       $0x06, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VMOVDQU      16(DX), Y9
+	VPSRLW       $0x07, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   128(SI), Y5, Y5
+	VPMADDWD     128(SP), Y5, Y5
+	VPMADDUBSW   160(SI), Y6, Y6
+	VPMADDWD     160(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPMADDUBSW   192(SI), Y7, Y6
+	VPMADDWD     192(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPMADDUBSW   224(SI), Y8, Y6
+	VPMADDWD     224(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	VMOVDQU      X6, 432(SP)
+	VMOVDQU      (DI), X5
+	VPMADDWD     256(SP), X5, X5
+	VMOVDQU      X5, 448(SP)
+	VPINSRW      $0x03, (DX)(CX*1), X3, X3
+	VPINSRW      $0x03, 2(DX)(CX*1), X4, X4
+	MOVL         4(DX)(CX*1), R10
+	MOVL         8(DX)(CX*1), R11
+	MOVL         12(DX)(CX*1), R12
+	MOVL         R10, R13
+	ANDL         $0x3f3f3f3f, R13
+	MOVL         R11, R14
+	ANDL         $0x3f3f3f3f, R14
+	MOVL         R12, R15
+	ANDL         $0x0f0f0f0f, R15
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R15
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R11, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R12, R10
+	MOVL         R15, R11
+	SHLQ         $0x20, R11
+	ORQ          R13, R11
+	SHLQ         $0x20, R10
+	ORQ          R14, R10
+	VMOVQ        R11, X5
+	VMOVQ        R10, X6
+	VPMOVZXBW    X5, X5
+	VPMOVZXBW    X6, X6
+	VMOVDQU      X5, 288(SP)
+	VMOVDQU      X6, 256(SP)
+	VPBROADCASTW 288(SP), Y5
+	VMOVDQU      Y5, (SP)
+	VPBROADCASTW 290(SP), Y5
+	VMOVDQU      Y5, 32(SP)
+	VPBROADCASTW 292(SP), Y5
+	VMOVDQU      Y5, 64(SP)
+	VPBROADCASTW 294(SP), Y5
+	VMOVDQU      Y5, 96(SP)
+	VPBROADCASTW 296(SP), Y5
+	VMOVDQU      Y5, 128(SP)
+	VPBROADCASTW 298(SP), Y5
+	VMOVDQU      Y5, 160(SP)
+	VPBROADCASTW 300(SP), Y5
+	VMOVDQU      Y5, 192(SP)
+	VPBROADCASTW 302(SP), Y5
+	VMOVDQU      Y5, 224(SP)
+	VMOVDQU      48(DX)(CX*1), Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y5, Y5
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      80(DX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      16(DX)(CX*1), Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y5, Y5
+	VMOVDQU      16(DX)(CX*1), Y9
+	VPSRLW       $0x01, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VMOVDQU      16(DX)(CX*1), Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VMOVDQU      16(DX)(CX*1), Y9
+	VPSRLW       $0x03, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   (SI), Y5, Y5
+	VPMADDWD     (SP), Y5, Y5
+	VPMADDUBSW   32(SI), Y6, Y6
+	VPMADDWD     32(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPMADDUBSW   64(SI), Y7, Y6
+	VPMADDWD     64(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPMADDUBSW   96(SI), Y8, Y6
+	VPMADDWD     96(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	VMOVDQU      X6, 464(SP)
+	VMOVDQU      112(DX)(CX*1), Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y5, Y5
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      144(DX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VMOVDQU      16(DX)(CX*1), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y5, Y5
+	VMOVDQU      16(DX)(CX*1), Y9
+	VPSRLW       $0x05, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VMOVDQU      16(DX)(CX*1), Y9
+	VPSRLW       $0x06, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VMOVDQU      16(DX)(CX*1), Y9
+	VPSRLW       $0x07, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   128(SI), Y5, Y5
+	VPMADDWD     128(SP), Y5, Y5
+	VPMADDUBSW   160(SI), Y6, Y6
+	VPMADDWD     160(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPMADDUBSW   192(SI), Y7, Y6
+	VPMADDWD     192(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPMADDUBSW   224(SI), Y8, Y6
+	VPMADDWD     224(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	VMOVDQU      X6, 480(SP)
+	VMOVDQU      (DI), X5
+	VPMADDWD     256(SP), X5, X5
+	VMOVDQU      X5, 496(SP)
+	VMOVDQU      320(SP), X5
+	VMOVDQU      368(SP), X6
+	VMOVDQU      416(SP), X7
+	VMOVDQU      464(SP), X8
+	VPHADDD      X6, X5, X5
+	VPHADDD      X8, X7, X7
+	VPHADDD      X7, X5, X5
+	VMOVDQU      336(SP), X6
+	VMOVDQU      384(SP), X7
+	VMOVDQU      432(SP), X8
+	VMOVDQU      480(SP), X9
+	VPHADDD      X7, X6, X6
+	VPHADDD      X9, X8, X8
+	VPHADDD      X8, X6, X6
+	VMOVDQU      352(SP), X7
+	VMOVDQU      400(SP), X8
+	VMOVDQU      448(SP), X9
+	VMOVDQU      496(SP), X10
+	VPHADDD      X8, X7, X7
+	VPHADDD      X10, X9, X9
+	VSHUFPS      $0x88, X9, X7, X8
+	VSHUFPS      $0xdd, X9, X7, X7
+	VCVTPH2PS    X3, X3
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS (R8), X9
+	VMULPS       X3, X9, X10
+	VCVTDQ2PS    X5, X5
+	VMULPS       X10, X5, X5
+	VADDPS       X5, X2, X2
+	VMULPS       X4, X9, X10
+	VCVTDQ2PS    X8, X5
+	VMULPS       X10, X5, X5
+	VSUBPS       X5, X2, X2
+	VBROADCASTSS 4(R8), X5
+	VMULPS       X3, X5, X3
+	VCVTDQ2PS    X6, X6
+	VMULPS       X3, X6, X6
+	VADDPS       X6, X2, X2
+	VMULPS       X4, X5, X3
+	VCVTDQ2PS    X7, X6
+	VMULPS       X3, X6, X6
+	VSUBPS       X6, X2, X2
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x000000b0, DX
+	ADDQ         $0x000002c0, BX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x00000010, DI
+	ADDQ         $0x00000008, R8
+	DECQ         R9
+	JNZ          GgmlQ5KA8R4Avx2_sb
+	MOVQ         out+88(FP), AX
+	VMOVUPS      X2, (AX)
+	MOVQ         stride+8(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	SUBQ         $0x04, AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ5KA8R4Avx2_row
+	VZEROUPPER
+	RET
+
 // func GgmlQ5KF32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 // Requires: AVX, AVX2, F16C, FMA3
 TEXT ·GgmlQ5KF32Avx2(SB), NOSPLIT, $320-80
@@ -12522,6 +14809,557 @@ GgmlQ6KA8Avx2_h1_vec:
 	DECQ         AX
 	MOVQ         AX, rows+16(FP)
 	JNZ          GgmlQ6KA8Avx2_row
+	VZEROUPPER
+	RET
+
+// func GgmlQ6KA8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·GgmlQ6KA8R4Avx2(SB), NOSPLIT, $512-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+
+GgmlQ6KA8R4Avx2_row:
+	VXORPS X2, X2, X2
+	MOVQ   w+0(FP), AX
+	MOVQ   stride+8(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	LEAQ   (DX)(CX*2), BX
+	MOVQ   act+32(FP), SI
+	MOVQ   sums+48(FP), DI
+	MOVQ   xs+64(FP), R8
+	MOVQ   nsb+24(FP), R9
+
+GgmlQ6KA8R4Avx2_sb:
+	PREFETCHT0   (BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   192(BX)
+	PREFETCHT0   256(BX)
+	PREFETCHT0   320(BX)
+	PREFETCHT0   384(BX)
+	PREFETCHT0   448(BX)
+	PREFETCHT0   512(BX)
+	PREFETCHT0   576(BX)
+	PREFETCHT0   640(BX)
+	PREFETCHT0   704(BX)
+	PREFETCHT0   768(BX)
+	PREFETCHT0   832(BX)
+	VPXOR        X3, X3, X3
+	VPINSRW      $0x00, 208(AX), X3, X3
+	VPMOVSXBW    192(AX), Y4
+	VMOVDQU      Y4, 288(SP)
+	VMOVDQU      Y4, 256(SP)
+	VPERMQ       $0x44, Y4, Y5
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, (SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, 64(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y5, Y5
+	VMOVDQU      Y5, 96(SP)
+	VPERMQ       $0xee, Y4, Y4
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 128(SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 160(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 192(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y4, Y4
+	VMOVDQU      Y4, 224(SP)
+	VMOVDQU      (AX), Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      128(AX), Y5
+	VPAND        Y1, Y5, Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      32(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      128(AX), Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      (AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      128(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VMOVDQU      32(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      128(AX), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x04, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   (SI), Y4, Y4
+	VPMADDWD     (SP), Y4, Y4
+	VPMADDUBSW   32(SI), Y5, Y5
+	VPMADDWD     32(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   64(SI), Y6, Y5
+	VPMADDWD     64(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   96(SI), Y7, Y5
+	VPMADDWD     96(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 320(SP)
+	VMOVDQU      64(AX), Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      160(AX), Y5
+	VPAND        Y1, Y5, Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      96(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      160(AX), Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      64(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      160(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VMOVDQU      96(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      160(AX), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x04, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   128(SI), Y4, Y4
+	VPMADDWD     128(SP), Y4, Y4
+	VPMADDUBSW   160(SI), Y5, Y5
+	VPMADDWD     160(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   192(SI), Y6, Y5
+	VPMADDWD     192(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   224(SI), Y7, Y5
+	VPMADDWD     224(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 336(SP)
+	VMOVDQU      (DI), Y4
+	VPMADDWD     256(SP), Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPHADDD      X5, X4, X4
+	VMOVDQU      X4, 352(SP)
+	VPINSRW      $0x01, 208(AX)(CX*1), X3, X3
+	VPMOVSXBW    192(AX)(CX*1), Y4
+	VMOVDQU      Y4, 288(SP)
+	VMOVDQU      Y4, 256(SP)
+	VPERMQ       $0x44, Y4, Y5
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, (SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, 64(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y5, Y5
+	VMOVDQU      Y5, 96(SP)
+	VPERMQ       $0xee, Y4, Y4
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 128(SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 160(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 192(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y4, Y4
+	VMOVDQU      Y4, 224(SP)
+	VMOVDQU      (AX)(CX*1), Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      128(AX)(CX*1), Y5
+	VPAND        Y1, Y5, Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      32(AX)(CX*1), Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      128(AX)(CX*1), Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      (AX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      128(AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VMOVDQU      32(AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      128(AX)(CX*1), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x04, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   (SI), Y4, Y4
+	VPMADDWD     (SP), Y4, Y4
+	VPMADDUBSW   32(SI), Y5, Y5
+	VPMADDWD     32(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   64(SI), Y6, Y5
+	VPMADDWD     64(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   96(SI), Y7, Y5
+	VPMADDWD     96(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 368(SP)
+	VMOVDQU      64(AX)(CX*1), Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      160(AX)(CX*1), Y5
+	VPAND        Y1, Y5, Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      96(AX)(CX*1), Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      160(AX)(CX*1), Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      64(AX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      160(AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VMOVDQU      96(AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      160(AX)(CX*1), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x04, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   128(SI), Y4, Y4
+	VPMADDWD     128(SP), Y4, Y4
+	VPMADDUBSW   160(SI), Y5, Y5
+	VPMADDWD     160(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   192(SI), Y6, Y5
+	VPMADDWD     192(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   224(SI), Y7, Y5
+	VPMADDWD     224(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 384(SP)
+	VMOVDQU      (DI), Y4
+	VPMADDWD     256(SP), Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPHADDD      X5, X4, X4
+	VMOVDQU      X4, 400(SP)
+	VPINSRW      $0x02, 208(DX), X3, X3
+	VPMOVSXBW    192(DX), Y4
+	VMOVDQU      Y4, 288(SP)
+	VMOVDQU      Y4, 256(SP)
+	VPERMQ       $0x44, Y4, Y5
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, (SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, 64(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y5, Y5
+	VMOVDQU      Y5, 96(SP)
+	VPERMQ       $0xee, Y4, Y4
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 128(SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 160(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 192(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y4, Y4
+	VMOVDQU      Y4, 224(SP)
+	VMOVDQU      (DX), Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      128(DX), Y5
+	VPAND        Y1, Y5, Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      32(DX), Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      128(DX), Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      (DX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      128(DX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VMOVDQU      32(DX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      128(DX), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x04, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   (SI), Y4, Y4
+	VPMADDWD     (SP), Y4, Y4
+	VPMADDUBSW   32(SI), Y5, Y5
+	VPMADDWD     32(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   64(SI), Y6, Y5
+	VPMADDWD     64(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   96(SI), Y7, Y5
+	VPMADDWD     96(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 416(SP)
+	VMOVDQU      64(DX), Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      160(DX), Y5
+	VPAND        Y1, Y5, Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      96(DX), Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      160(DX), Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      64(DX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      160(DX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VMOVDQU      96(DX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      160(DX), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x04, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   128(SI), Y4, Y4
+	VPMADDWD     128(SP), Y4, Y4
+	VPMADDUBSW   160(SI), Y5, Y5
+	VPMADDWD     160(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   192(SI), Y6, Y5
+	VPMADDWD     192(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   224(SI), Y7, Y5
+	VPMADDWD     224(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 432(SP)
+	VMOVDQU      (DI), Y4
+	VPMADDWD     256(SP), Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPHADDD      X5, X4, X4
+	VMOVDQU      X4, 448(SP)
+	VPINSRW      $0x03, 208(DX)(CX*1), X3, X3
+	VPMOVSXBW    192(DX)(CX*1), Y4
+	VMOVDQU      Y4, 288(SP)
+	VMOVDQU      Y4, 256(SP)
+	VPERMQ       $0x44, Y4, Y5
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, (SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y5, Y6
+	VMOVDQU      Y6, 64(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y5, Y5
+	VMOVDQU      Y5, 96(SP)
+	VPERMQ       $0xee, Y4, Y4
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 128(SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 160(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 192(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y4, Y4
+	VMOVDQU      Y4, 224(SP)
+	VMOVDQU      (DX)(CX*1), Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      128(DX)(CX*1), Y5
+	VPAND        Y1, Y5, Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      32(DX)(CX*1), Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      128(DX)(CX*1), Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      (DX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      128(DX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VMOVDQU      32(DX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      128(DX)(CX*1), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x04, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   (SI), Y4, Y4
+	VPMADDWD     (SP), Y4, Y4
+	VPMADDUBSW   32(SI), Y5, Y5
+	VPMADDWD     32(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   64(SI), Y6, Y5
+	VPMADDWD     64(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   96(SI), Y7, Y5
+	VPMADDWD     96(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 464(SP)
+	VMOVDQU      64(DX)(CX*1), Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      160(DX)(CX*1), Y5
+	VPAND        Y1, Y5, Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      96(DX)(CX*1), Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      160(DX)(CX*1), Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      64(DX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      160(DX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VMOVDQU      96(DX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      160(DX)(CX*1), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x04, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   128(SI), Y4, Y4
+	VPMADDWD     128(SP), Y4, Y4
+	VPMADDUBSW   160(SI), Y5, Y5
+	VPMADDWD     160(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   192(SI), Y6, Y5
+	VPMADDWD     192(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   224(SI), Y7, Y5
+	VPMADDWD     224(SP), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 480(SP)
+	VMOVDQU      (DI), Y4
+	VPMADDWD     256(SP), Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPHADDD      X5, X4, X4
+	VMOVDQU      X4, 496(SP)
+	VMOVDQU      320(SP), X4
+	VMOVDQU      368(SP), X5
+	VMOVDQU      416(SP), X6
+	VMOVDQU      464(SP), X7
+	VPHADDD      X5, X4, X4
+	VPHADDD      X7, X6, X6
+	VPHADDD      X6, X4, X4
+	VMOVDQU      336(SP), X5
+	VMOVDQU      384(SP), X6
+	VMOVDQU      432(SP), X7
+	VMOVDQU      480(SP), X8
+	VPHADDD      X6, X5, X5
+	VPHADDD      X8, X7, X7
+	VPHADDD      X7, X5, X5
+	VMOVDQU      352(SP), X6
+	VMOVDQU      400(SP), X7
+	VMOVDQU      448(SP), X8
+	VMOVDQU      496(SP), X9
+	VPHADDD      X7, X6, X6
+	VPHADDD      X9, X8, X8
+	VSHUFPS      $0x88, X8, X6, X7
+	VSHUFPS      $0xdd, X8, X6, X6
+	VCVTPH2PS    X3, X3
+	VPSLLD       $0x05, X7, X7
+	VPSUBD       X7, X4, X4
+	VBROADCASTSS (R8), X7
+	VMULPS       X3, X7, X7
+	VCVTDQ2PS    X4, X4
+	VMULPS       X7, X4, X4
+	VADDPS       X4, X2, X2
+	VPSLLD       $0x05, X6, X4
+	VPSUBD       X4, X5, X5
+	VBROADCASTSS 4(R8), X4
+	VMULPS       X3, X4, X3
+	VCVTDQ2PS    X5, X4
+	VMULPS       X3, X4, X4
+	VADDPS       X4, X2, X2
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x000000d2, DX
+	ADDQ         $0x00000348, BX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x00000020, DI
+	ADDQ         $0x00000008, R8
+	DECQ         R9
+	JNZ          GgmlQ6KA8R4Avx2_sb
+	MOVQ         out+88(FP), AX
+	VMOVUPS      X2, (AX)
+	MOVQ         stride+8(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	SUBQ         $0x04, AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ6KA8R4Avx2_row
 	VZEROUPPER
 	RET
 
@@ -13376,6 +16214,586 @@ DATA ggmlKValues<>+13(SB)/1, $0x45
 DATA ggmlKValues<>+14(SB)/1, $0x59
 DATA ggmlKValues<>+15(SB)/1, $0x71
 GLOBL ggmlKValues<>(SB), RODATA|NOPTR, $16
+
+// func GgmlIQ4XSA8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, BMI2, F16C, MMX+
+TEXT ·GgmlIQ4XSA8R4Avx2(SB), NOSPLIT, $512-104
+	MOVL           $0x0f0f0f0f, AX
+	VMOVD          AX, X0
+	VPBROADCASTD   X0, Y0
+	VBROADCASTI128 ggmlKValues<>+0(SB), Y1
+
+GgmlIQ4XSA8R4Avx2_row:
+	VXORPS X2, X2, X2
+	MOVQ   w+0(FP), AX
+	MOVQ   stride+8(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	LEAQ   (DX)(CX*2), BX
+	MOVQ   act+32(FP), SI
+	MOVQ   sums+48(FP), DI
+	MOVQ   xs+64(FP), R8
+	MOVQ   nsb+24(FP), R9
+
+GgmlIQ4XSA8R4Avx2_sb:
+	PREFETCHT0   (BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   192(BX)
+	PREFETCHT0   256(BX)
+	PREFETCHT0   320(BX)
+	PREFETCHT0   384(BX)
+	PREFETCHT0   448(BX)
+	PREFETCHT0   512(BX)
+	VPXOR        X3, X3, X3
+	VPINSRW      $0x00, (AX), X3, X3
+	MOVL         4(AX), R10
+	MOVWQZX      2(AX), R11
+	MOVQ         $0x0f0f0f0f0f0f0f0f, R12
+	PDEPQ        R12, R10, R10
+	MOVQ         $0x0303030303030303, R12
+	PDEPQ        R12, R11, R11
+	SHLQ         $0x04, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X4
+	MOVL         $0x20202020, R10
+	VMOVD        R10, X5
+	VPBROADCASTD X5, X5
+	VPSUBB       X5, X4, X4
+	VPMOVSXBW    X4, X4
+	VMOVDQU      X4, 288(SP)
+	VMOVDQU      X4, 256(SP)
+	VPBROADCASTW 288(SP), Y4
+	VMOVDQU      Y4, (SP)
+	VPBROADCASTW 290(SP), Y4
+	VMOVDQU      Y4, 32(SP)
+	VPBROADCASTW 292(SP), Y4
+	VMOVDQU      Y4, 64(SP)
+	VPBROADCASTW 294(SP), Y4
+	VMOVDQU      Y4, 96(SP)
+	VPBROADCASTW 296(SP), Y4
+	VMOVDQU      Y4, 128(SP)
+	VPBROADCASTW 298(SP), Y4
+	VMOVDQU      Y4, 160(SP)
+	VPBROADCASTW 300(SP), Y4
+	VMOVDQU      Y4, 192(SP)
+	VPBROADCASTW 302(SP), Y4
+	VMOVDQU      Y4, 224(SP)
+	VMOVDQU      8(AX), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      24(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      40(AX), X5
+	VPSRLW       $0x04, X5, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      56(AX), X5
+	VPSRLW       $0x04, X5, X8
+	VINSERTI128  $0x01, X8, Y5, Y8
+	VPAND        Y0, Y8, Y8
+	VPSHUFB      Y4, Y1, Y4
+	VPABSB       Y4, Y9
+	VMOVDQU      (SI), Y10
+	VPSIGNB      Y4, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y4
+	VPMADDWD     (SP), Y4, Y4
+	VPSHUFB      Y6, Y1, Y6
+	VPABSB       Y6, Y9
+	VMOVDQU      32(SI), Y10
+	VPSIGNB      Y6, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y6
+	VPMADDWD     32(SP), Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSHUFB      Y7, Y1, Y7
+	VPABSB       Y7, Y6
+	VMOVDQU      64(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     64(SP), Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSHUFB      Y8, Y1, Y8
+	VPABSB       Y8, Y6
+	VMOVDQU      96(SI), Y7
+	VPSIGNB      Y8, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     96(SP), Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 320(SP)
+	VMOVDQU      72(AX), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      88(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      104(AX), X5
+	VPSRLW       $0x04, X5, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      120(AX), X5
+	VPSRLW       $0x04, X5, X8
+	VINSERTI128  $0x01, X8, Y5, Y8
+	VPAND        Y0, Y8, Y8
+	VPSHUFB      Y4, Y1, Y4
+	VPABSB       Y4, Y9
+	VMOVDQU      128(SI), Y10
+	VPSIGNB      Y4, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y4
+	VPMADDWD     128(SP), Y4, Y4
+	VPSHUFB      Y6, Y1, Y6
+	VPABSB       Y6, Y9
+	VMOVDQU      160(SI), Y10
+	VPSIGNB      Y6, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y6
+	VPMADDWD     160(SP), Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSHUFB      Y7, Y1, Y7
+	VPABSB       Y7, Y6
+	VMOVDQU      192(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     192(SP), Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSHUFB      Y8, Y1, Y8
+	VPABSB       Y8, Y6
+	VMOVDQU      224(SI), Y7
+	VPSIGNB      Y8, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     224(SP), Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 336(SP)
+	VPINSRW      $0x01, (AX)(CX*1), X3, X3
+	MOVL         4(AX)(CX*1), R10
+	MOVWQZX      2(AX)(CX*1), R11
+	MOVQ         $0x0f0f0f0f0f0f0f0f, R12
+	PDEPQ        R12, R10, R10
+	MOVQ         $0x0303030303030303, R12
+	PDEPQ        R12, R11, R11
+	SHLQ         $0x04, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X4
+	MOVL         $0x20202020, R10
+	VMOVD        R10, X5
+	VPBROADCASTD X5, X5
+	VPSUBB       X5, X4, X4
+	VPMOVSXBW    X4, X4
+	VMOVDQU      X4, 288(SP)
+	VMOVDQU      X4, 256(SP)
+	VPBROADCASTW 288(SP), Y4
+	VMOVDQU      Y4, (SP)
+	VPBROADCASTW 290(SP), Y4
+	VMOVDQU      Y4, 32(SP)
+	VPBROADCASTW 292(SP), Y4
+	VMOVDQU      Y4, 64(SP)
+	VPBROADCASTW 294(SP), Y4
+	VMOVDQU      Y4, 96(SP)
+	VPBROADCASTW 296(SP), Y4
+	VMOVDQU      Y4, 128(SP)
+	VPBROADCASTW 298(SP), Y4
+	VMOVDQU      Y4, 160(SP)
+	VPBROADCASTW 300(SP), Y4
+	VMOVDQU      Y4, 192(SP)
+	VPBROADCASTW 302(SP), Y4
+	VMOVDQU      Y4, 224(SP)
+	VMOVDQU      8(AX)(CX*1), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      24(AX)(CX*1), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      40(AX)(CX*1), X5
+	VPSRLW       $0x04, X5, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      56(AX)(CX*1), X5
+	VPSRLW       $0x04, X5, X8
+	VINSERTI128  $0x01, X8, Y5, Y8
+	VPAND        Y0, Y8, Y8
+	VPSHUFB      Y4, Y1, Y4
+	VPABSB       Y4, Y9
+	VMOVDQU      (SI), Y10
+	VPSIGNB      Y4, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y4
+	VPMADDWD     (SP), Y4, Y4
+	VPSHUFB      Y6, Y1, Y6
+	VPABSB       Y6, Y9
+	VMOVDQU      32(SI), Y10
+	VPSIGNB      Y6, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y6
+	VPMADDWD     32(SP), Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSHUFB      Y7, Y1, Y7
+	VPABSB       Y7, Y6
+	VMOVDQU      64(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     64(SP), Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSHUFB      Y8, Y1, Y8
+	VPABSB       Y8, Y6
+	VMOVDQU      96(SI), Y7
+	VPSIGNB      Y8, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     96(SP), Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 368(SP)
+	VMOVDQU      72(AX)(CX*1), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      88(AX)(CX*1), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      104(AX)(CX*1), X5
+	VPSRLW       $0x04, X5, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      120(AX)(CX*1), X5
+	VPSRLW       $0x04, X5, X8
+	VINSERTI128  $0x01, X8, Y5, Y8
+	VPAND        Y0, Y8, Y8
+	VPSHUFB      Y4, Y1, Y4
+	VPABSB       Y4, Y9
+	VMOVDQU      128(SI), Y10
+	VPSIGNB      Y4, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y4
+	VPMADDWD     128(SP), Y4, Y4
+	VPSHUFB      Y6, Y1, Y6
+	VPABSB       Y6, Y9
+	VMOVDQU      160(SI), Y10
+	VPSIGNB      Y6, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y6
+	VPMADDWD     160(SP), Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSHUFB      Y7, Y1, Y7
+	VPABSB       Y7, Y6
+	VMOVDQU      192(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     192(SP), Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSHUFB      Y8, Y1, Y8
+	VPABSB       Y8, Y6
+	VMOVDQU      224(SI), Y7
+	VPSIGNB      Y8, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     224(SP), Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 384(SP)
+	VPINSRW      $0x02, (DX), X3, X3
+	MOVL         4(DX), R10
+	MOVWQZX      2(DX), R11
+	MOVQ         $0x0f0f0f0f0f0f0f0f, R12
+	PDEPQ        R12, R10, R10
+	MOVQ         $0x0303030303030303, R12
+	PDEPQ        R12, R11, R11
+	SHLQ         $0x04, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X4
+	MOVL         $0x20202020, R10
+	VMOVD        R10, X5
+	VPBROADCASTD X5, X5
+	VPSUBB       X5, X4, X4
+	VPMOVSXBW    X4, X4
+	VMOVDQU      X4, 288(SP)
+	VMOVDQU      X4, 256(SP)
+	VPBROADCASTW 288(SP), Y4
+	VMOVDQU      Y4, (SP)
+	VPBROADCASTW 290(SP), Y4
+	VMOVDQU      Y4, 32(SP)
+	VPBROADCASTW 292(SP), Y4
+	VMOVDQU      Y4, 64(SP)
+	VPBROADCASTW 294(SP), Y4
+	VMOVDQU      Y4, 96(SP)
+	VPBROADCASTW 296(SP), Y4
+	VMOVDQU      Y4, 128(SP)
+	VPBROADCASTW 298(SP), Y4
+	VMOVDQU      Y4, 160(SP)
+	VPBROADCASTW 300(SP), Y4
+	VMOVDQU      Y4, 192(SP)
+	VPBROADCASTW 302(SP), Y4
+	VMOVDQU      Y4, 224(SP)
+	VMOVDQU      8(DX), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      24(DX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      40(DX), X5
+	VPSRLW       $0x04, X5, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      56(DX), X5
+	VPSRLW       $0x04, X5, X8
+	VINSERTI128  $0x01, X8, Y5, Y8
+	VPAND        Y0, Y8, Y8
+	VPSHUFB      Y4, Y1, Y4
+	VPABSB       Y4, Y9
+	VMOVDQU      (SI), Y10
+	VPSIGNB      Y4, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y4
+	VPMADDWD     (SP), Y4, Y4
+	VPSHUFB      Y6, Y1, Y6
+	VPABSB       Y6, Y9
+	VMOVDQU      32(SI), Y10
+	VPSIGNB      Y6, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y6
+	VPMADDWD     32(SP), Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSHUFB      Y7, Y1, Y7
+	VPABSB       Y7, Y6
+	VMOVDQU      64(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     64(SP), Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSHUFB      Y8, Y1, Y8
+	VPABSB       Y8, Y6
+	VMOVDQU      96(SI), Y7
+	VPSIGNB      Y8, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     96(SP), Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 416(SP)
+	VMOVDQU      72(DX), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      88(DX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      104(DX), X5
+	VPSRLW       $0x04, X5, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      120(DX), X5
+	VPSRLW       $0x04, X5, X8
+	VINSERTI128  $0x01, X8, Y5, Y8
+	VPAND        Y0, Y8, Y8
+	VPSHUFB      Y4, Y1, Y4
+	VPABSB       Y4, Y9
+	VMOVDQU      128(SI), Y10
+	VPSIGNB      Y4, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y4
+	VPMADDWD     128(SP), Y4, Y4
+	VPSHUFB      Y6, Y1, Y6
+	VPABSB       Y6, Y9
+	VMOVDQU      160(SI), Y10
+	VPSIGNB      Y6, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y6
+	VPMADDWD     160(SP), Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSHUFB      Y7, Y1, Y7
+	VPABSB       Y7, Y6
+	VMOVDQU      192(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     192(SP), Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSHUFB      Y8, Y1, Y8
+	VPABSB       Y8, Y6
+	VMOVDQU      224(SI), Y7
+	VPSIGNB      Y8, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     224(SP), Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 432(SP)
+	VPINSRW      $0x03, (DX)(CX*1), X3, X3
+	MOVL         4(DX)(CX*1), R10
+	MOVWQZX      2(DX)(CX*1), R11
+	MOVQ         $0x0f0f0f0f0f0f0f0f, R12
+	PDEPQ        R12, R10, R10
+	MOVQ         $0x0303030303030303, R12
+	PDEPQ        R12, R11, R11
+	SHLQ         $0x04, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X4
+	MOVL         $0x20202020, R10
+	VMOVD        R10, X5
+	VPBROADCASTD X5, X5
+	VPSUBB       X5, X4, X4
+	VPMOVSXBW    X4, X4
+	VMOVDQU      X4, 288(SP)
+	VMOVDQU      X4, 256(SP)
+	VPBROADCASTW 288(SP), Y4
+	VMOVDQU      Y4, (SP)
+	VPBROADCASTW 290(SP), Y4
+	VMOVDQU      Y4, 32(SP)
+	VPBROADCASTW 292(SP), Y4
+	VMOVDQU      Y4, 64(SP)
+	VPBROADCASTW 294(SP), Y4
+	VMOVDQU      Y4, 96(SP)
+	VPBROADCASTW 296(SP), Y4
+	VMOVDQU      Y4, 128(SP)
+	VPBROADCASTW 298(SP), Y4
+	VMOVDQU      Y4, 160(SP)
+	VPBROADCASTW 300(SP), Y4
+	VMOVDQU      Y4, 192(SP)
+	VPBROADCASTW 302(SP), Y4
+	VMOVDQU      Y4, 224(SP)
+	VMOVDQU      8(DX)(CX*1), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      24(DX)(CX*1), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      40(DX)(CX*1), X5
+	VPSRLW       $0x04, X5, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      56(DX)(CX*1), X5
+	VPSRLW       $0x04, X5, X8
+	VINSERTI128  $0x01, X8, Y5, Y8
+	VPAND        Y0, Y8, Y8
+	VPSHUFB      Y4, Y1, Y4
+	VPABSB       Y4, Y9
+	VMOVDQU      (SI), Y10
+	VPSIGNB      Y4, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y4
+	VPMADDWD     (SP), Y4, Y4
+	VPSHUFB      Y6, Y1, Y6
+	VPABSB       Y6, Y9
+	VMOVDQU      32(SI), Y10
+	VPSIGNB      Y6, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y6
+	VPMADDWD     32(SP), Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSHUFB      Y7, Y1, Y7
+	VPABSB       Y7, Y6
+	VMOVDQU      64(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     64(SP), Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSHUFB      Y8, Y1, Y8
+	VPABSB       Y8, Y6
+	VMOVDQU      96(SI), Y7
+	VPSIGNB      Y8, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     96(SP), Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 464(SP)
+	VMOVDQU      72(DX)(CX*1), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      88(DX)(CX*1), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQU      104(DX)(CX*1), X5
+	VPSRLW       $0x04, X5, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      120(DX)(CX*1), X5
+	VPSRLW       $0x04, X5, X8
+	VINSERTI128  $0x01, X8, Y5, Y8
+	VPAND        Y0, Y8, Y8
+	VPSHUFB      Y4, Y1, Y4
+	VPABSB       Y4, Y9
+	VMOVDQU      128(SI), Y10
+	VPSIGNB      Y4, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y4
+	VPMADDWD     128(SP), Y4, Y4
+	VPSHUFB      Y6, Y1, Y6
+	VPABSB       Y6, Y9
+	VMOVDQU      160(SI), Y10
+	VPSIGNB      Y6, Y10, Y10
+	VPMADDUBSW   Y10, Y9, Y6
+	VPMADDWD     160(SP), Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSHUFB      Y7, Y1, Y7
+	VPABSB       Y7, Y6
+	VMOVDQU      192(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     192(SP), Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSHUFB      Y8, Y1, Y8
+	VPABSB       Y8, Y6
+	VMOVDQU      224(SI), Y7
+	VPSIGNB      Y8, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     224(SP), Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VMOVDQU      X5, 480(SP)
+	VMOVDQU      320(SP), X4
+	VMOVDQU      368(SP), X5
+	VMOVDQU      416(SP), X6
+	VMOVDQU      464(SP), X7
+	VPHADDD      X5, X4, X4
+	VPHADDD      X7, X6, X6
+	VPHADDD      X6, X4, X4
+	VMOVDQU      336(SP), X5
+	VMOVDQU      384(SP), X6
+	VMOVDQU      432(SP), X7
+	VMOVDQU      480(SP), X8
+	VPHADDD      X6, X5, X5
+	VPHADDD      X8, X7, X7
+	VPHADDD      X7, X5, X5
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS (R8), X6
+	VMULPS       X3, X6, X6
+	VCVTDQ2PS    X4, X4
+	VMULPS       X6, X4, X4
+	VADDPS       X4, X2, X2
+	VBROADCASTSS 4(R8), X4
+	VMULPS       X3, X4, X3
+	VCVTDQ2PS    X5, X4
+	VMULPS       X3, X4, X4
+	VADDPS       X4, X2, X2
+	ADDQ         $0x00000088, AX
+	ADDQ         $0x00000088, DX
+	ADDQ         $0x00000220, BX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x00000010, DI
+	ADDQ         $0x00000008, R8
+	DECQ         R9
+	JNZ          GgmlIQ4XSA8R4Avx2_sb
+	MOVQ         out+88(FP), AX
+	VMOVUPS      X2, (AX)
+	MOVQ         stride+8(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	SUBQ         $0x04, AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlIQ4XSA8R4Avx2_row
+	VZEROUPPER
+	RET
 
 // func GgmlIQ4XSF32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 // Requires: AVX, AVX2, BMI2, F16C, FMA3

@@ -151,6 +151,9 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, f := range ggmlA8AVX2Funcs {
 		check("ggml avx2", funcName(f), ggmlA8AVX2Requires)
 	}
+	for _, f := range ggmlA8R4AVX2Funcs {
+		check("ggml avx2 four rows", funcName(f), ggmlA8AVX2Requires)
+	}
 	for _, f := range ggmlF32AVX2Funcs {
 		check("ggml float avx2", funcName(f), ggmlF32AVX2Requires)
 	}

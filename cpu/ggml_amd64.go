@@ -124,6 +124,16 @@ var ggmlF32AVX2Funcs = map[ggml.Type]ggmlF32Func{
 	ggml.IQ4_NL: asm.GgmlIQ4NLF32Avx2,
 }
 
+// ggmlA8R4AVX2Funcs are the AVX2 four-row batch-1 kernels.
+var ggmlA8R4AVX2Funcs = map[ggml.Type]ggmlA8Func{
+	ggml.Q2_K:   asm.GgmlQ2KA8R4Avx2,
+	ggml.Q3_K:   asm.GgmlQ3KA8R4Avx2,
+	ggml.Q4_K:   asm.GgmlQ4KA8R4Avx2,
+	ggml.Q5_K:   asm.GgmlQ5KA8R4Avx2,
+	ggml.Q6_K:   asm.GgmlQ6KA8R4Avx2,
+	ggml.IQ4_XS: asm.GgmlIQ4XSA8R4Avx2,
+}
+
 // ggmlActOrder gives, for each type whose kernel reads the activations of
 // every 128 columns in another order, the source offsets of its 16-byte
 // runs (nil: column order).
@@ -137,7 +147,7 @@ func init() {
 	for t, fn := range ggmlA8Funcs {
 		t, fn := t, fn
 		ggmlKernels[t] = func(isa ISA) *ggmlKernel {
-			m16, f32, avx2, f32avx2, r4 := ggmlA8M16Funcs[t], ggmlF32Funcs[t], ggmlA8AVX2Funcs[t], ggmlF32AVX2Funcs[t], ggmlA8R4Funcs[t]
+			m16, f32, avx2, f32avx2, r4, r4avx2 := ggmlA8M16Funcs[t], ggmlF32Funcs[t], ggmlA8AVX2Funcs[t], ggmlF32AVX2Funcs[t], ggmlA8R4Funcs[t], ggmlA8R4AVX2Funcs[t]
 			if (isa == AVX2 || isa == AVXVNNI) && avx2 != nil && hasAll(ggmlA8AVX2Requires) {
 				k := &ggmlKernel{isa: isa, prep: ggmlPrepSums}
 				if hasAll(ggmlF32AVX2Requires) {
@@ -149,8 +159,18 @@ func init() {
 					}
 					m := mx.m
 					pc, sub := m.PCols, m.Type.SubLen()
-					avx2(&m.Data[r0*m.RowBytes()], m.RowBytes(), r1-r0, pc/max(m.Type.BlockElems(), 128),
-						&c.xq[0], pc, &c.sums[0], 2*pc/sub, &c.xs[0], 4*pc/128, c.batch, &c.dst[r0], 4*m.Rows)
+					run := func(k ggmlA8Func, a, b int) {
+						k(&m.Data[a*m.RowBytes()], m.RowBytes(), b-a, pc/max(m.Type.BlockElems(), 128),
+							&c.xq[0], pc, &c.sums[0], 2*pc/sub, &c.xs[0], 4*pc/128, c.batch, &c.dst[a], 4*m.Rows)
+					}
+					if r4avx2 != nil && c.batch == 1 && r1-r0 >= 4 {
+						four := r0 + (r1-r0)&^3
+						run(r4avx2, r0, four)
+						r0 = four
+					}
+					if r0 < r1 {
+						run(avx2, r0, r1)
+					}
 				}
 				return k
 			}

@@ -27,6 +27,7 @@ func ggmlKernels() {
 	for _, c := range ggmlSupers {
 		ggmlSuperF32(c)
 		ggmlSuperA8AVX2(c)
+		ggmlSuperA8R4AVX2(c)
 		ggmlSuperF32AVX2(c)
 	}
 	for _, c := range ggmlSmalls {

@@ -67,7 +67,7 @@ func ggmlSuperA8AVX2(c ggmlSuper) {
 		nk := param("nsb")
 		Label(name + "_sb")
 		{
-			ggmlScalesAVX2(c, wp, sv, mw)
+			ggmlScalesAVX2(c, Mem{Base: wp}, sv, mw)
 			dd := XMM() // [d, dmin] (or [d, d])
 			switch t {
 			case "Q4K", "Q5K":
@@ -83,7 +83,7 @@ func ggmlSuperA8AVX2(c ggmlSuper) {
 				VCVTPH2PS(h, dd)
 			}
 			for h := 0; h < 2; h++ {
-				cr := ggmlHalfCodesAVX2(c, wp, h, nib, three, one)
+				cr := ggmlHalfCodesAVX2(c, Mem{Base: wp}, h, nib, three, one)
 				var abs [4]VecVirtual
 				if c.dword { // codes are KValues (signed): |kv| and the sign applied to x
 					for i := range cr {
@@ -187,13 +187,13 @@ func ggmlSuperA8AVX2(c ggmlSuper) {
 
 // ggmlHalfCodesAVX2 returns the four code registers of half h (columns
 // 32i..32i+31 of the half) as unsigned bytes (IQ4_XS: code indices).
-func ggmlHalfCodesAVX2(c ggmlSuper, wp GPVirtual, h int, nib, three, one VecVirtual) (cr [4]VecVirtual) {
+func ggmlHalfCodesAVX2(c ggmlSuper, base Mem, h int, nib, three, one VecVirtual) (cr [4]VecVirtual) {
 	switch c.t {
 	case "Q4K", "Q5K":
-		base := map[string]int{"Q4K": 16, "Q5K": 48}[c.t] + 64*h
+		off0 := map[string]int{"Q4K": 16, "Q5K": 48}[c.t] + 64*h
 		for j := 0; j < 2; j++ { // qs bytes 32j..: low nibbles sub-block 2j, high 2j+1
 			lo, hi := YMM(), YMM()
-			VMOVDQU(Mem{Base: wp, Disp: base + 32*j}, lo)
+			VMOVDQU(base.Offset(off0+32*j), lo)
 			VPSRLW(U8(4), lo, hi)
 			VPAND(nib, lo, lo)
 			VPAND(nib, hi, hi)
@@ -202,7 +202,7 @@ func ggmlHalfCodesAVX2(c ggmlSuper, wp GPVirtual, h int, nib, three, one VecVirt
 		if c.t == "Q5K" { // bit 4h+i of qh[l] is the high bit of column 32i+l
 			for i := 0; i < 4; i++ {
 				b := YMM()
-				VMOVDQU(Mem{Base: wp, Disp: 16}, b)
+				VMOVDQU(base.Offset(16), b)
 				if s := 4*h + i; s > 0 {
 					VPSRLW(U8(s), b, b)
 				}
@@ -214,13 +214,13 @@ func ggmlHalfCodesAVX2(c ggmlSuper, wp GPVirtual, h int, nib, three, one VecVirt
 	case "Q6K":
 		for i := 0; i < 4; i++ {
 			v := YMM()
-			VMOVDQU(Mem{Base: wp, Disp: 64*h + 32*(i%2)}, v)
+			VMOVDQU(base.Offset(64*h+32*(i%2)), v)
 			if i >= 2 {
 				VPSRLW(U8(4), v, v)
 			}
 			VPAND(nib, v, v)
 			b := YMM()
-			VMOVDQU(Mem{Base: wp, Disp: 128 + 32*h}, b)
+			VMOVDQU(base.Offset(128+32*h), b)
 			if i > 0 {
 				VPSRLW(U8(2*i), b, b)
 			}
@@ -230,17 +230,17 @@ func ggmlHalfCodesAVX2(c ggmlSuper, wp GPVirtual, h int, nib, three, one VecVirt
 			cr[i] = v
 		}
 	case "Q2K", "Q3K":
-		base := map[string]int{"Q2K": 16, "Q3K": 32}[c.t] + 32*h
+		off0 := map[string]int{"Q2K": 16, "Q3K": 32}[c.t] + 32*h
 		for i := 0; i < 4; i++ {
 			v := YMM()
-			VMOVDQU(Mem{Base: wp, Disp: base}, v)
+			VMOVDQU(base.Offset(off0), v)
 			if i > 0 {
 				VPSRLW(U8(2*i), v, v)
 			}
 			VPAND(three, v, v)
 			if c.t == "Q3K" { // the hmask bit 4h+i adds 4
 				b := YMM()
-				VMOVDQU(Mem{Base: wp}, b)
+				VMOVDQU(base, b)
 				if s := 4*h + i; s > 0 {
 					VPSRLW(U8(s), b, b)
 				}
@@ -253,7 +253,7 @@ func ggmlHalfCodesAVX2(c ggmlSuper, wp GPVirtual, h int, nib, three, one VecVirt
 	case "IQ4XS":
 		for i := 0; i < 4; i++ { // sub-block 4h+i: 16 bytes, low nibbles then high
 			x, hx := XMM(), XMM()
-			VMOVDQU(Mem{Base: wp, Disp: 8 + 16*(4*h+i)}, x)
+			VMOVDQU(base.Offset(8+16*(4*h+i)), x)
 			VPSRLW(U8(4), x, hx)
 			v := YMM()
 			VINSERTI128(U8(1), hx, x.AsY(), v)
@@ -268,15 +268,15 @@ func ggmlHalfCodesAVX2(c ggmlSuper, wp GPVirtual, h int, nib, three, one VecVirt
 // super-block at sv (32 bytes each: a broadcast word, or one per 128-bit
 // lane for 16-column sub-blocks) and the words the sums term multiplies
 // the activation sums by (mins, or the scales) at mw.
-func ggmlScalesAVX2(c ggmlSuper, wp GPVirtual, sv, mw Mem) {
+func ggmlScalesAVX2(c ggmlSuper, base Mem, sv, mw Mem) {
 	var w VecVirtual // the scales as int16 words (8 or 16)
 	var m VecVirtual // the sums term's words
 	switch c.t {
 	case "Q4K", "Q5K":
 		u0, u1, u2 := GP32(), GP32(), GP32()
-		MOVL(Mem{Base: wp, Disp: 4}, u0)
-		MOVL(Mem{Base: wp, Disp: 8}, u1)
-		MOVL(Mem{Base: wp, Disp: 12}, u2)
+		MOVL(base.Offset(4), u0)
+		MOVL(base.Offset(8), u1)
+		MOVL(base.Offset(12), u2)
 		scLo, mLo, a, b := GP32(), GP32(), GP32(), GP32()
 		MOVL(u0, scLo)
 		ANDL(U32(0x3f3f3f3f), scLo)
@@ -310,7 +310,7 @@ func ggmlScalesAVX2(c ggmlSuper, wp GPVirtual, sv, mw Mem) {
 		VPMOVZXBW(mx, m)
 	case "Q2K":
 		x, hx := XMM(), XMM()
-		VMOVDQU(Mem{Base: wp}, x)
+		VMOVDQU(base, x)
 		VPSRLW(U8(4), x, hx)
 		k := XMM()
 		t := GP32()
@@ -324,9 +324,9 @@ func ggmlScalesAVX2(c ggmlSuper, wp GPVirtual, sv, mw Mem) {
 		VPMOVZXBW(hx, m)
 	case "Q3K":
 		a0, a1, tm := GP32(), GP32(), GP32()
-		MOVL(Mem{Base: wp, Disp: 96}, a0)
-		MOVL(Mem{Base: wp, Disp: 100}, a1)
-		MOVL(Mem{Base: wp, Disp: 104}, tm)
+		MOVL(base.Offset(96), a0)
+		MOVL(base.Offset(100), a1)
+		MOVL(base.Offset(104), tm)
 		part := func(a GPVirtual, ashift, tshift int) GPVirtual {
 			lo, hi := GP32(), GP32()
 			MOVL(a, lo)
@@ -366,12 +366,12 @@ func ggmlScalesAVX2(c ggmlSuper, wp GPVirtual, sv, mw Mem) {
 		m = w
 	case "Q6K":
 		w = YMM()
-		VPMOVSXBW(Mem{Base: wp, Disp: 192}, w)
+		VPMOVSXBW(base.Offset(192), w)
 		m = w
 	case "IQ4XS":
 		sl, sh := GP64(), GP64()
-		MOVL(Mem{Base: wp, Disp: 4}, sl.As32())
-		MOVWQZX(Mem{Base: wp, Disp: 2}, sh)
+		MOVL(base.Offset(4), sl.As32())
+		MOVWQZX(base.Offset(2), sh)
 		lo, hi, mk := GP64(), GP64(), GP64()
 		MOVQ(U64(0x0f0f0f0f0f0f0f0f), mk)
 		PDEPQ(mk, sl, lo)
@@ -740,7 +740,7 @@ func ggmlSuperF32AVX2(c ggmlSuper) {
 			one = av2.broadcast(0x01010101)
 		}
 		for h := 0; h < 2; h++ {
-			cr := ggmlHalfCodesAVX2(c, wp, h, nib, three, one)
+			cr := ggmlHalfCodesAVX2(c, Mem{Base: wp}, h, nib, three, one)
 			for i, v := range cr {
 				if c.dword { // KValues + 128
 					tab := YMM()
@@ -752,7 +752,7 @@ func ggmlSuperF32AVX2(c ggmlSuper) {
 				VMOVDQU(v, Mem{Base: tp, Disp: 128*h + 32*i})
 			}
 		}
-		ggmlScalesAVX2(c, wp, frame, mw)
+		ggmlScalesAVX2(c, Mem{Base: wp}, frame, mw)
 		// D = d * sc, E = -dmin*m or -c*D, per sub-block
 		dz := YMM()
 		{
@@ -870,4 +870,193 @@ func ggmlBlockF32AVX2(c ggmlSmall) {
 		VMOVUPS(d, Mem{Base: tp, Disp: 256})
 		VMOVUPS(e, Mem{Base: tp, Disp: 384})
 	})
+}
+
+// ggmlSuperA8R4AVX2 emits Ggml<t>A8R4Avx2: the AVX2 one-vector kernel for
+// four rows at a time (rows a multiple of 4; nvec and the strides
+// ignored): each row's halves are summed as in ggmlSuperA8AVX2 into four
+// partial lanes kept on the stack, then the four rows' S and M are
+// reduced together with VPHADDD (lanes = rows) and the definition's float
+// steps run on the four rows at once. The next four rows are prefetched
+// in memory order.
+func ggmlSuperA8R4AVX2(c ggmlSuper) {
+	t := c.t
+	name := "Ggml" + t + "A8R4Avx2"
+	TEXT(name, NOSPLIT, ggmlSig)
+	Pragma("noescape")
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8Avx2 for one vector and four rows at a time (rows a multiple of 4), the reductions and float steps with the rows in the lanes.", name, t))
+	av2 := fvec{avx512: false}
+	// frame: scale vectors (8 x 32) and words (64) of the current row, then
+	// per row the partial sums of both halves and the sums term (48 bytes)
+	sv := AllocLocal(8*32 + 64 + 4*48)
+	mw := sv.Offset(8 * 32)
+	part := mw.Offset(64)
+	shift := c.shift
+	if c.dword {
+		shift = 0
+	}
+	dOff := map[string]int{"Q2K": 80, "Q3K": 108, "Q6K": 208}[t]
+	dmOff := 2
+	if t == "Q2K" {
+		dmOff = 82
+	}
+	nib := nibbleMask(YMM())
+	var three, one, kvs VecVirtual
+	switch t {
+	case "Q2K", "Q3K", "Q6K":
+		three = av2.broadcast(0x03030303)
+	}
+	if t == "Q3K" || t == "Q5K" {
+		one = av2.broadcast(0x01010101)
+	}
+	if c.dword {
+		kvs = YMM()
+		VBROADCASTI128(rodata("ggmlKValues", 16, 1, func(i int) uint64 {
+			return uint64(uint8([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]))
+		}), kvs)
+	}
+	Label(name + "_row")
+	{
+		acc4 := XMM()
+		VXORPS(acc4, acc4, acc4)
+		wp, st := param("w"), param("stride")
+		wp2 := GP64()
+		LEAQ(Mem{Base: wp, Index: st, Scale: 2}, wp2)
+		pf := GP64()
+		LEAQ(Mem{Base: wp2, Index: st, Scale: 2}, pf)
+		ak, sk, xk := param("act"), param("sums"), param("xs")
+		nk := param("nsb")
+		Label(name + "_sb")
+		{
+			for off := 0; off < 4*c.bytes; off += 64 {
+				PREFETCHT0(Mem{Base: pf, Disp: off})
+			}
+			rows := [4]Mem{{Base: wp}, {Base: wp, Index: st, Scale: 1}, {Base: wp2}, {Base: wp2, Index: st, Scale: 1}}
+			dh, mh := XMM(), XMM()
+			VPXOR(dh, dh, dh)
+			if c.mins {
+				VPXOR(mh, mh, mh)
+			}
+			for i, rm := range rows {
+				VPINSRW(U8(i), rm.Offset(dOff), dh, dh)
+				if c.mins {
+					VPINSRW(U8(i), rm.Offset(dmOff), mh, mh)
+				}
+				ggmlScalesAVX2(c, rm, sv, mw)
+				for h := 0; h < 2; h++ {
+					cr := ggmlHalfCodesAVX2(c, rm, h, nib, three, one)
+					acc := YMM()
+					for k := 0; k < 4; k++ {
+						pr := YMM()
+						if c.dword {
+							VPSHUFB(cr[k], kvs, cr[k])
+							a, x := YMM(), YMM()
+							VPABSB(cr[k], a)
+							VMOVDQU(Mem{Base: ak, Disp: 128*h + 32*k}, x)
+							VPSIGNB(cr[k], x, x)
+							VPMADDUBSW(x, a, pr)
+						} else {
+							VPMADDUBSW(Mem{Base: ak, Disp: 128*h + 32*k}, cr[k], pr)
+						}
+						if k == 0 {
+							VPMADDWD(sv.Offset(32*(4*h+k)), pr, acc)
+						} else {
+							VPMADDWD(sv.Offset(32*(4*h+k)), pr, pr)
+							VPADDD(pr, acc, acc)
+						}
+					}
+					x4 := XMM()
+					VEXTRACTI128(U8(1), acc, x4)
+					VPADDD(acc.AsX(), x4, x4)
+					VMOVDQU(x4, part.Offset(48*i+16*h))
+				}
+				if c.mins || shift > 0 {
+					mm := XMM()
+					if 256/c.sub/2 == 4 {
+						s4 := XMM()
+						VMOVDQU(Mem{Base: sk}, s4)
+						VPMADDWD(mw, s4, mm)
+					} else {
+						m8 := YMM()
+						VMOVDQU(Mem{Base: sk}, m8)
+						VPMADDWD(mw, m8, m8)
+						hi := XMM()
+						VEXTRACTI128(U8(1), m8, hi)
+						VPHADDD(hi, m8.AsX(), mm)
+					}
+					VMOVDQU(mm, part.Offset(48*i+32))
+				}
+			}
+			// S[h] and M[h] with the rows in the lanes
+			var S, M [2]VecVirtual
+			for h := 0; h < 2; h++ {
+				p := [4]VecVirtual{XMM(), XMM(), XMM(), XMM()}
+				for i := range p {
+					VMOVDQU(part.Offset(48*i+16*h), p[i])
+				}
+				VPHADDD(p[1], p[0], p[0])
+				VPHADDD(p[3], p[2], p[2])
+				S[h] = XMM()
+				VPHADDD(p[2], p[0], S[h])
+			}
+			if c.mins || shift > 0 {
+				p := [4]VecVirtual{XMM(), XMM(), XMM(), XMM()}
+				for i := range p {
+					VMOVDQU(part.Offset(48*i+32), p[i])
+				}
+				VPHADDD(p[1], p[0], p[0]) // [r0h0 r0h1 r1h0 r1h1]
+				VPHADDD(p[3], p[2], p[2])
+				M[0], M[1] = XMM(), XMM()
+				VSHUFPS(U8(0x88), p[2], p[0], M[0])
+				VSHUFPS(U8(0xdd), p[2], p[0], M[1])
+			}
+			d4 := XMM()
+			VCVTPH2PS(dh, d4)
+			var dm4 VecVirtual
+			if c.mins {
+				dm4 = XMM()
+				VCVTPH2PS(mh, dm4)
+			}
+			for h := 0; h < 2; h++ {
+				if shift > 0 {
+					cc := XMM()
+					VPSLLD(U8(shift), M[h], cc)
+					VPSUBD(cc, S[h], S[h])
+				}
+				xb := XMM()
+				VBROADCASTSS(Mem{Base: xk, Disp: 4 * h}, xb)
+				coef, f := XMM(), XMM()
+				VMULPS(d4, xb, coef)
+				VCVTDQ2PS(S[h], f)
+				VMULPS(coef, f, f)
+				VADDPS(f, acc4, acc4)
+				if c.mins {
+					VMULPS(dm4, xb, coef)
+					VCVTDQ2PS(M[h], f)
+					VMULPS(coef, f, f)
+					VSUBPS(f, acc4, acc4)
+				}
+			}
+			ADDQ(U32(c.bytes), wp)
+			ADDQ(U32(c.bytes), wp2)
+			ADDQ(U32(4*c.bytes), pf)
+			ADDQ(U32(256), ak)
+			ADDQ(U32(2*256/c.sub), sk)
+			ADDQ(U32(8), xk)
+			DECQ(nk)
+			JNZ(LabelRef(name + "_sb"))
+		}
+		op := param("out")
+		VMOVUPS(acc4, Mem{Base: op})
+		st4 := param("stride")
+		SHLQ(U8(2), st4)
+		bump("w", st4)
+		bump("out", U32(16))
+		r := param("rows")
+		SUBQ(U8(4), r)
+		Store(r, Param("rows"))
+		JNZ(LabelRef(name + "_row"))
+	}
+	VZEROUPPER()
+	RET()
 }
