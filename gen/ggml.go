@@ -1261,7 +1261,7 @@ func ggmlSuperA8R4(c ggmlSuper) {
 		Label(name + "_sb")
 		{
 			for off := 0; off < 4*c.bytes; off += 64 {
-				PREFETCHT0(Mem{Base: pf, Disp: off})
+				PREFETCHT1(Mem{Base: pf, Disp: off})
 			}
 			rows := [4]Mem{{Base: wp}, {Base: wp, Index: st, Scale: 1}, {Base: wp2}, {Base: wp2, Index: st, Scale: 1}}
 			var acc [2][4]VecVirtual // half, row
@@ -1454,7 +1454,7 @@ func ggmlBlockA8R4(c ggmlSmall) {
 		Label(name + "_grp")
 		{
 			for off := 0; off < 16*c.bytes; off += 64 {
-				PREFETCHT0(Mem{Base: pf, Disp: off})
+				PREFETCHT1(Mem{Base: pf, Disp: off})
 			}
 			rows := [4]Mem{{Base: wp}, {Base: wp, Index: st, Scale: 1}, {Base: wp2}, {Base: wp2, Index: st, Scale: 1}}
 			xb := XMM()

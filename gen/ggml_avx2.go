@@ -929,7 +929,7 @@ func ggmlSuperA8R4AVX2(c ggmlSuper) {
 		Label(name + "_sb")
 		{
 			for off := 0; off < 4*c.bytes; off += 64 {
-				PREFETCHT0(Mem{Base: pf, Disp: off})
+				PREFETCHT1(Mem{Base: pf, Disp: off})
 			}
 			rows := [4]Mem{{Base: wp}, {Base: wp, Index: st, Scale: 1}, {Base: wp2}, {Base: wp2, Index: st, Scale: 1}}
 			dh, mh := XMM(), XMM()
