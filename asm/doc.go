@@ -497,6 +497,42 @@
 //     to int16 (VPMOVSXBW + VPMADDWD: exact, no saturation).
 //     Preconditions: n32 >= 1, quads >= 1.
 //
+// # GGML block kernels
+//
+// ggml_amd64.s: llama.cpp's block types (layout/ggml) with int8
+// activations, the exact definition of layout/ggml's package doc; the
+// reference is cpu.ggmlA8Rows. The one-vector kernels Ggml<type>A8Avx512
+// have the signature func(w *byte, stride int, rows int, nsb int,
+// act *int8, astride int, sums *int16, sstride int, xs *float32,
+// xstride int, nvec int, out *float32, ostride int): for r < rows (row r
+// at w + r*stride, nsb super-blocks, or groups of four 32-element blocks)
+// and v < nvec, out[v*ostride + r] (byte strides) = the exact A8 product
+// of row r with vector v, whose activations are at act + v*astride
+// (layout per kernel), its int16 per-sub-block (per-block) sums at
+// sums + v*sstride and its float32 scales at xs + v*xstride. A row's
+// blocks are unpacked once for all vectors: codes to unsigned bytes, the
+// sub-block scales to int16 lanes (VPERMW), then VPMADDUBSW and
+// VPMADDWD/VPDPWSSD (VPDPBUSD for IQ4_XS and the 32-element types) per
+// vector, the halves (blocks) and the sums term reduced together, and the
+// float steps in scalar SSE in the definition's order.
+//
+// The four-row kernels Ggml<type>A8R4Avx512 (every type) and
+// Ggml<type>A8R4Avx2 (super-block types) have the
+// one-vector signature for one vector (nvec and the strides ignored) and
+// rows a multiple of 4, out[r] of that vector; the reductions and float
+// steps run with the four rows in the lanes, and the next four rows are
+// prefetched in memory order.
+//
+// The batch kernels Ggml<type>A8M16Avx512 (super-block types) have the
+// signature func(w *byte, stride int, rows int, nsb int, act *int8,
+// astride int, sums *int32, xs *float32, nvec int, out *float32): the
+// activations of super-block k of vector v at act + (16k + v)*256, the
+// sums as int16 pairs of sub-blocks in 16 vector slots per pair and
+// super-block, xs as 16 slots per 128 columns, row r's results at
+// out[16r .. 16r+15]; the vectors sit in the lanes of the float steps.
+// Preconditions: rows, nsb >= 1, 1 <= nvec <= 16 (batch kernels: the
+// slots from nvec on have zero sums and scales).
+//
 // # Activation kernels
 //
 // act_amd64.s: activation preparation.

@@ -139,6 +139,27 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, k := range bitsLutTables {
 		check("bitsLut", funcName(k), bitsLutRequires)
 	}
+	for _, f := range ggmlA8Funcs {
+		check("ggml", funcName(f), ggmlA8Requires)
+	}
+	for _, f := range ggmlA8R4Funcs {
+		check("ggml four rows", funcName(f), ggmlA8Requires)
+	}
+	for _, f := range ggmlA8M16Funcs {
+		check("ggml batch", funcName(f), ggmlA8Requires)
+	}
+	for _, f := range ggmlA8AVX2Funcs {
+		check("ggml avx2", funcName(f), ggmlA8AVX2Requires)
+	}
+	for _, f := range ggmlA8R4AVX2Funcs {
+		check("ggml avx2 four rows", funcName(f), ggmlA8AVX2Requires)
+	}
+	for _, f := range ggmlF32AVX2Funcs {
+		check("ggml float avx2", funcName(f), ggmlF32AVX2Requires)
+	}
+	for _, f := range ggmlF32Funcs {
+		check("ggml float", funcName(f), ggmlA8Requires)
+	}
 	check("int8", funcName(asm.Int8GemvAvx512), int8Requires)
 	check("int8 avx2", funcName(asm.Int8GemvAvx2), int8AVX2Requires)
 	for _, vs := range ansDotFuncs {
@@ -311,6 +332,14 @@ func TestAsmStackSlots(t *testing.T) {
 				w = 4
 			case op == "VMOVSD" || op == "VBROADCASTSD" || strings.HasSuffix(op, "Q") && !strings.HasPrefix(op, "V"):
 				w = 8
+			case strings.HasPrefix(op, "VPBROADCAST") && len(op) == len("VPBROADCASTD"):
+				w = map[byte]int{'B': 1, 'W': 2, 'D': 4, 'Q': 8}[op[len(op)-1]]
+			case strings.HasPrefix(op, "VPMOVSX") || strings.HasPrefix(op, "VPMOVZX"):
+				// a widening load reads the destination's width over the factor
+				f := map[string]int{"BW": 2, "BD": 4, "BQ": 8, "WD": 2, "WQ": 4, "DQ": 2}[op[len(op)-2:]]
+				for _, r := range vreg.FindAllStringSubmatch(m[2], -1) {
+					w = max(w, map[string]int{"X": 16, "Y": 32, "Z": 64}[r[1]]/f)
+				}
 			default:
 				for _, r := range vreg.FindAllStringSubmatch(m[2], -1) {
 					w = max(w, map[string]int{"X": 16, "Y": 32, "Z": 64}[r[1]])

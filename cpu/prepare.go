@@ -10,14 +10,18 @@ import (
 // scratch holds the per-call activation buffers; pooled so a steady
 // stream of multiplies does not allocate.
 type scratch struct {
-	xf   []float32
-	sumf []float32
-	xq   []int8
-	xs   []float32
-	sumi []int32
-	act  []byte    // A8 activations in the assembly kernels' layout
-	actf []float32 // A32 activations in the assembly kernels' layout
-	call call      // the multiply's state (Q4G128), reused
+	xf     []float32
+	sumf   []float32
+	xq     []int8
+	xs     []float32
+	sumi   []int32
+	act    []byte    // A8 activations in the assembly kernels' layout
+	actf   []float32 // A32 activations in the assembly kernels' layout
+	act8   []int8    // GGML A8 activations in the assembly kernels' layout
+	sums16 []int16   // GGML A8 per-sub-block activation sums
+	pairs  []int32   // GGML A8 batch kernels' transposed pair sums
+	xsT    []float32 // GGML A8 batch kernels' transposed activation scales
+	call   call      // the multiply's state (Q4G128), reused
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}

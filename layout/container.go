@@ -134,6 +134,9 @@ const (
 	// FormatANSBits is layout/ans's entropy-coded Bits matrix
 	// (registered by that package; see its doc).
 	FormatANSBits FormatID = 7
+	// FormatGGML is layout/ggml's Matrix, llama.cpp's block types stored
+	// as GGUF stores them (registered by that package; see its doc).
+	FormatGGML FormatID = 8
 )
 
 // String returns the registered format's name, or FormatID(n) for an id

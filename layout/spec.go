@@ -8,7 +8,7 @@ import (
 
 // FormatSpec is a format and its parameters as names spell them, e.g.
 // "q4g128", "bits4g64", "bits2row", "sparse12g128", "cb-m1v4b8g128",
-// "ans4g128" (every registered format's syntax: qgemv formats lists
+// "ans4g128", "q6_k" (every registered format's syntax: qgemv formats lists
 // them). Which fields a format uses is its own business; the others are
 // zero.
 type FormatSpec struct {
@@ -17,6 +17,7 @@ type FormatSpec struct {
 	G      int // group size, 0 for the whole row (Bits, Sparse12, Codebook, ANS-coded Bits)
 	M, V   int // codebooks and vector length (Codebook)
 	L      int // layout variant (ANS-coded int8: 0 warp rows, 1 warp stripes)
+	Type   int // block type (GGML: the ggml type id, e.g. 14 for Q6_K)
 }
 
 // ParseFormatSpec parses a format name (case-insensitive) with the

@@ -44,7 +44,7 @@ func cmdImport(args []string) error {
 	out := fs.String("o", "", "output .qgv file")
 	opt := importFlags(fs, true)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: qgemv import [flags] -tensor NAME -o OUT.qgv FILE.gguf|FILE.safetensors\n\nQ4_0, Q8_0, Q4_1, Q4_K, GPTQ, AWQ and HQQ import exactly; float tensors are quantized to -format.")
+		fmt.Fprintln(fs.Output(), "usage: qgemv import [flags] -tensor NAME -o OUT.qgv FILE.gguf|FILE.safetensors\n\nGGUF block types (K-quants, Q4_x, Q5_x, Q8_0, IQ4), GPTQ, AWQ and HQQ import exactly; float tensors are quantized to -format.")
 		fs.PrintDefaults()
 	}
 	// Flags may follow the file name.

@@ -11,6 +11,7 @@
 //	                                .gguf/.safetensors: tensors, what each imports as
 //	qgemv import [flags] FILE       one tensor of a GGUF/safetensors file -> .qgv
 //	qgemv genmodel [flags] -o OUT   a LLaMA-shaped model with random weights
+//	qgemv dequantize [flags] FILE   one tensor's values as raw float32
 //
 // Run "qgemv <command> -h" for each command's flags.
 package main
@@ -34,9 +35,11 @@ commands:
              model file; -workload ffn: a LLaMA feed-forward block (gate, up, down)
   quantize   quantize a raw little-endian float32 matrix to a .qgv file
   inspect    describe a .qgv, .gguf or .safetensors file
-  import     import a tensor of a .gguf or .safetensors file (GGUF Q4_0/Q4_1/Q8_0/Q4_K,
-             GPTQ, AWQ, HQQ exactly; float tensors quantized) into a .qgv file
+  import     import a tensor of a .gguf or .safetensors file (GGUF K-quants, Q4_x, Q5_x,
+             Q8_0, IQ4, GPTQ, AWQ, HQQ exactly; float tensors quantized) into a .qgv file
   genmodel   write a LLaMA-shaped model with random weights (GGUF Q4_K_M/Q4_0/Q8_0, GPTQ)
+  dequantize write a tensor of a .gguf file (or a .qgv matrix) as raw little-endian
+             float32, row-major
 `)
 }
 
@@ -62,6 +65,8 @@ func main() {
 		err = cmdImport(args)
 	case "genmodel":
 		err = cmdGenModel(args)
+	case "dequantize":
+		err = cmdDequantize(args)
 	case "-h", "-help", "--help", "help":
 		usage()
 		return

@@ -119,8 +119,8 @@ func TestWriteGGUF(t *testing.T) {
 					t.Fatalf("%s: %s: %v", mix, tn.Name, err)
 				}
 				rows, cols, _ := tn.Shape2D()
-				if b.Rows != rows || b.Cols != cols {
-					t.Fatalf("%s: %s imports as %dx%d", mix, tn.Name, b.Rows, b.Cols)
+				if br, bc := b.Shape(); br != rows || bc != cols {
+					t.Fatalf("%s: %s imports as %dx%d", mix, tn.Name, br, bc)
 				}
 			case tn.Type == gguf.F32:
 				if _, err := tn.Float32s(); err != nil {

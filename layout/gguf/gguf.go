@@ -18,8 +18,18 @@
 //
 // # Imports
 //
-// Lossless, into layout.Bits with groups of 32 (each check is element by
-// element against the ggml dequantization formula):
+// Every block type of layout/ggml (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_0,
+// Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, IQ4_XS) imports losslessly with
+// ImportGGML: the file's blocks as they are (a ggml.Matrix takes the
+// tensor's bytes), every Dequantize value equal to llama.cpp's reference
+// dequantization bit for bit, and every activation type (A8, A16, A32).
+// Import, what models load, takes that form for every type but Q4_0,
+// which becomes Bits(4, 32) (the same 4.5 bits per weight, and the Bits
+// family's SIMD kernels). F32, F16 and BF16 tensors are read as float32
+// (Float32s) for quantizing to any format; Dequantize reads any of them.
+//
+// ImportBits keeps the older mapping into layout.Bits with groups of 32
+// (each checked element by element against the ggml formula):
 //
 //	Q4_0  w = (q - 8) * d          Bits(4, 32), binary16 scale d, zero 8
 //	Q8_0  w = q * d  (q int8)      Bits(8, 32), codes q+128, zero 128
@@ -30,8 +40,7 @@
 //	                               integer), where binary16 would round
 //
 // Q4_0 and Q8_0 keep integer zero points and so run every activation type;
-// Q4_1 and Q4_K need float activations (A32, A16). F32, F16 and BF16
-// tensors are read as float32 (Float32s) for quantizing to any format.
+// Q4_1 and Q4_K as Bits need float activations (A32, A16).
 package gguf
 
 import (
@@ -64,12 +73,15 @@ const (
 	Q5_K Type = 13
 	Q6_K Type = 14
 	Q8_K Type = 15
-	I8   Type = 24
-	I16  Type = 25
-	I32  Type = 26
-	I64  Type = 27
-	F64  Type = 28
-	BF16 Type = 30
+	// IQ4_NL and IQ4_XS are the non-linear 4-bit types.
+	IQ4_NL Type = 20
+	IQ4_XS Type = 23
+	I8     Type = 24
+	I16    Type = 25
+	I32    Type = 26
+	I64    Type = 27
+	F64    Type = 28
+	BF16   Type = 30
 )
 
 type typeInfo struct {
@@ -81,7 +93,8 @@ var types = map[Type]typeInfo{
 	F32: {"F32", 1, 4}, F16: {"F16", 1, 2}, Q4_0: {"Q4_0", 32, 18}, Q4_1: {"Q4_1", 32, 20},
 	Q5_0: {"Q5_0", 32, 22}, Q5_1: {"Q5_1", 32, 24}, Q8_0: {"Q8_0", 32, 34}, Q8_1: {"Q8_1", 32, 36},
 	Q2_K: {"Q2_K", 256, 84}, Q3_K: {"Q3_K", 256, 110}, Q4_K: {"Q4_K", 256, 144}, Q5_K: {"Q5_K", 256, 176},
-	Q6_K: {"Q6_K", 256, 210}, Q8_K: {"Q8_K", 256, 292}, I8: {"I8", 1, 1}, I16: {"I16", 1, 2},
+	Q6_K: {"Q6_K", 256, 210}, Q8_K: {"Q8_K", 256, 292}, IQ4_NL: {"IQ4_NL", 32, 18}, IQ4_XS: {"IQ4_XS", 256, 136},
+	I8: {"I8", 1, 1}, I16: {"I16", 1, 2},
 	I32: {"I32", 1, 4}, I64: {"I64", 1, 8}, F64: {"F64", 1, 8}, BF16: {"BF16", 1, 2},
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/ggml"
 )
 
 // writer builds GGUF files independently of the parser, following the
@@ -207,7 +208,7 @@ func TestImportExact(t *testing.T) {
 	w.tensor("f32", F32, []uint64{3, 2}, fb)
 	w.tensor("f16", F16, []uint64{2}, []byte{0x00, 0x3c, 0x00, 0xc1}) // 1, -2.5
 	w.tensor("bf16", BF16, []uint64{1, 1, 1}, []byte{0x40, 0x40})     // 3
-	w.tensor("q6k", Q6_K, []uint64{256, 1}, make([]byte, 210))
+	w.tensor("iq2", Type(16), []uint64{256, 1}, make([]byte, 66))     // IQ2_XXS: size unknown here
 	path := filepath.Join(t.TempDir(), "m.gguf")
 	if err := os.WriteFile(path, w.bytes(), 0o644); err != nil {
 		t.Fatal(err)
@@ -225,22 +226,30 @@ func TestImportExact(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := tn.Import()
+		b, err := tn.ImportGGML()
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		if !strings.Contains(tn.ImportsAs(), "exact") {
 			t.Fatalf("%s imports as %q", c.name, tn.ImportsAs())
 		}
-		got := b.Dequantize()
-		for i := range c.want {
-			if math.Float32bits(got[i]) != math.Float32bits(c.want[i]) {
-				t.Fatalf("%s (%s): element (%d, %d) = %v, ggml gives %v", c.name, c.typ, i/c.cols, i%c.cols, got[i], c.want[i])
-			}
+		if b.IntegerZeros() != nil || c.cols%128 == 0 && len(b.Data) != len(tn.Data) {
+			t.Fatalf("%s: integer zeros %v, %d bytes (file: %d)", c.name, b.IntegerZeros(), len(b.Data), len(tn.Data))
+		}
+		bb, err := tn.ImportBits()
+		if err != nil {
+			t.Fatalf("%s: ImportBits: %v", c.name, err)
 		}
 		wantA8 := c.typ == Q4_0 || c.typ == Q8_0
-		if (b.IntegerZeros() == nil) != wantA8 {
-			t.Fatalf("%s: integer zeros %v", c.name, b.IntegerZeros())
+		if (bb.IntegerZeros() == nil) != wantA8 {
+			t.Fatalf("%s: Bits integer zeros %v", c.name, bb.IntegerZeros())
+		}
+		for _, got := range [][]float32{b.Dequantize(), bb.Dequantize()} {
+			for i := range c.want {
+				if math.Float32bits(got[i]) != math.Float32bits(c.want[i]) {
+					t.Fatalf("%s (%s): element (%d, %d) = %v, ggml gives %v", c.name, c.typ, i/c.cols, i%c.cols, got[i], c.want[i])
+				}
+			}
 		}
 	}
 	for name, want := range map[string][]float32{"f32": f32, "f16": {1, -2.5}, "bf16": {3}} {
@@ -255,11 +264,11 @@ func TestImportExact(t *testing.T) {
 			}
 		}
 	}
-	q6, _ := f.Tensor("q6k")
-	if _, err := q6.Import(); err == nil || q6.ImportsAs() != "not supported" {
-		t.Fatalf("Q6_K: %v, %q", err, q6.ImportsAs())
+	iq2, _ := f.Tensor("iq2")
+	if _, err := iq2.Import(); err == nil || !strings.Contains(err.Error(), `"iq2"`) || !strings.Contains(iq2.ImportsAs(), "not supported") {
+		t.Fatalf("type 16: %v, %q", err, iq2.ImportsAs())
 	}
-	if r, c, err := q6.Shape2D(); err != nil || r != 1 || c != 256 {
+	if r, c, err := iq2.Shape2D(); err != nil || r != 1 || c != 256 {
 		t.Fatal(r, c, err)
 	}
 }
@@ -350,9 +359,10 @@ func FuzzParse(f *testing.F) {
 		for _, tn := range file.Tensors {
 			tn.ImportsAs()
 			if Lossless(tn.Type) {
-				if b, err := tn.Import(); err == nil {
+				if b, err := tn.ImportGGML(); err == nil {
 					b.Dequantize()
 				}
+				tn.Import()
 			}
 			if Float(tn.Type) {
 				tn.Float32s()
@@ -363,7 +373,8 @@ func FuzzParse(f *testing.F) {
 
 // TestGGUFPyFixture reads a file written by llama.cpp's own Python package
 // (gguf-py; internal/testmodel/reference/make_fixtures.py): its quantizer
-// made the Q4_0/Q4_1/Q8_0 tensors and its dequantizer the .expected ones.
+// made the Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 tensors (the others are random
+// blocks) and its dequantizer the .expected ones.
 func TestGGUFPyFixture(t *testing.T) {
 	f, err := Open("testdata/gguf_py.gguf")
 	if err != nil {
@@ -386,9 +397,12 @@ func TestGGUFPyFixture(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := tn.Import()
+		b, err := tn.ImportGGML()
 		if err != nil {
 			t.Fatalf("%s: %v", tn.Name, err)
+		}
+		if !strings.Contains(tn.ImportsAs(), "exact") || int64(len(b.Data)) != int64(len(tn.Data)) {
+			t.Fatalf("%s: imports as %q, %d bytes (file: %d)", tn.Name, tn.ImportsAs(), len(b.Data), len(tn.Data))
 		}
 		got := b.Dequantize()
 		if len(got) != len(want) {
@@ -401,8 +415,130 @@ func TestGGUFPyFixture(t *testing.T) {
 		}
 		n++
 	}
-	if n != 4 {
-		t.Fatalf("%d quantized tensors checked, want 4 (Q4_0, Q4_1, Q8_0, Q4_K)", n)
+	if n != len(ggml.Types) {
+		t.Fatalf("%d quantized tensors checked, want %d (every ggml block type)", n, len(ggml.Types))
+	}
+}
+
+// TestMixedFixture: a model-shaped file with a tensor of every importable
+// type (gguf-py wrote it, make_fixtures.py) reads whole, and every
+// tensor's Dequantize equals gguf-py's dequantization in
+// mixed_expected.gguf bit for bit.
+func TestMixedFixture(t *testing.T) {
+	f, err := Open("testdata/mixed.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	e, err := Open("testdata/mixed_expected.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	seen := map[Type]bool{}
+	for _, tn := range f.Tensors {
+		if strings.Contains(tn.ImportsAs(), "not supported") {
+			t.Errorf("%s (%s): %s", tn.Name, tn.Type, tn.ImportsAs())
+			continue
+		}
+		got, err := tn.Dequantize()
+		if err != nil {
+			t.Fatalf("%s: %v", tn.Name, err)
+		}
+		if Lossless(tn.Type) { // what models load: the same values
+			m, err := tn.Import()
+			if err != nil {
+				t.Fatalf("%s: %v", tn.Name, err)
+			}
+			d := m.(interface{ Dequantize() []float32 }).Dequantize()
+			for i := range d {
+				if math.Float32bits(d[i]) != math.Float32bits(got[i]) {
+					t.Fatalf("%s: Import as %s: element %d = %v, want %v", tn.Name, m.Name(), i, d[i], got[i])
+				}
+			}
+		}
+		exp, err := e.Tensor(tn.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := exp.Float32s()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d values, gguf-py has %d", tn.Name, len(got), len(want))
+		}
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%s (%s): element %d = %v, gguf-py dequantizes %v", tn.Name, tn.Type, i, got[i], want[i])
+			}
+		}
+		seen[tn.Type] = true
+	}
+	for _, typ := range append([]Type{F32, F16, BF16}, func() (ts []Type) {
+		for _, g := range ggml.Types {
+			ts = append(ts, Type(g))
+		}
+		return
+	}()...) {
+		if !seen[typ] {
+			t.Errorf("the mixed file has no %s tensor", typ)
+		}
+	}
+}
+
+// TestImportBadInput: bad blocks are errors naming the tensor, never
+// panics: non-finite binary16 scales, a byte count that does not match the
+// shape, columns that are not whole blocks, unknown types.
+func TestImportBadInput(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	for _, gt := range ggml.Types {
+		typ := Type(gt)
+		blk, siz := typ.BlockSize()
+		data := make([]byte, 2*siz*(256/blk))
+		ggml.RandomBlocks(gt, rng, data)
+		good := &Tensor{Name: "blk.0." + gt.String(), Dims: []uint64{256, 2}, Type: typ, Data: data}
+		if _, err := good.Import(); err != nil {
+			t.Fatalf("%s: %v", gt, err)
+		}
+		// a NaN and an infinite d in the last block
+		for _, h := range []uint16{0x7e00, 0xfc00} {
+			bad := append([]byte(nil), data...)
+			off := map[ggml.Type]int{ggml.Q2_K: 80, ggml.Q3_K: 108, ggml.Q6_K: 208}[gt]
+			binary.LittleEndian.PutUint16(bad[len(bad)-siz+off:], h)
+			tn := *good
+			tn.Data = bad
+			if _, err := tn.Import(); err == nil || !strings.Contains(err.Error(), tn.Name) || !strings.Contains(err.Error(), "finite") {
+				t.Errorf("%s: non-finite d %#x: %v", gt, h, err)
+			}
+		}
+		for _, tn := range []Tensor{
+			{Name: "short", Dims: []uint64{256, 2}, Type: typ, Data: data[:len(data)-1]},
+			{Name: "long", Dims: []uint64{256, 2}, Type: typ, Data: append(append([]byte(nil), data...), 0)},
+			{Name: "cols", Dims: []uint64{uint64(blk) + 16, 1}, Type: typ, Data: data[:2*siz]},
+			{Name: "nodata", Dims: []uint64{256, 2}, Type: typ},
+			{Name: "cube", Dims: []uint64{256, 1, 2}, Type: typ, Data: data},
+		} {
+			if _, err := tn.Import(); err == nil || !strings.Contains(err.Error(), `"`+tn.Name+`"`) {
+				t.Errorf("%s %s: %v", gt, tn.Name, err)
+			}
+			if _, err := tn.Dequantize(); err == nil {
+				t.Errorf("%s %s: Dequantize accepted it", gt, tn.Name)
+			}
+		}
+	}
+	unk := &Tensor{Name: "odd", Dims: []uint64{32, 1}, Type: Type(99), Data: make([]byte, 32)}
+	if _, err := unk.Import(); err == nil || !strings.Contains(err.Error(), `"odd"`) {
+		t.Errorf("type 99: %v", err)
+	}
+	if as := unk.ImportsAs(); !strings.Contains(as, "unknown ggml type id 99") {
+		t.Errorf("type 99 imports as %q", as)
+	}
+	// A truncated super-block in a file: Parse names the tensor.
+	var w writer
+	w.tensor("trunc", Q6_K, []uint64{256, 2}, make([]byte, 2*210-5))
+	if _, err := Parse(w.bytes()); err == nil || !strings.Contains(err.Error(), `"trunc"`) {
+		t.Errorf("truncated Q6_K: %v", err)
 	}
 }
 

@@ -6,10 +6,13 @@ import (
 	"math"
 
 	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/ggml"
 )
 
-// Lossless reports whether Import represents t's type exactly.
-func Lossless(t Type) bool { return t == Q4_0 || t == Q4_1 || t == Q8_0 || t == Q4_K }
+// Lossless reports whether Import represents t's type exactly: every
+// block type of layout/ggml (Q2_K..Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+// IQ4_NL, IQ4_XS).
+func Lossless(t Type) bool { return ggml.Type(t).Known() }
 
 // Float reports whether Float32s reads t's type.
 func Float(t Type) bool { return t == F32 || t == F16 || t == BF16 }
@@ -24,26 +27,92 @@ func (t *Tensor) ImportsAs() string {
 	case Float(t.Type):
 		return "float32 (quantize to any format)"
 	case !Lossless(t.Type):
+		if _, ok := types[t.Type]; !ok {
+			return fmt.Sprintf("not supported (unknown ggml type id %d)", uint32(t.Type))
+		}
 		return "not supported"
 	}
-	n := 4
-	if t.Type == Q8_0 {
-		n = 8
-	}
-	b, err := layout.NewBits(rows, cols, n, 32, t.Type == Q4_K)
+	m, err := ggml.New(ggml.Type(t.Type), rows, cols)
 	if err != nil {
 		return "not supported: " + err.Error()
 	}
-	extra := ""
-	if t.Type == Q4_1 || t.Type == Q4_K {
-		extra = "; offsets: float activations only"
+	if t.Type == Q4_0 {
+		return fmt.Sprintf("Bits4G32 exact (%.4g bits/weight; A8, A16, A32)", 8*float64(rows*m.RowBytes())/float64(rows*cols))
 	}
-	meta := "fp16"
-	if t.Type == Q4_K {
-		meta = "fp32"
-	}
-	return fmt.Sprintf("%s exact (%s metadata%s)", b.Name(), meta, extra)
+	return fmt.Sprintf("%s exact (%.4g bits/weight; A8, A16, A32)", m.Name(), m.BitsPerWeight())
 }
+
+// Import returns the tensor as the qgemv matrix it imports losslessly
+// into: Q4_0 as Bits(4, 32) (ImportBits: the same bytes, and the Bits
+// kernels), every other block type as a layout/ggml matrix
+// (ImportGGML). Errors name the tensor.
+func (t *Tensor) Import() (layout.Matrix, error) {
+	if t.Type == Q4_0 {
+		if _, err := t.ImportGGML(); err != nil { // the same checks and errors
+			return nil, err
+		}
+		return t.ImportBits()
+	}
+	return t.ImportGGML()
+}
+
+// ImportGGML returns the tensor's blocks as a layout/ggml matrix: the
+// same bytes (copied, so the matrix outlives the file), every weight
+// equal to llama.cpp's dequantization. Errors name the tensor: a type
+// that is not a block type, a shape that is not a matrix, a byte count
+// that does not match the shape, a non-finite half-precision scale.
+func (t *Tensor) ImportGGML() (*ggml.Matrix, error) {
+	if !Lossless(t.Type) {
+		return nil, fmt.Errorf("gguf: tensor %q is %s: lossless import supports %v (F32/F16/BF16: read with Float32s and quantize)", t.Name, t.Type, ggml.Types)
+	}
+	if t.Data == nil {
+		return nil, fmt.Errorf("gguf: tensor %q (%s): no data", t.Name, t.Type)
+	}
+	rows, cols, err := t.Shape2D()
+	if err != nil {
+		return nil, err
+	}
+	gt := ggml.Type(t.Type)
+	if cols%gt.BlockElems() != 0 {
+		return nil, fmt.Errorf("gguf: tensor %q: %d columns, not a multiple of the %s block of %d", t.Name, cols, t.Type, gt.BlockElems())
+	}
+	m, err := ggml.New(gt, rows, cols)
+	if err != nil {
+		return nil, fmt.Errorf("gguf: tensor %q: %w", t.Name, err)
+	}
+	src := cols / gt.BlockElems() * gt.BlockBytes() // bytes per row in the file
+	if int64(len(t.Data)) != int64(rows)*int64(src) {
+		return nil, fmt.Errorf("gguf: tensor %q: %d bytes, a %dx%d %s matrix has %d", t.Name, len(t.Data), rows, cols, t.Type, int64(rows)*int64(src))
+	}
+	if src == m.RowBytes() {
+		copy(m.Data, t.Data)
+	} else { // padding blocks after each row stay zero
+		for r := 0; r < rows; r++ {
+			copy(m.Data[r*m.RowBytes():], t.Data[r*src:(r+1)*src])
+		}
+	}
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("gguf: tensor %q: %w", t.Name, err)
+	}
+	return m, nil
+}
+
+// Dequantize returns the tensor's values as float32, row-major: the
+// reference dequantization of a block type (bit for bit), the exact
+// values of F32, F16 and BF16.
+func (t *Tensor) Dequantize() ([]float32, error) {
+	if Float(t.Type) {
+		return t.Float32s()
+	}
+	m, err := t.ImportGGML()
+	if err != nil {
+		return nil, err
+	}
+	return m.Dequantize(), nil
+}
+
+// BitsLossless reports whether ImportBits represents t's type exactly.
+func BitsLossless(t Type) bool { return t == Q4_0 || t == Q4_1 || t == Q8_0 || t == Q4_K }
 
 func half(b []byte) layout.FP16 { return layout.FP16(binary.LittleEndian.Uint16(b)) }
 
@@ -77,10 +146,12 @@ func scaleMinK4(j int, q []byte) (sc, m uint8) {
 	return q[j+4]&0xF | (q[j-4]>>6)<<4, q[j+4]>>4 | (q[j]>>6)<<4
 }
 
-// Import converts a Q4_0, Q4_1, Q8_0 or Q4_K matrix into Bits(n, 32)
-// losslessly (see the package doc for each mapping).
-func (t *Tensor) Import() (*layout.Bits, error) {
-	if !Lossless(t.Type) || t.Data == nil {
+// ImportBits converts a Q4_0, Q4_1, Q8_0 or Q4_K matrix into Bits(n, 32)
+// losslessly (see the package doc for each mapping): the import before
+// layout/ggml, kept for the Bits kernels (Q4_0 as Bits4G32 runs every
+// kernel set's SIMD A8 kernels).
+func (t *Tensor) ImportBits() (*layout.Bits, error) {
+	if !BitsLossless(t.Type) || t.Data == nil {
 		return nil, fmt.Errorf("gguf: tensor %q is %s: lossless import supports Q4_0, Q4_1, Q8_0 and Q4_K (F32/F16/BF16: read with Float32s and quantize)", t.Name, t.Type)
 	}
 	rows, cols, err := t.Shape2D()

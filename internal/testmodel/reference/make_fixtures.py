@@ -4,9 +4,16 @@ projects' own Python libraries (not qgemv code):
 
   layout/gguf/testdata/gguf_py.gguf
       written by gguf-py (llama.cpp's Python package, Debian python3-gguf):
-      Q4_0, Q4_1 and Q8_0 tensors quantized by gguf.quants.quantize, a Q4_K
-      tensor of random blocks, an F16 tensor, and for each quantized tensor
-      NAME an F32 tensor NAME.expected = gguf.quants.dequantize(NAME).
+      Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 tensors quantized by
+      gguf.quants.quantize, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS
+      tensors of random blocks (finite binary16 fields), an F16 tensor, and
+      for each quantized tensor NAME an F32 tensor NAME.expected =
+      gguf.quants.dequantize(NAME).
+
+  layout/gguf/testdata/mixed.gguf, mixed_expected.gguf
+      a model-shaped file with one tensor of every type qgemv imports (the
+      quantized ones above, F16, BF16 and F32), and beside it, for each
+      tensor NAME, the F32 tensor NAME = gguf.quants.dequantize(NAME).
 
   layout/hfquant/testdata/reference.safetensors
       written by the safetensors library (Debian python3-safetensors):
@@ -29,28 +36,85 @@ from safetensors.numpy import save_file
 rng = np.random.default_rng(20261122)
 
 
-def write_gguf(path):
-    w = gguf.GGUFWriter(path, "llama")
-    w.add_name("qgemv reference fixture")
-    x = rng.standard_normal((6, 256)).astype(np.float32)
-    for name, t in [("q4_0", T.Q4_0), ("q4_1", T.Q4_1), ("q8_0", T.Q8_0)]:
-        q = quants.quantize(x * (1 + rng.random()), t)
-        w.add_tensor(name, q, raw_dtype=t)
-        w.add_tensor(name + ".expected", quants.dequantize(q, t).astype(np.float32))
-    # Q4_K: random blocks with sane binary16 d and dmin.
-    blocks = rng.integers(0, 256, size=(4, 2, 144), dtype=np.uint8)
-    d = (rng.random((4, 2)) * 0.01 + 1e-4).astype(np.float16)
-    dmin = (rng.random((4, 2)) * 0.01 + 1e-4).astype(np.float16)
-    blocks[:, :, 0:2] = d.view(np.uint8).reshape(4, 2, 2)
-    blocks[:, :, 2:4] = dmin.view(np.uint8).reshape(4, 2, 2)
-    q4k = blocks.reshape(4, 2 * 144)
-    w.add_tensor("q4_k", q4k, raw_dtype=T.Q4_K)
-    w.add_tensor("q4_k.expected", quants.dequantize(q4k, T.Q4_K).astype(np.float32))
-    w.add_tensor("f16", (x[:2] * 3).astype(np.float16))
+# Byte offsets of the binary16 fields of each block type (ggml-common.h)
+# and the range random blocks draw them from.
+HALVES = {
+    T.Q2_K: [(80, 1e-4, 1e-2), (82, 1e-4, 1e-2)],
+    T.Q3_K: [(108, 1e-4, 1e-2)],
+    T.Q4_K: [(0, 1e-4, 1e-2), (2, 1e-4, 1e-2)],
+    T.Q5_K: [(0, 1e-4, 1e-2), (2, 1e-4, 1e-2)],
+    T.Q6_K: [(208, 1e-4, 1e-2)],
+    T.IQ4_NL: [(0, 1e-3, 2e-2)],
+    T.IQ4_XS: [(0, 1e-4, 1e-2)],
+}
+QUANTIZED = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0]
+
+
+def random_blocks(t, rows, cols):
+    """rows x cols of type t as random bytes with sane binary16 fields."""
+    block, size = gguf.GGML_QUANT_SIZES[t]
+    n = cols // block
+    b = rng.integers(0, 256, size=(rows, n, size), dtype=np.uint8)
+    for off, lo, hi in HALVES[t]:
+        h = (lo + rng.random((rows, n)) * (hi - lo)).astype(np.float16)
+        b[:, :, off:off + 2] = h.view(np.uint8).reshape(rows, n, 2)
+    return b.reshape(rows, n * size)
+
+
+def make(t, rows, cols):
+    """A quantized tensor of type t and its reference dequantization."""
+    if t in QUANTIZED:
+        x = rng.standard_normal((rows, cols)).astype(np.float32) * (1 + rng.random())
+        q = quants.quantize(x, t)
+    else:
+        q = random_blocks(t, rows, cols)
+    return q, quants.dequantize(q, t).astype(np.float32)
+
+
+def finish(w):
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+
+
+def write_gguf(path):
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_name("qgemv reference fixture")
+    for t in QUANTIZED + list(HALVES):
+        q, want = make(t, 4, 512)
+        name = t.name.lower()
+        w.add_tensor(name, q, raw_dtype=t)
+        w.add_tensor(name + ".expected", want)
+    x = rng.standard_normal((2, 256)).astype(np.float32)
+    w.add_tensor("f16", (x * 3).astype(np.float16))
+    finish(w)
+
+
+def write_mixed(path, expected_path):
+    """A model-shaped file, one tensor of every importable type."""
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_name("qgemv mixed-type fixture")
+    w.add_block_count(1)
+    e = gguf.GGUFWriter(expected_path, "llama")
+    e.add_name("qgemv mixed-type fixture: reference dequantization")
+    names = ["attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"]
+    types = QUANTIZED + list(HALVES)
+    for i, t in enumerate(types):
+        name = "blk.%d.%s.weight" % (i // len(names), names[i % len(names)])
+        q, want = make(t, 8, 768 if i % 2 else 512)
+        w.add_tensor(name, q, raw_dtype=t)
+        e.add_tensor(name, want)
+    x = rng.standard_normal((6, 256)).astype(np.float32)
+    w.add_tensor("token_embd.weight", x.astype(np.float16))
+    e.add_tensor("token_embd.weight", x.astype(np.float16).astype(np.float32))
+    bf = quants.quantize(x[:4] * 2, T.BF16)
+    w.add_tensor("output.weight", bf, raw_dtype=T.BF16)
+    e.add_tensor("output.weight", quants.dequantize(bf, T.BF16).astype(np.float32))
+    w.add_tensor("output_norm.weight", x[0])
+    e.add_tensor("output_norm.weight", x[0])
+    finish(w)
+    finish(e)
 
 
 def gptq_pack_rows(v, bits):
@@ -166,4 +230,5 @@ def write_safetensors(path):
 
 
 write_gguf("layout/gguf/testdata/gguf_py.gguf")
+write_mixed("layout/gguf/testdata/mixed.gguf", "layout/gguf/testdata/mixed_expected.gguf")
 write_safetensors("layout/hfquant/testdata/reference.safetensors")

@@ -1,0 +1,276 @@
+package cpu
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+
+	"github.com/qgemv/qgemv/internal/hugemem"
+	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/ggml"
+)
+
+// GGMLMatrix is a layout/ggml matrix (llama.cpp's block types, as stored)
+// bound to a CPU backend. Every multiply walks each row's blocks once and
+// uses each decoded block for every vector of the batch. Float
+// activations multiply float32 weights (the Go kernel: the reference
+// weights, eight partial sums per block; SIMD: d*sc*u + offset in
+// registers, FMA); int8 activations compute layout/ggml's exact
+// definition (integer sub-block sums, then its float order). The SIMD
+// kernels of the backend's kernel set run where it has them for the type,
+// else Go.
+type GGMLMatrix struct {
+	b      *Backend
+	m      *ggml.Matrix // a snapshot of the loaded matrix (Data may be a huge-page copy)
+	block  *hugemem.Block
+	kern   *ggmlKernel // SIMD kernels for this type and kernel set, or nil
+	closed atomic.Bool
+}
+
+// ggmlKernel is one type's SIMD kernels on one kernel set: a8 computes
+// rows [r0, r1) of every vector from activations prepared by prep (nil:
+// the plain QuantizeA8 bytes).
+type ggmlKernel struct {
+	isa ISA
+	a8  func(mx *GGMLMatrix, c *ggmlCall, r0, r1 int)
+	// prep lays out vector v's activations (c.xq, c.xs) for a8 once per
+	// call, before the rows are split.
+	prep func(mx *GGMLMatrix, c *ggmlCall)
+	// f32 computes rows [r0, r1) of every vector with float activations
+	// xt laid out by ggmlUnitMajor (nil: the Go kernel).
+	f32 func(mx *GGMLMatrix, dst, xt []float32, batch, r0, r1 int)
+}
+
+// ggmlKernels holds the SIMD kernels by type; architecture files fill
+// it in init with a function of the backend's kernel set.
+var ggmlKernels = map[ggml.Type]func(isa ISA) *ggmlKernel{}
+
+// ggmlCall is one A8 multiply's inputs.
+type ggmlCall struct {
+	batch int
+	dst   []float32
+	xq    []int8    // batch*PCols
+	xs    []float32 // batch*PCols/128
+	act8  []int8    // prep's activation layout, if any
+	sums  []int16   // prep's per-sub-block activation sums, if any
+	pairs []int32   // the batch kernels' transposed pair sums
+	xsT   []float32 // the batch kernels' transposed scales
+	sc    *scratch  // the call's pooled buffers
+}
+
+func init() {
+	registerLoader(layout.FormatGGML, func(b *Backend, m layout.Matrix) (Mat, error) {
+		return bind(b.LoadGGML(m.(*ggml.Matrix)))
+	})
+}
+
+// LoadGGML validates m and binds it to the backend (used in place, or
+// copied into huge pages if the backend has HugePages).
+func (b *Backend) LoadGGML(m *ggml.Matrix) (*GGMLMatrix, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	c := *m
+	mx := &GGMLMatrix{b: b, m: &c}
+	if b.huge {
+		mx.block = hugemem.Alloc(len(c.Data))
+		copy(mx.block.Bytes, c.Data)
+		c.Data = mx.block.Bytes[:len(c.Data):len(c.Data)]
+		runtime.SetFinalizer(mx, (*GGMLMatrix).Close)
+	}
+	if f := ggmlKernels[c.Type]; f != nil {
+		mx.kern = f(b.set.isa)
+	}
+	return mx, nil
+}
+
+// Kernel names the kernels, e.g. "cpu-avx512vnni-q6_k" or
+// "cpu-generic-q6_k".
+func (mx *GGMLMatrix) Kernel() string {
+	isa := Generic
+	if mx.kern != nil {
+		isa = mx.kern.isa
+	}
+	return "cpu-" + string(isa) + "-" + mx.m.Type.SpecName()
+}
+
+// Close releases the matrix; later multiplies return ErrClosed.
+func (mx *GGMLMatrix) Close() error {
+	if mx.closed.Swap(true) {
+		return ErrClosed
+	}
+	if mx.block != nil {
+		runtime.SetFinalizer(mx, nil)
+		mx.block.Free()
+	}
+	return nil
+}
+
+// MulI32 returns an error: GGML blocks have scales.
+func (mx *GGMLMatrix) MulI32([]int32, []int8, int) error { return noInt32(mx.m.Name()) }
+
+func (mx *GGMLMatrix) check(dstLen, xLen, batch, xPer int) error {
+	if mx.closed.Load() {
+		return ErrClosed
+	}
+	if batch < 1 || batch > maxBatch {
+		return fmt.Errorf("cpu: %w (got %d)", ErrBatch, batch)
+	}
+	if err := checkLen("x", xLen, batch, xPer); err != nil {
+		return err
+	}
+	return checkLen("dst", dstLen, batch, mx.m.Rows)
+}
+
+// MulF32 multiplies float32 activations.
+func (mx *GGMLMatrix) MulF32(dst, x []float32, batch int) error {
+	defer runtime.KeepAlive(mx)
+	if err := mx.check(len(dst), len(x), batch, mx.m.Cols); err != nil {
+		return err
+	}
+	m := mx.m
+	if k := mx.kern; k != nil && k.f32 != nil {
+		xt := ggmlUnitMajor(m, x, batch)
+		mx.b.parallelRows(m.Rows, m.RowBytes(), func(r0, r1 int) { k.f32(mx, dst, xt, batch, r0, r1) })
+		return nil
+	}
+	xp := make([]float32, batch*m.PCols) // zero padded
+	for v := 0; v < batch; v++ {
+		copy(xp[v*m.PCols:], x[v*m.Cols:(v+1)*m.Cols])
+	}
+	mx.b.parallelRows(m.Rows, m.RowBytes(), func(r0, r1 int) { ggmlF32Rows(m, dst, xp, batch, r0, r1) })
+	return nil
+}
+
+// ggmlUnitMajor lays out batch vectors of x (Cols values each) for the
+// float kernels: unit k (256 columns, or 128 for the 32-element types) of
+// vector v at (k*batch + v)*U, zero padded to PCols.
+func ggmlUnitMajor(m *ggml.Matrix, x []float32, batch int) []float32 {
+	u := max(m.Type.BlockElems(), 128)
+	xt := make([]float32, batch*m.PCols)
+	for v := 0; v < batch; v++ {
+		xv := x[v*m.Cols : (v+1)*m.Cols]
+		for k := 0; k*u < m.Cols; k++ {
+			copy(xt[(k*batch+v)*u:(k*batch+v+1)*u], xv[k*u:min(len(xv), (k+1)*u)])
+		}
+	}
+	return xt
+}
+
+// MulF16 multiplies binary16 activations, widened exactly to float32.
+func (mx *GGMLMatrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
+	if err := mx.check(len(dst), len(x), batch, mx.m.Cols); err != nil {
+		return err
+	}
+	xf := make([]float32, len(x))
+	widenF16(xf, x)
+	return mx.MulF32(dst, xf, batch)
+}
+
+// ggmlF32Rows computes rows [r0, r1) of every vector: per block, the
+// reference weights times the activations in eight float32 partial sums,
+// added to the row's sum block by block.
+func ggmlF32Rows(m *ggml.Matrix, dst, xp []float32, batch, r0, r1 int) {
+	t := m.Type
+	n, pc := t.BlockElems(), m.PCols
+	var w [256]float32
+	var acc [maxBatch]float32
+	for r := r0; r < r1; r++ {
+		clear(acc[:batch])
+		for k := 0; k < m.Blocks(); k++ {
+			t.DequantizeBlock(w[:n], m.Block(r, k))
+			for v := 0; v < batch; v++ {
+				acc[v] += dotF32x8(w[:n], xp[v*pc+k*n:v*pc+k*n+n])
+			}
+		}
+		for v := 0; v < batch; v++ {
+			dst[v*m.Rows+r] = acc[v]
+		}
+	}
+}
+
+// dotF32x8 returns sum w[i]*x[i] (len a multiple of 8) in eight partial
+// sums.
+func dotF32x8(w, x []float32) float32 {
+	var s [8]float32
+	x = x[:len(w)]
+	for i := 0; i+8 <= len(w); i += 8 {
+		for j := 0; j < 8; j++ {
+			s[j] += w[i+j] * x[i+j]
+		}
+	}
+	return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
+}
+
+// MulA8 quantizes x per 128 inputs (layout.QuantizeA8) and multiplies
+// exactly: the result equals ggml.Matrix.DotA8Exact bit for bit.
+func (mx *GGMLMatrix) MulA8(dst, x []float32, batch int) error {
+	defer runtime.KeepAlive(mx)
+	if err := mx.check(len(dst), len(x), batch, mx.m.Cols); err != nil {
+		return err
+	}
+	m := mx.m
+	sc := getScratch()
+	defer putScratch(sc)
+	xq, xs := sc.int8Bufs(m.PCols, batch)
+	for v := 0; v < batch; v++ {
+		if err := mx.b.QuantizeA8(xq[v*m.PCols:(v+1)*m.PCols], xs[v*m.PCols/128:(v+1)*m.PCols/128], x[v*m.Cols:(v+1)*m.Cols]); err != nil {
+			return fmt.Errorf("cpu: vector %d: %w", v, err)
+		}
+	}
+	return mx.mulI8(&ggmlCall{batch: batch, dst: dst, xq: xq, xs: xs, sc: sc})
+}
+
+// MulI8 multiplies activations quantized by layout.QuantizeA8 (PCols int8
+// values and PCols/128 scales per vector).
+func (mx *GGMLMatrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) error {
+	defer runtime.KeepAlive(mx)
+	if err := mx.check(len(dst), len(xq), batch, mx.m.PCols); err != nil {
+		return err
+	}
+	if err := checkLen("xs", len(xs), batch, mx.m.PCols/128); err != nil {
+		return err
+	}
+	if err := checkActScales(xs); err != nil {
+		return err
+	}
+	sc := getScratch()
+	defer putScratch(sc)
+	return mx.mulI8(&ggmlCall{batch: batch, dst: dst, xq: xq, xs: xs, sc: sc})
+}
+
+func (mx *GGMLMatrix) mulI8(c *ggmlCall) error {
+	m := mx.m
+	if k := mx.kern; k != nil {
+		if k.prep != nil {
+			k.prep(mx, c)
+		}
+		mx.b.parallelRows(m.Rows, m.RowBytes(), func(r0, r1 int) { k.a8(mx, c, r0, r1) })
+		return nil
+	}
+	mx.b.parallelRows(m.Rows, m.RowBytes(), func(r0, r1 int) { ggmlA8Rows(m, c, r0, r1) })
+	return nil
+}
+
+// ggmlA8Rows is the generic A8 kernel: each block decoded once
+// (ggml.Ints), then layout/ggml's definition for every vector.
+func ggmlA8Rows(m *ggml.Matrix, c *ggmlCall, r0, r1 int) {
+	t := m.Type
+	n, pc := t.BlockElems(), m.PCols
+	var z ggml.Ints
+	var acc [maxBatch]float32
+	for r := r0; r < r1; r++ {
+		clear(acc[:c.batch])
+		for k := 0; k < m.Blocks(); k++ {
+			t.Decode(&z, m.Block(r, k))
+			for v := 0; v < c.batch; v++ {
+				acc[v] = ggml.A8Block(t, &z, acc[v], c.xq[v*pc+k*n:], c.xs[(v*pc+k*n)/128:])
+			}
+		}
+		for v := 0; v < c.batch; v++ {
+			c.dst[v*m.Rows+r] = acc[v]
+		}
+	}
+}
+
+var _ Mat = (*GGMLMatrix)(nil)

@@ -1,0 +1,352 @@
+//go:build !noasm && !purego
+
+package cpu
+
+import (
+	"github.com/qgemv/qgemv/asm"
+	"github.com/qgemv/qgemv/layout/ggml"
+)
+
+// The GGML block kernels on AVX-512 (asm/ggml_amd64.s): the super-block
+// types with int8 activations. Each call covers a range of rows and every
+// vector of the batch; prep lays out each vector's activations once per
+// call (ggmlActOrder: the column order of the kernel's code bytes) and
+// the int16 sum of each sub-block's activations.
+
+type ggmlA8Func func(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// ggmlA8Requires is every feature the kernels' instructions need.
+var ggmlA8Requires = []string{"AVX", "AVX2", "AVX512F", "AVX512BW", "AVX512DQ", "AVX512VL", "AVX512VNNI", "BMI2", "F16C"}
+
+var ggmlA8Funcs = map[ggml.Type]ggmlA8Func{
+	ggml.Q2_K:   asm.GgmlQ2KA8Avx512,
+	ggml.Q3_K:   asm.GgmlQ3KA8Avx512,
+	ggml.Q4_K:   asm.GgmlQ4KA8Avx512,
+	ggml.Q5_K:   asm.GgmlQ5KA8Avx512,
+	ggml.Q6_K:   asm.GgmlQ6KA8Avx512,
+	ggml.IQ4_XS: asm.GgmlIQ4XSA8Avx512,
+	ggml.Q4_0:   asm.GgmlQ40A8Avx512,
+	ggml.Q4_1:   asm.GgmlQ41A8Avx512,
+	ggml.Q5_0:   asm.GgmlQ50A8Avx512,
+	ggml.Q5_1:   asm.GgmlQ51A8Avx512,
+	ggml.Q8_0:   asm.GgmlQ80A8Avx512,
+	ggml.IQ4_NL: asm.GgmlIQ4NLA8Avx512,
+}
+
+// ggmlA8R4Funcs are the one-vector kernels for four rows at a time (the
+// rows in the lanes of the float steps, and for the super-block types of
+// the reductions), for batch 1.
+var ggmlA8R4Funcs = map[ggml.Type]ggmlA8Func{
+	ggml.Q2_K:   asm.GgmlQ2KA8R4Avx512,
+	ggml.Q3_K:   asm.GgmlQ3KA8R4Avx512,
+	ggml.Q4_K:   asm.GgmlQ4KA8R4Avx512,
+	ggml.Q5_K:   asm.GgmlQ5KA8R4Avx512,
+	ggml.Q6_K:   asm.GgmlQ6KA8R4Avx512,
+	ggml.IQ4_XS: asm.GgmlIQ4XSA8R4Avx512,
+	ggml.Q4_0:   asm.GgmlQ40A8R4Avx512,
+	ggml.Q4_1:   asm.GgmlQ41A8R4Avx512,
+	ggml.Q5_0:   asm.GgmlQ50A8R4Avx512,
+	ggml.Q5_1:   asm.GgmlQ51A8R4Avx512,
+	ggml.Q8_0:   asm.GgmlQ80A8R4Avx512,
+	ggml.IQ4_NL: asm.GgmlIQ4NLA8R4Avx512,
+}
+
+type ggmlA8M16Func func(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
+// ggmlA8M16Funcs are the batch kernels (the vectors in the lanes of the
+// float steps), for batches of at least ggmlM16From vectors.
+var ggmlA8M16Funcs = map[ggml.Type]ggmlA8M16Func{
+	ggml.Q2_K:   asm.GgmlQ2KA8M16Avx512,
+	ggml.Q3_K:   asm.GgmlQ3KA8M16Avx512,
+	ggml.Q4_K:   asm.GgmlQ4KA8M16Avx512,
+	ggml.Q5_K:   asm.GgmlQ5KA8M16Avx512,
+	ggml.Q6_K:   asm.GgmlQ6KA8M16Avx512,
+	ggml.IQ4_XS: asm.GgmlIQ4XSA8M16Avx512,
+}
+
+type ggmlF32Func func(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+
+// ggmlF32Funcs are the float-activation kernels (every type).
+var ggmlF32Funcs = map[ggml.Type]ggmlF32Func{
+	ggml.Q2_K:   asm.GgmlQ2KF32Avx512,
+	ggml.Q3_K:   asm.GgmlQ3KF32Avx512,
+	ggml.Q4_K:   asm.GgmlQ4KF32Avx512,
+	ggml.Q5_K:   asm.GgmlQ5KF32Avx512,
+	ggml.Q6_K:   asm.GgmlQ6KF32Avx512,
+	ggml.IQ4_XS: asm.GgmlIQ4XSF32Avx512,
+	ggml.Q4_0:   asm.GgmlQ40F32Avx512,
+	ggml.Q4_1:   asm.GgmlQ41F32Avx512,
+	ggml.Q5_0:   asm.GgmlQ50F32Avx512,
+	ggml.Q5_1:   asm.GgmlQ51F32Avx512,
+	ggml.Q8_0:   asm.GgmlQ80F32Avx512,
+	ggml.IQ4_NL: asm.GgmlIQ4NLF32Avx512,
+}
+
+// ggmlM16From is the smallest batch the batch kernels run.
+const ggmlM16From = 2
+
+// ggmlA8AVX2Requires is every feature the AVX2 kernels' instructions need.
+var ggmlA8AVX2Requires = []string{"AVX", "AVX2", "BMI2", "F16C"}
+
+// ggmlA8AVX2Funcs are the AVX2 one-vector kernels (activations in column
+// order), for the avx2 and avxvnni kernel sets.
+var ggmlA8AVX2Funcs = map[ggml.Type]ggmlA8Func{
+	ggml.Q2_K:   asm.GgmlQ2KA8Avx2,
+	ggml.Q3_K:   asm.GgmlQ3KA8Avx2,
+	ggml.Q4_K:   asm.GgmlQ4KA8Avx2,
+	ggml.Q5_K:   asm.GgmlQ5KA8Avx2,
+	ggml.Q6_K:   asm.GgmlQ6KA8Avx2,
+	ggml.IQ4_XS: asm.GgmlIQ4XSA8Avx2,
+	ggml.Q4_0:   asm.GgmlQ40A8Avx2,
+	ggml.Q4_1:   asm.GgmlQ41A8Avx2,
+	ggml.Q5_0:   asm.GgmlQ50A8Avx2,
+	ggml.Q5_1:   asm.GgmlQ51A8Avx2,
+	ggml.Q8_0:   asm.GgmlQ80A8Avx2,
+	ggml.IQ4_NL: asm.GgmlIQ4NLA8Avx2,
+}
+
+// ggmlF32AVX2Requires is every feature the AVX2 float kernels need.
+var ggmlF32AVX2Requires = []string{"AVX", "AVX2", "BMI2", "F16C", "FMA3"}
+
+// ggmlF32AVX2Funcs are the AVX2 float-activation kernels.
+var ggmlF32AVX2Funcs = map[ggml.Type]ggmlF32Func{
+	ggml.Q2_K:   asm.GgmlQ2KF32Avx2,
+	ggml.Q3_K:   asm.GgmlQ3KF32Avx2,
+	ggml.Q4_K:   asm.GgmlQ4KF32Avx2,
+	ggml.Q5_K:   asm.GgmlQ5KF32Avx2,
+	ggml.Q6_K:   asm.GgmlQ6KF32Avx2,
+	ggml.IQ4_XS: asm.GgmlIQ4XSF32Avx2,
+	ggml.Q4_0:   asm.GgmlQ40F32Avx2,
+	ggml.Q4_1:   asm.GgmlQ41F32Avx2,
+	ggml.Q5_0:   asm.GgmlQ50F32Avx2,
+	ggml.Q5_1:   asm.GgmlQ51F32Avx2,
+	ggml.Q8_0:   asm.GgmlQ80F32Avx2,
+	ggml.IQ4_NL: asm.GgmlIQ4NLF32Avx2,
+}
+
+// ggmlA8R4AVX2Funcs are the AVX2 four-row batch-1 kernels.
+var ggmlA8R4AVX2Funcs = map[ggml.Type]ggmlA8Func{
+	ggml.Q2_K:   asm.GgmlQ2KA8R4Avx2,
+	ggml.Q3_K:   asm.GgmlQ3KA8R4Avx2,
+	ggml.Q4_K:   asm.GgmlQ4KA8R4Avx2,
+	ggml.Q5_K:   asm.GgmlQ5KA8R4Avx2,
+	ggml.Q6_K:   asm.GgmlQ6KA8R4Avx2,
+	ggml.IQ4_XS: asm.GgmlIQ4XSA8R4Avx2,
+}
+
+// ggmlActOrder gives, for each type whose kernel reads the activations of
+// every 128 columns in another order, the source offsets of its 16-byte
+// runs (nil: column order).
+var ggmlActOrder = map[ggml.Type][8]int{
+	ggml.Q4_K:   {0, 16, 64, 80, 32, 48, 96, 112},
+	ggml.Q5_K:   {0, 16, 64, 80, 32, 48, 96, 112},
+	ggml.IQ4_XS: {0, 32, 64, 96, 16, 48, 80, 112},
+}
+
+func init() {
+	for t, fn := range ggmlA8Funcs {
+		t, fn := t, fn
+		ggmlKernels[t] = func(isa ISA) *ggmlKernel {
+			m16, f32, avx2, f32avx2, r4, r4avx2 := ggmlA8M16Funcs[t], ggmlF32Funcs[t], ggmlA8AVX2Funcs[t], ggmlF32AVX2Funcs[t], ggmlA8R4Funcs[t], ggmlA8R4AVX2Funcs[t]
+			if (isa == AVX2 || isa == AVXVNNI) && avx2 != nil && hasAll(ggmlA8AVX2Requires) {
+				k := &ggmlKernel{isa: isa, prep: ggmlPrepSums}
+				if hasAll(ggmlF32AVX2Requires) {
+					k.f32 = ggmlF32Runner(f32avx2)
+				}
+				k.a8 = func(mx *GGMLMatrix, c *ggmlCall, r0, r1 int) {
+					if r1 <= r0 {
+						return
+					}
+					m := mx.m
+					pc, sub := m.PCols, m.Type.SubLen()
+					run := func(k ggmlA8Func, a, b int) {
+						k(&m.Data[a*m.RowBytes()], m.RowBytes(), b-a, pc/max(m.Type.BlockElems(), 128),
+							&c.xq[0], pc, &c.sums[0], 2*pc/sub, &c.xs[0], 4*pc/128, c.batch, &c.dst[a], 4*m.Rows)
+					}
+					if r4avx2 != nil && c.batch == 1 && r1-r0 >= 4 {
+						four := r0 + (r1-r0)&^3
+						run(r4avx2, r0, four)
+						r0 = four
+					}
+					if r0 < r1 {
+						run(avx2, r0, r1)
+					}
+				}
+				return k
+			}
+			if isa != AVX512VNNI || !hasAll(ggmlA8Requires) {
+				return nil
+			}
+			return &ggmlKernel{isa: isa, prep: ggmlPrep, f32: ggmlF32Runner(f32), a8: func(mx *GGMLMatrix, c *ggmlCall, r0, r1 int) {
+				m := mx.m
+				pc := m.PCols
+				if r1 <= r0 {
+					return
+				}
+				if m16 != nil && c.batch >= ggmlM16From {
+					ggmlRunM16(m16, m, c, r0, r1)
+					return
+				}
+				sub := m.Type.SubLen()
+				run := func(k ggmlA8Func, a, b int) {
+					// nsb: super-blocks, or groups of four 32-element blocks
+					k(&m.Data[a*m.RowBytes()], m.RowBytes(), b-a, pc/max(m.Type.BlockElems(), 128),
+						&c.act8[0], pc, &c.sums[0], 2*pc/sub, &c.xs[0], 4*pc/128,
+						c.batch, &c.dst[a], 4*m.Rows)
+				}
+				if r4 != nil && c.batch == 1 && r1-r0 >= 4 {
+					four := r0 + (r1-r0)&^3
+					run(r4, r0, four)
+					r0 = four
+				}
+				if r0 < r1 {
+					run(fn, r0, r1)
+				}
+			}}
+		}
+	}
+}
+
+// ggmlPrepSums computes c.sums, one int16 per sub-block (or 32-element
+// block) of each vector's activations.
+func ggmlPrepSums(mx *GGMLMatrix, c *ggmlCall) {
+	m := mx.m
+	pc, sub := m.PCols, m.Type.SubLen()
+	c.sums = growSums(c, c.batch*pc/sub)
+	for i := range c.sums {
+		var s int16
+		for _, v := range c.xq[i*sub : (i+1)*sub] {
+			s += int16(v)
+		}
+		c.sums[i] = s
+	}
+}
+
+// ggmlPrep lays out the activations for a type's kernel: c.act8 (the
+// reordered int8 values, or xq itself) and c.sums (one int16 per
+// sub-block, or per 32-element block).
+func ggmlPrep(mx *GGMLMatrix, c *ggmlCall) {
+	m := mx.m
+	pc, sub := m.PCols, m.Type.SubLen()
+	c.sums = growSums(c, c.batch*pc/sub)
+	for i := range c.sums {
+		var s int16
+		for _, v := range c.xq[i*sub : (i+1)*sub] {
+			s += int16(v)
+		}
+		c.sums[i] = s
+	}
+	if _, ok := ggmlA8M16Funcs[m.Type]; ok && c.batch >= ggmlM16From {
+		ggmlPrepM16(m, c)
+		return
+	}
+	order, ok := ggmlActOrder[m.Type]
+	if !ok {
+		c.act8 = c.xq
+		return
+	}
+	c.act8 = growAct(c, c.batch*pc)
+	for g := 0; g < c.batch*pc; g += 128 {
+		src, dst := c.xq[g:g+128], c.act8[g:g+128]
+		for i, o := range order {
+			copy(dst[16*i:16*i+16], src[o:o+16])
+		}
+	}
+}
+
+func growSums(c *ggmlCall, n int) []int16 {
+	if cap(c.sc.sums16) < n {
+		c.sc.sums16 = make([]int16, n)
+	}
+	return c.sc.sums16[:n]
+}
+
+func growAct(c *ggmlCall, n int) []int8 {
+	if cap(c.sc.act8) < n {
+		c.sc.act8 = make([]int8, n)
+	}
+	return c.sc.act8[:n]
+}
+
+// ggmlPrepM16 transposes the activation sums (pairs of int16 per dword,
+// 16 vector slots per pair) and scales (16 slots per group) for the batch
+// kernels; slots past the batch are zero.
+func ggmlPrepM16(m *ggml.Matrix, c *ggmlCall) {
+	pc, sub := m.PCols, m.Type.SubLen()
+	nsub := pc / sub
+	if n := nsub / 2 * 16; cap(c.sc.pairs) < n {
+		c.sc.pairs = make([]int32, n)
+	}
+	c.pairs = c.sc.pairs[:nsub/2*16]
+	clear(c.pairs)
+	if n := pc / 128 * 16; cap(c.sc.xsT) < n {
+		c.sc.xsT = make([]float32, n)
+	}
+	c.xsT = c.sc.xsT[:pc/128*16]
+	clear(c.xsT)
+	// activations: super-block k of vector v at (16k + v)*256, in the
+	// kernel's column order
+	nsb := pc / 256
+	c.act8 = growAct(c, nsb*16*256)
+	order, reorder := ggmlActOrder[m.Type]
+	for v := 0; v < c.batch; v++ {
+		for k := 0; k < nsb; k++ {
+			src, dst := c.xq[v*pc+256*k:v*pc+256*k+256], c.act8[(16*k+v)*256:(16*k+v+1)*256]
+			if !reorder {
+				copy(dst, src)
+				continue
+			}
+			for g := 0; g < 256; g += 128 {
+				for i, o := range order {
+					copy(dst[g+16*i:g+16*i+16], src[g+o:g+o+16])
+				}
+			}
+		}
+	}
+	for v := 0; v < c.batch; v++ {
+		for p := 0; p < nsub/2; p++ {
+			var s0, s1 int16
+			for _, x := range c.xq[v*pc+2*p*sub : v*pc+(2*p+1)*sub] {
+				s0 += int16(x)
+			}
+			for _, x := range c.xq[v*pc+(2*p+1)*sub : v*pc+(2*p+2)*sub] {
+				s1 += int16(x)
+			}
+			c.pairs[p*16+v] = int32(uint16(s0)) | int32(s1)<<16
+		}
+		for g := 0; g < pc/128; g++ {
+			c.xsT[g*16+v] = c.xs[v*pc/128+g]
+		}
+	}
+}
+
+// ggmlRunM16 runs a batch kernel on rows [r0, r1) and scatters its
+// slot-major results into dst.
+func ggmlRunM16(fn ggmlA8M16Func, m *ggml.Matrix, c *ggmlCall, r0, r1 int) {
+	const chunk = 64 // rows per call: the results stay in L1
+	var out [chunk * 16]float32
+	pc := m.PCols
+	for a := r0; a < r1; a += chunk {
+		b := min(r1, a+chunk)
+		fn(&m.Data[a*m.RowBytes()], m.RowBytes(), b-a, pc/256, &c.act8[0], pc, &c.pairs[0], &c.xsT[0], c.batch, &out[0])
+		for r := a; r < b; r++ {
+			for v := 0; v < c.batch; v++ {
+				c.dst[v*m.Rows+r] = out[(r-a)*16+v]
+			}
+		}
+	}
+}
+
+// ggmlF32Runner adapts a float kernel to ggmlKernel.f32.
+func ggmlF32Runner(fn ggmlF32Func) func(mx *GGMLMatrix, dst, xt []float32, batch, r0, r1 int) {
+	return func(mx *GGMLMatrix, dst, xt []float32, batch, r0, r1 int) {
+		if r1 <= r0 {
+			return
+		}
+		m := mx.m
+		var tmp [512]byte
+		var accs [maxBatch * 16]float32
+		fn(&m.Data[r0*m.RowBytes()], m.RowBytes(), r1-r0, m.PCols/max(m.Type.BlockElems(), 128),
+			&xt[0], batch, &tmp[0], &accs[0], &dst[r0], 4*m.Rows)
+	}
+}

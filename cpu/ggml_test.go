@@ -1,0 +1,119 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/ggml"
+)
+
+// TestGGMLKernels: every type on every kernel set this CPU runs, at
+// shapes with several super-blocks and rows not a multiple of the tiles,
+// batches 1..16: A8 equal to DotA8Exact bit for bit, through MulA8 and
+// MulI8; the SIMD types report their kernel set.
+func TestGGMLKernels(t *testing.T) {
+	for _, isa := range ISAs() {
+		if !Supported(isa) {
+			continue
+		}
+		be, err := New(Config{ISA: isa, Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer be.Close()
+		for _, typ := range ggml.Types {
+			for _, sh := range [][2]int{{37, 1024}, {5, 2304}} {
+				m, err := ggml.Random(typ, sh[0], sh[1], uint64(sh[0])+uint64(typ))
+				if err != nil {
+					t.Fatal(err)
+				}
+				mx, err := be.LoadGGML(m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if f := ggmlKernels[typ]; f != nil && f(isa) != nil && !strings.Contains(mx.Kernel(), string(isa)) {
+					t.Errorf("%s on %s runs %s", typ, isa, mx.Kernel())
+				}
+				rows, cols, pc := m.Rows, m.Cols, m.PCols
+				want := make([]float32, rows)
+				for _, batch := range []int{1, 2, 3, 16} {
+					x := make([]float32, batch*cols)
+					rng := layout.NewRand(uint64(batch))
+					for i := range x {
+						x[i] = float32(rng.NormFloat64())
+					}
+					dst := make([]float32, batch*rows)
+					if err := mx.MulA8(dst, x, batch); err != nil {
+						t.Fatal(err)
+					}
+					xq, xs := make([]int8, batch*pc), make([]float32, batch*pc/128)
+					for v := 0; v < batch; v++ {
+						if err := layout.QuantizeA8(xq[v*pc:(v+1)*pc], xs[v*pc/128:(v+1)*pc/128], x[v*cols:(v+1)*cols]); err != nil {
+							t.Fatal(err)
+						}
+					}
+					d8 := make([]float32, batch*rows)
+					if err := mx.MulI8(d8, xq, xs, batch); err != nil {
+						t.Fatal(err)
+					}
+					for v := 0; v < batch; v++ {
+						if err := m.DotA8Exact(want, xq[v*pc:(v+1)*pc], xs[v*pc/128:(v+1)*pc/128]); err != nil {
+							t.Fatal(err)
+						}
+						for r := range want {
+							if g := dst[v*rows+r]; math.Float32bits(g) != math.Float32bits(want[r]) || math.Float32bits(d8[v*rows+r]) != math.Float32bits(g) {
+								t.Fatalf("%s %s %dx%d batch %d vector %d row %d: %v (MulI8 %v), want %v", isa, typ, rows, cols, batch, v, r, g, d8[v*rows+r], want[r])
+							}
+						}
+					}
+				}
+				mx.Close()
+			}
+		}
+	}
+}
+
+// BenchmarkGGML times each type's A8 multiply at batch 1 and 16 on the
+// best kernel set, one matrix of 4096x14336 (its bytes exceed the VM's
+// last-level cache) and 256x4096 (in L2, one thread: the kernels'
+// compute cost); the roofline figures come from qgemv bench -format.
+func BenchmarkGGML(b *testing.B) {
+	for _, sh := range [][3]int{{4096, 14336, 0}, {256, 4096, 1}} {
+		be, err := New(Config{Threads: sh[2]})
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchGGML(b, be, sh[0], sh[1])
+		be.Close()
+	}
+}
+
+func benchGGML(b *testing.B, be *Backend, rows, cols int) {
+	for _, typ := range ggml.Types {
+		m, err := ggml.Random(typ, rows, cols, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		mx, err := be.LoadGGML(m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, batch := range []int{1, 16} {
+			x := make([]float32, batch*m.Cols)
+			for i := range x {
+				x[i] = float32(i%7) - 3
+			}
+			dst := make([]float32, batch*m.Rows)
+			b.Run(fmt.Sprintf("%s/a8/b%d/%dx%d/%s-%dthreads", typ, batch, rows, cols, mx.Kernel(), be.Threads()), func(b *testing.B) {
+				b.SetBytes(int64(len(m.Data)))
+				for i := 0; i < b.N; i++ {
+					mx.MulA8(dst, x, batch)
+				}
+			})
+		}
+		mx.Close()
+	}
+}

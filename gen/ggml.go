@@ -1,0 +1,1552 @@
+package main
+
+import (
+	"fmt"
+	"math"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// llama.cpp block types with int8 activations (asm/ggml_amd64.s): the
+// exact A8 definition of layout/ggml, AVX-512 VNNI, a row at a time, each
+// block unpacked once for every vector of the batch.
+
+// ggmlKernels emits the GGML block family.
+func ggmlKernels() {
+	for _, c := range ggmlSupers {
+		ggmlSuperA8(c)
+		ggmlSuperA8R4(c)
+		ggmlSuperA8M16(c)
+	}
+	for _, c := range ggmlSmalls {
+		ggmlBlockA8(c)
+		ggmlBlockA8R4(c)
+	}
+	for _, c := range ggmlSupers {
+		ggmlSuperF32(c)
+		ggmlSuperA8AVX2(c)
+		ggmlSuperA8R4AVX2(c)
+		ggmlSuperF32AVX2(c)
+	}
+	for _, c := range ggmlSmalls {
+		ggmlBlockF32(c)
+		ggmlBlockA8AVX2(c)
+		ggmlBlockF32AVX2(c)
+	}
+}
+
+// ggmlSig is the signature of every GGML A8 kernel (cpu/ggml_amd64.go
+// calls them): rows rows from w (stride bytes apart) of nsb super-blocks
+// each; for nvec vectors v, act+v*astride (the activations as prepared
+// for the type), sums+v*sstride (the int16 activation sums of each
+// sub-block), xs+v*xstride (the float32 activation scales); row r of
+// vector v is written to out[v*ostride + r] (byte strides).
+const ggmlSig = "func(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)"
+
+// ggmlSuper describes a 256-element super-block type for ggmlSuperA8.
+type ggmlSuper struct {
+	t     string // name part: Q4K, ...
+	bytes int    // block bytes
+	sub   int    // sub-block elements (16 or 32)
+	mins  bool   // an M term (mins times activation sums) subtracted with dmin
+	shift int    // codes stored as q + 2^shift: S -= 2^shift * sum sc*sx (0: none)
+	dword bool   // IQ4_XS: VPDPBUSD per 128-bit lane (one sub-block) times dword scales
+	doc   string
+}
+
+var ggmlSupers = []ggmlSuper{
+	{t: "Q2K", bytes: 84, sub: 16, mins: true,
+		doc: "part p of half h holds columns 64p..64p+63 of the half (bits 4p+2i of the 32 code bytes), the activations in column order, the sums one int16 per 16 columns"},
+	{t: "Q3K", bytes: 110, sub: 16, shift: 2,
+		doc: "as Q2_K, the codes q+4 (the hmask bit added as 4), S - 4*sum(sc*sx)"},
+	{t: "Q4K", bytes: 144, sub: 32, mins: true,
+		doc: "part 0 of half h holds sub-blocks 4h and 4h+2 (the low nibbles of the half's 64 code bytes), part 1 sub-blocks 4h+1 and 4h+3 (the high nibbles): the activations of each 128 columns come as [0:32] [64:96] [32:64] [96:128], the sums one int16 per 32 columns"},
+	{t: "Q5K", bytes: 176, sub: 32, mins: true,
+		doc: "as Q4_K, the qh bit of each code added as 16"},
+	{t: "Q6K", bytes: 210, sub: 16, shift: 5,
+		doc: "part 0 of half h holds columns 0..63 of the half (the low nibbles of ql and two bits of qh each), part 1 columns 64..127: the activations in column order, the sums one int16 per 16 columns, S - 32*sum(sc*sx)"},
+	{t: "IQ4XS", bytes: 136, sub: 32, shift: 7, dword: true,
+		doc: "128-bit lane k of part 0 (part 1) of half h holds columns 32k..32k+15 (32k+16..32k+31) of the half as KValues+128 (VPSHUFB), so the activations of each 128 columns come as [0:16] [32:48] [64:80] [96:112] [16:32] [48:64] [80:96] [112:128]; VPDPBUSD per lane, times the sub-block scales as dwords (VPMULLD), S - 128*sum(sc*sx), the sums one int16 per 32 columns"},
+}
+
+// ggmlSuperA8 emits Ggml<t>A8Avx512 for a 256-element super-block type:
+// per row and super-block, the codes unpacked to unsigned bytes (four ZMM:
+// two per 128-column half, "parts"), the sub-block scales widened to
+// int16 and spread over the word lanes of each part (VPERMW); then per
+// vector VPMADDUBSW (codes x activations, int16 pairs) and VPMADDWD /
+// VPDPWSSD (times the scales, int32), both halves reduced to S0, S1 and
+// the sums term (mins x activation sums, or the recentring sum sc*sx) to
+// M0, M1 together, and the float steps of the definition in scalar SSE,
+// one rounding each, in the definition's order.
+func ggmlSuperA8(c ggmlSuper) {
+	t := c.t
+	name := "Ggml" + t + "A8Avx512"
+	TEXT(name, NOSPLIT, ggmlSig)
+	Pragma("noescape")
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s computes the exact A8 product of layout/ggml %s rows with AVX-512 VNNI and BW: %s.", name, ggmlTypeName(t), c.doc))
+	sumBytes := 2 * 256 / c.sub
+
+	kc, idxTab := ggmlConstTables(c, true)
+	var idx [2][2]VecVirtual
+	for h := 0; h < 2; h++ {
+		for p := 0; p < 2; p++ {
+			if c.dword && p == 1 {
+				idx[h][1] = idx[h][0]
+				continue
+			}
+			idx[h][p] = ZMM()
+			VMOVDQU64(idxTab[h][p], idx[h][p])
+		}
+	}
+
+	Label(name + "_row")
+	{
+		// zero the accumulators out[v*ostride] of this row
+		{
+			op, n, os := param("out"), param("nvec"), param("ostride")
+			Label(name + "_zero")
+			MOVL(U32(0), Mem{Base: op})
+			ADDQ(os, op)
+			DECQ(n)
+			JNZ(LabelRef(name + "_zero"))
+		}
+		wp := param("w")
+		ak, sk, xk := param("act"), param("sums"), param("xs")
+		nk := param("nsb")
+		Label(name + "_sb")
+		{
+			q := ggmlSuperCodes(c, wp, kc)
+			scw, sumw := ggmlSuperScales(c, Mem{Base: wp})
+			var sc [2][2]VecVirtual
+			for h := 0; h < 2; h++ {
+				for p := 0; p < 2; p++ {
+					if c.dword && p == 1 {
+						sc[h][1] = sc[h][0]
+						continue
+					}
+					sc[h][p] = ZMM()
+					if c.dword {
+						VPERMD(scw.AsZ(), idx[h][p], sc[h][p])
+					} else {
+						VPERMW(scw.AsZ(), idx[h][p], sc[h][p])
+					}
+				}
+			}
+			// d (and dmin) as float32: [d, d, dmin, dmin], or [d, d, d, d]
+			dd := XMM()
+			switch t {
+			case "Q4K", "Q5K":
+				VCVTPH2PS(Mem{Base: wp}, dd)
+				VPERMILPS(U8(0x50), dd, dd)
+			case "Q2K":
+				h2 := XMM()
+				VPBROADCASTD(Mem{Base: wp, Disp: 80}, h2)
+				VCVTPH2PS(h2, dd)
+				VPERMILPS(U8(0x50), dd, dd)
+			default:
+				off := map[string]int{"Q3K": 108, "Q6K": 208, "IQ4XS": 0}[t]
+				h16 := XMM()
+				VPBROADCASTW(Mem{Base: wp, Disp: off}, h16)
+				VCVTPH2PS(h16, dd)
+			}
+
+			// every vector
+			av, sv, xv := GP64(), GP64(), GP64()
+			MOVQ(ak, av)
+			MOVQ(sk, sv)
+			MOVQ(xk, xv)
+			ov := param("out")
+			vc := param("nvec")
+			Label(name + "_vec")
+			{
+				var x4 [2]VecVirtual
+				for h := 0; h < 2; h++ {
+					acc := ZMM()
+					if c.dword {
+						VPXORD(acc, acc, acc)
+						for p := 0; p < 2; p++ {
+							VPDPBUSD(Mem{Base: av, Disp: 128*h + 64*p}, q[h][p], acc)
+						}
+						VPMULLD(sc[h][0], acc, acc)
+					} else {
+						for p := 0; p < 2; p++ {
+							pr := ZMM()
+							VPMADDUBSW(Mem{Base: av, Disp: 128*h + 64*p}, q[h][p], pr)
+							if p == 0 {
+								VPMADDWD(sc[h][p], pr, acc)
+							} else {
+								VPDPWSSD(sc[h][p], pr, acc)
+							}
+						}
+					}
+					y := YMM()
+					VEXTRACTI64X4(U8(1), acc, y)
+					VPADDD(y, acc.AsY(), y)
+					x := XMM()
+					VEXTRACTI32X4(U8(1), y, x)
+					VPADDD(x, y.AsX(), x)
+					x4[h] = x
+				}
+				hs := XMM()
+				phaddd(x4[1], x4[0], hs) // [S0a, S0b, S1a, S1b]
+				mm := XMM()              // the sums term in pairs: [M0a, M0b, M1a, M1b]
+				if sumBytes == 32 {
+					m8 := YMM()
+					VPMADDWD(Mem{Base: sv}, sumw, m8)
+					hi := XMM()
+					VEXTRACTI32X4(U8(1), m8, hi)
+					phaddd(hi, m8.AsX(), mm)
+				} else {
+					VPMADDWD(Mem{Base: sv}, sumw, mm)
+				}
+				g := XMM()
+				phaddd(mm, hs, g) // [S0, S1, M0, M1]
+				if c.shift > 0 {  // S = S - 2^shift * C
+					cc := XMM()
+					VPSHUFD(U8(0xee), g, cc)
+					VPSLLD(U8(c.shift), cc, cc)
+					VPSUBD(cc, g, g)
+				}
+				f := XMM()
+				VCVTDQ2PS(g, f)
+				coef := XMM()
+				VMOVDDUP(Mem{Base: xv}, coef) // [xs0, xs1, xs0, xs1]
+				VMULPS(dd, coef, coef)
+				VMULPS(coef, f, f) // [t0, t1, u0, u1]
+				acc := XMM()
+				VMOVSS(Mem{Base: ov}, acc)
+				if !c.mins {
+					VADDSS(f, acc, acc)
+					t1 := XMM()
+					VMOVSHDUP(f, t1)
+					VADDSS(t1, acc, acc)
+				} else {
+					u := XMM()
+					VMOVHLPS(f, f, u)
+					VADDSS(f, acc, acc)
+					VSUBSS(u, acc, acc)
+					t1 := XMM()
+					VMOVSHDUP(f, t1)
+					VADDSS(t1, acc, acc)
+					VMOVSHDUP(u, u)
+					VSUBSS(u, acc, acc)
+				}
+				VMOVSS(acc, Mem{Base: ov})
+				ADDQ(param("astride"), av)
+				ADDQ(param("sstride"), sv)
+				ADDQ(param("xstride"), xv)
+				ADDQ(param("ostride"), ov)
+				DECQ(vc)
+				JNZ(LabelRef(name + "_vec"))
+			}
+			ADDQ(U32(c.bytes), wp)
+			ADDQ(U32(256), ak)
+			ADDQ(U32(sumBytes), sk)
+			ADDQ(U32(8), xk)
+			DECQ(nk)
+			JNZ(LabelRef(name + "_sb"))
+		}
+		bump("w", param("stride"))
+		bump("out", U32(4))
+		r := param("rows")
+		DECQ(r)
+		Store(r, Param("rows"))
+		JNZ(LabelRef(name + "_row"))
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// ggmlTypeName spells a kernel name part as ggml does (Q4K: Q4_K).
+func ggmlTypeName(t string) string {
+	if t == "IQ4XS" {
+		return "IQ4_XS"
+	}
+	return t[:2] + "_K"
+}
+
+// ggmlConsts are the constants the code unpacking uses: registers, or
+// read-only memory (bit, cnt) where registers are short.
+type ggmlConsts struct {
+	nib, three, addHigh, kv VecVirtual
+	bit                     [2][2]Op // Q5_K, Q3_K: the high bit of each (half, part) per byte
+	cnt                     [2]Op    // Q2_K, Q3_K, Q6_K: the 2-bit field's shift of each part per word
+}
+
+// ggmlSuperCodes unpacks the super-block's codes at wp into unsigned
+// bytes, q[h][p] for half h and part p (see each type's doc).
+func ggmlSuperCodes(c ggmlSuper, wp GPVirtual, k ggmlConsts) (q [2][2]VecVirtual) {
+	for h := 0; h < 2; h++ {
+		q[h] = ggmlHalfCodes(c, wp, h, k)
+	}
+	return q
+}
+
+// ggmlHalfCodes unpacks half h of the super-block at wp.
+func ggmlHalfCodes(c ggmlSuper, wp GPVirtual, h int, k ggmlConsts) (q [2]VecVirtual) {
+	return ggmlHalfCodesInto(c, Mem{Base: wp}, h, k, [2]VecVirtual{ZMM(), ZMM()})
+}
+
+// ggmlHalfCodesInto is ggmlHalfCodes into the registers q.
+func ggmlHalfCodesInto(c ggmlSuper, base Mem, h int, k ggmlConsts, q [2]VecVirtual) [2]VecVirtual {
+	switch c.t {
+	case "Q4K", "Q5K", "Q6K", "IQ4XS":
+		off := map[string]int{"Q4K": 16, "Q5K": 48, "Q6K": 0, "IQ4XS": 8}[c.t] + 64*h
+		lo, hi := q[0], q[1]
+		VPSRLW(U8(4), base.Offset(off), hi)
+		VPANDD(base.Offset(off), k.nib, lo)
+		VPANDD(hi, k.nib, hi)
+	case "Q2K", "Q3K":
+		off := map[string]int{"Q2K": 16, "Q3K": 32}[c.t] + 32*h
+		qs := ZMM()
+		VBROADCASTI64X4(base.Offset(off), qs)
+		for p := 0; p < 2; p++ {
+			VPSRLVW(k.cnt[p], qs, q[p])
+			VPANDD(q[p], k.three, q[p])
+		}
+	}
+	switch c.t {
+	case "Q5K", "Q3K": // add the high bit (16 or 4) where it is set
+		off := map[string]int{"Q5K": 16, "Q3K": 0}[c.t]
+		hb := ZMM()
+		VBROADCASTI64X4(base.Offset(off), hb)
+		for p, v := range q {
+			km := K()
+			VPTESTMB(k.bit[h][p], hb, km)
+			VPADDB(k.addHigh, v, km, v)
+		}
+	case "Q6K": // two bits of qh above each nibble
+		qh := ZMM()
+		VBROADCASTI64X4(base.Offset(128+32*h), qh)
+		for p, v := range q {
+			b := ZMM()
+			VPSRLVW(k.cnt[p], qh, b)
+			VPANDD(b, k.three, b)
+			VPSLLW(U8(4), b, b)
+			VPORD(b, v, v)
+		}
+	case "IQ4XS": // KValues + 128
+		for _, v := range q {
+			VPSHUFB(v, k.kv, v)
+		}
+	}
+	return q
+}
+
+// ggmlConstTables returns the type's constants: registers (nib, three,
+// addHigh, kv) and, with inRegs, the bit and shift tables in registers
+// too, else as memory operands; idx are the VPERMW/VPERMD index tables.
+func ggmlConstTables(c ggmlSuper, inRegs bool) (k ggmlConsts, idx [2][2]Mem) {
+	t := c.t
+	av512 := fvec{avx512: true}
+	for h := 0; h < 2; h++ {
+		for p := 0; p < 2; p++ {
+			h, p := h, p
+			switch {
+			case c.dword: // dword i of half h: sub-block 4h + i/4
+				idx[h][p] = rodata(fmt.Sprintf("ggmlDIdx%d", h), 16, 4, func(i int) uint64 { return uint64(4*h + i/4) })
+			case c.sub == 16: // word w covers columns 2w, 2w+1 of the part: sub-block 8h + 4p + w/8
+				idx[h][p] = rodata(fmt.Sprintf("ggmlWIdx16_%d%d", h, p), 32, 2, func(w int) uint64 { return uint64(8*h + 4*p + w/8) })
+			default: // words 0..15: sub-block 4h+p, 16..31: 4h+p+2
+				idx[h][p] = rodata(fmt.Sprintf("ggmlWIdx32_%d%d", h, p), 32, 2, func(w int) uint64 { return uint64(4*h + p + 2*(w/16)) })
+			}
+		}
+	}
+	k.nib = nibbleMask(ZMM())
+	switch t {
+	case "Q5K", "Q3K":
+		for h := 0; h < 2; h++ {
+			for p := 0; p < 2; p++ {
+				h, p := h, p
+				tab := rodata(fmt.Sprintf("ggml%sBit%d%d", t, h, p), 64, 1, func(b int) uint64 {
+					if t == "Q5K" {
+						return 1 << (4*h + p + 2*(b/32))
+					}
+					return 1 << (4*h + 2*p + b/32)
+				})
+				k.bit[h][p] = tab
+				if inRegs {
+					r := ZMM()
+					VMOVDQU64(tab, r)
+					k.bit[h][p] = r
+				}
+			}
+		}
+		if t == "Q5K" {
+			k.addHigh = av512.broadcast(0x10101010)
+		} else {
+			k.addHigh = av512.broadcast(0x04040404)
+		}
+	}
+	switch t {
+	case "Q2K", "Q3K", "Q6K":
+		for p := 0; p < 2; p++ {
+			p := p
+			tab := rodata(fmt.Sprintf("ggmlShift%d", p), 32, 2, func(w int) uint64 { return uint64(4*p + 2*(w/16)) })
+			k.cnt[p] = tab
+			if inRegs {
+				r := ZMM()
+				VMOVDQU64(tab, r)
+				k.cnt[p] = r
+			}
+		}
+		k.three = av512.broadcast(0x03030303)
+	case "IQ4XS":
+		tab := rodata("ggmlKValues128", 16, 1, func(i int) uint64 {
+			return uint64(int([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]) + 128)
+		})
+		k.kv = ZMM()
+		VBROADCASTI32X4(tab, k.kv)
+	}
+	return k, idx
+}
+
+// ggmlSuperScales returns the block's sub-block scales (int16 words, or
+// int32 dwords for IQ4_XS) for VPERMW/VPERMD, and the words the sums term
+// multiplies the activation sums by (the mins, or the scales).
+func ggmlSuperScales(c ggmlSuper, base Mem) (scw, sumw VecVirtual) {
+	switch c.t {
+	case "Q4K", "Q5K":
+		// ggml's get_scale_min_k4 on 32-bit words: bytes 4..15
+		u0, u1, u2 := GP32(), GP32(), GP32()
+		MOVL(base.Offset(4), u0)
+		MOVL(base.Offset(8), u1)
+		MOVL(base.Offset(12), u2)
+		scLo, mLo, a, b := GP32(), GP32(), GP32(), GP32()
+		MOVL(u0, scLo)
+		ANDL(U32(0x3f3f3f3f), scLo)
+		MOVL(u1, mLo)
+		ANDL(U32(0x3f3f3f3f), mLo)
+		// scHi = (u2 & 0x0f0f0f0f) | ((u0 >> 6) & 0x03030303) << 4
+		MOVL(u2, a)
+		ANDL(U32(0x0f0f0f0f), a)
+		SHRL(U8(6), u0)
+		ANDL(U32(0x03030303), u0)
+		SHLL(U8(4), u0)
+		ORL(u0, a)
+		// mHi = ((u2 >> 4) & 0x0f0f0f0f) | ((u1 >> 6) & 0x03030303) << 4
+		SHRL(U8(4), u2)
+		ANDL(U32(0x0f0f0f0f), u2)
+		MOVL(u1, b)
+		SHRL(U8(6), b)
+		ANDL(U32(0x03030303), b)
+		SHLL(U8(4), b)
+		ORL(u2, b)
+		s64, m64 := GP64(), GP64()
+		MOVL(a, s64.As32())
+		SHLQ(U8(32), s64)
+		ORQ(scLo.As64(), s64)
+		MOVL(b, m64.As32())
+		SHLQ(U8(32), m64)
+		ORQ(mLo.As64(), m64)
+		sx, mx := XMM(), XMM()
+		VMOVQ(s64, sx)
+		VMOVQ(m64, mx)
+		scw, sumw = XMM(), XMM()
+		VPMOVZXBW(sx, scw)
+		VPMOVZXBW(mx, sumw)
+	case "Q2K": // low nibbles the scales, high nibbles the mins
+		x, hx := XMM(), XMM()
+		VMOVDQU64(base, x)
+		VPSRLW(U8(4), x, hx)
+		m := XMM()
+		t := GP32()
+		MOVL(U32(0x0f0f0f0f), t)
+		VPBROADCASTD(t, m)
+		VPANDD(x, m, x)
+		VPANDD(hx, m, hx)
+		scw, sumw = YMM(), YMM()
+		VPMOVZXBW(x, scw)
+		VPMOVZXBW(hx, sumw)
+	case "Q3K":
+		// 16 signed 6-bit scales: low 4 bits from bytes 96..103 (j%8,
+		// nibble j/8), high 2 bits from bytes 104..107 (j%4, bits 2*(j/4))
+		a0, a1, tm := GP32(), GP32(), GP32()
+		MOVL(base.Offset(96), a0)
+		MOVL(base.Offset(100), a1)
+		MOVL(base.Offset(104), tm)
+		part := func(a GPVirtual, ashift, tshift int) GPVirtual {
+			lo, hi := GP32(), GP32()
+			MOVL(a, lo)
+			if ashift > 0 {
+				SHRL(U8(ashift), lo)
+			}
+			ANDL(U32(0x0f0f0f0f), lo)
+			MOVL(tm, hi)
+			if tshift > 0 {
+				SHRL(U8(tshift), hi)
+			}
+			ANDL(U32(0x03030303), hi)
+			SHLL(U8(4), hi)
+			ORL(hi, lo)
+			return lo
+		}
+		s0, s1, s2, s3 := part(a0, 0, 0), part(a1, 0, 2), part(a0, 4, 4), part(a1, 4, 6)
+		lo64, hi64 := GP64(), GP64()
+		MOVL(s1, lo64.As32())
+		SHLQ(U8(32), lo64)
+		ORQ(s0.As64(), lo64)
+		MOVL(s3, hi64.As32())
+		SHLQ(U8(32), hi64)
+		ORQ(s2.As64(), hi64)
+		x, xh := XMM(), XMM()
+		VMOVQ(lo64, x)
+		VMOVQ(hi64, xh)
+		VPUNPCKLQDQ(xh, x, x)
+		m := XMM()
+		t := GP32()
+		MOVL(U32(0x20202020), t)
+		VPBROADCASTD(t, m)
+		VPSUBB(m, x, x)
+		scw = YMM()
+		VPMOVSXBW(x, scw)
+		sumw = scw
+	case "Q6K":
+		scw = YMM()
+		VPMOVSXBW(base.Offset(192), scw)
+		sumw = scw
+	case "IQ4XS":
+		// ls_j = (sl[j/2] >> 4*(j%2) & 15) | ((sh >> 2j) & 3) << 4, minus 32
+		sl, sh := GP64(), GP64()
+		MOVL(base.Offset(4), sl.As32())
+		MOVWQZX(base.Offset(2), sh)
+		lo, hi, mk := GP64(), GP64(), GP64()
+		MOVQ(U64(0x0f0f0f0f0f0f0f0f), mk)
+		PDEPQ(mk, sl, lo)
+		MOVQ(U64(0x0303030303030303), mk)
+		PDEPQ(mk, sh, hi)
+		SHLQ(U8(4), hi)
+		ORQ(hi, lo)
+		x := XMM()
+		VMOVQ(lo, x)
+		m := XMM()
+		t := GP32()
+		MOVL(U32(0x20202020), t)
+		VPBROADCASTD(t, m)
+		VPSUBB(m, x, x)
+		scw = YMM()
+		VPMOVSXBD(x, scw)
+		sumw = XMM()
+		VPMOVSXBW(x, sumw)
+	}
+	return scw, sumw
+}
+
+// phaddd is VPHADDD(b, a, dst), dst = [a0+a1, a2+a3, b0+b1, b2+b3], in
+// EVEX instructions (VPHADDD has no EVEX form, and avo may allocate
+// X16..X31).
+func phaddd(b, a, dst Op) {
+	t, u := XMM(), XMM()
+	VSHUFPS(U8(0x88), b, a, t) // [a0, a2, b0, b2]
+	VSHUFPS(U8(0xdd), b, a, u) // [a1, a3, b1, b3]
+	VPADDD(u, t, dst)
+}
+
+// ggmlPrefetch is how far ahead in a row the 32-element kernels prefetch.
+const ggmlPrefetch = 1024
+
+// ggmlSmall describes a 32-element block type for ggmlBlockA8.
+type ggmlSmall struct {
+	t     string // name part: Q4_0 -> Q40, ...
+	name  string // ggml's name
+	bytes int
+	qs    int  // offset of the codes
+	qh    int  // Q5_x: offset of the 32 high bits (0: none)
+	m     bool // Q4_1, Q5_1: an offset m (M term added)
+	shift int  // codes stored as q + 2^shift: S -= 2^shift * sum(x) (0: none)
+	nib   bool // 4-bit codes in 16 bytes (else 32 int8 codes)
+	kv    bool // IQ4_NL: codes index KValues
+}
+
+var ggmlSmalls = []ggmlSmall{
+	{t: "Q40", name: "Q4_0", bytes: 18, qs: 2, shift: 3, nib: true},
+	{t: "Q41", name: "Q4_1", bytes: 20, qs: 4, m: true, nib: true},
+	{t: "Q50", name: "Q5_0", bytes: 22, qs: 6, qh: 2, shift: 4, nib: true},
+	{t: "Q51", name: "Q5_1", bytes: 24, qs: 8, qh: 4, m: true, nib: true},
+	{t: "Q80", name: "Q8_0", bytes: 34, qs: 2, shift: 7},
+	{t: "IQ4NL", name: "IQ4_NL", bytes: 18, qs: 2, shift: 7, nib: true, kv: true},
+}
+
+// ggmlBlockA8 emits Ggml<t>A8Avx512 for a 32-element block type: per row
+// and group of four blocks (128 columns, one activation group), the codes
+// of two blocks per ZMM as unsigned bytes in column order (nibbles: low
+// then high; Q5_x: the qh bits as a byte mask adding 16; Q8_0 and IQ4_NL:
+// plus 128), then per vector two VPDPBUSD, the four block sums reduced
+// together (VSHUFI64X2, VPSHUFD), the codes' offset times the block's
+// activation sum subtracted, and the definition's float steps in scalar
+// SSE in order (d*xs times S, then for Q4_1/Q5_1 m*xs times the sum).
+// nsb counts groups of four blocks; the sums are one int16 per block.
+func ggmlBlockA8(c ggmlSmall) {
+	name := "Ggml" + c.t + "A8Avx512"
+	TEXT(name, NOSPLIT, ggmlSig)
+	Pragma("noescape")
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s computes the exact A8 product of layout/ggml %s rows with AVX-512 VNNI and BW: groups of four blocks (nsb counts groups), activations in column order, the sums one int16 per 32 columns.", name, c.name))
+	av512 := fvec{avx512: true}
+	nib := nibbleMask(YMM())
+	var kv, flip, sixteen VecVirtual
+	if c.kv {
+		tab := rodata("ggmlKValues128", 16, 1, func(i int) uint64 {
+			return uint64(int([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]) + 128)
+		})
+		kv = YMM()
+		VBROADCASTI32X4(tab, kv)
+	}
+	if !c.nib {
+		flip = av512.broadcast(0x80808080)
+	}
+	if c.qh != 0 {
+		sixteen = av512.broadcast(0x10101010)
+	}
+	lane0 := ZMM() // dword 0 of each 128-bit lane
+	VMOVDQU64(rodata("ggmlLane0", 16, 4, func(i int) uint64 { return uint64(4 * (i % 4)) }), lane0)
+
+	Label(name + "_row")
+	{
+		{
+			op, n, os := param("out"), param("nvec"), param("ostride")
+			Label(name + "_zero")
+			MOVL(U32(0), Mem{Base: op})
+			ADDQ(os, op)
+			DECQ(n)
+			JNZ(LabelRef(name + "_zero"))
+		}
+		wp := param("w")
+		ak, sk, xk := param("act"), param("sums"), param("xs")
+		kc := param("nsb")
+		Label(name + "_grp")
+		{
+			PREFETCHT0(Mem{Base: wp, Disp: ggmlPrefetch})
+			PREFETCHT0(Mem{Base: wp, Disp: ggmlPrefetch + 64})
+			z := ggmlBlockCodes(c, wp, nib, kv, flip, sixteen)
+			// d (and m) of the four blocks as float32
+			dh := XMM()
+			VPXORD(dh, dh, dh)
+			mh := XMM()
+			if c.m {
+				VPXORD(mh, mh, mh)
+			}
+			for b := 0; b < 4; b++ {
+				VPINSRW(U8(b), Mem{Base: wp, Disp: b * c.bytes}, dh, dh)
+				if c.m {
+					VPINSRW(U8(b), Mem{Base: wp, Disp: b*c.bytes + 2}, mh, mh)
+				}
+			}
+			d4 := XMM()
+			VCVTPH2PS(dh, d4)
+			m4 := XMM()
+			if c.m {
+				VCVTPH2PS(mh, m4)
+			}
+
+			av, sv, xv := GP64(), GP64(), GP64()
+			MOVQ(ak, av)
+			MOVQ(sk, sv)
+			MOVQ(xk, xv)
+			ov := param("out")
+			vc := param("nvec")
+			Label(name + "_vec")
+			{
+				var acc [2]VecVirtual
+				for i := 0; i < 2; i++ {
+					acc[i] = ZMM()
+					VPXORD(acc[i], acc[i], acc[i])
+					VPDPBUSD(Mem{Base: av, Disp: 64 * i}, z[i], acc[i])
+				}
+				// [blocks 0 1 2 3] partial in each 128-bit lane, then summed within lanes
+				p, q := ZMM(), ZMM()
+				VSHUFI64X2(U8(0x88), acc[1], acc[0], p)
+				VSHUFI64X2(U8(0xdd), acc[1], acc[0], q)
+				VPADDD(q, p, p)
+				VPSHUFD(U8(0x4e), p, q)
+				VPADDD(q, p, p)
+				VPSHUFD(U8(0xb1), p, q)
+				VPADDD(q, p, p)
+				s4 := ZMM()
+				VPERMD(p, lane0, s4) // dword k = block k's dot
+				sx := XMM()
+				VPMOVSXWD(Mem{Base: sv}, sx)
+				if c.shift > 0 {
+					off := XMM()
+					VPSLLD(U8(c.shift), sx, off)
+					VPSUBD(off, s4.AsX(), s4.AsX())
+				}
+				f := XMM()
+				VCVTDQ2PS(s4.AsX(), f)
+				xb := XMM()
+				VBROADCASTSS(Mem{Base: xv}, xb)
+				coef := XMM()
+				VMULPS(d4, xb, coef)
+				VMULPS(coef, f, f) // [t0 t1 t2 t3]
+				var u VecVirtual
+				if c.m {
+					fm := XMM()
+					VCVTDQ2PS(sx, fm)
+					cm := XMM()
+					VMULPS(m4, xb, cm)
+					VMULPS(cm, fm, fm) // [u0 u1 u2 u3]
+					u = fm
+				}
+				acc1 := XMM()
+				VMOVSS(Mem{Base: ov}, acc1)
+				for b := 0; b < 4; b++ {
+					for _, src := range []VecVirtual{f, u} {
+						if src == nil {
+							continue
+						}
+						e := src
+						if b > 0 {
+							e = XMM()
+							VPERMILPS(U8(b), src, e)
+						}
+						VADDSS(e, acc1, acc1)
+					}
+				}
+				VMOVSS(acc1, Mem{Base: ov})
+				ADDQ(param("astride"), av)
+				ADDQ(param("sstride"), sv)
+				ADDQ(param("xstride"), xv)
+				ADDQ(param("ostride"), ov)
+				DECQ(vc)
+				JNZ(LabelRef(name + "_vec"))
+			}
+			ADDQ(U32(4*c.bytes), wp)
+			ADDQ(U32(128), ak)
+			ADDQ(U32(8), sk)
+			ADDQ(U32(4), xk)
+			DECQ(kc)
+			JNZ(LabelRef(name + "_grp"))
+		}
+		bump("w", param("stride"))
+		bump("out", U32(4))
+		r := param("rows")
+		DECQ(r)
+		Store(r, Param("rows"))
+		JNZ(LabelRef(name + "_row"))
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// ggmlSigM16 is the signature of the GGML batch kernels: as ggmlSig, but
+// the activations of super-block k of vector v are at act + (16k + v)*256
+// (astride is unused: the vectors of a super-block share cache lines
+// instead of aliasing in L1 at a stride of the row length), the sums are
+// the pairs of int16 sub-block sums of the 16 vector slots
+// (per super-block and pair p: 16 dwords, slot v holding vector v's sums
+// of sub-blocks 2p, 2p+1), xs the activation scales of the 16 slots per
+// group of 128 columns, and row r's results go to out[16r .. 16r+15]
+// (slot order); slots from nvec on must have zero sums and scales.
+const ggmlSigM16 = "func(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)"
+
+// ggmlSuperA8M16 emits Ggml<t>A8M16Avx512: the batch kernel of a
+// super-block type, the vectors in the lanes. Per row, super-block and
+// half, the codes and scales are unpacked once, each of up to 16 vectors
+// gets its own accumulator (VPMADDUBSW and VPMADDWD/VPDPWSSD as the
+// one-vector kernel), reduce16 turns the 16 accumulators into one vector
+// of 16 sums S, the sums term M of all 16 is VPMADDWD of the transposed
+// activation sums with the broadcast mins (or scales), and the float steps
+// run on 16 vectors at once, in the definition's order: one rounding per
+// operation, no fused multiply-add.
+func ggmlSuperA8M16(c ggmlSuper) {
+	t := c.t
+	name := "Ggml" + t + "A8M16Avx512"
+	TEXT(name, NOSPLIT, ggmlSigM16)
+	Pragma("noescape")
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 2..16 vectors, the vectors in the lanes of the accumulators of the float steps.", name, "Ggml"+t+"A8Avx512"))
+	sumLen := 256 / c.sub        // sub-blocks per super-block
+	pairBytes := sumLen / 2 * 64 // transposed pair sums per super-block
+	sumw16 := AllocLocal(32)     // the words the sums term multiplies by
+	kc, idxTab := ggmlConstTables(c, false)
+	// one set of registers for both halves and every super-block (avo's
+	// greedy allocator fails with fresh ones per half)
+	acc := make([]VecVirtual, 16)
+	for v := range acc {
+		acc[v] = ZMM()
+	}
+	q := [2]VecVirtual{ZMM(), ZMM()}
+	sc := [2]VecVirtual{ZMM(), ZMM()}
+	Label(name + "_row")
+	{
+		acc16 := ZMM()
+		VPXORD(acc16, acc16, acc16)
+		wp := param("w")
+		ak, sk, xk := param("act"), param("sums"), param("xs")
+		nk := param("nsb")
+		Label(name + "_sb")
+		{
+			scw, sumw := ggmlSuperScales(c, Mem{Base: wp})
+			if sumLen == 16 {
+				VMOVDQU64(sumw, sumw16)
+			} else {
+				VMOVDQU64(sumw, sumw16.Offset(0))
+			}
+			dz := ZMM()
+			{
+				off := map[string]int{"Q2K": 80, "Q3K": 108, "Q6K": 208}[t]
+				h := YMM()
+				VPBROADCASTW(Mem{Base: wp, Disp: off}, h)
+				VCVTPH2PS(h, dz)
+			}
+			var dmz VecVirtual
+			if c.mins {
+				off := map[string]int{"Q2K": 82}[t]
+				if t != "Q2K" {
+					off = 2
+				}
+				h := YMM()
+				VPBROADCASTW(Mem{Base: wp, Disp: off}, h)
+				dmz = ZMM()
+				VCVTPH2PS(h, dmz)
+			}
+			for h := 0; h < 2; h++ {
+				ggmlHalfCodesInto(c, Mem{Base: wp}, h, kc, q)
+				for p := 0; p < 2; p++ {
+					if c.dword && p == 1 {
+						continue
+					}
+					ix := ZMM()
+					VMOVDQU64(idxTab[h][p], ix)
+					if c.dword {
+						VPERMD(scw.AsZ(), ix, sc[p])
+					} else {
+						VPERMW(scw.AsZ(), ix, sc[p])
+					}
+				}
+				for v := range acc {
+					VPXORD(acc[v], acc[v], acc[v])
+				}
+				n := param("nvec")
+				done := fmt.Sprintf("%s_h%d_done", name, h)
+				for v := 0; v < 16; v++ {
+					if c.dword {
+						for p := 0; p < 2; p++ {
+							VPDPBUSD(Mem{Base: ak, Disp: 256*v + 128*h + 64*p}, q[p], acc[v])
+						}
+					} else {
+						for p := 0; p < 2; p++ {
+							pr := ZMM()
+							VPMADDUBSW(Mem{Base: ak, Disp: 256*v + 128*h + 64*p}, q[p], pr)
+							VPDPWSSD(sc[p], pr, acc[v])
+						}
+					}
+					if v < 15 {
+						DECQ(n)
+						JZ(LabelRef(done))
+					}
+				}
+				Label(done)
+				if c.dword {
+					for v := range acc {
+						VPMULLD(sc[0], acc[v], acc[v])
+					}
+				}
+				S := reduce16(acc)
+				// the sums term of the 16 slots: pairs 4h..4h+3 (16-column
+				// sub-blocks) or 2h, 2h+1 (32-column ones)
+				M := ZMM()
+				np := sumLen / 4
+				for i := 0; i < np; i++ {
+					pr := h*np + i
+					b := ZMM()
+					VPBROADCASTD(sumw16.Offset(4*pr), b)
+					if i == 0 {
+						VPMADDWD(Mem{Base: sk, Disp: 64 * pr}, b, M)
+					} else {
+						VPDPWSSD(Mem{Base: sk, Disp: 64 * pr}, b, M)
+					}
+				}
+				if c.shift > 0 {
+					sh := ZMM()
+					VPSLLD(U8(c.shift), M, sh)
+					VPSUBD(sh, S, S)
+				}
+				xz := ZMM()
+				VMOVUPS(Mem{Base: xk, Disp: 64 * h}, xz)
+				coef, f := ZMM(), ZMM()
+				VMULPS(dz, xz, coef)
+				VCVTDQ2PS(S, f)
+				VMULPS(coef, f, f)
+				VADDPS(f, acc16, acc16)
+				if c.mins {
+					VMULPS(dmz, xz, coef)
+					VCVTDQ2PS(M, f)
+					VMULPS(coef, f, f)
+					VSUBPS(f, acc16, acc16)
+				}
+			}
+			ADDQ(U32(c.bytes), wp)
+			ADDQ(U32(16*256), ak)
+			ADDQ(U32(pairBytes), sk)
+			ADDQ(U32(128), xk)
+			DECQ(nk)
+			JNZ(LabelRef(name + "_sb"))
+		}
+		op := param("out")
+		VMOVUPS(acc16, Mem{Base: op})
+		bump("out", U32(64))
+		bump("w", param("stride"))
+		r := param("rows")
+		DECQ(r)
+		Store(r, Param("rows"))
+		JNZ(LabelRef(name + "_row"))
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// ggmlBlockCodes unpacks four 32-element blocks at wp into unsigned bytes
+// in column order, blocks 2i and 2i+1 in z[i] (see ggmlBlockA8).
+func ggmlBlockCodes(c ggmlSmall, wp GPVirtual, nib, kv, flip, sixteen VecVirtual) (z [2]VecVirtual) {
+	return ggmlBlockCodesAt(c, Mem{Base: wp}, nib, kv, flip, sixteen)
+}
+
+// ggmlBlockCodesAt is ggmlBlockCodes for the row at base.
+func ggmlBlockCodesAt(c ggmlSmall, base Mem, nib, kv, flip, sixteen VecVirtual) (z [2]VecVirtual) {
+	for i := 0; i < 2; i++ {
+		var half [2]VecVirtual
+		for j := 0; j < 2; j++ {
+			off := (2*i+j)*c.bytes + c.qs
+			y := YMM()
+			if c.nib {
+				x, hx := XMM(), XMM()
+				VMOVDQU64(base.Offset(off), x)
+				VPSRLW(U8(4), x, hx)
+				VINSERTI32X4(U8(1), hx, x.AsY(), y)
+				VPANDD(y, nib, y)
+				if c.kv {
+					VPSHUFB(y, kv, y)
+				}
+			} else {
+				VMOVDQU64(base.Offset(off), y)
+			}
+			if c.qh != 0 {
+				h := GP32()
+				MOVL(base.Offset((2*i+j)*c.bytes+c.qh), h)
+				k := K()
+				KMOVD(h, k)
+				VPADDB(sixteen.AsY(), y, k, y)
+			}
+			half[j] = y
+		}
+		z[i] = ZMM()
+		VINSERTI64X4(U8(1), half[1], half[0].AsZ(), z[i])
+		if !c.nib {
+			VPXORD(flip, z[i], z[i])
+		}
+	}
+	return z
+}
+
+// ggmlSigF32 is the signature of the GGML float kernels: rows rows from w
+// (stride bytes apart) of nsb units (super-blocks, or groups of four
+// 32-element blocks) each; the float32 activations of unit k of vector v
+// at x + (k*nvec + v)*U*4 (U = 256 or 128 columns: the vectors of a unit
+// side by side); tmp is 512 bytes and accs nvec*64 bytes of scratch; row
+// r of vector v goes to out[v*ostride + r] (byte stride).
+const ggmlSigF32 = "func(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)"
+
+// ggmlChunk is one 16-code lane of a unit's unpacked codes (in register
+// order): the column it starts at and its sub-block (block).
+type ggmlChunk struct{ col, j int }
+
+// ggmlSuperChunks returns the lanes of a super-block type's four code
+// registers (half h, part p, lane l: index 8h + 4p + l).
+func ggmlSuperChunks(c ggmlSuper) []ggmlChunk {
+	var out []ggmlChunk
+	for h := 0; h < 2; h++ {
+		for p := 0; p < 2; p++ {
+			for l := 0; l < 4; l++ {
+				var col int
+				switch c.t {
+				case "Q4K", "Q5K":
+					col = 128*h + 64*(l/2) + 32*p + 16*(l%2)
+				case "IQ4XS":
+					col = 128*h + 32*l + 16*p
+				default: // Q2K, Q3K, Q6K: part p holds columns 64p..64p+63 of the half
+					col = 128*h + 64*p + 16*l
+				}
+				out = append(out, ggmlChunk{col, col / c.sub})
+			}
+		}
+	}
+	return out
+}
+
+// ggmlFloatUnit emits the float multiply of one unit whose codes (unsigned
+// bytes, register order) are in z and whose per-sub-block scales D and
+// offsets E (w = D*u + E) are at tmp+256 and tmp+384: it converts each
+// 16-code lane to float32 weights in a register, then for every vector
+// adds weights times activations into four partial sums and those into
+// the vector's accumulator (accs + 64v).
+func ggmlFloatUnit(name string, z []VecVirtual, chunks []ggmlChunk, unitCols int, tp, xk GPVirtual, w []VecVirtual) {
+	for i, ch := range chunks {
+		zr := z[i/4]
+		if i%4 == 0 {
+			VPMOVZXBD(zr.AsX(), w[i])
+		} else {
+			lane := XMM()
+			VEXTRACTI32X4(U8(i%4), zr, lane)
+			VPMOVZXBD(lane, w[i])
+		}
+		dj := ZMM()
+		VBROADCASTSS(Mem{Base: tp, Disp: 256 + 4*ch.j}, dj)
+		VCVTDQ2PS(w[i], w[i])
+		VFMADD213PS_BCST(Mem{Base: tp, Disp: 384 + 4*ch.j}, dj, w[i])
+	}
+	xv, ap := GP64(), GP64()
+	MOVQ(xk, xv)
+	ap = param("accs")
+	vc := param("nvec")
+	Label(name)
+	{
+		p := []VecVirtual{ZMM(), ZMM(), ZMM(), ZMM()}
+		for i, ch := range chunks {
+			if i < 4 {
+				VMULPS(Mem{Base: xv, Disp: 4 * ch.col}, w[i], p[i])
+			} else {
+				VFMADD231PS(Mem{Base: xv, Disp: 4 * ch.col}, w[i], p[i%4])
+			}
+		}
+		VADDPS(p[1], p[0], p[0])
+		VADDPS(p[3], p[2], p[2])
+		VADDPS(p[2], p[0], p[0])
+		VADDPS(Mem{Base: ap}, p[0], p[0])
+		VMOVUPS(p[0], Mem{Base: ap})
+		ADDQ(U32(4*unitCols), xv)
+		ADDQ(U32(64), ap)
+		DECQ(vc)
+		JNZ(LabelRef(name))
+	}
+}
+
+// ggmlF32Rows emits the row loop of a float kernel around unit, which
+// unpacks and multiplies one unit at wp (tp: scratch, xk: the unit's
+// activations).
+func ggmlF32Rows(name string, unitBytes, unitCols int, unit func(wp, tp, xk GPVirtual)) {
+	Label(name + "_row")
+	{
+		{ // zero the accumulators
+			ap, n := param("accs"), param("nvec")
+			z := ZMM()
+			VPXORD(z, z, z)
+			Label(name + "_zero")
+			VMOVUPS(z, Mem{Base: ap})
+			ADDQ(U32(64), ap)
+			DECQ(n)
+			JNZ(LabelRef(name + "_zero"))
+		}
+		wp, xk, nk := param("w"), param("x"), param("nsb")
+		Label(name + "_unit")
+		{
+			tp := param("tmp")
+			unit(wp, tp, xk)
+			ADDQ(U32(unitBytes), wp)
+			n := param("nvec")
+			SHLQ(U8(log2(4*unitCols)), n)
+			ADDQ(n, xk)
+			DECQ(nk)
+			JNZ(LabelRef(name + "_unit"))
+		}
+		{ // reduce each vector's accumulator into out[v*ostride]
+			ap, op, n := param("accs"), param("out"), param("nvec")
+			Label(name + "_out")
+			a := ZMM()
+			VMOVUPS(Mem{Base: ap}, a)
+			y := YMM()
+			VEXTRACTF64X4(U8(1), a, y)
+			VADDPS(y, a.AsY(), y)
+			x := XMM()
+			VEXTRACTF32X4(U8(1), y, x)
+			VADDPS(x, y.AsX(), x)
+			t := XMM()
+			VMOVHLPS(x, x, t)
+			VADDPS(t, x, x)
+			VMOVSHDUP(x, t)
+			VADDSS(t, x, x)
+			VMOVSS(x, Mem{Base: op})
+			ADDQ(U32(64), ap)
+			ADDQ(param("ostride"), op)
+			DECQ(n)
+			JNZ(LabelRef(name + "_out"))
+		}
+		bump("w", param("stride"))
+		bump("out", U32(4))
+		r := param("rows")
+		DECQ(r)
+		Store(r, Param("rows"))
+		JNZ(LabelRef(name + "_row"))
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// ggmlSuperF32 emits Ggml<t>F32Avx512: float activations for a
+// super-block type. Each super-block is dequantized to 16 registers of
+// float32 weights, w = D_j*u + E_j from the unsigned codes u (D_j =
+// d*sc_j; E_j = -dmin*m_j, or -c*D_j for the types stored as q + c), then
+// multiplied by every vector's activations (FMA): within
+// ggml.Tolerance of the reference, not bit-exact.
+func ggmlSuperF32(c ggmlSuper) {
+	t := c.t
+	name := "Ggml" + t + "F32Avx512"
+	TEXT(name, NOSPLIT, ggmlSigF32)
+	Pragma("noescape")
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s multiplies layout/ggml %s rows by float32 activations with AVX-512: each super-block dequantized once to float32 weights in registers for every vector.", name, ggmlTypeName(t)))
+	kc, _ := ggmlConstTables(c, false)
+	chunks := ggmlSuperChunks(c)
+	w := make([]VecVirtual, 16)
+	for i := range w {
+		w[i] = ZMM()
+	}
+	nsub := 256 / c.sub
+	ggmlF32Rows(name, c.bytes, 256, func(wp, tp, xk GPVirtual) {
+		q := ggmlSuperCodes(c, wp, kc)
+		z := []VecVirtual{q[0][0], q[0][1], q[1][0], q[1][1]}
+		// D and E of every sub-block at tp+256, tp+384
+		scw, sumw := ggmlSuperScales(c, Mem{Base: wp})
+		dz := ZMM()
+		{
+			off := map[string]int{"Q2K": 80, "Q3K": 108, "Q6K": 208}[t]
+			h := YMM()
+			VPBROADCASTW(Mem{Base: wp, Disp: off}, h)
+			VCVTPH2PS(h, dz)
+		}
+		D, E := ZMM(), ZMM()
+		switch {
+		case c.dword: // 8 dwords
+			VCVTDQ2PS(scw, D.AsY())
+		case c.sub == 32: // 8 words
+			VPMOVSXWD(scw, D.AsY())
+			VCVTDQ2PS(D, D)
+		default: // 16 words
+			VPMOVSXWD(scw, D)
+			VCVTDQ2PS(D, D)
+		}
+		VMULPS(dz, D, D)
+		switch {
+		case c.mins:
+			off := 2
+			if t == "Q2K" {
+				off = 82
+			}
+			h := YMM()
+			VPBROADCASTW(Mem{Base: wp, Disp: off}, h)
+			dm := ZMM()
+			VCVTPH2PS(h, dm)
+			if c.sub == 32 {
+				VPMOVSXWD(sumw, E.AsY())
+			} else {
+				VPMOVSXWD(sumw, E)
+			}
+			VCVTDQ2PS(E, E)
+			VMULPS(dm, E, E)
+			sign := fvec{avx512: true}.broadcast(0x80000000)
+			VXORPS(sign, E, E) // -(dmin*m)
+		default:
+			cneg := fvec{avx512: true}.broadcast(math32bits(-float32(int(1) << c.shift)))
+			VMULPS(cneg, D, E) // -c*D
+		}
+		_ = nsub
+		VMOVUPS(D, Mem{Base: tp, Disp: 256})
+		VMOVUPS(E, Mem{Base: tp, Disp: 384})
+		ggmlFloatUnit(name+"_vec", z, chunks, 256, tp, xk, w)
+	})
+}
+
+// ggmlBlockF32 emits Ggml<t>F32Avx512 for a 32-element block type: as
+// ggmlSuperF32 per group of four blocks (D = d, E = m or -c*d).
+func ggmlBlockF32(c ggmlSmall) {
+	name := "Ggml" + c.t + "F32Avx512"
+	TEXT(name, NOSPLIT, ggmlSigF32)
+	Pragma("noescape")
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s multiplies layout/ggml %s rows by float32 activations with AVX-512: each group of four blocks dequantized once to float32 weights in registers for every vector.", name, c.name))
+	av512 := fvec{avx512: true}
+	nib := nibbleMask(YMM())
+	var kv, flip, sixteen VecVirtual
+	if c.kv {
+		tab := rodata("ggmlKValues128", 16, 1, func(i int) uint64 {
+			return uint64(int([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]) + 128)
+		})
+		kv = YMM()
+		VBROADCASTI32X4(tab, kv)
+	}
+	if !c.nib {
+		flip = av512.broadcast(0x80808080)
+	}
+	if c.qh != 0 {
+		sixteen = av512.broadcast(0x10101010)
+	}
+	var chunks []ggmlChunk
+	for i := 0; i < 8; i++ {
+		chunks = append(chunks, ggmlChunk{16 * i, i / 2})
+	}
+	w := make([]VecVirtual, 8)
+	for i := range w {
+		w[i] = ZMM()
+	}
+	ggmlF32Rows(name, 4*c.bytes, 128, func(wp, tp, xk GPVirtual) {
+		z := ggmlBlockCodes(c, wp, nib, kv, flip, sixteen)
+		dh := XMM()
+		VPXORD(dh, dh, dh)
+		for b := 0; b < 4; b++ {
+			VPINSRW(U8(b), Mem{Base: wp, Disp: b * c.bytes}, dh, dh)
+		}
+		D, E := XMM(), XMM()
+		VCVTPH2PS(dh, D)
+		if c.m {
+			mh := XMM()
+			VPXORD(mh, mh, mh)
+			for b := 0; b < 4; b++ {
+				VPINSRW(U8(b), Mem{Base: wp, Disp: b*c.bytes + 2}, mh, mh)
+			}
+			VCVTPH2PS(mh, E)
+		} else {
+			cneg := fvec{avx512: true}.broadcast(math32bits(-float32(int(1) << c.shift)))
+			VMULPS(cneg.AsX(), D, E)
+		}
+		VMOVUPS(D, Mem{Base: tp, Disp: 256})
+		VMOVUPS(E, Mem{Base: tp, Disp: 384})
+		ggmlFloatUnit(name+"_vec", z[:], chunks, 128, tp, xk, w)
+	})
+}
+
+func math32bits(f float32) uint32 { return math.Float32bits(f) }
+
+// ggmlSuperA8R4 emits Ggml<t>A8R4Avx512: the one-vector kernel of a
+// super-block type for four rows at a time (rows a multiple of 4; nvec,
+// astride, sstride, xstride and ostride ignored: out[r] of one vector).
+// Each row's super-block is unpacked and multiplied as in ggmlSuperA8,
+// but the eight half accumulators of the four rows are reduced together
+// (lanes = rows) and the definition's float steps run on the four rows at
+// once (VMULPS, VADDPS, VSUBPS: each lane one row's exact operations).
+func ggmlSuperA8R4(c ggmlSuper) {
+	t := c.t
+	name := "Ggml" + t + "A8R4Avx512"
+	TEXT(name, NOSPLIT, ggmlSig)
+	Pragma("noescape")
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8Avx512 for one vector and four rows at a time (rows a multiple of 4), the reductions and float steps with the rows in the lanes.", name, t))
+	kc, idxTab := ggmlConstTables(c, false)
+	var idx [2][2]VecVirtual
+	for h := 0; h < 2; h++ {
+		for p := 0; p < 2; p++ {
+			if c.dword && p == 1 {
+				idx[h][1] = idx[h][0]
+				continue
+			}
+			idx[h][p] = ZMM()
+			VMOVDQU64(idxTab[h][p], idx[h][p])
+		}
+	}
+	dOff := map[string]int{"Q2K": 80, "Q3K": 108, "Q6K": 208}[t]
+	dmOff := 2
+	if t == "Q2K" {
+		dmOff = 82
+	}
+	Label(name + "_row")
+	{
+		acc4 := XMM() // the four rows' sums
+		VXORPS(acc4, acc4, acc4)
+		wp, st := param("w"), param("stride")
+		wp2 := GP64()
+		LEAQ(Mem{Base: wp, Index: st, Scale: 2}, wp2)
+		// pf walks the next four rows (contiguous), 4*bytes per super-block,
+		// so that they stream in order while this tile's rows interleave
+		// (which the hardware prefetchers follow poorly on short rows)
+		pf := GP64()
+		LEAQ(Mem{Base: wp2, Index: st, Scale: 2}, pf)
+		ak, sk, xk := param("act"), param("sums"), param("xs")
+		nk := param("nsb")
+		Label(name + "_sb")
+		{
+			for off := 0; off < 4*c.bytes; off += 64 {
+				PREFETCHT1(Mem{Base: pf, Disp: off})
+			}
+			rows := [4]Mem{{Base: wp}, {Base: wp, Index: st, Scale: 1}, {Base: wp2}, {Base: wp2, Index: st, Scale: 1}}
+			var acc [2][4]VecVirtual // half, row
+			var mm [4]VecVirtual
+			dh, mh := XMM(), XMM() // d, dmin of the four rows (binary16)
+			VPXORD(dh, dh, dh)
+			if c.mins {
+				VPXORD(mh, mh, mh)
+			}
+			for i, rm := range rows {
+				scw, sumw := ggmlSuperScales(c, rm)
+				VPINSRW(U8(i), rm.Offset(dOff), dh, dh)
+				if c.mins {
+					VPINSRW(U8(i), rm.Offset(dmOff), mh, mh)
+				}
+				for h := 0; h < 2; h++ {
+					q := ggmlHalfCodesInto(c, rm, h, kc, [2]VecVirtual{ZMM(), ZMM()})
+					a := ZMM()
+					if c.dword {
+						sc := ZMM()
+						VPERMD(scw.AsZ(), idx[h][0], sc)
+						VPXORD(a, a, a)
+						for p := 0; p < 2; p++ {
+							VPDPBUSD(Mem{Base: ak, Disp: 128*h + 64*p}, q[p], a)
+						}
+						VPMULLD(sc, a, a)
+					} else {
+						for p := 0; p < 2; p++ {
+							sc, pr := ZMM(), ZMM()
+							VPERMW(scw.AsZ(), idx[h][p], sc)
+							VPMADDUBSW(Mem{Base: ak, Disp: 128*h + 64*p}, q[p], pr)
+							if p == 0 {
+								VPMADDWD(sc, pr, a)
+							} else {
+								VPDPWSSD(sc, pr, a)
+							}
+						}
+					}
+					acc[h][i] = a
+				}
+				m := XMM() // [M0a, M0b, M1a, M1b]
+				if 256/c.sub == 16 {
+					m8 := YMM()
+					VPMADDWD(Mem{Base: sk}, sumw, m8)
+					hi := XMM()
+					VEXTRACTI32X4(U8(1), m8, hi)
+					phaddd(hi, m8.AsX(), m)
+				} else {
+					VPMADDWD(Mem{Base: sk}, sumw, m)
+				}
+				mm[i] = m
+			}
+			// S[h] = [row 0..3]: reduce the eight accumulators together
+			regs := make([]Register, 8)
+			for h := 0; h < 2; h++ {
+				for i := 0; i < 4; i++ {
+					regs[4*h+i] = acc[h][i]
+				}
+			}
+			addD := func(a, b, c Op) { VPADDD(a, b, c) }
+			zmm := func() Register { return ZMM() }
+			r2 := pairLevel(pairLevel(regs, false, addD, zmm), true, addD, zmm)
+			var S [2]VecVirtual
+			for h := 0; h < 2; h++ {
+				z := r2[h].(VecVirtual)
+				y := YMM()
+				VEXTRACTI64X4(U8(1), z, y)
+				VPADDD(y, z.AsY(), y)
+				x := XMM()
+				VEXTRACTI32X4(U8(1), y, x)
+				VPADDD(x, y.AsX(), x)
+				S[h] = x
+			}
+			// M[h] = [row 0..3]
+			p01, p23 := XMM(), XMM()
+			phaddd(mm[1], mm[0], p01) // [r0h0 r0h1 r1h0 r1h1]
+			phaddd(mm[3], mm[2], p23)
+			var M [2]VecVirtual
+			M[0], M[1] = XMM(), XMM()
+			VSHUFPS(U8(0x88), p23, p01, M[0])
+			VSHUFPS(U8(0xdd), p23, p01, M[1])
+			d4 := XMM()
+			VCVTPH2PS(dh, d4)
+			var dm4 VecVirtual
+			if c.mins {
+				dm4 = XMM()
+				VCVTPH2PS(mh, dm4)
+			}
+			for h := 0; h < 2; h++ {
+				if c.shift > 0 {
+					cc := XMM()
+					VPSLLD(U8(c.shift), M[h], cc)
+					VPSUBD(cc, S[h], S[h])
+				}
+				xb := XMM()
+				VBROADCASTSS(Mem{Base: xk, Disp: 4 * h}, xb)
+				coef, f := XMM(), XMM()
+				VMULPS(d4, xb, coef)
+				VCVTDQ2PS(S[h], f)
+				VMULPS(coef, f, f)
+				VADDPS(f, acc4, acc4)
+				if c.mins {
+					VMULPS(dm4, xb, coef)
+					VCVTDQ2PS(M[h], f)
+					VMULPS(coef, f, f)
+					VSUBPS(f, acc4, acc4)
+				}
+			}
+			ADDQ(U32(c.bytes), wp)
+			ADDQ(U32(c.bytes), wp2)
+			ADDQ(U32(4*c.bytes), pf)
+			ADDQ(U32(256), ak)
+			ADDQ(U32(2*256/c.sub), sk)
+			ADDQ(U32(8), xk)
+			DECQ(nk)
+			JNZ(LabelRef(name + "_sb"))
+		}
+		op := param("out")
+		VMOVUPS(acc4, Mem{Base: op})
+		st4 := param("stride")
+		SHLQ(U8(2), st4)
+		bump("w", st4)
+		bump("out", U32(16))
+		r := param("rows")
+		SUBQ(U8(4), r)
+		Store(r, Param("rows"))
+		JNZ(LabelRef(name + "_row"))
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// ggmlBlockA8R4 emits Ggml<t>A8R4Avx512 for a 32-element block type: the
+// one-vector kernel for four rows at a time (rows a multiple of 4; nvec
+// and the strides ignored), each row's four block terms computed as in
+// ggmlBlockA8, then transposed so that the definition's sequential
+// additions of the four rows are one VADDPS each (a row's additions are a
+// dependency chain: about 17 cycles per 128 columns for one row). The
+// next four rows are prefetched in memory order.
+func ggmlBlockA8R4(c ggmlSmall) {
+	name := "Ggml" + c.t + "A8R4Avx512"
+	TEXT(name, NOSPLIT, ggmlSig)
+	Pragma("noescape")
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8Avx512 for one vector and four rows at a time (rows a multiple of 4), the float steps with the rows in the lanes.", name, c.t))
+	av512 := fvec{avx512: true}
+	nib := nibbleMask(YMM())
+	var kv, flip, sixteen VecVirtual
+	if c.kv {
+		tab := rodata("ggmlKValues128", 16, 1, func(i int) uint64 {
+			return uint64(int([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]) + 128)
+		})
+		kv = YMM()
+		VBROADCASTI32X4(tab, kv)
+	}
+	if !c.nib {
+		flip = av512.broadcast(0x80808080)
+	}
+	if c.qh != 0 {
+		sixteen = av512.broadcast(0x10101010)
+	}
+	lane0 := ZMM()
+	VMOVDQU64(rodata("ggmlLane0", 16, 4, func(i int) uint64 { return uint64(4 * (i % 4)) }), lane0)
+	transpose := func(f [4]VecVirtual) [4]VecVirtual {
+		t0, t1, t2, t3 := XMM(), XMM(), XMM(), XMM()
+		VUNPCKLPS(f[1], f[0], t0) // [f0[0] f1[0] f0[1] f1[1]]
+		VUNPCKHPS(f[1], f[0], t1) // [f0[2] f1[2] f0[3] f1[3]]
+		VUNPCKLPS(f[3], f[2], t2)
+		VUNPCKHPS(f[3], f[2], t3)
+		var T [4]VecVirtual
+		for b := range T {
+			T[b] = XMM()
+		}
+		VMOVLHPS(t2, t0, T[0])
+		VMOVHLPS(t0, t2, T[1])
+		VMOVLHPS(t3, t1, T[2])
+		VMOVHLPS(t1, t3, T[3])
+		return T
+	}
+	Label(name + "_row")
+	{
+		acc4 := XMM()
+		VXORPS(acc4, acc4, acc4)
+		wp, st := param("w"), param("stride")
+		wp2 := GP64()
+		LEAQ(Mem{Base: wp, Index: st, Scale: 2}, wp2)
+		pf := GP64()
+		LEAQ(Mem{Base: wp2, Index: st, Scale: 2}, pf)
+		ak, sk, xk := param("act"), param("sums"), param("xs")
+		kc := param("nsb")
+		Label(name + "_grp")
+		{
+			for off := 0; off < 16*c.bytes; off += 64 {
+				PREFETCHT1(Mem{Base: pf, Disp: off})
+			}
+			rows := [4]Mem{{Base: wp}, {Base: wp, Index: st, Scale: 1}, {Base: wp2}, {Base: wp2, Index: st, Scale: 1}}
+			xb := XMM()
+			VBROADCASTSS(Mem{Base: xk}, xb)
+			sx := XMM()
+			VPMOVSXWD(Mem{Base: sk}, sx)
+			off := XMM()
+			if c.shift > 0 {
+				VPSLLD(U8(c.shift), sx, off)
+			}
+			var sxf VecVirtual
+			if c.m {
+				sxf = XMM()
+				VCVTDQ2PS(sx, sxf)
+			}
+			var f, u [4]VecVirtual
+			for i, rm := range rows {
+				z := ggmlBlockCodesAt(c, rm, nib, kv, flip, sixteen)
+				var acc [2]VecVirtual
+				for h := 0; h < 2; h++ {
+					acc[h] = ZMM()
+					VPXORD(acc[h], acc[h], acc[h])
+					VPDPBUSD(Mem{Base: ak, Disp: 64 * h}, z[h], acc[h])
+				}
+				p, q := ZMM(), ZMM()
+				VSHUFI64X2(U8(0x88), acc[1], acc[0], p)
+				VSHUFI64X2(U8(0xdd), acc[1], acc[0], q)
+				VPADDD(q, p, p)
+				VPSHUFD(U8(0x4e), p, q)
+				VPADDD(q, p, p)
+				VPSHUFD(U8(0xb1), p, q)
+				VPADDD(q, p, p)
+				s4 := ZMM()
+				VPERMD(p, lane0, s4)
+				if c.shift > 0 {
+					VPSUBD(off, s4.AsX(), s4.AsX())
+				}
+				dh := XMM()
+				VPXORD(dh, dh, dh)
+				for b := 0; b < 4; b++ {
+					VPINSRW(U8(b), rm.Offset(b*c.bytes), dh, dh)
+				}
+				d4, coef := XMM(), XMM()
+				VCVTPH2PS(dh, d4)
+				VMULPS(d4, xb, coef)
+				f[i] = XMM()
+				VCVTDQ2PS(s4.AsX(), f[i])
+				VMULPS(coef, f[i], f[i])
+				if c.m {
+					mh := XMM()
+					VPXORD(mh, mh, mh)
+					for b := 0; b < 4; b++ {
+						VPINSRW(U8(b), rm.Offset(b*c.bytes+2), mh, mh)
+					}
+					m4, cm := XMM(), XMM()
+					VCVTPH2PS(mh, m4)
+					VMULPS(m4, xb, cm)
+					u[i] = XMM()
+					VMULPS(cm, sxf, u[i])
+				}
+			}
+			T := transpose(f)
+			var U [4]VecVirtual
+			if c.m {
+				U = transpose(u)
+			}
+			for b := 0; b < 4; b++ {
+				VADDPS(T[b], acc4, acc4)
+				if c.m {
+					VADDPS(U[b], acc4, acc4)
+				}
+			}
+			ADDQ(U32(4*c.bytes), wp)
+			ADDQ(U32(4*c.bytes), wp2)
+			ADDQ(U32(16*c.bytes), pf)
+			ADDQ(U32(128), ak)
+			ADDQ(U32(8), sk)
+			ADDQ(U32(4), xk)
+			DECQ(kc)
+			JNZ(LabelRef(name + "_grp"))
+		}
+		op := param("out")
+		VMOVUPS(acc4, Mem{Base: op})
+		st4 := param("stride")
+		SHLQ(U8(2), st4)
+		bump("w", st4)
+		bump("out", U32(16))
+		r := param("rows")
+		SUBQ(U8(4), r)
+		Store(r, Param("rows"))
+		JNZ(LabelRef(name + "_row"))
+	}
+	VZEROUPPER()
+	RET()
+}

@@ -1,0 +1,1062 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// llama.cpp block types with int8 activations on YMM (AVX2), the exact
+// A8 definition of layout/ggml. A 32-byte register of codes holds exactly
+// one 32-column sub-block (or two 16-column ones, one per 128-bit lane),
+// so the activations stay in column order, each register's sub-block
+// scales are one broadcast word (or one per lane), and the sums run
+// VPMADDUBSW (codes x int8, exact int16 pairs) then VPMADDWD with the
+// scale words.
+
+// ggmlSuperA8AVX2 emits Ggml<t>A8Avx2 (signature ggmlSig; activations in
+// column order, the sums one int16 per sub-block). Per row, super-block
+// and half: the four code registers of the half (columns 32i..32i+31),
+// then per vector the half's S (and M: the mins, or the recentring sum of
+// sc*sx) in int32 and the definition's two float steps in scalar SSE.
+func ggmlSuperA8AVX2(c ggmlSuper) {
+	t := c.t
+	name := "Ggml" + t + "A8Avx2"
+	TEXT(name, NOSPLIT, ggmlSig)
+	Pragma("noescape")
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s computes the exact A8 product of layout/ggml %s rows with AVX2: activations in column order, the sums one int16 per sub-block; each 32-byte register of codes is one sub-block of 32 columns or two of 16 (one per 128-bit lane).", name, ggmlTypeName(t)))
+	av2 := fvec{avx512: false}
+	nib := nibbleMask(YMM())
+	var three, one, kvs VecVirtual
+	switch t {
+	case "Q2K", "Q3K", "Q6K":
+		three = av2.broadcast(0x03030303)
+	case "IQ4XS":
+		tab := rodata("ggmlKValues", 16, 1, func(i int) uint64 {
+			return uint64(uint8([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]))
+		})
+		kvs = YMM()
+		VBROADCASTI128(tab, kvs)
+	}
+	if t == "Q3K" || t == "Q5K" {
+		one = av2.broadcast(0x01010101)
+	}
+	// frame: the scale words of each code register of both halves (8 x 32
+	// bytes), the words the sums term multiplies by (32 bytes)
+	sv := AllocLocal(8*32 + 64)
+	mw := sv.Offset(8 * 32) // 32 bytes, then 32 of raw scale words
+	shift := c.shift
+	if c.dword { // IQ4_XS: signed codes, no recentring on AVX2
+		shift = 0
+	}
+
+	Label(name + "_row")
+	{
+		{
+			op, n, os := param("out"), param("nvec"), param("ostride")
+			Label(name + "_zero")
+			MOVL(U32(0), Mem{Base: op})
+			ADDQ(os, op)
+			DECQ(n)
+			JNZ(LabelRef(name + "_zero"))
+		}
+		wp := param("w")
+		ak, sk, xk := param("act"), param("sums"), param("xs")
+		nk := param("nsb")
+		Label(name + "_sb")
+		{
+			ggmlScalesAVX2(c, Mem{Base: wp}, sv, mw)
+			dd := XMM() // [d, dmin] (or [d, d])
+			switch t {
+			case "Q4K", "Q5K":
+				VCVTPH2PS(Mem{Base: wp}, dd)
+			case "Q2K":
+				h := XMM()
+				VMOVD(Mem{Base: wp, Disp: 80}, h)
+				VCVTPH2PS(h, dd)
+			default:
+				off := map[string]int{"Q3K": 108, "Q6K": 208, "IQ4XS": 0}[t]
+				h := XMM()
+				VPBROADCASTW(Mem{Base: wp, Disp: off}, h)
+				VCVTPH2PS(h, dd)
+			}
+			for h := 0; h < 2; h++ {
+				cr := ggmlHalfCodesAVX2(c, Mem{Base: wp}, h, nib, three, one)
+				var abs [4]VecVirtual
+				if c.dword { // codes are KValues (signed): |kv| and the sign applied to x
+					for i := range cr {
+						VPSHUFB(cr[i], kvs, cr[i])
+						abs[i] = YMM()
+						VPABSB(cr[i], abs[i])
+					}
+				}
+				av, sp, xv := GP64(), GP64(), GP64()
+				MOVQ(ak, av)
+				MOVQ(sk, sp)
+				MOVQ(xk, xv)
+				ov, vc := param("out"), param("nvec")
+				lbl := fmt.Sprintf("%s_h%d_vec", name, h)
+				Label(lbl)
+				{
+					acc := YMM()
+					for i := 0; i < 4; i++ {
+						pr := YMM()
+						if c.dword {
+							xs := YMM()
+							VMOVDQU(Mem{Base: av, Disp: 128*h + 32*i}, xs)
+							VPSIGNB(cr[i], xs, xs)
+							VPMADDUBSW(xs, abs[i], pr)
+						} else {
+							VPMADDUBSW(Mem{Base: av, Disp: 128*h + 32*i}, cr[i], pr)
+						}
+						if i == 0 {
+							VPMADDWD(sv.Offset(32*(4*h+i)), pr, acc)
+						} else {
+							VPMADDWD(sv.Offset(32*(4*h+i)), pr, pr)
+							VPADDD(pr, acc, acc)
+						}
+					}
+					x4 := XMM()
+					VEXTRACTI128(U8(1), acc, x4)
+					VPADDD(acc.AsX(), x4, x4)
+					g := XMM()
+					if c.mins || shift > 0 {
+						mm := XMM()
+						n := 256 / c.sub / 2 // sub-blocks per half
+						if n == 4 {
+							s4 := XMM()
+							VMOVQ(Mem{Base: sp, Disp: 8 * h}, s4)
+							VPMADDWD(mw.Offset(8*h), s4, mm)
+						} else {
+							VMOVDQU(Mem{Base: sp, Disp: 16 * h}, mm)
+							VPMADDWD(mw.Offset(16*h), mm, mm)
+						}
+						VPHADDD(mm, x4, g) // [S01, S23, M01, M23]
+					} else {
+						VPHADDD(x4, x4, g)
+					}
+					VPHADDD(g, g, g) // [S, M, S, M]
+					if shift > 0 {
+						cc := XMM()
+						VPSRLQ(U8(32), g, cc) // M in lane 0
+						VPSLLD(U8(shift), cc, cc)
+						VPSUBD(cc, g, g)
+					}
+					f := XMM()
+					VCVTDQ2PS(g, f)
+					coef := XMM()
+					VBROADCASTSS(Mem{Base: xv, Disp: 4 * h}, coef)
+					VMULPS(dd, coef, coef) // [d*xs, dmin*xs]
+					VMULPS(coef, f, f)     // [t, u]
+					a := XMM()
+					VMOVSS(Mem{Base: ov}, a)
+					VADDSS(f, a, a)
+					if c.mins {
+						u := XMM()
+						VMOVSHDUP(f, u)
+						VSUBSS(u, a, a)
+					}
+					VMOVSS(a, Mem{Base: ov})
+					ADDQ(param("astride"), av)
+					ADDQ(param("sstride"), sp)
+					ADDQ(param("xstride"), xv)
+					ADDQ(param("ostride"), ov)
+					DECQ(vc)
+					JNZ(LabelRef(lbl))
+				}
+			}
+			ADDQ(U32(c.bytes), wp)
+			ADDQ(U32(256), ak)
+			ADDQ(U32(2*256/c.sub), sk)
+			ADDQ(U32(8), xk)
+			DECQ(nk)
+			JNZ(LabelRef(name + "_sb"))
+		}
+		bump("w", param("stride"))
+		bump("out", U32(4))
+		r := param("rows")
+		DECQ(r)
+		Store(r, Param("rows"))
+		JNZ(LabelRef(name + "_row"))
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// ggmlHalfCodesAVX2 returns the four code registers of half h (columns
+// 32i..32i+31 of the half) as unsigned bytes (IQ4_XS: code indices).
+func ggmlHalfCodesAVX2(c ggmlSuper, base Mem, h int, nib, three, one VecVirtual) (cr [4]VecVirtual) {
+	switch c.t {
+	case "Q4K", "Q5K":
+		off0 := map[string]int{"Q4K": 16, "Q5K": 48}[c.t] + 64*h
+		for j := 0; j < 2; j++ { // qs bytes 32j..: low nibbles sub-block 2j, high 2j+1
+			lo, hi := YMM(), YMM()
+			VMOVDQU(base.Offset(off0+32*j), lo)
+			VPSRLW(U8(4), lo, hi)
+			VPAND(nib, lo, lo)
+			VPAND(nib, hi, hi)
+			cr[2*j], cr[2*j+1] = lo, hi
+		}
+		if c.t == "Q5K" { // bit 4h+i of qh[l] is the high bit of column 32i+l
+			for i := 0; i < 4; i++ {
+				b := YMM()
+				VMOVDQU(base.Offset(16), b)
+				if s := 4*h + i; s > 0 {
+					VPSRLW(U8(s), b, b)
+				}
+				VPAND(one, b, b)
+				VPSLLW(U8(4), b, b)
+				VPOR(b, cr[i], cr[i])
+			}
+		}
+	case "Q6K":
+		for i := 0; i < 4; i++ {
+			v := YMM()
+			VMOVDQU(base.Offset(64*h+32*(i%2)), v)
+			if i >= 2 {
+				VPSRLW(U8(4), v, v)
+			}
+			VPAND(nib, v, v)
+			b := YMM()
+			VMOVDQU(base.Offset(128+32*h), b)
+			if i > 0 {
+				VPSRLW(U8(2*i), b, b)
+			}
+			VPAND(three, b, b)
+			VPSLLW(U8(4), b, b)
+			VPOR(b, v, v)
+			cr[i] = v
+		}
+	case "Q2K", "Q3K":
+		off0 := map[string]int{"Q2K": 16, "Q3K": 32}[c.t] + 32*h
+		for i := 0; i < 4; i++ {
+			v := YMM()
+			VMOVDQU(base.Offset(off0), v)
+			if i > 0 {
+				VPSRLW(U8(2*i), v, v)
+			}
+			VPAND(three, v, v)
+			if c.t == "Q3K" { // the hmask bit 4h+i adds 4
+				b := YMM()
+				VMOVDQU(base, b)
+				if s := 4*h + i; s > 0 {
+					VPSRLW(U8(s), b, b)
+				}
+				VPAND(one, b, b)
+				VPSLLW(U8(2), b, b)
+				VPOR(b, v, v)
+			}
+			cr[i] = v
+		}
+	case "IQ4XS":
+		for i := 0; i < 4; i++ { // sub-block 4h+i: 16 bytes, low nibbles then high
+			x, hx := XMM(), XMM()
+			VMOVDQU(base.Offset(8+16*(4*h+i)), x)
+			VPSRLW(U8(4), x, hx)
+			v := YMM()
+			VINSERTI128(U8(1), hx, x.AsY(), v)
+			VPAND(nib, v, v)
+			cr[i] = v
+		}
+	}
+	return cr
+}
+
+// ggmlScalesAVX2 stores the scale words of the eight code registers of a
+// super-block at sv (32 bytes each: a broadcast word, or one per 128-bit
+// lane for 16-column sub-blocks) and the words the sums term multiplies
+// the activation sums by (mins, or the scales) at mw.
+func ggmlScalesAVX2(c ggmlSuper, base Mem, sv, mw Mem) {
+	var w VecVirtual // the scales as int16 words (8 or 16)
+	var m VecVirtual // the sums term's words
+	switch c.t {
+	case "Q4K", "Q5K":
+		u0, u1, u2 := GP32(), GP32(), GP32()
+		MOVL(base.Offset(4), u0)
+		MOVL(base.Offset(8), u1)
+		MOVL(base.Offset(12), u2)
+		scLo, mLo, a, b := GP32(), GP32(), GP32(), GP32()
+		MOVL(u0, scLo)
+		ANDL(U32(0x3f3f3f3f), scLo)
+		MOVL(u1, mLo)
+		ANDL(U32(0x3f3f3f3f), mLo)
+		MOVL(u2, a)
+		ANDL(U32(0x0f0f0f0f), a)
+		SHRL(U8(6), u0)
+		ANDL(U32(0x03030303), u0)
+		SHLL(U8(4), u0)
+		ORL(u0, a)
+		SHRL(U8(4), u2)
+		ANDL(U32(0x0f0f0f0f), u2)
+		MOVL(u1, b)
+		SHRL(U8(6), b)
+		ANDL(U32(0x03030303), b)
+		SHLL(U8(4), b)
+		ORL(u2, b)
+		s64, m64 := GP64(), GP64()
+		MOVL(a, s64.As32())
+		SHLQ(U8(32), s64)
+		ORQ(scLo.As64(), s64)
+		MOVL(b, m64.As32())
+		SHLQ(U8(32), m64)
+		ORQ(mLo.As64(), m64)
+		sx, mx := XMM(), XMM()
+		VMOVQ(s64, sx)
+		VMOVQ(m64, mx)
+		w, m = XMM(), XMM()
+		VPMOVZXBW(sx, w)
+		VPMOVZXBW(mx, m)
+	case "Q2K":
+		x, hx := XMM(), XMM()
+		VMOVDQU(base, x)
+		VPSRLW(U8(4), x, hx)
+		k := XMM()
+		t := GP32()
+		MOVL(U32(0x0f0f0f0f), t)
+		VMOVD(t, k)
+		VPBROADCASTD(k, k)
+		VPAND(k, x, x)
+		VPAND(k, hx, hx)
+		w, m = YMM(), YMM()
+		VPMOVZXBW(x, w)
+		VPMOVZXBW(hx, m)
+	case "Q3K":
+		a0, a1, tm := GP32(), GP32(), GP32()
+		MOVL(base.Offset(96), a0)
+		MOVL(base.Offset(100), a1)
+		MOVL(base.Offset(104), tm)
+		part := func(a GPVirtual, ashift, tshift int) GPVirtual {
+			lo, hi := GP32(), GP32()
+			MOVL(a, lo)
+			if ashift > 0 {
+				SHRL(U8(ashift), lo)
+			}
+			ANDL(U32(0x0f0f0f0f), lo)
+			MOVL(tm, hi)
+			if tshift > 0 {
+				SHRL(U8(tshift), hi)
+			}
+			ANDL(U32(0x03030303), hi)
+			SHLL(U8(4), hi)
+			ORL(hi, lo)
+			return lo
+		}
+		s0, s1, s2, s3 := part(a0, 0, 0), part(a1, 0, 2), part(a0, 4, 4), part(a1, 4, 6)
+		lo64, hi64 := GP64(), GP64()
+		MOVL(s1, lo64.As32())
+		SHLQ(U8(32), lo64)
+		ORQ(s0.As64(), lo64)
+		MOVL(s3, hi64.As32())
+		SHLQ(U8(32), hi64)
+		ORQ(s2.As64(), hi64)
+		x, xh := XMM(), XMM()
+		VMOVQ(lo64, x)
+		VMOVQ(hi64, xh)
+		VPUNPCKLQDQ(xh, x, x)
+		k := XMM()
+		t := GP32()
+		MOVL(U32(0x20202020), t)
+		VMOVD(t, k)
+		VPBROADCASTD(k, k)
+		VPSUBB(k, x, x)
+		w = YMM()
+		VPMOVSXBW(x, w)
+		m = w
+	case "Q6K":
+		w = YMM()
+		VPMOVSXBW(base.Offset(192), w)
+		m = w
+	case "IQ4XS":
+		sl, sh := GP64(), GP64()
+		MOVL(base.Offset(4), sl.As32())
+		MOVWQZX(base.Offset(2), sh)
+		lo, hi, mk := GP64(), GP64(), GP64()
+		MOVQ(U64(0x0f0f0f0f0f0f0f0f), mk)
+		PDEPQ(mk, sl, lo)
+		MOVQ(U64(0x0303030303030303), mk)
+		PDEPQ(mk, sh, hi)
+		SHLQ(U8(4), hi)
+		ORQ(hi, lo)
+		x := XMM()
+		VMOVQ(lo, x)
+		k := XMM()
+		t := GP32()
+		MOVL(U32(0x20202020), t)
+		VMOVD(t, k)
+		VPBROADCASTD(k, k)
+		VPSUBB(k, x, x)
+		w = XMM()
+		VPMOVSXBW(x, w)
+		m = w
+	}
+	// the raw scale words at raw, the sums words at mw, then each code
+	// register's scale vector at sv
+	raw := mw.Offset(32)
+	if c.sub == 32 {
+		VMOVDQU(w.AsX(), raw)
+		VMOVDQU(m.AsX(), mw)
+	} else {
+		VMOVDQU(w.AsY(), raw)
+		VMOVDQU(m.AsY(), mw)
+	}
+	if c.sub == 32 {
+		for j := 0; j < 8; j++ {
+			y := YMM()
+			VPBROADCASTW(raw.Offset(2*j), y)
+			VMOVDQU(y, sv.Offset(32*j))
+		}
+		return
+	}
+	// 16-column sub-blocks: register i of half h takes word 8h+2i in lane
+	// 0 and 8h+2i+1 in lane 1: VPERMQ puts words 8h..8h+7 in both lanes,
+	// VPSHUFB spreads one word per lane
+	for h := 0; h < 2; h++ {
+		wh := YMM()
+		VPERMQ(U8(map[int]uint8{0: 0x44, 1: 0xee}[h]), w, wh)
+		for i := 0; i < 4; i++ {
+			i := i
+			ctl := rodata(fmt.Sprintf("ggmlSpreadW%d", i), 32, 1, func(b int) uint64 {
+				word := 2*i + b/16 // lane 0: word 2i, lane 1: word 2i+1
+				return uint64(2*word + b%2)
+			})
+			y := YMM()
+			VPSHUFB(ctl, wh, y)
+			VMOVDQU(y, sv.Offset(32*(4*h+i)))
+		}
+	}
+}
+
+// ggmlBlockA8AVX2 emits Ggml<t>A8Avx2 for a 32-element block type:
+// groups of four blocks (nsb counts groups), one register of 32 codes per
+// block in column order; VPMADDUBSW and VPMADDWD with ones per block
+// (Q8_0 and IQ4_NL with the sign trick: |q| times x*sign(q), exact as
+// |q| <= 128 and |x| <= 127), the four block sums reduced together, the
+// codes' offset times each block's activation sum subtracted, and the
+// definition's float steps in order.
+func ggmlBlockA8AVX2(c ggmlSmall) {
+	name := "Ggml" + c.t + "A8Avx2"
+	TEXT(name, NOSPLIT, ggmlSig)
+	Pragma("noescape")
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s computes the exact A8 product of layout/ggml %s rows with AVX2: groups of four blocks (nsb counts groups), activations in column order, the sums one int16 per 32 columns.", name, c.name))
+	av2 := fvec{avx512: false}
+	signed := !c.nib || c.kv // Q8_0, IQ4_NL: signed codes, no offset
+	shift := c.shift
+	if signed {
+		shift = 0
+	}
+	nib := nibbleMask(YMM())
+	ones := av2.broadcast(0x00010001)
+	var kv, spread, bits, sixteen VecVirtual
+	if c.kv {
+		tab := rodata("ggmlKValues", 16, 1, func(i int) uint64 {
+			return uint64(uint8([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]))
+		})
+		kv = YMM()
+		VBROADCASTI128(tab, kv)
+	}
+	if c.qh != 0 {
+		spread = YMM() // byte i takes byte i/8 of the broadcast qh
+		VMOVDQU(rodata("ggmlSpreadQh", 32, 1, func(i int) uint64 { return uint64(i / 8) }), spread)
+		bits = YMM() // byte i tests bit i%8
+		VMOVDQU(rodata("ggmlBitOf", 32, 1, func(i int) uint64 { return 1 << (i % 8) }), bits)
+		sixteen = av2.broadcast(0x10101010)
+	}
+	Label(name + "_row")
+	{
+		{
+			op, n, os := param("out"), param("nvec"), param("ostride")
+			Label(name + "_zero")
+			MOVL(U32(0), Mem{Base: op})
+			ADDQ(os, op)
+			DECQ(n)
+			JNZ(LabelRef(name + "_zero"))
+		}
+		wp := param("w")
+		ak, sk, xk := param("act"), param("sums"), param("xs")
+		nk := param("nsb")
+		Label(name + "_grp")
+		{
+			var cr [4]VecVirtual
+			for b := 0; b < 4; b++ {
+				v := YMM()
+				off := b*c.bytes + c.qs
+				if c.nib {
+					x, hx := XMM(), XMM()
+					VMOVDQU(Mem{Base: wp, Disp: off}, x)
+					VPSRLW(U8(4), x, hx)
+					VINSERTI128(U8(1), hx, x.AsY(), v)
+					VPAND(nib, v, v)
+					if c.kv {
+						VPSHUFB(v, kv, v)
+					}
+				} else {
+					VMOVDQU(Mem{Base: wp, Disp: off}, v)
+				}
+				if c.qh != 0 { // bit e of qh adds 16 to code e
+					h := YMM()
+					VPBROADCASTD(Mem{Base: wp, Disp: b*c.bytes + c.qh}, h)
+					VPSHUFB(spread, h, h)
+					VPAND(bits, h, h)
+					VPCMPEQB(bits, h, h) // 0xff where the bit is set
+					VPAND(sixteen, h, h)
+					VPOR(h, v, v)
+				}
+				cr[b] = v
+			}
+			dh := XMM()
+			VPXOR(dh, dh, dh)
+			for b := 0; b < 4; b++ {
+				VPINSRW(U8(b), Mem{Base: wp, Disp: b * c.bytes}, dh, dh)
+			}
+			d4 := XMM()
+			VCVTPH2PS(dh, d4)
+			var m4 VecVirtual
+			if c.m {
+				mh := XMM()
+				VPXOR(mh, mh, mh)
+				for b := 0; b < 4; b++ {
+					VPINSRW(U8(b), Mem{Base: wp, Disp: b*c.bytes + 2}, mh, mh)
+				}
+				m4 = XMM()
+				VCVTPH2PS(mh, m4)
+			}
+			av, sp, xv := GP64(), GP64(), GP64()
+			MOVQ(ak, av)
+			MOVQ(sk, sp)
+			MOVQ(xk, xv)
+			ov, vc := param("out"), param("nvec")
+			Label(name + "_vec")
+			{
+				var d [4]VecVirtual
+				for b := 0; b < 4; b++ {
+					d[b] = YMM()
+					if signed {
+						x, a := YMM(), YMM()
+						VMOVDQU(Mem{Base: av, Disp: 32 * b}, x)
+						VPSIGNB(cr[b], x, x)
+						VPABSB(cr[b], a)
+						VPMADDUBSW(x, a, d[b])
+					} else {
+						VPMADDUBSW(Mem{Base: av, Disp: 32 * b}, cr[b], d[b])
+					}
+					VPMADDWD(ones, d[b], d[b])
+				}
+				VPHADDD(d[1], d[0], d[0])
+				VPHADDD(d[3], d[2], d[2])
+				VPHADDD(d[2], d[0], d[0])
+				s4 := XMM()
+				VEXTRACTI128(U8(1), d[0], s4)
+				VPADDD(d[0].AsX(), s4, s4) // [S0 S1 S2 S3]
+				var sx VecVirtual
+				if shift > 0 || c.m {
+					sx = XMM()
+					VPMOVSXWD(Mem{Base: sp}, sx)
+				}
+				if shift > 0 {
+					o := XMM()
+					VPSLLD(U8(shift), sx, o)
+					VPSUBD(o, s4, s4)
+				}
+				f := XMM()
+				VCVTDQ2PS(s4, f)
+				xb := XMM()
+				VBROADCASTSS(Mem{Base: xv}, xb)
+				coef := XMM()
+				VMULPS(d4, xb, coef)
+				VMULPS(coef, f, f) // [t0 t1 t2 t3]
+				var u VecVirtual
+				if c.m {
+					fm, cm := XMM(), XMM()
+					VCVTDQ2PS(sx, fm)
+					VMULPS(m4, xb, cm)
+					VMULPS(cm, fm, fm) // [u0 u1 u2 u3]
+					u = fm
+				}
+				a := XMM()
+				VMOVSS(Mem{Base: ov}, a)
+				for b := 0; b < 4; b++ {
+					for _, src := range []VecVirtual{f, u} {
+						if src == nil {
+							continue
+						}
+						e := src
+						if b > 0 {
+							e = XMM()
+							VPERMILPS(U8(b), src, e)
+						}
+						VADDSS(e, a, a)
+					}
+				}
+				VMOVSS(a, Mem{Base: ov})
+				ADDQ(param("astride"), av)
+				ADDQ(param("sstride"), sp)
+				ADDQ(param("xstride"), xv)
+				ADDQ(param("ostride"), ov)
+				DECQ(vc)
+				JNZ(LabelRef(name + "_vec"))
+			}
+			ADDQ(U32(4*c.bytes), wp)
+			ADDQ(U32(128), ak)
+			ADDQ(U32(8), sk)
+			ADDQ(U32(4), xk)
+			DECQ(nk)
+			JNZ(LabelRef(name + "_grp"))
+		}
+		bump("w", param("stride"))
+		bump("out", U32(4))
+		r := param("rows")
+		DECQ(r)
+		Store(r, Param("rows"))
+		JNZ(LabelRef(name + "_row"))
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// ggmlF32AVX2 emits a float-activation kernel on YMM (signature
+// ggmlSigF32): per unit of unitCols columns, prep stores the codes in
+// column order at tmp (bytes, sign-extended when signed) and each
+// sub-block's D and E (w = D*u + E) at tmp+256 and tmp+384; then per
+// quarter of 64 columns the eight 8-column chunks become float32 weights
+// in registers and every vector's activations are multiplied in (FMA).
+func ggmlF32AVX2(name, doc string, unitBytes, unitCols, sub int, signed bool, prep func(wp, tp GPVirtual)) {
+	TEXT(name, NOSPLIT, ggmlSigF32)
+	Pragma("noescape")
+	kernelDoc("GGML block kernels", doc)
+	w := make([]VecVirtual, 8)
+	for i := range w {
+		w[i] = YMM()
+	}
+	Label(name + "_row")
+	{
+		{
+			ap, n := param("accs"), param("nvec")
+			z := YMM()
+			VXORPS(z, z, z)
+			Label(name + "_zero")
+			VMOVUPS(z, Mem{Base: ap})
+			ADDQ(U32(32), ap)
+			DECQ(n)
+			JNZ(LabelRef(name + "_zero"))
+		}
+		wp, xk, nk := param("w"), param("x"), param("nsb")
+		Label(name + "_unit")
+		{
+			tp := param("tmp")
+			prep(wp, tp)
+			for q := 0; q < unitCols/64; q++ {
+				for i := 0; i < 8; i++ {
+					col := 64*q + 8*i
+					j := col / sub
+					if signed {
+						VPMOVSXBD(Mem{Base: tp, Disp: col}, w[i])
+					} else {
+						VPMOVZXBD(Mem{Base: tp, Disp: col}, w[i])
+					}
+					VCVTDQ2PS(w[i], w[i])
+					d, e := YMM(), YMM()
+					VBROADCASTSS(Mem{Base: tp, Disp: 256 + 4*j}, d)
+					VBROADCASTSS(Mem{Base: tp, Disp: 384 + 4*j}, e)
+					VFMADD213PS(e, d, w[i])
+				}
+				xv, ap, vc := GP64(), param("accs"), param("nvec")
+				MOVQ(xk, xv)
+				lbl := fmt.Sprintf("%s_q%d", name, q)
+				Label(lbl)
+				{
+					p := []VecVirtual{YMM(), YMM()}
+					for i := 0; i < 8; i++ {
+						if i < 2 {
+							VMULPS(Mem{Base: xv, Disp: 4 * (64*q + 8*i)}, w[i], p[i])
+						} else {
+							VFMADD231PS(Mem{Base: xv, Disp: 4 * (64*q + 8*i)}, w[i], p[i%2])
+						}
+					}
+					VADDPS(p[1], p[0], p[0])
+					VADDPS(Mem{Base: ap}, p[0], p[0])
+					VMOVUPS(p[0], Mem{Base: ap})
+					ADDQ(U32(4*unitCols), xv)
+					ADDQ(U32(32), ap)
+					DECQ(vc)
+					JNZ(LabelRef(lbl))
+				}
+			}
+			ADDQ(U32(unitBytes), wp)
+			n := param("nvec")
+			SHLQ(U8(log2(4*unitCols)), n)
+			ADDQ(n, xk)
+			DECQ(nk)
+			JNZ(LabelRef(name + "_unit"))
+		}
+		{
+			ap, op, n := param("accs"), param("out"), param("nvec")
+			Label(name + "_out")
+			a := YMM()
+			VMOVUPS(Mem{Base: ap}, a)
+			x := XMM()
+			VEXTRACTF128(U8(1), a, x)
+			VADDPS(a.AsX(), x, x)
+			t := XMM()
+			VMOVHLPS(x, x, t)
+			VADDPS(t, x, x)
+			VMOVSHDUP(x, t)
+			VADDSS(t, x, x)
+			VMOVSS(x, Mem{Base: op})
+			ADDQ(U32(32), ap)
+			ADDQ(param("ostride"), op)
+			DECQ(n)
+			JNZ(LabelRef(name + "_out"))
+		}
+		bump("w", param("stride"))
+		bump("out", U32(4))
+		r := param("rows")
+		DECQ(r)
+		Store(r, Param("rows"))
+		JNZ(LabelRef(name + "_row"))
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// ggmlSuperF32AVX2 emits Ggml<t>F32Avx2 for a super-block type.
+func ggmlSuperF32AVX2(c ggmlSuper) {
+	t := c.t
+	name := "Ggml" + t + "F32Avx2"
+	av2 := fvec{avx512: false}
+	doc := fmt.Sprintf("%s multiplies layout/ggml %s rows by float32 activations with AVX2 and FMA, each super-block dequantized once per 64 columns for every vector.", name, ggmlTypeName(t))
+	ggmlF32AVX2(name, doc, c.bytes, 256, c.sub, false, func(wp, tp GPVirtual) {
+		frame := AllocLocal(8*32 + 64) // ggmlScalesAVX2's (called once: this emits the code)
+		mw := frame.Offset(8 * 32)
+		raw := mw.Offset(32)
+		nib := nibbleMask(YMM())
+		var three, one VecVirtual
+		switch t {
+		case "Q2K", "Q3K", "Q6K":
+			three = av2.broadcast(0x03030303)
+		}
+		if t == "Q3K" || t == "Q5K" {
+			one = av2.broadcast(0x01010101)
+		}
+		for h := 0; h < 2; h++ {
+			cr := ggmlHalfCodesAVX2(c, Mem{Base: wp}, h, nib, three, one)
+			for i, v := range cr {
+				if c.dword { // KValues + 128
+					tab := YMM()
+					VBROADCASTI128(rodata("ggmlKValues128", 16, 1, func(i int) uint64 {
+						return uint64(int([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]) + 128)
+					}), tab)
+					VPSHUFB(v, tab, v)
+				}
+				VMOVDQU(v, Mem{Base: tp, Disp: 128*h + 32*i})
+			}
+		}
+		ggmlScalesAVX2(c, Mem{Base: wp}, frame, mw)
+		// D = d * sc, E = -dmin*m or -c*D, per sub-block
+		dz := YMM()
+		{
+			off := map[string]int{"Q2K": 80, "Q3K": 108, "Q6K": 208}[t]
+			h := XMM()
+			VPBROADCASTW(Mem{Base: wp, Disp: off}, h)
+			VCVTPH2PS(h, dz)
+		}
+		var dmz VecVirtual
+		if c.mins {
+			off := 2
+			if t == "Q2K" {
+				off = 82
+			}
+			h := XMM()
+			VPBROADCASTW(Mem{Base: wp, Disp: off}, h)
+			dmz = YMM()
+			VCVTPH2PS(h, dmz)
+		}
+		for k := 0; k < 256/c.sub/8; k++ { // eight sub-blocks per YMM
+			d, e := YMM(), YMM()
+			VPMOVSXWD(raw.Offset(16*k), d)
+			VCVTDQ2PS(d, d)
+			VMULPS(dz, d, d)
+			if c.mins {
+				VPMOVSXWD(mw.Offset(16*k), e)
+				VCVTDQ2PS(e, e)
+				VMULPS(dmz, e, e)
+				sign := av2.broadcast(0x80000000)
+				VXORPS(sign, e, e)
+			} else {
+				cneg := av2.broadcast(math32bits(-float32(int(1) << c.shift)))
+				VMULPS(cneg, d, e)
+			}
+			VMOVUPS(d, Mem{Base: tp, Disp: 256 + 32*k})
+			VMOVUPS(e, Mem{Base: tp, Disp: 384 + 32*k})
+		}
+	})
+}
+
+// ggmlBlockF32AVX2 emits Ggml<t>F32Avx2 for a 32-element block type
+// (units of four blocks).
+func ggmlBlockF32AVX2(c ggmlSmall) {
+	name := "Ggml" + c.t + "F32Avx2"
+	av2 := fvec{avx512: false}
+	signed := !c.nib || c.kv
+	doc := fmt.Sprintf("%s multiplies layout/ggml %s rows by float32 activations with AVX2 and FMA, groups of four blocks dequantized once per 64 columns for every vector.", name, c.name)
+	ggmlF32AVX2(name, doc, 4*c.bytes, 128, 32, signed, func(wp, tp GPVirtual) {
+		nib := nibbleMask(YMM())
+		var kv, spread, bits, sixteen VecVirtual
+		if c.kv {
+			kv = YMM()
+			VBROADCASTI128(rodata("ggmlKValues", 16, 1, func(i int) uint64 {
+				return uint64(uint8([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]))
+			}), kv)
+		}
+		if c.qh != 0 {
+			spread, bits = YMM(), YMM()
+			VMOVDQU(rodata("ggmlSpreadQh", 32, 1, func(i int) uint64 { return uint64(i / 8) }), spread)
+			VMOVDQU(rodata("ggmlBitOf", 32, 1, func(i int) uint64 { return 1 << (i % 8) }), bits)
+			sixteen = av2.broadcast(0x10101010)
+		}
+		for b := 0; b < 4; b++ {
+			v := YMM()
+			off := b*c.bytes + c.qs
+			if c.nib {
+				x, hx := XMM(), XMM()
+				VMOVDQU(Mem{Base: wp, Disp: off}, x)
+				VPSRLW(U8(4), x, hx)
+				VINSERTI128(U8(1), hx, x.AsY(), v)
+				VPAND(nib, v, v)
+				if c.kv {
+					VPSHUFB(v, kv, v)
+				}
+			} else {
+				VMOVDQU(Mem{Base: wp, Disp: off}, v)
+			}
+			if c.qh != 0 {
+				h := YMM()
+				VPBROADCASTD(Mem{Base: wp, Disp: b*c.bytes + c.qh}, h)
+				VPSHUFB(spread, h, h)
+				VPAND(bits, h, h)
+				VPCMPEQB(bits, h, h)
+				VPAND(sixteen, h, h)
+				VPOR(h, v, v)
+			}
+			VMOVDQU(v, Mem{Base: tp, Disp: 32 * b})
+		}
+		dh := XMM()
+		VPXOR(dh, dh, dh)
+		for b := 0; b < 4; b++ {
+			VPINSRW(U8(b), Mem{Base: wp, Disp: b * c.bytes}, dh, dh)
+		}
+		d, e := XMM(), XMM()
+		VCVTPH2PS(dh, d)
+		if c.m {
+			mh := XMM()
+			VPXOR(mh, mh, mh)
+			for b := 0; b < 4; b++ {
+				VPINSRW(U8(b), Mem{Base: wp, Disp: b*c.bytes + 2}, mh, mh)
+			}
+			VCVTPH2PS(mh, e)
+		} else {
+			off := c.shift
+			if signed {
+				off = -1
+			}
+			if off < 0 {
+				VXORPS(e, e, e)
+			} else {
+				cneg := av2.broadcast(math32bits(-float32(int(1) << off)))
+				VMULPS(cneg.AsX(), d, e)
+			}
+		}
+		VMOVUPS(d, Mem{Base: tp, Disp: 256})
+		VMOVUPS(e, Mem{Base: tp, Disp: 384})
+	})
+}
+
+// ggmlSuperA8R4AVX2 emits Ggml<t>A8R4Avx2: the AVX2 one-vector kernel for
+// four rows at a time (rows a multiple of 4; nvec and the strides
+// ignored): each row's halves are summed as in ggmlSuperA8AVX2 into four
+// partial lanes kept on the stack, then the four rows' S and M are
+// reduced together with VPHADDD (lanes = rows) and the definition's float
+// steps run on the four rows at once. The next four rows are prefetched
+// in memory order.
+func ggmlSuperA8R4AVX2(c ggmlSuper) {
+	t := c.t
+	name := "Ggml" + t + "A8R4Avx2"
+	TEXT(name, NOSPLIT, ggmlSig)
+	Pragma("noescape")
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8Avx2 for one vector and four rows at a time (rows a multiple of 4), the reductions and float steps with the rows in the lanes.", name, t))
+	av2 := fvec{avx512: false}
+	// frame: scale vectors (8 x 32) and words (64) of the current row, then
+	// per row the partial sums of both halves and the sums term (48 bytes)
+	sv := AllocLocal(8*32 + 64 + 4*48)
+	mw := sv.Offset(8 * 32)
+	part := mw.Offset(64)
+	shift := c.shift
+	if c.dword {
+		shift = 0
+	}
+	dOff := map[string]int{"Q2K": 80, "Q3K": 108, "Q6K": 208}[t]
+	dmOff := 2
+	if t == "Q2K" {
+		dmOff = 82
+	}
+	nib := nibbleMask(YMM())
+	var three, one, kvs VecVirtual
+	switch t {
+	case "Q2K", "Q3K", "Q6K":
+		three = av2.broadcast(0x03030303)
+	}
+	if t == "Q3K" || t == "Q5K" {
+		one = av2.broadcast(0x01010101)
+	}
+	if c.dword {
+		kvs = YMM()
+		VBROADCASTI128(rodata("ggmlKValues", 16, 1, func(i int) uint64 {
+			return uint64(uint8([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]))
+		}), kvs)
+	}
+	Label(name + "_row")
+	{
+		acc4 := XMM()
+		VXORPS(acc4, acc4, acc4)
+		wp, st := param("w"), param("stride")
+		wp2 := GP64()
+		LEAQ(Mem{Base: wp, Index: st, Scale: 2}, wp2)
+		pf := GP64()
+		LEAQ(Mem{Base: wp2, Index: st, Scale: 2}, pf)
+		ak, sk, xk := param("act"), param("sums"), param("xs")
+		nk := param("nsb")
+		Label(name + "_sb")
+		{
+			for off := 0; off < 4*c.bytes; off += 64 {
+				PREFETCHT1(Mem{Base: pf, Disp: off})
+			}
+			rows := [4]Mem{{Base: wp}, {Base: wp, Index: st, Scale: 1}, {Base: wp2}, {Base: wp2, Index: st, Scale: 1}}
+			dh, mh := XMM(), XMM()
+			VPXOR(dh, dh, dh)
+			if c.mins {
+				VPXOR(mh, mh, mh)
+			}
+			for i, rm := range rows {
+				VPINSRW(U8(i), rm.Offset(dOff), dh, dh)
+				if c.mins {
+					VPINSRW(U8(i), rm.Offset(dmOff), mh, mh)
+				}
+				ggmlScalesAVX2(c, rm, sv, mw)
+				for h := 0; h < 2; h++ {
+					cr := ggmlHalfCodesAVX2(c, rm, h, nib, three, one)
+					acc := YMM()
+					for k := 0; k < 4; k++ {
+						pr := YMM()
+						if c.dword {
+							VPSHUFB(cr[k], kvs, cr[k])
+							a, x := YMM(), YMM()
+							VPABSB(cr[k], a)
+							VMOVDQU(Mem{Base: ak, Disp: 128*h + 32*k}, x)
+							VPSIGNB(cr[k], x, x)
+							VPMADDUBSW(x, a, pr)
+						} else {
+							VPMADDUBSW(Mem{Base: ak, Disp: 128*h + 32*k}, cr[k], pr)
+						}
+						if k == 0 {
+							VPMADDWD(sv.Offset(32*(4*h+k)), pr, acc)
+						} else {
+							VPMADDWD(sv.Offset(32*(4*h+k)), pr, pr)
+							VPADDD(pr, acc, acc)
+						}
+					}
+					x4 := XMM()
+					VEXTRACTI128(U8(1), acc, x4)
+					VPADDD(acc.AsX(), x4, x4)
+					VMOVDQU(x4, part.Offset(48*i+16*h))
+				}
+				if c.mins || shift > 0 {
+					mm := XMM()
+					if 256/c.sub/2 == 4 {
+						s4 := XMM()
+						VMOVDQU(Mem{Base: sk}, s4)
+						VPMADDWD(mw, s4, mm)
+					} else {
+						m8 := YMM()
+						VMOVDQU(Mem{Base: sk}, m8)
+						VPMADDWD(mw, m8, m8)
+						hi := XMM()
+						VEXTRACTI128(U8(1), m8, hi)
+						VPHADDD(hi, m8.AsX(), mm)
+					}
+					VMOVDQU(mm, part.Offset(48*i+32))
+				}
+			}
+			// S[h] and M[h] with the rows in the lanes
+			var S, M [2]VecVirtual
+			for h := 0; h < 2; h++ {
+				p := [4]VecVirtual{XMM(), XMM(), XMM(), XMM()}
+				for i := range p {
+					VMOVDQU(part.Offset(48*i+16*h), p[i])
+				}
+				VPHADDD(p[1], p[0], p[0])
+				VPHADDD(p[3], p[2], p[2])
+				S[h] = XMM()
+				VPHADDD(p[2], p[0], S[h])
+			}
+			if c.mins || shift > 0 {
+				p := [4]VecVirtual{XMM(), XMM(), XMM(), XMM()}
+				for i := range p {
+					VMOVDQU(part.Offset(48*i+32), p[i])
+				}
+				VPHADDD(p[1], p[0], p[0]) // [r0h0 r0h1 r1h0 r1h1]
+				VPHADDD(p[3], p[2], p[2])
+				M[0], M[1] = XMM(), XMM()
+				VSHUFPS(U8(0x88), p[2], p[0], M[0])
+				VSHUFPS(U8(0xdd), p[2], p[0], M[1])
+			}
+			d4 := XMM()
+			VCVTPH2PS(dh, d4)
+			var dm4 VecVirtual
+			if c.mins {
+				dm4 = XMM()
+				VCVTPH2PS(mh, dm4)
+			}
+			for h := 0; h < 2; h++ {
+				if shift > 0 {
+					cc := XMM()
+					VPSLLD(U8(shift), M[h], cc)
+					VPSUBD(cc, S[h], S[h])
+				}
+				xb := XMM()
+				VBROADCASTSS(Mem{Base: xk, Disp: 4 * h}, xb)
+				coef, f := XMM(), XMM()
+				VMULPS(d4, xb, coef)
+				VCVTDQ2PS(S[h], f)
+				VMULPS(coef, f, f)
+				VADDPS(f, acc4, acc4)
+				if c.mins {
+					VMULPS(dm4, xb, coef)
+					VCVTDQ2PS(M[h], f)
+					VMULPS(coef, f, f)
+					VSUBPS(f, acc4, acc4)
+				}
+			}
+			ADDQ(U32(c.bytes), wp)
+			ADDQ(U32(c.bytes), wp2)
+			ADDQ(U32(4*c.bytes), pf)
+			ADDQ(U32(256), ak)
+			ADDQ(U32(2*256/c.sub), sk)
+			ADDQ(U32(8), xk)
+			DECQ(nk)
+			JNZ(LabelRef(name + "_sb"))
+		}
+		op := param("out")
+		VMOVUPS(acc4, Mem{Base: op})
+		st4 := param("stride")
+		SHLQ(U8(2), st4)
+		bump("w", st4)
+		bump("out", U32(16))
+		r := param("rows")
+		SUBQ(U8(4), r)
+		Store(r, Param("rows"))
+		JNZ(LabelRef(name + "_row"))
+	}
+	VZEROUPPER()
+	RET()
+}
