@@ -65,9 +65,9 @@ type Buffer struct {
 	closed bool
 }
 
-// maxBufferLen bounds a buffer's elements (2^31, so that every backend's
-// indices fit).
-const maxBufferLen = 1 << 31
+// maxBufferLen bounds a buffer's elements (2^31-1, so that every
+// backend's indices, and int on 32-bit platforms, hold them).
+const maxBufferLen = math.MaxInt32
 
 // NewBuffer returns a buffer of n elements of type t, zeroed.
 func (e *Engine) NewBuffer(n int, t ElemType) (*Buffer, error) {

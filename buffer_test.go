@@ -547,16 +547,19 @@ func TestBufferDeviceMemoryExhausted(t *testing.T) {
 		t.Skip("buffers are host memory on", eng.Backend())
 	}
 	var held []*qgemv.Buffer
-	for len(held) < 64 { // 8 GiB each: 512 GiB in all, past any device
-		b, err := eng.NewBuffer(1<<31, qgemv.Float32)
+	for len(held) < 128 { // 4 GiB each: 512 GiB in all, past any device
+		b, err := eng.NewBuffer(1<<30, qgemv.Float32)
 		if err != nil {
 			t.Logf("buffer %d: %v", len(held), err)
 			break
 		}
 		held = append(held, b)
 	}
-	if len(held) == 64 {
+	if len(held) == 128 {
 		t.Fatal("512 GiB of device buffers allocated")
+	}
+	if len(held) == 0 {
+		t.Fatal("not even one 4 GiB buffer allocated")
 	}
 	for _, b := range held {
 		if err := b.Close(); err != nil {
