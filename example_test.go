@@ -200,3 +200,85 @@ func ExampleOpenModel() {
 	// ffn_up      Bits4G32 512x256 y[0] = 0.559
 	// ffn_down    Bits4G32 256x512 y[0] = -0.399
 }
+
+// An FFN block on buffers: gate and up share one int8 quantization of
+// the input, SwiGLU joins them, down projects back, and a residual Add
+// closes the block. Recorded once, the sequence is replayed per token;
+// on a GPU the buffers stay in device memory between the operations.
+func ExampleEngine_Record() {
+	const hidden, inter = 256, 512
+	constant := func(rows, cols int, v float32) *layout.Q4G128 {
+		w := make([]float32, rows*cols)
+		for i := range w {
+			w[i] = v
+		}
+		m, err := qgemv.Quantize(w, rows, cols, layout.MinMax)
+		if err != nil {
+			log.Fatal(err)
+		}
+		return m
+	}
+	eng, err := qgemv.Open(qgemv.WithBackend("cpu"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer eng.Close()
+	load := func(m *layout.Q4G128) *qgemv.Matrix {
+		mat, err := eng.Load(m)
+		if err != nil {
+			log.Fatal(err)
+		}
+		return mat
+	}
+	gate, up, down := load(constant(inter, hidden, 0.01)), load(constant(inter, hidden, 0.02)), load(constant(hidden, inter, 0.5))
+	buf := func(n int, t qgemv.ElemType) *qgemv.Buffer {
+		b, err := eng.NewBuffer(n, t)
+		if err != nil {
+			log.Fatal(err)
+		}
+		return b
+	}
+	x, y := buf(hidden, qgemv.Float32), buf(hidden, qgemv.Float32)
+	g, u := buf(inter, qgemv.Float32), buf(inter, qgemv.Float32)
+	xq, xs := buf(gate.PaddedCols(), qgemv.Int8), buf(gate.PaddedCols()/128, qgemv.Float32)
+	seq, err := eng.Record(func() error {
+		if err := gate.QuantizeBuffer(xq, xs, x, 1); err != nil {
+			return err
+		}
+		if err := gate.MulInt8Buffer(g, xq, xs, 1); err != nil {
+			return err
+		}
+		if err := up.MulInt8Buffer(u, xq, xs, 1); err != nil {
+			return err
+		}
+		if err := eng.SwiGLU(g, g, u); err != nil {
+			return err
+		}
+		if err := down.MulBuffer(y, g, 1, qgemv.A8); err != nil {
+			return err
+		}
+		return eng.Add(y, y, x)
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	in, out := make([]float32, hidden), make([]float32, hidden)
+	for token := 1; token <= 2; token++ {
+		for i := range in {
+			in[i] = float32(token)
+		}
+		if err := x.Write(in); err != nil {
+			log.Fatal(err)
+		}
+		if err := seq.Run(); err != nil {
+			log.Fatal(err)
+		}
+		if err := y.Read(out); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("token %d: %d operations, y[0] = %.0f\n", token, seq.Len(), out[0])
+	}
+	// Output:
+	// token 1: 6 operations, y[0] = 3116
+	// token 2: 6 operations, y[0] = 13344
+}
