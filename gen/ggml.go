@@ -463,34 +463,7 @@ func ggmlSuperScales(c ggmlSuper, base Mem) (scw, sumw VecVirtual) {
 	case "Q3K":
 		// 16 signed 6-bit scales: low 4 bits from bytes 96..103 (j%8,
 		// nibble j/8), high 2 bits from bytes 104..107 (j%4, bits 2*(j/4))
-		a0, a1, tm := GP32(), GP32(), GP32()
-		MOVL(base.Offset(96), a0)
-		MOVL(base.Offset(100), a1)
-		MOVL(base.Offset(104), tm)
-		part := func(a GPVirtual, ashift, tshift int) GPVirtual {
-			lo, hi := GP32(), GP32()
-			MOVL(a, lo)
-			if ashift > 0 {
-				SHRL(U8(ashift), lo)
-			}
-			ANDL(U32(0x0f0f0f0f), lo)
-			MOVL(tm, hi)
-			if tshift > 0 {
-				SHRL(U8(tshift), hi)
-			}
-			ANDL(U32(0x03030303), hi)
-			SHLL(U8(4), hi)
-			ORL(hi, lo)
-			return lo
-		}
-		s0, s1, s2, s3 := part(a0, 0, 0), part(a1, 0, 2), part(a0, 4, 4), part(a1, 4, 6)
-		lo64, hi64 := GP64(), GP64()
-		MOVL(s1, lo64.As32())
-		SHLQ(U8(32), lo64)
-		ORQ(s0.As64(), lo64)
-		MOVL(s3, hi64.As32())
-		SHLQ(U8(32), hi64)
-		ORQ(s2.As64(), hi64)
+		lo64, hi64 := q3kScaleBytes(base)
 		x, xh := XMM(), XMM()
 		VMOVQ(lo64, x)
 		VMOVQ(hi64, xh)
@@ -509,16 +482,7 @@ func ggmlSuperScales(c ggmlSuper, base Mem) (scw, sumw VecVirtual) {
 		sumw = scw
 	case "IQ4XS":
 		// ls_j = (sl[j/2] >> 4*(j%2) & 15) | ((sh >> 2j) & 3) << 4, minus 32
-		sl, sh := GP64(), GP64()
-		MOVL(base.Offset(4), sl.As32())
-		MOVWQZX(base.Offset(2), sh)
-		lo, hi, mk := GP64(), GP64(), GP64()
-		MOVQ(U64(0x0f0f0f0f0f0f0f0f), mk)
-		PDEPQ(mk, sl, lo)
-		MOVQ(U64(0x0303030303030303), mk)
-		PDEPQ(mk, sh, hi)
-		SHLQ(U8(4), hi)
-		ORQ(hi, lo)
+		lo := iq4xsScaleBytes(base)
 		x := XMM()
 		VMOVQ(lo, x)
 		m := XMM()
@@ -1549,4 +1513,57 @@ func ggmlBlockA8R4(c ggmlSmall) {
 	}
 	VZEROUPPER()
 	RET()
+}
+
+// q3kScaleBytes unpacks a Q3_K super-block's 16 6-bit scales (low 4 bits
+// from bytes 96..103: j%8, nibble j/8; high 2 bits from bytes 104..107:
+// j%4, bits 2*(j/4)) into 16 bytes, scales 0..7 in lo and 8..15 in hi,
+// still offset by 32 (the AVX-512 and AVX2 kernels share it).
+func q3kScaleBytes(base Mem) (lo64, hi64 GPVirtual) {
+	a0, a1, tm := GP32(), GP32(), GP32()
+	MOVL(base.Offset(96), a0)
+	MOVL(base.Offset(100), a1)
+	MOVL(base.Offset(104), tm)
+	part := func(a GPVirtual, ashift, tshift int) GPVirtual {
+		lo, hi := GP32(), GP32()
+		MOVL(a, lo)
+		if ashift > 0 {
+			SHRL(U8(ashift), lo)
+		}
+		ANDL(U32(0x0f0f0f0f), lo)
+		MOVL(tm, hi)
+		if tshift > 0 {
+			SHRL(U8(tshift), hi)
+		}
+		ANDL(U32(0x03030303), hi)
+		SHLL(U8(4), hi)
+		ORL(hi, lo)
+		return lo
+	}
+	s0, s1, s2, s3 := part(a0, 0, 0), part(a1, 0, 2), part(a0, 4, 4), part(a1, 4, 6)
+	lo64, hi64 = GP64(), GP64()
+	MOVL(s1, lo64.As32())
+	SHLQ(U8(32), lo64)
+	ORQ(s0.As64(), lo64)
+	MOVL(s3, hi64.As32())
+	SHLQ(U8(32), hi64)
+	ORQ(s2.As64(), hi64)
+	return lo64, hi64
+}
+
+// iq4xsScaleBytes unpacks an IQ4_XS super-block's 8 6-bit scales
+// (ls_j = (sl[j/2] >> 4*(j%2) & 15) | ((sh >> 2j) & 3) << 4) into 8 bytes,
+// still offset by 32 (the AVX-512 and AVX2 kernels share it).
+func iq4xsScaleBytes(base Mem) GPVirtual {
+	sl, sh := GP64(), GP64()
+	MOVL(base.Offset(4), sl.As32())
+	MOVWQZX(base.Offset(2), sh)
+	lo, hi, mk := GP64(), GP64(), GP64()
+	MOVQ(U64(0x0f0f0f0f0f0f0f0f), mk)
+	PDEPQ(mk, sl, lo)
+	MOVQ(U64(0x0303030303030303), mk)
+	PDEPQ(mk, sh, hi)
+	SHLQ(U8(4), hi)
+	ORQ(hi, lo)
+	return lo
 }

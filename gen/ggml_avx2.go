@@ -323,34 +323,7 @@ func ggmlScalesAVX2(c ggmlSuper, base Mem, sv, mw Mem) {
 		VPMOVZXBW(x, w)
 		VPMOVZXBW(hx, m)
 	case "Q3K":
-		a0, a1, tm := GP32(), GP32(), GP32()
-		MOVL(base.Offset(96), a0)
-		MOVL(base.Offset(100), a1)
-		MOVL(base.Offset(104), tm)
-		part := func(a GPVirtual, ashift, tshift int) GPVirtual {
-			lo, hi := GP32(), GP32()
-			MOVL(a, lo)
-			if ashift > 0 {
-				SHRL(U8(ashift), lo)
-			}
-			ANDL(U32(0x0f0f0f0f), lo)
-			MOVL(tm, hi)
-			if tshift > 0 {
-				SHRL(U8(tshift), hi)
-			}
-			ANDL(U32(0x03030303), hi)
-			SHLL(U8(4), hi)
-			ORL(hi, lo)
-			return lo
-		}
-		s0, s1, s2, s3 := part(a0, 0, 0), part(a1, 0, 2), part(a0, 4, 4), part(a1, 4, 6)
-		lo64, hi64 := GP64(), GP64()
-		MOVL(s1, lo64.As32())
-		SHLQ(U8(32), lo64)
-		ORQ(s0.As64(), lo64)
-		MOVL(s3, hi64.As32())
-		SHLQ(U8(32), hi64)
-		ORQ(s2.As64(), hi64)
+		lo64, hi64 := q3kScaleBytes(base)
 		x, xh := XMM(), XMM()
 		VMOVQ(lo64, x)
 		VMOVQ(hi64, xh)
@@ -369,16 +342,7 @@ func ggmlScalesAVX2(c ggmlSuper, base Mem, sv, mw Mem) {
 		VPMOVSXBW(base.Offset(192), w)
 		m = w
 	case "IQ4XS":
-		sl, sh := GP64(), GP64()
-		MOVL(base.Offset(4), sl.As32())
-		MOVWQZX(base.Offset(2), sh)
-		lo, hi, mk := GP64(), GP64(), GP64()
-		MOVQ(U64(0x0f0f0f0f0f0f0f0f), mk)
-		PDEPQ(mk, sl, lo)
-		MOVQ(U64(0x0303030303030303), mk)
-		PDEPQ(mk, sh, hi)
-		SHLQ(U8(4), hi)
-		ORQ(hi, lo)
+		lo := iq4xsScaleBytes(base)
 		x := XMM()
 		VMOVQ(lo, x)
 		k := XMM()
