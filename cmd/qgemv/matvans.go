@@ -30,8 +30,8 @@ type matvansLayout struct {
 }
 
 // matvansEngine runs the chains on one engine: int8 and ans(layout
-// index) each compute the whole chain once (Engine.Chain) and return v_N
-// on the host.
+// index) each compute the whole chain once (a recorded sequence of
+// buffer operations) and return v_N on the host.
 type matvansEngine struct {
 	desc       string // the backend, for the report
 	threads    int
@@ -55,11 +55,41 @@ func loadChains(eng *qgemv.Engine, threads int, wl *matvans.Workload, coded [][]
 		}
 		return out, nil
 	}
-	chain := func(mats []*qgemv.Matrix) func() ([]int8, error) {
-		return func() ([]int8, error) {
-			v := make([]int8, wl.D)
-			return v, eng.Chain(v, mats, wl.Alpha, wl.V0)
+	// A chain on buffers, recorded once: v0 written, MulInt32Buffer and
+	// Requantize per matrix (on a GPU all on the device), v_N read.
+	chain := func(mats []*qgemv.Matrix) (func() ([]int8, error), error) {
+		v, err := eng.NewBuffer(wl.D, qgemv.Int8)
+		if err != nil {
+			return nil, err
 		}
+		y, err := eng.NewBuffer(wl.D, qgemv.Int32)
+		if err != nil {
+			return nil, err
+		}
+		seq, err := eng.Record(func() error {
+			for i, m := range mats {
+				if err := m.MulInt32Buffer(y, v, 1); err != nil {
+					return err
+				}
+				if err := eng.Requantize(v, y, wl.Alpha[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("bench: -workload matvans: %w", err)
+		}
+		return func() ([]int8, error) {
+			out := make([]int8, wl.D)
+			if err := v.WriteInt8(wl.V0); err != nil {
+				return nil, err
+			}
+			if err := seq.Run(); err != nil {
+				return nil, err
+			}
+			return out, v.ReadInt8(out)
+		}, nil
 	}
 	var plain []layout.Matrix
 	for _, w := range wl.W {
@@ -73,8 +103,12 @@ func loadChains(eng *qgemv.Engine, threads int, wl *matvans.Workload, coded [][]
 	if err != nil {
 		return nil, err
 	}
+	int8Chain, err := chain(int8s)
+	if err != nil {
+		return nil, err
+	}
 	me := &matvansEngine{desc: fmt.Sprintf("%s, %d threads", eng.Backend(), threads), threads: threads,
-		int8Kernel: int8s[0].Kernel(), int8: chain(int8s)}
+		int8Kernel: int8s[0].Kernel(), int8: int8Chain}
 	var ansChains []func() ([]int8, error)
 	var kernels []string
 	for _, ms := range coded {
@@ -86,7 +120,11 @@ func loadChains(eng *qgemv.Engine, threads int, wl *matvans.Workload, coded [][]
 		if err != nil {
 			return nil, err
 		}
-		ansChains = append(ansChains, chain(mats))
+		c, err := chain(mats)
+		if err != nil {
+			return nil, err
+		}
+		ansChains = append(ansChains, c)
 		kernels = append(kernels, mats[0].Kernel())
 	}
 	me.ansKernel = strings.Join(slices.Compact(kernels), ", ")
