@@ -192,13 +192,13 @@ func ExampleOpenModel() {
 	}
 	// Output:
 	// gguf: 14 weight matrices, e.g. blk.0.ffn_down.weight Q4_0 256x512
-	// attn_q      Bits4G32 256x256 y[0] = -0.994
-	// attn_k      Bits4G32 128x256 y[0] = -0.322
-	// attn_v      Bits4G32 128x256 y[0] = -0.011
-	// attn_output Bits4G32 256x256 y[0] = 1.240
-	// ffn_gate    Bits4G32 512x256 y[0] = 0.103
-	// ffn_up      Bits4G32 512x256 y[0] = 0.559
-	// ffn_down    Bits4G32 256x512 y[0] = -0.399
+	// attn_q      Q4_0 256x256 y[0] = -0.994
+	// attn_k      Q4_0 128x256 y[0] = -0.322
+	// attn_v      Q4_0 128x256 y[0] = -0.011
+	// attn_output Q4_0 256x256 y[0] = 1.240
+	// ffn_gate    Q4_0 512x256 y[0] = 0.103
+	// ffn_up      Q4_0 512x256 y[0] = 0.559
+	// ffn_down    Q4_0 256x512 y[0] = -0.399
 }
 
 // An FFN block on buffers: gate and up share one int8 quantization of

@@ -68,7 +68,7 @@ func TestModelCommands(t *testing.T) {
 		want         string
 		extra        []string
 	}{
-		{gp, "blk.0.ffn_down.weight", "Bits4G32", nil},
+		{gp, "blk.0.ffn_down.weight", "Q4_0", nil},
 		{gp, "blk.0.ffn_up.weight", "Q4_K", nil},
 		{gp, "blk.0.attn_k.weight", "Q8_0", nil},
 		{gp, "output.weight", "Bits2G64", []string{"-format", "bits2g64"}},

@@ -36,23 +36,14 @@ func (t *Tensor) ImportsAs() string {
 	if err != nil {
 		return "not supported: " + err.Error()
 	}
-	if t.Type == Q4_0 {
-		return fmt.Sprintf("Bits4G32 exact (%.4g bits/weight; A8, A16, A32)", 8*float64(rows*m.RowBytes())/float64(rows*cols))
-	}
 	return fmt.Sprintf("%s exact (%.4g bits/weight; A8, A16, A32)", m.Name(), m.BitsPerWeight())
 }
 
 // Import returns the tensor as the qgemv matrix it imports losslessly
-// into: Q4_0 as Bits(4, 32) (ImportBits: the same bytes, and the Bits
-// kernels), every other block type as a layout/ggml matrix
-// (ImportGGML). Errors name the tensor.
+// into: every block type as a layout/ggml matrix (ImportGGML: the file's
+// bytes). ImportBits gives Q4_0, Q4_1, Q8_0 and Q4_K as Bits instead
+// (more bytes, the Bits kernels). Errors name the tensor.
 func (t *Tensor) Import() (layout.Matrix, error) {
-	if t.Type == Q4_0 {
-		if _, err := t.ImportGGML(); err != nil { // the same checks and errors
-			return nil, err
-		}
-		return t.ImportBits()
-	}
 	return t.ImportGGML()
 }
 
