@@ -3,6 +3,8 @@ package gpuhost
 import (
 	"fmt"
 	"math"
+	"slices"
+	"sync"
 
 	"github.com/qgemv/qgemv/layout"
 )
@@ -36,7 +38,7 @@ func MMAOrder(n int, xp []layout.FP16, batch, pc, nv int) (xr []layout.FP16, xsu
 	if pc%128 != 0 || batch > nv || len(xp) != nv*pc {
 		return nil, nil, fmt.Errorf("gpuhost: MMAOrder: %d columns, batch %d, %d vectors, %d values: want PCols a multiple of the chunk and nv*PCols values", pc, batch, nv, len(xp))
 	}
-	idx, err := MMAIndex(n, pc)
+	idx, err := mmaIndex(n, pc)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -64,7 +66,41 @@ func MMAOrder(n int, xp []layout.FP16, batch, pc, nv int) (xr []layout.FP16, xsu
 // values per fragment load u) holds column MMAIndex[u*16+k]; with nv
 // vectors, vector v's value of that position lies at (u*nv + v)*16 + k.
 // n is 0 for Q4G128, else the Bits width (8, 4 or 2; pc whole chunks).
+// The slice is the caller's.
 func MMAIndex(n, pc int) ([]int32, error) {
+	idx, err := mmaIndex(n, pc)
+	return slices.Clone(idx), err
+}
+
+// mmaIndexes holds the orders made so far, by code width and columns:
+// MMAOrder runs on every multiply of the host-prepared paths.
+var (
+	mmaIndexMu sync.RWMutex
+	mmaIndexes = map[[2]int][]int32{}
+)
+
+// mmaIndex is MMAIndex, made once per width and column count and shared
+// (read only).
+func mmaIndex(n, pc int) ([]int32, error) {
+	key := [2]int{n, pc}
+	mmaIndexMu.RLock()
+	idx, ok := mmaIndexes[key]
+	mmaIndexMu.RUnlock()
+	if ok {
+		return idx, nil
+	}
+	idx, err := buildMMAIndex(n, pc)
+	if err != nil {
+		return nil, err
+	}
+	mmaIndexMu.Lock()
+	mmaIndexes[key] = idx
+	mmaIndexMu.Unlock()
+	return idx, nil
+}
+
+// buildMMAIndex computes MMAIndex.
+func buildMMAIndex(n, pc int) ([]int32, error) {
 	if pc%128 != 0 {
 		return nil, fmt.Errorf("gpuhost: MMAIndex: %d columns are not whole 128-column groups", pc)
 	}
