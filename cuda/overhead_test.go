@@ -7,6 +7,7 @@ import (
 	"os"
 	"testing"
 	"time"
+	"unsafe"
 
 	"gorgonia.org/cu"
 )
@@ -29,6 +30,7 @@ func TestOverheadBreakdown(t *testing.T) {
 	defer b.Close()
 	x := make([]float32, 256)
 	y := make([]float32, 256)
+	yBytes := unsafe.Slice((*byte)(unsafe.Pointer(&y[0])), 4*len(y))
 	per := func(name string, f func() error) {
 		const n = 2000
 		for i := 0; i < 100; i++ {
@@ -63,7 +65,7 @@ func TestOverheadBreakdown(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			return b.stagedDownload(xb, y)
+			return b.stagedRead(xb.ptr, yBytes, nil)
 		})
 	})
 	per("tiny kernel launched and waited for", func() error {
@@ -79,7 +81,7 @@ func TestOverheadBreakdown(t *testing.T) {
 			if err := b.launch("selftest", 1, 1, 256, 0, xb.ptr, yb.ptr, int64(256)); err != nil {
 				return err
 			}
-			return b.stagedDownload(yb, y)
+			return b.stagedRead(yb.ptr, yBytes, nil)
 		})
 	})
 }
