@@ -6,6 +6,7 @@ import (
 
 	"github.com/qgemv/qgemv/internal/errs"
 	"github.com/qgemv/qgemv/internal/hugemem"
+	"github.com/qgemv/qgemv/internal/mat"
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/codebook"
 )
@@ -37,12 +38,12 @@ type CBMatrix struct {
 var ErrCodebookA8 = fmt.Errorf("cpu: codebook matrices multiply float activations (A32, A16), not int8: %w", errs.ErrFormatNotImplemented)
 
 func init() {
-	registerLoader(layout.FormatCodebook, func(b *Backend, m layout.Matrix) (Mat, error) {
+	loaders.Register(layout.FormatCodebook, func(b *Backend, m layout.Matrix) (Mat, error) {
 		switch c := m.(type) {
 		case codebook.Baseline:
-			return bind(b.LoadCodebook(c.Codebook, true))
+			return mat.Bind(b.LoadCodebook(c.Codebook, true))
 		case *codebook.Codebook:
-			return bind(b.LoadCodebook(c, false))
+			return mat.Bind(b.LoadCodebook(c, false))
 		}
 		return nil, fmt.Errorf("cpu: load: %T is not a codebook matrix", m)
 	})

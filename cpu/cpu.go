@@ -19,6 +19,7 @@ import (
 
 	"github.com/qgemv/qgemv/internal/errs"
 	"github.com/qgemv/qgemv/internal/hugemem"
+	"github.com/qgemv/qgemv/internal/mat"
 	"github.com/qgemv/qgemv/layout"
 )
 
@@ -267,8 +268,8 @@ type Matrix struct {
 var ErrClosed = errs.ErrClosed
 
 func init() {
-	registerLoader(layout.FormatQ4G128, func(b *Backend, m layout.Matrix) (Mat, error) {
-		return bind(b.Load(m.(*layout.Q4G128)))
+	loaders.Register(layout.FormatQ4G128, func(b *Backend, m layout.Matrix) (Mat, error) {
+		return mat.Bind(b.Load(m.(*layout.Q4G128)))
 	})
 }
 

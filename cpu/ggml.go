@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/qgemv/qgemv/internal/hugemem"
+	"github.com/qgemv/qgemv/internal/mat"
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/ggml"
 )
@@ -59,8 +60,8 @@ type ggmlCall struct {
 }
 
 func init() {
-	registerLoader(layout.FormatGGML, func(b *Backend, m layout.Matrix) (Mat, error) {
-		return bind(b.LoadGGML(m.(*ggml.Matrix)))
+	loaders.Register(layout.FormatGGML, func(b *Backend, m layout.Matrix) (Mat, error) {
+		return mat.Bind(b.LoadGGML(m.(*ggml.Matrix)))
 	})
 }
 

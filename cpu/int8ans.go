@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/qgemv/qgemv/internal/mat"
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/ans"
 )
@@ -170,11 +171,11 @@ func dotInt8(w, v []int8) int32 {
 }
 
 func init() {
-	registerLoader(layout.FormatInt8, func(b *Backend, m layout.Matrix) (Mat, error) {
+	loaders.Register(layout.FormatInt8, func(b *Backend, m layout.Matrix) (Mat, error) {
 		t := m.(*layout.Int8)
-		return bind(b.LoadInt8(t.W, t.Rows, t.Cols))
+		return mat.Bind(b.LoadInt8(t.W, t.Rows, t.Cols))
 	})
-	registerLoader(layout.FormatANS, func(b *Backend, m layout.Matrix) (Mat, error) {
+	loaders.Register(layout.FormatANS, func(b *Backend, m layout.Matrix) (Mat, error) {
 		a := *m.(*ans.Matrix) // a snapshot of the fields, as Load takes
 		return &ANSMatrix{int8Only: int8Only{a.Name()}, b: b, m: &a}, nil
 	})

@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/qgemv/qgemv/internal/hugemem"
+	"github.com/qgemv/qgemv/internal/mat"
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/ans"
 )
@@ -55,11 +56,11 @@ func newWords(n int, huge bool) ([]uint32, *hugemem.Block) {
 }
 
 func init() {
-	registerLoader(layout.FormatBits, func(b *Backend, m layout.Matrix) (Mat, error) {
-		return bind(b.LoadBits(m.(*layout.Bits)))
+	loaders.Register(layout.FormatBits, func(b *Backend, m layout.Matrix) (Mat, error) {
+		return mat.Bind(b.LoadBits(m.(*layout.Bits)))
 	})
-	registerLoader(layout.FormatSparse12, func(b *Backend, m layout.Matrix) (Mat, error) {
-		return bind(b.LoadSparse12(m.(*layout.Sparse12)))
+	loaders.Register(layout.FormatSparse12, func(b *Backend, m layout.Matrix) (Mat, error) {
+		return mat.Bind(b.LoadSparse12(m.(*layout.Sparse12)))
 	})
 }
 

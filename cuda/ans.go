@@ -11,6 +11,7 @@ import (
 
 	"github.com/qgemv/qgemv/internal/errs"
 	"github.com/qgemv/qgemv/internal/gpuhost"
+	"github.com/qgemv/qgemv/internal/mat"
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/ans"
 )
@@ -18,12 +19,12 @@ import (
 // The kernels of ans.cu.
 func init() {
 	addKernels("ans_rows", "ans_stripes", "ans_decode", "int8_gemv16", "int8_gemv1", "ans_requant")
-	registerLoader(layout.FormatInt8, func(b *Backend, m layout.Matrix) (Mat, error) {
+	loaders.Register(layout.FormatInt8, func(b *Backend, m layout.Matrix) (Mat, error) {
 		t := m.(*layout.Int8)
-		return bind(b.LoadInt8(t.W, t.Rows, t.Cols))
+		return mat.Bind(b.LoadInt8(t.W, t.Rows, t.Cols))
 	})
-	registerLoader(layout.FormatANS, func(b *Backend, m layout.Matrix) (Mat, error) {
-		return bind(b.LoadANS(m.(*ans.Matrix)))
+	loaders.Register(layout.FormatANS, func(b *Backend, m layout.Matrix) (Mat, error) {
+		return mat.Bind(b.LoadANS(m.(*ans.Matrix)))
 	})
 }
 

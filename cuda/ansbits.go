@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"github.com/qgemv/qgemv/internal/mat"
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/ans"
 )
@@ -14,8 +15,8 @@ import (
 // twin's.
 
 func init() {
-	registerLoader(layout.FormatANSBits, func(b *Backend, m layout.Matrix) (Mat, error) {
-		return bind(b.loadANSBits(m.(*ans.Bits)))
+	loaders.Register(layout.FormatANSBits, func(b *Backend, m layout.Matrix) (Mat, error) {
+		return mat.Bind(b.loadANSBits(m.(*ans.Bits)))
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/qgemv/qgemv/internal/errs"
 	"github.com/qgemv/qgemv/internal/gpuhost"
+	"github.com/qgemv/qgemv/internal/mat"
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/codebook"
 )
@@ -43,12 +44,12 @@ const EnvPsumbook = "QGEMV_CUDA_PSUMBOOK"
 var ErrCodebookA8 = fmt.Errorf("cuda: codebook matrices multiply float activations (A32, A16), not int8: %w", errs.ErrFormatNotImplemented)
 
 func init() {
-	registerLoader(layout.FormatCodebook, func(b *Backend, m layout.Matrix) (Mat, error) {
+	loaders.Register(layout.FormatCodebook, func(b *Backend, m layout.Matrix) (Mat, error) {
 		switch t := m.(type) {
 		case *codebook.Codebook:
-			return bind(b.loadCodebook(t, false))
+			return mat.Bind(b.loadCodebook(t, false))
 		case codebook.Baseline:
-			return bind(b.loadCodebook(t.Codebook, true))
+			return mat.Bind(b.loadCodebook(t.Codebook, true))
 		}
 		return nil, fmt.Errorf("cuda: load: %T is not a codebook matrix", m)
 	})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/qgemv/qgemv/internal/errs"
 	"github.com/qgemv/qgemv/internal/gpuhost"
+	"github.com/qgemv/qgemv/internal/mat"
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/ggml"
 )
@@ -30,8 +31,8 @@ type GGMLMatrix struct {
 const ggmlThreads = 64
 
 func init() {
-	registerLoader(layout.FormatGGML, func(b *Backend, m layout.Matrix) (Mat, error) {
-		return bind(b.LoadGGML(m.(*ggml.Matrix)))
+	loaders.Register(layout.FormatGGML, func(b *Backend, m layout.Matrix) (Mat, error) {
+		return mat.Bind(b.LoadGGML(m.(*ggml.Matrix)))
 	})
 	for _, t := range ggml.Types {
 		addKernels("ggml_a8_"+t.SpecName(), "ggml_f32_"+t.SpecName())

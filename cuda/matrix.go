@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"strings"
 
 	"gorgonia.org/cu"
 
 	"github.com/qgemv/qgemv/internal/errs"
 	"github.com/qgemv/qgemv/internal/gpuhost"
+	"github.com/qgemv/qgemv/internal/mat"
 	"github.com/qgemv/qgemv/layout"
 )
 
@@ -69,54 +69,22 @@ type Matrix struct {
 // for Q4G128, Bits and Sparse12, other types for the formats other files
 // of this package implement. A multiply the format does not take is an
 // error wrapping errs.ErrFormatNotImplemented.
-type Mat interface {
-	MulF32(dst, x []float32, batch int) error
-	MulF16(dst []float32, x []layout.FP16, batch int) error
-	MulA8(dst, x []float32, batch int) error
-	MulI8(dst []float32, xq []int8, xs []float32, batch int) error
-	// MulI32 multiplies int8 vectors exactly into int32 (the int8
-	// formats).
-	MulI32(dst []int32, x []int8, batch int) error
-	Kernel() string
-	Close() error
-}
+type Mat = mat.Matrix
 
-// loader copies a validated matrix of one format to the device.
-type loader func(b *Backend, m layout.Matrix) (Mat, error)
-
-var loaders = map[layout.FormatID]loader{}
-
-// registerLoader registers the kernels of a format; called once per
-// format from the init function of the file implementing them.
-func registerLoader(id layout.FormatID, l loader) {
-	if _, dup := loaders[id]; dup {
-		panic(fmt.Sprintf("cuda: format %v registered twice", id))
-	}
-	loaders[id] = l
-}
-
-func bind[T Mat](m T, err error) (Mat, error) {
-	if err != nil {
-		return nil, err
-	}
-	return m, nil
-}
+// loaders holds the kernel files' loaders by format (filled by their
+// init functions).
+var loaders = mat.NewLoaders[Backend]("cuda")
 
 func init() {
-	basic := func(b *Backend, m layout.Matrix) (Mat, error) { return bind(b.loadBasic(m)) }
+	basic := func(b *Backend, m layout.Matrix) (Mat, error) { return mat.Bind(b.loadBasic(m)) }
 	for _, id := range []layout.FormatID{layout.FormatQ4G128, layout.FormatBits, layout.FormatSparse12} {
-		registerLoader(id, basic)
+		loaders.Register(id, basic)
 	}
 }
 
 // Formats returns the formats this backend has kernels for.
 func Formats() []layout.FormatID {
-	out := make([]layout.FormatID, 0, len(loaders))
-	for id := range loaders {
-		out = append(out, id)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
+	return loaders.Formats()
 }
 
 // Load validates m and copies it to the device in the form its kernels
@@ -129,7 +97,7 @@ func (b *Backend) Load(m layout.Matrix) (Mat, error) {
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("cuda: load: %w", err)
 	}
-	l, ok := loaders[m.Spec().Format]
+	l, ok := loaders.Get(m.Spec().Format)
 	if !ok {
 		return nil, fmt.Errorf("cuda: load %s: %w", m.Name(), errs.ErrFormatNotImplemented)
 	}

@@ -30,6 +30,7 @@ import (
 
 	"github.com/qgemv/qgemv/cpu"
 	"github.com/qgemv/qgemv/internal/errs"
+	"github.com/qgemv/qgemv/internal/mat"
 	"github.com/qgemv/qgemv/layout"
 )
 
@@ -48,26 +49,9 @@ type Options struct {
 	HugePages bool
 }
 
-// Matrix is a matrix loaded onto a backend.
-type Matrix interface {
-	// MulF32 multiplies with float32 activations: x is batch*Cols,
-	// dst batch*Rows.
-	MulF32(dst, x []float32, batch int) error
-	// MulF16 multiplies with binary16 activations.
-	MulF16(dst []float32, x []layout.FP16, batch int) error
-	// MulA8 quantizes x to int8 per 128 inputs and multiplies exactly.
-	MulA8(dst, x []float32, batch int) error
-	// MulI8 multiplies activations already quantized by layout.QuantizeA8.
-	MulI8(dst []float32, xq []int8, xs []float32, batch int) error
-	// MulI32 multiplies int8 vectors exactly into int32 (the int8
-	// formats: layout.Int8 and layout/ans).
-	MulI32(dst []int32, x []int8, batch int) error
-	// Kernel names the kernel set that runs this matrix's multiplies
-	// (a format may run on a narrower set than the backend's best).
-	Kernel() string
-	// Close releases what Load allocated.
-	Close() error
-}
+// Matrix is a matrix loaded onto a backend (the backends' Mat types are
+// this interface too).
+type Matrix = mat.Matrix
 
 // Backend runs multiplies.
 type Backend interface {

@@ -5,6 +5,7 @@ package opencl
 import (
 	"fmt"
 
+	"github.com/qgemv/qgemv/internal/mat"
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/ans"
 )
@@ -16,8 +17,8 @@ import (
 // plain twin's.
 
 func init() {
-	registerLoader(layout.FormatANSBits, func(b *Backend, m layout.Matrix) (Mat, error) {
-		return bind(b.loadANSBits(m.(*ans.Bits)))
+	loaders.Register(layout.FormatANSBits, func(b *Backend, m layout.Matrix) (Mat, error) {
+		return mat.Bind(b.loadANSBits(m.(*ans.Bits)))
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/qgemv/qgemv/internal/errs"
 	"github.com/qgemv/qgemv/internal/gpuhost"
+	"github.com/qgemv/qgemv/internal/mat"
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/ggml"
 )
@@ -30,8 +31,8 @@ type GGMLMatrix struct {
 }
 
 func init() {
-	registerLoader(layout.FormatGGML, func(b *Backend, m layout.Matrix) (Mat, error) {
-		return bind(b.LoadGGML(m.(*ggml.Matrix)))
+	loaders.Register(layout.FormatGGML, func(b *Backend, m layout.Matrix) (Mat, error) {
+		return mat.Bind(b.LoadGGML(m.(*ggml.Matrix)))
 	})
 }
 

@@ -4,9 +4,9 @@ package opencl
 
 import (
 	"fmt"
-	"sort"
 
 	"github.com/qgemv/qgemv/internal/errs"
+	"github.com/qgemv/qgemv/internal/mat"
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/ans"
 )
@@ -14,50 +14,23 @@ import (
 // Mat is a matrix loaded onto an OpenCL device, whatever its format. A
 // multiply the format does not take is an error wrapping
 // errs.ErrFormatNotImplemented.
-type Mat interface {
-	MulF32(dst, x []float32, batch int) error
-	MulF16(dst []float32, x []layout.FP16, batch int) error
-	MulA8(dst, x []float32, batch int) error
-	MulI8(dst []float32, xq []int8, xs []float32, batch int) error
-	// MulI32 multiplies int8 vectors exactly into int32 (the int8
-	// formats).
-	MulI32(dst []int32, x []int8, batch int) error
-	Kernel() string
-	Close() error
-}
+type Mat = mat.Matrix
 
-// loader copies a matrix of one format to the device.
-type loader func(b *Backend, m layout.Matrix) (Mat, error)
-
-var loaders = map[layout.FormatID]loader{}
-
-// registerLoader registers the kernels of a format; called from the init
-// function of the file implementing them.
-func registerLoader(id layout.FormatID, l loader) {
-	if _, dup := loaders[id]; dup {
-		panic(fmt.Sprintf("opencl: format %v registered twice", id))
-	}
-	loaders[id] = l
-}
-
-func bind[T Mat](m T, err error) (Mat, error) {
-	if err != nil {
-		return nil, err
-	}
-	return m, nil
-}
+// loaders holds the kernel files' loaders by format (filled by their
+// init functions).
+var loaders = mat.NewLoaders[Backend]("opencl")
 
 func init() {
-	basic := func(b *Backend, m layout.Matrix) (Mat, error) { return bind(b.Load(m)) }
+	basic := func(b *Backend, m layout.Matrix) (Mat, error) { return mat.Bind(b.Load(m)) }
 	for _, id := range []layout.FormatID{layout.FormatQ4G128, layout.FormatBits, layout.FormatSparse12, layout.FormatCodebook} {
-		registerLoader(id, basic)
+		loaders.Register(id, basic)
 	}
-	registerLoader(layout.FormatInt8, func(b *Backend, m layout.Matrix) (Mat, error) {
+	loaders.Register(layout.FormatInt8, func(b *Backend, m layout.Matrix) (Mat, error) {
 		t := m.(*layout.Int8)
-		return bind(b.LoadInt8(t.W, t.Rows, t.Cols))
+		return mat.Bind(b.LoadInt8(t.W, t.Rows, t.Cols))
 	})
-	registerLoader(layout.FormatANS, func(b *Backend, m layout.Matrix) (Mat, error) {
-		return bind(b.LoadANS(m.(*ans.Matrix)))
+	loaders.Register(layout.FormatANS, func(b *Backend, m layout.Matrix) (Mat, error) {
+		return mat.Bind(b.LoadANS(m.(*ans.Matrix)))
 	})
 }
 
@@ -71,7 +44,7 @@ func (b *Backend) LoadMatrix(m layout.Matrix) (Mat, error) {
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("opencl: load: %w", err)
 	}
-	l, ok := loaders[m.Spec().Format]
+	l, ok := loaders.Get(m.Spec().Format)
 	if !ok {
 		return nil, fmt.Errorf("opencl: load %s: %w", m.Name(), errs.ErrFormatNotImplemented)
 	}
@@ -80,12 +53,7 @@ func (b *Backend) LoadMatrix(m layout.Matrix) (Mat, error) {
 
 // Formats returns the formats this backend has kernels for.
 func Formats() []layout.FormatID {
-	out := make([]layout.FormatID, 0, len(loaders))
-	for id := range loaders {
-		out = append(out, id)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
+	return loaders.Formats()
 }
 
 func notImplemented(format, call string) error {
