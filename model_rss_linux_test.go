@@ -1,44 +1,26 @@
 package qgemv_test
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/qgemv/qgemv"
+	"github.com/qgemv/qgemv/internal/mmap"
 	"github.com/qgemv/qgemv/internal/testmodel"
 )
 
 // status returns VmRSS, RssAnon and RssFile in bytes.
 func status(t *testing.T) (rss, anon, file int64) {
-	f, err := os.Open("/proc/self/status")
+	u, err := mmap.Resident()
 	if err != nil {
 		t.Skip(err)
 	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		k, v, _ := strings.Cut(s.Text(), ":")
-		n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		if err != nil {
-			continue
-		}
-		switch k {
-		case "VmRSS":
-			rss = n << 10
-		case "RssAnon":
-			anon = n << 10
-		case "RssFile":
-			file = n << 10
-		}
-	}
-	return rss, anon, file
+	return u.RSS, u.Anon, u.File
 }
 
 // rssEnv carries the model path and the way to load it to the child

@@ -1,17 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/qgemv/qgemv"
+	"github.com/qgemv/qgemv/internal/mmap"
 	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/layout"
 )
@@ -96,31 +95,11 @@ type decodeOpts struct {
 // memStatus returns VmRSS, RssAnon and RssFile of this process in bytes
 // (zeros where /proc/self/status is missing).
 func memStatus() (rss, anon, file int64) {
-	f, err := os.Open("/proc/self/status")
+	u, err := mmap.Resident()
 	if err != nil {
 		return 0, 0, 0
 	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		k, v, ok := strings.Cut(s.Text(), ":")
-		if !ok {
-			continue
-		}
-		n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		if err != nil {
-			continue
-		}
-		switch k {
-		case "VmRSS":
-			rss = n << 10
-		case "RssAnon":
-			anon = n << 10
-		case "RssFile":
-			file = n << 10
-		}
-	}
-	return rss, anon, file
+	return u.RSS, u.Anon, u.File
 }
 
 // stepPart is one call of a decode step: preparing a stage's input, or

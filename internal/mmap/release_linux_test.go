@@ -1,33 +1,18 @@
 package mmap
 
 import (
-	"bufio"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 )
 
 // rssFile returns this process's resident file-backed memory in bytes.
 func rssFile(t *testing.T) int64 {
-	f, err := os.Open("/proc/self/status")
+	u, err := Resident()
 	if err != nil {
 		t.Skip(err)
 	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if v, ok := strings.CutPrefix(s.Text(), "RssFile:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Skip("no RssFile in /proc/self/status")
-	return 0
+	return u.File
 }
 
 // TestRelease: reading a mapped file makes it resident; releasing its
