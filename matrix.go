@@ -189,12 +189,16 @@ func (m *Matrix) MulInt32(dst []int32, x []int8, batch int) error {
 func (m *Matrix) gathered(x []float32, batch int) []float32 {
 	g := make([]float32, len(x))
 	for v := 0; v < batch; v++ {
-		xv, gv := x[v*m.cols:(v+1)*m.cols], g[v*m.cols:(v+1)*m.cols]
-		for j, src := range m.perm {
-			gv[j] = xv[src]
-		}
+		gather(g[v*m.cols:(v+1)*m.cols], x[v*m.cols:(v+1)*m.cols], m.perm)
 	}
 	return g
+}
+
+// gather writes x in stored column order: dst[j] = x[perm[j]].
+func gather(dst, x []float32, perm []int32) {
+	for j, src := range perm {
+		dst[j] = x[src]
+	}
 }
 
 // Close releases the matrix and what the backend allocated for it.

@@ -120,9 +120,7 @@ func (s *SharedInput) Set(x []float32, batch int, act Activation) error {
 			for b := 0; b < batch; b++ {
 				xv := x[b*s.cols : (b+1)*s.cols]
 				if k.perm != nil {
-					for j, src := range k.perm {
-						k.xg[j] = xv[src]
-					}
+					gather(k.xg, xv, k.perm)
 					xv = k.xg
 				}
 				if err := s.e.QuantizeA8(k.xq[b*pc:(b+1)*pc], k.xs[b*pc/128:(b+1)*pc/128], xv); err != nil {
