@@ -27,15 +27,9 @@ func cmdDequantize(args []string) error {
 		fmt.Fprintln(fs.Output(), "usage: qgemv dequantize [-tensor NAME] -o OUT.f32 FILE.gguf|FILE.qgv\n\nWrites the tensor's values as raw little-endian float32, row-major (rows = outputs).")
 		fs.PrintDefaults()
 	}
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
 	}
 	if len(pos) != 1 || *out == "" {
 		fs.Usage()

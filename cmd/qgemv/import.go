@@ -38,6 +38,21 @@ func importFlags(fs *flag.FlagSet, withFormat bool) *importOpts {
 	return o
 }
 
+// parseInterspersed parses fs from args, flags before and after the
+// positional arguments, and returns the positional ones.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
+	}
+}
+
 func cmdImport(args []string) error {
 	fs := flag.NewFlagSet("import", flag.ContinueOnError)
 	tensor := fs.String("tensor", "", "tensor (GGUF) or layer prefix (GPTQ/AWQ/HQQ, e.g. model.layers.0.mlp.down_proj) or float tensor (safetensors) to import")
@@ -47,16 +62,9 @@ func cmdImport(args []string) error {
 		fmt.Fprintln(fs.Output(), "usage: qgemv import [flags] -tensor NAME -o OUT.qgv FILE.gguf|FILE.safetensors\n\nGGUF block types (K-quants, Q4_x, Q5_x, Q8_0, IQ4), GPTQ, AWQ and HQQ import exactly; float tensors are quantized to -format.")
 		fs.PrintDefaults()
 	}
-	// Flags may follow the file name.
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
 	}
 	if len(pos) != 1 || *tensor == "" || *out == "" {
 		fs.Usage()
