@@ -120,7 +120,7 @@ func (d *DevBuf) Read(off int64, dst []byte) error {
 			return ErrClosed
 		}
 		if len(dst) > 0 {
-			if err := d.b.stagedRead(d.buf.ptr+cu.DevicePtr(off), dst, nil); err != nil {
+			if err := d.b.stagedGet(dst, d.buf.ptr+cu.DevicePtr(off)); err != nil {
 				return err
 			}
 		}
@@ -139,18 +139,57 @@ func (d *DevBuf) Fetch(off int64, dst []byte) error {
 		if d.closed.Load() {
 			return ErrClosed
 		}
-		return d.b.stagedRead(d.buf.ptr+cu.DevicePtr(off), dst, nil)
+		return d.b.stagedGet(dst, d.buf.ptr+cu.DevicePtr(off))
 	})
 }
 
 // stagedPutAt queues a copy of src to p through pinned staging (CUDA
-// thread; stagedPut), after waiting for the stream: the staging buffer
-// may still feed the previous write's copy.
+// thread; see stagedPut), after waiting for the stream: the staging
+// buffer may still feed the previous write's copy.
 func stagedPutAt(b *Backend, p cu.DevicePtr, src []byte) error {
+	n := int64(len(src))
+	if n > stagingMax {
+		if err := cu.MemcpyHtoD(p, unsafe.Pointer(&src[0]), n); err != nil {
+			return fmt.Errorf("cuda: copying %d bytes to the device: %w", n, err)
+		}
+		return nil
+	}
 	if err := cu.Synchronize(); err != nil {
 		return fmt.Errorf("cuda: waiting before a buffer write: %w", err)
 	}
-	return stagedPut(b, "buf", &buffer{ptr: p, size: int64(len(src))}, src)
+	h, err := b.staging("bufin", int(n))
+	if err != nil {
+		return err
+	}
+	copy(h.bytes(int(n)), src)
+	if err := cu.MemcpyHtoDAsync(p, h.p, n, cu.Stream{}); err != nil {
+		return fmt.Errorf("cuda: copying %d bytes to the device: %w", n, err)
+	}
+	return nil
+}
+
+// stagedGet copies n = len(dst) bytes at p into dst through pinned
+// staging, waiting for the work queued before (CUDA thread).
+func (b *Backend) stagedGet(dst []byte, p cu.DevicePtr) error {
+	n := int64(len(dst))
+	if n > stagingMax {
+		if err := cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), p, n); err != nil {
+			return fmt.Errorf("cuda: copying %d bytes from the device (a kernel may have failed): %w", n, err)
+		}
+		return nil
+	}
+	h, err := b.staging("bufout", int(n))
+	if err != nil {
+		return err
+	}
+	if err := cu.MemcpyDtoHAsync(h.p, p, n, cu.Stream{}); err != nil {
+		return fmt.Errorf("cuda: copying %d bytes from the device: %w", n, err)
+	}
+	if err := cu.Synchronize(); err != nil {
+		return fmt.Errorf("cuda: waiting for the device (a kernel failed): %w", err)
+	}
+	copy(dst, h.bytes(int(n)))
+	return nil
 }
 
 // Wait waits for the queued work and returns the first fault it flagged.
@@ -525,7 +564,8 @@ func (mx *Matrix) mulA8Dev(y, x, st cu.DevicePtr, batch int) error {
 // queues the kernels writing dst's values into y and may flag the status
 // word st (a NaN reaching quant_a8); one copy brings the results and the
 // status back, one wait.
-func (b *Backend) hostCall(dst []float32, put func() error, enqueue func(y, st cu.DevicePtr) error) error {
+func (mx *Matrix) hostCall(dst []float32, put func() error, enqueue func(y, st cu.DevicePtr) error) error {
+	b := mx.b
 	n := 4 * int64(len(dst))
 	yb, err := b.scratchBuf("y", n+4)
 	if err != nil {
@@ -543,11 +583,35 @@ func (b *Backend) hostCall(dst []float32, put func() error, enqueue func(y, st c
 		_ = cu.Synchronize()
 		return err
 	}
-	var flag [4]byte
-	if err := b.stagedRead(yb.ptr, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(dst))), n), flag[:]); err != nil {
-		return err
+	var flag uint32
+	if n+4 > stagingMax {
+		if err := cu.Synchronize(); err != nil {
+			return fmt.Errorf("cuda: waiting for the multiply (a kernel may have failed): %w", err)
+		}
+		if err := download(yb, dst); err != nil {
+			return err
+		}
+		var f [1]uint32
+		if err := cu.MemcpyDtoH(unsafe.Pointer(&f[0]), st, 4); err != nil {
+			return fmt.Errorf("cuda: copying the status word: %w", err)
+		}
+		flag = f[0]
+	} else {
+		h, err := b.staging("out", int(n+4))
+		if err != nil {
+			return err
+		}
+		if err := cu.MemcpyDtoHAsync(h.p, yb.ptr, n+4, cu.Stream{}); err != nil {
+			return fmt.Errorf("cuda: copying %d bytes from the device: %w", n+4, err)
+		}
+		if err := cu.Synchronize(); err != nil {
+			return fmt.Errorf("cuda: waiting for the multiply (a kernel may have failed): %w", err)
+		}
+		out := h.bytes(int(n + 4))
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(dst))), n), out)
+		flag = *(*uint32)(unsafe.Pointer(&out[n]))
 	}
-	if flag != [4]byte{} {
+	if flag != 0 {
 		return errNonFinite
 	}
 	return nil

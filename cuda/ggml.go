@@ -5,8 +5,6 @@ package cuda
 import (
 	"fmt"
 
-	"gorgonia.org/cu"
-
 	"github.com/qgemv/qgemv/internal/errs"
 	"github.com/qgemv/qgemv/internal/gpuhost"
 	"github.com/qgemv/qgemv/internal/mat"
@@ -137,16 +135,26 @@ func (mx *GGMLMatrix) mulI8(dst []float32, xq []int8, xs []float32, batch int) e
 }
 
 // run uploads the activations (prep, CUDA thread), launches one block per
-// row and downloads the results (Backend.hostCall).
+// row and downloads the results.
 func (mx *GGMLMatrix) run(dst []float32, batch int, prep func(*Backend) ([]any, error), kernel string) error {
 	return mx.do(func() error {
 		b := mx.b
-		var args []any
-		put := func() (err error) { args, err = prep(b); return err }
-		return b.hostCall(dst, put, func(y, _ cu.DevicePtr) error {
-			args = append([]any{mx.w.ptr}, args...)
-			args = append(args, y, int64(mx.geo.Rows), int64(mx.geo.PCols), int64(batch))
-			return b.launch(kernel+mx.m.Type.SpecName(), mx.geo.Rows, 1, ggmlThreads, 0, args...)
-		})
+		if mx.closed.Load() {
+			return ErrClosed
+		}
+		args, err := prep(b)
+		if err != nil {
+			return err
+		}
+		yb, err := b.scratchBuf("y", 4*int64(len(dst)))
+		if err != nil {
+			return err
+		}
+		args = append([]any{mx.w.ptr}, args...)
+		args = append(args, yb.ptr, int64(mx.geo.Rows), int64(mx.geo.PCols), int64(batch))
+		if err := b.launch(kernel+mx.m.Type.SpecName(), mx.geo.Rows, 1, ggmlThreads, 0, args...); err != nil {
+			return err
+		}
+		return b.stagedDownload(yb, dst)
 	})
 }

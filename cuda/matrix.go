@@ -292,7 +292,7 @@ func (mx *Matrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 	return mx.do(func() error {
 		var xb *buffer
 		put := func() (err error) { xb, err = putScratch(mx.b, "xin", x, true); return err }
-		return mx.b.hostCall(dst, put, func(y, _ cu.DevicePtr) error { return mx.mulF16Dev(y, xb.ptr, true, batch) })
+		return mx.hostCall(dst, put, func(y, _ cu.DevicePtr) error { return mx.mulF16Dev(y, xb.ptr, true, batch) })
 	})
 }
 
@@ -408,7 +408,7 @@ func (mx *Matrix) MulA8(dst, x []float32, batch int) error {
 	err := mx.do(func() error {
 		var xb *buffer
 		put := func() (err error) { xb, err = putScratch(mx.b, "xin", x, true); return err }
-		return mx.b.hostCall(dst, put, func(y, st cu.DevicePtr) error { return mx.mulA8Dev(y, xb.ptr, st, batch) })
+		return mx.hostCall(dst, put, func(y, st cu.DevicePtr) error { return mx.mulA8Dev(y, xb.ptr, st, batch) })
 	})
 	if errors.Is(err, errNonFinite) { // name it, as the host quantizer does
 		for i, v := range x {
@@ -440,7 +440,7 @@ func (mx *Matrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) error
 			sb, err = putScratch(mx.b, "xsin", xs, true)
 			return err
 		}
-		return mx.b.hostCall(dst, put, func(y, _ cu.DevicePtr) error { return mx.mulI8Dev(y, qb.ptr, sb.ptr, batch) })
+		return mx.hostCall(dst, put, func(y, _ cu.DevicePtr) error { return mx.mulI8Dev(y, qb.ptr, sb.ptr, batch) })
 	})
 }
 
@@ -518,12 +518,29 @@ func (mx *Matrix) a8Args(ptrs []cu.DevicePtr, xs, sx cu.DevicePtr) (string, []an
 // y and the shape.
 func (mx *Matrix) run(dst []float32, batch int, prep func(*Backend) (string, []any, error)) error {
 	return mx.do(func() error {
-		return mx.withWords(func() error { // prep and the kernels read the decoded words
-			var name string
-			var args []any
-			put := func() (err error) { name, args, err = prep(mx.b); return err }
-			return mx.b.hostCall(dst, put, func(y, _ cu.DevicePtr) error { return mx.launch(name, args, &buffer{ptr: y}, batch) })
-		})
+		b := mx.b
+		if mx.coded != nil {
+			w, err := mx.decodeWords()
+			if err != nil {
+				return err
+			}
+			saved := mx.w
+			mx.w = w // prep and the kernels read the decoded words; Close keeps freeing the placeholder
+			defer func() { mx.w = saved }()
+		}
+		name, args, err := prep(b)
+		if err != nil {
+			return err
+		}
+		yb, err := b.scratchBuf("y", 4*int64(len(dst)))
+		if err != nil {
+			return err
+		}
+		if err := mx.launch(name, args, yb, batch); err != nil {
+			_ = cu.Synchronize() // queued copies finish before their staging is reused
+			return err
+		}
+		return b.stagedDownload(yb, dst)
 	})
 }
 

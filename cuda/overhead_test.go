@@ -7,7 +7,6 @@ import (
 	"os"
 	"testing"
 	"time"
-	"unsafe"
 
 	"gorgonia.org/cu"
 )
@@ -30,7 +29,6 @@ func TestOverheadBreakdown(t *testing.T) {
 	defer b.Close()
 	x := make([]float32, 256)
 	y := make([]float32, 256)
-	yBytes := unsafe.Slice((*byte)(unsafe.Pointer(&y[0])), 4*len(y))
 	per := func(name string, f func() error) {
 		const n = 2000
 		for i := 0; i < 100; i++ {
@@ -65,7 +63,7 @@ func TestOverheadBreakdown(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			return b.stagedRead(xb.ptr, yBytes, nil)
+			return b.stagedDownload(xb, y)
 		})
 	})
 	per("tiny kernel launched and waited for", func() error {
@@ -81,7 +79,7 @@ func TestOverheadBreakdown(t *testing.T) {
 			if err := b.launch("selftest", 1, 1, 256, 0, xb.ptr, yb.ptr, int64(256)); err != nil {
 				return err
 			}
-			return b.stagedRead(yb.ptr, yBytes, nil)
+			return b.stagedDownload(yb, y)
 		})
 	})
 }

@@ -55,7 +55,7 @@ func (b *Backend) staging(name string, size int) (*pinned, error) {
 // stagedPut queues a copy of s into bf through the pinned buffer of that
 // name (CUDA thread only). The copy is asynchronous on the default
 // stream: kernels launched after it see the data, and the staging buffer
-// is not reused before the call's stagedRead has synchronized, so one
+// is not reused before the call's stagedDownload has synchronized, so one
 // multiply pays for one wait instead of one per copy.
 func stagedPut[T any](b *Backend, name string, bf *buffer, s []T) error {
 	p, n := bytesOf(s)
@@ -76,41 +76,29 @@ func stagedPut[T any](b *Backend, name string, bf *buffer, s []T) error {
 	return nil
 }
 
-// stagedRead waits for everything queued before it and copies the
-// len(dst)+len(tail) bytes at p into dst, then tail (CUDA thread only):
-// in one copy through pinned memory, or straight into dst and tail when
-// they are too large to stage.
-func (b *Backend) stagedRead(p cu.DevicePtr, dst, tail []byte) error {
-	n, t := int64(len(dst)), int64(len(tail))
-	if n+t == 0 || n+t > stagingMax {
+// stagedDownload copies the start of bf into dst through pinned memory,
+// waiting for everything queued before it (CUDA thread only).
+func (b *Backend) stagedDownload(bf *buffer, dst []float32) error {
+	p, n := bytesOf(dst)
+	if n == 0 || n > stagingMax {
 		if err := cu.Synchronize(); err != nil {
-			return fmt.Errorf("cuda: waiting for the device (a kernel may have failed): %w", err)
+			return fmt.Errorf("cuda: waiting for the multiply (a kernel may have failed): %w", err)
 		}
-		for _, part := range []struct {
-			dst []byte
-			off int64
-		}{{dst, 0}, {tail, n}} {
-			if len(part.dst) == 0 {
-				continue
-			}
-			if err := cu.MemcpyDtoH(unsafe.Pointer(&part.dst[0]), p+cu.DevicePtr(part.off), int64(len(part.dst))); err != nil {
-				return fmt.Errorf("cuda: copying %d bytes from the device (a kernel may have failed): %w", len(part.dst), err)
-			}
-		}
-		return nil
+		return download(bf, dst)
 	}
-	h, err := b.staging("out", int(n+t))
+	if n > bf.size {
+		return fmt.Errorf("cuda: reading %d bytes from a %d-byte buffer", n, bf.size)
+	}
+	h, err := b.staging("out", int(n))
 	if err != nil {
 		return err
 	}
-	if err := cu.MemcpyDtoHAsync(h.p, p, n+t, cu.Stream{}); err != nil {
-		return fmt.Errorf("cuda: copying %d bytes from the device: %w", n+t, err)
+	if err := cu.MemcpyDtoHAsync(h.p, bf.ptr, n, cu.Stream{}); err != nil {
+		return fmt.Errorf("cuda: copying %d bytes from the device: %w", n, err)
 	}
 	if err := cu.Synchronize(); err != nil {
-		return fmt.Errorf("cuda: waiting for the device (a kernel may have failed): %w", err)
+		return fmt.Errorf("cuda: waiting for the multiply (a kernel may have failed): %w", err)
 	}
-	out := h.bytes(int(n + t))
-	copy(dst, out)
-	copy(tail, out[n:])
+	copy(unsafe.Slice((*byte)(p), n), h.bytes(int(n)))
 	return nil
 }
