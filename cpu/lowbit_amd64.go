@@ -70,6 +70,7 @@ type bitsSIMD struct {
 	meta      []byte // per tile, per chunk, in lane order (see the kernels)
 	ctrl      []byte
 	idx       []int32
+	src       []int32 // activation byte order of a chunk (gatherActs), where prep uses one
 	words     []uint32
 	stride    int                                                   // bytes per row
 	actChunk  int                                                   // activation bytes per chunk
@@ -123,7 +124,7 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 	if m16 {
 		s.metaBlock = 64
 	}
-	s.prep = s.prepAct
+	s.prep, s.src = s.prepAct, s.actSources()
 	tiles := b.PRows / s.r
 	s.meta = make([]byte, tiles*s.chunks*s.metaBlock)
 	for t := 0; t < tiles; t++ {
@@ -195,23 +196,27 @@ func newBits3SIMD(b *layout.Bits, kern bitsA8Func, unit int) *bitsSIMD {
 			s.ctrl[c*64+j] = byte(32*d + 32 - 3*(first+e+1))
 		}
 	}
+	// src[(2q+h)*64 + 4t + e]: the period column of quad q's byte, or -1
+	// (zero) for a plane outside the quad's block.
+	s.src = make([]int32, nq*128)
+	for q, qd := range quads {
+		for h := 0; h < 2; h++ {
+			for t := 0; t < 16; t++ {
+				for e := 0; e < 4; e++ {
+					p := 10*qd[1] + qd[2] + e // plane in the period
+					c := int32(-1)
+					if p/P == qd[0] {
+						c = int32(p*32 + 16*h + t)
+					}
+					s.src[(2*q+h)*64+4*t+e] = c
+				}
+			}
+		}
+	}
 	s.prep = func(act []byte, xq []int8, xs []float32, k0, k1 int) {
 		for k := k0; k < k1; k++ {
 			a := act[k*s.actChunk : (k+1)*s.actChunk]
-			for q, qd := range quads {
-				for h := 0; h < 2; h++ {
-					for t := 0; t < 16; t++ {
-						for e := 0; e < 4; e++ {
-							p := 10*qd[1] + qd[2] + e // plane in the period
-							v := byte(0)
-							if p/P == qd[0] {
-								v = byte(xq[(20*k+p)*32+16*h+t])
-							}
-							a[(2*q+h)*64+4*t+e] = v
-						}
-					}
-				}
-			}
+			gatherActs(a, xq[k*640:(k+1)*640], s.src)
 			bits3LaneActs(a[nq*128:], xq, xs, k, nb, unit, 16)
 		}
 	}
@@ -360,39 +365,65 @@ func (s *bitsSIMD) plane(b, j int) int {
 	return 4*b + j
 }
 
+// actSources returns the kernel's activation byte order for the plane
+// kernels: entry (j*2+h)*64 + 4t + e is the chunk column whose int8
+// activation goes there, or -1 (a zero byte) for planes outside the
+// sub-block. With sub-blocks (groups of 64 or 32), sub-block sb of block b
+// gets its own 128 bytes in which the other sub-blocks' planes are zero.
+func (s *bitsSIMD) actSources() []int32 {
+	L := s.bpc * s.sub
+	src := make([]int32, L*128)
+	for b := 0; b < s.bpc; b++ {
+		for sb := 0; sb < s.sub; sb++ {
+			j := b*s.sub + sb
+			for h := 0; h < 2; h++ {
+				for t := 0; t < 16; t++ {
+					for e := 0; e < 4; e++ {
+						p := s.plane(b, e)
+						c := int32(-1)
+						if (p%4)/(4/s.sub) == sb { // the plane's sub-block
+							c = int32(p*32 + 16*h + t)
+						}
+						src[(j*2+h)*64+4*t+e] = c
+					}
+				}
+			}
+		}
+	}
+	return src
+}
+
+// gatherActs writes a[i] = x[src[i]], or 0 where src[i] < 0: one chunk's
+// activation bytes in a kernel's order (src from actSources or the 3-bit
+// quads), laid out per call, so it is a flat loop over a table built at
+// load.
+func gatherActs(a []byte, x []int8, src []int32) {
+	a = a[:len(src)]
+	for i, c := range src {
+		v := byte(0)
+		if c >= 0 {
+			v = byte(x[c])
+		}
+		a[i] = v
+	}
+}
+
 // prepAct lays out chunks [k0, k1) of one vector's int8 activations for
-// the kernel.
-//
-// With sub-blocks (groups of 64), sub-block sb of block b gets its own 128
-// bytes in which the bytes of the other sub-block's planes are zero.
+// the kernel: the codes' activations in s.src order, then per lane the
+// sub-block's activation scale and the sum of its activations.
 func (s *bitsSIMD) prepAct(act []byte, xq []int8, xs []float32, k0, k1 int) {
-	step := 32 / s.n
+	E := layout.BitsChunk(s.n)
 	L := s.bpc * s.sub
 	block := L*128 + 128
 	cols := 128 / s.sub // columns per sub-block
 	var sums [16]int32
 	for k := k0; k < k1; k++ {
 		a := act[k*block : (k+1)*block]
-		for b := 0; b < s.bpc; b++ {
-			for sb := 0; sb < s.sub; sb++ {
-				j := b*s.sub + sb
-				for h := 0; h < 2; h++ {
-					for t := 0; t < 16; t++ {
-						for e := 0; e < 4; e++ {
-							p := s.plane(b, e)
-							v := byte(0)
-							if (p%4)/(4/s.sub) == sb { // the plane's sub-block
-								v = byte(xq[(k*step+p)*32+16*h+t])
-							}
-							a[(j*2+h)*64+4*t+e] = v
-						}
-					}
-				}
-			}
-		}
+		x := xq[k*E : (k+1)*E]
+		gatherActs(a, x, s.src)
 		for j := 0; j < L; j++ {
 			var sum int32
-			for _, v := range xq[(k*L+j)*cols : (k*L+j+1)*cols] {
+			for _, v := range x[j*cols : (j+1)*cols] {
 				sum += int32(v)
 			}
 			sums[j] = sum
