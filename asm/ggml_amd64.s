@@ -6380,15 +6380,26 @@ DATA ggmlLane0<>+60(SB)/4, $0x0000000c
 GLOBL ggmlLane0<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ40A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VNNI, F16C, GFNI, MMX+
 TEXT ·GgmlQ40A8R4Avx512(SB), NOSPLIT, $0-104
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
-	VMOVDQU64    ggmlLane0<>+0(SB), Z1
+	VMOVDQU64    ggmlLane0<>+0(SB), Z0
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X11
+	VPBROADCASTD X11, Z11
+	VMOVDQU64    ggmlPermQ40<>+0(SB), Z9
+	VMOVDQU64    ggmlDMQ40<>+0(SB), Z12
+	MOVQ         $0x1020408000000000, AX
+	VPBROADCASTQ AX, Z10
+	MOVQ         $0xffff0000ffff0000, AX
+	KMOVQ        AX, K1
+	MOVQ         $0x0000000fffffffff, AX
+	KMOVQ        AX, K2
 
 GgmlQ40A8R4Avx512_row:
-	VXORPS X2, X2, X2
+	VXORPS X13, X13, X13
 	MOVQ   w+0(FP), AX
 	MOVQ   stride+8(FP), CX
 	LEAQ   (AX)(CX*2), DX
@@ -6399,210 +6410,290 @@ GgmlQ40A8R4Avx512_row:
 	MOVQ   nsb+24(FP), R9
 
 GgmlQ40A8R4Avx512_grp:
-	PREFETCHT1   (BX)
-	PREFETCHT1   64(BX)
-	PREFETCHT1   128(BX)
-	PREFETCHT1   192(BX)
-	PREFETCHT1   256(BX)
-	VBROADCASTSS (R8), X3
-	VPMOVSXWD    (DI), X4
-	VPSLLD       $0x03, X4, X4
-	VMOVDQU64    2(AX), X18
-	VPSRLW       $0x04, X18, X17
-	VINSERTI32X4 $0x01, X17, Y18, Y17
-	VPANDD       Y17, Y0, Y17
-	VMOVDQU64    20(AX), X18
-	VPSRLW       $0x04, X18, X19
-	VINSERTI32X4 $0x01, X19, Y18, Y19
-	VPANDD       Y19, Y0, Y19
-	VINSERTI64X4 $0x01, Y19, Z17, Z19
-	VMOVDQU64    38(AX), X18
-	VPSRLW       $0x04, X18, X17
-	VINSERTI32X4 $0x01, X17, Y18, Y17
-	VPANDD       Y17, Y0, Y17
-	VMOVDQU64    56(AX), X18
-	VPSRLW       $0x04, X18, X20
-	VINSERTI32X4 $0x01, X20, Y18, Y20
-	VPANDD       Y20, Y0, Y20
-	VINSERTI64X4 $0x01, Y20, Z17, Z20
-	VPXORD       Z5, Z5, Z5
-	VPDPBUSD     (SI), Z19, Z5
-	VPXORD       Z6, Z6, Z6
-	VPDPBUSD     64(SI), Z20, Z6
-	VSHUFI64X2   $0x88, Z6, Z5, Z19
-	VSHUFI64X2   $0xdd, Z6, Z5, Z20
-	VPADDD       Z20, Z19, Z19
-	VPSHUFD      $0x4e, Z19, Z20
-	VPADDD       Z20, Z19, Z19
-	VPSHUFD      $0xb1, Z19, Z20
-	VPADDD       Z20, Z19, Z19
-	VPERMD       Z19, Z1, Z19
-	VPSUBD       X4, X19, X19
-	VPXORD       X7, X7, X7
-	VPINSRW      $0x00, (AX), X7, X7
-	VPINSRW      $0x01, 18(AX), X7, X7
-	VPINSRW      $0x02, 36(AX), X7, X7
-	VPINSRW      $0x03, 54(AX), X7, X7
-	VCVTPH2PS    X7, X17
-	VMULPS       X17, X3, X17
-	VCVTDQ2PS    X19, X19
-	VMULPS       X17, X19, X19
-	VMOVDQU64    2(AX)(CX*1), X18
-	VPSRLW       $0x04, X18, X17
-	VINSERTI32X4 $0x01, X17, Y18, Y17
-	VPANDD       Y17, Y0, Y17
-	VMOVDQU64    20(AX)(CX*1), X18
-	VPSRLW       $0x04, X18, X20
-	VINSERTI32X4 $0x01, X20, Y18, Y20
-	VPANDD       Y20, Y0, Y20
-	VINSERTI64X4 $0x01, Y20, Z17, Z20
-	VMOVDQU64    38(AX)(CX*1), X18
-	VPSRLW       $0x04, X18, X17
-	VINSERTI32X4 $0x01, X17, Y18, Y17
-	VPANDD       Y17, Y0, Y17
-	VMOVDQU64    56(AX)(CX*1), X18
-	VPSRLW       $0x04, X18, X21
-	VINSERTI32X4 $0x01, X21, Y18, Y21
-	VPANDD       Y21, Y0, Y21
-	VINSERTI64X4 $0x01, Y21, Z17, Z21
-	VPXORD       Z8, Z8, Z8
-	VPDPBUSD     (SI), Z20, Z8
-	VPXORD       Z9, Z9, Z9
-	VPDPBUSD     64(SI), Z21, Z9
-	VSHUFI64X2   $0x88, Z9, Z8, Z20
-	VSHUFI64X2   $0xdd, Z9, Z8, Z21
-	VPADDD       Z21, Z20, Z20
-	VPSHUFD      $0x4e, Z20, Z21
-	VPADDD       Z21, Z20, Z20
-	VPSHUFD      $0xb1, Z20, Z21
-	VPADDD       Z21, Z20, Z20
-	VPERMD       Z20, Z1, Z20
-	VPSUBD       X4, X20, X20
-	VPXORD       X10, X10, X10
-	VPINSRW      $0x00, (AX)(CX*1), X10, X10
-	VPINSRW      $0x01, 18(AX)(CX*1), X10, X10
-	VPINSRW      $0x02, 36(AX)(CX*1), X10, X10
-	VPINSRW      $0x03, 54(AX)(CX*1), X10, X10
-	VCVTPH2PS    X10, X17
-	VMULPS       X17, X3, X17
-	VCVTDQ2PS    X20, X20
-	VMULPS       X17, X20, X20
-	VMOVDQU64    2(DX), X18
-	VPSRLW       $0x04, X18, X17
-	VINSERTI32X4 $0x01, X17, Y18, Y17
-	VPANDD       Y17, Y0, Y17
-	VMOVDQU64    20(DX), X18
-	VPSRLW       $0x04, X18, X21
-	VINSERTI32X4 $0x01, X21, Y18, Y21
-	VPANDD       Y21, Y0, Y21
-	VINSERTI64X4 $0x01, Y21, Z17, Z21
-	VMOVDQU64    38(DX), X18
-	VPSRLW       $0x04, X18, X17
-	VINSERTI32X4 $0x01, X17, Y18, Y17
-	VPANDD       Y17, Y0, Y17
-	VMOVDQU64    56(DX), X18
-	VPSRLW       $0x04, X18, X22
-	VINSERTI32X4 $0x01, X22, Y18, Y22
-	VPANDD       Y22, Y0, Y22
-	VINSERTI64X4 $0x01, Y22, Z17, Z22
-	VPXORD       Z11, Z11, Z11
-	VPDPBUSD     (SI), Z21, Z11
-	VPXORD       Z12, Z12, Z12
-	VPDPBUSD     64(SI), Z22, Z12
-	VSHUFI64X2   $0x88, Z12, Z11, Z21
-	VSHUFI64X2   $0xdd, Z12, Z11, Z22
-	VPADDD       Z22, Z21, Z21
-	VPSHUFD      $0x4e, Z21, Z22
-	VPADDD       Z22, Z21, Z21
-	VPSHUFD      $0xb1, Z21, Z22
-	VPADDD       Z22, Z21, Z21
-	VPERMD       Z21, Z1, Z21
-	VPSUBD       X4, X21, X21
-	VPXORD       X13, X13, X13
-	VPINSRW      $0x00, (DX), X13, X13
-	VPINSRW      $0x01, 18(DX), X13, X13
-	VPINSRW      $0x02, 36(DX), X13, X13
-	VPINSRW      $0x03, 54(DX), X13, X13
-	VCVTPH2PS    X13, X17
-	VMULPS       X17, X3, X17
-	VCVTDQ2PS    X21, X21
-	VMULPS       X17, X21, X21
-	VMOVDQU64    2(DX)(CX*1), X18
-	VPSRLW       $0x04, X18, X17
-	VINSERTI32X4 $0x01, X17, Y18, Y17
-	VPANDD       Y17, Y0, Y17
-	VMOVDQU64    20(DX)(CX*1), X18
-	VPSRLW       $0x04, X18, X22
-	VINSERTI32X4 $0x01, X22, Y18, Y22
-	VPANDD       Y22, Y0, Y22
-	VINSERTI64X4 $0x01, Y22, Z17, Z22
-	VMOVDQU64    38(DX)(CX*1), X18
-	VPSRLW       $0x04, X18, X17
-	VINSERTI32X4 $0x01, X17, Y18, Y17
-	VPANDD       Y17, Y0, Y17
-	VMOVDQU64    56(DX)(CX*1), X18
-	VPSRLW       $0x04, X18, X23
-	VINSERTI32X4 $0x01, X23, Y18, Y23
-	VPANDD       Y23, Y0, Y23
-	VINSERTI64X4 $0x01, Y23, Z17, Z23
-	VPXORD       Z14, Z14, Z14
-	VPDPBUSD     (SI), Z22, Z14
-	VPXORD       Z15, Z15, Z15
-	VPDPBUSD     64(SI), Z23, Z15
-	VSHUFI64X2   $0x88, Z15, Z14, Z22
-	VSHUFI64X2   $0xdd, Z15, Z14, Z23
-	VPADDD       Z23, Z22, Z22
-	VPSHUFD      $0x4e, Z22, Z23
-	VPADDD       Z23, Z22, Z22
-	VPSHUFD      $0xb1, Z22, Z23
-	VPADDD       Z23, Z22, Z22
-	VPERMD       Z22, Z1, Z22
-	VPSUBD       X4, X22, X22
-	VPXORD       X16, X16, X16
-	VPINSRW      $0x00, (DX)(CX*1), X16, X16
-	VPINSRW      $0x01, 18(DX)(CX*1), X16, X16
-	VPINSRW      $0x02, 36(DX)(CX*1), X16, X16
-	VPINSRW      $0x03, 54(DX)(CX*1), X16, X16
-	VCVTPH2PS    X16, X4
-	VMULPS       X4, X3, X3
-	VCVTDQ2PS    X22, X4
-	VMULPS       X3, X4, X4
-	VUNPCKLPS    X20, X19, X3
-	VUNPCKHPS    X20, X19, X17
-	VUNPCKLPS    X4, X21, X18
-	VUNPCKHPS    X4, X21, X4
-	VMOVLHPS     X18, X3, X19
-	VMOVHLPS     X3, X18, X3
-	VMOVLHPS     X4, X17, X18
-	VMOVHLPS     X17, X4, X4
-	VADDPS       X19, X2, X2
-	VADDPS       X3, X2, X2
-	VADDPS       X18, X2, X2
-	VADDPS       X4, X2, X2
-	ADDQ         $0x00000048, AX
-	ADDQ         $0x00000048, DX
-	ADDQ         $0x00000120, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000008, DI
-	ADDQ         $0x00000004, R8
-	DECQ         R9
-	JNZ          GgmlQ40A8R4Avx512_grp
-	MOVQ         out+88(FP), AX
-	VMOVUPS      X2, (AX)
-	MOVQ         stride+8(FP), AX
-	SHLQ         $0x02, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         out+88(FP), AX
-	ADDQ         $0x00000010, AX
-	MOVQ         AX, out+88(FP)
-	MOVQ         rows+16(FP), AX
-	SUBQ         $0x04, AX
-	MOVQ         AX, rows+16(FP)
-	JNZ          GgmlQ40A8R4Avx512_row
+	PREFETCHT1     (BX)
+	PREFETCHT1     64(BX)
+	PREFETCHT1     128(BX)
+	PREFETCHT1     192(BX)
+	PREFETCHT1     256(BX)
+	VBROADCASTSS   (R8), X14
+	VPMOVSXWD      (DI), X15
+	VPSLLD         $0x03, X15, X15
+	VMOVDQU64      (AX), Z16
+	VMOVDQU8.Z     36(AX), K2, Z17
+	VPERMB         Z16, Z9, Z18
+	VPANDD         Z18, Z11, Z19
+	VGF2P8AFFINEQB $0x00, Z10, Z18, K1, Z19
+	VPERMB         Z17, Z9, Z18
+	VPANDD         Z18, Z11, Z20
+	VGF2P8AFFINEQB $0x00, Z10, Z18, K1, Z20
+	VMOVDQA64      Z12, Z18
+	VPERMI2B       Z17, Z16, Z18
+	VPXORD         Z1, Z1, Z1
+	VPDPBUSD       (SI), Z19, Z1
+	VPXORD         Z2, Z2, Z2
+	VPDPBUSD       64(SI), Z20, Z2
+	VSHUFI64X2     $0x88, Z2, Z1, Z16
+	VSHUFI64X2     $0xdd, Z2, Z1, Z17
+	VPADDD         Z17, Z16, Z16
+	VPSHUFD        $0x4e, Z16, Z17
+	VPADDD         Z17, Z16, Z16
+	VPSHUFD        $0xb1, Z16, Z17
+	VPADDD         Z17, Z16, Z16
+	VPERMD         Z16, Z0, Z16
+	VPSUBD         X15, X16, X16
+	VCVTPH2PS      X18, X17
+	VMULPS         X17, X14, X17
+	VCVTDQ2PS      X16, X16
+	VMULPS         X17, X16, X16
+	VMOVDQU64      (AX)(CX*1), Z17
+	VMOVDQU8.Z     36(AX)(CX*1), K2, Z18
+	VPERMB         Z17, Z9, Z19
+	VPANDD         Z19, Z11, Z20
+	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z20
+	VPERMB         Z18, Z9, Z19
+	VPANDD         Z19, Z11, Z21
+	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z21
+	VMOVDQA64      Z12, Z19
+	VPERMI2B       Z18, Z17, Z19
+	VPXORD         Z3, Z3, Z3
+	VPDPBUSD       (SI), Z20, Z3
+	VPXORD         Z4, Z4, Z4
+	VPDPBUSD       64(SI), Z21, Z4
+	VSHUFI64X2     $0x88, Z4, Z3, Z17
+	VSHUFI64X2     $0xdd, Z4, Z3, Z18
+	VPADDD         Z18, Z17, Z17
+	VPSHUFD        $0x4e, Z17, Z18
+	VPADDD         Z18, Z17, Z17
+	VPSHUFD        $0xb1, Z17, Z18
+	VPADDD         Z18, Z17, Z17
+	VPERMD         Z17, Z0, Z17
+	VPSUBD         X15, X17, X17
+	VCVTPH2PS      X19, X18
+	VMULPS         X18, X14, X18
+	VCVTDQ2PS      X17, X17
+	VMULPS         X18, X17, X17
+	VMOVDQU64      (DX), Z18
+	VMOVDQU8.Z     36(DX), K2, Z19
+	VPERMB         Z18, Z9, Z20
+	VPANDD         Z20, Z11, Z21
+	VGF2P8AFFINEQB $0x00, Z10, Z20, K1, Z21
+	VPERMB         Z19, Z9, Z20
+	VPANDD         Z20, Z11, Z22
+	VGF2P8AFFINEQB $0x00, Z10, Z20, K1, Z22
+	VMOVDQA64      Z12, Z20
+	VPERMI2B       Z19, Z18, Z20
+	VPXORD         Z5, Z5, Z5
+	VPDPBUSD       (SI), Z21, Z5
+	VPXORD         Z6, Z6, Z6
+	VPDPBUSD       64(SI), Z22, Z6
+	VSHUFI64X2     $0x88, Z6, Z5, Z18
+	VSHUFI64X2     $0xdd, Z6, Z5, Z19
+	VPADDD         Z19, Z18, Z18
+	VPSHUFD        $0x4e, Z18, Z19
+	VPADDD         Z19, Z18, Z18
+	VPSHUFD        $0xb1, Z18, Z19
+	VPADDD         Z19, Z18, Z18
+	VPERMD         Z18, Z0, Z18
+	VPSUBD         X15, X18, X18
+	VCVTPH2PS      X20, X19
+	VMULPS         X19, X14, X19
+	VCVTDQ2PS      X18, X18
+	VMULPS         X19, X18, X18
+	VMOVDQU64      (DX)(CX*1), Z19
+	VMOVDQU8.Z     36(DX)(CX*1), K2, Z20
+	VPERMB         Z19, Z9, Z21
+	VPANDD         Z21, Z11, Z22
+	VGF2P8AFFINEQB $0x00, Z10, Z21, K1, Z22
+	VPERMB         Z20, Z9, Z21
+	VPANDD         Z21, Z11, Z23
+	VGF2P8AFFINEQB $0x00, Z10, Z21, K1, Z23
+	VMOVDQA64      Z12, Z21
+	VPERMI2B       Z20, Z19, Z21
+	VPXORD         Z7, Z7, Z7
+	VPDPBUSD       (SI), Z22, Z7
+	VPXORD         Z8, Z8, Z8
+	VPDPBUSD       64(SI), Z23, Z8
+	VSHUFI64X2     $0x88, Z8, Z7, Z19
+	VSHUFI64X2     $0xdd, Z8, Z7, Z20
+	VPADDD         Z20, Z19, Z19
+	VPSHUFD        $0x4e, Z19, Z20
+	VPADDD         Z20, Z19, Z19
+	VPSHUFD        $0xb1, Z19, Z20
+	VPADDD         Z20, Z19, Z19
+	VPERMD         Z19, Z0, Z19
+	VPSUBD         X15, X19, X19
+	VCVTPH2PS      X21, X15
+	VMULPS         X15, X14, X14
+	VCVTDQ2PS      X19, X15
+	VMULPS         X14, X15, X15
+	VUNPCKLPS      X17, X16, X14
+	VUNPCKHPS      X17, X16, X16
+	VUNPCKLPS      X15, X18, X17
+	VUNPCKHPS      X15, X18, X15
+	VMOVLHPS       X17, X14, X18
+	VMOVHLPS       X14, X17, X14
+	VMOVLHPS       X15, X16, X17
+	VMOVHLPS       X16, X15, X15
+	VADDPS         X18, X13, X13
+	VADDPS         X14, X13, X13
+	VADDPS         X17, X13, X13
+	VADDPS         X15, X13, X13
+	ADDQ           $0x00000048, AX
+	ADDQ           $0x00000048, DX
+	ADDQ           $0x00000120, BX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000008, DI
+	ADDQ           $0x00000004, R8
+	DECQ           R9
+	JNZ            GgmlQ40A8R4Avx512_grp
+	MOVQ           out+88(FP), AX
+	VMOVUPS        X13, (AX)
+	MOVQ           stride+8(FP), AX
+	SHLQ           $0x02, AX
+	MOVQ           w+0(FP), CX
+	ADDQ           AX, CX
+	MOVQ           CX, w+0(FP)
+	MOVQ           out+88(FP), AX
+	ADDQ           $0x00000010, AX
+	MOVQ           AX, out+88(FP)
+	MOVQ           rows+16(FP), AX
+	SUBQ           $0x04, AX
+	MOVQ           AX, rows+16(FP)
+	JNZ            GgmlQ40A8R4Avx512_row
 	VZEROUPPER
 	RET
+
+DATA ggmlPermQ40<>+0(SB)/1, $0x02
+DATA ggmlPermQ40<>+1(SB)/1, $0x03
+DATA ggmlPermQ40<>+2(SB)/1, $0x04
+DATA ggmlPermQ40<>+3(SB)/1, $0x05
+DATA ggmlPermQ40<>+4(SB)/1, $0x06
+DATA ggmlPermQ40<>+5(SB)/1, $0x07
+DATA ggmlPermQ40<>+6(SB)/1, $0x08
+DATA ggmlPermQ40<>+7(SB)/1, $0x09
+DATA ggmlPermQ40<>+8(SB)/1, $0x0a
+DATA ggmlPermQ40<>+9(SB)/1, $0x0b
+DATA ggmlPermQ40<>+10(SB)/1, $0x0c
+DATA ggmlPermQ40<>+11(SB)/1, $0x0d
+DATA ggmlPermQ40<>+12(SB)/1, $0x0e
+DATA ggmlPermQ40<>+13(SB)/1, $0x0f
+DATA ggmlPermQ40<>+14(SB)/1, $0x10
+DATA ggmlPermQ40<>+15(SB)/1, $0x11
+DATA ggmlPermQ40<>+16(SB)/1, $0x02
+DATA ggmlPermQ40<>+17(SB)/1, $0x03
+DATA ggmlPermQ40<>+18(SB)/1, $0x04
+DATA ggmlPermQ40<>+19(SB)/1, $0x05
+DATA ggmlPermQ40<>+20(SB)/1, $0x06
+DATA ggmlPermQ40<>+21(SB)/1, $0x07
+DATA ggmlPermQ40<>+22(SB)/1, $0x08
+DATA ggmlPermQ40<>+23(SB)/1, $0x09
+DATA ggmlPermQ40<>+24(SB)/1, $0x0a
+DATA ggmlPermQ40<>+25(SB)/1, $0x0b
+DATA ggmlPermQ40<>+26(SB)/1, $0x0c
+DATA ggmlPermQ40<>+27(SB)/1, $0x0d
+DATA ggmlPermQ40<>+28(SB)/1, $0x0e
+DATA ggmlPermQ40<>+29(SB)/1, $0x0f
+DATA ggmlPermQ40<>+30(SB)/1, $0x10
+DATA ggmlPermQ40<>+31(SB)/1, $0x11
+DATA ggmlPermQ40<>+32(SB)/1, $0x14
+DATA ggmlPermQ40<>+33(SB)/1, $0x15
+DATA ggmlPermQ40<>+34(SB)/1, $0x16
+DATA ggmlPermQ40<>+35(SB)/1, $0x17
+DATA ggmlPermQ40<>+36(SB)/1, $0x18
+DATA ggmlPermQ40<>+37(SB)/1, $0x19
+DATA ggmlPermQ40<>+38(SB)/1, $0x1a
+DATA ggmlPermQ40<>+39(SB)/1, $0x1b
+DATA ggmlPermQ40<>+40(SB)/1, $0x1c
+DATA ggmlPermQ40<>+41(SB)/1, $0x1d
+DATA ggmlPermQ40<>+42(SB)/1, $0x1e
+DATA ggmlPermQ40<>+43(SB)/1, $0x1f
+DATA ggmlPermQ40<>+44(SB)/1, $0x20
+DATA ggmlPermQ40<>+45(SB)/1, $0x21
+DATA ggmlPermQ40<>+46(SB)/1, $0x22
+DATA ggmlPermQ40<>+47(SB)/1, $0x23
+DATA ggmlPermQ40<>+48(SB)/1, $0x14
+DATA ggmlPermQ40<>+49(SB)/1, $0x15
+DATA ggmlPermQ40<>+50(SB)/1, $0x16
+DATA ggmlPermQ40<>+51(SB)/1, $0x17
+DATA ggmlPermQ40<>+52(SB)/1, $0x18
+DATA ggmlPermQ40<>+53(SB)/1, $0x19
+DATA ggmlPermQ40<>+54(SB)/1, $0x1a
+DATA ggmlPermQ40<>+55(SB)/1, $0x1b
+DATA ggmlPermQ40<>+56(SB)/1, $0x1c
+DATA ggmlPermQ40<>+57(SB)/1, $0x1d
+DATA ggmlPermQ40<>+58(SB)/1, $0x1e
+DATA ggmlPermQ40<>+59(SB)/1, $0x1f
+DATA ggmlPermQ40<>+60(SB)/1, $0x20
+DATA ggmlPermQ40<>+61(SB)/1, $0x21
+DATA ggmlPermQ40<>+62(SB)/1, $0x22
+DATA ggmlPermQ40<>+63(SB)/1, $0x23
+GLOBL ggmlPermQ40<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlDMQ40<>+0(SB)/1, $0x00
+DATA ggmlDMQ40<>+1(SB)/1, $0x01
+DATA ggmlDMQ40<>+2(SB)/1, $0x12
+DATA ggmlDMQ40<>+3(SB)/1, $0x13
+DATA ggmlDMQ40<>+4(SB)/1, $0x40
+DATA ggmlDMQ40<>+5(SB)/1, $0x41
+DATA ggmlDMQ40<>+6(SB)/1, $0x52
+DATA ggmlDMQ40<>+7(SB)/1, $0x53
+DATA ggmlDMQ40<>+8(SB)/1, $0x00
+DATA ggmlDMQ40<>+9(SB)/1, $0x00
+DATA ggmlDMQ40<>+10(SB)/1, $0x00
+DATA ggmlDMQ40<>+11(SB)/1, $0x00
+DATA ggmlDMQ40<>+12(SB)/1, $0x00
+DATA ggmlDMQ40<>+13(SB)/1, $0x00
+DATA ggmlDMQ40<>+14(SB)/1, $0x00
+DATA ggmlDMQ40<>+15(SB)/1, $0x00
+DATA ggmlDMQ40<>+16(SB)/1, $0x00
+DATA ggmlDMQ40<>+17(SB)/1, $0x00
+DATA ggmlDMQ40<>+18(SB)/1, $0x00
+DATA ggmlDMQ40<>+19(SB)/1, $0x00
+DATA ggmlDMQ40<>+20(SB)/1, $0x00
+DATA ggmlDMQ40<>+21(SB)/1, $0x00
+DATA ggmlDMQ40<>+22(SB)/1, $0x00
+DATA ggmlDMQ40<>+23(SB)/1, $0x00
+DATA ggmlDMQ40<>+24(SB)/1, $0x00
+DATA ggmlDMQ40<>+25(SB)/1, $0x00
+DATA ggmlDMQ40<>+26(SB)/1, $0x00
+DATA ggmlDMQ40<>+27(SB)/1, $0x00
+DATA ggmlDMQ40<>+28(SB)/1, $0x00
+DATA ggmlDMQ40<>+29(SB)/1, $0x00
+DATA ggmlDMQ40<>+30(SB)/1, $0x00
+DATA ggmlDMQ40<>+31(SB)/1, $0x00
+DATA ggmlDMQ40<>+32(SB)/1, $0x00
+DATA ggmlDMQ40<>+33(SB)/1, $0x00
+DATA ggmlDMQ40<>+34(SB)/1, $0x00
+DATA ggmlDMQ40<>+35(SB)/1, $0x00
+DATA ggmlDMQ40<>+36(SB)/1, $0x00
+DATA ggmlDMQ40<>+37(SB)/1, $0x00
+DATA ggmlDMQ40<>+38(SB)/1, $0x00
+DATA ggmlDMQ40<>+39(SB)/1, $0x00
+DATA ggmlDMQ40<>+40(SB)/1, $0x00
+DATA ggmlDMQ40<>+41(SB)/1, $0x00
+DATA ggmlDMQ40<>+42(SB)/1, $0x00
+DATA ggmlDMQ40<>+43(SB)/1, $0x00
+DATA ggmlDMQ40<>+44(SB)/1, $0x00
+DATA ggmlDMQ40<>+45(SB)/1, $0x00
+DATA ggmlDMQ40<>+46(SB)/1, $0x00
+DATA ggmlDMQ40<>+47(SB)/1, $0x00
+DATA ggmlDMQ40<>+48(SB)/1, $0x00
+DATA ggmlDMQ40<>+49(SB)/1, $0x00
+DATA ggmlDMQ40<>+50(SB)/1, $0x00
+DATA ggmlDMQ40<>+51(SB)/1, $0x00
+DATA ggmlDMQ40<>+52(SB)/1, $0x00
+DATA ggmlDMQ40<>+53(SB)/1, $0x00
+DATA ggmlDMQ40<>+54(SB)/1, $0x00
+DATA ggmlDMQ40<>+55(SB)/1, $0x00
+DATA ggmlDMQ40<>+56(SB)/1, $0x00
+DATA ggmlDMQ40<>+57(SB)/1, $0x00
+DATA ggmlDMQ40<>+58(SB)/1, $0x00
+DATA ggmlDMQ40<>+59(SB)/1, $0x00
+DATA ggmlDMQ40<>+60(SB)/1, $0x00
+DATA ggmlDMQ40<>+61(SB)/1, $0x00
+DATA ggmlDMQ40<>+62(SB)/1, $0x00
+DATA ggmlDMQ40<>+63(SB)/1, $0x00
+GLOBL ggmlDMQ40<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ41A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
@@ -6735,15 +6826,26 @@ GgmlQ41A8Avx512_vec:
 	RET
 
 // func GgmlQ41A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VNNI, F16C, GFNI, MMX+
 TEXT ·GgmlQ41A8R4Avx512(SB), NOSPLIT, $0-104
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
-	VMOVDQU64    ggmlLane0<>+0(SB), Z1
+	VMOVDQU64    ggmlLane0<>+0(SB), Z0
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X11
+	VPBROADCASTD X11, Z11
+	VMOVDQU64    ggmlPermQ41<>+0(SB), Z9
+	VMOVDQU64    ggmlDMQ41<>+0(SB), Z12
+	MOVQ         $0x1020408000000000, AX
+	VPBROADCASTQ AX, Z10
+	MOVQ         $0xffff0000ffff0000, AX
+	KMOVQ        AX, K1
+	MOVQ         $0x000000ffffffffff, AX
+	KMOVQ        AX, K2
 
 GgmlQ41A8R4Avx512_row:
-	VXORPS X2, X2, X2
+	VXORPS X13, X13, X13
 	MOVQ   w+0(FP), AX
 	MOVQ   stride+8(FP), CX
 	LEAQ   (AX)(CX*2), DX
@@ -6754,250 +6856,314 @@ GgmlQ41A8R4Avx512_row:
 	MOVQ   nsb+24(FP), R9
 
 GgmlQ41A8R4Avx512_grp:
-	PREFETCHT1   (BX)
-	PREFETCHT1   64(BX)
-	PREFETCHT1   128(BX)
-	PREFETCHT1   192(BX)
-	PREFETCHT1   256(BX)
-	VBROADCASTSS (R8), X3
-	VPMOVSXWD    (DI), X4
-	VCVTDQ2PS    X4, X4
-	VMOVDQU64    4(AX), X22
-	VPSRLW       $0x04, X22, X21
-	VINSERTI32X4 $0x01, X21, Y22, Y21
-	VPANDD       Y21, Y0, Y21
-	VMOVDQU64    24(AX), X22
-	VPSRLW       $0x04, X22, X23
-	VINSERTI32X4 $0x01, X23, Y22, Y23
-	VPANDD       Y23, Y0, Y23
-	VINSERTI64X4 $0x01, Y23, Z21, Z23
-	VMOVDQU64    44(AX), X22
-	VPSRLW       $0x04, X22, X21
-	VINSERTI32X4 $0x01, X21, Y22, Y21
-	VPANDD       Y21, Y0, Y21
-	VMOVDQU64    64(AX), X22
-	VPSRLW       $0x04, X22, X24
-	VINSERTI32X4 $0x01, X24, Y22, Y24
-	VPANDD       Y24, Y0, Y24
-	VINSERTI64X4 $0x01, Y24, Z21, Z24
-	VPXORD       Z5, Z5, Z5
-	VPDPBUSD     (SI), Z23, Z5
-	VPXORD       Z6, Z6, Z6
-	VPDPBUSD     64(SI), Z24, Z6
-	VSHUFI64X2   $0x88, Z6, Z5, Z23
-	VSHUFI64X2   $0xdd, Z6, Z5, Z24
-	VPADDD       Z24, Z23, Z23
-	VPSHUFD      $0x4e, Z23, Z24
-	VPADDD       Z24, Z23, Z23
-	VPSHUFD      $0xb1, Z23, Z24
-	VPADDD       Z24, Z23, Z23
-	VPERMD       Z23, Z1, Z23
-	VPXORD       X7, X7, X7
-	VPINSRW      $0x00, (AX), X7, X7
-	VPINSRW      $0x01, 20(AX), X7, X7
-	VPINSRW      $0x02, 40(AX), X7, X7
-	VPINSRW      $0x03, 60(AX), X7, X7
-	VCVTPH2PS    X7, X21
-	VMULPS       X21, X3, X21
-	VCVTDQ2PS    X23, X23
-	VMULPS       X21, X23, X23
-	VPXORD       X8, X8, X8
-	VPINSRW      $0x00, 2(AX), X8, X8
-	VPINSRW      $0x01, 22(AX), X8, X8
-	VPINSRW      $0x02, 42(AX), X8, X8
-	VPINSRW      $0x03, 62(AX), X8, X8
-	VCVTPH2PS    X8, X21
-	VMULPS       X21, X3, X21
-	VMULPS       X21, X4, X24
-	VMOVDQU64    4(AX)(CX*1), X22
-	VPSRLW       $0x04, X22, X21
-	VINSERTI32X4 $0x01, X21, Y22, Y21
-	VPANDD       Y21, Y0, Y21
-	VMOVDQU64    24(AX)(CX*1), X22
-	VPSRLW       $0x04, X22, X25
-	VINSERTI32X4 $0x01, X25, Y22, Y25
-	VPANDD       Y25, Y0, Y25
-	VINSERTI64X4 $0x01, Y25, Z21, Z25
-	VMOVDQU64    44(AX)(CX*1), X22
-	VPSRLW       $0x04, X22, X21
-	VINSERTI32X4 $0x01, X21, Y22, Y21
-	VPANDD       Y21, Y0, Y21
-	VMOVDQU64    64(AX)(CX*1), X22
-	VPSRLW       $0x04, X22, X26
-	VINSERTI32X4 $0x01, X26, Y22, Y26
-	VPANDD       Y26, Y0, Y26
-	VINSERTI64X4 $0x01, Y26, Z21, Z26
-	VPXORD       Z9, Z9, Z9
-	VPDPBUSD     (SI), Z25, Z9
-	VPXORD       Z10, Z10, Z10
-	VPDPBUSD     64(SI), Z26, Z10
-	VSHUFI64X2   $0x88, Z10, Z9, Z25
-	VSHUFI64X2   $0xdd, Z10, Z9, Z26
-	VPADDD       Z26, Z25, Z25
-	VPSHUFD      $0x4e, Z25, Z26
-	VPADDD       Z26, Z25, Z25
-	VPSHUFD      $0xb1, Z25, Z26
-	VPADDD       Z26, Z25, Z25
-	VPERMD       Z25, Z1, Z25
-	VPXORD       X11, X11, X11
-	VPINSRW      $0x00, (AX)(CX*1), X11, X11
-	VPINSRW      $0x01, 20(AX)(CX*1), X11, X11
-	VPINSRW      $0x02, 40(AX)(CX*1), X11, X11
-	VPINSRW      $0x03, 60(AX)(CX*1), X11, X11
-	VCVTPH2PS    X11, X21
-	VMULPS       X21, X3, X21
-	VCVTDQ2PS    X25, X25
-	VMULPS       X21, X25, X25
-	VPXORD       X12, X12, X12
-	VPINSRW      $0x00, 2(AX)(CX*1), X12, X12
-	VPINSRW      $0x01, 22(AX)(CX*1), X12, X12
-	VPINSRW      $0x02, 42(AX)(CX*1), X12, X12
-	VPINSRW      $0x03, 62(AX)(CX*1), X12, X12
-	VCVTPH2PS    X12, X21
-	VMULPS       X21, X3, X21
-	VMULPS       X21, X4, X26
-	VMOVDQU64    4(DX), X22
-	VPSRLW       $0x04, X22, X21
-	VINSERTI32X4 $0x01, X21, Y22, Y21
-	VPANDD       Y21, Y0, Y21
-	VMOVDQU64    24(DX), X22
-	VPSRLW       $0x04, X22, X27
-	VINSERTI32X4 $0x01, X27, Y22, Y27
-	VPANDD       Y27, Y0, Y27
-	VINSERTI64X4 $0x01, Y27, Z21, Z27
-	VMOVDQU64    44(DX), X22
-	VPSRLW       $0x04, X22, X21
-	VINSERTI32X4 $0x01, X21, Y22, Y21
-	VPANDD       Y21, Y0, Y21
-	VMOVDQU64    64(DX), X22
-	VPSRLW       $0x04, X22, X28
-	VINSERTI32X4 $0x01, X28, Y22, Y28
-	VPANDD       Y28, Y0, Y28
-	VINSERTI64X4 $0x01, Y28, Z21, Z28
-	VPXORD       Z13, Z13, Z13
-	VPDPBUSD     (SI), Z27, Z13
-	VPXORD       Z14, Z14, Z14
-	VPDPBUSD     64(SI), Z28, Z14
-	VSHUFI64X2   $0x88, Z14, Z13, Z27
-	VSHUFI64X2   $0xdd, Z14, Z13, Z28
-	VPADDD       Z28, Z27, Z27
-	VPSHUFD      $0x4e, Z27, Z28
-	VPADDD       Z28, Z27, Z27
-	VPSHUFD      $0xb1, Z27, Z28
-	VPADDD       Z28, Z27, Z27
-	VPERMD       Z27, Z1, Z27
-	VPXORD       X15, X15, X15
-	VPINSRW      $0x00, (DX), X15, X15
-	VPINSRW      $0x01, 20(DX), X15, X15
-	VPINSRW      $0x02, 40(DX), X15, X15
-	VPINSRW      $0x03, 60(DX), X15, X15
-	VCVTPH2PS    X15, X21
-	VMULPS       X21, X3, X21
-	VCVTDQ2PS    X27, X27
-	VMULPS       X21, X27, X27
-	VPXORD       X16, X16, X16
-	VPINSRW      $0x00, 2(DX), X16, X16
-	VPINSRW      $0x01, 22(DX), X16, X16
-	VPINSRW      $0x02, 42(DX), X16, X16
-	VPINSRW      $0x03, 62(DX), X16, X16
-	VCVTPH2PS    X16, X21
-	VMULPS       X21, X3, X21
-	VMULPS       X21, X4, X28
-	VMOVDQU64    4(DX)(CX*1), X22
-	VPSRLW       $0x04, X22, X21
-	VINSERTI32X4 $0x01, X21, Y22, Y21
-	VPANDD       Y21, Y0, Y21
-	VMOVDQU64    24(DX)(CX*1), X22
-	VPSRLW       $0x04, X22, X29
-	VINSERTI32X4 $0x01, X29, Y22, Y29
-	VPANDD       Y29, Y0, Y29
-	VINSERTI64X4 $0x01, Y29, Z21, Z29
-	VMOVDQU64    44(DX)(CX*1), X22
-	VPSRLW       $0x04, X22, X21
-	VINSERTI32X4 $0x01, X21, Y22, Y21
-	VPANDD       Y21, Y0, Y21
-	VMOVDQU64    64(DX)(CX*1), X22
-	VPSRLW       $0x04, X22, X30
-	VINSERTI32X4 $0x01, X30, Y22, Y30
-	VPANDD       Y30, Y0, Y30
-	VINSERTI64X4 $0x01, Y30, Z21, Z30
-	VPXORD       Z17, Z17, Z17
-	VPDPBUSD     (SI), Z29, Z17
-	VPXORD       Z18, Z18, Z18
-	VPDPBUSD     64(SI), Z30, Z18
-	VSHUFI64X2   $0x88, Z18, Z17, Z29
-	VSHUFI64X2   $0xdd, Z18, Z17, Z30
-	VPADDD       Z30, Z29, Z29
-	VPSHUFD      $0x4e, Z29, Z30
-	VPADDD       Z30, Z29, Z29
-	VPSHUFD      $0xb1, Z29, Z30
-	VPADDD       Z30, Z29, Z29
-	VPERMD       Z29, Z1, Z29
-	VPXORD       X19, X19, X19
-	VPINSRW      $0x00, (DX)(CX*1), X19, X19
-	VPINSRW      $0x01, 20(DX)(CX*1), X19, X19
-	VPINSRW      $0x02, 40(DX)(CX*1), X19, X19
-	VPINSRW      $0x03, 60(DX)(CX*1), X19, X19
-	VCVTPH2PS    X19, X21
-	VMULPS       X21, X3, X21
-	VCVTDQ2PS    X29, X22
-	VMULPS       X21, X22, X22
-	VPXORD       X20, X20, X20
-	VPINSRW      $0x00, 2(DX)(CX*1), X20, X20
-	VPINSRW      $0x01, 22(DX)(CX*1), X20, X20
-	VPINSRW      $0x02, 42(DX)(CX*1), X20, X20
-	VPINSRW      $0x03, 62(DX)(CX*1), X20, X20
-	VCVTPH2PS    X20, X21
-	VMULPS       X21, X3, X3
-	VMULPS       X3, X4, X3
-	VUNPCKLPS    X25, X23, X4
-	VUNPCKHPS    X25, X23, X21
-	VUNPCKLPS    X22, X27, X23
-	VUNPCKHPS    X22, X27, X22
-	VMOVLHPS     X23, X4, X25
-	VMOVHLPS     X4, X23, X4
-	VMOVLHPS     X22, X21, X23
-	VMOVHLPS     X21, X22, X21
-	VUNPCKLPS    X26, X24, X22
-	VUNPCKHPS    X26, X24, X24
-	VUNPCKLPS    X3, X28, X26
-	VUNPCKHPS    X3, X28, X3
-	VMOVLHPS     X26, X22, X27
-	VMOVHLPS     X22, X26, X22
-	VMOVLHPS     X3, X24, X26
-	VMOVHLPS     X24, X3, X3
-	VADDPS       X25, X2, X2
-	VADDPS       X27, X2, X2
-	VADDPS       X4, X2, X2
-	VADDPS       X22, X2, X2
-	VADDPS       X23, X2, X2
-	VADDPS       X26, X2, X2
-	VADDPS       X21, X2, X2
-	VADDPS       X3, X2, X2
-	ADDQ         $0x00000050, AX
-	ADDQ         $0x00000050, DX
-	ADDQ         $0x00000140, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000008, DI
-	ADDQ         $0x00000004, R8
-	DECQ         R9
-	JNZ          GgmlQ41A8R4Avx512_grp
-	MOVQ         out+88(FP), AX
-	VMOVUPS      X2, (AX)
-	MOVQ         stride+8(FP), AX
-	SHLQ         $0x02, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         out+88(FP), AX
-	ADDQ         $0x00000010, AX
-	MOVQ         AX, out+88(FP)
-	MOVQ         rows+16(FP), AX
-	SUBQ         $0x04, AX
-	MOVQ         AX, rows+16(FP)
-	JNZ          GgmlQ41A8R4Avx512_row
+	PREFETCHT1     (BX)
+	PREFETCHT1     64(BX)
+	PREFETCHT1     128(BX)
+	PREFETCHT1     192(BX)
+	PREFETCHT1     256(BX)
+	VBROADCASTSS   (R8), X14
+	VPMOVSXWD      (DI), X15
+	VCVTDQ2PS      X15, X15
+	VMOVDQU64      (AX), Z16
+	VMOVDQU8.Z     40(AX), K2, Z17
+	VPERMB         Z16, Z9, Z18
+	VPANDD         Z18, Z11, Z19
+	VGF2P8AFFINEQB $0x00, Z10, Z18, K1, Z19
+	VPERMB         Z17, Z9, Z18
+	VPANDD         Z18, Z11, Z20
+	VGF2P8AFFINEQB $0x00, Z10, Z18, K1, Z20
+	VMOVDQA64      Z12, Z18
+	VPERMI2B       Z17, Z16, Z18
+	VPXORD         Z1, Z1, Z1
+	VPDPBUSD       (SI), Z19, Z1
+	VPXORD         Z2, Z2, Z2
+	VPDPBUSD       64(SI), Z20, Z2
+	VSHUFI64X2     $0x88, Z2, Z1, Z16
+	VSHUFI64X2     $0xdd, Z2, Z1, Z17
+	VPADDD         Z17, Z16, Z16
+	VPSHUFD        $0x4e, Z16, Z17
+	VPADDD         Z17, Z16, Z16
+	VPSHUFD        $0xb1, Z16, Z17
+	VPADDD         Z17, Z16, Z16
+	VPERMD         Z16, Z0, Z16
+	VCVTPH2PS      X18, X17
+	VMULPS         X17, X14, X17
+	VCVTDQ2PS      X16, X16
+	VMULPS         X17, X16, X16
+	VPSRLDQ        $0x08, X18, X17
+	VCVTPH2PS      X17, X17
+	VMULPS         X17, X14, X17
+	VMULPS         X17, X15, X17
+	VMOVDQU64      (AX)(CX*1), Z18
+	VMOVDQU8.Z     40(AX)(CX*1), K2, Z19
+	VPERMB         Z18, Z9, Z20
+	VPANDD         Z20, Z11, Z21
+	VGF2P8AFFINEQB $0x00, Z10, Z20, K1, Z21
+	VPERMB         Z19, Z9, Z20
+	VPANDD         Z20, Z11, Z22
+	VGF2P8AFFINEQB $0x00, Z10, Z20, K1, Z22
+	VMOVDQA64      Z12, Z20
+	VPERMI2B       Z19, Z18, Z20
+	VPXORD         Z3, Z3, Z3
+	VPDPBUSD       (SI), Z21, Z3
+	VPXORD         Z4, Z4, Z4
+	VPDPBUSD       64(SI), Z22, Z4
+	VSHUFI64X2     $0x88, Z4, Z3, Z18
+	VSHUFI64X2     $0xdd, Z4, Z3, Z19
+	VPADDD         Z19, Z18, Z18
+	VPSHUFD        $0x4e, Z18, Z19
+	VPADDD         Z19, Z18, Z18
+	VPSHUFD        $0xb1, Z18, Z19
+	VPADDD         Z19, Z18, Z18
+	VPERMD         Z18, Z0, Z18
+	VCVTPH2PS      X20, X19
+	VMULPS         X19, X14, X19
+	VCVTDQ2PS      X18, X18
+	VMULPS         X19, X18, X18
+	VPSRLDQ        $0x08, X20, X19
+	VCVTPH2PS      X19, X19
+	VMULPS         X19, X14, X19
+	VMULPS         X19, X15, X19
+	VMOVDQU64      (DX), Z20
+	VMOVDQU8.Z     40(DX), K2, Z21
+	VPERMB         Z20, Z9, Z22
+	VPANDD         Z22, Z11, Z23
+	VGF2P8AFFINEQB $0x00, Z10, Z22, K1, Z23
+	VPERMB         Z21, Z9, Z22
+	VPANDD         Z22, Z11, Z24
+	VGF2P8AFFINEQB $0x00, Z10, Z22, K1, Z24
+	VMOVDQA64      Z12, Z22
+	VPERMI2B       Z21, Z20, Z22
+	VPXORD         Z5, Z5, Z5
+	VPDPBUSD       (SI), Z23, Z5
+	VPXORD         Z6, Z6, Z6
+	VPDPBUSD       64(SI), Z24, Z6
+	VSHUFI64X2     $0x88, Z6, Z5, Z20
+	VSHUFI64X2     $0xdd, Z6, Z5, Z21
+	VPADDD         Z21, Z20, Z20
+	VPSHUFD        $0x4e, Z20, Z21
+	VPADDD         Z21, Z20, Z20
+	VPSHUFD        $0xb1, Z20, Z21
+	VPADDD         Z21, Z20, Z20
+	VPERMD         Z20, Z0, Z20
+	VCVTPH2PS      X22, X21
+	VMULPS         X21, X14, X21
+	VCVTDQ2PS      X20, X20
+	VMULPS         X21, X20, X20
+	VPSRLDQ        $0x08, X22, X21
+	VCVTPH2PS      X21, X21
+	VMULPS         X21, X14, X21
+	VMULPS         X21, X15, X21
+	VMOVDQU64      (DX)(CX*1), Z22
+	VMOVDQU8.Z     40(DX)(CX*1), K2, Z23
+	VPERMB         Z22, Z9, Z24
+	VPANDD         Z24, Z11, Z25
+	VGF2P8AFFINEQB $0x00, Z10, Z24, K1, Z25
+	VPERMB         Z23, Z9, Z24
+	VPANDD         Z24, Z11, Z26
+	VGF2P8AFFINEQB $0x00, Z10, Z24, K1, Z26
+	VMOVDQA64      Z12, Z24
+	VPERMI2B       Z23, Z22, Z24
+	VPXORD         Z7, Z7, Z7
+	VPDPBUSD       (SI), Z25, Z7
+	VPXORD         Z8, Z8, Z8
+	VPDPBUSD       64(SI), Z26, Z8
+	VSHUFI64X2     $0x88, Z8, Z7, Z22
+	VSHUFI64X2     $0xdd, Z8, Z7, Z23
+	VPADDD         Z23, Z22, Z22
+	VPSHUFD        $0x4e, Z22, Z23
+	VPADDD         Z23, Z22, Z22
+	VPSHUFD        $0xb1, Z22, Z23
+	VPADDD         Z23, Z22, Z22
+	VPERMD         Z22, Z0, Z22
+	VCVTPH2PS      X24, X23
+	VMULPS         X23, X14, X23
+	VCVTDQ2PS      X22, X22
+	VMULPS         X23, X22, X22
+	VPSRLDQ        $0x08, X24, X23
+	VCVTPH2PS      X23, X23
+	VMULPS         X23, X14, X14
+	VMULPS         X14, X15, X14
+	VUNPCKLPS      X18, X16, X15
+	VUNPCKHPS      X18, X16, X16
+	VUNPCKLPS      X22, X20, X18
+	VUNPCKHPS      X22, X20, X20
+	VMOVLHPS       X18, X15, X22
+	VMOVHLPS       X15, X18, X15
+	VMOVLHPS       X20, X16, X18
+	VMOVHLPS       X16, X20, X16
+	VUNPCKLPS      X19, X17, X20
+	VUNPCKHPS      X19, X17, X17
+	VUNPCKLPS      X14, X21, X19
+	VUNPCKHPS      X14, X21, X14
+	VMOVLHPS       X19, X20, X21
+	VMOVHLPS       X20, X19, X19
+	VMOVLHPS       X14, X17, X20
+	VMOVHLPS       X17, X14, X14
+	VADDPS         X22, X13, X13
+	VADDPS         X21, X13, X13
+	VADDPS         X15, X13, X13
+	VADDPS         X19, X13, X13
+	VADDPS         X18, X13, X13
+	VADDPS         X20, X13, X13
+	VADDPS         X16, X13, X13
+	VADDPS         X14, X13, X13
+	ADDQ           $0x00000050, AX
+	ADDQ           $0x00000050, DX
+	ADDQ           $0x00000140, BX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000008, DI
+	ADDQ           $0x00000004, R8
+	DECQ           R9
+	JNZ            GgmlQ41A8R4Avx512_grp
+	MOVQ           out+88(FP), AX
+	VMOVUPS        X13, (AX)
+	MOVQ           stride+8(FP), AX
+	SHLQ           $0x02, AX
+	MOVQ           w+0(FP), CX
+	ADDQ           AX, CX
+	MOVQ           CX, w+0(FP)
+	MOVQ           out+88(FP), AX
+	ADDQ           $0x00000010, AX
+	MOVQ           AX, out+88(FP)
+	MOVQ           rows+16(FP), AX
+	SUBQ           $0x04, AX
+	MOVQ           AX, rows+16(FP)
+	JNZ            GgmlQ41A8R4Avx512_row
 	VZEROUPPER
 	RET
+
+DATA ggmlPermQ41<>+0(SB)/1, $0x04
+DATA ggmlPermQ41<>+1(SB)/1, $0x05
+DATA ggmlPermQ41<>+2(SB)/1, $0x06
+DATA ggmlPermQ41<>+3(SB)/1, $0x07
+DATA ggmlPermQ41<>+4(SB)/1, $0x08
+DATA ggmlPermQ41<>+5(SB)/1, $0x09
+DATA ggmlPermQ41<>+6(SB)/1, $0x0a
+DATA ggmlPermQ41<>+7(SB)/1, $0x0b
+DATA ggmlPermQ41<>+8(SB)/1, $0x0c
+DATA ggmlPermQ41<>+9(SB)/1, $0x0d
+DATA ggmlPermQ41<>+10(SB)/1, $0x0e
+DATA ggmlPermQ41<>+11(SB)/1, $0x0f
+DATA ggmlPermQ41<>+12(SB)/1, $0x10
+DATA ggmlPermQ41<>+13(SB)/1, $0x11
+DATA ggmlPermQ41<>+14(SB)/1, $0x12
+DATA ggmlPermQ41<>+15(SB)/1, $0x13
+DATA ggmlPermQ41<>+16(SB)/1, $0x04
+DATA ggmlPermQ41<>+17(SB)/1, $0x05
+DATA ggmlPermQ41<>+18(SB)/1, $0x06
+DATA ggmlPermQ41<>+19(SB)/1, $0x07
+DATA ggmlPermQ41<>+20(SB)/1, $0x08
+DATA ggmlPermQ41<>+21(SB)/1, $0x09
+DATA ggmlPermQ41<>+22(SB)/1, $0x0a
+DATA ggmlPermQ41<>+23(SB)/1, $0x0b
+DATA ggmlPermQ41<>+24(SB)/1, $0x0c
+DATA ggmlPermQ41<>+25(SB)/1, $0x0d
+DATA ggmlPermQ41<>+26(SB)/1, $0x0e
+DATA ggmlPermQ41<>+27(SB)/1, $0x0f
+DATA ggmlPermQ41<>+28(SB)/1, $0x10
+DATA ggmlPermQ41<>+29(SB)/1, $0x11
+DATA ggmlPermQ41<>+30(SB)/1, $0x12
+DATA ggmlPermQ41<>+31(SB)/1, $0x13
+DATA ggmlPermQ41<>+32(SB)/1, $0x18
+DATA ggmlPermQ41<>+33(SB)/1, $0x19
+DATA ggmlPermQ41<>+34(SB)/1, $0x1a
+DATA ggmlPermQ41<>+35(SB)/1, $0x1b
+DATA ggmlPermQ41<>+36(SB)/1, $0x1c
+DATA ggmlPermQ41<>+37(SB)/1, $0x1d
+DATA ggmlPermQ41<>+38(SB)/1, $0x1e
+DATA ggmlPermQ41<>+39(SB)/1, $0x1f
+DATA ggmlPermQ41<>+40(SB)/1, $0x20
+DATA ggmlPermQ41<>+41(SB)/1, $0x21
+DATA ggmlPermQ41<>+42(SB)/1, $0x22
+DATA ggmlPermQ41<>+43(SB)/1, $0x23
+DATA ggmlPermQ41<>+44(SB)/1, $0x24
+DATA ggmlPermQ41<>+45(SB)/1, $0x25
+DATA ggmlPermQ41<>+46(SB)/1, $0x26
+DATA ggmlPermQ41<>+47(SB)/1, $0x27
+DATA ggmlPermQ41<>+48(SB)/1, $0x18
+DATA ggmlPermQ41<>+49(SB)/1, $0x19
+DATA ggmlPermQ41<>+50(SB)/1, $0x1a
+DATA ggmlPermQ41<>+51(SB)/1, $0x1b
+DATA ggmlPermQ41<>+52(SB)/1, $0x1c
+DATA ggmlPermQ41<>+53(SB)/1, $0x1d
+DATA ggmlPermQ41<>+54(SB)/1, $0x1e
+DATA ggmlPermQ41<>+55(SB)/1, $0x1f
+DATA ggmlPermQ41<>+56(SB)/1, $0x20
+DATA ggmlPermQ41<>+57(SB)/1, $0x21
+DATA ggmlPermQ41<>+58(SB)/1, $0x22
+DATA ggmlPermQ41<>+59(SB)/1, $0x23
+DATA ggmlPermQ41<>+60(SB)/1, $0x24
+DATA ggmlPermQ41<>+61(SB)/1, $0x25
+DATA ggmlPermQ41<>+62(SB)/1, $0x26
+DATA ggmlPermQ41<>+63(SB)/1, $0x27
+GLOBL ggmlPermQ41<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlDMQ41<>+0(SB)/1, $0x00
+DATA ggmlDMQ41<>+1(SB)/1, $0x01
+DATA ggmlDMQ41<>+2(SB)/1, $0x14
+DATA ggmlDMQ41<>+3(SB)/1, $0x15
+DATA ggmlDMQ41<>+4(SB)/1, $0x40
+DATA ggmlDMQ41<>+5(SB)/1, $0x41
+DATA ggmlDMQ41<>+6(SB)/1, $0x54
+DATA ggmlDMQ41<>+7(SB)/1, $0x55
+DATA ggmlDMQ41<>+8(SB)/1, $0x02
+DATA ggmlDMQ41<>+9(SB)/1, $0x03
+DATA ggmlDMQ41<>+10(SB)/1, $0x16
+DATA ggmlDMQ41<>+11(SB)/1, $0x17
+DATA ggmlDMQ41<>+12(SB)/1, $0x42
+DATA ggmlDMQ41<>+13(SB)/1, $0x43
+DATA ggmlDMQ41<>+14(SB)/1, $0x56
+DATA ggmlDMQ41<>+15(SB)/1, $0x57
+DATA ggmlDMQ41<>+16(SB)/1, $0x00
+DATA ggmlDMQ41<>+17(SB)/1, $0x00
+DATA ggmlDMQ41<>+18(SB)/1, $0x00
+DATA ggmlDMQ41<>+19(SB)/1, $0x00
+DATA ggmlDMQ41<>+20(SB)/1, $0x00
+DATA ggmlDMQ41<>+21(SB)/1, $0x00
+DATA ggmlDMQ41<>+22(SB)/1, $0x00
+DATA ggmlDMQ41<>+23(SB)/1, $0x00
+DATA ggmlDMQ41<>+24(SB)/1, $0x00
+DATA ggmlDMQ41<>+25(SB)/1, $0x00
+DATA ggmlDMQ41<>+26(SB)/1, $0x00
+DATA ggmlDMQ41<>+27(SB)/1, $0x00
+DATA ggmlDMQ41<>+28(SB)/1, $0x00
+DATA ggmlDMQ41<>+29(SB)/1, $0x00
+DATA ggmlDMQ41<>+30(SB)/1, $0x00
+DATA ggmlDMQ41<>+31(SB)/1, $0x00
+DATA ggmlDMQ41<>+32(SB)/1, $0x00
+DATA ggmlDMQ41<>+33(SB)/1, $0x00
+DATA ggmlDMQ41<>+34(SB)/1, $0x00
+DATA ggmlDMQ41<>+35(SB)/1, $0x00
+DATA ggmlDMQ41<>+36(SB)/1, $0x00
+DATA ggmlDMQ41<>+37(SB)/1, $0x00
+DATA ggmlDMQ41<>+38(SB)/1, $0x00
+DATA ggmlDMQ41<>+39(SB)/1, $0x00
+DATA ggmlDMQ41<>+40(SB)/1, $0x00
+DATA ggmlDMQ41<>+41(SB)/1, $0x00
+DATA ggmlDMQ41<>+42(SB)/1, $0x00
+DATA ggmlDMQ41<>+43(SB)/1, $0x00
+DATA ggmlDMQ41<>+44(SB)/1, $0x00
+DATA ggmlDMQ41<>+45(SB)/1, $0x00
+DATA ggmlDMQ41<>+46(SB)/1, $0x00
+DATA ggmlDMQ41<>+47(SB)/1, $0x00
+DATA ggmlDMQ41<>+48(SB)/1, $0x00
+DATA ggmlDMQ41<>+49(SB)/1, $0x00
+DATA ggmlDMQ41<>+50(SB)/1, $0x00
+DATA ggmlDMQ41<>+51(SB)/1, $0x00
+DATA ggmlDMQ41<>+52(SB)/1, $0x00
+DATA ggmlDMQ41<>+53(SB)/1, $0x00
+DATA ggmlDMQ41<>+54(SB)/1, $0x00
+DATA ggmlDMQ41<>+55(SB)/1, $0x00
+DATA ggmlDMQ41<>+56(SB)/1, $0x00
+DATA ggmlDMQ41<>+57(SB)/1, $0x00
+DATA ggmlDMQ41<>+58(SB)/1, $0x00
+DATA ggmlDMQ41<>+59(SB)/1, $0x00
+DATA ggmlDMQ41<>+60(SB)/1, $0x00
+DATA ggmlDMQ41<>+61(SB)/1, $0x00
+DATA ggmlDMQ41<>+62(SB)/1, $0x00
+DATA ggmlDMQ41<>+63(SB)/1, $0x00
+GLOBL ggmlDMQ41<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ50A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
@@ -7130,17 +7296,30 @@ GgmlQ50A8Avx512_vec:
 	RET
 
 // func GgmlQ50A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VNNI, F16C, GFNI, MMX+
 TEXT ·GgmlQ50A8R4Avx512(SB), NOSPLIT, $0-104
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
 	MOVL         $0x10101010, AX
-	VPBROADCASTD AX, Z1
-	VMOVDQU64    ggmlLane0<>+0(SB), Z2
+	VPBROADCASTD AX, Z0
+	VMOVDQU64    ggmlLane0<>+0(SB), Z0
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X11
+	VPBROADCASTD X11, Z11
+	VMOVDQU64    ggmlPermQ50<>+0(SB), Z9
+	VMOVDQU64    ggmlDMQ50<>+0(SB), Z12
+	MOVQ         $0x1020408000000000, AX
+	VPBROADCASTQ AX, Z10
+	MOVQ         $0xffff0000ffff0000, AX
+	KMOVQ        AX, K1
+	MOVQ         $0x00000fffffffffff, AX
+	KMOVQ        AX, K2
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z13
 
 GgmlQ50A8R4Avx512_row:
-	VXORPS X3, X3, X3
+	VXORPS X14, X14, X14
 	MOVQ   w+0(FP), AX
 	MOVQ   stride+8(FP), CX
 	LEAQ   (AX)(CX*2), DX
@@ -7151,259 +7330,339 @@ GgmlQ50A8R4Avx512_row:
 	MOVQ   nsb+24(FP), R9
 
 GgmlQ50A8R4Avx512_grp:
-	PREFETCHT1   (BX)
-	PREFETCHT1   64(BX)
-	PREFETCHT1   128(BX)
-	PREFETCHT1   192(BX)
-	PREFETCHT1   256(BX)
-	PREFETCHT1   320(BX)
-	VBROADCASTSS (R8), X4
-	VPMOVSXWD    (DI), X5
-	VPSLLD       $0x04, X5, X5
-	VMOVDQU64    6(AX), X19
-	VPSRLW       $0x04, X19, X18
-	VINSERTI32X4 $0x01, X18, Y19, Y18
-	VPANDD       Y18, Y0, Y18
-	MOVL         2(AX), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y18, K1, Y18
-	VMOVDQU64    28(AX), X19
-	VPSRLW       $0x04, X19, X20
-	VINSERTI32X4 $0x01, X20, Y19, Y20
-	VPANDD       Y20, Y0, Y20
-	MOVL         24(AX), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y20, K1, Y20
-	VINSERTI64X4 $0x01, Y20, Z18, Z20
-	VMOVDQU64    50(AX), X19
-	VPSRLW       $0x04, X19, X18
-	VINSERTI32X4 $0x01, X18, Y19, Y18
-	VPANDD       Y18, Y0, Y18
-	MOVL         46(AX), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y18, K1, Y18
-	VMOVDQU64    72(AX), X19
-	VPSRLW       $0x04, X19, X21
-	VINSERTI32X4 $0x01, X21, Y19, Y21
-	VPANDD       Y21, Y0, Y21
-	MOVL         68(AX), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y21, K1, Y21
-	VINSERTI64X4 $0x01, Y21, Z18, Z21
-	VPXORD       Z6, Z6, Z6
-	VPDPBUSD     (SI), Z20, Z6
-	VPXORD       Z7, Z7, Z7
-	VPDPBUSD     64(SI), Z21, Z7
-	VSHUFI64X2   $0x88, Z7, Z6, Z20
-	VSHUFI64X2   $0xdd, Z7, Z6, Z21
-	VPADDD       Z21, Z20, Z20
-	VPSHUFD      $0x4e, Z20, Z21
-	VPADDD       Z21, Z20, Z20
-	VPSHUFD      $0xb1, Z20, Z21
-	VPADDD       Z21, Z20, Z20
-	VPERMD       Z20, Z2, Z20
-	VPSUBD       X5, X20, X20
-	VPXORD       X8, X8, X8
-	VPINSRW      $0x00, (AX), X8, X8
-	VPINSRW      $0x01, 22(AX), X8, X8
-	VPINSRW      $0x02, 44(AX), X8, X8
-	VPINSRW      $0x03, 66(AX), X8, X8
-	VCVTPH2PS    X8, X18
-	VMULPS       X18, X4, X18
-	VCVTDQ2PS    X20, X20
-	VMULPS       X18, X20, X20
-	VMOVDQU64    6(AX)(CX*1), X19
-	VPSRLW       $0x04, X19, X18
-	VINSERTI32X4 $0x01, X18, Y19, Y18
-	VPANDD       Y18, Y0, Y18
-	MOVL         2(AX)(CX*1), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y18, K1, Y18
-	VMOVDQU64    28(AX)(CX*1), X19
-	VPSRLW       $0x04, X19, X21
-	VINSERTI32X4 $0x01, X21, Y19, Y21
-	VPANDD       Y21, Y0, Y21
-	MOVL         24(AX)(CX*1), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y21, K1, Y21
-	VINSERTI64X4 $0x01, Y21, Z18, Z21
-	VMOVDQU64    50(AX)(CX*1), X19
-	VPSRLW       $0x04, X19, X18
-	VINSERTI32X4 $0x01, X18, Y19, Y18
-	VPANDD       Y18, Y0, Y18
-	MOVL         46(AX)(CX*1), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y18, K1, Y18
-	VMOVDQU64    72(AX)(CX*1), X19
-	VPSRLW       $0x04, X19, X22
-	VINSERTI32X4 $0x01, X22, Y19, Y22
-	VPANDD       Y22, Y0, Y22
-	MOVL         68(AX)(CX*1), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y22, K1, Y22
-	VINSERTI64X4 $0x01, Y22, Z18, Z22
-	VPXORD       Z9, Z9, Z9
-	VPDPBUSD     (SI), Z21, Z9
-	VPXORD       Z10, Z10, Z10
-	VPDPBUSD     64(SI), Z22, Z10
-	VSHUFI64X2   $0x88, Z10, Z9, Z21
-	VSHUFI64X2   $0xdd, Z10, Z9, Z22
-	VPADDD       Z22, Z21, Z21
-	VPSHUFD      $0x4e, Z21, Z22
-	VPADDD       Z22, Z21, Z21
-	VPSHUFD      $0xb1, Z21, Z22
-	VPADDD       Z22, Z21, Z21
-	VPERMD       Z21, Z2, Z21
-	VPSUBD       X5, X21, X21
-	VPXORD       X11, X11, X11
-	VPINSRW      $0x00, (AX)(CX*1), X11, X11
-	VPINSRW      $0x01, 22(AX)(CX*1), X11, X11
-	VPINSRW      $0x02, 44(AX)(CX*1), X11, X11
-	VPINSRW      $0x03, 66(AX)(CX*1), X11, X11
-	VCVTPH2PS    X11, X18
-	VMULPS       X18, X4, X18
-	VCVTDQ2PS    X21, X21
-	VMULPS       X18, X21, X21
-	VMOVDQU64    6(DX), X19
-	VPSRLW       $0x04, X19, X18
-	VINSERTI32X4 $0x01, X18, Y19, Y18
-	VPANDD       Y18, Y0, Y18
-	MOVL         2(DX), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y18, K1, Y18
-	VMOVDQU64    28(DX), X19
-	VPSRLW       $0x04, X19, X22
-	VINSERTI32X4 $0x01, X22, Y19, Y22
-	VPANDD       Y22, Y0, Y22
-	MOVL         24(DX), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y22, K1, Y22
-	VINSERTI64X4 $0x01, Y22, Z18, Z22
-	VMOVDQU64    50(DX), X19
-	VPSRLW       $0x04, X19, X18
-	VINSERTI32X4 $0x01, X18, Y19, Y18
-	VPANDD       Y18, Y0, Y18
-	MOVL         46(DX), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y18, K1, Y18
-	VMOVDQU64    72(DX), X19
-	VPSRLW       $0x04, X19, X23
-	VINSERTI32X4 $0x01, X23, Y19, Y23
-	VPANDD       Y23, Y0, Y23
-	MOVL         68(DX), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y23, K1, Y23
-	VINSERTI64X4 $0x01, Y23, Z18, Z23
-	VPXORD       Z12, Z12, Z12
-	VPDPBUSD     (SI), Z22, Z12
-	VPXORD       Z13, Z13, Z13
-	VPDPBUSD     64(SI), Z23, Z13
-	VSHUFI64X2   $0x88, Z13, Z12, Z22
-	VSHUFI64X2   $0xdd, Z13, Z12, Z23
-	VPADDD       Z23, Z22, Z22
-	VPSHUFD      $0x4e, Z22, Z23
-	VPADDD       Z23, Z22, Z22
-	VPSHUFD      $0xb1, Z22, Z23
-	VPADDD       Z23, Z22, Z22
-	VPERMD       Z22, Z2, Z22
-	VPSUBD       X5, X22, X22
-	VPXORD       X14, X14, X14
-	VPINSRW      $0x00, (DX), X14, X14
-	VPINSRW      $0x01, 22(DX), X14, X14
-	VPINSRW      $0x02, 44(DX), X14, X14
-	VPINSRW      $0x03, 66(DX), X14, X14
-	VCVTPH2PS    X14, X18
-	VMULPS       X18, X4, X18
-	VCVTDQ2PS    X22, X22
-	VMULPS       X18, X22, X22
-	VMOVDQU64    6(DX)(CX*1), X19
-	VPSRLW       $0x04, X19, X18
-	VINSERTI32X4 $0x01, X18, Y19, Y18
-	VPANDD       Y18, Y0, Y18
-	MOVL         2(DX)(CX*1), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y18, K1, Y18
-	VMOVDQU64    28(DX)(CX*1), X19
-	VPSRLW       $0x04, X19, X23
-	VINSERTI32X4 $0x01, X23, Y19, Y23
-	VPANDD       Y23, Y0, Y23
-	MOVL         24(DX)(CX*1), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y23, K1, Y23
-	VINSERTI64X4 $0x01, Y23, Z18, Z23
-	VMOVDQU64    50(DX)(CX*1), X19
-	VPSRLW       $0x04, X19, X18
-	VINSERTI32X4 $0x01, X18, Y19, Y18
-	VPANDD       Y18, Y0, Y18
-	MOVL         46(DX)(CX*1), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y18, K1, Y18
-	VMOVDQU64    72(DX)(CX*1), X19
-	VPSRLW       $0x04, X19, X24
-	VINSERTI32X4 $0x01, X24, Y19, Y24
-	VPANDD       Y24, Y0, Y24
-	MOVL         68(DX)(CX*1), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y24, K1, Y24
-	VINSERTI64X4 $0x01, Y24, Z18, Z24
-	VPXORD       Z15, Z15, Z15
-	VPDPBUSD     (SI), Z23, Z15
-	VPXORD       Z16, Z16, Z16
-	VPDPBUSD     64(SI), Z24, Z16
-	VSHUFI64X2   $0x88, Z16, Z15, Z23
-	VSHUFI64X2   $0xdd, Z16, Z15, Z24
-	VPADDD       Z24, Z23, Z23
-	VPSHUFD      $0x4e, Z23, Z24
-	VPADDD       Z24, Z23, Z23
-	VPSHUFD      $0xb1, Z23, Z24
-	VPADDD       Z24, Z23, Z23
-	VPERMD       Z23, Z2, Z23
-	VPSUBD       X5, X23, X23
-	VPXORD       X17, X17, X17
-	VPINSRW      $0x00, (DX)(CX*1), X17, X17
-	VPINSRW      $0x01, 22(DX)(CX*1), X17, X17
-	VPINSRW      $0x02, 44(DX)(CX*1), X17, X17
-	VPINSRW      $0x03, 66(DX)(CX*1), X17, X17
-	VCVTPH2PS    X17, X5
-	VMULPS       X5, X4, X4
-	VCVTDQ2PS    X23, X5
-	VMULPS       X4, X5, X5
-	VUNPCKLPS    X21, X20, X4
-	VUNPCKHPS    X21, X20, X18
-	VUNPCKLPS    X5, X22, X19
-	VUNPCKHPS    X5, X22, X5
-	VMOVLHPS     X19, X4, X20
-	VMOVHLPS     X4, X19, X4
-	VMOVLHPS     X5, X18, X19
-	VMOVHLPS     X18, X5, X5
-	VADDPS       X20, X3, X3
-	VADDPS       X4, X3, X3
-	VADDPS       X19, X3, X3
-	VADDPS       X5, X3, X3
-	ADDQ         $0x00000058, AX
-	ADDQ         $0x00000058, DX
-	ADDQ         $0x00000160, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000008, DI
-	ADDQ         $0x00000004, R8
-	DECQ         R9
-	JNZ          GgmlQ50A8R4Avx512_grp
-	MOVQ         out+88(FP), AX
-	VMOVUPS      X3, (AX)
-	MOVQ         stride+8(FP), AX
-	SHLQ         $0x02, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         out+88(FP), AX
-	ADDQ         $0x00000010, AX
-	MOVQ         AX, out+88(FP)
-	MOVQ         rows+16(FP), AX
-	SUBQ         $0x04, AX
-	MOVQ         AX, rows+16(FP)
-	JNZ          GgmlQ50A8R4Avx512_row
+	PREFETCHT1     (BX)
+	PREFETCHT1     64(BX)
+	PREFETCHT1     128(BX)
+	PREFETCHT1     192(BX)
+	PREFETCHT1     256(BX)
+	PREFETCHT1     320(BX)
+	VBROADCASTSS   (R8), X15
+	VPMOVSXWD      (DI), X16
+	VPSLLD         $0x04, X16, X16
+	VMOVDQU64      (AX), Z17
+	VMOVDQU8.Z     44(AX), K2, Z18
+	VPERMB         Z17, Z9, Z19
+	VPANDD         Z19, Z11, Z20
+	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z20
+	MOVL           2(AX), R10
+	MOVL           24(AX), R11
+	SHLQ           $0x20, R11
+	ORQ            R10, R11
+	KMOVQ          R11, K3
+	VPADDB         Z13, Z20, K3, Z20
+	VPERMB         Z18, Z9, Z19
+	VPANDD         Z19, Z11, Z21
+	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z21
+	MOVL           46(AX), R10
+	MOVL           68(AX), R11
+	SHLQ           $0x20, R11
+	ORQ            R10, R11
+	KMOVQ          R11, K3
+	VPADDB         Z13, Z21, K3, Z21
+	VMOVDQA64      Z12, Z19
+	VPERMI2B       Z18, Z17, Z19
+	VPXORD         Z1, Z1, Z1
+	VPDPBUSD       (SI), Z20, Z1
+	VPXORD         Z2, Z2, Z2
+	VPDPBUSD       64(SI), Z21, Z2
+	VSHUFI64X2     $0x88, Z2, Z1, Z17
+	VSHUFI64X2     $0xdd, Z2, Z1, Z18
+	VPADDD         Z18, Z17, Z17
+	VPSHUFD        $0x4e, Z17, Z18
+	VPADDD         Z18, Z17, Z17
+	VPSHUFD        $0xb1, Z17, Z18
+	VPADDD         Z18, Z17, Z17
+	VPERMD         Z17, Z0, Z17
+	VPSUBD         X16, X17, X17
+	VCVTPH2PS      X19, X18
+	VMULPS         X18, X15, X18
+	VCVTDQ2PS      X17, X17
+	VMULPS         X18, X17, X17
+	VMOVDQU64      (AX)(CX*1), Z18
+	VMOVDQU8.Z     44(AX)(CX*1), K2, Z19
+	VPERMB         Z18, Z9, Z20
+	VPANDD         Z20, Z11, Z21
+	VGF2P8AFFINEQB $0x00, Z10, Z20, K1, Z21
+	MOVL           2(AX)(CX*1), R10
+	MOVL           24(AX)(CX*1), R11
+	SHLQ           $0x20, R11
+	ORQ            R10, R11
+	KMOVQ          R11, K3
+	VPADDB         Z13, Z21, K3, Z21
+	VPERMB         Z19, Z9, Z20
+	VPANDD         Z20, Z11, Z22
+	VGF2P8AFFINEQB $0x00, Z10, Z20, K1, Z22
+	MOVL           46(AX)(CX*1), R10
+	MOVL           68(AX)(CX*1), R11
+	SHLQ           $0x20, R11
+	ORQ            R10, R11
+	KMOVQ          R11, K3
+	VPADDB         Z13, Z22, K3, Z22
+	VMOVDQA64      Z12, Z20
+	VPERMI2B       Z19, Z18, Z20
+	VPXORD         Z3, Z3, Z3
+	VPDPBUSD       (SI), Z21, Z3
+	VPXORD         Z4, Z4, Z4
+	VPDPBUSD       64(SI), Z22, Z4
+	VSHUFI64X2     $0x88, Z4, Z3, Z18
+	VSHUFI64X2     $0xdd, Z4, Z3, Z19
+	VPADDD         Z19, Z18, Z18
+	VPSHUFD        $0x4e, Z18, Z19
+	VPADDD         Z19, Z18, Z18
+	VPSHUFD        $0xb1, Z18, Z19
+	VPADDD         Z19, Z18, Z18
+	VPERMD         Z18, Z0, Z18
+	VPSUBD         X16, X18, X18
+	VCVTPH2PS      X20, X19
+	VMULPS         X19, X15, X19
+	VCVTDQ2PS      X18, X18
+	VMULPS         X19, X18, X18
+	VMOVDQU64      (DX), Z19
+	VMOVDQU8.Z     44(DX), K2, Z20
+	VPERMB         Z19, Z9, Z21
+	VPANDD         Z21, Z11, Z22
+	VGF2P8AFFINEQB $0x00, Z10, Z21, K1, Z22
+	MOVL           2(DX), R10
+	MOVL           24(DX), R11
+	SHLQ           $0x20, R11
+	ORQ            R10, R11
+	KMOVQ          R11, K3
+	VPADDB         Z13, Z22, K3, Z22
+	VPERMB         Z20, Z9, Z21
+	VPANDD         Z21, Z11, Z23
+	VGF2P8AFFINEQB $0x00, Z10, Z21, K1, Z23
+	MOVL           46(DX), R10
+	MOVL           68(DX), R11
+	SHLQ           $0x20, R11
+	ORQ            R10, R11
+	KMOVQ          R11, K3
+	VPADDB         Z13, Z23, K3, Z23
+	VMOVDQA64      Z12, Z21
+	VPERMI2B       Z20, Z19, Z21
+	VPXORD         Z5, Z5, Z5
+	VPDPBUSD       (SI), Z22, Z5
+	VPXORD         Z6, Z6, Z6
+	VPDPBUSD       64(SI), Z23, Z6
+	VSHUFI64X2     $0x88, Z6, Z5, Z19
+	VSHUFI64X2     $0xdd, Z6, Z5, Z20
+	VPADDD         Z20, Z19, Z19
+	VPSHUFD        $0x4e, Z19, Z20
+	VPADDD         Z20, Z19, Z19
+	VPSHUFD        $0xb1, Z19, Z20
+	VPADDD         Z20, Z19, Z19
+	VPERMD         Z19, Z0, Z19
+	VPSUBD         X16, X19, X19
+	VCVTPH2PS      X21, X20
+	VMULPS         X20, X15, X20
+	VCVTDQ2PS      X19, X19
+	VMULPS         X20, X19, X19
+	VMOVDQU64      (DX)(CX*1), Z20
+	VMOVDQU8.Z     44(DX)(CX*1), K2, Z21
+	VPERMB         Z20, Z9, Z22
+	VPANDD         Z22, Z11, Z23
+	VGF2P8AFFINEQB $0x00, Z10, Z22, K1, Z23
+	MOVL           2(DX)(CX*1), R10
+	MOVL           24(DX)(CX*1), R11
+	SHLQ           $0x20, R11
+	ORQ            R10, R11
+	KMOVQ          R11, K3
+	VPADDB         Z13, Z23, K3, Z23
+	VPERMB         Z21, Z9, Z22
+	VPANDD         Z22, Z11, Z24
+	VGF2P8AFFINEQB $0x00, Z10, Z22, K1, Z24
+	MOVL           46(DX)(CX*1), R10
+	MOVL           68(DX)(CX*1), R11
+	SHLQ           $0x20, R11
+	ORQ            R10, R11
+	KMOVQ          R11, K3
+	VPADDB         Z13, Z24, K3, Z24
+	VMOVDQA64      Z12, Z22
+	VPERMI2B       Z21, Z20, Z22
+	VPXORD         Z7, Z7, Z7
+	VPDPBUSD       (SI), Z23, Z7
+	VPXORD         Z8, Z8, Z8
+	VPDPBUSD       64(SI), Z24, Z8
+	VSHUFI64X2     $0x88, Z8, Z7, Z20
+	VSHUFI64X2     $0xdd, Z8, Z7, Z21
+	VPADDD         Z21, Z20, Z20
+	VPSHUFD        $0x4e, Z20, Z21
+	VPADDD         Z21, Z20, Z20
+	VPSHUFD        $0xb1, Z20, Z21
+	VPADDD         Z21, Z20, Z20
+	VPERMD         Z20, Z0, Z20
+	VPSUBD         X16, X20, X20
+	VCVTPH2PS      X22, X16
+	VMULPS         X16, X15, X15
+	VCVTDQ2PS      X20, X16
+	VMULPS         X15, X16, X16
+	VUNPCKLPS      X18, X17, X15
+	VUNPCKHPS      X18, X17, X17
+	VUNPCKLPS      X16, X19, X18
+	VUNPCKHPS      X16, X19, X16
+	VMOVLHPS       X18, X15, X19
+	VMOVHLPS       X15, X18, X15
+	VMOVLHPS       X16, X17, X18
+	VMOVHLPS       X17, X16, X16
+	VADDPS         X19, X14, X14
+	VADDPS         X15, X14, X14
+	VADDPS         X18, X14, X14
+	VADDPS         X16, X14, X14
+	ADDQ           $0x00000058, AX
+	ADDQ           $0x00000058, DX
+	ADDQ           $0x00000160, BX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000008, DI
+	ADDQ           $0x00000004, R8
+	DECQ           R9
+	JNZ            GgmlQ50A8R4Avx512_grp
+	MOVQ           out+88(FP), AX
+	VMOVUPS        X14, (AX)
+	MOVQ           stride+8(FP), AX
+	SHLQ           $0x02, AX
+	MOVQ           w+0(FP), CX
+	ADDQ           AX, CX
+	MOVQ           CX, w+0(FP)
+	MOVQ           out+88(FP), AX
+	ADDQ           $0x00000010, AX
+	MOVQ           AX, out+88(FP)
+	MOVQ           rows+16(FP), AX
+	SUBQ           $0x04, AX
+	MOVQ           AX, rows+16(FP)
+	JNZ            GgmlQ50A8R4Avx512_row
 	VZEROUPPER
 	RET
+
+DATA ggmlPermQ50<>+0(SB)/1, $0x06
+DATA ggmlPermQ50<>+1(SB)/1, $0x07
+DATA ggmlPermQ50<>+2(SB)/1, $0x08
+DATA ggmlPermQ50<>+3(SB)/1, $0x09
+DATA ggmlPermQ50<>+4(SB)/1, $0x0a
+DATA ggmlPermQ50<>+5(SB)/1, $0x0b
+DATA ggmlPermQ50<>+6(SB)/1, $0x0c
+DATA ggmlPermQ50<>+7(SB)/1, $0x0d
+DATA ggmlPermQ50<>+8(SB)/1, $0x0e
+DATA ggmlPermQ50<>+9(SB)/1, $0x0f
+DATA ggmlPermQ50<>+10(SB)/1, $0x10
+DATA ggmlPermQ50<>+11(SB)/1, $0x11
+DATA ggmlPermQ50<>+12(SB)/1, $0x12
+DATA ggmlPermQ50<>+13(SB)/1, $0x13
+DATA ggmlPermQ50<>+14(SB)/1, $0x14
+DATA ggmlPermQ50<>+15(SB)/1, $0x15
+DATA ggmlPermQ50<>+16(SB)/1, $0x06
+DATA ggmlPermQ50<>+17(SB)/1, $0x07
+DATA ggmlPermQ50<>+18(SB)/1, $0x08
+DATA ggmlPermQ50<>+19(SB)/1, $0x09
+DATA ggmlPermQ50<>+20(SB)/1, $0x0a
+DATA ggmlPermQ50<>+21(SB)/1, $0x0b
+DATA ggmlPermQ50<>+22(SB)/1, $0x0c
+DATA ggmlPermQ50<>+23(SB)/1, $0x0d
+DATA ggmlPermQ50<>+24(SB)/1, $0x0e
+DATA ggmlPermQ50<>+25(SB)/1, $0x0f
+DATA ggmlPermQ50<>+26(SB)/1, $0x10
+DATA ggmlPermQ50<>+27(SB)/1, $0x11
+DATA ggmlPermQ50<>+28(SB)/1, $0x12
+DATA ggmlPermQ50<>+29(SB)/1, $0x13
+DATA ggmlPermQ50<>+30(SB)/1, $0x14
+DATA ggmlPermQ50<>+31(SB)/1, $0x15
+DATA ggmlPermQ50<>+32(SB)/1, $0x1c
+DATA ggmlPermQ50<>+33(SB)/1, $0x1d
+DATA ggmlPermQ50<>+34(SB)/1, $0x1e
+DATA ggmlPermQ50<>+35(SB)/1, $0x1f
+DATA ggmlPermQ50<>+36(SB)/1, $0x20
+DATA ggmlPermQ50<>+37(SB)/1, $0x21
+DATA ggmlPermQ50<>+38(SB)/1, $0x22
+DATA ggmlPermQ50<>+39(SB)/1, $0x23
+DATA ggmlPermQ50<>+40(SB)/1, $0x24
+DATA ggmlPermQ50<>+41(SB)/1, $0x25
+DATA ggmlPermQ50<>+42(SB)/1, $0x26
+DATA ggmlPermQ50<>+43(SB)/1, $0x27
+DATA ggmlPermQ50<>+44(SB)/1, $0x28
+DATA ggmlPermQ50<>+45(SB)/1, $0x29
+DATA ggmlPermQ50<>+46(SB)/1, $0x2a
+DATA ggmlPermQ50<>+47(SB)/1, $0x2b
+DATA ggmlPermQ50<>+48(SB)/1, $0x1c
+DATA ggmlPermQ50<>+49(SB)/1, $0x1d
+DATA ggmlPermQ50<>+50(SB)/1, $0x1e
+DATA ggmlPermQ50<>+51(SB)/1, $0x1f
+DATA ggmlPermQ50<>+52(SB)/1, $0x20
+DATA ggmlPermQ50<>+53(SB)/1, $0x21
+DATA ggmlPermQ50<>+54(SB)/1, $0x22
+DATA ggmlPermQ50<>+55(SB)/1, $0x23
+DATA ggmlPermQ50<>+56(SB)/1, $0x24
+DATA ggmlPermQ50<>+57(SB)/1, $0x25
+DATA ggmlPermQ50<>+58(SB)/1, $0x26
+DATA ggmlPermQ50<>+59(SB)/1, $0x27
+DATA ggmlPermQ50<>+60(SB)/1, $0x28
+DATA ggmlPermQ50<>+61(SB)/1, $0x29
+DATA ggmlPermQ50<>+62(SB)/1, $0x2a
+DATA ggmlPermQ50<>+63(SB)/1, $0x2b
+GLOBL ggmlPermQ50<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlDMQ50<>+0(SB)/1, $0x00
+DATA ggmlDMQ50<>+1(SB)/1, $0x01
+DATA ggmlDMQ50<>+2(SB)/1, $0x16
+DATA ggmlDMQ50<>+3(SB)/1, $0x17
+DATA ggmlDMQ50<>+4(SB)/1, $0x40
+DATA ggmlDMQ50<>+5(SB)/1, $0x41
+DATA ggmlDMQ50<>+6(SB)/1, $0x56
+DATA ggmlDMQ50<>+7(SB)/1, $0x57
+DATA ggmlDMQ50<>+8(SB)/1, $0x00
+DATA ggmlDMQ50<>+9(SB)/1, $0x00
+DATA ggmlDMQ50<>+10(SB)/1, $0x00
+DATA ggmlDMQ50<>+11(SB)/1, $0x00
+DATA ggmlDMQ50<>+12(SB)/1, $0x00
+DATA ggmlDMQ50<>+13(SB)/1, $0x00
+DATA ggmlDMQ50<>+14(SB)/1, $0x00
+DATA ggmlDMQ50<>+15(SB)/1, $0x00
+DATA ggmlDMQ50<>+16(SB)/1, $0x00
+DATA ggmlDMQ50<>+17(SB)/1, $0x00
+DATA ggmlDMQ50<>+18(SB)/1, $0x00
+DATA ggmlDMQ50<>+19(SB)/1, $0x00
+DATA ggmlDMQ50<>+20(SB)/1, $0x00
+DATA ggmlDMQ50<>+21(SB)/1, $0x00
+DATA ggmlDMQ50<>+22(SB)/1, $0x00
+DATA ggmlDMQ50<>+23(SB)/1, $0x00
+DATA ggmlDMQ50<>+24(SB)/1, $0x00
+DATA ggmlDMQ50<>+25(SB)/1, $0x00
+DATA ggmlDMQ50<>+26(SB)/1, $0x00
+DATA ggmlDMQ50<>+27(SB)/1, $0x00
+DATA ggmlDMQ50<>+28(SB)/1, $0x00
+DATA ggmlDMQ50<>+29(SB)/1, $0x00
+DATA ggmlDMQ50<>+30(SB)/1, $0x00
+DATA ggmlDMQ50<>+31(SB)/1, $0x00
+DATA ggmlDMQ50<>+32(SB)/1, $0x00
+DATA ggmlDMQ50<>+33(SB)/1, $0x00
+DATA ggmlDMQ50<>+34(SB)/1, $0x00
+DATA ggmlDMQ50<>+35(SB)/1, $0x00
+DATA ggmlDMQ50<>+36(SB)/1, $0x00
+DATA ggmlDMQ50<>+37(SB)/1, $0x00
+DATA ggmlDMQ50<>+38(SB)/1, $0x00
+DATA ggmlDMQ50<>+39(SB)/1, $0x00
+DATA ggmlDMQ50<>+40(SB)/1, $0x00
+DATA ggmlDMQ50<>+41(SB)/1, $0x00
+DATA ggmlDMQ50<>+42(SB)/1, $0x00
+DATA ggmlDMQ50<>+43(SB)/1, $0x00
+DATA ggmlDMQ50<>+44(SB)/1, $0x00
+DATA ggmlDMQ50<>+45(SB)/1, $0x00
+DATA ggmlDMQ50<>+46(SB)/1, $0x00
+DATA ggmlDMQ50<>+47(SB)/1, $0x00
+DATA ggmlDMQ50<>+48(SB)/1, $0x00
+DATA ggmlDMQ50<>+49(SB)/1, $0x00
+DATA ggmlDMQ50<>+50(SB)/1, $0x00
+DATA ggmlDMQ50<>+51(SB)/1, $0x00
+DATA ggmlDMQ50<>+52(SB)/1, $0x00
+DATA ggmlDMQ50<>+53(SB)/1, $0x00
+DATA ggmlDMQ50<>+54(SB)/1, $0x00
+DATA ggmlDMQ50<>+55(SB)/1, $0x00
+DATA ggmlDMQ50<>+56(SB)/1, $0x00
+DATA ggmlDMQ50<>+57(SB)/1, $0x00
+DATA ggmlDMQ50<>+58(SB)/1, $0x00
+DATA ggmlDMQ50<>+59(SB)/1, $0x00
+DATA ggmlDMQ50<>+60(SB)/1, $0x00
+DATA ggmlDMQ50<>+61(SB)/1, $0x00
+DATA ggmlDMQ50<>+62(SB)/1, $0x00
+DATA ggmlDMQ50<>+63(SB)/1, $0x00
+GLOBL ggmlDMQ50<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ51A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
@@ -7550,17 +7809,30 @@ GgmlQ51A8Avx512_vec:
 	RET
 
 // func GgmlQ51A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VNNI, F16C, GFNI, MMX+
 TEXT ·GgmlQ51A8R4Avx512(SB), NOSPLIT, $0-104
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
 	MOVL         $0x10101010, AX
-	VPBROADCASTD AX, Z1
-	VMOVDQU64    ggmlLane0<>+0(SB), Z2
+	VPBROADCASTD AX, Z0
+	VMOVDQU64    ggmlLane0<>+0(SB), Z0
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X11
+	VPBROADCASTD X11, Z11
+	VMOVDQU64    ggmlPermQ51<>+0(SB), Z9
+	VMOVDQU64    ggmlDMQ51<>+0(SB), Z12
+	MOVQ         $0x1020408000000000, AX
+	VPBROADCASTQ AX, Z10
+	MOVQ         $0xffff0000ffff0000, AX
+	KMOVQ        AX, K1
+	MOVQ         $0x0000ffffffffffff, AX
+	KMOVQ        AX, K2
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z13
 
 GgmlQ51A8R4Avx512_row:
-	VXORPS X3, X3, X3
+	VXORPS X14, X14, X14
 	MOVQ   w+0(FP), AX
 	MOVQ   stride+8(FP), CX
 	LEAQ   (AX)(CX*2), DX
@@ -7571,299 +7843,363 @@ GgmlQ51A8R4Avx512_row:
 	MOVQ   nsb+24(FP), R9
 
 GgmlQ51A8R4Avx512_grp:
-	PREFETCHT1   (BX)
-	PREFETCHT1   64(BX)
-	PREFETCHT1   128(BX)
-	PREFETCHT1   192(BX)
-	PREFETCHT1   256(BX)
-	PREFETCHT1   320(BX)
-	VBROADCASTSS (R8), X4
-	VPMOVSXWD    (DI), X5
-	VCVTDQ2PS    X5, X5
-	VMOVDQU64    8(AX), X23
-	VPSRLW       $0x04, X23, X22
-	VINSERTI32X4 $0x01, X22, Y23, Y22
-	VPANDD       Y22, Y0, Y22
-	MOVL         4(AX), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y22, K1, Y22
-	VMOVDQU64    32(AX), X23
-	VPSRLW       $0x04, X23, X24
-	VINSERTI32X4 $0x01, X24, Y23, Y24
-	VPANDD       Y24, Y0, Y24
-	MOVL         28(AX), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y24, K1, Y24
-	VINSERTI64X4 $0x01, Y24, Z22, Z24
-	VMOVDQU64    56(AX), X23
-	VPSRLW       $0x04, X23, X22
-	VINSERTI32X4 $0x01, X22, Y23, Y22
-	VPANDD       Y22, Y0, Y22
-	MOVL         52(AX), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y22, K1, Y22
-	VMOVDQU64    80(AX), X23
-	VPSRLW       $0x04, X23, X25
-	VINSERTI32X4 $0x01, X25, Y23, Y25
-	VPANDD       Y25, Y0, Y25
-	MOVL         76(AX), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y25, K1, Y25
-	VINSERTI64X4 $0x01, Y25, Z22, Z25
-	VPXORD       Z6, Z6, Z6
-	VPDPBUSD     (SI), Z24, Z6
-	VPXORD       Z7, Z7, Z7
-	VPDPBUSD     64(SI), Z25, Z7
-	VSHUFI64X2   $0x88, Z7, Z6, Z24
-	VSHUFI64X2   $0xdd, Z7, Z6, Z25
-	VPADDD       Z25, Z24, Z24
-	VPSHUFD      $0x4e, Z24, Z25
-	VPADDD       Z25, Z24, Z24
-	VPSHUFD      $0xb1, Z24, Z25
-	VPADDD       Z25, Z24, Z24
-	VPERMD       Z24, Z2, Z24
-	VPXORD       X8, X8, X8
-	VPINSRW      $0x00, (AX), X8, X8
-	VPINSRW      $0x01, 24(AX), X8, X8
-	VPINSRW      $0x02, 48(AX), X8, X8
-	VPINSRW      $0x03, 72(AX), X8, X8
-	VCVTPH2PS    X8, X22
-	VMULPS       X22, X4, X22
-	VCVTDQ2PS    X24, X24
-	VMULPS       X22, X24, X24
-	VPXORD       X9, X9, X9
-	VPINSRW      $0x00, 2(AX), X9, X9
-	VPINSRW      $0x01, 26(AX), X9, X9
-	VPINSRW      $0x02, 50(AX), X9, X9
-	VPINSRW      $0x03, 74(AX), X9, X9
-	VCVTPH2PS    X9, X22
-	VMULPS       X22, X4, X22
-	VMULPS       X22, X5, X25
-	VMOVDQU64    8(AX)(CX*1), X23
-	VPSRLW       $0x04, X23, X22
-	VINSERTI32X4 $0x01, X22, Y23, Y22
-	VPANDD       Y22, Y0, Y22
-	MOVL         4(AX)(CX*1), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y22, K1, Y22
-	VMOVDQU64    32(AX)(CX*1), X23
-	VPSRLW       $0x04, X23, X26
-	VINSERTI32X4 $0x01, X26, Y23, Y26
-	VPANDD       Y26, Y0, Y26
-	MOVL         28(AX)(CX*1), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y26, K1, Y26
-	VINSERTI64X4 $0x01, Y26, Z22, Z26
-	VMOVDQU64    56(AX)(CX*1), X23
-	VPSRLW       $0x04, X23, X22
-	VINSERTI32X4 $0x01, X22, Y23, Y22
-	VPANDD       Y22, Y0, Y22
-	MOVL         52(AX)(CX*1), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y22, K1, Y22
-	VMOVDQU64    80(AX)(CX*1), X23
-	VPSRLW       $0x04, X23, X27
-	VINSERTI32X4 $0x01, X27, Y23, Y27
-	VPANDD       Y27, Y0, Y27
-	MOVL         76(AX)(CX*1), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y27, K1, Y27
-	VINSERTI64X4 $0x01, Y27, Z22, Z27
-	VPXORD       Z10, Z10, Z10
-	VPDPBUSD     (SI), Z26, Z10
-	VPXORD       Z11, Z11, Z11
-	VPDPBUSD     64(SI), Z27, Z11
-	VSHUFI64X2   $0x88, Z11, Z10, Z26
-	VSHUFI64X2   $0xdd, Z11, Z10, Z27
-	VPADDD       Z27, Z26, Z26
-	VPSHUFD      $0x4e, Z26, Z27
-	VPADDD       Z27, Z26, Z26
-	VPSHUFD      $0xb1, Z26, Z27
-	VPADDD       Z27, Z26, Z26
-	VPERMD       Z26, Z2, Z26
-	VPXORD       X12, X12, X12
-	VPINSRW      $0x00, (AX)(CX*1), X12, X12
-	VPINSRW      $0x01, 24(AX)(CX*1), X12, X12
-	VPINSRW      $0x02, 48(AX)(CX*1), X12, X12
-	VPINSRW      $0x03, 72(AX)(CX*1), X12, X12
-	VCVTPH2PS    X12, X22
-	VMULPS       X22, X4, X22
-	VCVTDQ2PS    X26, X26
-	VMULPS       X22, X26, X26
-	VPXORD       X13, X13, X13
-	VPINSRW      $0x00, 2(AX)(CX*1), X13, X13
-	VPINSRW      $0x01, 26(AX)(CX*1), X13, X13
-	VPINSRW      $0x02, 50(AX)(CX*1), X13, X13
-	VPINSRW      $0x03, 74(AX)(CX*1), X13, X13
-	VCVTPH2PS    X13, X22
-	VMULPS       X22, X4, X22
-	VMULPS       X22, X5, X27
-	VMOVDQU64    8(DX), X23
-	VPSRLW       $0x04, X23, X22
-	VINSERTI32X4 $0x01, X22, Y23, Y22
-	VPANDD       Y22, Y0, Y22
-	MOVL         4(DX), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y22, K1, Y22
-	VMOVDQU64    32(DX), X23
-	VPSRLW       $0x04, X23, X28
-	VINSERTI32X4 $0x01, X28, Y23, Y28
-	VPANDD       Y28, Y0, Y28
-	MOVL         28(DX), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y28, K1, Y28
-	VINSERTI64X4 $0x01, Y28, Z22, Z28
-	VMOVDQU64    56(DX), X23
-	VPSRLW       $0x04, X23, X22
-	VINSERTI32X4 $0x01, X22, Y23, Y22
-	VPANDD       Y22, Y0, Y22
-	MOVL         52(DX), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y22, K1, Y22
-	VMOVDQU64    80(DX), X23
-	VPSRLW       $0x04, X23, X29
-	VINSERTI32X4 $0x01, X29, Y23, Y29
-	VPANDD       Y29, Y0, Y29
-	MOVL         76(DX), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y29, K1, Y29
-	VINSERTI64X4 $0x01, Y29, Z22, Z29
-	VPXORD       Z14, Z14, Z14
-	VPDPBUSD     (SI), Z28, Z14
-	VPXORD       Z15, Z15, Z15
-	VPDPBUSD     64(SI), Z29, Z15
-	VSHUFI64X2   $0x88, Z15, Z14, Z28
-	VSHUFI64X2   $0xdd, Z15, Z14, Z29
-	VPADDD       Z29, Z28, Z28
-	VPSHUFD      $0x4e, Z28, Z29
-	VPADDD       Z29, Z28, Z28
-	VPSHUFD      $0xb1, Z28, Z29
-	VPADDD       Z29, Z28, Z28
-	VPERMD       Z28, Z2, Z28
-	VPXORD       X16, X16, X16
-	VPINSRW      $0x00, (DX), X16, X16
-	VPINSRW      $0x01, 24(DX), X16, X16
-	VPINSRW      $0x02, 48(DX), X16, X16
-	VPINSRW      $0x03, 72(DX), X16, X16
-	VCVTPH2PS    X16, X22
-	VMULPS       X22, X4, X22
-	VCVTDQ2PS    X28, X28
-	VMULPS       X22, X28, X28
-	VPXORD       X17, X17, X17
-	VPINSRW      $0x00, 2(DX), X17, X17
-	VPINSRW      $0x01, 26(DX), X17, X17
-	VPINSRW      $0x02, 50(DX), X17, X17
-	VPINSRW      $0x03, 74(DX), X17, X17
-	VCVTPH2PS    X17, X22
-	VMULPS       X22, X4, X22
-	VMULPS       X22, X5, X29
-	VMOVDQU64    8(DX)(CX*1), X23
-	VPSRLW       $0x04, X23, X22
-	VINSERTI32X4 $0x01, X22, Y23, Y22
-	VPANDD       Y22, Y0, Y22
-	MOVL         4(DX)(CX*1), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y22, K1, Y22
-	VMOVDQU64    32(DX)(CX*1), X23
-	VPSRLW       $0x04, X23, X30
-	VINSERTI32X4 $0x01, X30, Y23, Y30
-	VPANDD       Y30, Y0, Y30
-	MOVL         28(DX)(CX*1), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y30, K1, Y30
-	VINSERTI64X4 $0x01, Y30, Z22, Z30
-	VMOVDQU64    56(DX)(CX*1), X23
-	VPSRLW       $0x04, X23, X22
-	VINSERTI32X4 $0x01, X22, Y23, Y22
-	VPANDD       Y22, Y0, Y22
-	MOVL         52(DX)(CX*1), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y22, K1, Y22
-	VMOVDQU64    80(DX)(CX*1), X23
-	VPSRLW       $0x04, X23, X31
-	VINSERTI32X4 $0x01, X31, Y23, Y31
-	VPANDD       Y31, Y0, Y31
-	MOVL         76(DX)(CX*1), R10
-	KMOVD        R10, K1
-	VPADDB       Y1, Y31, K1, Y31
-	VINSERTI64X4 $0x01, Y31, Z22, Z31
-	VPXORD       Z18, Z18, Z18
-	VPDPBUSD     (SI), Z30, Z18
-	VPXORD       Z19, Z19, Z19
-	VPDPBUSD     64(SI), Z31, Z19
-	VSHUFI64X2   $0x88, Z19, Z18, Z30
-	VSHUFI64X2   $0xdd, Z19, Z18, Z31
-	VPADDD       Z31, Z30, Z30
-	VPSHUFD      $0x4e, Z30, Z31
-	VPADDD       Z31, Z30, Z30
-	VPSHUFD      $0xb1, Z30, Z31
-	VPADDD       Z31, Z30, Z30
-	VPERMD       Z30, Z2, Z30
-	VPXORD       X20, X20, X20
-	VPINSRW      $0x00, (DX)(CX*1), X20, X20
-	VPINSRW      $0x01, 24(DX)(CX*1), X20, X20
-	VPINSRW      $0x02, 48(DX)(CX*1), X20, X20
-	VPINSRW      $0x03, 72(DX)(CX*1), X20, X20
-	VCVTPH2PS    X20, X22
-	VMULPS       X22, X4, X22
-	VCVTDQ2PS    X30, X23
-	VMULPS       X22, X23, X23
-	VPXORD       X21, X21, X21
-	VPINSRW      $0x00, 2(DX)(CX*1), X21, X21
-	VPINSRW      $0x01, 26(DX)(CX*1), X21, X21
-	VPINSRW      $0x02, 50(DX)(CX*1), X21, X21
-	VPINSRW      $0x03, 74(DX)(CX*1), X21, X21
-	VCVTPH2PS    X21, X22
-	VMULPS       X22, X4, X4
-	VMULPS       X4, X5, X4
-	VUNPCKLPS    X26, X24, X5
-	VUNPCKHPS    X26, X24, X22
-	VUNPCKLPS    X23, X28, X24
-	VUNPCKHPS    X23, X28, X23
-	VMOVLHPS     X24, X5, X26
-	VMOVHLPS     X5, X24, X5
-	VMOVLHPS     X23, X22, X24
-	VMOVHLPS     X22, X23, X22
-	VUNPCKLPS    X27, X25, X23
-	VUNPCKHPS    X27, X25, X25
-	VUNPCKLPS    X4, X29, X27
-	VUNPCKHPS    X4, X29, X4
-	VMOVLHPS     X27, X23, X28
-	VMOVHLPS     X23, X27, X23
-	VMOVLHPS     X4, X25, X27
-	VMOVHLPS     X25, X4, X4
-	VADDPS       X26, X3, X3
-	VADDPS       X28, X3, X3
-	VADDPS       X5, X3, X3
-	VADDPS       X23, X3, X3
-	VADDPS       X24, X3, X3
-	VADDPS       X27, X3, X3
-	VADDPS       X22, X3, X3
-	VADDPS       X4, X3, X3
-	ADDQ         $0x00000060, AX
-	ADDQ         $0x00000060, DX
-	ADDQ         $0x00000180, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000008, DI
-	ADDQ         $0x00000004, R8
-	DECQ         R9
-	JNZ          GgmlQ51A8R4Avx512_grp
-	MOVQ         out+88(FP), AX
-	VMOVUPS      X3, (AX)
-	MOVQ         stride+8(FP), AX
-	SHLQ         $0x02, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         out+88(FP), AX
-	ADDQ         $0x00000010, AX
-	MOVQ         AX, out+88(FP)
-	MOVQ         rows+16(FP), AX
-	SUBQ         $0x04, AX
-	MOVQ         AX, rows+16(FP)
-	JNZ          GgmlQ51A8R4Avx512_row
+	PREFETCHT1     (BX)
+	PREFETCHT1     64(BX)
+	PREFETCHT1     128(BX)
+	PREFETCHT1     192(BX)
+	PREFETCHT1     256(BX)
+	PREFETCHT1     320(BX)
+	VBROADCASTSS   (R8), X15
+	VPMOVSXWD      (DI), X16
+	VCVTDQ2PS      X16, X16
+	VMOVDQU64      (AX), Z17
+	VMOVDQU8.Z     48(AX), K2, Z18
+	VPERMB         Z17, Z9, Z19
+	VPANDD         Z19, Z11, Z20
+	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z20
+	MOVL           4(AX), R10
+	MOVL           28(AX), R11
+	SHLQ           $0x20, R11
+	ORQ            R10, R11
+	KMOVQ          R11, K3
+	VPADDB         Z13, Z20, K3, Z20
+	VPERMB         Z18, Z9, Z19
+	VPANDD         Z19, Z11, Z21
+	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z21
+	MOVL           52(AX), R10
+	MOVL           76(AX), R11
+	SHLQ           $0x20, R11
+	ORQ            R10, R11
+	KMOVQ          R11, K3
+	VPADDB         Z13, Z21, K3, Z21
+	VMOVDQA64      Z12, Z19
+	VPERMI2B       Z18, Z17, Z19
+	VPXORD         Z1, Z1, Z1
+	VPDPBUSD       (SI), Z20, Z1
+	VPXORD         Z2, Z2, Z2
+	VPDPBUSD       64(SI), Z21, Z2
+	VSHUFI64X2     $0x88, Z2, Z1, Z17
+	VSHUFI64X2     $0xdd, Z2, Z1, Z18
+	VPADDD         Z18, Z17, Z17
+	VPSHUFD        $0x4e, Z17, Z18
+	VPADDD         Z18, Z17, Z17
+	VPSHUFD        $0xb1, Z17, Z18
+	VPADDD         Z18, Z17, Z17
+	VPERMD         Z17, Z0, Z17
+	VCVTPH2PS      X19, X18
+	VMULPS         X18, X15, X18
+	VCVTDQ2PS      X17, X17
+	VMULPS         X18, X17, X17
+	VPSRLDQ        $0x08, X19, X18
+	VCVTPH2PS      X18, X18
+	VMULPS         X18, X15, X18
+	VMULPS         X18, X16, X18
+	VMOVDQU64      (AX)(CX*1), Z19
+	VMOVDQU8.Z     48(AX)(CX*1), K2, Z20
+	VPERMB         Z19, Z9, Z21
+	VPANDD         Z21, Z11, Z22
+	VGF2P8AFFINEQB $0x00, Z10, Z21, K1, Z22
+	MOVL           4(AX)(CX*1), R10
+	MOVL           28(AX)(CX*1), R11
+	SHLQ           $0x20, R11
+	ORQ            R10, R11
+	KMOVQ          R11, K3
+	VPADDB         Z13, Z22, K3, Z22
+	VPERMB         Z20, Z9, Z21
+	VPANDD         Z21, Z11, Z23
+	VGF2P8AFFINEQB $0x00, Z10, Z21, K1, Z23
+	MOVL           52(AX)(CX*1), R10
+	MOVL           76(AX)(CX*1), R11
+	SHLQ           $0x20, R11
+	ORQ            R10, R11
+	KMOVQ          R11, K3
+	VPADDB         Z13, Z23, K3, Z23
+	VMOVDQA64      Z12, Z21
+	VPERMI2B       Z20, Z19, Z21
+	VPXORD         Z3, Z3, Z3
+	VPDPBUSD       (SI), Z22, Z3
+	VPXORD         Z4, Z4, Z4
+	VPDPBUSD       64(SI), Z23, Z4
+	VSHUFI64X2     $0x88, Z4, Z3, Z19
+	VSHUFI64X2     $0xdd, Z4, Z3, Z20
+	VPADDD         Z20, Z19, Z19
+	VPSHUFD        $0x4e, Z19, Z20
+	VPADDD         Z20, Z19, Z19
+	VPSHUFD        $0xb1, Z19, Z20
+	VPADDD         Z20, Z19, Z19
+	VPERMD         Z19, Z0, Z19
+	VCVTPH2PS      X21, X20
+	VMULPS         X20, X15, X20
+	VCVTDQ2PS      X19, X19
+	VMULPS         X20, X19, X19
+	VPSRLDQ        $0x08, X21, X20
+	VCVTPH2PS      X20, X20
+	VMULPS         X20, X15, X20
+	VMULPS         X20, X16, X20
+	VMOVDQU64      (DX), Z21
+	VMOVDQU8.Z     48(DX), K2, Z22
+	VPERMB         Z21, Z9, Z23
+	VPANDD         Z23, Z11, Z24
+	VGF2P8AFFINEQB $0x00, Z10, Z23, K1, Z24
+	MOVL           4(DX), R10
+	MOVL           28(DX), R11
+	SHLQ           $0x20, R11
+	ORQ            R10, R11
+	KMOVQ          R11, K3
+	VPADDB         Z13, Z24, K3, Z24
+	VPERMB         Z22, Z9, Z23
+	VPANDD         Z23, Z11, Z25
+	VGF2P8AFFINEQB $0x00, Z10, Z23, K1, Z25
+	MOVL           52(DX), R10
+	MOVL           76(DX), R11
+	SHLQ           $0x20, R11
+	ORQ            R10, R11
+	KMOVQ          R11, K3
+	VPADDB         Z13, Z25, K3, Z25
+	VMOVDQA64      Z12, Z23
+	VPERMI2B       Z22, Z21, Z23
+	VPXORD         Z5, Z5, Z5
+	VPDPBUSD       (SI), Z24, Z5
+	VPXORD         Z6, Z6, Z6
+	VPDPBUSD       64(SI), Z25, Z6
+	VSHUFI64X2     $0x88, Z6, Z5, Z21
+	VSHUFI64X2     $0xdd, Z6, Z5, Z22
+	VPADDD         Z22, Z21, Z21
+	VPSHUFD        $0x4e, Z21, Z22
+	VPADDD         Z22, Z21, Z21
+	VPSHUFD        $0xb1, Z21, Z22
+	VPADDD         Z22, Z21, Z21
+	VPERMD         Z21, Z0, Z21
+	VCVTPH2PS      X23, X22
+	VMULPS         X22, X15, X22
+	VCVTDQ2PS      X21, X21
+	VMULPS         X22, X21, X21
+	VPSRLDQ        $0x08, X23, X22
+	VCVTPH2PS      X22, X22
+	VMULPS         X22, X15, X22
+	VMULPS         X22, X16, X22
+	VMOVDQU64      (DX)(CX*1), Z23
+	VMOVDQU8.Z     48(DX)(CX*1), K2, Z24
+	VPERMB         Z23, Z9, Z25
+	VPANDD         Z25, Z11, Z26
+	VGF2P8AFFINEQB $0x00, Z10, Z25, K1, Z26
+	MOVL           4(DX)(CX*1), R10
+	MOVL           28(DX)(CX*1), R11
+	SHLQ           $0x20, R11
+	ORQ            R10, R11
+	KMOVQ          R11, K3
+	VPADDB         Z13, Z26, K3, Z26
+	VPERMB         Z24, Z9, Z25
+	VPANDD         Z25, Z11, Z27
+	VGF2P8AFFINEQB $0x00, Z10, Z25, K1, Z27
+	MOVL           52(DX)(CX*1), R10
+	MOVL           76(DX)(CX*1), R11
+	SHLQ           $0x20, R11
+	ORQ            R10, R11
+	KMOVQ          R11, K3
+	VPADDB         Z13, Z27, K3, Z27
+	VMOVDQA64      Z12, Z25
+	VPERMI2B       Z24, Z23, Z25
+	VPXORD         Z7, Z7, Z7
+	VPDPBUSD       (SI), Z26, Z7
+	VPXORD         Z8, Z8, Z8
+	VPDPBUSD       64(SI), Z27, Z8
+	VSHUFI64X2     $0x88, Z8, Z7, Z23
+	VSHUFI64X2     $0xdd, Z8, Z7, Z24
+	VPADDD         Z24, Z23, Z23
+	VPSHUFD        $0x4e, Z23, Z24
+	VPADDD         Z24, Z23, Z23
+	VPSHUFD        $0xb1, Z23, Z24
+	VPADDD         Z24, Z23, Z23
+	VPERMD         Z23, Z0, Z23
+	VCVTPH2PS      X25, X24
+	VMULPS         X24, X15, X24
+	VCVTDQ2PS      X23, X23
+	VMULPS         X24, X23, X23
+	VPSRLDQ        $0x08, X25, X24
+	VCVTPH2PS      X24, X24
+	VMULPS         X24, X15, X15
+	VMULPS         X15, X16, X15
+	VUNPCKLPS      X19, X17, X16
+	VUNPCKHPS      X19, X17, X17
+	VUNPCKLPS      X23, X21, X19
+	VUNPCKHPS      X23, X21, X21
+	VMOVLHPS       X19, X16, X23
+	VMOVHLPS       X16, X19, X16
+	VMOVLHPS       X21, X17, X19
+	VMOVHLPS       X17, X21, X17
+	VUNPCKLPS      X20, X18, X21
+	VUNPCKHPS      X20, X18, X18
+	VUNPCKLPS      X15, X22, X20
+	VUNPCKHPS      X15, X22, X15
+	VMOVLHPS       X20, X21, X22
+	VMOVHLPS       X21, X20, X20
+	VMOVLHPS       X15, X18, X21
+	VMOVHLPS       X18, X15, X15
+	VADDPS         X23, X14, X14
+	VADDPS         X22, X14, X14
+	VADDPS         X16, X14, X14
+	VADDPS         X20, X14, X14
+	VADDPS         X19, X14, X14
+	VADDPS         X21, X14, X14
+	VADDPS         X17, X14, X14
+	VADDPS         X15, X14, X14
+	ADDQ           $0x00000060, AX
+	ADDQ           $0x00000060, DX
+	ADDQ           $0x00000180, BX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000008, DI
+	ADDQ           $0x00000004, R8
+	DECQ           R9
+	JNZ            GgmlQ51A8R4Avx512_grp
+	MOVQ           out+88(FP), AX
+	VMOVUPS        X14, (AX)
+	MOVQ           stride+8(FP), AX
+	SHLQ           $0x02, AX
+	MOVQ           w+0(FP), CX
+	ADDQ           AX, CX
+	MOVQ           CX, w+0(FP)
+	MOVQ           out+88(FP), AX
+	ADDQ           $0x00000010, AX
+	MOVQ           AX, out+88(FP)
+	MOVQ           rows+16(FP), AX
+	SUBQ           $0x04, AX
+	MOVQ           AX, rows+16(FP)
+	JNZ            GgmlQ51A8R4Avx512_row
 	VZEROUPPER
 	RET
+
+DATA ggmlPermQ51<>+0(SB)/1, $0x08
+DATA ggmlPermQ51<>+1(SB)/1, $0x09
+DATA ggmlPermQ51<>+2(SB)/1, $0x0a
+DATA ggmlPermQ51<>+3(SB)/1, $0x0b
+DATA ggmlPermQ51<>+4(SB)/1, $0x0c
+DATA ggmlPermQ51<>+5(SB)/1, $0x0d
+DATA ggmlPermQ51<>+6(SB)/1, $0x0e
+DATA ggmlPermQ51<>+7(SB)/1, $0x0f
+DATA ggmlPermQ51<>+8(SB)/1, $0x10
+DATA ggmlPermQ51<>+9(SB)/1, $0x11
+DATA ggmlPermQ51<>+10(SB)/1, $0x12
+DATA ggmlPermQ51<>+11(SB)/1, $0x13
+DATA ggmlPermQ51<>+12(SB)/1, $0x14
+DATA ggmlPermQ51<>+13(SB)/1, $0x15
+DATA ggmlPermQ51<>+14(SB)/1, $0x16
+DATA ggmlPermQ51<>+15(SB)/1, $0x17
+DATA ggmlPermQ51<>+16(SB)/1, $0x08
+DATA ggmlPermQ51<>+17(SB)/1, $0x09
+DATA ggmlPermQ51<>+18(SB)/1, $0x0a
+DATA ggmlPermQ51<>+19(SB)/1, $0x0b
+DATA ggmlPermQ51<>+20(SB)/1, $0x0c
+DATA ggmlPermQ51<>+21(SB)/1, $0x0d
+DATA ggmlPermQ51<>+22(SB)/1, $0x0e
+DATA ggmlPermQ51<>+23(SB)/1, $0x0f
+DATA ggmlPermQ51<>+24(SB)/1, $0x10
+DATA ggmlPermQ51<>+25(SB)/1, $0x11
+DATA ggmlPermQ51<>+26(SB)/1, $0x12
+DATA ggmlPermQ51<>+27(SB)/1, $0x13
+DATA ggmlPermQ51<>+28(SB)/1, $0x14
+DATA ggmlPermQ51<>+29(SB)/1, $0x15
+DATA ggmlPermQ51<>+30(SB)/1, $0x16
+DATA ggmlPermQ51<>+31(SB)/1, $0x17
+DATA ggmlPermQ51<>+32(SB)/1, $0x20
+DATA ggmlPermQ51<>+33(SB)/1, $0x21
+DATA ggmlPermQ51<>+34(SB)/1, $0x22
+DATA ggmlPermQ51<>+35(SB)/1, $0x23
+DATA ggmlPermQ51<>+36(SB)/1, $0x24
+DATA ggmlPermQ51<>+37(SB)/1, $0x25
+DATA ggmlPermQ51<>+38(SB)/1, $0x26
+DATA ggmlPermQ51<>+39(SB)/1, $0x27
+DATA ggmlPermQ51<>+40(SB)/1, $0x28
+DATA ggmlPermQ51<>+41(SB)/1, $0x29
+DATA ggmlPermQ51<>+42(SB)/1, $0x2a
+DATA ggmlPermQ51<>+43(SB)/1, $0x2b
+DATA ggmlPermQ51<>+44(SB)/1, $0x2c
+DATA ggmlPermQ51<>+45(SB)/1, $0x2d
+DATA ggmlPermQ51<>+46(SB)/1, $0x2e
+DATA ggmlPermQ51<>+47(SB)/1, $0x2f
+DATA ggmlPermQ51<>+48(SB)/1, $0x20
+DATA ggmlPermQ51<>+49(SB)/1, $0x21
+DATA ggmlPermQ51<>+50(SB)/1, $0x22
+DATA ggmlPermQ51<>+51(SB)/1, $0x23
+DATA ggmlPermQ51<>+52(SB)/1, $0x24
+DATA ggmlPermQ51<>+53(SB)/1, $0x25
+DATA ggmlPermQ51<>+54(SB)/1, $0x26
+DATA ggmlPermQ51<>+55(SB)/1, $0x27
+DATA ggmlPermQ51<>+56(SB)/1, $0x28
+DATA ggmlPermQ51<>+57(SB)/1, $0x29
+DATA ggmlPermQ51<>+58(SB)/1, $0x2a
+DATA ggmlPermQ51<>+59(SB)/1, $0x2b
+DATA ggmlPermQ51<>+60(SB)/1, $0x2c
+DATA ggmlPermQ51<>+61(SB)/1, $0x2d
+DATA ggmlPermQ51<>+62(SB)/1, $0x2e
+DATA ggmlPermQ51<>+63(SB)/1, $0x2f
+GLOBL ggmlPermQ51<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlDMQ51<>+0(SB)/1, $0x00
+DATA ggmlDMQ51<>+1(SB)/1, $0x01
+DATA ggmlDMQ51<>+2(SB)/1, $0x18
+DATA ggmlDMQ51<>+3(SB)/1, $0x19
+DATA ggmlDMQ51<>+4(SB)/1, $0x40
+DATA ggmlDMQ51<>+5(SB)/1, $0x41
+DATA ggmlDMQ51<>+6(SB)/1, $0x58
+DATA ggmlDMQ51<>+7(SB)/1, $0x59
+DATA ggmlDMQ51<>+8(SB)/1, $0x02
+DATA ggmlDMQ51<>+9(SB)/1, $0x03
+DATA ggmlDMQ51<>+10(SB)/1, $0x1a
+DATA ggmlDMQ51<>+11(SB)/1, $0x1b
+DATA ggmlDMQ51<>+12(SB)/1, $0x42
+DATA ggmlDMQ51<>+13(SB)/1, $0x43
+DATA ggmlDMQ51<>+14(SB)/1, $0x5a
+DATA ggmlDMQ51<>+15(SB)/1, $0x5b
+DATA ggmlDMQ51<>+16(SB)/1, $0x00
+DATA ggmlDMQ51<>+17(SB)/1, $0x00
+DATA ggmlDMQ51<>+18(SB)/1, $0x00
+DATA ggmlDMQ51<>+19(SB)/1, $0x00
+DATA ggmlDMQ51<>+20(SB)/1, $0x00
+DATA ggmlDMQ51<>+21(SB)/1, $0x00
+DATA ggmlDMQ51<>+22(SB)/1, $0x00
+DATA ggmlDMQ51<>+23(SB)/1, $0x00
+DATA ggmlDMQ51<>+24(SB)/1, $0x00
+DATA ggmlDMQ51<>+25(SB)/1, $0x00
+DATA ggmlDMQ51<>+26(SB)/1, $0x00
+DATA ggmlDMQ51<>+27(SB)/1, $0x00
+DATA ggmlDMQ51<>+28(SB)/1, $0x00
+DATA ggmlDMQ51<>+29(SB)/1, $0x00
+DATA ggmlDMQ51<>+30(SB)/1, $0x00
+DATA ggmlDMQ51<>+31(SB)/1, $0x00
+DATA ggmlDMQ51<>+32(SB)/1, $0x00
+DATA ggmlDMQ51<>+33(SB)/1, $0x00
+DATA ggmlDMQ51<>+34(SB)/1, $0x00
+DATA ggmlDMQ51<>+35(SB)/1, $0x00
+DATA ggmlDMQ51<>+36(SB)/1, $0x00
+DATA ggmlDMQ51<>+37(SB)/1, $0x00
+DATA ggmlDMQ51<>+38(SB)/1, $0x00
+DATA ggmlDMQ51<>+39(SB)/1, $0x00
+DATA ggmlDMQ51<>+40(SB)/1, $0x00
+DATA ggmlDMQ51<>+41(SB)/1, $0x00
+DATA ggmlDMQ51<>+42(SB)/1, $0x00
+DATA ggmlDMQ51<>+43(SB)/1, $0x00
+DATA ggmlDMQ51<>+44(SB)/1, $0x00
+DATA ggmlDMQ51<>+45(SB)/1, $0x00
+DATA ggmlDMQ51<>+46(SB)/1, $0x00
+DATA ggmlDMQ51<>+47(SB)/1, $0x00
+DATA ggmlDMQ51<>+48(SB)/1, $0x00
+DATA ggmlDMQ51<>+49(SB)/1, $0x00
+DATA ggmlDMQ51<>+50(SB)/1, $0x00
+DATA ggmlDMQ51<>+51(SB)/1, $0x00
+DATA ggmlDMQ51<>+52(SB)/1, $0x00
+DATA ggmlDMQ51<>+53(SB)/1, $0x00
+DATA ggmlDMQ51<>+54(SB)/1, $0x00
+DATA ggmlDMQ51<>+55(SB)/1, $0x00
+DATA ggmlDMQ51<>+56(SB)/1, $0x00
+DATA ggmlDMQ51<>+57(SB)/1, $0x00
+DATA ggmlDMQ51<>+58(SB)/1, $0x00
+DATA ggmlDMQ51<>+59(SB)/1, $0x00
+DATA ggmlDMQ51<>+60(SB)/1, $0x00
+DATA ggmlDMQ51<>+61(SB)/1, $0x00
+DATA ggmlDMQ51<>+62(SB)/1, $0x00
+DATA ggmlDMQ51<>+63(SB)/1, $0x00
+GLOBL ggmlDMQ51<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ80A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
@@ -8286,16 +8622,28 @@ GgmlIQ4NLA8Avx512_vec:
 	RET
 
 // func GgmlIQ4NLA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512VNNI, F16C, GFNI, MMX+
 TEXT ·GgmlIQ4NLA8R4Avx512(SB), NOSPLIT, $0-104
 	MOVL            $0x0f0f0f0f, AX
 	VMOVD           AX, X0
 	VPBROADCASTD    X0, Y0
-	VBROADCASTI32X4 ggmlKValues128<>+0(SB), Y1
-	VMOVDQU64       ggmlLane0<>+0(SB), Z2
+	VBROADCASTI32X4 ggmlKValues128<>+0(SB), Y0
+	VMOVDQU64       ggmlLane0<>+0(SB), Z0
+	MOVL            $0x0f0f0f0f, AX
+	VMOVD           AX, X11
+	VPBROADCASTD    X11, Z11
+	VMOVDQU64       ggmlPermIQ4NL<>+0(SB), Z9
+	VMOVDQU64       ggmlDMIQ4NL<>+0(SB), Z12
+	MOVQ            $0x1020408000000000, AX
+	VPBROADCASTQ    AX, Z10
+	MOVQ            $0xffff0000ffff0000, AX
+	KMOVQ           AX, K1
+	MOVQ            $0x0000000fffffffff, AX
+	KMOVQ           AX, K2
+	VBROADCASTI32X4 ggmlKValues128<>+0(SB), Z13
 
 GgmlIQ4NLA8R4Avx512_row:
-	VXORPS X3, X3, X3
+	VXORPS X14, X14, X14
 	MOVQ   w+0(FP), AX
 	MOVQ   stride+8(FP), CX
 	LEAQ   (AX)(CX*2), DX
@@ -8306,226 +8654,298 @@ GgmlIQ4NLA8R4Avx512_row:
 	MOVQ   nsb+24(FP), R9
 
 GgmlIQ4NLA8R4Avx512_grp:
-	PREFETCHT1   (BX)
-	PREFETCHT1   64(BX)
-	PREFETCHT1   128(BX)
-	PREFETCHT1   192(BX)
-	PREFETCHT1   256(BX)
-	VBROADCASTSS (R8), X4
-	VPMOVSXWD    (DI), X5
-	VPSLLD       $0x07, X5, X5
-	VMOVDQU64    2(AX), X19
-	VPSRLW       $0x04, X19, X18
-	VINSERTI32X4 $0x01, X18, Y19, Y18
-	VPANDD       Y18, Y0, Y18
-	VPSHUFB      Y18, Y1, Y18
-	VMOVDQU64    20(AX), X19
-	VPSRLW       $0x04, X19, X20
-	VINSERTI32X4 $0x01, X20, Y19, Y20
-	VPANDD       Y20, Y0, Y20
-	VPSHUFB      Y20, Y1, Y20
-	VINSERTI64X4 $0x01, Y20, Z18, Z20
-	VMOVDQU64    38(AX), X19
-	VPSRLW       $0x04, X19, X18
-	VINSERTI32X4 $0x01, X18, Y19, Y18
-	VPANDD       Y18, Y0, Y18
-	VPSHUFB      Y18, Y1, Y18
-	VMOVDQU64    56(AX), X19
-	VPSRLW       $0x04, X19, X21
-	VINSERTI32X4 $0x01, X21, Y19, Y21
-	VPANDD       Y21, Y0, Y21
-	VPSHUFB      Y21, Y1, Y21
-	VINSERTI64X4 $0x01, Y21, Z18, Z21
-	VPXORD       Z6, Z6, Z6
-	VPDPBUSD     (SI), Z20, Z6
-	VPXORD       Z7, Z7, Z7
-	VPDPBUSD     64(SI), Z21, Z7
-	VSHUFI64X2   $0x88, Z7, Z6, Z20
-	VSHUFI64X2   $0xdd, Z7, Z6, Z21
-	VPADDD       Z21, Z20, Z20
-	VPSHUFD      $0x4e, Z20, Z21
-	VPADDD       Z21, Z20, Z20
-	VPSHUFD      $0xb1, Z20, Z21
-	VPADDD       Z21, Z20, Z20
-	VPERMD       Z20, Z2, Z20
-	VPSUBD       X5, X20, X20
-	VPXORD       X8, X8, X8
-	VPINSRW      $0x00, (AX), X8, X8
-	VPINSRW      $0x01, 18(AX), X8, X8
-	VPINSRW      $0x02, 36(AX), X8, X8
-	VPINSRW      $0x03, 54(AX), X8, X8
-	VCVTPH2PS    X8, X18
-	VMULPS       X18, X4, X18
-	VCVTDQ2PS    X20, X20
-	VMULPS       X18, X20, X20
-	VMOVDQU64    2(AX)(CX*1), X19
-	VPSRLW       $0x04, X19, X18
-	VINSERTI32X4 $0x01, X18, Y19, Y18
-	VPANDD       Y18, Y0, Y18
-	VPSHUFB      Y18, Y1, Y18
-	VMOVDQU64    20(AX)(CX*1), X19
-	VPSRLW       $0x04, X19, X21
-	VINSERTI32X4 $0x01, X21, Y19, Y21
-	VPANDD       Y21, Y0, Y21
-	VPSHUFB      Y21, Y1, Y21
-	VINSERTI64X4 $0x01, Y21, Z18, Z21
-	VMOVDQU64    38(AX)(CX*1), X19
-	VPSRLW       $0x04, X19, X18
-	VINSERTI32X4 $0x01, X18, Y19, Y18
-	VPANDD       Y18, Y0, Y18
-	VPSHUFB      Y18, Y1, Y18
-	VMOVDQU64    56(AX)(CX*1), X19
-	VPSRLW       $0x04, X19, X22
-	VINSERTI32X4 $0x01, X22, Y19, Y22
-	VPANDD       Y22, Y0, Y22
-	VPSHUFB      Y22, Y1, Y22
-	VINSERTI64X4 $0x01, Y22, Z18, Z22
-	VPXORD       Z9, Z9, Z9
-	VPDPBUSD     (SI), Z21, Z9
-	VPXORD       Z10, Z10, Z10
-	VPDPBUSD     64(SI), Z22, Z10
-	VSHUFI64X2   $0x88, Z10, Z9, Z21
-	VSHUFI64X2   $0xdd, Z10, Z9, Z22
-	VPADDD       Z22, Z21, Z21
-	VPSHUFD      $0x4e, Z21, Z22
-	VPADDD       Z22, Z21, Z21
-	VPSHUFD      $0xb1, Z21, Z22
-	VPADDD       Z22, Z21, Z21
-	VPERMD       Z21, Z2, Z21
-	VPSUBD       X5, X21, X21
-	VPXORD       X11, X11, X11
-	VPINSRW      $0x00, (AX)(CX*1), X11, X11
-	VPINSRW      $0x01, 18(AX)(CX*1), X11, X11
-	VPINSRW      $0x02, 36(AX)(CX*1), X11, X11
-	VPINSRW      $0x03, 54(AX)(CX*1), X11, X11
-	VCVTPH2PS    X11, X18
-	VMULPS       X18, X4, X18
-	VCVTDQ2PS    X21, X21
-	VMULPS       X18, X21, X21
-	VMOVDQU64    2(DX), X19
-	VPSRLW       $0x04, X19, X18
-	VINSERTI32X4 $0x01, X18, Y19, Y18
-	VPANDD       Y18, Y0, Y18
-	VPSHUFB      Y18, Y1, Y18
-	VMOVDQU64    20(DX), X19
-	VPSRLW       $0x04, X19, X22
-	VINSERTI32X4 $0x01, X22, Y19, Y22
-	VPANDD       Y22, Y0, Y22
-	VPSHUFB      Y22, Y1, Y22
-	VINSERTI64X4 $0x01, Y22, Z18, Z22
-	VMOVDQU64    38(DX), X19
-	VPSRLW       $0x04, X19, X18
-	VINSERTI32X4 $0x01, X18, Y19, Y18
-	VPANDD       Y18, Y0, Y18
-	VPSHUFB      Y18, Y1, Y18
-	VMOVDQU64    56(DX), X19
-	VPSRLW       $0x04, X19, X23
-	VINSERTI32X4 $0x01, X23, Y19, Y23
-	VPANDD       Y23, Y0, Y23
-	VPSHUFB      Y23, Y1, Y23
-	VINSERTI64X4 $0x01, Y23, Z18, Z23
-	VPXORD       Z12, Z12, Z12
-	VPDPBUSD     (SI), Z22, Z12
-	VPXORD       Z13, Z13, Z13
-	VPDPBUSD     64(SI), Z23, Z13
-	VSHUFI64X2   $0x88, Z13, Z12, Z22
-	VSHUFI64X2   $0xdd, Z13, Z12, Z23
-	VPADDD       Z23, Z22, Z22
-	VPSHUFD      $0x4e, Z22, Z23
-	VPADDD       Z23, Z22, Z22
-	VPSHUFD      $0xb1, Z22, Z23
-	VPADDD       Z23, Z22, Z22
-	VPERMD       Z22, Z2, Z22
-	VPSUBD       X5, X22, X22
-	VPXORD       X14, X14, X14
-	VPINSRW      $0x00, (DX), X14, X14
-	VPINSRW      $0x01, 18(DX), X14, X14
-	VPINSRW      $0x02, 36(DX), X14, X14
-	VPINSRW      $0x03, 54(DX), X14, X14
-	VCVTPH2PS    X14, X18
-	VMULPS       X18, X4, X18
-	VCVTDQ2PS    X22, X22
-	VMULPS       X18, X22, X22
-	VMOVDQU64    2(DX)(CX*1), X19
-	VPSRLW       $0x04, X19, X18
-	VINSERTI32X4 $0x01, X18, Y19, Y18
-	VPANDD       Y18, Y0, Y18
-	VPSHUFB      Y18, Y1, Y18
-	VMOVDQU64    20(DX)(CX*1), X19
-	VPSRLW       $0x04, X19, X23
-	VINSERTI32X4 $0x01, X23, Y19, Y23
-	VPANDD       Y23, Y0, Y23
-	VPSHUFB      Y23, Y1, Y23
-	VINSERTI64X4 $0x01, Y23, Z18, Z23
-	VMOVDQU64    38(DX)(CX*1), X19
-	VPSRLW       $0x04, X19, X18
-	VINSERTI32X4 $0x01, X18, Y19, Y18
-	VPANDD       Y18, Y0, Y18
-	VPSHUFB      Y18, Y1, Y18
-	VMOVDQU64    56(DX)(CX*1), X19
-	VPSRLW       $0x04, X19, X24
-	VINSERTI32X4 $0x01, X24, Y19, Y24
-	VPANDD       Y24, Y0, Y24
-	VPSHUFB      Y24, Y1, Y24
-	VINSERTI64X4 $0x01, Y24, Z18, Z24
-	VPXORD       Z15, Z15, Z15
-	VPDPBUSD     (SI), Z23, Z15
-	VPXORD       Z16, Z16, Z16
-	VPDPBUSD     64(SI), Z24, Z16
-	VSHUFI64X2   $0x88, Z16, Z15, Z23
-	VSHUFI64X2   $0xdd, Z16, Z15, Z24
-	VPADDD       Z24, Z23, Z23
-	VPSHUFD      $0x4e, Z23, Z24
-	VPADDD       Z24, Z23, Z23
-	VPSHUFD      $0xb1, Z23, Z24
-	VPADDD       Z24, Z23, Z23
-	VPERMD       Z23, Z2, Z23
-	VPSUBD       X5, X23, X23
-	VPXORD       X17, X17, X17
-	VPINSRW      $0x00, (DX)(CX*1), X17, X17
-	VPINSRW      $0x01, 18(DX)(CX*1), X17, X17
-	VPINSRW      $0x02, 36(DX)(CX*1), X17, X17
-	VPINSRW      $0x03, 54(DX)(CX*1), X17, X17
-	VCVTPH2PS    X17, X5
-	VMULPS       X5, X4, X4
-	VCVTDQ2PS    X23, X5
-	VMULPS       X4, X5, X5
-	VUNPCKLPS    X21, X20, X4
-	VUNPCKHPS    X21, X20, X18
-	VUNPCKLPS    X5, X22, X19
-	VUNPCKHPS    X5, X22, X5
-	VMOVLHPS     X19, X4, X20
-	VMOVHLPS     X4, X19, X4
-	VMOVLHPS     X5, X18, X19
-	VMOVHLPS     X18, X5, X5
-	VADDPS       X20, X3, X3
-	VADDPS       X4, X3, X3
-	VADDPS       X19, X3, X3
-	VADDPS       X5, X3, X3
-	ADDQ         $0x00000048, AX
-	ADDQ         $0x00000048, DX
-	ADDQ         $0x00000120, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000008, DI
-	ADDQ         $0x00000004, R8
-	DECQ         R9
-	JNZ          GgmlIQ4NLA8R4Avx512_grp
-	MOVQ         out+88(FP), AX
-	VMOVUPS      X3, (AX)
-	MOVQ         stride+8(FP), AX
-	SHLQ         $0x02, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         out+88(FP), AX
-	ADDQ         $0x00000010, AX
-	MOVQ         AX, out+88(FP)
-	MOVQ         rows+16(FP), AX
-	SUBQ         $0x04, AX
-	MOVQ         AX, rows+16(FP)
-	JNZ          GgmlIQ4NLA8R4Avx512_row
+	PREFETCHT1     (BX)
+	PREFETCHT1     64(BX)
+	PREFETCHT1     128(BX)
+	PREFETCHT1     192(BX)
+	PREFETCHT1     256(BX)
+	VBROADCASTSS   (R8), X15
+	VPMOVSXWD      (DI), X16
+	VPSLLD         $0x07, X16, X16
+	VMOVDQU64      (AX), Z17
+	VMOVDQU8.Z     36(AX), K2, Z18
+	VPERMB         Z17, Z9, Z19
+	VPANDD         Z19, Z11, Z20
+	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z20
+	VPSHUFB        Z20, Z13, Z20
+	VPERMB         Z18, Z9, Z19
+	VPANDD         Z19, Z11, Z21
+	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z21
+	VPSHUFB        Z21, Z13, Z21
+	VMOVDQA64      Z12, Z19
+	VPERMI2B       Z18, Z17, Z19
+	VPXORD         Z1, Z1, Z1
+	VPDPBUSD       (SI), Z20, Z1
+	VPXORD         Z2, Z2, Z2
+	VPDPBUSD       64(SI), Z21, Z2
+	VSHUFI64X2     $0x88, Z2, Z1, Z17
+	VSHUFI64X2     $0xdd, Z2, Z1, Z18
+	VPADDD         Z18, Z17, Z17
+	VPSHUFD        $0x4e, Z17, Z18
+	VPADDD         Z18, Z17, Z17
+	VPSHUFD        $0xb1, Z17, Z18
+	VPADDD         Z18, Z17, Z17
+	VPERMD         Z17, Z0, Z17
+	VPSUBD         X16, X17, X17
+	VCVTPH2PS      X19, X18
+	VMULPS         X18, X15, X18
+	VCVTDQ2PS      X17, X17
+	VMULPS         X18, X17, X17
+	VMOVDQU64      (AX)(CX*1), Z18
+	VMOVDQU8.Z     36(AX)(CX*1), K2, Z19
+	VPERMB         Z18, Z9, Z20
+	VPANDD         Z20, Z11, Z21
+	VGF2P8AFFINEQB $0x00, Z10, Z20, K1, Z21
+	VPSHUFB        Z21, Z13, Z21
+	VPERMB         Z19, Z9, Z20
+	VPANDD         Z20, Z11, Z22
+	VGF2P8AFFINEQB $0x00, Z10, Z20, K1, Z22
+	VPSHUFB        Z22, Z13, Z22
+	VMOVDQA64      Z12, Z20
+	VPERMI2B       Z19, Z18, Z20
+	VPXORD         Z3, Z3, Z3
+	VPDPBUSD       (SI), Z21, Z3
+	VPXORD         Z4, Z4, Z4
+	VPDPBUSD       64(SI), Z22, Z4
+	VSHUFI64X2     $0x88, Z4, Z3, Z18
+	VSHUFI64X2     $0xdd, Z4, Z3, Z19
+	VPADDD         Z19, Z18, Z18
+	VPSHUFD        $0x4e, Z18, Z19
+	VPADDD         Z19, Z18, Z18
+	VPSHUFD        $0xb1, Z18, Z19
+	VPADDD         Z19, Z18, Z18
+	VPERMD         Z18, Z0, Z18
+	VPSUBD         X16, X18, X18
+	VCVTPH2PS      X20, X19
+	VMULPS         X19, X15, X19
+	VCVTDQ2PS      X18, X18
+	VMULPS         X19, X18, X18
+	VMOVDQU64      (DX), Z19
+	VMOVDQU8.Z     36(DX), K2, Z20
+	VPERMB         Z19, Z9, Z21
+	VPANDD         Z21, Z11, Z22
+	VGF2P8AFFINEQB $0x00, Z10, Z21, K1, Z22
+	VPSHUFB        Z22, Z13, Z22
+	VPERMB         Z20, Z9, Z21
+	VPANDD         Z21, Z11, Z23
+	VGF2P8AFFINEQB $0x00, Z10, Z21, K1, Z23
+	VPSHUFB        Z23, Z13, Z23
+	VMOVDQA64      Z12, Z21
+	VPERMI2B       Z20, Z19, Z21
+	VPXORD         Z5, Z5, Z5
+	VPDPBUSD       (SI), Z22, Z5
+	VPXORD         Z6, Z6, Z6
+	VPDPBUSD       64(SI), Z23, Z6
+	VSHUFI64X2     $0x88, Z6, Z5, Z19
+	VSHUFI64X2     $0xdd, Z6, Z5, Z20
+	VPADDD         Z20, Z19, Z19
+	VPSHUFD        $0x4e, Z19, Z20
+	VPADDD         Z20, Z19, Z19
+	VPSHUFD        $0xb1, Z19, Z20
+	VPADDD         Z20, Z19, Z19
+	VPERMD         Z19, Z0, Z19
+	VPSUBD         X16, X19, X19
+	VCVTPH2PS      X21, X20
+	VMULPS         X20, X15, X20
+	VCVTDQ2PS      X19, X19
+	VMULPS         X20, X19, X19
+	VMOVDQU64      (DX)(CX*1), Z20
+	VMOVDQU8.Z     36(DX)(CX*1), K2, Z21
+	VPERMB         Z20, Z9, Z22
+	VPANDD         Z22, Z11, Z23
+	VGF2P8AFFINEQB $0x00, Z10, Z22, K1, Z23
+	VPSHUFB        Z23, Z13, Z23
+	VPERMB         Z21, Z9, Z22
+	VPANDD         Z22, Z11, Z24
+	VGF2P8AFFINEQB $0x00, Z10, Z22, K1, Z24
+	VPSHUFB        Z24, Z13, Z24
+	VMOVDQA64      Z12, Z22
+	VPERMI2B       Z21, Z20, Z22
+	VPXORD         Z7, Z7, Z7
+	VPDPBUSD       (SI), Z23, Z7
+	VPXORD         Z8, Z8, Z8
+	VPDPBUSD       64(SI), Z24, Z8
+	VSHUFI64X2     $0x88, Z8, Z7, Z20
+	VSHUFI64X2     $0xdd, Z8, Z7, Z21
+	VPADDD         Z21, Z20, Z20
+	VPSHUFD        $0x4e, Z20, Z21
+	VPADDD         Z21, Z20, Z20
+	VPSHUFD        $0xb1, Z20, Z21
+	VPADDD         Z21, Z20, Z20
+	VPERMD         Z20, Z0, Z20
+	VPSUBD         X16, X20, X20
+	VCVTPH2PS      X22, X16
+	VMULPS         X16, X15, X15
+	VCVTDQ2PS      X20, X16
+	VMULPS         X15, X16, X16
+	VUNPCKLPS      X18, X17, X15
+	VUNPCKHPS      X18, X17, X17
+	VUNPCKLPS      X16, X19, X18
+	VUNPCKHPS      X16, X19, X16
+	VMOVLHPS       X18, X15, X19
+	VMOVHLPS       X15, X18, X15
+	VMOVLHPS       X16, X17, X18
+	VMOVHLPS       X17, X16, X16
+	VADDPS         X19, X14, X14
+	VADDPS         X15, X14, X14
+	VADDPS         X18, X14, X14
+	VADDPS         X16, X14, X14
+	ADDQ           $0x00000048, AX
+	ADDQ           $0x00000048, DX
+	ADDQ           $0x00000120, BX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000008, DI
+	ADDQ           $0x00000004, R8
+	DECQ           R9
+	JNZ            GgmlIQ4NLA8R4Avx512_grp
+	MOVQ           out+88(FP), AX
+	VMOVUPS        X14, (AX)
+	MOVQ           stride+8(FP), AX
+	SHLQ           $0x02, AX
+	MOVQ           w+0(FP), CX
+	ADDQ           AX, CX
+	MOVQ           CX, w+0(FP)
+	MOVQ           out+88(FP), AX
+	ADDQ           $0x00000010, AX
+	MOVQ           AX, out+88(FP)
+	MOVQ           rows+16(FP), AX
+	SUBQ           $0x04, AX
+	MOVQ           AX, rows+16(FP)
+	JNZ            GgmlIQ4NLA8R4Avx512_row
 	VZEROUPPER
 	RET
+
+DATA ggmlPermIQ4NL<>+0(SB)/1, $0x02
+DATA ggmlPermIQ4NL<>+1(SB)/1, $0x03
+DATA ggmlPermIQ4NL<>+2(SB)/1, $0x04
+DATA ggmlPermIQ4NL<>+3(SB)/1, $0x05
+DATA ggmlPermIQ4NL<>+4(SB)/1, $0x06
+DATA ggmlPermIQ4NL<>+5(SB)/1, $0x07
+DATA ggmlPermIQ4NL<>+6(SB)/1, $0x08
+DATA ggmlPermIQ4NL<>+7(SB)/1, $0x09
+DATA ggmlPermIQ4NL<>+8(SB)/1, $0x0a
+DATA ggmlPermIQ4NL<>+9(SB)/1, $0x0b
+DATA ggmlPermIQ4NL<>+10(SB)/1, $0x0c
+DATA ggmlPermIQ4NL<>+11(SB)/1, $0x0d
+DATA ggmlPermIQ4NL<>+12(SB)/1, $0x0e
+DATA ggmlPermIQ4NL<>+13(SB)/1, $0x0f
+DATA ggmlPermIQ4NL<>+14(SB)/1, $0x10
+DATA ggmlPermIQ4NL<>+15(SB)/1, $0x11
+DATA ggmlPermIQ4NL<>+16(SB)/1, $0x02
+DATA ggmlPermIQ4NL<>+17(SB)/1, $0x03
+DATA ggmlPermIQ4NL<>+18(SB)/1, $0x04
+DATA ggmlPermIQ4NL<>+19(SB)/1, $0x05
+DATA ggmlPermIQ4NL<>+20(SB)/1, $0x06
+DATA ggmlPermIQ4NL<>+21(SB)/1, $0x07
+DATA ggmlPermIQ4NL<>+22(SB)/1, $0x08
+DATA ggmlPermIQ4NL<>+23(SB)/1, $0x09
+DATA ggmlPermIQ4NL<>+24(SB)/1, $0x0a
+DATA ggmlPermIQ4NL<>+25(SB)/1, $0x0b
+DATA ggmlPermIQ4NL<>+26(SB)/1, $0x0c
+DATA ggmlPermIQ4NL<>+27(SB)/1, $0x0d
+DATA ggmlPermIQ4NL<>+28(SB)/1, $0x0e
+DATA ggmlPermIQ4NL<>+29(SB)/1, $0x0f
+DATA ggmlPermIQ4NL<>+30(SB)/1, $0x10
+DATA ggmlPermIQ4NL<>+31(SB)/1, $0x11
+DATA ggmlPermIQ4NL<>+32(SB)/1, $0x14
+DATA ggmlPermIQ4NL<>+33(SB)/1, $0x15
+DATA ggmlPermIQ4NL<>+34(SB)/1, $0x16
+DATA ggmlPermIQ4NL<>+35(SB)/1, $0x17
+DATA ggmlPermIQ4NL<>+36(SB)/1, $0x18
+DATA ggmlPermIQ4NL<>+37(SB)/1, $0x19
+DATA ggmlPermIQ4NL<>+38(SB)/1, $0x1a
+DATA ggmlPermIQ4NL<>+39(SB)/1, $0x1b
+DATA ggmlPermIQ4NL<>+40(SB)/1, $0x1c
+DATA ggmlPermIQ4NL<>+41(SB)/1, $0x1d
+DATA ggmlPermIQ4NL<>+42(SB)/1, $0x1e
+DATA ggmlPermIQ4NL<>+43(SB)/1, $0x1f
+DATA ggmlPermIQ4NL<>+44(SB)/1, $0x20
+DATA ggmlPermIQ4NL<>+45(SB)/1, $0x21
+DATA ggmlPermIQ4NL<>+46(SB)/1, $0x22
+DATA ggmlPermIQ4NL<>+47(SB)/1, $0x23
+DATA ggmlPermIQ4NL<>+48(SB)/1, $0x14
+DATA ggmlPermIQ4NL<>+49(SB)/1, $0x15
+DATA ggmlPermIQ4NL<>+50(SB)/1, $0x16
+DATA ggmlPermIQ4NL<>+51(SB)/1, $0x17
+DATA ggmlPermIQ4NL<>+52(SB)/1, $0x18
+DATA ggmlPermIQ4NL<>+53(SB)/1, $0x19
+DATA ggmlPermIQ4NL<>+54(SB)/1, $0x1a
+DATA ggmlPermIQ4NL<>+55(SB)/1, $0x1b
+DATA ggmlPermIQ4NL<>+56(SB)/1, $0x1c
+DATA ggmlPermIQ4NL<>+57(SB)/1, $0x1d
+DATA ggmlPermIQ4NL<>+58(SB)/1, $0x1e
+DATA ggmlPermIQ4NL<>+59(SB)/1, $0x1f
+DATA ggmlPermIQ4NL<>+60(SB)/1, $0x20
+DATA ggmlPermIQ4NL<>+61(SB)/1, $0x21
+DATA ggmlPermIQ4NL<>+62(SB)/1, $0x22
+DATA ggmlPermIQ4NL<>+63(SB)/1, $0x23
+GLOBL ggmlPermIQ4NL<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlDMIQ4NL<>+0(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+1(SB)/1, $0x01
+DATA ggmlDMIQ4NL<>+2(SB)/1, $0x12
+DATA ggmlDMIQ4NL<>+3(SB)/1, $0x13
+DATA ggmlDMIQ4NL<>+4(SB)/1, $0x40
+DATA ggmlDMIQ4NL<>+5(SB)/1, $0x41
+DATA ggmlDMIQ4NL<>+6(SB)/1, $0x52
+DATA ggmlDMIQ4NL<>+7(SB)/1, $0x53
+DATA ggmlDMIQ4NL<>+8(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+9(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+10(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+11(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+12(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+13(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+14(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+15(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+16(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+17(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+18(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+19(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+20(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+21(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+22(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+23(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+24(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+25(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+26(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+27(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+28(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+29(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+30(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+31(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+32(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+33(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+34(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+35(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+36(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+37(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+38(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+39(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+40(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+41(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+42(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+43(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+44(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+45(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+46(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+47(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+48(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+49(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+50(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+51(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+52(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+53(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+54(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+55(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+56(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+57(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+58(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+59(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+60(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+61(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+62(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+63(SB)/1, $0x00
+GLOBL ggmlDMIQ4NL<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ2KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, AVX512VL

@@ -51,6 +51,13 @@ var ggmlA8R4Funcs = map[ggml.Type]ggmlA8Func{
 	ggml.IQ4_NL: asm.GgmlIQ4NLA8R4Avx512,
 }
 
+// ggmlR4VBMI are the four-row kernels that unpack their codes with VBMI
+// and GFNI (the 4-bit block types): without those features the
+// row-at-a-time kernel runs their rows.
+var ggmlR4VBMI = map[ggml.Type]bool{ggml.Q4_0: true, ggml.Q4_1: true, ggml.Q5_0: true, ggml.Q5_1: true, ggml.IQ4_NL: true}
+
+var ggmlR4VBMIRequires = []string{"AVX512VBMI", "GFNI"}
+
 type ggmlA8M16Func func(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
 // ggmlA8M16Funcs are the batch kernels (the vectors in the lanes of the
@@ -176,6 +183,9 @@ func init() {
 			}
 			if isa != AVX512VNNI || !hasAll(ggmlA8Requires) {
 				return nil
+			}
+			if ggmlR4VBMI[t] && !hasAll(ggmlR4VBMIRequires) {
+				r4 = nil
 			}
 			return &ggmlKernel{isa: isa, prep: ggmlPrep, f32: ggmlF32Runner(f32), a8: func(mx *GGMLMatrix, c *ggmlCall, r0, r1 int) {
 				m := mx.m

@@ -866,6 +866,83 @@ func ggmlBlockCodes(c ggmlSmall, wp GPVirtual, nib, kv, flip, sixteen VecVirtual
 	return ggmlBlockCodesAt(c, Mem{Base: wp}, nib, kv, flip, sixteen)
 }
 
+// ggmlVBMI holds the constants of the VBMI code unpacking of the 4-bit
+// block types (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL) in the four-row kernels.
+type ggmlVBMI struct {
+	perm, gf, nib, kv, sixteen, dm VecVirtual
+	hi, tail                       Register // k masks: the high-nibble lanes; the second load's bytes
+}
+
+// newGGMLVBMI loads the constants: perm puts each block's 16 code bytes
+// in two adjacent 128-bit lanes (block b of a pair in lanes 2b, 2b+1),
+// gf shifts a byte right by 4 (GF2P8AFFINEQB), dm gathers the four
+// blocks' d (bytes 0..7) and m (8..15) from the two loads of a group.
+func newGGMLVBMI(c ggmlSmall) *ggmlVBMI {
+	v := &ggmlVBMI{perm: ZMM(), gf: ZMM(), nib: nibbleMask(ZMM()), dm: ZMM()}
+	VMOVDQU64(rodata("ggmlPerm"+c.t, 64, 1, func(p int) uint64 { return uint64((p/32)*c.bytes + c.qs + p%16) }), v.perm)
+	VMOVDQU64(rodata("ggmlDM"+c.t, 64, 1, func(p int) uint64 {
+		if p >= 16 || (p >= 8 && !c.m) {
+			return 0
+		}
+		b, off := (p%8)/2, p%2+2*(p/8) // block, byte of d (m: +2)
+		return uint64(64*(b/2) + (b%2)*c.bytes + off)
+	}), v.dm)
+	t := GP64()
+	MOVQ(U64(0x1020408000000000), t)
+	VPBROADCASTQ(t, v.gf)
+	v.hi, v.tail = K(), K()
+	MOVQ(U64(0xffff0000ffff0000), t)
+	KMOVQ(t, v.hi)
+	MOVQ(U64(1<<(2*c.bytes)-1), t)
+	KMOVQ(t, v.tail)
+	if c.kv {
+		v.kv = ZMM()
+		VBROADCASTI32X4(rodata("ggmlKValues128", 16, 1, func(i int) uint64 {
+			return uint64(int([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]) + 128)
+		}), v.kv)
+	}
+	if c.qh != 0 {
+		v.sixteen = fvec{avx512: true}.broadcast(0x10101010)
+	}
+	return v
+}
+
+// codes unpacks the group of four blocks at base as ggmlBlockCodesAt
+// does (two ZMM of two blocks each, column order) from two loads: 64
+// bytes, and the last two blocks (2*bytes, masked: nothing past the
+// group is read); VPERMB spreads each pair's code bytes, VPANDD keeps the
+// low nibbles and a masked GF2P8AFFINEQB puts the high ones in the odd
+// lanes. dm holds the blocks' d (and m) as binary16 in bytes 0..7 (8..15).
+func (v *ggmlVBMI) codes(c ggmlSmall, base Mem) (z [2]VecVirtual, dm VecVirtual) {
+	a, a2 := ZMM(), ZMM()
+	VMOVDQU64(base, a)
+	VMOVDQU8_Z(base.Offset(2*c.bytes), v.tail, a2)
+	for i, src := range []VecVirtual{a, a2} {
+		t := ZMM()
+		VPERMB(src, v.perm, t)
+		z[i] = ZMM()
+		VPANDD(t, v.nib, z[i])
+		VGF2P8AFFINEQB(U8(0), v.gf, t, v.hi, z[i])
+		if c.kv {
+			VPSHUFB(z[i], v.kv, z[i])
+		}
+		if c.qh != 0 {
+			lo, hi := GP64(), GP64()
+			MOVL(base.Offset(2*i*c.bytes+c.qh), lo.As32())
+			MOVL(base.Offset((2*i+1)*c.bytes+c.qh), hi.As32())
+			SHLQ(U8(32), hi)
+			ORQ(lo, hi)
+			k := K()
+			KMOVQ(hi, k)
+			VPADDB(v.sixteen, z[i], k, z[i])
+		}
+	}
+	dm = ZMM()
+	VMOVDQA64(v.dm, dm)
+	VPERMI2B(a2, a, dm)
+	return z, dm
+}
+
 // ggmlBlockCodesAt is ggmlBlockCodes for the row at base.
 func ggmlBlockCodesAt(c ggmlSmall, base Mem, nib, kv, flip, sixteen VecVirtual) (z [2]VecVirtual) {
 	for i := 0; i < 2; i++ {
@@ -1388,6 +1465,10 @@ func ggmlBlockA8R4(c ggmlSmall) {
 	}
 	lane0 := ZMM()
 	VMOVDQU64(rodata("ggmlLane0", 16, 4, func(i int) uint64 { return uint64(4 * (i % 4)) }), lane0)
+	var vb *ggmlVBMI
+	if c.nib {
+		vb = newGGMLVBMI(c)
+	}
 	transpose := func(f [4]VecVirtual) [4]VecVirtual {
 		t0, t1, t2, t3 := XMM(), XMM(), XMM(), XMM()
 		VUNPCKLPS(f[1], f[0], t0) // [f0[0] f1[0] f0[1] f1[1]]
@@ -1436,7 +1517,13 @@ func ggmlBlockA8R4(c ggmlSmall) {
 			}
 			var f, u [4]VecVirtual
 			for i, rm := range rows {
-				z := ggmlBlockCodesAt(c, rm, nib, kv, flip, sixteen)
+				var z [2]VecVirtual
+				var dm VecVirtual // VBMI: d (and m) of the four blocks as binary16, bytes 0..7 (8..15)
+				if vb != nil {
+					z, dm = vb.codes(c, rm)
+				} else {
+					z = ggmlBlockCodesAt(c, rm, nib, kv, flip, sixteen)
+				}
 				var acc [2]VecVirtual
 				for h := 0; h < 2; h++ {
 					acc[h] = ZMM()
@@ -1456,10 +1543,16 @@ func ggmlBlockA8R4(c ggmlSmall) {
 				if c.shift > 0 {
 					VPSUBD(off, s4.AsX(), s4.AsX())
 				}
-				dh := XMM()
-				VPXORD(dh, dh, dh)
-				for b := 0; b < 4; b++ {
-					VPINSRW(U8(b), rm.Offset(b*c.bytes), dh, dh)
+				var dh Op
+				if dm != nil {
+					dh = dm.AsX()
+				} else {
+					x := XMM()
+					VPXORD(x, x, x)
+					for b := 0; b < 4; b++ {
+						VPINSRW(U8(b), rm.Offset(b*c.bytes), x, x)
+					}
+					dh = x
 				}
 				d4, coef := XMM(), XMM()
 				VCVTPH2PS(dh, d4)
@@ -1469,9 +1562,13 @@ func ggmlBlockA8R4(c ggmlSmall) {
 				VMULPS(coef, f[i], f[i])
 				if c.m {
 					mh := XMM()
-					VPXORD(mh, mh, mh)
-					for b := 0; b < 4; b++ {
-						VPINSRW(U8(b), rm.Offset(b*c.bytes+2), mh, mh)
+					if dm != nil {
+						VPSRLDQ(U8(8), dm.AsX(), mh)
+					} else {
+						VPXORD(mh, mh, mh)
+						for b := 0; b < 4; b++ {
+							VPINSRW(U8(b), rm.Offset(b*c.bytes+2), mh, mh)
+						}
 					}
 					m4, cm := XMM(), XMM()
 					VCVTPH2PS(mh, m4)
