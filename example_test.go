@@ -85,7 +85,7 @@ func ExampleMatrix_Mul_batch() {
 // Bad input is an error, never a panic.
 func ExampleMatrix_Mul_errors() {
 	m, _ := qgemv.Quantize(make([]float32, 4*128), 4, 128, layout.MinMax)
-	eng, _ := qgemv.Open()
+	eng, _ := qgemv.Open(qgemv.WithBackend("cpu"))
 	mat, _ := eng.Load(m)
 	fmt.Println(mat.Mul(make([]float32, 4), make([]float32, 100), 1, qgemv.A32))
 	eng.Close()

@@ -214,6 +214,9 @@ func Open(opts ...Option) (*Engine, error) {
 	for _, f := range opts {
 		f(&o)
 	}
+	if o.threads < 0 { // every backend's CPU work uses it: checked before choosing one
+		return nil, fmt.Errorf("qgemv: open: %d threads: want 0 (one per core) or more", o.threads)
+	}
 	be, r, err := dispatch.Open(dispatch.Options{Backend: o.backend, Threads: o.threads, HugePages: o.hugePages})
 	if err != nil {
 		return nil, fmt.Errorf("qgemv: open: %w", err)

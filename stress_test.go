@@ -339,7 +339,7 @@ func TestEngineCloseStopsWorkers(t *testing.T) {
 	before := runtime.NumGoroutine()
 	var engs []*qgemv.Engine
 	for i := 0; i < 3; i++ {
-		eng, err := qgemv.Open(qgemv.WithThreads(4))
+		eng, err := qgemv.Open(qgemv.WithBackend("cpu"), qgemv.WithThreads(4)) // the CPU backend's workers
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -142,8 +142,12 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, f := range ggmlA8Funcs {
 		check("ggml", funcName(f), ggmlA8Requires)
 	}
-	for _, f := range ggmlA8R4Funcs {
-		check("ggml four rows", funcName(f), ggmlA8Requires)
+	for t, f := range ggmlA8R4Funcs {
+		gate := ggmlA8Requires
+		if ggmlR4VBMI[t] {
+			gate = append(slices.Clone(gate), ggmlR4VBMIRequires...)
+		}
+		check("ggml four rows", funcName(f), gate)
 	}
 	for _, f := range ggmlA8M16Funcs {
 		check("ggml batch", funcName(f), ggmlA8Requires)
