@@ -247,6 +247,7 @@ func (f *family) prepA32(c *call, g0, g1 int) {
 func putF32(b []byte, v float32) { *(*float32)(unsafe.Pointer(&b[0])) = v }
 func putI32(b []byte, v int32)   { *(*int32)(unsafe.Pointer(&b[0])) = v }
 func putU16(b []byte, v uint16)  { *(*uint16)(unsafe.Pointer(&b[0])) = v }
+func getU16(b []byte) uint16     { return *(*uint16)(unsafe.Pointer(&b[0])) }
 
 // tilePool holds the kernels' output tiles (one call's results before the
 // scatter); a local array would escape through the kernel's function value.

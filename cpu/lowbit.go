@@ -33,6 +33,10 @@ type LowMatrix struct {
 	code   *ans.Bits // entropy-coded words (bits is its header), or nil
 	// ansKern is code's SIMD decoder, or nil (the generic one).
 	ansKern *ansBitsDecoder
+	// restore, if set, rebuilds bits' metadata that dropMeta released
+	// (run once, by metaOnce, before the first float multiply).
+	restore  func()
+	metaOnce sync.Once
 }
 
 // hugeWords copies words into huge-page memory (HugePages backends).
@@ -79,8 +83,10 @@ func (b *Backend) LoadBits(m *layout.Bits) (*LowMatrix, error) {
 		c.Words, blk = hugeWords(m.Words)
 	}
 	m = &c
-	return &LowMatrix{block: blk, b: b, bits: m, rows: m.Rows, cols: m.Cols, pcols: m.PCols, g: m.G, groups: m.Groups(),
-		simd: newBitsSIMD(b, m), a32: newBitsA32(b, m), intErr: m.IntegerZeros()}, nil
+	mx := &LowMatrix{block: blk, b: b, bits: m, rows: m.Rows, cols: m.Cols, pcols: m.PCols, g: m.G, groups: m.Groups(),
+		simd: newBitsSIMD(b, m), a32: newBitsA32(b, m), intErr: m.IntegerZeros()}
+	mx.dropMeta()
+	return mx, nil
 }
 
 // LoadSparse12 validates m and binds it to the backend (used in place, or
@@ -419,6 +425,9 @@ func (mx *LowMatrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 // sums over the kept columns.
 func (c *lowCall) mulF32() error {
 	mx := c.mx
+	if mx.restore != nil {
+		mx.metaOnce.Do(mx.restore)
+	}
 	if mx.a32 != nil {
 		return c.mulF32SIMD()
 	}

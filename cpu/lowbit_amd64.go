@@ -159,6 +159,45 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 	return s
 }
 
+// dropMeta releases the format's binary16 metadata of a matrix whose A8
+// kernel holds the same values in lane order (plane kernels with Meta16
+// metadata: scale and integer zero per row and group), so that a loaded
+// matrix keeps one copy; restoreMeta rebuilds it, bit for bit up to the
+// sign of zero zero points, before a path that reads the format's
+// metadata (float multiplies) first runs.
+func (mx *LowMatrix) dropMeta() {
+	s, b := mx.simd, mx.bits
+	if b == nil || s == nil || s.isa != AVX512VNNI || s.n == 3 || s.metaBlock != 64 || mx.code != nil || b.FP32Meta || b.Offsets {
+		return
+	}
+	b.Scales16, b.Zeros16 = nil, nil
+	mx.restore = mx.restoreMeta
+}
+
+func (mx *LowMatrix) restoreMeta() {
+	s, b := mx.simd, mx.bits
+	n := b.Groups() * b.PRows
+	b.Scales16, b.Zeros16 = make([]layout.FP16, n), make([]layout.FP16, n)
+	L := s.bpc * s.sub
+	for t := 0; t < b.PRows/s.r; t++ {
+		for k := 0; k < s.chunks; k++ {
+			blk := s.meta[(t*s.chunks+k)*s.metaBlock:]
+			for i := 0; i < s.r; i++ {
+				r := t*s.r + i
+				if r >= b.Rows {
+					continue // padding rows: s = z = 0
+				}
+				for j := 0; j < L; j++ {
+					lane := i*L + j
+					g := (k*L + j) * (128 / s.sub) / b.G
+					b.Scales16[g*b.PRows+r] = layout.FP16(getU16(blk[2*lane:]))
+					b.Zeros16[g*b.PRows+r] = layout.ToFP16(float32(int16(getU16(blk[32+2*lane:]))))
+				}
+			}
+		}
+	}
+}
+
 // bits3Quads returns the VPDPBUSD steps of the AVX-512 3-bit kernels per
 // period of two chunks (20 planes) for blocks of unit columns (128 or 64),
 // by the rule of gen/bits_a8.go's bits3Quads: per block in order and per chunk
@@ -586,6 +625,11 @@ type bitsA32 struct {
 	tc int
 	// lut, if set, runs instead (16-row table kernels; meta is then nil).
 	lut *bitsLut
+	// build fills meta; it runs once, on the first float multiply, so a
+	// matrix used only with int8 activations holds one copy of its
+	// metadata (the A8 kernel's).
+	build func()
+	once  sync.Once
 }
 
 // a32TileBytes bounds the float32 activations one call of the one-row
@@ -633,11 +677,13 @@ func newBitsA32(be *Backend, b *layout.Bits) *bitsA32 {
 	}
 	a.tc = min(a.chunks, a32TileChunks(layout.BitsChunk(b.N)))
 	if k16, ok := fk.bits16[[2]int{b.N, seg}]; ok && !b.FP32Meta && !b.Offsets {
-		a.kern, a.meta, a.slots = k16, meta16Tiles(&b.GroupMeta, b.Rows, b.PRows, a.chunks, step/seg, 32*seg, b.G, a.tc), pow2Ceil(step/seg)
+		a.kern, a.slots = k16, pow2Ceil(step/seg)
+		a.build = func() { a.meta = meta16Tiles(&b.GroupMeta, b.Rows, b.PRows, a.chunks, step/seg, 32*seg, b.G, a.tc) }
 		return a
 	}
-	a.meta = segmentMeta(b.Rows, a.nseg, 32*seg, b.G, b.Affine)
-	a.meta = tileMajor(a.meta, b.Rows, a.nseg, step/seg, a.tc)
+	a.build = func() {
+		a.meta = tileMajor(segmentMeta(b.Rows, a.nseg, 32*seg, b.G, b.Affine), b.Rows, a.nseg, step/seg, a.tc)
+	}
 	return a
 }
 
@@ -707,6 +753,7 @@ func (c *lowCall) mulF32SIMD() error {
 		return nil
 	}
 	a, b, batch, pc := mx.a32, mx.bits, c.batch, mx.pcols
+	a.once.Do(a.build)
 	// Segment sums in column order: segment j covers plane p = j*seg ..
 	// of chunk, i.e. columns (k*step + i)*32 + t for its planes.
 	step := 32 / b.N

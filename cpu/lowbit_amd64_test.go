@@ -98,3 +98,71 @@ func TestSparse12FloatMeta(t *testing.T) {
 		}
 	}
 }
+
+// TestBitsDroppedMeta: a matrix whose A8 kernel holds its binary16
+// metadata releases the format's copy at load, and the first float
+// multiply rebuilds it equal to the source (zero points by value), so
+// its float results match a matrix that never dropped it.
+func TestBitsDroppedMeta(t *testing.T) {
+	if !hasAll(bitsA8Kernels.requires) {
+		t.Skip("no AVX-512 VNNI + VBMI")
+	}
+	be, err := New(Config{ISA: AVX512VNNI, Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	rng := rand.New(rand.NewPCG(41, 42))
+	const rows, cols = 37, 512
+	for _, n := range []int{8, 4, 2, 1} {
+		for _, g := range []int{32, 64, 128, 256, 0} {
+			if n == 1 && g == 32 {
+				continue
+			}
+			b := importedBits(t, rng, rows, cols, n, g, false, false, false)
+			b.Zeros16[(b.Groups()-1)*b.PRows+5] = layout.ToFP16(-300) // a negative zero point
+			name := b.Name()
+			mx, err := be.LoadBits(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mx.bits.Scales16 != nil || mx.restore == nil {
+				t.Fatalf("%s: metadata kept at load", name)
+			}
+			x := randVec(rng, 2*cols)
+			a8 := make([]float32, 2*rows)
+			if err := mx.MulA8(a8, x, 2); err != nil {
+				t.Fatal(err)
+			}
+			checkA8Exact(t, name, b.DotA8Exact, nil, a8, x, 2, rows, cols, b.PCols)
+			got := make([]float32, 2*rows)
+			if err := mx.MulF32(got, x, 2); err != nil {
+				t.Fatal(err)
+			}
+			for i := range b.Scales16 {
+				if mx.bits.Scales16[i] != b.Scales16[i] || mx.bits.Zeros16[i].Float32() != b.Zeros16[i].Float32() {
+					t.Fatalf("%s: restored metadata %d: (%v, %v), want (%v, %v)", name, i, mx.bits.Scales16[i], mx.bits.Zeros16[i], b.Scales16[i], b.Zeros16[i])
+				}
+			}
+			keep, err := New(Config{ISA: AVX512VNNI, Threads: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref, err := keep.LoadBits(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref.bits.Scales16, ref.bits.Zeros16, ref.restore = b.Scales16, b.Zeros16, nil // as if never dropped
+			want := make([]float32, 2*rows)
+			if err := ref.MulF32(want, x, 2); err != nil {
+				t.Fatal(err)
+			}
+			keep.Close()
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("%s: float result %d: %v, want %v", name, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}

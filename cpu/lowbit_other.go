@@ -32,3 +32,5 @@ func newSparseA32(*Backend, *layout.Sparse12) *sparseA32 { return nil }
 func (c *lowCall) mulF32Sparse() error { return nil }
 
 func (mx *LowMatrix) freeKernels() {}
+
+func (mx *LowMatrix) dropMeta() {}
