@@ -6380,7 +6380,7 @@ DATA ggmlLane0<>+60(SB)/4, $0x0000000c
 GLOBL ggmlLane0<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ40A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VNNI, F16C, GFNI, MMX+
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VNNI, GFNI, MMX+
 TEXT ·GgmlQ40A8R4Avx512(SB), NOSPLIT, $0-104
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
@@ -6389,17 +6389,20 @@ TEXT ·GgmlQ40A8R4Avx512(SB), NOSPLIT, $0-104
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X11
 	VPBROADCASTD X11, Z11
-	VMOVDQU64    ggmlPermQ40<>+0(SB), Z9
+	VMOVDQU64    ggmlPermQ40<>+0(SB), Z0
 	VMOVDQU64    ggmlDMQ40<>+0(SB), Z12
+	VMOVDQU64    ggmlLaneBlock<>+0(SB), Z13
 	MOVQ         $0x1020408000000000, AX
 	VPBROADCASTQ AX, Z10
 	MOVQ         $0xffff0000ffff0000, AX
 	KMOVQ        AX, K1
 	MOVQ         $0x0000000fffffffff, AX
 	KMOVQ        AX, K2
+	MOVQ         $0x0000000003030303, AX
+	KMOVQ        AX, K3
 
 GgmlQ40A8R4Avx512_row:
-	VXORPS X13, X13, X13
+	VXORPS X14, X14, X14
 	MOVQ   w+0(FP), AX
 	MOVQ   stride+8(FP), CX
 	LEAQ   (AX)(CX*2), DX
@@ -6415,129 +6418,105 @@ GgmlQ40A8R4Avx512_grp:
 	PREFETCHT1     128(BX)
 	PREFETCHT1     192(BX)
 	PREFETCHT1     256(BX)
-	VBROADCASTSS   (R8), X14
-	VPMOVSXWD      (DI), X15
-	VPSLLD         $0x03, X15, X15
-	VMOVDQU64      (AX), Z16
-	VMOVDQU8.Z     36(AX), K2, Z17
-	VPERMB         Z16, Z9, Z18
+	VMOVDQU64      (AX), Z15
+	VMOVDQU8.Z     36(AX), K2, Z16
+	VPERMB         Z15, Z0, Z17
+	VPANDD         Z17, Z11, Z18
+	VGF2P8AFFINEQB $0x00, Z10, Z17, K1, Z18
+	VPERMB         Z16, Z0, Z17
+	VPANDD         Z17, Z11, Z19
+	VGF2P8AFFINEQB $0x00, Z10, Z17, K1, Z19
+	VMOVDQA64      Z12, Z17
+	VPERMI2B.Z     Z16, Z15, K3, Z17
+	VPXORD         Z1, Z1, Z1
+	VPDPBUSD       (SI), Z18, Z1
+	VPXORD         Z2, Z2, Z2
+	VPDPBUSD       64(SI), Z19, Z2
+	VMOVDQU64      (AX)(CX*1), Z15
+	VMOVDQU8.Z     36(AX)(CX*1), K2, Z16
+	VPERMB         Z15, Z0, Z18
 	VPANDD         Z18, Z11, Z19
 	VGF2P8AFFINEQB $0x00, Z10, Z18, K1, Z19
-	VPERMB         Z17, Z9, Z18
+	VPERMB         Z16, Z0, Z18
 	VPANDD         Z18, Z11, Z20
 	VGF2P8AFFINEQB $0x00, Z10, Z18, K1, Z20
 	VMOVDQA64      Z12, Z18
-	VPERMI2B       Z17, Z16, Z18
-	VPXORD         Z1, Z1, Z1
-	VPDPBUSD       (SI), Z19, Z1
-	VPXORD         Z2, Z2, Z2
-	VPDPBUSD       64(SI), Z20, Z2
-	VSHUFI64X2     $0x88, Z2, Z1, Z16
-	VSHUFI64X2     $0xdd, Z2, Z1, Z17
-	VPADDD         Z17, Z16, Z16
-	VPSHUFD        $0x4e, Z16, Z17
-	VPADDD         Z17, Z16, Z16
-	VPSHUFD        $0xb1, Z16, Z17
-	VPADDD         Z17, Z16, Z16
-	VPERMD         Z16, Z0, Z16
-	VPSUBD         X15, X16, X16
-	VCVTPH2PS      X18, X17
-	VMULPS         X17, X14, X17
-	VCVTDQ2PS      X16, X16
-	VMULPS         X17, X16, X16
-	VMOVDQU64      (AX)(CX*1), Z17
-	VMOVDQU8.Z     36(AX)(CX*1), K2, Z18
-	VPERMB         Z17, Z9, Z19
-	VPANDD         Z19, Z11, Z20
-	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z20
-	VPERMB         Z18, Z9, Z19
-	VPANDD         Z19, Z11, Z21
-	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z21
-	VMOVDQA64      Z12, Z19
-	VPERMI2B       Z18, Z17, Z19
+	VPERMI2B.Z     Z16, Z15, K3, Z18
 	VPXORD         Z3, Z3, Z3
-	VPDPBUSD       (SI), Z20, Z3
+	VPDPBUSD       (SI), Z19, Z3
 	VPXORD         Z4, Z4, Z4
-	VPDPBUSD       64(SI), Z21, Z4
-	VSHUFI64X2     $0x88, Z4, Z3, Z17
-	VSHUFI64X2     $0xdd, Z4, Z3, Z18
-	VPADDD         Z18, Z17, Z17
-	VPSHUFD        $0x4e, Z17, Z18
-	VPADDD         Z18, Z17, Z17
-	VPSHUFD        $0xb1, Z17, Z18
-	VPADDD         Z18, Z17, Z17
-	VPERMD         Z17, Z0, Z17
-	VPSUBD         X15, X17, X17
-	VCVTPH2PS      X19, X18
-	VMULPS         X18, X14, X18
-	VCVTDQ2PS      X17, X17
-	VMULPS         X18, X17, X17
-	VMOVDQU64      (DX), Z18
-	VMOVDQU8.Z     36(DX), K2, Z19
-	VPERMB         Z18, Z9, Z20
-	VPANDD         Z20, Z11, Z21
-	VGF2P8AFFINEQB $0x00, Z10, Z20, K1, Z21
-	VPERMB         Z19, Z9, Z20
-	VPANDD         Z20, Z11, Z22
-	VGF2P8AFFINEQB $0x00, Z10, Z20, K1, Z22
-	VMOVDQA64      Z12, Z20
-	VPERMI2B       Z19, Z18, Z20
+	VPDPBUSD       64(SI), Z20, Z4
+	VPSLLQ         $0x10, Z18, Z18
+	VPORQ          Z18, Z17, Z17
+	VMOVDQU64      (DX), Z15
+	VMOVDQU8.Z     36(DX), K2, Z16
+	VPERMB         Z15, Z0, Z18
+	VPANDD         Z18, Z11, Z19
+	VGF2P8AFFINEQB $0x00, Z10, Z18, K1, Z19
+	VPERMB         Z16, Z0, Z18
+	VPANDD         Z18, Z11, Z20
+	VGF2P8AFFINEQB $0x00, Z10, Z18, K1, Z20
+	VMOVDQA64      Z12, Z18
+	VPERMI2B.Z     Z16, Z15, K3, Z18
 	VPXORD         Z5, Z5, Z5
-	VPDPBUSD       (SI), Z21, Z5
+	VPDPBUSD       (SI), Z19, Z5
 	VPXORD         Z6, Z6, Z6
-	VPDPBUSD       64(SI), Z22, Z6
-	VSHUFI64X2     $0x88, Z6, Z5, Z18
-	VSHUFI64X2     $0xdd, Z6, Z5, Z19
-	VPADDD         Z19, Z18, Z18
-	VPSHUFD        $0x4e, Z18, Z19
-	VPADDD         Z19, Z18, Z18
-	VPSHUFD        $0xb1, Z18, Z19
-	VPADDD         Z19, Z18, Z18
-	VPERMD         Z18, Z0, Z18
-	VPSUBD         X15, X18, X18
-	VCVTPH2PS      X20, X19
-	VMULPS         X19, X14, X19
-	VCVTDQ2PS      X18, X18
-	VMULPS         X19, X18, X18
-	VMOVDQU64      (DX)(CX*1), Z19
-	VMOVDQU8.Z     36(DX)(CX*1), K2, Z20
-	VPERMB         Z19, Z9, Z21
-	VPANDD         Z21, Z11, Z22
-	VGF2P8AFFINEQB $0x00, Z10, Z21, K1, Z22
-	VPERMB         Z20, Z9, Z21
-	VPANDD         Z21, Z11, Z23
-	VGF2P8AFFINEQB $0x00, Z10, Z21, K1, Z23
-	VMOVDQA64      Z12, Z21
-	VPERMI2B       Z20, Z19, Z21
+	VPDPBUSD       64(SI), Z20, Z6
+	VPSLLQ         $0x20, Z18, Z18
+	VPORQ          Z18, Z17, Z17
+	VMOVDQU64      (DX)(CX*1), Z15
+	VMOVDQU8.Z     36(DX)(CX*1), K2, Z16
+	VPERMB         Z15, Z0, Z18
+	VPANDD         Z18, Z11, Z19
+	VGF2P8AFFINEQB $0x00, Z10, Z18, K1, Z19
+	VPERMB         Z16, Z0, Z18
+	VPANDD         Z18, Z11, Z20
+	VGF2P8AFFINEQB $0x00, Z10, Z18, K1, Z20
+	VMOVDQA64      Z12, Z18
+	VPERMI2B.Z     Z16, Z15, K3, Z18
 	VPXORD         Z7, Z7, Z7
-	VPDPBUSD       (SI), Z22, Z7
+	VPDPBUSD       (SI), Z19, Z7
 	VPXORD         Z8, Z8, Z8
-	VPDPBUSD       64(SI), Z23, Z8
-	VSHUFI64X2     $0x88, Z8, Z7, Z19
-	VSHUFI64X2     $0xdd, Z8, Z7, Z20
-	VPADDD         Z20, Z19, Z19
-	VPSHUFD        $0x4e, Z19, Z20
-	VPADDD         Z20, Z19, Z19
-	VPSHUFD        $0xb1, Z19, Z20
-	VPADDD         Z20, Z19, Z19
-	VPERMD         Z19, Z0, Z19
-	VPSUBD         X15, X19, X19
-	VCVTPH2PS      X21, X15
-	VMULPS         X15, X14, X14
-	VCVTDQ2PS      X19, X15
-	VMULPS         X14, X15, X15
-	VUNPCKLPS      X17, X16, X14
-	VUNPCKHPS      X17, X16, X16
-	VUNPCKLPS      X15, X18, X17
-	VUNPCKHPS      X15, X18, X15
-	VMOVLHPS       X17, X14, X18
-	VMOVHLPS       X14, X17, X14
-	VMOVLHPS       X15, X16, X17
-	VMOVHLPS       X16, X15, X15
-	VADDPS         X18, X13, X13
-	VADDPS         X14, X13, X13
-	VADDPS         X17, X13, X13
-	VADDPS         X15, X13, X13
+	VPDPBUSD       64(SI), Z20, Z8
+	VPSLLQ         $0x30, Z18, Z18
+	VPORQ          Z18, Z17, Z17
+	VPUNPCKLDQ     Z3, Z1, Z15
+	VPUNPCKHDQ     Z3, Z1, Z1
+	VPADDD         Z15, Z1, Z1
+	VPUNPCKLDQ     Z7, Z5, Z15
+	VPUNPCKHDQ     Z7, Z5, Z5
+	VPADDD         Z15, Z5, Z5
+	VPUNPCKLDQ     Z4, Z2, Z15
+	VPUNPCKHDQ     Z4, Z2, Z2
+	VPADDD         Z15, Z2, Z2
+	VPUNPCKLDQ     Z8, Z6, Z15
+	VPUNPCKHDQ     Z8, Z6, Z6
+	VPADDD         Z15, Z6, Z6
+	VPUNPCKLQDQ    Z5, Z1, Z15
+	VPUNPCKHQDQ    Z5, Z1, Z1
+	VPADDD         Z15, Z1, Z1
+	VPUNPCKLQDQ    Z6, Z2, Z15
+	VPUNPCKHQDQ    Z6, Z2, Z2
+	VPADDD         Z15, Z2, Z2
+	VSHUFI64X2     $0x88, Z2, Z1, Z15
+	VSHUFI64X2     $0xdd, Z2, Z1, Z1
+	VPADDD         Z1, Z15, Z15
+	VPMOVSXWD      (DI), X9
+	VPSLLD         $0x03, X9, X9
+	VPERMD         Z9, Z13, Z9
+	VPSUBD         Z9, Z15, Z15
+	VBROADCASTSS   (R8), Z16
+	VCVTPH2PS      Y17, Z17
+	VMULPS         Z17, Z16, Z16
+	VCVTDQ2PS      Z15, Z15
+	VMULPS         Z16, Z15, Z15
+	VADDPS         X15, X14, X14
+	VEXTRACTF32X4  $0x01, Z15, X9
+	VADDPS         X9, X14, X14
+	VEXTRACTF32X4  $0x02, Z15, X9
+	VADDPS         X9, X14, X14
+	VEXTRACTF32X4  $0x03, Z15, X9
+	VADDPS         X9, X14, X14
 	ADDQ           $0x00000048, AX
 	ADDQ           $0x00000048, DX
 	ADDQ           $0x00000120, BX
@@ -6547,7 +6526,7 @@ GgmlQ40A8R4Avx512_grp:
 	DECQ           R9
 	JNZ            GgmlQ40A8R4Avx512_grp
 	MOVQ           out+88(FP), AX
-	VMOVUPS        X13, (AX)
+	VMOVUPS        X14, (AX)
 	MOVQ           stride+8(FP), AX
 	SHLQ           $0x02, AX
 	MOVQ           w+0(FP), CX
@@ -6631,69 +6610,87 @@ GLOBL ggmlPermQ40<>(SB), RODATA|NOPTR, $64
 
 DATA ggmlDMQ40<>+0(SB)/1, $0x00
 DATA ggmlDMQ40<>+1(SB)/1, $0x01
-DATA ggmlDMQ40<>+2(SB)/1, $0x12
-DATA ggmlDMQ40<>+3(SB)/1, $0x13
-DATA ggmlDMQ40<>+4(SB)/1, $0x40
-DATA ggmlDMQ40<>+5(SB)/1, $0x41
-DATA ggmlDMQ40<>+6(SB)/1, $0x52
-DATA ggmlDMQ40<>+7(SB)/1, $0x53
-DATA ggmlDMQ40<>+8(SB)/1, $0x00
-DATA ggmlDMQ40<>+9(SB)/1, $0x00
-DATA ggmlDMQ40<>+10(SB)/1, $0x00
-DATA ggmlDMQ40<>+11(SB)/1, $0x00
-DATA ggmlDMQ40<>+12(SB)/1, $0x00
-DATA ggmlDMQ40<>+13(SB)/1, $0x00
-DATA ggmlDMQ40<>+14(SB)/1, $0x00
-DATA ggmlDMQ40<>+15(SB)/1, $0x00
-DATA ggmlDMQ40<>+16(SB)/1, $0x00
-DATA ggmlDMQ40<>+17(SB)/1, $0x00
-DATA ggmlDMQ40<>+18(SB)/1, $0x00
-DATA ggmlDMQ40<>+19(SB)/1, $0x00
-DATA ggmlDMQ40<>+20(SB)/1, $0x00
-DATA ggmlDMQ40<>+21(SB)/1, $0x00
-DATA ggmlDMQ40<>+22(SB)/1, $0x00
-DATA ggmlDMQ40<>+23(SB)/1, $0x00
-DATA ggmlDMQ40<>+24(SB)/1, $0x00
-DATA ggmlDMQ40<>+25(SB)/1, $0x00
-DATA ggmlDMQ40<>+26(SB)/1, $0x00
-DATA ggmlDMQ40<>+27(SB)/1, $0x00
-DATA ggmlDMQ40<>+28(SB)/1, $0x00
-DATA ggmlDMQ40<>+29(SB)/1, $0x00
-DATA ggmlDMQ40<>+30(SB)/1, $0x00
-DATA ggmlDMQ40<>+31(SB)/1, $0x00
-DATA ggmlDMQ40<>+32(SB)/1, $0x00
-DATA ggmlDMQ40<>+33(SB)/1, $0x00
-DATA ggmlDMQ40<>+34(SB)/1, $0x00
-DATA ggmlDMQ40<>+35(SB)/1, $0x00
-DATA ggmlDMQ40<>+36(SB)/1, $0x00
-DATA ggmlDMQ40<>+37(SB)/1, $0x00
-DATA ggmlDMQ40<>+38(SB)/1, $0x00
-DATA ggmlDMQ40<>+39(SB)/1, $0x00
-DATA ggmlDMQ40<>+40(SB)/1, $0x00
-DATA ggmlDMQ40<>+41(SB)/1, $0x00
-DATA ggmlDMQ40<>+42(SB)/1, $0x00
-DATA ggmlDMQ40<>+43(SB)/1, $0x00
-DATA ggmlDMQ40<>+44(SB)/1, $0x00
-DATA ggmlDMQ40<>+45(SB)/1, $0x00
-DATA ggmlDMQ40<>+46(SB)/1, $0x00
-DATA ggmlDMQ40<>+47(SB)/1, $0x00
-DATA ggmlDMQ40<>+48(SB)/1, $0x00
-DATA ggmlDMQ40<>+49(SB)/1, $0x00
-DATA ggmlDMQ40<>+50(SB)/1, $0x00
-DATA ggmlDMQ40<>+51(SB)/1, $0x00
-DATA ggmlDMQ40<>+52(SB)/1, $0x00
-DATA ggmlDMQ40<>+53(SB)/1, $0x00
-DATA ggmlDMQ40<>+54(SB)/1, $0x00
-DATA ggmlDMQ40<>+55(SB)/1, $0x00
-DATA ggmlDMQ40<>+56(SB)/1, $0x00
-DATA ggmlDMQ40<>+57(SB)/1, $0x00
-DATA ggmlDMQ40<>+58(SB)/1, $0x00
-DATA ggmlDMQ40<>+59(SB)/1, $0x00
-DATA ggmlDMQ40<>+60(SB)/1, $0x00
-DATA ggmlDMQ40<>+61(SB)/1, $0x00
-DATA ggmlDMQ40<>+62(SB)/1, $0x00
-DATA ggmlDMQ40<>+63(SB)/1, $0x00
+DATA ggmlDMQ40<>+2(SB)/1, $0x00
+DATA ggmlDMQ40<>+3(SB)/1, $0x01
+DATA ggmlDMQ40<>+4(SB)/1, $0x00
+DATA ggmlDMQ40<>+5(SB)/1, $0x01
+DATA ggmlDMQ40<>+6(SB)/1, $0x00
+DATA ggmlDMQ40<>+7(SB)/1, $0x01
+DATA ggmlDMQ40<>+8(SB)/1, $0x12
+DATA ggmlDMQ40<>+9(SB)/1, $0x13
+DATA ggmlDMQ40<>+10(SB)/1, $0x12
+DATA ggmlDMQ40<>+11(SB)/1, $0x13
+DATA ggmlDMQ40<>+12(SB)/1, $0x12
+DATA ggmlDMQ40<>+13(SB)/1, $0x13
+DATA ggmlDMQ40<>+14(SB)/1, $0x12
+DATA ggmlDMQ40<>+15(SB)/1, $0x13
+DATA ggmlDMQ40<>+16(SB)/1, $0x40
+DATA ggmlDMQ40<>+17(SB)/1, $0x41
+DATA ggmlDMQ40<>+18(SB)/1, $0x40
+DATA ggmlDMQ40<>+19(SB)/1, $0x41
+DATA ggmlDMQ40<>+20(SB)/1, $0x40
+DATA ggmlDMQ40<>+21(SB)/1, $0x41
+DATA ggmlDMQ40<>+22(SB)/1, $0x40
+DATA ggmlDMQ40<>+23(SB)/1, $0x41
+DATA ggmlDMQ40<>+24(SB)/1, $0x52
+DATA ggmlDMQ40<>+25(SB)/1, $0x53
+DATA ggmlDMQ40<>+26(SB)/1, $0x52
+DATA ggmlDMQ40<>+27(SB)/1, $0x53
+DATA ggmlDMQ40<>+28(SB)/1, $0x52
+DATA ggmlDMQ40<>+29(SB)/1, $0x53
+DATA ggmlDMQ40<>+30(SB)/1, $0x52
+DATA ggmlDMQ40<>+31(SB)/1, $0x53
+DATA ggmlDMQ40<>+32(SB)/1, $0x02
+DATA ggmlDMQ40<>+33(SB)/1, $0x03
+DATA ggmlDMQ40<>+34(SB)/1, $0x02
+DATA ggmlDMQ40<>+35(SB)/1, $0x03
+DATA ggmlDMQ40<>+36(SB)/1, $0x02
+DATA ggmlDMQ40<>+37(SB)/1, $0x03
+DATA ggmlDMQ40<>+38(SB)/1, $0x02
+DATA ggmlDMQ40<>+39(SB)/1, $0x03
+DATA ggmlDMQ40<>+40(SB)/1, $0x14
+DATA ggmlDMQ40<>+41(SB)/1, $0x15
+DATA ggmlDMQ40<>+42(SB)/1, $0x14
+DATA ggmlDMQ40<>+43(SB)/1, $0x15
+DATA ggmlDMQ40<>+44(SB)/1, $0x14
+DATA ggmlDMQ40<>+45(SB)/1, $0x15
+DATA ggmlDMQ40<>+46(SB)/1, $0x14
+DATA ggmlDMQ40<>+47(SB)/1, $0x15
+DATA ggmlDMQ40<>+48(SB)/1, $0x42
+DATA ggmlDMQ40<>+49(SB)/1, $0x43
+DATA ggmlDMQ40<>+50(SB)/1, $0x42
+DATA ggmlDMQ40<>+51(SB)/1, $0x43
+DATA ggmlDMQ40<>+52(SB)/1, $0x42
+DATA ggmlDMQ40<>+53(SB)/1, $0x43
+DATA ggmlDMQ40<>+54(SB)/1, $0x42
+DATA ggmlDMQ40<>+55(SB)/1, $0x43
+DATA ggmlDMQ40<>+56(SB)/1, $0x54
+DATA ggmlDMQ40<>+57(SB)/1, $0x55
+DATA ggmlDMQ40<>+58(SB)/1, $0x54
+DATA ggmlDMQ40<>+59(SB)/1, $0x55
+DATA ggmlDMQ40<>+60(SB)/1, $0x54
+DATA ggmlDMQ40<>+61(SB)/1, $0x55
+DATA ggmlDMQ40<>+62(SB)/1, $0x54
+DATA ggmlDMQ40<>+63(SB)/1, $0x55
 GLOBL ggmlDMQ40<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlLaneBlock<>+0(SB)/4, $0x00000000
+DATA ggmlLaneBlock<>+4(SB)/4, $0x00000000
+DATA ggmlLaneBlock<>+8(SB)/4, $0x00000000
+DATA ggmlLaneBlock<>+12(SB)/4, $0x00000000
+DATA ggmlLaneBlock<>+16(SB)/4, $0x00000001
+DATA ggmlLaneBlock<>+20(SB)/4, $0x00000001
+DATA ggmlLaneBlock<>+24(SB)/4, $0x00000001
+DATA ggmlLaneBlock<>+28(SB)/4, $0x00000001
+DATA ggmlLaneBlock<>+32(SB)/4, $0x00000002
+DATA ggmlLaneBlock<>+36(SB)/4, $0x00000002
+DATA ggmlLaneBlock<>+40(SB)/4, $0x00000002
+DATA ggmlLaneBlock<>+44(SB)/4, $0x00000002
+DATA ggmlLaneBlock<>+48(SB)/4, $0x00000003
+DATA ggmlLaneBlock<>+52(SB)/4, $0x00000003
+DATA ggmlLaneBlock<>+56(SB)/4, $0x00000003
+DATA ggmlLaneBlock<>+60(SB)/4, $0x00000003
+GLOBL ggmlLaneBlock<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ41A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
@@ -6826,7 +6823,7 @@ GgmlQ41A8Avx512_vec:
 	RET
 
 // func GgmlQ41A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VNNI, F16C, GFNI, MMX+
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VNNI, GFNI, MMX+
 TEXT ·GgmlQ41A8R4Avx512(SB), NOSPLIT, $0-104
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
@@ -6835,17 +6832,20 @@ TEXT ·GgmlQ41A8R4Avx512(SB), NOSPLIT, $0-104
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X11
 	VPBROADCASTD X11, Z11
-	VMOVDQU64    ggmlPermQ41<>+0(SB), Z9
+	VMOVDQU64    ggmlPermQ41<>+0(SB), Z0
 	VMOVDQU64    ggmlDMQ41<>+0(SB), Z12
+	VMOVDQU64    ggmlLaneBlock<>+0(SB), Z13
 	MOVQ         $0x1020408000000000, AX
 	VPBROADCASTQ AX, Z10
 	MOVQ         $0xffff0000ffff0000, AX
 	KMOVQ        AX, K1
 	MOVQ         $0x000000ffffffffff, AX
 	KMOVQ        AX, K2
+	MOVQ         $0x0303030303030303, AX
+	KMOVQ        AX, K3
 
 GgmlQ41A8R4Avx512_row:
-	VXORPS X13, X13, X13
+	VXORPS X14, X14, X14
 	MOVQ   w+0(FP), AX
 	MOVQ   stride+8(FP), CX
 	LEAQ   (AX)(CX*2), DX
@@ -6861,153 +6861,115 @@ GgmlQ41A8R4Avx512_grp:
 	PREFETCHT1     128(BX)
 	PREFETCHT1     192(BX)
 	PREFETCHT1     256(BX)
-	VBROADCASTSS   (R8), X14
-	VPMOVSXWD      (DI), X15
-	VCVTDQ2PS      X15, X15
-	VMOVDQU64      (AX), Z16
-	VMOVDQU8.Z     40(AX), K2, Z17
-	VPERMB         Z16, Z9, Z18
+	VMOVDQU64      (AX), Z15
+	VMOVDQU8.Z     40(AX), K2, Z16
+	VPERMB         Z15, Z0, Z17
+	VPANDD         Z17, Z11, Z18
+	VGF2P8AFFINEQB $0x00, Z10, Z17, K1, Z18
+	VPERMB         Z16, Z0, Z17
+	VPANDD         Z17, Z11, Z19
+	VGF2P8AFFINEQB $0x00, Z10, Z17, K1, Z19
+	VMOVDQA64      Z12, Z17
+	VPERMI2B.Z     Z16, Z15, K3, Z17
+	VPXORD         Z1, Z1, Z1
+	VPDPBUSD       (SI), Z18, Z1
+	VPXORD         Z2, Z2, Z2
+	VPDPBUSD       64(SI), Z19, Z2
+	VMOVDQU64      (AX)(CX*1), Z15
+	VMOVDQU8.Z     40(AX)(CX*1), K2, Z16
+	VPERMB         Z15, Z0, Z18
 	VPANDD         Z18, Z11, Z19
 	VGF2P8AFFINEQB $0x00, Z10, Z18, K1, Z19
-	VPERMB         Z17, Z9, Z18
+	VPERMB         Z16, Z0, Z18
 	VPANDD         Z18, Z11, Z20
 	VGF2P8AFFINEQB $0x00, Z10, Z18, K1, Z20
 	VMOVDQA64      Z12, Z18
-	VPERMI2B       Z17, Z16, Z18
-	VPXORD         Z1, Z1, Z1
-	VPDPBUSD       (SI), Z19, Z1
-	VPXORD         Z2, Z2, Z2
-	VPDPBUSD       64(SI), Z20, Z2
-	VSHUFI64X2     $0x88, Z2, Z1, Z16
-	VSHUFI64X2     $0xdd, Z2, Z1, Z17
-	VPADDD         Z17, Z16, Z16
-	VPSHUFD        $0x4e, Z16, Z17
-	VPADDD         Z17, Z16, Z16
-	VPSHUFD        $0xb1, Z16, Z17
-	VPADDD         Z17, Z16, Z16
-	VPERMD         Z16, Z0, Z16
-	VCVTPH2PS      X18, X17
-	VMULPS         X17, X14, X17
-	VCVTDQ2PS      X16, X16
-	VMULPS         X17, X16, X16
-	VPSRLDQ        $0x08, X18, X17
-	VCVTPH2PS      X17, X17
-	VMULPS         X17, X14, X17
-	VMULPS         X17, X15, X17
-	VMOVDQU64      (AX)(CX*1), Z18
-	VMOVDQU8.Z     40(AX)(CX*1), K2, Z19
-	VPERMB         Z18, Z9, Z20
-	VPANDD         Z20, Z11, Z21
-	VGF2P8AFFINEQB $0x00, Z10, Z20, K1, Z21
-	VPERMB         Z19, Z9, Z20
-	VPANDD         Z20, Z11, Z22
-	VGF2P8AFFINEQB $0x00, Z10, Z20, K1, Z22
-	VMOVDQA64      Z12, Z20
-	VPERMI2B       Z19, Z18, Z20
+	VPERMI2B.Z     Z16, Z15, K3, Z18
 	VPXORD         Z3, Z3, Z3
-	VPDPBUSD       (SI), Z21, Z3
+	VPDPBUSD       (SI), Z19, Z3
 	VPXORD         Z4, Z4, Z4
-	VPDPBUSD       64(SI), Z22, Z4
-	VSHUFI64X2     $0x88, Z4, Z3, Z18
-	VSHUFI64X2     $0xdd, Z4, Z3, Z19
-	VPADDD         Z19, Z18, Z18
-	VPSHUFD        $0x4e, Z18, Z19
-	VPADDD         Z19, Z18, Z18
-	VPSHUFD        $0xb1, Z18, Z19
-	VPADDD         Z19, Z18, Z18
-	VPERMD         Z18, Z0, Z18
-	VCVTPH2PS      X20, X19
-	VMULPS         X19, X14, X19
-	VCVTDQ2PS      X18, X18
-	VMULPS         X19, X18, X18
-	VPSRLDQ        $0x08, X20, X19
-	VCVTPH2PS      X19, X19
-	VMULPS         X19, X14, X19
-	VMULPS         X19, X15, X19
-	VMOVDQU64      (DX), Z20
-	VMOVDQU8.Z     40(DX), K2, Z21
-	VPERMB         Z20, Z9, Z22
-	VPANDD         Z22, Z11, Z23
-	VGF2P8AFFINEQB $0x00, Z10, Z22, K1, Z23
-	VPERMB         Z21, Z9, Z22
-	VPANDD         Z22, Z11, Z24
-	VGF2P8AFFINEQB $0x00, Z10, Z22, K1, Z24
-	VMOVDQA64      Z12, Z22
-	VPERMI2B       Z21, Z20, Z22
+	VPDPBUSD       64(SI), Z20, Z4
+	VPSLLQ         $0x10, Z18, Z18
+	VPORQ          Z18, Z17, Z17
+	VMOVDQU64      (DX), Z15
+	VMOVDQU8.Z     40(DX), K2, Z16
+	VPERMB         Z15, Z0, Z18
+	VPANDD         Z18, Z11, Z19
+	VGF2P8AFFINEQB $0x00, Z10, Z18, K1, Z19
+	VPERMB         Z16, Z0, Z18
+	VPANDD         Z18, Z11, Z20
+	VGF2P8AFFINEQB $0x00, Z10, Z18, K1, Z20
+	VMOVDQA64      Z12, Z18
+	VPERMI2B.Z     Z16, Z15, K3, Z18
 	VPXORD         Z5, Z5, Z5
-	VPDPBUSD       (SI), Z23, Z5
+	VPDPBUSD       (SI), Z19, Z5
 	VPXORD         Z6, Z6, Z6
-	VPDPBUSD       64(SI), Z24, Z6
-	VSHUFI64X2     $0x88, Z6, Z5, Z20
-	VSHUFI64X2     $0xdd, Z6, Z5, Z21
-	VPADDD         Z21, Z20, Z20
-	VPSHUFD        $0x4e, Z20, Z21
-	VPADDD         Z21, Z20, Z20
-	VPSHUFD        $0xb1, Z20, Z21
-	VPADDD         Z21, Z20, Z20
-	VPERMD         Z20, Z0, Z20
-	VCVTPH2PS      X22, X21
-	VMULPS         X21, X14, X21
-	VCVTDQ2PS      X20, X20
-	VMULPS         X21, X20, X20
-	VPSRLDQ        $0x08, X22, X21
-	VCVTPH2PS      X21, X21
-	VMULPS         X21, X14, X21
-	VMULPS         X21, X15, X21
-	VMOVDQU64      (DX)(CX*1), Z22
-	VMOVDQU8.Z     40(DX)(CX*1), K2, Z23
-	VPERMB         Z22, Z9, Z24
-	VPANDD         Z24, Z11, Z25
-	VGF2P8AFFINEQB $0x00, Z10, Z24, K1, Z25
-	VPERMB         Z23, Z9, Z24
-	VPANDD         Z24, Z11, Z26
-	VGF2P8AFFINEQB $0x00, Z10, Z24, K1, Z26
-	VMOVDQA64      Z12, Z24
-	VPERMI2B       Z23, Z22, Z24
+	VPDPBUSD       64(SI), Z20, Z6
+	VPSLLQ         $0x20, Z18, Z18
+	VPORQ          Z18, Z17, Z17
+	VMOVDQU64      (DX)(CX*1), Z15
+	VMOVDQU8.Z     40(DX)(CX*1), K2, Z16
+	VPERMB         Z15, Z0, Z18
+	VPANDD         Z18, Z11, Z19
+	VGF2P8AFFINEQB $0x00, Z10, Z18, K1, Z19
+	VPERMB         Z16, Z0, Z18
+	VPANDD         Z18, Z11, Z20
+	VGF2P8AFFINEQB $0x00, Z10, Z18, K1, Z20
+	VMOVDQA64      Z12, Z18
+	VPERMI2B.Z     Z16, Z15, K3, Z18
 	VPXORD         Z7, Z7, Z7
-	VPDPBUSD       (SI), Z25, Z7
+	VPDPBUSD       (SI), Z19, Z7
 	VPXORD         Z8, Z8, Z8
-	VPDPBUSD       64(SI), Z26, Z8
-	VSHUFI64X2     $0x88, Z8, Z7, Z22
-	VSHUFI64X2     $0xdd, Z8, Z7, Z23
-	VPADDD         Z23, Z22, Z22
-	VPSHUFD        $0x4e, Z22, Z23
-	VPADDD         Z23, Z22, Z22
-	VPSHUFD        $0xb1, Z22, Z23
-	VPADDD         Z23, Z22, Z22
-	VPERMD         Z22, Z0, Z22
-	VCVTPH2PS      X24, X23
-	VMULPS         X23, X14, X23
-	VCVTDQ2PS      X22, X22
-	VMULPS         X23, X22, X22
-	VPSRLDQ        $0x08, X24, X23
-	VCVTPH2PS      X23, X23
-	VMULPS         X23, X14, X14
-	VMULPS         X14, X15, X14
-	VUNPCKLPS      X18, X16, X15
-	VUNPCKHPS      X18, X16, X16
-	VUNPCKLPS      X22, X20, X18
-	VUNPCKHPS      X22, X20, X20
-	VMOVLHPS       X18, X15, X22
-	VMOVHLPS       X15, X18, X15
-	VMOVLHPS       X20, X16, X18
-	VMOVHLPS       X16, X20, X16
-	VUNPCKLPS      X19, X17, X20
-	VUNPCKHPS      X19, X17, X17
-	VUNPCKLPS      X14, X21, X19
-	VUNPCKHPS      X14, X21, X14
-	VMOVLHPS       X19, X20, X21
-	VMOVHLPS       X20, X19, X19
-	VMOVLHPS       X14, X17, X20
-	VMOVHLPS       X17, X14, X14
-	VADDPS         X22, X13, X13
-	VADDPS         X21, X13, X13
-	VADDPS         X15, X13, X13
-	VADDPS         X19, X13, X13
-	VADDPS         X18, X13, X13
-	VADDPS         X20, X13, X13
-	VADDPS         X16, X13, X13
-	VADDPS         X14, X13, X13
+	VPDPBUSD       64(SI), Z20, Z8
+	VPSLLQ         $0x30, Z18, Z18
+	VPORQ          Z18, Z17, Z17
+	VPUNPCKLDQ     Z3, Z1, Z15
+	VPUNPCKHDQ     Z3, Z1, Z1
+	VPADDD         Z15, Z1, Z1
+	VPUNPCKLDQ     Z7, Z5, Z15
+	VPUNPCKHDQ     Z7, Z5, Z5
+	VPADDD         Z15, Z5, Z5
+	VPUNPCKLDQ     Z4, Z2, Z15
+	VPUNPCKHDQ     Z4, Z2, Z2
+	VPADDD         Z15, Z2, Z2
+	VPUNPCKLDQ     Z8, Z6, Z15
+	VPUNPCKHDQ     Z8, Z6, Z6
+	VPADDD         Z15, Z6, Z6
+	VPUNPCKLQDQ    Z5, Z1, Z15
+	VPUNPCKHQDQ    Z5, Z1, Z1
+	VPADDD         Z15, Z1, Z1
+	VPUNPCKLQDQ    Z6, Z2, Z15
+	VPUNPCKHQDQ    Z6, Z2, Z2
+	VPADDD         Z15, Z2, Z2
+	VSHUFI64X2     $0x88, Z2, Z1, Z15
+	VSHUFI64X2     $0xdd, Z2, Z1, Z1
+	VPADDD         Z1, Z15, Z15
+	VPMOVSXWD      (DI), X9
+	VBROADCASTSS   (R8), Z16
+	VCVTPH2PS      Y17, Z18
+	VMULPS         Z18, Z16, Z18
+	VCVTDQ2PS      Z15, Z15
+	VMULPS         Z18, Z15, Z15
+	VEXTRACTI64X4  $0x01, Z17, Y17
+	VCVTPH2PS      Y17, Z17
+	VMULPS         Z17, Z16, Z16
+	VCVTDQ2PS      X9, X9
+	VPERMPS        Z9, Z13, Z9
+	VMULPS         Z16, Z9, Z16
+	VADDPS         X15, X14, X14
+	VADDPS         X16, X14, X14
+	VEXTRACTF32X4  $0x01, Z15, X9
+	VADDPS         X9, X14, X14
+	VEXTRACTF32X4  $0x01, Z16, X9
+	VADDPS         X9, X14, X14
+	VEXTRACTF32X4  $0x02, Z15, X9
+	VADDPS         X9, X14, X14
+	VEXTRACTF32X4  $0x02, Z16, X9
+	VADDPS         X9, X14, X14
+	VEXTRACTF32X4  $0x03, Z15, X9
+	VADDPS         X9, X14, X14
+	VEXTRACTF32X4  $0x03, Z16, X9
+	VADDPS         X9, X14, X14
 	ADDQ           $0x00000050, AX
 	ADDQ           $0x00000050, DX
 	ADDQ           $0x00000140, BX
@@ -7017,7 +6979,7 @@ GgmlQ41A8R4Avx512_grp:
 	DECQ           R9
 	JNZ            GgmlQ41A8R4Avx512_grp
 	MOVQ           out+88(FP), AX
-	VMOVUPS        X13, (AX)
+	VMOVUPS        X14, (AX)
 	MOVQ           stride+8(FP), AX
 	SHLQ           $0x02, AX
 	MOVQ           w+0(FP), CX
@@ -7101,68 +7063,68 @@ GLOBL ggmlPermQ41<>(SB), RODATA|NOPTR, $64
 
 DATA ggmlDMQ41<>+0(SB)/1, $0x00
 DATA ggmlDMQ41<>+1(SB)/1, $0x01
-DATA ggmlDMQ41<>+2(SB)/1, $0x14
-DATA ggmlDMQ41<>+3(SB)/1, $0x15
-DATA ggmlDMQ41<>+4(SB)/1, $0x40
-DATA ggmlDMQ41<>+5(SB)/1, $0x41
-DATA ggmlDMQ41<>+6(SB)/1, $0x54
-DATA ggmlDMQ41<>+7(SB)/1, $0x55
-DATA ggmlDMQ41<>+8(SB)/1, $0x02
-DATA ggmlDMQ41<>+9(SB)/1, $0x03
-DATA ggmlDMQ41<>+10(SB)/1, $0x16
-DATA ggmlDMQ41<>+11(SB)/1, $0x17
-DATA ggmlDMQ41<>+12(SB)/1, $0x42
-DATA ggmlDMQ41<>+13(SB)/1, $0x43
-DATA ggmlDMQ41<>+14(SB)/1, $0x56
-DATA ggmlDMQ41<>+15(SB)/1, $0x57
-DATA ggmlDMQ41<>+16(SB)/1, $0x00
-DATA ggmlDMQ41<>+17(SB)/1, $0x00
-DATA ggmlDMQ41<>+18(SB)/1, $0x00
-DATA ggmlDMQ41<>+19(SB)/1, $0x00
-DATA ggmlDMQ41<>+20(SB)/1, $0x00
-DATA ggmlDMQ41<>+21(SB)/1, $0x00
-DATA ggmlDMQ41<>+22(SB)/1, $0x00
-DATA ggmlDMQ41<>+23(SB)/1, $0x00
-DATA ggmlDMQ41<>+24(SB)/1, $0x00
-DATA ggmlDMQ41<>+25(SB)/1, $0x00
-DATA ggmlDMQ41<>+26(SB)/1, $0x00
-DATA ggmlDMQ41<>+27(SB)/1, $0x00
-DATA ggmlDMQ41<>+28(SB)/1, $0x00
-DATA ggmlDMQ41<>+29(SB)/1, $0x00
-DATA ggmlDMQ41<>+30(SB)/1, $0x00
-DATA ggmlDMQ41<>+31(SB)/1, $0x00
-DATA ggmlDMQ41<>+32(SB)/1, $0x00
-DATA ggmlDMQ41<>+33(SB)/1, $0x00
-DATA ggmlDMQ41<>+34(SB)/1, $0x00
-DATA ggmlDMQ41<>+35(SB)/1, $0x00
-DATA ggmlDMQ41<>+36(SB)/1, $0x00
-DATA ggmlDMQ41<>+37(SB)/1, $0x00
-DATA ggmlDMQ41<>+38(SB)/1, $0x00
-DATA ggmlDMQ41<>+39(SB)/1, $0x00
-DATA ggmlDMQ41<>+40(SB)/1, $0x00
-DATA ggmlDMQ41<>+41(SB)/1, $0x00
-DATA ggmlDMQ41<>+42(SB)/1, $0x00
-DATA ggmlDMQ41<>+43(SB)/1, $0x00
-DATA ggmlDMQ41<>+44(SB)/1, $0x00
-DATA ggmlDMQ41<>+45(SB)/1, $0x00
-DATA ggmlDMQ41<>+46(SB)/1, $0x00
-DATA ggmlDMQ41<>+47(SB)/1, $0x00
-DATA ggmlDMQ41<>+48(SB)/1, $0x00
-DATA ggmlDMQ41<>+49(SB)/1, $0x00
-DATA ggmlDMQ41<>+50(SB)/1, $0x00
-DATA ggmlDMQ41<>+51(SB)/1, $0x00
-DATA ggmlDMQ41<>+52(SB)/1, $0x00
-DATA ggmlDMQ41<>+53(SB)/1, $0x00
-DATA ggmlDMQ41<>+54(SB)/1, $0x00
-DATA ggmlDMQ41<>+55(SB)/1, $0x00
-DATA ggmlDMQ41<>+56(SB)/1, $0x00
-DATA ggmlDMQ41<>+57(SB)/1, $0x00
-DATA ggmlDMQ41<>+58(SB)/1, $0x00
-DATA ggmlDMQ41<>+59(SB)/1, $0x00
-DATA ggmlDMQ41<>+60(SB)/1, $0x00
-DATA ggmlDMQ41<>+61(SB)/1, $0x00
-DATA ggmlDMQ41<>+62(SB)/1, $0x00
-DATA ggmlDMQ41<>+63(SB)/1, $0x00
+DATA ggmlDMQ41<>+2(SB)/1, $0x00
+DATA ggmlDMQ41<>+3(SB)/1, $0x01
+DATA ggmlDMQ41<>+4(SB)/1, $0x00
+DATA ggmlDMQ41<>+5(SB)/1, $0x01
+DATA ggmlDMQ41<>+6(SB)/1, $0x00
+DATA ggmlDMQ41<>+7(SB)/1, $0x01
+DATA ggmlDMQ41<>+8(SB)/1, $0x14
+DATA ggmlDMQ41<>+9(SB)/1, $0x15
+DATA ggmlDMQ41<>+10(SB)/1, $0x14
+DATA ggmlDMQ41<>+11(SB)/1, $0x15
+DATA ggmlDMQ41<>+12(SB)/1, $0x14
+DATA ggmlDMQ41<>+13(SB)/1, $0x15
+DATA ggmlDMQ41<>+14(SB)/1, $0x14
+DATA ggmlDMQ41<>+15(SB)/1, $0x15
+DATA ggmlDMQ41<>+16(SB)/1, $0x40
+DATA ggmlDMQ41<>+17(SB)/1, $0x41
+DATA ggmlDMQ41<>+18(SB)/1, $0x40
+DATA ggmlDMQ41<>+19(SB)/1, $0x41
+DATA ggmlDMQ41<>+20(SB)/1, $0x40
+DATA ggmlDMQ41<>+21(SB)/1, $0x41
+DATA ggmlDMQ41<>+22(SB)/1, $0x40
+DATA ggmlDMQ41<>+23(SB)/1, $0x41
+DATA ggmlDMQ41<>+24(SB)/1, $0x54
+DATA ggmlDMQ41<>+25(SB)/1, $0x55
+DATA ggmlDMQ41<>+26(SB)/1, $0x54
+DATA ggmlDMQ41<>+27(SB)/1, $0x55
+DATA ggmlDMQ41<>+28(SB)/1, $0x54
+DATA ggmlDMQ41<>+29(SB)/1, $0x55
+DATA ggmlDMQ41<>+30(SB)/1, $0x54
+DATA ggmlDMQ41<>+31(SB)/1, $0x55
+DATA ggmlDMQ41<>+32(SB)/1, $0x02
+DATA ggmlDMQ41<>+33(SB)/1, $0x03
+DATA ggmlDMQ41<>+34(SB)/1, $0x02
+DATA ggmlDMQ41<>+35(SB)/1, $0x03
+DATA ggmlDMQ41<>+36(SB)/1, $0x02
+DATA ggmlDMQ41<>+37(SB)/1, $0x03
+DATA ggmlDMQ41<>+38(SB)/1, $0x02
+DATA ggmlDMQ41<>+39(SB)/1, $0x03
+DATA ggmlDMQ41<>+40(SB)/1, $0x16
+DATA ggmlDMQ41<>+41(SB)/1, $0x17
+DATA ggmlDMQ41<>+42(SB)/1, $0x16
+DATA ggmlDMQ41<>+43(SB)/1, $0x17
+DATA ggmlDMQ41<>+44(SB)/1, $0x16
+DATA ggmlDMQ41<>+45(SB)/1, $0x17
+DATA ggmlDMQ41<>+46(SB)/1, $0x16
+DATA ggmlDMQ41<>+47(SB)/1, $0x17
+DATA ggmlDMQ41<>+48(SB)/1, $0x42
+DATA ggmlDMQ41<>+49(SB)/1, $0x43
+DATA ggmlDMQ41<>+50(SB)/1, $0x42
+DATA ggmlDMQ41<>+51(SB)/1, $0x43
+DATA ggmlDMQ41<>+52(SB)/1, $0x42
+DATA ggmlDMQ41<>+53(SB)/1, $0x43
+DATA ggmlDMQ41<>+54(SB)/1, $0x42
+DATA ggmlDMQ41<>+55(SB)/1, $0x43
+DATA ggmlDMQ41<>+56(SB)/1, $0x56
+DATA ggmlDMQ41<>+57(SB)/1, $0x57
+DATA ggmlDMQ41<>+58(SB)/1, $0x56
+DATA ggmlDMQ41<>+59(SB)/1, $0x57
+DATA ggmlDMQ41<>+60(SB)/1, $0x56
+DATA ggmlDMQ41<>+61(SB)/1, $0x57
+DATA ggmlDMQ41<>+62(SB)/1, $0x56
+DATA ggmlDMQ41<>+63(SB)/1, $0x57
 GLOBL ggmlDMQ41<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ50A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
@@ -7296,7 +7258,7 @@ GgmlQ50A8Avx512_vec:
 	RET
 
 // func GgmlQ50A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VNNI, F16C, GFNI, MMX+
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VNNI, GFNI, MMX+
 TEXT ·GgmlQ50A8R4Avx512(SB), NOSPLIT, $0-104
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
@@ -7307,19 +7269,22 @@ TEXT ·GgmlQ50A8R4Avx512(SB), NOSPLIT, $0-104
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X11
 	VPBROADCASTD X11, Z11
-	VMOVDQU64    ggmlPermQ50<>+0(SB), Z9
+	VMOVDQU64    ggmlPermQ50<>+0(SB), Z0
 	VMOVDQU64    ggmlDMQ50<>+0(SB), Z12
+	VMOVDQU64    ggmlLaneBlock<>+0(SB), Z13
 	MOVQ         $0x1020408000000000, AX
 	VPBROADCASTQ AX, Z10
 	MOVQ         $0xffff0000ffff0000, AX
 	KMOVQ        AX, K1
 	MOVQ         $0x00000fffffffffff, AX
 	KMOVQ        AX, K2
+	MOVQ         $0x0000000003030303, AX
+	KMOVQ        AX, K3
 	MOVL         $0x10101010, AX
-	VPBROADCASTD AX, Z13
+	VPBROADCASTD AX, Z14
 
 GgmlQ50A8R4Avx512_row:
-	VXORPS X14, X14, X14
+	VXORPS X15, X15, X15
 	MOVQ   w+0(FP), AX
 	MOVQ   stride+8(FP), CX
 	LEAQ   (AX)(CX*2), DX
@@ -7336,177 +7301,153 @@ GgmlQ50A8R4Avx512_grp:
 	PREFETCHT1     192(BX)
 	PREFETCHT1     256(BX)
 	PREFETCHT1     320(BX)
-	VBROADCASTSS   (R8), X15
-	VPMOVSXWD      (DI), X16
-	VPSLLD         $0x04, X16, X16
-	VMOVDQU64      (AX), Z17
-	VMOVDQU8.Z     44(AX), K2, Z18
-	VPERMB         Z17, Z9, Z19
-	VPANDD         Z19, Z11, Z20
-	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z20
+	VMOVDQU64      (AX), Z16
+	VMOVDQU8.Z     44(AX), K2, Z17
+	VPERMB         Z16, Z0, Z18
+	VPANDD         Z18, Z11, Z19
+	VGF2P8AFFINEQB $0x00, Z10, Z18, K1, Z19
 	MOVL           2(AX), R10
 	MOVL           24(AX), R11
 	SHLQ           $0x20, R11
 	ORQ            R10, R11
-	KMOVQ          R11, K3
-	VPADDB         Z13, Z20, K3, Z20
-	VPERMB         Z18, Z9, Z19
-	VPANDD         Z19, Z11, Z21
-	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z21
+	KMOVQ          R11, K4
+	VPADDB         Z14, Z19, K4, Z19
+	VPERMB         Z17, Z0, Z18
+	VPANDD         Z18, Z11, Z20
+	VGF2P8AFFINEQB $0x00, Z10, Z18, K1, Z20
 	MOVL           46(AX), R10
 	MOVL           68(AX), R11
 	SHLQ           $0x20, R11
 	ORQ            R10, R11
-	KMOVQ          R11, K3
-	VPADDB         Z13, Z21, K3, Z21
-	VMOVDQA64      Z12, Z19
-	VPERMI2B       Z18, Z17, Z19
+	KMOVQ          R11, K4
+	VPADDB         Z14, Z20, K4, Z20
+	VMOVDQA64      Z12, Z18
+	VPERMI2B.Z     Z17, Z16, K3, Z18
 	VPXORD         Z1, Z1, Z1
-	VPDPBUSD       (SI), Z20, Z1
+	VPDPBUSD       (SI), Z19, Z1
 	VPXORD         Z2, Z2, Z2
-	VPDPBUSD       64(SI), Z21, Z2
-	VSHUFI64X2     $0x88, Z2, Z1, Z17
-	VSHUFI64X2     $0xdd, Z2, Z1, Z18
-	VPADDD         Z18, Z17, Z17
-	VPSHUFD        $0x4e, Z17, Z18
-	VPADDD         Z18, Z17, Z17
-	VPSHUFD        $0xb1, Z17, Z18
-	VPADDD         Z18, Z17, Z17
-	VPERMD         Z17, Z0, Z17
-	VPSUBD         X16, X17, X17
-	VCVTPH2PS      X19, X18
-	VMULPS         X18, X15, X18
-	VCVTDQ2PS      X17, X17
-	VMULPS         X18, X17, X17
-	VMOVDQU64      (AX)(CX*1), Z18
-	VMOVDQU8.Z     44(AX)(CX*1), K2, Z19
-	VPERMB         Z18, Z9, Z20
-	VPANDD         Z20, Z11, Z21
-	VGF2P8AFFINEQB $0x00, Z10, Z20, K1, Z21
+	VPDPBUSD       64(SI), Z20, Z2
+	VMOVDQU64      (AX)(CX*1), Z16
+	VMOVDQU8.Z     44(AX)(CX*1), K2, Z17
+	VPERMB         Z16, Z0, Z19
+	VPANDD         Z19, Z11, Z20
+	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z20
 	MOVL           2(AX)(CX*1), R10
 	MOVL           24(AX)(CX*1), R11
 	SHLQ           $0x20, R11
 	ORQ            R10, R11
-	KMOVQ          R11, K3
-	VPADDB         Z13, Z21, K3, Z21
-	VPERMB         Z19, Z9, Z20
-	VPANDD         Z20, Z11, Z22
-	VGF2P8AFFINEQB $0x00, Z10, Z20, K1, Z22
+	KMOVQ          R11, K4
+	VPADDB         Z14, Z20, K4, Z20
+	VPERMB         Z17, Z0, Z19
+	VPANDD         Z19, Z11, Z21
+	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z21
 	MOVL           46(AX)(CX*1), R10
 	MOVL           68(AX)(CX*1), R11
 	SHLQ           $0x20, R11
 	ORQ            R10, R11
-	KMOVQ          R11, K3
-	VPADDB         Z13, Z22, K3, Z22
-	VMOVDQA64      Z12, Z20
-	VPERMI2B       Z19, Z18, Z20
+	KMOVQ          R11, K4
+	VPADDB         Z14, Z21, K4, Z21
+	VMOVDQA64      Z12, Z19
+	VPERMI2B.Z     Z17, Z16, K3, Z19
 	VPXORD         Z3, Z3, Z3
-	VPDPBUSD       (SI), Z21, Z3
+	VPDPBUSD       (SI), Z20, Z3
 	VPXORD         Z4, Z4, Z4
-	VPDPBUSD       64(SI), Z22, Z4
-	VSHUFI64X2     $0x88, Z4, Z3, Z18
-	VSHUFI64X2     $0xdd, Z4, Z3, Z19
-	VPADDD         Z19, Z18, Z18
-	VPSHUFD        $0x4e, Z18, Z19
-	VPADDD         Z19, Z18, Z18
-	VPSHUFD        $0xb1, Z18, Z19
-	VPADDD         Z19, Z18, Z18
-	VPERMD         Z18, Z0, Z18
-	VPSUBD         X16, X18, X18
-	VCVTPH2PS      X20, X19
-	VMULPS         X19, X15, X19
-	VCVTDQ2PS      X18, X18
-	VMULPS         X19, X18, X18
-	VMOVDQU64      (DX), Z19
-	VMOVDQU8.Z     44(DX), K2, Z20
-	VPERMB         Z19, Z9, Z21
-	VPANDD         Z21, Z11, Z22
-	VGF2P8AFFINEQB $0x00, Z10, Z21, K1, Z22
+	VPDPBUSD       64(SI), Z21, Z4
+	VPSLLQ         $0x10, Z19, Z19
+	VPORQ          Z19, Z18, Z18
+	VMOVDQU64      (DX), Z16
+	VMOVDQU8.Z     44(DX), K2, Z17
+	VPERMB         Z16, Z0, Z19
+	VPANDD         Z19, Z11, Z20
+	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z20
 	MOVL           2(DX), R10
 	MOVL           24(DX), R11
 	SHLQ           $0x20, R11
 	ORQ            R10, R11
-	KMOVQ          R11, K3
-	VPADDB         Z13, Z22, K3, Z22
-	VPERMB         Z20, Z9, Z21
-	VPANDD         Z21, Z11, Z23
-	VGF2P8AFFINEQB $0x00, Z10, Z21, K1, Z23
+	KMOVQ          R11, K4
+	VPADDB         Z14, Z20, K4, Z20
+	VPERMB         Z17, Z0, Z19
+	VPANDD         Z19, Z11, Z21
+	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z21
 	MOVL           46(DX), R10
 	MOVL           68(DX), R11
 	SHLQ           $0x20, R11
 	ORQ            R10, R11
-	KMOVQ          R11, K3
-	VPADDB         Z13, Z23, K3, Z23
-	VMOVDQA64      Z12, Z21
-	VPERMI2B       Z20, Z19, Z21
+	KMOVQ          R11, K4
+	VPADDB         Z14, Z21, K4, Z21
+	VMOVDQA64      Z12, Z19
+	VPERMI2B.Z     Z17, Z16, K3, Z19
 	VPXORD         Z5, Z5, Z5
-	VPDPBUSD       (SI), Z22, Z5
+	VPDPBUSD       (SI), Z20, Z5
 	VPXORD         Z6, Z6, Z6
-	VPDPBUSD       64(SI), Z23, Z6
-	VSHUFI64X2     $0x88, Z6, Z5, Z19
-	VSHUFI64X2     $0xdd, Z6, Z5, Z20
-	VPADDD         Z20, Z19, Z19
-	VPSHUFD        $0x4e, Z19, Z20
-	VPADDD         Z20, Z19, Z19
-	VPSHUFD        $0xb1, Z19, Z20
-	VPADDD         Z20, Z19, Z19
-	VPERMD         Z19, Z0, Z19
-	VPSUBD         X16, X19, X19
-	VCVTPH2PS      X21, X20
-	VMULPS         X20, X15, X20
-	VCVTDQ2PS      X19, X19
-	VMULPS         X20, X19, X19
-	VMOVDQU64      (DX)(CX*1), Z20
-	VMOVDQU8.Z     44(DX)(CX*1), K2, Z21
-	VPERMB         Z20, Z9, Z22
-	VPANDD         Z22, Z11, Z23
-	VGF2P8AFFINEQB $0x00, Z10, Z22, K1, Z23
+	VPDPBUSD       64(SI), Z21, Z6
+	VPSLLQ         $0x20, Z19, Z19
+	VPORQ          Z19, Z18, Z18
+	VMOVDQU64      (DX)(CX*1), Z16
+	VMOVDQU8.Z     44(DX)(CX*1), K2, Z17
+	VPERMB         Z16, Z0, Z19
+	VPANDD         Z19, Z11, Z20
+	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z20
 	MOVL           2(DX)(CX*1), R10
 	MOVL           24(DX)(CX*1), R11
 	SHLQ           $0x20, R11
 	ORQ            R10, R11
-	KMOVQ          R11, K3
-	VPADDB         Z13, Z23, K3, Z23
-	VPERMB         Z21, Z9, Z22
-	VPANDD         Z22, Z11, Z24
-	VGF2P8AFFINEQB $0x00, Z10, Z22, K1, Z24
+	KMOVQ          R11, K4
+	VPADDB         Z14, Z20, K4, Z20
+	VPERMB         Z17, Z0, Z19
+	VPANDD         Z19, Z11, Z21
+	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z21
 	MOVL           46(DX)(CX*1), R10
 	MOVL           68(DX)(CX*1), R11
 	SHLQ           $0x20, R11
 	ORQ            R10, R11
-	KMOVQ          R11, K3
-	VPADDB         Z13, Z24, K3, Z24
-	VMOVDQA64      Z12, Z22
-	VPERMI2B       Z21, Z20, Z22
+	KMOVQ          R11, K4
+	VPADDB         Z14, Z21, K4, Z21
+	VMOVDQA64      Z12, Z19
+	VPERMI2B.Z     Z17, Z16, K3, Z19
 	VPXORD         Z7, Z7, Z7
-	VPDPBUSD       (SI), Z23, Z7
+	VPDPBUSD       (SI), Z20, Z7
 	VPXORD         Z8, Z8, Z8
-	VPDPBUSD       64(SI), Z24, Z8
-	VSHUFI64X2     $0x88, Z8, Z7, Z20
-	VSHUFI64X2     $0xdd, Z8, Z7, Z21
-	VPADDD         Z21, Z20, Z20
-	VPSHUFD        $0x4e, Z20, Z21
-	VPADDD         Z21, Z20, Z20
-	VPSHUFD        $0xb1, Z20, Z21
-	VPADDD         Z21, Z20, Z20
-	VPERMD         Z20, Z0, Z20
-	VPSUBD         X16, X20, X20
-	VCVTPH2PS      X22, X16
-	VMULPS         X16, X15, X15
-	VCVTDQ2PS      X20, X16
-	VMULPS         X15, X16, X16
-	VUNPCKLPS      X18, X17, X15
-	VUNPCKHPS      X18, X17, X17
-	VUNPCKLPS      X16, X19, X18
-	VUNPCKHPS      X16, X19, X16
-	VMOVLHPS       X18, X15, X19
-	VMOVHLPS       X15, X18, X15
-	VMOVLHPS       X16, X17, X18
-	VMOVHLPS       X17, X16, X16
-	VADDPS         X19, X14, X14
-	VADDPS         X15, X14, X14
-	VADDPS         X18, X14, X14
-	VADDPS         X16, X14, X14
+	VPDPBUSD       64(SI), Z21, Z8
+	VPSLLQ         $0x30, Z19, Z19
+	VPORQ          Z19, Z18, Z18
+	VPUNPCKLDQ     Z3, Z1, Z16
+	VPUNPCKHDQ     Z3, Z1, Z1
+	VPADDD         Z16, Z1, Z1
+	VPUNPCKLDQ     Z7, Z5, Z16
+	VPUNPCKHDQ     Z7, Z5, Z5
+	VPADDD         Z16, Z5, Z5
+	VPUNPCKLDQ     Z4, Z2, Z16
+	VPUNPCKHDQ     Z4, Z2, Z2
+	VPADDD         Z16, Z2, Z2
+	VPUNPCKLDQ     Z8, Z6, Z16
+	VPUNPCKHDQ     Z8, Z6, Z6
+	VPADDD         Z16, Z6, Z6
+	VPUNPCKLQDQ    Z5, Z1, Z16
+	VPUNPCKHQDQ    Z5, Z1, Z1
+	VPADDD         Z16, Z1, Z1
+	VPUNPCKLQDQ    Z6, Z2, Z16
+	VPUNPCKHQDQ    Z6, Z2, Z2
+	VPADDD         Z16, Z2, Z2
+	VSHUFI64X2     $0x88, Z2, Z1, Z16
+	VSHUFI64X2     $0xdd, Z2, Z1, Z1
+	VPADDD         Z1, Z16, Z16
+	VPMOVSXWD      (DI), X9
+	VPSLLD         $0x04, X9, X9
+	VPERMD         Z9, Z13, Z9
+	VPSUBD         Z9, Z16, Z16
+	VBROADCASTSS   (R8), Z17
+	VCVTPH2PS      Y18, Z18
+	VMULPS         Z18, Z17, Z17
+	VCVTDQ2PS      Z16, Z16
+	VMULPS         Z17, Z16, Z16
+	VADDPS         X16, X15, X15
+	VEXTRACTF32X4  $0x01, Z16, X9
+	VADDPS         X9, X15, X15
+	VEXTRACTF32X4  $0x02, Z16, X9
+	VADDPS         X9, X15, X15
+	VEXTRACTF32X4  $0x03, Z16, X9
+	VADDPS         X9, X15, X15
 	ADDQ           $0x00000058, AX
 	ADDQ           $0x00000058, DX
 	ADDQ           $0x00000160, BX
@@ -7516,7 +7457,7 @@ GgmlQ50A8R4Avx512_grp:
 	DECQ           R9
 	JNZ            GgmlQ50A8R4Avx512_grp
 	MOVQ           out+88(FP), AX
-	VMOVUPS        X14, (AX)
+	VMOVUPS        X15, (AX)
 	MOVQ           stride+8(FP), AX
 	SHLQ           $0x02, AX
 	MOVQ           w+0(FP), CX
@@ -7600,68 +7541,68 @@ GLOBL ggmlPermQ50<>(SB), RODATA|NOPTR, $64
 
 DATA ggmlDMQ50<>+0(SB)/1, $0x00
 DATA ggmlDMQ50<>+1(SB)/1, $0x01
-DATA ggmlDMQ50<>+2(SB)/1, $0x16
-DATA ggmlDMQ50<>+3(SB)/1, $0x17
-DATA ggmlDMQ50<>+4(SB)/1, $0x40
-DATA ggmlDMQ50<>+5(SB)/1, $0x41
-DATA ggmlDMQ50<>+6(SB)/1, $0x56
-DATA ggmlDMQ50<>+7(SB)/1, $0x57
-DATA ggmlDMQ50<>+8(SB)/1, $0x00
-DATA ggmlDMQ50<>+9(SB)/1, $0x00
-DATA ggmlDMQ50<>+10(SB)/1, $0x00
-DATA ggmlDMQ50<>+11(SB)/1, $0x00
-DATA ggmlDMQ50<>+12(SB)/1, $0x00
-DATA ggmlDMQ50<>+13(SB)/1, $0x00
-DATA ggmlDMQ50<>+14(SB)/1, $0x00
-DATA ggmlDMQ50<>+15(SB)/1, $0x00
-DATA ggmlDMQ50<>+16(SB)/1, $0x00
-DATA ggmlDMQ50<>+17(SB)/1, $0x00
-DATA ggmlDMQ50<>+18(SB)/1, $0x00
-DATA ggmlDMQ50<>+19(SB)/1, $0x00
-DATA ggmlDMQ50<>+20(SB)/1, $0x00
-DATA ggmlDMQ50<>+21(SB)/1, $0x00
-DATA ggmlDMQ50<>+22(SB)/1, $0x00
-DATA ggmlDMQ50<>+23(SB)/1, $0x00
-DATA ggmlDMQ50<>+24(SB)/1, $0x00
-DATA ggmlDMQ50<>+25(SB)/1, $0x00
-DATA ggmlDMQ50<>+26(SB)/1, $0x00
-DATA ggmlDMQ50<>+27(SB)/1, $0x00
-DATA ggmlDMQ50<>+28(SB)/1, $0x00
-DATA ggmlDMQ50<>+29(SB)/1, $0x00
-DATA ggmlDMQ50<>+30(SB)/1, $0x00
-DATA ggmlDMQ50<>+31(SB)/1, $0x00
-DATA ggmlDMQ50<>+32(SB)/1, $0x00
-DATA ggmlDMQ50<>+33(SB)/1, $0x00
-DATA ggmlDMQ50<>+34(SB)/1, $0x00
-DATA ggmlDMQ50<>+35(SB)/1, $0x00
-DATA ggmlDMQ50<>+36(SB)/1, $0x00
-DATA ggmlDMQ50<>+37(SB)/1, $0x00
-DATA ggmlDMQ50<>+38(SB)/1, $0x00
-DATA ggmlDMQ50<>+39(SB)/1, $0x00
-DATA ggmlDMQ50<>+40(SB)/1, $0x00
-DATA ggmlDMQ50<>+41(SB)/1, $0x00
-DATA ggmlDMQ50<>+42(SB)/1, $0x00
-DATA ggmlDMQ50<>+43(SB)/1, $0x00
-DATA ggmlDMQ50<>+44(SB)/1, $0x00
-DATA ggmlDMQ50<>+45(SB)/1, $0x00
-DATA ggmlDMQ50<>+46(SB)/1, $0x00
-DATA ggmlDMQ50<>+47(SB)/1, $0x00
-DATA ggmlDMQ50<>+48(SB)/1, $0x00
-DATA ggmlDMQ50<>+49(SB)/1, $0x00
-DATA ggmlDMQ50<>+50(SB)/1, $0x00
-DATA ggmlDMQ50<>+51(SB)/1, $0x00
-DATA ggmlDMQ50<>+52(SB)/1, $0x00
-DATA ggmlDMQ50<>+53(SB)/1, $0x00
-DATA ggmlDMQ50<>+54(SB)/1, $0x00
-DATA ggmlDMQ50<>+55(SB)/1, $0x00
-DATA ggmlDMQ50<>+56(SB)/1, $0x00
-DATA ggmlDMQ50<>+57(SB)/1, $0x00
-DATA ggmlDMQ50<>+58(SB)/1, $0x00
-DATA ggmlDMQ50<>+59(SB)/1, $0x00
-DATA ggmlDMQ50<>+60(SB)/1, $0x00
-DATA ggmlDMQ50<>+61(SB)/1, $0x00
-DATA ggmlDMQ50<>+62(SB)/1, $0x00
-DATA ggmlDMQ50<>+63(SB)/1, $0x00
+DATA ggmlDMQ50<>+2(SB)/1, $0x00
+DATA ggmlDMQ50<>+3(SB)/1, $0x01
+DATA ggmlDMQ50<>+4(SB)/1, $0x00
+DATA ggmlDMQ50<>+5(SB)/1, $0x01
+DATA ggmlDMQ50<>+6(SB)/1, $0x00
+DATA ggmlDMQ50<>+7(SB)/1, $0x01
+DATA ggmlDMQ50<>+8(SB)/1, $0x16
+DATA ggmlDMQ50<>+9(SB)/1, $0x17
+DATA ggmlDMQ50<>+10(SB)/1, $0x16
+DATA ggmlDMQ50<>+11(SB)/1, $0x17
+DATA ggmlDMQ50<>+12(SB)/1, $0x16
+DATA ggmlDMQ50<>+13(SB)/1, $0x17
+DATA ggmlDMQ50<>+14(SB)/1, $0x16
+DATA ggmlDMQ50<>+15(SB)/1, $0x17
+DATA ggmlDMQ50<>+16(SB)/1, $0x40
+DATA ggmlDMQ50<>+17(SB)/1, $0x41
+DATA ggmlDMQ50<>+18(SB)/1, $0x40
+DATA ggmlDMQ50<>+19(SB)/1, $0x41
+DATA ggmlDMQ50<>+20(SB)/1, $0x40
+DATA ggmlDMQ50<>+21(SB)/1, $0x41
+DATA ggmlDMQ50<>+22(SB)/1, $0x40
+DATA ggmlDMQ50<>+23(SB)/1, $0x41
+DATA ggmlDMQ50<>+24(SB)/1, $0x56
+DATA ggmlDMQ50<>+25(SB)/1, $0x57
+DATA ggmlDMQ50<>+26(SB)/1, $0x56
+DATA ggmlDMQ50<>+27(SB)/1, $0x57
+DATA ggmlDMQ50<>+28(SB)/1, $0x56
+DATA ggmlDMQ50<>+29(SB)/1, $0x57
+DATA ggmlDMQ50<>+30(SB)/1, $0x56
+DATA ggmlDMQ50<>+31(SB)/1, $0x57
+DATA ggmlDMQ50<>+32(SB)/1, $0x02
+DATA ggmlDMQ50<>+33(SB)/1, $0x03
+DATA ggmlDMQ50<>+34(SB)/1, $0x02
+DATA ggmlDMQ50<>+35(SB)/1, $0x03
+DATA ggmlDMQ50<>+36(SB)/1, $0x02
+DATA ggmlDMQ50<>+37(SB)/1, $0x03
+DATA ggmlDMQ50<>+38(SB)/1, $0x02
+DATA ggmlDMQ50<>+39(SB)/1, $0x03
+DATA ggmlDMQ50<>+40(SB)/1, $0x18
+DATA ggmlDMQ50<>+41(SB)/1, $0x19
+DATA ggmlDMQ50<>+42(SB)/1, $0x18
+DATA ggmlDMQ50<>+43(SB)/1, $0x19
+DATA ggmlDMQ50<>+44(SB)/1, $0x18
+DATA ggmlDMQ50<>+45(SB)/1, $0x19
+DATA ggmlDMQ50<>+46(SB)/1, $0x18
+DATA ggmlDMQ50<>+47(SB)/1, $0x19
+DATA ggmlDMQ50<>+48(SB)/1, $0x42
+DATA ggmlDMQ50<>+49(SB)/1, $0x43
+DATA ggmlDMQ50<>+50(SB)/1, $0x42
+DATA ggmlDMQ50<>+51(SB)/1, $0x43
+DATA ggmlDMQ50<>+52(SB)/1, $0x42
+DATA ggmlDMQ50<>+53(SB)/1, $0x43
+DATA ggmlDMQ50<>+54(SB)/1, $0x42
+DATA ggmlDMQ50<>+55(SB)/1, $0x43
+DATA ggmlDMQ50<>+56(SB)/1, $0x58
+DATA ggmlDMQ50<>+57(SB)/1, $0x59
+DATA ggmlDMQ50<>+58(SB)/1, $0x58
+DATA ggmlDMQ50<>+59(SB)/1, $0x59
+DATA ggmlDMQ50<>+60(SB)/1, $0x58
+DATA ggmlDMQ50<>+61(SB)/1, $0x59
+DATA ggmlDMQ50<>+62(SB)/1, $0x58
+DATA ggmlDMQ50<>+63(SB)/1, $0x59
 GLOBL ggmlDMQ50<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ51A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
@@ -7809,7 +7750,7 @@ GgmlQ51A8Avx512_vec:
 	RET
 
 // func GgmlQ51A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VNNI, F16C, GFNI, MMX+
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VNNI, GFNI, MMX+
 TEXT ·GgmlQ51A8R4Avx512(SB), NOSPLIT, $0-104
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
@@ -7820,19 +7761,22 @@ TEXT ·GgmlQ51A8R4Avx512(SB), NOSPLIT, $0-104
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X11
 	VPBROADCASTD X11, Z11
-	VMOVDQU64    ggmlPermQ51<>+0(SB), Z9
+	VMOVDQU64    ggmlPermQ51<>+0(SB), Z0
 	VMOVDQU64    ggmlDMQ51<>+0(SB), Z12
+	VMOVDQU64    ggmlLaneBlock<>+0(SB), Z13
 	MOVQ         $0x1020408000000000, AX
 	VPBROADCASTQ AX, Z10
 	MOVQ         $0xffff0000ffff0000, AX
 	KMOVQ        AX, K1
 	MOVQ         $0x0000ffffffffffff, AX
 	KMOVQ        AX, K2
+	MOVQ         $0x0303030303030303, AX
+	KMOVQ        AX, K3
 	MOVL         $0x10101010, AX
-	VPBROADCASTD AX, Z13
+	VPBROADCASTD AX, Z14
 
 GgmlQ51A8R4Avx512_row:
-	VXORPS X14, X14, X14
+	VXORPS X15, X15, X15
 	MOVQ   w+0(FP), AX
 	MOVQ   stride+8(FP), CX
 	LEAQ   (AX)(CX*2), DX
@@ -7849,201 +7793,163 @@ GgmlQ51A8R4Avx512_grp:
 	PREFETCHT1     192(BX)
 	PREFETCHT1     256(BX)
 	PREFETCHT1     320(BX)
-	VBROADCASTSS   (R8), X15
-	VPMOVSXWD      (DI), X16
-	VCVTDQ2PS      X16, X16
-	VMOVDQU64      (AX), Z17
-	VMOVDQU8.Z     48(AX), K2, Z18
-	VPERMB         Z17, Z9, Z19
-	VPANDD         Z19, Z11, Z20
-	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z20
+	VMOVDQU64      (AX), Z16
+	VMOVDQU8.Z     48(AX), K2, Z17
+	VPERMB         Z16, Z0, Z18
+	VPANDD         Z18, Z11, Z19
+	VGF2P8AFFINEQB $0x00, Z10, Z18, K1, Z19
 	MOVL           4(AX), R10
 	MOVL           28(AX), R11
 	SHLQ           $0x20, R11
 	ORQ            R10, R11
-	KMOVQ          R11, K3
-	VPADDB         Z13, Z20, K3, Z20
-	VPERMB         Z18, Z9, Z19
-	VPANDD         Z19, Z11, Z21
-	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z21
+	KMOVQ          R11, K4
+	VPADDB         Z14, Z19, K4, Z19
+	VPERMB         Z17, Z0, Z18
+	VPANDD         Z18, Z11, Z20
+	VGF2P8AFFINEQB $0x00, Z10, Z18, K1, Z20
 	MOVL           52(AX), R10
 	MOVL           76(AX), R11
 	SHLQ           $0x20, R11
 	ORQ            R10, R11
-	KMOVQ          R11, K3
-	VPADDB         Z13, Z21, K3, Z21
-	VMOVDQA64      Z12, Z19
-	VPERMI2B       Z18, Z17, Z19
+	KMOVQ          R11, K4
+	VPADDB         Z14, Z20, K4, Z20
+	VMOVDQA64      Z12, Z18
+	VPERMI2B.Z     Z17, Z16, K3, Z18
 	VPXORD         Z1, Z1, Z1
-	VPDPBUSD       (SI), Z20, Z1
+	VPDPBUSD       (SI), Z19, Z1
 	VPXORD         Z2, Z2, Z2
-	VPDPBUSD       64(SI), Z21, Z2
-	VSHUFI64X2     $0x88, Z2, Z1, Z17
-	VSHUFI64X2     $0xdd, Z2, Z1, Z18
-	VPADDD         Z18, Z17, Z17
-	VPSHUFD        $0x4e, Z17, Z18
-	VPADDD         Z18, Z17, Z17
-	VPSHUFD        $0xb1, Z17, Z18
-	VPADDD         Z18, Z17, Z17
-	VPERMD         Z17, Z0, Z17
-	VCVTPH2PS      X19, X18
-	VMULPS         X18, X15, X18
-	VCVTDQ2PS      X17, X17
-	VMULPS         X18, X17, X17
-	VPSRLDQ        $0x08, X19, X18
-	VCVTPH2PS      X18, X18
-	VMULPS         X18, X15, X18
-	VMULPS         X18, X16, X18
-	VMOVDQU64      (AX)(CX*1), Z19
-	VMOVDQU8.Z     48(AX)(CX*1), K2, Z20
-	VPERMB         Z19, Z9, Z21
-	VPANDD         Z21, Z11, Z22
-	VGF2P8AFFINEQB $0x00, Z10, Z21, K1, Z22
+	VPDPBUSD       64(SI), Z20, Z2
+	VMOVDQU64      (AX)(CX*1), Z16
+	VMOVDQU8.Z     48(AX)(CX*1), K2, Z17
+	VPERMB         Z16, Z0, Z19
+	VPANDD         Z19, Z11, Z20
+	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z20
 	MOVL           4(AX)(CX*1), R10
 	MOVL           28(AX)(CX*1), R11
 	SHLQ           $0x20, R11
 	ORQ            R10, R11
-	KMOVQ          R11, K3
-	VPADDB         Z13, Z22, K3, Z22
-	VPERMB         Z20, Z9, Z21
-	VPANDD         Z21, Z11, Z23
-	VGF2P8AFFINEQB $0x00, Z10, Z21, K1, Z23
+	KMOVQ          R11, K4
+	VPADDB         Z14, Z20, K4, Z20
+	VPERMB         Z17, Z0, Z19
+	VPANDD         Z19, Z11, Z21
+	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z21
 	MOVL           52(AX)(CX*1), R10
 	MOVL           76(AX)(CX*1), R11
 	SHLQ           $0x20, R11
 	ORQ            R10, R11
-	KMOVQ          R11, K3
-	VPADDB         Z13, Z23, K3, Z23
-	VMOVDQA64      Z12, Z21
-	VPERMI2B       Z20, Z19, Z21
+	KMOVQ          R11, K4
+	VPADDB         Z14, Z21, K4, Z21
+	VMOVDQA64      Z12, Z19
+	VPERMI2B.Z     Z17, Z16, K3, Z19
 	VPXORD         Z3, Z3, Z3
-	VPDPBUSD       (SI), Z22, Z3
+	VPDPBUSD       (SI), Z20, Z3
 	VPXORD         Z4, Z4, Z4
-	VPDPBUSD       64(SI), Z23, Z4
-	VSHUFI64X2     $0x88, Z4, Z3, Z19
-	VSHUFI64X2     $0xdd, Z4, Z3, Z20
-	VPADDD         Z20, Z19, Z19
-	VPSHUFD        $0x4e, Z19, Z20
-	VPADDD         Z20, Z19, Z19
-	VPSHUFD        $0xb1, Z19, Z20
-	VPADDD         Z20, Z19, Z19
-	VPERMD         Z19, Z0, Z19
-	VCVTPH2PS      X21, X20
-	VMULPS         X20, X15, X20
-	VCVTDQ2PS      X19, X19
-	VMULPS         X20, X19, X19
-	VPSRLDQ        $0x08, X21, X20
-	VCVTPH2PS      X20, X20
-	VMULPS         X20, X15, X20
-	VMULPS         X20, X16, X20
-	VMOVDQU64      (DX), Z21
-	VMOVDQU8.Z     48(DX), K2, Z22
-	VPERMB         Z21, Z9, Z23
-	VPANDD         Z23, Z11, Z24
-	VGF2P8AFFINEQB $0x00, Z10, Z23, K1, Z24
+	VPDPBUSD       64(SI), Z21, Z4
+	VPSLLQ         $0x10, Z19, Z19
+	VPORQ          Z19, Z18, Z18
+	VMOVDQU64      (DX), Z16
+	VMOVDQU8.Z     48(DX), K2, Z17
+	VPERMB         Z16, Z0, Z19
+	VPANDD         Z19, Z11, Z20
+	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z20
 	MOVL           4(DX), R10
 	MOVL           28(DX), R11
 	SHLQ           $0x20, R11
 	ORQ            R10, R11
-	KMOVQ          R11, K3
-	VPADDB         Z13, Z24, K3, Z24
-	VPERMB         Z22, Z9, Z23
-	VPANDD         Z23, Z11, Z25
-	VGF2P8AFFINEQB $0x00, Z10, Z23, K1, Z25
+	KMOVQ          R11, K4
+	VPADDB         Z14, Z20, K4, Z20
+	VPERMB         Z17, Z0, Z19
+	VPANDD         Z19, Z11, Z21
+	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z21
 	MOVL           52(DX), R10
 	MOVL           76(DX), R11
 	SHLQ           $0x20, R11
 	ORQ            R10, R11
-	KMOVQ          R11, K3
-	VPADDB         Z13, Z25, K3, Z25
-	VMOVDQA64      Z12, Z23
-	VPERMI2B       Z22, Z21, Z23
+	KMOVQ          R11, K4
+	VPADDB         Z14, Z21, K4, Z21
+	VMOVDQA64      Z12, Z19
+	VPERMI2B.Z     Z17, Z16, K3, Z19
 	VPXORD         Z5, Z5, Z5
-	VPDPBUSD       (SI), Z24, Z5
+	VPDPBUSD       (SI), Z20, Z5
 	VPXORD         Z6, Z6, Z6
-	VPDPBUSD       64(SI), Z25, Z6
-	VSHUFI64X2     $0x88, Z6, Z5, Z21
-	VSHUFI64X2     $0xdd, Z6, Z5, Z22
-	VPADDD         Z22, Z21, Z21
-	VPSHUFD        $0x4e, Z21, Z22
-	VPADDD         Z22, Z21, Z21
-	VPSHUFD        $0xb1, Z21, Z22
-	VPADDD         Z22, Z21, Z21
-	VPERMD         Z21, Z0, Z21
-	VCVTPH2PS      X23, X22
-	VMULPS         X22, X15, X22
-	VCVTDQ2PS      X21, X21
-	VMULPS         X22, X21, X21
-	VPSRLDQ        $0x08, X23, X22
-	VCVTPH2PS      X22, X22
-	VMULPS         X22, X15, X22
-	VMULPS         X22, X16, X22
-	VMOVDQU64      (DX)(CX*1), Z23
-	VMOVDQU8.Z     48(DX)(CX*1), K2, Z24
-	VPERMB         Z23, Z9, Z25
-	VPANDD         Z25, Z11, Z26
-	VGF2P8AFFINEQB $0x00, Z10, Z25, K1, Z26
+	VPDPBUSD       64(SI), Z21, Z6
+	VPSLLQ         $0x20, Z19, Z19
+	VPORQ          Z19, Z18, Z18
+	VMOVDQU64      (DX)(CX*1), Z16
+	VMOVDQU8.Z     48(DX)(CX*1), K2, Z17
+	VPERMB         Z16, Z0, Z19
+	VPANDD         Z19, Z11, Z20
+	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z20
 	MOVL           4(DX)(CX*1), R10
 	MOVL           28(DX)(CX*1), R11
 	SHLQ           $0x20, R11
 	ORQ            R10, R11
-	KMOVQ          R11, K3
-	VPADDB         Z13, Z26, K3, Z26
-	VPERMB         Z24, Z9, Z25
-	VPANDD         Z25, Z11, Z27
-	VGF2P8AFFINEQB $0x00, Z10, Z25, K1, Z27
+	KMOVQ          R11, K4
+	VPADDB         Z14, Z20, K4, Z20
+	VPERMB         Z17, Z0, Z19
+	VPANDD         Z19, Z11, Z21
+	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z21
 	MOVL           52(DX)(CX*1), R10
 	MOVL           76(DX)(CX*1), R11
 	SHLQ           $0x20, R11
 	ORQ            R10, R11
-	KMOVQ          R11, K3
-	VPADDB         Z13, Z27, K3, Z27
-	VMOVDQA64      Z12, Z25
-	VPERMI2B       Z24, Z23, Z25
+	KMOVQ          R11, K4
+	VPADDB         Z14, Z21, K4, Z21
+	VMOVDQA64      Z12, Z19
+	VPERMI2B.Z     Z17, Z16, K3, Z19
 	VPXORD         Z7, Z7, Z7
-	VPDPBUSD       (SI), Z26, Z7
+	VPDPBUSD       (SI), Z20, Z7
 	VPXORD         Z8, Z8, Z8
-	VPDPBUSD       64(SI), Z27, Z8
-	VSHUFI64X2     $0x88, Z8, Z7, Z23
-	VSHUFI64X2     $0xdd, Z8, Z7, Z24
-	VPADDD         Z24, Z23, Z23
-	VPSHUFD        $0x4e, Z23, Z24
-	VPADDD         Z24, Z23, Z23
-	VPSHUFD        $0xb1, Z23, Z24
-	VPADDD         Z24, Z23, Z23
-	VPERMD         Z23, Z0, Z23
-	VCVTPH2PS      X25, X24
-	VMULPS         X24, X15, X24
-	VCVTDQ2PS      X23, X23
-	VMULPS         X24, X23, X23
-	VPSRLDQ        $0x08, X25, X24
-	VCVTPH2PS      X24, X24
-	VMULPS         X24, X15, X15
-	VMULPS         X15, X16, X15
-	VUNPCKLPS      X19, X17, X16
-	VUNPCKHPS      X19, X17, X17
-	VUNPCKLPS      X23, X21, X19
-	VUNPCKHPS      X23, X21, X21
-	VMOVLHPS       X19, X16, X23
-	VMOVHLPS       X16, X19, X16
-	VMOVLHPS       X21, X17, X19
-	VMOVHLPS       X17, X21, X17
-	VUNPCKLPS      X20, X18, X21
-	VUNPCKHPS      X20, X18, X18
-	VUNPCKLPS      X15, X22, X20
-	VUNPCKHPS      X15, X22, X15
-	VMOVLHPS       X20, X21, X22
-	VMOVHLPS       X21, X20, X20
-	VMOVLHPS       X15, X18, X21
-	VMOVHLPS       X18, X15, X15
-	VADDPS         X23, X14, X14
-	VADDPS         X22, X14, X14
-	VADDPS         X16, X14, X14
-	VADDPS         X20, X14, X14
-	VADDPS         X19, X14, X14
-	VADDPS         X21, X14, X14
-	VADDPS         X17, X14, X14
-	VADDPS         X15, X14, X14
+	VPDPBUSD       64(SI), Z21, Z8
+	VPSLLQ         $0x30, Z19, Z19
+	VPORQ          Z19, Z18, Z18
+	VPUNPCKLDQ     Z3, Z1, Z16
+	VPUNPCKHDQ     Z3, Z1, Z1
+	VPADDD         Z16, Z1, Z1
+	VPUNPCKLDQ     Z7, Z5, Z16
+	VPUNPCKHDQ     Z7, Z5, Z5
+	VPADDD         Z16, Z5, Z5
+	VPUNPCKLDQ     Z4, Z2, Z16
+	VPUNPCKHDQ     Z4, Z2, Z2
+	VPADDD         Z16, Z2, Z2
+	VPUNPCKLDQ     Z8, Z6, Z16
+	VPUNPCKHDQ     Z8, Z6, Z6
+	VPADDD         Z16, Z6, Z6
+	VPUNPCKLQDQ    Z5, Z1, Z16
+	VPUNPCKHQDQ    Z5, Z1, Z1
+	VPADDD         Z16, Z1, Z1
+	VPUNPCKLQDQ    Z6, Z2, Z16
+	VPUNPCKHQDQ    Z6, Z2, Z2
+	VPADDD         Z16, Z2, Z2
+	VSHUFI64X2     $0x88, Z2, Z1, Z16
+	VSHUFI64X2     $0xdd, Z2, Z1, Z1
+	VPADDD         Z1, Z16, Z16
+	VPMOVSXWD      (DI), X9
+	VBROADCASTSS   (R8), Z17
+	VCVTPH2PS      Y18, Z19
+	VMULPS         Z19, Z17, Z19
+	VCVTDQ2PS      Z16, Z16
+	VMULPS         Z19, Z16, Z16
+	VEXTRACTI64X4  $0x01, Z18, Y18
+	VCVTPH2PS      Y18, Z18
+	VMULPS         Z18, Z17, Z17
+	VCVTDQ2PS      X9, X9
+	VPERMPS        Z9, Z13, Z9
+	VMULPS         Z17, Z9, Z17
+	VADDPS         X16, X15, X15
+	VADDPS         X17, X15, X15
+	VEXTRACTF32X4  $0x01, Z16, X9
+	VADDPS         X9, X15, X15
+	VEXTRACTF32X4  $0x01, Z17, X9
+	VADDPS         X9, X15, X15
+	VEXTRACTF32X4  $0x02, Z16, X9
+	VADDPS         X9, X15, X15
+	VEXTRACTF32X4  $0x02, Z17, X9
+	VADDPS         X9, X15, X15
+	VEXTRACTF32X4  $0x03, Z16, X9
+	VADDPS         X9, X15, X15
+	VEXTRACTF32X4  $0x03, Z17, X9
+	VADDPS         X9, X15, X15
 	ADDQ           $0x00000060, AX
 	ADDQ           $0x00000060, DX
 	ADDQ           $0x00000180, BX
@@ -8053,7 +7959,7 @@ GgmlQ51A8R4Avx512_grp:
 	DECQ           R9
 	JNZ            GgmlQ51A8R4Avx512_grp
 	MOVQ           out+88(FP), AX
-	VMOVUPS        X14, (AX)
+	VMOVUPS        X15, (AX)
 	MOVQ           stride+8(FP), AX
 	SHLQ           $0x02, AX
 	MOVQ           w+0(FP), CX
@@ -8137,68 +8043,68 @@ GLOBL ggmlPermQ51<>(SB), RODATA|NOPTR, $64
 
 DATA ggmlDMQ51<>+0(SB)/1, $0x00
 DATA ggmlDMQ51<>+1(SB)/1, $0x01
-DATA ggmlDMQ51<>+2(SB)/1, $0x18
-DATA ggmlDMQ51<>+3(SB)/1, $0x19
-DATA ggmlDMQ51<>+4(SB)/1, $0x40
-DATA ggmlDMQ51<>+5(SB)/1, $0x41
-DATA ggmlDMQ51<>+6(SB)/1, $0x58
-DATA ggmlDMQ51<>+7(SB)/1, $0x59
-DATA ggmlDMQ51<>+8(SB)/1, $0x02
-DATA ggmlDMQ51<>+9(SB)/1, $0x03
-DATA ggmlDMQ51<>+10(SB)/1, $0x1a
-DATA ggmlDMQ51<>+11(SB)/1, $0x1b
-DATA ggmlDMQ51<>+12(SB)/1, $0x42
-DATA ggmlDMQ51<>+13(SB)/1, $0x43
-DATA ggmlDMQ51<>+14(SB)/1, $0x5a
-DATA ggmlDMQ51<>+15(SB)/1, $0x5b
-DATA ggmlDMQ51<>+16(SB)/1, $0x00
-DATA ggmlDMQ51<>+17(SB)/1, $0x00
-DATA ggmlDMQ51<>+18(SB)/1, $0x00
-DATA ggmlDMQ51<>+19(SB)/1, $0x00
-DATA ggmlDMQ51<>+20(SB)/1, $0x00
-DATA ggmlDMQ51<>+21(SB)/1, $0x00
-DATA ggmlDMQ51<>+22(SB)/1, $0x00
-DATA ggmlDMQ51<>+23(SB)/1, $0x00
-DATA ggmlDMQ51<>+24(SB)/1, $0x00
-DATA ggmlDMQ51<>+25(SB)/1, $0x00
-DATA ggmlDMQ51<>+26(SB)/1, $0x00
-DATA ggmlDMQ51<>+27(SB)/1, $0x00
-DATA ggmlDMQ51<>+28(SB)/1, $0x00
-DATA ggmlDMQ51<>+29(SB)/1, $0x00
-DATA ggmlDMQ51<>+30(SB)/1, $0x00
-DATA ggmlDMQ51<>+31(SB)/1, $0x00
-DATA ggmlDMQ51<>+32(SB)/1, $0x00
-DATA ggmlDMQ51<>+33(SB)/1, $0x00
-DATA ggmlDMQ51<>+34(SB)/1, $0x00
-DATA ggmlDMQ51<>+35(SB)/1, $0x00
-DATA ggmlDMQ51<>+36(SB)/1, $0x00
-DATA ggmlDMQ51<>+37(SB)/1, $0x00
-DATA ggmlDMQ51<>+38(SB)/1, $0x00
-DATA ggmlDMQ51<>+39(SB)/1, $0x00
-DATA ggmlDMQ51<>+40(SB)/1, $0x00
-DATA ggmlDMQ51<>+41(SB)/1, $0x00
-DATA ggmlDMQ51<>+42(SB)/1, $0x00
-DATA ggmlDMQ51<>+43(SB)/1, $0x00
-DATA ggmlDMQ51<>+44(SB)/1, $0x00
-DATA ggmlDMQ51<>+45(SB)/1, $0x00
-DATA ggmlDMQ51<>+46(SB)/1, $0x00
-DATA ggmlDMQ51<>+47(SB)/1, $0x00
-DATA ggmlDMQ51<>+48(SB)/1, $0x00
-DATA ggmlDMQ51<>+49(SB)/1, $0x00
-DATA ggmlDMQ51<>+50(SB)/1, $0x00
-DATA ggmlDMQ51<>+51(SB)/1, $0x00
-DATA ggmlDMQ51<>+52(SB)/1, $0x00
-DATA ggmlDMQ51<>+53(SB)/1, $0x00
-DATA ggmlDMQ51<>+54(SB)/1, $0x00
-DATA ggmlDMQ51<>+55(SB)/1, $0x00
-DATA ggmlDMQ51<>+56(SB)/1, $0x00
-DATA ggmlDMQ51<>+57(SB)/1, $0x00
-DATA ggmlDMQ51<>+58(SB)/1, $0x00
-DATA ggmlDMQ51<>+59(SB)/1, $0x00
-DATA ggmlDMQ51<>+60(SB)/1, $0x00
-DATA ggmlDMQ51<>+61(SB)/1, $0x00
-DATA ggmlDMQ51<>+62(SB)/1, $0x00
-DATA ggmlDMQ51<>+63(SB)/1, $0x00
+DATA ggmlDMQ51<>+2(SB)/1, $0x00
+DATA ggmlDMQ51<>+3(SB)/1, $0x01
+DATA ggmlDMQ51<>+4(SB)/1, $0x00
+DATA ggmlDMQ51<>+5(SB)/1, $0x01
+DATA ggmlDMQ51<>+6(SB)/1, $0x00
+DATA ggmlDMQ51<>+7(SB)/1, $0x01
+DATA ggmlDMQ51<>+8(SB)/1, $0x18
+DATA ggmlDMQ51<>+9(SB)/1, $0x19
+DATA ggmlDMQ51<>+10(SB)/1, $0x18
+DATA ggmlDMQ51<>+11(SB)/1, $0x19
+DATA ggmlDMQ51<>+12(SB)/1, $0x18
+DATA ggmlDMQ51<>+13(SB)/1, $0x19
+DATA ggmlDMQ51<>+14(SB)/1, $0x18
+DATA ggmlDMQ51<>+15(SB)/1, $0x19
+DATA ggmlDMQ51<>+16(SB)/1, $0x40
+DATA ggmlDMQ51<>+17(SB)/1, $0x41
+DATA ggmlDMQ51<>+18(SB)/1, $0x40
+DATA ggmlDMQ51<>+19(SB)/1, $0x41
+DATA ggmlDMQ51<>+20(SB)/1, $0x40
+DATA ggmlDMQ51<>+21(SB)/1, $0x41
+DATA ggmlDMQ51<>+22(SB)/1, $0x40
+DATA ggmlDMQ51<>+23(SB)/1, $0x41
+DATA ggmlDMQ51<>+24(SB)/1, $0x58
+DATA ggmlDMQ51<>+25(SB)/1, $0x59
+DATA ggmlDMQ51<>+26(SB)/1, $0x58
+DATA ggmlDMQ51<>+27(SB)/1, $0x59
+DATA ggmlDMQ51<>+28(SB)/1, $0x58
+DATA ggmlDMQ51<>+29(SB)/1, $0x59
+DATA ggmlDMQ51<>+30(SB)/1, $0x58
+DATA ggmlDMQ51<>+31(SB)/1, $0x59
+DATA ggmlDMQ51<>+32(SB)/1, $0x02
+DATA ggmlDMQ51<>+33(SB)/1, $0x03
+DATA ggmlDMQ51<>+34(SB)/1, $0x02
+DATA ggmlDMQ51<>+35(SB)/1, $0x03
+DATA ggmlDMQ51<>+36(SB)/1, $0x02
+DATA ggmlDMQ51<>+37(SB)/1, $0x03
+DATA ggmlDMQ51<>+38(SB)/1, $0x02
+DATA ggmlDMQ51<>+39(SB)/1, $0x03
+DATA ggmlDMQ51<>+40(SB)/1, $0x1a
+DATA ggmlDMQ51<>+41(SB)/1, $0x1b
+DATA ggmlDMQ51<>+42(SB)/1, $0x1a
+DATA ggmlDMQ51<>+43(SB)/1, $0x1b
+DATA ggmlDMQ51<>+44(SB)/1, $0x1a
+DATA ggmlDMQ51<>+45(SB)/1, $0x1b
+DATA ggmlDMQ51<>+46(SB)/1, $0x1a
+DATA ggmlDMQ51<>+47(SB)/1, $0x1b
+DATA ggmlDMQ51<>+48(SB)/1, $0x42
+DATA ggmlDMQ51<>+49(SB)/1, $0x43
+DATA ggmlDMQ51<>+50(SB)/1, $0x42
+DATA ggmlDMQ51<>+51(SB)/1, $0x43
+DATA ggmlDMQ51<>+52(SB)/1, $0x42
+DATA ggmlDMQ51<>+53(SB)/1, $0x43
+DATA ggmlDMQ51<>+54(SB)/1, $0x42
+DATA ggmlDMQ51<>+55(SB)/1, $0x43
+DATA ggmlDMQ51<>+56(SB)/1, $0x5a
+DATA ggmlDMQ51<>+57(SB)/1, $0x5b
+DATA ggmlDMQ51<>+58(SB)/1, $0x5a
+DATA ggmlDMQ51<>+59(SB)/1, $0x5b
+DATA ggmlDMQ51<>+60(SB)/1, $0x5a
+DATA ggmlDMQ51<>+61(SB)/1, $0x5b
+DATA ggmlDMQ51<>+62(SB)/1, $0x5a
+DATA ggmlDMQ51<>+63(SB)/1, $0x5b
 GLOBL ggmlDMQ51<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ80A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
@@ -8622,7 +8528,7 @@ GgmlIQ4NLA8Avx512_vec:
 	RET
 
 // func GgmlIQ4NLA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512VNNI, F16C, GFNI, MMX+
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512VNNI, GFNI, MMX+
 TEXT ·GgmlIQ4NLA8R4Avx512(SB), NOSPLIT, $0-104
 	MOVL            $0x0f0f0f0f, AX
 	VMOVD           AX, X0
@@ -8632,18 +8538,21 @@ TEXT ·GgmlIQ4NLA8R4Avx512(SB), NOSPLIT, $0-104
 	MOVL            $0x0f0f0f0f, AX
 	VMOVD           AX, X11
 	VPBROADCASTD    X11, Z11
-	VMOVDQU64       ggmlPermIQ4NL<>+0(SB), Z9
+	VMOVDQU64       ggmlPermIQ4NL<>+0(SB), Z0
 	VMOVDQU64       ggmlDMIQ4NL<>+0(SB), Z12
+	VMOVDQU64       ggmlLaneBlock<>+0(SB), Z13
 	MOVQ            $0x1020408000000000, AX
 	VPBROADCASTQ    AX, Z10
 	MOVQ            $0xffff0000ffff0000, AX
 	KMOVQ           AX, K1
 	MOVQ            $0x0000000fffffffff, AX
 	KMOVQ           AX, K2
-	VBROADCASTI32X4 ggmlKValues128<>+0(SB), Z13
+	MOVQ            $0x0000000003030303, AX
+	KMOVQ           AX, K3
+	VBROADCASTI32X4 ggmlKValues128<>+0(SB), Z14
 
 GgmlIQ4NLA8R4Avx512_row:
-	VXORPS X14, X14, X14
+	VXORPS X15, X15, X15
 	MOVQ   w+0(FP), AX
 	MOVQ   stride+8(FP), CX
 	LEAQ   (AX)(CX*2), DX
@@ -8659,137 +8568,113 @@ GgmlIQ4NLA8R4Avx512_grp:
 	PREFETCHT1     128(BX)
 	PREFETCHT1     192(BX)
 	PREFETCHT1     256(BX)
-	VBROADCASTSS   (R8), X15
-	VPMOVSXWD      (DI), X16
-	VPSLLD         $0x07, X16, X16
-	VMOVDQU64      (AX), Z17
-	VMOVDQU8.Z     36(AX), K2, Z18
-	VPERMB         Z17, Z9, Z19
+	VMOVDQU64      (AX), Z16
+	VMOVDQU8.Z     36(AX), K2, Z17
+	VPERMB         Z16, Z0, Z18
+	VPANDD         Z18, Z11, Z19
+	VGF2P8AFFINEQB $0x00, Z10, Z18, K1, Z19
+	VPSHUFB        Z19, Z14, Z19
+	VPERMB         Z17, Z0, Z18
+	VPANDD         Z18, Z11, Z20
+	VGF2P8AFFINEQB $0x00, Z10, Z18, K1, Z20
+	VPSHUFB        Z20, Z14, Z20
+	VMOVDQA64      Z12, Z18
+	VPERMI2B.Z     Z17, Z16, K3, Z18
+	VPXORD         Z1, Z1, Z1
+	VPDPBUSD       (SI), Z19, Z1
+	VPXORD         Z2, Z2, Z2
+	VPDPBUSD       64(SI), Z20, Z2
+	VMOVDQU64      (AX)(CX*1), Z16
+	VMOVDQU8.Z     36(AX)(CX*1), K2, Z17
+	VPERMB         Z16, Z0, Z19
 	VPANDD         Z19, Z11, Z20
 	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z20
-	VPSHUFB        Z20, Z13, Z20
-	VPERMB         Z18, Z9, Z19
+	VPSHUFB        Z20, Z14, Z20
+	VPERMB         Z17, Z0, Z19
 	VPANDD         Z19, Z11, Z21
 	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z21
-	VPSHUFB        Z21, Z13, Z21
+	VPSHUFB        Z21, Z14, Z21
 	VMOVDQA64      Z12, Z19
-	VPERMI2B       Z18, Z17, Z19
-	VPXORD         Z1, Z1, Z1
-	VPDPBUSD       (SI), Z20, Z1
-	VPXORD         Z2, Z2, Z2
-	VPDPBUSD       64(SI), Z21, Z2
-	VSHUFI64X2     $0x88, Z2, Z1, Z17
-	VSHUFI64X2     $0xdd, Z2, Z1, Z18
-	VPADDD         Z18, Z17, Z17
-	VPSHUFD        $0x4e, Z17, Z18
-	VPADDD         Z18, Z17, Z17
-	VPSHUFD        $0xb1, Z17, Z18
-	VPADDD         Z18, Z17, Z17
-	VPERMD         Z17, Z0, Z17
-	VPSUBD         X16, X17, X17
-	VCVTPH2PS      X19, X18
-	VMULPS         X18, X15, X18
-	VCVTDQ2PS      X17, X17
-	VMULPS         X18, X17, X17
-	VMOVDQU64      (AX)(CX*1), Z18
-	VMOVDQU8.Z     36(AX)(CX*1), K2, Z19
-	VPERMB         Z18, Z9, Z20
-	VPANDD         Z20, Z11, Z21
-	VGF2P8AFFINEQB $0x00, Z10, Z20, K1, Z21
-	VPSHUFB        Z21, Z13, Z21
-	VPERMB         Z19, Z9, Z20
-	VPANDD         Z20, Z11, Z22
-	VGF2P8AFFINEQB $0x00, Z10, Z20, K1, Z22
-	VPSHUFB        Z22, Z13, Z22
-	VMOVDQA64      Z12, Z20
-	VPERMI2B       Z19, Z18, Z20
+	VPERMI2B.Z     Z17, Z16, K3, Z19
 	VPXORD         Z3, Z3, Z3
-	VPDPBUSD       (SI), Z21, Z3
+	VPDPBUSD       (SI), Z20, Z3
 	VPXORD         Z4, Z4, Z4
-	VPDPBUSD       64(SI), Z22, Z4
-	VSHUFI64X2     $0x88, Z4, Z3, Z18
-	VSHUFI64X2     $0xdd, Z4, Z3, Z19
-	VPADDD         Z19, Z18, Z18
-	VPSHUFD        $0x4e, Z18, Z19
-	VPADDD         Z19, Z18, Z18
-	VPSHUFD        $0xb1, Z18, Z19
-	VPADDD         Z19, Z18, Z18
-	VPERMD         Z18, Z0, Z18
-	VPSUBD         X16, X18, X18
-	VCVTPH2PS      X20, X19
-	VMULPS         X19, X15, X19
-	VCVTDQ2PS      X18, X18
-	VMULPS         X19, X18, X18
-	VMOVDQU64      (DX), Z19
-	VMOVDQU8.Z     36(DX), K2, Z20
-	VPERMB         Z19, Z9, Z21
-	VPANDD         Z21, Z11, Z22
-	VGF2P8AFFINEQB $0x00, Z10, Z21, K1, Z22
-	VPSHUFB        Z22, Z13, Z22
-	VPERMB         Z20, Z9, Z21
-	VPANDD         Z21, Z11, Z23
-	VGF2P8AFFINEQB $0x00, Z10, Z21, K1, Z23
-	VPSHUFB        Z23, Z13, Z23
-	VMOVDQA64      Z12, Z21
-	VPERMI2B       Z20, Z19, Z21
+	VPDPBUSD       64(SI), Z21, Z4
+	VPSLLQ         $0x10, Z19, Z19
+	VPORQ          Z19, Z18, Z18
+	VMOVDQU64      (DX), Z16
+	VMOVDQU8.Z     36(DX), K2, Z17
+	VPERMB         Z16, Z0, Z19
+	VPANDD         Z19, Z11, Z20
+	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z20
+	VPSHUFB        Z20, Z14, Z20
+	VPERMB         Z17, Z0, Z19
+	VPANDD         Z19, Z11, Z21
+	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z21
+	VPSHUFB        Z21, Z14, Z21
+	VMOVDQA64      Z12, Z19
+	VPERMI2B.Z     Z17, Z16, K3, Z19
 	VPXORD         Z5, Z5, Z5
-	VPDPBUSD       (SI), Z22, Z5
+	VPDPBUSD       (SI), Z20, Z5
 	VPXORD         Z6, Z6, Z6
-	VPDPBUSD       64(SI), Z23, Z6
-	VSHUFI64X2     $0x88, Z6, Z5, Z19
-	VSHUFI64X2     $0xdd, Z6, Z5, Z20
-	VPADDD         Z20, Z19, Z19
-	VPSHUFD        $0x4e, Z19, Z20
-	VPADDD         Z20, Z19, Z19
-	VPSHUFD        $0xb1, Z19, Z20
-	VPADDD         Z20, Z19, Z19
-	VPERMD         Z19, Z0, Z19
-	VPSUBD         X16, X19, X19
-	VCVTPH2PS      X21, X20
-	VMULPS         X20, X15, X20
-	VCVTDQ2PS      X19, X19
-	VMULPS         X20, X19, X19
-	VMOVDQU64      (DX)(CX*1), Z20
-	VMOVDQU8.Z     36(DX)(CX*1), K2, Z21
-	VPERMB         Z20, Z9, Z22
-	VPANDD         Z22, Z11, Z23
-	VGF2P8AFFINEQB $0x00, Z10, Z22, K1, Z23
-	VPSHUFB        Z23, Z13, Z23
-	VPERMB         Z21, Z9, Z22
-	VPANDD         Z22, Z11, Z24
-	VGF2P8AFFINEQB $0x00, Z10, Z22, K1, Z24
-	VPSHUFB        Z24, Z13, Z24
-	VMOVDQA64      Z12, Z22
-	VPERMI2B       Z21, Z20, Z22
+	VPDPBUSD       64(SI), Z21, Z6
+	VPSLLQ         $0x20, Z19, Z19
+	VPORQ          Z19, Z18, Z18
+	VMOVDQU64      (DX)(CX*1), Z16
+	VMOVDQU8.Z     36(DX)(CX*1), K2, Z17
+	VPERMB         Z16, Z0, Z19
+	VPANDD         Z19, Z11, Z20
+	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z20
+	VPSHUFB        Z20, Z14, Z20
+	VPERMB         Z17, Z0, Z19
+	VPANDD         Z19, Z11, Z21
+	VGF2P8AFFINEQB $0x00, Z10, Z19, K1, Z21
+	VPSHUFB        Z21, Z14, Z21
+	VMOVDQA64      Z12, Z19
+	VPERMI2B.Z     Z17, Z16, K3, Z19
 	VPXORD         Z7, Z7, Z7
-	VPDPBUSD       (SI), Z23, Z7
+	VPDPBUSD       (SI), Z20, Z7
 	VPXORD         Z8, Z8, Z8
-	VPDPBUSD       64(SI), Z24, Z8
-	VSHUFI64X2     $0x88, Z8, Z7, Z20
-	VSHUFI64X2     $0xdd, Z8, Z7, Z21
-	VPADDD         Z21, Z20, Z20
-	VPSHUFD        $0x4e, Z20, Z21
-	VPADDD         Z21, Z20, Z20
-	VPSHUFD        $0xb1, Z20, Z21
-	VPADDD         Z21, Z20, Z20
-	VPERMD         Z20, Z0, Z20
-	VPSUBD         X16, X20, X20
-	VCVTPH2PS      X22, X16
-	VMULPS         X16, X15, X15
-	VCVTDQ2PS      X20, X16
-	VMULPS         X15, X16, X16
-	VUNPCKLPS      X18, X17, X15
-	VUNPCKHPS      X18, X17, X17
-	VUNPCKLPS      X16, X19, X18
-	VUNPCKHPS      X16, X19, X16
-	VMOVLHPS       X18, X15, X19
-	VMOVHLPS       X15, X18, X15
-	VMOVLHPS       X16, X17, X18
-	VMOVHLPS       X17, X16, X16
-	VADDPS         X19, X14, X14
-	VADDPS         X15, X14, X14
-	VADDPS         X18, X14, X14
-	VADDPS         X16, X14, X14
+	VPDPBUSD       64(SI), Z21, Z8
+	VPSLLQ         $0x30, Z19, Z19
+	VPORQ          Z19, Z18, Z18
+	VPUNPCKLDQ     Z3, Z1, Z16
+	VPUNPCKHDQ     Z3, Z1, Z1
+	VPADDD         Z16, Z1, Z1
+	VPUNPCKLDQ     Z7, Z5, Z16
+	VPUNPCKHDQ     Z7, Z5, Z5
+	VPADDD         Z16, Z5, Z5
+	VPUNPCKLDQ     Z4, Z2, Z16
+	VPUNPCKHDQ     Z4, Z2, Z2
+	VPADDD         Z16, Z2, Z2
+	VPUNPCKLDQ     Z8, Z6, Z16
+	VPUNPCKHDQ     Z8, Z6, Z6
+	VPADDD         Z16, Z6, Z6
+	VPUNPCKLQDQ    Z5, Z1, Z16
+	VPUNPCKHQDQ    Z5, Z1, Z1
+	VPADDD         Z16, Z1, Z1
+	VPUNPCKLQDQ    Z6, Z2, Z16
+	VPUNPCKHQDQ    Z6, Z2, Z2
+	VPADDD         Z16, Z2, Z2
+	VSHUFI64X2     $0x88, Z2, Z1, Z16
+	VSHUFI64X2     $0xdd, Z2, Z1, Z1
+	VPADDD         Z1, Z16, Z16
+	VPMOVSXWD      (DI), X9
+	VPSLLD         $0x07, X9, X9
+	VPERMD         Z9, Z13, Z9
+	VPSUBD         Z9, Z16, Z16
+	VBROADCASTSS   (R8), Z17
+	VCVTPH2PS      Y18, Z18
+	VMULPS         Z18, Z17, Z17
+	VCVTDQ2PS      Z16, Z16
+	VMULPS         Z17, Z16, Z16
+	VADDPS         X16, X15, X15
+	VEXTRACTF32X4  $0x01, Z16, X9
+	VADDPS         X9, X15, X15
+	VEXTRACTF32X4  $0x02, Z16, X9
+	VADDPS         X9, X15, X15
+	VEXTRACTF32X4  $0x03, Z16, X9
+	VADDPS         X9, X15, X15
 	ADDQ           $0x00000048, AX
 	ADDQ           $0x00000048, DX
 	ADDQ           $0x00000120, BX
@@ -8799,7 +8684,7 @@ GgmlIQ4NLA8R4Avx512_grp:
 	DECQ           R9
 	JNZ            GgmlIQ4NLA8R4Avx512_grp
 	MOVQ           out+88(FP), AX
-	VMOVUPS        X14, (AX)
+	VMOVUPS        X15, (AX)
 	MOVQ           stride+8(FP), AX
 	SHLQ           $0x02, AX
 	MOVQ           w+0(FP), CX
@@ -8883,68 +8768,68 @@ GLOBL ggmlPermIQ4NL<>(SB), RODATA|NOPTR, $64
 
 DATA ggmlDMIQ4NL<>+0(SB)/1, $0x00
 DATA ggmlDMIQ4NL<>+1(SB)/1, $0x01
-DATA ggmlDMIQ4NL<>+2(SB)/1, $0x12
-DATA ggmlDMIQ4NL<>+3(SB)/1, $0x13
-DATA ggmlDMIQ4NL<>+4(SB)/1, $0x40
-DATA ggmlDMIQ4NL<>+5(SB)/1, $0x41
-DATA ggmlDMIQ4NL<>+6(SB)/1, $0x52
-DATA ggmlDMIQ4NL<>+7(SB)/1, $0x53
-DATA ggmlDMIQ4NL<>+8(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+9(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+10(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+11(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+12(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+13(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+14(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+15(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+16(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+17(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+18(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+19(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+20(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+21(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+22(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+23(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+24(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+25(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+26(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+27(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+28(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+29(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+30(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+31(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+32(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+33(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+34(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+35(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+36(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+37(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+38(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+39(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+40(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+41(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+42(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+43(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+44(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+45(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+46(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+47(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+48(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+49(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+50(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+51(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+52(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+53(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+54(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+55(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+56(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+57(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+58(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+59(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+60(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+61(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+62(SB)/1, $0x00
-DATA ggmlDMIQ4NL<>+63(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+2(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+3(SB)/1, $0x01
+DATA ggmlDMIQ4NL<>+4(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+5(SB)/1, $0x01
+DATA ggmlDMIQ4NL<>+6(SB)/1, $0x00
+DATA ggmlDMIQ4NL<>+7(SB)/1, $0x01
+DATA ggmlDMIQ4NL<>+8(SB)/1, $0x12
+DATA ggmlDMIQ4NL<>+9(SB)/1, $0x13
+DATA ggmlDMIQ4NL<>+10(SB)/1, $0x12
+DATA ggmlDMIQ4NL<>+11(SB)/1, $0x13
+DATA ggmlDMIQ4NL<>+12(SB)/1, $0x12
+DATA ggmlDMIQ4NL<>+13(SB)/1, $0x13
+DATA ggmlDMIQ4NL<>+14(SB)/1, $0x12
+DATA ggmlDMIQ4NL<>+15(SB)/1, $0x13
+DATA ggmlDMIQ4NL<>+16(SB)/1, $0x40
+DATA ggmlDMIQ4NL<>+17(SB)/1, $0x41
+DATA ggmlDMIQ4NL<>+18(SB)/1, $0x40
+DATA ggmlDMIQ4NL<>+19(SB)/1, $0x41
+DATA ggmlDMIQ4NL<>+20(SB)/1, $0x40
+DATA ggmlDMIQ4NL<>+21(SB)/1, $0x41
+DATA ggmlDMIQ4NL<>+22(SB)/1, $0x40
+DATA ggmlDMIQ4NL<>+23(SB)/1, $0x41
+DATA ggmlDMIQ4NL<>+24(SB)/1, $0x52
+DATA ggmlDMIQ4NL<>+25(SB)/1, $0x53
+DATA ggmlDMIQ4NL<>+26(SB)/1, $0x52
+DATA ggmlDMIQ4NL<>+27(SB)/1, $0x53
+DATA ggmlDMIQ4NL<>+28(SB)/1, $0x52
+DATA ggmlDMIQ4NL<>+29(SB)/1, $0x53
+DATA ggmlDMIQ4NL<>+30(SB)/1, $0x52
+DATA ggmlDMIQ4NL<>+31(SB)/1, $0x53
+DATA ggmlDMIQ4NL<>+32(SB)/1, $0x02
+DATA ggmlDMIQ4NL<>+33(SB)/1, $0x03
+DATA ggmlDMIQ4NL<>+34(SB)/1, $0x02
+DATA ggmlDMIQ4NL<>+35(SB)/1, $0x03
+DATA ggmlDMIQ4NL<>+36(SB)/1, $0x02
+DATA ggmlDMIQ4NL<>+37(SB)/1, $0x03
+DATA ggmlDMIQ4NL<>+38(SB)/1, $0x02
+DATA ggmlDMIQ4NL<>+39(SB)/1, $0x03
+DATA ggmlDMIQ4NL<>+40(SB)/1, $0x14
+DATA ggmlDMIQ4NL<>+41(SB)/1, $0x15
+DATA ggmlDMIQ4NL<>+42(SB)/1, $0x14
+DATA ggmlDMIQ4NL<>+43(SB)/1, $0x15
+DATA ggmlDMIQ4NL<>+44(SB)/1, $0x14
+DATA ggmlDMIQ4NL<>+45(SB)/1, $0x15
+DATA ggmlDMIQ4NL<>+46(SB)/1, $0x14
+DATA ggmlDMIQ4NL<>+47(SB)/1, $0x15
+DATA ggmlDMIQ4NL<>+48(SB)/1, $0x42
+DATA ggmlDMIQ4NL<>+49(SB)/1, $0x43
+DATA ggmlDMIQ4NL<>+50(SB)/1, $0x42
+DATA ggmlDMIQ4NL<>+51(SB)/1, $0x43
+DATA ggmlDMIQ4NL<>+52(SB)/1, $0x42
+DATA ggmlDMIQ4NL<>+53(SB)/1, $0x43
+DATA ggmlDMIQ4NL<>+54(SB)/1, $0x42
+DATA ggmlDMIQ4NL<>+55(SB)/1, $0x43
+DATA ggmlDMIQ4NL<>+56(SB)/1, $0x54
+DATA ggmlDMIQ4NL<>+57(SB)/1, $0x55
+DATA ggmlDMIQ4NL<>+58(SB)/1, $0x54
+DATA ggmlDMIQ4NL<>+59(SB)/1, $0x55
+DATA ggmlDMIQ4NL<>+60(SB)/1, $0x54
+DATA ggmlDMIQ4NL<>+61(SB)/1, $0x55
+DATA ggmlDMIQ4NL<>+62(SB)/1, $0x54
+DATA ggmlDMIQ4NL<>+63(SB)/1, $0x55
 GLOBL ggmlDMIQ4NL<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ2KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)

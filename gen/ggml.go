@@ -870,7 +870,8 @@ func ggmlBlockCodes(c ggmlSmall, wp GPVirtual, nib, kv, flip, sixteen VecVirtual
 // block types (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL) in the four-row kernels.
 type ggmlVBMI struct {
 	perm, gf, nib, kv, sixteen, dm VecVirtual
-	hi, tail                       Register // k masks: the high-nibble lanes; the second load's bytes
+	blk                            VecVirtual // dword 4b+i holds b: block b's value to the four rows' lanes
+	hi, tail, dmMask               Register   // k masks: the high-nibble lanes; the second load's bytes; d and m bytes
 }
 
 // newGGMLVBMI loads the constants: perm puts each block's 16 code bytes
@@ -880,13 +881,13 @@ type ggmlVBMI struct {
 func newGGMLVBMI(c ggmlSmall) *ggmlVBMI {
 	v := &ggmlVBMI{perm: ZMM(), gf: ZMM(), nib: nibbleMask(ZMM()), dm: ZMM()}
 	VMOVDQU64(rodata("ggmlPerm"+c.t, 64, 1, func(p int) uint64 { return uint64((p/32)*c.bytes + c.qs + p%16) }), v.perm)
+	// qword b (b < 4): block b's d in bytes 0, 1; qword 4+b: its m
 	VMOVDQU64(rodata("ggmlDM"+c.t, 64, 1, func(p int) uint64 {
-		if p >= 16 || (p >= 8 && !c.m) {
-			return 0
-		}
-		b, off := (p%8)/2, p%2+2*(p/8) // block, byte of d (m: +2)
+		b, off := (p/8)%4, p%2+2*(p/32) // block, byte of d (m: +2)
 		return uint64(64*(b/2) + (b%2)*c.bytes + off)
 	}), v.dm)
+	v.blk = ZMM()
+	VMOVDQU64(rodata("ggmlLaneBlock", 16, 4, func(i int) uint64 { return uint64(i / 4) }), v.blk)
 	t := GP64()
 	MOVQ(U64(0x1020408000000000), t)
 	VPBROADCASTQ(t, v.gf)
@@ -895,6 +896,13 @@ func newGGMLVBMI(c ggmlSmall) *ggmlVBMI {
 	KMOVQ(t, v.hi)
 	MOVQ(U64(1<<(2*c.bytes)-1), t)
 	KMOVQ(t, v.tail)
+	v.dmMask = K()
+	dmBits := uint64(0x0303030300000000 | 0x03030303)
+	if !c.m {
+		dmBits = 0x03030303
+	}
+	MOVQ(U64(dmBits), t)
+	KMOVQ(t, v.dmMask)
 	if c.kv {
 		v.kv = ZMM()
 		VBROADCASTI32X4(rodata("ggmlKValues128", 16, 1, func(i int) uint64 {
@@ -939,7 +947,7 @@ func (v *ggmlVBMI) codes(c ggmlSmall, base Mem) (z [2]VecVirtual, dm VecVirtual)
 	}
 	dm = ZMM()
 	VMOVDQA64(v.dm, dm)
-	VPERMI2B(a2, a, dm)
+	VPERMI2B_Z(a2, a, v.dmMask, dm)
 	return z, dm
 }
 
@@ -1502,91 +1510,10 @@ func ggmlBlockA8R4(c ggmlSmall) {
 				PREFETCHT1(Mem{Base: pf, Disp: off})
 			}
 			rows := [4]Mem{{Base: wp}, {Base: wp, Index: st, Scale: 1}, {Base: wp2}, {Base: wp2, Index: st, Scale: 1}}
-			xb := XMM()
-			VBROADCASTSS(Mem{Base: xk}, xb)
-			sx := XMM()
-			VPMOVSXWD(Mem{Base: sk}, sx)
-			off := XMM()
-			if c.shift > 0 {
-				VPSLLD(U8(c.shift), sx, off)
-			}
-			var sxf VecVirtual
-			if c.m {
-				sxf = XMM()
-				VCVTDQ2PS(sx, sxf)
-			}
-			var f, u [4]VecVirtual
-			for i, rm := range rows {
-				var z [2]VecVirtual
-				var dm VecVirtual // VBMI: d (and m) of the four blocks as binary16, bytes 0..7 (8..15)
-				if vb != nil {
-					z, dm = vb.codes(c, rm)
-				} else {
-					z = ggmlBlockCodesAt(c, rm, nib, kv, flip, sixteen)
-				}
-				var acc [2]VecVirtual
-				for h := 0; h < 2; h++ {
-					acc[h] = ZMM()
-					VPXORD(acc[h], acc[h], acc[h])
-					VPDPBUSD(Mem{Base: ak, Disp: 64 * h}, z[h], acc[h])
-				}
-				p, q := ZMM(), ZMM()
-				VSHUFI64X2(U8(0x88), acc[1], acc[0], p)
-				VSHUFI64X2(U8(0xdd), acc[1], acc[0], q)
-				VPADDD(q, p, p)
-				VPSHUFD(U8(0x4e), p, q)
-				VPADDD(q, p, p)
-				VPSHUFD(U8(0xb1), p, q)
-				VPADDD(q, p, p)
-				s4 := ZMM()
-				VPERMD(p, lane0, s4)
-				if c.shift > 0 {
-					VPSUBD(off, s4.AsX(), s4.AsX())
-				}
-				var dh Op
-				if dm != nil {
-					dh = dm.AsX()
-				} else {
-					x := XMM()
-					VPXORD(x, x, x)
-					for b := 0; b < 4; b++ {
-						VPINSRW(U8(b), rm.Offset(b*c.bytes), x, x)
-					}
-					dh = x
-				}
-				d4, coef := XMM(), XMM()
-				VCVTPH2PS(dh, d4)
-				VMULPS(d4, xb, coef)
-				f[i] = XMM()
-				VCVTDQ2PS(s4.AsX(), f[i])
-				VMULPS(coef, f[i], f[i])
-				if c.m {
-					mh := XMM()
-					if dm != nil {
-						VPSRLDQ(U8(8), dm.AsX(), mh)
-					} else {
-						VPXORD(mh, mh, mh)
-						for b := 0; b < 4; b++ {
-							VPINSRW(U8(b), rm.Offset(b*c.bytes+2), mh, mh)
-						}
-					}
-					m4, cm := XMM(), XMM()
-					VCVTPH2PS(mh, m4)
-					VMULPS(m4, xb, cm)
-					u[i] = XMM()
-					VMULPS(cm, sxf, u[i])
-				}
-			}
-			T := transpose(f)
-			var U [4]VecVirtual
-			if c.m {
-				U = transpose(u)
-			}
-			for b := 0; b < 4; b++ {
-				VADDPS(T[b], acc4, acc4)
-				if c.m {
-					VADDPS(U[b], acc4, acc4)
-				}
+			if vb != nil {
+				vb.group(c, rows, ak, sk, xk, acc4)
+			} else {
+				ggmlR4Group(c, rows, ak, sk, xk, acc4, nib, kv, flip, sixteen, lane0, transpose)
 			}
 			ADDQ(U32(4*c.bytes), wp)
 			ADDQ(U32(4*c.bytes), wp2)
@@ -1610,6 +1537,156 @@ func ggmlBlockA8R4(c ggmlSmall) {
 	}
 	VZEROUPPER()
 	RET()
+}
+
+// ggmlR4Group is one group of four blocks of the four rows of
+// ggmlBlockA8R4 (types without the VBMI path): each row's four block
+// terms as in ggmlBlockA8, transposed so that the definition's sequential
+// additions of the four rows are one VADDPS each.
+func ggmlR4Group(c ggmlSmall, rows [4]Mem, ak, sk, xk GPVirtual, acc4, nib, kv, flip, sixteen, lane0 VecVirtual, transpose func([4]VecVirtual) [4]VecVirtual) {
+	xb := XMM()
+	VBROADCASTSS(Mem{Base: xk}, xb)
+	sx := XMM()
+	VPMOVSXWD(Mem{Base: sk}, sx)
+	off := XMM()
+	if c.shift > 0 {
+		VPSLLD(U8(c.shift), sx, off)
+	}
+	var sxf VecVirtual
+	if c.m {
+		sxf = XMM()
+		VCVTDQ2PS(sx, sxf)
+	}
+	var f, u [4]VecVirtual
+	for i, rm := range rows {
+		z := ggmlBlockCodesAt(c, rm, nib, kv, flip, sixteen)
+		var acc [2]VecVirtual
+		for h := 0; h < 2; h++ {
+			acc[h] = ZMM()
+			VPXORD(acc[h], acc[h], acc[h])
+			VPDPBUSD(Mem{Base: ak, Disp: 64 * h}, z[h], acc[h])
+		}
+		p, q := ZMM(), ZMM()
+		VSHUFI64X2(U8(0x88), acc[1], acc[0], p)
+		VSHUFI64X2(U8(0xdd), acc[1], acc[0], q)
+		VPADDD(q, p, p)
+		VPSHUFD(U8(0x4e), p, q)
+		VPADDD(q, p, p)
+		VPSHUFD(U8(0xb1), p, q)
+		VPADDD(q, p, p)
+		s4 := ZMM()
+		VPERMD(p, lane0, s4)
+		if c.shift > 0 {
+			VPSUBD(off, s4.AsX(), s4.AsX())
+		}
+		dh := XMM()
+		VPXORD(dh, dh, dh)
+		for b := 0; b < 4; b++ {
+			VPINSRW(U8(b), rm.Offset(b*c.bytes), dh, dh)
+		}
+		d4, coef := XMM(), XMM()
+		VCVTPH2PS(dh, d4)
+		VMULPS(d4, xb, coef)
+		f[i] = XMM()
+		VCVTDQ2PS(s4.AsX(), f[i])
+		VMULPS(coef, f[i], f[i])
+		if c.m {
+			mh := XMM()
+			VPXORD(mh, mh, mh)
+			for b := 0; b < 4; b++ {
+				VPINSRW(U8(b), rm.Offset(b*c.bytes+2), mh, mh)
+			}
+			m4, cm := XMM(), XMM()
+			VCVTPH2PS(mh, m4)
+			VMULPS(m4, xb, cm)
+			u[i] = XMM()
+			VMULPS(cm, sxf, u[i])
+		}
+	}
+	T := transpose(f)
+	var U [4]VecVirtual
+	if c.m {
+		U = transpose(u)
+	}
+	for b := 0; b < 4; b++ {
+		VADDPS(T[b], acc4, acc4)
+		if c.m {
+			VADDPS(U[b], acc4, acc4)
+		}
+	}
+}
+
+// group is one group of four blocks of the four rows of ggmlBlockA8R4
+// with the VBMI unpacking: the eight block-pair accumulators of the four
+// rows are reduced together (three levels of interleave-and-add, as
+// reduce16) into one ZMM whose lane 4b+i is block b of row i, so the
+// float steps run once on sixteen lanes, the d (and m) of the four rows
+// merged into the same order by shifts; 128-bit lane b is then the
+// definition's addition of block b for the four rows.
+func (v *ggmlVBMI) group(c ggmlSmall, rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
+	var acc [8]Register // row i: blocks 0,1 at i; blocks 2,3 at 4+i
+	var dmAll VecVirtual
+	for i, rm := range rows {
+		z, dm := v.codes(c, rm)
+		for h := 0; h < 2; h++ {
+			a := ZMM()
+			VPXORD(a, a, a)
+			VPDPBUSD(Mem{Base: ak, Disp: 64 * h}, z[h], a)
+			acc[4*h+i] = a
+		}
+		if i == 0 {
+			dmAll = dm
+		} else {
+			VPSLLQ(U8(16*i), dm, dm)
+			VPORQ(dm, dmAll, dmAll)
+		}
+	}
+	l2 := pairLevel(pairLevel(acc[:], false, func(a, b, c Op) { VPADDD(a, b, c) }, func() Register { return ZMM() }),
+		true, func(a, b, c Op) { VPADDD(a, b, c) }, func() Register { return ZMM() })
+	s := ZMM()
+	VSHUFI64X2(U8(0x88), l2[1], l2[0], s)
+	VSHUFI64X2(U8(0xdd), l2[1], l2[0], l2[0])
+	VPADDD(l2[0], s, s) // lane 4b+i: block b of row i
+	sx := ZMM()
+	VPMOVSXWD(Mem{Base: sk}, sx.AsX())
+	if c.shift > 0 {
+		off := ZMM()
+		VPSLLD(U8(c.shift), sx.AsX(), off.AsX())
+		VPERMD(off, v.blk, off)
+		VPSUBD(off, s, s)
+	}
+	xb := ZMM()
+	VBROADCASTSS(Mem{Base: xk}, xb)
+	d16, coef, f := ZMM(), ZMM(), ZMM()
+	VCVTPH2PS(dmAll.AsY(), d16)
+	VMULPS(d16, xb, coef)
+	VCVTDQ2PS(s, f)
+	VMULPS(coef, f, f)
+	var u VecVirtual
+	if c.m {
+		mh, m16, cm, sxf := YMM(), ZMM(), ZMM(), ZMM()
+		VEXTRACTI64X4(U8(1), dmAll, mh)
+		VCVTPH2PS(mh, m16)
+		VMULPS(m16, xb, cm)
+		VCVTDQ2PS(sx.AsX(), sxf.AsX())
+		VPERMPS(sxf, v.blk, sxf)
+		u = ZMM()
+		VMULPS(cm, sxf, u)
+	}
+	for b := 0; b < 4; b++ {
+		for _, src := range []VecVirtual{f, u} {
+			if src == nil {
+				continue
+			}
+			t := src.AsX()
+			if b > 0 {
+				x := XMM()
+				VEXTRACTF32X4(U8(b), src, x)
+				t = x
+			}
+			VADDPS(t, acc4, acc4)
+		}
+	}
 }
 
 // q3kScaleBytes unpacks a Q3_K super-block's 16 6-bit scales (low 4 bits
