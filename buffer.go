@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/qgemv/qgemv/cpu"
 	"github.com/qgemv/qgemv/dispatch"
 	"github.com/qgemv/qgemv/layout"
 )
@@ -644,14 +645,9 @@ func (e *Engine) SwiGLU(dst, gate, up *Buffer) error {
 	return nil
 }
 
-// swiglu computes SwiGLU over dst's length.
-func swiglu(d, g, u []float32) {
-	g, u = g[:len(d)], u[:len(d)]
-	for i := range d {
-		x := g[i]
-		d[i] = x / (1 + float32(math.Exp(float64(-x)))) * u[i]
-	}
-}
+// swiglu computes SwiGLU over dst's length (cpu.SwiGLU: AVX-512 where
+// the CPU has it).
+func swiglu(d, g, u []float32) { cpu.SwiGLU(d, g, u) }
 
 // Add queues dst[i] = a[i] + b[i] over dst's length (the residual
 // connection). dst may be a or b.

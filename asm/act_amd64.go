@@ -26,3 +26,10 @@ func QuantizeA8Avx512(x *float32, groups int, q *int8, scales *float32) int
 //
 //go:noescape
 func QuantizeA8Avx2(x *float32, groups int, q *int8, scales *float32) int
+
+// SwiGLUAvx512 computes d = gate / (1 + exp(-gate)) * up for n float32 (a
+// multiple of 16) with AVX-512F, exp by range reduction, a degree-7 polynomial
+// and VSCALEFPS, as cpu.expf. See "Activation kernels" in the package doc.
+//
+//go:noescape
+func SwiGLUAvx512(d *float32, gate *float32, up *float32, n int)

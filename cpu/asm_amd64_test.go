@@ -116,6 +116,7 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, s := range streamReaders {
 		check("streamRead", funcName(s.fn), s.requires)
 	}
+	check("swiglu", funcName(asm.SwiGLUAvx512), swigluRequires)
 	for _, k := range bitsA8Kernels.kernels {
 		check("bitsA8", funcName(k), bitsA8Kernels.requires)
 	}

@@ -17,7 +17,13 @@ var quantizers = []struct {
 	{asm.QuantizeA8Avx2, []string{"AVX", "AVX2"}},
 }
 
+// swigluRequires are the features of asm.SwiGLUAvx512.
+var swigluRequires = []string{"AVX", "AVX512F"}
+
 func init() {
+	if hasAll(swigluRequires) {
+		swigluAsm = asm.SwiGLUAvx512
+	}
 	for _, q := range quantizers {
 		if hasAll(q.requires) {
 			quantAsm = q.fn

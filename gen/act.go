@@ -1,6 +1,8 @@
 package main
 
 import (
+	"math"
+
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
@@ -14,6 +16,65 @@ func actKernels() {
 	widenF16()
 	quantA8(true)
 	quantA8(false)
+	swiGLU()
+}
+
+// swiGLUExp are the coefficients of cpu.expf's polynomial (Cephes expf):
+// exp(r) = 1 + r + r^2*(((((c0 r + c1) r + c2) r + c3) r + c4) r + c5)
+// on |r| <= ln(2)/2.
+var swiGLUExp = [6]float32{1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1}
+
+// swiGLU emits SwiGLUAvx512: d = g / (1 + exp(-g)) * u over n float32
+// (a multiple of 16), exp as cpu.expf computes it: the argument clamped
+// to [-104, 89] (NaN passes), n = round(y*log2(e)), r = y - n*ln2 in two
+// parts, the polynomial, then VSCALEFPS for 2^n (overflow to +Inf,
+// underflow to 0).
+func swiGLU() {
+	TEXT("SwiGLUAvx512", NOSPLIT, "func(d *float32, gate *float32, up *float32, n int)")
+	Pragma("noescape")
+	kernelDoc("Activation kernels", "SwiGLUAvx512 computes d = gate / (1 + exp(-gate)) * up for n float32 (a multiple of 16) with AVX-512F, exp by range reduction, a degree-7 polynomial and VSCALEFPS, as cpu.expf.")
+	f := fvec{avx512: true}
+	bc := func(v float32) VecVirtual { return f.broadcast(math.Float32bits(v)) }
+	lo, hi, log2e := bc(-104), bc(89), bc(float32(math.Log2E))
+	ln2hi, ln2lo, one := bc(0.693359375), bc(-2.12194440e-4), bc(1)
+	var c [6]VecVirtual
+	for i, v := range swiGLUExp {
+		c[i] = bc(v)
+	}
+	dp, gp, up, n := param("d"), param("gate"), param("up"), param("n")
+	SHRQ(U8(4), n)
+	Label("SwiGLUAvx512_loop")
+	x, y, k, r, p := ZMM(), ZMM(), ZMM(), ZMM(), ZMM()
+	VMOVUPS(Mem{Base: gp}, x)
+	VPXORD(y, y, y)
+	VSUBPS(x, y, y) // y = -x
+	VMAXPS(y, lo, y) // NaN in y passes (the second source of VMAXPS)
+	VMINPS(y, hi, y)
+	VMULPS(log2e, y, k)
+	VRNDSCALEPS(U8(0), k, k) // round to nearest even
+	VMOVAPS(y, r)
+	VFNMADD231PS(ln2hi, k, r) // r -= k*ln2hi
+	VFNMADD231PS(ln2lo, k, r) // r -= k*ln2lo
+	VMOVAPS(c[0], p)
+	for i := 1; i < 6; i++ {
+		VFMADD213PS(c[i], r, p) // p = p*r + c[i]
+	}
+	r2 := ZMM()
+	VMULPS(r, r, r2)
+	VFMADD213PS(r, r2, p) // p = p*r^2 + r
+	VADDPS(one, p, p)     // exp(r)
+	VSCALEFPS(k, p, p)    // * 2^k
+	VADDPS(one, p, p)     // 1 + exp(-x)
+	VDIVPS(p, x, x)       // x / (1 + exp(-x))
+	VMULPS(Mem{Base: up}, x, x)
+	VMOVUPS(x, Mem{Base: dp})
+	ADDQ(U32(64), gp)
+	ADDQ(U32(64), up)
+	ADDQ(U32(64), dp)
+	DECQ(n)
+	JNZ(LabelRef("SwiGLUAvx512_loop"))
+	VZEROUPPER()
+	RET()
 }
 
 // widenF16 emits the binary16 to float32 widening of activations.
