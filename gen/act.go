@@ -47,7 +47,7 @@ func swiGLU() {
 	x, y, k, r, p := ZMM(), ZMM(), ZMM(), ZMM(), ZMM()
 	VMOVUPS(Mem{Base: gp}, x)
 	VPXORD(y, y, y)
-	VSUBPS(x, y, y) // y = -x
+	VSUBPS(x, y, y)  // y = -x
 	VMAXPS(y, lo, y) // NaN in y passes (the second source of VMAXPS)
 	VMINPS(y, hi, y)
 	VMULPS(log2e, y, k)
