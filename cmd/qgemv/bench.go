@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -77,12 +78,24 @@ func cmdBench(args []string) error {
 	minSteps := fs.Int("steps", 20, "decode: steps timed at least")
 	twin := fs.Bool("twin", false, "with -model: instead of decode steps, time each matrix against a natively quantized twin of its format and shape")
 	minTime := fs.Duration("mintime", 2*time.Second, "decode: time spent stepping (-twin: per matrix, default 300ms)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	iopt := importFlags(fs, false)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("bench: -cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("bench: -cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if *threads < 0 || *threads > maxProcs() {
 		return fmt.Errorf("bench: -threads %d: want 0 (all) to %d, the logical CPUs Go uses (GOMAXPROCS)", *threads, maxProcs())
