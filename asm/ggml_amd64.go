@@ -419,6 +419,13 @@ func GgmlQ40F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlQ40A8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ40A8R4Avx2 is GgmlQ40A8Avx2 for one vector and four rows at a time
+// (rows a multiple of 4), the float steps with the rows in the lanes. See
+// "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ40A8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ40F32Avx2 multiplies layout/ggml Q4_0 rows by float32 activations with
 // AVX2 and FMA, groups of four blocks dequantized once per 64 columns for
 // every vector. See "GGML block kernels" in the package doc.
@@ -440,6 +447,13 @@ func GgmlQ41F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //
 //go:noescape
 func GgmlQ41A8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ41A8R4Avx2 is GgmlQ41A8Avx2 for one vector and four rows at a time
+// (rows a multiple of 4), the float steps with the rows in the lanes. See
+// "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ41A8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ41F32Avx2 multiplies layout/ggml Q4_1 rows by float32 activations with
 // AVX2 and FMA, groups of four blocks dequantized once per 64 columns for
@@ -463,6 +477,13 @@ func GgmlQ50F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlQ50A8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ50A8R4Avx2 is GgmlQ50A8Avx2 for one vector and four rows at a time
+// (rows a multiple of 4), the float steps with the rows in the lanes. See
+// "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ50A8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ50F32Avx2 multiplies layout/ggml Q5_0 rows by float32 activations with
 // AVX2 and FMA, groups of four blocks dequantized once per 64 columns for
 // every vector. See "GGML block kernels" in the package doc.
@@ -484,6 +505,13 @@ func GgmlQ51F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //
 //go:noescape
 func GgmlQ51A8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ51A8R4Avx2 is GgmlQ51A8Avx2 for one vector and four rows at a time
+// (rows a multiple of 4), the float steps with the rows in the lanes. See
+// "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ51A8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ51F32Avx2 multiplies layout/ggml Q5_1 rows by float32 activations with
 // AVX2 and FMA, groups of four blocks dequantized once per 64 columns for
@@ -507,6 +535,13 @@ func GgmlQ80F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlQ80A8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ80A8R4Avx2 is GgmlQ80A8Avx2 for one vector and four rows at a time
+// (rows a multiple of 4), the float steps with the rows in the lanes. See
+// "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ80A8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ80F32Avx2 multiplies layout/ggml Q8_0 rows by float32 activations with
 // AVX2 and FMA, groups of four blocks dequantized once per 64 columns for
 // every vector. See "GGML block kernels" in the package doc.
@@ -528,6 +563,13 @@ func GgmlIQ4NLF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec
 //
 //go:noescape
 func GgmlIQ4NLA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlIQ4NLA8R4Avx2 is GgmlIQ4NLA8Avx2 for one vector and four rows at a time
+// (rows a multiple of 4), the float steps with the rows in the lanes. See
+// "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4NLA8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlIQ4NLF32Avx2 multiplies layout/ggml IQ4_NL rows by float32 activations
 // with AVX2 and FMA, groups of four blocks dequantized once per 64 columns for

@@ -17766,6 +17766,267 @@ GgmlQ40A8Avx2_vec:
 	VZEROUPPER
 	RET
 
+// func GgmlQ40A8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·GgmlQ40A8R4Avx2(SB), NOSPLIT, $128-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+
+GgmlQ40A8R4Avx2_row:
+	VXORPS X2, X2, X2
+	MOVQ   w+0(FP), AX
+	MOVQ   stride+8(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	LEAQ   (DX)(CX*2), BX
+	MOVQ   act+32(FP), SI
+	MOVQ   sums+48(FP), DI
+	MOVQ   xs+64(FP), R8
+	MOVQ   nsb+24(FP), R9
+
+GgmlQ40A8R4Avx2_grp:
+	PREFETCHT1   (BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   128(BX)
+	PREFETCHT1   192(BX)
+	PREFETCHT1   256(BX)
+	VBROADCASTSS (R8), X3
+	VMOVDQU      2(AX), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y4
+	VPAND        Y0, Y4, Y4
+	VPMADDUBSW   (SI), Y4, Y4
+	VPMADDWD     Y1, Y4, Y4
+	VMOVDQU      20(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   32(SI), Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VPHADDD      Y6, Y4, Y4
+	VMOVDQU      38(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   64(SI), Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VMOVDQU      56(AX), X5
+	VPSRLW       $0x04, X5, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   96(SI), Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y6, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VPMOVSXWD    (DI), X4
+	VPSLLD       $0x03, X4, X4
+	VPSUBD       X4, X5, X5
+	MOVWQZX      (AX), R10
+	MOVWQZX      18(AX), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      36(AX), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      54(AX), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X4
+	VCVTPH2PS    X4, X4
+	VMULPS       X4, X3, X4
+	VCVTDQ2PS    X5, X5
+	VMULPS       X4, X5, X5
+	VMOVUPS      X5, (SP)
+	VMOVDQU      2(AX)(CX*1), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y4
+	VPAND        Y0, Y4, Y4
+	VPMADDUBSW   (SI), Y4, Y4
+	VPMADDWD     Y1, Y4, Y4
+	VMOVDQU      20(AX)(CX*1), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   32(SI), Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VPHADDD      Y6, Y4, Y4
+	VMOVDQU      38(AX)(CX*1), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   64(SI), Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VMOVDQU      56(AX)(CX*1), X5
+	VPSRLW       $0x04, X5, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   96(SI), Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y6, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VPMOVSXWD    (DI), X4
+	VPSLLD       $0x03, X4, X4
+	VPSUBD       X4, X5, X5
+	MOVWQZX      (AX)(CX*1), R10
+	MOVWQZX      18(AX)(CX*1), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      36(AX)(CX*1), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      54(AX)(CX*1), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X4
+	VCVTPH2PS    X4, X4
+	VMULPS       X4, X3, X4
+	VCVTDQ2PS    X5, X5
+	VMULPS       X4, X5, X5
+	VMOVUPS      X5, 16(SP)
+	VMOVDQU      2(DX), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y4
+	VPAND        Y0, Y4, Y4
+	VPMADDUBSW   (SI), Y4, Y4
+	VPMADDWD     Y1, Y4, Y4
+	VMOVDQU      20(DX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   32(SI), Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VPHADDD      Y6, Y4, Y4
+	VMOVDQU      38(DX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   64(SI), Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VMOVDQU      56(DX), X5
+	VPSRLW       $0x04, X5, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   96(SI), Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y6, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VPMOVSXWD    (DI), X4
+	VPSLLD       $0x03, X4, X4
+	VPSUBD       X4, X5, X5
+	MOVWQZX      (DX), R10
+	MOVWQZX      18(DX), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      36(DX), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      54(DX), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X4
+	VCVTPH2PS    X4, X4
+	VMULPS       X4, X3, X4
+	VCVTDQ2PS    X5, X5
+	VMULPS       X4, X5, X5
+	VMOVUPS      X5, 32(SP)
+	VMOVDQU      2(DX)(CX*1), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y4
+	VPAND        Y0, Y4, Y4
+	VPMADDUBSW   (SI), Y4, Y4
+	VPMADDWD     Y1, Y4, Y4
+	VMOVDQU      20(DX)(CX*1), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   32(SI), Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VPHADDD      Y6, Y4, Y4
+	VMOVDQU      38(DX)(CX*1), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   64(SI), Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VMOVDQU      56(DX)(CX*1), X5
+	VPSRLW       $0x04, X5, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   96(SI), Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y6, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VPMOVSXWD    (DI), X4
+	VPSLLD       $0x03, X4, X4
+	VPSUBD       X4, X5, X5
+	MOVWQZX      (DX)(CX*1), R10
+	MOVWQZX      18(DX)(CX*1), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      36(DX)(CX*1), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      54(DX)(CX*1), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X4
+	VCVTPH2PS    X4, X4
+	VMULPS       X4, X3, X3
+	VCVTDQ2PS    X5, X4
+	VMULPS       X3, X4, X4
+	VMOVUPS      X4, 48(SP)
+	VMOVUPS      (SP), X3
+	VMOVUPS      16(SP), X4
+	VMOVUPS      32(SP), X5
+	VMOVUPS      48(SP), X6
+	VUNPCKLPS    X4, X3, X7
+	VUNPCKHPS    X4, X3, X3
+	VUNPCKLPS    X6, X5, X4
+	VUNPCKHPS    X6, X5, X5
+	VMOVLHPS     X4, X7, X6
+	VMOVHLPS     X7, X4, X4
+	VMOVLHPS     X5, X3, X7
+	VMOVHLPS     X3, X5, X3
+	VADDPS       X6, X2, X2
+	VADDPS       X4, X2, X2
+	VADDPS       X7, X2, X2
+	VADDPS       X3, X2, X2
+	ADDQ         $0x00000048, AX
+	ADDQ         $0x00000048, DX
+	ADDQ         $0x00000120, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000008, DI
+	ADDQ         $0x00000004, R8
+	DECQ         R9
+	JNZ          GgmlQ40A8R4Avx2_grp
+	MOVQ         out+88(FP), AX
+	VMOVUPS      X2, (AX)
+	MOVQ         stride+8(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	SUBQ         $0x04, AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ40A8R4Avx2_row
+	VZEROUPPER
+	RET
+
 // func GgmlQ40F32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 // Requires: AVX, AVX2, F16C, FMA3
 TEXT ·GgmlQ40F32Avx2(SB), NOSPLIT, $0-80
@@ -18259,6 +18520,339 @@ GgmlQ41A8Avx2_vec:
 	DECQ         AX
 	MOVQ         AX, rows+16(FP)
 	JNZ          GgmlQ41A8Avx2_row
+	VZEROUPPER
+	RET
+
+// func GgmlQ41A8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·GgmlQ41A8R4Avx2(SB), NOSPLIT, $128-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+
+GgmlQ41A8R4Avx2_row:
+	VXORPS X2, X2, X2
+	MOVQ   w+0(FP), AX
+	MOVQ   stride+8(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	LEAQ   (DX)(CX*2), BX
+	MOVQ   act+32(FP), SI
+	MOVQ   sums+48(FP), DI
+	MOVQ   xs+64(FP), R8
+	MOVQ   nsb+24(FP), R9
+
+GgmlQ41A8R4Avx2_grp:
+	PREFETCHT1   (BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   128(BX)
+	PREFETCHT1   192(BX)
+	PREFETCHT1   256(BX)
+	VBROADCASTSS (R8), X3
+	VMOVDQU      4(AX), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y4
+	VPAND        Y0, Y4, Y4
+	VPMADDUBSW   (SI), Y4, Y4
+	VPMADDWD     Y1, Y4, Y4
+	VMOVDQU      24(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   32(SI), Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VPHADDD      Y6, Y4, Y4
+	VMOVDQU      44(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   64(SI), Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VMOVDQU      64(AX), X5
+	VPSRLW       $0x04, X5, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   96(SI), Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y6, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VPMOVSXWD    (DI), X4
+	MOVWQZX      (AX), R10
+	MOVWQZX      20(AX), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      40(AX), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      60(AX), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X6
+	VCVTPH2PS    X6, X6
+	VMULPS       X6, X3, X6
+	VCVTDQ2PS    X5, X5
+	VMULPS       X6, X5, X5
+	VMOVUPS      X5, (SP)
+	MOVWQZX      2(AX), R10
+	MOVWQZX      22(AX), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      42(AX), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      62(AX), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X5
+	VCVTPH2PS    X5, X5
+	VMULPS       X5, X3, X5
+	VCVTDQ2PS    X4, X4
+	VMULPS       X5, X4, X4
+	VMOVUPS      X4, 64(SP)
+	VMOVDQU      4(AX)(CX*1), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y4
+	VPAND        Y0, Y4, Y4
+	VPMADDUBSW   (SI), Y4, Y4
+	VPMADDWD     Y1, Y4, Y4
+	VMOVDQU      24(AX)(CX*1), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   32(SI), Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VPHADDD      Y6, Y4, Y4
+	VMOVDQU      44(AX)(CX*1), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   64(SI), Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VMOVDQU      64(AX)(CX*1), X5
+	VPSRLW       $0x04, X5, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   96(SI), Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y6, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VPMOVSXWD    (DI), X4
+	MOVWQZX      (AX)(CX*1), R10
+	MOVWQZX      20(AX)(CX*1), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      40(AX)(CX*1), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      60(AX)(CX*1), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X6
+	VCVTPH2PS    X6, X6
+	VMULPS       X6, X3, X6
+	VCVTDQ2PS    X5, X5
+	VMULPS       X6, X5, X5
+	VMOVUPS      X5, 16(SP)
+	MOVWQZX      2(AX)(CX*1), R10
+	MOVWQZX      22(AX)(CX*1), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      42(AX)(CX*1), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      62(AX)(CX*1), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X5
+	VCVTPH2PS    X5, X5
+	VMULPS       X5, X3, X5
+	VCVTDQ2PS    X4, X4
+	VMULPS       X5, X4, X4
+	VMOVUPS      X4, 80(SP)
+	VMOVDQU      4(DX), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y4
+	VPAND        Y0, Y4, Y4
+	VPMADDUBSW   (SI), Y4, Y4
+	VPMADDWD     Y1, Y4, Y4
+	VMOVDQU      24(DX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   32(SI), Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VPHADDD      Y6, Y4, Y4
+	VMOVDQU      44(DX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   64(SI), Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VMOVDQU      64(DX), X5
+	VPSRLW       $0x04, X5, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   96(SI), Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y6, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VPMOVSXWD    (DI), X4
+	MOVWQZX      (DX), R10
+	MOVWQZX      20(DX), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      40(DX), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      60(DX), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X6
+	VCVTPH2PS    X6, X6
+	VMULPS       X6, X3, X6
+	VCVTDQ2PS    X5, X5
+	VMULPS       X6, X5, X5
+	VMOVUPS      X5, 32(SP)
+	MOVWQZX      2(DX), R10
+	MOVWQZX      22(DX), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      42(DX), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      62(DX), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X5
+	VCVTPH2PS    X5, X5
+	VMULPS       X5, X3, X5
+	VCVTDQ2PS    X4, X4
+	VMULPS       X5, X4, X4
+	VMOVUPS      X4, 96(SP)
+	VMOVDQU      4(DX)(CX*1), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y4
+	VPAND        Y0, Y4, Y4
+	VPMADDUBSW   (SI), Y4, Y4
+	VPMADDWD     Y1, Y4, Y4
+	VMOVDQU      24(DX)(CX*1), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   32(SI), Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VPHADDD      Y6, Y4, Y4
+	VMOVDQU      44(DX)(CX*1), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   64(SI), Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VMOVDQU      64(DX)(CX*1), X5
+	VPSRLW       $0x04, X5, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   96(SI), Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y6, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VPMOVSXWD    (DI), X4
+	MOVWQZX      (DX)(CX*1), R10
+	MOVWQZX      20(DX)(CX*1), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      40(DX)(CX*1), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      60(DX)(CX*1), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X6
+	VCVTPH2PS    X6, X6
+	VMULPS       X6, X3, X6
+	VCVTDQ2PS    X5, X5
+	VMULPS       X6, X5, X5
+	VMOVUPS      X5, 48(SP)
+	MOVWQZX      2(DX)(CX*1), R10
+	MOVWQZX      22(DX)(CX*1), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      42(DX)(CX*1), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      62(DX)(CX*1), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X5
+	VCVTPH2PS    X5, X5
+	VMULPS       X5, X3, X3
+	VCVTDQ2PS    X4, X4
+	VMULPS       X3, X4, X4
+	VMOVUPS      X4, 112(SP)
+	VMOVUPS      (SP), X3
+	VMOVUPS      16(SP), X4
+	VMOVUPS      32(SP), X5
+	VMOVUPS      48(SP), X6
+	VUNPCKLPS    X4, X3, X7
+	VUNPCKHPS    X4, X3, X3
+	VUNPCKLPS    X6, X5, X4
+	VUNPCKHPS    X6, X5, X5
+	VMOVLHPS     X4, X7, X6
+	VMOVHLPS     X7, X4, X4
+	VMOVLHPS     X5, X3, X7
+	VMOVHLPS     X3, X5, X3
+	VMOVUPS      64(SP), X5
+	VMOVUPS      80(SP), X8
+	VMOVUPS      96(SP), X9
+	VMOVUPS      112(SP), X10
+	VUNPCKLPS    X8, X5, X11
+	VUNPCKHPS    X8, X5, X5
+	VUNPCKLPS    X10, X9, X8
+	VUNPCKHPS    X10, X9, X9
+	VMOVLHPS     X8, X11, X10
+	VMOVHLPS     X11, X8, X8
+	VMOVLHPS     X9, X5, X11
+	VMOVHLPS     X5, X9, X5
+	VADDPS       X6, X2, X2
+	VADDPS       X10, X2, X2
+	VADDPS       X4, X2, X2
+	VADDPS       X8, X2, X2
+	VADDPS       X7, X2, X2
+	VADDPS       X11, X2, X2
+	VADDPS       X3, X2, X2
+	VADDPS       X5, X2, X2
+	ADDQ         $0x00000050, AX
+	ADDQ         $0x00000050, DX
+	ADDQ         $0x00000140, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000008, DI
+	ADDQ         $0x00000004, R8
+	DECQ         R9
+	JNZ          GgmlQ41A8R4Avx2_grp
+	MOVQ         out+88(FP), AX
+	VMOVUPS      X2, (AX)
+	MOVQ         stride+8(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	SUBQ         $0x04, AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ41A8R4Avx2_row
 	VZEROUPPER
 	RET
 
@@ -18854,6 +19448,369 @@ DATA ggmlBitOf<>+30(SB)/1, $0x40
 DATA ggmlBitOf<>+31(SB)/1, $0x80
 GLOBL ggmlBitOf<>(SB), RODATA|NOPTR, $32
 
+// func GgmlQ50A8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·GgmlQ50A8R4Avx2(SB), NOSPLIT, $128-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+	VMOVDQU      ggmlSpreadQh<>+0(SB), Y2
+	VMOVDQU      ggmlBitOf<>+0(SB), Y3
+	MOVL         $0x10101010, AX
+	VMOVD        AX, X4
+	VPBROADCASTD X4, Y4
+
+GgmlQ50A8R4Avx2_row:
+	VXORPS X5, X5, X5
+	MOVQ   w+0(FP), AX
+	MOVQ   stride+8(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	LEAQ   (DX)(CX*2), BX
+	MOVQ   act+32(FP), SI
+	MOVQ   sums+48(FP), DI
+	MOVQ   xs+64(FP), R8
+	MOVQ   nsb+24(FP), R9
+
+GgmlQ50A8R4Avx2_grp:
+	PREFETCHT1   (BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   128(BX)
+	PREFETCHT1   192(BX)
+	PREFETCHT1   256(BX)
+	PREFETCHT1   320(BX)
+	VBROADCASTSS (R8), X6
+	VMOVDQU      6(AX), X8
+	VPSRLW       $0x04, X8, X7
+	VINSERTI128  $0x01, X7, Y8, Y7
+	VPAND        Y0, Y7, Y7
+	VPBROADCASTD 2(AX), Y9
+	VPSHUFB      Y2, Y9, Y9
+	VPAND        Y3, Y9, Y9
+	VPCMPEQB     Y3, Y9, Y9
+	VPAND        Y4, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VPMADDUBSW   (SI), Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VMOVDQU      28(AX), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPBROADCASTD 24(AX), Y10
+	VPSHUFB      Y2, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPCMPEQB     Y3, Y10, Y10
+	VPAND        Y4, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   32(SI), Y9, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VPHADDD      Y9, Y7, Y7
+	VMOVDQU      50(AX), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPBROADCASTD 46(AX), Y10
+	VPSHUFB      Y2, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPCMPEQB     Y3, Y10, Y10
+	VPAND        Y4, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   64(SI), Y9, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VMOVDQU      72(AX), X8
+	VPSRLW       $0x04, X8, X10
+	VINSERTI128  $0x01, X10, Y8, Y10
+	VPAND        Y0, Y10, Y10
+	VPBROADCASTD 68(AX), Y11
+	VPSHUFB      Y2, Y11, Y11
+	VPAND        Y3, Y11, Y11
+	VPCMPEQB     Y3, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   96(SI), Y10, Y10
+	VPMADDWD     Y1, Y10, Y10
+	VPHADDD      Y10, Y9, Y9
+	VPHADDD      Y9, Y7, Y7
+	VEXTRACTI128 $0x01, Y7, X8
+	VPADDD       X7, X8, X8
+	VPMOVSXWD    (DI), X7
+	VPSLLD       $0x04, X7, X7
+	VPSUBD       X7, X8, X8
+	MOVWQZX      (AX), R10
+	MOVWQZX      22(AX), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      44(AX), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      66(AX), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X7
+	VCVTPH2PS    X7, X7
+	VMULPS       X7, X6, X7
+	VCVTDQ2PS    X8, X8
+	VMULPS       X7, X8, X8
+	VMOVUPS      X8, (SP)
+	VMOVDQU      6(AX)(CX*1), X8
+	VPSRLW       $0x04, X8, X7
+	VINSERTI128  $0x01, X7, Y8, Y7
+	VPAND        Y0, Y7, Y7
+	VPBROADCASTD 2(AX)(CX*1), Y9
+	VPSHUFB      Y2, Y9, Y9
+	VPAND        Y3, Y9, Y9
+	VPCMPEQB     Y3, Y9, Y9
+	VPAND        Y4, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VPMADDUBSW   (SI), Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VMOVDQU      28(AX)(CX*1), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPBROADCASTD 24(AX)(CX*1), Y10
+	VPSHUFB      Y2, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPCMPEQB     Y3, Y10, Y10
+	VPAND        Y4, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   32(SI), Y9, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VPHADDD      Y9, Y7, Y7
+	VMOVDQU      50(AX)(CX*1), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPBROADCASTD 46(AX)(CX*1), Y10
+	VPSHUFB      Y2, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPCMPEQB     Y3, Y10, Y10
+	VPAND        Y4, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   64(SI), Y9, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VMOVDQU      72(AX)(CX*1), X8
+	VPSRLW       $0x04, X8, X10
+	VINSERTI128  $0x01, X10, Y8, Y10
+	VPAND        Y0, Y10, Y10
+	VPBROADCASTD 68(AX)(CX*1), Y11
+	VPSHUFB      Y2, Y11, Y11
+	VPAND        Y3, Y11, Y11
+	VPCMPEQB     Y3, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   96(SI), Y10, Y10
+	VPMADDWD     Y1, Y10, Y10
+	VPHADDD      Y10, Y9, Y9
+	VPHADDD      Y9, Y7, Y7
+	VEXTRACTI128 $0x01, Y7, X8
+	VPADDD       X7, X8, X8
+	VPMOVSXWD    (DI), X7
+	VPSLLD       $0x04, X7, X7
+	VPSUBD       X7, X8, X8
+	MOVWQZX      (AX)(CX*1), R10
+	MOVWQZX      22(AX)(CX*1), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      44(AX)(CX*1), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      66(AX)(CX*1), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X7
+	VCVTPH2PS    X7, X7
+	VMULPS       X7, X6, X7
+	VCVTDQ2PS    X8, X8
+	VMULPS       X7, X8, X8
+	VMOVUPS      X8, 16(SP)
+	VMOVDQU      6(DX), X8
+	VPSRLW       $0x04, X8, X7
+	VINSERTI128  $0x01, X7, Y8, Y7
+	VPAND        Y0, Y7, Y7
+	VPBROADCASTD 2(DX), Y9
+	VPSHUFB      Y2, Y9, Y9
+	VPAND        Y3, Y9, Y9
+	VPCMPEQB     Y3, Y9, Y9
+	VPAND        Y4, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VPMADDUBSW   (SI), Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VMOVDQU      28(DX), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPBROADCASTD 24(DX), Y10
+	VPSHUFB      Y2, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPCMPEQB     Y3, Y10, Y10
+	VPAND        Y4, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   32(SI), Y9, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VPHADDD      Y9, Y7, Y7
+	VMOVDQU      50(DX), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPBROADCASTD 46(DX), Y10
+	VPSHUFB      Y2, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPCMPEQB     Y3, Y10, Y10
+	VPAND        Y4, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   64(SI), Y9, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VMOVDQU      72(DX), X8
+	VPSRLW       $0x04, X8, X10
+	VINSERTI128  $0x01, X10, Y8, Y10
+	VPAND        Y0, Y10, Y10
+	VPBROADCASTD 68(DX), Y11
+	VPSHUFB      Y2, Y11, Y11
+	VPAND        Y3, Y11, Y11
+	VPCMPEQB     Y3, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   96(SI), Y10, Y10
+	VPMADDWD     Y1, Y10, Y10
+	VPHADDD      Y10, Y9, Y9
+	VPHADDD      Y9, Y7, Y7
+	VEXTRACTI128 $0x01, Y7, X8
+	VPADDD       X7, X8, X8
+	VPMOVSXWD    (DI), X7
+	VPSLLD       $0x04, X7, X7
+	VPSUBD       X7, X8, X8
+	MOVWQZX      (DX), R10
+	MOVWQZX      22(DX), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      44(DX), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      66(DX), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X7
+	VCVTPH2PS    X7, X7
+	VMULPS       X7, X6, X7
+	VCVTDQ2PS    X8, X8
+	VMULPS       X7, X8, X8
+	VMOVUPS      X8, 32(SP)
+	VMOVDQU      6(DX)(CX*1), X8
+	VPSRLW       $0x04, X8, X7
+	VINSERTI128  $0x01, X7, Y8, Y7
+	VPAND        Y0, Y7, Y7
+	VPBROADCASTD 2(DX)(CX*1), Y9
+	VPSHUFB      Y2, Y9, Y9
+	VPAND        Y3, Y9, Y9
+	VPCMPEQB     Y3, Y9, Y9
+	VPAND        Y4, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VPMADDUBSW   (SI), Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VMOVDQU      28(DX)(CX*1), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPBROADCASTD 24(DX)(CX*1), Y10
+	VPSHUFB      Y2, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPCMPEQB     Y3, Y10, Y10
+	VPAND        Y4, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   32(SI), Y9, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VPHADDD      Y9, Y7, Y7
+	VMOVDQU      50(DX)(CX*1), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPBROADCASTD 46(DX)(CX*1), Y10
+	VPSHUFB      Y2, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPCMPEQB     Y3, Y10, Y10
+	VPAND        Y4, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   64(SI), Y9, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VMOVDQU      72(DX)(CX*1), X8
+	VPSRLW       $0x04, X8, X10
+	VINSERTI128  $0x01, X10, Y8, Y10
+	VPAND        Y0, Y10, Y10
+	VPBROADCASTD 68(DX)(CX*1), Y11
+	VPSHUFB      Y2, Y11, Y11
+	VPAND        Y3, Y11, Y11
+	VPCMPEQB     Y3, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   96(SI), Y10, Y10
+	VPMADDWD     Y1, Y10, Y10
+	VPHADDD      Y10, Y9, Y9
+	VPHADDD      Y9, Y7, Y7
+	VEXTRACTI128 $0x01, Y7, X8
+	VPADDD       X7, X8, X8
+	VPMOVSXWD    (DI), X7
+	VPSLLD       $0x04, X7, X7
+	VPSUBD       X7, X8, X8
+	MOVWQZX      (DX)(CX*1), R10
+	MOVWQZX      22(DX)(CX*1), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      44(DX)(CX*1), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      66(DX)(CX*1), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X7
+	VCVTPH2PS    X7, X7
+	VMULPS       X7, X6, X6
+	VCVTDQ2PS    X8, X7
+	VMULPS       X6, X7, X7
+	VMOVUPS      X7, 48(SP)
+	VMOVUPS      (SP), X6
+	VMOVUPS      16(SP), X7
+	VMOVUPS      32(SP), X8
+	VMOVUPS      48(SP), X9
+	VUNPCKLPS    X7, X6, X10
+	VUNPCKHPS    X7, X6, X6
+	VUNPCKLPS    X9, X8, X7
+	VUNPCKHPS    X9, X8, X8
+	VMOVLHPS     X7, X10, X9
+	VMOVHLPS     X10, X7, X7
+	VMOVLHPS     X8, X6, X10
+	VMOVHLPS     X6, X8, X6
+	VADDPS       X9, X5, X5
+	VADDPS       X7, X5, X5
+	VADDPS       X10, X5, X5
+	VADDPS       X6, X5, X5
+	ADDQ         $0x00000058, AX
+	ADDQ         $0x00000058, DX
+	ADDQ         $0x00000160, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000008, DI
+	ADDQ         $0x00000004, R8
+	DECQ         R9
+	JNZ          GgmlQ50A8R4Avx2_grp
+	MOVQ         out+88(FP), AX
+	VMOVUPS      X5, (AX)
+	MOVQ         stride+8(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	SUBQ         $0x04, AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ50A8R4Avx2_row
+	VZEROUPPER
+	RET
+
 // func GgmlQ50F32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 // Requires: AVX, AVX2, F16C, FMA3
 TEXT ·GgmlQ50F32Avx2(SB), NOSPLIT, $0-80
@@ -19422,6 +20379,441 @@ GgmlQ51A8Avx2_vec:
 	VZEROUPPER
 	RET
 
+// func GgmlQ51A8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·GgmlQ51A8R4Avx2(SB), NOSPLIT, $128-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+	VMOVDQU      ggmlSpreadQh<>+0(SB), Y2
+	VMOVDQU      ggmlBitOf<>+0(SB), Y3
+	MOVL         $0x10101010, AX
+	VMOVD        AX, X4
+	VPBROADCASTD X4, Y4
+
+GgmlQ51A8R4Avx2_row:
+	VXORPS X5, X5, X5
+	MOVQ   w+0(FP), AX
+	MOVQ   stride+8(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	LEAQ   (DX)(CX*2), BX
+	MOVQ   act+32(FP), SI
+	MOVQ   sums+48(FP), DI
+	MOVQ   xs+64(FP), R8
+	MOVQ   nsb+24(FP), R9
+
+GgmlQ51A8R4Avx2_grp:
+	PREFETCHT1   (BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   128(BX)
+	PREFETCHT1   192(BX)
+	PREFETCHT1   256(BX)
+	PREFETCHT1   320(BX)
+	VBROADCASTSS (R8), X6
+	VMOVDQU      8(AX), X8
+	VPSRLW       $0x04, X8, X7
+	VINSERTI128  $0x01, X7, Y8, Y7
+	VPAND        Y0, Y7, Y7
+	VPBROADCASTD 4(AX), Y9
+	VPSHUFB      Y2, Y9, Y9
+	VPAND        Y3, Y9, Y9
+	VPCMPEQB     Y3, Y9, Y9
+	VPAND        Y4, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VPMADDUBSW   (SI), Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VMOVDQU      32(AX), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPBROADCASTD 28(AX), Y10
+	VPSHUFB      Y2, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPCMPEQB     Y3, Y10, Y10
+	VPAND        Y4, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   32(SI), Y9, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VPHADDD      Y9, Y7, Y7
+	VMOVDQU      56(AX), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPBROADCASTD 52(AX), Y10
+	VPSHUFB      Y2, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPCMPEQB     Y3, Y10, Y10
+	VPAND        Y4, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   64(SI), Y9, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VMOVDQU      80(AX), X8
+	VPSRLW       $0x04, X8, X10
+	VINSERTI128  $0x01, X10, Y8, Y10
+	VPAND        Y0, Y10, Y10
+	VPBROADCASTD 76(AX), Y11
+	VPSHUFB      Y2, Y11, Y11
+	VPAND        Y3, Y11, Y11
+	VPCMPEQB     Y3, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   96(SI), Y10, Y10
+	VPMADDWD     Y1, Y10, Y10
+	VPHADDD      Y10, Y9, Y9
+	VPHADDD      Y9, Y7, Y7
+	VEXTRACTI128 $0x01, Y7, X8
+	VPADDD       X7, X8, X8
+	VPMOVSXWD    (DI), X7
+	MOVWQZX      (AX), R10
+	MOVWQZX      24(AX), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      48(AX), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      72(AX), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X9
+	VCVTPH2PS    X9, X9
+	VMULPS       X9, X6, X9
+	VCVTDQ2PS    X8, X8
+	VMULPS       X9, X8, X8
+	VMOVUPS      X8, (SP)
+	MOVWQZX      2(AX), R10
+	MOVWQZX      26(AX), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      50(AX), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      74(AX), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X8
+	VCVTPH2PS    X8, X8
+	VMULPS       X8, X6, X8
+	VCVTDQ2PS    X7, X7
+	VMULPS       X8, X7, X7
+	VMOVUPS      X7, 64(SP)
+	VMOVDQU      8(AX)(CX*1), X8
+	VPSRLW       $0x04, X8, X7
+	VINSERTI128  $0x01, X7, Y8, Y7
+	VPAND        Y0, Y7, Y7
+	VPBROADCASTD 4(AX)(CX*1), Y9
+	VPSHUFB      Y2, Y9, Y9
+	VPAND        Y3, Y9, Y9
+	VPCMPEQB     Y3, Y9, Y9
+	VPAND        Y4, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VPMADDUBSW   (SI), Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VMOVDQU      32(AX)(CX*1), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPBROADCASTD 28(AX)(CX*1), Y10
+	VPSHUFB      Y2, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPCMPEQB     Y3, Y10, Y10
+	VPAND        Y4, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   32(SI), Y9, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VPHADDD      Y9, Y7, Y7
+	VMOVDQU      56(AX)(CX*1), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPBROADCASTD 52(AX)(CX*1), Y10
+	VPSHUFB      Y2, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPCMPEQB     Y3, Y10, Y10
+	VPAND        Y4, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   64(SI), Y9, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VMOVDQU      80(AX)(CX*1), X8
+	VPSRLW       $0x04, X8, X10
+	VINSERTI128  $0x01, X10, Y8, Y10
+	VPAND        Y0, Y10, Y10
+	VPBROADCASTD 76(AX)(CX*1), Y11
+	VPSHUFB      Y2, Y11, Y11
+	VPAND        Y3, Y11, Y11
+	VPCMPEQB     Y3, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   96(SI), Y10, Y10
+	VPMADDWD     Y1, Y10, Y10
+	VPHADDD      Y10, Y9, Y9
+	VPHADDD      Y9, Y7, Y7
+	VEXTRACTI128 $0x01, Y7, X8
+	VPADDD       X7, X8, X8
+	VPMOVSXWD    (DI), X7
+	MOVWQZX      (AX)(CX*1), R10
+	MOVWQZX      24(AX)(CX*1), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      48(AX)(CX*1), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      72(AX)(CX*1), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X9
+	VCVTPH2PS    X9, X9
+	VMULPS       X9, X6, X9
+	VCVTDQ2PS    X8, X8
+	VMULPS       X9, X8, X8
+	VMOVUPS      X8, 16(SP)
+	MOVWQZX      2(AX)(CX*1), R10
+	MOVWQZX      26(AX)(CX*1), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      50(AX)(CX*1), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      74(AX)(CX*1), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X8
+	VCVTPH2PS    X8, X8
+	VMULPS       X8, X6, X8
+	VCVTDQ2PS    X7, X7
+	VMULPS       X8, X7, X7
+	VMOVUPS      X7, 80(SP)
+	VMOVDQU      8(DX), X8
+	VPSRLW       $0x04, X8, X7
+	VINSERTI128  $0x01, X7, Y8, Y7
+	VPAND        Y0, Y7, Y7
+	VPBROADCASTD 4(DX), Y9
+	VPSHUFB      Y2, Y9, Y9
+	VPAND        Y3, Y9, Y9
+	VPCMPEQB     Y3, Y9, Y9
+	VPAND        Y4, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VPMADDUBSW   (SI), Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VMOVDQU      32(DX), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPBROADCASTD 28(DX), Y10
+	VPSHUFB      Y2, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPCMPEQB     Y3, Y10, Y10
+	VPAND        Y4, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   32(SI), Y9, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VPHADDD      Y9, Y7, Y7
+	VMOVDQU      56(DX), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPBROADCASTD 52(DX), Y10
+	VPSHUFB      Y2, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPCMPEQB     Y3, Y10, Y10
+	VPAND        Y4, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   64(SI), Y9, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VMOVDQU      80(DX), X8
+	VPSRLW       $0x04, X8, X10
+	VINSERTI128  $0x01, X10, Y8, Y10
+	VPAND        Y0, Y10, Y10
+	VPBROADCASTD 76(DX), Y11
+	VPSHUFB      Y2, Y11, Y11
+	VPAND        Y3, Y11, Y11
+	VPCMPEQB     Y3, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   96(SI), Y10, Y10
+	VPMADDWD     Y1, Y10, Y10
+	VPHADDD      Y10, Y9, Y9
+	VPHADDD      Y9, Y7, Y7
+	VEXTRACTI128 $0x01, Y7, X8
+	VPADDD       X7, X8, X8
+	VPMOVSXWD    (DI), X7
+	MOVWQZX      (DX), R10
+	MOVWQZX      24(DX), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      48(DX), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      72(DX), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X9
+	VCVTPH2PS    X9, X9
+	VMULPS       X9, X6, X9
+	VCVTDQ2PS    X8, X8
+	VMULPS       X9, X8, X8
+	VMOVUPS      X8, 32(SP)
+	MOVWQZX      2(DX), R10
+	MOVWQZX      26(DX), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      50(DX), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      74(DX), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X8
+	VCVTPH2PS    X8, X8
+	VMULPS       X8, X6, X8
+	VCVTDQ2PS    X7, X7
+	VMULPS       X8, X7, X7
+	VMOVUPS      X7, 96(SP)
+	VMOVDQU      8(DX)(CX*1), X8
+	VPSRLW       $0x04, X8, X7
+	VINSERTI128  $0x01, X7, Y8, Y7
+	VPAND        Y0, Y7, Y7
+	VPBROADCASTD 4(DX)(CX*1), Y9
+	VPSHUFB      Y2, Y9, Y9
+	VPAND        Y3, Y9, Y9
+	VPCMPEQB     Y3, Y9, Y9
+	VPAND        Y4, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VPMADDUBSW   (SI), Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VMOVDQU      32(DX)(CX*1), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPBROADCASTD 28(DX)(CX*1), Y10
+	VPSHUFB      Y2, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPCMPEQB     Y3, Y10, Y10
+	VPAND        Y4, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   32(SI), Y9, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VPHADDD      Y9, Y7, Y7
+	VMOVDQU      56(DX)(CX*1), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPBROADCASTD 52(DX)(CX*1), Y10
+	VPSHUFB      Y2, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPCMPEQB     Y3, Y10, Y10
+	VPAND        Y4, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   64(SI), Y9, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VMOVDQU      80(DX)(CX*1), X8
+	VPSRLW       $0x04, X8, X10
+	VINSERTI128  $0x01, X10, Y8, Y10
+	VPAND        Y0, Y10, Y10
+	VPBROADCASTD 76(DX)(CX*1), Y11
+	VPSHUFB      Y2, Y11, Y11
+	VPAND        Y3, Y11, Y11
+	VPCMPEQB     Y3, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   96(SI), Y10, Y10
+	VPMADDWD     Y1, Y10, Y10
+	VPHADDD      Y10, Y9, Y9
+	VPHADDD      Y9, Y7, Y7
+	VEXTRACTI128 $0x01, Y7, X8
+	VPADDD       X7, X8, X8
+	VPMOVSXWD    (DI), X7
+	MOVWQZX      (DX)(CX*1), R10
+	MOVWQZX      24(DX)(CX*1), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      48(DX)(CX*1), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      72(DX)(CX*1), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X9
+	VCVTPH2PS    X9, X9
+	VMULPS       X9, X6, X9
+	VCVTDQ2PS    X8, X8
+	VMULPS       X9, X8, X8
+	VMOVUPS      X8, 48(SP)
+	MOVWQZX      2(DX)(CX*1), R10
+	MOVWQZX      26(DX)(CX*1), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      50(DX)(CX*1), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      74(DX)(CX*1), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X8
+	VCVTPH2PS    X8, X8
+	VMULPS       X8, X6, X6
+	VCVTDQ2PS    X7, X7
+	VMULPS       X6, X7, X7
+	VMOVUPS      X7, 112(SP)
+	VMOVUPS      (SP), X6
+	VMOVUPS      16(SP), X7
+	VMOVUPS      32(SP), X8
+	VMOVUPS      48(SP), X9
+	VUNPCKLPS    X7, X6, X10
+	VUNPCKHPS    X7, X6, X6
+	VUNPCKLPS    X9, X8, X7
+	VUNPCKHPS    X9, X8, X8
+	VMOVLHPS     X7, X10, X9
+	VMOVHLPS     X10, X7, X7
+	VMOVLHPS     X8, X6, X10
+	VMOVHLPS     X6, X8, X6
+	VMOVUPS      64(SP), X8
+	VMOVUPS      80(SP), X11
+	VMOVUPS      96(SP), X12
+	VMOVUPS      112(SP), X13
+	VUNPCKLPS    X11, X8, X14
+	VUNPCKHPS    X11, X8, X8
+	VUNPCKLPS    X13, X12, X11
+	VUNPCKHPS    X13, X12, X12
+	VMOVLHPS     X11, X14, X13
+	VMOVHLPS     X14, X11, X11
+	VMOVLHPS     X12, X8, X14
+	VMOVHLPS     X8, X12, X8
+	VADDPS       X9, X5, X5
+	VADDPS       X13, X5, X5
+	VADDPS       X7, X5, X5
+	VADDPS       X11, X5, X5
+	VADDPS       X10, X5, X5
+	VADDPS       X14, X5, X5
+	VADDPS       X6, X5, X5
+	VADDPS       X8, X5, X5
+	ADDQ         $0x00000060, AX
+	ADDQ         $0x00000060, DX
+	ADDQ         $0x00000180, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000008, DI
+	ADDQ         $0x00000004, R8
+	DECQ         R9
+	JNZ          GgmlQ51A8R4Avx2_grp
+	MOVQ         out+88(FP), AX
+	VMOVUPS      X5, (AX)
+	MOVQ         stride+8(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	SUBQ         $0x04, AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ51A8R4Avx2_row
+	VZEROUPPER
+	RET
+
 // func GgmlQ51F32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 // Requires: AVX, AVX2, F16C, FMA3
 TEXT ·GgmlQ51F32Avx2(SB), NOSPLIT, $0-80
@@ -19921,6 +21313,259 @@ GgmlQ80A8Avx2_vec:
 	VZEROUPPER
 	RET
 
+// func GgmlQ80A8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·GgmlQ80A8R4Avx2(SB), NOSPLIT, $128-104
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+
+GgmlQ80A8R4Avx2_row:
+	VXORPS X1, X1, X1
+	MOVQ   w+0(FP), AX
+	MOVQ   stride+8(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	LEAQ   (DX)(CX*2), BX
+	MOVQ   act+32(FP), SI
+	MOVQ   sums+48(FP), DI
+	MOVQ   xs+64(FP), R8
+	MOVQ   nsb+24(FP), R9
+
+GgmlQ80A8R4Avx2_grp:
+	PREFETCHT1   (BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   128(BX)
+	PREFETCHT1   192(BX)
+	PREFETCHT1   256(BX)
+	PREFETCHT1   320(BX)
+	PREFETCHT1   384(BX)
+	PREFETCHT1   448(BX)
+	PREFETCHT1   512(BX)
+	VBROADCASTSS (R8), X2
+	VMOVDQU      2(AX), Y3
+	VMOVDQU      (SI), Y4
+	VPSIGNB      Y3, Y4, Y4
+	VPABSB       Y3, Y3
+	VPMADDUBSW   Y4, Y3, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VMOVDQU      36(AX), Y4
+	VMOVDQU      32(SI), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPABSB       Y4, Y4
+	VPMADDUBSW   Y5, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VPHADDD      Y4, Y3, Y3
+	VMOVDQU      70(AX), Y4
+	VMOVDQU      64(SI), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPABSB       Y4, Y4
+	VPMADDUBSW   Y5, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VMOVDQU      104(AX), Y5
+	VMOVDQU      96(SI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPABSB       Y5, Y5
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VPHADDD      Y5, Y4, Y4
+	VPHADDD      Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X3, X4, X4
+	MOVWQZX      (AX), R10
+	MOVWQZX      34(AX), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      68(AX), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      102(AX), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X3
+	VCVTPH2PS    X3, X3
+	VMULPS       X3, X2, X3
+	VCVTDQ2PS    X4, X4
+	VMULPS       X3, X4, X4
+	VMOVUPS      X4, (SP)
+	VMOVDQU      2(AX)(CX*1), Y3
+	VMOVDQU      (SI), Y4
+	VPSIGNB      Y3, Y4, Y4
+	VPABSB       Y3, Y3
+	VPMADDUBSW   Y4, Y3, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VMOVDQU      36(AX)(CX*1), Y4
+	VMOVDQU      32(SI), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPABSB       Y4, Y4
+	VPMADDUBSW   Y5, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VPHADDD      Y4, Y3, Y3
+	VMOVDQU      70(AX)(CX*1), Y4
+	VMOVDQU      64(SI), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPABSB       Y4, Y4
+	VPMADDUBSW   Y5, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VMOVDQU      104(AX)(CX*1), Y5
+	VMOVDQU      96(SI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPABSB       Y5, Y5
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VPHADDD      Y5, Y4, Y4
+	VPHADDD      Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X3, X4, X4
+	MOVWQZX      (AX)(CX*1), R10
+	MOVWQZX      34(AX)(CX*1), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      68(AX)(CX*1), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      102(AX)(CX*1), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X3
+	VCVTPH2PS    X3, X3
+	VMULPS       X3, X2, X3
+	VCVTDQ2PS    X4, X4
+	VMULPS       X3, X4, X4
+	VMOVUPS      X4, 16(SP)
+	VMOVDQU      2(DX), Y3
+	VMOVDQU      (SI), Y4
+	VPSIGNB      Y3, Y4, Y4
+	VPABSB       Y3, Y3
+	VPMADDUBSW   Y4, Y3, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VMOVDQU      36(DX), Y4
+	VMOVDQU      32(SI), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPABSB       Y4, Y4
+	VPMADDUBSW   Y5, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VPHADDD      Y4, Y3, Y3
+	VMOVDQU      70(DX), Y4
+	VMOVDQU      64(SI), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPABSB       Y4, Y4
+	VPMADDUBSW   Y5, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VMOVDQU      104(DX), Y5
+	VMOVDQU      96(SI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPABSB       Y5, Y5
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VPHADDD      Y5, Y4, Y4
+	VPHADDD      Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X3, X4, X4
+	MOVWQZX      (DX), R10
+	MOVWQZX      34(DX), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      68(DX), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      102(DX), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X3
+	VCVTPH2PS    X3, X3
+	VMULPS       X3, X2, X3
+	VCVTDQ2PS    X4, X4
+	VMULPS       X3, X4, X4
+	VMOVUPS      X4, 32(SP)
+	VMOVDQU      2(DX)(CX*1), Y3
+	VMOVDQU      (SI), Y4
+	VPSIGNB      Y3, Y4, Y4
+	VPABSB       Y3, Y3
+	VPMADDUBSW   Y4, Y3, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VMOVDQU      36(DX)(CX*1), Y4
+	VMOVDQU      32(SI), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPABSB       Y4, Y4
+	VPMADDUBSW   Y5, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VPHADDD      Y4, Y3, Y3
+	VMOVDQU      70(DX)(CX*1), Y4
+	VMOVDQU      64(SI), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPABSB       Y4, Y4
+	VPMADDUBSW   Y5, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VMOVDQU      104(DX)(CX*1), Y5
+	VMOVDQU      96(SI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPABSB       Y5, Y5
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VPHADDD      Y5, Y4, Y4
+	VPHADDD      Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X3, X4, X4
+	MOVWQZX      (DX)(CX*1), R10
+	MOVWQZX      34(DX)(CX*1), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      68(DX)(CX*1), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      102(DX)(CX*1), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X3
+	VCVTPH2PS    X3, X3
+	VMULPS       X3, X2, X2
+	VCVTDQ2PS    X4, X3
+	VMULPS       X2, X3, X3
+	VMOVUPS      X3, 48(SP)
+	VMOVUPS      (SP), X2
+	VMOVUPS      16(SP), X3
+	VMOVUPS      32(SP), X4
+	VMOVUPS      48(SP), X5
+	VUNPCKLPS    X3, X2, X6
+	VUNPCKHPS    X3, X2, X2
+	VUNPCKLPS    X5, X4, X3
+	VUNPCKHPS    X5, X4, X4
+	VMOVLHPS     X3, X6, X5
+	VMOVHLPS     X6, X3, X3
+	VMOVLHPS     X4, X2, X6
+	VMOVHLPS     X2, X4, X2
+	VADDPS       X5, X1, X1
+	VADDPS       X3, X1, X1
+	VADDPS       X6, X1, X1
+	VADDPS       X2, X1, X1
+	ADDQ         $0x00000088, AX
+	ADDQ         $0x00000088, DX
+	ADDQ         $0x00000220, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000008, DI
+	ADDQ         $0x00000004, R8
+	DECQ         R9
+	JNZ          GgmlQ80A8R4Avx2_grp
+	MOVQ         out+88(FP), AX
+	VMOVUPS      X1, (AX)
+	MOVQ         stride+8(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	SUBQ         $0x04, AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ80A8R4Avx2_row
+	VZEROUPPER
+	RET
+
 // func GgmlQ80F32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 // Requires: AVX, AVX2, F16C, FMA3
 TEXT ·GgmlQ80F32Avx2(SB), NOSPLIT, $0-80
@@ -20401,6 +22046,320 @@ GgmlIQ4NLA8Avx2_vec:
 	DECQ         AX
 	MOVQ         AX, rows+16(FP)
 	JNZ          GgmlIQ4NLA8Avx2_row
+	VZEROUPPER
+	RET
+
+// func GgmlIQ4NLA8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·GgmlIQ4NLA8R4Avx2(SB), NOSPLIT, $128-104
+	MOVL           $0x0f0f0f0f, AX
+	VMOVD          AX, X0
+	VPBROADCASTD   X0, Y0
+	MOVL           $0x00010001, AX
+	VMOVD          AX, X1
+	VPBROADCASTD   X1, Y1
+	VBROADCASTI128 ggmlKValues<>+0(SB), Y2
+
+GgmlIQ4NLA8R4Avx2_row:
+	VXORPS X3, X3, X3
+	MOVQ   w+0(FP), AX
+	MOVQ   stride+8(FP), CX
+	LEAQ   (AX)(CX*2), DX
+	LEAQ   (DX)(CX*2), BX
+	MOVQ   act+32(FP), SI
+	MOVQ   sums+48(FP), DI
+	MOVQ   xs+64(FP), R8
+	MOVQ   nsb+24(FP), R9
+
+GgmlIQ4NLA8R4Avx2_grp:
+	PREFETCHT1   (BX)
+	PREFETCHT1   64(BX)
+	PREFETCHT1   128(BX)
+	PREFETCHT1   192(BX)
+	PREFETCHT1   256(BX)
+	VBROADCASTSS (R8), X4
+	VMOVDQU      2(AX), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y5
+	VPAND        Y0, Y5, Y5
+	VPSHUFB      Y5, Y2, Y5
+	VMOVDQU      (SI), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPABSB       Y5, Y5
+	VPMADDUBSW   Y7, Y5, Y5
+	VPMADDWD     Y1, Y5, Y5
+	VMOVDQU      20(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y7, Y2, Y7
+	VMOVDQU      32(SI), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y8, Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VPHADDD      Y7, Y5, Y5
+	VMOVDQU      38(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y7, Y2, Y7
+	VMOVDQU      64(SI), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y8, Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VMOVDQU      56(AX), X6
+	VPSRLW       $0x04, X6, X8
+	VINSERTI128  $0x01, X8, Y6, Y8
+	VPAND        Y0, Y8, Y8
+	VPSHUFB      Y8, Y2, Y8
+	VMOVDQU      96(SI), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y9, Y8, Y8
+	VPMADDWD     Y1, Y8, Y8
+	VPHADDD      Y8, Y7, Y7
+	VPHADDD      Y7, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	MOVWQZX      (AX), R10
+	MOVWQZX      18(AX), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      36(AX), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      54(AX), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X5
+	VCVTPH2PS    X5, X5
+	VMULPS       X5, X4, X5
+	VCVTDQ2PS    X6, X6
+	VMULPS       X5, X6, X6
+	VMOVUPS      X6, (SP)
+	VMOVDQU      2(AX)(CX*1), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y5
+	VPAND        Y0, Y5, Y5
+	VPSHUFB      Y5, Y2, Y5
+	VMOVDQU      (SI), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPABSB       Y5, Y5
+	VPMADDUBSW   Y7, Y5, Y5
+	VPMADDWD     Y1, Y5, Y5
+	VMOVDQU      20(AX)(CX*1), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y7, Y2, Y7
+	VMOVDQU      32(SI), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y8, Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VPHADDD      Y7, Y5, Y5
+	VMOVDQU      38(AX)(CX*1), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y7, Y2, Y7
+	VMOVDQU      64(SI), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y8, Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VMOVDQU      56(AX)(CX*1), X6
+	VPSRLW       $0x04, X6, X8
+	VINSERTI128  $0x01, X8, Y6, Y8
+	VPAND        Y0, Y8, Y8
+	VPSHUFB      Y8, Y2, Y8
+	VMOVDQU      96(SI), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y9, Y8, Y8
+	VPMADDWD     Y1, Y8, Y8
+	VPHADDD      Y8, Y7, Y7
+	VPHADDD      Y7, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	MOVWQZX      (AX)(CX*1), R10
+	MOVWQZX      18(AX)(CX*1), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      36(AX)(CX*1), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      54(AX)(CX*1), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X5
+	VCVTPH2PS    X5, X5
+	VMULPS       X5, X4, X5
+	VCVTDQ2PS    X6, X6
+	VMULPS       X5, X6, X6
+	VMOVUPS      X6, 16(SP)
+	VMOVDQU      2(DX), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y5
+	VPAND        Y0, Y5, Y5
+	VPSHUFB      Y5, Y2, Y5
+	VMOVDQU      (SI), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPABSB       Y5, Y5
+	VPMADDUBSW   Y7, Y5, Y5
+	VPMADDWD     Y1, Y5, Y5
+	VMOVDQU      20(DX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y7, Y2, Y7
+	VMOVDQU      32(SI), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y8, Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VPHADDD      Y7, Y5, Y5
+	VMOVDQU      38(DX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y7, Y2, Y7
+	VMOVDQU      64(SI), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y8, Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VMOVDQU      56(DX), X6
+	VPSRLW       $0x04, X6, X8
+	VINSERTI128  $0x01, X8, Y6, Y8
+	VPAND        Y0, Y8, Y8
+	VPSHUFB      Y8, Y2, Y8
+	VMOVDQU      96(SI), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y9, Y8, Y8
+	VPMADDWD     Y1, Y8, Y8
+	VPHADDD      Y8, Y7, Y7
+	VPHADDD      Y7, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	MOVWQZX      (DX), R10
+	MOVWQZX      18(DX), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      36(DX), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      54(DX), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X5
+	VCVTPH2PS    X5, X5
+	VMULPS       X5, X4, X5
+	VCVTDQ2PS    X6, X6
+	VMULPS       X5, X6, X6
+	VMOVUPS      X6, 32(SP)
+	VMOVDQU      2(DX)(CX*1), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y5
+	VPAND        Y0, Y5, Y5
+	VPSHUFB      Y5, Y2, Y5
+	VMOVDQU      (SI), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPABSB       Y5, Y5
+	VPMADDUBSW   Y7, Y5, Y5
+	VPMADDWD     Y1, Y5, Y5
+	VMOVDQU      20(DX)(CX*1), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y7, Y2, Y7
+	VMOVDQU      32(SI), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y8, Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VPHADDD      Y7, Y5, Y5
+	VMOVDQU      38(DX)(CX*1), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y7, Y2, Y7
+	VMOVDQU      64(SI), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y8, Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VMOVDQU      56(DX)(CX*1), X6
+	VPSRLW       $0x04, X6, X8
+	VINSERTI128  $0x01, X8, Y6, Y8
+	VPAND        Y0, Y8, Y8
+	VPSHUFB      Y8, Y2, Y8
+	VMOVDQU      96(SI), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPABSB       Y8, Y8
+	VPMADDUBSW   Y9, Y8, Y8
+	VPMADDWD     Y1, Y8, Y8
+	VPHADDD      Y8, Y7, Y7
+	VPHADDD      Y7, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	MOVWQZX      (DX)(CX*1), R10
+	MOVWQZX      18(DX)(CX*1), R11
+	SHLQ         $0x10, R11
+	ORQ          R11, R10
+	MOVWQZX      36(DX)(CX*1), R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R10
+	MOVWQZX      54(DX)(CX*1), R11
+	SHLQ         $0x30, R11
+	ORQ          R11, R10
+	VMOVQ        R10, X5
+	VCVTPH2PS    X5, X5
+	VMULPS       X5, X4, X4
+	VCVTDQ2PS    X6, X5
+	VMULPS       X4, X5, X5
+	VMOVUPS      X5, 48(SP)
+	VMOVUPS      (SP), X4
+	VMOVUPS      16(SP), X5
+	VMOVUPS      32(SP), X6
+	VMOVUPS      48(SP), X7
+	VUNPCKLPS    X5, X4, X8
+	VUNPCKHPS    X5, X4, X4
+	VUNPCKLPS    X7, X6, X5
+	VUNPCKHPS    X7, X6, X6
+	VMOVLHPS     X5, X8, X7
+	VMOVHLPS     X8, X5, X5
+	VMOVLHPS     X6, X4, X8
+	VMOVHLPS     X4, X6, X4
+	VADDPS       X7, X3, X3
+	VADDPS       X5, X3, X3
+	VADDPS       X8, X3, X3
+	VADDPS       X4, X3, X3
+	ADDQ         $0x00000048, AX
+	ADDQ         $0x00000048, DX
+	ADDQ         $0x00000120, BX
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000008, DI
+	ADDQ         $0x00000004, R8
+	DECQ         R9
+	JNZ          GgmlIQ4NLA8R4Avx2_grp
+	MOVQ         out+88(FP), AX
+	VMOVUPS      X3, (AX)
+	MOVQ         stride+8(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         out+88(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, out+88(FP)
+	MOVQ         rows+16(FP), AX
+	SUBQ         $0x04, AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlIQ4NLA8R4Avx2_row
 	VZEROUPPER
 	RET
 

@@ -139,6 +139,12 @@ var ggmlA8R4AVX2Funcs = map[ggml.Type]ggmlA8Func{
 	ggml.Q5_K:   asm.GgmlQ5KA8R4Avx2,
 	ggml.Q6_K:   asm.GgmlQ6KA8R4Avx2,
 	ggml.IQ4_XS: asm.GgmlIQ4XSA8R4Avx2,
+	ggml.Q4_0:   asm.GgmlQ40A8R4Avx2,
+	ggml.Q4_1:   asm.GgmlQ41A8R4Avx2,
+	ggml.Q5_0:   asm.GgmlQ50A8R4Avx2,
+	ggml.Q5_1:   asm.GgmlQ51A8R4Avx2,
+	ggml.Q8_0:   asm.GgmlQ80A8R4Avx2,
+	ggml.IQ4_NL: asm.GgmlIQ4NLA8R4Avx2,
 }
 
 // ggmlActOrder gives, for each type whose kernel reads the activations of

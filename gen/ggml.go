@@ -33,6 +33,7 @@ func ggmlKernels() {
 	for _, c := range ggmlSmalls {
 		ggmlBlockF32(c)
 		ggmlBlockA8AVX2(c)
+		ggmlBlockA8R4AVX2(c)
 		ggmlBlockF32AVX2(c)
 	}
 }
@@ -1477,22 +1478,7 @@ func ggmlBlockA8R4(c ggmlSmall) {
 	if c.nib {
 		vb = newGGMLVBMI(c)
 	}
-	transpose := func(f [4]VecVirtual) [4]VecVirtual {
-		t0, t1, t2, t3 := XMM(), XMM(), XMM(), XMM()
-		VUNPCKLPS(f[1], f[0], t0) // [f0[0] f1[0] f0[1] f1[1]]
-		VUNPCKHPS(f[1], f[0], t1) // [f0[2] f1[2] f0[3] f1[3]]
-		VUNPCKLPS(f[3], f[2], t2)
-		VUNPCKHPS(f[3], f[2], t3)
-		var T [4]VecVirtual
-		for b := range T {
-			T[b] = XMM()
-		}
-		VMOVLHPS(t2, t0, T[0])
-		VMOVHLPS(t0, t2, T[1])
-		VMOVLHPS(t3, t1, T[2])
-		VMOVHLPS(t1, t3, T[3])
-		return T
-	}
+	transpose := transpose4
 	Label(name + "_row")
 	{
 		acc4 := XMM()
@@ -1537,6 +1523,25 @@ func ggmlBlockA8R4(c ggmlSmall) {
 	}
 	VZEROUPPER()
 	RET()
+}
+
+// transpose4 transposes four XMM of four float32: lane i of result b is
+// lane b of f[i].
+func transpose4(f [4]VecVirtual) [4]VecVirtual {
+	t0, t1, t2, t3 := XMM(), XMM(), XMM(), XMM()
+	VUNPCKLPS(f[1], f[0], t0) // [f0[0] f1[0] f0[1] f1[1]]
+	VUNPCKHPS(f[1], f[0], t1) // [f0[2] f1[2] f0[3] f1[3]]
+	VUNPCKLPS(f[3], f[2], t2)
+	VUNPCKHPS(f[3], f[2], t3)
+	var T [4]VecVirtual
+	for b := range T {
+		T[b] = XMM()
+	}
+	VMOVLHPS(t2, t0, T[0])
+	VMOVHLPS(t0, t2, T[1])
+	VMOVLHPS(t3, t1, T[2])
+	VMOVHLPS(t1, t3, T[3])
+	return T
 }
 
 // ggmlR4Group is one group of four blocks of the four rows of
