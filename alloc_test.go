@@ -74,6 +74,19 @@ func TestBufferAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An act-order matrix: its activations are gathered before quantizing.
+	ao, err := layout.RandomBits(512, 2048, 4, 128, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ao.Perm = make([]int32, 2048)
+	for i := range ao.Perm {
+		ao.Perm[i] = int32((i*7 + 3) % 2048)
+	}
+	aoMat, err := eng.Load(ao)
+	if err != nil {
+		t.Fatal(err)
+	}
 	x, _ := eng.NewBuffer(2048, qgemv.Float32)
 	y, _ := eng.NewBuffer(512, qgemv.Float32)
 	z, _ := eng.NewBuffer(512, qgemv.Float32)
@@ -81,13 +94,15 @@ func TestBufferAllocs(t *testing.T) {
 	xs, _ := eng.NewBuffer(16, qgemv.Float32)
 	host := make([]float32, 512)
 	for what, f := range map[string]func() error{
-		"MulBuffer A8":   func() error { return mat.MulBuffer(y, x, 1, qgemv.A8) },
-		"QuantizeBuffer": func() error { return mat.QuantizeBuffer(xq, xs, x, 1) },
-		"MulInt8Buffer":  func() error { return mat.MulInt8Buffer(z, xq, xs, 1) },
-		"SwiGLU":         func() error { return eng.SwiGLU(z, y, z) },
-		"Add":            func() error { return eng.Add(z, y, z) },
-		"Read":           func() error { return y.Read(host) },
-		"Write":          func() error { return y.Write(host) },
+		"MulBuffer A8":             func() error { return mat.MulBuffer(y, x, 1, qgemv.A8) },
+		"QuantizeBuffer":           func() error { return mat.QuantizeBuffer(xq, xs, x, 1) },
+		"QuantizeBuffer act-order": func() error { return aoMat.QuantizeBuffer(xq, xs, x, 1) },
+		"MulBuffer A8 act-order":   func() error { return aoMat.MulBuffer(y, x, 1, qgemv.A8) },
+		"MulInt8Buffer":            func() error { return mat.MulInt8Buffer(z, xq, xs, 1) },
+		"SwiGLU":                   func() error { return eng.SwiGLU(z, y, z) },
+		"Add":                      func() error { return eng.Add(z, y, z) },
+		"Read":                     func() error { return y.Read(host) },
+		"Write":                    func() error { return y.Write(host) },
 	} {
 		if err := f(); err != nil {
 			t.Fatalf("%s: %v", what, err)

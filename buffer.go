@@ -486,7 +486,9 @@ func (m *Matrix) quantizeHost(xq, xs, x *Buffer, batch int) error {
 	pc, g := m.pcols, m.pcols/layout.GroupSize
 	xv := x.f32[:batch*m.cols]
 	if m.perm != nil {
-		xv = m.gathered(xv, batch)
+		p := gatherPool.Get().(*[]float32)
+		defer gatherPool.Put(p)
+		xv = m.gathered(p, xv, batch)
 	}
 	for v := 0; v < batch; v++ {
 		if err := m.e.be.QuantizeA8(xq.i8[v*pc:(v+1)*pc], xs.f32[v*g:(v+1)*g], xv[v*m.cols:(v+1)*m.cols]); err != nil {

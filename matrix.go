@@ -185,14 +185,22 @@ func (m *Matrix) MulInt32(dst []int32, x []int8, batch int) error {
 	return nil
 }
 
-// gathered returns batch vectors of x in stored column order (perm).
-func (m *Matrix) gathered(x []float32, batch int) []float32 {
-	g := make([]float32, len(x))
+// gathered returns batch vectors of x in stored column order (perm), in
+// *p (grown as needed).
+func (m *Matrix) gathered(p *[]float32, x []float32, batch int) []float32 {
+	if cap(*p) < len(x) {
+		*p = make([]float32, len(x))
+	}
+	g := (*p)[:len(x)]
 	for v := 0; v < batch; v++ {
 		gather(g[v*m.cols:(v+1)*m.cols], x[v*m.cols:(v+1)*m.cols], m.perm)
 	}
 	return g
 }
+
+// gatherPool holds the gathered activations of act-order matrices
+// (Matrix.gathered), so that quantizing them allocates nothing.
+var gatherPool = sync.Pool{New: func() any { return new([]float32) }}
 
 // gather writes x in stored column order: dst[j] = x[perm[j]].
 func gather(dst, x []float32, perm []int32) {
