@@ -39,10 +39,13 @@ type funcsJob []func()
 func (f funcsJob) part(p int) { f[p]() }
 
 type worker struct {
-	gen    atomic.Uint64 // last job generation published to this worker
-	job    teamJob       // the job of generation gen (written before gen)
-	p      int           // the part it runs (written before gen)
-	run    *teamRun      // the run the job belongs to (written before gen)
+	gen atomic.Uint64 // last job generation published to this worker
+	job teamJob       // the job of generation gen (written before gen)
+	p   int           // the part it runs (written before gen)
+	run *teamRun      // the run the job belongs to (written before gen)
+	// yield: the run had more parts than Go has Ps (written before gen),
+	// so a worker polling for the next job yields now and then.
+	yield  bool
 	parked atomic.Bool
 	stop   atomic.Bool // set by close: exit instead of waiting for a job
 	wake   chan struct{}
@@ -77,6 +80,10 @@ func (r *teamRun) call(job teamJob, p int) {
 // spinFor is how long an idle worker polls for the next job before parking.
 var spinFor = 50 * time.Microsecond
 
+// yieldEvery is how often a polling worker of an oversubscribed run lets
+// other goroutines run.
+const yieldEvery = 8 * time.Microsecond
+
 // run calls job.part(0) on the calling goroutine and parts 1..parts-1 on
 // team workers (or fresh goroutines, see team), and returns when all have
 // returned. A part that panics does not stop the others: run waits for
@@ -109,9 +116,10 @@ func (t *team) run(parts int, job teamJob) {
 	r := &t.cur
 	r.panic, r.panicked = nil, false
 	r.pending.Store(int64(parts - 1))
+	yield := parts > runtime.GOMAXPROCS(0)
 	for i := 1; i < parts; i++ {
 		w := t.workers[i-1]
-		w.job, w.p, w.run = job, i, r
+		w.job, w.p, w.run, w.yield = job, i, r, yield
 		w.gen.Add(1)
 		if w.parked.Load() {
 			select {
@@ -190,14 +198,17 @@ func spinUntilZero(n *atomic.Int64) {
 
 func (w *worker) loop() {
 	var seen uint64
+	yield := false // the last job's w.yield, read after its gen was seen
 	for {
-		// Poll for spinFor without yielding the P, then park (which
-		// frees it). runtime.Gosched takes the scheduler's global lock:
-		// 15 workers yielding every 8 us between the multiplies of a
-		// 16-thread FFN block spent about 10% of its CPU time there, and
-		// the block took 1.27x as long (Xeon); a goroutine waiting for a
-		// P waits at most spinFor.
+		// Poll for spinFor, then park (which frees the P). While polling
+		// the worker keeps its P, unless its last run had more parts
+		// than Go has Ps (a part may then be waiting for this P): it
+		// yields every yieldEvery. runtime.Gosched takes the scheduler's
+		// global lock: 15 workers yielding every 8 us between the
+		// multiplies of a 16-thread FFN block spent about 10% of its CPU
+		// time there, and the block took 1.27x as long (Xeon).
 		start := time.Now()
+		lastYield := start
 		for spins := 0; w.gen.Load() == seen; spins++ {
 			if spins&255 != 255 {
 				continue
@@ -205,17 +216,22 @@ func (w *worker) loop() {
 			if w.stop.Load() {
 				return
 			}
-			if time.Since(start) > spinFor {
+			now := time.Now()
+			if now.Sub(start) > spinFor {
 				w.parked.Store(true)
 				if w.gen.Load() == seen && !w.stop.Load() { // re-check after publishing parked
 					<-w.wake
 				}
 				w.parked.Store(false)
-				start = time.Now()
+				start, lastYield = time.Now(), time.Now()
+			} else if yield && now.Sub(lastYield) > yieldEvery {
+				runtime.Gosched()
+				lastYield = now
 			}
 		}
 		seen = w.gen.Load()
 		r := w.run
+		yield = w.yield
 		r.call(w.job, w.p)
 		r.pending.Add(-1)
 	}
