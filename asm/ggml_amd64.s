@@ -366,7 +366,7 @@ GgmlQ2KA8R4Avx512_row:
 	MOVQ   xs+64(FP), R8
 	MOVQ   nsb+24(FP), R9
 
-GgmlQ2KA8R4Avx512_sb:
+GgmlQ2KA8R4Avx512_unit:
 	PREFETCHT1      (BX)
 	PREFETCHT1      64(BX)
 	PREFETCHT1      128(BX)
@@ -584,7 +584,7 @@ GgmlQ2KA8R4Avx512_sb:
 	ADDQ            $0x00000020, DI
 	ADDQ            $0x00000008, R8
 	DECQ            R9
-	JNZ             GgmlQ2KA8R4Avx512_sb
+	JNZ             GgmlQ2KA8R4Avx512_unit
 	MOVQ            out+88(FP), AX
 	VMOVUPS         X8, (AX)
 	MOVQ            stride+8(FP), AX
@@ -1494,7 +1494,7 @@ GgmlQ3KA8R4Avx512_row:
 	MOVQ   xs+64(FP), R8
 	MOVQ   nsb+24(FP), R9
 
-GgmlQ3KA8R4Avx512_sb:
+GgmlQ3KA8R4Avx512_unit:
 	PREFETCHT1      (BX)
 	PREFETCHT1      64(BX)
 	PREFETCHT1      128(BX)
@@ -1875,7 +1875,7 @@ GgmlQ3KA8R4Avx512_sb:
 	ADDQ            $0x00000020, DI
 	ADDQ            $0x00000008, R8
 	DECQ            R9
-	JNZ             GgmlQ3KA8R4Avx512_sb
+	JNZ             GgmlQ3KA8R4Avx512_unit
 	MOVQ            out+88(FP), AX
 	VMOVUPS         X8, (AX)
 	MOVQ            stride+8(FP), AX
@@ -2653,7 +2653,7 @@ GgmlQ4KA8R4Avx512_row:
 	MOVQ   xs+64(FP), R8
 	MOVQ   nsb+24(FP), R9
 
-GgmlQ4KA8R4Avx512_sb:
+GgmlQ4KA8R4Avx512_unit:
 	PREFETCHT1    (BX)
 	PREFETCHT1    64(BX)
 	PREFETCHT1    128(BX)
@@ -2926,7 +2926,7 @@ GgmlQ4KA8R4Avx512_sb:
 	ADDQ          $0x00000010, DI
 	ADDQ          $0x00000008, R8
 	DECQ          R9
-	JNZ           GgmlQ4KA8R4Avx512_sb
+	JNZ           GgmlQ4KA8R4Avx512_unit
 	MOVQ          out+88(FP), AX
 	VMOVUPS       X5, (AX)
 	MOVQ          stride+8(FP), AX
@@ -3818,7 +3818,7 @@ GgmlQ5KA8R4Avx512_row:
 	MOVQ   xs+64(FP), R8
 	MOVQ   nsb+24(FP), R9
 
-GgmlQ5KA8R4Avx512_sb:
+GgmlQ5KA8R4Avx512_unit:
 	PREFETCHT1      (BX)
 	PREFETCHT1      64(BX)
 	PREFETCHT1      128(BX)
@@ -4133,7 +4133,7 @@ GgmlQ5KA8R4Avx512_sb:
 	ADDQ            $0x00000010, DI
 	ADDQ            $0x00000008, R8
 	DECQ            R9
-	JNZ             GgmlQ5KA8R4Avx512_sb
+	JNZ             GgmlQ5KA8R4Avx512_unit
 	MOVQ            out+88(FP), AX
 	VMOVUPS         X6, (AX)
 	MOVQ            stride+8(FP), AX
@@ -4754,7 +4754,7 @@ GgmlQ6KA8R4Avx512_row:
 	MOVQ   xs+64(FP), R8
 	MOVQ   nsb+24(FP), R9
 
-GgmlQ6KA8R4Avx512_sb:
+GgmlQ6KA8R4Avx512_unit:
 	PREFETCHT1      (BX)
 	PREFETCHT1      64(BX)
 	PREFETCHT1      128(BX)
@@ -4998,7 +4998,7 @@ GgmlQ6KA8R4Avx512_sb:
 	ADDQ            $0x00000020, DI
 	ADDQ            $0x00000008, R8
 	DECQ            R9
-	JNZ             GgmlQ6KA8R4Avx512_sb
+	JNZ             GgmlQ6KA8R4Avx512_unit
 	MOVQ            out+88(FP), AX
 	VMOVUPS         X6, (AX)
 	MOVQ            stride+8(FP), AX
@@ -5640,7 +5640,7 @@ GgmlIQ4XSA8R4Avx512_row:
 	MOVQ   xs+64(FP), R8
 	MOVQ   nsb+24(FP), R9
 
-GgmlIQ4XSA8R4Avx512_sb:
+GgmlIQ4XSA8R4Avx512_unit:
 	PREFETCHT1    (BX)
 	PREFETCHT1    64(BX)
 	PREFETCHT1    128(BX)
@@ -5851,7 +5851,7 @@ GgmlIQ4XSA8R4Avx512_sb:
 	ADDQ          $0x00000010, DI
 	ADDQ          $0x00000008, R8
 	DECQ          R9
-	JNZ           GgmlIQ4XSA8R4Avx512_sb
+	JNZ           GgmlIQ4XSA8R4Avx512_unit
 	MOVQ          out+88(FP), AX
 	VMOVUPS       X4, (AX)
 	MOVQ          stride+8(FP), AX
@@ -6412,7 +6412,7 @@ GgmlQ40A8R4Avx512_row:
 	MOVQ   xs+64(FP), R8
 	MOVQ   nsb+24(FP), R9
 
-GgmlQ40A8R4Avx512_grp:
+GgmlQ40A8R4Avx512_unit:
 	PREFETCHT1     (BX)
 	PREFETCHT1     64(BX)
 	PREFETCHT1     128(BX)
@@ -6524,7 +6524,7 @@ GgmlQ40A8R4Avx512_grp:
 	ADDQ           $0x00000008, DI
 	ADDQ           $0x00000004, R8
 	DECQ           R9
-	JNZ            GgmlQ40A8R4Avx512_grp
+	JNZ            GgmlQ40A8R4Avx512_unit
 	MOVQ           out+88(FP), AX
 	VMOVUPS        X14, (AX)
 	MOVQ           stride+8(FP), AX
@@ -6855,7 +6855,7 @@ GgmlQ41A8R4Avx512_row:
 	MOVQ   xs+64(FP), R8
 	MOVQ   nsb+24(FP), R9
 
-GgmlQ41A8R4Avx512_grp:
+GgmlQ41A8R4Avx512_unit:
 	PREFETCHT1     (BX)
 	PREFETCHT1     64(BX)
 	PREFETCHT1     128(BX)
@@ -6977,7 +6977,7 @@ GgmlQ41A8R4Avx512_grp:
 	ADDQ           $0x00000008, DI
 	ADDQ           $0x00000004, R8
 	DECQ           R9
-	JNZ            GgmlQ41A8R4Avx512_grp
+	JNZ            GgmlQ41A8R4Avx512_unit
 	MOVQ           out+88(FP), AX
 	VMOVUPS        X14, (AX)
 	MOVQ           stride+8(FP), AX
@@ -7294,7 +7294,7 @@ GgmlQ50A8R4Avx512_row:
 	MOVQ   xs+64(FP), R8
 	MOVQ   nsb+24(FP), R9
 
-GgmlQ50A8R4Avx512_grp:
+GgmlQ50A8R4Avx512_unit:
 	PREFETCHT1     (BX)
 	PREFETCHT1     64(BX)
 	PREFETCHT1     128(BX)
@@ -7455,7 +7455,7 @@ GgmlQ50A8R4Avx512_grp:
 	ADDQ           $0x00000008, DI
 	ADDQ           $0x00000004, R8
 	DECQ           R9
-	JNZ            GgmlQ50A8R4Avx512_grp
+	JNZ            GgmlQ50A8R4Avx512_unit
 	MOVQ           out+88(FP), AX
 	VMOVUPS        X15, (AX)
 	MOVQ           stride+8(FP), AX
@@ -7786,7 +7786,7 @@ GgmlQ51A8R4Avx512_row:
 	MOVQ   xs+64(FP), R8
 	MOVQ   nsb+24(FP), R9
 
-GgmlQ51A8R4Avx512_grp:
+GgmlQ51A8R4Avx512_unit:
 	PREFETCHT1     (BX)
 	PREFETCHT1     64(BX)
 	PREFETCHT1     128(BX)
@@ -7957,7 +7957,7 @@ GgmlQ51A8R4Avx512_grp:
 	ADDQ           $0x00000008, DI
 	ADDQ           $0x00000004, R8
 	DECQ           R9
-	JNZ            GgmlQ51A8R4Avx512_grp
+	JNZ            GgmlQ51A8R4Avx512_unit
 	MOVQ           out+88(FP), AX
 	VMOVUPS        X15, (AX)
 	MOVQ           stride+8(FP), AX
@@ -8236,7 +8236,7 @@ GgmlQ80A8R4Avx512_row:
 	MOVQ   xs+64(FP), R8
 	MOVQ   nsb+24(FP), R9
 
-GgmlQ80A8R4Avx512_grp:
+GgmlQ80A8R4Avx512_unit:
 	PREFETCHT1   (BX)
 	PREFETCHT1   64(BX)
 	PREFETCHT1   128(BX)
@@ -8388,7 +8388,7 @@ GgmlQ80A8R4Avx512_grp:
 	ADDQ         $0x00000008, DI
 	ADDQ         $0x00000004, R8
 	DECQ         R9
-	JNZ          GgmlQ80A8R4Avx512_grp
+	JNZ          GgmlQ80A8R4Avx512_unit
 	MOVQ         out+88(FP), AX
 	VMOVUPS      X14, (AX)
 	MOVQ         stride+8(FP), AX
@@ -8562,7 +8562,7 @@ GgmlIQ4NLA8R4Avx512_row:
 	MOVQ   xs+64(FP), R8
 	MOVQ   nsb+24(FP), R9
 
-GgmlIQ4NLA8R4Avx512_grp:
+GgmlIQ4NLA8R4Avx512_unit:
 	PREFETCHT1     (BX)
 	PREFETCHT1     64(BX)
 	PREFETCHT1     128(BX)
@@ -8682,7 +8682,7 @@ GgmlIQ4NLA8R4Avx512_grp:
 	ADDQ           $0x00000008, DI
 	ADDQ           $0x00000004, R8
 	DECQ           R9
-	JNZ            GgmlIQ4NLA8R4Avx512_grp
+	JNZ            GgmlIQ4NLA8R4Avx512_unit
 	MOVQ           out+88(FP), AX
 	VMOVUPS        X15, (AX)
 	MOVQ           stride+8(FP), AX
@@ -9379,7 +9379,7 @@ GgmlQ2KA8R4Avx2_row:
 	MOVQ   xs+64(FP), R8
 	MOVQ   nsb+24(FP), R9
 
-GgmlQ2KA8R4Avx2_sb:
+GgmlQ2KA8R4Avx2_unit:
 	PREFETCHT1   (BX)
 	PREFETCHT1   64(BX)
 	PREFETCHT1   128(BX)
@@ -9781,7 +9781,7 @@ GgmlQ2KA8R4Avx2_sb:
 	ADDQ         $0x00000020, DI
 	ADDQ         $0x00000008, R8
 	DECQ         R9
-	JNZ          GgmlQ2KA8R4Avx2_sb
+	JNZ          GgmlQ2KA8R4Avx2_unit
 	MOVQ         out+88(FP), AX
 	VMOVUPS      X1, (AX)
 	MOVQ         stride+8(FP), AX
@@ -10720,7 +10720,7 @@ GgmlQ3KA8R4Avx2_row:
 	MOVQ   xs+64(FP), R8
 	MOVQ   nsb+24(FP), R9
 
-GgmlQ3KA8R4Avx2_sb:
+GgmlQ3KA8R4Avx2_unit:
 	PREFETCHT1   (BX)
 	PREFETCHT1   64(BX)
 	PREFETCHT1   128(BX)
@@ -11401,7 +11401,7 @@ GgmlQ3KA8R4Avx2_sb:
 	ADDQ         $0x00000020, DI
 	ADDQ         $0x00000008, R8
 	DECQ         R9
-	JNZ          GgmlQ3KA8R4Avx2_sb
+	JNZ          GgmlQ3KA8R4Avx2_unit
 	MOVQ         out+88(FP), AX
 	VMOVUPS      X2, (AX)
 	MOVQ         stride+8(FP), AX
@@ -12307,7 +12307,7 @@ GgmlQ4KA8R4Avx2_row:
 	MOVQ   xs+64(FP), R8
 	MOVQ   nsb+24(FP), R9
 
-GgmlQ4KA8R4Avx2_sb:
+GgmlQ4KA8R4Avx2_unit:
 	PREFETCHT1   (BX)
 	PREFETCHT1   64(BX)
 	PREFETCHT1   128(BX)
@@ -12752,7 +12752,7 @@ GgmlQ4KA8R4Avx2_sb:
 	ADDQ         $0x00000010, DI
 	ADDQ         $0x00000008, R8
 	DECQ         R9
-	JNZ          GgmlQ4KA8R4Avx2_sb
+	JNZ          GgmlQ4KA8R4Avx2_unit
 	MOVQ         out+88(FP), AX
 	VMOVUPS      X1, (AX)
 	MOVQ         stride+8(FP), AX
@@ -13645,7 +13645,7 @@ GgmlQ5KA8R4Avx2_row:
 	MOVQ   xs+64(FP), R8
 	MOVQ   nsb+24(FP), R9
 
-GgmlQ5KA8R4Avx2_sb:
+GgmlQ5KA8R4Avx2_unit:
 	PREFETCHT1   (BX)
 	PREFETCHT1   64(BX)
 	PREFETCHT1   128(BX)
@@ -14248,7 +14248,7 @@ GgmlQ5KA8R4Avx2_sb:
 	ADDQ         $0x00000010, DI
 	ADDQ         $0x00000008, R8
 	DECQ         R9
-	JNZ          GgmlQ5KA8R4Avx2_sb
+	JNZ          GgmlQ5KA8R4Avx2_unit
 	MOVQ         out+88(FP), AX
 	VMOVUPS      X2, (AX)
 	MOVQ         stride+8(FP), AX
@@ -15138,7 +15138,7 @@ GgmlQ6KA8R4Avx2_row:
 	MOVQ   xs+64(FP), R8
 	MOVQ   nsb+24(FP), R9
 
-GgmlQ6KA8R4Avx2_sb:
+GgmlQ6KA8R4Avx2_unit:
 	PREFETCHT1   (BX)
 	PREFETCHT1   64(BX)
 	PREFETCHT1   128(BX)
@@ -15650,7 +15650,7 @@ GgmlQ6KA8R4Avx2_sb:
 	ADDQ         $0x00000020, DI
 	ADDQ         $0x00000008, R8
 	DECQ         R9
-	JNZ          GgmlQ6KA8R4Avx2_sb
+	JNZ          GgmlQ6KA8R4Avx2_unit
 	MOVQ         out+88(FP), AX
 	VMOVUPS      X2, (AX)
 	MOVQ         stride+8(FP), AX
@@ -16539,7 +16539,7 @@ GgmlIQ4XSA8R4Avx2_row:
 	MOVQ   xs+64(FP), R8
 	MOVQ   nsb+24(FP), R9
 
-GgmlIQ4XSA8R4Avx2_sb:
+GgmlIQ4XSA8R4Avx2_unit:
 	PREFETCHT1   (BX)
 	PREFETCHT1   64(BX)
 	PREFETCHT1   128(BX)
@@ -17082,7 +17082,7 @@ GgmlIQ4XSA8R4Avx2_sb:
 	ADDQ         $0x00000010, DI
 	ADDQ         $0x00000008, R8
 	DECQ         R9
-	JNZ          GgmlIQ4XSA8R4Avx2_sb
+	JNZ          GgmlIQ4XSA8R4Avx2_unit
 	MOVQ         out+88(FP), AX
 	VMOVUPS      X2, (AX)
 	MOVQ         stride+8(FP), AX
@@ -17711,13 +17711,13 @@ GgmlQ40A8Avx2_vec:
 	VPMADDWD     Y1, Y7, Y7
 	VPMADDUBSW   32(DI), Y4, Y8
 	VPMADDWD     Y1, Y8, Y8
-	VPMADDUBSW   64(DI), Y5, Y9
-	VPMADDWD     Y1, Y9, Y9
-	VPMADDUBSW   96(DI), Y6, Y10
-	VPMADDWD     Y1, Y10, Y10
 	VPHADDD      Y8, Y7, Y7
-	VPHADDD      Y10, Y9, Y9
-	VPHADDD      Y9, Y7, Y7
+	VPMADDUBSW   64(DI), Y5, Y8
+	VPMADDWD     Y1, Y8, Y8
+	VPMADDUBSW   96(DI), Y6, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VPHADDD      Y9, Y8, Y8
+	VPHADDD      Y8, Y7, Y7
 	VEXTRACTI128 $0x01, Y7, X8
 	VPADDD       X7, X8, X8
 	VPMOVSXWD    (R8), X7
@@ -17787,7 +17787,7 @@ GgmlQ40A8R4Avx2_row:
 	MOVQ   xs+64(FP), R8
 	MOVQ   nsb+24(FP), R9
 
-GgmlQ40A8R4Avx2_grp:
+GgmlQ40A8R4Avx2_unit:
 	PREFETCHT1   (BX)
 	PREFETCHT1   64(BX)
 	PREFETCHT1   128(BX)
@@ -18009,7 +18009,7 @@ GgmlQ40A8R4Avx2_grp:
 	ADDQ         $0x00000008, DI
 	ADDQ         $0x00000004, R8
 	DECQ         R9
-	JNZ          GgmlQ40A8R4Avx2_grp
+	JNZ          GgmlQ40A8R4Avx2_unit
 	MOVQ         out+88(FP), AX
 	VMOVUPS      X2, (AX)
 	MOVQ         stride+8(FP), AX
@@ -18448,7 +18448,7 @@ GgmlQ41A8Avx2_grp:
 	VPINSRW     $0x01, 22(AX), X7, X7
 	VPINSRW     $0x02, 42(AX), X7, X7
 	VPINSRW     $0x03, 62(AX), X7, X7
-	VCVTPH2PS   X7, X11
+	VCVTPH2PS   X7, X9
 	MOVQ        CX, DI
 	MOVQ        DX, R8
 	MOVQ        BX, R9
@@ -18460,39 +18460,39 @@ GgmlQ41A8Avx2_vec:
 	VPMADDWD     Y1, Y7, Y7
 	VPMADDUBSW   32(DI), Y4, Y8
 	VPMADDWD     Y1, Y8, Y8
-	VPMADDUBSW   64(DI), Y5, Y9
-	VPMADDWD     Y1, Y9, Y9
+	VPHADDD      Y8, Y7, Y7
+	VPMADDUBSW   64(DI), Y5, Y8
+	VPMADDWD     Y1, Y8, Y8
 	VPMADDUBSW   96(DI), Y6, Y10
 	VPMADDWD     Y1, Y10, Y10
+	VPHADDD      Y10, Y8, Y8
 	VPHADDD      Y8, Y7, Y7
-	VPHADDD      Y10, Y9, Y9
-	VPHADDD      Y9, Y7, Y7
 	VEXTRACTI128 $0x01, Y7, X8
 	VPADDD       X7, X8, X8
 	VPMOVSXWD    (R8), X7
 	VCVTDQ2PS    X8, X8
-	VBROADCASTSS (R9), X9
-	VMULPS       X3, X9, X10
-	VMULPS       X10, X8, X8
+	VBROADCASTSS (R9), X10
+	VMULPS       X3, X10, X11
+	VMULPS       X11, X8, X8
 	VCVTDQ2PS    X7, X7
-	VMULPS       X11, X9, X9
-	VMULPS       X9, X7, X7
-	VMOVSS       (R10), X9
-	VADDSS       X8, X9, X9
-	VADDSS       X7, X9, X9
-	VPERMILPS    $0x01, X8, X10
-	VADDSS       X10, X9, X9
-	VPERMILPS    $0x01, X7, X10
-	VADDSS       X10, X9, X9
-	VPERMILPS    $0x02, X8, X10
-	VADDSS       X10, X9, X9
-	VPERMILPS    $0x02, X7, X10
-	VADDSS       X10, X9, X9
+	VMULPS       X9, X10, X10
+	VMULPS       X10, X7, X7
+	VMOVSS       (R10), X10
+	VADDSS       X8, X10, X10
+	VADDSS       X7, X10, X10
+	VPERMILPS    $0x01, X8, X11
+	VADDSS       X11, X10, X10
+	VPERMILPS    $0x01, X7, X11
+	VADDSS       X11, X10, X10
+	VPERMILPS    $0x02, X8, X11
+	VADDSS       X11, X10, X10
+	VPERMILPS    $0x02, X7, X11
+	VADDSS       X11, X10, X10
 	VPERMILPS    $0x03, X8, X8
-	VADDSS       X8, X9, X9
+	VADDSS       X8, X10, X10
 	VPERMILPS    $0x03, X7, X7
-	VADDSS       X7, X9, X9
-	VMOVSS       X9, (R10)
+	VADDSS       X7, X10, X10
+	VMOVSS       X10, (R10)
 	MOVQ         astride+40(FP), R12
 	ADDQ         R12, DI
 	MOVQ         sstride+56(FP), R12
@@ -18544,7 +18544,7 @@ GgmlQ41A8R4Avx2_row:
 	MOVQ   xs+64(FP), R8
 	MOVQ   nsb+24(FP), R9
 
-GgmlQ41A8R4Avx2_grp:
+GgmlQ41A8R4Avx2_unit:
 	PREFETCHT1   (BX)
 	PREFETCHT1   64(BX)
 	PREFETCHT1   128(BX)
@@ -18838,7 +18838,7 @@ GgmlQ41A8R4Avx2_grp:
 	ADDQ         $0x00000008, DI
 	ADDQ         $0x00000004, R8
 	DECQ         R9
-	JNZ          GgmlQ41A8R4Avx2_grp
+	JNZ          GgmlQ41A8R4Avx2_unit
 	MOVQ         out+88(FP), AX
 	VMOVUPS      X2, (AX)
 	MOVQ         stride+8(FP), AX
@@ -19325,13 +19325,13 @@ GgmlQ50A8Avx2_vec:
 	VPMADDWD     Y1, Y10, Y10
 	VPMADDUBSW   32(DI), Y7, Y11
 	VPMADDWD     Y1, Y11, Y11
-	VPMADDUBSW   64(DI), Y8, Y12
-	VPMADDWD     Y1, Y12, Y12
-	VPMADDUBSW   96(DI), Y9, Y13
-	VPMADDWD     Y1, Y13, Y13
 	VPHADDD      Y11, Y10, Y10
-	VPHADDD      Y13, Y12, Y12
-	VPHADDD      Y12, Y10, Y10
+	VPMADDUBSW   64(DI), Y8, Y11
+	VPMADDWD     Y1, Y11, Y11
+	VPMADDUBSW   96(DI), Y9, Y12
+	VPMADDWD     Y1, Y12, Y12
+	VPHADDD      Y12, Y11, Y11
+	VPHADDD      Y11, Y10, Y10
 	VEXTRACTI128 $0x01, Y10, X11
 	VPADDD       X10, X11, X11
 	VPMOVSXWD    (R8), X10
@@ -19474,7 +19474,7 @@ GgmlQ50A8R4Avx2_row:
 	MOVQ   xs+64(FP), R8
 	MOVQ   nsb+24(FP), R9
 
-GgmlQ50A8R4Avx2_grp:
+GgmlQ50A8R4Avx2_unit:
 	PREFETCHT1   (BX)
 	PREFETCHT1   64(BX)
 	PREFETCHT1   128(BX)
@@ -19793,7 +19793,7 @@ GgmlQ50A8R4Avx2_grp:
 	ADDQ         $0x00000008, DI
 	ADDQ         $0x00000004, R8
 	DECQ         R9
-	JNZ          GgmlQ50A8R4Avx2_grp
+	JNZ          GgmlQ50A8R4Avx2_unit
 	MOVQ         out+88(FP), AX
 	VMOVUPS      X5, (AX)
 	MOVQ         stride+8(FP), AX
@@ -20304,7 +20304,7 @@ GgmlQ51A8Avx2_grp:
 	VPINSRW      $0x01, 26(AX), X10, X10
 	VPINSRW      $0x02, 50(AX), X10, X10
 	VPINSRW      $0x03, 74(AX), X10, X10
-	VCVTPH2PS    X10, X14
+	VCVTPH2PS    X10, X12
 	MOVQ         CX, DI
 	MOVQ         DX, R8
 	MOVQ         BX, R9
@@ -20316,39 +20316,39 @@ GgmlQ51A8Avx2_vec:
 	VPMADDWD     Y1, Y10, Y10
 	VPMADDUBSW   32(DI), Y7, Y11
 	VPMADDWD     Y1, Y11, Y11
-	VPMADDUBSW   64(DI), Y8, Y12
-	VPMADDWD     Y1, Y12, Y12
+	VPHADDD      Y11, Y10, Y10
+	VPMADDUBSW   64(DI), Y8, Y11
+	VPMADDWD     Y1, Y11, Y11
 	VPMADDUBSW   96(DI), Y9, Y13
 	VPMADDWD     Y1, Y13, Y13
+	VPHADDD      Y13, Y11, Y11
 	VPHADDD      Y11, Y10, Y10
-	VPHADDD      Y13, Y12, Y12
-	VPHADDD      Y12, Y10, Y10
 	VEXTRACTI128 $0x01, Y10, X11
 	VPADDD       X10, X11, X11
 	VPMOVSXWD    (R8), X10
 	VCVTDQ2PS    X11, X11
-	VBROADCASTSS (R9), X12
-	VMULPS       X6, X12, X13
-	VMULPS       X13, X11, X11
+	VBROADCASTSS (R9), X13
+	VMULPS       X6, X13, X14
+	VMULPS       X14, X11, X11
 	VCVTDQ2PS    X10, X10
-	VMULPS       X14, X12, X12
-	VMULPS       X12, X10, X10
-	VMOVSS       (R10), X12
-	VADDSS       X11, X12, X12
-	VADDSS       X10, X12, X12
-	VPERMILPS    $0x01, X11, X13
-	VADDSS       X13, X12, X12
-	VPERMILPS    $0x01, X10, X13
-	VADDSS       X13, X12, X12
-	VPERMILPS    $0x02, X11, X13
-	VADDSS       X13, X12, X12
-	VPERMILPS    $0x02, X10, X13
-	VADDSS       X13, X12, X12
+	VMULPS       X12, X13, X13
+	VMULPS       X13, X10, X10
+	VMOVSS       (R10), X13
+	VADDSS       X11, X13, X13
+	VADDSS       X10, X13, X13
+	VPERMILPS    $0x01, X11, X14
+	VADDSS       X14, X13, X13
+	VPERMILPS    $0x01, X10, X14
+	VADDSS       X14, X13, X13
+	VPERMILPS    $0x02, X11, X14
+	VADDSS       X14, X13, X13
+	VPERMILPS    $0x02, X10, X14
+	VADDSS       X14, X13, X13
 	VPERMILPS    $0x03, X11, X11
-	VADDSS       X11, X12, X12
+	VADDSS       X11, X13, X13
 	VPERMILPS    $0x03, X10, X10
-	VADDSS       X10, X12, X12
-	VMOVSS       X12, (R10)
+	VADDSS       X10, X13, X13
+	VMOVSS       X13, (R10)
 	MOVQ         astride+40(FP), R12
 	ADDQ         R12, DI
 	MOVQ         sstride+56(FP), R12
@@ -20405,7 +20405,7 @@ GgmlQ51A8R4Avx2_row:
 	MOVQ   xs+64(FP), R8
 	MOVQ   nsb+24(FP), R9
 
-GgmlQ51A8R4Avx2_grp:
+GgmlQ51A8R4Avx2_unit:
 	PREFETCHT1   (BX)
 	PREFETCHT1   64(BX)
 	PREFETCHT1   128(BX)
@@ -20796,7 +20796,7 @@ GgmlQ51A8R4Avx2_grp:
 	ADDQ         $0x00000008, DI
 	ADDQ         $0x00000004, R8
 	DECQ         R9
-	JNZ          GgmlQ51A8R4Avx2_grp
+	JNZ          GgmlQ51A8R4Avx2_unit
 	MOVQ         out+88(FP), AX
 	VMOVUPS      X5, (AX)
 	MOVQ         stride+8(FP), AX
@@ -21255,19 +21255,19 @@ GgmlQ80A8Avx2_vec:
 	VPABSB       Y2, Y8
 	VPMADDUBSW   Y7, Y8, Y7
 	VPMADDWD     Y0, Y7, Y7
-	VMOVDQU      64(DI), Y8
-	VPSIGNB      Y3, Y8, Y8
-	VPABSB       Y3, Y9
+	VPHADDD      Y7, Y6, Y6
+	VMOVDQU      64(DI), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPABSB       Y3, Y8
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      96(DI), Y8
+	VPSIGNB      Y4, Y8, Y8
+	VPABSB       Y4, Y9
 	VPMADDUBSW   Y8, Y9, Y8
 	VPMADDWD     Y0, Y8, Y8
-	VMOVDQU      96(DI), Y9
-	VPSIGNB      Y4, Y9, Y9
-	VPABSB       Y4, Y10
-	VPMADDUBSW   Y9, Y10, Y9
-	VPMADDWD     Y0, Y9, Y9
+	VPHADDD      Y8, Y7, Y7
 	VPHADDD      Y7, Y6, Y6
-	VPHADDD      Y9, Y8, Y8
-	VPHADDD      Y8, Y6, Y6
 	VEXTRACTI128 $0x01, Y6, X7
 	VPADDD       X6, X7, X7
 	VCVTDQ2PS    X7, X6
@@ -21334,7 +21334,7 @@ GgmlQ80A8R4Avx2_row:
 	MOVQ   xs+64(FP), R8
 	MOVQ   nsb+24(FP), R9
 
-GgmlQ80A8R4Avx2_grp:
+GgmlQ80A8R4Avx2_unit:
 	PREFETCHT1   (BX)
 	PREFETCHT1   64(BX)
 	PREFETCHT1   128(BX)
@@ -21548,7 +21548,7 @@ GgmlQ80A8R4Avx2_grp:
 	ADDQ         $0x00000008, DI
 	ADDQ         $0x00000004, R8
 	DECQ         R9
-	JNZ          GgmlQ80A8R4Avx2_grp
+	JNZ          GgmlQ80A8R4Avx2_unit
 	MOVQ         out+88(FP), AX
 	VMOVUPS      X1, (AX)
 	MOVQ         stride+8(FP), AX
@@ -21991,19 +21991,19 @@ GgmlIQ4NLA8Avx2_vec:
 	VPABSB       Y5, Y10
 	VPMADDUBSW   Y9, Y10, Y9
 	VPMADDWD     Y1, Y9, Y9
-	VMOVDQU      64(DI), Y10
-	VPSIGNB      Y6, Y10, Y10
-	VPABSB       Y6, Y11
+	VPHADDD      Y9, Y8, Y8
+	VMOVDQU      64(DI), Y9
+	VPSIGNB      Y6, Y9, Y9
+	VPABSB       Y6, Y10
+	VPMADDUBSW   Y9, Y10, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VMOVDQU      96(DI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPABSB       Y7, Y11
 	VPMADDUBSW   Y10, Y11, Y10
 	VPMADDWD     Y1, Y10, Y10
-	VMOVDQU      96(DI), Y11
-	VPSIGNB      Y7, Y11, Y11
-	VPABSB       Y7, Y12
-	VPMADDUBSW   Y11, Y12, Y11
-	VPMADDWD     Y1, Y11, Y11
+	VPHADDD      Y10, Y9, Y9
 	VPHADDD      Y9, Y8, Y8
-	VPHADDD      Y11, Y10, Y10
-	VPHADDD      Y10, Y8, Y8
 	VEXTRACTI128 $0x01, Y8, X9
 	VPADDD       X8, X9, X9
 	VCVTDQ2PS    X9, X8
@@ -22071,7 +22071,7 @@ GgmlIQ4NLA8R4Avx2_row:
 	MOVQ   xs+64(FP), R8
 	MOVQ   nsb+24(FP), R9
 
-GgmlIQ4NLA8R4Avx2_grp:
+GgmlIQ4NLA8R4Avx2_unit:
 	PREFETCHT1   (BX)
 	PREFETCHT1   64(BX)
 	PREFETCHT1   128(BX)
@@ -22345,7 +22345,7 @@ GgmlIQ4NLA8R4Avx2_grp:
 	ADDQ         $0x00000008, DI
 	ADDQ         $0x00000004, R8
 	DECQ         R9
-	JNZ          GgmlIQ4NLA8R4Avx2_grp
+	JNZ          GgmlIQ4NLA8R4Avx2_unit
 	MOVQ         out+88(FP), AX
 	VMOVUPS      X3, (AX)
 	MOVQ         stride+8(FP), AX

@@ -613,23 +613,7 @@ func ggmlBlockA8(c ggmlSmall) {
 			vc := param("nvec")
 			Label(name + "_vec")
 			{
-				var acc [2]VecVirtual
-				for i := 0; i < 2; i++ {
-					acc[i] = ZMM()
-					VPXORD(acc[i], acc[i], acc[i])
-					VPDPBUSD(Mem{Base: av, Disp: 64 * i}, z[i], acc[i])
-				}
-				// [blocks 0 1 2 3] partial in each 128-bit lane, then summed within lanes
-				p, q := ZMM(), ZMM()
-				VSHUFI64X2(U8(0x88), acc[1], acc[0], p)
-				VSHUFI64X2(U8(0xdd), acc[1], acc[0], q)
-				VPADDD(q, p, p)
-				VPSHUFD(U8(0x4e), p, q)
-				VPADDD(q, p, p)
-				VPSHUFD(U8(0xb1), p, q)
-				VPADDD(q, p, p)
-				s4 := ZMM()
-				VPERMD(p, lane0, s4) // dword k = block k's dot
+				s4 := ggmlBlockDots(z, av, lane0)
 				sx := XMM()
 				VPMOVSXWD(Mem{Base: sv}, sx)
 				if c.shift > 0 {
@@ -1294,154 +1278,114 @@ func ggmlSuperA8R4(c ggmlSuper) {
 	if t == "Q2K" {
 		dmOff = 82
 	}
-	Label(name + "_row")
-	{
-		acc4 := XMM() // the four rows' sums
-		VXORPS(acc4, acc4, acc4)
-		wp, st := param("w"), param("stride")
-		wp2 := GP64()
-		LEAQ(Mem{Base: wp, Index: st, Scale: 2}, wp2)
-		// pf walks the next four rows (contiguous), 4*bytes per super-block,
-		// so that they stream in order while this tile's rows interleave
-		// (which the hardware prefetchers follow poorly on short rows)
-		pf := GP64()
-		LEAQ(Mem{Base: wp2, Index: st, Scale: 2}, pf)
-		ak, sk, xk := param("act"), param("sums"), param("xs")
-		nk := param("nsb")
-		Label(name + "_sb")
-		{
-			for off := 0; off < 4*c.bytes; off += 64 {
-				PREFETCHT1(Mem{Base: pf, Disp: off})
-			}
-			rows := [4]Mem{{Base: wp}, {Base: wp, Index: st, Scale: 1}, {Base: wp2}, {Base: wp2, Index: st, Scale: 1}}
-			var acc [2][4]VecVirtual // half, row
-			var mm [4]VecVirtual
-			dh, mh := XMM(), XMM() // d, dmin of the four rows (binary16)
-			VPXORD(dh, dh, dh)
+	fourRows(name, c.bytes, 256, 2*256/c.sub, 8, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
+		var acc [2][4]VecVirtual // half, row
+		var mm [4]VecVirtual
+		dh, mh := XMM(), XMM() // d, dmin of the four rows (binary16)
+		VPXORD(dh, dh, dh)
+		if c.mins {
+			VPXORD(mh, mh, mh)
+		}
+		for i, rm := range rows {
+			scw, sumw := ggmlSuperScales(c, rm)
+			VPINSRW(U8(i), rm.Offset(dOff), dh, dh)
 			if c.mins {
-				VPXORD(mh, mh, mh)
+				VPINSRW(U8(i), rm.Offset(dmOff), mh, mh)
 			}
-			for i, rm := range rows {
-				scw, sumw := ggmlSuperScales(c, rm)
-				VPINSRW(U8(i), rm.Offset(dOff), dh, dh)
-				if c.mins {
-					VPINSRW(U8(i), rm.Offset(dmOff), mh, mh)
-				}
-				for h := 0; h < 2; h++ {
-					q := ggmlHalfCodesInto(c, rm, h, kc, [2]VecVirtual{ZMM(), ZMM()})
-					a := ZMM()
-					if c.dword {
-						sc := ZMM()
-						VPERMD(scw.AsZ(), idx[h][0], sc)
-						VPXORD(a, a, a)
-						for p := 0; p < 2; p++ {
-							VPDPBUSD(Mem{Base: ak, Disp: 128*h + 64*p}, q[p], a)
-						}
-						VPMULLD(sc, a, a)
-					} else {
-						for p := 0; p < 2; p++ {
-							sc, pr := ZMM(), ZMM()
-							VPERMW(scw.AsZ(), idx[h][p], sc)
-							VPMADDUBSW(Mem{Base: ak, Disp: 128*h + 64*p}, q[p], pr)
-							if p == 0 {
-								VPMADDWD(sc, pr, a)
-							} else {
-								VPDPWSSD(sc, pr, a)
-							}
+			for h := 0; h < 2; h++ {
+				q := ggmlHalfCodesInto(c, rm, h, kc, [2]VecVirtual{ZMM(), ZMM()})
+				a := ZMM()
+				if c.dword {
+					sc := ZMM()
+					VPERMD(scw.AsZ(), idx[h][0], sc)
+					VPXORD(a, a, a)
+					for p := 0; p < 2; p++ {
+						VPDPBUSD(Mem{Base: ak, Disp: 128*h + 64*p}, q[p], a)
+					}
+					VPMULLD(sc, a, a)
+				} else {
+					for p := 0; p < 2; p++ {
+						sc, pr := ZMM(), ZMM()
+						VPERMW(scw.AsZ(), idx[h][p], sc)
+						VPMADDUBSW(Mem{Base: ak, Disp: 128*h + 64*p}, q[p], pr)
+						if p == 0 {
+							VPMADDWD(sc, pr, a)
+						} else {
+							VPDPWSSD(sc, pr, a)
 						}
 					}
-					acc[h][i] = a
 				}
-				m := XMM() // [M0a, M0b, M1a, M1b]
-				if 256/c.sub == 16 {
-					m8 := YMM()
-					VPMADDWD(Mem{Base: sk}, sumw, m8)
-					hi := XMM()
-					VEXTRACTI32X4(U8(1), m8, hi)
-					phaddd(hi, m8.AsX(), m)
-				} else {
-					VPMADDWD(Mem{Base: sk}, sumw, m)
-				}
-				mm[i] = m
+				acc[h][i] = a
 			}
-			// S[h] = [row 0..3]: reduce the eight accumulators together
-			regs := make([]Register, 8)
-			for h := 0; h < 2; h++ {
-				for i := 0; i < 4; i++ {
-					regs[4*h+i] = acc[h][i]
-				}
+			m := XMM() // [M0a, M0b, M1a, M1b]
+			if 256/c.sub == 16 {
+				m8 := YMM()
+				VPMADDWD(Mem{Base: sk}, sumw, m8)
+				hi := XMM()
+				VEXTRACTI32X4(U8(1), m8, hi)
+				phaddd(hi, m8.AsX(), m)
+			} else {
+				VPMADDWD(Mem{Base: sk}, sumw, m)
 			}
-			addD := func(a, b, c Op) { VPADDD(a, b, c) }
-			zmm := func() Register { return ZMM() }
-			r2 := pairLevel(pairLevel(regs, false, addD, zmm), true, addD, zmm)
-			var S [2]VecVirtual
-			for h := 0; h < 2; h++ {
-				z := r2[h].(VecVirtual)
-				y := YMM()
-				VEXTRACTI64X4(U8(1), z, y)
-				VPADDD(y, z.AsY(), y)
-				x := XMM()
-				VEXTRACTI32X4(U8(1), y, x)
-				VPADDD(x, y.AsX(), x)
-				S[h] = x
-			}
-			// M[h] = [row 0..3]
-			p01, p23 := XMM(), XMM()
-			phaddd(mm[1], mm[0], p01) // [r0h0 r0h1 r1h0 r1h1]
-			phaddd(mm[3], mm[2], p23)
-			var M [2]VecVirtual
-			M[0], M[1] = XMM(), XMM()
-			VSHUFPS(U8(0x88), p23, p01, M[0])
-			VSHUFPS(U8(0xdd), p23, p01, M[1])
-			d4 := XMM()
-			VCVTPH2PS(dh, d4)
-			var dm4 VecVirtual
-			if c.mins {
-				dm4 = XMM()
-				VCVTPH2PS(mh, dm4)
-			}
-			for h := 0; h < 2; h++ {
-				if c.shift > 0 {
-					cc := XMM()
-					VPSLLD(U8(c.shift), M[h], cc)
-					VPSUBD(cc, S[h], S[h])
-				}
-				xb := XMM()
-				VBROADCASTSS(Mem{Base: xk, Disp: 4 * h}, xb)
-				coef, f := XMM(), XMM()
-				VMULPS(d4, xb, coef)
-				VCVTDQ2PS(S[h], f)
-				VMULPS(coef, f, f)
-				VADDPS(f, acc4, acc4)
-				if c.mins {
-					VMULPS(dm4, xb, coef)
-					VCVTDQ2PS(M[h], f)
-					VMULPS(coef, f, f)
-					VSUBPS(f, acc4, acc4)
-				}
-			}
-			ADDQ(U32(c.bytes), wp)
-			ADDQ(U32(c.bytes), wp2)
-			ADDQ(U32(4*c.bytes), pf)
-			ADDQ(U32(256), ak)
-			ADDQ(U32(2*256/c.sub), sk)
-			ADDQ(U32(8), xk)
-			DECQ(nk)
-			JNZ(LabelRef(name + "_sb"))
+			mm[i] = m
 		}
-		op := param("out")
-		VMOVUPS(acc4, Mem{Base: op})
-		st4 := param("stride")
-		SHLQ(U8(2), st4)
-		bump("w", st4)
-		bump("out", U32(16))
-		r := param("rows")
-		SUBQ(U8(4), r)
-		Store(r, Param("rows"))
-		JNZ(LabelRef(name + "_row"))
-	}
-	VZEROUPPER()
-	RET()
+		// S[h] = [row 0..3]: reduce the eight accumulators together
+		regs := make([]Register, 8)
+		for h := 0; h < 2; h++ {
+			for i := 0; i < 4; i++ {
+				regs[4*h+i] = acc[h][i]
+			}
+		}
+		addD := func(a, b, c Op) { VPADDD(a, b, c) }
+		zmm := func() Register { return ZMM() }
+		r2 := pairLevel(pairLevel(regs, false, addD, zmm), true, addD, zmm)
+		var S [2]VecVirtual
+		for h := 0; h < 2; h++ {
+			z := r2[h].(VecVirtual)
+			y := YMM()
+			VEXTRACTI64X4(U8(1), z, y)
+			VPADDD(y, z.AsY(), y)
+			x := XMM()
+			VEXTRACTI32X4(U8(1), y, x)
+			VPADDD(x, y.AsX(), x)
+			S[h] = x
+		}
+		// M[h] = [row 0..3]
+		p01, p23 := XMM(), XMM()
+		phaddd(mm[1], mm[0], p01) // [r0h0 r0h1 r1h0 r1h1]
+		phaddd(mm[3], mm[2], p23)
+		var M [2]VecVirtual
+		M[0], M[1] = XMM(), XMM()
+		VSHUFPS(U8(0x88), p23, p01, M[0])
+		VSHUFPS(U8(0xdd), p23, p01, M[1])
+		d4 := XMM()
+		VCVTPH2PS(dh, d4)
+		var dm4 VecVirtual
+		if c.mins {
+			dm4 = XMM()
+			VCVTPH2PS(mh, dm4)
+		}
+		for h := 0; h < 2; h++ {
+			if c.shift > 0 {
+				cc := XMM()
+				VPSLLD(U8(c.shift), M[h], cc)
+				VPSUBD(cc, S[h], S[h])
+			}
+			xb := XMM()
+			VBROADCASTSS(Mem{Base: xk, Disp: 4 * h}, xb)
+			coef, f := XMM(), XMM()
+			VMULPS(d4, xb, coef)
+			VCVTDQ2PS(S[h], f)
+			VMULPS(coef, f, f)
+			VADDPS(f, acc4, acc4)
+			if c.mins {
+				VMULPS(dm4, xb, coef)
+				VCVTDQ2PS(M[h], f)
+				VMULPS(coef, f, f)
+				VSUBPS(f, acc4, acc4)
+			}
+		}
+	})
 }
 
 // ggmlBlockA8R4 emits Ggml<t>A8R4Avx512 for a 32-element block type: the
@@ -1479,48 +1423,82 @@ func ggmlBlockA8R4(c ggmlSmall) {
 		vb = newGGMLVBMI(c)
 	}
 	transpose := transpose4
-	Label(name + "_row")
-	{
-		acc4 := XMM()
-		VXORPS(acc4, acc4, acc4)
-		wp, st := param("w"), param("stride")
-		wp2 := GP64()
-		LEAQ(Mem{Base: wp, Index: st, Scale: 2}, wp2)
-		pf := GP64()
-		LEAQ(Mem{Base: wp2, Index: st, Scale: 2}, pf)
-		ak, sk, xk := param("act"), param("sums"), param("xs")
-		kc := param("nsb")
-		Label(name + "_grp")
-		{
-			for off := 0; off < 16*c.bytes; off += 64 {
-				PREFETCHT1(Mem{Base: pf, Disp: off})
-			}
-			rows := [4]Mem{{Base: wp}, {Base: wp, Index: st, Scale: 1}, {Base: wp2}, {Base: wp2, Index: st, Scale: 1}}
-			if vb != nil {
-				vb.group(c, rows, ak, sk, xk, acc4)
-			} else {
-				ggmlR4Group(c, rows, ak, sk, xk, acc4, nib, kv, flip, sixteen, lane0, transpose)
-			}
-			ADDQ(U32(4*c.bytes), wp)
-			ADDQ(U32(4*c.bytes), wp2)
-			ADDQ(U32(16*c.bytes), pf)
-			ADDQ(U32(128), ak)
-			ADDQ(U32(8), sk)
-			ADDQ(U32(4), xk)
-			DECQ(kc)
-			JNZ(LabelRef(name + "_grp"))
+	fourRows(name, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
+		if vb != nil {
+			vb.group(c, rows, ak, sk, xk, acc4)
+		} else {
+			ggmlR4Group(c, rows, ak, sk, xk, acc4, nib, kv, flip, sixteen, lane0, transpose)
 		}
-		op := param("out")
-		VMOVUPS(acc4, Mem{Base: op})
-		st4 := param("stride")
-		SHLQ(U8(2), st4)
-		bump("w", st4)
-		bump("out", U32(16))
-		r := param("rows")
-		SUBQ(U8(4), r)
-		Store(r, Param("rows"))
-		JNZ(LabelRef(name + "_row"))
+	})
+}
+
+// ggmlBlockDots returns the int32 dots of a group's four blocks (codes
+// z, two blocks per ZMM) with the activations at ap in dwords 0..3 of a
+// ZMM: two VPDPBUSD, the two accumulators' 128-bit lanes paired
+// (VSHUFI64X2) and each lane summed within (VPSHUFD), then VPERMD with
+// lane0 (dword 4k) gathering block k's sum.
+func ggmlBlockDots(z [2]VecVirtual, ap GPVirtual, lane0 VecVirtual) VecVirtual {
+	var acc [2]VecVirtual
+	for h := 0; h < 2; h++ {
+		acc[h] = ZMM()
+		VPXORD(acc[h], acc[h], acc[h])
+		VPDPBUSD(Mem{Base: ap, Disp: 64 * h}, z[h], acc[h])
 	}
+	p, q := ZMM(), ZMM()
+	VSHUFI64X2(U8(0x88), acc[1], acc[0], p)
+	VSHUFI64X2(U8(0xdd), acc[1], acc[0], q)
+	VPADDD(q, p, p)
+	VPSHUFD(U8(0x4e), p, q)
+	VPADDD(q, p, p)
+	VPSHUFD(U8(0xb1), p, q)
+	VPADDD(q, p, p)
+	s4 := ZMM()
+	VPERMD(p, lane0, s4) // dword k = block k's dot
+	return s4
+}
+
+// fourRows emits the row and unit loops of the four-row GGML A8 kernels
+// (rows a multiple of 4): per four rows an XMM of their sums (acc4, lane
+// = row), and per unit (a super-block, or a group of four 32-element
+// blocks: unitBytes of each row) body on the four rows' units at rows;
+// pf walks the next four rows (contiguous in memory) with PREFETCHT1 in
+// order, 4*unitBytes per unit, so that they stream in order while this
+// tile's four rows interleave, which the hardware prefetchers follow
+// poorly on short rows. The activations, their sums and scales move on
+// actStep, sumStep and xsStep bytes per unit.
+func fourRows(name string, unitBytes, actStep, sumStep, xsStep int, body func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual)) {
+	Label(name + "_row")
+	acc4 := XMM()
+	VXORPS(acc4, acc4, acc4)
+	wp, st := param("w"), param("stride")
+	wp2 := GP64()
+	LEAQ(Mem{Base: wp, Index: st, Scale: 2}, wp2)
+	pf := GP64()
+	LEAQ(Mem{Base: wp2, Index: st, Scale: 2}, pf)
+	ak, sk, xk := param("act"), param("sums"), param("xs")
+	n := param("nsb")
+	Label(name + "_unit")
+	for off := 0; off < 4*unitBytes; off += 64 {
+		PREFETCHT1(Mem{Base: pf, Disp: off})
+	}
+	body([4]Mem{{Base: wp}, {Base: wp, Index: st, Scale: 1}, {Base: wp2}, {Base: wp2, Index: st, Scale: 1}}, ak, sk, xk, acc4)
+	ADDQ(U32(unitBytes), wp)
+	ADDQ(U32(unitBytes), wp2)
+	ADDQ(U32(4*unitBytes), pf)
+	ADDQ(U32(actStep), ak)
+	ADDQ(U32(sumStep), sk)
+	ADDQ(U32(xsStep), xk)
+	DECQ(n)
+	JNZ(LabelRef(name + "_unit"))
+	VMOVUPS(acc4, Mem{Base: param("out")})
+	st4 := param("stride")
+	SHLQ(U8(2), st4)
+	bump("w", st4)
+	bump("out", U32(16))
+	r := param("rows")
+	SUBQ(U8(4), r)
+	Store(r, Param("rows"))
+	JNZ(LabelRef(name + "_row"))
 	VZEROUPPER()
 	RET()
 }
@@ -1565,22 +1543,7 @@ func ggmlR4Group(c ggmlSmall, rows [4]Mem, ak, sk, xk GPVirtual, acc4, nib, kv, 
 	var f, u [4]VecVirtual
 	for i, rm := range rows {
 		z := ggmlBlockCodesAt(c, rm, nib, kv, flip, sixteen)
-		var acc [2]VecVirtual
-		for h := 0; h < 2; h++ {
-			acc[h] = ZMM()
-			VPXORD(acc[h], acc[h], acc[h])
-			VPDPBUSD(Mem{Base: ak, Disp: 64 * h}, z[h], acc[h])
-		}
-		p, q := ZMM(), ZMM()
-		VSHUFI64X2(U8(0x88), acc[1], acc[0], p)
-		VSHUFI64X2(U8(0xdd), acc[1], acc[0], q)
-		VPADDD(q, p, p)
-		VPSHUFD(U8(0x4e), p, q)
-		VPADDD(q, p, p)
-		VPSHUFD(U8(0xb1), p, q)
-		VPADDD(q, p, p)
-		s4 := ZMM()
-		VPERMD(p, lane0, s4)
+		s4 := ggmlBlockDots(z, ak, lane0)
 		if c.shift > 0 {
 			VPSUBD(off, s4.AsX(), s4.AsX())
 		}

@@ -404,29 +404,7 @@ func ggmlBlockA8AVX2(c ggmlSmall) {
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s computes the exact A8 product of layout/ggml %s rows with AVX2: groups of four blocks (nsb counts groups), activations in column order, the sums one int16 per 32 columns.", name, c.name))
-	av2 := fvec{avx512: false}
-	signed := !c.nib || c.kv // Q8_0, IQ4_NL: signed codes, no offset
-	shift := c.shift
-	if signed {
-		shift = 0
-	}
-	nib := nibbleMask(YMM())
-	ones := av2.broadcast(0x00010001)
-	var kv, spread, bits, sixteen VecVirtual
-	if c.kv {
-		tab := rodata("ggmlKValues", 16, 1, func(i int) uint64 {
-			return uint64(uint8([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]))
-		})
-		kv = YMM()
-		VBROADCASTI128(tab, kv)
-	}
-	if c.qh != 0 {
-		spread = YMM() // byte i takes byte i/8 of the broadcast qh
-		VMOVDQU(rodata("ggmlSpreadQh", 32, 1, func(i int) uint64 { return uint64(i / 8) }), spread)
-		bits = YMM() // byte i tests bit i%8
-		VMOVDQU(rodata("ggmlBitOf", 32, 1, func(i int) uint64 { return 1 << (i % 8) }), bits)
-		sixteen = av2.broadcast(0x10101010)
-	}
+	signed, shift, nib, ones, kv, spread, bits, sixteen := ggmlSmallConstsAVX2(c)
 	Label(name + "_row")
 	{
 		{
@@ -470,36 +448,7 @@ func ggmlBlockA8AVX2(c ggmlSmall) {
 			ov, vc := param("out"), param("nvec")
 			Label(name + "_vec")
 			{
-				var d [4]VecVirtual
-				for b := 0; b < 4; b++ {
-					d[b] = YMM()
-					if signed {
-						x, a := YMM(), YMM()
-						VMOVDQU(Mem{Base: av, Disp: 32 * b}, x)
-						VPSIGNB(cr[b], x, x)
-						VPABSB(cr[b], a)
-						VPMADDUBSW(x, a, d[b])
-					} else {
-						VPMADDUBSW(Mem{Base: av, Disp: 32 * b}, cr[b], d[b])
-					}
-					VPMADDWD(ones, d[b], d[b])
-				}
-				VPHADDD(d[1], d[0], d[0])
-				VPHADDD(d[3], d[2], d[2])
-				VPHADDD(d[2], d[0], d[0])
-				s4 := XMM()
-				VEXTRACTI128(U8(1), d[0], s4)
-				VPADDD(d[0].AsX(), s4, s4) // [S0 S1 S2 S3]
-				var sx VecVirtual
-				if shift > 0 || c.m {
-					sx = XMM()
-					VPMOVSXWD(Mem{Base: sp}, sx)
-				}
-				if shift > 0 {
-					o := XMM()
-					VPSLLD(U8(shift), sx, o)
-					VPSUBD(o, s4, s4)
-				}
+				s4, sx := ggmlSmallDotsAVX2(c, func(b int) VecVirtual { return cr[b] }, av, sp, ones, signed, shift)
 				f := XMM()
 				VCVTDQ2PS(s4, f)
 				xb := XMM()
@@ -556,6 +505,36 @@ func ggmlBlockA8AVX2(c ggmlSmall) {
 	RET()
 }
 
+// ggmlSmallConstsAVX2 loads the constants of the AVX2 kernels of a
+// 32-element block type: whether its codes are signed (Q8_0, IQ4_NL:
+// the |q| x sign trick, no offset) and the offset shift otherwise, the
+// nibble mask, int16 ones for VPMADDWD, IQ4_NL's KValues, and Q5_x's qh
+// spreading (byte i takes byte i/8 of the broadcast qh, tests bit i%8,
+// adds 16).
+func ggmlSmallConstsAVX2(c ggmlSmall) (signed bool, shift int, nib, ones, kv, spread, bits, sixteen VecVirtual) {
+	av2 := fvec{avx512: false}
+	signed = !c.nib || c.kv
+	if !signed {
+		shift = c.shift
+	}
+	nib = nibbleMask(YMM())
+	ones = av2.broadcast(0x00010001)
+	if c.kv {
+		kv = YMM()
+		VBROADCASTI128(rodata("ggmlKValues", 16, 1, func(i int) uint64 {
+			return uint64(uint8([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]))
+		}), kv)
+	}
+	if c.qh != 0 {
+		spread = YMM()
+		VMOVDQU(rodata("ggmlSpreadQh", 32, 1, func(i int) uint64 { return uint64(i / 8) }), spread)
+		bits = YMM()
+		VMOVDQU(rodata("ggmlBitOf", 32, 1, func(i int) uint64 { return 1 << (i % 8) }), bits)
+		sixteen = av2.broadcast(0x10101010)
+	}
+	return
+}
+
 // ggmlSmallCodesAVX2 returns block b's 32 codes of the group at base as
 // bytes in column order (a YMM): nibbles low then high (Q5_x: the qh bit
 // of each adding 16; IQ4_NL: looked up in kv), or Q8_0's int8 codes.
@@ -603,6 +582,48 @@ func halves4(base Mem, stride, off int) VecVirtual {
 	return x
 }
 
+// ggmlSmallDotsAVX2 returns the four block sums of a group of four
+// 32-element blocks (codes(b) gives block b's code bytes, emitted when
+// asked, so at most one block's codes are live) with the activations at
+// ap: VPMADDUBSW then VPMADDWD with ones per block (the signed types
+// multiply |q| by x*sign(q)), VPHADDD and a lane add into [S0 S1 S2 S3],
+// minus 2^shift times the blocks' activation sums (loaded from sp, and
+// returned as sx where the caller needs them: shift > 0 or an m term).
+func ggmlSmallDotsAVX2(c ggmlSmall, codes func(b int) VecVirtual, ap, sp GPVirtual, ones VecVirtual, signed bool, shift int) (s4, sx VecVirtual) {
+	var d [4]VecVirtual
+	for b := 0; b < 4; b++ {
+		cr := codes(b)
+		d[b] = YMM()
+		if signed {
+			x, a := YMM(), YMM()
+			VMOVDQU(Mem{Base: ap, Disp: 32 * b}, x)
+			VPSIGNB(cr, x, x)
+			VPABSB(cr, a)
+			VPMADDUBSW(x, a, d[b])
+		} else {
+			VPMADDUBSW(Mem{Base: ap, Disp: 32 * b}, cr, d[b])
+		}
+		VPMADDWD(ones, d[b], d[b])
+		if b%2 == 1 {
+			VPHADDD(d[b], d[b-1], d[b-1])
+		}
+	}
+	VPHADDD(d[2], d[0], d[0])
+	s4 = XMM()
+	VEXTRACTI128(U8(1), d[0], s4)
+	VPADDD(d[0].AsX(), s4, s4) // [S0 S1 S2 S3]
+	if shift > 0 || c.m {
+		sx = XMM()
+		VPMOVSXWD(Mem{Base: sp}, sx)
+	}
+	if shift > 0 {
+		o := XMM()
+		VPSLLD(U8(shift), sx, o)
+		VPSUBD(o, s4, s4)
+	}
+	return s4, sx
+}
+
 // ggmlBlockA8R4AVX2 emits Ggml<t>A8R4Avx2 for a 32-element block type:
 // the one-vector AVX2 kernel for four rows at a time (rows a multiple of
 // 4; nvec and the strides ignored). Each row's four block terms are
@@ -616,139 +637,52 @@ func ggmlBlockA8R4AVX2(c ggmlSmall) {
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8Avx2 for one vector and four rows at a time (rows a multiple of 4), the float steps with the rows in the lanes.", name, c.t))
-	av2 := fvec{avx512: false}
-	signed := !c.nib || c.kv
-	shift := c.shift
-	if signed {
-		shift = 0
-	}
-	nib := nibbleMask(YMM())
-	ones := av2.broadcast(0x00010001)
-	var kv, spread, bits, sixteen VecVirtual
-	if c.kv {
-		kv = YMM()
-		VBROADCASTI128(rodata("ggmlKValues", 16, 1, func(i int) uint64 {
-			return uint64(uint8([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]))
-		}), kv)
-	}
-	if c.qh != 0 {
-		spread = YMM()
-		VMOVDQU(rodata("ggmlSpreadQh", 32, 1, func(i int) uint64 { return uint64(i / 8) }), spread)
-		bits = YMM()
-		VMOVDQU(rodata("ggmlBitOf", 32, 1, func(i int) uint64 { return 1 << (i % 8) }), bits)
-		sixteen = av2.broadcast(0x10101010)
-	}
+	signed, shift, nib, ones, kv, spread, bits, sixteen := ggmlSmallConstsAVX2(c)
 	terms := AllocLocal(2 * 4 * 16) // per row: the four d terms, then (Q4_1, Q5_1) the four m terms
-	Label(name + "_row")
-	{
-		acc4 := XMM()
-		VXORPS(acc4, acc4, acc4)
-		wp, st := param("w"), param("stride")
-		wp2 := GP64()
-		LEAQ(Mem{Base: wp, Index: st, Scale: 2}, wp2)
-		pf := GP64()
-		LEAQ(Mem{Base: wp2, Index: st, Scale: 2}, pf)
-		ak, sk, xk := param("act"), param("sums"), param("xs")
-		kc := param("nsb")
-		Label(name + "_grp")
-		{
-			for off := 0; off < 16*c.bytes; off += 64 {
-				PREFETCHT1(Mem{Base: pf, Disp: off})
-			}
-			rows := [4]Mem{{Base: wp}, {Base: wp, Index: st, Scale: 1}, {Base: wp2}, {Base: wp2, Index: st, Scale: 1}}
-			xb := XMM()
-			VBROADCASTSS(Mem{Base: xk}, xb)
-			for i, rm := range rows {
-				var d [4]VecVirtual
-				for b := 0; b < 4; b++ {
-					cr := ggmlSmallCodesAVX2(c, rm, b, nib, kv, spread, bits, sixteen)
-					d[b] = YMM()
-					if signed {
-						x, a := YMM(), YMM()
-						VMOVDQU(Mem{Base: ak, Disp: 32 * b}, x)
-						VPSIGNB(cr, x, x)
-						VPABSB(cr, a)
-						VPMADDUBSW(x, a, d[b])
-					} else {
-						VPMADDUBSW(Mem{Base: ak, Disp: 32 * b}, cr, d[b])
-					}
-					VPMADDWD(ones, d[b], d[b])
-					if b%2 == 1 {
-						VPHADDD(d[b], d[b-1], d[b-1])
-					}
-				}
-				VPHADDD(d[2], d[0], d[0])
-				s4 := XMM()
-				VEXTRACTI128(U8(1), d[0], s4)
-				VPADDD(d[0].AsX(), s4, s4) // [S0 S1 S2 S3]
-				var sx VecVirtual
-				if shift > 0 || c.m {
-					sx = XMM()
-					VPMOVSXWD(Mem{Base: sk}, sx)
-				}
-				if shift > 0 {
-					o := XMM()
-					VPSLLD(U8(shift), sx, o)
-					VPSUBD(o, s4, s4)
-				}
-				dh := halves4(rm, c.bytes, 0)
-				d4, coef, f := XMM(), XMM(), XMM()
-				VCVTPH2PS(dh, d4)
-				VMULPS(d4, xb, coef)
-				VCVTDQ2PS(s4, f)
-				VMULPS(coef, f, f) // [t0 t1 t2 t3]
-				VMOVUPS(f, terms.Offset(16*i))
-				if c.m {
-					mh := halves4(rm, c.bytes, 2)
-					m4, cm, fm := XMM(), XMM(), XMM()
-					VCVTPH2PS(mh, m4)
-					VMULPS(m4, xb, cm)
-					VCVTDQ2PS(sx, fm)
-					VMULPS(cm, fm, fm) // [u0 u1 u2 u3]
-					VMOVUPS(fm, terms.Offset(64+16*i))
-				}
-			}
-			load := func(o int) [4]VecVirtual {
-				var f [4]VecVirtual
-				for i := range f {
-					f[i] = XMM()
-					VMOVUPS(terms.Offset(o+16*i), f[i])
-				}
-				return transpose4(f)
-			}
-			T := load(0)
-			var U [4]VecVirtual
+	fourRows(name, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
+		xb := XMM()
+		VBROADCASTSS(Mem{Base: xk}, xb)
+		for i, rm := range rows {
+			s4, sx := ggmlSmallDotsAVX2(c, func(b int) VecVirtual {
+				return ggmlSmallCodesAVX2(c, rm, b, nib, kv, spread, bits, sixteen)
+			}, ak, sk, ones, signed, shift)
+			dh := halves4(rm, c.bytes, 0)
+			d4, coef, f := XMM(), XMM(), XMM()
+			VCVTPH2PS(dh, d4)
+			VMULPS(d4, xb, coef)
+			VCVTDQ2PS(s4, f)
+			VMULPS(coef, f, f) // [t0 t1 t2 t3]
+			VMOVUPS(f, terms.Offset(16*i))
 			if c.m {
-				U = load(64)
+				mh := halves4(rm, c.bytes, 2)
+				m4, cm, fm := XMM(), XMM(), XMM()
+				VCVTPH2PS(mh, m4)
+				VMULPS(m4, xb, cm)
+				VCVTDQ2PS(sx, fm)
+				VMULPS(cm, fm, fm) // [u0 u1 u2 u3]
+				VMOVUPS(fm, terms.Offset(64+16*i))
 			}
-			for b := 0; b < 4; b++ {
-				VADDPS(T[b], acc4, acc4)
-				if c.m {
-					VADDPS(U[b], acc4, acc4)
-				}
-			}
-			ADDQ(U32(4*c.bytes), wp)
-			ADDQ(U32(4*c.bytes), wp2)
-			ADDQ(U32(16*c.bytes), pf)
-			ADDQ(U32(128), ak)
-			ADDQ(U32(8), sk)
-			ADDQ(U32(4), xk)
-			DECQ(kc)
-			JNZ(LabelRef(name + "_grp"))
 		}
-		op := param("out")
-		VMOVUPS(acc4, Mem{Base: op})
-		st4 := param("stride")
-		SHLQ(U8(2), st4)
-		bump("w", st4)
-		bump("out", U32(16))
-		r := param("rows")
-		SUBQ(U8(4), r)
-		Store(r, Param("rows"))
-		JNZ(LabelRef(name + "_row"))
-	}
-	VZEROUPPER()
-	RET()
+		load := func(o int) [4]VecVirtual {
+			var f [4]VecVirtual
+			for i := range f {
+				f[i] = XMM()
+				VMOVUPS(terms.Offset(o+16*i), f[i])
+			}
+			return transpose4(f)
+		}
+		T := load(0)
+		var U [4]VecVirtual
+		if c.m {
+			U = load(64)
+		}
+		for b := 0; b < 4; b++ {
+			VADDPS(T[b], acc4, acc4)
+			if c.m {
+				VADDPS(U[b], acc4, acc4)
+			}
+		}
+	})
 }
 
 // ggmlF32AVX2 emits a float-activation kernel on YMM (signature
@@ -1051,148 +985,111 @@ func ggmlSuperA8R4AVX2(c ggmlSuper) {
 			return uint64(uint8([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]))
 		}), kvs)
 	}
-	Label(name + "_row")
-	{
-		acc4 := XMM()
-		VXORPS(acc4, acc4, acc4)
-		wp, st := param("w"), param("stride")
-		wp2 := GP64()
-		LEAQ(Mem{Base: wp, Index: st, Scale: 2}, wp2)
-		pf := GP64()
-		LEAQ(Mem{Base: wp2, Index: st, Scale: 2}, pf)
-		ak, sk, xk := param("act"), param("sums"), param("xs")
-		nk := param("nsb")
-		Label(name + "_sb")
-		{
-			for off := 0; off < 4*c.bytes; off += 64 {
-				PREFETCHT1(Mem{Base: pf, Disp: off})
-			}
-			rows := [4]Mem{{Base: wp}, {Base: wp, Index: st, Scale: 1}, {Base: wp2}, {Base: wp2, Index: st, Scale: 1}}
-			dh, mh := XMM(), XMM()
-			VPXOR(dh, dh, dh)
+	fourRows(name, c.bytes, 256, 2*256/c.sub, 8, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
+		dh, mh := XMM(), XMM()
+		VPXOR(dh, dh, dh)
+		if c.mins {
+			VPXOR(mh, mh, mh)
+		}
+		for i, rm := range rows {
+			VPINSRW(U8(i), rm.Offset(dOff), dh, dh)
 			if c.mins {
-				VPXOR(mh, mh, mh)
+				VPINSRW(U8(i), rm.Offset(dmOff), mh, mh)
 			}
-			for i, rm := range rows {
-				VPINSRW(U8(i), rm.Offset(dOff), dh, dh)
-				if c.mins {
-					VPINSRW(U8(i), rm.Offset(dmOff), mh, mh)
-				}
-				ggmlScalesAVX2(c, rm, sv, mw)
-				for h := 0; h < 2; h++ {
-					cr := ggmlHalfCodesAVX2(c, rm, h, nib, three, one)
-					acc := YMM()
-					for k := 0; k < 4; k++ {
-						pr := YMM()
-						if c.dword {
-							VPSHUFB(cr[k], kvs, cr[k])
-							a, x := YMM(), YMM()
-							VPABSB(cr[k], a)
-							VMOVDQU(Mem{Base: ak, Disp: 128*h + 32*k}, x)
-							VPSIGNB(cr[k], x, x)
-							VPMADDUBSW(x, a, pr)
-						} else {
-							VPMADDUBSW(Mem{Base: ak, Disp: 128*h + 32*k}, cr[k], pr)
-						}
-						if k == 0 {
-							VPMADDWD(sv.Offset(32*(4*h+k)), pr, acc)
-						} else {
-							VPMADDWD(sv.Offset(32*(4*h+k)), pr, pr)
-							VPADDD(pr, acc, acc)
-						}
-					}
-					x4 := XMM()
-					VEXTRACTI128(U8(1), acc, x4)
-					VPADDD(acc.AsX(), x4, x4)
-					VMOVDQU(x4, part.Offset(48*i+16*h))
-				}
-				if c.mins || shift > 0 {
-					mm := XMM()
-					if 256/c.sub/2 == 4 {
-						s4 := XMM()
-						VMOVDQU(Mem{Base: sk}, s4)
-						VPMADDWD(mw, s4, mm)
-					} else {
-						m8 := YMM()
-						VMOVDQU(Mem{Base: sk}, m8)
-						VPMADDWD(mw, m8, m8)
-						hi := XMM()
-						VEXTRACTI128(U8(1), m8, hi)
-						VPHADDD(hi, m8.AsX(), mm)
-					}
-					VMOVDQU(mm, part.Offset(48*i+32))
-				}
-			}
-			// S[h] and M[h] with the rows in the lanes
-			var S, M [2]VecVirtual
+			ggmlScalesAVX2(c, rm, sv, mw)
 			for h := 0; h < 2; h++ {
-				p := [4]VecVirtual{XMM(), XMM(), XMM(), XMM()}
-				for i := range p {
-					VMOVDQU(part.Offset(48*i+16*h), p[i])
+				cr := ggmlHalfCodesAVX2(c, rm, h, nib, three, one)
+				acc := YMM()
+				for k := 0; k < 4; k++ {
+					pr := YMM()
+					if c.dword {
+						VPSHUFB(cr[k], kvs, cr[k])
+						a, x := YMM(), YMM()
+						VPABSB(cr[k], a)
+						VMOVDQU(Mem{Base: ak, Disp: 128*h + 32*k}, x)
+						VPSIGNB(cr[k], x, x)
+						VPMADDUBSW(x, a, pr)
+					} else {
+						VPMADDUBSW(Mem{Base: ak, Disp: 128*h + 32*k}, cr[k], pr)
+					}
+					if k == 0 {
+						VPMADDWD(sv.Offset(32*(4*h+k)), pr, acc)
+					} else {
+						VPMADDWD(sv.Offset(32*(4*h+k)), pr, pr)
+						VPADDD(pr, acc, acc)
+					}
 				}
-				VPHADDD(p[1], p[0], p[0])
-				VPHADDD(p[3], p[2], p[2])
-				S[h] = XMM()
-				VPHADDD(p[2], p[0], S[h])
+				x4 := XMM()
+				VEXTRACTI128(U8(1), acc, x4)
+				VPADDD(acc.AsX(), x4, x4)
+				VMOVDQU(x4, part.Offset(48*i+16*h))
 			}
 			if c.mins || shift > 0 {
-				p := [4]VecVirtual{XMM(), XMM(), XMM(), XMM()}
-				for i := range p {
-					VMOVDQU(part.Offset(48*i+32), p[i])
+				mm := XMM()
+				if 256/c.sub/2 == 4 {
+					s4 := XMM()
+					VMOVDQU(Mem{Base: sk}, s4)
+					VPMADDWD(mw, s4, mm)
+				} else {
+					m8 := YMM()
+					VMOVDQU(Mem{Base: sk}, m8)
+					VPMADDWD(mw, m8, m8)
+					hi := XMM()
+					VEXTRACTI128(U8(1), m8, hi)
+					VPHADDD(hi, m8.AsX(), mm)
 				}
-				VPHADDD(p[1], p[0], p[0]) // [r0h0 r0h1 r1h0 r1h1]
-				VPHADDD(p[3], p[2], p[2])
-				M[0], M[1] = XMM(), XMM()
-				VSHUFPS(U8(0x88), p[2], p[0], M[0])
-				VSHUFPS(U8(0xdd), p[2], p[0], M[1])
+				VMOVDQU(mm, part.Offset(48*i+32))
 			}
-			d4 := XMM()
-			VCVTPH2PS(dh, d4)
-			var dm4 VecVirtual
-			if c.mins {
-				dm4 = XMM()
-				VCVTPH2PS(mh, dm4)
-			}
-			for h := 0; h < 2; h++ {
-				if shift > 0 {
-					cc := XMM()
-					VPSLLD(U8(shift), M[h], cc)
-					VPSUBD(cc, S[h], S[h])
-				}
-				xb := XMM()
-				VBROADCASTSS(Mem{Base: xk, Disp: 4 * h}, xb)
-				coef, f := XMM(), XMM()
-				VMULPS(d4, xb, coef)
-				VCVTDQ2PS(S[h], f)
-				VMULPS(coef, f, f)
-				VADDPS(f, acc4, acc4)
-				if c.mins {
-					VMULPS(dm4, xb, coef)
-					VCVTDQ2PS(M[h], f)
-					VMULPS(coef, f, f)
-					VSUBPS(f, acc4, acc4)
-				}
-			}
-			ADDQ(U32(c.bytes), wp)
-			ADDQ(U32(c.bytes), wp2)
-			ADDQ(U32(4*c.bytes), pf)
-			ADDQ(U32(256), ak)
-			ADDQ(U32(2*256/c.sub), sk)
-			ADDQ(U32(8), xk)
-			DECQ(nk)
-			JNZ(LabelRef(name + "_sb"))
 		}
-		op := param("out")
-		VMOVUPS(acc4, Mem{Base: op})
-		st4 := param("stride")
-		SHLQ(U8(2), st4)
-		bump("w", st4)
-		bump("out", U32(16))
-		r := param("rows")
-		SUBQ(U8(4), r)
-		Store(r, Param("rows"))
-		JNZ(LabelRef(name + "_row"))
-	}
-	VZEROUPPER()
-	RET()
+		// S[h] and M[h] with the rows in the lanes
+		var S, M [2]VecVirtual
+		for h := 0; h < 2; h++ {
+			p := [4]VecVirtual{XMM(), XMM(), XMM(), XMM()}
+			for i := range p {
+				VMOVDQU(part.Offset(48*i+16*h), p[i])
+			}
+			VPHADDD(p[1], p[0], p[0])
+			VPHADDD(p[3], p[2], p[2])
+			S[h] = XMM()
+			VPHADDD(p[2], p[0], S[h])
+		}
+		if c.mins || shift > 0 {
+			p := [4]VecVirtual{XMM(), XMM(), XMM(), XMM()}
+			for i := range p {
+				VMOVDQU(part.Offset(48*i+32), p[i])
+			}
+			VPHADDD(p[1], p[0], p[0]) // [r0h0 r0h1 r1h0 r1h1]
+			VPHADDD(p[3], p[2], p[2])
+			M[0], M[1] = XMM(), XMM()
+			VSHUFPS(U8(0x88), p[2], p[0], M[0])
+			VSHUFPS(U8(0xdd), p[2], p[0], M[1])
+		}
+		d4 := XMM()
+		VCVTPH2PS(dh, d4)
+		var dm4 VecVirtual
+		if c.mins {
+			dm4 = XMM()
+			VCVTPH2PS(mh, dm4)
+		}
+		for h := 0; h < 2; h++ {
+			if shift > 0 {
+				cc := XMM()
+				VPSLLD(U8(shift), M[h], cc)
+				VPSUBD(cc, S[h], S[h])
+			}
+			xb := XMM()
+			VBROADCASTSS(Mem{Base: xk, Disp: 4 * h}, xb)
+			coef, f := XMM(), XMM()
+			VMULPS(d4, xb, coef)
+			VCVTDQ2PS(S[h], f)
+			VMULPS(coef, f, f)
+			VADDPS(f, acc4, acc4)
+			if c.mins {
+				VMULPS(dm4, xb, coef)
+				VCVTDQ2PS(M[h], f)
+				VMULPS(coef, f, f)
+				VSUBPS(f, acc4, acc4)
+			}
+		}
+	})
 }
