@@ -56,7 +56,7 @@ func allocsOf(t *testing.T, m layout.Matrix) {
 					"A8":  func() error { return mx.MulA8(y, x, batch) },
 					"I8":  func() error { return mx.MulI8(y, xq, xs, batch) },
 				} {
-					if n := testing.AllocsPerRun(5, func() { _ = f() }); n != 0 {
+					if n := steadyAllocs(func() { _ = f() }); n != 0 {
 						t.Errorf("%s %s, %d threads, batch %d, %s: %v allocations per multiply", m.Name(), isa, threads, batch, name, n)
 					}
 				}
@@ -64,4 +64,20 @@ func allocsOf(t *testing.T, m layout.Matrix) {
 			be.Close()
 		}
 	}
+}
+
+// steadyAllocs is testing.AllocsPerRun(5, f), taken up to three times
+// until it is zero: a garbage collection during the runs empties the
+// scratch pools and the wait records of parked goroutines, so a run on
+// a loaded machine (CI, test binaries in parallel) can allocate once
+// without the multiply allocating in the steady state, which shows in
+// every attempt.
+func steadyAllocs(f func()) float64 {
+	var n float64
+	for range 3 {
+		if n = testing.AllocsPerRun(5, f); n == 0 {
+			break
+		}
+	}
+	return n
 }
