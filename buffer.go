@@ -641,15 +641,11 @@ func (e *Engine) SwiGLU(dst, gate, up *Buffer) error {
 		if done, err := onDevice("swiglu", e.dev.SwiGLU(dst.dev, gate.dev, up.dev, dst.n)); done {
 			return err
 		}
-		return e.hostRun("swiglu", func() error { swiglu(dst.f32, gate.f32, up.f32); return nil }, 1, dst, gate, up)
+		return e.hostRun("swiglu", func() error { cpu.SwiGLU(dst.f32, gate.f32, up.f32); return nil }, 1, dst, gate, up)
 	}
-	swiglu(dst.f32, gate.f32, up.f32)
+	cpu.SwiGLU(dst.f32, gate.f32, up.f32)
 	return nil
 }
-
-// swiglu computes SwiGLU over dst's length (cpu.SwiGLU: AVX-512 where
-// the CPU has it).
-func swiglu(d, g, u []float32) { cpu.SwiGLU(d, g, u) }
 
 // Add queues dst[i] = a[i] + b[i] over dst's length (the residual
 // connection). dst may be a or b.

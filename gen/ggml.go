@@ -90,17 +90,7 @@ func ggmlSuperA8(c ggmlSuper) {
 	sumBytes := 2 * 256 / c.sub
 
 	kc, idxTab := ggmlConstTables(c, true)
-	var idx [2][2]VecVirtual
-	for h := 0; h < 2; h++ {
-		for p := 0; p < 2; p++ {
-			if c.dword && p == 1 {
-				idx[h][1] = idx[h][0]
-				continue
-			}
-			idx[h][p] = ZMM()
-			VMOVDQU64(idxTab[h][p], idx[h][p])
-		}
-	}
+	idx := ggmlScaleIdx(c, idxTab)
 
 	Label(name + "_row")
 	{
@@ -334,6 +324,23 @@ func ggmlHalfCodesInto(c ggmlSuper, base Mem, h int, k ggmlConsts, q [2]VecVirtu
 		}
 	}
 	return q
+}
+
+// ggmlScaleIdx loads ggmlConstTables' scale-spreading index vectors into
+// registers, per half and part (IQ4_XS's dword scales: part 1 shares
+// part 0's).
+func ggmlScaleIdx(c ggmlSuper, idxTab [2][2]Mem) (idx [2][2]VecVirtual) {
+	for h := 0; h < 2; h++ {
+		for p := 0; p < 2; p++ {
+			if c.dword && p == 1 {
+				idx[h][1] = idx[h][0]
+				continue
+			}
+			idx[h][p] = ZMM()
+			VMOVDQU64(idxTab[h][p], idx[h][p])
+		}
+	}
+	return idx
 }
 
 // ggmlConstTables returns the type's constants: registers (nib, three,
@@ -1262,17 +1269,7 @@ func ggmlSuperA8R4(c ggmlSuper) {
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8Avx512 for one vector and four rows at a time (rows a multiple of 4), the reductions and float steps with the rows in the lanes.", name, t))
 	kc, idxTab := ggmlConstTables(c, false)
-	var idx [2][2]VecVirtual
-	for h := 0; h < 2; h++ {
-		for p := 0; p < 2; p++ {
-			if c.dword && p == 1 {
-				idx[h][1] = idx[h][0]
-				continue
-			}
-			idx[h][p] = ZMM()
-			VMOVDQU64(idxTab[h][p], idx[h][p])
-		}
-	}
+	idx := ggmlScaleIdx(c, idxTab)
 	dOff := map[string]int{"Q2K": 80, "Q3K": 108, "Q6K": 208}[t]
 	dmOff := 2
 	if t == "Q2K" {
