@@ -311,7 +311,7 @@ func formatName(spec layout.FormatSpec) string {
 func BenchmarkGEMVBatch(b *testing.B) {
 	s := benchShapes[0]
 	for _, act := range []benchAct{a8, a32} {
-		for _, batch := range []int{1, 4, 16} {
+		for _, batch := range []int{1, 2, 4, 8, 16} {
 			for _, be := range benchBackends() {
 				b.Run(fmt.Sprintf("Q4G128/%v/b%d/%v/%s", act, batch, s, be), func(b *testing.B) {
 					benchGEMV(b, be, 0, q4, s, act, batch)

@@ -28,6 +28,7 @@
 //   - Q4A32Avx512M<M> (M = 1, 2, 4, 8): L = 8
 //   - Q4A32Avx2M<M> (M = 1, 2, 4): L = 4
 //   - Q4A8Avx512VnniT<M> (M = 8, 16): L = 16, rows in the lanes
+//   - Q4A8AmxT<M> (M = 1, 2, 4, 8, 16): L = 16, AMX tiles
 //
 // The M kernels compute a super tile as M sub-tiles of R = L/M rows; the
 // result lane k of sub-tile u is row u*R + k/M, vector k%M:
@@ -52,6 +53,17 @@
 //		}
 //	}
 //
+// Q4A8AmxT1 writes out as the T kernels do (M = 1); the wider AMX kernels
+// write it row-major with 16 vector lanes a row, of which M are used:
+//
+//	for st := 0; st < nst; st++ {
+//		for i := 0; i < 16; i++ {
+//			for v := 0; v < M; v++ {
+//				out[(st*16+i)*16+v] += dot(st*16+i, v)
+//			}
+//		}
+//	}
+//
 // Rows are counted from w, stride bytes apart, scales from sc and zero
 // points from z (block-contiguous: group g of a row is 128 scales
 // further). idx holds the M permutation vectors of L int32 (vector u,
@@ -62,6 +74,13 @@
 //     the 64 odd-column ones), then 16 float32 lane scales (xs of vector
 //     k%M) and 16 int32 lane sums (the sum of the group's 128 int8 of
 //     vector k%M), L of each used: 128*M + 128 bytes per group.
+//   - AMX W4A8: the same 128*M + 128 bytes per group, its first 128*M
+//     bytes laid out as two B tiles of 16 rows of 4*M bytes: row k of the
+//     first holds, for each vector in turn, the 4 activations of the even
+//     columns 8k, 8k+2, 8k+4, 8k+6; the second the odd columns 8k+1 ..
+//     8k+7 (for M = 1 this is the W4A8 layout above). The kernels load and
+//     release their tile configuration; the caller must have the OS's
+//     permission to use the tile data.
 //   - W4A32: M blocks of 128 float32 (the 64 even-column activations,
 //     then the 64 odd-column ones), then 16 float32 lane sums (the
 //     group's sum of activations of vector k%M, L used): 512*M + 64 bytes

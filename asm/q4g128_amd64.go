@@ -39,6 +39,41 @@ func Q4A8Avx512VnniT8(w *byte, stride int, sc *float32, z *byte, groups int, act
 //go:noescape
 func Q4A8Avx512VnniT16(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
+// Q4A8AmxT1 computes W4A8 dot products of a Q4G128 matrix with AMX-INT8
+// (TDPBUSD) for super tiles of 16 rows and a batch of M = 1, out row-major.
+// See "Q4G128 kernels" in the package doc.
+//
+//go:noescape
+func Q4A8AmxT1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+
+// Q4A8AmxT2 computes W4A8 dot products of a Q4G128 matrix with AMX-INT8
+// (TDPBUSD) for super tiles of 16 rows and a batch of M = 2, out row-major.
+// See "Q4G128 kernels" in the package doc.
+//
+//go:noescape
+func Q4A8AmxT2(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+
+// Q4A8AmxT4 computes W4A8 dot products of a Q4G128 matrix with AMX-INT8
+// (TDPBUSD) for super tiles of 16 rows and a batch of M = 4, out row-major.
+// See "Q4G128 kernels" in the package doc.
+//
+//go:noescape
+func Q4A8AmxT4(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+
+// Q4A8AmxT8 computes W4A8 dot products of a Q4G128 matrix with AMX-INT8
+// (TDPBUSD) for super tiles of 16 rows and a batch of M = 8, out row-major.
+// See "Q4G128 kernels" in the package doc.
+//
+//go:noescape
+func Q4A8AmxT8(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+
+// Q4A8AmxT16 computes W4A8 dot products of a Q4G128 matrix with AMX-INT8
+// (TDPBUSD) for super tiles of 16 rows and a batch of M = 16, out row-major.
+// See "Q4G128 kernels" in the package doc.
+//
+//go:noescape
+func Q4A8AmxT16(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+
 // Q4A32Avx512M1 computes W4A32 dot products of a Q4G128 matrix with AVX-512F
 // and FMA for super tiles of L = 8 rows and a batch of M = 1 (sub-tiles of R =
 // 8 rows). See "Q4G128 kernels" in the package doc.

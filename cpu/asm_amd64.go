@@ -3,6 +3,7 @@
 package cpu
 
 import (
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -29,6 +30,7 @@ type family struct {
 	lanes int                // result lanes per sub-tile (L)
 	tileM int                // smallest M run in column tiles (0: never)
 	rowsM int                // smallest M whose kernel has rows in the lanes (0: none)
+	amx   bool               // AMX kernels: B-tile activations, row-major out for M > 1
 	byM   map[int]kernelFunc // M = 1, 2, 4, ... <= L
 	maxM  int
 	idx   map[int][]int32 // permutation tables by M
@@ -70,6 +72,21 @@ var (
 // vector-major output, which leaves them no horizontal sums.
 func init() { a8Avx512.rowsM = 8 }
 
+// a8Amx is the W4A8 family of the AVX-512 VNNI set with AMX: on the
+// 16-core Xeon it measured faster than a8Avx512 at every batch width with
+// 16 threads, and from batch 2 with one (docs/KERNELS.md). Q4A8AmxT1
+// keeps rows in the lanes (out vector-major, like the other M=1
+// kernels); the wider ones write out row-major, 16 vector lanes a row.
+var a8Amx = func() *family {
+	f := newFamily(16, 0, asm.Q4A8AmxT1, asm.Q4A8AmxT2, asm.Q4A8AmxT4, asm.Q4A8AmxT8, asm.Q4A8AmxT16)
+	f.amx = true
+	return f
+}()
+
+// amxRequires is what the AMX kernels need besides the AVX-512 set's
+// features (OS permission for the tile data is asked separately).
+var amxRequires = []string{"AMXTILE", "AMXINT8"}
+
 func init() {
 	type def struct {
 		isa         ISA
@@ -89,23 +106,12 @@ func init() {
 				kernels = append(kernels, k)
 			}
 		}
-		sets = append(sets, &kernelSet{
-			isa:      d.isa,
-			requires: d.requires,
-			kernels:  kernels,
-			alloc8:   func(c *call) { c.sc.act = grow(c.sc.act, actBytes(f8, c, true)) },
-			alloc32:  func(c *call) { c.sc.actf = grow(c.sc.actf, actBytes(f32, c, false)/4) },
-			prep8:    f8.prepA8,
-			prep32:   f32.prepA32,
-			a8: func(c *call, r0, r1 int) {
-				_, mpad, _ := f8.chunks(c.batch)
-				f8.run(c.m, unsafe.Pointer(&c.sc.act[0]), c.m.Groups()*(128*mpad+128), c.batch, c.dst, r0, r1)
-			},
-			a32: func(c *call, r0, r1 int) {
-				_, mpad, _ := f32.chunks(c.batch)
-				f32.run(c.m, unsafe.Pointer(&c.sc.actf[0]), 4*c.m.Groups()*(128*mpad+16), c.batch, c.dst, r0, r1)
-			},
-		})
+		set := newKernelSet(d.isa, d.requires, f8, f32)
+		if d.isa == AVX512VNNI {
+			set.amx = newKernelSet(d.isa, append(slices.Clip(d.requires), amxRequires...), a8Amx, f32)
+			set.amx.label = string(d.isa) + "+amx"
+		}
+		sets = append(sets, set)
 	}
 	kernelSets = append(sets, kernelSets...)
 	for _, s := range streamReaders {
@@ -114,6 +120,34 @@ func init() {
 			streamRead = func(b []uint64) uint64 { return streamTail(b, read(b)) }
 			break
 		}
+	}
+}
+
+// newKernelSet returns the kernel set of isa that runs the W4A8 family f8
+// and the W4A32 family f32.
+func newKernelSet(isa ISA, requires []string, f8, f32 *family) *kernelSet {
+	var kernels []any
+	for _, f := range []*family{f8, f32} {
+		for _, k := range f.byM {
+			kernels = append(kernels, k)
+		}
+	}
+	return &kernelSet{
+		isa:      isa,
+		requires: requires,
+		kernels:  kernels,
+		alloc8:   func(c *call) { c.sc.act = grow(c.sc.act, actBytes(f8, c, true)) },
+		alloc32:  func(c *call) { c.sc.actf = grow(c.sc.actf, actBytes(f32, c, false)/4) },
+		prep8:    f8.prepA8,
+		prep32:   f32.prepA32,
+		a8: func(c *call, r0, r1 int) {
+			_, mpad, _ := f8.chunks(c.batch)
+			f8.run(c.m, unsafe.Pointer(&c.sc.act[0]), c.m.Groups()*(128*mpad+128), c.batch, c.dst, r0, r1)
+		},
+		a32: func(c *call, r0, r1 int) {
+			_, mpad, _ := f32.chunks(c.batch)
+			f32.run(c.m, unsafe.Pointer(&c.sc.actf[0]), 4*c.m.Groups()*(128*mpad+16), c.batch, c.dst, r0, r1)
+		},
 	}
 }
 
@@ -176,7 +210,10 @@ func (f *family) prepA8(c *call, g0, g1 int) {
 		base := act[ch*g*block : (ch+1)*g*block]
 		for gi := g0; gi < g1; gi++ {
 			blk := base[gi*block : (gi+1)*block]
-			for v := 0; v < mpad; v++ {
+			if f.amx {
+				amxActs(blk[:128*mpad], c, ch*per, min(per, c.batch-ch*per), mpad, gi)
+			}
+			for v := 0; v < mpad && !f.amx; v++ {
 				dst := blk[v*128 : v*128+128]
 				b := ch*per + v
 				if v >= per || b >= c.batch {
@@ -244,6 +281,32 @@ func (f *family) prepA32(c *call, g0, g1 int) {
 	}
 }
 
+// amxActs lays out group gi of vectors v0..v0+nv-1 (padded with zeros to
+// mpad) as the AMX kernels' two B tiles: row k of the first holds the even
+// columns 8k, 8k+2, 8k+4, 8k+6 of each vector in turn (4 bytes a vector),
+// row k of the second the odd columns 8k+1..8k+7.
+func amxActs(dst []byte, c *call, v0, nv, mpad, gi int) {
+	pc := c.m.PCols
+	even, odd := dst[:64*mpad], dst[64*mpad:128*mpad]
+	for v := 0; v < mpad; v++ {
+		if v >= nv {
+			for k := 0; k < 16; k++ {
+				clear(even[k*4*mpad+4*v : k*4*mpad+4*v+4])
+				clear(odd[k*4*mpad+4*v : k*4*mpad+4*v+4])
+			}
+			continue
+		}
+		src := c.xq[(v0+v)*pc+gi*128 : (v0+v)*pc+gi*128+128]
+		for k := 0; k < 16; k++ {
+			e, o := even[k*4*mpad+4*v:k*4*mpad+4*v+4], odd[k*4*mpad+4*v:k*4*mpad+4*v+4]
+			for t := 0; t < 4; t++ {
+				e[t] = byte(src[8*k+2*t])
+				o[t] = byte(src[8*k+2*t+1])
+			}
+		}
+	}
+}
+
 func putF32(b []byte, v float32) { *(*float32)(unsafe.Pointer(&b[0])) = v }
 func putI32(b []byte, v int32)   { *(*int32)(unsafe.Pointer(&b[0])) = v }
 func putU16(b []byte, v uint16)  { *(*uint16)(unsafe.Pointer(&b[0])) = v }
@@ -298,7 +361,11 @@ func (f *family) run(m *layout.Q4G128, act unsafe.Pointer, chunkBytes int, batch
 		for c := 0; c < n; c++ {
 			ap := unsafe.Add(act, c*chunkBytes)
 			// The kernels add to their output.
+			amx := f.amx && mpad > 1
 			res := out[:nst*mpad*L]
+			if amx { // row-major, 16 vector lanes a row
+				res = out[:nst*L*16]
+			}
 			direct := n == 1 && mpad == 1 && rows%L == 0
 			if direct {
 				res = dst[a:b]
@@ -310,6 +377,17 @@ func (f *family) run(m *layout.Q4G128, act unsafe.Pointer, chunkBytes int, batch
 					(*byte)(unsafe.Add(ap, g0*groupBytes)), idx, &res[0], nst)
 			}
 			if direct {
+				continue
+			}
+			if amx { // out[(st*L+i)*16+v] = row st*L+i, vector v
+				for i := 0; i < rows; i++ {
+					o := out[i*16 : i*16+per]
+					for v, x := range o {
+						if c*per+v < batch {
+							dst[(c*per+v)*m.Rows+a+i] = x
+						}
+					}
+				}
 				continue
 			}
 			if f.rowsM > 0 && mpad >= f.rowsM { // per super tile, out[v*L+i] = row i, vector v

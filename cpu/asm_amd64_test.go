@@ -106,8 +106,13 @@ func TestRequiresCoverKernels(t *testing.T) {
 		}
 	}
 	for _, s := range kernelSets {
-		for _, k := range s.kernels {
-			check(string(s.isa), funcName(k), s.requires)
+		for _, v := range []*kernelSet{s, s.amx} {
+			if v == nil {
+				continue
+			}
+			for _, k := range v.kernels {
+				check(v.name(), funcName(k), v.requires)
+			}
 		}
 	}
 	for _, q := range quantizers {

@@ -52,6 +52,20 @@ type kernelSet struct {
 	// kernels lists the assembly functions a8 and a32 may call (for the
 	// test that checks requires covers their "// Requires:" lines).
 	kernels []any
+	// amx, if set, is this set with AMX kernels for batches, which New
+	// picks where the CPU has AMX, the OS lets the process use its tiles
+	// and EnvDisable does not name "amx". label names such a variant in
+	// kernel names (the isa otherwise).
+	amx   *kernelSet
+	label string
+}
+
+// name is the set's name in kernel names: its label, else its ISA.
+func (k *kernelSet) name() string {
+	if k.label != "" {
+		return k.label
+	}
+	return string(k.isa)
 }
 
 // call is one multiply's prepared inputs (part of its pooled scratch,
@@ -159,7 +173,7 @@ func Best() ISA {
 // Disabled returns the kernel sets EnvDisable names, and the names in it
 // that are no kernel set Best can skip (so that a typo can be reported
 // instead of silently disabling nothing): generic, the fallback, cannot
-// be disabled.
+// be disabled. "amx" is no set: it turns off the AMX kernels (AMXDisabled).
 func Disabled() (sets []ISA, unknown []string) {
 	for _, v := range strings.Split(os.Getenv(EnvDisable), ",") {
 		name := strings.ToLower(strings.TrimSpace(v))
@@ -168,11 +182,22 @@ func Disabled() (sets []ISA, unknown []string) {
 		}
 		if k := findSet(ISA(strings.TrimPrefix(name, "cpu-"))); k != nil && k.isa != Generic {
 			sets = append(sets, k.isa)
-		} else {
+		} else if name != "amx" {
 			unknown = append(unknown, strings.TrimSpace(v))
 		}
 	}
 	return sets, unknown
+}
+
+// AMXDisabled reports whether EnvDisable names "amx": backends then run
+// the AVX-512 kernels at every batch where AMX kernels would run.
+func AMXDisabled() bool {
+	for _, v := range strings.Split(os.Getenv(EnvDisable), ",") {
+		if strings.ToLower(strings.TrimSpace(v)) == "amx" {
+			return true
+		}
+	}
+	return false
 }
 
 func findSet(isa ISA) *kernelSet {
@@ -228,6 +253,9 @@ func New(cfg Config) (*Backend, error) {
 	t := cfg.Threads
 	if t == 0 {
 		t = runtime.GOMAXPROCS(0)
+	}
+	if k.amx != nil && !AMXDisabled() && hasAll(k.amx.requires) && amxPermitted() {
+		k = k.amx
 	}
 	b := &Backend{set: k, threads: t, huge: cfg.HugePages, team: &team{}}
 	// A backstop for a backend never closed: its parked workers do not
@@ -321,7 +349,7 @@ func (mx *Matrix) Close() error {
 }
 
 // Kernel names the kernel set the matrix runs, e.g. "cpu-avx512vnni".
-func (mx *Matrix) Kernel() string { return "cpu-" + string(mx.b.set.isa) }
+func (mx *Matrix) Kernel() string { return "cpu-" + mx.b.set.name() }
 
 // Q4G128 returns the loaded matrix. With HugePages it points into the
 // matrix's huge-page copy, which Close (or the finalizer, once mx is

@@ -130,10 +130,10 @@ func fixHeader(path string) error {
 	return os.WriteFile(path, out, 0o644)
 }
 
-// insertVEXMacros defines every VPDPBUSD_VEX_* macro used in the file
-// right after its #include line.
+// insertVEXMacros defines every VPDPBUSD_VEX_* and AMX macro used in the
+// file right after its #include line.
 func insertVEXMacros(path string) error {
-	if len(vexVNNI) == 0 {
+	if len(vexVNNI) == 0 && len(amxMacros) == 0 {
 		return nil
 	}
 	src, err := os.ReadFile(path)
@@ -161,6 +161,14 @@ func insertVEXMacros(path string) error {
 		modrm := 0xc0 | (dst&7)<<3 | bReg&7
 		fmt.Fprintf(&defs, "\n// %s is VPDPBUSD ymm%d, ymm%d, ymm%d (Intel operand order), VEX-encoded (AVX-VNNI).\n", n, dst, aReg, bReg)
 		fmt.Fprintf(&defs, "#define %s BYTE $0xc4; BYTE $0x%02x; BYTE $0x%02x; BYTE $0x50; BYTE $0x%02x\n", n, b1, b2, modrm)
+	}
+	names = names[:0]
+	for n := range amxMacros {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		defs.WriteString(amxMacros[n])
 	}
 	out := bytes.Replace(src, []byte("#include \"textflag.h\"\n"), append([]byte("#include \"textflag.h\"\n"), defs.Bytes()...), 1)
 	return os.WriteFile(path, out, 0o644)

@@ -29,6 +29,9 @@ func q4g128Kernels() {
 	}
 	a8TAVX512(8)
 	a8TAVX512(16)
+	for _, m := range []int{1, 2, 4, 8, 16} {
+		a8AMX(m)
+	}
 	for _, m := range []int{1, 2, 4, 8} {
 		a32(m, true)
 	}
