@@ -1,6 +1,7 @@
 package qgemv_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/qgemv/qgemv"
@@ -9,13 +10,27 @@ import (
 )
 
 // TestMulAllocsAPI: after a warm-up, Mul, MulFP16, MulInt8 and
-// QuantizeA8 through the public API allocate nothing on the CPU backend
-// (Q4G128, Bits4G128, Sparse12G128; batch 1 and 16).
+// QuantizeA8 through the public API allocate nothing (Q4G128, Bits4G128,
+// Sparse12G128; batch 1 and 16), on the CPU backend and on OpenCL where
+// this build and machine have it. (The CUDA backend still allocates per
+// call: its launches take boxed arguments.)
 func TestMulAllocsAPI(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	eng, err := qgemv.Open(qgemv.WithBackend("cpu"), qgemv.WithThreads(2))
+	backends := []string{"cpu"}
+	for _, c := range qgemv.Probe().Candidates {
+		if c.Available && strings.HasPrefix(c.Name, "opencl") {
+			backends = append(backends, c.Name)
+		}
+	}
+	for _, be := range backends {
+		t.Run(be, func(t *testing.T) { mulAllocs(t, be) })
+	}
+}
+
+func mulAllocs(t *testing.T, backend string) {
+	eng, err := qgemv.Open(qgemv.WithBackend(backend), qgemv.WithThreads(2))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -128,7 +128,7 @@ func (mx *ANSMatrix) enqueue(v, y, status *buffer, ev bool) (*event, error) {
 	if mx.layout == ans.WarpStripes {
 		steps, stripes = mx.cols/4, 1
 	}
-	if err := k.setArgs(mx.words, mx.offs, mx.esc, mx.escOffs, mx.table, v, y, status, int32(mx.units), int32(steps), stripes); err != nil {
+	if err := k.setArgs(mem(mx.words), mem(mx.offs), mem(mx.esc), mem(mx.escOffs), mem(mx.table), mem(v), mem(y), mem(status), i32(mx.units), i32(steps), i32(stripes)); err != nil {
 		return nil, err
 	}
 	return b.x.launch(k, 32*mx.units, 32, ev)
@@ -192,7 +192,7 @@ func (mx *Int8Matrix) enqueue(v, y, _ *buffer, ev bool) (*event, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := k.setArgs(mx.w, v, y, int32(mx.rows), int32(mx.cols), localBytes(4*wg)); err != nil {
+	if err := k.setArgs(mem(mx.w), mem(v), mem(y), i32(mx.rows), i32(mx.cols), localBytes(4*wg)); err != nil {
 		return nil, err
 	}
 	return b.x.launch(k, mx.rows*wg, wg, ev)
@@ -344,7 +344,7 @@ func (b *Backend) RunChain(mats []ChainMat, alpha []float32, v0 []int8) ([]int8,
 			return nil, err
 		}
 		rows := m.Rows()
-		if err := rk.setArgs(yb, vb, int32(rows), alpha[i]); err != nil {
+		if err := rk.setArgs(mem(yb), mem(vb), i32(rows), f32(alpha[i])); err != nil {
 			return nil, err
 		}
 		if _, err := b.x.launch(rk, (rows+rwg-1)/rwg*rwg, rwg, false); err != nil {

@@ -58,7 +58,7 @@ func (mx *Matrix) decodeWords() (*buffer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := k.setArgs(c.words, c.offs, c.esc, c.escOffs, c.table, w, st, int32(c.units), int32(c.cols/128)); err != nil {
+	if err := k.setArgs(mem(c.words), mem(c.offs), mem(c.esc), mem(c.escOffs), mem(c.table), mem(w), mem(st), i32(c.units), i32(c.cols/128)); err != nil {
 		return nil, err
 	}
 	if _, err := b.x.launch(k, 32*c.units, 32, false); err != nil {

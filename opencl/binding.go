@@ -40,8 +40,36 @@ static cl_program qg_from_binary(cl_context c, cl_device_id d, const unsigned ch
 static cl_int qg_binary(cl_program p, unsigned char *dst, size_t len) {
 	return clGetProgramInfo(p, CL_PROGRAM_BINARIES, sizeof(dst), &dst, NULL);
 }
-static cl_int qg_launch(cl_command_queue q, cl_kernel k, size_t g0, size_t l0, cl_event *ev) {
-	return clEnqueueNDRangeKernel(q, k, 1, NULL, &g0, &l0, 0, NULL, ev);
+static cl_int qg_launch(cl_command_queue q, cl_kernel k, size_t g0, size_t l0) {
+	return clEnqueueNDRangeKernel(q, k, 1, NULL, &g0, &l0, 0, NULL, NULL);
+}
+
+// The calls below take and return values only (no Go pointer but the
+// data of reads and writes), so that a multiply allocates nothing: a Go
+// variable whose address cgo passes to C escapes to the heap.
+typedef struct { cl_event ev; cl_int err; } qg_ev;
+static qg_ev qg_launch_ev(cl_command_queue q, cl_kernel k, size_t g0, size_t l0) {
+	qg_ev r;
+	r.err = clEnqueueNDRangeKernel(q, k, 1, NULL, &g0, &l0, 0, NULL, &r.ev);
+	return r;
+}
+static cl_int qg_arg_mem(cl_kernel k, cl_uint i, cl_mem m) { return clSetKernelArg(k, i, sizeof(m), &m); }
+static cl_int qg_arg_u32(cl_kernel k, cl_uint i, cl_uint v) { return clSetKernelArg(k, i, 4, &v); }
+static cl_int qg_arg_local(cl_kernel k, cl_uint i, size_t n) { return clSetKernelArg(k, i, n, NULL); }
+static cl_int qg_write(cl_command_queue q, cl_mem m, size_t off, size_t n, const void *p) {
+	return clEnqueueWriteBuffer(q, m, CL_TRUE, off, n, p, 0, NULL, NULL);
+}
+static cl_int qg_read(cl_command_queue q, cl_mem m, size_t off, size_t n, void *p) {
+	return clEnqueueReadBuffer(q, m, CL_TRUE, off, n, p, 0, NULL, NULL);
+}
+typedef struct { void *p; cl_int err; } qg_map_t;
+static qg_map_t qg_map(cl_command_queue q, cl_mem m, cl_map_flags f, size_t off, size_t n) {
+	qg_map_t r;
+	r.p = clEnqueueMapBuffer(q, m, CL_TRUE, f, off, n, 0, NULL, NULL, &r.err);
+	return r;
+}
+static cl_int qg_unmap(cl_command_queue q, cl_mem m, void *p) {
+	return clEnqueueUnmapMemObject(q, m, p, 0, NULL, NULL);
 }
 */
 import "C"
@@ -49,6 +77,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"unsafe"
@@ -344,13 +373,10 @@ func (x *ctx) write(b *buffer, off int, p unsafe.Pointer, n int) error {
 		return fmt.Errorf("opencl: write of %d bytes at %d into a buffer of %d", n, off, b.size)
 	}
 	if b.host {
-		return x.mapped(b, off, n, true, func(dst unsafe.Pointer) {
-			copy(unsafe.Slice((*byte)(dst), n), unsafe.Slice((*byte)(p), n))
-		})
+		return x.mapped(b, off, n, p, true)
 	}
-	_, err := x.q.EnqueueWriteBuffer(b.m, true, off, n, p, nil)
-	if err != nil {
-		return fmt.Errorf("opencl: writing %d bytes: %w", n, err)
+	if code := C.qg_write(rawQueue(x.q), rawMem(b.m), C.size_t(off), C.size_t(n), p); code != C.CL_SUCCESS {
+		return fmt.Errorf("opencl: writing %d bytes: %w", n, clError("clEnqueueWriteBuffer", code))
 	}
 	return nil
 }
@@ -364,29 +390,32 @@ func (x *ctx) read(b *buffer, off int, p unsafe.Pointer, n int) error {
 		return fmt.Errorf("opencl: read of %d bytes at %d from a buffer of %d", n, off, b.size)
 	}
 	if b.host {
-		return x.mapped(b, off, n, false, func(src unsafe.Pointer) {
-			copy(unsafe.Slice((*byte)(p), n), unsafe.Slice((*byte)(src), n))
-		})
+		return x.mapped(b, off, n, p, false)
 	}
-	_, err := x.q.EnqueueReadBuffer(b.m, true, off, n, p, nil)
-	if err != nil {
-		return fmt.Errorf("opencl: reading %d bytes: %w", n, err)
+	if code := C.qg_read(rawQueue(x.q), rawMem(b.m), C.size_t(off), C.size_t(n), p); code != C.CL_SUCCESS {
+		return fmt.Errorf("opencl: reading %d bytes: %w", n, clError("clEnqueueReadBuffer", code))
 	}
 	return nil
 }
 
-func (x *ctx) mapped(b *buffer, off, n int, write bool, f func(unsafe.Pointer)) error {
-	flag := cl.MapFlagRead
+// mapped maps n bytes of b at off and copies them from p (write) or to p.
+func (x *ctx) mapped(b *buffer, off, n int, p unsafe.Pointer, write bool) error {
+	flag := C.cl_map_flags(C.CL_MAP_READ)
 	if write {
-		flag = cl.MapFlagWrite
+		flag = C.CL_MAP_WRITE
 	}
-	mo, _, err := x.q.EnqueueMapBuffer(b.m, true, flag, off, n, nil)
-	if err != nil {
-		return fmt.Errorf("opencl: mapping %d bytes: %w", n, err)
+	r := C.qg_map(rawQueue(x.q), rawMem(b.m), flag, C.size_t(off), C.size_t(n))
+	if r.err != C.CL_SUCCESS {
+		return fmt.Errorf("opencl: mapping %d bytes: %w", n, clError("clEnqueueMapBuffer", r.err))
 	}
-	f(mo.Ptr())
-	if _, err := x.q.EnqueueUnmapMemObject(b.m, mo, nil); err != nil {
-		return fmt.Errorf("opencl: unmapping: %w", err)
+	host, dev := unsafe.Slice((*byte)(p), n), unsafe.Slice((*byte)(r.p), n)
+	if write {
+		copy(dev, host)
+	} else {
+		copy(host, dev)
+	}
+	if code := C.qg_unmap(rawQueue(x.q), rawMem(b.m), r.p); code != C.CL_SUCCESS {
+		return fmt.Errorf("opencl: unmapping: %w", clError("clEnqueueUnmapMemObject", code))
 	}
 	return nil
 }
@@ -509,28 +538,33 @@ func (k *kernel) release() {
 	}
 }
 
-// Kernel argument kinds for setArgs.
-type localBytes int
+// arg is one kernel argument for setArgs: a buffer, a 32-bit value or
+// a __local array.
+type arg struct {
+	buf   *buffer
+	v     uint32
+	local int // bytes of a __local array; 0: not one
+}
 
-// setArgs sets the kernel's arguments in order: *buffer, int32, uint32,
-// float32 or localBytes (a __local array of that many bytes).
-func (k *kernel) setArgs(args ...any) error {
+// localBytes is a __local array of n bytes (at least 4).
+func localBytes(n int) arg { return arg{local: max(n, 4)} }
+
+// i32 and f32 are 32-bit value arguments, mem a buffer.
+func i32[T ~int | ~int32](v T) arg { return arg{v: uint32(int32(v))} }
+func f32(v float32) arg            { return arg{v: math.Float32bits(v)} }
+func mem(b *buffer) arg            { return arg{buf: b} }
+
+// setArgs sets the kernel's arguments in order.
+func (k *kernel) setArgs(args ...arg) error {
 	for i, a := range args {
 		var code C.cl_int
-		switch v := a.(type) {
-		case *buffer:
-			m := rawMem(v.m)
-			code = C.clSetKernelArg(k.k, C.cl_uint(i), C.size_t(unsafe.Sizeof(m)), unsafe.Pointer(&m))
-		case int32:
-			code = C.clSetKernelArg(k.k, C.cl_uint(i), 4, unsafe.Pointer(&v))
-		case uint32:
-			code = C.clSetKernelArg(k.k, C.cl_uint(i), 4, unsafe.Pointer(&v))
-		case float32:
-			code = C.clSetKernelArg(k.k, C.cl_uint(i), 4, unsafe.Pointer(&v))
-		case localBytes:
-			code = C.clSetKernelArg(k.k, C.cl_uint(i), C.size_t(max(int(v), 4)), nil)
+		switch {
+		case a.buf != nil:
+			code = C.qg_arg_mem(k.k, C.cl_uint(i), rawMem(a.buf.m))
+		case a.local > 0:
+			code = C.qg_arg_local(k.k, C.cl_uint(i), C.size_t(a.local))
 		default:
-			return fmt.Errorf("opencl: kernel %s argument %d: unsupported type %T", k.name, i, a)
+			code = C.qg_arg_u32(k.k, C.cl_uint(i), C.cl_uint(a.v))
 		}
 		if code != C.CL_SUCCESS {
 			return clError(fmt.Sprintf("kernel %s argument %d", k.name, i), code)
@@ -551,18 +585,17 @@ func (x *ctx) launch(k *kernel, global, local int, ev bool) (*event, error) {
 	if global <= 0 || local <= 0 || global%local != 0 {
 		return nil, fmt.Errorf("opencl: kernel %s: bad range %d / %d", k.name, global, local)
 	}
-	var e C.cl_event
-	var pe *C.cl_event
-	if ev {
-		pe = &e
-	}
-	if code := C.qg_launch(rawQueue(x.q), k.k, C.size_t(global), C.size_t(local), pe); code != C.CL_SUCCESS {
-		return nil, clError("launching "+k.name, code)
-	}
 	if !ev {
+		if code := C.qg_launch(rawQueue(x.q), k.k, C.size_t(global), C.size_t(local)); code != C.CL_SUCCESS {
+			return nil, clError("launching "+k.name, code)
+		}
 		return nil, nil
 	}
-	return &event{e: e}, nil
+	r := C.qg_launch_ev(rawQueue(x.q), k.k, C.size_t(global), C.size_t(local))
+	if r.err != C.CL_SUCCESS {
+		return nil, clError("launching "+k.name, r.err)
+	}
+	return &event{e: r.ev}, nil
 }
 
 // seconds returns the time between the event's start and end (after the

@@ -242,15 +242,15 @@ func (mx *Matrix) launchCB(batch int, ev bool) ([]*event, error) {
 				return evs, err
 			}
 			n := c.NV() * c.M * k
-			if err := tk.setArgs(mx.sp, b.xf, tab, int32(pc), int32(c.M), int32(c.V), int32(c.B), int32(cnt), xoff); err != nil {
+			if err := tk.setArgs(mem(mx.sp), mem(b.xf), mem(tab), i32(pc), i32(c.M), i32(c.V), i32(c.B), i32(cnt), i32(xoff)); err != nil {
 				return evs, err
 			}
 			if err := add(b.x.launch(tk, (n+twg-1)/twg*twg, twg, ev)); err != nil {
 				return evs, err
 			}
 		}
-		if err := kern.setArgs(mx.w, mx.sp, mx.zp, b.xf, tab, b.y, ws, int32(rows), int32(c.PRows), int32(pc),
-			int32(c.M), int32(c.V), int32(c.B), int32(c.G/c.V), int32(cnt), int32(p.cs), int32(splits), xoff, yoff,
+		if err := kern.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(b.xf), mem(tab), mem(b.y), mem(ws), i32(rows), i32(c.PRows), i32(pc),
+			i32(c.M), i32(c.V), i32(c.B), i32(c.G/c.V), i32(cnt), i32(p.cs), i32(splits), i32(xoff), i32(yoff),
 			localBytes(p.loc)); err != nil {
 			return evs, err
 		}
@@ -263,7 +263,7 @@ func (mx *Matrix) launchCB(batch int, ev bool) ([]*event, error) {
 				return evs, err
 			}
 			n := cnt * rows
-			if err := rk.setArgs(ws, b.y, int32(n), int32(splits), yoff); err != nil {
+			if err := rk.setArgs(mem(ws), mem(b.y), i32(n), i32(splits), i32(yoff)); err != nil {
 				return evs, err
 			}
 			if err := add(b.x.launch(rk, (n+rwg-1)/rwg*rwg, rwg, ev)); err != nil {

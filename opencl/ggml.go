@@ -66,15 +66,21 @@ func (b *Backend) LoadGGML(m *ggml.Matrix) (*GGMLMatrix, error) {
 // kernel returns the type's kernel name (b.mu held).
 func (mx *GGMLMatrix) kernel(name string) (*kernel, int, error) {
 	b := mx.b
-	opts := fmt.Sprintf("%s -DGT=%d", b.std, int(mx.m.Type))
-	key := "ggml\x00" + opts
-	ps := b.progs[key]
+	ps := b.ggmlProgs[mx.m.Type]
 	if ps == nil {
-		p, err := b.buildCached(ggmlSource, opts)
-		if err != nil {
-			return nil, 0, err
+		opts := fmt.Sprintf("%s -DGT=%d", b.std, int(mx.m.Type))
+		key := "ggml\x00" + opts
+		if ps = b.progs[key]; ps == nil {
+			p, err := b.buildCached(ggmlSource, opts)
+			if err != nil {
+				return nil, 0, err
+			}
+			ps = b.addProgram(key, p)
 		}
-		ps = b.addProgram(key, p)
+		if b.ggmlProgs == nil {
+			b.ggmlProgs = map[ggml.Type]*progSet{}
+		}
+		b.ggmlProgs[mx.m.Type] = ps
 	}
 	k, wg, err := b.progKernel(ps, name, ggmlWG)
 	if err == nil && wg != ggmlWG {
@@ -116,7 +122,10 @@ func mulGGMLFloat[T any](mx *GGMLMatrix, dst []float32, x []T, batch int, pad fu
 	if err := mx.geo.CheckF32(prefix, len(dst), len(x), batch); err != nil {
 		return err
 	}
-	xp := make([]float32, batch*mx.geo.PCols)
+	h := hostPool.Get().(*gpuhost.Host)
+	defer hostPool.Put(h)
+	h.F = gpuhost.Grow(h.F, batch*mx.geo.PCols)
+	xp := h.F
 	if err := pad(xp, x, batch, mx.geo.Cols, mx.geo.PCols, nil); err != nil {
 		return err
 	}
@@ -134,7 +143,9 @@ func (mx *GGMLMatrix) MulA8(dst, x []float32, batch int) error {
 	if err := mx.geo.CheckF32(prefix, len(dst), len(x), batch); err != nil {
 		return err
 	}
-	xq, xs, err := gpuhost.QuantizeA8("opencl", x, batch, mx.geo.Cols, mx.geo.PCols, nil)
+	h := hostPool.Get().(*gpuhost.Host)
+	defer hostPool.Put(h)
+	xq, xs, err := h.QuantizeA8("opencl", x, batch, mx.geo.Cols, mx.geo.PCols, nil)
 	if err != nil {
 		return err
 	}
@@ -185,9 +196,9 @@ func (mx *GGMLMatrix) run(dst, xf []float32, xq []int8, xs []float32, batch int)
 	}
 	rows, pc := int32(mx.geo.Rows), int32(mx.geo.PCols)
 	if xf != nil {
-		err = k.setArgs(mx.w, b.xf, y, rows, pc, int32(batch), localBytes(4*wg))
+		err = k.setArgs(mem(mx.w), mem(b.xf), mem(y), i32(rows), i32(pc), i32(batch), localBytes(4*wg))
 	} else {
-		err = k.setArgs(mx.w, b.xq, b.xs, y, rows, pc, int32(batch), localBytes(8*wg))
+		err = k.setArgs(mem(mx.w), mem(b.xq), mem(b.xs), mem(y), i32(rows), i32(pc), i32(batch), localBytes(8*wg))
 	}
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -311,7 +312,10 @@ func mulFloat[T any](mx *Matrix, dst []float32, x []T, batch int, pad func(dst [
 	if err := mx.geo.CheckF32(prefix, len(dst), len(x), batch); err != nil {
 		return err
 	}
-	xp := make([]float32, batch*mx.geo.PCols)
+	h := hostPool.Get().(*gpuhost.Host)
+	defer hostPool.Put(h)
+	h.F = gpuhost.Grow(h.F, batch*mx.geo.PCols)
+	xp := h.F
 	if err := pad(xp, x, batch, mx.geo.Cols, mx.geo.PCols, mx.perm); err != nil {
 		return err
 	}
@@ -319,6 +323,10 @@ func mulFloat[T any](mx *Matrix, dst []float32, x []T, batch int, pad func(dst [
 		return mx.run(dst, xp, nil, nil, batch)
 	})
 }
+
+// hostPool holds the host memory of the activations a multiply prepares
+// before it takes the backend's lock.
+var hostPool = sync.Pool{New: func() any { return new(gpuhost.Host) }}
 
 // MulA8 quantizes x on the host exactly as layout.QuantizeA8 (per vector,
 // after the act-order gather) and multiplies bit-exactly. Non-finite
@@ -336,7 +344,9 @@ func (mx *Matrix) MulA8(dst, x []float32, batch int) error {
 	if mx.a8err != nil {
 		return fmt.Errorf("opencl: %w", mx.a8err)
 	}
-	xq, xs, err := gpuhost.QuantizeA8("opencl", x, batch, mx.geo.Cols, mx.geo.PCols, mx.perm)
+	h := hostPool.Get().(*gpuhost.Host)
+	defer hostPool.Put(h)
+	xq, xs, err := h.QuantizeA8("opencl", x, batch, mx.geo.Cols, mx.geo.PCols, mx.perm)
 	if err != nil {
 		return err
 	}
@@ -469,9 +479,9 @@ func (mx *Matrix) launch(float bool, batch int, ev bool) (*event, error) {
 			rt = t.wg / 32 / ks * t.rpw
 			red := localBytes(4 * t.wg / 32 * t.rpw * 33)
 			if isQ4 {
-				err = k.setArgs(mx.w, mx.sp, mx.zp, b.xf, b.xsum, b.y, rows, prows, pcols, bt, int32(ks), red)
+				err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(b.xf), mem(b.xsum), mem(b.y), i32(rows), i32(prows), i32(pcols), i32(bt), i32(ks), red)
 			} else {
-				err = k.setArgs(mx.w, mx.sp, mx.zp, b.xf, b.xsum, b.y, rows, prows, pcols, bt, mx.lg, mx.meta16, mx.offs, int32(ks), red)
+				err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(b.xf), mem(b.xsum), mem(b.y), i32(rows), i32(prows), i32(pcols), i32(bt), i32(mx.lg), i32(mx.meta16), i32(mx.offs), i32(ks), red)
 			}
 		} else if b.warpA8() {
 			// the program is built (b.kernel above): b.ptx is final
@@ -480,9 +490,9 @@ func (mx *Matrix) launch(float bool, batch int, ev bool) (*event, error) {
 			}
 			rt = t.wg / 32 * t.rwa
 			if isQ4 {
-				err = k.setArgs(mx.w, mx.sp, mx.zp, b.xq, b.xs, b.sx, b.y, rows, prows, pcols, bt)
+				err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(b.xq), mem(b.xs), mem(b.sx), mem(b.y), i32(rows), i32(prows), i32(pcols), i32(bt))
 			} else {
-				err = k.setArgs(mx.w, mx.sp, mx.zp, b.xq, b.xs, b.sx, b.y, rows, prows, pcols, bt, mx.lg, mx.meta16)
+				err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(b.xq), mem(b.xs), mem(b.sx), mem(b.y), i32(rows), i32(prows), i32(pcols), i32(bt), i32(mx.lg), i32(mx.meta16))
 			}
 		} else {
 			if ta := b.a8Tiling(batch, mx.geo.Rows, isQ4); ta != t {
@@ -500,9 +510,9 @@ func (mx *Matrix) launch(float bool, batch int, ev bool) (*event, error) {
 			}
 			part, terms := localBytes(4*nb*rt*ps), localBytes(4*nb*rt*(tu/4+1))
 			if isQ4 {
-				err = k.setArgs(mx.w, mx.sp, mx.zp, b.xq, b.xs, b.sx, b.y, rows, prows, pcols, bt, int32(ks), part, terms)
+				err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(b.xq), mem(b.xs), mem(b.sx), mem(b.y), i32(rows), i32(prows), i32(pcols), i32(bt), i32(ks), part, terms)
 			} else {
-				err = k.setArgs(mx.w, mx.sp, mx.zp, b.xq, b.xs, b.sx, b.y, rows, prows, pcols, bt, mx.lg, mx.meta16, int32(ks), part, terms)
+				err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(b.xq), mem(b.xs), mem(b.sx), mem(b.y), i32(rows), i32(prows), i32(pcols), i32(bt), i32(mx.lg), i32(mx.meta16), i32(ks), part, terms)
 			}
 		}
 		if err != nil {
@@ -513,11 +523,11 @@ func (mx *Matrix) launch(float bool, batch int, ev bool) (*event, error) {
 	}
 	switch { // Bits and Sparse12 (Q4G128 always runs the tiled kernels)
 	case float && name == "sp12_f32":
-		err = k.setArgs(mx.w, mx.sp, mx.zp, b.xf, b.y, rows, prows, pcols, bt, mx.lg, mx.meta16, loc)
+		err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(b.xf), mem(b.y), i32(rows), i32(prows), i32(pcols), i32(bt), i32(mx.lg), i32(mx.meta16), loc)
 	case float:
-		err = k.setArgs(mx.w, mx.sp, mx.zp, b.xf, b.y, rows, prows, pcols, bt, mx.lg, mx.meta16, mx.offs, loc)
+		err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(b.xf), mem(b.y), i32(rows), i32(prows), i32(pcols), i32(bt), i32(mx.lg), i32(mx.meta16), i32(mx.offs), loc)
 	default:
-		err = k.setArgs(mx.w, mx.sp, mx.zp, b.xq, b.xs, b.y, rows, prows, pcols, bt, mx.lg, mx.meta16, loc)
+		err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(b.xq), mem(b.xs), mem(b.y), i32(rows), i32(prows), i32(pcols), i32(bt), i32(mx.lg), i32(mx.meta16), loc)
 	}
 	if err != nil {
 		return nil, err
@@ -629,9 +639,9 @@ func (mx *Matrix) launchMMA(batch int, ev bool) (*event, error) {
 	for g := 0; g*mmaBatch < batch; g++ {
 		nb, vg := int32(min(mmaBatch, batch-g*mmaBatch)), int32(g)
 		if mx.kn == 0 {
-			err = k.setArgs(mx.w, mx.sp, mx.zp, b.xh, b.xinv, b.y, rows, pcols, nb, vg, red)
+			err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(b.xh), mem(b.xinv), mem(b.y), i32(rows), i32(pcols), i32(nb), i32(vg), red)
 		} else {
-			err = k.setArgs(mx.w, mx.sp, mx.zp, b.xh, b.xsum, b.xinv, b.y, rows, int32(mx.prows), pcols, mx.lg, mx.meta16, mx.offs, nb, vg, red)
+			err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(b.xh), mem(b.xsum), mem(b.xinv), mem(b.y), i32(rows), i32(mx.prows), i32(pcols), i32(mx.lg), i32(mx.meta16), i32(mx.offs), i32(nb), i32(vg), red)
 		}
 		var e *event
 		if err == nil {
@@ -764,7 +774,7 @@ func (mx *Matrix) launchA8MMA(batch int, ev bool) (*event, error) {
 	}
 	tch := b.a8MMATile(batch)
 	terms := localBytes(4 * batch * 16 * (2*tch + 1))
-	err = k.setArgs(mx.w, mx.sp, mx.zp, b.xq, b.xs, b.sx, b.y, int32(mx.geo.Rows), int32(mx.prows), int32(mx.geo.PCols), mx.lg, mx.meta16, int32(batch), int32(tch), terms)
+	err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(b.xq), mem(b.xs), mem(b.sx), mem(b.y), i32(mx.geo.Rows), i32(mx.prows), i32(mx.geo.PCols), i32(mx.lg), i32(mx.meta16), i32(batch), i32(tch), terms)
 	if err != nil {
 		return nil, err
 	}
@@ -786,12 +796,15 @@ func (mx *Matrix) reorder(xf []float32, xq []int8, xs []float32, batch int) ([]f
 	q4 := mx.tiled == tiledQ4
 	if xf != nil {
 		nc := (nu + 31) / 32
-		out := make([]float32, batch*nc*1024)
+		b.reo.F = gpuhost.Grow(b.reo.F, batch*nc*1024)
+		out := b.reo.F
+		clear(out)
 		per := 1
 		if !q4 {
 			per = 2
 		}
-		sums := make([]float32, batch*nu*per)
+		b.reo.S = gpuhost.Grow(b.reo.S, batch*nu*per)
+		sums := b.reo.S
 		for v := 0; v < batch; v++ {
 			x := xf[v*pc : (v+1)*pc]
 			for u := 0; u < nu; u++ {
@@ -824,8 +837,11 @@ func (mx *Matrix) reorder(xf []float32, xq []int8, xs []float32, batch int) ([]f
 		return out, nil, put(b, &b.xsum, sums)
 	}
 	ng := pc / layout.GroupSize
-	out := make([]int8, batch*pc)
-	sx := make([]int32, batch*ng)
+	b.reo.Q = gpuhost.Grow(b.reo.Q, batch*pc)
+	out := b.reo.Q
+	b.reoSums = gpuhost.Grow(b.reoSums, batch*ng)
+	sx := b.reoSums
+	clear(sx)
 	for v := 0; v < batch; v++ {
 		x, o := xq[v*pc:(v+1)*pc], out[v*pc:(v+1)*pc]
 		for c, q := range x {

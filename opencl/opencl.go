@@ -18,6 +18,7 @@ import (
 	"unicode"
 
 	"github.com/qgemv/qgemv/internal/gpuhost"
+	"github.com/qgemv/qgemv/layout/ggml"
 )
 
 //go:embed gemv.cl
@@ -89,6 +90,17 @@ type Backend struct {
 	std    string              // -cl-std option and sub-group defines
 	progs  map[string]*progSet // by build options
 	closed bool
+
+	// the gemv programs and tilings by what they are built from, so that
+	// a multiply formats and parses no option string (b.mu held)
+	progByKey map[progKey]*progSet
+	ggmlProgs map[ggml.Type]*progSet
+	reo       gpuhost.Host // host memory of the tiled kernels' reordered activations
+	reoSums   []int32
+	tilings   struct {
+		opts string
+		t    map[int]tile
+	}
 
 	// scratch buffers of the multiplies (grown on demand)
 	xf, xq, xs, y *buffer
@@ -231,7 +243,7 @@ func (b *Backend) Close() error {
 		}
 		ps.p.release()
 	}
-	b.progs = nil
+	b.progs, b.progByKey, b.ggmlProgs = nil, nil, nil
 	for _, p := range []**buffer{&b.xf, &b.xq, &b.xs, &b.y, &b.xsum, &b.sx, &b.xh, &b.xinv, &b.cbTab, &b.cbWS, &b.ansV, &b.ansY, &b.ansSt, &b.ansBitsW} {
 		(*p).release()
 		*p = nil
@@ -369,9 +381,19 @@ func (t tile) a8SplitK(nu, rows, cus int, q4 bool) int {
 	return ks
 }
 
-// tiling returns the tiling the program for batch is built with.
+// tiling returns the tiling the program for batch is built with (parsed
+// once per tile option string and batch bound). b.mu is held.
 func (b *Backend) tiling(batch int) tile {
-	return tileOf(b.tileOpts, tileFor(nbBucket(batch)))
+	nb := nbBucket(batch)
+	if b.tilings.opts != b.tileOpts || b.tilings.t == nil {
+		b.tilings.opts, b.tilings.t = b.tileOpts, map[int]tile{}
+	}
+	t, ok := b.tilings.t[nb]
+	if !ok {
+		t = tileOf(b.tileOpts, tileFor(nb))
+		b.tilings.t[nb] = t
+	}
+	return t
 }
 
 // a8Tiling returns the tiling of the int8 tiled kernels for a matrix of
@@ -395,9 +417,20 @@ func (b *Backend) kernel(name string, batch int) (*kernel, int, error) {
 	return b.kernelWith(name, batch, b.tiling(batch))
 }
 
+// progKey names a gemv program without formatting its build options.
+type progKey struct {
+	tileOpts string
+	nb       int
+	t        tile
+}
+
 // kernelWith is kernel for the program built with tiling t.
 func (b *Backend) kernelWith(name string, batch int, t tile) (*kernel, int, error) {
 	nb := nbBucket(batch)
+	pk := progKey{b.tileOpts, nb, t}
+	if ps := b.progByKey[pk]; ps != nil {
+		return b.progKernel(ps, name, 128)
+	}
 	opts := fmt.Sprintf("%s -DNB=%d %s", b.std, nb, t.defines())
 	if e := extraDefines(b.tileOpts); e != "" {
 		opts += " " + e
@@ -427,6 +460,10 @@ func (b *Backend) kernelWith(name string, batch int, t tile) (*kernel, int, erro
 		}
 		ps = b.addProgram(key, p)
 	}
+	if b.progByKey == nil {
+		b.progByKey = map[progKey]*progSet{}
+	}
+	b.progByKey[pk] = ps
 	return b.progKernel(ps, name, 128)
 }
 
@@ -571,7 +608,7 @@ func (b *Backend) selfTest() error {
 		return err
 	}
 	defer buf.release()
-	if err := k.setArgs(buf); err != nil {
+	if err := k.setArgs(mem(buf)); err != nil {
 		return err
 	}
 	if _, err := b.x.launch(k, n, 64, false); err != nil {
@@ -669,7 +706,7 @@ func (b *Backend) readSweep(n int, bufs []*buffer, iters int) (float64, error) {
 func (b *Backend) readTimed(k *kernel, wg, groups int, out *buffer, n int, bufs []*buffer, iters int) (float64, error) {
 	evs := make([]*event, 0, iters)
 	for i := 0; i < len(bufs)+iters; i++ {
-		if err := k.setArgs(bufs[i%len(bufs)], int32(n), out); err != nil {
+		if err := k.setArgs(mem(bufs[i%len(bufs)]), i32(n), mem(out)); err != nil {
 			releaseEvents(evs)
 			return 0, err
 		}

@@ -154,15 +154,39 @@ func Pad[T any](dst, x []T, batch, cols, pcols int, perm []int32) error {
 // activation is an error naming the vector, prefixed with prefix (e.g.
 // "cuda").
 func QuantizeA8(prefix string, x []float32, batch, cols, pcols int, perm []int32) (xq []int8, xs []float32, err error) {
-	xp := make([]float32, batch*pcols)
-	if err := PadF32(xp, x, batch, cols, pcols, perm); err != nil {
+	var h Host
+	return h.QuantizeA8(prefix, x, batch, cols, pcols, perm)
+}
+
+// Host is reusable host memory for the activations of multiplies: the
+// slices its methods return stay valid until its next use.
+type Host struct {
+	F  []float32
+	Q  []int8
+	S  []float32
+	xp []float32
+}
+
+// QuantizeA8 is the package's QuantizeA8 into h's memory (h.Q and h.S).
+func (h *Host) QuantizeA8(prefix string, x []float32, batch, cols, pcols int, perm []int32) (xq []int8, xs []float32, err error) {
+	h.xp = Grow(h.xp, batch*pcols)
+	if err := PadF32(h.xp, x, batch, cols, pcols, perm); err != nil {
 		return nil, nil, err
 	}
-	xq, xs = make([]int8, batch*pcols), make([]float32, batch*pcols/layout.GroupSize)
-	if err := QuantizeBatch(xq, xs, xp, batch, pcols, pcols); err != nil {
+	h.Q, h.S = Grow(h.Q, batch*pcols), Grow(h.S, batch*pcols/layout.GroupSize)
+	if err := QuantizeBatch(h.Q, h.S, h.xp, batch, pcols, pcols); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", prefix, err)
 	}
-	return xq, xs, nil
+	return h.Q, h.S, nil
+}
+
+// Grow returns s resized to n elements, reallocated only when its
+// capacity is short (the contents are not kept).
+func Grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
 }
 
 // PadF16 is PadF32 for binary16 activations, widened exactly to float32.

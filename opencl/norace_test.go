@@ -1,0 +1,5 @@
+//go:build opencl && !race
+
+package opencl
+
+const raceEnabled = false
