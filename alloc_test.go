@@ -11,20 +11,12 @@ import (
 
 // TestMulAllocsAPI: after a warm-up, Mul, MulFP16, MulInt8 and
 // QuantizeA8 through the public API allocate nothing (Q4G128, Bits4G128,
-// Sparse12G128; batch 1 and 16), on the CPU backend and on OpenCL where
-// this build and machine have it. (The CUDA backend still allocates per
-// call: its launches take boxed arguments.)
+// Sparse12G128; batch 1 and 16) on allocBackends.
 func TestMulAllocsAPI(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	backends := []string{"cpu"}
-	for _, c := range qgemv.Probe().Candidates {
-		if c.Available && strings.HasPrefix(c.Name, "opencl") {
-			backends = append(backends, c.Name)
-		}
-	}
-	for _, be := range backends {
+	for _, be := range allocBackends() {
 		t.Run(be, func(t *testing.T) { mulAllocs(t, be) })
 	}
 }
@@ -71,12 +63,31 @@ func mulAllocs(t *testing.T, backend string) {
 }
 
 // TestBufferAllocs: buffer operations allocate nothing after a warm-up
-// on the CPU backend.
+// on the CPU backend and on OpenCL where this build and machine have it.
 func TestBufferAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	eng, err := qgemv.Open(qgemv.WithBackend("cpu"), qgemv.WithThreads(2))
+	for _, be := range allocBackends() {
+		t.Run(be, func(t *testing.T) { bufferAllocs(t, be) })
+	}
+}
+
+// allocBackends are the backends whose multiplies must not allocate: the
+// CPU, and OpenCL where this build and machine have it. (The CUDA
+// backend still allocates per call: its launches take boxed arguments.)
+func allocBackends() []string {
+	backends := []string{"cpu"}
+	for _, c := range qgemv.Probe().Candidates {
+		if c.Available && strings.HasPrefix(c.Name, "opencl") {
+			backends = append(backends, c.Name)
+		}
+	}
+	return backends
+}
+
+func bufferAllocs(t *testing.T, backend string) {
+	eng, err := qgemv.Open(qgemv.WithBackend(backend), qgemv.WithThreads(2))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,9 +41,10 @@ func (t ElemType) String() string {
 // lives where its engine computes, so that a layer's multiplies and the
 // operations between them (SwiGLU, Add, Scale, Requantize) pass their
 // results on without copies to and from the caller's memory. On the CPU
-// and OpenCL backends a buffer is host memory and every operation runs
-// when called; on CUDA it is device memory and operations are queued on
-// the device in call order and return at once. The results are those of
+// backend a buffer is host memory and every operation runs when called;
+// on CUDA and OpenCL it is device memory and operations are queued on
+// the device in call order and return at once (those without a device
+// kernel run on the host between a read and a write). The results are those of
 // the host-slice calls (Mul, MulInt32) on the same values: bit-exact for
 // the int8 paths, within the float bound otherwise.
 //

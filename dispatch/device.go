@@ -3,10 +3,10 @@ package dispatch
 import "github.com/qgemv/qgemv/internal/devbuf"
 
 // Device is implemented by backends whose vectors live in device memory
-// (CUDA): the root package's Buffers are then Bufs, and the multiplies
-// and element-wise operations on them are queued on the device's stream
-// in call order, without copies to or from the host. Backends without it
-// (the CPU, OpenCL for now) keep buffers in host memory.
+// (CUDA, OpenCL): the root package's Buffers are then Bufs, and the
+// multiplies and element-wise operations on them are queued on the
+// device's stream or queue in call order, without copies to or from the
+// host. Backends without it (the CPU) keep buffers in host memory.
 //
 // Every operation returns once its work is queued (Buf.Write first waits
 // for the queued work); a fault met by queued work (a NaN reaching an

@@ -105,6 +105,13 @@ type clBackend struct {
 	name string
 }
 
+// The OpenCL backend keeps buffers in device memory; its Q4G128, Bits and
+// Sparse12 matrices multiply them there with int8 activations.
+var (
+	_ Device       = clBackend{}
+	_ DeviceMatrix = (*opencl.Matrix)(nil)
+)
+
 func (c clBackend) Name() string { return c.name }
 
 func (c clBackend) Load(m layout.Matrix) (Matrix, error) {

@@ -71,6 +71,10 @@ static qg_map_t qg_map(cl_command_queue q, cl_mem m, cl_map_flags f, size_t off,
 static cl_int qg_unmap(cl_command_queue q, cl_mem m, void *p) {
 	return clEnqueueUnmapMemObject(q, m, p, 0, NULL, NULL);
 }
+static cl_int qg_zero(cl_command_queue q, cl_mem m, size_t n) {
+	cl_uchar z = 0;
+	return clEnqueueFillBuffer(q, m, &z, 1, 0, n, 0, NULL, NULL);
+}
 */
 import "C"
 
@@ -158,6 +162,7 @@ type DeviceInfo struct {
 	ComputeUnits    int      // compute units
 	MaxWorkGroup    int      // largest work-group
 	Unified         bool     // host-unified memory (iGPU, CPU device)
+	CorrectDivide   bool     // correctly rounded float32 division on request (CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT)
 	ComputeCap      int      // NVIDIA compute capability, major*10+minor (cl_nv_device_attribute_query), 0 if unknown
 }
 
@@ -281,6 +286,10 @@ func describe(i int, p *cl.Platform, d *cl.Device) DeviceInfo {
 			inf.ComputeCap = int(major)*10 + int(minor)
 		}
 	}
+	var fp C.cl_device_fp_config
+	if C.clGetDeviceInfo(id, C.CL_DEVICE_SINGLE_FP_CONFIG, C.size_t(unsafe.Sizeof(fp)), unsafe.Pointer(&fp), nil) == C.CL_SUCCESS {
+		inf.CorrectDivide = fp&C.CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT != 0
+	}
 	if inf.Has("cl_intel_subgroups") {
 		var n C.size_t
 		if C.clGetDeviceInfo(id, C.CL_DEVICE_SUB_GROUP_SIZES_INTEL, 0, nil, &n) == C.CL_SUCCESS && n > 0 {
@@ -318,6 +327,11 @@ func newCtx(d *device) (*ctx, error) {
 func (x *ctx) release() {
 	x.q.Release()
 	x.c.Release()
+}
+
+// zero fills the first n bytes of b with zeros (queued).
+func (x *ctx) zero(b *buffer, n int) error {
+	return clError("clEnqueueFillBuffer", C.qg_zero(rawQueue(x.q), rawMem(b.m), C.size_t(n)))
 }
 
 // finish waits for every queued command.

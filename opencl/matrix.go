@@ -40,6 +40,8 @@ type Matrix struct {
 	kn     int        // code width for gpuhost.MMAOrder (0: Q4G128)
 	cb     *cbMatrix  // codebook matrices (codebook.go), or nil
 	coded  *ANSMatrix // an entropy-coded Bits matrix's words (ansbits.go), or nil
+	nat    *buffer    // device buffers: stored column -> source column (-1: padding)
+	order  *buffer    // and the tiled kernels' int8 order (buffers.go), or nil
 }
 
 // handle is what every device matrix (Matrix, ANSMatrix, Int8Matrix)
@@ -255,7 +257,7 @@ func q4Stripe(m *layout.Q4G128, r0 int, w []byte, sc []float32, zp []byte) {
 // return ErrClosed; closing twice is harmless.
 func (mx *Matrix) Close() error {
 	return mx.close(mx, func() {
-		for _, p := range []*buffer{mx.w, mx.sp, mx.zp} {
+		for _, p := range []*buffer{mx.w, mx.sp, mx.zp, mx.nat, mx.order} {
 			p.release()
 		}
 		if mx.coded != nil {

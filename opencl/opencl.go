@@ -97,7 +97,15 @@ type Backend struct {
 	ggmlProgs map[ggml.Type]*progSet
 	reo       gpuhost.Host // host memory of the tiled kernels' reordered activations
 	reoSums   []int32
-	tilings   struct {
+
+	// device buffers (buffers.go): the buffer program, the fault status
+	// word, and the scratch of on-device quantization and ordering
+	bufProg            *progSet
+	status, devQ, devS *buffer
+	devOrd, devSx      *buffer
+	statusWord         [1]int32 // Wait's copy of status
+	bufQuant           bool     // the buffer program quantizes exactly
+	tilings            struct {
 		opts string
 		t    map[int]tile
 	}
@@ -243,8 +251,9 @@ func (b *Backend) Close() error {
 		}
 		ps.p.release()
 	}
-	b.progs, b.progByKey, b.ggmlProgs = nil, nil, nil
-	for _, p := range []**buffer{&b.xf, &b.xq, &b.xs, &b.y, &b.xsum, &b.sx, &b.xh, &b.xinv, &b.cbTab, &b.cbWS, &b.ansV, &b.ansY, &b.ansSt, &b.ansBitsW} {
+	b.progs, b.progByKey, b.ggmlProgs, b.bufProg = nil, nil, nil, nil
+	for _, p := range []**buffer{&b.xf, &b.xq, &b.xs, &b.y, &b.xsum, &b.sx, &b.xh, &b.xinv, &b.cbTab, &b.cbWS, &b.ansV, &b.ansY, &b.ansSt, &b.ansBitsW,
+		&b.status, &b.devQ, &b.devS, &b.devOrd, &b.devSx} {
 		(*p).release()
 		*p = nil
 	}

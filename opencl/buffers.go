@@ -1,0 +1,468 @@
+//go:build opencl
+
+package opencl
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/qgemv/qgemv/internal/devbuf"
+)
+
+// Device-resident buffers (the dispatch.Device and DeviceMatrix
+// interfaces): vectors in device memory, operations queued on the
+// backend's in-order queue in call order. The int8 multiplies of Q4G128,
+// Bits and Sparse12 matrices run on the device (quantization included,
+// bit-exact with layout.QuantizeA8); float multiplies and the formats
+// without those kernels return devbuf.ErrNoDevicePath and the caller
+// runs them on the host between a read and a write.
+
+//go:embed buffers.cl
+var buffersSource string
+
+// errNonFinite is the fault the on-device quantization reports.
+var errNonFinite = errors.New("opencl: an activation is NaN or infinite")
+
+// Buf is device memory of a Backend (devbuf.Buf).
+type Buf struct {
+	b   *Backend
+	buf *buffer
+}
+
+var _ devbuf.Buf = (*Buf)(nil)
+
+// NewBuf allocates size bytes of device memory, zeroed.
+func (b *Backend) NewBuf(size int64) (devbuf.Buf, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, ErrClosed
+	}
+	inf := b.x.dev.info
+	if size < 1 || size > math.MaxInt32 || (inf.GlobalMem > 0 && size > inf.GlobalMem) {
+		return nil, fmt.Errorf("opencl: %s: a buffer of %d bytes (the device has %d)", inf.Name, size, inf.GlobalMem)
+	}
+	buf, err := b.x.newBuffer(int(size), false, inf.Unified)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.x.zero(buf, buf.size); err != nil {
+		buf.release()
+		return nil, err
+	}
+	return &Buf{b: b, buf: buf}, nil
+}
+
+// Size returns the buffer's bytes.
+func (d *Buf) Size() int64 { return int64(d.buf.size) }
+
+// Close releases the buffer.
+func (d *Buf) Close() error {
+	d.b.mu.Lock()
+	defer d.b.mu.Unlock()
+	d.buf.release()
+	return nil
+}
+
+func (d *Buf) span(op string, off int64, n int) error {
+	if d.buf.m == nil {
+		return fmt.Errorf("opencl: %s of a closed buffer", op)
+	}
+	if off < 0 || off+int64(n) > int64(d.buf.size) {
+		return fmt.Errorf("opencl: %s of %d bytes at %d: the buffer holds %d", op, n, off, d.buf.size)
+	}
+	return nil
+}
+
+// Write copies src to the buffer at byte offset off, after the work
+// queued before it.
+func (d *Buf) Write(off int64, src []byte) error {
+	b := d.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	if err := d.span("write", off, len(src)); err != nil || len(src) == 0 {
+		return err
+	}
+	return b.x.write(d.buf, int(off), unsafe.Pointer(&src[0]), len(src))
+}
+
+// Read waits for the queued work, copies the buffer at byte offset off
+// to dst and returns the first fault the queued work met.
+func (d *Buf) Read(off int64, dst []byte) error {
+	if err := d.Fetch(off, dst); err != nil {
+		return err
+	}
+	return d.b.Wait()
+}
+
+// Fetch is Read that leaves the faults for the next Wait or Read.
+func (d *Buf) Fetch(off int64, dst []byte) error {
+	b := d.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	if err := d.span("read", off, len(dst)); err != nil || len(dst) == 0 {
+		return err
+	}
+	return b.x.read(d.buf, int(off), unsafe.Pointer(&dst[0]), len(dst))
+}
+
+// bufOf returns the device buffer of a Buf of this backend, operand i
+// of operation op (named in the error).
+func (b *Backend) bufOf(op string, i int, v devbuf.Buf) (*buffer, error) {
+	d, ok := v.(*Buf)
+	if !ok || d.b != b {
+		return nil, fmt.Errorf("opencl: %s: operand %d is not a buffer of this backend", op, i)
+	}
+	if d.buf.m == nil {
+		return nil, fmt.Errorf("opencl: %s: operand %d is closed", op, i)
+	}
+	return d.buf, nil
+}
+
+// bufs3 resolves up to three Bufs (nil: none) of an operation.
+func (b *Backend) bufs3(op string, x, y, z devbuf.Buf) (bx, by, bz *buffer, err error) {
+	if bx, err = b.bufOf(op, 0, x); err != nil {
+		return
+	}
+	if by, err = b.bufOf(op, 1, y); err != nil {
+		return
+	}
+	if z != nil {
+		bz, err = b.bufOf(op, 2, z)
+	}
+	return
+}
+
+// Wait waits for the queued work and returns the first fault it met
+// (once).
+func (b *Backend) Wait() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	if err := b.x.finish(); err != nil {
+		return err
+	}
+	if b.status == nil {
+		return nil
+	}
+	if err := b.x.read(b.status, 0, unsafe.Pointer(&b.statusWord[0]), 4); err != nil {
+		return err
+	}
+	if b.statusWord[0] == 0 {
+		return nil
+	}
+	if err := b.x.zero(b.status, 4); err != nil {
+		return err
+	}
+	return errNonFinite
+}
+
+// bufKernel returns kernel name of the buffer program (b.mu held). The
+// program is built with correctly rounded division where the device
+// offers it, else with double-precision division where it has that;
+// quant is false when it has neither (the quantization then runs on the
+// host).
+func (b *Backend) bufKernel(name string) (k *kernel, quant bool, err error) {
+	if b.bufProg == nil {
+		inf := b.x.dev.info
+		opts := b.std
+		switch {
+		case inf.CorrectDivide:
+			opts += " -cl-fp32-correctly-rounded-divide-sqrt"
+			b.bufQuant = true
+		case inf.Has("cl_khr_fp64"):
+			opts += " -DQDIV_F64"
+			b.bufQuant = true
+		}
+		p, err := b.buildCached(buffersSource, opts)
+		if err != nil {
+			return nil, false, err
+		}
+		b.bufProg = b.addProgram("buffers\x00"+opts, p)
+	}
+	k, _, err = b.progKernel(b.bufProg, name, 64)
+	return k, b.bufQuant, err
+}
+
+// elementwise queues kernel name over n float32 values: d = f(a, c)
+// (c nil for one operand), s the scale (scale_f32).
+func (b *Backend) elementwise(op, name string, n int, d, a, c devbuf.Buf, s float32) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	bd, ba, bc, err := b.bufs3(op, d, a, c)
+	if err != nil {
+		return err
+	}
+	k, _, err := b.bufKernel(name)
+	if err != nil {
+		return err
+	}
+	if bc != nil {
+		err = k.setArgs(mem(bd), mem(ba), mem(bc), i32(n))
+	} else {
+		err = k.setArgs(mem(bd), mem(ba), f32(s), i32(n))
+	}
+	if err != nil {
+		return err
+	}
+	_, err = b.x.launch(k, (n+63)/64*64, 64, false)
+	return err
+}
+
+// SwiGLU queues dst[i] = g[i] / (1 + exp(-g[i])) * u[i], i < n.
+func (b *Backend) SwiGLU(dst, g, u devbuf.Buf, n int) error {
+	return b.elementwise("swiglu", "swiglu", n, dst, g, u, 0)
+}
+
+// Add queues dst[i] = x[i] + y[i], i < n.
+func (b *Backend) Add(dst, x, y devbuf.Buf, n int) error {
+	return b.elementwise("add", "add_f32", n, dst, x, y, 0)
+}
+
+// Scale queues dst[i] = s * x[i], i < n.
+func (b *Backend) Scale(dst, x devbuf.Buf, s float32, n int) error {
+	return b.elementwise("scale", "scale_f32", n, dst, x, nil, s)
+}
+
+// Requantize has no OpenCL kernel: devbuf.ErrNoDevicePath.
+func (b *Backend) Requantize(dst, src devbuf.Buf, alpha float32, n int) error {
+	return devbuf.ErrNoDevicePath
+}
+
+// devA8 reports whether the matrix multiplies int8 activations on the
+// device: not codebooks (no A8), entropy-coded Bits (decoded per
+// multiply on the host's schedule) or formats that refuse A8.
+func (mx *Matrix) devA8() bool { return mx.cb == nil && mx.coded == nil && mx.a8err == nil }
+
+// devTables uploads the matrix's gather of source columns (nat: stored
+// column -> source column, -1 for padding) and, for the tiled kernels,
+// their activation order (b.mu held).
+func (mx *Matrix) devTables() error {
+	if mx.nat != nil {
+		return nil
+	}
+	b, pc := mx.b, mx.geo.PCols
+	nat := make([]int32, pc)
+	for p := range nat {
+		switch {
+		case p >= mx.geo.Cols:
+			nat[p] = -1
+		case mx.perm != nil:
+			nat[p] = mx.perm[p]
+		default:
+			nat[p] = int32(p)
+		}
+	}
+	var order []int32
+	switch mx.tiled {
+	case tiledQ4:
+		order = make([]int32, pc)
+		for c0 := 0; c0 < pc; c0 += 8 { // 0, 2, 4, 6, 1, 3, 5, 7
+			for i := 0; i < 4; i++ {
+				order[c0+i], order[c0+4+i] = int32(c0+2*i), int32(c0+2*i+1)
+			}
+		}
+	case tiledBits4:
+		order = make([]int32, pc)
+		ev, od := [4]int{2, 0, 3, 1}, [4]int{7, 5, 6, 4}
+		for u := 0; u < pc/32; u++ { // as reorder
+			k, t0 := u/8, 4*(u%8)
+			for e := 0; e < 4; e++ {
+				for j := 0; j < 4; j++ {
+					order[32*u+4*e+j] = int32(k*256 + 32*ev[j] + t0 + e)
+					order[32*u+16+4*e+j] = int32(k*256 + 32*od[j] + t0 + e)
+				}
+			}
+		}
+	}
+	var natBuf, orderBuf *buffer
+	if err := put(b, &natBuf, nat); err != nil {
+		return err
+	}
+	if order != nil {
+		if err := put(b, &orderBuf, order); err != nil {
+			natBuf.release()
+			return err
+		}
+	}
+	mx.nat, mx.order = natBuf, orderBuf
+	return nil
+}
+
+// QuantizeBuf quantizes batch vectors of x (Cols float32 values each)
+// exactly as layout.QuantizeA8 (after the act-order gather) into xq
+// (batch*PaddedCols int8) and xs (batch*PaddedCols/128 scales). A NaN or
+// infinity is reported by the next Wait or Read.
+func (mx *Matrix) QuantizeBuf(xq, xs, x devbuf.Buf, batch int) error {
+	if err := mx.checkOpen(); err != nil {
+		return err
+	}
+	if !mx.devA8() {
+		return devbuf.ErrNoDevicePath
+	}
+	b := mx.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	bx, bq, bs, err := b.bufs3("quantize", x, xq, xs)
+	if err != nil {
+		return err
+	}
+	return mx.quantize(bx, bq, bs, batch)
+}
+
+// quantize queues quant_a8 (b.mu held).
+func (mx *Matrix) quantize(x, xq, xs *buffer, batch int) error {
+	b := mx.b
+	k, ok, err := b.bufKernel("quant_a8")
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return devbuf.ErrNoDevicePath
+	}
+	if err := mx.devTables(); err != nil {
+		return err
+	}
+	if b.status == nil {
+		if b.status, err = b.x.newBuffer(16, false, b.x.dev.info.Unified); err != nil {
+			return err
+		}
+		if err := b.x.zero(b.status, 16); err != nil {
+			return err
+		}
+	}
+	pc := mx.geo.PCols
+	if err := k.setArgs(mem(x), mem(mx.nat), mem(xq), mem(xs), mem(b.status), i32(mx.geo.Cols), i32(pc)); err != nil {
+		return err
+	}
+	_, err = b.x.launch(k, batch*pc, 128, false)
+	return err
+}
+
+// MulA8Buf quantizes x on the device (QuantizeBuf) and multiplies:
+// MulA8's result, bit for bit.
+func (mx *Matrix) MulA8Buf(dst, x devbuf.Buf, batch int) error {
+	if err := mx.checkOpen(); err != nil {
+		return err
+	}
+	if !mx.devA8() {
+		return devbuf.ErrNoDevicePath
+	}
+	b := mx.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	by, bx, _, err := b.bufs3("mul", dst, x, nil)
+	if err != nil {
+		return err
+	}
+	pc := mx.geo.PCols
+	if _, err := b.ensure(&b.devQ, batch*pc, false); err != nil {
+		return err
+	}
+	if _, err := b.ensure(&b.devS, 4*batch*pc/128, false); err != nil {
+		return err
+	}
+	if err := mx.quantize(bx, b.devQ, b.devS, batch); err != nil {
+		return err
+	}
+	return mx.mulI8(by, b.devQ, b.devS, batch)
+}
+
+// MulI8Buf multiplies int8 activations QuantizeBuf quantized: MulI8.
+func (mx *Matrix) MulI8Buf(dst, xq, xs devbuf.Buf, batch int) error {
+	if err := mx.checkOpen(); err != nil {
+		return err
+	}
+	if !mx.devA8() {
+		return devbuf.ErrNoDevicePath
+	}
+	b := mx.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	by, bq, bs, err := b.bufs3("mul", dst, xq, xs)
+	if err != nil {
+		return err
+	}
+	return mx.mulI8(by, bq, bs, batch)
+}
+
+// mulI8 queues the int8 kernel on device activations (b.mu held): the
+// tiled kernels' order and block sums are made on the device, and the
+// kernel reads the buffers in place of the host path's scratch.
+func (mx *Matrix) mulI8(y, xq, xs *buffer, batch int) error {
+	b := mx.b
+	if mx.isClosed() {
+		return ErrClosed
+	}
+	if err := mx.devTables(); err != nil {
+		return err
+	}
+	pc := mx.geo.PCols
+	sx := b.sx
+	if mx.tiled != 0 {
+		if _, err := b.ensure(&b.devOrd, batch*pc, false); err != nil {
+			return err
+		}
+		if _, err := b.ensure(&b.devSx, 4*batch*pc/128, false); err != nil {
+			return err
+		}
+		k, _, err := b.bufKernel("a8_order")
+		if err != nil {
+			return err
+		}
+		n := batch * pc
+		if err := k.setArgs(mem(xq), mem(mx.order), mem(b.devOrd), i32(pc), i32(n)); err != nil {
+			return err
+		}
+		if _, err := b.x.launch(k, (n+63)/64*64, 64, false); err != nil {
+			return err
+		}
+		if k, _, err = b.bufKernel("a8_sums"); err != nil {
+			return err
+		}
+		nb := n / 128
+		if err := k.setArgs(mem(xq), mem(b.devSx), i32(nb)); err != nil {
+			return err
+		}
+		if _, err := b.x.launch(k, (nb+63)/64*64, 64, false); err != nil {
+			return err
+		}
+		xq, sx = b.devOrd, b.devSx
+	}
+	savedQ, savedS, savedSx, savedY := b.xq, b.xs, b.sx, b.y
+	b.xq, b.xs, b.sx, b.y = xq, xs, sx, y
+	b.xmma, b.x8mma = false, false
+	_, err := mx.launch(false, batch, false)
+	b.xq, b.xs, b.sx, b.y = savedQ, savedS, savedSx, savedY
+	return err
+}
+
+// MulF16Buf has no device path yet: devbuf.ErrNoDevicePath.
+func (mx *Matrix) MulF16Buf(dst, x devbuf.Buf, batch int) error { return devbuf.ErrNoDevicePath }
+
+// MulI32Buf: Q4G128, Bits and Sparse12 have scales (int32 products are
+// for the int8 formats).
+func (mx *Matrix) MulI32Buf(dst, x devbuf.Buf, batch int) error { return devbuf.ErrNoDevicePath }
