@@ -156,10 +156,13 @@ func (b *Backend) Wait() error {
 	if b.status == nil {
 		return nil
 	}
-	if err := b.x.read(b.status, 0, unsafe.Pointer(&b.statusWord[0]), 4); err != nil {
+	if b.statusWord == nil {
+		b.statusWord = new(int32)
+	}
+	if err := b.x.read(b.status, 0, unsafe.Pointer(b.statusWord), 4); err != nil {
 		return err
 	}
-	if b.statusWord[0] == 0 {
+	if *b.statusWord == 0 {
 		return nil
 	}
 	if err := b.x.zero(b.status, 4); err != nil {

@@ -103,8 +103,8 @@ type Backend struct {
 	bufProg            *progSet
 	status, devQ, devS *buffer
 	devOrd, devSx      *buffer
-	statusWord         [1]int32 // Wait's copy of status
-	bufQuant           bool     // the buffer program quantizes exactly
+	statusWord         *int32 // Wait's copy of status (its own object: cgo checks all of one passed to C)
+	bufQuant           bool   // the buffer program quantizes exactly
 	tilings            struct {
 		opts string
 		t    map[int]tile

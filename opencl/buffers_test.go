@@ -1,0 +1,186 @@
+//go:build opencl
+
+package opencl
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+	"unsafe"
+
+	"github.com/qgemv/qgemv/internal/synth"
+	"github.com/qgemv/qgemv/layout"
+)
+
+func f32Bytes(s []float32) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), 4*len(s)) }
+
+// TestDeviceBuffers: on device buffers, MulA8Buf and QuantizeBuf +
+// MulI8Buf give MulA8's bits (Q4G128, Bits4G128 act-order, Sparse12G128;
+// batch 1, 3 and 16), SwiGLU, Add and Scale the host formulas, a NaN is
+// reported once by the next Wait, and foreign or closed buffers are
+// errors. It runs twice: with the device's own buffer kind and with
+// buffers that are never mapped (copies through clEnqueueRead/Write, as
+// on a discrete GPU).
+func TestDeviceBuffers(t *testing.T) {
+	backend(t) // skips without a device
+	for _, mapped := range []bool{true, false} {
+		t.Run(fmt.Sprintf("mapped=%v", mapped), func(t *testing.T) {
+			b, err := Open(Options{CacheDir: cacheDir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			d := *b.x.dev
+			d.info.Unified = d.info.Unified && mapped
+			b.x.dev = &d
+			deviceBuffers(t, b)
+		})
+	}
+}
+
+func deviceBuffers(t *testing.T, b *Backend) {
+	const rows, cols = 70, 600
+	newBuf := func(n int) *Buf {
+		t.Helper()
+		v, err := b.NewBuf(int64(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.(*Buf)
+	}
+	perm, err := layout.RandomBits(rows, cols, 4, 128, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perm.Perm = make([]int32, cols)
+	for i := range perm.Perm {
+		perm.Perm[i] = int32((i*7 + 3) % cols)
+	}
+	ms := []layout.Matrix{perm}
+	for _, name := range []string{"q4g128", "sparse12g128"} {
+		m, err := synth.Named(name, rows, cols, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, m)
+	}
+	x := synth.Vector(16*cols, 5)
+	xb, yb := newBuf(4*len(x)), newBuf(4*16*rows)
+	if err := xb.Write(0, f32Bytes(x)); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		mx, err := b.Load(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc := mx.geo.PCols
+		qb, sb := newBuf(16*pc), newBuf(4*16*pc/128)
+		for _, batch := range []int{1, 3, 16} {
+			want := make([]float32, batch*rows)
+			if err := mx.MulA8(want, x[:batch*cols], batch); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]float32, batch*rows)
+			for _, how := range []string{"MulA8Buf", "QuantizeBuf+MulI8Buf"} {
+				if how == "MulA8Buf" {
+					err = mx.MulA8Buf(yb, xb, batch)
+				} else if err = mx.QuantizeBuf(qb, sb, xb, batch); err == nil {
+					err = mx.MulI8Buf(yb, qb, sb, batch)
+				}
+				if err == nil {
+					err = yb.Read(0, f32Bytes(got))
+				}
+				if err != nil {
+					t.Fatalf("%s %s batch %d: %v", m.Name(), how, batch, err)
+				}
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s %s batch %d: y[%d] = %v, MulA8 %v", m.Name(), how, batch, i, got[i], want[i])
+					}
+				}
+			}
+		}
+		if m == ms[0] { // a NaN: reported by the next Wait, once
+			bad := append([]float32(nil), x[:cols]...)
+			bad[5] = float32(math.NaN())
+			nb := newBuf(4 * cols)
+			if err := nb.Write(0, f32Bytes(bad)); err != nil {
+				t.Fatal(err)
+			}
+			if err := mx.MulA8Buf(yb, nb, 1); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Wait(); !errors.Is(err, errNonFinite) {
+				t.Fatalf("Wait after a NaN: %v, want %v", err, errNonFinite)
+			}
+			if err := b.Wait(); err != nil {
+				t.Fatalf("second Wait: %v", err)
+			}
+			nb.Close()
+			if err := mx.MulA8Buf(yb, nb, 1); err == nil {
+				t.Fatal("a closed buffer was accepted")
+			}
+		}
+		if err := mx.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Element-wise operations.
+	const n = 1000
+	g, u := synth.Vector(n, 7), synth.Vector(n, 8)
+	gb, ub, db := newBuf(4*n), newBuf(4*n), newBuf(4*n)
+	if err := gb.Write(0, f32Bytes(g)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ub.Write(0, f32Bytes(u)); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, n)
+	for _, op := range []string{"swiglu", "add", "scale"} {
+		switch op {
+		case "swiglu":
+			err = b.SwiGLU(db, gb, ub, n)
+		case "add":
+			err = b.Add(db, gb, ub, n)
+		default:
+			err = b.Scale(db, gb, 0.375, n)
+		}
+		if err == nil {
+			err = db.Read(0, f32Bytes(got))
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", op, err)
+		}
+		for i := range got {
+			var want float64
+			switch op {
+			case "swiglu":
+				want = float64(g[i]) / (1 + math.Exp(-float64(g[i]))) * float64(u[i])
+			case "add":
+				want = float64(g[i] + u[i])
+			default:
+				want = float64(0.375 * g[i])
+			}
+			if d := math.Abs(float64(got[i]) - want); d > 8*math.Abs(want)*0x1p-24 {
+				t.Fatalf("%s: element %d = %v, want %v", op, i, got[i], want)
+			}
+		}
+	}
+
+	// A buffer of another backend.
+	other := backend(t)
+	ob, err := other.NewBuf(4 * n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	if err := b.Add(db, gb, ob, n); err == nil {
+		t.Fatal("a buffer of another backend was accepted")
+	}
+	if _, err := b.NewBuf(b.x.dev.info.GlobalMem + 1); err == nil {
+		t.Fatal("a buffer larger than the device was allocated")
+	}
+}
