@@ -561,28 +561,35 @@ func (mx *Matrix) mmaInputs(xf []float32, batch int) (bool, error) {
 	}
 	pc := mx.geo.PCols
 	groups := (batch + mmaBatch - 1) / mmaBatch
-	var xr []layout.FP16
+	h := &b.mmaHost
+	h.xp = gpuhost.Grow(h.xp, 8*pc)
+	h.xr = gpuhost.Grow(h.xr, groups*8*pc)
+	h.inv = gpuhost.Grow(h.inv, groups*mmaBatch)
+	clear(h.inv)
+	xr, inv := h.xr, h.inv
 	var xsum []float32
-	inv := make([]float32, groups*mmaBatch)
+	if mx.kn != 0 {
+		h.xsum = gpuhost.Grow(h.xsum, groups*8*pc/128)
+		xsum = h.xsum
+	} else {
+		h.xsum = gpuhost.Grow(h.xsum, 1)
+		h.xsum[0] = 0
+	}
 	for g := 0; g < groups; g++ {
 		nb := min(mmaBatch, batch-g*mmaBatch)
-		xp, iv, ok := gpuhost.SplitHiLo(xf[g*mmaBatch*pc:], nb, pc, 8)
-		if !ok {
+		if !gpuhost.SplitHiLoInto(h.xp, inv[g*mmaBatch:], xf[g*mmaBatch*pc:], nb, pc, 8) {
 			return false, nil
 		}
-		r, sums, err := gpuhost.MMAOrder(mx.kn, xp, 2*nb, pc, 8)
-		if err != nil {
+		var sums []float32
+		if xsum != nil {
+			sums = xsum[g*8*pc/128 : (g+1)*8*pc/128]
+		}
+		if err := gpuhost.MMAOrderInto(xr[g*8*pc:(g+1)*8*pc], sums, mx.kn, h.xp, 2*nb, pc, 8); err != nil {
 			return false, err
 		}
-		if len(r) != 8*pc || sums != nil && len(sums) != 8*pc/128 {
-			return false, fmt.Errorf("opencl: tensor-core inputs: %d values and %d sums for %d columns", len(r), len(sums), pc)
-		}
-		xr = append(xr, r...)
-		xsum = append(xsum, sums...)
-		copy(inv[g*mmaBatch:], iv)
 	}
 	if xsum == nil {
-		xsum = []float32{0}
+		xsum = h.xsum
 	}
 	if err := put(b, &b.xh, xr); err != nil {
 		return false, err
@@ -667,8 +674,35 @@ func (mx *Matrix) launchMMA(batch int, ev bool) (*event, error) {
 // matrix (mmaWarps) and its warp count. b.mu is held.
 func (mx *Matrix) tcKernel(name string, batch int) (*kernel, int, error) {
 	mw, _ := mx.mmaWarps(name, batch)
-	k, _, err := mx.b.kernel(fmt.Sprintf("%s_%d", name, mw), batch)
+	k, _, err := mx.b.kernel(tcName(name, mw), batch)
 	return k, mw, err
+}
+
+// tcNames holds the tensor-core kernels' instance names ("<name>_<mw>"),
+// so that a multiply formats none.
+var (
+	tcNamesMu sync.RWMutex
+	tcNames   = map[tcKey]string{}
+)
+
+type tcKey struct {
+	name string
+	mw   int
+}
+
+// tcName returns name + "_" + mw.
+func tcName(name string, mw int) string {
+	key := tcKey{name, mw}
+	tcNamesMu.RLock()
+	s, ok := tcNames[key]
+	tcNamesMu.RUnlock()
+	if !ok {
+		s = fmt.Sprintf("%s_%d", name, mw)
+		tcNamesMu.Lock()
+		tcNames[key] = s
+		tcNamesMu.Unlock()
+	}
+	return s
 }
 
 // tcLaunch enqueues a tensor-core kernel: one work-group of mw warps per
@@ -685,7 +719,7 @@ func (b *Backend) tcBuilt(name string, batch int) bool {
 	if !b.mmaOn() {
 		return false
 	}
-	_, _, err := b.kernel(name+"_8", batch)
+	_, _, err := b.kernel(tcName(name, 8), batch)
 	return err == nil && b.mma
 }
 
@@ -719,7 +753,11 @@ func (mx *Matrix) a8MMAInputs(xq []int8, xs []float32, batch int) error {
 		return nil
 	}
 	pc := mx.geo.PCols
-	xr, sx := a8MMAOrder(xq, batch, pc)
+	h := &b.mmaHost
+	h.q = gpuhost.Grow(h.q, 8*pc)
+	h.sx = gpuhost.Grow(h.sx, batch*pc/128)
+	xr, sx := h.q, h.sx
+	a8MMAOrder(xr, sx, xq, batch, pc)
 	if err := put(b, &b.xq, xr); err != nil {
 		return err
 	}
@@ -739,11 +777,11 @@ func (mx *Matrix) a8MMAInputs(xq []int8, xs []float32, batch int) error {
 // v and lane column t eight bytes: the block's planes (3, 1, 2, 0 or
 // 7, 5, 6, 4) at word columns 8t+2s, then 8t+2s+1. It also returns the
 // int32 sum of every vector's 128-column blocks.
-func a8MMAOrder(xq []int8, batch, pc int) ([]int8, []int32) {
+func a8MMAOrder(out []int8, sx []int32, xq []int8, batch, pc int) {
 	planes := [2][4]int{{3, 1, 2, 0}, {7, 5, 6, 4}}
-	out := make([]int8, 8*pc)
 	nblk := pc / 128
-	sx := make([]int32, batch*nblk)
+	clear(out[:8*pc])
+	clear(sx[:batch*nblk])
 	for v := 0; v < batch; v++ {
 		x := xq[v*pc : (v+1)*pc]
 		for c, q := range x {
@@ -763,7 +801,6 @@ func a8MMAOrder(xq []int8, batch, pc int) ([]int8, []int32) {
 			}
 		}
 	}
-	return out, sx
 }
 
 // launchA8MMA enqueues bits4_a8m on the activations a8MMAInputs put on

@@ -18,6 +18,7 @@ import (
 	"unicode"
 
 	"github.com/qgemv/qgemv/internal/gpuhost"
+	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/ggml"
 )
 
@@ -103,9 +104,15 @@ type Backend struct {
 	bufProg            *progSet
 	status, devQ, devS *buffer
 	devOrd, devSx      *buffer
-	statusWord         *int32 // Wait's copy of status (its own object: cgo checks all of one passed to C)
-	bufQuant           bool   // the buffer program quantizes exactly
-	tilings            struct {
+	statusWord         *int32   // Wait's copy of status (its own object: cgo checks all of one passed to C)
+	bufQuant           bool     // the buffer program quantizes exactly
+	mmaHost            struct { // host memory of the tensor-core kernels' inputs
+		xp, xr    []layout.FP16
+		xsum, inv []float32
+		q         []int8
+		sx        []int32
+	}
+	tilings struct {
 		opts string
 		t    map[int]tile
 	}

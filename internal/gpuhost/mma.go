@@ -35,14 +35,28 @@ import (
 // which the kernels need for the zero points; for Q4G128 the zeros are
 // subtracted inside the fragments and xsum is nil.
 func MMAOrder(n int, xp []layout.FP16, batch, pc, nv int) (xr []layout.FP16, xsum []float32, err error) {
-	if pc%128 != 0 || batch > nv || len(xp) != nv*pc {
-		return nil, nil, fmt.Errorf("gpuhost: MMAOrder: %d columns, batch %d, %d vectors, %d values: want PCols a multiple of the chunk and nv*PCols values", pc, batch, nv, len(xp))
+	xr = make([]layout.FP16, len(xp))
+	if n != 0 && pc%128 == 0 {
+		xsum = make([]float32, nv*(pc/128))
+	}
+	if err := MMAOrderInto(xr, xsum, n, xp, batch, pc, nv); err != nil {
+		return nil, nil, err
+	}
+	return xr, xsum, nil
+}
+
+// MMAOrderInto is MMAOrder into xr (nv*pc values) and, for Bits, xsum
+// (nv*pc/128 values; nil for Q4G128), which it overwrites.
+func MMAOrderInto(xr []layout.FP16, xsum []float32, n int, xp []layout.FP16, batch, pc, nv int) error {
+	if pc%128 != 0 || batch > nv || len(xp) != nv*pc || len(xr) != nv*pc || n != 0 && len(xsum) != nv*(pc/128) {
+		return fmt.Errorf("gpuhost: MMAOrder: %d columns, batch %d, %d vectors, %d values into %d and %d: want PCols a multiple of the chunk and nv*PCols values",
+			pc, batch, nv, len(xp), len(xr), len(xsum))
 	}
 	idx, err := mmaIndex(n, pc)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	xr = make([]layout.FP16, len(xp))
+	clear(xr)
 	for v := 0; v < batch; v++ {
 		src := xp[v*pc : (v+1)*pc]
 		for p, c := range idx {
@@ -51,15 +65,15 @@ func MMAOrder(n int, xp []layout.FP16, batch, pc, nv int) (xr []layout.FP16, xsu
 		}
 	}
 	if n == 0 {
-		return xr, nil, nil
+		return nil
 	}
-	xsum = make([]float32, nv*(pc/128))
+	clear(xsum)
 	for v := 0; v < batch; v++ {
 		for c, h := range xp[v*pc : (v+1)*pc] {
 			xsum[v*(pc/128)+c/128] += h.Float32()
 		}
 	}
-	return xr, xsum, nil
+	return nil
 }
 
 // MMAIndex returns the MMA order of one vector: position u*16 + k (16
@@ -166,14 +180,26 @@ func SplitHiLo(x []float32, batch, pc, nv int) (xp []layout.FP16, inv []float32,
 	if 2*batch > nv || len(x) < batch*pc {
 		return nil, nil, false
 	}
-	xp = make([]layout.FP16, nv*pc)
-	inv = make([]float32, batch)
+	xp, inv = make([]layout.FP16, nv*pc), make([]float32, batch)
+	if !SplitHiLoInto(xp, inv, x, batch, pc, nv) {
+		return nil, nil, false
+	}
+	return xp, inv, true
+}
+
+// SplitHiLoInto is SplitHiLo into xp (nv*pc values, overwritten) and inv
+// (batch values).
+func SplitHiLoInto(xp []layout.FP16, inv []float32, x []float32, batch, pc, nv int) (ok bool) {
+	if 2*batch > nv || len(x) < batch*pc || len(xp) != nv*pc || len(inv) < batch {
+		return false
+	}
+	clear(xp[2*batch*pc:])
 	for v := 0; v < batch; v++ {
 		src := x[v*pc : (v+1)*pc]
 		m := float32(0)
 		for _, f := range src {
 			if f != f || math.IsInf(float64(f), 0) {
-				return nil, nil, false
+				return false
 			}
 			m = max(m, abs32(f))
 		}
@@ -185,7 +211,7 @@ func SplitHiLo(x []float32, batch, pc, nv int) (xp []layout.FP16, inv []float32,
 		if sh < -100 || sh > 100 {
 			// Beyond what one power-of-two scaling handles here (max|x|
 			// below about 2^-85 or from 2^116): the float32 kernels run.
-			return nil, nil, false
+			return false
 		}
 		sigma := float32(math.Ldexp(1, sh))
 		inv[v] = float32(math.Ldexp(1, -sh))
@@ -197,7 +223,7 @@ func SplitHiLo(x []float32, batch, pc, nv int) (xp []layout.FP16, inv []float32,
 			lo[c] = layout.ToFP16(s - h.Float32())
 		}
 	}
-	return xp, inv, true
+	return true
 }
 
 func abs32(f float32) float32 { return math.Float32frombits(math.Float32bits(f) &^ (1 << 31)) }
