@@ -106,10 +106,13 @@ type clBackend struct {
 }
 
 // The OpenCL backend keeps buffers in device memory; its Q4G128, Bits and
-// Sparse12 matrices multiply them there with int8 activations.
+// Sparse12 matrices multiply them there with int8 activations, its int8
+// and ANS matrices with int8 vectors.
 var (
 	_ Device       = clBackend{}
 	_ DeviceMatrix = (*opencl.Matrix)(nil)
+	_ DeviceMatrix = (*opencl.Int8Matrix)(nil)
+	_ DeviceMatrix = (*opencl.ANSMatrix)(nil)
 )
 
 func (c clBackend) Name() string { return c.name }

@@ -30,6 +30,7 @@ type ANSMatrix struct {
 	bytes      int64
 
 	words, offs, esc, escOffs, table *buffer
+	devStatus                        *buffer // status words of multiplies on device buffers (buffers.go)
 }
 
 // upload copies p into a new read-only buffer. b.mu is held.
@@ -88,7 +89,7 @@ func (b *Backend) LoadANS(m *ans.Matrix) (*ANSMatrix, error) {
 }
 
 func (mx *ANSMatrix) free() {
-	for _, bf := range []*buffer{mx.words, mx.offs, mx.esc, mx.escOffs, mx.table} {
+	for _, bf := range []*buffer{mx.words, mx.offs, mx.esc, mx.escOffs, mx.table, mx.devStatus} {
 		bf.release()
 	}
 }

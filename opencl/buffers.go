@@ -153,6 +153,9 @@ func (b *Backend) Wait() error {
 	if err := b.x.finish(); err != nil {
 		return err
 	}
+	if err := b.checkPending(); err != nil {
+		return err
+	}
 	if b.status == nil {
 		return nil
 	}
@@ -241,10 +244,97 @@ func (b *Backend) Scale(dst, x devbuf.Buf, s float32, n int) error {
 	return b.elementwise("scale", "scale_f32", n, dst, x, nil, s)
 }
 
-// Requantize has no OpenCL kernel: devbuf.ErrNoDevicePath.
+// Requantize queues dst[i] = layout.Requantize's int8 of alpha * src[i]
+// (ans_requant, the MatVANS chain's step: bit-exact), i < n.
 func (b *Backend) Requantize(dst, src devbuf.Buf, alpha float32, n int) error {
-	return devbuf.ErrNoDevicePath
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	bd, bs, _, err := b.bufs3("requantize", dst, src, nil)
+	if err != nil {
+		return err
+	}
+	k, wg, err := b.srcKernel("ans", ansSource, "ans_requant", 1, 256)
+	if err != nil {
+		return err
+	}
+	if err := k.setArgs(mem(bs), mem(bd), i32(n), f32(alpha)); err != nil {
+		return err
+	}
+	_, err = b.x.launch(k, (n+wg-1)/wg*wg, wg, false)
+	return err
 }
+
+// mulI32Buf queues y = W v for one vector of an int8 chain matrix (b.mu
+// taken here). An ANS matrix's status words go to its own buffer, which
+// the next Wait checks: a corrupt stream is that Wait's error.
+func mulI32Buf(mx ChainMat, dst, x devbuf.Buf, batch int) error {
+	if batch != 1 {
+		return devbuf.ErrNoDevicePath // the chain kernels take one vector
+	}
+	b := mx.backend()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || mx.isClosed() {
+		return ErrClosed
+	}
+	by, bx, _, err := b.bufs3("mul int32", dst, x, nil)
+	if err != nil {
+		return err
+	}
+	var st *buffer
+	if ns := mx.statusLen(); ns > 0 {
+		a := mx.(*ANSMatrix)
+		if a.devStatus == nil {
+			if a.devStatus, err = b.x.newBuffer(4*ns, false, false); err != nil {
+				return err
+			}
+		}
+		if err := b.x.zero(a.devStatus, 4*ns); err != nil {
+			return err
+		}
+		st = a.devStatus
+		if len(b.pending) == 0 || b.pending[len(b.pending)-1] != a {
+			b.pending = append(b.pending, a)
+		}
+	}
+	_, err = mx.enqueue(bx, by, st, false)
+	return err
+}
+
+// checkPending reads the status words of the ANS multiplies queued since
+// the last check and returns the first corrupt unit's error (b.mu held,
+// the queue finished). A matrix multiplied twice is checked once: a
+// corrupt stream stays corrupt.
+func (b *Backend) checkPending() error {
+	var first error
+	for i, a := range b.pending {
+		if first == nil && !a.isClosed() && a.devStatus != nil {
+			first = b.checkStatus(a.devStatus, a.statusLen(), a.Kernel())
+		}
+		b.pending[i] = nil
+	}
+	b.pending = b.pending[:0]
+	return first
+}
+
+// MulI32Buf multiplies one int8 vector exactly on the device (int8_gemv).
+func (mx *Int8Matrix) MulI32Buf(dst, x devbuf.Buf, batch int) error {
+	return mulI32Buf(mx, dst, x, batch)
+}
+
+// MulI32Buf multiplies one int8 vector exactly on the device (ans_mul).
+func (mx *ANSMatrix) MulI32Buf(dst, x devbuf.Buf, batch int) error {
+	return mulI32Buf(mx, dst, x, batch)
+}
+
+// The int8 formats take no float or quantized activations.
+func (int8Only) MulF16Buf(dst, x devbuf.Buf, batch int) error      { return devbuf.ErrNoDevicePath }
+func (int8Only) MulA8Buf(dst, x devbuf.Buf, batch int) error       { return devbuf.ErrNoDevicePath }
+func (int8Only) QuantizeBuf(xq, xs, x devbuf.Buf, batch int) error { return devbuf.ErrNoDevicePath }
+func (int8Only) MulI8Buf(dst, xq, xs devbuf.Buf, batch int) error  { return devbuf.ErrNoDevicePath }
 
 // devA8 reports whether the matrix multiplies int8 activations on the
 // device: not codebooks (no A8), entropy-coded Bits (decoded per

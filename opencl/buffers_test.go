@@ -6,11 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	mrand "math/rand"
+	"slices"
 	"testing"
 	"unsafe"
 
+	"github.com/qgemv/qgemv/internal/devbuf"
 	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/ans"
 )
 
 func f32Bytes(s []float32) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), 4*len(s)) }
@@ -182,5 +186,99 @@ func deviceBuffers(t *testing.T, b *Backend) {
 	}
 	if _, err := b.NewBuf(b.x.dev.info.GlobalMem + 1); err == nil {
 		t.Fatal("a buffer larger than the device was allocated")
+	}
+}
+
+// TestDeviceBuffersANS: MulI32Buf of an ANS and an int8 matrix equals
+// Mul; a damaged stream is reported by the next Wait (once), wrapping
+// ans.ErrCorrupt; Requantize equals layout.Requantize.
+func TestDeviceBuffersANS(t *testing.T) {
+	b := backend(t)
+	rng := mrand.New(mrand.NewSource(11))
+	const rows, cols = 64, 512
+	w := randInt8(rng, rows*cols, 30)
+	enc, err := ans.Encode(w, rows, cols, ans.WarpRows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	am, err := b.LoadANS(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer am.Close()
+	im, err := b.LoadInt8(w, rows, cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	v := randInt8(rng, cols, 50)
+	want := make([]int32, rows)
+	if err := im.Mul(v, want); err != nil {
+		t.Fatal(err)
+	}
+	vb, err := b.NewBuf(cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	yb, err := b.NewBuf(4 * rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := vb.Write(0, unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), cols)); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]int32, rows)
+	gotBytes := unsafe.Slice((*byte)(unsafe.Pointer(&got[0])), 4*rows)
+	for _, m := range []interface {
+		MulI32Buf(dst, x devbuf.Buf, batch int) error
+	}{am, im} {
+		clear(got)
+		if err := m.MulI32Buf(yb, vb, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := yb.Read(0, gotBytes); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%T: MulI32Buf differs from Mul", m)
+		}
+	}
+	// Requantize.
+	qb, err := b.NewBuf(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Requantize(qb, yb, 0.0123, rows); err != nil {
+		t.Fatal(err)
+	}
+	q := make([]int8, rows)
+	if err := qb.Read(0, unsafe.Slice((*byte)(unsafe.Pointer(&q[0])), rows)); err != nil {
+		t.Fatal(err)
+	}
+	wantQ := make([]int8, rows)
+	layout.Requantize(wantQ, want, 0.0123)
+	if !slices.Equal(q, wantQ) {
+		t.Fatalf("Requantize: %v, want %v", q, wantQ)
+	}
+	// A damaged stream: the next Wait reports it, the one after does not.
+	bad := *enc
+	bad.Words = append([]uint32(nil), enc.Words...)
+	bad.Words[bad.Offsets[2]+64] ^= 0x00ff00ff
+	if _, err := bad.Decode(); err == nil {
+		t.Fatal("the reference decodes the damaged matrix; the case tests nothing")
+	}
+	bm, err := b.LoadANS(&bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bm.Close()
+	if err := bm.MulI32Buf(yb, vb, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Wait(); !errors.Is(err, ans.ErrCorrupt) {
+		t.Fatalf("Wait after a damaged stream: %v, want ans.ErrCorrupt", err)
+	}
+	if err := b.Wait(); err != nil {
+		t.Fatalf("second Wait: %v", err)
 	}
 }

@@ -104,9 +104,10 @@ type Backend struct {
 	bufProg            *progSet
 	status, devQ, devS *buffer
 	devOrd, devSx      *buffer
-	statusWord         *int32   // Wait's copy of status (its own object: cgo checks all of one passed to C)
-	bufQuant           bool     // the buffer program quantizes exactly
-	mmaHost            struct { // host memory of the tensor-core kernels' inputs
+	statusWord         *int32       // Wait's copy of status (its own object: cgo checks all of one passed to C)
+	bufQuant           bool         // the buffer program quantizes exactly
+	pending            []*ANSMatrix // ANS multiplies on buffers whose status Wait checks
+	mmaHost            struct {     // host memory of the tensor-core kernels' inputs
 		xp, xr    []layout.FP16
 		xsum, inv []float32
 		q         []int8
