@@ -121,6 +121,7 @@ func bufferAllocs(t *testing.T, backend string) {
 	host := make([]float32, 512)
 	for what, f := range map[string]func() error{
 		"MulBuffer A8":             func() error { return mat.MulBuffer(y, x, 1, qgemv.A8) },
+		"MulBuffer A16":            func() error { return mat.MulBuffer(y, x, 1, qgemv.A16) },
 		"QuantizeBuffer":           func() error { return mat.QuantizeBuffer(xq, xs, x, 1) },
 		"QuantizeBuffer act-order": func() error { return aoMat.QuantizeBuffer(xq, xs, x, 1) },
 		"MulBuffer A8 act-order":   func() error { return aoMat.MulBuffer(y, x, 1, qgemv.A8) },

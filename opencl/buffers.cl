@@ -97,3 +97,63 @@ __kernel void scale_f32(__global float *d, __global const float *a, float s, int
 	int i = get_global_id(0);
 	if (i < n) d[i] = s * a[i];
 }
+
+// rh rounds a float32 activation to binary16 (to nearest even) and back.
+inline float rh(float f) {
+	ushort h; // binary16 bits (half values need cl_khr_fp16; pointers to half do not)
+	vstore_half_rte(f, 0, (half *)&h);
+	return vload_half(0, (const half *)&h);
+}
+
+// src returns stored column c of vector v, rounded to binary16: the source
+// column nat[c] of x, 0 for padding (nat[c] < 0).
+inline float src(__global const float *x, __global const int *nat, int v, int cols, int c) {
+	int s = nat[c];
+	return s >= 0 ? rh(x[(long)v * cols + s]) : 0.0f;
+}
+
+// f16_gather writes the float kernels' activations: out[v*pc + p] =
+// vector v's stored column p rounded to binary16 (n = batch*pc).
+__kernel void f16_gather(__global const float *x, __global const int *nat, __global float *out, int cols, int pc, int n) {
+	int i = get_global_id(0);
+	if (i >= n) return;
+	int v = i / pc, p = i - v * pc;
+	out[i] = src(x, nat, v, cols, p);
+}
+
+// f16_tiled writes the tiled float kernels' activations and unit sums
+// from binary16-rounded values, as the host's reorder does (gemv.cl,
+// "tiled kernels"): one work-item per vector and unit of 32 columns, nc
+// chunks of 32 units per vector (units past nu written as zeros).
+__kernel void f16_tiled(__global const float *x, __global const int *nat, __global float *out, __global float *sums,
+                        int cols, int pc, int nu, int nc, int q4, int n) {
+	int i = get_global_id(0);
+	if (i >= n) return;
+	int v = i / (nc * 32), u = i - v * (nc * 32);
+	int base = ((v * nc + u / 32) * 8 * 32 + u % 32) * 4;
+	const float nib[4] = {1.0f, 1.0f / 16, 1.0f / 256, 1.0f / 4096};
+	float s0 = 0, s1 = 0;
+	for (int j = 0; j < 8; j++) {
+		for (int e = 0; e < 4; e++) {
+			float f = 0, sc;
+			int c;
+			if (q4) {
+				c = 32 * u + 4 * j + e;
+				sc = nib[e];
+			} else {
+				c = (u / 8) * 256 + 32 * j + 4 * (u % 8) + e;
+				sc = nib[3 - j % 4];
+			}
+			if (u < nu) f = src(x, nat, v, cols, c);
+			out[base + j * 32 * 4 + e] = f * sc;
+			if (j < 4) s0 += f; else s1 += f;
+		}
+	}
+	if (u >= nu) return;
+	if (q4) {
+		sums[v * nu + u] = s0 + s1;
+	} else {
+		sums[2 * (v * nu + u)] = s0;
+		sums[2 * (v * nu + u) + 1] = s1;
+	}
+}

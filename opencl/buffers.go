@@ -14,11 +14,12 @@ import (
 
 // Device-resident buffers (the dispatch.Device and DeviceMatrix
 // interfaces): vectors in device memory, operations queued on the
-// backend's in-order queue in call order. The int8 multiplies of Q4G128,
-// Bits and Sparse12 matrices run on the device (quantization included,
-// bit-exact with layout.QuantizeA8); float multiplies and the formats
-// without those kernels return devbuf.ErrNoDevicePath and the caller
-// runs them on the host between a read and a write.
+// backend's in-order queue in call order. The int8 and binary16
+// multiplies of Q4G128, Bits and Sparse12 matrices run on the device
+// (quantization included, bit-exact with layout.QuantizeA8), and so do
+// the int8 and ANS matrices' exact multiplies and the element-wise
+// operations; the rest returns devbuf.ErrNoDevicePath and the caller runs
+// it on the host between a read and a write.
 
 //go:embed buffers.cl
 var buffersSource string
@@ -553,8 +554,86 @@ func (mx *Matrix) mulI8(y, xq, xs *buffer, batch int) error {
 	return err
 }
 
-// MulF16Buf has no device path yet: devbuf.ErrNoDevicePath.
-func (mx *Matrix) MulF16Buf(dst, x devbuf.Buf, batch int) error { return devbuf.ErrNoDevicePath }
+// MulF16Buf multiplies float32 activations rounded to binary16 (to
+// nearest even): MulF16 of the rounded values, within the float bound
+// (the tiled kernels' unit sums are added in float32 on the device, in
+// float64 on the host). The rounding, gather and the tiled kernels'
+// order run on the device; so do the CUDA-core float kernels, also where
+// the host path would run tensor cores. Codebooks and entropy-coded Bits
+// return devbuf.ErrNoDevicePath.
+func (mx *Matrix) MulF16Buf(dst, x devbuf.Buf, batch int) error {
+	if err := mx.checkOpen(); err != nil {
+		return err
+	}
+	if mx.cb != nil || mx.coded != nil {
+		return devbuf.ErrNoDevicePath
+	}
+	b := mx.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	by, bx, _, err := b.bufs3("mul", dst, x, nil)
+	if err != nil {
+		return err
+	}
+	if err := mx.devTables(); err != nil {
+		return err
+	}
+	pc, cols := mx.geo.PCols, mx.geo.Cols
+	xsum := b.xsum
+	var k *kernel
+	if mx.tiled != 0 {
+		nu := pc / 32
+		nc := (nu + 31) / 32
+		per := 1
+		if mx.tiled != tiledQ4 {
+			per = 2
+		}
+		if _, err := b.ensure(&b.devF, 4*batch*nc*1024, false); err != nil {
+			return err
+		}
+		if _, err := b.ensure(&b.devFsum, 4*batch*nu*per, false); err != nil {
+			return err
+		}
+		if k, _, err = b.bufKernel("f16_tiled"); err != nil {
+			return err
+		}
+		q4 := 0
+		if mx.tiled == tiledQ4 {
+			q4 = 1
+		}
+		n := batch * nc * 32
+		if err := k.setArgs(mem(bx), mem(mx.nat), mem(b.devF), mem(b.devFsum), i32(cols), i32(pc), i32(nu), i32(nc), i32(q4), i32(n)); err != nil {
+			return err
+		}
+		if _, err := b.x.launch(k, (n+63)/64*64, 64, false); err != nil {
+			return err
+		}
+		xsum = b.devFsum
+	} else {
+		if _, err := b.ensure(&b.devF, 4*batch*pc, false); err != nil {
+			return err
+		}
+		if k, _, err = b.bufKernel("f16_gather"); err != nil {
+			return err
+		}
+		n := batch * pc
+		if err := k.setArgs(mem(bx), mem(mx.nat), mem(b.devF), i32(cols), i32(pc), i32(n)); err != nil {
+			return err
+		}
+		if _, err := b.x.launch(k, (n+63)/64*64, 64, false); err != nil {
+			return err
+		}
+	}
+	savedF, savedSum, savedY := b.xf, b.xsum, b.y
+	b.xf, b.xsum, b.y = b.devF, xsum, by
+	b.xmma, b.x8mma = false, false
+	_, err = mx.launch(true, batch, false)
+	b.xf, b.xsum, b.y = savedF, savedSum, savedY
+	return err
+}
 
 // MulI32Buf: Q4G128, Bits and Sparse12 have scales (int32 products are
 // for the int8 formats).

@@ -21,7 +21,8 @@ func f32Bytes(s []float32) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(&
 
 // TestDeviceBuffers: on device buffers, MulA8Buf and QuantizeBuf +
 // MulI8Buf give MulA8's bits (Q4G128, Bits4G128 act-order, Sparse12G128;
-// batch 1, 3 and 16), SwiGLU, Add and Scale the host formulas, a NaN is
+// batch 1, 3 and 16), MulF16Buf MulF16's result on the rounded values
+// within 1e-5 of its largest, SwiGLU, Add and Scale the host formulas, a NaN is
 // reported once by the next Wait, and foreign or closed buffers are
 // errors. It runs twice: with the device's own buffer kind and with
 // buffers that are never mapped (copies through clEnqueueRead/Write, as
@@ -103,6 +104,32 @@ func deviceBuffers(t *testing.T, b *Backend) {
 					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 						t.Fatalf("%s %s batch %d: y[%d] = %v, MulA8 %v", m.Name(), how, batch, i, got[i], want[i])
 					}
+				}
+			}
+		}
+		for _, batch := range []int{1, 3, 16} { // binary16: MulF16 of the rounded values
+			xh := make([]layout.FP16, batch*cols)
+			for i := range xh {
+				xh[i] = layout.ToFP16(x[i])
+			}
+			want := make([]float32, batch*rows)
+			if err := mx.MulF16(want, xh, batch); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]float32, batch*rows)
+			if err := mx.MulF16Buf(yb, xb, batch); err != nil {
+				t.Fatal(err)
+			}
+			if err := yb.Read(0, f32Bytes(got)); err != nil {
+				t.Fatal(err)
+			}
+			var big float64
+			for _, w := range want {
+				big = max(big, math.Abs(float64(w)))
+			}
+			for i := range got {
+				if d := math.Abs(float64(got[i] - want[i])); !(d <= 1e-5*big) {
+					t.Fatalf("%s MulF16Buf batch %d: y[%d] = %v, MulF16 %v", m.Name(), batch, i, got[i], want[i])
 				}
 			}
 		}

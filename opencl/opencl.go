@@ -104,6 +104,7 @@ type Backend struct {
 	bufProg            *progSet
 	status, devQ, devS *buffer
 	devOrd, devSx      *buffer
+	devF, devFsum      *buffer      // float activations and unit sums (MulF16Buf)
 	statusWord         *int32       // Wait's copy of status (its own object: cgo checks all of one passed to C)
 	bufQuant           bool         // the buffer program quantizes exactly
 	pending            []*ANSMatrix // ANS multiplies on buffers whose status Wait checks
@@ -261,7 +262,7 @@ func (b *Backend) Close() error {
 	}
 	b.progs, b.progByKey, b.ggmlProgs, b.bufProg = nil, nil, nil, nil
 	for _, p := range []**buffer{&b.xf, &b.xq, &b.xs, &b.y, &b.xsum, &b.sx, &b.xh, &b.xinv, &b.cbTab, &b.cbWS, &b.ansV, &b.ansY, &b.ansSt, &b.ansBitsW,
-		&b.status, &b.devQ, &b.devS, &b.devOrd, &b.devSx} {
+		&b.status, &b.devQ, &b.devS, &b.devOrd, &b.devSx, &b.devF, &b.devFsum} {
 		(*p).release()
 		*p = nil
 	}
