@@ -737,7 +737,7 @@ func (e *Engine) Requantize(dst, src *Buffer, alpha float32) error {
 // exceed the device's cache), with activation act and batch, the
 // activations uploaded once. It is what the API's multiplies are
 // measured against (qgemv bench prints both). Backends that do not time
-// kernels alone (the CPU, OpenCL) return an error.
+// kernels alone (the CPU) return an error.
 func (e *Engine) KernelTime(mats []*Matrix, act Activation, batch, iters int) (time.Duration, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()

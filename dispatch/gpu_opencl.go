@@ -110,6 +110,7 @@ type clBackend struct {
 // and ANS matrices with int8 vectors.
 var (
 	_ Device       = clBackend{}
+	_ KernelTimer  = clBackend{}
 	_ DeviceMatrix = (*opencl.Matrix)(nil)
 	_ DeviceMatrix = (*opencl.Int8Matrix)(nil)
 	_ DeviceMatrix = (*opencl.ANSMatrix)(nil)
@@ -172,4 +173,16 @@ func preferOpenCL(opts Options) (bool, string) {
 		Open:   func() (Backend, error) { return openOpenCL("opencl:"+strconv.Itoa(i), opts) },
 		CPU:    cpuReference(opts),
 	}.preferred()
+}
+
+// KernelTime times the multiply kernels alone (opencl.TimeGEMV).
+func (c clBackend) KernelTime(mats []Matrix, act string, batch, iters int) (float64, error) {
+	cm := make([]*opencl.Matrix, len(mats))
+	for i, m := range mats {
+		var ok bool
+		if cm[i], ok = m.(*opencl.Matrix); !ok {
+			return 0, fmt.Errorf("dispatch: %s: kernel time: matrix %d has no timed kernels: %w", c.name, i, ErrFormatNotImplemented)
+		}
+	}
+	return opencl.TimeGEMV(cm, act, batch, iters)
 }

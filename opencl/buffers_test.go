@@ -309,3 +309,64 @@ func TestDeviceBuffersANS(t *testing.T) {
 		t.Fatalf("second Wait: %v", err)
 	}
 }
+
+// TestTimeGEMV: the kernels' own time is positive and finite for every
+// activation, rotating over two matrices; mismatched matrices, a bad
+// activation and codebooks are errors.
+func TestTimeGEMV(t *testing.T) {
+	b := backend(t)
+	var mats []*Matrix
+	for seed := uint64(1); seed <= 2; seed++ {
+		m, err := synth.Named("q4g128", 256, 1024, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mx, err := b.Load(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mx.Close()
+		mats = append(mats, mx)
+	}
+	for _, act := range []string{"A32", "A16", "A8"} {
+		for _, batch := range []int{1, 5} {
+			s, err := TimeGEMV(mats, act, batch, 4)
+			if err != nil {
+				t.Fatalf("%s batch %d: %v", act, batch, err)
+			}
+			if !(s > 0 && s < 10) {
+				t.Fatalf("%s batch %d: %v s per multiply", act, batch, s)
+			}
+		}
+	}
+	other, err := synth.Named("bits4g128", 256, 1024, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	om, err := b.Load(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer om.Close()
+	if _, err := TimeGEMV([]*Matrix{mats[0], om}, "A8", 1, 2); err == nil {
+		t.Error("matrices of two formats were timed together")
+	}
+	if _, err := TimeGEMV(mats, "A4", 1, 2); err == nil {
+		t.Error("activation A4 was accepted")
+	}
+	if _, err := TimeGEMV(mats, "A8", 17, 2); !errors.Is(err, ErrBatch) {
+		t.Errorf("batch 17: %v, want ErrBatch", err)
+	}
+	cb, err := synth.Named("cb-m1v4b8g128", 256, 1024, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := b.Load(cb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cm.Close()
+	if _, err := TimeGEMV([]*Matrix{cm}, "A32", 1, 2); err == nil {
+		t.Error("a codebook matrix was timed")
+	}
+}

@@ -397,10 +397,25 @@ func (mx *Matrix) run(dst, xf []float32, xq []int8, xs []float32, batch int) err
 		mx.w = w // the kernels read the decoded words; Close keeps freeing the placeholder
 		defer func() { mx.w = saved }()
 	}
+	float, err := mx.prepare(xf, xq, xs, batch)
+	if err != nil {
+		return err
+	}
+	if _, err := mx.launch(float, batch, false); err != nil {
+		return err
+	}
+	return b.x.read(b.y, 0, ptr(dst), 4*batch*mx.geo.Rows)
+}
+
+// prepare puts the activations (xf for the float kernels, or xq and xs)
+// where the kernels read them, in their order (b.mu held), sizes the
+// result scratch, and reports whether the float kernels run.
+func (mx *Matrix) prepare(xf []float32, xq []int8, xs []float32, batch int) (float bool, err error) {
+	b := mx.b
 	b.xmma, b.x8mma = false, false
 	if xq != nil && mx.k8m != "" {
 		if err := mx.a8MMAInputs(xq, xs, batch); err != nil {
-			return err
+			return false, err
 		}
 		if b.x8mma {
 			xq = nil
@@ -409,39 +424,35 @@ func (mx *Matrix) run(dst, xf []float32, xq []int8, xs []float32, batch int) err
 	if xf != nil && mx.km != "" {
 		ok, err := mx.mmaInputs(xf, batch)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if ok {
 			xf = nil
 		}
 	}
 	if mx.tiled != 0 && !b.xmma && !b.x8mma {
-		var err error
 		if xf, xq, err = mx.reorder(xf, xq, xs, batch); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if b.xmma || b.x8mma {
 		// activations are on the device (mmaInputs, a8MMAInputs)
 	} else if xf != nil {
 		if err := put(b, &b.xf, xf); err != nil {
-			return err
+			return false, err
 		}
 	} else {
 		if err := put(b, &b.xq, xq); err != nil {
-			return err
+			return false, err
 		}
 		if err := put(b, &b.xs, xs); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if _, err := b.ensure(&b.y, 4*batch*mx.geo.Rows, false); err != nil {
-		return err
+		return false, err
 	}
-	if _, err := mx.launch(xf != nil || b.xmma, batch, false); err != nil {
-		return err
-	}
-	return b.x.read(b.y, 0, ptr(dst), 4*batch*mx.geo.Rows)
+	return xf != nil || b.xmma, nil
 }
 
 // launch sets the arguments and enqueues one multiply on the scratch
