@@ -138,18 +138,7 @@ func a8AMX(M int) {
 		VMOVUPS(acc[i], Mem{Base: op, Disp: 64 * i})
 	}
 	bump("out", U32(64*nacc))
-	t := param("stride")
-	SHLQ(U8(log2(L)), t)
-	bump("w", t)
-	bump("sc", U32(4*L))
-	bump("z", U32(L/2))
-	n := param("nst")
-	DECQ(n)
-	Store(n, Param("nst"))
-	JNZ(LabelRef(name + "_st"))
-	TILERELEASE()
-	VZEROUPPER()
-	RET()
+	nextSuperTile(name, L, TILERELEASE)
 }
 
 // unpackRows writes the 16 rows' 64 packed bytes at wp (rows stride

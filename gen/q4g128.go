@@ -64,8 +64,8 @@ func tileLoops(name string, lanes, m int, sub func(u GPVirtual)) {
 
 // nextSuperTile ends a Q4G128 kernel's super-tile loop (label name+"_st"):
 // w moves lanes rows down, sc and zp to those rows' scales and zeros, and
-// the kernel returns after nst super tiles.
-func nextSuperTile(name string, lanes int) {
+// the kernel returns after nst super tiles (running exit first, if any).
+func nextSuperTile(name string, lanes int, exit ...func()) {
 	t := param("stride")
 	SHLQ(U8(log2(lanes)), t)
 	bump("w", t)
@@ -75,6 +75,9 @@ func nextSuperTile(name string, lanes int) {
 	DECQ(n)
 	Store(n, Param("nst"))
 	JNZ(LabelRef(name + "_st"))
+	for _, f := range exit {
+		f()
+	}
 	VZEROUPPER()
 	RET()
 }

@@ -402,10 +402,20 @@ func (mx *Matrix) devTables() error {
 // (batch*PaddedCols int8) and xs (batch*PaddedCols/128 scales). A NaN or
 // infinity is reported by the next Wait or Read.
 func (mx *Matrix) QuantizeBuf(xq, xs, x devbuf.Buf, batch int) error {
+	return mx.devOp("quantize", mx.devA8(), x, xq, xs, func(bx, bq, bs *buffer) error {
+		return mx.quantize(bx, bq, bs, batch)
+	})
+}
+
+// devOp runs f with b.mu held on the device buffers of x, y and z (z may
+// be nil), after the checks every device multiply makes: the matrix and
+// backend open, and ok (the matrix has this device path) or
+// devbuf.ErrNoDevicePath.
+func (mx *Matrix) devOp(op string, ok bool, x, y, z devbuf.Buf, f func(bx, by, bz *buffer) error) error {
 	if err := mx.checkOpen(); err != nil {
 		return err
 	}
-	if !mx.devA8() {
+	if !ok {
 		return devbuf.ErrNoDevicePath
 	}
 	b := mx.b
@@ -414,11 +424,11 @@ func (mx *Matrix) QuantizeBuf(xq, xs, x devbuf.Buf, batch int) error {
 	if b.closed {
 		return ErrClosed
 	}
-	bx, bq, bs, err := b.bufs3("quantize", x, xq, xs)
+	bx, by, bz, err := b.bufs3(op, x, y, z)
 	if err != nil {
 		return err
 	}
-	return mx.quantize(bx, bq, bs, batch)
+	return f(bx, by, bz)
 }
 
 // quantize queues quant_a8 (b.mu held).
@@ -453,54 +463,26 @@ func (mx *Matrix) quantize(x, xq, xs *buffer, batch int) error {
 // MulA8Buf quantizes x on the device (QuantizeBuf) and multiplies:
 // MulA8's result, bit for bit.
 func (mx *Matrix) MulA8Buf(dst, x devbuf.Buf, batch int) error {
-	if err := mx.checkOpen(); err != nil {
-		return err
-	}
-	if !mx.devA8() {
-		return devbuf.ErrNoDevicePath
-	}
-	b := mx.b
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return ErrClosed
-	}
-	by, bx, _, err := b.bufs3("mul", dst, x, nil)
-	if err != nil {
-		return err
-	}
-	pc := mx.geo.PCols
-	if _, err := b.ensure(&b.devQ, batch*pc, false); err != nil {
-		return err
-	}
-	if _, err := b.ensure(&b.devS, 4*batch*pc/128, false); err != nil {
-		return err
-	}
-	if err := mx.quantize(bx, b.devQ, b.devS, batch); err != nil {
-		return err
-	}
-	return mx.mulI8(by, b.devQ, b.devS, batch)
+	return mx.devOp("mul", mx.devA8(), dst, x, nil, func(by, bx, _ *buffer) error {
+		b, pc := mx.b, mx.geo.PCols
+		if _, err := b.ensure(&b.devQ, batch*pc, false); err != nil {
+			return err
+		}
+		if _, err := b.ensure(&b.devS, 4*batch*pc/128, false); err != nil {
+			return err
+		}
+		if err := mx.quantize(bx, b.devQ, b.devS, batch); err != nil {
+			return err
+		}
+		return mx.mulI8(by, b.devQ, b.devS, batch)
+	})
 }
 
 // MulI8Buf multiplies int8 activations QuantizeBuf quantized: MulI8.
 func (mx *Matrix) MulI8Buf(dst, xq, xs devbuf.Buf, batch int) error {
-	if err := mx.checkOpen(); err != nil {
-		return err
-	}
-	if !mx.devA8() {
-		return devbuf.ErrNoDevicePath
-	}
-	b := mx.b
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return ErrClosed
-	}
-	by, bq, bs, err := b.bufs3("mul", dst, xq, xs)
-	if err != nil {
-		return err
-	}
-	return mx.mulI8(by, bq, bs, batch)
+	return mx.devOp("mul", mx.devA8(), dst, xq, xs, func(by, bq, bs *buffer) error {
+		return mx.mulI8(by, bq, bs, batch)
+	})
 }
 
 // mulI8 queues the int8 kernel on device activations (b.mu held): the
@@ -562,28 +544,21 @@ func (mx *Matrix) mulI8(y, xq, xs *buffer, batch int) error {
 // the host path would run tensor cores. Codebooks and entropy-coded Bits
 // return devbuf.ErrNoDevicePath.
 func (mx *Matrix) MulF16Buf(dst, x devbuf.Buf, batch int) error {
-	if err := mx.checkOpen(); err != nil {
-		return err
-	}
-	if mx.cb != nil || mx.coded != nil {
-		return devbuf.ErrNoDevicePath
-	}
+	return mx.devOp("mul", mx.cb == nil && mx.coded == nil, dst, x, nil, func(by, bx, _ *buffer) error {
+		return mx.mulF16(by, bx, batch)
+	})
+}
+
+// mulF16 is MulF16Buf on device buffers (b.mu held).
+func (mx *Matrix) mulF16(by, bx *buffer, batch int) error {
 	b := mx.b
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return ErrClosed
-	}
-	by, bx, _, err := b.bufs3("mul", dst, x, nil)
-	if err != nil {
-		return err
-	}
 	if err := mx.devTables(); err != nil {
 		return err
 	}
 	pc, cols := mx.geo.PCols, mx.geo.Cols
 	xsum := b.xsum
 	var k *kernel
+	var err error
 	if mx.tiled != 0 {
 		nu := pc / 32
 		nc := (nu + 31) / 32
