@@ -33,3 +33,10 @@ func QuantizeA8Avx2(x *float32, groups int, q *int8, scales *float32) int
 //
 //go:noescape
 func SwiGLUAvx512(d *float32, gate *float32, up *float32, n int)
+
+// Interleave4x16Avx interleaves, for each of n 64-byte output blocks, four
+// 16-byte runs of src at the block's four offsets byte by byte (dst[64i+4t+e]
+// = src[offs[4i+e]+t]), with AVX. See "Activation kernels" in the package doc.
+//
+//go:noescape
+func Interleave4x16Avx(dst *byte, src *byte, offs *int32, n int)

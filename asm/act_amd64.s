@@ -401,3 +401,42 @@ SwiGLUAvx512_loop:
 	JNZ          SwiGLUAvx512_loop
 	VZEROUPPER
 	RET
+
+// func Interleave4x16Avx(dst *byte, src *byte, offs *int32, n int)
+// Requires: AVX
+TEXT ·Interleave4x16Avx(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  src+8(FP), CX
+	MOVQ  offs+16(FP), DX
+	MOVQ  n+24(FP), BX
+	TESTQ BX, BX
+	JZ    il_done
+
+il_loop:
+	MOVLQSX    (DX), SI
+	VMOVDQU    (CX)(SI*1), X0
+	MOVLQSX    4(DX), SI
+	VMOVDQU    (CX)(SI*1), X1
+	MOVLQSX    8(DX), SI
+	VMOVDQU    (CX)(SI*1), X2
+	MOVLQSX    12(DX), SI
+	VMOVDQU    (CX)(SI*1), X3
+	VPUNPCKLBW X1, X0, X4
+	VPUNPCKHBW X1, X0, X0
+	VPUNPCKLBW X3, X2, X1
+	VPUNPCKHBW X3, X2, X2
+	VPUNPCKLWD X1, X4, X3
+	VMOVDQU    X3, (AX)
+	VPUNPCKHWD X1, X4, X1
+	VMOVDQU    X1, 16(AX)
+	VPUNPCKLWD X2, X0, X1
+	VMOVDQU    X1, 32(AX)
+	VPUNPCKHWD X2, X0, X0
+	VMOVDQU    X0, 48(AX)
+	ADDQ       $0x00000040, AX
+	ADDQ       $0x00000010, DX
+	DECQ       BX
+	JNZ        il_loop
+
+il_done:
+	RET

@@ -122,6 +122,7 @@ func TestRequiresCoverKernels(t *testing.T) {
 		check("streamRead", funcName(s.fn), s.requires)
 	}
 	check("swiglu", funcName(asm.SwiGLUAvx512), swigluRequires)
+	check("interleave", funcName(asm.Interleave4x16Avx), interleaveRequires)
 	for _, k := range bitsA8Kernels.kernels {
 		check("bitsA8", funcName(k), bitsA8Kernels.requires)
 	}

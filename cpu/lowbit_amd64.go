@@ -3,6 +3,7 @@
 package cpu
 
 import (
+	"encoding/binary"
 	"slices"
 	"sync"
 	"unsafe"
@@ -71,6 +72,7 @@ type bitsSIMD struct {
 	ctrl      []byte
 	idx       []int32
 	src       []int32 // activation byte order of a chunk (gatherActs), where prep uses one
+	runs      []int32 // src as four 16-byte runs per 64-byte block (Interleave4x16Avx), or nil
 	words     []uint32
 	stride    int                                                   // bytes per row
 	actChunk  int                                                   // activation bytes per chunk
@@ -125,6 +127,9 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 		s.metaBlock = 64
 	}
 	s.prep, s.src = s.prepAct, s.actSources()
+	if hasAll(interleaveRequires) {
+		s.runs = interleaveRuns(s.src, int32(layout.BitsChunk(b.N)))
+	}
 	tiles := b.PRows / s.r
 	s.meta = make([]byte, tiles*s.chunks*s.metaBlock)
 	for t := 0; t < tiles; t++ {
@@ -447,6 +452,64 @@ func gatherActs(a []byte, x []int8, src []int32) {
 	}
 }
 
+// interleaveRequires are the features of asm.Interleave4x16Avx.
+var interleaveRequires = []string{"AVX"}
+
+// interleaveRuns returns src (a gather table, gatherActs) as the run
+// offsets of Interleave4x16Avx: src[64i + 4t + e] = offs[4i+e] + t, with
+// zeroAt for the runs of zeros (src -1). It returns nil when src is not
+// of that form.
+func interleaveRuns(src []int32, zeroAt int32) []int32 {
+	if len(src)%64 != 0 {
+		return nil
+	}
+	offs := make([]int32, len(src)/16)
+	for i := range offs {
+		blk, e := i/4, i%4
+		first := src[64*blk+e]
+		for t := int32(0); t < 16; t++ {
+			c := src[64*blk+4*int(t)+e]
+			if first < 0 && c >= 0 || first >= 0 && c != first+t {
+				return nil
+			}
+		}
+		offs[i] = first
+		if first < 0 {
+			offs[i] = zeroAt
+		}
+	}
+	return offs
+}
+
+// sumInt8 returns the sum of x (len(x) a multiple of 8, at most 1024)
+// eight bytes at a time: each byte biased by 128 to unsigned, pairs added
+// into four 16-bit lanes (at most 128 words: 510*128 < 2^16).
+func sumInt8(x []int8) int32 {
+	const lo = 0x00ff00ff00ff00ff
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), len(x))
+	var acc uint64
+	for i := 0; i+8 <= len(b); i += 8 {
+		u := binary.LittleEndian.Uint64(b[i:]) ^ 0x8080808080808080
+		acc += u&lo + (u>>8)&lo
+	}
+	s := int32(acc&0xffff + acc>>16&0xffff + acc>>32&0xffff + acc>>48)
+	return s - 128*int32(len(b)&^7)
+}
+
+// maxChunk is the most columns a Bits chunk holds (1 bit: 1024).
+const maxChunk = 1024
+
+// gatherRuns is gatherActs for a table interleaveRuns took: one chunk x
+// (at most maxChunk bytes) is copied with 16 zeros after it, and the
+// assembly interleaves its runs.
+func gatherRuns(a []byte, x []int8, runs []int32) {
+	var tmp [maxChunk + 16]byte
+	n := copy(tmp[:maxChunk], unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), len(x)))
+	_ = a[16*len(runs)-1]
+	_ = tmp[n+15]
+	asm.Interleave4x16Avx(&a[0], &tmp[0], &runs[0], len(runs)/4)
+}
+
 // prepAct lays out chunks [k0, k1) of one vector's int8 activations for
 // the kernel: the codes' activations in s.src order, then per lane the
 // sub-block's activation scale and the sum of its activations.
@@ -459,13 +522,13 @@ func (s *bitsSIMD) prepAct(act []byte, xq []int8, xs []float32, k0, k1 int) {
 	for k := k0; k < k1; k++ {
 		a := act[k*block : (k+1)*block]
 		x := xq[k*E : (k+1)*E]
-		gatherActs(a, x, s.src)
+		if s.runs != nil {
+			gatherRuns(a, x, s.runs)
+		} else {
+			gatherActs(a, x, s.src)
+		}
 		for j := 0; j < L; j++ {
-			var sum int32
-			for _, v := range x[j*cols : (j+1)*cols] {
-				sum += int32(v)
-			}
-			sums[j] = sum
+			sums[j] = sumInt8(x[j*cols : (j+1)*cols])
 		}
 		for lane := 0; lane < 16; lane++ { // lane i*L+j: sub-block j of the chunk
 			j := lane % L

@@ -3,6 +3,7 @@
 package cpu
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -162,6 +163,76 @@ func TestBitsDroppedMeta(t *testing.T) {
 				if got[i] != want[i] {
 					t.Fatalf("%s: float result %d: %v, want %v", name, i, got[i], want[i])
 				}
+			}
+		}
+	}
+}
+
+// TestGatherRuns: for every plane kernel's activation order (Bits 8, 4,
+// 2, 1; groups of 128, 64, 32), the interleaving assembly writes
+// gatherActs' bytes, zero runs included.
+func TestGatherRuns(t *testing.T) {
+	if !hasAll(interleaveRequires) {
+		t.Skip("no AVX")
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{8, 4, 2, 1} {
+		for _, sub := range []int{1, 2, 4} {
+			s := &bitsSIMD{n: n, bpc: 8 / n, sub: sub}
+			src := s.actSources()
+			E := layout.BitsChunk(n)
+			runs := interleaveRuns(src, int32(E))
+			if runs == nil {
+				t.Fatalf("Bits%d sub %d: the order is not four 16-byte runs per block", n, sub)
+			}
+			x := make([]int8, E)
+			for i := range x {
+				x[i] = int8(rng.IntN(255) - 127)
+			}
+			want, got := make([]byte, len(src)), make([]byte, len(src)+64)
+			for i := range got {
+				got[i] = 0xa5
+			}
+			gatherActs(want, x, src)
+			gatherRuns(got, x, runs)
+			if !bytes.Equal(got[:len(src)], want) {
+				t.Fatalf("Bits%d sub %d: interleaved bytes differ from gatherActs", n, sub)
+			}
+			for _, b := range got[len(src):] {
+				if b != 0xa5 {
+					t.Fatalf("Bits%d sub %d: wrote past the layout", n, sub)
+				}
+			}
+		}
+	}
+	if interleaveRuns([]int32{0, 1}, 2) != nil {
+		t.Error("a table of no whole block was accepted")
+	}
+	bad := (&bitsSIMD{n: 4, bpc: 2, sub: 1}).actSources()
+	bad[7] = 3
+	if interleaveRuns(bad, 256) != nil {
+		t.Error("a table breaking a run was accepted")
+	}
+}
+
+// TestSumInt8: the word-at-a-time sum equals the plain one on extremes
+// and random values, for every sub-block length the kernels use.
+func TestSumInt8(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{8, 32, 64, 128, 256, 1024} {
+		for _, fill := range []int{-128, -127, 0, 127, 1000} {
+			x := make([]int8, n)
+			var want int32
+			for i := range x {
+				v := fill
+				if fill == 1000 {
+					v = rng.IntN(256) - 128
+				}
+				x[i] = int8(v)
+				want += int32(x[i])
+			}
+			if got := sumInt8(x); got != want {
+				t.Fatalf("%d values of %d: sum %d, want %d", n, fill, got, want)
 			}
 		}
 	}

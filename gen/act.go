@@ -17,6 +17,48 @@ func actKernels() {
 	quantA8(true)
 	quantA8(false)
 	swiGLU()
+	interleave4x16()
+}
+
+// interleave4x16 emits Interleave4x16Avx: for each of n output blocks of
+// 64 bytes, dst[64i + 4t + e] = src[offs[4i+e] + t] (t < 16, e < 4): four
+// 16-byte runs of src interleaved byte by byte, the layout the Bits A8
+// kernels read their activations in (cpu.gatherActs).
+func interleave4x16() {
+	TEXT("Interleave4x16Avx", NOSPLIT, "func(dst *byte, src *byte, offs *int32, n int)")
+	Pragma("noescape")
+	kernelDoc("Activation kernels", "Interleave4x16Avx interleaves, for each of n 64-byte output blocks, four 16-byte runs of src at the block's four offsets byte by byte (dst[64i+4t+e] = src[offs[4i+e]+t]), with AVX.")
+	dst, src, offs, n := param("dst"), param("src"), param("offs"), param("n")
+	TESTQ(n, n)
+	JZ(LabelRef("il_done"))
+	Label("il_loop")
+	var x [4]VecVirtual
+	for e := range x {
+		o := GP64()
+		MOVLQSX(Mem{Base: offs, Disp: 4 * e}, o)
+		x[e] = XMM()
+		VMOVDQU(Mem{Base: src, Index: o, Scale: 1}, x[e])
+	}
+	abLo, abHi, cdLo, cdHi := XMM(), XMM(), XMM(), XMM()
+	VPUNPCKLBW(x[1], x[0], abLo) // a0 b0 a1 b1 ...
+	VPUNPCKHBW(x[1], x[0], abHi)
+	VPUNPCKLBW(x[3], x[2], cdLo)
+	VPUNPCKHBW(x[3], x[2], cdHi)
+	for k, pair := range [][2]VecVirtual{{abLo, cdLo}, {abLo, cdLo}, {abHi, cdHi}, {abHi, cdHi}} {
+		o := XMM()
+		if k%2 == 0 {
+			VPUNPCKLWD(pair[1], pair[0], o) // a b c d per column
+		} else {
+			VPUNPCKHWD(pair[1], pair[0], o)
+		}
+		VMOVDQU(o, Mem{Base: dst, Disp: 16 * k})
+	}
+	ADDQ(U32(64), dst)
+	ADDQ(U32(16), offs)
+	DECQ(n)
+	JNZ(LabelRef("il_loop"))
+	Label("il_done")
+	RET()
 }
 
 // swiGLUExp are the coefficients of cpu.expf's polynomial (Cephes expf):
