@@ -220,24 +220,21 @@ func (f *family) prepA8(c *call, g0, g1 int) {
 					clear(dst)
 					continue
 				}
-				src := c.xq[b*m.PCols+gi*128 : b*m.PCols+gi*128+128]
-				for j := 0; j < 64; j++ {
-					dst[j] = byte(src[2*j])
-					dst[64+j] = byte(src[2*j+1])
+				splitEvenOdd(dst[:64], dst[64:], c.xq[b*m.PCols+gi*128:b*m.PCols+gi*128+128])
+			}
+			// Lane k: vector k%mpad's scale and sum (zero past the batch
+			// and the family's lanes).
+			var sl [16]float32
+			var tl [16]int32
+			for v := 0; v < min(per, c.batch-ch*per); v++ {
+				i := (ch*per+v)*g + gi
+				for k := v; k < f.lanes; k += mpad {
+					sl[k], tl[k] = c.xs[i], c.isum[i]
 				}
 			}
-			lanes := blk[128*mpad:]
-			for k := 0; k < 16; k++ {
-				v := k % mpad
-				b := ch*per + v
-				var s float32
-				var t int32
-				if k < f.lanes && v < per && b < c.batch {
-					s, t = c.xs[b*g+gi], c.isum[b*g+gi]
-				}
-				putF32(lanes[4*k:], s)
-				putI32(lanes[64+4*k:], t)
-			}
+			lanes := blk[128*mpad : 128*mpad+128]
+			copy(lanes[:64], unsafe.Slice((*byte)(unsafe.Pointer(&sl[0])), 64))
+			copy(lanes[64:], unsafe.Slice((*byte)(unsafe.Pointer(&tl[0])), 64))
 		}
 	}
 }

@@ -399,3 +399,42 @@ func TestA32WideRowBound(t *testing.T) {
 		}
 	}
 }
+
+// TestSumInt8: the word-at-a-time sum equals the plain one on extremes
+// and random values, for every sub-block length the kernels use.
+func TestSumInt8(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{8, 32, 64, 128, 256, 1024} {
+		for _, fill := range []int{-128, -127, 0, 127, 1000} {
+			x := make([]int8, n)
+			var want int32
+			for i := range x {
+				v := fill
+				if fill == 1000 {
+					v = rng.IntN(256) - 128
+				}
+				x[i] = int8(v)
+				want += int32(x[i])
+			}
+			if got := sumInt8(x); got != want {
+				t.Fatalf("%d values of %d: sum %d, want %d", n, fill, got, want)
+			}
+		}
+	}
+}
+
+// TestSplitEvenOdd: the word-at-a-time split equals the byte loop.
+func TestSplitEvenOdd(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	src := make([]int8, 128)
+	for i := range src {
+		src[i] = int8(rng.IntN(256) - 128)
+	}
+	even, odd := make([]byte, 64), make([]byte, 64)
+	splitEvenOdd(even, odd, src)
+	for j := 0; j < 64; j++ {
+		if even[j] != byte(src[2*j]) || odd[j] != byte(src[2*j+1]) {
+			t.Fatalf("byte %d: even %d odd %d, want %d %d", j, even[j], odd[j], byte(src[2*j]), byte(src[2*j+1]))
+		}
+	}
+}

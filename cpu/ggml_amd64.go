@@ -230,11 +230,7 @@ func ggmlPrepSums(mx *GGMLMatrix, c *ggmlCall) {
 	pc, sub := m.PCols, m.Type.SubLen()
 	c.sums = growSums(c, c.batch*pc/sub)
 	for i := range c.sums {
-		var s int16
-		for _, v := range c.xq[i*sub : (i+1)*sub] {
-			s += int16(v)
-		}
-		c.sums[i] = s
+		c.sums[i] = int16(sumInt8(c.xq[i*sub : (i+1)*sub])) // at most 32 values: fits
 	}
 }
 
@@ -243,15 +239,8 @@ func ggmlPrepSums(mx *GGMLMatrix, c *ggmlCall) {
 // sub-block, or per 32-element block).
 func ggmlPrep(mx *GGMLMatrix, c *ggmlCall) {
 	m := mx.m
-	pc, sub := m.PCols, m.Type.SubLen()
-	c.sums = growSums(c, c.batch*pc/sub)
-	for i := range c.sums {
-		var s int16
-		for _, v := range c.xq[i*sub : (i+1)*sub] {
-			s += int16(v)
-		}
-		c.sums[i] = s
-	}
+	pc := m.PCols
+	ggmlPrepSums(mx, c)
 	if _, ok := ggmlA8M16Funcs[m.Type]; ok && c.batch >= ggmlM16From {
 		ggmlPrepM16(m, c)
 		return

@@ -3,7 +3,6 @@
 package cpu
 
 import (
-	"encoding/binary"
 	"slices"
 	"sync"
 	"unsafe"
@@ -479,21 +478,6 @@ func interleaveRuns(src []int32, zeroAt int32) []int32 {
 		}
 	}
 	return offs
-}
-
-// sumInt8 returns the sum of x (len(x) a multiple of 8, at most 1024)
-// eight bytes at a time: each byte biased by 128 to unsigned, pairs added
-// into four 16-bit lanes (at most 128 words: 510*128 < 2^16).
-func sumInt8(x []int8) int32 {
-	const lo = 0x00ff00ff00ff00ff
-	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), len(x))
-	var acc uint64
-	for i := 0; i+8 <= len(b); i += 8 {
-		u := binary.LittleEndian.Uint64(b[i:]) ^ 0x8080808080808080
-		acc += u&lo + (u>>8)&lo
-	}
-	s := int32(acc&0xffff + acc>>16&0xffff + acc>>32&0xffff + acc>>48)
-	return s - 128*int32(len(b)&^7)
 }
 
 // maxChunk is the most columns a Bits chunk holds (1 bit: 1024).

@@ -214,26 +214,3 @@ func TestGatherRuns(t *testing.T) {
 		t.Error("a table breaking a run was accepted")
 	}
 }
-
-// TestSumInt8: the word-at-a-time sum equals the plain one on extremes
-// and random values, for every sub-block length the kernels use.
-func TestSumInt8(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	for _, n := range []int{8, 32, 64, 128, 256, 1024} {
-		for _, fill := range []int{-128, -127, 0, 127, 1000} {
-			x := make([]int8, n)
-			var want int32
-			for i := range x {
-				v := fill
-				if fill == 1000 {
-					v = rng.IntN(256) - 128
-				}
-				x[i] = int8(v)
-				want += int32(x[i])
-			}
-			if got := sumInt8(x); got != want {
-				t.Fatalf("%d values of %d: sum %d, want %d", n, fill, got, want)
-			}
-		}
-	}
-}

@@ -1,8 +1,10 @@
 package cpu
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync"
+	"unsafe"
 
 	"github.com/qgemv/qgemv/layout"
 )
@@ -102,11 +104,41 @@ func prepareI8(c *call, g0, g1 int) {
 	for b := 0; b < c.batch; b++ {
 		for j := g0; j < g1; j++ {
 			i := b*g + j
-			var acc int32
-			for _, v := range c.xq[i*128 : i*128+128] {
-				acc += int32(v)
-			}
-			c.isum[i] = acc
+			c.isum[i] = sumInt8(c.xq[i*128 : i*128+128])
 		}
 	}
+}
+
+// sumInt8 returns the sum of x (len(x) a multiple of 8, at most 1024)
+// eight bytes at a time: each byte biased by 128 to unsigned, pairs added
+// into four 16-bit lanes (at most 128 words: 510*128 < 2^16).
+func sumInt8(x []int8) int32 {
+	const lo = 0x00ff00ff00ff00ff
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), len(x))
+	var acc uint64
+	for i := 0; i+8 <= len(b); i += 8 {
+		u := binary.LittleEndian.Uint64(b[i:]) ^ 0x8080808080808080
+		acc += u&lo + (u>>8)&lo
+	}
+	s := int32(acc&0xffff + acc>>16&0xffff + acc>>32&0xffff + acc>>48)
+	return s - 128*int32(len(b)&^7)
+}
+
+// splitEvenOdd writes the even bytes of src (64 of them) to even and the
+// odd ones to odd, eight source bytes at a time.
+func splitEvenOdd(even, odd []byte, src []int8) {
+	const lo = 0x00ff00ff00ff00ff
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(src))), 128)
+	even, odd = even[:64], odd[:64]
+	for i := 0; i < 16; i++ {
+		u := binary.LittleEndian.Uint64(b[8*i:])
+		binary.LittleEndian.PutUint32(even[4*i:], pack4(u&lo))
+		binary.LittleEndian.PutUint32(odd[4*i:], pack4(u>>8&lo))
+	}
+}
+
+// pack4 packs the low bytes of u's four 16-bit lanes into 32 bits.
+func pack4(u uint64) uint32 {
+	u = (u | u>>8) & 0x0000ffff0000ffff
+	return uint32(u | u>>16)
 }
