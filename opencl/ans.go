@@ -31,6 +31,7 @@ type ANSMatrix struct {
 
 	words, offs, esc, escOffs, table *buffer
 	devStatus                        *buffer // status words of multiplies on device buffers (buffers.go)
+	pending                          bool    // on the backend's list of statuses the next Wait checks (b.mu)
 }
 
 // upload copies p into a new read-only buffer. b.mu is held.

@@ -163,6 +163,7 @@ type DeviceInfo struct {
 	MaxWorkGroup    int      // largest work-group
 	Unified         bool     // host-unified memory (iGPU, CPU device)
 	CorrectDivide   bool     // correctly rounded float32 division on request (CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT)
+	Denorms         bool     // float32 denormals kept (CL_FP_DENORM), not flushed to zero
 	ComputeCap      int      // NVIDIA compute capability, major*10+minor (cl_nv_device_attribute_query), 0 if unknown
 }
 
@@ -289,6 +290,7 @@ func describe(i int, p *cl.Platform, d *cl.Device) DeviceInfo {
 	var fp C.cl_device_fp_config
 	if C.clGetDeviceInfo(id, C.CL_DEVICE_SINGLE_FP_CONFIG, C.size_t(unsafe.Sizeof(fp)), unsafe.Pointer(&fp), nil) == C.CL_SUCCESS {
 		inf.CorrectDivide = fp&C.CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT != 0
+		inf.Denorms = fp&C.CL_FP_DENORM != 0
 	}
 	if inf.Has("cl_intel_subgroups") {
 		var n C.size_t
@@ -556,6 +558,7 @@ func (k *kernel) release() {
 // a __local array.
 type arg struct {
 	buf   *buffer
+	isMem bool // a buffer argument (buf nil: an error, not a value)
 	v     uint32
 	local int // bytes of a __local array; 0: not one
 }
@@ -566,14 +569,16 @@ func localBytes(n int) arg { return arg{local: max(n, 4)} }
 // i32 and f32 are 32-bit value arguments, mem a buffer.
 func i32[T ~int | ~int32](v T) arg { return arg{v: uint32(int32(v))} }
 func f32(v float32) arg            { return arg{v: math.Float32bits(v)} }
-func mem(b *buffer) arg            { return arg{buf: b} }
+func mem(b *buffer) arg            { return arg{buf: b, isMem: true} }
 
 // setArgs sets the kernel's arguments in order.
 func (k *kernel) setArgs(args ...arg) error {
 	for i, a := range args {
 		var code C.cl_int
 		switch {
-		case a.buf != nil:
+		case a.isMem && (a.buf == nil || a.buf.m == nil):
+			return fmt.Errorf("opencl: kernel %s argument %d: no buffer (nil or released)", k.name, i)
+		case a.isMem:
 			code = C.qg_arg_mem(k.k, C.cl_uint(i), rawMem(a.buf.m))
 		case a.local > 0:
 			code = C.qg_arg_local(k.k, C.cl_uint(i), C.size_t(a.local))

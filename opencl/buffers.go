@@ -29,8 +29,9 @@ var errNonFinite = errors.New("opencl: an activation is NaN or infinite")
 
 // Buf is device memory of a Backend (devbuf.Buf).
 type Buf struct {
-	b   *Backend
-	buf *buffer
+	b    *Backend
+	buf  *buffer
+	size int // the bytes asked for (the buffer may be larger)
 }
 
 var _ devbuf.Buf = (*Buf)(nil)
@@ -54,11 +55,11 @@ func (b *Backend) NewBuf(size int64) (devbuf.Buf, error) {
 		buf.release()
 		return nil, err
 	}
-	return &Buf{b: b, buf: buf}, nil
+	return &Buf{b: b, buf: buf, size: int(size)}, nil
 }
 
 // Size returns the buffer's bytes.
-func (d *Buf) Size() int64 { return int64(d.buf.size) }
+func (d *Buf) Size() int64 { return int64(d.size) }
 
 // Close releases the buffer.
 func (d *Buf) Close() error {
@@ -72,8 +73,8 @@ func (d *Buf) span(op string, off int64, n int) error {
 	if d.buf.m == nil {
 		return fmt.Errorf("opencl: %s of a closed buffer", op)
 	}
-	if off < 0 || off+int64(n) > int64(d.buf.size) {
-		return fmt.Errorf("opencl: %s of %d bytes at %d: the buffer holds %d", op, n, off, d.buf.size)
+	if off < 0 || off > int64(d.size)-int64(n) {
+		return fmt.Errorf("opencl: %s of %d bytes at %d: the buffer holds %d", op, n, off, d.size)
 	}
 	return nil
 }
@@ -178,19 +179,19 @@ func (b *Backend) Wait() error {
 // bufKernel returns kernel name of the buffer program (b.mu held). The
 // program is built with correctly rounded division where the device
 // offers it, else with double-precision division where it has that;
-// quant is false when it has neither (the quantization then runs on the
-// host).
+// quant is false when it has neither, or flushes float32 denormals (the
+// quantization then runs on the host).
 func (b *Backend) bufKernel(name string) (k *kernel, quant bool, err error) {
 	if b.bufProg == nil {
 		inf := b.x.dev.info
 		opts := b.std
-		switch {
+		switch { // exact only where float32 denormals are kept
 		case inf.CorrectDivide:
 			opts += " -cl-fp32-correctly-rounded-divide-sqrt"
-			b.bufQuant = true
+			b.bufQuant = inf.Denorms
 		case inf.Has("cl_khr_fp64"):
 			opts += " -DQDIV_F64"
-			b.bufQuant = true
+			b.bufQuant = inf.Denorms
 		}
 		p, err := b.buildCached(buffersSource, opts)
 		if err != nil {
@@ -200,6 +201,20 @@ func (b *Backend) bufKernel(name string) (k *kernel, quant bool, err error) {
 	}
 	k, _, err = b.progKernel(b.bufProg, name, 64)
 	return k, b.bufQuant, err
+}
+
+// quantKernel is bufKernel("quant_a8"), whose work-groups are 128
+// work-items: quant is also false where the device runs fewer.
+func (b *Backend) quantKernel() (k *kernel, quant bool, err error) {
+	if k, quant, err = b.bufKernel("quant_a8"); err != nil || !quant {
+		return k, quant, err
+	}
+	if b.quantWG == 0 {
+		if b.quantWG, err = b.x.workGroupSize(k); err != nil {
+			return nil, false, err
+		}
+	}
+	return k, b.quantWG >= 128, nil
 }
 
 // elementwise queues kernel name over n float32 values: d = f(a, c)
@@ -297,7 +312,8 @@ func mulI32Buf(mx ChainMat, dst, x devbuf.Buf, batch int) error {
 			return err
 		}
 		st = a.devStatus
-		if len(b.pending) == 0 || b.pending[len(b.pending)-1] != a {
+		if !a.pending { // once per matrix until the next check
+			a.pending = true
 			b.pending = append(b.pending, a)
 		}
 	}
@@ -315,6 +331,7 @@ func (b *Backend) checkPending() error {
 		if first == nil && !a.isClosed() && a.devStatus != nil {
 			first = b.checkStatus(a.devStatus, a.statusLen(), a.Kernel())
 		}
+		a.pending = false
 		b.pending[i] = nil
 	}
 	b.pending = b.pending[:0]
@@ -385,11 +402,13 @@ func (mx *Matrix) devTables() error {
 	}
 	var natBuf, orderBuf *buffer
 	if err := put(b, &natBuf, nat); err != nil {
+		natBuf.release()
 		return err
 	}
 	if order != nil {
 		if err := put(b, &orderBuf, order); err != nil {
 			natBuf.release()
+			orderBuf.release()
 			return err
 		}
 	}
@@ -434,7 +453,7 @@ func (mx *Matrix) devOp(op string, ok bool, x, y, z devbuf.Buf, f func(bx, by, b
 // quantize queues quant_a8 (b.mu held).
 func (mx *Matrix) quantize(x, xq, xs *buffer, batch int) error {
 	b := mx.b
-	k, ok, err := b.bufKernel("quant_a8")
+	k, ok, err := b.quantKernel()
 	if err != nil {
 		return err
 	}
@@ -445,12 +464,15 @@ func (mx *Matrix) quantize(x, xq, xs *buffer, batch int) error {
 		return err
 	}
 	if b.status == nil {
-		if b.status, err = b.x.newBuffer(16, false, b.x.dev.info.Unified); err != nil {
+		st, err := b.x.newBuffer(16, false, b.x.dev.info.Unified)
+		if err != nil {
 			return err
 		}
-		if err := b.x.zero(b.status, 16); err != nil {
+		if err := b.x.zero(st, 16); err != nil {
+			st.release()
 			return err
 		}
+		b.status = st
 	}
 	pc := mx.geo.PCols
 	if err := k.setArgs(mem(x), mem(mx.nat), mem(xq), mem(xs), mem(b.status), i32(mx.geo.Cols), i32(pc)); err != nil {

@@ -94,6 +94,10 @@ func deviceBuffers(t *testing.T, b *Backend) {
 				} else if err = mx.QuantizeBuf(qb, sb, xb, batch); err == nil {
 					err = mx.MulI8Buf(yb, qb, sb, batch)
 				}
+				if errors.Is(err, devbuf.ErrNoDevicePath) && !b.bufQuant {
+					t.Logf("%s: the device cannot quantize exactly (division or denormals): the host does", how)
+					continue
+				}
 				if err == nil {
 					err = yb.Read(0, f32Bytes(got))
 				}
@@ -133,7 +137,7 @@ func deviceBuffers(t *testing.T, b *Backend) {
 				}
 			}
 		}
-		if m == ms[0] { // a NaN: reported by the next Wait, once
+		if m == ms[0] && b.bufQuant { // a NaN: reported by the next Wait, once
 			bad := append([]float32(nil), x[:cols]...)
 			bad[5] = float32(math.NaN())
 			nb := newBuf(4 * cols)

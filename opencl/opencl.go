@@ -107,6 +107,7 @@ type Backend struct {
 	devF, devFsum      *buffer      // float activations and unit sums (MulF16Buf)
 	statusWord         *int32       // Wait's copy of status (its own object: cgo checks all of one passed to C)
 	bufQuant           bool         // the buffer program quantizes exactly
+	quantWG            int          // the largest work-group quant_a8 runs with (0: not asked yet)
 	pending            []*ANSMatrix // ANS multiplies on buffers whose status Wait checks
 	mmaHost            struct {     // host memory of the tensor-core kernels' inputs
 		xp, xr    []layout.FP16
