@@ -208,4 +208,15 @@ func TestCPUDisable(t *testing.T) {
 	if got := cpu.Best(); got != best {
 		t.Errorf("Best() = %s with nothing disabled, want %s", got, best)
 	}
+	// "amx" is no kernel set: it turns the AMX kernels off, in any case,
+	// and is neither skipped nor reported unknown.
+	for v, want := range map[string]bool{" AMX ": true, "avx2,amx": true, "": false, "amx2": false} {
+		t.Setenv(cpu.EnvDisable, v)
+		if got := cpu.AMXDisabled(); got != want {
+			t.Errorf("%s=%q: AMXDisabled() = %v", cpu.EnvDisable, v, got)
+		}
+		if sets, unknown := cpu.Disabled(); want && len(unknown) > 0 {
+			t.Errorf("%s=%q: Disabled() = %v, %q", cpu.EnvDisable, v, sets, unknown)
+		}
+	}
 }
