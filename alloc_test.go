@@ -27,7 +27,7 @@ func mulAllocs(t *testing.T, backend string) {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	for _, name := range []string{"q4g128", "bits4g128", "sparse12g128"} {
+	for _, name := range []string{"q4g128", "bits4g128", "sparse12g128", "q4_0", "q4_k", "q6_k"} {
 		m, err := synth.Named(name, 512, 2048, 1)
 		if err != nil {
 			t.Fatal(err)

@@ -48,8 +48,10 @@ var ggmlKernels = map[ggml.Type]func(isa ISA) *ggmlKernel{}
 
 // ggmlCall is one A8 multiply's inputs.
 type ggmlCall struct {
+	mx    *GGMLMatrix
 	batch int
 	dst   []float32
+	xf    []float32 // float activations: the kernels' unit-major layout, or padded
 	xq    []int8    // batch*PCols
 	xs    []float32 // batch*PCols/128
 	act8  []int8    // prep's activation layout, if any
@@ -130,32 +132,65 @@ func (mx *GGMLMatrix) MulF32(dst, x []float32, batch int) error {
 		return err
 	}
 	m := mx.m
+	sc := getScratch()
+	defer putScratch(sc)
+	c := &sc.ggml
+	*c = ggmlCall{mx: mx, batch: batch, dst: dst, sc: sc}
+	sc.xf = grow(sc.xf, batch*m.PCols)
+	c.xf = sc.xf
 	if k := mx.kern; k != nil && k.f32 != nil {
-		xt := ggmlUnitMajor(m, x, batch)
-		mx.b.parallelRows(m.Rows, m.RowBytes(), func(r0, r1 int) { k.f32(mx, dst, xt, batch, r0, r1) })
-		return nil
+		ggmlUnitMajor(c.xf, m, x, batch)
+	} else {
+		clear(c.xf) // zero padded
+		for v := 0; v < batch; v++ {
+			copy(c.xf[v*m.PCols:], x[v*m.Cols:(v+1)*m.Cols])
+		}
 	}
-	xp := make([]float32, batch*m.PCols) // zero padded
-	for v := 0; v < batch; v++ {
-		copy(xp[v*m.PCols:], x[v*m.Cols:(v+1)*m.Cols])
+	_ = mx.b.rowsJob(m.Rows, m.RowBytes(), chunksPerThread, ggmlF32Job{c})
+	*c = ggmlCall{}
+	return nil
+}
+
+// ggmlF32Job and ggmlA8Job compute rows of a GGML multiply (one pointer:
+// as a rangeJob they allocate nothing).
+type (
+	ggmlF32Job struct{ c *ggmlCall }
+	ggmlA8Job  struct{ c *ggmlCall }
+)
+
+func (j ggmlF32Job) do(r0, r1 int) error {
+	c := j.c
+	if k := c.mx.kern; k != nil && k.f32 != nil {
+		k.f32(c.mx, c.dst, c.xf, c.batch, r0, r1)
+	} else {
+		ggmlF32Rows(c.mx.m, c.dst, c.xf, c.batch, r0, r1)
 	}
-	mx.b.parallelRows(m.Rows, m.RowBytes(), func(r0, r1 int) { ggmlF32Rows(m, dst, xp, batch, r0, r1) })
+	return nil
+}
+
+func (j ggmlA8Job) do(r0, r1 int) error {
+	c := j.c
+	if k := c.mx.kern; k != nil {
+		k.a8(c.mx, c, r0, r1)
+	} else {
+		ggmlA8Rows(c.mx.m, c, r0, r1)
+	}
 	return nil
 }
 
 // ggmlUnitMajor lays out batch vectors of x (Cols values each) for the
 // float kernels: unit k (256 columns, or 128 for the 32-element types) of
 // vector v at (k*batch + v)*U, zero padded to PCols.
-func ggmlUnitMajor(m *ggml.Matrix, x []float32, batch int) []float32 {
+func ggmlUnitMajor(xt []float32, m *ggml.Matrix, x []float32, batch int) {
 	u := max(m.Type.BlockElems(), 128)
-	xt := make([]float32, batch*m.PCols)
+	xt = xt[:batch*m.PCols]
+	clear(xt)
 	for v := 0; v < batch; v++ {
 		xv := x[v*m.Cols : (v+1)*m.Cols]
 		for k := 0; k*u < m.Cols; k++ {
 			copy(xt[(k*batch+v)*u:(k*batch+v+1)*u], xv[k*u:min(len(xv), (k+1)*u)])
 		}
 	}
-	return xt
 }
 
 // MulF16 multiplies binary16 activations, widened exactly to float32.
@@ -163,9 +198,12 @@ func (mx *GGMLMatrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 	if err := mx.check(len(dst), len(x), batch, mx.m.Cols); err != nil {
 		return err
 	}
-	xf := make([]float32, len(x))
-	widenF16(xf, x)
-	return mx.MulF32(dst, xf, batch)
+	p := widenPool.Get().(*[]float32)
+	*p = grow(*p, len(x))
+	widenF16(*p, x)
+	err := mx.MulF32(dst, *p, batch)
+	widenPool.Put(p)
+	return err
 }
 
 // ggmlF32Rows computes rows [r0, r1) of every vector: per block, the
@@ -219,7 +257,7 @@ func (mx *GGMLMatrix) MulA8(dst, x []float32, batch int) error {
 			return fmt.Errorf("cpu: vector %d: %w", v, err)
 		}
 	}
-	return mx.mulI8(&ggmlCall{batch: batch, dst: dst, xq: xq, xs: xs, sc: sc})
+	return mx.mulI8(sc, batch, dst, xq, xs)
 }
 
 // MulI8 multiplies activations quantized by layout.QuantizeA8 (PCols int8
@@ -237,19 +275,18 @@ func (mx *GGMLMatrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) e
 	}
 	sc := getScratch()
 	defer putScratch(sc)
-	return mx.mulI8(&ggmlCall{batch: batch, dst: dst, xq: xq, xs: xs, sc: sc})
+	return mx.mulI8(sc, batch, dst, xq, xs)
 }
 
-func (mx *GGMLMatrix) mulI8(c *ggmlCall) error {
+func (mx *GGMLMatrix) mulI8(sc *scratch, batch int, dst []float32, xq []int8, xs []float32) error {
 	m := mx.m
-	if k := mx.kern; k != nil {
-		if k.prep != nil {
-			k.prep(mx, c)
-		}
-		mx.b.parallelRows(m.Rows, m.RowBytes(), func(r0, r1 int) { k.a8(mx, c, r0, r1) })
-		return nil
+	c := &sc.ggml
+	*c = ggmlCall{mx: mx, batch: batch, dst: dst, xq: xq, xs: xs, sc: sc}
+	if k := mx.kern; k != nil && k.prep != nil {
+		k.prep(mx, c)
 	}
-	mx.b.parallelRows(m.Rows, m.RowBytes(), func(r0, r1 int) { ggmlA8Rows(m, c, r0, r1) })
+	_ = mx.b.rowsJob(m.Rows, m.RowBytes(), chunksPerThread, ggmlA8Job{c})
+	*c = ggmlCall{}
 	return nil
 }
 

@@ -5,6 +5,7 @@ package cpu
 import (
 	"github.com/qgemv/qgemv/asm"
 	"github.com/qgemv/qgemv/layout/ggml"
+	"sync"
 )
 
 // The GGML block kernels on AVX-512 (asm/ggml_amd64.s): the super-block
@@ -328,11 +329,12 @@ func ggmlPrepM16(m *ggml.Matrix, c *ggmlCall) {
 // ggmlRunM16 runs a batch kernel on rows [r0, r1) and scatters its
 // slot-major results into dst.
 func ggmlRunM16(fn ggmlA8M16Func, m *ggml.Matrix, c *ggmlCall, r0, r1 int) {
-	const chunk = 64 // rows per call: the results stay in L1
-	var out [chunk * 16]float32
+	t := ggmlTemps.Get().(*ggmlTemp)
+	defer ggmlTemps.Put(t)
+	out := &t.out
 	pc := m.PCols
-	for a := r0; a < r1; a += chunk {
-		b := min(r1, a+chunk)
+	for a := r0; a < r1; a += ggmlChunk {
+		b := min(r1, a+ggmlChunk)
 		fn(&m.Data[a*m.RowBytes()], m.RowBytes(), b-a, pc/256, &c.act8[0], pc, &c.pairs[0], &c.xsT[0], c.batch, &out[0])
 		for r := a; r < b; r++ {
 			for v := 0; v < c.batch; v++ {
@@ -349,9 +351,23 @@ func ggmlF32Runner(fn ggmlF32Func) func(mx *GGMLMatrix, dst, xt []float32, batch
 			return
 		}
 		m := mx.m
-		var tmp [512]byte
-		var accs [maxBatch * 16]float32
+		t := ggmlTemps.Get().(*ggmlTemp)
 		fn(&m.Data[r0*m.RowBytes()], m.RowBytes(), r1-r0, m.PCols/max(m.Type.BlockElems(), 128),
-			&xt[0], batch, &tmp[0], &accs[0], &dst[r0], 4*m.Rows)
+			&xt[0], batch, &t.tmp[0], &t.accs[0], &dst[r0], 4*m.Rows)
+		ggmlTemps.Put(t)
 	}
 }
+
+// ggmlChunk is the rows per batch-kernel call: the results stay in L1.
+const ggmlChunk = 64
+
+// ggmlTemp is a kernel call's scratch: the float kernels' unpacked block
+// and accumulators, the batch kernels' results. Pooled: arrays passed to
+// an assembly function through a function value escape to the heap.
+type ggmlTemp struct {
+	tmp  [512]byte
+	accs [maxBatch * 16]float32
+	out  [ggmlChunk * 16]float32
+}
+
+var ggmlTemps = sync.Pool{New: func() any { return new(ggmlTemp) }}

@@ -24,6 +24,7 @@ type scratch struct {
 	pairs  []int32   // GGML A8 batch kernels' transposed pair sums
 	xsT    []float32 // GGML A8 batch kernels' transposed activation scales
 	call   call      // the multiply's state (Q4G128), reused
+	ggml   ggmlCall  // the multiply's state (GGML types), reused
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
