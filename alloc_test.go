@@ -11,7 +11,7 @@ import (
 
 // TestMulAllocsAPI: after a warm-up, Mul, MulFP16, MulInt8 and
 // QuantizeA8 through the public API allocate nothing (Q4G128, Bits4G128,
-// Sparse12G128; batch 1 and 16) on allocBackends.
+// Sparse12G128, Q4_0, Q4_K, Q6_K; batch 1 and 16) on allocBackends.
 func TestMulAllocsAPI(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
