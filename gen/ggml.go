@@ -1355,33 +1355,7 @@ func ggmlSuperA8R4(c ggmlSuper) {
 		M[0], M[1] = XMM(), XMM()
 		VSHUFPS(U8(0x88), p23, p01, M[0])
 		VSHUFPS(U8(0xdd), p23, p01, M[1])
-		d4 := XMM()
-		VCVTPH2PS(dh, d4)
-		var dm4 VecVirtual
-		if c.mins {
-			dm4 = XMM()
-			VCVTPH2PS(mh, dm4)
-		}
-		for h := 0; h < 2; h++ {
-			if c.shift > 0 {
-				cc := XMM()
-				VPSLLD(U8(c.shift), M[h], cc)
-				VPSUBD(cc, S[h], S[h])
-			}
-			xb := XMM()
-			VBROADCASTSS(Mem{Base: xk, Disp: 4 * h}, xb)
-			coef, f := XMM(), XMM()
-			VMULPS(d4, xb, coef)
-			VCVTDQ2PS(S[h], f)
-			VMULPS(coef, f, f)
-			VADDPS(f, acc4, acc4)
-			if c.mins {
-				VMULPS(dm4, xb, coef)
-				VCVTDQ2PS(M[h], f)
-				VMULPS(coef, f, f)
-				VSUBPS(f, acc4, acc4)
-			}
-		}
+		superFloatSteps(c.mins, c.shift, S, M, dh, mh, xk, acc4)
 	})
 }
 
@@ -1705,4 +1679,40 @@ func iq4xsScaleBytes(base Mem) GPVirtual {
 	SHLQ(U8(4), hi)
 	ORQ(hi, lo)
 	return lo
+}
+
+// superFloatSteps folds the four rows' super-block half sums into acc4
+// (rows in the lanes), in the definition's order: per half h, S[h] less
+// M[h] << shift (the Q3_K/Q6_K offsets), then acc4 += d*x_h*S[h] and,
+// with mins, acc4 -= dmin*x_h*M[h]; d and dmin are the rows' binary16
+// values in dh and mh, x_h the half's activation scale at xk + 4h. The
+// four-row kernels of both kernel sets share it.
+func superFloatSteps(mins bool, shift int, S, M [2]VecVirtual, dh, mh VecVirtual, xk GPVirtual, acc4 VecVirtual) {
+	d4 := XMM()
+	VCVTPH2PS(dh, d4)
+	var dm4 VecVirtual
+	if mins {
+		dm4 = XMM()
+		VCVTPH2PS(mh, dm4)
+	}
+	for h := 0; h < 2; h++ {
+		if shift > 0 {
+			cc := XMM()
+			VPSLLD(U8(shift), M[h], cc)
+			VPSUBD(cc, S[h], S[h])
+		}
+		xb := XMM()
+		VBROADCASTSS(Mem{Base: xk, Disp: 4 * h}, xb)
+		coef, f := XMM(), XMM()
+		VMULPS(d4, xb, coef)
+		VCVTDQ2PS(S[h], f)
+		VMULPS(coef, f, f)
+		VADDPS(f, acc4, acc4)
+		if mins {
+			VMULPS(dm4, xb, coef)
+			VCVTDQ2PS(M[h], f)
+			VMULPS(coef, f, f)
+			VSUBPS(f, acc4, acc4)
+		}
+	}
 }

@@ -519,6 +519,13 @@ func ggmlSmallConstsAVX2(c ggmlSmall) (signed bool, shift int, nib, ones, kv, sp
 	}
 	nib = nibbleMask(YMM())
 	ones = av2.broadcast(0x00010001)
+	kv, spread, bits, sixteen = ggmlCodeConstsAVX2(c)
+	return
+}
+
+// ggmlCodeConstsAVX2 loads what ggmlSmallCodesAVX2 needs besides the
+// nibble mask: IQ4_NL's KValues and Q5_x's qh spreading (nil otherwise).
+func ggmlCodeConstsAVX2(c ggmlSmall) (kv, spread, bits, sixteen VecVirtual) {
 	if c.kv {
 		kv = YMM()
 		VBROADCASTI128(rodata("ggmlKValues", 16, 1, func(i int) uint64 {
@@ -530,7 +537,7 @@ func ggmlSmallConstsAVX2(c ggmlSmall) (signed bool, shift int, nib, ones, kv, sp
 		VMOVDQU(rodata("ggmlSpreadQh", 32, 1, func(i int) uint64 { return uint64(i / 8) }), spread)
 		bits = YMM()
 		VMOVDQU(rodata("ggmlBitOf", 32, 1, func(i int) uint64 { return 1 << (i % 8) }), bits)
-		sixteen = av2.broadcast(0x10101010)
+		sixteen = fvec{avx512: false}.broadcast(0x10101010)
 	}
 	return
 }
@@ -872,43 +879,9 @@ func ggmlBlockF32AVX2(c ggmlSmall) {
 	doc := fmt.Sprintf("%s multiplies layout/ggml %s rows by float32 activations with AVX2 and FMA, groups of four blocks dequantized once per 64 columns for every vector.", name, c.name)
 	ggmlF32AVX2(name, doc, 4*c.bytes, 128, 32, signed, func(wp, tp GPVirtual) {
 		nib := nibbleMask(YMM())
-		var kv, spread, bits, sixteen VecVirtual
-		if c.kv {
-			kv = YMM()
-			VBROADCASTI128(rodata("ggmlKValues", 16, 1, func(i int) uint64 {
-				return uint64(uint8([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]))
-			}), kv)
-		}
-		if c.qh != 0 {
-			spread, bits = YMM(), YMM()
-			VMOVDQU(rodata("ggmlSpreadQh", 32, 1, func(i int) uint64 { return uint64(i / 8) }), spread)
-			VMOVDQU(rodata("ggmlBitOf", 32, 1, func(i int) uint64 { return 1 << (i % 8) }), bits)
-			sixteen = av2.broadcast(0x10101010)
-		}
+		kv, spread, bits, sixteen := ggmlCodeConstsAVX2(c)
 		for b := 0; b < 4; b++ {
-			v := YMM()
-			off := b*c.bytes + c.qs
-			if c.nib {
-				x, hx := XMM(), XMM()
-				VMOVDQU(Mem{Base: wp, Disp: off}, x)
-				VPSRLW(U8(4), x, hx)
-				VINSERTI128(U8(1), hx, x.AsY(), v)
-				VPAND(nib, v, v)
-				if c.kv {
-					VPSHUFB(v, kv, v)
-				}
-			} else {
-				VMOVDQU(Mem{Base: wp, Disp: off}, v)
-			}
-			if c.qh != 0 {
-				h := YMM()
-				VPBROADCASTD(Mem{Base: wp, Disp: b*c.bytes + c.qh}, h)
-				VPSHUFB(spread, h, h)
-				VPAND(bits, h, h)
-				VPCMPEQB(bits, h, h)
-				VPAND(sixteen, h, h)
-				VPOR(h, v, v)
-			}
+			v := ggmlSmallCodesAVX2(c, Mem{Base: wp}, b, nib, kv, spread, bits, sixteen)
 			VMOVDQU(v, Mem{Base: tp, Disp: 32 * b})
 		}
 		dh := XMM()
@@ -1064,32 +1037,6 @@ func ggmlSuperA8R4AVX2(c ggmlSuper) {
 			VSHUFPS(U8(0x88), p[2], p[0], M[0])
 			VSHUFPS(U8(0xdd), p[2], p[0], M[1])
 		}
-		d4 := XMM()
-		VCVTPH2PS(dh, d4)
-		var dm4 VecVirtual
-		if c.mins {
-			dm4 = XMM()
-			VCVTPH2PS(mh, dm4)
-		}
-		for h := 0; h < 2; h++ {
-			if shift > 0 {
-				cc := XMM()
-				VPSLLD(U8(shift), M[h], cc)
-				VPSUBD(cc, S[h], S[h])
-			}
-			xb := XMM()
-			VBROADCASTSS(Mem{Base: xk, Disp: 4 * h}, xb)
-			coef, f := XMM(), XMM()
-			VMULPS(d4, xb, coef)
-			VCVTDQ2PS(S[h], f)
-			VMULPS(coef, f, f)
-			VADDPS(f, acc4, acc4)
-			if c.mins {
-				VMULPS(dm4, xb, coef)
-				VCVTDQ2PS(M[h], f)
-				VMULPS(coef, f, f)
-				VSUBPS(f, acc4, acc4)
-			}
-		}
+		superFloatSteps(c.mins, shift, S, M, dh, mh, xk, acc4)
 	})
 }
