@@ -738,15 +738,21 @@ func (b *Backend) readTimed(k *kernel, wg, groups int, out *buffer, n int, bufs 
 			evs = append(evs, ev)
 		}
 	}
-	if err := b.x.finish(); err != nil {
-		releaseEvents(evs)
-		return 0, err
-	}
-	total, err := sumEvents(evs)
+	total, err := b.finishEvents(evs)
 	if err != nil {
 		return 0, err
 	}
 	return float64(16*n) * float64(len(evs)) / total / 1e9, nil
+}
+
+// finishEvents waits for the queue and returns the summed device seconds
+// of events, releasing them all, also on error.
+func (b *Backend) finishEvents(evs []*event) (float64, error) {
+	if err := b.x.finish(); err != nil {
+		releaseEvents(evs)
+		return 0, err
+	}
+	return sumEvents(evs)
 }
 
 // sumEvents returns the summed device seconds of events (after the queue

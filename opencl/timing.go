@@ -90,11 +90,7 @@ func TimeGEMV(mats []*Matrix, act string, batch, iters int) (float64, error) {
 		}
 		evs = append(evs, ev)
 	}
-	if err := b.x.finish(); err != nil {
-		releaseEvents(evs)
-		return 0, err
-	}
-	total, err := sumEvents(evs)
+	total, err := b.finishEvents(evs)
 	if err != nil {
 		return 0, err
 	}
