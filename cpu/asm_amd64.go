@@ -212,15 +212,16 @@ func (f *family) prepA8(c *call, g0, g1 int) {
 			blk := base[gi*block : (gi+1)*block]
 			if f.amx {
 				amxActs(blk[:128*mpad], c, ch*per, min(per, c.batch-ch*per), mpad, gi)
-			}
-			for v := 0; v < mpad && !f.amx; v++ {
-				dst := blk[v*128 : v*128+128]
-				b := ch*per + v
-				if v >= per || b >= c.batch {
-					clear(dst)
-					continue
+			} else {
+				for v := 0; v < mpad; v++ {
+					dst := blk[v*128 : v*128+128]
+					b := ch*per + v
+					if v >= per || b >= c.batch {
+						clear(dst)
+						continue
+					}
+					splitEvenOdd(dst[:64], dst[64:], c.xq[b*m.PCols+gi*128:b*m.PCols+gi*128+128])
 				}
-				splitEvenOdd(dst[:64], dst[64:], c.xq[b*m.PCols+gi*128:b*m.PCols+gi*128+128])
 			}
 			// Lane k: vector k%mpad's scale and sum (zero past the batch
 			// and the family's lanes).

@@ -3,9 +3,10 @@
 package cpu
 
 import (
+	"sync"
+
 	"github.com/qgemv/qgemv/asm"
 	"github.com/qgemv/qgemv/layout/ggml"
-	"sync"
 )
 
 // The GGML block kernels on AVX-512 (asm/ggml_amd64.s): the super-block
