@@ -107,7 +107,7 @@ func (mx *GGMLMatrix) MulF32(dst, x []float32, batch int) error {
 	if mx.isClosed() {
 		return ErrClosed
 	}
-	return mulGGMLFloat(mx, dst, x, batch, gpuhost.PadF32)
+	return mulFloat(mx, mx.geo, nil, dst, x, batch, gpuhost.PadF32)
 }
 
 // MulF16 multiplies binary16 activations, widened exactly on the host.
@@ -115,23 +115,7 @@ func (mx *GGMLMatrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 	if mx.isClosed() {
 		return ErrClosed
 	}
-	return mulGGMLFloat(mx, dst, x, batch, gpuhost.PadF16)
-}
-
-func mulGGMLFloat[T any](mx *GGMLMatrix, dst []float32, x []T, batch int, pad func(dst []float32, x []T, batch, cols, pcols int, perm []int32) error) error {
-	if err := mx.geo.CheckF32(prefix, len(dst), len(x), batch); err != nil {
-		return err
-	}
-	h := hostPool.Get().(*gpuhost.Host)
-	defer hostPool.Put(h)
-	h.F = gpuhost.Grow(h.F, batch*mx.geo.PCols)
-	xp := h.F
-	if err := pad(xp, x, batch, mx.geo.Cols, mx.geo.PCols, nil); err != nil {
-		return err
-	}
-	return gpuhost.MulScaled(dst, xp, batch, mx.geo.PCols, mx.geo.Rows, func() error {
-		return mx.run(dst, xp, nil, nil, batch)
-	})
+	return mulFloat(mx, mx.geo, nil, dst, x, batch, gpuhost.PadF16)
 }
 
 // MulA8 quantizes x on the host (layout.QuantizeA8) and multiplies

@@ -296,7 +296,7 @@ func (mx *Matrix) MulF32(dst, x []float32, batch int) error {
 	if err := mx.checkOpen(); err != nil {
 		return err
 	}
-	return mulFloat(mx, dst, x, batch, gpuhost.PadF32)
+	return mulFloat(mx, mx.geo, mx.perm, dst, x, batch, gpuhost.PadF32)
 }
 
 // MulF16 multiplies with binary16 activations, widened exactly to
@@ -305,25 +305,32 @@ func (mx *Matrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 	if err := mx.checkOpen(); err != nil {
 		return err
 	}
-	return mulFloat(mx, dst, x, batch, gpuhost.PadF16)
+	return mulFloat(mx, mx.geo, mx.perm, dst, x, batch, gpuhost.PadF16)
 }
 
-// mulFloat checks a float multiply's lengths, pads (and gathers) x to
-// float32 with pad and runs the float kernels.
-func mulFloat[T any](mx *Matrix, dst []float32, x []T, batch int, pad func(dst []float32, x []T, batch, cols, pcols int, perm []int32) error) error {
-	if err := mx.geo.CheckF32(prefix, len(dst), len(x), batch); err != nil {
+// mulFloat checks a float multiply's lengths, pads (and gathers through
+// perm) x to float32 with pad in pooled host memory and runs the float
+// kernels of mx (a Matrix or a GGMLMatrix).
+func mulFloat[T any](mx floatRunner, geo gpuhost.Geometry, perm []int32, dst []float32, x []T, batch int, pad func(dst []float32, x []T, batch, cols, pcols int, perm []int32) error) error {
+	if err := geo.CheckF32(prefix, len(dst), len(x), batch); err != nil {
 		return err
 	}
 	h := hostPool.Get().(*gpuhost.Host)
 	defer hostPool.Put(h)
-	h.F = gpuhost.Grow(h.F, batch*mx.geo.PCols)
+	h.F = gpuhost.Grow(h.F, batch*geo.PCols)
 	xp := h.F
-	if err := pad(xp, x, batch, mx.geo.Cols, mx.geo.PCols, mx.perm); err != nil {
+	if err := pad(xp, x, batch, geo.Cols, geo.PCols, perm); err != nil {
 		return err
 	}
-	return gpuhost.MulScaled(dst, xp, batch, mx.geo.PCols, mx.geo.Rows, func() error { // activations far from 1
+	return gpuhost.MulScaled(dst, xp, batch, geo.PCols, geo.Rows, func() error { // activations far from 1
 		return mx.run(dst, xp, nil, nil, batch)
 	})
+}
+
+// floatRunner is a matrix whose run uploads prepared activations,
+// multiplies and reads the results.
+type floatRunner interface {
+	run(dst, xf []float32, xq []int8, xs []float32, batch int) error
 }
 
 // hostPool holds the host memory of the activations a multiply prepares
