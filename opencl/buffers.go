@@ -81,18 +81,7 @@ func (d *Buf) span(op string, off int64, n int) error {
 
 // Write copies src to the buffer at byte offset off, after the work
 // queued before it.
-func (d *Buf) Write(off int64, src []byte) error {
-	b := d.b
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return ErrClosed
-	}
-	if err := d.span("write", off, len(src)); err != nil || len(src) == 0 {
-		return err
-	}
-	return b.x.write(d.buf, int(off), unsafe.Pointer(&src[0]), len(src))
-}
+func (d *Buf) Write(off int64, src []byte) error { return d.copyAt("write", off, src, true) }
 
 // Read waits for the queued work, copies the buffer at byte offset off
 // to dst and returns the first fault the queued work met.
@@ -104,17 +93,24 @@ func (d *Buf) Read(off int64, dst []byte) error {
 }
 
 // Fetch is Read that leaves the faults for the next Wait or Read.
-func (d *Buf) Fetch(off int64, dst []byte) error {
+func (d *Buf) Fetch(off int64, dst []byte) error { return d.copyAt("read", off, dst, false) }
+
+// copyAt copies p into the buffer at byte offset off (write) or the
+// buffer's bytes there into p, in queue order.
+func (d *Buf) copyAt(op string, off int64, p []byte, write bool) error {
 	b := d.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return ErrClosed
 	}
-	if err := d.span("read", off, len(dst)); err != nil || len(dst) == 0 {
+	if err := d.span(op, off, len(p)); err != nil || len(p) == 0 {
 		return err
 	}
-	return b.x.read(d.buf, int(off), unsafe.Pointer(&dst[0]), len(dst))
+	if write {
+		return b.x.write(d.buf, int(off), unsafe.Pointer(&p[0]), len(p))
+	}
+	return b.x.read(d.buf, int(off), unsafe.Pointer(&p[0]), len(p))
 }
 
 // bufOf returns the device buffer of a Buf of this backend, operand i
@@ -217,32 +213,40 @@ func (b *Backend) quantKernel() (k *kernel, quant bool, err error) {
 	return k, b.quantWG >= 128, nil
 }
 
-// elementwise queues kernel name over n float32 values: d = f(a, c)
-// (c nil for one operand), s the scale (scale_f32).
-func (b *Backend) elementwise(op, name string, n int, d, a, c devbuf.Buf, s float32) error {
+// withBufs runs f with b.mu held on an open backend and the device
+// buffers of x, y and z (z may be nil), operands of operation op.
+func (b *Backend) withBufs(op string, x, y, z devbuf.Buf, f func(bx, by, bz *buffer) error) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return ErrClosed
 	}
-	bd, ba, bc, err := b.bufs3(op, d, a, c)
+	bx, by, bz, err := b.bufs3(op, x, y, z)
 	if err != nil {
 		return err
 	}
-	k, _, err := b.bufKernel(name)
-	if err != nil {
+	return f(bx, by, bz)
+}
+
+// elementwise queues kernel name over n float32 values: d = f(a, c)
+// (c nil for one operand), s the scale (scale_f32).
+func (b *Backend) elementwise(op, name string, n int, d, a, c devbuf.Buf, s float32) error {
+	return b.withBufs(op, d, a, c, func(bd, ba, bc *buffer) error {
+		k, _, err := b.bufKernel(name)
+		if err != nil {
+			return err
+		}
+		if bc != nil {
+			err = k.setArgs(mem(bd), mem(ba), mem(bc), i32(n))
+		} else {
+			err = k.setArgs(mem(bd), mem(ba), f32(s), i32(n))
+		}
+		if err != nil {
+			return err
+		}
+		_, err = b.x.launch(k, (n+63)/64*64, 64, false)
 		return err
-	}
-	if bc != nil {
-		err = k.setArgs(mem(bd), mem(ba), mem(bc), i32(n))
-	} else {
-		err = k.setArgs(mem(bd), mem(ba), f32(s), i32(n))
-	}
-	if err != nil {
-		return err
-	}
-	_, err = b.x.launch(k, (n+63)/64*64, 64, false)
-	return err
+	})
 }
 
 // SwiGLU queues dst[i] = g[i] / (1 + exp(-g[i])) * u[i], i < n.
@@ -263,24 +267,17 @@ func (b *Backend) Scale(dst, x devbuf.Buf, s float32, n int) error {
 // Requantize queues dst[i] = layout.Requantize's int8 of alpha * src[i]
 // (ans_requant, the MatVANS chain's step: bit-exact), i < n.
 func (b *Backend) Requantize(dst, src devbuf.Buf, alpha float32, n int) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return ErrClosed
-	}
-	bd, bs, _, err := b.bufs3("requantize", dst, src, nil)
-	if err != nil {
+	return b.withBufs("requantize", dst, src, nil, func(bd, bs, _ *buffer) error {
+		k, wg, err := b.srcKernel("ans", ansSource, "ans_requant", 1, 256)
+		if err != nil {
+			return err
+		}
+		if err := k.setArgs(mem(bs), mem(bd), i32(n), f32(alpha)); err != nil {
+			return err
+		}
+		_, err = b.x.launch(k, (n+wg-1)/wg*wg, wg, false)
 		return err
-	}
-	k, wg, err := b.srcKernel("ans", ansSource, "ans_requant", 1, 256)
-	if err != nil {
-		return err
-	}
-	if err := k.setArgs(mem(bs), mem(bd), i32(n), f32(alpha)); err != nil {
-		return err
-	}
-	_, err = b.x.launch(k, (n+wg-1)/wg*wg, wg, false)
-	return err
+	})
 }
 
 // mulI32Buf queues y = W v for one vector of an int8 chain matrix (b.mu
@@ -291,34 +288,31 @@ func mulI32Buf(mx ChainMat, dst, x devbuf.Buf, batch int) error {
 		return devbuf.ErrNoDevicePath // the chain kernels take one vector
 	}
 	b := mx.backend()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed || mx.isClosed() {
-		return ErrClosed
-	}
-	by, bx, _, err := b.bufs3("mul int32", dst, x, nil)
-	if err != nil {
-		return err
-	}
-	var st *buffer
-	if ns := mx.statusLen(); ns > 0 {
-		a := mx.(*ANSMatrix)
-		if a.devStatus == nil {
-			if a.devStatus, err = b.x.newBuffer(4*ns, false, false); err != nil {
+	return b.withBufs("mul int32", dst, x, nil, func(by, bx, _ *buffer) error {
+		if mx.isClosed() {
+			return ErrClosed
+		}
+		var st *buffer
+		if ns := mx.statusLen(); ns > 0 {
+			a := mx.(*ANSMatrix)
+			if a.devStatus == nil {
+				var err error
+				if a.devStatus, err = b.x.newBuffer(4*ns, false, false); err != nil {
+					return err
+				}
+			}
+			if err := b.x.zero(a.devStatus, 4*ns); err != nil {
 				return err
 			}
+			st = a.devStatus
+			if !a.pending { // once per matrix until the next check
+				a.pending = true
+				b.pending = append(b.pending, a)
+			}
 		}
-		if err := b.x.zero(a.devStatus, 4*ns); err != nil {
-			return err
-		}
-		st = a.devStatus
-		if !a.pending { // once per matrix until the next check
-			a.pending = true
-			b.pending = append(b.pending, a)
-		}
-	}
-	_, err = mx.enqueue(bx, by, st, false)
-	return err
+		_, err := mx.enqueue(bx, by, st, false)
+		return err
+	})
 }
 
 // checkPending reads the status words of the ANS multiplies queued since
@@ -437,17 +431,7 @@ func (mx *Matrix) devOp(op string, ok bool, x, y, z devbuf.Buf, f func(bx, by, b
 	if !ok {
 		return devbuf.ErrNoDevicePath
 	}
-	b := mx.b
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return ErrClosed
-	}
-	bx, by, bz, err := b.bufs3(op, x, y, z)
-	if err != nil {
-		return err
-	}
-	return f(bx, by, bz)
+	return mx.b.withBufs(op, x, y, z, f)
 }
 
 // quantize queues quant_a8 (b.mu held).
