@@ -373,26 +373,8 @@ func (mx *Matrix) devTables() error {
 		}
 	}
 	var order []int32
-	switch mx.tiled {
-	case tiledQ4:
-		order = make([]int32, pc)
-		for c0 := 0; c0 < pc; c0 += 8 { // 0, 2, 4, 6, 1, 3, 5, 7
-			for i := 0; i < 4; i++ {
-				order[c0+i], order[c0+4+i] = int32(c0+2*i), int32(c0+2*i+1)
-			}
-		}
-	case tiledBits4:
-		order = make([]int32, pc)
-		ev, od := [4]int{2, 0, 3, 1}, [4]int{7, 5, 6, 4}
-		for u := 0; u < pc/32; u++ { // as reorder
-			k, t0 := u/8, 4*(u%8)
-			for e := 0; e < 4; e++ {
-				for j := 0; j < 4; j++ {
-					order[32*u+4*e+j] = int32(k*256 + 32*ev[j] + t0 + e)
-					order[32*u+16+4*e+j] = int32(k*256 + 32*od[j] + t0 + e)
-				}
-			}
-		}
+	if mx.tiled != 0 {
+		order = mx.a8Order()
 	}
 	var natBuf, orderBuf *buffer
 	if err := put(b, &natBuf, nat); err != nil {

@@ -42,6 +42,7 @@ type Matrix struct {
 	coded  *ANSMatrix // an entropy-coded Bits matrix's words (ansbits.go), or nil
 	nat    *buffer    // device buffers: stored column -> source column (-1: padding)
 	order  *buffer    // and the tiled kernels' int8 order (buffers.go), or nil
+	order8 []int32    // the tiled kernels' int8 order on the host (a8Order; b.mu)
 }
 
 // handle is what every device matrix (Matrix, ANSMatrix, Int8Matrix)
@@ -904,30 +905,45 @@ func (mx *Matrix) reorder(xf []float32, xq []int8, xs []float32, batch int) ([]f
 		for c, q := range x {
 			sx[v*ng+c/layout.GroupSize] += int32(q)
 		}
-		if q4 {
-			// per 8 columns: 0, 2, 4, 6, 1, 3, 5, 7 (low nibbles, then high)
-			for c0 := 0; c0 < pc; c0 += 8 {
-				for i := 0; i < 4; i++ {
-					o[c0+i], o[c0+4+i] = x[c0+2*i], x[c0+2*i+1]
-				}
+		for i, c := range mx.a8Order() {
+			o[i] = x[c]
+		}
+	}
+	return nil, out, put(b, &b.sx, sx)
+}
+
+// a8Order returns the tiled int8 kernels' activation order (made once):
+// position i of a vector's reordered activations holds column order[i].
+// Q4G128: per 8 columns 0, 2, 4, 6, 1, 3, 5, 7 (low nibbles, then high).
+// Bits: unit u (chunk k, words t0..t0+3), for word t the even-block
+// bytes (i2, i0, i3, i1) then the odd-block bytes (i7, i5, i6, i4), i the
+// nibble index (column k*256 + 32i + t).
+func (mx *Matrix) a8Order() []int32 {
+	if mx.order8 != nil {
+		return mx.order8
+	}
+	pc := mx.geo.PCols
+	order := make([]int32, pc)
+	if mx.tiled == tiledQ4 {
+		for c0 := 0; c0 < pc; c0 += 8 {
+			for i := 0; i < 4; i++ {
+				order[c0+i], order[c0+4+i] = int32(c0+2*i), int32(c0+2*i+1)
 			}
-		} else {
-			// unit u (chunk k, words t0..t0+3): for word t, even-block
-			// bytes (i2, i0, i3, i1) then odd-block bytes (i7, i5, i6, i4),
-			// i the nibble index (column k*256 + 32i + t)
-			ev, od := [4]int{2, 0, 3, 1}, [4]int{7, 5, 6, 4}
-			for u := 0; u < nu; u++ {
-				k, t0 := u/8, 4*(u%8)
-				for e := 0; e < 4; e++ {
-					for j := 0; j < 4; j++ {
-						o[32*u+4*e+j] = x[k*256+32*ev[j]+t0+e]
-						o[32*u+16+4*e+j] = x[k*256+32*od[j]+t0+e]
-					}
+		}
+	} else {
+		ev, od := [4]int{2, 0, 3, 1}, [4]int{7, 5, 6, 4}
+		for u := 0; u < pc/32; u++ {
+			k, t0 := u/8, 4*(u%8)
+			for e := 0; e < 4; e++ {
+				for j := 0; j < 4; j++ {
+					order[32*u+4*e+j] = int32(k*256 + 32*ev[j] + t0 + e)
+					order[32*u+16+4*e+j] = int32(k*256 + 32*od[j] + t0 + e)
 				}
 			}
 		}
 	}
-	return nil, out, put(b, &b.sx, sx)
+	mx.order8 = order
+	return order
 }
 
 // nibScale[k] is 16^-k: activations meeting nibble k of a half-word.
