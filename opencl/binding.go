@@ -12,6 +12,7 @@ package opencl
 //   - kernels, arguments, launches and profiling events (cl's Program
 //     cannot be created from a binary, so kernels are ours too);
 //   - clFlush (cl's Flush calls clFinish);
+//   - reads, writes, maps and fills of buffers (cl's allocate per call);
 //   - empty slices, which panic in cl: every call here guards them.
 // The raw handles of cl's objects are read from their first (unexported)
 // field; this is tied to the pinned version of go-opencl and checked by
