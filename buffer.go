@@ -143,6 +143,7 @@ func (b *Buffer) close(unregister bool) error {
 	b.closed = true
 	b.f32, b.i8, b.i32 = nil, nil, nil
 	if b.dev != nil {
+		b.e.freed()
 		_ = b.dev.Close() // after the backend closed, its memory is gone with it
 		b.dev = nil
 	}
@@ -155,12 +156,14 @@ func (b *Buffer) close(unregister bool) error {
 }
 
 // held is the locks of an operation on buffers: the engine's read lock
-// and each distinct buffer's (at most three), released by unlock.
+// (unless seq: a Sequence capturing holds the engine's write lock) and
+// each distinct buffer's (at most three), released by unlock.
 type held struct {
 	e    *Engine
 	m    *Matrix // read-locked too (lockWith), or nil
 	bufs [3]*Buffer
 	n    int
+	seq  bool
 }
 
 func (h *held) unlock() {
@@ -170,7 +173,23 @@ func (h *held) unlock() {
 	for _, b := range h.bufs[:h.n] {
 		b.mu.RUnlock()
 	}
-	h.e.mu.RUnlock()
+	if !h.seq {
+		h.e.mu.RUnlock()
+	}
+}
+
+// rlockEngine read-locks the engine unless the operation runs in a
+// capturing Sequence, which holds its write lock.
+func (h *held) rlockEngine(e *Engine) {
+	if !h.seq {
+		e.mu.RLock()
+	}
+}
+
+func (h *held) runlockEngine(e *Engine) {
+	if !h.seq {
+		e.mu.RUnlock()
+	}
 }
 
 // use read-locks the engine and the buffers of an operation (each
@@ -178,15 +197,15 @@ func (h *held) unlock() {
 // have the element types want (one per buffer; at most three). On error
 // nothing stays locked.
 func (e *Engine) use(op string, h *held, want []ElemType, bufs ...*Buffer) error {
-	e.mu.RLock()
-	*h = held{e: e}
+	h.rlockEngine(e)
+	*h = held{e: e, seq: h.seq}
 	if e.closed {
-		e.mu.RUnlock()
+		h.runlockEngine(e)
 		return ErrClosed
 	}
 	for i, b := range bufs {
 		if b == nil || b.e != e {
-			e.mu.RUnlock()
+			h.runlockEngine(e)
 			return fmt.Errorf("qgemv: %s: buffer %d is nil or belongs to another engine", op, i)
 		}
 		if !slices.Contains(h.bufs[:h.n], b) {
@@ -386,7 +405,13 @@ func (e *Engine) hostRun(op string, f func() error, nout int, bufs ...*Buffer) e
 // batch*Cols are read), dst receives batch*Rows. The results equal Mul's
 // on the same values.
 func (m *Matrix) MulBuffer(dst, x *Buffer, batch int, act Activation) error {
-	var h held
+	return m.mulBuffer(false, dst, x, batch, act)
+}
+
+// mulBuffer is MulBuffer; seq: run by a Sequence that holds the engine's lock
+// (Sequence.capture).
+func (m *Matrix) mulBuffer(seq bool, dst, x *Buffer, batch int, act Activation) error {
+	h := held{seq: seq}
 	if err := m.lockWith("mul buffer", &h, wantF32x3[:2], dst, x); err != nil {
 		return err
 	}
@@ -403,7 +428,7 @@ func (m *Matrix) MulBuffer(dst, x *Buffer, batch int, act Activation) error {
 	if act != A32 && act != A16 && act != A8 {
 		return fmt.Errorf("qgemv: mul buffer: unknown activation %v", act)
 	}
-	if m.e.rec.Load() != nil && m.e.record(func() error { return m.MulBuffer(dst, x, batch, act) }) {
+	if !seq && m.e.rec.Load() != nil && m.e.record(func(seq bool) error { return m.mulBuffer(seq, dst, x, batch, act) }) {
 		return nil
 	}
 	if m.e.dev != nil {
@@ -450,7 +475,13 @@ func (m *Matrix) mulHost(dst, x []float32, batch int, act Activation) error {
 // projections) then multiplies them with MulInt8Buffer: one quantization
 // for all of them.
 func (m *Matrix) QuantizeBuffer(xq, xs, x *Buffer, batch int) error {
-	var h held
+	return m.quantizeBuffer(false, xq, xs, x, batch)
+}
+
+// quantizeBuffer is QuantizeBuffer; seq: run by a Sequence that holds the engine's lock
+// (Sequence.capture).
+func (m *Matrix) quantizeBuffer(seq bool, xq, xs, x *Buffer, batch int) error {
+	h := held{seq: seq}
 	if err := m.lockWith("quantize buffer", &h, wantQuant, xq, xs, x); err != nil {
 		return err
 	}
@@ -466,7 +497,7 @@ func (m *Matrix) QuantizeBuffer(xq, xs, x *Buffer, batch int) error {
 		return fmt.Errorf("qgemv: quantize buffer: xq %d, xs %d, x %d values for batch %d of %d columns padded to %d",
 			xq.n, xs.n, x.n, batch, m.cols, pc)
 	}
-	if m.e.rec.Load() != nil && m.e.record(func() error { return m.QuantizeBuffer(xq, xs, x, batch) }) {
+	if !seq && m.e.rec.Load() != nil && m.e.record(func(seq bool) error { return m.quantizeBuffer(seq, xq, xs, x, batch) }) {
 		return nil
 	}
 	if m.e.dev != nil {
@@ -502,7 +533,13 @@ func (m *Matrix) quantizeHost(xq, xs, x *Buffer, batch int) error {
 // MulInt8Buffer queues dst = W x for activations quantized by
 // QuantizeBuffer (xq: batch*PaddedCols, xs: batch*PaddedCols/128).
 func (m *Matrix) MulInt8Buffer(dst, xq, xs *Buffer, batch int) error {
-	var h held
+	return m.mulInt8Buffer(false, dst, xq, xs, batch)
+}
+
+// mulInt8Buffer is MulInt8Buffer; seq: run by a Sequence that holds the engine's lock
+// (Sequence.capture).
+func (m *Matrix) mulInt8Buffer(seq bool, dst, xq, xs *Buffer, batch int) error {
+	h := held{seq: seq}
 	if err := m.lockWith("mul int8 buffer", &h, wantMulI8, dst, xq, xs); err != nil {
 		return err
 	}
@@ -518,7 +555,7 @@ func (m *Matrix) MulInt8Buffer(dst, xq, xs *Buffer, batch int) error {
 		return fmt.Errorf("qgemv: mul int8 buffer: dst %d, xq %d, xs %d values for batch %d of %dx%d (padded columns %d)",
 			dst.n, xq.n, xs.n, batch, m.rows, m.cols, pc)
 	}
-	if m.e.rec.Load() != nil && m.e.record(func() error { return m.MulInt8Buffer(dst, xq, xs, batch) }) {
+	if !seq && m.e.rec.Load() != nil && m.e.record(func(seq bool) error { return m.mulInt8Buffer(seq, dst, xq, xs, batch) }) {
 		return nil
 	}
 	if m.e.dev != nil {
@@ -546,7 +583,13 @@ func (m *Matrix) mulInt8Host(dst, xq, xs *Buffer, batch int) error {
 // MulInt32Buffer queues dst = W x exactly for the int8 formats: x is an
 // Int8 buffer of batch*Cols values, dst an Int32 buffer of batch*Rows.
 func (m *Matrix) MulInt32Buffer(dst, x *Buffer, batch int) error {
-	var h held
+	return m.mulInt32Buffer(false, dst, x, batch)
+}
+
+// mulInt32Buffer is MulInt32Buffer; seq: run by a Sequence that holds the engine's lock
+// (Sequence.capture).
+func (m *Matrix) mulInt32Buffer(seq bool, dst, x *Buffer, batch int) error {
+	h := held{seq: seq}
 	if err := m.lockWith("mul int32 buffer", &h, wantMulI32, dst, x); err != nil {
 		return err
 	}
@@ -557,7 +600,7 @@ func (m *Matrix) MulInt32Buffer(dst, x *Buffer, batch int) error {
 	if err := bufLens("mul int32 buffer", dst.n, x.n, batch*m.rows, batch*m.cols); err != nil {
 		return err
 	}
-	if m.e.rec.Load() != nil && m.e.record(func() error { return m.MulInt32Buffer(dst, x, batch) }) {
+	if !seq && m.e.rec.Load() != nil && m.e.record(func(seq bool) error { return m.mulInt32Buffer(seq, dst, x, batch) }) {
 		return nil
 	}
 	if m.e.dev != nil {
@@ -630,12 +673,18 @@ func (e *Engine) elementwise(op string, h *held, dst *Buffer, a, b *Buffer) erro
 // FFN's gate and up projections and its down projection (float32; each
 // backend within a few ulps). dst may be gate or up.
 func (e *Engine) SwiGLU(dst, gate, up *Buffer) error {
-	var h held
+	return e.swiGLU(false, dst, gate, up)
+}
+
+// swiGLU is SwiGLU; seq: run by a Sequence that holds the engine's lock
+// (Sequence.capture).
+func (e *Engine) swiGLU(seq bool, dst, gate, up *Buffer) error {
+	h := held{seq: seq}
 	if err := e.elementwise("swiglu", &h, dst, gate, up); err != nil {
 		return err
 	}
 	defer h.unlock()
-	if e.rec.Load() != nil && e.record(func() error { return e.SwiGLU(dst, gate, up) }) {
+	if !seq && e.rec.Load() != nil && e.record(func(seq bool) error { return e.swiGLU(seq, dst, gate, up) }) {
 		return nil
 	}
 	if e.dev != nil {
@@ -651,12 +700,18 @@ func (e *Engine) SwiGLU(dst, gate, up *Buffer) error {
 // Add queues dst[i] = a[i] + b[i] over dst's length (the residual
 // connection). dst may be a or b.
 func (e *Engine) Add(dst, a, b *Buffer) error {
-	var h held
+	return e.addBuffers(false, dst, a, b)
+}
+
+// addBuffers is Add; seq: run by a Sequence that holds the engine's lock
+// (Sequence.capture).
+func (e *Engine) addBuffers(seq bool, dst, a, b *Buffer) error {
+	h := held{seq: seq}
 	if err := e.elementwise("add", &h, dst, a, b); err != nil {
 		return err
 	}
 	defer h.unlock()
-	if e.rec.Load() != nil && e.record(func() error { return e.Add(dst, a, b) }) {
+	if !seq && e.rec.Load() != nil && e.record(func(seq bool) error { return e.addBuffers(seq, dst, a, b) }) {
 		return nil
 	}
 	if e.dev != nil {
@@ -678,12 +733,18 @@ func add(d, x, y []float32) {
 
 // Scale queues dst[i] = s * a[i] over dst's length. dst may be a.
 func (e *Engine) Scale(dst, a *Buffer, s float32) error {
-	var h held
+	return e.scaleBuffer(false, dst, a, s)
+}
+
+// scaleBuffer is Scale; seq: run by a Sequence that holds the engine's lock
+// (Sequence.capture).
+func (e *Engine) scaleBuffer(seq bool, dst, a *Buffer, s float32) error {
+	h := held{seq: seq}
 	if err := e.elementwise("scale", &h, dst, a, nil); err != nil {
 		return err
 	}
 	defer h.unlock()
-	if e.rec.Load() != nil && e.record(func() error { return e.Scale(dst, a, s) }) {
+	if !seq && e.rec.Load() != nil && e.record(func(seq bool) error { return e.scaleBuffer(seq, dst, a, s) }) {
 		return nil
 	}
 	if e.dev != nil {
@@ -707,7 +768,13 @@ func scale(d, x []float32, s float32) {
 // (layout.Requantize: the MatVANS chain's step) over dst's length: src
 // an Int32 buffer, dst an Int8 one.
 func (e *Engine) Requantize(dst, src *Buffer, alpha float32) error {
-	var h held
+	return e.requantize(false, dst, src, alpha)
+}
+
+// requantize is Requantize; seq: run by a Sequence that holds the engine's lock
+// (Sequence.capture).
+func (e *Engine) requantize(seq bool, dst, src *Buffer, alpha float32) error {
+	h := held{seq: seq}
 	if err := e.use("requantize", &h, wantRequant, dst, src); err != nil {
 		return err
 	}
@@ -718,7 +785,7 @@ func (e *Engine) Requantize(dst, src *Buffer, alpha float32) error {
 	if a := float64(alpha); math.IsNaN(a) || math.IsInf(a, 0) {
 		return fmt.Errorf("qgemv: requantize: alpha is %v", alpha)
 	}
-	if e.rec.Load() != nil && e.record(func() error { return e.Requantize(dst, src, alpha) }) {
+	if !seq && e.rec.Load() != nil && e.record(func(seq bool) error { return e.requantize(seq, dst, src, alpha) }) {
 		return nil
 	}
 	if e.dev != nil {

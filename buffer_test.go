@@ -189,7 +189,19 @@ func TestBufferFFNAndReplay(t *testing.T) {
 	if seq.Len() != 6 {
 		t.Fatalf("%d operations recorded, want 6", seq.Len())
 	}
-	for step := uint64(0); step < 3; step++ {
+	for step := uint64(0); step < 4; step++ {
+		if step == 2 {
+			// Multiplies wider than the block's move the CUDA backend's
+			// scratch memory: a graph captured before must not be
+			// launched on the freed memory.
+			wide := load(64, 4096, 4)
+			xw, yw := synth.Vector(16*4096, 5), make([]float32, 16*64)
+			for _, act := range []qgemv.Activation{qgemv.A8, qgemv.A16} {
+				if err := wide.Mul(yw, xw, 16, act); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 		in := synth.Vector(H, 10+step)
 		if err := x.Write(in); err != nil {
 			t.Fatal(err)
@@ -235,6 +247,10 @@ func TestBufferFFNAndReplay(t *testing.T) {
 			if want[i] += in[i]; got[i] != want[i] {
 				t.Fatalf("step %d: output %d = %v, want %v", step, i, got[i], want[i])
 			}
+		}
+		// CUDA captures the sequence as a graph on its first Run.
+		if strings.HasPrefix(eng.Backend(), "cuda") && !seq.Graphed() {
+			t.Fatalf("step %d: the sequence was not captured as a CUDA graph", step)
 		}
 	}
 }
@@ -359,9 +375,14 @@ func TestBufferBadInput(t *testing.T) {
 	if _, err := eng.Record(func() error { return nil }); err == nil {
 		t.Error("an empty recording succeeded")
 	}
-	seq, err := eng.Record(func() error { return mat.MulBuffer(y, x, 1, qgemv.A32) })
+	seq, err := eng.Record(func() error { return mat.MulBuffer(y, x, 1, qgemv.A16) })
 	if err != nil {
 		t.Fatal(err)
+	}
+	for range 2 { // on CUDA: queued and captured, then the graph launched
+		if err := seq.Run(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := x.Close(); err != nil {
 		t.Fatal(err)

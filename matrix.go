@@ -224,5 +224,6 @@ func (m *Matrix) close(unregister bool) error {
 		delete(m.e.mats, m)
 		m.e.matsMu.Unlock()
 	}
+	m.e.freed()
 	return m.m.Close()
 }

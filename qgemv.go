@@ -190,7 +190,7 @@ const EnvBackend = dispatch.EnvBackend
 // Engine is an opened backend. It is safe for concurrent use (see the
 // package doc).
 type Engine struct {
-	mu     sync.RWMutex // read-held by every call, write-held by Close
+	mu     sync.RWMutex // read-held by every call, write-held by Close and by a Sequence capturing
 	be     dispatch.Backend
 	report Report
 	closed bool
@@ -205,6 +205,20 @@ type Engine struct {
 
 	recMu sync.Mutex               // held by Record
 	rec   atomic.Pointer[recorder] // the recording in progress, or nil
+
+	// freeGen counts closes of buffers and matrices: a Sequence's graph
+	// captured before one may address freed device memory. genMu orders
+	// a graph's launch before the memory a close frees (freed).
+	genMu   sync.Mutex
+	freeGen uint64
+}
+
+// freed marks device memory about to be freed: graphs captured before
+// are not launched again (Sequence.Run runs their operations instead).
+func (e *Engine) freed() {
+	e.genMu.Lock()
+	e.freeGen++
+	e.genMu.Unlock()
 }
 
 // Open probes the machine and opens the best backend (or the one forced by

@@ -4,23 +4,38 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/qgemv/qgemv/dispatch"
 )
 
 // Sequence is a recorded series of operations on buffers (multiplies,
 // quantizations, SwiGLU, Add, Scale, Requantize) that Run queues again,
 // in order, with the buffers' current contents: a decode step recorded
 // once and replayed per token.
+//
+// On a backend that captures graphs (CUDA), the first Run queues the
+// operations and then captures them as one graph, and later Runs launch
+// that graph with one driver call instead of one per kernel, while no
+// buffer or matrix of the engine was closed since and the backend's
+// scratch memory stayed in place (else Run queues the operations and
+// captures them again). Operations that cannot be captured (host runs
+// of operations without device kernels, entropy-coded matrices that wait
+// for their decoder) keep the sequence on queued operations.
 type Sequence struct {
 	e      *Engine
-	ops    []func() error
+	ops    []func(seq bool) error
 	mu     sync.Mutex
 	closed bool
+
+	graph   dispatch.Graph // captured ops, or nil
+	gen     uint64         // e.freeGen at the capture
+	noGraph bool           // capturing failed: the ops run every time
 }
 
 // recorder collects the operations of a Record call.
 type recorder struct {
 	mu  sync.Mutex
-	ops []func() error
+	ops []func(seq bool) error
 }
 
 // Record calls fn and records the buffer operations it makes on the
@@ -55,7 +70,7 @@ func (e *Engine) Record(fn func() error) (*Sequence, error) {
 
 // record appends op to the recording in progress and reports whether
 // there was one (then the caller returns without running it).
-func (e *Engine) record(op func() error) bool {
+func (e *Engine) record(op func(seq bool) error) bool {
 	r := e.rec.Load()
 	if r == nil {
 		return false
@@ -75,12 +90,84 @@ func (s *Sequence) Run() error {
 	if s.closed {
 		return ErrClosed
 	}
+	if s.graph != nil {
+		launched, err := s.launch()
+		if err != nil || launched {
+			return err
+		}
+		_ = s.graph.Close()
+		s.graph = nil
+	}
 	for i, op := range s.ops {
-		if err := op(); err != nil {
+		if err := op(false); err != nil {
 			return fmt.Errorf("qgemv: sequence operation %d: %w", i, err)
 		}
 	}
+	s.capture()
 	return nil
+}
+
+// launch launches the captured graph if nothing it uses was freed since
+// the capture; false: run and capture the operations again.
+func (s *Sequence) launch() (bool, error) {
+	e := s.e
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return false, ErrClosed
+	}
+	e.genMu.Lock()
+	defer e.genMu.Unlock()
+	if e.freeGen != s.gen {
+		return false, nil
+	}
+	ok, err := s.graph.Launch()
+	if err != nil {
+		return false, fmt.Errorf("qgemv: sequence: %w", err)
+	}
+	return ok, nil
+}
+
+// capture captures the operations as a graph where the backend can,
+// holding the engine's write lock so that no other goroutine queues work
+// meanwhile (the operations run with seq set: without the read lock).
+// Capturing queues nothing; a failure leaves the sequence on its
+// operations for good.
+func (s *Sequence) capture() {
+	e := s.e
+	c, ok := e.dev.(dispatch.Capturer)
+	if !ok || s.noGraph {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return
+	}
+	e.genMu.Lock()
+	gen := e.freeGen
+	e.genMu.Unlock()
+	g, err := c.Capture(func() error {
+		for _, op := range s.ops {
+			if err := op(true); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		s.noGraph = true
+		return
+	}
+	s.graph, s.gen = g, gen
+}
+
+// Graphed reports whether Run launches a captured graph (CUDA) rather
+// than queueing the operations one by one.
+func (s *Sequence) Graphed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.graph != nil
 }
 
 // Len returns the operations recorded.
@@ -95,5 +182,10 @@ func (s *Sequence) Close() error {
 	}
 	s.closed = true
 	s.ops = nil
+	if s.graph != nil {
+		err := s.graph.Close()
+		s.graph = nil
+		return err
+	}
 	return nil
 }

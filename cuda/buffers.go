@@ -162,7 +162,7 @@ func stagedPutAt(b *Backend, p cu.DevicePtr, src []byte) error {
 		return err
 	}
 	copy(h.bytes(int(n)), src)
-	if err := cu.MemcpyHtoDAsync(p, h.p, n, cu.Stream{}); err != nil {
+	if err := cu.MemcpyHtoDAsync(p, h.p, n, b.stream); err != nil {
 		return fmt.Errorf("cuda: copying %d bytes to the device: %w", n, err)
 	}
 	return nil
@@ -182,7 +182,7 @@ func (b *Backend) stagedGet(dst []byte, p cu.DevicePtr) error {
 	if err != nil {
 		return err
 	}
-	if err := cu.MemcpyDtoHAsync(h.p, p, n, cu.Stream{}); err != nil {
+	if err := cu.MemcpyDtoHAsync(h.p, p, n, b.stream); err != nil {
 		return fmt.Errorf("cuda: copying %d bytes from the device: %w", n, err)
 	}
 	if err := cu.Synchronize(); err != nil {
@@ -572,7 +572,7 @@ func (mx *Matrix) hostCall(dst []float32, put func() error, enqueue func(y, st c
 		return err
 	}
 	st := yb.ptr + cu.DevicePtr(n)
-	if err := cu.MemsetD32Async(st, 0, 1, cu.Stream{}); err != nil {
+	if err := cu.MemsetD32Async(st, 0, 1, b.stream); err != nil {
 		return fmt.Errorf("cuda: zeroing the status word: %w", err)
 	}
 	if err := put(); err != nil {
@@ -601,7 +601,7 @@ func (mx *Matrix) hostCall(dst []float32, put func() error, enqueue func(y, st c
 		if err != nil {
 			return err
 		}
-		if err := cu.MemcpyDtoHAsync(h.p, yb.ptr, n+4, cu.Stream{}); err != nil {
+		if err := cu.MemcpyDtoHAsync(h.p, yb.ptr, n+4, b.stream); err != nil {
 			return fmt.Errorf("cuda: copying %d bytes from the device: %w", n+4, err)
 		}
 		if err := cu.Synchronize(); err != nil {

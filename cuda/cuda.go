@@ -268,6 +268,14 @@ type Backend struct {
 	scratch map[string]*buffer
 	pinned  map[string]*pinned
 	wsZero  int64 // leading words of the "ws" scratch known to be zero (matrix.go)
+	// stream orders all the backend's work: created with default flags,
+	// it also synchronizes with the legacy default stream the driver's
+	// synchronous copies and memsets use, and it can be captured as a
+	// graph (graph.go), which the legacy stream cannot.
+	stream cu.Stream
+	// scratchGen counts reallocations of scratch buffers: a graph
+	// captured before one may address freed memory (graph.go).
+	scratchGen uint64
 	// statusQueued: a buffer kernel that may set the status word was
 	// queued since takeStatus last read it (buffers.go).
 	statusQueued bool
@@ -406,6 +414,9 @@ func (b *Backend) init(ptx map[string]ptxModule) error {
 	if b.ctx, err = cu.Device(b.dev.Ordinal).MakeContext(cu.SchedAuto); err != nil {
 		return fmt.Errorf("cuda: creating a context on %s: %w", b.dev.Name, err)
 	}
+	if b.stream, err = cu.MakeStream(cu.DefaultStream); err != nil {
+		return fmt.Errorf("cuda: creating a stream on %s: %w", b.dev.Name, err)
+	}
 	srcs := make([]string, 0, len(ptx))
 	for src := range ptx {
 		srcs = append(srcs, src)
@@ -477,6 +488,9 @@ func (b *Backend) release() {
 		h.free()
 	}
 	b.pinned = nil
+	if b.stream != (cu.Stream{}) {
+		_ = b.stream.Destroy()
+	}
 	for _, mod := range b.mods {
 		_ = mod.Unload()
 	}
@@ -513,6 +527,13 @@ func (b *Backend) Close() error {
 	b.mu.Unlock()
 	<-b.done
 	return nil
+}
+
+// isClosed reports whether Close was called.
+func (b *Backend) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
 }
 
 // Device returns the device the backend runs on.
@@ -632,8 +653,16 @@ func download[T any](bf *buffer, dst []T) error {
 // scratchBuf returns the backend's scratch buffer of that name with at
 // least size bytes (CUDA thread only).
 func (b *Backend) scratchBuf(name string, size int64) (*buffer, error) {
-	return grown(b.scratch, name, size, alloc)
+	old := b.scratch[name]
+	bf, err := grown(b.scratch, name, size, alloc)
+	if old != nil && bf != old {
+		b.scratchGen++
+	}
+	return bf, err
 }
+
+// maxKernelArgs bounds a kernel's arguments (the widest has 13).
+const maxKernelArgs = 16
 
 // launch runs kernel name on a grid of gx x gy blocks of bx threads.
 // Every argument must be 64 bits wide (cu copies 8 bytes per argument):
@@ -643,8 +672,11 @@ func (b *Backend) launch(name string, gx, gy, bx, shmem int, args ...any) error 
 	if !ok {
 		return fmt.Errorf("cuda: no kernel %s", name)
 	}
-	vals := make([]uint64, len(args))
-	ptrs := make([]unsafe.Pointer, len(args))
+	if len(args) > maxKernelArgs {
+		return fmt.Errorf("cuda: kernel %s has %d arguments, at most %d", name, len(args), maxKernelArgs)
+	}
+	var vals [maxKernelArgs]uint64
+	var ptrs [maxKernelArgs]unsafe.Pointer
 	for i, a := range args {
 		switch v := a.(type) {
 		case cu.DevicePtr:
@@ -654,11 +686,11 @@ func (b *Backend) launch(name string, gx, gy, bx, shmem int, args ...any) error 
 		case uint64:
 			vals[i] = v
 		default:
-			return fmt.Errorf("cuda: kernel %s argument %d is a %T, want a 64-bit value", name, i, a)
+			return fmt.Errorf("cuda: kernel %s argument %d is not a DevicePtr, int64 or uint64", name, i)
 		}
 		ptrs[i] = unsafe.Pointer(&vals[i])
 	}
-	if err := f.Launch(gx, gy, 1, bx, 1, 1, shmem, cu.Stream{}, ptrs); err != nil {
+	if err := f.Launch(gx, gy, 1, bx, 1, 1, shmem, b.stream, ptrs[:len(args)]); err != nil {
 		return fmt.Errorf("cuda: launching %s (%dx%d blocks of %d): %w", name, gx, gy, bx, err)
 	}
 	return nil

@@ -582,7 +582,7 @@ func (mx *Matrix) launchIn(sfx, name string, args []any, yb *buffer, batch int) 
 	if splits > 1 {
 		if b.opts.Mode == Atomic {
 			mode = 1
-			if err := cu.MemsetD32(yb.ptr, 0, n); err != nil {
+			if err := cu.MemsetD32Async(yb.ptr, 0, n, b.stream); err != nil {
 				return fmt.Errorf("cuda: zeroing the output: %w", err)
 			}
 		} else {
@@ -625,7 +625,7 @@ func (b *Backend) splitWorkspace(gx int, n int64) (*buffer, error) {
 		b.wsZero = 0
 	}
 	if cpad > b.wsZero {
-		if err := cu.MemsetD32(wsb.ptr+cu.DevicePtr(4*b.wsZero), 0, cpad-b.wsZero); err != nil {
+		if err := cu.MemsetD32Async(wsb.ptr+cu.DevicePtr(4*b.wsZero), 0, cpad-b.wsZero, b.stream); err != nil {
 			return nil, fmt.Errorf("cuda: zeroing the SplitK counters: %w", err)
 		}
 	}

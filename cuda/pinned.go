@@ -70,7 +70,7 @@ func stagedPut[T any](b *Backend, name string, bf *buffer, s []T) error {
 		return err
 	}
 	copy(h.bytes(int(n)), unsafe.Slice((*byte)(p), n))
-	if err := cu.MemcpyHtoDAsync(bf.ptr, h.p, n, cu.Stream{}); err != nil {
+	if err := cu.MemcpyHtoDAsync(bf.ptr, h.p, n, b.stream); err != nil {
 		return fmt.Errorf("cuda: copying %d bytes to the device: %w", n, err)
 	}
 	return nil
@@ -93,7 +93,7 @@ func (b *Backend) stagedDownload(bf *buffer, dst []float32) error {
 	if err != nil {
 		return err
 	}
-	if err := cu.MemcpyDtoHAsync(h.p, bf.ptr, n, cu.Stream{}); err != nil {
+	if err := cu.MemcpyDtoHAsync(h.p, bf.ptr, n, b.stream); err != nil {
 		return fmt.Errorf("cuda: copying %d bytes from the device: %w", n, err)
 	}
 	if err := cu.Synchronize(); err != nil {

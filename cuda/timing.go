@@ -86,7 +86,7 @@ func (b *Backend) timeLaunches(fn func() error, iters int) (float64, float64, er
 		return 0, 0, err
 	}
 	defer cu.DestroyEvent(&stop)
-	if err := start.Record(cu.Stream{}); err != nil {
+	if err := start.Record(b.stream); err != nil {
 		return 0, 0, err
 	}
 	t0 := time.Now()
@@ -96,7 +96,7 @@ func (b *Backend) timeLaunches(fn func() error, iters int) (float64, float64, er
 		}
 	}
 	host := time.Since(t0).Seconds() / float64(iters)
-	if err := stop.Record(cu.Stream{}); err != nil {
+	if err := stop.Record(b.stream); err != nil {
 		return 0, 0, err
 	}
 	if err := stop.Synchronize(); err != nil {

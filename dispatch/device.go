@@ -65,6 +65,14 @@ type DeviceMatrix interface {
 // has no device kernel; the caller runs the operation on the host.
 var ErrNoDevicePath = devbuf.ErrNoDevicePath
 
+// Capturer is implemented by device backends that capture a series of
+// queued operations as one graph (CUDA graphs); Graph is what they
+// capture.
+type (
+	Capturer = devbuf.Capturer
+	Graph    = devbuf.Graph
+)
+
 // KernelTimer is implemented by device backends that time their multiply
 // kernels alone (the benchmarks compare the API's time with it).
 type KernelTimer interface {

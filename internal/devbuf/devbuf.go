@@ -20,3 +20,25 @@ type Buf interface {
 // ErrNoDevicePath is returned by a device operation that has no device
 // kernel; the caller runs the operation on the host.
 var ErrNoDevicePath = errors.New("no device kernel for this operation")
+
+// Capturer is a device backend that captures the work queued by a
+// function as one graph, launched again later with one call (CUDA
+// graphs): a recorded sequence of operations then costs the host one
+// launch instead of one per kernel.
+type Capturer interface {
+	// Capture runs fn, whose operations on the backend are captured
+	// instead of queued; no other work may be queued on the backend
+	// meanwhile. An operation that cannot be captured (a copy to or from
+	// the host, a wait) fails fn or Capture, and nothing was queued.
+	Capture(fn func() error) (Graph, error)
+}
+
+// Graph is captured work.
+type Graph interface {
+	// Launch queues the captured work again. It returns false, having
+	// queued nothing, when memory the graph uses moved since the capture
+	// (capture again).
+	Launch() (bool, error)
+	// Close frees the graph.
+	Close() error
+}
