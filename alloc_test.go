@@ -63,7 +63,7 @@ func mulAllocs(t *testing.T, backend string) {
 }
 
 // TestBufferAllocs: buffer operations allocate nothing after a warm-up
-// on the CPU backend and on OpenCL where this build and machine have it.
+// on the CPU backend and on the GPU backends this build and machine have.
 func TestBufferAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
@@ -73,13 +73,12 @@ func TestBufferAllocs(t *testing.T) {
 	}
 }
 
-// allocBackends are the backends whose multiplies must not allocate: the
-// CPU, and OpenCL where this build and machine have it. (The CUDA
-// backend still allocates per call: its launches take boxed arguments.)
+// allocBackends are the backends whose multiplies must not allocate:
+// the CPU, and OpenCL and CUDA where this build and machine have them.
 func allocBackends() []string {
 	backends := []string{"cpu"}
 	for _, c := range qgemv.Probe().Candidates {
-		if c.Available && strings.HasPrefix(c.Name, "opencl") {
+		if c.Available && (strings.HasPrefix(c.Name, "opencl") || strings.HasPrefix(c.Name, "cuda")) {
 			backends = append(backends, c.Name)
 		}
 	}

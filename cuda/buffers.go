@@ -101,12 +101,25 @@ func (d *DevBuf) Write(off int64, src []byte) error {
 	if err := d.span("write", off, len(src)); err != nil || len(src) == 0 {
 		return err
 	}
-	return d.b.do(func() error {
-		if d.closed.Load() {
-			return ErrClosed
-		}
-		return stagedPutAt(d.b, d.buf.ptr+cu.DevicePtr(off), src)
-	})
+	return d.run(writeReq, off, src)
+}
+
+// run runs fn on the CUDA thread with a request for d, off and data.
+func (d *DevBuf) run(fn func(*mulReq) error, off int64, data []byte) error {
+	r := newReq()
+	defer r.free()
+	r.d, r.off, r.data = d, off, data
+	c := newCall()
+	c.fn, c.r = fn, r
+	return d.b.send(c)
+}
+
+func writeReq(r *mulReq) error {
+	d := r.d
+	if d.closed.Load() {
+		return ErrClosed
+	}
+	return stagedPutAt(d.b, d.buf.ptr+cu.DevicePtr(r.off), r.data)
 }
 
 // Read waits for the work queued before it, copies the bytes at off into
@@ -115,17 +128,20 @@ func (d *DevBuf) Read(off int64, dst []byte) error {
 	if err := d.span("read", off, len(dst)); err != nil {
 		return err
 	}
-	return d.b.do(func() error {
-		if d.closed.Load() {
-			return ErrClosed
+	return d.run(readReq, off, dst)
+}
+
+func readReq(r *mulReq) error {
+	d := r.d
+	if d.closed.Load() {
+		return ErrClosed
+	}
+	if len(r.data) > 0 {
+		if err := d.b.stagedGet(r.data, d.buf.ptr+cu.DevicePtr(r.off)); err != nil {
+			return err
 		}
-		if len(dst) > 0 {
-			if err := d.b.stagedGet(dst, d.buf.ptr+cu.DevicePtr(off)); err != nil {
-				return err
-			}
-		}
-		return d.b.takeStatus()
-	})
+	}
+	return d.b.takeStatus()
 }
 
 // Fetch is Read without the fault report: the faults stay for the next
@@ -135,12 +151,15 @@ func (d *DevBuf) Fetch(off int64, dst []byte) error {
 	if err := d.span("read", off, len(dst)); err != nil || len(dst) == 0 {
 		return err
 	}
-	return d.b.do(func() error {
-		if d.closed.Load() {
-			return ErrClosed
-		}
-		return d.b.stagedGet(dst, d.buf.ptr+cu.DevicePtr(off))
-	})
+	return d.run(fetchReq, off, dst)
+}
+
+func fetchReq(r *mulReq) error {
+	d := r.d
+	if d.closed.Load() {
+		return ErrClosed
+	}
+	return d.b.stagedGet(r.data, d.buf.ptr+cu.DevicePtr(r.off))
 }
 
 // stagedPutAt queues a copy of src to p through pinned staging (CUDA
@@ -154,8 +173,11 @@ func stagedPutAt(b *Backend, p cu.DevicePtr, src []byte) error {
 		}
 		return nil
 	}
-	if err := cu.Synchronize(); err != nil {
-		return fmt.Errorf("cuda: waiting before a buffer write: %w", err)
+	if b.bufinQueued { // the previous write's copy may still read the staging memory
+		if err := cu.Synchronize(); err != nil {
+			return fmt.Errorf("cuda: waiting before a buffer write: %w", err)
+		}
+		b.bufinQueued = false
 	}
 	h, err := b.staging("bufin", int(n))
 	if err != nil {
@@ -165,6 +187,7 @@ func stagedPutAt(b *Backend, p cu.DevicePtr, src []byte) error {
 	if err := cu.MemcpyHtoDAsync(p, h.p, n, b.stream); err != nil {
 		return fmt.Errorf("cuda: copying %d bytes to the device: %w", n, err)
 	}
+	b.bufinQueued = true
 	return nil
 }
 
@@ -178,28 +201,55 @@ func (b *Backend) stagedGet(dst []byte, p cu.DevicePtr) error {
 		}
 		return nil
 	}
-	h, err := b.staging("bufout", int(n))
+	h, err := b.staging("bufout", int(n)+4)
 	if err != nil {
 		return err
 	}
 	if err := cu.MemcpyDtoHAsync(h.p, p, n, b.stream); err != nil {
 		return fmt.Errorf("cuda: copying %d bytes from the device: %w", n, err)
 	}
+	// The status word comes back with the data, saving takeStatus a
+	// second round trip.
+	if sb := b.scratch["bufstatus"]; b.statusQueued && sb != nil {
+		if err := cu.MemcpyDtoHAsync(unsafe.Add(h.p, n), sb.ptr, 4, b.stream); err != nil {
+			return fmt.Errorf("cuda: copying the status word: %w", err)
+		}
+	}
+	if err := b.sync(); err != nil {
+		return err
+	}
+	out := h.bytes(int(n) + 4)
+	copy(dst, out[:n])
+	if b.statusQueued && b.scratch["bufstatus"] != nil {
+		b.statusFetched, b.statusValue = true, *(*uint32)(unsafe.Pointer(&out[n]))
+	}
+	return nil
+}
+
+// sync waits for the stream's work (CUDA thread).
+func (b *Backend) sync() error {
 	if err := cu.Synchronize(); err != nil {
 		return fmt.Errorf("cuda: waiting for the device (a kernel failed): %w", err)
 	}
-	copy(dst, h.bytes(int(n)))
+	b.bufinQueued = false
 	return nil
 }
 
 // Wait waits for the queued work and returns the first fault it flagged.
 func (b *Backend) Wait() error {
-	return b.do(func() error {
-		if err := cu.Synchronize(); err != nil {
-			return fmt.Errorf("cuda: waiting for the device (a kernel failed): %w", err)
-		}
-		return b.takeStatus()
-	})
+	r := newReq()
+	defer r.free()
+	r.b = b
+	c := newCall()
+	c.fn, c.r = waitReq, r
+	return b.send(c)
+}
+
+func waitReq(r *mulReq) error {
+	if err := r.b.sync(); err != nil {
+		return err
+	}
+	return r.b.takeStatus()
 }
 
 // statusWord returns the buffer kernels' status word, zeroed when first
@@ -217,6 +267,7 @@ func (b *Backend) statusWord() (cu.DevicePtr, error) {
 		}
 	}
 	b.statusQueued = true
+	b.statusFetched = false // this kernel may still set it
 	return sb.ptr, nil
 }
 
@@ -245,17 +296,28 @@ func (b *Backend) takeStatus() error {
 	}
 	b.statusQueued = false
 	sb := b.scratch["bufstatus"]
-	var st [1]uint32
-	if err := download(sb, st[:]); err != nil {
-		return err
+	st := b.statusValue // stagedGet brought it back after the last kernel
+	if !b.statusFetched {
+		var err error
+		if st, err = readWord(sb); err != nil {
+			return err
+		}
 	}
-	if st[0] == 0 {
+	b.statusFetched = false
+	if st == 0 {
 		return nil
 	}
 	if err := cu.MemsetD32(sb.ptr, 0, 1); err != nil {
 		return fmt.Errorf("cuda: clearing the status word: %w", err)
 	}
 	return errors.New("cuda: an activation quantized on the device was NaN or infinite (its results are not valid)")
+}
+
+// readWord copies the first 32-bit word of sb to the host (CUDA thread).
+func readWord(sb *buffer) (uint32, error) {
+	var st [1]uint32
+	err := download(sb, st[:])
+	return st[0], err
 }
 
 // devPtr returns the memory of a buffer of this backend.
@@ -271,36 +333,47 @@ func (b *Backend) devPtr(what string, x devbuf.Buf) (cu.DevicePtr, error) {
 }
 
 // devBufs resolves buffers (devPtr) in order.
-func (b *Backend) devBufs(names []string, bufs ...devbuf.Buf) ([]cu.DevicePtr, error) {
-	out := make([]cu.DevicePtr, len(bufs))
+func (b *Backend) devBufs(names []string, bufs ...devbuf.Buf) (out [3]cu.DevicePtr, err error) {
 	for i, x := range bufs {
-		p, err := b.devPtr(names[i], x)
-		if err != nil {
-			return nil, err
+		if out[i], err = b.devPtr(names[i], x); err != nil {
+			return out, err
 		}
-		out[i] = p
 	}
 	return out, nil
 }
 
-// elementwise queues a one-thread-per-element kernel on n elements.
-func (b *Backend) elementwise(name string, n int, names []string, bufs []devbuf.Buf, extra ...any) error {
+// bufOp runs fn on the CUDA thread with a request holding the buffers
+// (at most three, named by names for errors), n and the extra argument.
+func (b *Backend) bufOp(fn func(*mulReq) error, name string, n int, names []string, extra uint64, bufs ...devbuf.Buf) error {
+	r := newReq()
+	defer r.free()
+	r.b, r.name, r.n, r.names, r.arg = b, name, n, names, extra
+	r.nbufs = copy(r.bufs[:], bufs)
+	c := newCall()
+	c.fn, c.r = fn, r
+	return b.send(c)
+}
+
+// elementwise queues a one-thread-per-element kernel on n elements of
+// two or three buffers, with an extra 64-bit argument when withArg.
+func (b *Backend) elementwise(name string, n int, names []string, extra uint64, bufs ...devbuf.Buf) error {
 	if n < 1 {
 		return nil
 	}
-	return b.do(func() error {
-		ps, err := b.devBufs(names, bufs...)
-		if err != nil {
-			return err
-		}
-		args := make([]any, 0, len(ps)+len(extra)+1)
-		for _, p := range ps {
-			args = append(args, p)
-		}
-		args = append(args, extra...)
-		args = append(args, int64(n))
-		return b.launch(name, ceilDiv(n, 256), 1, 256, 0, args...)
-	})
+	return b.bufOp(elementwiseReq, name, n, names, extra, bufs...)
+}
+
+func elementwiseReq(r *mulReq) error {
+	b := r.b
+	ps, err := b.devBufs(r.names, r.bufs[:r.nbufs]...)
+	if err != nil {
+		return err
+	}
+	gx, n := ceilDiv(r.n, 256), int64(r.n)
+	if r.nbufs == 3 {
+		return b.launch(r.name, gx, 1, 256, 0, ps[0], ps[1], ps[2], n)
+	}
+	return b.launch(r.name, gx, 1, 256, 0, ps[0], ps[1], r.arg, n)
 }
 
 var (
@@ -312,17 +385,17 @@ var (
 
 // SwiGLU queues dst[i] = g[i] / (1 + exp(-g[i])) * u[i], i < n.
 func (b *Backend) SwiGLU(dst, g, u devbuf.Buf, n int) error {
-	return b.elementwise("swiglu", n, namesDGU, []devbuf.Buf{dst, g, u})
+	return b.elementwise("swiglu", n, namesDGU, 0, dst, g, u)
 }
 
 // Add queues dst[i] = a[i] + c[i], i < n.
 func (b *Backend) Add(dst, a, c devbuf.Buf, n int) error {
-	return b.elementwise("add_f32", n, namesDAB, []devbuf.Buf{dst, a, c})
+	return b.elementwise("add_f32", n, namesDAB, 0, dst, a, c)
 }
 
 // Scale queues dst[i] = s * a[i], i < n.
 func (b *Backend) Scale(dst, a devbuf.Buf, s float32, n int) error {
-	return b.elementwise("scale_f32", n, namesDA, []devbuf.Buf{dst, a}, int64(math.Float32bits(s)))
+	return b.elementwise("scale_f32", n, namesDA, uint64(math.Float32bits(s)), dst, a)
 }
 
 // Requantize queues dst[i] = int8(round_half_even(alpha * src[i])),
@@ -331,13 +404,16 @@ func (b *Backend) Requantize(dst, src devbuf.Buf, alpha float32, n int) error {
 	if n < 1 {
 		return nil
 	}
-	return b.do(func() error {
-		ps, err := b.devBufs(namesDS, dst, src)
-		if err != nil {
-			return err
-		}
-		return b.launch("ans_requant", ceilDiv(n, 256), 1, 256, 0, ps[1], ps[0], int64(n), int64(math.Float32bits(alpha)))
-	})
+	return b.bufOp(requantizeReq, "ans_requant", n, namesDS, uint64(math.Float32bits(alpha)), dst, src)
+}
+
+func requantizeReq(r *mulReq) error {
+	b := r.b
+	ps, err := b.devBufs(r.names, r.bufs[:2]...)
+	if err != nil {
+		return err
+	}
+	return b.launch(r.name, ceilDiv(r.n, 256), 1, 256, 0, ps[1], ps[0], int64(r.n), r.arg)
 }
 
 // colTables returns the matrix's gather tables (CUDA thread), made on
@@ -407,14 +483,26 @@ func (mx *Matrix) withWords(f func() error) error {
 // MulF16Buf queues dst = W x for batch float32 vectors in device memory,
 // rounded to binary16 on the device: MulF16 of the rounded values.
 func (mx *Matrix) MulF16Buf(dst, x devbuf.Buf, batch int) error {
-	b := mx.b
-	return mx.do(func() error {
-		ps, err := b.devBufs(namesDX, dst, x)
-		if err != nil {
-			return err
-		}
-		return mx.mulF16Dev(ps[0], ps[1], false, batch)
-	})
+	return mx.bufOp(mulF16BufReq, namesDX, batch, dst, x)
+}
+
+func mulF16BufReq(r *mulReq) error {
+	ps, err := r.mx.b.devBufs(r.names, r.bufs[:2]...)
+	if err != nil {
+		return err
+	}
+	return r.mx.mulF16Dev(ps[0], ps[1], false, r.batch)
+}
+
+// bufOp runs fn on the CUDA thread, unless the matrix is closed by
+// then, with a request holding the buffers (named by names for errors)
+// and batch.
+func (mx *Matrix) bufOp(fn func(*mulReq) error, names []string, batch int, bufs ...devbuf.Buf) error {
+	r := newReq()
+	defer r.free()
+	r.mx, r.names, r.batch = mx, names, batch
+	r.nbufs = copy(r.bufs[:], bufs)
+	return mx.doReq(fn, r)
 }
 
 // mulF16Dev queues y = W x for batch vectors at x in device memory:
@@ -461,7 +549,7 @@ func (mx *Matrix) mulF16Dev(y, x cu.DevicePtr, half bool, batch int) error {
 		}
 	}
 	return mx.withWords(func() error {
-		return mx.launch(name, nil, &buffer{ptr: y}, batch)
+		return mx.launch(name, nil, y, batch)
 	})
 }
 
@@ -477,18 +565,20 @@ var (
 // batch*PCols values, xs batch*PCols/128 scales. A NaN or infinity is
 // reported by the next Wait or Read.
 func (mx *Matrix) QuantizeBuf(xq, xs, x devbuf.Buf, batch int) error {
-	b := mx.b
-	return mx.do(func() error {
-		ps, err := b.devBufs(namesQSX, xq, xs, x)
-		if err != nil {
-			return err
-		}
-		st, err := b.statusWord()
-		if err != nil {
-			return err
-		}
-		return mx.quantize(ps[0], ps[1], ps[2], st, batch)
-	})
+	return mx.bufOp(quantizeBufReq, namesQSX, batch, xq, xs, x)
+}
+
+func quantizeBufReq(r *mulReq) error {
+	b := r.mx.b
+	ps, err := b.devBufs(r.names, r.bufs[:3]...)
+	if err != nil {
+		return err
+	}
+	st, err := b.statusWord()
+	if err != nil {
+		return err
+	}
+	return r.mx.quantize(ps[0], ps[1], ps[2], st, r.batch)
 }
 
 // quantize queues quant_a8 (CUDA thread), flagging a NaN or infinity in
@@ -510,14 +600,15 @@ func (mx *Matrix) MulI8Buf(dst, xq, xs devbuf.Buf, batch int) error {
 	if mx.a8err != nil {
 		return fmt.Errorf("cuda: %w", mx.a8err)
 	}
-	b := mx.b
-	return mx.do(func() error {
-		ps, err := b.devBufs(namesDQS, dst, xq, xs)
-		if err != nil {
-			return err
-		}
-		return mx.mulI8Dev(ps[0], ps[1], ps[2], batch)
-	})
+	return mx.bufOp(mulI8BufReq, namesDQS, batch, dst, xq, xs)
+}
+
+func mulI8BufReq(r *mulReq) error {
+	ps, err := r.mx.b.devBufs(r.names, r.bufs[:3]...)
+	if err != nil {
+		return err
+	}
+	return r.mx.mulI8Dev(ps[0], ps[1], ps[2], r.batch)
 }
 
 // MulA8Buf quantizes batch float32 vectors in device memory and
@@ -526,18 +617,20 @@ func (mx *Matrix) MulA8Buf(dst, x devbuf.Buf, batch int) error {
 	if mx.a8err != nil {
 		return fmt.Errorf("cuda: %w", mx.a8err)
 	}
-	b := mx.b
-	return mx.do(func() error {
-		ps, err := b.devBufs(namesDX, dst, x)
-		if err != nil {
-			return err
-		}
-		st, err := b.statusWord()
-		if err != nil {
-			return err
-		}
-		return mx.mulA8Dev(ps[0], ps[1], st, batch)
-	})
+	return mx.bufOp(mulA8BufReq, namesDX, batch, dst, x)
+}
+
+func mulA8BufReq(r *mulReq) error {
+	b := r.mx.b
+	ps, err := b.devBufs(r.names, r.bufs[:2]...)
+	if err != nil {
+		return err
+	}
+	st, err := b.statusWord()
+	if err != nil {
+		return err
+	}
+	return r.mx.mulA8Dev(ps[0], ps[1], st, r.batch)
 }
 
 // mulA8Dev queues the quantization of batch float32 vectors at x into
@@ -668,8 +761,8 @@ func (mx *Matrix) mulI8Dev(dst, xq, xs cu.DevicePtr, batch int) error {
 		ptrs = []cu.DevicePtr{eb.ptr, ob.ptr}
 	}
 	return mx.withWords(func() error {
-		name, args := mx.a8Args(ptrs, xs, sx)
-		return mx.launch(name, args, &buffer{ptr: dst}, batch)
+		name, lead := mx.a8Args(ptrs, xs, sx)
+		return mx.launch(name, &lead, dst, batch)
 	})
 }
 

@@ -258,7 +258,7 @@ type Backend struct {
 	// (QGEMV_CUDA_MMA=0), to compare the two kernels.
 	noMMA bool
 
-	work chan func()
+	work chan *call
 	done chan struct{}
 
 	// owned by the CUDA thread
@@ -267,7 +267,8 @@ type Backend struct {
 	fns     map[string]cu.Function
 	scratch map[string]*buffer
 	pinned  map[string]*pinned
-	wsZero  int64 // leading words of the "ws" scratch known to be zero (matrix.go)
+	stageIn map[string]*pinned // stagedPut's staging, by scratch buffer name
+	wsZero  int64              // leading words of the "ws" scratch known to be zero (matrix.go)
 	// stream orders all the backend's work: created with default flags,
 	// it also synchronizes with the legacy default stream the driver's
 	// synchronous copies and memsets use, and it can be captured as a
@@ -279,6 +280,13 @@ type Backend struct {
 	// statusQueued: a buffer kernel that may set the status word was
 	// queued since takeStatus last read it (buffers.go).
 	statusQueued bool
+	// statusFetched: statusValue is the status word, copied back with
+	// the last buffer read after every kernel queued (stagedGet).
+	statusFetched bool
+	statusValue   uint32
+	// bufinQueued: a buffer write's copy from the "bufin" staging memory
+	// may still be queued (stagedPutAt waits before reusing it).
+	bufinQueued bool
 	// ansQueued holds the int8 matrices whose multiplies on buffers were
 	// queued since takeStatus last read the ANS status, by tag.
 	ansQueued []ChainMat
@@ -357,9 +365,10 @@ func Open(ordinal int, opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{dev: d, arch: arch, opts: opts, noMMA: os.Getenv("QGEMV_CUDA_MMA") == "0", work: make(chan func(), 1), // buffered: a sender never parks waiting for the CUDA thread
+	b := &Backend{dev: d, arch: arch, opts: opts, noMMA: os.Getenv("QGEMV_CUDA_MMA") == "0", work: make(chan *call, 1), // buffered: a sender never parks waiting for the CUDA thread
 		done: make(chan struct{}),
-		fns:  map[string]cu.Function{}, scratch: map[string]*buffer{}, pinned: map[string]*pinned{}}
+		fns:  map[string]cu.Function{}, scratch: map[string]*buffer{}, pinned: map[string]*pinned{},
+		stageIn: map[string]*pinned{}}
 	started := make(chan error)
 	go b.loop(started, ptx)
 	if err := <-started; err != nil {
@@ -379,19 +388,21 @@ func (b *Backend) loop(started chan<- error, ptx map[string]ptxModule) {
 	}
 	started <- nil
 	for {
-		f, ok := spinRecv(b.work)
+		c, ok := spinRecv(b.work)
 		if !ok {
 			break
 		}
-		f()
+		c.err <- c.run()
 	}
 	b.release()
 }
 
 // spinWait is how long a handoff between a caller and the CUDA thread
 // polls before blocking: waking a parked OS thread costs tens of
-// microseconds, more than a whole small GEMV.
-const spinWait = 100 * time.Microsecond
+// microseconds, more than a whole small GEMV, and a call that waits for
+// queued work (a buffer read after a layer's kernels) often lasts more
+// than 100 us.
+const spinWait = 2 * time.Millisecond
 
 // spinRecv receives from c, polling for up to spinWait before blocking.
 func spinRecv[T any](c <-chan T) (T, bool) {
@@ -487,7 +498,10 @@ func (b *Backend) release() {
 	for _, h := range b.pinned {
 		h.free()
 	}
-	b.pinned = nil
+	for _, h := range b.stageIn {
+		h.free()
+	}
+	b.pinned, b.stageIn = nil, nil
 	if b.stream != (cu.Stream{}) {
 		_ = b.stream.Destroy()
 	}
@@ -501,16 +515,9 @@ func (b *Backend) release() {
 
 // do runs f on the CUDA thread and returns its error.
 func (b *Backend) do(f func() error) error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return ErrClosed
-	}
-	errc := make(chan error, 1)
-	b.work <- func() { errc <- f() }
-	b.mu.Unlock()
-	err, _ := spinRecv(errc)
-	return err
+	c := newCall()
+	c.f = f
+	return b.send(c)
 }
 
 // Close releases the context and everything allocated on it. Matrices

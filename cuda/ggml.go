@@ -5,6 +5,8 @@ package cuda
 import (
 	"fmt"
 
+	"gorgonia.org/cu"
+
 	"github.com/qgemv/qgemv/internal/errs"
 	"github.com/qgemv/qgemv/internal/gpuhost"
 	"github.com/qgemv/qgemv/internal/mat"
@@ -20,9 +22,10 @@ import (
 // from the reference weights.
 type GGMLMatrix struct {
 	handle
-	m   *ggml.Matrix
-	geo gpuhost.Geometry
-	w   *buffer
+	m         *ggml.Matrix
+	geo       gpuhost.Geometry
+	w         *buffer
+	kF32, kA8 string // its kernels
 }
 
 // ggmlThreads is the block size of ggml.cu's kernels.
@@ -43,7 +46,8 @@ func (b *Backend) LoadGGML(m *ggml.Matrix) (*GGMLMatrix, error) {
 		return nil, fmt.Errorf("cuda: load: %w", err)
 	}
 	c := *m
-	mx := &GGMLMatrix{handle: handle{b: b}, m: &c, geo: gpuhost.GeometryOf(&c)}
+	mx := &GGMLMatrix{handle: handle{b: b}, m: &c, geo: gpuhost.GeometryOf(&c),
+		kF32: "ggml_f32_" + c.Type.SpecName(), kA8: "ggml_a8_" + c.Type.SpecName()}
 	if err := b.do(func() error { return uploadAll(into(&mx.w, c.Data)) }); err != nil {
 		return nil, fmt.Errorf("cuda: load %s: %w", c.Name(), err)
 	}
@@ -68,11 +72,13 @@ func (mx *GGMLMatrix) MulF32(dst, x []float32, batch int) error {
 	if err := mx.geo.CheckF32("cuda", len(dst), len(x), batch); err != nil {
 		return err
 	}
-	xp := make([]float32, batch*mx.geo.PCols)
-	if err := gpuhost.PadF32(xp, x, batch, mx.geo.Cols, mx.geo.PCols, nil); err != nil {
+	r := newReq()
+	defer r.free()
+	r.host.F = gpuhost.Grow(r.host.F, batch*mx.geo.PCols)
+	if err := gpuhost.PadF32(r.host.F, x, batch, mx.geo.Cols, mx.geo.PCols, nil); err != nil {
 		return err
 	}
-	return mx.mulFloat(dst, xp, batch)
+	return mx.mulFloat(r, dst, batch)
 }
 
 // MulF16 multiplies binary16 activations, widened exactly on the host.
@@ -80,23 +86,40 @@ func (mx *GGMLMatrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 	if err := mx.geo.CheckF32("cuda", len(dst), len(x), batch); err != nil {
 		return err
 	}
-	xp := make([]float32, batch*mx.geo.PCols)
-	if err := gpuhost.PadF16(xp, x, batch, mx.geo.Cols, mx.geo.PCols, nil); err != nil {
+	r := newReq()
+	defer r.free()
+	r.host.F = gpuhost.Grow(r.host.F, batch*mx.geo.PCols)
+	if err := gpuhost.PadF16(r.host.F, x, batch, mx.geo.Cols, mx.geo.PCols, nil); err != nil {
 		return err
 	}
-	return mx.mulFloat(dst, xp, batch)
+	return mx.mulFloat(r, dst, batch)
 }
 
-func (mx *GGMLMatrix) mulFloat(dst, xp []float32, batch int) error {
-	return gpuhost.MulScaled(dst, xp, batch, mx.geo.PCols, mx.geo.Rows, func() error {
-		return mx.run(dst, batch, func(b *Backend) ([]any, error) {
-			xb, err := putScratch(b, "x", xp, true)
-			if err != nil {
-				return nil, err
-			}
-			return []any{xb.ptr}, nil
-		}, "ggml_f32_")
+// mulFloat multiplies the padded activations in r.host.F.
+func (mx *GGMLMatrix) mulFloat(r *mulReq, dst []float32, batch int) error {
+	r.gm, r.dst, r.x, r.batch = mx, dst, r.host.F, batch
+	return gpuhost.MulScaled(dst, r.x, batch, mx.geo.PCols, mx.geo.Rows, func() error {
+		return mx.doReq(ggmlFloatReq, r)
 	})
+}
+
+// ggmlFloatReq is mulFloat's work (CUDA thread).
+func ggmlFloatReq(r *mulReq) error {
+	mx, b := r.gm, r.gm.b
+	xb, err := putScratch(b, "x", r.x, true)
+	if err != nil {
+		return err
+	}
+	yb, err := b.scratchBuf("y", 4*int64(len(r.dst)))
+	if err != nil {
+		return err
+	}
+	if err := b.launch(mx.kF32, mx.geo.Rows, 1, ggmlThreads, 0, mx.w.ptr, xb.ptr, yb.ptr,
+		int64(mx.geo.Rows), int64(mx.geo.PCols), int64(r.batch)); err != nil {
+		_ = cu.Synchronize() // queued copies finish before their staging is reused
+		return err
+	}
+	return b.stagedDownload(yb, r.dst)
 }
 
 // MulA8 quantizes x on the host (layout.QuantizeA8) and multiplies
@@ -105,11 +128,13 @@ func (mx *GGMLMatrix) MulA8(dst, x []float32, batch int) error {
 	if err := mx.geo.CheckF32("cuda", len(dst), len(x), batch); err != nil {
 		return err
 	}
-	xq, xs, err := gpuhost.QuantizeA8("cuda", x, batch, mx.geo.Cols, mx.geo.PCols, nil)
+	r := newReq()
+	defer r.free()
+	xq, xs, err := r.host.QuantizeA8("cuda", x, batch, mx.geo.Cols, mx.geo.PCols, nil)
 	if err != nil {
 		return err
 	}
-	return mx.mulI8(dst, xq, xs, batch)
+	return mx.mulI8(r, dst, xq, xs, batch)
 }
 
 // MulI8 multiplies activations quantized by layout.QuantizeA8.
@@ -117,44 +142,36 @@ func (mx *GGMLMatrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) e
 	if err := mx.geo.CheckI8("cuda", len(dst), xq, xs, batch); err != nil {
 		return err
 	}
-	return mx.mulI8(dst, xq, xs, batch)
+	r := newReq()
+	defer r.free()
+	return mx.mulI8(r, dst, xq, xs, batch)
 }
 
-func (mx *GGMLMatrix) mulI8(dst []float32, xq []int8, xs []float32, batch int) error {
-	return mx.run(dst, batch, func(b *Backend) ([]any, error) {
-		qb, err := putScratch(b, "xq", xq, true)
-		if err != nil {
-			return nil, err
-		}
-		sb, err := putScratch(b, "xs", xs, true)
-		if err != nil {
-			return nil, err
-		}
-		return []any{qb.ptr, sb.ptr}, nil
-	}, "ggml_a8_")
+func (mx *GGMLMatrix) mulI8(r *mulReq, dst []float32, xq []int8, xs []float32, batch int) error {
+	r.gm, r.dst, r.xq, r.xs, r.batch = mx, dst, xq, xs, batch
+	return mx.doReq(ggmlI8Req, r)
 }
 
-// run uploads the activations (prep, CUDA thread), launches one block per
-// row and downloads the results.
-func (mx *GGMLMatrix) run(dst []float32, batch int, prep func(*Backend) ([]any, error), kernel string) error {
-	return mx.do(func() error {
-		b := mx.b
-		if mx.closed.Load() {
-			return ErrClosed
-		}
-		args, err := prep(b)
-		if err != nil {
-			return err
-		}
-		yb, err := b.scratchBuf("y", 4*int64(len(dst)))
-		if err != nil {
-			return err
-		}
-		args = append([]any{mx.w.ptr}, args...)
-		args = append(args, yb.ptr, int64(mx.geo.Rows), int64(mx.geo.PCols), int64(batch))
-		if err := b.launch(kernel+mx.m.Type.SpecName(), mx.geo.Rows, 1, ggmlThreads, 0, args...); err != nil {
-			return err
-		}
-		return b.stagedDownload(yb, dst)
-	})
+// ggmlI8Req is mulI8's work (CUDA thread): the activations uploaded, one
+// block per row, the results downloaded.
+func ggmlI8Req(r *mulReq) error {
+	mx, b := r.gm, r.gm.b
+	qb, err := putScratch(b, "xq", r.xq, true)
+	if err != nil {
+		return err
+	}
+	sb, err := putScratch(b, "xs", r.xs, true)
+	if err != nil {
+		return err
+	}
+	yb, err := b.scratchBuf("y", 4*int64(len(r.dst)))
+	if err != nil {
+		return err
+	}
+	if err := b.launch(mx.kA8, mx.geo.Rows, 1, ggmlThreads, 0, mx.w.ptr, qb.ptr, sb.ptr, yb.ptr,
+		int64(mx.geo.Rows), int64(mx.geo.PCols), int64(r.batch)); err != nil {
+		_ = cu.Synchronize()
+		return err
+	}
+	return b.stagedDownload(yb, r.dst)
 }

@@ -48,12 +48,9 @@ func (h *handle) close(free func()) error {
 
 // do runs f on the CUDA thread unless the handle is (by then) closed.
 func (h *handle) do(f func() error) error {
-	return h.b.do(func() error {
-		if h.closed.Load() {
-			return ErrClosed
-		}
-		return f()
-	})
+	c := newCall()
+	c.f, c.h = f, h
+	return h.b.send(c)
 }
 
 // anyClosed returns ErrClosed if one of hs is closed.

@@ -201,83 +201,80 @@ func (mx *Matrix) MulF32(dst, x []float32, batch int) error {
 		return err
 	}
 	nb, _ := bucket(batch)
-	xp := make([]float32, nb*mx.geo.PCols)
-	if err := gpuhost.PadF32(xp[:batch*mx.geo.PCols], x, batch, mx.geo.Cols, mx.geo.PCols, mx.perm); err != nil {
+	pc := mx.geo.PCols
+	r := newReq()
+	defer r.free()
+	r.host.F = gpuhost.Grow(r.host.F, nb*pc)
+	xp := r.host.F
+	clear(xp[batch*pc:]) // the bucket's padding vectors
+	if err := gpuhost.PadF32(xp[:batch*pc], x, batch, mx.geo.Cols, pc, mx.perm); err != nil {
 		return err
 	}
-	return gpuhost.MulScaled(dst, xp, batch, mx.geo.PCols, mx.geo.Rows, func() error { // activations far from 1
-		if parts := mx.f32Parts(xp, batch); parts != nil {
-			return mx.mulParts(dst, parts)
-		}
-		return mx.run(dst, batch, func(b *Backend) (string, []any, error) {
-			_, err := putScratch(b, "x", xp, true)
-			return mx.floatKernel("f32", batch), nil, err
-		})
+	r.mx, r.dst, r.x, r.batch = mx, dst, xp, batch
+	return gpuhost.MulScaled(dst, xp, batch, pc, mx.geo.Rows, func() error { // activations far from 1
+		return mx.doReq(mulF32Req, r)
 	})
 }
 
-// f32Part is up to 8 float32 vectors (v0..v0+n-1) prepared for the
-// tensor-core kernels: each split into binary16 hi and lo vectors
-// (gpuhost.SplitHiLo, slots 2v and 2v+1 of the launch), so that
-// y_v = (y_hi + y_lo) * inv[v] in float32.
-type f32Part struct {
-	name  string
-	xr    []layout.FP16
-	xsum  []float32
-	inv   []float32
-	v0, n int
+// mulF32Req is MulF32's work (CUDA thread): on tensor cores where the
+// matrix runs there and the activations are finite, else with the
+// CUDA-core float32 kernels.
+func mulF32Req(r *mulReq) error {
+	mx := r.mx
+	if mx.useMMA() {
+		if done, err := mx.mulF32MMA(r); done {
+			return err
+		}
+	}
+	return mx.runFloat(r.dst, r.batch, func(b *Backend) (string, error) {
+		_, err := putScratch(b, "x", r.x, true)
+		return mx.floatKernel("f32", r.batch), err
+	})
 }
 
-// f32Parts prepares float32 activations (xp: batch padded and gathered
-// vectors) for the tensor-core kernels, 8 vectors per launch: nil when
-// the matrix does not run on tensor cores or a vector holds NaN or an
-// infinity (the CUDA-core kernels propagate those as the reference does).
-func (mx *Matrix) f32Parts(xp []float32, batch int) []f32Part {
-	if !mx.useMMA() {
-		return nil
-	}
-	pc := mx.geo.PCols
-	var parts []f32Part
-	for v0 := 0; v0 < batch; v0 += 8 {
-		n := min(8, batch-v0)
+// mulF32MMA multiplies float32 activations (r.x: padded and gathered)
+// on tensor cores, 8 vectors per launch: each split into binary16 hi and
+// lo vectors (gpuhost.SplitHiLo, slots 2v and 2v+1 of the launch), so
+// that y_v = (y_hi + y_lo) * inv[v] in float32 (CUDA thread). done is
+// false when a vector holds NaN or an infinity: the CUDA-core kernels
+// then compute every result (they propagate those as the reference
+// does).
+func (mx *Matrix) mulF32MMA(r *mulReq) (done bool, err error) {
+	pc, rows := mx.geo.PCols, mx.geo.Rows
+	for v0 := 0; v0 < r.batch; v0 += 8 {
+		n := min(8, r.batch-v0)
 		nv := 8
 		if 2*n > 8 {
 			nv = 16
 		}
-		hl, inv, ok := gpuhost.SplitHiLo(xp[v0*pc:(v0+n)*pc], n, pc, nv)
-		if !ok {
-			return nil
+		r.hl, r.inv = gpuhost.Grow(r.hl, nv*pc), gpuhost.Grow(r.inv, n)
+		if !gpuhost.SplitHiLoInto(r.hl, r.inv, r.x[v0*pc:(v0+n)*pc], n, pc, nv) {
+			return false, nil
 		}
-		name, xr, xsum, err := mx.mmaInputs(hl, 2*n, nv)
-		if err != nil {
-			return nil
+		name, k := mx.mmaKernel(nv)
+		r.xr = gpuhost.Grow(r.xr, nv*pc)
+		var xsum []float32
+		if k != 0 {
+			r.xsum = gpuhost.Grow(r.xsum, nv*(pc/128))
+			xsum = r.xsum
 		}
-		parts = append(parts, f32Part{name, xr, xsum, inv, v0, n})
-	}
-	return parts
-}
-
-// mulParts runs f32Parts' launches and adds each vector's hi and lo
-// results into dst.
-func (mx *Matrix) mulParts(dst []float32, parts []f32Part) error {
-	rows := mx.geo.Rows
-	y := make([]float32, 2*parts[0].n*rows) // the first part is the largest
-	for _, p := range parts {
-		yp := y[:2*p.n*rows]
-		if err := mx.run(yp, 2*p.n, func(b *Backend) (string, []any, error) {
-			return p.name, nil, b.putF16(p.xr, p.xsum, true)
-		}); err != nil {
-			return err
+		if err := gpuhost.MMAOrderInto(r.xr, xsum, k, r.hl, 2*n, pc, nv); err != nil {
+			return false, nil
 		}
-		for v := 0; v < p.n; v++ {
-			hi, lo := yp[2*v*rows:(2*v+1)*rows], yp[(2*v+1)*rows:(2*v+2)*rows]
-			out := dst[(p.v0+v)*rows : (p.v0+v+1)*rows]
-			for r := range out {
-				out[r] = (hi[r] + lo[r]) * p.inv[v]
+		r.y = gpuhost.Grow(r.y, 2*n*rows)
+		y := r.y
+		if err := mx.runFloat(y, 2*n, func(b *Backend) (string, error) { return name, b.putF16(r.xr, xsum, true) }); err != nil {
+			return true, err
+		}
+		for v := 0; v < n; v++ {
+			hi, lo := y[2*v*rows:(2*v+1)*rows], y[(2*v+1)*rows:(2*v+2)*rows]
+			out := r.dst[(v0+v)*rows : (v0+v+1)*rows]
+			for i := range out {
+				out[i] = (hi[i] + lo[i]) * r.inv[v]
 			}
 		}
 	}
-	return nil
+	return true, nil
 }
 
 // MulF16 multiplies binary16 activations; the kernels widen them exactly
@@ -289,11 +286,18 @@ func (mx *Matrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 	if err := mx.geo.CheckF32("cuda", len(dst), len(x), batch); err != nil {
 		return err
 	}
-	return mx.do(func() error {
-		var xb *buffer
-		put := func() (err error) { xb, err = putScratch(mx.b, "xin", x, true); return err }
-		return mx.hostCall(dst, put, func(y, _ cu.DevicePtr) error { return mx.mulF16Dev(y, xb.ptr, true, batch) })
-	})
+	r := newReq()
+	defer r.free()
+	r.mx, r.dst, r.xh, r.batch = mx, dst, x, batch
+	return mx.doReq(mulF16Req, r)
+}
+
+// mulF16Req is MulF16's work (CUDA thread).
+func mulF16Req(r *mulReq) error {
+	mx := r.mx
+	var xb *buffer
+	put := func() (err error) { xb, err = putScratch(mx.b, "xin", r.xh, true); return err }
+	return mx.hostCall(r.dst, put, func(y, _ cu.DevicePtr) error { return mx.mulF16Dev(y, xb.ptr, true, r.batch) })
 }
 
 // putF16 puts f16Inputs' activations into the "x" scratch buffer and
@@ -372,26 +376,74 @@ func (mx *Matrix) mmaInputs(xp []layout.FP16, batch, nv int) (string, []layout.F
 // mmaKernel names the tensor-core kernel for nv (8 or 16) vector slots
 // and returns the code width gpuhost.MMAOrder takes (0 for Q4G128).
 func (mx *Matrix) mmaKernel(nv int) (string, int) {
-	tile := "_mma_n8"
+	kind, n := kMMA8, 0
 	if nv == 16 {
-		tile = "_mma_n16"
+		kind = kMMA16
 	}
-	if mx.f != fmtBits {
-		return "q4g128" + tile, 0
+	if mx.f == fmtBits {
+		n = mx.n
 	}
-	return fmt.Sprintf("bits%d%s", mx.n, tile), mx.n
+	return mx.kernelName(kind, 1), n
 }
 
 // floatKernel names the float kernel instance for act ("f32", "f16").
 func (mx *Matrix) floatKernel(act string, batch int) string {
 	nb, _ := bucket(batch)
-	switch mx.f {
-	case fmtQ4:
-		return fmt.Sprintf("q4g128_%s_b%d", act, nb)
-	case fmtBits:
-		return fmt.Sprintf("bits%d_%s_b%d", mx.n, act, nb)
+	if act == "f16" {
+		return mx.kernelName(kF16, nb)
 	}
-	return fmt.Sprintf("sparse12_%s_b%d", act, nb)
+	return mx.kernelName(kF32, nb)
+}
+
+// Kernel variants of kernels.cu (kernelName).
+const (
+	kF32 = iota
+	kF16
+	kA8
+	kMMA8
+	kMMA16
+	nKinds
+)
+
+// kernelTab names kernels.cu's kernels by format, Bits width (0 for the
+// other formats), variant and batch bucket (1, 4, 16), made once so that
+// a multiply formats no name.
+var kernelTab = func() (t [3][9][nKinds][3]string) {
+	for f, base := range [3]string{fmtQ4: "q4g128", fmtBits: "bits%d", fmtSparse: "sparse12"} {
+		for n := range 9 {
+			if (format(f) == fmtBits) != (n > 0) {
+				continue
+			}
+			b := base
+			if n > 0 {
+				b = fmt.Sprintf(base, n)
+			}
+			for i, nb := range [3]int{1, 4, 16} {
+				t[f][n][kF32][i] = fmt.Sprintf("%s_f32_b%d", b, nb)
+				t[f][n][kF16][i] = fmt.Sprintf("%s_f16_b%d", b, nb)
+				t[f][n][kA8][i] = b + "_a8"
+				t[f][n][kMMA8][i] = b + "_mma_n8"
+				t[f][n][kMMA16][i] = b + "_mma_n16"
+			}
+		}
+	}
+	return t
+}()
+
+// kernelName returns the matrix's kernel of a variant for a batch
+// bucket nb (1, 4 or 16).
+func (mx *Matrix) kernelName(kind, nb int) string {
+	n, i := 0, 2
+	if mx.f == fmtBits {
+		n = mx.n
+	}
+	switch nb {
+	case 1:
+		i = 0
+	case 4:
+		i = 1
+	}
+	return kernelTab[mx.f][n][kind][i]
 }
 
 // MulA8 quantizes x to int8 per 128 inputs exactly as layout.QuantizeA8
@@ -405,11 +457,10 @@ func (mx *Matrix) MulA8(dst, x []float32, batch int) error {
 	if mx.a8err != nil {
 		return fmt.Errorf("cuda: %w", mx.a8err)
 	}
-	err := mx.do(func() error {
-		var xb *buffer
-		put := func() (err error) { xb, err = putScratch(mx.b, "xin", x, true); return err }
-		return mx.hostCall(dst, put, func(y, st cu.DevicePtr) error { return mx.mulA8Dev(y, xb.ptr, st, batch) })
-	})
+	r := newReq()
+	r.mx, r.dst, r.x, r.batch = mx, dst, x, batch
+	err := mx.doReq(mulA8Req, r)
+	r.free()
 	if errors.Is(err, errNonFinite) { // name it, as the host quantizer does
 		for i, v := range x {
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
@@ -431,17 +482,32 @@ func (mx *Matrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) error
 	if mx.a8err != nil {
 		return fmt.Errorf("cuda: %w", mx.a8err)
 	}
-	return mx.do(func() error {
-		var qb, sb *buffer
-		put := func() (err error) {
-			if qb, err = putScratch(mx.b, "xin", xq, true); err != nil {
-				return err
-			}
-			sb, err = putScratch(mx.b, "xsin", xs, true)
+	r := newReq()
+	defer r.free()
+	r.mx, r.dst, r.xq, r.xs, r.batch = mx, dst, xq, xs, batch
+	return mx.doReq(mulI8Req, r)
+}
+
+// mulA8Req is MulA8's work (CUDA thread).
+func mulA8Req(r *mulReq) error {
+	mx := r.mx
+	var xb *buffer
+	put := func() (err error) { xb, err = putScratch(mx.b, "xin", r.x, true); return err }
+	return mx.hostCall(r.dst, put, func(y, st cu.DevicePtr) error { return mx.mulA8Dev(y, xb.ptr, st, r.batch) })
+}
+
+// mulI8Req is MulI8's work (CUDA thread).
+func mulI8Req(r *mulReq) error {
+	mx := r.mx
+	var qb, sb *buffer
+	put := func() (err error) {
+		if qb, err = putScratch(mx.b, "xin", r.xq, true); err != nil {
 			return err
 		}
-		return mx.hostCall(dst, put, func(y, _ cu.DevicePtr) error { return mx.mulI8Dev(y, qb.ptr, sb.ptr, batch) })
-	})
+		sb, err = putScratch(mx.b, "xsin", r.xs, true)
+		return err
+	}
+	return mx.hostCall(r.dst, put, func(y, _ cu.DevicePtr) error { return mx.mulI8Dev(y, qb.ptr, sb.ptr, r.batch) })
 }
 
 // a8Inputs returns the int8 activations rearranged for the format's A8
@@ -500,72 +566,70 @@ func (b *Backend) uploadA8(act [][]int8, xs []float32, sx []int32) (ptrs []cu.De
 	return ptrs, xsb.ptr, sxp, nil
 }
 
+// a8Lead is an A8 kernel's leading arguments: the matrix's buffers and
+// the activations' (a8Args).
+type a8Lead [6]cu.DevicePtr
+
 // a8Args returns the A8 kernel and its leading arguments.
-func (mx *Matrix) a8Args(ptrs []cu.DevicePtr, xs, sx cu.DevicePtr) (string, []any) {
+func (mx *Matrix) a8Args(ptrs []cu.DevicePtr, xs, sx cu.DevicePtr) (string, a8Lead) {
+	name := mx.kernelName(kA8, 1)
 	switch mx.f {
 	case fmtQ4:
-		return "q4g128_a8", []any{mx.w.ptr, mx.s.ptr, mx.z.ptr, ptrs[0], xs, sx}
+		return name, a8Lead{mx.w.ptr, mx.s.ptr, mx.z.ptr, ptrs[0], xs, sx}
 	case fmtBits:
-		return fmt.Sprintf("bits%d_a8", mx.n), []any{mx.w.ptr, mx.s.ptr, mx.zi.ptr, ptrs[0], xs, sx}
+		return name, a8Lead{mx.w.ptr, mx.s.ptr, mx.zi.ptr, ptrs[0], xs, sx}
 	}
-	return "sparse12_a8", []any{mx.w.ptr, mx.s.ptr, mx.zi.ptr, ptrs[0], ptrs[1], xs}
+	return name, a8Lead{mx.w.ptr, mx.s.ptr, mx.zi.ptr, ptrs[0], ptrs[1], xs}
 }
 
-// run uploads the activations (prep, on the CUDA thread), launches the
-// kernel it names and copies the result into dst. Float kernels (prep
-// returns nil arguments) take the matrix's standard arguments and the
-// SplitK decomposition; A8 kernels get prep's arguments followed by
-// y and the shape.
-func (mx *Matrix) run(dst []float32, batch int, prep func(*Backend) (string, []any, error)) error {
-	return mx.do(func() error {
-		b := mx.b
-		if mx.coded != nil {
-			w, err := mx.decodeWords()
-			if err != nil {
-				return err
-			}
-			saved := mx.w
-			mx.w = w // prep and the kernels read the decoded words; Close keeps freeing the placeholder
-			defer func() { mx.w = saved }()
-		}
-		name, args, err := prep(b)
+// runFloat uploads float activations (prep: it returns the kernel),
+// launches the kernel and copies the result into dst (CUDA thread).
+func (mx *Matrix) runFloat(dst []float32, batch int, prep func(*Backend) (string, error)) error {
+	b := mx.b
+	if mx.coded != nil {
+		w, err := mx.decodeWords()
 		if err != nil {
 			return err
 		}
-		yb, err := b.scratchBuf("y", 4*int64(len(dst)))
-		if err != nil {
-			return err
-		}
-		if err := mx.launch(name, args, yb, batch); err != nil {
-			_ = cu.Synchronize() // queued copies finish before their staging is reused
-			return err
-		}
-		return b.stagedDownload(yb, dst)
-	})
+		saved := mx.w
+		mx.w = w // prep and the kernels read the decoded words; Close keeps freeing the placeholder
+		defer func() { mx.w = saved }()
+	}
+	name, err := prep(b)
+	if err != nil {
+		return err
+	}
+	yb, err := b.scratchBuf("y", 4*int64(len(dst)))
+	if err != nil {
+		return err
+	}
+	if err := mx.launch(name, nil, yb.ptr, batch); err != nil {
+		_ = cu.Synchronize() // queued copies finish before their staging is reused
+		return err
+	}
+	return b.stagedDownload(yb, dst)
 }
 
 // launch runs one multiply's kernels (CUDA thread), the activations
-// already in the scratch buffers.
-func (mx *Matrix) launch(name string, args []any, yb *buffer, batch int) error {
-	return mx.launchIn("", name, args, yb, batch)
+// already in the scratch buffers: a float kernel, or with lead an A8
+// one, writing y.
+func (mx *Matrix) launch(name string, lead *a8Lead, y cu.DevicePtr, batch int) error {
+	return mx.launchIn("", name, lead, y, batch)
 }
 
 // launchIn is launch with the float activations (and block sums) in the
 // scratch buffers "x"+sfx ("xsum"+sfx).
-func (mx *Matrix) launchIn(sfx, name string, args []any, yb *buffer, batch int) error {
+func (mx *Matrix) launchIn(sfx, name string, lead *a8Lead, y cu.DevicePtr, batch int) error {
 	b := mx.b
 	rows, pc, nb := int64(mx.geo.Rows), int64(mx.geo.PCols), int64(batch)
-	if args != nil { // A8
+	if l := lead; l != nil { // A8
 		switch mx.f {
 		case fmtQ4:
-			args = append(args, yb.ptr, rows, pc, nb)
-			return b.launch(name, ceilDiv(mx.geo.Rows, warps), 1, 32*warps, 0, args...)
+			return b.launch(name, ceilDiv(mx.geo.Rows, warps), 1, 32*warps, 0, l[0], l[1], l[2], l[3], l[4], l[5], y, rows, pc, nb)
 		case fmtBits:
-			args = append(args, yb.ptr, rows, int64(mx.prows), pc, mx.lg, nb)
-			return b.launch(name, ceilDiv(mx.geo.Rows, warpsA8), 1, 32*warpsA8, 0, args...)
+			return b.launch(name, ceilDiv(mx.geo.Rows, warpsA8), 1, 32*warpsA8, 0, l[0], l[1], l[2], l[3], l[4], l[5], y, rows, int64(mx.prows), pc, mx.lg, nb)
 		}
-		args = append(args, yb.ptr, rows, int64(mx.prows), pc, mx.lg, nb)
-		return b.launch(name, ceilDiv(mx.geo.Rows, warps), 1, 32*warps, 0, args...)
+		return b.launch(name, ceilDiv(mx.geo.Rows, warps), 1, 32*warps, 0, l[0], l[1], l[2], l[3], l[4], l[5], y, rows, int64(mx.prows), pc, mx.lg, nb)
 	}
 	xb := b.scratch["x"+sfx]
 	mma := strings.Contains(name, "_mma_")
@@ -582,7 +646,7 @@ func (mx *Matrix) launchIn(sfx, name string, args []any, yb *buffer, batch int) 
 	if splits > 1 {
 		if b.opts.Mode == Atomic {
 			mode = 1
-			if err := cu.MemsetD32Async(yb.ptr, 0, n, b.stream); err != nil {
+			if err := cu.MemsetD32Async(y, 0, n, b.stream); err != nil {
 				return fmt.Errorf("cuda: zeroing the output: %w", err)
 			}
 		} else {
@@ -594,17 +658,15 @@ func (mx *Matrix) launchIn(sfx, name string, args []any, yb *buffer, batch int) 
 			ws = wsb.ptr
 		}
 	}
-	var full []any
-	if mma && mx.f == fmtQ4 {
-		full = []any{mx.w.ptr, mx.s.ptr, mx.z.ptr, xb.ptr, yb.ptr, ws, rows, pc, nb, mode}
-	} else if mma {
-		full = []any{mx.w.ptr, mx.s.ptr, mx.m.ptr, xb.ptr, b.scratch["xsum"+sfx].ptr, yb.ptr, ws, rows, int64(mx.prows), pc, mx.lg, nb, mode}
-	} else if mx.f == fmtQ4 {
-		full = []any{mx.w.ptr, mx.s.ptr, mx.z.ptr, pc, xb.ptr, yb.ptr, ws, rows, nb, mode}
-	} else {
-		full = []any{mx.w.ptr, mx.s.ptr, mx.m.ptr, int64(mx.prows), pc, mx.lg, xb.ptr, yb.ptr, ws, rows, nb, mode}
+	switch {
+	case mma && mx.f == fmtQ4:
+		return b.launch(name, gx, splits, 32*warps, 0, mx.w.ptr, mx.s.ptr, mx.z.ptr, xb.ptr, y, ws, rows, pc, nb, mode)
+	case mma:
+		return b.launch(name, gx, splits, 32*warps, 0, mx.w.ptr, mx.s.ptr, mx.m.ptr, xb.ptr, b.scratch["xsum"+sfx].ptr, y, ws, rows, int64(mx.prows), pc, mx.lg, nb, mode)
+	case mx.f == fmtQ4:
+		return b.launch(name, gx, splits, 32*warps, 0, mx.w.ptr, mx.s.ptr, mx.z.ptr, pc, xb.ptr, y, ws, rows, nb, mode)
 	}
-	return b.launch(name, gx, splits, 32*warps, 0, full...)
+	return b.launch(name, gx, splits, 32*warps, 0, mx.w.ptr, mx.s.ptr, mx.m.ptr, int64(mx.prows), pc, mx.lg, xb.ptr, y, ws, rows, nb, mode)
 }
 
 // splitWorkspace returns the workspace of a deterministic SplitK launch

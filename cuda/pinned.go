@@ -65,7 +65,7 @@ func stagedPut[T any](b *Backend, name string, bf *buffer, s []T) error {
 	if n > bf.size {
 		return fmt.Errorf("cuda: %d bytes do not fit a %d-byte buffer", n, bf.size)
 	}
-	h, err := b.staging("in:"+name, int(n))
+	h, err := grown(b.stageIn, name, n, allocPinned)
 	if err != nil {
 		return err
 	}

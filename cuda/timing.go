@@ -161,7 +161,7 @@ func TimeGEMV(mats []*Matrix, act string, batch, iters int) (Timing, error) {
 	}
 	actBytes := int64(4 * batch * pc)
 	var name string
-	var args func(m *Matrix) []any // A8: the kernel's leading arguments
+	var args func(m *Matrix) *a8Lead // A8: the kernel's leading arguments
 	var prep func(b *Backend) error
 	var multi func(m *Matrix) error // when set, the launches of one multiply
 	switch act {
@@ -192,7 +192,7 @@ func TimeGEMV(mats []*Matrix, act string, batch, iters int) (Timing, error) {
 			}
 			multi = func(m *Matrix) error {
 				for i, p := range parts {
-					if err := m.launchIn(fmt.Sprint(i), p.name, nil, ybs[i], 2*p.n); err != nil {
+					if err := m.launchIn(fmt.Sprint(i), p.name, nil, ybs[i].ptr, 2*p.n); err != nil {
 						return err
 					}
 				}
@@ -225,9 +225,9 @@ func TimeGEMV(mats []*Matrix, act string, batch, iters int) (Timing, error) {
 		qa, sx := m0.a8Inputs(xq, batch)
 		prep = func(b *Backend) error {
 			ptrs, xsp, sxp, err := b.uploadA8(qa, xs, sx)
-			args = func(m *Matrix) []any {
+			args = func(m *Matrix) *a8Lead {
 				_, a := m.a8Args(ptrs, xsp, sxp)
-				return a
+				return &a
 			}
 			name, _ = m0.a8Args(ptrs, xsp, sxp)
 			return err
@@ -249,8 +249,46 @@ func TimeGEMV(mats []*Matrix, act string, batch, iters int) (Timing, error) {
 			return multi(m)
 		}
 		if args != nil {
-			return m.launch(name, args(m), yb, batch)
+			return m.launch(name, args(m), yb.ptr, batch)
 		}
-		return m.launch(name, nil, yb, batch)
+		return m.launch(name, nil, yb.ptr, batch)
 	})
+}
+
+// f32Part is up to 8 float32 vectors (v0..v0+n-1) prepared for the
+// tensor-core kernels as MulF32 prepares them (mulF32MMA): each split
+// into binary16 hi and lo vectors, slots 2v and 2v+1 of the launch.
+type f32Part struct {
+	name  string
+	xr    []layout.FP16
+	xsum  []float32
+	v0, n int
+}
+
+// f32Parts prepares float32 activations (xp: batch padded vectors) for
+// the tensor-core kernels, 8 vectors per launch: nil when the matrix
+// does not run on tensor cores or a vector is not finite.
+func (mx *Matrix) f32Parts(xp []float32, batch int) []f32Part {
+	if !mx.useMMA() {
+		return nil
+	}
+	pc := mx.geo.PCols
+	var parts []f32Part
+	for v0 := 0; v0 < batch; v0 += 8 {
+		n := min(8, batch-v0)
+		nv := 8
+		if 2*n > 8 {
+			nv = 16
+		}
+		hl, _, ok := gpuhost.SplitHiLo(xp[v0*pc:(v0+n)*pc], n, pc, nv)
+		if !ok {
+			return nil
+		}
+		name, xr, xsum, err := mx.mmaInputs(hl, 2*n, nv)
+		if err != nil {
+			return nil
+		}
+		parts = append(parts, f32Part{name, xr, xsum, v0, n})
+	}
+	return parts
 }
