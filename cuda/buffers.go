@@ -654,10 +654,10 @@ func (mx *Matrix) mulA8Dev(y, x, st cu.DevicePtr, batch int) error {
 
 // hostCall runs a multiply of host slices on the device (CUDA thread):
 // put copies the activations in (through pinned staging, queued), enqueue
-// queues the kernels writing dst's values into y and may flag the status
-// word st (a NaN reaching quant_a8); one copy brings the results and the
-// status back, one wait.
-func (mx *Matrix) hostCall(dst []float32, put func() error, enqueue func(y, st cu.DevicePtr) error) error {
+// queues the kernels writing dst's values into y and, with status, may
+// flag the status word st (a NaN reaching quant_a8; without status st is
+// 0); one copy brings the results and the status back, one wait.
+func (mx *Matrix) hostCall(dst []float32, status bool, put func() error, enqueue func(y, st cu.DevicePtr) error) error {
 	b := mx.b
 	n := 4 * int64(len(dst))
 	yb, err := b.scratchBuf("y", n+4)
@@ -665,8 +665,12 @@ func (mx *Matrix) hostCall(dst []float32, put func() error, enqueue func(y, st c
 		return err
 	}
 	st := yb.ptr + cu.DevicePtr(n)
-	if err := cu.MemsetD32Async(st, 0, 1, b.stream); err != nil {
-		return fmt.Errorf("cuda: zeroing the status word: %w", err)
+	if status {
+		if err := cu.MemsetD32Async(st, 0, 1, b.stream); err != nil {
+			return fmt.Errorf("cuda: zeroing the status word: %w", err)
+		}
+	} else {
+		st = 0
 	}
 	if err := put(); err != nil {
 		_ = cu.Synchronize() // queued copies finish before their staging is reused
@@ -684,25 +688,33 @@ func (mx *Matrix) hostCall(dst []float32, put func() error, enqueue func(y, st c
 		if err := download(yb, dst); err != nil {
 			return err
 		}
-		var f [1]uint32
-		if err := cu.MemcpyDtoH(unsafe.Pointer(&f[0]), st, 4); err != nil {
-			return fmt.Errorf("cuda: copying the status word: %w", err)
+		if status {
+			var f [1]uint32
+			if err := cu.MemcpyDtoH(unsafe.Pointer(&f[0]), st, 4); err != nil {
+				return fmt.Errorf("cuda: copying the status word: %w", err)
+			}
+			flag = f[0]
 		}
-		flag = f[0]
 	} else {
 		h, err := b.staging("out", int(n+4))
 		if err != nil {
 			return err
 		}
-		if err := cu.MemcpyDtoHAsync(h.p, yb.ptr, n+4, b.stream); err != nil {
-			return fmt.Errorf("cuda: copying %d bytes from the device: %w", n+4, err)
+		m := n
+		if status {
+			m += 4
+		}
+		if err := cu.MemcpyDtoHAsync(h.p, yb.ptr, m, b.stream); err != nil {
+			return fmt.Errorf("cuda: copying %d bytes from the device: %w", m, err)
 		}
 		if err := cu.Synchronize(); err != nil {
 			return fmt.Errorf("cuda: waiting for the multiply (a kernel may have failed): %w", err)
 		}
 		out := h.bytes(int(n + 4))
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(dst))), n), out)
-		flag = *(*uint32)(unsafe.Pointer(&out[n]))
+		if status {
+			flag = *(*uint32)(unsafe.Pointer(&out[n]))
+		}
 	}
 	if flag != 0 {
 		return errNonFinite

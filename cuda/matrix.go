@@ -297,7 +297,7 @@ func mulF16Req(r *mulReq) error {
 	mx := r.mx
 	var xb *buffer
 	put := func() (err error) { xb, err = putScratch(mx.b, "xin", r.xh, true); return err }
-	return mx.hostCall(r.dst, put, func(y, _ cu.DevicePtr) error { return mx.mulF16Dev(y, xb.ptr, true, r.batch) })
+	return mx.hostCall(r.dst, false, put, func(y, _ cu.DevicePtr) error { return mx.mulF16Dev(y, xb.ptr, true, r.batch) })
 }
 
 // putF16 puts f16Inputs' activations into the "x" scratch buffer and
@@ -493,7 +493,7 @@ func mulA8Req(r *mulReq) error {
 	mx := r.mx
 	var xb *buffer
 	put := func() (err error) { xb, err = putScratch(mx.b, "xin", r.x, true); return err }
-	return mx.hostCall(r.dst, put, func(y, st cu.DevicePtr) error { return mx.mulA8Dev(y, xb.ptr, st, r.batch) })
+	return mx.hostCall(r.dst, true, put, func(y, st cu.DevicePtr) error { return mx.mulA8Dev(y, xb.ptr, st, r.batch) })
 }
 
 // mulI8Req is MulI8's work (CUDA thread).
@@ -507,7 +507,7 @@ func mulI8Req(r *mulReq) error {
 		sb, err = putScratch(mx.b, "xsin", r.xs, true)
 		return err
 	}
-	return mx.hostCall(r.dst, put, func(y, _ cu.DevicePtr) error { return mx.mulI8Dev(y, qb.ptr, sb.ptr, r.batch) })
+	return mx.hostCall(r.dst, false, put, func(y, _ cu.DevicePtr) error { return mx.mulI8Dev(y, qb.ptr, sb.ptr, r.batch) })
 }
 
 // a8Inputs returns the int8 activations rearranged for the format's A8
