@@ -12,6 +12,7 @@ import (
 	"github.com/qgemv/qgemv/internal/matvans"
 	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/ans"
 )
 
 func newBuf(t *testing.T, e *qgemv.Engine, n int, typ qgemv.ElemType) *qgemv.Buffer {
@@ -276,9 +277,17 @@ func TestBufferChain(t *testing.T) {
 	}
 	defer eng.Close()
 	v, y := newBuf(t, eng, d, qgemv.Int8), newBuf(t, eng, d, qgemv.Int32)
-	var mats []*qgemv.Matrix
-	for _, w := range wl.W {
-		m, err := layout.NewInt8(w, d, d)
+	load := func(kind string, i int, corrupt bool) *qgemv.Matrix {
+		var m layout.Matrix
+		if kind == "int8" {
+			m, err = layout.NewInt8(wl.W[i], d, d)
+		} else {
+			var am *ans.Matrix
+			if am, err = ans.Encode(wl.W[i], d, d, ans.WarpRows); err == nil && corrupt {
+				am.Words[0], am.Words[1] = 0, 0 // the first unit's state
+			}
+			m = am
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -286,35 +295,68 @@ func TestBufferChain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mats = append(mats, mat)
+		return mat
 	}
-	seq, err := eng.Record(func() error {
-		for i, m := range mats {
-			if err := m.MulInt32Buffer(y, v, 1); err != nil {
-				return err
+	record := func(mats []*qgemv.Matrix) *qgemv.Sequence {
+		seq, err := eng.Record(func() error {
+			for i, m := range mats {
+				if err := m.MulInt32Buffer(y, v, 1); err != nil {
+					return err
+				}
+				if err := eng.Requantize(v, y, wl.Alpha[i]); err != nil {
+					return err
+				}
 			}
-			if err := eng.Requantize(v, y, wl.Alpha[i]); err != nil {
-				return err
-			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+		return seq
 	}
-	for run := 0; run < 2; run++ {
-		if err := v.WriteInt8(wl.V0); err != nil {
-			t.Fatal(err)
+	// On CUDA the second and later runs launch a graph: the hash and the
+	// corrupt stream's report must not change.
+	for _, kind := range []string{"int8", "ans"} {
+		var mats []*qgemv.Matrix
+		for i := range wl.W {
+			mats = append(mats, load(kind, i, false))
 		}
-		if err := seq.Run(); err != nil {
-			t.Fatal(err)
+		seq := record(mats)
+		for run := 0; run < 3; run++ {
+			if err := v.WriteInt8(wl.V0); err != nil {
+				t.Fatal(err)
+			}
+			if err := seq.Run(); err != nil {
+				t.Fatal(err)
+			}
+			out := make([]int8, d)
+			if err := v.ReadInt8(out); err != nil {
+				t.Fatal(err)
+			}
+			if h, want := matvans.Hash(out), matvans.Hash(wl.Ref); h != want {
+				t.Fatalf("%s run %d: hash %08x, want %08x", kind, run, h, want)
+			}
+			if run > 0 && strings.HasPrefix(eng.Backend(), "cuda") && !seq.Graphed() {
+				t.Fatalf("%s run %d: the chain was not captured as a CUDA graph", kind, run)
+			}
 		}
-		out := make([]int8, d)
-		if err := v.ReadInt8(out); err != nil {
-			t.Fatal(err)
-		}
-		if h, want := matvans.Hash(out), matvans.Hash(wl.Ref); h != want {
-			t.Fatalf("run %d: hash %08x, want %08x", run, h, want)
+		if kind == "ans" {
+			mats[len(mats)-1] = load(kind, len(mats)-1, true)
+			bad := record(mats)
+			for run := 0; run < 3; run++ {
+				if err := v.WriteInt8(wl.V0); err != nil {
+					t.Fatal(err)
+				}
+				// The CPU reports it from the multiply, GPUs from the
+				// next read.
+				err := bad.Run()
+				if err == nil {
+					err = v.ReadInt8(make([]int8, d))
+				}
+				if !errors.Is(err, ans.ErrCorrupt) {
+					t.Fatalf("corrupt stream, run %d: %v", run, err)
+				}
+			}
 		}
 	}
 }

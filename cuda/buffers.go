@@ -803,31 +803,46 @@ func (mx *Int8Matrix) MulI32Buf(dst, x devbuf.Buf, batch int) error {
 
 func mulI32Buf(mx ChainMat, dst, x devbuf.Buf, batch int) error {
 	b := mx.backend()
-	return b.do(func() error {
-		if mx.isClosed() {
-			return ErrClosed
-		}
-		ps, err := b.devBufs(namesDX, dst, x)
-		if err != nil {
-			return err
-		}
-		sb, err := b.ansStatus()
-		if err != nil {
-			return err
-		}
-		tag := slices.Index(b.ansQueued, mx)
-		if tag < 0 {
+	r := newReq()
+	defer r.free()
+	r.cm, r.names, r.batch = mx, namesDX, batch
+	r.nbufs = copy(r.bufs[:], []devbuf.Buf{dst, x})
+	c := newCall()
+	c.fn, c.r = mulI32BufReq, r
+	return b.send(c)
+}
+
+func mulI32BufReq(r *mulReq) error {
+	mx := r.cm
+	b := mx.backend()
+	if mx.isClosed() {
+		return ErrClosed
+	}
+	ps, err := b.devBufs(r.names, r.bufs[:2]...)
+	if err != nil {
+		return err
+	}
+	sb, err := b.ansStatus()
+	if err != nil {
+		return err
+	}
+	// An entropy-coded matrix may find its stream corrupt: its launches
+	// carry a tag naming it in the status (takeStatus). Plain int8
+	// matrices never flag it.
+	tag := 0
+	if _, ok := mx.(*ANSMatrix); ok {
+		if tag = slices.Index(b.ansQueued, mx); tag < 0 {
 			tag = len(b.ansQueued)
 			b.ansQueued = append(b.ansQueued, mx)
 		}
-		rows, cols := mx.Rows(), mx.Cols()
-		for v := 0; v < batch; v++ {
-			if err := mx.enqueue(ps[1]+cu.DevicePtr(v*cols), ps[0]+cu.DevicePtr(4*v*rows), sb.ptr, int64(tag)); err != nil {
-				return err
-			}
+	}
+	rows, cols := mx.Rows(), mx.Cols()
+	for v := 0; v < r.batch; v++ {
+		if err := mx.enqueue(ps[1]+cu.DevicePtr(v*cols), ps[0]+cu.DevicePtr(4*v*rows), sb.ptr, int64(tag)); err != nil {
+			return err
 		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // ansStatus returns the status buffer of the int8 multiplies on buffers,

@@ -41,6 +41,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/qgemv/qgemv/internal/devbuf"
@@ -62,14 +63,17 @@ type Graph struct {
 	x      C.CUgraphExec
 	gen    uint64 // b.scratchGen at capture
 	status bool   // a captured kernel may set the status word
+	// ans: the entropy-coded matrices the captured launches' status tags
+	// index (b.ansQueued at the capture); a launch needs them queued in
+	// that order.
+	ans    []ChainMat
 	closed bool
 }
 
 var _ devbuf.Capturer = (*Backend)(nil)
 
 // errNotCapturable is Capture's error for work that cannot be a graph
-// node: a host copy, a wait, or an int8 multiply whose stream status is
-// kept per call.
+// node: a host copy or a wait.
 var errNotCapturable = errors.New("cuda: the operations cannot be captured as a graph")
 
 // Capture runs fn, whose operations on this backend are captured as one
@@ -79,9 +83,8 @@ var errNotCapturable = errors.New("cuda: the operations cannot be captured as a 
 func (b *Backend) Capture(fn func() error) (devbuf.Graph, error) {
 	gr := &Graph{b: b}
 	var savedStatus bool
-	var ansBefore int
 	err := b.do(func() error {
-		savedStatus, ansBefore = b.statusQueued, len(b.ansQueued)
+		savedStatus = b.statusQueued
 		b.statusQueued = false
 		if r := C.qgBeginCapture(b.cstream()); r != C.CUDA_SUCCESS {
 			b.statusQueued = savedStatus
@@ -104,11 +107,7 @@ func (b *Backend) Capture(fn func() error) (devbuf.Graph, error) {
 		if r != C.CUDA_SUCCESS {
 			return fmt.Errorf("%w (CUresult %d)", errNotCapturable, int(r))
 		}
-		if len(b.ansQueued) > ansBefore { // ANS status tags are per Wait, not per launch
-			C.qgGraphFree(gr.g, gr.x)
-			gr.g, gr.x = nil, nil
-			return errNotCapturable
-		}
+		gr.ans = slices.Clone(b.ansQueued)
 		return nil
 	})
 	if err == nil && fnErr != nil {
@@ -125,7 +124,8 @@ func (b *Backend) Capture(fn func() error) (devbuf.Graph, error) {
 
 // Launch queues the captured operations again. It returns false, having
 // queued nothing, when the backend's scratch memory moved since the
-// capture (capture again).
+// capture, or when entropy-coded matrices queued since the last Wait
+// leave the captured status tags naming others (capture again).
 func (g *Graph) Launch() (bool, error) {
 	b := g.b
 	ok := false
@@ -135,6 +135,14 @@ func (g *Graph) Launch() (bool, error) {
 		}
 		if g.gen != b.scratchGen {
 			return nil
+		}
+		if len(g.ans) > 0 { // the tags must name the same matrices
+			switch {
+			case len(b.ansQueued) == 0:
+				b.ansQueued = append(b.ansQueued, g.ans...)
+			case len(b.ansQueued) < len(g.ans) || !slices.Equal(b.ansQueued[:len(g.ans)], g.ans):
+				return nil
+			}
 		}
 		if r := C.qgGraphLaunch(g.x, b.cstream()); r != C.CUDA_SUCCESS {
 			return fmt.Errorf("cuda: launching a graph: CUresult %d", int(r))

@@ -66,6 +66,7 @@ func (b *Backend) send(c *call) error {
 type mulReq struct {
 	mx    *Matrix
 	gm    *GGMLMatrix
+	cm    ChainMat
 	dst   []float32
 	x     []float32
 	xh    []layout.FP16
@@ -101,7 +102,7 @@ func newReq() *mulReq { return reqPool.Get().(*mulReq) }
 // slices but keeping its host memory.
 func (r *mulReq) free() {
 	r.mx, r.gm, r.dst, r.x, r.xh, r.xq, r.xs, r.name = nil, nil, nil, nil, nil, nil, nil, ""
-	r.b, r.d, r.data, r.bufs, r.names = nil, nil, nil, [3]devbuf.Buf{}, nil
+	r.b, r.d, r.data, r.bufs, r.names, r.cm = nil, nil, nil, [3]devbuf.Buf{}, nil, nil
 	reqPool.Put(r)
 }
 

@@ -36,8 +36,8 @@ type Capturer interface {
 // Graph is captured work.
 type Graph interface {
 	// Launch queues the captured work again. It returns false, having
-	// queued nothing, when memory the graph uses moved since the capture
-	// (capture again).
+	// queued nothing, when the graph no longer fits the backend's state
+	// (memory it uses moved since the capture): capture again.
 	Launch() (bool, error)
 	// Close frees the graph.
 	Close() error
