@@ -175,29 +175,33 @@ func Best() ISA {
 // instead of silently disabling nothing): generic, the fallback, cannot
 // be disabled. "amx" is no set: it turns off the AMX kernels (AMXDisabled).
 func Disabled() (sets []ISA, unknown []string) {
-	for _, v := range strings.Split(os.Getenv(EnvDisable), ",") {
-		name := strings.ToLower(strings.TrimSpace(v))
-		if name == "" {
-			continue
-		}
-		if k := findSet(ISA(strings.TrimPrefix(name, "cpu-"))); k != nil && k.isa != Generic {
-			sets = append(sets, k.isa)
-		} else if name != "amx" {
-			unknown = append(unknown, strings.TrimSpace(v))
-		}
-	}
+	sets, unknown, _ = disabled()
 	return sets, unknown
 }
 
 // AMXDisabled reports whether EnvDisable names "amx": backends then run
 // the AVX-512 kernels at every batch where AMX kernels would run.
 func AMXDisabled() bool {
+	_, _, amx := disabled()
+	return amx
+}
+
+// disabled parses EnvDisable: the kernel sets it names, the names that
+// are none, and whether it names "amx".
+func disabled() (sets []ISA, unknown []string, amx bool) {
 	for _, v := range strings.Split(os.Getenv(EnvDisable), ",") {
-		if strings.ToLower(strings.TrimSpace(v)) == "amx" {
-			return true
+		name := strings.ToLower(strings.TrimSpace(v))
+		switch k := findSet(ISA(strings.TrimPrefix(name, "cpu-"))); {
+		case name == "":
+		case name == "amx":
+			amx = true
+		case k != nil && k.isa != Generic:
+			sets = append(sets, k.isa)
+		default:
+			unknown = append(unknown, strings.TrimSpace(v))
 		}
 	}
-	return false
+	return sets, unknown, amx
 }
 
 func findSet(isa ISA) *kernelSet {

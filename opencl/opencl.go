@@ -25,7 +25,8 @@ import (
 //go:embed gemv.cl
 var gemvSource string
 
-// EnvCache overrides the directory of the program cache.
+// EnvCache overrides the directory of the program cache; "off" (or "-")
+// disables the cache.
 const EnvCache = "QGEMV_OPENCL_CACHE"
 
 // ErrClosed is returned by a multiply on a closed matrix or backend (the
@@ -525,7 +526,11 @@ func (b *Backend) cacheDir() string {
 	if b.opts.CacheDir != "" {
 		return b.opts.CacheDir
 	}
-	if d := os.Getenv(EnvCache); d != "" {
+	switch d := os.Getenv(EnvCache); d {
+	case "":
+	case "off", "-":
+		return ""
+	default:
 		return d
 	}
 	d, err := os.UserCacheDir()

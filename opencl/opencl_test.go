@@ -682,3 +682,17 @@ func TestLoadPast32BitIndices(t *testing.T) {
 		t.Fatalf("Load of 2^31 weights: %v, want an error naming the 32-bit indices", err)
 	}
 }
+
+// TestCacheDirEnv: QGEMV_OPENCL_CACHE names the program cache, "off" and
+// "-" disable it, and Options.CacheDir overrides it.
+func TestCacheDirEnv(t *testing.T) {
+	for env, want := range map[string]string{"/tmp/qgemv-cl": "/tmp/qgemv-cl", "off": "", "-": ""} {
+		t.Setenv(EnvCache, env)
+		if got := (&Backend{}).cacheDir(); got != want {
+			t.Errorf("%s=%q: cache %q, want %q", EnvCache, env, got, want)
+		}
+		if got := (&Backend{opts: Options{CacheDir: "/x"}}).cacheDir(); got != "/x" {
+			t.Errorf("%s=%q, CacheDir /x: cache %q", EnvCache, env, got)
+		}
+	}
+}
