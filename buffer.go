@@ -798,6 +798,28 @@ func (e *Engine) requantize(seq bool, dst, src *Buffer, alpha float32) error {
 	return nil
 }
 
+// ReadTime returns the device time of the backend's read kernel over
+// bytes (at least 1 MiB), buffers of that size rotated past the device's
+// cache, iters reads back to back: what a multiply streaming that many
+// bytes is measured against. Backends without a device read kernel (the
+// CPU, OpenCL) return an error.
+func (e *Engine) ReadTime(bytes int64, iters int) (time.Duration, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return 0, ErrClosed
+	}
+	rt, ok := e.be.(dispatch.ReadTimer)
+	if !ok {
+		return 0, fmt.Errorf("qgemv: read time: backend %s does not time a read kernel", e.be.Name())
+	}
+	s, err := rt.ReadTime(bytes, iters)
+	if err != nil {
+		return 0, fmt.Errorf("qgemv: read time: %w", err)
+	}
+	return time.Duration(s * 1e9), nil
+}
+
 // KernelTime returns the device time of one multiply by mats' kernels
 // alone: iters launches back to back, rotating over mats (matrices of
 // one shape and format on this engine; give enough of them that they

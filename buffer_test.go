@@ -677,3 +677,24 @@ func TestMulA16(t *testing.T) {
 		t.Fatalf("A16.String() = %q", s)
 	}
 }
+
+// TestReadTime: the CUDA backend times its read kernel; the others say
+// they have none.
+func TestReadTime(t *testing.T) {
+	eng, err := qgemv.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	d, err := eng.ReadTime(16<<20, 10)
+	if strings.HasPrefix(eng.Backend(), "cuda") {
+		if err != nil || d <= 0 {
+			t.Fatalf("ReadTime: %v, %v", d, err)
+		}
+		if _, err := eng.ReadTime(1000, 10); err == nil {
+			t.Error("ReadTime accepted 1000 bytes")
+		}
+	} else if err == nil {
+		t.Errorf("%s: ReadTime returned %v and no error", eng.Backend(), d)
+	}
+}

@@ -73,6 +73,16 @@ type (
 	Graph    = devbuf.Graph
 )
 
+// ReadTimer is implemented by device backends that time their read
+// kernel: the roofline a multiply streaming that many bytes is compared
+// against.
+type ReadTimer interface {
+	// ReadTime returns the device seconds of one read of size bytes,
+	// rotating over enough buffers of that size to stream past the
+	// device's cache, iters reads back to back.
+	ReadTime(size int64, iters int) (float64, error)
+}
+
 // KernelTimer is implemented by device backends that time their multiply
 // kernels alone (the benchmarks compare the API's time with it).
 type KernelTimer interface {

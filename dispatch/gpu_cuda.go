@@ -76,6 +76,7 @@ type cuBackend struct{ *cuda.Backend }
 // multiply them there.
 var (
 	_ Device       = cuBackend{}
+	_ ReadTimer    = cuBackend{}
 	_ KernelTimer  = cuBackend{}
 	_ DeviceMatrix = (*cuda.Matrix)(nil)
 	_ DeviceMatrix = (*cuda.Int8Matrix)(nil)
@@ -114,6 +115,14 @@ func (c cuBackend) Chain(dst []int8, mats []Matrix, alpha []float32, v0 []int8) 
 	}
 	copy(dst, v)
 	return nil
+}
+
+// ReadTime times the read kernel over buffers of size bytes, as many as
+// stream four times the L2 (at least two).
+func (c cuBackend) ReadTime(size int64, iters int) (float64, error) {
+	count := max(2, int((4*int64(c.Device().L2)+size-1)/size))
+	t, err := c.ReadBandwidth(size, count, iters)
+	return t.Seconds, err
 }
 
 // KernelTime times the multiply kernels alone (cuda.TimeGEMV).

@@ -249,7 +249,14 @@ func benchMatVANS(qe *qgemv.Engine, d, n, reps int, sigma float64, threads int, 
 	// d = 4096 in a 300 MiB L3): the ratio is then not the DRAM one.
 	int8MiB := float64(n*d*d) / (1 << 20)
 	l3MiB := float64(qe.Report().L3) / (1 << 20)
-	resident := int8MiB < 2*l3MiB
+	resident := int8MiB < 2*l3MiB && strings.HasPrefix(qe.Backend(), "cpu")
+	// On a GPU: the read kernel over one matrix's bytes, rotated past the
+	// device's cache, against the int8 chain's time per matrix.
+	var readUS float64
+	if rt, err := qe.ReadTime(int64(d*d), 200); err == nil {
+		readUS = rt.Seconds() * 1e6
+	}
+	perMatUS := tInt8.Seconds() * 1e6 / float64(n)
 	if asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
@@ -263,12 +270,18 @@ func benchMatVANS(qe *qgemv.Engine, d, n, reps int, sigma float64, threads int, 
 			Int8MiB            float64
 			L3MiB              float64
 			MayBeCacheResident bool
+			Int8PerMatrixUS    float64
+			ReadKernelUS       float64 `json:",omitempty"`
 			Layouts            []matvansLayout
-		}{d, n, eng.threads, eng.desc, sigma, tInt8.Seconds() * 1e3, eng.int8Kernel, hInt8, int8MiB, l3MiB, resident, out})
+		}{d, n, eng.threads, eng.desc, sigma, tInt8.Seconds() * 1e3, eng.int8Kernel, hInt8, int8MiB, l3MiB, resident, perMatUS, readUS, out})
 	}
 	fmt.Printf("qgemv bench -workload matvans: %d matrices %dx%d, sigma %g, %s, median of %d chains\n", n, d, d, sigma, eng.desc, reps)
 	fmt.Printf("  int8 chain (%s): %.3f ms, %.2f GB/s of int8 weights, hash %s\n", eng.int8Kernel, tInt8.Seconds()*1e3,
 		float64(n*d*d)/tInt8.Seconds()/1e9, hInt8)
+	if readUS > 0 {
+		fmt.Printf("  per matrix: int8 chain %.1f us, read kernel over its %.0f MiB %.1f us (rotated past the device cache): %.2fx\n",
+			perMatUS, float64(d*d)/(1<<20), readUS, perMatUS/readUS)
+	}
 	for _, l := range []ans.Layout{ans.WarpRows, ans.WarpStripes} {
 		if err := ans.CheckShape(l, d, d); err != nil {
 			fmt.Printf("  ANS %-12s skipped: %v\n", l, err)
