@@ -59,20 +59,31 @@ func MMAOrderInto(xr []layout.FP16, xsum []float32, n int, xp []layout.FP16, bat
 	clear(xr)
 	for v := 0; v < batch; v++ {
 		src := xp[v*pc : (v+1)*pc]
-		for p, c := range idx {
-			u, k := p/16, p%16
-			xr[(u*nv+v)*16+k] = src[c]
+		for u := 0; u < pc/16; u++ {
+			d, s := xr[(u*nv+v)*16:][:16], idx[u*16:][:16]
+			for k, c := range s {
+				d[k] = src[c]
+			}
 		}
 	}
 	if n == 0 {
 		return nil
 	}
-	clear(xsum)
 	for v := 0; v < batch; v++ {
-		for c, h := range xp[v*pc : (v+1)*pc] {
-			xsum[v*(pc/128)+c/128] += h.Float32()
+		src := xp[v*pc : (v+1)*pc]
+		for b := range pc / 128 {
+			sum := float32(0)
+			for _, h := range src[b*128:][:128] {
+				f, ok := fastF32(h)
+				if !ok {
+					f = h.Float32()
+				}
+				sum += f
+			}
+			xsum[v*(pc/128)+b] = sum
 		}
 	}
+	clear(xsum[batch*(pc/128):])
 	return nil
 }
 
@@ -196,13 +207,11 @@ func SplitHiLoInto(xp []layout.FP16, inv []float32, x []float32, batch, pc, nv i
 	clear(xp[2*batch*pc:])
 	for v := 0; v < batch; v++ {
 		src := x[v*pc : (v+1)*pc]
-		m := float32(0)
-		for _, f := range src {
-			if f != f || math.IsInf(float64(f), 0) {
-				return false
-			}
-			m = max(m, abs32(f))
+		mb := maxAbsBits(src)
+		if mb >= 0x7f800000 { // NaN or an infinity
+			return false
 		}
+		m := math.Float32frombits(mb)
 		e := 0
 		if m > 0 {
 			_, e = math.Frexp(float64(m)) // m in [2^(e-1), 2^e)
@@ -216,17 +225,69 @@ func SplitHiLoInto(xp []layout.FP16, inv []float32, x []float32, batch, pc, nv i
 		sigma := float32(math.Ldexp(1, sh))
 		inv[v] = float32(math.Ldexp(1, -sh))
 		hi, lo := xp[2*v*pc:(2*v+1)*pc], xp[(2*v+1)*pc:(2*v+2)*pc]
+		hi, lo = hi[:len(src)], lo[:len(src)]
 		for c, f := range src {
 			s := float32(f * sigma)
-			h := layout.ToFP16(s)
-			hi[c] = h
-			lo[c] = layout.ToFP16(s - h.Float32())
+			h, ok := fastFP16(s)
+			if !ok {
+				h = layout.ToFP16(s)
+			}
+			hf, ok := fastF32(h)
+			if !ok {
+				hf = h.Float32()
+			}
+			l, ok := fastFP16(s - hf)
+			if !ok {
+				l = layout.ToFP16(s - hf)
+			}
+			hi[c], lo[c] = h, l
 		}
 	}
 	return true
 }
 
-func abs32(f float32) float32 { return math.Float32frombits(math.Float32bits(f) &^ (1 << 31)) }
+// fastFP16 is layout.ToFP16 for results in the normal binary16 range
+// (ok), without branches on the data: adding 0xfff plus the kept lowest
+// bit before the shift rounds to nearest even, carrying into the
+// exponent up to infinity. A mispredicted rounding branch cost more than
+// the whole conversion in the split.
+func fastFP16(f float32) (h layout.FP16, ok bool) {
+	b := math.Float32bits(f)
+	m := b & 0x7fffffff
+	return layout.FP16(uint32(b>>16)&0x8000 | ((m+0xfff+m>>13&1)>>13 - 112<<10)), m>>23-113 <= 142-113
+}
+
+// toFP16 is layout.ToFP16, inline where fastFP16 applies.
+func toFP16(f float32) layout.FP16 {
+	if h, ok := fastFP16(f); ok {
+		return h
+	}
+	return layout.ToFP16(f)
+}
+
+// fastF32 is FP16.Float32 for normal values (ok).
+func fastF32(h layout.FP16) (float32, bool) {
+	return math.Float32frombits(uint32(h&0x8000)<<16 | (uint32(h&0x7fff)<<13 + 112<<23)), h>>10&0x1f-1 < 30
+}
+
+// fromFP16 is FP16.Float32, inline where fastF32 applies.
+func fromFP16(h layout.FP16) float32 {
+	if f, ok := fastF32(h); ok {
+		return f
+	}
+	return h.Float32()
+}
+
+// maxAbsBits returns the largest magnitude's bits among x: for finite
+// values the bits of |x| order as the values do, and NaN and infinities
+// give at least 0x7f800000.
+func maxAbsBits(x []float32) uint32 {
+	m := uint32(0)
+	for _, f := range x {
+		m = max(m, math.Float32bits(f)&0x7fffffff)
+	}
+	return m
+}
 
 // ScaleVectors scales each of the batch vectors of n values in x (in
 // place) by a power of two 2^-e_v when its largest magnitude m is outside
@@ -243,13 +304,10 @@ func ScaleVectors(x []float32, batch, n int) []int {
 	var back []int
 	for v := 0; v < batch; v++ {
 		src := x[v*n : (v+1)*n]
-		m := float32(0)
-		for _, f := range src {
-			if f != f || math.IsInf(float64(f), 0) {
-				m = 1 // not scaled
-				break
-			}
-			m = max(m, abs32(f))
+		mb := maxAbsBits(src)
+		m := math.Float32frombits(mb)
+		if mb >= 0x7f800000 { // NaN or an infinity: not scaled
+			continue
 		}
 		if m == 0 || m >= 0x1p-60 && m <= 0x1p60 {
 			continue

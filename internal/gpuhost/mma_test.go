@@ -199,3 +199,32 @@ func mmaOrderRef(n int, xp []layout.FP16, batch, pc, nv int) (xr []layout.FP16, 
 	}
 	return xr, xsum, nil
 }
+
+// TestFP16Fast: toFP16 and fromFP16 equal layout's conversions on every
+// binary16 and on float32s across every exponent (ties, carries into the
+// exponent and to infinity, subnormals, NaN and infinities included).
+func TestFP16Fast(t *testing.T) {
+	for h := 0; h < 1<<16; h++ {
+		x := layout.FP16(h)
+		a, b := fromFP16(x), x.Float32()
+		if math.Float32bits(a) != math.Float32bits(b) && !(a != a && b != b) {
+			t.Fatalf("fromFP16(%#04x) = %v, want %v", h, a, b)
+		}
+	}
+	rng := rand.New(rand.NewSource(3))
+	check := func(bits uint32) {
+		f := math.Float32frombits(bits)
+		if got, want := toFP16(f), layout.ToFP16(f); got != want {
+			t.Fatalf("toFP16(%#08x) = %#04x, want %#04x", bits, got, want)
+		}
+	}
+	for exp := uint32(0); exp < 256; exp++ {
+		for _, frac := range []uint32{0, 1, 0x1000, 0x1fff, 0x2000, 0x3000, 0x7fe000, 0x7ff000, 0x7fefff, 0x7fffff} {
+			check(exp<<23 | frac)
+			check(1<<31 | exp<<23 | frac)
+		}
+		for range 2000 {
+			check(exp<<23 | rng.Uint32()&0x807fffff)
+		}
+	}
+}
