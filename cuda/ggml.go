@@ -110,12 +110,21 @@ func ggmlFloatReq(r *mulReq) error {
 	if err != nil {
 		return err
 	}
+	return mx.rows(r, func(y cu.DevicePtr) error {
+		return b.launch(mx.kF32, mx.geo.Rows, 1, ggmlThreads, 0, mx.w.ptr, xb.ptr, y,
+			int64(mx.geo.Rows), int64(mx.geo.PCols), int64(r.batch))
+	})
+}
+
+// rows queues launch, one block per row writing y (the "y" scratch), and
+// downloads the results into r.dst (CUDA thread).
+func (mx *GGMLMatrix) rows(r *mulReq, launch func(y cu.DevicePtr) error) error {
+	b := mx.b
 	yb, err := b.scratchBuf("y", 4*int64(len(r.dst)))
 	if err != nil {
 		return err
 	}
-	if err := b.launch(mx.kF32, mx.geo.Rows, 1, ggmlThreads, 0, mx.w.ptr, xb.ptr, yb.ptr,
-		int64(mx.geo.Rows), int64(mx.geo.PCols), int64(r.batch)); err != nil {
+	if err := launch(yb.ptr); err != nil {
 		_ = cu.Synchronize() // queued copies finish before their staging is reused
 		return err
 	}
@@ -164,14 +173,8 @@ func ggmlI8Req(r *mulReq) error {
 	if err != nil {
 		return err
 	}
-	yb, err := b.scratchBuf("y", 4*int64(len(r.dst)))
-	if err != nil {
-		return err
-	}
-	if err := b.launch(mx.kA8, mx.geo.Rows, 1, ggmlThreads, 0, mx.w.ptr, qb.ptr, sb.ptr, yb.ptr,
-		int64(mx.geo.Rows), int64(mx.geo.PCols), int64(r.batch)); err != nil {
-		_ = cu.Synchronize()
-		return err
-	}
-	return b.stagedDownload(yb, r.dst)
+	return mx.rows(r, func(y cu.DevicePtr) error {
+		return b.launch(mx.kA8, mx.geo.Rows, 1, ggmlThreads, 0, mx.w.ptr, qb.ptr, sb.ptr, y,
+			int64(mx.geo.Rows), int64(mx.geo.PCols), int64(r.batch))
+	})
 }
