@@ -698,3 +698,55 @@ func TestReadTime(t *testing.T) {
 		t.Errorf("%s: ReadTime returned %v and no error", eng.Backend(), d)
 	}
 }
+
+// TestSequenceHostRun: a sequence with an operation that has no device
+// kernel on GPUs (A32 multiplies run on host copies) replays correctly:
+// on CUDA its capture as a graph fails and it keeps queueing the
+// operations.
+func TestSequenceHostRun(t *testing.T) {
+	eng, err := qgemv.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	m, err := synth.Named("q4g128", 256, 512, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mat, err := eng.Load(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, y, z := newBuf(t, eng, 512, qgemv.Float32), newBuf(t, eng, 256, qgemv.Float32), newBuf(t, eng, 256, qgemv.Float32)
+	seq, err := eng.Record(func() error {
+		if err := mat.MulBuffer(y, x, 1, qgemv.A32); err != nil {
+			return err
+		}
+		return eng.Scale(z, y, 2)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seq.Close()
+	for step := uint64(0); step < 3; step++ {
+		in := synth.Vector(512, 20+step)
+		if err := x.Write(in); err != nil {
+			t.Fatal(err)
+		}
+		if err := seq.Run(); err != nil {
+			t.Fatal(err)
+		}
+		got, want := make([]float32, 256), make([]float32, 256)
+		if err := z.Read(got); err != nil {
+			t.Fatal(err)
+		}
+		if err := mat.Mul(want, in, 1, qgemv.A32); err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			if got[i] != 2*want[i] {
+				t.Fatalf("step %d: output %d = %v, want %v", step, i, got[i], 2*want[i])
+			}
+		}
+	}
+}
