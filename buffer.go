@@ -134,7 +134,15 @@ func (b *Buffer) Type() ElemType { return b.t }
 // Close releases the buffer; operations on it return ErrClosed.
 func (b *Buffer) Close() error { return b.close(true) }
 
+// close frees the buffer; unregister: a caller's Close, which waits for
+// a Sequence capturing (it holds the engine's write lock) so that no
+// memory is freed in the middle of a capture (Engine.Close, which holds
+// that lock, passes false).
 func (b *Buffer) close(unregister bool) error {
+	if unregister {
+		b.e.mu.RLock()
+		defer b.e.mu.RUnlock()
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -808,6 +816,9 @@ func (e *Engine) ReadTime(bytes int64, iters int) (time.Duration, error) {
 	defer e.mu.RUnlock()
 	if e.closed {
 		return 0, ErrClosed
+	}
+	if bytes < 1<<20 || iters < 1 {
+		return 0, fmt.Errorf("qgemv: read time: %d bytes, %d iterations: want at least 1 MiB and one iteration", bytes, iters)
 	}
 	rt, ok := e.be.(dispatch.ReadTimer)
 	if !ok {

@@ -750,3 +750,97 @@ func TestSequenceHostRun(t *testing.T) {
 		}
 	}
 }
+
+// TestSequenceReplayState: what the host keeps about device state stays
+// right across graph launches (CUDA): SplitK counters zeroed by another
+// matrix's multiply between launches, and a NaN met by a replayed
+// quantization after a host-run operation read the status.
+func TestSequenceReplayState(t *testing.T) {
+	eng, err := qgemv.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	load := func(rows, cols int, seed uint64) *qgemv.Matrix {
+		m, err := synth.Named("q4g128", rows, cols, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mat, err := eng.Load(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mat
+	}
+	// Many row tiles (more SplitK counters) and few.
+	a, b := load(2048, 4096, 1), load(512, 4096, 2)
+	x, y := newBuf(t, eng, 4096, qgemv.Float32), newBuf(t, eng, 2048, qgemv.Float32)
+	seq, err := eng.Record(func() error { return a.MulBuffer(y, x, 1, qgemv.A16) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seq.Close()
+	yb := make([]float32, 512)
+	for step := uint64(0); step < 4; step++ {
+		in := synth.Vector(4096, 30+step)
+		if step > 1 { // between launches: b's partials where a's counters lie
+			if err := b.Mul(yb, in, 1, qgemv.A16); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := x.Write(in); err != nil {
+			t.Fatal(err)
+		}
+		if err := seq.Run(); err != nil {
+			t.Fatal(err)
+		}
+		got, want := make([]float32, 2048), make([]float32, 2048)
+		if err := y.Read(got); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Mul(want, in, 1, qgemv.A16); err != nil {
+			t.Fatal(err)
+		}
+		var top, worst float64 // A16 paths may round differently (TestBufferMulMatchesMul)
+		for i := range want {
+			top = max(top, math.Abs(float64(want[i])))
+			worst = max(worst, math.Abs(float64(got[i]-want[i])))
+		}
+		if worst > 1e-5*top {
+			t.Fatalf("step %d: the replayed multiply differs from Mul by %g (largest value %g)", step, worst, top)
+		}
+	}
+
+	xq, xs := newBuf(t, eng, 4096, qgemv.Int8), newBuf(t, eng, 32, qgemv.Float32)
+	z := newBuf(t, eng, 512, qgemv.Float32)
+	quant, err := eng.Record(func() error { return a.QuantizeBuffer(xq, xs, x, 1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer quant.Close()
+	in := synth.Vector(4096, 40)
+	for range 2 {
+		if err := x.Write(in); err != nil {
+			t.Fatal(err)
+		}
+		if err := quant.Run(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A host run (A32 has no device kernel on GPUs) reads the buffers,
+	// and the status word with them, before the NaN is quantized.
+	if err := b.MulBuffer(z, x, 1, qgemv.A32); err != nil {
+		t.Fatal(err)
+	}
+	in[100] = float32(math.NaN())
+	if err := x.Write(in); err != nil {
+		t.Fatal(err)
+	}
+	err = quant.Run()
+	if err == nil {
+		err = eng.Wait()
+	}
+	if err == nil {
+		t.Fatal("a NaN quantized by a replayed sequence was not reported")
+	}
+}

@@ -212,7 +212,13 @@ func gather(dst, x []float32, perm []int32) {
 // Close releases the matrix and what the backend allocated for it.
 func (m *Matrix) Close() error { return m.close(true) }
 
+// close frees the matrix; unregister: a caller's Close, which waits for
+// a Sequence capturing, as Buffer.close does.
 func (m *Matrix) close(unregister bool) error {
+	if unregister {
+		m.e.mu.RLock()
+		defer m.e.mu.RUnlock()
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {

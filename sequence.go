@@ -92,11 +92,14 @@ func (s *Sequence) Run() error {
 	}
 	if s.graph != nil {
 		launched, err := s.launch()
-		if err != nil || launched {
+		if launched {
+			return nil
+		}
+		_ = s.graph.Close() // stale or failed: queue the operations, capture again
+		s.graph = nil
+		if err != nil {
 			return err
 		}
-		_ = s.graph.Close()
-		s.graph = nil
 	}
 	for i, op := range s.ops {
 		if err := op(false); err != nil {

@@ -19,7 +19,7 @@ import (
 // Device-resident buffers (dispatch.Device, dispatch.DeviceMatrix): the
 // activations of a layer stay in device memory between multiplies, and
 // their preparation (binary16 rounding and order, int8 quantization) runs
-// in buffers.cu's kernels. Every operation is queued on the default
+// in buffers.cu's kernels. Every operation is queued on the backend's
 // stream and returns without waiting; Read and Wait synchronize and
 // report what the queued kernels flagged in the status word.
 
@@ -93,10 +93,11 @@ func (d *DevBuf) span(op string, off int64, n int) error {
 	return nil
 }
 
-// Write waits for the work queued before it (which may read the memory
-// or the staging buffer) and copies src into the buffer at byte offset
-// off. Writes are the host's input between steps, so the wait costs no
-// overlap of kernels.
+// Write queues a copy of src into the buffer at byte offset off through
+// pinned staging memory (src may be reused at once); it first waits for
+// the queued work when the previous write's copy may still read that
+// staging memory. Writes are the host's input between steps, so such a
+// wait costs no overlap of kernels.
 func (d *DevBuf) Write(off int64, src []byte) error {
 	if err := d.span("write", off, len(src)); err != nil || len(src) == 0 {
 		return err
@@ -835,6 +836,7 @@ func mulI32BufReq(r *mulReq) error {
 			tag = len(b.ansQueued)
 			b.ansQueued = append(b.ansQueued, mx)
 		}
+		b.capTags = max(b.capTags, tag+1)
 	}
 	rows, cols := mx.Rows(), mx.Cols()
 	for v := 0; v < r.batch; v++ {

@@ -269,6 +269,8 @@ type Backend struct {
 	pinned  map[string]*pinned
 	stageIn map[string]*pinned // stagedPut's staging, by scratch buffer name
 	wsZero  int64              // leading words of the "ws" scratch known to be zero (matrix.go)
+	wsUsed  bool               // a SplitK launch was queued since Capture cleared it (graph.go)
+	capTags int                // ANS status tags used since Capture cleared it: the tags are 0..capTags-1
 	// stream orders all the backend's work: created with default flags,
 	// it also synchronizes with the legacy default stream the driver's
 	// synchronous copies and memsets use, and it can be captured as a

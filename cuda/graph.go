@@ -64,35 +64,43 @@ type Graph struct {
 	gen    uint64 // b.scratchGen at capture
 	status bool   // a captured kernel may set the status word
 	// ans: the entropy-coded matrices the captured launches' status tags
-	// index (b.ansQueued at the capture); a launch needs them queued in
-	// that order.
-	ans    []ChainMat
+	// index (the start of b.ansQueued at the capture, up to the highest
+	// tag used); a launch needs them queued in that order.
+	ans []ChainMat
+	// ws: the captured SplitK launches leave the first wsOut words of
+	// the "ws" scratch zero (their counters), whatever they found.
+	ws     bool
+	wsOut  int64
 	closed bool
 }
 
 var _ devbuf.Capturer = (*Backend)(nil)
 
 // errNotCapturable is Capture's error for work that cannot be a graph
-// node: a host copy or a wait.
+// node: a wait for the device (a host run of an operation without a
+// device kernel, a scratch buffer growing).
 var errNotCapturable = errors.New("cuda: the operations cannot be captured as a graph")
 
 // Capture runs fn, whose operations on this backend are captured as one
 // graph instead of running: the caller must keep other goroutines from
 // queueing work on the backend meanwhile. An operation that cannot be
-// captured (a host copy, a wait) makes fn's error or Capture's.
+// captured (one that waits for the device) makes fn's error or Capture's.
+//
+// The host's bookkeeping of device state is set aside during the capture
+// and restored after it, as nothing ran: the status flags, and the count
+// of zeroed SplitK counters, which starts at zero so that the graph
+// zeroes every counter it needs, whatever a launch finds.
 func (b *Backend) Capture(fn func() error) (devbuf.Graph, error) {
 	gr := &Graph{b: b}
 	var savedStatus bool
+	var savedWS int64
 	err := b.do(func() error {
-		savedStatus = b.statusQueued
-		b.statusQueued = false
+		savedStatus, savedWS = b.statusQueued, b.wsZero
+		b.statusQueued, b.wsZero, b.wsUsed, b.capTags = false, 0, false, 0
 		if r := C.qgBeginCapture(b.cstream()); r != C.CUDA_SUCCESS {
-			b.statusQueued = savedStatus
+			b.statusQueued, b.wsZero = savedStatus, savedWS
 			return fmt.Errorf("cuda: beginning a graph capture: CUresult %d", int(r))
 		}
-		// Scratch memory reallocated during the capture leaves the
-		// nodes captured before it stale: Launch then reports the graph
-		// stale.
 		gr.gen = b.scratchGen
 		return nil
 	})
@@ -102,12 +110,12 @@ func (b *Backend) Capture(fn func() error) (devbuf.Graph, error) {
 	fnErr := fn()
 	err = b.do(func() error {
 		r := C.qgEndCapture(b.cstream(), &gr.g, &gr.x)
-		gr.status = b.statusQueued
-		b.statusQueued = savedStatus || gr.status
+		gr.status, gr.ws, gr.wsOut = b.statusQueued, b.wsUsed, b.wsZero
+		b.statusQueued, b.wsZero = savedStatus, savedWS
 		if r != C.CUDA_SUCCESS {
 			return fmt.Errorf("%w (CUresult %d)", errNotCapturable, int(r))
 		}
-		gr.ans = slices.Clone(b.ansQueued)
+		gr.ans = slices.Clone(b.ansQueued[:b.capTags])
 		return nil
 	})
 	if err == nil && fnErr != nil {
@@ -149,6 +157,10 @@ func (g *Graph) Launch() (bool, error) {
 		}
 		if g.status {
 			b.statusQueued = true
+			b.statusFetched = false // the graph may set it again
+		}
+		if g.ws {
+			b.wsZero = g.wsOut
 		}
 		ok = true
 		return nil

@@ -62,7 +62,8 @@ func (b *Backend) send(c *call) error {
 }
 
 // mulReq is a host-slice multiply: its arguments, and host memory for
-// activations prepared on the caller's goroutine, reused across calls.
+// activations prepared on the caller's goroutine (padded or quantized) or on
+// the CUDA thread (the float32 tensor-core split), reused across calls.
 type mulReq struct {
 	mx    *Matrix
 	gm    *GGMLMatrix

@@ -691,7 +691,7 @@ func (b *Backend) splitWorkspace(gx int, n int64) (*buffer, error) {
 			return nil, fmt.Errorf("cuda: zeroing the SplitK counters: %w", err)
 		}
 	}
-	b.wsZero = cpad
+	b.wsZero, b.wsUsed = cpad, true
 	return wsb, nil
 }
 

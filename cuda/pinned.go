@@ -53,7 +53,7 @@ func (b *Backend) staging(name string, size int) (*pinned, error) {
 }
 
 // stagedPut queues a copy of s into bf through the pinned buffer of that
-// name (CUDA thread only). The copy is asynchronous on the default
+// name (CUDA thread only). The copy is asynchronous on the backend's
 // stream: kernels launched after it see the data, and the staging buffer
 // is not reused before the call's stagedDownload has synchronized, so one
 // multiply pays for one wait instead of one per copy.

@@ -120,7 +120,10 @@ func (c cuBackend) Chain(dst []int8, mats []Matrix, alpha []float32, v0 []int8) 
 // ReadTime times the read kernel over buffers of size bytes, as many as
 // stream four times the L2 (at least two).
 func (c cuBackend) ReadTime(size int64, iters int) (float64, error) {
-	count := max(2, int((4*int64(c.Device().L2)+size-1)/size))
+	count := 2
+	if size > 0 {
+		count = max(2, int((4*int64(c.Device().L2)+size-1)/size))
+	}
 	t, err := c.ReadBandwidth(size, count, iters)
 	return t.Seconds, err
 }

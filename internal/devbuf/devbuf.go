@@ -28,8 +28,9 @@ var ErrNoDevicePath = errors.New("no device kernel for this operation")
 type Capturer interface {
 	// Capture runs fn, whose operations on the backend are captured
 	// instead of queued; no other work may be queued on the backend
-	// meanwhile. An operation that cannot be captured (a copy to or from
-	// the host, a wait) fails fn or Capture, and nothing was queued.
+	// meanwhile. An operation that cannot be captured (one that waits for
+	// the device, such as a host run of an operation without a device
+	// kernel) fails fn or Capture, and nothing was queued.
 	Capture(fn func() error) (Graph, error)
 }
 

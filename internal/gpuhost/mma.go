@@ -257,25 +257,9 @@ func fastFP16(f float32) (h layout.FP16, ok bool) {
 	return layout.FP16(uint32(b>>16)&0x8000 | ((m+0xfff+m>>13&1)>>13 - 112<<10)), m>>23-113 <= 142-113
 }
 
-// toFP16 is layout.ToFP16, inline where fastFP16 applies.
-func toFP16(f float32) layout.FP16 {
-	if h, ok := fastFP16(f); ok {
-		return h
-	}
-	return layout.ToFP16(f)
-}
-
 // fastF32 is FP16.Float32 for normal values (ok).
 func fastF32(h layout.FP16) (float32, bool) {
 	return math.Float32frombits(uint32(h&0x8000)<<16 | (uint32(h&0x7fff)<<13 + 112<<23)), h>>10&0x1f-1 < 30
-}
-
-// fromFP16 is FP16.Float32, inline where fastF32 applies.
-func fromFP16(h layout.FP16) float32 {
-	if f, ok := fastF32(h); ok {
-		return f
-	}
-	return h.Float32()
 }
 
 // maxAbsBits returns the largest magnitude's bits among x: for finite
