@@ -110,9 +110,7 @@ func (d *DevBuf) run(fn func(*mulReq) error, off int64, data []byte) error {
 	r := newReq()
 	defer r.free()
 	r.d, r.off, r.data = d, off, data
-	c := newCall()
-	c.fn, c.r = fn, r
-	return d.b.send(c)
+	return d.b.doReq(fn, r)
 }
 
 func writeReq(r *mulReq) error {
@@ -241,9 +239,7 @@ func (b *Backend) Wait() error {
 	r := newReq()
 	defer r.free()
 	r.b = b
-	c := newCall()
-	c.fn, c.r = waitReq, r
-	return b.send(c)
+	return b.doReq(waitReq, r)
 }
 
 func waitReq(r *mulReq) error {
@@ -350,9 +346,7 @@ func (b *Backend) bufOp(fn func(*mulReq) error, name string, n int, names []stri
 	defer r.free()
 	r.b, r.name, r.n, r.names, r.arg = b, name, n, names, extra
 	r.nbufs = copy(r.bufs[:], bufs)
-	c := newCall()
-	c.fn, c.r = fn, r
-	return b.send(c)
+	return b.doReq(fn, r)
 }
 
 // elementwise queues a one-thread-per-element kernel on n elements of
@@ -426,18 +420,8 @@ func (mx *Matrix) colTables() (nat, mma *buffer, err error) {
 	if mx.nat != nil {
 		return mx.nat, mx.mma, nil
 	}
-	pc, cols := mx.geo.PCols, mx.geo.Cols
-	idx := make([]int32, pc)
-	for c := range idx {
-		switch {
-		case c >= cols:
-			idx[c] = -1
-		case mx.perm != nil:
-			idx[c] = mx.perm[c]
-		default:
-			idx[c] = int32(c)
-		}
-	}
+	pc := mx.geo.PCols
+	idx := gpuhost.GatherIndex(mx.geo.Cols, pc, mx.perm)
 	var order []int32
 	if mx.useMMA() {
 		n := 0
@@ -808,9 +792,7 @@ func mulI32Buf(mx ChainMat, dst, x devbuf.Buf, batch int) error {
 	defer r.free()
 	r.cm, r.names, r.batch = mx, namesDX, batch
 	r.nbufs = copy(r.bufs[:], []devbuf.Buf{dst, x})
-	c := newCall()
-	c.fn, c.r = mulI32BufReq, r
-	return b.send(c)
+	return b.doReq(mulI32BufReq, r)
 }
 
 func mulI32BufReq(r *mulReq) error {

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/qgemv/qgemv/internal/devbuf"
+	"github.com/qgemv/qgemv/internal/gpuhost"
 )
 
 // Device-resident buffers (the dispatch.Device and DeviceMatrix
@@ -360,18 +361,8 @@ func (mx *Matrix) devTables() error {
 	if mx.nat != nil {
 		return nil
 	}
-	b, pc := mx.b, mx.geo.PCols
-	nat := make([]int32, pc)
-	for p := range nat {
-		switch {
-		case p >= mx.geo.Cols:
-			nat[p] = -1
-		case mx.perm != nil:
-			nat[p] = mx.perm[p]
-		default:
-			nat[p] = int32(p)
-		}
-	}
+	b := mx.b
+	nat := gpuhost.GatherIndex(mx.geo.Cols, mx.geo.PCols, mx.perm)
 	var order []int32
 	if mx.tiled != 0 {
 		order = mx.a8Order()

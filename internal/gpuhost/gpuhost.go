@@ -227,6 +227,25 @@ func checkPad(ndst, nx, batch, cols, pcols int, perm []int32) error {
 	return nil
 }
 
+// GatherIndex returns the device gather table of a matrix with cols
+// columns padded to pcols: entry c is the source column of stored column
+// c (perm[c], or c without a permutation), -1 for padding. The device
+// kernels that prepare activations in buffers read it.
+func GatherIndex(cols, pcols int, perm []int32) []int32 {
+	idx := make([]int32, pcols)
+	for c := range idx {
+		switch {
+		case c >= cols:
+			idx[c] = -1
+		case perm != nil:
+			idx[c] = perm[c]
+		default:
+			idx[c] = int32(c)
+		}
+	}
+	return idx
+}
+
 // Perm returns the act-order permutation of m (layout.Permuted), or nil.
 func Perm(m layout.Matrix) []int32 {
 	if p, ok := m.(layout.Permuted); ok {
