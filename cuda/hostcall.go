@@ -107,10 +107,20 @@ func (r *mulReq) free() {
 	reqPool.Put(r)
 }
 
+// doReq runs fn(r) on the CUDA thread.
+func (b *Backend) doReq(fn func(*mulReq) error, r *mulReq) error {
+	return b.send(newReqCall(fn, r, nil))
+}
+
 // doReq runs fn(r) on the CUDA thread unless the handle is (by then)
 // closed.
 func (h *handle) doReq(fn func(*mulReq) error, r *mulReq) error {
+	return h.b.send(newReqCall(fn, r, h))
+}
+
+// newReqCall is a pooled call running fn(r), checking h (may be nil).
+func newReqCall(fn func(*mulReq) error, r *mulReq, h *handle) *call {
 	c := newCall()
 	c.fn, c.r, c.h = fn, r, h
-	return h.b.send(c)
+	return c
 }

@@ -240,25 +240,11 @@ func mulF32Req(r *mulReq) error {
 // then compute every result (they propagate those as the reference
 // does).
 func (mx *Matrix) mulF32MMA(r *mulReq) (done bool, err error) {
-	pc, rows := mx.geo.PCols, mx.geo.Rows
+	rows := mx.geo.Rows
 	for v0 := 0; v0 < r.batch; v0 += 8 {
 		n := min(8, r.batch-v0)
-		nv := 8
-		if 2*n > 8 {
-			nv = 16
-		}
-		r.hl, r.inv = gpuhost.Grow(r.hl, nv*pc), gpuhost.Grow(r.inv, n)
-		if !gpuhost.SplitHiLoInto(r.hl, r.inv, r.x[v0*pc:(v0+n)*pc], n, pc, nv) {
-			return false, nil
-		}
-		name, k := mx.mmaKernel(nv)
-		r.xr = gpuhost.Grow(r.xr, nv*pc)
-		var xsum []float32
-		if k != 0 {
-			r.xsum = gpuhost.Grow(r.xsum, nv*(pc/128))
-			xsum = r.xsum
-		}
-		if err := gpuhost.MMAOrderInto(r.xr, xsum, k, r.hl, 2*n, pc, nv); err != nil {
+		name, xsum, ok := mx.prepF32Part(r, r.x, v0, n)
+		if !ok {
 			return false, nil
 		}
 		r.y = gpuhost.Grow(r.y, 2*n*rows)
@@ -275,6 +261,34 @@ func (mx *Matrix) mulF32MMA(r *mulReq) (done bool, err error) {
 		}
 	}
 	return true, nil
+}
+
+// prepF32Part prepares vectors v0..v0+n-1 (n <= 8) of the padded float32
+// activations x for one tensor-core launch, into r's memory: each vector
+// split into binary16 hi and lo (gpuhost.SplitHiLo, slots 2v and 2v+1;
+// r.inv its scale back), in fragment order (r.xr) with the Bits block sums
+// (xsum, nil for Q4G128). ok is false when a vector is not finite or out
+// of the split's range.
+func (mx *Matrix) prepF32Part(r *mulReq, x []float32, v0, n int) (name string, xsum []float32, ok bool) {
+	pc := mx.geo.PCols
+	nv := 8
+	if 2*n > 8 {
+		nv = 16
+	}
+	r.hl, r.inv = gpuhost.Grow(r.hl, nv*pc), gpuhost.Grow(r.inv, n)
+	if !gpuhost.SplitHiLoInto(r.hl, r.inv, x[v0*pc:(v0+n)*pc], n, pc, nv) {
+		return "", nil, false
+	}
+	name, k := mx.mmaKernel(nv)
+	r.xr = gpuhost.Grow(r.xr, nv*pc)
+	if k != 0 {
+		r.xsum = gpuhost.Grow(r.xsum, nv*(pc/128))
+		xsum = r.xsum
+	}
+	if err := gpuhost.MMAOrderInto(r.xr, xsum, k, r.hl, 2*n, pc, nv); err != nil {
+		return "", nil, false
+	}
+	return name, xsum, true
 }
 
 // MulF16 multiplies binary16 activations; the kernels widen them exactly

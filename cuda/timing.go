@@ -272,23 +272,15 @@ func (mx *Matrix) f32Parts(xp []float32, batch int) []f32Part {
 	if !mx.useMMA() {
 		return nil
 	}
-	pc := mx.geo.PCols
 	var parts []f32Part
 	for v0 := 0; v0 < batch; v0 += 8 {
 		n := min(8, batch-v0)
-		nv := 8
-		if 2*n > 8 {
-			nv = 16
-		}
-		hl, _, ok := gpuhost.SplitHiLo(xp[v0*pc:(v0+n)*pc], n, pc, nv)
+		var r mulReq // each part keeps its own memory
+		name, xsum, ok := mx.prepF32Part(&r, xp, v0, n)
 		if !ok {
 			return nil
 		}
-		name, xr, xsum, err := mx.mmaInputs(hl, 2*n, nv)
-		if err != nil {
-			return nil
-		}
-		parts = append(parts, f32Part{name, xr, xsum, v0, n})
+		parts = append(parts, f32Part{name, r.xr, xsum, v0, n})
 	}
 	return parts
 }
