@@ -181,9 +181,7 @@ func (h *held) unlock() {
 	for _, b := range h.bufs[:h.n] {
 		b.mu.RUnlock()
 	}
-	if !h.seq {
-		h.e.mu.RUnlock()
-	}
+	h.runlockEngine(h.e)
 }
 
 // rlockEngine read-locks the engine unless the operation runs in a

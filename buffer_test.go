@@ -15,6 +15,20 @@ import (
 	"github.com/qgemv/qgemv/layout/ans"
 )
 
+// loadNamed loads the synth matrix of a format spec, shape and seed.
+func loadNamed(t *testing.T, e *qgemv.Engine, name string, rows, cols int, seed uint64) *qgemv.Matrix {
+	t.Helper()
+	m, err := synth.Named(name, rows, cols, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mat, err := e.Load(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mat
+}
+
 func newBuf(t *testing.T, e *qgemv.Engine, n int, typ qgemv.ElemType) *qgemv.Buffer {
 	t.Helper()
 	b, err := e.NewBuffer(n, typ)
@@ -150,15 +164,7 @@ func TestBufferFFNAndReplay(t *testing.T) {
 	}
 	defer eng.Close()
 	load := func(rows, cols int, seed uint64) *qgemv.Matrix {
-		m, err := synth.Named("bits4g128", rows, cols, seed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mat, err := eng.Load(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return mat
+		return loadNamed(t, eng, "bits4g128", rows, cols, seed)
 	}
 	gate, up, down := load(I, H, 1), load(I, H, 2), load(H, I, 3)
 	x := newBuf(t, eng, H, qgemv.Float32)
@@ -459,14 +465,7 @@ func TestBufferQuantizeEdges(t *testing.T) {
 	}
 	defer eng.Close()
 	const cols = 1024
-	m, err := synth.Named("bits4g128", 8, cols, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mat, err := eng.Load(m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mat := loadNamed(t, eng, "bits4g128", 8, cols, 1)
 	rng := rand.New(rand.NewPCG(3, 4))
 	x := make([]float32, cols)
 	for g := 0; g < cols/128; g++ {
@@ -647,14 +646,7 @@ func TestMulA16(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	m, err := synth.Named("bits4g128", 40, 384, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mat, err := eng.Load(m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mat := loadNamed(t, eng, "bits4g128", 40, 384, 2)
 	x := synth.Vector(2*384, 3)
 	xh := make([]layout.FP16, len(x))
 	for i, v := range x {
@@ -709,14 +701,7 @@ func TestSequenceHostRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	m, err := synth.Named("q4g128", 256, 512, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mat, err := eng.Load(m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mat := loadNamed(t, eng, "q4g128", 256, 512, 1)
 	x, y, z := newBuf(t, eng, 512, qgemv.Float32), newBuf(t, eng, 256, qgemv.Float32), newBuf(t, eng, 256, qgemv.Float32)
 	seq, err := eng.Record(func() error {
 		if err := mat.MulBuffer(y, x, 1, qgemv.A32); err != nil {
@@ -761,17 +746,7 @@ func TestSequenceReplayState(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	load := func(rows, cols int, seed uint64) *qgemv.Matrix {
-		m, err := synth.Named("q4g128", rows, cols, seed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mat, err := eng.Load(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return mat
-	}
+	load := func(rows, cols int, seed uint64) *qgemv.Matrix { return loadNamed(t, eng, "q4g128", rows, cols, seed) }
 	// Many row tiles (more SplitK counters) and few.
 	a, b := load(2048, 4096, 1), load(512, 4096, 2)
 	x, y := newBuf(t, eng, 4096, qgemv.Float32), newBuf(t, eng, 2048, qgemv.Float32)
