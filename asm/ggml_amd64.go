@@ -19,9 +19,9 @@ func GgmlQ2KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlQ2KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlQ2KA8M16Avx512 is GgmlQ2KA8Avx512 for 2..16 vectors, the vectors in the
-// lanes of the accumulators of the float steps. See "GGML block kernels" in
-// the package doc.
+// GgmlQ2KA8M16Avx512 is GgmlQ2KA8Avx512 for 2..16 vectors, two vectors per
+// accumulator and the vectors in the lanes of the float steps. See "GGML block
+// kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ2KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
@@ -40,9 +40,9 @@ func GgmlQ3KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlQ3KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlQ3KA8M16Avx512 is GgmlQ3KA8Avx512 for 2..16 vectors, the vectors in the
-// lanes of the accumulators of the float steps. See "GGML block kernels" in
-// the package doc.
+// GgmlQ3KA8M16Avx512 is GgmlQ3KA8Avx512 for 2..16 vectors, two vectors per
+// accumulator and the vectors in the lanes of the float steps. See "GGML block
+// kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ3KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
@@ -64,9 +64,9 @@ func GgmlQ4KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlQ4KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlQ4KA8M16Avx512 is GgmlQ4KA8Avx512 for 2..16 vectors, the vectors in the
-// lanes of the accumulators of the float steps. See "GGML block kernels" in
-// the package doc.
+// GgmlQ4KA8M16Avx512 is GgmlQ4KA8Avx512 for 2..16 vectors, two vectors per
+// accumulator and the vectors in the lanes of the float steps. See "GGML block
+// kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ4KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
@@ -85,9 +85,9 @@ func GgmlQ5KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlQ5KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlQ5KA8M16Avx512 is GgmlQ5KA8Avx512 for 2..16 vectors, the vectors in the
-// lanes of the accumulators of the float steps. See "GGML block kernels" in
-// the package doc.
+// GgmlQ5KA8M16Avx512 is GgmlQ5KA8Avx512 for 2..16 vectors, two vectors per
+// accumulator and the vectors in the lanes of the float steps. See "GGML block
+// kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ5KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
@@ -108,9 +108,9 @@ func GgmlQ6KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlQ6KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlQ6KA8M16Avx512 is GgmlQ6KA8Avx512 for 2..16 vectors, the vectors in the
-// lanes of the accumulators of the float steps. See "GGML block kernels" in
-// the package doc.
+// GgmlQ6KA8M16Avx512 is GgmlQ6KA8Avx512 for 2..16 vectors, two vectors per
+// accumulator and the vectors in the lanes of the float steps. See "GGML block
+// kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ6KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
@@ -133,9 +133,9 @@ func GgmlIQ4XSA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //go:noescape
 func GgmlIQ4XSA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlIQ4XSA8M16Avx512 is GgmlIQ4XSA8Avx512 for 2..16 vectors, the vectors in
-// the lanes of the accumulators of the float steps. See "GGML block kernels"
-// in the package doc.
+// GgmlIQ4XSA8M16Avx512 is GgmlIQ4XSA8Avx512 for 2..16 vectors, two vectors per
+// accumulator and the vectors in the lanes of the float steps. See "GGML block
+// kernels" in the package doc.
 //
 //go:noescape
 func GgmlIQ4XSA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)

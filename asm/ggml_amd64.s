@@ -603,7 +603,7 @@ GgmlQ2KA8R4Avx512_unit:
 	RET
 
 // func GgmlQ2KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, MMX+
 TEXT ·GgmlQ2KA8M16Avx512(SB), NOSPLIT, $32-80
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
@@ -612,36 +612,49 @@ TEXT ·GgmlQ2KA8M16Avx512(SB), NOSPLIT, $32-80
 	VPBROADCASTD AX, Z0
 
 GgmlQ2KA8M16Avx512_row:
-	VPXORD Z17, Z17, Z17
-	MOVQ   w+0(FP), AX
-	MOVQ   act+32(FP), CX
-	MOVQ   sums+48(FP), DX
-	MOVQ   xs+56(FP), BX
-	MOVQ   nsb+24(FP), SI
+	MOVQ    out+72(FP), AX
+	VMOVUPS (AX), Z15
+	MOVQ    w+0(FP), AX
+	MOVQ    act+32(FP), CX
+	MOVQ    sums+48(FP), DX
+	MOVQ    xs+56(FP), BX
+	MOVQ    nsb+24(FP), SI
 
 GgmlQ2KA8M16Avx512_sb:
-	VMOVDQU64       (AX), X18
-	VPSRLW          $0x04, X18, X19
+	MOVQ            AX, DI
+	MOVQ            stride+8(FP), R8
+	ADDQ            R8, DI
+	PREFETCHT0      (DI)
+	PREFETCHT0      64(DI)
+	VMOVDQU64       (AX), X9
+	VPSRLW          $0x04, X9, X10
 	MOVL            $0x0f0f0f0f, DI
-	VPBROADCASTD    DI, X20
-	VPANDD          X18, X20, X18
-	VPANDD          X19, X20, X19
-	VPMOVZXBW       X18, Y18
-	VPMOVZXBW       X19, Y19
-	VMOVDQU64       Y19, (SP)
-	VPBROADCASTW    80(AX), Y19
-	VCVTPH2PS       Y19, Z23
-	VPBROADCASTW    82(AX), Y19
-	VCVTPH2PS       Y19, Z24
-	VBROADCASTI64X4 16(AX), Z20
-	VPSRLVW         ggmlShift0<>+0(SB), Z20, Z19
-	VPANDD          Z19, Z0, Z19
-	VPSRLVW         ggmlShift1<>+0(SB), Z20, Z20
-	VPANDD          Z20, Z0, Z20
-	VMOVDQU64       ggmlWIdx16_00<>+0(SB), Z21
-	VPERMW          Z18, Z21, Z21
-	VMOVDQU64       ggmlWIdx16_01<>+0(SB), Z22
-	VPERMW          Z18, Z22, Z22
+	VPBROADCASTD    DI, X11
+	VPANDD          X9, X11, X9
+	VPANDD          X10, X11, X10
+	VPMOVZXBW       X9, Y9
+	VPMOVZXBW       X10, Y10
+	VMOVDQU64       Y10, (SP)
+	VPMOVSXWD       Y9, Z16
+	VPBROADCASTW    80(AX), Y9
+	VCVTPH2PS       Y9, Z17
+	VPBROADCASTW    82(AX), Y9
+	VCVTPH2PS       Y9, Z18
+	VBROADCASTI64X4 16(AX), Z10
+	VPSRLVW         ggmlShift0<>+0(SB), Z10, Z9
+	VPANDD          Z9, Z0, Z9
+	VPSRLVW         ggmlShift1<>+0(SB), Z10, Z10
+	VPANDD          Z10, Z0, Z10
+	VMOVDQU64       ggmlChunkQ2K_0<>+0(SB), Z11
+	VPERMI2D        Z10, Z9, Z11
+	VMOVDQU64       ggmlChunkQ2K_1<>+0(SB), Z12
+	VPERMI2D        Z10, Z9, Z12
+	VMOVDQU64       ggmlChunkQ2K_2<>+0(SB), Z13
+	VPERMI2D        Z10, Z9, Z13
+	VMOVDQU64       ggmlChunkQ2K_3<>+0(SB), Z14
+	VPERMI2D        Z10, Z9, Z14
+	VMOVDQU64       ggmlPosSub16_0<>+0(SB), Z9
+	VPERMD          Z16, Z9, Z9
 	VPXORD          Z1, Z1, Z1
 	VPXORD          Z2, Z2, Z2
 	VPXORD          Z3, Z3, Z3
@@ -650,182 +663,118 @@ GgmlQ2KA8M16Avx512_sb:
 	VPXORD          Z6, Z6, Z6
 	VPXORD          Z7, Z7, Z7
 	VPXORD          Z8, Z8, Z8
-	VPXORD          Z9, Z9, Z9
-	VPXORD          Z10, Z10, Z10
-	VPXORD          Z11, Z11, Z11
-	VPXORD          Z12, Z12, Z12
-	VPXORD          Z13, Z13, Z13
-	VPXORD          Z14, Z14, Z14
-	VPXORD          Z15, Z15, Z15
-	VPXORD          Z16, Z16, Z16
 	MOVQ            nvec+64(FP), DI
-	VPMADDUBSW      (CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z1
-	VPMADDUBSW      64(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z1
+	INCQ            DI
+	SHRQ            $0x01, DI
+	VPDPBUSD        (CX), Z11, Z1
+	VPDPBUSD        64(CX), Z12, Z1
+	VPDPBUSD        128(CX), Z13, Z1
+	VPDPBUSD        192(CX), Z14, Z1
 	DECQ            DI
 	JZ              GgmlQ2KA8M16Avx512_h0_done
-	VPMADDUBSW      256(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z2
-	VPMADDUBSW      320(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z2
+	VPDPBUSD        256(CX), Z11, Z2
+	VPDPBUSD        320(CX), Z12, Z2
+	VPDPBUSD        384(CX), Z13, Z2
+	VPDPBUSD        448(CX), Z14, Z2
 	DECQ            DI
 	JZ              GgmlQ2KA8M16Avx512_h0_done
-	VPMADDUBSW      512(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z3
-	VPMADDUBSW      576(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z3
+	VPDPBUSD        512(CX), Z11, Z3
+	VPDPBUSD        576(CX), Z12, Z3
+	VPDPBUSD        640(CX), Z13, Z3
+	VPDPBUSD        704(CX), Z14, Z3
 	DECQ            DI
 	JZ              GgmlQ2KA8M16Avx512_h0_done
-	VPMADDUBSW      768(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z4
-	VPMADDUBSW      832(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z4
+	VPDPBUSD        768(CX), Z11, Z4
+	VPDPBUSD        832(CX), Z12, Z4
+	VPDPBUSD        896(CX), Z13, Z4
+	VPDPBUSD        960(CX), Z14, Z4
 	DECQ            DI
 	JZ              GgmlQ2KA8M16Avx512_h0_done
-	VPMADDUBSW      1024(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z5
-	VPMADDUBSW      1088(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z5
+	VPDPBUSD        1024(CX), Z11, Z5
+	VPDPBUSD        1088(CX), Z12, Z5
+	VPDPBUSD        1152(CX), Z13, Z5
+	VPDPBUSD        1216(CX), Z14, Z5
 	DECQ            DI
 	JZ              GgmlQ2KA8M16Avx512_h0_done
-	VPMADDUBSW      1280(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z6
-	VPMADDUBSW      1344(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z6
+	VPDPBUSD        1280(CX), Z11, Z6
+	VPDPBUSD        1344(CX), Z12, Z6
+	VPDPBUSD        1408(CX), Z13, Z6
+	VPDPBUSD        1472(CX), Z14, Z6
 	DECQ            DI
 	JZ              GgmlQ2KA8M16Avx512_h0_done
-	VPMADDUBSW      1536(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z7
-	VPMADDUBSW      1600(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z7
+	VPDPBUSD        1536(CX), Z11, Z7
+	VPDPBUSD        1600(CX), Z12, Z7
+	VPDPBUSD        1664(CX), Z13, Z7
+	VPDPBUSD        1728(CX), Z14, Z7
 	DECQ            DI
 	JZ              GgmlQ2KA8M16Avx512_h0_done
-	VPMADDUBSW      1792(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z8
-	VPMADDUBSW      1856(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z8
-	DECQ            DI
-	JZ              GgmlQ2KA8M16Avx512_h0_done
-	VPMADDUBSW      2048(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z9
-	VPMADDUBSW      2112(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z9
-	DECQ            DI
-	JZ              GgmlQ2KA8M16Avx512_h0_done
-	VPMADDUBSW      2304(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z10
-	VPMADDUBSW      2368(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z10
-	DECQ            DI
-	JZ              GgmlQ2KA8M16Avx512_h0_done
-	VPMADDUBSW      2560(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z11
-	VPMADDUBSW      2624(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z11
-	DECQ            DI
-	JZ              GgmlQ2KA8M16Avx512_h0_done
-	VPMADDUBSW      2816(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z12
-	VPMADDUBSW      2880(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z12
-	DECQ            DI
-	JZ              GgmlQ2KA8M16Avx512_h0_done
-	VPMADDUBSW      3072(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z13
-	VPMADDUBSW      3136(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z13
-	DECQ            DI
-	JZ              GgmlQ2KA8M16Avx512_h0_done
-	VPMADDUBSW      3328(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z14
-	VPMADDUBSW      3392(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z14
-	DECQ            DI
-	JZ              GgmlQ2KA8M16Avx512_h0_done
-	VPMADDUBSW      3584(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z15
-	VPMADDUBSW      3648(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z15
-	DECQ            DI
-	JZ              GgmlQ2KA8M16Avx512_h0_done
-	VPMADDUBSW      3840(CX), Z19, Z19
-	VPDPWSSD        Z21, Z19, Z16
-	VPMADDUBSW      3904(CX), Z20, Z19
-	VPDPWSSD        Z22, Z19, Z16
+	VPDPBUSD        1792(CX), Z11, Z8
+	VPDPBUSD        1856(CX), Z12, Z8
+	VPDPBUSD        1920(CX), Z13, Z8
+	VPDPBUSD        1984(CX), Z14, Z8
 
 GgmlQ2KA8M16Avx512_h0_done:
-	VPUNPCKLDQ      Z2, Z1, Z19
+	VPMULLD         Z9, Z1, Z1
+	VPMULLD         Z9, Z2, Z2
+	VPMULLD         Z9, Z3, Z3
+	VPMULLD         Z9, Z4, Z4
+	VPMULLD         Z9, Z5, Z5
+	VPMULLD         Z9, Z6, Z6
+	VPMULLD         Z9, Z7, Z7
+	VPMULLD         Z9, Z8, Z8
+	VPUNPCKLDQ      Z2, Z1, Z9
 	VPUNPCKHDQ      Z2, Z1, Z1
-	VPADDD          Z19, Z1, Z1
-	VPUNPCKLDQ      Z4, Z3, Z19
+	VPADDD          Z9, Z1, Z1
+	VPUNPCKLDQ      Z4, Z3, Z9
 	VPUNPCKHDQ      Z4, Z3, Z3
-	VPADDD          Z19, Z3, Z3
-	VPUNPCKLDQ      Z6, Z5, Z19
+	VPADDD          Z9, Z3, Z3
+	VPUNPCKLDQ      Z6, Z5, Z9
 	VPUNPCKHDQ      Z6, Z5, Z5
-	VPADDD          Z19, Z5, Z5
-	VPUNPCKLDQ      Z8, Z7, Z19
+	VPADDD          Z9, Z5, Z5
+	VPUNPCKLDQ      Z8, Z7, Z9
 	VPUNPCKHDQ      Z8, Z7, Z7
-	VPADDD          Z19, Z7, Z7
-	VPUNPCKLDQ      Z10, Z9, Z19
-	VPUNPCKHDQ      Z10, Z9, Z9
-	VPADDD          Z19, Z9, Z9
-	VPUNPCKLDQ      Z12, Z11, Z19
-	VPUNPCKHDQ      Z12, Z11, Z11
-	VPADDD          Z19, Z11, Z11
-	VPUNPCKLDQ      Z14, Z13, Z19
-	VPUNPCKHDQ      Z14, Z13, Z13
-	VPADDD          Z19, Z13, Z13
-	VPUNPCKLDQ      Z16, Z15, Z19
-	VPUNPCKHDQ      Z16, Z15, Z15
-	VPADDD          Z19, Z15, Z15
-	VPUNPCKLQDQ     Z3, Z1, Z19
+	VPADDD          Z9, Z7, Z7
+	VPUNPCKLQDQ     Z3, Z1, Z9
 	VPUNPCKHQDQ     Z3, Z1, Z1
-	VPADDD          Z19, Z1, Z1
-	VPUNPCKLQDQ     Z7, Z5, Z19
+	VPADDD          Z9, Z1, Z1
+	VPUNPCKLQDQ     Z7, Z5, Z9
 	VPUNPCKHQDQ     Z7, Z5, Z5
-	VPADDD          Z19, Z5, Z5
-	VPUNPCKLQDQ     Z11, Z9, Z19
-	VPUNPCKHQDQ     Z11, Z9, Z9
-	VPADDD          Z19, Z9, Z9
-	VPUNPCKLQDQ     Z15, Z13, Z19
-	VPUNPCKHQDQ     Z15, Z13, Z13
-	VPADDD          Z19, Z13, Z13
-	VSHUFI32X4      $0x88, Z5, Z1, Z19
+	VPADDD          Z9, Z5, Z5
+	VSHUFI32X4      $0x88, Z5, Z1, Z9
 	VSHUFI32X4      $0xdd, Z5, Z1, Z1
-	VPADDD          Z1, Z19, Z19
-	VSHUFI32X4      $0x88, Z13, Z9, Z20
-	VSHUFI32X4      $0xdd, Z13, Z9, Z9
-	VPADDD          Z9, Z20, Z20
-	VSHUFI32X4      $0x88, Z20, Z19, Z21
-	VSHUFI32X4      $0xdd, Z20, Z19, Z19
-	VPADDD          Z19, Z21, Z21
-	VPBROADCASTD    (SP), Z19
-	VPMADDWD        (DX), Z19, Z19
-	VPBROADCASTD    4(SP), Z20
-	VPDPWSSD        64(DX), Z20, Z19
-	VPBROADCASTD    8(SP), Z20
-	VPDPWSSD        128(DX), Z20, Z19
-	VPBROADCASTD    12(SP), Z20
-	VPDPWSSD        192(DX), Z20, Z19
-	VMOVUPS         (BX), Z20
-	VMULPS          Z23, Z20, Z22
-	VCVTDQ2PS       Z21, Z21
-	VMULPS          Z22, Z21, Z21
-	VADDPS          Z21, Z17, Z17
-	VMULPS          Z24, Z20, Z22
-	VCVTDQ2PS       Z19, Z21
-	VMULPS          Z22, Z21, Z21
-	VSUBPS          Z21, Z17, Z17
-	VBROADCASTI64X4 48(AX), Z20
-	VPSRLVW         ggmlShift0<>+0(SB), Z20, Z19
-	VPANDD          Z19, Z0, Z19
-	VPSRLVW         ggmlShift1<>+0(SB), Z20, Z20
-	VPANDD          Z20, Z0, Z20
-	VMOVDQU64       ggmlWIdx16_10<>+0(SB), Z21
-	VPERMW          Z18, Z21, Z21
-	VMOVDQU64       ggmlWIdx16_11<>+0(SB), Z22
-	VPERMW          Z18, Z22, Z22
+	VPADDD          Z1, Z9, Z9
+	VPBROADCASTD    (SP), Z10
+	VPMADDWD        (DX), Z10, Z10
+	VPBROADCASTD    4(SP), Z11
+	VPDPWSSD        64(DX), Z11, Z10
+	VPBROADCASTD    8(SP), Z11
+	VPDPWSSD        128(DX), Z11, Z10
+	VPBROADCASTD    12(SP), Z11
+	VPDPWSSD        192(DX), Z11, Z10
+	VMOVUPS         (BX), Z11
+	VMULPS          Z17, Z11, Z12
+	VCVTDQ2PS       Z9, Z9
+	VMULPS          Z12, Z9, Z9
+	VADDPS          Z9, Z15, Z15
+	VMULPS          Z18, Z11, Z12
+	VCVTDQ2PS       Z10, Z9
+	VMULPS          Z12, Z9, Z9
+	VSUBPS          Z9, Z15, Z15
+	VBROADCASTI64X4 48(AX), Z10
+	VPSRLVW         ggmlShift0<>+0(SB), Z10, Z9
+	VPANDD          Z9, Z0, Z9
+	VPSRLVW         ggmlShift1<>+0(SB), Z10, Z10
+	VPANDD          Z10, Z0, Z10
+	VMOVDQU64       ggmlChunkQ2K_0<>+0(SB), Z11
+	VPERMI2D        Z10, Z9, Z11
+	VMOVDQU64       ggmlChunkQ2K_1<>+0(SB), Z12
+	VPERMI2D        Z10, Z9, Z12
+	VMOVDQU64       ggmlChunkQ2K_2<>+0(SB), Z13
+	VPERMI2D        Z10, Z9, Z13
+	VMOVDQU64       ggmlChunkQ2K_3<>+0(SB), Z14
+	VPERMI2D        Z10, Z9, Z14
+	VMOVDQU64       ggmlPosSub16_1<>+0(SB), Z9
+	VPERMD          Z16, Z9, Z9
 	VPXORD          Z1, Z1, Z1
 	VPXORD          Z2, Z2, Z2
 	VPXORD          Z3, Z3, Z3
@@ -834,173 +783,103 @@ GgmlQ2KA8M16Avx512_h0_done:
 	VPXORD          Z6, Z6, Z6
 	VPXORD          Z7, Z7, Z7
 	VPXORD          Z8, Z8, Z8
-	VPXORD          Z9, Z9, Z9
-	VPXORD          Z10, Z10, Z10
-	VPXORD          Z11, Z11, Z11
-	VPXORD          Z12, Z12, Z12
-	VPXORD          Z13, Z13, Z13
-	VPXORD          Z14, Z14, Z14
-	VPXORD          Z15, Z15, Z15
-	VPXORD          Z16, Z16, Z16
 	MOVQ            nvec+64(FP), DI
-	VPMADDUBSW      128(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z1
-	VPMADDUBSW      192(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z1
+	INCQ            DI
+	SHRQ            $0x01, DI
+	VPDPBUSD        2048(CX), Z11, Z1
+	VPDPBUSD        2112(CX), Z12, Z1
+	VPDPBUSD        2176(CX), Z13, Z1
+	VPDPBUSD        2240(CX), Z14, Z1
 	DECQ            DI
 	JZ              GgmlQ2KA8M16Avx512_h1_done
-	VPMADDUBSW      384(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z2
-	VPMADDUBSW      448(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z2
+	VPDPBUSD        2304(CX), Z11, Z2
+	VPDPBUSD        2368(CX), Z12, Z2
+	VPDPBUSD        2432(CX), Z13, Z2
+	VPDPBUSD        2496(CX), Z14, Z2
 	DECQ            DI
 	JZ              GgmlQ2KA8M16Avx512_h1_done
-	VPMADDUBSW      640(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z3
-	VPMADDUBSW      704(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z3
+	VPDPBUSD        2560(CX), Z11, Z3
+	VPDPBUSD        2624(CX), Z12, Z3
+	VPDPBUSD        2688(CX), Z13, Z3
+	VPDPBUSD        2752(CX), Z14, Z3
 	DECQ            DI
 	JZ              GgmlQ2KA8M16Avx512_h1_done
-	VPMADDUBSW      896(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z4
-	VPMADDUBSW      960(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z4
+	VPDPBUSD        2816(CX), Z11, Z4
+	VPDPBUSD        2880(CX), Z12, Z4
+	VPDPBUSD        2944(CX), Z13, Z4
+	VPDPBUSD        3008(CX), Z14, Z4
 	DECQ            DI
 	JZ              GgmlQ2KA8M16Avx512_h1_done
-	VPMADDUBSW      1152(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z5
-	VPMADDUBSW      1216(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z5
+	VPDPBUSD        3072(CX), Z11, Z5
+	VPDPBUSD        3136(CX), Z12, Z5
+	VPDPBUSD        3200(CX), Z13, Z5
+	VPDPBUSD        3264(CX), Z14, Z5
 	DECQ            DI
 	JZ              GgmlQ2KA8M16Avx512_h1_done
-	VPMADDUBSW      1408(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z6
-	VPMADDUBSW      1472(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z6
+	VPDPBUSD        3328(CX), Z11, Z6
+	VPDPBUSD        3392(CX), Z12, Z6
+	VPDPBUSD        3456(CX), Z13, Z6
+	VPDPBUSD        3520(CX), Z14, Z6
 	DECQ            DI
 	JZ              GgmlQ2KA8M16Avx512_h1_done
-	VPMADDUBSW      1664(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z7
-	VPMADDUBSW      1728(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z7
+	VPDPBUSD        3584(CX), Z11, Z7
+	VPDPBUSD        3648(CX), Z12, Z7
+	VPDPBUSD        3712(CX), Z13, Z7
+	VPDPBUSD        3776(CX), Z14, Z7
 	DECQ            DI
 	JZ              GgmlQ2KA8M16Avx512_h1_done
-	VPMADDUBSW      1920(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z8
-	VPMADDUBSW      1984(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z8
-	DECQ            DI
-	JZ              GgmlQ2KA8M16Avx512_h1_done
-	VPMADDUBSW      2176(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z9
-	VPMADDUBSW      2240(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z9
-	DECQ            DI
-	JZ              GgmlQ2KA8M16Avx512_h1_done
-	VPMADDUBSW      2432(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z10
-	VPMADDUBSW      2496(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z10
-	DECQ            DI
-	JZ              GgmlQ2KA8M16Avx512_h1_done
-	VPMADDUBSW      2688(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z11
-	VPMADDUBSW      2752(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z11
-	DECQ            DI
-	JZ              GgmlQ2KA8M16Avx512_h1_done
-	VPMADDUBSW      2944(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z12
-	VPMADDUBSW      3008(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z12
-	DECQ            DI
-	JZ              GgmlQ2KA8M16Avx512_h1_done
-	VPMADDUBSW      3200(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z13
-	VPMADDUBSW      3264(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z13
-	DECQ            DI
-	JZ              GgmlQ2KA8M16Avx512_h1_done
-	VPMADDUBSW      3456(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z14
-	VPMADDUBSW      3520(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z14
-	DECQ            DI
-	JZ              GgmlQ2KA8M16Avx512_h1_done
-	VPMADDUBSW      3712(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z15
-	VPMADDUBSW      3776(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z15
-	DECQ            DI
-	JZ              GgmlQ2KA8M16Avx512_h1_done
-	VPMADDUBSW      3968(CX), Z19, Z19
-	VPDPWSSD        Z21, Z19, Z16
-	VPMADDUBSW      4032(CX), Z20, Z19
-	VPDPWSSD        Z22, Z19, Z16
+	VPDPBUSD        3840(CX), Z11, Z8
+	VPDPBUSD        3904(CX), Z12, Z8
+	VPDPBUSD        3968(CX), Z13, Z8
+	VPDPBUSD        4032(CX), Z14, Z8
 
 GgmlQ2KA8M16Avx512_h1_done:
-	VPUNPCKLDQ   Z2, Z1, Z19
+	VPMULLD      Z9, Z1, Z1
+	VPMULLD      Z9, Z2, Z2
+	VPMULLD      Z9, Z3, Z3
+	VPMULLD      Z9, Z4, Z4
+	VPMULLD      Z9, Z5, Z5
+	VPMULLD      Z9, Z6, Z6
+	VPMULLD      Z9, Z7, Z7
+	VPMULLD      Z9, Z8, Z8
+	VPUNPCKLDQ   Z2, Z1, Z9
 	VPUNPCKHDQ   Z2, Z1, Z1
-	VPADDD       Z19, Z1, Z1
-	VPUNPCKLDQ   Z4, Z3, Z19
+	VPADDD       Z9, Z1, Z1
+	VPUNPCKLDQ   Z4, Z3, Z9
 	VPUNPCKHDQ   Z4, Z3, Z3
-	VPADDD       Z19, Z3, Z3
-	VPUNPCKLDQ   Z6, Z5, Z19
+	VPADDD       Z9, Z3, Z3
+	VPUNPCKLDQ   Z6, Z5, Z9
 	VPUNPCKHDQ   Z6, Z5, Z5
-	VPADDD       Z19, Z5, Z5
-	VPUNPCKLDQ   Z8, Z7, Z19
+	VPADDD       Z9, Z5, Z5
+	VPUNPCKLDQ   Z8, Z7, Z9
 	VPUNPCKHDQ   Z8, Z7, Z7
-	VPADDD       Z19, Z7, Z7
-	VPUNPCKLDQ   Z10, Z9, Z19
-	VPUNPCKHDQ   Z10, Z9, Z9
-	VPADDD       Z19, Z9, Z9
-	VPUNPCKLDQ   Z12, Z11, Z19
-	VPUNPCKHDQ   Z12, Z11, Z11
-	VPADDD       Z19, Z11, Z11
-	VPUNPCKLDQ   Z14, Z13, Z19
-	VPUNPCKHDQ   Z14, Z13, Z13
-	VPADDD       Z19, Z13, Z13
-	VPUNPCKLDQ   Z16, Z15, Z19
-	VPUNPCKHDQ   Z16, Z15, Z15
-	VPADDD       Z19, Z15, Z15
-	VPUNPCKLQDQ  Z3, Z1, Z19
+	VPADDD       Z9, Z7, Z7
+	VPUNPCKLQDQ  Z3, Z1, Z9
 	VPUNPCKHQDQ  Z3, Z1, Z1
-	VPADDD       Z19, Z1, Z1
-	VPUNPCKLQDQ  Z7, Z5, Z19
+	VPADDD       Z9, Z1, Z1
+	VPUNPCKLQDQ  Z7, Z5, Z9
 	VPUNPCKHQDQ  Z7, Z5, Z5
-	VPADDD       Z19, Z5, Z5
-	VPUNPCKLQDQ  Z11, Z9, Z19
-	VPUNPCKHQDQ  Z11, Z9, Z9
-	VPADDD       Z19, Z9, Z9
-	VPUNPCKLQDQ  Z15, Z13, Z19
-	VPUNPCKHQDQ  Z15, Z13, Z13
-	VPADDD       Z19, Z13, Z13
-	VSHUFI32X4   $0x88, Z5, Z1, Z19
+	VPADDD       Z9, Z5, Z5
+	VSHUFI32X4   $0x88, Z5, Z1, Z9
 	VSHUFI32X4   $0xdd, Z5, Z1, Z1
-	VPADDD       Z1, Z19, Z19
-	VSHUFI32X4   $0x88, Z13, Z9, Z20
-	VSHUFI32X4   $0xdd, Z13, Z9, Z9
-	VPADDD       Z9, Z20, Z20
-	VSHUFI32X4   $0x88, Z20, Z19, Z21
-	VSHUFI32X4   $0xdd, Z20, Z19, Z19
-	VPADDD       Z19, Z21, Z21
-	VPBROADCASTD 16(SP), Z19
-	VPMADDWD     256(DX), Z19, Z19
-	VPBROADCASTD 20(SP), Z20
-	VPDPWSSD     320(DX), Z20, Z19
-	VPBROADCASTD 24(SP), Z20
-	VPDPWSSD     384(DX), Z20, Z19
-	VPBROADCASTD 28(SP), Z20
-	VPDPWSSD     448(DX), Z20, Z19
-	VMOVUPS      64(BX), Z20
-	VMULPS       Z23, Z20, Z22
-	VCVTDQ2PS    Z21, Z21
-	VMULPS       Z22, Z21, Z21
-	VADDPS       Z21, Z17, Z17
-	VMULPS       Z24, Z20, Z22
-	VCVTDQ2PS    Z19, Z21
-	VMULPS       Z22, Z21, Z21
-	VSUBPS       Z21, Z17, Z17
+	VPADDD       Z1, Z9, Z9
+	VPBROADCASTD 16(SP), Z10
+	VPMADDWD     256(DX), Z10, Z10
+	VPBROADCASTD 20(SP), Z11
+	VPDPWSSD     320(DX), Z11, Z10
+	VPBROADCASTD 24(SP), Z11
+	VPDPWSSD     384(DX), Z11, Z10
+	VPBROADCASTD 28(SP), Z11
+	VPDPWSSD     448(DX), Z11, Z10
+	VMOVUPS      64(BX), Z11
+	VMULPS       Z17, Z11, Z12
+	VCVTDQ2PS    Z9, Z9
+	VMULPS       Z12, Z9, Z9
+	VADDPS       Z9, Z15, Z15
+	VMULPS       Z18, Z11, Z12
+	VCVTDQ2PS    Z10, Z9
+	VMULPS       Z12, Z9, Z9
+	VSUBPS       Z9, Z15, Z15
 	ADDQ         $0x00000054, AX
 	ADDQ         $0x00001000, CX
 	ADDQ         $0x00000200, DX
@@ -1008,7 +887,7 @@ GgmlQ2KA8M16Avx512_h1_done:
 	DECQ         SI
 	JNZ          GgmlQ2KA8M16Avx512_sb
 	MOVQ         out+72(FP), AX
-	VMOVUPS      Z17, (AX)
+	VMOVUPS      Z15, (AX)
 	MOVQ         out+72(FP), AX
 	ADDQ         $0x00000040, AX
 	MOVQ         AX, out+72(FP)
@@ -1022,6 +901,114 @@ GgmlQ2KA8M16Avx512_h1_done:
 	JNZ          GgmlQ2KA8M16Avx512_row
 	VZEROUPPER
 	RET
+
+DATA ggmlChunkQ2K_0<>+0(SB)/4, $0x00000000
+DATA ggmlChunkQ2K_0<>+4(SB)/4, $0x00000004
+DATA ggmlChunkQ2K_0<>+8(SB)/4, $0x00000008
+DATA ggmlChunkQ2K_0<>+12(SB)/4, $0x0000000c
+DATA ggmlChunkQ2K_0<>+16(SB)/4, $0x00000010
+DATA ggmlChunkQ2K_0<>+20(SB)/4, $0x00000014
+DATA ggmlChunkQ2K_0<>+24(SB)/4, $0x00000018
+DATA ggmlChunkQ2K_0<>+28(SB)/4, $0x0000001c
+DATA ggmlChunkQ2K_0<>+32(SB)/4, $0x00000000
+DATA ggmlChunkQ2K_0<>+36(SB)/4, $0x00000004
+DATA ggmlChunkQ2K_0<>+40(SB)/4, $0x00000008
+DATA ggmlChunkQ2K_0<>+44(SB)/4, $0x0000000c
+DATA ggmlChunkQ2K_0<>+48(SB)/4, $0x00000010
+DATA ggmlChunkQ2K_0<>+52(SB)/4, $0x00000014
+DATA ggmlChunkQ2K_0<>+56(SB)/4, $0x00000018
+DATA ggmlChunkQ2K_0<>+60(SB)/4, $0x0000001c
+GLOBL ggmlChunkQ2K_0<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlChunkQ2K_1<>+0(SB)/4, $0x00000001
+DATA ggmlChunkQ2K_1<>+4(SB)/4, $0x00000005
+DATA ggmlChunkQ2K_1<>+8(SB)/4, $0x00000009
+DATA ggmlChunkQ2K_1<>+12(SB)/4, $0x0000000d
+DATA ggmlChunkQ2K_1<>+16(SB)/4, $0x00000011
+DATA ggmlChunkQ2K_1<>+20(SB)/4, $0x00000015
+DATA ggmlChunkQ2K_1<>+24(SB)/4, $0x00000019
+DATA ggmlChunkQ2K_1<>+28(SB)/4, $0x0000001d
+DATA ggmlChunkQ2K_1<>+32(SB)/4, $0x00000001
+DATA ggmlChunkQ2K_1<>+36(SB)/4, $0x00000005
+DATA ggmlChunkQ2K_1<>+40(SB)/4, $0x00000009
+DATA ggmlChunkQ2K_1<>+44(SB)/4, $0x0000000d
+DATA ggmlChunkQ2K_1<>+48(SB)/4, $0x00000011
+DATA ggmlChunkQ2K_1<>+52(SB)/4, $0x00000015
+DATA ggmlChunkQ2K_1<>+56(SB)/4, $0x00000019
+DATA ggmlChunkQ2K_1<>+60(SB)/4, $0x0000001d
+GLOBL ggmlChunkQ2K_1<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlChunkQ2K_2<>+0(SB)/4, $0x00000002
+DATA ggmlChunkQ2K_2<>+4(SB)/4, $0x00000006
+DATA ggmlChunkQ2K_2<>+8(SB)/4, $0x0000000a
+DATA ggmlChunkQ2K_2<>+12(SB)/4, $0x0000000e
+DATA ggmlChunkQ2K_2<>+16(SB)/4, $0x00000012
+DATA ggmlChunkQ2K_2<>+20(SB)/4, $0x00000016
+DATA ggmlChunkQ2K_2<>+24(SB)/4, $0x0000001a
+DATA ggmlChunkQ2K_2<>+28(SB)/4, $0x0000001e
+DATA ggmlChunkQ2K_2<>+32(SB)/4, $0x00000002
+DATA ggmlChunkQ2K_2<>+36(SB)/4, $0x00000006
+DATA ggmlChunkQ2K_2<>+40(SB)/4, $0x0000000a
+DATA ggmlChunkQ2K_2<>+44(SB)/4, $0x0000000e
+DATA ggmlChunkQ2K_2<>+48(SB)/4, $0x00000012
+DATA ggmlChunkQ2K_2<>+52(SB)/4, $0x00000016
+DATA ggmlChunkQ2K_2<>+56(SB)/4, $0x0000001a
+DATA ggmlChunkQ2K_2<>+60(SB)/4, $0x0000001e
+GLOBL ggmlChunkQ2K_2<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlChunkQ2K_3<>+0(SB)/4, $0x00000003
+DATA ggmlChunkQ2K_3<>+4(SB)/4, $0x00000007
+DATA ggmlChunkQ2K_3<>+8(SB)/4, $0x0000000b
+DATA ggmlChunkQ2K_3<>+12(SB)/4, $0x0000000f
+DATA ggmlChunkQ2K_3<>+16(SB)/4, $0x00000013
+DATA ggmlChunkQ2K_3<>+20(SB)/4, $0x00000017
+DATA ggmlChunkQ2K_3<>+24(SB)/4, $0x0000001b
+DATA ggmlChunkQ2K_3<>+28(SB)/4, $0x0000001f
+DATA ggmlChunkQ2K_3<>+32(SB)/4, $0x00000003
+DATA ggmlChunkQ2K_3<>+36(SB)/4, $0x00000007
+DATA ggmlChunkQ2K_3<>+40(SB)/4, $0x0000000b
+DATA ggmlChunkQ2K_3<>+44(SB)/4, $0x0000000f
+DATA ggmlChunkQ2K_3<>+48(SB)/4, $0x00000013
+DATA ggmlChunkQ2K_3<>+52(SB)/4, $0x00000017
+DATA ggmlChunkQ2K_3<>+56(SB)/4, $0x0000001b
+DATA ggmlChunkQ2K_3<>+60(SB)/4, $0x0000001f
+GLOBL ggmlChunkQ2K_3<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlPosSub16_0<>+0(SB)/4, $0x00000000
+DATA ggmlPosSub16_0<>+4(SB)/4, $0x00000001
+DATA ggmlPosSub16_0<>+8(SB)/4, $0x00000002
+DATA ggmlPosSub16_0<>+12(SB)/4, $0x00000003
+DATA ggmlPosSub16_0<>+16(SB)/4, $0x00000004
+DATA ggmlPosSub16_0<>+20(SB)/4, $0x00000005
+DATA ggmlPosSub16_0<>+24(SB)/4, $0x00000006
+DATA ggmlPosSub16_0<>+28(SB)/4, $0x00000007
+DATA ggmlPosSub16_0<>+32(SB)/4, $0x00000000
+DATA ggmlPosSub16_0<>+36(SB)/4, $0x00000001
+DATA ggmlPosSub16_0<>+40(SB)/4, $0x00000002
+DATA ggmlPosSub16_0<>+44(SB)/4, $0x00000003
+DATA ggmlPosSub16_0<>+48(SB)/4, $0x00000004
+DATA ggmlPosSub16_0<>+52(SB)/4, $0x00000005
+DATA ggmlPosSub16_0<>+56(SB)/4, $0x00000006
+DATA ggmlPosSub16_0<>+60(SB)/4, $0x00000007
+GLOBL ggmlPosSub16_0<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlPosSub16_1<>+0(SB)/4, $0x00000008
+DATA ggmlPosSub16_1<>+4(SB)/4, $0x00000009
+DATA ggmlPosSub16_1<>+8(SB)/4, $0x0000000a
+DATA ggmlPosSub16_1<>+12(SB)/4, $0x0000000b
+DATA ggmlPosSub16_1<>+16(SB)/4, $0x0000000c
+DATA ggmlPosSub16_1<>+20(SB)/4, $0x0000000d
+DATA ggmlPosSub16_1<>+24(SB)/4, $0x0000000e
+DATA ggmlPosSub16_1<>+28(SB)/4, $0x0000000f
+DATA ggmlPosSub16_1<>+32(SB)/4, $0x00000008
+DATA ggmlPosSub16_1<>+36(SB)/4, $0x00000009
+DATA ggmlPosSub16_1<>+40(SB)/4, $0x0000000a
+DATA ggmlPosSub16_1<>+44(SB)/4, $0x0000000b
+DATA ggmlPosSub16_1<>+48(SB)/4, $0x0000000c
+DATA ggmlPosSub16_1<>+52(SB)/4, $0x0000000d
+DATA ggmlPosSub16_1<>+56(SB)/4, $0x0000000e
+DATA ggmlPosSub16_1<>+60(SB)/4, $0x0000000f
+GLOBL ggmlPosSub16_1<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ3KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C
@@ -1894,7 +1881,7 @@ GgmlQ3KA8R4Avx512_unit:
 	RET
 
 // func GgmlQ3KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, MMX+
 TEXT ·GgmlQ3KA8M16Avx512(SB), NOSPLIT, $32-80
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
@@ -1902,17 +1889,23 @@ TEXT ·GgmlQ3KA8M16Avx512(SB), NOSPLIT, $32-80
 	MOVL         $0x04040404, AX
 	VPBROADCASTD AX, Z0
 	MOVL         $0x03030303, AX
-	VPBROADCASTD AX, Z19
+	VPBROADCASTD AX, Z9
 
 GgmlQ3KA8M16Avx512_row:
-	VPXORD Z17, Z17, Z17
-	MOVQ   w+0(FP), AX
-	MOVQ   act+32(FP), CX
-	MOVQ   sums+48(FP), DX
-	MOVQ   xs+56(FP), BX
-	MOVQ   nsb+24(FP), SI
+	MOVQ    out+72(FP), AX
+	VMOVUPS (AX), Z16
+	MOVQ    w+0(FP), AX
+	MOVQ    act+32(FP), CX
+	MOVQ    sums+48(FP), DX
+	MOVQ    xs+56(FP), BX
+	MOVQ    nsb+24(FP), SI
 
 GgmlQ3KA8M16Avx512_sb:
+	MOVQ            AX, DI
+	MOVQ            stride+8(FP), R8
+	ADDQ            R8, DI
+	PREFETCHT0      (DI)
+	PREFETCHT0      64(DI)
 	MOVL            96(AX), DI
 	MOVL            100(AX), R8
 	MOVL            104(AX), R9
@@ -1947,30 +1940,37 @@ GgmlQ3KA8M16Avx512_sb:
 	ORQ             R10, R9
 	SHLQ            $0x20, R8
 	ORQ             DI, R8
-	VMOVQ           R9, X18
-	VMOVQ           R8, X20
-	VPUNPCKLQDQ     X20, X18, X18
+	VMOVQ           R9, X10
+	VMOVQ           R8, X11
+	VPUNPCKLQDQ     X11, X10, X10
 	MOVL            $0x20202020, DI
-	VPBROADCASTD    DI, X20
-	VPSUBB          X20, X18, X18
-	VPMOVSXBW       X18, Y18
-	VMOVDQU64       Y18, (SP)
-	VPBROADCASTW    108(AX), Y20
-	VCVTPH2PS       Y20, Z24
-	VBROADCASTI64X4 32(AX), Z21
-	VPSRLVW         ggmlShift0<>+0(SB), Z21, Z20
-	VPANDD          Z20, Z19, Z20
-	VPSRLVW         ggmlShift1<>+0(SB), Z21, Z21
-	VPANDD          Z21, Z19, Z21
-	VBROADCASTI64X4 (AX), Z22
-	VPTESTMB        ggmlQ3KBit00<>+0(SB), Z22, K1
-	VPADDB          Z0, Z20, K1, Z20
-	VPTESTMB        ggmlQ3KBit01<>+0(SB), Z22, K1
-	VPADDB          Z0, Z21, K1, Z21
-	VMOVDQU64       ggmlWIdx16_00<>+0(SB), Z22
-	VPERMW          Z18, Z22, Z22
-	VMOVDQU64       ggmlWIdx16_01<>+0(SB), Z23
-	VPERMW          Z18, Z23, Z23
+	VPBROADCASTD    DI, X11
+	VPSUBB          X11, X10, X10
+	VPMOVSXBW       X10, Y10
+	VMOVDQU64       Y10, (SP)
+	VPMOVSXWD       Y10, Z17
+	VPBROADCASTW    108(AX), Y10
+	VCVTPH2PS       Y10, Z18
+	VBROADCASTI64X4 32(AX), Z11
+	VPSRLVW         ggmlShift0<>+0(SB), Z11, Z10
+	VPANDD          Z10, Z9, Z10
+	VPSRLVW         ggmlShift1<>+0(SB), Z11, Z11
+	VPANDD          Z11, Z9, Z11
+	VBROADCASTI64X4 (AX), Z12
+	VPTESTMB        ggmlQ3KBit00<>+0(SB), Z12, K1
+	VPADDB          Z0, Z10, K1, Z10
+	VPTESTMB        ggmlQ3KBit01<>+0(SB), Z12, K1
+	VPADDB          Z0, Z11, K1, Z11
+	VMOVDQU64       ggmlChunkQ3K_0<>+0(SB), Z12
+	VPERMI2D        Z11, Z10, Z12
+	VMOVDQU64       ggmlChunkQ3K_1<>+0(SB), Z13
+	VPERMI2D        Z11, Z10, Z13
+	VMOVDQU64       ggmlChunkQ3K_2<>+0(SB), Z14
+	VPERMI2D        Z11, Z10, Z14
+	VMOVDQU64       ggmlChunkQ3K_3<>+0(SB), Z15
+	VPERMI2D        Z11, Z10, Z15
+	VMOVDQU64       ggmlPosSub16_0<>+0(SB), Z10
+	VPERMD          Z17, Z10, Z10
 	VPXORD          Z1, Z1, Z1
 	VPXORD          Z2, Z2, Z2
 	VPXORD          Z3, Z3, Z3
@@ -1979,185 +1979,121 @@ GgmlQ3KA8M16Avx512_sb:
 	VPXORD          Z6, Z6, Z6
 	VPXORD          Z7, Z7, Z7
 	VPXORD          Z8, Z8, Z8
-	VPXORD          Z9, Z9, Z9
-	VPXORD          Z10, Z10, Z10
-	VPXORD          Z11, Z11, Z11
-	VPXORD          Z12, Z12, Z12
-	VPXORD          Z13, Z13, Z13
-	VPXORD          Z14, Z14, Z14
-	VPXORD          Z15, Z15, Z15
-	VPXORD          Z16, Z16, Z16
 	MOVQ            nvec+64(FP), DI
-	VPMADDUBSW      (CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z1
-	VPMADDUBSW      64(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z1
+	INCQ            DI
+	SHRQ            $0x01, DI
+	VPDPBUSD        (CX), Z12, Z1
+	VPDPBUSD        64(CX), Z13, Z1
+	VPDPBUSD        128(CX), Z14, Z1
+	VPDPBUSD        192(CX), Z15, Z1
 	DECQ            DI
 	JZ              GgmlQ3KA8M16Avx512_h0_done
-	VPMADDUBSW      256(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z2
-	VPMADDUBSW      320(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z2
+	VPDPBUSD        256(CX), Z12, Z2
+	VPDPBUSD        320(CX), Z13, Z2
+	VPDPBUSD        384(CX), Z14, Z2
+	VPDPBUSD        448(CX), Z15, Z2
 	DECQ            DI
 	JZ              GgmlQ3KA8M16Avx512_h0_done
-	VPMADDUBSW      512(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z3
-	VPMADDUBSW      576(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z3
+	VPDPBUSD        512(CX), Z12, Z3
+	VPDPBUSD        576(CX), Z13, Z3
+	VPDPBUSD        640(CX), Z14, Z3
+	VPDPBUSD        704(CX), Z15, Z3
 	DECQ            DI
 	JZ              GgmlQ3KA8M16Avx512_h0_done
-	VPMADDUBSW      768(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z4
-	VPMADDUBSW      832(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z4
+	VPDPBUSD        768(CX), Z12, Z4
+	VPDPBUSD        832(CX), Z13, Z4
+	VPDPBUSD        896(CX), Z14, Z4
+	VPDPBUSD        960(CX), Z15, Z4
 	DECQ            DI
 	JZ              GgmlQ3KA8M16Avx512_h0_done
-	VPMADDUBSW      1024(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z5
-	VPMADDUBSW      1088(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z5
+	VPDPBUSD        1024(CX), Z12, Z5
+	VPDPBUSD        1088(CX), Z13, Z5
+	VPDPBUSD        1152(CX), Z14, Z5
+	VPDPBUSD        1216(CX), Z15, Z5
 	DECQ            DI
 	JZ              GgmlQ3KA8M16Avx512_h0_done
-	VPMADDUBSW      1280(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z6
-	VPMADDUBSW      1344(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z6
+	VPDPBUSD        1280(CX), Z12, Z6
+	VPDPBUSD        1344(CX), Z13, Z6
+	VPDPBUSD        1408(CX), Z14, Z6
+	VPDPBUSD        1472(CX), Z15, Z6
 	DECQ            DI
 	JZ              GgmlQ3KA8M16Avx512_h0_done
-	VPMADDUBSW      1536(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z7
-	VPMADDUBSW      1600(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z7
+	VPDPBUSD        1536(CX), Z12, Z7
+	VPDPBUSD        1600(CX), Z13, Z7
+	VPDPBUSD        1664(CX), Z14, Z7
+	VPDPBUSD        1728(CX), Z15, Z7
 	DECQ            DI
 	JZ              GgmlQ3KA8M16Avx512_h0_done
-	VPMADDUBSW      1792(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z8
-	VPMADDUBSW      1856(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z8
-	DECQ            DI
-	JZ              GgmlQ3KA8M16Avx512_h0_done
-	VPMADDUBSW      2048(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z9
-	VPMADDUBSW      2112(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z9
-	DECQ            DI
-	JZ              GgmlQ3KA8M16Avx512_h0_done
-	VPMADDUBSW      2304(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z10
-	VPMADDUBSW      2368(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z10
-	DECQ            DI
-	JZ              GgmlQ3KA8M16Avx512_h0_done
-	VPMADDUBSW      2560(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z11
-	VPMADDUBSW      2624(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z11
-	DECQ            DI
-	JZ              GgmlQ3KA8M16Avx512_h0_done
-	VPMADDUBSW      2816(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z12
-	VPMADDUBSW      2880(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z12
-	DECQ            DI
-	JZ              GgmlQ3KA8M16Avx512_h0_done
-	VPMADDUBSW      3072(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z13
-	VPMADDUBSW      3136(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z13
-	DECQ            DI
-	JZ              GgmlQ3KA8M16Avx512_h0_done
-	VPMADDUBSW      3328(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z14
-	VPMADDUBSW      3392(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z14
-	DECQ            DI
-	JZ              GgmlQ3KA8M16Avx512_h0_done
-	VPMADDUBSW      3584(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z15
-	VPMADDUBSW      3648(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z15
-	DECQ            DI
-	JZ              GgmlQ3KA8M16Avx512_h0_done
-	VPMADDUBSW      3840(CX), Z20, Z20
-	VPDPWSSD        Z22, Z20, Z16
-	VPMADDUBSW      3904(CX), Z21, Z20
-	VPDPWSSD        Z23, Z20, Z16
+	VPDPBUSD        1792(CX), Z12, Z8
+	VPDPBUSD        1856(CX), Z13, Z8
+	VPDPBUSD        1920(CX), Z14, Z8
+	VPDPBUSD        1984(CX), Z15, Z8
 
 GgmlQ3KA8M16Avx512_h0_done:
-	VPUNPCKLDQ      Z2, Z1, Z20
+	VPMULLD         Z10, Z1, Z1
+	VPMULLD         Z10, Z2, Z2
+	VPMULLD         Z10, Z3, Z3
+	VPMULLD         Z10, Z4, Z4
+	VPMULLD         Z10, Z5, Z5
+	VPMULLD         Z10, Z6, Z6
+	VPMULLD         Z10, Z7, Z7
+	VPMULLD         Z10, Z8, Z8
+	VPUNPCKLDQ      Z2, Z1, Z10
 	VPUNPCKHDQ      Z2, Z1, Z1
-	VPADDD          Z20, Z1, Z1
-	VPUNPCKLDQ      Z4, Z3, Z20
+	VPADDD          Z10, Z1, Z1
+	VPUNPCKLDQ      Z4, Z3, Z10
 	VPUNPCKHDQ      Z4, Z3, Z3
-	VPADDD          Z20, Z3, Z3
-	VPUNPCKLDQ      Z6, Z5, Z20
+	VPADDD          Z10, Z3, Z3
+	VPUNPCKLDQ      Z6, Z5, Z10
 	VPUNPCKHDQ      Z6, Z5, Z5
-	VPADDD          Z20, Z5, Z5
-	VPUNPCKLDQ      Z8, Z7, Z20
+	VPADDD          Z10, Z5, Z5
+	VPUNPCKLDQ      Z8, Z7, Z10
 	VPUNPCKHDQ      Z8, Z7, Z7
-	VPADDD          Z20, Z7, Z7
-	VPUNPCKLDQ      Z10, Z9, Z20
-	VPUNPCKHDQ      Z10, Z9, Z9
-	VPADDD          Z20, Z9, Z9
-	VPUNPCKLDQ      Z12, Z11, Z20
-	VPUNPCKHDQ      Z12, Z11, Z11
-	VPADDD          Z20, Z11, Z11
-	VPUNPCKLDQ      Z14, Z13, Z20
-	VPUNPCKHDQ      Z14, Z13, Z13
-	VPADDD          Z20, Z13, Z13
-	VPUNPCKLDQ      Z16, Z15, Z20
-	VPUNPCKHDQ      Z16, Z15, Z15
-	VPADDD          Z20, Z15, Z15
-	VPUNPCKLQDQ     Z3, Z1, Z20
+	VPADDD          Z10, Z7, Z7
+	VPUNPCKLQDQ     Z3, Z1, Z10
 	VPUNPCKHQDQ     Z3, Z1, Z1
-	VPADDD          Z20, Z1, Z1
-	VPUNPCKLQDQ     Z7, Z5, Z20
+	VPADDD          Z10, Z1, Z1
+	VPUNPCKLQDQ     Z7, Z5, Z10
 	VPUNPCKHQDQ     Z7, Z5, Z5
-	VPADDD          Z20, Z5, Z5
-	VPUNPCKLQDQ     Z11, Z9, Z20
-	VPUNPCKHQDQ     Z11, Z9, Z9
-	VPADDD          Z20, Z9, Z9
-	VPUNPCKLQDQ     Z15, Z13, Z20
-	VPUNPCKHQDQ     Z15, Z13, Z13
-	VPADDD          Z20, Z13, Z13
-	VSHUFI32X4      $0x88, Z5, Z1, Z20
+	VPADDD          Z10, Z5, Z5
+	VSHUFI32X4      $0x88, Z5, Z1, Z10
 	VSHUFI32X4      $0xdd, Z5, Z1, Z1
-	VPADDD          Z1, Z20, Z20
-	VSHUFI32X4      $0x88, Z13, Z9, Z21
-	VSHUFI32X4      $0xdd, Z13, Z9, Z9
-	VPADDD          Z9, Z21, Z21
-	VSHUFI32X4      $0x88, Z21, Z20, Z22
-	VSHUFI32X4      $0xdd, Z21, Z20, Z20
-	VPADDD          Z20, Z22, Z22
-	VPBROADCASTD    (SP), Z20
-	VPMADDWD        (DX), Z20, Z20
-	VPBROADCASTD    4(SP), Z21
-	VPDPWSSD        64(DX), Z21, Z20
-	VPBROADCASTD    8(SP), Z21
-	VPDPWSSD        128(DX), Z21, Z20
-	VPBROADCASTD    12(SP), Z21
-	VPDPWSSD        192(DX), Z21, Z20
-	VPSLLD          $0x02, Z20, Z20
-	VPSUBD          Z20, Z22, Z22
-	VMOVUPS         (BX), Z20
-	VMULPS          Z24, Z20, Z20
-	VCVTDQ2PS       Z22, Z21
-	VMULPS          Z20, Z21, Z21
-	VADDPS          Z21, Z17, Z17
-	VBROADCASTI64X4 64(AX), Z21
-	VPSRLVW         ggmlShift0<>+0(SB), Z21, Z20
-	VPANDD          Z20, Z19, Z20
-	VPSRLVW         ggmlShift1<>+0(SB), Z21, Z21
-	VPANDD          Z21, Z19, Z21
-	VBROADCASTI64X4 (AX), Z22
-	VPTESTMB        ggmlQ3KBit10<>+0(SB), Z22, K1
-	VPADDB          Z0, Z20, K1, Z20
-	VPTESTMB        ggmlQ3KBit11<>+0(SB), Z22, K1
-	VPADDB          Z0, Z21, K1, Z21
-	VMOVDQU64       ggmlWIdx16_10<>+0(SB), Z22
-	VPERMW          Z18, Z22, Z22
-	VMOVDQU64       ggmlWIdx16_11<>+0(SB), Z23
-	VPERMW          Z18, Z23, Z23
+	VPADDD          Z1, Z10, Z10
+	VPBROADCASTD    (SP), Z11
+	VPMADDWD        (DX), Z11, Z11
+	VPBROADCASTD    4(SP), Z12
+	VPDPWSSD        64(DX), Z12, Z11
+	VPBROADCASTD    8(SP), Z12
+	VPDPWSSD        128(DX), Z12, Z11
+	VPBROADCASTD    12(SP), Z12
+	VPDPWSSD        192(DX), Z12, Z11
+	VPSLLD          $0x02, Z11, Z11
+	VPSUBD          Z11, Z10, Z10
+	VMOVUPS         (BX), Z11
+	VMULPS          Z18, Z11, Z11
+	VCVTDQ2PS       Z10, Z10
+	VMULPS          Z11, Z10, Z10
+	VADDPS          Z10, Z16, Z16
+	VBROADCASTI64X4 64(AX), Z11
+	VPSRLVW         ggmlShift0<>+0(SB), Z11, Z10
+	VPANDD          Z10, Z9, Z10
+	VPSRLVW         ggmlShift1<>+0(SB), Z11, Z11
+	VPANDD          Z11, Z9, Z11
+	VBROADCASTI64X4 (AX), Z12
+	VPTESTMB        ggmlQ3KBit10<>+0(SB), Z12, K1
+	VPADDB          Z0, Z10, K1, Z10
+	VPTESTMB        ggmlQ3KBit11<>+0(SB), Z12, K1
+	VPADDB          Z0, Z11, K1, Z11
+	VMOVDQU64       ggmlChunkQ3K_0<>+0(SB), Z12
+	VPERMI2D        Z11, Z10, Z12
+	VMOVDQU64       ggmlChunkQ3K_1<>+0(SB), Z13
+	VPERMI2D        Z11, Z10, Z13
+	VMOVDQU64       ggmlChunkQ3K_2<>+0(SB), Z14
+	VPERMI2D        Z11, Z10, Z14
+	VMOVDQU64       ggmlChunkQ3K_3<>+0(SB), Z15
+	VPERMI2D        Z11, Z10, Z15
+	VMOVDQU64       ggmlPosSub16_1<>+0(SB), Z10
+	VPERMD          Z17, Z10, Z10
 	VPXORD          Z1, Z1, Z1
 	VPXORD          Z2, Z2, Z2
 	VPXORD          Z3, Z3, Z3
@@ -2166,171 +2102,101 @@ GgmlQ3KA8M16Avx512_h0_done:
 	VPXORD          Z6, Z6, Z6
 	VPXORD          Z7, Z7, Z7
 	VPXORD          Z8, Z8, Z8
-	VPXORD          Z9, Z9, Z9
-	VPXORD          Z10, Z10, Z10
-	VPXORD          Z11, Z11, Z11
-	VPXORD          Z12, Z12, Z12
-	VPXORD          Z13, Z13, Z13
-	VPXORD          Z14, Z14, Z14
-	VPXORD          Z15, Z15, Z15
-	VPXORD          Z16, Z16, Z16
 	MOVQ            nvec+64(FP), DI
-	VPMADDUBSW      128(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z1
-	VPMADDUBSW      192(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z1
+	INCQ            DI
+	SHRQ            $0x01, DI
+	VPDPBUSD        2048(CX), Z12, Z1
+	VPDPBUSD        2112(CX), Z13, Z1
+	VPDPBUSD        2176(CX), Z14, Z1
+	VPDPBUSD        2240(CX), Z15, Z1
 	DECQ            DI
 	JZ              GgmlQ3KA8M16Avx512_h1_done
-	VPMADDUBSW      384(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z2
-	VPMADDUBSW      448(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z2
+	VPDPBUSD        2304(CX), Z12, Z2
+	VPDPBUSD        2368(CX), Z13, Z2
+	VPDPBUSD        2432(CX), Z14, Z2
+	VPDPBUSD        2496(CX), Z15, Z2
 	DECQ            DI
 	JZ              GgmlQ3KA8M16Avx512_h1_done
-	VPMADDUBSW      640(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z3
-	VPMADDUBSW      704(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z3
+	VPDPBUSD        2560(CX), Z12, Z3
+	VPDPBUSD        2624(CX), Z13, Z3
+	VPDPBUSD        2688(CX), Z14, Z3
+	VPDPBUSD        2752(CX), Z15, Z3
 	DECQ            DI
 	JZ              GgmlQ3KA8M16Avx512_h1_done
-	VPMADDUBSW      896(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z4
-	VPMADDUBSW      960(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z4
+	VPDPBUSD        2816(CX), Z12, Z4
+	VPDPBUSD        2880(CX), Z13, Z4
+	VPDPBUSD        2944(CX), Z14, Z4
+	VPDPBUSD        3008(CX), Z15, Z4
 	DECQ            DI
 	JZ              GgmlQ3KA8M16Avx512_h1_done
-	VPMADDUBSW      1152(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z5
-	VPMADDUBSW      1216(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z5
+	VPDPBUSD        3072(CX), Z12, Z5
+	VPDPBUSD        3136(CX), Z13, Z5
+	VPDPBUSD        3200(CX), Z14, Z5
+	VPDPBUSD        3264(CX), Z15, Z5
 	DECQ            DI
 	JZ              GgmlQ3KA8M16Avx512_h1_done
-	VPMADDUBSW      1408(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z6
-	VPMADDUBSW      1472(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z6
+	VPDPBUSD        3328(CX), Z12, Z6
+	VPDPBUSD        3392(CX), Z13, Z6
+	VPDPBUSD        3456(CX), Z14, Z6
+	VPDPBUSD        3520(CX), Z15, Z6
 	DECQ            DI
 	JZ              GgmlQ3KA8M16Avx512_h1_done
-	VPMADDUBSW      1664(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z7
-	VPMADDUBSW      1728(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z7
+	VPDPBUSD        3584(CX), Z12, Z7
+	VPDPBUSD        3648(CX), Z13, Z7
+	VPDPBUSD        3712(CX), Z14, Z7
+	VPDPBUSD        3776(CX), Z15, Z7
 	DECQ            DI
 	JZ              GgmlQ3KA8M16Avx512_h1_done
-	VPMADDUBSW      1920(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z8
-	VPMADDUBSW      1984(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z8
-	DECQ            DI
-	JZ              GgmlQ3KA8M16Avx512_h1_done
-	VPMADDUBSW      2176(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z9
-	VPMADDUBSW      2240(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z9
-	DECQ            DI
-	JZ              GgmlQ3KA8M16Avx512_h1_done
-	VPMADDUBSW      2432(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z10
-	VPMADDUBSW      2496(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z10
-	DECQ            DI
-	JZ              GgmlQ3KA8M16Avx512_h1_done
-	VPMADDUBSW      2688(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z11
-	VPMADDUBSW      2752(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z11
-	DECQ            DI
-	JZ              GgmlQ3KA8M16Avx512_h1_done
-	VPMADDUBSW      2944(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z12
-	VPMADDUBSW      3008(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z12
-	DECQ            DI
-	JZ              GgmlQ3KA8M16Avx512_h1_done
-	VPMADDUBSW      3200(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z13
-	VPMADDUBSW      3264(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z13
-	DECQ            DI
-	JZ              GgmlQ3KA8M16Avx512_h1_done
-	VPMADDUBSW      3456(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z14
-	VPMADDUBSW      3520(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z14
-	DECQ            DI
-	JZ              GgmlQ3KA8M16Avx512_h1_done
-	VPMADDUBSW      3712(CX), Z20, Z25
-	VPDPWSSD        Z22, Z25, Z15
-	VPMADDUBSW      3776(CX), Z21, Z25
-	VPDPWSSD        Z23, Z25, Z15
-	DECQ            DI
-	JZ              GgmlQ3KA8M16Avx512_h1_done
-	VPMADDUBSW      3968(CX), Z20, Z20
-	VPDPWSSD        Z22, Z20, Z16
-	VPMADDUBSW      4032(CX), Z21, Z20
-	VPDPWSSD        Z23, Z20, Z16
+	VPDPBUSD        3840(CX), Z12, Z8
+	VPDPBUSD        3904(CX), Z13, Z8
+	VPDPBUSD        3968(CX), Z14, Z8
+	VPDPBUSD        4032(CX), Z15, Z8
 
 GgmlQ3KA8M16Avx512_h1_done:
-	VPUNPCKLDQ   Z2, Z1, Z20
+	VPMULLD      Z10, Z1, Z1
+	VPMULLD      Z10, Z2, Z2
+	VPMULLD      Z10, Z3, Z3
+	VPMULLD      Z10, Z4, Z4
+	VPMULLD      Z10, Z5, Z5
+	VPMULLD      Z10, Z6, Z6
+	VPMULLD      Z10, Z7, Z7
+	VPMULLD      Z10, Z8, Z8
+	VPUNPCKLDQ   Z2, Z1, Z10
 	VPUNPCKHDQ   Z2, Z1, Z1
-	VPADDD       Z20, Z1, Z1
-	VPUNPCKLDQ   Z4, Z3, Z20
+	VPADDD       Z10, Z1, Z1
+	VPUNPCKLDQ   Z4, Z3, Z10
 	VPUNPCKHDQ   Z4, Z3, Z3
-	VPADDD       Z20, Z3, Z3
-	VPUNPCKLDQ   Z6, Z5, Z20
+	VPADDD       Z10, Z3, Z3
+	VPUNPCKLDQ   Z6, Z5, Z10
 	VPUNPCKHDQ   Z6, Z5, Z5
-	VPADDD       Z20, Z5, Z5
-	VPUNPCKLDQ   Z8, Z7, Z20
+	VPADDD       Z10, Z5, Z5
+	VPUNPCKLDQ   Z8, Z7, Z10
 	VPUNPCKHDQ   Z8, Z7, Z7
-	VPADDD       Z20, Z7, Z7
-	VPUNPCKLDQ   Z10, Z9, Z20
-	VPUNPCKHDQ   Z10, Z9, Z9
-	VPADDD       Z20, Z9, Z9
-	VPUNPCKLDQ   Z12, Z11, Z20
-	VPUNPCKHDQ   Z12, Z11, Z11
-	VPADDD       Z20, Z11, Z11
-	VPUNPCKLDQ   Z14, Z13, Z20
-	VPUNPCKHDQ   Z14, Z13, Z13
-	VPADDD       Z20, Z13, Z13
-	VPUNPCKLDQ   Z16, Z15, Z20
-	VPUNPCKHDQ   Z16, Z15, Z15
-	VPADDD       Z20, Z15, Z15
-	VPUNPCKLQDQ  Z3, Z1, Z20
+	VPADDD       Z10, Z7, Z7
+	VPUNPCKLQDQ  Z3, Z1, Z10
 	VPUNPCKHQDQ  Z3, Z1, Z1
-	VPADDD       Z20, Z1, Z1
-	VPUNPCKLQDQ  Z7, Z5, Z20
+	VPADDD       Z10, Z1, Z1
+	VPUNPCKLQDQ  Z7, Z5, Z10
 	VPUNPCKHQDQ  Z7, Z5, Z5
-	VPADDD       Z20, Z5, Z5
-	VPUNPCKLQDQ  Z11, Z9, Z20
-	VPUNPCKHQDQ  Z11, Z9, Z9
-	VPADDD       Z20, Z9, Z9
-	VPUNPCKLQDQ  Z15, Z13, Z20
-	VPUNPCKHQDQ  Z15, Z13, Z13
-	VPADDD       Z20, Z13, Z13
-	VSHUFI32X4   $0x88, Z5, Z1, Z20
+	VPADDD       Z10, Z5, Z5
+	VSHUFI32X4   $0x88, Z5, Z1, Z10
 	VSHUFI32X4   $0xdd, Z5, Z1, Z1
-	VPADDD       Z1, Z20, Z20
-	VSHUFI32X4   $0x88, Z13, Z9, Z21
-	VSHUFI32X4   $0xdd, Z13, Z9, Z9
-	VPADDD       Z9, Z21, Z21
-	VSHUFI32X4   $0x88, Z21, Z20, Z22
-	VSHUFI32X4   $0xdd, Z21, Z20, Z20
-	VPADDD       Z20, Z22, Z22
-	VPBROADCASTD 16(SP), Z20
-	VPMADDWD     256(DX), Z20, Z20
-	VPBROADCASTD 20(SP), Z21
-	VPDPWSSD     320(DX), Z21, Z20
-	VPBROADCASTD 24(SP), Z21
-	VPDPWSSD     384(DX), Z21, Z20
-	VPBROADCASTD 28(SP), Z21
-	VPDPWSSD     448(DX), Z21, Z20
-	VPSLLD       $0x02, Z20, Z20
-	VPSUBD       Z20, Z22, Z22
-	VMOVUPS      64(BX), Z20
-	VMULPS       Z24, Z20, Z20
-	VCVTDQ2PS    Z22, Z21
-	VMULPS       Z20, Z21, Z21
-	VADDPS       Z21, Z17, Z17
+	VPADDD       Z1, Z10, Z10
+	VPBROADCASTD 16(SP), Z11
+	VPMADDWD     256(DX), Z11, Z11
+	VPBROADCASTD 20(SP), Z12
+	VPDPWSSD     320(DX), Z12, Z11
+	VPBROADCASTD 24(SP), Z12
+	VPDPWSSD     384(DX), Z12, Z11
+	VPBROADCASTD 28(SP), Z12
+	VPDPWSSD     448(DX), Z12, Z11
+	VPSLLD       $0x02, Z11, Z11
+	VPSUBD       Z11, Z10, Z10
+	VMOVUPS      64(BX), Z11
+	VMULPS       Z18, Z11, Z11
+	VCVTDQ2PS    Z10, Z10
+	VMULPS       Z11, Z10, Z10
+	VADDPS       Z10, Z16, Z16
 	ADDQ         $0x0000006e, AX
 	ADDQ         $0x00001000, CX
 	ADDQ         $0x00000200, DX
@@ -2338,7 +2204,7 @@ GgmlQ3KA8M16Avx512_h1_done:
 	DECQ         SI
 	JNZ          GgmlQ3KA8M16Avx512_sb
 	MOVQ         out+72(FP), AX
-	VMOVUPS      Z17, (AX)
+	VMOVUPS      Z16, (AX)
 	MOVQ         out+72(FP), AX
 	ADDQ         $0x00000040, AX
 	MOVQ         AX, out+72(FP)
@@ -2352,6 +2218,78 @@ GgmlQ3KA8M16Avx512_h1_done:
 	JNZ          GgmlQ3KA8M16Avx512_row
 	VZEROUPPER
 	RET
+
+DATA ggmlChunkQ3K_0<>+0(SB)/4, $0x00000000
+DATA ggmlChunkQ3K_0<>+4(SB)/4, $0x00000004
+DATA ggmlChunkQ3K_0<>+8(SB)/4, $0x00000008
+DATA ggmlChunkQ3K_0<>+12(SB)/4, $0x0000000c
+DATA ggmlChunkQ3K_0<>+16(SB)/4, $0x00000010
+DATA ggmlChunkQ3K_0<>+20(SB)/4, $0x00000014
+DATA ggmlChunkQ3K_0<>+24(SB)/4, $0x00000018
+DATA ggmlChunkQ3K_0<>+28(SB)/4, $0x0000001c
+DATA ggmlChunkQ3K_0<>+32(SB)/4, $0x00000000
+DATA ggmlChunkQ3K_0<>+36(SB)/4, $0x00000004
+DATA ggmlChunkQ3K_0<>+40(SB)/4, $0x00000008
+DATA ggmlChunkQ3K_0<>+44(SB)/4, $0x0000000c
+DATA ggmlChunkQ3K_0<>+48(SB)/4, $0x00000010
+DATA ggmlChunkQ3K_0<>+52(SB)/4, $0x00000014
+DATA ggmlChunkQ3K_0<>+56(SB)/4, $0x00000018
+DATA ggmlChunkQ3K_0<>+60(SB)/4, $0x0000001c
+GLOBL ggmlChunkQ3K_0<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlChunkQ3K_1<>+0(SB)/4, $0x00000001
+DATA ggmlChunkQ3K_1<>+4(SB)/4, $0x00000005
+DATA ggmlChunkQ3K_1<>+8(SB)/4, $0x00000009
+DATA ggmlChunkQ3K_1<>+12(SB)/4, $0x0000000d
+DATA ggmlChunkQ3K_1<>+16(SB)/4, $0x00000011
+DATA ggmlChunkQ3K_1<>+20(SB)/4, $0x00000015
+DATA ggmlChunkQ3K_1<>+24(SB)/4, $0x00000019
+DATA ggmlChunkQ3K_1<>+28(SB)/4, $0x0000001d
+DATA ggmlChunkQ3K_1<>+32(SB)/4, $0x00000001
+DATA ggmlChunkQ3K_1<>+36(SB)/4, $0x00000005
+DATA ggmlChunkQ3K_1<>+40(SB)/4, $0x00000009
+DATA ggmlChunkQ3K_1<>+44(SB)/4, $0x0000000d
+DATA ggmlChunkQ3K_1<>+48(SB)/4, $0x00000011
+DATA ggmlChunkQ3K_1<>+52(SB)/4, $0x00000015
+DATA ggmlChunkQ3K_1<>+56(SB)/4, $0x00000019
+DATA ggmlChunkQ3K_1<>+60(SB)/4, $0x0000001d
+GLOBL ggmlChunkQ3K_1<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlChunkQ3K_2<>+0(SB)/4, $0x00000002
+DATA ggmlChunkQ3K_2<>+4(SB)/4, $0x00000006
+DATA ggmlChunkQ3K_2<>+8(SB)/4, $0x0000000a
+DATA ggmlChunkQ3K_2<>+12(SB)/4, $0x0000000e
+DATA ggmlChunkQ3K_2<>+16(SB)/4, $0x00000012
+DATA ggmlChunkQ3K_2<>+20(SB)/4, $0x00000016
+DATA ggmlChunkQ3K_2<>+24(SB)/4, $0x0000001a
+DATA ggmlChunkQ3K_2<>+28(SB)/4, $0x0000001e
+DATA ggmlChunkQ3K_2<>+32(SB)/4, $0x00000002
+DATA ggmlChunkQ3K_2<>+36(SB)/4, $0x00000006
+DATA ggmlChunkQ3K_2<>+40(SB)/4, $0x0000000a
+DATA ggmlChunkQ3K_2<>+44(SB)/4, $0x0000000e
+DATA ggmlChunkQ3K_2<>+48(SB)/4, $0x00000012
+DATA ggmlChunkQ3K_2<>+52(SB)/4, $0x00000016
+DATA ggmlChunkQ3K_2<>+56(SB)/4, $0x0000001a
+DATA ggmlChunkQ3K_2<>+60(SB)/4, $0x0000001e
+GLOBL ggmlChunkQ3K_2<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlChunkQ3K_3<>+0(SB)/4, $0x00000003
+DATA ggmlChunkQ3K_3<>+4(SB)/4, $0x00000007
+DATA ggmlChunkQ3K_3<>+8(SB)/4, $0x0000000b
+DATA ggmlChunkQ3K_3<>+12(SB)/4, $0x0000000f
+DATA ggmlChunkQ3K_3<>+16(SB)/4, $0x00000013
+DATA ggmlChunkQ3K_3<>+20(SB)/4, $0x00000017
+DATA ggmlChunkQ3K_3<>+24(SB)/4, $0x0000001b
+DATA ggmlChunkQ3K_3<>+28(SB)/4, $0x0000001f
+DATA ggmlChunkQ3K_3<>+32(SB)/4, $0x00000003
+DATA ggmlChunkQ3K_3<>+36(SB)/4, $0x00000007
+DATA ggmlChunkQ3K_3<>+40(SB)/4, $0x0000000b
+DATA ggmlChunkQ3K_3<>+44(SB)/4, $0x0000000f
+DATA ggmlChunkQ3K_3<>+48(SB)/4, $0x00000013
+DATA ggmlChunkQ3K_3<>+52(SB)/4, $0x00000017
+DATA ggmlChunkQ3K_3<>+56(SB)/4, $0x0000001b
+DATA ggmlChunkQ3K_3<>+60(SB)/4, $0x0000001f
+GLOBL ggmlChunkQ3K_3<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ4KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C
@@ -2945,21 +2883,28 @@ GgmlQ4KA8R4Avx512_unit:
 	RET
 
 // func GgmlQ4KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, MMX+
 TEXT ·GgmlQ4KA8M16Avx512(SB), NOSPLIT, $32-80
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Z0
 
 GgmlQ4KA8M16Avx512_row:
-	VPXORD Z21, Z21, Z21
-	MOVQ   w+0(FP), AX
-	MOVQ   act+32(FP), CX
-	MOVQ   sums+48(FP), DX
-	MOVQ   xs+56(FP), BX
-	MOVQ   nsb+24(FP), SI
+	MOVQ    out+72(FP), AX
+	VMOVUPS (AX), Z15
+	MOVQ    w+0(FP), AX
+	MOVQ    act+32(FP), CX
+	MOVQ    sums+48(FP), DX
+	MOVQ    xs+56(FP), BX
+	MOVQ    nsb+24(FP), SI
 
 GgmlQ4KA8M16Avx512_sb:
+	MOVQ         AX, DI
+	MOVQ         stride+8(FP), R8
+	ADDQ         R8, DI
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	PREFETCHT0   128(DI)
 	MOVL         4(AX), DI
 	MOVL         8(AX), R8
 	MOVL         12(AX), R9
@@ -2985,22 +2930,29 @@ GgmlQ4KA8M16Avx512_sb:
 	ORQ          R10, R8
 	SHLQ         $0x20, DI
 	ORQ          R11, DI
-	VMOVQ        R8, X18
-	VMOVQ        DI, X17
-	VPMOVZXBW    X18, X22
-	VPMOVZXBW    X17, X17
-	VMOVDQU64    X17, (SP)
-	VPBROADCASTW (AX), Y17
-	VCVTPH2PS    Y17, Z23
-	VPBROADCASTW 2(AX), Y17
-	VCVTPH2PS    Y17, Z24
-	VPSRLW       $0x04, 16(AX), Z18
-	VPANDD       16(AX), Z0, Z17
-	VPANDD       Z18, Z0, Z18
-	VMOVDQU64    ggmlWIdx32_00<>+0(SB), Z19
-	VPERMW       Z22, Z19, Z19
-	VMOVDQU64    ggmlWIdx32_01<>+0(SB), Z20
-	VPERMW       Z22, Z20, Z20
+	VMOVQ        R8, X9
+	VMOVQ        DI, X10
+	VPMOVZXBW    X9, X9
+	VPMOVZXBW    X10, X10
+	VMOVDQU64    X10, (SP)
+	VPMOVSXWD    X9, Y16
+	VPBROADCASTW (AX), Y9
+	VCVTPH2PS    Y9, Z17
+	VPBROADCASTW 2(AX), Y9
+	VCVTPH2PS    Y9, Z18
+	VPSRLW       $0x04, 16(AX), Z10
+	VPANDD       16(AX), Z0, Z9
+	VPANDD       Z10, Z0, Z10
+	VMOVDQU64    ggmlChunkQ4K_0<>+0(SB), Z11
+	VPERMI2D     Z10, Z9, Z11
+	VMOVDQU64    ggmlChunkQ4K_1<>+0(SB), Z12
+	VPERMI2D     Z10, Z9, Z12
+	VMOVDQU64    ggmlChunkQ4K_2<>+0(SB), Z13
+	VPERMI2D     Z10, Z9, Z13
+	VMOVDQU64    ggmlChunkQ4K_3<>+0(SB), Z14
+	VPERMI2D     Z10, Z9, Z14
+	VMOVDQU64    ggmlPosSub32_0<>+0(SB), Z9
+	VPERMD       Z16, Z9, Z9
 	VPXORD       Z1, Z1, Z1
 	VPXORD       Z2, Z2, Z2
 	VPXORD       Z3, Z3, Z3
@@ -3009,176 +2961,112 @@ GgmlQ4KA8M16Avx512_sb:
 	VPXORD       Z6, Z6, Z6
 	VPXORD       Z7, Z7, Z7
 	VPXORD       Z8, Z8, Z8
-	VPXORD       Z9, Z9, Z9
-	VPXORD       Z10, Z10, Z10
-	VPXORD       Z11, Z11, Z11
-	VPXORD       Z12, Z12, Z12
-	VPXORD       Z13, Z13, Z13
-	VPXORD       Z14, Z14, Z14
-	VPXORD       Z15, Z15, Z15
-	VPXORD       Z16, Z16, Z16
 	MOVQ         nvec+64(FP), DI
-	VPMADDUBSW   (CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z1
-	VPMADDUBSW   64(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z1
+	INCQ         DI
+	SHRQ         $0x01, DI
+	VPDPBUSD     (CX), Z11, Z1
+	VPDPBUSD     64(CX), Z12, Z1
+	VPDPBUSD     128(CX), Z13, Z1
+	VPDPBUSD     192(CX), Z14, Z1
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h0_done
-	VPMADDUBSW   256(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z2
-	VPMADDUBSW   320(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z2
+	VPDPBUSD     256(CX), Z11, Z2
+	VPDPBUSD     320(CX), Z12, Z2
+	VPDPBUSD     384(CX), Z13, Z2
+	VPDPBUSD     448(CX), Z14, Z2
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h0_done
-	VPMADDUBSW   512(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z3
-	VPMADDUBSW   576(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z3
+	VPDPBUSD     512(CX), Z11, Z3
+	VPDPBUSD     576(CX), Z12, Z3
+	VPDPBUSD     640(CX), Z13, Z3
+	VPDPBUSD     704(CX), Z14, Z3
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h0_done
-	VPMADDUBSW   768(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z4
-	VPMADDUBSW   832(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z4
+	VPDPBUSD     768(CX), Z11, Z4
+	VPDPBUSD     832(CX), Z12, Z4
+	VPDPBUSD     896(CX), Z13, Z4
+	VPDPBUSD     960(CX), Z14, Z4
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h0_done
-	VPMADDUBSW   1024(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z5
-	VPMADDUBSW   1088(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z5
+	VPDPBUSD     1024(CX), Z11, Z5
+	VPDPBUSD     1088(CX), Z12, Z5
+	VPDPBUSD     1152(CX), Z13, Z5
+	VPDPBUSD     1216(CX), Z14, Z5
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h0_done
-	VPMADDUBSW   1280(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z6
-	VPMADDUBSW   1344(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z6
+	VPDPBUSD     1280(CX), Z11, Z6
+	VPDPBUSD     1344(CX), Z12, Z6
+	VPDPBUSD     1408(CX), Z13, Z6
+	VPDPBUSD     1472(CX), Z14, Z6
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h0_done
-	VPMADDUBSW   1536(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z7
-	VPMADDUBSW   1600(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z7
+	VPDPBUSD     1536(CX), Z11, Z7
+	VPDPBUSD     1600(CX), Z12, Z7
+	VPDPBUSD     1664(CX), Z13, Z7
+	VPDPBUSD     1728(CX), Z14, Z7
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h0_done
-	VPMADDUBSW   1792(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z8
-	VPMADDUBSW   1856(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z8
-	DECQ         DI
-	JZ           GgmlQ4KA8M16Avx512_h0_done
-	VPMADDUBSW   2048(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z9
-	VPMADDUBSW   2112(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z9
-	DECQ         DI
-	JZ           GgmlQ4KA8M16Avx512_h0_done
-	VPMADDUBSW   2304(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z10
-	VPMADDUBSW   2368(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z10
-	DECQ         DI
-	JZ           GgmlQ4KA8M16Avx512_h0_done
-	VPMADDUBSW   2560(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z11
-	VPMADDUBSW   2624(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z11
-	DECQ         DI
-	JZ           GgmlQ4KA8M16Avx512_h0_done
-	VPMADDUBSW   2816(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z12
-	VPMADDUBSW   2880(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z12
-	DECQ         DI
-	JZ           GgmlQ4KA8M16Avx512_h0_done
-	VPMADDUBSW   3072(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z13
-	VPMADDUBSW   3136(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z13
-	DECQ         DI
-	JZ           GgmlQ4KA8M16Avx512_h0_done
-	VPMADDUBSW   3328(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z14
-	VPMADDUBSW   3392(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z14
-	DECQ         DI
-	JZ           GgmlQ4KA8M16Avx512_h0_done
-	VPMADDUBSW   3584(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z15
-	VPMADDUBSW   3648(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z15
-	DECQ         DI
-	JZ           GgmlQ4KA8M16Avx512_h0_done
-	VPMADDUBSW   3840(CX), Z17, Z17
-	VPDPWSSD     Z19, Z17, Z16
-	VPMADDUBSW   3904(CX), Z18, Z17
-	VPDPWSSD     Z20, Z17, Z16
+	VPDPBUSD     1792(CX), Z11, Z8
+	VPDPBUSD     1856(CX), Z12, Z8
+	VPDPBUSD     1920(CX), Z13, Z8
+	VPDPBUSD     1984(CX), Z14, Z8
 
 GgmlQ4KA8M16Avx512_h0_done:
-	VPUNPCKLDQ   Z2, Z1, Z17
+	VPMULLD      Z9, Z1, Z1
+	VPMULLD      Z9, Z2, Z2
+	VPMULLD      Z9, Z3, Z3
+	VPMULLD      Z9, Z4, Z4
+	VPMULLD      Z9, Z5, Z5
+	VPMULLD      Z9, Z6, Z6
+	VPMULLD      Z9, Z7, Z7
+	VPMULLD      Z9, Z8, Z8
+	VPUNPCKLDQ   Z2, Z1, Z9
 	VPUNPCKHDQ   Z2, Z1, Z1
-	VPADDD       Z17, Z1, Z1
-	VPUNPCKLDQ   Z4, Z3, Z17
+	VPADDD       Z9, Z1, Z1
+	VPUNPCKLDQ   Z4, Z3, Z9
 	VPUNPCKHDQ   Z4, Z3, Z3
-	VPADDD       Z17, Z3, Z3
-	VPUNPCKLDQ   Z6, Z5, Z17
+	VPADDD       Z9, Z3, Z3
+	VPUNPCKLDQ   Z6, Z5, Z9
 	VPUNPCKHDQ   Z6, Z5, Z5
-	VPADDD       Z17, Z5, Z5
-	VPUNPCKLDQ   Z8, Z7, Z17
+	VPADDD       Z9, Z5, Z5
+	VPUNPCKLDQ   Z8, Z7, Z9
 	VPUNPCKHDQ   Z8, Z7, Z7
-	VPADDD       Z17, Z7, Z7
-	VPUNPCKLDQ   Z10, Z9, Z17
-	VPUNPCKHDQ   Z10, Z9, Z9
-	VPADDD       Z17, Z9, Z9
-	VPUNPCKLDQ   Z12, Z11, Z17
-	VPUNPCKHDQ   Z12, Z11, Z11
-	VPADDD       Z17, Z11, Z11
-	VPUNPCKLDQ   Z14, Z13, Z17
-	VPUNPCKHDQ   Z14, Z13, Z13
-	VPADDD       Z17, Z13, Z13
-	VPUNPCKLDQ   Z16, Z15, Z17
-	VPUNPCKHDQ   Z16, Z15, Z15
-	VPADDD       Z17, Z15, Z15
-	VPUNPCKLQDQ  Z3, Z1, Z17
+	VPADDD       Z9, Z7, Z7
+	VPUNPCKLQDQ  Z3, Z1, Z9
 	VPUNPCKHQDQ  Z3, Z1, Z1
-	VPADDD       Z17, Z1, Z1
-	VPUNPCKLQDQ  Z7, Z5, Z17
+	VPADDD       Z9, Z1, Z1
+	VPUNPCKLQDQ  Z7, Z5, Z9
 	VPUNPCKHQDQ  Z7, Z5, Z5
-	VPADDD       Z17, Z5, Z5
-	VPUNPCKLQDQ  Z11, Z9, Z17
-	VPUNPCKHQDQ  Z11, Z9, Z9
-	VPADDD       Z17, Z9, Z9
-	VPUNPCKLQDQ  Z15, Z13, Z17
-	VPUNPCKHQDQ  Z15, Z13, Z13
-	VPADDD       Z17, Z13, Z13
-	VSHUFI32X4   $0x88, Z5, Z1, Z17
+	VPADDD       Z9, Z5, Z5
+	VSHUFI32X4   $0x88, Z5, Z1, Z9
 	VSHUFI32X4   $0xdd, Z5, Z1, Z1
-	VPADDD       Z1, Z17, Z17
-	VSHUFI32X4   $0x88, Z13, Z9, Z18
-	VSHUFI32X4   $0xdd, Z13, Z9, Z9
-	VPADDD       Z9, Z18, Z18
-	VSHUFI32X4   $0x88, Z18, Z17, Z19
-	VSHUFI32X4   $0xdd, Z18, Z17, Z17
-	VPADDD       Z17, Z19, Z19
-	VPBROADCASTD (SP), Z17
-	VPMADDWD     (DX), Z17, Z17
-	VPBROADCASTD 4(SP), Z18
-	VPDPWSSD     64(DX), Z18, Z17
-	VMOVUPS      (BX), Z18
-	VMULPS       Z23, Z18, Z20
-	VCVTDQ2PS    Z19, Z19
-	VMULPS       Z20, Z19, Z19
-	VADDPS       Z19, Z21, Z21
-	VMULPS       Z24, Z18, Z20
-	VCVTDQ2PS    Z17, Z19
-	VMULPS       Z20, Z19, Z19
-	VSUBPS       Z19, Z21, Z21
-	VPSRLW       $0x04, 80(AX), Z18
-	VPANDD       80(AX), Z0, Z17
-	VPANDD       Z18, Z0, Z18
-	VMOVDQU64    ggmlWIdx32_10<>+0(SB), Z19
-	VPERMW       Z22, Z19, Z19
-	VMOVDQU64    ggmlWIdx32_11<>+0(SB), Z20
-	VPERMW       Z22, Z20, Z20
+	VPADDD       Z1, Z9, Z9
+	VPBROADCASTD (SP), Z10
+	VPMADDWD     (DX), Z10, Z10
+	VPBROADCASTD 4(SP), Z11
+	VPDPWSSD     64(DX), Z11, Z10
+	VMOVUPS      (BX), Z11
+	VMULPS       Z17, Z11, Z12
+	VCVTDQ2PS    Z9, Z9
+	VMULPS       Z12, Z9, Z9
+	VADDPS       Z9, Z15, Z15
+	VMULPS       Z18, Z11, Z12
+	VCVTDQ2PS    Z10, Z9
+	VMULPS       Z12, Z9, Z9
+	VSUBPS       Z9, Z15, Z15
+	VPSRLW       $0x04, 80(AX), Z10
+	VPANDD       80(AX), Z0, Z9
+	VPANDD       Z10, Z0, Z10
+	VMOVDQU64    ggmlChunkQ4K_0<>+0(SB), Z11
+	VPERMI2D     Z10, Z9, Z11
+	VMOVDQU64    ggmlChunkQ4K_1<>+0(SB), Z12
+	VPERMI2D     Z10, Z9, Z12
+	VMOVDQU64    ggmlChunkQ4K_2<>+0(SB), Z13
+	VPERMI2D     Z10, Z9, Z13
+	VMOVDQU64    ggmlChunkQ4K_3<>+0(SB), Z14
+	VPERMI2D     Z10, Z9, Z14
+	VMOVDQU64    ggmlPosSub32_1<>+0(SB), Z9
+	VPERMD       Z16, Z9, Z9
 	VPXORD       Z1, Z1, Z1
 	VPXORD       Z2, Z2, Z2
 	VPXORD       Z3, Z3, Z3
@@ -3187,169 +3075,99 @@ GgmlQ4KA8M16Avx512_h0_done:
 	VPXORD       Z6, Z6, Z6
 	VPXORD       Z7, Z7, Z7
 	VPXORD       Z8, Z8, Z8
-	VPXORD       Z9, Z9, Z9
-	VPXORD       Z10, Z10, Z10
-	VPXORD       Z11, Z11, Z11
-	VPXORD       Z12, Z12, Z12
-	VPXORD       Z13, Z13, Z13
-	VPXORD       Z14, Z14, Z14
-	VPXORD       Z15, Z15, Z15
-	VPXORD       Z16, Z16, Z16
 	MOVQ         nvec+64(FP), DI
-	VPMADDUBSW   128(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z1
-	VPMADDUBSW   192(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z1
+	INCQ         DI
+	SHRQ         $0x01, DI
+	VPDPBUSD     2048(CX), Z11, Z1
+	VPDPBUSD     2112(CX), Z12, Z1
+	VPDPBUSD     2176(CX), Z13, Z1
+	VPDPBUSD     2240(CX), Z14, Z1
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h1_done
-	VPMADDUBSW   384(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z2
-	VPMADDUBSW   448(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z2
+	VPDPBUSD     2304(CX), Z11, Z2
+	VPDPBUSD     2368(CX), Z12, Z2
+	VPDPBUSD     2432(CX), Z13, Z2
+	VPDPBUSD     2496(CX), Z14, Z2
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h1_done
-	VPMADDUBSW   640(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z3
-	VPMADDUBSW   704(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z3
+	VPDPBUSD     2560(CX), Z11, Z3
+	VPDPBUSD     2624(CX), Z12, Z3
+	VPDPBUSD     2688(CX), Z13, Z3
+	VPDPBUSD     2752(CX), Z14, Z3
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h1_done
-	VPMADDUBSW   896(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z4
-	VPMADDUBSW   960(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z4
+	VPDPBUSD     2816(CX), Z11, Z4
+	VPDPBUSD     2880(CX), Z12, Z4
+	VPDPBUSD     2944(CX), Z13, Z4
+	VPDPBUSD     3008(CX), Z14, Z4
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h1_done
-	VPMADDUBSW   1152(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z5
-	VPMADDUBSW   1216(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z5
+	VPDPBUSD     3072(CX), Z11, Z5
+	VPDPBUSD     3136(CX), Z12, Z5
+	VPDPBUSD     3200(CX), Z13, Z5
+	VPDPBUSD     3264(CX), Z14, Z5
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h1_done
-	VPMADDUBSW   1408(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z6
-	VPMADDUBSW   1472(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z6
+	VPDPBUSD     3328(CX), Z11, Z6
+	VPDPBUSD     3392(CX), Z12, Z6
+	VPDPBUSD     3456(CX), Z13, Z6
+	VPDPBUSD     3520(CX), Z14, Z6
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h1_done
-	VPMADDUBSW   1664(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z7
-	VPMADDUBSW   1728(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z7
+	VPDPBUSD     3584(CX), Z11, Z7
+	VPDPBUSD     3648(CX), Z12, Z7
+	VPDPBUSD     3712(CX), Z13, Z7
+	VPDPBUSD     3776(CX), Z14, Z7
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h1_done
-	VPMADDUBSW   1920(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z8
-	VPMADDUBSW   1984(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z8
-	DECQ         DI
-	JZ           GgmlQ4KA8M16Avx512_h1_done
-	VPMADDUBSW   2176(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z9
-	VPMADDUBSW   2240(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z9
-	DECQ         DI
-	JZ           GgmlQ4KA8M16Avx512_h1_done
-	VPMADDUBSW   2432(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z10
-	VPMADDUBSW   2496(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z10
-	DECQ         DI
-	JZ           GgmlQ4KA8M16Avx512_h1_done
-	VPMADDUBSW   2688(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z11
-	VPMADDUBSW   2752(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z11
-	DECQ         DI
-	JZ           GgmlQ4KA8M16Avx512_h1_done
-	VPMADDUBSW   2944(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z12
-	VPMADDUBSW   3008(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z12
-	DECQ         DI
-	JZ           GgmlQ4KA8M16Avx512_h1_done
-	VPMADDUBSW   3200(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z13
-	VPMADDUBSW   3264(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z13
-	DECQ         DI
-	JZ           GgmlQ4KA8M16Avx512_h1_done
-	VPMADDUBSW   3456(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z14
-	VPMADDUBSW   3520(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z14
-	DECQ         DI
-	JZ           GgmlQ4KA8M16Avx512_h1_done
-	VPMADDUBSW   3712(CX), Z17, Z25
-	VPDPWSSD     Z19, Z25, Z15
-	VPMADDUBSW   3776(CX), Z18, Z25
-	VPDPWSSD     Z20, Z25, Z15
-	DECQ         DI
-	JZ           GgmlQ4KA8M16Avx512_h1_done
-	VPMADDUBSW   3968(CX), Z17, Z17
-	VPDPWSSD     Z19, Z17, Z16
-	VPMADDUBSW   4032(CX), Z18, Z17
-	VPDPWSSD     Z20, Z17, Z16
+	VPDPBUSD     3840(CX), Z11, Z8
+	VPDPBUSD     3904(CX), Z12, Z8
+	VPDPBUSD     3968(CX), Z13, Z8
+	VPDPBUSD     4032(CX), Z14, Z8
 
 GgmlQ4KA8M16Avx512_h1_done:
-	VPUNPCKLDQ   Z2, Z1, Z17
+	VPMULLD      Z9, Z1, Z1
+	VPMULLD      Z9, Z2, Z2
+	VPMULLD      Z9, Z3, Z3
+	VPMULLD      Z9, Z4, Z4
+	VPMULLD      Z9, Z5, Z5
+	VPMULLD      Z9, Z6, Z6
+	VPMULLD      Z9, Z7, Z7
+	VPMULLD      Z9, Z8, Z8
+	VPUNPCKLDQ   Z2, Z1, Z9
 	VPUNPCKHDQ   Z2, Z1, Z1
-	VPADDD       Z17, Z1, Z1
-	VPUNPCKLDQ   Z4, Z3, Z17
+	VPADDD       Z9, Z1, Z1
+	VPUNPCKLDQ   Z4, Z3, Z9
 	VPUNPCKHDQ   Z4, Z3, Z3
-	VPADDD       Z17, Z3, Z3
-	VPUNPCKLDQ   Z6, Z5, Z17
+	VPADDD       Z9, Z3, Z3
+	VPUNPCKLDQ   Z6, Z5, Z9
 	VPUNPCKHDQ   Z6, Z5, Z5
-	VPADDD       Z17, Z5, Z5
-	VPUNPCKLDQ   Z8, Z7, Z17
+	VPADDD       Z9, Z5, Z5
+	VPUNPCKLDQ   Z8, Z7, Z9
 	VPUNPCKHDQ   Z8, Z7, Z7
-	VPADDD       Z17, Z7, Z7
-	VPUNPCKLDQ   Z10, Z9, Z17
-	VPUNPCKHDQ   Z10, Z9, Z9
-	VPADDD       Z17, Z9, Z9
-	VPUNPCKLDQ   Z12, Z11, Z17
-	VPUNPCKHDQ   Z12, Z11, Z11
-	VPADDD       Z17, Z11, Z11
-	VPUNPCKLDQ   Z14, Z13, Z17
-	VPUNPCKHDQ   Z14, Z13, Z13
-	VPADDD       Z17, Z13, Z13
-	VPUNPCKLDQ   Z16, Z15, Z17
-	VPUNPCKHDQ   Z16, Z15, Z15
-	VPADDD       Z17, Z15, Z15
-	VPUNPCKLQDQ  Z3, Z1, Z17
+	VPADDD       Z9, Z7, Z7
+	VPUNPCKLQDQ  Z3, Z1, Z9
 	VPUNPCKHQDQ  Z3, Z1, Z1
-	VPADDD       Z17, Z1, Z1
-	VPUNPCKLQDQ  Z7, Z5, Z17
+	VPADDD       Z9, Z1, Z1
+	VPUNPCKLQDQ  Z7, Z5, Z9
 	VPUNPCKHQDQ  Z7, Z5, Z5
-	VPADDD       Z17, Z5, Z5
-	VPUNPCKLQDQ  Z11, Z9, Z17
-	VPUNPCKHQDQ  Z11, Z9, Z9
-	VPADDD       Z17, Z9, Z9
-	VPUNPCKLQDQ  Z15, Z13, Z17
-	VPUNPCKHQDQ  Z15, Z13, Z13
-	VPADDD       Z17, Z13, Z13
-	VSHUFI32X4   $0x88, Z5, Z1, Z17
+	VPADDD       Z9, Z5, Z5
+	VSHUFI32X4   $0x88, Z5, Z1, Z9
 	VSHUFI32X4   $0xdd, Z5, Z1, Z1
-	VPADDD       Z1, Z17, Z17
-	VSHUFI32X4   $0x88, Z13, Z9, Z18
-	VSHUFI32X4   $0xdd, Z13, Z9, Z9
-	VPADDD       Z9, Z18, Z18
-	VSHUFI32X4   $0x88, Z18, Z17, Z19
-	VSHUFI32X4   $0xdd, Z18, Z17, Z17
-	VPADDD       Z17, Z19, Z19
-	VPBROADCASTD 8(SP), Z17
-	VPMADDWD     128(DX), Z17, Z17
-	VPBROADCASTD 12(SP), Z18
-	VPDPWSSD     192(DX), Z18, Z17
-	VMOVUPS      64(BX), Z18
-	VMULPS       Z23, Z18, Z20
-	VCVTDQ2PS    Z19, Z19
-	VMULPS       Z20, Z19, Z19
-	VADDPS       Z19, Z21, Z21
-	VMULPS       Z24, Z18, Z20
-	VCVTDQ2PS    Z17, Z19
-	VMULPS       Z20, Z19, Z19
-	VSUBPS       Z19, Z21, Z21
+	VPADDD       Z1, Z9, Z9
+	VPBROADCASTD 8(SP), Z10
+	VPMADDWD     128(DX), Z10, Z10
+	VPBROADCASTD 12(SP), Z11
+	VPDPWSSD     192(DX), Z11, Z10
+	VMOVUPS      64(BX), Z11
+	VMULPS       Z17, Z11, Z12
+	VCVTDQ2PS    Z9, Z9
+	VMULPS       Z12, Z9, Z9
+	VADDPS       Z9, Z15, Z15
+	VMULPS       Z18, Z11, Z12
+	VCVTDQ2PS    Z10, Z9
+	VMULPS       Z12, Z9, Z9
+	VSUBPS       Z9, Z15, Z15
 	ADDQ         $0x00000090, AX
 	ADDQ         $0x00001000, CX
 	ADDQ         $0x00000100, DX
@@ -3357,7 +3175,7 @@ GgmlQ4KA8M16Avx512_h1_done:
 	DECQ         SI
 	JNZ          GgmlQ4KA8M16Avx512_sb
 	MOVQ         out+72(FP), AX
-	VMOVUPS      Z21, (AX)
+	VMOVUPS      Z15, (AX)
 	MOVQ         out+72(FP), AX
 	ADDQ         $0x00000040, AX
 	MOVQ         AX, out+72(FP)
@@ -3371,6 +3189,114 @@ GgmlQ4KA8M16Avx512_h1_done:
 	JNZ          GgmlQ4KA8M16Avx512_row
 	VZEROUPPER
 	RET
+
+DATA ggmlChunkQ4K_0<>+0(SB)/4, $0x00000000
+DATA ggmlChunkQ4K_0<>+4(SB)/4, $0x00000004
+DATA ggmlChunkQ4K_0<>+8(SB)/4, $0x00000010
+DATA ggmlChunkQ4K_0<>+12(SB)/4, $0x00000014
+DATA ggmlChunkQ4K_0<>+16(SB)/4, $0x00000008
+DATA ggmlChunkQ4K_0<>+20(SB)/4, $0x0000000c
+DATA ggmlChunkQ4K_0<>+24(SB)/4, $0x00000018
+DATA ggmlChunkQ4K_0<>+28(SB)/4, $0x0000001c
+DATA ggmlChunkQ4K_0<>+32(SB)/4, $0x00000000
+DATA ggmlChunkQ4K_0<>+36(SB)/4, $0x00000004
+DATA ggmlChunkQ4K_0<>+40(SB)/4, $0x00000010
+DATA ggmlChunkQ4K_0<>+44(SB)/4, $0x00000014
+DATA ggmlChunkQ4K_0<>+48(SB)/4, $0x00000008
+DATA ggmlChunkQ4K_0<>+52(SB)/4, $0x0000000c
+DATA ggmlChunkQ4K_0<>+56(SB)/4, $0x00000018
+DATA ggmlChunkQ4K_0<>+60(SB)/4, $0x0000001c
+GLOBL ggmlChunkQ4K_0<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlChunkQ4K_1<>+0(SB)/4, $0x00000001
+DATA ggmlChunkQ4K_1<>+4(SB)/4, $0x00000005
+DATA ggmlChunkQ4K_1<>+8(SB)/4, $0x00000011
+DATA ggmlChunkQ4K_1<>+12(SB)/4, $0x00000015
+DATA ggmlChunkQ4K_1<>+16(SB)/4, $0x00000009
+DATA ggmlChunkQ4K_1<>+20(SB)/4, $0x0000000d
+DATA ggmlChunkQ4K_1<>+24(SB)/4, $0x00000019
+DATA ggmlChunkQ4K_1<>+28(SB)/4, $0x0000001d
+DATA ggmlChunkQ4K_1<>+32(SB)/4, $0x00000001
+DATA ggmlChunkQ4K_1<>+36(SB)/4, $0x00000005
+DATA ggmlChunkQ4K_1<>+40(SB)/4, $0x00000011
+DATA ggmlChunkQ4K_1<>+44(SB)/4, $0x00000015
+DATA ggmlChunkQ4K_1<>+48(SB)/4, $0x00000009
+DATA ggmlChunkQ4K_1<>+52(SB)/4, $0x0000000d
+DATA ggmlChunkQ4K_1<>+56(SB)/4, $0x00000019
+DATA ggmlChunkQ4K_1<>+60(SB)/4, $0x0000001d
+GLOBL ggmlChunkQ4K_1<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlChunkQ4K_2<>+0(SB)/4, $0x00000002
+DATA ggmlChunkQ4K_2<>+4(SB)/4, $0x00000006
+DATA ggmlChunkQ4K_2<>+8(SB)/4, $0x00000012
+DATA ggmlChunkQ4K_2<>+12(SB)/4, $0x00000016
+DATA ggmlChunkQ4K_2<>+16(SB)/4, $0x0000000a
+DATA ggmlChunkQ4K_2<>+20(SB)/4, $0x0000000e
+DATA ggmlChunkQ4K_2<>+24(SB)/4, $0x0000001a
+DATA ggmlChunkQ4K_2<>+28(SB)/4, $0x0000001e
+DATA ggmlChunkQ4K_2<>+32(SB)/4, $0x00000002
+DATA ggmlChunkQ4K_2<>+36(SB)/4, $0x00000006
+DATA ggmlChunkQ4K_2<>+40(SB)/4, $0x00000012
+DATA ggmlChunkQ4K_2<>+44(SB)/4, $0x00000016
+DATA ggmlChunkQ4K_2<>+48(SB)/4, $0x0000000a
+DATA ggmlChunkQ4K_2<>+52(SB)/4, $0x0000000e
+DATA ggmlChunkQ4K_2<>+56(SB)/4, $0x0000001a
+DATA ggmlChunkQ4K_2<>+60(SB)/4, $0x0000001e
+GLOBL ggmlChunkQ4K_2<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlChunkQ4K_3<>+0(SB)/4, $0x00000003
+DATA ggmlChunkQ4K_3<>+4(SB)/4, $0x00000007
+DATA ggmlChunkQ4K_3<>+8(SB)/4, $0x00000013
+DATA ggmlChunkQ4K_3<>+12(SB)/4, $0x00000017
+DATA ggmlChunkQ4K_3<>+16(SB)/4, $0x0000000b
+DATA ggmlChunkQ4K_3<>+20(SB)/4, $0x0000000f
+DATA ggmlChunkQ4K_3<>+24(SB)/4, $0x0000001b
+DATA ggmlChunkQ4K_3<>+28(SB)/4, $0x0000001f
+DATA ggmlChunkQ4K_3<>+32(SB)/4, $0x00000003
+DATA ggmlChunkQ4K_3<>+36(SB)/4, $0x00000007
+DATA ggmlChunkQ4K_3<>+40(SB)/4, $0x00000013
+DATA ggmlChunkQ4K_3<>+44(SB)/4, $0x00000017
+DATA ggmlChunkQ4K_3<>+48(SB)/4, $0x0000000b
+DATA ggmlChunkQ4K_3<>+52(SB)/4, $0x0000000f
+DATA ggmlChunkQ4K_3<>+56(SB)/4, $0x0000001b
+DATA ggmlChunkQ4K_3<>+60(SB)/4, $0x0000001f
+GLOBL ggmlChunkQ4K_3<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlPosSub32_0<>+0(SB)/4, $0x00000000
+DATA ggmlPosSub32_0<>+4(SB)/4, $0x00000000
+DATA ggmlPosSub32_0<>+8(SB)/4, $0x00000001
+DATA ggmlPosSub32_0<>+12(SB)/4, $0x00000001
+DATA ggmlPosSub32_0<>+16(SB)/4, $0x00000002
+DATA ggmlPosSub32_0<>+20(SB)/4, $0x00000002
+DATA ggmlPosSub32_0<>+24(SB)/4, $0x00000003
+DATA ggmlPosSub32_0<>+28(SB)/4, $0x00000003
+DATA ggmlPosSub32_0<>+32(SB)/4, $0x00000000
+DATA ggmlPosSub32_0<>+36(SB)/4, $0x00000000
+DATA ggmlPosSub32_0<>+40(SB)/4, $0x00000001
+DATA ggmlPosSub32_0<>+44(SB)/4, $0x00000001
+DATA ggmlPosSub32_0<>+48(SB)/4, $0x00000002
+DATA ggmlPosSub32_0<>+52(SB)/4, $0x00000002
+DATA ggmlPosSub32_0<>+56(SB)/4, $0x00000003
+DATA ggmlPosSub32_0<>+60(SB)/4, $0x00000003
+GLOBL ggmlPosSub32_0<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlPosSub32_1<>+0(SB)/4, $0x00000004
+DATA ggmlPosSub32_1<>+4(SB)/4, $0x00000004
+DATA ggmlPosSub32_1<>+8(SB)/4, $0x00000005
+DATA ggmlPosSub32_1<>+12(SB)/4, $0x00000005
+DATA ggmlPosSub32_1<>+16(SB)/4, $0x00000006
+DATA ggmlPosSub32_1<>+20(SB)/4, $0x00000006
+DATA ggmlPosSub32_1<>+24(SB)/4, $0x00000007
+DATA ggmlPosSub32_1<>+28(SB)/4, $0x00000007
+DATA ggmlPosSub32_1<>+32(SB)/4, $0x00000004
+DATA ggmlPosSub32_1<>+36(SB)/4, $0x00000004
+DATA ggmlPosSub32_1<>+40(SB)/4, $0x00000005
+DATA ggmlPosSub32_1<>+44(SB)/4, $0x00000005
+DATA ggmlPosSub32_1<>+48(SB)/4, $0x00000006
+DATA ggmlPosSub32_1<>+52(SB)/4, $0x00000006
+DATA ggmlPosSub32_1<>+56(SB)/4, $0x00000007
+DATA ggmlPosSub32_1<>+60(SB)/4, $0x00000007
+GLOBL ggmlPosSub32_1<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ5KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C
@@ -4152,7 +4078,7 @@ GgmlQ5KA8R4Avx512_unit:
 	RET
 
 // func GgmlQ5KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, MMX+
 TEXT ·GgmlQ5KA8M16Avx512(SB), NOSPLIT, $32-80
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
@@ -4161,14 +4087,21 @@ TEXT ·GgmlQ5KA8M16Avx512(SB), NOSPLIT, $32-80
 	VPBROADCASTD AX, Z1
 
 GgmlQ5KA8M16Avx512_row:
-	VPXORD Z22, Z22, Z22
-	MOVQ   w+0(FP), AX
-	MOVQ   act+32(FP), CX
-	MOVQ   sums+48(FP), DX
-	MOVQ   xs+56(FP), BX
-	MOVQ   nsb+24(FP), SI
+	MOVQ    out+72(FP), AX
+	VMOVUPS (AX), Z16
+	MOVQ    w+0(FP), AX
+	MOVQ    act+32(FP), CX
+	MOVQ    sums+48(FP), DX
+	MOVQ    xs+56(FP), BX
+	MOVQ    nsb+24(FP), SI
 
 GgmlQ5KA8M16Avx512_sb:
+	MOVQ            AX, DI
+	MOVQ            stride+8(FP), R8
+	ADDQ            R8, DI
+	PREFETCHT0      (DI)
+	PREFETCHT0      64(DI)
+	PREFETCHT0      128(DI)
 	MOVL            4(AX), DI
 	MOVL            8(AX), R8
 	MOVL            12(AX), R9
@@ -4194,27 +4127,34 @@ GgmlQ5KA8M16Avx512_sb:
 	ORQ             R10, R8
 	SHLQ            $0x20, DI
 	ORQ             R11, DI
-	VMOVQ           R8, X19
-	VMOVQ           DI, X18
-	VPMOVZXBW       X19, X23
-	VPMOVZXBW       X18, X18
-	VMOVDQU64       X18, (SP)
-	VPBROADCASTW    (AX), Y18
-	VCVTPH2PS       Y18, Z24
-	VPBROADCASTW    2(AX), Y18
-	VCVTPH2PS       Y18, Z25
-	VPSRLW          $0x04, 48(AX), Z19
-	VPANDD          48(AX), Z0, Z18
-	VPANDD          Z19, Z0, Z19
-	VBROADCASTI64X4 16(AX), Z20
-	VPTESTMB        ggmlQ5KBit00<>+0(SB), Z20, K1
-	VPADDB          Z1, Z18, K1, Z18
-	VPTESTMB        ggmlQ5KBit01<>+0(SB), Z20, K1
-	VPADDB          Z1, Z19, K1, Z19
-	VMOVDQU64       ggmlWIdx32_00<>+0(SB), Z20
-	VPERMW          Z23, Z20, Z20
-	VMOVDQU64       ggmlWIdx32_01<>+0(SB), Z21
-	VPERMW          Z23, Z21, Z21
+	VMOVQ           R8, X10
+	VMOVQ           DI, X11
+	VPMOVZXBW       X10, X10
+	VPMOVZXBW       X11, X11
+	VMOVDQU64       X11, (SP)
+	VPMOVSXWD       X10, Y17
+	VPBROADCASTW    (AX), Y10
+	VCVTPH2PS       Y10, Z18
+	VPBROADCASTW    2(AX), Y10
+	VCVTPH2PS       Y10, Z19
+	VPSRLW          $0x04, 48(AX), Z11
+	VPANDD          48(AX), Z0, Z10
+	VPANDD          Z11, Z0, Z11
+	VBROADCASTI64X4 16(AX), Z12
+	VPTESTMB        ggmlQ5KBit00<>+0(SB), Z12, K1
+	VPADDB          Z1, Z10, K1, Z10
+	VPTESTMB        ggmlQ5KBit01<>+0(SB), Z12, K1
+	VPADDB          Z1, Z11, K1, Z11
+	VMOVDQU64       ggmlChunkQ5K_0<>+0(SB), Z12
+	VPERMI2D        Z11, Z10, Z12
+	VMOVDQU64       ggmlChunkQ5K_1<>+0(SB), Z13
+	VPERMI2D        Z11, Z10, Z13
+	VMOVDQU64       ggmlChunkQ5K_2<>+0(SB), Z14
+	VPERMI2D        Z11, Z10, Z14
+	VMOVDQU64       ggmlChunkQ5K_3<>+0(SB), Z15
+	VPERMI2D        Z11, Z10, Z15
+	VMOVDQU64       ggmlPosSub32_0<>+0(SB), Z10
+	VPERMD          Z17, Z10, Z10
 	VPXORD          Z2, Z2, Z2
 	VPXORD          Z3, Z3, Z3
 	VPXORD          Z4, Z4, Z4
@@ -4223,181 +4163,117 @@ GgmlQ5KA8M16Avx512_sb:
 	VPXORD          Z7, Z7, Z7
 	VPXORD          Z8, Z8, Z8
 	VPXORD          Z9, Z9, Z9
-	VPXORD          Z10, Z10, Z10
-	VPXORD          Z11, Z11, Z11
-	VPXORD          Z12, Z12, Z12
-	VPXORD          Z13, Z13, Z13
-	VPXORD          Z14, Z14, Z14
-	VPXORD          Z15, Z15, Z15
-	VPXORD          Z16, Z16, Z16
-	VPXORD          Z17, Z17, Z17
 	MOVQ            nvec+64(FP), DI
-	VPMADDUBSW      (CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z2
-	VPMADDUBSW      64(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z2
+	INCQ            DI
+	SHRQ            $0x01, DI
+	VPDPBUSD        (CX), Z12, Z2
+	VPDPBUSD        64(CX), Z13, Z2
+	VPDPBUSD        128(CX), Z14, Z2
+	VPDPBUSD        192(CX), Z15, Z2
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h0_done
-	VPMADDUBSW      256(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z3
-	VPMADDUBSW      320(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z3
+	VPDPBUSD        256(CX), Z12, Z3
+	VPDPBUSD        320(CX), Z13, Z3
+	VPDPBUSD        384(CX), Z14, Z3
+	VPDPBUSD        448(CX), Z15, Z3
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h0_done
-	VPMADDUBSW      512(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z4
-	VPMADDUBSW      576(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z4
+	VPDPBUSD        512(CX), Z12, Z4
+	VPDPBUSD        576(CX), Z13, Z4
+	VPDPBUSD        640(CX), Z14, Z4
+	VPDPBUSD        704(CX), Z15, Z4
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h0_done
-	VPMADDUBSW      768(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z5
-	VPMADDUBSW      832(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z5
+	VPDPBUSD        768(CX), Z12, Z5
+	VPDPBUSD        832(CX), Z13, Z5
+	VPDPBUSD        896(CX), Z14, Z5
+	VPDPBUSD        960(CX), Z15, Z5
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h0_done
-	VPMADDUBSW      1024(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z6
-	VPMADDUBSW      1088(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z6
+	VPDPBUSD        1024(CX), Z12, Z6
+	VPDPBUSD        1088(CX), Z13, Z6
+	VPDPBUSD        1152(CX), Z14, Z6
+	VPDPBUSD        1216(CX), Z15, Z6
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h0_done
-	VPMADDUBSW      1280(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z7
-	VPMADDUBSW      1344(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z7
+	VPDPBUSD        1280(CX), Z12, Z7
+	VPDPBUSD        1344(CX), Z13, Z7
+	VPDPBUSD        1408(CX), Z14, Z7
+	VPDPBUSD        1472(CX), Z15, Z7
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h0_done
-	VPMADDUBSW      1536(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z8
-	VPMADDUBSW      1600(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z8
+	VPDPBUSD        1536(CX), Z12, Z8
+	VPDPBUSD        1600(CX), Z13, Z8
+	VPDPBUSD        1664(CX), Z14, Z8
+	VPDPBUSD        1728(CX), Z15, Z8
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h0_done
-	VPMADDUBSW      1792(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z9
-	VPMADDUBSW      1856(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z9
-	DECQ            DI
-	JZ              GgmlQ5KA8M16Avx512_h0_done
-	VPMADDUBSW      2048(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z10
-	VPMADDUBSW      2112(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z10
-	DECQ            DI
-	JZ              GgmlQ5KA8M16Avx512_h0_done
-	VPMADDUBSW      2304(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z11
-	VPMADDUBSW      2368(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z11
-	DECQ            DI
-	JZ              GgmlQ5KA8M16Avx512_h0_done
-	VPMADDUBSW      2560(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z12
-	VPMADDUBSW      2624(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z12
-	DECQ            DI
-	JZ              GgmlQ5KA8M16Avx512_h0_done
-	VPMADDUBSW      2816(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z13
-	VPMADDUBSW      2880(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z13
-	DECQ            DI
-	JZ              GgmlQ5KA8M16Avx512_h0_done
-	VPMADDUBSW      3072(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z14
-	VPMADDUBSW      3136(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z14
-	DECQ            DI
-	JZ              GgmlQ5KA8M16Avx512_h0_done
-	VPMADDUBSW      3328(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z15
-	VPMADDUBSW      3392(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z15
-	DECQ            DI
-	JZ              GgmlQ5KA8M16Avx512_h0_done
-	VPMADDUBSW      3584(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z16
-	VPMADDUBSW      3648(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z16
-	DECQ            DI
-	JZ              GgmlQ5KA8M16Avx512_h0_done
-	VPMADDUBSW      3840(CX), Z18, Z18
-	VPDPWSSD        Z20, Z18, Z17
-	VPMADDUBSW      3904(CX), Z19, Z18
-	VPDPWSSD        Z21, Z18, Z17
+	VPDPBUSD        1792(CX), Z12, Z9
+	VPDPBUSD        1856(CX), Z13, Z9
+	VPDPBUSD        1920(CX), Z14, Z9
+	VPDPBUSD        1984(CX), Z15, Z9
 
 GgmlQ5KA8M16Avx512_h0_done:
-	VPUNPCKLDQ      Z3, Z2, Z18
+	VPMULLD         Z10, Z2, Z2
+	VPMULLD         Z10, Z3, Z3
+	VPMULLD         Z10, Z4, Z4
+	VPMULLD         Z10, Z5, Z5
+	VPMULLD         Z10, Z6, Z6
+	VPMULLD         Z10, Z7, Z7
+	VPMULLD         Z10, Z8, Z8
+	VPMULLD         Z10, Z9, Z9
+	VPUNPCKLDQ      Z3, Z2, Z10
 	VPUNPCKHDQ      Z3, Z2, Z2
-	VPADDD          Z18, Z2, Z2
-	VPUNPCKLDQ      Z5, Z4, Z18
+	VPADDD          Z10, Z2, Z2
+	VPUNPCKLDQ      Z5, Z4, Z10
 	VPUNPCKHDQ      Z5, Z4, Z4
-	VPADDD          Z18, Z4, Z4
-	VPUNPCKLDQ      Z7, Z6, Z18
+	VPADDD          Z10, Z4, Z4
+	VPUNPCKLDQ      Z7, Z6, Z10
 	VPUNPCKHDQ      Z7, Z6, Z6
-	VPADDD          Z18, Z6, Z6
-	VPUNPCKLDQ      Z9, Z8, Z18
+	VPADDD          Z10, Z6, Z6
+	VPUNPCKLDQ      Z9, Z8, Z10
 	VPUNPCKHDQ      Z9, Z8, Z8
-	VPADDD          Z18, Z8, Z8
-	VPUNPCKLDQ      Z11, Z10, Z18
-	VPUNPCKHDQ      Z11, Z10, Z10
-	VPADDD          Z18, Z10, Z10
-	VPUNPCKLDQ      Z13, Z12, Z18
-	VPUNPCKHDQ      Z13, Z12, Z12
-	VPADDD          Z18, Z12, Z12
-	VPUNPCKLDQ      Z15, Z14, Z18
-	VPUNPCKHDQ      Z15, Z14, Z14
-	VPADDD          Z18, Z14, Z14
-	VPUNPCKLDQ      Z17, Z16, Z18
-	VPUNPCKHDQ      Z17, Z16, Z16
-	VPADDD          Z18, Z16, Z16
-	VPUNPCKLQDQ     Z4, Z2, Z18
+	VPADDD          Z10, Z8, Z8
+	VPUNPCKLQDQ     Z4, Z2, Z10
 	VPUNPCKHQDQ     Z4, Z2, Z2
-	VPADDD          Z18, Z2, Z2
-	VPUNPCKLQDQ     Z8, Z6, Z18
+	VPADDD          Z10, Z2, Z2
+	VPUNPCKLQDQ     Z8, Z6, Z10
 	VPUNPCKHQDQ     Z8, Z6, Z6
-	VPADDD          Z18, Z6, Z6
-	VPUNPCKLQDQ     Z12, Z10, Z18
-	VPUNPCKHQDQ     Z12, Z10, Z10
-	VPADDD          Z18, Z10, Z10
-	VPUNPCKLQDQ     Z16, Z14, Z18
-	VPUNPCKHQDQ     Z16, Z14, Z14
-	VPADDD          Z18, Z14, Z14
-	VSHUFI32X4      $0x88, Z6, Z2, Z18
+	VPADDD          Z10, Z6, Z6
+	VSHUFI32X4      $0x88, Z6, Z2, Z10
 	VSHUFI32X4      $0xdd, Z6, Z2, Z2
-	VPADDD          Z2, Z18, Z18
-	VSHUFI32X4      $0x88, Z14, Z10, Z19
-	VSHUFI32X4      $0xdd, Z14, Z10, Z10
-	VPADDD          Z10, Z19, Z19
-	VSHUFI32X4      $0x88, Z19, Z18, Z20
-	VSHUFI32X4      $0xdd, Z19, Z18, Z18
-	VPADDD          Z18, Z20, Z20
-	VPBROADCASTD    (SP), Z18
-	VPMADDWD        (DX), Z18, Z18
-	VPBROADCASTD    4(SP), Z19
-	VPDPWSSD        64(DX), Z19, Z18
-	VMOVUPS         (BX), Z19
-	VMULPS          Z24, Z19, Z21
-	VCVTDQ2PS       Z20, Z20
-	VMULPS          Z21, Z20, Z20
-	VADDPS          Z20, Z22, Z22
-	VMULPS          Z25, Z19, Z21
-	VCVTDQ2PS       Z18, Z20
-	VMULPS          Z21, Z20, Z20
-	VSUBPS          Z20, Z22, Z22
-	VPSRLW          $0x04, 112(AX), Z19
-	VPANDD          112(AX), Z0, Z18
-	VPANDD          Z19, Z0, Z19
-	VBROADCASTI64X4 16(AX), Z20
-	VPTESTMB        ggmlQ5KBit10<>+0(SB), Z20, K1
-	VPADDB          Z1, Z18, K1, Z18
-	VPTESTMB        ggmlQ5KBit11<>+0(SB), Z20, K1
-	VPADDB          Z1, Z19, K1, Z19
-	VMOVDQU64       ggmlWIdx32_10<>+0(SB), Z20
-	VPERMW          Z23, Z20, Z20
-	VMOVDQU64       ggmlWIdx32_11<>+0(SB), Z21
-	VPERMW          Z23, Z21, Z21
+	VPADDD          Z2, Z10, Z10
+	VPBROADCASTD    (SP), Z11
+	VPMADDWD        (DX), Z11, Z11
+	VPBROADCASTD    4(SP), Z12
+	VPDPWSSD        64(DX), Z12, Z11
+	VMOVUPS         (BX), Z12
+	VMULPS          Z18, Z12, Z13
+	VCVTDQ2PS       Z10, Z10
+	VMULPS          Z13, Z10, Z10
+	VADDPS          Z10, Z16, Z16
+	VMULPS          Z19, Z12, Z13
+	VCVTDQ2PS       Z11, Z10
+	VMULPS          Z13, Z10, Z10
+	VSUBPS          Z10, Z16, Z16
+	VPSRLW          $0x04, 112(AX), Z11
+	VPANDD          112(AX), Z0, Z10
+	VPANDD          Z11, Z0, Z11
+	VBROADCASTI64X4 16(AX), Z12
+	VPTESTMB        ggmlQ5KBit10<>+0(SB), Z12, K1
+	VPADDB          Z1, Z10, K1, Z10
+	VPTESTMB        ggmlQ5KBit11<>+0(SB), Z12, K1
+	VPADDB          Z1, Z11, K1, Z11
+	VMOVDQU64       ggmlChunkQ5K_0<>+0(SB), Z12
+	VPERMI2D        Z11, Z10, Z12
+	VMOVDQU64       ggmlChunkQ5K_1<>+0(SB), Z13
+	VPERMI2D        Z11, Z10, Z13
+	VMOVDQU64       ggmlChunkQ5K_2<>+0(SB), Z14
+	VPERMI2D        Z11, Z10, Z14
+	VMOVDQU64       ggmlChunkQ5K_3<>+0(SB), Z15
+	VPERMI2D        Z11, Z10, Z15
+	VMOVDQU64       ggmlPosSub32_1<>+0(SB), Z10
+	VPERMD          Z17, Z10, Z10
 	VPXORD          Z2, Z2, Z2
 	VPXORD          Z3, Z3, Z3
 	VPXORD          Z4, Z4, Z4
@@ -4406,169 +4282,99 @@ GgmlQ5KA8M16Avx512_h0_done:
 	VPXORD          Z7, Z7, Z7
 	VPXORD          Z8, Z8, Z8
 	VPXORD          Z9, Z9, Z9
-	VPXORD          Z10, Z10, Z10
-	VPXORD          Z11, Z11, Z11
-	VPXORD          Z12, Z12, Z12
-	VPXORD          Z13, Z13, Z13
-	VPXORD          Z14, Z14, Z14
-	VPXORD          Z15, Z15, Z15
-	VPXORD          Z16, Z16, Z16
-	VPXORD          Z17, Z17, Z17
 	MOVQ            nvec+64(FP), DI
-	VPMADDUBSW      128(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z2
-	VPMADDUBSW      192(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z2
+	INCQ            DI
+	SHRQ            $0x01, DI
+	VPDPBUSD        2048(CX), Z12, Z2
+	VPDPBUSD        2112(CX), Z13, Z2
+	VPDPBUSD        2176(CX), Z14, Z2
+	VPDPBUSD        2240(CX), Z15, Z2
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h1_done
-	VPMADDUBSW      384(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z3
-	VPMADDUBSW      448(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z3
+	VPDPBUSD        2304(CX), Z12, Z3
+	VPDPBUSD        2368(CX), Z13, Z3
+	VPDPBUSD        2432(CX), Z14, Z3
+	VPDPBUSD        2496(CX), Z15, Z3
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h1_done
-	VPMADDUBSW      640(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z4
-	VPMADDUBSW      704(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z4
+	VPDPBUSD        2560(CX), Z12, Z4
+	VPDPBUSD        2624(CX), Z13, Z4
+	VPDPBUSD        2688(CX), Z14, Z4
+	VPDPBUSD        2752(CX), Z15, Z4
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h1_done
-	VPMADDUBSW      896(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z5
-	VPMADDUBSW      960(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z5
+	VPDPBUSD        2816(CX), Z12, Z5
+	VPDPBUSD        2880(CX), Z13, Z5
+	VPDPBUSD        2944(CX), Z14, Z5
+	VPDPBUSD        3008(CX), Z15, Z5
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h1_done
-	VPMADDUBSW      1152(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z6
-	VPMADDUBSW      1216(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z6
+	VPDPBUSD        3072(CX), Z12, Z6
+	VPDPBUSD        3136(CX), Z13, Z6
+	VPDPBUSD        3200(CX), Z14, Z6
+	VPDPBUSD        3264(CX), Z15, Z6
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h1_done
-	VPMADDUBSW      1408(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z7
-	VPMADDUBSW      1472(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z7
+	VPDPBUSD        3328(CX), Z12, Z7
+	VPDPBUSD        3392(CX), Z13, Z7
+	VPDPBUSD        3456(CX), Z14, Z7
+	VPDPBUSD        3520(CX), Z15, Z7
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h1_done
-	VPMADDUBSW      1664(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z8
-	VPMADDUBSW      1728(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z8
+	VPDPBUSD        3584(CX), Z12, Z8
+	VPDPBUSD        3648(CX), Z13, Z8
+	VPDPBUSD        3712(CX), Z14, Z8
+	VPDPBUSD        3776(CX), Z15, Z8
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h1_done
-	VPMADDUBSW      1920(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z9
-	VPMADDUBSW      1984(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z9
-	DECQ            DI
-	JZ              GgmlQ5KA8M16Avx512_h1_done
-	VPMADDUBSW      2176(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z10
-	VPMADDUBSW      2240(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z10
-	DECQ            DI
-	JZ              GgmlQ5KA8M16Avx512_h1_done
-	VPMADDUBSW      2432(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z11
-	VPMADDUBSW      2496(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z11
-	DECQ            DI
-	JZ              GgmlQ5KA8M16Avx512_h1_done
-	VPMADDUBSW      2688(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z12
-	VPMADDUBSW      2752(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z12
-	DECQ            DI
-	JZ              GgmlQ5KA8M16Avx512_h1_done
-	VPMADDUBSW      2944(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z13
-	VPMADDUBSW      3008(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z13
-	DECQ            DI
-	JZ              GgmlQ5KA8M16Avx512_h1_done
-	VPMADDUBSW      3200(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z14
-	VPMADDUBSW      3264(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z14
-	DECQ            DI
-	JZ              GgmlQ5KA8M16Avx512_h1_done
-	VPMADDUBSW      3456(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z15
-	VPMADDUBSW      3520(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z15
-	DECQ            DI
-	JZ              GgmlQ5KA8M16Avx512_h1_done
-	VPMADDUBSW      3712(CX), Z18, Z26
-	VPDPWSSD        Z20, Z26, Z16
-	VPMADDUBSW      3776(CX), Z19, Z26
-	VPDPWSSD        Z21, Z26, Z16
-	DECQ            DI
-	JZ              GgmlQ5KA8M16Avx512_h1_done
-	VPMADDUBSW      3968(CX), Z18, Z18
-	VPDPWSSD        Z20, Z18, Z17
-	VPMADDUBSW      4032(CX), Z19, Z18
-	VPDPWSSD        Z21, Z18, Z17
+	VPDPBUSD        3840(CX), Z12, Z9
+	VPDPBUSD        3904(CX), Z13, Z9
+	VPDPBUSD        3968(CX), Z14, Z9
+	VPDPBUSD        4032(CX), Z15, Z9
 
 GgmlQ5KA8M16Avx512_h1_done:
-	VPUNPCKLDQ   Z3, Z2, Z18
+	VPMULLD      Z10, Z2, Z2
+	VPMULLD      Z10, Z3, Z3
+	VPMULLD      Z10, Z4, Z4
+	VPMULLD      Z10, Z5, Z5
+	VPMULLD      Z10, Z6, Z6
+	VPMULLD      Z10, Z7, Z7
+	VPMULLD      Z10, Z8, Z8
+	VPMULLD      Z10, Z9, Z9
+	VPUNPCKLDQ   Z3, Z2, Z10
 	VPUNPCKHDQ   Z3, Z2, Z2
-	VPADDD       Z18, Z2, Z2
-	VPUNPCKLDQ   Z5, Z4, Z18
+	VPADDD       Z10, Z2, Z2
+	VPUNPCKLDQ   Z5, Z4, Z10
 	VPUNPCKHDQ   Z5, Z4, Z4
-	VPADDD       Z18, Z4, Z4
-	VPUNPCKLDQ   Z7, Z6, Z18
+	VPADDD       Z10, Z4, Z4
+	VPUNPCKLDQ   Z7, Z6, Z10
 	VPUNPCKHDQ   Z7, Z6, Z6
-	VPADDD       Z18, Z6, Z6
-	VPUNPCKLDQ   Z9, Z8, Z18
+	VPADDD       Z10, Z6, Z6
+	VPUNPCKLDQ   Z9, Z8, Z10
 	VPUNPCKHDQ   Z9, Z8, Z8
-	VPADDD       Z18, Z8, Z8
-	VPUNPCKLDQ   Z11, Z10, Z18
-	VPUNPCKHDQ   Z11, Z10, Z10
-	VPADDD       Z18, Z10, Z10
-	VPUNPCKLDQ   Z13, Z12, Z18
-	VPUNPCKHDQ   Z13, Z12, Z12
-	VPADDD       Z18, Z12, Z12
-	VPUNPCKLDQ   Z15, Z14, Z18
-	VPUNPCKHDQ   Z15, Z14, Z14
-	VPADDD       Z18, Z14, Z14
-	VPUNPCKLDQ   Z17, Z16, Z18
-	VPUNPCKHDQ   Z17, Z16, Z16
-	VPADDD       Z18, Z16, Z16
-	VPUNPCKLQDQ  Z4, Z2, Z18
+	VPADDD       Z10, Z8, Z8
+	VPUNPCKLQDQ  Z4, Z2, Z10
 	VPUNPCKHQDQ  Z4, Z2, Z2
-	VPADDD       Z18, Z2, Z2
-	VPUNPCKLQDQ  Z8, Z6, Z18
+	VPADDD       Z10, Z2, Z2
+	VPUNPCKLQDQ  Z8, Z6, Z10
 	VPUNPCKHQDQ  Z8, Z6, Z6
-	VPADDD       Z18, Z6, Z6
-	VPUNPCKLQDQ  Z12, Z10, Z18
-	VPUNPCKHQDQ  Z12, Z10, Z10
-	VPADDD       Z18, Z10, Z10
-	VPUNPCKLQDQ  Z16, Z14, Z18
-	VPUNPCKHQDQ  Z16, Z14, Z14
-	VPADDD       Z18, Z14, Z14
-	VSHUFI32X4   $0x88, Z6, Z2, Z18
+	VPADDD       Z10, Z6, Z6
+	VSHUFI32X4   $0x88, Z6, Z2, Z10
 	VSHUFI32X4   $0xdd, Z6, Z2, Z2
-	VPADDD       Z2, Z18, Z18
-	VSHUFI32X4   $0x88, Z14, Z10, Z19
-	VSHUFI32X4   $0xdd, Z14, Z10, Z10
-	VPADDD       Z10, Z19, Z19
-	VSHUFI32X4   $0x88, Z19, Z18, Z20
-	VSHUFI32X4   $0xdd, Z19, Z18, Z18
-	VPADDD       Z18, Z20, Z20
-	VPBROADCASTD 8(SP), Z18
-	VPMADDWD     128(DX), Z18, Z18
-	VPBROADCASTD 12(SP), Z19
-	VPDPWSSD     192(DX), Z19, Z18
-	VMOVUPS      64(BX), Z19
-	VMULPS       Z24, Z19, Z21
-	VCVTDQ2PS    Z20, Z20
-	VMULPS       Z21, Z20, Z20
-	VADDPS       Z20, Z22, Z22
-	VMULPS       Z25, Z19, Z21
-	VCVTDQ2PS    Z18, Z20
-	VMULPS       Z21, Z20, Z20
-	VSUBPS       Z20, Z22, Z22
+	VPADDD       Z2, Z10, Z10
+	VPBROADCASTD 8(SP), Z11
+	VPMADDWD     128(DX), Z11, Z11
+	VPBROADCASTD 12(SP), Z12
+	VPDPWSSD     192(DX), Z12, Z11
+	VMOVUPS      64(BX), Z12
+	VMULPS       Z18, Z12, Z13
+	VCVTDQ2PS    Z10, Z10
+	VMULPS       Z13, Z10, Z10
+	VADDPS       Z10, Z16, Z16
+	VMULPS       Z19, Z12, Z13
+	VCVTDQ2PS    Z11, Z10
+	VMULPS       Z13, Z10, Z10
+	VSUBPS       Z10, Z16, Z16
 	ADDQ         $0x000000b0, AX
 	ADDQ         $0x00001000, CX
 	ADDQ         $0x00000100, DX
@@ -4576,7 +4382,7 @@ GgmlQ5KA8M16Avx512_h1_done:
 	DECQ         SI
 	JNZ          GgmlQ5KA8M16Avx512_sb
 	MOVQ         out+72(FP), AX
-	VMOVUPS      Z22, (AX)
+	VMOVUPS      Z16, (AX)
 	MOVQ         out+72(FP), AX
 	ADDQ         $0x00000040, AX
 	MOVQ         AX, out+72(FP)
@@ -4590,6 +4396,78 @@ GgmlQ5KA8M16Avx512_h1_done:
 	JNZ          GgmlQ5KA8M16Avx512_row
 	VZEROUPPER
 	RET
+
+DATA ggmlChunkQ5K_0<>+0(SB)/4, $0x00000000
+DATA ggmlChunkQ5K_0<>+4(SB)/4, $0x00000004
+DATA ggmlChunkQ5K_0<>+8(SB)/4, $0x00000010
+DATA ggmlChunkQ5K_0<>+12(SB)/4, $0x00000014
+DATA ggmlChunkQ5K_0<>+16(SB)/4, $0x00000008
+DATA ggmlChunkQ5K_0<>+20(SB)/4, $0x0000000c
+DATA ggmlChunkQ5K_0<>+24(SB)/4, $0x00000018
+DATA ggmlChunkQ5K_0<>+28(SB)/4, $0x0000001c
+DATA ggmlChunkQ5K_0<>+32(SB)/4, $0x00000000
+DATA ggmlChunkQ5K_0<>+36(SB)/4, $0x00000004
+DATA ggmlChunkQ5K_0<>+40(SB)/4, $0x00000010
+DATA ggmlChunkQ5K_0<>+44(SB)/4, $0x00000014
+DATA ggmlChunkQ5K_0<>+48(SB)/4, $0x00000008
+DATA ggmlChunkQ5K_0<>+52(SB)/4, $0x0000000c
+DATA ggmlChunkQ5K_0<>+56(SB)/4, $0x00000018
+DATA ggmlChunkQ5K_0<>+60(SB)/4, $0x0000001c
+GLOBL ggmlChunkQ5K_0<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlChunkQ5K_1<>+0(SB)/4, $0x00000001
+DATA ggmlChunkQ5K_1<>+4(SB)/4, $0x00000005
+DATA ggmlChunkQ5K_1<>+8(SB)/4, $0x00000011
+DATA ggmlChunkQ5K_1<>+12(SB)/4, $0x00000015
+DATA ggmlChunkQ5K_1<>+16(SB)/4, $0x00000009
+DATA ggmlChunkQ5K_1<>+20(SB)/4, $0x0000000d
+DATA ggmlChunkQ5K_1<>+24(SB)/4, $0x00000019
+DATA ggmlChunkQ5K_1<>+28(SB)/4, $0x0000001d
+DATA ggmlChunkQ5K_1<>+32(SB)/4, $0x00000001
+DATA ggmlChunkQ5K_1<>+36(SB)/4, $0x00000005
+DATA ggmlChunkQ5K_1<>+40(SB)/4, $0x00000011
+DATA ggmlChunkQ5K_1<>+44(SB)/4, $0x00000015
+DATA ggmlChunkQ5K_1<>+48(SB)/4, $0x00000009
+DATA ggmlChunkQ5K_1<>+52(SB)/4, $0x0000000d
+DATA ggmlChunkQ5K_1<>+56(SB)/4, $0x00000019
+DATA ggmlChunkQ5K_1<>+60(SB)/4, $0x0000001d
+GLOBL ggmlChunkQ5K_1<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlChunkQ5K_2<>+0(SB)/4, $0x00000002
+DATA ggmlChunkQ5K_2<>+4(SB)/4, $0x00000006
+DATA ggmlChunkQ5K_2<>+8(SB)/4, $0x00000012
+DATA ggmlChunkQ5K_2<>+12(SB)/4, $0x00000016
+DATA ggmlChunkQ5K_2<>+16(SB)/4, $0x0000000a
+DATA ggmlChunkQ5K_2<>+20(SB)/4, $0x0000000e
+DATA ggmlChunkQ5K_2<>+24(SB)/4, $0x0000001a
+DATA ggmlChunkQ5K_2<>+28(SB)/4, $0x0000001e
+DATA ggmlChunkQ5K_2<>+32(SB)/4, $0x00000002
+DATA ggmlChunkQ5K_2<>+36(SB)/4, $0x00000006
+DATA ggmlChunkQ5K_2<>+40(SB)/4, $0x00000012
+DATA ggmlChunkQ5K_2<>+44(SB)/4, $0x00000016
+DATA ggmlChunkQ5K_2<>+48(SB)/4, $0x0000000a
+DATA ggmlChunkQ5K_2<>+52(SB)/4, $0x0000000e
+DATA ggmlChunkQ5K_2<>+56(SB)/4, $0x0000001a
+DATA ggmlChunkQ5K_2<>+60(SB)/4, $0x0000001e
+GLOBL ggmlChunkQ5K_2<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlChunkQ5K_3<>+0(SB)/4, $0x00000003
+DATA ggmlChunkQ5K_3<>+4(SB)/4, $0x00000007
+DATA ggmlChunkQ5K_3<>+8(SB)/4, $0x00000013
+DATA ggmlChunkQ5K_3<>+12(SB)/4, $0x00000017
+DATA ggmlChunkQ5K_3<>+16(SB)/4, $0x0000000b
+DATA ggmlChunkQ5K_3<>+20(SB)/4, $0x0000000f
+DATA ggmlChunkQ5K_3<>+24(SB)/4, $0x0000001b
+DATA ggmlChunkQ5K_3<>+28(SB)/4, $0x0000001f
+DATA ggmlChunkQ5K_3<>+32(SB)/4, $0x00000003
+DATA ggmlChunkQ5K_3<>+36(SB)/4, $0x00000007
+DATA ggmlChunkQ5K_3<>+40(SB)/4, $0x00000013
+DATA ggmlChunkQ5K_3<>+44(SB)/4, $0x00000017
+DATA ggmlChunkQ5K_3<>+48(SB)/4, $0x0000000b
+DATA ggmlChunkQ5K_3<>+52(SB)/4, $0x0000000f
+DATA ggmlChunkQ5K_3<>+56(SB)/4, $0x0000001b
+DATA ggmlChunkQ5K_3<>+60(SB)/4, $0x0000001f
+GLOBL ggmlChunkQ5K_3<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ6KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C
@@ -5017,7 +4895,7 @@ GgmlQ6KA8R4Avx512_unit:
 	RET
 
 // func GgmlQ6KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, MMX+
 TEXT ·GgmlQ6KA8M16Avx512(SB), NOSPLIT, $32-80
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
@@ -5026,34 +4904,49 @@ TEXT ·GgmlQ6KA8M16Avx512(SB), NOSPLIT, $32-80
 	VPBROADCASTD AX, Z1
 
 GgmlQ6KA8M16Avx512_row:
-	VPXORD Z22, Z22, Z22
-	MOVQ   w+0(FP), AX
-	MOVQ   act+32(FP), CX
-	MOVQ   sums+48(FP), DX
-	MOVQ   xs+56(FP), BX
-	MOVQ   nsb+24(FP), SI
+	MOVQ    out+72(FP), AX
+	VMOVUPS (AX), Z16
+	MOVQ    w+0(FP), AX
+	MOVQ    act+32(FP), CX
+	MOVQ    sums+48(FP), DX
+	MOVQ    xs+56(FP), BX
+	MOVQ    nsb+24(FP), SI
 
 GgmlQ6KA8M16Avx512_sb:
-	VPMOVSXBW       192(AX), Y23
-	VMOVDQU64       Y23, (SP)
-	VPBROADCASTW    208(AX), Y18
-	VCVTPH2PS       Y18, Z24
-	VPSRLW          $0x04, (AX), Z19
-	VPANDD          (AX), Z0, Z18
-	VPANDD          Z19, Z0, Z19
-	VBROADCASTI64X4 128(AX), Z20
-	VPSRLVW         ggmlShift0<>+0(SB), Z20, Z21
-	VPANDD          Z21, Z1, Z21
-	VPSLLW          $0x04, Z21, Z21
-	VPORD           Z21, Z18, Z18
-	VPSRLVW         ggmlShift1<>+0(SB), Z20, Z20
-	VPANDD          Z20, Z1, Z20
-	VPSLLW          $0x04, Z20, Z20
-	VPORD           Z20, Z19, Z19
-	VMOVDQU64       ggmlWIdx16_00<>+0(SB), Z20
-	VPERMW          Z23, Z20, Z20
-	VMOVDQU64       ggmlWIdx16_01<>+0(SB), Z21
-	VPERMW          Z23, Z21, Z21
+	MOVQ            AX, DI
+	MOVQ            stride+8(FP), R8
+	ADDQ            R8, DI
+	PREFETCHT0      (DI)
+	PREFETCHT0      64(DI)
+	PREFETCHT0      128(DI)
+	PREFETCHT0      192(DI)
+	VPMOVSXBW       192(AX), Y10
+	VMOVDQU64       Y10, (SP)
+	VPMOVSXWD       Y10, Z17
+	VPBROADCASTW    208(AX), Y10
+	VCVTPH2PS       Y10, Z18
+	VPSRLW          $0x04, (AX), Z11
+	VPANDD          (AX), Z0, Z10
+	VPANDD          Z11, Z0, Z11
+	VBROADCASTI64X4 128(AX), Z12
+	VPSRLVW         ggmlShift0<>+0(SB), Z12, Z13
+	VPANDD          Z13, Z1, Z13
+	VPSLLW          $0x04, Z13, Z13
+	VPORD           Z13, Z10, Z10
+	VPSRLVW         ggmlShift1<>+0(SB), Z12, Z12
+	VPANDD          Z12, Z1, Z12
+	VPSLLW          $0x04, Z12, Z12
+	VPORD           Z12, Z11, Z11
+	VMOVDQU64       ggmlChunkQ6K_0<>+0(SB), Z12
+	VPERMI2D        Z11, Z10, Z12
+	VMOVDQU64       ggmlChunkQ6K_1<>+0(SB), Z13
+	VPERMI2D        Z11, Z10, Z13
+	VMOVDQU64       ggmlChunkQ6K_2<>+0(SB), Z14
+	VPERMI2D        Z11, Z10, Z14
+	VMOVDQU64       ggmlChunkQ6K_3<>+0(SB), Z15
+	VPERMI2D        Z11, Z10, Z15
+	VMOVDQU64       ggmlPosSub16_0<>+0(SB), Z10
+	VPERMD          Z17, Z10, Z10
 	VPXORD          Z2, Z2, Z2
 	VPXORD          Z3, Z3, Z3
 	VPXORD          Z4, Z4, Z4
@@ -5062,187 +4955,123 @@ GgmlQ6KA8M16Avx512_sb:
 	VPXORD          Z7, Z7, Z7
 	VPXORD          Z8, Z8, Z8
 	VPXORD          Z9, Z9, Z9
-	VPXORD          Z10, Z10, Z10
-	VPXORD          Z11, Z11, Z11
-	VPXORD          Z12, Z12, Z12
-	VPXORD          Z13, Z13, Z13
-	VPXORD          Z14, Z14, Z14
-	VPXORD          Z15, Z15, Z15
-	VPXORD          Z16, Z16, Z16
-	VPXORD          Z17, Z17, Z17
 	MOVQ            nvec+64(FP), DI
-	VPMADDUBSW      (CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z2
-	VPMADDUBSW      64(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z2
+	INCQ            DI
+	SHRQ            $0x01, DI
+	VPDPBUSD        (CX), Z12, Z2
+	VPDPBUSD        64(CX), Z13, Z2
+	VPDPBUSD        128(CX), Z14, Z2
+	VPDPBUSD        192(CX), Z15, Z2
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h0_done
-	VPMADDUBSW      256(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z3
-	VPMADDUBSW      320(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z3
+	VPDPBUSD        256(CX), Z12, Z3
+	VPDPBUSD        320(CX), Z13, Z3
+	VPDPBUSD        384(CX), Z14, Z3
+	VPDPBUSD        448(CX), Z15, Z3
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h0_done
-	VPMADDUBSW      512(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z4
-	VPMADDUBSW      576(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z4
+	VPDPBUSD        512(CX), Z12, Z4
+	VPDPBUSD        576(CX), Z13, Z4
+	VPDPBUSD        640(CX), Z14, Z4
+	VPDPBUSD        704(CX), Z15, Z4
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h0_done
-	VPMADDUBSW      768(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z5
-	VPMADDUBSW      832(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z5
+	VPDPBUSD        768(CX), Z12, Z5
+	VPDPBUSD        832(CX), Z13, Z5
+	VPDPBUSD        896(CX), Z14, Z5
+	VPDPBUSD        960(CX), Z15, Z5
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h0_done
-	VPMADDUBSW      1024(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z6
-	VPMADDUBSW      1088(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z6
+	VPDPBUSD        1024(CX), Z12, Z6
+	VPDPBUSD        1088(CX), Z13, Z6
+	VPDPBUSD        1152(CX), Z14, Z6
+	VPDPBUSD        1216(CX), Z15, Z6
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h0_done
-	VPMADDUBSW      1280(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z7
-	VPMADDUBSW      1344(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z7
+	VPDPBUSD        1280(CX), Z12, Z7
+	VPDPBUSD        1344(CX), Z13, Z7
+	VPDPBUSD        1408(CX), Z14, Z7
+	VPDPBUSD        1472(CX), Z15, Z7
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h0_done
-	VPMADDUBSW      1536(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z8
-	VPMADDUBSW      1600(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z8
+	VPDPBUSD        1536(CX), Z12, Z8
+	VPDPBUSD        1600(CX), Z13, Z8
+	VPDPBUSD        1664(CX), Z14, Z8
+	VPDPBUSD        1728(CX), Z15, Z8
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h0_done
-	VPMADDUBSW      1792(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z9
-	VPMADDUBSW      1856(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z9
-	DECQ            DI
-	JZ              GgmlQ6KA8M16Avx512_h0_done
-	VPMADDUBSW      2048(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z10
-	VPMADDUBSW      2112(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z10
-	DECQ            DI
-	JZ              GgmlQ6KA8M16Avx512_h0_done
-	VPMADDUBSW      2304(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z11
-	VPMADDUBSW      2368(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z11
-	DECQ            DI
-	JZ              GgmlQ6KA8M16Avx512_h0_done
-	VPMADDUBSW      2560(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z12
-	VPMADDUBSW      2624(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z12
-	DECQ            DI
-	JZ              GgmlQ6KA8M16Avx512_h0_done
-	VPMADDUBSW      2816(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z13
-	VPMADDUBSW      2880(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z13
-	DECQ            DI
-	JZ              GgmlQ6KA8M16Avx512_h0_done
-	VPMADDUBSW      3072(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z14
-	VPMADDUBSW      3136(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z14
-	DECQ            DI
-	JZ              GgmlQ6KA8M16Avx512_h0_done
-	VPMADDUBSW      3328(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z15
-	VPMADDUBSW      3392(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z15
-	DECQ            DI
-	JZ              GgmlQ6KA8M16Avx512_h0_done
-	VPMADDUBSW      3584(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z16
-	VPMADDUBSW      3648(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z16
-	DECQ            DI
-	JZ              GgmlQ6KA8M16Avx512_h0_done
-	VPMADDUBSW      3840(CX), Z18, Z18
-	VPDPWSSD        Z20, Z18, Z17
-	VPMADDUBSW      3904(CX), Z19, Z18
-	VPDPWSSD        Z21, Z18, Z17
+	VPDPBUSD        1792(CX), Z12, Z9
+	VPDPBUSD        1856(CX), Z13, Z9
+	VPDPBUSD        1920(CX), Z14, Z9
+	VPDPBUSD        1984(CX), Z15, Z9
 
 GgmlQ6KA8M16Avx512_h0_done:
-	VPUNPCKLDQ      Z3, Z2, Z18
+	VPMULLD         Z10, Z2, Z2
+	VPMULLD         Z10, Z3, Z3
+	VPMULLD         Z10, Z4, Z4
+	VPMULLD         Z10, Z5, Z5
+	VPMULLD         Z10, Z6, Z6
+	VPMULLD         Z10, Z7, Z7
+	VPMULLD         Z10, Z8, Z8
+	VPMULLD         Z10, Z9, Z9
+	VPUNPCKLDQ      Z3, Z2, Z10
 	VPUNPCKHDQ      Z3, Z2, Z2
-	VPADDD          Z18, Z2, Z2
-	VPUNPCKLDQ      Z5, Z4, Z18
+	VPADDD          Z10, Z2, Z2
+	VPUNPCKLDQ      Z5, Z4, Z10
 	VPUNPCKHDQ      Z5, Z4, Z4
-	VPADDD          Z18, Z4, Z4
-	VPUNPCKLDQ      Z7, Z6, Z18
+	VPADDD          Z10, Z4, Z4
+	VPUNPCKLDQ      Z7, Z6, Z10
 	VPUNPCKHDQ      Z7, Z6, Z6
-	VPADDD          Z18, Z6, Z6
-	VPUNPCKLDQ      Z9, Z8, Z18
+	VPADDD          Z10, Z6, Z6
+	VPUNPCKLDQ      Z9, Z8, Z10
 	VPUNPCKHDQ      Z9, Z8, Z8
-	VPADDD          Z18, Z8, Z8
-	VPUNPCKLDQ      Z11, Z10, Z18
-	VPUNPCKHDQ      Z11, Z10, Z10
-	VPADDD          Z18, Z10, Z10
-	VPUNPCKLDQ      Z13, Z12, Z18
-	VPUNPCKHDQ      Z13, Z12, Z12
-	VPADDD          Z18, Z12, Z12
-	VPUNPCKLDQ      Z15, Z14, Z18
-	VPUNPCKHDQ      Z15, Z14, Z14
-	VPADDD          Z18, Z14, Z14
-	VPUNPCKLDQ      Z17, Z16, Z18
-	VPUNPCKHDQ      Z17, Z16, Z16
-	VPADDD          Z18, Z16, Z16
-	VPUNPCKLQDQ     Z4, Z2, Z18
+	VPADDD          Z10, Z8, Z8
+	VPUNPCKLQDQ     Z4, Z2, Z10
 	VPUNPCKHQDQ     Z4, Z2, Z2
-	VPADDD          Z18, Z2, Z2
-	VPUNPCKLQDQ     Z8, Z6, Z18
+	VPADDD          Z10, Z2, Z2
+	VPUNPCKLQDQ     Z8, Z6, Z10
 	VPUNPCKHQDQ     Z8, Z6, Z6
-	VPADDD          Z18, Z6, Z6
-	VPUNPCKLQDQ     Z12, Z10, Z18
-	VPUNPCKHQDQ     Z12, Z10, Z10
-	VPADDD          Z18, Z10, Z10
-	VPUNPCKLQDQ     Z16, Z14, Z18
-	VPUNPCKHQDQ     Z16, Z14, Z14
-	VPADDD          Z18, Z14, Z14
-	VSHUFI32X4      $0x88, Z6, Z2, Z18
+	VPADDD          Z10, Z6, Z6
+	VSHUFI32X4      $0x88, Z6, Z2, Z10
 	VSHUFI32X4      $0xdd, Z6, Z2, Z2
-	VPADDD          Z2, Z18, Z18
-	VSHUFI32X4      $0x88, Z14, Z10, Z19
-	VSHUFI32X4      $0xdd, Z14, Z10, Z10
-	VPADDD          Z10, Z19, Z19
-	VSHUFI32X4      $0x88, Z19, Z18, Z20
-	VSHUFI32X4      $0xdd, Z19, Z18, Z18
-	VPADDD          Z18, Z20, Z20
-	VPBROADCASTD    (SP), Z18
-	VPMADDWD        (DX), Z18, Z18
-	VPBROADCASTD    4(SP), Z19
-	VPDPWSSD        64(DX), Z19, Z18
-	VPBROADCASTD    8(SP), Z19
-	VPDPWSSD        128(DX), Z19, Z18
-	VPBROADCASTD    12(SP), Z19
-	VPDPWSSD        192(DX), Z19, Z18
-	VPSLLD          $0x05, Z18, Z18
-	VPSUBD          Z18, Z20, Z20
-	VMOVUPS         (BX), Z18
-	VMULPS          Z24, Z18, Z18
-	VCVTDQ2PS       Z20, Z19
-	VMULPS          Z18, Z19, Z19
-	VADDPS          Z19, Z22, Z22
-	VPSRLW          $0x04, 64(AX), Z19
-	VPANDD          64(AX), Z0, Z18
-	VPANDD          Z19, Z0, Z19
-	VBROADCASTI64X4 160(AX), Z20
-	VPSRLVW         ggmlShift0<>+0(SB), Z20, Z21
-	VPANDD          Z21, Z1, Z21
-	VPSLLW          $0x04, Z21, Z21
-	VPORD           Z21, Z18, Z18
-	VPSRLVW         ggmlShift1<>+0(SB), Z20, Z20
-	VPANDD          Z20, Z1, Z20
-	VPSLLW          $0x04, Z20, Z20
-	VPORD           Z20, Z19, Z19
-	VMOVDQU64       ggmlWIdx16_10<>+0(SB), Z20
-	VPERMW          Z23, Z20, Z20
-	VMOVDQU64       ggmlWIdx16_11<>+0(SB), Z21
-	VPERMW          Z23, Z21, Z21
+	VPADDD          Z2, Z10, Z10
+	VPBROADCASTD    (SP), Z11
+	VPMADDWD        (DX), Z11, Z11
+	VPBROADCASTD    4(SP), Z12
+	VPDPWSSD        64(DX), Z12, Z11
+	VPBROADCASTD    8(SP), Z12
+	VPDPWSSD        128(DX), Z12, Z11
+	VPBROADCASTD    12(SP), Z12
+	VPDPWSSD        192(DX), Z12, Z11
+	VPSLLD          $0x05, Z11, Z11
+	VPSUBD          Z11, Z10, Z10
+	VMOVUPS         (BX), Z11
+	VMULPS          Z18, Z11, Z11
+	VCVTDQ2PS       Z10, Z10
+	VMULPS          Z11, Z10, Z10
+	VADDPS          Z10, Z16, Z16
+	VPSRLW          $0x04, 64(AX), Z11
+	VPANDD          64(AX), Z0, Z10
+	VPANDD          Z11, Z0, Z11
+	VBROADCASTI64X4 160(AX), Z12
+	VPSRLVW         ggmlShift0<>+0(SB), Z12, Z13
+	VPANDD          Z13, Z1, Z13
+	VPSLLW          $0x04, Z13, Z13
+	VPORD           Z13, Z10, Z10
+	VPSRLVW         ggmlShift1<>+0(SB), Z12, Z12
+	VPANDD          Z12, Z1, Z12
+	VPSLLW          $0x04, Z12, Z12
+	VPORD           Z12, Z11, Z11
+	VMOVDQU64       ggmlChunkQ6K_0<>+0(SB), Z12
+	VPERMI2D        Z11, Z10, Z12
+	VMOVDQU64       ggmlChunkQ6K_1<>+0(SB), Z13
+	VPERMI2D        Z11, Z10, Z13
+	VMOVDQU64       ggmlChunkQ6K_2<>+0(SB), Z14
+	VPERMI2D        Z11, Z10, Z14
+	VMOVDQU64       ggmlChunkQ6K_3<>+0(SB), Z15
+	VPERMI2D        Z11, Z10, Z15
+	VMOVDQU64       ggmlPosSub16_1<>+0(SB), Z10
+	VPERMD          Z17, Z10, Z10
 	VPXORD          Z2, Z2, Z2
 	VPXORD          Z3, Z3, Z3
 	VPXORD          Z4, Z4, Z4
@@ -5251,171 +5080,101 @@ GgmlQ6KA8M16Avx512_h0_done:
 	VPXORD          Z7, Z7, Z7
 	VPXORD          Z8, Z8, Z8
 	VPXORD          Z9, Z9, Z9
-	VPXORD          Z10, Z10, Z10
-	VPXORD          Z11, Z11, Z11
-	VPXORD          Z12, Z12, Z12
-	VPXORD          Z13, Z13, Z13
-	VPXORD          Z14, Z14, Z14
-	VPXORD          Z15, Z15, Z15
-	VPXORD          Z16, Z16, Z16
-	VPXORD          Z17, Z17, Z17
 	MOVQ            nvec+64(FP), DI
-	VPMADDUBSW      128(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z2
-	VPMADDUBSW      192(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z2
+	INCQ            DI
+	SHRQ            $0x01, DI
+	VPDPBUSD        2048(CX), Z12, Z2
+	VPDPBUSD        2112(CX), Z13, Z2
+	VPDPBUSD        2176(CX), Z14, Z2
+	VPDPBUSD        2240(CX), Z15, Z2
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h1_done
-	VPMADDUBSW      384(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z3
-	VPMADDUBSW      448(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z3
+	VPDPBUSD        2304(CX), Z12, Z3
+	VPDPBUSD        2368(CX), Z13, Z3
+	VPDPBUSD        2432(CX), Z14, Z3
+	VPDPBUSD        2496(CX), Z15, Z3
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h1_done
-	VPMADDUBSW      640(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z4
-	VPMADDUBSW      704(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z4
+	VPDPBUSD        2560(CX), Z12, Z4
+	VPDPBUSD        2624(CX), Z13, Z4
+	VPDPBUSD        2688(CX), Z14, Z4
+	VPDPBUSD        2752(CX), Z15, Z4
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h1_done
-	VPMADDUBSW      896(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z5
-	VPMADDUBSW      960(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z5
+	VPDPBUSD        2816(CX), Z12, Z5
+	VPDPBUSD        2880(CX), Z13, Z5
+	VPDPBUSD        2944(CX), Z14, Z5
+	VPDPBUSD        3008(CX), Z15, Z5
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h1_done
-	VPMADDUBSW      1152(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z6
-	VPMADDUBSW      1216(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z6
+	VPDPBUSD        3072(CX), Z12, Z6
+	VPDPBUSD        3136(CX), Z13, Z6
+	VPDPBUSD        3200(CX), Z14, Z6
+	VPDPBUSD        3264(CX), Z15, Z6
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h1_done
-	VPMADDUBSW      1408(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z7
-	VPMADDUBSW      1472(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z7
+	VPDPBUSD        3328(CX), Z12, Z7
+	VPDPBUSD        3392(CX), Z13, Z7
+	VPDPBUSD        3456(CX), Z14, Z7
+	VPDPBUSD        3520(CX), Z15, Z7
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h1_done
-	VPMADDUBSW      1664(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z8
-	VPMADDUBSW      1728(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z8
+	VPDPBUSD        3584(CX), Z12, Z8
+	VPDPBUSD        3648(CX), Z13, Z8
+	VPDPBUSD        3712(CX), Z14, Z8
+	VPDPBUSD        3776(CX), Z15, Z8
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h1_done
-	VPMADDUBSW      1920(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z9
-	VPMADDUBSW      1984(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z9
-	DECQ            DI
-	JZ              GgmlQ6KA8M16Avx512_h1_done
-	VPMADDUBSW      2176(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z10
-	VPMADDUBSW      2240(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z10
-	DECQ            DI
-	JZ              GgmlQ6KA8M16Avx512_h1_done
-	VPMADDUBSW      2432(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z11
-	VPMADDUBSW      2496(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z11
-	DECQ            DI
-	JZ              GgmlQ6KA8M16Avx512_h1_done
-	VPMADDUBSW      2688(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z12
-	VPMADDUBSW      2752(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z12
-	DECQ            DI
-	JZ              GgmlQ6KA8M16Avx512_h1_done
-	VPMADDUBSW      2944(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z13
-	VPMADDUBSW      3008(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z13
-	DECQ            DI
-	JZ              GgmlQ6KA8M16Avx512_h1_done
-	VPMADDUBSW      3200(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z14
-	VPMADDUBSW      3264(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z14
-	DECQ            DI
-	JZ              GgmlQ6KA8M16Avx512_h1_done
-	VPMADDUBSW      3456(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z15
-	VPMADDUBSW      3520(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z15
-	DECQ            DI
-	JZ              GgmlQ6KA8M16Avx512_h1_done
-	VPMADDUBSW      3712(CX), Z18, Z25
-	VPDPWSSD        Z20, Z25, Z16
-	VPMADDUBSW      3776(CX), Z19, Z25
-	VPDPWSSD        Z21, Z25, Z16
-	DECQ            DI
-	JZ              GgmlQ6KA8M16Avx512_h1_done
-	VPMADDUBSW      3968(CX), Z18, Z18
-	VPDPWSSD        Z20, Z18, Z17
-	VPMADDUBSW      4032(CX), Z19, Z18
-	VPDPWSSD        Z21, Z18, Z17
+	VPDPBUSD        3840(CX), Z12, Z9
+	VPDPBUSD        3904(CX), Z13, Z9
+	VPDPBUSD        3968(CX), Z14, Z9
+	VPDPBUSD        4032(CX), Z15, Z9
 
 GgmlQ6KA8M16Avx512_h1_done:
-	VPUNPCKLDQ   Z3, Z2, Z18
+	VPMULLD      Z10, Z2, Z2
+	VPMULLD      Z10, Z3, Z3
+	VPMULLD      Z10, Z4, Z4
+	VPMULLD      Z10, Z5, Z5
+	VPMULLD      Z10, Z6, Z6
+	VPMULLD      Z10, Z7, Z7
+	VPMULLD      Z10, Z8, Z8
+	VPMULLD      Z10, Z9, Z9
+	VPUNPCKLDQ   Z3, Z2, Z10
 	VPUNPCKHDQ   Z3, Z2, Z2
-	VPADDD       Z18, Z2, Z2
-	VPUNPCKLDQ   Z5, Z4, Z18
+	VPADDD       Z10, Z2, Z2
+	VPUNPCKLDQ   Z5, Z4, Z10
 	VPUNPCKHDQ   Z5, Z4, Z4
-	VPADDD       Z18, Z4, Z4
-	VPUNPCKLDQ   Z7, Z6, Z18
+	VPADDD       Z10, Z4, Z4
+	VPUNPCKLDQ   Z7, Z6, Z10
 	VPUNPCKHDQ   Z7, Z6, Z6
-	VPADDD       Z18, Z6, Z6
-	VPUNPCKLDQ   Z9, Z8, Z18
+	VPADDD       Z10, Z6, Z6
+	VPUNPCKLDQ   Z9, Z8, Z10
 	VPUNPCKHDQ   Z9, Z8, Z8
-	VPADDD       Z18, Z8, Z8
-	VPUNPCKLDQ   Z11, Z10, Z18
-	VPUNPCKHDQ   Z11, Z10, Z10
-	VPADDD       Z18, Z10, Z10
-	VPUNPCKLDQ   Z13, Z12, Z18
-	VPUNPCKHDQ   Z13, Z12, Z12
-	VPADDD       Z18, Z12, Z12
-	VPUNPCKLDQ   Z15, Z14, Z18
-	VPUNPCKHDQ   Z15, Z14, Z14
-	VPADDD       Z18, Z14, Z14
-	VPUNPCKLDQ   Z17, Z16, Z18
-	VPUNPCKHDQ   Z17, Z16, Z16
-	VPADDD       Z18, Z16, Z16
-	VPUNPCKLQDQ  Z4, Z2, Z18
+	VPADDD       Z10, Z8, Z8
+	VPUNPCKLQDQ  Z4, Z2, Z10
 	VPUNPCKHQDQ  Z4, Z2, Z2
-	VPADDD       Z18, Z2, Z2
-	VPUNPCKLQDQ  Z8, Z6, Z18
+	VPADDD       Z10, Z2, Z2
+	VPUNPCKLQDQ  Z8, Z6, Z10
 	VPUNPCKHQDQ  Z8, Z6, Z6
-	VPADDD       Z18, Z6, Z6
-	VPUNPCKLQDQ  Z12, Z10, Z18
-	VPUNPCKHQDQ  Z12, Z10, Z10
-	VPADDD       Z18, Z10, Z10
-	VPUNPCKLQDQ  Z16, Z14, Z18
-	VPUNPCKHQDQ  Z16, Z14, Z14
-	VPADDD       Z18, Z14, Z14
-	VSHUFI32X4   $0x88, Z6, Z2, Z18
+	VPADDD       Z10, Z6, Z6
+	VSHUFI32X4   $0x88, Z6, Z2, Z10
 	VSHUFI32X4   $0xdd, Z6, Z2, Z2
-	VPADDD       Z2, Z18, Z18
-	VSHUFI32X4   $0x88, Z14, Z10, Z19
-	VSHUFI32X4   $0xdd, Z14, Z10, Z10
-	VPADDD       Z10, Z19, Z19
-	VSHUFI32X4   $0x88, Z19, Z18, Z20
-	VSHUFI32X4   $0xdd, Z19, Z18, Z18
-	VPADDD       Z18, Z20, Z20
-	VPBROADCASTD 16(SP), Z18
-	VPMADDWD     256(DX), Z18, Z18
-	VPBROADCASTD 20(SP), Z19
-	VPDPWSSD     320(DX), Z19, Z18
-	VPBROADCASTD 24(SP), Z19
-	VPDPWSSD     384(DX), Z19, Z18
-	VPBROADCASTD 28(SP), Z19
-	VPDPWSSD     448(DX), Z19, Z18
-	VPSLLD       $0x05, Z18, Z18
-	VPSUBD       Z18, Z20, Z20
-	VMOVUPS      64(BX), Z18
-	VMULPS       Z24, Z18, Z18
-	VCVTDQ2PS    Z20, Z19
-	VMULPS       Z18, Z19, Z19
-	VADDPS       Z19, Z22, Z22
+	VPADDD       Z2, Z10, Z10
+	VPBROADCASTD 16(SP), Z11
+	VPMADDWD     256(DX), Z11, Z11
+	VPBROADCASTD 20(SP), Z12
+	VPDPWSSD     320(DX), Z12, Z11
+	VPBROADCASTD 24(SP), Z12
+	VPDPWSSD     384(DX), Z12, Z11
+	VPBROADCASTD 28(SP), Z12
+	VPDPWSSD     448(DX), Z12, Z11
+	VPSLLD       $0x05, Z11, Z11
+	VPSUBD       Z11, Z10, Z10
+	VMOVUPS      64(BX), Z11
+	VMULPS       Z18, Z11, Z11
+	VCVTDQ2PS    Z10, Z10
+	VMULPS       Z11, Z10, Z10
+	VADDPS       Z10, Z16, Z16
 	ADDQ         $0x000000d2, AX
 	ADDQ         $0x00001000, CX
 	ADDQ         $0x00000200, DX
@@ -5423,7 +5182,7 @@ GgmlQ6KA8M16Avx512_h1_done:
 	DECQ         SI
 	JNZ          GgmlQ6KA8M16Avx512_sb
 	MOVQ         out+72(FP), AX
-	VMOVUPS      Z22, (AX)
+	VMOVUPS      Z16, (AX)
 	MOVQ         out+72(FP), AX
 	ADDQ         $0x00000040, AX
 	MOVQ         AX, out+72(FP)
@@ -5437,6 +5196,78 @@ GgmlQ6KA8M16Avx512_h1_done:
 	JNZ          GgmlQ6KA8M16Avx512_row
 	VZEROUPPER
 	RET
+
+DATA ggmlChunkQ6K_0<>+0(SB)/4, $0x00000000
+DATA ggmlChunkQ6K_0<>+4(SB)/4, $0x00000004
+DATA ggmlChunkQ6K_0<>+8(SB)/4, $0x00000008
+DATA ggmlChunkQ6K_0<>+12(SB)/4, $0x0000000c
+DATA ggmlChunkQ6K_0<>+16(SB)/4, $0x00000010
+DATA ggmlChunkQ6K_0<>+20(SB)/4, $0x00000014
+DATA ggmlChunkQ6K_0<>+24(SB)/4, $0x00000018
+DATA ggmlChunkQ6K_0<>+28(SB)/4, $0x0000001c
+DATA ggmlChunkQ6K_0<>+32(SB)/4, $0x00000000
+DATA ggmlChunkQ6K_0<>+36(SB)/4, $0x00000004
+DATA ggmlChunkQ6K_0<>+40(SB)/4, $0x00000008
+DATA ggmlChunkQ6K_0<>+44(SB)/4, $0x0000000c
+DATA ggmlChunkQ6K_0<>+48(SB)/4, $0x00000010
+DATA ggmlChunkQ6K_0<>+52(SB)/4, $0x00000014
+DATA ggmlChunkQ6K_0<>+56(SB)/4, $0x00000018
+DATA ggmlChunkQ6K_0<>+60(SB)/4, $0x0000001c
+GLOBL ggmlChunkQ6K_0<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlChunkQ6K_1<>+0(SB)/4, $0x00000001
+DATA ggmlChunkQ6K_1<>+4(SB)/4, $0x00000005
+DATA ggmlChunkQ6K_1<>+8(SB)/4, $0x00000009
+DATA ggmlChunkQ6K_1<>+12(SB)/4, $0x0000000d
+DATA ggmlChunkQ6K_1<>+16(SB)/4, $0x00000011
+DATA ggmlChunkQ6K_1<>+20(SB)/4, $0x00000015
+DATA ggmlChunkQ6K_1<>+24(SB)/4, $0x00000019
+DATA ggmlChunkQ6K_1<>+28(SB)/4, $0x0000001d
+DATA ggmlChunkQ6K_1<>+32(SB)/4, $0x00000001
+DATA ggmlChunkQ6K_1<>+36(SB)/4, $0x00000005
+DATA ggmlChunkQ6K_1<>+40(SB)/4, $0x00000009
+DATA ggmlChunkQ6K_1<>+44(SB)/4, $0x0000000d
+DATA ggmlChunkQ6K_1<>+48(SB)/4, $0x00000011
+DATA ggmlChunkQ6K_1<>+52(SB)/4, $0x00000015
+DATA ggmlChunkQ6K_1<>+56(SB)/4, $0x00000019
+DATA ggmlChunkQ6K_1<>+60(SB)/4, $0x0000001d
+GLOBL ggmlChunkQ6K_1<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlChunkQ6K_2<>+0(SB)/4, $0x00000002
+DATA ggmlChunkQ6K_2<>+4(SB)/4, $0x00000006
+DATA ggmlChunkQ6K_2<>+8(SB)/4, $0x0000000a
+DATA ggmlChunkQ6K_2<>+12(SB)/4, $0x0000000e
+DATA ggmlChunkQ6K_2<>+16(SB)/4, $0x00000012
+DATA ggmlChunkQ6K_2<>+20(SB)/4, $0x00000016
+DATA ggmlChunkQ6K_2<>+24(SB)/4, $0x0000001a
+DATA ggmlChunkQ6K_2<>+28(SB)/4, $0x0000001e
+DATA ggmlChunkQ6K_2<>+32(SB)/4, $0x00000002
+DATA ggmlChunkQ6K_2<>+36(SB)/4, $0x00000006
+DATA ggmlChunkQ6K_2<>+40(SB)/4, $0x0000000a
+DATA ggmlChunkQ6K_2<>+44(SB)/4, $0x0000000e
+DATA ggmlChunkQ6K_2<>+48(SB)/4, $0x00000012
+DATA ggmlChunkQ6K_2<>+52(SB)/4, $0x00000016
+DATA ggmlChunkQ6K_2<>+56(SB)/4, $0x0000001a
+DATA ggmlChunkQ6K_2<>+60(SB)/4, $0x0000001e
+GLOBL ggmlChunkQ6K_2<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlChunkQ6K_3<>+0(SB)/4, $0x00000003
+DATA ggmlChunkQ6K_3<>+4(SB)/4, $0x00000007
+DATA ggmlChunkQ6K_3<>+8(SB)/4, $0x0000000b
+DATA ggmlChunkQ6K_3<>+12(SB)/4, $0x0000000f
+DATA ggmlChunkQ6K_3<>+16(SB)/4, $0x00000013
+DATA ggmlChunkQ6K_3<>+20(SB)/4, $0x00000017
+DATA ggmlChunkQ6K_3<>+24(SB)/4, $0x0000001b
+DATA ggmlChunkQ6K_3<>+28(SB)/4, $0x0000001f
+DATA ggmlChunkQ6K_3<>+32(SB)/4, $0x00000003
+DATA ggmlChunkQ6K_3<>+36(SB)/4, $0x00000007
+DATA ggmlChunkQ6K_3<>+40(SB)/4, $0x0000000b
+DATA ggmlChunkQ6K_3<>+44(SB)/4, $0x0000000f
+DATA ggmlChunkQ6K_3<>+48(SB)/4, $0x00000013
+DATA ggmlChunkQ6K_3<>+52(SB)/4, $0x00000017
+DATA ggmlChunkQ6K_3<>+56(SB)/4, $0x0000001b
+DATA ggmlChunkQ6K_3<>+60(SB)/4, $0x0000001f
+GLOBL ggmlChunkQ6K_3<>(SB), RODATA|NOPTR, $64
 
 // func GgmlIQ4XSA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, BMI2, F16C
@@ -5870,7 +5701,7 @@ GgmlIQ4XSA8R4Avx512_unit:
 	RET
 
 // func GgmlIQ4XSA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, BMI2
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, BMI2, MMX+
 TEXT ·GgmlIQ4XSA8M16Avx512(SB), NOSPLIT, $32-80
 	MOVL            $0x0f0f0f0f, AX
 	VMOVD           AX, X0
@@ -5878,14 +5709,21 @@ TEXT ·GgmlIQ4XSA8M16Avx512(SB), NOSPLIT, $32-80
 	VBROADCASTI32X4 ggmlKValues128<>+0(SB), Z1
 
 GgmlIQ4XSA8M16Avx512_row:
-	VPXORD Z21, Z21, Z21
-	MOVQ   w+0(FP), AX
-	MOVQ   act+32(FP), CX
-	MOVQ   sums+48(FP), DX
-	MOVQ   xs+56(FP), BX
-	MOVQ   nsb+24(FP), SI
+	MOVQ    out+72(FP), AX
+	VMOVUPS (AX), Z16
+	MOVQ    w+0(FP), AX
+	MOVQ    act+32(FP), CX
+	MOVQ    sums+48(FP), DX
+	MOVQ    xs+56(FP), BX
+	MOVQ    nsb+24(FP), SI
 
 GgmlIQ4XSA8M16Avx512_sb:
+	MOVQ         AX, DI
+	MOVQ         stride+8(FP), R8
+	ADDQ         R8, DI
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	PREFETCHT0   128(DI)
 	MOVL         4(AX), DI
 	MOVWQZX      2(AX), R8
 	MOVQ         $0x0f0f0f0f0f0f0f0f, R9
@@ -5894,22 +5732,30 @@ GgmlIQ4XSA8M16Avx512_sb:
 	PDEPQ        R9, R8, R8
 	SHLQ         $0x04, R8
 	ORQ          R8, DI
-	VMOVQ        DI, X18
+	VMOVQ        DI, X10
 	MOVL         $0x20202020, DI
-	VPBROADCASTD DI, X19
-	VPSUBB       X19, X18, X18
-	VPMOVSXBD    X18, Y22
-	VPMOVSXBW    X18, X18
-	VMOVDQU64    X18, (SP)
-	VPBROADCASTW (AX), Y18
-	VCVTPH2PS    Y18, Z23
-	VPSRLW       $0x04, 8(AX), Z19
-	VPANDD       8(AX), Z0, Z18
-	VPANDD       Z19, Z0, Z19
-	VPSHUFB      Z18, Z1, Z18
-	VPSHUFB      Z19, Z1, Z19
-	VMOVDQU64    ggmlDIdx0<>+0(SB), Z20
-	VPERMD       Z22, Z20, Z20
+	VPBROADCASTD DI, X11
+	VPSUBB       X11, X10, X10
+	VPMOVSXBD    X10, Y17
+	VPMOVSXBW    X10, X10
+	VMOVDQU64    X10, (SP)
+	VPBROADCASTW (AX), Y10
+	VCVTPH2PS    Y10, Z18
+	VPSRLW       $0x04, 8(AX), Z11
+	VPANDD       8(AX), Z0, Z10
+	VPANDD       Z11, Z0, Z11
+	VPSHUFB      Z10, Z1, Z10
+	VPSHUFB      Z11, Z1, Z11
+	VMOVDQU64    ggmlChunkIQ4XS_0<>+0(SB), Z12
+	VPERMI2D     Z11, Z10, Z12
+	VMOVDQU64    ggmlChunkIQ4XS_1<>+0(SB), Z13
+	VPERMI2D     Z11, Z10, Z13
+	VMOVDQU64    ggmlChunkIQ4XS_2<>+0(SB), Z14
+	VPERMI2D     Z11, Z10, Z14
+	VMOVDQU64    ggmlChunkIQ4XS_3<>+0(SB), Z15
+	VPERMI2D     Z11, Z10, Z15
+	VMOVDQU64    ggmlPosSub32_0<>+0(SB), Z10
+	VPERMD       Z17, Z10, Z10
 	VPXORD       Z2, Z2, Z2
 	VPXORD       Z3, Z3, Z3
 	VPXORD       Z4, Z4, Z4
@@ -5918,158 +5764,112 @@ GgmlIQ4XSA8M16Avx512_sb:
 	VPXORD       Z7, Z7, Z7
 	VPXORD       Z8, Z8, Z8
 	VPXORD       Z9, Z9, Z9
-	VPXORD       Z10, Z10, Z10
-	VPXORD       Z11, Z11, Z11
-	VPXORD       Z12, Z12, Z12
-	VPXORD       Z13, Z13, Z13
-	VPXORD       Z14, Z14, Z14
-	VPXORD       Z15, Z15, Z15
-	VPXORD       Z16, Z16, Z16
-	VPXORD       Z17, Z17, Z17
 	MOVQ         nvec+64(FP), DI
-	VPDPBUSD     (CX), Z18, Z2
-	VPDPBUSD     64(CX), Z19, Z2
+	INCQ         DI
+	SHRQ         $0x01, DI
+	VPDPBUSD     (CX), Z12, Z2
+	VPDPBUSD     64(CX), Z13, Z2
+	VPDPBUSD     128(CX), Z14, Z2
+	VPDPBUSD     192(CX), Z15, Z2
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h0_done
-	VPDPBUSD     256(CX), Z18, Z3
-	VPDPBUSD     320(CX), Z19, Z3
+	VPDPBUSD     256(CX), Z12, Z3
+	VPDPBUSD     320(CX), Z13, Z3
+	VPDPBUSD     384(CX), Z14, Z3
+	VPDPBUSD     448(CX), Z15, Z3
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h0_done
-	VPDPBUSD     512(CX), Z18, Z4
-	VPDPBUSD     576(CX), Z19, Z4
+	VPDPBUSD     512(CX), Z12, Z4
+	VPDPBUSD     576(CX), Z13, Z4
+	VPDPBUSD     640(CX), Z14, Z4
+	VPDPBUSD     704(CX), Z15, Z4
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h0_done
-	VPDPBUSD     768(CX), Z18, Z5
-	VPDPBUSD     832(CX), Z19, Z5
+	VPDPBUSD     768(CX), Z12, Z5
+	VPDPBUSD     832(CX), Z13, Z5
+	VPDPBUSD     896(CX), Z14, Z5
+	VPDPBUSD     960(CX), Z15, Z5
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h0_done
-	VPDPBUSD     1024(CX), Z18, Z6
-	VPDPBUSD     1088(CX), Z19, Z6
+	VPDPBUSD     1024(CX), Z12, Z6
+	VPDPBUSD     1088(CX), Z13, Z6
+	VPDPBUSD     1152(CX), Z14, Z6
+	VPDPBUSD     1216(CX), Z15, Z6
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h0_done
-	VPDPBUSD     1280(CX), Z18, Z7
-	VPDPBUSD     1344(CX), Z19, Z7
+	VPDPBUSD     1280(CX), Z12, Z7
+	VPDPBUSD     1344(CX), Z13, Z7
+	VPDPBUSD     1408(CX), Z14, Z7
+	VPDPBUSD     1472(CX), Z15, Z7
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h0_done
-	VPDPBUSD     1536(CX), Z18, Z8
-	VPDPBUSD     1600(CX), Z19, Z8
+	VPDPBUSD     1536(CX), Z12, Z8
+	VPDPBUSD     1600(CX), Z13, Z8
+	VPDPBUSD     1664(CX), Z14, Z8
+	VPDPBUSD     1728(CX), Z15, Z8
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h0_done
-	VPDPBUSD     1792(CX), Z18, Z9
-	VPDPBUSD     1856(CX), Z19, Z9
-	DECQ         DI
-	JZ           GgmlIQ4XSA8M16Avx512_h0_done
-	VPDPBUSD     2048(CX), Z18, Z10
-	VPDPBUSD     2112(CX), Z19, Z10
-	DECQ         DI
-	JZ           GgmlIQ4XSA8M16Avx512_h0_done
-	VPDPBUSD     2304(CX), Z18, Z11
-	VPDPBUSD     2368(CX), Z19, Z11
-	DECQ         DI
-	JZ           GgmlIQ4XSA8M16Avx512_h0_done
-	VPDPBUSD     2560(CX), Z18, Z12
-	VPDPBUSD     2624(CX), Z19, Z12
-	DECQ         DI
-	JZ           GgmlIQ4XSA8M16Avx512_h0_done
-	VPDPBUSD     2816(CX), Z18, Z13
-	VPDPBUSD     2880(CX), Z19, Z13
-	DECQ         DI
-	JZ           GgmlIQ4XSA8M16Avx512_h0_done
-	VPDPBUSD     3072(CX), Z18, Z14
-	VPDPBUSD     3136(CX), Z19, Z14
-	DECQ         DI
-	JZ           GgmlIQ4XSA8M16Avx512_h0_done
-	VPDPBUSD     3328(CX), Z18, Z15
-	VPDPBUSD     3392(CX), Z19, Z15
-	DECQ         DI
-	JZ           GgmlIQ4XSA8M16Avx512_h0_done
-	VPDPBUSD     3584(CX), Z18, Z16
-	VPDPBUSD     3648(CX), Z19, Z16
-	DECQ         DI
-	JZ           GgmlIQ4XSA8M16Avx512_h0_done
-	VPDPBUSD     3840(CX), Z18, Z17
-	VPDPBUSD     3904(CX), Z19, Z17
+	VPDPBUSD     1792(CX), Z12, Z9
+	VPDPBUSD     1856(CX), Z13, Z9
+	VPDPBUSD     1920(CX), Z14, Z9
+	VPDPBUSD     1984(CX), Z15, Z9
 
 GgmlIQ4XSA8M16Avx512_h0_done:
-	VPMULLD      Z20, Z2, Z2
-	VPMULLD      Z20, Z3, Z3
-	VPMULLD      Z20, Z4, Z4
-	VPMULLD      Z20, Z5, Z5
-	VPMULLD      Z20, Z6, Z6
-	VPMULLD      Z20, Z7, Z7
-	VPMULLD      Z20, Z8, Z8
-	VPMULLD      Z20, Z9, Z9
-	VPMULLD      Z20, Z10, Z10
-	VPMULLD      Z20, Z11, Z11
-	VPMULLD      Z20, Z12, Z12
-	VPMULLD      Z20, Z13, Z13
-	VPMULLD      Z20, Z14, Z14
-	VPMULLD      Z20, Z15, Z15
-	VPMULLD      Z20, Z16, Z16
-	VPMULLD      Z20, Z17, Z17
-	VPUNPCKLDQ   Z3, Z2, Z18
+	VPMULLD      Z10, Z2, Z2
+	VPMULLD      Z10, Z3, Z3
+	VPMULLD      Z10, Z4, Z4
+	VPMULLD      Z10, Z5, Z5
+	VPMULLD      Z10, Z6, Z6
+	VPMULLD      Z10, Z7, Z7
+	VPMULLD      Z10, Z8, Z8
+	VPMULLD      Z10, Z9, Z9
+	VPUNPCKLDQ   Z3, Z2, Z10
 	VPUNPCKHDQ   Z3, Z2, Z2
-	VPADDD       Z18, Z2, Z2
-	VPUNPCKLDQ   Z5, Z4, Z18
+	VPADDD       Z10, Z2, Z2
+	VPUNPCKLDQ   Z5, Z4, Z10
 	VPUNPCKHDQ   Z5, Z4, Z4
-	VPADDD       Z18, Z4, Z4
-	VPUNPCKLDQ   Z7, Z6, Z18
+	VPADDD       Z10, Z4, Z4
+	VPUNPCKLDQ   Z7, Z6, Z10
 	VPUNPCKHDQ   Z7, Z6, Z6
-	VPADDD       Z18, Z6, Z6
-	VPUNPCKLDQ   Z9, Z8, Z18
+	VPADDD       Z10, Z6, Z6
+	VPUNPCKLDQ   Z9, Z8, Z10
 	VPUNPCKHDQ   Z9, Z8, Z8
-	VPADDD       Z18, Z8, Z8
-	VPUNPCKLDQ   Z11, Z10, Z18
-	VPUNPCKHDQ   Z11, Z10, Z10
-	VPADDD       Z18, Z10, Z10
-	VPUNPCKLDQ   Z13, Z12, Z18
-	VPUNPCKHDQ   Z13, Z12, Z12
-	VPADDD       Z18, Z12, Z12
-	VPUNPCKLDQ   Z15, Z14, Z18
-	VPUNPCKHDQ   Z15, Z14, Z14
-	VPADDD       Z18, Z14, Z14
-	VPUNPCKLDQ   Z17, Z16, Z18
-	VPUNPCKHDQ   Z17, Z16, Z16
-	VPADDD       Z18, Z16, Z16
-	VPUNPCKLQDQ  Z4, Z2, Z18
+	VPADDD       Z10, Z8, Z8
+	VPUNPCKLQDQ  Z4, Z2, Z10
 	VPUNPCKHQDQ  Z4, Z2, Z2
-	VPADDD       Z18, Z2, Z2
-	VPUNPCKLQDQ  Z8, Z6, Z18
+	VPADDD       Z10, Z2, Z2
+	VPUNPCKLQDQ  Z8, Z6, Z10
 	VPUNPCKHQDQ  Z8, Z6, Z6
-	VPADDD       Z18, Z6, Z6
-	VPUNPCKLQDQ  Z12, Z10, Z18
-	VPUNPCKHQDQ  Z12, Z10, Z10
-	VPADDD       Z18, Z10, Z10
-	VPUNPCKLQDQ  Z16, Z14, Z18
-	VPUNPCKHQDQ  Z16, Z14, Z14
-	VPADDD       Z18, Z14, Z14
-	VSHUFI32X4   $0x88, Z6, Z2, Z18
+	VPADDD       Z10, Z6, Z6
+	VSHUFI32X4   $0x88, Z6, Z2, Z10
 	VSHUFI32X4   $0xdd, Z6, Z2, Z2
-	VPADDD       Z2, Z18, Z18
-	VSHUFI32X4   $0x88, Z14, Z10, Z19
-	VSHUFI32X4   $0xdd, Z14, Z10, Z10
-	VPADDD       Z10, Z19, Z19
-	VSHUFI32X4   $0x88, Z19, Z18, Z20
-	VSHUFI32X4   $0xdd, Z19, Z18, Z18
-	VPADDD       Z18, Z20, Z20
-	VPBROADCASTD (SP), Z18
-	VPMADDWD     (DX), Z18, Z18
-	VPBROADCASTD 4(SP), Z19
-	VPDPWSSD     64(DX), Z19, Z18
-	VPSLLD       $0x07, Z18, Z18
-	VPSUBD       Z18, Z20, Z20
-	VMOVUPS      (BX), Z18
-	VMULPS       Z23, Z18, Z18
-	VCVTDQ2PS    Z20, Z19
-	VMULPS       Z18, Z19, Z19
-	VADDPS       Z19, Z21, Z21
-	VPSRLW       $0x04, 72(AX), Z19
-	VPANDD       72(AX), Z0, Z18
-	VPANDD       Z19, Z0, Z19
-	VPSHUFB      Z18, Z1, Z18
-	VPSHUFB      Z19, Z1, Z19
-	VMOVDQU64    ggmlDIdx1<>+0(SB), Z20
-	VPERMD       Z22, Z20, Z20
+	VPADDD       Z2, Z10, Z10
+	VPBROADCASTD (SP), Z11
+	VPMADDWD     (DX), Z11, Z11
+	VPBROADCASTD 4(SP), Z12
+	VPDPWSSD     64(DX), Z12, Z11
+	VPSLLD       $0x07, Z11, Z11
+	VPSUBD       Z11, Z10, Z10
+	VMOVUPS      (BX), Z11
+	VMULPS       Z18, Z11, Z11
+	VCVTDQ2PS    Z10, Z10
+	VMULPS       Z11, Z10, Z10
+	VADDPS       Z10, Z16, Z16
+	VPSRLW       $0x04, 72(AX), Z11
+	VPANDD       72(AX), Z0, Z10
+	VPANDD       Z11, Z0, Z11
+	VPSHUFB      Z10, Z1, Z10
+	VPSHUFB      Z11, Z1, Z11
+	VMOVDQU64    ggmlChunkIQ4XS_0<>+0(SB), Z12
+	VPERMI2D     Z11, Z10, Z12
+	VMOVDQU64    ggmlChunkIQ4XS_1<>+0(SB), Z13
+	VPERMI2D     Z11, Z10, Z13
+	VMOVDQU64    ggmlChunkIQ4XS_2<>+0(SB), Z14
+	VPERMI2D     Z11, Z10, Z14
+	VMOVDQU64    ggmlChunkIQ4XS_3<>+0(SB), Z15
+	VPERMI2D     Z11, Z10, Z15
+	VMOVDQU64    ggmlPosSub32_1<>+0(SB), Z10
+	VPERMD       Z17, Z10, Z10
 	VPXORD       Z2, Z2, Z2
 	VPXORD       Z3, Z3, Z3
 	VPXORD       Z4, Z4, Z4
@@ -6078,151 +5878,97 @@ GgmlIQ4XSA8M16Avx512_h0_done:
 	VPXORD       Z7, Z7, Z7
 	VPXORD       Z8, Z8, Z8
 	VPXORD       Z9, Z9, Z9
-	VPXORD       Z10, Z10, Z10
-	VPXORD       Z11, Z11, Z11
-	VPXORD       Z12, Z12, Z12
-	VPXORD       Z13, Z13, Z13
-	VPXORD       Z14, Z14, Z14
-	VPXORD       Z15, Z15, Z15
-	VPXORD       Z16, Z16, Z16
-	VPXORD       Z17, Z17, Z17
 	MOVQ         nvec+64(FP), DI
-	VPDPBUSD     128(CX), Z18, Z2
-	VPDPBUSD     192(CX), Z19, Z2
+	INCQ         DI
+	SHRQ         $0x01, DI
+	VPDPBUSD     2048(CX), Z12, Z2
+	VPDPBUSD     2112(CX), Z13, Z2
+	VPDPBUSD     2176(CX), Z14, Z2
+	VPDPBUSD     2240(CX), Z15, Z2
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h1_done
-	VPDPBUSD     384(CX), Z18, Z3
-	VPDPBUSD     448(CX), Z19, Z3
+	VPDPBUSD     2304(CX), Z12, Z3
+	VPDPBUSD     2368(CX), Z13, Z3
+	VPDPBUSD     2432(CX), Z14, Z3
+	VPDPBUSD     2496(CX), Z15, Z3
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h1_done
-	VPDPBUSD     640(CX), Z18, Z4
-	VPDPBUSD     704(CX), Z19, Z4
+	VPDPBUSD     2560(CX), Z12, Z4
+	VPDPBUSD     2624(CX), Z13, Z4
+	VPDPBUSD     2688(CX), Z14, Z4
+	VPDPBUSD     2752(CX), Z15, Z4
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h1_done
-	VPDPBUSD     896(CX), Z18, Z5
-	VPDPBUSD     960(CX), Z19, Z5
+	VPDPBUSD     2816(CX), Z12, Z5
+	VPDPBUSD     2880(CX), Z13, Z5
+	VPDPBUSD     2944(CX), Z14, Z5
+	VPDPBUSD     3008(CX), Z15, Z5
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h1_done
-	VPDPBUSD     1152(CX), Z18, Z6
-	VPDPBUSD     1216(CX), Z19, Z6
+	VPDPBUSD     3072(CX), Z12, Z6
+	VPDPBUSD     3136(CX), Z13, Z6
+	VPDPBUSD     3200(CX), Z14, Z6
+	VPDPBUSD     3264(CX), Z15, Z6
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h1_done
-	VPDPBUSD     1408(CX), Z18, Z7
-	VPDPBUSD     1472(CX), Z19, Z7
+	VPDPBUSD     3328(CX), Z12, Z7
+	VPDPBUSD     3392(CX), Z13, Z7
+	VPDPBUSD     3456(CX), Z14, Z7
+	VPDPBUSD     3520(CX), Z15, Z7
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h1_done
-	VPDPBUSD     1664(CX), Z18, Z8
-	VPDPBUSD     1728(CX), Z19, Z8
+	VPDPBUSD     3584(CX), Z12, Z8
+	VPDPBUSD     3648(CX), Z13, Z8
+	VPDPBUSD     3712(CX), Z14, Z8
+	VPDPBUSD     3776(CX), Z15, Z8
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h1_done
-	VPDPBUSD     1920(CX), Z18, Z9
-	VPDPBUSD     1984(CX), Z19, Z9
-	DECQ         DI
-	JZ           GgmlIQ4XSA8M16Avx512_h1_done
-	VPDPBUSD     2176(CX), Z18, Z10
-	VPDPBUSD     2240(CX), Z19, Z10
-	DECQ         DI
-	JZ           GgmlIQ4XSA8M16Avx512_h1_done
-	VPDPBUSD     2432(CX), Z18, Z11
-	VPDPBUSD     2496(CX), Z19, Z11
-	DECQ         DI
-	JZ           GgmlIQ4XSA8M16Avx512_h1_done
-	VPDPBUSD     2688(CX), Z18, Z12
-	VPDPBUSD     2752(CX), Z19, Z12
-	DECQ         DI
-	JZ           GgmlIQ4XSA8M16Avx512_h1_done
-	VPDPBUSD     2944(CX), Z18, Z13
-	VPDPBUSD     3008(CX), Z19, Z13
-	DECQ         DI
-	JZ           GgmlIQ4XSA8M16Avx512_h1_done
-	VPDPBUSD     3200(CX), Z18, Z14
-	VPDPBUSD     3264(CX), Z19, Z14
-	DECQ         DI
-	JZ           GgmlIQ4XSA8M16Avx512_h1_done
-	VPDPBUSD     3456(CX), Z18, Z15
-	VPDPBUSD     3520(CX), Z19, Z15
-	DECQ         DI
-	JZ           GgmlIQ4XSA8M16Avx512_h1_done
-	VPDPBUSD     3712(CX), Z18, Z16
-	VPDPBUSD     3776(CX), Z19, Z16
-	DECQ         DI
-	JZ           GgmlIQ4XSA8M16Avx512_h1_done
-	VPDPBUSD     3968(CX), Z18, Z17
-	VPDPBUSD     4032(CX), Z19, Z17
+	VPDPBUSD     3840(CX), Z12, Z9
+	VPDPBUSD     3904(CX), Z13, Z9
+	VPDPBUSD     3968(CX), Z14, Z9
+	VPDPBUSD     4032(CX), Z15, Z9
 
 GgmlIQ4XSA8M16Avx512_h1_done:
-	VPMULLD      Z20, Z2, Z2
-	VPMULLD      Z20, Z3, Z3
-	VPMULLD      Z20, Z4, Z4
-	VPMULLD      Z20, Z5, Z5
-	VPMULLD      Z20, Z6, Z6
-	VPMULLD      Z20, Z7, Z7
-	VPMULLD      Z20, Z8, Z8
-	VPMULLD      Z20, Z9, Z9
-	VPMULLD      Z20, Z10, Z10
-	VPMULLD      Z20, Z11, Z11
-	VPMULLD      Z20, Z12, Z12
-	VPMULLD      Z20, Z13, Z13
-	VPMULLD      Z20, Z14, Z14
-	VPMULLD      Z20, Z15, Z15
-	VPMULLD      Z20, Z16, Z16
-	VPMULLD      Z20, Z17, Z17
-	VPUNPCKLDQ   Z3, Z2, Z18
+	VPMULLD      Z10, Z2, Z2
+	VPMULLD      Z10, Z3, Z3
+	VPMULLD      Z10, Z4, Z4
+	VPMULLD      Z10, Z5, Z5
+	VPMULLD      Z10, Z6, Z6
+	VPMULLD      Z10, Z7, Z7
+	VPMULLD      Z10, Z8, Z8
+	VPMULLD      Z10, Z9, Z9
+	VPUNPCKLDQ   Z3, Z2, Z10
 	VPUNPCKHDQ   Z3, Z2, Z2
-	VPADDD       Z18, Z2, Z2
-	VPUNPCKLDQ   Z5, Z4, Z18
+	VPADDD       Z10, Z2, Z2
+	VPUNPCKLDQ   Z5, Z4, Z10
 	VPUNPCKHDQ   Z5, Z4, Z4
-	VPADDD       Z18, Z4, Z4
-	VPUNPCKLDQ   Z7, Z6, Z18
+	VPADDD       Z10, Z4, Z4
+	VPUNPCKLDQ   Z7, Z6, Z10
 	VPUNPCKHDQ   Z7, Z6, Z6
-	VPADDD       Z18, Z6, Z6
-	VPUNPCKLDQ   Z9, Z8, Z18
+	VPADDD       Z10, Z6, Z6
+	VPUNPCKLDQ   Z9, Z8, Z10
 	VPUNPCKHDQ   Z9, Z8, Z8
-	VPADDD       Z18, Z8, Z8
-	VPUNPCKLDQ   Z11, Z10, Z18
-	VPUNPCKHDQ   Z11, Z10, Z10
-	VPADDD       Z18, Z10, Z10
-	VPUNPCKLDQ   Z13, Z12, Z18
-	VPUNPCKHDQ   Z13, Z12, Z12
-	VPADDD       Z18, Z12, Z12
-	VPUNPCKLDQ   Z15, Z14, Z18
-	VPUNPCKHDQ   Z15, Z14, Z14
-	VPADDD       Z18, Z14, Z14
-	VPUNPCKLDQ   Z17, Z16, Z18
-	VPUNPCKHDQ   Z17, Z16, Z16
-	VPADDD       Z18, Z16, Z16
-	VPUNPCKLQDQ  Z4, Z2, Z18
+	VPADDD       Z10, Z8, Z8
+	VPUNPCKLQDQ  Z4, Z2, Z10
 	VPUNPCKHQDQ  Z4, Z2, Z2
-	VPADDD       Z18, Z2, Z2
-	VPUNPCKLQDQ  Z8, Z6, Z18
+	VPADDD       Z10, Z2, Z2
+	VPUNPCKLQDQ  Z8, Z6, Z10
 	VPUNPCKHQDQ  Z8, Z6, Z6
-	VPADDD       Z18, Z6, Z6
-	VPUNPCKLQDQ  Z12, Z10, Z18
-	VPUNPCKHQDQ  Z12, Z10, Z10
-	VPADDD       Z18, Z10, Z10
-	VPUNPCKLQDQ  Z16, Z14, Z18
-	VPUNPCKHQDQ  Z16, Z14, Z14
-	VPADDD       Z18, Z14, Z14
-	VSHUFI32X4   $0x88, Z6, Z2, Z18
+	VPADDD       Z10, Z6, Z6
+	VSHUFI32X4   $0x88, Z6, Z2, Z10
 	VSHUFI32X4   $0xdd, Z6, Z2, Z2
-	VPADDD       Z2, Z18, Z18
-	VSHUFI32X4   $0x88, Z14, Z10, Z19
-	VSHUFI32X4   $0xdd, Z14, Z10, Z10
-	VPADDD       Z10, Z19, Z19
-	VSHUFI32X4   $0x88, Z19, Z18, Z20
-	VSHUFI32X4   $0xdd, Z19, Z18, Z18
-	VPADDD       Z18, Z20, Z20
-	VPBROADCASTD 8(SP), Z18
-	VPMADDWD     128(DX), Z18, Z18
-	VPBROADCASTD 12(SP), Z19
-	VPDPWSSD     192(DX), Z19, Z18
-	VPSLLD       $0x07, Z18, Z18
-	VPSUBD       Z18, Z20, Z20
-	VMOVUPS      64(BX), Z18
-	VMULPS       Z23, Z18, Z18
-	VCVTDQ2PS    Z20, Z19
-	VMULPS       Z18, Z19, Z19
-	VADDPS       Z19, Z21, Z21
+	VPADDD       Z2, Z10, Z10
+	VPBROADCASTD 8(SP), Z11
+	VPMADDWD     128(DX), Z11, Z11
+	VPBROADCASTD 12(SP), Z12
+	VPDPWSSD     192(DX), Z12, Z11
+	VPSLLD       $0x07, Z11, Z11
+	VPSUBD       Z11, Z10, Z10
+	VMOVUPS      64(BX), Z11
+	VMULPS       Z18, Z11, Z11
+	VCVTDQ2PS    Z10, Z10
+	VMULPS       Z11, Z10, Z10
+	VADDPS       Z10, Z16, Z16
 	ADDQ         $0x00000088, AX
 	ADDQ         $0x00001000, CX
 	ADDQ         $0x00000100, DX
@@ -6230,7 +5976,7 @@ GgmlIQ4XSA8M16Avx512_h1_done:
 	DECQ         SI
 	JNZ          GgmlIQ4XSA8M16Avx512_sb
 	MOVQ         out+72(FP), AX
-	VMOVUPS      Z21, (AX)
+	VMOVUPS      Z16, (AX)
 	MOVQ         out+72(FP), AX
 	ADDQ         $0x00000040, AX
 	MOVQ         AX, out+72(FP)
@@ -6244,6 +5990,78 @@ GgmlIQ4XSA8M16Avx512_h1_done:
 	JNZ          GgmlIQ4XSA8M16Avx512_row
 	VZEROUPPER
 	RET
+
+DATA ggmlChunkIQ4XS_0<>+0(SB)/4, $0x00000000
+DATA ggmlChunkIQ4XS_0<>+4(SB)/4, $0x00000010
+DATA ggmlChunkIQ4XS_0<>+8(SB)/4, $0x00000004
+DATA ggmlChunkIQ4XS_0<>+12(SB)/4, $0x00000014
+DATA ggmlChunkIQ4XS_0<>+16(SB)/4, $0x00000008
+DATA ggmlChunkIQ4XS_0<>+20(SB)/4, $0x00000018
+DATA ggmlChunkIQ4XS_0<>+24(SB)/4, $0x0000000c
+DATA ggmlChunkIQ4XS_0<>+28(SB)/4, $0x0000001c
+DATA ggmlChunkIQ4XS_0<>+32(SB)/4, $0x00000000
+DATA ggmlChunkIQ4XS_0<>+36(SB)/4, $0x00000010
+DATA ggmlChunkIQ4XS_0<>+40(SB)/4, $0x00000004
+DATA ggmlChunkIQ4XS_0<>+44(SB)/4, $0x00000014
+DATA ggmlChunkIQ4XS_0<>+48(SB)/4, $0x00000008
+DATA ggmlChunkIQ4XS_0<>+52(SB)/4, $0x00000018
+DATA ggmlChunkIQ4XS_0<>+56(SB)/4, $0x0000000c
+DATA ggmlChunkIQ4XS_0<>+60(SB)/4, $0x0000001c
+GLOBL ggmlChunkIQ4XS_0<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlChunkIQ4XS_1<>+0(SB)/4, $0x00000001
+DATA ggmlChunkIQ4XS_1<>+4(SB)/4, $0x00000011
+DATA ggmlChunkIQ4XS_1<>+8(SB)/4, $0x00000005
+DATA ggmlChunkIQ4XS_1<>+12(SB)/4, $0x00000015
+DATA ggmlChunkIQ4XS_1<>+16(SB)/4, $0x00000009
+DATA ggmlChunkIQ4XS_1<>+20(SB)/4, $0x00000019
+DATA ggmlChunkIQ4XS_1<>+24(SB)/4, $0x0000000d
+DATA ggmlChunkIQ4XS_1<>+28(SB)/4, $0x0000001d
+DATA ggmlChunkIQ4XS_1<>+32(SB)/4, $0x00000001
+DATA ggmlChunkIQ4XS_1<>+36(SB)/4, $0x00000011
+DATA ggmlChunkIQ4XS_1<>+40(SB)/4, $0x00000005
+DATA ggmlChunkIQ4XS_1<>+44(SB)/4, $0x00000015
+DATA ggmlChunkIQ4XS_1<>+48(SB)/4, $0x00000009
+DATA ggmlChunkIQ4XS_1<>+52(SB)/4, $0x00000019
+DATA ggmlChunkIQ4XS_1<>+56(SB)/4, $0x0000000d
+DATA ggmlChunkIQ4XS_1<>+60(SB)/4, $0x0000001d
+GLOBL ggmlChunkIQ4XS_1<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlChunkIQ4XS_2<>+0(SB)/4, $0x00000002
+DATA ggmlChunkIQ4XS_2<>+4(SB)/4, $0x00000012
+DATA ggmlChunkIQ4XS_2<>+8(SB)/4, $0x00000006
+DATA ggmlChunkIQ4XS_2<>+12(SB)/4, $0x00000016
+DATA ggmlChunkIQ4XS_2<>+16(SB)/4, $0x0000000a
+DATA ggmlChunkIQ4XS_2<>+20(SB)/4, $0x0000001a
+DATA ggmlChunkIQ4XS_2<>+24(SB)/4, $0x0000000e
+DATA ggmlChunkIQ4XS_2<>+28(SB)/4, $0x0000001e
+DATA ggmlChunkIQ4XS_2<>+32(SB)/4, $0x00000002
+DATA ggmlChunkIQ4XS_2<>+36(SB)/4, $0x00000012
+DATA ggmlChunkIQ4XS_2<>+40(SB)/4, $0x00000006
+DATA ggmlChunkIQ4XS_2<>+44(SB)/4, $0x00000016
+DATA ggmlChunkIQ4XS_2<>+48(SB)/4, $0x0000000a
+DATA ggmlChunkIQ4XS_2<>+52(SB)/4, $0x0000001a
+DATA ggmlChunkIQ4XS_2<>+56(SB)/4, $0x0000000e
+DATA ggmlChunkIQ4XS_2<>+60(SB)/4, $0x0000001e
+GLOBL ggmlChunkIQ4XS_2<>(SB), RODATA|NOPTR, $64
+
+DATA ggmlChunkIQ4XS_3<>+0(SB)/4, $0x00000003
+DATA ggmlChunkIQ4XS_3<>+4(SB)/4, $0x00000013
+DATA ggmlChunkIQ4XS_3<>+8(SB)/4, $0x00000007
+DATA ggmlChunkIQ4XS_3<>+12(SB)/4, $0x00000017
+DATA ggmlChunkIQ4XS_3<>+16(SB)/4, $0x0000000b
+DATA ggmlChunkIQ4XS_3<>+20(SB)/4, $0x0000001b
+DATA ggmlChunkIQ4XS_3<>+24(SB)/4, $0x0000000f
+DATA ggmlChunkIQ4XS_3<>+28(SB)/4, $0x0000001f
+DATA ggmlChunkIQ4XS_3<>+32(SB)/4, $0x00000003
+DATA ggmlChunkIQ4XS_3<>+36(SB)/4, $0x00000013
+DATA ggmlChunkIQ4XS_3<>+40(SB)/4, $0x00000007
+DATA ggmlChunkIQ4XS_3<>+44(SB)/4, $0x00000017
+DATA ggmlChunkIQ4XS_3<>+48(SB)/4, $0x0000000b
+DATA ggmlChunkIQ4XS_3<>+52(SB)/4, $0x0000001b
+DATA ggmlChunkIQ4XS_3<>+56(SB)/4, $0x0000000f
+DATA ggmlChunkIQ4XS_3<>+60(SB)/4, $0x0000001f
+GLOBL ggmlChunkIQ4XS_3<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ40A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+

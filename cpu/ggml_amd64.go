@@ -4,6 +4,7 @@ package cpu
 
 import (
 	"sync"
+	"unsafe"
 
 	"github.com/qgemv/qgemv/asm"
 	"github.com/qgemv/qgemv/layout/ggml"
@@ -12,8 +13,9 @@ import (
 // The GGML block kernels on AVX-512 (asm/ggml_amd64.s): the super-block
 // types with int8 activations. Each call covers a range of rows and every
 // vector of the batch; prep lays out each vector's activations once per
-// call (ggmlActOrder: the column order of the kernel's code bytes) and
-// the int16 sum of each sub-block's activations.
+// call (ggmlActOrder: the column order of the one-vector kernels' code
+// bytes; ggmlPrepM16: the batch kernels' layout) and the int16 sum of each
+// sub-block's activations.
 
 type ggmlA8Func func(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
@@ -275,9 +277,26 @@ func growAct(c *ggmlCall, n int) []int8 {
 	return c.sc.act8[:n]
 }
 
-// ggmlPrepM16 transposes the activation sums (pairs of int16 per dword,
-// 16 vector slots per pair) and scales (16 slots per group) for the batch
-// kernels; slots past the batch are zero.
+// ggmlM16Lanes is the vector in each lane of the batch kernels' sums,
+// scales and results: the kernels hold vectors 2j and 2j+1 in one
+// accumulator, and their pair reduction leaves the first vectors of pairs
+// 0..3 in lanes 0..3, the second in lanes 4..7, pairs 4..7 likewise in
+// lanes 8..15.
+var ggmlM16Lanes = [16]int{0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15}
+
+// ggmlM16Lane is the inverse of ggmlM16Lanes: the lane of each vector.
+var ggmlM16Lane = func() (l [16]int) {
+	for i, v := range ggmlM16Lanes {
+		l[v] = i
+	}
+	return l
+}()
+
+// ggmlPrepM16 lays out the activations for the batch kernels (see
+// asm/doc.go): per super-block, half, pair of vectors and chunk c, the 32
+// bytes of each vector whose dword p holds columns 16p + 4c .. +3 of the
+// half; and the activation sums (pairs of int16 per dword) and scales in
+// the kernels' lanes (ggmlM16Lanes); lanes past the batch are zero.
 func ggmlPrepM16(m *ggml.Matrix, c *ggmlCall) {
 	pc, sub := m.PCols, m.Type.SubLen()
 	nsub := pc / sub
@@ -291,55 +310,67 @@ func ggmlPrepM16(m *ggml.Matrix, c *ggmlCall) {
 	}
 	c.xsT = c.sc.xsT[:pc/128*16]
 	clear(c.xsT)
-	// activations: super-block k of vector v at (16k + v)*256, in the
-	// kernel's column order
 	nsb := pc / 256
-	c.act8 = growAct(c, nsb*16*256)
-	order, reorder := ggmlActOrder[m.Type]
-	for v := 0; v < c.batch; v++ {
+	c.act8 = growAct(c, nsb*4096)
+	dst := unsafe.Slice((*uint32)(unsafe.Pointer(&c.act8[0])), len(c.act8)/4)
+	if c.batch%2 == 1 { // the unused second vector of the last pair
+		j := c.batch / 2
 		for k := 0; k < nsb; k++ {
-			src, dst := c.xq[v*pc+256*k:v*pc+256*k+256], c.act8[(16*k+v)*256:(16*k+v+1)*256]
-			if !reorder {
-				copy(dst, src)
-				continue
+			for hc := 0; hc < 8; hc++ { // half h, chunk c: hc = 4h + c
+				o := (4096*k + 2048*(hc/4) + 256*j + 64*(hc%4) + 32) / 4
+				clear(dst[o : o+8])
 			}
-			for g := 0; g < 256; g += 128 {
-				for i, o := range order {
-					copy(dst[g+16*i:g+16*i+16], src[g+o:g+o+16])
+		}
+	}
+	for v := 0; v < c.batch; v++ {
+		src := unsafe.Slice((*uint32)(unsafe.Pointer(&c.xq[v*pc])), pc/4)
+		base := (256*(v/2) + 32*(v%2)) / 4
+		for k := 0; k < nsb; k++ {
+			for h := 0; h < 2; h++ {
+				s := src[(256*k+128*h)/4 : (256*k+128*h+128)/4]
+				d := dst[1024*k+512*h+base : 1024*k+512*h+base+56]
+				for ch := 0; ch < 4; ch++ {
+					for p := 0; p < 8; p++ {
+						d[16*ch+p] = s[4*p+ch]
+					}
 				}
 			}
 		}
 	}
 	for v := 0; v < c.batch; v++ {
+		l := ggmlM16Lane[v]
+		sums := c.sums[v*nsub : (v+1)*nsub]
 		for p := 0; p < nsub/2; p++ {
-			var s0, s1 int16
-			for _, x := range c.xq[v*pc+2*p*sub : v*pc+(2*p+1)*sub] {
-				s0 += int16(x)
-			}
-			for _, x := range c.xq[v*pc+(2*p+1)*sub : v*pc+(2*p+2)*sub] {
-				s1 += int16(x)
-			}
-			c.pairs[p*16+v] = int32(uint16(s0)) | int32(s1)<<16
+			c.pairs[p*16+l] = int32(uint16(sums[2*p])) | int32(sums[2*p+1])<<16
 		}
 		for g := 0; g < pc/128; g++ {
-			c.xsT[g*16+v] = c.xs[v*pc/128+g]
+			c.xsT[g*16+l] = c.xs[v*pc/128+g]
 		}
 	}
 }
 
 // ggmlRunM16 runs a batch kernel on rows [r0, r1) and scatters its
-// slot-major results into dst.
+// results (lanes in ggmlM16Lanes order) into dst.
 func ggmlRunM16(fn ggmlA8M16Func, m *ggml.Matrix, c *ggmlCall, r0, r1 int) {
 	t := ggmlTemps.Get().(*ggmlTemp)
 	defer ggmlTemps.Put(t)
 	out := &t.out
 	pc := m.PCols
+	nsb := pc / 256
+	pairs := m.Type.SubBlocks() / 2 * 16 // sums dwords per super-block
 	for a := r0; a < r1; a += ggmlChunk {
 		b := min(r1, a+ggmlChunk)
-		fn(&m.Data[a*m.RowBytes()], m.RowBytes(), b-a, pc/256, &c.act8[0], pc, &c.pairs[0], &c.xsT[0], c.batch, &out[0])
-		for r := a; r < b; r++ {
-			for v := 0; v < c.batch; v++ {
-				c.dst[v*m.Rows+r] = out[(r-a)*16+v]
+		clear(out[:16*(b-a)])
+		// column blocks whose activations stay in L1 for all the rows
+		for k := 0; k < nsb; k += ggmlColBlock {
+			n := min(ggmlColBlock, nsb-k)
+			fn(&m.Data[a*m.RowBytes()+k*m.Type.BlockBytes()], m.RowBytes(), b-a, n, &c.act8[4096*k], pc, &c.pairs[pairs*k], &c.xsT[32*k], c.batch, &out[0])
+		}
+		for v := 0; v < c.batch; v++ {
+			l := ggmlM16Lane[v]
+			d := c.dst[v*m.Rows+a : v*m.Rows+b]
+			for r := range d {
+				d[r] = out[16*r+l]
 			}
 		}
 	}
@@ -361,6 +392,11 @@ func ggmlF32Runner(fn ggmlF32Func) func(mx *GGMLMatrix, dst, xt []float32, batch
 
 // ggmlChunk is the rows per batch-kernel call: the results stay in L1.
 const ggmlChunk = 64
+
+// ggmlColBlock is the super-blocks per batch-kernel call: their
+// activations (4 KiB each) stay in L1 while the kernel runs the chunk's
+// rows over them, instead of streaming from L2 for every row.
+const ggmlColBlock = 4
 
 // ggmlTemp is a kernel call's scratch: the float kernels' unpacked block
 // and accumulators, the batch kernels' results. Pooled: arrays passed to

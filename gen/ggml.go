@@ -54,6 +54,7 @@ type ggmlSuper struct {
 	mins  bool   // an M term (mins times activation sums) subtracted with dmin
 	shift int    // codes stored as q + 2^shift: S -= 2^shift * sum sc*sx (0: none)
 	dword bool   // IQ4_XS: VPDPBUSD per 128-bit lane (one sub-block) times dword scales
+	runs  []int  // the source columns of the 16-byte runs of the parts (nil: column order); cpu.ggmlActOrder
 	doc   string
 }
 
@@ -62,13 +63,13 @@ var ggmlSupers = []ggmlSuper{
 		doc: "part p of half h holds columns 64p..64p+63 of the half (bits 4p+2i of the 32 code bytes), the activations in column order, the sums one int16 per 16 columns"},
 	{t: "Q3K", bytes: 110, sub: 16, shift: 2,
 		doc: "as Q2_K, the codes q+4 (the hmask bit added as 4), S - 4*sum(sc*sx)"},
-	{t: "Q4K", bytes: 144, sub: 32, mins: true,
+	{t: "Q4K", bytes: 144, sub: 32, mins: true, runs: []int{0, 16, 64, 80, 32, 48, 96, 112},
 		doc: "part 0 of half h holds sub-blocks 4h and 4h+2 (the low nibbles of the half's 64 code bytes), part 1 sub-blocks 4h+1 and 4h+3 (the high nibbles): the activations of each 128 columns come as [0:32] [64:96] [32:64] [96:128], the sums one int16 per 32 columns"},
-	{t: "Q5K", bytes: 176, sub: 32, mins: true,
+	{t: "Q5K", bytes: 176, sub: 32, mins: true, runs: []int{0, 16, 64, 80, 32, 48, 96, 112},
 		doc: "as Q4_K, the qh bit of each code added as 16"},
 	{t: "Q6K", bytes: 210, sub: 16, shift: 5,
 		doc: "part 0 of half h holds columns 0..63 of the half (the low nibbles of ql and two bits of qh each), part 1 columns 64..127: the activations in column order, the sums one int16 per 16 columns, S - 32*sum(sc*sx)"},
-	{t: "IQ4XS", bytes: 136, sub: 32, shift: 7, dword: true,
+	{t: "IQ4XS", bytes: 136, sub: 32, shift: 7, dword: true, runs: []int{0, 32, 64, 96, 16, 48, 80, 112},
 		doc: "128-bit lane k of part 0 (part 1) of half h holds columns 32k..32k+15 (32k+16..32k+31) of the half as KValues+128 (VPSHUFB), so the activations of each 128 columns come as [0:16] [32:48] [64:80] [96:112] [16:32] [48:64] [80:96] [112:128]; VPDPBUSD per lane, times the sub-block scales as dwords (VPMULLD), S - 128*sum(sc*sx), the sums one int16 per 32 columns"},
 }
 
@@ -686,57 +687,127 @@ func ggmlBlockA8(c ggmlSmall) {
 }
 
 // ggmlSigM16 is the signature of the GGML batch kernels: as ggmlSig, but
-// the activations of super-block k of vector v are at act + (16k + v)*256
-// (astride is unused: the vectors of a super-block share cache lines
-// instead of aliasing in L1 at a stride of the row length), the sums are
-// the pairs of int16 sub-block sums of the 16 vector slots
-// (per super-block and pair p: 16 dwords, slot v holding vector v's sums
-// of sub-blocks 2p, 2p+1), xs the activation scales of the 16 slots per
-// group of 128 columns, and row r's results go to out[16r .. 16r+15]
-// (slot order); slots from nvec on must have zero sums and scales.
+// with the activations of the batch laid out for the kernel (astride is
+// unused): super-block k takes 4096 bytes at act + 4096k, and half h, pair
+// j (vectors 2j and 2j+1) and chunk c take 64 bytes at 2048h + 256j + 64c,
+// 32 bytes of vector 2j then 32 of vector 2j+1, whose dword p holds
+// columns 16p + 4c .. 16p + 4c + 3 of the half. The 16 lanes of sums, xs
+// and out belong to the vectors cpu.ggmlM16Lanes gives (the order the pair
+// reduction leaves them in): sums are the pairs of int16 sub-block sums
+// (per super-block and pair p: 16 dwords, lane l holding its vector's sums
+// of sub-blocks 2p, 2p+1), xs the activation scales per group of 128
+// columns, and row r's results go to out[16r .. 16r+15]; lanes whose
+// vector is not in the batch must have zero sums and scales.
 const ggmlSigM16 = "func(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)"
 
+// ggmlPartCol is the column, within its half, of byte b (0..127) of the
+// two parts ggmlHalfCodesInto unpacks (part b/64): the type's 16-byte runs
+// (c.runs), or column order.
+func ggmlPartCol(c ggmlSuper, b int) int {
+	if c.runs == nil {
+		return b
+	}
+	return c.runs[b/16] + b%16
+}
+
 // ggmlSuperA8M16 emits Ggml<t>A8M16Avx512: the batch kernel of a
-// super-block type, the vectors in the lanes. Per row, super-block and
-// half, the codes and scales are unpacked once, each of up to 16 vectors
-// gets its own accumulator (VPMADDUBSW and VPMADDWD/VPDPWSSD as the
-// one-vector kernel), reduce16 turns the 16 accumulators into one vector
-// of 16 sums S, the sums term M of all 16 is VPMADDWD of the transposed
-// activation sums with the broadcast mins (or scales), and the float steps
-// run on 16 vectors at once, in the definition's order: one rounding per
-// operation, no fused multiply-add.
+// super-block type, two vectors per accumulator. Per row and half, the
+// codes are unpacked once (ggmlHalfCodesInto) and regrouped (VPERMI2D)
+// into four chunks, each 32 code bytes twice over, where dword p of chunk
+// c holds columns 16p + 4c .. +3: every dword position p then meets one
+// sub-block only (p for 16-column sub-blocks, p/2 for 32-column ones).
+// Each pair of vectors takes four VPDPBUSD, one per chunk; the
+// accumulators are multiplied by their positions' sub-block scales
+// (VPMULLD), reduced to the 16 sums S (lanes in cpu.ggmlM16Lanes order), the
+// sums term M of all 16 is VPMADDWD of the transposed activation sums with
+// the broadcast mins (or scales), and the float steps run on 16 vectors at
+// once, in the definition's order: one rounding per operation, no fused
+// multiply-add.
 func ggmlSuperA8M16(c ggmlSuper) {
 	t := c.t
 	name := "Ggml" + t + "A8M16Avx512"
 	TEXT(name, NOSPLIT, ggmlSigM16)
 	Pragma("noescape")
-	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 2..16 vectors, the vectors in the lanes of the accumulators of the float steps.", name, "Ggml"+t+"A8Avx512"))
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 2..16 vectors, two vectors per accumulator and the vectors in the lanes of the float steps.", name, "Ggml"+t+"A8Avx512"))
 	sumLen := 256 / c.sub        // sub-blocks per super-block
 	pairBytes := sumLen / 2 * 64 // transposed pair sums per super-block
 	sumw16 := AllocLocal(32)     // the words the sums term multiplies by
-	kc, idxTab := ggmlConstTables(c, false)
+	kc, _ := ggmlConstTables(c, false)
+	// chunk c, dword i: the part dword (0..31 over q[0], q[1]) holding
+	// columns 16(i%8) + 4c .. +3 of the half
+	var chunkIdx [4]Mem
+	for ch := 0; ch < 4; ch++ {
+		ch := ch
+		chunkIdx[ch] = rodata(fmt.Sprintf("ggmlChunk%s_%d", t, ch), 16, 4, func(i int) uint64 {
+			col := 16*(i%8) + 4*ch
+			for d := 0; d < 32; d++ {
+				if ggmlPartCol(c, 4*d) == col {
+					return uint64(d)
+				}
+			}
+			panic("ggml: no part dword holds column " + fmt.Sprint(col))
+		})
+	}
+	// half h, lane i: the sub-block of dword position i%8
+	var scaleIdx [2]Mem
+	for h := 0; h < 2; h++ {
+		h := h
+		scaleIdx[h] = rodata(fmt.Sprintf("ggmlPosSub%d_%d", c.sub, h), 16, 4, func(i int) uint64 {
+			if c.sub == 16 {
+				return uint64(8*h + i%8)
+			}
+			return uint64(4*h + i%8/2)
+		})
+	}
 	// one set of registers for both halves and every super-block (avo's
 	// greedy allocator fails with fresh ones per half)
-	acc := make([]VecVirtual, 16)
-	for v := range acc {
-		acc[v] = ZMM()
+	acc := make([]VecVirtual, 8)
+	for j := range acc {
+		acc[j] = ZMM()
 	}
 	q := [2]VecVirtual{ZMM(), ZMM()}
-	sc := [2]VecVirtual{ZMM(), ZMM()}
+	var chunk [4]VecVirtual
+	for ch := range chunk {
+		chunk[ch] = ZMM()
+	}
+	sv := ZMM()
 	Label(name + "_row")
 	{
+		// the row's partial results: the caller zeroes them before the
+		// first column block and passes them on to the next
 		acc16 := ZMM()
-		VPXORD(acc16, acc16, acc16)
+		VMOVUPS(Mem{Base: param("out")}, acc16)
 		wp := param("w")
 		ak, sk, xk := param("act"), param("sums"), param("xs")
 		nk := param("nsb")
 		Label(name + "_sb")
 		{
+			// the same super-block of the next row: the caller runs the
+			// rows over a few super-blocks at a time (cpu.ggmlColBlock),
+			// which the hardware prefetchers do not follow
+			{
+				nx := GP64()
+				MOVQ(wp, nx)
+				ADDQ(param("stride"), nx)
+				for o := 0; o < c.bytes; o += 64 {
+					PREFETCHT0(Mem{Base: nx, Disp: o})
+				}
+			}
 			scw, sumw := ggmlSuperScales(c, Mem{Base: wp})
 			if sumLen == 16 {
 				VMOVDQU64(sumw, sumw16)
 			} else {
 				VMOVDQU64(sumw, sumw16.Offset(0))
+			}
+			// the sub-block scales as dwords
+			scd := scw
+			if !c.dword {
+				scd = ZMM()
+				if c.sub == 16 {
+					VPMOVSXWD(scw, scd)
+				} else {
+					VPMOVSXWD(scw, scd.AsY())
+				}
 			}
 			dz := ZMM()
 			{
@@ -758,48 +829,35 @@ func ggmlSuperA8M16(c ggmlSuper) {
 			}
 			for h := 0; h < 2; h++ {
 				ggmlHalfCodesInto(c, Mem{Base: wp}, h, kc, q)
-				for p := 0; p < 2; p++ {
-					if c.dword && p == 1 {
-						continue
-					}
-					ix := ZMM()
-					VMOVDQU64(idxTab[h][p], ix)
-					if c.dword {
-						VPERMD(scw.AsZ(), ix, sc[p])
-					} else {
-						VPERMW(scw.AsZ(), ix, sc[p])
-					}
+				for ch := range chunk {
+					VMOVDQU64(chunkIdx[ch], chunk[ch])
+					VPERMI2D(q[1], q[0], chunk[ch])
 				}
-				for v := range acc {
-					VPXORD(acc[v], acc[v], acc[v])
+				VMOVDQU64(scaleIdx[h], sv)
+				VPERMD(scd.AsZ(), sv, sv)
+				for j := range acc {
+					VPXORD(acc[j], acc[j], acc[j])
 				}
+				// pairs: (nvec+1)/2
 				n := param("nvec")
+				INCQ(n)
+				SHRQ(U8(1), n)
 				done := fmt.Sprintf("%s_h%d_done", name, h)
-				for v := 0; v < 16; v++ {
-					if c.dword {
-						for p := 0; p < 2; p++ {
-							VPDPBUSD(Mem{Base: ak, Disp: 256*v + 128*h + 64*p}, q[p], acc[v])
-						}
-					} else {
-						for p := 0; p < 2; p++ {
-							pr := ZMM()
-							VPMADDUBSW(Mem{Base: ak, Disp: 256*v + 128*h + 64*p}, q[p], pr)
-							VPDPWSSD(sc[p], pr, acc[v])
-						}
+				for j := range acc {
+					for ch := range chunk {
+						VPDPBUSD(Mem{Base: ak, Disp: 2048*h + 256*j + 64*ch}, chunk[ch], acc[j])
 					}
-					if v < 15 {
+					if j < len(acc)-1 {
 						DECQ(n)
 						JZ(LabelRef(done))
 					}
 				}
 				Label(done)
-				if c.dword {
-					for v := range acc {
-						VPMULLD(sc[0], acc[v], acc[v])
-					}
+				for j := range acc {
+					VPMULLD(sv, acc[j], acc[j])
 				}
-				S := reduce16(acc)
-				// the sums term of the 16 slots: pairs 4h..4h+3 (16-column
+				S := reducePairs8(acc)
+				// the sums term of the 16 lanes: pairs 4h..4h+3 (16-column
 				// sub-blocks) or 2h, 2h+1 (32-column ones)
 				M := ZMM()
 				np := sumLen / 4
