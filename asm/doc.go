@@ -542,19 +542,25 @@
 // steps run with the four rows in the lanes, and the next four rows are
 // prefetched in memory order.
 //
-// The batch kernels Ggml<type>A8M16Avx512 (super-block types) have the
-// signature func(w *byte, stride int, rows int, nsb int, act *int8,
-// astride int, sums *int32, xs *float32, nvec int, out *float32). Two
-// vectors share an accumulator: super-block k's activations take 4096
-// bytes at act + 4096k, half h, pair j (vectors 2j, 2j+1) and chunk c
-// the 64 bytes at 2048h + 256j + 64c, 32 bytes per vector whose dword p
-// holds columns 16p + 4c .. 16p + 4c + 3 of the half (so each dword
-// position meets one sub-block). The 16 lanes of the sums (int16 pairs
-// of sub-blocks per dword, 16 lanes per pair and super-block), of xs (16
-// lanes per 128 columns) and of row r's results at out[16r .. 16r+15]
-// hold the vectors 0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15,
-// the order the pair reduction leaves them in; the vectors sit in the
-// lanes of the float steps.
+// The batch kernels Ggml<type>A8M16Avx512 and Ggml<type>A8M16FullAvx512
+// (super-block types) have the signature func(w *byte, stride int, rows
+// int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec
+// int, out *float32). Two vectors share an accumulator: super-block k's
+// activations take 4096 bytes at act + 4096k, half h, pair j (vectors 2j,
+// 2j+1) and chunk c the 64 bytes at 2048h + 256j + 64c, 32 bytes per
+// vector whose dword p holds columns 16b + 4c .. 16b + 4c + 3 of the half,
+// b = p for 16-column sub-blocks and b = 0, 2, 1, 3, 4, 6, 5, 7 for
+// p = 0..7 with 32-column ones (so each dword position meets one
+// sub-block, and with 32-column sub-blocks the first reduction level adds
+// positions of one sub-block). The 16 lanes of the sums (int16 pairs of
+// sub-blocks per dword, 16 lanes per pair and super-block), of xs (16
+// lanes per 128 columns) and of row r's results hold the vectors 0, 2, 4,
+// 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15, the order the pair
+// reduction leaves them in; the vectors sit in the lanes of the float
+// steps. Row r's results are accumulated into out[16r .. 16r+15], which
+// the caller zeroes before the first super-block, so that it can run the
+// rows over a few super-blocks per call. The full kernels run all 16
+// lanes whatever nvec is: the activations of unused vectors must be zero.
 // Preconditions: rows, nsb >= 1, 1 <= nvec <= 16 (batch kernels: the
 // lanes of vectors from nvec on have zero sums and scales).
 //

@@ -26,6 +26,14 @@ func GgmlQ2KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //go:noescape
 func GgmlQ2KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
+// GgmlQ2KA8M16FullAvx512 is GgmlQ2KA8Avx512 for 16 vector lanes (nvec is
+// ignored: the activations of unused lanes must be zero), two vectors per
+// accumulator and the vectors in the lanes of the float steps. See "GGML block
+// kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ2KA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
 // GgmlQ3KA8Avx512 computes the exact A8 product of layout/ggml Q3_K rows with
 // AVX-512 VNNI and BW: as Q2_K, the codes q+4 (the hmask bit added as 4), S -
 // 4*sum(sc*sx). See "GGML block kernels" in the package doc.
@@ -46,6 +54,14 @@ func GgmlQ3KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //
 //go:noescape
 func GgmlQ3KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
+// GgmlQ3KA8M16FullAvx512 is GgmlQ3KA8Avx512 for 16 vector lanes (nvec is
+// ignored: the activations of unused lanes must be zero), two vectors per
+// accumulator and the vectors in the lanes of the float steps. See "GGML block
+// kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ3KA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
 // GgmlQ4KA8Avx512 computes the exact A8 product of layout/ggml Q4_K rows with
 // AVX-512 VNNI and BW: part 0 of half h holds sub-blocks 4h and 4h+2 (the low
@@ -71,6 +87,14 @@ func GgmlQ4KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //go:noescape
 func GgmlQ4KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
+// GgmlQ4KA8M16FullAvx512 is GgmlQ4KA8Avx512 for 16 vector lanes (nvec is
+// ignored: the activations of unused lanes must be zero), two vectors per
+// accumulator and the vectors in the lanes of the float steps. See "GGML block
+// kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ4KA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
 // GgmlQ5KA8Avx512 computes the exact A8 product of layout/ggml Q5_K rows with
 // AVX-512 VNNI and BW: as Q4_K, the qh bit of each code added as 16. See "GGML
 // block kernels" in the package doc.
@@ -91,6 +115,14 @@ func GgmlQ5KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //
 //go:noescape
 func GgmlQ5KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
+// GgmlQ5KA8M16FullAvx512 is GgmlQ5KA8Avx512 for 16 vector lanes (nvec is
+// ignored: the activations of unused lanes must be zero), two vectors per
+// accumulator and the vectors in the lanes of the float steps. See "GGML block
+// kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ5KA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
 // GgmlQ6KA8Avx512 computes the exact A8 product of layout/ggml Q6_K rows with
 // AVX-512 VNNI and BW: part 0 of half h holds columns 0..63 of the half (the
@@ -114,6 +146,14 @@ func GgmlQ6KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //
 //go:noescape
 func GgmlQ6KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
+// GgmlQ6KA8M16FullAvx512 is GgmlQ6KA8Avx512 for 16 vector lanes (nvec is
+// ignored: the activations of unused lanes must be zero), two vectors per
+// accumulator and the vectors in the lanes of the float steps. See "GGML block
+// kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ6KA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
 // GgmlIQ4XSA8Avx512 computes the exact A8 product of layout/ggml IQ4_XS rows
 // with AVX-512 VNNI and BW: 128-bit lane k of part 0 (part 1) of half h holds
@@ -139,6 +179,14 @@ func GgmlIQ4XSA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astr
 //
 //go:noescape
 func GgmlIQ4XSA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
+// GgmlIQ4XSA8M16FullAvx512 is GgmlIQ4XSA8Avx512 for 16 vector lanes (nvec is
+// ignored: the activations of unused lanes must be zero), two vectors per
+// accumulator and the vectors in the lanes of the float steps. See "GGML block
+// kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4XSA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
 // GgmlQ40A8Avx512 computes the exact A8 product of layout/ggml Q4_0 rows with
 // AVX-512 VNNI and BW: groups of four blocks (nsb counts groups), activations

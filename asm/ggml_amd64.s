@@ -603,8 +603,8 @@ GgmlQ2KA8R4Avx512_unit:
 	RET
 
 // func GgmlQ2KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, MMX+
-TEXT ·GgmlQ2KA8M16Avx512(SB), NOSPLIT, $32-80
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
+TEXT ·GgmlQ2KA8M16Avx512(SB), NOSPLIT, $104-80
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Z0
@@ -621,11 +621,15 @@ GgmlQ2KA8M16Avx512_row:
 	MOVQ    nsb+24(FP), SI
 
 GgmlQ2KA8M16Avx512_sb:
-	MOVQ            AX, DI
-	MOVQ            stride+8(FP), R8
-	ADDQ            R8, DI
+	MOVQ            stride+8(FP), DI
+	SHLQ            $0x02, DI
+	ADDQ            AX, DI
 	PREFETCHT0      (DI)
 	PREFETCHT0      64(DI)
+	PREFETCHT0      83(DI)
+	PREFETCHT0      84(AX)
+	PREFETCHT0      148(AX)
+	PREFETCHT0      167(AX)
 	VMOVDQU64       (AX), X9
 	VPSRLW          $0x04, X9, X10
 	MOVL            $0x0f0f0f0f, DI
@@ -634,12 +638,15 @@ GgmlQ2KA8M16Avx512_sb:
 	VPANDD          X10, X11, X10
 	VPMOVZXBW       X9, Y9
 	VPMOVZXBW       X10, Y10
-	VMOVDQU64       Y10, (SP)
-	VPMOVSXWD       Y9, Z16
-	VPBROADCASTW    80(AX), Y9
-	VCVTPH2PS       Y9, Z17
-	VPBROADCASTW    82(AX), Y9
-	VCVTPH2PS       Y9, Z18
+	VMOVDQU64       Y10, 64(SP)
+	VPMOVSXWD       Y9, Z9
+	VMOVDQU64       Z9, (SP)
+	VPBROADCASTW    80(AX), X9
+	VCVTPH2PS       X9, X9
+	VMOVSS          X9, 96(SP)
+	VPBROADCASTW    82(AX), X9
+	VCVTPH2PS       X9, X9
+	VMOVSS          X9, 100(SP)
 	VBROADCASTI64X4 16(AX), Z10
 	VPSRLVW         ggmlShift0<>+0(SB), Z10, Z9
 	VPANDD          Z9, Z0, Z9
@@ -653,8 +660,6 @@ GgmlQ2KA8M16Avx512_sb:
 	VPERMI2D        Z10, Z9, Z13
 	VMOVDQU64       ggmlChunkQ2K_3<>+0(SB), Z14
 	VPERMI2D        Z10, Z9, Z14
-	VMOVDQU64       ggmlPosSub16_0<>+0(SB), Z9
-	VPERMD          Z16, Z9, Z9
 	VPXORD          Z1, Z1, Z1
 	VPXORD          Z2, Z2, Z2
 	VPXORD          Z3, Z3, Z3
@@ -714,6 +719,8 @@ GgmlQ2KA8M16Avx512_sb:
 	VPDPBUSD        1984(CX), Z14, Z8
 
 GgmlQ2KA8M16Avx512_h0_done:
+	VMOVDQU64       ggmlPosSub16_0<>+0(SB), Z9
+	VPERMD          (SP), Z9, Z9
 	VPMULLD         Z9, Z1, Z1
 	VPMULLD         Z9, Z2, Z2
 	VPMULLD         Z9, Z3, Z3
@@ -743,23 +750,23 @@ GgmlQ2KA8M16Avx512_h0_done:
 	VSHUFI32X4      $0x88, Z5, Z1, Z9
 	VSHUFI32X4      $0xdd, Z5, Z1, Z1
 	VPADDD          Z1, Z9, Z9
-	VPBROADCASTD    (SP), Z10
+	VPBROADCASTD    64(SP), Z10
 	VPMADDWD        (DX), Z10, Z10
-	VPBROADCASTD    4(SP), Z11
+	VPBROADCASTD    68(SP), Z11
 	VPDPWSSD        64(DX), Z11, Z10
-	VPBROADCASTD    8(SP), Z11
+	VPBROADCASTD    72(SP), Z11
 	VPDPWSSD        128(DX), Z11, Z10
-	VPBROADCASTD    12(SP), Z11
+	VPBROADCASTD    76(SP), Z11
 	VPDPWSSD        192(DX), Z11, Z10
 	VMOVUPS         (BX), Z11
-	VMULPS          Z17, Z11, Z12
+	VMULPS.BCST     96(SP), Z11, Z12
 	VCVTDQ2PS       Z9, Z9
 	VMULPS          Z12, Z9, Z9
 	VADDPS          Z9, Z15, Z15
-	VMULPS          Z18, Z11, Z12
-	VCVTDQ2PS       Z10, Z9
-	VMULPS          Z12, Z9, Z9
-	VSUBPS          Z9, Z15, Z15
+	VMULPS.BCST     100(SP), Z11, Z9
+	VCVTDQ2PS       Z10, Z10
+	VMULPS          Z9, Z10, Z10
+	VSUBPS          Z10, Z15, Z15
 	VBROADCASTI64X4 48(AX), Z10
 	VPSRLVW         ggmlShift0<>+0(SB), Z10, Z9
 	VPANDD          Z9, Z0, Z9
@@ -773,8 +780,6 @@ GgmlQ2KA8M16Avx512_h0_done:
 	VPERMI2D        Z10, Z9, Z13
 	VMOVDQU64       ggmlChunkQ2K_3<>+0(SB), Z14
 	VPERMI2D        Z10, Z9, Z14
-	VMOVDQU64       ggmlPosSub16_1<>+0(SB), Z9
-	VPERMD          Z16, Z9, Z9
 	VPXORD          Z1, Z1, Z1
 	VPXORD          Z2, Z2, Z2
 	VPXORD          Z3, Z3, Z3
@@ -834,6 +839,8 @@ GgmlQ2KA8M16Avx512_h0_done:
 	VPDPBUSD        4032(CX), Z14, Z8
 
 GgmlQ2KA8M16Avx512_h1_done:
+	VMOVDQU64    ggmlPosSub16_1<>+0(SB), Z9
+	VPERMD       (SP), Z9, Z9
 	VPMULLD      Z9, Z1, Z1
 	VPMULLD      Z9, Z2, Z2
 	VPMULLD      Z9, Z3, Z3
@@ -863,23 +870,23 @@ GgmlQ2KA8M16Avx512_h1_done:
 	VSHUFI32X4   $0x88, Z5, Z1, Z9
 	VSHUFI32X4   $0xdd, Z5, Z1, Z1
 	VPADDD       Z1, Z9, Z9
-	VPBROADCASTD 16(SP), Z10
+	VPBROADCASTD 80(SP), Z10
 	VPMADDWD     256(DX), Z10, Z10
-	VPBROADCASTD 20(SP), Z11
+	VPBROADCASTD 84(SP), Z11
 	VPDPWSSD     320(DX), Z11, Z10
-	VPBROADCASTD 24(SP), Z11
+	VPBROADCASTD 88(SP), Z11
 	VPDPWSSD     384(DX), Z11, Z10
-	VPBROADCASTD 28(SP), Z11
+	VPBROADCASTD 92(SP), Z11
 	VPDPWSSD     448(DX), Z11, Z10
 	VMOVUPS      64(BX), Z11
-	VMULPS       Z17, Z11, Z12
+	VMULPS.BCST  96(SP), Z11, Z12
 	VCVTDQ2PS    Z9, Z9
 	VMULPS       Z12, Z9, Z9
 	VADDPS       Z9, Z15, Z15
-	VMULPS       Z18, Z11, Z12
-	VCVTDQ2PS    Z10, Z9
-	VMULPS       Z12, Z9, Z9
-	VSUBPS       Z9, Z15, Z15
+	VMULPS.BCST  100(SP), Z11, Z9
+	VCVTDQ2PS    Z10, Z10
+	VMULPS       Z9, Z10, Z10
+	VSUBPS       Z10, Z15, Z15
 	ADDQ         $0x00000054, AX
 	ADDQ         $0x00001000, CX
 	ADDQ         $0x00000200, DX
@@ -1009,6 +1016,275 @@ DATA ggmlPosSub16_1<>+52(SB)/4, $0x0000000d
 DATA ggmlPosSub16_1<>+56(SB)/4, $0x0000000e
 DATA ggmlPosSub16_1<>+60(SB)/4, $0x0000000f
 GLOBL ggmlPosSub16_1<>(SB), RODATA|NOPTR, $64
+
+// func GgmlQ2KA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
+TEXT ·GgmlQ2KA8M16FullAvx512(SB), NOSPLIT, $104-80
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z0
+
+GgmlQ2KA8M16FullAvx512_row:
+	MOVQ    out+72(FP), AX
+	VMOVUPS (AX), Z23
+	MOVQ    w+0(FP), AX
+	MOVQ    act+32(FP), CX
+	MOVQ    sums+48(FP), DX
+	MOVQ    xs+56(FP), BX
+	MOVQ    nsb+24(FP), SI
+
+GgmlQ2KA8M16FullAvx512_sb:
+	MOVQ            stride+8(FP), DI
+	SHLQ            $0x02, DI
+	ADDQ            AX, DI
+	PREFETCHT0      (DI)
+	PREFETCHT0      64(DI)
+	PREFETCHT0      83(DI)
+	PREFETCHT0      84(AX)
+	PREFETCHT0      148(AX)
+	PREFETCHT0      167(AX)
+	VMOVDQU64       (AX), X17
+	VPSRLW          $0x04, X17, X18
+	MOVL            $0x0f0f0f0f, DI
+	VPBROADCASTD    DI, X19
+	VPANDD          X17, X19, X17
+	VPANDD          X18, X19, X18
+	VPMOVZXBW       X17, Y17
+	VPMOVZXBW       X18, Y18
+	VMOVDQU64       Y18, 64(SP)
+	VPMOVSXWD       Y17, Z17
+	VMOVDQU64       Z17, (SP)
+	VPBROADCASTW    80(AX), X17
+	VCVTPH2PS       X17, X17
+	VMOVSS          X17, 96(SP)
+	VPBROADCASTW    82(AX), X17
+	VCVTPH2PS       X17, X17
+	VMOVSS          X17, 100(SP)
+	VBROADCASTI64X4 16(AX), Z18
+	VPSRLVW         ggmlShift0<>+0(SB), Z18, Z17
+	VPANDD          Z17, Z0, Z17
+	VPSRLVW         ggmlShift1<>+0(SB), Z18, Z18
+	VPANDD          Z18, Z0, Z18
+	VMOVDQU64       ggmlChunkQ2K_0<>+0(SB), Z19
+	VPERMI2D        Z18, Z17, Z19
+	VMOVDQU64       ggmlChunkQ2K_1<>+0(SB), Z20
+	VPERMI2D        Z18, Z17, Z20
+	VMOVDQU64       ggmlChunkQ2K_2<>+0(SB), Z21
+	VPERMI2D        Z18, Z17, Z21
+	VMOVDQU64       ggmlChunkQ2K_3<>+0(SB), Z22
+	VPERMI2D        Z18, Z17, Z22
+	VPXORD          Z1, Z1, Z1
+	VPXORD          Z2, Z2, Z2
+	VPXORD          Z3, Z3, Z3
+	VPXORD          Z4, Z4, Z4
+	VPXORD          Z5, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VPDPBUSD        (CX), Z19, Z1
+	VPDPBUSD        64(CX), Z20, Z1
+	VPDPBUSD        128(CX), Z21, Z1
+	VPDPBUSD        192(CX), Z22, Z1
+	VPDPBUSD        256(CX), Z19, Z2
+	VPDPBUSD        320(CX), Z20, Z2
+	VPDPBUSD        384(CX), Z21, Z2
+	VPDPBUSD        448(CX), Z22, Z2
+	VPDPBUSD        512(CX), Z19, Z3
+	VPDPBUSD        576(CX), Z20, Z3
+	VPDPBUSD        640(CX), Z21, Z3
+	VPDPBUSD        704(CX), Z22, Z3
+	VPDPBUSD        768(CX), Z19, Z4
+	VPDPBUSD        832(CX), Z20, Z4
+	VPDPBUSD        896(CX), Z21, Z4
+	VPDPBUSD        960(CX), Z22, Z4
+	VPDPBUSD        1024(CX), Z19, Z5
+	VPDPBUSD        1088(CX), Z20, Z5
+	VPDPBUSD        1152(CX), Z21, Z5
+	VPDPBUSD        1216(CX), Z22, Z5
+	VPDPBUSD        1280(CX), Z19, Z6
+	VPDPBUSD        1344(CX), Z20, Z6
+	VPDPBUSD        1408(CX), Z21, Z6
+	VPDPBUSD        1472(CX), Z22, Z6
+	VPDPBUSD        1536(CX), Z19, Z7
+	VPDPBUSD        1600(CX), Z20, Z7
+	VPDPBUSD        1664(CX), Z21, Z7
+	VPDPBUSD        1728(CX), Z22, Z7
+	VPDPBUSD        1792(CX), Z19, Z8
+	VPDPBUSD        1856(CX), Z20, Z8
+	VPDPBUSD        1920(CX), Z21, Z8
+	VPDPBUSD        1984(CX), Z22, Z8
+	VBROADCASTI64X4 48(AX), Z18
+	VPSRLVW         ggmlShift0<>+0(SB), Z18, Z17
+	VPANDD          Z17, Z0, Z17
+	VPSRLVW         ggmlShift1<>+0(SB), Z18, Z18
+	VPANDD          Z18, Z0, Z18
+	VMOVDQU64       ggmlChunkQ2K_0<>+0(SB), Z19
+	VPERMI2D        Z18, Z17, Z19
+	VMOVDQU64       ggmlChunkQ2K_1<>+0(SB), Z20
+	VPERMI2D        Z18, Z17, Z20
+	VMOVDQU64       ggmlChunkQ2K_2<>+0(SB), Z21
+	VPERMI2D        Z18, Z17, Z21
+	VMOVDQU64       ggmlChunkQ2K_3<>+0(SB), Z22
+	VPERMI2D        Z18, Z17, Z22
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
+	VPXORD          Z16, Z16, Z16
+	VPDPBUSD        2048(CX), Z19, Z9
+	VMOVDQU64       ggmlPosSub16_0<>+0(SB), Z17
+	VPERMD          (SP), Z17, Z17
+	VPDPBUSD        2112(CX), Z20, Z9
+	VPMULLD         Z17, Z1, Z1
+	VPMULLD         Z17, Z2, Z2
+	VPDPBUSD        2176(CX), Z21, Z9
+	VPMULLD         Z17, Z3, Z3
+	VPDPBUSD        2240(CX), Z22, Z9
+	VPMULLD         Z17, Z4, Z4
+	VPMULLD         Z17, Z5, Z5
+	VPDPBUSD        2304(CX), Z19, Z10
+	VPMULLD         Z17, Z6, Z6
+	VPDPBUSD        2368(CX), Z20, Z10
+	VPMULLD         Z17, Z7, Z7
+	VPMULLD         Z17, Z8, Z8
+	VPDPBUSD        2432(CX), Z21, Z10
+	VPUNPCKLDQ      Z2, Z1, Z17
+	VPDPBUSD        2496(CX), Z22, Z10
+	VPUNPCKHDQ      Z2, Z1, Z1
+	VPADDD          Z17, Z1, Z1
+	VPDPBUSD        2560(CX), Z19, Z11
+	VPUNPCKLDQ      Z4, Z3, Z17
+	VPDPBUSD        2624(CX), Z20, Z11
+	VPUNPCKHDQ      Z4, Z3, Z3
+	VPADDD          Z17, Z3, Z3
+	VPDPBUSD        2688(CX), Z21, Z11
+	VPUNPCKLDQ      Z6, Z5, Z17
+	VPDPBUSD        2752(CX), Z22, Z11
+	VPUNPCKHDQ      Z6, Z5, Z5
+	VPADDD          Z17, Z5, Z5
+	VPDPBUSD        2816(CX), Z19, Z12
+	VPUNPCKLDQ      Z8, Z7, Z17
+	VPDPBUSD        2880(CX), Z20, Z12
+	VPUNPCKHDQ      Z8, Z7, Z7
+	VPADDD          Z17, Z7, Z7
+	VPDPBUSD        2944(CX), Z21, Z12
+	VPUNPCKLQDQ     Z3, Z1, Z17
+	VPDPBUSD        3008(CX), Z22, Z12
+	VPUNPCKHQDQ     Z3, Z1, Z1
+	VPADDD          Z17, Z1, Z1
+	VPDPBUSD        3072(CX), Z19, Z13
+	VPUNPCKLQDQ     Z7, Z5, Z17
+	VPDPBUSD        3136(CX), Z20, Z13
+	VPUNPCKHQDQ     Z7, Z5, Z5
+	VPADDD          Z17, Z5, Z5
+	VPDPBUSD        3200(CX), Z21, Z13
+	VSHUFI32X4      $0x88, Z5, Z1, Z17
+	VPDPBUSD        3264(CX), Z22, Z13
+	VSHUFI32X4      $0xdd, Z5, Z1, Z1
+	VPADDD          Z1, Z17, Z17
+	VPDPBUSD        3328(CX), Z19, Z14
+	VPBROADCASTD    64(SP), Z18
+	VPDPBUSD        3392(CX), Z20, Z14
+	VPMADDWD        (DX), Z18, Z18
+	VPBROADCASTD    68(SP), Z24
+	VPDPBUSD        3456(CX), Z21, Z14
+	VPDPWSSD        64(DX), Z24, Z18
+	VPDPBUSD        3520(CX), Z22, Z14
+	VPBROADCASTD    72(SP), Z24
+	VPDPWSSD        128(DX), Z24, Z18
+	VPDPBUSD        3584(CX), Z19, Z15
+	VPBROADCASTD    76(SP), Z24
+	VPDPBUSD        3648(CX), Z20, Z15
+	VPDPWSSD        192(DX), Z24, Z18
+	VMOVUPS         (BX), Z24
+	VPDPBUSD        3712(CX), Z21, Z15
+	VMULPS.BCST     96(SP), Z24, Z25
+	VPDPBUSD        3776(CX), Z22, Z15
+	VCVTDQ2PS       Z17, Z17
+	VMULPS          Z25, Z17, Z17
+	VPDPBUSD        3840(CX), Z19, Z16
+	VADDPS          Z17, Z23, Z23
+	VPDPBUSD        3904(CX), Z20, Z16
+	VMULPS.BCST     100(SP), Z24, Z17
+	VCVTDQ2PS       Z18, Z18
+	VPDPBUSD        3968(CX), Z21, Z16
+	VMULPS          Z17, Z18, Z18
+	VPDPBUSD        4032(CX), Z22, Z16
+	VSUBPS          Z18, Z23, Z23
+	VMOVDQU64       ggmlPosSub16_1<>+0(SB), Z17
+	VPERMD          (SP), Z17, Z17
+	VPMULLD         Z17, Z9, Z9
+	VPMULLD         Z17, Z10, Z10
+	VPMULLD         Z17, Z11, Z11
+	VPMULLD         Z17, Z12, Z12
+	VPMULLD         Z17, Z13, Z13
+	VPMULLD         Z17, Z14, Z14
+	VPMULLD         Z17, Z15, Z15
+	VPMULLD         Z17, Z16, Z16
+	VPUNPCKLDQ      Z10, Z9, Z17
+	VPUNPCKHDQ      Z10, Z9, Z9
+	VPADDD          Z17, Z9, Z9
+	VPUNPCKLDQ      Z12, Z11, Z17
+	VPUNPCKHDQ      Z12, Z11, Z11
+	VPADDD          Z17, Z11, Z11
+	VPUNPCKLDQ      Z14, Z13, Z17
+	VPUNPCKHDQ      Z14, Z13, Z13
+	VPADDD          Z17, Z13, Z13
+	VPUNPCKLDQ      Z16, Z15, Z17
+	VPUNPCKHDQ      Z16, Z15, Z15
+	VPADDD          Z17, Z15, Z15
+	VPUNPCKLQDQ     Z11, Z9, Z17
+	VPUNPCKHQDQ     Z11, Z9, Z9
+	VPADDD          Z17, Z9, Z9
+	VPUNPCKLQDQ     Z15, Z13, Z17
+	VPUNPCKHQDQ     Z15, Z13, Z13
+	VPADDD          Z17, Z13, Z13
+	VSHUFI32X4      $0x88, Z13, Z9, Z17
+	VSHUFI32X4      $0xdd, Z13, Z9, Z9
+	VPADDD          Z9, Z17, Z17
+	VPBROADCASTD    80(SP), Z18
+	VPMADDWD        256(DX), Z18, Z18
+	VPBROADCASTD    84(SP), Z19
+	VPDPWSSD        320(DX), Z19, Z18
+	VPBROADCASTD    88(SP), Z19
+	VPDPWSSD        384(DX), Z19, Z18
+	VPBROADCASTD    92(SP), Z19
+	VPDPWSSD        448(DX), Z19, Z18
+	VMOVUPS         64(BX), Z19
+	VMULPS.BCST     96(SP), Z19, Z20
+	VCVTDQ2PS       Z17, Z17
+	VMULPS          Z20, Z17, Z17
+	VADDPS          Z17, Z23, Z23
+	VMULPS.BCST     100(SP), Z19, Z17
+	VCVTDQ2PS       Z18, Z18
+	VMULPS          Z17, Z18, Z18
+	VSUBPS          Z18, Z23, Z23
+	ADDQ            $0x00000054, AX
+	ADDQ            $0x00001000, CX
+	ADDQ            $0x00000200, DX
+	ADDQ            $0x00000080, BX
+	DECQ            SI
+	JNZ             GgmlQ2KA8M16FullAvx512_sb
+	MOVQ            out+72(FP), AX
+	VMOVUPS         Z23, (AX)
+	MOVQ            out+72(FP), AX
+	ADDQ            $0x00000040, AX
+	MOVQ            AX, out+72(FP)
+	MOVQ            stride+8(FP), AX
+	MOVQ            w+0(FP), CX
+	ADDQ            AX, CX
+	MOVQ            CX, w+0(FP)
+	MOVQ            rows+16(FP), AX
+	DECQ            AX
+	MOVQ            AX, rows+16(FP)
+	JNZ             GgmlQ2KA8M16FullAvx512_row
+	VZEROUPPER
+	RET
 
 // func GgmlQ3KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C
@@ -1881,8 +2157,8 @@ GgmlQ3KA8R4Avx512_unit:
 	RET
 
 // func GgmlQ3KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, MMX+
-TEXT ·GgmlQ3KA8M16Avx512(SB), NOSPLIT, $32-80
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
+TEXT ·GgmlQ3KA8M16Avx512(SB), NOSPLIT, $104-80
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Z0
@@ -1901,11 +2177,15 @@ GgmlQ3KA8M16Avx512_row:
 	MOVQ    nsb+24(FP), SI
 
 GgmlQ3KA8M16Avx512_sb:
-	MOVQ            AX, DI
-	MOVQ            stride+8(FP), R8
-	ADDQ            R8, DI
+	MOVQ            stride+8(FP), DI
+	SHLQ            $0x02, DI
+	ADDQ            AX, DI
 	PREFETCHT0      (DI)
 	PREFETCHT0      64(DI)
+	PREFETCHT0      109(DI)
+	PREFETCHT0      110(AX)
+	PREFETCHT0      174(AX)
+	PREFETCHT0      219(AX)
 	MOVL            96(AX), DI
 	MOVL            100(AX), R8
 	MOVL            104(AX), R9
@@ -1947,10 +2227,12 @@ GgmlQ3KA8M16Avx512_sb:
 	VPBROADCASTD    DI, X11
 	VPSUBB          X11, X10, X10
 	VPMOVSXBW       X10, Y10
-	VMOVDQU64       Y10, (SP)
-	VPMOVSXWD       Y10, Z17
-	VPBROADCASTW    108(AX), Y10
-	VCVTPH2PS       Y10, Z18
+	VMOVDQU64       Y10, 64(SP)
+	VPMOVSXWD       Y10, Z10
+	VMOVDQU64       Z10, (SP)
+	VPBROADCASTW    108(AX), X10
+	VCVTPH2PS       X10, X10
+	VMOVSS          X10, 96(SP)
 	VBROADCASTI64X4 32(AX), Z11
 	VPSRLVW         ggmlShift0<>+0(SB), Z11, Z10
 	VPANDD          Z10, Z9, Z10
@@ -1969,8 +2251,6 @@ GgmlQ3KA8M16Avx512_sb:
 	VPERMI2D        Z11, Z10, Z14
 	VMOVDQU64       ggmlChunkQ3K_3<>+0(SB), Z15
 	VPERMI2D        Z11, Z10, Z15
-	VMOVDQU64       ggmlPosSub16_0<>+0(SB), Z10
-	VPERMD          Z17, Z10, Z10
 	VPXORD          Z1, Z1, Z1
 	VPXORD          Z2, Z2, Z2
 	VPXORD          Z3, Z3, Z3
@@ -2030,6 +2310,8 @@ GgmlQ3KA8M16Avx512_sb:
 	VPDPBUSD        1984(CX), Z15, Z8
 
 GgmlQ3KA8M16Avx512_h0_done:
+	VMOVDQU64       ggmlPosSub16_0<>+0(SB), Z10
+	VPERMD          (SP), Z10, Z10
 	VPMULLD         Z10, Z1, Z1
 	VPMULLD         Z10, Z2, Z2
 	VPMULLD         Z10, Z3, Z3
@@ -2059,18 +2341,18 @@ GgmlQ3KA8M16Avx512_h0_done:
 	VSHUFI32X4      $0x88, Z5, Z1, Z10
 	VSHUFI32X4      $0xdd, Z5, Z1, Z1
 	VPADDD          Z1, Z10, Z10
-	VPBROADCASTD    (SP), Z11
+	VPBROADCASTD    64(SP), Z11
 	VPMADDWD        (DX), Z11, Z11
-	VPBROADCASTD    4(SP), Z12
+	VPBROADCASTD    68(SP), Z12
 	VPDPWSSD        64(DX), Z12, Z11
-	VPBROADCASTD    8(SP), Z12
+	VPBROADCASTD    72(SP), Z12
 	VPDPWSSD        128(DX), Z12, Z11
-	VPBROADCASTD    12(SP), Z12
+	VPBROADCASTD    76(SP), Z12
 	VPDPWSSD        192(DX), Z12, Z11
 	VPSLLD          $0x02, Z11, Z11
 	VPSUBD          Z11, Z10, Z10
 	VMOVUPS         (BX), Z11
-	VMULPS          Z18, Z11, Z11
+	VMULPS.BCST     96(SP), Z11, Z11
 	VCVTDQ2PS       Z10, Z10
 	VMULPS          Z11, Z10, Z10
 	VADDPS          Z10, Z16, Z16
@@ -2092,8 +2374,6 @@ GgmlQ3KA8M16Avx512_h0_done:
 	VPERMI2D        Z11, Z10, Z14
 	VMOVDQU64       ggmlChunkQ3K_3<>+0(SB), Z15
 	VPERMI2D        Z11, Z10, Z15
-	VMOVDQU64       ggmlPosSub16_1<>+0(SB), Z10
-	VPERMD          Z17, Z10, Z10
 	VPXORD          Z1, Z1, Z1
 	VPXORD          Z2, Z2, Z2
 	VPXORD          Z3, Z3, Z3
@@ -2153,6 +2433,8 @@ GgmlQ3KA8M16Avx512_h0_done:
 	VPDPBUSD        4032(CX), Z15, Z8
 
 GgmlQ3KA8M16Avx512_h1_done:
+	VMOVDQU64    ggmlPosSub16_1<>+0(SB), Z10
+	VPERMD       (SP), Z10, Z10
 	VPMULLD      Z10, Z1, Z1
 	VPMULLD      Z10, Z2, Z2
 	VPMULLD      Z10, Z3, Z3
@@ -2182,18 +2464,18 @@ GgmlQ3KA8M16Avx512_h1_done:
 	VSHUFI32X4   $0x88, Z5, Z1, Z10
 	VSHUFI32X4   $0xdd, Z5, Z1, Z1
 	VPADDD       Z1, Z10, Z10
-	VPBROADCASTD 16(SP), Z11
+	VPBROADCASTD 80(SP), Z11
 	VPMADDWD     256(DX), Z11, Z11
-	VPBROADCASTD 20(SP), Z12
+	VPBROADCASTD 84(SP), Z12
 	VPDPWSSD     320(DX), Z12, Z11
-	VPBROADCASTD 24(SP), Z12
+	VPBROADCASTD 88(SP), Z12
 	VPDPWSSD     384(DX), Z12, Z11
-	VPBROADCASTD 28(SP), Z12
+	VPBROADCASTD 92(SP), Z12
 	VPDPWSSD     448(DX), Z12, Z11
 	VPSLLD       $0x02, Z11, Z11
 	VPSUBD       Z11, Z10, Z10
 	VMOVUPS      64(BX), Z11
-	VMULPS       Z18, Z11, Z11
+	VMULPS.BCST  96(SP), Z11, Z11
 	VCVTDQ2PS    Z10, Z10
 	VMULPS       Z11, Z10, Z10
 	VADDPS       Z10, Z16, Z16
@@ -2290,6 +2572,313 @@ DATA ggmlChunkQ3K_3<>+52(SB)/4, $0x00000017
 DATA ggmlChunkQ3K_3<>+56(SB)/4, $0x0000001b
 DATA ggmlChunkQ3K_3<>+60(SB)/4, $0x0000001f
 GLOBL ggmlChunkQ3K_3<>(SB), RODATA|NOPTR, $64
+
+// func GgmlQ3KA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
+TEXT ·GgmlQ3KA8M16FullAvx512(SB), NOSPLIT, $104-80
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+	MOVL         $0x04040404, AX
+	VPBROADCASTD AX, Z0
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z17
+
+GgmlQ3KA8M16FullAvx512_row:
+	MOVQ    out+72(FP), AX
+	VMOVUPS (AX), Z24
+	MOVQ    w+0(FP), AX
+	MOVQ    act+32(FP), CX
+	MOVQ    sums+48(FP), DX
+	MOVQ    xs+56(FP), BX
+	MOVQ    nsb+24(FP), SI
+
+GgmlQ3KA8M16FullAvx512_sb:
+	MOVQ            stride+8(FP), DI
+	SHLQ            $0x02, DI
+	ADDQ            AX, DI
+	PREFETCHT0      (DI)
+	PREFETCHT0      64(DI)
+	PREFETCHT0      109(DI)
+	PREFETCHT0      110(AX)
+	PREFETCHT0      174(AX)
+	PREFETCHT0      219(AX)
+	MOVL            96(AX), DI
+	MOVL            100(AX), R8
+	MOVL            104(AX), R9
+	MOVL            DI, R10
+	ANDL            $0x0f0f0f0f, R10
+	MOVL            R9, R11
+	ANDL            $0x03030303, R11
+	SHLL            $0x04, R11
+	ORL             R11, R10
+	MOVL            R8, R11
+	ANDL            $0x0f0f0f0f, R11
+	MOVL            R9, R12
+	SHRL            $0x02, R12
+	ANDL            $0x03030303, R12
+	SHLL            $0x04, R12
+	ORL             R12, R11
+	SHRL            $0x04, DI
+	ANDL            $0x0f0f0f0f, DI
+	MOVL            R9, R12
+	SHRL            $0x04, R12
+	ANDL            $0x03030303, R12
+	SHLL            $0x04, R12
+	ORL             R12, DI
+	SHRL            $0x04, R8
+	ANDL            $0x0f0f0f0f, R8
+	SHRL            $0x06, R9
+	ANDL            $0x03030303, R9
+	SHLL            $0x04, R9
+	ORL             R9, R8
+	MOVL            R11, R9
+	SHLQ            $0x20, R9
+	ORQ             R10, R9
+	SHLQ            $0x20, R8
+	ORQ             DI, R8
+	VMOVQ           R9, X18
+	VMOVQ           R8, X19
+	VPUNPCKLQDQ     X19, X18, X18
+	MOVL            $0x20202020, DI
+	VPBROADCASTD    DI, X19
+	VPSUBB          X19, X18, X18
+	VPMOVSXBW       X18, Y18
+	VMOVDQU64       Y18, 64(SP)
+	VPMOVSXWD       Y18, Z18
+	VMOVDQU64       Z18, (SP)
+	VPBROADCASTW    108(AX), X18
+	VCVTPH2PS       X18, X18
+	VMOVSS          X18, 96(SP)
+	VBROADCASTI64X4 32(AX), Z19
+	VPSRLVW         ggmlShift0<>+0(SB), Z19, Z18
+	VPANDD          Z18, Z17, Z18
+	VPSRLVW         ggmlShift1<>+0(SB), Z19, Z19
+	VPANDD          Z19, Z17, Z19
+	VBROADCASTI64X4 (AX), Z20
+	VPTESTMB        ggmlQ3KBit00<>+0(SB), Z20, K1
+	VPADDB          Z0, Z18, K1, Z18
+	VPTESTMB        ggmlQ3KBit01<>+0(SB), Z20, K1
+	VPADDB          Z0, Z19, K1, Z19
+	VMOVDQU64       ggmlChunkQ3K_0<>+0(SB), Z20
+	VPERMI2D        Z19, Z18, Z20
+	VMOVDQU64       ggmlChunkQ3K_1<>+0(SB), Z21
+	VPERMI2D        Z19, Z18, Z21
+	VMOVDQU64       ggmlChunkQ3K_2<>+0(SB), Z22
+	VPERMI2D        Z19, Z18, Z22
+	VMOVDQU64       ggmlChunkQ3K_3<>+0(SB), Z23
+	VPERMI2D        Z19, Z18, Z23
+	VPXORD          Z1, Z1, Z1
+	VPXORD          Z2, Z2, Z2
+	VPXORD          Z3, Z3, Z3
+	VPXORD          Z4, Z4, Z4
+	VPXORD          Z5, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VPDPBUSD        (CX), Z20, Z1
+	VPDPBUSD        64(CX), Z21, Z1
+	VPDPBUSD        128(CX), Z22, Z1
+	VPDPBUSD        192(CX), Z23, Z1
+	VPDPBUSD        256(CX), Z20, Z2
+	VPDPBUSD        320(CX), Z21, Z2
+	VPDPBUSD        384(CX), Z22, Z2
+	VPDPBUSD        448(CX), Z23, Z2
+	VPDPBUSD        512(CX), Z20, Z3
+	VPDPBUSD        576(CX), Z21, Z3
+	VPDPBUSD        640(CX), Z22, Z3
+	VPDPBUSD        704(CX), Z23, Z3
+	VPDPBUSD        768(CX), Z20, Z4
+	VPDPBUSD        832(CX), Z21, Z4
+	VPDPBUSD        896(CX), Z22, Z4
+	VPDPBUSD        960(CX), Z23, Z4
+	VPDPBUSD        1024(CX), Z20, Z5
+	VPDPBUSD        1088(CX), Z21, Z5
+	VPDPBUSD        1152(CX), Z22, Z5
+	VPDPBUSD        1216(CX), Z23, Z5
+	VPDPBUSD        1280(CX), Z20, Z6
+	VPDPBUSD        1344(CX), Z21, Z6
+	VPDPBUSD        1408(CX), Z22, Z6
+	VPDPBUSD        1472(CX), Z23, Z6
+	VPDPBUSD        1536(CX), Z20, Z7
+	VPDPBUSD        1600(CX), Z21, Z7
+	VPDPBUSD        1664(CX), Z22, Z7
+	VPDPBUSD        1728(CX), Z23, Z7
+	VPDPBUSD        1792(CX), Z20, Z8
+	VPDPBUSD        1856(CX), Z21, Z8
+	VPDPBUSD        1920(CX), Z22, Z8
+	VPDPBUSD        1984(CX), Z23, Z8
+	VBROADCASTI64X4 64(AX), Z19
+	VPSRLVW         ggmlShift0<>+0(SB), Z19, Z18
+	VPANDD          Z18, Z17, Z18
+	VPSRLVW         ggmlShift1<>+0(SB), Z19, Z19
+	VPANDD          Z19, Z17, Z19
+	VBROADCASTI64X4 (AX), Z20
+	VPTESTMB        ggmlQ3KBit10<>+0(SB), Z20, K1
+	VPADDB          Z0, Z18, K1, Z18
+	VPTESTMB        ggmlQ3KBit11<>+0(SB), Z20, K1
+	VPADDB          Z0, Z19, K1, Z19
+	VMOVDQU64       ggmlChunkQ3K_0<>+0(SB), Z20
+	VPERMI2D        Z19, Z18, Z20
+	VMOVDQU64       ggmlChunkQ3K_1<>+0(SB), Z21
+	VPERMI2D        Z19, Z18, Z21
+	VMOVDQU64       ggmlChunkQ3K_2<>+0(SB), Z22
+	VPERMI2D        Z19, Z18, Z22
+	VMOVDQU64       ggmlChunkQ3K_3<>+0(SB), Z23
+	VPERMI2D        Z19, Z18, Z23
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
+	VPXORD          Z16, Z16, Z16
+	VPDPBUSD        2048(CX), Z20, Z9
+	VMOVDQU64       ggmlPosSub16_0<>+0(SB), Z18
+	VPERMD          (SP), Z18, Z18
+	VPDPBUSD        2112(CX), Z21, Z9
+	VPMULLD         Z18, Z1, Z1
+	VPDPBUSD        2176(CX), Z22, Z9
+	VPMULLD         Z18, Z2, Z2
+	VPMULLD         Z18, Z3, Z3
+	VPDPBUSD        2240(CX), Z23, Z9
+	VPMULLD         Z18, Z4, Z4
+	VPDPBUSD        2304(CX), Z20, Z10
+	VPMULLD         Z18, Z5, Z5
+	VPMULLD         Z18, Z6, Z6
+	VPDPBUSD        2368(CX), Z21, Z10
+	VPMULLD         Z18, Z7, Z7
+	VPDPBUSD        2432(CX), Z22, Z10
+	VPMULLD         Z18, Z8, Z8
+	VPUNPCKLDQ      Z2, Z1, Z18
+	VPDPBUSD        2496(CX), Z23, Z10
+	VPUNPCKHDQ      Z2, Z1, Z1
+	VPDPBUSD        2560(CX), Z20, Z11
+	VPADDD          Z18, Z1, Z1
+	VPDPBUSD        2624(CX), Z21, Z11
+	VPUNPCKLDQ      Z4, Z3, Z18
+	VPUNPCKHDQ      Z4, Z3, Z3
+	VPDPBUSD        2688(CX), Z22, Z11
+	VPADDD          Z18, Z3, Z3
+	VPDPBUSD        2752(CX), Z23, Z11
+	VPUNPCKLDQ      Z6, Z5, Z18
+	VPUNPCKHDQ      Z6, Z5, Z5
+	VPDPBUSD        2816(CX), Z20, Z12
+	VPADDD          Z18, Z5, Z5
+	VPDPBUSD        2880(CX), Z21, Z12
+	VPUNPCKLDQ      Z8, Z7, Z18
+	VPUNPCKHDQ      Z8, Z7, Z7
+	VPDPBUSD        2944(CX), Z22, Z12
+	VPADDD          Z18, Z7, Z7
+	VPDPBUSD        3008(CX), Z23, Z12
+	VPUNPCKLQDQ     Z3, Z1, Z18
+	VPUNPCKHQDQ     Z3, Z1, Z1
+	VPDPBUSD        3072(CX), Z20, Z13
+	VPADDD          Z18, Z1, Z1
+	VPDPBUSD        3136(CX), Z21, Z13
+	VPUNPCKLQDQ     Z7, Z5, Z18
+	VPDPBUSD        3200(CX), Z22, Z13
+	VPUNPCKHQDQ     Z7, Z5, Z5
+	VPADDD          Z18, Z5, Z5
+	VPDPBUSD        3264(CX), Z23, Z13
+	VSHUFI32X4      $0x88, Z5, Z1, Z18
+	VPDPBUSD        3328(CX), Z20, Z14
+	VSHUFI32X4      $0xdd, Z5, Z1, Z1
+	VPADDD          Z1, Z18, Z18
+	VPDPBUSD        3392(CX), Z21, Z14
+	VPBROADCASTD    64(SP), Z19
+	VPDPBUSD        3456(CX), Z22, Z14
+	VPMADDWD        (DX), Z19, Z19
+	VPBROADCASTD    68(SP), Z25
+	VPDPBUSD        3520(CX), Z23, Z14
+	VPDPWSSD        64(DX), Z25, Z19
+	VPDPBUSD        3584(CX), Z20, Z15
+	VPBROADCASTD    72(SP), Z25
+	VPDPBUSD        3648(CX), Z21, Z15
+	VPDPWSSD        128(DX), Z25, Z19
+	VPBROADCASTD    76(SP), Z25
+	VPDPBUSD        3712(CX), Z22, Z15
+	VPDPWSSD        192(DX), Z25, Z19
+	VPDPBUSD        3776(CX), Z23, Z15
+	VPSLLD          $0x02, Z19, Z19
+	VPSUBD          Z19, Z18, Z18
+	VPDPBUSD        3840(CX), Z20, Z16
+	VMOVUPS         (BX), Z19
+	VPDPBUSD        3904(CX), Z21, Z16
+	VMULPS.BCST     96(SP), Z19, Z19
+	VCVTDQ2PS       Z18, Z18
+	VPDPBUSD        3968(CX), Z22, Z16
+	VMULPS          Z19, Z18, Z18
+	VPDPBUSD        4032(CX), Z23, Z16
+	VADDPS          Z18, Z24, Z24
+	VMOVDQU64       ggmlPosSub16_1<>+0(SB), Z18
+	VPERMD          (SP), Z18, Z18
+	VPMULLD         Z18, Z9, Z9
+	VPMULLD         Z18, Z10, Z10
+	VPMULLD         Z18, Z11, Z11
+	VPMULLD         Z18, Z12, Z12
+	VPMULLD         Z18, Z13, Z13
+	VPMULLD         Z18, Z14, Z14
+	VPMULLD         Z18, Z15, Z15
+	VPMULLD         Z18, Z16, Z16
+	VPUNPCKLDQ      Z10, Z9, Z18
+	VPUNPCKHDQ      Z10, Z9, Z9
+	VPADDD          Z18, Z9, Z9
+	VPUNPCKLDQ      Z12, Z11, Z18
+	VPUNPCKHDQ      Z12, Z11, Z11
+	VPADDD          Z18, Z11, Z11
+	VPUNPCKLDQ      Z14, Z13, Z18
+	VPUNPCKHDQ      Z14, Z13, Z13
+	VPADDD          Z18, Z13, Z13
+	VPUNPCKLDQ      Z16, Z15, Z18
+	VPUNPCKHDQ      Z16, Z15, Z15
+	VPADDD          Z18, Z15, Z15
+	VPUNPCKLQDQ     Z11, Z9, Z18
+	VPUNPCKHQDQ     Z11, Z9, Z9
+	VPADDD          Z18, Z9, Z9
+	VPUNPCKLQDQ     Z15, Z13, Z18
+	VPUNPCKHQDQ     Z15, Z13, Z13
+	VPADDD          Z18, Z13, Z13
+	VSHUFI32X4      $0x88, Z13, Z9, Z18
+	VSHUFI32X4      $0xdd, Z13, Z9, Z9
+	VPADDD          Z9, Z18, Z18
+	VPBROADCASTD    80(SP), Z19
+	VPMADDWD        256(DX), Z19, Z19
+	VPBROADCASTD    84(SP), Z20
+	VPDPWSSD        320(DX), Z20, Z19
+	VPBROADCASTD    88(SP), Z20
+	VPDPWSSD        384(DX), Z20, Z19
+	VPBROADCASTD    92(SP), Z20
+	VPDPWSSD        448(DX), Z20, Z19
+	VPSLLD          $0x02, Z19, Z19
+	VPSUBD          Z19, Z18, Z18
+	VMOVUPS         64(BX), Z19
+	VMULPS.BCST     96(SP), Z19, Z19
+	VCVTDQ2PS       Z18, Z18
+	VMULPS          Z19, Z18, Z18
+	VADDPS          Z18, Z24, Z24
+	ADDQ            $0x0000006e, AX
+	ADDQ            $0x00001000, CX
+	ADDQ            $0x00000200, DX
+	ADDQ            $0x00000080, BX
+	DECQ            SI
+	JNZ             GgmlQ3KA8M16FullAvx512_sb
+	MOVQ            out+72(FP), AX
+	VMOVUPS         Z24, (AX)
+	MOVQ            out+72(FP), AX
+	ADDQ            $0x00000040, AX
+	MOVQ            AX, out+72(FP)
+	MOVQ            stride+8(FP), AX
+	MOVQ            w+0(FP), CX
+	ADDQ            AX, CX
+	MOVQ            CX, w+0(FP)
+	MOVQ            rows+16(FP), AX
+	DECQ            AX
+	MOVQ            AX, rows+16(FP)
+	JNZ             GgmlQ3KA8M16FullAvx512_row
+	VZEROUPPER
+	RET
 
 // func GgmlQ4KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C
@@ -2883,8 +3472,8 @@ GgmlQ4KA8R4Avx512_unit:
 	RET
 
 // func GgmlQ4KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, MMX+
-TEXT ·GgmlQ4KA8M16Avx512(SB), NOSPLIT, $32-80
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
+TEXT ·GgmlQ4KA8M16Avx512(SB), NOSPLIT, $104-80
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Z0
@@ -2899,12 +3488,17 @@ GgmlQ4KA8M16Avx512_row:
 	MOVQ    nsb+24(FP), SI
 
 GgmlQ4KA8M16Avx512_sb:
-	MOVQ         AX, DI
-	MOVQ         stride+8(FP), R8
-	ADDQ         R8, DI
+	MOVQ         stride+8(FP), DI
+	SHLQ         $0x02, DI
+	ADDQ         AX, DI
 	PREFETCHT0   (DI)
 	PREFETCHT0   64(DI)
 	PREFETCHT0   128(DI)
+	PREFETCHT0   143(DI)
+	PREFETCHT0   144(AX)
+	PREFETCHT0   208(AX)
+	PREFETCHT0   272(AX)
+	PREFETCHT0   287(AX)
 	MOVL         4(AX), DI
 	MOVL         8(AX), R8
 	MOVL         12(AX), R9
@@ -2930,244 +3524,239 @@ GgmlQ4KA8M16Avx512_sb:
 	ORQ          R10, R8
 	SHLQ         $0x20, DI
 	ORQ          R11, DI
-	VMOVQ        R8, X9
-	VMOVQ        DI, X10
-	VPMOVZXBW    X9, X9
-	VPMOVZXBW    X10, X10
-	VMOVDQU64    X10, (SP)
-	VPMOVSXWD    X9, Y16
-	VPBROADCASTW (AX), Y9
-	VCVTPH2PS    Y9, Z17
-	VPBROADCASTW 2(AX), Y9
-	VCVTPH2PS    Y9, Z18
-	VPSRLW       $0x04, 16(AX), Z10
-	VPANDD       16(AX), Z0, Z9
-	VPANDD       Z10, Z0, Z10
-	VMOVDQU64    ggmlChunkQ4K_0<>+0(SB), Z11
-	VPERMI2D     Z10, Z9, Z11
-	VMOVDQU64    ggmlChunkQ4K_1<>+0(SB), Z12
-	VPERMI2D     Z10, Z9, Z12
-	VMOVDQU64    ggmlChunkQ4K_2<>+0(SB), Z13
-	VPERMI2D     Z10, Z9, Z13
-	VMOVDQU64    ggmlChunkQ4K_3<>+0(SB), Z14
-	VPERMI2D     Z10, Z9, Z14
-	VMOVDQU64    ggmlPosSub32_0<>+0(SB), Z9
-	VPERMD       Z16, Z9, Z9
-	VPXORD       Z1, Z1, Z1
-	VPXORD       Z2, Z2, Z2
-	VPXORD       Z3, Z3, Z3
-	VPXORD       Z4, Z4, Z4
-	VPXORD       Z5, Z5, Z5
-	VPXORD       Z6, Z6, Z6
+	VMOVQ        R8, X1
+	VMOVQ        DI, X2
+	VPMOVZXBW    X1, X1
+	VPMOVZXBW    X2, X2
+	VMOVDQU64    X2, 64(SP)
+	VPMOVSXWD    X1, Y16
+	VMOVDQU64    Z16, (SP)
+	VPBROADCASTW (AX), X1
+	VCVTPH2PS    X1, X1
+	VMOVSS       X1, 96(SP)
+	VPBROADCASTW 2(AX), X1
+	VCVTPH2PS    X1, X1
+	VMOVSS       X1, 100(SP)
+	VPSRLW       $0x04, 16(AX), Z2
+	VPANDD       16(AX), Z0, Z1
+	VPANDD       Z2, Z0, Z2
+	VMOVDQU64    ggmlChunkQ4K_0<>+0(SB), Z3
+	VPERMI2D     Z2, Z1, Z3
+	VMOVDQU64    ggmlChunkQ4K_1<>+0(SB), Z4
+	VPERMI2D     Z2, Z1, Z4
+	VMOVDQU64    ggmlChunkQ4K_2<>+0(SB), Z5
+	VPERMI2D     Z2, Z1, Z5
+	VMOVDQU64    ggmlChunkQ4K_3<>+0(SB), Z6
+	VPERMI2D     Z2, Z1, Z6
 	VPXORD       Z7, Z7, Z7
 	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
 	MOVQ         nvec+64(FP), DI
 	INCQ         DI
 	SHRQ         $0x01, DI
-	VPDPBUSD     (CX), Z11, Z1
-	VPDPBUSD     64(CX), Z12, Z1
-	VPDPBUSD     128(CX), Z13, Z1
-	VPDPBUSD     192(CX), Z14, Z1
+	VPDPBUSD     (CX), Z3, Z7
+	VPDPBUSD     64(CX), Z4, Z7
+	VPDPBUSD     128(CX), Z5, Z7
+	VPDPBUSD     192(CX), Z6, Z7
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h0_done
-	VPDPBUSD     256(CX), Z11, Z2
-	VPDPBUSD     320(CX), Z12, Z2
-	VPDPBUSD     384(CX), Z13, Z2
-	VPDPBUSD     448(CX), Z14, Z2
+	VPDPBUSD     256(CX), Z3, Z8
+	VPDPBUSD     320(CX), Z4, Z8
+	VPDPBUSD     384(CX), Z5, Z8
+	VPDPBUSD     448(CX), Z6, Z8
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h0_done
-	VPDPBUSD     512(CX), Z11, Z3
-	VPDPBUSD     576(CX), Z12, Z3
-	VPDPBUSD     640(CX), Z13, Z3
-	VPDPBUSD     704(CX), Z14, Z3
+	VPDPBUSD     512(CX), Z3, Z9
+	VPDPBUSD     576(CX), Z4, Z9
+	VPDPBUSD     640(CX), Z5, Z9
+	VPDPBUSD     704(CX), Z6, Z9
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h0_done
-	VPDPBUSD     768(CX), Z11, Z4
-	VPDPBUSD     832(CX), Z12, Z4
-	VPDPBUSD     896(CX), Z13, Z4
-	VPDPBUSD     960(CX), Z14, Z4
+	VPDPBUSD     768(CX), Z3, Z10
+	VPDPBUSD     832(CX), Z4, Z10
+	VPDPBUSD     896(CX), Z5, Z10
+	VPDPBUSD     960(CX), Z6, Z10
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h0_done
-	VPDPBUSD     1024(CX), Z11, Z5
-	VPDPBUSD     1088(CX), Z12, Z5
-	VPDPBUSD     1152(CX), Z13, Z5
-	VPDPBUSD     1216(CX), Z14, Z5
+	VPDPBUSD     1024(CX), Z3, Z11
+	VPDPBUSD     1088(CX), Z4, Z11
+	VPDPBUSD     1152(CX), Z5, Z11
+	VPDPBUSD     1216(CX), Z6, Z11
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h0_done
-	VPDPBUSD     1280(CX), Z11, Z6
-	VPDPBUSD     1344(CX), Z12, Z6
-	VPDPBUSD     1408(CX), Z13, Z6
-	VPDPBUSD     1472(CX), Z14, Z6
+	VPDPBUSD     1280(CX), Z3, Z12
+	VPDPBUSD     1344(CX), Z4, Z12
+	VPDPBUSD     1408(CX), Z5, Z12
+	VPDPBUSD     1472(CX), Z6, Z12
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h0_done
-	VPDPBUSD     1536(CX), Z11, Z7
-	VPDPBUSD     1600(CX), Z12, Z7
-	VPDPBUSD     1664(CX), Z13, Z7
-	VPDPBUSD     1728(CX), Z14, Z7
+	VPDPBUSD     1536(CX), Z3, Z13
+	VPDPBUSD     1600(CX), Z4, Z13
+	VPDPBUSD     1664(CX), Z5, Z13
+	VPDPBUSD     1728(CX), Z6, Z13
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h0_done
-	VPDPBUSD     1792(CX), Z11, Z8
-	VPDPBUSD     1856(CX), Z12, Z8
-	VPDPBUSD     1920(CX), Z13, Z8
-	VPDPBUSD     1984(CX), Z14, Z8
+	VPDPBUSD     1792(CX), Z3, Z14
+	VPDPBUSD     1856(CX), Z4, Z14
+	VPDPBUSD     1920(CX), Z5, Z14
+	VPDPBUSD     1984(CX), Z6, Z14
 
 GgmlQ4KA8M16Avx512_h0_done:
-	VPMULLD      Z9, Z1, Z1
-	VPMULLD      Z9, Z2, Z2
-	VPMULLD      Z9, Z3, Z3
-	VPMULLD      Z9, Z4, Z4
-	VPMULLD      Z9, Z5, Z5
-	VPMULLD      Z9, Z6, Z6
-	VPMULLD      Z9, Z7, Z7
-	VPMULLD      Z9, Z8, Z8
-	VPUNPCKLDQ   Z2, Z1, Z9
-	VPUNPCKHDQ   Z2, Z1, Z1
-	VPADDD       Z9, Z1, Z1
-	VPUNPCKLDQ   Z4, Z3, Z9
-	VPUNPCKHDQ   Z4, Z3, Z3
-	VPADDD       Z9, Z3, Z3
-	VPUNPCKLDQ   Z6, Z5, Z9
-	VPUNPCKHDQ   Z6, Z5, Z5
-	VPADDD       Z9, Z5, Z5
-	VPUNPCKLDQ   Z8, Z7, Z9
+	VMOVDQU64    ggmlPosSub32_0<>+0(SB), Z1
+	VPERMD       (SP), Z1, Z1
+	VPUNPCKLDQ   Z8, Z7, Z2
 	VPUNPCKHDQ   Z8, Z7, Z7
-	VPADDD       Z9, Z7, Z7
-	VPUNPCKLQDQ  Z3, Z1, Z9
-	VPUNPCKHQDQ  Z3, Z1, Z1
-	VPADDD       Z9, Z1, Z1
-	VPUNPCKLQDQ  Z7, Z5, Z9
-	VPUNPCKHQDQ  Z7, Z5, Z5
-	VPADDD       Z9, Z5, Z5
-	VSHUFI32X4   $0x88, Z5, Z1, Z9
-	VSHUFI32X4   $0xdd, Z5, Z1, Z1
-	VPADDD       Z1, Z9, Z9
-	VPBROADCASTD (SP), Z10
-	VPMADDWD     (DX), Z10, Z10
-	VPBROADCASTD 4(SP), Z11
-	VPDPWSSD     64(DX), Z11, Z10
-	VMOVUPS      (BX), Z11
-	VMULPS       Z17, Z11, Z12
-	VCVTDQ2PS    Z9, Z9
-	VMULPS       Z12, Z9, Z9
-	VADDPS       Z9, Z15, Z15
-	VMULPS       Z18, Z11, Z12
-	VCVTDQ2PS    Z10, Z9
-	VMULPS       Z12, Z9, Z9
-	VSUBPS       Z9, Z15, Z15
-	VPSRLW       $0x04, 80(AX), Z10
-	VPANDD       80(AX), Z0, Z9
-	VPANDD       Z10, Z0, Z10
-	VMOVDQU64    ggmlChunkQ4K_0<>+0(SB), Z11
-	VPERMI2D     Z10, Z9, Z11
-	VMOVDQU64    ggmlChunkQ4K_1<>+0(SB), Z12
-	VPERMI2D     Z10, Z9, Z12
-	VMOVDQU64    ggmlChunkQ4K_2<>+0(SB), Z13
-	VPERMI2D     Z10, Z9, Z13
-	VMOVDQU64    ggmlChunkQ4K_3<>+0(SB), Z14
-	VPERMI2D     Z10, Z9, Z14
-	VMOVDQU64    ggmlPosSub32_1<>+0(SB), Z9
-	VPERMD       Z16, Z9, Z9
-	VPXORD       Z1, Z1, Z1
-	VPXORD       Z2, Z2, Z2
-	VPXORD       Z3, Z3, Z3
-	VPXORD       Z4, Z4, Z4
-	VPXORD       Z5, Z5, Z5
-	VPXORD       Z6, Z6, Z6
+	VPADDD       Z2, Z7, Z7
+	VPUNPCKLDQ   Z10, Z9, Z2
+	VPUNPCKHDQ   Z10, Z9, Z9
+	VPADDD       Z2, Z9, Z9
+	VPUNPCKLDQ   Z12, Z11, Z2
+	VPUNPCKHDQ   Z12, Z11, Z11
+	VPADDD       Z2, Z11, Z11
+	VPUNPCKLDQ   Z14, Z13, Z2
+	VPUNPCKHDQ   Z14, Z13, Z13
+	VPADDD       Z2, Z13, Z13
+	VPMULLD      Z1, Z7, Z7
+	VPMULLD      Z1, Z9, Z9
+	VPMULLD      Z1, Z11, Z11
+	VPMULLD      Z1, Z13, Z13
+	VPUNPCKLQDQ  Z9, Z7, Z1
+	VPUNPCKHQDQ  Z9, Z7, Z7
+	VPADDD       Z1, Z7, Z7
+	VPUNPCKLQDQ  Z13, Z11, Z1
+	VPUNPCKHQDQ  Z13, Z11, Z11
+	VPADDD       Z1, Z11, Z11
+	VSHUFI32X4   $0x88, Z11, Z7, Z1
+	VSHUFI32X4   $0xdd, Z11, Z7, Z7
+	VPADDD       Z7, Z1, Z1
+	VPBROADCASTD 64(SP), Z2
+	VPMADDWD     (DX), Z2, Z2
+	VPBROADCASTD 68(SP), Z3
+	VPDPWSSD     64(DX), Z3, Z2
+	VMOVUPS      (BX), Z3
+	VMULPS.BCST  96(SP), Z3, Z4
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       Z4, Z1, Z1
+	VADDPS       Z1, Z15, Z15
+	VMULPS.BCST  100(SP), Z3, Z1
+	VCVTDQ2PS    Z2, Z2
+	VMULPS       Z1, Z2, Z2
+	VSUBPS       Z2, Z15, Z15
+	VPSRLW       $0x04, 80(AX), Z2
+	VPANDD       80(AX), Z0, Z1
+	VPANDD       Z2, Z0, Z2
+	VMOVDQU64    ggmlChunkQ4K_0<>+0(SB), Z3
+	VPERMI2D     Z2, Z1, Z3
+	VMOVDQU64    ggmlChunkQ4K_1<>+0(SB), Z4
+	VPERMI2D     Z2, Z1, Z4
+	VMOVDQU64    ggmlChunkQ4K_2<>+0(SB), Z5
+	VPERMI2D     Z2, Z1, Z5
+	VMOVDQU64    ggmlChunkQ4K_3<>+0(SB), Z6
+	VPERMI2D     Z2, Z1, Z6
 	VPXORD       Z7, Z7, Z7
 	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
 	MOVQ         nvec+64(FP), DI
 	INCQ         DI
 	SHRQ         $0x01, DI
-	VPDPBUSD     2048(CX), Z11, Z1
-	VPDPBUSD     2112(CX), Z12, Z1
-	VPDPBUSD     2176(CX), Z13, Z1
-	VPDPBUSD     2240(CX), Z14, Z1
+	VPDPBUSD     2048(CX), Z3, Z7
+	VPDPBUSD     2112(CX), Z4, Z7
+	VPDPBUSD     2176(CX), Z5, Z7
+	VPDPBUSD     2240(CX), Z6, Z7
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h1_done
-	VPDPBUSD     2304(CX), Z11, Z2
-	VPDPBUSD     2368(CX), Z12, Z2
-	VPDPBUSD     2432(CX), Z13, Z2
-	VPDPBUSD     2496(CX), Z14, Z2
+	VPDPBUSD     2304(CX), Z3, Z8
+	VPDPBUSD     2368(CX), Z4, Z8
+	VPDPBUSD     2432(CX), Z5, Z8
+	VPDPBUSD     2496(CX), Z6, Z8
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h1_done
-	VPDPBUSD     2560(CX), Z11, Z3
-	VPDPBUSD     2624(CX), Z12, Z3
-	VPDPBUSD     2688(CX), Z13, Z3
-	VPDPBUSD     2752(CX), Z14, Z3
+	VPDPBUSD     2560(CX), Z3, Z9
+	VPDPBUSD     2624(CX), Z4, Z9
+	VPDPBUSD     2688(CX), Z5, Z9
+	VPDPBUSD     2752(CX), Z6, Z9
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h1_done
-	VPDPBUSD     2816(CX), Z11, Z4
-	VPDPBUSD     2880(CX), Z12, Z4
-	VPDPBUSD     2944(CX), Z13, Z4
-	VPDPBUSD     3008(CX), Z14, Z4
+	VPDPBUSD     2816(CX), Z3, Z10
+	VPDPBUSD     2880(CX), Z4, Z10
+	VPDPBUSD     2944(CX), Z5, Z10
+	VPDPBUSD     3008(CX), Z6, Z10
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h1_done
-	VPDPBUSD     3072(CX), Z11, Z5
-	VPDPBUSD     3136(CX), Z12, Z5
-	VPDPBUSD     3200(CX), Z13, Z5
-	VPDPBUSD     3264(CX), Z14, Z5
+	VPDPBUSD     3072(CX), Z3, Z11
+	VPDPBUSD     3136(CX), Z4, Z11
+	VPDPBUSD     3200(CX), Z5, Z11
+	VPDPBUSD     3264(CX), Z6, Z11
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h1_done
-	VPDPBUSD     3328(CX), Z11, Z6
-	VPDPBUSD     3392(CX), Z12, Z6
-	VPDPBUSD     3456(CX), Z13, Z6
-	VPDPBUSD     3520(CX), Z14, Z6
+	VPDPBUSD     3328(CX), Z3, Z12
+	VPDPBUSD     3392(CX), Z4, Z12
+	VPDPBUSD     3456(CX), Z5, Z12
+	VPDPBUSD     3520(CX), Z6, Z12
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h1_done
-	VPDPBUSD     3584(CX), Z11, Z7
-	VPDPBUSD     3648(CX), Z12, Z7
-	VPDPBUSD     3712(CX), Z13, Z7
-	VPDPBUSD     3776(CX), Z14, Z7
+	VPDPBUSD     3584(CX), Z3, Z13
+	VPDPBUSD     3648(CX), Z4, Z13
+	VPDPBUSD     3712(CX), Z5, Z13
+	VPDPBUSD     3776(CX), Z6, Z13
 	DECQ         DI
 	JZ           GgmlQ4KA8M16Avx512_h1_done
-	VPDPBUSD     3840(CX), Z11, Z8
-	VPDPBUSD     3904(CX), Z12, Z8
-	VPDPBUSD     3968(CX), Z13, Z8
-	VPDPBUSD     4032(CX), Z14, Z8
+	VPDPBUSD     3840(CX), Z3, Z14
+	VPDPBUSD     3904(CX), Z4, Z14
+	VPDPBUSD     3968(CX), Z5, Z14
+	VPDPBUSD     4032(CX), Z6, Z14
 
 GgmlQ4KA8M16Avx512_h1_done:
-	VPMULLD      Z9, Z1, Z1
-	VPMULLD      Z9, Z2, Z2
-	VPMULLD      Z9, Z3, Z3
-	VPMULLD      Z9, Z4, Z4
-	VPMULLD      Z9, Z5, Z5
-	VPMULLD      Z9, Z6, Z6
-	VPMULLD      Z9, Z7, Z7
-	VPMULLD      Z9, Z8, Z8
-	VPUNPCKLDQ   Z2, Z1, Z9
-	VPUNPCKHDQ   Z2, Z1, Z1
-	VPADDD       Z9, Z1, Z1
-	VPUNPCKLDQ   Z4, Z3, Z9
-	VPUNPCKHDQ   Z4, Z3, Z3
-	VPADDD       Z9, Z3, Z3
-	VPUNPCKLDQ   Z6, Z5, Z9
-	VPUNPCKHDQ   Z6, Z5, Z5
-	VPADDD       Z9, Z5, Z5
-	VPUNPCKLDQ   Z8, Z7, Z9
+	VMOVDQU64    ggmlPosSub32_1<>+0(SB), Z1
+	VPERMD       (SP), Z1, Z1
+	VPUNPCKLDQ   Z8, Z7, Z2
 	VPUNPCKHDQ   Z8, Z7, Z7
-	VPADDD       Z9, Z7, Z7
-	VPUNPCKLQDQ  Z3, Z1, Z9
-	VPUNPCKHQDQ  Z3, Z1, Z1
-	VPADDD       Z9, Z1, Z1
-	VPUNPCKLQDQ  Z7, Z5, Z9
-	VPUNPCKHQDQ  Z7, Z5, Z5
-	VPADDD       Z9, Z5, Z5
-	VSHUFI32X4   $0x88, Z5, Z1, Z9
-	VSHUFI32X4   $0xdd, Z5, Z1, Z1
-	VPADDD       Z1, Z9, Z9
-	VPBROADCASTD 8(SP), Z10
-	VPMADDWD     128(DX), Z10, Z10
-	VPBROADCASTD 12(SP), Z11
-	VPDPWSSD     192(DX), Z11, Z10
-	VMOVUPS      64(BX), Z11
-	VMULPS       Z17, Z11, Z12
-	VCVTDQ2PS    Z9, Z9
-	VMULPS       Z12, Z9, Z9
-	VADDPS       Z9, Z15, Z15
-	VMULPS       Z18, Z11, Z12
-	VCVTDQ2PS    Z10, Z9
-	VMULPS       Z12, Z9, Z9
-	VSUBPS       Z9, Z15, Z15
+	VPADDD       Z2, Z7, Z7
+	VPUNPCKLDQ   Z10, Z9, Z2
+	VPUNPCKHDQ   Z10, Z9, Z9
+	VPADDD       Z2, Z9, Z9
+	VPUNPCKLDQ   Z12, Z11, Z2
+	VPUNPCKHDQ   Z12, Z11, Z11
+	VPADDD       Z2, Z11, Z11
+	VPUNPCKLDQ   Z14, Z13, Z2
+	VPUNPCKHDQ   Z14, Z13, Z13
+	VPADDD       Z2, Z13, Z13
+	VPMULLD      Z1, Z7, Z7
+	VPMULLD      Z1, Z9, Z9
+	VPMULLD      Z1, Z11, Z11
+	VPMULLD      Z1, Z13, Z13
+	VPUNPCKLQDQ  Z9, Z7, Z1
+	VPUNPCKHQDQ  Z9, Z7, Z7
+	VPADDD       Z1, Z7, Z7
+	VPUNPCKLQDQ  Z13, Z11, Z1
+	VPUNPCKHQDQ  Z13, Z11, Z11
+	VPADDD       Z1, Z11, Z11
+	VSHUFI32X4   $0x88, Z11, Z7, Z1
+	VSHUFI32X4   $0xdd, Z11, Z7, Z7
+	VPADDD       Z7, Z1, Z1
+	VPBROADCASTD 72(SP), Z2
+	VPMADDWD     128(DX), Z2, Z2
+	VPBROADCASTD 76(SP), Z3
+	VPDPWSSD     192(DX), Z3, Z2
+	VMOVUPS      64(BX), Z3
+	VMULPS.BCST  96(SP), Z3, Z4
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       Z4, Z1, Z1
+	VADDPS       Z1, Z15, Z15
+	VMULPS.BCST  100(SP), Z3, Z1
+	VCVTDQ2PS    Z2, Z2
+	VMULPS       Z1, Z2, Z2
+	VSUBPS       Z2, Z15, Z15
 	ADDQ         $0x00000090, AX
 	ADDQ         $0x00001000, CX
 	ADDQ         $0x00000100, DX
@@ -3191,74 +3780,74 @@ GgmlQ4KA8M16Avx512_h1_done:
 	RET
 
 DATA ggmlChunkQ4K_0<>+0(SB)/4, $0x00000000
-DATA ggmlChunkQ4K_0<>+4(SB)/4, $0x00000004
-DATA ggmlChunkQ4K_0<>+8(SB)/4, $0x00000010
+DATA ggmlChunkQ4K_0<>+4(SB)/4, $0x00000010
+DATA ggmlChunkQ4K_0<>+8(SB)/4, $0x00000004
 DATA ggmlChunkQ4K_0<>+12(SB)/4, $0x00000014
 DATA ggmlChunkQ4K_0<>+16(SB)/4, $0x00000008
-DATA ggmlChunkQ4K_0<>+20(SB)/4, $0x0000000c
-DATA ggmlChunkQ4K_0<>+24(SB)/4, $0x00000018
+DATA ggmlChunkQ4K_0<>+20(SB)/4, $0x00000018
+DATA ggmlChunkQ4K_0<>+24(SB)/4, $0x0000000c
 DATA ggmlChunkQ4K_0<>+28(SB)/4, $0x0000001c
 DATA ggmlChunkQ4K_0<>+32(SB)/4, $0x00000000
-DATA ggmlChunkQ4K_0<>+36(SB)/4, $0x00000004
-DATA ggmlChunkQ4K_0<>+40(SB)/4, $0x00000010
+DATA ggmlChunkQ4K_0<>+36(SB)/4, $0x00000010
+DATA ggmlChunkQ4K_0<>+40(SB)/4, $0x00000004
 DATA ggmlChunkQ4K_0<>+44(SB)/4, $0x00000014
 DATA ggmlChunkQ4K_0<>+48(SB)/4, $0x00000008
-DATA ggmlChunkQ4K_0<>+52(SB)/4, $0x0000000c
-DATA ggmlChunkQ4K_0<>+56(SB)/4, $0x00000018
+DATA ggmlChunkQ4K_0<>+52(SB)/4, $0x00000018
+DATA ggmlChunkQ4K_0<>+56(SB)/4, $0x0000000c
 DATA ggmlChunkQ4K_0<>+60(SB)/4, $0x0000001c
 GLOBL ggmlChunkQ4K_0<>(SB), RODATA|NOPTR, $64
 
 DATA ggmlChunkQ4K_1<>+0(SB)/4, $0x00000001
-DATA ggmlChunkQ4K_1<>+4(SB)/4, $0x00000005
-DATA ggmlChunkQ4K_1<>+8(SB)/4, $0x00000011
+DATA ggmlChunkQ4K_1<>+4(SB)/4, $0x00000011
+DATA ggmlChunkQ4K_1<>+8(SB)/4, $0x00000005
 DATA ggmlChunkQ4K_1<>+12(SB)/4, $0x00000015
 DATA ggmlChunkQ4K_1<>+16(SB)/4, $0x00000009
-DATA ggmlChunkQ4K_1<>+20(SB)/4, $0x0000000d
-DATA ggmlChunkQ4K_1<>+24(SB)/4, $0x00000019
+DATA ggmlChunkQ4K_1<>+20(SB)/4, $0x00000019
+DATA ggmlChunkQ4K_1<>+24(SB)/4, $0x0000000d
 DATA ggmlChunkQ4K_1<>+28(SB)/4, $0x0000001d
 DATA ggmlChunkQ4K_1<>+32(SB)/4, $0x00000001
-DATA ggmlChunkQ4K_1<>+36(SB)/4, $0x00000005
-DATA ggmlChunkQ4K_1<>+40(SB)/4, $0x00000011
+DATA ggmlChunkQ4K_1<>+36(SB)/4, $0x00000011
+DATA ggmlChunkQ4K_1<>+40(SB)/4, $0x00000005
 DATA ggmlChunkQ4K_1<>+44(SB)/4, $0x00000015
 DATA ggmlChunkQ4K_1<>+48(SB)/4, $0x00000009
-DATA ggmlChunkQ4K_1<>+52(SB)/4, $0x0000000d
-DATA ggmlChunkQ4K_1<>+56(SB)/4, $0x00000019
+DATA ggmlChunkQ4K_1<>+52(SB)/4, $0x00000019
+DATA ggmlChunkQ4K_1<>+56(SB)/4, $0x0000000d
 DATA ggmlChunkQ4K_1<>+60(SB)/4, $0x0000001d
 GLOBL ggmlChunkQ4K_1<>(SB), RODATA|NOPTR, $64
 
 DATA ggmlChunkQ4K_2<>+0(SB)/4, $0x00000002
-DATA ggmlChunkQ4K_2<>+4(SB)/4, $0x00000006
-DATA ggmlChunkQ4K_2<>+8(SB)/4, $0x00000012
+DATA ggmlChunkQ4K_2<>+4(SB)/4, $0x00000012
+DATA ggmlChunkQ4K_2<>+8(SB)/4, $0x00000006
 DATA ggmlChunkQ4K_2<>+12(SB)/4, $0x00000016
 DATA ggmlChunkQ4K_2<>+16(SB)/4, $0x0000000a
-DATA ggmlChunkQ4K_2<>+20(SB)/4, $0x0000000e
-DATA ggmlChunkQ4K_2<>+24(SB)/4, $0x0000001a
+DATA ggmlChunkQ4K_2<>+20(SB)/4, $0x0000001a
+DATA ggmlChunkQ4K_2<>+24(SB)/4, $0x0000000e
 DATA ggmlChunkQ4K_2<>+28(SB)/4, $0x0000001e
 DATA ggmlChunkQ4K_2<>+32(SB)/4, $0x00000002
-DATA ggmlChunkQ4K_2<>+36(SB)/4, $0x00000006
-DATA ggmlChunkQ4K_2<>+40(SB)/4, $0x00000012
+DATA ggmlChunkQ4K_2<>+36(SB)/4, $0x00000012
+DATA ggmlChunkQ4K_2<>+40(SB)/4, $0x00000006
 DATA ggmlChunkQ4K_2<>+44(SB)/4, $0x00000016
 DATA ggmlChunkQ4K_2<>+48(SB)/4, $0x0000000a
-DATA ggmlChunkQ4K_2<>+52(SB)/4, $0x0000000e
-DATA ggmlChunkQ4K_2<>+56(SB)/4, $0x0000001a
+DATA ggmlChunkQ4K_2<>+52(SB)/4, $0x0000001a
+DATA ggmlChunkQ4K_2<>+56(SB)/4, $0x0000000e
 DATA ggmlChunkQ4K_2<>+60(SB)/4, $0x0000001e
 GLOBL ggmlChunkQ4K_2<>(SB), RODATA|NOPTR, $64
 
 DATA ggmlChunkQ4K_3<>+0(SB)/4, $0x00000003
-DATA ggmlChunkQ4K_3<>+4(SB)/4, $0x00000007
-DATA ggmlChunkQ4K_3<>+8(SB)/4, $0x00000013
+DATA ggmlChunkQ4K_3<>+4(SB)/4, $0x00000013
+DATA ggmlChunkQ4K_3<>+8(SB)/4, $0x00000007
 DATA ggmlChunkQ4K_3<>+12(SB)/4, $0x00000017
 DATA ggmlChunkQ4K_3<>+16(SB)/4, $0x0000000b
-DATA ggmlChunkQ4K_3<>+20(SB)/4, $0x0000000f
-DATA ggmlChunkQ4K_3<>+24(SB)/4, $0x0000001b
+DATA ggmlChunkQ4K_3<>+20(SB)/4, $0x0000001b
+DATA ggmlChunkQ4K_3<>+24(SB)/4, $0x0000000f
 DATA ggmlChunkQ4K_3<>+28(SB)/4, $0x0000001f
 DATA ggmlChunkQ4K_3<>+32(SB)/4, $0x00000003
-DATA ggmlChunkQ4K_3<>+36(SB)/4, $0x00000007
-DATA ggmlChunkQ4K_3<>+40(SB)/4, $0x00000013
+DATA ggmlChunkQ4K_3<>+36(SB)/4, $0x00000013
+DATA ggmlChunkQ4K_3<>+40(SB)/4, $0x00000007
 DATA ggmlChunkQ4K_3<>+44(SB)/4, $0x00000017
 DATA ggmlChunkQ4K_3<>+48(SB)/4, $0x0000000b
-DATA ggmlChunkQ4K_3<>+52(SB)/4, $0x0000000f
-DATA ggmlChunkQ4K_3<>+56(SB)/4, $0x0000001b
+DATA ggmlChunkQ4K_3<>+52(SB)/4, $0x0000001b
+DATA ggmlChunkQ4K_3<>+56(SB)/4, $0x0000000f
 DATA ggmlChunkQ4K_3<>+60(SB)/4, $0x0000001f
 GLOBL ggmlChunkQ4K_3<>(SB), RODATA|NOPTR, $64
 
@@ -3297,6 +3886,276 @@ DATA ggmlPosSub32_1<>+52(SB)/4, $0x00000006
 DATA ggmlPosSub32_1<>+56(SB)/4, $0x00000007
 DATA ggmlPosSub32_1<>+60(SB)/4, $0x00000007
 GLOBL ggmlPosSub32_1<>(SB), RODATA|NOPTR, $64
+
+// func GgmlQ4KA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
+TEXT ·GgmlQ4KA8M16FullAvx512(SB), NOSPLIT, $104-80
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+
+GgmlQ4KA8M16FullAvx512_row:
+	MOVQ    out+72(FP), AX
+	VMOVUPS (AX), Z23
+	MOVQ    w+0(FP), AX
+	MOVQ    act+32(FP), CX
+	MOVQ    sums+48(FP), DX
+	MOVQ    xs+56(FP), BX
+	MOVQ    nsb+24(FP), SI
+
+GgmlQ4KA8M16FullAvx512_sb:
+	MOVQ         stride+8(FP), DI
+	SHLQ         $0x02, DI
+	ADDQ         AX, DI
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	PREFETCHT0   128(DI)
+	PREFETCHT0   143(DI)
+	PREFETCHT0   144(AX)
+	PREFETCHT0   208(AX)
+	PREFETCHT0   272(AX)
+	PREFETCHT0   287(AX)
+	MOVL         4(AX), DI
+	MOVL         8(AX), R8
+	MOVL         12(AX), R9
+	MOVL         DI, R10
+	ANDL         $0x3f3f3f3f, R10
+	MOVL         R8, R11
+	ANDL         $0x3f3f3f3f, R11
+	MOVL         R9, R12
+	ANDL         $0x0f0f0f0f, R12
+	SHRL         $0x06, DI
+	ANDL         $0x03030303, DI
+	SHLL         $0x04, DI
+	ORL          DI, R12
+	SHRL         $0x04, R9
+	ANDL         $0x0f0f0f0f, R9
+	MOVL         R8, DI
+	SHRL         $0x06, DI
+	ANDL         $0x03030303, DI
+	SHLL         $0x04, DI
+	ORL          R9, DI
+	MOVL         R12, R8
+	SHLQ         $0x20, R8
+	ORQ          R10, R8
+	SHLQ         $0x20, DI
+	ORQ          R11, DI
+	VMOVQ        R8, X1
+	VMOVQ        DI, X2
+	VPMOVZXBW    X1, X1
+	VPMOVZXBW    X2, X2
+	VMOVDQU64    X2, 64(SP)
+	VPMOVSXWD    X1, Y24
+	VMOVDQU64    Z24, (SP)
+	VPBROADCASTW (AX), X1
+	VCVTPH2PS    X1, X1
+	VMOVSS       X1, 96(SP)
+	VPBROADCASTW 2(AX), X1
+	VCVTPH2PS    X1, X1
+	VMOVSS       X1, 100(SP)
+	VPSRLW       $0x04, 16(AX), Z2
+	VPANDD       16(AX), Z0, Z1
+	VPANDD       Z2, Z0, Z2
+	VMOVDQU64    ggmlChunkQ4K_0<>+0(SB), Z3
+	VPERMI2D     Z2, Z1, Z3
+	VMOVDQU64    ggmlChunkQ4K_1<>+0(SB), Z4
+	VPERMI2D     Z2, Z1, Z4
+	VMOVDQU64    ggmlChunkQ4K_2<>+0(SB), Z5
+	VPERMI2D     Z2, Z1, Z5
+	VMOVDQU64    ggmlChunkQ4K_3<>+0(SB), Z6
+	VPERMI2D     Z2, Z1, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VPDPBUSD     (CX), Z3, Z7
+	VPDPBUSD     64(CX), Z4, Z7
+	VPDPBUSD     128(CX), Z5, Z7
+	VPDPBUSD     192(CX), Z6, Z7
+	VPDPBUSD     256(CX), Z3, Z8
+	VPDPBUSD     320(CX), Z4, Z8
+	VPDPBUSD     384(CX), Z5, Z8
+	VPDPBUSD     448(CX), Z6, Z8
+	VPDPBUSD     512(CX), Z3, Z9
+	VPDPBUSD     576(CX), Z4, Z9
+	VPDPBUSD     640(CX), Z5, Z9
+	VPDPBUSD     704(CX), Z6, Z9
+	VPDPBUSD     768(CX), Z3, Z10
+	VPDPBUSD     832(CX), Z4, Z10
+	VPDPBUSD     896(CX), Z5, Z10
+	VPDPBUSD     960(CX), Z6, Z10
+	VPDPBUSD     1024(CX), Z3, Z11
+	VPDPBUSD     1088(CX), Z4, Z11
+	VPDPBUSD     1152(CX), Z5, Z11
+	VPDPBUSD     1216(CX), Z6, Z11
+	VPDPBUSD     1280(CX), Z3, Z12
+	VPDPBUSD     1344(CX), Z4, Z12
+	VPDPBUSD     1408(CX), Z5, Z12
+	VPDPBUSD     1472(CX), Z6, Z12
+	VPDPBUSD     1536(CX), Z3, Z13
+	VPDPBUSD     1600(CX), Z4, Z13
+	VPDPBUSD     1664(CX), Z5, Z13
+	VPDPBUSD     1728(CX), Z6, Z13
+	VPDPBUSD     1792(CX), Z3, Z14
+	VPDPBUSD     1856(CX), Z4, Z14
+	VPDPBUSD     1920(CX), Z5, Z14
+	VPDPBUSD     1984(CX), Z6, Z14
+	VPSRLW       $0x04, 80(AX), Z2
+	VPANDD       80(AX), Z0, Z1
+	VPANDD       Z2, Z0, Z2
+	VMOVDQU64    ggmlChunkQ4K_0<>+0(SB), Z3
+	VPERMI2D     Z2, Z1, Z3
+	VMOVDQU64    ggmlChunkQ4K_1<>+0(SB), Z4
+	VPERMI2D     Z2, Z1, Z4
+	VMOVDQU64    ggmlChunkQ4K_2<>+0(SB), Z5
+	VPERMI2D     Z2, Z1, Z5
+	VMOVDQU64    ggmlChunkQ4K_3<>+0(SB), Z6
+	VPERMI2D     Z2, Z1, Z6
+	VPXORD       Z15, Z15, Z15
+	VPXORD       Z16, Z16, Z16
+	VPXORD       Z17, Z17, Z17
+	VPXORD       Z18, Z18, Z18
+	VPXORD       Z19, Z19, Z19
+	VPXORD       Z20, Z20, Z20
+	VPXORD       Z21, Z21, Z21
+	VPXORD       Z22, Z22, Z22
+	VPDPBUSD     2048(CX), Z3, Z15
+	VMOVDQU64    ggmlPosSub32_0<>+0(SB), Z1
+	VPERMD       (SP), Z1, Z1
+	VPDPBUSD     2112(CX), Z4, Z15
+	VPUNPCKLDQ   Z8, Z7, Z2
+	VPDPBUSD     2176(CX), Z5, Z15
+	VPUNPCKHDQ   Z8, Z7, Z7
+	VPDPBUSD     2240(CX), Z6, Z15
+	VPADDD       Z2, Z7, Z7
+	VPUNPCKLDQ   Z10, Z9, Z2
+	VPDPBUSD     2304(CX), Z3, Z16
+	VPUNPCKHDQ   Z10, Z9, Z9
+	VPDPBUSD     2368(CX), Z4, Z16
+	VPADDD       Z2, Z9, Z9
+	VPDPBUSD     2432(CX), Z5, Z16
+	VPUNPCKLDQ   Z12, Z11, Z2
+	VPDPBUSD     2496(CX), Z6, Z16
+	VPUNPCKHDQ   Z12, Z11, Z11
+	VPADDD       Z2, Z11, Z11
+	VPDPBUSD     2560(CX), Z3, Z17
+	VPUNPCKLDQ   Z14, Z13, Z2
+	VPDPBUSD     2624(CX), Z4, Z17
+	VPUNPCKHDQ   Z14, Z13, Z13
+	VPDPBUSD     2688(CX), Z5, Z17
+	VPADDD       Z2, Z13, Z13
+	VPDPBUSD     2752(CX), Z6, Z17
+	VPMULLD      Z1, Z7, Z7
+	VPMULLD      Z1, Z9, Z9
+	VPDPBUSD     2816(CX), Z3, Z18
+	VPMULLD      Z1, Z11, Z11
+	VPDPBUSD     2880(CX), Z4, Z18
+	VPMULLD      Z1, Z13, Z13
+	VPDPBUSD     2944(CX), Z5, Z18
+	VPUNPCKLQDQ  Z9, Z7, Z1
+	VPDPBUSD     3008(CX), Z6, Z18
+	VPUNPCKHQDQ  Z9, Z7, Z7
+	VPADDD       Z1, Z7, Z7
+	VPDPBUSD     3072(CX), Z3, Z19
+	VPUNPCKLQDQ  Z13, Z11, Z1
+	VPDPBUSD     3136(CX), Z4, Z19
+	VPUNPCKHQDQ  Z13, Z11, Z11
+	VPDPBUSD     3200(CX), Z5, Z19
+	VPADDD       Z1, Z11, Z11
+	VPDPBUSD     3264(CX), Z6, Z19
+	VSHUFI32X4   $0x88, Z11, Z7, Z1
+	VSHUFI32X4   $0xdd, Z11, Z7, Z7
+	VPDPBUSD     3328(CX), Z3, Z20
+	VPADDD       Z7, Z1, Z1
+	VPDPBUSD     3392(CX), Z4, Z20
+	VPBROADCASTD 64(SP), Z2
+	VPDPBUSD     3456(CX), Z5, Z20
+	VPMADDWD     (DX), Z2, Z2
+	VPDPBUSD     3520(CX), Z6, Z20
+	VPBROADCASTD 68(SP), Z25
+	VPDPWSSD     64(DX), Z25, Z2
+	VPDPBUSD     3584(CX), Z3, Z21
+	VMOVUPS      (BX), Z25
+	VPDPBUSD     3648(CX), Z4, Z21
+	VMULPS.BCST  96(SP), Z25, Z26
+	VPDPBUSD     3712(CX), Z5, Z21
+	VCVTDQ2PS    Z1, Z1
+	VPDPBUSD     3776(CX), Z6, Z21
+	VMULPS       Z26, Z1, Z1
+	VADDPS       Z1, Z23, Z23
+	VPDPBUSD     3840(CX), Z3, Z22
+	VMULPS.BCST  100(SP), Z25, Z1
+	VPDPBUSD     3904(CX), Z4, Z22
+	VCVTDQ2PS    Z2, Z2
+	VPDPBUSD     3968(CX), Z5, Z22
+	VMULPS       Z1, Z2, Z2
+	VPDPBUSD     4032(CX), Z6, Z22
+	VSUBPS       Z2, Z23, Z23
+	VMOVDQU64    ggmlPosSub32_1<>+0(SB), Z1
+	VPERMD       (SP), Z1, Z1
+	VPUNPCKLDQ   Z16, Z15, Z2
+	VPUNPCKHDQ   Z16, Z15, Z15
+	VPADDD       Z2, Z15, Z15
+	VPUNPCKLDQ   Z18, Z17, Z2
+	VPUNPCKHDQ   Z18, Z17, Z17
+	VPADDD       Z2, Z17, Z17
+	VPUNPCKLDQ   Z20, Z19, Z2
+	VPUNPCKHDQ   Z20, Z19, Z19
+	VPADDD       Z2, Z19, Z19
+	VPUNPCKLDQ   Z22, Z21, Z2
+	VPUNPCKHDQ   Z22, Z21, Z21
+	VPADDD       Z2, Z21, Z21
+	VPMULLD      Z1, Z15, Z15
+	VPMULLD      Z1, Z17, Z17
+	VPMULLD      Z1, Z19, Z19
+	VPMULLD      Z1, Z21, Z21
+	VPUNPCKLQDQ  Z17, Z15, Z1
+	VPUNPCKHQDQ  Z17, Z15, Z15
+	VPADDD       Z1, Z15, Z15
+	VPUNPCKLQDQ  Z21, Z19, Z1
+	VPUNPCKHQDQ  Z21, Z19, Z19
+	VPADDD       Z1, Z19, Z19
+	VSHUFI32X4   $0x88, Z19, Z15, Z1
+	VSHUFI32X4   $0xdd, Z19, Z15, Z15
+	VPADDD       Z15, Z1, Z1
+	VPBROADCASTD 72(SP), Z2
+	VPMADDWD     128(DX), Z2, Z2
+	VPBROADCASTD 76(SP), Z3
+	VPDPWSSD     192(DX), Z3, Z2
+	VMOVUPS      64(BX), Z3
+	VMULPS.BCST  96(SP), Z3, Z4
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       Z4, Z1, Z1
+	VADDPS       Z1, Z23, Z23
+	VMULPS.BCST  100(SP), Z3, Z1
+	VCVTDQ2PS    Z2, Z2
+	VMULPS       Z1, Z2, Z2
+	VSUBPS       Z2, Z23, Z23
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00001000, CX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000080, BX
+	DECQ         SI
+	JNZ          GgmlQ4KA8M16FullAvx512_sb
+	MOVQ         out+72(FP), AX
+	VMOVUPS      Z23, (AX)
+	MOVQ         out+72(FP), AX
+	ADDQ         $0x00000040, AX
+	MOVQ         AX, out+72(FP)
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ4KA8M16FullAvx512_row
+	VZEROUPPER
+	RET
 
 // func GgmlQ5KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C
@@ -4078,8 +4937,8 @@ GgmlQ5KA8R4Avx512_unit:
 	RET
 
 // func GgmlQ5KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, MMX+
-TEXT ·GgmlQ5KA8M16Avx512(SB), NOSPLIT, $32-80
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
+TEXT ·GgmlQ5KA8M16Avx512(SB), NOSPLIT, $104-80
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Z0
@@ -4096,12 +4955,17 @@ GgmlQ5KA8M16Avx512_row:
 	MOVQ    nsb+24(FP), SI
 
 GgmlQ5KA8M16Avx512_sb:
-	MOVQ            AX, DI
-	MOVQ            stride+8(FP), R8
-	ADDQ            R8, DI
+	MOVQ            stride+8(FP), DI
+	SHLQ            $0x02, DI
+	ADDQ            AX, DI
 	PREFETCHT0      (DI)
 	PREFETCHT0      64(DI)
 	PREFETCHT0      128(DI)
+	PREFETCHT0      175(DI)
+	PREFETCHT0      176(AX)
+	PREFETCHT0      240(AX)
+	PREFETCHT0      304(AX)
+	PREFETCHT0      351(AX)
 	MOVL            4(AX), DI
 	MOVL            8(AX), R8
 	MOVL            12(AX), R9
@@ -4127,254 +4991,249 @@ GgmlQ5KA8M16Avx512_sb:
 	ORQ             R10, R8
 	SHLQ            $0x20, DI
 	ORQ             R11, DI
-	VMOVQ           R8, X10
-	VMOVQ           DI, X11
-	VPMOVZXBW       X10, X10
-	VPMOVZXBW       X11, X11
-	VMOVDQU64       X11, (SP)
-	VPMOVSXWD       X10, Y17
-	VPBROADCASTW    (AX), Y10
-	VCVTPH2PS       Y10, Z18
-	VPBROADCASTW    2(AX), Y10
-	VCVTPH2PS       Y10, Z19
-	VPSRLW          $0x04, 48(AX), Z11
-	VPANDD          48(AX), Z0, Z10
-	VPANDD          Z11, Z0, Z11
-	VBROADCASTI64X4 16(AX), Z12
-	VPTESTMB        ggmlQ5KBit00<>+0(SB), Z12, K1
-	VPADDB          Z1, Z10, K1, Z10
-	VPTESTMB        ggmlQ5KBit01<>+0(SB), Z12, K1
-	VPADDB          Z1, Z11, K1, Z11
-	VMOVDQU64       ggmlChunkQ5K_0<>+0(SB), Z12
-	VPERMI2D        Z11, Z10, Z12
-	VMOVDQU64       ggmlChunkQ5K_1<>+0(SB), Z13
-	VPERMI2D        Z11, Z10, Z13
-	VMOVDQU64       ggmlChunkQ5K_2<>+0(SB), Z14
-	VPERMI2D        Z11, Z10, Z14
-	VMOVDQU64       ggmlChunkQ5K_3<>+0(SB), Z15
-	VPERMI2D        Z11, Z10, Z15
-	VMOVDQU64       ggmlPosSub32_0<>+0(SB), Z10
-	VPERMD          Z17, Z10, Z10
-	VPXORD          Z2, Z2, Z2
-	VPXORD          Z3, Z3, Z3
-	VPXORD          Z4, Z4, Z4
-	VPXORD          Z5, Z5, Z5
-	VPXORD          Z6, Z6, Z6
-	VPXORD          Z7, Z7, Z7
+	VMOVQ           R8, X2
+	VMOVQ           DI, X3
+	VPMOVZXBW       X2, X2
+	VPMOVZXBW       X3, X3
+	VMOVDQU64       X3, 64(SP)
+	VPMOVSXWD       X2, Y17
+	VMOVDQU64       Z17, (SP)
+	VPBROADCASTW    (AX), X2
+	VCVTPH2PS       X2, X2
+	VMOVSS          X2, 96(SP)
+	VPBROADCASTW    2(AX), X2
+	VCVTPH2PS       X2, X2
+	VMOVSS          X2, 100(SP)
+	VPSRLW          $0x04, 48(AX), Z3
+	VPANDD          48(AX), Z0, Z2
+	VPANDD          Z3, Z0, Z3
+	VBROADCASTI64X4 16(AX), Z4
+	VPTESTMB        ggmlQ5KBit00<>+0(SB), Z4, K1
+	VPADDB          Z1, Z2, K1, Z2
+	VPTESTMB        ggmlQ5KBit01<>+0(SB), Z4, K1
+	VPADDB          Z1, Z3, K1, Z3
+	VMOVDQU64       ggmlChunkQ5K_0<>+0(SB), Z4
+	VPERMI2D        Z3, Z2, Z4
+	VMOVDQU64       ggmlChunkQ5K_1<>+0(SB), Z5
+	VPERMI2D        Z3, Z2, Z5
+	VMOVDQU64       ggmlChunkQ5K_2<>+0(SB), Z6
+	VPERMI2D        Z3, Z2, Z6
+	VMOVDQU64       ggmlChunkQ5K_3<>+0(SB), Z7
+	VPERMI2D        Z3, Z2, Z7
 	VPXORD          Z8, Z8, Z8
 	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
 	MOVQ            nvec+64(FP), DI
 	INCQ            DI
 	SHRQ            $0x01, DI
-	VPDPBUSD        (CX), Z12, Z2
-	VPDPBUSD        64(CX), Z13, Z2
-	VPDPBUSD        128(CX), Z14, Z2
-	VPDPBUSD        192(CX), Z15, Z2
+	VPDPBUSD        (CX), Z4, Z8
+	VPDPBUSD        64(CX), Z5, Z8
+	VPDPBUSD        128(CX), Z6, Z8
+	VPDPBUSD        192(CX), Z7, Z8
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h0_done
-	VPDPBUSD        256(CX), Z12, Z3
-	VPDPBUSD        320(CX), Z13, Z3
-	VPDPBUSD        384(CX), Z14, Z3
-	VPDPBUSD        448(CX), Z15, Z3
+	VPDPBUSD        256(CX), Z4, Z9
+	VPDPBUSD        320(CX), Z5, Z9
+	VPDPBUSD        384(CX), Z6, Z9
+	VPDPBUSD        448(CX), Z7, Z9
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h0_done
-	VPDPBUSD        512(CX), Z12, Z4
-	VPDPBUSD        576(CX), Z13, Z4
-	VPDPBUSD        640(CX), Z14, Z4
-	VPDPBUSD        704(CX), Z15, Z4
+	VPDPBUSD        512(CX), Z4, Z10
+	VPDPBUSD        576(CX), Z5, Z10
+	VPDPBUSD        640(CX), Z6, Z10
+	VPDPBUSD        704(CX), Z7, Z10
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h0_done
-	VPDPBUSD        768(CX), Z12, Z5
-	VPDPBUSD        832(CX), Z13, Z5
-	VPDPBUSD        896(CX), Z14, Z5
-	VPDPBUSD        960(CX), Z15, Z5
+	VPDPBUSD        768(CX), Z4, Z11
+	VPDPBUSD        832(CX), Z5, Z11
+	VPDPBUSD        896(CX), Z6, Z11
+	VPDPBUSD        960(CX), Z7, Z11
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h0_done
-	VPDPBUSD        1024(CX), Z12, Z6
-	VPDPBUSD        1088(CX), Z13, Z6
-	VPDPBUSD        1152(CX), Z14, Z6
-	VPDPBUSD        1216(CX), Z15, Z6
+	VPDPBUSD        1024(CX), Z4, Z12
+	VPDPBUSD        1088(CX), Z5, Z12
+	VPDPBUSD        1152(CX), Z6, Z12
+	VPDPBUSD        1216(CX), Z7, Z12
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h0_done
-	VPDPBUSD        1280(CX), Z12, Z7
-	VPDPBUSD        1344(CX), Z13, Z7
-	VPDPBUSD        1408(CX), Z14, Z7
-	VPDPBUSD        1472(CX), Z15, Z7
+	VPDPBUSD        1280(CX), Z4, Z13
+	VPDPBUSD        1344(CX), Z5, Z13
+	VPDPBUSD        1408(CX), Z6, Z13
+	VPDPBUSD        1472(CX), Z7, Z13
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h0_done
-	VPDPBUSD        1536(CX), Z12, Z8
-	VPDPBUSD        1600(CX), Z13, Z8
-	VPDPBUSD        1664(CX), Z14, Z8
-	VPDPBUSD        1728(CX), Z15, Z8
+	VPDPBUSD        1536(CX), Z4, Z14
+	VPDPBUSD        1600(CX), Z5, Z14
+	VPDPBUSD        1664(CX), Z6, Z14
+	VPDPBUSD        1728(CX), Z7, Z14
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h0_done
-	VPDPBUSD        1792(CX), Z12, Z9
-	VPDPBUSD        1856(CX), Z13, Z9
-	VPDPBUSD        1920(CX), Z14, Z9
-	VPDPBUSD        1984(CX), Z15, Z9
+	VPDPBUSD        1792(CX), Z4, Z15
+	VPDPBUSD        1856(CX), Z5, Z15
+	VPDPBUSD        1920(CX), Z6, Z15
+	VPDPBUSD        1984(CX), Z7, Z15
 
 GgmlQ5KA8M16Avx512_h0_done:
-	VPMULLD         Z10, Z2, Z2
-	VPMULLD         Z10, Z3, Z3
-	VPMULLD         Z10, Z4, Z4
-	VPMULLD         Z10, Z5, Z5
-	VPMULLD         Z10, Z6, Z6
-	VPMULLD         Z10, Z7, Z7
-	VPMULLD         Z10, Z8, Z8
-	VPMULLD         Z10, Z9, Z9
-	VPUNPCKLDQ      Z3, Z2, Z10
-	VPUNPCKHDQ      Z3, Z2, Z2
-	VPADDD          Z10, Z2, Z2
-	VPUNPCKLDQ      Z5, Z4, Z10
-	VPUNPCKHDQ      Z5, Z4, Z4
-	VPADDD          Z10, Z4, Z4
-	VPUNPCKLDQ      Z7, Z6, Z10
-	VPUNPCKHDQ      Z7, Z6, Z6
-	VPADDD          Z10, Z6, Z6
-	VPUNPCKLDQ      Z9, Z8, Z10
+	VMOVDQU64       ggmlPosSub32_0<>+0(SB), Z2
+	VPERMD          (SP), Z2, Z2
+	VPUNPCKLDQ      Z9, Z8, Z3
 	VPUNPCKHDQ      Z9, Z8, Z8
-	VPADDD          Z10, Z8, Z8
-	VPUNPCKLQDQ     Z4, Z2, Z10
-	VPUNPCKHQDQ     Z4, Z2, Z2
-	VPADDD          Z10, Z2, Z2
-	VPUNPCKLQDQ     Z8, Z6, Z10
-	VPUNPCKHQDQ     Z8, Z6, Z6
-	VPADDD          Z10, Z6, Z6
-	VSHUFI32X4      $0x88, Z6, Z2, Z10
-	VSHUFI32X4      $0xdd, Z6, Z2, Z2
-	VPADDD          Z2, Z10, Z10
-	VPBROADCASTD    (SP), Z11
-	VPMADDWD        (DX), Z11, Z11
-	VPBROADCASTD    4(SP), Z12
-	VPDPWSSD        64(DX), Z12, Z11
-	VMOVUPS         (BX), Z12
-	VMULPS          Z18, Z12, Z13
-	VCVTDQ2PS       Z10, Z10
-	VMULPS          Z13, Z10, Z10
-	VADDPS          Z10, Z16, Z16
-	VMULPS          Z19, Z12, Z13
-	VCVTDQ2PS       Z11, Z10
-	VMULPS          Z13, Z10, Z10
-	VSUBPS          Z10, Z16, Z16
-	VPSRLW          $0x04, 112(AX), Z11
-	VPANDD          112(AX), Z0, Z10
-	VPANDD          Z11, Z0, Z11
-	VBROADCASTI64X4 16(AX), Z12
-	VPTESTMB        ggmlQ5KBit10<>+0(SB), Z12, K1
-	VPADDB          Z1, Z10, K1, Z10
-	VPTESTMB        ggmlQ5KBit11<>+0(SB), Z12, K1
-	VPADDB          Z1, Z11, K1, Z11
-	VMOVDQU64       ggmlChunkQ5K_0<>+0(SB), Z12
-	VPERMI2D        Z11, Z10, Z12
-	VMOVDQU64       ggmlChunkQ5K_1<>+0(SB), Z13
-	VPERMI2D        Z11, Z10, Z13
-	VMOVDQU64       ggmlChunkQ5K_2<>+0(SB), Z14
-	VPERMI2D        Z11, Z10, Z14
-	VMOVDQU64       ggmlChunkQ5K_3<>+0(SB), Z15
-	VPERMI2D        Z11, Z10, Z15
-	VMOVDQU64       ggmlPosSub32_1<>+0(SB), Z10
-	VPERMD          Z17, Z10, Z10
-	VPXORD          Z2, Z2, Z2
-	VPXORD          Z3, Z3, Z3
-	VPXORD          Z4, Z4, Z4
-	VPXORD          Z5, Z5, Z5
-	VPXORD          Z6, Z6, Z6
-	VPXORD          Z7, Z7, Z7
+	VPADDD          Z3, Z8, Z8
+	VPUNPCKLDQ      Z11, Z10, Z3
+	VPUNPCKHDQ      Z11, Z10, Z10
+	VPADDD          Z3, Z10, Z10
+	VPUNPCKLDQ      Z13, Z12, Z3
+	VPUNPCKHDQ      Z13, Z12, Z12
+	VPADDD          Z3, Z12, Z12
+	VPUNPCKLDQ      Z15, Z14, Z3
+	VPUNPCKHDQ      Z15, Z14, Z14
+	VPADDD          Z3, Z14, Z14
+	VPMULLD         Z2, Z8, Z8
+	VPMULLD         Z2, Z10, Z10
+	VPMULLD         Z2, Z12, Z12
+	VPMULLD         Z2, Z14, Z14
+	VPUNPCKLQDQ     Z10, Z8, Z2
+	VPUNPCKHQDQ     Z10, Z8, Z8
+	VPADDD          Z2, Z8, Z8
+	VPUNPCKLQDQ     Z14, Z12, Z2
+	VPUNPCKHQDQ     Z14, Z12, Z12
+	VPADDD          Z2, Z12, Z12
+	VSHUFI32X4      $0x88, Z12, Z8, Z2
+	VSHUFI32X4      $0xdd, Z12, Z8, Z8
+	VPADDD          Z8, Z2, Z2
+	VPBROADCASTD    64(SP), Z3
+	VPMADDWD        (DX), Z3, Z3
+	VPBROADCASTD    68(SP), Z4
+	VPDPWSSD        64(DX), Z4, Z3
+	VMOVUPS         (BX), Z4
+	VMULPS.BCST     96(SP), Z4, Z5
+	VCVTDQ2PS       Z2, Z2
+	VMULPS          Z5, Z2, Z2
+	VADDPS          Z2, Z16, Z16
+	VMULPS.BCST     100(SP), Z4, Z2
+	VCVTDQ2PS       Z3, Z3
+	VMULPS          Z2, Z3, Z3
+	VSUBPS          Z3, Z16, Z16
+	VPSRLW          $0x04, 112(AX), Z3
+	VPANDD          112(AX), Z0, Z2
+	VPANDD          Z3, Z0, Z3
+	VBROADCASTI64X4 16(AX), Z4
+	VPTESTMB        ggmlQ5KBit10<>+0(SB), Z4, K1
+	VPADDB          Z1, Z2, K1, Z2
+	VPTESTMB        ggmlQ5KBit11<>+0(SB), Z4, K1
+	VPADDB          Z1, Z3, K1, Z3
+	VMOVDQU64       ggmlChunkQ5K_0<>+0(SB), Z4
+	VPERMI2D        Z3, Z2, Z4
+	VMOVDQU64       ggmlChunkQ5K_1<>+0(SB), Z5
+	VPERMI2D        Z3, Z2, Z5
+	VMOVDQU64       ggmlChunkQ5K_2<>+0(SB), Z6
+	VPERMI2D        Z3, Z2, Z6
+	VMOVDQU64       ggmlChunkQ5K_3<>+0(SB), Z7
+	VPERMI2D        Z3, Z2, Z7
 	VPXORD          Z8, Z8, Z8
 	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
 	MOVQ            nvec+64(FP), DI
 	INCQ            DI
 	SHRQ            $0x01, DI
-	VPDPBUSD        2048(CX), Z12, Z2
-	VPDPBUSD        2112(CX), Z13, Z2
-	VPDPBUSD        2176(CX), Z14, Z2
-	VPDPBUSD        2240(CX), Z15, Z2
+	VPDPBUSD        2048(CX), Z4, Z8
+	VPDPBUSD        2112(CX), Z5, Z8
+	VPDPBUSD        2176(CX), Z6, Z8
+	VPDPBUSD        2240(CX), Z7, Z8
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h1_done
-	VPDPBUSD        2304(CX), Z12, Z3
-	VPDPBUSD        2368(CX), Z13, Z3
-	VPDPBUSD        2432(CX), Z14, Z3
-	VPDPBUSD        2496(CX), Z15, Z3
+	VPDPBUSD        2304(CX), Z4, Z9
+	VPDPBUSD        2368(CX), Z5, Z9
+	VPDPBUSD        2432(CX), Z6, Z9
+	VPDPBUSD        2496(CX), Z7, Z9
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h1_done
-	VPDPBUSD        2560(CX), Z12, Z4
-	VPDPBUSD        2624(CX), Z13, Z4
-	VPDPBUSD        2688(CX), Z14, Z4
-	VPDPBUSD        2752(CX), Z15, Z4
+	VPDPBUSD        2560(CX), Z4, Z10
+	VPDPBUSD        2624(CX), Z5, Z10
+	VPDPBUSD        2688(CX), Z6, Z10
+	VPDPBUSD        2752(CX), Z7, Z10
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h1_done
-	VPDPBUSD        2816(CX), Z12, Z5
-	VPDPBUSD        2880(CX), Z13, Z5
-	VPDPBUSD        2944(CX), Z14, Z5
-	VPDPBUSD        3008(CX), Z15, Z5
+	VPDPBUSD        2816(CX), Z4, Z11
+	VPDPBUSD        2880(CX), Z5, Z11
+	VPDPBUSD        2944(CX), Z6, Z11
+	VPDPBUSD        3008(CX), Z7, Z11
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h1_done
-	VPDPBUSD        3072(CX), Z12, Z6
-	VPDPBUSD        3136(CX), Z13, Z6
-	VPDPBUSD        3200(CX), Z14, Z6
-	VPDPBUSD        3264(CX), Z15, Z6
+	VPDPBUSD        3072(CX), Z4, Z12
+	VPDPBUSD        3136(CX), Z5, Z12
+	VPDPBUSD        3200(CX), Z6, Z12
+	VPDPBUSD        3264(CX), Z7, Z12
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h1_done
-	VPDPBUSD        3328(CX), Z12, Z7
-	VPDPBUSD        3392(CX), Z13, Z7
-	VPDPBUSD        3456(CX), Z14, Z7
-	VPDPBUSD        3520(CX), Z15, Z7
+	VPDPBUSD        3328(CX), Z4, Z13
+	VPDPBUSD        3392(CX), Z5, Z13
+	VPDPBUSD        3456(CX), Z6, Z13
+	VPDPBUSD        3520(CX), Z7, Z13
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h1_done
-	VPDPBUSD        3584(CX), Z12, Z8
-	VPDPBUSD        3648(CX), Z13, Z8
-	VPDPBUSD        3712(CX), Z14, Z8
-	VPDPBUSD        3776(CX), Z15, Z8
+	VPDPBUSD        3584(CX), Z4, Z14
+	VPDPBUSD        3648(CX), Z5, Z14
+	VPDPBUSD        3712(CX), Z6, Z14
+	VPDPBUSD        3776(CX), Z7, Z14
 	DECQ            DI
 	JZ              GgmlQ5KA8M16Avx512_h1_done
-	VPDPBUSD        3840(CX), Z12, Z9
-	VPDPBUSD        3904(CX), Z13, Z9
-	VPDPBUSD        3968(CX), Z14, Z9
-	VPDPBUSD        4032(CX), Z15, Z9
+	VPDPBUSD        3840(CX), Z4, Z15
+	VPDPBUSD        3904(CX), Z5, Z15
+	VPDPBUSD        3968(CX), Z6, Z15
+	VPDPBUSD        4032(CX), Z7, Z15
 
 GgmlQ5KA8M16Avx512_h1_done:
-	VPMULLD      Z10, Z2, Z2
-	VPMULLD      Z10, Z3, Z3
-	VPMULLD      Z10, Z4, Z4
-	VPMULLD      Z10, Z5, Z5
-	VPMULLD      Z10, Z6, Z6
-	VPMULLD      Z10, Z7, Z7
-	VPMULLD      Z10, Z8, Z8
-	VPMULLD      Z10, Z9, Z9
-	VPUNPCKLDQ   Z3, Z2, Z10
-	VPUNPCKHDQ   Z3, Z2, Z2
-	VPADDD       Z10, Z2, Z2
-	VPUNPCKLDQ   Z5, Z4, Z10
-	VPUNPCKHDQ   Z5, Z4, Z4
-	VPADDD       Z10, Z4, Z4
-	VPUNPCKLDQ   Z7, Z6, Z10
-	VPUNPCKHDQ   Z7, Z6, Z6
-	VPADDD       Z10, Z6, Z6
-	VPUNPCKLDQ   Z9, Z8, Z10
+	VMOVDQU64    ggmlPosSub32_1<>+0(SB), Z2
+	VPERMD       (SP), Z2, Z2
+	VPUNPCKLDQ   Z9, Z8, Z3
 	VPUNPCKHDQ   Z9, Z8, Z8
-	VPADDD       Z10, Z8, Z8
-	VPUNPCKLQDQ  Z4, Z2, Z10
-	VPUNPCKHQDQ  Z4, Z2, Z2
-	VPADDD       Z10, Z2, Z2
-	VPUNPCKLQDQ  Z8, Z6, Z10
-	VPUNPCKHQDQ  Z8, Z6, Z6
-	VPADDD       Z10, Z6, Z6
-	VSHUFI32X4   $0x88, Z6, Z2, Z10
-	VSHUFI32X4   $0xdd, Z6, Z2, Z2
-	VPADDD       Z2, Z10, Z10
-	VPBROADCASTD 8(SP), Z11
-	VPMADDWD     128(DX), Z11, Z11
-	VPBROADCASTD 12(SP), Z12
-	VPDPWSSD     192(DX), Z12, Z11
-	VMOVUPS      64(BX), Z12
-	VMULPS       Z18, Z12, Z13
-	VCVTDQ2PS    Z10, Z10
-	VMULPS       Z13, Z10, Z10
-	VADDPS       Z10, Z16, Z16
-	VMULPS       Z19, Z12, Z13
-	VCVTDQ2PS    Z11, Z10
-	VMULPS       Z13, Z10, Z10
-	VSUBPS       Z10, Z16, Z16
+	VPADDD       Z3, Z8, Z8
+	VPUNPCKLDQ   Z11, Z10, Z3
+	VPUNPCKHDQ   Z11, Z10, Z10
+	VPADDD       Z3, Z10, Z10
+	VPUNPCKLDQ   Z13, Z12, Z3
+	VPUNPCKHDQ   Z13, Z12, Z12
+	VPADDD       Z3, Z12, Z12
+	VPUNPCKLDQ   Z15, Z14, Z3
+	VPUNPCKHDQ   Z15, Z14, Z14
+	VPADDD       Z3, Z14, Z14
+	VPMULLD      Z2, Z8, Z8
+	VPMULLD      Z2, Z10, Z10
+	VPMULLD      Z2, Z12, Z12
+	VPMULLD      Z2, Z14, Z14
+	VPUNPCKLQDQ  Z10, Z8, Z2
+	VPUNPCKHQDQ  Z10, Z8, Z8
+	VPADDD       Z2, Z8, Z8
+	VPUNPCKLQDQ  Z14, Z12, Z2
+	VPUNPCKHQDQ  Z14, Z12, Z12
+	VPADDD       Z2, Z12, Z12
+	VSHUFI32X4   $0x88, Z12, Z8, Z2
+	VSHUFI32X4   $0xdd, Z12, Z8, Z8
+	VPADDD       Z8, Z2, Z2
+	VPBROADCASTD 72(SP), Z3
+	VPMADDWD     128(DX), Z3, Z3
+	VPBROADCASTD 76(SP), Z4
+	VPDPWSSD     192(DX), Z4, Z3
+	VMOVUPS      64(BX), Z4
+	VMULPS.BCST  96(SP), Z4, Z5
+	VCVTDQ2PS    Z2, Z2
+	VMULPS       Z5, Z2, Z2
+	VADDPS       Z2, Z16, Z16
+	VMULPS.BCST  100(SP), Z4, Z2
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       Z2, Z3, Z3
+	VSUBPS       Z3, Z16, Z16
 	ADDQ         $0x000000b0, AX
 	ADDQ         $0x00001000, CX
 	ADDQ         $0x00000100, DX
@@ -4398,76 +5257,358 @@ GgmlQ5KA8M16Avx512_h1_done:
 	RET
 
 DATA ggmlChunkQ5K_0<>+0(SB)/4, $0x00000000
-DATA ggmlChunkQ5K_0<>+4(SB)/4, $0x00000004
-DATA ggmlChunkQ5K_0<>+8(SB)/4, $0x00000010
+DATA ggmlChunkQ5K_0<>+4(SB)/4, $0x00000010
+DATA ggmlChunkQ5K_0<>+8(SB)/4, $0x00000004
 DATA ggmlChunkQ5K_0<>+12(SB)/4, $0x00000014
 DATA ggmlChunkQ5K_0<>+16(SB)/4, $0x00000008
-DATA ggmlChunkQ5K_0<>+20(SB)/4, $0x0000000c
-DATA ggmlChunkQ5K_0<>+24(SB)/4, $0x00000018
+DATA ggmlChunkQ5K_0<>+20(SB)/4, $0x00000018
+DATA ggmlChunkQ5K_0<>+24(SB)/4, $0x0000000c
 DATA ggmlChunkQ5K_0<>+28(SB)/4, $0x0000001c
 DATA ggmlChunkQ5K_0<>+32(SB)/4, $0x00000000
-DATA ggmlChunkQ5K_0<>+36(SB)/4, $0x00000004
-DATA ggmlChunkQ5K_0<>+40(SB)/4, $0x00000010
+DATA ggmlChunkQ5K_0<>+36(SB)/4, $0x00000010
+DATA ggmlChunkQ5K_0<>+40(SB)/4, $0x00000004
 DATA ggmlChunkQ5K_0<>+44(SB)/4, $0x00000014
 DATA ggmlChunkQ5K_0<>+48(SB)/4, $0x00000008
-DATA ggmlChunkQ5K_0<>+52(SB)/4, $0x0000000c
-DATA ggmlChunkQ5K_0<>+56(SB)/4, $0x00000018
+DATA ggmlChunkQ5K_0<>+52(SB)/4, $0x00000018
+DATA ggmlChunkQ5K_0<>+56(SB)/4, $0x0000000c
 DATA ggmlChunkQ5K_0<>+60(SB)/4, $0x0000001c
 GLOBL ggmlChunkQ5K_0<>(SB), RODATA|NOPTR, $64
 
 DATA ggmlChunkQ5K_1<>+0(SB)/4, $0x00000001
-DATA ggmlChunkQ5K_1<>+4(SB)/4, $0x00000005
-DATA ggmlChunkQ5K_1<>+8(SB)/4, $0x00000011
+DATA ggmlChunkQ5K_1<>+4(SB)/4, $0x00000011
+DATA ggmlChunkQ5K_1<>+8(SB)/4, $0x00000005
 DATA ggmlChunkQ5K_1<>+12(SB)/4, $0x00000015
 DATA ggmlChunkQ5K_1<>+16(SB)/4, $0x00000009
-DATA ggmlChunkQ5K_1<>+20(SB)/4, $0x0000000d
-DATA ggmlChunkQ5K_1<>+24(SB)/4, $0x00000019
+DATA ggmlChunkQ5K_1<>+20(SB)/4, $0x00000019
+DATA ggmlChunkQ5K_1<>+24(SB)/4, $0x0000000d
 DATA ggmlChunkQ5K_1<>+28(SB)/4, $0x0000001d
 DATA ggmlChunkQ5K_1<>+32(SB)/4, $0x00000001
-DATA ggmlChunkQ5K_1<>+36(SB)/4, $0x00000005
-DATA ggmlChunkQ5K_1<>+40(SB)/4, $0x00000011
+DATA ggmlChunkQ5K_1<>+36(SB)/4, $0x00000011
+DATA ggmlChunkQ5K_1<>+40(SB)/4, $0x00000005
 DATA ggmlChunkQ5K_1<>+44(SB)/4, $0x00000015
 DATA ggmlChunkQ5K_1<>+48(SB)/4, $0x00000009
-DATA ggmlChunkQ5K_1<>+52(SB)/4, $0x0000000d
-DATA ggmlChunkQ5K_1<>+56(SB)/4, $0x00000019
+DATA ggmlChunkQ5K_1<>+52(SB)/4, $0x00000019
+DATA ggmlChunkQ5K_1<>+56(SB)/4, $0x0000000d
 DATA ggmlChunkQ5K_1<>+60(SB)/4, $0x0000001d
 GLOBL ggmlChunkQ5K_1<>(SB), RODATA|NOPTR, $64
 
 DATA ggmlChunkQ5K_2<>+0(SB)/4, $0x00000002
-DATA ggmlChunkQ5K_2<>+4(SB)/4, $0x00000006
-DATA ggmlChunkQ5K_2<>+8(SB)/4, $0x00000012
+DATA ggmlChunkQ5K_2<>+4(SB)/4, $0x00000012
+DATA ggmlChunkQ5K_2<>+8(SB)/4, $0x00000006
 DATA ggmlChunkQ5K_2<>+12(SB)/4, $0x00000016
 DATA ggmlChunkQ5K_2<>+16(SB)/4, $0x0000000a
-DATA ggmlChunkQ5K_2<>+20(SB)/4, $0x0000000e
-DATA ggmlChunkQ5K_2<>+24(SB)/4, $0x0000001a
+DATA ggmlChunkQ5K_2<>+20(SB)/4, $0x0000001a
+DATA ggmlChunkQ5K_2<>+24(SB)/4, $0x0000000e
 DATA ggmlChunkQ5K_2<>+28(SB)/4, $0x0000001e
 DATA ggmlChunkQ5K_2<>+32(SB)/4, $0x00000002
-DATA ggmlChunkQ5K_2<>+36(SB)/4, $0x00000006
-DATA ggmlChunkQ5K_2<>+40(SB)/4, $0x00000012
+DATA ggmlChunkQ5K_2<>+36(SB)/4, $0x00000012
+DATA ggmlChunkQ5K_2<>+40(SB)/4, $0x00000006
 DATA ggmlChunkQ5K_2<>+44(SB)/4, $0x00000016
 DATA ggmlChunkQ5K_2<>+48(SB)/4, $0x0000000a
-DATA ggmlChunkQ5K_2<>+52(SB)/4, $0x0000000e
-DATA ggmlChunkQ5K_2<>+56(SB)/4, $0x0000001a
+DATA ggmlChunkQ5K_2<>+52(SB)/4, $0x0000001a
+DATA ggmlChunkQ5K_2<>+56(SB)/4, $0x0000000e
 DATA ggmlChunkQ5K_2<>+60(SB)/4, $0x0000001e
 GLOBL ggmlChunkQ5K_2<>(SB), RODATA|NOPTR, $64
 
 DATA ggmlChunkQ5K_3<>+0(SB)/4, $0x00000003
-DATA ggmlChunkQ5K_3<>+4(SB)/4, $0x00000007
-DATA ggmlChunkQ5K_3<>+8(SB)/4, $0x00000013
+DATA ggmlChunkQ5K_3<>+4(SB)/4, $0x00000013
+DATA ggmlChunkQ5K_3<>+8(SB)/4, $0x00000007
 DATA ggmlChunkQ5K_3<>+12(SB)/4, $0x00000017
 DATA ggmlChunkQ5K_3<>+16(SB)/4, $0x0000000b
-DATA ggmlChunkQ5K_3<>+20(SB)/4, $0x0000000f
-DATA ggmlChunkQ5K_3<>+24(SB)/4, $0x0000001b
+DATA ggmlChunkQ5K_3<>+20(SB)/4, $0x0000001b
+DATA ggmlChunkQ5K_3<>+24(SB)/4, $0x0000000f
 DATA ggmlChunkQ5K_3<>+28(SB)/4, $0x0000001f
 DATA ggmlChunkQ5K_3<>+32(SB)/4, $0x00000003
-DATA ggmlChunkQ5K_3<>+36(SB)/4, $0x00000007
-DATA ggmlChunkQ5K_3<>+40(SB)/4, $0x00000013
+DATA ggmlChunkQ5K_3<>+36(SB)/4, $0x00000013
+DATA ggmlChunkQ5K_3<>+40(SB)/4, $0x00000007
 DATA ggmlChunkQ5K_3<>+44(SB)/4, $0x00000017
 DATA ggmlChunkQ5K_3<>+48(SB)/4, $0x0000000b
-DATA ggmlChunkQ5K_3<>+52(SB)/4, $0x0000000f
-DATA ggmlChunkQ5K_3<>+56(SB)/4, $0x0000001b
+DATA ggmlChunkQ5K_3<>+52(SB)/4, $0x0000001b
+DATA ggmlChunkQ5K_3<>+56(SB)/4, $0x0000000f
 DATA ggmlChunkQ5K_3<>+60(SB)/4, $0x0000001f
 GLOBL ggmlChunkQ5K_3<>(SB), RODATA|NOPTR, $64
+
+// func GgmlQ5KA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
+TEXT ·GgmlQ5KA8M16FullAvx512(SB), NOSPLIT, $104-80
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z1
+
+GgmlQ5KA8M16FullAvx512_row:
+	MOVQ    out+72(FP), AX
+	VMOVUPS (AX), Z24
+	MOVQ    w+0(FP), AX
+	MOVQ    act+32(FP), CX
+	MOVQ    sums+48(FP), DX
+	MOVQ    xs+56(FP), BX
+	MOVQ    nsb+24(FP), SI
+
+GgmlQ5KA8M16FullAvx512_sb:
+	MOVQ            stride+8(FP), DI
+	SHLQ            $0x02, DI
+	ADDQ            AX, DI
+	PREFETCHT0      (DI)
+	PREFETCHT0      64(DI)
+	PREFETCHT0      128(DI)
+	PREFETCHT0      175(DI)
+	PREFETCHT0      176(AX)
+	PREFETCHT0      240(AX)
+	PREFETCHT0      304(AX)
+	PREFETCHT0      351(AX)
+	MOVL            4(AX), DI
+	MOVL            8(AX), R8
+	MOVL            12(AX), R9
+	MOVL            DI, R10
+	ANDL            $0x3f3f3f3f, R10
+	MOVL            R8, R11
+	ANDL            $0x3f3f3f3f, R11
+	MOVL            R9, R12
+	ANDL            $0x0f0f0f0f, R12
+	SHRL            $0x06, DI
+	ANDL            $0x03030303, DI
+	SHLL            $0x04, DI
+	ORL             DI, R12
+	SHRL            $0x04, R9
+	ANDL            $0x0f0f0f0f, R9
+	MOVL            R8, DI
+	SHRL            $0x06, DI
+	ANDL            $0x03030303, DI
+	SHLL            $0x04, DI
+	ORL             R9, DI
+	MOVL            R12, R8
+	SHLQ            $0x20, R8
+	ORQ             R10, R8
+	SHLQ            $0x20, DI
+	ORQ             R11, DI
+	VMOVQ           R8, X2
+	VMOVQ           DI, X3
+	VPMOVZXBW       X2, X2
+	VPMOVZXBW       X3, X3
+	VMOVDQU64       X3, 64(SP)
+	VPMOVSXWD       X2, Y25
+	VMOVDQU64       Z25, (SP)
+	VPBROADCASTW    (AX), X2
+	VCVTPH2PS       X2, X2
+	VMOVSS          X2, 96(SP)
+	VPBROADCASTW    2(AX), X2
+	VCVTPH2PS       X2, X2
+	VMOVSS          X2, 100(SP)
+	VPSRLW          $0x04, 48(AX), Z3
+	VPANDD          48(AX), Z0, Z2
+	VPANDD          Z3, Z0, Z3
+	VBROADCASTI64X4 16(AX), Z4
+	VPTESTMB        ggmlQ5KBit00<>+0(SB), Z4, K1
+	VPADDB          Z1, Z2, K1, Z2
+	VPTESTMB        ggmlQ5KBit01<>+0(SB), Z4, K1
+	VPADDB          Z1, Z3, K1, Z3
+	VMOVDQU64       ggmlChunkQ5K_0<>+0(SB), Z4
+	VPERMI2D        Z3, Z2, Z4
+	VMOVDQU64       ggmlChunkQ5K_1<>+0(SB), Z5
+	VPERMI2D        Z3, Z2, Z5
+	VMOVDQU64       ggmlChunkQ5K_2<>+0(SB), Z6
+	VPERMI2D        Z3, Z2, Z6
+	VMOVDQU64       ggmlChunkQ5K_3<>+0(SB), Z7
+	VPERMI2D        Z3, Z2, Z7
+	VPXORD          Z8, Z8, Z8
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
+	VPDPBUSD        (CX), Z4, Z8
+	VPDPBUSD        64(CX), Z5, Z8
+	VPDPBUSD        128(CX), Z6, Z8
+	VPDPBUSD        192(CX), Z7, Z8
+	VPDPBUSD        256(CX), Z4, Z9
+	VPDPBUSD        320(CX), Z5, Z9
+	VPDPBUSD        384(CX), Z6, Z9
+	VPDPBUSD        448(CX), Z7, Z9
+	VPDPBUSD        512(CX), Z4, Z10
+	VPDPBUSD        576(CX), Z5, Z10
+	VPDPBUSD        640(CX), Z6, Z10
+	VPDPBUSD        704(CX), Z7, Z10
+	VPDPBUSD        768(CX), Z4, Z11
+	VPDPBUSD        832(CX), Z5, Z11
+	VPDPBUSD        896(CX), Z6, Z11
+	VPDPBUSD        960(CX), Z7, Z11
+	VPDPBUSD        1024(CX), Z4, Z12
+	VPDPBUSD        1088(CX), Z5, Z12
+	VPDPBUSD        1152(CX), Z6, Z12
+	VPDPBUSD        1216(CX), Z7, Z12
+	VPDPBUSD        1280(CX), Z4, Z13
+	VPDPBUSD        1344(CX), Z5, Z13
+	VPDPBUSD        1408(CX), Z6, Z13
+	VPDPBUSD        1472(CX), Z7, Z13
+	VPDPBUSD        1536(CX), Z4, Z14
+	VPDPBUSD        1600(CX), Z5, Z14
+	VPDPBUSD        1664(CX), Z6, Z14
+	VPDPBUSD        1728(CX), Z7, Z14
+	VPDPBUSD        1792(CX), Z4, Z15
+	VPDPBUSD        1856(CX), Z5, Z15
+	VPDPBUSD        1920(CX), Z6, Z15
+	VPDPBUSD        1984(CX), Z7, Z15
+	VPSRLW          $0x04, 112(AX), Z3
+	VPANDD          112(AX), Z0, Z2
+	VPANDD          Z3, Z0, Z3
+	VBROADCASTI64X4 16(AX), Z4
+	VPTESTMB        ggmlQ5KBit10<>+0(SB), Z4, K1
+	VPADDB          Z1, Z2, K1, Z2
+	VPTESTMB        ggmlQ5KBit11<>+0(SB), Z4, K1
+	VPADDB          Z1, Z3, K1, Z3
+	VMOVDQU64       ggmlChunkQ5K_0<>+0(SB), Z4
+	VPERMI2D        Z3, Z2, Z4
+	VMOVDQU64       ggmlChunkQ5K_1<>+0(SB), Z5
+	VPERMI2D        Z3, Z2, Z5
+	VMOVDQU64       ggmlChunkQ5K_2<>+0(SB), Z6
+	VPERMI2D        Z3, Z2, Z6
+	VMOVDQU64       ggmlChunkQ5K_3<>+0(SB), Z7
+	VPERMI2D        Z3, Z2, Z7
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z18, Z18, Z18
+	VPXORD          Z19, Z19, Z19
+	VPXORD          Z20, Z20, Z20
+	VPXORD          Z21, Z21, Z21
+	VPXORD          Z22, Z22, Z22
+	VPXORD          Z23, Z23, Z23
+	VPDPBUSD        2048(CX), Z4, Z16
+	VMOVDQU64       ggmlPosSub32_0<>+0(SB), Z2
+	VPERMD          (SP), Z2, Z2
+	VPDPBUSD        2112(CX), Z5, Z16
+	VPUNPCKLDQ      Z9, Z8, Z3
+	VPDPBUSD        2176(CX), Z6, Z16
+	VPUNPCKHDQ      Z9, Z8, Z8
+	VPDPBUSD        2240(CX), Z7, Z16
+	VPADDD          Z3, Z8, Z8
+	VPUNPCKLDQ      Z11, Z10, Z3
+	VPDPBUSD        2304(CX), Z4, Z17
+	VPUNPCKHDQ      Z11, Z10, Z10
+	VPDPBUSD        2368(CX), Z5, Z17
+	VPADDD          Z3, Z10, Z10
+	VPDPBUSD        2432(CX), Z6, Z17
+	VPUNPCKLDQ      Z13, Z12, Z3
+	VPDPBUSD        2496(CX), Z7, Z17
+	VPUNPCKHDQ      Z13, Z12, Z12
+	VPADDD          Z3, Z12, Z12
+	VPDPBUSD        2560(CX), Z4, Z18
+	VPUNPCKLDQ      Z15, Z14, Z3
+	VPDPBUSD        2624(CX), Z5, Z18
+	VPUNPCKHDQ      Z15, Z14, Z14
+	VPDPBUSD        2688(CX), Z6, Z18
+	VPADDD          Z3, Z14, Z14
+	VPDPBUSD        2752(CX), Z7, Z18
+	VPMULLD         Z2, Z8, Z8
+	VPMULLD         Z2, Z10, Z10
+	VPDPBUSD        2816(CX), Z4, Z19
+	VPMULLD         Z2, Z12, Z12
+	VPDPBUSD        2880(CX), Z5, Z19
+	VPMULLD         Z2, Z14, Z14
+	VPDPBUSD        2944(CX), Z6, Z19
+	VPUNPCKLQDQ     Z10, Z8, Z2
+	VPDPBUSD        3008(CX), Z7, Z19
+	VPUNPCKHQDQ     Z10, Z8, Z8
+	VPADDD          Z2, Z8, Z8
+	VPDPBUSD        3072(CX), Z4, Z20
+	VPUNPCKLQDQ     Z14, Z12, Z2
+	VPDPBUSD        3136(CX), Z5, Z20
+	VPUNPCKHQDQ     Z14, Z12, Z12
+	VPDPBUSD        3200(CX), Z6, Z20
+	VPADDD          Z2, Z12, Z12
+	VPDPBUSD        3264(CX), Z7, Z20
+	VSHUFI32X4      $0x88, Z12, Z8, Z2
+	VSHUFI32X4      $0xdd, Z12, Z8, Z8
+	VPDPBUSD        3328(CX), Z4, Z21
+	VPADDD          Z8, Z2, Z2
+	VPDPBUSD        3392(CX), Z5, Z21
+	VPBROADCASTD    64(SP), Z3
+	VPDPBUSD        3456(CX), Z6, Z21
+	VPMADDWD        (DX), Z3, Z3
+	VPDPBUSD        3520(CX), Z7, Z21
+	VPBROADCASTD    68(SP), Z26
+	VPDPWSSD        64(DX), Z26, Z3
+	VPDPBUSD        3584(CX), Z4, Z22
+	VMOVUPS         (BX), Z26
+	VPDPBUSD        3648(CX), Z5, Z22
+	VMULPS.BCST     96(SP), Z26, Z27
+	VPDPBUSD        3712(CX), Z6, Z22
+	VCVTDQ2PS       Z2, Z2
+	VPDPBUSD        3776(CX), Z7, Z22
+	VMULPS          Z27, Z2, Z2
+	VADDPS          Z2, Z24, Z24
+	VPDPBUSD        3840(CX), Z4, Z23
+	VMULPS.BCST     100(SP), Z26, Z2
+	VPDPBUSD        3904(CX), Z5, Z23
+	VCVTDQ2PS       Z3, Z3
+	VPDPBUSD        3968(CX), Z6, Z23
+	VMULPS          Z2, Z3, Z3
+	VPDPBUSD        4032(CX), Z7, Z23
+	VSUBPS          Z3, Z24, Z24
+	VMOVDQU64       ggmlPosSub32_1<>+0(SB), Z2
+	VPERMD          (SP), Z2, Z2
+	VPUNPCKLDQ      Z17, Z16, Z3
+	VPUNPCKHDQ      Z17, Z16, Z16
+	VPADDD          Z3, Z16, Z16
+	VPUNPCKLDQ      Z19, Z18, Z3
+	VPUNPCKHDQ      Z19, Z18, Z18
+	VPADDD          Z3, Z18, Z18
+	VPUNPCKLDQ      Z21, Z20, Z3
+	VPUNPCKHDQ      Z21, Z20, Z20
+	VPADDD          Z3, Z20, Z20
+	VPUNPCKLDQ      Z23, Z22, Z3
+	VPUNPCKHDQ      Z23, Z22, Z22
+	VPADDD          Z3, Z22, Z22
+	VPMULLD         Z2, Z16, Z16
+	VPMULLD         Z2, Z18, Z18
+	VPMULLD         Z2, Z20, Z20
+	VPMULLD         Z2, Z22, Z22
+	VPUNPCKLQDQ     Z18, Z16, Z2
+	VPUNPCKHQDQ     Z18, Z16, Z16
+	VPADDD          Z2, Z16, Z16
+	VPUNPCKLQDQ     Z22, Z20, Z2
+	VPUNPCKHQDQ     Z22, Z20, Z20
+	VPADDD          Z2, Z20, Z20
+	VSHUFI32X4      $0x88, Z20, Z16, Z2
+	VSHUFI32X4      $0xdd, Z20, Z16, Z16
+	VPADDD          Z16, Z2, Z2
+	VPBROADCASTD    72(SP), Z3
+	VPMADDWD        128(DX), Z3, Z3
+	VPBROADCASTD    76(SP), Z4
+	VPDPWSSD        192(DX), Z4, Z3
+	VMOVUPS         64(BX), Z4
+	VMULPS.BCST     96(SP), Z4, Z5
+	VCVTDQ2PS       Z2, Z2
+	VMULPS          Z5, Z2, Z2
+	VADDPS          Z2, Z24, Z24
+	VMULPS.BCST     100(SP), Z4, Z2
+	VCVTDQ2PS       Z3, Z3
+	VMULPS          Z2, Z3, Z3
+	VSUBPS          Z3, Z24, Z24
+	ADDQ            $0x000000b0, AX
+	ADDQ            $0x00001000, CX
+	ADDQ            $0x00000100, DX
+	ADDQ            $0x00000080, BX
+	DECQ            SI
+	JNZ             GgmlQ5KA8M16FullAvx512_sb
+	MOVQ            out+72(FP), AX
+	VMOVUPS         Z24, (AX)
+	MOVQ            out+72(FP), AX
+	ADDQ            $0x00000040, AX
+	MOVQ            AX, out+72(FP)
+	MOVQ            stride+8(FP), AX
+	MOVQ            w+0(FP), CX
+	ADDQ            AX, CX
+	MOVQ            CX, w+0(FP)
+	MOVQ            rows+16(FP), AX
+	DECQ            AX
+	MOVQ            AX, rows+16(FP)
+	JNZ             GgmlQ5KA8M16FullAvx512_row
+	VZEROUPPER
+	RET
 
 // func GgmlQ6KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C
@@ -4895,8 +6036,8 @@ GgmlQ6KA8R4Avx512_unit:
 	RET
 
 // func GgmlQ6KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, MMX+
-TEXT ·GgmlQ6KA8M16Avx512(SB), NOSPLIT, $32-80
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
+TEXT ·GgmlQ6KA8M16Avx512(SB), NOSPLIT, $104-80
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Z0
@@ -4913,268 +6054,276 @@ GgmlQ6KA8M16Avx512_row:
 	MOVQ    nsb+24(FP), SI
 
 GgmlQ6KA8M16Avx512_sb:
-	MOVQ            AX, DI
-	MOVQ            stride+8(FP), R8
-	ADDQ            R8, DI
+	MOVQ            stride+8(FP), DI
+	SHLQ            $0x02, DI
+	ADDQ            AX, DI
 	PREFETCHT0      (DI)
 	PREFETCHT0      64(DI)
 	PREFETCHT0      128(DI)
 	PREFETCHT0      192(DI)
-	VPMOVSXBW       192(AX), Y10
-	VMOVDQU64       Y10, (SP)
-	VPMOVSXWD       Y10, Z17
-	VPBROADCASTW    208(AX), Y10
-	VCVTPH2PS       Y10, Z18
-	VPSRLW          $0x04, (AX), Z11
-	VPANDD          (AX), Z0, Z10
-	VPANDD          Z11, Z0, Z11
-	VBROADCASTI64X4 128(AX), Z12
-	VPSRLVW         ggmlShift0<>+0(SB), Z12, Z13
-	VPANDD          Z13, Z1, Z13
-	VPSLLW          $0x04, Z13, Z13
-	VPORD           Z13, Z10, Z10
-	VPSRLVW         ggmlShift1<>+0(SB), Z12, Z12
-	VPANDD          Z12, Z1, Z12
-	VPSLLW          $0x04, Z12, Z12
-	VPORD           Z12, Z11, Z11
-	VMOVDQU64       ggmlChunkQ6K_0<>+0(SB), Z12
-	VPERMI2D        Z11, Z10, Z12
-	VMOVDQU64       ggmlChunkQ6K_1<>+0(SB), Z13
-	VPERMI2D        Z11, Z10, Z13
-	VMOVDQU64       ggmlChunkQ6K_2<>+0(SB), Z14
-	VPERMI2D        Z11, Z10, Z14
-	VMOVDQU64       ggmlChunkQ6K_3<>+0(SB), Z15
-	VPERMI2D        Z11, Z10, Z15
-	VMOVDQU64       ggmlPosSub16_0<>+0(SB), Z10
-	VPERMD          Z17, Z10, Z10
-	VPXORD          Z2, Z2, Z2
-	VPXORD          Z3, Z3, Z3
-	VPXORD          Z4, Z4, Z4
-	VPXORD          Z5, Z5, Z5
-	VPXORD          Z6, Z6, Z6
-	VPXORD          Z7, Z7, Z7
+	PREFETCHT0      209(DI)
+	PREFETCHT0      210(AX)
+	PREFETCHT0      274(AX)
+	PREFETCHT0      338(AX)
+	PREFETCHT0      402(AX)
+	PREFETCHT0      419(AX)
+	VPMOVSXBW       192(AX), Y2
+	VMOVDQU64       Y2, 64(SP)
+	VPMOVSXWD       Y2, Z2
+	VMOVDQU64       Z2, (SP)
+	VPBROADCASTW    208(AX), X2
+	VCVTPH2PS       X2, X2
+	VMOVSS          X2, 96(SP)
+	VPSRLW          $0x04, (AX), Z3
+	VPANDD          (AX), Z0, Z2
+	VPANDD          Z3, Z0, Z3
+	VBROADCASTI64X4 128(AX), Z4
+	VPSRLVW         ggmlShift0<>+0(SB), Z4, Z5
+	VPANDD          Z5, Z1, Z5
+	VPSLLW          $0x04, Z5, Z5
+	VPORD           Z5, Z2, Z2
+	VPSRLVW         ggmlShift1<>+0(SB), Z4, Z4
+	VPANDD          Z4, Z1, Z4
+	VPSLLW          $0x04, Z4, Z4
+	VPORD           Z4, Z3, Z3
+	VMOVDQU64       ggmlChunkQ6K_0<>+0(SB), Z4
+	VPERMI2D        Z3, Z2, Z4
+	VMOVDQU64       ggmlChunkQ6K_1<>+0(SB), Z5
+	VPERMI2D        Z3, Z2, Z5
+	VMOVDQU64       ggmlChunkQ6K_2<>+0(SB), Z6
+	VPERMI2D        Z3, Z2, Z6
+	VMOVDQU64       ggmlChunkQ6K_3<>+0(SB), Z7
+	VPERMI2D        Z3, Z2, Z7
 	VPXORD          Z8, Z8, Z8
 	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
 	MOVQ            nvec+64(FP), DI
 	INCQ            DI
 	SHRQ            $0x01, DI
-	VPDPBUSD        (CX), Z12, Z2
-	VPDPBUSD        64(CX), Z13, Z2
-	VPDPBUSD        128(CX), Z14, Z2
-	VPDPBUSD        192(CX), Z15, Z2
+	VPDPBUSD        (CX), Z4, Z8
+	VPDPBUSD        64(CX), Z5, Z8
+	VPDPBUSD        128(CX), Z6, Z8
+	VPDPBUSD        192(CX), Z7, Z8
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h0_done
-	VPDPBUSD        256(CX), Z12, Z3
-	VPDPBUSD        320(CX), Z13, Z3
-	VPDPBUSD        384(CX), Z14, Z3
-	VPDPBUSD        448(CX), Z15, Z3
+	VPDPBUSD        256(CX), Z4, Z9
+	VPDPBUSD        320(CX), Z5, Z9
+	VPDPBUSD        384(CX), Z6, Z9
+	VPDPBUSD        448(CX), Z7, Z9
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h0_done
-	VPDPBUSD        512(CX), Z12, Z4
-	VPDPBUSD        576(CX), Z13, Z4
-	VPDPBUSD        640(CX), Z14, Z4
-	VPDPBUSD        704(CX), Z15, Z4
+	VPDPBUSD        512(CX), Z4, Z10
+	VPDPBUSD        576(CX), Z5, Z10
+	VPDPBUSD        640(CX), Z6, Z10
+	VPDPBUSD        704(CX), Z7, Z10
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h0_done
-	VPDPBUSD        768(CX), Z12, Z5
-	VPDPBUSD        832(CX), Z13, Z5
-	VPDPBUSD        896(CX), Z14, Z5
-	VPDPBUSD        960(CX), Z15, Z5
+	VPDPBUSD        768(CX), Z4, Z11
+	VPDPBUSD        832(CX), Z5, Z11
+	VPDPBUSD        896(CX), Z6, Z11
+	VPDPBUSD        960(CX), Z7, Z11
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h0_done
-	VPDPBUSD        1024(CX), Z12, Z6
-	VPDPBUSD        1088(CX), Z13, Z6
-	VPDPBUSD        1152(CX), Z14, Z6
-	VPDPBUSD        1216(CX), Z15, Z6
+	VPDPBUSD        1024(CX), Z4, Z12
+	VPDPBUSD        1088(CX), Z5, Z12
+	VPDPBUSD        1152(CX), Z6, Z12
+	VPDPBUSD        1216(CX), Z7, Z12
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h0_done
-	VPDPBUSD        1280(CX), Z12, Z7
-	VPDPBUSD        1344(CX), Z13, Z7
-	VPDPBUSD        1408(CX), Z14, Z7
-	VPDPBUSD        1472(CX), Z15, Z7
+	VPDPBUSD        1280(CX), Z4, Z13
+	VPDPBUSD        1344(CX), Z5, Z13
+	VPDPBUSD        1408(CX), Z6, Z13
+	VPDPBUSD        1472(CX), Z7, Z13
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h0_done
-	VPDPBUSD        1536(CX), Z12, Z8
-	VPDPBUSD        1600(CX), Z13, Z8
-	VPDPBUSD        1664(CX), Z14, Z8
-	VPDPBUSD        1728(CX), Z15, Z8
+	VPDPBUSD        1536(CX), Z4, Z14
+	VPDPBUSD        1600(CX), Z5, Z14
+	VPDPBUSD        1664(CX), Z6, Z14
+	VPDPBUSD        1728(CX), Z7, Z14
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h0_done
-	VPDPBUSD        1792(CX), Z12, Z9
-	VPDPBUSD        1856(CX), Z13, Z9
-	VPDPBUSD        1920(CX), Z14, Z9
-	VPDPBUSD        1984(CX), Z15, Z9
+	VPDPBUSD        1792(CX), Z4, Z15
+	VPDPBUSD        1856(CX), Z5, Z15
+	VPDPBUSD        1920(CX), Z6, Z15
+	VPDPBUSD        1984(CX), Z7, Z15
 
 GgmlQ6KA8M16Avx512_h0_done:
-	VPMULLD         Z10, Z2, Z2
-	VPMULLD         Z10, Z3, Z3
-	VPMULLD         Z10, Z4, Z4
-	VPMULLD         Z10, Z5, Z5
-	VPMULLD         Z10, Z6, Z6
-	VPMULLD         Z10, Z7, Z7
-	VPMULLD         Z10, Z8, Z8
-	VPMULLD         Z10, Z9, Z9
-	VPUNPCKLDQ      Z3, Z2, Z10
-	VPUNPCKHDQ      Z3, Z2, Z2
-	VPADDD          Z10, Z2, Z2
-	VPUNPCKLDQ      Z5, Z4, Z10
-	VPUNPCKHDQ      Z5, Z4, Z4
-	VPADDD          Z10, Z4, Z4
-	VPUNPCKLDQ      Z7, Z6, Z10
-	VPUNPCKHDQ      Z7, Z6, Z6
-	VPADDD          Z10, Z6, Z6
-	VPUNPCKLDQ      Z9, Z8, Z10
+	VMOVDQU64       ggmlPosSub16_0<>+0(SB), Z2
+	VPERMD          (SP), Z2, Z2
+	VPMULLD         Z2, Z8, Z8
+	VPMULLD         Z2, Z9, Z9
+	VPMULLD         Z2, Z10, Z10
+	VPMULLD         Z2, Z11, Z11
+	VPMULLD         Z2, Z12, Z12
+	VPMULLD         Z2, Z13, Z13
+	VPMULLD         Z2, Z14, Z14
+	VPMULLD         Z2, Z15, Z15
+	VPUNPCKLDQ      Z9, Z8, Z2
 	VPUNPCKHDQ      Z9, Z8, Z8
-	VPADDD          Z10, Z8, Z8
-	VPUNPCKLQDQ     Z4, Z2, Z10
-	VPUNPCKHQDQ     Z4, Z2, Z2
-	VPADDD          Z10, Z2, Z2
-	VPUNPCKLQDQ     Z8, Z6, Z10
-	VPUNPCKHQDQ     Z8, Z6, Z6
-	VPADDD          Z10, Z6, Z6
-	VSHUFI32X4      $0x88, Z6, Z2, Z10
-	VSHUFI32X4      $0xdd, Z6, Z2, Z2
+	VPADDD          Z2, Z8, Z8
+	VPUNPCKLDQ      Z11, Z10, Z2
+	VPUNPCKHDQ      Z11, Z10, Z10
 	VPADDD          Z2, Z10, Z10
-	VPBROADCASTD    (SP), Z11
-	VPMADDWD        (DX), Z11, Z11
-	VPBROADCASTD    4(SP), Z12
-	VPDPWSSD        64(DX), Z12, Z11
-	VPBROADCASTD    8(SP), Z12
-	VPDPWSSD        128(DX), Z12, Z11
-	VPBROADCASTD    12(SP), Z12
-	VPDPWSSD        192(DX), Z12, Z11
-	VPSLLD          $0x05, Z11, Z11
-	VPSUBD          Z11, Z10, Z10
-	VMOVUPS         (BX), Z11
-	VMULPS          Z18, Z11, Z11
-	VCVTDQ2PS       Z10, Z10
-	VMULPS          Z11, Z10, Z10
-	VADDPS          Z10, Z16, Z16
-	VPSRLW          $0x04, 64(AX), Z11
-	VPANDD          64(AX), Z0, Z10
-	VPANDD          Z11, Z0, Z11
-	VBROADCASTI64X4 160(AX), Z12
-	VPSRLVW         ggmlShift0<>+0(SB), Z12, Z13
-	VPANDD          Z13, Z1, Z13
-	VPSLLW          $0x04, Z13, Z13
-	VPORD           Z13, Z10, Z10
-	VPSRLVW         ggmlShift1<>+0(SB), Z12, Z12
-	VPANDD          Z12, Z1, Z12
-	VPSLLW          $0x04, Z12, Z12
-	VPORD           Z12, Z11, Z11
-	VMOVDQU64       ggmlChunkQ6K_0<>+0(SB), Z12
-	VPERMI2D        Z11, Z10, Z12
-	VMOVDQU64       ggmlChunkQ6K_1<>+0(SB), Z13
-	VPERMI2D        Z11, Z10, Z13
-	VMOVDQU64       ggmlChunkQ6K_2<>+0(SB), Z14
-	VPERMI2D        Z11, Z10, Z14
-	VMOVDQU64       ggmlChunkQ6K_3<>+0(SB), Z15
-	VPERMI2D        Z11, Z10, Z15
-	VMOVDQU64       ggmlPosSub16_1<>+0(SB), Z10
-	VPERMD          Z17, Z10, Z10
-	VPXORD          Z2, Z2, Z2
-	VPXORD          Z3, Z3, Z3
-	VPXORD          Z4, Z4, Z4
-	VPXORD          Z5, Z5, Z5
-	VPXORD          Z6, Z6, Z6
-	VPXORD          Z7, Z7, Z7
+	VPUNPCKLDQ      Z13, Z12, Z2
+	VPUNPCKHDQ      Z13, Z12, Z12
+	VPADDD          Z2, Z12, Z12
+	VPUNPCKLDQ      Z15, Z14, Z2
+	VPUNPCKHDQ      Z15, Z14, Z14
+	VPADDD          Z2, Z14, Z14
+	VPUNPCKLQDQ     Z10, Z8, Z2
+	VPUNPCKHQDQ     Z10, Z8, Z8
+	VPADDD          Z2, Z8, Z8
+	VPUNPCKLQDQ     Z14, Z12, Z2
+	VPUNPCKHQDQ     Z14, Z12, Z12
+	VPADDD          Z2, Z12, Z12
+	VSHUFI32X4      $0x88, Z12, Z8, Z2
+	VSHUFI32X4      $0xdd, Z12, Z8, Z8
+	VPADDD          Z8, Z2, Z2
+	VPBROADCASTD    64(SP), Z3
+	VPMADDWD        (DX), Z3, Z3
+	VPBROADCASTD    68(SP), Z4
+	VPDPWSSD        64(DX), Z4, Z3
+	VPBROADCASTD    72(SP), Z4
+	VPDPWSSD        128(DX), Z4, Z3
+	VPBROADCASTD    76(SP), Z4
+	VPDPWSSD        192(DX), Z4, Z3
+	VPSLLD          $0x05, Z3, Z3
+	VPSUBD          Z3, Z2, Z2
+	VMOVUPS         (BX), Z3
+	VMULPS.BCST     96(SP), Z3, Z3
+	VCVTDQ2PS       Z2, Z2
+	VMULPS          Z3, Z2, Z2
+	VADDPS          Z2, Z16, Z16
+	VPSRLW          $0x04, 64(AX), Z3
+	VPANDD          64(AX), Z0, Z2
+	VPANDD          Z3, Z0, Z3
+	VBROADCASTI64X4 160(AX), Z4
+	VPSRLVW         ggmlShift0<>+0(SB), Z4, Z5
+	VPANDD          Z5, Z1, Z5
+	VPSLLW          $0x04, Z5, Z5
+	VPORD           Z5, Z2, Z2
+	VPSRLVW         ggmlShift1<>+0(SB), Z4, Z4
+	VPANDD          Z4, Z1, Z4
+	VPSLLW          $0x04, Z4, Z4
+	VPORD           Z4, Z3, Z3
+	VMOVDQU64       ggmlChunkQ6K_0<>+0(SB), Z4
+	VPERMI2D        Z3, Z2, Z4
+	VMOVDQU64       ggmlChunkQ6K_1<>+0(SB), Z5
+	VPERMI2D        Z3, Z2, Z5
+	VMOVDQU64       ggmlChunkQ6K_2<>+0(SB), Z6
+	VPERMI2D        Z3, Z2, Z6
+	VMOVDQU64       ggmlChunkQ6K_3<>+0(SB), Z7
+	VPERMI2D        Z3, Z2, Z7
 	VPXORD          Z8, Z8, Z8
 	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
 	MOVQ            nvec+64(FP), DI
 	INCQ            DI
 	SHRQ            $0x01, DI
-	VPDPBUSD        2048(CX), Z12, Z2
-	VPDPBUSD        2112(CX), Z13, Z2
-	VPDPBUSD        2176(CX), Z14, Z2
-	VPDPBUSD        2240(CX), Z15, Z2
+	VPDPBUSD        2048(CX), Z4, Z8
+	VPDPBUSD        2112(CX), Z5, Z8
+	VPDPBUSD        2176(CX), Z6, Z8
+	VPDPBUSD        2240(CX), Z7, Z8
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h1_done
-	VPDPBUSD        2304(CX), Z12, Z3
-	VPDPBUSD        2368(CX), Z13, Z3
-	VPDPBUSD        2432(CX), Z14, Z3
-	VPDPBUSD        2496(CX), Z15, Z3
+	VPDPBUSD        2304(CX), Z4, Z9
+	VPDPBUSD        2368(CX), Z5, Z9
+	VPDPBUSD        2432(CX), Z6, Z9
+	VPDPBUSD        2496(CX), Z7, Z9
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h1_done
-	VPDPBUSD        2560(CX), Z12, Z4
-	VPDPBUSD        2624(CX), Z13, Z4
-	VPDPBUSD        2688(CX), Z14, Z4
-	VPDPBUSD        2752(CX), Z15, Z4
+	VPDPBUSD        2560(CX), Z4, Z10
+	VPDPBUSD        2624(CX), Z5, Z10
+	VPDPBUSD        2688(CX), Z6, Z10
+	VPDPBUSD        2752(CX), Z7, Z10
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h1_done
-	VPDPBUSD        2816(CX), Z12, Z5
-	VPDPBUSD        2880(CX), Z13, Z5
-	VPDPBUSD        2944(CX), Z14, Z5
-	VPDPBUSD        3008(CX), Z15, Z5
+	VPDPBUSD        2816(CX), Z4, Z11
+	VPDPBUSD        2880(CX), Z5, Z11
+	VPDPBUSD        2944(CX), Z6, Z11
+	VPDPBUSD        3008(CX), Z7, Z11
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h1_done
-	VPDPBUSD        3072(CX), Z12, Z6
-	VPDPBUSD        3136(CX), Z13, Z6
-	VPDPBUSD        3200(CX), Z14, Z6
-	VPDPBUSD        3264(CX), Z15, Z6
+	VPDPBUSD        3072(CX), Z4, Z12
+	VPDPBUSD        3136(CX), Z5, Z12
+	VPDPBUSD        3200(CX), Z6, Z12
+	VPDPBUSD        3264(CX), Z7, Z12
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h1_done
-	VPDPBUSD        3328(CX), Z12, Z7
-	VPDPBUSD        3392(CX), Z13, Z7
-	VPDPBUSD        3456(CX), Z14, Z7
-	VPDPBUSD        3520(CX), Z15, Z7
+	VPDPBUSD        3328(CX), Z4, Z13
+	VPDPBUSD        3392(CX), Z5, Z13
+	VPDPBUSD        3456(CX), Z6, Z13
+	VPDPBUSD        3520(CX), Z7, Z13
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h1_done
-	VPDPBUSD        3584(CX), Z12, Z8
-	VPDPBUSD        3648(CX), Z13, Z8
-	VPDPBUSD        3712(CX), Z14, Z8
-	VPDPBUSD        3776(CX), Z15, Z8
+	VPDPBUSD        3584(CX), Z4, Z14
+	VPDPBUSD        3648(CX), Z5, Z14
+	VPDPBUSD        3712(CX), Z6, Z14
+	VPDPBUSD        3776(CX), Z7, Z14
 	DECQ            DI
 	JZ              GgmlQ6KA8M16Avx512_h1_done
-	VPDPBUSD        3840(CX), Z12, Z9
-	VPDPBUSD        3904(CX), Z13, Z9
-	VPDPBUSD        3968(CX), Z14, Z9
-	VPDPBUSD        4032(CX), Z15, Z9
+	VPDPBUSD        3840(CX), Z4, Z15
+	VPDPBUSD        3904(CX), Z5, Z15
+	VPDPBUSD        3968(CX), Z6, Z15
+	VPDPBUSD        4032(CX), Z7, Z15
 
 GgmlQ6KA8M16Avx512_h1_done:
-	VPMULLD      Z10, Z2, Z2
-	VPMULLD      Z10, Z3, Z3
-	VPMULLD      Z10, Z4, Z4
-	VPMULLD      Z10, Z5, Z5
-	VPMULLD      Z10, Z6, Z6
-	VPMULLD      Z10, Z7, Z7
-	VPMULLD      Z10, Z8, Z8
-	VPMULLD      Z10, Z9, Z9
-	VPUNPCKLDQ   Z3, Z2, Z10
-	VPUNPCKHDQ   Z3, Z2, Z2
-	VPADDD       Z10, Z2, Z2
-	VPUNPCKLDQ   Z5, Z4, Z10
-	VPUNPCKHDQ   Z5, Z4, Z4
-	VPADDD       Z10, Z4, Z4
-	VPUNPCKLDQ   Z7, Z6, Z10
-	VPUNPCKHDQ   Z7, Z6, Z6
-	VPADDD       Z10, Z6, Z6
-	VPUNPCKLDQ   Z9, Z8, Z10
+	VMOVDQU64    ggmlPosSub16_1<>+0(SB), Z2
+	VPERMD       (SP), Z2, Z2
+	VPMULLD      Z2, Z8, Z8
+	VPMULLD      Z2, Z9, Z9
+	VPMULLD      Z2, Z10, Z10
+	VPMULLD      Z2, Z11, Z11
+	VPMULLD      Z2, Z12, Z12
+	VPMULLD      Z2, Z13, Z13
+	VPMULLD      Z2, Z14, Z14
+	VPMULLD      Z2, Z15, Z15
+	VPUNPCKLDQ   Z9, Z8, Z2
 	VPUNPCKHDQ   Z9, Z8, Z8
-	VPADDD       Z10, Z8, Z8
-	VPUNPCKLQDQ  Z4, Z2, Z10
-	VPUNPCKHQDQ  Z4, Z2, Z2
-	VPADDD       Z10, Z2, Z2
-	VPUNPCKLQDQ  Z8, Z6, Z10
-	VPUNPCKHQDQ  Z8, Z6, Z6
-	VPADDD       Z10, Z6, Z6
-	VSHUFI32X4   $0x88, Z6, Z2, Z10
-	VSHUFI32X4   $0xdd, Z6, Z2, Z2
+	VPADDD       Z2, Z8, Z8
+	VPUNPCKLDQ   Z11, Z10, Z2
+	VPUNPCKHDQ   Z11, Z10, Z10
 	VPADDD       Z2, Z10, Z10
-	VPBROADCASTD 16(SP), Z11
-	VPMADDWD     256(DX), Z11, Z11
-	VPBROADCASTD 20(SP), Z12
-	VPDPWSSD     320(DX), Z12, Z11
-	VPBROADCASTD 24(SP), Z12
-	VPDPWSSD     384(DX), Z12, Z11
-	VPBROADCASTD 28(SP), Z12
-	VPDPWSSD     448(DX), Z12, Z11
-	VPSLLD       $0x05, Z11, Z11
-	VPSUBD       Z11, Z10, Z10
-	VMOVUPS      64(BX), Z11
-	VMULPS       Z18, Z11, Z11
-	VCVTDQ2PS    Z10, Z10
-	VMULPS       Z11, Z10, Z10
-	VADDPS       Z10, Z16, Z16
+	VPUNPCKLDQ   Z13, Z12, Z2
+	VPUNPCKHDQ   Z13, Z12, Z12
+	VPADDD       Z2, Z12, Z12
+	VPUNPCKLDQ   Z15, Z14, Z2
+	VPUNPCKHDQ   Z15, Z14, Z14
+	VPADDD       Z2, Z14, Z14
+	VPUNPCKLQDQ  Z10, Z8, Z2
+	VPUNPCKHQDQ  Z10, Z8, Z8
+	VPADDD       Z2, Z8, Z8
+	VPUNPCKLQDQ  Z14, Z12, Z2
+	VPUNPCKHQDQ  Z14, Z12, Z12
+	VPADDD       Z2, Z12, Z12
+	VSHUFI32X4   $0x88, Z12, Z8, Z2
+	VSHUFI32X4   $0xdd, Z12, Z8, Z8
+	VPADDD       Z8, Z2, Z2
+	VPBROADCASTD 80(SP), Z3
+	VPMADDWD     256(DX), Z3, Z3
+	VPBROADCASTD 84(SP), Z4
+	VPDPWSSD     320(DX), Z4, Z3
+	VPBROADCASTD 88(SP), Z4
+	VPDPWSSD     384(DX), Z4, Z3
+	VPBROADCASTD 92(SP), Z4
+	VPDPWSSD     448(DX), Z4, Z3
+	VPSLLD       $0x05, Z3, Z3
+	VPSUBD       Z3, Z2, Z2
+	VMOVUPS      64(BX), Z3
+	VMULPS.BCST  96(SP), Z3, Z3
+	VCVTDQ2PS    Z2, Z2
+	VMULPS       Z3, Z2, Z2
+	VADDPS       Z2, Z16, Z16
 	ADDQ         $0x000000d2, AX
 	ADDQ         $0x00001000, CX
 	ADDQ         $0x00000200, DX
@@ -5268,6 +6417,279 @@ DATA ggmlChunkQ6K_3<>+52(SB)/4, $0x00000017
 DATA ggmlChunkQ6K_3<>+56(SB)/4, $0x0000001b
 DATA ggmlChunkQ6K_3<>+60(SB)/4, $0x0000001f
 GLOBL ggmlChunkQ6K_3<>(SB), RODATA|NOPTR, $64
+
+// func GgmlQ6KA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
+TEXT ·GgmlQ6KA8M16FullAvx512(SB), NOSPLIT, $104-80
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z1
+
+GgmlQ6KA8M16FullAvx512_row:
+	MOVQ    out+72(FP), AX
+	VMOVUPS (AX), Z24
+	MOVQ    w+0(FP), AX
+	MOVQ    act+32(FP), CX
+	MOVQ    sums+48(FP), DX
+	MOVQ    xs+56(FP), BX
+	MOVQ    nsb+24(FP), SI
+
+GgmlQ6KA8M16FullAvx512_sb:
+	MOVQ            stride+8(FP), DI
+	SHLQ            $0x02, DI
+	ADDQ            AX, DI
+	PREFETCHT0      (DI)
+	PREFETCHT0      64(DI)
+	PREFETCHT0      128(DI)
+	PREFETCHT0      192(DI)
+	PREFETCHT0      209(DI)
+	PREFETCHT0      210(AX)
+	PREFETCHT0      274(AX)
+	PREFETCHT0      338(AX)
+	PREFETCHT0      402(AX)
+	PREFETCHT0      419(AX)
+	VPMOVSXBW       192(AX), Y2
+	VMOVDQU64       Y2, 64(SP)
+	VPMOVSXWD       Y2, Z2
+	VMOVDQU64       Z2, (SP)
+	VPBROADCASTW    208(AX), X2
+	VCVTPH2PS       X2, X2
+	VMOVSS          X2, 96(SP)
+	VPSRLW          $0x04, (AX), Z3
+	VPANDD          (AX), Z0, Z2
+	VPANDD          Z3, Z0, Z3
+	VBROADCASTI64X4 128(AX), Z4
+	VPSRLVW         ggmlShift0<>+0(SB), Z4, Z5
+	VPANDD          Z5, Z1, Z5
+	VPSLLW          $0x04, Z5, Z5
+	VPORD           Z5, Z2, Z2
+	VPSRLVW         ggmlShift1<>+0(SB), Z4, Z4
+	VPANDD          Z4, Z1, Z4
+	VPSLLW          $0x04, Z4, Z4
+	VPORD           Z4, Z3, Z3
+	VMOVDQU64       ggmlChunkQ6K_0<>+0(SB), Z4
+	VPERMI2D        Z3, Z2, Z4
+	VMOVDQU64       ggmlChunkQ6K_1<>+0(SB), Z5
+	VPERMI2D        Z3, Z2, Z5
+	VMOVDQU64       ggmlChunkQ6K_2<>+0(SB), Z6
+	VPERMI2D        Z3, Z2, Z6
+	VMOVDQU64       ggmlChunkQ6K_3<>+0(SB), Z7
+	VPERMI2D        Z3, Z2, Z7
+	VPXORD          Z8, Z8, Z8
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
+	VPDPBUSD        (CX), Z4, Z8
+	VPDPBUSD        64(CX), Z5, Z8
+	VPDPBUSD        128(CX), Z6, Z8
+	VPDPBUSD        192(CX), Z7, Z8
+	VPDPBUSD        256(CX), Z4, Z9
+	VPDPBUSD        320(CX), Z5, Z9
+	VPDPBUSD        384(CX), Z6, Z9
+	VPDPBUSD        448(CX), Z7, Z9
+	VPDPBUSD        512(CX), Z4, Z10
+	VPDPBUSD        576(CX), Z5, Z10
+	VPDPBUSD        640(CX), Z6, Z10
+	VPDPBUSD        704(CX), Z7, Z10
+	VPDPBUSD        768(CX), Z4, Z11
+	VPDPBUSD        832(CX), Z5, Z11
+	VPDPBUSD        896(CX), Z6, Z11
+	VPDPBUSD        960(CX), Z7, Z11
+	VPDPBUSD        1024(CX), Z4, Z12
+	VPDPBUSD        1088(CX), Z5, Z12
+	VPDPBUSD        1152(CX), Z6, Z12
+	VPDPBUSD        1216(CX), Z7, Z12
+	VPDPBUSD        1280(CX), Z4, Z13
+	VPDPBUSD        1344(CX), Z5, Z13
+	VPDPBUSD        1408(CX), Z6, Z13
+	VPDPBUSD        1472(CX), Z7, Z13
+	VPDPBUSD        1536(CX), Z4, Z14
+	VPDPBUSD        1600(CX), Z5, Z14
+	VPDPBUSD        1664(CX), Z6, Z14
+	VPDPBUSD        1728(CX), Z7, Z14
+	VPDPBUSD        1792(CX), Z4, Z15
+	VPDPBUSD        1856(CX), Z5, Z15
+	VPDPBUSD        1920(CX), Z6, Z15
+	VPDPBUSD        1984(CX), Z7, Z15
+	VPSRLW          $0x04, 64(AX), Z3
+	VPANDD          64(AX), Z0, Z2
+	VPANDD          Z3, Z0, Z3
+	VBROADCASTI64X4 160(AX), Z4
+	VPSRLVW         ggmlShift0<>+0(SB), Z4, Z5
+	VPANDD          Z5, Z1, Z5
+	VPSLLW          $0x04, Z5, Z5
+	VPORD           Z5, Z2, Z2
+	VPSRLVW         ggmlShift1<>+0(SB), Z4, Z4
+	VPANDD          Z4, Z1, Z4
+	VPSLLW          $0x04, Z4, Z4
+	VPORD           Z4, Z3, Z3
+	VMOVDQU64       ggmlChunkQ6K_0<>+0(SB), Z4
+	VPERMI2D        Z3, Z2, Z4
+	VMOVDQU64       ggmlChunkQ6K_1<>+0(SB), Z5
+	VPERMI2D        Z3, Z2, Z5
+	VMOVDQU64       ggmlChunkQ6K_2<>+0(SB), Z6
+	VPERMI2D        Z3, Z2, Z6
+	VMOVDQU64       ggmlChunkQ6K_3<>+0(SB), Z7
+	VPERMI2D        Z3, Z2, Z7
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z18, Z18, Z18
+	VPXORD          Z19, Z19, Z19
+	VPXORD          Z20, Z20, Z20
+	VPXORD          Z21, Z21, Z21
+	VPXORD          Z22, Z22, Z22
+	VPXORD          Z23, Z23, Z23
+	VPDPBUSD        2048(CX), Z4, Z16
+	VMOVDQU64       ggmlPosSub16_0<>+0(SB), Z2
+	VPERMD          (SP), Z2, Z2
+	VPDPBUSD        2112(CX), Z5, Z16
+	VPMULLD         Z2, Z8, Z8
+	VPDPBUSD        2176(CX), Z6, Z16
+	VPMULLD         Z2, Z9, Z9
+	VPMULLD         Z2, Z10, Z10
+	VPDPBUSD        2240(CX), Z7, Z16
+	VPMULLD         Z2, Z11, Z11
+	VPDPBUSD        2304(CX), Z4, Z17
+	VPMULLD         Z2, Z12, Z12
+	VPMULLD         Z2, Z13, Z13
+	VPDPBUSD        2368(CX), Z5, Z17
+	VPMULLD         Z2, Z14, Z14
+	VPDPBUSD        2432(CX), Z6, Z17
+	VPMULLD         Z2, Z15, Z15
+	VPUNPCKLDQ      Z9, Z8, Z2
+	VPDPBUSD        2496(CX), Z7, Z17
+	VPUNPCKHDQ      Z9, Z8, Z8
+	VPDPBUSD        2560(CX), Z4, Z18
+	VPADDD          Z2, Z8, Z8
+	VPDPBUSD        2624(CX), Z5, Z18
+	VPUNPCKLDQ      Z11, Z10, Z2
+	VPUNPCKHDQ      Z11, Z10, Z10
+	VPDPBUSD        2688(CX), Z6, Z18
+	VPADDD          Z2, Z10, Z10
+	VPDPBUSD        2752(CX), Z7, Z18
+	VPUNPCKLDQ      Z13, Z12, Z2
+	VPUNPCKHDQ      Z13, Z12, Z12
+	VPDPBUSD        2816(CX), Z4, Z19
+	VPADDD          Z2, Z12, Z12
+	VPDPBUSD        2880(CX), Z5, Z19
+	VPUNPCKLDQ      Z15, Z14, Z2
+	VPUNPCKHDQ      Z15, Z14, Z14
+	VPDPBUSD        2944(CX), Z6, Z19
+	VPADDD          Z2, Z14, Z14
+	VPDPBUSD        3008(CX), Z7, Z19
+	VPUNPCKLQDQ     Z10, Z8, Z2
+	VPUNPCKHQDQ     Z10, Z8, Z8
+	VPDPBUSD        3072(CX), Z4, Z20
+	VPADDD          Z2, Z8, Z8
+	VPDPBUSD        3136(CX), Z5, Z20
+	VPUNPCKLQDQ     Z14, Z12, Z2
+	VPDPBUSD        3200(CX), Z6, Z20
+	VPUNPCKHQDQ     Z14, Z12, Z12
+	VPADDD          Z2, Z12, Z12
+	VPDPBUSD        3264(CX), Z7, Z20
+	VSHUFI32X4      $0x88, Z12, Z8, Z2
+	VPDPBUSD        3328(CX), Z4, Z21
+	VSHUFI32X4      $0xdd, Z12, Z8, Z8
+	VPADDD          Z8, Z2, Z2
+	VPDPBUSD        3392(CX), Z5, Z21
+	VPBROADCASTD    64(SP), Z3
+	VPDPBUSD        3456(CX), Z6, Z21
+	VPMADDWD        (DX), Z3, Z3
+	VPBROADCASTD    68(SP), Z25
+	VPDPBUSD        3520(CX), Z7, Z21
+	VPDPWSSD        64(DX), Z25, Z3
+	VPDPBUSD        3584(CX), Z4, Z22
+	VPBROADCASTD    72(SP), Z25
+	VPDPBUSD        3648(CX), Z5, Z22
+	VPDPWSSD        128(DX), Z25, Z3
+	VPBROADCASTD    76(SP), Z25
+	VPDPBUSD        3712(CX), Z6, Z22
+	VPDPWSSD        192(DX), Z25, Z3
+	VPDPBUSD        3776(CX), Z7, Z22
+	VPSLLD          $0x05, Z3, Z3
+	VPSUBD          Z3, Z2, Z2
+	VPDPBUSD        3840(CX), Z4, Z23
+	VMOVUPS         (BX), Z3
+	VPDPBUSD        3904(CX), Z5, Z23
+	VMULPS.BCST     96(SP), Z3, Z3
+	VCVTDQ2PS       Z2, Z2
+	VPDPBUSD        3968(CX), Z6, Z23
+	VMULPS          Z3, Z2, Z2
+	VPDPBUSD        4032(CX), Z7, Z23
+	VADDPS          Z2, Z24, Z24
+	VMOVDQU64       ggmlPosSub16_1<>+0(SB), Z2
+	VPERMD          (SP), Z2, Z2
+	VPMULLD         Z2, Z16, Z16
+	VPMULLD         Z2, Z17, Z17
+	VPMULLD         Z2, Z18, Z18
+	VPMULLD         Z2, Z19, Z19
+	VPMULLD         Z2, Z20, Z20
+	VPMULLD         Z2, Z21, Z21
+	VPMULLD         Z2, Z22, Z22
+	VPMULLD         Z2, Z23, Z23
+	VPUNPCKLDQ      Z17, Z16, Z2
+	VPUNPCKHDQ      Z17, Z16, Z16
+	VPADDD          Z2, Z16, Z16
+	VPUNPCKLDQ      Z19, Z18, Z2
+	VPUNPCKHDQ      Z19, Z18, Z18
+	VPADDD          Z2, Z18, Z18
+	VPUNPCKLDQ      Z21, Z20, Z2
+	VPUNPCKHDQ      Z21, Z20, Z20
+	VPADDD          Z2, Z20, Z20
+	VPUNPCKLDQ      Z23, Z22, Z2
+	VPUNPCKHDQ      Z23, Z22, Z22
+	VPADDD          Z2, Z22, Z22
+	VPUNPCKLQDQ     Z18, Z16, Z2
+	VPUNPCKHQDQ     Z18, Z16, Z16
+	VPADDD          Z2, Z16, Z16
+	VPUNPCKLQDQ     Z22, Z20, Z2
+	VPUNPCKHQDQ     Z22, Z20, Z20
+	VPADDD          Z2, Z20, Z20
+	VSHUFI32X4      $0x88, Z20, Z16, Z2
+	VSHUFI32X4      $0xdd, Z20, Z16, Z16
+	VPADDD          Z16, Z2, Z2
+	VPBROADCASTD    80(SP), Z3
+	VPMADDWD        256(DX), Z3, Z3
+	VPBROADCASTD    84(SP), Z4
+	VPDPWSSD        320(DX), Z4, Z3
+	VPBROADCASTD    88(SP), Z4
+	VPDPWSSD        384(DX), Z4, Z3
+	VPBROADCASTD    92(SP), Z4
+	VPDPWSSD        448(DX), Z4, Z3
+	VPSLLD          $0x05, Z3, Z3
+	VPSUBD          Z3, Z2, Z2
+	VMOVUPS         64(BX), Z3
+	VMULPS.BCST     96(SP), Z3, Z3
+	VCVTDQ2PS       Z2, Z2
+	VMULPS          Z3, Z2, Z2
+	VADDPS          Z2, Z24, Z24
+	ADDQ            $0x000000d2, AX
+	ADDQ            $0x00001000, CX
+	ADDQ            $0x00000200, DX
+	ADDQ            $0x00000080, BX
+	DECQ            SI
+	JNZ             GgmlQ6KA8M16FullAvx512_sb
+	MOVQ            out+72(FP), AX
+	VMOVUPS         Z24, (AX)
+	MOVQ            out+72(FP), AX
+	ADDQ            $0x00000040, AX
+	MOVQ            AX, out+72(FP)
+	MOVQ            stride+8(FP), AX
+	MOVQ            w+0(FP), CX
+	ADDQ            AX, CX
+	MOVQ            CX, w+0(FP)
+	MOVQ            rows+16(FP), AX
+	DECQ            AX
+	MOVQ            AX, rows+16(FP)
+	JNZ             GgmlQ6KA8M16FullAvx512_row
+	VZEROUPPER
+	RET
 
 // func GgmlIQ4XSA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, BMI2, F16C
@@ -5701,8 +7123,8 @@ GgmlIQ4XSA8R4Avx512_unit:
 	RET
 
 // func GgmlIQ4XSA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, BMI2, MMX+
-TEXT ·GgmlIQ4XSA8M16Avx512(SB), NOSPLIT, $32-80
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, BMI2, F16C, MMX+
+TEXT ·GgmlIQ4XSA8M16Avx512(SB), NOSPLIT, $104-80
 	MOVL            $0x0f0f0f0f, AX
 	VMOVD           AX, X0
 	VPBROADCASTD    X0, Z0
@@ -5718,12 +7140,17 @@ GgmlIQ4XSA8M16Avx512_row:
 	MOVQ    nsb+24(FP), SI
 
 GgmlIQ4XSA8M16Avx512_sb:
-	MOVQ         AX, DI
-	MOVQ         stride+8(FP), R8
-	ADDQ         R8, DI
+	MOVQ         stride+8(FP), DI
+	SHLQ         $0x02, DI
+	ADDQ         AX, DI
 	PREFETCHT0   (DI)
 	PREFETCHT0   64(DI)
 	PREFETCHT0   128(DI)
+	PREFETCHT0   135(DI)
+	PREFETCHT0   136(AX)
+	PREFETCHT0   200(AX)
+	PREFETCHT0   264(AX)
+	PREFETCHT0   271(AX)
 	MOVL         4(AX), DI
 	MOVWQZX      2(AX), R8
 	MOVQ         $0x0f0f0f0f0f0f0f0f, R9
@@ -5732,243 +7159,237 @@ GgmlIQ4XSA8M16Avx512_sb:
 	PDEPQ        R9, R8, R8
 	SHLQ         $0x04, R8
 	ORQ          R8, DI
-	VMOVQ        DI, X10
+	VMOVQ        DI, X2
 	MOVL         $0x20202020, DI
-	VPBROADCASTD DI, X11
-	VPSUBB       X11, X10, X10
-	VPMOVSXBD    X10, Y17
-	VPMOVSXBW    X10, X10
-	VMOVDQU64    X10, (SP)
-	VPBROADCASTW (AX), Y10
-	VCVTPH2PS    Y10, Z18
-	VPSRLW       $0x04, 8(AX), Z11
-	VPANDD       8(AX), Z0, Z10
-	VPANDD       Z11, Z0, Z11
-	VPSHUFB      Z10, Z1, Z10
-	VPSHUFB      Z11, Z1, Z11
-	VMOVDQU64    ggmlChunkIQ4XS_0<>+0(SB), Z12
-	VPERMI2D     Z11, Z10, Z12
-	VMOVDQU64    ggmlChunkIQ4XS_1<>+0(SB), Z13
-	VPERMI2D     Z11, Z10, Z13
-	VMOVDQU64    ggmlChunkIQ4XS_2<>+0(SB), Z14
-	VPERMI2D     Z11, Z10, Z14
-	VMOVDQU64    ggmlChunkIQ4XS_3<>+0(SB), Z15
-	VPERMI2D     Z11, Z10, Z15
-	VMOVDQU64    ggmlPosSub32_0<>+0(SB), Z10
-	VPERMD       Z17, Z10, Z10
-	VPXORD       Z2, Z2, Z2
-	VPXORD       Z3, Z3, Z3
-	VPXORD       Z4, Z4, Z4
-	VPXORD       Z5, Z5, Z5
-	VPXORD       Z6, Z6, Z6
-	VPXORD       Z7, Z7, Z7
+	VPBROADCASTD DI, X3
+	VPSUBB       X3, X2, X2
+	VPMOVSXBD    X2, Y17
+	VPMOVSXBW    X2, X2
+	VMOVDQU64    X2, 64(SP)
+	VMOVDQU64    Z17, (SP)
+	VPBROADCASTW (AX), X2
+	VCVTPH2PS    X2, X2
+	VMOVSS       X2, 96(SP)
+	VPSRLW       $0x04, 8(AX), Z3
+	VPANDD       8(AX), Z0, Z2
+	VPANDD       Z3, Z0, Z3
+	VPSHUFB      Z2, Z1, Z2
+	VPSHUFB      Z3, Z1, Z3
+	VMOVDQU64    ggmlChunkIQ4XS_0<>+0(SB), Z4
+	VPERMI2D     Z3, Z2, Z4
+	VMOVDQU64    ggmlChunkIQ4XS_1<>+0(SB), Z5
+	VPERMI2D     Z3, Z2, Z5
+	VMOVDQU64    ggmlChunkIQ4XS_2<>+0(SB), Z6
+	VPERMI2D     Z3, Z2, Z6
+	VMOVDQU64    ggmlChunkIQ4XS_3<>+0(SB), Z7
+	VPERMI2D     Z3, Z2, Z7
 	VPXORD       Z8, Z8, Z8
 	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
 	MOVQ         nvec+64(FP), DI
 	INCQ         DI
 	SHRQ         $0x01, DI
-	VPDPBUSD     (CX), Z12, Z2
-	VPDPBUSD     64(CX), Z13, Z2
-	VPDPBUSD     128(CX), Z14, Z2
-	VPDPBUSD     192(CX), Z15, Z2
+	VPDPBUSD     (CX), Z4, Z8
+	VPDPBUSD     64(CX), Z5, Z8
+	VPDPBUSD     128(CX), Z6, Z8
+	VPDPBUSD     192(CX), Z7, Z8
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h0_done
-	VPDPBUSD     256(CX), Z12, Z3
-	VPDPBUSD     320(CX), Z13, Z3
-	VPDPBUSD     384(CX), Z14, Z3
-	VPDPBUSD     448(CX), Z15, Z3
+	VPDPBUSD     256(CX), Z4, Z9
+	VPDPBUSD     320(CX), Z5, Z9
+	VPDPBUSD     384(CX), Z6, Z9
+	VPDPBUSD     448(CX), Z7, Z9
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h0_done
-	VPDPBUSD     512(CX), Z12, Z4
-	VPDPBUSD     576(CX), Z13, Z4
-	VPDPBUSD     640(CX), Z14, Z4
-	VPDPBUSD     704(CX), Z15, Z4
+	VPDPBUSD     512(CX), Z4, Z10
+	VPDPBUSD     576(CX), Z5, Z10
+	VPDPBUSD     640(CX), Z6, Z10
+	VPDPBUSD     704(CX), Z7, Z10
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h0_done
-	VPDPBUSD     768(CX), Z12, Z5
-	VPDPBUSD     832(CX), Z13, Z5
-	VPDPBUSD     896(CX), Z14, Z5
-	VPDPBUSD     960(CX), Z15, Z5
+	VPDPBUSD     768(CX), Z4, Z11
+	VPDPBUSD     832(CX), Z5, Z11
+	VPDPBUSD     896(CX), Z6, Z11
+	VPDPBUSD     960(CX), Z7, Z11
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h0_done
-	VPDPBUSD     1024(CX), Z12, Z6
-	VPDPBUSD     1088(CX), Z13, Z6
-	VPDPBUSD     1152(CX), Z14, Z6
-	VPDPBUSD     1216(CX), Z15, Z6
+	VPDPBUSD     1024(CX), Z4, Z12
+	VPDPBUSD     1088(CX), Z5, Z12
+	VPDPBUSD     1152(CX), Z6, Z12
+	VPDPBUSD     1216(CX), Z7, Z12
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h0_done
-	VPDPBUSD     1280(CX), Z12, Z7
-	VPDPBUSD     1344(CX), Z13, Z7
-	VPDPBUSD     1408(CX), Z14, Z7
-	VPDPBUSD     1472(CX), Z15, Z7
+	VPDPBUSD     1280(CX), Z4, Z13
+	VPDPBUSD     1344(CX), Z5, Z13
+	VPDPBUSD     1408(CX), Z6, Z13
+	VPDPBUSD     1472(CX), Z7, Z13
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h0_done
-	VPDPBUSD     1536(CX), Z12, Z8
-	VPDPBUSD     1600(CX), Z13, Z8
-	VPDPBUSD     1664(CX), Z14, Z8
-	VPDPBUSD     1728(CX), Z15, Z8
+	VPDPBUSD     1536(CX), Z4, Z14
+	VPDPBUSD     1600(CX), Z5, Z14
+	VPDPBUSD     1664(CX), Z6, Z14
+	VPDPBUSD     1728(CX), Z7, Z14
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h0_done
-	VPDPBUSD     1792(CX), Z12, Z9
-	VPDPBUSD     1856(CX), Z13, Z9
-	VPDPBUSD     1920(CX), Z14, Z9
-	VPDPBUSD     1984(CX), Z15, Z9
+	VPDPBUSD     1792(CX), Z4, Z15
+	VPDPBUSD     1856(CX), Z5, Z15
+	VPDPBUSD     1920(CX), Z6, Z15
+	VPDPBUSD     1984(CX), Z7, Z15
 
 GgmlIQ4XSA8M16Avx512_h0_done:
-	VPMULLD      Z10, Z2, Z2
-	VPMULLD      Z10, Z3, Z3
-	VPMULLD      Z10, Z4, Z4
-	VPMULLD      Z10, Z5, Z5
-	VPMULLD      Z10, Z6, Z6
-	VPMULLD      Z10, Z7, Z7
-	VPMULLD      Z10, Z8, Z8
-	VPMULLD      Z10, Z9, Z9
-	VPUNPCKLDQ   Z3, Z2, Z10
-	VPUNPCKHDQ   Z3, Z2, Z2
-	VPADDD       Z10, Z2, Z2
-	VPUNPCKLDQ   Z5, Z4, Z10
-	VPUNPCKHDQ   Z5, Z4, Z4
-	VPADDD       Z10, Z4, Z4
-	VPUNPCKLDQ   Z7, Z6, Z10
-	VPUNPCKHDQ   Z7, Z6, Z6
-	VPADDD       Z10, Z6, Z6
-	VPUNPCKLDQ   Z9, Z8, Z10
+	VMOVDQU64    ggmlPosSub32_0<>+0(SB), Z2
+	VPERMD       (SP), Z2, Z2
+	VPUNPCKLDQ   Z9, Z8, Z3
 	VPUNPCKHDQ   Z9, Z8, Z8
-	VPADDD       Z10, Z8, Z8
-	VPUNPCKLQDQ  Z4, Z2, Z10
-	VPUNPCKHQDQ  Z4, Z2, Z2
-	VPADDD       Z10, Z2, Z2
-	VPUNPCKLQDQ  Z8, Z6, Z10
-	VPUNPCKHQDQ  Z8, Z6, Z6
-	VPADDD       Z10, Z6, Z6
-	VSHUFI32X4   $0x88, Z6, Z2, Z10
-	VSHUFI32X4   $0xdd, Z6, Z2, Z2
-	VPADDD       Z2, Z10, Z10
-	VPBROADCASTD (SP), Z11
-	VPMADDWD     (DX), Z11, Z11
-	VPBROADCASTD 4(SP), Z12
-	VPDPWSSD     64(DX), Z12, Z11
-	VPSLLD       $0x07, Z11, Z11
-	VPSUBD       Z11, Z10, Z10
-	VMOVUPS      (BX), Z11
-	VMULPS       Z18, Z11, Z11
-	VCVTDQ2PS    Z10, Z10
-	VMULPS       Z11, Z10, Z10
-	VADDPS       Z10, Z16, Z16
-	VPSRLW       $0x04, 72(AX), Z11
-	VPANDD       72(AX), Z0, Z10
-	VPANDD       Z11, Z0, Z11
-	VPSHUFB      Z10, Z1, Z10
-	VPSHUFB      Z11, Z1, Z11
-	VMOVDQU64    ggmlChunkIQ4XS_0<>+0(SB), Z12
-	VPERMI2D     Z11, Z10, Z12
-	VMOVDQU64    ggmlChunkIQ4XS_1<>+0(SB), Z13
-	VPERMI2D     Z11, Z10, Z13
-	VMOVDQU64    ggmlChunkIQ4XS_2<>+0(SB), Z14
-	VPERMI2D     Z11, Z10, Z14
-	VMOVDQU64    ggmlChunkIQ4XS_3<>+0(SB), Z15
-	VPERMI2D     Z11, Z10, Z15
-	VMOVDQU64    ggmlPosSub32_1<>+0(SB), Z10
-	VPERMD       Z17, Z10, Z10
-	VPXORD       Z2, Z2, Z2
-	VPXORD       Z3, Z3, Z3
-	VPXORD       Z4, Z4, Z4
-	VPXORD       Z5, Z5, Z5
-	VPXORD       Z6, Z6, Z6
-	VPXORD       Z7, Z7, Z7
+	VPADDD       Z3, Z8, Z8
+	VPUNPCKLDQ   Z11, Z10, Z3
+	VPUNPCKHDQ   Z11, Z10, Z10
+	VPADDD       Z3, Z10, Z10
+	VPUNPCKLDQ   Z13, Z12, Z3
+	VPUNPCKHDQ   Z13, Z12, Z12
+	VPADDD       Z3, Z12, Z12
+	VPUNPCKLDQ   Z15, Z14, Z3
+	VPUNPCKHDQ   Z15, Z14, Z14
+	VPADDD       Z3, Z14, Z14
+	VPMULLD      Z2, Z8, Z8
+	VPMULLD      Z2, Z10, Z10
+	VPMULLD      Z2, Z12, Z12
+	VPMULLD      Z2, Z14, Z14
+	VPUNPCKLQDQ  Z10, Z8, Z2
+	VPUNPCKHQDQ  Z10, Z8, Z8
+	VPADDD       Z2, Z8, Z8
+	VPUNPCKLQDQ  Z14, Z12, Z2
+	VPUNPCKHQDQ  Z14, Z12, Z12
+	VPADDD       Z2, Z12, Z12
+	VSHUFI32X4   $0x88, Z12, Z8, Z2
+	VSHUFI32X4   $0xdd, Z12, Z8, Z8
+	VPADDD       Z8, Z2, Z2
+	VPBROADCASTD 64(SP), Z3
+	VPMADDWD     (DX), Z3, Z3
+	VPBROADCASTD 68(SP), Z4
+	VPDPWSSD     64(DX), Z4, Z3
+	VPSLLD       $0x07, Z3, Z3
+	VPSUBD       Z3, Z2, Z2
+	VMOVUPS      (BX), Z3
+	VMULPS.BCST  96(SP), Z3, Z3
+	VCVTDQ2PS    Z2, Z2
+	VMULPS       Z3, Z2, Z2
+	VADDPS       Z2, Z16, Z16
+	VPSRLW       $0x04, 72(AX), Z3
+	VPANDD       72(AX), Z0, Z2
+	VPANDD       Z3, Z0, Z3
+	VPSHUFB      Z2, Z1, Z2
+	VPSHUFB      Z3, Z1, Z3
+	VMOVDQU64    ggmlChunkIQ4XS_0<>+0(SB), Z4
+	VPERMI2D     Z3, Z2, Z4
+	VMOVDQU64    ggmlChunkIQ4XS_1<>+0(SB), Z5
+	VPERMI2D     Z3, Z2, Z5
+	VMOVDQU64    ggmlChunkIQ4XS_2<>+0(SB), Z6
+	VPERMI2D     Z3, Z2, Z6
+	VMOVDQU64    ggmlChunkIQ4XS_3<>+0(SB), Z7
+	VPERMI2D     Z3, Z2, Z7
 	VPXORD       Z8, Z8, Z8
 	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
 	MOVQ         nvec+64(FP), DI
 	INCQ         DI
 	SHRQ         $0x01, DI
-	VPDPBUSD     2048(CX), Z12, Z2
-	VPDPBUSD     2112(CX), Z13, Z2
-	VPDPBUSD     2176(CX), Z14, Z2
-	VPDPBUSD     2240(CX), Z15, Z2
+	VPDPBUSD     2048(CX), Z4, Z8
+	VPDPBUSD     2112(CX), Z5, Z8
+	VPDPBUSD     2176(CX), Z6, Z8
+	VPDPBUSD     2240(CX), Z7, Z8
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h1_done
-	VPDPBUSD     2304(CX), Z12, Z3
-	VPDPBUSD     2368(CX), Z13, Z3
-	VPDPBUSD     2432(CX), Z14, Z3
-	VPDPBUSD     2496(CX), Z15, Z3
+	VPDPBUSD     2304(CX), Z4, Z9
+	VPDPBUSD     2368(CX), Z5, Z9
+	VPDPBUSD     2432(CX), Z6, Z9
+	VPDPBUSD     2496(CX), Z7, Z9
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h1_done
-	VPDPBUSD     2560(CX), Z12, Z4
-	VPDPBUSD     2624(CX), Z13, Z4
-	VPDPBUSD     2688(CX), Z14, Z4
-	VPDPBUSD     2752(CX), Z15, Z4
+	VPDPBUSD     2560(CX), Z4, Z10
+	VPDPBUSD     2624(CX), Z5, Z10
+	VPDPBUSD     2688(CX), Z6, Z10
+	VPDPBUSD     2752(CX), Z7, Z10
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h1_done
-	VPDPBUSD     2816(CX), Z12, Z5
-	VPDPBUSD     2880(CX), Z13, Z5
-	VPDPBUSD     2944(CX), Z14, Z5
-	VPDPBUSD     3008(CX), Z15, Z5
+	VPDPBUSD     2816(CX), Z4, Z11
+	VPDPBUSD     2880(CX), Z5, Z11
+	VPDPBUSD     2944(CX), Z6, Z11
+	VPDPBUSD     3008(CX), Z7, Z11
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h1_done
-	VPDPBUSD     3072(CX), Z12, Z6
-	VPDPBUSD     3136(CX), Z13, Z6
-	VPDPBUSD     3200(CX), Z14, Z6
-	VPDPBUSD     3264(CX), Z15, Z6
+	VPDPBUSD     3072(CX), Z4, Z12
+	VPDPBUSD     3136(CX), Z5, Z12
+	VPDPBUSD     3200(CX), Z6, Z12
+	VPDPBUSD     3264(CX), Z7, Z12
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h1_done
-	VPDPBUSD     3328(CX), Z12, Z7
-	VPDPBUSD     3392(CX), Z13, Z7
-	VPDPBUSD     3456(CX), Z14, Z7
-	VPDPBUSD     3520(CX), Z15, Z7
+	VPDPBUSD     3328(CX), Z4, Z13
+	VPDPBUSD     3392(CX), Z5, Z13
+	VPDPBUSD     3456(CX), Z6, Z13
+	VPDPBUSD     3520(CX), Z7, Z13
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h1_done
-	VPDPBUSD     3584(CX), Z12, Z8
-	VPDPBUSD     3648(CX), Z13, Z8
-	VPDPBUSD     3712(CX), Z14, Z8
-	VPDPBUSD     3776(CX), Z15, Z8
+	VPDPBUSD     3584(CX), Z4, Z14
+	VPDPBUSD     3648(CX), Z5, Z14
+	VPDPBUSD     3712(CX), Z6, Z14
+	VPDPBUSD     3776(CX), Z7, Z14
 	DECQ         DI
 	JZ           GgmlIQ4XSA8M16Avx512_h1_done
-	VPDPBUSD     3840(CX), Z12, Z9
-	VPDPBUSD     3904(CX), Z13, Z9
-	VPDPBUSD     3968(CX), Z14, Z9
-	VPDPBUSD     4032(CX), Z15, Z9
+	VPDPBUSD     3840(CX), Z4, Z15
+	VPDPBUSD     3904(CX), Z5, Z15
+	VPDPBUSD     3968(CX), Z6, Z15
+	VPDPBUSD     4032(CX), Z7, Z15
 
 GgmlIQ4XSA8M16Avx512_h1_done:
-	VPMULLD      Z10, Z2, Z2
-	VPMULLD      Z10, Z3, Z3
-	VPMULLD      Z10, Z4, Z4
-	VPMULLD      Z10, Z5, Z5
-	VPMULLD      Z10, Z6, Z6
-	VPMULLD      Z10, Z7, Z7
-	VPMULLD      Z10, Z8, Z8
-	VPMULLD      Z10, Z9, Z9
-	VPUNPCKLDQ   Z3, Z2, Z10
-	VPUNPCKHDQ   Z3, Z2, Z2
-	VPADDD       Z10, Z2, Z2
-	VPUNPCKLDQ   Z5, Z4, Z10
-	VPUNPCKHDQ   Z5, Z4, Z4
-	VPADDD       Z10, Z4, Z4
-	VPUNPCKLDQ   Z7, Z6, Z10
-	VPUNPCKHDQ   Z7, Z6, Z6
-	VPADDD       Z10, Z6, Z6
-	VPUNPCKLDQ   Z9, Z8, Z10
+	VMOVDQU64    ggmlPosSub32_1<>+0(SB), Z2
+	VPERMD       (SP), Z2, Z2
+	VPUNPCKLDQ   Z9, Z8, Z3
 	VPUNPCKHDQ   Z9, Z8, Z8
-	VPADDD       Z10, Z8, Z8
-	VPUNPCKLQDQ  Z4, Z2, Z10
-	VPUNPCKHQDQ  Z4, Z2, Z2
-	VPADDD       Z10, Z2, Z2
-	VPUNPCKLQDQ  Z8, Z6, Z10
-	VPUNPCKHQDQ  Z8, Z6, Z6
-	VPADDD       Z10, Z6, Z6
-	VSHUFI32X4   $0x88, Z6, Z2, Z10
-	VSHUFI32X4   $0xdd, Z6, Z2, Z2
-	VPADDD       Z2, Z10, Z10
-	VPBROADCASTD 8(SP), Z11
-	VPMADDWD     128(DX), Z11, Z11
-	VPBROADCASTD 12(SP), Z12
-	VPDPWSSD     192(DX), Z12, Z11
-	VPSLLD       $0x07, Z11, Z11
-	VPSUBD       Z11, Z10, Z10
-	VMOVUPS      64(BX), Z11
-	VMULPS       Z18, Z11, Z11
-	VCVTDQ2PS    Z10, Z10
-	VMULPS       Z11, Z10, Z10
-	VADDPS       Z10, Z16, Z16
+	VPADDD       Z3, Z8, Z8
+	VPUNPCKLDQ   Z11, Z10, Z3
+	VPUNPCKHDQ   Z11, Z10, Z10
+	VPADDD       Z3, Z10, Z10
+	VPUNPCKLDQ   Z13, Z12, Z3
+	VPUNPCKHDQ   Z13, Z12, Z12
+	VPADDD       Z3, Z12, Z12
+	VPUNPCKLDQ   Z15, Z14, Z3
+	VPUNPCKHDQ   Z15, Z14, Z14
+	VPADDD       Z3, Z14, Z14
+	VPMULLD      Z2, Z8, Z8
+	VPMULLD      Z2, Z10, Z10
+	VPMULLD      Z2, Z12, Z12
+	VPMULLD      Z2, Z14, Z14
+	VPUNPCKLQDQ  Z10, Z8, Z2
+	VPUNPCKHQDQ  Z10, Z8, Z8
+	VPADDD       Z2, Z8, Z8
+	VPUNPCKLQDQ  Z14, Z12, Z2
+	VPUNPCKHQDQ  Z14, Z12, Z12
+	VPADDD       Z2, Z12, Z12
+	VSHUFI32X4   $0x88, Z12, Z8, Z2
+	VSHUFI32X4   $0xdd, Z12, Z8, Z8
+	VPADDD       Z8, Z2, Z2
+	VPBROADCASTD 72(SP), Z3
+	VPMADDWD     128(DX), Z3, Z3
+	VPBROADCASTD 76(SP), Z4
+	VPDPWSSD     192(DX), Z4, Z3
+	VPSLLD       $0x07, Z3, Z3
+	VPSUBD       Z3, Z2, Z2
+	VMOVUPS      64(BX), Z3
+	VMULPS.BCST  96(SP), Z3, Z3
+	VCVTDQ2PS    Z2, Z2
+	VMULPS       Z3, Z2, Z2
+	VADDPS       Z2, Z16, Z16
 	ADDQ         $0x00000088, AX
 	ADDQ         $0x00001000, CX
 	ADDQ         $0x00000100, DX
@@ -5992,76 +7413,328 @@ GgmlIQ4XSA8M16Avx512_h1_done:
 	RET
 
 DATA ggmlChunkIQ4XS_0<>+0(SB)/4, $0x00000000
-DATA ggmlChunkIQ4XS_0<>+4(SB)/4, $0x00000010
-DATA ggmlChunkIQ4XS_0<>+8(SB)/4, $0x00000004
+DATA ggmlChunkIQ4XS_0<>+4(SB)/4, $0x00000004
+DATA ggmlChunkIQ4XS_0<>+8(SB)/4, $0x00000010
 DATA ggmlChunkIQ4XS_0<>+12(SB)/4, $0x00000014
 DATA ggmlChunkIQ4XS_0<>+16(SB)/4, $0x00000008
-DATA ggmlChunkIQ4XS_0<>+20(SB)/4, $0x00000018
-DATA ggmlChunkIQ4XS_0<>+24(SB)/4, $0x0000000c
+DATA ggmlChunkIQ4XS_0<>+20(SB)/4, $0x0000000c
+DATA ggmlChunkIQ4XS_0<>+24(SB)/4, $0x00000018
 DATA ggmlChunkIQ4XS_0<>+28(SB)/4, $0x0000001c
 DATA ggmlChunkIQ4XS_0<>+32(SB)/4, $0x00000000
-DATA ggmlChunkIQ4XS_0<>+36(SB)/4, $0x00000010
-DATA ggmlChunkIQ4XS_0<>+40(SB)/4, $0x00000004
+DATA ggmlChunkIQ4XS_0<>+36(SB)/4, $0x00000004
+DATA ggmlChunkIQ4XS_0<>+40(SB)/4, $0x00000010
 DATA ggmlChunkIQ4XS_0<>+44(SB)/4, $0x00000014
 DATA ggmlChunkIQ4XS_0<>+48(SB)/4, $0x00000008
-DATA ggmlChunkIQ4XS_0<>+52(SB)/4, $0x00000018
-DATA ggmlChunkIQ4XS_0<>+56(SB)/4, $0x0000000c
+DATA ggmlChunkIQ4XS_0<>+52(SB)/4, $0x0000000c
+DATA ggmlChunkIQ4XS_0<>+56(SB)/4, $0x00000018
 DATA ggmlChunkIQ4XS_0<>+60(SB)/4, $0x0000001c
 GLOBL ggmlChunkIQ4XS_0<>(SB), RODATA|NOPTR, $64
 
 DATA ggmlChunkIQ4XS_1<>+0(SB)/4, $0x00000001
-DATA ggmlChunkIQ4XS_1<>+4(SB)/4, $0x00000011
-DATA ggmlChunkIQ4XS_1<>+8(SB)/4, $0x00000005
+DATA ggmlChunkIQ4XS_1<>+4(SB)/4, $0x00000005
+DATA ggmlChunkIQ4XS_1<>+8(SB)/4, $0x00000011
 DATA ggmlChunkIQ4XS_1<>+12(SB)/4, $0x00000015
 DATA ggmlChunkIQ4XS_1<>+16(SB)/4, $0x00000009
-DATA ggmlChunkIQ4XS_1<>+20(SB)/4, $0x00000019
-DATA ggmlChunkIQ4XS_1<>+24(SB)/4, $0x0000000d
+DATA ggmlChunkIQ4XS_1<>+20(SB)/4, $0x0000000d
+DATA ggmlChunkIQ4XS_1<>+24(SB)/4, $0x00000019
 DATA ggmlChunkIQ4XS_1<>+28(SB)/4, $0x0000001d
 DATA ggmlChunkIQ4XS_1<>+32(SB)/4, $0x00000001
-DATA ggmlChunkIQ4XS_1<>+36(SB)/4, $0x00000011
-DATA ggmlChunkIQ4XS_1<>+40(SB)/4, $0x00000005
+DATA ggmlChunkIQ4XS_1<>+36(SB)/4, $0x00000005
+DATA ggmlChunkIQ4XS_1<>+40(SB)/4, $0x00000011
 DATA ggmlChunkIQ4XS_1<>+44(SB)/4, $0x00000015
 DATA ggmlChunkIQ4XS_1<>+48(SB)/4, $0x00000009
-DATA ggmlChunkIQ4XS_1<>+52(SB)/4, $0x00000019
-DATA ggmlChunkIQ4XS_1<>+56(SB)/4, $0x0000000d
+DATA ggmlChunkIQ4XS_1<>+52(SB)/4, $0x0000000d
+DATA ggmlChunkIQ4XS_1<>+56(SB)/4, $0x00000019
 DATA ggmlChunkIQ4XS_1<>+60(SB)/4, $0x0000001d
 GLOBL ggmlChunkIQ4XS_1<>(SB), RODATA|NOPTR, $64
 
 DATA ggmlChunkIQ4XS_2<>+0(SB)/4, $0x00000002
-DATA ggmlChunkIQ4XS_2<>+4(SB)/4, $0x00000012
-DATA ggmlChunkIQ4XS_2<>+8(SB)/4, $0x00000006
+DATA ggmlChunkIQ4XS_2<>+4(SB)/4, $0x00000006
+DATA ggmlChunkIQ4XS_2<>+8(SB)/4, $0x00000012
 DATA ggmlChunkIQ4XS_2<>+12(SB)/4, $0x00000016
 DATA ggmlChunkIQ4XS_2<>+16(SB)/4, $0x0000000a
-DATA ggmlChunkIQ4XS_2<>+20(SB)/4, $0x0000001a
-DATA ggmlChunkIQ4XS_2<>+24(SB)/4, $0x0000000e
+DATA ggmlChunkIQ4XS_2<>+20(SB)/4, $0x0000000e
+DATA ggmlChunkIQ4XS_2<>+24(SB)/4, $0x0000001a
 DATA ggmlChunkIQ4XS_2<>+28(SB)/4, $0x0000001e
 DATA ggmlChunkIQ4XS_2<>+32(SB)/4, $0x00000002
-DATA ggmlChunkIQ4XS_2<>+36(SB)/4, $0x00000012
-DATA ggmlChunkIQ4XS_2<>+40(SB)/4, $0x00000006
+DATA ggmlChunkIQ4XS_2<>+36(SB)/4, $0x00000006
+DATA ggmlChunkIQ4XS_2<>+40(SB)/4, $0x00000012
 DATA ggmlChunkIQ4XS_2<>+44(SB)/4, $0x00000016
 DATA ggmlChunkIQ4XS_2<>+48(SB)/4, $0x0000000a
-DATA ggmlChunkIQ4XS_2<>+52(SB)/4, $0x0000001a
-DATA ggmlChunkIQ4XS_2<>+56(SB)/4, $0x0000000e
+DATA ggmlChunkIQ4XS_2<>+52(SB)/4, $0x0000000e
+DATA ggmlChunkIQ4XS_2<>+56(SB)/4, $0x0000001a
 DATA ggmlChunkIQ4XS_2<>+60(SB)/4, $0x0000001e
 GLOBL ggmlChunkIQ4XS_2<>(SB), RODATA|NOPTR, $64
 
 DATA ggmlChunkIQ4XS_3<>+0(SB)/4, $0x00000003
-DATA ggmlChunkIQ4XS_3<>+4(SB)/4, $0x00000013
-DATA ggmlChunkIQ4XS_3<>+8(SB)/4, $0x00000007
+DATA ggmlChunkIQ4XS_3<>+4(SB)/4, $0x00000007
+DATA ggmlChunkIQ4XS_3<>+8(SB)/4, $0x00000013
 DATA ggmlChunkIQ4XS_3<>+12(SB)/4, $0x00000017
 DATA ggmlChunkIQ4XS_3<>+16(SB)/4, $0x0000000b
-DATA ggmlChunkIQ4XS_3<>+20(SB)/4, $0x0000001b
-DATA ggmlChunkIQ4XS_3<>+24(SB)/4, $0x0000000f
+DATA ggmlChunkIQ4XS_3<>+20(SB)/4, $0x0000000f
+DATA ggmlChunkIQ4XS_3<>+24(SB)/4, $0x0000001b
 DATA ggmlChunkIQ4XS_3<>+28(SB)/4, $0x0000001f
 DATA ggmlChunkIQ4XS_3<>+32(SB)/4, $0x00000003
-DATA ggmlChunkIQ4XS_3<>+36(SB)/4, $0x00000013
-DATA ggmlChunkIQ4XS_3<>+40(SB)/4, $0x00000007
+DATA ggmlChunkIQ4XS_3<>+36(SB)/4, $0x00000007
+DATA ggmlChunkIQ4XS_3<>+40(SB)/4, $0x00000013
 DATA ggmlChunkIQ4XS_3<>+44(SB)/4, $0x00000017
 DATA ggmlChunkIQ4XS_3<>+48(SB)/4, $0x0000000b
-DATA ggmlChunkIQ4XS_3<>+52(SB)/4, $0x0000001b
-DATA ggmlChunkIQ4XS_3<>+56(SB)/4, $0x0000000f
+DATA ggmlChunkIQ4XS_3<>+52(SB)/4, $0x0000000f
+DATA ggmlChunkIQ4XS_3<>+56(SB)/4, $0x0000001b
 DATA ggmlChunkIQ4XS_3<>+60(SB)/4, $0x0000001f
 GLOBL ggmlChunkIQ4XS_3<>(SB), RODATA|NOPTR, $64
+
+// func GgmlIQ4XSA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, BMI2, F16C, MMX+
+TEXT ·GgmlIQ4XSA8M16FullAvx512(SB), NOSPLIT, $104-80
+	MOVL            $0x0f0f0f0f, AX
+	VMOVD           AX, X0
+	VPBROADCASTD    X0, Z0
+	VBROADCASTI32X4 ggmlKValues128<>+0(SB), Z1
+
+GgmlIQ4XSA8M16FullAvx512_row:
+	MOVQ    out+72(FP), AX
+	VMOVUPS (AX), Z24
+	MOVQ    w+0(FP), AX
+	MOVQ    act+32(FP), CX
+	MOVQ    sums+48(FP), DX
+	MOVQ    xs+56(FP), BX
+	MOVQ    nsb+24(FP), SI
+
+GgmlIQ4XSA8M16FullAvx512_sb:
+	MOVQ         stride+8(FP), DI
+	SHLQ         $0x02, DI
+	ADDQ         AX, DI
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	PREFETCHT0   128(DI)
+	PREFETCHT0   135(DI)
+	PREFETCHT0   136(AX)
+	PREFETCHT0   200(AX)
+	PREFETCHT0   264(AX)
+	PREFETCHT0   271(AX)
+	MOVL         4(AX), DI
+	MOVWQZX      2(AX), R8
+	MOVQ         $0x0f0f0f0f0f0f0f0f, R9
+	PDEPQ        R9, DI, DI
+	MOVQ         $0x0303030303030303, R9
+	PDEPQ        R9, R8, R8
+	SHLQ         $0x04, R8
+	ORQ          R8, DI
+	VMOVQ        DI, X2
+	MOVL         $0x20202020, DI
+	VPBROADCASTD DI, X3
+	VPSUBB       X3, X2, X2
+	VPMOVSXBD    X2, Y25
+	VPMOVSXBW    X2, X2
+	VMOVDQU64    X2, 64(SP)
+	VMOVDQU64    Z25, (SP)
+	VPBROADCASTW (AX), X2
+	VCVTPH2PS    X2, X2
+	VMOVSS       X2, 96(SP)
+	VPSRLW       $0x04, 8(AX), Z3
+	VPANDD       8(AX), Z0, Z2
+	VPANDD       Z3, Z0, Z3
+	VPSHUFB      Z2, Z1, Z2
+	VPSHUFB      Z3, Z1, Z3
+	VMOVDQU64    ggmlChunkIQ4XS_0<>+0(SB), Z4
+	VPERMI2D     Z3, Z2, Z4
+	VMOVDQU64    ggmlChunkIQ4XS_1<>+0(SB), Z5
+	VPERMI2D     Z3, Z2, Z5
+	VMOVDQU64    ggmlChunkIQ4XS_2<>+0(SB), Z6
+	VPERMI2D     Z3, Z2, Z6
+	VMOVDQU64    ggmlChunkIQ4XS_3<>+0(SB), Z7
+	VPERMI2D     Z3, Z2, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
+	VPDPBUSD     (CX), Z4, Z8
+	VPDPBUSD     64(CX), Z5, Z8
+	VPDPBUSD     128(CX), Z6, Z8
+	VPDPBUSD     192(CX), Z7, Z8
+	VPDPBUSD     256(CX), Z4, Z9
+	VPDPBUSD     320(CX), Z5, Z9
+	VPDPBUSD     384(CX), Z6, Z9
+	VPDPBUSD     448(CX), Z7, Z9
+	VPDPBUSD     512(CX), Z4, Z10
+	VPDPBUSD     576(CX), Z5, Z10
+	VPDPBUSD     640(CX), Z6, Z10
+	VPDPBUSD     704(CX), Z7, Z10
+	VPDPBUSD     768(CX), Z4, Z11
+	VPDPBUSD     832(CX), Z5, Z11
+	VPDPBUSD     896(CX), Z6, Z11
+	VPDPBUSD     960(CX), Z7, Z11
+	VPDPBUSD     1024(CX), Z4, Z12
+	VPDPBUSD     1088(CX), Z5, Z12
+	VPDPBUSD     1152(CX), Z6, Z12
+	VPDPBUSD     1216(CX), Z7, Z12
+	VPDPBUSD     1280(CX), Z4, Z13
+	VPDPBUSD     1344(CX), Z5, Z13
+	VPDPBUSD     1408(CX), Z6, Z13
+	VPDPBUSD     1472(CX), Z7, Z13
+	VPDPBUSD     1536(CX), Z4, Z14
+	VPDPBUSD     1600(CX), Z5, Z14
+	VPDPBUSD     1664(CX), Z6, Z14
+	VPDPBUSD     1728(CX), Z7, Z14
+	VPDPBUSD     1792(CX), Z4, Z15
+	VPDPBUSD     1856(CX), Z5, Z15
+	VPDPBUSD     1920(CX), Z6, Z15
+	VPDPBUSD     1984(CX), Z7, Z15
+	VPSRLW       $0x04, 72(AX), Z3
+	VPANDD       72(AX), Z0, Z2
+	VPANDD       Z3, Z0, Z3
+	VPSHUFB      Z2, Z1, Z2
+	VPSHUFB      Z3, Z1, Z3
+	VMOVDQU64    ggmlChunkIQ4XS_0<>+0(SB), Z4
+	VPERMI2D     Z3, Z2, Z4
+	VMOVDQU64    ggmlChunkIQ4XS_1<>+0(SB), Z5
+	VPERMI2D     Z3, Z2, Z5
+	VMOVDQU64    ggmlChunkIQ4XS_2<>+0(SB), Z6
+	VPERMI2D     Z3, Z2, Z6
+	VMOVDQU64    ggmlChunkIQ4XS_3<>+0(SB), Z7
+	VPERMI2D     Z3, Z2, Z7
+	VPXORD       Z16, Z16, Z16
+	VPXORD       Z17, Z17, Z17
+	VPXORD       Z18, Z18, Z18
+	VPXORD       Z19, Z19, Z19
+	VPXORD       Z20, Z20, Z20
+	VPXORD       Z21, Z21, Z21
+	VPXORD       Z22, Z22, Z22
+	VPXORD       Z23, Z23, Z23
+	VPDPBUSD     2048(CX), Z4, Z16
+	VMOVDQU64    ggmlPosSub32_0<>+0(SB), Z2
+	VPERMD       (SP), Z2, Z2
+	VPDPBUSD     2112(CX), Z5, Z16
+	VPUNPCKLDQ   Z9, Z8, Z3
+	VPDPBUSD     2176(CX), Z6, Z16
+	VPUNPCKHDQ   Z9, Z8, Z8
+	VPDPBUSD     2240(CX), Z7, Z16
+	VPADDD       Z3, Z8, Z8
+	VPDPBUSD     2304(CX), Z4, Z17
+	VPUNPCKLDQ   Z11, Z10, Z3
+	VPDPBUSD     2368(CX), Z5, Z17
+	VPUNPCKHDQ   Z11, Z10, Z10
+	VPADDD       Z3, Z10, Z10
+	VPDPBUSD     2432(CX), Z6, Z17
+	VPUNPCKLDQ   Z13, Z12, Z3
+	VPDPBUSD     2496(CX), Z7, Z17
+	VPUNPCKHDQ   Z13, Z12, Z12
+	VPDPBUSD     2560(CX), Z4, Z18
+	VPADDD       Z3, Z12, Z12
+	VPDPBUSD     2624(CX), Z5, Z18
+	VPUNPCKLDQ   Z15, Z14, Z3
+	VPDPBUSD     2688(CX), Z6, Z18
+	VPUNPCKHDQ   Z15, Z14, Z14
+	VPADDD       Z3, Z14, Z14
+	VPDPBUSD     2752(CX), Z7, Z18
+	VPMULLD      Z2, Z8, Z8
+	VPDPBUSD     2816(CX), Z4, Z19
+	VPMULLD      Z2, Z10, Z10
+	VPDPBUSD     2880(CX), Z5, Z19
+	VPMULLD      Z2, Z12, Z12
+	VPDPBUSD     2944(CX), Z6, Z19
+	VPMULLD      Z2, Z14, Z14
+	VPDPBUSD     3008(CX), Z7, Z19
+	VPUNPCKLQDQ  Z10, Z8, Z2
+	VPUNPCKHQDQ  Z10, Z8, Z8
+	VPDPBUSD     3072(CX), Z4, Z20
+	VPADDD       Z2, Z8, Z8
+	VPDPBUSD     3136(CX), Z5, Z20
+	VPUNPCKLQDQ  Z14, Z12, Z2
+	VPDPBUSD     3200(CX), Z6, Z20
+	VPUNPCKHQDQ  Z14, Z12, Z12
+	VPDPBUSD     3264(CX), Z7, Z20
+	VPADDD       Z2, Z12, Z12
+	VPDPBUSD     3328(CX), Z4, Z21
+	VSHUFI32X4   $0x88, Z12, Z8, Z2
+	VPDPBUSD     3392(CX), Z5, Z21
+	VSHUFI32X4   $0xdd, Z12, Z8, Z8
+	VPADDD       Z8, Z2, Z2
+	VPDPBUSD     3456(CX), Z6, Z21
+	VPBROADCASTD 64(SP), Z3
+	VPDPBUSD     3520(CX), Z7, Z21
+	VPMADDWD     (DX), Z3, Z3
+	VPDPBUSD     3584(CX), Z4, Z22
+	VPBROADCASTD 68(SP), Z26
+	VPDPBUSD     3648(CX), Z5, Z22
+	VPDPWSSD     64(DX), Z26, Z3
+	VPDPBUSD     3712(CX), Z6, Z22
+	VPSLLD       $0x07, Z3, Z3
+	VPSUBD       Z3, Z2, Z2
+	VPDPBUSD     3776(CX), Z7, Z22
+	VMOVUPS      (BX), Z3
+	VPDPBUSD     3840(CX), Z4, Z23
+	VMULPS.BCST  96(SP), Z3, Z3
+	VPDPBUSD     3904(CX), Z5, Z23
+	VCVTDQ2PS    Z2, Z2
+	VPDPBUSD     3968(CX), Z6, Z23
+	VMULPS       Z3, Z2, Z2
+	VPDPBUSD     4032(CX), Z7, Z23
+	VADDPS       Z2, Z24, Z24
+	VMOVDQU64    ggmlPosSub32_1<>+0(SB), Z2
+	VPERMD       (SP), Z2, Z2
+	VPUNPCKLDQ   Z17, Z16, Z3
+	VPUNPCKHDQ   Z17, Z16, Z16
+	VPADDD       Z3, Z16, Z16
+	VPUNPCKLDQ   Z19, Z18, Z3
+	VPUNPCKHDQ   Z19, Z18, Z18
+	VPADDD       Z3, Z18, Z18
+	VPUNPCKLDQ   Z21, Z20, Z3
+	VPUNPCKHDQ   Z21, Z20, Z20
+	VPADDD       Z3, Z20, Z20
+	VPUNPCKLDQ   Z23, Z22, Z3
+	VPUNPCKHDQ   Z23, Z22, Z22
+	VPADDD       Z3, Z22, Z22
+	VPMULLD      Z2, Z16, Z16
+	VPMULLD      Z2, Z18, Z18
+	VPMULLD      Z2, Z20, Z20
+	VPMULLD      Z2, Z22, Z22
+	VPUNPCKLQDQ  Z18, Z16, Z2
+	VPUNPCKHQDQ  Z18, Z16, Z16
+	VPADDD       Z2, Z16, Z16
+	VPUNPCKLQDQ  Z22, Z20, Z2
+	VPUNPCKHQDQ  Z22, Z20, Z20
+	VPADDD       Z2, Z20, Z20
+	VSHUFI32X4   $0x88, Z20, Z16, Z2
+	VSHUFI32X4   $0xdd, Z20, Z16, Z16
+	VPADDD       Z16, Z2, Z2
+	VPBROADCASTD 72(SP), Z3
+	VPMADDWD     128(DX), Z3, Z3
+	VPBROADCASTD 76(SP), Z4
+	VPDPWSSD     192(DX), Z4, Z3
+	VPSLLD       $0x07, Z3, Z3
+	VPSUBD       Z3, Z2, Z2
+	VMOVUPS      64(BX), Z3
+	VMULPS.BCST  96(SP), Z3, Z3
+	VCVTDQ2PS    Z2, Z2
+	VMULPS       Z3, Z2, Z2
+	VADDPS       Z2, Z24, Z24
+	ADDQ         $0x00000088, AX
+	ADDQ         $0x00001000, CX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000080, BX
+	DECQ         SI
+	JNZ          GgmlIQ4XSA8M16FullAvx512_sb
+	MOVQ         out+72(FP), AX
+	VMOVUPS      Z24, (AX)
+	MOVQ         out+72(FP), AX
+	ADDQ         $0x00000040, AX
+	MOVQ         AX, out+72(FP)
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlIQ4XSA8M16FullAvx512_row
+	VZEROUPPER
+	RET
 
 // func GgmlQ40A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+

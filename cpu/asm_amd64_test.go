@@ -159,6 +159,9 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, f := range ggmlA8M16Funcs {
 		check("ggml batch", funcName(f), ggmlA8Requires)
 	}
+	for _, f := range ggmlA8M16FullFuncs {
+		check("ggml batch", funcName(f), ggmlA8Requires)
+	}
 	for _, f := range ggmlA8AVX2Funcs {
 		check("ggml avx2", funcName(f), ggmlA8AVX2Requires)
 	}

@@ -18,7 +18,8 @@ func ggmlKernels() {
 	for _, c := range ggmlSupers {
 		ggmlSuperA8(c)
 		ggmlSuperA8R4(c)
-		ggmlSuperA8M16(c)
+		ggmlSuperA8M16(c, false)
+		ggmlSuperA8M16(c, true)
 	}
 	for _, c := range ggmlSmalls {
 		ggmlBlockA8(c)
@@ -691,13 +692,14 @@ func ggmlBlockA8(c ggmlSmall) {
 // unused): super-block k takes 4096 bytes at act + 4096k, and half h, pair
 // j (vectors 2j and 2j+1) and chunk c take 64 bytes at 2048h + 256j + 64c,
 // 32 bytes of vector 2j then 32 of vector 2j+1, whose dword p holds
-// columns 16p + 4c .. 16p + 4c + 3 of the half. The 16 lanes of sums, xs
-// and out belong to the vectors cpu.ggmlM16Lanes gives (the order the pair
-// reduction leaves them in): sums are the pairs of int16 sub-block sums
-// (per super-block and pair p: 16 dwords, lane l holding its vector's sums
-// of sub-blocks 2p, 2p+1), xs the activation scales per group of 128
-// columns, and row r's results go to out[16r .. 16r+15]; lanes whose
-// vector is not in the batch must have zero sums and scales.
+// columns 16b + 4c .. 16b + 4c + 3 of the half, b = ggmlM16Block(sub, p).
+// The 16 lanes of sums, xs and out belong to the vectors cpu.ggmlM16Lanes
+// gives (the order the pair reduction leaves them in): sums are the pairs
+// of int16 sub-block sums (per super-block and pair p: 16 dwords, lane l
+// holding its vector's sums of sub-blocks 2p, 2p+1), xs the activation
+// scales per group of 128 columns, and row r's results are added to
+// out[16r .. 16r+15] (zeroed by the caller before the first super-block);
+// lanes whose vector is not in the batch must have zero sums and scales.
 const ggmlSigM16 = "func(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)"
 
 // ggmlPartCol is the column, within its half, of byte b (0..127) of the
@@ -710,36 +712,41 @@ func ggmlPartCol(c ggmlSuper, b int) int {
 	return c.runs[b/16] + b%16
 }
 
-// ggmlSuperA8M16 emits Ggml<t>A8M16Avx512: the batch kernel of a
-// super-block type, two vectors per accumulator. Per row and half, the
-// codes are unpacked once (ggmlHalfCodesInto) and regrouped (VPERMI2D)
-// into four chunks, each 32 code bytes twice over, where dword p of chunk
-// c holds columns 16p + 4c .. +3: every dword position p then meets one
-// sub-block only (p for 16-column sub-blocks, p/2 for 32-column ones).
-// Each pair of vectors takes four VPDPBUSD, one per chunk; the
-// accumulators are multiplied by their positions' sub-block scales
-// (VPMULLD), reduced to the 16 sums S (lanes in cpu.ggmlM16Lanes order), the
-// sums term M of all 16 is VPMADDWD of the transposed activation sums with
-// the broadcast mins (or scales), and the float steps run on 16 vectors at
-// once, in the definition's order: one rounding per operation, no fused
-// multiply-add.
-func ggmlSuperA8M16(c ggmlSuper) {
-	t := c.t
-	name := "Ggml" + t + "A8M16Avx512"
-	TEXT(name, NOSPLIT, ggmlSigM16)
-	Pragma("noescape")
-	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 2..16 vectors, two vectors per accumulator and the vectors in the lanes of the float steps.", name, "Ggml"+t+"A8Avx512"))
-	sumLen := 256 / c.sub        // sub-blocks per super-block
-	pairBytes := sumLen / 2 * 64 // transposed pair sums per super-block
-	sumw16 := AllocLocal(32)     // the words the sums term multiplies by
-	kc, _ := ggmlConstTables(c, false)
-	// chunk c, dword i: the part dword (0..31 over q[0], q[1]) holding
-	// columns 16(i%8) + 4c .. +3 of the half
-	var chunkIdx [4]Mem
+// ggmlM16Block is the 16-column block of the half that dword position p
+// of the batch kernels' chunks holds. With 16-column sub-blocks it is p;
+// with 32-column ones the two positions of a sub-block are p and p+2 of
+// one 128-bit lane, which the first reduction level adds, so the scales
+// multiply half as many registers after it.
+func ggmlM16Block(sub, p int) int {
+	if sub == 16 {
+		return p
+	}
+	return [8]int{0, 2, 1, 3, 4, 6, 5, 7}[p]
+}
+
+// ggmlM16 holds what the batch kernels' code generation shares between
+// their parts: tables, stack slots and the registers of the loops.
+type ggmlM16 struct {
+	c          ggmlSuper
+	kc         ggmlConsts
+	chunkIdx   [4]Mem // VPERMI2D indices: chunk c from the two parts
+	scaleIdx   [2]Mem // VPERMD indices: each half's scales per lane
+	scd        Mem    // the sub-block scales as dwords
+	sumw       Mem    // the words the sums term multiplies by
+	d, dm      Mem    // d and dmin as float32
+	q          [2]VecVirtual
+	chunk      [4]VecVirtual
+	acc16      VecVirtual
+	ak, sk, xk GPVirtual
+}
+
+func newGGMLM16(c ggmlSuper) *ggmlM16 {
+	k := &ggmlM16{c: c}
+	k.kc, _ = ggmlConstTables(c, false)
 	for ch := 0; ch < 4; ch++ {
 		ch := ch
-		chunkIdx[ch] = rodata(fmt.Sprintf("ggmlChunk%s_%d", t, ch), 16, 4, func(i int) uint64 {
-			col := 16*(i%8) + 4*ch
+		k.chunkIdx[ch] = rodata(fmt.Sprintf("ggmlChunk%s_%d", c.t, ch), 16, 4, func(i int) uint64 {
+			col := 16*ggmlM16Block(c.sub, i%8) + 4*ch
 			for d := 0; d < 32; d++ {
 				if ggmlPartCol(c, 4*d) == col {
 					return uint64(d)
@@ -748,157 +755,307 @@ func ggmlSuperA8M16(c ggmlSuper) {
 			panic("ggml: no part dword holds column " + fmt.Sprint(col))
 		})
 	}
-	// half h, lane i: the sub-block of dword position i%8
-	var scaleIdx [2]Mem
 	for h := 0; h < 2; h++ {
 		h := h
-		scaleIdx[h] = rodata(fmt.Sprintf("ggmlPosSub%d_%d", c.sub, h), 16, 4, func(i int) uint64 {
-			if c.sub == 16 {
+		k.scaleIdx[h] = rodata(fmt.Sprintf("ggmlPosSub%d_%d", c.sub, h), 16, 4, func(i int) uint64 {
+			if c.sub == 16 { // lane i before the reduction: position i%8
 				return uint64(8*h + i%8)
 			}
-			return uint64(4*h + i%8/2)
+			// after the first reduction level: 128-bit lane i/4 holds
+			// positions 4(i/4%2) + 0..3, dwords 0, 1 those of sub-block
+			// 2(i/4%2), dwords 2, 3 the next
+			return uint64(4*h + 2*(i/4%2) + i%4/2)
 		})
 	}
-	// one set of registers for both halves and every super-block (avo's
-	// greedy allocator fails with fresh ones per half)
-	acc := make([]VecVirtual, 8)
+	k.scd, k.sumw = AllocLocal(64), AllocLocal(32)
+	k.d, k.dm = AllocLocal(4), AllocLocal(4)
+	k.q = [2]VecVirtual{ZMM(), ZMM()}
+	for ch := range k.chunk {
+		k.chunk[ch] = ZMM()
+	}
+	return k
+}
+
+// scales stores the super-block's scales, sums-term words, d and dmin.
+func (k *ggmlM16) scales(wp GPVirtual) {
+	c := k.c
+	scw, sumw := ggmlSuperScales(c, Mem{Base: wp})
+	if 256/c.sub == 16 {
+		VMOVDQU64(sumw, k.sumw)
+	} else {
+		VMOVDQU64(sumw, k.sumw.Offset(0))
+	}
+	// stored as a whole ZMM: VPERMD loads all 64 bytes, and a load wider
+	// than the store before it is not forwarded
+	switch {
+	case c.dword:
+		VMOVDQU64(scw.AsZ(), k.scd)
+	case c.sub == 16:
+		scd := ZMM()
+		VPMOVSXWD(scw, scd)
+		VMOVDQU64(scd, k.scd)
+	default:
+		scd := ZMM()
+		VPMOVSXWD(scw, scd.AsY())
+		VMOVDQU64(scd, k.scd)
+	}
+	half := func(off int, dst Mem) {
+		h, f := XMM(), XMM()
+		VPBROADCASTW(Mem{Base: wp, Disp: off}, h)
+		VCVTPH2PS(h, f)
+		VMOVSS(f, dst)
+	}
+	half(map[string]int{"Q2K": 80, "Q3K": 108, "Q6K": 208}[c.t], k.d)
+	if c.mins {
+		off := 2
+		if c.t == "Q2K" {
+			off = 82
+		}
+		half(off, k.dm)
+	}
+}
+
+// codes unpacks half h of the super-block at wp into the four chunks.
+func (k *ggmlM16) codes(wp GPVirtual, h int) {
+	ggmlHalfCodesInto(k.c, Mem{Base: wp}, h, k.kc, k.q)
+	for ch, r := range k.chunk {
+		VMOVDQU64(k.chunkIdx[ch], r)
+		VPERMI2D(k.q[1], k.q[0], r)
+	}
+}
+
+// dp returns the 32 VPDPBUSD of half h into acc (pair j, chunk c).
+func (k *ggmlM16) dp(h int, acc []VecVirtual) []func() {
+	var ops []func()
 	for j := range acc {
-		acc[j] = ZMM()
+		for ch := range k.chunk {
+			j, ch := j, ch
+			ops = append(ops, func() {
+				VPDPBUSD(Mem{Base: k.ak, Disp: 2048*h + 256*j + 64*ch}, k.chunk[ch], acc[j])
+			})
+		}
 	}
-	q := [2]VecVirtual{ZMM(), ZMM()}
-	var chunk [4]VecVirtual
-	for ch := range chunk {
-		chunk[ch] = ZMM()
-	}
+	return ops
+}
+
+// tail returns half h's steps after its products: the scales, the pair
+// reduction to the 16 sums S, the sums term M and the float steps of the
+// definition into acc16 (one rounding per operation, no fused
+// multiply-add).
+func (k *ggmlM16) tail(h int, acc []VecVirtual) []func() {
+	c := k.c
+	var ops []func()
+	op := func(f func()) { ops = append(ops, f) }
 	sv := ZMM()
+	op(func() { VMOVDQU64(k.scaleIdx[h], sv) })
+	op(func() { VPERMD(k.scd, sv, sv) })
+	scale := func(rs []VecVirtual) {
+		for _, r := range rs {
+			r := r
+			op(func() { VPMULLD(sv, r, r) })
+		}
+	}
+	if c.sub == 16 {
+		scale(acc)
+	}
+	// one level of the pair tree: interleave (dwords or qwords) and add
+	level := func(rs []VecVirtual, qwords bool) []VecVirtual {
+		var out []VecVirtual
+		for i := 0; i+1 < len(rs); i += 2 {
+			a, b := rs[i], rs[i+1]
+			t := ZMM()
+			if qwords {
+				op(func() { VPUNPCKLQDQ(b, a, t) })
+				op(func() { VPUNPCKHQDQ(b, a, a) })
+			} else {
+				op(func() { VPUNPCKLDQ(b, a, t) })
+				op(func() { VPUNPCKHDQ(b, a, a) })
+			}
+			op(func() { VPADDD(t, a, a) })
+			out = append(out, a)
+		}
+		return out
+	}
+	l1 := level(acc, false)
+	if c.sub != 16 {
+		scale(l1)
+	}
+	l2 := level(l1, true)
+	// lanes 0, 2 plus lanes 1, 3: pairs 0..3 in the low half, 4..7 high
+	S := ZMM()
+	op(func() { VSHUFI32X4(U8(0x88), l2[1], l2[0], S) })
+	op(func() { VSHUFI32X4(U8(0xdd), l2[1], l2[0], l2[0]) })
+	op(func() { VPADDD(l2[0], S, S) })
+	// the sums term of the 16 lanes: pairs 4h..4h+3 (16-column sub-blocks)
+	// or 2h, 2h+1 (32-column ones)
+	M := ZMM()
+	np := 256 / c.sub / 4
+	for i := 0; i < np; i++ {
+		pr := h*np + i
+		b := ZMM()
+		op(func() { VPBROADCASTD(k.sumw.Offset(4*pr), b) })
+		if i == 0 {
+			op(func() { VPMADDWD(Mem{Base: k.sk, Disp: 64 * pr}, b, M) })
+		} else {
+			op(func() { VPDPWSSD(Mem{Base: k.sk, Disp: 64 * pr}, b, M) })
+		}
+	}
+	if c.shift > 0 {
+		sh := ZMM()
+		op(func() { VPSLLD(U8(c.shift), M, sh) })
+		op(func() { VPSUBD(sh, S, S) })
+	}
+	xz, coef, f := ZMM(), ZMM(), ZMM()
+	op(func() { VMOVUPS(Mem{Base: k.xk, Disp: 64 * h}, xz) })
+	op(func() { VMULPS_BCST(k.d, xz, coef) })
+	op(func() { VCVTDQ2PS(S, f) })
+	op(func() { VMULPS(coef, f, f) })
+	op(func() { VADDPS(f, k.acc16, k.acc16) })
+	if c.mins {
+		coef2, f2 := ZMM(), ZMM()
+		op(func() { VMULPS_BCST(k.dm, xz, coef2) })
+		op(func() { VCVTDQ2PS(M, f2) })
+		op(func() { VMULPS(coef2, f2, f2) })
+		op(func() { VSUBPS(f2, k.acc16, k.acc16) })
+	}
+	return ops
+}
+
+// run emits ops in order.
+func run(ops []func()) {
+	for _, f := range ops {
+		f()
+	}
+}
+
+// interleave emits a and b merged, each in its own order, spread evenly.
+func interleave(a, b []func()) {
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		if i < len(a) {
+			a[i]()
+			i++
+		}
+		for j < len(b) && (i == len(a) || j*len(a) <= i*len(b)) {
+			b[j]()
+			j++
+		}
+	}
+}
+
+// ggmlSuperA8M16 emits Ggml<t>A8M16Avx512 (full false) and
+// Ggml<t>A8M16FullAvx512 (full true), the batch kernels of a super-block
+// type, two vectors per accumulator. Per row and half, the codes are
+// unpacked once (ggmlHalfCodesInto) and regrouped (VPERMI2D) into four
+// chunks, each 32 code bytes twice over, in which every dword position
+// meets one sub-block (ggmlM16Block); each pair of vectors takes four
+// VPDPBUSD, one per chunk; the accumulators are multiplied by their
+// positions' sub-block scales (VPMULLD), reduced to the 16 sums S (lanes
+// in cpu.ggmlM16Lanes order), the sums term M of all 16 is VPMADDWD of
+// the transposed activation sums with the broadcast mins (or scales), and
+// the float steps run on 16 vectors at once, in the definition's order.
+// The first kernel stops after the pairs that hold the batch; the full
+// kernel runs all eight pairs (the caller zeroes the activations of the
+// unused ones) with a second set of accumulators, so that the second
+// half's products are interleaved with the first half's reduction and
+// float steps.
+func ggmlSuperA8M16(c ggmlSuper, full bool) {
+	t := c.t
+	name := "Ggml" + t + "A8M16Avx512"
+	what := "for 2..16 vectors"
+	if full {
+		name = "Ggml" + t + "A8M16FullAvx512"
+		what = "for 16 vector lanes (nvec is ignored: the activations of unused lanes must be zero)"
+	}
+	TEXT(name, NOSPLIT, ggmlSigM16)
+	Pragma("noescape")
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s %s, two vectors per accumulator and the vectors in the lanes of the float steps.", name, "Ggml"+t+"A8Avx512", what))
+	k := newGGMLM16(c)
+	// one set of registers for every super-block (avo's greedy allocator
+	// fails with fresh ones per half)
+	accs := [2][]VecVirtual{make([]VecVirtual, 8), make([]VecVirtual, 8)}
+	for _, a := range accs {
+		for j := range a {
+			a[j] = ZMM()
+		}
+	}
+	if !full {
+		accs[1] = accs[0]
+	}
 	Label(name + "_row")
 	{
 		// the row's partial results: the caller zeroes them before the
 		// first column block and passes them on to the next
-		acc16 := ZMM()
-		VMOVUPS(Mem{Base: param("out")}, acc16)
+		k.acc16 = ZMM()
+		VMOVUPS(Mem{Base: param("out")}, k.acc16)
 		wp := param("w")
-		ak, sk, xk := param("act"), param("sums"), param("xs")
+		k.ak, k.sk, k.xk = param("act"), param("sums"), param("xs")
 		nk := param("nsb")
 		Label(name + "_sb")
 		{
-			// the same super-block of the next row: the caller runs the
-			// rows over a few super-blocks at a time (cpu.ggmlColBlock),
-			// which the hardware prefetchers do not follow
+			// the caller runs the rows over one super-block at a time
+			// (cpu.ggmlColBlock), which the hardware prefetchers do not
+			// follow: prefetch this super-block four rows on (for this
+			// call) and the next one of this row (for the next call),
+			// every line each touches
 			{
 				nx := GP64()
-				MOVQ(wp, nx)
-				ADDQ(param("stride"), nx)
-				for o := 0; o < c.bytes; o += 64 {
-					PREFETCHT0(Mem{Base: nx, Disp: o})
+				MOVQ(param("stride"), nx)
+				SHLQ(U8(2), nx)
+				ADDQ(wp, nx)
+				for _, m := range []Mem{{Base: nx}, {Base: wp, Disp: c.bytes}} {
+					for o := 0; o < c.bytes; o += 64 {
+						PREFETCHT0(m.Offset(o))
+					}
+					PREFETCHT0(m.Offset(c.bytes - 1))
 				}
 			}
-			scw, sumw := ggmlSuperScales(c, Mem{Base: wp})
-			if sumLen == 16 {
-				VMOVDQU64(sumw, sumw16)
+			k.scales(wp)
+			if full {
+				k.codes(wp, 0)
+				for _, a := range accs[0] {
+					VPXORD(a, a, a)
+				}
+				run(k.dp(0, accs[0]))
+				k.codes(wp, 1)
+				for _, a := range accs[1] {
+					VPXORD(a, a, a)
+				}
+				interleave(k.dp(1, accs[1]), k.tail(0, accs[0]))
+				run(k.tail(1, accs[1]))
 			} else {
-				VMOVDQU64(sumw, sumw16.Offset(0))
-			}
-			// the sub-block scales as dwords
-			scd := scw
-			if !c.dword {
-				scd = ZMM()
-				if c.sub == 16 {
-					VPMOVSXWD(scw, scd)
-				} else {
-					VPMOVSXWD(scw, scd.AsY())
-				}
-			}
-			dz := ZMM()
-			{
-				off := map[string]int{"Q2K": 80, "Q3K": 108, "Q6K": 208}[t]
-				h := YMM()
-				VPBROADCASTW(Mem{Base: wp, Disp: off}, h)
-				VCVTPH2PS(h, dz)
-			}
-			var dmz VecVirtual
-			if c.mins {
-				off := map[string]int{"Q2K": 82}[t]
-				if t != "Q2K" {
-					off = 2
-				}
-				h := YMM()
-				VPBROADCASTW(Mem{Base: wp, Disp: off}, h)
-				dmz = ZMM()
-				VCVTPH2PS(h, dmz)
-			}
-			for h := 0; h < 2; h++ {
-				ggmlHalfCodesInto(c, Mem{Base: wp}, h, kc, q)
-				for ch := range chunk {
-					VMOVDQU64(chunkIdx[ch], chunk[ch])
-					VPERMI2D(q[1], q[0], chunk[ch])
-				}
-				VMOVDQU64(scaleIdx[h], sv)
-				VPERMD(scd.AsZ(), sv, sv)
-				for j := range acc {
-					VPXORD(acc[j], acc[j], acc[j])
-				}
-				// pairs: (nvec+1)/2
-				n := param("nvec")
-				INCQ(n)
-				SHRQ(U8(1), n)
-				done := fmt.Sprintf("%s_h%d_done", name, h)
-				for j := range acc {
-					for ch := range chunk {
-						VPDPBUSD(Mem{Base: ak, Disp: 2048*h + 256*j + 64*ch}, chunk[ch], acc[j])
+				for h := 0; h < 2; h++ {
+					acc := accs[0]
+					k.codes(wp, h)
+					for _, a := range acc {
+						VPXORD(a, a, a)
 					}
-					if j < len(acc)-1 {
-						DECQ(n)
-						JZ(LabelRef(done))
+					// pairs: (nvec+1)/2
+					n := param("nvec")
+					INCQ(n)
+					SHRQ(U8(1), n)
+					done := fmt.Sprintf("%s_h%d_done", name, h)
+					ops := k.dp(h, acc)
+					for j := range acc {
+						run(ops[4*j : 4*j+4])
+						if j < len(acc)-1 {
+							DECQ(n)
+							JZ(LabelRef(done))
+						}
 					}
-				}
-				Label(done)
-				for j := range acc {
-					VPMULLD(sv, acc[j], acc[j])
-				}
-				S := reducePairs8(acc)
-				// the sums term of the 16 lanes: pairs 4h..4h+3 (16-column
-				// sub-blocks) or 2h, 2h+1 (32-column ones)
-				M := ZMM()
-				np := sumLen / 4
-				for i := 0; i < np; i++ {
-					pr := h*np + i
-					b := ZMM()
-					VPBROADCASTD(sumw16.Offset(4*pr), b)
-					if i == 0 {
-						VPMADDWD(Mem{Base: sk, Disp: 64 * pr}, b, M)
-					} else {
-						VPDPWSSD(Mem{Base: sk, Disp: 64 * pr}, b, M)
-					}
-				}
-				if c.shift > 0 {
-					sh := ZMM()
-					VPSLLD(U8(c.shift), M, sh)
-					VPSUBD(sh, S, S)
-				}
-				xz := ZMM()
-				VMOVUPS(Mem{Base: xk, Disp: 64 * h}, xz)
-				coef, f := ZMM(), ZMM()
-				VMULPS(dz, xz, coef)
-				VCVTDQ2PS(S, f)
-				VMULPS(coef, f, f)
-				VADDPS(f, acc16, acc16)
-				if c.mins {
-					VMULPS(dmz, xz, coef)
-					VCVTDQ2PS(M, f)
-					VMULPS(coef, f, f)
-					VSUBPS(f, acc16, acc16)
+					Label(done)
+					run(k.tail(h, acc))
 				}
 			}
 			ADDQ(U32(c.bytes), wp)
-			ADDQ(U32(16*256), ak)
-			ADDQ(U32(pairBytes), sk)
-			ADDQ(U32(128), xk)
+			ADDQ(U32(16*256), k.ak)
+			ADDQ(U32(256/c.sub/2*64), k.sk)
+			ADDQ(U32(128), k.xk)
 			DECQ(nk)
 			JNZ(LabelRef(name + "_sb"))
 		}
 		op := param("out")
-		VMOVUPS(acc16, Mem{Base: op})
+		VMOVUPS(k.acc16, Mem{Base: op})
 		bump("out", U32(64))
 		bump("w", param("stride"))
 		r := param("rows")

@@ -114,27 +114,6 @@ func reduce16(acc []VecVirtual) VecVirtual {
 	return res
 }
 
-// reducePairs8 sums each 256-bit half of the eight accumulators (two
-// vectors each, pair j holding vectors 2j and 2j+1) into one vector of 16
-// sums: lanes 0..3 the first vectors of pairs 0..3, 4..7 their second
-// vectors, 8..15 the same for pairs 4..7.
-func reducePairs8(acc []VecVirtual) VecVirtual {
-	regs := make([]Register, len(acc))
-	for i, a := range acc {
-		regs[i] = a
-	}
-	addD := func(a, b, c Op) { VPADDD(a, b, c) }
-	zmm := func() Register { return ZMM() }
-	// per 128-bit lane: [sum of that lane of acc 4i+0..3]
-	r := pairLevel(pairLevel(regs, false, addD, zmm), true, addD, zmm)
-	lo, hi := r[0].(VecVirtual), r[1].(VecVirtual)
-	x := ZMM()
-	VSHUFI32X4(U8(0x88), hi, lo, x)  // lanes 0, 2 of each
-	VSHUFI32X4(U8(0xdd), hi, lo, lo) // lanes 1, 3
-	VPADDD(lo, x, x)
-	return x
-}
-
 // pairLevel is one level of the horizontal-sum trees: for each pair
 // (a, b) of vs it interleaves and adds, per 128-bit lane, the 32-bit
 // (qwords false) or 64-bit (qwords true) elements, so the result has half
