@@ -19,17 +19,17 @@ func GgmlQ2KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlQ2KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlQ2KA8M16Avx512 is GgmlQ2KA8Avx512 for 2..16 vectors, two vectors per
-// accumulator and the vectors in the lanes of the float steps. See "GGML block
-// kernels" in the package doc.
+// GgmlQ2KA8M16Avx512 is GgmlQ2KA8Avx512 for 2..16 vectors, a row at a time,
+// two vectors per accumulator and the vectors in the lanes of the float steps.
+// See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ2KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
 // GgmlQ2KA8M16FullAvx512 is GgmlQ2KA8Avx512 for 16 vector lanes (nvec is
-// ignored: the activations of unused lanes must be zero), two vectors per
-// accumulator and the vectors in the lanes of the float steps. See "GGML block
-// kernels" in the package doc.
+// ignored: the activations of unused lanes must be zero), two rows at a time
+// (rows even), two vectors per accumulator and the vectors in the lanes of the
+// float steps. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ2KA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
@@ -48,17 +48,17 @@ func GgmlQ3KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlQ3KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlQ3KA8M16Avx512 is GgmlQ3KA8Avx512 for 2..16 vectors, two vectors per
-// accumulator and the vectors in the lanes of the float steps. See "GGML block
-// kernels" in the package doc.
+// GgmlQ3KA8M16Avx512 is GgmlQ3KA8Avx512 for 2..16 vectors, a row at a time,
+// two vectors per accumulator and the vectors in the lanes of the float steps.
+// See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ3KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
 // GgmlQ3KA8M16FullAvx512 is GgmlQ3KA8Avx512 for 16 vector lanes (nvec is
-// ignored: the activations of unused lanes must be zero), two vectors per
-// accumulator and the vectors in the lanes of the float steps. See "GGML block
-// kernels" in the package doc.
+// ignored: the activations of unused lanes must be zero), two rows at a time
+// (rows even), two vectors per accumulator and the vectors in the lanes of the
+// float steps. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ3KA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
@@ -80,17 +80,17 @@ func GgmlQ4KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlQ4KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlQ4KA8M16Avx512 is GgmlQ4KA8Avx512 for 2..16 vectors, two vectors per
-// accumulator and the vectors in the lanes of the float steps. See "GGML block
-// kernels" in the package doc.
+// GgmlQ4KA8M16Avx512 is GgmlQ4KA8Avx512 for 2..16 vectors, a row at a time,
+// two vectors per accumulator and the vectors in the lanes of the float steps.
+// See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ4KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
 // GgmlQ4KA8M16FullAvx512 is GgmlQ4KA8Avx512 for 16 vector lanes (nvec is
-// ignored: the activations of unused lanes must be zero), two vectors per
-// accumulator and the vectors in the lanes of the float steps. See "GGML block
-// kernels" in the package doc.
+// ignored: the activations of unused lanes must be zero), two rows at a time
+// (rows even), two vectors per accumulator and the vectors in the lanes of the
+// float steps. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ4KA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
@@ -109,17 +109,17 @@ func GgmlQ5KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlQ5KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlQ5KA8M16Avx512 is GgmlQ5KA8Avx512 for 2..16 vectors, two vectors per
-// accumulator and the vectors in the lanes of the float steps. See "GGML block
-// kernels" in the package doc.
+// GgmlQ5KA8M16Avx512 is GgmlQ5KA8Avx512 for 2..16 vectors, a row at a time,
+// two vectors per accumulator and the vectors in the lanes of the float steps.
+// See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ5KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
 // GgmlQ5KA8M16FullAvx512 is GgmlQ5KA8Avx512 for 16 vector lanes (nvec is
-// ignored: the activations of unused lanes must be zero), two vectors per
-// accumulator and the vectors in the lanes of the float steps. See "GGML block
-// kernels" in the package doc.
+// ignored: the activations of unused lanes must be zero), two rows at a time
+// (rows even), two vectors per accumulator and the vectors in the lanes of the
+// float steps. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ5KA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
@@ -140,17 +140,17 @@ func GgmlQ6KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlQ6KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlQ6KA8M16Avx512 is GgmlQ6KA8Avx512 for 2..16 vectors, two vectors per
-// accumulator and the vectors in the lanes of the float steps. See "GGML block
-// kernels" in the package doc.
+// GgmlQ6KA8M16Avx512 is GgmlQ6KA8Avx512 for 2..16 vectors, a row at a time,
+// two vectors per accumulator and the vectors in the lanes of the float steps.
+// See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ6KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
 // GgmlQ6KA8M16FullAvx512 is GgmlQ6KA8Avx512 for 16 vector lanes (nvec is
-// ignored: the activations of unused lanes must be zero), two vectors per
-// accumulator and the vectors in the lanes of the float steps. See "GGML block
-// kernels" in the package doc.
+// ignored: the activations of unused lanes must be zero), two rows at a time
+// (rows even), two vectors per accumulator and the vectors in the lanes of the
+// float steps. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ6KA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
@@ -173,17 +173,17 @@ func GgmlIQ4XSA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //go:noescape
 func GgmlIQ4XSA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlIQ4XSA8M16Avx512 is GgmlIQ4XSA8Avx512 for 2..16 vectors, two vectors per
-// accumulator and the vectors in the lanes of the float steps. See "GGML block
-// kernels" in the package doc.
+// GgmlIQ4XSA8M16Avx512 is GgmlIQ4XSA8Avx512 for 2..16 vectors, a row at a
+// time, two vectors per accumulator and the vectors in the lanes of the float
+// steps. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlIQ4XSA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
 // GgmlIQ4XSA8M16FullAvx512 is GgmlIQ4XSA8Avx512 for 16 vector lanes (nvec is
-// ignored: the activations of unused lanes must be zero), two vectors per
-// accumulator and the vectors in the lanes of the float steps. See "GGML block
-// kernels" in the package doc.
+// ignored: the activations of unused lanes must be zero), two rows at a time
+// (rows even), two vectors per accumulator and the vectors in the lanes of the
+// float steps. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlIQ4XSA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)

@@ -604,7 +604,7 @@ GgmlQ2KA8R4Avx512_unit:
 
 // func GgmlQ2KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
-TEXT ·GgmlQ2KA8M16Avx512(SB), NOSPLIT, $104-80
+TEXT ·GgmlQ2KA8M16Avx512(SB), NOSPLIT, $208-80
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Z0
@@ -903,7 +903,7 @@ GgmlQ2KA8M16Avx512_h1_done:
 	ADDQ         AX, CX
 	MOVQ         CX, w+0(FP)
 	MOVQ         rows+16(FP), AX
-	DECQ         AX
+	SUBQ         $0x01, AX
 	MOVQ         AX, rows+16(FP)
 	JNZ          GgmlQ2KA8M16Avx512_row
 	VZEROUPPER
@@ -1019,7 +1019,7 @@ GLOBL ggmlPosSub16_1<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ2KA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
-TEXT ·GgmlQ2KA8M16FullAvx512(SB), NOSPLIT, $104-80
+TEXT ·GgmlQ2KA8M16FullAvx512(SB), NOSPLIT, $208-80
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Z0
@@ -1029,6 +1029,7 @@ TEXT ·GgmlQ2KA8M16FullAvx512(SB), NOSPLIT, $104-80
 GgmlQ2KA8M16FullAvx512_row:
 	MOVQ    out+72(FP), AX
 	VMOVUPS (AX), Z23
+	VMOVUPS 64(AX), Z24
 	MOVQ    w+0(FP), AX
 	MOVQ    act+32(FP), CX
 	MOVQ    sums+48(FP), DX
@@ -1037,18 +1038,25 @@ GgmlQ2KA8M16FullAvx512_row:
 
 GgmlQ2KA8M16FullAvx512_sb:
 	MOVQ            stride+8(FP), DI
-	SHLQ            $0x02, DI
-	ADDQ            AX, DI
-	PREFETCHT0      (DI)
-	PREFETCHT0      64(DI)
-	PREFETCHT0      83(DI)
+	MOVQ            DI, R8
+	SHLQ            $0x02, R8
+	ADDQ            AX, R8
+	PREFETCHT0      (R8)
+	PREFETCHT0      64(R8)
+	PREFETCHT0      83(R8)
+	PREFETCHT0      (R8)(DI*1)
+	PREFETCHT0      64(R8)(DI*1)
+	PREFETCHT0      83(R8)(DI*1)
 	PREFETCHT0      84(AX)
 	PREFETCHT0      148(AX)
 	PREFETCHT0      167(AX)
+	PREFETCHT0      84(AX)(DI*1)
+	PREFETCHT0      148(AX)(DI*1)
+	PREFETCHT0      167(AX)(DI*1)
 	VMOVDQU64       (AX), X17
 	VPSRLW          $0x04, X17, X18
-	MOVL            $0x0f0f0f0f, DI
-	VPBROADCASTD    DI, X19
+	MOVL            $0x0f0f0f0f, R8
+	VPBROADCASTD    R8, X19
 	VPANDD          X17, X19, X17
 	VPANDD          X18, X19, X18
 	VPMOVZXBW       X17, Y17
@@ -1062,19 +1070,33 @@ GgmlQ2KA8M16FullAvx512_sb:
 	VPBROADCASTW    82(AX), X17
 	VCVTPH2PS       X17, X17
 	VMOVSS          X17, 100(SP)
+	VMOVDQU64       (AX)(DI*1), X17
+	VPSRLW          $0x04, X17, X18
+	MOVL            $0x0f0f0f0f, R8
+	VPBROADCASTD    R8, X19
+	VPANDD          X17, X19, X17
+	VPANDD          X18, X19, X18
+	VPMOVZXBW       X17, Y17
+	VPMOVZXBW       X18, Y18
+	VMOVDQU64       Y18, 168(SP)
+	VPMOVSXWD       Y17, Z17
+	VMOVDQU64       Z17, 104(SP)
+	VPBROADCASTW    80(AX)(DI*1), X17
+	VCVTPH2PS       X17, X17
+	VMOVSS          X17, 200(SP)
+	VPBROADCASTW    82(AX)(DI*1), X17
+	VCVTPH2PS       X17, X17
+	VMOVSS          X17, 204(SP)
 	VBROADCASTI64X4 16(AX), Z18
 	VPSRLVW         ggmlShift0<>+0(SB), Z18, Z17
 	VPANDD          Z17, Z0, Z17
 	VPSRLVW         ggmlShift1<>+0(SB), Z18, Z18
 	VPANDD          Z18, Z0, Z18
-	VMOVDQU64       ggmlChunkQ2K_0<>+0(SB), Z19
-	VPERMI2D        Z18, Z17, Z19
-	VMOVDQU64       ggmlChunkQ2K_1<>+0(SB), Z20
-	VPERMI2D        Z18, Z17, Z20
-	VMOVDQU64       ggmlChunkQ2K_2<>+0(SB), Z21
-	VPERMI2D        Z18, Z17, Z21
-	VMOVDQU64       ggmlChunkQ2K_3<>+0(SB), Z22
-	VPERMI2D        Z18, Z17, Z22
+	VBROADCASTI64X4 16(AX)(DI*1), Z19
+	VPSRLVW         ggmlShift0<>+0(SB), Z19, Z21
+	VPANDD          Z21, Z0, Z21
+	VPSRLVW         ggmlShift1<>+0(SB), Z19, Z22
+	VPANDD          Z22, Z0, Z22
 	VPXORD          Z1, Z1, Z1
 	VPXORD          Z2, Z2, Z2
 	VPXORD          Z3, Z3, Z3
@@ -1083,51 +1105,6 @@ GgmlQ2KA8M16FullAvx512_sb:
 	VPXORD          Z6, Z6, Z6
 	VPXORD          Z7, Z7, Z7
 	VPXORD          Z8, Z8, Z8
-	VPDPBUSD        (CX), Z19, Z1
-	VPDPBUSD        64(CX), Z20, Z1
-	VPDPBUSD        128(CX), Z21, Z1
-	VPDPBUSD        192(CX), Z22, Z1
-	VPDPBUSD        256(CX), Z19, Z2
-	VPDPBUSD        320(CX), Z20, Z2
-	VPDPBUSD        384(CX), Z21, Z2
-	VPDPBUSD        448(CX), Z22, Z2
-	VPDPBUSD        512(CX), Z19, Z3
-	VPDPBUSD        576(CX), Z20, Z3
-	VPDPBUSD        640(CX), Z21, Z3
-	VPDPBUSD        704(CX), Z22, Z3
-	VPDPBUSD        768(CX), Z19, Z4
-	VPDPBUSD        832(CX), Z20, Z4
-	VPDPBUSD        896(CX), Z21, Z4
-	VPDPBUSD        960(CX), Z22, Z4
-	VPDPBUSD        1024(CX), Z19, Z5
-	VPDPBUSD        1088(CX), Z20, Z5
-	VPDPBUSD        1152(CX), Z21, Z5
-	VPDPBUSD        1216(CX), Z22, Z5
-	VPDPBUSD        1280(CX), Z19, Z6
-	VPDPBUSD        1344(CX), Z20, Z6
-	VPDPBUSD        1408(CX), Z21, Z6
-	VPDPBUSD        1472(CX), Z22, Z6
-	VPDPBUSD        1536(CX), Z19, Z7
-	VPDPBUSD        1600(CX), Z20, Z7
-	VPDPBUSD        1664(CX), Z21, Z7
-	VPDPBUSD        1728(CX), Z22, Z7
-	VPDPBUSD        1792(CX), Z19, Z8
-	VPDPBUSD        1856(CX), Z20, Z8
-	VPDPBUSD        1920(CX), Z21, Z8
-	VPDPBUSD        1984(CX), Z22, Z8
-	VBROADCASTI64X4 48(AX), Z18
-	VPSRLVW         ggmlShift0<>+0(SB), Z18, Z17
-	VPANDD          Z17, Z0, Z17
-	VPSRLVW         ggmlShift1<>+0(SB), Z18, Z18
-	VPANDD          Z18, Z0, Z18
-	VMOVDQU64       ggmlChunkQ2K_0<>+0(SB), Z19
-	VPERMI2D        Z18, Z17, Z19
-	VMOVDQU64       ggmlChunkQ2K_1<>+0(SB), Z20
-	VPERMI2D        Z18, Z17, Z20
-	VMOVDQU64       ggmlChunkQ2K_2<>+0(SB), Z21
-	VPERMI2D        Z18, Z17, Z21
-	VMOVDQU64       ggmlChunkQ2K_3<>+0(SB), Z22
-	VPERMI2D        Z18, Z17, Z22
 	VPXORD          Z9, Z9, Z9
 	VPXORD          Z10, Z10, Z10
 	VPXORD          Z11, Z11, Z11
@@ -1136,88 +1113,168 @@ GgmlQ2KA8M16FullAvx512_sb:
 	VPXORD          Z14, Z14, Z14
 	VPXORD          Z15, Z15, Z15
 	VPXORD          Z16, Z16, Z16
-	VPDPBUSD        2048(CX), Z19, Z9
+	VMOVDQU64       ggmlChunkQ2K_0<>+0(SB), Z19
+	VPERMI2D        Z18, Z17, Z19
+	VMOVDQU64       ggmlChunkQ2K_0<>+0(SB), Z20
+	VPERMI2D        Z22, Z21, Z20
+	VMOVDQU64       (CX), Z25
+	VPDPBUSD        Z25, Z19, Z1
+	VPDPBUSD        Z25, Z20, Z9
+	VMOVDQU64       256(CX), Z25
+	VPDPBUSD        Z25, Z19, Z2
+	VPDPBUSD        Z25, Z20, Z10
+	VMOVDQU64       512(CX), Z25
+	VPDPBUSD        Z25, Z19, Z3
+	VPDPBUSD        Z25, Z20, Z11
+	VMOVDQU64       768(CX), Z25
+	VPDPBUSD        Z25, Z19, Z4
+	VPDPBUSD        Z25, Z20, Z12
+	VMOVDQU64       1024(CX), Z25
+	VPDPBUSD        Z25, Z19, Z5
+	VPDPBUSD        Z25, Z20, Z13
+	VMOVDQU64       1280(CX), Z25
+	VPDPBUSD        Z25, Z19, Z6
+	VPDPBUSD        Z25, Z20, Z14
+	VMOVDQU64       1536(CX), Z25
+	VPDPBUSD        Z25, Z19, Z7
+	VPDPBUSD        Z25, Z20, Z15
+	VMOVDQU64       1792(CX), Z25
+	VPDPBUSD        Z25, Z19, Z8
+	VPDPBUSD        Z25, Z20, Z16
+	VMOVDQU64       ggmlChunkQ2K_1<>+0(SB), Z19
+	VPERMI2D        Z18, Z17, Z19
+	VMOVDQU64       ggmlChunkQ2K_1<>+0(SB), Z20
+	VPERMI2D        Z22, Z21, Z20
+	VMOVDQU64       64(CX), Z25
+	VPDPBUSD        Z25, Z19, Z1
+	VPDPBUSD        Z25, Z20, Z9
+	VMOVDQU64       320(CX), Z25
+	VPDPBUSD        Z25, Z19, Z2
+	VPDPBUSD        Z25, Z20, Z10
+	VMOVDQU64       576(CX), Z25
+	VPDPBUSD        Z25, Z19, Z3
+	VPDPBUSD        Z25, Z20, Z11
+	VMOVDQU64       832(CX), Z25
+	VPDPBUSD        Z25, Z19, Z4
+	VPDPBUSD        Z25, Z20, Z12
+	VMOVDQU64       1088(CX), Z25
+	VPDPBUSD        Z25, Z19, Z5
+	VPDPBUSD        Z25, Z20, Z13
+	VMOVDQU64       1344(CX), Z25
+	VPDPBUSD        Z25, Z19, Z6
+	VPDPBUSD        Z25, Z20, Z14
+	VMOVDQU64       1600(CX), Z25
+	VPDPBUSD        Z25, Z19, Z7
+	VPDPBUSD        Z25, Z20, Z15
+	VMOVDQU64       1856(CX), Z25
+	VPDPBUSD        Z25, Z19, Z8
+	VPDPBUSD        Z25, Z20, Z16
+	VMOVDQU64       ggmlChunkQ2K_2<>+0(SB), Z19
+	VPERMI2D        Z18, Z17, Z19
+	VMOVDQU64       ggmlChunkQ2K_2<>+0(SB), Z20
+	VPERMI2D        Z22, Z21, Z20
+	VMOVDQU64       128(CX), Z25
+	VPDPBUSD        Z25, Z19, Z1
+	VPDPBUSD        Z25, Z20, Z9
+	VMOVDQU64       384(CX), Z25
+	VPDPBUSD        Z25, Z19, Z2
+	VPDPBUSD        Z25, Z20, Z10
+	VMOVDQU64       640(CX), Z25
+	VPDPBUSD        Z25, Z19, Z3
+	VPDPBUSD        Z25, Z20, Z11
+	VMOVDQU64       896(CX), Z25
+	VPDPBUSD        Z25, Z19, Z4
+	VPDPBUSD        Z25, Z20, Z12
+	VMOVDQU64       1152(CX), Z25
+	VPDPBUSD        Z25, Z19, Z5
+	VPDPBUSD        Z25, Z20, Z13
+	VMOVDQU64       1408(CX), Z25
+	VPDPBUSD        Z25, Z19, Z6
+	VPDPBUSD        Z25, Z20, Z14
+	VMOVDQU64       1664(CX), Z25
+	VPDPBUSD        Z25, Z19, Z7
+	VPDPBUSD        Z25, Z20, Z15
+	VMOVDQU64       1920(CX), Z25
+	VPDPBUSD        Z25, Z19, Z8
+	VPDPBUSD        Z25, Z20, Z16
+	VMOVDQU64       ggmlChunkQ2K_3<>+0(SB), Z19
+	VPERMI2D        Z18, Z17, Z19
+	VMOVDQU64       ggmlChunkQ2K_3<>+0(SB), Z20
+	VPERMI2D        Z22, Z21, Z20
+	VMOVDQU64       192(CX), Z17
+	VPDPBUSD        Z17, Z19, Z1
+	VPDPBUSD        Z17, Z20, Z9
+	VMOVDQU64       448(CX), Z17
+	VPDPBUSD        Z17, Z19, Z2
+	VPDPBUSD        Z17, Z20, Z10
+	VMOVDQU64       704(CX), Z17
+	VPDPBUSD        Z17, Z19, Z3
+	VPDPBUSD        Z17, Z20, Z11
+	VMOVDQU64       960(CX), Z17
+	VPDPBUSD        Z17, Z19, Z4
+	VPDPBUSD        Z17, Z20, Z12
+	VMOVDQU64       1216(CX), Z17
+	VPDPBUSD        Z17, Z19, Z5
+	VPDPBUSD        Z17, Z20, Z13
+	VMOVDQU64       1472(CX), Z17
+	VPDPBUSD        Z17, Z19, Z6
+	VPDPBUSD        Z17, Z20, Z14
+	VMOVDQU64       1728(CX), Z17
+	VPDPBUSD        Z17, Z19, Z7
+	VPDPBUSD        Z17, Z20, Z15
+	VMOVDQU64       1984(CX), Z17
+	VPDPBUSD        Z17, Z19, Z8
+	VPDPBUSD        Z17, Z20, Z16
 	VMOVDQU64       ggmlPosSub16_0<>+0(SB), Z17
 	VPERMD          (SP), Z17, Z17
-	VPDPBUSD        2112(CX), Z20, Z9
 	VPMULLD         Z17, Z1, Z1
 	VPMULLD         Z17, Z2, Z2
-	VPDPBUSD        2176(CX), Z21, Z9
 	VPMULLD         Z17, Z3, Z3
-	VPDPBUSD        2240(CX), Z22, Z9
 	VPMULLD         Z17, Z4, Z4
 	VPMULLD         Z17, Z5, Z5
-	VPDPBUSD        2304(CX), Z19, Z10
 	VPMULLD         Z17, Z6, Z6
-	VPDPBUSD        2368(CX), Z20, Z10
 	VPMULLD         Z17, Z7, Z7
 	VPMULLD         Z17, Z8, Z8
-	VPDPBUSD        2432(CX), Z21, Z10
 	VPUNPCKLDQ      Z2, Z1, Z17
-	VPDPBUSD        2496(CX), Z22, Z10
 	VPUNPCKHDQ      Z2, Z1, Z1
 	VPADDD          Z17, Z1, Z1
-	VPDPBUSD        2560(CX), Z19, Z11
 	VPUNPCKLDQ      Z4, Z3, Z17
-	VPDPBUSD        2624(CX), Z20, Z11
 	VPUNPCKHDQ      Z4, Z3, Z3
 	VPADDD          Z17, Z3, Z3
-	VPDPBUSD        2688(CX), Z21, Z11
 	VPUNPCKLDQ      Z6, Z5, Z17
-	VPDPBUSD        2752(CX), Z22, Z11
 	VPUNPCKHDQ      Z6, Z5, Z5
 	VPADDD          Z17, Z5, Z5
-	VPDPBUSD        2816(CX), Z19, Z12
 	VPUNPCKLDQ      Z8, Z7, Z17
-	VPDPBUSD        2880(CX), Z20, Z12
 	VPUNPCKHDQ      Z8, Z7, Z7
 	VPADDD          Z17, Z7, Z7
-	VPDPBUSD        2944(CX), Z21, Z12
 	VPUNPCKLQDQ     Z3, Z1, Z17
-	VPDPBUSD        3008(CX), Z22, Z12
 	VPUNPCKHQDQ     Z3, Z1, Z1
 	VPADDD          Z17, Z1, Z1
-	VPDPBUSD        3072(CX), Z19, Z13
 	VPUNPCKLQDQ     Z7, Z5, Z17
-	VPDPBUSD        3136(CX), Z20, Z13
 	VPUNPCKHQDQ     Z7, Z5, Z5
 	VPADDD          Z17, Z5, Z5
-	VPDPBUSD        3200(CX), Z21, Z13
 	VSHUFI32X4      $0x88, Z5, Z1, Z17
-	VPDPBUSD        3264(CX), Z22, Z13
 	VSHUFI32X4      $0xdd, Z5, Z1, Z1
 	VPADDD          Z1, Z17, Z17
-	VPDPBUSD        3328(CX), Z19, Z14
 	VPBROADCASTD    64(SP), Z18
-	VPDPBUSD        3392(CX), Z20, Z14
 	VPMADDWD        (DX), Z18, Z18
-	VPBROADCASTD    68(SP), Z24
-	VPDPBUSD        3456(CX), Z21, Z14
-	VPDPWSSD        64(DX), Z24, Z18
-	VPDPBUSD        3520(CX), Z22, Z14
-	VPBROADCASTD    72(SP), Z24
-	VPDPWSSD        128(DX), Z24, Z18
-	VPDPBUSD        3584(CX), Z19, Z15
-	VPBROADCASTD    76(SP), Z24
-	VPDPBUSD        3648(CX), Z20, Z15
-	VPDPWSSD        192(DX), Z24, Z18
-	VMOVUPS         (BX), Z24
-	VPDPBUSD        3712(CX), Z21, Z15
-	VMULPS.BCST     96(SP), Z24, Z25
-	VPDPBUSD        3776(CX), Z22, Z15
+	VPBROADCASTD    68(SP), Z19
+	VPDPWSSD        64(DX), Z19, Z18
+	VPBROADCASTD    72(SP), Z19
+	VPDPWSSD        128(DX), Z19, Z18
+	VPBROADCASTD    76(SP), Z19
+	VPDPWSSD        192(DX), Z19, Z18
+	VMOVUPS         (BX), Z19
+	VMULPS.BCST     96(SP), Z19, Z20
 	VCVTDQ2PS       Z17, Z17
-	VMULPS          Z25, Z17, Z17
-	VPDPBUSD        3840(CX), Z19, Z16
+	VMULPS          Z20, Z17, Z17
 	VADDPS          Z17, Z23, Z23
-	VPDPBUSD        3904(CX), Z20, Z16
-	VMULPS.BCST     100(SP), Z24, Z17
+	VMULPS.BCST     100(SP), Z19, Z17
 	VCVTDQ2PS       Z18, Z18
-	VPDPBUSD        3968(CX), Z21, Z16
 	VMULPS          Z17, Z18, Z18
-	VPDPBUSD        4032(CX), Z22, Z16
 	VSUBPS          Z18, Z23, Z23
-	VMOVDQU64       ggmlPosSub16_1<>+0(SB), Z17
-	VPERMD          (SP), Z17, Z17
+	VMOVDQU64       ggmlPosSub16_0<>+0(SB), Z17
+	VPERMD          104(SP), Z17, Z17
 	VPMULLD         Z17, Z9, Z9
 	VPMULLD         Z17, Z10, Z10
 	VPMULLD         Z17, Z11, Z11
@@ -1247,6 +1304,192 @@ GgmlQ2KA8M16FullAvx512_sb:
 	VSHUFI32X4      $0x88, Z13, Z9, Z17
 	VSHUFI32X4      $0xdd, Z13, Z9, Z9
 	VPADDD          Z9, Z17, Z17
+	VPBROADCASTD    168(SP), Z18
+	VPMADDWD        (DX), Z18, Z18
+	VPBROADCASTD    172(SP), Z19
+	VPDPWSSD        64(DX), Z19, Z18
+	VPBROADCASTD    176(SP), Z19
+	VPDPWSSD        128(DX), Z19, Z18
+	VPBROADCASTD    180(SP), Z19
+	VPDPWSSD        192(DX), Z19, Z18
+	VMOVUPS         (BX), Z19
+	VMULPS.BCST     200(SP), Z19, Z20
+	VCVTDQ2PS       Z17, Z17
+	VMULPS          Z20, Z17, Z17
+	VADDPS          Z17, Z24, Z24
+	VMULPS.BCST     204(SP), Z19, Z17
+	VCVTDQ2PS       Z18, Z18
+	VMULPS          Z17, Z18, Z18
+	VSUBPS          Z18, Z24, Z24
+	VBROADCASTI64X4 48(AX), Z18
+	VPSRLVW         ggmlShift0<>+0(SB), Z18, Z17
+	VPANDD          Z17, Z0, Z17
+	VPSRLVW         ggmlShift1<>+0(SB), Z18, Z18
+	VPANDD          Z18, Z0, Z18
+	VBROADCASTI64X4 48(AX)(DI*1), Z19
+	VPSRLVW         ggmlShift0<>+0(SB), Z19, Z21
+	VPANDD          Z21, Z0, Z21
+	VPSRLVW         ggmlShift1<>+0(SB), Z19, Z22
+	VPANDD          Z22, Z0, Z22
+	VPXORD          Z1, Z1, Z1
+	VPXORD          Z2, Z2, Z2
+	VPXORD          Z3, Z3, Z3
+	VPXORD          Z4, Z4, Z4
+	VPXORD          Z5, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
+	VPXORD          Z16, Z16, Z16
+	VMOVDQU64       ggmlChunkQ2K_0<>+0(SB), Z19
+	VPERMI2D        Z18, Z17, Z19
+	VMOVDQU64       ggmlChunkQ2K_0<>+0(SB), Z20
+	VPERMI2D        Z22, Z21, Z20
+	VMOVDQU64       2048(CX), Z25
+	VPDPBUSD        Z25, Z19, Z1
+	VPDPBUSD        Z25, Z20, Z9
+	VMOVDQU64       2304(CX), Z25
+	VPDPBUSD        Z25, Z19, Z2
+	VPDPBUSD        Z25, Z20, Z10
+	VMOVDQU64       2560(CX), Z25
+	VPDPBUSD        Z25, Z19, Z3
+	VPDPBUSD        Z25, Z20, Z11
+	VMOVDQU64       2816(CX), Z25
+	VPDPBUSD        Z25, Z19, Z4
+	VPDPBUSD        Z25, Z20, Z12
+	VMOVDQU64       3072(CX), Z25
+	VPDPBUSD        Z25, Z19, Z5
+	VPDPBUSD        Z25, Z20, Z13
+	VMOVDQU64       3328(CX), Z25
+	VPDPBUSD        Z25, Z19, Z6
+	VPDPBUSD        Z25, Z20, Z14
+	VMOVDQU64       3584(CX), Z25
+	VPDPBUSD        Z25, Z19, Z7
+	VPDPBUSD        Z25, Z20, Z15
+	VMOVDQU64       3840(CX), Z25
+	VPDPBUSD        Z25, Z19, Z8
+	VPDPBUSD        Z25, Z20, Z16
+	VMOVDQU64       ggmlChunkQ2K_1<>+0(SB), Z19
+	VPERMI2D        Z18, Z17, Z19
+	VMOVDQU64       ggmlChunkQ2K_1<>+0(SB), Z20
+	VPERMI2D        Z22, Z21, Z20
+	VMOVDQU64       2112(CX), Z25
+	VPDPBUSD        Z25, Z19, Z1
+	VPDPBUSD        Z25, Z20, Z9
+	VMOVDQU64       2368(CX), Z25
+	VPDPBUSD        Z25, Z19, Z2
+	VPDPBUSD        Z25, Z20, Z10
+	VMOVDQU64       2624(CX), Z25
+	VPDPBUSD        Z25, Z19, Z3
+	VPDPBUSD        Z25, Z20, Z11
+	VMOVDQU64       2880(CX), Z25
+	VPDPBUSD        Z25, Z19, Z4
+	VPDPBUSD        Z25, Z20, Z12
+	VMOVDQU64       3136(CX), Z25
+	VPDPBUSD        Z25, Z19, Z5
+	VPDPBUSD        Z25, Z20, Z13
+	VMOVDQU64       3392(CX), Z25
+	VPDPBUSD        Z25, Z19, Z6
+	VPDPBUSD        Z25, Z20, Z14
+	VMOVDQU64       3648(CX), Z25
+	VPDPBUSD        Z25, Z19, Z7
+	VPDPBUSD        Z25, Z20, Z15
+	VMOVDQU64       3904(CX), Z25
+	VPDPBUSD        Z25, Z19, Z8
+	VPDPBUSD        Z25, Z20, Z16
+	VMOVDQU64       ggmlChunkQ2K_2<>+0(SB), Z19
+	VPERMI2D        Z18, Z17, Z19
+	VMOVDQU64       ggmlChunkQ2K_2<>+0(SB), Z20
+	VPERMI2D        Z22, Z21, Z20
+	VMOVDQU64       2176(CX), Z25
+	VPDPBUSD        Z25, Z19, Z1
+	VPDPBUSD        Z25, Z20, Z9
+	VMOVDQU64       2432(CX), Z25
+	VPDPBUSD        Z25, Z19, Z2
+	VPDPBUSD        Z25, Z20, Z10
+	VMOVDQU64       2688(CX), Z25
+	VPDPBUSD        Z25, Z19, Z3
+	VPDPBUSD        Z25, Z20, Z11
+	VMOVDQU64       2944(CX), Z25
+	VPDPBUSD        Z25, Z19, Z4
+	VPDPBUSD        Z25, Z20, Z12
+	VMOVDQU64       3200(CX), Z25
+	VPDPBUSD        Z25, Z19, Z5
+	VPDPBUSD        Z25, Z20, Z13
+	VMOVDQU64       3456(CX), Z25
+	VPDPBUSD        Z25, Z19, Z6
+	VPDPBUSD        Z25, Z20, Z14
+	VMOVDQU64       3712(CX), Z25
+	VPDPBUSD        Z25, Z19, Z7
+	VPDPBUSD        Z25, Z20, Z15
+	VMOVDQU64       3968(CX), Z25
+	VPDPBUSD        Z25, Z19, Z8
+	VPDPBUSD        Z25, Z20, Z16
+	VMOVDQU64       ggmlChunkQ2K_3<>+0(SB), Z19
+	VPERMI2D        Z18, Z17, Z19
+	VMOVDQU64       ggmlChunkQ2K_3<>+0(SB), Z20
+	VPERMI2D        Z22, Z21, Z20
+	VMOVDQU64       2240(CX), Z17
+	VPDPBUSD        Z17, Z19, Z1
+	VPDPBUSD        Z17, Z20, Z9
+	VMOVDQU64       2496(CX), Z17
+	VPDPBUSD        Z17, Z19, Z2
+	VPDPBUSD        Z17, Z20, Z10
+	VMOVDQU64       2752(CX), Z17
+	VPDPBUSD        Z17, Z19, Z3
+	VPDPBUSD        Z17, Z20, Z11
+	VMOVDQU64       3008(CX), Z17
+	VPDPBUSD        Z17, Z19, Z4
+	VPDPBUSD        Z17, Z20, Z12
+	VMOVDQU64       3264(CX), Z17
+	VPDPBUSD        Z17, Z19, Z5
+	VPDPBUSD        Z17, Z20, Z13
+	VMOVDQU64       3520(CX), Z17
+	VPDPBUSD        Z17, Z19, Z6
+	VPDPBUSD        Z17, Z20, Z14
+	VMOVDQU64       3776(CX), Z17
+	VPDPBUSD        Z17, Z19, Z7
+	VPDPBUSD        Z17, Z20, Z15
+	VMOVDQU64       4032(CX), Z17
+	VPDPBUSD        Z17, Z19, Z8
+	VPDPBUSD        Z17, Z20, Z16
+	VMOVDQU64       ggmlPosSub16_1<>+0(SB), Z17
+	VPERMD          (SP), Z17, Z17
+	VPMULLD         Z17, Z1, Z1
+	VPMULLD         Z17, Z2, Z2
+	VPMULLD         Z17, Z3, Z3
+	VPMULLD         Z17, Z4, Z4
+	VPMULLD         Z17, Z5, Z5
+	VPMULLD         Z17, Z6, Z6
+	VPMULLD         Z17, Z7, Z7
+	VPMULLD         Z17, Z8, Z8
+	VPUNPCKLDQ      Z2, Z1, Z17
+	VPUNPCKHDQ      Z2, Z1, Z1
+	VPADDD          Z17, Z1, Z1
+	VPUNPCKLDQ      Z4, Z3, Z17
+	VPUNPCKHDQ      Z4, Z3, Z3
+	VPADDD          Z17, Z3, Z3
+	VPUNPCKLDQ      Z6, Z5, Z17
+	VPUNPCKHDQ      Z6, Z5, Z5
+	VPADDD          Z17, Z5, Z5
+	VPUNPCKLDQ      Z8, Z7, Z17
+	VPUNPCKHDQ      Z8, Z7, Z7
+	VPADDD          Z17, Z7, Z7
+	VPUNPCKLQDQ     Z3, Z1, Z17
+	VPUNPCKHQDQ     Z3, Z1, Z1
+	VPADDD          Z17, Z1, Z1
+	VPUNPCKLQDQ     Z7, Z5, Z17
+	VPUNPCKHQDQ     Z7, Z5, Z5
+	VPADDD          Z17, Z5, Z5
+	VSHUFI32X4      $0x88, Z5, Z1, Z17
+	VSHUFI32X4      $0xdd, Z5, Z1, Z1
+	VPADDD          Z1, Z17, Z17
 	VPBROADCASTD    80(SP), Z18
 	VPMADDWD        256(DX), Z18, Z18
 	VPBROADCASTD    84(SP), Z19
@@ -1264,6 +1507,54 @@ GgmlQ2KA8M16FullAvx512_sb:
 	VCVTDQ2PS       Z18, Z18
 	VMULPS          Z17, Z18, Z18
 	VSUBPS          Z18, Z23, Z23
+	VMOVDQU64       ggmlPosSub16_1<>+0(SB), Z17
+	VPERMD          104(SP), Z17, Z17
+	VPMULLD         Z17, Z9, Z9
+	VPMULLD         Z17, Z10, Z10
+	VPMULLD         Z17, Z11, Z11
+	VPMULLD         Z17, Z12, Z12
+	VPMULLD         Z17, Z13, Z13
+	VPMULLD         Z17, Z14, Z14
+	VPMULLD         Z17, Z15, Z15
+	VPMULLD         Z17, Z16, Z16
+	VPUNPCKLDQ      Z10, Z9, Z17
+	VPUNPCKHDQ      Z10, Z9, Z9
+	VPADDD          Z17, Z9, Z9
+	VPUNPCKLDQ      Z12, Z11, Z17
+	VPUNPCKHDQ      Z12, Z11, Z11
+	VPADDD          Z17, Z11, Z11
+	VPUNPCKLDQ      Z14, Z13, Z17
+	VPUNPCKHDQ      Z14, Z13, Z13
+	VPADDD          Z17, Z13, Z13
+	VPUNPCKLDQ      Z16, Z15, Z17
+	VPUNPCKHDQ      Z16, Z15, Z15
+	VPADDD          Z17, Z15, Z15
+	VPUNPCKLQDQ     Z11, Z9, Z17
+	VPUNPCKHQDQ     Z11, Z9, Z9
+	VPADDD          Z17, Z9, Z9
+	VPUNPCKLQDQ     Z15, Z13, Z17
+	VPUNPCKHQDQ     Z15, Z13, Z13
+	VPADDD          Z17, Z13, Z13
+	VSHUFI32X4      $0x88, Z13, Z9, Z17
+	VSHUFI32X4      $0xdd, Z13, Z9, Z9
+	VPADDD          Z9, Z17, Z17
+	VPBROADCASTD    184(SP), Z18
+	VPMADDWD        256(DX), Z18, Z18
+	VPBROADCASTD    188(SP), Z19
+	VPDPWSSD        320(DX), Z19, Z18
+	VPBROADCASTD    192(SP), Z19
+	VPDPWSSD        384(DX), Z19, Z18
+	VPBROADCASTD    196(SP), Z19
+	VPDPWSSD        448(DX), Z19, Z18
+	VMOVUPS         64(BX), Z19
+	VMULPS.BCST     200(SP), Z19, Z20
+	VCVTDQ2PS       Z17, Z17
+	VMULPS          Z20, Z17, Z17
+	VADDPS          Z17, Z24, Z24
+	VMULPS.BCST     204(SP), Z19, Z17
+	VCVTDQ2PS       Z18, Z18
+	VMULPS          Z17, Z18, Z18
+	VSUBPS          Z18, Z24, Z24
 	ADDQ            $0x00000054, AX
 	ADDQ            $0x00001000, CX
 	ADDQ            $0x00000200, DX
@@ -1272,15 +1563,17 @@ GgmlQ2KA8M16FullAvx512_sb:
 	JNZ             GgmlQ2KA8M16FullAvx512_sb
 	MOVQ            out+72(FP), AX
 	VMOVUPS         Z23, (AX)
+	VMOVUPS         Z24, 64(AX)
 	MOVQ            out+72(FP), AX
-	ADDQ            $0x00000040, AX
+	ADDQ            $0x00000080, AX
 	MOVQ            AX, out+72(FP)
 	MOVQ            stride+8(FP), AX
+	SHLQ            $0x01, AX
 	MOVQ            w+0(FP), CX
 	ADDQ            AX, CX
 	MOVQ            CX, w+0(FP)
 	MOVQ            rows+16(FP), AX
-	DECQ            AX
+	SUBQ            $0x02, AX
 	MOVQ            AX, rows+16(FP)
 	JNZ             GgmlQ2KA8M16FullAvx512_row
 	VZEROUPPER
@@ -2158,7 +2451,7 @@ GgmlQ3KA8R4Avx512_unit:
 
 // func GgmlQ3KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
-TEXT ·GgmlQ3KA8M16Avx512(SB), NOSPLIT, $104-80
+TEXT ·GgmlQ3KA8M16Avx512(SB), NOSPLIT, $208-80
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Z0
@@ -2495,7 +2788,7 @@ GgmlQ3KA8M16Avx512_h1_done:
 	ADDQ         AX, CX
 	MOVQ         CX, w+0(FP)
 	MOVQ         rows+16(FP), AX
-	DECQ         AX
+	SUBQ         $0x01, AX
 	MOVQ         AX, rows+16(FP)
 	JNZ          GgmlQ3KA8M16Avx512_row
 	VZEROUPPER
@@ -2575,7 +2868,7 @@ GLOBL ggmlChunkQ3K_3<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ3KA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
-TEXT ·GgmlQ3KA8M16FullAvx512(SB), NOSPLIT, $104-80
+TEXT ·GgmlQ3KA8M16FullAvx512(SB), NOSPLIT, $208-80
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Z0
@@ -2587,6 +2880,7 @@ TEXT ·GgmlQ3KA8M16FullAvx512(SB), NOSPLIT, $104-80
 GgmlQ3KA8M16FullAvx512_row:
 	MOVQ    out+72(FP), AX
 	VMOVUPS (AX), Z24
+	VMOVUPS 64(AX), Z25
 	MOVQ    w+0(FP), AX
 	MOVQ    act+32(FP), CX
 	MOVQ    sums+48(FP), DX
@@ -2595,53 +2889,60 @@ GgmlQ3KA8M16FullAvx512_row:
 
 GgmlQ3KA8M16FullAvx512_sb:
 	MOVQ            stride+8(FP), DI
-	SHLQ            $0x02, DI
-	ADDQ            AX, DI
-	PREFETCHT0      (DI)
-	PREFETCHT0      64(DI)
-	PREFETCHT0      109(DI)
+	MOVQ            DI, R8
+	SHLQ            $0x02, R8
+	ADDQ            AX, R8
+	PREFETCHT0      (R8)
+	PREFETCHT0      64(R8)
+	PREFETCHT0      109(R8)
+	PREFETCHT0      (R8)(DI*1)
+	PREFETCHT0      64(R8)(DI*1)
+	PREFETCHT0      109(R8)(DI*1)
 	PREFETCHT0      110(AX)
 	PREFETCHT0      174(AX)
 	PREFETCHT0      219(AX)
-	MOVL            96(AX), DI
-	MOVL            100(AX), R8
-	MOVL            104(AX), R9
-	MOVL            DI, R10
-	ANDL            $0x0f0f0f0f, R10
-	MOVL            R9, R11
-	ANDL            $0x03030303, R11
-	SHLL            $0x04, R11
-	ORL             R11, R10
+	PREFETCHT0      110(AX)(DI*1)
+	PREFETCHT0      174(AX)(DI*1)
+	PREFETCHT0      219(AX)(DI*1)
+	MOVL            96(AX), R8
+	MOVL            100(AX), R9
+	MOVL            104(AX), R10
 	MOVL            R8, R11
 	ANDL            $0x0f0f0f0f, R11
-	MOVL            R9, R12
-	SHRL            $0x02, R12
+	MOVL            R10, R12
 	ANDL            $0x03030303, R12
 	SHLL            $0x04, R12
 	ORL             R12, R11
-	SHRL            $0x04, DI
-	ANDL            $0x0f0f0f0f, DI
 	MOVL            R9, R12
-	SHRL            $0x04, R12
-	ANDL            $0x03030303, R12
-	SHLL            $0x04, R12
-	ORL             R12, DI
+	ANDL            $0x0f0f0f0f, R12
+	MOVL            R10, R13
+	SHRL            $0x02, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R12
 	SHRL            $0x04, R8
 	ANDL            $0x0f0f0f0f, R8
-	SHRL            $0x06, R9
-	ANDL            $0x03030303, R9
-	SHLL            $0x04, R9
-	ORL             R9, R8
-	MOVL            R11, R9
+	MOVL            R10, R13
+	SHRL            $0x04, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R8
+	SHRL            $0x04, R9
+	ANDL            $0x0f0f0f0f, R9
+	SHRL            $0x06, R10
+	ANDL            $0x03030303, R10
+	SHLL            $0x04, R10
+	ORL             R10, R9
+	MOVL            R12, R10
+	SHLQ            $0x20, R10
+	ORQ             R11, R10
 	SHLQ            $0x20, R9
-	ORQ             R10, R9
-	SHLQ            $0x20, R8
-	ORQ             DI, R8
-	VMOVQ           R9, X18
-	VMOVQ           R8, X19
+	ORQ             R8, R9
+	VMOVQ           R10, X18
+	VMOVQ           R9, X19
 	VPUNPCKLQDQ     X19, X18, X18
-	MOVL            $0x20202020, DI
-	VPBROADCASTD    DI, X19
+	MOVL            $0x20202020, R8
+	VPBROADCASTD    R8, X19
 	VPSUBB          X19, X18, X18
 	VPMOVSXBW       X18, Y18
 	VMOVDQU64       Y18, 64(SP)
@@ -2650,6 +2951,53 @@ GgmlQ3KA8M16FullAvx512_sb:
 	VPBROADCASTW    108(AX), X18
 	VCVTPH2PS       X18, X18
 	VMOVSS          X18, 96(SP)
+	MOVL            96(AX)(DI*1), R8
+	MOVL            100(AX)(DI*1), R9
+	MOVL            104(AX)(DI*1), R10
+	MOVL            R8, R11
+	ANDL            $0x0f0f0f0f, R11
+	MOVL            R10, R12
+	ANDL            $0x03030303, R12
+	SHLL            $0x04, R12
+	ORL             R12, R11
+	MOVL            R9, R12
+	ANDL            $0x0f0f0f0f, R12
+	MOVL            R10, R13
+	SHRL            $0x02, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R12
+	SHRL            $0x04, R8
+	ANDL            $0x0f0f0f0f, R8
+	MOVL            R10, R13
+	SHRL            $0x04, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R8
+	SHRL            $0x04, R9
+	ANDL            $0x0f0f0f0f, R9
+	SHRL            $0x06, R10
+	ANDL            $0x03030303, R10
+	SHLL            $0x04, R10
+	ORL             R10, R9
+	MOVL            R12, R10
+	SHLQ            $0x20, R10
+	ORQ             R11, R10
+	SHLQ            $0x20, R9
+	ORQ             R8, R9
+	VMOVQ           R10, X18
+	VMOVQ           R9, X19
+	VPUNPCKLQDQ     X19, X18, X18
+	MOVL            $0x20202020, R8
+	VPBROADCASTD    R8, X19
+	VPSUBB          X19, X18, X18
+	VPMOVSXBW       X18, Y18
+	VMOVDQU64       Y18, 168(SP)
+	VPMOVSXWD       Y18, Z18
+	VMOVDQU64       Z18, 104(SP)
+	VPBROADCASTW    108(AX)(DI*1), X18
+	VCVTPH2PS       X18, X18
+	VMOVSS          X18, 200(SP)
 	VBROADCASTI64X4 32(AX), Z19
 	VPSRLVW         ggmlShift0<>+0(SB), Z19, Z18
 	VPANDD          Z18, Z17, Z18
@@ -2660,14 +3008,16 @@ GgmlQ3KA8M16FullAvx512_sb:
 	VPADDB          Z0, Z18, K1, Z18
 	VPTESTMB        ggmlQ3KBit01<>+0(SB), Z20, K1
 	VPADDB          Z0, Z19, K1, Z19
-	VMOVDQU64       ggmlChunkQ3K_0<>+0(SB), Z20
-	VPERMI2D        Z19, Z18, Z20
-	VMOVDQU64       ggmlChunkQ3K_1<>+0(SB), Z21
-	VPERMI2D        Z19, Z18, Z21
-	VMOVDQU64       ggmlChunkQ3K_2<>+0(SB), Z22
-	VPERMI2D        Z19, Z18, Z22
-	VMOVDQU64       ggmlChunkQ3K_3<>+0(SB), Z23
-	VPERMI2D        Z19, Z18, Z23
+	VBROADCASTI64X4 32(AX)(DI*1), Z20
+	VPSRLVW         ggmlShift0<>+0(SB), Z20, Z22
+	VPANDD          Z22, Z17, Z22
+	VPSRLVW         ggmlShift1<>+0(SB), Z20, Z23
+	VPANDD          Z23, Z17, Z23
+	VBROADCASTI64X4 (AX)(DI*1), Z20
+	VPTESTMB        ggmlQ3KBit00<>+0(SB), Z20, K1
+	VPADDB          Z0, Z22, K1, Z22
+	VPTESTMB        ggmlQ3KBit01<>+0(SB), Z20, K1
+	VPADDB          Z0, Z23, K1, Z23
 	VPXORD          Z1, Z1, Z1
 	VPXORD          Z2, Z2, Z2
 	VPXORD          Z3, Z3, Z3
@@ -2676,56 +3026,6 @@ GgmlQ3KA8M16FullAvx512_sb:
 	VPXORD          Z6, Z6, Z6
 	VPXORD          Z7, Z7, Z7
 	VPXORD          Z8, Z8, Z8
-	VPDPBUSD        (CX), Z20, Z1
-	VPDPBUSD        64(CX), Z21, Z1
-	VPDPBUSD        128(CX), Z22, Z1
-	VPDPBUSD        192(CX), Z23, Z1
-	VPDPBUSD        256(CX), Z20, Z2
-	VPDPBUSD        320(CX), Z21, Z2
-	VPDPBUSD        384(CX), Z22, Z2
-	VPDPBUSD        448(CX), Z23, Z2
-	VPDPBUSD        512(CX), Z20, Z3
-	VPDPBUSD        576(CX), Z21, Z3
-	VPDPBUSD        640(CX), Z22, Z3
-	VPDPBUSD        704(CX), Z23, Z3
-	VPDPBUSD        768(CX), Z20, Z4
-	VPDPBUSD        832(CX), Z21, Z4
-	VPDPBUSD        896(CX), Z22, Z4
-	VPDPBUSD        960(CX), Z23, Z4
-	VPDPBUSD        1024(CX), Z20, Z5
-	VPDPBUSD        1088(CX), Z21, Z5
-	VPDPBUSD        1152(CX), Z22, Z5
-	VPDPBUSD        1216(CX), Z23, Z5
-	VPDPBUSD        1280(CX), Z20, Z6
-	VPDPBUSD        1344(CX), Z21, Z6
-	VPDPBUSD        1408(CX), Z22, Z6
-	VPDPBUSD        1472(CX), Z23, Z6
-	VPDPBUSD        1536(CX), Z20, Z7
-	VPDPBUSD        1600(CX), Z21, Z7
-	VPDPBUSD        1664(CX), Z22, Z7
-	VPDPBUSD        1728(CX), Z23, Z7
-	VPDPBUSD        1792(CX), Z20, Z8
-	VPDPBUSD        1856(CX), Z21, Z8
-	VPDPBUSD        1920(CX), Z22, Z8
-	VPDPBUSD        1984(CX), Z23, Z8
-	VBROADCASTI64X4 64(AX), Z19
-	VPSRLVW         ggmlShift0<>+0(SB), Z19, Z18
-	VPANDD          Z18, Z17, Z18
-	VPSRLVW         ggmlShift1<>+0(SB), Z19, Z19
-	VPANDD          Z19, Z17, Z19
-	VBROADCASTI64X4 (AX), Z20
-	VPTESTMB        ggmlQ3KBit10<>+0(SB), Z20, K1
-	VPADDB          Z0, Z18, K1, Z18
-	VPTESTMB        ggmlQ3KBit11<>+0(SB), Z20, K1
-	VPADDB          Z0, Z19, K1, Z19
-	VMOVDQU64       ggmlChunkQ3K_0<>+0(SB), Z20
-	VPERMI2D        Z19, Z18, Z20
-	VMOVDQU64       ggmlChunkQ3K_1<>+0(SB), Z21
-	VPERMI2D        Z19, Z18, Z21
-	VMOVDQU64       ggmlChunkQ3K_2<>+0(SB), Z22
-	VPERMI2D        Z19, Z18, Z22
-	VMOVDQU64       ggmlChunkQ3K_3<>+0(SB), Z23
-	VPERMI2D        Z19, Z18, Z23
 	VPXORD          Z9, Z9, Z9
 	VPXORD          Z10, Z10, Z10
 	VPXORD          Z11, Z11, Z11
@@ -2734,86 +3034,166 @@ GgmlQ3KA8M16FullAvx512_sb:
 	VPXORD          Z14, Z14, Z14
 	VPXORD          Z15, Z15, Z15
 	VPXORD          Z16, Z16, Z16
-	VPDPBUSD        2048(CX), Z20, Z9
+	VMOVDQU64       ggmlChunkQ3K_0<>+0(SB), Z20
+	VPERMI2D        Z19, Z18, Z20
+	VMOVDQU64       ggmlChunkQ3K_0<>+0(SB), Z21
+	VPERMI2D        Z23, Z22, Z21
+	VMOVDQU64       (CX), Z26
+	VPDPBUSD        Z26, Z20, Z1
+	VPDPBUSD        Z26, Z21, Z9
+	VMOVDQU64       256(CX), Z26
+	VPDPBUSD        Z26, Z20, Z2
+	VPDPBUSD        Z26, Z21, Z10
+	VMOVDQU64       512(CX), Z26
+	VPDPBUSD        Z26, Z20, Z3
+	VPDPBUSD        Z26, Z21, Z11
+	VMOVDQU64       768(CX), Z26
+	VPDPBUSD        Z26, Z20, Z4
+	VPDPBUSD        Z26, Z21, Z12
+	VMOVDQU64       1024(CX), Z26
+	VPDPBUSD        Z26, Z20, Z5
+	VPDPBUSD        Z26, Z21, Z13
+	VMOVDQU64       1280(CX), Z26
+	VPDPBUSD        Z26, Z20, Z6
+	VPDPBUSD        Z26, Z21, Z14
+	VMOVDQU64       1536(CX), Z26
+	VPDPBUSD        Z26, Z20, Z7
+	VPDPBUSD        Z26, Z21, Z15
+	VMOVDQU64       1792(CX), Z26
+	VPDPBUSD        Z26, Z20, Z8
+	VPDPBUSD        Z26, Z21, Z16
+	VMOVDQU64       ggmlChunkQ3K_1<>+0(SB), Z20
+	VPERMI2D        Z19, Z18, Z20
+	VMOVDQU64       ggmlChunkQ3K_1<>+0(SB), Z21
+	VPERMI2D        Z23, Z22, Z21
+	VMOVDQU64       64(CX), Z26
+	VPDPBUSD        Z26, Z20, Z1
+	VPDPBUSD        Z26, Z21, Z9
+	VMOVDQU64       320(CX), Z26
+	VPDPBUSD        Z26, Z20, Z2
+	VPDPBUSD        Z26, Z21, Z10
+	VMOVDQU64       576(CX), Z26
+	VPDPBUSD        Z26, Z20, Z3
+	VPDPBUSD        Z26, Z21, Z11
+	VMOVDQU64       832(CX), Z26
+	VPDPBUSD        Z26, Z20, Z4
+	VPDPBUSD        Z26, Z21, Z12
+	VMOVDQU64       1088(CX), Z26
+	VPDPBUSD        Z26, Z20, Z5
+	VPDPBUSD        Z26, Z21, Z13
+	VMOVDQU64       1344(CX), Z26
+	VPDPBUSD        Z26, Z20, Z6
+	VPDPBUSD        Z26, Z21, Z14
+	VMOVDQU64       1600(CX), Z26
+	VPDPBUSD        Z26, Z20, Z7
+	VPDPBUSD        Z26, Z21, Z15
+	VMOVDQU64       1856(CX), Z26
+	VPDPBUSD        Z26, Z20, Z8
+	VPDPBUSD        Z26, Z21, Z16
+	VMOVDQU64       ggmlChunkQ3K_2<>+0(SB), Z20
+	VPERMI2D        Z19, Z18, Z20
+	VMOVDQU64       ggmlChunkQ3K_2<>+0(SB), Z21
+	VPERMI2D        Z23, Z22, Z21
+	VMOVDQU64       128(CX), Z26
+	VPDPBUSD        Z26, Z20, Z1
+	VPDPBUSD        Z26, Z21, Z9
+	VMOVDQU64       384(CX), Z26
+	VPDPBUSD        Z26, Z20, Z2
+	VPDPBUSD        Z26, Z21, Z10
+	VMOVDQU64       640(CX), Z26
+	VPDPBUSD        Z26, Z20, Z3
+	VPDPBUSD        Z26, Z21, Z11
+	VMOVDQU64       896(CX), Z26
+	VPDPBUSD        Z26, Z20, Z4
+	VPDPBUSD        Z26, Z21, Z12
+	VMOVDQU64       1152(CX), Z26
+	VPDPBUSD        Z26, Z20, Z5
+	VPDPBUSD        Z26, Z21, Z13
+	VMOVDQU64       1408(CX), Z26
+	VPDPBUSD        Z26, Z20, Z6
+	VPDPBUSD        Z26, Z21, Z14
+	VMOVDQU64       1664(CX), Z26
+	VPDPBUSD        Z26, Z20, Z7
+	VPDPBUSD        Z26, Z21, Z15
+	VMOVDQU64       1920(CX), Z26
+	VPDPBUSD        Z26, Z20, Z8
+	VPDPBUSD        Z26, Z21, Z16
+	VMOVDQU64       ggmlChunkQ3K_3<>+0(SB), Z20
+	VPERMI2D        Z19, Z18, Z20
+	VMOVDQU64       ggmlChunkQ3K_3<>+0(SB), Z21
+	VPERMI2D        Z23, Z22, Z21
+	VMOVDQU64       192(CX), Z18
+	VPDPBUSD        Z18, Z20, Z1
+	VPDPBUSD        Z18, Z21, Z9
+	VMOVDQU64       448(CX), Z18
+	VPDPBUSD        Z18, Z20, Z2
+	VPDPBUSD        Z18, Z21, Z10
+	VMOVDQU64       704(CX), Z18
+	VPDPBUSD        Z18, Z20, Z3
+	VPDPBUSD        Z18, Z21, Z11
+	VMOVDQU64       960(CX), Z18
+	VPDPBUSD        Z18, Z20, Z4
+	VPDPBUSD        Z18, Z21, Z12
+	VMOVDQU64       1216(CX), Z18
+	VPDPBUSD        Z18, Z20, Z5
+	VPDPBUSD        Z18, Z21, Z13
+	VMOVDQU64       1472(CX), Z18
+	VPDPBUSD        Z18, Z20, Z6
+	VPDPBUSD        Z18, Z21, Z14
+	VMOVDQU64       1728(CX), Z18
+	VPDPBUSD        Z18, Z20, Z7
+	VPDPBUSD        Z18, Z21, Z15
+	VMOVDQU64       1984(CX), Z18
+	VPDPBUSD        Z18, Z20, Z8
+	VPDPBUSD        Z18, Z21, Z16
 	VMOVDQU64       ggmlPosSub16_0<>+0(SB), Z18
 	VPERMD          (SP), Z18, Z18
-	VPDPBUSD        2112(CX), Z21, Z9
 	VPMULLD         Z18, Z1, Z1
-	VPDPBUSD        2176(CX), Z22, Z9
 	VPMULLD         Z18, Z2, Z2
 	VPMULLD         Z18, Z3, Z3
-	VPDPBUSD        2240(CX), Z23, Z9
 	VPMULLD         Z18, Z4, Z4
-	VPDPBUSD        2304(CX), Z20, Z10
 	VPMULLD         Z18, Z5, Z5
 	VPMULLD         Z18, Z6, Z6
-	VPDPBUSD        2368(CX), Z21, Z10
 	VPMULLD         Z18, Z7, Z7
-	VPDPBUSD        2432(CX), Z22, Z10
 	VPMULLD         Z18, Z8, Z8
 	VPUNPCKLDQ      Z2, Z1, Z18
-	VPDPBUSD        2496(CX), Z23, Z10
 	VPUNPCKHDQ      Z2, Z1, Z1
-	VPDPBUSD        2560(CX), Z20, Z11
 	VPADDD          Z18, Z1, Z1
-	VPDPBUSD        2624(CX), Z21, Z11
 	VPUNPCKLDQ      Z4, Z3, Z18
 	VPUNPCKHDQ      Z4, Z3, Z3
-	VPDPBUSD        2688(CX), Z22, Z11
 	VPADDD          Z18, Z3, Z3
-	VPDPBUSD        2752(CX), Z23, Z11
 	VPUNPCKLDQ      Z6, Z5, Z18
 	VPUNPCKHDQ      Z6, Z5, Z5
-	VPDPBUSD        2816(CX), Z20, Z12
 	VPADDD          Z18, Z5, Z5
-	VPDPBUSD        2880(CX), Z21, Z12
 	VPUNPCKLDQ      Z8, Z7, Z18
 	VPUNPCKHDQ      Z8, Z7, Z7
-	VPDPBUSD        2944(CX), Z22, Z12
 	VPADDD          Z18, Z7, Z7
-	VPDPBUSD        3008(CX), Z23, Z12
 	VPUNPCKLQDQ     Z3, Z1, Z18
 	VPUNPCKHQDQ     Z3, Z1, Z1
-	VPDPBUSD        3072(CX), Z20, Z13
 	VPADDD          Z18, Z1, Z1
-	VPDPBUSD        3136(CX), Z21, Z13
 	VPUNPCKLQDQ     Z7, Z5, Z18
-	VPDPBUSD        3200(CX), Z22, Z13
 	VPUNPCKHQDQ     Z7, Z5, Z5
 	VPADDD          Z18, Z5, Z5
-	VPDPBUSD        3264(CX), Z23, Z13
 	VSHUFI32X4      $0x88, Z5, Z1, Z18
-	VPDPBUSD        3328(CX), Z20, Z14
 	VSHUFI32X4      $0xdd, Z5, Z1, Z1
 	VPADDD          Z1, Z18, Z18
-	VPDPBUSD        3392(CX), Z21, Z14
 	VPBROADCASTD    64(SP), Z19
-	VPDPBUSD        3456(CX), Z22, Z14
 	VPMADDWD        (DX), Z19, Z19
-	VPBROADCASTD    68(SP), Z25
-	VPDPBUSD        3520(CX), Z23, Z14
-	VPDPWSSD        64(DX), Z25, Z19
-	VPDPBUSD        3584(CX), Z20, Z15
-	VPBROADCASTD    72(SP), Z25
-	VPDPBUSD        3648(CX), Z21, Z15
-	VPDPWSSD        128(DX), Z25, Z19
-	VPBROADCASTD    76(SP), Z25
-	VPDPBUSD        3712(CX), Z22, Z15
-	VPDPWSSD        192(DX), Z25, Z19
-	VPDPBUSD        3776(CX), Z23, Z15
+	VPBROADCASTD    68(SP), Z20
+	VPDPWSSD        64(DX), Z20, Z19
+	VPBROADCASTD    72(SP), Z20
+	VPDPWSSD        128(DX), Z20, Z19
+	VPBROADCASTD    76(SP), Z20
+	VPDPWSSD        192(DX), Z20, Z19
 	VPSLLD          $0x02, Z19, Z19
 	VPSUBD          Z19, Z18, Z18
-	VPDPBUSD        3840(CX), Z20, Z16
 	VMOVUPS         (BX), Z19
-	VPDPBUSD        3904(CX), Z21, Z16
 	VMULPS.BCST     96(SP), Z19, Z19
 	VCVTDQ2PS       Z18, Z18
-	VPDPBUSD        3968(CX), Z22, Z16
 	VMULPS          Z19, Z18, Z18
-	VPDPBUSD        4032(CX), Z23, Z16
 	VADDPS          Z18, Z24, Z24
-	VMOVDQU64       ggmlPosSub16_1<>+0(SB), Z18
-	VPERMD          (SP), Z18, Z18
+	VMOVDQU64       ggmlPosSub16_0<>+0(SB), Z18
+	VPERMD          104(SP), Z18, Z18
 	VPMULLD         Z18, Z9, Z9
 	VPMULLD         Z18, Z10, Z10
 	VPMULLD         Z18, Z11, Z11
@@ -2843,6 +3223,200 @@ GgmlQ3KA8M16FullAvx512_sb:
 	VSHUFI32X4      $0x88, Z13, Z9, Z18
 	VSHUFI32X4      $0xdd, Z13, Z9, Z9
 	VPADDD          Z9, Z18, Z18
+	VPBROADCASTD    168(SP), Z19
+	VPMADDWD        (DX), Z19, Z19
+	VPBROADCASTD    172(SP), Z20
+	VPDPWSSD        64(DX), Z20, Z19
+	VPBROADCASTD    176(SP), Z20
+	VPDPWSSD        128(DX), Z20, Z19
+	VPBROADCASTD    180(SP), Z20
+	VPDPWSSD        192(DX), Z20, Z19
+	VPSLLD          $0x02, Z19, Z19
+	VPSUBD          Z19, Z18, Z18
+	VMOVUPS         (BX), Z19
+	VMULPS.BCST     200(SP), Z19, Z19
+	VCVTDQ2PS       Z18, Z18
+	VMULPS          Z19, Z18, Z18
+	VADDPS          Z18, Z25, Z25
+	VBROADCASTI64X4 64(AX), Z19
+	VPSRLVW         ggmlShift0<>+0(SB), Z19, Z18
+	VPANDD          Z18, Z17, Z18
+	VPSRLVW         ggmlShift1<>+0(SB), Z19, Z19
+	VPANDD          Z19, Z17, Z19
+	VBROADCASTI64X4 (AX), Z20
+	VPTESTMB        ggmlQ3KBit10<>+0(SB), Z20, K1
+	VPADDB          Z0, Z18, K1, Z18
+	VPTESTMB        ggmlQ3KBit11<>+0(SB), Z20, K1
+	VPADDB          Z0, Z19, K1, Z19
+	VBROADCASTI64X4 64(AX)(DI*1), Z20
+	VPSRLVW         ggmlShift0<>+0(SB), Z20, Z22
+	VPANDD          Z22, Z17, Z22
+	VPSRLVW         ggmlShift1<>+0(SB), Z20, Z23
+	VPANDD          Z23, Z17, Z23
+	VBROADCASTI64X4 (AX)(DI*1), Z20
+	VPTESTMB        ggmlQ3KBit10<>+0(SB), Z20, K1
+	VPADDB          Z0, Z22, K1, Z22
+	VPTESTMB        ggmlQ3KBit11<>+0(SB), Z20, K1
+	VPADDB          Z0, Z23, K1, Z23
+	VPXORD          Z1, Z1, Z1
+	VPXORD          Z2, Z2, Z2
+	VPXORD          Z3, Z3, Z3
+	VPXORD          Z4, Z4, Z4
+	VPXORD          Z5, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
+	VPXORD          Z16, Z16, Z16
+	VMOVDQU64       ggmlChunkQ3K_0<>+0(SB), Z20
+	VPERMI2D        Z19, Z18, Z20
+	VMOVDQU64       ggmlChunkQ3K_0<>+0(SB), Z21
+	VPERMI2D        Z23, Z22, Z21
+	VMOVDQU64       2048(CX), Z26
+	VPDPBUSD        Z26, Z20, Z1
+	VPDPBUSD        Z26, Z21, Z9
+	VMOVDQU64       2304(CX), Z26
+	VPDPBUSD        Z26, Z20, Z2
+	VPDPBUSD        Z26, Z21, Z10
+	VMOVDQU64       2560(CX), Z26
+	VPDPBUSD        Z26, Z20, Z3
+	VPDPBUSD        Z26, Z21, Z11
+	VMOVDQU64       2816(CX), Z26
+	VPDPBUSD        Z26, Z20, Z4
+	VPDPBUSD        Z26, Z21, Z12
+	VMOVDQU64       3072(CX), Z26
+	VPDPBUSD        Z26, Z20, Z5
+	VPDPBUSD        Z26, Z21, Z13
+	VMOVDQU64       3328(CX), Z26
+	VPDPBUSD        Z26, Z20, Z6
+	VPDPBUSD        Z26, Z21, Z14
+	VMOVDQU64       3584(CX), Z26
+	VPDPBUSD        Z26, Z20, Z7
+	VPDPBUSD        Z26, Z21, Z15
+	VMOVDQU64       3840(CX), Z26
+	VPDPBUSD        Z26, Z20, Z8
+	VPDPBUSD        Z26, Z21, Z16
+	VMOVDQU64       ggmlChunkQ3K_1<>+0(SB), Z20
+	VPERMI2D        Z19, Z18, Z20
+	VMOVDQU64       ggmlChunkQ3K_1<>+0(SB), Z21
+	VPERMI2D        Z23, Z22, Z21
+	VMOVDQU64       2112(CX), Z26
+	VPDPBUSD        Z26, Z20, Z1
+	VPDPBUSD        Z26, Z21, Z9
+	VMOVDQU64       2368(CX), Z26
+	VPDPBUSD        Z26, Z20, Z2
+	VPDPBUSD        Z26, Z21, Z10
+	VMOVDQU64       2624(CX), Z26
+	VPDPBUSD        Z26, Z20, Z3
+	VPDPBUSD        Z26, Z21, Z11
+	VMOVDQU64       2880(CX), Z26
+	VPDPBUSD        Z26, Z20, Z4
+	VPDPBUSD        Z26, Z21, Z12
+	VMOVDQU64       3136(CX), Z26
+	VPDPBUSD        Z26, Z20, Z5
+	VPDPBUSD        Z26, Z21, Z13
+	VMOVDQU64       3392(CX), Z26
+	VPDPBUSD        Z26, Z20, Z6
+	VPDPBUSD        Z26, Z21, Z14
+	VMOVDQU64       3648(CX), Z26
+	VPDPBUSD        Z26, Z20, Z7
+	VPDPBUSD        Z26, Z21, Z15
+	VMOVDQU64       3904(CX), Z26
+	VPDPBUSD        Z26, Z20, Z8
+	VPDPBUSD        Z26, Z21, Z16
+	VMOVDQU64       ggmlChunkQ3K_2<>+0(SB), Z20
+	VPERMI2D        Z19, Z18, Z20
+	VMOVDQU64       ggmlChunkQ3K_2<>+0(SB), Z21
+	VPERMI2D        Z23, Z22, Z21
+	VMOVDQU64       2176(CX), Z26
+	VPDPBUSD        Z26, Z20, Z1
+	VPDPBUSD        Z26, Z21, Z9
+	VMOVDQU64       2432(CX), Z26
+	VPDPBUSD        Z26, Z20, Z2
+	VPDPBUSD        Z26, Z21, Z10
+	VMOVDQU64       2688(CX), Z26
+	VPDPBUSD        Z26, Z20, Z3
+	VPDPBUSD        Z26, Z21, Z11
+	VMOVDQU64       2944(CX), Z26
+	VPDPBUSD        Z26, Z20, Z4
+	VPDPBUSD        Z26, Z21, Z12
+	VMOVDQU64       3200(CX), Z26
+	VPDPBUSD        Z26, Z20, Z5
+	VPDPBUSD        Z26, Z21, Z13
+	VMOVDQU64       3456(CX), Z26
+	VPDPBUSD        Z26, Z20, Z6
+	VPDPBUSD        Z26, Z21, Z14
+	VMOVDQU64       3712(CX), Z26
+	VPDPBUSD        Z26, Z20, Z7
+	VPDPBUSD        Z26, Z21, Z15
+	VMOVDQU64       3968(CX), Z26
+	VPDPBUSD        Z26, Z20, Z8
+	VPDPBUSD        Z26, Z21, Z16
+	VMOVDQU64       ggmlChunkQ3K_3<>+0(SB), Z20
+	VPERMI2D        Z19, Z18, Z20
+	VMOVDQU64       ggmlChunkQ3K_3<>+0(SB), Z21
+	VPERMI2D        Z23, Z22, Z21
+	VMOVDQU64       2240(CX), Z18
+	VPDPBUSD        Z18, Z20, Z1
+	VPDPBUSD        Z18, Z21, Z9
+	VMOVDQU64       2496(CX), Z18
+	VPDPBUSD        Z18, Z20, Z2
+	VPDPBUSD        Z18, Z21, Z10
+	VMOVDQU64       2752(CX), Z18
+	VPDPBUSD        Z18, Z20, Z3
+	VPDPBUSD        Z18, Z21, Z11
+	VMOVDQU64       3008(CX), Z18
+	VPDPBUSD        Z18, Z20, Z4
+	VPDPBUSD        Z18, Z21, Z12
+	VMOVDQU64       3264(CX), Z18
+	VPDPBUSD        Z18, Z20, Z5
+	VPDPBUSD        Z18, Z21, Z13
+	VMOVDQU64       3520(CX), Z18
+	VPDPBUSD        Z18, Z20, Z6
+	VPDPBUSD        Z18, Z21, Z14
+	VMOVDQU64       3776(CX), Z18
+	VPDPBUSD        Z18, Z20, Z7
+	VPDPBUSD        Z18, Z21, Z15
+	VMOVDQU64       4032(CX), Z18
+	VPDPBUSD        Z18, Z20, Z8
+	VPDPBUSD        Z18, Z21, Z16
+	VMOVDQU64       ggmlPosSub16_1<>+0(SB), Z18
+	VPERMD          (SP), Z18, Z18
+	VPMULLD         Z18, Z1, Z1
+	VPMULLD         Z18, Z2, Z2
+	VPMULLD         Z18, Z3, Z3
+	VPMULLD         Z18, Z4, Z4
+	VPMULLD         Z18, Z5, Z5
+	VPMULLD         Z18, Z6, Z6
+	VPMULLD         Z18, Z7, Z7
+	VPMULLD         Z18, Z8, Z8
+	VPUNPCKLDQ      Z2, Z1, Z18
+	VPUNPCKHDQ      Z2, Z1, Z1
+	VPADDD          Z18, Z1, Z1
+	VPUNPCKLDQ      Z4, Z3, Z18
+	VPUNPCKHDQ      Z4, Z3, Z3
+	VPADDD          Z18, Z3, Z3
+	VPUNPCKLDQ      Z6, Z5, Z18
+	VPUNPCKHDQ      Z6, Z5, Z5
+	VPADDD          Z18, Z5, Z5
+	VPUNPCKLDQ      Z8, Z7, Z18
+	VPUNPCKHDQ      Z8, Z7, Z7
+	VPADDD          Z18, Z7, Z7
+	VPUNPCKLQDQ     Z3, Z1, Z18
+	VPUNPCKHQDQ     Z3, Z1, Z1
+	VPADDD          Z18, Z1, Z1
+	VPUNPCKLQDQ     Z7, Z5, Z18
+	VPUNPCKHQDQ     Z7, Z5, Z5
+	VPADDD          Z18, Z5, Z5
+	VSHUFI32X4      $0x88, Z5, Z1, Z18
+	VSHUFI32X4      $0xdd, Z5, Z1, Z1
+	VPADDD          Z1, Z18, Z18
 	VPBROADCASTD    80(SP), Z19
 	VPMADDWD        256(DX), Z19, Z19
 	VPBROADCASTD    84(SP), Z20
@@ -2858,6 +3432,52 @@ GgmlQ3KA8M16FullAvx512_sb:
 	VCVTDQ2PS       Z18, Z18
 	VMULPS          Z19, Z18, Z18
 	VADDPS          Z18, Z24, Z24
+	VMOVDQU64       ggmlPosSub16_1<>+0(SB), Z18
+	VPERMD          104(SP), Z18, Z18
+	VPMULLD         Z18, Z9, Z9
+	VPMULLD         Z18, Z10, Z10
+	VPMULLD         Z18, Z11, Z11
+	VPMULLD         Z18, Z12, Z12
+	VPMULLD         Z18, Z13, Z13
+	VPMULLD         Z18, Z14, Z14
+	VPMULLD         Z18, Z15, Z15
+	VPMULLD         Z18, Z16, Z16
+	VPUNPCKLDQ      Z10, Z9, Z18
+	VPUNPCKHDQ      Z10, Z9, Z9
+	VPADDD          Z18, Z9, Z9
+	VPUNPCKLDQ      Z12, Z11, Z18
+	VPUNPCKHDQ      Z12, Z11, Z11
+	VPADDD          Z18, Z11, Z11
+	VPUNPCKLDQ      Z14, Z13, Z18
+	VPUNPCKHDQ      Z14, Z13, Z13
+	VPADDD          Z18, Z13, Z13
+	VPUNPCKLDQ      Z16, Z15, Z18
+	VPUNPCKHDQ      Z16, Z15, Z15
+	VPADDD          Z18, Z15, Z15
+	VPUNPCKLQDQ     Z11, Z9, Z18
+	VPUNPCKHQDQ     Z11, Z9, Z9
+	VPADDD          Z18, Z9, Z9
+	VPUNPCKLQDQ     Z15, Z13, Z18
+	VPUNPCKHQDQ     Z15, Z13, Z13
+	VPADDD          Z18, Z13, Z13
+	VSHUFI32X4      $0x88, Z13, Z9, Z18
+	VSHUFI32X4      $0xdd, Z13, Z9, Z9
+	VPADDD          Z9, Z18, Z18
+	VPBROADCASTD    184(SP), Z19
+	VPMADDWD        256(DX), Z19, Z19
+	VPBROADCASTD    188(SP), Z20
+	VPDPWSSD        320(DX), Z20, Z19
+	VPBROADCASTD    192(SP), Z20
+	VPDPWSSD        384(DX), Z20, Z19
+	VPBROADCASTD    196(SP), Z20
+	VPDPWSSD        448(DX), Z20, Z19
+	VPSLLD          $0x02, Z19, Z19
+	VPSUBD          Z19, Z18, Z18
+	VMOVUPS         64(BX), Z19
+	VMULPS.BCST     200(SP), Z19, Z19
+	VCVTDQ2PS       Z18, Z18
+	VMULPS          Z19, Z18, Z18
+	VADDPS          Z18, Z25, Z25
 	ADDQ            $0x0000006e, AX
 	ADDQ            $0x00001000, CX
 	ADDQ            $0x00000200, DX
@@ -2866,15 +3486,17 @@ GgmlQ3KA8M16FullAvx512_sb:
 	JNZ             GgmlQ3KA8M16FullAvx512_sb
 	MOVQ            out+72(FP), AX
 	VMOVUPS         Z24, (AX)
+	VMOVUPS         Z25, 64(AX)
 	MOVQ            out+72(FP), AX
-	ADDQ            $0x00000040, AX
+	ADDQ            $0x00000080, AX
 	MOVQ            AX, out+72(FP)
 	MOVQ            stride+8(FP), AX
+	SHLQ            $0x01, AX
 	MOVQ            w+0(FP), CX
 	ADDQ            AX, CX
 	MOVQ            CX, w+0(FP)
 	MOVQ            rows+16(FP), AX
-	DECQ            AX
+	SUBQ            $0x02, AX
 	MOVQ            AX, rows+16(FP)
 	JNZ             GgmlQ3KA8M16FullAvx512_row
 	VZEROUPPER
@@ -3473,7 +4095,7 @@ GgmlQ4KA8R4Avx512_unit:
 
 // func GgmlQ4KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
-TEXT ·GgmlQ4KA8M16Avx512(SB), NOSPLIT, $104-80
+TEXT ·GgmlQ4KA8M16Avx512(SB), NOSPLIT, $208-80
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Z0
@@ -3773,7 +4395,7 @@ GgmlQ4KA8M16Avx512_h1_done:
 	ADDQ         AX, CX
 	MOVQ         CX, w+0(FP)
 	MOVQ         rows+16(FP), AX
-	DECQ         AX
+	SUBQ         $0x01, AX
 	MOVQ         AX, rows+16(FP)
 	JNZ          GgmlQ4KA8M16Avx512_row
 	VZEROUPPER
@@ -3889,7 +4511,7 @@ GLOBL ggmlPosSub32_1<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ4KA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
-TEXT ·GgmlQ4KA8M16FullAvx512(SB), NOSPLIT, $104-80
+TEXT ·GgmlQ4KA8M16FullAvx512(SB), NOSPLIT, $208-80
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Z0
@@ -3897,6 +4519,7 @@ TEXT ·GgmlQ4KA8M16FullAvx512(SB), NOSPLIT, $104-80
 GgmlQ4KA8M16FullAvx512_row:
 	MOVQ    out+72(FP), AX
 	VMOVUPS (AX), Z23
+	VMOVUPS 64(AX), Z24
 	MOVQ    w+0(FP), AX
 	MOVQ    act+32(FP), CX
 	MOVQ    sums+48(FP), DX
@@ -3905,65 +4528,109 @@ GgmlQ4KA8M16FullAvx512_row:
 
 GgmlQ4KA8M16FullAvx512_sb:
 	MOVQ         stride+8(FP), DI
-	SHLQ         $0x02, DI
-	ADDQ         AX, DI
-	PREFETCHT0   (DI)
-	PREFETCHT0   64(DI)
-	PREFETCHT0   128(DI)
-	PREFETCHT0   143(DI)
+	MOVQ         DI, R8
+	SHLQ         $0x02, R8
+	ADDQ         AX, R8
+	PREFETCHT0   (R8)
+	PREFETCHT0   64(R8)
+	PREFETCHT0   128(R8)
+	PREFETCHT0   143(R8)
+	PREFETCHT0   (R8)(DI*1)
+	PREFETCHT0   64(R8)(DI*1)
+	PREFETCHT0   128(R8)(DI*1)
+	PREFETCHT0   143(R8)(DI*1)
 	PREFETCHT0   144(AX)
 	PREFETCHT0   208(AX)
 	PREFETCHT0   272(AX)
 	PREFETCHT0   287(AX)
-	MOVL         4(AX), DI
-	MOVL         8(AX), R8
-	MOVL         12(AX), R9
-	MOVL         DI, R10
-	ANDL         $0x3f3f3f3f, R10
+	PREFETCHT0   144(AX)(DI*1)
+	PREFETCHT0   208(AX)(DI*1)
+	PREFETCHT0   272(AX)(DI*1)
+	PREFETCHT0   287(AX)(DI*1)
+	MOVL         4(AX), R8
+	MOVL         8(AX), R9
+	MOVL         12(AX), R10
 	MOVL         R8, R11
 	ANDL         $0x3f3f3f3f, R11
 	MOVL         R9, R12
-	ANDL         $0x0f0f0f0f, R12
-	SHRL         $0x06, DI
-	ANDL         $0x03030303, DI
-	SHLL         $0x04, DI
-	ORL          DI, R12
-	SHRL         $0x04, R9
-	ANDL         $0x0f0f0f0f, R9
-	MOVL         R8, DI
-	SHRL         $0x06, DI
-	ANDL         $0x03030303, DI
-	SHLL         $0x04, DI
-	ORL          R9, DI
-	MOVL         R12, R8
+	ANDL         $0x3f3f3f3f, R12
+	MOVL         R10, R13
+	ANDL         $0x0f0f0f0f, R13
+	SHRL         $0x06, R8
+	ANDL         $0x03030303, R8
+	SHLL         $0x04, R8
+	ORL          R8, R13
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R9, R8
+	SHRL         $0x06, R8
+	ANDL         $0x03030303, R8
+	SHLL         $0x04, R8
+	ORL          R10, R8
+	MOVL         R13, R9
+	SHLQ         $0x20, R9
+	ORQ          R11, R9
 	SHLQ         $0x20, R8
-	ORQ          R10, R8
-	SHLQ         $0x20, DI
-	ORQ          R11, DI
-	VMOVQ        R8, X1
-	VMOVQ        DI, X2
+	ORQ          R12, R8
+	VMOVQ        R9, X1
+	VMOVQ        R8, X2
 	VPMOVZXBW    X1, X1
 	VPMOVZXBW    X2, X2
 	VMOVDQU64    X2, 64(SP)
-	VPMOVSXWD    X1, Y24
-	VMOVDQU64    Z24, (SP)
+	VPMOVSXWD    X1, Y25
+	VMOVDQU64    Z25, (SP)
 	VPBROADCASTW (AX), X1
 	VCVTPH2PS    X1, X1
 	VMOVSS       X1, 96(SP)
 	VPBROADCASTW 2(AX), X1
 	VCVTPH2PS    X1, X1
 	VMOVSS       X1, 100(SP)
+	MOVL         4(AX)(DI*1), R8
+	MOVL         8(AX)(DI*1), R9
+	MOVL         12(AX)(DI*1), R10
+	MOVL         R8, R11
+	ANDL         $0x3f3f3f3f, R11
+	MOVL         R9, R12
+	ANDL         $0x3f3f3f3f, R12
+	MOVL         R10, R13
+	ANDL         $0x0f0f0f0f, R13
+	SHRL         $0x06, R8
+	ANDL         $0x03030303, R8
+	SHLL         $0x04, R8
+	ORL          R8, R13
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R9, R8
+	SHRL         $0x06, R8
+	ANDL         $0x03030303, R8
+	SHLL         $0x04, R8
+	ORL          R10, R8
+	MOVL         R13, R9
+	SHLQ         $0x20, R9
+	ORQ          R11, R9
+	SHLQ         $0x20, R8
+	ORQ          R12, R8
+	VMOVQ        R9, X1
+	VMOVQ        R8, X2
+	VPMOVZXBW    X1, X1
+	VPMOVZXBW    X2, X2
+	VMOVDQU64    X2, 168(SP)
+	VPMOVSXWD    X1, Y25
+	VMOVDQU64    Z25, 104(SP)
+	VPBROADCASTW (AX)(DI*1), X1
+	VCVTPH2PS    X1, X1
+	VMOVSS       X1, 200(SP)
+	VPBROADCASTW 2(AX)(DI*1), X1
+	VCVTPH2PS    X1, X1
+	VMOVSS       X1, 204(SP)
 	VPSRLW       $0x04, 16(AX), Z2
 	VPANDD       16(AX), Z0, Z1
 	VPANDD       Z2, Z0, Z2
-	VMOVDQU64    ggmlChunkQ4K_0<>+0(SB), Z3
-	VPERMI2D     Z2, Z1, Z3
-	VMOVDQU64    ggmlChunkQ4K_1<>+0(SB), Z4
-	VPERMI2D     Z2, Z1, Z4
-	VMOVDQU64    ggmlChunkQ4K_2<>+0(SB), Z5
-	VPERMI2D     Z2, Z1, Z5
-	VMOVDQU64    ggmlChunkQ4K_3<>+0(SB), Z6
-	VPERMI2D     Z2, Z1, Z6
+	VPSRLW       $0x04, 16(AX)(DI*1), Z22
+	VPANDD       16(AX)(DI*1), Z0, Z21
+	VPANDD       Z22, Z0, Z22
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
 	VPXORD       Z7, Z7, Z7
 	VPXORD       Z8, Z8, Z8
 	VPXORD       Z9, Z9, Z9
@@ -3972,131 +4639,169 @@ GgmlQ4KA8M16FullAvx512_sb:
 	VPXORD       Z12, Z12, Z12
 	VPXORD       Z13, Z13, Z13
 	VPXORD       Z14, Z14, Z14
-	VPDPBUSD     (CX), Z3, Z7
-	VPDPBUSD     64(CX), Z4, Z7
-	VPDPBUSD     128(CX), Z5, Z7
-	VPDPBUSD     192(CX), Z6, Z7
-	VPDPBUSD     256(CX), Z3, Z8
-	VPDPBUSD     320(CX), Z4, Z8
-	VPDPBUSD     384(CX), Z5, Z8
-	VPDPBUSD     448(CX), Z6, Z8
-	VPDPBUSD     512(CX), Z3, Z9
-	VPDPBUSD     576(CX), Z4, Z9
-	VPDPBUSD     640(CX), Z5, Z9
-	VPDPBUSD     704(CX), Z6, Z9
-	VPDPBUSD     768(CX), Z3, Z10
-	VPDPBUSD     832(CX), Z4, Z10
-	VPDPBUSD     896(CX), Z5, Z10
-	VPDPBUSD     960(CX), Z6, Z10
-	VPDPBUSD     1024(CX), Z3, Z11
-	VPDPBUSD     1088(CX), Z4, Z11
-	VPDPBUSD     1152(CX), Z5, Z11
-	VPDPBUSD     1216(CX), Z6, Z11
-	VPDPBUSD     1280(CX), Z3, Z12
-	VPDPBUSD     1344(CX), Z4, Z12
-	VPDPBUSD     1408(CX), Z5, Z12
-	VPDPBUSD     1472(CX), Z6, Z12
-	VPDPBUSD     1536(CX), Z3, Z13
-	VPDPBUSD     1600(CX), Z4, Z13
-	VPDPBUSD     1664(CX), Z5, Z13
-	VPDPBUSD     1728(CX), Z6, Z13
-	VPDPBUSD     1792(CX), Z3, Z14
-	VPDPBUSD     1856(CX), Z4, Z14
-	VPDPBUSD     1920(CX), Z5, Z14
-	VPDPBUSD     1984(CX), Z6, Z14
-	VPSRLW       $0x04, 80(AX), Z2
-	VPANDD       80(AX), Z0, Z1
-	VPANDD       Z2, Z0, Z2
-	VMOVDQU64    ggmlChunkQ4K_0<>+0(SB), Z3
-	VPERMI2D     Z2, Z1, Z3
-	VMOVDQU64    ggmlChunkQ4K_1<>+0(SB), Z4
-	VPERMI2D     Z2, Z1, Z4
-	VMOVDQU64    ggmlChunkQ4K_2<>+0(SB), Z5
-	VPERMI2D     Z2, Z1, Z5
-	VMOVDQU64    ggmlChunkQ4K_3<>+0(SB), Z6
-	VPERMI2D     Z2, Z1, Z6
 	VPXORD       Z15, Z15, Z15
 	VPXORD       Z16, Z16, Z16
 	VPXORD       Z17, Z17, Z17
 	VPXORD       Z18, Z18, Z18
 	VPXORD       Z19, Z19, Z19
 	VPXORD       Z20, Z20, Z20
-	VPXORD       Z21, Z21, Z21
-	VPXORD       Z22, Z22, Z22
-	VPDPBUSD     2048(CX), Z3, Z15
+	VMOVDQU64    ggmlChunkQ4K_0<>+0(SB), Z3
+	VPERMI2D     Z2, Z1, Z3
+	VMOVDQU64    ggmlChunkQ4K_0<>+0(SB), Z4
+	VPERMI2D     Z22, Z21, Z4
+	VMOVDQU64    (CX), Z26
+	VPDPBUSD     Z26, Z3, Z5
+	VPDPBUSD     Z26, Z4, Z13
+	VMOVDQU64    256(CX), Z26
+	VPDPBUSD     Z26, Z3, Z6
+	VPDPBUSD     Z26, Z4, Z14
+	VMOVDQU64    512(CX), Z26
+	VPDPBUSD     Z26, Z3, Z7
+	VPDPBUSD     Z26, Z4, Z15
+	VMOVDQU64    768(CX), Z26
+	VPDPBUSD     Z26, Z3, Z8
+	VPDPBUSD     Z26, Z4, Z16
+	VMOVDQU64    1024(CX), Z26
+	VPDPBUSD     Z26, Z3, Z9
+	VPDPBUSD     Z26, Z4, Z17
+	VMOVDQU64    1280(CX), Z26
+	VPDPBUSD     Z26, Z3, Z10
+	VPDPBUSD     Z26, Z4, Z18
+	VMOVDQU64    1536(CX), Z26
+	VPDPBUSD     Z26, Z3, Z11
+	VPDPBUSD     Z26, Z4, Z19
+	VMOVDQU64    1792(CX), Z26
+	VPDPBUSD     Z26, Z3, Z12
+	VPDPBUSD     Z26, Z4, Z20
+	VMOVDQU64    ggmlChunkQ4K_1<>+0(SB), Z3
+	VPERMI2D     Z2, Z1, Z3
+	VMOVDQU64    ggmlChunkQ4K_1<>+0(SB), Z4
+	VPERMI2D     Z22, Z21, Z4
+	VMOVDQU64    64(CX), Z26
+	VPDPBUSD     Z26, Z3, Z5
+	VPDPBUSD     Z26, Z4, Z13
+	VMOVDQU64    320(CX), Z26
+	VPDPBUSD     Z26, Z3, Z6
+	VPDPBUSD     Z26, Z4, Z14
+	VMOVDQU64    576(CX), Z26
+	VPDPBUSD     Z26, Z3, Z7
+	VPDPBUSD     Z26, Z4, Z15
+	VMOVDQU64    832(CX), Z26
+	VPDPBUSD     Z26, Z3, Z8
+	VPDPBUSD     Z26, Z4, Z16
+	VMOVDQU64    1088(CX), Z26
+	VPDPBUSD     Z26, Z3, Z9
+	VPDPBUSD     Z26, Z4, Z17
+	VMOVDQU64    1344(CX), Z26
+	VPDPBUSD     Z26, Z3, Z10
+	VPDPBUSD     Z26, Z4, Z18
+	VMOVDQU64    1600(CX), Z26
+	VPDPBUSD     Z26, Z3, Z11
+	VPDPBUSD     Z26, Z4, Z19
+	VMOVDQU64    1856(CX), Z26
+	VPDPBUSD     Z26, Z3, Z12
+	VPDPBUSD     Z26, Z4, Z20
+	VMOVDQU64    ggmlChunkQ4K_2<>+0(SB), Z3
+	VPERMI2D     Z2, Z1, Z3
+	VMOVDQU64    ggmlChunkQ4K_2<>+0(SB), Z4
+	VPERMI2D     Z22, Z21, Z4
+	VMOVDQU64    128(CX), Z26
+	VPDPBUSD     Z26, Z3, Z5
+	VPDPBUSD     Z26, Z4, Z13
+	VMOVDQU64    384(CX), Z26
+	VPDPBUSD     Z26, Z3, Z6
+	VPDPBUSD     Z26, Z4, Z14
+	VMOVDQU64    640(CX), Z26
+	VPDPBUSD     Z26, Z3, Z7
+	VPDPBUSD     Z26, Z4, Z15
+	VMOVDQU64    896(CX), Z26
+	VPDPBUSD     Z26, Z3, Z8
+	VPDPBUSD     Z26, Z4, Z16
+	VMOVDQU64    1152(CX), Z26
+	VPDPBUSD     Z26, Z3, Z9
+	VPDPBUSD     Z26, Z4, Z17
+	VMOVDQU64    1408(CX), Z26
+	VPDPBUSD     Z26, Z3, Z10
+	VPDPBUSD     Z26, Z4, Z18
+	VMOVDQU64    1664(CX), Z26
+	VPDPBUSD     Z26, Z3, Z11
+	VPDPBUSD     Z26, Z4, Z19
+	VMOVDQU64    1920(CX), Z26
+	VPDPBUSD     Z26, Z3, Z12
+	VPDPBUSD     Z26, Z4, Z20
+	VMOVDQU64    ggmlChunkQ4K_3<>+0(SB), Z3
+	VPERMI2D     Z2, Z1, Z3
+	VMOVDQU64    ggmlChunkQ4K_3<>+0(SB), Z4
+	VPERMI2D     Z22, Z21, Z4
+	VMOVDQU64    192(CX), Z1
+	VPDPBUSD     Z1, Z3, Z5
+	VPDPBUSD     Z1, Z4, Z13
+	VMOVDQU64    448(CX), Z1
+	VPDPBUSD     Z1, Z3, Z6
+	VPDPBUSD     Z1, Z4, Z14
+	VMOVDQU64    704(CX), Z1
+	VPDPBUSD     Z1, Z3, Z7
+	VPDPBUSD     Z1, Z4, Z15
+	VMOVDQU64    960(CX), Z1
+	VPDPBUSD     Z1, Z3, Z8
+	VPDPBUSD     Z1, Z4, Z16
+	VMOVDQU64    1216(CX), Z1
+	VPDPBUSD     Z1, Z3, Z9
+	VPDPBUSD     Z1, Z4, Z17
+	VMOVDQU64    1472(CX), Z1
+	VPDPBUSD     Z1, Z3, Z10
+	VPDPBUSD     Z1, Z4, Z18
+	VMOVDQU64    1728(CX), Z1
+	VPDPBUSD     Z1, Z3, Z11
+	VPDPBUSD     Z1, Z4, Z19
+	VMOVDQU64    1984(CX), Z1
+	VPDPBUSD     Z1, Z3, Z12
+	VPDPBUSD     Z1, Z4, Z20
 	VMOVDQU64    ggmlPosSub32_0<>+0(SB), Z1
 	VPERMD       (SP), Z1, Z1
-	VPDPBUSD     2112(CX), Z4, Z15
+	VPUNPCKLDQ   Z6, Z5, Z2
+	VPUNPCKHDQ   Z6, Z5, Z5
+	VPADDD       Z2, Z5, Z5
 	VPUNPCKLDQ   Z8, Z7, Z2
-	VPDPBUSD     2176(CX), Z5, Z15
 	VPUNPCKHDQ   Z8, Z7, Z7
-	VPDPBUSD     2240(CX), Z6, Z15
 	VPADDD       Z2, Z7, Z7
 	VPUNPCKLDQ   Z10, Z9, Z2
-	VPDPBUSD     2304(CX), Z3, Z16
 	VPUNPCKHDQ   Z10, Z9, Z9
-	VPDPBUSD     2368(CX), Z4, Z16
 	VPADDD       Z2, Z9, Z9
-	VPDPBUSD     2432(CX), Z5, Z16
 	VPUNPCKLDQ   Z12, Z11, Z2
-	VPDPBUSD     2496(CX), Z6, Z16
 	VPUNPCKHDQ   Z12, Z11, Z11
 	VPADDD       Z2, Z11, Z11
-	VPDPBUSD     2560(CX), Z3, Z17
-	VPUNPCKLDQ   Z14, Z13, Z2
-	VPDPBUSD     2624(CX), Z4, Z17
-	VPUNPCKHDQ   Z14, Z13, Z13
-	VPDPBUSD     2688(CX), Z5, Z17
-	VPADDD       Z2, Z13, Z13
-	VPDPBUSD     2752(CX), Z6, Z17
+	VPMULLD      Z1, Z5, Z5
 	VPMULLD      Z1, Z7, Z7
 	VPMULLD      Z1, Z9, Z9
-	VPDPBUSD     2816(CX), Z3, Z18
 	VPMULLD      Z1, Z11, Z11
-	VPDPBUSD     2880(CX), Z4, Z18
-	VPMULLD      Z1, Z13, Z13
-	VPDPBUSD     2944(CX), Z5, Z18
-	VPUNPCKLQDQ  Z9, Z7, Z1
-	VPDPBUSD     3008(CX), Z6, Z18
-	VPUNPCKHQDQ  Z9, Z7, Z7
-	VPADDD       Z1, Z7, Z7
-	VPDPBUSD     3072(CX), Z3, Z19
-	VPUNPCKLQDQ  Z13, Z11, Z1
-	VPDPBUSD     3136(CX), Z4, Z19
-	VPUNPCKHQDQ  Z13, Z11, Z11
-	VPDPBUSD     3200(CX), Z5, Z19
-	VPADDD       Z1, Z11, Z11
-	VPDPBUSD     3264(CX), Z6, Z19
-	VSHUFI32X4   $0x88, Z11, Z7, Z1
-	VSHUFI32X4   $0xdd, Z11, Z7, Z7
-	VPDPBUSD     3328(CX), Z3, Z20
-	VPADDD       Z7, Z1, Z1
-	VPDPBUSD     3392(CX), Z4, Z20
+	VPUNPCKLQDQ  Z7, Z5, Z1
+	VPUNPCKHQDQ  Z7, Z5, Z5
+	VPADDD       Z1, Z5, Z5
+	VPUNPCKLQDQ  Z11, Z9, Z1
+	VPUNPCKHQDQ  Z11, Z9, Z9
+	VPADDD       Z1, Z9, Z9
+	VSHUFI32X4   $0x88, Z9, Z5, Z1
+	VSHUFI32X4   $0xdd, Z9, Z5, Z5
+	VPADDD       Z5, Z1, Z1
 	VPBROADCASTD 64(SP), Z2
-	VPDPBUSD     3456(CX), Z5, Z20
 	VPMADDWD     (DX), Z2, Z2
-	VPDPBUSD     3520(CX), Z6, Z20
-	VPBROADCASTD 68(SP), Z25
-	VPDPWSSD     64(DX), Z25, Z2
-	VPDPBUSD     3584(CX), Z3, Z21
-	VMOVUPS      (BX), Z25
-	VPDPBUSD     3648(CX), Z4, Z21
-	VMULPS.BCST  96(SP), Z25, Z26
-	VPDPBUSD     3712(CX), Z5, Z21
+	VPBROADCASTD 68(SP), Z3
+	VPDPWSSD     64(DX), Z3, Z2
+	VMOVUPS      (BX), Z3
+	VMULPS.BCST  96(SP), Z3, Z4
 	VCVTDQ2PS    Z1, Z1
-	VPDPBUSD     3776(CX), Z6, Z21
-	VMULPS       Z26, Z1, Z1
+	VMULPS       Z4, Z1, Z1
 	VADDPS       Z1, Z23, Z23
-	VPDPBUSD     3840(CX), Z3, Z22
-	VMULPS.BCST  100(SP), Z25, Z1
-	VPDPBUSD     3904(CX), Z4, Z22
+	VMULPS.BCST  100(SP), Z3, Z1
 	VCVTDQ2PS    Z2, Z2
-	VPDPBUSD     3968(CX), Z5, Z22
 	VMULPS       Z1, Z2, Z2
-	VPDPBUSD     4032(CX), Z6, Z22
 	VSUBPS       Z2, Z23, Z23
-	VMOVDQU64    ggmlPosSub32_1<>+0(SB), Z1
-	VPERMD       (SP), Z1, Z1
+	VMOVDQU64    ggmlPosSub32_0<>+0(SB), Z1
+	VPERMD       104(SP), Z1, Z1
+	VPUNPCKLDQ   Z14, Z13, Z2
+	VPUNPCKHDQ   Z14, Z13, Z13
+	VPADDD       Z2, Z13, Z13
 	VPUNPCKLDQ   Z16, Z15, Z2
 	VPUNPCKHDQ   Z16, Z15, Z15
 	VPADDD       Z2, Z15, Z15
@@ -4106,22 +4811,193 @@ GgmlQ4KA8M16FullAvx512_sb:
 	VPUNPCKLDQ   Z20, Z19, Z2
 	VPUNPCKHDQ   Z20, Z19, Z19
 	VPADDD       Z2, Z19, Z19
-	VPUNPCKLDQ   Z22, Z21, Z2
-	VPUNPCKHDQ   Z22, Z21, Z21
-	VPADDD       Z2, Z21, Z21
+	VPMULLD      Z1, Z13, Z13
 	VPMULLD      Z1, Z15, Z15
 	VPMULLD      Z1, Z17, Z17
 	VPMULLD      Z1, Z19, Z19
-	VPMULLD      Z1, Z21, Z21
-	VPUNPCKLQDQ  Z17, Z15, Z1
-	VPUNPCKHQDQ  Z17, Z15, Z15
-	VPADDD       Z1, Z15, Z15
-	VPUNPCKLQDQ  Z21, Z19, Z1
-	VPUNPCKHQDQ  Z21, Z19, Z19
-	VPADDD       Z1, Z19, Z19
-	VSHUFI32X4   $0x88, Z19, Z15, Z1
-	VSHUFI32X4   $0xdd, Z19, Z15, Z15
-	VPADDD       Z15, Z1, Z1
+	VPUNPCKLQDQ  Z15, Z13, Z1
+	VPUNPCKHQDQ  Z15, Z13, Z13
+	VPADDD       Z1, Z13, Z13
+	VPUNPCKLQDQ  Z19, Z17, Z1
+	VPUNPCKHQDQ  Z19, Z17, Z17
+	VPADDD       Z1, Z17, Z17
+	VSHUFI32X4   $0x88, Z17, Z13, Z1
+	VSHUFI32X4   $0xdd, Z17, Z13, Z13
+	VPADDD       Z13, Z1, Z1
+	VPBROADCASTD 168(SP), Z2
+	VPMADDWD     (DX), Z2, Z2
+	VPBROADCASTD 172(SP), Z3
+	VPDPWSSD     64(DX), Z3, Z2
+	VMOVUPS      (BX), Z3
+	VMULPS.BCST  200(SP), Z3, Z4
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       Z4, Z1, Z1
+	VADDPS       Z1, Z24, Z24
+	VMULPS.BCST  204(SP), Z3, Z1
+	VCVTDQ2PS    Z2, Z2
+	VMULPS       Z1, Z2, Z2
+	VSUBPS       Z2, Z24, Z24
+	VPSRLW       $0x04, 80(AX), Z2
+	VPANDD       80(AX), Z0, Z1
+	VPANDD       Z2, Z0, Z2
+	VPSRLW       $0x04, 80(AX)(DI*1), Z22
+	VPANDD       80(AX)(DI*1), Z0, Z21
+	VPANDD       Z22, Z0, Z22
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
+	VPXORD       Z16, Z16, Z16
+	VPXORD       Z17, Z17, Z17
+	VPXORD       Z18, Z18, Z18
+	VPXORD       Z19, Z19, Z19
+	VPXORD       Z20, Z20, Z20
+	VMOVDQU64    ggmlChunkQ4K_0<>+0(SB), Z3
+	VPERMI2D     Z2, Z1, Z3
+	VMOVDQU64    ggmlChunkQ4K_0<>+0(SB), Z4
+	VPERMI2D     Z22, Z21, Z4
+	VMOVDQU64    2048(CX), Z26
+	VPDPBUSD     Z26, Z3, Z5
+	VPDPBUSD     Z26, Z4, Z13
+	VMOVDQU64    2304(CX), Z26
+	VPDPBUSD     Z26, Z3, Z6
+	VPDPBUSD     Z26, Z4, Z14
+	VMOVDQU64    2560(CX), Z26
+	VPDPBUSD     Z26, Z3, Z7
+	VPDPBUSD     Z26, Z4, Z15
+	VMOVDQU64    2816(CX), Z26
+	VPDPBUSD     Z26, Z3, Z8
+	VPDPBUSD     Z26, Z4, Z16
+	VMOVDQU64    3072(CX), Z26
+	VPDPBUSD     Z26, Z3, Z9
+	VPDPBUSD     Z26, Z4, Z17
+	VMOVDQU64    3328(CX), Z26
+	VPDPBUSD     Z26, Z3, Z10
+	VPDPBUSD     Z26, Z4, Z18
+	VMOVDQU64    3584(CX), Z26
+	VPDPBUSD     Z26, Z3, Z11
+	VPDPBUSD     Z26, Z4, Z19
+	VMOVDQU64    3840(CX), Z26
+	VPDPBUSD     Z26, Z3, Z12
+	VPDPBUSD     Z26, Z4, Z20
+	VMOVDQU64    ggmlChunkQ4K_1<>+0(SB), Z3
+	VPERMI2D     Z2, Z1, Z3
+	VMOVDQU64    ggmlChunkQ4K_1<>+0(SB), Z4
+	VPERMI2D     Z22, Z21, Z4
+	VMOVDQU64    2112(CX), Z26
+	VPDPBUSD     Z26, Z3, Z5
+	VPDPBUSD     Z26, Z4, Z13
+	VMOVDQU64    2368(CX), Z26
+	VPDPBUSD     Z26, Z3, Z6
+	VPDPBUSD     Z26, Z4, Z14
+	VMOVDQU64    2624(CX), Z26
+	VPDPBUSD     Z26, Z3, Z7
+	VPDPBUSD     Z26, Z4, Z15
+	VMOVDQU64    2880(CX), Z26
+	VPDPBUSD     Z26, Z3, Z8
+	VPDPBUSD     Z26, Z4, Z16
+	VMOVDQU64    3136(CX), Z26
+	VPDPBUSD     Z26, Z3, Z9
+	VPDPBUSD     Z26, Z4, Z17
+	VMOVDQU64    3392(CX), Z26
+	VPDPBUSD     Z26, Z3, Z10
+	VPDPBUSD     Z26, Z4, Z18
+	VMOVDQU64    3648(CX), Z26
+	VPDPBUSD     Z26, Z3, Z11
+	VPDPBUSD     Z26, Z4, Z19
+	VMOVDQU64    3904(CX), Z26
+	VPDPBUSD     Z26, Z3, Z12
+	VPDPBUSD     Z26, Z4, Z20
+	VMOVDQU64    ggmlChunkQ4K_2<>+0(SB), Z3
+	VPERMI2D     Z2, Z1, Z3
+	VMOVDQU64    ggmlChunkQ4K_2<>+0(SB), Z4
+	VPERMI2D     Z22, Z21, Z4
+	VMOVDQU64    2176(CX), Z26
+	VPDPBUSD     Z26, Z3, Z5
+	VPDPBUSD     Z26, Z4, Z13
+	VMOVDQU64    2432(CX), Z26
+	VPDPBUSD     Z26, Z3, Z6
+	VPDPBUSD     Z26, Z4, Z14
+	VMOVDQU64    2688(CX), Z26
+	VPDPBUSD     Z26, Z3, Z7
+	VPDPBUSD     Z26, Z4, Z15
+	VMOVDQU64    2944(CX), Z26
+	VPDPBUSD     Z26, Z3, Z8
+	VPDPBUSD     Z26, Z4, Z16
+	VMOVDQU64    3200(CX), Z26
+	VPDPBUSD     Z26, Z3, Z9
+	VPDPBUSD     Z26, Z4, Z17
+	VMOVDQU64    3456(CX), Z26
+	VPDPBUSD     Z26, Z3, Z10
+	VPDPBUSD     Z26, Z4, Z18
+	VMOVDQU64    3712(CX), Z26
+	VPDPBUSD     Z26, Z3, Z11
+	VPDPBUSD     Z26, Z4, Z19
+	VMOVDQU64    3968(CX), Z26
+	VPDPBUSD     Z26, Z3, Z12
+	VPDPBUSD     Z26, Z4, Z20
+	VMOVDQU64    ggmlChunkQ4K_3<>+0(SB), Z3
+	VPERMI2D     Z2, Z1, Z3
+	VMOVDQU64    ggmlChunkQ4K_3<>+0(SB), Z4
+	VPERMI2D     Z22, Z21, Z4
+	VMOVDQU64    2240(CX), Z1
+	VPDPBUSD     Z1, Z3, Z5
+	VPDPBUSD     Z1, Z4, Z13
+	VMOVDQU64    2496(CX), Z1
+	VPDPBUSD     Z1, Z3, Z6
+	VPDPBUSD     Z1, Z4, Z14
+	VMOVDQU64    2752(CX), Z1
+	VPDPBUSD     Z1, Z3, Z7
+	VPDPBUSD     Z1, Z4, Z15
+	VMOVDQU64    3008(CX), Z1
+	VPDPBUSD     Z1, Z3, Z8
+	VPDPBUSD     Z1, Z4, Z16
+	VMOVDQU64    3264(CX), Z1
+	VPDPBUSD     Z1, Z3, Z9
+	VPDPBUSD     Z1, Z4, Z17
+	VMOVDQU64    3520(CX), Z1
+	VPDPBUSD     Z1, Z3, Z10
+	VPDPBUSD     Z1, Z4, Z18
+	VMOVDQU64    3776(CX), Z1
+	VPDPBUSD     Z1, Z3, Z11
+	VPDPBUSD     Z1, Z4, Z19
+	VMOVDQU64    4032(CX), Z1
+	VPDPBUSD     Z1, Z3, Z12
+	VPDPBUSD     Z1, Z4, Z20
+	VMOVDQU64    ggmlPosSub32_1<>+0(SB), Z1
+	VPERMD       (SP), Z1, Z1
+	VPUNPCKLDQ   Z6, Z5, Z2
+	VPUNPCKHDQ   Z6, Z5, Z5
+	VPADDD       Z2, Z5, Z5
+	VPUNPCKLDQ   Z8, Z7, Z2
+	VPUNPCKHDQ   Z8, Z7, Z7
+	VPADDD       Z2, Z7, Z7
+	VPUNPCKLDQ   Z10, Z9, Z2
+	VPUNPCKHDQ   Z10, Z9, Z9
+	VPADDD       Z2, Z9, Z9
+	VPUNPCKLDQ   Z12, Z11, Z2
+	VPUNPCKHDQ   Z12, Z11, Z11
+	VPADDD       Z2, Z11, Z11
+	VPMULLD      Z1, Z5, Z5
+	VPMULLD      Z1, Z7, Z7
+	VPMULLD      Z1, Z9, Z9
+	VPMULLD      Z1, Z11, Z11
+	VPUNPCKLQDQ  Z7, Z5, Z1
+	VPUNPCKHQDQ  Z7, Z5, Z5
+	VPADDD       Z1, Z5, Z5
+	VPUNPCKLQDQ  Z11, Z9, Z1
+	VPUNPCKHQDQ  Z11, Z9, Z9
+	VPADDD       Z1, Z9, Z9
+	VSHUFI32X4   $0x88, Z9, Z5, Z1
+	VSHUFI32X4   $0xdd, Z9, Z5, Z5
+	VPADDD       Z5, Z1, Z1
 	VPBROADCASTD 72(SP), Z2
 	VPMADDWD     128(DX), Z2, Z2
 	VPBROADCASTD 76(SP), Z3
@@ -4135,6 +5011,46 @@ GgmlQ4KA8M16FullAvx512_sb:
 	VCVTDQ2PS    Z2, Z2
 	VMULPS       Z1, Z2, Z2
 	VSUBPS       Z2, Z23, Z23
+	VMOVDQU64    ggmlPosSub32_1<>+0(SB), Z1
+	VPERMD       104(SP), Z1, Z1
+	VPUNPCKLDQ   Z14, Z13, Z2
+	VPUNPCKHDQ   Z14, Z13, Z13
+	VPADDD       Z2, Z13, Z13
+	VPUNPCKLDQ   Z16, Z15, Z2
+	VPUNPCKHDQ   Z16, Z15, Z15
+	VPADDD       Z2, Z15, Z15
+	VPUNPCKLDQ   Z18, Z17, Z2
+	VPUNPCKHDQ   Z18, Z17, Z17
+	VPADDD       Z2, Z17, Z17
+	VPUNPCKLDQ   Z20, Z19, Z2
+	VPUNPCKHDQ   Z20, Z19, Z19
+	VPADDD       Z2, Z19, Z19
+	VPMULLD      Z1, Z13, Z13
+	VPMULLD      Z1, Z15, Z15
+	VPMULLD      Z1, Z17, Z17
+	VPMULLD      Z1, Z19, Z19
+	VPUNPCKLQDQ  Z15, Z13, Z1
+	VPUNPCKHQDQ  Z15, Z13, Z13
+	VPADDD       Z1, Z13, Z13
+	VPUNPCKLQDQ  Z19, Z17, Z1
+	VPUNPCKHQDQ  Z19, Z17, Z17
+	VPADDD       Z1, Z17, Z17
+	VSHUFI32X4   $0x88, Z17, Z13, Z1
+	VSHUFI32X4   $0xdd, Z17, Z13, Z13
+	VPADDD       Z13, Z1, Z1
+	VPBROADCASTD 176(SP), Z2
+	VPMADDWD     128(DX), Z2, Z2
+	VPBROADCASTD 180(SP), Z3
+	VPDPWSSD     192(DX), Z3, Z2
+	VMOVUPS      64(BX), Z3
+	VMULPS.BCST  200(SP), Z3, Z4
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       Z4, Z1, Z1
+	VADDPS       Z1, Z24, Z24
+	VMULPS.BCST  204(SP), Z3, Z1
+	VCVTDQ2PS    Z2, Z2
+	VMULPS       Z1, Z2, Z2
+	VSUBPS       Z2, Z24, Z24
 	ADDQ         $0x00000090, AX
 	ADDQ         $0x00001000, CX
 	ADDQ         $0x00000100, DX
@@ -4143,15 +5059,17 @@ GgmlQ4KA8M16FullAvx512_sb:
 	JNZ          GgmlQ4KA8M16FullAvx512_sb
 	MOVQ         out+72(FP), AX
 	VMOVUPS      Z23, (AX)
+	VMOVUPS      Z24, 64(AX)
 	MOVQ         out+72(FP), AX
-	ADDQ         $0x00000040, AX
+	ADDQ         $0x00000080, AX
 	MOVQ         AX, out+72(FP)
 	MOVQ         stride+8(FP), AX
+	SHLQ         $0x01, AX
 	MOVQ         w+0(FP), CX
 	ADDQ         AX, CX
 	MOVQ         CX, w+0(FP)
 	MOVQ         rows+16(FP), AX
-	DECQ         AX
+	SUBQ         $0x02, AX
 	MOVQ         AX, rows+16(FP)
 	JNZ          GgmlQ4KA8M16FullAvx512_row
 	VZEROUPPER
@@ -4938,7 +5856,7 @@ GgmlQ5KA8R4Avx512_unit:
 
 // func GgmlQ5KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
-TEXT ·GgmlQ5KA8M16Avx512(SB), NOSPLIT, $104-80
+TEXT ·GgmlQ5KA8M16Avx512(SB), NOSPLIT, $208-80
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Z0
@@ -5250,7 +6168,7 @@ GgmlQ5KA8M16Avx512_h1_done:
 	ADDQ         AX, CX
 	MOVQ         CX, w+0(FP)
 	MOVQ         rows+16(FP), AX
-	DECQ         AX
+	SUBQ         $0x01, AX
 	MOVQ         AX, rows+16(FP)
 	JNZ          GgmlQ5KA8M16Avx512_row
 	VZEROUPPER
@@ -5330,7 +6248,7 @@ GLOBL ggmlChunkQ5K_3<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ5KA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
-TEXT ·GgmlQ5KA8M16FullAvx512(SB), NOSPLIT, $104-80
+TEXT ·GgmlQ5KA8M16FullAvx512(SB), NOSPLIT, $208-80
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Z0
@@ -5340,6 +6258,7 @@ TEXT ·GgmlQ5KA8M16FullAvx512(SB), NOSPLIT, $104-80
 GgmlQ5KA8M16FullAvx512_row:
 	MOVQ    out+72(FP), AX
 	VMOVUPS (AX), Z24
+	VMOVUPS 64(AX), Z25
 	MOVQ    w+0(FP), AX
 	MOVQ    act+32(FP), CX
 	MOVQ    sums+48(FP), DX
@@ -5348,54 +6267,101 @@ GgmlQ5KA8M16FullAvx512_row:
 
 GgmlQ5KA8M16FullAvx512_sb:
 	MOVQ            stride+8(FP), DI
-	SHLQ            $0x02, DI
-	ADDQ            AX, DI
-	PREFETCHT0      (DI)
-	PREFETCHT0      64(DI)
-	PREFETCHT0      128(DI)
-	PREFETCHT0      175(DI)
+	MOVQ            DI, R8
+	SHLQ            $0x02, R8
+	ADDQ            AX, R8
+	PREFETCHT0      (R8)
+	PREFETCHT0      64(R8)
+	PREFETCHT0      128(R8)
+	PREFETCHT0      175(R8)
+	PREFETCHT0      (R8)(DI*1)
+	PREFETCHT0      64(R8)(DI*1)
+	PREFETCHT0      128(R8)(DI*1)
+	PREFETCHT0      175(R8)(DI*1)
 	PREFETCHT0      176(AX)
 	PREFETCHT0      240(AX)
 	PREFETCHT0      304(AX)
 	PREFETCHT0      351(AX)
-	MOVL            4(AX), DI
-	MOVL            8(AX), R8
-	MOVL            12(AX), R9
-	MOVL            DI, R10
-	ANDL            $0x3f3f3f3f, R10
+	PREFETCHT0      176(AX)(DI*1)
+	PREFETCHT0      240(AX)(DI*1)
+	PREFETCHT0      304(AX)(DI*1)
+	PREFETCHT0      351(AX)(DI*1)
+	MOVL            4(AX), R8
+	MOVL            8(AX), R9
+	MOVL            12(AX), R10
 	MOVL            R8, R11
 	ANDL            $0x3f3f3f3f, R11
 	MOVL            R9, R12
-	ANDL            $0x0f0f0f0f, R12
-	SHRL            $0x06, DI
-	ANDL            $0x03030303, DI
-	SHLL            $0x04, DI
-	ORL             DI, R12
-	SHRL            $0x04, R9
-	ANDL            $0x0f0f0f0f, R9
-	MOVL            R8, DI
-	SHRL            $0x06, DI
-	ANDL            $0x03030303, DI
-	SHLL            $0x04, DI
-	ORL             R9, DI
-	MOVL            R12, R8
+	ANDL            $0x3f3f3f3f, R12
+	MOVL            R10, R13
+	ANDL            $0x0f0f0f0f, R13
+	SHRL            $0x06, R8
+	ANDL            $0x03030303, R8
+	SHLL            $0x04, R8
+	ORL             R8, R13
+	SHRL            $0x04, R10
+	ANDL            $0x0f0f0f0f, R10
+	MOVL            R9, R8
+	SHRL            $0x06, R8
+	ANDL            $0x03030303, R8
+	SHLL            $0x04, R8
+	ORL             R10, R8
+	MOVL            R13, R9
+	SHLQ            $0x20, R9
+	ORQ             R11, R9
 	SHLQ            $0x20, R8
-	ORQ             R10, R8
-	SHLQ            $0x20, DI
-	ORQ             R11, DI
-	VMOVQ           R8, X2
-	VMOVQ           DI, X3
+	ORQ             R12, R8
+	VMOVQ           R9, X2
+	VMOVQ           R8, X3
 	VPMOVZXBW       X2, X2
 	VPMOVZXBW       X3, X3
 	VMOVDQU64       X3, 64(SP)
-	VPMOVSXWD       X2, Y25
-	VMOVDQU64       Z25, (SP)
+	VPMOVSXWD       X2, Y26
+	VMOVDQU64       Z26, (SP)
 	VPBROADCASTW    (AX), X2
 	VCVTPH2PS       X2, X2
 	VMOVSS          X2, 96(SP)
 	VPBROADCASTW    2(AX), X2
 	VCVTPH2PS       X2, X2
 	VMOVSS          X2, 100(SP)
+	MOVL            4(AX)(DI*1), R8
+	MOVL            8(AX)(DI*1), R9
+	MOVL            12(AX)(DI*1), R10
+	MOVL            R8, R11
+	ANDL            $0x3f3f3f3f, R11
+	MOVL            R9, R12
+	ANDL            $0x3f3f3f3f, R12
+	MOVL            R10, R13
+	ANDL            $0x0f0f0f0f, R13
+	SHRL            $0x06, R8
+	ANDL            $0x03030303, R8
+	SHLL            $0x04, R8
+	ORL             R8, R13
+	SHRL            $0x04, R10
+	ANDL            $0x0f0f0f0f, R10
+	MOVL            R9, R8
+	SHRL            $0x06, R8
+	ANDL            $0x03030303, R8
+	SHLL            $0x04, R8
+	ORL             R10, R8
+	MOVL            R13, R9
+	SHLQ            $0x20, R9
+	ORQ             R11, R9
+	SHLQ            $0x20, R8
+	ORQ             R12, R8
+	VMOVQ           R9, X2
+	VMOVQ           R8, X3
+	VPMOVZXBW       X2, X2
+	VPMOVZXBW       X3, X3
+	VMOVDQU64       X3, 168(SP)
+	VPMOVSXWD       X2, Y26
+	VMOVDQU64       Z26, 104(SP)
+	VPBROADCASTW    (AX)(DI*1), X2
+	VCVTPH2PS       X2, X2
+	VMOVSS          X2, 200(SP)
+	VPBROADCASTW    2(AX)(DI*1), X2
+	VCVTPH2PS       X2, X2
+	VMOVSS          X2, 204(SP)
 	VPSRLW          $0x04, 48(AX), Z3
 	VPANDD          48(AX), Z0, Z2
 	VPANDD          Z3, Z0, Z3
@@ -5404,14 +6370,16 @@ GgmlQ5KA8M16FullAvx512_sb:
 	VPADDB          Z1, Z2, K1, Z2
 	VPTESTMB        ggmlQ5KBit01<>+0(SB), Z4, K1
 	VPADDB          Z1, Z3, K1, Z3
-	VMOVDQU64       ggmlChunkQ5K_0<>+0(SB), Z4
-	VPERMI2D        Z3, Z2, Z4
-	VMOVDQU64       ggmlChunkQ5K_1<>+0(SB), Z5
-	VPERMI2D        Z3, Z2, Z5
-	VMOVDQU64       ggmlChunkQ5K_2<>+0(SB), Z6
-	VPERMI2D        Z3, Z2, Z6
-	VMOVDQU64       ggmlChunkQ5K_3<>+0(SB), Z7
-	VPERMI2D        Z3, Z2, Z7
+	VPSRLW          $0x04, 48(AX)(DI*1), Z23
+	VPANDD          48(AX)(DI*1), Z0, Z22
+	VPANDD          Z23, Z0, Z23
+	VBROADCASTI64X4 16(AX)(DI*1), Z4
+	VPTESTMB        ggmlQ5KBit00<>+0(SB), Z4, K1
+	VPADDB          Z1, Z22, K1, Z22
+	VPTESTMB        ggmlQ5KBit01<>+0(SB), Z4, K1
+	VPADDB          Z1, Z23, K1, Z23
+	VPXORD          Z6, Z6, Z6
+	VPXORD          Z7, Z7, Z7
 	VPXORD          Z8, Z8, Z8
 	VPXORD          Z9, Z9, Z9
 	VPXORD          Z10, Z10, Z10
@@ -5420,136 +6388,169 @@ GgmlQ5KA8M16FullAvx512_sb:
 	VPXORD          Z13, Z13, Z13
 	VPXORD          Z14, Z14, Z14
 	VPXORD          Z15, Z15, Z15
-	VPDPBUSD        (CX), Z4, Z8
-	VPDPBUSD        64(CX), Z5, Z8
-	VPDPBUSD        128(CX), Z6, Z8
-	VPDPBUSD        192(CX), Z7, Z8
-	VPDPBUSD        256(CX), Z4, Z9
-	VPDPBUSD        320(CX), Z5, Z9
-	VPDPBUSD        384(CX), Z6, Z9
-	VPDPBUSD        448(CX), Z7, Z9
-	VPDPBUSD        512(CX), Z4, Z10
-	VPDPBUSD        576(CX), Z5, Z10
-	VPDPBUSD        640(CX), Z6, Z10
-	VPDPBUSD        704(CX), Z7, Z10
-	VPDPBUSD        768(CX), Z4, Z11
-	VPDPBUSD        832(CX), Z5, Z11
-	VPDPBUSD        896(CX), Z6, Z11
-	VPDPBUSD        960(CX), Z7, Z11
-	VPDPBUSD        1024(CX), Z4, Z12
-	VPDPBUSD        1088(CX), Z5, Z12
-	VPDPBUSD        1152(CX), Z6, Z12
-	VPDPBUSD        1216(CX), Z7, Z12
-	VPDPBUSD        1280(CX), Z4, Z13
-	VPDPBUSD        1344(CX), Z5, Z13
-	VPDPBUSD        1408(CX), Z6, Z13
-	VPDPBUSD        1472(CX), Z7, Z13
-	VPDPBUSD        1536(CX), Z4, Z14
-	VPDPBUSD        1600(CX), Z5, Z14
-	VPDPBUSD        1664(CX), Z6, Z14
-	VPDPBUSD        1728(CX), Z7, Z14
-	VPDPBUSD        1792(CX), Z4, Z15
-	VPDPBUSD        1856(CX), Z5, Z15
-	VPDPBUSD        1920(CX), Z6, Z15
-	VPDPBUSD        1984(CX), Z7, Z15
-	VPSRLW          $0x04, 112(AX), Z3
-	VPANDD          112(AX), Z0, Z2
-	VPANDD          Z3, Z0, Z3
-	VBROADCASTI64X4 16(AX), Z4
-	VPTESTMB        ggmlQ5KBit10<>+0(SB), Z4, K1
-	VPADDB          Z1, Z2, K1, Z2
-	VPTESTMB        ggmlQ5KBit11<>+0(SB), Z4, K1
-	VPADDB          Z1, Z3, K1, Z3
-	VMOVDQU64       ggmlChunkQ5K_0<>+0(SB), Z4
-	VPERMI2D        Z3, Z2, Z4
-	VMOVDQU64       ggmlChunkQ5K_1<>+0(SB), Z5
-	VPERMI2D        Z3, Z2, Z5
-	VMOVDQU64       ggmlChunkQ5K_2<>+0(SB), Z6
-	VPERMI2D        Z3, Z2, Z6
-	VMOVDQU64       ggmlChunkQ5K_3<>+0(SB), Z7
-	VPERMI2D        Z3, Z2, Z7
 	VPXORD          Z16, Z16, Z16
 	VPXORD          Z17, Z17, Z17
 	VPXORD          Z18, Z18, Z18
 	VPXORD          Z19, Z19, Z19
 	VPXORD          Z20, Z20, Z20
 	VPXORD          Z21, Z21, Z21
-	VPXORD          Z22, Z22, Z22
-	VPXORD          Z23, Z23, Z23
-	VPDPBUSD        2048(CX), Z4, Z16
+	VMOVDQU64       ggmlChunkQ5K_0<>+0(SB), Z4
+	VPERMI2D        Z3, Z2, Z4
+	VMOVDQU64       ggmlChunkQ5K_0<>+0(SB), Z5
+	VPERMI2D        Z23, Z22, Z5
+	VMOVDQU64       (CX), Z27
+	VPDPBUSD        Z27, Z4, Z6
+	VPDPBUSD        Z27, Z5, Z14
+	VMOVDQU64       256(CX), Z27
+	VPDPBUSD        Z27, Z4, Z7
+	VPDPBUSD        Z27, Z5, Z15
+	VMOVDQU64       512(CX), Z27
+	VPDPBUSD        Z27, Z4, Z8
+	VPDPBUSD        Z27, Z5, Z16
+	VMOVDQU64       768(CX), Z27
+	VPDPBUSD        Z27, Z4, Z9
+	VPDPBUSD        Z27, Z5, Z17
+	VMOVDQU64       1024(CX), Z27
+	VPDPBUSD        Z27, Z4, Z10
+	VPDPBUSD        Z27, Z5, Z18
+	VMOVDQU64       1280(CX), Z27
+	VPDPBUSD        Z27, Z4, Z11
+	VPDPBUSD        Z27, Z5, Z19
+	VMOVDQU64       1536(CX), Z27
+	VPDPBUSD        Z27, Z4, Z12
+	VPDPBUSD        Z27, Z5, Z20
+	VMOVDQU64       1792(CX), Z27
+	VPDPBUSD        Z27, Z4, Z13
+	VPDPBUSD        Z27, Z5, Z21
+	VMOVDQU64       ggmlChunkQ5K_1<>+0(SB), Z4
+	VPERMI2D        Z3, Z2, Z4
+	VMOVDQU64       ggmlChunkQ5K_1<>+0(SB), Z5
+	VPERMI2D        Z23, Z22, Z5
+	VMOVDQU64       64(CX), Z27
+	VPDPBUSD        Z27, Z4, Z6
+	VPDPBUSD        Z27, Z5, Z14
+	VMOVDQU64       320(CX), Z27
+	VPDPBUSD        Z27, Z4, Z7
+	VPDPBUSD        Z27, Z5, Z15
+	VMOVDQU64       576(CX), Z27
+	VPDPBUSD        Z27, Z4, Z8
+	VPDPBUSD        Z27, Z5, Z16
+	VMOVDQU64       832(CX), Z27
+	VPDPBUSD        Z27, Z4, Z9
+	VPDPBUSD        Z27, Z5, Z17
+	VMOVDQU64       1088(CX), Z27
+	VPDPBUSD        Z27, Z4, Z10
+	VPDPBUSD        Z27, Z5, Z18
+	VMOVDQU64       1344(CX), Z27
+	VPDPBUSD        Z27, Z4, Z11
+	VPDPBUSD        Z27, Z5, Z19
+	VMOVDQU64       1600(CX), Z27
+	VPDPBUSD        Z27, Z4, Z12
+	VPDPBUSD        Z27, Z5, Z20
+	VMOVDQU64       1856(CX), Z27
+	VPDPBUSD        Z27, Z4, Z13
+	VPDPBUSD        Z27, Z5, Z21
+	VMOVDQU64       ggmlChunkQ5K_2<>+0(SB), Z4
+	VPERMI2D        Z3, Z2, Z4
+	VMOVDQU64       ggmlChunkQ5K_2<>+0(SB), Z5
+	VPERMI2D        Z23, Z22, Z5
+	VMOVDQU64       128(CX), Z27
+	VPDPBUSD        Z27, Z4, Z6
+	VPDPBUSD        Z27, Z5, Z14
+	VMOVDQU64       384(CX), Z27
+	VPDPBUSD        Z27, Z4, Z7
+	VPDPBUSD        Z27, Z5, Z15
+	VMOVDQU64       640(CX), Z27
+	VPDPBUSD        Z27, Z4, Z8
+	VPDPBUSD        Z27, Z5, Z16
+	VMOVDQU64       896(CX), Z27
+	VPDPBUSD        Z27, Z4, Z9
+	VPDPBUSD        Z27, Z5, Z17
+	VMOVDQU64       1152(CX), Z27
+	VPDPBUSD        Z27, Z4, Z10
+	VPDPBUSD        Z27, Z5, Z18
+	VMOVDQU64       1408(CX), Z27
+	VPDPBUSD        Z27, Z4, Z11
+	VPDPBUSD        Z27, Z5, Z19
+	VMOVDQU64       1664(CX), Z27
+	VPDPBUSD        Z27, Z4, Z12
+	VPDPBUSD        Z27, Z5, Z20
+	VMOVDQU64       1920(CX), Z27
+	VPDPBUSD        Z27, Z4, Z13
+	VPDPBUSD        Z27, Z5, Z21
+	VMOVDQU64       ggmlChunkQ5K_3<>+0(SB), Z4
+	VPERMI2D        Z3, Z2, Z4
+	VMOVDQU64       ggmlChunkQ5K_3<>+0(SB), Z5
+	VPERMI2D        Z23, Z22, Z5
+	VMOVDQU64       192(CX), Z2
+	VPDPBUSD        Z2, Z4, Z6
+	VPDPBUSD        Z2, Z5, Z14
+	VMOVDQU64       448(CX), Z2
+	VPDPBUSD        Z2, Z4, Z7
+	VPDPBUSD        Z2, Z5, Z15
+	VMOVDQU64       704(CX), Z2
+	VPDPBUSD        Z2, Z4, Z8
+	VPDPBUSD        Z2, Z5, Z16
+	VMOVDQU64       960(CX), Z2
+	VPDPBUSD        Z2, Z4, Z9
+	VPDPBUSD        Z2, Z5, Z17
+	VMOVDQU64       1216(CX), Z2
+	VPDPBUSD        Z2, Z4, Z10
+	VPDPBUSD        Z2, Z5, Z18
+	VMOVDQU64       1472(CX), Z2
+	VPDPBUSD        Z2, Z4, Z11
+	VPDPBUSD        Z2, Z5, Z19
+	VMOVDQU64       1728(CX), Z2
+	VPDPBUSD        Z2, Z4, Z12
+	VPDPBUSD        Z2, Z5, Z20
+	VMOVDQU64       1984(CX), Z2
+	VPDPBUSD        Z2, Z4, Z13
+	VPDPBUSD        Z2, Z5, Z21
 	VMOVDQU64       ggmlPosSub32_0<>+0(SB), Z2
 	VPERMD          (SP), Z2, Z2
-	VPDPBUSD        2112(CX), Z5, Z16
+	VPUNPCKLDQ      Z7, Z6, Z3
+	VPUNPCKHDQ      Z7, Z6, Z6
+	VPADDD          Z3, Z6, Z6
 	VPUNPCKLDQ      Z9, Z8, Z3
-	VPDPBUSD        2176(CX), Z6, Z16
 	VPUNPCKHDQ      Z9, Z8, Z8
-	VPDPBUSD        2240(CX), Z7, Z16
 	VPADDD          Z3, Z8, Z8
 	VPUNPCKLDQ      Z11, Z10, Z3
-	VPDPBUSD        2304(CX), Z4, Z17
 	VPUNPCKHDQ      Z11, Z10, Z10
-	VPDPBUSD        2368(CX), Z5, Z17
 	VPADDD          Z3, Z10, Z10
-	VPDPBUSD        2432(CX), Z6, Z17
 	VPUNPCKLDQ      Z13, Z12, Z3
-	VPDPBUSD        2496(CX), Z7, Z17
 	VPUNPCKHDQ      Z13, Z12, Z12
 	VPADDD          Z3, Z12, Z12
-	VPDPBUSD        2560(CX), Z4, Z18
-	VPUNPCKLDQ      Z15, Z14, Z3
-	VPDPBUSD        2624(CX), Z5, Z18
-	VPUNPCKHDQ      Z15, Z14, Z14
-	VPDPBUSD        2688(CX), Z6, Z18
-	VPADDD          Z3, Z14, Z14
-	VPDPBUSD        2752(CX), Z7, Z18
+	VPMULLD         Z2, Z6, Z6
 	VPMULLD         Z2, Z8, Z8
 	VPMULLD         Z2, Z10, Z10
-	VPDPBUSD        2816(CX), Z4, Z19
 	VPMULLD         Z2, Z12, Z12
-	VPDPBUSD        2880(CX), Z5, Z19
-	VPMULLD         Z2, Z14, Z14
-	VPDPBUSD        2944(CX), Z6, Z19
-	VPUNPCKLQDQ     Z10, Z8, Z2
-	VPDPBUSD        3008(CX), Z7, Z19
-	VPUNPCKHQDQ     Z10, Z8, Z8
-	VPADDD          Z2, Z8, Z8
-	VPDPBUSD        3072(CX), Z4, Z20
-	VPUNPCKLQDQ     Z14, Z12, Z2
-	VPDPBUSD        3136(CX), Z5, Z20
-	VPUNPCKHQDQ     Z14, Z12, Z12
-	VPDPBUSD        3200(CX), Z6, Z20
-	VPADDD          Z2, Z12, Z12
-	VPDPBUSD        3264(CX), Z7, Z20
-	VSHUFI32X4      $0x88, Z12, Z8, Z2
-	VSHUFI32X4      $0xdd, Z12, Z8, Z8
-	VPDPBUSD        3328(CX), Z4, Z21
-	VPADDD          Z8, Z2, Z2
-	VPDPBUSD        3392(CX), Z5, Z21
+	VPUNPCKLQDQ     Z8, Z6, Z2
+	VPUNPCKHQDQ     Z8, Z6, Z6
+	VPADDD          Z2, Z6, Z6
+	VPUNPCKLQDQ     Z12, Z10, Z2
+	VPUNPCKHQDQ     Z12, Z10, Z10
+	VPADDD          Z2, Z10, Z10
+	VSHUFI32X4      $0x88, Z10, Z6, Z2
+	VSHUFI32X4      $0xdd, Z10, Z6, Z6
+	VPADDD          Z6, Z2, Z2
 	VPBROADCASTD    64(SP), Z3
-	VPDPBUSD        3456(CX), Z6, Z21
 	VPMADDWD        (DX), Z3, Z3
-	VPDPBUSD        3520(CX), Z7, Z21
-	VPBROADCASTD    68(SP), Z26
-	VPDPWSSD        64(DX), Z26, Z3
-	VPDPBUSD        3584(CX), Z4, Z22
-	VMOVUPS         (BX), Z26
-	VPDPBUSD        3648(CX), Z5, Z22
-	VMULPS.BCST     96(SP), Z26, Z27
-	VPDPBUSD        3712(CX), Z6, Z22
+	VPBROADCASTD    68(SP), Z4
+	VPDPWSSD        64(DX), Z4, Z3
+	VMOVUPS         (BX), Z4
+	VMULPS.BCST     96(SP), Z4, Z5
 	VCVTDQ2PS       Z2, Z2
-	VPDPBUSD        3776(CX), Z7, Z22
-	VMULPS          Z27, Z2, Z2
+	VMULPS          Z5, Z2, Z2
 	VADDPS          Z2, Z24, Z24
-	VPDPBUSD        3840(CX), Z4, Z23
-	VMULPS.BCST     100(SP), Z26, Z2
-	VPDPBUSD        3904(CX), Z5, Z23
+	VMULPS.BCST     100(SP), Z4, Z2
 	VCVTDQ2PS       Z3, Z3
-	VPDPBUSD        3968(CX), Z6, Z23
 	VMULPS          Z2, Z3, Z3
-	VPDPBUSD        4032(CX), Z7, Z23
 	VSUBPS          Z3, Z24, Z24
-	VMOVDQU64       ggmlPosSub32_1<>+0(SB), Z2
-	VPERMD          (SP), Z2, Z2
+	VMOVDQU64       ggmlPosSub32_0<>+0(SB), Z2
+	VPERMD          104(SP), Z2, Z2
+	VPUNPCKLDQ      Z15, Z14, Z3
+	VPUNPCKHDQ      Z15, Z14, Z14
+	VPADDD          Z3, Z14, Z14
 	VPUNPCKLDQ      Z17, Z16, Z3
 	VPUNPCKHDQ      Z17, Z16, Z16
 	VPADDD          Z3, Z16, Z16
@@ -5559,22 +6560,203 @@ GgmlQ5KA8M16FullAvx512_sb:
 	VPUNPCKLDQ      Z21, Z20, Z3
 	VPUNPCKHDQ      Z21, Z20, Z20
 	VPADDD          Z3, Z20, Z20
-	VPUNPCKLDQ      Z23, Z22, Z3
-	VPUNPCKHDQ      Z23, Z22, Z22
-	VPADDD          Z3, Z22, Z22
+	VPMULLD         Z2, Z14, Z14
 	VPMULLD         Z2, Z16, Z16
 	VPMULLD         Z2, Z18, Z18
 	VPMULLD         Z2, Z20, Z20
-	VPMULLD         Z2, Z22, Z22
-	VPUNPCKLQDQ     Z18, Z16, Z2
-	VPUNPCKHQDQ     Z18, Z16, Z16
-	VPADDD          Z2, Z16, Z16
-	VPUNPCKLQDQ     Z22, Z20, Z2
-	VPUNPCKHQDQ     Z22, Z20, Z20
-	VPADDD          Z2, Z20, Z20
-	VSHUFI32X4      $0x88, Z20, Z16, Z2
-	VSHUFI32X4      $0xdd, Z20, Z16, Z16
-	VPADDD          Z16, Z2, Z2
+	VPUNPCKLQDQ     Z16, Z14, Z2
+	VPUNPCKHQDQ     Z16, Z14, Z14
+	VPADDD          Z2, Z14, Z14
+	VPUNPCKLQDQ     Z20, Z18, Z2
+	VPUNPCKHQDQ     Z20, Z18, Z18
+	VPADDD          Z2, Z18, Z18
+	VSHUFI32X4      $0x88, Z18, Z14, Z2
+	VSHUFI32X4      $0xdd, Z18, Z14, Z14
+	VPADDD          Z14, Z2, Z2
+	VPBROADCASTD    168(SP), Z3
+	VPMADDWD        (DX), Z3, Z3
+	VPBROADCASTD    172(SP), Z4
+	VPDPWSSD        64(DX), Z4, Z3
+	VMOVUPS         (BX), Z4
+	VMULPS.BCST     200(SP), Z4, Z5
+	VCVTDQ2PS       Z2, Z2
+	VMULPS          Z5, Z2, Z2
+	VADDPS          Z2, Z25, Z25
+	VMULPS.BCST     204(SP), Z4, Z2
+	VCVTDQ2PS       Z3, Z3
+	VMULPS          Z2, Z3, Z3
+	VSUBPS          Z3, Z25, Z25
+	VPSRLW          $0x04, 112(AX), Z3
+	VPANDD          112(AX), Z0, Z2
+	VPANDD          Z3, Z0, Z3
+	VBROADCASTI64X4 16(AX), Z4
+	VPTESTMB        ggmlQ5KBit10<>+0(SB), Z4, K1
+	VPADDB          Z1, Z2, K1, Z2
+	VPTESTMB        ggmlQ5KBit11<>+0(SB), Z4, K1
+	VPADDB          Z1, Z3, K1, Z3
+	VPSRLW          $0x04, 112(AX)(DI*1), Z23
+	VPANDD          112(AX)(DI*1), Z0, Z22
+	VPANDD          Z23, Z0, Z23
+	VBROADCASTI64X4 16(AX)(DI*1), Z4
+	VPTESTMB        ggmlQ5KBit10<>+0(SB), Z4, K1
+	VPADDB          Z1, Z22, K1, Z22
+	VPTESTMB        ggmlQ5KBit11<>+0(SB), Z4, K1
+	VPADDB          Z1, Z23, K1, Z23
+	VPXORD          Z6, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z18, Z18, Z18
+	VPXORD          Z19, Z19, Z19
+	VPXORD          Z20, Z20, Z20
+	VPXORD          Z21, Z21, Z21
+	VMOVDQU64       ggmlChunkQ5K_0<>+0(SB), Z4
+	VPERMI2D        Z3, Z2, Z4
+	VMOVDQU64       ggmlChunkQ5K_0<>+0(SB), Z5
+	VPERMI2D        Z23, Z22, Z5
+	VMOVDQU64       2048(CX), Z27
+	VPDPBUSD        Z27, Z4, Z6
+	VPDPBUSD        Z27, Z5, Z14
+	VMOVDQU64       2304(CX), Z27
+	VPDPBUSD        Z27, Z4, Z7
+	VPDPBUSD        Z27, Z5, Z15
+	VMOVDQU64       2560(CX), Z27
+	VPDPBUSD        Z27, Z4, Z8
+	VPDPBUSD        Z27, Z5, Z16
+	VMOVDQU64       2816(CX), Z27
+	VPDPBUSD        Z27, Z4, Z9
+	VPDPBUSD        Z27, Z5, Z17
+	VMOVDQU64       3072(CX), Z27
+	VPDPBUSD        Z27, Z4, Z10
+	VPDPBUSD        Z27, Z5, Z18
+	VMOVDQU64       3328(CX), Z27
+	VPDPBUSD        Z27, Z4, Z11
+	VPDPBUSD        Z27, Z5, Z19
+	VMOVDQU64       3584(CX), Z27
+	VPDPBUSD        Z27, Z4, Z12
+	VPDPBUSD        Z27, Z5, Z20
+	VMOVDQU64       3840(CX), Z27
+	VPDPBUSD        Z27, Z4, Z13
+	VPDPBUSD        Z27, Z5, Z21
+	VMOVDQU64       ggmlChunkQ5K_1<>+0(SB), Z4
+	VPERMI2D        Z3, Z2, Z4
+	VMOVDQU64       ggmlChunkQ5K_1<>+0(SB), Z5
+	VPERMI2D        Z23, Z22, Z5
+	VMOVDQU64       2112(CX), Z27
+	VPDPBUSD        Z27, Z4, Z6
+	VPDPBUSD        Z27, Z5, Z14
+	VMOVDQU64       2368(CX), Z27
+	VPDPBUSD        Z27, Z4, Z7
+	VPDPBUSD        Z27, Z5, Z15
+	VMOVDQU64       2624(CX), Z27
+	VPDPBUSD        Z27, Z4, Z8
+	VPDPBUSD        Z27, Z5, Z16
+	VMOVDQU64       2880(CX), Z27
+	VPDPBUSD        Z27, Z4, Z9
+	VPDPBUSD        Z27, Z5, Z17
+	VMOVDQU64       3136(CX), Z27
+	VPDPBUSD        Z27, Z4, Z10
+	VPDPBUSD        Z27, Z5, Z18
+	VMOVDQU64       3392(CX), Z27
+	VPDPBUSD        Z27, Z4, Z11
+	VPDPBUSD        Z27, Z5, Z19
+	VMOVDQU64       3648(CX), Z27
+	VPDPBUSD        Z27, Z4, Z12
+	VPDPBUSD        Z27, Z5, Z20
+	VMOVDQU64       3904(CX), Z27
+	VPDPBUSD        Z27, Z4, Z13
+	VPDPBUSD        Z27, Z5, Z21
+	VMOVDQU64       ggmlChunkQ5K_2<>+0(SB), Z4
+	VPERMI2D        Z3, Z2, Z4
+	VMOVDQU64       ggmlChunkQ5K_2<>+0(SB), Z5
+	VPERMI2D        Z23, Z22, Z5
+	VMOVDQU64       2176(CX), Z27
+	VPDPBUSD        Z27, Z4, Z6
+	VPDPBUSD        Z27, Z5, Z14
+	VMOVDQU64       2432(CX), Z27
+	VPDPBUSD        Z27, Z4, Z7
+	VPDPBUSD        Z27, Z5, Z15
+	VMOVDQU64       2688(CX), Z27
+	VPDPBUSD        Z27, Z4, Z8
+	VPDPBUSD        Z27, Z5, Z16
+	VMOVDQU64       2944(CX), Z27
+	VPDPBUSD        Z27, Z4, Z9
+	VPDPBUSD        Z27, Z5, Z17
+	VMOVDQU64       3200(CX), Z27
+	VPDPBUSD        Z27, Z4, Z10
+	VPDPBUSD        Z27, Z5, Z18
+	VMOVDQU64       3456(CX), Z27
+	VPDPBUSD        Z27, Z4, Z11
+	VPDPBUSD        Z27, Z5, Z19
+	VMOVDQU64       3712(CX), Z27
+	VPDPBUSD        Z27, Z4, Z12
+	VPDPBUSD        Z27, Z5, Z20
+	VMOVDQU64       3968(CX), Z27
+	VPDPBUSD        Z27, Z4, Z13
+	VPDPBUSD        Z27, Z5, Z21
+	VMOVDQU64       ggmlChunkQ5K_3<>+0(SB), Z4
+	VPERMI2D        Z3, Z2, Z4
+	VMOVDQU64       ggmlChunkQ5K_3<>+0(SB), Z5
+	VPERMI2D        Z23, Z22, Z5
+	VMOVDQU64       2240(CX), Z2
+	VPDPBUSD        Z2, Z4, Z6
+	VPDPBUSD        Z2, Z5, Z14
+	VMOVDQU64       2496(CX), Z2
+	VPDPBUSD        Z2, Z4, Z7
+	VPDPBUSD        Z2, Z5, Z15
+	VMOVDQU64       2752(CX), Z2
+	VPDPBUSD        Z2, Z4, Z8
+	VPDPBUSD        Z2, Z5, Z16
+	VMOVDQU64       3008(CX), Z2
+	VPDPBUSD        Z2, Z4, Z9
+	VPDPBUSD        Z2, Z5, Z17
+	VMOVDQU64       3264(CX), Z2
+	VPDPBUSD        Z2, Z4, Z10
+	VPDPBUSD        Z2, Z5, Z18
+	VMOVDQU64       3520(CX), Z2
+	VPDPBUSD        Z2, Z4, Z11
+	VPDPBUSD        Z2, Z5, Z19
+	VMOVDQU64       3776(CX), Z2
+	VPDPBUSD        Z2, Z4, Z12
+	VPDPBUSD        Z2, Z5, Z20
+	VMOVDQU64       4032(CX), Z2
+	VPDPBUSD        Z2, Z4, Z13
+	VPDPBUSD        Z2, Z5, Z21
+	VMOVDQU64       ggmlPosSub32_1<>+0(SB), Z2
+	VPERMD          (SP), Z2, Z2
+	VPUNPCKLDQ      Z7, Z6, Z3
+	VPUNPCKHDQ      Z7, Z6, Z6
+	VPADDD          Z3, Z6, Z6
+	VPUNPCKLDQ      Z9, Z8, Z3
+	VPUNPCKHDQ      Z9, Z8, Z8
+	VPADDD          Z3, Z8, Z8
+	VPUNPCKLDQ      Z11, Z10, Z3
+	VPUNPCKHDQ      Z11, Z10, Z10
+	VPADDD          Z3, Z10, Z10
+	VPUNPCKLDQ      Z13, Z12, Z3
+	VPUNPCKHDQ      Z13, Z12, Z12
+	VPADDD          Z3, Z12, Z12
+	VPMULLD         Z2, Z6, Z6
+	VPMULLD         Z2, Z8, Z8
+	VPMULLD         Z2, Z10, Z10
+	VPMULLD         Z2, Z12, Z12
+	VPUNPCKLQDQ     Z8, Z6, Z2
+	VPUNPCKHQDQ     Z8, Z6, Z6
+	VPADDD          Z2, Z6, Z6
+	VPUNPCKLQDQ     Z12, Z10, Z2
+	VPUNPCKHQDQ     Z12, Z10, Z10
+	VPADDD          Z2, Z10, Z10
+	VSHUFI32X4      $0x88, Z10, Z6, Z2
+	VSHUFI32X4      $0xdd, Z10, Z6, Z6
+	VPADDD          Z6, Z2, Z2
 	VPBROADCASTD    72(SP), Z3
 	VPMADDWD        128(DX), Z3, Z3
 	VPBROADCASTD    76(SP), Z4
@@ -5588,6 +6770,46 @@ GgmlQ5KA8M16FullAvx512_sb:
 	VCVTDQ2PS       Z3, Z3
 	VMULPS          Z2, Z3, Z3
 	VSUBPS          Z3, Z24, Z24
+	VMOVDQU64       ggmlPosSub32_1<>+0(SB), Z2
+	VPERMD          104(SP), Z2, Z2
+	VPUNPCKLDQ      Z15, Z14, Z3
+	VPUNPCKHDQ      Z15, Z14, Z14
+	VPADDD          Z3, Z14, Z14
+	VPUNPCKLDQ      Z17, Z16, Z3
+	VPUNPCKHDQ      Z17, Z16, Z16
+	VPADDD          Z3, Z16, Z16
+	VPUNPCKLDQ      Z19, Z18, Z3
+	VPUNPCKHDQ      Z19, Z18, Z18
+	VPADDD          Z3, Z18, Z18
+	VPUNPCKLDQ      Z21, Z20, Z3
+	VPUNPCKHDQ      Z21, Z20, Z20
+	VPADDD          Z3, Z20, Z20
+	VPMULLD         Z2, Z14, Z14
+	VPMULLD         Z2, Z16, Z16
+	VPMULLD         Z2, Z18, Z18
+	VPMULLD         Z2, Z20, Z20
+	VPUNPCKLQDQ     Z16, Z14, Z2
+	VPUNPCKHQDQ     Z16, Z14, Z14
+	VPADDD          Z2, Z14, Z14
+	VPUNPCKLQDQ     Z20, Z18, Z2
+	VPUNPCKHQDQ     Z20, Z18, Z18
+	VPADDD          Z2, Z18, Z18
+	VSHUFI32X4      $0x88, Z18, Z14, Z2
+	VSHUFI32X4      $0xdd, Z18, Z14, Z14
+	VPADDD          Z14, Z2, Z2
+	VPBROADCASTD    176(SP), Z3
+	VPMADDWD        128(DX), Z3, Z3
+	VPBROADCASTD    180(SP), Z4
+	VPDPWSSD        192(DX), Z4, Z3
+	VMOVUPS         64(BX), Z4
+	VMULPS.BCST     200(SP), Z4, Z5
+	VCVTDQ2PS       Z2, Z2
+	VMULPS          Z5, Z2, Z2
+	VADDPS          Z2, Z25, Z25
+	VMULPS.BCST     204(SP), Z4, Z2
+	VCVTDQ2PS       Z3, Z3
+	VMULPS          Z2, Z3, Z3
+	VSUBPS          Z3, Z25, Z25
 	ADDQ            $0x000000b0, AX
 	ADDQ            $0x00001000, CX
 	ADDQ            $0x00000100, DX
@@ -5596,15 +6818,17 @@ GgmlQ5KA8M16FullAvx512_sb:
 	JNZ             GgmlQ5KA8M16FullAvx512_sb
 	MOVQ            out+72(FP), AX
 	VMOVUPS         Z24, (AX)
+	VMOVUPS         Z25, 64(AX)
 	MOVQ            out+72(FP), AX
-	ADDQ            $0x00000040, AX
+	ADDQ            $0x00000080, AX
 	MOVQ            AX, out+72(FP)
 	MOVQ            stride+8(FP), AX
+	SHLQ            $0x01, AX
 	MOVQ            w+0(FP), CX
 	ADDQ            AX, CX
 	MOVQ            CX, w+0(FP)
 	MOVQ            rows+16(FP), AX
-	DECQ            AX
+	SUBQ            $0x02, AX
 	MOVQ            AX, rows+16(FP)
 	JNZ             GgmlQ5KA8M16FullAvx512_row
 	VZEROUPPER
@@ -6037,7 +7261,7 @@ GgmlQ6KA8R4Avx512_unit:
 
 // func GgmlQ6KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
-TEXT ·GgmlQ6KA8M16Avx512(SB), NOSPLIT, $104-80
+TEXT ·GgmlQ6KA8M16Avx512(SB), NOSPLIT, $208-80
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Z0
@@ -6340,7 +7564,7 @@ GgmlQ6KA8M16Avx512_h1_done:
 	ADDQ         AX, CX
 	MOVQ         CX, w+0(FP)
 	MOVQ         rows+16(FP), AX
-	DECQ         AX
+	SUBQ         $0x01, AX
 	MOVQ         AX, rows+16(FP)
 	JNZ          GgmlQ6KA8M16Avx512_row
 	VZEROUPPER
@@ -6420,7 +7644,7 @@ GLOBL ggmlChunkQ6K_3<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ6KA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
-TEXT ·GgmlQ6KA8M16FullAvx512(SB), NOSPLIT, $104-80
+TEXT ·GgmlQ6KA8M16FullAvx512(SB), NOSPLIT, $208-80
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Z0
@@ -6430,6 +7654,7 @@ TEXT ·GgmlQ6KA8M16FullAvx512(SB), NOSPLIT, $104-80
 GgmlQ6KA8M16FullAvx512_row:
 	MOVQ    out+72(FP), AX
 	VMOVUPS (AX), Z24
+	VMOVUPS 64(AX), Z25
 	MOVQ    w+0(FP), AX
 	MOVQ    act+32(FP), CX
 	MOVQ    sums+48(FP), DX
@@ -6438,18 +7663,29 @@ GgmlQ6KA8M16FullAvx512_row:
 
 GgmlQ6KA8M16FullAvx512_sb:
 	MOVQ            stride+8(FP), DI
-	SHLQ            $0x02, DI
-	ADDQ            AX, DI
-	PREFETCHT0      (DI)
-	PREFETCHT0      64(DI)
-	PREFETCHT0      128(DI)
-	PREFETCHT0      192(DI)
-	PREFETCHT0      209(DI)
+	MOVQ            DI, R8
+	SHLQ            $0x02, R8
+	ADDQ            AX, R8
+	PREFETCHT0      (R8)
+	PREFETCHT0      64(R8)
+	PREFETCHT0      128(R8)
+	PREFETCHT0      192(R8)
+	PREFETCHT0      209(R8)
+	PREFETCHT0      (R8)(DI*1)
+	PREFETCHT0      64(R8)(DI*1)
+	PREFETCHT0      128(R8)(DI*1)
+	PREFETCHT0      192(R8)(DI*1)
+	PREFETCHT0      209(R8)(DI*1)
 	PREFETCHT0      210(AX)
 	PREFETCHT0      274(AX)
 	PREFETCHT0      338(AX)
 	PREFETCHT0      402(AX)
 	PREFETCHT0      419(AX)
+	PREFETCHT0      210(AX)(DI*1)
+	PREFETCHT0      274(AX)(DI*1)
+	PREFETCHT0      338(AX)(DI*1)
+	PREFETCHT0      402(AX)(DI*1)
+	PREFETCHT0      419(AX)(DI*1)
 	VPMOVSXBW       192(AX), Y2
 	VMOVDQU64       Y2, 64(SP)
 	VPMOVSXWD       Y2, Z2
@@ -6457,6 +7693,13 @@ GgmlQ6KA8M16FullAvx512_sb:
 	VPBROADCASTW    208(AX), X2
 	VCVTPH2PS       X2, X2
 	VMOVSS          X2, 96(SP)
+	VPMOVSXBW       192(AX)(DI*1), Y2
+	VMOVDQU64       Y2, 168(SP)
+	VPMOVSXWD       Y2, Z2
+	VMOVDQU64       Z2, 104(SP)
+	VPBROADCASTW    208(AX)(DI*1), X2
+	VCVTPH2PS       X2, X2
+	VMOVSS          X2, 200(SP)
 	VPSRLW          $0x04, (AX), Z3
 	VPANDD          (AX), Z0, Z2
 	VPANDD          Z3, Z0, Z3
@@ -6469,14 +7712,20 @@ GgmlQ6KA8M16FullAvx512_sb:
 	VPANDD          Z4, Z1, Z4
 	VPSLLW          $0x04, Z4, Z4
 	VPORD           Z4, Z3, Z3
-	VMOVDQU64       ggmlChunkQ6K_0<>+0(SB), Z4
-	VPERMI2D        Z3, Z2, Z4
-	VMOVDQU64       ggmlChunkQ6K_1<>+0(SB), Z5
-	VPERMI2D        Z3, Z2, Z5
-	VMOVDQU64       ggmlChunkQ6K_2<>+0(SB), Z6
-	VPERMI2D        Z3, Z2, Z6
-	VMOVDQU64       ggmlChunkQ6K_3<>+0(SB), Z7
-	VPERMI2D        Z3, Z2, Z7
+	VPSRLW          $0x04, (AX)(DI*1), Z23
+	VPANDD          (AX)(DI*1), Z0, Z22
+	VPANDD          Z23, Z0, Z23
+	VBROADCASTI64X4 128(AX)(DI*1), Z4
+	VPSRLVW         ggmlShift0<>+0(SB), Z4, Z5
+	VPANDD          Z5, Z1, Z5
+	VPSLLW          $0x04, Z5, Z5
+	VPORD           Z5, Z22, Z22
+	VPSRLVW         ggmlShift1<>+0(SB), Z4, Z4
+	VPANDD          Z4, Z1, Z4
+	VPSLLW          $0x04, Z4, Z4
+	VPORD           Z4, Z23, Z23
+	VPXORD          Z6, Z6, Z6
+	VPXORD          Z7, Z7, Z7
 	VPXORD          Z8, Z8, Z8
 	VPXORD          Z9, Z9, Z9
 	VPXORD          Z10, Z10, Z10
@@ -6485,38 +7734,216 @@ GgmlQ6KA8M16FullAvx512_sb:
 	VPXORD          Z13, Z13, Z13
 	VPXORD          Z14, Z14, Z14
 	VPXORD          Z15, Z15, Z15
-	VPDPBUSD        (CX), Z4, Z8
-	VPDPBUSD        64(CX), Z5, Z8
-	VPDPBUSD        128(CX), Z6, Z8
-	VPDPBUSD        192(CX), Z7, Z8
-	VPDPBUSD        256(CX), Z4, Z9
-	VPDPBUSD        320(CX), Z5, Z9
-	VPDPBUSD        384(CX), Z6, Z9
-	VPDPBUSD        448(CX), Z7, Z9
-	VPDPBUSD        512(CX), Z4, Z10
-	VPDPBUSD        576(CX), Z5, Z10
-	VPDPBUSD        640(CX), Z6, Z10
-	VPDPBUSD        704(CX), Z7, Z10
-	VPDPBUSD        768(CX), Z4, Z11
-	VPDPBUSD        832(CX), Z5, Z11
-	VPDPBUSD        896(CX), Z6, Z11
-	VPDPBUSD        960(CX), Z7, Z11
-	VPDPBUSD        1024(CX), Z4, Z12
-	VPDPBUSD        1088(CX), Z5, Z12
-	VPDPBUSD        1152(CX), Z6, Z12
-	VPDPBUSD        1216(CX), Z7, Z12
-	VPDPBUSD        1280(CX), Z4, Z13
-	VPDPBUSD        1344(CX), Z5, Z13
-	VPDPBUSD        1408(CX), Z6, Z13
-	VPDPBUSD        1472(CX), Z7, Z13
-	VPDPBUSD        1536(CX), Z4, Z14
-	VPDPBUSD        1600(CX), Z5, Z14
-	VPDPBUSD        1664(CX), Z6, Z14
-	VPDPBUSD        1728(CX), Z7, Z14
-	VPDPBUSD        1792(CX), Z4, Z15
-	VPDPBUSD        1856(CX), Z5, Z15
-	VPDPBUSD        1920(CX), Z6, Z15
-	VPDPBUSD        1984(CX), Z7, Z15
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z18, Z18, Z18
+	VPXORD          Z19, Z19, Z19
+	VPXORD          Z20, Z20, Z20
+	VPXORD          Z21, Z21, Z21
+	VMOVDQU64       ggmlChunkQ6K_0<>+0(SB), Z4
+	VPERMI2D        Z3, Z2, Z4
+	VMOVDQU64       ggmlChunkQ6K_0<>+0(SB), Z5
+	VPERMI2D        Z23, Z22, Z5
+	VMOVDQU64       (CX), Z26
+	VPDPBUSD        Z26, Z4, Z6
+	VPDPBUSD        Z26, Z5, Z14
+	VMOVDQU64       256(CX), Z26
+	VPDPBUSD        Z26, Z4, Z7
+	VPDPBUSD        Z26, Z5, Z15
+	VMOVDQU64       512(CX), Z26
+	VPDPBUSD        Z26, Z4, Z8
+	VPDPBUSD        Z26, Z5, Z16
+	VMOVDQU64       768(CX), Z26
+	VPDPBUSD        Z26, Z4, Z9
+	VPDPBUSD        Z26, Z5, Z17
+	VMOVDQU64       1024(CX), Z26
+	VPDPBUSD        Z26, Z4, Z10
+	VPDPBUSD        Z26, Z5, Z18
+	VMOVDQU64       1280(CX), Z26
+	VPDPBUSD        Z26, Z4, Z11
+	VPDPBUSD        Z26, Z5, Z19
+	VMOVDQU64       1536(CX), Z26
+	VPDPBUSD        Z26, Z4, Z12
+	VPDPBUSD        Z26, Z5, Z20
+	VMOVDQU64       1792(CX), Z26
+	VPDPBUSD        Z26, Z4, Z13
+	VPDPBUSD        Z26, Z5, Z21
+	VMOVDQU64       ggmlChunkQ6K_1<>+0(SB), Z4
+	VPERMI2D        Z3, Z2, Z4
+	VMOVDQU64       ggmlChunkQ6K_1<>+0(SB), Z5
+	VPERMI2D        Z23, Z22, Z5
+	VMOVDQU64       64(CX), Z26
+	VPDPBUSD        Z26, Z4, Z6
+	VPDPBUSD        Z26, Z5, Z14
+	VMOVDQU64       320(CX), Z26
+	VPDPBUSD        Z26, Z4, Z7
+	VPDPBUSD        Z26, Z5, Z15
+	VMOVDQU64       576(CX), Z26
+	VPDPBUSD        Z26, Z4, Z8
+	VPDPBUSD        Z26, Z5, Z16
+	VMOVDQU64       832(CX), Z26
+	VPDPBUSD        Z26, Z4, Z9
+	VPDPBUSD        Z26, Z5, Z17
+	VMOVDQU64       1088(CX), Z26
+	VPDPBUSD        Z26, Z4, Z10
+	VPDPBUSD        Z26, Z5, Z18
+	VMOVDQU64       1344(CX), Z26
+	VPDPBUSD        Z26, Z4, Z11
+	VPDPBUSD        Z26, Z5, Z19
+	VMOVDQU64       1600(CX), Z26
+	VPDPBUSD        Z26, Z4, Z12
+	VPDPBUSD        Z26, Z5, Z20
+	VMOVDQU64       1856(CX), Z26
+	VPDPBUSD        Z26, Z4, Z13
+	VPDPBUSD        Z26, Z5, Z21
+	VMOVDQU64       ggmlChunkQ6K_2<>+0(SB), Z4
+	VPERMI2D        Z3, Z2, Z4
+	VMOVDQU64       ggmlChunkQ6K_2<>+0(SB), Z5
+	VPERMI2D        Z23, Z22, Z5
+	VMOVDQU64       128(CX), Z26
+	VPDPBUSD        Z26, Z4, Z6
+	VPDPBUSD        Z26, Z5, Z14
+	VMOVDQU64       384(CX), Z26
+	VPDPBUSD        Z26, Z4, Z7
+	VPDPBUSD        Z26, Z5, Z15
+	VMOVDQU64       640(CX), Z26
+	VPDPBUSD        Z26, Z4, Z8
+	VPDPBUSD        Z26, Z5, Z16
+	VMOVDQU64       896(CX), Z26
+	VPDPBUSD        Z26, Z4, Z9
+	VPDPBUSD        Z26, Z5, Z17
+	VMOVDQU64       1152(CX), Z26
+	VPDPBUSD        Z26, Z4, Z10
+	VPDPBUSD        Z26, Z5, Z18
+	VMOVDQU64       1408(CX), Z26
+	VPDPBUSD        Z26, Z4, Z11
+	VPDPBUSD        Z26, Z5, Z19
+	VMOVDQU64       1664(CX), Z26
+	VPDPBUSD        Z26, Z4, Z12
+	VPDPBUSD        Z26, Z5, Z20
+	VMOVDQU64       1920(CX), Z26
+	VPDPBUSD        Z26, Z4, Z13
+	VPDPBUSD        Z26, Z5, Z21
+	VMOVDQU64       ggmlChunkQ6K_3<>+0(SB), Z4
+	VPERMI2D        Z3, Z2, Z4
+	VMOVDQU64       ggmlChunkQ6K_3<>+0(SB), Z5
+	VPERMI2D        Z23, Z22, Z5
+	VMOVDQU64       192(CX), Z2
+	VPDPBUSD        Z2, Z4, Z6
+	VPDPBUSD        Z2, Z5, Z14
+	VMOVDQU64       448(CX), Z2
+	VPDPBUSD        Z2, Z4, Z7
+	VPDPBUSD        Z2, Z5, Z15
+	VMOVDQU64       704(CX), Z2
+	VPDPBUSD        Z2, Z4, Z8
+	VPDPBUSD        Z2, Z5, Z16
+	VMOVDQU64       960(CX), Z2
+	VPDPBUSD        Z2, Z4, Z9
+	VPDPBUSD        Z2, Z5, Z17
+	VMOVDQU64       1216(CX), Z2
+	VPDPBUSD        Z2, Z4, Z10
+	VPDPBUSD        Z2, Z5, Z18
+	VMOVDQU64       1472(CX), Z2
+	VPDPBUSD        Z2, Z4, Z11
+	VPDPBUSD        Z2, Z5, Z19
+	VMOVDQU64       1728(CX), Z2
+	VPDPBUSD        Z2, Z4, Z12
+	VPDPBUSD        Z2, Z5, Z20
+	VMOVDQU64       1984(CX), Z2
+	VPDPBUSD        Z2, Z4, Z13
+	VPDPBUSD        Z2, Z5, Z21
+	VMOVDQU64       ggmlPosSub16_0<>+0(SB), Z2
+	VPERMD          (SP), Z2, Z2
+	VPMULLD         Z2, Z6, Z6
+	VPMULLD         Z2, Z7, Z7
+	VPMULLD         Z2, Z8, Z8
+	VPMULLD         Z2, Z9, Z9
+	VPMULLD         Z2, Z10, Z10
+	VPMULLD         Z2, Z11, Z11
+	VPMULLD         Z2, Z12, Z12
+	VPMULLD         Z2, Z13, Z13
+	VPUNPCKLDQ      Z7, Z6, Z2
+	VPUNPCKHDQ      Z7, Z6, Z6
+	VPADDD          Z2, Z6, Z6
+	VPUNPCKLDQ      Z9, Z8, Z2
+	VPUNPCKHDQ      Z9, Z8, Z8
+	VPADDD          Z2, Z8, Z8
+	VPUNPCKLDQ      Z11, Z10, Z2
+	VPUNPCKHDQ      Z11, Z10, Z10
+	VPADDD          Z2, Z10, Z10
+	VPUNPCKLDQ      Z13, Z12, Z2
+	VPUNPCKHDQ      Z13, Z12, Z12
+	VPADDD          Z2, Z12, Z12
+	VPUNPCKLQDQ     Z8, Z6, Z2
+	VPUNPCKHQDQ     Z8, Z6, Z6
+	VPADDD          Z2, Z6, Z6
+	VPUNPCKLQDQ     Z12, Z10, Z2
+	VPUNPCKHQDQ     Z12, Z10, Z10
+	VPADDD          Z2, Z10, Z10
+	VSHUFI32X4      $0x88, Z10, Z6, Z2
+	VSHUFI32X4      $0xdd, Z10, Z6, Z6
+	VPADDD          Z6, Z2, Z2
+	VPBROADCASTD    64(SP), Z3
+	VPMADDWD        (DX), Z3, Z3
+	VPBROADCASTD    68(SP), Z4
+	VPDPWSSD        64(DX), Z4, Z3
+	VPBROADCASTD    72(SP), Z4
+	VPDPWSSD        128(DX), Z4, Z3
+	VPBROADCASTD    76(SP), Z4
+	VPDPWSSD        192(DX), Z4, Z3
+	VPSLLD          $0x05, Z3, Z3
+	VPSUBD          Z3, Z2, Z2
+	VMOVUPS         (BX), Z3
+	VMULPS.BCST     96(SP), Z3, Z3
+	VCVTDQ2PS       Z2, Z2
+	VMULPS          Z3, Z2, Z2
+	VADDPS          Z2, Z24, Z24
+	VMOVDQU64       ggmlPosSub16_0<>+0(SB), Z2
+	VPERMD          104(SP), Z2, Z2
+	VPMULLD         Z2, Z14, Z14
+	VPMULLD         Z2, Z15, Z15
+	VPMULLD         Z2, Z16, Z16
+	VPMULLD         Z2, Z17, Z17
+	VPMULLD         Z2, Z18, Z18
+	VPMULLD         Z2, Z19, Z19
+	VPMULLD         Z2, Z20, Z20
+	VPMULLD         Z2, Z21, Z21
+	VPUNPCKLDQ      Z15, Z14, Z2
+	VPUNPCKHDQ      Z15, Z14, Z14
+	VPADDD          Z2, Z14, Z14
+	VPUNPCKLDQ      Z17, Z16, Z2
+	VPUNPCKHDQ      Z17, Z16, Z16
+	VPADDD          Z2, Z16, Z16
+	VPUNPCKLDQ      Z19, Z18, Z2
+	VPUNPCKHDQ      Z19, Z18, Z18
+	VPADDD          Z2, Z18, Z18
+	VPUNPCKLDQ      Z21, Z20, Z2
+	VPUNPCKHDQ      Z21, Z20, Z20
+	VPADDD          Z2, Z20, Z20
+	VPUNPCKLQDQ     Z16, Z14, Z2
+	VPUNPCKHQDQ     Z16, Z14, Z14
+	VPADDD          Z2, Z14, Z14
+	VPUNPCKLQDQ     Z20, Z18, Z2
+	VPUNPCKHQDQ     Z20, Z18, Z18
+	VPADDD          Z2, Z18, Z18
+	VSHUFI32X4      $0x88, Z18, Z14, Z2
+	VSHUFI32X4      $0xdd, Z18, Z14, Z14
+	VPADDD          Z14, Z2, Z2
+	VPBROADCASTD    168(SP), Z3
+	VPMADDWD        (DX), Z3, Z3
+	VPBROADCASTD    172(SP), Z4
+	VPDPWSSD        64(DX), Z4, Z3
+	VPBROADCASTD    176(SP), Z4
+	VPDPWSSD        128(DX), Z4, Z3
+	VPBROADCASTD    180(SP), Z4
+	VPDPWSSD        192(DX), Z4, Z3
+	VPSLLD          $0x05, Z3, Z3
+	VPSUBD          Z3, Z2, Z2
+	VMOVUPS         (BX), Z3
+	VMULPS.BCST     200(SP), Z3, Z3
+	VCVTDQ2PS       Z2, Z2
+	VMULPS          Z3, Z2, Z2
+	VADDPS          Z2, Z25, Z25
 	VPSRLW          $0x04, 64(AX), Z3
 	VPANDD          64(AX), Z0, Z2
 	VPANDD          Z3, Z0, Z3
@@ -6529,131 +7956,177 @@ GgmlQ6KA8M16FullAvx512_sb:
 	VPANDD          Z4, Z1, Z4
 	VPSLLW          $0x04, Z4, Z4
 	VPORD           Z4, Z3, Z3
-	VMOVDQU64       ggmlChunkQ6K_0<>+0(SB), Z4
-	VPERMI2D        Z3, Z2, Z4
-	VMOVDQU64       ggmlChunkQ6K_1<>+0(SB), Z5
-	VPERMI2D        Z3, Z2, Z5
-	VMOVDQU64       ggmlChunkQ6K_2<>+0(SB), Z6
-	VPERMI2D        Z3, Z2, Z6
-	VMOVDQU64       ggmlChunkQ6K_3<>+0(SB), Z7
-	VPERMI2D        Z3, Z2, Z7
+	VPSRLW          $0x04, 64(AX)(DI*1), Z23
+	VPANDD          64(AX)(DI*1), Z0, Z22
+	VPANDD          Z23, Z0, Z23
+	VBROADCASTI64X4 160(AX)(DI*1), Z4
+	VPSRLVW         ggmlShift0<>+0(SB), Z4, Z5
+	VPANDD          Z5, Z1, Z5
+	VPSLLW          $0x04, Z5, Z5
+	VPORD           Z5, Z22, Z22
+	VPSRLVW         ggmlShift1<>+0(SB), Z4, Z4
+	VPANDD          Z4, Z1, Z4
+	VPSLLW          $0x04, Z4, Z4
+	VPORD           Z4, Z23, Z23
+	VPXORD          Z6, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
 	VPXORD          Z16, Z16, Z16
 	VPXORD          Z17, Z17, Z17
 	VPXORD          Z18, Z18, Z18
 	VPXORD          Z19, Z19, Z19
 	VPXORD          Z20, Z20, Z20
 	VPXORD          Z21, Z21, Z21
-	VPXORD          Z22, Z22, Z22
-	VPXORD          Z23, Z23, Z23
-	VPDPBUSD        2048(CX), Z4, Z16
-	VMOVDQU64       ggmlPosSub16_0<>+0(SB), Z2
-	VPERMD          (SP), Z2, Z2
-	VPDPBUSD        2112(CX), Z5, Z16
-	VPMULLD         Z2, Z8, Z8
-	VPDPBUSD        2176(CX), Z6, Z16
-	VPMULLD         Z2, Z9, Z9
-	VPMULLD         Z2, Z10, Z10
-	VPDPBUSD        2240(CX), Z7, Z16
-	VPMULLD         Z2, Z11, Z11
-	VPDPBUSD        2304(CX), Z4, Z17
-	VPMULLD         Z2, Z12, Z12
-	VPMULLD         Z2, Z13, Z13
-	VPDPBUSD        2368(CX), Z5, Z17
-	VPMULLD         Z2, Z14, Z14
-	VPDPBUSD        2432(CX), Z6, Z17
-	VPMULLD         Z2, Z15, Z15
-	VPUNPCKLDQ      Z9, Z8, Z2
-	VPDPBUSD        2496(CX), Z7, Z17
-	VPUNPCKHDQ      Z9, Z8, Z8
-	VPDPBUSD        2560(CX), Z4, Z18
-	VPADDD          Z2, Z8, Z8
-	VPDPBUSD        2624(CX), Z5, Z18
-	VPUNPCKLDQ      Z11, Z10, Z2
-	VPUNPCKHDQ      Z11, Z10, Z10
-	VPDPBUSD        2688(CX), Z6, Z18
-	VPADDD          Z2, Z10, Z10
-	VPDPBUSD        2752(CX), Z7, Z18
-	VPUNPCKLDQ      Z13, Z12, Z2
-	VPUNPCKHDQ      Z13, Z12, Z12
-	VPDPBUSD        2816(CX), Z4, Z19
-	VPADDD          Z2, Z12, Z12
-	VPDPBUSD        2880(CX), Z5, Z19
-	VPUNPCKLDQ      Z15, Z14, Z2
-	VPUNPCKHDQ      Z15, Z14, Z14
-	VPDPBUSD        2944(CX), Z6, Z19
-	VPADDD          Z2, Z14, Z14
-	VPDPBUSD        3008(CX), Z7, Z19
-	VPUNPCKLQDQ     Z10, Z8, Z2
-	VPUNPCKHQDQ     Z10, Z8, Z8
-	VPDPBUSD        3072(CX), Z4, Z20
-	VPADDD          Z2, Z8, Z8
-	VPDPBUSD        3136(CX), Z5, Z20
-	VPUNPCKLQDQ     Z14, Z12, Z2
-	VPDPBUSD        3200(CX), Z6, Z20
-	VPUNPCKHQDQ     Z14, Z12, Z12
-	VPADDD          Z2, Z12, Z12
-	VPDPBUSD        3264(CX), Z7, Z20
-	VSHUFI32X4      $0x88, Z12, Z8, Z2
-	VPDPBUSD        3328(CX), Z4, Z21
-	VSHUFI32X4      $0xdd, Z12, Z8, Z8
-	VPADDD          Z8, Z2, Z2
-	VPDPBUSD        3392(CX), Z5, Z21
-	VPBROADCASTD    64(SP), Z3
-	VPDPBUSD        3456(CX), Z6, Z21
-	VPMADDWD        (DX), Z3, Z3
-	VPBROADCASTD    68(SP), Z25
-	VPDPBUSD        3520(CX), Z7, Z21
-	VPDPWSSD        64(DX), Z25, Z3
-	VPDPBUSD        3584(CX), Z4, Z22
-	VPBROADCASTD    72(SP), Z25
-	VPDPBUSD        3648(CX), Z5, Z22
-	VPDPWSSD        128(DX), Z25, Z3
-	VPBROADCASTD    76(SP), Z25
-	VPDPBUSD        3712(CX), Z6, Z22
-	VPDPWSSD        192(DX), Z25, Z3
-	VPDPBUSD        3776(CX), Z7, Z22
-	VPSLLD          $0x05, Z3, Z3
-	VPSUBD          Z3, Z2, Z2
-	VPDPBUSD        3840(CX), Z4, Z23
-	VMOVUPS         (BX), Z3
-	VPDPBUSD        3904(CX), Z5, Z23
-	VMULPS.BCST     96(SP), Z3, Z3
-	VCVTDQ2PS       Z2, Z2
-	VPDPBUSD        3968(CX), Z6, Z23
-	VMULPS          Z3, Z2, Z2
-	VPDPBUSD        4032(CX), Z7, Z23
-	VADDPS          Z2, Z24, Z24
+	VMOVDQU64       ggmlChunkQ6K_0<>+0(SB), Z4
+	VPERMI2D        Z3, Z2, Z4
+	VMOVDQU64       ggmlChunkQ6K_0<>+0(SB), Z5
+	VPERMI2D        Z23, Z22, Z5
+	VMOVDQU64       2048(CX), Z26
+	VPDPBUSD        Z26, Z4, Z6
+	VPDPBUSD        Z26, Z5, Z14
+	VMOVDQU64       2304(CX), Z26
+	VPDPBUSD        Z26, Z4, Z7
+	VPDPBUSD        Z26, Z5, Z15
+	VMOVDQU64       2560(CX), Z26
+	VPDPBUSD        Z26, Z4, Z8
+	VPDPBUSD        Z26, Z5, Z16
+	VMOVDQU64       2816(CX), Z26
+	VPDPBUSD        Z26, Z4, Z9
+	VPDPBUSD        Z26, Z5, Z17
+	VMOVDQU64       3072(CX), Z26
+	VPDPBUSD        Z26, Z4, Z10
+	VPDPBUSD        Z26, Z5, Z18
+	VMOVDQU64       3328(CX), Z26
+	VPDPBUSD        Z26, Z4, Z11
+	VPDPBUSD        Z26, Z5, Z19
+	VMOVDQU64       3584(CX), Z26
+	VPDPBUSD        Z26, Z4, Z12
+	VPDPBUSD        Z26, Z5, Z20
+	VMOVDQU64       3840(CX), Z26
+	VPDPBUSD        Z26, Z4, Z13
+	VPDPBUSD        Z26, Z5, Z21
+	VMOVDQU64       ggmlChunkQ6K_1<>+0(SB), Z4
+	VPERMI2D        Z3, Z2, Z4
+	VMOVDQU64       ggmlChunkQ6K_1<>+0(SB), Z5
+	VPERMI2D        Z23, Z22, Z5
+	VMOVDQU64       2112(CX), Z26
+	VPDPBUSD        Z26, Z4, Z6
+	VPDPBUSD        Z26, Z5, Z14
+	VMOVDQU64       2368(CX), Z26
+	VPDPBUSD        Z26, Z4, Z7
+	VPDPBUSD        Z26, Z5, Z15
+	VMOVDQU64       2624(CX), Z26
+	VPDPBUSD        Z26, Z4, Z8
+	VPDPBUSD        Z26, Z5, Z16
+	VMOVDQU64       2880(CX), Z26
+	VPDPBUSD        Z26, Z4, Z9
+	VPDPBUSD        Z26, Z5, Z17
+	VMOVDQU64       3136(CX), Z26
+	VPDPBUSD        Z26, Z4, Z10
+	VPDPBUSD        Z26, Z5, Z18
+	VMOVDQU64       3392(CX), Z26
+	VPDPBUSD        Z26, Z4, Z11
+	VPDPBUSD        Z26, Z5, Z19
+	VMOVDQU64       3648(CX), Z26
+	VPDPBUSD        Z26, Z4, Z12
+	VPDPBUSD        Z26, Z5, Z20
+	VMOVDQU64       3904(CX), Z26
+	VPDPBUSD        Z26, Z4, Z13
+	VPDPBUSD        Z26, Z5, Z21
+	VMOVDQU64       ggmlChunkQ6K_2<>+0(SB), Z4
+	VPERMI2D        Z3, Z2, Z4
+	VMOVDQU64       ggmlChunkQ6K_2<>+0(SB), Z5
+	VPERMI2D        Z23, Z22, Z5
+	VMOVDQU64       2176(CX), Z26
+	VPDPBUSD        Z26, Z4, Z6
+	VPDPBUSD        Z26, Z5, Z14
+	VMOVDQU64       2432(CX), Z26
+	VPDPBUSD        Z26, Z4, Z7
+	VPDPBUSD        Z26, Z5, Z15
+	VMOVDQU64       2688(CX), Z26
+	VPDPBUSD        Z26, Z4, Z8
+	VPDPBUSD        Z26, Z5, Z16
+	VMOVDQU64       2944(CX), Z26
+	VPDPBUSD        Z26, Z4, Z9
+	VPDPBUSD        Z26, Z5, Z17
+	VMOVDQU64       3200(CX), Z26
+	VPDPBUSD        Z26, Z4, Z10
+	VPDPBUSD        Z26, Z5, Z18
+	VMOVDQU64       3456(CX), Z26
+	VPDPBUSD        Z26, Z4, Z11
+	VPDPBUSD        Z26, Z5, Z19
+	VMOVDQU64       3712(CX), Z26
+	VPDPBUSD        Z26, Z4, Z12
+	VPDPBUSD        Z26, Z5, Z20
+	VMOVDQU64       3968(CX), Z26
+	VPDPBUSD        Z26, Z4, Z13
+	VPDPBUSD        Z26, Z5, Z21
+	VMOVDQU64       ggmlChunkQ6K_3<>+0(SB), Z4
+	VPERMI2D        Z3, Z2, Z4
+	VMOVDQU64       ggmlChunkQ6K_3<>+0(SB), Z5
+	VPERMI2D        Z23, Z22, Z5
+	VMOVDQU64       2240(CX), Z2
+	VPDPBUSD        Z2, Z4, Z6
+	VPDPBUSD        Z2, Z5, Z14
+	VMOVDQU64       2496(CX), Z2
+	VPDPBUSD        Z2, Z4, Z7
+	VPDPBUSD        Z2, Z5, Z15
+	VMOVDQU64       2752(CX), Z2
+	VPDPBUSD        Z2, Z4, Z8
+	VPDPBUSD        Z2, Z5, Z16
+	VMOVDQU64       3008(CX), Z2
+	VPDPBUSD        Z2, Z4, Z9
+	VPDPBUSD        Z2, Z5, Z17
+	VMOVDQU64       3264(CX), Z2
+	VPDPBUSD        Z2, Z4, Z10
+	VPDPBUSD        Z2, Z5, Z18
+	VMOVDQU64       3520(CX), Z2
+	VPDPBUSD        Z2, Z4, Z11
+	VPDPBUSD        Z2, Z5, Z19
+	VMOVDQU64       3776(CX), Z2
+	VPDPBUSD        Z2, Z4, Z12
+	VPDPBUSD        Z2, Z5, Z20
+	VMOVDQU64       4032(CX), Z2
+	VPDPBUSD        Z2, Z4, Z13
+	VPDPBUSD        Z2, Z5, Z21
 	VMOVDQU64       ggmlPosSub16_1<>+0(SB), Z2
 	VPERMD          (SP), Z2, Z2
-	VPMULLD         Z2, Z16, Z16
-	VPMULLD         Z2, Z17, Z17
-	VPMULLD         Z2, Z18, Z18
-	VPMULLD         Z2, Z19, Z19
-	VPMULLD         Z2, Z20, Z20
-	VPMULLD         Z2, Z21, Z21
-	VPMULLD         Z2, Z22, Z22
-	VPMULLD         Z2, Z23, Z23
-	VPUNPCKLDQ      Z17, Z16, Z2
-	VPUNPCKHDQ      Z17, Z16, Z16
-	VPADDD          Z2, Z16, Z16
-	VPUNPCKLDQ      Z19, Z18, Z2
-	VPUNPCKHDQ      Z19, Z18, Z18
-	VPADDD          Z2, Z18, Z18
-	VPUNPCKLDQ      Z21, Z20, Z2
-	VPUNPCKHDQ      Z21, Z20, Z20
-	VPADDD          Z2, Z20, Z20
-	VPUNPCKLDQ      Z23, Z22, Z2
-	VPUNPCKHDQ      Z23, Z22, Z22
-	VPADDD          Z2, Z22, Z22
-	VPUNPCKLQDQ     Z18, Z16, Z2
-	VPUNPCKHQDQ     Z18, Z16, Z16
-	VPADDD          Z2, Z16, Z16
-	VPUNPCKLQDQ     Z22, Z20, Z2
-	VPUNPCKHQDQ     Z22, Z20, Z20
-	VPADDD          Z2, Z20, Z20
-	VSHUFI32X4      $0x88, Z20, Z16, Z2
-	VSHUFI32X4      $0xdd, Z20, Z16, Z16
-	VPADDD          Z16, Z2, Z2
+	VPMULLD         Z2, Z6, Z6
+	VPMULLD         Z2, Z7, Z7
+	VPMULLD         Z2, Z8, Z8
+	VPMULLD         Z2, Z9, Z9
+	VPMULLD         Z2, Z10, Z10
+	VPMULLD         Z2, Z11, Z11
+	VPMULLD         Z2, Z12, Z12
+	VPMULLD         Z2, Z13, Z13
+	VPUNPCKLDQ      Z7, Z6, Z2
+	VPUNPCKHDQ      Z7, Z6, Z6
+	VPADDD          Z2, Z6, Z6
+	VPUNPCKLDQ      Z9, Z8, Z2
+	VPUNPCKHDQ      Z9, Z8, Z8
+	VPADDD          Z2, Z8, Z8
+	VPUNPCKLDQ      Z11, Z10, Z2
+	VPUNPCKHDQ      Z11, Z10, Z10
+	VPADDD          Z2, Z10, Z10
+	VPUNPCKLDQ      Z13, Z12, Z2
+	VPUNPCKHDQ      Z13, Z12, Z12
+	VPADDD          Z2, Z12, Z12
+	VPUNPCKLQDQ     Z8, Z6, Z2
+	VPUNPCKHQDQ     Z8, Z6, Z6
+	VPADDD          Z2, Z6, Z6
+	VPUNPCKLQDQ     Z12, Z10, Z2
+	VPUNPCKHQDQ     Z12, Z10, Z10
+	VPADDD          Z2, Z10, Z10
+	VSHUFI32X4      $0x88, Z10, Z6, Z2
+	VSHUFI32X4      $0xdd, Z10, Z6, Z6
+	VPADDD          Z6, Z2, Z2
 	VPBROADCASTD    80(SP), Z3
 	VPMADDWD        256(DX), Z3, Z3
 	VPBROADCASTD    84(SP), Z4
@@ -6669,6 +8142,52 @@ GgmlQ6KA8M16FullAvx512_sb:
 	VCVTDQ2PS       Z2, Z2
 	VMULPS          Z3, Z2, Z2
 	VADDPS          Z2, Z24, Z24
+	VMOVDQU64       ggmlPosSub16_1<>+0(SB), Z2
+	VPERMD          104(SP), Z2, Z2
+	VPMULLD         Z2, Z14, Z14
+	VPMULLD         Z2, Z15, Z15
+	VPMULLD         Z2, Z16, Z16
+	VPMULLD         Z2, Z17, Z17
+	VPMULLD         Z2, Z18, Z18
+	VPMULLD         Z2, Z19, Z19
+	VPMULLD         Z2, Z20, Z20
+	VPMULLD         Z2, Z21, Z21
+	VPUNPCKLDQ      Z15, Z14, Z2
+	VPUNPCKHDQ      Z15, Z14, Z14
+	VPADDD          Z2, Z14, Z14
+	VPUNPCKLDQ      Z17, Z16, Z2
+	VPUNPCKHDQ      Z17, Z16, Z16
+	VPADDD          Z2, Z16, Z16
+	VPUNPCKLDQ      Z19, Z18, Z2
+	VPUNPCKHDQ      Z19, Z18, Z18
+	VPADDD          Z2, Z18, Z18
+	VPUNPCKLDQ      Z21, Z20, Z2
+	VPUNPCKHDQ      Z21, Z20, Z20
+	VPADDD          Z2, Z20, Z20
+	VPUNPCKLQDQ     Z16, Z14, Z2
+	VPUNPCKHQDQ     Z16, Z14, Z14
+	VPADDD          Z2, Z14, Z14
+	VPUNPCKLQDQ     Z20, Z18, Z2
+	VPUNPCKHQDQ     Z20, Z18, Z18
+	VPADDD          Z2, Z18, Z18
+	VSHUFI32X4      $0x88, Z18, Z14, Z2
+	VSHUFI32X4      $0xdd, Z18, Z14, Z14
+	VPADDD          Z14, Z2, Z2
+	VPBROADCASTD    184(SP), Z3
+	VPMADDWD        256(DX), Z3, Z3
+	VPBROADCASTD    188(SP), Z4
+	VPDPWSSD        320(DX), Z4, Z3
+	VPBROADCASTD    192(SP), Z4
+	VPDPWSSD        384(DX), Z4, Z3
+	VPBROADCASTD    196(SP), Z4
+	VPDPWSSD        448(DX), Z4, Z3
+	VPSLLD          $0x05, Z3, Z3
+	VPSUBD          Z3, Z2, Z2
+	VMOVUPS         64(BX), Z3
+	VMULPS.BCST     200(SP), Z3, Z3
+	VCVTDQ2PS       Z2, Z2
+	VMULPS          Z3, Z2, Z2
+	VADDPS          Z2, Z25, Z25
 	ADDQ            $0x000000d2, AX
 	ADDQ            $0x00001000, CX
 	ADDQ            $0x00000200, DX
@@ -6677,15 +8196,17 @@ GgmlQ6KA8M16FullAvx512_sb:
 	JNZ             GgmlQ6KA8M16FullAvx512_sb
 	MOVQ            out+72(FP), AX
 	VMOVUPS         Z24, (AX)
+	VMOVUPS         Z25, 64(AX)
 	MOVQ            out+72(FP), AX
-	ADDQ            $0x00000040, AX
+	ADDQ            $0x00000080, AX
 	MOVQ            AX, out+72(FP)
 	MOVQ            stride+8(FP), AX
+	SHLQ            $0x01, AX
 	MOVQ            w+0(FP), CX
 	ADDQ            AX, CX
 	MOVQ            CX, w+0(FP)
 	MOVQ            rows+16(FP), AX
-	DECQ            AX
+	SUBQ            $0x02, AX
 	MOVQ            AX, rows+16(FP)
 	JNZ             GgmlQ6KA8M16FullAvx512_row
 	VZEROUPPER
@@ -7124,7 +8645,7 @@ GgmlIQ4XSA8R4Avx512_unit:
 
 // func GgmlIQ4XSA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, BMI2, F16C, MMX+
-TEXT ·GgmlIQ4XSA8M16Avx512(SB), NOSPLIT, $104-80
+TEXT ·GgmlIQ4XSA8M16Avx512(SB), NOSPLIT, $208-80
 	MOVL            $0x0f0f0f0f, AX
 	VMOVD           AX, X0
 	VPBROADCASTD    X0, Z0
@@ -7406,7 +8927,7 @@ GgmlIQ4XSA8M16Avx512_h1_done:
 	ADDQ         AX, CX
 	MOVQ         CX, w+0(FP)
 	MOVQ         rows+16(FP), AX
-	DECQ         AX
+	SUBQ         $0x01, AX
 	MOVQ         AX, rows+16(FP)
 	JNZ          GgmlIQ4XSA8M16Avx512_row
 	VZEROUPPER
@@ -7486,7 +9007,7 @@ GLOBL ggmlChunkIQ4XS_3<>(SB), RODATA|NOPTR, $64
 
 // func GgmlIQ4XSA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, BMI2, F16C, MMX+
-TEXT ·GgmlIQ4XSA8M16FullAvx512(SB), NOSPLIT, $104-80
+TEXT ·GgmlIQ4XSA8M16FullAvx512(SB), NOSPLIT, $208-80
 	MOVL            $0x0f0f0f0f, AX
 	VMOVD           AX, X0
 	VPBROADCASTD    X0, Z0
@@ -7495,6 +9016,7 @@ TEXT ·GgmlIQ4XSA8M16FullAvx512(SB), NOSPLIT, $104-80
 GgmlIQ4XSA8M16FullAvx512_row:
 	MOVQ    out+72(FP), AX
 	VMOVUPS (AX), Z24
+	VMOVUPS 64(AX), Z25
 	MOVQ    w+0(FP), AX
 	MOVQ    act+32(FP), CX
 	MOVQ    sums+48(FP), DX
@@ -7503,48 +9025,75 @@ GgmlIQ4XSA8M16FullAvx512_row:
 
 GgmlIQ4XSA8M16FullAvx512_sb:
 	MOVQ         stride+8(FP), DI
-	SHLQ         $0x02, DI
-	ADDQ         AX, DI
-	PREFETCHT0   (DI)
-	PREFETCHT0   64(DI)
-	PREFETCHT0   128(DI)
-	PREFETCHT0   135(DI)
+	MOVQ         DI, R8
+	SHLQ         $0x02, R8
+	ADDQ         AX, R8
+	PREFETCHT0   (R8)
+	PREFETCHT0   64(R8)
+	PREFETCHT0   128(R8)
+	PREFETCHT0   135(R8)
+	PREFETCHT0   (R8)(DI*1)
+	PREFETCHT0   64(R8)(DI*1)
+	PREFETCHT0   128(R8)(DI*1)
+	PREFETCHT0   135(R8)(DI*1)
 	PREFETCHT0   136(AX)
 	PREFETCHT0   200(AX)
 	PREFETCHT0   264(AX)
 	PREFETCHT0   271(AX)
-	MOVL         4(AX), DI
-	MOVWQZX      2(AX), R8
-	MOVQ         $0x0f0f0f0f0f0f0f0f, R9
-	PDEPQ        R9, DI, DI
-	MOVQ         $0x0303030303030303, R9
-	PDEPQ        R9, R8, R8
-	SHLQ         $0x04, R8
-	ORQ          R8, DI
-	VMOVQ        DI, X2
-	MOVL         $0x20202020, DI
-	VPBROADCASTD DI, X3
+	PREFETCHT0   136(AX)(DI*1)
+	PREFETCHT0   200(AX)(DI*1)
+	PREFETCHT0   264(AX)(DI*1)
+	PREFETCHT0   271(AX)(DI*1)
+	MOVL         4(AX), R8
+	MOVWQZX      2(AX), R9
+	MOVQ         $0x0f0f0f0f0f0f0f0f, R10
+	PDEPQ        R10, R8, R8
+	MOVQ         $0x0303030303030303, R10
+	PDEPQ        R10, R9, R9
+	SHLQ         $0x04, R9
+	ORQ          R9, R8
+	VMOVQ        R8, X2
+	MOVL         $0x20202020, R8
+	VPBROADCASTD R8, X3
 	VPSUBB       X3, X2, X2
-	VPMOVSXBD    X2, Y25
+	VPMOVSXBD    X2, Y26
 	VPMOVSXBW    X2, X2
 	VMOVDQU64    X2, 64(SP)
-	VMOVDQU64    Z25, (SP)
+	VMOVDQU64    Z26, (SP)
 	VPBROADCASTW (AX), X2
 	VCVTPH2PS    X2, X2
 	VMOVSS       X2, 96(SP)
+	MOVL         4(AX)(DI*1), R8
+	MOVWQZX      2(AX)(DI*1), R9
+	MOVQ         $0x0f0f0f0f0f0f0f0f, R10
+	PDEPQ        R10, R8, R8
+	MOVQ         $0x0303030303030303, R10
+	PDEPQ        R10, R9, R9
+	SHLQ         $0x04, R9
+	ORQ          R9, R8
+	VMOVQ        R8, X2
+	MOVL         $0x20202020, R8
+	VPBROADCASTD R8, X3
+	VPSUBB       X3, X2, X2
+	VPMOVSXBD    X2, Y26
+	VPMOVSXBW    X2, X2
+	VMOVDQU64    X2, 168(SP)
+	VMOVDQU64    Z26, 104(SP)
+	VPBROADCASTW (AX)(DI*1), X2
+	VCVTPH2PS    X2, X2
+	VMOVSS       X2, 200(SP)
 	VPSRLW       $0x04, 8(AX), Z3
 	VPANDD       8(AX), Z0, Z2
 	VPANDD       Z3, Z0, Z3
 	VPSHUFB      Z2, Z1, Z2
 	VPSHUFB      Z3, Z1, Z3
-	VMOVDQU64    ggmlChunkIQ4XS_0<>+0(SB), Z4
-	VPERMI2D     Z3, Z2, Z4
-	VMOVDQU64    ggmlChunkIQ4XS_1<>+0(SB), Z5
-	VPERMI2D     Z3, Z2, Z5
-	VMOVDQU64    ggmlChunkIQ4XS_2<>+0(SB), Z6
-	VPERMI2D     Z3, Z2, Z6
-	VMOVDQU64    ggmlChunkIQ4XS_3<>+0(SB), Z7
-	VPERMI2D     Z3, Z2, Z7
+	VPSRLW       $0x04, 8(AX)(DI*1), Z23
+	VPANDD       8(AX)(DI*1), Z0, Z22
+	VPANDD       Z23, Z0, Z23
+	VPSHUFB      Z22, Z1, Z22
+	VPSHUFB      Z23, Z1, Z23
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
 	VPXORD       Z8, Z8, Z8
 	VPXORD       Z9, Z9, Z9
 	VPXORD       Z10, Z10, Z10
@@ -7553,131 +9102,167 @@ GgmlIQ4XSA8M16FullAvx512_sb:
 	VPXORD       Z13, Z13, Z13
 	VPXORD       Z14, Z14, Z14
 	VPXORD       Z15, Z15, Z15
-	VPDPBUSD     (CX), Z4, Z8
-	VPDPBUSD     64(CX), Z5, Z8
-	VPDPBUSD     128(CX), Z6, Z8
-	VPDPBUSD     192(CX), Z7, Z8
-	VPDPBUSD     256(CX), Z4, Z9
-	VPDPBUSD     320(CX), Z5, Z9
-	VPDPBUSD     384(CX), Z6, Z9
-	VPDPBUSD     448(CX), Z7, Z9
-	VPDPBUSD     512(CX), Z4, Z10
-	VPDPBUSD     576(CX), Z5, Z10
-	VPDPBUSD     640(CX), Z6, Z10
-	VPDPBUSD     704(CX), Z7, Z10
-	VPDPBUSD     768(CX), Z4, Z11
-	VPDPBUSD     832(CX), Z5, Z11
-	VPDPBUSD     896(CX), Z6, Z11
-	VPDPBUSD     960(CX), Z7, Z11
-	VPDPBUSD     1024(CX), Z4, Z12
-	VPDPBUSD     1088(CX), Z5, Z12
-	VPDPBUSD     1152(CX), Z6, Z12
-	VPDPBUSD     1216(CX), Z7, Z12
-	VPDPBUSD     1280(CX), Z4, Z13
-	VPDPBUSD     1344(CX), Z5, Z13
-	VPDPBUSD     1408(CX), Z6, Z13
-	VPDPBUSD     1472(CX), Z7, Z13
-	VPDPBUSD     1536(CX), Z4, Z14
-	VPDPBUSD     1600(CX), Z5, Z14
-	VPDPBUSD     1664(CX), Z6, Z14
-	VPDPBUSD     1728(CX), Z7, Z14
-	VPDPBUSD     1792(CX), Z4, Z15
-	VPDPBUSD     1856(CX), Z5, Z15
-	VPDPBUSD     1920(CX), Z6, Z15
-	VPDPBUSD     1984(CX), Z7, Z15
-	VPSRLW       $0x04, 72(AX), Z3
-	VPANDD       72(AX), Z0, Z2
-	VPANDD       Z3, Z0, Z3
-	VPSHUFB      Z2, Z1, Z2
-	VPSHUFB      Z3, Z1, Z3
-	VMOVDQU64    ggmlChunkIQ4XS_0<>+0(SB), Z4
-	VPERMI2D     Z3, Z2, Z4
-	VMOVDQU64    ggmlChunkIQ4XS_1<>+0(SB), Z5
-	VPERMI2D     Z3, Z2, Z5
-	VMOVDQU64    ggmlChunkIQ4XS_2<>+0(SB), Z6
-	VPERMI2D     Z3, Z2, Z6
-	VMOVDQU64    ggmlChunkIQ4XS_3<>+0(SB), Z7
-	VPERMI2D     Z3, Z2, Z7
 	VPXORD       Z16, Z16, Z16
 	VPXORD       Z17, Z17, Z17
 	VPXORD       Z18, Z18, Z18
 	VPXORD       Z19, Z19, Z19
 	VPXORD       Z20, Z20, Z20
 	VPXORD       Z21, Z21, Z21
-	VPXORD       Z22, Z22, Z22
-	VPXORD       Z23, Z23, Z23
-	VPDPBUSD     2048(CX), Z4, Z16
+	VMOVDQU64    ggmlChunkIQ4XS_0<>+0(SB), Z4
+	VPERMI2D     Z3, Z2, Z4
+	VMOVDQU64    ggmlChunkIQ4XS_0<>+0(SB), Z5
+	VPERMI2D     Z23, Z22, Z5
+	VMOVDQU64    (CX), Z27
+	VPDPBUSD     Z27, Z4, Z6
+	VPDPBUSD     Z27, Z5, Z14
+	VMOVDQU64    256(CX), Z27
+	VPDPBUSD     Z27, Z4, Z7
+	VPDPBUSD     Z27, Z5, Z15
+	VMOVDQU64    512(CX), Z27
+	VPDPBUSD     Z27, Z4, Z8
+	VPDPBUSD     Z27, Z5, Z16
+	VMOVDQU64    768(CX), Z27
+	VPDPBUSD     Z27, Z4, Z9
+	VPDPBUSD     Z27, Z5, Z17
+	VMOVDQU64    1024(CX), Z27
+	VPDPBUSD     Z27, Z4, Z10
+	VPDPBUSD     Z27, Z5, Z18
+	VMOVDQU64    1280(CX), Z27
+	VPDPBUSD     Z27, Z4, Z11
+	VPDPBUSD     Z27, Z5, Z19
+	VMOVDQU64    1536(CX), Z27
+	VPDPBUSD     Z27, Z4, Z12
+	VPDPBUSD     Z27, Z5, Z20
+	VMOVDQU64    1792(CX), Z27
+	VPDPBUSD     Z27, Z4, Z13
+	VPDPBUSD     Z27, Z5, Z21
+	VMOVDQU64    ggmlChunkIQ4XS_1<>+0(SB), Z4
+	VPERMI2D     Z3, Z2, Z4
+	VMOVDQU64    ggmlChunkIQ4XS_1<>+0(SB), Z5
+	VPERMI2D     Z23, Z22, Z5
+	VMOVDQU64    64(CX), Z27
+	VPDPBUSD     Z27, Z4, Z6
+	VPDPBUSD     Z27, Z5, Z14
+	VMOVDQU64    320(CX), Z27
+	VPDPBUSD     Z27, Z4, Z7
+	VPDPBUSD     Z27, Z5, Z15
+	VMOVDQU64    576(CX), Z27
+	VPDPBUSD     Z27, Z4, Z8
+	VPDPBUSD     Z27, Z5, Z16
+	VMOVDQU64    832(CX), Z27
+	VPDPBUSD     Z27, Z4, Z9
+	VPDPBUSD     Z27, Z5, Z17
+	VMOVDQU64    1088(CX), Z27
+	VPDPBUSD     Z27, Z4, Z10
+	VPDPBUSD     Z27, Z5, Z18
+	VMOVDQU64    1344(CX), Z27
+	VPDPBUSD     Z27, Z4, Z11
+	VPDPBUSD     Z27, Z5, Z19
+	VMOVDQU64    1600(CX), Z27
+	VPDPBUSD     Z27, Z4, Z12
+	VPDPBUSD     Z27, Z5, Z20
+	VMOVDQU64    1856(CX), Z27
+	VPDPBUSD     Z27, Z4, Z13
+	VPDPBUSD     Z27, Z5, Z21
+	VMOVDQU64    ggmlChunkIQ4XS_2<>+0(SB), Z4
+	VPERMI2D     Z3, Z2, Z4
+	VMOVDQU64    ggmlChunkIQ4XS_2<>+0(SB), Z5
+	VPERMI2D     Z23, Z22, Z5
+	VMOVDQU64    128(CX), Z27
+	VPDPBUSD     Z27, Z4, Z6
+	VPDPBUSD     Z27, Z5, Z14
+	VMOVDQU64    384(CX), Z27
+	VPDPBUSD     Z27, Z4, Z7
+	VPDPBUSD     Z27, Z5, Z15
+	VMOVDQU64    640(CX), Z27
+	VPDPBUSD     Z27, Z4, Z8
+	VPDPBUSD     Z27, Z5, Z16
+	VMOVDQU64    896(CX), Z27
+	VPDPBUSD     Z27, Z4, Z9
+	VPDPBUSD     Z27, Z5, Z17
+	VMOVDQU64    1152(CX), Z27
+	VPDPBUSD     Z27, Z4, Z10
+	VPDPBUSD     Z27, Z5, Z18
+	VMOVDQU64    1408(CX), Z27
+	VPDPBUSD     Z27, Z4, Z11
+	VPDPBUSD     Z27, Z5, Z19
+	VMOVDQU64    1664(CX), Z27
+	VPDPBUSD     Z27, Z4, Z12
+	VPDPBUSD     Z27, Z5, Z20
+	VMOVDQU64    1920(CX), Z27
+	VPDPBUSD     Z27, Z4, Z13
+	VPDPBUSD     Z27, Z5, Z21
+	VMOVDQU64    ggmlChunkIQ4XS_3<>+0(SB), Z4
+	VPERMI2D     Z3, Z2, Z4
+	VMOVDQU64    ggmlChunkIQ4XS_3<>+0(SB), Z5
+	VPERMI2D     Z23, Z22, Z5
+	VMOVDQU64    192(CX), Z2
+	VPDPBUSD     Z2, Z4, Z6
+	VPDPBUSD     Z2, Z5, Z14
+	VMOVDQU64    448(CX), Z2
+	VPDPBUSD     Z2, Z4, Z7
+	VPDPBUSD     Z2, Z5, Z15
+	VMOVDQU64    704(CX), Z2
+	VPDPBUSD     Z2, Z4, Z8
+	VPDPBUSD     Z2, Z5, Z16
+	VMOVDQU64    960(CX), Z2
+	VPDPBUSD     Z2, Z4, Z9
+	VPDPBUSD     Z2, Z5, Z17
+	VMOVDQU64    1216(CX), Z2
+	VPDPBUSD     Z2, Z4, Z10
+	VPDPBUSD     Z2, Z5, Z18
+	VMOVDQU64    1472(CX), Z2
+	VPDPBUSD     Z2, Z4, Z11
+	VPDPBUSD     Z2, Z5, Z19
+	VMOVDQU64    1728(CX), Z2
+	VPDPBUSD     Z2, Z4, Z12
+	VPDPBUSD     Z2, Z5, Z20
+	VMOVDQU64    1984(CX), Z2
+	VPDPBUSD     Z2, Z4, Z13
+	VPDPBUSD     Z2, Z5, Z21
 	VMOVDQU64    ggmlPosSub32_0<>+0(SB), Z2
 	VPERMD       (SP), Z2, Z2
-	VPDPBUSD     2112(CX), Z5, Z16
+	VPUNPCKLDQ   Z7, Z6, Z3
+	VPUNPCKHDQ   Z7, Z6, Z6
+	VPADDD       Z3, Z6, Z6
 	VPUNPCKLDQ   Z9, Z8, Z3
-	VPDPBUSD     2176(CX), Z6, Z16
 	VPUNPCKHDQ   Z9, Z8, Z8
-	VPDPBUSD     2240(CX), Z7, Z16
 	VPADDD       Z3, Z8, Z8
-	VPDPBUSD     2304(CX), Z4, Z17
 	VPUNPCKLDQ   Z11, Z10, Z3
-	VPDPBUSD     2368(CX), Z5, Z17
 	VPUNPCKHDQ   Z11, Z10, Z10
 	VPADDD       Z3, Z10, Z10
-	VPDPBUSD     2432(CX), Z6, Z17
 	VPUNPCKLDQ   Z13, Z12, Z3
-	VPDPBUSD     2496(CX), Z7, Z17
 	VPUNPCKHDQ   Z13, Z12, Z12
-	VPDPBUSD     2560(CX), Z4, Z18
 	VPADDD       Z3, Z12, Z12
-	VPDPBUSD     2624(CX), Z5, Z18
-	VPUNPCKLDQ   Z15, Z14, Z3
-	VPDPBUSD     2688(CX), Z6, Z18
-	VPUNPCKHDQ   Z15, Z14, Z14
-	VPADDD       Z3, Z14, Z14
-	VPDPBUSD     2752(CX), Z7, Z18
+	VPMULLD      Z2, Z6, Z6
 	VPMULLD      Z2, Z8, Z8
-	VPDPBUSD     2816(CX), Z4, Z19
 	VPMULLD      Z2, Z10, Z10
-	VPDPBUSD     2880(CX), Z5, Z19
 	VPMULLD      Z2, Z12, Z12
-	VPDPBUSD     2944(CX), Z6, Z19
-	VPMULLD      Z2, Z14, Z14
-	VPDPBUSD     3008(CX), Z7, Z19
-	VPUNPCKLQDQ  Z10, Z8, Z2
-	VPUNPCKHQDQ  Z10, Z8, Z8
-	VPDPBUSD     3072(CX), Z4, Z20
-	VPADDD       Z2, Z8, Z8
-	VPDPBUSD     3136(CX), Z5, Z20
-	VPUNPCKLQDQ  Z14, Z12, Z2
-	VPDPBUSD     3200(CX), Z6, Z20
-	VPUNPCKHQDQ  Z14, Z12, Z12
-	VPDPBUSD     3264(CX), Z7, Z20
-	VPADDD       Z2, Z12, Z12
-	VPDPBUSD     3328(CX), Z4, Z21
-	VSHUFI32X4   $0x88, Z12, Z8, Z2
-	VPDPBUSD     3392(CX), Z5, Z21
-	VSHUFI32X4   $0xdd, Z12, Z8, Z8
-	VPADDD       Z8, Z2, Z2
-	VPDPBUSD     3456(CX), Z6, Z21
+	VPUNPCKLQDQ  Z8, Z6, Z2
+	VPUNPCKHQDQ  Z8, Z6, Z6
+	VPADDD       Z2, Z6, Z6
+	VPUNPCKLQDQ  Z12, Z10, Z2
+	VPUNPCKHQDQ  Z12, Z10, Z10
+	VPADDD       Z2, Z10, Z10
+	VSHUFI32X4   $0x88, Z10, Z6, Z2
+	VSHUFI32X4   $0xdd, Z10, Z6, Z6
+	VPADDD       Z6, Z2, Z2
 	VPBROADCASTD 64(SP), Z3
-	VPDPBUSD     3520(CX), Z7, Z21
 	VPMADDWD     (DX), Z3, Z3
-	VPDPBUSD     3584(CX), Z4, Z22
-	VPBROADCASTD 68(SP), Z26
-	VPDPBUSD     3648(CX), Z5, Z22
-	VPDPWSSD     64(DX), Z26, Z3
-	VPDPBUSD     3712(CX), Z6, Z22
+	VPBROADCASTD 68(SP), Z4
+	VPDPWSSD     64(DX), Z4, Z3
 	VPSLLD       $0x07, Z3, Z3
 	VPSUBD       Z3, Z2, Z2
-	VPDPBUSD     3776(CX), Z7, Z22
 	VMOVUPS      (BX), Z3
-	VPDPBUSD     3840(CX), Z4, Z23
 	VMULPS.BCST  96(SP), Z3, Z3
-	VPDPBUSD     3904(CX), Z5, Z23
 	VCVTDQ2PS    Z2, Z2
-	VPDPBUSD     3968(CX), Z6, Z23
 	VMULPS       Z3, Z2, Z2
-	VPDPBUSD     4032(CX), Z7, Z23
 	VADDPS       Z2, Z24, Z24
-	VMOVDQU64    ggmlPosSub32_1<>+0(SB), Z2
-	VPERMD       (SP), Z2, Z2
+	VMOVDQU64    ggmlPosSub32_0<>+0(SB), Z2
+	VPERMD       104(SP), Z2, Z2
+	VPUNPCKLDQ   Z15, Z14, Z3
+	VPUNPCKHDQ   Z15, Z14, Z14
+	VPADDD       Z3, Z14, Z14
 	VPUNPCKLDQ   Z17, Z16, Z3
 	VPUNPCKHDQ   Z17, Z16, Z16
 	VPADDD       Z3, Z16, Z16
@@ -7687,22 +9272,195 @@ GgmlIQ4XSA8M16FullAvx512_sb:
 	VPUNPCKLDQ   Z21, Z20, Z3
 	VPUNPCKHDQ   Z21, Z20, Z20
 	VPADDD       Z3, Z20, Z20
-	VPUNPCKLDQ   Z23, Z22, Z3
-	VPUNPCKHDQ   Z23, Z22, Z22
-	VPADDD       Z3, Z22, Z22
+	VPMULLD      Z2, Z14, Z14
 	VPMULLD      Z2, Z16, Z16
 	VPMULLD      Z2, Z18, Z18
 	VPMULLD      Z2, Z20, Z20
-	VPMULLD      Z2, Z22, Z22
-	VPUNPCKLQDQ  Z18, Z16, Z2
-	VPUNPCKHQDQ  Z18, Z16, Z16
-	VPADDD       Z2, Z16, Z16
-	VPUNPCKLQDQ  Z22, Z20, Z2
-	VPUNPCKHQDQ  Z22, Z20, Z20
-	VPADDD       Z2, Z20, Z20
-	VSHUFI32X4   $0x88, Z20, Z16, Z2
-	VSHUFI32X4   $0xdd, Z20, Z16, Z16
-	VPADDD       Z16, Z2, Z2
+	VPUNPCKLQDQ  Z16, Z14, Z2
+	VPUNPCKHQDQ  Z16, Z14, Z14
+	VPADDD       Z2, Z14, Z14
+	VPUNPCKLQDQ  Z20, Z18, Z2
+	VPUNPCKHQDQ  Z20, Z18, Z18
+	VPADDD       Z2, Z18, Z18
+	VSHUFI32X4   $0x88, Z18, Z14, Z2
+	VSHUFI32X4   $0xdd, Z18, Z14, Z14
+	VPADDD       Z14, Z2, Z2
+	VPBROADCASTD 168(SP), Z3
+	VPMADDWD     (DX), Z3, Z3
+	VPBROADCASTD 172(SP), Z4
+	VPDPWSSD     64(DX), Z4, Z3
+	VPSLLD       $0x07, Z3, Z3
+	VPSUBD       Z3, Z2, Z2
+	VMOVUPS      (BX), Z3
+	VMULPS.BCST  200(SP), Z3, Z3
+	VCVTDQ2PS    Z2, Z2
+	VMULPS       Z3, Z2, Z2
+	VADDPS       Z2, Z25, Z25
+	VPSRLW       $0x04, 72(AX), Z3
+	VPANDD       72(AX), Z0, Z2
+	VPANDD       Z3, Z0, Z3
+	VPSHUFB      Z2, Z1, Z2
+	VPSHUFB      Z3, Z1, Z3
+	VPSRLW       $0x04, 72(AX)(DI*1), Z23
+	VPANDD       72(AX)(DI*1), Z0, Z22
+	VPANDD       Z23, Z0, Z23
+	VPSHUFB      Z22, Z1, Z22
+	VPSHUFB      Z23, Z1, Z23
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
+	VPXORD       Z16, Z16, Z16
+	VPXORD       Z17, Z17, Z17
+	VPXORD       Z18, Z18, Z18
+	VPXORD       Z19, Z19, Z19
+	VPXORD       Z20, Z20, Z20
+	VPXORD       Z21, Z21, Z21
+	VMOVDQU64    ggmlChunkIQ4XS_0<>+0(SB), Z4
+	VPERMI2D     Z3, Z2, Z4
+	VMOVDQU64    ggmlChunkIQ4XS_0<>+0(SB), Z5
+	VPERMI2D     Z23, Z22, Z5
+	VMOVDQU64    2048(CX), Z27
+	VPDPBUSD     Z27, Z4, Z6
+	VPDPBUSD     Z27, Z5, Z14
+	VMOVDQU64    2304(CX), Z27
+	VPDPBUSD     Z27, Z4, Z7
+	VPDPBUSD     Z27, Z5, Z15
+	VMOVDQU64    2560(CX), Z27
+	VPDPBUSD     Z27, Z4, Z8
+	VPDPBUSD     Z27, Z5, Z16
+	VMOVDQU64    2816(CX), Z27
+	VPDPBUSD     Z27, Z4, Z9
+	VPDPBUSD     Z27, Z5, Z17
+	VMOVDQU64    3072(CX), Z27
+	VPDPBUSD     Z27, Z4, Z10
+	VPDPBUSD     Z27, Z5, Z18
+	VMOVDQU64    3328(CX), Z27
+	VPDPBUSD     Z27, Z4, Z11
+	VPDPBUSD     Z27, Z5, Z19
+	VMOVDQU64    3584(CX), Z27
+	VPDPBUSD     Z27, Z4, Z12
+	VPDPBUSD     Z27, Z5, Z20
+	VMOVDQU64    3840(CX), Z27
+	VPDPBUSD     Z27, Z4, Z13
+	VPDPBUSD     Z27, Z5, Z21
+	VMOVDQU64    ggmlChunkIQ4XS_1<>+0(SB), Z4
+	VPERMI2D     Z3, Z2, Z4
+	VMOVDQU64    ggmlChunkIQ4XS_1<>+0(SB), Z5
+	VPERMI2D     Z23, Z22, Z5
+	VMOVDQU64    2112(CX), Z27
+	VPDPBUSD     Z27, Z4, Z6
+	VPDPBUSD     Z27, Z5, Z14
+	VMOVDQU64    2368(CX), Z27
+	VPDPBUSD     Z27, Z4, Z7
+	VPDPBUSD     Z27, Z5, Z15
+	VMOVDQU64    2624(CX), Z27
+	VPDPBUSD     Z27, Z4, Z8
+	VPDPBUSD     Z27, Z5, Z16
+	VMOVDQU64    2880(CX), Z27
+	VPDPBUSD     Z27, Z4, Z9
+	VPDPBUSD     Z27, Z5, Z17
+	VMOVDQU64    3136(CX), Z27
+	VPDPBUSD     Z27, Z4, Z10
+	VPDPBUSD     Z27, Z5, Z18
+	VMOVDQU64    3392(CX), Z27
+	VPDPBUSD     Z27, Z4, Z11
+	VPDPBUSD     Z27, Z5, Z19
+	VMOVDQU64    3648(CX), Z27
+	VPDPBUSD     Z27, Z4, Z12
+	VPDPBUSD     Z27, Z5, Z20
+	VMOVDQU64    3904(CX), Z27
+	VPDPBUSD     Z27, Z4, Z13
+	VPDPBUSD     Z27, Z5, Z21
+	VMOVDQU64    ggmlChunkIQ4XS_2<>+0(SB), Z4
+	VPERMI2D     Z3, Z2, Z4
+	VMOVDQU64    ggmlChunkIQ4XS_2<>+0(SB), Z5
+	VPERMI2D     Z23, Z22, Z5
+	VMOVDQU64    2176(CX), Z27
+	VPDPBUSD     Z27, Z4, Z6
+	VPDPBUSD     Z27, Z5, Z14
+	VMOVDQU64    2432(CX), Z27
+	VPDPBUSD     Z27, Z4, Z7
+	VPDPBUSD     Z27, Z5, Z15
+	VMOVDQU64    2688(CX), Z27
+	VPDPBUSD     Z27, Z4, Z8
+	VPDPBUSD     Z27, Z5, Z16
+	VMOVDQU64    2944(CX), Z27
+	VPDPBUSD     Z27, Z4, Z9
+	VPDPBUSD     Z27, Z5, Z17
+	VMOVDQU64    3200(CX), Z27
+	VPDPBUSD     Z27, Z4, Z10
+	VPDPBUSD     Z27, Z5, Z18
+	VMOVDQU64    3456(CX), Z27
+	VPDPBUSD     Z27, Z4, Z11
+	VPDPBUSD     Z27, Z5, Z19
+	VMOVDQU64    3712(CX), Z27
+	VPDPBUSD     Z27, Z4, Z12
+	VPDPBUSD     Z27, Z5, Z20
+	VMOVDQU64    3968(CX), Z27
+	VPDPBUSD     Z27, Z4, Z13
+	VPDPBUSD     Z27, Z5, Z21
+	VMOVDQU64    ggmlChunkIQ4XS_3<>+0(SB), Z4
+	VPERMI2D     Z3, Z2, Z4
+	VMOVDQU64    ggmlChunkIQ4XS_3<>+0(SB), Z5
+	VPERMI2D     Z23, Z22, Z5
+	VMOVDQU64    2240(CX), Z2
+	VPDPBUSD     Z2, Z4, Z6
+	VPDPBUSD     Z2, Z5, Z14
+	VMOVDQU64    2496(CX), Z2
+	VPDPBUSD     Z2, Z4, Z7
+	VPDPBUSD     Z2, Z5, Z15
+	VMOVDQU64    2752(CX), Z2
+	VPDPBUSD     Z2, Z4, Z8
+	VPDPBUSD     Z2, Z5, Z16
+	VMOVDQU64    3008(CX), Z2
+	VPDPBUSD     Z2, Z4, Z9
+	VPDPBUSD     Z2, Z5, Z17
+	VMOVDQU64    3264(CX), Z2
+	VPDPBUSD     Z2, Z4, Z10
+	VPDPBUSD     Z2, Z5, Z18
+	VMOVDQU64    3520(CX), Z2
+	VPDPBUSD     Z2, Z4, Z11
+	VPDPBUSD     Z2, Z5, Z19
+	VMOVDQU64    3776(CX), Z2
+	VPDPBUSD     Z2, Z4, Z12
+	VPDPBUSD     Z2, Z5, Z20
+	VMOVDQU64    4032(CX), Z2
+	VPDPBUSD     Z2, Z4, Z13
+	VPDPBUSD     Z2, Z5, Z21
+	VMOVDQU64    ggmlPosSub32_1<>+0(SB), Z2
+	VPERMD       (SP), Z2, Z2
+	VPUNPCKLDQ   Z7, Z6, Z3
+	VPUNPCKHDQ   Z7, Z6, Z6
+	VPADDD       Z3, Z6, Z6
+	VPUNPCKLDQ   Z9, Z8, Z3
+	VPUNPCKHDQ   Z9, Z8, Z8
+	VPADDD       Z3, Z8, Z8
+	VPUNPCKLDQ   Z11, Z10, Z3
+	VPUNPCKHDQ   Z11, Z10, Z10
+	VPADDD       Z3, Z10, Z10
+	VPUNPCKLDQ   Z13, Z12, Z3
+	VPUNPCKHDQ   Z13, Z12, Z12
+	VPADDD       Z3, Z12, Z12
+	VPMULLD      Z2, Z6, Z6
+	VPMULLD      Z2, Z8, Z8
+	VPMULLD      Z2, Z10, Z10
+	VPMULLD      Z2, Z12, Z12
+	VPUNPCKLQDQ  Z8, Z6, Z2
+	VPUNPCKHQDQ  Z8, Z6, Z6
+	VPADDD       Z2, Z6, Z6
+	VPUNPCKLQDQ  Z12, Z10, Z2
+	VPUNPCKHQDQ  Z12, Z10, Z10
+	VPADDD       Z2, Z10, Z10
+	VSHUFI32X4   $0x88, Z10, Z6, Z2
+	VSHUFI32X4   $0xdd, Z10, Z6, Z6
+	VPADDD       Z6, Z2, Z2
 	VPBROADCASTD 72(SP), Z3
 	VPMADDWD     128(DX), Z3, Z3
 	VPBROADCASTD 76(SP), Z4
@@ -7714,6 +9472,44 @@ GgmlIQ4XSA8M16FullAvx512_sb:
 	VCVTDQ2PS    Z2, Z2
 	VMULPS       Z3, Z2, Z2
 	VADDPS       Z2, Z24, Z24
+	VMOVDQU64    ggmlPosSub32_1<>+0(SB), Z2
+	VPERMD       104(SP), Z2, Z2
+	VPUNPCKLDQ   Z15, Z14, Z3
+	VPUNPCKHDQ   Z15, Z14, Z14
+	VPADDD       Z3, Z14, Z14
+	VPUNPCKLDQ   Z17, Z16, Z3
+	VPUNPCKHDQ   Z17, Z16, Z16
+	VPADDD       Z3, Z16, Z16
+	VPUNPCKLDQ   Z19, Z18, Z3
+	VPUNPCKHDQ   Z19, Z18, Z18
+	VPADDD       Z3, Z18, Z18
+	VPUNPCKLDQ   Z21, Z20, Z3
+	VPUNPCKHDQ   Z21, Z20, Z20
+	VPADDD       Z3, Z20, Z20
+	VPMULLD      Z2, Z14, Z14
+	VPMULLD      Z2, Z16, Z16
+	VPMULLD      Z2, Z18, Z18
+	VPMULLD      Z2, Z20, Z20
+	VPUNPCKLQDQ  Z16, Z14, Z2
+	VPUNPCKHQDQ  Z16, Z14, Z14
+	VPADDD       Z2, Z14, Z14
+	VPUNPCKLQDQ  Z20, Z18, Z2
+	VPUNPCKHQDQ  Z20, Z18, Z18
+	VPADDD       Z2, Z18, Z18
+	VSHUFI32X4   $0x88, Z18, Z14, Z2
+	VSHUFI32X4   $0xdd, Z18, Z14, Z14
+	VPADDD       Z14, Z2, Z2
+	VPBROADCASTD 176(SP), Z3
+	VPMADDWD     128(DX), Z3, Z3
+	VPBROADCASTD 180(SP), Z4
+	VPDPWSSD     192(DX), Z4, Z3
+	VPSLLD       $0x07, Z3, Z3
+	VPSUBD       Z3, Z2, Z2
+	VMOVUPS      64(BX), Z3
+	VMULPS.BCST  200(SP), Z3, Z3
+	VCVTDQ2PS    Z2, Z2
+	VMULPS       Z3, Z2, Z2
+	VADDPS       Z2, Z25, Z25
 	ADDQ         $0x00000088, AX
 	ADDQ         $0x00001000, CX
 	ADDQ         $0x00000100, DX
@@ -7722,15 +9518,17 @@ GgmlIQ4XSA8M16FullAvx512_sb:
 	JNZ          GgmlIQ4XSA8M16FullAvx512_sb
 	MOVQ         out+72(FP), AX
 	VMOVUPS      Z24, (AX)
+	VMOVUPS      Z25, 64(AX)
 	MOVQ         out+72(FP), AX
-	ADDQ         $0x00000040, AX
+	ADDQ         $0x00000080, AX
 	MOVQ         AX, out+72(FP)
 	MOVQ         stride+8(FP), AX
+	SHLQ         $0x01, AX
 	MOVQ         w+0(FP), CX
 	ADDQ         AX, CX
 	MOVQ         CX, w+0(FP)
 	MOVQ         rows+16(FP), AX
-	DECQ         AX
+	SUBQ         $0x02, AX
 	MOVQ         AX, rows+16(FP)
 	JNZ          GgmlIQ4XSA8M16FullAvx512_row
 	VZEROUPPER

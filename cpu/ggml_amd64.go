@@ -76,7 +76,7 @@ var ggmlA8M16Funcs = map[ggml.Type]ggmlA8M16Func{
 }
 
 // ggmlA8M16FullFuncs are the batch kernels for at least ggmlM16FullFrom
-// vectors: all 16 lanes, two halves' work interleaved.
+// vectors: all 16 lanes, two rows at a time.
 var ggmlA8M16FullFuncs = map[ggml.Type]ggmlA8M16Func{
 	ggml.Q2_K:   asm.GgmlQ2KA8M16FullAvx512,
 	ggml.Q3_K:   asm.GgmlQ3KA8M16FullAvx512,
@@ -215,11 +215,11 @@ func init() {
 					return
 				}
 				if m16 != nil && c.batch >= ggmlM16From {
-					fn := m16
+					var full ggmlA8M16Func
 					if ggmlM16Full(c.batch) {
-						fn = ggmlA8M16FullFuncs[t]
+						full = ggmlA8M16FullFuncs[t]
 					}
-					ggmlRunM16(fn, m, c, r0, r1)
+					ggmlRunM16(m16, full, m, c, r0, r1)
 					return
 				}
 				sub := m.Type.SubLen()
@@ -313,8 +313,7 @@ var ggmlM16Lane = func() (l [16]int) {
 var ggmlM16Blocks = [2][8]int{{0, 1, 2, 3, 4, 5, 6, 7}, {0, 2, 1, 3, 4, 6, 5, 7}}
 
 // ggmlM16FullFrom is the smallest batch the full batch kernels (all 16
-// lanes, the second half's products interleaved with the first half's
-// reduction) run.
+// lanes, two rows at a time) run.
 const ggmlM16FullFrom = 9
 
 func ggmlM16Full(batch int) bool { return batch >= ggmlM16FullFrom }
@@ -386,9 +385,10 @@ func ggmlPrepM16(m *ggml.Matrix, c *ggmlCall) {
 	}
 }
 
-// ggmlRunM16 runs a batch kernel on rows [r0, r1) and scatters its
-// results (lanes in ggmlM16Lanes order) into dst.
-func ggmlRunM16(fn ggmlA8M16Func, m *ggml.Matrix, c *ggmlCall, r0, r1 int) {
+// ggmlRunM16 runs the batch kernels on rows [r0, r1): full (if not nil)
+// on pairs of rows, fn on the rest, and scatters their results (lanes in
+// ggmlM16Lanes order) into dst.
+func ggmlRunM16(fn, full ggmlA8M16Func, m *ggml.Matrix, c *ggmlCall, r0, r1 int) {
 	t := ggmlTemps.Get().(*ggmlTemp)
 	defer ggmlTemps.Put(t)
 	out := &t.out
@@ -401,7 +401,14 @@ func ggmlRunM16(fn ggmlA8M16Func, m *ggml.Matrix, c *ggmlCall, r0, r1 int) {
 		// column blocks whose activations stay in L1 for all the rows
 		for k := 0; k < nsb; k += ggmlColBlock {
 			n := min(ggmlColBlock, nsb-k)
-			fn(&m.Data[a*m.RowBytes()+k*m.Type.BlockBytes()], m.RowBytes(), b-a, n, &c.act8[4096*k], pc, &c.pairs[pairs*k], &c.xsT[32*k], c.batch, &out[0])
+			rest := a
+			if full != nil && b-a >= 2 {
+				rest = a + (b-a)&^1
+				full(&m.Data[a*m.RowBytes()+k*m.Type.BlockBytes()], m.RowBytes(), rest-a, n, &c.act8[4096*k], pc, &c.pairs[pairs*k], &c.xsT[32*k], c.batch, &out[0])
+			}
+			if rest < b {
+				fn(&m.Data[rest*m.RowBytes()+k*m.Type.BlockBytes()], m.RowBytes(), b-rest, n, &c.act8[4096*k], pc, &c.pairs[pairs*k], &c.xsT[32*k], c.batch, &out[16*(rest-a)])
+			}
 		}
 		for v := 0; v < c.batch; v++ {
 			l := ggmlM16Lane[v]

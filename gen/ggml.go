@@ -731,13 +731,19 @@ type ggmlM16 struct {
 	kc         ggmlConsts
 	chunkIdx   [4]Mem // VPERMI2D indices: chunk c from the two parts
 	scaleIdx   [2]Mem // VPERMD indices: each half's scales per lane
-	scd        Mem    // the sub-block scales as dwords
-	sumw       Mem    // the words the sums term multiplies by
-	d, dm      Mem    // d and dmin as float32
+	row        [2]ggmlM16Row
 	q          [2]VecVirtual
 	chunk      [4]VecVirtual
-	acc16      VecVirtual
 	ak, sk, xk GPVirtual
+}
+
+// ggmlM16Row is one row's super-block state: stack slots and the
+// accumulator of its 16 results.
+type ggmlM16Row struct {
+	scd   Mem // the sub-block scales as dwords
+	sumw  Mem // the words the sums term multiplies by
+	d, dm Mem // d and dmin as float32
+	acc16 VecVirtual
 }
 
 func newGGMLM16(c ggmlSuper) *ggmlM16 {
@@ -767,8 +773,11 @@ func newGGMLM16(c ggmlSuper) *ggmlM16 {
 			return uint64(4*h + 2*(i/4%2) + i%4/2)
 		})
 	}
-	k.scd, k.sumw = AllocLocal(64), AllocLocal(32)
-	k.d, k.dm = AllocLocal(4), AllocLocal(4)
+	for i := range k.row {
+		r := &k.row[i]
+		r.scd, r.sumw = AllocLocal(64), AllocLocal(32)
+		r.d, r.dm = AllocLocal(4), AllocLocal(4)
+	}
 	k.q = [2]VecVirtual{ZMM(), ZMM()}
 	for ch := range k.chunk {
 		k.chunk[ch] = ZMM()
@@ -776,52 +785,59 @@ func newGGMLM16(c ggmlSuper) *ggmlM16 {
 	return k
 }
 
-// scales stores the super-block's scales, sums-term words, d and dmin.
-func (k *ggmlM16) scales(wp GPVirtual) {
+// scales stores the super-block's scales, sums-term words, d and dmin in
+// row slot ri.
+func (k *ggmlM16) scales(base Mem, ri int) {
 	c := k.c
-	scw, sumw := ggmlSuperScales(c, Mem{Base: wp})
+	row := &k.row[ri]
+	scw, sumw := ggmlSuperScales(c, base)
 	if 256/c.sub == 16 {
-		VMOVDQU64(sumw, k.sumw)
+		VMOVDQU64(sumw, row.sumw)
 	} else {
-		VMOVDQU64(sumw, k.sumw.Offset(0))
+		VMOVDQU64(sumw, row.sumw.Offset(0))
 	}
 	// stored as a whole ZMM: VPERMD loads all 64 bytes, and a load wider
 	// than the store before it is not forwarded
 	switch {
 	case c.dword:
-		VMOVDQU64(scw.AsZ(), k.scd)
+		VMOVDQU64(scw.AsZ(), row.scd)
 	case c.sub == 16:
 		scd := ZMM()
 		VPMOVSXWD(scw, scd)
-		VMOVDQU64(scd, k.scd)
+		VMOVDQU64(scd, row.scd)
 	default:
 		scd := ZMM()
 		VPMOVSXWD(scw, scd.AsY())
-		VMOVDQU64(scd, k.scd)
+		VMOVDQU64(scd, row.scd)
 	}
 	half := func(off int, dst Mem) {
 		h, f := XMM(), XMM()
-		VPBROADCASTW(Mem{Base: wp, Disp: off}, h)
+		VPBROADCASTW(base.Offset(off), h)
 		VCVTPH2PS(h, f)
 		VMOVSS(f, dst)
 	}
-	half(map[string]int{"Q2K": 80, "Q3K": 108, "Q6K": 208}[c.t], k.d)
+	half(map[string]int{"Q2K": 80, "Q3K": 108, "Q6K": 208}[c.t], row.d)
 	if c.mins {
 		off := 2
 		if c.t == "Q2K" {
 			off = 82
 		}
-		half(off, k.dm)
+		half(off, row.dm)
 	}
 }
 
 // codes unpacks half h of the super-block at wp into the four chunks.
-func (k *ggmlM16) codes(wp GPVirtual, h int) {
-	ggmlHalfCodesInto(k.c, Mem{Base: wp}, h, k.kc, k.q)
+func (k *ggmlM16) codes(base Mem, h int) {
+	ggmlHalfCodesInto(k.c, base, h, k.kc, k.q)
 	for ch, r := range k.chunk {
-		VMOVDQU64(k.chunkIdx[ch], r)
-		VPERMI2D(k.q[1], k.q[0], r)
+		k.chunkOf(k.q, ch, r)
 	}
+}
+
+// chunkOf regroups chunk ch of the unpacked parts q into r.
+func (k *ggmlM16) chunkOf(q [2]VecVirtual, ch int, r VecVirtual) {
+	VMOVDQU64(k.chunkIdx[ch], r)
+	VPERMI2D(q[1], q[0], r)
 }
 
 // dp returns the 32 VPDPBUSD of half h into acc (pair j, chunk c).
@@ -842,13 +858,14 @@ func (k *ggmlM16) dp(h int, acc []VecVirtual) []func() {
 // reduction to the 16 sums S, the sums term M and the float steps of the
 // definition into acc16 (one rounding per operation, no fused
 // multiply-add).
-func (k *ggmlM16) tail(h int, acc []VecVirtual) []func() {
+func (k *ggmlM16) tail(h int, acc []VecVirtual, ri int) []func() {
 	c := k.c
+	row := &k.row[ri]
 	var ops []func()
 	op := func(f func()) { ops = append(ops, f) }
 	sv := ZMM()
 	op(func() { VMOVDQU64(k.scaleIdx[h], sv) })
-	op(func() { VPERMD(k.scd, sv, sv) })
+	op(func() { VPERMD(row.scd, sv, sv) })
 	scale := func(rs []VecVirtual) {
 		for _, r := range rs {
 			r := r
@@ -893,7 +910,7 @@ func (k *ggmlM16) tail(h int, acc []VecVirtual) []func() {
 	for i := 0; i < np; i++ {
 		pr := h*np + i
 		b := ZMM()
-		op(func() { VPBROADCASTD(k.sumw.Offset(4*pr), b) })
+		op(func() { VPBROADCASTD(row.sumw.Offset(4*pr), b) })
 		if i == 0 {
 			op(func() { VPMADDWD(Mem{Base: k.sk, Disp: 64 * pr}, b, M) })
 		} else {
@@ -907,16 +924,16 @@ func (k *ggmlM16) tail(h int, acc []VecVirtual) []func() {
 	}
 	xz, coef, f := ZMM(), ZMM(), ZMM()
 	op(func() { VMOVUPS(Mem{Base: k.xk, Disp: 64 * h}, xz) })
-	op(func() { VMULPS_BCST(k.d, xz, coef) })
+	op(func() { VMULPS_BCST(row.d, xz, coef) })
 	op(func() { VCVTDQ2PS(S, f) })
 	op(func() { VMULPS(coef, f, f) })
-	op(func() { VADDPS(f, k.acc16, k.acc16) })
+	op(func() { VADDPS(f, row.acc16, row.acc16) })
 	if c.mins {
 		coef2, f2 := ZMM(), ZMM()
-		op(func() { VMULPS_BCST(k.dm, xz, coef2) })
+		op(func() { VMULPS_BCST(row.dm, xz, coef2) })
 		op(func() { VCVTDQ2PS(M, f2) })
 		op(func() { VMULPS(coef2, f2, f2) })
-		op(func() { VSUBPS(f2, k.acc16, k.acc16) })
+		op(func() { VSUBPS(f2, row.acc16, row.acc16) })
 	}
 	return ops
 }
@@ -925,21 +942,6 @@ func (k *ggmlM16) tail(h int, acc []VecVirtual) []func() {
 func run(ops []func()) {
 	for _, f := range ops {
 		f()
-	}
-}
-
-// interleave emits a and b merged, each in its own order, spread evenly.
-func interleave(a, b []func()) {
-	i, j := 0, 0
-	for i < len(a) || j < len(b) {
-		if i < len(a) {
-			a[i]()
-			i++
-		}
-		for j < len(b) && (i == len(a) || j*len(a) <= i*len(b)) {
-			b[j]()
-			j++
-		}
 	}
 }
 
@@ -954,79 +956,110 @@ func interleave(a, b []func()) {
 // in cpu.ggmlM16Lanes order), the sums term M of all 16 is VPMADDWD of
 // the transposed activation sums with the broadcast mins (or scales), and
 // the float steps run on 16 vectors at once, in the definition's order.
-// The first kernel stops after the pairs that hold the batch; the full
-// kernel runs all eight pairs (the caller zeroes the activations of the
-// unused ones) with a second set of accumulators, so that the second
-// half's products are interleaved with the first half's reduction and
-// float steps.
+// The first kernel runs a row at a time and stops after the pairs that
+// hold the batch. The full kernel runs two rows at a time over all eight
+// pairs (the caller zeroes the activations of the unused ones): each
+// activation load feeds both rows' VPDPBUSD, halving the loads, which
+// bound the one-row kernel on Zen 4 (about one 64-byte load per cycle).
 func ggmlSuperA8M16(c ggmlSuper, full bool) {
 	t := c.t
 	name := "Ggml" + t + "A8M16Avx512"
-	what := "for 2..16 vectors"
+	what := "for 2..16 vectors, a row at a time"
 	if full {
 		name = "Ggml" + t + "A8M16FullAvx512"
-		what = "for 16 vector lanes (nvec is ignored: the activations of unused lanes must be zero)"
+		what = "for 16 vector lanes (nvec is ignored: the activations of unused lanes must be zero), two rows at a time (rows even)"
 	}
 	TEXT(name, NOSPLIT, ggmlSigM16)
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s %s, two vectors per accumulator and the vectors in the lanes of the float steps.", name, "Ggml"+t+"A8Avx512", what))
 	k := newGGMLM16(c)
+	nr := 1
+	if full {
+		nr = 2
+	}
 	// one set of registers for every super-block (avo's greedy allocator
 	// fails with fresh ones per half)
-	accs := [2][]VecVirtual{make([]VecVirtual, 8), make([]VecVirtual, 8)}
-	for _, a := range accs {
-		for j := range a {
-			a[j] = ZMM()
+	accs := make([][]VecVirtual, nr)
+	for i := range accs {
+		accs[i] = make([]VecVirtual, 8)
+		for j := range accs[i] {
+			accs[i][j] = ZMM()
 		}
 	}
-	if !full {
-		accs[1] = accs[0]
+	var q2 [2]VecVirtual // the second row's parts
+	if full {
+		q2 = [2]VecVirtual{ZMM(), ZMM()}
 	}
 	Label(name + "_row")
 	{
-		// the row's partial results: the caller zeroes them before the
-		// first column block and passes them on to the next
-		k.acc16 = ZMM()
-		VMOVUPS(Mem{Base: param("out")}, k.acc16)
+		// the rows' partial results: the caller zeroes them before the
+		// first super-block and passes them on to the next call
+		op := param("out")
+		for i := 0; i < nr; i++ {
+			k.row[i].acc16 = ZMM()
+			VMOVUPS(Mem{Base: op, Disp: 64 * i}, k.row[i].acc16)
+		}
 		wp := param("w")
 		k.ak, k.sk, k.xk = param("act"), param("sums"), param("xs")
 		nk := param("nsb")
 		Label(name + "_sb")
 		{
+			stride := param("stride")
+			bases := []Mem{{Base: wp}, {Base: wp, Index: stride, Scale: 1}}[:nr]
 			// the caller runs the rows over one super-block at a time
 			// (cpu.ggmlColBlock), which the hardware prefetchers do not
 			// follow: prefetch this super-block four rows on (for this
-			// call) and the next one of this row (for the next call),
+			// call) and the next one of these rows (for the next call),
 			// every line each touches
 			{
 				nx := GP64()
-				MOVQ(param("stride"), nx)
+				MOVQ(stride, nx)
 				SHLQ(U8(2), nx)
 				ADDQ(wp, nx)
-				for _, m := range []Mem{{Base: nx}, {Base: wp, Disp: c.bytes}} {
+				pf := []Mem{{Base: nx}}
+				if full {
+					pf = append(pf, Mem{Base: nx, Index: stride, Scale: 1})
+				}
+				for _, b := range bases {
+					pf = append(pf, b.Offset(c.bytes))
+				}
+				for _, m := range pf {
 					for o := 0; o < c.bytes; o += 64 {
 						PREFETCHT0(m.Offset(o))
 					}
 					PREFETCHT0(m.Offset(c.bytes - 1))
 				}
 			}
-			k.scales(wp)
+			for i, b := range bases {
+				k.scales(b, i)
+			}
 			if full {
-				k.codes(wp, 0)
-				for _, a := range accs[0] {
-					VPXORD(a, a, a)
+				for h := 0; h < 2; h++ {
+					ggmlHalfCodesInto(c, bases[0], h, k.kc, k.q)
+					ggmlHalfCodesInto(c, bases[1], h, k.kc, q2)
+					for _, acc := range accs {
+						for _, a := range acc {
+							VPXORD(a, a, a)
+						}
+					}
+					for ch := 0; ch < 4; ch++ {
+						c0, c1 := k.chunk[0], k.chunk[1]
+						k.chunkOf(k.q, ch, c0)
+						k.chunkOf(q2, ch, c1)
+						for j := 0; j < 8; j++ {
+							a := ZMM()
+							VMOVDQU64(Mem{Base: k.ak, Disp: 2048*h + 256*j + 64*ch}, a)
+							VPDPBUSD(a, c0, accs[0][j])
+							VPDPBUSD(a, c1, accs[1][j])
+						}
+					}
+					run(k.tail(h, accs[0], 0))
+					run(k.tail(h, accs[1], 1))
 				}
-				run(k.dp(0, accs[0]))
-				k.codes(wp, 1)
-				for _, a := range accs[1] {
-					VPXORD(a, a, a)
-				}
-				interleave(k.dp(1, accs[1]), k.tail(0, accs[0]))
-				run(k.tail(1, accs[1]))
 			} else {
 				for h := 0; h < 2; h++ {
 					acc := accs[0]
-					k.codes(wp, h)
+					k.codes(bases[0], h)
 					for _, a := range acc {
 						VPXORD(a, a, a)
 					}
@@ -1044,7 +1077,7 @@ func ggmlSuperA8M16(c ggmlSuper, full bool) {
 						}
 					}
 					Label(done)
-					run(k.tail(h, acc))
+					run(k.tail(h, acc, 0))
 				}
 			}
 			ADDQ(U32(c.bytes), wp)
@@ -1054,12 +1087,18 @@ func ggmlSuperA8M16(c ggmlSuper, full bool) {
 			DECQ(nk)
 			JNZ(LabelRef(name + "_sb"))
 		}
-		op := param("out")
-		VMOVUPS(k.acc16, Mem{Base: op})
-		bump("out", U32(64))
-		bump("w", param("stride"))
+		op = param("out")
+		for i := 0; i < nr; i++ {
+			VMOVUPS(k.row[i].acc16, Mem{Base: op, Disp: 64 * i})
+		}
+		bump("out", U32(64*nr))
+		st := param("stride")
+		if full {
+			SHLQ(U8(1), st)
+		}
+		bump("w", st)
 		r := param("rows")
-		DECQ(r)
+		SUBQ(U8(nr), r)
 		Store(r, Param("rows"))
 		JNZ(LabelRef(name + "_row"))
 	}
