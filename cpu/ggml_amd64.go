@@ -321,8 +321,9 @@ func ggmlM16Full(batch int) bool { return batch >= ggmlM16FullFrom }
 // ggmlPrepM16 lays out the activations for the batch kernels (see
 // asm/doc.go): per super-block, half, pair of vectors and chunk c, the 32
 // bytes of each vector whose dword p holds columns 16b + 4c .. +3 of the
-// half (b = ggmlM16Blocks[.][p]); and the activation sums (pairs of int16 per dword) and scales in
-// the kernels' lanes (ggmlM16Lanes); lanes past the batch are zero.
+// half (b = ggmlM16Blocks[.][p]); and the activation sums (pairs of int16
+// per dword) and scales in the kernels' lanes (ggmlM16Lanes); lanes past
+// the batch are zero.
 func ggmlPrepM16(m *ggml.Matrix, c *ggmlCall) {
 	pc, sub := m.PCols, m.Type.SubLen()
 	nsub := pc / sub
