@@ -199,7 +199,7 @@ func benchGEMV(b *testing.B, be *Backend, ms []*Matrix, act string, batch int, r
 	defer be.mu.Unlock()
 	// warm up: one pass over every matrix
 	for _, mx := range ms {
-		if _, err := mx.launch(float, batch, false); err != nil {
+		if _, err := mx.launch(be.scratch(), float, batch, false); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -213,7 +213,7 @@ func benchGEMV(b *testing.B, be *Backend, ms []*Matrix, act string, batch int, r
 	for i := 0; i < b.N; {
 		evs = evs[:0]
 		for j := 0; j < len(ms) && i < b.N; j, i = j+1, i+1 {
-			ev, err := ms[i%len(ms)].launch(float, batch, true)
+			ev, err := ms[i%len(ms)].launch(be.scratch(), float, batch, true)
 			if err != nil {
 				b.Fatal(err)
 			}

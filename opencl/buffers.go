@@ -507,11 +507,7 @@ func (mx *Matrix) mulI8(y, xq, xs *buffer, batch int) error {
 		}
 		xq, sx = b.devOrd, b.devSx
 	}
-	savedQ, savedS, savedSx, savedY := b.xq, b.xs, b.sx, b.y
-	b.xq, b.xs, b.sx, b.y = xq, xs, sx, y
-	b.xmma, b.x8mma = false, false
-	_, err := mx.launch(false, batch, false)
-	b.xq, b.xs, b.sx, b.y = savedQ, savedS, savedSx, savedY
+	_, err := mx.launch(operands{xq: xq, xs: xs, sx: sx, y: y}, false, batch, false)
 	return err
 }
 
@@ -581,11 +577,7 @@ func (mx *Matrix) mulF16(by, bx *buffer, batch int) error {
 			return err
 		}
 	}
-	savedF, savedSum, savedY := b.xf, b.xsum, b.y
-	b.xf, b.xsum, b.y = b.devF, xsum, by
-	b.xmma, b.x8mma = false, false
-	_, err = mx.launch(true, batch, false)
-	b.xf, b.xsum, b.y = savedF, savedSum, savedY
+	_, err = mx.launch(operands{xf: b.devF, xsum: xsum, y: by}, true, batch, false)
 	return err
 }
 

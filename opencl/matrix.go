@@ -409,7 +409,7 @@ func (mx *Matrix) run(dst, xf []float32, xq []int8, xs []float32, batch int) err
 	if err != nil {
 		return err
 	}
-	if _, err := mx.launch(float, batch, false); err != nil {
+	if _, err := mx.launch(b.scratch(), float, batch, false); err != nil {
 		return err
 	}
 	return b.x.read(b.y, 0, ptr(dst), 4*batch*mx.geo.Rows)
@@ -463,18 +463,35 @@ func (mx *Matrix) prepare(xf []float32, xq []int8, xs []float32, batch int) (flo
 	return xf != nil || b.xmma, nil
 }
 
-// launch sets the arguments and enqueues one multiply on the scratch
-// buffers (b.mu held), optionally returning a profiling event.
-func (mx *Matrix) launch(float bool, batch int, ev bool) (*event, error) {
+// operands are the device buffers a multiply reads its activations from
+// (xf and xsum for the float kernels; xq, xs and sx for the int8 ones)
+// and writes its results to (y): the backend's scratch for host-slice
+// calls (scratch), the caller's device buffers and the backend's layout
+// buffers for buffer calls.
+type operands struct {
+	xf, xq, xs, sx, xsum, y *buffer
+	// scratch: the tensor-core kernels may run, on the activations prepare
+	// laid out for them (b.xmma, b.x8mma), which only the scratch holds
+	scratch bool
+}
+
+// scratch returns the backend's scratch buffers as operands (b.mu held).
+func (b *Backend) scratch() operands {
+	return operands{xf: b.xf, xq: b.xq, xs: b.xs, sx: b.sx, xsum: b.xsum, y: b.y, scratch: true}
+}
+
+// launch sets the arguments and enqueues one multiply on o (b.mu held),
+// optionally returning a profiling event.
+func (mx *Matrix) launch(o operands, float bool, batch int, ev bool) (*event, error) {
 	b := mx.b
 	name := mx.k8
 	if float {
 		name = mx.kf
 	}
-	if float && b.xmma && mx.km != "" {
+	if o.scratch && float && b.xmma && mx.km != "" {
 		return mx.launchMMA(batch, ev)
 	}
-	if !float && b.x8mma && mx.k8m != "" {
+	if o.scratch && !float && b.x8mma && mx.k8m != "" {
 		return mx.launchA8MMA(batch, ev)
 	}
 	k, wg, err := b.kernel(name, batch)
@@ -500,9 +517,9 @@ func (mx *Matrix) launch(float bool, batch int, ev bool) (*event, error) {
 			rt = t.wg / 32 / ks * t.rpw
 			red := localBytes(4 * t.wg / 32 * t.rpw * 33)
 			if isQ4 {
-				err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(b.xf), mem(b.xsum), mem(b.y), i32(rows), i32(prows), i32(pcols), i32(bt), i32(ks), red)
+				err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(o.xf), mem(o.xsum), mem(o.y), i32(rows), i32(prows), i32(pcols), i32(bt), i32(ks), red)
 			} else {
-				err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(b.xf), mem(b.xsum), mem(b.y), i32(rows), i32(prows), i32(pcols), i32(bt), i32(mx.lg), i32(mx.meta16), i32(mx.offs), i32(ks), red)
+				err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(o.xf), mem(o.xsum), mem(o.y), i32(rows), i32(prows), i32(pcols), i32(bt), i32(mx.lg), i32(mx.meta16), i32(mx.offs), i32(ks), red)
 			}
 		} else if b.warpA8() {
 			// the program is built (b.kernel above): b.ptx is final
@@ -511,9 +528,9 @@ func (mx *Matrix) launch(float bool, batch int, ev bool) (*event, error) {
 			}
 			rt = t.wg / 32 * t.rwa
 			if isQ4 {
-				err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(b.xq), mem(b.xs), mem(b.sx), mem(b.y), i32(rows), i32(prows), i32(pcols), i32(bt))
+				err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(o.xq), mem(o.xs), mem(o.sx), mem(o.y), i32(rows), i32(prows), i32(pcols), i32(bt))
 			} else {
-				err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(b.xq), mem(b.xs), mem(b.sx), mem(b.y), i32(rows), i32(prows), i32(pcols), i32(bt), i32(mx.lg), i32(mx.meta16))
+				err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(o.xq), mem(o.xs), mem(o.sx), mem(o.y), i32(rows), i32(prows), i32(pcols), i32(bt), i32(mx.lg), i32(mx.meta16))
 			}
 		} else {
 			if ta := b.a8Tiling(batch, mx.geo.Rows, isQ4); ta != t {
@@ -531,9 +548,9 @@ func (mx *Matrix) launch(float bool, batch int, ev bool) (*event, error) {
 			}
 			part, terms := localBytes(4*nb*rt*ps), localBytes(4*nb*rt*(tu/4+1))
 			if isQ4 {
-				err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(b.xq), mem(b.xs), mem(b.sx), mem(b.y), i32(rows), i32(prows), i32(pcols), i32(bt), i32(ks), part, terms)
+				err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(o.xq), mem(o.xs), mem(o.sx), mem(o.y), i32(rows), i32(prows), i32(pcols), i32(bt), i32(ks), part, terms)
 			} else {
-				err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(b.xq), mem(b.xs), mem(b.sx), mem(b.y), i32(rows), i32(prows), i32(pcols), i32(bt), i32(mx.lg), i32(mx.meta16), i32(ks), part, terms)
+				err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(o.xq), mem(o.xs), mem(o.sx), mem(o.y), i32(rows), i32(prows), i32(pcols), i32(bt), i32(mx.lg), i32(mx.meta16), i32(ks), part, terms)
 			}
 		}
 		if err != nil {
@@ -544,11 +561,11 @@ func (mx *Matrix) launch(float bool, batch int, ev bool) (*event, error) {
 	}
 	switch { // Bits and Sparse12 (Q4G128 always runs the tiled kernels)
 	case float && name == "sp12_f32":
-		err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(b.xf), mem(b.y), i32(rows), i32(prows), i32(pcols), i32(bt), i32(mx.lg), i32(mx.meta16), loc)
+		err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(o.xf), mem(o.y), i32(rows), i32(prows), i32(pcols), i32(bt), i32(mx.lg), i32(mx.meta16), loc)
 	case float:
-		err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(b.xf), mem(b.y), i32(rows), i32(prows), i32(pcols), i32(bt), i32(mx.lg), i32(mx.meta16), i32(mx.offs), loc)
+		err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(o.xf), mem(o.y), i32(rows), i32(prows), i32(pcols), i32(bt), i32(mx.lg), i32(mx.meta16), i32(mx.offs), loc)
 	default:
-		err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(b.xq), mem(b.xs), mem(b.y), i32(rows), i32(prows), i32(pcols), i32(bt), i32(mx.lg), i32(mx.meta16), loc)
+		err = k.setArgs(mem(mx.w), mem(mx.sp), mem(mx.zp), mem(o.xq), mem(o.xs), mem(o.y), i32(rows), i32(prows), i32(pcols), i32(bt), i32(mx.lg), i32(mx.meta16), loc)
 	}
 	if err != nil {
 		return nil, err

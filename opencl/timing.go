@@ -83,7 +83,7 @@ func TimeGEMV(mats []*Matrix, act string, batch, iters int) (float64, error) {
 			releaseEvents(evs)
 			return 0, fmt.Errorf("opencl: TimeGEMV: matrix %d: %w", it%len(mats), ErrClosed)
 		}
-		ev, err := m.launch(float, batch, true)
+		ev, err := m.launch(b.scratch(), float, batch, true)
 		if err != nil {
 			releaseEvents(evs)
 			return 0, err
