@@ -840,36 +840,26 @@ func (k *ggmlM16) chunkOf(q [2]VecVirtual, ch int, r VecVirtual) {
 	VPERMI2D(q[1], q[0], r)
 }
 
-// dp returns the 32 VPDPBUSD of half h into acc (pair j, chunk c).
-func (k *ggmlM16) dp(h int, acc []VecVirtual) []func() {
-	var ops []func()
-	for j := range acc {
-		for ch := range k.chunk {
-			j, ch := j, ch
-			ops = append(ops, func() {
-				VPDPBUSD(Mem{Base: k.ak, Disp: 2048*h + 256*j + 64*ch}, k.chunk[ch], acc[j])
-			})
-		}
+// dp emits pair j's four VPDPBUSD of half h into acc (one per chunk).
+func (k *ggmlM16) dp(h, j int, acc VecVirtual) {
+	for ch, r := range k.chunk {
+		VPDPBUSD(Mem{Base: k.ak, Disp: 2048*h + 256*j + 64*ch}, r, acc)
 	}
-	return ops
 }
 
-// tail returns half h's steps after its products: the scales, the pair
-// reduction to the 16 sums S, the sums term M and the float steps of the
-// definition into acc16 (one rounding per operation, no fused
-// multiply-add).
-func (k *ggmlM16) tail(h int, acc []VecVirtual, ri int) []func() {
+// tail emits half h's steps after its products for row slot ri: the
+// scales, the pair reduction to the 16 sums S, the sums term M and the
+// float steps of the definition into acc16 (one rounding per operation,
+// no fused multiply-add).
+func (k *ggmlM16) tail(h int, acc []VecVirtual, ri int) {
 	c := k.c
 	row := &k.row[ri]
-	var ops []func()
-	op := func(f func()) { ops = append(ops, f) }
 	sv := ZMM()
-	op(func() { VMOVDQU64(k.scaleIdx[h], sv) })
-	op(func() { VPERMD(row.scd, sv, sv) })
+	VMOVDQU64(k.scaleIdx[h], sv)
+	VPERMD(row.scd, sv, sv)
 	scale := func(rs []VecVirtual) {
 		for _, r := range rs {
-			r := r
-			op(func() { VPMULLD(sv, r, r) })
+			VPMULLD(sv, r, r)
 		}
 	}
 	if c.sub == 16 {
@@ -882,13 +872,13 @@ func (k *ggmlM16) tail(h int, acc []VecVirtual, ri int) []func() {
 			a, b := rs[i], rs[i+1]
 			t := ZMM()
 			if qwords {
-				op(func() { VPUNPCKLQDQ(b, a, t) })
-				op(func() { VPUNPCKHQDQ(b, a, a) })
+				VPUNPCKLQDQ(b, a, t)
+				VPUNPCKHQDQ(b, a, a)
 			} else {
-				op(func() { VPUNPCKLDQ(b, a, t) })
-				op(func() { VPUNPCKHDQ(b, a, a) })
+				VPUNPCKLDQ(b, a, t)
+				VPUNPCKHDQ(b, a, a)
 			}
-			op(func() { VPADDD(t, a, a) })
+			VPADDD(t, a, a)
 			out = append(out, a)
 		}
 		return out
@@ -900,9 +890,9 @@ func (k *ggmlM16) tail(h int, acc []VecVirtual, ri int) []func() {
 	l2 := level(l1, true)
 	// lanes 0, 2 plus lanes 1, 3: pairs 0..3 in the low half, 4..7 high
 	S := ZMM()
-	op(func() { VSHUFI32X4(U8(0x88), l2[1], l2[0], S) })
-	op(func() { VSHUFI32X4(U8(0xdd), l2[1], l2[0], l2[0]) })
-	op(func() { VPADDD(l2[0], S, S) })
+	VSHUFI32X4(U8(0x88), l2[1], l2[0], S)
+	VSHUFI32X4(U8(0xdd), l2[1], l2[0], l2[0])
+	VPADDD(l2[0], S, S)
 	// the sums term of the 16 lanes: pairs 4h..4h+3 (16-column sub-blocks)
 	// or 2h, 2h+1 (32-column ones)
 	M := ZMM()
@@ -910,38 +900,30 @@ func (k *ggmlM16) tail(h int, acc []VecVirtual, ri int) []func() {
 	for i := 0; i < np; i++ {
 		pr := h*np + i
 		b := ZMM()
-		op(func() { VPBROADCASTD(row.sumw.Offset(4*pr), b) })
+		VPBROADCASTD(row.sumw.Offset(4*pr), b)
 		if i == 0 {
-			op(func() { VPMADDWD(Mem{Base: k.sk, Disp: 64 * pr}, b, M) })
+			VPMADDWD(Mem{Base: k.sk, Disp: 64 * pr}, b, M)
 		} else {
-			op(func() { VPDPWSSD(Mem{Base: k.sk, Disp: 64 * pr}, b, M) })
+			VPDPWSSD(Mem{Base: k.sk, Disp: 64 * pr}, b, M)
 		}
 	}
 	if c.shift > 0 {
 		sh := ZMM()
-		op(func() { VPSLLD(U8(c.shift), M, sh) })
-		op(func() { VPSUBD(sh, S, S) })
+		VPSLLD(U8(c.shift), M, sh)
+		VPSUBD(sh, S, S)
 	}
 	xz, coef, f := ZMM(), ZMM(), ZMM()
-	op(func() { VMOVUPS(Mem{Base: k.xk, Disp: 64 * h}, xz) })
-	op(func() { VMULPS_BCST(row.d, xz, coef) })
-	op(func() { VCVTDQ2PS(S, f) })
-	op(func() { VMULPS(coef, f, f) })
-	op(func() { VADDPS(f, row.acc16, row.acc16) })
+	VMOVUPS(Mem{Base: k.xk, Disp: 64 * h}, xz)
+	VMULPS_BCST(row.d, xz, coef)
+	VCVTDQ2PS(S, f)
+	VMULPS(coef, f, f)
+	VADDPS(f, row.acc16, row.acc16)
 	if c.mins {
 		coef2, f2 := ZMM(), ZMM()
-		op(func() { VMULPS_BCST(row.dm, xz, coef2) })
-		op(func() { VCVTDQ2PS(M, f2) })
-		op(func() { VMULPS(coef2, f2, f2) })
-		op(func() { VSUBPS(f2, row.acc16, row.acc16) })
-	}
-	return ops
-}
-
-// run emits ops in order.
-func run(ops []func()) {
-	for _, f := range ops {
-		f()
+		VMULPS_BCST(row.dm, xz, coef2)
+		VCVTDQ2PS(M, f2)
+		VMULPS(coef2, f2, f2)
+		VSUBPS(f2, row.acc16, row.acc16)
 	}
 }
 
@@ -1053,8 +1035,8 @@ func ggmlSuperA8M16(c ggmlSuper, full bool) {
 							VPDPBUSD(a, c1, accs[1][j])
 						}
 					}
-					run(k.tail(h, accs[0], 0))
-					run(k.tail(h, accs[1], 1))
+					k.tail(h, accs[0], 0)
+					k.tail(h, accs[1], 1)
 				}
 			} else {
 				for h := 0; h < 2; h++ {
@@ -1068,16 +1050,15 @@ func ggmlSuperA8M16(c ggmlSuper, full bool) {
 					INCQ(n)
 					SHRQ(U8(1), n)
 					done := fmt.Sprintf("%s_h%d_done", name, h)
-					ops := k.dp(h, acc)
 					for j := range acc {
-						run(ops[4*j : 4*j+4])
+						k.dp(h, j, acc[j])
 						if j < len(acc)-1 {
 							DECQ(n)
 							JZ(LabelRef(done))
 						}
 					}
 					Label(done)
-					run(k.tail(h, acc, 0))
+					k.tail(h, acc, 0)
 				}
 			}
 			ADDQ(U32(c.bytes), wp)
