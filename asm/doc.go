@@ -561,6 +561,12 @@
 // the caller zeroes before the first super-block, so that it can run the
 // rows over a few super-blocks per call. The full kernels run all 16
 // lanes whatever nvec is: the activations of unused vectors must be zero.
+// The AVX2 batch kernels Ggml<type>A8M16FullAvx2 (Q2_K to Q6_K) have the
+// same signature, lanes, sums, scales and results as the full kernels,
+// but one row at a time and their own activation layout: half h, pair j
+// and chunk c (16 columns) take the 32 bytes at 2048h + 256j + 32c of the
+// super-block's 4096, 16 bytes of vector 2j then 16 of vector 2j+1,
+// columns 16c .. 16c+15 of the half in order.
 // Preconditions: rows, nsb >= 1, 1 <= nvec <= 16 (batch kernels: the
 // lanes of vectors from nvec on have zero sums and scales).
 //

@@ -162,6 +162,9 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, f := range ggmlA8M16FullFuncs {
 		check("ggml batch", funcName(f), ggmlA8Requires)
 	}
+	for _, f := range ggmlA8M16AVX2Funcs {
+		check("ggml avx2 batch", funcName(f), ggmlA8AVX2Requires)
+	}
 	for _, f := range ggmlA8AVX2Funcs {
 		check("ggml avx2", funcName(f), ggmlA8AVX2Requires)
 	}

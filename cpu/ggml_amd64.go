@@ -110,6 +110,17 @@ const ggmlM16From = 2
 // ggmlA8AVX2Requires is every feature the AVX2 kernels' instructions need.
 var ggmlA8AVX2Requires = []string{"AVX", "AVX2", "BMI2", "F16C"}
 
+// ggmlA8M16AVX2Funcs are the AVX2 batch kernels, for at least
+// ggmlM16FullFrom vectors (all 16 lanes; activations laid out as
+// ggmlPrepM16 does with avx2).
+var ggmlA8M16AVX2Funcs = map[ggml.Type]ggmlA8M16Func{
+	ggml.Q2_K: asm.GgmlQ2KA8M16FullAvx2,
+	ggml.Q3_K: asm.GgmlQ3KA8M16FullAvx2,
+	ggml.Q4_K: asm.GgmlQ4KA8M16FullAvx2,
+	ggml.Q5_K: asm.GgmlQ5KA8M16FullAvx2,
+	ggml.Q6_K: asm.GgmlQ6KA8M16FullAvx2,
+}
+
 // ggmlA8AVX2Funcs are the AVX2 one-vector kernels (activations in column
 // order), for the avx2 and avxvnni kernel sets.
 var ggmlA8AVX2Funcs = map[ggml.Type]ggmlA8Func{
@@ -177,7 +188,13 @@ func init() {
 		ggmlKernels[t] = func(isa ISA) *ggmlKernel {
 			m16, f32, avx2, f32avx2, r4, r4avx2 := ggmlA8M16Funcs[t], ggmlF32Funcs[t], ggmlA8AVX2Funcs[t], ggmlF32AVX2Funcs[t], ggmlA8R4Funcs[t], ggmlA8R4AVX2Funcs[t]
 			if (isa == AVX2 || isa == AVXVNNI) && avx2 != nil && hasAll(ggmlA8AVX2Requires) {
-				k := &ggmlKernel{isa: isa, prep: ggmlPrepSums}
+				m16avx2 := ggmlA8M16AVX2Funcs[t]
+				k := &ggmlKernel{isa: isa, prep: func(mx *GGMLMatrix, c *ggmlCall) {
+					ggmlPrepSums(mx, c)
+					if m16avx2 != nil && ggmlM16Full(c.batch) {
+						ggmlPrepM16(mx.m, c, true)
+					}
+				}}
 				if hasAll(ggmlF32AVX2Requires) {
 					k.f32 = ggmlF32Runner(f32avx2)
 				}
@@ -186,6 +203,10 @@ func init() {
 						return
 					}
 					m := mx.m
+					if m16avx2 != nil && ggmlM16Full(c.batch) {
+						ggmlRunM16(m16avx2, nil, m, c, r0, r1)
+						return
+					}
 					pc, sub := m.PCols, m.Type.SubLen()
 					run := func(k ggmlA8Func, a, b int) {
 						k(&m.Data[a*m.RowBytes()], m.RowBytes(), b-a, pc/max(m.Type.BlockElems(), 128),
@@ -261,7 +282,7 @@ func ggmlPrep(mx *GGMLMatrix, c *ggmlCall) {
 	pc := m.PCols
 	ggmlPrepSums(mx, c)
 	if _, ok := ggmlA8M16Funcs[m.Type]; ok && c.batch >= ggmlM16From {
-		ggmlPrepM16(m, c)
+		ggmlPrepM16(m, c, false)
 		return
 	}
 	order, ok := ggmlActOrder[m.Type]
@@ -324,7 +345,11 @@ func ggmlM16Full(batch int) bool { return batch >= ggmlM16FullFrom }
 // half (b = ggmlM16Blocks[.][p]); and the activation sums (pairs of int16
 // per dword) and scales in the kernels' lanes (ggmlM16Lanes); lanes past
 // the batch are zero.
-func ggmlPrepM16(m *ggml.Matrix, c *ggmlCall) {
+//
+// With avx2 the activations take the AVX2 kernels' layout instead: per
+// super-block, half, pair and chunk c (16 columns), 16 bytes of each
+// vector, columns 16c .. 16c+15 of the half in order.
+func ggmlPrepM16(m *ggml.Matrix, c *ggmlCall, avx2 bool) {
 	pc, sub := m.PCols, m.Type.SubLen()
 	nsub := pc / sub
 	if n := nsub / 2 * 16; cap(c.sc.pairs) < n {
@@ -339,13 +364,36 @@ func ggmlPrepM16(m *ggml.Matrix, c *ggmlCall) {
 	clear(c.xsT)
 	nsb := pc / 256
 	c.act8 = growAct(c, nsb*4096)
-	dst := unsafe.Slice((*uint32)(unsafe.Pointer(&c.act8[0])), len(c.act8)/4)
 	// the vector slots the kernel reads but the batch does not fill: the
 	// second of the last pair, or every slot for the full kernel
 	last := c.batch + c.batch%2
 	if ggmlM16Full(c.batch) {
 		last = 16
 	}
+	if avx2 {
+		for v := c.batch; v < last; v++ {
+			base := 256*(v/2) + 16*(v%2)
+			for k := 0; k < nsb; k++ {
+				for hc := 0; hc < 16; hc++ { // half h, chunk c: hc = 8h + c
+					o := 4096*k + 2048*(hc/8) + 32*(hc%8) + base
+					clear(c.act8[o : o+16])
+				}
+			}
+		}
+		for v := 0; v < c.batch; v++ {
+			base := 256*(v/2) + 16*(v%2)
+			for k := 0; k < nsb; k++ {
+				for hc := 0; hc < 16; hc++ {
+					o := 4096*k + 2048*(hc/8) + 32*(hc%8) + base
+					s := v*pc + 256*k + 16*hc
+					copy(c.act8[o:o+16], c.xq[s:s+16])
+				}
+			}
+		}
+		ggmlM16Lanes16(m, c)
+		return
+	}
+	dst := unsafe.Slice((*uint32)(unsafe.Pointer(&c.act8[0])), len(c.act8)/4)
 	for v := c.batch; v < last; v++ {
 		base := (256*(v/2) + 32*(v%2)) / 4
 		for k := 0; k < nsb; k++ {
@@ -374,6 +422,14 @@ func ggmlPrepM16(m *ggml.Matrix, c *ggmlCall) {
 			}
 		}
 	}
+	ggmlM16Lanes16(m, c)
+}
+
+// ggmlM16Lanes16 lays out the activation sums (pairs of int16 per dword)
+// and scales in the batch kernels' lanes (ggmlM16Lanes).
+func ggmlM16Lanes16(m *ggml.Matrix, c *ggmlCall) {
+	pc := m.PCols
+	nsub := pc / m.Type.SubLen()
 	for v := 0; v < c.batch; v++ {
 		l := ggmlM16Lane[v]
 		sums := c.sums[v*nsub : (v+1)*nsub]

@@ -28,6 +28,9 @@ func ggmlKernels() {
 	for _, c := range ggmlSupers {
 		ggmlSuperF32(c)
 		ggmlSuperA8AVX2(c)
+		if !c.dword {
+			ggmlSuperA8M16AVX2(c)
+		}
 		ggmlSuperA8R4AVX2(c)
 		ggmlSuperF32AVX2(c)
 	}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// ggmlSuperA8M16AVX2 emits Ggml<t>A8M16FullAvx2, the AVX2 batch kernel of
+// a super-block type (not IQ4_XS, whose signed codes take the sign trick):
+// two vectors per accumulator, one per 128-bit lane, all 16 vector lanes
+// whatever nvec is (the caller zeroes the unused vectors' activations).
+// Per row and half, the codes are unpacked once (ggmlHalfCodesAVX2) and
+// stored as eight chunks of 16 columns, each in both lanes; each pair of
+// vectors then takes, per chunk, VPMADDUBSW (codes x activations, int16
+// pairs), VPMADDWD with the chunk's scale words (the sub-block scales
+// applied before any sum leaves its sub-block) and VPADDD. Two levels of
+// interleave-and-add leave the 16 sums S in the lane order of
+// cpu.ggmlM16Lanes in two registers, the sums term M of all 16 is
+// VPMADDWD of the transposed activation sums with the broadcast mins (or
+// scales), and the float steps of the definition run on 16 vectors at
+// once in its order, into out. The signature is ggmlSigM16 with these
+// activations: super-block k at act + 4096k, half h, pair j and chunk c
+// at 2048h + 256j + 32c, 16 bytes of vector 2j then 16 of vector 2j+1,
+// columns 16c .. 16c+15 of the half in order.
+func ggmlSuperA8M16AVX2(c ggmlSuper) {
+	t := c.t
+	name := "Ggml" + t + "A8M16FullAvx2"
+	TEXT(name, 0, ggmlSigM16) // not NOSPLIT: the 1 KiB frame
+	Pragma("noescape")
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 16 vector lanes (nvec is ignored: the activations of unused lanes must be zero), two vectors per accumulator and the vectors in the lanes of the float steps.", name, "Ggml"+t+"A8Avx2"))
+	av2 := fvec{avx512: false}
+	nib := nibbleMask(YMM())
+	var three, one VecVirtual
+	switch t {
+	case "Q2K", "Q3K", "Q6K":
+		three = av2.broadcast(0x03030303)
+	}
+	if t == "Q3K" || t == "Q5K" {
+		one = av2.broadcast(0x01010101)
+	}
+	// frame: the scale words of the eight code registers (8 x 32 bytes),
+	// the sums term's words (32 bytes, then 32 of raw scale words), the
+	// scale words of the 16 chunks (16 x 32), one half's chunks (8 x 32),
+	// d and dmin as float32
+	sv := AllocLocal(8*32 + 64)
+	mw := sv.Offset(8 * 32)
+	chs := AllocLocal(16 * 32)
+	chunks := AllocLocal(8 * 32)
+	dd := AllocLocal(16)
+
+	Label(name + "_row")
+	{
+		wp := param("w")
+		ak, sk, xk := param("act"), param("sums"), param("xs")
+		nk := param("nsb")
+		Label(name + "_sb")
+		{
+			// the caller runs the rows over one super-block at a time
+			// (cpu.ggmlColBlock): prefetch it four rows on and the next
+			// one of this row, every line each touches
+			{
+				nx := GP64()
+				MOVQ(param("stride"), nx)
+				SHLQ(U8(2), nx)
+				ADDQ(wp, nx)
+				for _, m := range []Mem{{Base: nx}, {Base: wp, Disp: c.bytes}} {
+					for o := 0; o < c.bytes; o += 64 {
+						PREFETCHT0(m.Offset(o))
+					}
+					PREFETCHT0(m.Offset(c.bytes - 1))
+				}
+			}
+			ggmlScalesAVX2(c, Mem{Base: wp}, sv, mw)
+			// chunk 2i+l of the super-block (code register i, lane l)
+			// takes lane l's scale words in both lanes
+			for i := 0; i < 8; i++ {
+				s := YMM()
+				VMOVDQU(sv.Offset(32*i), s)
+				for l := 0; l < 2; l++ {
+					d := YMM()
+					VPERM2I128(U8(0x11*l), s, s, d)
+					VMOVDQU(d, chs.Offset(32*(2*i+l)))
+				}
+			}
+			{
+				x := XMM()
+				switch t {
+				case "Q4K", "Q5K":
+					VCVTPH2PS(Mem{Base: wp}, x)
+				case "Q2K":
+					h := XMM()
+					VMOVD(Mem{Base: wp, Disp: 80}, h)
+					VCVTPH2PS(h, x)
+				default:
+					off := map[string]int{"Q3K": 108, "Q6K": 208}[t]
+					h := XMM()
+					VPBROADCASTW(Mem{Base: wp, Disp: off}, h)
+					VCVTPH2PS(h, x)
+				}
+				VMOVDQU(x, dd)
+			}
+			for h := 0; h < 2; h++ {
+				cr := ggmlHalfCodesAVX2(c, Mem{Base: wp}, h, nib, three, one)
+				for i, r := range cr {
+					for l := 0; l < 2; l++ {
+						d := YMM()
+						VPERM2I128(U8(0x11*l), r, r, d)
+						VMOVDQU(d, chunks.Offset(32*(2*i+l)))
+					}
+				}
+				acc := make([]VecVirtual, 8)
+				for ch := 0; ch < 8; ch++ {
+					cw := YMM()
+					VMOVDQU(chunks.Offset(32*ch), cw)
+					for j := range acc {
+						pr := YMM()
+						VPMADDUBSW(Mem{Base: ak, Disp: 2048*h + 256*j + 32*ch}, cw, pr)
+						if ch == 0 {
+							acc[j] = YMM()
+							VPMADDWD(chs.Offset(32*(8*h+ch)), pr, acc[j])
+						} else {
+							VPMADDWD(chs.Offset(32*(8*h+ch)), pr, pr)
+							VPADDD(pr, acc[j], acc[j])
+						}
+					}
+				}
+				// per lane: [sum of acc 4i+0..3 over that lane]
+				level := func(rs []VecVirtual, qwords bool) []VecVirtual {
+					var out []VecVirtual
+					for i := 0; i+1 < len(rs); i += 2 {
+						a, b := rs[i], rs[i+1]
+						tm := YMM()
+						if qwords {
+							VPUNPCKLQDQ(b, a, tm)
+							VPUNPCKHQDQ(b, a, a)
+						} else {
+							VPUNPCKLDQ(b, a, tm)
+							VPUNPCKHDQ(b, a, a)
+						}
+						VPADDD(tm, a, a)
+						out = append(out, a)
+					}
+					return out
+				}
+				S := level(level(acc, false), true) // lanes 0..7, 8..15
+				op := param("out")
+				for r, s := range S {
+					// the sums term: pairs of sub-blocks 4h..4h+3 (16
+					// columns) or 2h, 2h+1 (32 columns)
+					var M VecVirtual
+					if c.mins || c.shift > 0 {
+						M = YMM()
+						np := 256 / c.sub / 4
+						for i := 0; i < np; i++ {
+							pr := h*np + i
+							b := YMM()
+							VPBROADCASTD(mw.Offset(4*pr), b)
+							if i == 0 {
+								VPMADDWD(Mem{Base: sk, Disp: 64*pr + 32*r}, b, M)
+							} else {
+								p := YMM()
+								VPMADDWD(Mem{Base: sk, Disp: 64*pr + 32*r}, b, p)
+								VPADDD(p, M, M)
+							}
+						}
+					}
+					if c.shift > 0 {
+						sh := YMM()
+						VPSLLD(U8(c.shift), M, sh)
+						VPSUBD(sh, s, s)
+					}
+					xz, coef, f := YMM(), YMM(), YMM()
+					VMOVUPS(Mem{Base: xk, Disp: 64*h + 32*r}, xz)
+					VBROADCASTSS(dd, coef)
+					VMULPS(xz, coef, coef)
+					VCVTDQ2PS(s, f)
+					VMULPS(coef, f, f)
+					a := YMM()
+					VMOVUPS(Mem{Base: op, Disp: 32 * r}, a)
+					VADDPS(f, a, a)
+					if c.mins {
+						coef2, f2 := YMM(), YMM()
+						VBROADCASTSS(dd.Offset(4), coef2)
+						VMULPS(xz, coef2, coef2)
+						VCVTDQ2PS(M, f2)
+						VMULPS(coef2, f2, f2)
+						VSUBPS(f2, a, a)
+					}
+					VMOVUPS(a, Mem{Base: op, Disp: 32 * r})
+				}
+			}
+			ADDQ(U32(c.bytes), wp)
+			ADDQ(U32(16*256), ak)
+			ADDQ(U32(256/c.sub/2*64), sk)
+			ADDQ(U32(128), xk)
+			DECQ(nk)
+			JNZ(LabelRef(name + "_sb"))
+		}
+		bump("out", U32(64))
+		bump("w", param("stride"))
+		r := param("rows")
+		DECQ(r)
+		Store(r, Param("rows"))
+		JNZ(LabelRef(name + "_row"))
+	}
+	VZEROUPPER()
+	RET()
+}
