@@ -561,9 +561,10 @@
 // the caller zeroes before the first super-block, so that it can run the
 // rows over a few super-blocks per call. The full kernels run all 16
 // lanes whatever nvec is: the activations of unused vectors must be zero.
-// The AVX2 batch kernels Ggml<type>A8M16FullAvx2 (Q2_K to Q6_K) have the
-// same signature, lanes, sums, scales and results as the full kernels,
-// but one row at a time and their own activation layout: half h, pair j
+// The AVX2 batch kernels Ggml<type>A8M16FullAvx2 and Ggml<type>A8M16Avx2
+// (Q2_K to Q6_K; the second runs only the pairs that hold nvec vectors)
+// have the same signature, lanes, sums, scales and results as the full
+// kernels, but one row at a time and their own activation layout: half h, pair j
 // and chunk c (16 columns) take the 32 bytes at 2048h + 256j + 32c of the
 // super-block's 4096, 16 bytes of vector 2j then 16 of vector 2j+1,
 // columns 16c .. 16c+15 of the half in order.

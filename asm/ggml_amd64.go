@@ -293,6 +293,14 @@ func GgmlQ2KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlQ2KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ2KA8M16Avx2 is GgmlQ2KA8Avx2 for 2..16 vectors (the pairs that hold the
+// batch; the second vector of an odd batch's last pair must have zero
+// activations), two vectors per accumulator and the vectors in the lanes of
+// the float steps. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ2KA8M16Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
 // GgmlQ2KA8M16FullAvx2 is GgmlQ2KA8Avx2 for 16 vector lanes (nvec is ignored:
 // the activations of unused lanes must be zero), two vectors per accumulator
 // and the vectors in the lanes of the float steps. See "GGML block kernels" in
@@ -329,6 +337,14 @@ func GgmlQ3KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //
 //go:noescape
 func GgmlQ3KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ3KA8M16Avx2 is GgmlQ3KA8Avx2 for 2..16 vectors (the pairs that hold the
+// batch; the second vector of an odd batch's last pair must have zero
+// activations), two vectors per accumulator and the vectors in the lanes of
+// the float steps. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ3KA8M16Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
 // GgmlQ3KA8M16FullAvx2 is GgmlQ3KA8Avx2 for 16 vector lanes (nvec is ignored:
 // the activations of unused lanes must be zero), two vectors per accumulator
@@ -367,6 +383,14 @@ func GgmlQ4KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlQ4KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ4KA8M16Avx2 is GgmlQ4KA8Avx2 for 2..16 vectors (the pairs that hold the
+// batch; the second vector of an odd batch's last pair must have zero
+// activations), two vectors per accumulator and the vectors in the lanes of
+// the float steps. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ4KA8M16Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
 // GgmlQ4KA8M16FullAvx2 is GgmlQ4KA8Avx2 for 16 vector lanes (nvec is ignored:
 // the activations of unused lanes must be zero), two vectors per accumulator
 // and the vectors in the lanes of the float steps. See "GGML block kernels" in
@@ -404,6 +428,14 @@ func GgmlQ5KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlQ5KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ5KA8M16Avx2 is GgmlQ5KA8Avx2 for 2..16 vectors (the pairs that hold the
+// batch; the second vector of an odd batch's last pair must have zero
+// activations), two vectors per accumulator and the vectors in the lanes of
+// the float steps. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ5KA8M16Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
 // GgmlQ5KA8M16FullAvx2 is GgmlQ5KA8Avx2 for 16 vector lanes (nvec is ignored:
 // the activations of unused lanes must be zero), two vectors per accumulator
 // and the vectors in the lanes of the float steps. See "GGML block kernels" in
@@ -440,6 +472,14 @@ func GgmlQ6KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //
 //go:noescape
 func GgmlQ6KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ6KA8M16Avx2 is GgmlQ6KA8Avx2 for 2..16 vectors (the pairs that hold the
+// batch; the second vector of an odd batch's last pair must have zero
+// activations), two vectors per accumulator and the vectors in the lanes of
+// the float steps. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ6KA8M16Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
 // GgmlQ6KA8M16FullAvx2 is GgmlQ6KA8Avx2 for 16 vector lanes (nvec is ignored:
 // the activations of unused lanes must be zero), two vectors per accumulator

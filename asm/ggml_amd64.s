@@ -12647,6 +12647,1033 @@ DATA ggmlSpreadW3<>+30(SB)/1, $0x0e
 DATA ggmlSpreadW3<>+31(SB)/1, $0x0f
 GLOBL ggmlSpreadW3<>(SB), RODATA|NOPTR, $32
 
+// func GgmlQ2KA8M16Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·GgmlQ2KA8M16Avx2(SB), $1104-80
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+
+GgmlQ2KA8M16Avx2_row:
+	MOVQ w+0(FP), AX
+	MOVQ act+32(FP), CX
+	MOVQ sums+48(FP), DX
+	MOVQ xs+56(FP), BX
+	MOVQ nsb+24(FP), SI
+
+GgmlQ2KA8M16Avx2_sb:
+	MOVQ         stride+8(FP), DI
+	SHLQ         $0x02, DI
+	ADDQ         AX, DI
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	PREFETCHT0   83(DI)
+	PREFETCHT0   84(AX)
+	PREFETCHT0   148(AX)
+	PREFETCHT0   167(AX)
+	VMOVDQU      (AX), X1
+	VPSRLW       $0x04, X1, X2
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, X3
+	VPAND        X3, X1, X1
+	VPAND        X3, X2, X2
+	VPMOVZXBW    X1, Y1
+	VPMOVZXBW    X2, Y2
+	VMOVDQU      Y1, 288(SP)
+	VMOVDQU      Y2, 256(SP)
+	VPERMQ       $0x44, Y1, Y2
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y2, Y3
+	VMOVDQU      Y3, (SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y2, Y3
+	VMOVDQU      Y3, 32(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y2, Y3
+	VMOVDQU      Y3, 64(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y2, Y2
+	VMOVDQU      Y2, 96(SP)
+	VPERMQ       $0xee, Y1, Y1
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y1, Y2
+	VMOVDQU      Y2, 128(SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y1, Y2
+	VMOVDQU      Y2, 160(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y1, Y2
+	VMOVDQU      Y2, 192(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y1, Y1
+	VMOVDQU      Y1, 224(SP)
+	VMOVDQU      (SP), Y1
+	VPERM2I128   $0x00, Y1, Y1, Y2
+	VMOVDQU      Y2, 320(SP)
+	VPERM2I128   $0x11, Y1, Y1, Y1
+	VMOVDQU      Y1, 352(SP)
+	VMOVDQU      32(SP), Y1
+	VPERM2I128   $0x00, Y1, Y1, Y2
+	VMOVDQU      Y2, 384(SP)
+	VPERM2I128   $0x11, Y1, Y1, Y1
+	VMOVDQU      Y1, 416(SP)
+	VMOVDQU      64(SP), Y1
+	VPERM2I128   $0x00, Y1, Y1, Y2
+	VMOVDQU      Y2, 448(SP)
+	VPERM2I128   $0x11, Y1, Y1, Y1
+	VMOVDQU      Y1, 480(SP)
+	VMOVDQU      96(SP), Y1
+	VPERM2I128   $0x00, Y1, Y1, Y2
+	VMOVDQU      Y2, 512(SP)
+	VPERM2I128   $0x11, Y1, Y1, Y1
+	VMOVDQU      Y1, 544(SP)
+	VMOVDQU      128(SP), Y1
+	VPERM2I128   $0x00, Y1, Y1, Y2
+	VMOVDQU      Y2, 576(SP)
+	VPERM2I128   $0x11, Y1, Y1, Y1
+	VMOVDQU      Y1, 608(SP)
+	VMOVDQU      160(SP), Y1
+	VPERM2I128   $0x00, Y1, Y1, Y2
+	VMOVDQU      Y2, 640(SP)
+	VPERM2I128   $0x11, Y1, Y1, Y1
+	VMOVDQU      Y1, 672(SP)
+	VMOVDQU      192(SP), Y1
+	VPERM2I128   $0x00, Y1, Y1, Y2
+	VMOVDQU      Y2, 704(SP)
+	VPERM2I128   $0x11, Y1, Y1, Y1
+	VMOVDQU      Y1, 736(SP)
+	VMOVDQU      224(SP), Y1
+	VPERM2I128   $0x00, Y1, Y1, Y2
+	VMOVDQU      Y2, 768(SP)
+	VPERM2I128   $0x11, Y1, Y1, Y1
+	VMOVDQU      Y1, 800(SP)
+	VMOVD        80(AX), X1
+	VCVTPH2PS    X1, X1
+	VMOVDQU      X1, 1088(SP)
+	VMOVDQU      16(AX), Y1
+	VPAND        Y0, Y1, Y1
+	VMOVDQU      16(AX), Y2
+	VPSRLW       $0x02, Y2, Y2
+	VPAND        Y0, Y2, Y2
+	VMOVDQU      16(AX), Y3
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        Y0, Y3, Y3
+	VMOVDQU      16(AX), Y4
+	VPSRLW       $0x06, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPERM2I128   $0x00, Y1, Y1, Y5
+	VMOVDQU      Y5, 832(SP)
+	VPERM2I128   $0x11, Y1, Y1, Y1
+	VMOVDQU      Y1, 864(SP)
+	VPERM2I128   $0x00, Y2, Y2, Y1
+	VMOVDQU      Y1, 896(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y1
+	VMOVDQU      Y1, 928(SP)
+	VPERM2I128   $0x00, Y3, Y3, Y1
+	VMOVDQU      Y1, 960(SP)
+	VPERM2I128   $0x11, Y3, Y3, Y1
+	VMOVDQU      Y1, 992(SP)
+	VPERM2I128   $0x00, Y4, Y4, Y1
+	VMOVDQU      Y1, 1024(SP)
+	VPERM2I128   $0x11, Y4, Y4, Y1
+	VMOVDQU      Y1, 1056(SP)
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	VMOVDQU      832(SP), Y9
+	MOVQ         nvec+64(FP), DI
+	INCQ         DI
+	SHRQ         $0x01, DI
+	VPMADDUBSW   (CX), Y9, Y10
+	VPMADDWD     320(SP), Y10, Y10
+	VPADDD       Y10, Y1, Y1
+	DECQ         DI
+	JZ           GgmlQ2KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   256(CX), Y9, Y10
+	VPMADDWD     320(SP), Y10, Y10
+	VPADDD       Y10, Y2, Y2
+	DECQ         DI
+	JZ           GgmlQ2KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   512(CX), Y9, Y10
+	VPMADDWD     320(SP), Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	DECQ         DI
+	JZ           GgmlQ2KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   768(CX), Y9, Y10
+	VPMADDWD     320(SP), Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	DECQ         DI
+	JZ           GgmlQ2KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   1024(CX), Y9, Y10
+	VPMADDWD     320(SP), Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	DECQ         DI
+	JZ           GgmlQ2KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   1280(CX), Y9, Y10
+	VPMADDWD     320(SP), Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	DECQ         DI
+	JZ           GgmlQ2KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   1536(CX), Y9, Y10
+	VPMADDWD     320(SP), Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	DECQ         DI
+	JZ           GgmlQ2KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   1792(CX), Y9, Y9
+	VPMADDWD     320(SP), Y9, Y9
+	VPADDD       Y9, Y8, Y8
+
+GgmlQ2KA8M16Avx2_h0_c0_done:
+	VMOVDQU    864(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 32(CX), Y9, Y10
+	VPMADDWD   352(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 288(CX), Y9, Y10
+	VPMADDWD   352(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 544(CX), Y9, Y10
+	VPMADDWD   352(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 800(CX), Y9, Y10
+	VPMADDWD   352(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 1056(CX), Y9, Y10
+	VPMADDWD   352(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 1312(CX), Y9, Y10
+	VPMADDWD   352(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 1568(CX), Y9, Y10
+	VPMADDWD   352(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 1824(CX), Y9, Y9
+	VPMADDWD   352(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ2KA8M16Avx2_h0_c1_done:
+	VMOVDQU    896(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 64(CX), Y9, Y10
+	VPMADDWD   384(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 320(CX), Y9, Y10
+	VPMADDWD   384(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 576(CX), Y9, Y10
+	VPMADDWD   384(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 832(CX), Y9, Y10
+	VPMADDWD   384(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 1088(CX), Y9, Y10
+	VPMADDWD   384(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 1344(CX), Y9, Y10
+	VPMADDWD   384(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 1600(CX), Y9, Y10
+	VPMADDWD   384(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 1856(CX), Y9, Y9
+	VPMADDWD   384(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ2KA8M16Avx2_h0_c2_done:
+	VMOVDQU    928(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 96(CX), Y9, Y10
+	VPMADDWD   416(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 352(CX), Y9, Y10
+	VPMADDWD   416(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 608(CX), Y9, Y10
+	VPMADDWD   416(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 864(CX), Y9, Y10
+	VPMADDWD   416(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 1120(CX), Y9, Y10
+	VPMADDWD   416(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 1376(CX), Y9, Y10
+	VPMADDWD   416(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 1632(CX), Y9, Y10
+	VPMADDWD   416(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 1888(CX), Y9, Y9
+	VPMADDWD   416(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ2KA8M16Avx2_h0_c3_done:
+	VMOVDQU    960(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 128(CX), Y9, Y10
+	VPMADDWD   448(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 384(CX), Y9, Y10
+	VPMADDWD   448(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 640(CX), Y9, Y10
+	VPMADDWD   448(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 896(CX), Y9, Y10
+	VPMADDWD   448(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 1152(CX), Y9, Y10
+	VPMADDWD   448(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 1408(CX), Y9, Y10
+	VPMADDWD   448(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 1664(CX), Y9, Y10
+	VPMADDWD   448(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 1920(CX), Y9, Y9
+	VPMADDWD   448(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ2KA8M16Avx2_h0_c4_done:
+	VMOVDQU    992(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 160(CX), Y9, Y10
+	VPMADDWD   480(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 416(CX), Y9, Y10
+	VPMADDWD   480(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 672(CX), Y9, Y10
+	VPMADDWD   480(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 928(CX), Y9, Y10
+	VPMADDWD   480(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 1184(CX), Y9, Y10
+	VPMADDWD   480(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 1440(CX), Y9, Y10
+	VPMADDWD   480(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 1696(CX), Y9, Y10
+	VPMADDWD   480(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 1952(CX), Y9, Y9
+	VPMADDWD   480(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ2KA8M16Avx2_h0_c5_done:
+	VMOVDQU    1024(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 192(CX), Y9, Y10
+	VPMADDWD   512(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 448(CX), Y9, Y10
+	VPMADDWD   512(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 704(CX), Y9, Y10
+	VPMADDWD   512(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 960(CX), Y9, Y10
+	VPMADDWD   512(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 1216(CX), Y9, Y10
+	VPMADDWD   512(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 1472(CX), Y9, Y10
+	VPMADDWD   512(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 1728(CX), Y9, Y10
+	VPMADDWD   512(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 1984(CX), Y9, Y9
+	VPMADDWD   512(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ2KA8M16Avx2_h0_c6_done:
+	VMOVDQU    1056(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 224(CX), Y9, Y10
+	VPMADDWD   544(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 480(CX), Y9, Y10
+	VPMADDWD   544(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 736(CX), Y9, Y10
+	VPMADDWD   544(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 992(CX), Y9, Y10
+	VPMADDWD   544(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 1248(CX), Y9, Y10
+	VPMADDWD   544(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 1504(CX), Y9, Y10
+	VPMADDWD   544(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 1760(CX), Y9, Y10
+	VPMADDWD   544(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 2016(CX), Y9, Y9
+	VPMADDWD   544(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ2KA8M16Avx2_h0_c7_done:
+	VPUNPCKLDQ   Y2, Y1, Y9
+	VPUNPCKHDQ   Y2, Y1, Y1
+	VPADDD       Y9, Y1, Y1
+	VPUNPCKLDQ   Y4, Y3, Y2
+	VPUNPCKHDQ   Y4, Y3, Y3
+	VPADDD       Y2, Y3, Y3
+	VPUNPCKLDQ   Y6, Y5, Y2
+	VPUNPCKHDQ   Y6, Y5, Y5
+	VPADDD       Y2, Y5, Y5
+	VPUNPCKLDQ   Y8, Y7, Y2
+	VPUNPCKHDQ   Y8, Y7, Y7
+	VPADDD       Y2, Y7, Y7
+	VPUNPCKLQDQ  Y3, Y1, Y2
+	VPUNPCKHQDQ  Y3, Y1, Y1
+	VPADDD       Y2, Y1, Y1
+	VPUNPCKLQDQ  Y7, Y5, Y2
+	VPUNPCKHQDQ  Y7, Y5, Y5
+	VPADDD       Y2, Y5, Y5
+	MOVQ         out+72(FP), DI
+	VPBROADCASTD 256(SP), Y2
+	VPMADDWD     (DX), Y2, Y2
+	VPBROADCASTD 260(SP), Y3
+	VPMADDWD     64(DX), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPBROADCASTD 264(SP), Y3
+	VPMADDWD     128(DX), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPBROADCASTD 268(SP), Y3
+	VPMADDWD     192(DX), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VMOVUPS      (BX), Y3
+	VBROADCASTSS 1088(SP), Y4
+	VMULPS       Y3, Y4, Y4
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y4, Y1, Y1
+	VMOVUPS      (DI), Y4
+	VADDPS       Y1, Y4, Y4
+	VBROADCASTSS 1092(SP), Y1
+	VMULPS       Y3, Y1, Y1
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y1, Y2, Y2
+	VSUBPS       Y2, Y4, Y4
+	VMOVUPS      Y4, (DI)
+	VPBROADCASTD 256(SP), Y1
+	VPMADDWD     32(DX), Y1, Y1
+	VPBROADCASTD 260(SP), Y2
+	VPMADDWD     96(DX), Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPBROADCASTD 264(SP), Y2
+	VPMADDWD     160(DX), Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPBROADCASTD 268(SP), Y2
+	VPMADDWD     224(DX), Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VMOVUPS      32(BX), Y2
+	VBROADCASTSS 1088(SP), Y3
+	VMULPS       Y2, Y3, Y3
+	VCVTDQ2PS    Y5, Y4
+	VMULPS       Y3, Y4, Y4
+	VMOVUPS      32(DI), Y3
+	VADDPS       Y4, Y3, Y3
+	VBROADCASTSS 1092(SP), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y4, Y1, Y1
+	VSUBPS       Y1, Y3, Y3
+	VMOVUPS      Y3, 32(DI)
+	VMOVDQU      48(AX), Y1
+	VPAND        Y0, Y1, Y1
+	VMOVDQU      48(AX), Y2
+	VPSRLW       $0x02, Y2, Y2
+	VPAND        Y0, Y2, Y2
+	VMOVDQU      48(AX), Y3
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        Y0, Y3, Y3
+	VMOVDQU      48(AX), Y4
+	VPSRLW       $0x06, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPERM2I128   $0x00, Y1, Y1, Y5
+	VMOVDQU      Y5, 832(SP)
+	VPERM2I128   $0x11, Y1, Y1, Y1
+	VMOVDQU      Y1, 864(SP)
+	VPERM2I128   $0x00, Y2, Y2, Y1
+	VMOVDQU      Y1, 896(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y1
+	VMOVDQU      Y1, 928(SP)
+	VPERM2I128   $0x00, Y3, Y3, Y1
+	VMOVDQU      Y1, 960(SP)
+	VPERM2I128   $0x11, Y3, Y3, Y1
+	VMOVDQU      Y1, 992(SP)
+	VPERM2I128   $0x00, Y4, Y4, Y1
+	VMOVDQU      Y1, 1024(SP)
+	VPERM2I128   $0x11, Y4, Y4, Y1
+	VMOVDQU      Y1, 1056(SP)
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	VMOVDQU      832(SP), Y9
+	MOVQ         nvec+64(FP), DI
+	INCQ         DI
+	SHRQ         $0x01, DI
+	VPMADDUBSW   2048(CX), Y9, Y10
+	VPMADDWD     576(SP), Y10, Y10
+	VPADDD       Y10, Y1, Y1
+	DECQ         DI
+	JZ           GgmlQ2KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   2304(CX), Y9, Y10
+	VPMADDWD     576(SP), Y10, Y10
+	VPADDD       Y10, Y2, Y2
+	DECQ         DI
+	JZ           GgmlQ2KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   2560(CX), Y9, Y10
+	VPMADDWD     576(SP), Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	DECQ         DI
+	JZ           GgmlQ2KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   2816(CX), Y9, Y10
+	VPMADDWD     576(SP), Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	DECQ         DI
+	JZ           GgmlQ2KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   3072(CX), Y9, Y10
+	VPMADDWD     576(SP), Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	DECQ         DI
+	JZ           GgmlQ2KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   3328(CX), Y9, Y10
+	VPMADDWD     576(SP), Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	DECQ         DI
+	JZ           GgmlQ2KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   3584(CX), Y9, Y10
+	VPMADDWD     576(SP), Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	DECQ         DI
+	JZ           GgmlQ2KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   3840(CX), Y9, Y9
+	VPMADDWD     576(SP), Y9, Y9
+	VPADDD       Y9, Y8, Y8
+
+GgmlQ2KA8M16Avx2_h1_c0_done:
+	VMOVDQU    864(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2080(CX), Y9, Y10
+	VPMADDWD   608(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 2336(CX), Y9, Y10
+	VPMADDWD   608(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 2592(CX), Y9, Y10
+	VPMADDWD   608(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 2848(CX), Y9, Y10
+	VPMADDWD   608(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 3104(CX), Y9, Y10
+	VPMADDWD   608(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 3360(CX), Y9, Y10
+	VPMADDWD   608(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 3616(CX), Y9, Y10
+	VPMADDWD   608(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 3872(CX), Y9, Y9
+	VPMADDWD   608(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ2KA8M16Avx2_h1_c1_done:
+	VMOVDQU    896(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2112(CX), Y9, Y10
+	VPMADDWD   640(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 2368(CX), Y9, Y10
+	VPMADDWD   640(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 2624(CX), Y9, Y10
+	VPMADDWD   640(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 2880(CX), Y9, Y10
+	VPMADDWD   640(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 3136(CX), Y9, Y10
+	VPMADDWD   640(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 3392(CX), Y9, Y10
+	VPMADDWD   640(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 3648(CX), Y9, Y10
+	VPMADDWD   640(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 3904(CX), Y9, Y9
+	VPMADDWD   640(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ2KA8M16Avx2_h1_c2_done:
+	VMOVDQU    928(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2144(CX), Y9, Y10
+	VPMADDWD   672(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 2400(CX), Y9, Y10
+	VPMADDWD   672(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 2656(CX), Y9, Y10
+	VPMADDWD   672(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 2912(CX), Y9, Y10
+	VPMADDWD   672(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 3168(CX), Y9, Y10
+	VPMADDWD   672(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 3424(CX), Y9, Y10
+	VPMADDWD   672(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 3680(CX), Y9, Y10
+	VPMADDWD   672(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 3936(CX), Y9, Y9
+	VPMADDWD   672(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ2KA8M16Avx2_h1_c3_done:
+	VMOVDQU    960(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2176(CX), Y9, Y10
+	VPMADDWD   704(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 2432(CX), Y9, Y10
+	VPMADDWD   704(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 2688(CX), Y9, Y10
+	VPMADDWD   704(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 2944(CX), Y9, Y10
+	VPMADDWD   704(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 3200(CX), Y9, Y10
+	VPMADDWD   704(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 3456(CX), Y9, Y10
+	VPMADDWD   704(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 3712(CX), Y9, Y10
+	VPMADDWD   704(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 3968(CX), Y9, Y9
+	VPMADDWD   704(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ2KA8M16Avx2_h1_c4_done:
+	VMOVDQU    992(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2208(CX), Y9, Y10
+	VPMADDWD   736(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 2464(CX), Y9, Y10
+	VPMADDWD   736(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 2720(CX), Y9, Y10
+	VPMADDWD   736(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 2976(CX), Y9, Y10
+	VPMADDWD   736(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 3232(CX), Y9, Y10
+	VPMADDWD   736(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 3488(CX), Y9, Y10
+	VPMADDWD   736(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 3744(CX), Y9, Y10
+	VPMADDWD   736(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 4000(CX), Y9, Y9
+	VPMADDWD   736(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ2KA8M16Avx2_h1_c5_done:
+	VMOVDQU    1024(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2240(CX), Y9, Y10
+	VPMADDWD   768(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 2496(CX), Y9, Y10
+	VPMADDWD   768(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 2752(CX), Y9, Y10
+	VPMADDWD   768(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 3008(CX), Y9, Y10
+	VPMADDWD   768(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 3264(CX), Y9, Y10
+	VPMADDWD   768(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 3520(CX), Y9, Y10
+	VPMADDWD   768(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 3776(CX), Y9, Y10
+	VPMADDWD   768(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 4032(CX), Y9, Y9
+	VPMADDWD   768(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ2KA8M16Avx2_h1_c6_done:
+	VMOVDQU    1056(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2272(CX), Y9, Y10
+	VPMADDWD   800(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 2528(CX), Y9, Y10
+	VPMADDWD   800(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 2784(CX), Y9, Y10
+	VPMADDWD   800(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 3040(CX), Y9, Y10
+	VPMADDWD   800(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 3296(CX), Y9, Y10
+	VPMADDWD   800(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 3552(CX), Y9, Y10
+	VPMADDWD   800(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 3808(CX), Y9, Y10
+	VPMADDWD   800(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ2KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 4064(CX), Y9, Y9
+	VPMADDWD   800(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ2KA8M16Avx2_h1_c7_done:
+	VPUNPCKLDQ   Y2, Y1, Y9
+	VPUNPCKHDQ   Y2, Y1, Y1
+	VPADDD       Y9, Y1, Y1
+	VPUNPCKLDQ   Y4, Y3, Y2
+	VPUNPCKHDQ   Y4, Y3, Y3
+	VPADDD       Y2, Y3, Y3
+	VPUNPCKLDQ   Y6, Y5, Y2
+	VPUNPCKHDQ   Y6, Y5, Y5
+	VPADDD       Y2, Y5, Y5
+	VPUNPCKLDQ   Y8, Y7, Y2
+	VPUNPCKHDQ   Y8, Y7, Y7
+	VPADDD       Y2, Y7, Y7
+	VPUNPCKLQDQ  Y3, Y1, Y2
+	VPUNPCKHQDQ  Y3, Y1, Y1
+	VPADDD       Y2, Y1, Y1
+	VPUNPCKLQDQ  Y7, Y5, Y2
+	VPUNPCKHQDQ  Y7, Y5, Y5
+	VPADDD       Y2, Y5, Y5
+	MOVQ         out+72(FP), DI
+	VPBROADCASTD 272(SP), Y2
+	VPMADDWD     256(DX), Y2, Y2
+	VPBROADCASTD 276(SP), Y3
+	VPMADDWD     320(DX), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPBROADCASTD 280(SP), Y3
+	VPMADDWD     384(DX), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPBROADCASTD 284(SP), Y3
+	VPMADDWD     448(DX), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VMOVUPS      64(BX), Y3
+	VBROADCASTSS 1088(SP), Y4
+	VMULPS       Y3, Y4, Y4
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y4, Y1, Y1
+	VMOVUPS      (DI), Y4
+	VADDPS       Y1, Y4, Y4
+	VBROADCASTSS 1092(SP), Y1
+	VMULPS       Y3, Y1, Y1
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y1, Y2, Y2
+	VSUBPS       Y2, Y4, Y4
+	VMOVUPS      Y4, (DI)
+	VPBROADCASTD 272(SP), Y1
+	VPMADDWD     288(DX), Y1, Y1
+	VPBROADCASTD 276(SP), Y2
+	VPMADDWD     352(DX), Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPBROADCASTD 280(SP), Y2
+	VPMADDWD     416(DX), Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPBROADCASTD 284(SP), Y2
+	VPMADDWD     480(DX), Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VMOVUPS      96(BX), Y2
+	VBROADCASTSS 1088(SP), Y3
+	VMULPS       Y2, Y3, Y3
+	VCVTDQ2PS    Y5, Y4
+	VMULPS       Y3, Y4, Y4
+	VMOVUPS      32(DI), Y3
+	VADDPS       Y4, Y3, Y3
+	VBROADCASTSS 1092(SP), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y4, Y1, Y1
+	VSUBPS       Y1, Y3, Y3
+	VMOVUPS      Y3, 32(DI)
+	ADDQ         $0x00000054, AX
+	ADDQ         $0x00001000, CX
+	ADDQ         $0x00000200, DX
+	ADDQ         $0x00000080, BX
+	DECQ         SI
+	JNZ          GgmlQ2KA8M16Avx2_sb
+	MOVQ         out+72(FP), AX
+	ADDQ         $0x00000040, AX
+	MOVQ         AX, out+72(FP)
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ2KA8M16Avx2_row
+	VZEROUPPER
+	RET
+
 // func GgmlQ2KA8M16FullAvx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 // Requires: AVX, AVX2, F16C, MMX+
 TEXT ·GgmlQ2KA8M16FullAvx2(SB), $1104-80
@@ -14673,6 +15700,1096 @@ GgmlQ3KA8Avx2_h1_vec:
 	DECQ         AX
 	MOVQ         AX, rows+16(FP)
 	JNZ          GgmlQ3KA8Avx2_row
+	VZEROUPPER
+	RET
+
+// func GgmlQ3KA8M16Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·GgmlQ3KA8M16Avx2(SB), $1104-80
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x01010101, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+
+GgmlQ3KA8M16Avx2_row:
+	MOVQ w+0(FP), AX
+	MOVQ act+32(FP), CX
+	MOVQ sums+48(FP), DX
+	MOVQ xs+56(FP), BX
+	MOVQ nsb+24(FP), SI
+
+GgmlQ3KA8M16Avx2_sb:
+	MOVQ         stride+8(FP), DI
+	SHLQ         $0x02, DI
+	ADDQ         AX, DI
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	PREFETCHT0   109(DI)
+	PREFETCHT0   110(AX)
+	PREFETCHT0   174(AX)
+	PREFETCHT0   219(AX)
+	MOVL         96(AX), DI
+	MOVL         100(AX), R8
+	MOVL         104(AX), R9
+	MOVL         DI, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R9, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	MOVL         R8, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R12
+	SHRL         $0x02, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SHRL         $0x04, DI
+	ANDL         $0x0f0f0f0f, DI
+	MOVL         R9, R12
+	SHRL         $0x04, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, DI
+	SHRL         $0x04, R8
+	ANDL         $0x0f0f0f0f, R8
+	SHRL         $0x06, R9
+	ANDL         $0x03030303, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	MOVL         R11, R9
+	SHLQ         $0x20, R9
+	ORQ          R10, R9
+	SHLQ         $0x20, R8
+	ORQ          DI, R8
+	VMOVQ        R9, X2
+	VMOVQ        R8, X3
+	VPUNPCKLQDQ  X3, X2, X2
+	MOVL         $0x20202020, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, X3
+	VPSUBB       X3, X2, X2
+	VPMOVSXBW    X2, Y2
+	VMOVDQU      Y2, 288(SP)
+	VMOVDQU      Y2, 256(SP)
+	VPERMQ       $0x44, Y2, Y3
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y3, Y4
+	VMOVDQU      Y4, (SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y3, Y4
+	VMOVDQU      Y4, 32(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y3, Y4
+	VMOVDQU      Y4, 64(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y3, Y3
+	VMOVDQU      Y3, 96(SP)
+	VPERMQ       $0xee, Y2, Y2
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y2, Y3
+	VMOVDQU      Y3, 128(SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y2, Y3
+	VMOVDQU      Y3, 160(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y2, Y3
+	VMOVDQU      Y3, 192(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y2, Y2
+	VMOVDQU      Y2, 224(SP)
+	VMOVDQU      (SP), Y2
+	VPERM2I128   $0x00, Y2, Y2, Y3
+	VMOVDQU      Y3, 320(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 352(SP)
+	VMOVDQU      32(SP), Y2
+	VPERM2I128   $0x00, Y2, Y2, Y3
+	VMOVDQU      Y3, 384(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 416(SP)
+	VMOVDQU      64(SP), Y2
+	VPERM2I128   $0x00, Y2, Y2, Y3
+	VMOVDQU      Y3, 448(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 480(SP)
+	VMOVDQU      96(SP), Y2
+	VPERM2I128   $0x00, Y2, Y2, Y3
+	VMOVDQU      Y3, 512(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 544(SP)
+	VMOVDQU      128(SP), Y2
+	VPERM2I128   $0x00, Y2, Y2, Y3
+	VMOVDQU      Y3, 576(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 608(SP)
+	VMOVDQU      160(SP), Y2
+	VPERM2I128   $0x00, Y2, Y2, Y3
+	VMOVDQU      Y3, 640(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 672(SP)
+	VMOVDQU      192(SP), Y2
+	VPERM2I128   $0x00, Y2, Y2, Y3
+	VMOVDQU      Y3, 704(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 736(SP)
+	VMOVDQU      224(SP), Y2
+	VPERM2I128   $0x00, Y2, Y2, Y3
+	VMOVDQU      Y3, 768(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 800(SP)
+	VPBROADCASTW 108(AX), X2
+	VCVTPH2PS    X2, X2
+	VMOVDQU      X2, 1088(SP)
+	VMOVDQU      32(AX), Y2
+	VPAND        Y0, Y2, Y2
+	VMOVDQU      (AX), Y3
+	VPAND        Y1, Y3, Y3
+	VPSLLW       $0x02, Y3, Y3
+	VPOR         Y3, Y2, Y2
+	VMOVDQU      32(AX), Y3
+	VPSRLW       $0x02, Y3, Y3
+	VPAND        Y0, Y3, Y3
+	VMOVDQU      (AX), Y4
+	VPSRLW       $0x01, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPSLLW       $0x02, Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VMOVDQU      32(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      (AX), Y5
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPSLLW       $0x02, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      32(AX), Y5
+	VPSRLW       $0x06, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      (AX), Y6
+	VPSRLW       $0x03, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x02, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPERM2I128   $0x00, Y2, Y2, Y6
+	VMOVDQU      Y6, 832(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 864(SP)
+	VPERM2I128   $0x00, Y3, Y3, Y2
+	VMOVDQU      Y2, 896(SP)
+	VPERM2I128   $0x11, Y3, Y3, Y2
+	VMOVDQU      Y2, 928(SP)
+	VPERM2I128   $0x00, Y4, Y4, Y2
+	VMOVDQU      Y2, 960(SP)
+	VPERM2I128   $0x11, Y4, Y4, Y2
+	VMOVDQU      Y2, 992(SP)
+	VPERM2I128   $0x00, Y5, Y5, Y2
+	VMOVDQU      Y2, 1024(SP)
+	VPERM2I128   $0x11, Y5, Y5, Y2
+	VMOVDQU      Y2, 1056(SP)
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VMOVDQU      832(SP), Y10
+	MOVQ         nvec+64(FP), DI
+	INCQ         DI
+	SHRQ         $0x01, DI
+	VPMADDUBSW   (CX), Y10, Y11
+	VPMADDWD     320(SP), Y11, Y11
+	VPADDD       Y11, Y2, Y2
+	DECQ         DI
+	JZ           GgmlQ3KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   256(CX), Y10, Y11
+	VPMADDWD     320(SP), Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	DECQ         DI
+	JZ           GgmlQ3KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   512(CX), Y10, Y11
+	VPMADDWD     320(SP), Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	DECQ         DI
+	JZ           GgmlQ3KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   768(CX), Y10, Y11
+	VPMADDWD     320(SP), Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	DECQ         DI
+	JZ           GgmlQ3KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   1024(CX), Y10, Y11
+	VPMADDWD     320(SP), Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	DECQ         DI
+	JZ           GgmlQ3KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   1280(CX), Y10, Y11
+	VPMADDWD     320(SP), Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	DECQ         DI
+	JZ           GgmlQ3KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   1536(CX), Y10, Y11
+	VPMADDWD     320(SP), Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	DECQ         DI
+	JZ           GgmlQ3KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   1792(CX), Y10, Y10
+	VPMADDWD     320(SP), Y10, Y10
+	VPADDD       Y10, Y9, Y9
+
+GgmlQ3KA8M16Avx2_h0_c0_done:
+	VMOVDQU    864(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 32(CX), Y10, Y11
+	VPMADDWD   352(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 288(CX), Y10, Y11
+	VPMADDWD   352(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 544(CX), Y10, Y11
+	VPMADDWD   352(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 800(CX), Y10, Y11
+	VPMADDWD   352(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 1056(CX), Y10, Y11
+	VPMADDWD   352(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 1312(CX), Y10, Y11
+	VPMADDWD   352(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 1568(CX), Y10, Y11
+	VPMADDWD   352(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 1824(CX), Y10, Y10
+	VPMADDWD   352(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ3KA8M16Avx2_h0_c1_done:
+	VMOVDQU    896(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 64(CX), Y10, Y11
+	VPMADDWD   384(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 320(CX), Y10, Y11
+	VPMADDWD   384(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 576(CX), Y10, Y11
+	VPMADDWD   384(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 832(CX), Y10, Y11
+	VPMADDWD   384(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 1088(CX), Y10, Y11
+	VPMADDWD   384(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 1344(CX), Y10, Y11
+	VPMADDWD   384(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 1600(CX), Y10, Y11
+	VPMADDWD   384(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 1856(CX), Y10, Y10
+	VPMADDWD   384(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ3KA8M16Avx2_h0_c2_done:
+	VMOVDQU    928(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 96(CX), Y10, Y11
+	VPMADDWD   416(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 352(CX), Y10, Y11
+	VPMADDWD   416(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 608(CX), Y10, Y11
+	VPMADDWD   416(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 864(CX), Y10, Y11
+	VPMADDWD   416(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 1120(CX), Y10, Y11
+	VPMADDWD   416(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 1376(CX), Y10, Y11
+	VPMADDWD   416(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 1632(CX), Y10, Y11
+	VPMADDWD   416(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 1888(CX), Y10, Y10
+	VPMADDWD   416(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ3KA8M16Avx2_h0_c3_done:
+	VMOVDQU    960(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 128(CX), Y10, Y11
+	VPMADDWD   448(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 384(CX), Y10, Y11
+	VPMADDWD   448(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 640(CX), Y10, Y11
+	VPMADDWD   448(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 896(CX), Y10, Y11
+	VPMADDWD   448(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 1152(CX), Y10, Y11
+	VPMADDWD   448(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 1408(CX), Y10, Y11
+	VPMADDWD   448(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 1664(CX), Y10, Y11
+	VPMADDWD   448(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 1920(CX), Y10, Y10
+	VPMADDWD   448(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ3KA8M16Avx2_h0_c4_done:
+	VMOVDQU    992(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 160(CX), Y10, Y11
+	VPMADDWD   480(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 416(CX), Y10, Y11
+	VPMADDWD   480(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 672(CX), Y10, Y11
+	VPMADDWD   480(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 928(CX), Y10, Y11
+	VPMADDWD   480(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 1184(CX), Y10, Y11
+	VPMADDWD   480(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 1440(CX), Y10, Y11
+	VPMADDWD   480(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 1696(CX), Y10, Y11
+	VPMADDWD   480(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 1952(CX), Y10, Y10
+	VPMADDWD   480(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ3KA8M16Avx2_h0_c5_done:
+	VMOVDQU    1024(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 192(CX), Y10, Y11
+	VPMADDWD   512(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 448(CX), Y10, Y11
+	VPMADDWD   512(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 704(CX), Y10, Y11
+	VPMADDWD   512(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 960(CX), Y10, Y11
+	VPMADDWD   512(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 1216(CX), Y10, Y11
+	VPMADDWD   512(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 1472(CX), Y10, Y11
+	VPMADDWD   512(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 1728(CX), Y10, Y11
+	VPMADDWD   512(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 1984(CX), Y10, Y10
+	VPMADDWD   512(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ3KA8M16Avx2_h0_c6_done:
+	VMOVDQU    1056(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 224(CX), Y10, Y11
+	VPMADDWD   544(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 480(CX), Y10, Y11
+	VPMADDWD   544(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 736(CX), Y10, Y11
+	VPMADDWD   544(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 992(CX), Y10, Y11
+	VPMADDWD   544(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 1248(CX), Y10, Y11
+	VPMADDWD   544(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 1504(CX), Y10, Y11
+	VPMADDWD   544(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 1760(CX), Y10, Y11
+	VPMADDWD   544(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 2016(CX), Y10, Y10
+	VPMADDWD   544(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ3KA8M16Avx2_h0_c7_done:
+	VPUNPCKLDQ   Y3, Y2, Y10
+	VPUNPCKHDQ   Y3, Y2, Y2
+	VPADDD       Y10, Y2, Y2
+	VPUNPCKLDQ   Y5, Y4, Y3
+	VPUNPCKHDQ   Y5, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VPUNPCKLDQ   Y7, Y6, Y3
+	VPUNPCKHDQ   Y7, Y6, Y6
+	VPADDD       Y3, Y6, Y6
+	VPUNPCKLDQ   Y9, Y8, Y3
+	VPUNPCKHDQ   Y9, Y8, Y8
+	VPADDD       Y3, Y8, Y8
+	VPUNPCKLQDQ  Y4, Y2, Y3
+	VPUNPCKHQDQ  Y4, Y2, Y2
+	VPADDD       Y3, Y2, Y2
+	VPUNPCKLQDQ  Y8, Y6, Y3
+	VPUNPCKHQDQ  Y8, Y6, Y6
+	VPADDD       Y3, Y6, Y6
+	MOVQ         out+72(FP), DI
+	VPBROADCASTD 256(SP), Y3
+	VPMADDWD     (DX), Y3, Y3
+	VPBROADCASTD 260(SP), Y4
+	VPMADDWD     64(DX), Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPBROADCASTD 264(SP), Y4
+	VPMADDWD     128(DX), Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPBROADCASTD 268(SP), Y4
+	VPMADDWD     192(DX), Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPSLLD       $0x02, Y3, Y3
+	VPSUBD       Y3, Y2, Y2
+	VMOVUPS      (BX), Y3
+	VBROADCASTSS 1088(SP), Y4
+	VMULPS       Y3, Y4, Y4
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y4, Y2, Y2
+	VMOVUPS      (DI), Y3
+	VADDPS       Y2, Y3, Y3
+	VMOVUPS      Y3, (DI)
+	VPBROADCASTD 256(SP), Y2
+	VPMADDWD     32(DX), Y2, Y2
+	VPBROADCASTD 260(SP), Y3
+	VPMADDWD     96(DX), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPBROADCASTD 264(SP), Y3
+	VPMADDWD     160(DX), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPBROADCASTD 268(SP), Y3
+	VPMADDWD     224(DX), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPSUBD       Y2, Y6, Y6
+	VMOVUPS      32(BX), Y2
+	VBROADCASTSS 1088(SP), Y3
+	VMULPS       Y2, Y3, Y3
+	VCVTDQ2PS    Y6, Y2
+	VMULPS       Y3, Y2, Y2
+	VMOVUPS      32(DI), Y3
+	VADDPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 32(DI)
+	VMOVDQU      64(AX), Y2
+	VPAND        Y0, Y2, Y2
+	VMOVDQU      (AX), Y3
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        Y1, Y3, Y3
+	VPSLLW       $0x02, Y3, Y3
+	VPOR         Y3, Y2, Y2
+	VMOVDQU      64(AX), Y3
+	VPSRLW       $0x02, Y3, Y3
+	VPAND        Y0, Y3, Y3
+	VMOVDQU      (AX), Y4
+	VPSRLW       $0x05, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPSLLW       $0x02, Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VMOVDQU      64(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      (AX), Y5
+	VPSRLW       $0x06, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPSLLW       $0x02, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      64(AX), Y5
+	VPSRLW       $0x06, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      (AX), Y6
+	VPSRLW       $0x07, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x02, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPERM2I128   $0x00, Y2, Y2, Y6
+	VMOVDQU      Y6, 832(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 864(SP)
+	VPERM2I128   $0x00, Y3, Y3, Y2
+	VMOVDQU      Y2, 896(SP)
+	VPERM2I128   $0x11, Y3, Y3, Y2
+	VMOVDQU      Y2, 928(SP)
+	VPERM2I128   $0x00, Y4, Y4, Y2
+	VMOVDQU      Y2, 960(SP)
+	VPERM2I128   $0x11, Y4, Y4, Y2
+	VMOVDQU      Y2, 992(SP)
+	VPERM2I128   $0x00, Y5, Y5, Y2
+	VMOVDQU      Y2, 1024(SP)
+	VPERM2I128   $0x11, Y5, Y5, Y2
+	VMOVDQU      Y2, 1056(SP)
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VMOVDQU      832(SP), Y10
+	MOVQ         nvec+64(FP), DI
+	INCQ         DI
+	SHRQ         $0x01, DI
+	VPMADDUBSW   2048(CX), Y10, Y11
+	VPMADDWD     576(SP), Y11, Y11
+	VPADDD       Y11, Y2, Y2
+	DECQ         DI
+	JZ           GgmlQ3KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   2304(CX), Y10, Y11
+	VPMADDWD     576(SP), Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	DECQ         DI
+	JZ           GgmlQ3KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   2560(CX), Y10, Y11
+	VPMADDWD     576(SP), Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	DECQ         DI
+	JZ           GgmlQ3KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   2816(CX), Y10, Y11
+	VPMADDWD     576(SP), Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	DECQ         DI
+	JZ           GgmlQ3KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   3072(CX), Y10, Y11
+	VPMADDWD     576(SP), Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	DECQ         DI
+	JZ           GgmlQ3KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   3328(CX), Y10, Y11
+	VPMADDWD     576(SP), Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	DECQ         DI
+	JZ           GgmlQ3KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   3584(CX), Y10, Y11
+	VPMADDWD     576(SP), Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	DECQ         DI
+	JZ           GgmlQ3KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   3840(CX), Y10, Y10
+	VPMADDWD     576(SP), Y10, Y10
+	VPADDD       Y10, Y9, Y9
+
+GgmlQ3KA8M16Avx2_h1_c0_done:
+	VMOVDQU    864(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2080(CX), Y10, Y11
+	VPMADDWD   608(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 2336(CX), Y10, Y11
+	VPMADDWD   608(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 2592(CX), Y10, Y11
+	VPMADDWD   608(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 2848(CX), Y10, Y11
+	VPMADDWD   608(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 3104(CX), Y10, Y11
+	VPMADDWD   608(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 3360(CX), Y10, Y11
+	VPMADDWD   608(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 3616(CX), Y10, Y11
+	VPMADDWD   608(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 3872(CX), Y10, Y10
+	VPMADDWD   608(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ3KA8M16Avx2_h1_c1_done:
+	VMOVDQU    896(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2112(CX), Y10, Y11
+	VPMADDWD   640(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 2368(CX), Y10, Y11
+	VPMADDWD   640(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 2624(CX), Y10, Y11
+	VPMADDWD   640(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 2880(CX), Y10, Y11
+	VPMADDWD   640(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 3136(CX), Y10, Y11
+	VPMADDWD   640(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 3392(CX), Y10, Y11
+	VPMADDWD   640(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 3648(CX), Y10, Y11
+	VPMADDWD   640(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 3904(CX), Y10, Y10
+	VPMADDWD   640(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ3KA8M16Avx2_h1_c2_done:
+	VMOVDQU    928(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2144(CX), Y10, Y11
+	VPMADDWD   672(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 2400(CX), Y10, Y11
+	VPMADDWD   672(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 2656(CX), Y10, Y11
+	VPMADDWD   672(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 2912(CX), Y10, Y11
+	VPMADDWD   672(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 3168(CX), Y10, Y11
+	VPMADDWD   672(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 3424(CX), Y10, Y11
+	VPMADDWD   672(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 3680(CX), Y10, Y11
+	VPMADDWD   672(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 3936(CX), Y10, Y10
+	VPMADDWD   672(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ3KA8M16Avx2_h1_c3_done:
+	VMOVDQU    960(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2176(CX), Y10, Y11
+	VPMADDWD   704(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 2432(CX), Y10, Y11
+	VPMADDWD   704(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 2688(CX), Y10, Y11
+	VPMADDWD   704(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 2944(CX), Y10, Y11
+	VPMADDWD   704(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 3200(CX), Y10, Y11
+	VPMADDWD   704(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 3456(CX), Y10, Y11
+	VPMADDWD   704(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 3712(CX), Y10, Y11
+	VPMADDWD   704(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 3968(CX), Y10, Y10
+	VPMADDWD   704(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ3KA8M16Avx2_h1_c4_done:
+	VMOVDQU    992(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2208(CX), Y10, Y11
+	VPMADDWD   736(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 2464(CX), Y10, Y11
+	VPMADDWD   736(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 2720(CX), Y10, Y11
+	VPMADDWD   736(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 2976(CX), Y10, Y11
+	VPMADDWD   736(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 3232(CX), Y10, Y11
+	VPMADDWD   736(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 3488(CX), Y10, Y11
+	VPMADDWD   736(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 3744(CX), Y10, Y11
+	VPMADDWD   736(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 4000(CX), Y10, Y10
+	VPMADDWD   736(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ3KA8M16Avx2_h1_c5_done:
+	VMOVDQU    1024(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2240(CX), Y10, Y11
+	VPMADDWD   768(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 2496(CX), Y10, Y11
+	VPMADDWD   768(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 2752(CX), Y10, Y11
+	VPMADDWD   768(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 3008(CX), Y10, Y11
+	VPMADDWD   768(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 3264(CX), Y10, Y11
+	VPMADDWD   768(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 3520(CX), Y10, Y11
+	VPMADDWD   768(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 3776(CX), Y10, Y11
+	VPMADDWD   768(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 4032(CX), Y10, Y10
+	VPMADDWD   768(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ3KA8M16Avx2_h1_c6_done:
+	VMOVDQU    1056(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2272(CX), Y10, Y11
+	VPMADDWD   800(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 2528(CX), Y10, Y11
+	VPMADDWD   800(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 2784(CX), Y10, Y11
+	VPMADDWD   800(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 3040(CX), Y10, Y11
+	VPMADDWD   800(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 3296(CX), Y10, Y11
+	VPMADDWD   800(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 3552(CX), Y10, Y11
+	VPMADDWD   800(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 3808(CX), Y10, Y11
+	VPMADDWD   800(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ3KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 4064(CX), Y10, Y10
+	VPMADDWD   800(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ3KA8M16Avx2_h1_c7_done:
+	VPUNPCKLDQ   Y3, Y2, Y10
+	VPUNPCKHDQ   Y3, Y2, Y2
+	VPADDD       Y10, Y2, Y2
+	VPUNPCKLDQ   Y5, Y4, Y3
+	VPUNPCKHDQ   Y5, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VPUNPCKLDQ   Y7, Y6, Y3
+	VPUNPCKHDQ   Y7, Y6, Y6
+	VPADDD       Y3, Y6, Y6
+	VPUNPCKLDQ   Y9, Y8, Y3
+	VPUNPCKHDQ   Y9, Y8, Y8
+	VPADDD       Y3, Y8, Y8
+	VPUNPCKLQDQ  Y4, Y2, Y3
+	VPUNPCKHQDQ  Y4, Y2, Y2
+	VPADDD       Y3, Y2, Y2
+	VPUNPCKLQDQ  Y8, Y6, Y3
+	VPUNPCKHQDQ  Y8, Y6, Y6
+	VPADDD       Y3, Y6, Y6
+	MOVQ         out+72(FP), DI
+	VPBROADCASTD 272(SP), Y3
+	VPMADDWD     256(DX), Y3, Y3
+	VPBROADCASTD 276(SP), Y4
+	VPMADDWD     320(DX), Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPBROADCASTD 280(SP), Y4
+	VPMADDWD     384(DX), Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPBROADCASTD 284(SP), Y4
+	VPMADDWD     448(DX), Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPSLLD       $0x02, Y3, Y3
+	VPSUBD       Y3, Y2, Y2
+	VMOVUPS      64(BX), Y3
+	VBROADCASTSS 1088(SP), Y4
+	VMULPS       Y3, Y4, Y4
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y4, Y2, Y2
+	VMOVUPS      (DI), Y3
+	VADDPS       Y2, Y3, Y3
+	VMOVUPS      Y3, (DI)
+	VPBROADCASTD 272(SP), Y2
+	VPMADDWD     288(DX), Y2, Y2
+	VPBROADCASTD 276(SP), Y3
+	VPMADDWD     352(DX), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPBROADCASTD 280(SP), Y3
+	VPMADDWD     416(DX), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPBROADCASTD 284(SP), Y3
+	VPMADDWD     480(DX), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPSUBD       Y2, Y6, Y6
+	VMOVUPS      96(BX), Y2
+	VBROADCASTSS 1088(SP), Y3
+	VMULPS       Y2, Y3, Y3
+	VCVTDQ2PS    Y6, Y2
+	VMULPS       Y3, Y2, Y2
+	VMOVUPS      32(DI), Y3
+	VADDPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 32(DI)
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00001000, CX
+	ADDQ         $0x00000200, DX
+	ADDQ         $0x00000080, BX
+	DECQ         SI
+	JNZ          GgmlQ3KA8M16Avx2_sb
+	MOVQ         out+72(FP), AX
+	ADDQ         $0x00000040, AX
+	MOVQ         AX, out+72(FP)
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ3KA8M16Avx2_row
 	VZEROUPPER
 	RET
 
@@ -17023,6 +19140,1019 @@ GgmlQ4KA8Avx2_h1_vec:
 	VZEROUPPER
 	RET
 
+// func GgmlQ4KA8M16Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·GgmlQ4KA8M16Avx2(SB), $1104-80
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+
+GgmlQ4KA8M16Avx2_row:
+	MOVQ w+0(FP), AX
+	MOVQ act+32(FP), CX
+	MOVQ sums+48(FP), DX
+	MOVQ xs+56(FP), BX
+	MOVQ nsb+24(FP), SI
+
+GgmlQ4KA8M16Avx2_sb:
+	MOVQ         stride+8(FP), DI
+	SHLQ         $0x02, DI
+	ADDQ         AX, DI
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	PREFETCHT0   128(DI)
+	PREFETCHT0   143(DI)
+	PREFETCHT0   144(AX)
+	PREFETCHT0   208(AX)
+	PREFETCHT0   272(AX)
+	PREFETCHT0   287(AX)
+	MOVL         4(AX), DI
+	MOVL         8(AX), R8
+	MOVL         12(AX), R9
+	MOVL         DI, R10
+	ANDL         $0x3f3f3f3f, R10
+	MOVL         R8, R11
+	ANDL         $0x3f3f3f3f, R11
+	MOVL         R9, R12
+	ANDL         $0x0f0f0f0f, R12
+	SHRL         $0x06, DI
+	ANDL         $0x03030303, DI
+	SHLL         $0x04, DI
+	ORL          DI, R12
+	SHRL         $0x04, R9
+	ANDL         $0x0f0f0f0f, R9
+	MOVL         R8, DI
+	SHRL         $0x06, DI
+	ANDL         $0x03030303, DI
+	SHLL         $0x04, DI
+	ORL          R9, DI
+	MOVL         R12, R8
+	SHLQ         $0x20, R8
+	ORQ          R10, R8
+	SHLQ         $0x20, DI
+	ORQ          R11, DI
+	VMOVQ        R8, X1
+	VMOVQ        DI, X2
+	VPMOVZXBW    X1, X1
+	VPMOVZXBW    X2, X2
+	VMOVDQU      X1, 288(SP)
+	VMOVDQU      X2, 256(SP)
+	VPBROADCASTW 288(SP), Y1
+	VMOVDQU      Y1, (SP)
+	VPBROADCASTW 290(SP), Y1
+	VMOVDQU      Y1, 32(SP)
+	VPBROADCASTW 292(SP), Y1
+	VMOVDQU      Y1, 64(SP)
+	VPBROADCASTW 294(SP), Y1
+	VMOVDQU      Y1, 96(SP)
+	VPBROADCASTW 296(SP), Y1
+	VMOVDQU      Y1, 128(SP)
+	VPBROADCASTW 298(SP), Y1
+	VMOVDQU      Y1, 160(SP)
+	VPBROADCASTW 300(SP), Y1
+	VMOVDQU      Y1, 192(SP)
+	VPBROADCASTW 302(SP), Y1
+	VMOVDQU      Y1, 224(SP)
+	VMOVDQU      (SP), Y1
+	VPERM2I128   $0x00, Y1, Y1, Y2
+	VMOVDQU      Y2, 320(SP)
+	VPERM2I128   $0x11, Y1, Y1, Y1
+	VMOVDQU      Y1, 352(SP)
+	VMOVDQU      32(SP), Y1
+	VPERM2I128   $0x00, Y1, Y1, Y2
+	VMOVDQU      Y2, 384(SP)
+	VPERM2I128   $0x11, Y1, Y1, Y1
+	VMOVDQU      Y1, 416(SP)
+	VMOVDQU      64(SP), Y1
+	VPERM2I128   $0x00, Y1, Y1, Y2
+	VMOVDQU      Y2, 448(SP)
+	VPERM2I128   $0x11, Y1, Y1, Y1
+	VMOVDQU      Y1, 480(SP)
+	VMOVDQU      96(SP), Y1
+	VPERM2I128   $0x00, Y1, Y1, Y2
+	VMOVDQU      Y2, 512(SP)
+	VPERM2I128   $0x11, Y1, Y1, Y1
+	VMOVDQU      Y1, 544(SP)
+	VMOVDQU      128(SP), Y1
+	VPERM2I128   $0x00, Y1, Y1, Y2
+	VMOVDQU      Y2, 576(SP)
+	VPERM2I128   $0x11, Y1, Y1, Y1
+	VMOVDQU      Y1, 608(SP)
+	VMOVDQU      160(SP), Y1
+	VPERM2I128   $0x00, Y1, Y1, Y2
+	VMOVDQU      Y2, 640(SP)
+	VPERM2I128   $0x11, Y1, Y1, Y1
+	VMOVDQU      Y1, 672(SP)
+	VMOVDQU      192(SP), Y1
+	VPERM2I128   $0x00, Y1, Y1, Y2
+	VMOVDQU      Y2, 704(SP)
+	VPERM2I128   $0x11, Y1, Y1, Y1
+	VMOVDQU      Y1, 736(SP)
+	VMOVDQU      224(SP), Y1
+	VPERM2I128   $0x00, Y1, Y1, Y2
+	VMOVDQU      Y2, 768(SP)
+	VPERM2I128   $0x11, Y1, Y1, Y1
+	VMOVDQU      Y1, 800(SP)
+	VCVTPH2PS    (AX), X1
+	VMOVDQU      X1, 1088(SP)
+	VMOVDQU      16(AX), Y1
+	VPSRLW       $0x04, Y1, Y2
+	VPAND        Y0, Y1, Y1
+	VPAND        Y0, Y2, Y2
+	VMOVDQU      48(AX), Y3
+	VPSRLW       $0x04, Y3, Y4
+	VPAND        Y0, Y3, Y3
+	VPAND        Y0, Y4, Y4
+	VPERM2I128   $0x00, Y1, Y1, Y5
+	VMOVDQU      Y5, 832(SP)
+	VPERM2I128   $0x11, Y1, Y1, Y1
+	VMOVDQU      Y1, 864(SP)
+	VPERM2I128   $0x00, Y2, Y2, Y1
+	VMOVDQU      Y1, 896(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y1
+	VMOVDQU      Y1, 928(SP)
+	VPERM2I128   $0x00, Y3, Y3, Y1
+	VMOVDQU      Y1, 960(SP)
+	VPERM2I128   $0x11, Y3, Y3, Y1
+	VMOVDQU      Y1, 992(SP)
+	VPERM2I128   $0x00, Y4, Y4, Y1
+	VMOVDQU      Y1, 1024(SP)
+	VPERM2I128   $0x11, Y4, Y4, Y1
+	VMOVDQU      Y1, 1056(SP)
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	VMOVDQU      832(SP), Y9
+	MOVQ         nvec+64(FP), DI
+	INCQ         DI
+	SHRQ         $0x01, DI
+	VPMADDUBSW   (CX), Y9, Y10
+	VPMADDWD     320(SP), Y10, Y10
+	VPADDD       Y10, Y1, Y1
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   256(CX), Y9, Y10
+	VPMADDWD     320(SP), Y10, Y10
+	VPADDD       Y10, Y2, Y2
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   512(CX), Y9, Y10
+	VPMADDWD     320(SP), Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   768(CX), Y9, Y10
+	VPMADDWD     320(SP), Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   1024(CX), Y9, Y10
+	VPMADDWD     320(SP), Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   1280(CX), Y9, Y10
+	VPMADDWD     320(SP), Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   1536(CX), Y9, Y10
+	VPMADDWD     320(SP), Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   1792(CX), Y9, Y9
+	VPMADDWD     320(SP), Y9, Y9
+	VPADDD       Y9, Y8, Y8
+
+GgmlQ4KA8M16Avx2_h0_c0_done:
+	VMOVDQU    864(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 32(CX), Y9, Y10
+	VPMADDWD   352(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 288(CX), Y9, Y10
+	VPMADDWD   352(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 544(CX), Y9, Y10
+	VPMADDWD   352(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 800(CX), Y9, Y10
+	VPMADDWD   352(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 1056(CX), Y9, Y10
+	VPMADDWD   352(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 1312(CX), Y9, Y10
+	VPMADDWD   352(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 1568(CX), Y9, Y10
+	VPMADDWD   352(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 1824(CX), Y9, Y9
+	VPMADDWD   352(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ4KA8M16Avx2_h0_c1_done:
+	VMOVDQU    896(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 64(CX), Y9, Y10
+	VPMADDWD   384(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 320(CX), Y9, Y10
+	VPMADDWD   384(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 576(CX), Y9, Y10
+	VPMADDWD   384(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 832(CX), Y9, Y10
+	VPMADDWD   384(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 1088(CX), Y9, Y10
+	VPMADDWD   384(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 1344(CX), Y9, Y10
+	VPMADDWD   384(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 1600(CX), Y9, Y10
+	VPMADDWD   384(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 1856(CX), Y9, Y9
+	VPMADDWD   384(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ4KA8M16Avx2_h0_c2_done:
+	VMOVDQU    928(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 96(CX), Y9, Y10
+	VPMADDWD   416(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 352(CX), Y9, Y10
+	VPMADDWD   416(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 608(CX), Y9, Y10
+	VPMADDWD   416(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 864(CX), Y9, Y10
+	VPMADDWD   416(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 1120(CX), Y9, Y10
+	VPMADDWD   416(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 1376(CX), Y9, Y10
+	VPMADDWD   416(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 1632(CX), Y9, Y10
+	VPMADDWD   416(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 1888(CX), Y9, Y9
+	VPMADDWD   416(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ4KA8M16Avx2_h0_c3_done:
+	VMOVDQU    960(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 128(CX), Y9, Y10
+	VPMADDWD   448(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 384(CX), Y9, Y10
+	VPMADDWD   448(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 640(CX), Y9, Y10
+	VPMADDWD   448(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 896(CX), Y9, Y10
+	VPMADDWD   448(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 1152(CX), Y9, Y10
+	VPMADDWD   448(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 1408(CX), Y9, Y10
+	VPMADDWD   448(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 1664(CX), Y9, Y10
+	VPMADDWD   448(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 1920(CX), Y9, Y9
+	VPMADDWD   448(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ4KA8M16Avx2_h0_c4_done:
+	VMOVDQU    992(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 160(CX), Y9, Y10
+	VPMADDWD   480(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 416(CX), Y9, Y10
+	VPMADDWD   480(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 672(CX), Y9, Y10
+	VPMADDWD   480(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 928(CX), Y9, Y10
+	VPMADDWD   480(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 1184(CX), Y9, Y10
+	VPMADDWD   480(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 1440(CX), Y9, Y10
+	VPMADDWD   480(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 1696(CX), Y9, Y10
+	VPMADDWD   480(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 1952(CX), Y9, Y9
+	VPMADDWD   480(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ4KA8M16Avx2_h0_c5_done:
+	VMOVDQU    1024(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 192(CX), Y9, Y10
+	VPMADDWD   512(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 448(CX), Y9, Y10
+	VPMADDWD   512(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 704(CX), Y9, Y10
+	VPMADDWD   512(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 960(CX), Y9, Y10
+	VPMADDWD   512(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 1216(CX), Y9, Y10
+	VPMADDWD   512(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 1472(CX), Y9, Y10
+	VPMADDWD   512(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 1728(CX), Y9, Y10
+	VPMADDWD   512(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 1984(CX), Y9, Y9
+	VPMADDWD   512(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ4KA8M16Avx2_h0_c6_done:
+	VMOVDQU    1056(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 224(CX), Y9, Y10
+	VPMADDWD   544(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 480(CX), Y9, Y10
+	VPMADDWD   544(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 736(CX), Y9, Y10
+	VPMADDWD   544(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 992(CX), Y9, Y10
+	VPMADDWD   544(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 1248(CX), Y9, Y10
+	VPMADDWD   544(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 1504(CX), Y9, Y10
+	VPMADDWD   544(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 1760(CX), Y9, Y10
+	VPMADDWD   544(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 2016(CX), Y9, Y9
+	VPMADDWD   544(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ4KA8M16Avx2_h0_c7_done:
+	VPUNPCKLDQ   Y2, Y1, Y9
+	VPUNPCKHDQ   Y2, Y1, Y1
+	VPADDD       Y9, Y1, Y1
+	VPUNPCKLDQ   Y4, Y3, Y2
+	VPUNPCKHDQ   Y4, Y3, Y3
+	VPADDD       Y2, Y3, Y3
+	VPUNPCKLDQ   Y6, Y5, Y2
+	VPUNPCKHDQ   Y6, Y5, Y5
+	VPADDD       Y2, Y5, Y5
+	VPUNPCKLDQ   Y8, Y7, Y2
+	VPUNPCKHDQ   Y8, Y7, Y7
+	VPADDD       Y2, Y7, Y7
+	VPUNPCKLQDQ  Y3, Y1, Y2
+	VPUNPCKHQDQ  Y3, Y1, Y1
+	VPADDD       Y2, Y1, Y1
+	VPUNPCKLQDQ  Y7, Y5, Y2
+	VPUNPCKHQDQ  Y7, Y5, Y5
+	VPADDD       Y2, Y5, Y5
+	MOVQ         out+72(FP), DI
+	VPBROADCASTD 256(SP), Y2
+	VPMADDWD     (DX), Y2, Y2
+	VPBROADCASTD 260(SP), Y3
+	VPMADDWD     64(DX), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VMOVUPS      (BX), Y3
+	VBROADCASTSS 1088(SP), Y4
+	VMULPS       Y3, Y4, Y4
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y4, Y1, Y1
+	VMOVUPS      (DI), Y4
+	VADDPS       Y1, Y4, Y4
+	VBROADCASTSS 1092(SP), Y1
+	VMULPS       Y3, Y1, Y1
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y1, Y2, Y2
+	VSUBPS       Y2, Y4, Y4
+	VMOVUPS      Y4, (DI)
+	VPBROADCASTD 256(SP), Y1
+	VPMADDWD     32(DX), Y1, Y1
+	VPBROADCASTD 260(SP), Y2
+	VPMADDWD     96(DX), Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VMOVUPS      32(BX), Y2
+	VBROADCASTSS 1088(SP), Y3
+	VMULPS       Y2, Y3, Y3
+	VCVTDQ2PS    Y5, Y4
+	VMULPS       Y3, Y4, Y4
+	VMOVUPS      32(DI), Y3
+	VADDPS       Y4, Y3, Y3
+	VBROADCASTSS 1092(SP), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y4, Y1, Y1
+	VSUBPS       Y1, Y3, Y3
+	VMOVUPS      Y3, 32(DI)
+	VMOVDQU      80(AX), Y1
+	VPSRLW       $0x04, Y1, Y2
+	VPAND        Y0, Y1, Y1
+	VPAND        Y0, Y2, Y2
+	VMOVDQU      112(AX), Y3
+	VPSRLW       $0x04, Y3, Y4
+	VPAND        Y0, Y3, Y3
+	VPAND        Y0, Y4, Y4
+	VPERM2I128   $0x00, Y1, Y1, Y5
+	VMOVDQU      Y5, 832(SP)
+	VPERM2I128   $0x11, Y1, Y1, Y1
+	VMOVDQU      Y1, 864(SP)
+	VPERM2I128   $0x00, Y2, Y2, Y1
+	VMOVDQU      Y1, 896(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y1
+	VMOVDQU      Y1, 928(SP)
+	VPERM2I128   $0x00, Y3, Y3, Y1
+	VMOVDQU      Y1, 960(SP)
+	VPERM2I128   $0x11, Y3, Y3, Y1
+	VMOVDQU      Y1, 992(SP)
+	VPERM2I128   $0x00, Y4, Y4, Y1
+	VMOVDQU      Y1, 1024(SP)
+	VPERM2I128   $0x11, Y4, Y4, Y1
+	VMOVDQU      Y1, 1056(SP)
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	VMOVDQU      832(SP), Y9
+	MOVQ         nvec+64(FP), DI
+	INCQ         DI
+	SHRQ         $0x01, DI
+	VPMADDUBSW   2048(CX), Y9, Y10
+	VPMADDWD     576(SP), Y10, Y10
+	VPADDD       Y10, Y1, Y1
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   2304(CX), Y9, Y10
+	VPMADDWD     576(SP), Y10, Y10
+	VPADDD       Y10, Y2, Y2
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   2560(CX), Y9, Y10
+	VPMADDWD     576(SP), Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   2816(CX), Y9, Y10
+	VPMADDWD     576(SP), Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   3072(CX), Y9, Y10
+	VPMADDWD     576(SP), Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   3328(CX), Y9, Y10
+	VPMADDWD     576(SP), Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   3584(CX), Y9, Y10
+	VPMADDWD     576(SP), Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	DECQ         DI
+	JZ           GgmlQ4KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   3840(CX), Y9, Y9
+	VPMADDWD     576(SP), Y9, Y9
+	VPADDD       Y9, Y8, Y8
+
+GgmlQ4KA8M16Avx2_h1_c0_done:
+	VMOVDQU    864(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2080(CX), Y9, Y10
+	VPMADDWD   608(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 2336(CX), Y9, Y10
+	VPMADDWD   608(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 2592(CX), Y9, Y10
+	VPMADDWD   608(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 2848(CX), Y9, Y10
+	VPMADDWD   608(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 3104(CX), Y9, Y10
+	VPMADDWD   608(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 3360(CX), Y9, Y10
+	VPMADDWD   608(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 3616(CX), Y9, Y10
+	VPMADDWD   608(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 3872(CX), Y9, Y9
+	VPMADDWD   608(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ4KA8M16Avx2_h1_c1_done:
+	VMOVDQU    896(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2112(CX), Y9, Y10
+	VPMADDWD   640(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 2368(CX), Y9, Y10
+	VPMADDWD   640(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 2624(CX), Y9, Y10
+	VPMADDWD   640(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 2880(CX), Y9, Y10
+	VPMADDWD   640(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 3136(CX), Y9, Y10
+	VPMADDWD   640(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 3392(CX), Y9, Y10
+	VPMADDWD   640(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 3648(CX), Y9, Y10
+	VPMADDWD   640(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 3904(CX), Y9, Y9
+	VPMADDWD   640(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ4KA8M16Avx2_h1_c2_done:
+	VMOVDQU    928(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2144(CX), Y9, Y10
+	VPMADDWD   672(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 2400(CX), Y9, Y10
+	VPMADDWD   672(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 2656(CX), Y9, Y10
+	VPMADDWD   672(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 2912(CX), Y9, Y10
+	VPMADDWD   672(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 3168(CX), Y9, Y10
+	VPMADDWD   672(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 3424(CX), Y9, Y10
+	VPMADDWD   672(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 3680(CX), Y9, Y10
+	VPMADDWD   672(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 3936(CX), Y9, Y9
+	VPMADDWD   672(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ4KA8M16Avx2_h1_c3_done:
+	VMOVDQU    960(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2176(CX), Y9, Y10
+	VPMADDWD   704(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 2432(CX), Y9, Y10
+	VPMADDWD   704(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 2688(CX), Y9, Y10
+	VPMADDWD   704(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 2944(CX), Y9, Y10
+	VPMADDWD   704(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 3200(CX), Y9, Y10
+	VPMADDWD   704(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 3456(CX), Y9, Y10
+	VPMADDWD   704(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 3712(CX), Y9, Y10
+	VPMADDWD   704(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 3968(CX), Y9, Y9
+	VPMADDWD   704(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ4KA8M16Avx2_h1_c4_done:
+	VMOVDQU    992(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2208(CX), Y9, Y10
+	VPMADDWD   736(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 2464(CX), Y9, Y10
+	VPMADDWD   736(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 2720(CX), Y9, Y10
+	VPMADDWD   736(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 2976(CX), Y9, Y10
+	VPMADDWD   736(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 3232(CX), Y9, Y10
+	VPMADDWD   736(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 3488(CX), Y9, Y10
+	VPMADDWD   736(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 3744(CX), Y9, Y10
+	VPMADDWD   736(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 4000(CX), Y9, Y9
+	VPMADDWD   736(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ4KA8M16Avx2_h1_c5_done:
+	VMOVDQU    1024(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2240(CX), Y9, Y10
+	VPMADDWD   768(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 2496(CX), Y9, Y10
+	VPMADDWD   768(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 2752(CX), Y9, Y10
+	VPMADDWD   768(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 3008(CX), Y9, Y10
+	VPMADDWD   768(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 3264(CX), Y9, Y10
+	VPMADDWD   768(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 3520(CX), Y9, Y10
+	VPMADDWD   768(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 3776(CX), Y9, Y10
+	VPMADDWD   768(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 4032(CX), Y9, Y9
+	VPMADDWD   768(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ4KA8M16Avx2_h1_c6_done:
+	VMOVDQU    1056(SP), Y9
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2272(CX), Y9, Y10
+	VPMADDWD   800(SP), Y10, Y10
+	VPADDD     Y10, Y1, Y1
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 2528(CX), Y9, Y10
+	VPMADDWD   800(SP), Y10, Y10
+	VPADDD     Y10, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 2784(CX), Y9, Y10
+	VPMADDWD   800(SP), Y10, Y10
+	VPADDD     Y10, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 3040(CX), Y9, Y10
+	VPMADDWD   800(SP), Y10, Y10
+	VPADDD     Y10, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 3296(CX), Y9, Y10
+	VPMADDWD   800(SP), Y10, Y10
+	VPADDD     Y10, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 3552(CX), Y9, Y10
+	VPMADDWD   800(SP), Y10, Y10
+	VPADDD     Y10, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 3808(CX), Y9, Y10
+	VPMADDWD   800(SP), Y10, Y10
+	VPADDD     Y10, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ4KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 4064(CX), Y9, Y9
+	VPMADDWD   800(SP), Y9, Y9
+	VPADDD     Y9, Y8, Y8
+
+GgmlQ4KA8M16Avx2_h1_c7_done:
+	VPUNPCKLDQ   Y2, Y1, Y9
+	VPUNPCKHDQ   Y2, Y1, Y1
+	VPADDD       Y9, Y1, Y1
+	VPUNPCKLDQ   Y4, Y3, Y2
+	VPUNPCKHDQ   Y4, Y3, Y3
+	VPADDD       Y2, Y3, Y3
+	VPUNPCKLDQ   Y6, Y5, Y2
+	VPUNPCKHDQ   Y6, Y5, Y5
+	VPADDD       Y2, Y5, Y5
+	VPUNPCKLDQ   Y8, Y7, Y2
+	VPUNPCKHDQ   Y8, Y7, Y7
+	VPADDD       Y2, Y7, Y7
+	VPUNPCKLQDQ  Y3, Y1, Y2
+	VPUNPCKHQDQ  Y3, Y1, Y1
+	VPADDD       Y2, Y1, Y1
+	VPUNPCKLQDQ  Y7, Y5, Y2
+	VPUNPCKHQDQ  Y7, Y5, Y5
+	VPADDD       Y2, Y5, Y5
+	MOVQ         out+72(FP), DI
+	VPBROADCASTD 264(SP), Y2
+	VPMADDWD     128(DX), Y2, Y2
+	VPBROADCASTD 268(SP), Y3
+	VPMADDWD     192(DX), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VMOVUPS      64(BX), Y3
+	VBROADCASTSS 1088(SP), Y4
+	VMULPS       Y3, Y4, Y4
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y4, Y1, Y1
+	VMOVUPS      (DI), Y4
+	VADDPS       Y1, Y4, Y4
+	VBROADCASTSS 1092(SP), Y1
+	VMULPS       Y3, Y1, Y1
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y1, Y2, Y2
+	VSUBPS       Y2, Y4, Y4
+	VMOVUPS      Y4, (DI)
+	VPBROADCASTD 264(SP), Y1
+	VPMADDWD     160(DX), Y1, Y1
+	VPBROADCASTD 268(SP), Y2
+	VPMADDWD     224(DX), Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VMOVUPS      96(BX), Y2
+	VBROADCASTSS 1088(SP), Y3
+	VMULPS       Y2, Y3, Y3
+	VCVTDQ2PS    Y5, Y4
+	VMULPS       Y3, Y4, Y4
+	VMOVUPS      32(DI), Y3
+	VADDPS       Y4, Y3, Y3
+	VBROADCASTSS 1092(SP), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y4, Y1, Y1
+	VSUBPS       Y1, Y3, Y3
+	VMOVUPS      Y3, 32(DI)
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00001000, CX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000080, BX
+	DECQ         SI
+	JNZ          GgmlQ4KA8M16Avx2_sb
+	MOVQ         out+72(FP), AX
+	ADDQ         $0x00000040, AX
+	MOVQ         AX, out+72(FP)
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ4KA8M16Avx2_row
+	VZEROUPPER
+	RET
+
 // func GgmlQ4KA8M16FullAvx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 // Requires: AVX, AVX2, F16C, MMX+
 TEXT ·GgmlQ4KA8M16FullAvx2(SB), $1104-80
@@ -19032,6 +22162,1061 @@ GgmlQ5KA8Avx2_h1_vec:
 	DECQ         AX
 	MOVQ         AX, rows+16(FP)
 	JNZ          GgmlQ5KA8Avx2_row
+	VZEROUPPER
+	RET
+
+// func GgmlQ5KA8M16Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·GgmlQ5KA8M16Avx2(SB), $1104-80
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x01010101, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+
+GgmlQ5KA8M16Avx2_row:
+	MOVQ w+0(FP), AX
+	MOVQ act+32(FP), CX
+	MOVQ sums+48(FP), DX
+	MOVQ xs+56(FP), BX
+	MOVQ nsb+24(FP), SI
+
+GgmlQ5KA8M16Avx2_sb:
+	MOVQ         stride+8(FP), DI
+	SHLQ         $0x02, DI
+	ADDQ         AX, DI
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	PREFETCHT0   128(DI)
+	PREFETCHT0   175(DI)
+	PREFETCHT0   176(AX)
+	PREFETCHT0   240(AX)
+	PREFETCHT0   304(AX)
+	PREFETCHT0   351(AX)
+	MOVL         4(AX), DI
+	MOVL         8(AX), R8
+	MOVL         12(AX), R9
+	MOVL         DI, R10
+	ANDL         $0x3f3f3f3f, R10
+	MOVL         R8, R11
+	ANDL         $0x3f3f3f3f, R11
+	MOVL         R9, R12
+	ANDL         $0x0f0f0f0f, R12
+	SHRL         $0x06, DI
+	ANDL         $0x03030303, DI
+	SHLL         $0x04, DI
+	ORL          DI, R12
+	SHRL         $0x04, R9
+	ANDL         $0x0f0f0f0f, R9
+	MOVL         R8, DI
+	SHRL         $0x06, DI
+	ANDL         $0x03030303, DI
+	SHLL         $0x04, DI
+	ORL          R9, DI
+	MOVL         R12, R8
+	SHLQ         $0x20, R8
+	ORQ          R10, R8
+	SHLQ         $0x20, DI
+	ORQ          R11, DI
+	VMOVQ        R8, X2
+	VMOVQ        DI, X3
+	VPMOVZXBW    X2, X2
+	VPMOVZXBW    X3, X3
+	VMOVDQU      X2, 288(SP)
+	VMOVDQU      X3, 256(SP)
+	VPBROADCASTW 288(SP), Y2
+	VMOVDQU      Y2, (SP)
+	VPBROADCASTW 290(SP), Y2
+	VMOVDQU      Y2, 32(SP)
+	VPBROADCASTW 292(SP), Y2
+	VMOVDQU      Y2, 64(SP)
+	VPBROADCASTW 294(SP), Y2
+	VMOVDQU      Y2, 96(SP)
+	VPBROADCASTW 296(SP), Y2
+	VMOVDQU      Y2, 128(SP)
+	VPBROADCASTW 298(SP), Y2
+	VMOVDQU      Y2, 160(SP)
+	VPBROADCASTW 300(SP), Y2
+	VMOVDQU      Y2, 192(SP)
+	VPBROADCASTW 302(SP), Y2
+	VMOVDQU      Y2, 224(SP)
+	VMOVDQU      (SP), Y2
+	VPERM2I128   $0x00, Y2, Y2, Y3
+	VMOVDQU      Y3, 320(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 352(SP)
+	VMOVDQU      32(SP), Y2
+	VPERM2I128   $0x00, Y2, Y2, Y3
+	VMOVDQU      Y3, 384(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 416(SP)
+	VMOVDQU      64(SP), Y2
+	VPERM2I128   $0x00, Y2, Y2, Y3
+	VMOVDQU      Y3, 448(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 480(SP)
+	VMOVDQU      96(SP), Y2
+	VPERM2I128   $0x00, Y2, Y2, Y3
+	VMOVDQU      Y3, 512(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 544(SP)
+	VMOVDQU      128(SP), Y2
+	VPERM2I128   $0x00, Y2, Y2, Y3
+	VMOVDQU      Y3, 576(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 608(SP)
+	VMOVDQU      160(SP), Y2
+	VPERM2I128   $0x00, Y2, Y2, Y3
+	VMOVDQU      Y3, 640(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 672(SP)
+	VMOVDQU      192(SP), Y2
+	VPERM2I128   $0x00, Y2, Y2, Y3
+	VMOVDQU      Y3, 704(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 736(SP)
+	VMOVDQU      224(SP), Y2
+	VPERM2I128   $0x00, Y2, Y2, Y3
+	VMOVDQU      Y3, 768(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 800(SP)
+	VCVTPH2PS    (AX), X2
+	VMOVDQU      X2, 1088(SP)
+	VMOVDQU      48(AX), Y2
+	VPSRLW       $0x04, Y2, Y3
+	VPAND        Y0, Y2, Y2
+	VPAND        Y0, Y3, Y3
+	VMOVDQU      80(AX), Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y4, Y4
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      16(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x04, Y6, Y6
+	VPOR         Y6, Y2, Y2
+	VMOVDQU      16(AX), Y6
+	VPSRLW       $0x01, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x04, Y6, Y6
+	VPOR         Y6, Y3, Y3
+	VMOVDQU      16(AX), Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x04, Y6, Y6
+	VPOR         Y6, Y4, Y4
+	VMOVDQU      16(AX), Y6
+	VPSRLW       $0x03, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPERM2I128   $0x00, Y2, Y2, Y6
+	VMOVDQU      Y6, 832(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 864(SP)
+	VPERM2I128   $0x00, Y3, Y3, Y2
+	VMOVDQU      Y2, 896(SP)
+	VPERM2I128   $0x11, Y3, Y3, Y2
+	VMOVDQU      Y2, 928(SP)
+	VPERM2I128   $0x00, Y4, Y4, Y2
+	VMOVDQU      Y2, 960(SP)
+	VPERM2I128   $0x11, Y4, Y4, Y2
+	VMOVDQU      Y2, 992(SP)
+	VPERM2I128   $0x00, Y5, Y5, Y2
+	VMOVDQU      Y2, 1024(SP)
+	VPERM2I128   $0x11, Y5, Y5, Y2
+	VMOVDQU      Y2, 1056(SP)
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VMOVDQU      832(SP), Y10
+	MOVQ         nvec+64(FP), DI
+	INCQ         DI
+	SHRQ         $0x01, DI
+	VPMADDUBSW   (CX), Y10, Y11
+	VPMADDWD     320(SP), Y11, Y11
+	VPADDD       Y11, Y2, Y2
+	DECQ         DI
+	JZ           GgmlQ5KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   256(CX), Y10, Y11
+	VPMADDWD     320(SP), Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	DECQ         DI
+	JZ           GgmlQ5KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   512(CX), Y10, Y11
+	VPMADDWD     320(SP), Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	DECQ         DI
+	JZ           GgmlQ5KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   768(CX), Y10, Y11
+	VPMADDWD     320(SP), Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	DECQ         DI
+	JZ           GgmlQ5KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   1024(CX), Y10, Y11
+	VPMADDWD     320(SP), Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	DECQ         DI
+	JZ           GgmlQ5KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   1280(CX), Y10, Y11
+	VPMADDWD     320(SP), Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	DECQ         DI
+	JZ           GgmlQ5KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   1536(CX), Y10, Y11
+	VPMADDWD     320(SP), Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	DECQ         DI
+	JZ           GgmlQ5KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   1792(CX), Y10, Y10
+	VPMADDWD     320(SP), Y10, Y10
+	VPADDD       Y10, Y9, Y9
+
+GgmlQ5KA8M16Avx2_h0_c0_done:
+	VMOVDQU    864(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 32(CX), Y10, Y11
+	VPMADDWD   352(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 288(CX), Y10, Y11
+	VPMADDWD   352(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 544(CX), Y10, Y11
+	VPMADDWD   352(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 800(CX), Y10, Y11
+	VPMADDWD   352(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 1056(CX), Y10, Y11
+	VPMADDWD   352(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 1312(CX), Y10, Y11
+	VPMADDWD   352(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 1568(CX), Y10, Y11
+	VPMADDWD   352(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 1824(CX), Y10, Y10
+	VPMADDWD   352(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ5KA8M16Avx2_h0_c1_done:
+	VMOVDQU    896(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 64(CX), Y10, Y11
+	VPMADDWD   384(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 320(CX), Y10, Y11
+	VPMADDWD   384(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 576(CX), Y10, Y11
+	VPMADDWD   384(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 832(CX), Y10, Y11
+	VPMADDWD   384(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 1088(CX), Y10, Y11
+	VPMADDWD   384(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 1344(CX), Y10, Y11
+	VPMADDWD   384(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 1600(CX), Y10, Y11
+	VPMADDWD   384(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 1856(CX), Y10, Y10
+	VPMADDWD   384(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ5KA8M16Avx2_h0_c2_done:
+	VMOVDQU    928(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 96(CX), Y10, Y11
+	VPMADDWD   416(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 352(CX), Y10, Y11
+	VPMADDWD   416(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 608(CX), Y10, Y11
+	VPMADDWD   416(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 864(CX), Y10, Y11
+	VPMADDWD   416(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 1120(CX), Y10, Y11
+	VPMADDWD   416(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 1376(CX), Y10, Y11
+	VPMADDWD   416(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 1632(CX), Y10, Y11
+	VPMADDWD   416(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 1888(CX), Y10, Y10
+	VPMADDWD   416(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ5KA8M16Avx2_h0_c3_done:
+	VMOVDQU    960(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 128(CX), Y10, Y11
+	VPMADDWD   448(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 384(CX), Y10, Y11
+	VPMADDWD   448(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 640(CX), Y10, Y11
+	VPMADDWD   448(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 896(CX), Y10, Y11
+	VPMADDWD   448(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 1152(CX), Y10, Y11
+	VPMADDWD   448(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 1408(CX), Y10, Y11
+	VPMADDWD   448(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 1664(CX), Y10, Y11
+	VPMADDWD   448(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 1920(CX), Y10, Y10
+	VPMADDWD   448(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ5KA8M16Avx2_h0_c4_done:
+	VMOVDQU    992(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 160(CX), Y10, Y11
+	VPMADDWD   480(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 416(CX), Y10, Y11
+	VPMADDWD   480(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 672(CX), Y10, Y11
+	VPMADDWD   480(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 928(CX), Y10, Y11
+	VPMADDWD   480(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 1184(CX), Y10, Y11
+	VPMADDWD   480(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 1440(CX), Y10, Y11
+	VPMADDWD   480(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 1696(CX), Y10, Y11
+	VPMADDWD   480(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 1952(CX), Y10, Y10
+	VPMADDWD   480(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ5KA8M16Avx2_h0_c5_done:
+	VMOVDQU    1024(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 192(CX), Y10, Y11
+	VPMADDWD   512(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 448(CX), Y10, Y11
+	VPMADDWD   512(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 704(CX), Y10, Y11
+	VPMADDWD   512(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 960(CX), Y10, Y11
+	VPMADDWD   512(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 1216(CX), Y10, Y11
+	VPMADDWD   512(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 1472(CX), Y10, Y11
+	VPMADDWD   512(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 1728(CX), Y10, Y11
+	VPMADDWD   512(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 1984(CX), Y10, Y10
+	VPMADDWD   512(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ5KA8M16Avx2_h0_c6_done:
+	VMOVDQU    1056(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 224(CX), Y10, Y11
+	VPMADDWD   544(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 480(CX), Y10, Y11
+	VPMADDWD   544(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 736(CX), Y10, Y11
+	VPMADDWD   544(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 992(CX), Y10, Y11
+	VPMADDWD   544(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 1248(CX), Y10, Y11
+	VPMADDWD   544(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 1504(CX), Y10, Y11
+	VPMADDWD   544(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 1760(CX), Y10, Y11
+	VPMADDWD   544(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 2016(CX), Y10, Y10
+	VPMADDWD   544(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ5KA8M16Avx2_h0_c7_done:
+	VPUNPCKLDQ   Y3, Y2, Y10
+	VPUNPCKHDQ   Y3, Y2, Y2
+	VPADDD       Y10, Y2, Y2
+	VPUNPCKLDQ   Y5, Y4, Y3
+	VPUNPCKHDQ   Y5, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VPUNPCKLDQ   Y7, Y6, Y3
+	VPUNPCKHDQ   Y7, Y6, Y6
+	VPADDD       Y3, Y6, Y6
+	VPUNPCKLDQ   Y9, Y8, Y3
+	VPUNPCKHDQ   Y9, Y8, Y8
+	VPADDD       Y3, Y8, Y8
+	VPUNPCKLQDQ  Y4, Y2, Y3
+	VPUNPCKHQDQ  Y4, Y2, Y2
+	VPADDD       Y3, Y2, Y2
+	VPUNPCKLQDQ  Y8, Y6, Y3
+	VPUNPCKHQDQ  Y8, Y6, Y6
+	VPADDD       Y3, Y6, Y6
+	MOVQ         out+72(FP), DI
+	VPBROADCASTD 256(SP), Y3
+	VPMADDWD     (DX), Y3, Y3
+	VPBROADCASTD 260(SP), Y4
+	VPMADDWD     64(DX), Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VMOVUPS      (BX), Y4
+	VBROADCASTSS 1088(SP), Y5
+	VMULPS       Y4, Y5, Y5
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y5, Y2, Y2
+	VMOVUPS      (DI), Y5
+	VADDPS       Y2, Y5, Y5
+	VBROADCASTSS 1092(SP), Y2
+	VMULPS       Y4, Y2, Y2
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y2, Y3, Y3
+	VSUBPS       Y3, Y5, Y5
+	VMOVUPS      Y5, (DI)
+	VPBROADCASTD 256(SP), Y2
+	VPMADDWD     32(DX), Y2, Y2
+	VPBROADCASTD 260(SP), Y3
+	VPMADDWD     96(DX), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VMOVUPS      32(BX), Y3
+	VBROADCASTSS 1088(SP), Y4
+	VMULPS       Y3, Y4, Y4
+	VCVTDQ2PS    Y6, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      32(DI), Y4
+	VADDPS       Y5, Y4, Y4
+	VBROADCASTSS 1092(SP), Y5
+	VMULPS       Y3, Y5, Y5
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y5, Y2, Y2
+	VSUBPS       Y2, Y4, Y4
+	VMOVUPS      Y4, 32(DI)
+	VMOVDQU      112(AX), Y2
+	VPSRLW       $0x04, Y2, Y3
+	VPAND        Y0, Y2, Y2
+	VPAND        Y0, Y3, Y3
+	VMOVDQU      144(AX), Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y4, Y4
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      16(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x04, Y6, Y6
+	VPOR         Y6, Y2, Y2
+	VMOVDQU      16(AX), Y6
+	VPSRLW       $0x05, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x04, Y6, Y6
+	VPOR         Y6, Y3, Y3
+	VMOVDQU      16(AX), Y6
+	VPSRLW       $0x06, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x04, Y6, Y6
+	VPOR         Y6, Y4, Y4
+	VMOVDQU      16(AX), Y6
+	VPSRLW       $0x07, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPERM2I128   $0x00, Y2, Y2, Y6
+	VMOVDQU      Y6, 832(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 864(SP)
+	VPERM2I128   $0x00, Y3, Y3, Y2
+	VMOVDQU      Y2, 896(SP)
+	VPERM2I128   $0x11, Y3, Y3, Y2
+	VMOVDQU      Y2, 928(SP)
+	VPERM2I128   $0x00, Y4, Y4, Y2
+	VMOVDQU      Y2, 960(SP)
+	VPERM2I128   $0x11, Y4, Y4, Y2
+	VMOVDQU      Y2, 992(SP)
+	VPERM2I128   $0x00, Y5, Y5, Y2
+	VMOVDQU      Y2, 1024(SP)
+	VPERM2I128   $0x11, Y5, Y5, Y2
+	VMOVDQU      Y2, 1056(SP)
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VMOVDQU      832(SP), Y10
+	MOVQ         nvec+64(FP), DI
+	INCQ         DI
+	SHRQ         $0x01, DI
+	VPMADDUBSW   2048(CX), Y10, Y11
+	VPMADDWD     576(SP), Y11, Y11
+	VPADDD       Y11, Y2, Y2
+	DECQ         DI
+	JZ           GgmlQ5KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   2304(CX), Y10, Y11
+	VPMADDWD     576(SP), Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	DECQ         DI
+	JZ           GgmlQ5KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   2560(CX), Y10, Y11
+	VPMADDWD     576(SP), Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	DECQ         DI
+	JZ           GgmlQ5KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   2816(CX), Y10, Y11
+	VPMADDWD     576(SP), Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	DECQ         DI
+	JZ           GgmlQ5KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   3072(CX), Y10, Y11
+	VPMADDWD     576(SP), Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	DECQ         DI
+	JZ           GgmlQ5KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   3328(CX), Y10, Y11
+	VPMADDWD     576(SP), Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	DECQ         DI
+	JZ           GgmlQ5KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   3584(CX), Y10, Y11
+	VPMADDWD     576(SP), Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	DECQ         DI
+	JZ           GgmlQ5KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   3840(CX), Y10, Y10
+	VPMADDWD     576(SP), Y10, Y10
+	VPADDD       Y10, Y9, Y9
+
+GgmlQ5KA8M16Avx2_h1_c0_done:
+	VMOVDQU    864(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2080(CX), Y10, Y11
+	VPMADDWD   608(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 2336(CX), Y10, Y11
+	VPMADDWD   608(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 2592(CX), Y10, Y11
+	VPMADDWD   608(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 2848(CX), Y10, Y11
+	VPMADDWD   608(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 3104(CX), Y10, Y11
+	VPMADDWD   608(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 3360(CX), Y10, Y11
+	VPMADDWD   608(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 3616(CX), Y10, Y11
+	VPMADDWD   608(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 3872(CX), Y10, Y10
+	VPMADDWD   608(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ5KA8M16Avx2_h1_c1_done:
+	VMOVDQU    896(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2112(CX), Y10, Y11
+	VPMADDWD   640(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 2368(CX), Y10, Y11
+	VPMADDWD   640(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 2624(CX), Y10, Y11
+	VPMADDWD   640(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 2880(CX), Y10, Y11
+	VPMADDWD   640(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 3136(CX), Y10, Y11
+	VPMADDWD   640(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 3392(CX), Y10, Y11
+	VPMADDWD   640(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 3648(CX), Y10, Y11
+	VPMADDWD   640(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 3904(CX), Y10, Y10
+	VPMADDWD   640(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ5KA8M16Avx2_h1_c2_done:
+	VMOVDQU    928(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2144(CX), Y10, Y11
+	VPMADDWD   672(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 2400(CX), Y10, Y11
+	VPMADDWD   672(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 2656(CX), Y10, Y11
+	VPMADDWD   672(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 2912(CX), Y10, Y11
+	VPMADDWD   672(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 3168(CX), Y10, Y11
+	VPMADDWD   672(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 3424(CX), Y10, Y11
+	VPMADDWD   672(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 3680(CX), Y10, Y11
+	VPMADDWD   672(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 3936(CX), Y10, Y10
+	VPMADDWD   672(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ5KA8M16Avx2_h1_c3_done:
+	VMOVDQU    960(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2176(CX), Y10, Y11
+	VPMADDWD   704(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 2432(CX), Y10, Y11
+	VPMADDWD   704(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 2688(CX), Y10, Y11
+	VPMADDWD   704(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 2944(CX), Y10, Y11
+	VPMADDWD   704(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 3200(CX), Y10, Y11
+	VPMADDWD   704(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 3456(CX), Y10, Y11
+	VPMADDWD   704(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 3712(CX), Y10, Y11
+	VPMADDWD   704(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 3968(CX), Y10, Y10
+	VPMADDWD   704(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ5KA8M16Avx2_h1_c4_done:
+	VMOVDQU    992(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2208(CX), Y10, Y11
+	VPMADDWD   736(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 2464(CX), Y10, Y11
+	VPMADDWD   736(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 2720(CX), Y10, Y11
+	VPMADDWD   736(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 2976(CX), Y10, Y11
+	VPMADDWD   736(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 3232(CX), Y10, Y11
+	VPMADDWD   736(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 3488(CX), Y10, Y11
+	VPMADDWD   736(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 3744(CX), Y10, Y11
+	VPMADDWD   736(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 4000(CX), Y10, Y10
+	VPMADDWD   736(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ5KA8M16Avx2_h1_c5_done:
+	VMOVDQU    1024(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2240(CX), Y10, Y11
+	VPMADDWD   768(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 2496(CX), Y10, Y11
+	VPMADDWD   768(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 2752(CX), Y10, Y11
+	VPMADDWD   768(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 3008(CX), Y10, Y11
+	VPMADDWD   768(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 3264(CX), Y10, Y11
+	VPMADDWD   768(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 3520(CX), Y10, Y11
+	VPMADDWD   768(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 3776(CX), Y10, Y11
+	VPMADDWD   768(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 4032(CX), Y10, Y10
+	VPMADDWD   768(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ5KA8M16Avx2_h1_c6_done:
+	VMOVDQU    1056(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2272(CX), Y10, Y11
+	VPMADDWD   800(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 2528(CX), Y10, Y11
+	VPMADDWD   800(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 2784(CX), Y10, Y11
+	VPMADDWD   800(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 3040(CX), Y10, Y11
+	VPMADDWD   800(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 3296(CX), Y10, Y11
+	VPMADDWD   800(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 3552(CX), Y10, Y11
+	VPMADDWD   800(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 3808(CX), Y10, Y11
+	VPMADDWD   800(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ5KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 4064(CX), Y10, Y10
+	VPMADDWD   800(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ5KA8M16Avx2_h1_c7_done:
+	VPUNPCKLDQ   Y3, Y2, Y10
+	VPUNPCKHDQ   Y3, Y2, Y2
+	VPADDD       Y10, Y2, Y2
+	VPUNPCKLDQ   Y5, Y4, Y3
+	VPUNPCKHDQ   Y5, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VPUNPCKLDQ   Y7, Y6, Y3
+	VPUNPCKHDQ   Y7, Y6, Y6
+	VPADDD       Y3, Y6, Y6
+	VPUNPCKLDQ   Y9, Y8, Y3
+	VPUNPCKHDQ   Y9, Y8, Y8
+	VPADDD       Y3, Y8, Y8
+	VPUNPCKLQDQ  Y4, Y2, Y3
+	VPUNPCKHQDQ  Y4, Y2, Y2
+	VPADDD       Y3, Y2, Y2
+	VPUNPCKLQDQ  Y8, Y6, Y3
+	VPUNPCKHQDQ  Y8, Y6, Y6
+	VPADDD       Y3, Y6, Y6
+	MOVQ         out+72(FP), DI
+	VPBROADCASTD 264(SP), Y3
+	VPMADDWD     128(DX), Y3, Y3
+	VPBROADCASTD 268(SP), Y4
+	VPMADDWD     192(DX), Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VMOVUPS      64(BX), Y4
+	VBROADCASTSS 1088(SP), Y5
+	VMULPS       Y4, Y5, Y5
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y5, Y2, Y2
+	VMOVUPS      (DI), Y5
+	VADDPS       Y2, Y5, Y5
+	VBROADCASTSS 1092(SP), Y2
+	VMULPS       Y4, Y2, Y2
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y2, Y3, Y3
+	VSUBPS       Y3, Y5, Y5
+	VMOVUPS      Y5, (DI)
+	VPBROADCASTD 264(SP), Y2
+	VPMADDWD     160(DX), Y2, Y2
+	VPBROADCASTD 268(SP), Y3
+	VPMADDWD     224(DX), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VMOVUPS      96(BX), Y3
+	VBROADCASTSS 1088(SP), Y4
+	VMULPS       Y3, Y4, Y4
+	VCVTDQ2PS    Y6, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      32(DI), Y4
+	VADDPS       Y5, Y4, Y4
+	VBROADCASTSS 1092(SP), Y5
+	VMULPS       Y3, Y5, Y5
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y5, Y2, Y2
+	VSUBPS       Y2, Y4, Y4
+	VMOVUPS      Y4, 32(DI)
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00001000, CX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000080, BX
+	DECQ         SI
+	JNZ          GgmlQ5KA8M16Avx2_sb
+	MOVQ         out+72(FP), AX
+	ADDQ         $0x00000040, AX
+	MOVQ         AX, out+72(FP)
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ5KA8M16Avx2_row
 	VZEROUPPER
 	RET
 
@@ -21244,6 +25429,1053 @@ GgmlQ6KA8Avx2_h1_vec:
 	DECQ         AX
 	MOVQ         AX, rows+16(FP)
 	JNZ          GgmlQ6KA8Avx2_row
+	VZEROUPPER
+	RET
+
+// func GgmlQ6KA8M16Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·GgmlQ6KA8M16Avx2(SB), $1104-80
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+
+GgmlQ6KA8M16Avx2_row:
+	MOVQ w+0(FP), AX
+	MOVQ act+32(FP), CX
+	MOVQ sums+48(FP), DX
+	MOVQ xs+56(FP), BX
+	MOVQ nsb+24(FP), SI
+
+GgmlQ6KA8M16Avx2_sb:
+	MOVQ         stride+8(FP), DI
+	SHLQ         $0x02, DI
+	ADDQ         AX, DI
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	PREFETCHT0   128(DI)
+	PREFETCHT0   192(DI)
+	PREFETCHT0   209(DI)
+	PREFETCHT0   210(AX)
+	PREFETCHT0   274(AX)
+	PREFETCHT0   338(AX)
+	PREFETCHT0   402(AX)
+	PREFETCHT0   419(AX)
+	VPMOVSXBW    192(AX), Y2
+	VMOVDQU      Y2, 288(SP)
+	VMOVDQU      Y2, 256(SP)
+	VPERMQ       $0x44, Y2, Y3
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y3, Y4
+	VMOVDQU      Y4, (SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y3, Y4
+	VMOVDQU      Y4, 32(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y3, Y4
+	VMOVDQU      Y4, 64(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y3, Y3
+	VMOVDQU      Y3, 96(SP)
+	VPERMQ       $0xee, Y2, Y2
+	VPSHUFB      ggmlSpreadW0<>+0(SB), Y2, Y3
+	VMOVDQU      Y3, 128(SP)
+	VPSHUFB      ggmlSpreadW1<>+0(SB), Y2, Y3
+	VMOVDQU      Y3, 160(SP)
+	VPSHUFB      ggmlSpreadW2<>+0(SB), Y2, Y3
+	VMOVDQU      Y3, 192(SP)
+	VPSHUFB      ggmlSpreadW3<>+0(SB), Y2, Y2
+	VMOVDQU      Y2, 224(SP)
+	VMOVDQU      (SP), Y2
+	VPERM2I128   $0x00, Y2, Y2, Y3
+	VMOVDQU      Y3, 320(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 352(SP)
+	VMOVDQU      32(SP), Y2
+	VPERM2I128   $0x00, Y2, Y2, Y3
+	VMOVDQU      Y3, 384(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 416(SP)
+	VMOVDQU      64(SP), Y2
+	VPERM2I128   $0x00, Y2, Y2, Y3
+	VMOVDQU      Y3, 448(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 480(SP)
+	VMOVDQU      96(SP), Y2
+	VPERM2I128   $0x00, Y2, Y2, Y3
+	VMOVDQU      Y3, 512(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 544(SP)
+	VMOVDQU      128(SP), Y2
+	VPERM2I128   $0x00, Y2, Y2, Y3
+	VMOVDQU      Y3, 576(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 608(SP)
+	VMOVDQU      160(SP), Y2
+	VPERM2I128   $0x00, Y2, Y2, Y3
+	VMOVDQU      Y3, 640(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 672(SP)
+	VMOVDQU      192(SP), Y2
+	VPERM2I128   $0x00, Y2, Y2, Y3
+	VMOVDQU      Y3, 704(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 736(SP)
+	VMOVDQU      224(SP), Y2
+	VPERM2I128   $0x00, Y2, Y2, Y3
+	VMOVDQU      Y3, 768(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 800(SP)
+	VPBROADCASTW 208(AX), X2
+	VCVTPH2PS    X2, X2
+	VMOVDQU      X2, 1088(SP)
+	VMOVDQU      (AX), Y2
+	VPAND        Y0, Y2, Y2
+	VMOVDQU      128(AX), Y3
+	VPAND        Y1, Y3, Y3
+	VPSLLW       $0x04, Y3, Y3
+	VPOR         Y3, Y2, Y2
+	VMOVDQU      32(AX), Y3
+	VPAND        Y0, Y3, Y3
+	VMOVDQU      128(AX), Y4
+	VPSRLW       $0x02, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPSLLW       $0x04, Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VMOVDQU      (AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      128(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      32(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      128(AX), Y6
+	VPSRLW       $0x06, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPERM2I128   $0x00, Y2, Y2, Y6
+	VMOVDQU      Y6, 832(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 864(SP)
+	VPERM2I128   $0x00, Y3, Y3, Y2
+	VMOVDQU      Y2, 896(SP)
+	VPERM2I128   $0x11, Y3, Y3, Y2
+	VMOVDQU      Y2, 928(SP)
+	VPERM2I128   $0x00, Y4, Y4, Y2
+	VMOVDQU      Y2, 960(SP)
+	VPERM2I128   $0x11, Y4, Y4, Y2
+	VMOVDQU      Y2, 992(SP)
+	VPERM2I128   $0x00, Y5, Y5, Y2
+	VMOVDQU      Y2, 1024(SP)
+	VPERM2I128   $0x11, Y5, Y5, Y2
+	VMOVDQU      Y2, 1056(SP)
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VMOVDQU      832(SP), Y10
+	MOVQ         nvec+64(FP), DI
+	INCQ         DI
+	SHRQ         $0x01, DI
+	VPMADDUBSW   (CX), Y10, Y11
+	VPMADDWD     320(SP), Y11, Y11
+	VPADDD       Y11, Y2, Y2
+	DECQ         DI
+	JZ           GgmlQ6KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   256(CX), Y10, Y11
+	VPMADDWD     320(SP), Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	DECQ         DI
+	JZ           GgmlQ6KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   512(CX), Y10, Y11
+	VPMADDWD     320(SP), Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	DECQ         DI
+	JZ           GgmlQ6KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   768(CX), Y10, Y11
+	VPMADDWD     320(SP), Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	DECQ         DI
+	JZ           GgmlQ6KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   1024(CX), Y10, Y11
+	VPMADDWD     320(SP), Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	DECQ         DI
+	JZ           GgmlQ6KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   1280(CX), Y10, Y11
+	VPMADDWD     320(SP), Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	DECQ         DI
+	JZ           GgmlQ6KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   1536(CX), Y10, Y11
+	VPMADDWD     320(SP), Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	DECQ         DI
+	JZ           GgmlQ6KA8M16Avx2_h0_c0_done
+	VPMADDUBSW   1792(CX), Y10, Y10
+	VPMADDWD     320(SP), Y10, Y10
+	VPADDD       Y10, Y9, Y9
+
+GgmlQ6KA8M16Avx2_h0_c0_done:
+	VMOVDQU    864(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 32(CX), Y10, Y11
+	VPMADDWD   352(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 288(CX), Y10, Y11
+	VPMADDWD   352(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 544(CX), Y10, Y11
+	VPMADDWD   352(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 800(CX), Y10, Y11
+	VPMADDWD   352(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 1056(CX), Y10, Y11
+	VPMADDWD   352(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 1312(CX), Y10, Y11
+	VPMADDWD   352(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 1568(CX), Y10, Y11
+	VPMADDWD   352(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c1_done
+	VPMADDUBSW 1824(CX), Y10, Y10
+	VPMADDWD   352(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ6KA8M16Avx2_h0_c1_done:
+	VMOVDQU    896(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 64(CX), Y10, Y11
+	VPMADDWD   384(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 320(CX), Y10, Y11
+	VPMADDWD   384(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 576(CX), Y10, Y11
+	VPMADDWD   384(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 832(CX), Y10, Y11
+	VPMADDWD   384(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 1088(CX), Y10, Y11
+	VPMADDWD   384(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 1344(CX), Y10, Y11
+	VPMADDWD   384(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 1600(CX), Y10, Y11
+	VPMADDWD   384(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c2_done
+	VPMADDUBSW 1856(CX), Y10, Y10
+	VPMADDWD   384(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ6KA8M16Avx2_h0_c2_done:
+	VMOVDQU    928(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 96(CX), Y10, Y11
+	VPMADDWD   416(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 352(CX), Y10, Y11
+	VPMADDWD   416(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 608(CX), Y10, Y11
+	VPMADDWD   416(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 864(CX), Y10, Y11
+	VPMADDWD   416(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 1120(CX), Y10, Y11
+	VPMADDWD   416(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 1376(CX), Y10, Y11
+	VPMADDWD   416(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 1632(CX), Y10, Y11
+	VPMADDWD   416(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c3_done
+	VPMADDUBSW 1888(CX), Y10, Y10
+	VPMADDWD   416(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ6KA8M16Avx2_h0_c3_done:
+	VMOVDQU    960(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 128(CX), Y10, Y11
+	VPMADDWD   448(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 384(CX), Y10, Y11
+	VPMADDWD   448(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 640(CX), Y10, Y11
+	VPMADDWD   448(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 896(CX), Y10, Y11
+	VPMADDWD   448(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 1152(CX), Y10, Y11
+	VPMADDWD   448(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 1408(CX), Y10, Y11
+	VPMADDWD   448(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 1664(CX), Y10, Y11
+	VPMADDWD   448(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c4_done
+	VPMADDUBSW 1920(CX), Y10, Y10
+	VPMADDWD   448(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ6KA8M16Avx2_h0_c4_done:
+	VMOVDQU    992(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 160(CX), Y10, Y11
+	VPMADDWD   480(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 416(CX), Y10, Y11
+	VPMADDWD   480(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 672(CX), Y10, Y11
+	VPMADDWD   480(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 928(CX), Y10, Y11
+	VPMADDWD   480(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 1184(CX), Y10, Y11
+	VPMADDWD   480(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 1440(CX), Y10, Y11
+	VPMADDWD   480(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 1696(CX), Y10, Y11
+	VPMADDWD   480(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c5_done
+	VPMADDUBSW 1952(CX), Y10, Y10
+	VPMADDWD   480(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ6KA8M16Avx2_h0_c5_done:
+	VMOVDQU    1024(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 192(CX), Y10, Y11
+	VPMADDWD   512(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 448(CX), Y10, Y11
+	VPMADDWD   512(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 704(CX), Y10, Y11
+	VPMADDWD   512(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 960(CX), Y10, Y11
+	VPMADDWD   512(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 1216(CX), Y10, Y11
+	VPMADDWD   512(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 1472(CX), Y10, Y11
+	VPMADDWD   512(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 1728(CX), Y10, Y11
+	VPMADDWD   512(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c6_done
+	VPMADDUBSW 1984(CX), Y10, Y10
+	VPMADDWD   512(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ6KA8M16Avx2_h0_c6_done:
+	VMOVDQU    1056(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 224(CX), Y10, Y11
+	VPMADDWD   544(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 480(CX), Y10, Y11
+	VPMADDWD   544(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 736(CX), Y10, Y11
+	VPMADDWD   544(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 992(CX), Y10, Y11
+	VPMADDWD   544(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 1248(CX), Y10, Y11
+	VPMADDWD   544(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 1504(CX), Y10, Y11
+	VPMADDWD   544(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 1760(CX), Y10, Y11
+	VPMADDWD   544(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h0_c7_done
+	VPMADDUBSW 2016(CX), Y10, Y10
+	VPMADDWD   544(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ6KA8M16Avx2_h0_c7_done:
+	VPUNPCKLDQ   Y3, Y2, Y10
+	VPUNPCKHDQ   Y3, Y2, Y2
+	VPADDD       Y10, Y2, Y2
+	VPUNPCKLDQ   Y5, Y4, Y3
+	VPUNPCKHDQ   Y5, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VPUNPCKLDQ   Y7, Y6, Y3
+	VPUNPCKHDQ   Y7, Y6, Y6
+	VPADDD       Y3, Y6, Y6
+	VPUNPCKLDQ   Y9, Y8, Y3
+	VPUNPCKHDQ   Y9, Y8, Y8
+	VPADDD       Y3, Y8, Y8
+	VPUNPCKLQDQ  Y4, Y2, Y3
+	VPUNPCKHQDQ  Y4, Y2, Y2
+	VPADDD       Y3, Y2, Y2
+	VPUNPCKLQDQ  Y8, Y6, Y3
+	VPUNPCKHQDQ  Y8, Y6, Y6
+	VPADDD       Y3, Y6, Y6
+	MOVQ         out+72(FP), DI
+	VPBROADCASTD 256(SP), Y3
+	VPMADDWD     (DX), Y3, Y3
+	VPBROADCASTD 260(SP), Y4
+	VPMADDWD     64(DX), Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPBROADCASTD 264(SP), Y4
+	VPMADDWD     128(DX), Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPBROADCASTD 268(SP), Y4
+	VPMADDWD     192(DX), Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPSLLD       $0x05, Y3, Y3
+	VPSUBD       Y3, Y2, Y2
+	VMOVUPS      (BX), Y3
+	VBROADCASTSS 1088(SP), Y4
+	VMULPS       Y3, Y4, Y4
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y4, Y2, Y2
+	VMOVUPS      (DI), Y3
+	VADDPS       Y2, Y3, Y3
+	VMOVUPS      Y3, (DI)
+	VPBROADCASTD 256(SP), Y2
+	VPMADDWD     32(DX), Y2, Y2
+	VPBROADCASTD 260(SP), Y3
+	VPMADDWD     96(DX), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPBROADCASTD 264(SP), Y3
+	VPMADDWD     160(DX), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPBROADCASTD 268(SP), Y3
+	VPMADDWD     224(DX), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPSLLD       $0x05, Y2, Y2
+	VPSUBD       Y2, Y6, Y6
+	VMOVUPS      32(BX), Y2
+	VBROADCASTSS 1088(SP), Y3
+	VMULPS       Y2, Y3, Y3
+	VCVTDQ2PS    Y6, Y2
+	VMULPS       Y3, Y2, Y2
+	VMOVUPS      32(DI), Y3
+	VADDPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 32(DI)
+	VMOVDQU      64(AX), Y2
+	VPAND        Y0, Y2, Y2
+	VMOVDQU      160(AX), Y3
+	VPAND        Y1, Y3, Y3
+	VPSLLW       $0x04, Y3, Y3
+	VPOR         Y3, Y2, Y2
+	VMOVDQU      96(AX), Y3
+	VPAND        Y0, Y3, Y3
+	VMOVDQU      160(AX), Y4
+	VPSRLW       $0x02, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPSLLW       $0x04, Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VMOVDQU      64(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      160(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      96(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQU      160(AX), Y6
+	VPSRLW       $0x06, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPERM2I128   $0x00, Y2, Y2, Y6
+	VMOVDQU      Y6, 832(SP)
+	VPERM2I128   $0x11, Y2, Y2, Y2
+	VMOVDQU      Y2, 864(SP)
+	VPERM2I128   $0x00, Y3, Y3, Y2
+	VMOVDQU      Y2, 896(SP)
+	VPERM2I128   $0x11, Y3, Y3, Y2
+	VMOVDQU      Y2, 928(SP)
+	VPERM2I128   $0x00, Y4, Y4, Y2
+	VMOVDQU      Y2, 960(SP)
+	VPERM2I128   $0x11, Y4, Y4, Y2
+	VMOVDQU      Y2, 992(SP)
+	VPERM2I128   $0x00, Y5, Y5, Y2
+	VMOVDQU      Y2, 1024(SP)
+	VPERM2I128   $0x11, Y5, Y5, Y2
+	VMOVDQU      Y2, 1056(SP)
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VMOVDQU      832(SP), Y10
+	MOVQ         nvec+64(FP), DI
+	INCQ         DI
+	SHRQ         $0x01, DI
+	VPMADDUBSW   2048(CX), Y10, Y11
+	VPMADDWD     576(SP), Y11, Y11
+	VPADDD       Y11, Y2, Y2
+	DECQ         DI
+	JZ           GgmlQ6KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   2304(CX), Y10, Y11
+	VPMADDWD     576(SP), Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	DECQ         DI
+	JZ           GgmlQ6KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   2560(CX), Y10, Y11
+	VPMADDWD     576(SP), Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	DECQ         DI
+	JZ           GgmlQ6KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   2816(CX), Y10, Y11
+	VPMADDWD     576(SP), Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	DECQ         DI
+	JZ           GgmlQ6KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   3072(CX), Y10, Y11
+	VPMADDWD     576(SP), Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	DECQ         DI
+	JZ           GgmlQ6KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   3328(CX), Y10, Y11
+	VPMADDWD     576(SP), Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	DECQ         DI
+	JZ           GgmlQ6KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   3584(CX), Y10, Y11
+	VPMADDWD     576(SP), Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	DECQ         DI
+	JZ           GgmlQ6KA8M16Avx2_h1_c0_done
+	VPMADDUBSW   3840(CX), Y10, Y10
+	VPMADDWD     576(SP), Y10, Y10
+	VPADDD       Y10, Y9, Y9
+
+GgmlQ6KA8M16Avx2_h1_c0_done:
+	VMOVDQU    864(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2080(CX), Y10, Y11
+	VPMADDWD   608(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 2336(CX), Y10, Y11
+	VPMADDWD   608(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 2592(CX), Y10, Y11
+	VPMADDWD   608(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 2848(CX), Y10, Y11
+	VPMADDWD   608(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 3104(CX), Y10, Y11
+	VPMADDWD   608(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 3360(CX), Y10, Y11
+	VPMADDWD   608(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 3616(CX), Y10, Y11
+	VPMADDWD   608(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c1_done
+	VPMADDUBSW 3872(CX), Y10, Y10
+	VPMADDWD   608(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ6KA8M16Avx2_h1_c1_done:
+	VMOVDQU    896(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2112(CX), Y10, Y11
+	VPMADDWD   640(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 2368(CX), Y10, Y11
+	VPMADDWD   640(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 2624(CX), Y10, Y11
+	VPMADDWD   640(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 2880(CX), Y10, Y11
+	VPMADDWD   640(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 3136(CX), Y10, Y11
+	VPMADDWD   640(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 3392(CX), Y10, Y11
+	VPMADDWD   640(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 3648(CX), Y10, Y11
+	VPMADDWD   640(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c2_done
+	VPMADDUBSW 3904(CX), Y10, Y10
+	VPMADDWD   640(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ6KA8M16Avx2_h1_c2_done:
+	VMOVDQU    928(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2144(CX), Y10, Y11
+	VPMADDWD   672(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 2400(CX), Y10, Y11
+	VPMADDWD   672(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 2656(CX), Y10, Y11
+	VPMADDWD   672(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 2912(CX), Y10, Y11
+	VPMADDWD   672(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 3168(CX), Y10, Y11
+	VPMADDWD   672(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 3424(CX), Y10, Y11
+	VPMADDWD   672(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 3680(CX), Y10, Y11
+	VPMADDWD   672(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c3_done
+	VPMADDUBSW 3936(CX), Y10, Y10
+	VPMADDWD   672(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ6KA8M16Avx2_h1_c3_done:
+	VMOVDQU    960(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2176(CX), Y10, Y11
+	VPMADDWD   704(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 2432(CX), Y10, Y11
+	VPMADDWD   704(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 2688(CX), Y10, Y11
+	VPMADDWD   704(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 2944(CX), Y10, Y11
+	VPMADDWD   704(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 3200(CX), Y10, Y11
+	VPMADDWD   704(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 3456(CX), Y10, Y11
+	VPMADDWD   704(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 3712(CX), Y10, Y11
+	VPMADDWD   704(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c4_done
+	VPMADDUBSW 3968(CX), Y10, Y10
+	VPMADDWD   704(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ6KA8M16Avx2_h1_c4_done:
+	VMOVDQU    992(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2208(CX), Y10, Y11
+	VPMADDWD   736(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 2464(CX), Y10, Y11
+	VPMADDWD   736(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 2720(CX), Y10, Y11
+	VPMADDWD   736(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 2976(CX), Y10, Y11
+	VPMADDWD   736(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 3232(CX), Y10, Y11
+	VPMADDWD   736(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 3488(CX), Y10, Y11
+	VPMADDWD   736(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 3744(CX), Y10, Y11
+	VPMADDWD   736(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c5_done
+	VPMADDUBSW 4000(CX), Y10, Y10
+	VPMADDWD   736(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ6KA8M16Avx2_h1_c5_done:
+	VMOVDQU    1024(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2240(CX), Y10, Y11
+	VPMADDWD   768(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 2496(CX), Y10, Y11
+	VPMADDWD   768(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 2752(CX), Y10, Y11
+	VPMADDWD   768(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 3008(CX), Y10, Y11
+	VPMADDWD   768(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 3264(CX), Y10, Y11
+	VPMADDWD   768(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 3520(CX), Y10, Y11
+	VPMADDWD   768(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 3776(CX), Y10, Y11
+	VPMADDWD   768(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c6_done
+	VPMADDUBSW 4032(CX), Y10, Y10
+	VPMADDWD   768(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ6KA8M16Avx2_h1_c6_done:
+	VMOVDQU    1056(SP), Y10
+	MOVQ       nvec+64(FP), DI
+	INCQ       DI
+	SHRQ       $0x01, DI
+	VPMADDUBSW 2272(CX), Y10, Y11
+	VPMADDWD   800(SP), Y11, Y11
+	VPADDD     Y11, Y2, Y2
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 2528(CX), Y10, Y11
+	VPMADDWD   800(SP), Y11, Y11
+	VPADDD     Y11, Y3, Y3
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 2784(CX), Y10, Y11
+	VPMADDWD   800(SP), Y11, Y11
+	VPADDD     Y11, Y4, Y4
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 3040(CX), Y10, Y11
+	VPMADDWD   800(SP), Y11, Y11
+	VPADDD     Y11, Y5, Y5
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 3296(CX), Y10, Y11
+	VPMADDWD   800(SP), Y11, Y11
+	VPADDD     Y11, Y6, Y6
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 3552(CX), Y10, Y11
+	VPMADDWD   800(SP), Y11, Y11
+	VPADDD     Y11, Y7, Y7
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 3808(CX), Y10, Y11
+	VPMADDWD   800(SP), Y11, Y11
+	VPADDD     Y11, Y8, Y8
+	DECQ       DI
+	JZ         GgmlQ6KA8M16Avx2_h1_c7_done
+	VPMADDUBSW 4064(CX), Y10, Y10
+	VPMADDWD   800(SP), Y10, Y10
+	VPADDD     Y10, Y9, Y9
+
+GgmlQ6KA8M16Avx2_h1_c7_done:
+	VPUNPCKLDQ   Y3, Y2, Y10
+	VPUNPCKHDQ   Y3, Y2, Y2
+	VPADDD       Y10, Y2, Y2
+	VPUNPCKLDQ   Y5, Y4, Y3
+	VPUNPCKHDQ   Y5, Y4, Y4
+	VPADDD       Y3, Y4, Y4
+	VPUNPCKLDQ   Y7, Y6, Y3
+	VPUNPCKHDQ   Y7, Y6, Y6
+	VPADDD       Y3, Y6, Y6
+	VPUNPCKLDQ   Y9, Y8, Y3
+	VPUNPCKHDQ   Y9, Y8, Y8
+	VPADDD       Y3, Y8, Y8
+	VPUNPCKLQDQ  Y4, Y2, Y3
+	VPUNPCKHQDQ  Y4, Y2, Y2
+	VPADDD       Y3, Y2, Y2
+	VPUNPCKLQDQ  Y8, Y6, Y3
+	VPUNPCKHQDQ  Y8, Y6, Y6
+	VPADDD       Y3, Y6, Y6
+	MOVQ         out+72(FP), DI
+	VPBROADCASTD 272(SP), Y3
+	VPMADDWD     256(DX), Y3, Y3
+	VPBROADCASTD 276(SP), Y4
+	VPMADDWD     320(DX), Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPBROADCASTD 280(SP), Y4
+	VPMADDWD     384(DX), Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPBROADCASTD 284(SP), Y4
+	VPMADDWD     448(DX), Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPSLLD       $0x05, Y3, Y3
+	VPSUBD       Y3, Y2, Y2
+	VMOVUPS      64(BX), Y3
+	VBROADCASTSS 1088(SP), Y4
+	VMULPS       Y3, Y4, Y4
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y4, Y2, Y2
+	VMOVUPS      (DI), Y3
+	VADDPS       Y2, Y3, Y3
+	VMOVUPS      Y3, (DI)
+	VPBROADCASTD 272(SP), Y2
+	VPMADDWD     288(DX), Y2, Y2
+	VPBROADCASTD 276(SP), Y3
+	VPMADDWD     352(DX), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPBROADCASTD 280(SP), Y3
+	VPMADDWD     416(DX), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPBROADCASTD 284(SP), Y3
+	VPMADDWD     480(DX), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPSLLD       $0x05, Y2, Y2
+	VPSUBD       Y2, Y6, Y6
+	VMOVUPS      96(BX), Y2
+	VBROADCASTSS 1088(SP), Y3
+	VMULPS       Y2, Y3, Y3
+	VCVTDQ2PS    Y6, Y2
+	VMULPS       Y3, Y2, Y2
+	VMOVUPS      32(DI), Y3
+	VADDPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 32(DI)
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00001000, CX
+	ADDQ         $0x00000200, DX
+	ADDQ         $0x00000080, BX
+	DECQ         SI
+	JNZ          GgmlQ6KA8M16Avx2_sb
+	MOVQ         out+72(FP), AX
+	ADDQ         $0x00000040, AX
+	MOVQ         AX, out+72(FP)
+	MOVQ         stride+8(FP), AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         rows+16(FP), AX
+	DECQ         AX
+	MOVQ         AX, rows+16(FP)
+	JNZ          GgmlQ6KA8M16Avx2_row
 	VZEROUPPER
 	RET
 

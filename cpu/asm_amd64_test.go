@@ -165,6 +165,9 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, f := range ggmlA8M16AVX2Funcs {
 		check("ggml avx2 batch", funcName(f), ggmlA8AVX2Requires)
 	}
+	for _, f := range ggmlA8M16AVX2SmallFuncs {
+		check("ggml avx2 batch", funcName(f), ggmlA8AVX2Requires)
+	}
 	for _, f := range ggmlA8AVX2Funcs {
 		check("ggml avx2", funcName(f), ggmlA8AVX2Requires)
 	}

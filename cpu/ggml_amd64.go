@@ -121,6 +121,23 @@ var ggmlA8M16AVX2Funcs = map[ggml.Type]ggmlA8M16Func{
 	ggml.Q6_K: asm.GgmlQ6KA8M16FullAvx2,
 }
 
+// ggmlA8M16AVX2SmallFuncs are the AVX2 batch kernels for smaller batches
+// (from ggmlM16AVX2From): the pairs that hold the batch only.
+var ggmlA8M16AVX2SmallFuncs = map[ggml.Type]ggmlA8M16Func{
+	ggml.Q2_K: asm.GgmlQ2KA8M16Avx2,
+	ggml.Q3_K: asm.GgmlQ3KA8M16Avx2,
+	ggml.Q4_K: asm.GgmlQ4KA8M16Avx2,
+	ggml.Q5_K: asm.GgmlQ5KA8M16Avx2,
+	ggml.Q6_K: asm.GgmlQ6KA8M16Avx2,
+}
+
+// ggmlM16AVX2From is the smallest batch the AVX2 batch kernels run: on
+// two Zen 4 cores (4096x14336) the one-vector kernel per vector was
+// faster at batch 2 (Q4_K 3.5-3.8 against 4.5-5.2 ms), neither at 4, the
+// pairs kernel at 8 (Q4_K 6.7-8.7 against 9.5-9.9 ms, Q6_K 6.2-9.3
+// against 14-20).
+const ggmlM16AVX2From = 5
+
 // ggmlA8AVX2Funcs are the AVX2 one-vector kernels (activations in column
 // order), for the avx2 and avxvnni kernel sets.
 var ggmlA8AVX2Funcs = map[ggml.Type]ggmlA8Func{
@@ -188,10 +205,19 @@ func init() {
 		ggmlKernels[t] = func(isa ISA) *ggmlKernel {
 			m16, f32, avx2, f32avx2, r4, r4avx2 := ggmlA8M16Funcs[t], ggmlF32Funcs[t], ggmlA8AVX2Funcs[t], ggmlF32AVX2Funcs[t], ggmlA8R4Funcs[t], ggmlA8R4AVX2Funcs[t]
 			if (isa == AVX2 || isa == AVXVNNI) && avx2 != nil && hasAll(ggmlA8AVX2Requires) {
-				m16avx2 := ggmlA8M16AVX2Funcs[t]
+				m16avx2, m16avx2Small := ggmlA8M16AVX2Funcs[t], ggmlA8M16AVX2SmallFuncs[t]
+				batchKernel := func(batch int) ggmlA8M16Func {
+					switch {
+					case m16avx2 != nil && ggmlM16Full(batch):
+						return m16avx2
+					case m16avx2Small != nil && batch >= ggmlM16AVX2From:
+						return m16avx2Small
+					}
+					return nil
+				}
 				k := &ggmlKernel{isa: isa, prep: func(mx *GGMLMatrix, c *ggmlCall) {
 					ggmlPrepSums(mx, c)
-					if m16avx2 != nil && ggmlM16Full(c.batch) {
+					if batchKernel(c.batch) != nil {
 						ggmlPrepM16(mx.m, c, true)
 					}
 				}}
@@ -203,8 +229,8 @@ func init() {
 						return
 					}
 					m := mx.m
-					if m16avx2 != nil && ggmlM16Full(c.batch) {
-						ggmlRunM16(m16avx2, nil, m, c, r0, r1)
+					if fn := batchKernel(c.batch); fn != nil {
+						ggmlRunM16(fn, nil, m, c, r0, r1)
 						return
 					}
 					pc, sub := m.PCols, m.Type.SubLen()

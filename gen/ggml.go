@@ -29,7 +29,8 @@ func ggmlKernels() {
 		ggmlSuperF32(c)
 		ggmlSuperA8AVX2(c)
 		if !c.dword {
-			ggmlSuperA8M16AVX2(c)
+			ggmlSuperA8M16AVX2(c, false)
+			ggmlSuperA8M16AVX2(c, true)
 		}
 		ggmlSuperA8R4AVX2(c)
 		ggmlSuperF32AVX2(c)

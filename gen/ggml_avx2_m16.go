@@ -8,10 +8,12 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-// ggmlSuperA8M16AVX2 emits Ggml<t>A8M16FullAvx2, the AVX2 batch kernel of
-// a super-block type (not IQ4_XS, whose signed codes take the sign trick):
-// two vectors per accumulator, one per 128-bit lane, all 16 vector lanes
-// whatever nvec is (the caller zeroes the unused vectors' activations).
+// ggmlSuperA8M16AVX2 emits Ggml<t>A8M16FullAvx2 (full) and
+// Ggml<t>A8M16Avx2, the AVX2 batch kernels of a super-block type (not
+// IQ4_XS, whose signed codes take the sign trick): two vectors per
+// accumulator, one per 128-bit lane; the full kernel runs all 16 vector
+// lanes whatever nvec is (the caller zeroes the unused vectors'
+// activations), the other stops after the pairs that hold nvec vectors.
 // Per row and half, the codes are unpacked once (ggmlHalfCodesAVX2) and
 // stored as eight chunks of 16 columns, each in both lanes; each pair of
 // vectors then takes, per chunk, VPMADDUBSW (codes x activations, int16
@@ -25,12 +27,17 @@ import (
 // activations: super-block k at act + 4096k, half h, pair j and chunk c
 // at 2048h + 256j + 32c, 16 bytes of vector 2j then 16 of vector 2j+1,
 // columns 16c .. 16c+15 of the half in order.
-func ggmlSuperA8M16AVX2(c ggmlSuper) {
+func ggmlSuperA8M16AVX2(c ggmlSuper, full bool) {
 	t := c.t
 	name := "Ggml" + t + "A8M16FullAvx2"
+	what := "for 16 vector lanes (nvec is ignored: the activations of unused lanes must be zero)"
+	if !full {
+		name = "Ggml" + t + "A8M16Avx2"
+		what = "for 2..16 vectors (the pairs that hold the batch; the second vector of an odd batch's last pair must have zero activations)"
+	}
 	TEXT(name, 0, ggmlSigM16) // not NOSPLIT: the 1 KiB frame
 	Pragma("noescape")
-	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 16 vector lanes (nvec is ignored: the activations of unused lanes must be zero), two vectors per accumulator and the vectors in the lanes of the float steps.", name, "Ggml"+t+"A8Avx2"))
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s %s, two vectors per accumulator and the vectors in the lanes of the float steps.", name, "Ggml"+t+"A8Avx2", what))
 	av2 := fvec{avx512: false}
 	nib := nibbleMask(YMM())
 	var three, one VecVirtual
@@ -112,19 +119,47 @@ func ggmlSuperA8M16AVX2(c ggmlSuper) {
 					}
 				}
 				acc := make([]VecVirtual, 8)
-				for ch := 0; ch < 8; ch++ {
-					cw := YMM()
-					VMOVDQU(chunks.Offset(32*ch), cw)
+				if full {
+					for ch := 0; ch < 8; ch++ {
+						cw := YMM()
+						VMOVDQU(chunks.Offset(32*ch), cw)
+						for j := range acc {
+							pr := YMM()
+							VPMADDUBSW(Mem{Base: ak, Disp: 2048*h + 256*j + 32*ch}, cw, pr)
+							if ch == 0 {
+								acc[j] = YMM()
+								VPMADDWD(chs.Offset(32*(8*h+ch)), pr, acc[j])
+							} else {
+								VPMADDWD(chs.Offset(32*(8*h+ch)), pr, pr)
+								VPADDD(pr, acc[j], acc[j])
+							}
+						}
+					}
+				} else {
+					// the pairs that hold the batch, (nvec+1)/2; the others
+					// stay zero
 					for j := range acc {
-						pr := YMM()
-						VPMADDUBSW(Mem{Base: ak, Disp: 2048*h + 256*j + 32*ch}, cw, pr)
-						if ch == 0 {
-							acc[j] = YMM()
-							VPMADDWD(chs.Offset(32*(8*h+ch)), pr, acc[j])
-						} else {
+						acc[j] = YMM()
+						VPXOR(acc[j], acc[j], acc[j])
+					}
+					for ch := 0; ch < 8; ch++ {
+						cw := YMM()
+						VMOVDQU(chunks.Offset(32*ch), cw)
+						n := param("nvec")
+						INCQ(n)
+						SHRQ(U8(1), n)
+						done := fmt.Sprintf("%s_h%d_c%d_done", name, h, ch)
+						for j := range acc {
+							pr := YMM()
+							VPMADDUBSW(Mem{Base: ak, Disp: 2048*h + 256*j + 32*ch}, cw, pr)
 							VPMADDWD(chs.Offset(32*(8*h+ch)), pr, pr)
 							VPADDD(pr, acc[j], acc[j])
+							if j < len(acc)-1 {
+								DECQ(n)
+								JZ(LabelRef(done))
+							}
 						}
+						Label(done)
 					}
 				}
 				// per lane: [sum of acc 4i+0..3 over that lane]
