@@ -104,8 +104,12 @@ var ggmlF32Funcs = map[ggml.Type]ggmlF32Func{
 	ggml.IQ4_NL: asm.GgmlIQ4NLF32Avx512,
 }
 
-// ggmlM16From is the smallest batch the batch kernels run.
-const ggmlM16From = 2
+// ggmlM16From is the smallest batch the batch kernels run: at batch 2 the
+// one-vector kernel per vector was faster on two Zen 4 cores
+// (4096x14336, Q4_K 2.8-3.0 against 3.4-3.6 ms; Q6_K even), at batch 4
+// the batch kernel (Q4_K 3.5-4.1 against 4.4-4.7, Q6_K 3.9-4.4 against
+// 5.6-6.2).
+const ggmlM16From = 3
 
 // ggmlA8AVX2Requires is every feature the AVX2 kernels' instructions need.
 var ggmlA8AVX2Requires = []string{"AVX", "AVX2", "BMI2", "F16C"}
