@@ -728,6 +728,20 @@ func ggmlM16Block(sub, p int) int {
 	return [8]int{0, 2, 1, 3, 4, 6, 5, 7}[p]
 }
 
+// ggmlPairLevel is one level of the batch kernels' pair tree (pairLevel,
+// adding dwords) on vector registers.
+func ggmlPairLevel(rs []VecVirtual, qwords bool, reg func() VecVirtual) []VecVirtual {
+	in := make([]Register, len(rs))
+	for i, r := range rs {
+		in[i] = r
+	}
+	var out []VecVirtual
+	for _, r := range pairLevel(in, qwords, func(a, b, c Op) { VPADDD(a, b, c) }, func() Register { return reg() }) {
+		out = append(out, r.(VecVirtual))
+	}
+	return out
+}
+
 // ggmlM16 holds what the batch kernels' code generation shares between
 // their parts: tables, stack slots and the registers of the loops.
 type ggmlM16 struct {
@@ -869,29 +883,11 @@ func (k *ggmlM16) tail(h int, acc []VecVirtual, ri int) {
 	if c.sub == 16 {
 		scale(acc)
 	}
-	// one level of the pair tree: interleave (dwords or qwords) and add
-	level := func(rs []VecVirtual, qwords bool) []VecVirtual {
-		var out []VecVirtual
-		for i := 0; i+1 < len(rs); i += 2 {
-			a, b := rs[i], rs[i+1]
-			t := ZMM()
-			if qwords {
-				VPUNPCKLQDQ(b, a, t)
-				VPUNPCKHQDQ(b, a, a)
-			} else {
-				VPUNPCKLDQ(b, a, t)
-				VPUNPCKHDQ(b, a, a)
-			}
-			VPADDD(t, a, a)
-			out = append(out, a)
-		}
-		return out
-	}
-	l1 := level(acc, false)
+	l1 := ggmlPairLevel(acc, false, ZMM)
 	if c.sub != 16 {
 		scale(l1)
 	}
-	l2 := level(l1, true)
+	l2 := ggmlPairLevel(l1, true, ZMM)
 	// lanes 0, 2 plus lanes 1, 3: pairs 0..3 in the low half, 4..7 high
 	S := ZMM()
 	VSHUFI32X4(U8(0x88), l2[1], l2[0], S)

@@ -162,25 +162,9 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full bool) {
 						Label(done)
 					}
 				}
-				// per lane: [sum of acc 4i+0..3 over that lane]
-				level := func(rs []VecVirtual, qwords bool) []VecVirtual {
-					var out []VecVirtual
-					for i := 0; i+1 < len(rs); i += 2 {
-						a, b := rs[i], rs[i+1]
-						tm := YMM()
-						if qwords {
-							VPUNPCKLQDQ(b, a, tm)
-							VPUNPCKHQDQ(b, a, a)
-						} else {
-							VPUNPCKLDQ(b, a, tm)
-							VPUNPCKHDQ(b, a, a)
-						}
-						VPADDD(tm, a, a)
-						out = append(out, a)
-					}
-					return out
-				}
-				S := level(level(acc, false), true) // lanes 0..7, 8..15
+				// per lane: [sum of acc 4i+0..3 over that lane]; lanes
+				// 0..7, 8..15
+				S := ggmlPairLevel(ggmlPairLevel(acc, false, YMM), true, YMM)
 				op := param("out")
 				for r, s := range S {
 					// the sums term: pairs of sub-blocks 4h..4h+3 (16
