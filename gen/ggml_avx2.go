@@ -27,21 +27,14 @@ func ggmlSuperA8AVX2(c ggmlSuper) {
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s computes the exact A8 product of layout/ggml %s rows with AVX2: activations in column order, the sums one int16 per sub-block; each 32-byte register of codes is one sub-block of 32 columns or two of 16 (one per 128-bit lane).", name, ggmlTypeName(t)))
-	av2 := fvec{avx512: false}
-	nib := nibbleMask(YMM())
-	var three, one, kvs VecVirtual
-	switch t {
-	case "Q2K", "Q3K", "Q6K":
-		three = av2.broadcast(0x03030303)
-	case "IQ4XS":
+	nib, three, one := ggmlSuperConstsAVX2(t)
+	var kvs VecVirtual
+	if t == "IQ4XS" {
 		tab := rodata("ggmlKValues", 16, 1, func(i int) uint64 {
 			return uint64(uint8([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]))
 		})
 		kvs = YMM()
 		VBROADCASTI128(tab, kvs)
-	}
-	if t == "Q3K" || t == "Q5K" {
-		one = av2.broadcast(0x01010101)
 	}
 	// frame: the scale words of each code register of both halves (8 x 32
 	// bytes), the words the sums term multiplies by (32 bytes)
@@ -68,20 +61,7 @@ func ggmlSuperA8AVX2(c ggmlSuper) {
 		Label(name + "_sb")
 		{
 			ggmlScalesAVX2(c, Mem{Base: wp}, sv, mw)
-			dd := XMM() // [d, dmin] (or [d, d])
-			switch t {
-			case "Q4K", "Q5K":
-				VCVTPH2PS(Mem{Base: wp}, dd)
-			case "Q2K":
-				h := XMM()
-				VMOVD(Mem{Base: wp, Disp: 80}, h)
-				VCVTPH2PS(h, dd)
-			default:
-				off := map[string]int{"Q3K": 108, "Q6K": 208, "IQ4XS": 0}[t]
-				h := XMM()
-				VPBROADCASTW(Mem{Base: wp, Disp: off}, h)
-				VCVTPH2PS(h, dd)
-			}
+			dd := ggmlDMinAVX2(t, Mem{Base: wp})
 			for h := 0; h < 2; h++ {
 				cr := ggmlHalfCodesAVX2(c, Mem{Base: wp}, h, nib, three, one)
 				var abs [4]VecVirtual
@@ -183,6 +163,42 @@ func ggmlSuperA8AVX2(c ggmlSuper) {
 	}
 	VZEROUPPER()
 	RET()
+}
+
+// ggmlSuperConstsAVX2 loads the constants ggmlHalfCodesAVX2 takes for
+// type t: the nibble mask, and three (2-bit fields) and one (high bits)
+// where t has them.
+func ggmlSuperConstsAVX2(t string) (nib, three, one VecVirtual) {
+	av2 := fvec{avx512: false}
+	nib = nibbleMask(YMM())
+	switch t {
+	case "Q2K", "Q3K", "Q6K":
+		three = av2.broadcast(0x03030303)
+	}
+	if t == "Q3K" || t == "Q5K" {
+		one = av2.broadcast(0x01010101)
+	}
+	return nib, three, one
+}
+
+// ggmlDMinAVX2 returns the super-block's d and dmin as float32, [d, dmin]
+// (types without mins: [d, d]), in the low lanes of an XMM.
+func ggmlDMinAVX2(t string, base Mem) VecVirtual {
+	dd := XMM()
+	switch t {
+	case "Q4K", "Q5K":
+		VCVTPH2PS(base, dd)
+	case "Q2K":
+		h := XMM()
+		VMOVD(base.Offset(80), h)
+		VCVTPH2PS(h, dd)
+	default:
+		off := map[string]int{"Q3K": 108, "Q6K": 208, "IQ4XS": 0}[t]
+		h := XMM()
+		VPBROADCASTW(base.Offset(off), h)
+		VCVTPH2PS(h, dd)
+	}
+	return dd
 }
 
 // ggmlHalfCodesAVX2 returns the four code registers of half h (columns
@@ -807,15 +823,7 @@ func ggmlSuperF32AVX2(c ggmlSuper) {
 		frame := AllocLocal(8*32 + 64) // ggmlScalesAVX2's (called once: this emits the code)
 		mw := frame.Offset(8 * 32)
 		raw := mw.Offset(32)
-		nib := nibbleMask(YMM())
-		var three, one VecVirtual
-		switch t {
-		case "Q2K", "Q3K", "Q6K":
-			three = av2.broadcast(0x03030303)
-		}
-		if t == "Q3K" || t == "Q5K" {
-			one = av2.broadcast(0x01010101)
-		}
+		nib, three, one := ggmlSuperConstsAVX2(t)
 		for h := 0; h < 2; h++ {
 			cr := ggmlHalfCodesAVX2(c, Mem{Base: wp}, h, nib, three, one)
 			for i, v := range cr {
@@ -928,7 +936,6 @@ func ggmlSuperA8R4AVX2(c ggmlSuper) {
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8Avx2 for one vector and four rows at a time (rows a multiple of 4), the reductions and float steps with the rows in the lanes.", name, t))
-	av2 := fvec{avx512: false}
 	// frame: scale vectors (8 x 32) and words (64) of the current row, then
 	// per row the partial sums of both halves and the sums term (48 bytes)
 	sv := AllocLocal(8*32 + 64 + 4*48)
@@ -943,15 +950,8 @@ func ggmlSuperA8R4AVX2(c ggmlSuper) {
 	if t == "Q2K" {
 		dmOff = 82
 	}
-	nib := nibbleMask(YMM())
-	var three, one, kvs VecVirtual
-	switch t {
-	case "Q2K", "Q3K", "Q6K":
-		three = av2.broadcast(0x03030303)
-	}
-	if t == "Q3K" || t == "Q5K" {
-		one = av2.broadcast(0x01010101)
-	}
+	nib, three, one := ggmlSuperConstsAVX2(t)
+	var kvs VecVirtual
 	if c.dword {
 		kvs = YMM()
 		VBROADCASTI128(rodata("ggmlKValues", 16, 1, func(i int) uint64 {

@@ -38,16 +38,7 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full bool) {
 	TEXT(name, 0, ggmlSigM16) // not NOSPLIT: the 1 KiB frame
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s %s, two vectors per accumulator and the vectors in the lanes of the float steps.", name, "Ggml"+t+"A8Avx2", what))
-	av2 := fvec{avx512: false}
-	nib := nibbleMask(YMM())
-	var three, one VecVirtual
-	switch t {
-	case "Q2K", "Q3K", "Q6K":
-		three = av2.broadcast(0x03030303)
-	}
-	if t == "Q3K" || t == "Q5K" {
-		one = av2.broadcast(0x01010101)
-	}
+	nib, three, one := ggmlSuperConstsAVX2(t)
 	// frame: the scale words of the eight code registers (8 x 32 bytes),
 	// the sums term's words (32 bytes, then 32 of raw scale words), the
 	// scale words of the 16 chunks (16 x 32), one half's chunks (8 x 32),
@@ -92,23 +83,7 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full bool) {
 					VMOVDQU(d, chs.Offset(32*(2*i+l)))
 				}
 			}
-			{
-				x := XMM()
-				switch t {
-				case "Q4K", "Q5K":
-					VCVTPH2PS(Mem{Base: wp}, x)
-				case "Q2K":
-					h := XMM()
-					VMOVD(Mem{Base: wp, Disp: 80}, h)
-					VCVTPH2PS(h, x)
-				default:
-					off := map[string]int{"Q3K": 108, "Q6K": 208}[t]
-					h := XMM()
-					VPBROADCASTW(Mem{Base: wp, Disp: off}, h)
-					VCVTPH2PS(h, x)
-				}
-				VMOVDQU(x, dd)
-			}
+			VMOVDQU(ggmlDMinAVX2(t, Mem{Base: wp}), dd)
 			for h := 0; h < 2; h++ {
 				cr := ggmlHalfCodesAVX2(c, Mem{Base: wp}, h, nib, three, one)
 				for i, r := range cr {
