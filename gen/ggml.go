@@ -927,6 +927,31 @@ func (k *ggmlM16) tail(h int, acc []VecVirtual, ri int) {
 	}
 }
 
+// ggmlM16Prefetch emits the batch kernels' prefetches for the nr rows at
+// wp (stride apart). The caller runs the rows over one super-block at a
+// time (cpu.ggmlColBlock), which the hardware prefetchers do not follow:
+// prefetch this super-block four rows on (for this call) and the next one
+// of these rows (for the next call), every line each touches.
+func ggmlM16Prefetch(c ggmlSuper, wp, stride GPVirtual, nr int) {
+	nx := GP64()
+	MOVQ(stride, nx)
+	SHLQ(U8(2), nx)
+	ADDQ(wp, nx)
+	pf := []Mem{{Base: nx}}
+	if nr == 2 {
+		pf = append(pf, Mem{Base: nx, Index: stride, Scale: 1})
+	}
+	for _, b := range []Mem{{Base: wp}, {Base: wp, Index: stride, Scale: 1}}[:nr] {
+		pf = append(pf, b.Offset(c.bytes))
+	}
+	for _, m := range pf {
+		for o := 0; o < c.bytes; o += 64 {
+			PREFETCHT0(m.Offset(o))
+		}
+		PREFETCHT0(m.Offset(c.bytes - 1))
+	}
+}
+
 // ggmlSuperA8M16 emits Ggml<t>A8M16Avx512 (full false) and
 // Ggml<t>A8M16FullAvx512 (full true), the batch kernels of a super-block
 // type, two vectors per accumulator. Per row and half, the codes are
@@ -988,30 +1013,7 @@ func ggmlSuperA8M16(c ggmlSuper, full bool) {
 		{
 			stride := param("stride")
 			bases := []Mem{{Base: wp}, {Base: wp, Index: stride, Scale: 1}}[:nr]
-			// the caller runs the rows over one super-block at a time
-			// (cpu.ggmlColBlock), which the hardware prefetchers do not
-			// follow: prefetch this super-block four rows on (for this
-			// call) and the next one of these rows (for the next call),
-			// every line each touches
-			{
-				nx := GP64()
-				MOVQ(stride, nx)
-				SHLQ(U8(2), nx)
-				ADDQ(wp, nx)
-				pf := []Mem{{Base: nx}}
-				if full {
-					pf = append(pf, Mem{Base: nx, Index: stride, Scale: 1})
-				}
-				for _, b := range bases {
-					pf = append(pf, b.Offset(c.bytes))
-				}
-				for _, m := range pf {
-					for o := 0; o < c.bytes; o += 64 {
-						PREFETCHT0(m.Offset(o))
-					}
-					PREFETCHT0(m.Offset(c.bytes - 1))
-				}
-			}
+			ggmlM16Prefetch(c, wp, stride, nr)
 			for i, b := range bases {
 				k.scales(b, i)
 			}

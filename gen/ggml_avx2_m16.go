@@ -56,21 +56,7 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full bool) {
 		nk := param("nsb")
 		Label(name + "_sb")
 		{
-			// the caller runs the rows over one super-block at a time
-			// (cpu.ggmlColBlock): prefetch it four rows on and the next
-			// one of this row, every line each touches
-			{
-				nx := GP64()
-				MOVQ(param("stride"), nx)
-				SHLQ(U8(2), nx)
-				ADDQ(wp, nx)
-				for _, m := range []Mem{{Base: nx}, {Base: wp, Disp: c.bytes}} {
-					for o := 0; o < c.bytes; o += 64 {
-						PREFETCHT0(m.Offset(o))
-					}
-					PREFETCHT0(m.Offset(c.bytes - 1))
-				}
-			}
+			ggmlM16Prefetch(c, wp, param("stride"), 1)
 			ggmlScalesAVX2(c, Mem{Base: wp}, sv, mw)
 			// chunk 2i+l of the super-block (code register i, lane l)
 			// takes lane l's scale words in both lanes
