@@ -108,16 +108,7 @@ func TestSharedInputErrors(t *testing.T) {
 	other, _ := qgemv.Open()
 	defer other.Close()
 	load := func(e *qgemv.Engine, name string, rows, cols int) *qgemv.Matrix {
-		spec, _ := layout.ParseFormatSpec(name)
-		m, err := synth.Matrix(spec, rows, cols, 3)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mat, err := e.Load(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return mat
+		return loadNamed(t, e, name, rows, cols, 3)
 	}
 	a, b := load(eng, "bits4g128", 64, 256), load(eng, "q4g128", 32, 256)
 	wide := load(eng, "q4g128", 32, 384)
