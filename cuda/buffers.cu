@@ -138,6 +138,27 @@ extern "C" __global__ void a8_sums(const signed char *xq, int *sx, i64 n, i64 bl
 	if (lane == 0) sx[w] = s;
 }
 
+// a8_meta writes, for each 128-column block and vector v < nv, the
+// activation scale's bits and the exact int32 sum of the block's int8
+// activations (zeros for the vectors past batch): the A8 tensor-core
+// kernels' per-block inputs, two words per (block, vector), block-major.
+// One warp per (block, vector).
+extern "C" __global__ void a8_meta(const signed char *xq, const float *xs, int2 *xm, i64 batch, i64 pc, i64 nv) {
+	i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int lane = threadIdx.x & 31;
+	i64 nblk = pc / 128;
+	if (w >= nblk * nv) return;
+	i64 blk = w / nv, v = w % nv;
+	if (v >= batch) {
+		if (lane == 0) xm[w] = make_int2(0, 0);
+		return;
+	}
+	char4 q = *(const char4 *)(xq + v * pc + blk * 128 + lane * 4);
+	int s = q.x + q.y + q.z + q.w;
+	for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL, s, o);
+	if (lane == 0) xm[w] = make_int2(__float_as_int(xs[v * nblk + blk]), s);
+}
+
 // a8_q4order rearranges every 8 int8 activations as (0,2,4,6,1,3,5,7),
 // the order the Q4G128 A8 kernel's nibble unpacking consumes them.
 extern "C" __global__ void a8_q4order(const signed char *xq, signed char *xr, i64 n) {
@@ -146,6 +167,16 @@ extern "C" __global__ void a8_q4order(const signed char *xq, signed char *xr, i6
 	char4 a = *(const char4 *)(xq + i), b = *(const char4 *)(xq + i + 4);
 	*(char4 *)(xr + i) = make_char4(a.x, a.z, b.x, b.z);
 	*(char4 *)(xr + i + 4) = make_char4(a.y, a.w, b.y, b.w);
+}
+
+// a8_perm arranges int8 activations in the fragment order of the A8
+// tensor-core kernels: out[i] = xq[i - i%e + tab[i%e]] (e columns per
+// step, n a multiple of e; tab from gpuhost.A8FragOrder).
+extern "C" __global__ void a8_perm(const signed char *xq, const int *tab, signed char *out, i64 n, i64 e) {
+	i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n) return;
+	i64 r = i % e;
+	out[i] = xq[i - r + tab[r]];
 }
 
 // a8_split writes the even and odd int8 activations of each column pair

@@ -24,7 +24,7 @@ import (
 // report what the queued kernels flagged in the status word.
 
 func init() {
-	addKernels("gather_f16", "gather_h16", "xsum_f16", "xsum_h16", "quant_a8", "a8_sums", "a8_q4order", "a8_split", "swiglu", "add_f32", "scale_f32")
+	addKernels("gather_f16", "gather_h16", "xsum_f16", "xsum_h16", "quant_a8", "a8_sums", "a8_q4order", "a8_perm", "a8_meta", "a8_split", "swiglu", "add_f32", "scale_f32")
 }
 
 // bufPad is the bytes allocated past a buffer's size: kernels that load
@@ -449,6 +449,22 @@ func (mx *Matrix) colTables() (nat, mma *buffer, err error) {
 	return nb, mb, nil
 }
 
+// a8Table returns the device copy of the Bits A8 tensor-core kernels'
+// fragment order (gpuhost.A8FragOrder), made on first use (CUDA thread).
+func (mx *Matrix) a8Table() (*buffer, error) {
+	if mx.a8t != nil {
+		return mx.a8t, nil
+	}
+	tab, err := gpuhost.A8FragOrder(mx.n)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	if err := uploadAll(into(&mx.a8t, tab)); err != nil {
+		return nil, err
+	}
+	return mx.a8t, nil
+}
+
 // withWords runs f with the matrix's words in place: an entropy-coded
 // matrix's are decoded into scratch first (CUDA thread).
 func (mx *Matrix) withWords(f func() error) error {
@@ -714,7 +730,8 @@ var errNonFinite = errors.New("cuda: an activation is NaN or infinite")
 // natural stored order (xq) and queues the multiply (CUDA thread).
 func (mx *Matrix) mulI8Dev(dst, xq, xs cu.DevicePtr, batch int) error {
 	b := mx.b
-	n := int64(batch * mx.geo.PCols)
+	pc := int64(mx.geo.PCols)
+	n := int64(batch) * pc
 	var ptrs []cu.DevicePtr
 	var sx cu.DevicePtr
 	sums := func(blk int64) error {
@@ -725,20 +742,48 @@ func (mx *Matrix) mulI8Dev(dst, xq, xs cu.DevicePtr, batch int) error {
 		sx = sb.ptr
 		return b.launch("a8_sums", ceilDiv(int(n/blk), 8), 1, 256, 0, xq, sb.ptr, n, blk)
 	}
-	switch mx.f {
-	case fmtQ4:
+	// reorder writes the activations in a kernel's order into xq0:
+	// a8_q4order, or a8_perm with the fragment order table.
+	reorder := func() (cu.DevicePtr, error) {
 		rb, err := b.scratchBuf("xq0", n)
+		if err != nil {
+			return 0, err
+		}
+		if mx.f == fmtQ4 {
+			return rb.ptr, b.launch("a8_q4order", ceilDiv(int(n/8), 256), 1, 256, 0, xq, rb.ptr, n)
+		}
+		tab, err := mx.a8Table()
+		if err != nil {
+			return 0, err
+		}
+		return rb.ptr, b.launch("a8_perm", ceilDiv(int(n), 256), 1, 256, 0, xq, tab.ptr, rb.ptr, n, int64(1024/mx.n))
+	}
+	switch {
+	case mx.useA8MMA(): // fragment order; scales and sums per block and vector slot (a8_meta)
+		p, err := reorder()
 		if err != nil {
 			return err
 		}
-		if err := b.launch("a8_q4order", ceilDiv(int(n/8), 256), 1, 256, 0, xq, rb.ptr, n); err != nil {
+		ptrs = []cu.DevicePtr{p}
+		nv := int64(a8Slots(batch))
+		mb, err := b.scratchBuf("xm", 8*nv*pc/128)
+		if err != nil {
 			return err
 		}
+		sx = mb.ptr
+		if err := b.launch("a8_meta", ceilDiv(int(nv*pc/128), 8), 1, 256, 0, xq, xs, mb.ptr, int64(batch), pc, nv); err != nil {
+			return err
+		}
+	case mx.f == fmtQ4:
+		p, err := reorder()
+		if err != nil {
+			return err
+		}
+		ptrs = []cu.DevicePtr{p}
 		if err := sums(128); err != nil {
 			return err
 		}
-		ptrs = []cu.DevicePtr{rb.ptr}
-	case fmtBits:
+	case mx.f == fmtBits:
 		if err := sums(int64(min(mx.g, 128))); err != nil {
 			return err
 		}
@@ -758,7 +803,7 @@ func (mx *Matrix) mulI8Dev(dst, xq, xs cu.DevicePtr, batch int) error {
 		ptrs = []cu.DevicePtr{eb.ptr, ob.ptr}
 	}
 	return mx.withWords(func() error {
-		name, lead := mx.a8Args(ptrs, xs, sx)
+		name, lead := mx.a8Args(ptrs, xs, sx, batch)
 		return mx.launch(name, &lead, dst, batch)
 	})
 }

@@ -311,8 +311,11 @@ var kernelNames = func() []string {
 	for _, n := range []int{8, 4, 3, 2, 1} {
 		names = append(names, fmt.Sprintf("bits%d_a8", n))
 	}
-	for _, n := range []int{8, 4, 2} {
-		names = append(names, fmt.Sprintf("bits%d_mma_n8", n), fmt.Sprintf("bits%d_mma_n16", n))
+	for _, f := range []string{"bits8", "bits4", "bits2"} {
+		names = append(names, f+"_mma_n8", f+"_mma_n16")
+	}
+	for _, f := range []string{"q4g128", "bits8", "bits4", "bits2"} {
+		names = append(names, f+"_a8mma_n8", f+"_a8mma_n16")
 	}
 	return names
 }()

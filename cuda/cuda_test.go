@@ -123,6 +123,67 @@ func TestSplitK(t *testing.T) {
 	}
 }
 
+// TestA8TensorCores: the int8 tensor-core kernels (Q4G128, Bits 8/4/2
+// with groups of 128 columns or more) over rows long enough for several
+// rounds and a partial last one, at batches that take the 8- and
+// 16-vector kernels partly filled, equal layout's exact int8 reference
+// bit for bit, through MulA8 (activations quantized on the device) and
+// MulI8; a row count not a multiple of 16 leaves a partial row tile.
+func TestA8TensorCores(t *testing.T) {
+	device(t)
+	b, err := cuda.Open(0, cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, f := range []string{"q4g128", "bits8g128", "bits4g128", "bits4g256", "bits2g128", "bits8row", "bits2row", "bits4g32"} {
+		for _, sh := range [][2]int{{37, 6000}, {300, 14336}} {
+			m, err := synth.Named(f, sh[0], sh[1], 11)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref := m.(layout.A8Matrix)
+			mx, err := b.Load(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, cols := m.Shape()
+			pc := m.PaddedCols()
+			for _, batch := range []int{1, 3, 8, 9, 16} {
+				x := synth.Vector(batch*cols, uint64(batch))
+				xq, xs := make([]int8, batch*pc), make([]float32, batch*pc/128)
+				want := make([]float32, batch*rows)
+				for v := 0; v < batch; v++ {
+					q, s := xq[v*pc:(v+1)*pc], xs[v*pc/128:(v+1)*pc/128]
+					if err := layout.QuantizeA8(q, s, x[v*cols:(v+1)*cols]); err != nil {
+						t.Fatal(err)
+					}
+					if err := ref.DotA8Exact(want[v*rows:(v+1)*rows], q, s); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for _, path := range []string{"MulA8", "MulI8"} {
+					y := make([]float32, batch*rows)
+					if path == "MulA8" {
+						err = mx.MulA8(y, x, batch)
+					} else {
+						err = mx.MulI8(y, xq, xs, batch)
+					}
+					if err != nil {
+						t.Fatalf("%s %dx%d batch %d %s: %v", f, rows, cols, batch, path, err)
+					}
+					for i := range y {
+						if math.Float32bits(y[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s %dx%d batch %d %s: vector %d row %d = %v, want exactly %v", f, rows, cols, batch, path, i/rows, i%rows, y[i], want[i])
+						}
+					}
+				}
+			}
+			mx.Close()
+		}
+	}
+}
+
 // refResult is the float64 reference of a batch and its magnitudes.
 type refResult struct {
 	rows     int

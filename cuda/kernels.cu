@@ -851,6 +851,228 @@ BITSA8(3)
 BITSA8(2)
 BITSA8(1)
 
+// ---------------------------------------------------------------- A8 on tensor cores
+
+// Q4G128 and Bits(n, g) (n = 8, 4, 2, g >= 128) with int8 activations on
+// the int8 tensor cores (sm_80+), bit-exact: mma.m16n8k32 multiplies
+// unsigned codes by signed activations into exact int32 block sums, and
+// the float combination is layout's, block terms added in block order.
+// A block of 8 warps computes 16 rows; a step is one 128-column group
+// (Q4G128) or one 128-byte chunk of E = 32*32/n columns (Bits: GPC = E/128
+// blocks of 128 columns). Lane (g, t) loads 16 (Q4G128: columns
+// 32t..32t+31) or 32 bytes (Bits: words 8t..8t+7) of rows g and g+8 per
+// step and turns them into a-fragments (a8Frag): 4 k-steps of 32 codes
+// per block and row, the codes of one k-step always inside one block.
+// The K order inside a block is free as long as the activations follow
+// it: xf holds them per vector in fragment order, position
+// q*128 + 32t + 8s + b of a step holding the column that byte b of lane
+// t's k-step s of block q multiplies (gpuhost.A8FragOrder; for Q4G128
+// that is a8_q4order's arrangement); xm holds, per 128-column block and
+// vector v < 8*NT, the activation scale's bits and the block's int32
+// activation sum (a8_meta). A round is WARPS*SPW consecutive steps (warp
+// wp takes step wp, and wp + WARPS for Q4G128): each lane turns its
+// int32 sums into float terms s*xs*(sum - z*sx) in shared memory, one
+// barrier, then thread i adds the round's terms of its (row, vector) in
+// block order. The next round's weights are loaded before the products
+// of the current one (two term buffers where they fit, so one barrier
+// per round).
+//
+// A8MMA_MINB: blocks per SM the register budget must allow. Two: on an
+// H200 three or four made the compiler spill (Bits) and were slower on
+// most shapes.
+#ifndef A8MMA_MINB
+#define A8MMA_MINB 2
+#endif
+#if __CUDA_ARCH__ >= 800
+__device__ __forceinline__ void mmaI8(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+	asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+		     : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+		     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t u4at(uint4 w, int i) { return i == 0 ? w.x : i == 1 ? w.y : i == 2 ? w.z : w.w; }
+
+// a8Frag returns one a-fragment register of a row: 4 codes of block q
+// for k-step s, half 0 (a0/a1) or 1 (a2/a3), from the lane's words w
+// (Q4G128: w[0], 32 nibbles; Bits: w[0..1], words 8t..8t+7).
+template <int N>
+__device__ __forceinline__ uint32_t a8Frag(const uint4 (&w)[2], int q, int s, int half) {
+	const uint32_t M4 = 0x0F0F0F0Fu;
+	if (N == 0) { // word s: even columns in the low nibbles, odd in the high
+		uint32_t v = u4at(w[0], s);
+		return half ? (v >> 4) & M4 : v & M4;
+	}
+	if (N == 8) { // word 2s+half: bytes = planes 3..0
+		int j = 2 * s + half;
+		return u4at(w[j >> 2], j & 3);
+	}
+	if (N == 4) { // word 2s+half: planes [3,1,2,0] (q = 0) or [7,5,6,4] (q = 1)
+		int j = 2 * s + half;
+		uint32_t v = u4at(w[j >> 2], j & 3);
+		return __byte_perm(v & M4, (v >> 4) & M4, q == 0 ? 0x7632 : 0x5410);
+	}
+	// N == 2: byte 3-q of words 4h..4h+3 (h = s/2) gathered, then the
+	// 2-bit field f = 2(s%2) + half of each: plane 4q + 3 - f
+	int h = s >> 1, f = 2 * (s & 1) + half;
+	uint32_t w0 = u4at(w[h], 0), w1 = u4at(w[h], 1), w2 = u4at(w[h], 2), w3 = u4at(w[h], 3);
+	uint32_t a = __byte_perm(w0, w1, q < 2 ? 0x6273 : 0x4051), c = __byte_perm(w2, w3, q < 2 ? 0x6273 : 0x4051);
+	uint32_t r = __byte_perm(a, c, (q & 1) ? 0x7632 : 0x5410);
+	return (r >> (2 * f)) & 0x03030303u;
+}
+#endif
+
+template <int N, int NT>
+__device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void *Zp, const uint4 *xf, const int4 *xm, float *y, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb) {
+#if __CUDA_ARCH__ >= 800
+	const int E = N == 0 ? 128 : 32 * (32 / N), GPC = E / 128, UPS = N == 0 ? 4 : 8;
+	// SPW: steps per warp and round. Two for Q4G128 (16 bytes a row per
+	// step); one for Bits, whose steps load 32 (on an H200 two took
+	// Bits8 from 20.9 to 25.1 us at batch 1 on 14336x4096 and Bits4 did
+	// not gain).
+	const int SPW = N == 0 ? 2 : 1, RS = WARPS * SPW, RB = RS * GPC, NV = 8 * NT;
+	const int NBUF = 2 * RB * 16 * NV * 4 <= 32 * 1024 ? 2 : 1;
+	__shared__ float tb[NBUF][RB][16][NV];
+	int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+	i64 rb = (i64)blockIdx.x * 16, r0 = rb + g, r1 = r0 + 8; // padded rows exist (PRows % 16 == 0)
+	i64 steps = pcols / E, nblk = pcols / 128, units = steps * UPS;
+	i64 lo = N == 0 ? t : 2 * t;
+	const uint4 *W0 = W + r0 * units + lo, *W1 = W + r1 * units + lo;
+	int arow = threadIdx.x / NV, av = threadIdx.x % NV;
+	bool aon = threadIdx.x < 16 * NV && av < nb && rb + arow < rows;
+	float acc = 0;
+	uint4 wc[SPW][2][2];
+#pragma unroll
+	for (int h = 0; h < SPW; h++) {
+		i64 k = min((i64)(h * WARPS + wp), steps - 1);
+		wc[h][0][0] = __ldcs(W0 + k * UPS);
+		wc[h][1][0] = __ldcs(W1 + k * UPS);
+		wc[h][0][1] = N != 0 ? __ldcs(W0 + k * UPS + 1) : make_uint4(0, 0, 0, 0);
+		wc[h][1][1] = N != 0 ? __ldcs(W1 + k * UPS + 1) : make_uint4(0, 0, 0, 0);
+	}
+	i64 rounds = (steps + RS - 1) / RS;
+	for (i64 R = 0; R < rounds; R++) {
+		uint4 wn[SPW][2][2];
+#pragma unroll
+		for (int h = 0; h < SPW; h++) {
+			i64 k = min((R + 1) * RS + h * WARPS + wp, steps - 1);
+			wn[h][0][0] = __ldcs(W0 + k * UPS);
+			wn[h][1][0] = __ldcs(W1 + k * UPS);
+			wn[h][0][1] = N != 0 ? __ldcs(W0 + k * UPS + 1) : make_uint4(0, 0, 0, 0);
+			wn[h][1][1] = N != 0 ? __ldcs(W1 + k * UPS + 1) : make_uint4(0, 0, 0, 0);
+		}
+		int buf = NBUF == 2 ? (int)(R & 1) : 0;
+#pragma unroll
+		for (int h = 0; h < SPW; h++) {
+			i64 k = R * RS + h * WARPS + wp;
+			if (k >= steps) break;
+			// The sums start at the bits of 1.5*2^23: a block's sum minus
+			// z*sx stays within 2^22 in magnitude (at most 128*255*127),
+			// so those bits read as a float are 1.5*2^23 + the sum exactly
+			// and one subtraction gives float(sum) (no conversion).
+			int c[GPC][NT][4];
+#pragma unroll
+			for (int q = 0; q < GPC; q++)
+#pragma unroll
+				for (int n = 0; n < NT; n++)
+#pragma unroll
+					for (int e = 0; e < 4; e++) c[q][n][e] = 0x4B400000;
+#pragma unroll
+			for (int q = 0; q < GPC; q++) {
+				uint4 xv[NT][2];
+#pragma unroll
+				for (int n = 0; n < NT; n++) {
+					i64 v = n * 8 + g;
+					const uint4 *xp = xf + (v * pcols + k * E + q * 128 + t * 32) / 16;
+					xv[n][0] = v < nb ? __ldg(xp) : make_uint4(0, 0, 0, 0);
+					xv[n][1] = v < nb ? __ldg(xp + 1) : make_uint4(0, 0, 0, 0);
+				}
+#pragma unroll
+				for (int s = 0; s < 4; s++) {
+					uint32_t A0 = a8Frag<N>(wc[h][0], q, s, 0), A1 = a8Frag<N>(wc[h][1], q, s, 0);
+					uint32_t A2 = a8Frag<N>(wc[h][0], q, s, 1), A3 = a8Frag<N>(wc[h][1], q, s, 1);
+#pragma unroll
+					for (int n = 0; n < NT; n++) {
+						uint4 x = xv[n][s >> 1];
+						mmaI8(c[q][n], A0, A1, A2, A3, (s & 1) ? x.z : x.x, (s & 1) ? x.w : x.y);
+					}
+				}
+			}
+#pragma unroll
+			for (int q = 0; q < GPC; q++) {
+				i64 blk = k * GPC + q;
+				int lb = (h * WARPS + wp) * GPC + q;
+				float s0, s1;
+				int z0, z1;
+				if (N == 0) {
+					const uint8_t *Z = (const uint8_t *)Zp;
+					i64 m0 = ((r0 >> 7) * nblk + blk) * 128 + (r0 & 127), m1 = m0 + 8;
+					s0 = __ldg(S + m0);
+					s1 = __ldg(S + m1);
+					uint32_t zb0 = __ldg(Z + (m0 >> 1)), zb1 = __ldg(Z + (m1 >> 1));
+					z0 = (m0 & 1) ? zb0 >> 4 : zb0 & 15;
+					z1 = (m1 & 1) ? zb1 >> 4 : zb1 & 15;
+				} else {
+					const int *Zi = (const int *)Zp;
+					i64 gi = ((blk * 128) >> lg) * prows;
+					s0 = __ldg(S + gi + r0);
+					s1 = __ldg(S + gi + r1);
+					z0 = __ldg(Zi + gi + r0);
+					z1 = __ldg(Zi + gi + r1);
+				}
+#pragma unroll
+				for (int n = 0; n < NT; n++) {
+					int v = n * 8 + 2 * t;
+					if (v >= nb) continue;
+					int4 m = __ldg(xm + (blk * NV + v) / 2); // xs and sx of vectors v, v+1
+#pragma unroll
+					for (int e = 0; e < 2; e++) {
+						float f = __int_as_float(e ? m.z : m.x);
+						int sv = e ? m.w : m.y;
+						float i0 = __fsub_rn(__int_as_float(c[q][n][e] - z0 * sv), 12582912.0f);
+						float i1 = __fsub_rn(__int_as_float(c[q][n][e + 2] - z1 * sv), 12582912.0f);
+						tb[buf][lb][g][v + e] = __fmul_rn(__fmul_rn(s0, f), i0);
+						tb[buf][lb][g + 8][v + e] = __fmul_rn(__fmul_rn(s1, f), i1);
+					}
+				}
+			}
+		}
+		__syncthreads();
+		if (aon) {
+			int count = (int)min((i64)RB, nblk - R * RB);
+			if (count == RB) {
+#pragma unroll
+				for (int j = 0; j < RB; j++) acc = __fadd_rn(acc, tb[buf][j][arow][av]);
+			} else {
+				for (int j = 0; j < count; j++) acc = __fadd_rn(acc, tb[buf][j][arow][av]);
+			}
+		}
+		if (NBUF == 1) __syncthreads();
+#pragma unroll
+		for (int h = 0; h < SPW; h++)
+#pragma unroll
+			for (int r = 0; r < 2; r++) {
+				wc[h][r][0] = wn[h][r][0];
+				wc[h][r][1] = wn[h][r][1];
+			}
+	}
+	if (aon) y[av * rows + rb + arow] = acc;
+#else
+	asm volatile("trap;"); // the host runs these only on sm_80 and later
+#endif
+}
+
+#define A8MMA(NAME, N)                                                                                                                                                                                             \
+	extern "C" __global__ void __launch_bounds__(32 * WARPS, A8MMA_MINB) NAME##_a8mma_n8(const uint4 *W, const float *S, const void *Z, const uint4 *xf, const int4 *xm, float *y, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb) {  \
+		a8mma<N, 1>(W, S, Z, xf, xm, y, rows, prows, pcols, lg, nb);                                                                                                                                   \
+	}                                                                                                                                                                                                          \
+	extern "C" __global__ void __launch_bounds__(32 * WARPS, A8MMA_MINB) NAME##_a8mma_n16(const uint4 *W, const float *S, const void *Z, const uint4 *xf, const int4 *xm, float *y, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb) { \
+		a8mma<N, 2>(W, S, Z, xf, xm, y, rows, prows, pcols, lg, nb);                                                                                                                                   \
+	}
+A8MMA(q4g128, 0)
+A8MMA(bits8, 8)
+A8MMA(bits4, 4)
+A8MMA(bits2, 2)
+
 // ---------------------------------------------------------------- Sparse12
 
 // Sparse12, int8 activations, bit-exact. xe and xo hold the int8

@@ -63,6 +63,7 @@ type Matrix struct {
 	coded *ANSMatrix // an entropy-coded Bits matrix's words (ansbits.go), or nil
 
 	nat, mma *buffer // device gather tables (buffers.go colTables), made on first use
+	a8t      *buffer // the Bits A8 tensor-core kernels' fragment order (a8Table), made on first use
 }
 
 // Mat is a matrix loaded onto the device, whatever its format: *Matrix
@@ -176,7 +177,7 @@ func groupShift(g int, wholeRow bool) int64 {
 // so does a second Close.
 func (mx *Matrix) Close() error {
 	return mx.close(func() {
-		freeAll(mx.w, mx.s, mx.z, mx.m, mx.zi, mx.nat, mx.mma)
+		freeAll(mx.w, mx.s, mx.z, mx.m, mx.zi, mx.nat, mx.mma, mx.a8t)
 		if mx.coded != nil {
 			mx.coded.free()
 		}
@@ -416,6 +417,8 @@ const (
 	kA8
 	kMMA8
 	kMMA16
+	kA8MMA8
+	kA8MMA16
 	nKinds
 )
 
@@ -438,6 +441,8 @@ var kernelTab = func() (t [3][9][nKinds][3]string) {
 				t[f][n][kA8][i] = b + "_a8"
 				t[f][n][kMMA8][i] = b + "_mma_n8"
 				t[f][n][kMMA16][i] = b + "_mma_n16"
+				t[f][n][kA8MMA8][i] = b + "_a8mma_n8"
+				t[f][n][kA8MMA16][i] = b + "_a8mma_n16"
 			}
 		}
 	}
@@ -525,9 +530,13 @@ func mulI8Req(r *mulReq) error {
 }
 
 // a8Inputs returns the int8 activations rearranged for the format's A8
-// kernel and their exact per-block sums (nil where the kernel forms them).
-func (mx *Matrix) a8Inputs(xq []int8, batch int) (act [][]int8, sx []int32) {
+// kernel and their exact per-block sums (nil where the kernel forms them;
+// for the tensor-core kernels the per-block words a8_meta writes).
+func (mx *Matrix) a8Inputs(xq []int8, xs []float32, batch int) (act [][]int8, sx []int32) {
 	pc := mx.geo.PCols
+	if mx.useA8MMA() {
+		return mx.a8MMAInputs(xq, xs, batch)
+	}
 	switch mx.f {
 	case fmtQ4: // every 8 columns as (0,2,4,6,1,3,5,7); sums per group of 128
 		r := make([]int8, len(xq))
@@ -554,6 +563,45 @@ func (mx *Matrix) a8Inputs(xq []int8, batch int) (act [][]int8, sx []int32) {
 		e[p], o[p] = xq[2*p], xq[2*p+1]
 	}
 	return [][]int8{e, o}, nil
+}
+
+// a8MMAInputs is a8Inputs for the tensor-core kernels, on the host: the
+// activations in fragment order (as a8_q4order or a8_perm arrange them)
+// and, per 128-column block and vector slot, the scale's bits and the
+// block's sum (as a8_meta writes them).
+func (mx *Matrix) a8MMAInputs(xq []int8, xs []float32, batch int) ([][]int8, []int32) {
+	pc := mx.geo.PCols
+	tab, _ := gpuhost.A8FragOrder(0) // Q4G128: a8_q4order's arrangement
+	if mx.f == fmtBits {
+		tab, _ = gpuhost.A8FragOrder(mx.n) // useA8MMA: n is 8, 4 or 2
+	}
+	e := len(tab)
+	r := make([]int8, len(xq))
+	for i := range r {
+		r[i] = xq[i-i%e+int(tab[i%e])]
+	}
+	nv, nblk := a8Slots(batch), pc/128
+	xm := make([]int32, 2*nv*nblk)
+	for v := 0; v < batch; v++ {
+		for k := range nblk {
+			sum := int32(0)
+			for _, q := range xq[v*pc+k*128:][:128] {
+				sum += int32(q)
+			}
+			xm[2*(k*nv+v)] = int32(math.Float32bits(xs[v*nblk+k]))
+			xm[2*(k*nv+v)+1] = sum
+		}
+	}
+	return [][]int8{r}, xm
+}
+
+// a8Slots returns the vector slots of the A8 tensor-core kernel for
+// batch vectors: 8 or 16.
+func a8Slots(batch int) int {
+	if batch > 8 {
+		return 16
+	}
+	return 8
 }
 
 // uploadA8 copies the int8 activations (as a8Inputs arranged them), their
@@ -584,9 +632,21 @@ func (b *Backend) uploadA8(act [][]int8, xs []float32, sx []int32) (ptrs []cu.De
 // the activations' (a8Args).
 type a8Lead [6]cu.DevicePtr
 
-// a8Args returns the A8 kernel and its leading arguments.
-func (mx *Matrix) a8Args(ptrs []cu.DevicePtr, xs, sx cu.DevicePtr) (string, a8Lead) {
+// a8Args returns the A8 kernel for batch vectors and its leading
+// arguments.
+func (mx *Matrix) a8Args(ptrs []cu.DevicePtr, xs, sx cu.DevicePtr, batch int) (string, a8Lead) {
 	name := mx.kernelName(kA8, 1)
+	if mx.useA8MMA() { // sx: a8_meta's words
+		name = mx.kernelName(kA8MMA8, 1)
+		if batch > 8 {
+			name = mx.kernelName(kA8MMA16, 1)
+		}
+		z := mx.z // Q4G128's packed zero points, Bits' integer ones
+		if mx.f == fmtBits {
+			z = mx.zi
+		}
+		return name, a8Lead{mx.w.ptr, mx.s.ptr, z.ptr, ptrs[0], sx, 0}
+	}
 	switch mx.f {
 	case fmtQ4:
 		return name, a8Lead{mx.w.ptr, mx.s.ptr, mx.z.ptr, ptrs[0], xs, sx}
@@ -637,6 +697,9 @@ func (mx *Matrix) launchIn(sfx, name string, lead *a8Lead, y cu.DevicePtr, batch
 	b := mx.b
 	rows, pc, nb := int64(mx.geo.Rows), int64(mx.geo.PCols), int64(batch)
 	if l := lead; l != nil { // A8
+		if strings.Contains(name, "_a8mma_") {
+			return b.launch(name, ceilDiv(mx.geo.Rows, 16), 1, 32*warps, 0, l[0], l[1], l[2], l[3], l[4], y, rows, int64(mx.prows), pc, mx.lg, nb)
+		}
 		switch mx.f {
 		case fmtQ4:
 			return b.launch(name, ceilDiv(mx.geo.Rows, warps), 1, 32*warps, 0, l[0], l[1], l[2], l[3], l[4], l[5], y, rows, pc, nb)
@@ -682,6 +745,10 @@ func (mx *Matrix) launchIn(sfx, name string, lead *a8Lead, y cu.DevicePtr, batch
 	}
 	return b.launch(name, gx, splits, 32*warps, 0, mx.w.ptr, mx.s.ptr, mx.m.ptr, int64(mx.prows), pc, mx.lg, xb.ptr, y, ws, rows, nb, mode)
 }
+
+// useA8MMA reports whether int8 activations run on the int8 tensor
+// cores (a8mma in kernels.cu): where the binary16 ones do, but Sparse12.
+func (mx *Matrix) useA8MMA() bool { return mx.f != fmtSparse && mx.useMMA() }
 
 // splitWorkspace returns the workspace of a deterministic SplitK launch
 // of gx row tiles with n partial results (CUDA thread): one counter per

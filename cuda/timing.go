@@ -222,14 +222,14 @@ func TimeGEMV(mats []*Matrix, act string, batch, iters int) (Timing, error) {
 			return Timing{}, fmt.Errorf("cuda: %w", err)
 		}
 		actBytes = int64(len(xq)) + 4*int64(len(xs))
-		qa, sx := m0.a8Inputs(xq, batch)
+		qa, sx := m0.a8Inputs(xq, xs, batch)
 		prep = func(b *Backend) error {
 			ptrs, xsp, sxp, err := b.uploadA8(qa, xs, sx)
 			args = func(m *Matrix) *a8Lead {
-				_, a := m.a8Args(ptrs, xsp, sxp)
+				_, a := m.a8Args(ptrs, xsp, sxp, batch)
 				return &a
 			}
-			name, _ = m0.a8Args(ptrs, xsp, sxp)
+			name, _ = m0.a8Args(ptrs, xsp, sxp, batch)
 			return err
 		}
 	default:

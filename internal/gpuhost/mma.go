@@ -341,3 +341,57 @@ func UnscaleResults(y []float32, batch, rows int, back []int) {
 		}
 	}
 }
+
+// A8FragOrder returns the int8 fragment order of the A8 tensor-core
+// kernels (cuda/kernels.cu a8mma, mma.m16n8k32 with unsigned codes and
+// signed activations) for one step of e columns: a 128-column group for
+// Q4G128 (n = 0), a chunk of 1024/n columns for Bits(n, g) (n = 8, 4, 2,
+// g >= 128). Position q*128 + 32t + 8s + b of a step holds the column
+// (within the step) that byte b of lane column t's k-step s of block q
+// multiplies: bytes 0..3 are the lane's first four codes of the k-step
+// (a0), bytes 4..7 its second four (a2).
+//
+//   - Q4G128: word s of the lane's 16 bytes, low nibbles (even columns)
+//     then high (odd): 32t + 8s + 2b (b < 4), 32t + 8s + 2(b-4) + 1.
+//   - Bits8: word 8t + 2s + b/4, byte b%4 = plane 3 - b%4.
+//   - Bits4: word 8t + 2s + b/4; the nibbles of the byte pairs give planes
+//     3, 1, 2, 0 (q = 0) or 7, 5, 6, 4 (q = 1).
+//   - Bits2: words 8t + 4(s/2) + b%4; 2-bit field f = 2(s%2) + b/4 of
+//     their byte 3-q, plane 4q + 3 - f.
+//
+// Column of word w, plane i: 32i + w. The slice is the caller's.
+func A8FragOrder(n int) ([]int32, error) {
+	e := 128
+	switch n {
+	case 0:
+	case 8, 4, 2:
+		e = 1024 / n
+	default:
+		return nil, fmt.Errorf("gpuhost: A8FragOrder: no int8 tensor-core order for %d-bit codes (want 0 for Q4G128, 8, 4 or 2)", n)
+	}
+	idx := make([]int32, e)
+	for q := range e / 128 {
+		for t := range 4 {
+			for s := range 4 {
+				for b := range 8 {
+					half, bb := b/4, b%4
+					var c int
+					switch n {
+					case 0:
+						c = 32*t + 8*s + 2*bb + half
+					case 8:
+						c = 32*(3-bb) + 8*t + 2*s + half
+					case 4:
+						plane := [2][4]int{{3, 1, 2, 0}, {7, 5, 6, 4}}[q][bb]
+						c = 32*plane + 8*t + 2*s + half
+					case 2:
+						f := 2*(s%2) + half
+						c = 32*(4*q+3-f) + 8*t + 4*(s/2) + bb
+					}
+					idx[q*128+32*t+8*s+b] = int32(c)
+				}
+			}
+		}
+	}
+	return idx, nil
+}

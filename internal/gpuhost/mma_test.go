@@ -236,3 +236,96 @@ func TestFP16Fast(t *testing.T) {
 		}
 	}
 }
+
+// TestA8FragOrder checks the int8 fragment order against a model of the
+// kernel's unpacking (cuda/kernels.cu a8Frag, written again here from
+// its description): every position's code is the code of the column the
+// order names, each block's positions are a permutation of its 128
+// columns, and widths without a kernel are errors.
+func TestA8FragOrder(t *testing.T) {
+	rng := rand.New(rand.NewSource(56))
+	bp := func(a, b uint32, sel uint32) uint32 { // __byte_perm
+		x := uint64(b)<<32 | uint64(a)
+		var r uint32
+		for i := range 4 {
+			r |= uint32(x>>(8*((sel>>(4*i))&7))&0xFF) << (8 * i)
+		}
+		return r
+	}
+	for _, n := range []int{0, 8, 4, 2} {
+		idx, err := A8FragOrder(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := len(idx)
+		words := make([]uint32, 32) // a Bits chunk, or a Q4G128 group's 64 bytes as 16 words
+		for i := range words {
+			words[i] = rng.Uint32()
+		}
+		code := func(c int) uint32 {
+			if n == 0 {
+				return words[c/8] >> (4 * (c % 8)) & 15
+			}
+			w, i := c%32, c/32
+			return words[w] >> (32 - n*(i+1)) & (1<<n - 1)
+		}
+		frag := func(tl, q, s, half int) uint32 {
+			lw := words[8*tl:][:8]
+			const m4 = 0x0F0F0F0F
+			switch n {
+			case 0:
+				v := words[4*tl+s]
+				if half == 1 {
+					return v >> 4 & m4
+				}
+				return v & m4
+			case 8:
+				return lw[2*s+half]
+			case 4:
+				v := lw[2*s+half]
+				sel := uint32(0x7632)
+				if q == 1 {
+					sel = 0x5410
+				}
+				return bp(v&m4, v>>4&m4, sel)
+			}
+			h, f := s/2, 2*(s%2)+half
+			w := lw[4*h:][:4]
+			sel := uint32(0x6273)
+			if q >= 2 {
+				sel = 0x4051
+			}
+			a, c := bp(w[0], w[1], sel), bp(w[2], w[3], sel)
+			sel = 0x5410
+			if q&1 == 1 {
+				sel = 0x7632
+			}
+			return bp(a, c, sel) >> (2 * f) & 0x03030303
+		}
+		for q := range e / 128 {
+			seen := make([]bool, 128)
+			for tl := range 4 {
+				for s := range 4 {
+					for half := range 2 {
+						a := frag(tl, q, s, half)
+						for bb := range 4 {
+							c := int(idx[q*128+32*tl+8*s+4*half+bb])
+							if c < q*128 || c >= q*128+128 || seen[c-q*128] {
+								t.Fatalf("n=%d: position %d names column %d: outside block %d or twice", n, q*128+32*tl+8*s+4*half+bb, c, q)
+							}
+							seen[c-q*128] = true
+							if got, want := a>>(8*bb)&0xFF, code(c); got != want {
+								t.Fatalf("n=%d block %d lane %d k-step %d half %d byte %d: code %d, column %d holds %d", n, q, tl, s, half, bb, got, c, want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	for _, n := range []int{1, 3, 5, 16} {
+		if _, err := A8FragOrder(n); err == nil {
+			t.Errorf("A8FragOrder(%d): no error", n)
+		}
+	}
+}
