@@ -74,12 +74,16 @@
 // QGEMV_CUDA_SPLITK_MODE).
 //
 // Int8 kernels are bit-exact with layout's DotA8Exact: per-block int32
-// sums from dp4a (Q4G128 with the activations reordered per 8 columns
-// to meet the low and high nibbles; Bits with the codes of four
+// sums, then f = s*xs, term = f*isum and acc = acc + term in float32,
+// unfused, in block order. The exact order is why int8 multiplies are not
+// split. On sm_80 and later, Q4G128 and Bits 8/4/2 with groups of at
+// least 128 take the sums from the int8 tensor cores (mma.m16n8k32; the
+// activations in the fragments' K order, gpuhost.A8FragOrder) and keep
+// the block order across warps through shared memory; the other formats
+// and older GPUs use dp4a (Q4G128 with the activations reordered per 8
+// columns to meet the low and high nibbles; Bits with the codes of four
 // consecutive columns gathered into one word; Sparse12 with the position
-// bits selecting even or odd activations byte by byte), then
-// f = s*xs, term = f*isum and acc = acc + term in float32, unfused, in
-// block order. The exact order is why int8 multiplies are not split.
+// bits selecting even or odd activations byte by byte).
 //
 // For kernel development, QGEMV_CUDA_PTX names a directory whose
 // <source>_sm_<cc>.ptx (or .ptx.gz) files are loaded instead of the
