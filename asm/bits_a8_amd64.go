@@ -22,9 +22,10 @@ func Bits8A8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *
 func Bits8A8G64Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits8A8G32Avx512 computes W8A8 dot products of Bits matrices with AVX-512
-// VNNI and VBMI, blocks of 32 columns (groups of 32): tiles of R = 4 rows, L =
-// 4 lanes per row and chunk, float32 metadata (128 bytes per tile and chunk),
-// 640 act bytes per chunk. See "Bits int8 kernels" in the package doc.
+// VNNI and VBMI, groups of 32 columns: tiles of R = 4 rows, one VPDPBUSD per
+// 64 code bytes after a VPERMB byte transpose, float32 metadata (128 bytes per
+// tile and chunk), 256 act bytes per chunk. See "Bits int8 kernels" in the
+// package doc.
 //
 //go:noescape
 func Bits8A8G32Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
@@ -47,9 +48,10 @@ func Bits4A8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *
 func Bits4A8G64Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits4A8G32Avx512 computes W4A8 dot products of Bits matrices with AVX-512
-// VNNI and VBMI, blocks of 32 columns (groups of 32): tiles of R = 2 rows, L =
-// 8 lanes per row and chunk, float32 metadata (128 bytes per tile and chunk),
-// 1152 act bytes per chunk. See "Bits int8 kernels" in the package doc.
+// VNNI and VBMI, groups of 32 columns: tiles of R = 2 rows, one VPDPBUSD per
+// 64 code bytes after a VPERMB byte transpose, float32 metadata (128 bytes per
+// tile and chunk), 384 act bytes per chunk. See "Bits int8 kernels" in the
+// package doc.
 //
 //go:noescape
 func Bits4A8G32Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
@@ -72,9 +74,10 @@ func Bits2A8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *
 func Bits2A8G64Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits2A8G32Avx512 computes W2A8 dot products of Bits matrices with AVX-512
-// VNNI and VBMI, blocks of 32 columns (groups of 32): tiles of R = 1 rows, L =
-// 16 lanes per row and chunk, float32 metadata (128 bytes per tile and chunk),
-// 2176 act bytes per chunk. See "Bits int8 kernels" in the package doc.
+// VNNI and VBMI, groups of 32 columns: tiles of R = 1 rows, one VPDPBUSD per
+// 64 code bytes after a VPERMB byte transpose, float32 metadata (128 bytes per
+// tile and chunk), 640 act bytes per chunk. See "Bits int8 kernels" in the
+// package doc.
 //
 //go:noescape
 func Bits2A8G32Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
@@ -115,10 +118,10 @@ func Bits8A8Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int,
 func Bits8A8G64Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits8A8G32Meta16Avx512 computes W8A8 dot products of Bits matrices with
-// AVX-512 VNNI and VBMI, blocks of 32 columns (groups of 32): tiles of R = 4
-// rows, L = 4 lanes per row and chunk, binary16 metadata (64 bytes per tile
-// and chunk), 640 act bytes per chunk. See "Bits int8 kernels" in the package
-// doc.
+// AVX-512 VNNI and VBMI, groups of 32 columns: tiles of R = 4 rows, one
+// VPDPBUSD per 64 code bytes after a VPERMB byte transpose, binary16 metadata
+// (64 bytes per tile and chunk), 256 act bytes per chunk. See "Bits int8
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits8A8G32Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
@@ -142,10 +145,10 @@ func Bits4A8Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int,
 func Bits4A8G64Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits4A8G32Meta16Avx512 computes W4A8 dot products of Bits matrices with
-// AVX-512 VNNI and VBMI, blocks of 32 columns (groups of 32): tiles of R = 2
-// rows, L = 8 lanes per row and chunk, binary16 metadata (64 bytes per tile
-// and chunk), 1152 act bytes per chunk. See "Bits int8 kernels" in the package
-// doc.
+// AVX-512 VNNI and VBMI, groups of 32 columns: tiles of R = 2 rows, one
+// VPDPBUSD per 64 code bytes after a VPERMB byte transpose, binary16 metadata
+// (64 bytes per tile and chunk), 384 act bytes per chunk. See "Bits int8
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits4A8G32Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
@@ -169,10 +172,10 @@ func Bits2A8Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int,
 func Bits2A8G64Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits2A8G32Meta16Avx512 computes W2A8 dot products of Bits matrices with
-// AVX-512 VNNI and VBMI, blocks of 32 columns (groups of 32): tiles of R = 1
-// rows, L = 16 lanes per row and chunk, binary16 metadata (64 bytes per tile
-// and chunk), 2176 act bytes per chunk. See "Bits int8 kernels" in the package
-// doc.
+// AVX-512 VNNI and VBMI, groups of 32 columns: tiles of R = 1 rows, one
+// VPDPBUSD per 64 code bytes after a VPERMB byte transpose, binary16 metadata
+// (64 bytes per tile and chunk), 640 act bytes per chunk. See "Bits int8
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits2A8G32Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)

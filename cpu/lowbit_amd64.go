@@ -126,6 +126,10 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 		s.metaBlock = 64
 	}
 	s.prep, s.src = s.prepAct, s.actSources()
+	if sub == 4 { // the G32 kernels: one byte per column, transposed
+		s.src = bitsG32Sources(b.N)
+		s.actChunk = len(s.src) + 128
+	}
 	if hasAll(interleaveRequires) {
 		s.runs = interleaveRuns(s.src, int32(layout.BitsChunk(b.N)))
 	}
@@ -436,6 +440,28 @@ func (s *bitsSIMD) actSources() []int32 {
 	return src
 }
 
+// bitsG32Sources returns the activation byte order of the G32 kernels
+// (gen/bits_a8.go bitsA8G32AVX512) for n-bit codes: per 64-byte half r of
+// a chunk's words and field fi of the code bytes, 64 bytes whose byte
+// 8l + e multiplies the code of word 16r + 8(l/4) + e in field fi of byte
+// l%4, plane 32/n - 8(l%4)/n - fi - 1 (column 32*plane + word).
+func bitsG32Sources(n int) []int32 {
+	f := 8 / n
+	src := make([]int32, 2*f*64)
+	for r := 0; r < 2; r++ {
+		for fi := 0; fi < f; fi++ {
+			for l := 0; l < 8; l++ {
+				for e := 0; e < 8; e++ {
+					w, b := 16*r+8*(l/4)+e, l%4
+					p := 32/n - 8*b/n - fi - 1
+					src[(r*f+fi)*64+8*l+e] = int32(32*p + w)
+				}
+			}
+		}
+	}
+	return src
+}
+
 // gatherActs writes a[i] = x[src[i]], or 0 where src[i] < 0: one chunk's
 // activation bytes in a kernel's order (src from actSources or the 3-bit
 // quads), laid out per call, so it is a flat loop over a table built at
@@ -500,7 +526,7 @@ func gatherRuns(a []byte, x []int8, runs []int32) {
 func (s *bitsSIMD) prepAct(act []byte, xq []int8, xs []float32, k0, k1 int) {
 	E := layout.BitsChunk(s.n)
 	L := s.bpc * s.sub
-	block := L*128 + 128
+	block, D := s.actChunk, len(s.src)
 	cols := 128 / s.sub // columns per sub-block
 	var sums [16]int32
 	for k := k0; k < k1; k++ {
@@ -516,8 +542,8 @@ func (s *bitsSIMD) prepAct(act []byte, xq []int8, xs []float32, k0, k1 int) {
 		}
 		for lane := 0; lane < 16; lane++ { // lane i*L+j: sub-block j of the chunk
 			j := lane % L
-			putF32(a[L*128+4*lane:], xs[(k*L+j)*cols/128])
-			putI32(a[L*128+64+4*lane:], sums[j])
+			putF32(a[D+4*lane:], xs[(k*L+j)*cols/128])
+			putI32(a[D+64+4*lane:], sums[j])
 		}
 	}
 }

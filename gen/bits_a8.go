@@ -20,7 +20,7 @@ func bitsA8Kernels() {
 			bitsA8AVX512(n, 1, meta16)
 			bitsA8AVX512(n, 2, meta16)
 			if n != 1 { // 1 bit, groups of 32: 32 lanes per row, more than a ZMM holds
-				bitsA8AVX512(n, 4, meta16)
+				bitsA8G32AVX512(n, meta16)
 			}
 		}
 	}
@@ -222,4 +222,171 @@ func bits3A8AVX512(unit int) {
 			blockTerm(fvec{avx512: true}, reduce16(acc), accRow, Mem{Base: mp, Disp: b * 128}, Mem{Base: ap, Disp: nq*128 + b*128})
 		}
 	})
+}
+
+// bitsA8G32AVX512 emits the W(n)A8 kernel for Bits with n in 8, 4, 2 and
+// groups of 32 columns: each plane of a chunk is its own group. Instead of
+// multiplying regrouped codes once per group with the other groups'
+// activations zeroed (bitsA8AVX512 with sub = 4: four VPDPBUSD per code
+// byte), VPERMB transposes each 64-byte half of a row's chunk so that
+// qword l holds byte b = l%4 of 8 consecutive words (words 8(l/4)..+7 of
+// the half); masks and dword shifts then take one n-bit field f of every byte,
+// so every dword holds 4 codes of one plane (32/n - 8b/n - f - 1) and each
+// VPDPBUSD sums inside one group: one multiply per code byte. The four
+// accumulators of a tile (rows times fields: R = n/2 rows, 8/n fields)
+// keep each plane at the same four dword positions (l in {b, b+4}, both
+// dwords), and two folding levels (VSHUFI64X2, then VSHUFPS pairs) and a
+// VPERMD leave lane i*L + p with row i's sum for plane p, the lane order,
+// metadata and activation tail of the sub = 4 kernels. The activations of
+// a chunk are one byte per column in the transposed order
+// (cpu.bitsG32Sources).
+func bitsA8G32AVX512(n int, meta16 bool) {
+	f, R, E, L := 8/n, n/2, 1024/n, 32/n
+	m16 := map[bool]string{true: "Meta16"}[meta16]
+	name := fmt.Sprintf("Bits%dA8G32%sAvx512", n, m16)
+	TEXT(name, NOSPLIT, bitsKernelSig)
+	Pragma("noescape")
+	actChunk := E + 128
+	metaBlock := map[bool]int{false: 128, true: 64}[meta16]
+	kernelDoc("Bits int8 kernels", fmt.Sprintf("%s computes W%dA8 dot products of Bits matrices with AVX-512 VNNI and VBMI, groups of 32 columns: tiles of R = %d rows, one VPDPBUSD per 64 code bytes after a VPERMB byte transpose, %s metadata (%d bytes per tile and chunk), %d act bytes per chunk.",
+		name, n, R, map[bool]string{false: "float32", true: "binary16"}[meta16], metaBlock, actChunk))
+	mask := ZMM()
+	if n != 8 {
+		t := GP32()
+		MOVL(U32(uint32(0x01010101)*uint32(1<<n-1)), t)
+		VPBROADCASTD(t, mask)
+	}
+	perm := ZMM()
+	VMOVDQU64(rodata("bitsG32Transpose", 64, 1, func(j int) uint64 { return uint64(g32TransposeByte(j)) }), perm)
+	lanes := g32FinalLanes(n)
+	fin := ZMM()
+	VMOVDQU32(rodata(fmt.Sprintf("bits%dG32Lanes", n), 16, 4, func(j int) uint64 { return uint64(lanes[j]) }), fin)
+	tileChunks(name, R, metaBlock, 128, ZMM, func(a VecVirtual) { VPXORD(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
+		acc := make([]VecVirtual, 4)
+		for i := range acc {
+			acc[i] = ZMM()
+			VPXORD(acc[i], acc[i], acc[i])
+		}
+		ap, mp, wp := chunkPtrs(k, actChunk, metaBlock, 128)
+		stride := param("stride")
+		for i := 0; i < R; i++ {
+			PREFETCHT1(Mem{Base: pf, Disp: 128 * i})
+			PREFETCHT1(Mem{Base: pf, Disp: 128*i + 64})
+			for r := 0; r < 2; r++ {
+				t := ZMM()
+				VPERMB(Mem{Base: wp, Disp: 64 * r}, perm, t)
+				for fi := 0; fi < f; fi++ {
+					codes := t
+					switch {
+					case n == 8:
+					case fi == 0:
+						codes = ZMM()
+						VPANDD(t, mask, codes)
+					default:
+						codes = ZMM()
+						VPSRLD(U8(n*fi), t, codes) // bits crossing a byte are masked off
+						VPANDD(codes, mask, codes)
+					}
+					VPDPBUSD(Mem{Base: ap, Disp: (r*f + fi) * 64}, codes, acc[i*f+fi])
+				}
+			}
+			if i != R-1 {
+				ADDQ(stride, wp)
+			}
+		}
+		// fold: lanes 0..7 = A[m] + A[m+8], lanes 8..15 the same of B
+		fold := func(a, b VecVirtual) VecVirtual {
+			t1, t2 := ZMM(), ZMM()
+			VSHUFI64X2(U8(0x44), b, a, t1)
+			VSHUFI64X2(U8(0xEE), b, a, t2)
+			VPADDD(t2, t1, t1)
+			return t1
+		}
+		x, y := fold(acc[0], acc[1]), fold(acc[2], acc[3])
+		t1, t2 := ZMM(), ZMM()
+		VSHUFPS(U8(0x88), y, x, t1)
+		VSHUFPS(U8(0xDD), y, x, t2)
+		VPADDD(t2, t1, t1)
+		isum := ZMM()
+		VPERMD(t1, fin, isum)
+		zl, fl := ZMM(), ZMM()
+		if meta16 {
+			VPMOVSXWD(Mem{Base: mp, Disp: 32}, zl)
+			VCVTPH2PS(Mem{Base: mp}, fl)
+		} else {
+			VMOVDQU32(Mem{Base: mp, Disp: 64}, zl)
+			VMOVUPS(Mem{Base: mp}, fl)
+		}
+		VPMULLD(Mem{Base: ap, Disp: E + 64}, zl, zl)
+		VPSUBD(zl, isum, isum)
+		VMULPS(Mem{Base: ap, Disp: E}, fl, fl)
+		VCVTDQ2PS(isum, isum)
+		VMULPS(isum, fl, fl)
+		ip := param("idx")
+		for j := 0; j < L; j++ {
+			p, t := ZMM(), ZMM()
+			VMOVDQU32(Mem{Base: ip, Disp: 64 * j}, p)
+			VPERMPS(fl, p, t)
+			VADDPS(t, accRow, accRow)
+		}
+	})
+}
+
+// g32TransposeByte is the VPERMB index of the G32 kernels: output byte
+// 8l + e of a 64-byte half takes byte l%4 of word 8(l/4) + e.
+func g32TransposeByte(j int) int {
+	l, e := j/8, j%8
+	return 4*(8*(l/4)+e) + l%4
+}
+
+// g32Plane returns the plane of field fi (bits n*fi of the byte) of byte
+// b of a word: plane p sits at bit 32 - n(p+1).
+func g32Plane(n, b, fi int) int { return 32/n - 8*b/n - fi - 1 }
+
+// g32FinalLanes returns the VPERMD index of the G32 kernels: lane
+// i*L + p of the result takes the lane of the folded sums that holds row
+// i's plane p. The folding is simulated on sets of (accumulator, dword)
+// contributions, and the generator stops if a lane mixes groups.
+func g32FinalLanes(n int) [16]int {
+	f, L := 8/n, 32/n
+	type src struct{ a, pos int }
+	var acc [4][16][]src
+	for a := range acc {
+		for pos := range 16 {
+			acc[a][pos] = []src{{a, pos}}
+		}
+	}
+	fold := func(a, b [16][]src) (x [16][]src) {
+		for m := range 8 {
+			x[m] = append(slices.Clone(a[m]), a[m+8]...)
+			x[8+m] = append(slices.Clone(b[m]), b[m+8]...)
+		}
+		return x
+	}
+	x, y := fold(acc[0], acc[1]), fold(acc[2], acc[3])
+	var z [16][]src
+	for q := range 4 { // VSHUFPS 0x88 + 0xDD, per 128-bit lane
+		for j, s := range [4][2][16][]src{{x, x}, {x, x}, {y, y}, {y, y}} {
+			o := 4*q + 2*(j%2)
+			z[4*q+j] = append(slices.Clone(s[0][o]), s[1][o+1]...)
+		}
+	}
+	var lanes [16]int
+	found := make([]bool, 16)
+	for zl, cs := range z {
+		group := -1
+		for _, c := range cs {
+			l := c.pos / 2
+			g := (c.a/f)*L + g32Plane(n, l%4, c.a%f)
+			if group >= 0 && g != group || len(cs) != 4 {
+				panic(fmt.Sprintf("bits%d G32: folded lane %d mixes groups", n, zl))
+			}
+			group = g
+		}
+		lanes[group], found[group] = zl, true
+	}
+	if slices.Contains(found, false) {
+		panic(fmt.Sprintf("bits%d G32: a group has no lane", n))
+	}
+	return lanes
 }
