@@ -14,9 +14,10 @@ package asm
 func Bits8A8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits8A8G64Avx512 computes W8A8 dot products of Bits matrices with AVX-512
-// VNNI and VBMI, blocks of 64 columns (groups of 64): tiles of R = 8 rows, L =
-// 2 lanes per row and chunk, float32 metadata (128 bytes per tile and chunk),
-// 384 act bytes per chunk. See "Bits int8 kernels" in the package doc.
+// VNNI and VBMI, groups of 64 columns: tiles of R = 8 rows, one VPDPBUSD per
+// 64 code bytes after a VPERMB byte transpose, float32 metadata (128 bytes per
+// tile and chunk), 256 act bytes per chunk. See "Bits int8 kernels" in the
+// package doc.
 //
 //go:noescape
 func Bits8A8G64Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
@@ -40,9 +41,10 @@ func Bits8A8G32Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, ou
 func Bits4A8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits4A8G64Avx512 computes W4A8 dot products of Bits matrices with AVX-512
-// VNNI and VBMI, blocks of 64 columns (groups of 64): tiles of R = 4 rows, L =
-// 4 lanes per row and chunk, float32 metadata (128 bytes per tile and chunk),
-// 640 act bytes per chunk. See "Bits int8 kernels" in the package doc.
+// VNNI and VBMI, groups of 64 columns: tiles of R = 4 rows, one VPDPBUSD per
+// 64 code bytes after a VPERMB byte transpose, float32 metadata (128 bytes per
+// tile and chunk), 384 act bytes per chunk. See "Bits int8 kernels" in the
+// package doc.
 //
 //go:noescape
 func Bits4A8G64Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
@@ -66,9 +68,10 @@ func Bits4A8G32Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, ou
 func Bits2A8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits2A8G64Avx512 computes W2A8 dot products of Bits matrices with AVX-512
-// VNNI and VBMI, blocks of 64 columns (groups of 64): tiles of R = 2 rows, L =
-// 8 lanes per row and chunk, float32 metadata (128 bytes per tile and chunk),
-// 1152 act bytes per chunk. See "Bits int8 kernels" in the package doc.
+// VNNI and VBMI, groups of 64 columns: tiles of R = 2 rows, one VPDPBUSD per
+// 64 code bytes after a VPERMB byte transpose, float32 metadata (128 bytes per
+// tile and chunk), 640 act bytes per chunk. See "Bits int8 kernels" in the
+// package doc.
 //
 //go:noescape
 func Bits2A8G64Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
@@ -109,10 +112,10 @@ func Bits1A8G64Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, ou
 func Bits8A8Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits8A8G64Meta16Avx512 computes W8A8 dot products of Bits matrices with
-// AVX-512 VNNI and VBMI, blocks of 64 columns (groups of 64): tiles of R = 8
-// rows, L = 2 lanes per row and chunk, binary16 metadata (64 bytes per tile
-// and chunk), 384 act bytes per chunk. See "Bits int8 kernels" in the package
-// doc.
+// AVX-512 VNNI and VBMI, groups of 64 columns: tiles of R = 8 rows, one
+// VPDPBUSD per 64 code bytes after a VPERMB byte transpose, binary16 metadata
+// (64 bytes per tile and chunk), 256 act bytes per chunk. See "Bits int8
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits8A8G64Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
@@ -136,10 +139,10 @@ func Bits8A8G32Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks i
 func Bits4A8Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits4A8G64Meta16Avx512 computes W4A8 dot products of Bits matrices with
-// AVX-512 VNNI and VBMI, blocks of 64 columns (groups of 64): tiles of R = 4
-// rows, L = 4 lanes per row and chunk, binary16 metadata (64 bytes per tile
-// and chunk), 640 act bytes per chunk. See "Bits int8 kernels" in the package
-// doc.
+// AVX-512 VNNI and VBMI, groups of 64 columns: tiles of R = 4 rows, one
+// VPDPBUSD per 64 code bytes after a VPERMB byte transpose, binary16 metadata
+// (64 bytes per tile and chunk), 384 act bytes per chunk. See "Bits int8
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits4A8G64Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
@@ -163,10 +166,10 @@ func Bits4A8G32Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks i
 func Bits2A8Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits2A8G64Meta16Avx512 computes W2A8 dot products of Bits matrices with
-// AVX-512 VNNI and VBMI, blocks of 64 columns (groups of 64): tiles of R = 2
-// rows, L = 8 lanes per row and chunk, binary16 metadata (64 bytes per tile
-// and chunk), 1152 act bytes per chunk. See "Bits int8 kernels" in the package
-// doc.
+// AVX-512 VNNI and VBMI, groups of 64 columns: tiles of R = 2 rows, one
+// VPDPBUSD per 64 code bytes after a VPERMB byte transpose, binary16 metadata
+// (64 bytes per tile and chunk), 640 act bytes per chunk. See "Bits int8
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits2A8G64Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)

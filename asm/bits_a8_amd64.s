@@ -262,10 +262,9 @@ Bits8A8Avx512_chunk:
 	RET
 
 // func Bits8A8G64Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
-// Requires: AVX, AVX512F, AVX512VNNI, MMX+
+// Requires: AVX, AVX512F, AVX512VBMI, AVX512VNNI, MMX+
 TEXT ·Bits8A8G64Avx512(SB), NOSPLIT, $0-72
-	MOVL         $0xffffffff, AX
-	VPBROADCASTD AX, Z0
+	VMOVDQU64 bitsG32Transpose<>+0(SB), Z0
 
 Bits8A8G64Avx512_tile:
 	VPXORD Z1, Z1, Z1
@@ -276,189 +275,245 @@ Bits8A8G64Avx512_tile:
 	XORQ   CX, CX
 
 Bits8A8G64Avx512_chunk:
-	VPXORD      Z2, Z2, Z2
-	VPXORD      Z3, Z3, Z3
-	VPXORD      Z4, Z4, Z4
-	VPXORD      Z5, Z5, Z5
-	VPXORD      Z6, Z6, Z6
-	VPXORD      Z7, Z7, Z7
-	VPXORD      Z8, Z8, Z8
-	VPXORD      Z9, Z9, Z9
-	VPXORD      Z10, Z10, Z10
-	VPXORD      Z11, Z11, Z11
-	VPXORD      Z12, Z12, Z12
-	VPXORD      Z13, Z13, Z13
-	VPXORD      Z14, Z14, Z14
-	VPXORD      Z15, Z15, Z15
-	VPXORD      Z16, Z16, Z16
-	VPXORD      Z17, Z17, Z17
-	IMUL3Q      $0x00000180, CX, DX
-	MOVQ        act+24(FP), BX
-	ADDQ        BX, DX
-	IMUL3Q      $0x00000080, CX, BX
-	MOVQ        meta+16(FP), SI
-	ADDQ        SI, BX
-	MOVQ        CX, SI
-	SHLQ        $0x07, SI
-	MOVQ        w+0(FP), DI
-	ADDQ        DI, SI
-	MOVQ        stride+8(FP), DI
-	PREFETCHT1  (AX)
-	PREFETCHT1  64(AX)
-	VMOVDQU64   (SI), Z0
-	VPDPBUSD    (DX), Z0, Z2
-	VPDPBUSD    128(DX), Z0, Z3
-	VMOVDQU64   64(SI), Z0
-	VPDPBUSD    64(DX), Z0, Z2
-	VPDPBUSD    192(DX), Z0, Z3
-	ADDQ        DI, SI
-	PREFETCHT1  128(AX)
-	PREFETCHT1  192(AX)
-	VMOVDQU64   (SI), Z0
-	VPDPBUSD    (DX), Z0, Z4
-	VPDPBUSD    128(DX), Z0, Z5
-	VMOVDQU64   64(SI), Z0
-	VPDPBUSD    64(DX), Z0, Z4
-	VPDPBUSD    192(DX), Z0, Z5
-	ADDQ        DI, SI
-	PREFETCHT1  256(AX)
-	PREFETCHT1  320(AX)
-	VMOVDQU64   (SI), Z0
-	VPDPBUSD    (DX), Z0, Z6
-	VPDPBUSD    128(DX), Z0, Z7
-	VMOVDQU64   64(SI), Z0
-	VPDPBUSD    64(DX), Z0, Z6
-	VPDPBUSD    192(DX), Z0, Z7
-	ADDQ        DI, SI
-	PREFETCHT1  384(AX)
-	PREFETCHT1  448(AX)
-	VMOVDQU64   (SI), Z0
-	VPDPBUSD    (DX), Z0, Z8
-	VPDPBUSD    128(DX), Z0, Z9
-	VMOVDQU64   64(SI), Z0
-	VPDPBUSD    64(DX), Z0, Z8
-	VPDPBUSD    192(DX), Z0, Z9
-	ADDQ        DI, SI
-	PREFETCHT1  512(AX)
-	PREFETCHT1  576(AX)
-	VMOVDQU64   (SI), Z0
-	VPDPBUSD    (DX), Z0, Z10
-	VPDPBUSD    128(DX), Z0, Z11
-	VMOVDQU64   64(SI), Z0
-	VPDPBUSD    64(DX), Z0, Z10
-	VPDPBUSD    192(DX), Z0, Z11
-	ADDQ        DI, SI
-	PREFETCHT1  640(AX)
-	PREFETCHT1  704(AX)
-	VMOVDQU64   (SI), Z0
-	VPDPBUSD    (DX), Z0, Z12
-	VPDPBUSD    128(DX), Z0, Z13
-	VMOVDQU64   64(SI), Z0
-	VPDPBUSD    64(DX), Z0, Z12
-	VPDPBUSD    192(DX), Z0, Z13
-	ADDQ        DI, SI
-	PREFETCHT1  768(AX)
-	PREFETCHT1  832(AX)
-	VMOVDQU64   (SI), Z0
-	VPDPBUSD    (DX), Z0, Z14
-	VPDPBUSD    128(DX), Z0, Z15
-	VMOVDQU64   64(SI), Z0
-	VPDPBUSD    64(DX), Z0, Z14
-	VPDPBUSD    192(DX), Z0, Z15
-	ADDQ        DI, SI
-	PREFETCHT1  896(AX)
-	PREFETCHT1  960(AX)
-	VMOVDQU64   (SI), Z0
-	VPDPBUSD    (DX), Z0, Z16
-	VPDPBUSD    128(DX), Z0, Z17
-	VMOVDQU64   64(SI), Z0
-	VPDPBUSD    64(DX), Z0, Z16
-	VPDPBUSD    192(DX), Z0, Z17
-	VPUNPCKLDQ  Z3, Z2, Z0
-	VPUNPCKHDQ  Z3, Z2, Z2
-	VPADDD      Z0, Z2, Z2
-	VPUNPCKLDQ  Z5, Z4, Z0
-	VPUNPCKHDQ  Z5, Z4, Z4
-	VPADDD      Z0, Z4, Z4
-	VPUNPCKLDQ  Z7, Z6, Z0
-	VPUNPCKHDQ  Z7, Z6, Z6
-	VPADDD      Z0, Z6, Z6
-	VPUNPCKLDQ  Z9, Z8, Z0
-	VPUNPCKHDQ  Z9, Z8, Z8
-	VPADDD      Z0, Z8, Z8
-	VPUNPCKLDQ  Z11, Z10, Z0
-	VPUNPCKHDQ  Z11, Z10, Z10
-	VPADDD      Z0, Z10, Z10
-	VPUNPCKLDQ  Z13, Z12, Z0
-	VPUNPCKHDQ  Z13, Z12, Z12
-	VPADDD      Z0, Z12, Z12
-	VPUNPCKLDQ  Z15, Z14, Z0
-	VPUNPCKHDQ  Z15, Z14, Z14
-	VPADDD      Z0, Z14, Z14
-	VPUNPCKLDQ  Z17, Z16, Z0
-	VPUNPCKHDQ  Z17, Z16, Z16
-	VPADDD      Z0, Z16, Z16
-	VPUNPCKLQDQ Z4, Z2, Z0
-	VPUNPCKHQDQ Z4, Z2, Z2
-	VPADDD      Z0, Z2, Z2
-	VPUNPCKLQDQ Z8, Z6, Z0
-	VPUNPCKHQDQ Z8, Z6, Z6
-	VPADDD      Z0, Z6, Z6
-	VPUNPCKLQDQ Z12, Z10, Z0
-	VPUNPCKHQDQ Z12, Z10, Z10
-	VPADDD      Z0, Z10, Z10
-	VPUNPCKLQDQ Z16, Z14, Z0
-	VPUNPCKHQDQ Z16, Z14, Z14
-	VPADDD      Z0, Z14, Z14
-	VSHUFI32X4  $0x88, Z6, Z2, Z0
-	VSHUFI32X4  $0xdd, Z6, Z2, Z2
-	VPADDD      Z2, Z0, Z0
-	VSHUFI32X4  $0x88, Z14, Z10, Z18
-	VSHUFI32X4  $0xdd, Z14, Z10, Z10
-	VPADDD      Z10, Z18, Z18
-	VSHUFI32X4  $0x88, Z18, Z0, Z19
-	VSHUFI32X4  $0xdd, Z18, Z0, Z0
-	VPADDD      Z0, Z19, Z19
-	VMOVDQU32   64(BX), Z0
-	VMOVUPS     (BX), Z18
-	VPMULLD     320(DX), Z0, Z0
-	VPSUBD      Z0, Z19, Z19
-	VMULPS      256(DX), Z18, Z18
-	VCVTDQ2PS   Z19, Z19
-	VMULPS      Z19, Z18, Z18
-	MOVQ        idx+64(FP), DX
-	VMOVDQU32   (DX), Z0
-	VPERMPS     Z18, Z0, Z0
-	VADDPS      Z0, Z1, Z1
-	VMOVDQU32   64(DX), Z0
-	VPERMPS     Z18, Z0, Z0
-	VADDPS      Z0, Z1, Z1
-	ADDQ        $0x00000400, AX
-	INCQ        CX
-	MOVQ        chunks+32(FP), DX
-	CMPQ        CX, DX
-	JB          Bits8A8G64Avx512_chunk
-	MOVQ        out+40(FP), AX
-	VMOVUPS     Z1, (AX)
-	MOVQ        out+40(FP), AX
-	ADDQ        $0x00000040, AX
-	MOVQ        AX, out+40(FP)
-	MOVQ        stride+8(FP), AX
-	IMUL3Q      $0x00000008, AX, AX
-	MOVQ        w+0(FP), CX
-	ADDQ        AX, CX
-	MOVQ        CX, w+0(FP)
-	MOVQ        chunks+32(FP), AX
-	IMUL3Q      $0x00000080, AX, AX
-	MOVQ        meta+16(FP), CX
-	ADDQ        AX, CX
-	MOVQ        CX, meta+16(FP)
-	MOVQ        ntiles+48(FP), AX
-	DECQ        AX
-	MOVQ        AX, ntiles+48(FP)
-	JNZ         Bits8A8G64Avx512_tile
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPXORD     Z8, Z8, Z8
+	VPXORD     Z9, Z9, Z9
+	IMUL3Q     $0x00000100, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	IMUL3Q     $0x00000080, CX, BX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, BX
+	MOVQ       CX, SI
+	SHLQ       $0x07, SI
+	MOVQ       w+0(FP), DI
+	ADDQ       DI, SI
+	MOVQ       stride+8(FP), DI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VPERMB     (SI), Z0, Z10
+	VPDPBUSD   (DX), Z10, Z2
+	VPERMB     64(SI), Z0, Z10
+	VPDPBUSD   64(DX), Z10, Z2
+	ADDQ       DI, SI
+	PREFETCHT1 128(AX)
+	PREFETCHT1 192(AX)
+	VPERMB     (SI), Z0, Z10
+	VPDPBUSD   (DX), Z10, Z3
+	VPERMB     64(SI), Z0, Z10
+	VPDPBUSD   64(DX), Z10, Z3
+	ADDQ       DI, SI
+	PREFETCHT1 256(AX)
+	PREFETCHT1 320(AX)
+	VPERMB     (SI), Z0, Z10
+	VPDPBUSD   (DX), Z10, Z4
+	VPERMB     64(SI), Z0, Z10
+	VPDPBUSD   64(DX), Z10, Z4
+	ADDQ       DI, SI
+	PREFETCHT1 384(AX)
+	PREFETCHT1 448(AX)
+	VPERMB     (SI), Z0, Z10
+	VPDPBUSD   (DX), Z10, Z5
+	VPERMB     64(SI), Z0, Z10
+	VPDPBUSD   64(DX), Z10, Z5
+	ADDQ       DI, SI
+	PREFETCHT1 512(AX)
+	PREFETCHT1 576(AX)
+	VPERMB     (SI), Z0, Z10
+	VPDPBUSD   (DX), Z10, Z6
+	VPERMB     64(SI), Z0, Z10
+	VPDPBUSD   64(DX), Z10, Z6
+	ADDQ       DI, SI
+	PREFETCHT1 640(AX)
+	PREFETCHT1 704(AX)
+	VPERMB     (SI), Z0, Z10
+	VPDPBUSD   (DX), Z10, Z7
+	VPERMB     64(SI), Z0, Z10
+	VPDPBUSD   64(DX), Z10, Z7
+	ADDQ       DI, SI
+	PREFETCHT1 768(AX)
+	PREFETCHT1 832(AX)
+	VPERMB     (SI), Z0, Z10
+	VPDPBUSD   (DX), Z10, Z8
+	VPERMB     64(SI), Z0, Z10
+	VPDPBUSD   64(DX), Z10, Z8
+	ADDQ       DI, SI
+	PREFETCHT1 896(AX)
+	PREFETCHT1 960(AX)
+	VPERMB     (SI), Z0, Z10
+	VPDPBUSD   (DX), Z10, Z9
+	VPERMB     64(SI), Z0, Z10
+	VPDPBUSD   64(DX), Z10, Z9
+	VSHUFI64X2 $0x44, Z3, Z2, Z10
+	VSHUFI64X2 $0xee, Z3, Z2, Z11
+	VPADDD     Z11, Z10, Z10
+	VSHUFI64X2 $0x44, Z5, Z4, Z12
+	VSHUFI64X2 $0xee, Z5, Z4, Z11
+	VPADDD     Z11, Z12, Z12
+	VSHUFPS    $0x88, Z12, Z10, Z11
+	VSHUFPS    $0xdd, Z12, Z10, Z10
+	VPADDD     Z10, Z11, Z11
+	VSHUFI64X2 $0x44, Z7, Z6, Z10
+	VSHUFI64X2 $0xee, Z7, Z6, Z12
+	VPADDD     Z12, Z10, Z10
+	VSHUFI64X2 $0x44, Z9, Z8, Z13
+	VSHUFI64X2 $0xee, Z9, Z8, Z12
+	VPADDD     Z12, Z13, Z13
+	VSHUFPS    $0x88, Z13, Z10, Z12
+	VSHUFPS    $0xdd, Z13, Z10, Z10
+	VPADDD     Z10, Z12, Z12
+	VMOVDQU32  bits8G64Lanes0<>+0(SB), Z10
+	VPERMI2D   Z12, Z11, Z10
+	VMOVDQU32  bits8G64Lanes1<>+0(SB), Z13
+	VPERMI2D   Z12, Z11, Z13
+	VPADDD     Z13, Z10, Z10
+	VMOVDQU32  64(BX), Z11
+	VMOVUPS    (BX), Z12
+	VPMULLD    192(DX), Z11, Z11
+	VPSUBD     Z11, Z10, Z10
+	VMULPS     128(DX), Z12, Z12
+	VCVTDQ2PS  Z10, Z10
+	VMULPS     Z10, Z12, Z12
+	MOVQ       idx+64(FP), DX
+	VMOVDQU32  (DX), Z10
+	VPERMPS    Z12, Z10, Z10
+	VADDPS     Z10, Z1, Z1
+	VMOVDQU32  64(DX), Z10
+	VPERMPS    Z12, Z10, Z10
+	VADDPS     Z10, Z1, Z1
+	ADDQ       $0x00000400, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JB         Bits8A8G64Avx512_chunk
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Z1, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000040, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000008, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000080, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits8A8G64Avx512_tile
 	VZEROUPPER
 	RET
+
+DATA bitsG32Transpose<>+0(SB)/1, $0x00
+DATA bitsG32Transpose<>+1(SB)/1, $0x04
+DATA bitsG32Transpose<>+2(SB)/1, $0x08
+DATA bitsG32Transpose<>+3(SB)/1, $0x0c
+DATA bitsG32Transpose<>+4(SB)/1, $0x10
+DATA bitsG32Transpose<>+5(SB)/1, $0x14
+DATA bitsG32Transpose<>+6(SB)/1, $0x18
+DATA bitsG32Transpose<>+7(SB)/1, $0x1c
+DATA bitsG32Transpose<>+8(SB)/1, $0x01
+DATA bitsG32Transpose<>+9(SB)/1, $0x05
+DATA bitsG32Transpose<>+10(SB)/1, $0x09
+DATA bitsG32Transpose<>+11(SB)/1, $0x0d
+DATA bitsG32Transpose<>+12(SB)/1, $0x11
+DATA bitsG32Transpose<>+13(SB)/1, $0x15
+DATA bitsG32Transpose<>+14(SB)/1, $0x19
+DATA bitsG32Transpose<>+15(SB)/1, $0x1d
+DATA bitsG32Transpose<>+16(SB)/1, $0x02
+DATA bitsG32Transpose<>+17(SB)/1, $0x06
+DATA bitsG32Transpose<>+18(SB)/1, $0x0a
+DATA bitsG32Transpose<>+19(SB)/1, $0x0e
+DATA bitsG32Transpose<>+20(SB)/1, $0x12
+DATA bitsG32Transpose<>+21(SB)/1, $0x16
+DATA bitsG32Transpose<>+22(SB)/1, $0x1a
+DATA bitsG32Transpose<>+23(SB)/1, $0x1e
+DATA bitsG32Transpose<>+24(SB)/1, $0x03
+DATA bitsG32Transpose<>+25(SB)/1, $0x07
+DATA bitsG32Transpose<>+26(SB)/1, $0x0b
+DATA bitsG32Transpose<>+27(SB)/1, $0x0f
+DATA bitsG32Transpose<>+28(SB)/1, $0x13
+DATA bitsG32Transpose<>+29(SB)/1, $0x17
+DATA bitsG32Transpose<>+30(SB)/1, $0x1b
+DATA bitsG32Transpose<>+31(SB)/1, $0x1f
+DATA bitsG32Transpose<>+32(SB)/1, $0x20
+DATA bitsG32Transpose<>+33(SB)/1, $0x24
+DATA bitsG32Transpose<>+34(SB)/1, $0x28
+DATA bitsG32Transpose<>+35(SB)/1, $0x2c
+DATA bitsG32Transpose<>+36(SB)/1, $0x30
+DATA bitsG32Transpose<>+37(SB)/1, $0x34
+DATA bitsG32Transpose<>+38(SB)/1, $0x38
+DATA bitsG32Transpose<>+39(SB)/1, $0x3c
+DATA bitsG32Transpose<>+40(SB)/1, $0x21
+DATA bitsG32Transpose<>+41(SB)/1, $0x25
+DATA bitsG32Transpose<>+42(SB)/1, $0x29
+DATA bitsG32Transpose<>+43(SB)/1, $0x2d
+DATA bitsG32Transpose<>+44(SB)/1, $0x31
+DATA bitsG32Transpose<>+45(SB)/1, $0x35
+DATA bitsG32Transpose<>+46(SB)/1, $0x39
+DATA bitsG32Transpose<>+47(SB)/1, $0x3d
+DATA bitsG32Transpose<>+48(SB)/1, $0x22
+DATA bitsG32Transpose<>+49(SB)/1, $0x26
+DATA bitsG32Transpose<>+50(SB)/1, $0x2a
+DATA bitsG32Transpose<>+51(SB)/1, $0x2e
+DATA bitsG32Transpose<>+52(SB)/1, $0x32
+DATA bitsG32Transpose<>+53(SB)/1, $0x36
+DATA bitsG32Transpose<>+54(SB)/1, $0x3a
+DATA bitsG32Transpose<>+55(SB)/1, $0x3e
+DATA bitsG32Transpose<>+56(SB)/1, $0x23
+DATA bitsG32Transpose<>+57(SB)/1, $0x27
+DATA bitsG32Transpose<>+58(SB)/1, $0x2b
+DATA bitsG32Transpose<>+59(SB)/1, $0x2f
+DATA bitsG32Transpose<>+60(SB)/1, $0x33
+DATA bitsG32Transpose<>+61(SB)/1, $0x37
+DATA bitsG32Transpose<>+62(SB)/1, $0x3b
+DATA bitsG32Transpose<>+63(SB)/1, $0x3f
+GLOBL bitsG32Transpose<>(SB), RODATA|NOPTR, $64
+
+DATA bits8G64Lanes0<>+0(SB)/4, $0x00000005
+DATA bits8G64Lanes0<>+4(SB)/4, $0x00000001
+DATA bits8G64Lanes0<>+8(SB)/4, $0x0000000d
+DATA bits8G64Lanes0<>+12(SB)/4, $0x00000009
+DATA bits8G64Lanes0<>+16(SB)/4, $0x00000007
+DATA bits8G64Lanes0<>+20(SB)/4, $0x00000003
+DATA bits8G64Lanes0<>+24(SB)/4, $0x0000000f
+DATA bits8G64Lanes0<>+28(SB)/4, $0x0000000b
+DATA bits8G64Lanes0<>+32(SB)/4, $0x00000015
+DATA bits8G64Lanes0<>+36(SB)/4, $0x00000011
+DATA bits8G64Lanes0<>+40(SB)/4, $0x0000001d
+DATA bits8G64Lanes0<>+44(SB)/4, $0x00000019
+DATA bits8G64Lanes0<>+48(SB)/4, $0x00000017
+DATA bits8G64Lanes0<>+52(SB)/4, $0x00000013
+DATA bits8G64Lanes0<>+56(SB)/4, $0x0000001f
+DATA bits8G64Lanes0<>+60(SB)/4, $0x0000001b
+GLOBL bits8G64Lanes0<>(SB), RODATA|NOPTR, $64
+
+DATA bits8G64Lanes1<>+0(SB)/4, $0x00000004
+DATA bits8G64Lanes1<>+4(SB)/4, $0x00000000
+DATA bits8G64Lanes1<>+8(SB)/4, $0x0000000c
+DATA bits8G64Lanes1<>+12(SB)/4, $0x00000008
+DATA bits8G64Lanes1<>+16(SB)/4, $0x00000006
+DATA bits8G64Lanes1<>+20(SB)/4, $0x00000002
+DATA bits8G64Lanes1<>+24(SB)/4, $0x0000000e
+DATA bits8G64Lanes1<>+28(SB)/4, $0x0000000a
+DATA bits8G64Lanes1<>+32(SB)/4, $0x00000014
+DATA bits8G64Lanes1<>+36(SB)/4, $0x00000010
+DATA bits8G64Lanes1<>+40(SB)/4, $0x0000001c
+DATA bits8G64Lanes1<>+44(SB)/4, $0x00000018
+DATA bits8G64Lanes1<>+48(SB)/4, $0x00000016
+DATA bits8G64Lanes1<>+52(SB)/4, $0x00000012
+DATA bits8G64Lanes1<>+56(SB)/4, $0x0000001e
+DATA bits8G64Lanes1<>+60(SB)/4, $0x0000001a
+GLOBL bits8G64Lanes1<>(SB), RODATA|NOPTR, $64
 
 // func Bits8A8G32Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 // Requires: AVX, AVX512F, AVX512VBMI, AVX512VNNI, MMX+
@@ -573,72 +628,6 @@ Bits8A8G32Avx512_chunk:
 	JNZ        Bits8A8G32Avx512_tile
 	VZEROUPPER
 	RET
-
-DATA bitsG32Transpose<>+0(SB)/1, $0x00
-DATA bitsG32Transpose<>+1(SB)/1, $0x04
-DATA bitsG32Transpose<>+2(SB)/1, $0x08
-DATA bitsG32Transpose<>+3(SB)/1, $0x0c
-DATA bitsG32Transpose<>+4(SB)/1, $0x10
-DATA bitsG32Transpose<>+5(SB)/1, $0x14
-DATA bitsG32Transpose<>+6(SB)/1, $0x18
-DATA bitsG32Transpose<>+7(SB)/1, $0x1c
-DATA bitsG32Transpose<>+8(SB)/1, $0x01
-DATA bitsG32Transpose<>+9(SB)/1, $0x05
-DATA bitsG32Transpose<>+10(SB)/1, $0x09
-DATA bitsG32Transpose<>+11(SB)/1, $0x0d
-DATA bitsG32Transpose<>+12(SB)/1, $0x11
-DATA bitsG32Transpose<>+13(SB)/1, $0x15
-DATA bitsG32Transpose<>+14(SB)/1, $0x19
-DATA bitsG32Transpose<>+15(SB)/1, $0x1d
-DATA bitsG32Transpose<>+16(SB)/1, $0x02
-DATA bitsG32Transpose<>+17(SB)/1, $0x06
-DATA bitsG32Transpose<>+18(SB)/1, $0x0a
-DATA bitsG32Transpose<>+19(SB)/1, $0x0e
-DATA bitsG32Transpose<>+20(SB)/1, $0x12
-DATA bitsG32Transpose<>+21(SB)/1, $0x16
-DATA bitsG32Transpose<>+22(SB)/1, $0x1a
-DATA bitsG32Transpose<>+23(SB)/1, $0x1e
-DATA bitsG32Transpose<>+24(SB)/1, $0x03
-DATA bitsG32Transpose<>+25(SB)/1, $0x07
-DATA bitsG32Transpose<>+26(SB)/1, $0x0b
-DATA bitsG32Transpose<>+27(SB)/1, $0x0f
-DATA bitsG32Transpose<>+28(SB)/1, $0x13
-DATA bitsG32Transpose<>+29(SB)/1, $0x17
-DATA bitsG32Transpose<>+30(SB)/1, $0x1b
-DATA bitsG32Transpose<>+31(SB)/1, $0x1f
-DATA bitsG32Transpose<>+32(SB)/1, $0x20
-DATA bitsG32Transpose<>+33(SB)/1, $0x24
-DATA bitsG32Transpose<>+34(SB)/1, $0x28
-DATA bitsG32Transpose<>+35(SB)/1, $0x2c
-DATA bitsG32Transpose<>+36(SB)/1, $0x30
-DATA bitsG32Transpose<>+37(SB)/1, $0x34
-DATA bitsG32Transpose<>+38(SB)/1, $0x38
-DATA bitsG32Transpose<>+39(SB)/1, $0x3c
-DATA bitsG32Transpose<>+40(SB)/1, $0x21
-DATA bitsG32Transpose<>+41(SB)/1, $0x25
-DATA bitsG32Transpose<>+42(SB)/1, $0x29
-DATA bitsG32Transpose<>+43(SB)/1, $0x2d
-DATA bitsG32Transpose<>+44(SB)/1, $0x31
-DATA bitsG32Transpose<>+45(SB)/1, $0x35
-DATA bitsG32Transpose<>+46(SB)/1, $0x39
-DATA bitsG32Transpose<>+47(SB)/1, $0x3d
-DATA bitsG32Transpose<>+48(SB)/1, $0x22
-DATA bitsG32Transpose<>+49(SB)/1, $0x26
-DATA bitsG32Transpose<>+50(SB)/1, $0x2a
-DATA bitsG32Transpose<>+51(SB)/1, $0x2e
-DATA bitsG32Transpose<>+52(SB)/1, $0x32
-DATA bitsG32Transpose<>+53(SB)/1, $0x36
-DATA bitsG32Transpose<>+54(SB)/1, $0x3a
-DATA bitsG32Transpose<>+55(SB)/1, $0x3e
-DATA bitsG32Transpose<>+56(SB)/1, $0x23
-DATA bitsG32Transpose<>+57(SB)/1, $0x27
-DATA bitsG32Transpose<>+58(SB)/1, $0x2b
-DATA bitsG32Transpose<>+59(SB)/1, $0x2f
-DATA bitsG32Transpose<>+60(SB)/1, $0x33
-DATA bitsG32Transpose<>+61(SB)/1, $0x37
-DATA bitsG32Transpose<>+62(SB)/1, $0x3b
-DATA bitsG32Transpose<>+63(SB)/1, $0x3f
-GLOBL bitsG32Transpose<>(SB), RODATA|NOPTR, $64
 
 DATA bits8G32Lanes<>+0(SB)/4, $0x00000005
 DATA bits8G32Lanes<>+4(SB)/4, $0x00000004
@@ -929,12 +918,10 @@ Bits4A8Avx512_chunk:
 TEXT ·Bits4A8G64Avx512(SB), NOSPLIT, $0-72
 	MOVL         $0x0f0f0f0f, AX
 	VPBROADCASTD AX, Z0
-	MOVQ         ctrl+56(FP), AX
-	VMOVDQU64    (AX), Z1
-	VMOVDQU64    64(AX), Z2
+	VMOVDQU64    bitsG32Transpose<>+0(SB), Z1
 
 Bits4A8G64Avx512_tile:
-	VPXORD Z3, Z3, Z3
+	VPXORD Z2, Z2, Z2
 	MOVQ   stride+8(FP), AX
 	IMUL3Q $0x00000004, AX, AX
 	MOVQ   w+0(FP), CX
@@ -942,207 +929,189 @@ Bits4A8G64Avx512_tile:
 	XORQ   CX, CX
 
 Bits4A8G64Avx512_chunk:
-	VPXORD         Z4, Z4, Z4
-	VPXORD         Z5, Z5, Z5
-	VPXORD         Z6, Z6, Z6
-	VPXORD         Z7, Z7, Z7
-	VPXORD         Z8, Z8, Z8
-	VPXORD         Z9, Z9, Z9
-	VPXORD         Z10, Z10, Z10
-	VPXORD         Z11, Z11, Z11
-	VPXORD         Z12, Z12, Z12
-	VPXORD         Z13, Z13, Z13
-	VPXORD         Z14, Z14, Z14
-	VPXORD         Z15, Z15, Z15
-	VPXORD         Z16, Z16, Z16
-	VPXORD         Z17, Z17, Z17
-	VPXORD         Z18, Z18, Z18
-	VPXORD         Z19, Z19, Z19
-	IMUL3Q         $0x00000280, CX, DX
-	MOVQ           act+24(FP), BX
-	ADDQ           BX, DX
-	IMUL3Q         $0x00000080, CX, BX
-	MOVQ           meta+16(FP), SI
-	ADDQ           SI, BX
-	MOVQ           CX, SI
-	SHLQ           $0x07, SI
-	MOVQ           w+0(FP), DI
-	ADDQ           DI, SI
-	MOVQ           stride+8(FP), DI
-	PREFETCHT1     (AX)
-	PREFETCHT1     64(AX)
-	VMOVDQU64      (SI), Z20
-	VPMULTISHIFTQB Z20, Z1, Z21
-	VPANDD         Z21, Z0, Z21
-	VPDPBUSD       (DX), Z21, Z4
-	VPDPBUSD       128(DX), Z21, Z5
-	VPMULTISHIFTQB Z20, Z2, Z20
-	VPANDD         Z20, Z0, Z20
-	VPDPBUSD       256(DX), Z20, Z6
-	VPDPBUSD       384(DX), Z20, Z7
-	VMOVDQU64      64(SI), Z20
-	VPMULTISHIFTQB Z20, Z1, Z21
-	VPANDD         Z21, Z0, Z21
-	VPDPBUSD       64(DX), Z21, Z4
-	VPDPBUSD       192(DX), Z21, Z5
-	VPMULTISHIFTQB Z20, Z2, Z20
-	VPANDD         Z20, Z0, Z20
-	VPDPBUSD       320(DX), Z20, Z6
-	VPDPBUSD       448(DX), Z20, Z7
-	ADDQ           DI, SI
-	PREFETCHT1     128(AX)
-	PREFETCHT1     192(AX)
-	VMOVDQU64      (SI), Z20
-	VPMULTISHIFTQB Z20, Z1, Z21
-	VPANDD         Z21, Z0, Z21
-	VPDPBUSD       (DX), Z21, Z8
-	VPDPBUSD       128(DX), Z21, Z9
-	VPMULTISHIFTQB Z20, Z2, Z20
-	VPANDD         Z20, Z0, Z20
-	VPDPBUSD       256(DX), Z20, Z10
-	VPDPBUSD       384(DX), Z20, Z11
-	VMOVDQU64      64(SI), Z20
-	VPMULTISHIFTQB Z20, Z1, Z21
-	VPANDD         Z21, Z0, Z21
-	VPDPBUSD       64(DX), Z21, Z8
-	VPDPBUSD       192(DX), Z21, Z9
-	VPMULTISHIFTQB Z20, Z2, Z20
-	VPANDD         Z20, Z0, Z20
-	VPDPBUSD       320(DX), Z20, Z10
-	VPDPBUSD       448(DX), Z20, Z11
-	ADDQ           DI, SI
-	PREFETCHT1     256(AX)
-	PREFETCHT1     320(AX)
-	VMOVDQU64      (SI), Z20
-	VPMULTISHIFTQB Z20, Z1, Z21
-	VPANDD         Z21, Z0, Z21
-	VPDPBUSD       (DX), Z21, Z12
-	VPDPBUSD       128(DX), Z21, Z13
-	VPMULTISHIFTQB Z20, Z2, Z20
-	VPANDD         Z20, Z0, Z20
-	VPDPBUSD       256(DX), Z20, Z14
-	VPDPBUSD       384(DX), Z20, Z15
-	VMOVDQU64      64(SI), Z20
-	VPMULTISHIFTQB Z20, Z1, Z21
-	VPANDD         Z21, Z0, Z21
-	VPDPBUSD       64(DX), Z21, Z12
-	VPDPBUSD       192(DX), Z21, Z13
-	VPMULTISHIFTQB Z20, Z2, Z20
-	VPANDD         Z20, Z0, Z20
-	VPDPBUSD       320(DX), Z20, Z14
-	VPDPBUSD       448(DX), Z20, Z15
-	ADDQ           DI, SI
-	PREFETCHT1     384(AX)
-	PREFETCHT1     448(AX)
-	VMOVDQU64      (SI), Z20
-	VPMULTISHIFTQB Z20, Z1, Z21
-	VPANDD         Z21, Z0, Z21
-	VPDPBUSD       (DX), Z21, Z16
-	VPDPBUSD       128(DX), Z21, Z17
-	VPMULTISHIFTQB Z20, Z2, Z20
-	VPANDD         Z20, Z0, Z20
-	VPDPBUSD       256(DX), Z20, Z18
-	VPDPBUSD       384(DX), Z20, Z19
-	VMOVDQU64      64(SI), Z20
-	VPMULTISHIFTQB Z20, Z1, Z21
-	VPANDD         Z21, Z0, Z21
-	VPDPBUSD       64(DX), Z21, Z16
-	VPDPBUSD       192(DX), Z21, Z17
-	VPMULTISHIFTQB Z20, Z2, Z20
-	VPANDD         Z20, Z0, Z20
-	VPDPBUSD       320(DX), Z20, Z18
-	VPDPBUSD       448(DX), Z20, Z19
-	VPUNPCKLDQ     Z5, Z4, Z20
-	VPUNPCKHDQ     Z5, Z4, Z4
-	VPADDD         Z20, Z4, Z4
-	VPUNPCKLDQ     Z7, Z6, Z20
-	VPUNPCKHDQ     Z7, Z6, Z6
-	VPADDD         Z20, Z6, Z6
-	VPUNPCKLDQ     Z9, Z8, Z20
-	VPUNPCKHDQ     Z9, Z8, Z8
-	VPADDD         Z20, Z8, Z8
-	VPUNPCKLDQ     Z11, Z10, Z20
-	VPUNPCKHDQ     Z11, Z10, Z10
-	VPADDD         Z20, Z10, Z10
-	VPUNPCKLDQ     Z13, Z12, Z20
-	VPUNPCKHDQ     Z13, Z12, Z12
-	VPADDD         Z20, Z12, Z12
-	VPUNPCKLDQ     Z15, Z14, Z20
-	VPUNPCKHDQ     Z15, Z14, Z14
-	VPADDD         Z20, Z14, Z14
-	VPUNPCKLDQ     Z17, Z16, Z20
-	VPUNPCKHDQ     Z17, Z16, Z16
-	VPADDD         Z20, Z16, Z16
-	VPUNPCKLDQ     Z19, Z18, Z20
-	VPUNPCKHDQ     Z19, Z18, Z18
-	VPADDD         Z20, Z18, Z18
-	VPUNPCKLQDQ    Z6, Z4, Z20
-	VPUNPCKHQDQ    Z6, Z4, Z4
-	VPADDD         Z20, Z4, Z4
-	VPUNPCKLQDQ    Z10, Z8, Z20
-	VPUNPCKHQDQ    Z10, Z8, Z8
-	VPADDD         Z20, Z8, Z8
-	VPUNPCKLQDQ    Z14, Z12, Z20
-	VPUNPCKHQDQ    Z14, Z12, Z12
-	VPADDD         Z20, Z12, Z12
-	VPUNPCKLQDQ    Z18, Z16, Z20
-	VPUNPCKHQDQ    Z18, Z16, Z16
-	VPADDD         Z20, Z16, Z16
-	VSHUFI32X4     $0x88, Z8, Z4, Z20
-	VSHUFI32X4     $0xdd, Z8, Z4, Z4
-	VPADDD         Z4, Z20, Z20
-	VSHUFI32X4     $0x88, Z16, Z12, Z21
-	VSHUFI32X4     $0xdd, Z16, Z12, Z12
-	VPADDD         Z12, Z21, Z21
-	VSHUFI32X4     $0x88, Z21, Z20, Z22
-	VSHUFI32X4     $0xdd, Z21, Z20, Z20
-	VPADDD         Z20, Z22, Z22
-	VMOVDQU32      64(BX), Z20
-	VMOVUPS        (BX), Z21
-	VPMULLD        576(DX), Z20, Z20
-	VPSUBD         Z20, Z22, Z22
-	VMULPS         512(DX), Z21, Z21
-	VCVTDQ2PS      Z22, Z22
-	VMULPS         Z22, Z21, Z21
-	MOVQ           idx+64(FP), DX
-	VMOVDQU32      (DX), Z20
-	VPERMPS        Z21, Z20, Z20
-	VADDPS         Z20, Z3, Z3
-	VMOVDQU32      64(DX), Z20
-	VPERMPS        Z21, Z20, Z20
-	VADDPS         Z20, Z3, Z3
-	VMOVDQU32      128(DX), Z20
-	VPERMPS        Z21, Z20, Z20
-	VADDPS         Z20, Z3, Z3
-	VMOVDQU32      192(DX), Z20
-	VPERMPS        Z21, Z20, Z20
-	VADDPS         Z20, Z3, Z3
-	ADDQ           $0x00000200, AX
-	INCQ           CX
-	MOVQ           chunks+32(FP), DX
-	CMPQ           CX, DX
-	JB             Bits4A8G64Avx512_chunk
-	MOVQ           out+40(FP), AX
-	VMOVUPS        Z3, (AX)
-	MOVQ           out+40(FP), AX
-	ADDQ           $0x00000040, AX
-	MOVQ           AX, out+40(FP)
-	MOVQ           stride+8(FP), AX
-	IMUL3Q         $0x00000004, AX, AX
-	MOVQ           w+0(FP), CX
-	ADDQ           AX, CX
-	MOVQ           CX, w+0(FP)
-	MOVQ           chunks+32(FP), AX
-	IMUL3Q         $0x00000080, AX, AX
-	MOVQ           meta+16(FP), CX
-	ADDQ           AX, CX
-	MOVQ           CX, meta+16(FP)
-	MOVQ           ntiles+48(FP), AX
-	DECQ           AX
-	MOVQ           AX, ntiles+48(FP)
-	JNZ            Bits4A8G64Avx512_tile
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPXORD     Z8, Z8, Z8
+	VPXORD     Z9, Z9, Z9
+	VPXORD     Z10, Z10, Z10
+	IMUL3Q     $0x00000180, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	IMUL3Q     $0x00000080, CX, BX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, BX
+	MOVQ       CX, SI
+	SHLQ       $0x07, SI
+	MOVQ       w+0(FP), DI
+	ADDQ       DI, SI
+	MOVQ       stride+8(FP), DI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VPERMB     (SI), Z1, Z11
+	VPANDD     Z11, Z0, Z12
+	VPDPBUSD   (DX), Z12, Z3
+	VPSRLD     $0x04, Z11, Z11
+	VPANDD     Z11, Z0, Z11
+	VPDPBUSD   64(DX), Z11, Z4
+	VPERMB     64(SI), Z1, Z11
+	VPANDD     Z11, Z0, Z12
+	VPDPBUSD   128(DX), Z12, Z3
+	VPSRLD     $0x04, Z11, Z11
+	VPANDD     Z11, Z0, Z11
+	VPDPBUSD   192(DX), Z11, Z4
+	ADDQ       DI, SI
+	PREFETCHT1 128(AX)
+	PREFETCHT1 192(AX)
+	VPERMB     (SI), Z1, Z11
+	VPANDD     Z11, Z0, Z12
+	VPDPBUSD   (DX), Z12, Z5
+	VPSRLD     $0x04, Z11, Z11
+	VPANDD     Z11, Z0, Z11
+	VPDPBUSD   64(DX), Z11, Z6
+	VPERMB     64(SI), Z1, Z11
+	VPANDD     Z11, Z0, Z12
+	VPDPBUSD   128(DX), Z12, Z5
+	VPSRLD     $0x04, Z11, Z11
+	VPANDD     Z11, Z0, Z11
+	VPDPBUSD   192(DX), Z11, Z6
+	ADDQ       DI, SI
+	PREFETCHT1 256(AX)
+	PREFETCHT1 320(AX)
+	VPERMB     (SI), Z1, Z11
+	VPANDD     Z11, Z0, Z12
+	VPDPBUSD   (DX), Z12, Z7
+	VPSRLD     $0x04, Z11, Z11
+	VPANDD     Z11, Z0, Z11
+	VPDPBUSD   64(DX), Z11, Z8
+	VPERMB     64(SI), Z1, Z11
+	VPANDD     Z11, Z0, Z12
+	VPDPBUSD   128(DX), Z12, Z7
+	VPSRLD     $0x04, Z11, Z11
+	VPANDD     Z11, Z0, Z11
+	VPDPBUSD   192(DX), Z11, Z8
+	ADDQ       DI, SI
+	PREFETCHT1 384(AX)
+	PREFETCHT1 448(AX)
+	VPERMB     (SI), Z1, Z11
+	VPANDD     Z11, Z0, Z12
+	VPDPBUSD   (DX), Z12, Z9
+	VPSRLD     $0x04, Z11, Z11
+	VPANDD     Z11, Z0, Z11
+	VPDPBUSD   64(DX), Z11, Z10
+	VPERMB     64(SI), Z1, Z11
+	VPANDD     Z11, Z0, Z12
+	VPDPBUSD   128(DX), Z12, Z9
+	VPSRLD     $0x04, Z11, Z11
+	VPANDD     Z11, Z0, Z11
+	VPDPBUSD   192(DX), Z11, Z10
+	VSHUFI64X2 $0x44, Z4, Z3, Z11
+	VSHUFI64X2 $0xee, Z4, Z3, Z12
+	VPADDD     Z12, Z11, Z11
+	VSHUFI64X2 $0x44, Z6, Z5, Z13
+	VSHUFI64X2 $0xee, Z6, Z5, Z12
+	VPADDD     Z12, Z13, Z13
+	VSHUFPS    $0x88, Z13, Z11, Z12
+	VSHUFPS    $0xdd, Z13, Z11, Z11
+	VPADDD     Z11, Z12, Z12
+	VSHUFI64X2 $0x44, Z8, Z7, Z11
+	VSHUFI64X2 $0xee, Z8, Z7, Z13
+	VPADDD     Z13, Z11, Z11
+	VSHUFI64X2 $0x44, Z10, Z9, Z14
+	VSHUFI64X2 $0xee, Z10, Z9, Z13
+	VPADDD     Z13, Z14, Z14
+	VSHUFPS    $0x88, Z14, Z11, Z13
+	VSHUFPS    $0xdd, Z14, Z11, Z11
+	VPADDD     Z11, Z13, Z13
+	VMOVDQU32  bits4G64Lanes0<>+0(SB), Z11
+	VPERMI2D   Z13, Z12, Z11
+	VMOVDQU32  bits4G64Lanes1<>+0(SB), Z14
+	VPERMI2D   Z13, Z12, Z14
+	VPADDD     Z14, Z11, Z11
+	VMOVDQU32  64(BX), Z12
+	VMOVUPS    (BX), Z13
+	VPMULLD    320(DX), Z12, Z12
+	VPSUBD     Z12, Z11, Z11
+	VMULPS     256(DX), Z13, Z13
+	VCVTDQ2PS  Z11, Z11
+	VMULPS     Z11, Z13, Z13
+	MOVQ       idx+64(FP), DX
+	VMOVDQU32  (DX), Z11
+	VPERMPS    Z13, Z11, Z11
+	VADDPS     Z11, Z2, Z2
+	VMOVDQU32  64(DX), Z11
+	VPERMPS    Z13, Z11, Z11
+	VADDPS     Z11, Z2, Z2
+	VMOVDQU32  128(DX), Z11
+	VPERMPS    Z13, Z11, Z11
+	VADDPS     Z11, Z2, Z2
+	VMOVDQU32  192(DX), Z11
+	VPERMPS    Z13, Z11, Z11
+	VADDPS     Z11, Z2, Z2
+	ADDQ       $0x00000200, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JB         Bits4A8G64Avx512_chunk
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Z2, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000040, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000004, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000080, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits4A8G64Avx512_tile
 	VZEROUPPER
 	RET
+
+DATA bits4G64Lanes0<>+0(SB)/4, $0x0000000d
+DATA bits4G64Lanes0<>+4(SB)/4, $0x0000000c
+DATA bits4G64Lanes0<>+8(SB)/4, $0x00000009
+DATA bits4G64Lanes0<>+12(SB)/4, $0x00000008
+DATA bits4G64Lanes0<>+16(SB)/4, $0x0000000f
+DATA bits4G64Lanes0<>+20(SB)/4, $0x0000000e
+DATA bits4G64Lanes0<>+24(SB)/4, $0x0000000b
+DATA bits4G64Lanes0<>+28(SB)/4, $0x0000000a
+DATA bits4G64Lanes0<>+32(SB)/4, $0x0000001d
+DATA bits4G64Lanes0<>+36(SB)/4, $0x0000001c
+DATA bits4G64Lanes0<>+40(SB)/4, $0x00000019
+DATA bits4G64Lanes0<>+44(SB)/4, $0x00000018
+DATA bits4G64Lanes0<>+48(SB)/4, $0x0000001f
+DATA bits4G64Lanes0<>+52(SB)/4, $0x0000001e
+DATA bits4G64Lanes0<>+56(SB)/4, $0x0000001b
+DATA bits4G64Lanes0<>+60(SB)/4, $0x0000001a
+GLOBL bits4G64Lanes0<>(SB), RODATA|NOPTR, $64
+
+DATA bits4G64Lanes1<>+0(SB)/4, $0x00000005
+DATA bits4G64Lanes1<>+4(SB)/4, $0x00000004
+DATA bits4G64Lanes1<>+8(SB)/4, $0x00000001
+DATA bits4G64Lanes1<>+12(SB)/4, $0x00000000
+DATA bits4G64Lanes1<>+16(SB)/4, $0x00000007
+DATA bits4G64Lanes1<>+20(SB)/4, $0x00000006
+DATA bits4G64Lanes1<>+24(SB)/4, $0x00000003
+DATA bits4G64Lanes1<>+28(SB)/4, $0x00000002
+DATA bits4G64Lanes1<>+32(SB)/4, $0x00000015
+DATA bits4G64Lanes1<>+36(SB)/4, $0x00000014
+DATA bits4G64Lanes1<>+40(SB)/4, $0x00000011
+DATA bits4G64Lanes1<>+44(SB)/4, $0x00000010
+DATA bits4G64Lanes1<>+48(SB)/4, $0x00000017
+DATA bits4G64Lanes1<>+52(SB)/4, $0x00000016
+DATA bits4G64Lanes1<>+56(SB)/4, $0x00000013
+DATA bits4G64Lanes1<>+60(SB)/4, $0x00000012
+GLOBL bits4G64Lanes1<>(SB), RODATA|NOPTR, $64
 
 // func Bits4A8G32Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 // Requires: AVX, AVX512F, AVX512VBMI, AVX512VNNI, MMX+
@@ -1551,14 +1520,10 @@ Bits2A8Avx512_chunk:
 TEXT ·Bits2A8G64Avx512(SB), NOSPLIT, $0-72
 	MOVL         $0x03030303, AX
 	VPBROADCASTD AX, Z0
-	MOVQ         ctrl+56(FP), AX
-	VMOVDQU64    (AX), Z1
-	VMOVDQU64    64(AX), Z2
-	VMOVDQU64    128(AX), Z3
-	VMOVDQU64    192(AX), Z4
+	VMOVDQU64    bitsG32Transpose<>+0(SB), Z1
 
 Bits2A8G64Avx512_tile:
-	VPXORD Z5, Z5, Z5
+	VPXORD Z2, Z2, Z2
 	MOVQ   stride+8(FP), AX
 	IMUL3Q $0x00000002, AX, AX
 	MOVQ   w+0(FP), CX
@@ -1566,209 +1531,195 @@ Bits2A8G64Avx512_tile:
 	XORQ   CX, CX
 
 Bits2A8G64Avx512_chunk:
-	VPXORD         Z6, Z6, Z6
-	VPXORD         Z7, Z7, Z7
-	VPXORD         Z8, Z8, Z8
-	VPXORD         Z9, Z9, Z9
-	VPXORD         Z10, Z10, Z10
-	VPXORD         Z11, Z11, Z11
-	VPXORD         Z12, Z12, Z12
-	VPXORD         Z13, Z13, Z13
-	VPXORD         Z14, Z14, Z14
-	VPXORD         Z15, Z15, Z15
-	VPXORD         Z16, Z16, Z16
-	VPXORD         Z17, Z17, Z17
-	VPXORD         Z18, Z18, Z18
-	VPXORD         Z19, Z19, Z19
-	VPXORD         Z20, Z20, Z20
-	VPXORD         Z21, Z21, Z21
-	IMUL3Q         $0x00000480, CX, DX
-	MOVQ           act+24(FP), BX
-	ADDQ           BX, DX
-	IMUL3Q         $0x00000080, CX, BX
-	MOVQ           meta+16(FP), SI
-	ADDQ           SI, BX
-	MOVQ           CX, SI
-	SHLQ           $0x07, SI
-	MOVQ           w+0(FP), DI
-	ADDQ           DI, SI
-	MOVQ           stride+8(FP), DI
-	PREFETCHT1     (AX)
-	PREFETCHT1     64(AX)
-	VMOVDQU64      (SI), Z22
-	VPMULTISHIFTQB Z22, Z1, Z23
-	VPANDD         Z23, Z0, Z23
-	VPDPBUSD       (DX), Z23, Z6
-	VPDPBUSD       128(DX), Z23, Z7
-	VPMULTISHIFTQB Z22, Z2, Z23
-	VPANDD         Z23, Z0, Z23
-	VPDPBUSD       256(DX), Z23, Z8
-	VPDPBUSD       384(DX), Z23, Z9
-	VPMULTISHIFTQB Z22, Z3, Z23
-	VPANDD         Z23, Z0, Z23
-	VPDPBUSD       512(DX), Z23, Z10
-	VPDPBUSD       640(DX), Z23, Z11
-	VPMULTISHIFTQB Z22, Z4, Z22
-	VPANDD         Z22, Z0, Z22
-	VPDPBUSD       768(DX), Z22, Z12
-	VPDPBUSD       896(DX), Z22, Z13
-	VMOVDQU64      64(SI), Z22
-	VPMULTISHIFTQB Z22, Z1, Z23
-	VPANDD         Z23, Z0, Z23
-	VPDPBUSD       64(DX), Z23, Z6
-	VPDPBUSD       192(DX), Z23, Z7
-	VPMULTISHIFTQB Z22, Z2, Z23
-	VPANDD         Z23, Z0, Z23
-	VPDPBUSD       320(DX), Z23, Z8
-	VPDPBUSD       448(DX), Z23, Z9
-	VPMULTISHIFTQB Z22, Z3, Z23
-	VPANDD         Z23, Z0, Z23
-	VPDPBUSD       576(DX), Z23, Z10
-	VPDPBUSD       704(DX), Z23, Z11
-	VPMULTISHIFTQB Z22, Z4, Z22
-	VPANDD         Z22, Z0, Z22
-	VPDPBUSD       832(DX), Z22, Z12
-	VPDPBUSD       960(DX), Z22, Z13
-	ADDQ           DI, SI
-	PREFETCHT1     128(AX)
-	PREFETCHT1     192(AX)
-	VMOVDQU64      (SI), Z22
-	VPMULTISHIFTQB Z22, Z1, Z23
-	VPANDD         Z23, Z0, Z23
-	VPDPBUSD       (DX), Z23, Z14
-	VPDPBUSD       128(DX), Z23, Z15
-	VPMULTISHIFTQB Z22, Z2, Z23
-	VPANDD         Z23, Z0, Z23
-	VPDPBUSD       256(DX), Z23, Z16
-	VPDPBUSD       384(DX), Z23, Z17
-	VPMULTISHIFTQB Z22, Z3, Z23
-	VPANDD         Z23, Z0, Z23
-	VPDPBUSD       512(DX), Z23, Z18
-	VPDPBUSD       640(DX), Z23, Z19
-	VPMULTISHIFTQB Z22, Z4, Z22
-	VPANDD         Z22, Z0, Z22
-	VPDPBUSD       768(DX), Z22, Z20
-	VPDPBUSD       896(DX), Z22, Z21
-	VMOVDQU64      64(SI), Z22
-	VPMULTISHIFTQB Z22, Z1, Z23
-	VPANDD         Z23, Z0, Z23
-	VPDPBUSD       64(DX), Z23, Z14
-	VPDPBUSD       192(DX), Z23, Z15
-	VPMULTISHIFTQB Z22, Z2, Z23
-	VPANDD         Z23, Z0, Z23
-	VPDPBUSD       320(DX), Z23, Z16
-	VPDPBUSD       448(DX), Z23, Z17
-	VPMULTISHIFTQB Z22, Z3, Z23
-	VPANDD         Z23, Z0, Z23
-	VPDPBUSD       576(DX), Z23, Z18
-	VPDPBUSD       704(DX), Z23, Z19
-	VPMULTISHIFTQB Z22, Z4, Z22
-	VPANDD         Z22, Z0, Z22
-	VPDPBUSD       832(DX), Z22, Z20
-	VPDPBUSD       960(DX), Z22, Z21
-	VPUNPCKLDQ     Z7, Z6, Z22
-	VPUNPCKHDQ     Z7, Z6, Z6
-	VPADDD         Z22, Z6, Z6
-	VPUNPCKLDQ     Z9, Z8, Z22
-	VPUNPCKHDQ     Z9, Z8, Z8
-	VPADDD         Z22, Z8, Z8
-	VPUNPCKLDQ     Z11, Z10, Z22
-	VPUNPCKHDQ     Z11, Z10, Z10
-	VPADDD         Z22, Z10, Z10
-	VPUNPCKLDQ     Z13, Z12, Z22
-	VPUNPCKHDQ     Z13, Z12, Z12
-	VPADDD         Z22, Z12, Z12
-	VPUNPCKLDQ     Z15, Z14, Z22
-	VPUNPCKHDQ     Z15, Z14, Z14
-	VPADDD         Z22, Z14, Z14
-	VPUNPCKLDQ     Z17, Z16, Z22
-	VPUNPCKHDQ     Z17, Z16, Z16
-	VPADDD         Z22, Z16, Z16
-	VPUNPCKLDQ     Z19, Z18, Z22
-	VPUNPCKHDQ     Z19, Z18, Z18
-	VPADDD         Z22, Z18, Z18
-	VPUNPCKLDQ     Z21, Z20, Z22
-	VPUNPCKHDQ     Z21, Z20, Z20
-	VPADDD         Z22, Z20, Z20
-	VPUNPCKLQDQ    Z8, Z6, Z22
-	VPUNPCKHQDQ    Z8, Z6, Z6
-	VPADDD         Z22, Z6, Z6
-	VPUNPCKLQDQ    Z12, Z10, Z22
-	VPUNPCKHQDQ    Z12, Z10, Z10
-	VPADDD         Z22, Z10, Z10
-	VPUNPCKLQDQ    Z16, Z14, Z22
-	VPUNPCKHQDQ    Z16, Z14, Z14
-	VPADDD         Z22, Z14, Z14
-	VPUNPCKLQDQ    Z20, Z18, Z22
-	VPUNPCKHQDQ    Z20, Z18, Z18
-	VPADDD         Z22, Z18, Z18
-	VSHUFI32X4     $0x88, Z10, Z6, Z22
-	VSHUFI32X4     $0xdd, Z10, Z6, Z6
-	VPADDD         Z6, Z22, Z22
-	VSHUFI32X4     $0x88, Z18, Z14, Z23
-	VSHUFI32X4     $0xdd, Z18, Z14, Z14
-	VPADDD         Z14, Z23, Z23
-	VSHUFI32X4     $0x88, Z23, Z22, Z24
-	VSHUFI32X4     $0xdd, Z23, Z22, Z22
-	VPADDD         Z22, Z24, Z24
-	VMOVDQU32      64(BX), Z22
-	VMOVUPS        (BX), Z23
-	VPMULLD        1088(DX), Z22, Z22
-	VPSUBD         Z22, Z24, Z24
-	VMULPS         1024(DX), Z23, Z23
-	VCVTDQ2PS      Z24, Z24
-	VMULPS         Z24, Z23, Z23
-	MOVQ           idx+64(FP), DX
-	VMOVDQU32      (DX), Z22
-	VPERMPS        Z23, Z22, Z22
-	VADDPS         Z22, Z5, Z5
-	VMOVDQU32      64(DX), Z22
-	VPERMPS        Z23, Z22, Z22
-	VADDPS         Z22, Z5, Z5
-	VMOVDQU32      128(DX), Z22
-	VPERMPS        Z23, Z22, Z22
-	VADDPS         Z22, Z5, Z5
-	VMOVDQU32      192(DX), Z22
-	VPERMPS        Z23, Z22, Z22
-	VADDPS         Z22, Z5, Z5
-	VMOVDQU32      256(DX), Z22
-	VPERMPS        Z23, Z22, Z22
-	VADDPS         Z22, Z5, Z5
-	VMOVDQU32      320(DX), Z22
-	VPERMPS        Z23, Z22, Z22
-	VADDPS         Z22, Z5, Z5
-	VMOVDQU32      384(DX), Z22
-	VPERMPS        Z23, Z22, Z22
-	VADDPS         Z22, Z5, Z5
-	VMOVDQU32      448(DX), Z22
-	VPERMPS        Z23, Z22, Z22
-	VADDPS         Z22, Z5, Z5
-	ADDQ           $0x00000100, AX
-	INCQ           CX
-	MOVQ           chunks+32(FP), DX
-	CMPQ           CX, DX
-	JB             Bits2A8G64Avx512_chunk
-	MOVQ           out+40(FP), AX
-	VMOVUPS        Z5, (AX)
-	MOVQ           out+40(FP), AX
-	ADDQ           $0x00000040, AX
-	MOVQ           AX, out+40(FP)
-	MOVQ           stride+8(FP), AX
-	IMUL3Q         $0x00000002, AX, AX
-	MOVQ           w+0(FP), CX
-	ADDQ           AX, CX
-	MOVQ           CX, w+0(FP)
-	MOVQ           chunks+32(FP), AX
-	IMUL3Q         $0x00000080, AX, AX
-	MOVQ           meta+16(FP), CX
-	ADDQ           AX, CX
-	MOVQ           CX, meta+16(FP)
-	MOVQ           ntiles+48(FP), AX
-	DECQ           AX
-	MOVQ           AX, ntiles+48(FP)
-	JNZ            Bits2A8G64Avx512_tile
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPXORD     Z8, Z8, Z8
+	VPXORD     Z9, Z9, Z9
+	VPXORD     Z10, Z10, Z10
+	IMUL3Q     $0x00000280, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	IMUL3Q     $0x00000080, CX, BX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, BX
+	MOVQ       CX, SI
+	SHLQ       $0x07, SI
+	MOVQ       w+0(FP), DI
+	ADDQ       DI, SI
+	MOVQ       stride+8(FP), DI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VPERMB     (SI), Z1, Z11
+	VPANDD     Z11, Z0, Z12
+	VPDPBUSD   (DX), Z12, Z3
+	VPSRLD     $0x02, Z11, Z12
+	VPANDD     Z12, Z0, Z12
+	VPDPBUSD   64(DX), Z12, Z4
+	VPSRLD     $0x04, Z11, Z12
+	VPANDD     Z12, Z0, Z12
+	VPDPBUSD   128(DX), Z12, Z5
+	VPSRLD     $0x06, Z11, Z11
+	VPANDD     Z11, Z0, Z11
+	VPDPBUSD   192(DX), Z11, Z6
+	VPERMB     64(SI), Z1, Z11
+	VPANDD     Z11, Z0, Z12
+	VPDPBUSD   256(DX), Z12, Z3
+	VPSRLD     $0x02, Z11, Z12
+	VPANDD     Z12, Z0, Z12
+	VPDPBUSD   320(DX), Z12, Z4
+	VPSRLD     $0x04, Z11, Z12
+	VPANDD     Z12, Z0, Z12
+	VPDPBUSD   384(DX), Z12, Z5
+	VPSRLD     $0x06, Z11, Z11
+	VPANDD     Z11, Z0, Z11
+	VPDPBUSD   448(DX), Z11, Z6
+	ADDQ       DI, SI
+	PREFETCHT1 128(AX)
+	PREFETCHT1 192(AX)
+	VPERMB     (SI), Z1, Z11
+	VPANDD     Z11, Z0, Z12
+	VPDPBUSD   (DX), Z12, Z7
+	VPSRLD     $0x02, Z11, Z12
+	VPANDD     Z12, Z0, Z12
+	VPDPBUSD   64(DX), Z12, Z8
+	VPSRLD     $0x04, Z11, Z12
+	VPANDD     Z12, Z0, Z12
+	VPDPBUSD   128(DX), Z12, Z9
+	VPSRLD     $0x06, Z11, Z11
+	VPANDD     Z11, Z0, Z11
+	VPDPBUSD   192(DX), Z11, Z10
+	VPERMB     64(SI), Z1, Z11
+	VPANDD     Z11, Z0, Z12
+	VPDPBUSD   256(DX), Z12, Z7
+	VPSRLD     $0x02, Z11, Z12
+	VPANDD     Z12, Z0, Z12
+	VPDPBUSD   320(DX), Z12, Z8
+	VPSRLD     $0x04, Z11, Z12
+	VPANDD     Z12, Z0, Z12
+	VPDPBUSD   384(DX), Z12, Z9
+	VPSRLD     $0x06, Z11, Z11
+	VPANDD     Z11, Z0, Z11
+	VPDPBUSD   448(DX), Z11, Z10
+	VSHUFI64X2 $0x44, Z4, Z3, Z11
+	VSHUFI64X2 $0xee, Z4, Z3, Z12
+	VPADDD     Z12, Z11, Z11
+	VSHUFI64X2 $0x44, Z6, Z5, Z13
+	VSHUFI64X2 $0xee, Z6, Z5, Z12
+	VPADDD     Z12, Z13, Z13
+	VSHUFPS    $0x88, Z13, Z11, Z12
+	VSHUFPS    $0xdd, Z13, Z11, Z11
+	VPADDD     Z11, Z12, Z12
+	VSHUFI64X2 $0x44, Z8, Z7, Z11
+	VSHUFI64X2 $0xee, Z8, Z7, Z13
+	VPADDD     Z13, Z11, Z11
+	VSHUFI64X2 $0x44, Z10, Z9, Z14
+	VSHUFI64X2 $0xee, Z10, Z9, Z13
+	VPADDD     Z13, Z14, Z14
+	VSHUFPS    $0x88, Z14, Z11, Z13
+	VSHUFPS    $0xdd, Z14, Z11, Z11
+	VPADDD     Z11, Z13, Z13
+	VMOVDQU32  bits2G64Lanes0<>+0(SB), Z11
+	VPERMI2D   Z13, Z12, Z11
+	VMOVDQU32  bits2G64Lanes1<>+0(SB), Z14
+	VPERMI2D   Z13, Z12, Z14
+	VPADDD     Z14, Z11, Z11
+	VMOVDQU32  64(BX), Z12
+	VMOVUPS    (BX), Z13
+	VPMULLD    576(DX), Z12, Z12
+	VPSUBD     Z12, Z11, Z11
+	VMULPS     512(DX), Z13, Z13
+	VCVTDQ2PS  Z11, Z11
+	VMULPS     Z11, Z13, Z13
+	MOVQ       idx+64(FP), DX
+	VMOVDQU32  (DX), Z11
+	VPERMPS    Z13, Z11, Z11
+	VADDPS     Z11, Z2, Z2
+	VMOVDQU32  64(DX), Z11
+	VPERMPS    Z13, Z11, Z11
+	VADDPS     Z11, Z2, Z2
+	VMOVDQU32  128(DX), Z11
+	VPERMPS    Z13, Z11, Z11
+	VADDPS     Z11, Z2, Z2
+	VMOVDQU32  192(DX), Z11
+	VPERMPS    Z13, Z11, Z11
+	VADDPS     Z11, Z2, Z2
+	VMOVDQU32  256(DX), Z11
+	VPERMPS    Z13, Z11, Z11
+	VADDPS     Z11, Z2, Z2
+	VMOVDQU32  320(DX), Z11
+	VPERMPS    Z13, Z11, Z11
+	VADDPS     Z11, Z2, Z2
+	VMOVDQU32  384(DX), Z11
+	VPERMPS    Z13, Z11, Z11
+	VADDPS     Z11, Z2, Z2
+	VMOVDQU32  448(DX), Z11
+	VPERMPS    Z13, Z11, Z11
+	VADDPS     Z11, Z2, Z2
+	ADDQ       $0x00000100, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JB         Bits2A8G64Avx512_chunk
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Z2, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000040, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000002, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000080, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits2A8G64Avx512_tile
 	VZEROUPPER
 	RET
+
+DATA bits2G64Lanes0<>+0(SB)/4, $0x0000000f
+DATA bits2G64Lanes0<>+4(SB)/4, $0x0000000d
+DATA bits2G64Lanes0<>+8(SB)/4, $0x0000000e
+DATA bits2G64Lanes0<>+12(SB)/4, $0x0000000c
+DATA bits2G64Lanes0<>+16(SB)/4, $0x0000000b
+DATA bits2G64Lanes0<>+20(SB)/4, $0x00000009
+DATA bits2G64Lanes0<>+24(SB)/4, $0x0000000a
+DATA bits2G64Lanes0<>+28(SB)/4, $0x00000008
+DATA bits2G64Lanes0<>+32(SB)/4, $0x0000001f
+DATA bits2G64Lanes0<>+36(SB)/4, $0x0000001d
+DATA bits2G64Lanes0<>+40(SB)/4, $0x0000001e
+DATA bits2G64Lanes0<>+44(SB)/4, $0x0000001c
+DATA bits2G64Lanes0<>+48(SB)/4, $0x0000001b
+DATA bits2G64Lanes0<>+52(SB)/4, $0x00000019
+DATA bits2G64Lanes0<>+56(SB)/4, $0x0000001a
+DATA bits2G64Lanes0<>+60(SB)/4, $0x00000018
+GLOBL bits2G64Lanes0<>(SB), RODATA|NOPTR, $64
+
+DATA bits2G64Lanes1<>+0(SB)/4, $0x00000007
+DATA bits2G64Lanes1<>+4(SB)/4, $0x00000005
+DATA bits2G64Lanes1<>+8(SB)/4, $0x00000006
+DATA bits2G64Lanes1<>+12(SB)/4, $0x00000004
+DATA bits2G64Lanes1<>+16(SB)/4, $0x00000003
+DATA bits2G64Lanes1<>+20(SB)/4, $0x00000001
+DATA bits2G64Lanes1<>+24(SB)/4, $0x00000002
+DATA bits2G64Lanes1<>+28(SB)/4, $0x00000000
+DATA bits2G64Lanes1<>+32(SB)/4, $0x00000017
+DATA bits2G64Lanes1<>+36(SB)/4, $0x00000015
+DATA bits2G64Lanes1<>+40(SB)/4, $0x00000016
+DATA bits2G64Lanes1<>+44(SB)/4, $0x00000014
+DATA bits2G64Lanes1<>+48(SB)/4, $0x00000013
+DATA bits2G64Lanes1<>+52(SB)/4, $0x00000011
+DATA bits2G64Lanes1<>+56(SB)/4, $0x00000012
+DATA bits2G64Lanes1<>+60(SB)/4, $0x00000010
+GLOBL bits2G64Lanes1<>(SB), RODATA|NOPTR, $64
 
 // func Bits2A8G32Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 // Requires: AVX, AVX512F, AVX512VBMI, AVX512VNNI, MMX+
@@ -2680,10 +2631,9 @@ Bits8A8Meta16Avx512_chunk:
 	RET
 
 // func Bits8A8G64Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
-// Requires: AVX, AVX512F, AVX512VNNI, MMX+
+// Requires: AVX, AVX512F, AVX512VBMI, AVX512VNNI, MMX+
 TEXT ·Bits8A8G64Meta16Avx512(SB), NOSPLIT, $0-72
-	MOVL         $0xffffffff, AX
-	VPBROADCASTD AX, Z0
+	VMOVDQU64 bitsG32Transpose<>+0(SB), Z0
 
 Bits8A8G64Meta16Avx512_tile:
 	VPXORD Z1, Z1, Z1
@@ -2694,187 +2644,141 @@ Bits8A8G64Meta16Avx512_tile:
 	XORQ   CX, CX
 
 Bits8A8G64Meta16Avx512_chunk:
-	VPXORD      Z2, Z2, Z2
-	VPXORD      Z3, Z3, Z3
-	VPXORD      Z4, Z4, Z4
-	VPXORD      Z5, Z5, Z5
-	VPXORD      Z6, Z6, Z6
-	VPXORD      Z7, Z7, Z7
-	VPXORD      Z8, Z8, Z8
-	VPXORD      Z9, Z9, Z9
-	VPXORD      Z10, Z10, Z10
-	VPXORD      Z11, Z11, Z11
-	VPXORD      Z12, Z12, Z12
-	VPXORD      Z13, Z13, Z13
-	VPXORD      Z14, Z14, Z14
-	VPXORD      Z15, Z15, Z15
-	VPXORD      Z16, Z16, Z16
-	VPXORD      Z17, Z17, Z17
-	IMUL3Q      $0x00000180, CX, DX
-	MOVQ        act+24(FP), BX
-	ADDQ        BX, DX
-	IMUL3Q      $0x00000040, CX, BX
-	MOVQ        meta+16(FP), SI
-	ADDQ        SI, BX
-	MOVQ        CX, SI
-	SHLQ        $0x07, SI
-	MOVQ        w+0(FP), DI
-	ADDQ        DI, SI
-	MOVQ        stride+8(FP), DI
-	PREFETCHT1  (AX)
-	PREFETCHT1  64(AX)
-	VMOVDQU64   (SI), Z0
-	VPDPBUSD    (DX), Z0, Z2
-	VPDPBUSD    128(DX), Z0, Z3
-	VMOVDQU64   64(SI), Z0
-	VPDPBUSD    64(DX), Z0, Z2
-	VPDPBUSD    192(DX), Z0, Z3
-	ADDQ        DI, SI
-	PREFETCHT1  128(AX)
-	PREFETCHT1  192(AX)
-	VMOVDQU64   (SI), Z0
-	VPDPBUSD    (DX), Z0, Z4
-	VPDPBUSD    128(DX), Z0, Z5
-	VMOVDQU64   64(SI), Z0
-	VPDPBUSD    64(DX), Z0, Z4
-	VPDPBUSD    192(DX), Z0, Z5
-	ADDQ        DI, SI
-	PREFETCHT1  256(AX)
-	PREFETCHT1  320(AX)
-	VMOVDQU64   (SI), Z0
-	VPDPBUSD    (DX), Z0, Z6
-	VPDPBUSD    128(DX), Z0, Z7
-	VMOVDQU64   64(SI), Z0
-	VPDPBUSD    64(DX), Z0, Z6
-	VPDPBUSD    192(DX), Z0, Z7
-	ADDQ        DI, SI
-	PREFETCHT1  384(AX)
-	PREFETCHT1  448(AX)
-	VMOVDQU64   (SI), Z0
-	VPDPBUSD    (DX), Z0, Z8
-	VPDPBUSD    128(DX), Z0, Z9
-	VMOVDQU64   64(SI), Z0
-	VPDPBUSD    64(DX), Z0, Z8
-	VPDPBUSD    192(DX), Z0, Z9
-	ADDQ        DI, SI
-	PREFETCHT1  512(AX)
-	PREFETCHT1  576(AX)
-	VMOVDQU64   (SI), Z0
-	VPDPBUSD    (DX), Z0, Z10
-	VPDPBUSD    128(DX), Z0, Z11
-	VMOVDQU64   64(SI), Z0
-	VPDPBUSD    64(DX), Z0, Z10
-	VPDPBUSD    192(DX), Z0, Z11
-	ADDQ        DI, SI
-	PREFETCHT1  640(AX)
-	PREFETCHT1  704(AX)
-	VMOVDQU64   (SI), Z0
-	VPDPBUSD    (DX), Z0, Z12
-	VPDPBUSD    128(DX), Z0, Z13
-	VMOVDQU64   64(SI), Z0
-	VPDPBUSD    64(DX), Z0, Z12
-	VPDPBUSD    192(DX), Z0, Z13
-	ADDQ        DI, SI
-	PREFETCHT1  768(AX)
-	PREFETCHT1  832(AX)
-	VMOVDQU64   (SI), Z0
-	VPDPBUSD    (DX), Z0, Z14
-	VPDPBUSD    128(DX), Z0, Z15
-	VMOVDQU64   64(SI), Z0
-	VPDPBUSD    64(DX), Z0, Z14
-	VPDPBUSD    192(DX), Z0, Z15
-	ADDQ        DI, SI
-	PREFETCHT1  896(AX)
-	PREFETCHT1  960(AX)
-	VMOVDQU64   (SI), Z0
-	VPDPBUSD    (DX), Z0, Z16
-	VPDPBUSD    128(DX), Z0, Z17
-	VMOVDQU64   64(SI), Z0
-	VPDPBUSD    64(DX), Z0, Z16
-	VPDPBUSD    192(DX), Z0, Z17
-	VPUNPCKLDQ  Z3, Z2, Z0
-	VPUNPCKHDQ  Z3, Z2, Z2
-	VPADDD      Z0, Z2, Z2
-	VPUNPCKLDQ  Z5, Z4, Z0
-	VPUNPCKHDQ  Z5, Z4, Z4
-	VPADDD      Z0, Z4, Z4
-	VPUNPCKLDQ  Z7, Z6, Z0
-	VPUNPCKHDQ  Z7, Z6, Z6
-	VPADDD      Z0, Z6, Z6
-	VPUNPCKLDQ  Z9, Z8, Z0
-	VPUNPCKHDQ  Z9, Z8, Z8
-	VPADDD      Z0, Z8, Z8
-	VPUNPCKLDQ  Z11, Z10, Z0
-	VPUNPCKHDQ  Z11, Z10, Z10
-	VPADDD      Z0, Z10, Z10
-	VPUNPCKLDQ  Z13, Z12, Z0
-	VPUNPCKHDQ  Z13, Z12, Z12
-	VPADDD      Z0, Z12, Z12
-	VPUNPCKLDQ  Z15, Z14, Z0
-	VPUNPCKHDQ  Z15, Z14, Z14
-	VPADDD      Z0, Z14, Z14
-	VPUNPCKLDQ  Z17, Z16, Z0
-	VPUNPCKHDQ  Z17, Z16, Z16
-	VPADDD      Z0, Z16, Z16
-	VPUNPCKLQDQ Z4, Z2, Z0
-	VPUNPCKHQDQ Z4, Z2, Z2
-	VPADDD      Z0, Z2, Z2
-	VPUNPCKLQDQ Z8, Z6, Z0
-	VPUNPCKHQDQ Z8, Z6, Z6
-	VPADDD      Z0, Z6, Z6
-	VPUNPCKLQDQ Z12, Z10, Z0
-	VPUNPCKHQDQ Z12, Z10, Z10
-	VPADDD      Z0, Z10, Z10
-	VPUNPCKLQDQ Z16, Z14, Z0
-	VPUNPCKHQDQ Z16, Z14, Z14
-	VPADDD      Z0, Z14, Z14
-	VSHUFI32X4  $0x88, Z6, Z2, Z0
-	VSHUFI32X4  $0xdd, Z6, Z2, Z2
-	VPADDD      Z2, Z0, Z0
-	VSHUFI32X4  $0x88, Z14, Z10, Z18
-	VSHUFI32X4  $0xdd, Z14, Z10, Z10
-	VPADDD      Z10, Z18, Z18
-	VSHUFI32X4  $0x88, Z18, Z0, Z19
-	VSHUFI32X4  $0xdd, Z18, Z0, Z0
-	VPADDD      Z0, Z19, Z19
-	VPMOVSXWD   32(BX), Z0
-	VCVTPH2PS   (BX), Z18
-	VPMULLD     320(DX), Z0, Z0
-	VPSUBD      Z0, Z19, Z19
-	VMULPS      256(DX), Z18, Z18
-	VCVTDQ2PS   Z19, Z19
-	VMULPS      Z19, Z18, Z18
-	MOVQ        idx+64(FP), DX
-	VMOVDQU32   (DX), Z0
-	VPERMPS     Z18, Z0, Z0
-	VADDPS      Z0, Z1, Z1
-	VMOVDQU32   64(DX), Z0
-	VPERMPS     Z18, Z0, Z0
-	VADDPS      Z0, Z1, Z1
-	ADDQ        $0x00000400, AX
-	INCQ        CX
-	MOVQ        chunks+32(FP), DX
-	CMPQ        CX, DX
-	JB          Bits8A8G64Meta16Avx512_chunk
-	MOVQ        out+40(FP), AX
-	VMOVUPS     Z1, (AX)
-	MOVQ        out+40(FP), AX
-	ADDQ        $0x00000040, AX
-	MOVQ        AX, out+40(FP)
-	MOVQ        stride+8(FP), AX
-	IMUL3Q      $0x00000008, AX, AX
-	MOVQ        w+0(FP), CX
-	ADDQ        AX, CX
-	MOVQ        CX, w+0(FP)
-	MOVQ        chunks+32(FP), AX
-	IMUL3Q      $0x00000040, AX, AX
-	MOVQ        meta+16(FP), CX
-	ADDQ        AX, CX
-	MOVQ        CX, meta+16(FP)
-	MOVQ        ntiles+48(FP), AX
-	DECQ        AX
-	MOVQ        AX, ntiles+48(FP)
-	JNZ         Bits8A8G64Meta16Avx512_tile
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPXORD     Z8, Z8, Z8
+	VPXORD     Z9, Z9, Z9
+	IMUL3Q     $0x00000100, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	IMUL3Q     $0x00000040, CX, BX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, BX
+	MOVQ       CX, SI
+	SHLQ       $0x07, SI
+	MOVQ       w+0(FP), DI
+	ADDQ       DI, SI
+	MOVQ       stride+8(FP), DI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VPERMB     (SI), Z0, Z10
+	VPDPBUSD   (DX), Z10, Z2
+	VPERMB     64(SI), Z0, Z10
+	VPDPBUSD   64(DX), Z10, Z2
+	ADDQ       DI, SI
+	PREFETCHT1 128(AX)
+	PREFETCHT1 192(AX)
+	VPERMB     (SI), Z0, Z10
+	VPDPBUSD   (DX), Z10, Z3
+	VPERMB     64(SI), Z0, Z10
+	VPDPBUSD   64(DX), Z10, Z3
+	ADDQ       DI, SI
+	PREFETCHT1 256(AX)
+	PREFETCHT1 320(AX)
+	VPERMB     (SI), Z0, Z10
+	VPDPBUSD   (DX), Z10, Z4
+	VPERMB     64(SI), Z0, Z10
+	VPDPBUSD   64(DX), Z10, Z4
+	ADDQ       DI, SI
+	PREFETCHT1 384(AX)
+	PREFETCHT1 448(AX)
+	VPERMB     (SI), Z0, Z10
+	VPDPBUSD   (DX), Z10, Z5
+	VPERMB     64(SI), Z0, Z10
+	VPDPBUSD   64(DX), Z10, Z5
+	ADDQ       DI, SI
+	PREFETCHT1 512(AX)
+	PREFETCHT1 576(AX)
+	VPERMB     (SI), Z0, Z10
+	VPDPBUSD   (DX), Z10, Z6
+	VPERMB     64(SI), Z0, Z10
+	VPDPBUSD   64(DX), Z10, Z6
+	ADDQ       DI, SI
+	PREFETCHT1 640(AX)
+	PREFETCHT1 704(AX)
+	VPERMB     (SI), Z0, Z10
+	VPDPBUSD   (DX), Z10, Z7
+	VPERMB     64(SI), Z0, Z10
+	VPDPBUSD   64(DX), Z10, Z7
+	ADDQ       DI, SI
+	PREFETCHT1 768(AX)
+	PREFETCHT1 832(AX)
+	VPERMB     (SI), Z0, Z10
+	VPDPBUSD   (DX), Z10, Z8
+	VPERMB     64(SI), Z0, Z10
+	VPDPBUSD   64(DX), Z10, Z8
+	ADDQ       DI, SI
+	PREFETCHT1 896(AX)
+	PREFETCHT1 960(AX)
+	VPERMB     (SI), Z0, Z10
+	VPDPBUSD   (DX), Z10, Z9
+	VPERMB     64(SI), Z0, Z10
+	VPDPBUSD   64(DX), Z10, Z9
+	VSHUFI64X2 $0x44, Z3, Z2, Z10
+	VSHUFI64X2 $0xee, Z3, Z2, Z11
+	VPADDD     Z11, Z10, Z10
+	VSHUFI64X2 $0x44, Z5, Z4, Z12
+	VSHUFI64X2 $0xee, Z5, Z4, Z11
+	VPADDD     Z11, Z12, Z12
+	VSHUFPS    $0x88, Z12, Z10, Z11
+	VSHUFPS    $0xdd, Z12, Z10, Z10
+	VPADDD     Z10, Z11, Z11
+	VSHUFI64X2 $0x44, Z7, Z6, Z10
+	VSHUFI64X2 $0xee, Z7, Z6, Z12
+	VPADDD     Z12, Z10, Z10
+	VSHUFI64X2 $0x44, Z9, Z8, Z13
+	VSHUFI64X2 $0xee, Z9, Z8, Z12
+	VPADDD     Z12, Z13, Z13
+	VSHUFPS    $0x88, Z13, Z10, Z12
+	VSHUFPS    $0xdd, Z13, Z10, Z10
+	VPADDD     Z10, Z12, Z12
+	VMOVDQU32  bits8G64Lanes0<>+0(SB), Z10
+	VPERMI2D   Z12, Z11, Z10
+	VMOVDQU32  bits8G64Lanes1<>+0(SB), Z13
+	VPERMI2D   Z12, Z11, Z13
+	VPADDD     Z13, Z10, Z10
+	VPMOVSXWD  32(BX), Z11
+	VCVTPH2PS  (BX), Z12
+	VPMULLD    192(DX), Z11, Z11
+	VPSUBD     Z11, Z10, Z10
+	VMULPS     128(DX), Z12, Z12
+	VCVTDQ2PS  Z10, Z10
+	VMULPS     Z10, Z12, Z12
+	MOVQ       idx+64(FP), DX
+	VMOVDQU32  (DX), Z10
+	VPERMPS    Z12, Z10, Z10
+	VADDPS     Z10, Z1, Z1
+	VMOVDQU32  64(DX), Z10
+	VPERMPS    Z12, Z10, Z10
+	VADDPS     Z10, Z1, Z1
+	ADDQ       $0x00000400, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JB         Bits8A8G64Meta16Avx512_chunk
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Z1, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000040, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000008, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000040, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits8A8G64Meta16Avx512_tile
 	VZEROUPPER
 	RET
 
@@ -3263,12 +3167,10 @@ Bits4A8Meta16Avx512_chunk:
 TEXT ·Bits4A8G64Meta16Avx512(SB), NOSPLIT, $0-72
 	MOVL         $0x0f0f0f0f, AX
 	VPBROADCASTD AX, Z0
-	MOVQ         ctrl+56(FP), AX
-	VMOVDQU64    (AX), Z1
-	VMOVDQU64    64(AX), Z2
+	VMOVDQU64    bitsG32Transpose<>+0(SB), Z1
 
 Bits4A8G64Meta16Avx512_tile:
-	VPXORD Z3, Z3, Z3
+	VPXORD Z2, Z2, Z2
 	MOVQ   stride+8(FP), AX
 	IMUL3Q $0x00000004, AX, AX
 	MOVQ   w+0(FP), CX
@@ -3276,205 +3178,151 @@ Bits4A8G64Meta16Avx512_tile:
 	XORQ   CX, CX
 
 Bits4A8G64Meta16Avx512_chunk:
-	VPXORD         Z4, Z4, Z4
-	VPXORD         Z5, Z5, Z5
-	VPXORD         Z6, Z6, Z6
-	VPXORD         Z7, Z7, Z7
-	VPXORD         Z8, Z8, Z8
-	VPXORD         Z9, Z9, Z9
-	VPXORD         Z10, Z10, Z10
-	VPXORD         Z11, Z11, Z11
-	VPXORD         Z12, Z12, Z12
-	VPXORD         Z13, Z13, Z13
-	VPXORD         Z14, Z14, Z14
-	VPXORD         Z15, Z15, Z15
-	VPXORD         Z16, Z16, Z16
-	VPXORD         Z17, Z17, Z17
-	VPXORD         Z18, Z18, Z18
-	VPXORD         Z19, Z19, Z19
-	IMUL3Q         $0x00000280, CX, DX
-	MOVQ           act+24(FP), BX
-	ADDQ           BX, DX
-	IMUL3Q         $0x00000040, CX, BX
-	MOVQ           meta+16(FP), SI
-	ADDQ           SI, BX
-	MOVQ           CX, SI
-	SHLQ           $0x07, SI
-	MOVQ           w+0(FP), DI
-	ADDQ           DI, SI
-	MOVQ           stride+8(FP), DI
-	PREFETCHT1     (AX)
-	PREFETCHT1     64(AX)
-	VMOVDQU64      (SI), Z20
-	VPMULTISHIFTQB Z20, Z1, Z21
-	VPANDD         Z21, Z0, Z21
-	VPDPBUSD       (DX), Z21, Z4
-	VPDPBUSD       128(DX), Z21, Z5
-	VPMULTISHIFTQB Z20, Z2, Z20
-	VPANDD         Z20, Z0, Z20
-	VPDPBUSD       256(DX), Z20, Z6
-	VPDPBUSD       384(DX), Z20, Z7
-	VMOVDQU64      64(SI), Z20
-	VPMULTISHIFTQB Z20, Z1, Z21
-	VPANDD         Z21, Z0, Z21
-	VPDPBUSD       64(DX), Z21, Z4
-	VPDPBUSD       192(DX), Z21, Z5
-	VPMULTISHIFTQB Z20, Z2, Z20
-	VPANDD         Z20, Z0, Z20
-	VPDPBUSD       320(DX), Z20, Z6
-	VPDPBUSD       448(DX), Z20, Z7
-	ADDQ           DI, SI
-	PREFETCHT1     128(AX)
-	PREFETCHT1     192(AX)
-	VMOVDQU64      (SI), Z20
-	VPMULTISHIFTQB Z20, Z1, Z21
-	VPANDD         Z21, Z0, Z21
-	VPDPBUSD       (DX), Z21, Z8
-	VPDPBUSD       128(DX), Z21, Z9
-	VPMULTISHIFTQB Z20, Z2, Z20
-	VPANDD         Z20, Z0, Z20
-	VPDPBUSD       256(DX), Z20, Z10
-	VPDPBUSD       384(DX), Z20, Z11
-	VMOVDQU64      64(SI), Z20
-	VPMULTISHIFTQB Z20, Z1, Z21
-	VPANDD         Z21, Z0, Z21
-	VPDPBUSD       64(DX), Z21, Z8
-	VPDPBUSD       192(DX), Z21, Z9
-	VPMULTISHIFTQB Z20, Z2, Z20
-	VPANDD         Z20, Z0, Z20
-	VPDPBUSD       320(DX), Z20, Z10
-	VPDPBUSD       448(DX), Z20, Z11
-	ADDQ           DI, SI
-	PREFETCHT1     256(AX)
-	PREFETCHT1     320(AX)
-	VMOVDQU64      (SI), Z20
-	VPMULTISHIFTQB Z20, Z1, Z21
-	VPANDD         Z21, Z0, Z21
-	VPDPBUSD       (DX), Z21, Z12
-	VPDPBUSD       128(DX), Z21, Z13
-	VPMULTISHIFTQB Z20, Z2, Z20
-	VPANDD         Z20, Z0, Z20
-	VPDPBUSD       256(DX), Z20, Z14
-	VPDPBUSD       384(DX), Z20, Z15
-	VMOVDQU64      64(SI), Z20
-	VPMULTISHIFTQB Z20, Z1, Z21
-	VPANDD         Z21, Z0, Z21
-	VPDPBUSD       64(DX), Z21, Z12
-	VPDPBUSD       192(DX), Z21, Z13
-	VPMULTISHIFTQB Z20, Z2, Z20
-	VPANDD         Z20, Z0, Z20
-	VPDPBUSD       320(DX), Z20, Z14
-	VPDPBUSD       448(DX), Z20, Z15
-	ADDQ           DI, SI
-	PREFETCHT1     384(AX)
-	PREFETCHT1     448(AX)
-	VMOVDQU64      (SI), Z20
-	VPMULTISHIFTQB Z20, Z1, Z21
-	VPANDD         Z21, Z0, Z21
-	VPDPBUSD       (DX), Z21, Z16
-	VPDPBUSD       128(DX), Z21, Z17
-	VPMULTISHIFTQB Z20, Z2, Z20
-	VPANDD         Z20, Z0, Z20
-	VPDPBUSD       256(DX), Z20, Z18
-	VPDPBUSD       384(DX), Z20, Z19
-	VMOVDQU64      64(SI), Z20
-	VPMULTISHIFTQB Z20, Z1, Z21
-	VPANDD         Z21, Z0, Z21
-	VPDPBUSD       64(DX), Z21, Z16
-	VPDPBUSD       192(DX), Z21, Z17
-	VPMULTISHIFTQB Z20, Z2, Z20
-	VPANDD         Z20, Z0, Z20
-	VPDPBUSD       320(DX), Z20, Z18
-	VPDPBUSD       448(DX), Z20, Z19
-	VPUNPCKLDQ     Z5, Z4, Z20
-	VPUNPCKHDQ     Z5, Z4, Z4
-	VPADDD         Z20, Z4, Z4
-	VPUNPCKLDQ     Z7, Z6, Z20
-	VPUNPCKHDQ     Z7, Z6, Z6
-	VPADDD         Z20, Z6, Z6
-	VPUNPCKLDQ     Z9, Z8, Z20
-	VPUNPCKHDQ     Z9, Z8, Z8
-	VPADDD         Z20, Z8, Z8
-	VPUNPCKLDQ     Z11, Z10, Z20
-	VPUNPCKHDQ     Z11, Z10, Z10
-	VPADDD         Z20, Z10, Z10
-	VPUNPCKLDQ     Z13, Z12, Z20
-	VPUNPCKHDQ     Z13, Z12, Z12
-	VPADDD         Z20, Z12, Z12
-	VPUNPCKLDQ     Z15, Z14, Z20
-	VPUNPCKHDQ     Z15, Z14, Z14
-	VPADDD         Z20, Z14, Z14
-	VPUNPCKLDQ     Z17, Z16, Z20
-	VPUNPCKHDQ     Z17, Z16, Z16
-	VPADDD         Z20, Z16, Z16
-	VPUNPCKLDQ     Z19, Z18, Z20
-	VPUNPCKHDQ     Z19, Z18, Z18
-	VPADDD         Z20, Z18, Z18
-	VPUNPCKLQDQ    Z6, Z4, Z20
-	VPUNPCKHQDQ    Z6, Z4, Z4
-	VPADDD         Z20, Z4, Z4
-	VPUNPCKLQDQ    Z10, Z8, Z20
-	VPUNPCKHQDQ    Z10, Z8, Z8
-	VPADDD         Z20, Z8, Z8
-	VPUNPCKLQDQ    Z14, Z12, Z20
-	VPUNPCKHQDQ    Z14, Z12, Z12
-	VPADDD         Z20, Z12, Z12
-	VPUNPCKLQDQ    Z18, Z16, Z20
-	VPUNPCKHQDQ    Z18, Z16, Z16
-	VPADDD         Z20, Z16, Z16
-	VSHUFI32X4     $0x88, Z8, Z4, Z20
-	VSHUFI32X4     $0xdd, Z8, Z4, Z4
-	VPADDD         Z4, Z20, Z20
-	VSHUFI32X4     $0x88, Z16, Z12, Z21
-	VSHUFI32X4     $0xdd, Z16, Z12, Z12
-	VPADDD         Z12, Z21, Z21
-	VSHUFI32X4     $0x88, Z21, Z20, Z22
-	VSHUFI32X4     $0xdd, Z21, Z20, Z20
-	VPADDD         Z20, Z22, Z22
-	VPMOVSXWD      32(BX), Z20
-	VCVTPH2PS      (BX), Z21
-	VPMULLD        576(DX), Z20, Z20
-	VPSUBD         Z20, Z22, Z22
-	VMULPS         512(DX), Z21, Z21
-	VCVTDQ2PS      Z22, Z22
-	VMULPS         Z22, Z21, Z21
-	MOVQ           idx+64(FP), DX
-	VMOVDQU32      (DX), Z20
-	VPERMPS        Z21, Z20, Z20
-	VADDPS         Z20, Z3, Z3
-	VMOVDQU32      64(DX), Z20
-	VPERMPS        Z21, Z20, Z20
-	VADDPS         Z20, Z3, Z3
-	VMOVDQU32      128(DX), Z20
-	VPERMPS        Z21, Z20, Z20
-	VADDPS         Z20, Z3, Z3
-	VMOVDQU32      192(DX), Z20
-	VPERMPS        Z21, Z20, Z20
-	VADDPS         Z20, Z3, Z3
-	ADDQ           $0x00000200, AX
-	INCQ           CX
-	MOVQ           chunks+32(FP), DX
-	CMPQ           CX, DX
-	JB             Bits4A8G64Meta16Avx512_chunk
-	MOVQ           out+40(FP), AX
-	VMOVUPS        Z3, (AX)
-	MOVQ           out+40(FP), AX
-	ADDQ           $0x00000040, AX
-	MOVQ           AX, out+40(FP)
-	MOVQ           stride+8(FP), AX
-	IMUL3Q         $0x00000004, AX, AX
-	MOVQ           w+0(FP), CX
-	ADDQ           AX, CX
-	MOVQ           CX, w+0(FP)
-	MOVQ           chunks+32(FP), AX
-	IMUL3Q         $0x00000040, AX, AX
-	MOVQ           meta+16(FP), CX
-	ADDQ           AX, CX
-	MOVQ           CX, meta+16(FP)
-	MOVQ           ntiles+48(FP), AX
-	DECQ           AX
-	MOVQ           AX, ntiles+48(FP)
-	JNZ            Bits4A8G64Meta16Avx512_tile
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPXORD     Z8, Z8, Z8
+	VPXORD     Z9, Z9, Z9
+	VPXORD     Z10, Z10, Z10
+	IMUL3Q     $0x00000180, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	IMUL3Q     $0x00000040, CX, BX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, BX
+	MOVQ       CX, SI
+	SHLQ       $0x07, SI
+	MOVQ       w+0(FP), DI
+	ADDQ       DI, SI
+	MOVQ       stride+8(FP), DI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VPERMB     (SI), Z1, Z11
+	VPANDD     Z11, Z0, Z12
+	VPDPBUSD   (DX), Z12, Z3
+	VPSRLD     $0x04, Z11, Z11
+	VPANDD     Z11, Z0, Z11
+	VPDPBUSD   64(DX), Z11, Z4
+	VPERMB     64(SI), Z1, Z11
+	VPANDD     Z11, Z0, Z12
+	VPDPBUSD   128(DX), Z12, Z3
+	VPSRLD     $0x04, Z11, Z11
+	VPANDD     Z11, Z0, Z11
+	VPDPBUSD   192(DX), Z11, Z4
+	ADDQ       DI, SI
+	PREFETCHT1 128(AX)
+	PREFETCHT1 192(AX)
+	VPERMB     (SI), Z1, Z11
+	VPANDD     Z11, Z0, Z12
+	VPDPBUSD   (DX), Z12, Z5
+	VPSRLD     $0x04, Z11, Z11
+	VPANDD     Z11, Z0, Z11
+	VPDPBUSD   64(DX), Z11, Z6
+	VPERMB     64(SI), Z1, Z11
+	VPANDD     Z11, Z0, Z12
+	VPDPBUSD   128(DX), Z12, Z5
+	VPSRLD     $0x04, Z11, Z11
+	VPANDD     Z11, Z0, Z11
+	VPDPBUSD   192(DX), Z11, Z6
+	ADDQ       DI, SI
+	PREFETCHT1 256(AX)
+	PREFETCHT1 320(AX)
+	VPERMB     (SI), Z1, Z11
+	VPANDD     Z11, Z0, Z12
+	VPDPBUSD   (DX), Z12, Z7
+	VPSRLD     $0x04, Z11, Z11
+	VPANDD     Z11, Z0, Z11
+	VPDPBUSD   64(DX), Z11, Z8
+	VPERMB     64(SI), Z1, Z11
+	VPANDD     Z11, Z0, Z12
+	VPDPBUSD   128(DX), Z12, Z7
+	VPSRLD     $0x04, Z11, Z11
+	VPANDD     Z11, Z0, Z11
+	VPDPBUSD   192(DX), Z11, Z8
+	ADDQ       DI, SI
+	PREFETCHT1 384(AX)
+	PREFETCHT1 448(AX)
+	VPERMB     (SI), Z1, Z11
+	VPANDD     Z11, Z0, Z12
+	VPDPBUSD   (DX), Z12, Z9
+	VPSRLD     $0x04, Z11, Z11
+	VPANDD     Z11, Z0, Z11
+	VPDPBUSD   64(DX), Z11, Z10
+	VPERMB     64(SI), Z1, Z11
+	VPANDD     Z11, Z0, Z12
+	VPDPBUSD   128(DX), Z12, Z9
+	VPSRLD     $0x04, Z11, Z11
+	VPANDD     Z11, Z0, Z11
+	VPDPBUSD   192(DX), Z11, Z10
+	VSHUFI64X2 $0x44, Z4, Z3, Z11
+	VSHUFI64X2 $0xee, Z4, Z3, Z12
+	VPADDD     Z12, Z11, Z11
+	VSHUFI64X2 $0x44, Z6, Z5, Z13
+	VSHUFI64X2 $0xee, Z6, Z5, Z12
+	VPADDD     Z12, Z13, Z13
+	VSHUFPS    $0x88, Z13, Z11, Z12
+	VSHUFPS    $0xdd, Z13, Z11, Z11
+	VPADDD     Z11, Z12, Z12
+	VSHUFI64X2 $0x44, Z8, Z7, Z11
+	VSHUFI64X2 $0xee, Z8, Z7, Z13
+	VPADDD     Z13, Z11, Z11
+	VSHUFI64X2 $0x44, Z10, Z9, Z14
+	VSHUFI64X2 $0xee, Z10, Z9, Z13
+	VPADDD     Z13, Z14, Z14
+	VSHUFPS    $0x88, Z14, Z11, Z13
+	VSHUFPS    $0xdd, Z14, Z11, Z11
+	VPADDD     Z11, Z13, Z13
+	VMOVDQU32  bits4G64Lanes0<>+0(SB), Z11
+	VPERMI2D   Z13, Z12, Z11
+	VMOVDQU32  bits4G64Lanes1<>+0(SB), Z14
+	VPERMI2D   Z13, Z12, Z14
+	VPADDD     Z14, Z11, Z11
+	VPMOVSXWD  32(BX), Z12
+	VCVTPH2PS  (BX), Z13
+	VPMULLD    320(DX), Z12, Z12
+	VPSUBD     Z12, Z11, Z11
+	VMULPS     256(DX), Z13, Z13
+	VCVTDQ2PS  Z11, Z11
+	VMULPS     Z11, Z13, Z13
+	MOVQ       idx+64(FP), DX
+	VMOVDQU32  (DX), Z11
+	VPERMPS    Z13, Z11, Z11
+	VADDPS     Z11, Z2, Z2
+	VMOVDQU32  64(DX), Z11
+	VPERMPS    Z13, Z11, Z11
+	VADDPS     Z11, Z2, Z2
+	VMOVDQU32  128(DX), Z11
+	VPERMPS    Z13, Z11, Z11
+	VADDPS     Z11, Z2, Z2
+	VMOVDQU32  192(DX), Z11
+	VPERMPS    Z13, Z11, Z11
+	VADDPS     Z11, Z2, Z2
+	ADDQ       $0x00000200, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JB         Bits4A8G64Meta16Avx512_chunk
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Z2, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000040, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000004, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000040, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits4A8G64Meta16Avx512_tile
 	VZEROUPPER
 	RET
 
@@ -3867,14 +3715,10 @@ Bits2A8Meta16Avx512_chunk:
 TEXT ·Bits2A8G64Meta16Avx512(SB), NOSPLIT, $0-72
 	MOVL         $0x03030303, AX
 	VPBROADCASTD AX, Z0
-	MOVQ         ctrl+56(FP), AX
-	VMOVDQU64    (AX), Z1
-	VMOVDQU64    64(AX), Z2
-	VMOVDQU64    128(AX), Z3
-	VMOVDQU64    192(AX), Z4
+	VMOVDQU64    bitsG32Transpose<>+0(SB), Z1
 
 Bits2A8G64Meta16Avx512_tile:
-	VPXORD Z5, Z5, Z5
+	VPXORD Z2, Z2, Z2
 	MOVQ   stride+8(FP), AX
 	IMUL3Q $0x00000002, AX, AX
 	MOVQ   w+0(FP), CX
@@ -3882,207 +3726,157 @@ Bits2A8G64Meta16Avx512_tile:
 	XORQ   CX, CX
 
 Bits2A8G64Meta16Avx512_chunk:
-	VPXORD         Z6, Z6, Z6
-	VPXORD         Z7, Z7, Z7
-	VPXORD         Z8, Z8, Z8
-	VPXORD         Z9, Z9, Z9
-	VPXORD         Z10, Z10, Z10
-	VPXORD         Z11, Z11, Z11
-	VPXORD         Z12, Z12, Z12
-	VPXORD         Z13, Z13, Z13
-	VPXORD         Z14, Z14, Z14
-	VPXORD         Z15, Z15, Z15
-	VPXORD         Z16, Z16, Z16
-	VPXORD         Z17, Z17, Z17
-	VPXORD         Z18, Z18, Z18
-	VPXORD         Z19, Z19, Z19
-	VPXORD         Z20, Z20, Z20
-	VPXORD         Z21, Z21, Z21
-	IMUL3Q         $0x00000480, CX, DX
-	MOVQ           act+24(FP), BX
-	ADDQ           BX, DX
-	IMUL3Q         $0x00000040, CX, BX
-	MOVQ           meta+16(FP), SI
-	ADDQ           SI, BX
-	MOVQ           CX, SI
-	SHLQ           $0x07, SI
-	MOVQ           w+0(FP), DI
-	ADDQ           DI, SI
-	MOVQ           stride+8(FP), DI
-	PREFETCHT1     (AX)
-	PREFETCHT1     64(AX)
-	VMOVDQU64      (SI), Z22
-	VPMULTISHIFTQB Z22, Z1, Z23
-	VPANDD         Z23, Z0, Z23
-	VPDPBUSD       (DX), Z23, Z6
-	VPDPBUSD       128(DX), Z23, Z7
-	VPMULTISHIFTQB Z22, Z2, Z23
-	VPANDD         Z23, Z0, Z23
-	VPDPBUSD       256(DX), Z23, Z8
-	VPDPBUSD       384(DX), Z23, Z9
-	VPMULTISHIFTQB Z22, Z3, Z23
-	VPANDD         Z23, Z0, Z23
-	VPDPBUSD       512(DX), Z23, Z10
-	VPDPBUSD       640(DX), Z23, Z11
-	VPMULTISHIFTQB Z22, Z4, Z22
-	VPANDD         Z22, Z0, Z22
-	VPDPBUSD       768(DX), Z22, Z12
-	VPDPBUSD       896(DX), Z22, Z13
-	VMOVDQU64      64(SI), Z22
-	VPMULTISHIFTQB Z22, Z1, Z23
-	VPANDD         Z23, Z0, Z23
-	VPDPBUSD       64(DX), Z23, Z6
-	VPDPBUSD       192(DX), Z23, Z7
-	VPMULTISHIFTQB Z22, Z2, Z23
-	VPANDD         Z23, Z0, Z23
-	VPDPBUSD       320(DX), Z23, Z8
-	VPDPBUSD       448(DX), Z23, Z9
-	VPMULTISHIFTQB Z22, Z3, Z23
-	VPANDD         Z23, Z0, Z23
-	VPDPBUSD       576(DX), Z23, Z10
-	VPDPBUSD       704(DX), Z23, Z11
-	VPMULTISHIFTQB Z22, Z4, Z22
-	VPANDD         Z22, Z0, Z22
-	VPDPBUSD       832(DX), Z22, Z12
-	VPDPBUSD       960(DX), Z22, Z13
-	ADDQ           DI, SI
-	PREFETCHT1     128(AX)
-	PREFETCHT1     192(AX)
-	VMOVDQU64      (SI), Z22
-	VPMULTISHIFTQB Z22, Z1, Z23
-	VPANDD         Z23, Z0, Z23
-	VPDPBUSD       (DX), Z23, Z14
-	VPDPBUSD       128(DX), Z23, Z15
-	VPMULTISHIFTQB Z22, Z2, Z23
-	VPANDD         Z23, Z0, Z23
-	VPDPBUSD       256(DX), Z23, Z16
-	VPDPBUSD       384(DX), Z23, Z17
-	VPMULTISHIFTQB Z22, Z3, Z23
-	VPANDD         Z23, Z0, Z23
-	VPDPBUSD       512(DX), Z23, Z18
-	VPDPBUSD       640(DX), Z23, Z19
-	VPMULTISHIFTQB Z22, Z4, Z22
-	VPANDD         Z22, Z0, Z22
-	VPDPBUSD       768(DX), Z22, Z20
-	VPDPBUSD       896(DX), Z22, Z21
-	VMOVDQU64      64(SI), Z22
-	VPMULTISHIFTQB Z22, Z1, Z23
-	VPANDD         Z23, Z0, Z23
-	VPDPBUSD       64(DX), Z23, Z14
-	VPDPBUSD       192(DX), Z23, Z15
-	VPMULTISHIFTQB Z22, Z2, Z23
-	VPANDD         Z23, Z0, Z23
-	VPDPBUSD       320(DX), Z23, Z16
-	VPDPBUSD       448(DX), Z23, Z17
-	VPMULTISHIFTQB Z22, Z3, Z23
-	VPANDD         Z23, Z0, Z23
-	VPDPBUSD       576(DX), Z23, Z18
-	VPDPBUSD       704(DX), Z23, Z19
-	VPMULTISHIFTQB Z22, Z4, Z22
-	VPANDD         Z22, Z0, Z22
-	VPDPBUSD       832(DX), Z22, Z20
-	VPDPBUSD       960(DX), Z22, Z21
-	VPUNPCKLDQ     Z7, Z6, Z22
-	VPUNPCKHDQ     Z7, Z6, Z6
-	VPADDD         Z22, Z6, Z6
-	VPUNPCKLDQ     Z9, Z8, Z22
-	VPUNPCKHDQ     Z9, Z8, Z8
-	VPADDD         Z22, Z8, Z8
-	VPUNPCKLDQ     Z11, Z10, Z22
-	VPUNPCKHDQ     Z11, Z10, Z10
-	VPADDD         Z22, Z10, Z10
-	VPUNPCKLDQ     Z13, Z12, Z22
-	VPUNPCKHDQ     Z13, Z12, Z12
-	VPADDD         Z22, Z12, Z12
-	VPUNPCKLDQ     Z15, Z14, Z22
-	VPUNPCKHDQ     Z15, Z14, Z14
-	VPADDD         Z22, Z14, Z14
-	VPUNPCKLDQ     Z17, Z16, Z22
-	VPUNPCKHDQ     Z17, Z16, Z16
-	VPADDD         Z22, Z16, Z16
-	VPUNPCKLDQ     Z19, Z18, Z22
-	VPUNPCKHDQ     Z19, Z18, Z18
-	VPADDD         Z22, Z18, Z18
-	VPUNPCKLDQ     Z21, Z20, Z22
-	VPUNPCKHDQ     Z21, Z20, Z20
-	VPADDD         Z22, Z20, Z20
-	VPUNPCKLQDQ    Z8, Z6, Z22
-	VPUNPCKHQDQ    Z8, Z6, Z6
-	VPADDD         Z22, Z6, Z6
-	VPUNPCKLQDQ    Z12, Z10, Z22
-	VPUNPCKHQDQ    Z12, Z10, Z10
-	VPADDD         Z22, Z10, Z10
-	VPUNPCKLQDQ    Z16, Z14, Z22
-	VPUNPCKHQDQ    Z16, Z14, Z14
-	VPADDD         Z22, Z14, Z14
-	VPUNPCKLQDQ    Z20, Z18, Z22
-	VPUNPCKHQDQ    Z20, Z18, Z18
-	VPADDD         Z22, Z18, Z18
-	VSHUFI32X4     $0x88, Z10, Z6, Z22
-	VSHUFI32X4     $0xdd, Z10, Z6, Z6
-	VPADDD         Z6, Z22, Z22
-	VSHUFI32X4     $0x88, Z18, Z14, Z23
-	VSHUFI32X4     $0xdd, Z18, Z14, Z14
-	VPADDD         Z14, Z23, Z23
-	VSHUFI32X4     $0x88, Z23, Z22, Z24
-	VSHUFI32X4     $0xdd, Z23, Z22, Z22
-	VPADDD         Z22, Z24, Z24
-	VPMOVSXWD      32(BX), Z22
-	VCVTPH2PS      (BX), Z23
-	VPMULLD        1088(DX), Z22, Z22
-	VPSUBD         Z22, Z24, Z24
-	VMULPS         1024(DX), Z23, Z23
-	VCVTDQ2PS      Z24, Z24
-	VMULPS         Z24, Z23, Z23
-	MOVQ           idx+64(FP), DX
-	VMOVDQU32      (DX), Z22
-	VPERMPS        Z23, Z22, Z22
-	VADDPS         Z22, Z5, Z5
-	VMOVDQU32      64(DX), Z22
-	VPERMPS        Z23, Z22, Z22
-	VADDPS         Z22, Z5, Z5
-	VMOVDQU32      128(DX), Z22
-	VPERMPS        Z23, Z22, Z22
-	VADDPS         Z22, Z5, Z5
-	VMOVDQU32      192(DX), Z22
-	VPERMPS        Z23, Z22, Z22
-	VADDPS         Z22, Z5, Z5
-	VMOVDQU32      256(DX), Z22
-	VPERMPS        Z23, Z22, Z22
-	VADDPS         Z22, Z5, Z5
-	VMOVDQU32      320(DX), Z22
-	VPERMPS        Z23, Z22, Z22
-	VADDPS         Z22, Z5, Z5
-	VMOVDQU32      384(DX), Z22
-	VPERMPS        Z23, Z22, Z22
-	VADDPS         Z22, Z5, Z5
-	VMOVDQU32      448(DX), Z22
-	VPERMPS        Z23, Z22, Z22
-	VADDPS         Z22, Z5, Z5
-	ADDQ           $0x00000100, AX
-	INCQ           CX
-	MOVQ           chunks+32(FP), DX
-	CMPQ           CX, DX
-	JB             Bits2A8G64Meta16Avx512_chunk
-	MOVQ           out+40(FP), AX
-	VMOVUPS        Z5, (AX)
-	MOVQ           out+40(FP), AX
-	ADDQ           $0x00000040, AX
-	MOVQ           AX, out+40(FP)
-	MOVQ           stride+8(FP), AX
-	IMUL3Q         $0x00000002, AX, AX
-	MOVQ           w+0(FP), CX
-	ADDQ           AX, CX
-	MOVQ           CX, w+0(FP)
-	MOVQ           chunks+32(FP), AX
-	IMUL3Q         $0x00000040, AX, AX
-	MOVQ           meta+16(FP), CX
-	ADDQ           AX, CX
-	MOVQ           CX, meta+16(FP)
-	MOVQ           ntiles+48(FP), AX
-	DECQ           AX
-	MOVQ           AX, ntiles+48(FP)
-	JNZ            Bits2A8G64Meta16Avx512_tile
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPXORD     Z8, Z8, Z8
+	VPXORD     Z9, Z9, Z9
+	VPXORD     Z10, Z10, Z10
+	IMUL3Q     $0x00000280, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	IMUL3Q     $0x00000040, CX, BX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, BX
+	MOVQ       CX, SI
+	SHLQ       $0x07, SI
+	MOVQ       w+0(FP), DI
+	ADDQ       DI, SI
+	MOVQ       stride+8(FP), DI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VPERMB     (SI), Z1, Z11
+	VPANDD     Z11, Z0, Z12
+	VPDPBUSD   (DX), Z12, Z3
+	VPSRLD     $0x02, Z11, Z12
+	VPANDD     Z12, Z0, Z12
+	VPDPBUSD   64(DX), Z12, Z4
+	VPSRLD     $0x04, Z11, Z12
+	VPANDD     Z12, Z0, Z12
+	VPDPBUSD   128(DX), Z12, Z5
+	VPSRLD     $0x06, Z11, Z11
+	VPANDD     Z11, Z0, Z11
+	VPDPBUSD   192(DX), Z11, Z6
+	VPERMB     64(SI), Z1, Z11
+	VPANDD     Z11, Z0, Z12
+	VPDPBUSD   256(DX), Z12, Z3
+	VPSRLD     $0x02, Z11, Z12
+	VPANDD     Z12, Z0, Z12
+	VPDPBUSD   320(DX), Z12, Z4
+	VPSRLD     $0x04, Z11, Z12
+	VPANDD     Z12, Z0, Z12
+	VPDPBUSD   384(DX), Z12, Z5
+	VPSRLD     $0x06, Z11, Z11
+	VPANDD     Z11, Z0, Z11
+	VPDPBUSD   448(DX), Z11, Z6
+	ADDQ       DI, SI
+	PREFETCHT1 128(AX)
+	PREFETCHT1 192(AX)
+	VPERMB     (SI), Z1, Z11
+	VPANDD     Z11, Z0, Z12
+	VPDPBUSD   (DX), Z12, Z7
+	VPSRLD     $0x02, Z11, Z12
+	VPANDD     Z12, Z0, Z12
+	VPDPBUSD   64(DX), Z12, Z8
+	VPSRLD     $0x04, Z11, Z12
+	VPANDD     Z12, Z0, Z12
+	VPDPBUSD   128(DX), Z12, Z9
+	VPSRLD     $0x06, Z11, Z11
+	VPANDD     Z11, Z0, Z11
+	VPDPBUSD   192(DX), Z11, Z10
+	VPERMB     64(SI), Z1, Z11
+	VPANDD     Z11, Z0, Z12
+	VPDPBUSD   256(DX), Z12, Z7
+	VPSRLD     $0x02, Z11, Z12
+	VPANDD     Z12, Z0, Z12
+	VPDPBUSD   320(DX), Z12, Z8
+	VPSRLD     $0x04, Z11, Z12
+	VPANDD     Z12, Z0, Z12
+	VPDPBUSD   384(DX), Z12, Z9
+	VPSRLD     $0x06, Z11, Z11
+	VPANDD     Z11, Z0, Z11
+	VPDPBUSD   448(DX), Z11, Z10
+	VSHUFI64X2 $0x44, Z4, Z3, Z11
+	VSHUFI64X2 $0xee, Z4, Z3, Z12
+	VPADDD     Z12, Z11, Z11
+	VSHUFI64X2 $0x44, Z6, Z5, Z13
+	VSHUFI64X2 $0xee, Z6, Z5, Z12
+	VPADDD     Z12, Z13, Z13
+	VSHUFPS    $0x88, Z13, Z11, Z12
+	VSHUFPS    $0xdd, Z13, Z11, Z11
+	VPADDD     Z11, Z12, Z12
+	VSHUFI64X2 $0x44, Z8, Z7, Z11
+	VSHUFI64X2 $0xee, Z8, Z7, Z13
+	VPADDD     Z13, Z11, Z11
+	VSHUFI64X2 $0x44, Z10, Z9, Z14
+	VSHUFI64X2 $0xee, Z10, Z9, Z13
+	VPADDD     Z13, Z14, Z14
+	VSHUFPS    $0x88, Z14, Z11, Z13
+	VSHUFPS    $0xdd, Z14, Z11, Z11
+	VPADDD     Z11, Z13, Z13
+	VMOVDQU32  bits2G64Lanes0<>+0(SB), Z11
+	VPERMI2D   Z13, Z12, Z11
+	VMOVDQU32  bits2G64Lanes1<>+0(SB), Z14
+	VPERMI2D   Z13, Z12, Z14
+	VPADDD     Z14, Z11, Z11
+	VPMOVSXWD  32(BX), Z12
+	VCVTPH2PS  (BX), Z13
+	VPMULLD    576(DX), Z12, Z12
+	VPSUBD     Z12, Z11, Z11
+	VMULPS     512(DX), Z13, Z13
+	VCVTDQ2PS  Z11, Z11
+	VMULPS     Z11, Z13, Z13
+	MOVQ       idx+64(FP), DX
+	VMOVDQU32  (DX), Z11
+	VPERMPS    Z13, Z11, Z11
+	VADDPS     Z11, Z2, Z2
+	VMOVDQU32  64(DX), Z11
+	VPERMPS    Z13, Z11, Z11
+	VADDPS     Z11, Z2, Z2
+	VMOVDQU32  128(DX), Z11
+	VPERMPS    Z13, Z11, Z11
+	VADDPS     Z11, Z2, Z2
+	VMOVDQU32  192(DX), Z11
+	VPERMPS    Z13, Z11, Z11
+	VADDPS     Z11, Z2, Z2
+	VMOVDQU32  256(DX), Z11
+	VPERMPS    Z13, Z11, Z11
+	VADDPS     Z11, Z2, Z2
+	VMOVDQU32  320(DX), Z11
+	VPERMPS    Z13, Z11, Z11
+	VADDPS     Z11, Z2, Z2
+	VMOVDQU32  384(DX), Z11
+	VPERMPS    Z13, Z11, Z11
+	VADDPS     Z11, Z2, Z2
+	VMOVDQU32  448(DX), Z11
+	VPERMPS    Z13, Z11, Z11
+	VADDPS     Z11, Z2, Z2
+	ADDQ       $0x00000100, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JB         Bits2A8G64Meta16Avx512_chunk
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Z2, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000040, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000002, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000040, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits2A8G64Meta16Avx512_tile
 	VZEROUPPER
 	RET
 

@@ -119,8 +119,8 @@
 // AVX-512, 8 with AVX2 and AVX-VNNI): lane i for row i, lanes R and up
 // scratch.
 //
-//   - Bits<n>A8[G64][Meta16]Avx512 (n = 8, 4, 2, 1; AVX-512 VNNI and
-//     VBMI), groups of at least 128 columns or of 64: a chunk
+//   - Bits<n>A8[Meta16]Avx512 (n = 8, 4, 2, 1; AVX-512 VNNI and VBMI) and
+//     Bits1A8G64[Meta16]Avx512, groups of at least 128 columns or of 64: a chunk
 //     holds bpc = 8/n blocks of 128 columns, each split into sub = 128/U
 //     blocks; L = bpc*sub lanes per row and chunk, tiles of R = 16/L rows.
 //     meta holds per tile and chunk 16 float32 scales and 16 int32 zeros
@@ -132,17 +132,18 @@
 //     bytes); ctrl the bpc VPMULTISHIFTQB control vectors (none for
 //     n = 8); idx the L permutations (16 int32 each) gathering lane
 //     i*L+j into lane i (unused when L = 1).
-//   - Bits<n>A8G32[Meta16]Avx512 (n = 8, 4, 2), groups of 32 columns
-//     (one per plane of a chunk): the same signature, tiles, meta and lane
-//     order (L = 32/n, row i and plane p at lane i*L+p), but act holds per
+//   - Bits<n>A8G32[Meta16]Avx512 and Bits<n>A8G64[Meta16]Avx512 (n = 8,
+//     4, 2), groups of 32 columns (one per plane of a chunk) or 64 (two
+//     planes): the same signature, tiles, meta and lane order (row i and
+//     group j at lane i*L+j), but act holds per
 //     chunk one byte per column (1024/n bytes) in the order the kernel
 //     reads codes: VPERMB puts byte b = l%4 of words 8(l/4)..+7 of each
 //     64-byte half in qword l, a mask (and dword shift) takes field f of
 //     every byte, so each dword holds 4 codes of one plane and each
 //     VPDPBUSD sums inside one group (cpu.bitsG32Sources); then the 16
 //     float32 lane scales and 16 int32 lane sums. The four accumulators of
-//     a tile fold into one vector (VSHUFI64X2, VSHUFPS, VPERMD). ctrl is
-//     unused.
+//     a tile fold into one vector (VSHUFI64X2, VSHUFPS, then VPERMD, or
+//     for groups of 64 two VPERMI2D and an add). ctrl is unused.
 //   - Bits3A8[G64]Avx512: ten 3-bit planes a word, so chunks counts
 //     periods of two chunks (640 columns, 640/U blocks); tiles of 16 rows.
 //     meta holds per tile, period and block 16 float32 scales and 16

@@ -126,7 +126,7 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 		s.metaBlock = 64
 	}
 	s.prep, s.src = s.prepAct, s.actSources()
-	if sub == 4 { // the G32 kernels: one byte per column, transposed
+	if sub == 4 || sub == 2 && b.N != 1 { // the G32 and G64 kernels: one byte per column, transposed
 		s.src = bitsG32Sources(b.N)
 		s.actChunk = len(s.src) + 128
 	}
@@ -440,7 +440,7 @@ func (s *bitsSIMD) actSources() []int32 {
 	return src
 }
 
-// bitsG32Sources returns the activation byte order of the G32 kernels
+// bitsG32Sources returns the activation byte order of the G32 and G64 kernels
 // (gen/bits_a8.go bitsA8G32AVX512) for n-bit codes: per 64-byte half r of
 // a chunk's words and field fi of the code bytes, 64 bytes whose byte
 // 8l + e multiplies the code of word 16r + 8(l/4) + e in field fi of byte

@@ -18,9 +18,11 @@ func bitsA8Kernels() {
 	for _, meta16 := range []bool{false, true} {
 		for _, n := range []int{8, 4, 2, 1} {
 			bitsA8AVX512(n, 1, meta16)
-			bitsA8AVX512(n, 2, meta16)
-			if n != 1 { // 1 bit, groups of 32: 32 lanes per row, more than a ZMM holds
-				bitsA8G32AVX512(n, meta16)
+			if n == 1 { // 1 bit: no transposed kernels (groups of 32: 32 lanes per row, more than a ZMM holds)
+				bitsA8AVX512(n, 2, meta16)
+			} else {
+				bitsA8G32AVX512(n, 2, meta16)
+				bitsA8G32AVX512(n, 1, meta16)
 			}
 		}
 	}
@@ -225,31 +227,33 @@ func bits3A8AVX512(unit int) {
 }
 
 // bitsA8G32AVX512 emits the W(n)A8 kernel for Bits with n in 8, 4, 2 and
-// groups of 32 columns: each plane of a chunk is its own group. Instead of
-// multiplying regrouped codes once per group with the other groups'
-// activations zeroed (bitsA8AVX512 with sub = 4: four VPDPBUSD per code
-// byte), VPERMB transposes each 64-byte half of a row's chunk so that
-// qword l holds byte b = l%4 of 8 consecutive words (words 8(l/4)..+7 of
-// the half); masks and dword shifts then take one n-bit field f of every byte,
-// so every dword holds 4 codes of one plane (32/n - 8b/n - f - 1) and each
-// VPDPBUSD sums inside one group: one multiply per code byte. The four
-// accumulators of a tile (rows times fields: R = n/2 rows, 8/n fields)
-// keep each plane at the same four dword positions (l in {b, b+4}, both
-// dwords), and two folding levels (VSHUFI64X2, then VSHUFPS pairs) and a
-// VPERMD leave lane i*L + p with row i's sum for plane p, the lane order,
-// metadata and activation tail of the sub = 4 kernels. The activations of
-// a chunk are one byte per column in the transposed order
+// groups of 32 columns (pg = 1: each plane of a chunk is its own group) or
+// 64 (pg = 2: two neighbouring planes). Instead of multiplying regrouped
+// codes once per group with the other groups' activations zeroed
+// (bitsA8AVX512 with sub = 4 or 2: four or two VPDPBUSD per code byte),
+// VPERMB transposes each 64-byte half of a row's chunk so that qword l
+// holds byte b = l%4 of 8 consecutive words (words 8(l/4)..+7 of the
+// half); masks and dword shifts then take one n-bit field f of every
+// byte, so every dword holds 4 codes of one plane (32/n - 8b/n - f - 1)
+// and each VPDPBUSD sums inside one group: one multiply per code byte. The
+// 4*pg accumulators of a tile (R = pg*n/2 rows times 8/n fields) keep each
+// plane at the same four dword positions (l in {b, b+4}, both dwords).
+// Two folding levels (VSHUFI64X2, then VSHUFPS pairs) leave one plane per
+// lane; with pg = 1 a VPERMD, with pg = 2 two VPERMI2D (a group's two
+// planes) and an add put row i's group j at lane i*L + j, the lane order,
+// metadata and activation tail of the sub = 4 or 2 kernels. The
+// activations of a chunk are one byte per column in the transposed order
 // (cpu.bitsG32Sources).
-func bitsA8G32AVX512(n int, meta16 bool) {
-	f, R, E, L := 8/n, n/2, 1024/n, 32/n
+func bitsA8G32AVX512(n, pg int, meta16 bool) {
+	f, R, E, L := 8/n, pg*n/2, 1024/n, 32/n/pg
 	m16 := map[bool]string{true: "Meta16"}[meta16]
-	name := fmt.Sprintf("Bits%dA8G32%sAvx512", n, m16)
+	name := fmt.Sprintf("Bits%dA8G%d%sAvx512", n, 32*pg, m16)
 	TEXT(name, NOSPLIT, bitsKernelSig)
 	Pragma("noescape")
 	actChunk := E + 128
 	metaBlock := map[bool]int{false: 128, true: 64}[meta16]
-	kernelDoc("Bits int8 kernels", fmt.Sprintf("%s computes W%dA8 dot products of Bits matrices with AVX-512 VNNI and VBMI, groups of 32 columns: tiles of R = %d rows, one VPDPBUSD per 64 code bytes after a VPERMB byte transpose, %s metadata (%d bytes per tile and chunk), %d act bytes per chunk.",
-		name, n, R, map[bool]string{false: "float32", true: "binary16"}[meta16], metaBlock, actChunk))
+	kernelDoc("Bits int8 kernels", fmt.Sprintf("%s computes W%dA8 dot products of Bits matrices with AVX-512 VNNI and VBMI, groups of %d columns: tiles of R = %d rows, one VPDPBUSD per 64 code bytes after a VPERMB byte transpose, %s metadata (%d bytes per tile and chunk), %d act bytes per chunk.",
+		name, n, 32*pg, R, map[bool]string{false: "float32", true: "binary16"}[meta16], metaBlock, actChunk))
 	mask := ZMM()
 	if n != 8 {
 		t := GP32()
@@ -258,11 +262,19 @@ func bitsA8G32AVX512(n int, meta16 bool) {
 	}
 	perm := ZMM()
 	VMOVDQU64(rodata("bitsG32Transpose", 64, 1, func(j int) uint64 { return uint64(g32TransposeByte(j)) }), perm)
-	lanes := g32FinalLanes(n)
-	fin := ZMM()
-	VMOVDQU32(rodata(fmt.Sprintf("bits%dG32Lanes", n), 16, 4, func(j int) uint64 { return uint64(lanes[j]) }), fin)
+	lanes := g32FinalLanes(n, pg)
+	var fin VecVirtual
+	var pairIdx [2]Mem
+	if pg == 1 {
+		fin = ZMM()
+		VMOVDQU32(rodata(fmt.Sprintf("bits%dG32Lanes", n), 16, 4, func(j int) uint64 { return uint64(lanes[0][j]) }), fin)
+	} else {
+		for h := range pairIdx {
+			pairIdx[h] = rodata(fmt.Sprintf("bits%dG64Lanes%d", n, h), 16, 4, func(j int) uint64 { return uint64(lanes[h][j]) })
+		}
+	}
 	tileChunks(name, R, metaBlock, 128, ZMM, func(a VecVirtual) { VPXORD(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
-		acc := make([]VecVirtual, 4)
+		acc := make([]VecVirtual, 4*pg)
 		for i := range acc {
 			acc[i] = ZMM()
 			VPXORD(acc[i], acc[i], acc[i])
@@ -302,13 +314,27 @@ func bitsA8G32AVX512(n int, meta16 bool) {
 			VPADDD(t2, t1, t1)
 			return t1
 		}
-		x, y := fold(acc[0], acc[1]), fold(acc[2], acc[3])
-		t1, t2 := ZMM(), ZMM()
-		VSHUFPS(U8(0x88), y, x, t1)
-		VSHUFPS(U8(0xDD), y, x, t2)
-		VPADDD(t2, t1, t1)
+		// pairs: per 128-bit lane [x0+x1, x2+x3, y0+y1, y2+y3]
+		pairs := func(x, y VecVirtual) VecVirtual {
+			t1, t2 := ZMM(), ZMM()
+			VSHUFPS(U8(0x88), y, x, t1)
+			VSHUFPS(U8(0xDD), y, x, t2)
+			VPADDD(t2, t1, t1)
+			return t1
+		}
 		isum := ZMM()
-		VPERMD(t1, fin, isum)
+		if pg == 1 {
+			VPERMD(pairs(fold(acc[0], acc[1]), fold(acc[2], acc[3])), fin, isum)
+		} else {
+			y0 := pairs(fold(acc[0], acc[1]), fold(acc[2], acc[3]))
+			y1 := pairs(fold(acc[4], acc[5]), fold(acc[6], acc[7]))
+			odd := ZMM()
+			VMOVDQU32(pairIdx[0], isum)
+			VPERMI2D(y1, y0, isum)
+			VMOVDQU32(pairIdx[1], odd)
+			VPERMI2D(y1, y0, odd)
+			VPADDD(odd, isum, isum)
+		}
 		zl, fl := ZMM(), ZMM()
 		if meta16 {
 			VPMOVSXWD(Mem{Base: mp, Disp: 32}, zl)
@@ -343,50 +369,68 @@ func g32TransposeByte(j int) int {
 // b of a word: plane p sits at bit 32 - n(p+1).
 func g32Plane(n, b, fi int) int { return 32/n - 8*b/n - fi - 1 }
 
-// g32FinalLanes returns the VPERMD index of the G32 kernels: lane
-// i*L + p of the result takes the lane of the folded sums that holds row
-// i's plane p. The folding is simulated on sets of (accumulator, dword)
-// contributions, and the generator stops if a lane mixes groups.
-func g32FinalLanes(n int) [16]int {
-	f, L := 8/n, 32/n
+// g32FinalLanes returns the final lane selection of the G32 (pg = 1) and
+// G64 (pg = 2) kernels: lane i*L + j of the result takes, from the folded
+// sums, the lane holding row i's group j: with pg = 1 one VPERMD index
+// (in [0]), with pg = 2 two VPERMI2D indexes over the two folded vectors
+// (lane 16 + m is lane m of the second), the group's first and second
+// plane. The folding is simulated on sets of (accumulator, dword)
+// contributions, and the generator stops if a lane mixes planes.
+func g32FinalLanes(n, pg int) (idx [2][16]int) {
+	f, P := 8/n, 32/n // fields per byte, planes per chunk
 	type src struct{ a, pos int }
-	var acc [4][16][]src
+	type lanes [16][]src
+	acc := make([]lanes, 4*pg)
 	for a := range acc {
 		for pos := range 16 {
 			acc[a][pos] = []src{{a, pos}}
 		}
 	}
-	fold := func(a, b [16][]src) (x [16][]src) {
+	fold := func(a, b lanes) (x lanes) {
 		for m := range 8 {
 			x[m] = append(slices.Clone(a[m]), a[m+8]...)
 			x[8+m] = append(slices.Clone(b[m]), b[m+8]...)
 		}
 		return x
 	}
-	x, y := fold(acc[0], acc[1]), fold(acc[2], acc[3])
-	var z [16][]src
-	for q := range 4 { // VSHUFPS 0x88 + 0xDD, per 128-bit lane
-		for j, s := range [4][2][16][]src{{x, x}, {x, x}, {y, y}, {y, y}} {
-			o := 4*q + 2*(j%2)
-			z[4*q+j] = append(slices.Clone(s[0][o]), s[1][o+1]...)
-		}
-	}
-	var lanes [16]int
-	found := make([]bool, 16)
-	for zl, cs := range z {
-		group := -1
-		for _, c := range cs {
-			l := c.pos / 2
-			g := (c.a/f)*L + g32Plane(n, l%4, c.a%f)
-			if group >= 0 && g != group || len(cs) != 4 {
-				panic(fmt.Sprintf("bits%d G32: folded lane %d mixes groups", n, zl))
+	pairs := func(x, y lanes) (z lanes) { // VSHUFPS 0x88 + 0xDD, per 128-bit lane
+		for q := range 4 {
+			for j := range 4 {
+				s, o := x, 4*q+2*(j%2)
+				if j >= 2 {
+					s = y
+				}
+				z[4*q+j] = append(slices.Clone(s[o]), s[o+1]...)
 			}
-			group = g
 		}
-		lanes[group], found[group] = zl, true
+		return z
 	}
-	if slices.Contains(found, false) {
-		panic(fmt.Sprintf("bits%d G32: a group has no lane", n))
+	// where[(row, plane)] = lane of the folded vectors (16*vector + lane)
+	where := map[[2]int]int{}
+	for v := 0; v < pg; v++ {
+		z := pairs(fold(acc[4*v], acc[4*v+1]), fold(acc[4*v+2], acc[4*v+3]))
+		for zl, cs := range z {
+			key := [2]int{-1, -1}
+			for _, c := range cs {
+				k := [2]int{c.a / f, g32Plane(n, (c.pos/2)%4, c.a%f)}
+				if key[0] >= 0 && k != key || len(cs) != 4 {
+					panic(fmt.Sprintf("bits%d G%d: folded lane %d mixes planes", n, 32*pg, zl))
+				}
+				key = k
+			}
+			where[key] = 16*v + zl
+		}
 	}
-	return lanes
+	for i := 0; i < pg*n/2; i++ {
+		for j := 0; j < P/pg; j++ {
+			for h := 0; h < pg; h++ {
+				l, ok := where[[2]int{i, pg*j + h}]
+				if !ok {
+					panic(fmt.Sprintf("bits%d G%d: row %d plane %d has no lane", n, 32*pg, i, pg*j+h))
+				}
+				idx[h][i*(P/pg)+j] = l
+			}
+		}
+	}
+	return idx
 }
