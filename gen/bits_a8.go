@@ -90,7 +90,7 @@ func bitsA8AVX512(n, sub int, meta16 bool) {
 		}
 	}
 
-	lowA8Loops(name, R, L, actChunk, metaBlock,
+	lowA8Loops(name, R, L, actChunk, metaBlock, 16,
 		func(i int, wp, ap, mp GPVirtual, acc []VecVirtual) {
 			for h := 0; h < 2; h++ {
 				data := ZMM()
@@ -108,21 +108,27 @@ func bitsA8AVX512(n, sub int, meta16 bool) {
 					}
 				}
 			}
-		},
-		func(isum VecVirtual, ap, mp GPVirtual) VecVirtual {
-			zl, f := ZMM(), ZMM()
-			if meta16 {
-				VPMOVSXWD(Mem{Base: mp, Disp: 32}, zl)
-				VCVTPH2PS(Mem{Base: mp}, f)
-			} else {
-				VMOVDQU32(Mem{Base: mp, Disp: 64}, zl)
-				VMOVUPS(Mem{Base: mp}, f)
-			}
-			VPMULLD(Mem{Base: ap, Disp: L*128 + 64}, zl, zl)
-			VPSUBD(zl, isum, isum)
-			VMULPS(Mem{Base: ap, Disp: L * 128}, f, f)
-			return f
-		})
+		}, nil, bitsA8Epilogue(meta16, L*128))
+}
+
+// bitsA8Epilogue returns the lane float scales step of the Bits A8
+// kernels (lowA8Loops' epilogue): isum -= zero*sum(x), then scale*xs per
+// lane, with the activation scales and sums at act + data.
+func bitsA8Epilogue(meta16 bool, data int) func(isum VecVirtual, ap, mp GPVirtual) VecVirtual {
+	return func(isum VecVirtual, ap, mp GPVirtual) VecVirtual {
+		zl, f := ZMM(), ZMM()
+		if meta16 {
+			VPMOVSXWD(Mem{Base: mp, Disp: 32}, zl)
+			VCVTPH2PS(Mem{Base: mp}, f)
+		} else {
+			VMOVDQU32(Mem{Base: mp, Disp: 64}, zl)
+			VMOVUPS(Mem{Base: mp}, f)
+		}
+		VPMULLD(Mem{Base: ap, Disp: data + 64}, zl, zl)
+		VPSUBD(zl, isum, isum)
+		VMULPS(Mem{Base: ap, Disp: data}, f, f)
+		return f
+	}
 }
 
 // bits3Quad is a VPDPBUSD step of the 3-bit A8 kernels: the block (unit
@@ -273,17 +279,40 @@ func bitsA8G32AVX512(n, pg int, meta16 bool) {
 			pairIdx[h] = rodata(fmt.Sprintf("bits%dG64Lanes%d", n, h), 16, 4, func(j int) uint64 { return uint64(lanes[h][j]) })
 		}
 	}
-	tileChunks(name, R, metaBlock, 128, ZMM, func(a VecVirtual) { VPXORD(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
-		acc := make([]VecVirtual, 4*pg)
-		for i := range acc {
-			acc[i] = ZMM()
-			VPXORD(acc[i], acc[i], acc[i])
+	// fold: lanes 0..7 = A[m] + A[m+8], lanes 8..15 the same of B
+	fold := func(a, b VecVirtual) VecVirtual {
+		t1, t2 := ZMM(), ZMM()
+		VSHUFI64X2(U8(0x44), b, a, t1)
+		VSHUFI64X2(U8(0xEE), b, a, t2)
+		VPADDD(t2, t1, t1)
+		return t1
+	}
+	// pairs: per 128-bit lane [x0+x1, x2+x3, y0+y1, y2+y3]
+	pairs := func(x, y VecVirtual) VecVirtual {
+		t1, t2 := ZMM(), ZMM()
+		VSHUFPS(U8(0x88), y, x, t1)
+		VSHUFPS(U8(0xDD), y, x, t2)
+		VPADDD(t2, t1, t1)
+		return t1
+	}
+	reduce := func(acc []VecVirtual) VecVirtual {
+		isum := ZMM()
+		if pg == 1 {
+			VPERMD(pairs(fold(acc[0], acc[1]), fold(acc[2], acc[3])), fin, isum)
+			return isum
 		}
-		ap, mp, wp := chunkPtrs(k, actChunk, metaBlock, 128)
-		stride := param("stride")
-		for i := 0; i < R; i++ {
-			PREFETCHT1(Mem{Base: pf, Disp: 128 * i})
-			PREFETCHT1(Mem{Base: pf, Disp: 128*i + 64})
+		y0 := pairs(fold(acc[0], acc[1]), fold(acc[2], acc[3]))
+		y1 := pairs(fold(acc[4], acc[5]), fold(acc[6], acc[7]))
+		odd := ZMM()
+		VMOVDQU32(pairIdx[0], isum)
+		VPERMI2D(y1, y0, isum)
+		VMOVDQU32(pairIdx[1], odd)
+		VPERMI2D(y1, y0, odd)
+		VPADDD(odd, isum, isum)
+		return isum
+	}
+	lowA8Loops(name, R, L, actChunk, metaBlock, 4*pg,
+		func(i int, wp, ap, mp GPVirtual, acc []VecVirtual) {
 			for r := 0; r < 2; r++ {
 				t := ZMM()
 				VPERMB(Mem{Base: wp, Disp: 64 * r}, perm, t)
@@ -302,60 +331,7 @@ func bitsA8G32AVX512(n, pg int, meta16 bool) {
 					VPDPBUSD(Mem{Base: ap, Disp: (r*f + fi) * 64}, codes, acc[i*f+fi])
 				}
 			}
-			if i != R-1 {
-				ADDQ(stride, wp)
-			}
-		}
-		// fold: lanes 0..7 = A[m] + A[m+8], lanes 8..15 the same of B
-		fold := func(a, b VecVirtual) VecVirtual {
-			t1, t2 := ZMM(), ZMM()
-			VSHUFI64X2(U8(0x44), b, a, t1)
-			VSHUFI64X2(U8(0xEE), b, a, t2)
-			VPADDD(t2, t1, t1)
-			return t1
-		}
-		// pairs: per 128-bit lane [x0+x1, x2+x3, y0+y1, y2+y3]
-		pairs := func(x, y VecVirtual) VecVirtual {
-			t1, t2 := ZMM(), ZMM()
-			VSHUFPS(U8(0x88), y, x, t1)
-			VSHUFPS(U8(0xDD), y, x, t2)
-			VPADDD(t2, t1, t1)
-			return t1
-		}
-		isum := ZMM()
-		if pg == 1 {
-			VPERMD(pairs(fold(acc[0], acc[1]), fold(acc[2], acc[3])), fin, isum)
-		} else {
-			y0 := pairs(fold(acc[0], acc[1]), fold(acc[2], acc[3]))
-			y1 := pairs(fold(acc[4], acc[5]), fold(acc[6], acc[7]))
-			odd := ZMM()
-			VMOVDQU32(pairIdx[0], isum)
-			VPERMI2D(y1, y0, isum)
-			VMOVDQU32(pairIdx[1], odd)
-			VPERMI2D(y1, y0, odd)
-			VPADDD(odd, isum, isum)
-		}
-		zl, fl := ZMM(), ZMM()
-		if meta16 {
-			VPMOVSXWD(Mem{Base: mp, Disp: 32}, zl)
-			VCVTPH2PS(Mem{Base: mp}, fl)
-		} else {
-			VMOVDQU32(Mem{Base: mp, Disp: 64}, zl)
-			VMOVUPS(Mem{Base: mp}, fl)
-		}
-		VPMULLD(Mem{Base: ap, Disp: E + 64}, zl, zl)
-		VPSUBD(zl, isum, isum)
-		VMULPS(Mem{Base: ap, Disp: E}, fl, fl)
-		VCVTDQ2PS(isum, isum)
-		VMULPS(isum, fl, fl)
-		ip := param("idx")
-		for j := 0; j < L; j++ {
-			p, t := ZMM(), ZMM()
-			VMOVDQU32(Mem{Base: ip, Disp: 64 * j}, p)
-			VPERMPS(fl, p, t)
-			VADDPS(t, accRow, accRow)
-		}
-	})
+		}, reduce, bitsA8Epilogue(meta16, E))
 }
 
 // g32TransposeByte is the VPERMB index of the G32 kernels: output byte

@@ -32,19 +32,24 @@ func blockTerm(v fvec, isum, accRow VecVirtual, meta, act Mem) {
 }
 
 // lowA8Loops emits the tile and chunk loops the low-bit A8 kernels share:
-// per tile of R rows, per chunk, it zeroes the 16 accumulators, points ap
+// per tile of R rows, per chunk, it zeroes the nacc accumulators, points ap
 // at the chunk's activations (act + k*actChunk), mp at the tile's metadata
 // for the chunk (meta + k*metaBlock) and wp at the chunk of the tile's
 // first row, calls row for each row (after prefetching the next tile's
-// rows linearly into L2, as nextTile does for Q4G128), reduces, lets
-// epilogue turn the exact isum into the float lane scales f (isum is then
-// converted and multiplied in), and adds lane i*L+j of f into lane i of the
-// row accumulator in block order.
-func lowA8Loops(name string, R, L, actChunk, metaBlock int,
+// rows linearly into L2, as nextTile does for Q4G128), reduces (reduce, or
+// reduce16 of 16 accumulators when nil) to the lanes i*L+j, lets epilogue
+// turn the exact isum into the float lane scales f (isum is then converted
+// and multiplied in), and adds lane i*L+j of f into lane i of the row
+// accumulator in block order.
+func lowA8Loops(name string, R, L, actChunk, metaBlock, nacc int,
 	row func(i int, wp, ap, mp GPVirtual, acc []VecVirtual),
+	reduce func(acc []VecVirtual) VecVirtual,
 	epilogue func(isum VecVirtual, ap, mp GPVirtual) VecVirtual) {
+	if reduce == nil {
+		reduce = reduce16
+	}
 	tileChunks(name, R, metaBlock, 128, ZMM, func(a VecVirtual) { VPXORD(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
-		acc := make([]VecVirtual, 16)
+		acc := make([]VecVirtual, nacc)
 		for i := range acc {
 			acc[i] = ZMM()
 			VPXORD(acc[i], acc[i], acc[i])
@@ -59,7 +64,7 @@ func lowA8Loops(name string, R, L, actChunk, metaBlock int,
 				ADDQ(stride, wp)
 			}
 		}
-		isum := reduce16(acc)
+		isum := reduce(acc)
 		f := epilogue(isum, ap, mp)
 		VCVTDQ2PS(isum, isum)
 		VMULPS(isum, f, f)

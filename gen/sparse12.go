@@ -79,7 +79,7 @@ func sparseA8AVX512(sub int) {
 		VMOVDQU64(Mem{Base: cp, Disp: 64 * b}, tables[b])
 	}
 
-	lowA8Loops(name, R, L, actChunk, metaBlock,
+	lowA8Loops(name, R, L, actChunk, metaBlock, 16,
 		func(i int, wp, ap, mp GPVirtual, acc []VecVirtual) {
 			for b := 0; b < bpc; b++ {
 				pairs := ZMM()
@@ -104,7 +104,7 @@ func sparseA8AVX512(sub int) {
 					VPDPBUSD(qz, xs, acc[i*L+j])
 				}
 			}
-		},
+		}, nil,
 		func(isum VecVirtual, ap, mp GPVirtual) VecVirtual {
 			VPSUBD(Mem{Base: mp, Disp: 64}, isum, isum) // 128*sum(q-z)
 			f := ZMM()
