@@ -24,10 +24,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 	"unsafe"
 
 	"github.com/qgemv/qgemv"
+	"github.com/qgemv/qgemv/cpu"
 	"github.com/qgemv/qgemv/internal/hugemem"
 	"github.com/qgemv/qgemv/internal/matvans"
 	"github.com/qgemv/qgemv/internal/synth"
@@ -202,9 +202,8 @@ func readGBs(r []float64, threads int) []float64 {
 	}
 	buf := roofBuf()
 	for i := 0; i < 3; i++ {
-		t0 := time.Now()
-		qgemv.StreamRead(buf, threads)
-		r = append(r, float64(8*len(buf))/time.Since(t0).Seconds()/1e9)
+		bw, _ := qgemv.ReadBandwidth(buf, threads)
+		r = append(r, bw/1e9)
 	}
 	return r
 }
@@ -336,17 +335,23 @@ func BenchmarkGEMVBatch(b *testing.B) {
 }
 
 // BenchmarkReadBandwidth streams a buffer far larger than the last-level
-// cache with 1 and with all threads: the roofline for BenchmarkGEMV.
+// cache with 1 and with all threads, in every loop shape of the CPU
+// (cpu.ReadShapes): the best is the roofline for BenchmarkGEMV
+// (qgemv.ReadBandwidth).
 func BenchmarkReadBandwidth(b *testing.B) {
 	benchWorkingSet(b)
 	buf := roofBuf()
 	for _, t := range []int{1, runtime.GOMAXPROCS(0)} {
-		b.Run(fmt.Sprintf("threads=%d", t), func(b *testing.B) {
-			b.SetBytes(int64(len(buf)) * 8)
-			for i := 0; i < b.N; i++ {
-				qgemv.StreamRead(buf, t)
-			}
-		})
+		for _, shape := range cpu.ReadShapes() {
+			b.Run(fmt.Sprintf("threads=%d/%s", t, shape), func(b *testing.B) {
+				b.SetBytes(int64(len(buf)) * 8)
+				for i := 0; i < b.N; i++ {
+					if _, err := cpu.StreamReadShape(buf, t, shape); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }
 

@@ -610,10 +610,13 @@
 //
 // # Streaming read
 //
-// stream_amd64.s: StreamReadAvx512 and StreamReadAvx2, func(b []uint64)
-// uint64, the read-bandwidth roofline: they xor every 64-byte line of b
-// into a checksum with vector loads, the same value as (cpu's
-// streamReadGeneric)
+// stream_amd64.s: StreamRead[Shape]Avx512 and StreamRead[Shape]Avx2,
+// func(b []uint64) uint64, the loop shapes of the read-bandwidth
+// roofline (none: one sequential stream; X4: four interleaved streams
+// over the quarters of b's whole lines, then the rest; Pf: PREFETCHT0
+// 4 KiB ahead; Nt: VMOVNTDQA loads, b's lines 64-byte aligned): they xor
+// every 64-byte line of b into a checksum with vector loads, the same
+// value as (cpu's streamReadGeneric)
 //
 //	var acc [8]uint64
 //	for i, v := range b[:len(b)&^7] { acc[i%8] ^= v }

@@ -5,13 +5,59 @@
 package asm
 
 // StreamReadAvx512 xors every 64-byte line of b into a checksum with AVX-512
-// loads: the read-bandwidth roofline. See "Streaming read" in the package doc.
+// loads in one sequential stream: a read-bandwidth roofline shape. See
+// "Streaming read" in the package doc.
 //
 //go:noescape
 func StreamReadAvx512(b []uint64) uint64
 
-// StreamReadAvx2 xors every 64-byte line of b into a checksum with AVX2 loads:
-// the read-bandwidth roofline. See "Streaming read" in the package doc.
+// StreamReadAvx2 xors every 64-byte line of b into a checksum with AVX2 loads
+// in one sequential stream: a read-bandwidth roofline shape. See "Streaming
+// read" in the package doc.
 //
 //go:noescape
 func StreamReadAvx2(b []uint64) uint64
+
+// StreamReadX4Avx512 xors every 64-byte line of b into a checksum with AVX-512
+// loads in four interleaved streams (the quarters of b's whole lines, then the
+// rest in order): a read-bandwidth roofline shape. See "Streaming read" in the
+// package doc.
+//
+//go:noescape
+func StreamReadX4Avx512(b []uint64) uint64
+
+// StreamReadX4Avx2 xors every 64-byte line of b into a checksum with AVX2
+// loads in four interleaved streams (the quarters of b's whole lines, then the
+// rest in order): a read-bandwidth roofline shape. See "Streaming read" in the
+// package doc.
+//
+//go:noescape
+func StreamReadX4Avx2(b []uint64) uint64
+
+// StreamReadPfAvx512 xors every 64-byte line of b into a checksum with AVX-512
+// loads in one stream with PREFETCHT0 4 KiB ahead: a read-bandwidth roofline
+// shape. See "Streaming read" in the package doc.
+//
+//go:noescape
+func StreamReadPfAvx512(b []uint64) uint64
+
+// StreamReadPfAvx2 xors every 64-byte line of b into a checksum with AVX2
+// loads in one stream with PREFETCHT0 4 KiB ahead: a read-bandwidth roofline
+// shape. See "Streaming read" in the package doc.
+//
+//go:noescape
+func StreamReadPfAvx2(b []uint64) uint64
+
+// StreamReadNtAvx512 xors every 64-byte line of b into a checksum with AVX-512
+// loads in one stream of non-temporal loads (VMOVNTDQA): a read-bandwidth
+// roofline shape. See "Streaming read" in the package doc.
+//
+//go:noescape
+func StreamReadNtAvx512(b []uint64) uint64
+
+// StreamReadNtAvx2 xors every 64-byte line of b into a checksum with AVX2
+// loads in one stream of non-temporal loads (VMOVNTDQA): a read-bandwidth
+// roofline shape. See "Streaming read" in the package doc.
+//
+//go:noescape
+func StreamReadNtAvx2(b []uint64) uint64

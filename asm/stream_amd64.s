@@ -104,3 +104,389 @@ StreamReadAvx2_done:
 	MOVQ         AX, ret+24(FP)
 	VZEROUPPER
 	RET
+
+// func StreamReadX4Avx512(b []uint64) uint64
+// Requires: AVX, AVX2, AVX512F
+TEXT ·StreamReadX4Avx512(SB), NOSPLIT, $0-32
+	MOVQ  b_base+0(FP), AX
+	MOVQ  b_len+8(FP), CX
+	SHRQ  $0x03, CX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	MOVQ  CX, DX
+	SHRQ  $0x02, DX
+	MOVQ  DX, BX
+	SHLQ  $0x06, BX
+	SUBQ  DX, CX
+	SUBQ  DX, CX
+	SUBQ  DX, CX
+	SUBQ  DX, CX
+	LEAQ  (AX)(BX*1), SI
+	LEAQ  (SI)(BX*1), DI
+	LEAQ  (DI)(BX*1), BX
+
+StreamReadX4Avx512_x4:
+	TESTQ  DX, DX
+	JZ     StreamReadX4Avx512_x4done
+	VPXORQ (AX), Z0, Z0
+	ADDQ   $0x00000040, AX
+	VPXORQ (SI), Z1, Z1
+	ADDQ   $0x00000040, SI
+	VPXORQ (DI), Z2, Z2
+	ADDQ   $0x00000040, DI
+	VPXORQ (BX), Z3, Z3
+	ADDQ   $0x00000040, BX
+	DECQ   DX
+	JMP    StreamReadX4Avx512_x4
+
+StreamReadX4Avx512_x4done:
+	MOVQ BX, AX
+
+StreamReadX4Avx512_big:
+	CMPQ   CX, $0x00000004
+	JB     StreamReadX4Avx512_one
+	VPXORQ (AX), Z0, Z0
+	VPXORQ 64(AX), Z1, Z1
+	VPXORQ 128(AX), Z2, Z2
+	VPXORQ 192(AX), Z3, Z3
+	ADDQ   $0x00000100, AX
+	SUBQ   $0x00000004, CX
+	JMP    StreamReadX4Avx512_big
+
+StreamReadX4Avx512_one:
+	TESTQ  CX, CX
+	JZ     StreamReadX4Avx512_done
+	VPXORQ (AX), Z0, Z0
+	ADDQ   $0x00000040, AX
+	DECQ   CX
+	JMP    StreamReadX4Avx512_one
+
+StreamReadX4Avx512_done:
+	VPXORQ        Z1, Z0, Z0
+	VPXORQ        Z2, Z0, Z0
+	VPXORQ        Z3, Z0, Z0
+	VEXTRACTI64X4 $0x01, Z0, Y1
+	VPXOR         Y1, Y0, Y1
+	VEXTRACTI128  $0x01, Y1, X0
+	VPXOR         X0, X1, X0
+	VMOVQ         X0, AX
+	VPEXTRQ       $0x01, X0, CX
+	XORQ          CX, AX
+	MOVQ          AX, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func StreamReadX4Avx2(b []uint64) uint64
+// Requires: AVX, AVX2
+TEXT ·StreamReadX4Avx2(SB), NOSPLIT, $0-32
+	MOVQ  b_base+0(FP), AX
+	MOVQ  b_len+8(FP), CX
+	SHRQ  $0x03, CX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	MOVQ  CX, DX
+	SHRQ  $0x02, DX
+	MOVQ  DX, BX
+	SHLQ  $0x06, BX
+	SUBQ  DX, CX
+	SUBQ  DX, CX
+	SUBQ  DX, CX
+	SUBQ  DX, CX
+	LEAQ  (AX)(BX*1), SI
+	LEAQ  (SI)(BX*1), DI
+	LEAQ  (DI)(BX*1), BX
+
+StreamReadX4Avx2_x4:
+	TESTQ DX, DX
+	JZ    StreamReadX4Avx2_x4done
+	VPXOR (AX), Y0, Y0
+	VPXOR 32(AX), Y1, Y1
+	ADDQ  $0x00000040, AX
+	VPXOR (SI), Y2, Y2
+	VPXOR 32(SI), Y3, Y3
+	ADDQ  $0x00000040, SI
+	VPXOR (DI), Y4, Y4
+	VPXOR 32(DI), Y5, Y5
+	ADDQ  $0x00000040, DI
+	VPXOR (BX), Y6, Y6
+	VPXOR 32(BX), Y7, Y7
+	ADDQ  $0x00000040, BX
+	DECQ  DX
+	JMP   StreamReadX4Avx2_x4
+
+StreamReadX4Avx2_x4done:
+	MOVQ BX, AX
+
+StreamReadX4Avx2_big:
+	CMPQ  CX, $0x00000004
+	JB    StreamReadX4Avx2_one
+	VPXOR (AX), Y0, Y0
+	VPXOR 32(AX), Y1, Y1
+	VPXOR 64(AX), Y2, Y2
+	VPXOR 96(AX), Y3, Y3
+	VPXOR 128(AX), Y4, Y4
+	VPXOR 160(AX), Y5, Y5
+	VPXOR 192(AX), Y6, Y6
+	VPXOR 224(AX), Y7, Y7
+	ADDQ  $0x00000100, AX
+	SUBQ  $0x00000004, CX
+	JMP   StreamReadX4Avx2_big
+
+StreamReadX4Avx2_one:
+	TESTQ CX, CX
+	JZ    StreamReadX4Avx2_done
+	VPXOR (AX), Y0, Y0
+	VPXOR 32(AX), Y1, Y1
+	ADDQ  $0x00000040, AX
+	DECQ  CX
+	JMP   StreamReadX4Avx2_one
+
+StreamReadX4Avx2_done:
+	VPXOR        Y1, Y0, Y0
+	VPXOR        Y2, Y0, Y0
+	VPXOR        Y3, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y6, Y0, Y0
+	VPXOR        Y7, Y0, Y0
+	VEXTRACTI128 $0x01, Y0, X1
+	VPXOR        X1, X0, X1
+	VMOVQ        X1, AX
+	VPEXTRQ      $0x01, X1, CX
+	XORQ         CX, AX
+	MOVQ         AX, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func StreamReadPfAvx512(b []uint64) uint64
+// Requires: AVX, AVX2, AVX512F, MMX+
+TEXT ·StreamReadPfAvx512(SB), NOSPLIT, $0-32
+	MOVQ  b_base+0(FP), AX
+	MOVQ  b_len+8(FP), CX
+	SHRQ  $0x03, CX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+
+StreamReadPfAvx512_big:
+	CMPQ       CX, $0x00000004
+	JB         StreamReadPfAvx512_one
+	PREFETCHT0 4096(AX)
+	PREFETCHT0 4160(AX)
+	PREFETCHT0 4224(AX)
+	PREFETCHT0 4288(AX)
+	VPXORQ     (AX), Z0, Z0
+	VPXORQ     64(AX), Z1, Z1
+	VPXORQ     128(AX), Z2, Z2
+	VPXORQ     192(AX), Z3, Z3
+	ADDQ       $0x00000100, AX
+	SUBQ       $0x00000004, CX
+	JMP        StreamReadPfAvx512_big
+
+StreamReadPfAvx512_one:
+	TESTQ  CX, CX
+	JZ     StreamReadPfAvx512_done
+	VPXORQ (AX), Z0, Z0
+	ADDQ   $0x00000040, AX
+	DECQ   CX
+	JMP    StreamReadPfAvx512_one
+
+StreamReadPfAvx512_done:
+	VPXORQ        Z1, Z0, Z0
+	VPXORQ        Z2, Z0, Z0
+	VPXORQ        Z3, Z0, Z0
+	VEXTRACTI64X4 $0x01, Z0, Y1
+	VPXOR         Y1, Y0, Y1
+	VEXTRACTI128  $0x01, Y1, X0
+	VPXOR         X0, X1, X0
+	VMOVQ         X0, AX
+	VPEXTRQ       $0x01, X0, CX
+	XORQ          CX, AX
+	MOVQ          AX, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func StreamReadPfAvx2(b []uint64) uint64
+// Requires: AVX, AVX2, MMX+
+TEXT ·StreamReadPfAvx2(SB), NOSPLIT, $0-32
+	MOVQ  b_base+0(FP), AX
+	MOVQ  b_len+8(FP), CX
+	SHRQ  $0x03, CX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+
+StreamReadPfAvx2_big:
+	CMPQ       CX, $0x00000004
+	JB         StreamReadPfAvx2_one
+	PREFETCHT0 4096(AX)
+	PREFETCHT0 4160(AX)
+	PREFETCHT0 4224(AX)
+	PREFETCHT0 4288(AX)
+	VPXOR      (AX), Y0, Y0
+	VPXOR      32(AX), Y1, Y1
+	VPXOR      64(AX), Y2, Y2
+	VPXOR      96(AX), Y3, Y3
+	VPXOR      128(AX), Y4, Y4
+	VPXOR      160(AX), Y5, Y5
+	VPXOR      192(AX), Y6, Y6
+	VPXOR      224(AX), Y7, Y7
+	ADDQ       $0x00000100, AX
+	SUBQ       $0x00000004, CX
+	JMP        StreamReadPfAvx2_big
+
+StreamReadPfAvx2_one:
+	TESTQ CX, CX
+	JZ    StreamReadPfAvx2_done
+	VPXOR (AX), Y0, Y0
+	VPXOR 32(AX), Y1, Y1
+	ADDQ  $0x00000040, AX
+	DECQ  CX
+	JMP   StreamReadPfAvx2_one
+
+StreamReadPfAvx2_done:
+	VPXOR        Y1, Y0, Y0
+	VPXOR        Y2, Y0, Y0
+	VPXOR        Y3, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y6, Y0, Y0
+	VPXOR        Y7, Y0, Y0
+	VEXTRACTI128 $0x01, Y0, X1
+	VPXOR        X1, X0, X1
+	VMOVQ        X1, AX
+	VPEXTRQ      $0x01, X1, CX
+	XORQ         CX, AX
+	MOVQ         AX, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func StreamReadNtAvx512(b []uint64) uint64
+// Requires: AVX, AVX2, AVX512F
+TEXT ·StreamReadNtAvx512(SB), NOSPLIT, $0-32
+	MOVQ  b_base+0(FP), AX
+	MOVQ  b_len+8(FP), CX
+	SHRQ  $0x03, CX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+
+StreamReadNtAvx512_big:
+	CMPQ      CX, $0x00000004
+	JB        StreamReadNtAvx512_one
+	VMOVNTDQA (AX), Z4
+	VPXORQ    Z4, Z0, Z0
+	VMOVNTDQA 64(AX), Z4
+	VPXORQ    Z4, Z1, Z1
+	VMOVNTDQA 128(AX), Z4
+	VPXORQ    Z4, Z2, Z2
+	VMOVNTDQA 192(AX), Z4
+	VPXORQ    Z4, Z3, Z3
+	ADDQ      $0x00000100, AX
+	SUBQ      $0x00000004, CX
+	JMP       StreamReadNtAvx512_big
+
+StreamReadNtAvx512_one:
+	TESTQ     CX, CX
+	JZ        StreamReadNtAvx512_done
+	VMOVNTDQA (AX), Z4
+	VPXORQ    Z4, Z0, Z0
+	ADDQ      $0x00000040, AX
+	DECQ      CX
+	JMP       StreamReadNtAvx512_one
+
+StreamReadNtAvx512_done:
+	VPXORQ        Z1, Z0, Z0
+	VPXORQ        Z2, Z0, Z0
+	VPXORQ        Z3, Z0, Z0
+	VEXTRACTI64X4 $0x01, Z0, Y1
+	VPXOR         Y1, Y0, Y1
+	VEXTRACTI128  $0x01, Y1, X0
+	VPXOR         X0, X1, X0
+	VMOVQ         X0, AX
+	VPEXTRQ       $0x01, X0, CX
+	XORQ          CX, AX
+	MOVQ          AX, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func StreamReadNtAvx2(b []uint64) uint64
+// Requires: AVX, AVX2
+TEXT ·StreamReadNtAvx2(SB), NOSPLIT, $0-32
+	MOVQ  b_base+0(FP), AX
+	MOVQ  b_len+8(FP), CX
+	SHRQ  $0x03, CX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+
+StreamReadNtAvx2_big:
+	CMPQ      CX, $0x00000004
+	JB        StreamReadNtAvx2_one
+	VMOVNTDQA (AX), Y8
+	VMOVNTDQA 32(AX), Y9
+	VPXOR     Y8, Y0, Y0
+	VPXOR     Y9, Y1, Y1
+	VMOVNTDQA 64(AX), Y8
+	VMOVNTDQA 96(AX), Y9
+	VPXOR     Y8, Y2, Y2
+	VPXOR     Y9, Y3, Y3
+	VMOVNTDQA 128(AX), Y8
+	VMOVNTDQA 160(AX), Y9
+	VPXOR     Y8, Y4, Y4
+	VPXOR     Y9, Y5, Y5
+	VMOVNTDQA 192(AX), Y8
+	VMOVNTDQA 224(AX), Y9
+	VPXOR     Y8, Y6, Y6
+	VPXOR     Y9, Y7, Y7
+	ADDQ      $0x00000100, AX
+	SUBQ      $0x00000004, CX
+	JMP       StreamReadNtAvx2_big
+
+StreamReadNtAvx2_one:
+	TESTQ     CX, CX
+	JZ        StreamReadNtAvx2_done
+	VMOVNTDQA (AX), Y8
+	VMOVNTDQA 32(AX), Y9
+	VPXOR     Y8, Y0, Y0
+	VPXOR     Y9, Y1, Y1
+	ADDQ      $0x00000040, AX
+	DECQ      CX
+	JMP       StreamReadNtAvx2_one
+
+StreamReadNtAvx2_done:
+	VPXOR        Y1, Y0, Y0
+	VPXOR        Y2, Y0, Y0
+	VPXOR        Y3, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y6, Y0, Y0
+	VPXOR        Y7, Y0, Y0
+	VEXTRACTI128 $0x01, Y0, X1
+	VPXOR        X1, X0, X1
+	VMOVQ        X1, AX
+	VPEXTRQ      $0x01, X1, CX
+	XORQ         CX, AX
+	MOVQ         AX, ret+24(FP)
+	VZEROUPPER
+	RET

@@ -116,8 +116,18 @@ func init() {
 	kernelSets = append(sets, kernelSets...)
 	for _, s := range streamReaders {
 		if hasAll(s.requires) {
-			read := s.fn
-			streamRead = func(b []uint64) uint64 { return streamTail(b, read(b)) }
+			for i, fn := range s.shapes {
+				read := fn
+				streamShapes[i].fn = func(b []uint64) uint64 { return streamTail(b, read(b)) }
+				if streamShapes[i].name == "nt" { // VMOVNTDQA needs aligned lines
+					streamShapes[i].fn = func(b []uint64) uint64 {
+						h := min(len(b), int(-uintptr(unsafe.Pointer(unsafe.SliceData(b)))%64/8))
+						b, sum := b[h:], streamReadGeneric(b[:h])
+						return streamTail(b, sum^read(b))
+					}
+				}
+			}
+			streamRead = streamShapes[0].fn
 			break
 		}
 	}
@@ -152,13 +162,14 @@ func newKernelSet(isa ISA, requires []string, f8, f32 *family) *kernelSet {
 }
 
 // streamReaders are the vector streaming reads, best first, with the
-// features their instructions need.
+// features their instructions need: per instruction set one function per
+// loop shape, in the order of streamShapes.
 var streamReaders = []struct {
-	fn       func([]uint64) uint64
+	shapes   []func([]uint64) uint64
 	requires []string
 }{
-	{asm.StreamReadAvx512, []string{"AVX", "AVX2", "AVX512F"}},
-	{asm.StreamReadAvx2, []string{"AVX", "AVX2"}},
+	{[]func([]uint64) uint64{asm.StreamReadAvx512, asm.StreamReadX4Avx512, asm.StreamReadPfAvx512, asm.StreamReadNtAvx512}, []string{"AVX", "AVX2", "AVX512F"}},
+	{[]func([]uint64) uint64{asm.StreamReadAvx2, asm.StreamReadX4Avx2, asm.StreamReadPfAvx2, asm.StreamReadNtAvx2}, []string{"AVX", "AVX2"}},
 }
 
 // streamTail folds the words the vector loop leaves (len%8) into sum.

@@ -119,7 +119,9 @@ func TestRequiresCoverKernels(t *testing.T) {
 		check("quantizer", funcName(q.fn), q.requires)
 	}
 	for _, s := range streamReaders {
-		check("streamRead", funcName(s.fn), s.requires)
+		for _, fn := range s.shapes {
+			check("streamRead", funcName(fn), s.requires)
+		}
 	}
 	check("swiglu", funcName(asm.SwiGLUAvx512), swigluRequires)
 	check("interleave", funcName(asm.Interleave4x16Avx), interleaveRequires)

@@ -1,11 +1,49 @@
 package cpu
 
+import "fmt"
+
 // StreamRead reads every word of buf once, split across threads
 // goroutines in contiguous ranges, and returns a checksum (so the reads
 // cannot be optimized away). It is the read-bandwidth roofline that GEMV
 // throughput is compared against: time it over a buffer far larger than
 // the last-level cache.
 func StreamRead(buf []uint64, threads int) uint64 {
+	return streamReadWith(streamRead, buf, threads)
+}
+
+// ReadShapes names the loop shapes of StreamReadShape: "seq" (the one
+// StreamRead uses: one sequential stream per thread), "x4" (four
+// interleaved streams per thread), "pf" (software prefetch 4 KiB ahead),
+// "nt" (non-temporal loads). Generic Go has "seq" only.
+func ReadShapes() []string {
+	var names []string
+	for _, s := range streamShapes {
+		if s.fn != nil {
+			names = append(names, s.name)
+		}
+	}
+	return names
+}
+
+// StreamReadShape is StreamRead with the loop shape named shape
+// (ReadShapes); an unknown or unavailable shape is an error.
+func StreamReadShape(buf []uint64, threads int, shape string) (uint64, error) {
+	for _, s := range streamShapes {
+		if s.name == shape && s.fn != nil {
+			return streamReadWith(s.fn, buf, threads), nil
+		}
+	}
+	return 0, fmt.Errorf("cpu: no read shape %q here (have %v)", shape, ReadShapes())
+}
+
+// streamShapes are the loop shapes of the streaming read (set by the
+// assembly's init where the CPU has it); seq first.
+var streamShapes = []struct {
+	name string
+	fn   func([]uint64) uint64
+}{{"seq", streamReadGeneric}, {"x4", nil}, {"pf", nil}, {"nt", nil}}
+
+func streamReadWith(read func([]uint64) uint64, buf []uint64, threads int) uint64 {
 	threads = max(1, threads)
 	per := (len(buf) + threads - 1) / threads
 	per = (per + 7) &^ 7
@@ -14,7 +52,7 @@ func StreamRead(buf []uint64, threads int) uint64 {
 	for t := range fns {
 		lo := min(t*per, len(buf))
 		part := buf[lo:min(lo+per, len(buf))]
-		fns[t] = func() { sums[t*8] = streamRead(part) }
+		fns[t] = func() { sums[t*8] = read(part) }
 	}
 	t := &team{} // workers of its own, stopped when the read is done
 	defer t.close()

@@ -232,7 +232,10 @@ func TestQuantizeA8Parallel(t *testing.T) {
 }
 
 func TestStreamRead(t *testing.T) {
-	for _, n := range []int{0, 1, 7, 8, 9, 1000, 4099} {
+	if _, err := StreamReadShape(nil, 1, "no-such-shape"); err == nil {
+		t.Error("an unknown read shape: no error")
+	}
+	for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 1000, 4099, 70001} {
 		buf := make([]uint64, n)
 		var want uint64
 		for i := range buf {
@@ -242,6 +245,12 @@ func TestStreamRead(t *testing.T) {
 		for _, threads := range []int{1, 3} {
 			if got := StreamRead(buf, threads); got != want {
 				t.Errorf("n=%d threads=%d: checksum %x, want %x", n, threads, got, want)
+			}
+			for _, shape := range ReadShapes() {
+				got, err := StreamReadShape(buf, threads, shape)
+				if err != nil || got != want {
+					t.Errorf("n=%d threads=%d shape %s: checksum %x (%v), want %x", n, threads, shape, got, err, want)
+				}
 			}
 		}
 	}

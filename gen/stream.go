@@ -6,80 +6,142 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-// The streaming read (asm/stream_amd64.s): the read-bandwidth roofline
-// the benchmarks compare the kernels with.
+// The streaming reads (asm/stream_amd64.s): the read-bandwidth roofline
+// the benchmarks compare the kernels with. Several loop shapes, because
+// which one streams fastest depends on the machine, and the roofline is
+// the best of them: one sequential stream (unrolled four lines), four
+// interleaved streams over the quarters of the buffer, one stream with
+// software prefetches 4 KiB ahead, and one with non-temporal loads.
+
+// streamShapes are the loop shapes, by name suffix.
+var streamShapes = []string{"", "X4", "Pf", "Nt"}
 
 func streamRead() {
-	for _, isa := range []string{"Avx512", "Avx2"} {
-		name := "StreamRead" + isa
-		TEXT(name, NOSPLIT, "func(b []uint64) uint64")
-		Pragma("noescape")
-		kernelDoc("Streaming read", name+" xors every 64-byte line of b into a checksum with "+map[string]string{"Avx512": "AVX-512", "Avx2": "AVX2"}[isa]+" loads: the read-bandwidth roofline.")
-		base := Load(Param("b").Base(), GP64())
-		n := Load(Param("b").Len(), GP64())
-		SHRQ(U8(3), n)
-		const unroll = 4
-		var acc []VecVirtual
-		for k := 0; k < unroll; k++ {
-			if isa == "Avx512" {
-				acc = append(acc, ZMM())
-			} else {
-				acc = append(acc, YMM(), YMM())
-			}
+	for _, shape := range streamShapes {
+		for _, isa := range []string{"Avx512", "Avx2"} {
+			streamReadShape(shape, isa)
 		}
-		for _, a := range acc {
-			VPXOR(a.AsY(), a.AsY(), a.AsY())
-		}
-		Label(name + "_big")
-		CMPQ(n, U32(unroll))
-		JB(LabelRef(name + "_one"))
-		for k := 0; k < unroll; k++ {
-			if isa == "Avx512" {
-				VPXORQ(Mem{Base: base, Disp: 64 * k}, acc[k], acc[k])
-			} else {
-				VPXOR(Mem{Base: base, Disp: 64 * k}, acc[2*k], acc[2*k])
-				VPXOR(Mem{Base: base, Disp: 64*k + 32}, acc[2*k+1], acc[2*k+1])
-			}
-		}
-		ADDQ(U32(64*unroll), base)
-		SUBQ(U32(unroll), n)
-		JMP(LabelRef(name + "_big"))
-		Label(name + "_one")
-		TESTQ(n, n)
-		JZ(LabelRef(name + "_done"))
-		if isa == "Avx512" {
-			VPXORQ(Mem{Base: base}, acc[0], acc[0])
-		} else {
-			VPXOR(Mem{Base: base}, acc[0], acc[0])
-			VPXOR(Mem{Base: base, Disp: 32}, acc[1], acc[1])
-		}
-		ADDQ(U32(64), base)
-		DECQ(n)
-		JMP(LabelRef(name + "_one"))
-		Label(name + "_done")
-		if isa == "Avx512" {
-			for k := 1; k < len(acc); k++ {
-				VPXORQ(acc[k], acc[0], acc[0])
-			}
-			h := YMM()
-			VEXTRACTI64X4(U8(1), acc[0], h)
-			VPXOR(h, acc[0].AsY(), h)
-			acc = []VecVirtual{h}
-		} else {
-			for k := 1; k < len(acc); k++ {
-				VPXOR(acc[k], acc[0], acc[0])
-			}
-		}
-		// Fold 4 qwords to 1, lane by lane (any order: xor commutes).
-		x := XMM()
-		VEXTRACTI128(U8(1), acc[0], x)
-		VPXOR(x, acc[0].AsX(), x)
-		lo, hi := GP64(), GP64()
-		VMOVQ(x, lo)
-		VPEXTRQ(U8(1), x, hi)
-		XORQ(hi, lo)
-		Store(lo, ReturnIndex(0))
-		VZEROUPPER()
-		RET()
 	}
+}
+
+func streamReadShape(shape, isa string) {
+	name := "StreamRead" + shape + isa
+	TEXT(name, NOSPLIT, "func(b []uint64) uint64")
+	Pragma("noescape")
+	what := map[string]string{
+		"":   "in one sequential stream",
+		"X4": "in four interleaved streams (the quarters of b's whole lines, then the rest in order)",
+		"Pf": "in one stream with PREFETCHT0 4 KiB ahead",
+		"Nt": "in one stream of non-temporal loads (VMOVNTDQA)",
+	}[shape]
+	kernelDoc("Streaming read", name+" xors every 64-byte line of b into a checksum with "+map[string]string{"Avx512": "AVX-512", "Avx2": "AVX2"}[isa]+" loads "+what+": a read-bandwidth roofline shape.")
+	base, n := GP64(), GP64()
+	Load(Param("b").Base(), base)
+	Load(Param("b").Len(), n)
+	SHRQ(U8(3), n) // whole lines
+	const unroll = 4
+	var acc []VecVirtual
+	for k := 0; k < unroll; k++ {
+		if isa == "Avx512" {
+			acc = append(acc, ZMM())
+		} else {
+			acc = append(acc, YMM(), YMM())
+		}
+	}
+	for _, a := range acc {
+		VPXOR(a.AsY(), a.AsY(), a.AsY())
+	}
+	// line xors the 64-byte line at m into accumulator k.
+	line := func(m Mem, k int) {
+		switch {
+		case shape == "Nt" && isa == "Avx512":
+			t := ZMM()
+			VMOVNTDQA(m, t)
+			VPXORQ(t, acc[k], acc[k])
+		case shape == "Nt":
+			t, u := YMM(), YMM()
+			VMOVNTDQA(m, t)
+			VMOVNTDQA(m.Offset(32), u)
+			VPXOR(t, acc[2*k], acc[2*k])
+			VPXOR(u, acc[2*k+1], acc[2*k+1])
+		case isa == "Avx512":
+			VPXORQ(m, acc[k], acc[k])
+		default:
+			VPXOR(m, acc[2*k], acc[2*k])
+			VPXOR(m.Offset(32), acc[2*k+1], acc[2*k+1])
+		}
+	}
+	if shape == "X4" {
+		q, stride := GP64(), GP64()
+		MOVQ(n, q)
+		SHRQ(U8(2), q) // lines per quarter
+		MOVQ(q, stride)
+		SHLQ(U8(6), stride) // bytes per quarter
+		SUBQ(q, n)
+		SUBQ(q, n)
+		SUBQ(q, n)
+		SUBQ(q, n) // the lines after the four quarters
+		p1, p2, p3 := GP64(), GP64(), GP64()
+		LEAQ(Mem{Base: base, Index: stride, Scale: 1}, p1)
+		LEAQ(Mem{Base: p1, Index: stride, Scale: 1}, p2)
+		LEAQ(Mem{Base: p2, Index: stride, Scale: 1}, p3)
+		Label(name + "_x4")
+		TESTQ(q, q)
+		JZ(LabelRef(name + "_x4done"))
+		for k, p := range []GPVirtual{base, p1, p2, p3} {
+			line(Mem{Base: p}, k)
+			ADDQ(U32(64), p)
+		}
+		DECQ(q)
+		JMP(LabelRef(name + "_x4"))
+		Label(name + "_x4done")
+		MOVQ(p3, base) // the rest follows the last quarter
+	}
+	Label(name + "_big")
+	CMPQ(n, U32(unroll))
+	JB(LabelRef(name + "_one"))
+	if shape == "Pf" {
+		PREFETCHT0(Mem{Base: base, Disp: 4096})
+		PREFETCHT0(Mem{Base: base, Disp: 4096 + 64})
+		PREFETCHT0(Mem{Base: base, Disp: 4096 + 128})
+		PREFETCHT0(Mem{Base: base, Disp: 4096 + 192})
+	}
+	for k := 0; k < unroll; k++ {
+		line(Mem{Base: base, Disp: 64 * k}, k)
+	}
+	ADDQ(U32(64*unroll), base)
+	SUBQ(U32(unroll), n)
+	JMP(LabelRef(name + "_big"))
+	Label(name + "_one")
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	line(Mem{Base: base}, 0)
+	ADDQ(U32(64), base)
+	DECQ(n)
+	JMP(LabelRef(name + "_one"))
+	Label(name + "_done")
+	if isa == "Avx512" {
+		for k := 1; k < len(acc); k++ {
+			VPXORQ(acc[k], acc[0], acc[0])
+		}
+		h := YMM()
+		VEXTRACTI64X4(U8(1), acc[0], h)
+		VPXOR(h, acc[0].AsY(), h)
+		acc = []VecVirtual{h}
+	} else {
+		for k := 1; k < len(acc); k++ {
+			VPXOR(acc[k], acc[0], acc[0])
+		}
+	}
+	// Fold 4 qwords to 1, lane by lane (any order: xor commutes).
+	x := XMM()
+	VEXTRACTI128(U8(1), acc[0], x)
+	VPXOR(x, acc[0].AsX(), x)
+	lo, hi := GP64(), GP64()
+	VMOVQ(x, lo)
+	VPEXTRQ(U8(1), x, hi)
+	XORQ(hi, lo)
+	Store(lo, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
 }
