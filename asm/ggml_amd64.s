@@ -29751,43 +29751,39 @@ GgmlQ40A8Avx2_zero:
 	MOVQ nsb+24(FP), SI
 
 GgmlQ40A8Avx2_grp:
-	VMOVDQU     2(AX), X3
-	VPSRLW      $0x04, X3, X2
-	VINSERTI128 $0x01, X2, Y3, Y2
-	VPAND       Y0, Y2, Y2
-	VMOVDQU     20(AX), X3
-	VPSRLW      $0x04, X3, X4
-	VINSERTI128 $0x01, X4, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VMOVDQU     38(AX), X3
-	VPSRLW      $0x04, X3, X5
-	VINSERTI128 $0x01, X5, Y3, Y5
-	VPAND       Y0, Y5, Y5
-	VMOVDQU     56(AX), X3
-	VPSRLW      $0x04, X3, X6
-	VINSERTI128 $0x01, X6, Y3, Y6
-	VPAND       Y0, Y6, Y6
-	VPXOR       X3, X3, X3
-	VPINSRW     $0x00, (AX), X3, X3
-	VPINSRW     $0x01, 18(AX), X3, X3
-	VPINSRW     $0x02, 36(AX), X3, X3
-	VPINSRW     $0x03, 54(AX), X3, X3
-	VCVTPH2PS   X3, X3
-	MOVQ        CX, DI
-	MOVQ        DX, R8
-	MOVQ        BX, R9
-	MOVQ        out+88(FP), R10
-	MOVQ        nvec+80(FP), R11
+	VBROADCASTI128 2(AX), Y2
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y2, Y2
+	VPAND          Y0, Y2, Y2
+	VBROADCASTI128 20(AX), Y3
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y3, Y3
+	VPAND          Y0, Y3, Y3
+	VBROADCASTI128 38(AX), Y4
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y4, Y4
+	VPAND          Y0, Y4, Y4
+	VBROADCASTI128 56(AX), Y5
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y5, Y5
+	VPAND          Y0, Y5, Y5
+	VPXOR          X6, X6, X6
+	VPINSRW        $0x00, (AX), X6, X6
+	VPINSRW        $0x01, 18(AX), X6, X6
+	VPINSRW        $0x02, 36(AX), X6, X6
+	VPINSRW        $0x03, 54(AX), X6, X6
+	VCVTPH2PS      X6, X6
+	MOVQ           CX, DI
+	MOVQ           DX, R8
+	MOVQ           BX, R9
+	MOVQ           out+88(FP), R10
+	MOVQ           nvec+80(FP), R11
 
 GgmlQ40A8Avx2_vec:
 	VPMADDUBSW   (DI), Y2, Y7
 	VPMADDWD     Y1, Y7, Y7
-	VPMADDUBSW   32(DI), Y4, Y8
+	VPMADDUBSW   32(DI), Y3, Y8
 	VPMADDWD     Y1, Y8, Y8
 	VPHADDD      Y8, Y7, Y7
-	VPMADDUBSW   64(DI), Y5, Y8
+	VPMADDUBSW   64(DI), Y4, Y8
 	VPMADDWD     Y1, Y8, Y8
-	VPMADDUBSW   96(DI), Y6, Y9
+	VPMADDUBSW   96(DI), Y5, Y9
 	VPMADDWD     Y1, Y9, Y9
 	VPHADDD      Y9, Y8, Y8
 	VPHADDD      Y8, Y7, Y7
@@ -29798,7 +29794,7 @@ GgmlQ40A8Avx2_vec:
 	VPSUBD       X7, X8, X8
 	VCVTDQ2PS    X8, X7
 	VBROADCASTSS (R9), X8
-	VMULPS       X3, X8, X8
+	VMULPS       X6, X8, X8
 	VMULPS       X8, X7, X7
 	VMOVSS       (R10), X8
 	VADDSS       X7, X8, X8
@@ -29839,6 +29835,16 @@ GgmlQ40A8Avx2_vec:
 	VZEROUPPER
 	RET
 
+DATA ggmlNibbleShifts<>+0(SB)/4, $0x00000000
+DATA ggmlNibbleShifts<>+4(SB)/4, $0x00000000
+DATA ggmlNibbleShifts<>+8(SB)/4, $0x00000000
+DATA ggmlNibbleShifts<>+12(SB)/4, $0x00000000
+DATA ggmlNibbleShifts<>+16(SB)/4, $0x00000004
+DATA ggmlNibbleShifts<>+20(SB)/4, $0x00000004
+DATA ggmlNibbleShifts<>+24(SB)/4, $0x00000004
+DATA ggmlNibbleShifts<>+28(SB)/4, $0x00000004
+GLOBL ggmlNibbleShifts<>(SB), RODATA|NOPTR, $32
+
 // func GgmlQ40A8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, F16C, MMX+
 TEXT ·GgmlQ40A8R4Avx2(SB), NOSPLIT, $128-104
@@ -29861,242 +29867,226 @@ GgmlQ40A8R4Avx2_row:
 	MOVQ   nsb+24(FP), R9
 
 GgmlQ40A8R4Avx2_unit:
-	PREFETCHT1   (BX)
-	PREFETCHT1   64(BX)
-	PREFETCHT1   128(BX)
-	PREFETCHT1   192(BX)
-	PREFETCHT1   256(BX)
-	VBROADCASTSS (R8), X3
-	VMOVDQU      2(AX), X5
-	VPSRLW       $0x04, X5, X4
-	VINSERTI128  $0x01, X4, Y5, Y4
-	VPAND        Y0, Y4, Y4
-	VPMADDUBSW   (SI), Y4, Y4
-	VPMADDWD     Y1, Y4, Y4
-	VMOVDQU      20(AX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPMADDUBSW   32(SI), Y6, Y6
-	VPMADDWD     Y1, Y6, Y6
-	VPHADDD      Y6, Y4, Y4
-	VMOVDQU      38(AX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPMADDUBSW   64(SI), Y6, Y6
-	VPMADDWD     Y1, Y6, Y6
-	VMOVDQU      56(AX), X5
-	VPSRLW       $0x04, X5, X7
-	VINSERTI128  $0x01, X7, Y5, Y7
-	VPAND        Y0, Y7, Y7
-	VPMADDUBSW   96(SI), Y7, Y7
-	VPMADDWD     Y1, Y7, Y7
-	VPHADDD      Y7, Y6, Y6
-	VPHADDD      Y6, Y4, Y4
-	VEXTRACTI128 $0x01, Y4, X5
-	VPADDD       X4, X5, X5
-	VPMOVSXWD    (DI), X4
-	VPSLLD       $0x03, X4, X4
-	VPSUBD       X4, X5, X5
-	MOVWQZX      (AX), R10
-	MOVWQZX      18(AX), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      36(AX), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      54(AX), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X4
-	VCVTPH2PS    X4, X4
-	VMULPS       X4, X3, X4
-	VCVTDQ2PS    X5, X5
-	VMULPS       X4, X5, X5
-	VMOVUPS      X5, (SP)
-	VMOVDQU      2(AX)(CX*1), X5
-	VPSRLW       $0x04, X5, X4
-	VINSERTI128  $0x01, X4, Y5, Y4
-	VPAND        Y0, Y4, Y4
-	VPMADDUBSW   (SI), Y4, Y4
-	VPMADDWD     Y1, Y4, Y4
-	VMOVDQU      20(AX)(CX*1), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPMADDUBSW   32(SI), Y6, Y6
-	VPMADDWD     Y1, Y6, Y6
-	VPHADDD      Y6, Y4, Y4
-	VMOVDQU      38(AX)(CX*1), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPMADDUBSW   64(SI), Y6, Y6
-	VPMADDWD     Y1, Y6, Y6
-	VMOVDQU      56(AX)(CX*1), X5
-	VPSRLW       $0x04, X5, X7
-	VINSERTI128  $0x01, X7, Y5, Y7
-	VPAND        Y0, Y7, Y7
-	VPMADDUBSW   96(SI), Y7, Y7
-	VPMADDWD     Y1, Y7, Y7
-	VPHADDD      Y7, Y6, Y6
-	VPHADDD      Y6, Y4, Y4
-	VEXTRACTI128 $0x01, Y4, X5
-	VPADDD       X4, X5, X5
-	VPMOVSXWD    (DI), X4
-	VPSLLD       $0x03, X4, X4
-	VPSUBD       X4, X5, X5
-	MOVWQZX      (AX)(CX*1), R10
-	MOVWQZX      18(AX)(CX*1), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      36(AX)(CX*1), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      54(AX)(CX*1), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X4
-	VCVTPH2PS    X4, X4
-	VMULPS       X4, X3, X4
-	VCVTDQ2PS    X5, X5
-	VMULPS       X4, X5, X5
-	VMOVUPS      X5, 16(SP)
-	VMOVDQU      2(DX), X5
-	VPSRLW       $0x04, X5, X4
-	VINSERTI128  $0x01, X4, Y5, Y4
-	VPAND        Y0, Y4, Y4
-	VPMADDUBSW   (SI), Y4, Y4
-	VPMADDWD     Y1, Y4, Y4
-	VMOVDQU      20(DX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPMADDUBSW   32(SI), Y6, Y6
-	VPMADDWD     Y1, Y6, Y6
-	VPHADDD      Y6, Y4, Y4
-	VMOVDQU      38(DX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPMADDUBSW   64(SI), Y6, Y6
-	VPMADDWD     Y1, Y6, Y6
-	VMOVDQU      56(DX), X5
-	VPSRLW       $0x04, X5, X7
-	VINSERTI128  $0x01, X7, Y5, Y7
-	VPAND        Y0, Y7, Y7
-	VPMADDUBSW   96(SI), Y7, Y7
-	VPMADDWD     Y1, Y7, Y7
-	VPHADDD      Y7, Y6, Y6
-	VPHADDD      Y6, Y4, Y4
-	VEXTRACTI128 $0x01, Y4, X5
-	VPADDD       X4, X5, X5
-	VPMOVSXWD    (DI), X4
-	VPSLLD       $0x03, X4, X4
-	VPSUBD       X4, X5, X5
-	MOVWQZX      (DX), R10
-	MOVWQZX      18(DX), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      36(DX), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      54(DX), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X4
-	VCVTPH2PS    X4, X4
-	VMULPS       X4, X3, X4
-	VCVTDQ2PS    X5, X5
-	VMULPS       X4, X5, X5
-	VMOVUPS      X5, 32(SP)
-	VMOVDQU      2(DX)(CX*1), X5
-	VPSRLW       $0x04, X5, X4
-	VINSERTI128  $0x01, X4, Y5, Y4
-	VPAND        Y0, Y4, Y4
-	VPMADDUBSW   (SI), Y4, Y4
-	VPMADDWD     Y1, Y4, Y4
-	VMOVDQU      20(DX)(CX*1), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPMADDUBSW   32(SI), Y6, Y6
-	VPMADDWD     Y1, Y6, Y6
-	VPHADDD      Y6, Y4, Y4
-	VMOVDQU      38(DX)(CX*1), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPMADDUBSW   64(SI), Y6, Y6
-	VPMADDWD     Y1, Y6, Y6
-	VMOVDQU      56(DX)(CX*1), X5
-	VPSRLW       $0x04, X5, X7
-	VINSERTI128  $0x01, X7, Y5, Y7
-	VPAND        Y0, Y7, Y7
-	VPMADDUBSW   96(SI), Y7, Y7
-	VPMADDWD     Y1, Y7, Y7
-	VPHADDD      Y7, Y6, Y6
-	VPHADDD      Y6, Y4, Y4
-	VEXTRACTI128 $0x01, Y4, X5
-	VPADDD       X4, X5, X5
-	VPMOVSXWD    (DI), X4
-	VPSLLD       $0x03, X4, X4
-	VPSUBD       X4, X5, X5
-	MOVWQZX      (DX)(CX*1), R10
-	MOVWQZX      18(DX)(CX*1), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      36(DX)(CX*1), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      54(DX)(CX*1), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X4
-	VCVTPH2PS    X4, X4
-	VMULPS       X4, X3, X3
-	VCVTDQ2PS    X5, X4
-	VMULPS       X3, X4, X4
-	VMOVUPS      X4, 48(SP)
-	VMOVUPS      (SP), X3
-	VMOVUPS      16(SP), X4
-	VMOVUPS      32(SP), X5
-	VMOVUPS      48(SP), X6
-	VUNPCKLPS    X4, X3, X7
-	VUNPCKHPS    X4, X3, X3
-	VUNPCKLPS    X6, X5, X4
-	VUNPCKHPS    X6, X5, X5
-	VMOVLHPS     X4, X7, X6
-	VMOVHLPS     X7, X4, X4
-	VMOVLHPS     X5, X3, X7
-	VMOVHLPS     X3, X5, X3
-	VADDPS       X6, X2, X2
-	VADDPS       X4, X2, X2
-	VADDPS       X7, X2, X2
-	VADDPS       X3, X2, X2
-	ADDQ         $0x00000048, AX
-	ADDQ         $0x00000048, DX
-	ADDQ         $0x00000120, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000008, DI
-	ADDQ         $0x00000004, R8
-	DECQ         R9
-	JNZ          GgmlQ40A8R4Avx2_unit
-	MOVQ         out+88(FP), AX
-	VMOVUPS      X2, (AX)
-	MOVQ         stride+8(FP), AX
-	SHLQ         $0x02, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         out+88(FP), AX
-	ADDQ         $0x00000010, AX
-	MOVQ         AX, out+88(FP)
-	MOVQ         rows+16(FP), AX
-	SUBQ         $0x04, AX
-	MOVQ         AX, rows+16(FP)
-	JNZ          GgmlQ40A8R4Avx2_row
+	PREFETCHT1     (BX)
+	PREFETCHT1     64(BX)
+	PREFETCHT1     128(BX)
+	PREFETCHT1     192(BX)
+	PREFETCHT1     256(BX)
+	VBROADCASTSS   (R8), X3
+	VBROADCASTI128 2(AX), Y4
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y4, Y4
+	VPAND          Y0, Y4, Y4
+	VPMADDUBSW     (SI), Y4, Y4
+	VPMADDWD       Y1, Y4, Y4
+	VBROADCASTI128 20(AX), Y5
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y5, Y5
+	VPAND          Y0, Y5, Y5
+	VPMADDUBSW     32(SI), Y5, Y5
+	VPMADDWD       Y1, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VBROADCASTI128 38(AX), Y5
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y5, Y5
+	VPAND          Y0, Y5, Y5
+	VPMADDUBSW     64(SI), Y5, Y5
+	VPMADDWD       Y1, Y5, Y5
+	VBROADCASTI128 56(AX), Y6
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y6, Y6
+	VPAND          Y0, Y6, Y6
+	VPMADDUBSW     96(SI), Y6, Y6
+	VPMADDWD       Y1, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VEXTRACTI128   $0x01, Y4, X5
+	VPADDD         X4, X5, X5
+	VPMOVSXWD      (DI), X4
+	VPSLLD         $0x03, X4, X4
+	VPSUBD         X4, X5, X5
+	MOVWQZX        (AX), R10
+	MOVWQZX        18(AX), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        36(AX), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        54(AX), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X4
+	VCVTPH2PS      X4, X4
+	VMULPS         X4, X3, X4
+	VCVTDQ2PS      X5, X5
+	VMULPS         X4, X5, X5
+	VMOVUPS        X5, (SP)
+	VBROADCASTI128 2(AX)(CX*1), Y4
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y4, Y4
+	VPAND          Y0, Y4, Y4
+	VPMADDUBSW     (SI), Y4, Y4
+	VPMADDWD       Y1, Y4, Y4
+	VBROADCASTI128 20(AX)(CX*1), Y5
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y5, Y5
+	VPAND          Y0, Y5, Y5
+	VPMADDUBSW     32(SI), Y5, Y5
+	VPMADDWD       Y1, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VBROADCASTI128 38(AX)(CX*1), Y5
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y5, Y5
+	VPAND          Y0, Y5, Y5
+	VPMADDUBSW     64(SI), Y5, Y5
+	VPMADDWD       Y1, Y5, Y5
+	VBROADCASTI128 56(AX)(CX*1), Y6
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y6, Y6
+	VPAND          Y0, Y6, Y6
+	VPMADDUBSW     96(SI), Y6, Y6
+	VPMADDWD       Y1, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VEXTRACTI128   $0x01, Y4, X5
+	VPADDD         X4, X5, X5
+	VPMOVSXWD      (DI), X4
+	VPSLLD         $0x03, X4, X4
+	VPSUBD         X4, X5, X5
+	MOVWQZX        (AX)(CX*1), R10
+	MOVWQZX        18(AX)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        36(AX)(CX*1), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        54(AX)(CX*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X4
+	VCVTPH2PS      X4, X4
+	VMULPS         X4, X3, X4
+	VCVTDQ2PS      X5, X5
+	VMULPS         X4, X5, X5
+	VMOVUPS        X5, 16(SP)
+	VBROADCASTI128 2(DX), Y4
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y4, Y4
+	VPAND          Y0, Y4, Y4
+	VPMADDUBSW     (SI), Y4, Y4
+	VPMADDWD       Y1, Y4, Y4
+	VBROADCASTI128 20(DX), Y5
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y5, Y5
+	VPAND          Y0, Y5, Y5
+	VPMADDUBSW     32(SI), Y5, Y5
+	VPMADDWD       Y1, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VBROADCASTI128 38(DX), Y5
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y5, Y5
+	VPAND          Y0, Y5, Y5
+	VPMADDUBSW     64(SI), Y5, Y5
+	VPMADDWD       Y1, Y5, Y5
+	VBROADCASTI128 56(DX), Y6
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y6, Y6
+	VPAND          Y0, Y6, Y6
+	VPMADDUBSW     96(SI), Y6, Y6
+	VPMADDWD       Y1, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VEXTRACTI128   $0x01, Y4, X5
+	VPADDD         X4, X5, X5
+	VPMOVSXWD      (DI), X4
+	VPSLLD         $0x03, X4, X4
+	VPSUBD         X4, X5, X5
+	MOVWQZX        (DX), R10
+	MOVWQZX        18(DX), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        36(DX), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        54(DX), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X4
+	VCVTPH2PS      X4, X4
+	VMULPS         X4, X3, X4
+	VCVTDQ2PS      X5, X5
+	VMULPS         X4, X5, X5
+	VMOVUPS        X5, 32(SP)
+	VBROADCASTI128 2(DX)(CX*1), Y4
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y4, Y4
+	VPAND          Y0, Y4, Y4
+	VPMADDUBSW     (SI), Y4, Y4
+	VPMADDWD       Y1, Y4, Y4
+	VBROADCASTI128 20(DX)(CX*1), Y5
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y5, Y5
+	VPAND          Y0, Y5, Y5
+	VPMADDUBSW     32(SI), Y5, Y5
+	VPMADDWD       Y1, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VBROADCASTI128 38(DX)(CX*1), Y5
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y5, Y5
+	VPAND          Y0, Y5, Y5
+	VPMADDUBSW     64(SI), Y5, Y5
+	VPMADDWD       Y1, Y5, Y5
+	VBROADCASTI128 56(DX)(CX*1), Y6
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y6, Y6
+	VPAND          Y0, Y6, Y6
+	VPMADDUBSW     96(SI), Y6, Y6
+	VPMADDWD       Y1, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VEXTRACTI128   $0x01, Y4, X5
+	VPADDD         X4, X5, X5
+	VPMOVSXWD      (DI), X4
+	VPSLLD         $0x03, X4, X4
+	VPSUBD         X4, X5, X5
+	MOVWQZX        (DX)(CX*1), R10
+	MOVWQZX        18(DX)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        36(DX)(CX*1), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        54(DX)(CX*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X4
+	VCVTPH2PS      X4, X4
+	VMULPS         X4, X3, X3
+	VCVTDQ2PS      X5, X4
+	VMULPS         X3, X4, X4
+	VMOVUPS        X4, 48(SP)
+	VMOVUPS        (SP), X3
+	VMOVUPS        16(SP), X4
+	VMOVUPS        32(SP), X5
+	VMOVUPS        48(SP), X6
+	VUNPCKLPS      X4, X3, X7
+	VUNPCKHPS      X4, X3, X3
+	VUNPCKLPS      X6, X5, X4
+	VUNPCKHPS      X6, X5, X5
+	VMOVLHPS       X4, X7, X6
+	VMOVHLPS       X7, X4, X4
+	VMOVLHPS       X5, X3, X7
+	VMOVHLPS       X3, X5, X3
+	VADDPS         X6, X2, X2
+	VADDPS         X4, X2, X2
+	VADDPS         X7, X2, X2
+	VADDPS         X3, X2, X2
+	ADDQ           $0x00000048, AX
+	ADDQ           $0x00000048, DX
+	ADDQ           $0x00000120, BX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000008, DI
+	ADDQ           $0x00000004, R8
+	DECQ           R9
+	JNZ            GgmlQ40A8R4Avx2_unit
+	MOVQ           out+88(FP), AX
+	VMOVUPS        X2, (AX)
+	MOVQ           stride+8(FP), AX
+	SHLQ           $0x02, AX
+	MOVQ           w+0(FP), CX
+	ADDQ           AX, CX
+	MOVQ           CX, w+0(FP)
+	MOVQ           out+88(FP), AX
+	ADDQ           $0x00000010, AX
+	MOVQ           AX, out+88(FP)
+	MOVQ           rows+16(FP), AX
+	SUBQ           $0x04, AX
+	MOVQ           AX, rows+16(FP)
+	JNZ            GgmlQ40A8R4Avx2_row
 	VZEROUPPER
 	RET
 
@@ -30118,98 +30108,94 @@ GgmlQ40F32Avx2_zero:
 	MOVQ    nsb+24(FP), DX
 
 GgmlQ40F32Avx2_unit:
-	MOVQ         tmp+48(FP), BX
-	MOVL         $0x0f0f0f0f, SI
-	VMOVD        SI, X0
-	VPBROADCASTD X0, Y0
-	VMOVDQU      2(AX), X8
-	VPSRLW       $0x04, X8, X1
-	VINSERTI128  $0x01, X1, Y8, Y1
-	VPAND        Y0, Y1, Y1
-	VMOVDQU      Y1, (BX)
-	VMOVDQU      20(AX), X8
-	VPSRLW       $0x04, X8, X1
-	VINSERTI128  $0x01, X1, Y8, Y1
-	VPAND        Y0, Y1, Y1
-	VMOVDQU      Y1, 32(BX)
-	VMOVDQU      38(AX), X8
-	VPSRLW       $0x04, X8, X1
-	VINSERTI128  $0x01, X1, Y8, Y1
-	VPAND        Y0, Y1, Y1
-	VMOVDQU      Y1, 64(BX)
-	VMOVDQU      56(AX), X8
-	VPSRLW       $0x04, X8, X1
-	VINSERTI128  $0x01, X1, Y8, Y1
-	VPAND        Y0, Y1, Y1
-	VMOVDQU      Y1, 96(BX)
-	VPXOR        X0, X0, X0
-	VPINSRW      $0x00, (AX), X0, X0
-	VPINSRW      $0x01, 18(AX), X0, X0
-	VPINSRW      $0x02, 36(AX), X0, X0
-	VPINSRW      $0x03, 54(AX), X0, X0
-	VCVTPH2PS    X0, X1
-	MOVL         $0xc1000000, SI
-	VMOVD        SI, X0
-	VPBROADCASTD X0, Y0
-	VMULPS       X0, X1, X0
-	VMOVUPS      X1, 256(BX)
-	VMOVUPS      X0, 384(BX)
-	VPMOVZXBD    (BX), Y0
-	VCVTDQ2PS    Y0, Y0
-	VBROADCASTSS 256(BX), Y1
-	VBROADCASTSS 384(BX), Y2
-	VFMADD213PS  Y2, Y1, Y0
-	VPMOVZXBD    8(BX), Y1
-	VCVTDQ2PS    Y1, Y1
-	VBROADCASTSS 256(BX), Y2
-	VBROADCASTSS 384(BX), Y3
-	VFMADD213PS  Y3, Y2, Y1
-	VPMOVZXBD    16(BX), Y2
-	VCVTDQ2PS    Y2, Y2
-	VBROADCASTSS 256(BX), Y3
-	VBROADCASTSS 384(BX), Y4
-	VFMADD213PS  Y4, Y3, Y2
-	VPMOVZXBD    24(BX), Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS 256(BX), Y4
-	VBROADCASTSS 384(BX), Y5
-	VFMADD213PS  Y5, Y4, Y3
-	VPMOVZXBD    32(BX), Y4
-	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 260(BX), Y5
-	VBROADCASTSS 388(BX), Y6
-	VFMADD213PS  Y6, Y5, Y4
-	VPMOVZXBD    40(BX), Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 260(BX), Y6
-	VBROADCASTSS 388(BX), Y7
-	VFMADD213PS  Y7, Y6, Y5
-	VPMOVZXBD    48(BX), Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 260(BX), Y7
-	VBROADCASTSS 388(BX), Y9
-	VFMADD213PS  Y9, Y7, Y6
-	VPMOVZXBD    56(BX), Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 260(BX), Y9
-	VBROADCASTSS 388(BX), Y10
-	VFMADD213PS  Y10, Y9, Y7
-	MOVQ         accs+56(FP), DI
-	MOVQ         nvec+40(FP), R8
-	MOVQ         CX, SI
+	MOVQ           tmp+48(FP), BX
+	MOVL           $0x0f0f0f0f, SI
+	VMOVD          SI, X0
+	VPBROADCASTD   X0, Y0
+	VBROADCASTI128 2(AX), Y1
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y1, Y1
+	VPAND          Y0, Y1, Y1
+	VMOVDQU        Y1, (BX)
+	VBROADCASTI128 20(AX), Y1
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y1, Y1
+	VPAND          Y0, Y1, Y1
+	VMOVDQU        Y1, 32(BX)
+	VBROADCASTI128 38(AX), Y1
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y1, Y1
+	VPAND          Y0, Y1, Y1
+	VMOVDQU        Y1, 64(BX)
+	VBROADCASTI128 56(AX), Y1
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y1, Y1
+	VPAND          Y0, Y1, Y1
+	VMOVDQU        Y1, 96(BX)
+	VPXOR          X0, X0, X0
+	VPINSRW        $0x00, (AX), X0, X0
+	VPINSRW        $0x01, 18(AX), X0, X0
+	VPINSRW        $0x02, 36(AX), X0, X0
+	VPINSRW        $0x03, 54(AX), X0, X0
+	VCVTPH2PS      X0, X0
+	MOVL           $0xc1000000, SI
+	VMOVD          SI, X1
+	VPBROADCASTD   X1, Y1
+	VMULPS         X1, X0, X1
+	VMOVUPS        X0, 256(BX)
+	VMOVUPS        X1, 384(BX)
+	VPMOVZXBD      (BX), Y0
+	VCVTDQ2PS      Y0, Y0
+	VBROADCASTSS   256(BX), Y1
+	VBROADCASTSS   384(BX), Y2
+	VFMADD213PS    Y2, Y1, Y0
+	VPMOVZXBD      8(BX), Y1
+	VCVTDQ2PS      Y1, Y1
+	VBROADCASTSS   256(BX), Y2
+	VBROADCASTSS   384(BX), Y3
+	VFMADD213PS    Y3, Y2, Y1
+	VPMOVZXBD      16(BX), Y2
+	VCVTDQ2PS      Y2, Y2
+	VBROADCASTSS   256(BX), Y3
+	VBROADCASTSS   384(BX), Y4
+	VFMADD213PS    Y4, Y3, Y2
+	VPMOVZXBD      24(BX), Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTSS   256(BX), Y4
+	VBROADCASTSS   384(BX), Y5
+	VFMADD213PS    Y5, Y4, Y3
+	VPMOVZXBD      32(BX), Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   260(BX), Y5
+	VBROADCASTSS   388(BX), Y6
+	VFMADD213PS    Y6, Y5, Y4
+	VPMOVZXBD      40(BX), Y5
+	VCVTDQ2PS      Y5, Y5
+	VBROADCASTSS   260(BX), Y6
+	VBROADCASTSS   388(BX), Y7
+	VFMADD213PS    Y7, Y6, Y5
+	VPMOVZXBD      48(BX), Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   260(BX), Y7
+	VBROADCASTSS   388(BX), Y8
+	VFMADD213PS    Y8, Y7, Y6
+	VPMOVZXBD      56(BX), Y7
+	VCVTDQ2PS      Y7, Y7
+	VBROADCASTSS   260(BX), Y8
+	VBROADCASTSS   388(BX), Y9
+	VFMADD213PS    Y9, Y8, Y7
+	MOVQ           accs+56(FP), DI
+	MOVQ           nvec+40(FP), R8
+	MOVQ           CX, SI
 
 GgmlQ40F32Avx2_q0:
-	VMULPS       (SI), Y0, Y9
-	VMULPS       32(SI), Y1, Y10
-	VFMADD231PS  64(SI), Y2, Y9
-	VFMADD231PS  96(SI), Y3, Y10
-	VFMADD231PS  128(SI), Y4, Y9
-	VFMADD231PS  160(SI), Y5, Y10
-	VFMADD231PS  192(SI), Y6, Y9
-	VFMADD231PS  224(SI), Y7, Y10
-	VADDPS       Y10, Y9, Y9
-	VADDPS       (DI), Y9, Y9
-	VMOVUPS      Y9, (DI)
+	VMULPS       (SI), Y0, Y8
+	VMULPS       32(SI), Y1, Y9
+	VFMADD231PS  64(SI), Y2, Y8
+	VFMADD231PS  96(SI), Y3, Y9
+	VFMADD231PS  128(SI), Y4, Y8
+	VFMADD231PS  160(SI), Y5, Y9
+	VFMADD231PS  192(SI), Y6, Y8
+	VFMADD231PS  224(SI), Y7, Y9
+	VADDPS       Y9, Y8, Y8
+	VADDPS       (DI), Y8, Y8
+	VMOVUPS      Y8, (DI)
 	ADDQ         $0x00000200, SI
 	ADDQ         $0x00000020, DI
 	DECQ         R8
@@ -30247,29 +30233,29 @@ GgmlQ40F32Avx2_q0:
 	VPMOVZXBD    112(BX), Y6
 	VCVTDQ2PS    Y6, Y6
 	VBROADCASTSS 268(BX), Y7
-	VBROADCASTSS 396(BX), Y9
-	VFMADD213PS  Y9, Y7, Y6
+	VBROADCASTSS 396(BX), Y8
+	VFMADD213PS  Y8, Y7, Y6
 	VPMOVZXBD    120(BX), Y7
 	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 268(BX), Y9
-	VBROADCASTSS 396(BX), Y10
-	VFMADD213PS  Y10, Y9, Y7
+	VBROADCASTSS 268(BX), Y8
+	VBROADCASTSS 396(BX), Y9
+	VFMADD213PS  Y9, Y8, Y7
 	MOVQ         accs+56(FP), SI
 	MOVQ         nvec+40(FP), DI
 	MOVQ         CX, BX
 
 GgmlQ40F32Avx2_q1:
-	VMULPS      256(BX), Y0, Y9
-	VMULPS      288(BX), Y1, Y10
-	VFMADD231PS 320(BX), Y2, Y9
-	VFMADD231PS 352(BX), Y3, Y10
-	VFMADD231PS 384(BX), Y4, Y9
-	VFMADD231PS 416(BX), Y5, Y10
-	VFMADD231PS 448(BX), Y6, Y9
-	VFMADD231PS 480(BX), Y7, Y10
-	VADDPS      Y10, Y9, Y9
-	VADDPS      (SI), Y9, Y9
-	VMOVUPS     Y9, (SI)
+	VMULPS      256(BX), Y0, Y8
+	VMULPS      288(BX), Y1, Y9
+	VFMADD231PS 320(BX), Y2, Y8
+	VFMADD231PS 352(BX), Y3, Y9
+	VFMADD231PS 384(BX), Y4, Y8
+	VFMADD231PS 416(BX), Y5, Y9
+	VFMADD231PS 448(BX), Y6, Y8
+	VFMADD231PS 480(BX), Y7, Y9
+	VADDPS      Y9, Y8, Y8
+	VADDPS      (SI), Y8, Y8
+	VMOVUPS     Y8, (SI)
 	ADDQ        $0x00000200, BX
 	ADDQ        $0x00000020, SI
 	DECQ        DI
@@ -30494,77 +30480,73 @@ GgmlQ41A8Avx2_zero:
 	MOVQ nsb+24(FP), SI
 
 GgmlQ41A8Avx2_grp:
-	VMOVDQU     4(AX), X3
-	VPSRLW      $0x04, X3, X2
-	VINSERTI128 $0x01, X2, Y3, Y2
-	VPAND       Y0, Y2, Y2
-	VMOVDQU     24(AX), X3
-	VPSRLW      $0x04, X3, X4
-	VINSERTI128 $0x01, X4, Y3, Y4
-	VPAND       Y0, Y4, Y4
-	VMOVDQU     44(AX), X3
-	VPSRLW      $0x04, X3, X5
-	VINSERTI128 $0x01, X5, Y3, Y5
-	VPAND       Y0, Y5, Y5
-	VMOVDQU     64(AX), X3
-	VPSRLW      $0x04, X3, X6
-	VINSERTI128 $0x01, X6, Y3, Y6
-	VPAND       Y0, Y6, Y6
-	VPXOR       X3, X3, X3
-	VPINSRW     $0x00, (AX), X3, X3
-	VPINSRW     $0x01, 20(AX), X3, X3
-	VPINSRW     $0x02, 40(AX), X3, X3
-	VPINSRW     $0x03, 60(AX), X3, X3
-	VCVTPH2PS   X3, X3
-	VPXOR       X7, X7, X7
-	VPINSRW     $0x00, 2(AX), X7, X7
-	VPINSRW     $0x01, 22(AX), X7, X7
-	VPINSRW     $0x02, 42(AX), X7, X7
-	VPINSRW     $0x03, 62(AX), X7, X7
-	VCVTPH2PS   X7, X9
-	MOVQ        CX, DI
-	MOVQ        DX, R8
-	MOVQ        BX, R9
-	MOVQ        out+88(FP), R10
-	MOVQ        nvec+80(FP), R11
+	VBROADCASTI128 4(AX), Y2
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y2, Y2
+	VPAND          Y0, Y2, Y2
+	VBROADCASTI128 24(AX), Y3
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y3, Y3
+	VPAND          Y0, Y3, Y3
+	VBROADCASTI128 44(AX), Y4
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y4, Y4
+	VPAND          Y0, Y4, Y4
+	VBROADCASTI128 64(AX), Y5
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y5, Y5
+	VPAND          Y0, Y5, Y5
+	VPXOR          X6, X6, X6
+	VPINSRW        $0x00, (AX), X6, X6
+	VPINSRW        $0x01, 20(AX), X6, X6
+	VPINSRW        $0x02, 40(AX), X6, X6
+	VPINSRW        $0x03, 60(AX), X6, X6
+	VCVTPH2PS      X6, X6
+	VPXOR          X7, X7, X7
+	VPINSRW        $0x00, 2(AX), X7, X7
+	VPINSRW        $0x01, 22(AX), X7, X7
+	VPINSRW        $0x02, 42(AX), X7, X7
+	VPINSRW        $0x03, 62(AX), X7, X7
+	VCVTPH2PS      X7, X7
+	MOVQ           CX, DI
+	MOVQ           DX, R8
+	MOVQ           BX, R9
+	MOVQ           out+88(FP), R10
+	MOVQ           nvec+80(FP), R11
 
 GgmlQ41A8Avx2_vec:
-	VPMADDUBSW   (DI), Y2, Y7
-	VPMADDWD     Y1, Y7, Y7
-	VPMADDUBSW   32(DI), Y4, Y8
+	VPMADDUBSW   (DI), Y2, Y8
 	VPMADDWD     Y1, Y8, Y8
-	VPHADDD      Y8, Y7, Y7
-	VPMADDUBSW   64(DI), Y5, Y8
-	VPMADDWD     Y1, Y8, Y8
-	VPMADDUBSW   96(DI), Y6, Y10
+	VPMADDUBSW   32(DI), Y3, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VPHADDD      Y9, Y8, Y8
+	VPMADDUBSW   64(DI), Y4, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VPMADDUBSW   96(DI), Y5, Y10
 	VPMADDWD     Y1, Y10, Y10
-	VPHADDD      Y10, Y8, Y8
-	VPHADDD      Y8, Y7, Y7
-	VEXTRACTI128 $0x01, Y7, X8
-	VPADDD       X7, X8, X8
-	VPMOVSXWD    (R8), X7
-	VCVTDQ2PS    X8, X8
+	VPHADDD      Y10, Y9, Y9
+	VPHADDD      Y9, Y8, Y8
+	VEXTRACTI128 $0x01, Y8, X9
+	VPADDD       X8, X9, X9
+	VPMOVSXWD    (R8), X8
+	VCVTDQ2PS    X9, X9
 	VBROADCASTSS (R9), X10
-	VMULPS       X3, X10, X11
-	VMULPS       X11, X8, X8
-	VCVTDQ2PS    X7, X7
-	VMULPS       X9, X10, X10
-	VMULPS       X10, X7, X7
+	VMULPS       X6, X10, X11
+	VMULPS       X11, X9, X9
+	VCVTDQ2PS    X8, X8
+	VMULPS       X7, X10, X10
+	VMULPS       X10, X8, X8
 	VMOVSS       (R10), X10
+	VADDSS       X9, X10, X10
 	VADDSS       X8, X10, X10
-	VADDSS       X7, X10, X10
+	VPERMILPS    $0x01, X9, X11
+	VADDSS       X11, X10, X10
 	VPERMILPS    $0x01, X8, X11
 	VADDSS       X11, X10, X10
-	VPERMILPS    $0x01, X7, X11
+	VPERMILPS    $0x02, X9, X11
 	VADDSS       X11, X10, X10
 	VPERMILPS    $0x02, X8, X11
 	VADDSS       X11, X10, X10
-	VPERMILPS    $0x02, X7, X11
-	VADDSS       X11, X10, X10
+	VPERMILPS    $0x03, X9, X9
+	VADDSS       X9, X10, X10
 	VPERMILPS    $0x03, X8, X8
 	VADDSS       X8, X10, X10
-	VPERMILPS    $0x03, X7, X7
-	VADDSS       X7, X10, X10
 	VMOVSS       X10, (R10)
 	MOVQ         astride+40(FP), R12
 	ADDQ         R12, DI
@@ -30618,314 +30600,298 @@ GgmlQ41A8R4Avx2_row:
 	MOVQ   nsb+24(FP), R9
 
 GgmlQ41A8R4Avx2_unit:
-	PREFETCHT1   (BX)
-	PREFETCHT1   64(BX)
-	PREFETCHT1   128(BX)
-	PREFETCHT1   192(BX)
-	PREFETCHT1   256(BX)
-	VBROADCASTSS (R8), X3
-	VMOVDQU      4(AX), X5
-	VPSRLW       $0x04, X5, X4
-	VINSERTI128  $0x01, X4, Y5, Y4
-	VPAND        Y0, Y4, Y4
-	VPMADDUBSW   (SI), Y4, Y4
-	VPMADDWD     Y1, Y4, Y4
-	VMOVDQU      24(AX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPMADDUBSW   32(SI), Y6, Y6
-	VPMADDWD     Y1, Y6, Y6
-	VPHADDD      Y6, Y4, Y4
-	VMOVDQU      44(AX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPMADDUBSW   64(SI), Y6, Y6
-	VPMADDWD     Y1, Y6, Y6
-	VMOVDQU      64(AX), X5
-	VPSRLW       $0x04, X5, X7
-	VINSERTI128  $0x01, X7, Y5, Y7
-	VPAND        Y0, Y7, Y7
-	VPMADDUBSW   96(SI), Y7, Y7
-	VPMADDWD     Y1, Y7, Y7
-	VPHADDD      Y7, Y6, Y6
-	VPHADDD      Y6, Y4, Y4
-	VEXTRACTI128 $0x01, Y4, X5
-	VPADDD       X4, X5, X5
-	VPMOVSXWD    (DI), X4
-	MOVWQZX      (AX), R10
-	MOVWQZX      20(AX), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      40(AX), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      60(AX), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X6
-	VCVTPH2PS    X6, X6
-	VMULPS       X6, X3, X6
-	VCVTDQ2PS    X5, X5
-	VMULPS       X6, X5, X5
-	VMOVUPS      X5, (SP)
-	MOVWQZX      2(AX), R10
-	MOVWQZX      22(AX), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      42(AX), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      62(AX), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X5
-	VCVTPH2PS    X5, X5
-	VMULPS       X5, X3, X5
-	VCVTDQ2PS    X4, X4
-	VMULPS       X5, X4, X4
-	VMOVUPS      X4, 64(SP)
-	VMOVDQU      4(AX)(CX*1), X5
-	VPSRLW       $0x04, X5, X4
-	VINSERTI128  $0x01, X4, Y5, Y4
-	VPAND        Y0, Y4, Y4
-	VPMADDUBSW   (SI), Y4, Y4
-	VPMADDWD     Y1, Y4, Y4
-	VMOVDQU      24(AX)(CX*1), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPMADDUBSW   32(SI), Y6, Y6
-	VPMADDWD     Y1, Y6, Y6
-	VPHADDD      Y6, Y4, Y4
-	VMOVDQU      44(AX)(CX*1), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPMADDUBSW   64(SI), Y6, Y6
-	VPMADDWD     Y1, Y6, Y6
-	VMOVDQU      64(AX)(CX*1), X5
-	VPSRLW       $0x04, X5, X7
-	VINSERTI128  $0x01, X7, Y5, Y7
-	VPAND        Y0, Y7, Y7
-	VPMADDUBSW   96(SI), Y7, Y7
-	VPMADDWD     Y1, Y7, Y7
-	VPHADDD      Y7, Y6, Y6
-	VPHADDD      Y6, Y4, Y4
-	VEXTRACTI128 $0x01, Y4, X5
-	VPADDD       X4, X5, X5
-	VPMOVSXWD    (DI), X4
-	MOVWQZX      (AX)(CX*1), R10
-	MOVWQZX      20(AX)(CX*1), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      40(AX)(CX*1), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      60(AX)(CX*1), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X6
-	VCVTPH2PS    X6, X6
-	VMULPS       X6, X3, X6
-	VCVTDQ2PS    X5, X5
-	VMULPS       X6, X5, X5
-	VMOVUPS      X5, 16(SP)
-	MOVWQZX      2(AX)(CX*1), R10
-	MOVWQZX      22(AX)(CX*1), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      42(AX)(CX*1), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      62(AX)(CX*1), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X5
-	VCVTPH2PS    X5, X5
-	VMULPS       X5, X3, X5
-	VCVTDQ2PS    X4, X4
-	VMULPS       X5, X4, X4
-	VMOVUPS      X4, 80(SP)
-	VMOVDQU      4(DX), X5
-	VPSRLW       $0x04, X5, X4
-	VINSERTI128  $0x01, X4, Y5, Y4
-	VPAND        Y0, Y4, Y4
-	VPMADDUBSW   (SI), Y4, Y4
-	VPMADDWD     Y1, Y4, Y4
-	VMOVDQU      24(DX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPMADDUBSW   32(SI), Y6, Y6
-	VPMADDWD     Y1, Y6, Y6
-	VPHADDD      Y6, Y4, Y4
-	VMOVDQU      44(DX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPMADDUBSW   64(SI), Y6, Y6
-	VPMADDWD     Y1, Y6, Y6
-	VMOVDQU      64(DX), X5
-	VPSRLW       $0x04, X5, X7
-	VINSERTI128  $0x01, X7, Y5, Y7
-	VPAND        Y0, Y7, Y7
-	VPMADDUBSW   96(SI), Y7, Y7
-	VPMADDWD     Y1, Y7, Y7
-	VPHADDD      Y7, Y6, Y6
-	VPHADDD      Y6, Y4, Y4
-	VEXTRACTI128 $0x01, Y4, X5
-	VPADDD       X4, X5, X5
-	VPMOVSXWD    (DI), X4
-	MOVWQZX      (DX), R10
-	MOVWQZX      20(DX), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      40(DX), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      60(DX), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X6
-	VCVTPH2PS    X6, X6
-	VMULPS       X6, X3, X6
-	VCVTDQ2PS    X5, X5
-	VMULPS       X6, X5, X5
-	VMOVUPS      X5, 32(SP)
-	MOVWQZX      2(DX), R10
-	MOVWQZX      22(DX), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      42(DX), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      62(DX), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X5
-	VCVTPH2PS    X5, X5
-	VMULPS       X5, X3, X5
-	VCVTDQ2PS    X4, X4
-	VMULPS       X5, X4, X4
-	VMOVUPS      X4, 96(SP)
-	VMOVDQU      4(DX)(CX*1), X5
-	VPSRLW       $0x04, X5, X4
-	VINSERTI128  $0x01, X4, Y5, Y4
-	VPAND        Y0, Y4, Y4
-	VPMADDUBSW   (SI), Y4, Y4
-	VPMADDWD     Y1, Y4, Y4
-	VMOVDQU      24(DX)(CX*1), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPMADDUBSW   32(SI), Y6, Y6
-	VPMADDWD     Y1, Y6, Y6
-	VPHADDD      Y6, Y4, Y4
-	VMOVDQU      44(DX)(CX*1), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VPAND        Y0, Y6, Y6
-	VPMADDUBSW   64(SI), Y6, Y6
-	VPMADDWD     Y1, Y6, Y6
-	VMOVDQU      64(DX)(CX*1), X5
-	VPSRLW       $0x04, X5, X7
-	VINSERTI128  $0x01, X7, Y5, Y7
-	VPAND        Y0, Y7, Y7
-	VPMADDUBSW   96(SI), Y7, Y7
-	VPMADDWD     Y1, Y7, Y7
-	VPHADDD      Y7, Y6, Y6
-	VPHADDD      Y6, Y4, Y4
-	VEXTRACTI128 $0x01, Y4, X5
-	VPADDD       X4, X5, X5
-	VPMOVSXWD    (DI), X4
-	MOVWQZX      (DX)(CX*1), R10
-	MOVWQZX      20(DX)(CX*1), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      40(DX)(CX*1), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      60(DX)(CX*1), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X6
-	VCVTPH2PS    X6, X6
-	VMULPS       X6, X3, X6
-	VCVTDQ2PS    X5, X5
-	VMULPS       X6, X5, X5
-	VMOVUPS      X5, 48(SP)
-	MOVWQZX      2(DX)(CX*1), R10
-	MOVWQZX      22(DX)(CX*1), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      42(DX)(CX*1), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      62(DX)(CX*1), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X5
-	VCVTPH2PS    X5, X5
-	VMULPS       X5, X3, X3
-	VCVTDQ2PS    X4, X4
-	VMULPS       X3, X4, X4
-	VMOVUPS      X4, 112(SP)
-	VMOVUPS      (SP), X3
-	VMOVUPS      16(SP), X4
-	VMOVUPS      32(SP), X5
-	VMOVUPS      48(SP), X6
-	VUNPCKLPS    X4, X3, X7
-	VUNPCKHPS    X4, X3, X3
-	VUNPCKLPS    X6, X5, X4
-	VUNPCKHPS    X6, X5, X5
-	VMOVLHPS     X4, X7, X6
-	VMOVHLPS     X7, X4, X4
-	VMOVLHPS     X5, X3, X7
-	VMOVHLPS     X3, X5, X3
-	VMOVUPS      64(SP), X5
-	VMOVUPS      80(SP), X8
-	VMOVUPS      96(SP), X9
-	VMOVUPS      112(SP), X10
-	VUNPCKLPS    X8, X5, X11
-	VUNPCKHPS    X8, X5, X5
-	VUNPCKLPS    X10, X9, X8
-	VUNPCKHPS    X10, X9, X9
-	VMOVLHPS     X8, X11, X10
-	VMOVHLPS     X11, X8, X8
-	VMOVLHPS     X9, X5, X11
-	VMOVHLPS     X5, X9, X5
-	VADDPS       X6, X2, X2
-	VADDPS       X10, X2, X2
-	VADDPS       X4, X2, X2
-	VADDPS       X8, X2, X2
-	VADDPS       X7, X2, X2
-	VADDPS       X11, X2, X2
-	VADDPS       X3, X2, X2
-	VADDPS       X5, X2, X2
-	ADDQ         $0x00000050, AX
-	ADDQ         $0x00000050, DX
-	ADDQ         $0x00000140, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000008, DI
-	ADDQ         $0x00000004, R8
-	DECQ         R9
-	JNZ          GgmlQ41A8R4Avx2_unit
-	MOVQ         out+88(FP), AX
-	VMOVUPS      X2, (AX)
-	MOVQ         stride+8(FP), AX
-	SHLQ         $0x02, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         out+88(FP), AX
-	ADDQ         $0x00000010, AX
-	MOVQ         AX, out+88(FP)
-	MOVQ         rows+16(FP), AX
-	SUBQ         $0x04, AX
-	MOVQ         AX, rows+16(FP)
-	JNZ          GgmlQ41A8R4Avx2_row
+	PREFETCHT1     (BX)
+	PREFETCHT1     64(BX)
+	PREFETCHT1     128(BX)
+	PREFETCHT1     192(BX)
+	PREFETCHT1     256(BX)
+	VBROADCASTSS   (R8), X3
+	VBROADCASTI128 4(AX), Y4
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y4, Y4
+	VPAND          Y0, Y4, Y4
+	VPMADDUBSW     (SI), Y4, Y4
+	VPMADDWD       Y1, Y4, Y4
+	VBROADCASTI128 24(AX), Y5
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y5, Y5
+	VPAND          Y0, Y5, Y5
+	VPMADDUBSW     32(SI), Y5, Y5
+	VPMADDWD       Y1, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VBROADCASTI128 44(AX), Y5
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y5, Y5
+	VPAND          Y0, Y5, Y5
+	VPMADDUBSW     64(SI), Y5, Y5
+	VPMADDWD       Y1, Y5, Y5
+	VBROADCASTI128 64(AX), Y6
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y6, Y6
+	VPAND          Y0, Y6, Y6
+	VPMADDUBSW     96(SI), Y6, Y6
+	VPMADDWD       Y1, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VEXTRACTI128   $0x01, Y4, X5
+	VPADDD         X4, X5, X5
+	VPMOVSXWD      (DI), X4
+	MOVWQZX        (AX), R10
+	MOVWQZX        20(AX), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        40(AX), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        60(AX), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X6
+	VCVTPH2PS      X6, X6
+	VMULPS         X6, X3, X6
+	VCVTDQ2PS      X5, X5
+	VMULPS         X6, X5, X5
+	VMOVUPS        X5, (SP)
+	MOVWQZX        2(AX), R10
+	MOVWQZX        22(AX), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        42(AX), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        62(AX), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X5
+	VCVTPH2PS      X5, X5
+	VMULPS         X5, X3, X5
+	VCVTDQ2PS      X4, X4
+	VMULPS         X5, X4, X4
+	VMOVUPS        X4, 64(SP)
+	VBROADCASTI128 4(AX)(CX*1), Y4
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y4, Y4
+	VPAND          Y0, Y4, Y4
+	VPMADDUBSW     (SI), Y4, Y4
+	VPMADDWD       Y1, Y4, Y4
+	VBROADCASTI128 24(AX)(CX*1), Y5
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y5, Y5
+	VPAND          Y0, Y5, Y5
+	VPMADDUBSW     32(SI), Y5, Y5
+	VPMADDWD       Y1, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VBROADCASTI128 44(AX)(CX*1), Y5
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y5, Y5
+	VPAND          Y0, Y5, Y5
+	VPMADDUBSW     64(SI), Y5, Y5
+	VPMADDWD       Y1, Y5, Y5
+	VBROADCASTI128 64(AX)(CX*1), Y6
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y6, Y6
+	VPAND          Y0, Y6, Y6
+	VPMADDUBSW     96(SI), Y6, Y6
+	VPMADDWD       Y1, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VEXTRACTI128   $0x01, Y4, X5
+	VPADDD         X4, X5, X5
+	VPMOVSXWD      (DI), X4
+	MOVWQZX        (AX)(CX*1), R10
+	MOVWQZX        20(AX)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        40(AX)(CX*1), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        60(AX)(CX*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X6
+	VCVTPH2PS      X6, X6
+	VMULPS         X6, X3, X6
+	VCVTDQ2PS      X5, X5
+	VMULPS         X6, X5, X5
+	VMOVUPS        X5, 16(SP)
+	MOVWQZX        2(AX)(CX*1), R10
+	MOVWQZX        22(AX)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        42(AX)(CX*1), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        62(AX)(CX*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X5
+	VCVTPH2PS      X5, X5
+	VMULPS         X5, X3, X5
+	VCVTDQ2PS      X4, X4
+	VMULPS         X5, X4, X4
+	VMOVUPS        X4, 80(SP)
+	VBROADCASTI128 4(DX), Y4
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y4, Y4
+	VPAND          Y0, Y4, Y4
+	VPMADDUBSW     (SI), Y4, Y4
+	VPMADDWD       Y1, Y4, Y4
+	VBROADCASTI128 24(DX), Y5
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y5, Y5
+	VPAND          Y0, Y5, Y5
+	VPMADDUBSW     32(SI), Y5, Y5
+	VPMADDWD       Y1, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VBROADCASTI128 44(DX), Y5
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y5, Y5
+	VPAND          Y0, Y5, Y5
+	VPMADDUBSW     64(SI), Y5, Y5
+	VPMADDWD       Y1, Y5, Y5
+	VBROADCASTI128 64(DX), Y6
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y6, Y6
+	VPAND          Y0, Y6, Y6
+	VPMADDUBSW     96(SI), Y6, Y6
+	VPMADDWD       Y1, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VEXTRACTI128   $0x01, Y4, X5
+	VPADDD         X4, X5, X5
+	VPMOVSXWD      (DI), X4
+	MOVWQZX        (DX), R10
+	MOVWQZX        20(DX), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        40(DX), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        60(DX), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X6
+	VCVTPH2PS      X6, X6
+	VMULPS         X6, X3, X6
+	VCVTDQ2PS      X5, X5
+	VMULPS         X6, X5, X5
+	VMOVUPS        X5, 32(SP)
+	MOVWQZX        2(DX), R10
+	MOVWQZX        22(DX), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        42(DX), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        62(DX), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X5
+	VCVTPH2PS      X5, X5
+	VMULPS         X5, X3, X5
+	VCVTDQ2PS      X4, X4
+	VMULPS         X5, X4, X4
+	VMOVUPS        X4, 96(SP)
+	VBROADCASTI128 4(DX)(CX*1), Y4
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y4, Y4
+	VPAND          Y0, Y4, Y4
+	VPMADDUBSW     (SI), Y4, Y4
+	VPMADDWD       Y1, Y4, Y4
+	VBROADCASTI128 24(DX)(CX*1), Y5
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y5, Y5
+	VPAND          Y0, Y5, Y5
+	VPMADDUBSW     32(SI), Y5, Y5
+	VPMADDWD       Y1, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VBROADCASTI128 44(DX)(CX*1), Y5
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y5, Y5
+	VPAND          Y0, Y5, Y5
+	VPMADDUBSW     64(SI), Y5, Y5
+	VPMADDWD       Y1, Y5, Y5
+	VBROADCASTI128 64(DX)(CX*1), Y6
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y6, Y6
+	VPAND          Y0, Y6, Y6
+	VPMADDUBSW     96(SI), Y6, Y6
+	VPMADDWD       Y1, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VPHADDD        Y5, Y4, Y4
+	VEXTRACTI128   $0x01, Y4, X5
+	VPADDD         X4, X5, X5
+	VPMOVSXWD      (DI), X4
+	MOVWQZX        (DX)(CX*1), R10
+	MOVWQZX        20(DX)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        40(DX)(CX*1), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        60(DX)(CX*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X6
+	VCVTPH2PS      X6, X6
+	VMULPS         X6, X3, X6
+	VCVTDQ2PS      X5, X5
+	VMULPS         X6, X5, X5
+	VMOVUPS        X5, 48(SP)
+	MOVWQZX        2(DX)(CX*1), R10
+	MOVWQZX        22(DX)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        42(DX)(CX*1), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        62(DX)(CX*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X5
+	VCVTPH2PS      X5, X5
+	VMULPS         X5, X3, X3
+	VCVTDQ2PS      X4, X4
+	VMULPS         X3, X4, X4
+	VMOVUPS        X4, 112(SP)
+	VMOVUPS        (SP), X3
+	VMOVUPS        16(SP), X4
+	VMOVUPS        32(SP), X5
+	VMOVUPS        48(SP), X6
+	VUNPCKLPS      X4, X3, X7
+	VUNPCKHPS      X4, X3, X3
+	VUNPCKLPS      X6, X5, X4
+	VUNPCKHPS      X6, X5, X5
+	VMOVLHPS       X4, X7, X6
+	VMOVHLPS       X7, X4, X4
+	VMOVLHPS       X5, X3, X7
+	VMOVHLPS       X3, X5, X3
+	VMOVUPS        64(SP), X5
+	VMOVUPS        80(SP), X8
+	VMOVUPS        96(SP), X9
+	VMOVUPS        112(SP), X10
+	VUNPCKLPS      X8, X5, X11
+	VUNPCKHPS      X8, X5, X5
+	VUNPCKLPS      X10, X9, X8
+	VUNPCKHPS      X10, X9, X9
+	VMOVLHPS       X8, X11, X10
+	VMOVHLPS       X11, X8, X8
+	VMOVLHPS       X9, X5, X11
+	VMOVHLPS       X5, X9, X5
+	VADDPS         X6, X2, X2
+	VADDPS         X10, X2, X2
+	VADDPS         X4, X2, X2
+	VADDPS         X8, X2, X2
+	VADDPS         X7, X2, X2
+	VADDPS         X11, X2, X2
+	VADDPS         X3, X2, X2
+	VADDPS         X5, X2, X2
+	ADDQ           $0x00000050, AX
+	ADDQ           $0x00000050, DX
+	ADDQ           $0x00000140, BX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000008, DI
+	ADDQ           $0x00000004, R8
+	DECQ           R9
+	JNZ            GgmlQ41A8R4Avx2_unit
+	MOVQ           out+88(FP), AX
+	VMOVUPS        X2, (AX)
+	MOVQ           stride+8(FP), AX
+	SHLQ           $0x02, AX
+	MOVQ           w+0(FP), CX
+	ADDQ           AX, CX
+	MOVQ           CX, w+0(FP)
+	MOVQ           out+88(FP), AX
+	ADDQ           $0x00000010, AX
+	MOVQ           AX, out+88(FP)
+	MOVQ           rows+16(FP), AX
+	SUBQ           $0x04, AX
+	MOVQ           AX, rows+16(FP)
+	JNZ            GgmlQ41A8R4Avx2_row
 	VZEROUPPER
 	RET
 
@@ -30947,100 +30913,96 @@ GgmlQ41F32Avx2_zero:
 	MOVQ    nsb+24(FP), DX
 
 GgmlQ41F32Avx2_unit:
-	MOVQ         tmp+48(FP), BX
-	MOVL         $0x0f0f0f0f, SI
-	VMOVD        SI, X0
-	VPBROADCASTD X0, Y0
-	VMOVDQU      4(AX), X8
-	VPSRLW       $0x04, X8, X1
-	VINSERTI128  $0x01, X1, Y8, Y1
-	VPAND        Y0, Y1, Y1
-	VMOVDQU      Y1, (BX)
-	VMOVDQU      24(AX), X8
-	VPSRLW       $0x04, X8, X1
-	VINSERTI128  $0x01, X1, Y8, Y1
-	VPAND        Y0, Y1, Y1
-	VMOVDQU      Y1, 32(BX)
-	VMOVDQU      44(AX), X8
-	VPSRLW       $0x04, X8, X1
-	VINSERTI128  $0x01, X1, Y8, Y1
-	VPAND        Y0, Y1, Y1
-	VMOVDQU      Y1, 64(BX)
-	VMOVDQU      64(AX), X8
-	VPSRLW       $0x04, X8, X1
-	VINSERTI128  $0x01, X1, Y8, Y1
-	VPAND        Y0, Y1, Y1
-	VMOVDQU      Y1, 96(BX)
-	VPXOR        X0, X0, X0
-	VPINSRW      $0x00, (AX), X0, X0
-	VPINSRW      $0x01, 20(AX), X0, X0
-	VPINSRW      $0x02, 40(AX), X0, X0
-	VPINSRW      $0x03, 60(AX), X0, X0
-	VCVTPH2PS    X0, X0
-	VPXOR        X1, X1, X1
-	VPINSRW      $0x00, 2(AX), X1, X1
-	VPINSRW      $0x01, 22(AX), X1, X1
-	VPINSRW      $0x02, 42(AX), X1, X1
-	VPINSRW      $0x03, 62(AX), X1, X1
-	VCVTPH2PS    X1, X1
-	VMOVUPS      X0, 256(BX)
-	VMOVUPS      X1, 384(BX)
-	VPMOVZXBD    (BX), Y0
-	VCVTDQ2PS    Y0, Y0
-	VBROADCASTSS 256(BX), Y1
-	VBROADCASTSS 384(BX), Y2
-	VFMADD213PS  Y2, Y1, Y0
-	VPMOVZXBD    8(BX), Y1
-	VCVTDQ2PS    Y1, Y1
-	VBROADCASTSS 256(BX), Y2
-	VBROADCASTSS 384(BX), Y3
-	VFMADD213PS  Y3, Y2, Y1
-	VPMOVZXBD    16(BX), Y2
-	VCVTDQ2PS    Y2, Y2
-	VBROADCASTSS 256(BX), Y3
-	VBROADCASTSS 384(BX), Y4
-	VFMADD213PS  Y4, Y3, Y2
-	VPMOVZXBD    24(BX), Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS 256(BX), Y4
-	VBROADCASTSS 384(BX), Y5
-	VFMADD213PS  Y5, Y4, Y3
-	VPMOVZXBD    32(BX), Y4
-	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 260(BX), Y5
-	VBROADCASTSS 388(BX), Y6
-	VFMADD213PS  Y6, Y5, Y4
-	VPMOVZXBD    40(BX), Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 260(BX), Y6
-	VBROADCASTSS 388(BX), Y7
-	VFMADD213PS  Y7, Y6, Y5
-	VPMOVZXBD    48(BX), Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 260(BX), Y7
-	VBROADCASTSS 388(BX), Y9
-	VFMADD213PS  Y9, Y7, Y6
-	VPMOVZXBD    56(BX), Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 260(BX), Y9
-	VBROADCASTSS 388(BX), Y10
-	VFMADD213PS  Y10, Y9, Y7
-	MOVQ         accs+56(FP), DI
-	MOVQ         nvec+40(FP), R8
-	MOVQ         CX, SI
+	MOVQ           tmp+48(FP), BX
+	MOVL           $0x0f0f0f0f, SI
+	VMOVD          SI, X0
+	VPBROADCASTD   X0, Y0
+	VBROADCASTI128 4(AX), Y1
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y1, Y1
+	VPAND          Y0, Y1, Y1
+	VMOVDQU        Y1, (BX)
+	VBROADCASTI128 24(AX), Y1
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y1, Y1
+	VPAND          Y0, Y1, Y1
+	VMOVDQU        Y1, 32(BX)
+	VBROADCASTI128 44(AX), Y1
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y1, Y1
+	VPAND          Y0, Y1, Y1
+	VMOVDQU        Y1, 64(BX)
+	VBROADCASTI128 64(AX), Y1
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y1, Y1
+	VPAND          Y0, Y1, Y1
+	VMOVDQU        Y1, 96(BX)
+	VPXOR          X0, X0, X0
+	VPINSRW        $0x00, (AX), X0, X0
+	VPINSRW        $0x01, 20(AX), X0, X0
+	VPINSRW        $0x02, 40(AX), X0, X0
+	VPINSRW        $0x03, 60(AX), X0, X0
+	VCVTPH2PS      X0, X0
+	VPXOR          X1, X1, X1
+	VPINSRW        $0x00, 2(AX), X1, X1
+	VPINSRW        $0x01, 22(AX), X1, X1
+	VPINSRW        $0x02, 42(AX), X1, X1
+	VPINSRW        $0x03, 62(AX), X1, X1
+	VCVTPH2PS      X1, X1
+	VMOVUPS        X0, 256(BX)
+	VMOVUPS        X1, 384(BX)
+	VPMOVZXBD      (BX), Y0
+	VCVTDQ2PS      Y0, Y0
+	VBROADCASTSS   256(BX), Y1
+	VBROADCASTSS   384(BX), Y2
+	VFMADD213PS    Y2, Y1, Y0
+	VPMOVZXBD      8(BX), Y1
+	VCVTDQ2PS      Y1, Y1
+	VBROADCASTSS   256(BX), Y2
+	VBROADCASTSS   384(BX), Y3
+	VFMADD213PS    Y3, Y2, Y1
+	VPMOVZXBD      16(BX), Y2
+	VCVTDQ2PS      Y2, Y2
+	VBROADCASTSS   256(BX), Y3
+	VBROADCASTSS   384(BX), Y4
+	VFMADD213PS    Y4, Y3, Y2
+	VPMOVZXBD      24(BX), Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTSS   256(BX), Y4
+	VBROADCASTSS   384(BX), Y5
+	VFMADD213PS    Y5, Y4, Y3
+	VPMOVZXBD      32(BX), Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   260(BX), Y5
+	VBROADCASTSS   388(BX), Y6
+	VFMADD213PS    Y6, Y5, Y4
+	VPMOVZXBD      40(BX), Y5
+	VCVTDQ2PS      Y5, Y5
+	VBROADCASTSS   260(BX), Y6
+	VBROADCASTSS   388(BX), Y7
+	VFMADD213PS    Y7, Y6, Y5
+	VPMOVZXBD      48(BX), Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   260(BX), Y7
+	VBROADCASTSS   388(BX), Y8
+	VFMADD213PS    Y8, Y7, Y6
+	VPMOVZXBD      56(BX), Y7
+	VCVTDQ2PS      Y7, Y7
+	VBROADCASTSS   260(BX), Y8
+	VBROADCASTSS   388(BX), Y9
+	VFMADD213PS    Y9, Y8, Y7
+	MOVQ           accs+56(FP), DI
+	MOVQ           nvec+40(FP), R8
+	MOVQ           CX, SI
 
 GgmlQ41F32Avx2_q0:
-	VMULPS       (SI), Y0, Y9
-	VMULPS       32(SI), Y1, Y10
-	VFMADD231PS  64(SI), Y2, Y9
-	VFMADD231PS  96(SI), Y3, Y10
-	VFMADD231PS  128(SI), Y4, Y9
-	VFMADD231PS  160(SI), Y5, Y10
-	VFMADD231PS  192(SI), Y6, Y9
-	VFMADD231PS  224(SI), Y7, Y10
-	VADDPS       Y10, Y9, Y9
-	VADDPS       (DI), Y9, Y9
-	VMOVUPS      Y9, (DI)
+	VMULPS       (SI), Y0, Y8
+	VMULPS       32(SI), Y1, Y9
+	VFMADD231PS  64(SI), Y2, Y8
+	VFMADD231PS  96(SI), Y3, Y9
+	VFMADD231PS  128(SI), Y4, Y8
+	VFMADD231PS  160(SI), Y5, Y9
+	VFMADD231PS  192(SI), Y6, Y8
+	VFMADD231PS  224(SI), Y7, Y9
+	VADDPS       Y9, Y8, Y8
+	VADDPS       (DI), Y8, Y8
+	VMOVUPS      Y8, (DI)
 	ADDQ         $0x00000200, SI
 	ADDQ         $0x00000020, DI
 	DECQ         R8
@@ -31078,29 +31040,29 @@ GgmlQ41F32Avx2_q0:
 	VPMOVZXBD    112(BX), Y6
 	VCVTDQ2PS    Y6, Y6
 	VBROADCASTSS 268(BX), Y7
-	VBROADCASTSS 396(BX), Y9
-	VFMADD213PS  Y9, Y7, Y6
+	VBROADCASTSS 396(BX), Y8
+	VFMADD213PS  Y8, Y7, Y6
 	VPMOVZXBD    120(BX), Y7
 	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 268(BX), Y9
-	VBROADCASTSS 396(BX), Y10
-	VFMADD213PS  Y10, Y9, Y7
+	VBROADCASTSS 268(BX), Y8
+	VBROADCASTSS 396(BX), Y9
+	VFMADD213PS  Y9, Y8, Y7
 	MOVQ         accs+56(FP), SI
 	MOVQ         nvec+40(FP), DI
 	MOVQ         CX, BX
 
 GgmlQ41F32Avx2_q1:
-	VMULPS      256(BX), Y0, Y9
-	VMULPS      288(BX), Y1, Y10
-	VFMADD231PS 320(BX), Y2, Y9
-	VFMADD231PS 352(BX), Y3, Y10
-	VFMADD231PS 384(BX), Y4, Y9
-	VFMADD231PS 416(BX), Y5, Y10
-	VFMADD231PS 448(BX), Y6, Y9
-	VFMADD231PS 480(BX), Y7, Y10
-	VADDPS      Y10, Y9, Y9
-	VADDPS      (SI), Y9, Y9
-	VMOVUPS     Y9, (SI)
+	VMULPS      256(BX), Y0, Y8
+	VMULPS      288(BX), Y1, Y9
+	VFMADD231PS 320(BX), Y2, Y8
+	VFMADD231PS 352(BX), Y3, Y9
+	VFMADD231PS 384(BX), Y4, Y8
+	VFMADD231PS 416(BX), Y5, Y9
+	VFMADD231PS 448(BX), Y6, Y8
+	VFMADD231PS 480(BX), Y7, Y9
+	VADDPS      Y9, Y8, Y8
+	VADDPS      (SI), Y8, Y8
+	VMOVUPS     Y8, (SI)
 	ADDQ        $0x00000200, BX
 	ADDQ        $0x00000020, SI
 	DECQ        DI
@@ -31341,67 +31303,63 @@ GgmlQ50A8Avx2_zero:
 	MOVQ nsb+24(FP), SI
 
 GgmlQ50A8Avx2_grp:
-	VMOVDQU      6(AX), X6
-	VPSRLW       $0x04, X6, X5
-	VINSERTI128  $0x01, X5, Y6, Y5
-	VPAND        Y0, Y5, Y5
-	VPBROADCASTD 2(AX), Y7
-	VPSHUFB      Y2, Y7, Y7
-	VPAND        Y3, Y7, Y7
-	VPCMPEQB     Y3, Y7, Y7
-	VPAND        Y4, Y7, Y7
-	VPOR         Y7, Y5, Y5
-	VMOVDQU      28(AX), X6
-	VPSRLW       $0x04, X6, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	VPAND        Y0, Y7, Y7
-	VPBROADCASTD 24(AX), Y8
-	VPSHUFB      Y2, Y8, Y8
-	VPAND        Y3, Y8, Y8
-	VPCMPEQB     Y3, Y8, Y8
-	VPAND        Y4, Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VMOVDQU      50(AX), X6
-	VPSRLW       $0x04, X6, X8
-	VINSERTI128  $0x01, X8, Y6, Y8
-	VPAND        Y0, Y8, Y8
-	VPBROADCASTD 46(AX), Y9
-	VPSHUFB      Y2, Y9, Y9
-	VPAND        Y3, Y9, Y9
-	VPCMPEQB     Y3, Y9, Y9
-	VPAND        Y4, Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VMOVDQU      72(AX), X6
-	VPSRLW       $0x04, X6, X9
-	VINSERTI128  $0x01, X9, Y6, Y9
-	VPAND        Y0, Y9, Y9
-	VPBROADCASTD 68(AX), Y10
-	VPSHUFB      Y2, Y10, Y10
-	VPAND        Y3, Y10, Y10
-	VPCMPEQB     Y3, Y10, Y10
-	VPAND        Y4, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPXOR        X6, X6, X6
-	VPINSRW      $0x00, (AX), X6, X6
-	VPINSRW      $0x01, 22(AX), X6, X6
-	VPINSRW      $0x02, 44(AX), X6, X6
-	VPINSRW      $0x03, 66(AX), X6, X6
-	VCVTPH2PS    X6, X6
-	MOVQ         CX, DI
-	MOVQ         DX, R8
-	MOVQ         BX, R9
-	MOVQ         out+88(FP), R10
-	MOVQ         nvec+80(FP), R11
+	VBROADCASTI128 6(AX), Y5
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y5, Y5
+	VPAND          Y0, Y5, Y5
+	VPBROADCASTD   2(AX), Y6
+	VPSHUFB        Y2, Y6, Y6
+	VPAND          Y3, Y6, Y6
+	VPCMPEQB       Y3, Y6, Y6
+	VPAND          Y4, Y6, Y6
+	VPOR           Y6, Y5, Y5
+	VBROADCASTI128 28(AX), Y6
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y6, Y6
+	VPAND          Y0, Y6, Y6
+	VPBROADCASTD   24(AX), Y7
+	VPSHUFB        Y2, Y7, Y7
+	VPAND          Y3, Y7, Y7
+	VPCMPEQB       Y3, Y7, Y7
+	VPAND          Y4, Y7, Y7
+	VPOR           Y7, Y6, Y6
+	VBROADCASTI128 50(AX), Y7
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y7, Y7
+	VPAND          Y0, Y7, Y7
+	VPBROADCASTD   46(AX), Y8
+	VPSHUFB        Y2, Y8, Y8
+	VPAND          Y3, Y8, Y8
+	VPCMPEQB       Y3, Y8, Y8
+	VPAND          Y4, Y8, Y8
+	VPOR           Y8, Y7, Y7
+	VBROADCASTI128 72(AX), Y8
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y8, Y8
+	VPAND          Y0, Y8, Y8
+	VPBROADCASTD   68(AX), Y9
+	VPSHUFB        Y2, Y9, Y9
+	VPAND          Y3, Y9, Y9
+	VPCMPEQB       Y3, Y9, Y9
+	VPAND          Y4, Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPXOR          X9, X9, X9
+	VPINSRW        $0x00, (AX), X9, X9
+	VPINSRW        $0x01, 22(AX), X9, X9
+	VPINSRW        $0x02, 44(AX), X9, X9
+	VPINSRW        $0x03, 66(AX), X9, X9
+	VCVTPH2PS      X9, X9
+	MOVQ           CX, DI
+	MOVQ           DX, R8
+	MOVQ           BX, R9
+	MOVQ           out+88(FP), R10
+	MOVQ           nvec+80(FP), R11
 
 GgmlQ50A8Avx2_vec:
 	VPMADDUBSW   (DI), Y5, Y10
 	VPMADDWD     Y1, Y10, Y10
-	VPMADDUBSW   32(DI), Y7, Y11
+	VPMADDUBSW   32(DI), Y6, Y11
 	VPMADDWD     Y1, Y11, Y11
 	VPHADDD      Y11, Y10, Y10
-	VPMADDUBSW   64(DI), Y8, Y11
+	VPMADDUBSW   64(DI), Y7, Y11
 	VPMADDWD     Y1, Y11, Y11
-	VPMADDUBSW   96(DI), Y9, Y12
+	VPMADDUBSW   96(DI), Y8, Y12
 	VPMADDWD     Y1, Y12, Y12
 	VPHADDD      Y12, Y11, Y11
 	VPHADDD      Y11, Y10, Y10
@@ -31412,7 +31370,7 @@ GgmlQ50A8Avx2_vec:
 	VPSUBD       X10, X11, X11
 	VCVTDQ2PS    X11, X10
 	VBROADCASTSS (R9), X11
-	VMULPS       X6, X11, X11
+	VMULPS       X9, X11, X11
 	VMULPS       X11, X10, X10
 	VMOVSS       (R10), X11
 	VADDSS       X10, X11, X11
@@ -31548,339 +31506,323 @@ GgmlQ50A8R4Avx2_row:
 	MOVQ   nsb+24(FP), R9
 
 GgmlQ50A8R4Avx2_unit:
-	PREFETCHT1   (BX)
-	PREFETCHT1   64(BX)
-	PREFETCHT1   128(BX)
-	PREFETCHT1   192(BX)
-	PREFETCHT1   256(BX)
-	PREFETCHT1   320(BX)
-	VBROADCASTSS (R8), X6
-	VMOVDQU      6(AX), X8
-	VPSRLW       $0x04, X8, X7
-	VINSERTI128  $0x01, X7, Y8, Y7
-	VPAND        Y0, Y7, Y7
-	VPBROADCASTD 2(AX), Y9
-	VPSHUFB      Y2, Y9, Y9
-	VPAND        Y3, Y9, Y9
-	VPCMPEQB     Y3, Y9, Y9
-	VPAND        Y4, Y9, Y9
-	VPOR         Y9, Y7, Y7
-	VPMADDUBSW   (SI), Y7, Y7
-	VPMADDWD     Y1, Y7, Y7
-	VMOVDQU      28(AX), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
-	VPAND        Y0, Y9, Y9
-	VPBROADCASTD 24(AX), Y10
-	VPSHUFB      Y2, Y10, Y10
-	VPAND        Y3, Y10, Y10
-	VPCMPEQB     Y3, Y10, Y10
-	VPAND        Y4, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   32(SI), Y9, Y9
-	VPMADDWD     Y1, Y9, Y9
-	VPHADDD      Y9, Y7, Y7
-	VMOVDQU      50(AX), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
-	VPAND        Y0, Y9, Y9
-	VPBROADCASTD 46(AX), Y10
-	VPSHUFB      Y2, Y10, Y10
-	VPAND        Y3, Y10, Y10
-	VPCMPEQB     Y3, Y10, Y10
-	VPAND        Y4, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   64(SI), Y9, Y9
-	VPMADDWD     Y1, Y9, Y9
-	VMOVDQU      72(AX), X8
-	VPSRLW       $0x04, X8, X10
-	VINSERTI128  $0x01, X10, Y8, Y10
-	VPAND        Y0, Y10, Y10
-	VPBROADCASTD 68(AX), Y11
-	VPSHUFB      Y2, Y11, Y11
-	VPAND        Y3, Y11, Y11
-	VPCMPEQB     Y3, Y11, Y11
-	VPAND        Y4, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPMADDUBSW   96(SI), Y10, Y10
-	VPMADDWD     Y1, Y10, Y10
-	VPHADDD      Y10, Y9, Y9
-	VPHADDD      Y9, Y7, Y7
-	VEXTRACTI128 $0x01, Y7, X8
-	VPADDD       X7, X8, X8
-	VPMOVSXWD    (DI), X7
-	VPSLLD       $0x04, X7, X7
-	VPSUBD       X7, X8, X8
-	MOVWQZX      (AX), R10
-	MOVWQZX      22(AX), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      44(AX), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      66(AX), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X7
-	VCVTPH2PS    X7, X7
-	VMULPS       X7, X6, X7
-	VCVTDQ2PS    X8, X8
-	VMULPS       X7, X8, X8
-	VMOVUPS      X8, (SP)
-	VMOVDQU      6(AX)(CX*1), X8
-	VPSRLW       $0x04, X8, X7
-	VINSERTI128  $0x01, X7, Y8, Y7
-	VPAND        Y0, Y7, Y7
-	VPBROADCASTD 2(AX)(CX*1), Y9
-	VPSHUFB      Y2, Y9, Y9
-	VPAND        Y3, Y9, Y9
-	VPCMPEQB     Y3, Y9, Y9
-	VPAND        Y4, Y9, Y9
-	VPOR         Y9, Y7, Y7
-	VPMADDUBSW   (SI), Y7, Y7
-	VPMADDWD     Y1, Y7, Y7
-	VMOVDQU      28(AX)(CX*1), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
-	VPAND        Y0, Y9, Y9
-	VPBROADCASTD 24(AX)(CX*1), Y10
-	VPSHUFB      Y2, Y10, Y10
-	VPAND        Y3, Y10, Y10
-	VPCMPEQB     Y3, Y10, Y10
-	VPAND        Y4, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   32(SI), Y9, Y9
-	VPMADDWD     Y1, Y9, Y9
-	VPHADDD      Y9, Y7, Y7
-	VMOVDQU      50(AX)(CX*1), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
-	VPAND        Y0, Y9, Y9
-	VPBROADCASTD 46(AX)(CX*1), Y10
-	VPSHUFB      Y2, Y10, Y10
-	VPAND        Y3, Y10, Y10
-	VPCMPEQB     Y3, Y10, Y10
-	VPAND        Y4, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   64(SI), Y9, Y9
-	VPMADDWD     Y1, Y9, Y9
-	VMOVDQU      72(AX)(CX*1), X8
-	VPSRLW       $0x04, X8, X10
-	VINSERTI128  $0x01, X10, Y8, Y10
-	VPAND        Y0, Y10, Y10
-	VPBROADCASTD 68(AX)(CX*1), Y11
-	VPSHUFB      Y2, Y11, Y11
-	VPAND        Y3, Y11, Y11
-	VPCMPEQB     Y3, Y11, Y11
-	VPAND        Y4, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPMADDUBSW   96(SI), Y10, Y10
-	VPMADDWD     Y1, Y10, Y10
-	VPHADDD      Y10, Y9, Y9
-	VPHADDD      Y9, Y7, Y7
-	VEXTRACTI128 $0x01, Y7, X8
-	VPADDD       X7, X8, X8
-	VPMOVSXWD    (DI), X7
-	VPSLLD       $0x04, X7, X7
-	VPSUBD       X7, X8, X8
-	MOVWQZX      (AX)(CX*1), R10
-	MOVWQZX      22(AX)(CX*1), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      44(AX)(CX*1), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      66(AX)(CX*1), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X7
-	VCVTPH2PS    X7, X7
-	VMULPS       X7, X6, X7
-	VCVTDQ2PS    X8, X8
-	VMULPS       X7, X8, X8
-	VMOVUPS      X8, 16(SP)
-	VMOVDQU      6(DX), X8
-	VPSRLW       $0x04, X8, X7
-	VINSERTI128  $0x01, X7, Y8, Y7
-	VPAND        Y0, Y7, Y7
-	VPBROADCASTD 2(DX), Y9
-	VPSHUFB      Y2, Y9, Y9
-	VPAND        Y3, Y9, Y9
-	VPCMPEQB     Y3, Y9, Y9
-	VPAND        Y4, Y9, Y9
-	VPOR         Y9, Y7, Y7
-	VPMADDUBSW   (SI), Y7, Y7
-	VPMADDWD     Y1, Y7, Y7
-	VMOVDQU      28(DX), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
-	VPAND        Y0, Y9, Y9
-	VPBROADCASTD 24(DX), Y10
-	VPSHUFB      Y2, Y10, Y10
-	VPAND        Y3, Y10, Y10
-	VPCMPEQB     Y3, Y10, Y10
-	VPAND        Y4, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   32(SI), Y9, Y9
-	VPMADDWD     Y1, Y9, Y9
-	VPHADDD      Y9, Y7, Y7
-	VMOVDQU      50(DX), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
-	VPAND        Y0, Y9, Y9
-	VPBROADCASTD 46(DX), Y10
-	VPSHUFB      Y2, Y10, Y10
-	VPAND        Y3, Y10, Y10
-	VPCMPEQB     Y3, Y10, Y10
-	VPAND        Y4, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   64(SI), Y9, Y9
-	VPMADDWD     Y1, Y9, Y9
-	VMOVDQU      72(DX), X8
-	VPSRLW       $0x04, X8, X10
-	VINSERTI128  $0x01, X10, Y8, Y10
-	VPAND        Y0, Y10, Y10
-	VPBROADCASTD 68(DX), Y11
-	VPSHUFB      Y2, Y11, Y11
-	VPAND        Y3, Y11, Y11
-	VPCMPEQB     Y3, Y11, Y11
-	VPAND        Y4, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPMADDUBSW   96(SI), Y10, Y10
-	VPMADDWD     Y1, Y10, Y10
-	VPHADDD      Y10, Y9, Y9
-	VPHADDD      Y9, Y7, Y7
-	VEXTRACTI128 $0x01, Y7, X8
-	VPADDD       X7, X8, X8
-	VPMOVSXWD    (DI), X7
-	VPSLLD       $0x04, X7, X7
-	VPSUBD       X7, X8, X8
-	MOVWQZX      (DX), R10
-	MOVWQZX      22(DX), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      44(DX), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      66(DX), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X7
-	VCVTPH2PS    X7, X7
-	VMULPS       X7, X6, X7
-	VCVTDQ2PS    X8, X8
-	VMULPS       X7, X8, X8
-	VMOVUPS      X8, 32(SP)
-	VMOVDQU      6(DX)(CX*1), X8
-	VPSRLW       $0x04, X8, X7
-	VINSERTI128  $0x01, X7, Y8, Y7
-	VPAND        Y0, Y7, Y7
-	VPBROADCASTD 2(DX)(CX*1), Y9
-	VPSHUFB      Y2, Y9, Y9
-	VPAND        Y3, Y9, Y9
-	VPCMPEQB     Y3, Y9, Y9
-	VPAND        Y4, Y9, Y9
-	VPOR         Y9, Y7, Y7
-	VPMADDUBSW   (SI), Y7, Y7
-	VPMADDWD     Y1, Y7, Y7
-	VMOVDQU      28(DX)(CX*1), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
-	VPAND        Y0, Y9, Y9
-	VPBROADCASTD 24(DX)(CX*1), Y10
-	VPSHUFB      Y2, Y10, Y10
-	VPAND        Y3, Y10, Y10
-	VPCMPEQB     Y3, Y10, Y10
-	VPAND        Y4, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   32(SI), Y9, Y9
-	VPMADDWD     Y1, Y9, Y9
-	VPHADDD      Y9, Y7, Y7
-	VMOVDQU      50(DX)(CX*1), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
-	VPAND        Y0, Y9, Y9
-	VPBROADCASTD 46(DX)(CX*1), Y10
-	VPSHUFB      Y2, Y10, Y10
-	VPAND        Y3, Y10, Y10
-	VPCMPEQB     Y3, Y10, Y10
-	VPAND        Y4, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   64(SI), Y9, Y9
-	VPMADDWD     Y1, Y9, Y9
-	VMOVDQU      72(DX)(CX*1), X8
-	VPSRLW       $0x04, X8, X10
-	VINSERTI128  $0x01, X10, Y8, Y10
-	VPAND        Y0, Y10, Y10
-	VPBROADCASTD 68(DX)(CX*1), Y11
-	VPSHUFB      Y2, Y11, Y11
-	VPAND        Y3, Y11, Y11
-	VPCMPEQB     Y3, Y11, Y11
-	VPAND        Y4, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPMADDUBSW   96(SI), Y10, Y10
-	VPMADDWD     Y1, Y10, Y10
-	VPHADDD      Y10, Y9, Y9
-	VPHADDD      Y9, Y7, Y7
-	VEXTRACTI128 $0x01, Y7, X8
-	VPADDD       X7, X8, X8
-	VPMOVSXWD    (DI), X7
-	VPSLLD       $0x04, X7, X7
-	VPSUBD       X7, X8, X8
-	MOVWQZX      (DX)(CX*1), R10
-	MOVWQZX      22(DX)(CX*1), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      44(DX)(CX*1), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      66(DX)(CX*1), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X7
-	VCVTPH2PS    X7, X7
-	VMULPS       X7, X6, X6
-	VCVTDQ2PS    X8, X7
-	VMULPS       X6, X7, X7
-	VMOVUPS      X7, 48(SP)
-	VMOVUPS      (SP), X6
-	VMOVUPS      16(SP), X7
-	VMOVUPS      32(SP), X8
-	VMOVUPS      48(SP), X9
-	VUNPCKLPS    X7, X6, X10
-	VUNPCKHPS    X7, X6, X6
-	VUNPCKLPS    X9, X8, X7
-	VUNPCKHPS    X9, X8, X8
-	VMOVLHPS     X7, X10, X9
-	VMOVHLPS     X10, X7, X7
-	VMOVLHPS     X8, X6, X10
-	VMOVHLPS     X6, X8, X6
-	VADDPS       X9, X5, X5
-	VADDPS       X7, X5, X5
-	VADDPS       X10, X5, X5
-	VADDPS       X6, X5, X5
-	ADDQ         $0x00000058, AX
-	ADDQ         $0x00000058, DX
-	ADDQ         $0x00000160, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000008, DI
-	ADDQ         $0x00000004, R8
-	DECQ         R9
-	JNZ          GgmlQ50A8R4Avx2_unit
-	MOVQ         out+88(FP), AX
-	VMOVUPS      X5, (AX)
-	MOVQ         stride+8(FP), AX
-	SHLQ         $0x02, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         out+88(FP), AX
-	ADDQ         $0x00000010, AX
-	MOVQ         AX, out+88(FP)
-	MOVQ         rows+16(FP), AX
-	SUBQ         $0x04, AX
-	MOVQ         AX, rows+16(FP)
-	JNZ          GgmlQ50A8R4Avx2_row
+	PREFETCHT1     (BX)
+	PREFETCHT1     64(BX)
+	PREFETCHT1     128(BX)
+	PREFETCHT1     192(BX)
+	PREFETCHT1     256(BX)
+	PREFETCHT1     320(BX)
+	VBROADCASTSS   (R8), X6
+	VBROADCASTI128 6(AX), Y7
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y7, Y7
+	VPAND          Y0, Y7, Y7
+	VPBROADCASTD   2(AX), Y8
+	VPSHUFB        Y2, Y8, Y8
+	VPAND          Y3, Y8, Y8
+	VPCMPEQB       Y3, Y8, Y8
+	VPAND          Y4, Y8, Y8
+	VPOR           Y8, Y7, Y7
+	VPMADDUBSW     (SI), Y7, Y7
+	VPMADDWD       Y1, Y7, Y7
+	VBROADCASTI128 28(AX), Y8
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y8, Y8
+	VPAND          Y0, Y8, Y8
+	VPBROADCASTD   24(AX), Y9
+	VPSHUFB        Y2, Y9, Y9
+	VPAND          Y3, Y9, Y9
+	VPCMPEQB       Y3, Y9, Y9
+	VPAND          Y4, Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     32(SI), Y8, Y8
+	VPMADDWD       Y1, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VBROADCASTI128 50(AX), Y8
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y8, Y8
+	VPAND          Y0, Y8, Y8
+	VPBROADCASTD   46(AX), Y9
+	VPSHUFB        Y2, Y9, Y9
+	VPAND          Y3, Y9, Y9
+	VPCMPEQB       Y3, Y9, Y9
+	VPAND          Y4, Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     64(SI), Y8, Y8
+	VPMADDWD       Y1, Y8, Y8
+	VBROADCASTI128 72(AX), Y9
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPBROADCASTD   68(AX), Y10
+	VPSHUFB        Y2, Y10, Y10
+	VPAND          Y3, Y10, Y10
+	VPCMPEQB       Y3, Y10, Y10
+	VPAND          Y4, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     96(SI), Y9, Y9
+	VPMADDWD       Y1, Y9, Y9
+	VPHADDD        Y9, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VEXTRACTI128   $0x01, Y7, X8
+	VPADDD         X7, X8, X8
+	VPMOVSXWD      (DI), X7
+	VPSLLD         $0x04, X7, X7
+	VPSUBD         X7, X8, X8
+	MOVWQZX        (AX), R10
+	MOVWQZX        22(AX), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        44(AX), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        66(AX), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X7
+	VCVTPH2PS      X7, X7
+	VMULPS         X7, X6, X7
+	VCVTDQ2PS      X8, X8
+	VMULPS         X7, X8, X8
+	VMOVUPS        X8, (SP)
+	VBROADCASTI128 6(AX)(CX*1), Y7
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y7, Y7
+	VPAND          Y0, Y7, Y7
+	VPBROADCASTD   2(AX)(CX*1), Y8
+	VPSHUFB        Y2, Y8, Y8
+	VPAND          Y3, Y8, Y8
+	VPCMPEQB       Y3, Y8, Y8
+	VPAND          Y4, Y8, Y8
+	VPOR           Y8, Y7, Y7
+	VPMADDUBSW     (SI), Y7, Y7
+	VPMADDWD       Y1, Y7, Y7
+	VBROADCASTI128 28(AX)(CX*1), Y8
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y8, Y8
+	VPAND          Y0, Y8, Y8
+	VPBROADCASTD   24(AX)(CX*1), Y9
+	VPSHUFB        Y2, Y9, Y9
+	VPAND          Y3, Y9, Y9
+	VPCMPEQB       Y3, Y9, Y9
+	VPAND          Y4, Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     32(SI), Y8, Y8
+	VPMADDWD       Y1, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VBROADCASTI128 50(AX)(CX*1), Y8
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y8, Y8
+	VPAND          Y0, Y8, Y8
+	VPBROADCASTD   46(AX)(CX*1), Y9
+	VPSHUFB        Y2, Y9, Y9
+	VPAND          Y3, Y9, Y9
+	VPCMPEQB       Y3, Y9, Y9
+	VPAND          Y4, Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     64(SI), Y8, Y8
+	VPMADDWD       Y1, Y8, Y8
+	VBROADCASTI128 72(AX)(CX*1), Y9
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPBROADCASTD   68(AX)(CX*1), Y10
+	VPSHUFB        Y2, Y10, Y10
+	VPAND          Y3, Y10, Y10
+	VPCMPEQB       Y3, Y10, Y10
+	VPAND          Y4, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     96(SI), Y9, Y9
+	VPMADDWD       Y1, Y9, Y9
+	VPHADDD        Y9, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VEXTRACTI128   $0x01, Y7, X8
+	VPADDD         X7, X8, X8
+	VPMOVSXWD      (DI), X7
+	VPSLLD         $0x04, X7, X7
+	VPSUBD         X7, X8, X8
+	MOVWQZX        (AX)(CX*1), R10
+	MOVWQZX        22(AX)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        44(AX)(CX*1), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        66(AX)(CX*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X7
+	VCVTPH2PS      X7, X7
+	VMULPS         X7, X6, X7
+	VCVTDQ2PS      X8, X8
+	VMULPS         X7, X8, X8
+	VMOVUPS        X8, 16(SP)
+	VBROADCASTI128 6(DX), Y7
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y7, Y7
+	VPAND          Y0, Y7, Y7
+	VPBROADCASTD   2(DX), Y8
+	VPSHUFB        Y2, Y8, Y8
+	VPAND          Y3, Y8, Y8
+	VPCMPEQB       Y3, Y8, Y8
+	VPAND          Y4, Y8, Y8
+	VPOR           Y8, Y7, Y7
+	VPMADDUBSW     (SI), Y7, Y7
+	VPMADDWD       Y1, Y7, Y7
+	VBROADCASTI128 28(DX), Y8
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y8, Y8
+	VPAND          Y0, Y8, Y8
+	VPBROADCASTD   24(DX), Y9
+	VPSHUFB        Y2, Y9, Y9
+	VPAND          Y3, Y9, Y9
+	VPCMPEQB       Y3, Y9, Y9
+	VPAND          Y4, Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     32(SI), Y8, Y8
+	VPMADDWD       Y1, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VBROADCASTI128 50(DX), Y8
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y8, Y8
+	VPAND          Y0, Y8, Y8
+	VPBROADCASTD   46(DX), Y9
+	VPSHUFB        Y2, Y9, Y9
+	VPAND          Y3, Y9, Y9
+	VPCMPEQB       Y3, Y9, Y9
+	VPAND          Y4, Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     64(SI), Y8, Y8
+	VPMADDWD       Y1, Y8, Y8
+	VBROADCASTI128 72(DX), Y9
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPBROADCASTD   68(DX), Y10
+	VPSHUFB        Y2, Y10, Y10
+	VPAND          Y3, Y10, Y10
+	VPCMPEQB       Y3, Y10, Y10
+	VPAND          Y4, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     96(SI), Y9, Y9
+	VPMADDWD       Y1, Y9, Y9
+	VPHADDD        Y9, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VEXTRACTI128   $0x01, Y7, X8
+	VPADDD         X7, X8, X8
+	VPMOVSXWD      (DI), X7
+	VPSLLD         $0x04, X7, X7
+	VPSUBD         X7, X8, X8
+	MOVWQZX        (DX), R10
+	MOVWQZX        22(DX), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        44(DX), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        66(DX), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X7
+	VCVTPH2PS      X7, X7
+	VMULPS         X7, X6, X7
+	VCVTDQ2PS      X8, X8
+	VMULPS         X7, X8, X8
+	VMOVUPS        X8, 32(SP)
+	VBROADCASTI128 6(DX)(CX*1), Y7
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y7, Y7
+	VPAND          Y0, Y7, Y7
+	VPBROADCASTD   2(DX)(CX*1), Y8
+	VPSHUFB        Y2, Y8, Y8
+	VPAND          Y3, Y8, Y8
+	VPCMPEQB       Y3, Y8, Y8
+	VPAND          Y4, Y8, Y8
+	VPOR           Y8, Y7, Y7
+	VPMADDUBSW     (SI), Y7, Y7
+	VPMADDWD       Y1, Y7, Y7
+	VBROADCASTI128 28(DX)(CX*1), Y8
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y8, Y8
+	VPAND          Y0, Y8, Y8
+	VPBROADCASTD   24(DX)(CX*1), Y9
+	VPSHUFB        Y2, Y9, Y9
+	VPAND          Y3, Y9, Y9
+	VPCMPEQB       Y3, Y9, Y9
+	VPAND          Y4, Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     32(SI), Y8, Y8
+	VPMADDWD       Y1, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VBROADCASTI128 50(DX)(CX*1), Y8
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y8, Y8
+	VPAND          Y0, Y8, Y8
+	VPBROADCASTD   46(DX)(CX*1), Y9
+	VPSHUFB        Y2, Y9, Y9
+	VPAND          Y3, Y9, Y9
+	VPCMPEQB       Y3, Y9, Y9
+	VPAND          Y4, Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     64(SI), Y8, Y8
+	VPMADDWD       Y1, Y8, Y8
+	VBROADCASTI128 72(DX)(CX*1), Y9
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPBROADCASTD   68(DX)(CX*1), Y10
+	VPSHUFB        Y2, Y10, Y10
+	VPAND          Y3, Y10, Y10
+	VPCMPEQB       Y3, Y10, Y10
+	VPAND          Y4, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     96(SI), Y9, Y9
+	VPMADDWD       Y1, Y9, Y9
+	VPHADDD        Y9, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VEXTRACTI128   $0x01, Y7, X8
+	VPADDD         X7, X8, X8
+	VPMOVSXWD      (DI), X7
+	VPSLLD         $0x04, X7, X7
+	VPSUBD         X7, X8, X8
+	MOVWQZX        (DX)(CX*1), R10
+	MOVWQZX        22(DX)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        44(DX)(CX*1), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        66(DX)(CX*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X7
+	VCVTPH2PS      X7, X7
+	VMULPS         X7, X6, X6
+	VCVTDQ2PS      X8, X7
+	VMULPS         X6, X7, X7
+	VMOVUPS        X7, 48(SP)
+	VMOVUPS        (SP), X6
+	VMOVUPS        16(SP), X7
+	VMOVUPS        32(SP), X8
+	VMOVUPS        48(SP), X9
+	VUNPCKLPS      X7, X6, X10
+	VUNPCKHPS      X7, X6, X6
+	VUNPCKLPS      X9, X8, X7
+	VUNPCKHPS      X9, X8, X8
+	VMOVLHPS       X7, X10, X9
+	VMOVHLPS       X10, X7, X7
+	VMOVLHPS       X8, X6, X10
+	VMOVHLPS       X6, X8, X6
+	VADDPS         X9, X5, X5
+	VADDPS         X7, X5, X5
+	VADDPS         X10, X5, X5
+	VADDPS         X6, X5, X5
+	ADDQ           $0x00000058, AX
+	ADDQ           $0x00000058, DX
+	ADDQ           $0x00000160, BX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000008, DI
+	ADDQ           $0x00000004, R8
+	DECQ           R9
+	JNZ            GgmlQ50A8R4Avx2_unit
+	MOVQ           out+88(FP), AX
+	VMOVUPS        X5, (AX)
+	MOVQ           stride+8(FP), AX
+	SHLQ           $0x02, AX
+	MOVQ           w+0(FP), CX
+	ADDQ           AX, CX
+	MOVQ           CX, w+0(FP)
+	MOVQ           out+88(FP), AX
+	ADDQ           $0x00000010, AX
+	MOVQ           AX, out+88(FP)
+	MOVQ           rows+16(FP), AX
+	SUBQ           $0x04, AX
+	MOVQ           AX, rows+16(FP)
+	JNZ            GgmlQ50A8R4Avx2_row
 	VZEROUPPER
 	RET
 
@@ -31902,127 +31844,123 @@ GgmlQ50F32Avx2_zero:
 	MOVQ    nsb+24(FP), DX
 
 GgmlQ50F32Avx2_unit:
-	MOVQ         tmp+48(FP), BX
-	MOVL         $0x0f0f0f0f, SI
-	VMOVD        SI, X0
-	VPBROADCASTD X0, Y0
-	VMOVDQU      ggmlSpreadQh<>+0(SB), Y1
-	VMOVDQU      ggmlBitOf<>+0(SB), Y2
-	MOVL         $0x10101010, SI
-	VMOVD        SI, X3
-	VPBROADCASTD X3, Y3
-	VMOVDQU      6(AX), X8
-	VPSRLW       $0x04, X8, X4
-	VINSERTI128  $0x01, X4, Y8, Y4
-	VPAND        Y0, Y4, Y4
-	VPBROADCASTD 2(AX), Y5
-	VPSHUFB      Y1, Y5, Y5
-	VPAND        Y2, Y5, Y5
-	VPCMPEQB     Y2, Y5, Y5
-	VPAND        Y3, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VMOVDQU      Y4, (BX)
-	VMOVDQU      28(AX), X8
-	VPSRLW       $0x04, X8, X4
-	VINSERTI128  $0x01, X4, Y8, Y4
-	VPAND        Y0, Y4, Y4
-	VPBROADCASTD 24(AX), Y5
-	VPSHUFB      Y1, Y5, Y5
-	VPAND        Y2, Y5, Y5
-	VPCMPEQB     Y2, Y5, Y5
-	VPAND        Y3, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VMOVDQU      Y4, 32(BX)
-	VMOVDQU      50(AX), X8
-	VPSRLW       $0x04, X8, X4
-	VINSERTI128  $0x01, X4, Y8, Y4
-	VPAND        Y0, Y4, Y4
-	VPBROADCASTD 46(AX), Y5
-	VPSHUFB      Y1, Y5, Y5
-	VPAND        Y2, Y5, Y5
-	VPCMPEQB     Y2, Y5, Y5
-	VPAND        Y3, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VMOVDQU      Y4, 64(BX)
-	VMOVDQU      72(AX), X8
-	VPSRLW       $0x04, X8, X4
-	VINSERTI128  $0x01, X4, Y8, Y4
-	VPAND        Y0, Y4, Y4
-	VPBROADCASTD 68(AX), Y0
-	VPSHUFB      Y1, Y0, Y0
-	VPAND        Y2, Y0, Y0
-	VPCMPEQB     Y2, Y0, Y0
-	VPAND        Y3, Y0, Y0
-	VPOR         Y0, Y4, Y4
-	VMOVDQU      Y4, 96(BX)
-	VPXOR        X0, X0, X0
-	VPINSRW      $0x00, (AX), X0, X0
-	VPINSRW      $0x01, 22(AX), X0, X0
-	VPINSRW      $0x02, 44(AX), X0, X0
-	VPINSRW      $0x03, 66(AX), X0, X0
-	VCVTPH2PS    X0, X1
-	MOVL         $0xc1800000, SI
-	VMOVD        SI, X0
-	VPBROADCASTD X0, Y0
-	VMULPS       X0, X1, X0
-	VMOVUPS      X1, 256(BX)
-	VMOVUPS      X0, 384(BX)
-	VPMOVZXBD    (BX), Y0
-	VCVTDQ2PS    Y0, Y0
-	VBROADCASTSS 256(BX), Y1
-	VBROADCASTSS 384(BX), Y2
-	VFMADD213PS  Y2, Y1, Y0
-	VPMOVZXBD    8(BX), Y1
-	VCVTDQ2PS    Y1, Y1
-	VBROADCASTSS 256(BX), Y2
-	VBROADCASTSS 384(BX), Y3
-	VFMADD213PS  Y3, Y2, Y1
-	VPMOVZXBD    16(BX), Y2
-	VCVTDQ2PS    Y2, Y2
-	VBROADCASTSS 256(BX), Y3
-	VBROADCASTSS 384(BX), Y4
-	VFMADD213PS  Y4, Y3, Y2
-	VPMOVZXBD    24(BX), Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS 256(BX), Y4
-	VBROADCASTSS 384(BX), Y5
-	VFMADD213PS  Y5, Y4, Y3
-	VPMOVZXBD    32(BX), Y4
-	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 260(BX), Y5
-	VBROADCASTSS 388(BX), Y6
-	VFMADD213PS  Y6, Y5, Y4
-	VPMOVZXBD    40(BX), Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 260(BX), Y6
-	VBROADCASTSS 388(BX), Y7
-	VFMADD213PS  Y7, Y6, Y5
-	VPMOVZXBD    48(BX), Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 260(BX), Y7
-	VBROADCASTSS 388(BX), Y9
-	VFMADD213PS  Y9, Y7, Y6
-	VPMOVZXBD    56(BX), Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 260(BX), Y9
-	VBROADCASTSS 388(BX), Y10
-	VFMADD213PS  Y10, Y9, Y7
-	MOVQ         accs+56(FP), DI
-	MOVQ         nvec+40(FP), R8
-	MOVQ         CX, SI
+	MOVQ           tmp+48(FP), BX
+	MOVL           $0x0f0f0f0f, SI
+	VMOVD          SI, X0
+	VPBROADCASTD   X0, Y0
+	VMOVDQU        ggmlSpreadQh<>+0(SB), Y1
+	VMOVDQU        ggmlBitOf<>+0(SB), Y2
+	MOVL           $0x10101010, SI
+	VMOVD          SI, X3
+	VPBROADCASTD   X3, Y3
+	VBROADCASTI128 6(AX), Y4
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y4, Y4
+	VPAND          Y0, Y4, Y4
+	VPBROADCASTD   2(AX), Y5
+	VPSHUFB        Y1, Y5, Y5
+	VPAND          Y2, Y5, Y5
+	VPCMPEQB       Y2, Y5, Y5
+	VPAND          Y3, Y5, Y5
+	VPOR           Y5, Y4, Y4
+	VMOVDQU        Y4, (BX)
+	VBROADCASTI128 28(AX), Y4
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y4, Y4
+	VPAND          Y0, Y4, Y4
+	VPBROADCASTD   24(AX), Y5
+	VPSHUFB        Y1, Y5, Y5
+	VPAND          Y2, Y5, Y5
+	VPCMPEQB       Y2, Y5, Y5
+	VPAND          Y3, Y5, Y5
+	VPOR           Y5, Y4, Y4
+	VMOVDQU        Y4, 32(BX)
+	VBROADCASTI128 50(AX), Y4
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y4, Y4
+	VPAND          Y0, Y4, Y4
+	VPBROADCASTD   46(AX), Y5
+	VPSHUFB        Y1, Y5, Y5
+	VPAND          Y2, Y5, Y5
+	VPCMPEQB       Y2, Y5, Y5
+	VPAND          Y3, Y5, Y5
+	VPOR           Y5, Y4, Y4
+	VMOVDQU        Y4, 64(BX)
+	VBROADCASTI128 72(AX), Y4
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y4, Y4
+	VPAND          Y0, Y4, Y4
+	VPBROADCASTD   68(AX), Y0
+	VPSHUFB        Y1, Y0, Y0
+	VPAND          Y2, Y0, Y0
+	VPCMPEQB       Y2, Y0, Y0
+	VPAND          Y3, Y0, Y0
+	VPOR           Y0, Y4, Y4
+	VMOVDQU        Y4, 96(BX)
+	VPXOR          X0, X0, X0
+	VPINSRW        $0x00, (AX), X0, X0
+	VPINSRW        $0x01, 22(AX), X0, X0
+	VPINSRW        $0x02, 44(AX), X0, X0
+	VPINSRW        $0x03, 66(AX), X0, X0
+	VCVTPH2PS      X0, X0
+	MOVL           $0xc1800000, SI
+	VMOVD          SI, X1
+	VPBROADCASTD   X1, Y1
+	VMULPS         X1, X0, X1
+	VMOVUPS        X0, 256(BX)
+	VMOVUPS        X1, 384(BX)
+	VPMOVZXBD      (BX), Y0
+	VCVTDQ2PS      Y0, Y0
+	VBROADCASTSS   256(BX), Y1
+	VBROADCASTSS   384(BX), Y2
+	VFMADD213PS    Y2, Y1, Y0
+	VPMOVZXBD      8(BX), Y1
+	VCVTDQ2PS      Y1, Y1
+	VBROADCASTSS   256(BX), Y2
+	VBROADCASTSS   384(BX), Y3
+	VFMADD213PS    Y3, Y2, Y1
+	VPMOVZXBD      16(BX), Y2
+	VCVTDQ2PS      Y2, Y2
+	VBROADCASTSS   256(BX), Y3
+	VBROADCASTSS   384(BX), Y4
+	VFMADD213PS    Y4, Y3, Y2
+	VPMOVZXBD      24(BX), Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTSS   256(BX), Y4
+	VBROADCASTSS   384(BX), Y5
+	VFMADD213PS    Y5, Y4, Y3
+	VPMOVZXBD      32(BX), Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   260(BX), Y5
+	VBROADCASTSS   388(BX), Y6
+	VFMADD213PS    Y6, Y5, Y4
+	VPMOVZXBD      40(BX), Y5
+	VCVTDQ2PS      Y5, Y5
+	VBROADCASTSS   260(BX), Y6
+	VBROADCASTSS   388(BX), Y7
+	VFMADD213PS    Y7, Y6, Y5
+	VPMOVZXBD      48(BX), Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   260(BX), Y7
+	VBROADCASTSS   388(BX), Y8
+	VFMADD213PS    Y8, Y7, Y6
+	VPMOVZXBD      56(BX), Y7
+	VCVTDQ2PS      Y7, Y7
+	VBROADCASTSS   260(BX), Y8
+	VBROADCASTSS   388(BX), Y9
+	VFMADD213PS    Y9, Y8, Y7
+	MOVQ           accs+56(FP), DI
+	MOVQ           nvec+40(FP), R8
+	MOVQ           CX, SI
 
 GgmlQ50F32Avx2_q0:
-	VMULPS       (SI), Y0, Y9
-	VMULPS       32(SI), Y1, Y10
-	VFMADD231PS  64(SI), Y2, Y9
-	VFMADD231PS  96(SI), Y3, Y10
-	VFMADD231PS  128(SI), Y4, Y9
-	VFMADD231PS  160(SI), Y5, Y10
-	VFMADD231PS  192(SI), Y6, Y9
-	VFMADD231PS  224(SI), Y7, Y10
-	VADDPS       Y10, Y9, Y9
-	VADDPS       (DI), Y9, Y9
-	VMOVUPS      Y9, (DI)
+	VMULPS       (SI), Y0, Y8
+	VMULPS       32(SI), Y1, Y9
+	VFMADD231PS  64(SI), Y2, Y8
+	VFMADD231PS  96(SI), Y3, Y9
+	VFMADD231PS  128(SI), Y4, Y8
+	VFMADD231PS  160(SI), Y5, Y9
+	VFMADD231PS  192(SI), Y6, Y8
+	VFMADD231PS  224(SI), Y7, Y9
+	VADDPS       Y9, Y8, Y8
+	VADDPS       (DI), Y8, Y8
+	VMOVUPS      Y8, (DI)
 	ADDQ         $0x00000200, SI
 	ADDQ         $0x00000020, DI
 	DECQ         R8
@@ -32060,29 +31998,29 @@ GgmlQ50F32Avx2_q0:
 	VPMOVZXBD    112(BX), Y6
 	VCVTDQ2PS    Y6, Y6
 	VBROADCASTSS 268(BX), Y7
-	VBROADCASTSS 396(BX), Y9
-	VFMADD213PS  Y9, Y7, Y6
+	VBROADCASTSS 396(BX), Y8
+	VFMADD213PS  Y8, Y7, Y6
 	VPMOVZXBD    120(BX), Y7
 	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 268(BX), Y9
-	VBROADCASTSS 396(BX), Y10
-	VFMADD213PS  Y10, Y9, Y7
+	VBROADCASTSS 268(BX), Y8
+	VBROADCASTSS 396(BX), Y9
+	VFMADD213PS  Y9, Y8, Y7
 	MOVQ         accs+56(FP), SI
 	MOVQ         nvec+40(FP), DI
 	MOVQ         CX, BX
 
 GgmlQ50F32Avx2_q1:
-	VMULPS      256(BX), Y0, Y9
-	VMULPS      288(BX), Y1, Y10
-	VFMADD231PS 320(BX), Y2, Y9
-	VFMADD231PS 352(BX), Y3, Y10
-	VFMADD231PS 384(BX), Y4, Y9
-	VFMADD231PS 416(BX), Y5, Y10
-	VFMADD231PS 448(BX), Y6, Y9
-	VFMADD231PS 480(BX), Y7, Y10
-	VADDPS      Y10, Y9, Y9
-	VADDPS      (SI), Y9, Y9
-	VMOVUPS     Y9, (SI)
+	VMULPS      256(BX), Y0, Y8
+	VMULPS      288(BX), Y1, Y9
+	VFMADD231PS 320(BX), Y2, Y8
+	VFMADD231PS 352(BX), Y3, Y9
+	VFMADD231PS 384(BX), Y4, Y8
+	VFMADD231PS 416(BX), Y5, Y9
+	VFMADD231PS 448(BX), Y6, Y8
+	VFMADD231PS 480(BX), Y7, Y9
+	VADDPS      Y9, Y8, Y8
+	VADDPS      (SI), Y8, Y8
+	VMOVUPS     Y8, (SI)
 	ADDQ        $0x00000200, BX
 	ADDQ        $0x00000020, SI
 	DECQ        DI
@@ -32326,101 +32264,97 @@ GgmlQ51A8Avx2_zero:
 	MOVQ nsb+24(FP), SI
 
 GgmlQ51A8Avx2_grp:
-	VMOVDQU      8(AX), X6
-	VPSRLW       $0x04, X6, X5
-	VINSERTI128  $0x01, X5, Y6, Y5
-	VPAND        Y0, Y5, Y5
-	VPBROADCASTD 4(AX), Y7
-	VPSHUFB      Y2, Y7, Y7
-	VPAND        Y3, Y7, Y7
-	VPCMPEQB     Y3, Y7, Y7
-	VPAND        Y4, Y7, Y7
-	VPOR         Y7, Y5, Y5
-	VMOVDQU      32(AX), X6
-	VPSRLW       $0x04, X6, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	VPAND        Y0, Y7, Y7
-	VPBROADCASTD 28(AX), Y8
-	VPSHUFB      Y2, Y8, Y8
-	VPAND        Y3, Y8, Y8
-	VPCMPEQB     Y3, Y8, Y8
-	VPAND        Y4, Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VMOVDQU      56(AX), X6
-	VPSRLW       $0x04, X6, X8
-	VINSERTI128  $0x01, X8, Y6, Y8
-	VPAND        Y0, Y8, Y8
-	VPBROADCASTD 52(AX), Y9
-	VPSHUFB      Y2, Y9, Y9
-	VPAND        Y3, Y9, Y9
-	VPCMPEQB     Y3, Y9, Y9
-	VPAND        Y4, Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VMOVDQU      80(AX), X6
-	VPSRLW       $0x04, X6, X9
-	VINSERTI128  $0x01, X9, Y6, Y9
-	VPAND        Y0, Y9, Y9
-	VPBROADCASTD 76(AX), Y10
-	VPSHUFB      Y2, Y10, Y10
-	VPAND        Y3, Y10, Y10
-	VPCMPEQB     Y3, Y10, Y10
-	VPAND        Y4, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPXOR        X6, X6, X6
-	VPINSRW      $0x00, (AX), X6, X6
-	VPINSRW      $0x01, 24(AX), X6, X6
-	VPINSRW      $0x02, 48(AX), X6, X6
-	VPINSRW      $0x03, 72(AX), X6, X6
-	VCVTPH2PS    X6, X6
-	VPXOR        X10, X10, X10
-	VPINSRW      $0x00, 2(AX), X10, X10
-	VPINSRW      $0x01, 26(AX), X10, X10
-	VPINSRW      $0x02, 50(AX), X10, X10
-	VPINSRW      $0x03, 74(AX), X10, X10
-	VCVTPH2PS    X10, X12
-	MOVQ         CX, DI
-	MOVQ         DX, R8
-	MOVQ         BX, R9
-	MOVQ         out+88(FP), R10
-	MOVQ         nvec+80(FP), R11
+	VBROADCASTI128 8(AX), Y5
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y5, Y5
+	VPAND          Y0, Y5, Y5
+	VPBROADCASTD   4(AX), Y6
+	VPSHUFB        Y2, Y6, Y6
+	VPAND          Y3, Y6, Y6
+	VPCMPEQB       Y3, Y6, Y6
+	VPAND          Y4, Y6, Y6
+	VPOR           Y6, Y5, Y5
+	VBROADCASTI128 32(AX), Y6
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y6, Y6
+	VPAND          Y0, Y6, Y6
+	VPBROADCASTD   28(AX), Y7
+	VPSHUFB        Y2, Y7, Y7
+	VPAND          Y3, Y7, Y7
+	VPCMPEQB       Y3, Y7, Y7
+	VPAND          Y4, Y7, Y7
+	VPOR           Y7, Y6, Y6
+	VBROADCASTI128 56(AX), Y7
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y7, Y7
+	VPAND          Y0, Y7, Y7
+	VPBROADCASTD   52(AX), Y8
+	VPSHUFB        Y2, Y8, Y8
+	VPAND          Y3, Y8, Y8
+	VPCMPEQB       Y3, Y8, Y8
+	VPAND          Y4, Y8, Y8
+	VPOR           Y8, Y7, Y7
+	VBROADCASTI128 80(AX), Y8
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y8, Y8
+	VPAND          Y0, Y8, Y8
+	VPBROADCASTD   76(AX), Y9
+	VPSHUFB        Y2, Y9, Y9
+	VPAND          Y3, Y9, Y9
+	VPCMPEQB       Y3, Y9, Y9
+	VPAND          Y4, Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPXOR          X9, X9, X9
+	VPINSRW        $0x00, (AX), X9, X9
+	VPINSRW        $0x01, 24(AX), X9, X9
+	VPINSRW        $0x02, 48(AX), X9, X9
+	VPINSRW        $0x03, 72(AX), X9, X9
+	VCVTPH2PS      X9, X9
+	VPXOR          X10, X10, X10
+	VPINSRW        $0x00, 2(AX), X10, X10
+	VPINSRW        $0x01, 26(AX), X10, X10
+	VPINSRW        $0x02, 50(AX), X10, X10
+	VPINSRW        $0x03, 74(AX), X10, X10
+	VCVTPH2PS      X10, X10
+	MOVQ           CX, DI
+	MOVQ           DX, R8
+	MOVQ           BX, R9
+	MOVQ           out+88(FP), R10
+	MOVQ           nvec+80(FP), R11
 
 GgmlQ51A8Avx2_vec:
-	VPMADDUBSW   (DI), Y5, Y10
-	VPMADDWD     Y1, Y10, Y10
-	VPMADDUBSW   32(DI), Y7, Y11
+	VPMADDUBSW   (DI), Y5, Y11
 	VPMADDWD     Y1, Y11, Y11
-	VPHADDD      Y11, Y10, Y10
-	VPMADDUBSW   64(DI), Y8, Y11
-	VPMADDWD     Y1, Y11, Y11
-	VPMADDUBSW   96(DI), Y9, Y13
+	VPMADDUBSW   32(DI), Y6, Y12
+	VPMADDWD     Y1, Y12, Y12
+	VPHADDD      Y12, Y11, Y11
+	VPMADDUBSW   64(DI), Y7, Y12
+	VPMADDWD     Y1, Y12, Y12
+	VPMADDUBSW   96(DI), Y8, Y13
 	VPMADDWD     Y1, Y13, Y13
-	VPHADDD      Y13, Y11, Y11
-	VPHADDD      Y11, Y10, Y10
-	VEXTRACTI128 $0x01, Y10, X11
-	VPADDD       X10, X11, X11
-	VPMOVSXWD    (R8), X10
-	VCVTDQ2PS    X11, X11
+	VPHADDD      Y13, Y12, Y12
+	VPHADDD      Y12, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X12
+	VPADDD       X11, X12, X12
+	VPMOVSXWD    (R8), X11
+	VCVTDQ2PS    X12, X12
 	VBROADCASTSS (R9), X13
-	VMULPS       X6, X13, X14
-	VMULPS       X14, X11, X11
-	VCVTDQ2PS    X10, X10
-	VMULPS       X12, X13, X13
-	VMULPS       X13, X10, X10
+	VMULPS       X9, X13, X14
+	VMULPS       X14, X12, X12
+	VCVTDQ2PS    X11, X11
+	VMULPS       X10, X13, X13
+	VMULPS       X13, X11, X11
 	VMOVSS       (R10), X13
+	VADDSS       X12, X13, X13
 	VADDSS       X11, X13, X13
-	VADDSS       X10, X13, X13
+	VPERMILPS    $0x01, X12, X14
+	VADDSS       X14, X13, X13
 	VPERMILPS    $0x01, X11, X14
 	VADDSS       X14, X13, X13
-	VPERMILPS    $0x01, X10, X14
+	VPERMILPS    $0x02, X12, X14
 	VADDSS       X14, X13, X13
 	VPERMILPS    $0x02, X11, X14
 	VADDSS       X14, X13, X13
-	VPERMILPS    $0x02, X10, X14
-	VADDSS       X14, X13, X13
+	VPERMILPS    $0x03, X12, X12
+	VADDSS       X12, X13, X13
 	VPERMILPS    $0x03, X11, X11
 	VADDSS       X11, X13, X13
-	VPERMILPS    $0x03, X10, X10
-	VADDSS       X10, X13, X13
 	VMOVSS       X13, (R10)
 	MOVQ         astride+40(FP), R12
 	ADDQ         R12, DI
@@ -32479,411 +32413,395 @@ GgmlQ51A8R4Avx2_row:
 	MOVQ   nsb+24(FP), R9
 
 GgmlQ51A8R4Avx2_unit:
-	PREFETCHT1   (BX)
-	PREFETCHT1   64(BX)
-	PREFETCHT1   128(BX)
-	PREFETCHT1   192(BX)
-	PREFETCHT1   256(BX)
-	PREFETCHT1   320(BX)
-	VBROADCASTSS (R8), X6
-	VMOVDQU      8(AX), X8
-	VPSRLW       $0x04, X8, X7
-	VINSERTI128  $0x01, X7, Y8, Y7
-	VPAND        Y0, Y7, Y7
-	VPBROADCASTD 4(AX), Y9
-	VPSHUFB      Y2, Y9, Y9
-	VPAND        Y3, Y9, Y9
-	VPCMPEQB     Y3, Y9, Y9
-	VPAND        Y4, Y9, Y9
-	VPOR         Y9, Y7, Y7
-	VPMADDUBSW   (SI), Y7, Y7
-	VPMADDWD     Y1, Y7, Y7
-	VMOVDQU      32(AX), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
-	VPAND        Y0, Y9, Y9
-	VPBROADCASTD 28(AX), Y10
-	VPSHUFB      Y2, Y10, Y10
-	VPAND        Y3, Y10, Y10
-	VPCMPEQB     Y3, Y10, Y10
-	VPAND        Y4, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   32(SI), Y9, Y9
-	VPMADDWD     Y1, Y9, Y9
-	VPHADDD      Y9, Y7, Y7
-	VMOVDQU      56(AX), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
-	VPAND        Y0, Y9, Y9
-	VPBROADCASTD 52(AX), Y10
-	VPSHUFB      Y2, Y10, Y10
-	VPAND        Y3, Y10, Y10
-	VPCMPEQB     Y3, Y10, Y10
-	VPAND        Y4, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   64(SI), Y9, Y9
-	VPMADDWD     Y1, Y9, Y9
-	VMOVDQU      80(AX), X8
-	VPSRLW       $0x04, X8, X10
-	VINSERTI128  $0x01, X10, Y8, Y10
-	VPAND        Y0, Y10, Y10
-	VPBROADCASTD 76(AX), Y11
-	VPSHUFB      Y2, Y11, Y11
-	VPAND        Y3, Y11, Y11
-	VPCMPEQB     Y3, Y11, Y11
-	VPAND        Y4, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPMADDUBSW   96(SI), Y10, Y10
-	VPMADDWD     Y1, Y10, Y10
-	VPHADDD      Y10, Y9, Y9
-	VPHADDD      Y9, Y7, Y7
-	VEXTRACTI128 $0x01, Y7, X8
-	VPADDD       X7, X8, X8
-	VPMOVSXWD    (DI), X7
-	MOVWQZX      (AX), R10
-	MOVWQZX      24(AX), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      48(AX), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      72(AX), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X9
-	VCVTPH2PS    X9, X9
-	VMULPS       X9, X6, X9
-	VCVTDQ2PS    X8, X8
-	VMULPS       X9, X8, X8
-	VMOVUPS      X8, (SP)
-	MOVWQZX      2(AX), R10
-	MOVWQZX      26(AX), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      50(AX), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      74(AX), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X8
-	VCVTPH2PS    X8, X8
-	VMULPS       X8, X6, X8
-	VCVTDQ2PS    X7, X7
-	VMULPS       X8, X7, X7
-	VMOVUPS      X7, 64(SP)
-	VMOVDQU      8(AX)(CX*1), X8
-	VPSRLW       $0x04, X8, X7
-	VINSERTI128  $0x01, X7, Y8, Y7
-	VPAND        Y0, Y7, Y7
-	VPBROADCASTD 4(AX)(CX*1), Y9
-	VPSHUFB      Y2, Y9, Y9
-	VPAND        Y3, Y9, Y9
-	VPCMPEQB     Y3, Y9, Y9
-	VPAND        Y4, Y9, Y9
-	VPOR         Y9, Y7, Y7
-	VPMADDUBSW   (SI), Y7, Y7
-	VPMADDWD     Y1, Y7, Y7
-	VMOVDQU      32(AX)(CX*1), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
-	VPAND        Y0, Y9, Y9
-	VPBROADCASTD 28(AX)(CX*1), Y10
-	VPSHUFB      Y2, Y10, Y10
-	VPAND        Y3, Y10, Y10
-	VPCMPEQB     Y3, Y10, Y10
-	VPAND        Y4, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   32(SI), Y9, Y9
-	VPMADDWD     Y1, Y9, Y9
-	VPHADDD      Y9, Y7, Y7
-	VMOVDQU      56(AX)(CX*1), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
-	VPAND        Y0, Y9, Y9
-	VPBROADCASTD 52(AX)(CX*1), Y10
-	VPSHUFB      Y2, Y10, Y10
-	VPAND        Y3, Y10, Y10
-	VPCMPEQB     Y3, Y10, Y10
-	VPAND        Y4, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   64(SI), Y9, Y9
-	VPMADDWD     Y1, Y9, Y9
-	VMOVDQU      80(AX)(CX*1), X8
-	VPSRLW       $0x04, X8, X10
-	VINSERTI128  $0x01, X10, Y8, Y10
-	VPAND        Y0, Y10, Y10
-	VPBROADCASTD 76(AX)(CX*1), Y11
-	VPSHUFB      Y2, Y11, Y11
-	VPAND        Y3, Y11, Y11
-	VPCMPEQB     Y3, Y11, Y11
-	VPAND        Y4, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPMADDUBSW   96(SI), Y10, Y10
-	VPMADDWD     Y1, Y10, Y10
-	VPHADDD      Y10, Y9, Y9
-	VPHADDD      Y9, Y7, Y7
-	VEXTRACTI128 $0x01, Y7, X8
-	VPADDD       X7, X8, X8
-	VPMOVSXWD    (DI), X7
-	MOVWQZX      (AX)(CX*1), R10
-	MOVWQZX      24(AX)(CX*1), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      48(AX)(CX*1), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      72(AX)(CX*1), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X9
-	VCVTPH2PS    X9, X9
-	VMULPS       X9, X6, X9
-	VCVTDQ2PS    X8, X8
-	VMULPS       X9, X8, X8
-	VMOVUPS      X8, 16(SP)
-	MOVWQZX      2(AX)(CX*1), R10
-	MOVWQZX      26(AX)(CX*1), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      50(AX)(CX*1), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      74(AX)(CX*1), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X8
-	VCVTPH2PS    X8, X8
-	VMULPS       X8, X6, X8
-	VCVTDQ2PS    X7, X7
-	VMULPS       X8, X7, X7
-	VMOVUPS      X7, 80(SP)
-	VMOVDQU      8(DX), X8
-	VPSRLW       $0x04, X8, X7
-	VINSERTI128  $0x01, X7, Y8, Y7
-	VPAND        Y0, Y7, Y7
-	VPBROADCASTD 4(DX), Y9
-	VPSHUFB      Y2, Y9, Y9
-	VPAND        Y3, Y9, Y9
-	VPCMPEQB     Y3, Y9, Y9
-	VPAND        Y4, Y9, Y9
-	VPOR         Y9, Y7, Y7
-	VPMADDUBSW   (SI), Y7, Y7
-	VPMADDWD     Y1, Y7, Y7
-	VMOVDQU      32(DX), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
-	VPAND        Y0, Y9, Y9
-	VPBROADCASTD 28(DX), Y10
-	VPSHUFB      Y2, Y10, Y10
-	VPAND        Y3, Y10, Y10
-	VPCMPEQB     Y3, Y10, Y10
-	VPAND        Y4, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   32(SI), Y9, Y9
-	VPMADDWD     Y1, Y9, Y9
-	VPHADDD      Y9, Y7, Y7
-	VMOVDQU      56(DX), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
-	VPAND        Y0, Y9, Y9
-	VPBROADCASTD 52(DX), Y10
-	VPSHUFB      Y2, Y10, Y10
-	VPAND        Y3, Y10, Y10
-	VPCMPEQB     Y3, Y10, Y10
-	VPAND        Y4, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   64(SI), Y9, Y9
-	VPMADDWD     Y1, Y9, Y9
-	VMOVDQU      80(DX), X8
-	VPSRLW       $0x04, X8, X10
-	VINSERTI128  $0x01, X10, Y8, Y10
-	VPAND        Y0, Y10, Y10
-	VPBROADCASTD 76(DX), Y11
-	VPSHUFB      Y2, Y11, Y11
-	VPAND        Y3, Y11, Y11
-	VPCMPEQB     Y3, Y11, Y11
-	VPAND        Y4, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPMADDUBSW   96(SI), Y10, Y10
-	VPMADDWD     Y1, Y10, Y10
-	VPHADDD      Y10, Y9, Y9
-	VPHADDD      Y9, Y7, Y7
-	VEXTRACTI128 $0x01, Y7, X8
-	VPADDD       X7, X8, X8
-	VPMOVSXWD    (DI), X7
-	MOVWQZX      (DX), R10
-	MOVWQZX      24(DX), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      48(DX), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      72(DX), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X9
-	VCVTPH2PS    X9, X9
-	VMULPS       X9, X6, X9
-	VCVTDQ2PS    X8, X8
-	VMULPS       X9, X8, X8
-	VMOVUPS      X8, 32(SP)
-	MOVWQZX      2(DX), R10
-	MOVWQZX      26(DX), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      50(DX), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      74(DX), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X8
-	VCVTPH2PS    X8, X8
-	VMULPS       X8, X6, X8
-	VCVTDQ2PS    X7, X7
-	VMULPS       X8, X7, X7
-	VMOVUPS      X7, 96(SP)
-	VMOVDQU      8(DX)(CX*1), X8
-	VPSRLW       $0x04, X8, X7
-	VINSERTI128  $0x01, X7, Y8, Y7
-	VPAND        Y0, Y7, Y7
-	VPBROADCASTD 4(DX)(CX*1), Y9
-	VPSHUFB      Y2, Y9, Y9
-	VPAND        Y3, Y9, Y9
-	VPCMPEQB     Y3, Y9, Y9
-	VPAND        Y4, Y9, Y9
-	VPOR         Y9, Y7, Y7
-	VPMADDUBSW   (SI), Y7, Y7
-	VPMADDWD     Y1, Y7, Y7
-	VMOVDQU      32(DX)(CX*1), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
-	VPAND        Y0, Y9, Y9
-	VPBROADCASTD 28(DX)(CX*1), Y10
-	VPSHUFB      Y2, Y10, Y10
-	VPAND        Y3, Y10, Y10
-	VPCMPEQB     Y3, Y10, Y10
-	VPAND        Y4, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   32(SI), Y9, Y9
-	VPMADDWD     Y1, Y9, Y9
-	VPHADDD      Y9, Y7, Y7
-	VMOVDQU      56(DX)(CX*1), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
-	VPAND        Y0, Y9, Y9
-	VPBROADCASTD 52(DX)(CX*1), Y10
-	VPSHUFB      Y2, Y10, Y10
-	VPAND        Y3, Y10, Y10
-	VPCMPEQB     Y3, Y10, Y10
-	VPAND        Y4, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   64(SI), Y9, Y9
-	VPMADDWD     Y1, Y9, Y9
-	VMOVDQU      80(DX)(CX*1), X8
-	VPSRLW       $0x04, X8, X10
-	VINSERTI128  $0x01, X10, Y8, Y10
-	VPAND        Y0, Y10, Y10
-	VPBROADCASTD 76(DX)(CX*1), Y11
-	VPSHUFB      Y2, Y11, Y11
-	VPAND        Y3, Y11, Y11
-	VPCMPEQB     Y3, Y11, Y11
-	VPAND        Y4, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPMADDUBSW   96(SI), Y10, Y10
-	VPMADDWD     Y1, Y10, Y10
-	VPHADDD      Y10, Y9, Y9
-	VPHADDD      Y9, Y7, Y7
-	VEXTRACTI128 $0x01, Y7, X8
-	VPADDD       X7, X8, X8
-	VPMOVSXWD    (DI), X7
-	MOVWQZX      (DX)(CX*1), R10
-	MOVWQZX      24(DX)(CX*1), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      48(DX)(CX*1), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      72(DX)(CX*1), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X9
-	VCVTPH2PS    X9, X9
-	VMULPS       X9, X6, X9
-	VCVTDQ2PS    X8, X8
-	VMULPS       X9, X8, X8
-	VMOVUPS      X8, 48(SP)
-	MOVWQZX      2(DX)(CX*1), R10
-	MOVWQZX      26(DX)(CX*1), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      50(DX)(CX*1), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      74(DX)(CX*1), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X8
-	VCVTPH2PS    X8, X8
-	VMULPS       X8, X6, X6
-	VCVTDQ2PS    X7, X7
-	VMULPS       X6, X7, X7
-	VMOVUPS      X7, 112(SP)
-	VMOVUPS      (SP), X6
-	VMOVUPS      16(SP), X7
-	VMOVUPS      32(SP), X8
-	VMOVUPS      48(SP), X9
-	VUNPCKLPS    X7, X6, X10
-	VUNPCKHPS    X7, X6, X6
-	VUNPCKLPS    X9, X8, X7
-	VUNPCKHPS    X9, X8, X8
-	VMOVLHPS     X7, X10, X9
-	VMOVHLPS     X10, X7, X7
-	VMOVLHPS     X8, X6, X10
-	VMOVHLPS     X6, X8, X6
-	VMOVUPS      64(SP), X8
-	VMOVUPS      80(SP), X11
-	VMOVUPS      96(SP), X12
-	VMOVUPS      112(SP), X13
-	VUNPCKLPS    X11, X8, X14
-	VUNPCKHPS    X11, X8, X8
-	VUNPCKLPS    X13, X12, X11
-	VUNPCKHPS    X13, X12, X12
-	VMOVLHPS     X11, X14, X13
-	VMOVHLPS     X14, X11, X11
-	VMOVLHPS     X12, X8, X14
-	VMOVHLPS     X8, X12, X8
-	VADDPS       X9, X5, X5
-	VADDPS       X13, X5, X5
-	VADDPS       X7, X5, X5
-	VADDPS       X11, X5, X5
-	VADDPS       X10, X5, X5
-	VADDPS       X14, X5, X5
-	VADDPS       X6, X5, X5
-	VADDPS       X8, X5, X5
-	ADDQ         $0x00000060, AX
-	ADDQ         $0x00000060, DX
-	ADDQ         $0x00000180, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000008, DI
-	ADDQ         $0x00000004, R8
-	DECQ         R9
-	JNZ          GgmlQ51A8R4Avx2_unit
-	MOVQ         out+88(FP), AX
-	VMOVUPS      X5, (AX)
-	MOVQ         stride+8(FP), AX
-	SHLQ         $0x02, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         out+88(FP), AX
-	ADDQ         $0x00000010, AX
-	MOVQ         AX, out+88(FP)
-	MOVQ         rows+16(FP), AX
-	SUBQ         $0x04, AX
-	MOVQ         AX, rows+16(FP)
-	JNZ          GgmlQ51A8R4Avx2_row
+	PREFETCHT1     (BX)
+	PREFETCHT1     64(BX)
+	PREFETCHT1     128(BX)
+	PREFETCHT1     192(BX)
+	PREFETCHT1     256(BX)
+	PREFETCHT1     320(BX)
+	VBROADCASTSS   (R8), X6
+	VBROADCASTI128 8(AX), Y7
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y7, Y7
+	VPAND          Y0, Y7, Y7
+	VPBROADCASTD   4(AX), Y8
+	VPSHUFB        Y2, Y8, Y8
+	VPAND          Y3, Y8, Y8
+	VPCMPEQB       Y3, Y8, Y8
+	VPAND          Y4, Y8, Y8
+	VPOR           Y8, Y7, Y7
+	VPMADDUBSW     (SI), Y7, Y7
+	VPMADDWD       Y1, Y7, Y7
+	VBROADCASTI128 32(AX), Y8
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y8, Y8
+	VPAND          Y0, Y8, Y8
+	VPBROADCASTD   28(AX), Y9
+	VPSHUFB        Y2, Y9, Y9
+	VPAND          Y3, Y9, Y9
+	VPCMPEQB       Y3, Y9, Y9
+	VPAND          Y4, Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     32(SI), Y8, Y8
+	VPMADDWD       Y1, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VBROADCASTI128 56(AX), Y8
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y8, Y8
+	VPAND          Y0, Y8, Y8
+	VPBROADCASTD   52(AX), Y9
+	VPSHUFB        Y2, Y9, Y9
+	VPAND          Y3, Y9, Y9
+	VPCMPEQB       Y3, Y9, Y9
+	VPAND          Y4, Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     64(SI), Y8, Y8
+	VPMADDWD       Y1, Y8, Y8
+	VBROADCASTI128 80(AX), Y9
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPBROADCASTD   76(AX), Y10
+	VPSHUFB        Y2, Y10, Y10
+	VPAND          Y3, Y10, Y10
+	VPCMPEQB       Y3, Y10, Y10
+	VPAND          Y4, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     96(SI), Y9, Y9
+	VPMADDWD       Y1, Y9, Y9
+	VPHADDD        Y9, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VEXTRACTI128   $0x01, Y7, X8
+	VPADDD         X7, X8, X8
+	VPMOVSXWD      (DI), X7
+	MOVWQZX        (AX), R10
+	MOVWQZX        24(AX), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        48(AX), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        72(AX), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X9
+	VCVTPH2PS      X9, X9
+	VMULPS         X9, X6, X9
+	VCVTDQ2PS      X8, X8
+	VMULPS         X9, X8, X8
+	VMOVUPS        X8, (SP)
+	MOVWQZX        2(AX), R10
+	MOVWQZX        26(AX), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        50(AX), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        74(AX), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X8
+	VCVTPH2PS      X8, X8
+	VMULPS         X8, X6, X8
+	VCVTDQ2PS      X7, X7
+	VMULPS         X8, X7, X7
+	VMOVUPS        X7, 64(SP)
+	VBROADCASTI128 8(AX)(CX*1), Y7
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y7, Y7
+	VPAND          Y0, Y7, Y7
+	VPBROADCASTD   4(AX)(CX*1), Y8
+	VPSHUFB        Y2, Y8, Y8
+	VPAND          Y3, Y8, Y8
+	VPCMPEQB       Y3, Y8, Y8
+	VPAND          Y4, Y8, Y8
+	VPOR           Y8, Y7, Y7
+	VPMADDUBSW     (SI), Y7, Y7
+	VPMADDWD       Y1, Y7, Y7
+	VBROADCASTI128 32(AX)(CX*1), Y8
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y8, Y8
+	VPAND          Y0, Y8, Y8
+	VPBROADCASTD   28(AX)(CX*1), Y9
+	VPSHUFB        Y2, Y9, Y9
+	VPAND          Y3, Y9, Y9
+	VPCMPEQB       Y3, Y9, Y9
+	VPAND          Y4, Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     32(SI), Y8, Y8
+	VPMADDWD       Y1, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VBROADCASTI128 56(AX)(CX*1), Y8
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y8, Y8
+	VPAND          Y0, Y8, Y8
+	VPBROADCASTD   52(AX)(CX*1), Y9
+	VPSHUFB        Y2, Y9, Y9
+	VPAND          Y3, Y9, Y9
+	VPCMPEQB       Y3, Y9, Y9
+	VPAND          Y4, Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     64(SI), Y8, Y8
+	VPMADDWD       Y1, Y8, Y8
+	VBROADCASTI128 80(AX)(CX*1), Y9
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPBROADCASTD   76(AX)(CX*1), Y10
+	VPSHUFB        Y2, Y10, Y10
+	VPAND          Y3, Y10, Y10
+	VPCMPEQB       Y3, Y10, Y10
+	VPAND          Y4, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     96(SI), Y9, Y9
+	VPMADDWD       Y1, Y9, Y9
+	VPHADDD        Y9, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VEXTRACTI128   $0x01, Y7, X8
+	VPADDD         X7, X8, X8
+	VPMOVSXWD      (DI), X7
+	MOVWQZX        (AX)(CX*1), R10
+	MOVWQZX        24(AX)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        48(AX)(CX*1), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        72(AX)(CX*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X9
+	VCVTPH2PS      X9, X9
+	VMULPS         X9, X6, X9
+	VCVTDQ2PS      X8, X8
+	VMULPS         X9, X8, X8
+	VMOVUPS        X8, 16(SP)
+	MOVWQZX        2(AX)(CX*1), R10
+	MOVWQZX        26(AX)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        50(AX)(CX*1), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        74(AX)(CX*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X8
+	VCVTPH2PS      X8, X8
+	VMULPS         X8, X6, X8
+	VCVTDQ2PS      X7, X7
+	VMULPS         X8, X7, X7
+	VMOVUPS        X7, 80(SP)
+	VBROADCASTI128 8(DX), Y7
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y7, Y7
+	VPAND          Y0, Y7, Y7
+	VPBROADCASTD   4(DX), Y8
+	VPSHUFB        Y2, Y8, Y8
+	VPAND          Y3, Y8, Y8
+	VPCMPEQB       Y3, Y8, Y8
+	VPAND          Y4, Y8, Y8
+	VPOR           Y8, Y7, Y7
+	VPMADDUBSW     (SI), Y7, Y7
+	VPMADDWD       Y1, Y7, Y7
+	VBROADCASTI128 32(DX), Y8
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y8, Y8
+	VPAND          Y0, Y8, Y8
+	VPBROADCASTD   28(DX), Y9
+	VPSHUFB        Y2, Y9, Y9
+	VPAND          Y3, Y9, Y9
+	VPCMPEQB       Y3, Y9, Y9
+	VPAND          Y4, Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     32(SI), Y8, Y8
+	VPMADDWD       Y1, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VBROADCASTI128 56(DX), Y8
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y8, Y8
+	VPAND          Y0, Y8, Y8
+	VPBROADCASTD   52(DX), Y9
+	VPSHUFB        Y2, Y9, Y9
+	VPAND          Y3, Y9, Y9
+	VPCMPEQB       Y3, Y9, Y9
+	VPAND          Y4, Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     64(SI), Y8, Y8
+	VPMADDWD       Y1, Y8, Y8
+	VBROADCASTI128 80(DX), Y9
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPBROADCASTD   76(DX), Y10
+	VPSHUFB        Y2, Y10, Y10
+	VPAND          Y3, Y10, Y10
+	VPCMPEQB       Y3, Y10, Y10
+	VPAND          Y4, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     96(SI), Y9, Y9
+	VPMADDWD       Y1, Y9, Y9
+	VPHADDD        Y9, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VEXTRACTI128   $0x01, Y7, X8
+	VPADDD         X7, X8, X8
+	VPMOVSXWD      (DI), X7
+	MOVWQZX        (DX), R10
+	MOVWQZX        24(DX), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        48(DX), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        72(DX), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X9
+	VCVTPH2PS      X9, X9
+	VMULPS         X9, X6, X9
+	VCVTDQ2PS      X8, X8
+	VMULPS         X9, X8, X8
+	VMOVUPS        X8, 32(SP)
+	MOVWQZX        2(DX), R10
+	MOVWQZX        26(DX), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        50(DX), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        74(DX), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X8
+	VCVTPH2PS      X8, X8
+	VMULPS         X8, X6, X8
+	VCVTDQ2PS      X7, X7
+	VMULPS         X8, X7, X7
+	VMOVUPS        X7, 96(SP)
+	VBROADCASTI128 8(DX)(CX*1), Y7
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y7, Y7
+	VPAND          Y0, Y7, Y7
+	VPBROADCASTD   4(DX)(CX*1), Y8
+	VPSHUFB        Y2, Y8, Y8
+	VPAND          Y3, Y8, Y8
+	VPCMPEQB       Y3, Y8, Y8
+	VPAND          Y4, Y8, Y8
+	VPOR           Y8, Y7, Y7
+	VPMADDUBSW     (SI), Y7, Y7
+	VPMADDWD       Y1, Y7, Y7
+	VBROADCASTI128 32(DX)(CX*1), Y8
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y8, Y8
+	VPAND          Y0, Y8, Y8
+	VPBROADCASTD   28(DX)(CX*1), Y9
+	VPSHUFB        Y2, Y9, Y9
+	VPAND          Y3, Y9, Y9
+	VPCMPEQB       Y3, Y9, Y9
+	VPAND          Y4, Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     32(SI), Y8, Y8
+	VPMADDWD       Y1, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VBROADCASTI128 56(DX)(CX*1), Y8
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y8, Y8
+	VPAND          Y0, Y8, Y8
+	VPBROADCASTD   52(DX)(CX*1), Y9
+	VPSHUFB        Y2, Y9, Y9
+	VPAND          Y3, Y9, Y9
+	VPCMPEQB       Y3, Y9, Y9
+	VPAND          Y4, Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     64(SI), Y8, Y8
+	VPMADDWD       Y1, Y8, Y8
+	VBROADCASTI128 80(DX)(CX*1), Y9
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y9, Y9
+	VPAND          Y0, Y9, Y9
+	VPBROADCASTD   76(DX)(CX*1), Y10
+	VPSHUFB        Y2, Y10, Y10
+	VPAND          Y3, Y10, Y10
+	VPCMPEQB       Y3, Y10, Y10
+	VPAND          Y4, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VPMADDUBSW     96(SI), Y9, Y9
+	VPMADDWD       Y1, Y9, Y9
+	VPHADDD        Y9, Y8, Y8
+	VPHADDD        Y8, Y7, Y7
+	VEXTRACTI128   $0x01, Y7, X8
+	VPADDD         X7, X8, X8
+	VPMOVSXWD      (DI), X7
+	MOVWQZX        (DX)(CX*1), R10
+	MOVWQZX        24(DX)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        48(DX)(CX*1), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        72(DX)(CX*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X9
+	VCVTPH2PS      X9, X9
+	VMULPS         X9, X6, X9
+	VCVTDQ2PS      X8, X8
+	VMULPS         X9, X8, X8
+	VMOVUPS        X8, 48(SP)
+	MOVWQZX        2(DX)(CX*1), R10
+	MOVWQZX        26(DX)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        50(DX)(CX*1), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        74(DX)(CX*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X8
+	VCVTPH2PS      X8, X8
+	VMULPS         X8, X6, X6
+	VCVTDQ2PS      X7, X7
+	VMULPS         X6, X7, X7
+	VMOVUPS        X7, 112(SP)
+	VMOVUPS        (SP), X6
+	VMOVUPS        16(SP), X7
+	VMOVUPS        32(SP), X8
+	VMOVUPS        48(SP), X9
+	VUNPCKLPS      X7, X6, X10
+	VUNPCKHPS      X7, X6, X6
+	VUNPCKLPS      X9, X8, X7
+	VUNPCKHPS      X9, X8, X8
+	VMOVLHPS       X7, X10, X9
+	VMOVHLPS       X10, X7, X7
+	VMOVLHPS       X8, X6, X10
+	VMOVHLPS       X6, X8, X6
+	VMOVUPS        64(SP), X8
+	VMOVUPS        80(SP), X11
+	VMOVUPS        96(SP), X12
+	VMOVUPS        112(SP), X13
+	VUNPCKLPS      X11, X8, X14
+	VUNPCKHPS      X11, X8, X8
+	VUNPCKLPS      X13, X12, X11
+	VUNPCKHPS      X13, X12, X12
+	VMOVLHPS       X11, X14, X13
+	VMOVHLPS       X14, X11, X11
+	VMOVLHPS       X12, X8, X14
+	VMOVHLPS       X8, X12, X8
+	VADDPS         X9, X5, X5
+	VADDPS         X13, X5, X5
+	VADDPS         X7, X5, X5
+	VADDPS         X11, X5, X5
+	VADDPS         X10, X5, X5
+	VADDPS         X14, X5, X5
+	VADDPS         X6, X5, X5
+	VADDPS         X8, X5, X5
+	ADDQ           $0x00000060, AX
+	ADDQ           $0x00000060, DX
+	ADDQ           $0x00000180, BX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000008, DI
+	ADDQ           $0x00000004, R8
+	DECQ           R9
+	JNZ            GgmlQ51A8R4Avx2_unit
+	MOVQ           out+88(FP), AX
+	VMOVUPS        X5, (AX)
+	MOVQ           stride+8(FP), AX
+	SHLQ           $0x02, AX
+	MOVQ           w+0(FP), CX
+	ADDQ           AX, CX
+	MOVQ           CX, w+0(FP)
+	MOVQ           out+88(FP), AX
+	ADDQ           $0x00000010, AX
+	MOVQ           AX, out+88(FP)
+	MOVQ           rows+16(FP), AX
+	SUBQ           $0x04, AX
+	MOVQ           AX, rows+16(FP)
+	JNZ            GgmlQ51A8R4Avx2_row
 	VZEROUPPER
 	RET
 
@@ -32905,129 +32823,125 @@ GgmlQ51F32Avx2_zero:
 	MOVQ    nsb+24(FP), DX
 
 GgmlQ51F32Avx2_unit:
-	MOVQ         tmp+48(FP), BX
-	MOVL         $0x0f0f0f0f, SI
-	VMOVD        SI, X0
-	VPBROADCASTD X0, Y0
-	VMOVDQU      ggmlSpreadQh<>+0(SB), Y1
-	VMOVDQU      ggmlBitOf<>+0(SB), Y2
-	MOVL         $0x10101010, SI
-	VMOVD        SI, X3
-	VPBROADCASTD X3, Y3
-	VMOVDQU      8(AX), X8
-	VPSRLW       $0x04, X8, X4
-	VINSERTI128  $0x01, X4, Y8, Y4
-	VPAND        Y0, Y4, Y4
-	VPBROADCASTD 4(AX), Y5
-	VPSHUFB      Y1, Y5, Y5
-	VPAND        Y2, Y5, Y5
-	VPCMPEQB     Y2, Y5, Y5
-	VPAND        Y3, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VMOVDQU      Y4, (BX)
-	VMOVDQU      32(AX), X8
-	VPSRLW       $0x04, X8, X4
-	VINSERTI128  $0x01, X4, Y8, Y4
-	VPAND        Y0, Y4, Y4
-	VPBROADCASTD 28(AX), Y5
-	VPSHUFB      Y1, Y5, Y5
-	VPAND        Y2, Y5, Y5
-	VPCMPEQB     Y2, Y5, Y5
-	VPAND        Y3, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VMOVDQU      Y4, 32(BX)
-	VMOVDQU      56(AX), X8
-	VPSRLW       $0x04, X8, X4
-	VINSERTI128  $0x01, X4, Y8, Y4
-	VPAND        Y0, Y4, Y4
-	VPBROADCASTD 52(AX), Y5
-	VPSHUFB      Y1, Y5, Y5
-	VPAND        Y2, Y5, Y5
-	VPCMPEQB     Y2, Y5, Y5
-	VPAND        Y3, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VMOVDQU      Y4, 64(BX)
-	VMOVDQU      80(AX), X8
-	VPSRLW       $0x04, X8, X4
-	VINSERTI128  $0x01, X4, Y8, Y4
-	VPAND        Y0, Y4, Y4
-	VPBROADCASTD 76(AX), Y0
-	VPSHUFB      Y1, Y0, Y0
-	VPAND        Y2, Y0, Y0
-	VPCMPEQB     Y2, Y0, Y0
-	VPAND        Y3, Y0, Y0
-	VPOR         Y0, Y4, Y4
-	VMOVDQU      Y4, 96(BX)
-	VPXOR        X0, X0, X0
-	VPINSRW      $0x00, (AX), X0, X0
-	VPINSRW      $0x01, 24(AX), X0, X0
-	VPINSRW      $0x02, 48(AX), X0, X0
-	VPINSRW      $0x03, 72(AX), X0, X0
-	VCVTPH2PS    X0, X0
-	VPXOR        X1, X1, X1
-	VPINSRW      $0x00, 2(AX), X1, X1
-	VPINSRW      $0x01, 26(AX), X1, X1
-	VPINSRW      $0x02, 50(AX), X1, X1
-	VPINSRW      $0x03, 74(AX), X1, X1
-	VCVTPH2PS    X1, X1
-	VMOVUPS      X0, 256(BX)
-	VMOVUPS      X1, 384(BX)
-	VPMOVZXBD    (BX), Y0
-	VCVTDQ2PS    Y0, Y0
-	VBROADCASTSS 256(BX), Y1
-	VBROADCASTSS 384(BX), Y2
-	VFMADD213PS  Y2, Y1, Y0
-	VPMOVZXBD    8(BX), Y1
-	VCVTDQ2PS    Y1, Y1
-	VBROADCASTSS 256(BX), Y2
-	VBROADCASTSS 384(BX), Y3
-	VFMADD213PS  Y3, Y2, Y1
-	VPMOVZXBD    16(BX), Y2
-	VCVTDQ2PS    Y2, Y2
-	VBROADCASTSS 256(BX), Y3
-	VBROADCASTSS 384(BX), Y4
-	VFMADD213PS  Y4, Y3, Y2
-	VPMOVZXBD    24(BX), Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS 256(BX), Y4
-	VBROADCASTSS 384(BX), Y5
-	VFMADD213PS  Y5, Y4, Y3
-	VPMOVZXBD    32(BX), Y4
-	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 260(BX), Y5
-	VBROADCASTSS 388(BX), Y6
-	VFMADD213PS  Y6, Y5, Y4
-	VPMOVZXBD    40(BX), Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 260(BX), Y6
-	VBROADCASTSS 388(BX), Y7
-	VFMADD213PS  Y7, Y6, Y5
-	VPMOVZXBD    48(BX), Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 260(BX), Y7
-	VBROADCASTSS 388(BX), Y9
-	VFMADD213PS  Y9, Y7, Y6
-	VPMOVZXBD    56(BX), Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 260(BX), Y9
-	VBROADCASTSS 388(BX), Y10
-	VFMADD213PS  Y10, Y9, Y7
-	MOVQ         accs+56(FP), DI
-	MOVQ         nvec+40(FP), R8
-	MOVQ         CX, SI
+	MOVQ           tmp+48(FP), BX
+	MOVL           $0x0f0f0f0f, SI
+	VMOVD          SI, X0
+	VPBROADCASTD   X0, Y0
+	VMOVDQU        ggmlSpreadQh<>+0(SB), Y1
+	VMOVDQU        ggmlBitOf<>+0(SB), Y2
+	MOVL           $0x10101010, SI
+	VMOVD          SI, X3
+	VPBROADCASTD   X3, Y3
+	VBROADCASTI128 8(AX), Y4
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y4, Y4
+	VPAND          Y0, Y4, Y4
+	VPBROADCASTD   4(AX), Y5
+	VPSHUFB        Y1, Y5, Y5
+	VPAND          Y2, Y5, Y5
+	VPCMPEQB       Y2, Y5, Y5
+	VPAND          Y3, Y5, Y5
+	VPOR           Y5, Y4, Y4
+	VMOVDQU        Y4, (BX)
+	VBROADCASTI128 32(AX), Y4
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y4, Y4
+	VPAND          Y0, Y4, Y4
+	VPBROADCASTD   28(AX), Y5
+	VPSHUFB        Y1, Y5, Y5
+	VPAND          Y2, Y5, Y5
+	VPCMPEQB       Y2, Y5, Y5
+	VPAND          Y3, Y5, Y5
+	VPOR           Y5, Y4, Y4
+	VMOVDQU        Y4, 32(BX)
+	VBROADCASTI128 56(AX), Y4
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y4, Y4
+	VPAND          Y0, Y4, Y4
+	VPBROADCASTD   52(AX), Y5
+	VPSHUFB        Y1, Y5, Y5
+	VPAND          Y2, Y5, Y5
+	VPCMPEQB       Y2, Y5, Y5
+	VPAND          Y3, Y5, Y5
+	VPOR           Y5, Y4, Y4
+	VMOVDQU        Y4, 64(BX)
+	VBROADCASTI128 80(AX), Y4
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y4, Y4
+	VPAND          Y0, Y4, Y4
+	VPBROADCASTD   76(AX), Y0
+	VPSHUFB        Y1, Y0, Y0
+	VPAND          Y2, Y0, Y0
+	VPCMPEQB       Y2, Y0, Y0
+	VPAND          Y3, Y0, Y0
+	VPOR           Y0, Y4, Y4
+	VMOVDQU        Y4, 96(BX)
+	VPXOR          X0, X0, X0
+	VPINSRW        $0x00, (AX), X0, X0
+	VPINSRW        $0x01, 24(AX), X0, X0
+	VPINSRW        $0x02, 48(AX), X0, X0
+	VPINSRW        $0x03, 72(AX), X0, X0
+	VCVTPH2PS      X0, X0
+	VPXOR          X1, X1, X1
+	VPINSRW        $0x00, 2(AX), X1, X1
+	VPINSRW        $0x01, 26(AX), X1, X1
+	VPINSRW        $0x02, 50(AX), X1, X1
+	VPINSRW        $0x03, 74(AX), X1, X1
+	VCVTPH2PS      X1, X1
+	VMOVUPS        X0, 256(BX)
+	VMOVUPS        X1, 384(BX)
+	VPMOVZXBD      (BX), Y0
+	VCVTDQ2PS      Y0, Y0
+	VBROADCASTSS   256(BX), Y1
+	VBROADCASTSS   384(BX), Y2
+	VFMADD213PS    Y2, Y1, Y0
+	VPMOVZXBD      8(BX), Y1
+	VCVTDQ2PS      Y1, Y1
+	VBROADCASTSS   256(BX), Y2
+	VBROADCASTSS   384(BX), Y3
+	VFMADD213PS    Y3, Y2, Y1
+	VPMOVZXBD      16(BX), Y2
+	VCVTDQ2PS      Y2, Y2
+	VBROADCASTSS   256(BX), Y3
+	VBROADCASTSS   384(BX), Y4
+	VFMADD213PS    Y4, Y3, Y2
+	VPMOVZXBD      24(BX), Y3
+	VCVTDQ2PS      Y3, Y3
+	VBROADCASTSS   256(BX), Y4
+	VBROADCASTSS   384(BX), Y5
+	VFMADD213PS    Y5, Y4, Y3
+	VPMOVZXBD      32(BX), Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   260(BX), Y5
+	VBROADCASTSS   388(BX), Y6
+	VFMADD213PS    Y6, Y5, Y4
+	VPMOVZXBD      40(BX), Y5
+	VCVTDQ2PS      Y5, Y5
+	VBROADCASTSS   260(BX), Y6
+	VBROADCASTSS   388(BX), Y7
+	VFMADD213PS    Y7, Y6, Y5
+	VPMOVZXBD      48(BX), Y6
+	VCVTDQ2PS      Y6, Y6
+	VBROADCASTSS   260(BX), Y7
+	VBROADCASTSS   388(BX), Y8
+	VFMADD213PS    Y8, Y7, Y6
+	VPMOVZXBD      56(BX), Y7
+	VCVTDQ2PS      Y7, Y7
+	VBROADCASTSS   260(BX), Y8
+	VBROADCASTSS   388(BX), Y9
+	VFMADD213PS    Y9, Y8, Y7
+	MOVQ           accs+56(FP), DI
+	MOVQ           nvec+40(FP), R8
+	MOVQ           CX, SI
 
 GgmlQ51F32Avx2_q0:
-	VMULPS       (SI), Y0, Y9
-	VMULPS       32(SI), Y1, Y10
-	VFMADD231PS  64(SI), Y2, Y9
-	VFMADD231PS  96(SI), Y3, Y10
-	VFMADD231PS  128(SI), Y4, Y9
-	VFMADD231PS  160(SI), Y5, Y10
-	VFMADD231PS  192(SI), Y6, Y9
-	VFMADD231PS  224(SI), Y7, Y10
-	VADDPS       Y10, Y9, Y9
-	VADDPS       (DI), Y9, Y9
-	VMOVUPS      Y9, (DI)
+	VMULPS       (SI), Y0, Y8
+	VMULPS       32(SI), Y1, Y9
+	VFMADD231PS  64(SI), Y2, Y8
+	VFMADD231PS  96(SI), Y3, Y9
+	VFMADD231PS  128(SI), Y4, Y8
+	VFMADD231PS  160(SI), Y5, Y9
+	VFMADD231PS  192(SI), Y6, Y8
+	VFMADD231PS  224(SI), Y7, Y9
+	VADDPS       Y9, Y8, Y8
+	VADDPS       (DI), Y8, Y8
+	VMOVUPS      Y8, (DI)
 	ADDQ         $0x00000200, SI
 	ADDQ         $0x00000020, DI
 	DECQ         R8
@@ -33065,29 +32979,29 @@ GgmlQ51F32Avx2_q0:
 	VPMOVZXBD    112(BX), Y6
 	VCVTDQ2PS    Y6, Y6
 	VBROADCASTSS 268(BX), Y7
-	VBROADCASTSS 396(BX), Y9
-	VFMADD213PS  Y9, Y7, Y6
+	VBROADCASTSS 396(BX), Y8
+	VFMADD213PS  Y8, Y7, Y6
 	VPMOVZXBD    120(BX), Y7
 	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 268(BX), Y9
-	VBROADCASTSS 396(BX), Y10
-	VFMADD213PS  Y10, Y9, Y7
+	VBROADCASTSS 268(BX), Y8
+	VBROADCASTSS 396(BX), Y9
+	VFMADD213PS  Y9, Y8, Y7
 	MOVQ         accs+56(FP), SI
 	MOVQ         nvec+40(FP), DI
 	MOVQ         CX, BX
 
 GgmlQ51F32Avx2_q1:
-	VMULPS      256(BX), Y0, Y9
-	VMULPS      288(BX), Y1, Y10
-	VFMADD231PS 320(BX), Y2, Y9
-	VFMADD231PS 352(BX), Y3, Y10
-	VFMADD231PS 384(BX), Y4, Y9
-	VFMADD231PS 416(BX), Y5, Y10
-	VFMADD231PS 448(BX), Y6, Y9
-	VFMADD231PS 480(BX), Y7, Y10
-	VADDPS      Y10, Y9, Y9
-	VADDPS      (SI), Y9, Y9
-	VMOVUPS     Y9, (SI)
+	VMULPS      256(BX), Y0, Y8
+	VMULPS      288(BX), Y1, Y9
+	VFMADD231PS 320(BX), Y2, Y8
+	VFMADD231PS 352(BX), Y3, Y9
+	VFMADD231PS 384(BX), Y4, Y8
+	VFMADD231PS 416(BX), Y5, Y9
+	VFMADD231PS 448(BX), Y6, Y8
+	VFMADD231PS 480(BX), Y7, Y9
+	VADDPS      Y9, Y8, Y8
+	VADDPS      (SI), Y8, Y8
+	VMOVUPS     Y8, (SI)
 	ADDQ        $0x00000200, BX
 	ADDQ        $0x00000020, SI
 	DECQ        DI
@@ -34021,37 +33935,33 @@ GgmlIQ4NLA8Avx2_zero:
 	MOVQ nsb+24(FP), SI
 
 GgmlIQ4NLA8Avx2_grp:
-	VMOVDQU     2(AX), X4
-	VPSRLW      $0x04, X4, X3
-	VINSERTI128 $0x01, X3, Y4, Y3
-	VPAND       Y0, Y3, Y3
-	VPSHUFB     Y3, Y2, Y3
-	VMOVDQU     20(AX), X4
-	VPSRLW      $0x04, X4, X5
-	VINSERTI128 $0x01, X5, Y4, Y5
-	VPAND       Y0, Y5, Y5
-	VPSHUFB     Y5, Y2, Y5
-	VMOVDQU     38(AX), X4
-	VPSRLW      $0x04, X4, X6
-	VINSERTI128 $0x01, X6, Y4, Y6
-	VPAND       Y0, Y6, Y6
-	VPSHUFB     Y6, Y2, Y6
-	VMOVDQU     56(AX), X4
-	VPSRLW      $0x04, X4, X7
-	VINSERTI128 $0x01, X7, Y4, Y7
-	VPAND       Y0, Y7, Y7
-	VPSHUFB     Y7, Y2, Y7
-	VPXOR       X4, X4, X4
-	VPINSRW     $0x00, (AX), X4, X4
-	VPINSRW     $0x01, 18(AX), X4, X4
-	VPINSRW     $0x02, 36(AX), X4, X4
-	VPINSRW     $0x03, 54(AX), X4, X4
-	VCVTPH2PS   X4, X4
-	MOVQ        CX, DI
-	MOVQ        DX, R8
-	MOVQ        BX, R9
-	MOVQ        out+88(FP), R10
-	MOVQ        nvec+80(FP), R11
+	VBROADCASTI128 2(AX), Y3
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y3, Y3
+	VPAND          Y0, Y3, Y3
+	VPSHUFB        Y3, Y2, Y3
+	VBROADCASTI128 20(AX), Y4
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y4, Y4
+	VPAND          Y0, Y4, Y4
+	VPSHUFB        Y4, Y2, Y4
+	VBROADCASTI128 38(AX), Y5
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y5, Y5
+	VPAND          Y0, Y5, Y5
+	VPSHUFB        Y5, Y2, Y5
+	VBROADCASTI128 56(AX), Y6
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y6, Y6
+	VPAND          Y0, Y6, Y6
+	VPSHUFB        Y6, Y2, Y6
+	VPXOR          X7, X7, X7
+	VPINSRW        $0x00, (AX), X7, X7
+	VPINSRW        $0x01, 18(AX), X7, X7
+	VPINSRW        $0x02, 36(AX), X7, X7
+	VPINSRW        $0x03, 54(AX), X7, X7
+	VCVTPH2PS      X7, X7
+	MOVQ           CX, DI
+	MOVQ           DX, R8
+	MOVQ           BX, R9
+	MOVQ           out+88(FP), R10
+	MOVQ           nvec+80(FP), R11
 
 GgmlIQ4NLA8Avx2_vec:
 	VMOVDQU      (DI), Y8
@@ -34060,19 +33970,19 @@ GgmlIQ4NLA8Avx2_vec:
 	VPMADDUBSW   Y8, Y9, Y8
 	VPMADDWD     Y1, Y8, Y8
 	VMOVDQU      32(DI), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPABSB       Y5, Y10
+	VPSIGNB      Y4, Y9, Y9
+	VPABSB       Y4, Y10
 	VPMADDUBSW   Y9, Y10, Y9
 	VPMADDWD     Y1, Y9, Y9
 	VPHADDD      Y9, Y8, Y8
 	VMOVDQU      64(DI), Y9
-	VPSIGNB      Y6, Y9, Y9
-	VPABSB       Y6, Y10
+	VPSIGNB      Y5, Y9, Y9
+	VPABSB       Y5, Y10
 	VPMADDUBSW   Y9, Y10, Y9
 	VPMADDWD     Y1, Y9, Y9
 	VMOVDQU      96(DI), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPABSB       Y7, Y11
+	VPSIGNB      Y6, Y10, Y10
+	VPABSB       Y6, Y11
 	VPMADDUBSW   Y10, Y11, Y10
 	VPMADDWD     Y1, Y10, Y10
 	VPHADDD      Y10, Y9, Y9
@@ -34081,7 +33991,7 @@ GgmlIQ4NLA8Avx2_vec:
 	VPADDD       X8, X9, X9
 	VCVTDQ2PS    X9, X8
 	VBROADCASTSS (R9), X9
-	VMULPS       X4, X9, X9
+	VMULPS       X7, X9, X9
 	VMULPS       X9, X8, X8
 	VMOVSS       (R10), X9
 	VADDSS       X8, X9, X9
@@ -34145,294 +34055,278 @@ GgmlIQ4NLA8R4Avx2_row:
 	MOVQ   nsb+24(FP), R9
 
 GgmlIQ4NLA8R4Avx2_unit:
-	PREFETCHT1   (BX)
-	PREFETCHT1   64(BX)
-	PREFETCHT1   128(BX)
-	PREFETCHT1   192(BX)
-	PREFETCHT1   256(BX)
-	VBROADCASTSS (R8), X4
-	VMOVDQU      2(AX), X6
-	VPSRLW       $0x04, X6, X5
-	VINSERTI128  $0x01, X5, Y6, Y5
-	VPAND        Y0, Y5, Y5
-	VPSHUFB      Y5, Y2, Y5
-	VMOVDQU      (SI), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPABSB       Y5, Y5
-	VPMADDUBSW   Y7, Y5, Y5
-	VPMADDWD     Y1, Y5, Y5
-	VMOVDQU      20(AX), X6
-	VPSRLW       $0x04, X6, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	VPAND        Y0, Y7, Y7
-	VPSHUFB      Y7, Y2, Y7
-	VMOVDQU      32(SI), Y8
-	VPSIGNB      Y7, Y8, Y8
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y8, Y7, Y7
-	VPMADDWD     Y1, Y7, Y7
-	VPHADDD      Y7, Y5, Y5
-	VMOVDQU      38(AX), X6
-	VPSRLW       $0x04, X6, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	VPAND        Y0, Y7, Y7
-	VPSHUFB      Y7, Y2, Y7
-	VMOVDQU      64(SI), Y8
-	VPSIGNB      Y7, Y8, Y8
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y8, Y7, Y7
-	VPMADDWD     Y1, Y7, Y7
-	VMOVDQU      56(AX), X6
-	VPSRLW       $0x04, X6, X8
-	VINSERTI128  $0x01, X8, Y6, Y8
-	VPAND        Y0, Y8, Y8
-	VPSHUFB      Y8, Y2, Y8
-	VMOVDQU      96(SI), Y9
-	VPSIGNB      Y8, Y9, Y9
-	VPABSB       Y8, Y8
-	VPMADDUBSW   Y9, Y8, Y8
-	VPMADDWD     Y1, Y8, Y8
-	VPHADDD      Y8, Y7, Y7
-	VPHADDD      Y7, Y5, Y5
-	VEXTRACTI128 $0x01, Y5, X6
-	VPADDD       X5, X6, X6
-	MOVWQZX      (AX), R10
-	MOVWQZX      18(AX), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      36(AX), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      54(AX), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X5
-	VCVTPH2PS    X5, X5
-	VMULPS       X5, X4, X5
-	VCVTDQ2PS    X6, X6
-	VMULPS       X5, X6, X6
-	VMOVUPS      X6, (SP)
-	VMOVDQU      2(AX)(CX*1), X6
-	VPSRLW       $0x04, X6, X5
-	VINSERTI128  $0x01, X5, Y6, Y5
-	VPAND        Y0, Y5, Y5
-	VPSHUFB      Y5, Y2, Y5
-	VMOVDQU      (SI), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPABSB       Y5, Y5
-	VPMADDUBSW   Y7, Y5, Y5
-	VPMADDWD     Y1, Y5, Y5
-	VMOVDQU      20(AX)(CX*1), X6
-	VPSRLW       $0x04, X6, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	VPAND        Y0, Y7, Y7
-	VPSHUFB      Y7, Y2, Y7
-	VMOVDQU      32(SI), Y8
-	VPSIGNB      Y7, Y8, Y8
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y8, Y7, Y7
-	VPMADDWD     Y1, Y7, Y7
-	VPHADDD      Y7, Y5, Y5
-	VMOVDQU      38(AX)(CX*1), X6
-	VPSRLW       $0x04, X6, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	VPAND        Y0, Y7, Y7
-	VPSHUFB      Y7, Y2, Y7
-	VMOVDQU      64(SI), Y8
-	VPSIGNB      Y7, Y8, Y8
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y8, Y7, Y7
-	VPMADDWD     Y1, Y7, Y7
-	VMOVDQU      56(AX)(CX*1), X6
-	VPSRLW       $0x04, X6, X8
-	VINSERTI128  $0x01, X8, Y6, Y8
-	VPAND        Y0, Y8, Y8
-	VPSHUFB      Y8, Y2, Y8
-	VMOVDQU      96(SI), Y9
-	VPSIGNB      Y8, Y9, Y9
-	VPABSB       Y8, Y8
-	VPMADDUBSW   Y9, Y8, Y8
-	VPMADDWD     Y1, Y8, Y8
-	VPHADDD      Y8, Y7, Y7
-	VPHADDD      Y7, Y5, Y5
-	VEXTRACTI128 $0x01, Y5, X6
-	VPADDD       X5, X6, X6
-	MOVWQZX      (AX)(CX*1), R10
-	MOVWQZX      18(AX)(CX*1), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      36(AX)(CX*1), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      54(AX)(CX*1), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X5
-	VCVTPH2PS    X5, X5
-	VMULPS       X5, X4, X5
-	VCVTDQ2PS    X6, X6
-	VMULPS       X5, X6, X6
-	VMOVUPS      X6, 16(SP)
-	VMOVDQU      2(DX), X6
-	VPSRLW       $0x04, X6, X5
-	VINSERTI128  $0x01, X5, Y6, Y5
-	VPAND        Y0, Y5, Y5
-	VPSHUFB      Y5, Y2, Y5
-	VMOVDQU      (SI), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPABSB       Y5, Y5
-	VPMADDUBSW   Y7, Y5, Y5
-	VPMADDWD     Y1, Y5, Y5
-	VMOVDQU      20(DX), X6
-	VPSRLW       $0x04, X6, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	VPAND        Y0, Y7, Y7
-	VPSHUFB      Y7, Y2, Y7
-	VMOVDQU      32(SI), Y8
-	VPSIGNB      Y7, Y8, Y8
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y8, Y7, Y7
-	VPMADDWD     Y1, Y7, Y7
-	VPHADDD      Y7, Y5, Y5
-	VMOVDQU      38(DX), X6
-	VPSRLW       $0x04, X6, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	VPAND        Y0, Y7, Y7
-	VPSHUFB      Y7, Y2, Y7
-	VMOVDQU      64(SI), Y8
-	VPSIGNB      Y7, Y8, Y8
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y8, Y7, Y7
-	VPMADDWD     Y1, Y7, Y7
-	VMOVDQU      56(DX), X6
-	VPSRLW       $0x04, X6, X8
-	VINSERTI128  $0x01, X8, Y6, Y8
-	VPAND        Y0, Y8, Y8
-	VPSHUFB      Y8, Y2, Y8
-	VMOVDQU      96(SI), Y9
-	VPSIGNB      Y8, Y9, Y9
-	VPABSB       Y8, Y8
-	VPMADDUBSW   Y9, Y8, Y8
-	VPMADDWD     Y1, Y8, Y8
-	VPHADDD      Y8, Y7, Y7
-	VPHADDD      Y7, Y5, Y5
-	VEXTRACTI128 $0x01, Y5, X6
-	VPADDD       X5, X6, X6
-	MOVWQZX      (DX), R10
-	MOVWQZX      18(DX), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      36(DX), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      54(DX), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X5
-	VCVTPH2PS    X5, X5
-	VMULPS       X5, X4, X5
-	VCVTDQ2PS    X6, X6
-	VMULPS       X5, X6, X6
-	VMOVUPS      X6, 32(SP)
-	VMOVDQU      2(DX)(CX*1), X6
-	VPSRLW       $0x04, X6, X5
-	VINSERTI128  $0x01, X5, Y6, Y5
-	VPAND        Y0, Y5, Y5
-	VPSHUFB      Y5, Y2, Y5
-	VMOVDQU      (SI), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPABSB       Y5, Y5
-	VPMADDUBSW   Y7, Y5, Y5
-	VPMADDWD     Y1, Y5, Y5
-	VMOVDQU      20(DX)(CX*1), X6
-	VPSRLW       $0x04, X6, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	VPAND        Y0, Y7, Y7
-	VPSHUFB      Y7, Y2, Y7
-	VMOVDQU      32(SI), Y8
-	VPSIGNB      Y7, Y8, Y8
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y8, Y7, Y7
-	VPMADDWD     Y1, Y7, Y7
-	VPHADDD      Y7, Y5, Y5
-	VMOVDQU      38(DX)(CX*1), X6
-	VPSRLW       $0x04, X6, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	VPAND        Y0, Y7, Y7
-	VPSHUFB      Y7, Y2, Y7
-	VMOVDQU      64(SI), Y8
-	VPSIGNB      Y7, Y8, Y8
-	VPABSB       Y7, Y7
-	VPMADDUBSW   Y8, Y7, Y7
-	VPMADDWD     Y1, Y7, Y7
-	VMOVDQU      56(DX)(CX*1), X6
-	VPSRLW       $0x04, X6, X8
-	VINSERTI128  $0x01, X8, Y6, Y8
-	VPAND        Y0, Y8, Y8
-	VPSHUFB      Y8, Y2, Y8
-	VMOVDQU      96(SI), Y9
-	VPSIGNB      Y8, Y9, Y9
-	VPABSB       Y8, Y8
-	VPMADDUBSW   Y9, Y8, Y8
-	VPMADDWD     Y1, Y8, Y8
-	VPHADDD      Y8, Y7, Y7
-	VPHADDD      Y7, Y5, Y5
-	VEXTRACTI128 $0x01, Y5, X6
-	VPADDD       X5, X6, X6
-	MOVWQZX      (DX)(CX*1), R10
-	MOVWQZX      18(DX)(CX*1), R11
-	SHLQ         $0x10, R11
-	ORQ          R11, R10
-	MOVWQZX      36(DX)(CX*1), R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	MOVWQZX      54(DX)(CX*1), R11
-	SHLQ         $0x30, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X5
-	VCVTPH2PS    X5, X5
-	VMULPS       X5, X4, X4
-	VCVTDQ2PS    X6, X5
-	VMULPS       X4, X5, X5
-	VMOVUPS      X5, 48(SP)
-	VMOVUPS      (SP), X4
-	VMOVUPS      16(SP), X5
-	VMOVUPS      32(SP), X6
-	VMOVUPS      48(SP), X7
-	VUNPCKLPS    X5, X4, X8
-	VUNPCKHPS    X5, X4, X4
-	VUNPCKLPS    X7, X6, X5
-	VUNPCKHPS    X7, X6, X6
-	VMOVLHPS     X5, X8, X7
-	VMOVHLPS     X8, X5, X5
-	VMOVLHPS     X6, X4, X8
-	VMOVHLPS     X4, X6, X4
-	VADDPS       X7, X3, X3
-	VADDPS       X5, X3, X3
-	VADDPS       X8, X3, X3
-	VADDPS       X4, X3, X3
-	ADDQ         $0x00000048, AX
-	ADDQ         $0x00000048, DX
-	ADDQ         $0x00000120, BX
-	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000008, DI
-	ADDQ         $0x00000004, R8
-	DECQ         R9
-	JNZ          GgmlIQ4NLA8R4Avx2_unit
-	MOVQ         out+88(FP), AX
-	VMOVUPS      X3, (AX)
-	MOVQ         stride+8(FP), AX
-	SHLQ         $0x02, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         out+88(FP), AX
-	ADDQ         $0x00000010, AX
-	MOVQ         AX, out+88(FP)
-	MOVQ         rows+16(FP), AX
-	SUBQ         $0x04, AX
-	MOVQ         AX, rows+16(FP)
-	JNZ          GgmlIQ4NLA8R4Avx2_row
+	PREFETCHT1     (BX)
+	PREFETCHT1     64(BX)
+	PREFETCHT1     128(BX)
+	PREFETCHT1     192(BX)
+	PREFETCHT1     256(BX)
+	VBROADCASTSS   (R8), X4
+	VBROADCASTI128 2(AX), Y5
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y5, Y5
+	VPAND          Y0, Y5, Y5
+	VPSHUFB        Y5, Y2, Y5
+	VMOVDQU        (SI), Y6
+	VPSIGNB        Y5, Y6, Y6
+	VPABSB         Y5, Y5
+	VPMADDUBSW     Y6, Y5, Y5
+	VPMADDWD       Y1, Y5, Y5
+	VBROADCASTI128 20(AX), Y6
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y6, Y6
+	VPAND          Y0, Y6, Y6
+	VPSHUFB        Y6, Y2, Y6
+	VMOVDQU        32(SI), Y7
+	VPSIGNB        Y6, Y7, Y7
+	VPABSB         Y6, Y6
+	VPMADDUBSW     Y7, Y6, Y6
+	VPMADDWD       Y1, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VBROADCASTI128 38(AX), Y6
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y6, Y6
+	VPAND          Y0, Y6, Y6
+	VPSHUFB        Y6, Y2, Y6
+	VMOVDQU        64(SI), Y7
+	VPSIGNB        Y6, Y7, Y7
+	VPABSB         Y6, Y6
+	VPMADDUBSW     Y7, Y6, Y6
+	VPMADDWD       Y1, Y6, Y6
+	VBROADCASTI128 56(AX), Y7
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y7, Y7
+	VPAND          Y0, Y7, Y7
+	VPSHUFB        Y7, Y2, Y7
+	VMOVDQU        96(SI), Y8
+	VPSIGNB        Y7, Y8, Y8
+	VPABSB         Y7, Y7
+	VPMADDUBSW     Y8, Y7, Y7
+	VPMADDWD       Y1, Y7, Y7
+	VPHADDD        Y7, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VEXTRACTI128   $0x01, Y5, X6
+	VPADDD         X5, X6, X6
+	MOVWQZX        (AX), R10
+	MOVWQZX        18(AX), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        36(AX), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        54(AX), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X5
+	VCVTPH2PS      X5, X5
+	VMULPS         X5, X4, X5
+	VCVTDQ2PS      X6, X6
+	VMULPS         X5, X6, X6
+	VMOVUPS        X6, (SP)
+	VBROADCASTI128 2(AX)(CX*1), Y5
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y5, Y5
+	VPAND          Y0, Y5, Y5
+	VPSHUFB        Y5, Y2, Y5
+	VMOVDQU        (SI), Y6
+	VPSIGNB        Y5, Y6, Y6
+	VPABSB         Y5, Y5
+	VPMADDUBSW     Y6, Y5, Y5
+	VPMADDWD       Y1, Y5, Y5
+	VBROADCASTI128 20(AX)(CX*1), Y6
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y6, Y6
+	VPAND          Y0, Y6, Y6
+	VPSHUFB        Y6, Y2, Y6
+	VMOVDQU        32(SI), Y7
+	VPSIGNB        Y6, Y7, Y7
+	VPABSB         Y6, Y6
+	VPMADDUBSW     Y7, Y6, Y6
+	VPMADDWD       Y1, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VBROADCASTI128 38(AX)(CX*1), Y6
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y6, Y6
+	VPAND          Y0, Y6, Y6
+	VPSHUFB        Y6, Y2, Y6
+	VMOVDQU        64(SI), Y7
+	VPSIGNB        Y6, Y7, Y7
+	VPABSB         Y6, Y6
+	VPMADDUBSW     Y7, Y6, Y6
+	VPMADDWD       Y1, Y6, Y6
+	VBROADCASTI128 56(AX)(CX*1), Y7
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y7, Y7
+	VPAND          Y0, Y7, Y7
+	VPSHUFB        Y7, Y2, Y7
+	VMOVDQU        96(SI), Y8
+	VPSIGNB        Y7, Y8, Y8
+	VPABSB         Y7, Y7
+	VPMADDUBSW     Y8, Y7, Y7
+	VPMADDWD       Y1, Y7, Y7
+	VPHADDD        Y7, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VEXTRACTI128   $0x01, Y5, X6
+	VPADDD         X5, X6, X6
+	MOVWQZX        (AX)(CX*1), R10
+	MOVWQZX        18(AX)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        36(AX)(CX*1), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        54(AX)(CX*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X5
+	VCVTPH2PS      X5, X5
+	VMULPS         X5, X4, X5
+	VCVTDQ2PS      X6, X6
+	VMULPS         X5, X6, X6
+	VMOVUPS        X6, 16(SP)
+	VBROADCASTI128 2(DX), Y5
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y5, Y5
+	VPAND          Y0, Y5, Y5
+	VPSHUFB        Y5, Y2, Y5
+	VMOVDQU        (SI), Y6
+	VPSIGNB        Y5, Y6, Y6
+	VPABSB         Y5, Y5
+	VPMADDUBSW     Y6, Y5, Y5
+	VPMADDWD       Y1, Y5, Y5
+	VBROADCASTI128 20(DX), Y6
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y6, Y6
+	VPAND          Y0, Y6, Y6
+	VPSHUFB        Y6, Y2, Y6
+	VMOVDQU        32(SI), Y7
+	VPSIGNB        Y6, Y7, Y7
+	VPABSB         Y6, Y6
+	VPMADDUBSW     Y7, Y6, Y6
+	VPMADDWD       Y1, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VBROADCASTI128 38(DX), Y6
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y6, Y6
+	VPAND          Y0, Y6, Y6
+	VPSHUFB        Y6, Y2, Y6
+	VMOVDQU        64(SI), Y7
+	VPSIGNB        Y6, Y7, Y7
+	VPABSB         Y6, Y6
+	VPMADDUBSW     Y7, Y6, Y6
+	VPMADDWD       Y1, Y6, Y6
+	VBROADCASTI128 56(DX), Y7
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y7, Y7
+	VPAND          Y0, Y7, Y7
+	VPSHUFB        Y7, Y2, Y7
+	VMOVDQU        96(SI), Y8
+	VPSIGNB        Y7, Y8, Y8
+	VPABSB         Y7, Y7
+	VPMADDUBSW     Y8, Y7, Y7
+	VPMADDWD       Y1, Y7, Y7
+	VPHADDD        Y7, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VEXTRACTI128   $0x01, Y5, X6
+	VPADDD         X5, X6, X6
+	MOVWQZX        (DX), R10
+	MOVWQZX        18(DX), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        36(DX), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        54(DX), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X5
+	VCVTPH2PS      X5, X5
+	VMULPS         X5, X4, X5
+	VCVTDQ2PS      X6, X6
+	VMULPS         X5, X6, X6
+	VMOVUPS        X6, 32(SP)
+	VBROADCASTI128 2(DX)(CX*1), Y5
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y5, Y5
+	VPAND          Y0, Y5, Y5
+	VPSHUFB        Y5, Y2, Y5
+	VMOVDQU        (SI), Y6
+	VPSIGNB        Y5, Y6, Y6
+	VPABSB         Y5, Y5
+	VPMADDUBSW     Y6, Y5, Y5
+	VPMADDWD       Y1, Y5, Y5
+	VBROADCASTI128 20(DX)(CX*1), Y6
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y6, Y6
+	VPAND          Y0, Y6, Y6
+	VPSHUFB        Y6, Y2, Y6
+	VMOVDQU        32(SI), Y7
+	VPSIGNB        Y6, Y7, Y7
+	VPABSB         Y6, Y6
+	VPMADDUBSW     Y7, Y6, Y6
+	VPMADDWD       Y1, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VBROADCASTI128 38(DX)(CX*1), Y6
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y6, Y6
+	VPAND          Y0, Y6, Y6
+	VPSHUFB        Y6, Y2, Y6
+	VMOVDQU        64(SI), Y7
+	VPSIGNB        Y6, Y7, Y7
+	VPABSB         Y6, Y6
+	VPMADDUBSW     Y7, Y6, Y6
+	VPMADDWD       Y1, Y6, Y6
+	VBROADCASTI128 56(DX)(CX*1), Y7
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y7, Y7
+	VPAND          Y0, Y7, Y7
+	VPSHUFB        Y7, Y2, Y7
+	VMOVDQU        96(SI), Y8
+	VPSIGNB        Y7, Y8, Y8
+	VPABSB         Y7, Y7
+	VPMADDUBSW     Y8, Y7, Y7
+	VPMADDWD       Y1, Y7, Y7
+	VPHADDD        Y7, Y6, Y6
+	VPHADDD        Y6, Y5, Y5
+	VEXTRACTI128   $0x01, Y5, X6
+	VPADDD         X5, X6, X6
+	MOVWQZX        (DX)(CX*1), R10
+	MOVWQZX        18(DX)(CX*1), R11
+	SHLQ           $0x10, R11
+	ORQ            R11, R10
+	MOVWQZX        36(DX)(CX*1), R11
+	SHLQ           $0x20, R11
+	ORQ            R11, R10
+	MOVWQZX        54(DX)(CX*1), R11
+	SHLQ           $0x30, R11
+	ORQ            R11, R10
+	VMOVQ          R10, X5
+	VCVTPH2PS      X5, X5
+	VMULPS         X5, X4, X4
+	VCVTDQ2PS      X6, X5
+	VMULPS         X4, X5, X5
+	VMOVUPS        X5, 48(SP)
+	VMOVUPS        (SP), X4
+	VMOVUPS        16(SP), X5
+	VMOVUPS        32(SP), X6
+	VMOVUPS        48(SP), X7
+	VUNPCKLPS      X5, X4, X8
+	VUNPCKHPS      X5, X4, X4
+	VUNPCKLPS      X7, X6, X5
+	VUNPCKHPS      X7, X6, X6
+	VMOVLHPS       X5, X8, X7
+	VMOVHLPS       X8, X5, X5
+	VMOVLHPS       X6, X4, X8
+	VMOVHLPS       X4, X6, X4
+	VADDPS         X7, X3, X3
+	VADDPS         X5, X3, X3
+	VADDPS         X8, X3, X3
+	VADDPS         X4, X3, X3
+	ADDQ           $0x00000048, AX
+	ADDQ           $0x00000048, DX
+	ADDQ           $0x00000120, BX
+	ADDQ           $0x00000080, SI
+	ADDQ           $0x00000008, DI
+	ADDQ           $0x00000004, R8
+	DECQ           R9
+	JNZ            GgmlIQ4NLA8R4Avx2_unit
+	MOVQ           out+88(FP), AX
+	VMOVUPS        X3, (AX)
+	MOVQ           stride+8(FP), AX
+	SHLQ           $0x02, AX
+	MOVQ           w+0(FP), CX
+	ADDQ           AX, CX
+	MOVQ           CX, w+0(FP)
+	MOVQ           out+88(FP), AX
+	ADDQ           $0x00000010, AX
+	MOVQ           AX, out+88(FP)
+	MOVQ           rows+16(FP), AX
+	SUBQ           $0x04, AX
+	MOVQ           AX, rows+16(FP)
+	JNZ            GgmlIQ4NLA8R4Avx2_row
 	VZEROUPPER
 	RET
 
@@ -34459,27 +34353,23 @@ GgmlIQ4NLF32Avx2_unit:
 	VMOVD          SI, X0
 	VPBROADCASTD   X0, Y0
 	VBROADCASTI128 ggmlKValues<>+0(SB), Y1
-	VMOVDQU        2(AX), X8
-	VPSRLW         $0x04, X8, X2
-	VINSERTI128    $0x01, X2, Y8, Y2
+	VBROADCASTI128 2(AX), Y2
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y2, Y2
 	VPAND          Y0, Y2, Y2
 	VPSHUFB        Y2, Y1, Y2
 	VMOVDQU        Y2, (BX)
-	VMOVDQU        20(AX), X8
-	VPSRLW         $0x04, X8, X2
-	VINSERTI128    $0x01, X2, Y8, Y2
+	VBROADCASTI128 20(AX), Y2
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y2, Y2
 	VPAND          Y0, Y2, Y2
 	VPSHUFB        Y2, Y1, Y2
 	VMOVDQU        Y2, 32(BX)
-	VMOVDQU        38(AX), X8
-	VPSRLW         $0x04, X8, X2
-	VINSERTI128    $0x01, X2, Y8, Y2
+	VBROADCASTI128 38(AX), Y2
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y2, Y2
 	VPAND          Y0, Y2, Y2
 	VPSHUFB        Y2, Y1, Y2
 	VMOVDQU        Y2, 64(BX)
-	VMOVDQU        56(AX), X8
-	VPSRLW         $0x04, X8, X2
-	VINSERTI128    $0x01, X2, Y8, Y2
+	VBROADCASTI128 56(AX), Y2
+	VPSRLVD        ggmlNibbleShifts<>+0(SB), Y2, Y2
 	VPAND          Y0, Y2, Y2
 	VPSHUFB        Y2, Y1, Y2
 	VMOVDQU        Y2, 96(BX)
@@ -34525,29 +34415,29 @@ GgmlIQ4NLF32Avx2_unit:
 	VPMOVSXBD      48(BX), Y6
 	VCVTDQ2PS      Y6, Y6
 	VBROADCASTSS   260(BX), Y7
-	VBROADCASTSS   388(BX), Y9
-	VFMADD213PS    Y9, Y7, Y6
+	VBROADCASTSS   388(BX), Y8
+	VFMADD213PS    Y8, Y7, Y6
 	VPMOVSXBD      56(BX), Y7
 	VCVTDQ2PS      Y7, Y7
-	VBROADCASTSS   260(BX), Y9
-	VBROADCASTSS   388(BX), Y10
-	VFMADD213PS    Y10, Y9, Y7
+	VBROADCASTSS   260(BX), Y8
+	VBROADCASTSS   388(BX), Y9
+	VFMADD213PS    Y9, Y8, Y7
 	MOVQ           accs+56(FP), DI
 	MOVQ           nvec+40(FP), R8
 	MOVQ           CX, SI
 
 GgmlIQ4NLF32Avx2_q0:
-	VMULPS       (SI), Y0, Y9
-	VMULPS       32(SI), Y1, Y10
-	VFMADD231PS  64(SI), Y2, Y9
-	VFMADD231PS  96(SI), Y3, Y10
-	VFMADD231PS  128(SI), Y4, Y9
-	VFMADD231PS  160(SI), Y5, Y10
-	VFMADD231PS  192(SI), Y6, Y9
-	VFMADD231PS  224(SI), Y7, Y10
-	VADDPS       Y10, Y9, Y9
-	VADDPS       (DI), Y9, Y9
-	VMOVUPS      Y9, (DI)
+	VMULPS       (SI), Y0, Y8
+	VMULPS       32(SI), Y1, Y9
+	VFMADD231PS  64(SI), Y2, Y8
+	VFMADD231PS  96(SI), Y3, Y9
+	VFMADD231PS  128(SI), Y4, Y8
+	VFMADD231PS  160(SI), Y5, Y9
+	VFMADD231PS  192(SI), Y6, Y8
+	VFMADD231PS  224(SI), Y7, Y9
+	VADDPS       Y9, Y8, Y8
+	VADDPS       (DI), Y8, Y8
+	VMOVUPS      Y8, (DI)
 	ADDQ         $0x00000200, SI
 	ADDQ         $0x00000020, DI
 	DECQ         R8
@@ -34585,29 +34475,29 @@ GgmlIQ4NLF32Avx2_q0:
 	VPMOVSXBD    112(BX), Y6
 	VCVTDQ2PS    Y6, Y6
 	VBROADCASTSS 268(BX), Y7
-	VBROADCASTSS 396(BX), Y9
-	VFMADD213PS  Y9, Y7, Y6
+	VBROADCASTSS 396(BX), Y8
+	VFMADD213PS  Y8, Y7, Y6
 	VPMOVSXBD    120(BX), Y7
 	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 268(BX), Y9
-	VBROADCASTSS 396(BX), Y10
-	VFMADD213PS  Y10, Y9, Y7
+	VBROADCASTSS 268(BX), Y8
+	VBROADCASTSS 396(BX), Y9
+	VFMADD213PS  Y9, Y8, Y7
 	MOVQ         accs+56(FP), SI
 	MOVQ         nvec+40(FP), DI
 	MOVQ         CX, BX
 
 GgmlIQ4NLF32Avx2_q1:
-	VMULPS      256(BX), Y0, Y9
-	VMULPS      288(BX), Y1, Y10
-	VFMADD231PS 320(BX), Y2, Y9
-	VFMADD231PS 352(BX), Y3, Y10
-	VFMADD231PS 384(BX), Y4, Y9
-	VFMADD231PS 416(BX), Y5, Y10
-	VFMADD231PS 448(BX), Y6, Y9
-	VFMADD231PS 480(BX), Y7, Y10
-	VADDPS      Y10, Y9, Y9
-	VADDPS      (SI), Y9, Y9
-	VMOVUPS     Y9, (SI)
+	VMULPS      256(BX), Y0, Y8
+	VMULPS      288(BX), Y1, Y9
+	VFMADD231PS 320(BX), Y2, Y8
+	VFMADD231PS 352(BX), Y3, Y9
+	VFMADD231PS 384(BX), Y4, Y8
+	VFMADD231PS 416(BX), Y5, Y9
+	VFMADD231PS 448(BX), Y6, Y8
+	VFMADD231PS 480(BX), Y7, Y9
+	VADDPS      Y9, Y8, Y8
+	VADDPS      (SI), Y8, Y8
+	VMOVUPS     Y8, (SI)
 	ADDQ        $0x00000200, BX
 	ADDQ        $0x00000020, SI
 	DECQ        DI

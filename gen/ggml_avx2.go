@@ -564,11 +564,9 @@ func ggmlCodeConstsAVX2(c ggmlSmall) (kv, spread, bits, sixteen VecVirtual) {
 func ggmlSmallCodesAVX2(c ggmlSmall, base Mem, b int, nib, kv, spread, bits, sixteen VecVirtual) VecVirtual {
 	v := YMM()
 	off := b*c.bytes + c.qs
-	if c.nib {
-		x, hx := XMM(), XMM()
-		VMOVDQU(base.Offset(off), x)
-		VPSRLW(U8(4), x, hx)
-		VINSERTI128(U8(1), hx, x.AsY(), v)
+	if c.nib { // the 16 bytes in both lanes, the high lane shifted by 4: no lane insert
+		VBROADCASTI128(base.Offset(off), v)
+		VPSRLVD(rodata("ggmlNibbleShifts", 8, 4, func(i int) uint64 { return uint64(4 * (i / 4)) }), v, v)
 		VPAND(nib, v, v)
 		if c.kv {
 			VPSHUFB(v, kv, v)
