@@ -520,10 +520,7 @@ func (mx *Matrix) mulF16Dev(y, x cu.DevicePtr, half bool, batch int) error {
 	nv, _ := bucket(batch)
 	name, idx, S := mx.floatKernel("f16", batch), nat, pc
 	if mma != nil {
-		nv = 8
-		if batch > 8 {
-			nv = 16
-		}
+		nv = mmaSlots(batch)
 		name, _ = mx.mmaKernel(nv)
 		idx, S = mma, 16
 	}
@@ -765,7 +762,7 @@ func (mx *Matrix) mulI8Dev(dst, xq, xs cu.DevicePtr, batch int) error {
 			return err
 		}
 		ptrs = []cu.DevicePtr{p}
-		nv := int64(a8Slots(batch))
+		nv := int64(mmaSlots(batch))
 		mb, err := b.scratchBuf("xm", 8*nv*pc/128)
 		if err != nil {
 			return err

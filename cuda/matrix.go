@@ -272,10 +272,7 @@ func (mx *Matrix) mulF32MMA(r *mulReq) (done bool, err error) {
 // of the split's range.
 func (mx *Matrix) prepF32Part(r *mulReq, x []float32, v0, n int) (name string, xsum []float32, ok bool) {
 	pc := mx.geo.PCols
-	nv := 8
-	if 2*n > 8 {
-		nv = 16
-	}
+	nv := mmaSlots(2 * n)
 	r.hl, r.inv = gpuhost.Grow(r.hl, nv*pc), gpuhost.Grow(r.inv, n)
 	if !gpuhost.SplitHiLoInto(r.hl, r.inv, x[v0*pc:(v0+n)*pc], n, pc, nv) {
 		return "", nil, false
@@ -360,10 +357,7 @@ func (mx *Matrix) f16Inputs(x []layout.FP16, batch int) (string, []layout.FP16, 
 	mma := mx.useMMA()
 	nv := nb
 	if mma {
-		nv = 8
-		if batch > 8 {
-			nv = 16
-		}
+		nv = mmaSlots(batch)
 	}
 	xp := make([]layout.FP16, nv*pc)
 	if err := gpuhost.Pad(xp[:batch*pc], x, batch, cols, pc, mx.perm); err != nil {
@@ -580,7 +574,7 @@ func (mx *Matrix) a8MMAInputs(xq []int8, xs []float32, batch int) ([][]int8, []i
 	for i := range r {
 		r[i] = xq[i-i%e+int(tab[i%e])]
 	}
-	nv, nblk := a8Slots(batch), pc/128
+	nv, nblk := mmaSlots(batch), pc/128
 	xm := make([]int32, 2*nv*nblk)
 	for v := 0; v < batch; v++ {
 		for k := range nblk {
@@ -595,9 +589,9 @@ func (mx *Matrix) a8MMAInputs(xq []int8, xs []float32, batch int) ([][]int8, []i
 	return [][]int8{r}, xm
 }
 
-// a8Slots returns the vector slots of the A8 tensor-core kernel for
-// batch vectors: 8 or 16.
-func a8Slots(batch int) int {
+// mmaSlots returns the vector slots of the tensor-core kernels (binary16
+// and int8) for batch vectors: 8 or 16.
+func mmaSlots(batch int) int {
 	if batch > 8 {
 		return 16
 	}
@@ -638,7 +632,7 @@ func (mx *Matrix) a8Args(ptrs []cu.DevicePtr, xs, sx cu.DevicePtr, batch int) (s
 	name := mx.kernelName(kA8, 1)
 	if mx.useA8MMA() { // sx: a8_meta's words
 		name = mx.kernelName(kA8MMA8, 1)
-		if batch > 8 {
+		if mmaSlots(batch) == 16 {
 			name = mx.kernelName(kA8MMA16, 1)
 		}
 		z := mx.z // Q4G128's packed zero points, Bits' integer ones
