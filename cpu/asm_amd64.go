@@ -127,7 +127,6 @@ func init() {
 					}
 				}
 			}
-			streamRead = streamShapes[0].fn
 			break
 		}
 	}

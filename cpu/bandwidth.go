@@ -8,7 +8,7 @@ import "fmt"
 // throughput is compared against: time it over a buffer far larger than
 // the last-level cache.
 func StreamRead(buf []uint64, threads int) uint64 {
-	return streamReadWith(streamRead, buf, threads)
+	return streamReadWith(streamShapes[0].fn, buf, threads)
 }
 
 // ReadShapes names the loop shapes of StreamReadShape: "seq" (the one
@@ -83,5 +83,3 @@ func streamReadGeneric(b []uint64) uint64 {
 	}
 	return a0 ^ a1 ^ a2 ^ a3 ^ a4 ^ a5 ^ a6 ^ a7
 }
-
-var streamRead = streamReadGeneric

@@ -121,15 +121,17 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 	bpc := 8 / b.N
 	L := bpc * sub // lanes per row and chunk: i*L + b*sub + s
 	s := &bitsSIMD{n: b.N, bpc: bpc, sub: sub, r: 16 / L, lanes: 16, isa: AVX512VNNI, chunks: b.PCols / layout.BitsChunk(b.N), kern: kern,
-		metaBlock: 128, words: b.Words, stride: 4 * b.WordsPerRow(), actChunk: L*128 + 128}
+		metaBlock: 128, words: b.Words, stride: 4 * b.WordsPerRow()}
 	if m16 {
 		s.metaBlock = 64
 	}
-	s.prep, s.src = s.prepAct, s.actSources()
+	s.prep = s.prepAct
 	if sub == 4 || sub == 2 && b.N != 1 { // the G32 and G64 kernels: one byte per column, transposed
 		s.src = bitsG32Sources(b.N)
-		s.actChunk = len(s.src) + 128
+	} else {
+		s.src = s.actSources()
 	}
+	s.actChunk = len(s.src) + 128 // the codes' activations, then 16 scales and 16 sums
 	if hasAll(interleaveRequires) {
 		s.runs = interleaveRuns(s.src, int32(layout.BitsChunk(b.N)))
 	}
