@@ -401,22 +401,17 @@ func ggmlPrepM16(m *ggml.Matrix, c *ggmlCall, avx2 bool) {
 		last = 16
 	}
 	if avx2 {
-		for v := c.batch; v < last; v++ {
+		for v := 0; v < last; v++ { // the batch's vectors, then zeros
 			base := 256*(v/2) + 16*(v%2)
 			for k := 0; k < nsb; k++ {
 				for hc := 0; hc < 16; hc++ { // half h, chunk c: hc = 8h + c
 					o := 4096*k + 2048*(hc/8) + 32*(hc%8) + base
-					clear(c.act8[o : o+16])
-				}
-			}
-		}
-		for v := 0; v < c.batch; v++ {
-			base := 256*(v/2) + 16*(v%2)
-			for k := 0; k < nsb; k++ {
-				for hc := 0; hc < 16; hc++ {
-					o := 4096*k + 2048*(hc/8) + 32*(hc%8) + base
-					s := v*pc + 256*k + 16*hc
-					copy(c.act8[o:o+16], c.xq[s:s+16])
+					if v < c.batch {
+						s := v*pc + 256*k + 16*hc
+						copy(c.act8[o:o+16], c.xq[s:s+16])
+					} else {
+						clear(c.act8[o : o+16])
+					}
 				}
 			}
 		}
