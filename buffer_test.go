@@ -819,3 +819,112 @@ func TestSequenceReplayState(t *testing.T) {
 		t.Fatal("a NaN quantized by a replayed sequence was not reported")
 	}
 }
+
+// TestBufferSharedInputOrder: multiplies reading one input buffer may
+// share its preparation on a GPU (the gather, or the int8 reordering), so
+// what writes that buffer in between must be seen: here a multiply whose
+// output is the input of the next ones, of the other activation type
+// (A8 into the buffer a binary16 multiply read) and of the same. Each
+// result must equal the same multiply of the same values written fresh,
+// bit for bit, and run the same in a recorded sequence.
+func TestBufferSharedInputOrder(t *testing.T) {
+	eng, err := qgemv.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	const n = 384
+	for _, name := range []string{"q4g128", "bits4g128"} {
+		t.Run(name, func(t *testing.T) {
+			a, a2 := loadNamed(t, eng, name, n, n, 1), loadNamed(t, eng, name, n, n, 2)
+			b := loadNamed(t, eng, name, n, n, 3)
+			x, x0 := newBuf(t, eng, n, qgemv.Float32), newBuf(t, eng, n, qgemv.Float32)
+			xq, xs := newBuf(t, eng, b.PaddedCols(), qgemv.Int8), newBuf(t, eng, b.PaddedCols()/128, qgemv.Float32)
+			y1, y2, y3, y4 := newBuf(t, eng, n, qgemv.Float32), newBuf(t, eng, n, qgemv.Float32), newBuf(t, eng, n, qgemv.Float32), newBuf(t, eng, n, qgemv.Float32)
+			ops := func() error {
+				for _, op := range []func() error{
+					func() error { return b.QuantizeBuffer(xq, xs, x0, 1) },
+					func() error { return a.MulBuffer(y1, x, 1, qgemv.A16) },
+					func() error { return a2.MulBuffer(y2, x, 1, qgemv.A16) }, // same input, same order
+					func() error { return a.MulInt8Buffer(y3, xq, xs, 1) },
+					func() error { return b.MulInt8Buffer(x, xq, xs, 1) }, // overwrites x
+					func() error { return a.MulBuffer(y4, x, 1, qgemv.A16) },
+					func() error { return a2.MulBuffer(x, y4, 1, qgemv.A16) }, // overwrites x
+					func() error { return a.MulBuffer(y1, x, 1, qgemv.A16) },
+				} {
+					if err := op(); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			in := synth.Vector(n, 5)
+			in0 := synth.Vector(n, 6)
+			read := func(b *qgemv.Buffer) []float32 {
+				v := make([]float32, n)
+				if err := b.Read(v); err != nil {
+					t.Fatal(err)
+				}
+				return v
+			}
+			// fresh: the multiply of values written just before it
+			fresh := func(m *qgemv.Matrix, v []float32) []float32 {
+				f, out := newBuf(t, eng, n, qgemv.Float32), newBuf(t, eng, n, qgemv.Float32)
+				defer f.Close()
+				defer out.Close()
+				if err := f.Write(v); err != nil {
+					t.Fatal(err)
+				}
+				if err := m.MulBuffer(out, f, 1, qgemv.A16); err != nil {
+					t.Fatal(err)
+				}
+				return read(out)
+			}
+			seq, err := eng.Record(ops)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer seq.Close()
+			for run := 0; run < 3; run++ { // eager, then recorded twice
+				if err := x.Write(in); err != nil {
+					t.Fatal(err)
+				}
+				if err := x0.Write(in0); err != nil {
+					t.Fatal(err)
+				}
+				if run == 0 {
+					err = ops()
+				} else {
+					err = seq.Run()
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				got2, got3, got4, got1 := read(y2), read(y3), read(y4), read(y1)
+				bx, ax0 := make([]float32, n), make([]float32, n) // b's output, the input of y4
+				if err := b.Mul(bx, in0, 1, qgemv.A8); err != nil {
+					t.Fatal(err)
+				}
+				if err := a.Mul(ax0, in0, 1, qgemv.A8); err != nil {
+					t.Fatal(err)
+				}
+				ax := fresh(a2, got4) // a2's output, the input of y1
+				for _, c := range []struct {
+					what      string
+					got, want []float32
+				}{
+					{"second matrix on the shared input", got2, fresh(a2, in)},
+					{"int8 multiply", got3, ax0},
+					{"after an int8 multiply wrote the input", got4, fresh(a, bx)},
+					{"after a binary16 multiply wrote the input", got1, fresh(a, ax)},
+				} {
+					for i := range c.want {
+						if math.Float32bits(c.got[i]) != math.Float32bits(c.want[i]) {
+							t.Fatalf("run %d, %s: y[%d] = %v, want %v", run, c.what, i, c.got[i], c.want[i])
+						}
+					}
+				}
+			}
+		})
+	}
+}

@@ -138,12 +138,15 @@ extern "C" __global__ void a8_sums(const signed char *xq, int *sx, i64 n, i64 bl
 	if (lane == 0) sx[w] = s;
 }
 
-// a8_meta writes, for each 128-column block and vector v < nv, the
+// a8_prep prepares int8 activations for the A8 tensor-core kernels, one
+// warp per 128-column block and vector slot v < nv: it writes the
 // activation scale's bits and the exact int32 sum of the block's int8
-// activations (zeros for the vectors past batch): the A8 tensor-core
-// kernels' per-block inputs, two words per (block, vector), block-major.
-// One warp per (block, vector).
-extern "C" __global__ void a8_meta(const signed char *xq, const float *xs, int2 *xm, i64 batch, i64 pc, i64 nv) {
+// activations (zeros for the slots past batch), two words per (block,
+// vector), block-major; and the block's activations in the kernel's
+// order: Q4G128's (e = 0) as a8_q4order, the Bits kernels' fragment
+// order xr[i] = xq[i - i%e + tab[i%e]] (e columns per step, tab from
+// gpuhost.A8FragOrder).
+extern "C" __global__ void a8_prep(const signed char *xq, const float *xs, int2 *xm, signed char *xr, const int *tab, i64 batch, i64 pc, i64 nv, i64 e) {
 	i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
 	int lane = threadIdx.x & 31;
 	i64 nblk = pc / 128;
@@ -153,10 +156,28 @@ extern "C" __global__ void a8_meta(const signed char *xq, const float *xs, int2 
 		if (lane == 0) xm[w] = make_int2(0, 0);
 		return;
 	}
-	char4 q = *(const char4 *)(xq + v * pc + blk * 128 + lane * 4);
+	i64 i = v * pc + blk * 128 + lane * 4;
+	char4 q = *(const char4 *)(xq + i);
 	int s = q.x + q.y + q.z + q.w;
 	for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL, s, o);
 	if (lane == 0) xm[w] = make_int2(__float_as_int(xs[v * nblk + blk]), s);
+	char4 out;
+	if (e == 0) { // even lanes hold bytes 0..3 of each 8, odd lanes 4..7
+		int mine = *(const int *)&q;
+		int other = __shfl_xor_sync(FULL, mine, 1);
+		char4 o = *(const char4 *)&other;
+		char4 a = lane & 1 ? o : q, b = lane & 1 ? q : o;
+		out = lane & 1 ? make_char4(a.y, a.w, b.y, b.w) : make_char4(a.x, a.z, b.x, b.z);
+	} else {
+		signed char t[4];
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			i64 r = (i + k) % e;
+			t[k] = xq[i + k - r + tab[r]];
+		}
+		out = make_char4(t[0], t[1], t[2], t[3]);
+	}
+	*(char4 *)(xr + i) = out;
 }
 
 // a8_q4order rearranges every 8 int8 activations as (0,2,4,6,1,3,5,7),
@@ -167,16 +188,6 @@ extern "C" __global__ void a8_q4order(const signed char *xq, signed char *xr, i6
 	char4 a = *(const char4 *)(xq + i), b = *(const char4 *)(xq + i + 4);
 	*(char4 *)(xr + i) = make_char4(a.x, a.z, b.x, b.z);
 	*(char4 *)(xr + i + 4) = make_char4(a.y, a.w, b.y, b.w);
-}
-
-// a8_perm arranges int8 activations in the fragment order of the A8
-// tensor-core kernels: out[i] = xq[i - i%e + tab[i%e]] (e columns per
-// step, n a multiple of e; tab from gpuhost.A8FragOrder).
-extern "C" __global__ void a8_perm(const signed char *xq, const int *tab, signed char *out, i64 n, i64 e) {
-	i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-	if (i >= n) return;
-	i64 r = i % e;
-	out[i] = xq[i - r + tab[r]];
 }
 
 // a8_split writes the even and odd int8 activations of each column pair

@@ -24,7 +24,7 @@ import (
 // report what the queued kernels flagged in the status word.
 
 func init() {
-	addKernels("gather_f16", "gather_h16", "xsum_f16", "xsum_h16", "quant_a8", "a8_sums", "a8_q4order", "a8_perm", "a8_meta", "a8_split", "swiglu", "add_f32", "scale_f32")
+	addKernels("gather_f16", "gather_h16", "xsum_f16", "xsum_h16", "quant_a8", "a8_sums", "a8_q4order", "a8_prep", "a8_split", "swiglu", "add_f32", "scale_f32")
 }
 
 // bufPad is the bytes allocated past a buffer's size: kernels that load
@@ -102,14 +102,16 @@ func (d *DevBuf) Write(off int64, src []byte) error {
 	if err := d.span("write", off, len(src)); err != nil || len(src) == 0 {
 		return err
 	}
-	return d.run(writeReq, off, src)
+	return d.run(writeReq, off, src, false)
 }
 
-// run runs fn on the CUDA thread with a request for d, off and data.
-func (d *DevBuf) run(fn func(*mulReq) error, off int64, data []byte) error {
+// run runs fn on the CUDA thread with a request for d, off and data;
+// keepMemo for reads, which leave the preparation memos standing.
+func (d *DevBuf) run(fn func(*mulReq) error, off int64, data []byte, keepMemo bool) error {
 	r := newReq()
 	defer r.free()
 	r.d, r.off, r.data = d, off, data
+	r.keepMemo = keepMemo
 	return d.b.doReq(fn, r)
 }
 
@@ -127,7 +129,7 @@ func (d *DevBuf) Read(off int64, dst []byte) error {
 	if err := d.span("read", off, len(dst)); err != nil {
 		return err
 	}
-	return d.run(readReq, off, dst)
+	return d.run(readReq, off, dst, true)
 }
 
 func readReq(r *mulReq) error {
@@ -150,7 +152,7 @@ func (d *DevBuf) Fetch(off int64, dst []byte) error {
 	if err := d.span("read", off, len(dst)); err != nil || len(dst) == 0 {
 		return err
 	}
-	return d.run(fetchReq, off, dst)
+	return d.run(fetchReq, off, dst, true)
 }
 
 func fetchReq(r *mulReq) error {
@@ -484,24 +486,30 @@ func (mx *Matrix) withWords(f func() error) error {
 // MulF16Buf queues dst = W x for batch float32 vectors in device memory,
 // rounded to binary16 on the device: MulF16 of the rounded values.
 func (mx *Matrix) MulF16Buf(dst, x devbuf.Buf, batch int) error {
-	return mx.bufOp(mulF16BufReq, namesDX, batch, dst, x)
+	return mx.bufOp(mulF16BufReq, namesDX, batch, true, dst, x)
 }
 
 func mulF16BufReq(r *mulReq) error {
-	ps, err := r.mx.b.devBufs(r.names, r.bufs[:2]...)
+	mx := r.mx
+	ps, err := mx.b.devBufs(r.names, r.bufs[:2]...)
 	if err != nil {
 		return err
 	}
-	return r.mx.mulF16Dev(ps[0], ps[1], false, r.batch)
+	if err := mx.mulF16Dev(ps[0], ps[1], false, r.batch); err != nil {
+		return err
+	}
+	mx.b.memoWrote(span{ps[0], 4 * int64(r.batch*mx.geo.Rows)})
+	return nil
 }
 
 // bufOp runs fn on the CUDA thread, unless the matrix is closed by
 // then, with a request holding the buffers (named by names for errors)
-// and batch.
-func (mx *Matrix) bufOp(fn func(*mulReq) error, names []string, batch int, bufs ...devbuf.Buf) error {
+// and batch; keepMemo for the multiplies, which leave the preparation
+// memos of earlier multiplies standing (memo.go).
+func (mx *Matrix) bufOp(fn func(*mulReq) error, names []string, batch int, keepMemo bool, bufs ...devbuf.Buf) error {
 	r := newReq()
 	defer r.free()
-	r.mx, r.names, r.batch = mx, names, batch
+	r.mx, r.names, r.batch, r.keepMemo = mx, names, batch, keepMemo
 	r.nbufs = copy(r.bufs[:], bufs)
 	return mx.doReq(fn, r)
 }
@@ -529,21 +537,27 @@ func (mx *Matrix) mulF16Dev(y, x cu.DevicePtr, half bool, batch int) error {
 		return err
 	}
 	gather, sum := "gather_f16", "xsum_f16"
+	elem := int64(4)
 	if half {
-		gather, sum = "gather_h16", "xsum_h16"
+		gather, sum, elem = "gather_h16", "xsum_h16", 2
 	}
-	if err := b.launch(gather, ceilDiv(nv*pc, 256), 1, 256, 0, x, idx.ptr, xb.ptr,
-		int64(batch), int64(mx.geo.Cols), int64(pc), int64(nv), int64(S)); err != nil {
-		return err
-	}
+	var sb *buffer // the Bits tensor-core kernels' block sums
 	if mma != nil && mx.f == fmtBits {
-		sb, err := b.scratchBuf("xsum", 4*int64(nv*pc/128))
-		if err != nil {
+		if sb, err = b.scratchBuf("xsum", 4*int64(nv*pc/128)); err != nil {
 			return err
 		}
-		if err := b.launch(sum, ceilDiv(nv*pc/128, 8), 1, 256, 0, x, nat.ptr, sb.ptr,
-			int64(batch), int64(mx.geo.Cols), int64(pc), int64(nv)); err != nil {
+	}
+	key := prepKey{half: half, in: [2]span{{x, elem * int64(batch*mx.geo.Cols)}}, tab: mx.sig(), batch: batch, nv: nv}
+	if !b.memoHit(prepF16, key) {
+		if err := b.launch(gather, ceilDiv(nv*pc, 256), 1, 256, 0, x, idx.ptr, xb.ptr,
+			int64(batch), int64(mx.geo.Cols), int64(pc), int64(nv), int64(S)); err != nil {
 			return err
+		}
+		if sb != nil {
+			if err := b.launch(sum, ceilDiv(nv*pc/128, 8), 1, 256, 0, x, nat.ptr, sb.ptr,
+				int64(batch), int64(mx.geo.Cols), int64(pc), int64(nv)); err != nil {
+				return err
+			}
 		}
 	}
 	return mx.withWords(func() error {
@@ -563,7 +577,7 @@ var (
 // batch*PCols values, xs batch*PCols/128 scales. A NaN or infinity is
 // reported by the next Wait or Read.
 func (mx *Matrix) QuantizeBuf(xq, xs, x devbuf.Buf, batch int) error {
-	return mx.bufOp(quantizeBufReq, namesQSX, batch, xq, xs, x)
+	return mx.bufOp(quantizeBufReq, namesQSX, batch, false, xq, xs, x)
 }
 
 func quantizeBufReq(r *mulReq) error {
@@ -598,15 +612,20 @@ func (mx *Matrix) MulI8Buf(dst, xq, xs devbuf.Buf, batch int) error {
 	if mx.a8err != nil {
 		return fmt.Errorf("cuda: %w", mx.a8err)
 	}
-	return mx.bufOp(mulI8BufReq, namesDQS, batch, dst, xq, xs)
+	return mx.bufOp(mulI8BufReq, namesDQS, batch, true, dst, xq, xs)
 }
 
 func mulI8BufReq(r *mulReq) error {
-	ps, err := r.mx.b.devBufs(r.names, r.bufs[:3]...)
+	mx := r.mx
+	ps, err := mx.b.devBufs(r.names, r.bufs[:3]...)
 	if err != nil {
 		return err
 	}
-	return r.mx.mulI8Dev(ps[0], ps[1], ps[2], r.batch)
+	if err := mx.mulI8Dev(ps[0], ps[1], ps[2], r.batch); err != nil {
+		return err
+	}
+	mx.b.memoWrote(span{ps[0], 4 * int64(r.batch*mx.geo.Rows)})
+	return nil
 }
 
 // MulA8Buf quantizes batch float32 vectors in device memory and
@@ -615,7 +634,7 @@ func (mx *Matrix) MulA8Buf(dst, x devbuf.Buf, batch int) error {
 	if mx.a8err != nil {
 		return fmt.Errorf("cuda: %w", mx.a8err)
 	}
-	return mx.bufOp(mulA8BufReq, namesDX, batch, dst, x)
+	return mx.bufOp(mulA8BufReq, namesDX, batch, false, dst, x)
 }
 
 func mulA8BufReq(r *mulReq) error {
@@ -739,44 +758,45 @@ func (mx *Matrix) mulI8Dev(dst, xq, xs cu.DevicePtr, batch int) error {
 		sx = sb.ptr
 		return b.launch("a8_sums", ceilDiv(int(n/blk), 8), 1, 256, 0, xq, sb.ptr, n, blk)
 	}
-	// reorder writes the activations in a kernel's order into xq0:
-	// a8_q4order, or a8_perm with the fragment order table.
-	reorder := func() (cu.DevicePtr, error) {
-		rb, err := b.scratchBuf("xq0", n)
-		if err != nil {
-			return 0, err
-		}
-		if mx.f == fmtQ4 {
-			return rb.ptr, b.launch("a8_q4order", ceilDiv(int(n/8), 256), 1, 256, 0, xq, rb.ptr, n)
-		}
-		tab, err := mx.a8Table()
-		if err != nil {
-			return 0, err
-		}
-		return rb.ptr, b.launch("a8_perm", ceilDiv(int(n), 256), 1, 256, 0, xq, tab.ptr, rb.ptr, n, int64(1024/mx.n))
+	if !mx.useA8MMA() { // the other kernels' preparations may overwrite "xq0"
+		b.memo[prepA8] = prepKey{}
 	}
 	switch {
-	case mx.useA8MMA(): // fragment order; scales and sums per block and vector slot (a8_meta)
-		p, err := reorder()
+	case mx.useA8MMA(): // fragment order; scales and sums per block and vector slot (a8_prep)
+		var tab cu.DevicePtr // Q4G128: a8_q4order's order (e = 0)
+		var e int64
+		if mx.f != fmtQ4 {
+			t, err := mx.a8Table()
+			if err != nil {
+				return err
+			}
+			tab, e = t.ptr, int64(1024/mx.n)
+		}
+		nv := int64(mmaSlots(batch))
+		rb, err := b.scratchBuf("xq0", n)
 		if err != nil {
 			return err
 		}
-		ptrs = []cu.DevicePtr{p}
-		nv := int64(mmaSlots(batch))
 		mb, err := b.scratchBuf("xm", 8*nv*pc/128)
 		if err != nil {
 			return err
 		}
-		sx = mb.ptr
-		if err := b.launch("a8_meta", ceilDiv(int(nv*pc/128), 8), 1, 256, 0, xq, xs, mb.ptr, int64(batch), pc, nv); err != nil {
-			return err
+		ptrs, sx = []cu.DevicePtr{rb.ptr}, mb.ptr
+		key := prepKey{in: [2]span{{xq, n}, {xs, 4 * n / 128}}, tab: mx.sig(), batch: batch, nv: int(nv)}
+		if !b.memoHit(prepA8, key) {
+			if err := b.launch("a8_prep", ceilDiv(int(nv*pc/128), 8), 1, 256, 0, xq, xs, mb.ptr, rb.ptr, tab, int64(batch), pc, nv, e); err != nil {
+				return err
+			}
 		}
 	case mx.f == fmtQ4:
-		p, err := reorder()
+		rb, err := b.scratchBuf("xq0", n)
 		if err != nil {
 			return err
 		}
-		ptrs = []cu.DevicePtr{p}
+		if err := b.launch("a8_q4order", ceilDiv(int(n/8), 256), 1, 256, 0, xq, rb.ptr, n); err != nil {
+			return err
+		}
+		ptrs = []cu.DevicePtr{rb.ptr}
 		if err := sums(128); err != nil {
 			return err
 		}

@@ -292,6 +292,9 @@ type Backend struct {
 	// ansQueued holds the int8 matrices whose multiplies on buffers were
 	// queued since takeStatus last read the ANS status, by tag.
 	ansQueued []ChainMat
+	// memo: the last activation preparations of buffer multiplies, which
+	// the next multiply reading the same input skips (memo.go).
+	memo [nPrep]prepKey
 
 	mu     sync.Mutex
 	closed bool
@@ -396,6 +399,9 @@ func (b *Backend) loop(started chan<- error, ptx map[string]ptxModule) {
 		c, ok := spinRecv(b.work)
 		if !ok {
 			break
+		}
+		if c.r == nil || !c.r.keepMemo {
+			b.memoForget()
 		}
 		c.err <- c.run()
 	}

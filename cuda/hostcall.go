@@ -86,6 +86,10 @@ type mulReq struct {
 	names []string
 	n     int
 	arg   uint64
+	// keepMemo: a buffer multiply or read, which leaves the memos of
+	// earlier preparations standing (memo.go); every other request
+	// forgets them.
+	keepMemo bool
 
 	host gpuhost.Host  // F: padded float32 activations; Q, S: int8 ones
 	hl   []layout.FP16 // tensor-core float32 path: hi and lo halves
@@ -104,6 +108,7 @@ func newReq() *mulReq { return reqPool.Get().(*mulReq) }
 func (r *mulReq) free() {
 	r.mx, r.gm, r.dst, r.x, r.xh, r.xq, r.xs, r.name = nil, nil, nil, nil, nil, nil, nil, ""
 	r.b, r.d, r.data, r.bufs, r.names, r.cm = nil, nil, nil, [3]devbuf.Buf{}, nil, nil
+	r.keepMemo = false
 	reqPool.Put(r)
 }
 

@@ -869,7 +869,7 @@ BITSA8(1)
 // t's k-step s of block q multiplies (gpuhost.A8FragOrder; for Q4G128
 // that is a8_q4order's arrangement); xm holds, per 128-column block and
 // vector v < 8*NT, the activation scale's bits and the block's int32
-// activation sum (a8_meta). A round is WARPS*SPW consecutive steps (warp
+// activation sum (a8_prep). A round is WARPS*SPW consecutive steps (warp
 // wp takes step wp, and wp + WARPS for Q4G128): each lane turns its
 // int32 sums into float terms s*xs*(sum - z*sx) in shared memory, one
 // barrier, then thread i adds the round's terms of its (row, vector) in

@@ -525,7 +525,7 @@ func mulI8Req(r *mulReq) error {
 
 // a8Inputs returns the int8 activations rearranged for the format's A8
 // kernel and their exact per-block sums (nil where the kernel forms them;
-// for the tensor-core kernels the per-block words a8_meta writes).
+// for the tensor-core kernels the per-block words a8_prep writes).
 func (mx *Matrix) a8Inputs(xq []int8, xs []float32, batch int) (act [][]int8, sx []int32) {
 	pc := mx.geo.PCols
 	if mx.useA8MMA() {
@@ -560,9 +560,9 @@ func (mx *Matrix) a8Inputs(xq []int8, xs []float32, batch int) (act [][]int8, sx
 }
 
 // a8MMAInputs is a8Inputs for the tensor-core kernels, on the host: the
-// activations in fragment order (as a8_q4order or a8_perm arrange them)
+// activations in fragment order (as a8_prep arranges them)
 // and, per 128-column block and vector slot, the scale's bits and the
-// block's sum (as a8_meta writes them).
+// block's sum (as a8_prep writes them).
 func (mx *Matrix) a8MMAInputs(xq []int8, xs []float32, batch int) ([][]int8, []int32) {
 	pc := mx.geo.PCols
 	tab, _ := gpuhost.A8FragOrder(0) // Q4G128: a8_q4order's arrangement
@@ -630,7 +630,7 @@ type a8Lead [6]cu.DevicePtr
 // arguments.
 func (mx *Matrix) a8Args(ptrs []cu.DevicePtr, xs, sx cu.DevicePtr, batch int) (string, a8Lead) {
 	name := mx.kernelName(kA8, 1)
-	if mx.useA8MMA() { // sx: a8_meta's words
+	if mx.useA8MMA() { // sx: a8_prep's words
 		name = mx.kernelName(kA8MMA8, 1)
 		if mmaSlots(batch) == 16 {
 			name = mx.kernelName(kA8MMA16, 1)
