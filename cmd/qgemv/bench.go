@@ -45,6 +45,13 @@ type benchResult struct {
 	// block's median over it.
 	KernelsUS        float64 `json:"kernels_us,omitempty"`
 	BlockOverKernels float64 `json:"block_over_kernels,omitempty"`
+	// ReplayedUS is the device's time per recorded block, replayed
+	// back to back with one wait per ffnReplays blocks (no copies), and
+	// FloorUS the round trip of the smallest block: the input written, a
+	// recorded one-kernel sequence run, the output read (device backends
+	// only).
+	ReplayedUS float64 `json:"replayed_us,omitempty"`
+	FloorUS    float64 `json:"floor_us,omitempty"`
 }
 
 type ffnLayer struct{ gate, up, down *qgemv.Matrix }
@@ -311,6 +318,11 @@ func cmdBench(args []string) error {
 	if k, err := kernelSum(eng, layers, a.activation(), *iters); err == nil {
 		res.KernelsUS = us(k)
 		res.BlockOverKernels = res.BlockMedianUS / res.KernelsUS
+		rep, floor, err := deviceParts(eng, seqs, x, y, *iters)
+		if err != nil {
+			return err
+		}
+		res.ReplayedUS, res.FloorUS = us(rep), us(floor)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
@@ -324,6 +336,8 @@ func cmdBench(args []string) error {
 		res.BlockMedianUS, res.BlockMeanUS, res.BlockP10US, res.BlockP90US, res.Iters)
 	if res.KernelsUS > 0 {
 		fmt.Printf("  kernels       %.1f us (gate + up + down kernels alone, same rotation): block/kernels %.2f\n", res.KernelsUS, res.BlockOverKernels)
+		fmt.Printf("  replayed      %.1f us (the recorded block %d times back to back, one wait, no copies)\n", res.ReplayedUS, ffnReplays)
+		fmt.Printf("  floor         %.1f us (input written, a one-kernel sequence, output read)\n", res.FloorUS)
 	}
 	fmt.Printf("  compute       %.1f GFLOPS\n", res.GFLOPS)
 	fmt.Printf("  streamed      %.2f GB/s (%.1f MB per block)\n", res.GBps, float64(bytes)/1e6)
@@ -335,6 +349,53 @@ func cmdBench(args []string) error {
 		fmt.Printf("  ratio         %.1f%% of host read bandwidth (the device's own: %s)\n", 100*res.RatioToReadBW, deviceBWHint(eng.Backend()))
 	}
 	return nil
+}
+
+// ffnReplays is how many recorded blocks deviceParts queues per wait.
+const ffnReplays = 20
+
+// deviceParts splits a device block's time (device backends): the
+// median per block of the recorded blocks replayed ffnReplays at a time
+// with one wait (the device's own time, launches overlapped), and the
+// median round trip of the least a block does (write the input, run a
+// recorded one-kernel sequence, read the output).
+func deviceParts(eng *qgemv.Engine, f *ffnBuffers, x, y []float32, iters int) (replayed, floor time.Duration, err error) {
+	rounds := max(5, iters/ffnReplays)
+	reps := make([]time.Duration, rounds)
+	for r := range reps {
+		t0 := time.Now()
+		for i := 0; i < ffnReplays; i++ {
+			if err := f.seqs[(r*ffnReplays+i)%len(f.seqs)].Run(); err != nil {
+				return 0, 0, err
+			}
+		}
+		if err := eng.Wait(); err != nil {
+			return 0, 0, err
+		}
+		reps[r] = time.Since(t0) / ffnReplays
+	}
+	one, err := eng.Record(func() error { return eng.Scale(f.y, f.y, 1) })
+	if err != nil {
+		return 0, 0, err
+	}
+	defer one.Close()
+	trips := make([]time.Duration, iters)
+	for i := range trips {
+		t0 := time.Now()
+		if err := f.x.Write(x); err != nil {
+			return 0, 0, err
+		}
+		if err := one.Run(); err != nil {
+			return 0, 0, err
+		}
+		if err := f.y.Read(y); err != nil {
+			return 0, 0, err
+		}
+		trips[i] = time.Since(t0)
+	}
+	slices.Sort(reps)
+	slices.Sort(trips)
+	return reps[len(reps)/2], trips[len(trips)/2], nil
 }
 
 // kernelSum returns the sum of the gate, up and down multiply kernels'
