@@ -670,6 +670,17 @@ func (b *Backend) parallelChunks(n, grain int, fn func(i0, i1 int) error) error 
 	return b.claimChunks(k, n, per, rangeFunc(fn))
 }
 
+// minChunkBytes is the fewest weight bytes in a chunk, as long as each
+// goroutine still gets minChunks of them: a chunk starts its streams
+// cold (the kernels prefetch the next tile, which another goroutine may
+// have claimed), so the 16-row chunks of short matrices with rows of a
+// few KB streamed slower. 128 KB measured best on the 16-core Xeon
+// (256 KB and more were slower there: fewer chunks to balance).
+const (
+	minChunkBytes = 128 << 10
+	minChunks     = 4
+)
+
 // chunksPerThread is how many row chunks each goroutine gets on average:
 // goroutines claim chunks dynamically, so a slow core (a noisy neighbour,
 // a busier memory channel) delays a multiply by one chunk, not by its
@@ -705,6 +716,7 @@ func (b *Backend) rowsJob(rows, rowBytes, perThread int, j rangeJob) error {
 	}
 	const tile = 16 // SIMD kernels work on row tiles
 	per := (rows + n*perThread - 1) / (n * perThread)
+	per = max(per, min((minChunkBytes+rowBytes-1)/rowBytes, (rows+minChunks*n-1)/(minChunks*n)))
 	per = (per + tile - 1) / tile * tile
 	return b.claimChunks(n, rows, per, j)
 }
