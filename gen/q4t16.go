@@ -68,13 +68,20 @@ func a8TAVX512(M int) {
 		VMOVDQU64(t, scratch.Offset(64*j))
 	}
 
-	// acc[v] lane i: row i's dot with vector v over the group (int32).
+	// acc[v] lane i: row i's dot with vector v over the group minus
+	// z*isum (int32), the zero-point term as the accumulator's start:
+	// one VPMULLD per vector and no zeroing or subtraction.
+	zneg := ZMM()
+	zeroLanes(Mem{Base: zp}, L, mask, zneg, GP64(), true)
+	{
+		zero := ZMM() // mask^mask: avo reads the zeroing idiom as a use
+		VPXORD(mask, mask, zero)
+		VPSUBD(zneg, zero, zneg)
+	}
 	acc := make([]VecVirtual, M)
 	for v := range acc {
-		// mask^mask, not acc^acc: avo would take the zeroing idiom for
-		// a read and keep every accumulator live through the transposes.
 		acc[v] = ZMM()
-		VPXORD(mask, mask, acc[v])
+		VPMULLD_BCST(Mem{Base: ap, Disp: 128*M + 64 + 4*v}, zneg, acc[v])
 	}
 	for j := 0; j < 16; j++ { // eight columns: four even, four odd
 		t, even, odd := ZMM(), ZMM(), ZMM()
@@ -88,15 +95,12 @@ func a8TAVX512(M int) {
 			VPDPBUSD_BCST(Mem{Base: ap, Disp: 128*v + 64 + 4*j}, odd, acc[v])
 		}
 	}
-	// out[v] += float(acc - z*isum) * (s * xs), per row lane.
-	zl, sl := ZMM(), ZMM()
-	zeroLanes(Mem{Base: zp}, L, mask, zl, GP64(), true)
+	// out[v] += float(acc) * (s * xs), per row lane.
+	sl := ZMM()
 	VMOVUPS(Mem{Base: scp}, sl)
 	op := param("out")
 	for v := 0; v < M; v++ {
-		t, f := ZMM(), ZMM()
-		VPMULLD_BCST(Mem{Base: ap, Disp: 128*M + 64 + 4*v}, zl, t)
-		VPSUBD(t, acc[v], acc[v])
+		f := ZMM()
 		VCVTDQ2PS(acc[v], acc[v])
 		VMULPS_BCST(Mem{Base: ap, Disp: 128*M + 4*v}, sl, f)
 		VMULPS(acc[v], f, f)
