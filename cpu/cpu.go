@@ -710,7 +710,7 @@ func (b *Backend) parallelRowsPer(rows, rowBytes, perThread int, fn func(r0, r1 
 // Threads goroutines of the worker team, and runs j on each; it returns
 // the error of the lowest chunk that failed. It allocates nothing.
 func (b *Backend) rowsJob(rows, rowBytes, perThread int, j rangeJob) error {
-	n := min(b.threads, max(1, rows*rowBytes/minBytesPerTask), rows)
+	n := b.rowsWorkers(rows, rowBytes)
 	if n <= 1 {
 		return j.do(0, rows)
 	}
@@ -719,6 +719,12 @@ func (b *Backend) rowsJob(rows, rowBytes, perThread int, j rangeJob) error {
 	per = max(per, min((minChunkBytes+rowBytes-1)/rowBytes, (rows+minChunks*n-1)/(minChunks*n)))
 	per = (per + tile - 1) / tile * tile
 	return b.claimChunks(n, rows, per, j)
+}
+
+// rowsWorkers returns how many goroutines rowsJob runs rows of rowBytes
+// bytes on: Threads, fewer where each would get under minBytesPerTask.
+func (b *Backend) rowsWorkers(rows, rowBytes int) int {
+	return min(b.threads, max(1, rows*rowBytes/minBytesPerTask), rows)
 }
 
 // claimChunks runs j on every chunk [c*per, min(c*per+per, n)) of [0,
