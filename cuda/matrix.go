@@ -527,29 +527,15 @@ func mulI8Req(r *mulReq) error {
 // kernel and their exact per-block sums (nil where the kernel forms them;
 // for the tensor-core kernels the per-block words a8_prep writes).
 func (mx *Matrix) a8Inputs(xq []int8, xs []float32, batch int) (act [][]int8, sx []int32) {
-	pc := mx.geo.PCols
 	if mx.useA8MMA() {
 		return mx.a8MMAInputs(xq, xs, batch)
 	}
 	switch mx.f {
 	case fmtQ4: // every 8 columns as (0,2,4,6,1,3,5,7); sums per group of 128
-		r := make([]int8, len(xq))
-		sx = make([]int32, batch*pc/128)
-		for i := 0; i < len(xq); i += 8 {
-			r[i], r[i+1], r[i+2], r[i+3] = xq[i], xq[i+2], xq[i+4], xq[i+6]
-			r[i+4], r[i+5], r[i+6], r[i+7] = xq[i+1], xq[i+3], xq[i+5], xq[i+7]
-		}
-		for i, v := range xq {
-			sx[i/128] += int32(v)
-		}
-		return [][]int8{r}, sx
+		tab, _ := gpuhost.A8FragOrder(0)
+		return [][]int8{stepOrder(xq, tab)}, blockSums(xq, 128)
 	case fmtBits: // natural order; sums per block of min(G, 128)
-		blk := min(mx.g, 128)
-		sx = make([]int32, batch*pc/blk)
-		for i, v := range xq {
-			sx[i/blk] += int32(v)
-		}
-		return [][]int8{xq}, sx
+		return [][]int8{xq}, blockSums(xq, min(mx.g, 128))
 	}
 	// Sparse12: the even and odd column of each pair, in pair order
 	e, o := make([]int8, len(xq)/2), make([]int8, len(xq)/2)
@@ -569,24 +555,38 @@ func (mx *Matrix) a8MMAInputs(xq []int8, xs []float32, batch int) ([][]int8, []i
 	if mx.f == fmtBits {
 		tab, _ = gpuhost.A8FragOrder(mx.n) // useA8MMA: n is 8, 4 or 2
 	}
+	nv, nblk := mmaSlots(batch), pc/128
+	sums := blockSums(xq, 128)
+	xm := make([]int32, 2*nv*nblk)
+	for v := 0; v < batch; v++ {
+		for k := range nblk {
+			xm[2*(k*nv+v)] = int32(math.Float32bits(xs[v*nblk+k]))
+			xm[2*(k*nv+v)+1] = sums[v*nblk+k]
+		}
+	}
+	return [][]int8{stepOrder(xq, tab)}, xm
+}
+
+// stepOrder returns xq rearranged within every step of len(tab) values:
+// out[i] = xq[i - i%e + tab[i%e]], e = len(tab) (the order a8_q4order and
+// a8_prep write on the device).
+func stepOrder(xq []int8, tab []int32) []int8 {
 	e := len(tab)
 	r := make([]int8, len(xq))
 	for i := range r {
 		r[i] = xq[i-i%e+int(tab[i%e])]
 	}
-	nv, nblk := mmaSlots(batch), pc/128
-	xm := make([]int32, 2*nv*nblk)
-	for v := 0; v < batch; v++ {
-		for k := range nblk {
-			sum := int32(0)
-			for _, q := range xq[v*pc+k*128:][:128] {
-				sum += int32(q)
-			}
-			xm[2*(k*nv+v)] = int32(math.Float32bits(xs[v*nblk+k]))
-			xm[2*(k*nv+v)+1] = sum
-		}
+	return r
+}
+
+// blockSums returns the exact int32 sum of every blk consecutive values
+// of xq.
+func blockSums(xq []int8, blk int) []int32 {
+	sx := make([]int32, len(xq)/blk)
+	for i, v := range xq {
+		sx[i/blk] += int32(v)
 	}
-	return [][]int8{r}, xm
+	return sx
 }
 
 // mmaSlots returns the vector slots of the tensor-core kernels (binary16
