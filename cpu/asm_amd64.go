@@ -118,13 +118,14 @@ func init() {
 		if hasAll(s.requires) {
 			for i, fn := range s.shapes {
 				read := fn
-				streamShapes[i].fn = func(b []uint64) uint64 { return streamTail(b, read(b)) }
 				if streamShapes[i].name == "nt" { // VMOVNTDQA needs aligned lines
 					streamShapes[i].fn = func(b []uint64) uint64 {
 						h := min(len(b), int(-uintptr(unsafe.Pointer(unsafe.SliceData(b)))%64/8))
 						b, sum := b[h:], streamReadGeneric(b[:h])
 						return streamTail(b, sum^read(b))
 					}
+				} else {
+					streamShapes[i].fn = func(b []uint64) uint64 { return streamTail(b, read(b)) }
 				}
 			}
 			break
