@@ -583,6 +583,17 @@
 // Preconditions: rows, nsb >= 1, 1 <= nvec <= 16 (batch kernels: the
 // lanes of vectors from nvec on have zero sums and scales).
 //
+// The rows-in-lanes batch kernels GgmlQ4KA8T16Avx512 and
+// GgmlQ5KA8T16Avx512 have the signature func(w *byte, stride int, nsb
+// int, act *int8, out *float32): 16 rows at w (stride bytes apart), nsb
+// super-blocks each, and 16 vector slots. Super-block k's activations
+// take 4480 bytes at act + 4480k: slot v's 256 int8 in column order at
+// 256v, then per half h and slot v two dwords at 4096 + 128h + 8v, the
+// int16 sums of the half's sub-blocks (0, 1) and (2, 3), then per half
+// and slot the float32 scale at 4352 + 64h + 4v; unused slots are zero.
+// Row r's product with slot v is accumulated into out[16v + r], which the
+// caller zeroes. Preconditions: nsb >= 1.
+//
 // # Activation kernels
 //
 // act_amd64.s: activation preparation.

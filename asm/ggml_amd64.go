@@ -87,13 +87,11 @@ func GgmlQ4KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //go:noescape
 func GgmlQ4KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
-// GgmlQ4KA8M16FullAvx512 is GgmlQ4KA8Avx512 for 16 vector lanes (nvec is
-// ignored: the activations of unused lanes must be zero), two rows at a time
-// (rows even), two vectors per accumulator and the vectors in the lanes of the
-// float steps. See "GGML block kernels" in the package doc.
+// GgmlQ4KA8T16Avx512 is GgmlQ4KA8Avx512 for 16 rows and 16 vector slots with
+// the rows in the lanes. See "GGML block kernels" in the package doc.
 //
 //go:noescape
-func GgmlQ4KA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+func GgmlQ4KA8T16Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
 
 // GgmlQ5KA8Avx512 computes the exact A8 product of layout/ggml Q5_K rows with
 // AVX-512 VNNI and BW: as Q4_K, the qh bit of each code added as 16. See "GGML
@@ -116,13 +114,11 @@ func GgmlQ5KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //go:noescape
 func GgmlQ5KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
-// GgmlQ5KA8M16FullAvx512 is GgmlQ5KA8Avx512 for 16 vector lanes (nvec is
-// ignored: the activations of unused lanes must be zero), two rows at a time
-// (rows even), two vectors per accumulator and the vectors in the lanes of the
-// float steps. See "GGML block kernels" in the package doc.
+// GgmlQ5KA8T16Avx512 is GgmlQ5KA8Avx512 for 16 rows and 16 vector slots with
+// the rows in the lanes. See "GGML block kernels" in the package doc.
 //
 //go:noescape
-func GgmlQ5KA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+func GgmlQ5KA8T16Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
 
 // GgmlQ6KA8Avx512 computes the exact A8 product of layout/ggml Q6_K rows with
 // AVX-512 VNNI and BW: part 0 of half h holds columns 0..63 of the half (the

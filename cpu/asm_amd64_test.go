@@ -164,6 +164,9 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, f := range ggmlA8M16FullFuncs {
 		check("ggml batch", funcName(f), ggmlA8Requires)
 	}
+	for _, f := range ggmlA8T16Funcs {
+		check("ggml rows in lanes", funcName(f), ggmlA8Requires)
+	}
 	for _, f := range ggmlA8M16AVX2Funcs {
 		check("ggml avx2 batch", funcName(f), ggmlA8AVX2Requires)
 	}

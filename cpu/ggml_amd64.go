@@ -3,6 +3,7 @@
 package cpu
 
 import (
+	"encoding/binary"
 	"sync"
 	"unsafe"
 
@@ -76,12 +77,11 @@ var ggmlA8M16Funcs = map[ggml.Type]ggmlA8M16Func{
 }
 
 // ggmlA8M16FullFuncs are the batch kernels for at least ggmlM16FullFrom
-// vectors: all 16 lanes, two rows at a time.
+// vectors: all 16 lanes, two rows at a time (Q4_K and Q5_K run
+// ggmlA8T16Funcs instead).
 var ggmlA8M16FullFuncs = map[ggml.Type]ggmlA8M16Func{
 	ggml.Q2_K:   asm.GgmlQ2KA8M16FullAvx512,
 	ggml.Q3_K:   asm.GgmlQ3KA8M16FullAvx512,
-	ggml.Q4_K:   asm.GgmlQ4KA8M16FullAvx512,
-	ggml.Q5_K:   asm.GgmlQ5KA8M16FullAvx512,
 	ggml.Q6_K:   asm.GgmlQ6KA8M16FullAvx512,
 	ggml.IQ4_XS: asm.GgmlIQ4XSA8M16FullAvx512,
 }
@@ -133,6 +133,79 @@ var ggmlA8M16AVX2SmallFuncs = map[ggml.Type]ggmlA8M16Func{
 	ggml.Q4_K: asm.GgmlQ4KA8M16Avx2,
 	ggml.Q5_K: asm.GgmlQ5KA8M16Avx2,
 	ggml.Q6_K: asm.GgmlQ6KA8M16Avx2,
+}
+
+// ggmlA8T16Func is a rows-in-lanes batch kernel: 16 rows from w (stride
+// bytes apart) over nsb super-blocks, the activations as ggmlPrepT16 lays
+// them out, the results added to out[16v + r] (vector v, row r).
+type ggmlA8T16Func func(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// ggmlA8T16Funcs are the rows-in-lanes batch kernels, for batches of at
+// least ggmlT16From: each VPDPBUSD multiplies four codes of 16 rows by
+// four activations of one vector, so no sum ends in a reduction.
+var ggmlA8T16Funcs = map[ggml.Type]ggmlA8T16Func{
+	ggml.Q4_K: asm.GgmlQ4KA8T16Avx512,
+	ggml.Q5_K: asm.GgmlQ5KA8T16Avx512,
+}
+
+// ggmlT16From is the smallest batch the rows-in-lanes kernels run.
+const ggmlT16From = 9
+
+// ggmlT16Bytes is the bytes of one super-block's activations as
+// ggmlPrepT16 lays them out (gen/ggml_t16.go).
+const ggmlT16Bytes = 4096 + 256 + 128
+
+// ggmlPrepT16 lays out the activations for the rows-in-lanes kernels: per
+// super-block, 16 vector slots of 256 int8 in column order (zero past the
+// batch), then per half h and slot v the int16 sums of the half's
+// sub-blocks 0, 1 and 2, 3 as two dwords (at 4096 + 128h + 8v), then per
+// half and slot the float32 scale (at 4352 + 64h + 4v).
+func ggmlPrepT16(m *ggml.Matrix, c *ggmlCall) {
+	pc := m.PCols
+	nsb, nsub := pc/256, pc/32
+	c.act8 = growAct(c, nsb*ggmlT16Bytes)
+	for k := 0; k < nsb; k++ {
+		blk := c.act8[k*ggmlT16Bytes : (k+1)*ggmlT16Bytes]
+		clear(blk[256*c.batch:])
+		pairs := unsafe.Slice((*uint32)(unsafe.Pointer(&blk[4096])), 64)
+		xs := unsafe.Slice((*float32)(unsafe.Pointer(&blk[4096+256])), 32)
+		for v := 0; v < c.batch; v++ {
+			copy(blk[256*v:256*v+256], c.xq[v*pc+256*k:v*pc+256*k+256])
+			sums := c.sums[v*nsub+8*k : v*nsub+8*k+8]
+			for h := 0; h < 2; h++ {
+				for p := 0; p < 2; p++ {
+					j := 4*h + 2*p
+					pairs[32*h+2*v+p] = uint32(uint16(sums[j])) | uint32(uint16(sums[j+1]))<<16
+				}
+				xs[16*h+v] = c.xs[v*pc/128+2*k+h]
+			}
+		}
+	}
+}
+
+// ggmlRunT16 runs a rows-in-lanes kernel on rows [r0, r1), 16 at a time;
+// a last group of fewer rows runs on a zero-padded copy.
+func ggmlRunT16(fn ggmlA8T16Func, mx *GGMLMatrix, c *ggmlCall, r0, r1 int) {
+	m := mx.m
+	t := ggmlTemps.Get().(*ggmlTemp)
+	defer ggmlTemps.Put(t)
+	out := t.out[:256]
+	rb, nsb := m.RowBytes(), m.PCols/256
+	for a := r0; a < r1; a += 16 {
+		n := min(16, r1-a)
+		w := m.Data[a*rb:]
+		if n < 16 {
+			t.pad = grow(t.pad, 16*rb)
+			copy(t.pad, m.Data[a*rb:(a+n)*rb])
+			clear(t.pad[n*rb:])
+			w = t.pad
+		}
+		clear(out)
+		fn(&w[0], rb, nsb, &c.act8[0], &out[0])
+		for v := 0; v < c.batch; v++ {
+			copy(c.dst[v*m.Rows+a:v*m.Rows+a+n], out[16*v:16*v+n])
+		}
+	}
 }
 
 // ggmlM16AVX2From is the smallest batch the AVX2 batch kernels run: on
@@ -265,6 +338,10 @@ func init() {
 				if r1 <= r0 {
 					return
 				}
+				if t16 := ggmlA8T16Funcs[t]; t16 != nil && c.batch >= ggmlT16From {
+					ggmlRunT16(t16, mx, c, r0, r1)
+					return
+				}
 				if m16 != nil && c.batch >= ggmlM16From {
 					var full ggmlA8M16Func
 					if ggmlM16Full(c.batch) {
@@ -299,8 +376,34 @@ func ggmlPrepSums(mx *GGMLMatrix, c *ggmlCall) {
 	m := mx.m
 	pc, sub := m.PCols, m.Type.SubLen()
 	c.sums = growSums(c, c.batch*pc/sub)
-	for i := range c.sums {
-		c.sums[i] = int16(sumInt8(c.xq[i*sub : (i+1)*sub])) // at most 32 values: fits
+	sumsInt8(c.sums, c.xq[:c.batch*pc], sub)
+}
+
+// sumsInt8 writes the sum of each sub (16 or 32) values of x to sums, in
+// 64-bit words of eight biased bytes (x+128) added as four 16-bit lanes:
+// a lane holds at most 2*4*255, and the sums at most 32*127, so neither
+// overflows.
+func sumsInt8(sums []int16, x []int8, sub int) {
+	const lo = 0x00ff00ff00ff00ff
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), len(x))
+	word := func(i int) uint64 {
+		u := binary.LittleEndian.Uint64(b[i:]) ^ 0x8080808080808080
+		return u&lo + (u>>8)&lo
+	}
+	fold := func(a uint64) int16 {
+		return int16(int32(a&0xffff+a>>16&0xffff+a>>32&0xffff+a>>48) - 128*int32(sub))
+	}
+	sums = sums[:len(b)/sub]
+	if sub == 32 {
+		for i := range sums {
+			o := 32 * i
+			sums[i] = fold(word(o) + word(o+8) + word(o+16) + word(o+24))
+		}
+		return
+	}
+	for i := range sums {
+		o := 16 * i
+		sums[i] = fold(word(o) + word(o+8))
 	}
 }
 
@@ -311,6 +414,10 @@ func ggmlPrep(mx *GGMLMatrix, c *ggmlCall) {
 	m := mx.m
 	pc := m.PCols
 	ggmlPrepSums(mx, c)
+	if _, ok := ggmlA8T16Funcs[m.Type]; ok && c.batch >= ggmlT16From {
+		ggmlPrepT16(m, c)
+		return
+	}
 	if _, ok := ggmlA8M16Funcs[m.Type]; ok && c.batch >= ggmlM16From {
 		ggmlPrepM16(m, c, false)
 		return
@@ -534,6 +641,7 @@ type ggmlTemp struct {
 	tmp  [512]byte
 	accs [maxBatch * 16]float32
 	out  [ggmlChunk * 16]float32
+	pad  []byte // ggmlRunT16's zero-padded last rows
 }
 
 var ggmlTemps = sync.Pool{New: func() any { return new(ggmlTemp) }}

@@ -94,3 +94,32 @@ func TestQuantizers(t *testing.T) {
 		}
 	}
 }
+
+// TestSumsInt8: the word-at-a-time sub-block sums equal the byte loop,
+// for 16- and 32-value sub-blocks and the extremes of int8.
+func TestSumsInt8(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, sub := range []int{16, 32} {
+		for _, fill := range []int{-128, -127, 0, 127, 1000} {
+			x := make([]int8, 8*sub)
+			for i := range x {
+				v := fill
+				if fill == 1000 {
+					v = rng.IntN(256) - 128
+				}
+				x[i] = int8(v)
+			}
+			sums := make([]int16, len(x)/sub)
+			sumsInt8(sums, x, sub)
+			for i, got := range sums {
+				var want int32
+				for _, v := range x[i*sub : (i+1)*sub] {
+					want += int32(v)
+				}
+				if int32(got) != want {
+					t.Fatalf("sub %d, values %d: sum %d of block %d, want %d", sub, fill, got, i, want)
+				}
+			}
+		}
+	}
+}

@@ -19,7 +19,11 @@ func ggmlKernels() {
 		ggmlSuperA8(c)
 		ggmlSuperA8R4(c)
 		ggmlSuperA8M16(c, false)
-		ggmlSuperA8M16(c, true)
+		if c.t == "Q4K" || c.t == "Q5K" {
+			ggmlSuperA8T16(c) // in place of the full batch kernel
+		} else {
+			ggmlSuperA8M16(c, true)
+		}
 	}
 	for _, c := range ggmlSmalls {
 		ggmlBlockA8(c)

@@ -46,7 +46,7 @@ var families = []struct {
 	{"codebook", codebookKernels}, // codebook*.go, nearest.go
 	{"int8", int8Kernels},         // int8.go
 	{"ans", ansKernels},           // ans.go, ans_avx2.go
-	{"ggml", ggmlKernels},         // ggml.go
+	{"ggml", ggmlKernels},         // ggml.go, ggml_avx2*.go, ggml_t16.go
 }
 
 func main() {
