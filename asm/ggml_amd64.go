@@ -143,13 +143,11 @@ func GgmlQ6KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //go:noescape
 func GgmlQ6KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
-// GgmlQ6KA8M16FullAvx512 is GgmlQ6KA8Avx512 for 16 vector lanes (nvec is
-// ignored: the activations of unused lanes must be zero), two rows at a time
-// (rows even), two vectors per accumulator and the vectors in the lanes of the
-// float steps. See "GGML block kernels" in the package doc.
+// GgmlQ6KA8T16Avx512 is GgmlQ6KA8Avx512 for 16 rows and 16 vector slots with
+// the rows in the lanes. See "GGML block kernels" in the package doc.
 //
 //go:noescape
-func GgmlQ6KA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+func GgmlQ6KA8T16Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
 
 // GgmlIQ4XSA8Avx512 computes the exact A8 product of layout/ggml IQ4_XS rows
 // with AVX-512 VNNI and BW: 128-bit lane k of part 0 (part 1) of half h holds

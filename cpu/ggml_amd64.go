@@ -77,12 +77,11 @@ var ggmlA8M16Funcs = map[ggml.Type]ggmlA8M16Func{
 }
 
 // ggmlA8M16FullFuncs are the batch kernels for at least ggmlM16FullFrom
-// vectors: all 16 lanes, two rows at a time (Q4_K and Q5_K run
+// vectors: all 16 lanes, two rows at a time (Q4_K, Q5_K and Q6_K run
 // ggmlA8T16Funcs instead).
 var ggmlA8M16FullFuncs = map[ggml.Type]ggmlA8M16Func{
 	ggml.Q2_K:   asm.GgmlQ2KA8M16FullAvx512,
 	ggml.Q3_K:   asm.GgmlQ3KA8M16FullAvx512,
-	ggml.Q6_K:   asm.GgmlQ6KA8M16FullAvx512,
 	ggml.IQ4_XS: asm.GgmlIQ4XSA8M16FullAvx512,
 }
 
@@ -146,36 +145,45 @@ type ggmlA8T16Func func(w *byte, stride int, nsb int, act *int8, out *float32)
 var ggmlA8T16Funcs = map[ggml.Type]ggmlA8T16Func{
 	ggml.Q4_K: asm.GgmlQ4KA8T16Avx512,
 	ggml.Q5_K: asm.GgmlQ5KA8T16Avx512,
+	ggml.Q6_K: asm.GgmlQ6KA8T16Avx512,
 }
 
 // ggmlT16From is the smallest batch the rows-in-lanes kernels run.
 const ggmlT16From = 9
 
-// ggmlT16Bytes is the bytes of one super-block's activations as
-// ggmlPrepT16 lays them out (gen/ggml_t16.go).
-const ggmlT16Bytes = 4096 + 256 + 128
+// ggmlT16Layout is the layout of one super-block's activations for the
+// rows-in-lanes kernels of a type with sub-column sub-blocks (gen
+// ggmlT16Layout): 16 vector slots of 256 int8 in column order (zero past
+// the batch); per half h and slot v the np = 128/sub/2 dwords of int16
+// sums of the half's sub-blocks (2p, 2p+1) at pairs + 64*np*h + 4*np*v +
+// 4p; per half and slot the float32 scale at xs + 64h + 4v; size bytes
+// in all.
+func ggmlT16Layout(sub int) (np, pairs, xs, size int) {
+	np = 128 / sub / 2
+	pairs = 4096
+	xs = pairs + 2*16*4*np
+	return np, pairs, xs, xs + 2*16*4
+}
 
-// ggmlPrepT16 lays out the activations for the rows-in-lanes kernels: per
-// super-block, 16 vector slots of 256 int8 in column order (zero past the
-// batch), then per half h and slot v the int16 sums of the half's
-// sub-blocks 0, 1 and 2, 3 as two dwords (at 4096 + 128h + 8v), then per
-// half and slot the float32 scale (at 4352 + 64h + 4v).
+// ggmlPrepT16 lays out the activations for the rows-in-lanes kernels
+// (ggmlT16Layout).
 func ggmlPrepT16(m *ggml.Matrix, c *ggmlCall) {
-	pc := m.PCols
-	nsb, nsub := pc/256, pc/32
-	c.act8 = growAct(c, nsb*ggmlT16Bytes)
+	pc, sub := m.PCols, m.Type.SubLen()
+	np, po, xo, size := ggmlT16Layout(sub)
+	nsb, nsub := pc/256, pc/sub
+	c.act8 = growAct(c, nsb*size)
 	for k := 0; k < nsb; k++ {
-		blk := c.act8[k*ggmlT16Bytes : (k+1)*ggmlT16Bytes]
+		blk := c.act8[k*size : (k+1)*size]
 		clear(blk[256*c.batch:])
-		pairs := unsafe.Slice((*uint32)(unsafe.Pointer(&blk[4096])), 64)
-		xs := unsafe.Slice((*float32)(unsafe.Pointer(&blk[4096+256])), 32)
+		pairs := unsafe.Slice((*uint32)(unsafe.Pointer(&blk[po])), 2*16*np)
+		xs := unsafe.Slice((*float32)(unsafe.Pointer(&blk[xo])), 32)
 		for v := 0; v < c.batch; v++ {
 			copy(blk[256*v:256*v+256], c.xq[v*pc+256*k:v*pc+256*k+256])
-			sums := c.sums[v*nsub+8*k : v*nsub+8*k+8]
+			sums := c.sums[v*nsub+256/sub*k : v*nsub+256/sub*(k+1)]
 			for h := 0; h < 2; h++ {
-				for p := 0; p < 2; p++ {
-					j := 4*h + 2*p
-					pairs[32*h+2*v+p] = uint32(uint16(sums[j])) | uint32(uint16(sums[j+1]))<<16
+				for p := 0; p < np; p++ {
+					j := 2*np*h + 2*p
+					pairs[16*np*h+np*v+p] = uint32(uint16(sums[j])) | uint32(uint16(sums[j+1]))<<16
 				}
 				xs[16*h+v] = c.xs[v*pc/128+2*k+h]
 			}

@@ -19,9 +19,12 @@ func ggmlKernels() {
 		ggmlSuperA8(c)
 		ggmlSuperA8R4(c)
 		ggmlSuperA8M16(c, false)
-		if c.t == "Q4K" || c.t == "Q5K" {
-			ggmlSuperA8T16(c) // in place of the full batch kernel
-		} else {
+		switch c.t { // in place of the full batch kernel
+		case "Q4K", "Q5K":
+			ggmlSuperA8T16(c)
+		case "Q6K":
+			ggmlSuperA8T16Q6(c)
+		default:
 			ggmlSuperA8M16(c, true)
 		}
 	}

@@ -15,16 +15,6 @@ import (
 // them).
 const ggmlSigT16 = "func(w *byte, stride int, nsb int, act *int8, out *float32)"
 
-// The prepared activations of one super-block (cpu.ggmlPrepT16): 16
-// vectors of 256 int8 in column order, then per half and vector the two
-// dwords of int16 sub-block sum pairs, then per half and vector the
-// float32 scale.
-const (
-	ggmlT16Pairs = 4096
-	ggmlT16Xs    = ggmlT16Pairs + 2*16*8
-	ggmlT16Bytes = ggmlT16Xs + 2*16*4
-)
-
 // ggmlT16Prefetch is how many super-blocks ahead the kernels prefetch
 // each row.
 const ggmlT16Prefetch = 2
@@ -61,6 +51,7 @@ func ggmlSuperA8T16(c ggmlSuper) {
 		pairOff  = dOff + 256 // per half the mins pairs (m0,m1), (m2,m3) as int16
 	)
 	scratch := AllocLocal(2048)
+	pairs, xsOff, blk := ggmlT16Layout(c.sub)
 	dword := func(name string, v uint32) Mem {
 		return rodata("ggmlT16_"+name, 1, 4, func(int) uint64 { return uint64(v) })
 	}
@@ -187,36 +178,7 @@ func ggmlSuperA8T16(c ggmlSuper) {
 			VMOVDQU64(t, scratch.Offset(dst+64*j))
 		}
 	}
-	// The prefetches of the rows' super-block ggmlT16Prefetch on, spread
-	// over the sub-blocks' multiplies: issued at once, the 48 or so misses
-	// to DRAM hold the load-miss buffers the activations' L2 hits need.
-	var pf []Mem
-	{
-		bases := make([]GPVirtual, 4)
-		for i := range bases {
-			bases[i] = GP64()
-			if i == 0 {
-				LEAQ(Mem{Base: wp, Disp: ggmlT16Prefetch * c.bytes}, bases[0])
-			} else {
-				LEAQ(Mem{Base: bases[i-1], Index: stride, Scale: 4}, bases[i])
-			}
-		}
-		for r := 0; r < 16; r++ {
-			b := bases[r/4]
-			m := []Mem{{Base: b}, {Base: b, Index: stride, Scale: 1},
-				{Base: b, Index: stride, Scale: 2}, {Base: b, Index: stride3, Scale: 1}}[r%4]
-			for o := 0; o < c.bytes; o += 64 {
-				pf = append(pf, m.Offset(o))
-			}
-			pf = append(pf, m.Offset(c.bytes-1))
-		}
-	}
-	prefetch := func(n int) {
-		for ; n > 0 && len(pf) > 0; n-- {
-			PREFETCHT0(pf[0])
-			pf = pf[1:]
-		}
-	}
+	prefetch := ggmlT16Prefetches(c, wp, stride, stride3, 32)
 	if q5 {
 		transposeRows(16, qhOff, 8) // qh, then the first 32 code bytes
 	}
@@ -262,7 +224,7 @@ func ggmlSuperA8T16(c ggmlSuper) {
 						VPDPBUSD_BCST(Mem{Base: ap, Disp: 256*(v0+i) + 32*s + 4*g}, cg[g], t)
 					}
 				}
-				prefetch(2)
+				prefetch()
 				for i, t := range T {
 					if sp == 0 {
 						VPMULLD(sc, t, S[v0+i])
@@ -281,9 +243,9 @@ func ggmlSuperA8T16(c ggmlSuper) {
 		VMOVDQU64(scratch.Offset(pairOff+128*h+64), p23)
 		for v := 0; v < 16; v++ {
 			VPXORD(Mt, Mt, Mt)
-			VPDPWSSD_BCST(Mem{Base: ap, Disp: ggmlT16Pairs + 128*h + 8*v}, p01, Mt)
-			VPDPWSSD_BCST(Mem{Base: ap, Disp: ggmlT16Pairs + 128*h + 8*v + 4}, p23, Mt)
-			xs := Mem{Base: ap, Disp: ggmlT16Xs + 64*h + 4*v}
+			VPDPWSSD_BCST(Mem{Base: ap, Disp: pairs + 128*h + 8*v}, p01, Mt)
+			VPDPWSSD_BCST(Mem{Base: ap, Disp: pairs + 128*h + 8*v + 4}, p23, Mt)
+			xs := Mem{Base: ap, Disp: xsOff + 64*h + 4*v}
 			f, a, g := ZMM(), ZMM(), ZMM()
 			VMULPS_BCST(xs, d, f)
 			VCVTDQ2PS(S[v], S[v])
@@ -297,9 +259,260 @@ func ggmlSuperA8T16(c ggmlSuper) {
 		}
 	}
 	ADDQ(U32(c.bytes), wp)
-	ADDQ(U32(ggmlT16Bytes), ap)
+	ADDQ(U32(blk), ap)
 	DECQ(nk)
 	JNZ(LabelRef(name + "_sb"))
 	VZEROUPPER()
 	RET()
+}
+
+// ggmlSuperA8T16Q6 emits GgmlQ6KA8T16Avx512, the rows-in-lanes kernel of
+// Q6_K: as ggmlSuperA8T16, with 16-column sub-blocks and signed 8-bit
+// scales. The codes are q+32 (ql nibble and qh bits, unsigned) and S
+// starts at -32*sum(sc*sx): per half four VPDPWSSD of the rows' scales
+// times 32 (int16 pairs) with the vector's sub-block sum pairs.
+func ggmlSuperA8T16Q6(c ggmlSuper) {
+	name := "Ggml" + c.t + "A8T16Avx512"
+	TEXT(name, 0, ggmlSigT16) // not NOSPLIT: the scratch frame
+	Pragma("noescape")
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 16 rows and 16 vector slots with the rows in the lanes.", name, "Ggml"+c.t+"A8Avx512"))
+	const (
+		codesOff = 0    // a half's transposed ql bytes, 16 dwords
+		qhOff    = 1024 // the transposed qh bytes, 16 dwords (8 per half)
+		scOff    = 2048 // the scales, four bytes per dword, 4 dwords
+		pairOff  = 2304 // per half and pair p the scales 2p, 2p+1 times 32, int16
+		dOff     = 2816 // d as float32 lanes
+	)
+	pairs, xsOff, blk := ggmlT16Layout(c.sub)
+	scratch := AllocLocal(2880)
+	dword := func(name string, v uint32) Mem {
+		return rodata("ggmlT16_"+name, 1, 4, func(int) uint64 { return uint64(v) })
+	}
+	x0f, xffe0, x30 := dword("0f", 0x0f0f0f0f), dword("ffe0", 0xffe0), dword("30", 0x30303030)
+
+	S := make([]VecVirtual, 16)
+	for v := range S {
+		S[v] = ZMM()
+	}
+	T, Mt := []VecVirtual{ZMM(), ZMM(), ZMM(), ZMM()}, ZMM()
+
+	wp, ap, op, nk := param("w"), param("act"), param("out"), param("nsb")
+	Label(name + "_sb")
+	stride := param("stride")
+	stride3 := GP64()
+	LEAQ(Mem{Base: stride, Index: stride, Scale: 2}, stride3)
+	row := GP64()
+	rowMem := func(q, off int) Mem {
+		return []Mem{{Base: row}, {Base: row, Index: stride, Scale: 1},
+			{Base: row, Index: stride, Scale: 2}, {Base: row, Index: stride3, Scale: 1}}[q].Offset(off)
+	}
+	forRows := func(f func(r, q int)) {
+		MOVQ(wp, row)
+		for r := 0; r < 16; r++ {
+			f(r, r%4)
+			if r%4 == 3 && r != 15 {
+				LEAQ(Mem{Base: row, Index: stride, Scale: 4}, row)
+			}
+		}
+	}
+	// laneDwords loads 16 bytes at off of the 16 rows and returns, for
+	// each dword d in want, the register whose lane r holds row r's dword d.
+	laneDwords := func(off int, want []int) map[int]VecVirtual {
+		var hdr [4]VecVirtual
+		for q := range hdr {
+			hdr[q] = ZMM()
+		}
+		forRows(func(r, q int) {
+			if r < 4 {
+				VBROADCASTI32X4(rowMem(q, off), hdr[q])
+			} else {
+				VINSERTI32X4(U8(r/4), rowMem(q, off), hdr[q], hdr[q])
+			}
+		})
+		t0, t1, t2, t3 := ZMM(), ZMM(), ZMM(), ZMM()
+		VPUNPCKLDQ(hdr[1], hdr[0], t0)
+		VPUNPCKHDQ(hdr[1], hdr[0], t1)
+		VPUNPCKLDQ(hdr[3], hdr[2], t2)
+		VPUNPCKHDQ(hdr[3], hdr[2], t3)
+		out := map[int]VecVirtual{}
+		for _, d := range want {
+			r := ZMM()
+			switch d {
+			case 0:
+				VPUNPCKLQDQ(t2, t0, r)
+			case 1:
+				VPUNPCKHQDQ(t2, t0, r)
+			case 2:
+				VPUNPCKLQDQ(t3, t1, r)
+			default:
+				VPUNPCKHQDQ(t3, t1, r)
+			}
+			out[d] = r
+		}
+		return out
+	}
+	{
+		// d: the high half of the dword at 206 (bytes 194..209 stay in
+		// the super-block)
+		dd := laneDwords(194, []int{3})[3]
+		t, y, f := ZMM(), YMM(), ZMM()
+		VPSRLD(U8(16), dd, t)
+		VPMOVDW(t, y)
+		VCVTPH2PS(y, f)
+		VMOVUPS(f, scratch.Offset(dOff))
+	}
+	{
+		sc := laneDwords(192, []int{0, 1, 2, 3})
+		for d := 0; d < 4; d++ {
+			VMOVDQU64(sc[d], scratch.Offset(scOff+64*d))
+			// pairs (4d, 4d+1) and (4d+2, 4d+3) as int16 words times 32
+			for p := 0; p < 2; p++ {
+				lo, hi := ZMM(), ZMM()
+				VPSLLD(U8(24-16*p), sc[d], lo)
+				VPSRAD(U8(19), lo, lo) // sext(byte 2p) * 32, byte 2p-1 >> 3 below
+				VPANDD_BCST(xffe0, lo, lo)
+				VPSLLD(U8(16-16*p), sc[d], hi)
+				VPSRAD(U8(24), hi, hi) // sext(byte 2p+1)
+				VPSLLD(U8(21), hi, hi) // times 32, in the high word
+				VPORD(lo, hi, lo)
+				// sub-blocks 4d+2p, +1: half d/2, pair 2(d%2)+p
+				VMOVDQU64(lo, scratch.Offset(pairOff+256*(d/2)+64*(2*(d%2)+p)))
+			}
+		}
+	}
+	transposeRows := func(off, dst int) {
+		rs := make([]Register, 16)
+		forRows(func(r, q int) {
+			z := ZMM()
+			VMOVDQU64(rowMem(q, off), z)
+			rs[r] = z
+		})
+		for j, t := range transpose16(rs) {
+			VMOVDQU64(t, scratch.Offset(dst+64*j))
+		}
+	}
+	prefetch := ggmlT16Prefetches(c, wp, stride, stride3, 64)
+	transposeRows(128, qhOff) // qh: dwords 0..7 half 0, 8..15 half 1
+	for h := 0; h < 2; h++ {
+		transposeRows(64*h, codesOff)
+		for jj := 0; jj < 8; jj++ { // sub-block 8h+jj: columns 32k+4g, g in 4(jj%2)..+3
+			k, j := jj/2, 8*h+jj
+			cg := make([]VecVirtual, 4)
+			for i := range cg {
+				g := 4*(jj%2) + i
+				cg[i] = ZMM()
+				src := scratch.Offset(codesOff + 64*(8*(k%2)+g))
+				if k < 2 {
+					VMOVDQU64(src, cg[i])
+				} else {
+					VPSRLD(U8(4), src, cg[i])
+				}
+				VPANDD_BCST(x0f, cg[i], cg[i])
+				b, qh := ZMM(), scratch.Offset(qhOff+64*(8*h+g))
+				if k < 3 {
+					VPSLLD(U8(4-2*k), qh, b)
+				} else {
+					VPSRLD(U8(2), qh, b)
+				}
+				VPTERNLOGD_BCST(U8(0xf8), x30, b, cg[i]) // cg | (b & 0x30)
+			}
+			sc := ZMM()
+			VPSLLD(U8(24-8*(j%4)), scratch.Offset(scOff+64*(j/4)), sc)
+			VPSRAD(U8(24), sc, sc)
+			for v0 := 0; v0 < 16; v0 += len(T) {
+				for _, t := range T {
+					VPXORD(t, t, t)
+				}
+				for i := range cg {
+					g := 4*(jj%2) + i
+					for vi, t := range T {
+						VPDPBUSD_BCST(Mem{Base: ap, Disp: 256*(v0+vi) + 128*h + 32*k + 4*g}, cg[i], t)
+					}
+				}
+				prefetch()
+				for vi, t := range T {
+					if jj == 0 {
+						VPMULLD(sc, t, S[v0+vi])
+					} else {
+						VPMULLD(sc, t, t)
+						VPADDD(t, S[v0+vi], S[v0+vi])
+					}
+				}
+			}
+		}
+		// out[v] = out[v] + (d*xs)*(S - 32*sum(sc*sx)), 16 rows per vector
+		d := ZMM()
+		VMOVUPS(scratch.Offset(dOff), d)
+		pr := make([]VecVirtual, 4)
+		for p := range pr {
+			pr[p] = ZMM()
+			VMOVDQU64(scratch.Offset(pairOff+256*h+64*p), pr[p])
+		}
+		for v := 0; v < 16; v++ {
+			VPXORD(Mt, Mt, Mt)
+			for p := range pr {
+				VPDPWSSD_BCST(Mem{Base: ap, Disp: pairs + 256*h + 16*v + 4*p}, pr[p], Mt)
+			}
+			VPSUBD(Mt, S[v], S[v])
+			f, a := ZMM(), ZMM()
+			VMULPS_BCST(Mem{Base: ap, Disp: xsOff + 64*h + 4*v}, d, f)
+			VCVTDQ2PS(S[v], S[v])
+			VMULPS(S[v], f, f)
+			VADDPS(Mem{Base: op, Disp: 64 * v}, f, a)
+			VMOVUPS(a, Mem{Base: op, Disp: 64 * v})
+		}
+	}
+	ADDQ(U32(c.bytes), wp)
+	ADDQ(U32(blk), ap)
+	DECQ(nk)
+	JNZ(LabelRef(name + "_sb"))
+	VZEROUPPER()
+	RET()
+}
+
+// ggmlT16Layout gives the offsets of the sub-block sums and of the scales
+// in one super-block's prepared activations (cpu.ggmlPrepT16), and its
+// size, for sub-blocks of sub columns: after 16 vectors' 256 int8, per
+// half h and vector v the np = 128/sub/2 dwords of the sums of the half's
+// sub-blocks (2p, 2p+1) as int16 pairs at pairs + 64*np*h + 4*np*v + 4p,
+// then per half and vector the float32 scale at xs + 64h + 4v.
+func ggmlT16Layout(sub int) (pairs, xs, size int) {
+	np := 128 / sub / 2 // pairs per half and vector
+	pairs = 4096
+	xs = pairs + 2*16*4*np
+	return pairs, xs, xs + 2*16*4
+}
+
+// ggmlT16Prefetches returns the prefetch emitter of the rows-in-lanes
+// kernels: every line of the 16 rows' super-block ggmlT16Prefetch on
+// (rows at wp, stride apart; stride3 = 3*stride), spread evenly over the
+// slots calls it gets. Issued at once, the 48 or more misses to DRAM hold
+// the load-miss buffers that the activations' L2 hits need.
+func ggmlT16Prefetches(c ggmlSuper, wp, stride, stride3 GPVirtual, slots int) func() {
+	var pf []Mem
+	bases := make([]GPVirtual, 4)
+	for i := range bases {
+		bases[i] = GP64()
+		if i == 0 {
+			LEAQ(Mem{Base: wp, Disp: ggmlT16Prefetch * c.bytes}, bases[0])
+		} else {
+			LEAQ(Mem{Base: bases[i-1], Index: stride, Scale: 4}, bases[i])
+		}
+	}
+	for r := 0; r < 16; r++ {
+		b := bases[r/4]
+		m := []Mem{{Base: b}, {Base: b, Index: stride, Scale: 1},
+			{Base: b, Index: stride, Scale: 2}, {Base: b, Index: stride3, Scale: 1}}[r%4]
+		for o := 0; o < c.bytes; o += 64 {
+			pf = append(pf, m.Offset(o))
+		}
+		pf = append(pf, m.Offset(c.bytes-1))
+	}
+	per := (len(pf) + slots - 1) / slots
+	return func() {
+		for n := per; n > 0 && len(pf) > 0; n-- {
+			PREFETCHT0(pf[0])
+			pf = pf[1:]
+		}
+	}
 }
