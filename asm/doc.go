@@ -583,18 +583,18 @@
 // Preconditions: rows, nsb >= 1, 1 <= nvec <= 16 (batch kernels: the
 // lanes of vectors from nvec on have zero sums and scales).
 //
-// The rows-in-lanes batch kernels GgmlQ4KA8T16Avx512,
-// GgmlQ5KA8T16Avx512 and GgmlQ6KA8T16Avx512 have the signature
-// func(w *byte, stride int, nsb int, act *int8, out *float32): 16 rows at
-// w (stride bytes apart), nsb super-blocks each, and 16 vector slots.
-// Super-block k's activations take B bytes at act + Bk: slot v's 256 int8
-// in column order at 256v; then per half h and slot v the np = 128/sub/2
-// dwords (sub the type's sub-block columns: np = 2 for Q4_K and Q5_K, 4
-// for Q6_K) at 4096 + 64np*h + 4np*v + 4p holding the int16 sums of the
-// half's sub-blocks 2p (low word) and 2p+1; then per half and slot the
-// float32 scale at X + 64h + 4v, X = 4096 + 128np, B = X + 128. Unused
-// slots are zero. Row r's product with slot v is accumulated into
-// out[16v + r], which the caller zeroes. Preconditions: nsb >= 1.
+// The rows-in-lanes batch kernels Ggml<type>A8T16Avx512 (Q2_K to Q6_K)
+// have the signature func(w *byte, stride int, nsb int, act *int8,
+// out *float32): 16 rows at w (stride bytes apart), nsb super-blocks
+// each, and M = 16 vector slots. Super-block k's activations take B bytes
+// at act + Bk: slot v's 256 int8 in column order at 256v; then per half h
+// and slot v the np = 128/sub/2 dwords (sub the type's sub-block columns:
+// np = 2 for Q4_K and Q5_K, 4 for the others) at P + 4np*(M*h + v) + 4p,
+// P = 256M, holding the int16 sums of the half's sub-blocks 2p (low word)
+// and 2p+1; then per half and slot the float32 scale at X + 4*(M*h + v),
+// X = P + 8M*np, B = X + 8M. Unused slots are zero. Row r's product with
+// slot v is accumulated into out[16v + r], which the caller zeroes.
+// Preconditions: nsb >= 1.
 //
 // # Activation kernels
 //

@@ -26,13 +26,11 @@ func GgmlQ2KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //go:noescape
 func GgmlQ2KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
-// GgmlQ2KA8M16FullAvx512 is GgmlQ2KA8Avx512 for 16 vector lanes (nvec is
-// ignored: the activations of unused lanes must be zero), two rows at a time
-// (rows even), two vectors per accumulator and the vectors in the lanes of the
-// float steps. See "GGML block kernels" in the package doc.
+// GgmlQ2KA8T16Avx512 is GgmlQ2KA8Avx512 for 16 rows and 16 vector slots with
+// the rows in the lanes. See "GGML block kernels" in the package doc.
 //
 //go:noescape
-func GgmlQ2KA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+func GgmlQ2KA8T16Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
 
 // GgmlQ3KA8Avx512 computes the exact A8 product of layout/ggml Q3_K rows with
 // AVX-512 VNNI and BW: as Q2_K, the codes q+4 (the hmask bit added as 4), S -
@@ -55,13 +53,11 @@ func GgmlQ3KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //go:noescape
 func GgmlQ3KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
-// GgmlQ3KA8M16FullAvx512 is GgmlQ3KA8Avx512 for 16 vector lanes (nvec is
-// ignored: the activations of unused lanes must be zero), two rows at a time
-// (rows even), two vectors per accumulator and the vectors in the lanes of the
-// float steps. See "GGML block kernels" in the package doc.
+// GgmlQ3KA8T16Avx512 is GgmlQ3KA8Avx512 for 16 rows and 16 vector slots with
+// the rows in the lanes. See "GGML block kernels" in the package doc.
 //
 //go:noescape
-func GgmlQ3KA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+func GgmlQ3KA8T16Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
 
 // GgmlQ4KA8Avx512 computes the exact A8 product of layout/ggml Q4_K rows with
 // AVX-512 VNNI and BW: part 0 of half h holds sub-blocks 4h and 4h+2 (the low

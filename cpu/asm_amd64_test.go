@@ -164,7 +164,7 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, f := range ggmlA8M16FullFuncs {
 		check("ggml batch", funcName(f), ggmlA8Requires)
 	}
-	for _, f := range ggmlA8T16Funcs {
+	for _, f := range ggmlA8TFuncs {
 		check("ggml rows in lanes", funcName(f), ggmlA8Requires)
 	}
 	for _, f := range ggmlA8M16AVX2Funcs {

@@ -77,11 +77,9 @@ var ggmlA8M16Funcs = map[ggml.Type]ggmlA8M16Func{
 }
 
 // ggmlA8M16FullFuncs are the batch kernels for at least ggmlM16FullFrom
-// vectors: all 16 lanes, two rows at a time (Q4_K, Q5_K and Q6_K run
-// ggmlA8T16Funcs instead).
+// vectors: all 16 lanes, two rows at a time (the types in ggmlA8TFuncs
+// run those instead).
 var ggmlA8M16FullFuncs = map[ggml.Type]ggmlA8M16Func{
-	ggml.Q2_K:   asm.GgmlQ2KA8M16FullAvx512,
-	ggml.Q3_K:   asm.GgmlQ3KA8M16FullAvx512,
 	ggml.IQ4_XS: asm.GgmlIQ4XSA8M16FullAvx512,
 }
 
@@ -134,70 +132,86 @@ var ggmlA8M16AVX2SmallFuncs = map[ggml.Type]ggmlA8M16Func{
 	ggml.Q6_K: asm.GgmlQ6KA8M16Avx2,
 }
 
-// ggmlA8T16Func is a rows-in-lanes batch kernel: 16 rows from w (stride
-// bytes apart) over nsb super-blocks, the activations as ggmlPrepT16 lays
-// them out, the results added to out[16v + r] (vector v, row r).
-type ggmlA8T16Func func(w *byte, stride int, nsb int, act *int8, out *float32)
+// ggmlA8TFunc is a rows-in-lanes kernel of M vector slots: 16 rows from w
+// (stride bytes apart) over nsb super-blocks, the activations as
+// ggmlPrepT lays them out, the results added to out[16v + r] (slot v, row
+// r).
+type ggmlA8TFunc func(w *byte, stride int, nsb int, act *int8, out *float32)
 
-// ggmlA8T16Funcs are the rows-in-lanes batch kernels, for batches of at
-// least ggmlT16From: each VPDPBUSD multiplies four codes of 16 rows by
-// four activations of one vector, so no sum ends in a reduction.
-var ggmlA8T16Funcs = map[ggml.Type]ggmlA8T16Func{
+// ggmlA8TFuncs are the rows-in-lanes kernels (ggmlTSlots vector slots),
+// for batches of at least ggmlT16From: each VPDPBUSD multiplies four codes
+// of 16 rows by four activations of one vector, so no sum ends in a
+// reduction.
+var ggmlA8TFuncs = map[ggml.Type]ggmlA8TFunc{
+	ggml.Q2_K: asm.GgmlQ2KA8T16Avx512,
+	ggml.Q3_K: asm.GgmlQ3KA8T16Avx512,
 	ggml.Q4_K: asm.GgmlQ4KA8T16Avx512,
 	ggml.Q5_K: asm.GgmlQ5KA8T16Avx512,
 	ggml.Q6_K: asm.GgmlQ6KA8T16Avx512,
 }
 
+// ggmlTSlots is the vector slots of the rows-in-lanes kernels.
+const ggmlTSlots = 16
+
 // ggmlT16From is the smallest batch the rows-in-lanes kernels run.
 const ggmlT16From = 9
 
-// ggmlT16Layout is the layout of one super-block's activations for the
-// rows-in-lanes kernels of a type with sub-column sub-blocks (gen
-// ggmlT16Layout): 16 vector slots of 256 int8 in column order (zero past
-// the batch); per half h and slot v the np = 128/sub/2 dwords of int16
-// sums of the half's sub-blocks (2p, 2p+1) at pairs + 64*np*h + 4*np*v +
-// 4p; per half and slot the float32 scale at xs + 64h + 4v; size bytes
-// in all.
-func ggmlT16Layout(sub int) (np, pairs, xs, size int) {
-	np = 128 / sub / 2
-	pairs = 4096
-	xs = pairs + 2*16*4*np
-	return np, pairs, xs, xs + 2*16*4
+// ggmlTKernel returns the rows-in-lanes kernel for a batch (nil if none
+// runs it).
+func ggmlTKernel(t ggml.Type, batch int) ggmlA8TFunc {
+	if batch >= ggmlT16From {
+		return ggmlA8TFuncs[t]
+	}
+	return nil
 }
 
-// ggmlPrepT16 lays out the activations for the rows-in-lanes kernels
-// (ggmlT16Layout).
-func ggmlPrepT16(m *ggml.Matrix, c *ggmlCall) {
+// ggmlTLayout is the layout of one super-block's activations for a
+// rows-in-lanes kernel of M slots and a type with sub-column sub-blocks
+// (gen ggmlT16LayoutM): M vector slots of 256 int8 in column order (zero
+// past the batch); per half h and slot v the np = 128/sub/2 dwords of
+// int16 sums of the half's sub-blocks (2p, 2p+1) at pairs + 4np*(M*h + v)
+// + 4p; per half and slot the float32 scale at xs + 4*(M*h + v); size
+// bytes in all.
+func ggmlTLayout(sub, M int) (np, pairs, xs, size int) {
+	np = 128 / sub / 2
+	pairs = 256 * M
+	xs = pairs + 2*M*4*np
+	return np, pairs, xs, xs + 2*M*4
+}
+
+// ggmlPrepT lays out the activations for a rows-in-lanes kernel of M
+// slots (ggmlTLayout).
+func ggmlPrepT(m *ggml.Matrix, c *ggmlCall, M int) {
 	pc, sub := m.PCols, m.Type.SubLen()
-	np, po, xo, size := ggmlT16Layout(sub)
+	np, po, xo, size := ggmlTLayout(sub, M)
 	nsb, nsub := pc/256, pc/sub
 	c.act8 = growAct(c, nsb*size)
 	for k := 0; k < nsb; k++ {
 		blk := c.act8[k*size : (k+1)*size]
 		clear(blk[256*c.batch:])
-		pairs := unsafe.Slice((*uint32)(unsafe.Pointer(&blk[po])), 2*16*np)
-		xs := unsafe.Slice((*float32)(unsafe.Pointer(&blk[xo])), 32)
+		pairs := unsafe.Slice((*uint32)(unsafe.Pointer(&blk[po])), 2*M*np)
+		xs := unsafe.Slice((*float32)(unsafe.Pointer(&blk[xo])), 2*M)
 		for v := 0; v < c.batch; v++ {
 			copy(blk[256*v:256*v+256], c.xq[v*pc+256*k:v*pc+256*k+256])
 			sums := c.sums[v*nsub+256/sub*k : v*nsub+256/sub*(k+1)]
 			for h := 0; h < 2; h++ {
 				for p := 0; p < np; p++ {
 					j := 2*np*h + 2*p
-					pairs[16*np*h+np*v+p] = uint32(uint16(sums[j])) | uint32(uint16(sums[j+1]))<<16
+					pairs[np*(M*h+v)+p] = uint32(uint16(sums[j])) | uint32(uint16(sums[j+1]))<<16
 				}
-				xs[16*h+v] = c.xs[v*pc/128+2*k+h]
+				xs[M*h+v] = c.xs[v*pc/128+2*k+h]
 			}
 		}
 	}
 }
 
-// ggmlRunT16 runs a rows-in-lanes kernel on rows [r0, r1), 16 at a time;
-// a last group of fewer rows runs on a zero-padded copy.
-func ggmlRunT16(fn ggmlA8T16Func, mx *GGMLMatrix, c *ggmlCall, r0, r1 int) {
+// ggmlRunT runs a rows-in-lanes kernel of M slots on rows [r0, r1), 16
+// at a time; a last group of fewer rows runs on a zero-padded copy.
+func ggmlRunT(fn ggmlA8TFunc, M int, mx *GGMLMatrix, c *ggmlCall, r0, r1 int) {
 	m := mx.m
 	t := ggmlTemps.Get().(*ggmlTemp)
 	defer ggmlTemps.Put(t)
-	out := t.out[:256]
+	out := t.out[:16*M]
 	rb, nsb := m.RowBytes(), m.PCols/256
 	for a := r0; a < r1; a += 16 {
 		n := min(16, r1-a)
@@ -346,8 +360,8 @@ func init() {
 				if r1 <= r0 {
 					return
 				}
-				if t16 := ggmlA8T16Funcs[t]; t16 != nil && c.batch >= ggmlT16From {
-					ggmlRunT16(t16, mx, c, r0, r1)
+				if fn := ggmlTKernel(t, c.batch); fn != nil {
+					ggmlRunT(fn, ggmlTSlots, mx, c, r0, r1)
 					return
 				}
 				if m16 != nil && c.batch >= ggmlM16From {
@@ -422,8 +436,8 @@ func ggmlPrep(mx *GGMLMatrix, c *ggmlCall) {
 	m := mx.m
 	pc := m.PCols
 	ggmlPrepSums(mx, c)
-	if _, ok := ggmlA8T16Funcs[m.Type]; ok && c.batch >= ggmlT16From {
-		ggmlPrepT16(m, c)
+	if ggmlTKernel(m.Type, c.batch) != nil {
+		ggmlPrepT(m, c, ggmlTSlots)
 		return
 	}
 	if _, ok := ggmlA8M16Funcs[m.Type]; ok && c.batch >= ggmlM16From {
@@ -649,7 +663,7 @@ type ggmlTemp struct {
 	tmp  [512]byte
 	accs [maxBatch * 16]float32
 	out  [ggmlChunk * 16]float32
-	pad  []byte // ggmlRunT16's zero-padded last rows
+	pad  []byte // ggmlRunT's zero-padded last rows
 }
 
 var ggmlTemps = sync.Pool{New: func() any { return new(ggmlTemp) }}

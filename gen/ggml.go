@@ -24,6 +24,8 @@ func ggmlKernels() {
 			ggmlSuperA8T16(c)
 		case "Q6K":
 			ggmlSuperA8T16Q6(c)
+		case "Q2K", "Q3K":
+			ggmlSuperA8T16Low(c, 16)
 		default:
 			ggmlSuperA8M16(c, true)
 		}
