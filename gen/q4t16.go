@@ -27,7 +27,7 @@ func a8TAVX512(M int) {
 	TEXT(name, 0, kernelSig) // not NOSPLIT: the 1 KiB scratch frame
 	Pragma("noescape")
 	kernelDoc("Q4G128 kernels", fmt.Sprintf("%s computes W4A8 dot products of a Q4G128 matrix with AVX-512 VNNI (VPDPBUSD on ZMM, rows in the lanes) for super tiles of 16 rows and a batch of M = %d, out vector-major.", name, M))
-	scratch := AllocLocal(16 * 64) // the transposed packed bytes
+	scratch := alignedScratch(16 * 64) // the transposed packed bytes
 	mask := nibbleMask(ZMM())
 	gfShr4 := ZMM() // GF2P8AFFINEQB matrix: each byte shifted right by 4
 	{
