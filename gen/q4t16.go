@@ -54,9 +54,6 @@ func a8TAVX512(M int) {
 	for i := range rs {
 		src := []Mem{{Base: row}, {Base: row, Index: stride, Scale: 1},
 			{Base: row, Index: stride, Scale: 2}, {Base: row, Index: stride3, Scale: 1}}[i%4]
-		pm := src
-		pm.Disp += 64 * t16Prefetch
-		PREFETCHT0(pm)
 		r := ZMM()
 		VMOVDQU64(src, r)
 		rs[i] = r
@@ -83,7 +80,21 @@ func a8TAVX512(M int) {
 		acc[v] = ZMM()
 		VPMULLD_BCST(Mem{Base: ap, Disp: 128*M + 64 + 4*v}, zneg, acc[v])
 	}
+	// The rows' group t16Prefetch on, a row per step: issued with the
+	// loads, the 16 misses held the load-miss buffers the activations
+	// need (as in the GGML rows-in-lanes kernels).
+	pf := make([]GPVirtual, 4)
+	for i := range pf {
+		pf[i] = GP64()
+		if i == 0 {
+			LEAQ(Mem{Base: wp, Disp: 64 * t16Prefetch}, pf[0])
+		} else {
+			LEAQ(Mem{Base: pf[i-1], Index: stride, Scale: 4}, pf[i])
+		}
+	}
 	for j := 0; j < 16; j++ { // eight columns: four even, four odd
+		PREFETCHT0([]Mem{{Base: pf[j/4]}, {Base: pf[j/4], Index: stride, Scale: 1},
+			{Base: pf[j/4], Index: stride, Scale: 2}, {Base: pf[j/4], Index: stride3, Scale: 1}}[j%4])
 		t, even, odd := ZMM(), ZMM(), ZMM()
 		VMOVDQU64(scratch.Offset(64*j), t)
 		VPANDD(t, mask, even)
