@@ -554,8 +554,8 @@
 // steps run with the four rows in the lanes, and the next four rows are
 // prefetched in memory order.
 //
-// The batch kernels Ggml<type>A8M16Avx512 and Ggml<type>A8M16FullAvx512
-// (super-block types) have the signature func(w *byte, stride int, rows
+// The batch kernels Ggml<type>A8M16Avx512 (super-block types, batches
+// below the rows-in-lanes kernels') have the signature func(w *byte, stride int, rows
 // int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec
 // int, out *float32). Two vectors share an accumulator: super-block k's
 // activations take 4096 bytes at act + 4096k, half h, pair j (vectors 2j,
@@ -571,12 +571,13 @@
 // reduction leaves them in; the vectors sit in the lanes of the float
 // steps. Row r's results are accumulated into out[16r .. 16r+15], which
 // the caller zeroes before the first super-block, so that it can run the
-// rows over a few super-blocks per call. The full kernels run all 16
-// lanes whatever nvec is: the activations of unused vectors must be zero.
+// rows over a few super-blocks per call. The kernels stop after the pairs
+// that hold nvec vectors.
 // The AVX2 batch kernels Ggml<type>A8M16FullAvx2 and Ggml<type>A8M16Avx2
-// (Q2_K to Q6_K; the second runs only the pairs that hold nvec vectors)
-// have the same signature, lanes, sums, scales and results as the full
-// kernels, but one row at a time and their own activation layout: half h, pair j
+// (Q2_K to Q6_K; the first runs all 16 lanes whatever nvec is, the
+// activations of unused vectors zero, the second only the pairs that hold
+// nvec vectors) have the same signature, lanes, sums, scales and results,
+// but their own activation layout: half h, pair j
 // and chunk c (16 columns) take the 32 bytes at 2048h + 256j + 32c of the
 // super-block's 4096, 16 bytes of vector 2j then 16 of vector 2j+1,
 // columns 16c .. 16c+15 of the half in order.

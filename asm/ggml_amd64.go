@@ -170,13 +170,11 @@ func GgmlIQ4XSA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astr
 //go:noescape
 func GgmlIQ4XSA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
-// GgmlIQ4XSA8M16FullAvx512 is GgmlIQ4XSA8Avx512 for 16 vector lanes (nvec is
-// ignored: the activations of unused lanes must be zero), two rows at a time
-// (rows even), two vectors per accumulator and the vectors in the lanes of the
-// float steps. See "GGML block kernels" in the package doc.
+// GgmlIQ4XSA8T16Avx512 is GgmlIQ4XSA8Avx512 for 16 rows and 16 vector slots
+// with the rows in the lanes. See "GGML block kernels" in the package doc.
 //
 //go:noescape
-func GgmlIQ4XSA8M16FullAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+func GgmlIQ4XSA8T16Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
 
 // GgmlQ40A8Avx512 computes the exact A8 product of layout/ggml Q4_0 rows with
 // AVX-512 VNNI and BW: groups of four blocks (nsb counts groups), activations

@@ -161,9 +161,6 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, f := range ggmlA8M16Funcs {
 		check("ggml batch", funcName(f), ggmlA8Requires)
 	}
-	for _, f := range ggmlA8M16FullFuncs {
-		check("ggml batch", funcName(f), ggmlA8Requires)
-	}
 	for _, f := range ggmlA8TFuncs {
 		check("ggml rows in lanes", funcName(f), ggmlA8Requires)
 	}

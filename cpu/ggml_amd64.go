@@ -76,13 +76,6 @@ var ggmlA8M16Funcs = map[ggml.Type]ggmlA8M16Func{
 	ggml.IQ4_XS: asm.GgmlIQ4XSA8M16Avx512,
 }
 
-// ggmlA8M16FullFuncs are the batch kernels for at least ggmlM16FullFrom
-// vectors: all 16 lanes, two rows at a time (the types in ggmlA8TFuncs
-// run those instead).
-var ggmlA8M16FullFuncs = map[ggml.Type]ggmlA8M16Func{
-	ggml.IQ4_XS: asm.GgmlIQ4XSA8M16FullAvx512,
-}
-
 type ggmlF32Func func(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 
 // ggmlF32Funcs are the float-activation kernels (every type).
@@ -143,11 +136,12 @@ type ggmlA8TFunc func(w *byte, stride int, nsb int, act *int8, out *float32)
 // of 16 rows by four activations of one vector, so no sum ends in a
 // reduction.
 var ggmlA8TFuncs = map[ggml.Type]ggmlA8TFunc{
-	ggml.Q2_K: asm.GgmlQ2KA8T16Avx512,
-	ggml.Q3_K: asm.GgmlQ3KA8T16Avx512,
-	ggml.Q4_K: asm.GgmlQ4KA8T16Avx512,
-	ggml.Q5_K: asm.GgmlQ5KA8T16Avx512,
-	ggml.Q6_K: asm.GgmlQ6KA8T16Avx512,
+	ggml.Q2_K:   asm.GgmlQ2KA8T16Avx512,
+	ggml.Q3_K:   asm.GgmlQ3KA8T16Avx512,
+	ggml.Q4_K:   asm.GgmlQ4KA8T16Avx512,
+	ggml.Q5_K:   asm.GgmlQ5KA8T16Avx512,
+	ggml.Q6_K:   asm.GgmlQ6KA8T16Avx512,
+	ggml.IQ4_XS: asm.GgmlIQ4XSA8T16Avx512,
 }
 
 // ggmlTSlots is the vector slots of the rows-in-lanes kernels.
@@ -329,7 +323,7 @@ func init() {
 					}
 					m := mx.m
 					if fn := batchKernel(c.batch); fn != nil {
-						ggmlRunM16(fn, nil, m, c, r0, r1)
+						ggmlRunM16(fn, m, c, r0, r1)
 						return
 					}
 					pc, sub := m.PCols, m.Type.SubLen()
@@ -365,11 +359,7 @@ func init() {
 					return
 				}
 				if m16 != nil && c.batch >= ggmlM16From {
-					var full ggmlA8M16Func
-					if ggmlM16Full(c.batch) {
-						full = ggmlA8M16FullFuncs[t]
-					}
-					ggmlRunM16(m16, full, m, c, r0, r1)
+					ggmlRunM16(m16, m, c, r0, r1)
 					return
 				}
 				sub := m.Type.SubLen()
@@ -492,8 +482,8 @@ var ggmlM16Lane = func() (l [16]int) {
 // sub-blocks (gen ggmlM16Block).
 var ggmlM16Blocks = [2][8]int{{0, 1, 2, 3, 4, 5, 6, 7}, {0, 2, 1, 3, 4, 6, 5, 7}}
 
-// ggmlM16FullFrom is the smallest batch the full batch kernels (all 16
-// lanes, two rows at a time) run.
+// ggmlM16FullFrom is the smallest batch the full AVX2 batch kernels (all
+// 16 lanes) run.
 const ggmlM16FullFrom = 9
 
 func ggmlM16Full(batch int) bool { return batch >= ggmlM16FullFrom }
@@ -596,10 +586,9 @@ func ggmlM16Lanes16(m *ggml.Matrix, c *ggmlCall) {
 	}
 }
 
-// ggmlRunM16 runs the batch kernels on rows [r0, r1): full (if not nil)
-// on pairs of rows, fn on the rest, and scatters their results (lanes in
-// ggmlM16Lanes order) into dst.
-func ggmlRunM16(fn, full ggmlA8M16Func, m *ggml.Matrix, c *ggmlCall, r0, r1 int) {
+// ggmlRunM16 runs a batch kernel on rows [r0, r1) and scatters its
+// results (lanes in ggmlM16Lanes order) into dst.
+func ggmlRunM16(fn ggmlA8M16Func, m *ggml.Matrix, c *ggmlCall, r0, r1 int) {
 	t := ggmlTemps.Get().(*ggmlTemp)
 	defer ggmlTemps.Put(t)
 	out := &t.out
@@ -612,14 +601,7 @@ func ggmlRunM16(fn, full ggmlA8M16Func, m *ggml.Matrix, c *ggmlCall, r0, r1 int)
 		// column blocks whose activations stay in L1 for all the rows
 		for k := 0; k < nsb; k += ggmlColBlock {
 			n := min(ggmlColBlock, nsb-k)
-			rest := a
-			if full != nil && b-a >= 2 {
-				rest = a + (b-a)&^1
-				full(&m.Data[a*m.RowBytes()+k*m.Type.BlockBytes()], m.RowBytes(), rest-a, n, &c.act8[4096*k], pc, &c.pairs[pairs*k], &c.xsT[32*k], c.batch, &out[0])
-			}
-			if rest < b {
-				fn(&m.Data[rest*m.RowBytes()+k*m.Type.BlockBytes()], m.RowBytes(), b-rest, n, &c.act8[4096*k], pc, &c.pairs[pairs*k], &c.xsT[32*k], c.batch, &out[16*(rest-a)])
-			}
+			fn(&m.Data[a*m.RowBytes()+k*m.Type.BlockBytes()], m.RowBytes(), b-a, n, &c.act8[4096*k], pc, &c.pairs[pairs*k], &c.xsT[32*k], c.batch, &out[0])
 		}
 		for v := 0; v < c.batch; v++ {
 			l := ggmlM16Lane[v]

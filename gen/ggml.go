@@ -18,16 +18,18 @@ func ggmlKernels() {
 	for _, c := range ggmlSupers {
 		ggmlSuperA8(c)
 		ggmlSuperA8R4(c)
-		ggmlSuperA8M16(c, false)
-		switch c.t { // in place of the full batch kernel
+		ggmlSuperA8M16(c)
+		switch c.t { // batches from 9
 		case "Q4K", "Q5K":
 			ggmlSuperA8T16(c)
 		case "Q6K":
 			ggmlSuperA8T16Q6(c)
 		case "Q2K", "Q3K":
 			ggmlSuperA8T16Low(c, 16)
+		case "IQ4XS":
+			ggmlSuperA8T16IQ4(c)
 		default:
-			ggmlSuperA8M16(c, true)
+			panic("ggml: no rows-in-lanes kernel for " + c.t)
 		}
 	}
 	for _, c := range ggmlSmalls {
@@ -758,7 +760,7 @@ type ggmlM16 struct {
 	kc         ggmlConsts
 	chunkIdx   [4]Mem // VPERMI2D indices: chunk c from the two parts
 	scaleIdx   [2]Mem // VPERMD indices: each half's scales per lane
-	row        [2]ggmlM16Row
+	row        ggmlM16Row
 	q          [2]VecVirtual
 	chunk      [4]VecVirtual
 	ak, sk, xk GPVirtual
@@ -800,11 +802,9 @@ func newGGMLM16(c ggmlSuper) *ggmlM16 {
 			return uint64(4*h + 2*(i/4%2) + i%4/2)
 		})
 	}
-	for i := range k.row {
-		r := &k.row[i]
-		r.scd, r.sumw = AllocLocal(64), AllocLocal(32)
-		r.d, r.dm = AllocLocal(4), AllocLocal(4)
-	}
+	r := &k.row
+	r.scd, r.sumw = AllocLocal(64), AllocLocal(32)
+	r.d, r.dm = AllocLocal(4), AllocLocal(4)
 	k.q = [2]VecVirtual{ZMM(), ZMM()}
 	for ch := range k.chunk {
 		k.chunk[ch] = ZMM()
@@ -814,9 +814,9 @@ func newGGMLM16(c ggmlSuper) *ggmlM16 {
 
 // scales stores the super-block's scales, sums-term words, d and dmin in
 // row slot ri.
-func (k *ggmlM16) scales(base Mem, ri int) {
+func (k *ggmlM16) scales(base Mem) {
 	c := k.c
-	row := &k.row[ri]
+	row := &k.row
 	scw, sumw := ggmlSuperScales(c, base)
 	if 256/c.sub == 16 {
 		VMOVDQU64(sumw, row.sumw)
@@ -878,9 +878,9 @@ func (k *ggmlM16) dp(h, j int, acc VecVirtual) {
 // scales, the pair reduction to the 16 sums S, the sums term M and the
 // float steps of the definition into acc16 (one rounding per operation,
 // no fused multiply-add).
-func (k *ggmlM16) tail(h int, acc []VecVirtual, ri int) {
+func (k *ggmlM16) tail(h int, acc []VecVirtual) {
 	c := k.c
-	row := &k.row[ri]
+	row := &k.row
 	sv := ZMM()
 	VMOVDQU64(k.scaleIdx[h], sv)
 	VPERMD(row.scd, sv, sv)
@@ -936,24 +936,17 @@ func (k *ggmlM16) tail(h int, acc []VecVirtual, ri int) {
 	}
 }
 
-// ggmlM16Prefetch emits the batch kernels' prefetches for the nr rows at
-// wp (stride apart). The caller runs the rows over one super-block at a
-// time (cpu.ggmlColBlock), which the hardware prefetchers do not follow:
+// ggmlM16Prefetch emits the batch kernels' prefetches for the row at wp.
+// The caller runs the rows over one super-block at a time
+// (cpu.ggmlColBlock), which the hardware prefetchers do not follow:
 // prefetch this super-block four rows on (for this call) and the next one
-// of these rows (for the next call), every line each touches.
-func ggmlM16Prefetch(c ggmlSuper, wp, stride GPVirtual, nr int) {
+// of this row (for the next call), every line each touches.
+func ggmlM16Prefetch(c ggmlSuper, wp, stride GPVirtual) {
 	nx := GP64()
 	MOVQ(stride, nx)
 	SHLQ(U8(2), nx)
 	ADDQ(wp, nx)
-	pf := []Mem{{Base: nx}}
-	if nr == 2 {
-		pf = append(pf, Mem{Base: nx, Index: stride, Scale: 1})
-	}
-	for _, b := range []Mem{{Base: wp}, {Base: wp, Index: stride, Scale: 1}}[:nr] {
-		pf = append(pf, b.Offset(c.bytes))
-	}
-	for _, m := range pf {
+	for _, m := range []Mem{{Base: nx}, {Base: wp, Disp: c.bytes}} {
 		for o := 0; o < c.bytes; o += 64 {
 			PREFETCHT0(m.Offset(o))
 		}
@@ -961,116 +954,66 @@ func ggmlM16Prefetch(c ggmlSuper, wp, stride GPVirtual, nr int) {
 	}
 }
 
-// ggmlSuperA8M16 emits Ggml<t>A8M16Avx512 (full false) and
-// Ggml<t>A8M16FullAvx512 (full true), the batch kernels of a super-block
-// type, two vectors per accumulator. Per row and half, the codes are
-// unpacked once (ggmlHalfCodesInto) and regrouped (VPERMI2D) into four
-// chunks, each 32 code bytes twice over, in which every dword position
-// meets one sub-block (ggmlM16Block); each pair of vectors takes four
-// VPDPBUSD, one per chunk; the accumulators are multiplied by their
+// ggmlSuperA8M16 emits Ggml<t>A8M16Avx512, the batch kernel of a
+// super-block type for 3..8 vectors (from 9 the rows-in-lanes kernels of
+// ggml_t16.go run), two vectors per accumulator, a row at a time. Per row
+// and half, the codes are unpacked once (ggmlHalfCodesInto) and regrouped
+// (VPERMI2D) into four chunks, each 32 code bytes twice over, in which
+// every dword position meets one sub-block (ggmlM16Block); each pair of
+// vectors takes four VPDPBUSD, one per chunk, stopping after the pairs
+// that hold the batch; the accumulators are multiplied by their
 // positions' sub-block scales (VPMULLD), reduced to the 16 sums S (lanes
 // in cpu.ggmlM16Lanes order), the sums term M of all 16 is VPMADDWD of
 // the transposed activation sums with the broadcast mins (or scales), and
 // the float steps run on 16 vectors at once, in the definition's order.
-// The first kernel runs a row at a time and stops after the pairs that
-// hold the batch. The full kernel runs two rows at a time over all eight
-// pairs (the caller zeroes the activations of the unused ones): each
-// activation load feeds both rows' VPDPBUSD, halving the loads, which
-// bound the one-row kernel on Zen 4 (about one 64-byte load per cycle).
-func ggmlSuperA8M16(c ggmlSuper, full bool) {
+func ggmlSuperA8M16(c ggmlSuper) {
 	t := c.t
 	name := "Ggml" + t + "A8M16Avx512"
-	what := "for 2..16 vectors, a row at a time"
-	if full {
-		name = "Ggml" + t + "A8M16FullAvx512"
-		what = "for 16 vector lanes (nvec is ignored: the activations of unused lanes must be zero), two rows at a time (rows even)"
-	}
 	TEXT(name, NOSPLIT, ggmlSigM16)
 	Pragma("noescape")
-	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s %s, two vectors per accumulator and the vectors in the lanes of the float steps.", name, "Ggml"+t+"A8Avx512", what))
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 2..16 vectors, a row at a time, two vectors per accumulator and the vectors in the lanes of the float steps.", name, "Ggml"+t+"A8Avx512"))
 	k := newGGMLM16(c)
-	nr := 1
-	if full {
-		nr = 2
-	}
 	// one set of registers for every super-block (avo's greedy allocator
 	// fails with fresh ones per half)
-	accs := make([][]VecVirtual, nr)
-	for i := range accs {
-		accs[i] = make([]VecVirtual, 8)
-		for j := range accs[i] {
-			accs[i][j] = ZMM()
-		}
-	}
-	var q2 [2]VecVirtual // the second row's parts
-	if full {
-		q2 = [2]VecVirtual{ZMM(), ZMM()}
+	acc := make([]VecVirtual, 8)
+	for j := range acc {
+		acc[j] = ZMM()
 	}
 	Label(name + "_row")
 	{
-		// the rows' partial results: the caller zeroes them before the
+		// the row's partial results: the caller zeroes them before the
 		// first super-block and passes them on to the next call
 		op := param("out")
-		for i := 0; i < nr; i++ {
-			k.row[i].acc16 = ZMM()
-			VMOVUPS(Mem{Base: op, Disp: 64 * i}, k.row[i].acc16)
-		}
+		k.row.acc16 = ZMM()
+		VMOVUPS(Mem{Base: op}, k.row.acc16)
 		wp := param("w")
 		k.ak, k.sk, k.xk = param("act"), param("sums"), param("xs")
 		nk := param("nsb")
 		Label(name + "_sb")
 		{
 			stride := param("stride")
-			bases := []Mem{{Base: wp}, {Base: wp, Index: stride, Scale: 1}}[:nr]
-			ggmlM16Prefetch(c, wp, stride, nr)
-			for i, b := range bases {
-				k.scales(b, i)
-			}
-			if full {
-				for h := 0; h < 2; h++ {
-					ggmlHalfCodesInto(c, bases[0], h, k.kc, k.q)
-					ggmlHalfCodesInto(c, bases[1], h, k.kc, q2)
-					for _, acc := range accs {
-						for _, a := range acc {
-							VPXORD(a, a, a)
-						}
-					}
-					for ch := 0; ch < 4; ch++ {
-						c0, c1 := k.chunk[0], k.chunk[1]
-						k.chunkOf(k.q, ch, c0)
-						k.chunkOf(q2, ch, c1)
-						for j := 0; j < 8; j++ {
-							a := ZMM()
-							VMOVDQU64(Mem{Base: k.ak, Disp: 2048*h + 256*j + 64*ch}, a)
-							VPDPBUSD(a, c0, accs[0][j])
-							VPDPBUSD(a, c1, accs[1][j])
-						}
-					}
-					k.tail(h, accs[0], 0)
-					k.tail(h, accs[1], 1)
+			base := Mem{Base: wp}
+			ggmlM16Prefetch(c, wp, stride)
+			k.scales(base)
+			for h := 0; h < 2; h++ {
+				k.codes(base, h)
+				for _, a := range acc {
+					VPXORD(a, a, a)
 				}
-			} else {
-				for h := 0; h < 2; h++ {
-					acc := accs[0]
-					k.codes(bases[0], h)
-					for _, a := range acc {
-						VPXORD(a, a, a)
+				// pairs: (nvec+1)/2
+				n := param("nvec")
+				INCQ(n)
+				SHRQ(U8(1), n)
+				done := fmt.Sprintf("%s_h%d_done", name, h)
+				for j := range acc {
+					k.dp(h, j, acc[j])
+					if j < len(acc)-1 {
+						DECQ(n)
+						JZ(LabelRef(done))
 					}
-					// pairs: (nvec+1)/2
-					n := param("nvec")
-					INCQ(n)
-					SHRQ(U8(1), n)
-					done := fmt.Sprintf("%s_h%d_done", name, h)
-					for j := range acc {
-						k.dp(h, j, acc[j])
-						if j < len(acc)-1 {
-							DECQ(n)
-							JZ(LabelRef(done))
-						}
-					}
-					Label(done)
-					k.tail(h, acc, 0)
 				}
+				Label(done)
+				k.tail(h, acc)
 			}
 			ADDQ(U32(c.bytes), wp)
 			ADDQ(U32(16*256), k.ak)
@@ -1080,17 +1023,11 @@ func ggmlSuperA8M16(c ggmlSuper, full bool) {
 			JNZ(LabelRef(name + "_sb"))
 		}
 		op = param("out")
-		for i := 0; i < nr; i++ {
-			VMOVUPS(k.row[i].acc16, Mem{Base: op, Disp: 64 * i})
-		}
-		bump("out", U32(64*nr))
-		st := param("stride")
-		if full {
-			SHLQ(U8(1), st)
-		}
-		bump("w", st)
+		VMOVUPS(k.row.acc16, Mem{Base: op})
+		bump("out", U32(64))
+		bump("w", param("stride"))
 		r := param("rows")
-		SUBQ(U8(nr), r)
+		DECQ(r)
 		Store(r, Param("rows"))
 		JNZ(LabelRef(name + "_row"))
 	}

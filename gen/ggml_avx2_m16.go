@@ -56,7 +56,7 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full bool) {
 		nk := param("nsb")
 		Label(name + "_sb")
 		{
-			ggmlM16Prefetch(c, wp, param("stride"), 1)
+			ggmlM16Prefetch(c, wp, param("stride"))
 			ggmlScalesAVX2(c, Mem{Base: wp}, sv, mw)
 			// chunk 2i+l of the super-block (code register i, lane l)
 			// takes lane l's scale words in both lanes

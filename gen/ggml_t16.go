@@ -664,3 +664,93 @@ func (k *t16) next(name string, c ggmlSuper, wp, nk GPVirtual, blk int) {
 	VZEROUPPER()
 	RET()
 }
+
+// ggmlSuperA8T16IQ4 emits GgmlIQ4XSA8T16Avx512, the rows-in-lanes kernel
+// of IQ4_XS: sub-block k's 16 code bytes hold columns 0..15 in their low
+// nibbles and 16..31 in the high ones, looked up as KValues+128 (VPSHUFB,
+// unsigned), so S is recentred by 128*sum(sc*sx) (four VPDPWSSD per
+// half, as Q6_K's by 32).
+func ggmlSuperA8T16IQ4(c ggmlSuper) {
+	name := "Ggml" + c.t + "A8T16Avx512"
+	TEXT(name, 0, ggmlSigT16) // not NOSPLIT: the scratch frame
+	Pragma("noescape")
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 16 rows and 16 vector slots with the rows in the lanes.", name, "Ggml"+c.t+"A8Avx512"))
+	const (
+		codesOff = 0    // a half's transposed code bytes, 16 dwords
+		scOff    = 1024 // the 8 scales as int32 lanes
+		pairOff  = 1536 // per half h and pair p at 128h + 64p: 128*scales, int16 pairs
+		dOff     = 1792 // d as float32 lanes
+	)
+	pairs, xsOff, blk := ggmlT16LayoutM(c.sub, 16)
+	scratch := alignedScratch(1856)
+	k := func(name string, v uint32) Mem {
+		return rodata("ggmlT16_"+name, 1, 4, func(int) uint64 { return uint64(v) })
+	}
+	tab := ZMM()
+	VBROADCASTI32X4(rodata("ggmlKValues128", 16, 1, func(i int) uint64 {
+		return uint64(int([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]) + 128)
+	}), tab)
+	t := newT16(16)
+	wp, nk := param("w"), param("nsb")
+	Label(name + "_sb")
+	rows := newT16Rows(wp)
+	{
+		// d and scales_h (dword 0), scales_l (dword 1); ls_j = (sl >> 4j
+		// & 15) | (sh >> 2j & 3) << 4, sc_j = ls_j - 32
+		h := rows.lanes(0, 0, 1)
+		halfFloats(h[0], false, scratch.Offset(dOff))
+		sc := make([]VecVirtual, 8)
+		for j := range sc {
+			lo, hi := ZMM(), ZMM()
+			VPSRLD(U8(4*j), h[1], lo)
+			VPANDD_BCST(k("0f0", 0x0f), lo, lo)
+			VPSRLD(U8(16+2*j), h[0], hi)
+			VPANDD_BCST(k("03x", 0x03), hi, hi)
+			VPSLLD(U8(4), hi, hi)
+			VPORD(lo, hi, lo)
+			VPSUBD_BCST(k("s32", 32), lo, lo)
+			VMOVDQU64(lo, scratch.Offset(scOff+64*j))
+			sc[j] = lo
+		}
+		for p := 0; p < 4; p++ { // sub-blocks 2p, 2p+1: half p/2, pair p%2
+			a, b := ZMM(), ZMM()
+			VPSLLD(U8(7), sc[2*p], a)
+			VPANDD_BCST(k("ffff", 0xffff), a, a)
+			VPSLLD(U8(23), sc[2*p+1], b)
+			VPORD(a, b, a)
+			VMOVDQU64(a, scratch.Offset(pairOff+128*(p/2)+64*(p%2)))
+		}
+	}
+	prefetch := ggmlT16Prefetches(c, wp, rows.stride, rows.stride3, 16)
+	for h := 0; h < 2; h++ {
+		rows.transpose(8+64*h, scratch.Offset(codesOff), 16)
+		for kk := 0; kk < 4; kk++ { // sub-block 4h+kk
+			j := 4*h + kk
+			cg := make([]VecVirtual, 8)
+			cols := make([]int, 8)
+			for i := range cg {
+				cg[i] = ZMM()
+				src := scratch.Offset(codesOff + 64*(4*kk+i%4))
+				if i < 4 {
+					VMOVDQU64(src, cg[i])
+				} else {
+					VPSRLD(U8(4), src, cg[i])
+				}
+				VPANDD_BCST(k("0f", 0x0f0f0f0f), cg[i], cg[i])
+				VPSHUFB(cg[i], tab, cg[i])
+				cols[i] = 128*h + 32*kk + 16*(i/4) + 4*(i%4)
+			}
+			sc := ZMM()
+			VMOVDQU64(scratch.Offset(scOff+64*j), sc)
+			t.dots(cg, cols, sc, kk == 0, kk, prefetch)
+		}
+		d := ZMM()
+		VMOVUPS(scratch.Offset(dOff), d)
+		pr := []VecVirtual{ZMM(), ZMM()}
+		for p := range pr {
+			VMOVDQU64(scratch.Offset(pairOff+128*h+64*p), pr[p])
+		}
+		t.halfEnd(h, pr, pairs, xsOff, d, nil)
+	}
+	t.next(name, c, wp, nk, blk)
+}
