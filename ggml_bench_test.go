@@ -2,6 +2,7 @@ package qgemv_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/qgemv/qgemv/layout"
@@ -9,7 +10,7 @@ import (
 
 // BenchmarkGGML times llama.cpp's block types (layout/ggml) like
 // BenchmarkGEMV: 4096x14336 and 14336x4096 streaming from DRAM, A8 and
-// A32, on every CPU kernel set, batch 1 and 16 (Q4_K, Q5_K, Q6_K); names
+// A32, on every CPU kernel set, batch 1 and 16 (the super-block types); names
 // BenchmarkGGML/<type>/<activation>/b<M>/<R>x<C>/<backend>, with read-GB/s
 // and %read from the same run.
 func BenchmarkGGML(b *testing.B) {
@@ -19,7 +20,7 @@ func BenchmarkGGML(b *testing.B) {
 			b.Fatal(err)
 		}
 		batches := []int{1}
-		if name == "q4_k" || name == "q5_k" || name == "q6_k" {
+		if strings.HasSuffix(name, "_k") || name == "iq4_xs" { // the super-block types
 			batches = []int{1, 16}
 		}
 		for _, s := range benchShapes[:2] {
