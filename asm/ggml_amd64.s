@@ -1018,7 +1018,7 @@ DATA ggmlPosSub16_1<>+60(SB)/4, $0x0000000f
 GLOBL ggmlPosSub16_1<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ2KA8T16Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
-// Requires: AVX, AVX512F, AVX512VNNI, MMX+
+// Requires: AVX, AVX512F, AVX512VNNI, CMOV, MMX+
 TEXT ·GgmlQ2KA8T16Avx512(SB), $2496-40
 	LEAQ (SP), AX
 	ADDQ $0x3f, AX
@@ -1263,7 +1263,11 @@ GgmlQ2KA8T16Avx512_sb:
 	VMOVDQU64       Z6, 832(AX)
 	VMOVDQU64       Z10, 896(AX)
 	VMOVDQU64       Z5, 960(AX)
-	LEAQ            168(BX), R9
+	IMUL3Q          $0x0000000f, DI, R9
+	XORQ            R10, R10
+	CMPQ            SI, $0x02
+	CMOVQGT         R10, R9
+	LEAQ            168(BX)(R9*1), R9
 	LEAQ            (R9)(DI*4), R10
 	LEAQ            (R10)(DI*4), R11
 	LEAQ            (R11)(DI*4), R12
@@ -5002,7 +5006,7 @@ DATA ggmlChunkQ3K_3<>+60(SB)/4, $0x0000001f
 GLOBL ggmlChunkQ3K_3<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ3KA8T16Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
-// Requires: AVX, AVX512F, AVX512VNNI, MMX+
+// Requires: AVX, AVX512F, AVX512VNNI, CMOV, MMX+
 TEXT ·GgmlQ3KA8T16Avx512(SB), $2496-40
 	LEAQ (SP), AX
 	ADDQ $0x3f, AX
@@ -5379,7 +5383,11 @@ GgmlQ3KA8T16Avx512_sb:
 	VMOVDQU64       Z6, 832(AX)
 	VMOVDQU64       Z10, 896(AX)
 	VMOVDQU64       Z5, 960(AX)
-	LEAQ            220(BX), R9
+	IMUL3Q          $0x0000000f, DI, R9
+	XORQ            R10, R10
+	CMPQ            SI, $0x02
+	CMOVQGT         R10, R9
+	LEAQ            220(BX)(R9*1), R9
 	LEAQ            (R9)(DI*4), R10
 	LEAQ            (R10)(DI*4), R11
 	LEAQ            (R11)(DI*4), R12
@@ -8887,7 +8895,7 @@ DATA ggmlPosSub32_1<>+60(SB)/4, $0x00000007
 GLOBL ggmlPosSub32_1<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ4KA8T16Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
-// Requires: AVX, AVX512F, AVX512VNNI, MMX+
+// Requires: AVX, AVX512F, AVX512VNNI, CMOV, MMX+
 TEXT ·GgmlQ4KA8T16Avx512(SB), $2112-40
 	LEAQ (SP), AX
 	ADDQ $0x3f, AX
@@ -8970,7 +8978,11 @@ GgmlQ4KA8T16Avx512_sb:
 	VPANDD.BCST     ggmlT16_ff0000<>+0(SB), Z5, Z5
 	VPORD           Z6, Z5, Z5
 	VMOVDQU64       Z5, 1984(AX)
-	LEAQ            288(BX), R10
+	IMUL3Q          $0x0000000f, DI, R9
+	XORQ            R10, R10
+	CMPQ            SI, $0x02
+	CMOVQGT         R10, R9
+	LEAQ            288(BX)(R9*1), R10
 	LEAQ            (R10)(DI*4), R11
 	LEAQ            (R11)(DI*4), R12
 	LEAQ            (R12)(DI*4), R13
@@ -12338,7 +12350,7 @@ DATA ggmlChunkQ5K_3<>+60(SB)/4, $0x0000001f
 GLOBL ggmlChunkQ5K_3<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ5KA8T16Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
-// Requires: AVX, AVX512F, AVX512VNNI, MMX+
+// Requires: AVX, AVX512F, AVX512VNNI, CMOV, MMX+
 TEXT ·GgmlQ5KA8T16Avx512(SB), $2112-40
 	LEAQ (SP), AX
 	ADDQ $0x3f, AX
@@ -12421,7 +12433,11 @@ GgmlQ5KA8T16Avx512_sb:
 	VPANDD.BCST     ggmlT16_ff0000<>+0(SB), Z5, Z5
 	VPORD           Z6, Z5, Z5
 	VMOVDQU64       Z5, 1984(AX)
-	LEAQ            352(BX), R10
+	IMUL3Q          $0x0000000f, DI, R9
+	XORQ            R10, R10
+	CMPQ            SI, $0x02
+	CMOVQGT         R10, R9
+	LEAQ            352(BX)(R9*1), R10
 	LEAQ            (R10)(DI*4), R11
 	LEAQ            (R11)(DI*4), R12
 	LEAQ            (R12)(DI*4), R13
@@ -15640,7 +15656,7 @@ DATA ggmlChunkQ6K_3<>+60(SB)/4, $0x0000001f
 GLOBL ggmlChunkQ6K_3<>(SB), RODATA|NOPTR, $64
 
 // func GgmlQ6KA8T16Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
-// Requires: AVX, AVX512F, AVX512VNNI, MMX+
+// Requires: AVX, AVX512F, AVX512VNNI, CMOV, MMX+
 TEXT ·GgmlQ6KA8T16Avx512(SB), $2944-40
 	LEAQ (SP), AX
 	ADDQ $0x3f, AX
@@ -15778,7 +15794,11 @@ GgmlQ6KA8T16Avx512_sb:
 	VPSLLD          $0x15, Z5, Z5
 	VPORD           Z6, Z5, Z6
 	VMOVDQU64       Z6, 2752(AX)
-	LEAQ            420(BX), R10
+	IMUL3Q          $0x0000000f, DI, R9
+	XORQ            R10, R10
+	CMPQ            SI, $0x02
+	CMOVQGT         R10, R9
+	LEAQ            420(BX)(R9*1), R10
 	LEAQ            (R10)(DI*4), R11
 	LEAQ            (R11)(DI*4), R12
 	LEAQ            (R12)(DI*4), R13
@@ -19376,7 +19396,7 @@ DATA ggmlChunkIQ4XS_3<>+60(SB)/4, $0x0000001f
 GLOBL ggmlChunkIQ4XS_3<>(SB), RODATA|NOPTR, $64
 
 // func GgmlIQ4XSA8T16Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, CMOV, MMX+
 TEXT ·GgmlIQ4XSA8T16Avx512(SB), $1920-40
 	LEAQ            (SP), AX
 	ADDQ            $0x3f, AX
@@ -19503,7 +19523,11 @@ GgmlIQ4XSA8T16Avx512_sb:
 	VPSLLD          $0x17, Z6, Z6
 	VPORD           Z7, Z6, Z7
 	VMOVDQU64       Z7, 1728(AX)
-	LEAQ            272(BX), R10
+	IMUL3Q          $0x0000000f, DI, R9
+	XORQ            R10, R10
+	CMPQ            SI, $0x02
+	CMOVQGT         R10, R9
+	LEAQ            272(BX)(R9*1), R10
 	LEAQ            (R10)(DI*4), R11
 	LEAQ            (R11)(DI*4), R12
 	LEAQ            (R12)(DI*4), R13

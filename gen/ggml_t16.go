@@ -104,7 +104,7 @@ func ggmlSuperA8T16(c ggmlSuper) {
 			VMOVDQU64(p2, scratch.Offset(pairOff+128*h+64))
 		}
 	}
-	prefetch := ggmlT16Prefetches(c, wp, rows.stride, rows.stride3, 32)
+	prefetch := ggmlT16Prefetches(c, wp, nk, rows.stride, rows.stride3, 32)
 	if q5 {
 		rows.transpose(16, scratch.Offset(qhOff), 8) // qh, then the first 32 code bytes
 	}
@@ -207,7 +207,7 @@ func ggmlSuperA8T16Q6(c ggmlSuper) {
 			}
 		}
 	}
-	prefetch := ggmlT16Prefetches(c, wp, rows.stride, rows.stride3, 64)
+	prefetch := ggmlT16Prefetches(c, wp, nk, rows.stride, rows.stride3, 64)
 	rows.transpose(128, scratch.Offset(qhOff), 16) // qh: dwords 0..7 half 0, 8..15 half 1
 	for h := 0; h < 2; h++ {
 		rows.transpose(64*h, scratch.Offset(codesOff), 16)
@@ -256,17 +256,25 @@ func ggmlSuperA8T16Q6(c ggmlSuper) {
 
 // ggmlT16Prefetches returns the prefetch emitter of the rows-in-lanes
 // kernels: every line of the 16 rows' super-block ggmlT16Prefetch on
-// (rows at wp, stride apart; stride3 = 3*stride), spread evenly over the
+// (rows at wp, stride apart; stride3 = 3*stride; nk super-blocks left in
+// the rows, counting this one), spread evenly over the
 // slots calls it gets. Issued at once, the 48 or more misses to DRAM hold
 // the load-miss buffers that the activations' L2 hits need.
-func ggmlT16Prefetches(c ggmlSuper, wp, stride, stride3 GPVirtual, slots int) func() {
-
+func ggmlT16Prefetches(c ggmlSuper, wp, nk, stride, stride3 GPVirtual, slots int) func() {
+	// Past the rows' last super-block (nk, the super-blocks left, at most
+	// the distance) the next 16 rows' first ones: 15 rows further on, the
+	// rows being contiguous (stride = nsb super-blocks).
+	skip, zero := GP64(), GP64()
+	IMUL3Q(U32(15), stride, skip)
+	XORQ(zero, zero)
+	CMPQ(nk, U8(ggmlT16Prefetch))
+	CMOVQGT(zero, skip)
 	var pf []Mem
 	bases := make([]GPVirtual, 4)
 	for i := range bases {
 		bases[i] = GP64()
 		if i == 0 {
-			LEAQ(Mem{Base: wp, Disp: ggmlT16Prefetch * c.bytes}, bases[0])
+			LEAQ(Mem{Base: wp, Index: skip, Scale: 1, Disp: ggmlT16Prefetch * c.bytes}, bases[0])
 		} else {
 			LEAQ(Mem{Base: bases[i-1], Index: stride, Scale: 4}, bases[i])
 		}
@@ -475,7 +483,7 @@ func ggmlSuperA8T16Low(c ggmlSuper, M int) {
 		}
 		rows.transpose(16, scratch.Offset(qsOff), 16)
 	}
-	prefetch := ggmlT16Prefetches(c, wp, rows.stride, rows.stride3, 16*t.chainGroups())
+	prefetch := ggmlT16Prefetches(c, wp, nk, rows.stride, rows.stride3, 16*t.chainGroups())
 
 	for h := 0; h < 2; h++ {
 		for jj := 0; jj < 8; jj++ { // sub-block 8h+jj: columns 32kk+4g, g in 4(jj%2)..+3
@@ -721,7 +729,7 @@ func ggmlSuperA8T16IQ4(c ggmlSuper) {
 			VMOVDQU64(a, scratch.Offset(pairOff+128*(p/2)+64*(p%2)))
 		}
 	}
-	prefetch := ggmlT16Prefetches(c, wp, rows.stride, rows.stride3, 16)
+	prefetch := ggmlT16Prefetches(c, wp, nk, rows.stride, rows.stride3, 16)
 	for h := 0; h < 2; h++ {
 		rows.transpose(8+64*h, scratch.Offset(codesOff), 16)
 		for kk := 0; kk < 4; kk++ { // sub-block 4h+kk
