@@ -173,21 +173,41 @@ func ggmlTLayout(sub, M int) (np, pairs, xs, size int) {
 	return np, pairs, xs, xs + 2*M*4
 }
 
-// ggmlPrepT lays out the activations for a rows-in-lanes kernel of M
-// slots (ggmlTLayout).
-func ggmlPrepT(m *ggml.Matrix, c *ggmlCall, M int) {
+// ggmlPrepT lays out the activations for the rows-in-lanes kernels
+// (ggmlTLayout, ggmlTSlots slots), the super-blocks split between the
+// backend's threads (one thread would take 2-4% of a batch-16 multiply).
+// The sub-block sums are taken from the copied bytes (c.sums is not used).
+func ggmlPrepT(mx *GGMLMatrix, c *ggmlCall) {
+	m := mx.m
+	_, _, _, size := ggmlTLayout(m.Type.SubLen(), ggmlTSlots)
+	nsb := m.PCols / 256
+	c.act8 = growAct(c, nsb*size)
+	_ = mx.b.forJob(nsb, ggmlPrepTGrain, ggmlPrepTJob{c})
+}
+
+// ggmlPrepTGrain is the fewest super-blocks a thread prepares.
+const ggmlPrepTGrain = 8
+
+// ggmlPrepTJob prepares super-blocks [k0, k1) for ggmlPrepT (one pointer:
+// as a rangeJob it allocates nothing).
+type ggmlPrepTJob struct{ c *ggmlCall }
+
+func (j ggmlPrepTJob) do(k0, k1 int) error {
+	c := j.c
+	m := c.mx.m
+	const M = ggmlTSlots
 	pc, sub := m.PCols, m.Type.SubLen()
 	np, po, xo, size := ggmlTLayout(sub, M)
-	nsb, nsub := pc/256, pc/sub
-	c.act8 = growAct(c, nsb*size)
-	for k := 0; k < nsb; k++ {
+	var sums [16]int16
+	for k := k0; k < k1; k++ {
 		blk := c.act8[k*size : (k+1)*size]
 		clear(blk[256*c.batch:])
 		pairs := unsafe.Slice((*uint32)(unsafe.Pointer(&blk[po])), 2*M*np)
 		xs := unsafe.Slice((*float32)(unsafe.Pointer(&blk[xo])), 2*M)
 		for v := 0; v < c.batch; v++ {
-			copy(blk[256*v:256*v+256], c.xq[v*pc+256*k:v*pc+256*k+256])
-			sums := c.sums[v*nsub+256/sub*k : v*nsub+256/sub*(k+1)]
+			a := blk[256*v : 256*v+256]
+			copy(a, c.xq[v*pc+256*k:v*pc+256*k+256])
+			sumsInt8(sums[:256/sub], a, sub)
 			for h := 0; h < 2; h++ {
 				for p := 0; p < np; p++ {
 					j := 2*np*h + 2*p
@@ -197,6 +217,7 @@ func ggmlPrepT(m *ggml.Matrix, c *ggmlCall, M int) {
 			}
 		}
 	}
+	return nil
 }
 
 // ggmlRunT runs a rows-in-lanes kernel of M slots on rows [r0, r1), 16
@@ -425,11 +446,11 @@ func sumsInt8(sums []int16, x []int8, sub int) {
 func ggmlPrep(mx *GGMLMatrix, c *ggmlCall) {
 	m := mx.m
 	pc := m.PCols
-	ggmlPrepSums(mx, c)
 	if ggmlTKernel(m.Type, c.batch) != nil {
-		ggmlPrepT(m, c, ggmlTSlots)
+		ggmlPrepT(mx, c)
 		return
 	}
+	ggmlPrepSums(mx, c)
 	if _, ok := ggmlA8M16Funcs[m.Type]; ok && c.batch >= ggmlM16From {
 		ggmlPrepM16(m, c, false)
 		return
