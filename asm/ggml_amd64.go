@@ -26,6 +26,18 @@ func GgmlQ2KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //go:noescape
 func GgmlQ2KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
+// GgmlQ2KA8T4Avx512 is GgmlQ2KA8Avx512 for 16 rows and 4 vector slots with the
+// rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ2KA8T4Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ2KA8T8Avx512 is GgmlQ2KA8Avx512 for 16 rows and 8 vector slots with the
+// rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ2KA8T8Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
+
 // GgmlQ2KA8T16Avx512 is GgmlQ2KA8Avx512 for 16 rows and 16 vector slots with
 // the rows in the lanes. See "GGML block kernels" in the package doc.
 //
@@ -52,6 +64,18 @@ func GgmlQ3KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //
 //go:noescape
 func GgmlQ3KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
+// GgmlQ3KA8T4Avx512 is GgmlQ3KA8Avx512 for 16 rows and 4 vector slots with the
+// rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ3KA8T4Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ3KA8T8Avx512 is GgmlQ3KA8Avx512 for 16 rows and 8 vector slots with the
+// rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ3KA8T8Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
 
 // GgmlQ3KA8T16Avx512 is GgmlQ3KA8Avx512 for 16 rows and 16 vector slots with
 // the rows in the lanes. See "GGML block kernels" in the package doc.
@@ -83,6 +107,18 @@ func GgmlQ4KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //go:noescape
 func GgmlQ4KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
+// GgmlQ4KA8T4Avx512 is GgmlQ4KA8Avx512 for 16 rows and 4 vector slots with the
+// rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ4KA8T4Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ4KA8T8Avx512 is GgmlQ4KA8Avx512 for 16 rows and 8 vector slots with the
+// rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ4KA8T8Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
+
 // GgmlQ4KA8T16Avx512 is GgmlQ4KA8Avx512 for 16 rows and 16 vector slots with
 // the rows in the lanes. See "GGML block kernels" in the package doc.
 //
@@ -109,6 +145,18 @@ func GgmlQ5KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //
 //go:noescape
 func GgmlQ5KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
+// GgmlQ5KA8T4Avx512 is GgmlQ5KA8Avx512 for 16 rows and 4 vector slots with the
+// rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ5KA8T4Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ5KA8T8Avx512 is GgmlQ5KA8Avx512 for 16 rows and 8 vector slots with the
+// rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ5KA8T8Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
 
 // GgmlQ5KA8T16Avx512 is GgmlQ5KA8Avx512 for 16 rows and 16 vector slots with
 // the rows in the lanes. See "GGML block kernels" in the package doc.
@@ -138,6 +186,18 @@ func GgmlQ6KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //
 //go:noescape
 func GgmlQ6KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
+// GgmlQ6KA8T4Avx512 is GgmlQ6KA8Avx512 for 16 rows and 4 vector slots with the
+// rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ6KA8T4Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ6KA8T8Avx512 is GgmlQ6KA8Avx512 for 16 rows and 8 vector slots with the
+// rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ6KA8T8Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
 
 // GgmlQ6KA8T16Avx512 is GgmlQ6KA8Avx512 for 16 rows and 16 vector slots with
 // the rows in the lanes. See "GGML block kernels" in the package doc.
@@ -169,6 +229,18 @@ func GgmlIQ4XSA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astr
 //
 //go:noescape
 func GgmlIQ4XSA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
+// GgmlIQ4XSA8T4Avx512 is GgmlIQ4XSA8Avx512 for 16 rows and 4 vector slots with
+// the rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4XSA8T4Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlIQ4XSA8T8Avx512 is GgmlIQ4XSA8Avx512 for 16 rows and 8 vector slots with
+// the rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4XSA8T8Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
 
 // GgmlIQ4XSA8T16Avx512 is GgmlIQ4XSA8Avx512 for 16 rows and 16 vector slots
 // with the rows in the lanes. See "GGML block kernels" in the package doc.

@@ -161,8 +161,10 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, f := range ggmlA8M16Funcs {
 		check("ggml batch", funcName(f), ggmlA8Requires)
 	}
-	for _, f := range ggmlA8TFuncs {
-		check("ggml rows in lanes", funcName(f), ggmlA8Requires)
+	for _, fs := range ggmlA8TFuncs {
+		for _, f := range fs {
+			check("ggml rows in lanes", funcName(f), ggmlA8Requires)
+		}
 	}
 	for _, f := range ggmlA8M16AVX2Funcs {
 		check("ggml avx2 batch", funcName(f), ggmlA8AVX2Requires)

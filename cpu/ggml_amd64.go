@@ -131,32 +131,57 @@ var ggmlA8M16AVX2SmallFuncs = map[ggml.Type]ggmlA8M16Func{
 // r).
 type ggmlA8TFunc func(w *byte, stride int, nsb int, act *int8, out *float32)
 
-// ggmlA8TFuncs are the rows-in-lanes kernels (ggmlTSlots vector slots),
-// for batches of at least ggmlT16From: each VPDPBUSD multiplies four codes
-// of 16 rows by four activations of one vector, so no sum ends in a
-// reduction.
-var ggmlA8TFuncs = map[ggml.Type]ggmlA8TFunc{
-	ggml.Q2_K:   asm.GgmlQ2KA8T16Avx512,
-	ggml.Q3_K:   asm.GgmlQ3KA8T16Avx512,
-	ggml.Q4_K:   asm.GgmlQ4KA8T16Avx512,
-	ggml.Q5_K:   asm.GgmlQ5KA8T16Avx512,
-	ggml.Q6_K:   asm.GgmlQ6KA8T16Avx512,
-	ggml.IQ4_XS: asm.GgmlIQ4XSA8T16Avx512,
+// ggmlA8TFuncs are the rows-in-lanes kernels by vector slots: each
+// VPDPBUSD multiplies four codes of 16 rows by four activations of one
+// vector, so no sum ends in a reduction. Those of 16 slots run batches of
+// ggmlT16From and more, those of 8 the batches from ggmlT8From.
+var ggmlA8TFuncs = map[int]map[ggml.Type]ggmlA8TFunc{
+	4: {
+		ggml.Q2_K:   asm.GgmlQ2KA8T4Avx512,
+		ggml.Q3_K:   asm.GgmlQ3KA8T4Avx512,
+		ggml.Q4_K:   asm.GgmlQ4KA8T4Avx512,
+		ggml.Q5_K:   asm.GgmlQ5KA8T4Avx512,
+		ggml.Q6_K:   asm.GgmlQ6KA8T4Avx512,
+		ggml.IQ4_XS: asm.GgmlIQ4XSA8T4Avx512,
+	},
+	8: {
+		ggml.Q2_K:   asm.GgmlQ2KA8T8Avx512,
+		ggml.Q3_K:   asm.GgmlQ3KA8T8Avx512,
+		ggml.Q4_K:   asm.GgmlQ4KA8T8Avx512,
+		ggml.Q5_K:   asm.GgmlQ5KA8T8Avx512,
+		ggml.Q6_K:   asm.GgmlQ6KA8T8Avx512,
+		ggml.IQ4_XS: asm.GgmlIQ4XSA8T8Avx512,
+	},
+	16: {
+		ggml.Q2_K:   asm.GgmlQ2KA8T16Avx512,
+		ggml.Q3_K:   asm.GgmlQ3KA8T16Avx512,
+		ggml.Q4_K:   asm.GgmlQ4KA8T16Avx512,
+		ggml.Q5_K:   asm.GgmlQ5KA8T16Avx512,
+		ggml.Q6_K:   asm.GgmlQ6KA8T16Avx512,
+		ggml.IQ4_XS: asm.GgmlIQ4XSA8T16Avx512,
+	},
 }
 
-// ggmlTSlots is the vector slots of the rows-in-lanes kernels.
-const ggmlTSlots = 16
+// ggmlT8From and ggmlT16From are the smallest batches the rows-in-lanes
+// kernels of 8 and 16 slots run.
+const (
+	ggmlT4From  = 2
+	ggmlT8From  = 5
+	ggmlT16From = 9
+)
 
-// ggmlT16From is the smallest batch the rows-in-lanes kernels run.
-const ggmlT16From = 9
-
-// ggmlTKernel returns the rows-in-lanes kernel for a batch (nil if none
-// runs it).
-func ggmlTKernel(t ggml.Type, batch int) ggmlA8TFunc {
-	if batch >= ggmlT16From {
-		return ggmlA8TFuncs[t]
+// ggmlTKernel returns the rows-in-lanes kernel for a batch and its vector
+// slots (nil if none runs it).
+func ggmlTKernel(t ggml.Type, batch int) (ggmlA8TFunc, int) {
+	switch {
+	case batch >= ggmlT16From:
+		return ggmlA8TFuncs[16][t], 16
+	case batch >= ggmlT8From:
+		return ggmlA8TFuncs[8][t], 8
+	case batch >= ggmlT4From:
+		return ggmlA8TFuncs[4][t], 4
 	}
-	return nil
+	return nil, 0
 }
 
 // ggmlTLayout is the layout of one super-block's activations for a
@@ -174,12 +199,12 @@ func ggmlTLayout(sub, M int) (np, pairs, xs, size int) {
 }
 
 // ggmlPrepT lays out the activations for the rows-in-lanes kernels
-// (ggmlTLayout, ggmlTSlots slots), the super-blocks split between the
+// (ggmlTLayout, c.slots slots), the super-blocks split between the
 // backend's threads (one thread would take 2-4% of a batch-16 multiply).
 // The sub-block sums are taken from the copied bytes (c.sums is not used).
 func ggmlPrepT(mx *GGMLMatrix, c *ggmlCall) {
 	m := mx.m
-	_, _, _, size := ggmlTLayout(m.Type.SubLen(), ggmlTSlots)
+	_, _, _, size := ggmlTLayout(m.Type.SubLen(), c.slots)
 	nsb := m.PCols / 256
 	c.act8 = growAct(c, nsb*size)
 	_ = mx.b.forJob(nsb, ggmlPrepTGrain, ggmlPrepTJob{c})
@@ -195,7 +220,7 @@ type ggmlPrepTJob struct{ c *ggmlCall }
 func (j ggmlPrepTJob) do(k0, k1 int) error {
 	c := j.c
 	m := c.mx.m
-	const M = ggmlTSlots
+	M := c.slots
 	pc, sub := m.PCols, m.Type.SubLen()
 	np, po, xo, size := ggmlTLayout(sub, M)
 	var sums [16]int16
@@ -375,8 +400,8 @@ func init() {
 				if r1 <= r0 {
 					return
 				}
-				if fn := ggmlTKernel(t, c.batch); fn != nil {
-					ggmlRunT(fn, ggmlTSlots, mx, c, r0, r1)
+				if fn, slots := ggmlTKernel(t, c.batch); fn != nil {
+					ggmlRunT(fn, slots, mx, c, r0, r1)
 					return
 				}
 				if m16 != nil && c.batch >= ggmlM16From {
@@ -446,7 +471,8 @@ func sumsInt8(sums []int16, x []int8, sub int) {
 func ggmlPrep(mx *GGMLMatrix, c *ggmlCall) {
 	m := mx.m
 	pc := m.PCols
-	if ggmlTKernel(m.Type, c.batch) != nil {
+	if fn, slots := ggmlTKernel(m.Type, c.batch); fn != nil {
+		c.slots = slots
 		ggmlPrepT(mx, c)
 		return
 	}

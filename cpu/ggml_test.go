@@ -39,7 +39,7 @@ func TestGGMLKernels(t *testing.T) {
 				}
 				rows, cols, pc := m.Rows, m.Cols, m.PCols
 				want := make([]float32, rows)
-				for _, batch := range []int{1, 2, 3, 8, 9, 15, 16, 5} {
+				for _, batch := range []int{1, 2, 3, 4, 8, 9, 15, 16, 5, 7} {
 					x := make([]float32, batch*cols)
 					rng := layout.NewRand(uint64(batch))
 					for i := range x {

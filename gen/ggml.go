@@ -19,17 +19,19 @@ func ggmlKernels() {
 		ggmlSuperA8(c)
 		ggmlSuperA8R4(c)
 		ggmlSuperA8M16(c)
-		switch c.t { // batches from 9
-		case "Q4K", "Q5K":
-			ggmlSuperA8T16(c)
-		case "Q6K":
-			ggmlSuperA8T16Q6(c)
-		case "Q2K", "Q3K":
-			ggmlSuperA8T16Low(c, 16)
-		case "IQ4XS":
-			ggmlSuperA8T16IQ4(c)
-		default:
-			panic("ggml: no rows-in-lanes kernel for " + c.t)
+		for _, M := range []int{4, 8, 16} { // rows in the lanes, M vector slots
+			switch c.t {
+			case "Q4K", "Q5K":
+				ggmlSuperA8T16(c, M)
+			case "Q6K":
+				ggmlSuperA8T16Q6(c, M)
+			case "Q2K", "Q3K":
+				ggmlSuperA8T16Low(c, M)
+			case "IQ4XS":
+				ggmlSuperA8T16IQ4(c, M)
+			default:
+				panic("ggml: no rows-in-lanes kernel for " + c.t)
+			}
 		}
 	}
 	for _, c := range ggmlSmalls {

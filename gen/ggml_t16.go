@@ -32,11 +32,11 @@ const ggmlT16Prefetch = 2
 // one add give S; M is two VPDPWSSD of the rows' mins (int16 pairs) with
 // the vector's sub-block sum pairs; the float steps run on 16 rows at
 // once in the definition's order, the partial results carried in out.
-func ggmlSuperA8T16(c ggmlSuper) {
-	name := "Ggml" + c.t + "A8T16Avx512"
+func ggmlSuperA8T16(c ggmlSuper, M int) {
+	name := fmt.Sprintf("Ggml%sA8T%dAvx512", c.t, M)
 	TEXT(name, 0, ggmlSigT16) // not NOSPLIT: the 2 KiB scratch frame
 	Pragma("noescape")
-	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 16 rows and 16 vector slots with the rows in the lanes.", name, "Ggml"+c.t+"A8Avx512"))
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 16 rows and %d vector slots with the rows in the lanes.", name, "Ggml"+c.t+"A8Avx512", M))
 	q5 := c.t == "Q5K"
 	qs := 16 // the code bytes' offset in the super-block
 	if q5 {
@@ -51,13 +51,13 @@ func ggmlSuperA8T16(c ggmlSuper) {
 		pairOff  = dOff + 256 // per half the mins pairs (m0,m1), (m2,m3) as int16
 	)
 	scratch := alignedScratch(2048)
-	pairs, xsOff, blk := ggmlT16LayoutM(c.sub, 16)
+	pairs, xsOff, blk := ggmlT16LayoutM(c.sub, M)
 	dword := func(name string, v uint32) Mem {
 		return rodata("ggmlT16_"+name, 1, 4, func(int) uint64 { return uint64(v) })
 	}
 	x0f, x3f, x30, xff, xff16 := dword("0f", 0x0f0f0f0f), dword("3f", 0x3f3f3f3f), dword("30", 0x30303030), dword("ff", 0xff), dword("ff0000", 0xff0000)
 
-	k := newT16(16)
+	k := newT16(M)
 	wp, nk := param("w"), param("nsb")
 	Label(name + "_sb")
 	rows := newT16Rows(wp)
@@ -104,7 +104,7 @@ func ggmlSuperA8T16(c ggmlSuper) {
 			VMOVDQU64(p2, scratch.Offset(pairOff+128*h+64))
 		}
 	}
-	prefetch := ggmlT16Prefetches(c, wp, nk, rows.stride, rows.stride3, 32)
+	prefetch := ggmlT16Prefetches(c, wp, nk, rows.stride, rows.stride3, 8*k.chainGroups())
 	if q5 {
 		rows.transpose(16, scratch.Offset(qhOff), 8) // qh, then the first 32 code bytes
 	}
@@ -162,11 +162,11 @@ func ggmlSuperA8T16(c ggmlSuper) {
 // scales. The codes are q+32 (ql nibble and qh bits, unsigned) and S
 // starts at -32*sum(sc*sx): per half four VPDPWSSD of the rows' scales
 // times 32 (int16 pairs) with the vector's sub-block sum pairs.
-func ggmlSuperA8T16Q6(c ggmlSuper) {
-	name := "Ggml" + c.t + "A8T16Avx512"
+func ggmlSuperA8T16Q6(c ggmlSuper, M int) {
+	name := fmt.Sprintf("Ggml%sA8T%dAvx512", c.t, M)
 	TEXT(name, 0, ggmlSigT16) // not NOSPLIT: the scratch frame
 	Pragma("noescape")
-	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 16 rows and 16 vector slots with the rows in the lanes.", name, "Ggml"+c.t+"A8Avx512"))
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 16 rows and %d vector slots with the rows in the lanes.", name, "Ggml"+c.t+"A8Avx512", M))
 	const (
 		codesOff = 0    // a half's transposed ql bytes, 16 dwords
 		qhOff    = 1024 // the transposed qh bytes, 16 dwords (8 per half)
@@ -174,14 +174,14 @@ func ggmlSuperA8T16Q6(c ggmlSuper) {
 		pairOff  = 2304 // per half and pair p the scales 2p, 2p+1 times 32, int16
 		dOff     = 2816 // d as float32 lanes
 	)
-	pairs, xsOff, blk := ggmlT16LayoutM(c.sub, 16)
+	pairs, xsOff, blk := ggmlT16LayoutM(c.sub, M)
 	scratch := alignedScratch(2880)
 	dword := func(name string, v uint32) Mem {
 		return rodata("ggmlT16_"+name, 1, 4, func(int) uint64 { return uint64(v) })
 	}
 	x0f, xffe0, x30 := dword("0f", 0x0f0f0f0f), dword("ffe0", 0xffe0), dword("30", 0x30303030)
 
-	t := newT16(16)
+	t := newT16(M)
 	wp, nk := param("w"), param("nsb")
 	Label(name + "_sb")
 	rows := newT16Rows(wp)
@@ -207,7 +207,7 @@ func ggmlSuperA8T16Q6(c ggmlSuper) {
 			}
 		}
 	}
-	prefetch := ggmlT16Prefetches(c, wp, nk, rows.stride, rows.stride3, 64)
+	prefetch := ggmlT16Prefetches(c, wp, nk, rows.stride, rows.stride3, 16*t.chainGroups())
 	rows.transpose(128, scratch.Offset(qhOff), 16) // qh: dwords 0..7 half 0, 8..15 half 1
 	for h := 0; h < 2; h++ {
 		rows.transpose(64*h, scratch.Offset(codesOff), 16)
@@ -678,18 +678,18 @@ func (k *t16) next(name string, c ggmlSuper, wp, nk GPVirtual, blk int) {
 // nibbles and 16..31 in the high ones, looked up as KValues+128 (VPSHUFB,
 // unsigned), so S is recentred by 128*sum(sc*sx) (four VPDPWSSD per
 // half, as Q6_K's by 32).
-func ggmlSuperA8T16IQ4(c ggmlSuper) {
-	name := "Ggml" + c.t + "A8T16Avx512"
+func ggmlSuperA8T16IQ4(c ggmlSuper, M int) {
+	name := fmt.Sprintf("Ggml%sA8T%dAvx512", c.t, M)
 	TEXT(name, 0, ggmlSigT16) // not NOSPLIT: the scratch frame
 	Pragma("noescape")
-	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 16 rows and 16 vector slots with the rows in the lanes.", name, "Ggml"+c.t+"A8Avx512"))
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 16 rows and %d vector slots with the rows in the lanes.", name, "Ggml"+c.t+"A8Avx512", M))
 	const (
 		codesOff = 0    // a half's transposed code bytes, 16 dwords
 		scOff    = 1024 // the 8 scales as int32 lanes
 		pairOff  = 1536 // per half h and pair p at 128h + 64p: 128*scales, int16 pairs
 		dOff     = 1792 // d as float32 lanes
 	)
-	pairs, xsOff, blk := ggmlT16LayoutM(c.sub, 16)
+	pairs, xsOff, blk := ggmlT16LayoutM(c.sub, M)
 	scratch := alignedScratch(1856)
 	k := func(name string, v uint32) Mem {
 		return rodata("ggmlT16_"+name, 1, 4, func(int) uint64 { return uint64(v) })
@@ -698,7 +698,7 @@ func ggmlSuperA8T16IQ4(c ggmlSuper) {
 	VBROADCASTI32X4(rodata("ggmlKValues128", 16, 1, func(i int) uint64 {
 		return uint64(int([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]) + 128)
 	}), tab)
-	t := newT16(16)
+	t := newT16(M)
 	wp, nk := param("w"), param("nsb")
 	Label(name + "_sb")
 	rows := newT16Rows(wp)
@@ -729,7 +729,7 @@ func ggmlSuperA8T16IQ4(c ggmlSuper) {
 			VMOVDQU64(a, scratch.Offset(pairOff+128*(p/2)+64*(p%2)))
 		}
 	}
-	prefetch := ggmlT16Prefetches(c, wp, nk, rows.stride, rows.stride3, 16)
+	prefetch := ggmlT16Prefetches(c, wp, nk, rows.stride, rows.stride3, 8*t.chainGroups())
 	for h := 0; h < 2; h++ {
 		rows.transpose(8+64*h, scratch.Offset(codesOff), 16)
 		for kk := 0; kk < 4; kk++ { // sub-block 4h+kk
