@@ -554,44 +554,36 @@
 // steps run with the four rows in the lanes, and the next four rows are
 // prefetched in memory order.
 //
-// The batch kernels Ggml<type>A8M16Avx512 (super-block types, batches
-// below the rows-in-lanes kernels') have the signature func(w *byte, stride int, rows
-// int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec
-// int, out *float32). Two vectors share an accumulator: super-block k's
-// activations take 4096 bytes at act + 4096k, half h, pair j (vectors 2j,
-// 2j+1) and chunk c the 64 bytes at 2048h + 256j + 64c, 32 bytes per
-// vector whose dword p holds columns 16b + 4c .. 16b + 4c + 3 of the half,
-// b = p for 16-column sub-blocks and b = 0, 2, 1, 3, 4, 6, 5, 7 for
-// p = 0..7 with 32-column ones (so each dword position meets one
-// sub-block, and with 32-column sub-blocks the first reduction level adds
-// positions of one sub-block). The 16 lanes of the sums (int16 pairs of
-// sub-blocks per dword, 16 lanes per pair and super-block), of xs (16
-// lanes per 128 columns) and of row r's results hold the vectors 0, 2, 4,
-// 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15, the order the pair
-// reduction leaves them in; the vectors sit in the lanes of the float
-// steps. Row r's results are accumulated into out[16r .. 16r+15], which
-// the caller zeroes before the first super-block, so that it can run the
-// rows over a few super-blocks per call. The kernels stop after the pairs
-// that hold nvec vectors.
 // The AVX2 batch kernels Ggml<type>A8M16FullAvx2 and Ggml<type>A8M16Avx2
 // (Q2_K to Q6_K; the first runs all 16 lanes whatever nvec is, the
 // activations of unused vectors zero, the second only the pairs that hold
-// nvec vectors) have the same signature, lanes, sums, scales and results,
-// but their own activation layout: half h, pair j
-// and chunk c (16 columns) take the 32 bytes at 2048h + 256j + 32c of the
-// super-block's 4096, 16 bytes of vector 2j then 16 of vector 2j+1,
-// columns 16c .. 16c+15 of the half in order.
+// nvec vectors) have the signature func(w *byte, stride int, rows int,
+// nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int,
+// out *float32). Two vectors share an accumulator (one per 128-bit lane):
+// super-block k's activations take 4096 bytes at act + 4096k, half h,
+// pair j (vectors 2j, 2j+1) and chunk c (16 columns) the 32 bytes at
+// 2048h + 256j + 32c, 16 bytes of vector 2j then 16 of vector 2j+1,
+// columns 16c .. 16c+15 of the half in order. The 16 lanes of the sums
+// (int16 pairs of sub-blocks per dword, 16 lanes per pair and
+// super-block), of xs (16 lanes per 128 columns) and of row r's results
+// hold the vectors 0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15,
+// the order the pair reduction leaves them in; the vectors sit in the
+// lanes of the float steps. Row r's results are accumulated into
+// out[16r .. 16r+15], which the caller zeroes before the first
+// super-block, so that it can run the rows over a few super-blocks per
+// call.
 // Preconditions: rows, nsb >= 1, 1 <= nvec <= 16 (batch kernels: the
 // lanes of vectors from nvec on have zero sums and scales).
 //
-// The rows-in-lanes batch kernels Ggml<type>A8T16Avx512 (Q2_K to Q6_K)
-// have the signature func(w *byte, stride int, nsb int, act *int8,
-// out *float32): 16 rows at w (stride bytes apart), nsb super-blocks
-// each, and M = 16 vector slots. Super-block k's activations take B bytes
-// at act + Bk: slot v's 256 int8 in column order at 256v; then per half h
-// and slot v the np = 128/sub/2 dwords (sub the type's sub-block columns:
-// np = 2 for Q4_K and Q5_K, 4 for the others) at P + 4np*(M*h + v) + 4p,
-// P = 256M, holding the int16 sums of the half's sub-blocks 2p (low word)
+// The rows-in-lanes batch kernels Ggml<type>A8T<M>Avx512 (the
+// super-block types, M = 4, 8 and 16 vector slots) have the signature
+// func(w *byte, stride int, nsb int, act *int8, out *float32): 16 rows at
+// w (stride bytes apart), nsb super-blocks each, and M vector slots.
+// Super-block k's activations take B bytes at act + Bk: slot v's 256 int8
+// in column order at 256v; then per half h and slot v the np = 128/sub/2
+// dwords (sub the type's sub-block columns: np = 2 for Q4_K, Q5_K and
+// IQ4_XS, 4 for Q2_K, Q3_K and Q6_K) at P + 4np*(M*h + v) + 4p, P = 256M,
+// holding the int16 sums of the half's sub-blocks 2p (low word)
 // and 2p+1; then per half and slot the float32 scale at X + 4*(M*h + v),
 // X = P + 8M*np, B = X + 8M. Unused slots are zero. Row r's product with
 // slot v is accumulated into out[16v + r], which the caller zeroes.

@@ -19,13 +19,6 @@ func GgmlQ2KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlQ2KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlQ2KA8M16Avx512 is GgmlQ2KA8Avx512 for 2..16 vectors, a row at a time,
-// two vectors per accumulator and the vectors in the lanes of the float steps.
-// See "GGML block kernels" in the package doc.
-//
-//go:noescape
-func GgmlQ2KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
-
 // GgmlQ2KA8T4Avx512 is GgmlQ2KA8Avx512 for 16 rows and 4 vector slots with the
 // rows in the lanes. See "GGML block kernels" in the package doc.
 //
@@ -57,13 +50,6 @@ func GgmlQ3KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //
 //go:noescape
 func GgmlQ3KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
-
-// GgmlQ3KA8M16Avx512 is GgmlQ3KA8Avx512 for 2..16 vectors, a row at a time,
-// two vectors per accumulator and the vectors in the lanes of the float steps.
-// See "GGML block kernels" in the package doc.
-//
-//go:noescape
-func GgmlQ3KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
 // GgmlQ3KA8T4Avx512 is GgmlQ3KA8Avx512 for 16 rows and 4 vector slots with the
 // rows in the lanes. See "GGML block kernels" in the package doc.
@@ -100,13 +86,6 @@ func GgmlQ4KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlQ4KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlQ4KA8M16Avx512 is GgmlQ4KA8Avx512 for 2..16 vectors, a row at a time,
-// two vectors per accumulator and the vectors in the lanes of the float steps.
-// See "GGML block kernels" in the package doc.
-//
-//go:noescape
-func GgmlQ4KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
-
 // GgmlQ4KA8T4Avx512 is GgmlQ4KA8Avx512 for 16 rows and 4 vector slots with the
 // rows in the lanes. See "GGML block kernels" in the package doc.
 //
@@ -138,13 +117,6 @@ func GgmlQ5KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //
 //go:noescape
 func GgmlQ5KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
-
-// GgmlQ5KA8M16Avx512 is GgmlQ5KA8Avx512 for 2..16 vectors, a row at a time,
-// two vectors per accumulator and the vectors in the lanes of the float steps.
-// See "GGML block kernels" in the package doc.
-//
-//go:noescape
-func GgmlQ5KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
 // GgmlQ5KA8T4Avx512 is GgmlQ5KA8Avx512 for 16 rows and 4 vector slots with the
 // rows in the lanes. See "GGML block kernels" in the package doc.
@@ -179,13 +151,6 @@ func GgmlQ6KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //
 //go:noescape
 func GgmlQ6KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
-
-// GgmlQ6KA8M16Avx512 is GgmlQ6KA8Avx512 for 2..16 vectors, a row at a time,
-// two vectors per accumulator and the vectors in the lanes of the float steps.
-// See "GGML block kernels" in the package doc.
-//
-//go:noescape
-func GgmlQ6KA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
 // GgmlQ6KA8T4Avx512 is GgmlQ6KA8Avx512 for 16 rows and 4 vector slots with the
 // rows in the lanes. See "GGML block kernels" in the package doc.
@@ -222,13 +187,6 @@ func GgmlIQ4XSA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //
 //go:noescape
 func GgmlIQ4XSA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
-
-// GgmlIQ4XSA8M16Avx512 is GgmlIQ4XSA8Avx512 for 2..16 vectors, a row at a
-// time, two vectors per accumulator and the vectors in the lanes of the float
-// steps. See "GGML block kernels" in the package doc.
-//
-//go:noescape
-func GgmlIQ4XSA8M16Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
 // GgmlIQ4XSA8T4Avx512 is GgmlIQ4XSA8Avx512 for 16 rows and 4 vector slots with
 // the rows in the lanes. See "GGML block kernels" in the package doc.

@@ -158,9 +158,6 @@ func TestRequiresCoverKernels(t *testing.T) {
 		}
 		check("ggml four rows", funcName(f), gate)
 	}
-	for _, f := range ggmlA8M16Funcs {
-		check("ggml batch", funcName(f), ggmlA8Requires)
-	}
 	for _, fs := range ggmlA8TFuncs {
 		for _, f := range fs {
 			check("ggml rows in lanes", funcName(f), ggmlA8Requires)

@@ -15,8 +15,8 @@ import (
 // types with int8 activations. Each call covers a range of rows and every
 // vector of the batch; prep lays out each vector's activations once per
 // call (ggmlActOrder: the column order of the one-vector kernels' code
-// bytes; ggmlPrepM16: the batch kernels' layout) and the int16 sum of each
-// sub-block's activations.
+// bytes; ggmlPrepT: the rows-in-lanes batch kernels' layout) and the int16
+// sum of each sub-block's activations.
 
 type ggmlA8Func func(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
@@ -65,17 +65,6 @@ var ggmlR4VBMIRequires = []string{"AVX512VBMI", "GFNI"}
 
 type ggmlA8M16Func func(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
-// ggmlA8M16Funcs are the batch kernels (the vectors in the lanes of the
-// float steps), for batches of at least ggmlM16From vectors.
-var ggmlA8M16Funcs = map[ggml.Type]ggmlA8M16Func{
-	ggml.Q2_K:   asm.GgmlQ2KA8M16Avx512,
-	ggml.Q3_K:   asm.GgmlQ3KA8M16Avx512,
-	ggml.Q4_K:   asm.GgmlQ4KA8M16Avx512,
-	ggml.Q5_K:   asm.GgmlQ5KA8M16Avx512,
-	ggml.Q6_K:   asm.GgmlQ6KA8M16Avx512,
-	ggml.IQ4_XS: asm.GgmlIQ4XSA8M16Avx512,
-}
-
 type ggmlF32Func func(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 
 // ggmlF32Funcs are the float-activation kernels (every type).
@@ -94,19 +83,12 @@ var ggmlF32Funcs = map[ggml.Type]ggmlF32Func{
 	ggml.IQ4_NL: asm.GgmlIQ4NLF32Avx512,
 }
 
-// ggmlM16From is the smallest batch the batch kernels run: at batch 2 the
-// one-vector kernel per vector was faster on two Zen 4 cores
-// (4096x14336, Q4_K 2.8-3.0 against 3.4-3.6 ms; Q6_K even), at batch 4
-// the batch kernel (Q4_K 3.5-4.1 against 4.4-4.7, Q6_K 3.9-4.4 against
-// 5.6-6.2).
-const ggmlM16From = 3
-
 // ggmlA8AVX2Requires is every feature the AVX2 kernels' instructions need.
 var ggmlA8AVX2Requires = []string{"AVX", "AVX2", "BMI2", "F16C"}
 
 // ggmlA8M16AVX2Funcs are the AVX2 batch kernels, for at least
-// ggmlM16FullFrom vectors (all 16 lanes; activations laid out as
-// ggmlPrepM16 does with avx2).
+// ggmlM16FullFrom vectors (all 16 lanes; activations laid out by
+// ggmlPrepM16).
 var ggmlA8M16AVX2Funcs = map[ggml.Type]ggmlA8M16Func{
 	ggml.Q2_K: asm.GgmlQ2KA8M16FullAvx2,
 	ggml.Q3_K: asm.GgmlQ3KA8M16FullAvx2,
@@ -342,7 +324,7 @@ func init() {
 	for t, fn := range ggmlA8Funcs {
 		t, fn := t, fn
 		ggmlKernels[t] = func(isa ISA) *ggmlKernel {
-			m16, f32, avx2, f32avx2, r4, r4avx2 := ggmlA8M16Funcs[t], ggmlF32Funcs[t], ggmlA8AVX2Funcs[t], ggmlF32AVX2Funcs[t], ggmlA8R4Funcs[t], ggmlA8R4AVX2Funcs[t]
+			f32, avx2, f32avx2, r4, r4avx2 := ggmlF32Funcs[t], ggmlA8AVX2Funcs[t], ggmlF32AVX2Funcs[t], ggmlA8R4Funcs[t], ggmlA8R4AVX2Funcs[t]
 			if (isa == AVX2 || isa == AVXVNNI) && avx2 != nil && hasAll(ggmlA8AVX2Requires) {
 				m16avx2, m16avx2Small := ggmlA8M16AVX2Funcs[t], ggmlA8M16AVX2SmallFuncs[t]
 				batchKernel := func(batch int) ggmlA8M16Func {
@@ -357,7 +339,7 @@ func init() {
 				k := &ggmlKernel{isa: isa, prep: func(mx *GGMLMatrix, c *ggmlCall) {
 					ggmlPrepSums(mx, c)
 					if batchKernel(c.batch) != nil {
-						ggmlPrepM16(mx.m, c, true)
+						ggmlPrepM16(mx.m, c)
 					}
 				}}
 				if hasAll(ggmlF32AVX2Requires) {
@@ -402,10 +384,6 @@ func init() {
 				}
 				if fn, slots := ggmlTKernel(t, c.batch); fn != nil {
 					ggmlRunT(fn, slots, mx, c, r0, r1)
-					return
-				}
-				if m16 != nil && c.batch >= ggmlM16From {
-					ggmlRunM16(m16, m, c, r0, r1)
 					return
 				}
 				sub := m.Type.SubLen()
@@ -477,10 +455,6 @@ func ggmlPrep(mx *GGMLMatrix, c *ggmlCall) {
 		return
 	}
 	ggmlPrepSums(mx, c)
-	if _, ok := ggmlA8M16Funcs[m.Type]; ok && c.batch >= ggmlM16From {
-		ggmlPrepM16(m, c, false)
-		return
-	}
 	order, ok := ggmlActOrder[m.Type]
 	if !ok {
 		c.act8 = c.xq
@@ -524,28 +498,19 @@ var ggmlM16Lane = func() (l [16]int) {
 	return l
 }()
 
-// ggmlM16Blocks is the 16-column block of the half that dword position p
-// of the batch kernels' activation chunks holds, for 16- and 32-column
-// sub-blocks (gen ggmlM16Block).
-var ggmlM16Blocks = [2][8]int{{0, 1, 2, 3, 4, 5, 6, 7}, {0, 2, 1, 3, 4, 6, 5, 7}}
-
 // ggmlM16FullFrom is the smallest batch the full AVX2 batch kernels (all
 // 16 lanes) run.
 const ggmlM16FullFrom = 9
 
 func ggmlM16Full(batch int) bool { return batch >= ggmlM16FullFrom }
 
-// ggmlPrepM16 lays out the activations for the batch kernels (see
-// asm/doc.go): per super-block, half, pair of vectors and chunk c, the 32
-// bytes of each vector whose dword p holds columns 16b + 4c .. +3 of the
-// half (b = ggmlM16Blocks[.][p]); and the activation sums (pairs of int16
-// per dword) and scales in the kernels' lanes (ggmlM16Lanes); lanes past
-// the batch are zero.
-//
-// With avx2 the activations take the AVX2 kernels' layout instead: per
-// super-block, half, pair and chunk c (16 columns), 16 bytes of each
-// vector, columns 16c .. 16c+15 of the half in order.
-func ggmlPrepM16(m *ggml.Matrix, c *ggmlCall, avx2 bool) {
+// ggmlPrepM16 lays out the activations for the AVX2 batch kernels (see
+// asm/doc.go): per super-block, half, pair of vectors and chunk c (16
+// columns), 16 bytes of each vector, columns 16c .. 16c+15 of the half in
+// order, zeros for the slots the kernel reads but the batch does not fill;
+// and the activation sums (pairs of int16 per dword) and scales in the
+// kernels' lanes (ggmlM16Lanes); lanes past the batch are zero.
+func ggmlPrepM16(m *ggml.Matrix, c *ggmlCall) {
 	pc, sub := m.PCols, m.Type.SubLen()
 	nsub := pc / sub
 	if n := nsub / 2 * 16; cap(c.sc.pairs) < n {
@@ -566,49 +531,16 @@ func ggmlPrepM16(m *ggml.Matrix, c *ggmlCall, avx2 bool) {
 	if ggmlM16Full(c.batch) {
 		last = 16
 	}
-	if avx2 {
-		for v := 0; v < last; v++ { // the batch's vectors, then zeros
-			base := 256*(v/2) + 16*(v%2)
-			for k := 0; k < nsb; k++ {
-				for hc := 0; hc < 16; hc++ { // half h, chunk c: hc = 8h + c
-					o := 4096*k + 2048*(hc/8) + 32*(hc%8) + base
-					if v < c.batch {
-						s := v*pc + 256*k + 16*hc
-						copy(c.act8[o:o+16], c.xq[s:s+16])
-					} else {
-						clear(c.act8[o : o+16])
-					}
-				}
-			}
-		}
-		ggmlM16Lanes16(m, c)
-		return
-	}
-	dst := unsafe.Slice((*uint32)(unsafe.Pointer(&c.act8[0])), len(c.act8)/4)
-	for v := c.batch; v < last; v++ {
-		base := (256*(v/2) + 32*(v%2)) / 4
+	for v := 0; v < last; v++ { // the batch's vectors, then zeros
+		base := 256*(v/2) + 16*(v%2)
 		for k := 0; k < nsb; k++ {
-			for hc := 0; hc < 8; hc++ { // half h, chunk c: hc = 4h + c
-				o := 1024*k + 512*(hc/4) + 16*(hc%4) + base
-				clear(dst[o : o+8])
-			}
-		}
-	}
-	blocks := &ggmlM16Blocks[0]
-	if sub == 32 {
-		blocks = &ggmlM16Blocks[1]
-	}
-	for v := 0; v < c.batch; v++ {
-		src := unsafe.Slice((*uint32)(unsafe.Pointer(&c.xq[v*pc])), pc/4)
-		base := (256*(v/2) + 32*(v%2)) / 4
-		for k := 0; k < nsb; k++ {
-			for h := 0; h < 2; h++ {
-				s := src[(256*k+128*h)/4 : (256*k+128*h+128)/4]
-				d := dst[1024*k+512*h+base : 1024*k+512*h+base+56]
-				for ch := 0; ch < 4; ch++ {
-					for p, b := range blocks {
-						d[16*ch+p] = s[4*b+ch]
-					}
+			for hc := 0; hc < 16; hc++ { // half h, chunk c: hc = 8h + c
+				o := 4096*k + 2048*(hc/8) + 32*(hc%8) + base
+				if v < c.batch {
+					s := v*pc + 256*k + 16*hc
+					copy(c.act8[o:o+16], c.xq[s:s+16])
+				} else {
+					clear(c.act8[o : o+16])
 				}
 			}
 		}

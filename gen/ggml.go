@@ -18,7 +18,6 @@ func ggmlKernels() {
 	for _, c := range ggmlSupers {
 		ggmlSuperA8(c)
 		ggmlSuperA8R4(c)
-		ggmlSuperA8M16(c)
 		for _, M := range []int{4, 8, 16} { // rows in the lanes, M vector slots
 			switch c.t {
 			case "Q4K", "Q5K":
@@ -704,42 +703,15 @@ func ggmlBlockA8(c ggmlSmall) {
 	RET()
 }
 
-// ggmlSigM16 is the signature of the GGML batch kernels: as ggmlSig, but
+// ggmlSigM16 is the signature of the AVX2 GGML batch kernels
+// (ggmlSuperA8M16AVX2, which describes their layout): as ggmlSig, but
 // with the activations of the batch laid out for the kernel (astride is
-// unused): super-block k takes 4096 bytes at act + 4096k, and half h, pair
-// j (vectors 2j and 2j+1) and chunk c take 64 bytes at 2048h + 256j + 64c,
-// 32 bytes of vector 2j then 32 of vector 2j+1, whose dword p holds
-// columns 16b + 4c .. 16b + 4c + 3 of the half, b = ggmlM16Block(sub, p).
-// The 16 lanes of sums, xs and out belong to the vectors cpu.ggmlM16Lanes
-// gives (the order the pair reduction leaves them in): sums are the pairs
-// of int16 sub-block sums (per super-block and pair p: 16 dwords, lane l
-// holding its vector's sums of sub-blocks 2p, 2p+1), xs the activation
-// scales per group of 128 columns, and row r's results are added to
-// out[16r .. 16r+15] (zeroed by the caller before the first super-block);
-// lanes whose vector is not in the batch must have zero sums and scales.
+// unused), sums and xs in the kernels' lanes (cpu.ggmlM16Lanes), and row
+// r's results added to out[16r .. 16r+15] (zeroed by the caller before
+// the first super-block).
 const ggmlSigM16 = "func(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)"
 
-// ggmlPartCol is the column, within its half, of byte b (0..127) of the
-// two parts ggmlHalfCodesInto unpacks (part b/64): the type's 16-byte runs
-// (c.runs), or column order.
-func ggmlPartCol(c ggmlSuper, b int) int {
-	if c.runs == nil {
-		return b
-	}
-	return c.runs[b/16] + b%16
-}
 
-// ggmlM16Block is the 16-column block of the half that dword position p
-// of the batch kernels' chunks holds. With 16-column sub-blocks it is p;
-// with 32-column ones the two positions of a sub-block are p and p+2 of
-// one 128-bit lane, which the first reduction level adds, so the scales
-// multiply half as many registers after it.
-func ggmlM16Block(sub, p int) int {
-	if sub == 16 {
-		return p
-	}
-	return [8]int{0, 2, 1, 3, 4, 6, 5, 7}[p]
-}
 
 // ggmlPairLevel is one level of the batch kernels' pair tree (pairLevel,
 // adding dwords) on vector registers.
@@ -755,188 +727,13 @@ func ggmlPairLevel(rs []VecVirtual, qwords bool, reg func() VecVirtual) []VecVir
 	return out
 }
 
-// ggmlM16 holds what the batch kernels' code generation shares between
-// their parts: tables, stack slots and the registers of the loops.
-type ggmlM16 struct {
-	c          ggmlSuper
-	kc         ggmlConsts
-	chunkIdx   [4]Mem // VPERMI2D indices: chunk c from the two parts
-	scaleIdx   [2]Mem // VPERMD indices: each half's scales per lane
-	row        ggmlM16Row
-	q          [2]VecVirtual
-	chunk      [4]VecVirtual
-	ak, sk, xk GPVirtual
-}
 
-// ggmlM16Row is one row's super-block state: stack slots and the
-// accumulator of its 16 results.
-type ggmlM16Row struct {
-	scd   Mem // the sub-block scales as dwords
-	sumw  Mem // the words the sums term multiplies by
-	d, dm Mem // d and dmin as float32
-	acc16 VecVirtual
-}
 
-func newGGMLM16(c ggmlSuper) *ggmlM16 {
-	k := &ggmlM16{c: c}
-	k.kc, _ = ggmlConstTables(c, false)
-	for ch := 0; ch < 4; ch++ {
-		ch := ch
-		k.chunkIdx[ch] = rodata(fmt.Sprintf("ggmlChunk%s_%d", c.t, ch), 16, 4, func(i int) uint64 {
-			col := 16*ggmlM16Block(c.sub, i%8) + 4*ch
-			for d := 0; d < 32; d++ {
-				if ggmlPartCol(c, 4*d) == col {
-					return uint64(d)
-				}
-			}
-			panic("ggml: no part dword holds column " + fmt.Sprint(col))
-		})
-	}
-	for h := 0; h < 2; h++ {
-		h := h
-		k.scaleIdx[h] = rodata(fmt.Sprintf("ggmlPosSub%d_%d", c.sub, h), 16, 4, func(i int) uint64 {
-			if c.sub == 16 { // lane i before the reduction: position i%8
-				return uint64(8*h + i%8)
-			}
-			// after the first reduction level: 128-bit lane i/4 holds
-			// positions 4(i/4%2) + 0..3, dwords 0, 1 those of sub-block
-			// 2(i/4%2), dwords 2, 3 the next
-			return uint64(4*h + 2*(i/4%2) + i%4/2)
-		})
-	}
-	r := &k.row
-	r.scd, r.sumw = AllocLocal(64), AllocLocal(32)
-	r.d, r.dm = AllocLocal(4), AllocLocal(4)
-	k.q = [2]VecVirtual{ZMM(), ZMM()}
-	for ch := range k.chunk {
-		k.chunk[ch] = ZMM()
-	}
-	return k
-}
 
-// scales stores the super-block's scales, sums-term words, d and dmin in
-// row slot ri.
-func (k *ggmlM16) scales(base Mem) {
-	c := k.c
-	row := &k.row
-	scw, sumw := ggmlSuperScales(c, base)
-	if 256/c.sub == 16 {
-		VMOVDQU64(sumw, row.sumw)
-	} else {
-		VMOVDQU64(sumw, row.sumw.Offset(0))
-	}
-	// stored as a whole ZMM: VPERMD loads all 64 bytes, and a load wider
-	// than the store before it is not forwarded
-	switch {
-	case c.dword:
-		VMOVDQU64(scw.AsZ(), row.scd)
-	case c.sub == 16:
-		scd := ZMM()
-		VPMOVSXWD(scw, scd)
-		VMOVDQU64(scd, row.scd)
-	default:
-		scd := ZMM()
-		VPMOVSXWD(scw, scd.AsY())
-		VMOVDQU64(scd, row.scd)
-	}
-	half := func(off int, dst Mem) {
-		h, f := XMM(), XMM()
-		VPBROADCASTW(base.Offset(off), h)
-		VCVTPH2PS(h, f)
-		VMOVSS(f, dst)
-	}
-	half(map[string]int{"Q2K": 80, "Q3K": 108, "Q6K": 208}[c.t], row.d)
-	if c.mins {
-		off := 2
-		if c.t == "Q2K" {
-			off = 82
-		}
-		half(off, row.dm)
-	}
-}
 
-// codes unpacks half h of the super-block at wp into the four chunks.
-func (k *ggmlM16) codes(base Mem, h int) {
-	ggmlHalfCodesInto(k.c, base, h, k.kc, k.q)
-	for ch, r := range k.chunk {
-		k.chunkOf(k.q, ch, r)
-	}
-}
 
-// chunkOf regroups chunk ch of the unpacked parts q into r.
-func (k *ggmlM16) chunkOf(q [2]VecVirtual, ch int, r VecVirtual) {
-	VMOVDQU64(k.chunkIdx[ch], r)
-	VPERMI2D(q[1], q[0], r)
-}
 
-// dp emits pair j's four VPDPBUSD of half h into acc (one per chunk).
-func (k *ggmlM16) dp(h, j int, acc VecVirtual) {
-	for ch, r := range k.chunk {
-		VPDPBUSD(Mem{Base: k.ak, Disp: 2048*h + 256*j + 64*ch}, r, acc)
-	}
-}
 
-// tail emits half h's steps after its products for row slot ri: the
-// scales, the pair reduction to the 16 sums S, the sums term M and the
-// float steps of the definition into acc16 (one rounding per operation,
-// no fused multiply-add).
-func (k *ggmlM16) tail(h int, acc []VecVirtual) {
-	c := k.c
-	row := &k.row
-	sv := ZMM()
-	VMOVDQU64(k.scaleIdx[h], sv)
-	VPERMD(row.scd, sv, sv)
-	scale := func(rs []VecVirtual) {
-		for _, r := range rs {
-			VPMULLD(sv, r, r)
-		}
-	}
-	if c.sub == 16 {
-		scale(acc)
-	}
-	l1 := ggmlPairLevel(acc, false, ZMM)
-	if c.sub != 16 {
-		scale(l1)
-	}
-	l2 := ggmlPairLevel(l1, true, ZMM)
-	// lanes 0, 2 plus lanes 1, 3: pairs 0..3 in the low half, 4..7 high
-	S := ZMM()
-	VSHUFI32X4(U8(0x88), l2[1], l2[0], S)
-	VSHUFI32X4(U8(0xdd), l2[1], l2[0], l2[0])
-	VPADDD(l2[0], S, S)
-	// the sums term of the 16 lanes: pairs 4h..4h+3 (16-column sub-blocks)
-	// or 2h, 2h+1 (32-column ones)
-	M := ZMM()
-	np := 256 / c.sub / 4
-	for i := 0; i < np; i++ {
-		pr := h*np + i
-		b := ZMM()
-		VPBROADCASTD(row.sumw.Offset(4*pr), b)
-		if i == 0 {
-			VPMADDWD(Mem{Base: k.sk, Disp: 64 * pr}, b, M)
-		} else {
-			VPDPWSSD(Mem{Base: k.sk, Disp: 64 * pr}, b, M)
-		}
-	}
-	if c.shift > 0 {
-		sh := ZMM()
-		VPSLLD(U8(c.shift), M, sh)
-		VPSUBD(sh, S, S)
-	}
-	xz, coef, f := ZMM(), ZMM(), ZMM()
-	VMOVUPS(Mem{Base: k.xk, Disp: 64 * h}, xz)
-	VMULPS_BCST(row.d, xz, coef)
-	VCVTDQ2PS(S, f)
-	VMULPS(coef, f, f)
-	VADDPS(f, row.acc16, row.acc16)
-	if c.mins {
-		coef2, f2 := ZMM(), ZMM()
-		VMULPS_BCST(row.dm, xz, coef2)
-		VCVTDQ2PS(M, f2)
-		VMULPS(coef2, f2, f2)
-		VSUBPS(f2, row.acc16, row.acc16)
-	}
-}
 
 // ggmlM16Prefetch emits the batch kernels' prefetches for the row at wp.
 // The caller runs the rows over one super-block at a time
@@ -956,86 +753,6 @@ func ggmlM16Prefetch(c ggmlSuper, wp, stride GPVirtual) {
 	}
 }
 
-// ggmlSuperA8M16 emits Ggml<t>A8M16Avx512, the batch kernel of a
-// super-block type for 3..8 vectors (from 9 the rows-in-lanes kernels of
-// ggml_t16.go run), two vectors per accumulator, a row at a time. Per row
-// and half, the codes are unpacked once (ggmlHalfCodesInto) and regrouped
-// (VPERMI2D) into four chunks, each 32 code bytes twice over, in which
-// every dword position meets one sub-block (ggmlM16Block); each pair of
-// vectors takes four VPDPBUSD, one per chunk, stopping after the pairs
-// that hold the batch; the accumulators are multiplied by their
-// positions' sub-block scales (VPMULLD), reduced to the 16 sums S (lanes
-// in cpu.ggmlM16Lanes order), the sums term M of all 16 is VPMADDWD of
-// the transposed activation sums with the broadcast mins (or scales), and
-// the float steps run on 16 vectors at once, in the definition's order.
-func ggmlSuperA8M16(c ggmlSuper) {
-	t := c.t
-	name := "Ggml" + t + "A8M16Avx512"
-	TEXT(name, NOSPLIT, ggmlSigM16)
-	Pragma("noescape")
-	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 2..16 vectors, a row at a time, two vectors per accumulator and the vectors in the lanes of the float steps.", name, "Ggml"+t+"A8Avx512"))
-	k := newGGMLM16(c)
-	// one set of registers for every super-block (avo's greedy allocator
-	// fails with fresh ones per half)
-	acc := make([]VecVirtual, 8)
-	for j := range acc {
-		acc[j] = ZMM()
-	}
-	Label(name + "_row")
-	{
-		// the row's partial results: the caller zeroes them before the
-		// first super-block and passes them on to the next call
-		op := param("out")
-		k.row.acc16 = ZMM()
-		VMOVUPS(Mem{Base: op}, k.row.acc16)
-		wp := param("w")
-		k.ak, k.sk, k.xk = param("act"), param("sums"), param("xs")
-		nk := param("nsb")
-		Label(name + "_sb")
-		{
-			stride := param("stride")
-			base := Mem{Base: wp}
-			ggmlM16Prefetch(c, wp, stride)
-			k.scales(base)
-			for h := 0; h < 2; h++ {
-				k.codes(base, h)
-				for _, a := range acc {
-					VPXORD(a, a, a)
-				}
-				// pairs: (nvec+1)/2
-				n := param("nvec")
-				INCQ(n)
-				SHRQ(U8(1), n)
-				done := fmt.Sprintf("%s_h%d_done", name, h)
-				for j := range acc {
-					k.dp(h, j, acc[j])
-					if j < len(acc)-1 {
-						DECQ(n)
-						JZ(LabelRef(done))
-					}
-				}
-				Label(done)
-				k.tail(h, acc)
-			}
-			ADDQ(U32(c.bytes), wp)
-			ADDQ(U32(16*256), k.ak)
-			ADDQ(U32(256/c.sub/2*64), k.sk)
-			ADDQ(U32(128), k.xk)
-			DECQ(nk)
-			JNZ(LabelRef(name + "_sb"))
-		}
-		op = param("out")
-		VMOVUPS(k.row.acc16, Mem{Base: op})
-		bump("out", U32(64))
-		bump("w", param("stride"))
-		r := param("rows")
-		DECQ(r)
-		Store(r, Param("rows"))
-		JNZ(LabelRef(name + "_row"))
-	}
-	VZEROUPPER()
-	RET()
-}
 
 // ggmlBlockCodes unpacks four 32-element blocks at wp into unsigned bytes
 // in column order, blocks 2i and 2i+1 in z[i] (see ggmlBlockA8).
