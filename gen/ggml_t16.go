@@ -125,16 +125,7 @@ func ggmlSuperA8T16(c ggmlSuper, M int) {
 				VPANDD_BCST(x0f, cg[g], cg[g])
 				if q5 {
 					// bit s of each qh byte, added as 16
-					b, qh := ZMM(), scratch.Offset(qhOff+64*g)
-					switch {
-					case s < 4:
-						VPSLLD(U8(4-s), qh, b)
-					case s > 4:
-						VPSRLD(U8(s-4), qh, b)
-					default:
-						VMOVDQU64(qh, b)
-					}
-					VPTERNLOGD_BCST(U8(0xf8), dword("10", 0x10101010), b, cg[g]) // cg | (b & 0x10)
+					orBits(cg[g], scratch.Offset(qhOff+64*g), s, 4, 0x10)
 				}
 			}
 			sc := ZMM()
@@ -179,7 +170,7 @@ func ggmlSuperA8T16Q6(c ggmlSuper, M int) {
 	dword := func(name string, v uint32) Mem {
 		return rodata("ggmlT16_"+name, 1, 4, func(int) uint64 { return uint64(v) })
 	}
-	x0f, xffe0, x30 := dword("0f", 0x0f0f0f0f), dword("ffe0", 0xffe0), dword("30", 0x30303030)
+	x0f, xffe0 := dword("0f", 0x0f0f0f0f), dword("ffe0", 0xffe0)
 
 	t := newT16(M)
 	wp, nk := param("w"), param("nsb")
@@ -224,13 +215,7 @@ func ggmlSuperA8T16Q6(c ggmlSuper, M int) {
 					VPSRLD(U8(4), src, cg[i])
 				}
 				VPANDD_BCST(x0f, cg[i], cg[i])
-				b, qh := ZMM(), scratch.Offset(qhOff+64*(8*h+g))
-				if k < 3 {
-					VPSLLD(U8(4-2*k), qh, b)
-				} else {
-					VPSRLD(U8(2), qh, b)
-				}
-				VPTERNLOGD_BCST(U8(0xf8), x30, b, cg[i]) // cg | (b & 0x30)
+				orBits(cg[i], scratch.Offset(qhOff+64*(8*h+g)), 2*k, 4, 0x30)
 			}
 			sc := ZMM()
 			VPSLLD(U8(24-8*(j%4)), scratch.Offset(scOff+64*(j/4)), sc)
@@ -501,16 +486,7 @@ func ggmlSuperA8T16Low(c ggmlSuper, M int) {
 				VPANDD_BCST(k("03", 0x03030303), cg[i], cg[i])
 				if q3 {
 					// hmask bit 4h+kk of the column's byte, added as 4
-					b, hm := ZMM(), scratch.Offset(hmOff+64*g)
-					switch s := 4*h + kk; {
-					case s < 2:
-						VPSLLD(U8(2-s), hm, b)
-					case s > 2:
-						VPSRLD(U8(s-2), hm, b)
-					default:
-						VMOVDQU64(hm, b)
-					}
-					VPTERNLOGD_BCST(U8(0xf8), k("04", 0x04040404), b, cg[i]) // cg | (b & 4)
+					orBits(cg[i], scratch.Offset(hmOff+64*g), 4*h+kk, 2, 0x04)
 				}
 			}
 			sc := ZMM()
@@ -761,4 +737,21 @@ func ggmlSuperA8T16IQ4(c ggmlSuper, M int) {
 		t.halfEnd(h, pr, pairs, xsOff, d, nil)
 	}
 	t.next(name, c, wp, nk, blk)
+}
+
+// orBits sets the bits of each byte of cg at to.. from those of src's
+// bytes at from.. (mask: the byte bits, at to, that are taken): cg |=
+// (src shifted by to-from) & mask in every byte.
+func orBits(cg VecVirtual, src Mem, from, to int, mask uint8) {
+	b := ZMM()
+	switch {
+	case to > from:
+		VPSLLD(U8(to-from), src, b)
+	case to < from:
+		VPSRLD(U8(from-to), src, b)
+	default:
+		VMOVDQU64(src, b)
+	}
+	m := uint32(mask) * 0x01010101
+	VPTERNLOGD_BCST(U8(0xf8), rodata(fmt.Sprintf("ggmlT16_b%02x", mask), 1, 4, func(int) uint64 { return uint64(m) }), b, cg) // cg | (b & m)
 }
