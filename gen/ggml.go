@@ -711,8 +711,6 @@ func ggmlBlockA8(c ggmlSmall) {
 // the first super-block).
 const ggmlSigM16 = "func(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)"
 
-
-
 // ggmlPairLevel is one level of the batch kernels' pair tree (pairLevel,
 // adding dwords) on vector registers.
 func ggmlPairLevel(rs []VecVirtual, qwords bool, reg func() VecVirtual) []VecVirtual {
@@ -726,14 +724,6 @@ func ggmlPairLevel(rs []VecVirtual, qwords bool, reg func() VecVirtual) []VecVir
 	}
 	return out
 }
-
-
-
-
-
-
-
-
 
 // ggmlM16Prefetch emits the batch kernels' prefetches for the row at wp.
 // The caller runs the rows over one super-block at a time
@@ -752,7 +742,6 @@ func ggmlM16Prefetch(c ggmlSuper, wp, stride GPVirtual) {
 		PREFETCHT0(m.Offset(c.bytes - 1))
 	}
 }
-
 
 // ggmlBlockCodes unpacks four 32-element blocks at wp into unsigned bytes
 // in column order, blocks 2i and 2i+1 in z[i] (see ggmlBlockA8).
