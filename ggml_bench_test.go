@@ -10,7 +10,7 @@ import (
 
 // BenchmarkGGML times llama.cpp's block types (layout/ggml) like
 // BenchmarkGEMV: 4096x14336 and 14336x4096 streaming from DRAM, A8 and
-// A32, on every CPU kernel set, batch 1 and 16 (the super-block types); names
+// A32, on every CPU kernel set, batch 1 (and 4 and 16: the super-block types); names
 // BenchmarkGGML/<type>/<activation>/b<M>/<R>x<C>/<backend>, with read-GB/s
 // and %read from the same run.
 func BenchmarkGGML(b *testing.B) {
@@ -21,7 +21,7 @@ func BenchmarkGGML(b *testing.B) {
 		}
 		batches := []int{1}
 		if strings.HasSuffix(name, "_k") || name == "iq4_xs" { // the super-block types
-			batches = []int{1, 16}
+			batches = []int{1, 4, 16}
 		}
 		for _, s := range benchShapes[:2] {
 			for _, be := range benchBackends() {
