@@ -10,9 +10,9 @@ import (
 
 // BenchmarkGGML times llama.cpp's block types (layout/ggml) like
 // BenchmarkGEMV: 4096x14336 and 14336x4096 streaming from DRAM, A8 and
-// A32, on every CPU kernel set, batch 1 (and 4 and 16: the super-block types); names
-// BenchmarkGGML/<type>/<activation>/b<M>/<R>x<C>/<backend>, with read-GB/s
-// and %read from the same run.
+// A32, on every CPU kernel set, batch 1 (and 4 and 16 for the super-block
+// types); names BenchmarkGGML/<type>/<activation>/b<M>/<R>x<C>/<backend>,
+// with read-GB/s and %read from the same run.
 func BenchmarkGGML(b *testing.B) {
 	for _, name := range []string{"q4_k", "q5_k", "q6_k", "q2_k", "q3_k", "iq4_xs", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "iq4_nl"} {
 		spec, err := layout.ParseFormatSpec(name)
