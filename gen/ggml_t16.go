@@ -8,18 +8,18 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-// The rows-in-lanes batch kernels of the 32-column-sub-block K-quants
-// (Q4_K, Q5_K): 16 rows in the dword lanes, 16 vectors, no reductions.
+// The rows-in-lanes batch kernels of the GGML super-block types: 16 rows
+// in the dword lanes, 4, 8 or 16 vector slots, no reductions.
 
-// ggmlSigT16 is the signature of Ggml<t>A8T16Avx512 (cpu.ggmlRunT calls
-// them).
+// ggmlSigT16 is the signature of the Ggml<t>A8T<M>Avx512 kernels
+// (cpu.ggmlRunT calls them).
 const ggmlSigT16 = "func(w *byte, stride int, nsb int, act *int8, out *float32)"
 
 // ggmlT16Prefetch is how many super-blocks ahead the kernels prefetch
 // each row.
 const ggmlT16Prefetch = 2
 
-// ggmlSuperA8T16 emits Ggml<t>A8T16Avx512 for Q4_K and Q5_K. Per
+// ggmlSuperA8T16 emits Ggml<t>A8T<M>Avx512 for Q4_K and Q5_K. Per
 // super-block the 16 rows' headers (d, dmin and the 12 scale bytes: one
 // XMM per row) are transposed into lanes once and the 6-bit scales and
 // mins unpacked with dword operations; per half the rows' 64 code bytes
@@ -148,10 +148,10 @@ func ggmlSuperA8T16(c ggmlSuper, M int) {
 	k.next(name, c, wp, nk, blk)
 }
 
-// ggmlSuperA8T16Q6 emits GgmlQ6KA8T16Avx512, the rows-in-lanes kernel of
-// Q6_K: as ggmlSuperA8T16, with 16-column sub-blocks and signed 8-bit
-// scales. The codes are q+32 (ql nibble and qh bits, unsigned) and S
-// starts at -32*sum(sc*sx): per half four VPDPWSSD of the rows' scales
+// ggmlSuperA8T16Q6 emits GgmlQ6KA8T<M>Avx512, the rows-in-lanes kernel
+// of Q6_K: as ggmlSuperA8T16, with 16-column sub-blocks and signed 8-bit
+// scales. The codes are q+32 (ql nibble and qh bits, unsigned) and S is
+// recentred by 32*sum(sc*sx): per half four VPDPWSSD of the rows' scales
 // times 32 (int16 pairs) with the vector's sub-block sum pairs.
 func ggmlSuperA8T16Q6(c ggmlSuper, M int) {
 	name := fmt.Sprintf("Ggml%sA8T%dAvx512", c.t, M)
@@ -649,11 +649,11 @@ func (k *t16) next(name string, c ggmlSuper, wp, nk GPVirtual, blk int) {
 	RET()
 }
 
-// ggmlSuperA8T16IQ4 emits GgmlIQ4XSA8T16Avx512, the rows-in-lanes kernel
-// of IQ4_XS: sub-block k's 16 code bytes hold columns 0..15 in their low
-// nibbles and 16..31 in the high ones, looked up as KValues+128 (VPSHUFB,
-// unsigned), so S is recentred by 128*sum(sc*sx) (four VPDPWSSD per
-// half, as Q6_K's by 32).
+// ggmlSuperA8T16IQ4 emits GgmlIQ4XSA8T<M>Avx512, the rows-in-lanes
+// kernel of IQ4_XS: sub-block k's 16 code bytes hold columns 0..15 in
+// their low nibbles and 16..31 in the high ones, looked up as KValues+128
+// (VPSHUFB, unsigned), so S is recentred by 128*sum(sc*sx) (two VPDPWSSD
+// per half, as Q6_K's by 32).
 func ggmlSuperA8T16IQ4(c ggmlSuper, M int) {
 	name := fmt.Sprintf("Ggml%sA8T%dAvx512", c.t, M)
 	TEXT(name, 0, ggmlSigT16) // not NOSPLIT: the scratch frame
