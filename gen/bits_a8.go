@@ -90,7 +90,9 @@ func bitsA8AVX512(n, sub int, meta16 bool) {
 		}
 	}
 
-	lowA8Loops(name, R, L, actChunk, metaBlock, 16,
+	// 2- and 1-bit kernels prefetch their next tile into L1, not L2
+	// (docs/KERNELS.md).
+	lowA8Loops(name, R, L, actChunk, metaBlock, 16, n <= 2,
 		func(i int, wp, ap, mp GPVirtual, acc []VecVirtual) {
 			for h := 0; h < 2; h++ {
 				data := ZMM()
@@ -311,7 +313,7 @@ func bitsA8G32AVX512(n, pg int, meta16 bool) {
 		VPADDD(odd, isum, isum)
 		return isum
 	}
-	lowA8Loops(name, R, L, actChunk, metaBlock, 4*pg,
+	lowA8Loops(name, R, L, actChunk, metaBlock, 4*pg, false,
 		func(i int, wp, ap, mp GPVirtual, acc []VecVirtual) {
 			for r := 0; r < 2; r++ {
 				t := ZMM()

@@ -36,12 +36,13 @@ func blockTerm(v fvec, isum, accRow VecVirtual, meta, act Mem) {
 // at the chunk's activations (act + k*actChunk), mp at the tile's metadata
 // for the chunk (meta + k*metaBlock) and wp at the chunk of the tile's
 // first row, calls row for each row (after prefetching the next tile's
-// rows linearly into L2, as nextTile does for Q4G128), reduces (reduce, or
+// rows linearly into L2, as nextTile does for Q4G128, or into L1 with
+// pfL1), reduces (reduce, or
 // reduce16 of 16 accumulators when nil) to the lanes i*L+j, lets epilogue
 // turn the exact isum into the float lane scales f (isum is then converted
 // and multiplied in), and adds lane i*L+j of f into lane i of the row
 // accumulator in block order.
-func lowA8Loops(name string, R, L, actChunk, metaBlock, nacc int,
+func lowA8Loops(name string, R, L, actChunk, metaBlock, nacc int, pfL1 bool,
 	row func(i int, wp, ap, mp GPVirtual, acc []VecVirtual),
 	reduce func(acc []VecVirtual) VecVirtual,
 	epilogue func(isum VecVirtual, ap, mp GPVirtual) VecVirtual) {
@@ -57,8 +58,12 @@ func lowA8Loops(name string, R, L, actChunk, metaBlock, nacc int,
 		ap, mp, wp := chunkPtrs(k, actChunk, metaBlock, 128)
 		stride := param("stride")
 		for i := 0; i < R; i++ {
-			PREFETCHT1(Mem{Base: pf, Disp: 128 * i})
-			PREFETCHT1(Mem{Base: pf, Disp: 128*i + 64})
+			prefetch := PREFETCHT1
+			if pfL1 {
+				prefetch = PREFETCHT0
+			}
+			prefetch(Mem{Base: pf, Disp: 128 * i})
+			prefetch(Mem{Base: pf, Disp: 128*i + 64})
 			row(i, wp, ap, mp, acc)
 			if i != R-1 {
 				ADDQ(stride, wp)
