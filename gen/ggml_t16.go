@@ -33,10 +33,7 @@ const ggmlT16Prefetch = 2
 // the vector's sub-block sum pairs; the float steps run on 16 rows at
 // once in the definition's order, the partial results carried in out.
 func ggmlSuperA8T16(c ggmlSuper, M int) {
-	name := fmt.Sprintf("Ggml%sA8T%dAvx512", c.t, M)
-	TEXT(name, 0, ggmlSigT16) // not NOSPLIT: the 2 KiB scratch frame
-	Pragma("noescape")
-	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 16 rows and %d vector slots with the rows in the lanes.", name, "Ggml"+c.t+"A8Avx512", M))
+	name := t16Text(c, M)
 	q5 := c.t == "Q5K"
 	qs := 16 // the code bytes' offset in the super-block
 	if q5 {
@@ -52,9 +49,7 @@ func ggmlSuperA8T16(c ggmlSuper, M int) {
 	)
 	scratch := alignedScratch(2048)
 	pairs, xsOff, blk := ggmlT16LayoutM(c.sub, M)
-	dword := func(name string, v uint32) Mem {
-		return rodata("ggmlT16_"+name, 1, 4, func(int) uint64 { return uint64(v) })
-	}
+	dword := t16Const
 	x0f, x3f, x30, xff, xff16 := dword("0f", 0x0f0f0f0f), dword("3f", 0x3f3f3f3f), dword("30", 0x30303030), dword("ff", 0xff), dword("ff0000", 0xff0000)
 
 	k := newT16(M)
@@ -154,10 +149,7 @@ func ggmlSuperA8T16(c ggmlSuper, M int) {
 // recentred by 32*sum(sc*sx): per half four VPDPWSSD of the rows' scales
 // times 32 (int16 pairs) with the vector's sub-block sum pairs.
 func ggmlSuperA8T16Q6(c ggmlSuper, M int) {
-	name := fmt.Sprintf("Ggml%sA8T%dAvx512", c.t, M)
-	TEXT(name, 0, ggmlSigT16) // not NOSPLIT: the scratch frame
-	Pragma("noescape")
-	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 16 rows and %d vector slots with the rows in the lanes.", name, "Ggml"+c.t+"A8Avx512", M))
+	name := t16Text(c, M)
 	const (
 		codesOff = 0    // a half's transposed ql bytes, 16 dwords
 		qhOff    = 1024 // the transposed qh bytes, 16 dwords (8 per half)
@@ -167,9 +159,7 @@ func ggmlSuperA8T16Q6(c ggmlSuper, M int) {
 	)
 	pairs, xsOff, blk := ggmlT16LayoutM(c.sub, M)
 	scratch := alignedScratch(2880)
-	dword := func(name string, v uint32) Mem {
-		return rodata("ggmlT16_"+name, 1, 4, func(int) uint64 { return uint64(v) })
-	}
+	dword := t16Const
 	x0f, xffe0 := dword("0f", 0x0f0f0f0f), dword("ffe0", 0xffe0)
 
 	t := newT16(M)
@@ -380,9 +370,7 @@ func halfFloats(x VecVirtual, high bool, dst Mem) {
 // one dword per lane: each byte masked with mask (low bits), minus sub,
 // shifted left by shl.
 func bytePairs(x VecVirtual, p int, mask uint32, sub int32, shl int) VecVirtual {
-	k := func(name string, v uint32) Mem {
-		return rodata("ggmlT16_"+name, 1, 4, func(int) uint64 { return uint64(v) })
-	}
+	k := t16Const
 	lo, hi := ZMM(), ZMM()
 	VPSRLD(U8(16*p), x, lo)
 	VPANDD_BCST(k(fmt.Sprintf("m%x", mask), mask), lo, lo) // byte 2p
@@ -410,11 +398,8 @@ func bytePairs(x VecVirtual, p int, mask uint32, sub int32, shl int) VecVirtual 
 // and its own float step. (With M = 1, as a batch-1 kernel, it was
 // slower than the four-row kernels from DRAM: docs/KERNELS.md.)
 func ggmlSuperA8T16Low(c ggmlSuper, M int) {
-	name := fmt.Sprintf("Ggml%sA8T%dAvx512", c.t, M)
+	name := t16Text(c, M)
 	q3 := c.t == "Q3K"
-	TEXT(name, 0, ggmlSigT16) // not NOSPLIT: the scratch frame
-	Pragma("noescape")
-	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 16 rows and %d vector slots with the rows in the lanes.", name, "Ggml"+c.t+"A8Avx512", M))
 	const (
 		qsOff   = 0    // the transposed code bytes, 16 dwords (8 per half)
 		hmOff   = 1024 // Q3_K: the transposed hmask bytes, 8 dwords
@@ -425,9 +410,7 @@ func ggmlSuperA8T16Low(c ggmlSuper, M int) {
 	)
 	pairs, xsOff, blk := ggmlT16LayoutM(c.sub, M)
 	scratch := alignedScratch(2432)
-	k := func(name string, v uint32) Mem {
-		return rodata("ggmlT16_"+name, 1, 4, func(int) uint64 { return uint64(v) })
-	}
+	k := t16Const
 	t := newT16(M)
 	wp, nk := param("w"), param("nsb")
 	Label(name + "_sb")
@@ -655,10 +638,7 @@ func (k *t16) next(name string, c ggmlSuper, wp, nk GPVirtual, blk int) {
 // (VPSHUFB, unsigned), so S is recentred by 128*sum(sc*sx) (two VPDPWSSD
 // per half, as Q6_K's by 32).
 func ggmlSuperA8T16IQ4(c ggmlSuper, M int) {
-	name := fmt.Sprintf("Ggml%sA8T%dAvx512", c.t, M)
-	TEXT(name, 0, ggmlSigT16) // not NOSPLIT: the scratch frame
-	Pragma("noescape")
-	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 16 rows and %d vector slots with the rows in the lanes.", name, "Ggml"+c.t+"A8Avx512", M))
+	name := t16Text(c, M)
 	const (
 		codesOff = 0    // a half's transposed code bytes, 16 dwords
 		scOff    = 1024 // the 8 scales as int32 lanes
@@ -667,9 +647,7 @@ func ggmlSuperA8T16IQ4(c ggmlSuper, M int) {
 	)
 	pairs, xsOff, blk := ggmlT16LayoutM(c.sub, M)
 	scratch := alignedScratch(1856)
-	k := func(name string, v uint32) Mem {
-		return rodata("ggmlT16_"+name, 1, 4, func(int) uint64 { return uint64(v) })
-	}
+	k := t16Const
 	tab := ZMM()
 	VBROADCASTI32X4(rodata("ggmlKValues128", 16, 1, func(i int) uint64 {
 		return uint64(int([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]) + 128)
@@ -753,5 +731,21 @@ func orBits(cg VecVirtual, src Mem, from, to int, mask uint8) {
 		VMOVDQU64(src, b)
 	}
 	m := uint32(mask) * 0x01010101
-	VPTERNLOGD_BCST(U8(0xf8), rodata(fmt.Sprintf("ggmlT16_b%02x", mask), 1, 4, func(int) uint64 { return uint64(m) }), b, cg) // cg | (b & m)
+	VPTERNLOGD_BCST(U8(0xf8), t16Const(fmt.Sprintf("b%02x", mask), m), b, cg) // cg | (b & m)
+}
+
+// t16Text starts the rows-in-lanes kernel of type c with M vector slots
+// and returns its name (not NOSPLIT: the scratch frame).
+func t16Text(c ggmlSuper, M int) string {
+	name := fmt.Sprintf("Ggml%sA8T%dAvx512", c.t, M)
+	TEXT(name, 0, ggmlSigT16)
+	Pragma("noescape")
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 16 rows and %d vector slots with the rows in the lanes.", name, "Ggml"+c.t+"A8Avx512", M))
+	return name
+}
+
+// t16Const returns the read-only dword ggmlT16_<name> holding v (one
+// value per name across the rows-in-lanes kernels).
+func t16Const(name string, v uint32) Mem {
+	return rodata("ggmlT16_"+name, 1, 4, func(int) uint64 { return uint64(v) })
 }
