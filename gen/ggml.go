@@ -420,9 +420,7 @@ func ggmlConstTables(c ggmlSuper, inRegs bool) (k ggmlConsts, idx [2][2]Mem) {
 		}
 		k.three = av512.broadcast(0x03030303)
 	case "IQ4XS":
-		tab := rodata("ggmlKValues128", 16, 1, func(i int) uint64 {
-			return uint64(int([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]) + 128)
-		})
+		tab := ggmlKValues128()
 		k.kv = ZMM()
 		VBROADCASTI32X4(tab, k.kv)
 	}
@@ -577,9 +575,7 @@ func ggmlBlockA8(c ggmlSmall) {
 	nib := nibbleMask(YMM())
 	var kv, flip, sixteen VecVirtual
 	if c.kv {
-		tab := rodata("ggmlKValues128", 16, 1, func(i int) uint64 {
-			return uint64(int([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]) + 128)
-		})
+		tab := ggmlKValues128()
 		kv = YMM()
 		VBROADCASTI32X4(tab, kv)
 	}
@@ -788,9 +784,7 @@ func newGGMLVBMI(c ggmlSmall) *ggmlVBMI {
 	KMOVQ(t, v.dmMask)
 	if c.kv {
 		v.kv = ZMM()
-		VBROADCASTI32X4(rodata("ggmlKValues128", 16, 1, func(i int) uint64 {
-			return uint64(int([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]) + 128)
-		}), v.kv)
+		VBROADCASTI32X4(ggmlKValues128(), v.kv)
 	}
 	if c.qh != 0 {
 		v.sixteen = fvec{avx512: true}.broadcast(0x10101010)
@@ -1098,9 +1092,7 @@ func ggmlBlockF32(c ggmlSmall) {
 	nib := nibbleMask(YMM())
 	var kv, flip, sixteen VecVirtual
 	if c.kv {
-		tab := rodata("ggmlKValues128", 16, 1, func(i int) uint64 {
-			return uint64(int([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]) + 128)
-		})
+		tab := ggmlKValues128()
 		kv = YMM()
 		VBROADCASTI32X4(tab, kv)
 	}
@@ -1266,9 +1258,7 @@ func ggmlBlockA8R4(c ggmlSmall) {
 	nib := nibbleMask(YMM())
 	var kv, flip, sixteen VecVirtual
 	if c.kv {
-		tab := rodata("ggmlKValues128", 16, 1, func(i int) uint64 {
-			return uint64(int([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]) + 128)
-		})
+		tab := ggmlKValues128()
 		kv = YMM()
 		VBROADCASTI32X4(tab, kv)
 	}
@@ -1606,4 +1596,12 @@ func superFloatSteps(mins bool, shift int, S, M [2]VecVirtual, dh, mh VecVirtual
 			VSUBPS(f, acc4, acc4)
 		}
 	}
+}
+
+// ggmlKValues128 returns the read-only table of IQ4's KValues plus 128
+// (unsigned bytes for VPSHUFB and VPDPBUSD).
+func ggmlKValues128() Mem {
+	return rodata("ggmlKValues128", 16, 1, func(i int) uint64 {
+		return uint64(int([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]) + 128)
+	})
 }

@@ -649,9 +649,7 @@ func ggmlSuperA8T16IQ4(c ggmlSuper, M int) {
 	scratch := alignedScratch(1856)
 	k := t16Const
 	tab := ZMM()
-	VBROADCASTI32X4(rodata("ggmlKValues128", 16, 1, func(i int) uint64 {
-		return uint64(int([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]) + 128)
-	}), tab)
+	VBROADCASTI32X4(ggmlKValues128(), tab)
 	t := newT16(M)
 	wp, nk := param("w"), param("nsb")
 	Label(name + "_sb")
