@@ -58,7 +58,7 @@ type ggmlCall struct {
 	sums  []int16   // prep's per-sub-block activation sums, if any
 	pairs []int32   // the batch kernels' transposed pair sums
 	xsT   []float32 // the batch kernels' transposed scales
-	slots int       // the rows-in-lanes kernels' vector slots
+	slots int       // the rows-in-lanes kernel's vector slots, set by ggmlPrep (0: none)
 	sc    *scratch  // the call's pooled buffers
 }
 

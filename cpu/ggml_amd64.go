@@ -115,8 +115,8 @@ type ggmlA8TFunc func(w *byte, stride int, nsb int, act *int8, out *float32)
 
 // ggmlA8TFuncs are the rows-in-lanes kernels by vector slots: each
 // VPDPBUSD multiplies four codes of 16 rows by four activations of one
-// vector, so no sum ends in a reduction. Those of 16 slots run batches of
-// ggmlT16From and more, those of 8 the batches from ggmlT8From.
+// vector, so no sum ends in a reduction. ggmlTKernel picks the slots for
+// a batch.
 var ggmlA8TFuncs = map[int]map[ggml.Type]ggmlA8TFunc{
 	4: {
 		ggml.Q2_K:   asm.GgmlQ2KA8T4Avx512,
@@ -144,8 +144,8 @@ var ggmlA8TFuncs = map[int]map[ggml.Type]ggmlA8TFunc{
 	},
 }
 
-// ggmlT8From and ggmlT16From are the smallest batches the rows-in-lanes
-// kernels of 8 and 16 slots run.
+// ggmlT4From, ggmlT8From and ggmlT16From are the smallest batches the
+// rows-in-lanes kernels of 4, 8 and 16 slots run.
 const (
 	ggmlT4From  = 2
 	ggmlT8From  = 5
@@ -382,8 +382,8 @@ func init() {
 				if r1 <= r0 {
 					return
 				}
-				if fn, slots := ggmlTKernel(t, c.batch); fn != nil {
-					ggmlRunT(fn, slots, mx, c, r0, r1)
+				if c.slots > 0 { // ggmlPrep chose a rows-in-lanes kernel
+					ggmlRunT(ggmlA8TFuncs[c.slots][t], c.slots, mx, c, r0, r1)
 					return
 				}
 				sub := m.Type.SubLen()
