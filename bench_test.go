@@ -318,6 +318,20 @@ func BenchmarkGEMVBatch(b *testing.B) {
 			}
 		}
 	}
+	// Bits8 and Bits4 with int8 activations (batches on AMX tiles where
+	// the CPU has them) on the best CPU backend.
+	for _, name := range []string{"bits8g128", "bits4g128"} {
+		spec, err := layout.ParseFormatSpec(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		kernel := lowKernel(b, spec)
+		for _, batch := range []int{1, 2, 4, 8, 16} {
+			b.Run(fmt.Sprintf("%s/A8/b%d/%v/%s", formatName(spec), batch, s, kernel), func(b *testing.B) {
+				benchGEMV(b, "cpu", 0, spec, s, a8, batch)
+			})
+		}
+	}
 	// Bits4 (one-row float kernels) and Bits2 (table kernels) with float
 	// activations on the best CPU backend.
 	for _, name := range []string{"bits4g128", "bits2g128"} {

@@ -171,6 +171,25 @@
 //     (lane 8l+2w+e holds column (2q+e)*32 + 8h + 4l + w of the period),
 //     then per block 8 float32 lane scales and 8 int32 lane sums; ctrl and
 //     idx are unused.
+//   - Bits<n>A8Amx[Meta16]T<M> (n = 8, 4; M = 2, 4, 8, 16; AMX-INT8),
+//     groups of at least 128 columns: batches of M vectors on AMX tiles,
+//     tiles of 16 rows. meta is the AVX-512 kernel's of the same matrix
+//     (Bits<n>A8[Meta16]Avx512: meta tiles of 16/bpc rows, so a 16-row
+//     tile reads bpc of them). act holds per chunk and 128-column block
+//     two B tiles of 16 rows of 4*M bytes, then 16 float32 lane scales
+//     (xs of vector v in lane v) and 16 int32 lane sums (the sum of the
+//     block's int8 of vector v): 128*M + 128 bytes per block. Row t of B
+//     tile a holds, for each vector in turn, the activations of the block
+//     columns 32*perm[p] + 16a + t, p = 0..3, with perm = (3, 2, 1, 0)
+//     for n = 8 (the A tiles are the weight words as stored: byte p of
+//     word 16a+t is plane 3-p) and (3, 1, 2, 0) for n = 4 (each chunk's
+//     codes are regrouped so that a dword holds one block's planes: low
+//     nibbles of bytes 2, 3 and high nibbles of bytes 2, 3 for block 0,
+//     bytes 0, 1 for block 1). out is row-major with 16 vector lanes a
+//     row, of which M are used, stored (not added):
+//     out[(T*16+i)*16+v] = dot(T*16+i, v). The kernels load and release
+//     their tile configuration; the caller must have the OS's permission
+//     to use the tile data.
 //
 // Preconditions: chunks >= 1, ntiles >= 1, zero points integers.
 //

@@ -110,6 +110,7 @@ func init() {
 		if d.isa == AVX512VNNI {
 			set.amx = newKernelSet(d.isa, append(slices.Clip(d.requires), amxRequires...), a8Amx, f32)
 			set.amx.label = string(d.isa) + "+amx"
+			set.amx.tiles = true
 		}
 		sets = append(sets, set)
 	}

@@ -128,6 +128,14 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, k := range bitsA8Kernels.kernels {
 		check("bitsA8", funcName(k), bitsA8Kernels.requires)
 	}
+	// The Bits AMX kernels run on the AMX variant's backends, for matrices
+	// that have an AVX-512 A8 kernel.
+	amxGate := append(slices.Clip(findSet(AVX512VNNI).amx.requires), bitsA8Kernels.requires...)
+	for _, ks := range bitsAmxKernels {
+		for _, k := range ks {
+			check("bitsAMX", funcName(k), amxGate)
+		}
+	}
 	for isa, ks := range bitsA8YMM {
 		for _, k := range ks.kernels {
 			check(string(isa)+" bitsA8", funcName(k), ks.requires)

@@ -58,6 +58,9 @@ type kernelSet struct {
 	// kernel names (the isa otherwise).
 	amx   *kernelSet
 	label string
+	// tiles marks the AMX variant: Bits batches run on AMX tiles too
+	// (bitsAmxKernels).
+	tiles bool
 }
 
 // name is the set's name in kernel names: its label, else its ISA.

@@ -113,7 +113,7 @@ func (mx *LowMatrix) Kernel() string {
 	var k string
 	switch {
 	case mx.simd != nil && float:
-		k = "cpu-" + string(mx.b.set.isa)
+		k = "cpu-" + mx.simd.setName()
 	case mx.simd != nil:
 		k = mx.simd.kernelName()
 	case float:
@@ -346,6 +346,7 @@ const (
 	lowF32 lowKind = iota // generic float
 	lowI8                 // generic A8
 	lowI8SIMD
+	lowI8AMX
 	lowF32SIMD
 	lowF32Sparse
 )

@@ -77,6 +77,7 @@ type bitsSIMD struct {
 	actChunk  int                                                   // activation bytes per chunk
 	prep      func(act []byte, xq []int8, xs []float32, k0, k1 int) // chunks [k0, k1)
 	kern      func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+	amx       map[int]bitsA8Func // AMX batch kernels by M (bitsAmxKernels), or nil
 }
 
 // laneIdx returns the bpc permutations gathering lane i*bpc+b into lane i.
@@ -166,6 +167,9 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 		}
 	}
 	s.idx = laneIdx(L)
+	if be.set.tiles { // New picks such a set only where the OS permits the tile data
+		s.amx = bitsAmxKernels[bitsA8Key{b.N, sub, m16}]
+	}
 	return s
 }
 
@@ -403,7 +407,16 @@ func newSparseSIMD(be *Backend, m *layout.Sparse12) *bitsSIMD {
 	return s
 }
 
-func (s *bitsSIMD) kernelName() string { return "cpu-" + string(s.isa) + "-a8+generic" }
+func (s *bitsSIMD) kernelName() string { return "cpu-" + s.setName() + "-a8+generic" }
+
+// setName names the kernel set the A8 kernels belong to, with "+amx"
+// where batches run on AMX tiles.
+func (s *bitsSIMD) setName() string {
+	if s.amx != nil {
+		return string(s.isa) + "+amx"
+	}
+	return string(s.isa)
+}
 
 // plane returns the plane whose code is byte j of a regrouped dword of
 // block b (n = 8 keeps the word's bytes: byte j is plane 3-j).
@@ -555,6 +568,9 @@ func (s *bitsSIMD) prepAct(act []byte, xq []int8, xs []float32, k0, k1 int) {
 // weights stay in L2 while each vector's pass re-reads them.
 func (c *lowCall) mulI8SIMD() error {
 	s := c.mx.simd
+	if s.amx != nil && c.batch >= bitsAmxFrom {
+		return c.mulI8AMX()
+	}
 	c.act = grow(c.act, c.batch*s.chunks*s.actChunk)
 	_ = c.mx.b.forJob(s.chunks, 4, simdPrepJob{c})
 	c.kind = lowI8SIMD
@@ -582,6 +598,8 @@ func (c *lowCall) simdRows(r0, r1 int, words []uint32) {
 	switch c.kind {
 	case lowI8SIMD:
 		c.i8Rows(r0, r1, words)
+	case lowI8AMX:
+		c.amxRows(r0, r1, words)
 	case lowF32SIMD:
 		c.f32Rows(r0, r1, words)
 	case lowF32Sparse:

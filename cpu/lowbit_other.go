@@ -17,6 +17,8 @@ func (c *lowCall) simdRows(int, int, []uint32) {}
 
 func (s *bitsSIMD) kernelName() string { return "" }
 
+func (s *bitsSIMD) setName() string { return "" }
+
 // bitsA32 has no assembly kernel on this build.
 type bitsA32 struct{}
 

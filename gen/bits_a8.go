@@ -37,6 +37,13 @@ func bitsA8Kernels() {
 		}
 	}
 	bits3A8YMM()
+	for _, meta16 := range []bool{false, true} {
+		for _, n := range []int{8, 4} {
+			for _, m := range []int{1, 2, 4, 8, 16} {
+				bitsA8AMX(n, m, meta16)
+			}
+		}
+	}
 }
 
 // bitsA8AVX512 emits the W(n)A8 kernel for Bits with n in 8, 4, 2, 1 and
