@@ -318,9 +318,10 @@ func BenchmarkGEMVBatch(b *testing.B) {
 			}
 		}
 	}
-	// Bits8 and Bits4 with int8 activations (batches on AMX tiles where
-	// the CPU has them) on the best CPU backend.
-	for _, name := range []string{"bits8g128", "bits4g128"} {
+	// Bits8 and Bits4 with int8 activations (on AMX tiles where the CPU
+	// has them), groups of 128, 64 and 32 (Q8_0's and Q4_0's shape), on
+	// the best CPU backend.
+	for _, name := range []string{"bits8g128", "bits4g128", "bits4g64", "bits8g32", "bits4g32"} {
 		spec, err := layout.ParseFormatSpec(name)
 		if err != nil {
 			b.Fatal(err)

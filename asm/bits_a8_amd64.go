@@ -373,141 +373,423 @@ func Bits1A8AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out 
 func Bits3A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits8A8AmxT1 computes W8A8 dot products of Bits matrices with AMX-INT8
-// (TDPBUSD) for tiles of 16 rows and a batch of M = 1, out row-major. See
-// "Bits int8 kernels" in the package doc.
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 1, groups of at least 128
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits8A8AmxT1(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits8A8AmxT2 computes W8A8 dot products of Bits matrices with AMX-INT8
-// (TDPBUSD) for tiles of 16 rows and a batch of M = 2, out row-major. See
-// "Bits int8 kernels" in the package doc.
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 2, groups of at least 128
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits8A8AmxT2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits8A8AmxT4 computes W8A8 dot products of Bits matrices with AMX-INT8
-// (TDPBUSD) for tiles of 16 rows and a batch of M = 4, out row-major. See
-// "Bits int8 kernels" in the package doc.
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 4, groups of at least 128
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits8A8AmxT4(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits8A8AmxT8 computes W8A8 dot products of Bits matrices with AMX-INT8
-// (TDPBUSD) for tiles of 16 rows and a batch of M = 8, out row-major. See
-// "Bits int8 kernels" in the package doc.
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 8, groups of at least 128
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits8A8AmxT8(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits8A8AmxT16 computes W8A8 dot products of Bits matrices with AMX-INT8
-// (TDPBUSD) for tiles of 16 rows and a batch of M = 16, out row-major. See
-// "Bits int8 kernels" in the package doc.
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 16, groups of at least 128
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits8A8AmxT16(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
+// Bits8A8AmxG64T1 computes W8A8 dot products of Bits matrices with AMX-INT8
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 1, groups of 64 columns,
+// out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8AmxG64T1(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8AmxG64T2 computes W8A8 dot products of Bits matrices with AMX-INT8
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 2, groups of 64 columns,
+// out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8AmxG64T2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8AmxG64T4 computes W8A8 dot products of Bits matrices with AMX-INT8
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 4, groups of 64 columns,
+// out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8AmxG64T4(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8AmxG64T8 computes W8A8 dot products of Bits matrices with AMX-INT8
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 8, groups of 64 columns,
+// out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8AmxG64T8(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8AmxG64T16 computes W8A8 dot products of Bits matrices with AMX-INT8
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 16, groups of 64 columns,
+// out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8AmxG64T16(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8AmxG32T1 computes W8A8 dot products of Bits matrices with AMX-INT8
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 1, groups of 32 columns,
+// out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8AmxG32T1(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8AmxG32T2 computes W8A8 dot products of Bits matrices with AMX-INT8
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 2, groups of 32 columns,
+// out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8AmxG32T2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8AmxG32T4 computes W8A8 dot products of Bits matrices with AMX-INT8
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 4, groups of 32 columns,
+// out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8AmxG32T4(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8AmxG32T8 computes W8A8 dot products of Bits matrices with AMX-INT8
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 8, groups of 32 columns,
+// out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8AmxG32T8(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8AmxG32T16 computes W8A8 dot products of Bits matrices with AMX-INT8
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 16, groups of 32 columns,
+// out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8AmxG32T16(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
 // Bits4A8AmxT1 computes W4A8 dot products of Bits matrices with AMX-INT8
-// (TDPBUSD) for tiles of 16 rows and a batch of M = 1, out row-major. See
-// "Bits int8 kernels" in the package doc.
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 1, groups of at least 128
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits4A8AmxT1(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits4A8AmxT2 computes W4A8 dot products of Bits matrices with AMX-INT8
-// (TDPBUSD) for tiles of 16 rows and a batch of M = 2, out row-major. See
-// "Bits int8 kernels" in the package doc.
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 2, groups of at least 128
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits4A8AmxT2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits4A8AmxT4 computes W4A8 dot products of Bits matrices with AMX-INT8
-// (TDPBUSD) for tiles of 16 rows and a batch of M = 4, out row-major. See
-// "Bits int8 kernels" in the package doc.
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 4, groups of at least 128
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits4A8AmxT4(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits4A8AmxT8 computes W4A8 dot products of Bits matrices with AMX-INT8
-// (TDPBUSD) for tiles of 16 rows and a batch of M = 8, out row-major. See
-// "Bits int8 kernels" in the package doc.
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 8, groups of at least 128
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits4A8AmxT8(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits4A8AmxT16 computes W4A8 dot products of Bits matrices with AMX-INT8
-// (TDPBUSD) for tiles of 16 rows and a batch of M = 16, out row-major. See
-// "Bits int8 kernels" in the package doc.
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 16, groups of at least 128
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits4A8AmxT16(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
+// Bits4A8AmxG64T1 computes W4A8 dot products of Bits matrices with AMX-INT8
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 1, groups of 64 columns,
+// out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8AmxG64T1(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8AmxG64T2 computes W4A8 dot products of Bits matrices with AMX-INT8
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 2, groups of 64 columns,
+// out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8AmxG64T2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8AmxG64T4 computes W4A8 dot products of Bits matrices with AMX-INT8
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 4, groups of 64 columns,
+// out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8AmxG64T4(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8AmxG64T8 computes W4A8 dot products of Bits matrices with AMX-INT8
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 8, groups of 64 columns,
+// out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8AmxG64T8(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8AmxG64T16 computes W4A8 dot products of Bits matrices with AMX-INT8
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 16, groups of 64 columns,
+// out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8AmxG64T16(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8AmxG32T1 computes W4A8 dot products of Bits matrices with AMX-INT8
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 1, groups of 32 columns,
+// out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8AmxG32T1(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8AmxG32T2 computes W4A8 dot products of Bits matrices with AMX-INT8
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 2, groups of 32 columns,
+// out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8AmxG32T2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8AmxG32T4 computes W4A8 dot products of Bits matrices with AMX-INT8
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 4, groups of 32 columns,
+// out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8AmxG32T4(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8AmxG32T8 computes W4A8 dot products of Bits matrices with AMX-INT8
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 8, groups of 32 columns,
+// out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8AmxG32T8(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8AmxG32T16 computes W4A8 dot products of Bits matrices with AMX-INT8
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 16, groups of 32 columns,
+// out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8AmxG32T16(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
 // Bits8A8AmxMeta16T1 computes W8A8 dot products of Bits matrices with AMX-INT8
-// (TDPBUSD) for tiles of 16 rows and a batch of M = 1, out row-major. See
-// "Bits int8 kernels" in the package doc.
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 1, groups of at least 128
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits8A8AmxMeta16T1(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits8A8AmxMeta16T2 computes W8A8 dot products of Bits matrices with AMX-INT8
-// (TDPBUSD) for tiles of 16 rows and a batch of M = 2, out row-major. See
-// "Bits int8 kernels" in the package doc.
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 2, groups of at least 128
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits8A8AmxMeta16T2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits8A8AmxMeta16T4 computes W8A8 dot products of Bits matrices with AMX-INT8
-// (TDPBUSD) for tiles of 16 rows and a batch of M = 4, out row-major. See
-// "Bits int8 kernels" in the package doc.
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 4, groups of at least 128
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits8A8AmxMeta16T4(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits8A8AmxMeta16T8 computes W8A8 dot products of Bits matrices with AMX-INT8
-// (TDPBUSD) for tiles of 16 rows and a batch of M = 8, out row-major. See
-// "Bits int8 kernels" in the package doc.
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 8, groups of at least 128
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits8A8AmxMeta16T8(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits8A8AmxMeta16T16 computes W8A8 dot products of Bits matrices with
-// AMX-INT8 (TDPBUSD) for tiles of 16 rows and a batch of M = 16, out
-// row-major. See "Bits int8 kernels" in the package doc.
+// AMX-INT8 (TDPBUSD) for tiles of 16 rows and a batch of M = 16, groups of at
+// least 128 columns, out row-major. See "Bits int8 kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits8A8AmxMeta16T16(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
+// Bits8A8AmxG64Meta16T1 computes W8A8 dot products of Bits matrices with
+// AMX-INT8 (TDPBUSD) for tiles of 16 rows and a batch of M = 1, groups of 64
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8AmxG64Meta16T1(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8AmxG64Meta16T2 computes W8A8 dot products of Bits matrices with
+// AMX-INT8 (TDPBUSD) for tiles of 16 rows and a batch of M = 2, groups of 64
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8AmxG64Meta16T2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8AmxG64Meta16T4 computes W8A8 dot products of Bits matrices with
+// AMX-INT8 (TDPBUSD) for tiles of 16 rows and a batch of M = 4, groups of 64
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8AmxG64Meta16T4(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8AmxG64Meta16T8 computes W8A8 dot products of Bits matrices with
+// AMX-INT8 (TDPBUSD) for tiles of 16 rows and a batch of M = 8, groups of 64
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8AmxG64Meta16T8(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8AmxG64Meta16T16 computes W8A8 dot products of Bits matrices with
+// AMX-INT8 (TDPBUSD) for tiles of 16 rows and a batch of M = 16, groups of 64
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8AmxG64Meta16T16(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8AmxG32Meta16T1 computes W8A8 dot products of Bits matrices with
+// AMX-INT8 (TDPBUSD) for tiles of 16 rows and a batch of M = 1, groups of 32
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8AmxG32Meta16T1(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8AmxG32Meta16T2 computes W8A8 dot products of Bits matrices with
+// AMX-INT8 (TDPBUSD) for tiles of 16 rows and a batch of M = 2, groups of 32
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8AmxG32Meta16T2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8AmxG32Meta16T4 computes W8A8 dot products of Bits matrices with
+// AMX-INT8 (TDPBUSD) for tiles of 16 rows and a batch of M = 4, groups of 32
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8AmxG32Meta16T4(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8AmxG32Meta16T8 computes W8A8 dot products of Bits matrices with
+// AMX-INT8 (TDPBUSD) for tiles of 16 rows and a batch of M = 8, groups of 32
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8AmxG32Meta16T8(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8AmxG32Meta16T16 computes W8A8 dot products of Bits matrices with
+// AMX-INT8 (TDPBUSD) for tiles of 16 rows and a batch of M = 16, groups of 32
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8AmxG32Meta16T16(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
 // Bits4A8AmxMeta16T1 computes W4A8 dot products of Bits matrices with AMX-INT8
-// (TDPBUSD) for tiles of 16 rows and a batch of M = 1, out row-major. See
-// "Bits int8 kernels" in the package doc.
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 1, groups of at least 128
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits4A8AmxMeta16T1(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits4A8AmxMeta16T2 computes W4A8 dot products of Bits matrices with AMX-INT8
-// (TDPBUSD) for tiles of 16 rows and a batch of M = 2, out row-major. See
-// "Bits int8 kernels" in the package doc.
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 2, groups of at least 128
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits4A8AmxMeta16T2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits4A8AmxMeta16T4 computes W4A8 dot products of Bits matrices with AMX-INT8
-// (TDPBUSD) for tiles of 16 rows and a batch of M = 4, out row-major. See
-// "Bits int8 kernels" in the package doc.
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 4, groups of at least 128
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits4A8AmxMeta16T4(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits4A8AmxMeta16T8 computes W4A8 dot products of Bits matrices with AMX-INT8
-// (TDPBUSD) for tiles of 16 rows and a batch of M = 8, out row-major. See
-// "Bits int8 kernels" in the package doc.
+// (TDPBUSD) for tiles of 16 rows and a batch of M = 8, groups of at least 128
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
 //
 //go:noescape
 func Bits4A8AmxMeta16T8(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits4A8AmxMeta16T16 computes W4A8 dot products of Bits matrices with
-// AMX-INT8 (TDPBUSD) for tiles of 16 rows and a batch of M = 16, out
-// row-major. See "Bits int8 kernels" in the package doc.
+// AMX-INT8 (TDPBUSD) for tiles of 16 rows and a batch of M = 16, groups of at
+// least 128 columns, out row-major. See "Bits int8 kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits4A8AmxMeta16T16(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8AmxG64Meta16T1 computes W4A8 dot products of Bits matrices with
+// AMX-INT8 (TDPBUSD) for tiles of 16 rows and a batch of M = 1, groups of 64
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8AmxG64Meta16T1(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8AmxG64Meta16T2 computes W4A8 dot products of Bits matrices with
+// AMX-INT8 (TDPBUSD) for tiles of 16 rows and a batch of M = 2, groups of 64
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8AmxG64Meta16T2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8AmxG64Meta16T4 computes W4A8 dot products of Bits matrices with
+// AMX-INT8 (TDPBUSD) for tiles of 16 rows and a batch of M = 4, groups of 64
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8AmxG64Meta16T4(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8AmxG64Meta16T8 computes W4A8 dot products of Bits matrices with
+// AMX-INT8 (TDPBUSD) for tiles of 16 rows and a batch of M = 8, groups of 64
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8AmxG64Meta16T8(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8AmxG64Meta16T16 computes W4A8 dot products of Bits matrices with
+// AMX-INT8 (TDPBUSD) for tiles of 16 rows and a batch of M = 16, groups of 64
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8AmxG64Meta16T16(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8AmxG32Meta16T1 computes W4A8 dot products of Bits matrices with
+// AMX-INT8 (TDPBUSD) for tiles of 16 rows and a batch of M = 1, groups of 32
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8AmxG32Meta16T1(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8AmxG32Meta16T2 computes W4A8 dot products of Bits matrices with
+// AMX-INT8 (TDPBUSD) for tiles of 16 rows and a batch of M = 2, groups of 32
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8AmxG32Meta16T2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8AmxG32Meta16T4 computes W4A8 dot products of Bits matrices with
+// AMX-INT8 (TDPBUSD) for tiles of 16 rows and a batch of M = 4, groups of 32
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8AmxG32Meta16T4(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8AmxG32Meta16T8 computes W4A8 dot products of Bits matrices with
+// AMX-INT8 (TDPBUSD) for tiles of 16 rows and a batch of M = 8, groups of 32
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8AmxG32Meta16T8(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8AmxG32Meta16T16 computes W4A8 dot products of Bits matrices with
+// AMX-INT8 (TDPBUSD) for tiles of 16 rows and a batch of M = 16, groups of 32
+// columns, out row-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8AmxG32Meta16T16(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)

@@ -568,7 +568,7 @@ func (s *bitsSIMD) prepAct(act []byte, xq []int8, xs []float32, k0, k1 int) {
 // weights stay in L2 while each vector's pass re-reads them.
 func (c *lowCall) mulI8SIMD() error {
 	s := c.mx.simd
-	if s.amx != nil && c.batch >= bitsAmxFrom {
+	if s.amx != nil && c.batch >= bitsAmxFrom[s.sub] {
 		return c.mulI8AMX()
 	}
 	c.act = grow(c.act, c.batch*s.chunks*s.actChunk)

@@ -8,17 +8,25 @@ import (
 	"github.com/qgemv/qgemv/asm"
 )
 
-// bitsAmxKernels are the AMX W(n)A8 batch kernels of Bits (n = 8 or 4,
-// groups of at least 128 columns), by width and metadata (the keys of
-// bitsA8Kernels whose AVX-512 kernel they share metadata with), then by
-// batch width M. The kernel set with AMX runs them for batches of 2 and
+// bitsAmxKernels are the AMX W(n)A8 kernels of Bits (n = 8 or 4, groups
+// of 32, 64 or at least 128 columns), by width, groups per 128 columns
+// and metadata (the keys of bitsA8Kernels whose AVX-512 kernel they share
+// metadata with), then by batch width M. The kernel set with AMX runs them for batches of 2 and
 // more; batch 1 keeps the AVX-512 kernel, which streams the weights as
 // fast.
 var bitsAmxKernels = map[bitsA8Key]map[int]bitsA8Func{
 	{8, 1, false}: {1: asm.Bits8A8AmxT1, 2: asm.Bits8A8AmxT2, 4: asm.Bits8A8AmxT4, 8: asm.Bits8A8AmxT8, 16: asm.Bits8A8AmxT16},
+	{8, 2, false}: {1: asm.Bits8A8AmxG64T1, 2: asm.Bits8A8AmxG64T2, 4: asm.Bits8A8AmxG64T4, 8: asm.Bits8A8AmxG64T8, 16: asm.Bits8A8AmxG64T16},
+	{8, 4, false}: {1: asm.Bits8A8AmxG32T1, 2: asm.Bits8A8AmxG32T2, 4: asm.Bits8A8AmxG32T4, 8: asm.Bits8A8AmxG32T8, 16: asm.Bits8A8AmxG32T16},
 	{4, 1, false}: {1: asm.Bits4A8AmxT1, 2: asm.Bits4A8AmxT2, 4: asm.Bits4A8AmxT4, 8: asm.Bits4A8AmxT8, 16: asm.Bits4A8AmxT16},
+	{4, 2, false}: {1: asm.Bits4A8AmxG64T1, 2: asm.Bits4A8AmxG64T2, 4: asm.Bits4A8AmxG64T4, 8: asm.Bits4A8AmxG64T8, 16: asm.Bits4A8AmxG64T16},
+	{4, 4, false}: {1: asm.Bits4A8AmxG32T1, 2: asm.Bits4A8AmxG32T2, 4: asm.Bits4A8AmxG32T4, 8: asm.Bits4A8AmxG32T8, 16: asm.Bits4A8AmxG32T16},
 	{8, 1, true}:  {1: asm.Bits8A8AmxMeta16T1, 2: asm.Bits8A8AmxMeta16T2, 4: asm.Bits8A8AmxMeta16T4, 8: asm.Bits8A8AmxMeta16T8, 16: asm.Bits8A8AmxMeta16T16},
+	{8, 2, true}:  {1: asm.Bits8A8AmxG64Meta16T1, 2: asm.Bits8A8AmxG64Meta16T2, 4: asm.Bits8A8AmxG64Meta16T4, 8: asm.Bits8A8AmxG64Meta16T8, 16: asm.Bits8A8AmxG64Meta16T16},
+	{8, 4, true}:  {1: asm.Bits8A8AmxG32Meta16T1, 2: asm.Bits8A8AmxG32Meta16T2, 4: asm.Bits8A8AmxG32Meta16T4, 8: asm.Bits8A8AmxG32Meta16T8, 16: asm.Bits8A8AmxG32Meta16T16},
 	{4, 1, true}:  {1: asm.Bits4A8AmxMeta16T1, 2: asm.Bits4A8AmxMeta16T2, 4: asm.Bits4A8AmxMeta16T4, 8: asm.Bits4A8AmxMeta16T8, 16: asm.Bits4A8AmxMeta16T16},
+	{4, 2, true}:  {1: asm.Bits4A8AmxG64Meta16T1, 2: asm.Bits4A8AmxG64Meta16T2, 4: asm.Bits4A8AmxG64Meta16T4, 8: asm.Bits4A8AmxG64Meta16T8, 16: asm.Bits4A8AmxG64Meta16T16},
+	{4, 4, true}:  {1: asm.Bits4A8AmxG32Meta16T1, 2: asm.Bits4A8AmxG32Meta16T2, 4: asm.Bits4A8AmxG32Meta16T4, 8: asm.Bits4A8AmxG32Meta16T8, 16: asm.Bits4A8AmxG32Meta16T16},
 }
 
 // bitsAmxPerm is gen's table of the same name: byte p of an A tile's
@@ -39,9 +47,9 @@ func amxBatch(batch int) (per, mpad, n int) {
 	return per, nextPow2(per), n
 }
 
-// amxBlockBytes is the activation bytes of one 128-column block for M
-// vectors: two B tiles of 16 rows of 4*M bytes, then 16 float32 lane
-// scales and 16 int32 lane sums.
+// amxBlockBytes is the activation bytes of one group (of a 128-column
+// block, or the whole block) for M vectors: two B tiles of 16 rows of 4*M
+// bytes, then 16 float32 lane scales and 16 int32 lane sums.
 func amxBlockBytes(M int) int { return 128*M + 128 }
 
 // mulI8AMX runs the AMX kernels: the activations laid out once per call
@@ -49,14 +57,16 @@ func amxBlockBytes(M int) int { return 128*M + 128 }
 func (c *lowCall) mulI8AMX() error {
 	s := c.mx.simd
 	_, mpad, n := amxBatch(c.batch)
-	c.act = grow(c.act, n*s.chunks*s.bpc*amxBlockBytes(mpad))
+	c.act = grow(c.act, n*s.chunks*s.bpc*s.sub*amxBlockBytes(mpad))
 	_ = c.mx.b.forJob(s.chunks, 4, amxPrepJob{c})
 	c.kind = lowI8AMX
 	return c.mx.rowWords(s.stride*c.batch, c)
 }
 
 // amxPrepJob lays out chunks [k0, k1) of every vector run's activations
-// as the AMX kernels' B tiles (asm package doc, "Bits int8 kernels").
+// as the AMX kernels' B tiles (asm package doc, "Bits int8 kernels"): per
+// chunk and group, the group's columns (zero for the block's other
+// groups' columns), its vectors' scales and sums.
 type amxPrepJob struct{ c *lowCall }
 
 func (j amxPrepJob) do(k0, k1 int) error {
@@ -65,13 +75,16 @@ func (j amxPrepJob) do(k0, k1 int) error {
 	per, mpad, n := amxBatch(c.batch)
 	perm := bitsAmxPerm(s.n)
 	blk := amxBlockBytes(mpad)
-	E := s.bpc * 128 // columns per chunk
+	L := s.bpc * s.sub // groups per chunk
+	E := s.bpc * 128   // columns per chunk
+	U := 128 / s.sub   // columns per group
 	for ch := 0; ch < n; ch++ {
 		nv := min(per, c.batch-ch*per)
-		base := c.act[ch*s.chunks*s.bpc*blk:]
+		base := c.act[ch*s.chunks*L*blk:]
 		for k := k0; k < k1; k++ {
-			for b := 0; b < s.bpc; b++ {
-				dst := base[(k*s.bpc+b)*blk : (k*s.bpc+b+1)*blk]
+			for g := 0; g < L; g++ {
+				b, sg := g/s.sub, g%s.sub // block of the chunk, group of the block
+				dst := base[(k*L+g)*blk : (k*L+g+1)*blk]
 				c0 := k*E + b*128
 				var xs [16]float32
 				var sums [16]int32
@@ -88,12 +101,15 @@ func (j amxPrepJob) do(k0, k1 int) error {
 						for t := 0; t < 16; t++ {
 							d := dst[(16*a+t)*4*mpad+4*v:]
 							for p, q := range perm {
-								d[p] = byte(x[32*q+16*a+t])
+								d[p] = 0 // planes of the block's other groups
+								if 32*q/U == sg {
+									d[p] = byte(x[32*q+16*a+t])
+								}
 							}
 						}
 					}
 					xs[v] = c.xs[vec*pc/128+c0/128]
-					sums[v] = sumInt8(x)
+					sums[v] = sumInt8(x[sg*U : (sg+1)*U])
 				}
 				lanes := dst[128*mpad:]
 				copy(lanes[:64], unsafe.Slice((*byte)(unsafe.Pointer(&xs[0])), 64))
@@ -115,7 +131,7 @@ func (c *lowCall) amxRows(r0, r1 int, words []uint32) {
 	if mpad == 1 {
 		lanes = 1
 	}
-	chunkBytes := s.chunks * s.bpc * amxBlockBytes(mpad)
+	chunkBytes := s.chunks * s.bpc * s.sub * amxBlockBytes(mpad)
 	step := 128 // the pooled tile buffer: 128 rows of 16 lanes
 	if n > 1 {
 		step = simdRowChunk
@@ -140,5 +156,10 @@ func (c *lowCall) amxRows(r0, r1 int, words []uint32) {
 	}
 }
 
-// bitsAmxFrom is the smallest batch the AMX kernels run.
-var bitsAmxFrom = 1
+// bitsAmxFrom is the smallest batch the AMX kernels run, by groups per
+// 128 columns: where they measured faster than the AVX-512 kernels on the
+// 16-core Xeon (16 threads, 4096x14336; docs/KERNELS.md). Batch 1 streams
+// the weights as fast on AVX-512; with groups of 64 and 32 each group's
+// own multiplies and scales cost more than AVX-512 spends below 4 and 8
+// vectors.
+var bitsAmxFrom = map[int]int{1: 2, 2: 4, 4: 8}

@@ -17,10 +17,11 @@ import (
 // activations. TestBitsAMXLayout runs the driver's layout and scatter
 // code on it, so they are checked on every AVX-512 machine;
 // TestBitsAMXKernels checks the kernels where the CPU has AMX.
-func bitsAmxModel(n int, meta16 bool, M int) bitsA8Func {
+func bitsAmxModel(n, sub int, meta16 bool, M int) bitsA8Func {
 	return func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, _ *byte, _ *int32) {
 		bpc := 8 / n
-		r := 16 / bpc // rows per metadata tile
+		L := bpc * sub // groups per chunk
+		r := 16 / L    // rows per metadata tile
 		mb := 128
 		if meta16 {
 			mb = 64
@@ -40,10 +41,11 @@ func bitsAmxModel(n int, meta16 bool, M int) bitsA8Func {
 				words := unsafe.Slice((*uint32)(unsafe.Add(unsafe.Pointer(w), (16*T+i)*stride)), 32*chunks)
 				var acc [16]float32
 				for k := 0; k < chunks; k++ {
-					for b := 0; b < bpc; b++ {
-						a := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(act), (k*bpc+b)*blk)), blk)
-						m := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(meta), ((bpc*T+i/r)*chunks+k)*mb)), mb)
-						lane := (i%r)*bpc + b
+					for j := 0; j < L; j++ {
+						b := j / sub // the group's block
+						a := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(act), (k*L+j)*blk)), blk)
+						m := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(meta), ((16/r*T+i/r)*chunks+k)*mb)), mb)
+						lane := (i%r)*L + j
 						var s float32
 						var z int32
 						if meta16 {
@@ -85,20 +87,33 @@ func bitsAmxModel(n int, meta16 bool, M int) bitsA8Func {
 // be (1 and 3 threads) on tail shapes, 8 and 4 bits, both metadata
 // layouts and act order, against the exact reference; kernels, if set,
 // replaces the path's kernels (the model).
-func checkBitsAMX(t *testing.T, be *Backend, kernels func(n int, meta16 bool, M int) bitsA8Func, rng *rand.Rand) {
+func checkBitsAMX(t *testing.T, be *Backend, kernels func(n, sub int, meta16 bool, M int) bitsA8Func, rng *rand.Rand) {
+	// Every kernel, also those of batches the backend leaves to AVX-512.
+	from := bitsAmxFrom
+	bitsAmxFrom = map[int]int{1: 1, 2: 1, 4: 1}
+	defer func() { bitsAmxFrom = from }()
 	for _, n := range []int{8, 4} {
 		shapes := [][2]int{{16, 256}, {37, 512}, {129, 1000}}
-		if kernels == nil { // the kernels: a longer row too
+		batches := []int{1, 2, 3, 4, 7, 8, 13, 16}
+		switch {
+		case raceEnabled: // the model under -race is slow; its layout is the same
+			shapes, batches = shapes[1:2], []int{1, 3, 16}
+		case kernels == nil: // the kernels: a longer row too
 			shapes = append(shapes, [2]int{300, 4096})
 		}
 		for _, shape := range shapes {
-			for _, mode := range []struct {
-				name      string
-				fp32      bool
-				zero      float32 // set on row 5, group 1 (0: keep)
-				perm      bool
-				g, meta16 int
-			}{{"fp16", false, -300, false, 128, 1}, {"fp32", true, 0, false, 128, 0}, {"wide-zero", false, 40000, false, 256, 0}, {"act-order", false, 0, true, 128, 1}} {
+			type mode struct {
+				name string
+				fp32 bool
+				zero float32 // set on row 5, group 1 (0: keep)
+				perm bool
+				g    int
+			}
+			modes := []mode{{"wide-zero", false, 40000, false, 256}, {"act-order", false, 0, true, 128}}
+			for _, g := range []int{32, 64, 128} {
+				modes = append(modes, mode{"fp16", false, -300, false, g}, mode{"fp32", true, 0, false, g}, mode{"wide-zero", false, 40000, false, g})
+			}
+			for _, mode := range modes {
 				rows, cols := shape[0], shape[1]
 				b := importedBits(t, rng, rows, cols, n, mode.g, false, mode.perm, mode.fp32)
 				if mode.zero != 0 && rows > 5 && b.Groups() > 1 {
@@ -117,14 +132,11 @@ func checkBitsAMX(t *testing.T, be *Backend, kernels func(n int, meta16 bool, M 
 					m16 := s.metaBlock == 64
 					model := map[int]bitsA8Func{}
 					for M := range s.amx {
-						model[M] = kernels(n, m16, M)
+						model[M] = kernels(n, s.sub, m16, M)
 					}
 					s.amx = model
 				}
-				for _, batch := range []int{1, 2, 3, 4, 7, 8, 13, 16} {
-					if batch < bitsAmxFrom {
-						continue
-					}
+				for _, batch := range batches {
 					x := randVec(rng, batch*cols)
 					full, dst := guarded(batch * rows)
 					if err := mx.MulA8(dst, x, batch); err != nil {
