@@ -372,6 +372,118 @@ func Bits1A8AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out 
 //go:noescape
 func Bits3A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
+// Bits8A8T2Avx512 computes W8A8 dot products of Bits matrices with AVX-512
+// VNNI for tiles of 16 rows (in the lanes) and a batch of M = 2, out
+// vector-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8T2Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8T4Avx512 computes W8A8 dot products of Bits matrices with AVX-512
+// VNNI for tiles of 16 rows (in the lanes) and a batch of M = 4, out
+// vector-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8T4Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8T8Avx512 computes W8A8 dot products of Bits matrices with AVX-512
+// VNNI for tiles of 16 rows (in the lanes) and a batch of M = 8, out
+// vector-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8T8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8T16Avx512 computes W8A8 dot products of Bits matrices with AVX-512
+// VNNI for tiles of 16 rows (in the lanes) and a batch of M = 16, out
+// vector-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8T16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8T2Avx512 computes W4A8 dot products of Bits matrices with AVX-512
+// VNNI for tiles of 16 rows (in the lanes) and a batch of M = 2, out
+// vector-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8T2Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8T4Avx512 computes W4A8 dot products of Bits matrices with AVX-512
+// VNNI for tiles of 16 rows (in the lanes) and a batch of M = 4, out
+// vector-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8T4Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8T8Avx512 computes W4A8 dot products of Bits matrices with AVX-512
+// VNNI for tiles of 16 rows (in the lanes) and a batch of M = 8, out
+// vector-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8T8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8T16Avx512 computes W4A8 dot products of Bits matrices with AVX-512
+// VNNI for tiles of 16 rows (in the lanes) and a batch of M = 16, out
+// vector-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8T16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8Meta16T2Avx512 computes W8A8 dot products of Bits matrices with
+// AVX-512 VNNI for tiles of 16 rows (in the lanes) and a batch of M = 2, out
+// vector-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8Meta16T2Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8Meta16T4Avx512 computes W8A8 dot products of Bits matrices with
+// AVX-512 VNNI for tiles of 16 rows (in the lanes) and a batch of M = 4, out
+// vector-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8Meta16T4Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8Meta16T8Avx512 computes W8A8 dot products of Bits matrices with
+// AVX-512 VNNI for tiles of 16 rows (in the lanes) and a batch of M = 8, out
+// vector-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8Meta16T8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8Meta16T16Avx512 computes W8A8 dot products of Bits matrices with
+// AVX-512 VNNI for tiles of 16 rows (in the lanes) and a batch of M = 16, out
+// vector-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8Meta16T16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8Meta16T2Avx512 computes W4A8 dot products of Bits matrices with
+// AVX-512 VNNI for tiles of 16 rows (in the lanes) and a batch of M = 2, out
+// vector-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8Meta16T2Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8Meta16T4Avx512 computes W4A8 dot products of Bits matrices with
+// AVX-512 VNNI for tiles of 16 rows (in the lanes) and a batch of M = 4, out
+// vector-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8Meta16T4Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8Meta16T8Avx512 computes W4A8 dot products of Bits matrices with
+// AVX-512 VNNI for tiles of 16 rows (in the lanes) and a batch of M = 8, out
+// vector-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8Meta16T8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8Meta16T16Avx512 computes W4A8 dot products of Bits matrices with
+// AVX-512 VNNI for tiles of 16 rows (in the lanes) and a batch of M = 16, out
+// vector-major. See "Bits int8 kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8Meta16T16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
 // Bits8A8AmxT1 computes W8A8 dot products of Bits matrices with AMX-INT8
 // (TDPBUSD) for tiles of 16 rows and a batch of M = 1, groups of at least 128
 // columns, out row-major. See "Bits int8 kernels" in the package doc.

@@ -136,6 +136,11 @@ func TestRequiresCoverKernels(t *testing.T) {
 			check("bitsAMX", funcName(k), amxGate)
 		}
 	}
+	for _, ks := range bitsT16Kernels {
+		for _, k := range ks {
+			check("bitsT16", funcName(k), bitsT16Requires)
+		}
+	}
 	for isa, ks := range bitsA8YMM {
 		for _, k := range ks.kernels {
 			check(string(isa)+" bitsA8", funcName(k), ks.requires)

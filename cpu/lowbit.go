@@ -347,6 +347,7 @@ const (
 	lowI8                 // generic A8
 	lowI8SIMD
 	lowI8AMX
+	lowI8T16
 	lowF32SIMD
 	lowF32Sparse
 )

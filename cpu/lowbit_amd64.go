@@ -78,6 +78,7 @@ type bitsSIMD struct {
 	prep      func(act []byte, xq []int8, xs []float32, k0, k1 int) // chunks [k0, k1)
 	kern      func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 	amx       map[int]bitsA8Func // AMX batch kernels by M (bitsAmxKernels), or nil
+	t16       map[int]bitsA8Func // AVX-512 rows-in-lanes batch kernels by M (bitsT16Kernels), or nil
 }
 
 // laneIdx returns the bpc permutations gathering lane i*bpc+b into lane i.
@@ -169,6 +170,8 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 	s.idx = laneIdx(L)
 	if be.set.tiles { // New picks such a set only where the OS permits the tile data
 		s.amx = bitsAmxKernels[bitsA8Key{b.N, sub, m16}]
+	} else if hasAll(bitsT16Requires) {
+		s.t16 = bitsT16Kernels[bitsA8Key{b.N, sub, m16}]
 	}
 	return s
 }
@@ -568,8 +571,11 @@ func (s *bitsSIMD) prepAct(act []byte, xq []int8, xs []float32, k0, k1 int) {
 // weights stay in L2 while each vector's pass re-reads them.
 func (c *lowCall) mulI8SIMD() error {
 	s := c.mx.simd
-	if s.amx != nil && c.batch >= bitsAmxFrom[s.sub] {
-		return c.mulI8AMX()
+	switch {
+	case s.amx != nil && c.batch >= bitsAmxFrom[s.sub]:
+		return c.mulI8Tiles(lowI8AMX)
+	case s.t16 != nil && c.batch >= bitsT16From[s.n]:
+		return c.mulI8Tiles(lowI8T16)
 	}
 	c.act = grow(c.act, c.batch*s.chunks*s.actChunk)
 	_ = c.mx.b.forJob(s.chunks, 4, simdPrepJob{c})
@@ -598,8 +604,8 @@ func (c *lowCall) simdRows(r0, r1 int, words []uint32) {
 	switch c.kind {
 	case lowI8SIMD:
 		c.i8Rows(r0, r1, words)
-	case lowI8AMX:
-		c.amxRows(r0, r1, words)
+	case lowI8AMX, lowI8T16:
+		c.tileRows(r0, r1, words)
 	case lowF32SIMD:
 		c.f32Rows(r0, r1, words)
 	case lowF32Sparse:

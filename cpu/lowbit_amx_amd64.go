@@ -3,6 +3,8 @@
 package cpu
 
 import (
+	"encoding/binary"
+	"slices"
 	"unsafe"
 
 	"github.com/qgemv/qgemv/asm"
@@ -52,84 +54,103 @@ func amxBatch(batch int) (per, mpad, n int) {
 // bytes, then 16 float32 lane scales and 16 int32 lane sums.
 func amxBlockBytes(M int) int { return 128*M + 128 }
 
-// mulI8AMX runs the AMX kernels: the activations laid out once per call
-// as B tiles (in parallel over chunks), then the rows.
-func (c *lowCall) mulI8AMX() error {
+// mulI8Tiles runs the batch kernels that multiply 16 rows by a run of
+// vectors, the AMX kernels (kind lowI8AMX) or the AVX-512 rows-in-lanes
+// ones (lowI8T16): the activations laid out once per call (in parallel
+// over chunks), then the rows.
+func (c *lowCall) mulI8Tiles(kind lowKind) error {
 	s := c.mx.simd
 	_, mpad, n := amxBatch(c.batch)
 	c.act = grow(c.act, n*s.chunks*s.bpc*s.sub*amxBlockBytes(mpad))
+	c.kind = kind
 	_ = c.mx.b.forJob(s.chunks, 4, amxPrepJob{c})
-	c.kind = lowI8AMX
 	return c.mx.rowWords(s.stride*c.batch, c)
 }
 
 // amxPrepJob lays out chunks [k0, k1) of every vector run's activations
-// as the AMX kernels' B tiles (asm package doc, "Bits int8 kernels"): per
-// chunk and group, the group's columns (zero for the block's other
-// groups' columns), its vectors' scales and sums.
+// as the AMX kernels' B tiles, or vector-major for the rows-in-lanes
+// kernels (asm package doc, "Bits int8 kernels"): per chunk and group, the
+// group's columns (zero for the block's other groups' columns), its
+// vectors' scales and sums.
 type amxPrepJob struct{ c *lowCall }
 
 func (j amxPrepJob) do(k0, k1 int) error {
 	c := j.c
 	s, pc := c.mx.simd, c.mx.pcols
 	per, mpad, n := amxBatch(c.batch)
-	perm := bitsAmxPerm(s.n)
+	runs := bitsT16Runs(s.n)
 	blk := amxBlockBytes(mpad)
 	L := s.bpc * s.sub // groups per chunk
 	E := s.bpc * 128   // columns per chunk
 	U := 128 / s.sub   // columns per group
+	// keep[sg]: the bytes of a dword that hold group sg's columns.
+	var keep [4]uint32
+	for p, q := range bitsAmxPerm(s.n) {
+		keep[32*q/U] |= 0xff << (8 * p)
+	}
+	var tmp [16][128]byte // the block of each vector, vector-major
 	for ch := 0; ch < n; ch++ {
 		nv := min(per, c.batch-ch*per)
 		base := c.act[ch*s.chunks*L*blk:]
 		for k := k0; k < k1; k++ {
-			for g := 0; g < L; g++ {
-				b, sg := g/s.sub, g%s.sub // block of the chunk, group of the block
-				dst := base[(k*L+g)*blk : (k*L+g+1)*blk]
+			for b := 0; b < s.bpc; b++ {
 				c0 := k*E + b*128
-				var xs [16]float32
-				var sums [16]int32
-				for v := 0; v < mpad; v++ {
-					if v >= nv {
-						for r := 0; r < 32; r++ {
-							clear(dst[r*4*mpad+4*v : r*4*mpad+4*v+4])
-						}
-						continue
-					}
+				// Byte 4d+p of a vector's block (d = 16a+t): column
+				// 32*perm[p] + 16a + t.
+				for v := 0; v < nv; v++ {
 					vec := ch*per + v
-					x := c.xq[vec*pc+c0 : vec*pc+c0+128]
-					for a := 0; a < 2; a++ {
-						for t := 0; t < 16; t++ {
-							d := dst[(16*a+t)*4*mpad+4*v:]
-							for p, q := range perm {
-								d[p] = 0 // planes of the block's other groups
-								if 32*q/U == sg {
-									d[p] = byte(x[32*q+16*a+t])
+					asm.Interleave4x16Avx(&tmp[v][0], (*byte)(unsafe.Pointer(&c.xq[vec*pc+c0])), &runs[0], 2)
+				}
+				for sg := 0; sg < s.sub; sg++ {
+					g := b*s.sub + sg
+					dst := base[(k*L+g)*blk : (k*L+g+1)*blk]
+					var xs [16]float32
+					var sums [16]int32
+					for v := 0; v < nv; v++ {
+						vec := ch*per + v
+						xs[v] = c.xs[vec*pc/128+c0/128]
+						sums[v] = sumInt8(c.xq[vec*pc+c0+sg*U : vec*pc+c0+(sg+1)*U])
+					}
+					if c.kind == lowI8T16 { // groups of at least 128: vector-major, every column
+						copy(dst[:128*nv], unsafe.Slice(&tmp[0][0], 128*nv))
+						clear(dst[128*nv : 128*mpad])
+					} else { // B tiles: dword d of every vector in turn, the group's bytes
+						for d := 0; d < 32; d++ {
+							row := dst[4*mpad*d : 4*mpad*(d+1)]
+							for v := 0; v < mpad; v++ {
+								var w uint32
+								if v < nv {
+									w = binary.LittleEndian.Uint32(tmp[v][4*d:]) & keep[sg]
 								}
+								binary.LittleEndian.PutUint32(row[4*v:], w)
 							}
 						}
 					}
-					xs[v] = c.xs[vec*pc/128+c0/128]
-					sums[v] = sumInt8(x[sg*U : (sg+1)*U])
+					lanes := dst[128*mpad:]
+					copy(lanes[:64], unsafe.Slice((*byte)(unsafe.Pointer(&xs[0])), 64))
+					copy(lanes[64:], unsafe.Slice((*byte)(unsafe.Pointer(&sums[0])), 64))
 				}
-				lanes := dst[128*mpad:]
-				copy(lanes[:64], unsafe.Slice((*byte)(unsafe.Pointer(&xs[0])), 64))
-				copy(lanes[64:], unsafe.Slice((*byte)(unsafe.Pointer(&sums[0])), 64))
 			}
 		}
 	}
 	return nil
 }
 
-// amxRows runs the AMX kernel on rows [r0, r1) (r0 a multiple of 16) for
-// every vector run: the kernel writes 16 vector lanes per row (for M = 1
-// one result per row), which are scattered into dst.
-func (c *lowCall) amxRows(r0, r1 int, words []uint32) {
+// tileRows runs the call's batch kernel on rows [r0, r1) (r0 a multiple
+// of 16) for every vector run and scatters its results into dst: the AMX
+// kernels write 16 vector lanes per row (for M = 1 one result per row),
+// the rows-in-lanes ones 16 rows per vector and tile.
+func (c *lowCall) tileRows(r0, r1 int, words []uint32) {
 	mx, s, dst := c.mx, c.mx.simd, c.dst
 	per, mpad, n := amxBatch(c.batch)
 	kern := s.amx[mpad]
-	lanes := 16
+	at := func(i, v int) int { return 16*i + v } // row i of the call, vector v
 	if mpad == 1 {
-		lanes = 1
+		at = func(i, _ int) int { return i }
+	}
+	if c.kind == lowI8T16 {
+		kern = s.t16[mpad]
+		at = func(i, v int) int { return (i/16*mpad+v)*16 + i%16 }
 	}
 	chunkBytes := s.chunks * s.bpc * s.sub * amxBlockBytes(mpad)
 	step := 128 // the pooled tile buffer: 128 rows of 16 lanes
@@ -149,12 +170,53 @@ func (c *lowCall) amxRows(r0, r1 int, words []uint32) {
 			for v := 0; v < nv; v++ {
 				d := dst[(ch*per+v)*mx.rows+a : (ch*per+v)*mx.rows+b]
 				for i := range d {
-					d[i] = out[lanes*i+v]
+					d[i] = out[at(i, v)]
 				}
 			}
 		}
 	}
 }
+
+// bitsT16Kernels are the AVX-512 rows-in-lanes W(n)A8 batch kernels of
+// Bits (n = 8 or 4, groups of at least 128 columns), by width and
+// metadata, then by batch width M, for backends without AMX; their
+// features are bitsT16Requires.
+var bitsT16Kernels = map[bitsA8Key]map[int]bitsA8Func{
+	{8, 1, false}: {2: asm.Bits8A8T2Avx512, 4: asm.Bits8A8T4Avx512, 8: asm.Bits8A8T8Avx512, 16: asm.Bits8A8T16Avx512},
+	{4, 1, false}: {2: asm.Bits4A8T2Avx512, 4: asm.Bits4A8T4Avx512, 8: asm.Bits4A8T8Avx512, 16: asm.Bits4A8T16Avx512},
+	{8, 1, true}:  {2: asm.Bits8A8Meta16T2Avx512, 4: asm.Bits8A8Meta16T4Avx512, 8: asm.Bits8A8Meta16T8Avx512, 16: asm.Bits8A8Meta16T16Avx512},
+	{4, 1, true}:  {2: asm.Bits4A8Meta16T2Avx512, 4: asm.Bits4A8Meta16T4Avx512, 8: asm.Bits4A8Meta16T8Avx512, 16: asm.Bits4A8Meta16T16Avx512},
+}
+
+var bitsT16Requires = append(slices.Clip(bitsA8Kernels.requires), "AVX512BW", "AVX512VL", "GFNI")
+
+// bitsT16Runs returns the Interleave4x16Avx offsets that lay out one
+// vector's 128-column block for the rows-in-lanes kernels: byte 4d+p
+// (d = 16i+t) takes column 32*perm[p] + 16i + t.
+func bitsT16Runs(n int) *[8]int32 {
+	if n == 8 {
+		return &t16Runs8
+	}
+	return &t16Runs4
+}
+
+var t16Runs8, t16Runs4 = t16RunsOf(8), t16RunsOf(4)
+
+func t16RunsOf(n int) (r [8]int32) {
+	for i := 0; i < 2; i++ {
+		for p, q := range bitsAmxPerm(n) {
+			r[4*i+p] = int32(32*q + 16*i)
+		}
+	}
+	return r
+}
+
+// bitsT16From is the smallest batch the rows-in-lanes kernels run, by
+// width: where they measured faster than a pass per vector on one Zen 4
+// core (1024x4096 and 256x14336, in cache; docs/KERNELS.md). Their fixed
+// cost per 16 rows and chunk (the transposes, for Bits4 the regrouping)
+// is shared by the batch.
+var bitsT16From = map[int]int{8: 3, 4: 4}
 
 // bitsAmxFrom is the smallest batch the AMX kernels run, by groups per
 // 128 columns: where they measured faster than the AVX-512 kernels on the

@@ -18,6 +18,20 @@ import (
 // code on it, so they are checked on every AVX-512 machine;
 // TestBitsAMXKernels checks the kernels where the CPU has AMX.
 func bitsAmxModel(n, sub int, meta16 bool, M int) bitsA8Func {
+	return bitsTileModel(n, sub, meta16, M, false)
+}
+
+// bitsT16Model is the contract of asm.Bits<n>A8[Meta16]T<M>Avx512: the
+// AMX kernels' with the activations vector-major and out vector-major.
+func bitsT16Model(n, sub int, meta16 bool, M int) bitsA8Func {
+	return bitsTileModel(n, sub, meta16, M, true)
+}
+
+func bitsTileModel(n, sub int, meta16 bool, M int, t16 bool) bitsA8Func {
+	pos := func(v, d int) int { return d*4*M + 4*v }
+	if t16 {
+		pos = func(v, d int) int { return 128*v + 4*d }
+	}
 	return func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, _ *byte, _ *int32) {
 		bpc := 8 / n
 		L := bpc * sub // groups per chunk
@@ -35,7 +49,7 @@ func bitsAmxModel(n, sub int, meta16 bool, M int) bitsA8Func {
 		if M == 1 {
 			lanes = 1
 		}
-		o := unsafe.Slice(out, 16*lanes*ntiles)
+		o := unsafe.Slice(out, 16*max(lanes, M)*ntiles)
 		for T := 0; T < ntiles; T++ {
 			for i := 0; i < 16; i++ {
 				words := unsafe.Slice((*uint32)(unsafe.Add(unsafe.Pointer(w), (16*T+i)*stride)), 32*chunks)
@@ -66,7 +80,7 @@ func bitsAmxModel(n, sub int, meta16 bool, M int) bitsA8Func {
 											plane += 4 * b
 										}
 										code := word >> (32 - n*(plane+1)) & (1<<n - 1)
-										dot += int32(code) * int32(int8(a[(16*h+t)*4*M+4*v+p]))
+										dot += int32(code) * int32(int8(a[pos(v, 16*h+t)+p]))
 									}
 								}
 							}
@@ -77,24 +91,34 @@ func bitsAmxModel(n, sub int, meta16 bool, M int) bitsA8Func {
 						}
 					}
 				}
+				if t16 {
+					for v := 0; v < M; v++ {
+						o[(T*M+v)*16+i] = acc[v]
+					}
+					continue
+				}
 				copy(o[(16*T+i)*lanes:], acc[:lanes])
 			}
 		}
 	}
 }
 
-// checkBitsAMX runs batches 2..16 through the AMX path of backends like
-// be (1 and 3 threads) on tail shapes, 8 and 4 bits, both metadata
-// layouts and act order, against the exact reference; kernels, if set,
-// replaces the path's kernels (the model).
-func checkBitsAMX(t *testing.T, be *Backend, kernels func(n, sub int, meta16 bool, M int) bitsA8Func, rng *rand.Rand) {
-	// Every kernel, also those of batches the backend leaves to AVX-512.
-	from := bitsAmxFrom
-	bitsAmxFrom = map[int]int{1: 1, 2: 1, 4: 1}
-	defer func() { bitsAmxFrom = from }()
+// checkBitsTiles runs batches 1..16 (rows-in-lanes kernels: 2..16)
+// through the AMX path, or with t16 the AVX-512 rows-in-lanes path, of be
+// on tail shapes, 8 and 4 bits, groups of 32, 64, 128 and 256 (t16: 128
+// and 256), both metadata layouts and act order, against the exact
+// reference; kernels, if set, replaces the path's kernels (the model).
+func checkBitsTiles(t *testing.T, be *Backend, t16 bool, kernels func(n, sub int, meta16 bool, M int) bitsA8Func, rng *rand.Rand) {
+	// Every kernel, also those of batches the backend leaves to others.
+	from, fromT := bitsAmxFrom, bitsT16From
+	bitsAmxFrom, bitsT16From = map[int]int{1: 1, 2: 1, 4: 1}, map[int]int{8: 2, 4: 2}
+	defer func() { bitsAmxFrom, bitsT16From = from, fromT }()
 	for _, n := range []int{8, 4} {
 		shapes := [][2]int{{16, 256}, {37, 512}, {129, 1000}}
 		batches := []int{1, 2, 3, 4, 7, 8, 13, 16}
+		if t16 {
+			batches = batches[1:]
+		}
 		switch {
 		case raceEnabled: // the model under -race is slow; its layout is the same
 			shapes, batches = shapes[1:2], []int{1, 3, 16}
@@ -114,6 +138,9 @@ func checkBitsAMX(t *testing.T, be *Backend, kernels func(n, sub int, meta16 boo
 				modes = append(modes, mode{"fp16", false, -300, false, g}, mode{"fp32", true, 0, false, g}, mode{"wide-zero", false, 40000, false, g})
 			}
 			for _, mode := range modes {
+				if t16 && mode.g < 128 {
+					continue
+				}
 				rows, cols := shape[0], shape[1]
 				b := importedBits(t, rng, rows, cols, n, mode.g, false, mode.perm, mode.fp32)
 				if mode.zero != 0 && rows > 5 && b.Groups() > 1 {
@@ -125,16 +152,20 @@ func checkBitsAMX(t *testing.T, be *Backend, kernels func(n, sub int, meta16 boo
 					t.Fatal(err)
 				}
 				s := mx.simd
-				if s == nil || s.amx == nil {
-					t.Fatalf("%s: no AMX kernels", name)
+				ks := &s.amx
+				if t16 {
+					ks = &s.t16
 				}
-				if kernels != nil { // a map of its own: s.amx is bitsAmxKernels'
+				if s == nil || *ks == nil {
+					t.Fatalf("%s: no batch kernels", name)
+				}
+				if kernels != nil { // a map of its own: *ks is bitsAmxKernels' or bitsT16Kernels'
 					m16 := s.metaBlock == 64
 					model := map[int]bitsA8Func{}
-					for M := range s.amx {
+					for M := range *ks {
 						model[M] = kernels(n, s.sub, m16, M)
 					}
-					s.amx = model
+					*ks = model
 				}
 				for _, batch := range batches {
 					x := randVec(rng, batch*cols)
@@ -166,7 +197,7 @@ func TestBitsAMXLayout(t *testing.T) {
 	rng := rand.New(rand.NewPCG(41, 42))
 	for _, threads := range []int{1, 3} {
 		be := &Backend{set: &set, threads: threads, team: &team{}}
-		checkBitsAMX(t, be, bitsAmxModel, rng)
+		checkBitsTiles(t, be, false, bitsAmxModel, rng)
 		be.Close()
 	}
 }
@@ -181,7 +212,33 @@ func TestBitsAMXKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(43, 44))
 	for _, threads := range []int{1, 3} {
 		be := &Backend{set: set, threads: threads, team: &team{}}
-		checkBitsAMX(t, be, nil, rng)
+		checkBitsTiles(t, be, false, nil, rng)
+		be.Close()
+	}
+}
+
+// TestBitsT16Layout checks the rows-in-lanes driver on the kernels' Go
+// model, TestBitsT16Kernels the kernels.
+func TestBitsT16Layout(t *testing.T) {
+	if !hasAll(bitsT16Requires) {
+		t.Skipf("no %v", missing(bitsT16Requires))
+	}
+	rng := rand.New(rand.NewPCG(45, 46))
+	for _, threads := range []int{1, 3} {
+		be := &Backend{set: findSet(AVX512VNNI), threads: threads, team: &team{}}
+		checkBitsTiles(t, be, true, bitsT16Model, rng)
+		be.Close()
+	}
+}
+
+func TestBitsT16Kernels(t *testing.T) {
+	if !hasAll(bitsT16Requires) {
+		t.Skipf("no %v", missing(bitsT16Requires))
+	}
+	rng := rand.New(rand.NewPCG(47, 48))
+	for _, threads := range []int{1, 3} {
+		be := &Backend{set: findSet(AVX512VNNI), threads: threads, team: &team{}}
+		checkBitsTiles(t, be, true, nil, rng)
 		be.Close()
 	}
 }

@@ -39,6 +39,13 @@ func bitsA8Kernels() {
 	bits3A8YMM()
 	for _, meta16 := range []bool{false, true} {
 		for _, n := range []int{8, 4} {
+			for _, m := range []int{2, 4, 8, 16} {
+				bitsA8TAVX512(n, m, meta16)
+			}
+		}
+	}
+	for _, meta16 := range []bool{false, true} {
+		for _, n := range []int{8, 4} {
 			for _, sub := range []int{1, 2, 4} {
 				for _, m := range []int{1, 2, 4, 8, 16} {
 					bitsA8AMX(n, sub, m, meta16)

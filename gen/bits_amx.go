@@ -384,23 +384,33 @@ func (u *bitsUnpacker) unpack(wp, dst GPVirtual) {
 			pm := src
 			pm.Disp += 128*bitsAmxPrefetch + 64*h
 			PREFETCHT0(pm)
-			w, lo, hi, x := ZMM(), ZMM(), ZMM(), ZMM()
+			w := ZMM()
 			m := src
 			m.Disp += 64 * h
 			VMOVDQU64(m, w)
-			VGF2P8AFFINEQB(U8(0), u.gfShr4, w, hi) // hi = w >> 4 per byte
-			VPANDD(w, u.mask, lo)
-			VPSRLD(U8(16), lo, x)
-			VPBLENDMW(hi, x, u.odd, x) // [lo.b2, lo.b3, hi.b2, hi.b3]
+			x, y := u.regroup(w)
 			VMOVDQU64(x, Mem{Base: dst, Disp: 1024*h + 64*i})
-			VPSLLD(U8(16), hi, hi)
-			VPBLENDMW(hi, lo, u.odd, lo) // [lo.b0, lo.b1, hi.b0, hi.b1]
-			VMOVDQU64(lo, Mem{Base: dst, Disp: 2048 + 1024*h + 64*i})
+			VMOVDQU64(y, Mem{Base: dst, Disp: 2048 + 1024*h + 64*i})
 		}
 		if i%4 == 3 && i != 15 {
 			LEAQ(Mem{Base: row, Index: stride, Scale: 4}, row)
 		}
 	}
+}
+
+// regroup returns the dwords of w (4-bit words) regrouped as block 0's
+// planes [lo.b2, lo.b3, hi.b2, hi.b3] and block 1's [lo.b0, lo.b1, hi.b0,
+// hi.b1] (see unpack).
+func (u *bitsUnpacker) regroup(w VecVirtual) (x, y VecVirtual) {
+	lo, hi := ZMM(), ZMM()
+	x, y = ZMM(), ZMM()
+	VGF2P8AFFINEQB(U8(0), u.gfShr4, w, hi) // hi = w >> 4 per byte
+	VPANDD(w, u.mask, lo)
+	VPSRLD(U8(16), lo, x)
+	VPBLENDMW(hi, x, u.odd, x)
+	VPSLLD(U8(16), hi, y)
+	VPBLENDMW(y, lo, u.odd, y)
+	return x, y
 }
 
 // bitsRowPrefetch prefetches the two lines of each of 16 rows' chunk
