@@ -49,6 +49,7 @@ func bitsA8TAVX512(n, M int, meta16 bool) {
 		}
 	}
 	wp, mp, ap, k := param("w"), param("meta"), param("act"), param("chunks")
+	pf := nextTile(wp, 16) // the next tile's rows, one linear run
 
 	Label(name + "_chunk")
 	// The rows' chunk, 64 bytes of 16 rows at a time, transposed (and for
@@ -82,7 +83,13 @@ func bitsA8TAVX512(n, M int, meta16 bool) {
 			VMOVDQU64(y, scr.Offset(2048+64*d))
 		}
 	}
-	bitsRowPrefetch(wp)
+	// The next tile's 16 rows are one contiguous run: 2 KiB of it per
+	// chunk covers it by the tile's end, into L2, as the one-vector
+	// kernels do (16 row streams from DRAM read slower).
+	for i := 0; i < 32; i++ {
+		PREFETCHT1(Mem{Base: pf, Disp: 64 * i})
+	}
+	ADDQ(U32(2048), pf)
 
 	for b := 0; b < bpc; b++ {
 		s, z := bitsAmxMeta(n, 1, b, meta16, mp, nil, ep)
