@@ -190,6 +190,13 @@
 //     out[(T*16+i)*16+v] = dot(T*16+i, v). The kernels load and release
 //     their tile configuration; the caller must have the OS's permission
 //     to use the tile data.
+//   - Bits<n>A8[Meta16]T<M>Avx512 (n = 8, 4; M = 2, 4, 8, 16; AVX-512
+//     VNNI, BW, GFNI), groups of at least 128 columns: the AMX kernels'
+//     contract with VPDPBUSD, except that act holds per block M
+//     vector-major runs of 128 bytes (byte 4d+p of vector v: its
+//     activation of dword d of B tile row d above) before the lane scales
+//     and sums, and out is vector-major per tile: out[(T*M+v)*16+i] =
+//     dot(T*16+i, v).
 //
 // Preconditions: chunks >= 1, ntiles >= 1, zero points integers.
 //
