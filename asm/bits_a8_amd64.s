@@ -13817,6 +13817,8 @@ Bits8A8T2Avx512_chunk:
 	VMOVDQU64     Z1, 832(AX)
 	VMOVDQU64     Z7, 896(AX)
 	VMOVDQU64     Z0, 960(AX)
+	MOVQ          stride+8(FP), R9
+	LEAQ          (R9)(R9*2), R10
 	MOVQ          DX, R11
 	VMOVDQU64     64(R11), Z0
 	VMOVDQU64     64(R11)(R9*1), Z1
@@ -14212,6 +14214,8 @@ Bits8A8T4Avx512_chunk:
 	VMOVDQU64     Z1, 832(AX)
 	VMOVDQU64     Z7, 896(AX)
 	VMOVDQU64     Z0, 960(AX)
+	MOVQ          stride+8(FP), R9
+	LEAQ          (R9)(R9*2), R10
 	MOVQ          DX, R11
 	VMOVDQU64     64(R11), Z0
 	VMOVDQU64     64(R11)(R9*1), Z1
@@ -14687,6 +14691,8 @@ Bits8A8T8Avx512_chunk:
 	VMOVDQU64     Z1, 832(AX)
 	VMOVDQU64     Z7, 896(AX)
 	VMOVDQU64     Z0, 960(AX)
+	MOVQ          stride+8(FP), R9
+	LEAQ          (R9)(R9*2), R10
 	MOVQ          DX, R11
 	VMOVDQU64     64(R11), Z0
 	VMOVDQU64     64(R11)(R9*1), Z1
@@ -15322,6 +15328,8 @@ Bits8A8T16Avx512_chunk:
 	VMOVDQU64     Z1, 832(AX)
 	VMOVDQU64     Z7, 896(AX)
 	VMOVDQU64     Z0, 960(AX)
+	MOVQ          stride+8(FP), R9
+	LEAQ          (R9)(R9*2), R10
 	MOVQ          DX, R11
 	VMOVDQU64     64(R11), Z0
 	VMOVDQU64     64(R11)(R9*1), Z1
@@ -16366,6 +16374,8 @@ Bits4A8T2Avx512_chunk:
 	VPBLENDMW      Z3, Z2, K1, Z3
 	VMOVDQU64      Z4, 960(AX)
 	VMOVDQU64      Z3, 3008(AX)
+	MOVQ           stride+8(FP), R9
+	LEAQ           (R9)(R9*2), R10
 	MOVQ           DX, R11
 	VMOVDQU64      64(R11), Z2
 	VMOVDQU64      64(R11)(R9*1), Z3
@@ -17154,6 +17164,8 @@ Bits4A8T4Avx512_chunk:
 	VPBLENDMW      Z3, Z2, K1, Z3
 	VMOVDQU64      Z4, 960(AX)
 	VMOVDQU64      Z3, 3008(AX)
+	MOVQ           stride+8(FP), R9
+	LEAQ           (R9)(R9*2), R10
 	MOVQ           DX, R11
 	VMOVDQU64      64(R11), Z2
 	VMOVDQU64      64(R11)(R9*1), Z3
@@ -18062,6 +18074,8 @@ Bits4A8T8Avx512_chunk:
 	VPBLENDMW      Z3, Z2, K1, Z3
 	VMOVDQU64      Z4, 960(AX)
 	VMOVDQU64      Z3, 3008(AX)
+	MOVQ           stride+8(FP), R9
+	LEAQ           (R9)(R9*2), R10
 	MOVQ           DX, R11
 	VMOVDQU64      64(R11), Z2
 	VMOVDQU64      64(R11)(R9*1), Z3
@@ -19282,6 +19296,8 @@ Bits4A8T16Avx512_chunk:
 	VPBLENDMW      Z3, Z2, K1, Z3
 	VMOVDQU64      Z4, 960(AX)
 	VMOVDQU64      Z3, 3008(AX)
+	MOVQ           stride+8(FP), R9
+	LEAQ           (R9)(R9*2), R10
 	MOVQ           DX, R11
 	VMOVDQU64      64(R11), Z2
 	VMOVDQU64      64(R11)(R9*1), Z3
@@ -20977,6 +20993,8 @@ Bits8A8Meta16T2Avx512_chunk:
 	VMOVDQU64     Z1, 832(AX)
 	VMOVDQU64     Z7, 896(AX)
 	VMOVDQU64     Z0, 960(AX)
+	MOVQ          stride+8(FP), R9
+	LEAQ          (R9)(R9*2), R10
 	MOVQ          DX, R11
 	VMOVDQU64     64(R11), Z0
 	VMOVDQU64     64(R11)(R9*1), Z1
@@ -21372,6 +21390,8 @@ Bits8A8Meta16T4Avx512_chunk:
 	VMOVDQU64     Z1, 832(AX)
 	VMOVDQU64     Z7, 896(AX)
 	VMOVDQU64     Z0, 960(AX)
+	MOVQ          stride+8(FP), R9
+	LEAQ          (R9)(R9*2), R10
 	MOVQ          DX, R11
 	VMOVDQU64     64(R11), Z0
 	VMOVDQU64     64(R11)(R9*1), Z1
@@ -21847,6 +21867,8 @@ Bits8A8Meta16T8Avx512_chunk:
 	VMOVDQU64     Z1, 832(AX)
 	VMOVDQU64     Z7, 896(AX)
 	VMOVDQU64     Z0, 960(AX)
+	MOVQ          stride+8(FP), R9
+	LEAQ          (R9)(R9*2), R10
 	MOVQ          DX, R11
 	VMOVDQU64     64(R11), Z0
 	VMOVDQU64     64(R11)(R9*1), Z1
@@ -22482,6 +22504,8 @@ Bits8A8Meta16T16Avx512_chunk:
 	VMOVDQU64     Z1, 832(AX)
 	VMOVDQU64     Z7, 896(AX)
 	VMOVDQU64     Z0, 960(AX)
+	MOVQ          stride+8(FP), R9
+	LEAQ          (R9)(R9*2), R10
 	MOVQ          DX, R11
 	VMOVDQU64     64(R11), Z0
 	VMOVDQU64     64(R11)(R9*1), Z1
@@ -23526,6 +23550,8 @@ Bits4A8Meta16T2Avx512_chunk:
 	VPBLENDMW      Z3, Z2, K1, Z3
 	VMOVDQU64      Z6, 960(AX)
 	VMOVDQU64      Z3, 3008(AX)
+	MOVQ           stride+8(FP), R9
+	LEAQ           (R9)(R9*2), R10
 	MOVQ           DX, R11
 	VMOVDQU64      64(R11), Z2
 	VMOVDQU64      64(R11)(R9*1), Z3
@@ -24318,6 +24344,8 @@ Bits4A8Meta16T4Avx512_chunk:
 	VPBLENDMW      Z3, Z2, K1, Z3
 	VMOVDQU64      Z6, 960(AX)
 	VMOVDQU64      Z3, 3008(AX)
+	MOVQ           stride+8(FP), R9
+	LEAQ           (R9)(R9*2), R10
 	MOVQ           DX, R11
 	VMOVDQU64      64(R11), Z2
 	VMOVDQU64      64(R11)(R9*1), Z3
@@ -25230,6 +25258,8 @@ Bits4A8Meta16T8Avx512_chunk:
 	VPBLENDMW      Z3, Z2, K1, Z3
 	VMOVDQU64      Z6, 960(AX)
 	VMOVDQU64      Z3, 3008(AX)
+	MOVQ           stride+8(FP), R9
+	LEAQ           (R9)(R9*2), R10
 	MOVQ           DX, R11
 	VMOVDQU64      64(R11), Z2
 	VMOVDQU64      64(R11)(R9*1), Z3
@@ -26454,6 +26484,8 @@ Bits4A8Meta16T16Avx512_chunk:
 	VPBLENDMW      Z3, Z2, K1, Z3
 	VMOVDQU64      Z6, 960(AX)
 	VMOVDQU64      Z3, 3008(AX)
+	MOVQ           stride+8(FP), R9
+	LEAQ           (R9)(R9*2), R10
 	MOVQ           DX, R11
 	VMOVDQU64      64(R11), Z2
 	VMOVDQU64      64(R11)(R9*1), Z3

@@ -253,20 +253,7 @@ func bitsA8AMX(n, sub, M int, meta16 bool) {
 	for i := range acc {
 		VMOVUPS(acc[i], Mem{Base: op, Disp: 64 * i})
 	}
-	bump("out", U32(64*nacc))
-	t := param("stride")
-	SHLQ(U8(4), t)
-	bump("w", t)
-	mt := param("chunks")
-	IMUL3Q(U32(16/R*metaBlock), mt, mt)
-	bump("meta", mt)
-	nt := param("ntiles")
-	DECQ(nt)
-	Store(nt, Param("ntiles"))
-	JNZ(LabelRef(name + "_tile"))
-	TILERELEASE()
-	VZEROUPPER()
-	RET()
+	bitsNextTile(name, 64*nacc, 16/R, metaBlock, TILERELEASE)
 }
 
 // bitsAmxMeta returns the 16 rows' scales (float32) and zero points
@@ -373,29 +360,55 @@ func newBitsUnpacker() *bitsUnpacker {
 // planes 7, 5, 6, 4 (bitsAmxPerm). It prefetches bitsAmxPrefetch chunks
 // ahead.
 func (u *bitsUnpacker) unpack(wp, dst GPVirtual) {
+	rows16(wp, func(i int, src Mem) {
+		for h := 0; h < 2; h++ {
+			PREFETCHT0(src.Offset(128*bitsAmxPrefetch + 64*h))
+			w := ZMM()
+			VMOVDQU64(src.Offset(64*h), w)
+			x, y := u.regroup(w)
+			VMOVDQU64(x, Mem{Base: dst, Disp: 1024*h + 64*i})
+			VMOVDQU64(y, Mem{Base: dst, Disp: 2048 + 1024*h + 64*i})
+		}
+	})
+}
+
+// rows16 calls body for 16 rows in turn, stride bytes apart from wp,
+// with an operand addressing each (four rows per base step).
+func rows16(wp GPVirtual, body func(i int, row Mem)) {
 	stride, stride3, row := GP64(), GP64(), GP64()
 	MOVQ(param("stride"), stride)
 	LEAQ(Mem{Base: stride, Index: stride, Scale: 2}, stride3)
 	MOVQ(wp, row)
 	for i := 0; i < 16; i++ {
-		src := []Mem{{Base: row}, {Base: row, Index: stride, Scale: 1},
-			{Base: row, Index: stride, Scale: 2}, {Base: row, Index: stride3, Scale: 1}}[i%4]
-		for h := 0; h < 2; h++ {
-			pm := src
-			pm.Disp += 128*bitsAmxPrefetch + 64*h
-			PREFETCHT0(pm)
-			w := ZMM()
-			m := src
-			m.Disp += 64 * h
-			VMOVDQU64(m, w)
-			x, y := u.regroup(w)
-			VMOVDQU64(x, Mem{Base: dst, Disp: 1024*h + 64*i})
-			VMOVDQU64(y, Mem{Base: dst, Disp: 2048 + 1024*h + 64*i})
-		}
+		body(i, []Mem{{Base: row}, {Base: row, Index: stride, Scale: 1},
+			{Base: row, Index: stride, Scale: 2}, {Base: row, Index: stride3, Scale: 1}}[i%4])
 		if i%4 == 3 && i != 15 {
 			LEAQ(Mem{Base: row, Index: stride, Scale: 4}, row)
 		}
 	}
+}
+
+// bitsNextTile ends a Bits batch kernel's tile loop (label name+"_tile"):
+// out moves outBytes on, w 16 rows down, meta metaTiles metadata tiles of
+// the matrix on, and the kernel returns after ntiles tiles (running exit
+// first, if any).
+func bitsNextTile(name string, outBytes, metaTiles, metaBlock int, exit ...func()) {
+	bump("out", U32(outBytes))
+	t := param("stride")
+	SHLQ(U8(4), t)
+	bump("w", t)
+	mt := param("chunks")
+	IMUL3Q(U32(metaTiles*metaBlock), mt, mt)
+	bump("meta", mt)
+	nt := param("ntiles")
+	DECQ(nt)
+	Store(nt, Param("ntiles"))
+	JNZ(LabelRef(name + "_tile"))
+	for _, f := range exit {
+		f()
+	}
+	VZEROUPPER()
+	RET()
 }
 
 // regroup returns the dwords of w (4-bit words) regrouped as block 0's
@@ -416,20 +429,9 @@ func (u *bitsUnpacker) regroup(w VecVirtual) (x, y VecVirtual) {
 // bitsRowPrefetch prefetches the two lines of each of 16 rows' chunk
 // bitsAmxPrefetch chunks past wp into L1.
 func bitsRowPrefetch(wp GPVirtual) {
-	stride, stride3, row := GP64(), GP64(), GP64()
-	MOVQ(param("stride"), stride)
-	LEAQ(Mem{Base: stride, Index: stride, Scale: 2}, stride3)
-	MOVQ(wp, row)
-	for i := 0; i < 16; i++ {
-		src := []Mem{{Base: row}, {Base: row, Index: stride, Scale: 1},
-			{Base: row, Index: stride, Scale: 2}, {Base: row, Index: stride3, Scale: 1}}[i%4]
+	rows16(wp, func(_ int, src Mem) {
 		for h := 0; h < 2; h++ {
-			pm := src
-			pm.Disp += 128*bitsAmxPrefetch + 64*h
-			PREFETCHT0(pm)
+			PREFETCHT0(src.Offset(128*bitsAmxPrefetch + 64*h))
 		}
-		if i%4 == 3 && i != 15 {
-			LEAQ(Mem{Base: row, Index: stride, Scale: 4}, row)
-		}
-	}
+	})
 }

@@ -55,23 +55,12 @@ func bitsA8TAVX512(n, M int, meta16 bool) {
 	// The rows' chunk, 64 bytes of 16 rows at a time, transposed (and for
 	// n = 4 regrouped into block 0's and block 1's planes, as the AMX
 	// kernels' A tiles are: bitsUnpacker).
-	stride, stride3, row := GP64(), GP64(), GP64()
-	MOVQ(param("stride"), stride)
-	LEAQ(Mem{Base: stride, Index: stride, Scale: 2}, stride3)
 	for h := 0; h < 2; h++ {
-		MOVQ(wp, row)
 		rs := make([]Register, 16)
-		for i := range rs {
-			if i%4 == 0 && i > 0 {
-				LEAQ(Mem{Base: row, Index: stride, Scale: 4}, row)
-			}
-			m := []Mem{{Base: row}, {Base: row, Index: stride, Scale: 1},
-				{Base: row, Index: stride, Scale: 2}, {Base: row, Index: stride3, Scale: 1}}[i%4]
-			m.Disp += 64 * h
-			r := ZMM()
-			VMOVDQU64(m, r)
-			rs[i] = r
-		}
+		rows16(wp, func(i int, row Mem) {
+			rs[i] = ZMM()
+			VMOVDQU64(row.Offset(64*h), rs[i])
+		})
 		for t, r := range transpose16(rs) {
 			d := 16*h + t
 			if n == 8 {
@@ -134,17 +123,5 @@ func bitsA8TAVX512(n, M int, meta16 bool) {
 	DECQ(k)
 	JNZ(LabelRef(name + "_chunk"))
 
-	bump("out", U32(64*M))
-	t := param("stride")
-	SHLQ(U8(4), t)
-	bump("w", t)
-	mt := param("chunks")
-	IMUL3Q(U32(bpc*metaBlock), mt, mt)
-	bump("meta", mt)
-	nt := param("ntiles")
-	DECQ(nt)
-	Store(nt, Param("ntiles"))
-	JNZ(LabelRef(name + "_tile"))
-	VZEROUPPER()
-	RET()
+	bitsNextTile(name, 64*M, bpc, metaBlock)
 }
