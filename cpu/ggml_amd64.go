@@ -401,23 +401,7 @@ func init() {
 					// of Q4_0 and Q8_0 models on the Zen 4 VM, batches 2
 					// to 16), which holds each row's codes in a register
 					// but reduces and scales every vector apart.
-					for a := r0; a < r1; a += simdRowChunk {
-						b := min(r1, a+simdRowChunk)
-						four := a + (b-a)&^3
-						for v := 0; v < c.batch; v++ {
-							one := func(k ggmlA8Func, a, b int) {
-								k(&m.Data[a*m.RowBytes()], m.RowBytes(), b-a, pc/max(m.Type.BlockElems(), 128),
-									&c.act8[v*pc], pc, &c.sums[v*pc/sub], 2*pc/sub, &c.xs[v*pc/128], 4*pc/128,
-									1, &c.dst[v*m.Rows+a], 4*m.Rows)
-							}
-							if four > a {
-								one(r4, a, four)
-							}
-							if b > four {
-								one(fn, four, b)
-							}
-						}
-					}
+					ggmlPerVector(r4, fn, m, c, &c.act8[0], r0, r1)
 					return
 				}
 				if r4 != nil && c.batch == 1 && r1-r0 >= 4 {
@@ -429,6 +413,28 @@ func init() {
 					run(fn, r0, r1)
 				}
 			}}
+		}
+	}
+}
+
+// ggmlPerVector runs rows [r0, r1) of every vector of the call as a pass
+// per vector over row chunks that stay in L2: the four-row kernel r4 on
+// each chunk's rows in fours, the row kernel one on the rest; act is the
+// call's activations in column order.
+func ggmlPerVector(r4, one ggmlA8Func, m *ggml.Matrix, c *ggmlCall, act *int8, r0, r1 int) {
+	pc, sub, rb := m.PCols, m.Type.SubLen(), m.RowBytes()
+	nsb := pc / max(m.Type.BlockElems(), 128)
+	for a := r0; a < r1; a += simdRowChunk {
+		b := min(r1, a+simdRowChunk)
+		four := a + (b-a)&^3
+		for v := 0; v < c.batch; v++ {
+			av := (*int8)(unsafe.Add(unsafe.Pointer(act), v*pc))
+			if four > a {
+				r4(&m.Data[a*rb], rb, four-a, nsb, av, pc, &c.sums[v*pc/sub], 2*pc/sub, &c.xs[v*pc/128], 4*pc/128, 1, &c.dst[v*m.Rows+a], 4*m.Rows)
+			}
+			if b > four {
+				one(&m.Data[four*rb], rb, b-four, nsb, av, pc, &c.sums[v*pc/sub], 2*pc/sub, &c.xs[v*pc/128], 4*pc/128, 1, &c.dst[v*m.Rows+four], 4*m.Rows)
+			}
 		}
 	}
 }
