@@ -221,6 +221,24 @@ func GgmlQ40A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlQ40A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ40A8T4Avx512 is GgmlQ40A8Avx512 for 16 rows and 4 vector slots with the
+// rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ40A8T4Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ40A8T8Avx512 is GgmlQ40A8Avx512 for 16 rows and 8 vector slots with the
+// rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ40A8T8Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ40A8T16Avx512 is GgmlQ40A8Avx512 for 16 rows and 16 vector slots with
+// the rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ40A8T16Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
+
 // GgmlQ41A8Avx512 computes the exact A8 product of layout/ggml Q4_1 rows with
 // AVX-512 VNNI and BW: groups of four blocks (nsb counts groups), activations
 // in column order, the sums one int16 per 32 columns. See "GGML block kernels"
@@ -281,6 +299,24 @@ func GgmlQ80A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlQ80A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ80A8T4Avx512 is GgmlQ80A8Avx512 for 16 rows and 4 vector slots with the
+// rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ80A8T4Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ80A8T8Avx512 is GgmlQ80A8Avx512 for 16 rows and 8 vector slots with the
+// rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ80A8T8Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ80A8T16Avx512 is GgmlQ80A8Avx512 for 16 rows and 16 vector slots with
+// the rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ80A8T16Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
+
 // GgmlIQ4NLA8Avx512 computes the exact A8 product of layout/ggml IQ4_NL rows
 // with AVX-512 VNNI and BW: groups of four blocks (nsb counts groups),
 // activations in column order, the sums one int16 per 32 columns. See "GGML
@@ -295,6 +331,24 @@ func GgmlIQ4NLA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //
 //go:noescape
 func GgmlIQ4NLA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlIQ4NLA8T4Avx512 is GgmlIQ4NLA8Avx512 for 16 rows and 4 vector slots with
+// the rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4NLA8T4Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlIQ4NLA8T8Avx512 is GgmlIQ4NLA8Avx512 for 16 rows and 8 vector slots with
+// the rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4NLA8T8Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlIQ4NLA8T16Avx512 is GgmlIQ4NLA8Avx512 for 16 rows and 16 vector slots
+// with the rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4NLA8T16Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
 
 // GgmlQ2KF32Avx512 multiplies layout/ggml Q2_K rows by float32 activations
 // with AVX-512: each super-block dequantized once to float32 weights in

@@ -125,6 +125,9 @@ var ggmlA8TFuncs = map[int]map[ggml.Type]ggmlA8TFunc{
 		ggml.Q5_K:   asm.GgmlQ5KA8T4Avx512,
 		ggml.Q6_K:   asm.GgmlQ6KA8T4Avx512,
 		ggml.IQ4_XS: asm.GgmlIQ4XSA8T4Avx512,
+		ggml.Q4_0:   asm.GgmlQ40A8T4Avx512,
+		ggml.Q8_0:   asm.GgmlQ80A8T4Avx512,
+		ggml.IQ4_NL: asm.GgmlIQ4NLA8T4Avx512,
 	},
 	8: {
 		ggml.Q2_K:   asm.GgmlQ2KA8T8Avx512,
@@ -133,6 +136,9 @@ var ggmlA8TFuncs = map[int]map[ggml.Type]ggmlA8TFunc{
 		ggml.Q5_K:   asm.GgmlQ5KA8T8Avx512,
 		ggml.Q6_K:   asm.GgmlQ6KA8T8Avx512,
 		ggml.IQ4_XS: asm.GgmlIQ4XSA8T8Avx512,
+		ggml.Q4_0:   asm.GgmlQ40A8T8Avx512,
+		ggml.Q8_0:   asm.GgmlQ80A8T8Avx512,
+		ggml.IQ4_NL: asm.GgmlIQ4NLA8T8Avx512,
 	},
 	16: {
 		ggml.Q2_K:   asm.GgmlQ2KA8T16Avx512,
@@ -141,6 +147,9 @@ var ggmlA8TFuncs = map[int]map[ggml.Type]ggmlA8TFunc{
 		ggml.Q5_K:   asm.GgmlQ5KA8T16Avx512,
 		ggml.Q6_K:   asm.GgmlQ6KA8T16Avx512,
 		ggml.IQ4_XS: asm.GgmlIQ4XSA8T16Avx512,
+		ggml.Q4_0:   asm.GgmlQ40A8T16Avx512,
+		ggml.Q8_0:   asm.GgmlQ80A8T16Avx512,
+		ggml.IQ4_NL: asm.GgmlIQ4NLA8T16Avx512,
 	},
 }
 
@@ -227,6 +236,54 @@ func (j ggmlPrepTJob) do(k0, k1 int) error {
 	return nil
 }
 
+// ggmlT32Shift is the codes' offset (as a power of two) of the
+// 32-element types with rows-in-lanes kernels: their kernels take the
+// codes as unsigned q + 2^shift (gen ggmlSmalls).
+var ggmlT32Shift = map[ggml.Type]uint{ggml.Q4_0: 3, ggml.Q8_0: 7, ggml.IQ4_NL: 7}
+
+// ggmlT32Layout is the layout of one group of four 32-element blocks'
+// activations for a rows-in-lanes kernel of M slots (gen ggmlBlockA8T):
+// slot v's 128 int8 in column order at 128v, its int32 start values
+// (-2^shift times block b's activation sum) at init + 16v + 4b, its
+// float32 scale at xs + 4v; size bytes in all (zeros past the batch).
+func ggmlT32Layout(M int) (init, xs, size int) {
+	return 128 * M, 144 * M, 148 * M
+}
+
+// ggmlPrepT32 lays out the activations for the 32-element rows-in-lanes
+// kernels (ggmlT32Layout, c.slots slots), the groups split between the
+// backend's threads.
+func ggmlPrepT32(mx *GGMLMatrix, c *ggmlCall) {
+	_, _, size := ggmlT32Layout(c.slots)
+	c.act8 = growAct(c, mx.m.PCols/128*size)
+	_ = mx.b.forJob(mx.m.PCols/128, ggmlPrepTGrain, ggmlPrepT32Job{c})
+}
+
+// ggmlPrepT32Job prepares groups [k0, k1) for ggmlPrepT32.
+type ggmlPrepT32Job struct{ c *ggmlCall }
+
+func (j ggmlPrepT32Job) do(k0, k1 int) error {
+	c := j.c
+	m := c.mx.m
+	M, pc, sh := c.slots, m.PCols, ggmlT32Shift[m.Type]
+	io, xo, size := ggmlT32Layout(M)
+	for k := k0; k < k1; k++ {
+		blk := c.act8[k*size : (k+1)*size]
+		clear(blk)
+		init := unsafe.Slice((*int32)(unsafe.Pointer(&blk[io])), 4*M)
+		xs := unsafe.Slice((*float32)(unsafe.Pointer(&blk[xo])), M)
+		for v := 0; v < c.batch; v++ {
+			a := blk[128*v : 128*v+128]
+			copy(a, c.xq[v*pc+128*k:v*pc+128*k+128])
+			for b := 0; b < 4; b++ {
+				init[4*v+b] = -sumInt8(a[32*b:32*b+32]) << sh
+			}
+			xs[v] = c.xs[v*pc/128+k]
+		}
+	}
+	return nil
+}
+
 // ggmlRunT runs a rows-in-lanes kernel of M slots on rows [r0, r1), 16
 // at a time; a last group of fewer rows runs on a zero-padded copy.
 func ggmlRunT(fn ggmlA8TFunc, M int, mx *GGMLMatrix, c *ggmlCall, r0, r1 int) {
@@ -235,6 +292,9 @@ func ggmlRunT(fn ggmlA8TFunc, M int, mx *GGMLMatrix, c *ggmlCall, r0, r1 int) {
 	defer ggmlTemps.Put(t)
 	out := t.out[:16*M]
 	rb, nsb := m.RowBytes(), m.PCols/256
+	if !m.Type.Super() { // groups of four 32-element blocks
+		nsb = m.PCols / 128
+	}
 	for a := r0; a < r1; a += 16 {
 		n := min(16, r1-a)
 		w := m.Data[a*rb:]
@@ -484,7 +544,11 @@ func ggmlPrep(mx *GGMLMatrix, c *ggmlCall) {
 	pc := m.PCols
 	if fn, slots := ggmlTKernel(m.Type, c.batch); fn != nil {
 		c.slots = slots
-		ggmlPrepT(mx, c)
+		if m.Type.Super() {
+			ggmlPrepT(mx, c)
+		} else {
+			ggmlPrepT32(mx, c)
+		}
 		return
 	}
 	ggmlPrepSums(mx, c)

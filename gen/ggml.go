@@ -36,6 +36,11 @@ func ggmlKernels() {
 	for _, c := range ggmlSmalls {
 		ggmlBlockA8(c)
 		ggmlBlockA8R4(c)
+		if ggmlT32Types[c.t] {
+			for _, M := range []int{4, 8, 16} {
+				ggmlBlockA8T(c, M)
+			}
+		}
 	}
 	for _, c := range ggmlSupers {
 		ggmlSuperF32(c)

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// ggmlT32Types are the 32-element block types with rows-in-lanes batch
+// kernels (those without an M term or high-bit plane).
+var ggmlT32Types = map[string]bool{"Q40": true, "Q80": true, "IQ4NL": true}
+
+// ggmlT32Row is the row in lane p of the 32-element rows-in-lanes
+// kernels' vectors: four rows per 128-bit lane after the 4x4 dword
+// transposes (lane p holds row 4*(p%4) + p/4; the map is its own
+// inverse, so the same table puts the results back in row order).
+func ggmlT32Row(p int) int { return 4*(p%4) + p/4 }
+
+// ggmlBlockA8T emits Ggml<t>A8T<M>Avx512, the rows-in-lanes kernel of a
+// 32-element block type for 16 rows and M vector slots: per block the 16
+// rows' codes are loaded four rows to a ZMM (one per 128-bit lane) and
+// transposed 4x4 by dwords, so that one register holds four codes of the
+// block for all 16 rows (nibble types: in its low nibbles, and the four
+// codes 16 columns on in its high nibbles); per vector, VPDPBUSD with the
+// vector's four activations broadcast from memory gives S for 16 rows,
+// started at the codes' offset times the block's activation sum (laid out
+// by the caller), and the float step of the definition runs on 16 rows:
+// out[v] = out[v] + float32(D*xs) * float32(S), the rows' D gathered.
+// Activations per group of four blocks (128 columns), 148*M bytes: slot v's
+// 128 int8 at 128v; its int32 start values (-2^shift * the block's sum)
+// at 128M + 16v + 4b; its float32 scale at 144M + 4v (cpu ggmlT32Layout).
+// nsb counts the groups; out (16 float32 per slot, rows in order) is
+// written.
+func ggmlBlockA8T(c ggmlSmall, M int) {
+	name := fmt.Sprintf("Ggml%sA8T%dAvx512", c.t, M)
+	TEXT(name, 0, ggmlSigT16)
+	Pragma("noescape")
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 16 rows and %d vector slots with the rows in the lanes.", name, "Ggml"+c.t+"A8Avx512", M))
+	av512 := fvec{avx512: true}
+	var mask, gfShr4, kv, flip VecVirtual
+	if c.nib {
+		mask = nibbleMask(ZMM())
+		gfShr4 = ZMM()
+		t := GP64()
+		MOVQ(U64(0x1020408000000000), t)
+		VPBROADCASTQ(t, gfShr4)
+	} else {
+		flip = av512.broadcast(0x80808080)
+	}
+	if c.kv {
+		kv = ZMM()
+		VBROADCASTI32X4(ggmlKValues128(), kv)
+	}
+	rowTab := rodata("ggmlT32Rows", 16, 4, func(p int) uint64 { return uint64(ggmlT32Row(p)) })
+	stride := param("stride")
+	stride3 := GP64()
+	LEAQ(Mem{Base: stride, Index: stride, Scale: 2}, stride3)
+	// rowOff lane p: row(p)*stride, the gather offsets of the rows' d.
+	rowOff := ZMM()
+	VPBROADCASTD(stride.As32(), rowOff)
+	VPMULLD(rowTab, rowOff, rowOff)
+
+	op := param("out")
+	{
+		zero := ZMM()
+		VPXORD(zero, zero, zero)
+		for v := 0; v < M; v++ {
+			VMOVUPS(zero, Mem{Base: op, Disp: 64 * v})
+		}
+	}
+	wp, ap, g := param("w"), param("act"), param("nsb")
+	// The next 16 rows are one contiguous run (16 rows of nsb groups):
+	// prefetched into L2 a group's share at a time.
+	pf := GP64()
+	MOVQ(stride, pf)
+	SHLQ(U8(4), pf)
+	ADDQ(wp, pf)
+	groupBytes := 4 * c.bytes
+	pfLines := (16*groupBytes + 63) / 64
+
+	// Registers shared by every block (fresh ones per block leave avo's
+	// greedy allocator short of ZMM registers): the loads, the transposes,
+	// the K steps' codes, the accumulators.
+	zr := []VecVirtual{ZMM(), ZMM(), ZMM(), ZMM()}
+	tr := []VecVirtual{ZMM(), ZMM(), ZMM(), ZMM()}
+	stepRegs := make([]VecVirtual, 8)
+	for i := range stepRegs {
+		stepRegs[i] = ZMM()
+	}
+	accR := []VecVirtual{ZMM(), ZMM(), ZMM(), ZMM()}
+	fR, d := ZMM(), ZMM()
+
+	Label(name + "_group")
+	base := []GPVirtual{wp, GP64(), GP64(), GP64()} // rows 0, 4, 8, 12
+	for q := 1; q < 4; q++ {
+		LEAQ(Mem{Base: base[q-1], Index: stride, Scale: 4}, base[q])
+	}
+	for b := 0; b < 4; b++ {
+		boff := b * c.bytes
+		// D: the 16 rows' half-precision d of block b, lane p row(p).
+		{
+			t := GP32()
+			MOVL(U32(0xffff), t)
+			km := K()
+			KMOVW(t, km)
+			VPXORD(d, d, d)
+			VPGATHERDD(Mem{Base: wp, Index: rowOff, Scale: 1, Disp: boff}, km, d)
+			dy := YMM()
+			VPMOVDW(d, dy)
+			VCVTPH2PS(dy, d)
+		}
+		// The codes: per 16 bytes (a half of Q8_0's 32), four rows per
+		// ZMM, transposed so that W[j] lane p holds dword j of row(p).
+		halves := 1
+		if !c.nib {
+			halves = 2
+		}
+		// The K steps: a register of codes and its activations' offset in
+		// the block.
+		type step struct {
+			r   VecVirtual
+			off int
+		}
+		var steps []step
+		for hh := 0; hh < halves; hh++ {
+			z := zr
+			for q := 0; q < 4; q++ {
+				src := Mem{Base: base[q], Disp: boff + c.qs + 16*hh}
+				VMOVDQU32(src.Offset(0), z[q].AsX())
+				VINSERTI32X4(U8(1), Mem{Base: base[q], Index: stride, Scale: 1, Disp: boff + c.qs + 16*hh}, z[q], z[q])
+				VINSERTI32X4(U8(2), Mem{Base: base[q], Index: stride, Scale: 2, Disp: boff + c.qs + 16*hh}, z[q], z[q])
+				VINSERTI32X4(U8(3), Mem{Base: base[q], Index: stride3, Scale: 1, Disp: boff + c.qs + 16*hh}, z[q], z[q])
+			}
+			t0, t1, t2, t3 := tr[0], tr[1], tr[2], tr[3]
+			VPUNPCKLDQ(z[1], z[0], t0)
+			VPUNPCKHDQ(z[1], z[0], t1)
+			VPUNPCKLDQ(z[3], z[2], t2)
+			VPUNPCKHDQ(z[3], z[2], t3)
+			w := stepRegs[4*hh : 4*hh+4] // Q8_0: the codes themselves
+			if c.nib {
+				w = zr // consumed by the nibble split
+			}
+			VPUNPCKLQDQ(t2, t0, w[0])
+			VPUNPCKHQDQ(t2, t0, w[1])
+			VPUNPCKLQDQ(t3, t1, w[2])
+			VPUNPCKHQDQ(t3, t1, w[3])
+			for j := 0; j < 4; j++ {
+				if !c.nib { // int8 codes as unsigned q+128
+					VPXORD(flip, w[j], w[j])
+					steps = append(steps, step{w[j], 16*hh + 4*j})
+					continue
+				}
+				lo, hi := stepRegs[2*j], stepRegs[2*j+1]
+				VPANDD(w[j], mask, lo)
+				VGF2P8AFFINEQB(U8(0), gfShr4, w[j], hi)
+				if c.kv { // KValues+128, unsigned
+					VPSHUFB(lo, kv, lo)
+					VPSHUFB(hi, kv, hi)
+				}
+				steps = append(steps, step{lo, 4 * j}, step{hi, 16 + 4*j})
+			}
+		}
+		for l := 0; l < pfLines/4+1 && b*(pfLines/4+1)+l < pfLines; l++ {
+			PREFETCHT1(Mem{Base: pf, Disp: 64 * (b*(pfLines/4+1) + l)})
+		}
+		// Per quad of slots: four chains of VPDPBUSD interleaved.
+		for v0 := 0; v0 < M; v0 += 4 {
+			acc := accR
+			for i := range acc {
+				VPBROADCASTD(Mem{Base: ap, Disp: 128*M + 16*(v0+i) + 4*b}, acc[i])
+			}
+			for _, s := range steps {
+				for i := range acc {
+					VPDPBUSD_BCST(Mem{Base: ap, Disp: 128*(v0+i) + 32*b + s.off}, s.r, acc[i])
+				}
+			}
+			for i := range acc {
+				v := v0 + i
+				f := fR
+				VMULPS_BCST(Mem{Base: ap, Disp: 144*M + 4*v}, d, f)
+				VCVTDQ2PS(acc[i], acc[i])
+				VMULPS(acc[i], f, f)
+				VADDPS(Mem{Base: op, Disp: 64 * v}, f, f)
+				VMOVUPS(f, Mem{Base: op, Disp: 64 * v})
+			}
+		}
+	}
+	ADDQ(U32(groupBytes), wp)
+	ADDQ(U32(148*M), ap)
+	ADDQ(U32(16*groupBytes), pf)
+	DECQ(g)
+	JNZ(LabelRef(name + "_group"))
+
+	// Rows back in order: lane r takes lane row(r) (the map is an
+	// involution).
+	perm := ZMM()
+	VMOVDQU32(rowTab, perm)
+	for v := 0; v < M; v++ {
+		t := ZMM()
+		VPERMD(Mem{Base: op, Disp: 64 * v}, perm, t)
+		VMOVUPS(t, Mem{Base: op, Disp: 64 * v})
+	}
+	VZEROUPPER()
+	RET()
+}
