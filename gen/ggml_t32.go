@@ -39,13 +39,9 @@ func ggmlBlockA8T(c ggmlSmall, M int) {
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 16 rows and %d vector slots with the rows in the lanes.", name, "Ggml"+c.t+"A8Avx512", M))
 	av512 := fvec{avx512: true}
-	var mask, gfShr4, kv, flip VecVirtual
+	var mask, kv, flip VecVirtual
 	if c.nib {
 		mask = nibbleMask(ZMM())
-		gfShr4 = ZMM()
-		t := GP64()
-		MOVQ(U64(0x1020408000000000), t)
-		VPBROADCASTQ(t, gfShr4)
 	} else {
 		flip = av512.broadcast(0x80808080)
 	}
@@ -154,7 +150,8 @@ func ggmlBlockA8T(c ggmlSmall, M int) {
 				}
 				lo, hi := stepRegs[2*j], stepRegs[2*j+1]
 				VPANDD(w[j], mask, lo)
-				VGF2P8AFFINEQB(U8(0), gfShr4, w[j], hi)
+				VPSRLW(U8(4), w[j], hi) // the high nibbles, masked below
+				VPANDD(hi, mask, hi)
 				if c.kv { // KValues+128, unsigned
 					VPSHUFB(lo, kv, lo)
 					VPSHUFB(hi, kv, hi)
