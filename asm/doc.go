@@ -615,6 +615,14 @@
 // slot v is accumulated into out[16v + r], which the caller zeroes.
 // Preconditions: nsb >= 1.
 //
+// Q4_0, Q8_0 and IQ4_NL have rows-in-lanes kernels of the same name and
+// signature, nsb counting groups of four blocks (128 columns), whose
+// activations take 148M bytes per group: slot v's 128 int8 in column
+// order at 128v; its int32 start values at 128M + 16v + 4b (block b of
+// the group: -2^shift times the block's activation sum, shift 3 for Q4_0
+// and 7 for Q8_0 and IQ4_NL, whose codes the kernels take as unsigned
+// q + 2^shift); its float32 scale at 144M + 4v. They write out[16v + r].
+//
 // # Activation kernels
 //
 // act_amd64.s: activation preparation.
