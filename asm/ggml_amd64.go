@@ -604,6 +604,24 @@ func GgmlIQ4XSA8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //go:noescape
 func GgmlIQ4XSF32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 
+// GgmlQ40A8T4Avx2 is GgmlQ40A8Avx512 for 16 rows and 4 vector slots with the
+// rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ40A8T4Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ40A8T8Avx2 is GgmlQ40A8Avx512 for 16 rows and 8 vector slots with the
+// rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ40A8T8Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ40A8T16Avx2 is GgmlQ40A8Avx512 for 16 rows and 16 vector slots with the
+// rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ40A8T16Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
+
 // GgmlQ40F32Avx512 multiplies layout/ggml Q4_0 rows by float32 activations
 // with AVX-512: each group of four blocks dequantized once to float32 weights
 // in registers for every vector. See "GGML block kernels" in the package doc.

@@ -171,6 +171,11 @@ func TestRequiresCoverKernels(t *testing.T) {
 		}
 		check("ggml four rows", funcName(f), gate)
 	}
+	for _, fs := range ggmlA8TAVX2Funcs {
+		for _, f := range fs {
+			check("ggml rows in lanes (AVX2)", funcName(f), ggmlA8AVX2Requires)
+		}
+	}
 	for _, fs := range ggmlA8TFuncs {
 		for _, f := range fs {
 			check("ggml rows in lanes", funcName(f), ggmlA8Requires)

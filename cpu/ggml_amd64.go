@@ -153,6 +153,14 @@ var ggmlA8TFuncs = map[int]map[ggml.Type]ggmlA8TFunc{
 	},
 }
 
+// ggmlA8TAVX2Funcs are the AVX2 rows-in-lanes kernels (Q4_0), by slots;
+// their activations and output are those of the AVX-512 ones.
+var ggmlA8TAVX2Funcs = map[int]map[ggml.Type]ggmlA8TFunc{
+	4:  {ggml.Q4_0: asm.GgmlQ40A8T4Avx2},
+	8:  {ggml.Q4_0: asm.GgmlQ40A8T8Avx2},
+	16: {ggml.Q4_0: asm.GgmlQ40A8T16Avx2},
+}
+
 // ggmlT4From, ggmlT8From and ggmlT16From are the smallest batches the
 // rows-in-lanes kernels of 4, 8 and 16 slots run.
 const (
@@ -396,7 +404,23 @@ func init() {
 					}
 					return nil
 				}
+				tKernel := func(batch int) (ggmlA8TFunc, int) { // rows in lanes (Q4_0)
+					if batch < ggmlT4From {
+						return nil, 0
+					}
+					slots := map[bool]int{true: 4, false: 8}[batch < ggmlT8From]
+					if batch >= ggmlT16From {
+						slots = 16
+					}
+					return ggmlA8TAVX2Funcs[slots][t], slots
+				}
 				k := &ggmlKernel{isa: isa, prep: func(mx *GGMLMatrix, c *ggmlCall) {
+					c.slots = 0
+					if fn, slots := tKernel(c.batch); fn != nil {
+						c.slots = slots
+						ggmlPrepT32(mx, c)
+						return
+					}
 					ggmlPrepSums(mx, c)
 					if batchKernel(c.batch) != nil {
 						ggmlPrepM16(mx.m, c)
@@ -410,6 +434,10 @@ func init() {
 						return
 					}
 					m := mx.m
+					if c.slots > 0 { // prep chose a rows-in-lanes kernel
+						ggmlRunT(ggmlA8TAVX2Funcs[c.slots][t], c.slots, mx, c, r0, r1)
+						return
+					}
 					if fn := batchKernel(c.batch); fn != nil {
 						ggmlRunM16(fn, m, c, r0, r1)
 						return

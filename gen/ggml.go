@@ -53,6 +53,11 @@ func ggmlKernels() {
 		ggmlSuperF32AVX2(c)
 	}
 	for _, c := range ggmlSmalls {
+		if c.t == "Q40" {
+			for _, M := range []int{4, 8, 16} {
+				ggmlBlockA8TAVX2(c, M)
+			}
+		}
 		ggmlBlockF32(c)
 		ggmlBlockA8AVX2(c)
 		ggmlBlockA8R4AVX2(c)

@@ -202,3 +202,141 @@ func ggmlBlockA8T(c ggmlSmall, M int) {
 	VZEROUPPER()
 	RET()
 }
+
+// ggmlBlockA8TAVX2 emits Ggml<t>A8T<M>Avx2 for Q4_0: ggmlBlockA8T's
+// contract and layout on AVX2, 16 rows as two halves of 8 (one row per
+// dword lane, in order: the 4x4 transposes of two rows per YMM keep rows
+// 0..3 in the low lane and 4..7 in the high one). VPMADDUBSW of the
+// unsigned codes with a vector's broadcast activations, the four dwords'
+// low and high nibble products summed in int16 (at most 8*2*15*127 =
+// 30480, no saturation), one VPMADDWD, then the start value and the
+// float step. The rows' d come from VPINSRW and F16C.
+func ggmlBlockA8TAVX2(c ggmlSmall, M int) {
+	if c.t != "Q40" {
+		panic("gen: no AVX2 rows-in-lanes kernel for " + c.t)
+	}
+	name := fmt.Sprintf("Ggml%sA8T%dAvx2", c.t, M)
+	TEXT(name, 0, ggmlSigT16)
+	Pragma("noescape")
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 16 rows and %d vector slots with the rows in the lanes, on AVX2.", name, "Ggml"+c.t+"A8Avx512", M))
+	av2 := fvec{}
+	mask := av2.broadcast(0x0f0f0f0f)
+	ones := av2.broadcast(0x00010001)
+	stride := param("stride")
+	stride3 := GP64()
+	LEAQ(Mem{Base: stride, Index: stride, Scale: 2}, stride3)
+	op := param("out")
+	{
+		zero := YMM()
+		VPXOR(zero, zero, zero)
+		for v := 0; v < 2*M; v++ {
+			VMOVUPS(zero, Mem{Base: op, Disp: 32 * v})
+		}
+	}
+	wp, ap, g := param("w"), param("act"), param("nsb")
+	pf := GP64()
+	MOVQ(stride, pf)
+	SHLQ(U8(4), pf)
+	ADDQ(wp, pf)
+	groupBytes := 4 * c.bytes
+	pfLines := (16*groupBytes + 63) / 64
+
+	// Registers shared by every block (avo's greedy allocator).
+	steps := make([]VecVirtual, 8)
+	for i := range steps {
+		steps[i] = YMM()
+	}
+	d, s16, t, xb := YMM(), YMM(), YMM(), YMM()
+	dh := XMM()
+
+	Label(name + "_group")
+	for rh := 0; rh < 2; rh++ {
+		b0, b4 := GP64(), GP64()
+		if rh == 0 {
+			MOVQ(wp, b0)
+		} else {
+			MOVQ(stride, b0)
+			SHLQ(U8(3), b0)
+			ADDQ(wp, b0)
+		}
+		LEAQ(Mem{Base: b0, Index: stride, Scale: 4}, b4)
+		row := func(r int, disp int) Mem { // row r of the half
+			base := b0
+			if r >= 4 {
+				base = b4
+			}
+			return []Mem{{Base: base, Disp: disp}, {Base: base, Index: stride, Scale: 1, Disp: disp},
+				{Base: base, Index: stride, Scale: 2, Disp: disp}, {Base: base, Index: stride3, Scale: 1, Disp: disp}}[r%4]
+		}
+		for b := 0; b < 4; b++ {
+			boff := b * c.bytes
+			VPXOR(dh, dh, dh)
+			for r := 0; r < 8; r++ {
+				VPINSRW(U8(r), row(r, boff), dh, dh)
+			}
+			VCVTPH2PS(dh, d)
+			// Rows q and 4+q in one YMM, transposed 4x4 by dwords within
+			// the lanes: W[j] lane r holds dword j of row r.
+			z := steps[4:8]
+			for q := 0; q < 4; q++ {
+				VMOVDQU(row(q, boff+c.qs), z[q].AsX())
+				VINSERTI128(U8(1), row(4+q, boff+c.qs), z[q], z[q])
+			}
+			tt := steps[0:4]
+			VPUNPCKLDQ(z[1], z[0], tt[0])
+			VPUNPCKHDQ(z[1], z[0], tt[1])
+			VPUNPCKLDQ(z[3], z[2], tt[2])
+			VPUNPCKHDQ(z[3], z[2], tt[3])
+			w := []VecVirtual{z[0], z[1], z[2], z[3]}
+			VPUNPCKLQDQ(tt[2], tt[0], w[0])
+			VPUNPCKHQDQ(tt[2], tt[0], w[1])
+			VPUNPCKLQDQ(tt[3], tt[1], w[2])
+			VPUNPCKHQDQ(tt[3], tt[1], w[3])
+			// lo/hi of dword j into steps[2j], steps[2j+1]: w[j] is
+			// steps[4+j], so in order j = 0..3 each pair overwrites only
+			// dwords already split (or, for j = 3, its own after its low
+			// nibbles are taken).
+			lohi := steps
+			for j := 0; j < 4; j++ {
+				lo, hi := steps[2*j], steps[2*j+1]
+				VPAND(w[j], mask, lo)
+				VPSRLW(U8(4), w[j], hi)
+				VPAND(hi, mask, hi)
+			}
+			if rh == 0 {
+				for l := 0; l < pfLines/4+1 && b*(pfLines/4+1)+l < pfLines; l++ {
+					PREFETCHT1(Mem{Base: pf, Disp: 64 * (b*(pfLines/4+1) + l)})
+				}
+			}
+			for v := 0; v < M; v++ {
+				for j := 0; j < 4; j++ {
+					for h := 0; h < 2; h++ {
+						VPBROADCASTD(Mem{Base: ap, Disp: 128*v + 32*b + 16*h + 4*j}, xb)
+						if j == 0 && h == 0 {
+							VPMADDUBSW(xb, lohi[0], s16)
+							continue
+						}
+						VPMADDUBSW(xb, lohi[2*j+h], t)
+						VPADDW(t, s16, s16)
+					}
+				}
+				VPMADDWD(ones, s16, s16)
+				VPBROADCASTD(Mem{Base: ap, Disp: 128*M + 16*v + 4*b}, t)
+				VPADDD(t, s16, s16)
+				VBROADCASTSS(Mem{Base: ap, Disp: 144*M + 4*v}, xb)
+				VMULPS(d, xb, xb) // float32(d*xs)
+				VCVTDQ2PS(s16, s16)
+				VMULPS(s16, xb, xb)
+				VADDPS(Mem{Base: op, Disp: 64*v + 32*rh}, xb, xb)
+				VMOVUPS(xb, Mem{Base: op, Disp: 64*v + 32*rh})
+			}
+		}
+	}
+	ADDQ(U32(groupBytes), wp)
+	ADDQ(U32(148*M), ap)
+	ADDQ(U32(16*groupBytes), pf)
+	DECQ(g)
+	JNZ(LabelRef(name + "_group"))
+	VZEROUPPER()
+	RET()
+}
