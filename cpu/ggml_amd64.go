@@ -153,13 +153,19 @@ var ggmlA8TFuncs = map[int]map[ggml.Type]ggmlA8TFunc{
 	},
 }
 
-// ggmlA8TAVX2Funcs are the AVX2 rows-in-lanes kernels (Q4_0), by slots;
+// ggmlA8TAVX2Funcs are the AVX2 rows-in-lanes kernels (Q4_0, Q8_0), by slots;
 // their activations and output are those of the AVX-512 ones.
 var ggmlA8TAVX2Funcs = map[int]map[ggml.Type]ggmlA8TFunc{
-	4:  {ggml.Q4_0: asm.GgmlQ40A8T4Avx2},
-	8:  {ggml.Q4_0: asm.GgmlQ40A8T8Avx2},
-	16: {ggml.Q4_0: asm.GgmlQ40A8T16Avx2},
+	4:  {ggml.Q4_0: asm.GgmlQ40A8T4Avx2, ggml.Q8_0: asm.GgmlQ80A8T4Avx2},
+	8:  {ggml.Q4_0: asm.GgmlQ40A8T8Avx2, ggml.Q8_0: asm.GgmlQ80A8T8Avx2},
+	16: {ggml.Q4_0: asm.GgmlQ40A8T16Avx2, ggml.Q8_0: asm.GgmlQ80A8T16Avx2},
 }
+
+// ggmlTAVX2From is the smallest batch the AVX2 rows-in-lanes kernels run,
+// by type: Q8_0's (two more operations per vector and step than Q4_0's,
+// for the sign trick) took 1.5x the row kernel's time at batch 2 and
+// 0.51x at 4 (decode steps on the Zen 4 VM's AVX2 set); Q4_0's 0.53x at 2.
+var ggmlTAVX2From = map[ggml.Type]int{ggml.Q4_0: 2, ggml.Q8_0: 3}
 
 // ggmlT4From, ggmlT8From and ggmlT16From are the smallest batches the
 // rows-in-lanes kernels of 4, 8 and 16 slots run.
@@ -404,8 +410,8 @@ func init() {
 					}
 					return nil
 				}
-				tKernel := func(batch int) (ggmlA8TFunc, int) { // rows in lanes (Q4_0)
-					if batch < ggmlT4From {
+				tKernel := func(batch int) (ggmlA8TFunc, int) { // rows in lanes (Q4_0, Q8_0)
+					if from, ok := ggmlTAVX2From[t]; !ok || batch < from {
 						return nil, 0
 					}
 					slots := map[bool]int{true: 4, false: 8}[batch < ggmlT8From]

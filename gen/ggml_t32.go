@@ -212,15 +212,19 @@ func ggmlBlockA8T(c ggmlSmall, M int) {
 // 30480, no saturation), one VPMADDWD, then the start value and the
 // float step. The rows' d come from VPINSRW and F16C.
 func ggmlBlockA8TAVX2(c ggmlSmall, M int) {
-	if c.t != "Q40" {
+	if c.t != "Q40" && c.t != "Q80" {
 		panic("gen: no AVX2 rows-in-lanes kernel for " + c.t)
 	}
+	q8 := c.t == "Q80" // signed codes: |q| times x*sign(q), started at 0
 	name := fmt.Sprintf("Ggml%sA8T%dAvx2", c.t, M)
 	TEXT(name, 0, ggmlSigT16)
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 16 rows and %d vector slots with the rows in the lanes, on AVX2.", name, "Ggml"+c.t+"A8Avx512", M))
 	av2 := fvec{}
-	mask := av2.broadcast(0x0f0f0f0f)
+	var mask VecVirtual
+	if !q8 {
+		mask = av2.broadcast(0x0f0f0f0f)
+	}
 	ones := av2.broadcast(0x00010001)
 	stride := param("stride")
 	stride3 := GP64()
@@ -270,59 +274,96 @@ func ggmlBlockA8TAVX2(c ggmlSmall, M int) {
 		}
 		for b := 0; b < 4; b++ {
 			boff := b * c.bytes
+			// Rows q and 4+q in one YMM, transposed 4x4 by dwords within
+			// the lanes: W[j] lane r holds dword j of row r (Q8_0: two
+			// halves of 16 code bytes, W[4h+j]).
+			halves := 1
+			if q8 {
+				halves = 2
+			}
+			var lohi []VecVirtual // the K steps' codes, activations 4 bytes apart in column order
+			for hh := 0; hh < halves; hh++ {
+				z := steps[4:8]
+				tt := steps[0:4]
+				if q8 && hh == 0 { // the first half's results stay in steps[0:4]
+					z, tt = steps[0:4], steps[4:8]
+				}
+				for q := 0; q < 4; q++ {
+					VMOVDQU(row(q, boff+c.qs+16*hh), z[q].AsX())
+					VINSERTI128(U8(1), row(4+q, boff+c.qs+16*hh), z[q], z[q])
+				}
+				if q8 && hh == 1 { // z is steps[4:8]; tt must not clobber the first half
+					tt = []VecVirtual{s16, t, xb, d}
+				}
+				VPUNPCKLDQ(z[1], z[0], tt[0])
+				VPUNPCKHDQ(z[1], z[0], tt[1])
+				VPUNPCKLDQ(z[3], z[2], tt[2])
+				VPUNPCKHDQ(z[3], z[2], tt[3])
+				w := []VecVirtual{z[0], z[1], z[2], z[3]}
+				VPUNPCKLQDQ(tt[2], tt[0], w[0])
+				VPUNPCKHQDQ(tt[2], tt[0], w[1])
+				VPUNPCKLQDQ(tt[3], tt[1], w[2])
+				VPUNPCKHQDQ(tt[3], tt[1], w[3])
+				if q8 {
+					lohi = append(lohi, w...)
+					continue
+				}
+				// lo/hi of dword j into steps[2j], steps[2j+1]: w[j] is
+				// steps[4+j], so in order j = 0..3 each pair overwrites only
+				// dwords already split (or, for j = 3, its own after its low
+				// nibbles are taken).
+				for j := 0; j < 4; j++ {
+					lo, hi := steps[2*j], steps[2*j+1]
+					VPAND(w[j], mask, lo)
+					VPSRLW(U8(4), w[j], hi)
+					VPAND(hi, mask, hi)
+				}
+				lohi = []VecVirtual{steps[0], steps[2], steps[4], steps[6], steps[1], steps[3], steps[5], steps[7]}
+			}
+			// d after the transposes (Q8_0's second half borrowed it).
 			VPXOR(dh, dh, dh)
 			for r := 0; r < 8; r++ {
 				VPINSRW(U8(r), row(r, boff), dh, dh)
 			}
 			VCVTPH2PS(dh, d)
-			// Rows q and 4+q in one YMM, transposed 4x4 by dwords within
-			// the lanes: W[j] lane r holds dword j of row r.
-			z := steps[4:8]
-			for q := 0; q < 4; q++ {
-				VMOVDQU(row(q, boff+c.qs), z[q].AsX())
-				VINSERTI128(U8(1), row(4+q, boff+c.qs), z[q], z[q])
-			}
-			tt := steps[0:4]
-			VPUNPCKLDQ(z[1], z[0], tt[0])
-			VPUNPCKHDQ(z[1], z[0], tt[1])
-			VPUNPCKLDQ(z[3], z[2], tt[2])
-			VPUNPCKHDQ(z[3], z[2], tt[3])
-			w := []VecVirtual{z[0], z[1], z[2], z[3]}
-			VPUNPCKLQDQ(tt[2], tt[0], w[0])
-			VPUNPCKHQDQ(tt[2], tt[0], w[1])
-			VPUNPCKLQDQ(tt[3], tt[1], w[2])
-			VPUNPCKHQDQ(tt[3], tt[1], w[3])
-			// lo/hi of dword j into steps[2j], steps[2j+1]: w[j] is
-			// steps[4+j], so in order j = 0..3 each pair overwrites only
-			// dwords already split (or, for j = 3, its own after its low
-			// nibbles are taken).
-			lohi := steps
-			for j := 0; j < 4; j++ {
-				lo, hi := steps[2*j], steps[2*j+1]
-				VPAND(w[j], mask, lo)
-				VPSRLW(U8(4), w[j], hi)
-				VPAND(hi, mask, hi)
-			}
 			if rh == 0 {
 				for l := 0; l < pfLines/4+1 && b*(pfLines/4+1)+l < pfLines; l++ {
 					PREFETCHT1(Mem{Base: pf, Disp: 64 * (b*(pfLines/4+1) + l)})
 				}
 			}
 			for v := 0; v < M; v++ {
-				for j := 0; j < 4; j++ {
-					for h := 0; h < 2; h++ {
-						VPBROADCASTD(Mem{Base: ap, Disp: 128*v + 32*b + 16*h + 4*j}, xb)
-						if j == 0 && h == 0 {
-							VPMADDUBSW(xb, lohi[0], s16)
-							continue
+				// K step k: codes lohi[k], activations 4k on in the block
+				// (Q4_0: steps 0..3 the low nibbles, 4..7 the high ones,
+				// 16 columns on; Q8_0: the 8 dwords in order).
+				for k := 0; k < 8; k++ {
+					VPBROADCASTD(Mem{Base: ap, Disp: 128*v + 32*b + 4*k}, xb)
+					if q8 {
+						// |q| * (x*sign(q)): pairs at most 2*128*127, so
+						// each step widens to int32 at once.
+						abs := t
+						VPABSB(lohi[k], abs)
+						VPSIGNB(lohi[k], xb, xb)
+						VPMADDUBSW(xb, abs, xb)
+						VPMADDWD(ones, xb, xb)
+						if k == 0 {
+							VMOVDQA(xb, s16)
+						} else {
+							VPADDD(xb, s16, s16)
 						}
-						VPMADDUBSW(xb, lohi[2*j+h], t)
-						VPADDW(t, s16, s16)
+						continue
 					}
+					if k == 0 {
+						VPMADDUBSW(xb, lohi[0], s16)
+						continue
+					}
+					VPMADDUBSW(xb, lohi[k], t)
+					VPADDW(t, s16, s16)
 				}
-				VPMADDWD(ones, s16, s16)
-				VPBROADCASTD(Mem{Base: ap, Disp: 128*M + 16*v + 4*b}, t)
-				VPADDD(t, s16, s16)
+				if !q8 {
+					VPMADDWD(ones, s16, s16)
+					VPBROADCASTD(Mem{Base: ap, Disp: 128*M + 16*v + 4*b}, t)
+					VPADDD(t, s16, s16)
+				}
 				VBROADCASTSS(Mem{Base: ap, Disp: 144*M + 4*v}, xb)
 				VMULPS(d, xb, xb) // float32(d*xs)
 				VCVTDQ2PS(s16, s16)
