@@ -66,15 +66,8 @@ func ggmlBlockA8T(c ggmlSmall, M int) {
 			VMOVUPS(zero, Mem{Base: op, Disp: 64 * v})
 		}
 	}
-	wp, ap, g := param("w"), param("act"), param("nsb")
-	// The next 16 rows are one contiguous run (16 rows of nsb groups):
-	// prefetched into L2 a group's share at a time.
-	pf := GP64()
-	MOVQ(stride, pf)
-	SHLQ(U8(4), pf)
-	ADDQ(wp, pf)
-	groupBytes := 4 * c.bytes
-	pfLines := (16*groupBytes + 63) / 64
+	k := newT32Loop(c, stride)
+	wp, ap := k.wp, k.ap
 
 	// Registers shared by every block (fresh ones per block leave avo's
 	// greedy allocator short of ZMM registers): the loads, the transposes,
@@ -159,9 +152,7 @@ func ggmlBlockA8T(c ggmlSmall, M int) {
 				steps = append(steps, step{lo, 4 * j}, step{hi, 16 + 4*j})
 			}
 		}
-		for l := 0; l < pfLines/4+1 && b*(pfLines/4+1)+l < pfLines; l++ {
-			PREFETCHT1(Mem{Base: pf, Disp: 64 * (b*(pfLines/4+1) + l)})
-		}
+		k.prefetch(b)
 		// Per quad of slots: four chains of VPDPBUSD interleaved.
 		for v0 := 0; v0 < M; v0 += 4 {
 			acc := accR
@@ -184,11 +175,7 @@ func ggmlBlockA8T(c ggmlSmall, M int) {
 			}
 		}
 	}
-	ADDQ(U32(groupBytes), wp)
-	ADDQ(U32(148*M), ap)
-	ADDQ(U32(16*groupBytes), pf)
-	DECQ(g)
-	JNZ(LabelRef(name + "_group"))
+	k.next(name, M)
 
 	// Rows back in order: lane r takes lane row(r) (the map is an
 	// involution).
@@ -237,13 +224,8 @@ func ggmlBlockA8TAVX2(c ggmlSmall, M int) {
 			VMOVUPS(zero, Mem{Base: op, Disp: 32 * v})
 		}
 	}
-	wp, ap, g := param("w"), param("act"), param("nsb")
-	pf := GP64()
-	MOVQ(stride, pf)
-	SHLQ(U8(4), pf)
-	ADDQ(wp, pf)
-	groupBytes := 4 * c.bytes
-	pfLines := (16*groupBytes + 63) / 64
+	k := newT32Loop(c, stride)
+	wp, ap := k.wp, k.ap
 
 	// Registers shared by every block (avo's greedy allocator).
 	steps := make([]VecVirtual, 8)
@@ -327,9 +309,7 @@ func ggmlBlockA8TAVX2(c ggmlSmall, M int) {
 			}
 			VCVTPH2PS(dh, d)
 			if rh == 0 {
-				for l := 0; l < pfLines/4+1 && b*(pfLines/4+1)+l < pfLines; l++ {
-					PREFETCHT1(Mem{Base: pf, Disp: 64 * (b*(pfLines/4+1) + l)})
-				}
+				k.prefetch(b)
 			}
 			for v := 0; v < M; v++ {
 				// K step k: codes lohi[k], activations 4k on in the block
@@ -373,11 +353,43 @@ func ggmlBlockA8TAVX2(c ggmlSmall, M int) {
 			}
 		}
 	}
-	ADDQ(U32(groupBytes), wp)
-	ADDQ(U32(148*M), ap)
-	ADDQ(U32(16*groupBytes), pf)
-	DECQ(g)
-	JNZ(LabelRef(name + "_group"))
+	k.next(name, M)
 	VZEROUPPER()
 	RET()
+}
+
+// t32Loop is the group loop the 32-element rows-in-lanes kernels share:
+// the rows, activations and group pointers, and the next 16 rows' run
+// (16 rows of nsb groups, contiguous), prefetched into L2 a group's share
+// at a time.
+type t32Loop struct {
+	wp, ap, g, pf GPVirtual
+	groupBytes    int
+	pfLines       int
+}
+
+func newT32Loop(c ggmlSmall, stride GPVirtual) *t32Loop {
+	k := &t32Loop{wp: param("w"), ap: param("act"), g: param("nsb"), pf: GP64(), groupBytes: 4 * c.bytes}
+	MOVQ(stride, k.pf)
+	SHLQ(U8(4), k.pf)
+	ADDQ(k.wp, k.pf)
+	k.pfLines = (16*k.groupBytes + 63) / 64
+	return k
+}
+
+// prefetch issues block b's quarter of the group's prefetches.
+func (k *t32Loop) prefetch(b int) {
+	per := k.pfLines/4 + 1
+	for l := 0; l < per && b*per+l < k.pfLines; l++ {
+		PREFETCHT1(Mem{Base: k.pf, Disp: 64 * (b*per + l)})
+	}
+}
+
+// next moves to the next group (M slots' activations) and loops.
+func (k *t32Loop) next(name string, M int) {
+	ADDQ(U32(k.groupBytes), k.wp)
+	ADDQ(U32(148*M), k.ap)
+	ADDQ(U32(16*k.groupBytes), k.pf)
+	DECQ(k.g)
+	JNZ(LabelRef(name + "_group"))
 }
