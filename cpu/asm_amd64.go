@@ -191,8 +191,13 @@ func nextPow2(n int) int {
 
 // chunks splits batch vectors into runs of at most maxM; each run uses the
 // kernel for the next power of two.
-func (f *family) chunks(batch int) (per, mpad int, n int) {
-	per = min(batch, f.maxM)
+func (f *family) chunks(batch int) (per, mpad int, n int) { return batchRuns(batch, f.maxM) }
+
+// batchRuns splits batch vectors into n balanced runs of at most maxM,
+// per vectors each (the last may have fewer), run by the kernel for mpad,
+// the next power of two.
+func batchRuns(batch, maxM int) (per, mpad int, n int) {
+	per = min(batch, maxM)
 	n = (batch + per - 1) / per
 	per = (batch + n - 1) / n // balance the runs
 	return per, nextPow2(per), n

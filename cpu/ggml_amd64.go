@@ -178,15 +178,25 @@ const (
 // ggmlTKernel returns the rows-in-lanes kernel for a batch and its vector
 // slots (nil if none runs it).
 func ggmlTKernel(t ggml.Type, batch int) (ggmlA8TFunc, int) {
+	slots := ggmlTSlots(batch)
+	if slots == 0 {
+		return nil, 0
+	}
+	return ggmlA8TFuncs[slots][t], slots
+}
+
+// ggmlTSlots returns the vector slots of the rows-in-lanes kernel a batch
+// runs on (0: below ggmlT4From).
+func ggmlTSlots(batch int) int {
 	switch {
 	case batch >= ggmlT16From:
-		return ggmlA8TFuncs[16][t], 16
+		return 16
 	case batch >= ggmlT8From:
-		return ggmlA8TFuncs[8][t], 8
+		return 8
 	case batch >= ggmlT4From:
-		return ggmlA8TFuncs[4][t], 4
+		return 4
 	}
-	return nil, 0
+	return 0
 }
 
 // ggmlTLayout is the layout of one super-block's activations for a
@@ -414,10 +424,7 @@ func init() {
 					if from, ok := ggmlTAVX2From[t]; !ok || batch < from {
 						return nil, 0
 					}
-					slots := map[bool]int{true: 4, false: 8}[batch < ggmlT8From]
-					if batch >= ggmlT16From {
-						slots = 16
-					}
+					slots := ggmlTSlots(batch)
 					return ggmlA8TAVX2Funcs[slots][t], slots
 				}
 				k := &ggmlKernel{isa: isa, prep: func(mx *GGMLMatrix, c *ggmlCall) {

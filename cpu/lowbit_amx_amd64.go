@@ -43,11 +43,7 @@ func bitsAmxPerm(n int) [4]int {
 
 // amxBatch splits batch vectors into runs of at most 16, each padded to
 // the next power of two (a kernel's M).
-func amxBatch(batch int) (per, mpad, n int) {
-	n = (batch + 15) / 16
-	per = (batch + n - 1) / n
-	return per, nextPow2(per), n
-}
+func amxBatch(batch int) (per, mpad, n int) { return batchRuns(batch, 16) }
 
 // amxBlockBytes is the activation bytes of one group (of a 128-column
 // block, or the whole block) for M vectors: two B tiles of 16 rows of 4*M

@@ -298,14 +298,7 @@ func bitsAmxMeta(n, sub, j int, meta16 bool, mp GPVirtual, gidx VecVirtual, ep b
 		}
 	default: // gathered: row i's value at gidx[i] + w*j
 		gather := func(disp int, dst VecVirtual) {
-			// Pure writes first (KMOVW, VPXORD): the gather reads its
-			// destination and mask.
-			t := GP32()
-			MOVL(U32(0xffff), t)
-			km := K()
-			KMOVW(t, km)
-			VPXORD(dst, dst, dst)
-			VPGATHERDD(Mem{Base: mp, Index: gidx, Scale: 1, Disp: disp}, km, dst)
+			gatherDwords(Mem{Base: mp, Index: gidx, Scale: 1, Disp: disp}, dst)
 		}
 		if meta16 {
 			// A dword at scale 2j holds the binary16 scale in its low half

@@ -90,12 +90,7 @@ func ggmlBlockA8T(c ggmlSmall, M int) {
 		boff := b * c.bytes
 		// D: the 16 rows' half-precision d of block b, lane p row(p).
 		{
-			t := GP32()
-			MOVL(U32(0xffff), t)
-			km := K()
-			KMOVW(t, km)
-			VPXORD(d, d, d)
-			VPGATHERDD(Mem{Base: wp, Index: rowOff, Scale: 1, Disp: boff}, km, d)
+			gatherDwords(Mem{Base: wp, Index: rowOff, Scale: 1, Disp: boff}, d)
 			dy := YMM()
 			VPMOVDW(d, dy)
 			VCVTPH2PS(dy, d)

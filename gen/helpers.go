@@ -339,3 +339,16 @@ func kernelDoc(section, text string) {
 	}
 	Doc(append(lines, line)...)
 }
+
+// gatherDwords loads the 16 dwords m addresses (a VSIB operand on a ZMM
+// index) into dst. The mask and dst are written first (KMOVW, VPXORD are
+// pure writes): the gather reads both, and avo would otherwise keep them
+// live from the function entry.
+func gatherDwords(m Mem, dst VecVirtual) {
+	t := GP32()
+	MOVL(U32(0xffff), t)
+	km := K()
+	KMOVW(t, km)
+	VPXORD(dst, dst, dst)
+	VPGATHERDD(m, km, dst)
+}
