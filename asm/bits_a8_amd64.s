@@ -28102,7 +28102,7 @@ Bits8A8AmxT1_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000004, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       64(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -28164,7 +28164,7 @@ Bits8A8AmxT1_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000004, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         64(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -28316,7 +28316,7 @@ Bits8A8AmxT2_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000008, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       128(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -28378,7 +28378,7 @@ Bits8A8AmxT2_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000008, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         128(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -28755,7 +28755,7 @@ Bits8A8AmxT4_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000010, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       256(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -28817,7 +28817,7 @@ Bits8A8AmxT4_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000010, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         256(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -29194,7 +29194,7 @@ Bits8A8AmxT8_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000020, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       512(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -29256,7 +29256,7 @@ Bits8A8AmxT8_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000020, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         512(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -29633,7 +29633,7 @@ Bits8A8AmxT16_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000040, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       1024(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -29695,7 +29695,7 @@ Bits8A8AmxT16_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000040, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         1024(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -30062,7 +30062,7 @@ Bits8A8AmxG64T1_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000004, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       64(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -30135,7 +30135,7 @@ Bits8A8AmxG64T1_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000004, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         64(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -30381,7 +30381,7 @@ Bits8A8AmxG64T2_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000008, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       128(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -30454,7 +30454,7 @@ Bits8A8AmxG64T2_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000008, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         128(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -31115,7 +31115,7 @@ Bits8A8AmxG64T4_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000010, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       256(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -31188,7 +31188,7 @@ Bits8A8AmxG64T4_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000010, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         256(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -31849,7 +31849,7 @@ Bits8A8AmxG64T8_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000020, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       512(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -31922,7 +31922,7 @@ Bits8A8AmxG64T8_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000020, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         512(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -32583,7 +32583,7 @@ Bits8A8AmxG64T16_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000040, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       1024(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -32656,7 +32656,7 @@ Bits8A8AmxG64T16_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000040, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         1024(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -33302,7 +33302,7 @@ Bits8A8AmxG32T1_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000004, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       64(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -33397,7 +33397,7 @@ Bits8A8AmxG32T1_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000004, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         64(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -33725,7 +33725,7 @@ Bits8A8AmxG32T2_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000008, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       128(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -33820,7 +33820,7 @@ Bits8A8AmxG32T2_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000008, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         128(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -34999,7 +34999,7 @@ Bits8A8AmxG32T4_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000010, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       256(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -35094,7 +35094,7 @@ Bits8A8AmxG32T4_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000010, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         256(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -36273,7 +36273,7 @@ Bits8A8AmxG32T8_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000020, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       512(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -36368,7 +36368,7 @@ Bits8A8AmxG32T8_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000020, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         512(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -37547,7 +37547,7 @@ Bits8A8AmxG32T16_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000040, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       1024(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -37642,7 +37642,7 @@ Bits8A8AmxG32T16_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000040, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         1024(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -39128,12 +39128,12 @@ Bits4A8AmxT1_tile:
 	VMOVDQU64      Z4, 1984(R9)
 	VMOVDQU64      Z3, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000004, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           64(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -39497,12 +39497,12 @@ Bits4A8AmxT1_u0:
 
 Bits4A8AmxT1_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000004, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           64(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -40335,12 +40335,12 @@ Bits4A8AmxT2_tile:
 	VMOVDQU64      Z4, 1984(R9)
 	VMOVDQU64      Z3, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000008, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           128(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -40704,12 +40704,12 @@ Bits4A8AmxT2_u0:
 
 Bits4A8AmxT2_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000008, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           128(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -41993,12 +41993,12 @@ Bits4A8AmxT4_tile:
 	VMOVDQU64      Z4, 1984(R9)
 	VMOVDQU64      Z3, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000010, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           256(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -42362,12 +42362,12 @@ Bits4A8AmxT4_u0:
 
 Bits4A8AmxT4_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000010, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           256(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -43651,12 +43651,12 @@ Bits4A8AmxT8_tile:
 	VMOVDQU64      Z4, 1984(R9)
 	VMOVDQU64      Z3, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000020, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           512(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -44020,12 +44020,12 @@ Bits4A8AmxT8_u0:
 
 Bits4A8AmxT8_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000020, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           512(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -45309,12 +45309,12 @@ Bits4A8AmxT16_tile:
 	VMOVDQU64      Z4, 1984(R9)
 	VMOVDQU64      Z3, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000040, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           1024(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -45678,12 +45678,12 @@ Bits4A8AmxT16_u0:
 
 Bits4A8AmxT16_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000040, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           1024(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -46957,12 +46957,12 @@ Bits4A8AmxG64T1_tile:
 	VMOVDQU64      Z8, 1984(R9)
 	VMOVDQU64      Z7, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000004, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           64(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -47348,12 +47348,12 @@ Bits4A8AmxG64T1_u0:
 
 Bits4A8AmxG64T1_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000004, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           64(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -48269,12 +48269,12 @@ Bits4A8AmxG64T2_tile:
 	VMOVDQU64      Z7, 1984(R9)
 	VMOVDQU64      Z6, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000008, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           128(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -48660,12 +48660,12 @@ Bits4A8AmxG64T2_u0:
 
 Bits4A8AmxG64T2_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000008, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           128(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -50468,12 +50468,12 @@ Bits4A8AmxG64T4_tile:
 	VMOVDQU64      Z7, 1984(R9)
 	VMOVDQU64      Z6, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000010, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           256(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -50859,12 +50859,12 @@ Bits4A8AmxG64T4_u0:
 
 Bits4A8AmxG64T4_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000010, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           256(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -52667,12 +52667,12 @@ Bits4A8AmxG64T8_tile:
 	VMOVDQU64      Z7, 1984(R9)
 	VMOVDQU64      Z6, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000020, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           512(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -53058,12 +53058,12 @@ Bits4A8AmxG64T8_u0:
 
 Bits4A8AmxG64T8_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000020, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           512(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -54866,12 +54866,12 @@ Bits4A8AmxG64T16_tile:
 	VMOVDQU64      Z7, 1984(R9)
 	VMOVDQU64      Z6, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000040, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           1024(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -55257,12 +55257,12 @@ Bits4A8AmxG64T16_u0:
 
 Bits4A8AmxG64T16_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000040, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           1024(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -57050,12 +57050,12 @@ Bits4A8AmxG32T1_tile:
 	VMOVDQU64      Z8, 1984(R9)
 	VMOVDQU64      Z7, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000004, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           64(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -57485,12 +57485,12 @@ Bits4A8AmxG32T1_u0:
 
 Bits4A8AmxG32T1_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000004, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           64(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -58606,12 +58606,12 @@ Bits4A8AmxG32T2_tile:
 	VMOVDQU64      Z7, 1984(R9)
 	VMOVDQU64      Z6, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000008, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           128(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -59041,12 +59041,12 @@ Bits4A8AmxG32T2_u0:
 
 Bits4A8AmxG32T2_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000008, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           128(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -61885,12 +61885,12 @@ Bits4A8AmxG32T4_tile:
 	VMOVDQU64      Z7, 1984(R9)
 	VMOVDQU64      Z6, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000010, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           256(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -62320,12 +62320,12 @@ Bits4A8AmxG32T4_u0:
 
 Bits4A8AmxG32T4_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000010, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           256(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -65164,12 +65164,12 @@ Bits4A8AmxG32T8_tile:
 	VMOVDQU64      Z7, 1984(R9)
 	VMOVDQU64      Z6, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000020, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           512(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -65599,12 +65599,12 @@ Bits4A8AmxG32T8_u0:
 
 Bits4A8AmxG32T8_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000020, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           512(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -68443,12 +68443,12 @@ Bits4A8AmxG32T16_tile:
 	VMOVDQU64      Z7, 1984(R9)
 	VMOVDQU64      Z6, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000040, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           1024(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -68878,12 +68878,12 @@ Bits4A8AmxG32T16_u0:
 
 Bits4A8AmxG32T16_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000040, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           1024(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -71375,7 +71375,7 @@ Bits8A8AmxMeta16T1_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000004, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       64(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -71437,7 +71437,7 @@ Bits8A8AmxMeta16T1_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000004, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         64(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -71589,7 +71589,7 @@ Bits8A8AmxMeta16T2_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000008, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       128(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -71651,7 +71651,7 @@ Bits8A8AmxMeta16T2_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000008, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         128(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -72036,7 +72036,7 @@ Bits8A8AmxMeta16T4_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000010, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       256(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -72098,7 +72098,7 @@ Bits8A8AmxMeta16T4_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000010, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         256(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -72483,7 +72483,7 @@ Bits8A8AmxMeta16T8_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000020, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       512(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -72545,7 +72545,7 @@ Bits8A8AmxMeta16T8_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000020, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         512(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -72930,7 +72930,7 @@ Bits8A8AmxMeta16T16_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000040, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       1024(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -72992,7 +72992,7 @@ Bits8A8AmxMeta16T16_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000040, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         1024(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -73367,7 +73367,7 @@ Bits8A8AmxG64Meta16T1_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000004, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       64(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -73440,7 +73440,7 @@ Bits8A8AmxG64Meta16T1_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000004, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         64(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -73680,7 +73680,7 @@ Bits8A8AmxG64Meta16T2_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000008, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       128(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -73753,7 +73753,7 @@ Bits8A8AmxG64Meta16T2_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000008, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         128(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -74426,7 +74426,7 @@ Bits8A8AmxG64Meta16T4_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000010, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       256(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -74499,7 +74499,7 @@ Bits8A8AmxG64Meta16T4_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000010, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         256(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -75172,7 +75172,7 @@ Bits8A8AmxG64Meta16T8_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000020, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       512(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -75245,7 +75245,7 @@ Bits8A8AmxG64Meta16T8_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000020, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         512(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -75918,7 +75918,7 @@ Bits8A8AmxG64Meta16T16_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000040, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       1024(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -75991,7 +75991,7 @@ Bits8A8AmxG64Meta16T16_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000040, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         1024(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -76649,7 +76649,7 @@ Bits8A8AmxG32Meta16T1_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000004, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       64(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -76744,7 +76744,7 @@ Bits8A8AmxG32Meta16T1_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000004, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         64(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -77078,7 +77078,7 @@ Bits8A8AmxG32Meta16T2_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000008, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       128(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -77173,7 +77173,7 @@ Bits8A8AmxG32Meta16T2_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000008, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         128(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -78376,7 +78376,7 @@ Bits8A8AmxG32Meta16T4_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000010, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       256(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -78471,7 +78471,7 @@ Bits8A8AmxG32Meta16T4_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000010, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         256(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -79674,7 +79674,7 @@ Bits8A8AmxG32Meta16T8_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000020, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       512(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -79769,7 +79769,7 @@ Bits8A8AmxG32Meta16T8_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000020, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         512(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -80972,7 +80972,7 @@ Bits8A8AmxG32Meta16T16_tile:
 	LEAQ       64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ       $0x00000040, DI
-	LEAQ       (BX), SI
+	MOVQ       BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ       1024(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -81067,7 +81067,7 @@ Bits8A8AmxG32Meta16T16_chunk:
 	LEAQ         64(CX), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ         $0x00000040, DI
-	LEAQ         (BX), SI
+	MOVQ         BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ         1024(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -82577,12 +82577,12 @@ Bits4A8AmxMeta16T1_tile:
 	VMOVDQU64      Z4, 1984(R9)
 	VMOVDQU64      Z3, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000004, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           64(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -82946,12 +82946,12 @@ Bits4A8AmxMeta16T1_u0:
 
 Bits4A8AmxMeta16T1_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000004, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           64(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -83792,12 +83792,12 @@ Bits4A8AmxMeta16T2_tile:
 	VMOVDQU64      Z20, 1984(R9)
 	VMOVDQU64      Z3, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000008, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           128(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -84161,12 +84161,12 @@ Bits4A8AmxMeta16T2_u0:
 
 Bits4A8AmxMeta16T2_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000008, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           128(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -85458,12 +85458,12 @@ Bits4A8AmxMeta16T4_tile:
 	VMOVDQU64      Z20, 1984(R9)
 	VMOVDQU64      Z3, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000010, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           256(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -85827,12 +85827,12 @@ Bits4A8AmxMeta16T4_u0:
 
 Bits4A8AmxMeta16T4_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000010, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           256(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -87124,12 +87124,12 @@ Bits4A8AmxMeta16T8_tile:
 	VMOVDQU64      Z20, 1984(R9)
 	VMOVDQU64      Z3, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000020, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           512(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -87493,12 +87493,12 @@ Bits4A8AmxMeta16T8_u0:
 
 Bits4A8AmxMeta16T8_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000020, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           512(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -88790,12 +88790,12 @@ Bits4A8AmxMeta16T16_tile:
 	VMOVDQU64      Z20, 1984(R9)
 	VMOVDQU64      Z3, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000040, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           1024(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -89159,12 +89159,12 @@ Bits4A8AmxMeta16T16_u0:
 
 Bits4A8AmxMeta16T16_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000040, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           1024(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -90446,12 +90446,12 @@ Bits4A8AmxG64Meta16T1_tile:
 	VMOVDQU64      Z8, 1984(R9)
 	VMOVDQU64      Z7, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000004, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           64(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -90837,12 +90837,12 @@ Bits4A8AmxG64Meta16T1_u0:
 
 Bits4A8AmxG64Meta16T1_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000004, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           64(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -91782,12 +91782,12 @@ Bits4A8AmxG64Meta16T2_tile:
 	VMOVDQU64      Z7, 1984(R9)
 	VMOVDQU64      Z6, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000008, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           128(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -92173,12 +92173,12 @@ Bits4A8AmxG64Meta16T2_u0:
 
 Bits4A8AmxG64Meta16T2_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000008, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           128(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -94005,12 +94005,12 @@ Bits4A8AmxG64Meta16T4_tile:
 	VMOVDQU64      Z7, 1984(R9)
 	VMOVDQU64      Z6, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000010, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           256(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -94396,12 +94396,12 @@ Bits4A8AmxG64Meta16T4_u0:
 
 Bits4A8AmxG64Meta16T4_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000010, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           256(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -96228,12 +96228,12 @@ Bits4A8AmxG64Meta16T8_tile:
 	VMOVDQU64      Z7, 1984(R9)
 	VMOVDQU64      Z6, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000020, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           512(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -96619,12 +96619,12 @@ Bits4A8AmxG64Meta16T8_u0:
 
 Bits4A8AmxG64Meta16T8_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000020, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           512(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -98451,12 +98451,12 @@ Bits4A8AmxG64Meta16T16_tile:
 	VMOVDQU64      Z7, 1984(R9)
 	VMOVDQU64      Z6, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000040, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           1024(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -98842,12 +98842,12 @@ Bits4A8AmxG64Meta16T16_u0:
 
 Bits4A8AmxG64Meta16T16_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000040, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           1024(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -100659,12 +100659,12 @@ Bits4A8AmxG32Meta16T1_tile:
 	VMOVDQU64      Z8, 1984(R9)
 	VMOVDQU64      Z7, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000004, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           64(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -101094,12 +101094,12 @@ Bits4A8AmxG32Meta16T1_u0:
 
 Bits4A8AmxG32Meta16T1_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000004, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           64(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -102245,12 +102245,12 @@ Bits4A8AmxG32Meta16T2_tile:
 	VMOVDQU64      Z7, 1984(R9)
 	VMOVDQU64      Z6, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000008, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           128(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -102680,12 +102680,12 @@ Bits4A8AmxG32Meta16T2_u0:
 
 Bits4A8AmxG32Meta16T2_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000008, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           128(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -105572,12 +105572,12 @@ Bits4A8AmxG32Meta16T4_tile:
 	VMOVDQU64      Z7, 1984(R9)
 	VMOVDQU64      Z6, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000010, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           256(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -106007,12 +106007,12 @@ Bits4A8AmxG32Meta16T4_u0:
 
 Bits4A8AmxG32Meta16T4_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000010, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           256(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -108899,12 +108899,12 @@ Bits4A8AmxG32Meta16T8_tile:
 	VMOVDQU64      Z7, 1984(R9)
 	VMOVDQU64      Z6, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000020, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           512(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -109334,12 +109334,12 @@ Bits4A8AmxG32Meta16T8_u0:
 
 Bits4A8AmxG32Meta16T8_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000020, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           512(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -112226,12 +112226,12 @@ Bits4A8AmxG32Meta16T16_tile:
 	VMOVDQU64      Z7, 1984(R9)
 	VMOVDQU64      Z6, 4032(R9)
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000040, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           1024(BX), SI
 	TILELOADD_TMM4_SI_DI
@@ -112661,12 +112661,12 @@ Bits4A8AmxG32Meta16T16_u0:
 
 Bits4A8AmxG32Meta16T16_chunk:
 	MOVQ           $0x00000040, DI
-	LEAQ           (R9), SI
+	MOVQ           R9, SI
 	TILELOADD_TMM1_SI_DI
 	LEAQ           1024(R9), SI
 	TILELOADD_TMM2_SI_DI
 	MOVQ           $0x00000040, DI
-	LEAQ           (BX), SI
+	MOVQ           BX, SI
 	TILELOADD_TMM3_SI_DI
 	LEAQ           1024(BX), SI
 	TILELOADD_TMM4_SI_DI

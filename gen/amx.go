@@ -108,6 +108,38 @@ func TDPBUSD(c, a, b int) {
 		append(vex3(0, 0, b, 1), 0x5e, byte(0xc0|c<<3|a)))
 }
 
+// tileLoadPair loads tiles t0 and t1 from rows stride bytes apart at
+// first and at first + second.
+func tileLoadPair(t0, t1 int, first Mem, second int, stride Op) {
+	MOVQ(stride, RDI)
+	if first.Disp == 0 && first.Index == nil {
+		MOVQ(first.Base, RSI)
+	} else {
+		LEAQ(first, RSI)
+	}
+	TILELOADD(t0, RSI, RDI)
+	LEAQ(first.Offset(second), RSI)
+	TILELOADD(t1, RSI, RDI)
+}
+
+// amxDots sets C tile tc to a0*b0 + a1*b1 (TDPBUSD), the B tiles loaded
+// from b (rows of 4*M bytes, the second 64*M bytes on), and stores it at
+// c: rows 64 bytes apart (one ZMM each), or for M = 1 4 bytes apart (one
+// ZMM of the 16 rows' dots).
+func amxDots(tc, a0, a1, b0, b1, M int, b, c Mem) {
+	tileLoadPair(b0, b1, b, 64*M, U32(4*M))
+	TILEZERO(tc)
+	TDPBUSD(tc, a0, b0)
+	TDPBUSD(tc, a1, b1)
+	cStride := 64
+	if M == 1 {
+		cStride = 4
+	}
+	MOVQ(U32(cStride), RDI)
+	LEAQ(c, RSI)
+	TILESTORED(tc, RSI, RDI)
+}
+
 // tileConfig writes the 64-byte tile configuration (palette 1) with
 // tile i holding rows[i] rows of colsb[i] bytes into mem, through gp.
 func tileConfig(mem Mem, rows []int, colsb []int) {

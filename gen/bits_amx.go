@@ -135,36 +135,13 @@ func bitsA8AMX(n, sub, M int, meta16 bool) {
 	multiply := func(label string) {
 		for b := 0; b < bpc; b++ {
 			if n == 8 {
-				MOVQ(param("stride"), RDI)
-				MOVQ(wp, RSI)
-				TILELOADD(tA0, RSI, RDI)
-				LEAQ(Mem{Base: wp, Disp: 64}, RSI)
-				TILELOADD(tA1, RSI, RDI)
+				tileLoadPair(tA0, tA1, Mem{Base: wp}, 64, param("stride"))
 			} else {
-				MOVQ(U32(64), RDI)
-				LEAQ(Mem{Base: pa, Disp: 2048 * b}, RSI)
-				TILELOADD(tA0, RSI, RDI)
-				LEAQ(Mem{Base: pa, Disp: 2048*b + 1024}, RSI)
-				TILELOADD(tA1, RSI, RDI)
+				tileLoadPair(tA0, tA1, Mem{Base: pa, Disp: 2048 * b}, 1024, U32(64))
 			}
 			for sg := 0; sg < sub; sg++ {
 				j := b*sub + sg // the group in the chunk
-				tc := []int{tC0, tC1}[j%2]
-				MOVQ(U32(4*M), RDI)
-				LEAQ(Mem{Base: ap, Disp: block * j}, RSI)
-				TILELOADD(tB0, RSI, RDI)
-				LEAQ(Mem{Base: ap, Disp: block*j + 64*M}, RSI)
-				TILELOADD(tB1, RSI, RDI)
-				TILEZERO(tc)
-				TDPBUSD(tc, tA0, tB0)
-				TDPBUSD(tc, tA1, tB1)
-				cStride := 64 // C rows 64 bytes apart (one ZMM each), or for M = 1
-				if M == 1 {   // 4 bytes apart: one ZMM of the 16 rows' dots
-					cStride = 4
-				}
-				MOVQ(U32(cStride), RDI)
-				LEAQ(Mem{Base: pa, Disp: aBytes + 1024*j}, RSI)
-				TILESTORED(tc, RSI, RDI)
+				amxDots([]int{tC0, tC1}[j%2], tA0, tA1, tB0, tB1, M, Mem{Base: ap, Disp: block * j}, Mem{Base: pa, Disp: aBytes + 1024*j})
 			}
 		}
 		if n == 4 {

@@ -72,26 +72,8 @@ func a8AMX(M int) {
 	unpackRows(wp, stride, stride3, pa, mask, gfShr4)
 
 	Label(name + "_group")
-	MOVQ(U32(64), RDI)
-	MOVQ(pa, RSI)
-	TILELOADD(tAe, RSI, RDI)
-	LEAQ(Mem{Base: pa, Disp: 1024}, RSI)
-	TILELOADD(tAo, RSI, RDI)
-	MOVQ(U32(4*M), RDI)
-	MOVQ(ap, RSI)
-	TILELOADD(tBe, RSI, RDI)
-	LEAQ(Mem{Base: ap, Disp: 64 * M}, RSI)
-	TILELOADD(tBo, RSI, RDI)
-	TILEZERO(tC)
-	TDPBUSD(tC, tAe, tBe)
-	TDPBUSD(tC, tAo, tBo)
-	cStride := 64 // C rows 64 bytes apart (one ZMM each), or for M = 1
-	if M == 1 {   // 4 bytes apart: one ZMM of the 16 rows' dots
-		cStride = 4
-	}
-	MOVQ(U32(cStride), RDI)
-	LEAQ(scrC, RSI)
-	TILESTORED(tC, RSI, RDI)
+	tileLoadPair(tAe, tAo, Mem{Base: pa}, 1024, U32(64))
+	amxDots(tC, tAe, tAo, tBe, tBo, M, Mem{Base: ap}, scrC)
 
 	CMPQ(g, U8(1))
 	JE(LabelRef(name + "_last"))
