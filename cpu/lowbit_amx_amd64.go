@@ -92,10 +92,16 @@ func (j amxPrepJob) do(k0, k1 int) error {
 			for b := 0; b < s.bpc; b++ {
 				c0 := k*E + b*128
 				// Byte 4d+p of a vector's block (d = 16a+t): column
-				// 32*perm[p] + 16a + t.
+				// 32*perm[p] + 16a + t; the rows-in-lanes kernels (one
+				// group per block) read it as it is, in place.
 				for v := 0; v < nv; v++ {
 					vec := ch*per + v
-					asm.Interleave4x16Avx(&tmp[v][0], (*byte)(unsafe.Pointer(&c.xq[vec*pc+c0])), &runs[0], 2)
+					to := tmp[v][:]
+					if c.kind == lowI8T16 {
+						to = base[(k*L+b)*blk+128*v:]
+					}
+					_ = to[127]
+					asm.Interleave4x16Avx(&to[0], (*byte)(unsafe.Pointer(&c.xq[vec*pc+c0])), &runs[0], 2)
 				}
 				for sg := 0; sg < s.sub; sg++ {
 					g := b*s.sub + sg
@@ -107,8 +113,7 @@ func (j amxPrepJob) do(k0, k1 int) error {
 						xs[v] = c.xs[vec*pc/128+c0/128]
 						sums[v] = sumInt8(c.xq[vec*pc+c0+sg*U : vec*pc+c0+(sg+1)*U])
 					}
-					if c.kind == lowI8T16 { // groups of at least 128: vector-major, every column
-						copy(dst[:128*nv], unsafe.Slice(&tmp[0][0], 128*nv))
+					if c.kind == lowI8T16 { // laid out above; the slots past the batch zero
 						clear(dst[128*nv : 128*mpad])
 					} else { // B tiles: dword d of every vector in turn, the group's bytes
 						for d := 0; d < 32; d++ {
