@@ -293,7 +293,7 @@ func (j ggmlPrepT32Job) do(k0, k1 int) error {
 	io, xo, size := ggmlT32Layout(M)
 	for k := k0; k < k1; k++ {
 		blk := c.act8[k*size : (k+1)*size]
-		clear(blk)
+		clear(blk[128*c.batch:]) // the slots past the batch (the vectors' bytes are copied below)
 		init := unsafe.Slice((*int32)(unsafe.Pointer(&blk[io])), 4*M)
 		xs := unsafe.Slice((*float32)(unsafe.Pointer(&blk[xo])), M)
 		for v := 0; v < c.batch; v++ {
