@@ -38,8 +38,8 @@ func ggmlSuperA8AVX2(c ggmlSuper) {
 	}
 	// frame: the scale words of each code register of both halves (8 x 32
 	// bytes), the words the sums term multiplies by (32 bytes)
-	sv := AllocLocal(8*32 + 64)
-	mw := sv.Offset(8 * 32) // 32 bytes, then 32 of raw scale words
+	sv := AllocLocal(8*32 + 32)
+	mw := sv.Offset(8 * 32)
 	shift := c.shift
 	if c.dword { // IQ4_XS: signed codes, no recentring on AVX2
 		shift = 0
@@ -280,50 +280,14 @@ func ggmlHalfCodesAVX2(c ggmlSuper, base Mem, h int, nib, three, one VecVirtual)
 	return cr
 }
 
-// ggmlScalesAVX2 stores the scale words of the eight code registers of a
-// super-block at sv (32 bytes each: a broadcast word, or one per 128-bit
-// lane for 16-column sub-blocks) and the words the sums term multiplies
-// the activation sums by (mins, or the scales) at mw.
-func ggmlScalesAVX2(c ggmlSuper, base Mem, sv, mw Mem) {
-	var w VecVirtual // the scales as int16 words (8 or 16)
-	var m VecVirtual // the sums term's words
+// ggmlScaleWordsAVX2 returns a super-block's scales as int16 words (8 in
+// an XMM for 32-column sub-blocks, 16 in a YMM for 16-column ones) and the
+// words the sums term multiplies the activation sums by (the mins, or the
+// scales).
+func ggmlScaleWordsAVX2(c ggmlSuper, base Mem) (w, m VecVirtual) {
 	switch c.t {
 	case "Q4K", "Q5K":
-		u0, u1, u2 := GP32(), GP32(), GP32()
-		MOVL(base.Offset(4), u0)
-		MOVL(base.Offset(8), u1)
-		MOVL(base.Offset(12), u2)
-		scLo, mLo, a, b := GP32(), GP32(), GP32(), GP32()
-		MOVL(u0, scLo)
-		ANDL(U32(0x3f3f3f3f), scLo)
-		MOVL(u1, mLo)
-		ANDL(U32(0x3f3f3f3f), mLo)
-		MOVL(u2, a)
-		ANDL(U32(0x0f0f0f0f), a)
-		SHRL(U8(6), u0)
-		ANDL(U32(0x03030303), u0)
-		SHLL(U8(4), u0)
-		ORL(u0, a)
-		SHRL(U8(4), u2)
-		ANDL(U32(0x0f0f0f0f), u2)
-		MOVL(u1, b)
-		SHRL(U8(6), b)
-		ANDL(U32(0x03030303), b)
-		SHLL(U8(4), b)
-		ORL(u2, b)
-		s64, m64 := GP64(), GP64()
-		MOVL(a, s64.As32())
-		SHLQ(U8(32), s64)
-		ORQ(scLo.As64(), s64)
-		MOVL(b, m64.As32())
-		SHLQ(U8(32), m64)
-		ORQ(mLo.As64(), m64)
-		sx, mx := XMM(), XMM()
-		VMOVQ(s64, sx)
-		VMOVQ(m64, mx)
-		w, m = XMM(), XMM()
-		VPMOVZXBW(sx, w)
-		VPMOVZXBW(mx, m)
+		return q4kScaleWords(base)
 	case "Q2K":
 		x, hx := XMM(), XMM()
 		VMOVDQU(base, x)
@@ -338,74 +302,85 @@ func ggmlScalesAVX2(c ggmlSuper, base Mem, sv, mw Mem) {
 		w, m = YMM(), YMM()
 		VPMOVZXBW(x, w)
 		VPMOVZXBW(hx, m)
+		return w, m
+	}
+	// signed scales stored with an offset of 32 (Q3_K, IQ4_XS), or int8
+	// (Q6_K)
+	x := XMM()
+	switch c.t {
 	case "Q3K":
 		lo64, hi64 := q3kScaleBytes(base)
-		x, xh := XMM(), XMM()
+		xh := XMM()
 		VMOVQ(lo64, x)
 		VMOVQ(hi64, xh)
 		VPUNPCKLQDQ(xh, x, x)
-		k := XMM()
-		t := GP32()
-		MOVL(U32(0x20202020), t)
-		VMOVD(t, k)
-		VPBROADCASTD(k, k)
-		VPSUBB(k, x, x)
-		w = YMM()
-		VPMOVSXBW(x, w)
-		m = w
+	case "IQ4XS":
+		VMOVQ(iq4xsScaleBytes(base), x)
 	case "Q6K":
 		w = YMM()
 		VPMOVSXBW(base.Offset(192), w)
-		m = w
-	case "IQ4XS":
-		lo := iq4xsScaleBytes(base)
-		x := XMM()
-		VMOVQ(lo, x)
-		k := XMM()
-		t := GP32()
-		MOVL(U32(0x20202020), t)
-		VMOVD(t, k)
-		VPBROADCASTD(k, k)
-		VPSUBB(k, x, x)
-		w = XMM()
-		VPMOVSXBW(x, w)
-		m = w
+		return w, w
 	}
-	// the raw scale words at raw, the sums words at mw, then each code
-	// register's scale vector at sv
-	raw := mw.Offset(32)
+	VPSUBB(rodata("ggmlScaleBias", 4, 4, func(int) uint64 { return 0x20202020 }), x, x)
 	if c.sub == 32 {
-		VMOVDQU(w.AsX(), raw)
+		w = XMM()
+	} else {
+		w = YMM()
+	}
+	VPMOVSXBW(x, w)
+	return w, w
+}
+
+// ggmlScalesAVX2 stores the scale words of the eight code registers of a
+// super-block at sv (32 bytes each: a broadcast word, or one per 128-bit
+// lane for 16-column sub-blocks) and the words the sums term multiplies
+// the activation sums by (mins, or the scales) at mw: the multi-vector
+// kernels read them once per vector.
+func ggmlScalesAVX2(c ggmlSuper, base Mem, sv, mw Mem) {
+	scale, m := ggmlScaleRegsAVX2(c, base)
+	if c.sub == 32 {
 		VMOVDQU(m.AsX(), mw)
 	} else {
-		VMOVDQU(w.AsY(), raw)
 		VMOVDQU(m.AsY(), mw)
 	}
-	if c.sub == 32 {
-		for j := 0; j < 8; j++ {
+	for j := 0; j < 8; j++ {
+		VMOVDQU(scale(j/4, j%4), sv.Offset(32*j))
+	}
+}
+
+// ggmlScaleRegsAVX2 returns a super-block's scales for the code registers
+// (see ggmlScalesAVX2) in registers: scale(h, i) emits the scale words of
+// code register i of half h (call it in order: the 16-column types spread
+// a half's words once, at i = 0); sumw holds the words the sums term
+// multiplies the activation sums by.
+func ggmlScaleRegsAVX2(c ggmlSuper, base Mem) (scale func(h, i int) VecVirtual, sumw VecVirtual) {
+	w, sumw := ggmlScaleWordsAVX2(c, base)
+	if c.sub == 32 { // word j in every word
+		wb := YMM()
+		VINSERTI128(U8(1), w, w.AsY(), wb)
+		return func(h, i int) VecVirtual {
+			j := 4*h + i
 			y := YMM()
-			VPBROADCASTW(raw.Offset(2*j), y)
-			VMOVDQU(y, sv.Offset(32*j))
-		}
-		return
+			VPSHUFB(rodata(fmt.Sprintf("ggmlWord%d", j), 32, 1, func(b int) uint64 { return uint64(2*j + b%2) }), wb, y)
+			return y
+		}, sumw
 	}
 	// 16-column sub-blocks: register i of half h takes word 8h+2i in lane
 	// 0 and 8h+2i+1 in lane 1: VPERMQ puts words 8h..8h+7 in both lanes,
 	// VPSHUFB spreads one word per lane
-	for h := 0; h < 2; h++ {
-		wh := YMM()
-		VPERMQ(U8(map[int]uint8{0: 0x44, 1: 0xee}[h]), w, wh)
-		for i := 0; i < 4; i++ {
-			i := i
-			ctl := rodata(fmt.Sprintf("ggmlSpreadW%d", i), 32, 1, func(b int) uint64 {
-				word := 2*i + b/16 // lane 0: word 2i, lane 1: word 2i+1
-				return uint64(2*word + b%2)
-			})
-			y := YMM()
-			VPSHUFB(ctl, wh, y)
-			VMOVDQU(y, sv.Offset(32*(4*h+i)))
+	var wh VecVirtual
+	return func(h, i int) VecVirtual {
+		if i == 0 {
+			wh = YMM()
+			VPERMQ(U8(map[int]uint8{0: 0x44, 1: 0xee}[h]), w, wh)
 		}
-	}
+		y := YMM()
+		VPSHUFB(rodata(fmt.Sprintf("ggmlSpreadW%d", i), 32, 1, func(b int) uint64 {
+			word := 2*i + b/16 // lane 0: word 2i, lane 1: word 2i+1
+			return uint64(2*word + b%2)
+		}), wh, y)
+		return y
+	}, sumw
 }
 
 // ggmlBlockA8AVX2 emits Ggml<t>A8Avx2 for a 32-element block type:
@@ -818,8 +793,7 @@ func ggmlSuperF32AVX2(c ggmlSuper) {
 	av2 := fvec{avx512: false}
 	doc := fmt.Sprintf("%s multiplies layout/ggml %s rows by float32 activations with AVX2 and FMA, each super-block dequantized once per 64 columns for every vector.", name, ggmlTypeName(t))
 	ggmlF32AVX2(name, doc, c.bytes, 256, c.sub, false, func(wp, tp GPVirtual) {
-		frame := AllocLocal(8*32 + 64) // ggmlScalesAVX2's (called once: this emits the code)
-		mw := frame.Offset(8 * 32)
+		mw := AllocLocal(64) // the sums term's words, then the scale words
 		raw := mw.Offset(32)
 		nib, three, one := ggmlSuperConstsAVX2(t)
 		for h := 0; h < 2; h++ {
@@ -835,7 +809,16 @@ func ggmlSuperF32AVX2(c ggmlSuper) {
 				VMOVDQU(v, Mem{Base: tp, Disp: 128*h + 32*i})
 			}
 		}
-		ggmlScalesAVX2(c, Mem{Base: wp}, frame, mw)
+		{
+			w, m := ggmlScaleWordsAVX2(c, Mem{Base: wp})
+			if c.sub == 32 {
+				VMOVDQU(w.AsX(), raw)
+				VMOVDQU(m.AsX(), mw)
+			} else {
+				VMOVDQU(w.AsY(), raw)
+				VMOVDQU(m.AsY(), mw)
+			}
+		}
 		// D = d * sc, E = -dmin*m or -c*D, per sub-block
 		dz := YMM()
 		{
@@ -934,11 +917,9 @@ func ggmlSuperA8R4AVX2(c ggmlSuper) {
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8Avx2 for one vector and four rows at a time (rows a multiple of 4), the reductions and float steps with the rows in the lanes.", name, t))
-	// frame: scale vectors (8 x 32) and words (64) of the current row, then
-	// per row the partial sums of both halves and the sums term (48 bytes)
-	sv := AllocLocal(8*32 + 64 + 4*48)
-	mw := sv.Offset(8 * 32)
-	part := mw.Offset(64)
+	// frame: per row the partial sums of both halves and the sums term (48
+	// bytes)
+	part := AllocLocal(4 * 48)
 	shift := c.shift
 	if c.dword {
 		shift = 0
@@ -967,7 +948,7 @@ func ggmlSuperA8R4AVX2(c ggmlSuper) {
 			if c.mins {
 				VPINSRW(U8(i), rm.Offset(dmOff), mh, mh)
 			}
-			ggmlScalesAVX2(c, rm, sv, mw)
+			scale, sumw := ggmlScaleRegsAVX2(c, rm)
 			for h := 0; h < 2; h++ {
 				cr := ggmlHalfCodesAVX2(c, rm, h, nib, three, one)
 				acc := YMM()
@@ -984,9 +965,9 @@ func ggmlSuperA8R4AVX2(c ggmlSuper) {
 						VPMADDUBSW(Mem{Base: ak, Disp: 128*h + 32*k}, cr[k], pr)
 					}
 					if k == 0 {
-						VPMADDWD(sv.Offset(32*(4*h+k)), pr, acc)
+						VPMADDWD(scale(h, k), pr, acc)
 					} else {
-						VPMADDWD(sv.Offset(32*(4*h+k)), pr, pr)
+						VPMADDWD(scale(h, k), pr, pr)
 						VPADDD(pr, acc, acc)
 					}
 				}
@@ -998,13 +979,10 @@ func ggmlSuperA8R4AVX2(c ggmlSuper) {
 			if c.mins || shift > 0 {
 				mm := XMM()
 				if 256/c.sub/2 == 4 {
-					s4 := XMM()
-					VMOVDQU(Mem{Base: sk}, s4)
-					VPMADDWD(mw, s4, mm)
+					VPMADDWD(Mem{Base: sk}, sumw.AsX(), mm)
 				} else {
 					m8 := YMM()
-					VMOVDQU(Mem{Base: sk}, m8)
-					VPMADDWD(mw, m8, m8)
+					VPMADDWD(Mem{Base: sk}, sumw.AsY(), m8)
 					hi := XMM()
 					VEXTRACTI128(U8(1), m8, hi)
 					VPHADDD(hi, m8.AsX(), mm)
@@ -1037,4 +1015,38 @@ func ggmlSuperA8R4AVX2(c ggmlSuper) {
 		}
 		superFloatSteps(c.mins, shift, S, M, dh, mh, xk, acc4)
 	})
+}
+
+// q4kScaleWords unpacks a Q4_K/Q5_K super-block's packed 6-bit scales
+// and mins (bytes 4..15) with vector operations: lane 0 of sc holds
+// scale j as word j, m the mins the same way. With b the 12 packed bytes,
+// scale j < 4 is b[j] & 63, scale j >= 4 is b[j+4] & 15 | (b[j-4] >> 6)
+// << 4; min j < 4 is b[j+4] & 63, min j >= 4 is b[j+4] >> 4 | (b[j] >>
+// 6) << 4.
+func q4kScaleWords(base Mem) (sc, m VecVirtual) {
+	x := XMM()
+	VMOVDQU(base, x)
+	// a: [b0..3, b8..11, b4..7, b8..11]
+	a := XMM()
+	VPSHUFB(rodata("q4kScaleGather", 16, 1, func(i int) uint64 {
+		return uint64([]int{4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15}[i])
+	}), x, a)
+	lo := XMM()
+	VPSRLVD(rodata("q4kScaleShift", 4, 4, func(i int) uint64 { return uint64(4 * (i / 3)) }), a, lo)
+	VPAND(rodata("q4kScaleMask", 4, 4, func(i int) uint64 { return []uint64{0x3f3f3f3f, 0x0f0f0f0f}[i%2] }), lo, lo)
+	// the top two bits of b0..3 and b4..7, to bits 4-5 of dwords 1 and 3
+	hi := XMM()
+	VPSLLQ(U8(32), a, hi)
+	VPSRLW(U8(2), hi, hi)
+	VPAND(rodata("q4kScaleTop", 4, 4, func(int) uint64 { return 0x30303030 }), hi, hi)
+	VPOR(hi, lo, lo) // [sc0..7, m0..7] as bytes
+	sc, m = XMM(), XMM()
+	VPMOVZXBW(lo, sc)
+	VPSHUFB(rodata("q4kMinWords", 16, 1, func(i int) uint64 {
+		if i%2 == 1 {
+			return 0x80
+		}
+		return uint64(8 + i/2)
+	}), lo, m)
+	return sc, m
 }

@@ -40,10 +40,9 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full bool) {
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s %s, two vectors per accumulator and the vectors in the lanes of the float steps.", name, "Ggml"+t+"A8Avx2", what))
 	nib, three, one := ggmlSuperConstsAVX2(t)
 	// frame: the scale words of the eight code registers (8 x 32 bytes),
-	// the sums term's words (32 bytes, then 32 of raw scale words), the
-	// scale words of the 16 chunks (16 x 32), one half's chunks (8 x 32),
-	// d and dmin as float32
-	sv := AllocLocal(8*32 + 64)
+	// the sums term's words (32 bytes), the scale words of the 16 chunks
+	// (16 x 32), one half's chunks (8 x 32), d and dmin as float32
+	sv := AllocLocal(8*32 + 32)
 	mw := sv.Offset(8 * 32)
 	chs := AllocLocal(16 * 32)
 	chunks := AllocLocal(8 * 32)
