@@ -12801,35 +12801,16 @@ GgmlQ4KA8Avx512_sb:
 	VPSRLW    $0x04, 80(AX), Z8
 	VPANDD    80(AX), Z0, Z7
 	VPANDD    Z8, Z0, Z8
-	MOVL      4(AX), DI
-	MOVL      8(AX), R8
-	MOVL      12(AX), R9
-	MOVL      DI, R10
-	ANDL      $0x3f3f3f3f, R10
-	MOVL      R8, R11
-	ANDL      $0x3f3f3f3f, R11
-	MOVL      R9, R12
-	ANDL      $0x0f0f0f0f, R12
-	SHRL      $0x06, DI
-	ANDL      $0x03030303, DI
-	SHLL      $0x04, DI
-	ORL       DI, R12
-	SHRL      $0x04, R9
-	ANDL      $0x0f0f0f0f, R9
-	MOVL      R8, DI
-	SHRL      $0x06, DI
-	ANDL      $0x03030303, DI
-	SHLL      $0x04, DI
-	ORL       R9, DI
-	MOVL      R12, R8
-	SHLQ      $0x20, R8
-	ORQ       R10, R8
-	SHLQ      $0x20, DI
-	ORQ       R11, DI
-	VMOVQ     R8, X9
-	VMOVQ     DI, X10
-	VPMOVZXBW X9, X9
-	VPMOVZXBW X10, X10
+	VMOVDQU   (AX), X9
+	VPSHUFB   q4kScaleGather<>+0(SB), X9, X9
+	VPSRLVD   q4kScaleShift<>+0(SB), X9, X10
+	VPANDD    q4kScaleMask<>+0(SB), X10, X10
+	VPSLLQ    $0x20, X9, X9
+	VPSRLW    $0x02, X9, X9
+	VPANDD    q4kScaleTop<>+0(SB), X9, X9
+	VPORD     X9, X10, X10
+	VPMOVZXBW X10, X9
+	VPSHUFB   q4kMinWords<>+0(SB), X10, X10
 	VPERMW    Z9, Z1, Z11
 	VPERMW    Z9, Z2, Z12
 	VPERMW    Z9, Z3, Z13
@@ -13045,6 +13026,60 @@ DATA ggmlWIdx32_11<>+60(SB)/2, $0x0007
 DATA ggmlWIdx32_11<>+62(SB)/2, $0x0007
 GLOBL ggmlWIdx32_11<>(SB), RODATA|NOPTR, $64
 
+DATA q4kScaleGather<>+0(SB)/1, $0x04
+DATA q4kScaleGather<>+1(SB)/1, $0x05
+DATA q4kScaleGather<>+2(SB)/1, $0x06
+DATA q4kScaleGather<>+3(SB)/1, $0x07
+DATA q4kScaleGather<>+4(SB)/1, $0x0c
+DATA q4kScaleGather<>+5(SB)/1, $0x0d
+DATA q4kScaleGather<>+6(SB)/1, $0x0e
+DATA q4kScaleGather<>+7(SB)/1, $0x0f
+DATA q4kScaleGather<>+8(SB)/1, $0x08
+DATA q4kScaleGather<>+9(SB)/1, $0x09
+DATA q4kScaleGather<>+10(SB)/1, $0x0a
+DATA q4kScaleGather<>+11(SB)/1, $0x0b
+DATA q4kScaleGather<>+12(SB)/1, $0x0c
+DATA q4kScaleGather<>+13(SB)/1, $0x0d
+DATA q4kScaleGather<>+14(SB)/1, $0x0e
+DATA q4kScaleGather<>+15(SB)/1, $0x0f
+GLOBL q4kScaleGather<>(SB), RODATA|NOPTR, $16
+
+DATA q4kScaleShift<>+0(SB)/4, $0x00000000
+DATA q4kScaleShift<>+4(SB)/4, $0x00000000
+DATA q4kScaleShift<>+8(SB)/4, $0x00000000
+DATA q4kScaleShift<>+12(SB)/4, $0x00000004
+GLOBL q4kScaleShift<>(SB), RODATA|NOPTR, $16
+
+DATA q4kScaleMask<>+0(SB)/4, $0x3f3f3f3f
+DATA q4kScaleMask<>+4(SB)/4, $0x0f0f0f0f
+DATA q4kScaleMask<>+8(SB)/4, $0x3f3f3f3f
+DATA q4kScaleMask<>+12(SB)/4, $0x0f0f0f0f
+GLOBL q4kScaleMask<>(SB), RODATA|NOPTR, $16
+
+DATA q4kScaleTop<>+0(SB)/4, $0x30303030
+DATA q4kScaleTop<>+4(SB)/4, $0x30303030
+DATA q4kScaleTop<>+8(SB)/4, $0x30303030
+DATA q4kScaleTop<>+12(SB)/4, $0x30303030
+GLOBL q4kScaleTop<>(SB), RODATA|NOPTR, $16
+
+DATA q4kMinWords<>+0(SB)/1, $0x08
+DATA q4kMinWords<>+1(SB)/1, $0x80
+DATA q4kMinWords<>+2(SB)/1, $0x09
+DATA q4kMinWords<>+3(SB)/1, $0x80
+DATA q4kMinWords<>+4(SB)/1, $0x0a
+DATA q4kMinWords<>+5(SB)/1, $0x80
+DATA q4kMinWords<>+6(SB)/1, $0x0b
+DATA q4kMinWords<>+7(SB)/1, $0x80
+DATA q4kMinWords<>+8(SB)/1, $0x0c
+DATA q4kMinWords<>+9(SB)/1, $0x80
+DATA q4kMinWords<>+10(SB)/1, $0x0d
+DATA q4kMinWords<>+11(SB)/1, $0x80
+DATA q4kMinWords<>+12(SB)/1, $0x0e
+DATA q4kMinWords<>+13(SB)/1, $0x80
+DATA q4kMinWords<>+14(SB)/1, $0x0f
+DATA q4kMinWords<>+15(SB)/1, $0x80
+GLOBL q4kMinWords<>(SB), RODATA|NOPTR, $16
+
 // func GgmlQ4KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, MMX+
 TEXT ·GgmlQ4KA8R4Avx512(SB), NOSPLIT, $0-104
@@ -13079,35 +13114,16 @@ GgmlQ4KA8R4Avx512_unit:
 	PREFETCHT1    512(BX)
 	VPXORD        X6, X6, X6
 	VPXORD        X7, X7, X7
-	MOVL          4(AX), R10
-	MOVL          8(AX), R11
-	MOVL          12(AX), R12
-	MOVL          R10, R13
-	ANDL          $0x3f3f3f3f, R13
-	MOVL          R11, R14
-	ANDL          $0x3f3f3f3f, R14
-	MOVL          R12, R15
-	ANDL          $0x0f0f0f0f, R15
-	SHRL          $0x06, R10
-	ANDL          $0x03030303, R10
-	SHLL          $0x04, R10
-	ORL           R10, R15
-	SHRL          $0x04, R12
-	ANDL          $0x0f0f0f0f, R12
-	MOVL          R11, R10
-	SHRL          $0x06, R10
-	ANDL          $0x03030303, R10
-	SHLL          $0x04, R10
-	ORL           R12, R10
-	MOVL          R15, R11
-	SHLQ          $0x20, R11
-	ORQ           R13, R11
-	SHLQ          $0x20, R10
-	ORQ           R14, R10
-	VMOVQ         R11, X8
-	VMOVQ         R10, X9
-	VPMOVZXBW     X8, X8
-	VPMOVZXBW     X9, X9
+	VMOVDQU       (AX), X8
+	VPSHUFB       q4kScaleGather<>+0(SB), X8, X8
+	VPSRLVD       q4kScaleShift<>+0(SB), X8, X9
+	VPANDD        q4kScaleMask<>+0(SB), X9, X9
+	VPSLLQ        $0x20, X8, X8
+	VPSRLW        $0x02, X8, X8
+	VPANDD        q4kScaleTop<>+0(SB), X8, X8
+	VPORD         X8, X9, X9
+	VPMOVZXBW     X9, X8
+	VPSHUFB       q4kMinWords<>+0(SB), X9, X9
 	VPINSRW       $0x00, (AX), X6, X6
 	VPINSRW       $0x00, 2(AX), X7, X7
 	VPSRLW        $0x04, 16(AX), Z11
@@ -13129,35 +13145,16 @@ GgmlQ4KA8R4Avx512_unit:
 	VPMADDUBSW    192(SI), Z12, Z12
 	VPDPWSSD      Z13, Z12, Z11
 	VPMADDWD      (DI), X9, X9
-	MOVL          4(AX)(CX*1), R10
-	MOVL          8(AX)(CX*1), R11
-	MOVL          12(AX)(CX*1), R12
-	MOVL          R10, R13
-	ANDL          $0x3f3f3f3f, R13
-	MOVL          R11, R14
-	ANDL          $0x3f3f3f3f, R14
-	MOVL          R12, R15
-	ANDL          $0x0f0f0f0f, R15
-	SHRL          $0x06, R10
-	ANDL          $0x03030303, R10
-	SHLL          $0x04, R10
-	ORL           R10, R15
-	SHRL          $0x04, R12
-	ANDL          $0x0f0f0f0f, R12
-	MOVL          R11, R10
-	SHRL          $0x06, R10
-	ANDL          $0x03030303, R10
-	SHLL          $0x04, R10
-	ORL           R12, R10
-	MOVL          R15, R11
-	SHLQ          $0x20, R11
-	ORQ           R13, R11
-	SHLQ          $0x20, R10
-	ORQ           R14, R10
-	VMOVQ         R11, X8
-	VMOVQ         R10, X12
-	VPMOVZXBW     X8, X8
-	VPMOVZXBW     X12, X12
+	VMOVDQU       (AX)(CX*1), X8
+	VPSHUFB       q4kScaleGather<>+0(SB), X8, X8
+	VPSRLVD       q4kScaleShift<>+0(SB), X8, X12
+	VPANDD        q4kScaleMask<>+0(SB), X12, X12
+	VPSLLQ        $0x20, X8, X8
+	VPSRLW        $0x02, X8, X8
+	VPANDD        q4kScaleTop<>+0(SB), X8, X8
+	VPORD         X8, X12, X12
+	VPMOVZXBW     X12, X8
+	VPSHUFB       q4kMinWords<>+0(SB), X12, X12
 	VPINSRW       $0x01, (AX)(CX*1), X6, X6
 	VPINSRW       $0x01, 2(AX)(CX*1), X7, X7
 	VPSRLW        $0x04, 16(AX)(CX*1), Z14
@@ -13179,35 +13176,16 @@ GgmlQ4KA8R4Avx512_unit:
 	VPMADDUBSW    192(SI), Z15, Z15
 	VPDPWSSD      Z16, Z15, Z14
 	VPMADDWD      (DI), X12, X12
-	MOVL          4(DX), R10
-	MOVL          8(DX), R11
-	MOVL          12(DX), R12
-	MOVL          R10, R13
-	ANDL          $0x3f3f3f3f, R13
-	MOVL          R11, R14
-	ANDL          $0x3f3f3f3f, R14
-	MOVL          R12, R15
-	ANDL          $0x0f0f0f0f, R15
-	SHRL          $0x06, R10
-	ANDL          $0x03030303, R10
-	SHLL          $0x04, R10
-	ORL           R10, R15
-	SHRL          $0x04, R12
-	ANDL          $0x0f0f0f0f, R12
-	MOVL          R11, R10
-	SHRL          $0x06, R10
-	ANDL          $0x03030303, R10
-	SHLL          $0x04, R10
-	ORL           R12, R10
-	MOVL          R15, R11
-	SHLQ          $0x20, R11
-	ORQ           R13, R11
-	SHLQ          $0x20, R10
-	ORQ           R14, R10
-	VMOVQ         R11, X8
-	VMOVQ         R10, X15
-	VPMOVZXBW     X8, X8
-	VPMOVZXBW     X15, X15
+	VMOVDQU       (DX), X8
+	VPSHUFB       q4kScaleGather<>+0(SB), X8, X8
+	VPSRLVD       q4kScaleShift<>+0(SB), X8, X15
+	VPANDD        q4kScaleMask<>+0(SB), X15, X15
+	VPSLLQ        $0x20, X8, X8
+	VPSRLW        $0x02, X8, X8
+	VPANDD        q4kScaleTop<>+0(SB), X8, X8
+	VPORD         X8, X15, X15
+	VPMOVZXBW     X15, X8
+	VPSHUFB       q4kMinWords<>+0(SB), X15, X15
 	VPINSRW       $0x02, (DX), X6, X6
 	VPINSRW       $0x02, 2(DX), X7, X7
 	VPSRLW        $0x04, 16(DX), Z17
@@ -13229,35 +13207,16 @@ GgmlQ4KA8R4Avx512_unit:
 	VPMADDUBSW    192(SI), Z18, Z18
 	VPDPWSSD      Z19, Z18, Z17
 	VPMADDWD      (DI), X15, X15
-	MOVL          4(DX)(CX*1), R10
-	MOVL          8(DX)(CX*1), R11
-	MOVL          12(DX)(CX*1), R12
-	MOVL          R10, R13
-	ANDL          $0x3f3f3f3f, R13
-	MOVL          R11, R14
-	ANDL          $0x3f3f3f3f, R14
-	MOVL          R12, R15
-	ANDL          $0x0f0f0f0f, R15
-	SHRL          $0x06, R10
-	ANDL          $0x03030303, R10
-	SHLL          $0x04, R10
-	ORL           R10, R15
-	SHRL          $0x04, R12
-	ANDL          $0x0f0f0f0f, R12
-	MOVL          R11, R10
-	SHRL          $0x06, R10
-	ANDL          $0x03030303, R10
-	SHLL          $0x04, R10
-	ORL           R12, R10
-	MOVL          R15, R11
-	SHLQ          $0x20, R11
-	ORQ           R13, R11
-	SHLQ          $0x20, R10
-	ORQ           R14, R10
-	VMOVQ         R11, X8
-	VMOVQ         R10, X18
-	VPMOVZXBW     X8, X8
-	VPMOVZXBW     X18, X18
+	VMOVDQU       (DX)(CX*1), X8
+	VPSHUFB       q4kScaleGather<>+0(SB), X8, X8
+	VPSRLVD       q4kScaleShift<>+0(SB), X8, X18
+	VPANDD        q4kScaleMask<>+0(SB), X18, X18
+	VPSLLQ        $0x20, X8, X8
+	VPSRLW        $0x02, X8, X8
+	VPANDD        q4kScaleTop<>+0(SB), X8, X8
+	VPORD         X8, X18, X18
+	VPMOVZXBW     X18, X8
+	VPSHUFB       q4kMinWords<>+0(SB), X18, X18
 	VPINSRW       $0x03, (DX)(CX*1), X6, X6
 	VPINSRW       $0x03, 2(DX)(CX*1), X7, X7
 	VPSRLW        $0x04, 16(DX)(CX*1), Z20
@@ -18042,35 +18001,16 @@ GgmlQ5KA8Avx512_sb:
 	VPADDB          Z5, Z12, K1, Z12
 	VPTESTMB        Z4, Z15, K1
 	VPADDB          Z5, Z14, K1, Z14
-	MOVL            4(AX), DI
-	MOVL            8(AX), R8
-	MOVL            12(AX), R9
-	MOVL            DI, R10
-	ANDL            $0x3f3f3f3f, R10
-	MOVL            R8, R11
-	ANDL            $0x3f3f3f3f, R11
-	MOVL            R9, R12
-	ANDL            $0x0f0f0f0f, R12
-	SHRL            $0x06, DI
-	ANDL            $0x03030303, DI
-	SHLL            $0x04, DI
-	ORL             DI, R12
-	SHRL            $0x04, R9
-	ANDL            $0x0f0f0f0f, R9
-	MOVL            R8, DI
-	SHRL            $0x06, DI
-	ANDL            $0x03030303, DI
-	SHLL            $0x04, DI
-	ORL             R9, DI
-	MOVL            R12, R8
-	SHLQ            $0x20, R8
-	ORQ             R10, R8
-	SHLQ            $0x20, DI
-	ORQ             R11, DI
-	VMOVQ           R8, X13
-	VMOVQ           DI, X15
-	VPMOVZXBW       X13, X13
-	VPMOVZXBW       X15, X15
+	VMOVDQU         (AX), X13
+	VPSHUFB         q4kScaleGather<>+0(SB), X13, X13
+	VPSRLVD         q4kScaleShift<>+0(SB), X13, X15
+	VPANDD          q4kScaleMask<>+0(SB), X15, X15
+	VPSLLQ          $0x20, X13, X13
+	VPSRLW          $0x02, X13, X13
+	VPANDD          q4kScaleTop<>+0(SB), X13, X13
+	VPORD           X13, X15, X15
+	VPMOVZXBW       X15, X13
+	VPSHUFB         q4kMinWords<>+0(SB), X15, X15
 	VPERMW          Z13, Z6, Z16
 	VPERMW          Z13, Z7, Z17
 	VPERMW          Z13, Z8, Z18
@@ -18452,35 +18392,16 @@ GgmlQ5KA8R4Avx512_unit:
 	PREFETCHT1      640(BX)
 	VPXORD          X7, X7, X7
 	VPXORD          X8, X8, X8
-	MOVL            4(AX), R10
-	MOVL            8(AX), R11
-	MOVL            12(AX), R12
-	MOVL            R10, R13
-	ANDL            $0x3f3f3f3f, R13
-	MOVL            R11, R14
-	ANDL            $0x3f3f3f3f, R14
-	MOVL            R12, R15
-	ANDL            $0x0f0f0f0f, R15
-	SHRL            $0x06, R10
-	ANDL            $0x03030303, R10
-	SHLL            $0x04, R10
-	ORL             R10, R15
-	SHRL            $0x04, R12
-	ANDL            $0x0f0f0f0f, R12
-	MOVL            R11, R10
-	SHRL            $0x06, R10
-	ANDL            $0x03030303, R10
-	SHLL            $0x04, R10
-	ORL             R12, R10
-	MOVL            R15, R11
-	SHLQ            $0x20, R11
-	ORQ             R13, R11
-	SHLQ            $0x20, R10
-	ORQ             R14, R10
-	VMOVQ           R11, X9
-	VMOVQ           R10, X10
-	VPMOVZXBW       X9, X9
-	VPMOVZXBW       X10, X10
+	VMOVDQU         (AX), X9
+	VPSHUFB         q4kScaleGather<>+0(SB), X9, X9
+	VPSRLVD         q4kScaleShift<>+0(SB), X9, X10
+	VPANDD          q4kScaleMask<>+0(SB), X10, X10
+	VPSLLQ          $0x20, X9, X9
+	VPSRLW          $0x02, X9, X9
+	VPANDD          q4kScaleTop<>+0(SB), X9, X9
+	VPORD           X9, X10, X10
+	VPMOVZXBW       X10, X9
+	VPSHUFB         q4kMinWords<>+0(SB), X10, X10
 	VPINSRW         $0x00, (AX), X7, X7
 	VPINSRW         $0x00, 2(AX), X8, X8
 	VPSRLW          $0x04, 48(AX), Z12
@@ -18512,35 +18433,16 @@ GgmlQ5KA8R4Avx512_unit:
 	VPMADDUBSW      192(SI), Z13, Z13
 	VPDPWSSD        Z14, Z13, Z12
 	VPMADDWD        (DI), X10, X10
-	MOVL            4(AX)(CX*1), R10
-	MOVL            8(AX)(CX*1), R11
-	MOVL            12(AX)(CX*1), R12
-	MOVL            R10, R13
-	ANDL            $0x3f3f3f3f, R13
-	MOVL            R11, R14
-	ANDL            $0x3f3f3f3f, R14
-	MOVL            R12, R15
-	ANDL            $0x0f0f0f0f, R15
-	SHRL            $0x06, R10
-	ANDL            $0x03030303, R10
-	SHLL            $0x04, R10
-	ORL             R10, R15
-	SHRL            $0x04, R12
-	ANDL            $0x0f0f0f0f, R12
-	MOVL            R11, R10
-	SHRL            $0x06, R10
-	ANDL            $0x03030303, R10
-	SHLL            $0x04, R10
-	ORL             R12, R10
-	MOVL            R15, R11
-	SHLQ            $0x20, R11
-	ORQ             R13, R11
-	SHLQ            $0x20, R10
-	ORQ             R14, R10
-	VMOVQ           R11, X9
-	VMOVQ           R10, X13
-	VPMOVZXBW       X9, X9
-	VPMOVZXBW       X13, X13
+	VMOVDQU         (AX)(CX*1), X9
+	VPSHUFB         q4kScaleGather<>+0(SB), X9, X9
+	VPSRLVD         q4kScaleShift<>+0(SB), X9, X13
+	VPANDD          q4kScaleMask<>+0(SB), X13, X13
+	VPSLLQ          $0x20, X9, X9
+	VPSRLW          $0x02, X9, X9
+	VPANDD          q4kScaleTop<>+0(SB), X9, X9
+	VPORD           X9, X13, X13
+	VPMOVZXBW       X13, X9
+	VPSHUFB         q4kMinWords<>+0(SB), X13, X13
 	VPINSRW         $0x01, (AX)(CX*1), X7, X7
 	VPINSRW         $0x01, 2(AX)(CX*1), X8, X8
 	VPSRLW          $0x04, 48(AX)(CX*1), Z15
@@ -18572,35 +18474,16 @@ GgmlQ5KA8R4Avx512_unit:
 	VPMADDUBSW      192(SI), Z16, Z16
 	VPDPWSSD        Z17, Z16, Z15
 	VPMADDWD        (DI), X13, X13
-	MOVL            4(DX), R10
-	MOVL            8(DX), R11
-	MOVL            12(DX), R12
-	MOVL            R10, R13
-	ANDL            $0x3f3f3f3f, R13
-	MOVL            R11, R14
-	ANDL            $0x3f3f3f3f, R14
-	MOVL            R12, R15
-	ANDL            $0x0f0f0f0f, R15
-	SHRL            $0x06, R10
-	ANDL            $0x03030303, R10
-	SHLL            $0x04, R10
-	ORL             R10, R15
-	SHRL            $0x04, R12
-	ANDL            $0x0f0f0f0f, R12
-	MOVL            R11, R10
-	SHRL            $0x06, R10
-	ANDL            $0x03030303, R10
-	SHLL            $0x04, R10
-	ORL             R12, R10
-	MOVL            R15, R11
-	SHLQ            $0x20, R11
-	ORQ             R13, R11
-	SHLQ            $0x20, R10
-	ORQ             R14, R10
-	VMOVQ           R11, X9
-	VMOVQ           R10, X16
-	VPMOVZXBW       X9, X9
-	VPMOVZXBW       X16, X16
+	VMOVDQU         (DX), X9
+	VPSHUFB         q4kScaleGather<>+0(SB), X9, X9
+	VPSRLVD         q4kScaleShift<>+0(SB), X9, X16
+	VPANDD          q4kScaleMask<>+0(SB), X16, X16
+	VPSLLQ          $0x20, X9, X9
+	VPSRLW          $0x02, X9, X9
+	VPANDD          q4kScaleTop<>+0(SB), X9, X9
+	VPORD           X9, X16, X16
+	VPMOVZXBW       X16, X9
+	VPSHUFB         q4kMinWords<>+0(SB), X16, X16
 	VPINSRW         $0x02, (DX), X7, X7
 	VPINSRW         $0x02, 2(DX), X8, X8
 	VPSRLW          $0x04, 48(DX), Z18
@@ -18632,35 +18515,16 @@ GgmlQ5KA8R4Avx512_unit:
 	VPMADDUBSW      192(SI), Z19, Z19
 	VPDPWSSD        Z20, Z19, Z18
 	VPMADDWD        (DI), X16, X16
-	MOVL            4(DX)(CX*1), R10
-	MOVL            8(DX)(CX*1), R11
-	MOVL            12(DX)(CX*1), R12
-	MOVL            R10, R13
-	ANDL            $0x3f3f3f3f, R13
-	MOVL            R11, R14
-	ANDL            $0x3f3f3f3f, R14
-	MOVL            R12, R15
-	ANDL            $0x0f0f0f0f, R15
-	SHRL            $0x06, R10
-	ANDL            $0x03030303, R10
-	SHLL            $0x04, R10
-	ORL             R10, R15
-	SHRL            $0x04, R12
-	ANDL            $0x0f0f0f0f, R12
-	MOVL            R11, R10
-	SHRL            $0x06, R10
-	ANDL            $0x03030303, R10
-	SHLL            $0x04, R10
-	ORL             R12, R10
-	MOVL            R15, R11
-	SHLQ            $0x20, R11
-	ORQ             R13, R11
-	SHLQ            $0x20, R10
-	ORQ             R14, R10
-	VMOVQ           R11, X9
-	VMOVQ           R10, X19
-	VPMOVZXBW       X9, X9
-	VPMOVZXBW       X19, X19
+	VMOVDQU         (DX)(CX*1), X9
+	VPSHUFB         q4kScaleGather<>+0(SB), X9, X9
+	VPSRLVD         q4kScaleShift<>+0(SB), X9, X19
+	VPANDD          q4kScaleMask<>+0(SB), X19, X19
+	VPSLLQ          $0x20, X9, X9
+	VPSRLW          $0x02, X9, X9
+	VPANDD          q4kScaleTop<>+0(SB), X9, X9
+	VPORD           X9, X19, X19
+	VPMOVZXBW       X19, X9
+	VPSHUFB         q4kMinWords<>+0(SB), X19, X19
 	VPINSRW         $0x03, (DX)(CX*1), X7, X7
 	VPINSRW         $0x03, 2(DX)(CX*1), X8, X8
 	VPSRLW          $0x04, 48(DX)(CX*1), Z21
@@ -52261,35 +52125,16 @@ GgmlQ4KF32Avx512_unit:
 	VPSRLW           $0x04, 80(AX), Z16
 	VPANDD           80(AX), Z0, Z12
 	VPANDD           Z16, Z0, Z16
-	MOVL             4(AX), SI
-	MOVL             8(AX), DI
-	MOVL             12(AX), R8
-	MOVL             SI, R9
-	ANDL             $0x3f3f3f3f, R9
-	MOVL             DI, R10
-	ANDL             $0x3f3f3f3f, R10
-	MOVL             R8, R11
-	ANDL             $0x0f0f0f0f, R11
-	SHRL             $0x06, SI
-	ANDL             $0x03030303, SI
-	SHLL             $0x04, SI
-	ORL              SI, R11
-	SHRL             $0x04, R8
-	ANDL             $0x0f0f0f0f, R8
-	MOVL             DI, SI
-	SHRL             $0x06, SI
-	ANDL             $0x03030303, SI
-	SHLL             $0x04, SI
-	ORL              R8, SI
-	MOVL             R11, DI
-	SHLQ             $0x20, DI
-	ORQ              R9, DI
-	SHLQ             $0x20, SI
-	ORQ              R10, SI
-	VMOVQ            DI, X2
-	VMOVQ            SI, X1
-	VPMOVZXBW        X2, X3
-	VPMOVZXBW        X1, X2
+	VMOVDQU          (AX), X1
+	VPSHUFB          q4kScaleGather<>+0(SB), X1, X2
+	VPSRLVD          q4kScaleShift<>+0(SB), X2, X1
+	VPANDD           q4kScaleMask<>+0(SB), X1, X1
+	VPSLLQ           $0x20, X2, X2
+	VPSRLW           $0x02, X2, X2
+	VPANDD           q4kScaleTop<>+0(SB), X2, X2
+	VPORD            X2, X1, X1
+	VPMOVZXBW        X1, X3
+	VPSHUFB          q4kMinWords<>+0(SB), X1, X2
 	VPBROADCASTW     (AX), Y1
 	VCVTPH2PS        Y1, Z1
 	VPMOVSXWD        X3, Y18
@@ -52625,60 +52470,6 @@ GgmlQ4KA8Avx2_h1_vec:
 	JNZ          GgmlQ4KA8Avx2_row
 	VZEROUPPER
 	RET
-
-DATA q4kScaleGather<>+0(SB)/1, $0x04
-DATA q4kScaleGather<>+1(SB)/1, $0x05
-DATA q4kScaleGather<>+2(SB)/1, $0x06
-DATA q4kScaleGather<>+3(SB)/1, $0x07
-DATA q4kScaleGather<>+4(SB)/1, $0x0c
-DATA q4kScaleGather<>+5(SB)/1, $0x0d
-DATA q4kScaleGather<>+6(SB)/1, $0x0e
-DATA q4kScaleGather<>+7(SB)/1, $0x0f
-DATA q4kScaleGather<>+8(SB)/1, $0x08
-DATA q4kScaleGather<>+9(SB)/1, $0x09
-DATA q4kScaleGather<>+10(SB)/1, $0x0a
-DATA q4kScaleGather<>+11(SB)/1, $0x0b
-DATA q4kScaleGather<>+12(SB)/1, $0x0c
-DATA q4kScaleGather<>+13(SB)/1, $0x0d
-DATA q4kScaleGather<>+14(SB)/1, $0x0e
-DATA q4kScaleGather<>+15(SB)/1, $0x0f
-GLOBL q4kScaleGather<>(SB), RODATA|NOPTR, $16
-
-DATA q4kScaleShift<>+0(SB)/4, $0x00000000
-DATA q4kScaleShift<>+4(SB)/4, $0x00000000
-DATA q4kScaleShift<>+8(SB)/4, $0x00000000
-DATA q4kScaleShift<>+12(SB)/4, $0x00000004
-GLOBL q4kScaleShift<>(SB), RODATA|NOPTR, $16
-
-DATA q4kScaleMask<>+0(SB)/4, $0x3f3f3f3f
-DATA q4kScaleMask<>+4(SB)/4, $0x0f0f0f0f
-DATA q4kScaleMask<>+8(SB)/4, $0x3f3f3f3f
-DATA q4kScaleMask<>+12(SB)/4, $0x0f0f0f0f
-GLOBL q4kScaleMask<>(SB), RODATA|NOPTR, $16
-
-DATA q4kScaleTop<>+0(SB)/4, $0x30303030
-DATA q4kScaleTop<>+4(SB)/4, $0x30303030
-DATA q4kScaleTop<>+8(SB)/4, $0x30303030
-DATA q4kScaleTop<>+12(SB)/4, $0x30303030
-GLOBL q4kScaleTop<>(SB), RODATA|NOPTR, $16
-
-DATA q4kMinWords<>+0(SB)/1, $0x08
-DATA q4kMinWords<>+1(SB)/1, $0x80
-DATA q4kMinWords<>+2(SB)/1, $0x09
-DATA q4kMinWords<>+3(SB)/1, $0x80
-DATA q4kMinWords<>+4(SB)/1, $0x0a
-DATA q4kMinWords<>+5(SB)/1, $0x80
-DATA q4kMinWords<>+6(SB)/1, $0x0b
-DATA q4kMinWords<>+7(SB)/1, $0x80
-DATA q4kMinWords<>+8(SB)/1, $0x0c
-DATA q4kMinWords<>+9(SB)/1, $0x80
-DATA q4kMinWords<>+10(SB)/1, $0x0d
-DATA q4kMinWords<>+11(SB)/1, $0x80
-DATA q4kMinWords<>+12(SB)/1, $0x0e
-DATA q4kMinWords<>+13(SB)/1, $0x80
-DATA q4kMinWords<>+14(SB)/1, $0x0f
-DATA q4kMinWords<>+15(SB)/1, $0x80
-GLOBL q4kMinWords<>(SB), RODATA|NOPTR, $16
 
 DATA ggmlWord0<>+0(SB)/1, $0x00
 DATA ggmlWord0<>+1(SB)/1, $0x01
@@ -55362,35 +55153,16 @@ GgmlQ5KF32Avx512_unit:
 	VPADDB           Z1, Z13, K1, Z13
 	VPTESTMB         ggmlQ5KBit11<>+0(SB), Z2, K1
 	VPADDB           Z1, Z17, K1, Z17
-	MOVL             4(AX), SI
-	MOVL             8(AX), DI
-	MOVL             12(AX), R8
-	MOVL             SI, R9
-	ANDL             $0x3f3f3f3f, R9
-	MOVL             DI, R10
-	ANDL             $0x3f3f3f3f, R10
-	MOVL             R8, R11
-	ANDL             $0x0f0f0f0f, R11
-	SHRL             $0x06, SI
-	ANDL             $0x03030303, SI
-	SHLL             $0x04, SI
-	ORL              SI, R11
-	SHRL             $0x04, R8
-	ANDL             $0x0f0f0f0f, R8
-	MOVL             DI, SI
-	SHRL             $0x06, SI
-	ANDL             $0x03030303, SI
-	SHLL             $0x04, SI
-	ORL              R8, SI
-	MOVL             R11, DI
-	SHLQ             $0x20, DI
-	ORQ              R9, DI
-	SHLQ             $0x20, SI
-	ORQ              R10, SI
-	VMOVQ            DI, X3
-	VMOVQ            SI, X2
-	VPMOVZXBW        X3, X4
-	VPMOVZXBW        X2, X3
+	VMOVDQU          (AX), X2
+	VPSHUFB          q4kScaleGather<>+0(SB), X2, X3
+	VPSRLVD          q4kScaleShift<>+0(SB), X3, X2
+	VPANDD           q4kScaleMask<>+0(SB), X2, X2
+	VPSLLQ           $0x20, X3, X3
+	VPSRLW           $0x02, X3, X3
+	VPANDD           q4kScaleTop<>+0(SB), X3, X3
+	VPORD            X3, X2, X2
+	VPMOVZXBW        X2, X4
+	VPSHUFB          q4kMinWords<>+0(SB), X2, X3
 	VPBROADCASTW     (AX), Y2
 	VCVTPH2PS        Y2, Z2
 	VPMOVSXWD        X4, Y19

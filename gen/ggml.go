@@ -443,44 +443,7 @@ func ggmlConstTables(c ggmlSuper, inRegs bool) (k ggmlConsts, idx [2][2]Mem) {
 func ggmlSuperScales(c ggmlSuper, base Mem) (scw, sumw VecVirtual) {
 	switch c.t {
 	case "Q4K", "Q5K":
-		// ggml's get_scale_min_k4 on 32-bit words: bytes 4..15
-		u0, u1, u2 := GP32(), GP32(), GP32()
-		MOVL(base.Offset(4), u0)
-		MOVL(base.Offset(8), u1)
-		MOVL(base.Offset(12), u2)
-		scLo, mLo, a, b := GP32(), GP32(), GP32(), GP32()
-		MOVL(u0, scLo)
-		ANDL(U32(0x3f3f3f3f), scLo)
-		MOVL(u1, mLo)
-		ANDL(U32(0x3f3f3f3f), mLo)
-		// scHi = (u2 & 0x0f0f0f0f) | ((u0 >> 6) & 0x03030303) << 4
-		MOVL(u2, a)
-		ANDL(U32(0x0f0f0f0f), a)
-		SHRL(U8(6), u0)
-		ANDL(U32(0x03030303), u0)
-		SHLL(U8(4), u0)
-		ORL(u0, a)
-		// mHi = ((u2 >> 4) & 0x0f0f0f0f) | ((u1 >> 6) & 0x03030303) << 4
-		SHRL(U8(4), u2)
-		ANDL(U32(0x0f0f0f0f), u2)
-		MOVL(u1, b)
-		SHRL(U8(6), b)
-		ANDL(U32(0x03030303), b)
-		SHLL(U8(4), b)
-		ORL(u2, b)
-		s64, m64 := GP64(), GP64()
-		MOVL(a, s64.As32())
-		SHLQ(U8(32), s64)
-		ORQ(scLo.As64(), s64)
-		MOVL(b, m64.As32())
-		SHLQ(U8(32), m64)
-		ORQ(mLo.As64(), m64)
-		sx, mx := XMM(), XMM()
-		VMOVQ(s64, sx)
-		VMOVQ(m64, mx)
-		scw, sumw = XMM(), XMM()
-		VPMOVZXBW(sx, scw)
-		VPMOVZXBW(mx, sumw)
+		scw, sumw = q4kScaleWords(base, true)
 	case "Q2K": // low nibbles the scales, high nibbles the mins
 		x, hx := XMM(), XMM()
 		VMOVDQU64(base, x)
@@ -1553,6 +1516,45 @@ func q3kScaleBytes(base Mem) (lo64, hi64 GPVirtual) {
 	SHLQ(U8(32), hi64)
 	ORQ(s2.As64(), hi64)
 	return lo64, hi64
+}
+
+// q4kScaleWords unpacks a Q4_K/Q5_K super-block's packed 6-bit scales
+// and mins (bytes 4..15) with vector operations: lane 0 of sc holds
+// scale j as word j, m the mins the same way. With b the 12 packed bytes,
+// scale j < 4 is b[j] & 63, scale j >= 4 is b[j+4] & 15 | (b[j-4] >> 6)
+// << 4; min j < 4 is b[j+4] & 63, min j >= 4 is b[j+4] >> 4 | (b[j] >>
+// 6) << 4 (ggml's get_scale_min_k4). evex: in EVEX forms, for kernels
+// whose registers may be X16..X31.
+func q4kScaleWords(base Mem, evex bool) (sc, m VecVirtual) {
+	and, or := func(m, x, y Op) { VPAND(m, x, y) }, func(m, x, y Op) { VPOR(m, x, y) }
+	if evex {
+		and, or = func(m, x, y Op) { VPANDD(m, x, y) }, func(m, x, y Op) { VPORD(m, x, y) }
+	}
+	x := XMM()
+	VMOVDQU(base, x)
+	// a: [b0..3, b8..11, b4..7, b8..11]
+	a := XMM()
+	VPSHUFB(rodata("q4kScaleGather", 16, 1, func(i int) uint64 {
+		return uint64([]int{4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15}[i])
+	}), x, a)
+	lo := XMM()
+	VPSRLVD(rodata("q4kScaleShift", 4, 4, func(i int) uint64 { return uint64(4 * (i / 3)) }), a, lo)
+	and(rodata("q4kScaleMask", 4, 4, func(i int) uint64 { return []uint64{0x3f3f3f3f, 0x0f0f0f0f}[i%2] }), lo, lo)
+	// the top two bits of b0..3 and b4..7, to bits 4-5 of dwords 1 and 3
+	hi := XMM()
+	VPSLLQ(U8(32), a, hi)
+	VPSRLW(U8(2), hi, hi)
+	and(rodata("q4kScaleTop", 4, 4, func(int) uint64 { return 0x30303030 }), hi, hi)
+	or(hi, lo, lo) // [sc0..7, m0..7] as bytes
+	sc, m = XMM(), XMM()
+	VPMOVZXBW(lo, sc)
+	VPSHUFB(rodata("q4kMinWords", 16, 1, func(i int) uint64 {
+		if i%2 == 1 {
+			return 0x80
+		}
+		return uint64(8 + i/2)
+	}), lo, m)
+	return sc, m
 }
 
 // iq4xsScaleBytes unpacks an IQ4_XS super-block's 8 6-bit scales

@@ -287,7 +287,7 @@ func ggmlHalfCodesAVX2(c ggmlSuper, base Mem, h int, nib, three, one VecVirtual)
 func ggmlScaleWordsAVX2(c ggmlSuper, base Mem) (w, m VecVirtual) {
 	switch c.t {
 	case "Q4K", "Q5K":
-		return q4kScaleWords(base)
+		return q4kScaleWords(base, false)
 	case "Q2K":
 		x, hx := XMM(), XMM()
 		VMOVDQU(base, x)
@@ -1015,38 +1015,4 @@ func ggmlSuperA8R4AVX2(c ggmlSuper) {
 		}
 		superFloatSteps(c.mins, shift, S, M, dh, mh, xk, acc4)
 	})
-}
-
-// q4kScaleWords unpacks a Q4_K/Q5_K super-block's packed 6-bit scales
-// and mins (bytes 4..15) with vector operations: lane 0 of sc holds
-// scale j as word j, m the mins the same way. With b the 12 packed bytes,
-// scale j < 4 is b[j] & 63, scale j >= 4 is b[j+4] & 15 | (b[j-4] >> 6)
-// << 4; min j < 4 is b[j+4] & 63, min j >= 4 is b[j+4] >> 4 | (b[j] >>
-// 6) << 4.
-func q4kScaleWords(base Mem) (sc, m VecVirtual) {
-	x := XMM()
-	VMOVDQU(base, x)
-	// a: [b0..3, b8..11, b4..7, b8..11]
-	a := XMM()
-	VPSHUFB(rodata("q4kScaleGather", 16, 1, func(i int) uint64 {
-		return uint64([]int{4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15}[i])
-	}), x, a)
-	lo := XMM()
-	VPSRLVD(rodata("q4kScaleShift", 4, 4, func(i int) uint64 { return uint64(4 * (i / 3)) }), a, lo)
-	VPAND(rodata("q4kScaleMask", 4, 4, func(i int) uint64 { return []uint64{0x3f3f3f3f, 0x0f0f0f0f}[i%2] }), lo, lo)
-	// the top two bits of b0..3 and b4..7, to bits 4-5 of dwords 1 and 3
-	hi := XMM()
-	VPSLLQ(U8(32), a, hi)
-	VPSRLW(U8(2), hi, hi)
-	VPAND(rodata("q4kScaleTop", 4, 4, func(int) uint64 { return 0x30303030 }), hi, hi)
-	VPOR(hi, lo, lo) // [sc0..7, m0..7] as bytes
-	sc, m = XMM(), XMM()
-	VPMOVZXBW(lo, sc)
-	VPSHUFB(rodata("q4kMinWords", 16, 1, func(i int) uint64 {
-		if i%2 == 1 {
-			return 0x80
-		}
-		return uint64(8 + i/2)
-	}), lo, m)
-	return sc, m
 }
