@@ -1610,10 +1610,17 @@ func superFloatSteps(mins bool, shift int, S, M [2]VecVirtual, dh, mh VecVirtual
 	}
 }
 
+// iq4KValues are IQ4_NL's and IQ4_XS's code values.
+var iq4KValues = [16]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+
 // ggmlKValues128 returns the read-only table of IQ4's KValues plus 128
 // (unsigned bytes for VPSHUFB and VPDPBUSD).
 func ggmlKValues128() Mem {
-	return rodata("ggmlKValues128", 16, 1, func(i int) uint64 {
-		return uint64(int([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]) + 128)
-	})
+	return rodata("ggmlKValues128", 16, 1, func(i int) uint64 { return uint64(int(iq4KValues[i]) + 128) })
+}
+
+// ggmlKValues returns the read-only table of IQ4's KValues as int8, for
+// the AVX2 kernels' sign trick.
+func ggmlKValues() Mem {
+	return rodata("ggmlKValues", 16, 1, func(i int) uint64 { return uint64(uint8(iq4KValues[i])) })
 }

@@ -30,9 +30,7 @@ func ggmlSuperA8AVX2(c ggmlSuper) {
 	nib, three, one := ggmlSuperConstsAVX2(t)
 	var kvs VecVirtual
 	if t == "IQ4XS" {
-		tab := rodata("ggmlKValues", 16, 1, func(i int) uint64 {
-			return uint64(uint8([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]))
-		})
+		tab := ggmlKValues()
 		kvs = YMM()
 		VBROADCASTI128(tab, kvs)
 	}
@@ -519,9 +517,7 @@ func ggmlSmallConstsAVX2(c ggmlSmall) (signed bool, shift int, nib, ones, kv, sp
 func ggmlCodeConstsAVX2(c ggmlSmall) (kv, spread, bits, sixteen VecVirtual) {
 	if c.kv {
 		kv = YMM()
-		VBROADCASTI128(rodata("ggmlKValues", 16, 1, func(i int) uint64 {
-			return uint64(uint8([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]))
-		}), kv)
+		VBROADCASTI128(ggmlKValues(), kv)
 	}
 	if c.qh != 0 {
 		spread = YMM()
@@ -801,9 +797,7 @@ func ggmlSuperF32AVX2(c ggmlSuper) {
 			for i, v := range cr {
 				if c.dword { // KValues + 128
 					tab := YMM()
-					VBROADCASTI128(rodata("ggmlKValues128", 16, 1, func(i int) uint64 {
-						return uint64(int([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]) + 128)
-					}), tab)
+					VBROADCASTI128(ggmlKValues128(), tab)
 					VPSHUFB(v, tab, v)
 				}
 				VMOVDQU(v, Mem{Base: tp, Disp: 128*h + 32*i})
@@ -933,9 +927,7 @@ func ggmlSuperA8R4AVX2(c ggmlSuper) {
 	var kvs VecVirtual
 	if c.dword {
 		kvs = YMM()
-		VBROADCASTI128(rodata("ggmlKValues", 16, 1, func(i int) uint64 {
-			return uint64(uint8([]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[i]))
-		}), kvs)
+		VBROADCASTI128(ggmlKValues(), kvs)
 	}
 	fourRows(name, c.bytes, 256, 2*256/c.sub, 8, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
 		dh, mh := XMM(), XMM()
