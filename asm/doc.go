@@ -622,9 +622,9 @@
 // the group: -2^shift times the block's activation sum, shift 3 for Q4_0
 // and 7 for Q8_0 and IQ4_NL, whose codes the kernels take as unsigned
 // q + 2^shift); its float32 scale at 144M + 4v. They write out[16v + r].
-// GgmlQ40A8T<M>Avx2 and GgmlQ80A8T<M>Avx2 are the same kernels on AVX2
-// (and F16C); the Q8_0 one ignores the start values (its codes stay
-// signed).
+// GgmlQ40A8T<M>Avx2, GgmlQ80A8T<M>Avx2 and GgmlIQ4NLA8T<M>Avx2 are the
+// same kernels on AVX2 (and F16C); the Q8_0 and IQ4_NL ones ignore the
+// start values (their codes stay signed: |q| times x*sign(q)).
 //
 // # Activation kernels
 //

@@ -785,6 +785,24 @@ func GgmlQ80A8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlQ80F32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 
+// GgmlIQ4NLA8T4Avx2 is GgmlIQ4NLA8Avx512 for 16 rows and 4 vector slots with
+// the rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4NLA8T4Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlIQ4NLA8T8Avx2 is GgmlIQ4NLA8Avx512 for 16 rows and 8 vector slots with
+// the rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4NLA8T8Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlIQ4NLA8T16Avx2 is GgmlIQ4NLA8Avx512 for 16 rows and 16 vector slots with
+// the rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4NLA8T16Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
+
 // GgmlIQ4NLF32Avx512 multiplies layout/ggml IQ4_NL rows by float32 activations
 // with AVX-512: each group of four blocks dequantized once to float32 weights
 // in registers for every vector. See "GGML block kernels" in the package doc.

@@ -53,7 +53,7 @@ func ggmlKernels() {
 		ggmlSuperF32AVX2(c)
 	}
 	for _, c := range ggmlSmalls {
-		if c.t == "Q40" || c.t == "Q80" {
+		if ggmlT32AVX2Types[c.t] {
 			for _, M := range []int{4, 8, 16} {
 				ggmlBlockA8TAVX2(c, M)
 			}

@@ -12,6 +12,10 @@ import (
 // kernels (those without an M term or high-bit plane).
 var ggmlT32Types = map[string]bool{"Q40": true, "Q80": true, "IQ4NL": true}
 
+// ggmlT32AVX2Types are the 32-element block types with AVX2 rows-in-lanes
+// batch kernels.
+var ggmlT32AVX2Types = map[string]bool{"Q40": true, "Q80": true, "IQ4NL": true}
+
 // ggmlT32Row is the row in lane p of the 32-element rows-in-lanes
 // kernels' vectors: four rows per 128-bit lane after the 4x4 dword
 // transposes (lane p holds row 4*(p%4) + p/4; the map is its own
@@ -185,27 +189,35 @@ func ggmlBlockA8T(c ggmlSmall, M int) {
 	RET()
 }
 
-// ggmlBlockA8TAVX2 emits Ggml<t>A8T<M>Avx2 for Q4_0: ggmlBlockA8T's
-// contract and layout on AVX2, 16 rows as two halves of 8 (one row per
-// dword lane, in order: the 4x4 transposes of two rows per YMM keep rows
-// 0..3 in the low lane and 4..7 in the high one). VPMADDUBSW of the
-// unsigned codes with a vector's broadcast activations, the four dwords'
-// low and high nibble products summed in int16 (at most 8*2*15*127 =
-// 30480, no saturation), one VPMADDWD, then the start value and the
-// float step. The rows' d come from VPINSRW and F16C.
+// ggmlBlockA8TAVX2 emits Ggml<t>A8T<M>Avx2 for Q4_0, Q8_0 and IQ4_NL:
+// ggmlBlockA8T's contract and layout on AVX2, 16 rows as two halves of 8
+// (one row per dword lane, in order: the 4x4 transposes of two rows per
+// YMM keep rows 0..3 in the low lane and 4..7 in the high one). Q4_0:
+// VPMADDUBSW of the unsigned codes with a vector's broadcast activations,
+// the four dwords' low and high nibble products summed in int16 (at most
+// 8*2*15*127 = 30480, no saturation), one VPMADDWD, then the start value
+// and the float step. Q8_0 and IQ4_NL (the nibbles looked up in the
+// signed KValues): the sign trick, |q| times x*sign(q), one VPMADDWD per
+// step (pairs up to 2*128*127), started at 0 (the layout's start values
+// are ignored). The rows' d come from VPINSRW and F16C.
 func ggmlBlockA8TAVX2(c ggmlSmall, M int) {
-	if c.t != "Q40" && c.t != "Q80" {
+	if !ggmlT32AVX2Types[c.t] {
 		panic("gen: no AVX2 rows-in-lanes kernel for " + c.t)
 	}
-	q8 := c.t == "Q80" // signed codes: |q| times x*sign(q), started at 0
+	q8 := c.t == "Q80"   // signed int8 codes
+	signed := q8 || c.kv // the sign trick, started at 0
 	name := fmt.Sprintf("Ggml%sA8T%dAvx2", c.t, M)
 	TEXT(name, 0, ggmlSigT16)
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 16 rows and %d vector slots with the rows in the lanes, on AVX2.", name, "Ggml"+c.t+"A8Avx512", M))
 	av2 := fvec{}
-	var mask VecVirtual
+	var mask, kv VecVirtual
 	if !q8 {
 		mask = av2.broadcast(0x0f0f0f0f)
+	}
+	if c.kv {
+		kv = YMM()
+		VBROADCASTI128(ggmlKValues(), kv)
 	}
 	ones := av2.broadcast(0x00010001)
 	stride := param("stride")
@@ -228,7 +240,7 @@ func ggmlBlockA8TAVX2(c ggmlSmall, M int) {
 		steps[i] = YMM()
 	}
 	d, s16, t, xb := YMM(), YMM(), YMM(), YMM()
-	dh := XMM()
+	dh := d.AsX() // the rows' d as binary16, widened in place
 
 	Label(name + "_group")
 	for rh := 0; rh < 2; rh++ {
@@ -294,6 +306,10 @@ func ggmlBlockA8TAVX2(c ggmlSmall, M int) {
 					VPAND(w[j], mask, lo)
 					VPSRLW(U8(4), w[j], hi)
 					VPAND(hi, mask, hi)
+					if c.kv {
+						VPSHUFB(lo, kv, lo)
+						VPSHUFB(hi, kv, hi)
+					}
 				}
 				lohi = []VecVirtual{steps[0], steps[2], steps[4], steps[6], steps[1], steps[3], steps[5], steps[7]}
 			}
@@ -312,7 +328,7 @@ func ggmlBlockA8TAVX2(c ggmlSmall, M int) {
 				// 16 columns on; Q8_0: the 8 dwords in order).
 				for k := 0; k < 8; k++ {
 					VPBROADCASTD(Mem{Base: ap, Disp: 128*v + 32*b + 4*k}, xb)
-					if q8 {
+					if signed {
 						// |q| * (x*sign(q)): pairs at most 2*128*127, so
 						// each step widens to int32 at once.
 						abs := t
@@ -334,7 +350,7 @@ func ggmlBlockA8TAVX2(c ggmlSmall, M int) {
 					VPMADDUBSW(xb, lohi[k], t)
 					VPADDW(t, s16, s16)
 				}
-				if !q8 {
+				if !signed {
 					VPMADDWD(ones, s16, s16)
 					VPBROADCASTD(Mem{Base: ap, Disp: 128*M + 16*v + 4*b}, t)
 					VPADDD(t, s16, s16)
