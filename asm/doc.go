@@ -615,13 +615,15 @@
 // slot v is accumulated into out[16v + r], which the caller zeroes.
 // Preconditions: nsb >= 1.
 //
-// Q4_0, Q8_0 and IQ4_NL have rows-in-lanes kernels of the same name and
+// The 32-element types have rows-in-lanes kernels of the same name and
 // signature, nsb counting groups of four blocks (128 columns), whose
 // activations take 148M bytes per group: slot v's 128 int8 in column
 // order at 128v; its int32 start values at 128M + 16v + 4b (block b of
-// the group: -2^shift times the block's activation sum, shift 3 for Q4_0
-// and 7 for Q8_0 and IQ4_NL, whose codes the kernels take as unsigned
-// q + 2^shift); its float32 scale at 144M + 4v. They write out[16v + r].
+// the group: -2^shift times the block's activation sum, shift 3 for Q4_0,
+// 4 for Q5_0 and 7 for Q8_0 and IQ4_NL, whose codes the kernels take as
+// unsigned q + 2^shift, and 0 for Q4_1 and Q5_1, whose kernels start at 0
+// and take the value as minus the sum of their M term); its float32 scale
+// at 144M + 4v. They write out[16v + r].
 // GgmlQ40A8T<M>Avx2, GgmlQ80A8T<M>Avx2 and GgmlIQ4NLA8T<M>Avx2 are the
 // same kernels on AVX2 (and F16C); the Q8_0 and IQ4_NL ones ignore the
 // start values (their codes stay signed: |q| times x*sign(q)).

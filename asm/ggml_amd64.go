@@ -254,6 +254,24 @@ func GgmlQ41A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlQ41A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ41A8T4Avx512 is GgmlQ41A8Avx512 for 16 rows and 4 vector slots with the
+// rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ41A8T4Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ41A8T8Avx512 is GgmlQ41A8Avx512 for 16 rows and 8 vector slots with the
+// rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ41A8T8Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ41A8T16Avx512 is GgmlQ41A8Avx512 for 16 rows and 16 vector slots with
+// the rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ41A8T16Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
+
 // GgmlQ50A8Avx512 computes the exact A8 product of layout/ggml Q5_0 rows with
 // AVX-512 VNNI and BW: groups of four blocks (nsb counts groups), activations
 // in column order, the sums one int16 per 32 columns. See "GGML block kernels"
@@ -269,6 +287,24 @@ func GgmlQ50A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlQ50A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ50A8T4Avx512 is GgmlQ50A8Avx512 for 16 rows and 4 vector slots with the
+// rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ50A8T4Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ50A8T8Avx512 is GgmlQ50A8Avx512 for 16 rows and 8 vector slots with the
+// rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ50A8T8Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ50A8T16Avx512 is GgmlQ50A8Avx512 for 16 rows and 16 vector slots with
+// the rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ50A8T16Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
+
 // GgmlQ51A8Avx512 computes the exact A8 product of layout/ggml Q5_1 rows with
 // AVX-512 VNNI and BW: groups of four blocks (nsb counts groups), activations
 // in column order, the sums one int16 per 32 columns. See "GGML block kernels"
@@ -283,6 +319,24 @@ func GgmlQ51A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //
 //go:noescape
 func GgmlQ51A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ51A8T4Avx512 is GgmlQ51A8Avx512 for 16 rows and 4 vector slots with the
+// rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ51A8T4Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ51A8T8Avx512 is GgmlQ51A8Avx512 for 16 rows and 8 vector slots with the
+// rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ51A8T8Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ51A8T16Avx512 is GgmlQ51A8Avx512 for 16 rows and 16 vector slots with
+// the rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ51A8T16Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
 
 // GgmlQ80A8Avx512 computes the exact A8 product of layout/ggml Q8_0 rows with
 // AVX-512 VNNI and BW: groups of four blocks (nsb counts groups), activations

@@ -126,6 +126,9 @@ var ggmlA8TFuncs = map[int]map[ggml.Type]ggmlA8TFunc{
 		ggml.Q6_K:   asm.GgmlQ6KA8T4Avx512,
 		ggml.IQ4_XS: asm.GgmlIQ4XSA8T4Avx512,
 		ggml.Q4_0:   asm.GgmlQ40A8T4Avx512,
+		ggml.Q4_1:   asm.GgmlQ41A8T4Avx512,
+		ggml.Q5_0:   asm.GgmlQ50A8T4Avx512,
+		ggml.Q5_1:   asm.GgmlQ51A8T4Avx512,
 		ggml.Q8_0:   asm.GgmlQ80A8T4Avx512,
 		ggml.IQ4_NL: asm.GgmlIQ4NLA8T4Avx512,
 	},
@@ -137,6 +140,9 @@ var ggmlA8TFuncs = map[int]map[ggml.Type]ggmlA8TFunc{
 		ggml.Q6_K:   asm.GgmlQ6KA8T8Avx512,
 		ggml.IQ4_XS: asm.GgmlIQ4XSA8T8Avx512,
 		ggml.Q4_0:   asm.GgmlQ40A8T8Avx512,
+		ggml.Q4_1:   asm.GgmlQ41A8T8Avx512,
+		ggml.Q5_0:   asm.GgmlQ50A8T8Avx512,
+		ggml.Q5_1:   asm.GgmlQ51A8T8Avx512,
 		ggml.Q8_0:   asm.GgmlQ80A8T8Avx512,
 		ggml.IQ4_NL: asm.GgmlIQ4NLA8T8Avx512,
 	},
@@ -148,6 +154,9 @@ var ggmlA8TFuncs = map[int]map[ggml.Type]ggmlA8TFunc{
 		ggml.Q6_K:   asm.GgmlQ6KA8T16Avx512,
 		ggml.IQ4_XS: asm.GgmlIQ4XSA8T16Avx512,
 		ggml.Q4_0:   asm.GgmlQ40A8T16Avx512,
+		ggml.Q4_1:   asm.GgmlQ41A8T16Avx512,
+		ggml.Q5_0:   asm.GgmlQ50A8T16Avx512,
+		ggml.Q5_1:   asm.GgmlQ51A8T16Avx512,
 		ggml.Q8_0:   asm.GgmlQ80A8T16Avx512,
 		ggml.IQ4_NL: asm.GgmlIQ4NLA8T16Avx512,
 	},
@@ -176,11 +185,17 @@ const (
 	ggmlT16From = 9
 )
 
+// ggmlTFrom is the smallest batch the rows-in-lanes kernels run for the
+// types where that is above ggmlT4From: Q5_0's and Q5_1's (their qh
+// gathered and spread per block) took 1.2x the time of a pass per vector
+// at batch 2 and 0.8x at 3 (4096x14336, two Zen 4 cores).
+var ggmlTFrom = map[ggml.Type]int{ggml.Q5_0: 3, ggml.Q5_1: 3}
+
 // ggmlTKernel returns the rows-in-lanes kernel for a batch and its vector
 // slots (nil if none runs it).
 func ggmlTKernel(t ggml.Type, batch int) (ggmlA8TFunc, int) {
 	slots := ggmlTSlots(batch)
-	if slots == 0 {
+	if slots == 0 || batch < ggmlTFrom[t] {
 		return nil, 0
 	}
 	return ggmlA8TFuncs[slots][t], slots
@@ -264,7 +279,7 @@ func (j ggmlPrepTJob) do(k0, k1 int) error {
 // ggmlT32Shift is the codes' offset (as a power of two) of the
 // 32-element types with rows-in-lanes kernels: their kernels take the
 // codes as unsigned q + 2^shift (gen ggmlSmalls).
-var ggmlT32Shift = map[ggml.Type]uint{ggml.Q4_0: 3, ggml.Q8_0: 7, ggml.IQ4_NL: 7}
+var ggmlT32Shift = map[ggml.Type]uint{ggml.Q4_0: 3, ggml.Q4_1: 0, ggml.Q5_0: 4, ggml.Q5_1: 0, ggml.Q8_0: 7, ggml.IQ4_NL: 7}
 
 // ggmlT32Layout is the layout of one group of four 32-element blocks'
 // activations for a rows-in-lanes kernel of M slots (gen ggmlBlockA8T):

@@ -9,8 +9,8 @@ import (
 )
 
 // ggmlT32Types are the 32-element block types with rows-in-lanes batch
-// kernels (those without an M term or high-bit plane).
-var ggmlT32Types = map[string]bool{"Q40": true, "Q80": true, "IQ4NL": true}
+// kernels on AVX-512.
+var ggmlT32Types = map[string]bool{"Q40": true, "Q41": true, "Q50": true, "Q51": true, "Q80": true, "IQ4NL": true}
 
 // ggmlT32AVX2Types are the 32-element block types with AVX2 rows-in-lanes
 // batch kernels.
@@ -32,6 +32,12 @@ func ggmlT32Row(p int) int { return 4*(p%4) + p/4 }
 // started at the codes' offset times the block's activation sum (laid out
 // by the caller), and the float step of the definition runs on 16 rows:
 // out[v] = out[v] + float32(D*xs) * float32(S), the rows' D gathered.
+// Q5_0 and Q5_1 add 16 to the codes whose qh bit is set (the rows' qh
+// gathered, each step's bits spread to bytes by VPSHUFB and tested into
+// a byte mask for VPADDB); Q4_1 and Q5_1 start S at 0 and add the M term
+// after it, out[v] = out[v] + float32(M*xs) * float32(sx), with sx the
+// block's activation sum: the start value is -sx for them (shift 0), so
+// the kernel subtracts float32(M*xs) * float32(-sx), the same value.
 // Activations per group of four blocks (128 columns), 148*M bytes: slot v's
 // 128 int8 at 128v; its int32 start values (-2^shift * the block's sum)
 // at 128M + 16v + 4b; its float32 scale at 144M + 4v (cpu ggmlT32Layout).
@@ -84,6 +90,15 @@ func ggmlBlockA8T(c ggmlSmall, M int) {
 	}
 	accR := []VecVirtual{ZMM(), ZMM(), ZMM(), ZMM()}
 	fR, d := ZMM(), ZMM()
+	var mR, sxR, qh, hb, sixteen VecVirtual // the M term's, the high bits'
+	if c.m {
+		mR, sxR = ZMM(), ZMM()
+	}
+	if c.qh != 0 {
+		qh, hb = ZMM(), ZMM()
+		sixteen = av512.broadcast(0x10101010)
+	}
+	hk := K()
 
 	Label(name + "_group")
 	base := []GPVirtual{wp, GP64(), GP64(), GP64()} // rows 0, 4, 8, 12
@@ -92,12 +107,31 @@ func ggmlBlockA8T(c ggmlSmall, M int) {
 	}
 	for b := 0; b < 4; b++ {
 		boff := b * c.bytes
-		// D: the 16 rows' half-precision d of block b, lane p row(p).
+		// D: the 16 rows' half-precision d of block b, lane p row(p)
+		// (Q4_1, Q5_1: m in the dword's high half).
 		{
 			gatherDwords(Mem{Base: wp, Index: rowOff, Scale: 1, Disp: boff}, d)
 			dy := YMM()
+			if c.m {
+				VPSRLD(U8(16), d, mR)
+				VPMOVDW(mR, dy)
+				VCVTPH2PS(dy, mR)
+			}
 			VPMOVDW(d, dy)
 			VCVTPH2PS(dy, d)
+		}
+		if c.qh != 0 { // the 16 rows' qh, lane p row(p)
+			gatherDwords(Mem{Base: wp, Index: rowOff, Scale: 1, Disp: boff + c.qh}, qh)
+		}
+		// highBits adds 16 to the codes of register r whose qh bit is set:
+		// byte k of r's lane is element e0+k of the lane's row.
+		highBits := func(r VecVirtual, e0 int) {
+			if c.qh == 0 {
+				return
+			}
+			VPSHUFB(rodata(fmt.Sprintf("ggmlQhByte%d", e0/8), 64, 1, func(i int) uint64 { return uint64(i&^3%16 + e0/8) }), qh, hb)
+			VPTESTMB(rodata(fmt.Sprintf("ggmlQhBit%d", e0%8), 64, 1, func(i int) uint64 { return 1 << (e0%8 + i%4) }), hb, hk)
+			VPADDB(sixteen, r, hk, r)
 		}
 		// The codes: per 16 bytes (a half of Q8_0's 32), four rows per
 		// ZMM, transposed so that W[j] lane p holds dword j of row(p).
@@ -148,6 +182,8 @@ func ggmlBlockA8T(c ggmlSmall, M int) {
 					VPSHUFB(lo, kv, lo)
 					VPSHUFB(hi, kv, hi)
 				}
+				highBits(lo, 4*j)
+				highBits(hi, 16+4*j)
 				steps = append(steps, step{lo, 4 * j}, step{hi, 16 + 4*j})
 			}
 		}
@@ -156,6 +192,10 @@ func ggmlBlockA8T(c ggmlSmall, M int) {
 		for v0 := 0; v0 < M; v0 += 4 {
 			acc := accR
 			for i := range acc {
+				if c.m { // S from 0: the start value is the M term's
+					VPXORD(acc[i], acc[i], acc[i])
+					continue
+				}
 				VPBROADCASTD(Mem{Base: ap, Disp: 128*M + 16*(v0+i) + 4*b}, acc[i])
 			}
 			for _, s := range steps {
@@ -170,6 +210,13 @@ func ggmlBlockA8T(c ggmlSmall, M int) {
 				VCVTDQ2PS(acc[i], acc[i])
 				VMULPS(acc[i], f, f)
 				VADDPS(Mem{Base: op, Disp: 64 * v}, f, f)
+				if c.m { // f - float32(M*xs) * float32(-sx)
+					g := acc[i]
+					VMULPS_BCST(Mem{Base: ap, Disp: 144*M + 4*v}, mR, g)
+					VCVTDQ2PS_BCST(Mem{Base: ap, Disp: 128*M + 16*v + 4*b}, sxR)
+					VMULPS(sxR, g, g)
+					VSUBPS(g, f, f)
+				}
 				VMOVUPS(f, Mem{Base: op, Disp: 64 * v})
 			}
 		}
