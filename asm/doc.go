@@ -624,9 +624,9 @@
 // unsigned q + 2^shift, and 0 for Q4_1 and Q5_1, whose kernels start at 0
 // and take the value as minus the sum of their M term); its float32 scale
 // at 144M + 4v. They write out[16v + r].
-// GgmlQ40A8T<M>Avx2, GgmlQ80A8T<M>Avx2 and GgmlIQ4NLA8T<M>Avx2 are the
-// same kernels on AVX2 (and F16C); the Q8_0 and IQ4_NL ones ignore the
-// start values (their codes stay signed: |q| times x*sign(q)).
+// Ggml<type>A8T<M>Avx2 are the same kernels on AVX2 (and F16C); the Q8_0
+// and IQ4_NL ones ignore the start values (their codes stay signed: |q|
+// times x*sign(q)).
 //
 // # Activation kernels
 //

@@ -705,6 +705,24 @@ func GgmlQ40A8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlQ40F32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 
+// GgmlQ41A8T4Avx2 is GgmlQ41A8Avx512 for 16 rows and 4 vector slots with the
+// rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ41A8T4Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ41A8T8Avx2 is GgmlQ41A8Avx512 for 16 rows and 8 vector slots with the
+// rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ41A8T8Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ41A8T16Avx2 is GgmlQ41A8Avx512 for 16 rows and 16 vector slots with the
+// rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ41A8T16Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
+
 // GgmlQ41F32Avx512 multiplies layout/ggml Q4_1 rows by float32 activations
 // with AVX-512: each group of four blocks dequantized once to float32 weights
 // in registers for every vector. See "GGML block kernels" in the package doc.
@@ -734,6 +752,24 @@ func GgmlQ41A8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlQ41F32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 
+// GgmlQ50A8T4Avx2 is GgmlQ50A8Avx512 for 16 rows and 4 vector slots with the
+// rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ50A8T4Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ50A8T8Avx2 is GgmlQ50A8Avx512 for 16 rows and 8 vector slots with the
+// rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ50A8T8Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ50A8T16Avx2 is GgmlQ50A8Avx512 for 16 rows and 16 vector slots with the
+// rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ50A8T16Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
+
 // GgmlQ50F32Avx512 multiplies layout/ggml Q5_0 rows by float32 activations
 // with AVX-512: each group of four blocks dequantized once to float32 weights
 // in registers for every vector. See "GGML block kernels" in the package doc.
@@ -762,6 +798,24 @@ func GgmlQ50A8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //
 //go:noescape
 func GgmlQ50F32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+
+// GgmlQ51A8T4Avx2 is GgmlQ51A8Avx512 for 16 rows and 4 vector slots with the
+// rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ51A8T4Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ51A8T8Avx2 is GgmlQ51A8Avx512 for 16 rows and 8 vector slots with the
+// rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ51A8T8Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ51A8T16Avx2 is GgmlQ51A8Avx512 for 16 rows and 16 vector slots with the
+// rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ51A8T16Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
 
 // GgmlQ51F32Avx512 multiplies layout/ggml Q5_1 rows by float32 activations
 // with AVX-512: each group of four blocks dequantized once to float32 weights

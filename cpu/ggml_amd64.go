@@ -162,20 +162,19 @@ var ggmlA8TFuncs = map[int]map[ggml.Type]ggmlA8TFunc{
 	},
 }
 
-// ggmlA8TAVX2Funcs are the AVX2 rows-in-lanes kernels (Q4_0, Q8_0,
-// IQ4_NL), by slots; their activations and output are those of the AVX-512
-// ones.
+// ggmlA8TAVX2Funcs are the AVX2 rows-in-lanes kernels, by slots; their
+// activations and output are those of the AVX-512 ones.
 var ggmlA8TAVX2Funcs = map[int]map[ggml.Type]ggmlA8TFunc{
-	4:  {ggml.Q4_0: asm.GgmlQ40A8T4Avx2, ggml.Q8_0: asm.GgmlQ80A8T4Avx2, ggml.IQ4_NL: asm.GgmlIQ4NLA8T4Avx2},
-	8:  {ggml.Q4_0: asm.GgmlQ40A8T8Avx2, ggml.Q8_0: asm.GgmlQ80A8T8Avx2, ggml.IQ4_NL: asm.GgmlIQ4NLA8T8Avx2},
-	16: {ggml.Q4_0: asm.GgmlQ40A8T16Avx2, ggml.Q8_0: asm.GgmlQ80A8T16Avx2, ggml.IQ4_NL: asm.GgmlIQ4NLA8T16Avx2},
+	4:  {ggml.Q4_0: asm.GgmlQ40A8T4Avx2, ggml.Q4_1: asm.GgmlQ41A8T4Avx2, ggml.Q5_0: asm.GgmlQ50A8T4Avx2, ggml.Q5_1: asm.GgmlQ51A8T4Avx2, ggml.Q8_0: asm.GgmlQ80A8T4Avx2, ggml.IQ4_NL: asm.GgmlIQ4NLA8T4Avx2},
+	8:  {ggml.Q4_0: asm.GgmlQ40A8T8Avx2, ggml.Q4_1: asm.GgmlQ41A8T8Avx2, ggml.Q5_0: asm.GgmlQ50A8T8Avx2, ggml.Q5_1: asm.GgmlQ51A8T8Avx2, ggml.Q8_0: asm.GgmlQ80A8T8Avx2, ggml.IQ4_NL: asm.GgmlIQ4NLA8T8Avx2},
+	16: {ggml.Q4_0: asm.GgmlQ40A8T16Avx2, ggml.Q4_1: asm.GgmlQ41A8T16Avx2, ggml.Q5_0: asm.GgmlQ50A8T16Avx2, ggml.Q5_1: asm.GgmlQ51A8T16Avx2, ggml.Q8_0: asm.GgmlQ80A8T16Avx2, ggml.IQ4_NL: asm.GgmlIQ4NLA8T16Avx2},
 }
 
 // ggmlTAVX2From is the smallest batch the AVX2 rows-in-lanes kernels run,
 // by type: Q8_0's (two more operations per vector and step than Q4_0's,
 // for the sign trick) took 1.5x the row kernel's time at batch 2 and
 // 0.51x at 4 (decode steps on the Zen 4 VM's AVX2 set); Q4_0's 0.53x at 2.
-var ggmlTAVX2From = map[ggml.Type]int{ggml.Q4_0: 2, ggml.Q8_0: 3, ggml.IQ4_NL: 3}
+var ggmlTAVX2From = map[ggml.Type]int{ggml.Q4_0: 2, ggml.Q4_1: 2, ggml.Q5_0: 2, ggml.Q5_1: 2, ggml.Q8_0: 3, ggml.IQ4_NL: 3}
 
 // ggmlT4From, ggmlT8From and ggmlT16From are the smallest batches the
 // rows-in-lanes kernels of 4, 8 and 16 slots run.

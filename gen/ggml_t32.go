@@ -14,7 +14,7 @@ var ggmlT32Types = map[string]bool{"Q40": true, "Q41": true, "Q50": true, "Q51":
 
 // ggmlT32AVX2Types are the 32-element block types with AVX2 rows-in-lanes
 // batch kernels.
-var ggmlT32AVX2Types = map[string]bool{"Q40": true, "Q80": true, "IQ4NL": true}
+var ggmlT32AVX2Types = map[string]bool{"Q40": true, "Q41": true, "Q50": true, "Q51": true, "Q80": true, "IQ4NL": true}
 
 // ggmlT32Row is the row in lane p of the 32-element rows-in-lanes
 // kernels' vectors: four rows per 128-bit lane after the 4x4 dword
@@ -246,7 +246,12 @@ func ggmlBlockA8T(c ggmlSmall, M int) {
 // and the float step. Q8_0 and IQ4_NL (the nibbles looked up in the
 // signed KValues): the sign trick, |q| times x*sign(q), one VPMADDWD per
 // step (pairs up to 2*128*127), started at 0 (the layout's start values
-// are ignored). The rows' d come from VPINSRW and F16C.
+// are ignored). Q5_0 and Q5_1 add 16 to the codes whose qh bit is set
+// (the rows' qh inserted into one YMM, each step's byte spread by
+// VPSHUFB and compared against one bit per byte) and sum four steps in
+// int16 at a time (at most 4*2*31*127 = 31496); Q4_1 and Q5_1 start at 0
+// and subtract float32(m*xs) * float32(-sx), their M term, as the AVX-512
+// kernels do. The rows' d (and m) come from VPINSRW and F16C.
 func ggmlBlockA8TAVX2(c ggmlSmall, M int) {
 	if !ggmlT32AVX2Types[c.t] {
 		panic("gen: no AVX2 rows-in-lanes kernel for " + c.t)
@@ -259,8 +264,13 @@ func ggmlBlockA8TAVX2(c ggmlSmall, M int) {
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 16 rows and %d vector slots with the rows in the lanes, on AVX2.", name, "Ggml"+c.t+"A8Avx512", M))
 	av2 := fvec{}
 	var mask, kv VecVirtual
-	if !q8 {
+	var nibMask Op // the nibble mask: a register, or (Q4_1, Q5_x: short of them) memory
+	switch {
+	case c.m || c.qh != 0:
+		nibMask = rodata("ggmlNib32", 8, 4, func(int) uint64 { return 0x0f0f0f0f })
+	case !q8:
 		mask = av2.broadcast(0x0f0f0f0f)
+		nibMask = mask
 	}
 	if c.kv {
 		kv = YMM()
@@ -288,6 +298,15 @@ func ggmlBlockA8TAVX2(c ggmlSmall, M int) {
 	}
 	d, s16, t, xb := YMM(), YMM(), YMM(), YMM()
 	dh := d.AsX() // the rows' d as binary16, widened in place
+	var mR, s32 VecVirtual
+	if c.m { // the rows' m
+		mR = YMM()
+	}
+	run := 8 // K steps summed in int16 before VPMADDWD
+	if c.qh != 0 {
+		run = 4
+		s32 = YMM()
+	}
 
 	Label(name + "_group")
 	for rh := 0; rh < 2; rh++ {
@@ -350,15 +369,42 @@ func ggmlBlockA8TAVX2(c ggmlSmall, M int) {
 				// nibbles are taken).
 				for j := 0; j < 4; j++ {
 					lo, hi := steps[2*j], steps[2*j+1]
-					VPAND(w[j], mask, lo)
+					VPAND(nibMask, w[j], lo)
 					VPSRLW(U8(4), w[j], hi)
-					VPAND(hi, mask, hi)
+					VPAND(nibMask, hi, hi)
 					if c.kv {
 						VPSHUFB(lo, kv, lo)
 						VPSHUFB(hi, kv, hi)
 					}
 				}
 				lohi = []VecVirtual{steps[0], steps[2], steps[4], steps[6], steps[1], steps[3], steps[5], steps[7]}
+				if c.qh != 0 {
+					// The 8 rows' qh, lane r row r (s16 and t are free
+					// until the vectors' sums).
+					qh, hb := s16, t
+					for r := 0; r < 8; r += 4 {
+						x := qh.AsX()
+						if r == 4 {
+							x = hb.AsX()
+						}
+						VMOVD(row(r, boff+c.qh), x)
+						for i := 1; i < 4; i++ {
+							VPINSRD(U8(i), row(r+i, boff+c.qh), x, x)
+						}
+					}
+					VINSERTI128(U8(1), hb.AsX(), qh, qh)
+					// Step k's byte j of lane r is element e0+j of row r:
+					// add 16 where qh bit e0+j is set.
+					for k, r := range lohi {
+						e0 := 4*(k%4) + 16*(k/4)
+						VPSHUFB(rodata(fmt.Sprintf("ggmlQhByte%d", e0/8), 32, 1, func(i int) uint64 { return uint64(i&^3%16 + e0/8) }), qh, hb)
+						bits := rodata(fmt.Sprintf("ggmlQhBit%d", e0%8), 32, 1, func(i int) uint64 { return 1 << (e0%8 + i%4) })
+						VPAND(bits, hb, hb)
+						VPCMPEQB(bits, hb, hb)
+						VPAND(rodata("ggmlSixteen32", 8, 4, func(int) uint64 { return 0x10101010 }), hb, hb)
+						VPOR(hb, r, r)
+					}
+				}
 			}
 			// d after the transposes (Q8_0's second half borrowed it).
 			VPXOR(dh, dh, dh)
@@ -366,6 +412,14 @@ func ggmlBlockA8TAVX2(c ggmlSmall, M int) {
 				VPINSRW(U8(r), row(r, boff), dh, dh)
 			}
 			VCVTPH2PS(dh, d)
+			if c.m {
+				mh := mR.AsX()
+				VPXOR(mh, mh, mh)
+				for r := 0; r < 8; r++ {
+					VPINSRW(U8(r), row(r, boff+2), mh, mh)
+				}
+				VCVTPH2PS(mh, mR)
+			}
 			if rh == 0 {
 				k.prefetch(b)
 			}
@@ -390,23 +444,39 @@ func ggmlBlockA8TAVX2(c ggmlSmall, M int) {
 						}
 						continue
 					}
-					if k == 0 {
-						VPMADDUBSW(xb, lohi[0], s16)
-						continue
+					if k%run == 0 {
+						VPMADDUBSW(xb, lohi[k], s16)
+					} else {
+						VPMADDUBSW(xb, lohi[k], t)
+						VPADDW(t, s16, s16)
 					}
-					VPMADDUBSW(xb, lohi[k], t)
-					VPADDW(t, s16, s16)
+					if run == 4 && k == 3 { // the first run's dwords
+						VPMADDWD(ones, s16, s32)
+					}
 				}
 				if !signed {
 					VPMADDWD(ones, s16, s16)
-					VPBROADCASTD(Mem{Base: ap, Disp: 128*M + 16*v + 4*b}, t)
-					VPADDD(t, s16, s16)
+					if run == 4 {
+						VPADDD(s32, s16, s16)
+					}
+					if !c.m { // the codes' offset times the block's sum
+						VPBROADCASTD(Mem{Base: ap, Disp: 128*M + 16*v + 4*b}, t)
+						VPADDD(t, s16, s16)
+					}
 				}
 				VBROADCASTSS(Mem{Base: ap, Disp: 144*M + 4*v}, xb)
 				VMULPS(d, xb, xb) // float32(d*xs)
 				VCVTDQ2PS(s16, s16)
 				VMULPS(s16, xb, xb)
 				VADDPS(Mem{Base: op, Disp: 64*v + 32*rh}, xb, xb)
+				if c.m { // xb - float32(m*xs) * float32(-sx)
+					VBROADCASTSS(Mem{Base: ap, Disp: 144*M + 4*v}, t)
+					VMULPS(mR, t, t)
+					VPBROADCASTD(Mem{Base: ap, Disp: 128*M + 16*v + 4*b}, s16)
+					VCVTDQ2PS(s16, s16)
+					VMULPS(s16, t, t)
+					VSUBPS(t, xb, xb)
+				}
 				VMOVUPS(xb, Mem{Base: op, Disp: 64*v + 32*rh})
 			}
 		}
