@@ -594,13 +594,25 @@ func ggmlSmallDotsAVX2(c ggmlSmall, codes func(b int) VecVirtual, ap, sp GPVirtu
 			VPMADDUBSW(x, a, d[b])
 		} else {
 			VPMADDUBSW(Mem{Base: ap, Disp: 32 * b}, cr, d[b])
+			// Unsigned codes (at most 31): the pair sums stay exact in
+			// int16 through two VPHADDW levels (at most 4*2*31*127 =
+			// 31496), then one VPMADDWD widens all four blocks.
+			if b%2 == 1 {
+				VPHADDW(d[b], d[b-1], d[b-1])
+			}
+			continue
 		}
 		VPMADDWD(ones, d[b], d[b])
 		if b%2 == 1 {
 			VPHADDD(d[b], d[b-1], d[b-1])
 		}
 	}
-	VPHADDD(d[2], d[0], d[0])
+	if signed {
+		VPHADDD(d[2], d[0], d[0])
+	} else {
+		VPHADDW(d[2], d[0], d[0]) // lane: blocks 0..3, two words each
+		VPMADDWD(ones, d[0], d[0])
+	}
 	s4 = XMM()
 	VEXTRACTI128(U8(1), d[0], s4)
 	VPADDD(d[0].AsX(), s4, s4) // [S0 S1 S2 S3]
