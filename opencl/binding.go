@@ -63,6 +63,12 @@ static cl_int qg_write(cl_command_queue q, cl_mem m, size_t off, size_t n, const
 static cl_int qg_read(cl_command_queue q, cl_mem m, size_t off, size_t n, void *p) {
 	return clEnqueueReadBuffer(q, m, CL_TRUE, off, n, p, 0, NULL, NULL);
 }
+static cl_int qg_write_nb(cl_command_queue q, cl_mem m, size_t off, size_t n, const void *p) {
+	return clEnqueueWriteBuffer(q, m, CL_FALSE, off, n, p, 0, NULL, NULL);
+}
+static cl_int qg_read_nb(cl_command_queue q, cl_mem m, size_t off, size_t n, void *p) {
+	return clEnqueueReadBuffer(q, m, CL_FALSE, off, n, p, 0, NULL, NULL);
+}
 typedef struct { void *p; cl_int err; } qg_map_t;
 static qg_map_t qg_map(cl_command_queue q, cl_mem m, cl_map_flags f, size_t off, size_t n) {
 	qg_map_t r;
@@ -312,7 +318,19 @@ type ctx struct {
 	dev *device
 	c   *cl.Context
 	q   *cl.CommandQueue
+
+	// Pinned staging (a CL_MEM_ALLOC_HOST_PTR buffer kept mapped): the
+	// buffer writes copy into it and queue non-blocking transfers, and a
+	// read queues its transfers into it and waits once. stageUsed bytes
+	// from stageP may still feed queued transfers; a finish frees them.
+	stage     *buffer
+	stageP    unsafe.Pointer
+	stageUsed int
 }
+
+// stageMax bounds the copies that go through the pinned staging memory;
+// larger ones run blocking from Go memory.
+const stageMax = 16 << 20
 
 func newCtx(d *device) (*ctx, error) {
 	c, err := cl.CreateContext([]*cl.Device{d.d})
@@ -328,8 +346,100 @@ func newCtx(d *device) (*ctx, error) {
 }
 
 func (x *ctx) release() {
+	x.dropStage()
 	x.q.Release()
 	x.c.Release()
+}
+
+// dropStage unmaps and releases the staging memory (after a finish: no
+// transfer may still use it).
+func (x *ctx) dropStage() {
+	if x.stage == nil {
+		return
+	}
+	_ = x.finish()
+	if C.qg_unmap(rawQueue(x.q), rawMem(x.stage.m), x.stageP) == C.CL_SUCCESS {
+		_ = x.finish()
+	}
+	x.stage.release()
+	x.stage, x.stageP, x.stageUsed = nil, nil, 0
+}
+
+// staged returns n bytes of pinned staging memory no queued transfer
+// uses, waiting for the queue when the free part is too small and
+// growing the memory when n exceeds it.
+func (x *ctx) staged(n int) (unsafe.Pointer, error) {
+	n = (n + 63) &^ 63
+	size := 0
+	if x.stage != nil {
+		size = x.stage.size
+	}
+	if x.stageUsed+n > size && x.stageUsed > 0 {
+		if err := x.finish(); err != nil {
+			return nil, err
+		}
+	}
+	if n > size {
+		x.dropStage()
+		b, err := x.newBuffer(max(n, 64<<10, 2*size), false, true)
+		if err != nil {
+			return nil, err
+		}
+		r := C.qg_map(rawQueue(x.q), rawMem(b.m), C.CL_MAP_READ|C.CL_MAP_WRITE, 0, C.size_t(b.size))
+		if r.err != C.CL_SUCCESS {
+			b.release()
+			return nil, fmt.Errorf("opencl: mapping %d bytes of staging memory: %w", b.size, clError("clEnqueueMapBuffer", r.err))
+		}
+		x.stage, x.stageP = b, r.p
+	}
+	p := unsafe.Add(x.stageP, x.stageUsed)
+	x.stageUsed += n
+	return p, nil
+}
+
+// writeAsync queues a copy of n bytes at p into b at offset off through
+// the staging memory (p may be reused at once); host-allocated buffers and
+// copies past stageMax are written as by write.
+func (x *ctx) writeAsync(b *buffer, off int, p unsafe.Pointer, n int) error {
+	if b.host || n > stageMax {
+		return x.write(b, off, p, n)
+	}
+	if n == 0 {
+		return nil
+	}
+	if p == nil || off < 0 || off+n > b.size {
+		return fmt.Errorf("opencl: write of %d bytes at %d into a buffer of %d", n, off, b.size)
+	}
+	s, err := x.staged(n)
+	if err != nil {
+		return err
+	}
+	copy(unsafe.Slice((*byte)(s), n), unsafe.Slice((*byte)(p), n))
+	if code := C.qg_write_nb(rawQueue(x.q), rawMem(b.m), C.size_t(off), C.size_t(n), s); code != C.CL_SUCCESS {
+		return fmt.Errorf("opencl: writing %d bytes: %w", n, clError("clEnqueueWriteBuffer", code))
+	}
+	return nil
+}
+
+// readQueued queues a copy of n bytes of b at offset off into staging
+// memory and returns where they will be after the next finish (nil, with
+// no copy queued, for host-allocated buffers and copies past stageMax,
+// which the caller reads with read).
+func (x *ctx) readQueued(b *buffer, off, n int) (unsafe.Pointer, error) {
+	if b.host || n > stageMax || n == 0 {
+		return nil, nil
+	}
+	if off < 0 || off+n > b.size {
+		return nil, fmt.Errorf("opencl: read of %d bytes at %d from a buffer of %d", n, off, b.size)
+	}
+	s, err := x.staged(n)
+	if err != nil {
+		return nil, err
+	}
+	if code := C.qg_read_nb(rawQueue(x.q), rawMem(b.m), C.size_t(off), C.size_t(n), s); code != C.CL_SUCCESS {
+		return nil, fmt.Errorf("opencl: reading %d bytes: %w", n, clError("clEnqueueReadBuffer", code))
+	}
+	return s, nil
 }
 
 // zero fills the first n bytes of b with zeros (queued).
@@ -338,7 +448,13 @@ func (x *ctx) zero(b *buffer, n int) error {
 }
 
 // finish waits for every queued command.
-func (x *ctx) finish() error { return clError("clFinish", C.clFinish(rawQueue(x.q))) }
+func (x *ctx) finish() error {
+	if err := clError("clFinish", C.clFinish(rawQueue(x.q))); err != nil {
+		return err
+	}
+	x.stageUsed = 0
+	return nil
+}
 
 // flush submits queued commands without waiting (cl's Flush waits).
 func (x *ctx) flush() error { return clError("clFlush", C.clFlush(rawQueue(x.q))) }
@@ -412,6 +528,7 @@ func (x *ctx) read(b *buffer, off int, p unsafe.Pointer, n int) error {
 	if code := C.qg_read(rawQueue(x.q), rawMem(b.m), C.size_t(off), C.size_t(n), p); code != C.CL_SUCCESS {
 		return fmt.Errorf("opencl: reading %d bytes: %w", n, clError("clEnqueueReadBuffer", code))
 	}
+	x.stageUsed = 0 // a blocking read in the in-order queue ran after everything queued before it
 	return nil
 }
 

@@ -80,17 +80,47 @@ func (d *Buf) span(op string, off int64, n int) error {
 	return nil
 }
 
-// Write copies src to the buffer at byte offset off, after the work
-// queued before it.
+// Write queues a copy of src to the buffer at byte offset off, after the
+// work queued before it; src may be reused at once (the bytes go through
+// pinned staging memory, the transfer does not block).
 func (d *Buf) Write(off int64, src []byte) error { return d.copyAt("write", off, src, true) }
 
 // Read waits for the queued work, copies the buffer at byte offset off
-// to dst and returns the first fault the queued work met.
+// to dst and returns the first fault the queued work met. The data and
+// the status word come back in transfers queued together and waited for
+// once.
 func (d *Buf) Read(off int64, dst []byte) error {
-	if err := d.Fetch(off, dst); err != nil {
+	b := d.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	if err := d.span("read", off, len(dst)); err != nil {
 		return err
 	}
-	return d.b.Wait()
+	data, err := b.x.readQueued(d.buf, int(off), len(dst))
+	if err != nil {
+		return err
+	}
+	var word unsafe.Pointer
+	if b.status != nil && (data != nil || len(dst) == 0) {
+		if word, err = b.x.readQueued(b.status, 0, 4); err != nil {
+			return err
+		}
+	}
+	if data == nil && len(dst) > 0 { // past the staging memory: a blocking read, then Wait's
+		if err := b.x.read(d.buf, int(off), unsafe.Pointer(&dst[0]), len(dst)); err != nil {
+			return err
+		}
+	}
+	if err := b.x.finish(); err != nil {
+		return err
+	}
+	if data != nil {
+		copy(dst, unsafe.Slice((*byte)(data), len(dst)))
+	}
+	return b.waitDone(word)
 }
 
 // Fetch is Read that leaves the faults for the next Wait or Read.
@@ -109,7 +139,7 @@ func (d *Buf) copyAt(op string, off int64, p []byte, write bool) error {
 		return err
 	}
 	if write {
-		return b.x.write(d.buf, int(off), unsafe.Pointer(&p[0]), len(p))
+		return b.x.writeAsync(d.buf, int(off), unsafe.Pointer(&p[0]), len(p))
 	}
 	return b.x.read(d.buf, int(off), unsafe.Pointer(&p[0]), len(p))
 }
@@ -152,19 +182,30 @@ func (b *Backend) Wait() error {
 	if err := b.x.finish(); err != nil {
 		return err
 	}
+	return b.waitDone(nil)
+}
+
+// waitDone reports the first fault of the work a finish just waited for
+// (b.mu held): the pending entropy-coded matrices' status, then the
+// buffer kernels' status word, read from word when a Read brought it
+// back with its data, else from the device.
+func (b *Backend) waitDone(word unsafe.Pointer) error {
 	if err := b.checkPending(); err != nil {
 		return err
 	}
 	if b.status == nil {
 		return nil
 	}
-	if b.statusWord == nil {
-		b.statusWord = new(int32)
+	if word == nil {
+		if b.statusWord == nil {
+			b.statusWord = new(int32)
+		}
+		if err := b.x.read(b.status, 0, unsafe.Pointer(b.statusWord), 4); err != nil {
+			return err
+		}
+		word = unsafe.Pointer(b.statusWord)
 	}
-	if err := b.x.read(b.status, 0, unsafe.Pointer(b.statusWord), 4); err != nil {
-		return err
-	}
-	if *b.statusWord == 0 {
+	if *(*int32)(word) == 0 {
 		return nil
 	}
 	if err := b.x.zero(b.status, 4); err != nil {

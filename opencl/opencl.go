@@ -665,12 +665,13 @@ func (b *Backend) ensure(p **buffer, n int, readOnly bool) (*buffer, error) {
 	return nb, nil
 }
 
-// put copies s into the read-only scratch buffer *p (grown by ensure).
-// b.mu is held.
+// put queues a copy of s into the read-only scratch buffer *p (grown by
+// ensure) through the staging memory: s may be reused at once, and the
+// multiply's result read waits for it. b.mu is held.
 func put[T any](b *Backend, p **buffer, s []T) error {
 	buf, err := b.ensure(p, bytesOf(s), true)
 	if err == nil {
-		err = b.x.write(buf, 0, ptr(s), bytesOf(s))
+		err = b.x.writeAsync(buf, 0, ptr(s), bytesOf(s))
 	}
 	return err
 }

@@ -262,11 +262,28 @@ func checkA8(t *testing.T, tc testCase, mx *Matrix, rng *rand.Rand, batch int) {
 	}
 }
 
-func TestFormats(t *testing.T) {
-	be := backend(t)
+func TestFormats(t *testing.T) { formats(t, backend(t), false) }
+
+// TestFormatsDiscrete is TestFormats with buffers that are never mapped,
+// as on a discrete GPU: the activations go up through the pinned staging
+// memory without blocking, the results come back with blocking reads.
+func TestFormatsDiscrete(t *testing.T) {
+	backend(t) // skips without a device
+	be, err := Open(Options{CacheDir: cacheDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	d := *be.x.dev
+	d.info.Unified = false
+	be.x.dev = &d
+	formats(t, be, true)
+}
+
+func formats(t *testing.T, be *Backend, short bool) {
 	rng := rand.New(rand.NewSource(7))
 	shapes := [][2]int{{1, 1}, {33, 700}, {70, 2100}, {130, 300}}
-	if testing.Short() {
+	if testing.Short() || short {
 		shapes = shapes[:2]
 	}
 	for si, sh := range shapes {
