@@ -112,6 +112,13 @@ inline float src(__global const float *x, __global const int *nat, int v, int co
 	return s >= 0 ? rh(x[(long)v * cols + s]) : 0.0f;
 }
 
+// h16_widen widens n binary16 values (their bits in h) to float32,
+// exactly: the host-slice binary16 multiplies upload half the bytes.
+__kernel void h16_widen(__global const ushort *h, __global float *out, int n) {
+	int i = get_global_id(0);
+	if (i < n) out[i] = vload_half(i, (__global const half *)h);
+}
+
 // f16_gather writes the float kernels' activations: out[v*pc + p] =
 // vector v's stored column p rounded to binary16 (n = batch*pc).
 __kernel void f16_gather(__global const float *x, __global const int *nat, __global float *out, int cols, int pc, int n) {

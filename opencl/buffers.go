@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/qgemv/qgemv/internal/devbuf"
 	"github.com/qgemv/qgemv/internal/gpuhost"
+	"github.com/qgemv/qgemv/layout"
 )
 
 // Device-resident buffers (the dispatch.Device and DeviceMatrix
@@ -99,7 +101,14 @@ func (d *Buf) Read(off int64, dst []byte) error {
 	if err := d.span("read", off, len(dst)); err != nil {
 		return err
 	}
-	data, err := b.x.readQueued(d.buf, int(off), len(dst))
+	return b.readBack(d.buf, int(off), dst)
+}
+
+// readBack is Read on a device buffer (b.mu held): the data and the
+// status word come back in transfers queued together and waited for
+// once.
+func (b *Backend) readBack(buf *buffer, off int, dst []byte) error {
+	data, err := b.x.readQueued(buf, off, len(dst))
 	if err != nil {
 		return err
 	}
@@ -110,7 +119,7 @@ func (d *Buf) Read(off int64, dst []byte) error {
 		}
 	}
 	if data == nil && len(dst) > 0 { // past the staging memory: a blocking read, then Wait's
-		if err := b.x.read(d.buf, int(off), unsafe.Pointer(&dst[0]), len(dst)); err != nil {
+		if err := b.x.read(buf, off, unsafe.Pointer(&dst[0]), len(dst)); err != nil {
 			return err
 		}
 	}
@@ -496,6 +505,80 @@ func (mx *Matrix) MulA8Buf(dst, x devbuf.Buf, batch int) error {
 		}
 		return mx.mulI8(by, b.devQ, b.devS, batch)
 	})
+}
+
+// mulA8Device is MulA8 on the device path (b.mu held): the activations
+// go up as they are through the staging memory, quant_a8 and the int8
+// kernels run as for MulA8Buf, and the results come back with one wait.
+// It reports false, doing nothing, where the device cannot quantize
+// exactly. On discrete GPUs this replaces preparing the activations on
+// the host (quantization, the kernels' order, block sums) and uploading
+// them piece by piece.
+func (mx *Matrix) mulA8Device(dst, x []float32, batch int) (bool, error) {
+	b := mx.b
+	if _, ok, err := b.quantKernel(); err != nil || !ok {
+		return false, err
+	}
+	pc, cols, rows := mx.geo.PCols, mx.geo.Cols, mx.geo.Rows
+	for _, e := range []struct {
+		p *(*buffer)
+		n int
+	}{{&b.hsX, 4 * batch * cols}, {&b.hsY, 4 * batch * rows}, {&b.devQ, batch * pc}, {&b.devS, 4 * batch * pc / 128}} {
+		if _, err := b.ensure(e.p, e.n, false); err != nil {
+			return true, err
+		}
+	}
+	if err := b.x.writeAsync(b.hsX, 0, unsafe.Pointer(&x[0]), 4*len(x)); err != nil {
+		return true, err
+	}
+	if err := mx.quantize(b.hsX, b.devQ, b.devS, batch); err != nil {
+		return true, err
+	}
+	if err := mx.mulI8(b.hsY, b.devQ, b.devS, batch); err != nil {
+		return true, err
+	}
+	err := b.readBack(b.hsY, 0, unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), 4*len(dst)))
+	if errors.Is(err, errNonFinite) { // name the activation, as the host path does
+		for v := 0; v < batch; v++ {
+			if i := slices.IndexFunc(x[v*cols:(v+1)*cols], func(f float32) bool { return f-f != 0 }); i >= 0 {
+				return true, fmt.Errorf("opencl: vector %d: activation %d is %v", v, i, x[v*cols+i])
+			}
+		}
+	}
+	return true, err
+}
+
+// mulF16Device is MulF16 on the device path (b.mu held): the binary16
+// values go up as they are, h16_widen widens them, and the float kernels
+// run as for MulF16Buf, the results coming back with one wait.
+func (mx *Matrix) mulF16Device(dst []float32, x []layout.FP16, batch int) error {
+	b := mx.b
+	k, _, err := b.bufKernel("h16_widen")
+	if err != nil {
+		return err
+	}
+	n := len(x)
+	for _, e := range []struct {
+		p *(*buffer)
+		n int
+	}{{&b.hsH, 2 * n}, {&b.hsX, 4 * n}, {&b.hsY, 4 * len(dst)}} {
+		if _, err := b.ensure(e.p, e.n, false); err != nil {
+			return err
+		}
+	}
+	if err := b.x.writeAsync(b.hsH, 0, unsafe.Pointer(&x[0]), 2*n); err != nil {
+		return err
+	}
+	if err := k.setArgs(mem(b.hsH), mem(b.hsX), i32(n)); err != nil {
+		return err
+	}
+	if _, err := b.x.launch(k, (n+63)/64*64, 64, false); err != nil {
+		return err
+	}
+	if err := mx.mulF16(b.hsY, b.hsX, batch); err != nil {
+		return err
+	}
+	return b.readBack(b.hsY, 0, unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), 4*len(dst)))
 }
 
 // MulI8Buf multiplies int8 activations QuantizeBuf quantized: MulI8.

@@ -306,6 +306,20 @@ func (mx *Matrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 	if err := mx.checkOpen(); err != nil {
 		return err
 	}
+	if !mx.b.x.dev.info.Unified && mx.cb == nil && mx.coded == nil {
+		// discrete GPUs: the device path (mulF16Device) instead of
+		// preparing the activations on the host
+		if err := mx.geo.CheckF32(prefix, len(dst), len(x), batch); err != nil {
+			return err
+		}
+		b := mx.b
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.closed || mx.isClosed() {
+			return ErrClosed
+		}
+		return mx.mulF16Device(dst, x, batch)
+	}
 	return mulFloat(mx, mx.geo, mx.perm, dst, x, batch, gpuhost.PadF16)
 }
 
@@ -354,6 +368,11 @@ func (mx *Matrix) MulA8(dst, x []float32, batch int) error {
 	if mx.a8err != nil {
 		return fmt.Errorf("opencl: %w", mx.a8err)
 	}
+	if !mx.b.x.dev.info.Unified && mx.devA8() {
+		if done, err := mx.mulA8OnDevice(dst, x, batch); done {
+			return err
+		}
+	}
 	h := hostPool.Get().(*gpuhost.Host)
 	defer hostPool.Put(h)
 	xq, xs, err := h.QuantizeA8("opencl", x, batch, mx.geo.Cols, mx.geo.PCols, mx.perm)
@@ -361,6 +380,17 @@ func (mx *Matrix) MulA8(dst, x []float32, batch int) error {
 		return err
 	}
 	return mx.run(dst, nil, xq, xs, batch)
+}
+
+// mulA8OnDevice runs mulA8Device under the backend's lock.
+func (mx *Matrix) mulA8OnDevice(dst, x []float32, batch int) (bool, error) {
+	b := mx.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || mx.isClosed() {
+		return true, ErrClosed
+	}
+	return mx.mulA8Device(dst, x, batch)
 }
 
 // MulI8 multiplies int8 activations quantized by layout.QuantizeA8

@@ -104,13 +104,16 @@ type Backend struct {
 	// word, and the scratch of on-device quantization and ordering
 	bufProg            *progSet
 	status, devQ, devS *buffer
-	devOrd, devSx      *buffer
-	devF, devFsum      *buffer      // float activations and unit sums (MulF16Buf)
-	statusWord         *int32       // Wait's copy of status (its own object: cgo checks all of one passed to C)
-	bufQuant           bool         // the buffer program quantizes exactly
-	quantWG            int          // the largest work-group quant_a8 runs with (0: not asked yet)
-	pending            []*ANSMatrix // ANS multiplies on buffers whose status Wait checks
-	mmaHost            struct {     // host memory of the tensor-core kernels' inputs
+	// the host-slice multiplies' activations and results on the device
+	// path (mulA8Device)
+	hsX, hsY, hsH *buffer
+	devOrd, devSx *buffer
+	devF, devFsum *buffer      // float activations and unit sums (MulF16Buf)
+	statusWord    *int32       // Wait's copy of status (its own object: cgo checks all of one passed to C)
+	bufQuant      bool         // the buffer program quantizes exactly
+	quantWG       int          // the largest work-group quant_a8 runs with (0: not asked yet)
+	pending       []*ANSMatrix // ANS multiplies on buffers whose status Wait checks
+	mmaHost       struct {     // host memory of the tensor-core kernels' inputs
 		xp, xr    []layout.FP16
 		xsum, inv []float32
 		q         []int8
@@ -264,7 +267,7 @@ func (b *Backend) Close() error {
 	}
 	b.progs, b.progByKey, b.ggmlProgs, b.bufProg = nil, nil, nil, nil
 	for _, p := range []**buffer{&b.xf, &b.xq, &b.xs, &b.y, &b.xsum, &b.sx, &b.xh, &b.xinv, &b.cbTab, &b.cbWS, &b.ansV, &b.ansY, &b.ansSt, &b.ansBitsW,
-		&b.status, &b.devQ, &b.devS, &b.devOrd, &b.devSx, &b.devF, &b.devFsum} {
+		&b.status, &b.devQ, &b.devS, &b.devOrd, &b.devSx, &b.devF, &b.devFsum, &b.hsX, &b.hsY, &b.hsH} {
 		(*p).release()
 		*p = nil
 	}

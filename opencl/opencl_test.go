@@ -278,6 +278,37 @@ func TestFormatsDiscrete(t *testing.T) {
 	d.info.Unified = false
 	be.x.dev = &d
 	formats(t, be, true)
+	// A non-finite activation is named as on the host path, and the
+	// backend keeps working.
+	m, err := layout.RandomBits(8, 600, 4, 128, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mx, err := be.Load(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mx.Close()
+	x := make([]float32, 2*600)
+	for i := range x {
+		x[i] = float32(i%5) - 2
+	}
+	x[600+299] = float32(math.Inf(1))
+	y := make([]float32, 2*8)
+	if err := mx.MulA8(y, x, 2); err == nil || !strings.Contains(err.Error(), "vector 1: activation 299") {
+		t.Fatalf("MulA8 with an infinite activation: %v", err)
+	}
+	x[600+299] = 1
+	if err := mx.MulA8(y, x, 2); err != nil {
+		t.Fatalf("MulA8 after the fault: %v", err)
+	}
+	if n := testing.AllocsPerRun(20, func() { _ = mx.MulA8(y, x, 2) }); n != 0 && !raceEnabled {
+		t.Errorf("MulA8 on the device path allocates %v times per call", n)
+	}
+	xh := make([]layout.FP16, len(x))
+	if n := testing.AllocsPerRun(20, func() { _ = mx.MulF16(y, xh, 2) }); n != 0 && !raceEnabled {
+		t.Errorf("MulF16 on the device path allocates %v times per call", n)
+	}
 }
 
 func formats(t *testing.T, be *Backend, short bool) {
