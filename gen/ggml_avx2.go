@@ -27,7 +27,7 @@ func ggmlSuperA8AVX2(c ggmlSuper) {
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s computes the exact A8 product of layout/ggml %s rows with AVX2: activations in column order, the sums one int16 per sub-block; each 32-byte register of codes is one sub-block of 32 columns or two of 16 (one per 128-bit lane).", name, ggmlTypeName(t)))
-	nib, three, one := ggmlSuperConstsAVX2(t)
+	nib, three, hi := ggmlSuperConstsAVX2(t)
 	var kvs VecVirtual
 	if t == "IQ4XS" {
 		tab := ggmlKValues()
@@ -61,7 +61,7 @@ func ggmlSuperA8AVX2(c ggmlSuper) {
 			ggmlScalesAVX2(c, Mem{Base: wp}, sv, mw)
 			dd := ggmlDMinAVX2(t, Mem{Base: wp})
 			for h := 0; h < 2; h++ {
-				cr := ggmlHalfCodesAVX2(c, Mem{Base: wp}, h, nib, three, one)
+				cr := ggmlHalfCodesAVX2(c, Mem{Base: wp}, h, nib, three, hi)
 				var abs [4]VecVirtual
 				if c.dword { // codes are KValues (signed): |kv| and the sign applied to x
 					for i := range cr {
@@ -164,19 +164,42 @@ func ggmlSuperA8AVX2(c ggmlSuper) {
 }
 
 // ggmlSuperConstsAVX2 loads the constants ggmlHalfCodesAVX2 takes for
-// type t: the nibble mask, and three (2-bit fields) and one (high bits)
-// where t has them.
-func ggmlSuperConstsAVX2(t string) (nib, three, one VecVirtual) {
+// type t: the nibble mask, three (the 2-bit fields of Q2_K and Q3_K) and
+// hi, the high bits' mask where the code takes them (Q3_K bit 2, Q5_K bit
+// 4, Q6_K bits 4-5).
+func ggmlSuperConstsAVX2(t string) (nib, three, hi VecVirtual) {
 	av2 := fvec{avx512: false}
 	nib = nibbleMask(YMM())
 	switch t {
-	case "Q2K", "Q3K", "Q6K":
+	case "Q2K", "Q3K":
 		three = av2.broadcast(0x03030303)
 	}
-	if t == "Q3K" || t == "Q5K" {
-		one = av2.broadcast(0x01010101)
+	switch t {
+	case "Q3K":
+		hi = av2.broadcast(0x04040404)
+	case "Q5K":
+		hi = av2.broadcast(0x10101010)
+	case "Q6K":
+		hi = av2.broadcast(0x30303030)
 	}
-	return nib, three, one
+	return nib, three, hi
+}
+
+// highBits ORs into code the bits of the bytes at m that start at bit s,
+// moved to where mask keeps them (bit d): one word shift by d-s, then the
+// mask (the bits a word shift brings from the neighbouring byte fall
+// outside it, as s and d and the field stay within a byte).
+func highBits(m Mem, s, d int, mask, code VecVirtual) {
+	b := YMM()
+	VMOVDQU(m, b)
+	switch {
+	case d > s:
+		VPSLLW(U8(d-s), b, b)
+	case s > d:
+		VPSRLW(U8(s-d), b, b)
+	}
+	VPAND(mask, b, b)
+	VPOR(b, code, code)
 }
 
 // ggmlDMinAVX2 returns the super-block's d and dmin as float32, [d, dmin]
@@ -201,28 +224,21 @@ func ggmlDMinAVX2(t string, base Mem) VecVirtual {
 
 // ggmlHalfCodesAVX2 returns the four code registers of half h (columns
 // 32i..32i+31 of the half) as unsigned bytes (IQ4_XS: code indices).
-func ggmlHalfCodesAVX2(c ggmlSuper, base Mem, h int, nib, three, one VecVirtual) (cr [4]VecVirtual) {
+func ggmlHalfCodesAVX2(c ggmlSuper, base Mem, h int, nib, three, hi VecVirtual) (cr [4]VecVirtual) {
 	switch c.t {
 	case "Q4K", "Q5K":
 		off0 := map[string]int{"Q4K": 16, "Q5K": 48}[c.t] + 64*h
 		for j := 0; j < 2; j++ { // qs bytes 32j..: low nibbles sub-block 2j, high 2j+1
-			lo, hi := YMM(), YMM()
+			lo, hn := YMM(), YMM()
 			VMOVDQU(base.Offset(off0+32*j), lo)
-			VPSRLW(U8(4), lo, hi)
+			VPSRLW(U8(4), lo, hn)
 			VPAND(nib, lo, lo)
-			VPAND(nib, hi, hi)
-			cr[2*j], cr[2*j+1] = lo, hi
+			VPAND(nib, hn, hn)
+			cr[2*j], cr[2*j+1] = lo, hn
 		}
-		if c.t == "Q5K" { // bit 4h+i of qh[l] is the high bit of column 32i+l
+		if c.t == "Q5K" { // bit 4h+i of qh[l] is the high bit (16) of column 32i+l
 			for i := 0; i < 4; i++ {
-				b := YMM()
-				VMOVDQU(base.Offset(16), b)
-				if s := 4*h + i; s > 0 {
-					VPSRLW(U8(s), b, b)
-				}
-				VPAND(one, b, b)
-				VPSLLW(U8(4), b, b)
-				VPOR(b, cr[i], cr[i])
+				highBits(base.Offset(16), 4*h+i, 4, hi, cr[i])
 			}
 		}
 	case "Q6K":
@@ -233,14 +249,7 @@ func ggmlHalfCodesAVX2(c ggmlSuper, base Mem, h int, nib, three, one VecVirtual)
 				VPSRLW(U8(4), v, v)
 			}
 			VPAND(nib, v, v)
-			b := YMM()
-			VMOVDQU(base.Offset(128+32*h), b)
-			if i > 0 {
-				VPSRLW(U8(2*i), b, b)
-			}
-			VPAND(three, b, b)
-			VPSLLW(U8(4), b, b)
-			VPOR(b, v, v)
+			highBits(base.Offset(128+32*h), 2*i, 4, hi, v) // qh bits 2i, 2i+1 are code bits 4, 5
 			cr[i] = v
 		}
 	case "Q2K", "Q3K":
@@ -253,14 +262,7 @@ func ggmlHalfCodesAVX2(c ggmlSuper, base Mem, h int, nib, three, one VecVirtual)
 			}
 			VPAND(three, v, v)
 			if c.t == "Q3K" { // the hmask bit 4h+i adds 4
-				b := YMM()
-				VMOVDQU(base, b)
-				if s := 4*h + i; s > 0 {
-					VPSRLW(U8(s), b, b)
-				}
-				VPAND(one, b, b)
-				VPSLLW(U8(2), b, b)
-				VPOR(b, v, v)
+				highBits(base, 4*h+i, 2, hi, v)
 			}
 			cr[i] = v
 		}
@@ -803,9 +805,9 @@ func ggmlSuperF32AVX2(c ggmlSuper) {
 	ggmlF32AVX2(name, doc, c.bytes, 256, c.sub, false, func(wp, tp GPVirtual) {
 		mw := AllocLocal(64) // the sums term's words, then the scale words
 		raw := mw.Offset(32)
-		nib, three, one := ggmlSuperConstsAVX2(t)
+		nib, three, hi := ggmlSuperConstsAVX2(t)
 		for h := 0; h < 2; h++ {
-			cr := ggmlHalfCodesAVX2(c, Mem{Base: wp}, h, nib, three, one)
+			cr := ggmlHalfCodesAVX2(c, Mem{Base: wp}, h, nib, three, hi)
 			for i, v := range cr {
 				if c.dword { // KValues + 128
 					tab := YMM()
@@ -935,7 +937,7 @@ func ggmlSuperA8R4AVX2(c ggmlSuper) {
 	if t == "Q2K" {
 		dmOff = 82
 	}
-	nib, three, one := ggmlSuperConstsAVX2(t)
+	nib, three, hi := ggmlSuperConstsAVX2(t)
 	var kvs VecVirtual
 	if c.dword {
 		kvs = YMM()
@@ -954,7 +956,7 @@ func ggmlSuperA8R4AVX2(c ggmlSuper) {
 			}
 			scale, sumw := ggmlScaleRegsAVX2(c, rm)
 			for h := 0; h < 2; h++ {
-				cr := ggmlHalfCodesAVX2(c, rm, h, nib, three, one)
+				cr := ggmlHalfCodesAVX2(c, rm, h, nib, three, hi)
 				acc := YMM()
 				for k := 0; k < 4; k++ {
 					pr := YMM()

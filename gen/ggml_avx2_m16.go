@@ -38,7 +38,7 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full bool) {
 	TEXT(name, 0, ggmlSigM16) // not NOSPLIT: the 1 KiB frame
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s %s, two vectors per accumulator and the vectors in the lanes of the float steps.", name, "Ggml"+t+"A8Avx2", what))
-	nib, three, one := ggmlSuperConstsAVX2(t)
+	nib, three, hi := ggmlSuperConstsAVX2(t)
 	// frame: the scale words of the eight code registers (8 x 32 bytes),
 	// the sums term's words (32 bytes), the scale words of the 16 chunks
 	// (16 x 32), one half's chunks (8 x 32), d and dmin as float32
@@ -70,7 +70,7 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full bool) {
 			}
 			VMOVDQU(ggmlDMinAVX2(t, Mem{Base: wp}), dd)
 			for h := 0; h < 2; h++ {
-				cr := ggmlHalfCodesAVX2(c, Mem{Base: wp}, h, nib, three, one)
+				cr := ggmlHalfCodesAVX2(c, Mem{Base: wp}, h, nib, three, hi)
 				for i, r := range cr {
 					for l := 0; l < 2; l++ {
 						d := YMM()
