@@ -60,23 +60,20 @@ __kernel void quant_a8(__global const float *x, __global const int *nat, __globa
 	if (k == 0) xs[w] = amax == 0.0f ? 0.0f : QDIV(amax, 127.0f);
 }
 
-// a8_order writes each vector's pc int8 activations in the order a tiled
-// kernel reads them: out[v*pc + p] = xq[v*pc + idx[p]].
-__kernel void a8_order(__global const char *xq, __global const int *idx, __global char *out, int pc, int n) {
+// a8_order_sums writes each vector's pc int8 activations in the order a
+// tiled kernel reads them, out[v*pc + p] = xq[v*pc + idx[p]], and the
+// exact int32 sum of each block of 128 (in stored order: the work-item of
+// a block's first value adds them), in one launch (n = batch*pc).
+__kernel void a8_order_sums(__global const char *xq, __global const int *idx, __global char *out, __global int *sx, int pc, int n) {
 	int i = get_global_id(0);
 	if (i >= n) return;
 	int v = i / pc, p = i - v * pc;
 	out[i] = xq[v * pc + idx[p]];
-}
-
-// a8_sums writes the exact int32 sum of each block of 128 int8
-// activations (n blocks).
-__kernel void a8_sums(__global const char *xq, __global int *sx, int n) {
-	int b = get_global_id(0);
-	if (b >= n) return;
-	int s = 0;
-	for (int k = 0; k < 128; k++) s += xq[b * 128 + k];
-	sx[b] = s;
+	if ((i & 127) == 0) {
+		int s = 0;
+		for (int k = 0; k < 128; k++) s += xq[i + k];
+		sx[i >> 7] = s;
+	}
 }
 
 // swiglu: d[i] = g[i] / (1 + exp(-g[i])) * u[i] (exp within the device's

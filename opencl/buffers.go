@@ -608,25 +608,15 @@ func (mx *Matrix) mulI8(y, xq, xs *buffer, batch int) error {
 		if _, err := b.ensure(&b.devSx, 4*batch*pc/128, false); err != nil {
 			return err
 		}
-		k, _, err := b.bufKernel("a8_order")
+		k, _, err := b.bufKernel("a8_order_sums")
 		if err != nil {
 			return err
 		}
 		n := batch * pc
-		if err := k.setArgs(mem(xq), mem(mx.order), mem(b.devOrd), i32(pc), i32(n)); err != nil {
+		if err := k.setArgs(mem(xq), mem(mx.order), mem(b.devOrd), mem(b.devSx), i32(pc), i32(n)); err != nil {
 			return err
 		}
 		if _, err := b.x.launch(k, (n+63)/64*64, 64, false); err != nil {
-			return err
-		}
-		if k, _, err = b.bufKernel("a8_sums"); err != nil {
-			return err
-		}
-		nb := n / 128
-		if err := k.setArgs(mem(xq), mem(b.devSx), i32(nb)); err != nil {
-			return err
-		}
-		if _, err := b.x.launch(k, (nb+63)/64*64, 64, false); err != nil {
 			return err
 		}
 		xq, sx = b.devOrd, b.devSx
