@@ -326,6 +326,22 @@ type ctx struct {
 	stage     *buffer
 	stageP    unsafe.Pointer
 	stageUsed int
+
+	// ordKey names the int8 activations whose tiled order and block sums
+	// the scratch (Backend.devOrd, devSx) holds, while ordOK: every
+	// launch and write clears it, as any of them may change those
+	// activations (Matrix.mulI8 sets it after its own launches).
+	ordKey ordKey
+	ordOK  bool
+}
+
+// ordKey identifies an a8_order_sums result: the int8 buffer, the tiled
+// order (Q4G128's or the Bits one; it depends on nothing else but the
+// columns), the padded columns and the batch.
+type ordKey struct {
+	xq        *buffer
+	q4        bool
+	pc, batch int
 }
 
 // stageMax bounds the copies that go through the pinned staging memory;
@@ -401,6 +417,7 @@ func (x *ctx) staged(n int) (unsafe.Pointer, error) {
 // the staging memory (p may be reused at once); host-allocated buffers and
 // copies past stageMax are written as by write.
 func (x *ctx) writeAsync(b *buffer, off int, p unsafe.Pointer, n int) error {
+	x.ordOK = false
 	if b.host || n > stageMax {
 		return x.write(b, off, p, n)
 	}
@@ -444,6 +461,7 @@ func (x *ctx) readQueued(b *buffer, off, n int) (unsafe.Pointer, error) {
 
 // zero fills the first n bytes of b with zeros (queued).
 func (x *ctx) zero(b *buffer, n int) error {
+	x.ordOK = false
 	return clError("clEnqueueFillBuffer", C.qg_zero(rawQueue(x.q), rawMem(b.m), C.size_t(n)))
 }
 
@@ -499,6 +517,7 @@ func (b *buffer) release() {
 // a host-allocated buffer it maps, copies and unmaps (zero-copy on
 // unified memory).
 func (x *ctx) write(b *buffer, off int, p unsafe.Pointer, n int) error {
+	x.ordOK = false
 	if n == 0 {
 		return nil
 	}
@@ -719,6 +738,7 @@ type event struct {
 // launch enqueues a 1-D range of global work-items in groups of local.
 // With ev set it returns a profiling event (release it).
 func (x *ctx) launch(k *kernel, global, local int, ev bool) (*event, error) {
+	x.ordOK = false
 	if global <= 0 || local <= 0 || global%local != 0 {
 		return nil, fmt.Errorf("opencl: kernel %s: bad range %d / %d", k.name, global, local)
 	}

@@ -608,18 +608,25 @@ func (mx *Matrix) mulI8(y, xq, xs *buffer, batch int) error {
 		if _, err := b.ensure(&b.devSx, 4*batch*pc/128, false); err != nil {
 			return err
 		}
-		k, _, err := b.bufKernel("a8_order_sums")
-		if err != nil {
+		key := ordKey{xq: xq, q4: mx.tiled == tiledQ4, pc: pc, batch: batch}
+		if !b.x.ordOK || b.x.ordKey != key { // else the scratch holds them: gate and up, one input
+			k, _, err := b.bufKernel("a8_order_sums")
+			if err != nil {
+				return err
+			}
+			n := batch * pc
+			if err := k.setArgs(mem(xq), mem(mx.order), mem(b.devOrd), mem(b.devSx), i32(pc), i32(n)); err != nil {
+				return err
+			}
+			if _, err := b.x.launch(k, (n+63)/64*64, 64, false); err != nil {
+				return err
+			}
+		}
+		if _, err := mx.launch(operands{xq: b.devOrd, xs: xs, sx: b.devSx, y: y}, false, batch, false); err != nil {
 			return err
 		}
-		n := batch * pc
-		if err := k.setArgs(mem(xq), mem(mx.order), mem(b.devOrd), mem(b.devSx), i32(pc), i32(n)); err != nil {
-			return err
-		}
-		if _, err := b.x.launch(k, (n+63)/64*64, 64, false); err != nil {
-			return err
-		}
-		xq, sx = b.devOrd, b.devSx
+		b.x.ordKey, b.x.ordOK = key, true
+		return nil
 	}
 	_, err := mx.launch(operands{xq: xq, xs: xs, sx: sx, y: y}, false, batch, false)
 	return err

@@ -382,15 +382,8 @@ func TestTimeGEMV(t *testing.T) {
 // Read brings back exactly what was written (buffers that are never
 // mapped: the discrete-GPU path).
 func TestBufferStagedWrites(t *testing.T) {
-	backend(t) // skips without a device
-	b, err := Open(Options{CacheDir: cacheDir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := discreteBackend(t)
 	defer b.Close()
-	d := *b.x.dev
-	d.info.Unified = false
-	b.x.dev = &d
 	rng := mrand.New(mrand.NewSource(7))
 	sizes := []int{40 << 10, 100 << 10, 8 << 10, 3}
 	bufs := make([]*Buf, len(sizes))
@@ -435,4 +428,100 @@ func TestBufferStagedWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestBufferSharedOrder: int8 multiplies on one quantized input (gate and
+// up) make the tiled kernels' order and block sums once; any write or
+// launch in between (a new quantization, a written buffer) or a matrix
+// with another order makes them again. Every result is MulI8's on the
+// same values, computed after each run of buffer multiplies (a host-slice
+// multiply in between would itself end the sharing).
+func TestBufferSharedOrder(t *testing.T) {
+	b := discreteBackend(t)
+	defer b.Close()
+	const rows, cols = 40, 700
+	var ms []*Matrix
+	for i, m := range []layout.Matrix{randomQ4(mrand.New(mrand.NewSource(1)), rows, cols), randomQ4(mrand.New(mrand.NewSource(2)), rows, cols), randomBits4(mrand.New(mrand.NewSource(3)), rows, cols)} {
+		mx, err := b.Load(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mx.Close()
+		if mx.tiled == 0 {
+			t.Skipf("matrix %d: no tiled int8 kernel on this device", i)
+		}
+		ms = append(ms, mx)
+	}
+	pc := ms[0].geo.PCols
+	newBuf := func(n int) *Buf {
+		v, err := b.NewBuf(int64(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.(*Buf)
+	}
+	xb, qb, sb := newBuf(4*cols), newBuf(pc), newBuf(4*pc/128)
+	var ys []*Buf
+	for range 4 {
+		ys = append(ys, newBuf(4*rows))
+	}
+	rng := mrand.New(mrand.NewSource(4))
+	// run multiplies the quantized input by each matrix in turn, with no
+	// other operation between them, then checks every result.
+	run := func(step string, mxs ...*Matrix) {
+		t.Helper()
+		for i, mx := range mxs {
+			if err := mx.MulI8Buf(ys[i], qb, sb, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		xq, xs := make([]int8, pc), make([]float32, pc/128)
+		if err := qb.Read(0, unsafe.Slice((*byte)(unsafe.Pointer(&xq[0])), pc)); err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.Read(0, f32Bytes(xs)); err != nil {
+			t.Fatal(err)
+		}
+		for i, mx := range mxs {
+			got, want := make([]float32, rows), make([]float32, rows)
+			if err := ys[i].Read(0, f32Bytes(got)); err != nil {
+				t.Fatal(err)
+			}
+			if err := mx.MulI8(want, xq, xs, 1); err != nil {
+				t.Fatal(err)
+			}
+			for r := range got {
+				if math.Float32bits(got[r]) != math.Float32bits(want[r]) {
+					t.Fatalf("%s, multiply %d: y[%d] = %v, MulI8 %v", step, i, r, got[r], want[r])
+				}
+			}
+		}
+	}
+	quantize := func() {
+		x := make([]float32, cols)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		if err := xb.Write(0, f32Bytes(x)); err != nil {
+			t.Fatal(err)
+		}
+		if err := ms[0].QuantizeBuf(qb, sb, xb, 1); err != nil {
+			if errors.Is(err, devbuf.ErrNoDevicePath) {
+				t.Skip("the device cannot quantize exactly")
+			}
+			t.Fatal(err)
+		}
+	}
+	quantize()
+	run("gate, up, another order, the first again", ms[0], ms[1], ms[2], ms[1])
+	quantize()
+	run("a new quantization", ms[0], ms[1])
+	q := make([]int8, pc)
+	for i := range q {
+		q[i] = int8(rng.Intn(255) - 127)
+	}
+	if err := qb.Write(0, unsafe.Slice((*byte)(unsafe.Pointer(&q[0])), pc)); err != nil {
+		t.Fatal(err)
+	}
+	run("written activations", ms[1], ms[0])
 }

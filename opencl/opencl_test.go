@@ -268,15 +268,8 @@ func TestFormats(t *testing.T) { formats(t, backend(t), false) }
 // as on a discrete GPU: the activations go up through the pinned staging
 // memory without blocking, the results come back with blocking reads.
 func TestFormatsDiscrete(t *testing.T) {
-	backend(t) // skips without a device
-	be, err := Open(Options{CacheDir: cacheDir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	be := discreteBackend(t)
 	defer be.Close()
-	d := *be.x.dev
-	d.info.Unified = false
-	be.x.dev = &d
 	formats(t, be, true)
 	// A non-finite activation is named as on the host path, and the
 	// backend keeps working.
@@ -309,6 +302,23 @@ func TestFormatsDiscrete(t *testing.T) {
 	if n := testing.AllocsPerRun(20, func() { _ = mx.MulF16(y, xh, 2) }); n != 0 && !raceEnabled {
 		t.Errorf("MulF16 on the device path allocates %v times per call", n)
 	}
+}
+
+// discreteBackend opens a backend of the test device whose buffers are
+// never mapped, as on a discrete GPU (transfers through the staging
+// memory; the host-slice int8 and binary16 multiplies on the device
+// path). It skips without a device.
+func discreteBackend(t *testing.T) *Backend {
+	t.Helper()
+	backend(t)
+	be, err := Open(Options{CacheDir: cacheDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := *be.x.dev
+	d.info.Unified = false
+	be.x.dev = &d
+	return be
 }
 
 func formats(t *testing.T, be *Backend, short bool) {
