@@ -439,24 +439,37 @@ func (x *ctx) writeAsync(b *buffer, off int, p unsafe.Pointer, n int) error {
 }
 
 // readQueued queues a copy of n bytes of b at offset off into staging
-// memory and returns where they will be after the next finish (nil, with
-// no copy queued, for host-allocated buffers and copies past stageMax,
-// which the caller reads with read).
-func (x *ctx) readQueued(b *buffer, off, n int) (unsafe.Pointer, error) {
+// memory and, with st, of st's first 4 bytes after them (one piece of the
+// staging memory, so that neither can be handed out again before the
+// caller's finish), and returns where they will be after that finish (nil,
+// with nothing queued, for host-allocated buffers and copies past
+// stageMax, which the caller reads with read).
+func (x *ctx) readQueued(b *buffer, off, n int, st *buffer) (data, word unsafe.Pointer, err error) {
 	if b.host || n > stageMax || n == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if off < 0 || off+n > b.size {
-		return nil, fmt.Errorf("opencl: read of %d bytes at %d from a buffer of %d", n, off, b.size)
+		return nil, nil, fmt.Errorf("opencl: read of %d bytes at %d from a buffer of %d", n, off, b.size)
 	}
-	s, err := x.staged(n)
+	na := (n + 63) &^ 63
+	extra := 0
+	if st != nil {
+		extra = 64
+	}
+	s, err := x.staged(na + extra)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if code := C.qg_read_nb(rawQueue(x.q), rawMem(b.m), C.size_t(off), C.size_t(n), s); code != C.CL_SUCCESS {
-		return nil, fmt.Errorf("opencl: reading %d bytes: %w", n, clError("clEnqueueReadBuffer", code))
+		return nil, nil, fmt.Errorf("opencl: reading %d bytes: %w", n, clError("clEnqueueReadBuffer", code))
 	}
-	return s, nil
+	if st != nil {
+		word = unsafe.Add(s, na)
+		if code := C.qg_read_nb(rawQueue(x.q), rawMem(st.m), 0, 4, word); code != C.CL_SUCCESS {
+			return nil, nil, fmt.Errorf("opencl: reading the status word: %w", clError("clEnqueueReadBuffer", code))
+		}
+	}
+	return s, word, nil
 }
 
 // zero fills the first n bytes of b with zeros (queued).

@@ -108,15 +108,9 @@ func (d *Buf) Read(off int64, dst []byte) error {
 // status word come back in transfers queued together and waited for
 // once.
 func (b *Backend) readBack(buf *buffer, off int, dst []byte) error {
-	data, err := b.x.readQueued(buf, off, len(dst))
+	data, word, err := b.x.readQueued(buf, off, len(dst), b.status)
 	if err != nil {
 		return err
-	}
-	var word unsafe.Pointer
-	if b.status != nil && (data != nil || len(dst) == 0) {
-		if word, err = b.x.readQueued(b.status, 0, 4); err != nil {
-			return err
-		}
 	}
 	if data == nil && len(dst) > 0 { // past the staging memory: a blocking read, then Wait's
 		if err := b.x.read(buf, off, unsafe.Pointer(&dst[0]), len(dst)); err != nil {

@@ -525,3 +525,52 @@ func TestBufferSharedOrder(t *testing.T) {
 	}
 	run("written activations", ms[1], ms[0])
 }
+
+// TestBufferReadFillsStaging: a Read as large as the whole staging memory
+// still brings its data back intact with the status word (the two share
+// one piece of staging memory: the word must not land on the data).
+func TestBufferReadFillsStaging(t *testing.T) {
+	b := discreteBackend(t)
+	defer b.Close()
+	mx, err := b.Load(randomQ4(mrand.New(mrand.NewSource(1)), 8, 256))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mx.Close()
+	newBuf := func(n int) *Buf {
+		v, err := b.NewBuf(int64(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.(*Buf)
+	}
+	xb, qb, sb := newBuf(4*256), newBuf(256), newBuf(8)
+	if err := mx.QuantizeBuf(qb, sb, xb, 1); err != nil { // makes the status word
+		if errors.Is(err, devbuf.ErrNoDevicePath) {
+			t.Skip("the device cannot quantize exactly")
+		}
+		t.Fatal(err)
+	}
+	if err := b.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{64 << 10, 128 << 10, 256 << 10} { // the staging memory's sizes as it grows
+		big := newBuf(n)
+		src := make([]byte, n)
+		mrand.New(mrand.NewSource(int64(n))).Read(src)
+		if err := big.Write(0, src); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, n)
+		if err := big.Read(0, got); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, src) {
+			i := 0
+			for got[i] == src[i] {
+				i++
+			}
+			t.Fatalf("%d bytes: read back differs from byte %d", n, i)
+		}
+	}
+}
