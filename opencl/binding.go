@@ -327,22 +327,33 @@ type ctx struct {
 	stageP    unsafe.Pointer
 	stageUsed int
 
-	// ordKey names the int8 activations whose tiled order and block sums
-	// the scratch (Backend.devOrd, devSx) holds, while ordOK: every
-	// launch and write clears it, as any of them may change those
-	// activations (Matrix.mulI8 sets it after its own launches).
-	ordKey ordKey
-	ordOK  bool
+	// prepKey names the activations whose kernel form (the int8 tiled
+	// order and block sums, or the binary16 gather) the backend's scratch
+	// holds, while prepOK: every launch and write clears it, as any of
+	// them may change those activations (Matrix.mulI8 and mulF16 set it
+	// after their own launches).
+	prepKey prepKey
+	prepOK  bool
 }
 
-// ordKey identifies an a8_order_sums result: the int8 buffer, the tiled
-// order (Q4G128's or the Bits one; it depends on nothing else but the
-// columns), the padded columns and the batch.
-type ordKey struct {
-	xq        *buffer
-	q4        bool
-	pc, batch int
+// prepKey identifies a prepared form of a buffer's activations: its kind
+// (prepOrder: a8_order_sums into devOrd and devSx; prepF16Tiled,
+// prepF16Gather: f16_tiled or f16_gather into devF and devFsum, from
+// matrices without act-order), the buffer, the tiled order (Q4G128's or
+// the Bits one: it depends on nothing else but the columns), the columns
+// and the batch.
+type prepKey struct {
+	kind            int
+	in              *buffer
+	q4              bool
+	cols, pc, batch int
 }
+
+const (
+	prepOrder = iota + 1
+	prepF16Tiled
+	prepF16Gather
+)
 
 // stageMax bounds the copies that go through the pinned staging memory;
 // larger ones run blocking from Go memory.
@@ -417,7 +428,7 @@ func (x *ctx) staged(n int) (unsafe.Pointer, error) {
 // the staging memory (p may be reused at once); host-allocated buffers and
 // copies past stageMax are written as by write.
 func (x *ctx) writeAsync(b *buffer, off int, p unsafe.Pointer, n int) error {
-	x.ordOK = false
+	x.prepOK = false
 	if b.host || n > stageMax {
 		return x.write(b, off, p, n)
 	}
@@ -474,7 +485,7 @@ func (x *ctx) readQueued(b *buffer, off, n int, st *buffer) (data, word unsafe.P
 
 // zero fills the first n bytes of b with zeros (queued).
 func (x *ctx) zero(b *buffer, n int) error {
-	x.ordOK = false
+	x.prepOK = false
 	return clError("clEnqueueFillBuffer", C.qg_zero(rawQueue(x.q), rawMem(b.m), C.size_t(n)))
 }
 
@@ -530,7 +541,7 @@ func (b *buffer) release() {
 // a host-allocated buffer it maps, copies and unmaps (zero-copy on
 // unified memory).
 func (x *ctx) write(b *buffer, off int, p unsafe.Pointer, n int) error {
-	x.ordOK = false
+	x.prepOK = false
 	if n == 0 {
 		return nil
 	}
@@ -751,7 +762,7 @@ type event struct {
 // launch enqueues a 1-D range of global work-items in groups of local.
 // With ev set it returns a profiling event (release it).
 func (x *ctx) launch(k *kernel, global, local int, ev bool) (*event, error) {
-	x.ordOK = false
+	x.prepOK = false
 	if global <= 0 || local <= 0 || global%local != 0 {
 		return nil, fmt.Errorf("opencl: kernel %s: bad range %d / %d", k.name, global, local)
 	}

@@ -602,8 +602,8 @@ func (mx *Matrix) mulI8(y, xq, xs *buffer, batch int) error {
 		if _, err := b.ensure(&b.devSx, 4*batch*pc/128, false); err != nil {
 			return err
 		}
-		key := ordKey{xq: xq, q4: mx.tiled == tiledQ4, pc: pc, batch: batch}
-		if !b.x.ordOK || b.x.ordKey != key { // else the scratch holds them: gate and up, one input
+		key := prepKey{kind: prepOrder, in: xq, q4: mx.tiled == tiledQ4, pc: pc, batch: batch}
+		if !b.x.prepOK || b.x.prepKey != key { // else the scratch holds them: gate and up, one input
 			k, _, err := b.bufKernel("a8_order_sums")
 			if err != nil {
 				return err
@@ -619,7 +619,7 @@ func (mx *Matrix) mulI8(y, xq, xs *buffer, batch int) error {
 		if _, err := mx.launch(operands{xq: b.devOrd, xs: xs, sx: b.devSx, y: y}, false, batch, false); err != nil {
 			return err
 		}
-		b.x.ordKey, b.x.ordOK = key, true
+		b.x.prepKey, b.x.prepOK = key, true
 		return nil
 	}
 	_, err := mx.launch(operands{xq: xq, xs: xs, sx: sx, y: y}, false, batch, false)
@@ -649,6 +649,13 @@ func (mx *Matrix) mulF16(by, bx *buffer, batch int) error {
 	xsum := b.xsum
 	var k *kernel
 	var err error
+	key := prepKey{kind: prepF16Gather, in: bx, q4: mx.tiled == tiledQ4, cols: cols, pc: pc, batch: batch}
+	if mx.tiled != 0 {
+		key.kind = prepF16Tiled
+	}
+	// the scratch may hold this input's form already (gate and up); the
+	// gather of a matrix with act-order is its own
+	held := mx.perm == nil && b.x.prepOK && b.x.prepKey == key
 	if mx.tiled != 0 {
 		nu := pc / 32
 		nc := (nu + 31) / 32
@@ -670,11 +677,13 @@ func (mx *Matrix) mulF16(by, bx *buffer, batch int) error {
 			q4 = 1
 		}
 		n := batch * nc * 32
-		if err := k.setArgs(mem(bx), mem(mx.nat), mem(b.devF), mem(b.devFsum), i32(cols), i32(pc), i32(nu), i32(nc), i32(q4), i32(n)); err != nil {
-			return err
-		}
-		if _, err := b.x.launch(k, (n+63)/64*64, 64, false); err != nil {
-			return err
+		if !held {
+			if err := k.setArgs(mem(bx), mem(mx.nat), mem(b.devF), mem(b.devFsum), i32(cols), i32(pc), i32(nu), i32(nc), i32(q4), i32(n)); err != nil {
+				return err
+			}
+			if _, err := b.x.launch(k, (n+63)/64*64, 64, false); err != nil {
+				return err
+			}
 		}
 		xsum = b.devFsum
 	} else {
@@ -685,15 +694,22 @@ func (mx *Matrix) mulF16(by, bx *buffer, batch int) error {
 			return err
 		}
 		n := batch * pc
-		if err := k.setArgs(mem(bx), mem(mx.nat), mem(b.devF), i32(cols), i32(pc), i32(n)); err != nil {
-			return err
-		}
-		if _, err := b.x.launch(k, (n+63)/64*64, 64, false); err != nil {
-			return err
+		if !held {
+			if err := k.setArgs(mem(bx), mem(mx.nat), mem(b.devF), i32(cols), i32(pc), i32(n)); err != nil {
+				return err
+			}
+			if _, err := b.x.launch(k, (n+63)/64*64, 64, false); err != nil {
+				return err
+			}
 		}
 	}
-	_, err = mx.launch(operands{xf: b.devF, xsum: xsum, y: by}, true, batch, false)
-	return err
+	if _, err = mx.launch(operands{xf: b.devF, xsum: xsum, y: by}, true, batch, false); err != nil {
+		return err
+	}
+	if mx.perm == nil {
+		b.x.prepKey, b.x.prepOK = key, true
+	}
+	return nil
 }
 
 // MulI32Buf: Q4G128, Bits and Sparse12 have scales (int32 products are

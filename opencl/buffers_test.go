@@ -524,6 +524,44 @@ func TestBufferSharedOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	run("written activations", ms[1], ms[0])
+
+	// binary16: gate and up share the gathered, rounded input the same way
+	runF16 := func(step string, x []float32, mxs ...*Matrix) {
+		t.Helper()
+		if err := xb.Write(0, f32Bytes(x)); err != nil {
+			t.Fatal(err)
+		}
+		for i, mx := range mxs {
+			if err := mx.MulF16Buf(ys[i], xb, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		xh := make([]layout.FP16, cols)
+		for i := range xh {
+			xh[i] = layout.ToFP16(x[i])
+		}
+		for i, mx := range mxs {
+			got, want := make([]float32, rows), make([]float32, rows)
+			if err := ys[i].Read(0, f32Bytes(got)); err != nil {
+				t.Fatal(err)
+			}
+			if err := mx.MulF16(want, xh, 1); err != nil {
+				t.Fatal(err)
+			}
+			for r := range got {
+				if math.Float32bits(got[r]) != math.Float32bits(want[r]) {
+					t.Fatalf("%s, multiply %d: y[%d] = %v, MulF16 %v", step, i, r, got[r], want[r])
+				}
+			}
+		}
+	}
+	for k := 0; k < 2; k++ {
+		x := make([]float32, cols)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		runF16(fmt.Sprintf("binary16 input %d: gate, up, another order, the first again", k), x, ms[0], ms[1], ms[2], ms[1])
+	}
 }
 
 // TestBufferReadFillsStaging: a Read as large as the whole staging memory
