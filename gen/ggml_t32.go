@@ -129,8 +129,9 @@ func ggmlBlockA8T(c ggmlSmall, M int) {
 			if c.qh == 0 {
 				return
 			}
-			VPSHUFB(rodata(fmt.Sprintf("ggmlQhByte%d", e0/8), 64, 1, func(i int) uint64 { return uint64(i&^3%16 + e0/8) }), qh, hb)
-			VPTESTMB(rodata(fmt.Sprintf("ggmlQhBit%d", e0%8), 64, 1, func(i int) uint64 { return 1 << (e0%8 + i%4) }), hb, hk)
+			ctl, bits := qhSpread(e0)
+			VPSHUFB(ctl, qh, hb)
+			VPTESTMB(bits, hb, hk)
 			VPADDB(sixteen, r, hk, r)
 		}
 		// The codes: per 16 bytes (a half of Q8_0's 32), four rows per
@@ -234,6 +235,17 @@ func ggmlBlockA8T(c ggmlSmall, M int) {
 	}
 	VZEROUPPER()
 	RET()
+}
+
+// qhSpread returns the tables that spread the Q5_x qh bits of a K step
+// whose byte j of each dword lane is element e0+j of the lane's row: ctl
+// (for VPSHUFB) copies the qh byte holding bits e0..e0+3 of each dword to
+// its four bytes, bits holds bit e0%8+j in byte j. 64 bytes each, for ZMM
+// and (their first 32) YMM.
+func qhSpread(e0 int) (ctl, bits Mem) {
+	ctl = rodata(fmt.Sprintf("ggmlQhByte%d", e0/8), 64, 1, func(i int) uint64 { return uint64(i&^3%16 + e0/8) })
+	bits = rodata(fmt.Sprintf("ggmlQhBit%d", e0%8), 64, 1, func(i int) uint64 { return 1 << (e0%8 + i%4) })
+	return ctl, bits
 }
 
 // ggmlBlockA8TAVX2 emits Ggml<t>A8T<M>Avx2 for Q4_0, Q8_0 and IQ4_NL:
@@ -397,8 +409,8 @@ func ggmlBlockA8TAVX2(c ggmlSmall, M int) {
 					// add 16 where qh bit e0+j is set.
 					for k, r := range lohi {
 						e0 := 4*(k%4) + 16*(k/4)
-						VPSHUFB(rodata(fmt.Sprintf("ggmlQhByte%d", e0/8), 32, 1, func(i int) uint64 { return uint64(i&^3%16 + e0/8) }), qh, hb)
-						bits := rodata(fmt.Sprintf("ggmlQhBit%d", e0%8), 32, 1, func(i int) uint64 { return 1 << (e0%8 + i%4) })
+						ctl, bits := qhSpread(e0)
+						VPSHUFB(ctl, qh, hb)
 						VPAND(bits, hb, hb)
 						VPCMPEQB(bits, hb, hb)
 						VPAND(rodata("ggmlSixteen32", 8, 4, func(int) uint64 { return 0x10101010 }), hb, hb)
