@@ -327,13 +327,12 @@ type ctx struct {
 	stageP    unsafe.Pointer
 	stageUsed int
 
-	// prepKey names the activations whose kernel form (the int8 tiled
+	// prep names the activations whose kernel form (the int8 tiled
 	// order and block sums, or the binary16 gather) the backend's scratch
-	// holds, while prepOK: every launch and write clears it, as any of
-	// them may change those activations (Matrix.mulI8 and mulF16 set it
-	// after their own launches).
-	prepKey prepKey
-	prepOK  bool
+	// holds (the zero key: none). Every launch and write clears it, as any
+	// of them may change those activations; Matrix.mulI8 and mulF16 set it
+	// after their own launches.
+	prep prepKey
 }
 
 // prepKey identifies a prepared form of a buffer's activations: its kind
@@ -341,7 +340,7 @@ type ctx struct {
 // prepF16Gather: f16_tiled or f16_gather into devF and devFsum, from
 // matrices without act-order), the buffer, the tiled order (Q4G128's or
 // the Bits one: it depends on nothing else but the columns), the columns
-// and the batch.
+// and the batch. Kinds start at 1, so the zero key names nothing.
 type prepKey struct {
 	kind            int
 	in              *buffer
@@ -428,7 +427,7 @@ func (x *ctx) staged(n int) (unsafe.Pointer, error) {
 // the staging memory (p may be reused at once); host-allocated buffers and
 // copies past stageMax are written as by write.
 func (x *ctx) writeAsync(b *buffer, off int, p unsafe.Pointer, n int) error {
-	x.prepOK = false
+	x.prep = prepKey{}
 	if b.host || n > stageMax {
 		return x.write(b, off, p, n)
 	}
@@ -485,7 +484,7 @@ func (x *ctx) readQueued(b *buffer, off, n int, st *buffer) (data, word unsafe.P
 
 // zero fills the first n bytes of b with zeros (queued).
 func (x *ctx) zero(b *buffer, n int) error {
-	x.prepOK = false
+	x.prep = prepKey{}
 	return clError("clEnqueueFillBuffer", C.qg_zero(rawQueue(x.q), rawMem(b.m), C.size_t(n)))
 }
 
@@ -541,7 +540,7 @@ func (b *buffer) release() {
 // a host-allocated buffer it maps, copies and unmaps (zero-copy on
 // unified memory).
 func (x *ctx) write(b *buffer, off int, p unsafe.Pointer, n int) error {
-	x.prepOK = false
+	x.prep = prepKey{}
 	if n == 0 {
 		return nil
 	}
@@ -762,7 +761,7 @@ type event struct {
 // launch enqueues a 1-D range of global work-items in groups of local.
 // With ev set it returns a profiling event (release it).
 func (x *ctx) launch(k *kernel, global, local int, ev bool) (*event, error) {
-	x.prepOK = false
+	x.prep = prepKey{}
 	if global <= 0 || local <= 0 || global%local != 0 {
 		return nil, fmt.Errorf("opencl: kernel %s: bad range %d / %d", k.name, global, local)
 	}

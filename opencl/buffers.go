@@ -603,7 +603,7 @@ func (mx *Matrix) mulI8(y, xq, xs *buffer, batch int) error {
 			return err
 		}
 		key := prepKey{kind: prepOrder, in: xq, q4: mx.tiled == tiledQ4, pc: pc, batch: batch}
-		if !b.x.prepOK || b.x.prepKey != key { // else the scratch holds them: gate and up, one input
+		if b.x.prep != key { // else the scratch holds them: gate and up, one input
 			k, _, err := b.bufKernel("a8_order_sums")
 			if err != nil {
 				return err
@@ -619,7 +619,7 @@ func (mx *Matrix) mulI8(y, xq, xs *buffer, batch int) error {
 		if _, err := mx.launch(operands{xq: b.devOrd, xs: xs, sx: b.devSx, y: y}, false, batch, false); err != nil {
 			return err
 		}
-		b.x.prepKey, b.x.prepOK = key, true
+		b.x.prep = key
 		return nil
 	}
 	_, err := mx.launch(operands{xq: xq, xs: xs, sx: sx, y: y}, false, batch, false)
@@ -655,7 +655,7 @@ func (mx *Matrix) mulF16(by, bx *buffer, batch int) error {
 	}
 	// the scratch may hold this input's form already (gate and up); the
 	// gather of a matrix with act-order is its own
-	held := mx.perm == nil && b.x.prepOK && b.x.prepKey == key
+	held := mx.perm == nil && b.x.prep == key
 	if mx.tiled != 0 {
 		nu := pc / 32
 		nc := (nu + 31) / 32
@@ -707,7 +707,7 @@ func (mx *Matrix) mulF16(by, bx *buffer, batch int) error {
 		return err
 	}
 	if mx.perm == nil {
-		b.x.prepKey, b.x.prepOK = key, true
+		b.x.prep = key
 	}
 	return nil
 }
