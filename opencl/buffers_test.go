@@ -44,16 +44,18 @@ func TestDeviceBuffers(t *testing.T) {
 	}
 }
 
+// newBuf allocates an n-byte device buffer of b or fails the test.
+func newBuf(t *testing.T, b *Backend, n int) *Buf {
+	t.Helper()
+	v, err := b.NewBuf(int64(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.(*Buf)
+}
+
 func deviceBuffers(t *testing.T, b *Backend) {
 	const rows, cols = 70, 600
-	newBuf := func(n int) *Buf {
-		t.Helper()
-		v, err := b.NewBuf(int64(n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v.(*Buf)
-	}
 	perm, err := layout.RandomBits(rows, cols, 4, 128, 9)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +73,7 @@ func deviceBuffers(t *testing.T, b *Backend) {
 		ms = append(ms, m)
 	}
 	x := synth.Vector(16*cols, 5)
-	xb, yb := newBuf(4*len(x)), newBuf(4*16*rows)
+	xb, yb := newBuf(t, b, 4*len(x)), newBuf(t, b, 4*16*rows)
 	if err := xb.Write(0, f32Bytes(x)); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +83,7 @@ func deviceBuffers(t *testing.T, b *Backend) {
 			t.Fatal(err)
 		}
 		pc := mx.geo.PCols
-		qb, sb := newBuf(16*pc), newBuf(4*16*pc/128)
+		qb, sb := newBuf(t, b, 16*pc), newBuf(t, b, 4*16*pc/128)
 		for _, batch := range []int{1, 3, 16} {
 			want := make([]float32, batch*rows)
 			if err := mx.MulA8(want, x[:batch*cols], batch); err != nil {
@@ -140,7 +142,7 @@ func deviceBuffers(t *testing.T, b *Backend) {
 		if m == ms[0] && b.bufQuant { // a NaN: reported by the next Wait, once
 			bad := append([]float32(nil), x[:cols]...)
 			bad[5] = float32(math.NaN())
-			nb := newBuf(4 * cols)
+			nb := newBuf(t, b, 4*cols)
 			if err := nb.Write(0, f32Bytes(bad)); err != nil {
 				t.Fatal(err)
 			}
@@ -166,7 +168,7 @@ func deviceBuffers(t *testing.T, b *Backend) {
 	// Element-wise operations.
 	const n = 1000
 	g, u := synth.Vector(n, 7), synth.Vector(n, 8)
-	gb, ub, db := newBuf(4*n), newBuf(4*n), newBuf(4*n)
+	gb, ub, db := newBuf(t, b, 4*n), newBuf(t, b, 4*n), newBuf(t, b, 4*n)
 	if err := gb.Write(0, f32Bytes(g)); err != nil {
 		t.Fatal(err)
 	}
@@ -389,11 +391,7 @@ func TestBufferStagedWrites(t *testing.T) {
 	bufs := make([]*Buf, len(sizes))
 	want := make([][]byte, len(sizes))
 	for i, n := range sizes {
-		v, err := b.NewBuf(int64(n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		bufs[i] = v.(*Buf)
+		bufs[i] = newBuf(t, b, n)
 		want[i] = make([]byte, n)
 	}
 	src := make([]byte, 100<<10)
@@ -453,17 +451,10 @@ func TestBufferSharedOrder(t *testing.T) {
 		ms = append(ms, mx)
 	}
 	pc := ms[0].geo.PCols
-	newBuf := func(n int) *Buf {
-		v, err := b.NewBuf(int64(n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v.(*Buf)
-	}
-	xb, qb, sb := newBuf(4*cols), newBuf(pc), newBuf(4*pc/128)
+	xb, qb, sb := newBuf(t, b, 4*cols), newBuf(t, b, pc), newBuf(t, b, 4*pc/128)
 	var ys []*Buf
 	for range 4 {
-		ys = append(ys, newBuf(4*rows))
+		ys = append(ys, newBuf(t, b, 4*rows))
 	}
 	rng := mrand.New(mrand.NewSource(4))
 	// run multiplies the quantized input by each matrix in turn, with no
@@ -575,14 +566,7 @@ func TestBufferReadFillsStaging(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mx.Close()
-	newBuf := func(n int) *Buf {
-		v, err := b.NewBuf(int64(n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v.(*Buf)
-	}
-	xb, qb, sb := newBuf(4*256), newBuf(256), newBuf(8)
+	xb, qb, sb := newBuf(t, b, 4*256), newBuf(t, b, 256), newBuf(t, b, 8)
 	if err := mx.QuantizeBuf(qb, sb, xb, 1); err != nil { // makes the status word
 		if errors.Is(err, devbuf.ErrNoDevicePath) {
 			t.Skip("the device cannot quantize exactly")
@@ -593,7 +577,7 @@ func TestBufferReadFillsStaging(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []int{64 << 10, 128 << 10, 256 << 10} { // the staging memory's sizes as it grows
-		big := newBuf(n)
+		big := newBuf(t, b, n)
 		src := make([]byte, n)
 		mrand.New(mrand.NewSource(int64(n))).Read(src)
 		if err := big.Write(0, src); err != nil {
