@@ -277,7 +277,9 @@ func (j ggmlPrepTJob) do(k0, k1 int) error {
 
 // ggmlT32Shift is the codes' offset (as a power of two) of the
 // 32-element types with rows-in-lanes kernels: their kernels take the
-// codes as unsigned q + 2^shift (gen ggmlSmalls).
+// codes as unsigned q + 2^shift (gen ggmlSmalls). Q4_1 and Q5_1 have none
+// (0): their start values, minus the blocks' activation sums, feed the M
+// term instead.
 var ggmlT32Shift = map[ggml.Type]uint{ggml.Q4_0: 3, ggml.Q4_1: 0, ggml.Q5_0: 4, ggml.Q5_1: 0, ggml.Q8_0: 7, ggml.IQ4_NL: 7}
 
 // ggmlT32Layout is the layout of one group of four 32-element blocks'
