@@ -116,8 +116,7 @@ func TestModelResident(t *testing.T) {
 		}
 		st, _ := os.Stat(path)
 		size := st.Size()
-		res := map[string][3]int64{}
-		for _, how := range []string{"load", "load-huge", "import"} {
+		measure := func(how string) [3]int64 {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestModelResidentChild$", "-test.v")
 			cmd.Env = append(os.Environ(), rssEnv+"="+how+":"+path)
 			out, err := cmd.CombinedOutput()
@@ -132,22 +131,44 @@ func TestModelResident(t *testing.T) {
 			if _, err := fmt.Sscan(string(out[i+len("RESIDENT "):]), &r[0], &r[1], &r[2]); err != nil {
 				t.Fatal(err)
 			}
-			res[how] = r
 			t.Logf("%s, %s: file %.1f MB, loaded matrices stream %.1f MB; resident growth %.1f MB anonymous, %.1f MB file-backed: %.2fx the file",
 				mix, how, float64(size)/1e6, float64(r[2])/1e6, float64(r[0])/1e6, float64(r[1])/1e6, float64(r[0]+r[1])/float64(size))
+			return r
 		}
-		for _, how := range []string{"load", "load-huge"} {
-			r, base := res[how], res["import"]
-			if r[1] > size/20 {
-				t.Errorf("%s %s: %d file-backed bytes stay resident after loading a %d-byte file", mix, how, r[1], size)
+		// Resident memory only gains noise (garbage the runtime has not
+		// returned, a busy machine's late page releases): each way keeps
+		// its smallest total of up to three children, measured again only
+		// while the comparison fails. A second copy of the weights (1x the
+		// file) fails all three.
+		res := map[string][3]int64{}
+		var failed []string
+		for attempt := 0; attempt < 3; attempt++ {
+			for _, how := range []string{"load", "load-huge", "import"} {
+				r := measure(how)
+				if old, ok := res[how]; !ok || r[0]+r[1] < old[0]+old[1] {
+					res[how] = r
+				}
 			}
-			// With huge pages the engine's copies end in partly used 2 MiB
-			// pages, which the kernel grants or not from run to run: only
-			// the file-backed part is Load's there.
-			if how == "load" && r[0]+r[1] > base[0]+base[1]+size/20 {
-				t.Errorf("%s %s: %d bytes resident, importing by hand and unmapping %d: more than 5%% of the file's %d bytes above",
-					mix, how, r[0]+r[1], base[0]+base[1], size)
+			failed = failed[:0]
+			for _, how := range []string{"load", "load-huge"} {
+				r, base := res[how], res["import"]
+				if r[1] > size/20 {
+					failed = append(failed, fmt.Sprintf("%s %s: %d file-backed bytes stay resident after loading a %d-byte file", mix, how, r[1], size))
+				}
+				// With huge pages the engine's copies end in partly used 2 MiB
+				// pages, which the kernel grants or not from run to run: only
+				// the file-backed part is Load's there.
+				if how == "load" && r[0]+r[1] > base[0]+base[1]+size/20 {
+					failed = append(failed, fmt.Sprintf("%s %s: %d bytes resident, importing by hand and unmapping %d: more than 5%% of the file's %d bytes above",
+						mix, how, r[0]+r[1], base[0]+base[1], size))
+				}
 			}
+			if len(failed) == 0 {
+				break
+			}
+		}
+		for _, f := range failed {
+			t.Error(f)
 		}
 	}
 }
