@@ -921,6 +921,50 @@ __device__ __forceinline__ uint32_t a8Frag(const uint4 (&w)[2], int q, int s, in
 }
 #endif
 
+#if __CUDA_ARCH__ >= 800
+// a8Load loads round R's weights of the lane: step R*RS + h*WARPS + wp
+// (the last step past the end) of rows r0 and r1 for each h < SPW.
+template <int N, int SPW, int UPS>
+__device__ __forceinline__ void a8Load(uint4 (&w)[SPW][2][2], const uint4 *W0, const uint4 *W1, i64 R, int wp, i64 steps) {
+#pragma unroll
+	for (int h = 0; h < SPW; h++) {
+		i64 k = min(R * (WARPS * SPW) + h * WARPS + wp, steps - 1);
+		w[h][0][0] = __ldcs(W0 + k * UPS);
+		w[h][1][0] = __ldcs(W1 + k * UPS);
+		w[h][0][1] = N != 0 ? __ldcs(W0 + k * UPS + 1) : make_uint4(0, 0, 0, 0);
+		w[h][1][1] = N != 0 ? __ldcs(W1 + k * UPS + 1) : make_uint4(0, 0, 0, 0);
+	}
+}
+
+// a8Meta loads block blk's scale and zero of rows r0 and r1.
+template <int N>
+__device__ __forceinline__ void a8Meta(const float *S, const void *Zp, i64 blk, i64 r0, i64 r1, i64 nblk, i64 prows, i64 lg, float &s0, float &s1, int &z0, int &z1) {
+	if (N == 0) {
+		const uint8_t *Z = (const uint8_t *)Zp;
+		i64 m0 = ((r0 >> 7) * nblk + blk) * 128 + (r0 & 127), m1 = m0 + 8;
+		s0 = __ldg(S + m0);
+		s1 = __ldg(S + m1);
+		uint32_t zb0 = __ldg(Z + (m0 >> 1)), zb1 = __ldg(Z + (m1 >> 1));
+		z0 = (m0 & 1) ? zb0 >> 4 : zb0 & 15;
+		z1 = (m1 & 1) ? zb1 >> 4 : zb1 & 15;
+	} else {
+		const int *Zi = (const int *)Zp;
+		i64 gi = ((blk * 128) >> lg) * prows;
+		s0 = __ldg(S + gi + r0);
+		s1 = __ldg(S + gi + r1);
+		z0 = __ldg(Zi + gi + r0);
+		z1 = __ldg(Zi + gi + r1);
+	}
+}
+
+// a8Metas is a8Meta for every block of step k.
+template <int N, int GPC>
+__device__ __forceinline__ void a8Metas(const float *S, const void *Zp, i64 k, i64 r0, i64 r1, i64 nblk, i64 prows, i64 lg, float (&s0)[GPC], float (&s1)[GPC], int (&z0)[GPC], int (&z1)[GPC]) {
+#pragma unroll
+	for (int q = 0; q < GPC; q++) a8Meta<N>(S, Zp, k * GPC + q, r0, r1, nblk, prows, lg, s0[q], s1[q], z0[q], z1[q]);
+}
+#endif
+
 template <int N, int NT>
 __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void *Zp, const uint4 *xf, const int4 *xm, float *y, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb) {
 #if __CUDA_ARCH__ >= 800
@@ -940,31 +984,49 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 	int arow = threadIdx.x / NV, av = threadIdx.x % NV;
 	bool aon = threadIdx.x < 16 * NV && av < nb && rb + arow < rows;
 	float acc = 0;
+	// A step's block scales and zeros (a8Meta) and the activations'
+	// scales and sums (xm) are loaded before its products, not after:
+	// waiting for them after the products left the kernels bound by
+	// memory latency (on an H200, batch 1, Bits2G128 took 18-19 us and
+	// 13-14 with them early, Q4G128 4096x14336 19.7 and 17.4). The Bits
+	// kernels load the scales and zeros a round ahead, with the weights
+	// (Bits4 and Bits8 batch 1 0.89-0.92x the time); Q4G128, with twice
+	// the steps per round, was 1.05-1.17x slower that way.
+	const bool AHEAD = N != 0;
 	uint4 wc[SPW][2][2];
+	float ms0[SPW][GPC], ms1[SPW][GPC]; // the round's scales and zeros (AHEAD)
+	int mz0[SPW][GPC], mz1[SPW][GPC];
+	if (AHEAD)
 #pragma unroll
-	for (int h = 0; h < SPW; h++) {
-		i64 k = min((i64)(h * WARPS + wp), steps - 1);
-		wc[h][0][0] = __ldcs(W0 + k * UPS);
-		wc[h][1][0] = __ldcs(W1 + k * UPS);
-		wc[h][0][1] = N != 0 ? __ldcs(W0 + k * UPS + 1) : make_uint4(0, 0, 0, 0);
-		wc[h][1][1] = N != 0 ? __ldcs(W1 + k * UPS + 1) : make_uint4(0, 0, 0, 0);
-	}
+		for (int h = 0; h < SPW; h++)
+			if (h * WARPS + wp < steps) a8Metas<N, GPC>(S, Zp, h * WARPS + wp, r0, r1, nblk, prows, lg, ms0[h], ms1[h], mz0[h], mz1[h]);
+	a8Load<N, SPW, UPS>(wc, W0, W1, 0, wp, steps);
 	i64 rounds = (steps + RS - 1) / RS;
 	for (i64 R = 0; R < rounds; R++) {
 		uint4 wn[SPW][2][2];
+		a8Load<N, SPW, UPS>(wn, W0, W1, R + 1, wp, steps);
+		float ns0[SPW][GPC], ns1[SPW][GPC];
+		int nz0[SPW][GPC], nz1[SPW][GPC];
+		if (AHEAD)
 #pragma unroll
-		for (int h = 0; h < SPW; h++) {
-			i64 k = min((R + 1) * RS + h * WARPS + wp, steps - 1);
-			wn[h][0][0] = __ldcs(W0 + k * UPS);
-			wn[h][1][0] = __ldcs(W1 + k * UPS);
-			wn[h][0][1] = N != 0 ? __ldcs(W0 + k * UPS + 1) : make_uint4(0, 0, 0, 0);
-			wn[h][1][1] = N != 0 ? __ldcs(W1 + k * UPS + 1) : make_uint4(0, 0, 0, 0);
-		}
+			for (int h = 0; h < SPW; h++) {
+				i64 k = (R + 1) * RS + h * WARPS + wp;
+				if (k < steps) a8Metas<N, GPC>(S, Zp, k, r0, r1, nblk, prows, lg, ns0[h], ns1[h], nz0[h], nz1[h]);
+			}
 		int buf = NBUF == 2 ? (int)(R & 1) : 0;
 #pragma unroll
 		for (int h = 0; h < SPW; h++) {
 			i64 k = R * RS + h * WARPS + wp;
 			if (k >= steps) break;
+			int4 xmv[GPC][NT];
+#pragma unroll
+			for (int q = 0; q < GPC; q++)
+#pragma unroll
+				for (int n = 0; n < NT; n++) {
+					int v = n * 8 + 2 * t;
+					xmv[q][n] = v < nb ? __ldg(xm + ((k * GPC + q) * NV + v) / 2) : make_int4(0, 0, 0, 0); // xs and sx of vectors v, v+1
+				}
+			if (!AHEAD) a8Metas<N, GPC>(S, Zp, k, r0, r1, nblk, prows, lg, ms0[h], ms1[h], mz0[h], mz1[h]);
 			// The sums start at the bits of 1.5*2^23: a block's sum minus
 			// z*sx stays within 2^22 in magnitude (at most 128*255*127),
 			// so those bits read as a float are 1.5*2^23 + the sum exactly
@@ -999,31 +1061,14 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 			}
 #pragma unroll
 			for (int q = 0; q < GPC; q++) {
-				i64 blk = k * GPC + q;
 				int lb = (h * WARPS + wp) * GPC + q;
-				float s0, s1;
-				int z0, z1;
-				if (N == 0) {
-					const uint8_t *Z = (const uint8_t *)Zp;
-					i64 m0 = ((r0 >> 7) * nblk + blk) * 128 + (r0 & 127), m1 = m0 + 8;
-					s0 = __ldg(S + m0);
-					s1 = __ldg(S + m1);
-					uint32_t zb0 = __ldg(Z + (m0 >> 1)), zb1 = __ldg(Z + (m1 >> 1));
-					z0 = (m0 & 1) ? zb0 >> 4 : zb0 & 15;
-					z1 = (m1 & 1) ? zb1 >> 4 : zb1 & 15;
-				} else {
-					const int *Zi = (const int *)Zp;
-					i64 gi = ((blk * 128) >> lg) * prows;
-					s0 = __ldg(S + gi + r0);
-					s1 = __ldg(S + gi + r1);
-					z0 = __ldg(Zi + gi + r0);
-					z1 = __ldg(Zi + gi + r1);
-				}
+				float s0 = ms0[h][q], s1 = ms1[h][q];
+				int z0 = mz0[h][q], z1 = mz1[h][q];
 #pragma unroll
 				for (int n = 0; n < NT; n++) {
 					int v = n * 8 + 2 * t;
 					if (v >= nb) continue;
-					int4 m = __ldg(xm + (blk * NV + v) / 2); // xs and sx of vectors v, v+1
+					int4 m = xmv[q][n];
 #pragma unroll
 					for (int e = 0; e < 2; e++) {
 						float f = __int_as_float(e ? m.z : m.x);
@@ -1048,12 +1093,16 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 		}
 		if (NBUF == 1) __syncthreads();
 #pragma unroll
-		for (int h = 0; h < SPW; h++)
+		for (int h = 0; h < SPW; h++) {
 #pragma unroll
 			for (int r = 0; r < 2; r++) {
 				wc[h][r][0] = wn[h][r][0];
 				wc[h][r][1] = wn[h][r][1];
 			}
+			if (AHEAD)
+#pragma unroll
+				for (int q = 0; q < GPC; q++) ms0[h][q] = ns0[h][q], ms1[h][q] = ns1[h][q], mz0[h][q] = nz0[h][q], mz1[h][q] = nz1[h][q];
+		}
 	}
 	if (aon) y[av * rows + rb + arow] = acc;
 #else
