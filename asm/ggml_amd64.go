@@ -664,17 +664,38 @@ func GgmlIQ4XSF32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlQ40A8T4Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
 
+// GgmlQ40A8T4AvxVnni is GgmlQ40A8Avx512 for 16 rows and 4 vector slots with
+// the rows in the lanes, on AVX-VNNI. See "GGML block kernels" in the package
+// doc.
+//
+//go:noescape
+func GgmlQ40A8T4AvxVnni(w *byte, stride int, nsb int, act *int8, out *float32)
+
 // GgmlQ40A8T8Avx2 is GgmlQ40A8Avx512 for 16 rows and 8 vector slots with the
 // rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ40A8T8Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
 
+// GgmlQ40A8T8AvxVnni is GgmlQ40A8Avx512 for 16 rows and 8 vector slots with
+// the rows in the lanes, on AVX-VNNI. See "GGML block kernels" in the package
+// doc.
+//
+//go:noescape
+func GgmlQ40A8T8AvxVnni(w *byte, stride int, nsb int, act *int8, out *float32)
+
 // GgmlQ40A8T16Avx2 is GgmlQ40A8Avx512 for 16 rows and 16 vector slots with the
 // rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ40A8T16Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ40A8T16AvxVnni is GgmlQ40A8Avx512 for 16 rows and 16 vector slots with
+// the rows in the lanes, on AVX-VNNI. See "GGML block kernels" in the package
+// doc.
+//
+//go:noescape
+func GgmlQ40A8T16AvxVnni(w *byte, stride int, nsb int, act *int8, out *float32)
 
 // GgmlQ40F32Avx512 multiplies layout/ggml Q4_0 rows by float32 activations
 // with AVX-512: each group of four blocks dequantized once to float32 weights
@@ -711,17 +732,38 @@ func GgmlQ40F32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int
 //go:noescape
 func GgmlQ41A8T4Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
 
+// GgmlQ41A8T4AvxVnni is GgmlQ41A8Avx512 for 16 rows and 4 vector slots with
+// the rows in the lanes, on AVX-VNNI. See "GGML block kernels" in the package
+// doc.
+//
+//go:noescape
+func GgmlQ41A8T4AvxVnni(w *byte, stride int, nsb int, act *int8, out *float32)
+
 // GgmlQ41A8T8Avx2 is GgmlQ41A8Avx512 for 16 rows and 8 vector slots with the
 // rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ41A8T8Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
 
+// GgmlQ41A8T8AvxVnni is GgmlQ41A8Avx512 for 16 rows and 8 vector slots with
+// the rows in the lanes, on AVX-VNNI. See "GGML block kernels" in the package
+// doc.
+//
+//go:noescape
+func GgmlQ41A8T8AvxVnni(w *byte, stride int, nsb int, act *int8, out *float32)
+
 // GgmlQ41A8T16Avx2 is GgmlQ41A8Avx512 for 16 rows and 16 vector slots with the
 // rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ41A8T16Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ41A8T16AvxVnni is GgmlQ41A8Avx512 for 16 rows and 16 vector slots with
+// the rows in the lanes, on AVX-VNNI. See "GGML block kernels" in the package
+// doc.
+//
+//go:noescape
+func GgmlQ41A8T16AvxVnni(w *byte, stride int, nsb int, act *int8, out *float32)
 
 // GgmlQ41F32Avx512 multiplies layout/ggml Q4_1 rows by float32 activations
 // with AVX-512: each group of four blocks dequantized once to float32 weights
@@ -758,17 +800,38 @@ func GgmlQ41F32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int
 //go:noescape
 func GgmlQ50A8T4Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
 
+// GgmlQ50A8T4AvxVnni is GgmlQ50A8Avx512 for 16 rows and 4 vector slots with
+// the rows in the lanes, on AVX-VNNI. See "GGML block kernels" in the package
+// doc.
+//
+//go:noescape
+func GgmlQ50A8T4AvxVnni(w *byte, stride int, nsb int, act *int8, out *float32)
+
 // GgmlQ50A8T8Avx2 is GgmlQ50A8Avx512 for 16 rows and 8 vector slots with the
 // rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ50A8T8Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
 
+// GgmlQ50A8T8AvxVnni is GgmlQ50A8Avx512 for 16 rows and 8 vector slots with
+// the rows in the lanes, on AVX-VNNI. See "GGML block kernels" in the package
+// doc.
+//
+//go:noescape
+func GgmlQ50A8T8AvxVnni(w *byte, stride int, nsb int, act *int8, out *float32)
+
 // GgmlQ50A8T16Avx2 is GgmlQ50A8Avx512 for 16 rows and 16 vector slots with the
 // rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ50A8T16Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ50A8T16AvxVnni is GgmlQ50A8Avx512 for 16 rows and 16 vector slots with
+// the rows in the lanes, on AVX-VNNI. See "GGML block kernels" in the package
+// doc.
+//
+//go:noescape
+func GgmlQ50A8T16AvxVnni(w *byte, stride int, nsb int, act *int8, out *float32)
 
 // GgmlQ50F32Avx512 multiplies layout/ggml Q5_0 rows by float32 activations
 // with AVX-512: each group of four blocks dequantized once to float32 weights
@@ -805,17 +868,38 @@ func GgmlQ50F32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int
 //go:noescape
 func GgmlQ51A8T4Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
 
+// GgmlQ51A8T4AvxVnni is GgmlQ51A8Avx512 for 16 rows and 4 vector slots with
+// the rows in the lanes, on AVX-VNNI. See "GGML block kernels" in the package
+// doc.
+//
+//go:noescape
+func GgmlQ51A8T4AvxVnni(w *byte, stride int, nsb int, act *int8, out *float32)
+
 // GgmlQ51A8T8Avx2 is GgmlQ51A8Avx512 for 16 rows and 8 vector slots with the
 // rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ51A8T8Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
 
+// GgmlQ51A8T8AvxVnni is GgmlQ51A8Avx512 for 16 rows and 8 vector slots with
+// the rows in the lanes, on AVX-VNNI. See "GGML block kernels" in the package
+// doc.
+//
+//go:noescape
+func GgmlQ51A8T8AvxVnni(w *byte, stride int, nsb int, act *int8, out *float32)
+
 // GgmlQ51A8T16Avx2 is GgmlQ51A8Avx512 for 16 rows and 16 vector slots with the
 // rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ51A8T16Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ51A8T16AvxVnni is GgmlQ51A8Avx512 for 16 rows and 16 vector slots with
+// the rows in the lanes, on AVX-VNNI. See "GGML block kernels" in the package
+// doc.
+//
+//go:noescape
+func GgmlQ51A8T16AvxVnni(w *byte, stride int, nsb int, act *int8, out *float32)
 
 // GgmlQ51F32Avx512 multiplies layout/ggml Q5_1 rows by float32 activations
 // with AVX-512: each group of four blocks dequantized once to float32 weights
@@ -852,17 +936,38 @@ func GgmlQ51F32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int
 //go:noescape
 func GgmlQ80A8T4Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
 
+// GgmlQ80A8T4AvxVnni is GgmlQ80A8Avx512 for 16 rows and 4 vector slots with
+// the rows in the lanes, on AVX-VNNI. See "GGML block kernels" in the package
+// doc.
+//
+//go:noescape
+func GgmlQ80A8T4AvxVnni(w *byte, stride int, nsb int, act *int8, out *float32)
+
 // GgmlQ80A8T8Avx2 is GgmlQ80A8Avx512 for 16 rows and 8 vector slots with the
 // rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ80A8T8Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
 
+// GgmlQ80A8T8AvxVnni is GgmlQ80A8Avx512 for 16 rows and 8 vector slots with
+// the rows in the lanes, on AVX-VNNI. See "GGML block kernels" in the package
+// doc.
+//
+//go:noescape
+func GgmlQ80A8T8AvxVnni(w *byte, stride int, nsb int, act *int8, out *float32)
+
 // GgmlQ80A8T16Avx2 is GgmlQ80A8Avx512 for 16 rows and 16 vector slots with the
 // rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ80A8T16Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlQ80A8T16AvxVnni is GgmlQ80A8Avx512 for 16 rows and 16 vector slots with
+// the rows in the lanes, on AVX-VNNI. See "GGML block kernels" in the package
+// doc.
+//
+//go:noescape
+func GgmlQ80A8T16AvxVnni(w *byte, stride int, nsb int, act *int8, out *float32)
 
 // GgmlQ80F32Avx512 multiplies layout/ggml Q8_0 rows by float32 activations
 // with AVX-512: each group of four blocks dequantized once to float32 weights
@@ -899,17 +1004,38 @@ func GgmlQ80F32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int
 //go:noescape
 func GgmlIQ4NLA8T4Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
 
+// GgmlIQ4NLA8T4AvxVnni is GgmlIQ4NLA8Avx512 for 16 rows and 4 vector slots
+// with the rows in the lanes, on AVX-VNNI. See "GGML block kernels" in the
+// package doc.
+//
+//go:noescape
+func GgmlIQ4NLA8T4AvxVnni(w *byte, stride int, nsb int, act *int8, out *float32)
+
 // GgmlIQ4NLA8T8Avx2 is GgmlIQ4NLA8Avx512 for 16 rows and 8 vector slots with
 // the rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlIQ4NLA8T8Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
 
+// GgmlIQ4NLA8T8AvxVnni is GgmlIQ4NLA8Avx512 for 16 rows and 8 vector slots
+// with the rows in the lanes, on AVX-VNNI. See "GGML block kernels" in the
+// package doc.
+//
+//go:noescape
+func GgmlIQ4NLA8T8AvxVnni(w *byte, stride int, nsb int, act *int8, out *float32)
+
 // GgmlIQ4NLA8T16Avx2 is GgmlIQ4NLA8Avx512 for 16 rows and 16 vector slots with
 // the rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlIQ4NLA8T16Avx2(w *byte, stride int, nsb int, act *int8, out *float32)
+
+// GgmlIQ4NLA8T16AvxVnni is GgmlIQ4NLA8Avx512 for 16 rows and 16 vector slots
+// with the rows in the lanes, on AVX-VNNI. See "GGML block kernels" in the
+// package doc.
+//
+//go:noescape
+func GgmlIQ4NLA8T16AvxVnni(w *byte, stride int, nsb int, act *int8, out *float32)
 
 // GgmlIQ4NLF32Avx512 multiplies layout/ggml IQ4_NL rows by float32 activations
 // with AVX-512: each group of four blocks dequantized once to float32 weights

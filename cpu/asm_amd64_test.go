@@ -176,6 +176,11 @@ func TestRequiresCoverKernels(t *testing.T) {
 			check("ggml rows in lanes (AVX2)", funcName(f), ggmlA8AVX2Requires)
 		}
 	}
+	for _, fs := range ggmlA8TAVXVNNIFuncs {
+		for _, f := range fs {
+			check("ggml rows in lanes (AVX-VNNI)", funcName(f), ggmlA8AVXVNNIRequires)
+		}
+	}
 	for _, fs := range ggmlA8TFuncs {
 		for _, f := range fs {
 			check("ggml rows in lanes", funcName(f), ggmlA8Requires)

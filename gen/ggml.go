@@ -55,7 +55,8 @@ func ggmlKernels() {
 	for _, c := range ggmlSmalls {
 		if ggmlT32AVX2Types[c.t] {
 			for _, M := range []int{4, 8, 16} {
-				ggmlBlockA8TAVX2(c, M)
+				ggmlBlockA8TAVX2(c, M, false)
+				ggmlBlockA8TAVX2(c, M, true)
 			}
 		}
 		ggmlBlockF32(c)

@@ -264,16 +264,32 @@ func qhSpread(e0 int) (ctl, bits Mem) {
 // int16 at a time (at most 4*2*31*127 = 31496); Q4_1 and Q5_1 start at 0
 // and subtract float32(m*xs) * float32(-sx), their M term, as the AVX-512
 // kernels do. The rows' d (and m) come from VPINSRW and F16C.
-func ggmlBlockA8TAVX2(c ggmlSmall, M int) {
+//
+// With vnni it emits Ggml<t>A8T<M>AvxVnni instead: each step one VEX
+// VPDPBUSD into int32 sums that start at the block's start value (0 for
+// Q4_1 and Q5_1), with no int16 runs and no sign trick (Q8_0 and IQ4_NL
+// take their codes as q + 128, as on AVX-512).
+func ggmlBlockA8TAVX2(c ggmlSmall, M int, vnni bool) {
 	if !ggmlT32AVX2Types[c.t] {
 		panic("gen: no AVX2 rows-in-lanes kernel for " + c.t)
 	}
 	q8 := c.t == "Q80"   // signed int8 codes
 	signed := q8 || c.kv // the sign trick, started at 0
-	name := fmt.Sprintf("Ggml%sA8T%dAvx2", c.t, M)
+	// With VNNI the signed codes become q + 128 instead (Q8_0's bytes
+	// flipped, IQ4_NL's looked up in KValues + 128), started at the start
+	// values (-128 times the blocks' activation sums) like the unsigned.
+	offset := vnni && signed
+	if offset {
+		signed = false
+	}
+	isa, what := "Avx2", "AVX2"
+	if vnni {
+		isa, what = "AvxVnni", "AVX-VNNI"
+	}
+	name := fmt.Sprintf("Ggml%sA8T%d%s", c.t, M, isa)
 	TEXT(name, 0, ggmlSigT16)
 	Pragma("noescape")
-	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 16 rows and %d vector slots with the rows in the lanes, on AVX2.", name, "Ggml"+c.t+"A8Avx512", M))
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s for 16 rows and %d vector slots with the rows in the lanes, on %s.", name, "Ggml"+c.t+"A8Avx512", M, what))
 	av2 := fvec{}
 	var mask, kv VecVirtual
 	var nibMask Op // the nibble mask: a register, or (Q4_1, Q5_x: short of them) memory
@@ -286,9 +302,16 @@ func ggmlBlockA8TAVX2(c ggmlSmall, M int) {
 	}
 	if c.kv {
 		kv = YMM()
-		VBROADCASTI128(ggmlKValues(), kv)
+		tab := ggmlKValues()
+		if offset {
+			tab = ggmlKValues128()
+		}
+		VBROADCASTI128(tab, kv)
 	}
-	ones := av2.broadcast(0x00010001)
+	var ones VecVirtual
+	if !vnni {
+		ones = av2.broadcast(0x00010001)
+	}
 	stride := param("stride")
 	stride3 := GP64()
 	LEAQ(Mem{Base: stride, Index: stride, Scale: 2}, stride3)
@@ -315,7 +338,7 @@ func ggmlBlockA8TAVX2(c ggmlSmall, M int) {
 		mR = YMM()
 	}
 	run := 8 // K steps summed in int16 before VPMADDWD
-	if c.qh != 0 {
+	if c.qh != 0 && !vnni {
 		run = 4
 		s32 = YMM()
 	}
@@ -418,6 +441,11 @@ func ggmlBlockA8TAVX2(c ggmlSmall, M int) {
 					}
 				}
 			}
+			if q8 && offset {
+				for _, r := range lohi {
+					VPXOR(rodata("ggmlFlip32", 8, 4, func(int) uint64 { return 0x80808080 }), r, r)
+				}
+			}
 			// d after the transposes (Q8_0's second half borrowed it).
 			VPXOR(dh, dh, dh)
 			for r := 0; r < 8; r++ {
@@ -439,7 +467,25 @@ func ggmlBlockA8TAVX2(c ggmlSmall, M int) {
 				// K step k: codes lohi[k], activations 4k on in the block
 				// (Q4_0: steps 0..3 the low nibbles, 4..7 the high ones,
 				// 16 columns on; Q8_0: the 8 dwords in order).
+				if vnni {
+					if signed || c.m {
+						VPXOR(s16, s16, s16)
+					} else { // the codes' offset times the block's sum
+						VPBROADCASTD(Mem{Base: ap, Disp: 128*M + 16*v + 4*b}, s16)
+					}
+				}
 				for k := 0; k < 8; k++ {
+					if vnni {
+						VPBROADCASTD(Mem{Base: ap, Disp: 128*v + 32*b + 4*k}, xb)
+						codes := lohi[k]
+						if signed { // |q| * (x*sign(q))
+							codes = t
+							VPABSB(lohi[k], codes)
+							VPSIGNB(lohi[k], xb, xb)
+						}
+						vpdpbusdY(xb, codes, s16)
+						continue
+					}
 					VPBROADCASTD(Mem{Base: ap, Disp: 128*v + 32*b + 4*k}, xb)
 					if signed {
 						// |q| * (x*sign(q)): pairs at most 2*128*127, so
@@ -466,7 +512,7 @@ func ggmlBlockA8TAVX2(c ggmlSmall, M int) {
 						VPMADDWD(ones, s16, s32)
 					}
 				}
-				if !signed {
+				if !signed && !vnni {
 					VPMADDWD(ones, s16, s16)
 					if run == 4 {
 						VPADDD(s32, s16, s16)

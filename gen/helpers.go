@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"math"
+	"regexp"
+	"strconv"
 	"strings"
 
 	. "github.com/mmcloughlin/avo/build"
@@ -182,6 +184,39 @@ func vpdpbusdVEX(b, a, acc VecPhysical) {
 		Inputs:  []Op{b, a, acc},
 		Outputs: []Op{acc},
 		ISA:     []string{"AVXVNNI"},
+	})
+}
+
+// vpdpbusdY is vpdpbusdVEX on any YMM registers, virtual ones too: a
+// placeholder instruction that resolveVEX rewrites, once the registers
+// are allocated, into the VPDPBUSD_VEX_* macro of the physical ones.
+func vpdpbusdY(b, a, acc Register) {
+	Instruction(&ir.Instruction{
+		Opcode:   vexPlaceholder,
+		Operands: []Op{b, a, acc},
+		Inputs:   []Op{b, a, acc},
+		Outputs:  []Op{acc},
+		ISA:      []string{"AVXVNNI"},
+	})
+}
+
+// vexPlaceholder is the opcode vpdpbusdY emits.
+const vexPlaceholder = "VPDPBUSD_VEX"
+
+var vexPlaceholderLine = regexp.MustCompile(`(?m)^\t` + vexPlaceholder + ` +Y(\d+), Y(\d+), Y(\d+)$`)
+
+// resolveVEX rewrites vpdpbusdY's placeholders in generated assembly into
+// VPDPBUSD_VEX_* macros (recorded in vexVNNI for insertVEXMacros).
+func resolveVEX(src []byte) []byte {
+	return vexPlaceholderLine.ReplaceAllFunc(src, func(line []byte) []byte {
+		m := vexPlaceholderLine.FindSubmatch(line)
+		var r [3]int
+		for i := range r {
+			r[i], _ = strconv.Atoi(string(m[i+1]))
+		}
+		name := fmt.Sprintf("%s_Y%d_Y%d_Y%d", vexPlaceholder, r[0], r[1], r[2])
+		vexVNNI[name] = r
+		return []byte("\t" + name)
 	})
 }
 

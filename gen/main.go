@@ -130,15 +130,17 @@ func fixHeader(path string) error {
 	return os.WriteFile(path, out, 0o644)
 }
 
-// insertVEXMacros defines every VPDPBUSD_VEX_* and AMX macro used in the
-// file right after its #include line.
+// insertVEXMacros resolves the file's VPDPBUSD placeholders (resolveVEX)
+// and defines every VPDPBUSD_VEX_* and AMX macro used in the file right
+// after its #include line.
 func insertVEXMacros(path string) error {
-	if len(vexVNNI) == 0 && len(amxMacros) == 0 {
-		return nil
-	}
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return err
+	}
+	src = resolveVEX(src)
+	if len(vexVNNI) == 0 && len(amxMacros) == 0 {
+		return nil
 	}
 	var defs bytes.Buffer
 	names := make([]string, 0, len(vexVNNI))
