@@ -1059,6 +1059,21 @@ func GgmlIQ4NLA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlIQ4NLA8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlIQ4NLA8AvxVnni computes the exact A8 product of layout/ggml IQ4_NL rows
+// with AVX-VNNI: groups of four blocks (nsb counts groups), activations in
+// column order, the sums one int16 per 32 columns. See "GGML block kernels" in
+// the package doc.
+//
+//go:noescape
+func GgmlIQ4NLA8AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlIQ4NLA8R4AvxVnni is GgmlIQ4NLA8AvxVnni for one vector and four rows at a
+// time (rows a multiple of 4), the float steps with the rows in the lanes. See
+// "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4NLA8R4AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlIQ4NLF32Avx2 multiplies layout/ggml IQ4_NL rows by float32 activations
 // with AVX2 and FMA, groups of four blocks dequantized once per 64 columns for
 // every vector. See "GGML block kernels" in the package doc.

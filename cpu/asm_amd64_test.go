@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/klauspost/cpuid/v2"
 	"github.com/qgemv/qgemv/asm"
+	"github.com/qgemv/qgemv/layout/ggml"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -174,6 +175,11 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, fs := range ggmlA8TAVX2Funcs {
 		for _, f := range fs {
 			check("ggml rows in lanes (AVX2)", funcName(f), ggmlA8AVX2Requires)
+		}
+	}
+	for _, m := range []map[ggml.Type]ggmlA8Func{ggmlA8AVXVNNIFuncs, ggmlA8R4AVXVNNIFuncs} {
+		for _, f := range m {
+			check("ggml one vector (AVX-VNNI)", funcName(f), ggmlA8AVXVNNIRequires)
 		}
 	}
 	for _, fs := range ggmlA8TAVXVNNIFuncs {

@@ -60,8 +60,12 @@ func ggmlKernels() {
 			}
 		}
 		ggmlBlockF32(c)
-		ggmlBlockA8AVX2(c)
-		ggmlBlockA8R4AVX2(c)
+		ggmlBlockA8AVX2(c, false)
+		ggmlBlockA8R4AVX2(c, false)
+		if c.kv { // the unsigned types and Q8_0 measured even with VPDPBUSD
+			ggmlBlockA8AVX2(c, true)
+			ggmlBlockA8R4AVX2(c, true)
+		}
 		ggmlBlockF32AVX2(c)
 	}
 }

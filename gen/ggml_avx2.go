@@ -389,13 +389,19 @@ func ggmlScaleRegsAVX2(c ggmlSuper, base Mem) (scale func(h, i int) VecVirtual, 
 // (Q8_0 and IQ4_NL with the sign trick: |q| times x*sign(q), exact as
 // |q| <= 128 and |x| <= 127), the four block sums reduced together, the
 // codes' offset times each block's activation sum subtracted, and the
-// definition's float steps in order.
-func ggmlBlockA8AVX2(c ggmlSmall) {
-	name := "Ggml" + c.t + "A8Avx2"
+// definition's float steps in order. With vnni it emits
+// Ggml<t>A8AvxVnni: one VEX VPDPBUSD per block, the signed types' codes
+// as q + 128 (see ggmlSmallConstsAVX2).
+func ggmlBlockA8AVX2(c ggmlSmall, vnni bool) {
+	isa, what := "Avx2", "AVX2"
+	if vnni {
+		isa, what = "AvxVnni", "AVX-VNNI"
+	}
+	name := "Ggml" + c.t + "A8" + isa
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
-	kernelDoc("GGML block kernels", fmt.Sprintf("%s computes the exact A8 product of layout/ggml %s rows with AVX2: groups of four blocks (nsb counts groups), activations in column order, the sums one int16 per 32 columns.", name, c.name))
-	signed, shift, nib, ones, kv, spread, bits, sixteen := ggmlSmallConstsAVX2(c)
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s computes the exact A8 product of layout/ggml %s rows with %s: groups of four blocks (nsb counts groups), activations in column order, the sums one int16 per 32 columns.", name, c.name, what))
+	signed, shift, nib, ones, kv, spread, bits, sixteen := ggmlSmallConstsAVX2(c, vnni)
 	Label(name + "_row")
 	{
 		{
@@ -413,7 +419,7 @@ func ggmlBlockA8AVX2(c ggmlSmall) {
 		{
 			var cr [4]VecVirtual
 			for b := 0; b < 4; b++ {
-				cr[b] = ggmlSmallCodesAVX2(c, Mem{Base: wp}, b, nib, kv, spread, bits, sixteen)
+				cr[b] = ggmlSmallCodesAVX2(c, Mem{Base: wp}, b, nib, kv, spread, bits, sixteen, vnni)
 			}
 			dh := XMM()
 			VPXOR(dh, dh, dh)
@@ -439,7 +445,7 @@ func ggmlBlockA8AVX2(c ggmlSmall) {
 			ov, vc := param("out"), param("nvec")
 			Label(name + "_vec")
 			{
-				s4, sx := ggmlSmallDotsAVX2(c, func(b int) VecVirtual { return cr[b] }, av, sp, ones, signed, shift)
+				s4, sx := ggmlSmallDotsAVX2(c, func(b int) VecVirtual { return cr[b] }, av, sp, ones, signed, shift, vnni)
 				f := XMM()
 				VCVTDQ2PS(s4, f)
 				xb := XMM()
@@ -501,25 +507,36 @@ func ggmlBlockA8AVX2(c ggmlSmall) {
 // the |q| x sign trick, no offset) and the offset shift otherwise, the
 // nibble mask, int16 ones for VPMADDWD, IQ4_NL's KValues, and Q5_x's qh
 // spreading (byte i takes byte i/8 of the broadcast qh, tests bit i%8,
-// adds 16).
-func ggmlSmallConstsAVX2(c ggmlSmall) (signed bool, shift int, nib, ones, kv, spread, bits, sixteen VecVirtual) {
+// adds 16). With vnni (VPDPBUSD, no int16 ones) the signed types take
+// their codes as q + 128 instead, an offset like the unsigned ones'.
+func ggmlSmallConstsAVX2(c ggmlSmall, vnni bool) (signed bool, shift int, nib, ones, kv, spread, bits, sixteen VecVirtual) {
 	av2 := fvec{avx512: false}
 	signed = !c.nib || c.kv
-	if !signed {
+	switch {
+	case !signed:
 		shift = c.shift
+	case vnni:
+		signed, shift = false, 7
 	}
 	nib = nibbleMask(YMM())
-	ones = av2.broadcast(0x00010001)
-	kv, spread, bits, sixteen = ggmlCodeConstsAVX2(c)
+	if !vnni {
+		ones = av2.broadcast(0x00010001)
+	}
+	kv, spread, bits, sixteen = ggmlCodeConstsAVX2(c, vnni)
 	return
 }
 
 // ggmlCodeConstsAVX2 loads what ggmlSmallCodesAVX2 needs besides the
-// nibble mask: IQ4_NL's KValues and Q5_x's qh spreading (nil otherwise).
-func ggmlCodeConstsAVX2(c ggmlSmall) (kv, spread, bits, sixteen VecVirtual) {
+// nibble mask: IQ4_NL's KValues (plus 128 where offset) and Q5_x's qh
+// spreading (nil otherwise).
+func ggmlCodeConstsAVX2(c ggmlSmall, offset bool) (kv, spread, bits, sixteen VecVirtual) {
 	if c.kv {
 		kv = YMM()
-		VBROADCASTI128(ggmlKValues(), kv)
+		tab := ggmlKValues()
+		if offset {
+			tab = ggmlKValues128()
+		}
+		VBROADCASTI128(tab, kv)
 	}
 	if c.qh != 0 {
 		spread = YMM()
@@ -533,8 +550,9 @@ func ggmlCodeConstsAVX2(c ggmlSmall) (kv, spread, bits, sixteen VecVirtual) {
 
 // ggmlSmallCodesAVX2 returns block b's 32 codes of the group at base as
 // bytes in column order (a YMM): nibbles low then high (Q5_x: the qh bit
-// of each adding 16; IQ4_NL: looked up in kv), or Q8_0's int8 codes.
-func ggmlSmallCodesAVX2(c ggmlSmall, base Mem, b int, nib, kv, spread, bits, sixteen VecVirtual) VecVirtual {
+// of each adding 16; IQ4_NL: looked up in kv), or Q8_0's int8 codes
+// (plus 128, bytes flipped, where offset).
+func ggmlSmallCodesAVX2(c ggmlSmall, base Mem, b int, nib, kv, spread, bits, sixteen VecVirtual, offset bool) VecVirtual {
 	v := YMM()
 	off := b*c.bytes + c.qs
 	if c.nib { // the 16 bytes in both lanes, the high lane shifted by 4: no lane insert
@@ -546,6 +564,9 @@ func ggmlSmallCodesAVX2(c ggmlSmall, base Mem, b int, nib, kv, spread, bits, six
 		}
 	} else {
 		VMOVDQU(base.Offset(off), v)
+		if offset {
+			VPXOR(rodata("ggmlFlip32", 8, 4, func(int) uint64 { return 0x80808080 }), v, v)
+		}
 	}
 	if c.qh != 0 { // bit e of qh adds 16 to code e
 		h := YMM()
@@ -583,11 +604,21 @@ func halves4(base Mem, stride, off int) VecVirtual {
 // multiply |q| by x*sign(q)), VPHADDD and a lane add into [S0 S1 S2 S3],
 // minus 2^shift times the blocks' activation sums (loaded from sp, and
 // returned as sx where the caller needs them: shift > 0 or an m term).
-func ggmlSmallDotsAVX2(c ggmlSmall, codes func(b int) VecVirtual, ap, sp GPVirtual, ones VecVirtual, signed bool, shift int) (s4, sx VecVirtual) {
+func ggmlSmallDotsAVX2(c ggmlSmall, codes func(b int) VecVirtual, ap, sp GPVirtual, ones VecVirtual, signed bool, shift int, vnni bool) (s4, sx VecVirtual) {
 	var d [4]VecVirtual
 	for b := 0; b < 4; b++ {
 		cr := codes(b)
 		d[b] = YMM()
+		if vnni { // unsigned codes (signed ones offset by 128): int32 at once
+			x := YMM()
+			VMOVDQU(Mem{Base: ap, Disp: 32 * b}, x)
+			VPXOR(d[b], d[b], d[b])
+			vpdpbusdY(x, cr, d[b])
+			if b%2 == 1 {
+				VPHADDD(d[b], d[b-1], d[b-1])
+			}
+			continue
+		}
 		if signed {
 			x, a := YMM(), YMM()
 			VMOVDQU(Mem{Base: ap, Disp: 32 * b}, x)
@@ -609,7 +640,7 @@ func ggmlSmallDotsAVX2(c ggmlSmall, codes func(b int) VecVirtual, ap, sp GPVirtu
 			VPHADDD(d[b], d[b-1], d[b-1])
 		}
 	}
-	if signed {
+	if signed || vnni {
 		VPHADDD(d[2], d[0], d[0])
 	} else {
 		VPHADDW(d[2], d[0], d[0]) // lane: blocks 0..3, two words each
@@ -638,20 +669,24 @@ func ggmlSmallDotsAVX2(c ggmlSmall, codes func(b int) VecVirtual, ap, sp GPVirtu
 // additions are one VADDPS per block for the four rows together, instead
 // of a chain of scalar additions per row (about 17 cycles per 128
 // columns). The next four rows are prefetched in memory order.
-func ggmlBlockA8R4AVX2(c ggmlSmall) {
-	name := "Ggml" + c.t + "A8R4Avx2"
+func ggmlBlockA8R4AVX2(c ggmlSmall, vnni bool) {
+	isa := "Avx2"
+	if vnni {
+		isa = "AvxVnni"
+	}
+	name := "Ggml" + c.t + "A8R4" + isa
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
-	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8Avx2 for one vector and four rows at a time (rows a multiple of 4), the float steps with the rows in the lanes.", name, c.t))
-	signed, shift, nib, ones, kv, spread, bits, sixteen := ggmlSmallConstsAVX2(c)
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8%s for one vector and four rows at a time (rows a multiple of 4), the float steps with the rows in the lanes.", name, c.t, isa))
+	signed, shift, nib, ones, kv, spread, bits, sixteen := ggmlSmallConstsAVX2(c, vnni)
 	terms := AllocLocal(2 * 4 * 16) // per row: the four d terms, then (Q4_1, Q5_1) the four m terms
 	fourRows(name, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
 		xb := XMM()
 		VBROADCASTSS(Mem{Base: xk}, xb)
 		for i, rm := range rows {
 			s4, sx := ggmlSmallDotsAVX2(c, func(b int) VecVirtual {
-				return ggmlSmallCodesAVX2(c, rm, b, nib, kv, spread, bits, sixteen)
-			}, ak, sk, ones, signed, shift)
+				return ggmlSmallCodesAVX2(c, rm, b, nib, kv, spread, bits, sixteen, vnni)
+			}, ak, sk, ones, signed, shift, vnni)
 			dh := halves4(rm, c.bytes, 0)
 			d4, coef, f := XMM(), XMM(), XMM()
 			VCVTPH2PS(dh, d4)
@@ -876,9 +911,9 @@ func ggmlBlockF32AVX2(c ggmlSmall) {
 	doc := fmt.Sprintf("%s multiplies layout/ggml %s rows by float32 activations with AVX2 and FMA, groups of four blocks dequantized once per 64 columns for every vector.", name, c.name)
 	ggmlF32AVX2(name, doc, 4*c.bytes, 128, 32, signed, func(wp, tp GPVirtual) {
 		nib := nibbleMask(YMM())
-		kv, spread, bits, sixteen := ggmlCodeConstsAVX2(c)
+		kv, spread, bits, sixteen := ggmlCodeConstsAVX2(c, false)
 		for b := 0; b < 4; b++ {
-			v := ggmlSmallCodesAVX2(c, Mem{Base: wp}, b, nib, kv, spread, bits, sixteen)
+			v := ggmlSmallCodesAVX2(c, Mem{Base: wp}, b, nib, kv, spread, bits, sixteen, false)
 			VMOVDQU(v, Mem{Base: tp, Disp: 32 * b})
 		}
 		dh := XMM()
