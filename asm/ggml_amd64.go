@@ -419,6 +419,14 @@ func GgmlQ2KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlQ2KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ2KA8AvxVnni computes the exact A8 product of layout/ggml Q2_K rows with
+// AVX-VNNI: activations in column order, the sums one int16 per sub-block;
+// each 32-byte register of codes is one sub-block of 32 columns or two of 16
+// (one per 128-bit lane). See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ2KA8AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ2KA8M16Avx2 is GgmlQ2KA8Avx2 for 2..16 vectors (the pairs that hold the
 // batch; the second vector of an odd batch's last pair must have zero
 // activations), two vectors per accumulator and the vectors in the lanes of
@@ -435,12 +443,35 @@ func GgmlQ2KA8M16Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride
 //go:noescape
 func GgmlQ2KA8M16FullAvx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
+// GgmlQ2KA8M16AvxVnni is GgmlQ2KA8Avx2 for 2..16 vectors (the pairs that hold
+// the batch; the second vector of an odd batch's last pair must have zero
+// activations), two vectors per accumulator and the vectors in the lanes of
+// the float steps. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ2KA8M16AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
+// GgmlQ2KA8M16FullAvxVnni is GgmlQ2KA8Avx2 for 16 vector lanes (nvec is
+// ignored: the activations of unused lanes must be zero), two vectors per
+// accumulator and the vectors in the lanes of the float steps. See "GGML block
+// kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ2KA8M16FullAvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
 // GgmlQ2KA8R4Avx2 is GgmlQ2KA8Avx2 for one vector and four rows at a time
 // (rows a multiple of 4), the reductions and float steps with the rows in the
 // lanes. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ2KA8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ2KA8R4AvxVnni is GgmlQ2KA8AvxVnni for one vector and four rows at a
+// time (rows a multiple of 4), the reductions and float steps with the rows in
+// the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ2KA8R4AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ2KF32Avx2 multiplies layout/ggml Q2_K rows by float32 activations with
 // AVX2 and FMA, each super-block dequantized once per 64 columns for every
@@ -464,6 +495,14 @@ func GgmlQ3KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlQ3KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ3KA8AvxVnni computes the exact A8 product of layout/ggml Q3_K rows with
+// AVX-VNNI: activations in column order, the sums one int16 per sub-block;
+// each 32-byte register of codes is one sub-block of 32 columns or two of 16
+// (one per 128-bit lane). See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ3KA8AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ3KA8M16Avx2 is GgmlQ3KA8Avx2 for 2..16 vectors (the pairs that hold the
 // batch; the second vector of an odd batch's last pair must have zero
 // activations), two vectors per accumulator and the vectors in the lanes of
@@ -480,12 +519,35 @@ func GgmlQ3KA8M16Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride
 //go:noescape
 func GgmlQ3KA8M16FullAvx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
+// GgmlQ3KA8M16AvxVnni is GgmlQ3KA8Avx2 for 2..16 vectors (the pairs that hold
+// the batch; the second vector of an odd batch's last pair must have zero
+// activations), two vectors per accumulator and the vectors in the lanes of
+// the float steps. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ3KA8M16AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
+// GgmlQ3KA8M16FullAvxVnni is GgmlQ3KA8Avx2 for 16 vector lanes (nvec is
+// ignored: the activations of unused lanes must be zero), two vectors per
+// accumulator and the vectors in the lanes of the float steps. See "GGML block
+// kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ3KA8M16FullAvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
 // GgmlQ3KA8R4Avx2 is GgmlQ3KA8Avx2 for one vector and four rows at a time
 // (rows a multiple of 4), the reductions and float steps with the rows in the
 // lanes. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ3KA8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ3KA8R4AvxVnni is GgmlQ3KA8AvxVnni for one vector and four rows at a
+// time (rows a multiple of 4), the reductions and float steps with the rows in
+// the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ3KA8R4AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ3KF32Avx2 multiplies layout/ggml Q3_K rows by float32 activations with
 // AVX2 and FMA, each super-block dequantized once per 64 columns for every
@@ -509,6 +571,14 @@ func GgmlQ4KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlQ4KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ4KA8AvxVnni computes the exact A8 product of layout/ggml Q4_K rows with
+// AVX-VNNI: activations in column order, the sums one int16 per sub-block;
+// each 32-byte register of codes is one sub-block of 32 columns or two of 16
+// (one per 128-bit lane). See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ4KA8AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ4KA8M16Avx2 is GgmlQ4KA8Avx2 for 2..16 vectors (the pairs that hold the
 // batch; the second vector of an odd batch's last pair must have zero
 // activations), two vectors per accumulator and the vectors in the lanes of
@@ -525,12 +595,35 @@ func GgmlQ4KA8M16Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride
 //go:noescape
 func GgmlQ4KA8M16FullAvx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
+// GgmlQ4KA8M16AvxVnni is GgmlQ4KA8Avx2 for 2..16 vectors (the pairs that hold
+// the batch; the second vector of an odd batch's last pair must have zero
+// activations), two vectors per accumulator and the vectors in the lanes of
+// the float steps. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ4KA8M16AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
+// GgmlQ4KA8M16FullAvxVnni is GgmlQ4KA8Avx2 for 16 vector lanes (nvec is
+// ignored: the activations of unused lanes must be zero), two vectors per
+// accumulator and the vectors in the lanes of the float steps. See "GGML block
+// kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ4KA8M16FullAvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
 // GgmlQ4KA8R4Avx2 is GgmlQ4KA8Avx2 for one vector and four rows at a time
 // (rows a multiple of 4), the reductions and float steps with the rows in the
 // lanes. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ4KA8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ4KA8R4AvxVnni is GgmlQ4KA8AvxVnni for one vector and four rows at a
+// time (rows a multiple of 4), the reductions and float steps with the rows in
+// the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ4KA8R4AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ4KF32Avx2 multiplies layout/ggml Q4_K rows by float32 activations with
 // AVX2 and FMA, each super-block dequantized once per 64 columns for every
@@ -554,6 +647,14 @@ func GgmlQ5KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlQ5KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ5KA8AvxVnni computes the exact A8 product of layout/ggml Q5_K rows with
+// AVX-VNNI: activations in column order, the sums one int16 per sub-block;
+// each 32-byte register of codes is one sub-block of 32 columns or two of 16
+// (one per 128-bit lane). See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ5KA8AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ5KA8M16Avx2 is GgmlQ5KA8Avx2 for 2..16 vectors (the pairs that hold the
 // batch; the second vector of an odd batch's last pair must have zero
 // activations), two vectors per accumulator and the vectors in the lanes of
@@ -570,12 +671,35 @@ func GgmlQ5KA8M16Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride
 //go:noescape
 func GgmlQ5KA8M16FullAvx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
+// GgmlQ5KA8M16AvxVnni is GgmlQ5KA8Avx2 for 2..16 vectors (the pairs that hold
+// the batch; the second vector of an odd batch's last pair must have zero
+// activations), two vectors per accumulator and the vectors in the lanes of
+// the float steps. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ5KA8M16AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
+// GgmlQ5KA8M16FullAvxVnni is GgmlQ5KA8Avx2 for 16 vector lanes (nvec is
+// ignored: the activations of unused lanes must be zero), two vectors per
+// accumulator and the vectors in the lanes of the float steps. See "GGML block
+// kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ5KA8M16FullAvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
 // GgmlQ5KA8R4Avx2 is GgmlQ5KA8Avx2 for one vector and four rows at a time
 // (rows a multiple of 4), the reductions and float steps with the rows in the
 // lanes. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ5KA8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ5KA8R4AvxVnni is GgmlQ5KA8AvxVnni for one vector and four rows at a
+// time (rows a multiple of 4), the reductions and float steps with the rows in
+// the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ5KA8R4AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ5KF32Avx2 multiplies layout/ggml Q5_K rows by float32 activations with
 // AVX2 and FMA, each super-block dequantized once per 64 columns for every
@@ -599,6 +723,14 @@ func GgmlQ6KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlQ6KA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ6KA8AvxVnni computes the exact A8 product of layout/ggml Q6_K rows with
+// AVX-VNNI: activations in column order, the sums one int16 per sub-block;
+// each 32-byte register of codes is one sub-block of 32 columns or two of 16
+// (one per 128-bit lane). See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ6KA8AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ6KA8M16Avx2 is GgmlQ6KA8Avx2 for 2..16 vectors (the pairs that hold the
 // batch; the second vector of an odd batch's last pair must have zero
 // activations), two vectors per accumulator and the vectors in the lanes of
@@ -615,12 +747,35 @@ func GgmlQ6KA8M16Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride
 //go:noescape
 func GgmlQ6KA8M16FullAvx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
+// GgmlQ6KA8M16AvxVnni is GgmlQ6KA8Avx2 for 2..16 vectors (the pairs that hold
+// the batch; the second vector of an odd batch's last pair must have zero
+// activations), two vectors per accumulator and the vectors in the lanes of
+// the float steps. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ6KA8M16AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
+// GgmlQ6KA8M16FullAvxVnni is GgmlQ6KA8Avx2 for 16 vector lanes (nvec is
+// ignored: the activations of unused lanes must be zero), two vectors per
+// accumulator and the vectors in the lanes of the float steps. See "GGML block
+// kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ6KA8M16FullAvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
 // GgmlQ6KA8R4Avx2 is GgmlQ6KA8Avx2 for one vector and four rows at a time
 // (rows a multiple of 4), the reductions and float steps with the rows in the
 // lanes. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ6KA8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ6KA8R4AvxVnni is GgmlQ6KA8AvxVnni for one vector and four rows at a
+// time (rows a multiple of 4), the reductions and float steps with the rows in
+// the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ6KA8R4AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ6KF32Avx2 multiplies layout/ggml Q6_K rows by float32 activations with
 // AVX2 and FMA, each super-block dequantized once per 64 columns for every
@@ -644,12 +799,28 @@ func GgmlIQ4XSF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec
 //go:noescape
 func GgmlIQ4XSA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlIQ4XSA8AvxVnni computes the exact A8 product of layout/ggml IQ4_XS rows
+// with AVX-VNNI: activations in column order, the sums one int16 per
+// sub-block; each 32-byte register of codes is one sub-block of 32 columns or
+// two of 16 (one per 128-bit lane). See "GGML block kernels" in the package
+// doc.
+//
+//go:noescape
+func GgmlIQ4XSA8AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlIQ4XSA8R4Avx2 is GgmlIQ4XSA8Avx2 for one vector and four rows at a time
 // (rows a multiple of 4), the reductions and float steps with the rows in the
 // lanes. See "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlIQ4XSA8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlIQ4XSA8R4AvxVnni is GgmlIQ4XSA8AvxVnni for one vector and four rows at a
+// time (rows a multiple of 4), the reductions and float steps with the rows in
+// the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4XSA8R4AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlIQ4XSF32Avx2 multiplies layout/ggml IQ4_XS rows by float32 activations
 // with AVX2 and FMA, each super-block dequantized once per 64 columns for

@@ -177,6 +177,11 @@ func TestRequiresCoverKernels(t *testing.T) {
 			check("ggml rows in lanes (AVX2)", funcName(f), ggmlA8AVX2Requires)
 		}
 	}
+	for _, m := range []map[ggml.Type]ggmlA8M16Func{ggmlA8M16AVXVNNIFuncs, ggmlA8M16AVXVNNISmallFuncs} {
+		for _, f := range m {
+			check("ggml batch (AVX-VNNI)", funcName(f), ggmlA8AVXVNNIRequires)
+		}
+	}
 	for _, m := range []map[ggml.Type]ggmlA8Func{ggmlA8AVXVNNIFuncs, ggmlA8R4AVXVNNIFuncs} {
 		for _, f := range m {
 			check("ggml one vector (AVX-VNNI)", funcName(f), ggmlA8AVXVNNIRequires)

@@ -107,6 +107,20 @@ var ggmlA8M16AVX2SmallFuncs = map[ggml.Type]ggmlA8M16Func{
 	ggml.Q6_K: asm.GgmlQ6KA8M16Avx2,
 }
 
+// ggmlA8M16AVXVNNIFuncs and ggmlA8M16AVXVNNISmallFuncs are the batch
+// kernels above with VEX VPDPWSSD for the scale words' multiply-add, for
+// the avxvnni kernel set.
+var (
+	ggmlA8M16AVXVNNIFuncs = map[ggml.Type]ggmlA8M16Func{
+		ggml.Q2_K: asm.GgmlQ2KA8M16FullAvxVnni, ggml.Q3_K: asm.GgmlQ3KA8M16FullAvxVnni, ggml.Q4_K: asm.GgmlQ4KA8M16FullAvxVnni,
+		ggml.Q5_K: asm.GgmlQ5KA8M16FullAvxVnni, ggml.Q6_K: asm.GgmlQ6KA8M16FullAvxVnni,
+	}
+	ggmlA8M16AVXVNNISmallFuncs = map[ggml.Type]ggmlA8M16Func{
+		ggml.Q2_K: asm.GgmlQ2KA8M16AvxVnni, ggml.Q3_K: asm.GgmlQ3KA8M16AvxVnni, ggml.Q4_K: asm.GgmlQ4KA8M16AvxVnni,
+		ggml.Q5_K: asm.GgmlQ5KA8M16AvxVnni, ggml.Q6_K: asm.GgmlQ6KA8M16AvxVnni,
+	}
+)
+
 // ggmlA8TFunc is a rows-in-lanes kernel of M vector slots: 16 rows from w
 // (stride bytes apart) over nsb super-blocks, the activations as
 // ggmlPrepT lays them out, the results added to out[16v + r] (slot v, row
@@ -426,13 +440,23 @@ var ggmlA8R4AVX2Funcs = map[ggml.Type]ggmlA8Func{
 }
 
 // ggmlA8AVXVNNIFuncs and ggmlA8R4AVXVNNIFuncs are one-vector kernels with
-// VEX VPDPBUSD, for the avxvnni kernel set: IQ4_NL's, whose codes become
-// KValues + 128 instead of taking the sign trick (one Zen 5 core in L2,
-// 256x4096: 26.8 against 32.6 us). The other 32-element types measured
-// even (their AVX2 kernels sum pairs in int16) and keep the AVX2 ones.
+// AVX-VNNI instructions, for the avxvnni kernel set: the super-block
+// types' (the scale words' VPMADDWD and VPADDD as one VPDPWSSD) and
+// IQ4_NL's, whose codes become KValues + 128 with VPDPBUSD instead of
+// taking the sign trick (one Zen 5 core in L2, 256x4096: 26.8 against
+// 32.6 us). The other 32-element types measured even with VPDPBUSD (their
+// AVX2 kernels sum pairs in int16) and keep the AVX2 ones.
 var (
-	ggmlA8AVXVNNIFuncs   = map[ggml.Type]ggmlA8Func{ggml.IQ4_NL: asm.GgmlIQ4NLA8AvxVnni}
-	ggmlA8R4AVXVNNIFuncs = map[ggml.Type]ggmlA8Func{ggml.IQ4_NL: asm.GgmlIQ4NLA8R4AvxVnni}
+	ggmlA8AVXVNNIFuncs = map[ggml.Type]ggmlA8Func{
+		ggml.Q2_K: asm.GgmlQ2KA8AvxVnni, ggml.Q3_K: asm.GgmlQ3KA8AvxVnni, ggml.Q4_K: asm.GgmlQ4KA8AvxVnni,
+		ggml.Q5_K: asm.GgmlQ5KA8AvxVnni, ggml.Q6_K: asm.GgmlQ6KA8AvxVnni, ggml.IQ4_XS: asm.GgmlIQ4XSA8AvxVnni,
+		ggml.IQ4_NL: asm.GgmlIQ4NLA8AvxVnni,
+	}
+	ggmlA8R4AVXVNNIFuncs = map[ggml.Type]ggmlA8Func{
+		ggml.Q2_K: asm.GgmlQ2KA8R4AvxVnni, ggml.Q3_K: asm.GgmlQ3KA8R4AvxVnni, ggml.Q4_K: asm.GgmlQ4KA8R4AvxVnni,
+		ggml.Q5_K: asm.GgmlQ5KA8R4AvxVnni, ggml.Q6_K: asm.GgmlQ6KA8R4AvxVnni, ggml.IQ4_XS: asm.GgmlIQ4XSA8R4AvxVnni,
+		ggml.IQ4_NL: asm.GgmlIQ4NLA8R4AvxVnni,
+	}
 )
 
 // ggmlActOrder gives, for each type whose kernel reads the activations of
@@ -451,6 +475,9 @@ func init() {
 			f32, avx2, f32avx2, r4, r4avx2 := ggmlF32Funcs[t], ggmlA8AVX2Funcs[t], ggmlF32AVX2Funcs[t], ggmlA8R4Funcs[t], ggmlA8R4AVX2Funcs[t]
 			if (isa == AVX2 || isa == AVXVNNI) && avx2 != nil && hasAll(ggmlA8AVX2Requires) {
 				m16avx2, m16avx2Small := ggmlA8M16AVX2Funcs[t], ggmlA8M16AVX2SmallFuncs[t]
+				if isa == AVXVNNI && hasAll(ggmlA8AVXVNNIRequires) && ggmlA8M16AVXVNNIFuncs[t] != nil {
+					m16avx2, m16avx2Small = ggmlA8M16AVXVNNIFuncs[t], ggmlA8M16AVXVNNISmallFuncs[t]
+				}
 				batchKernel := func(batch int) ggmlA8M16Func {
 					switch {
 					case m16avx2 != nil && ggmlM16Full(batch):

@@ -44,12 +44,16 @@ func ggmlKernels() {
 	}
 	for _, c := range ggmlSupers {
 		ggmlSuperF32(c)
-		ggmlSuperA8AVX2(c)
+		ggmlSuperA8AVX2(c, false)
+		ggmlSuperA8AVX2(c, true)
 		if !c.dword {
-			ggmlSuperA8M16AVX2(c, false)
-			ggmlSuperA8M16AVX2(c, true)
+			for _, vnni := range []bool{false, true} {
+				ggmlSuperA8M16AVX2(c, false, vnni)
+				ggmlSuperA8M16AVX2(c, true, vnni)
+			}
 		}
-		ggmlSuperA8R4AVX2(c)
+		ggmlSuperA8R4AVX2(c, false)
+		ggmlSuperA8R4AVX2(c, true)
 		ggmlSuperF32AVX2(c)
 	}
 	for _, c := range ggmlSmalls {

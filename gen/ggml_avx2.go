@@ -21,12 +21,19 @@ import (
 // and half: the four code registers of the half (columns 32i..32i+31),
 // then per vector the half's S (and M: the mins, or the recentring sum of
 // sc*sx) in int32 and the definition's two float steps in scalar SSE.
-func ggmlSuperA8AVX2(c ggmlSuper) {
+//
+// With vnni it emits Ggml<t>A8AvxVnni: the VPMADDWD with the scale words
+// and the VPADDD are one VEX VPDPWSSD.
+func ggmlSuperA8AVX2(c ggmlSuper, vnni bool) {
 	t := c.t
-	name := "Ggml" + t + "A8Avx2"
+	isa, what := "Avx2", "AVX2"
+	if vnni {
+		isa, what = "AvxVnni", "AVX-VNNI"
+	}
+	name := "Ggml" + t + "A8" + isa
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
-	kernelDoc("GGML block kernels", fmt.Sprintf("%s computes the exact A8 product of layout/ggml %s rows with AVX2: activations in column order, the sums one int16 per sub-block; each 32-byte register of codes is one sub-block of 32 columns or two of 16 (one per 128-bit lane).", name, ggmlTypeName(t)))
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s computes the exact A8 product of layout/ggml %s rows with %s: activations in column order, the sums one int16 per sub-block; each 32-byte register of codes is one sub-block of 32 columns or two of 16 (one per 128-bit lane).", name, ggmlTypeName(t), what))
 	nib, three, hi := ggmlSuperConstsAVX2(t)
 	var kvs VecVirtual
 	if t == "IQ4XS" {
@@ -89,9 +96,14 @@ func ggmlSuperA8AVX2(c ggmlSuper) {
 						} else {
 							VPMADDUBSW(Mem{Base: av, Disp: 128*h + 32*i}, cr[i], pr)
 						}
-						if i == 0 {
+						switch {
+						case i == 0:
 							VPMADDWD(sv.Offset(32*(4*h+i)), pr, acc)
-						} else {
+						case vnni:
+							sc := YMM()
+							VMOVDQU(sv.Offset(32*(4*h+i)), sc)
+							vpdpwssdY(sc, pr, acc)
+						default:
 							VPMADDWD(sv.Offset(32*(4*h+i)), pr, pr)
 							VPADDD(pr, acc, acc)
 						}
@@ -954,12 +966,16 @@ func ggmlBlockF32AVX2(c ggmlSmall) {
 // reduced together with VPHADDD (lanes = rows) and the definition's float
 // steps run on the four rows at once. The next four rows are prefetched
 // in memory order.
-func ggmlSuperA8R4AVX2(c ggmlSuper) {
+func ggmlSuperA8R4AVX2(c ggmlSuper, vnni bool) {
 	t := c.t
-	name := "Ggml" + t + "A8R4Avx2"
+	isa := "Avx2"
+	if vnni {
+		isa = "AvxVnni"
+	}
+	name := "Ggml" + t + "A8R4" + isa
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
-	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8Avx2 for one vector and four rows at a time (rows a multiple of 4), the reductions and float steps with the rows in the lanes.", name, t))
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8%s for one vector and four rows at a time (rows a multiple of 4), the reductions and float steps with the rows in the lanes.", name, t, isa))
 	// frame: per row the partial sums of both halves and the sums term (48
 	// bytes)
 	part := AllocLocal(4 * 48)
@@ -1005,9 +1021,12 @@ func ggmlSuperA8R4AVX2(c ggmlSuper) {
 					} else {
 						VPMADDUBSW(Mem{Base: ak, Disp: 128*h + 32*k}, cr[k], pr)
 					}
-					if k == 0 {
+					switch {
+					case k == 0:
 						VPMADDWD(scale(h, k), pr, acc)
-					} else {
+					case vnni:
+						vpdpwssdY(scale(h, k), pr, acc)
+					default:
 						VPMADDWD(scale(h, k), pr, pr)
 						VPADDD(pr, acc, acc)
 					}

@@ -27,12 +27,20 @@ import (
 // activations: super-block k at act + 4096k, half h, pair j and chunk c
 // at 2048h + 256j + 32c, 16 bytes of vector 2j then 16 of vector 2j+1,
 // columns 16c .. 16c+15 of the half in order.
-func ggmlSuperA8M16AVX2(c ggmlSuper, full bool) {
+//
+// With vnni (Ggml<t>A8M16FullAvxVnni, Ggml<t>A8M16AvxVnni) the VPMADDWD
+// and VPADDD of each chunk and pair are one VEX VPDPWSSD, the chunk's
+// scale words loaded once for the eight pairs.
+func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni bool) {
 	t := c.t
-	name := "Ggml" + t + "A8M16FullAvx2"
+	isa := "Avx2"
+	if vnni {
+		isa = "AvxVnni"
+	}
+	name := "Ggml" + t + "A8M16Full" + isa
 	what := "for 16 vector lanes (nvec is ignored: the activations of unused lanes must be zero)"
 	if !full {
-		name = "Ggml" + t + "A8M16Avx2"
+		name = "Ggml" + t + "A8M16" + isa
 		what = "for 2..16 vectors (the pairs that hold the batch; the second vector of an odd batch's last pair must have zero activations)"
 	}
 	TEXT(name, 0, ggmlSigM16) // not NOSPLIT: the 1 KiB frame
@@ -79,7 +87,36 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full bool) {
 					}
 				}
 				acc := make([]VecVirtual, 8)
-				if full {
+				if vnni {
+					for j := range acc {
+						acc[j] = YMM()
+						VPXOR(acc[j], acc[j], acc[j])
+					}
+					for ch := 0; ch < 8; ch++ {
+						cw, sc := YMM(), YMM()
+						VMOVDQU(chunks.Offset(32*ch), cw)
+						VMOVDQU(chs.Offset(32*(8*h+ch)), sc)
+						var n GPVirtual
+						done := fmt.Sprintf("%s_h%d_c%d_done", name, h, ch)
+						if !full { // the pairs that hold the batch, (nvec+1)/2
+							n = param("nvec")
+							INCQ(n)
+							SHRQ(U8(1), n)
+						}
+						for j := range acc {
+							pr := YMM()
+							VPMADDUBSW(Mem{Base: ak, Disp: 2048*h + 256*j + 32*ch}, cw, pr)
+							vpdpwssdY(sc, pr, acc[j])
+							if !full && j < len(acc)-1 {
+								DECQ(n)
+								JZ(LabelRef(done))
+							}
+						}
+						if !full {
+							Label(done)
+						}
+					}
+				} else if full {
 					for ch := 0; ch < 8; ch++ {
 						cw := YMM()
 						VMOVDQU(chunks.Offset(32*ch), cw)

@@ -190,9 +190,20 @@ func vpdpbusdVEX(b, a, acc VecPhysical) {
 // vpdpbusdY is vpdpbusdVEX on any YMM registers, virtual ones too: a
 // placeholder instruction that resolveVEX rewrites, once the registers
 // are allocated, into the VPDPBUSD_VEX_* macro of the physical ones.
-func vpdpbusdY(b, a, acc Register) {
+func vpdpbusdY(b, a, acc Register) { vexPlaceholder("VPDPBUSD", b, a, acc) }
+
+// vpdpwssdY is the AVX-VNNI "VPDPWSSD b, a, acc" (acc += the int16 pairs
+// of a times those of b, per 32-bit lane, wrapping like VPMADDWD then
+// VPADDD) on any YMM registers, as vpdpbusdY.
+func vpdpwssdY(b, a, acc Register) { vexPlaceholder("VPDPWSSD", b, a, acc) }
+
+// vexOpcodes are the VEX.256.66.0F38.W0 opcode bytes of the AVX-VNNI
+// instructions the generator emits.
+var vexOpcodes = map[string]int{"VPDPBUSD": 0x50, "VPDPWSSD": 0x52}
+
+func vexPlaceholder(op string, b, a, acc Register) {
 	Instruction(&ir.Instruction{
-		Opcode:   vexPlaceholder,
+		Opcode:   op + "_VEX",
 		Operands: []Op{b, a, acc},
 		Inputs:   []Op{b, a, acc},
 		Outputs:  []Op{acc},
@@ -200,21 +211,19 @@ func vpdpbusdY(b, a, acc Register) {
 	})
 }
 
-// vexPlaceholder is the opcode vpdpbusdY emits.
-const vexPlaceholder = "VPDPBUSD_VEX"
+var vexPlaceholderLine = regexp.MustCompile(`(?m)^\t(VPDPBUSD|VPDPWSSD)_VEX +Y(\d+), Y(\d+), Y(\d+)$`)
 
-var vexPlaceholderLine = regexp.MustCompile(`(?m)^\t` + vexPlaceholder + ` +Y(\d+), Y(\d+), Y(\d+)$`)
-
-// resolveVEX rewrites vpdpbusdY's placeholders in generated assembly into
-// VPDPBUSD_VEX_* macros (recorded in vexVNNI for insertVEXMacros).
+// resolveVEX rewrites the placeholders of vpdpbusdY and vpdpwssdY in
+// generated assembly into <op>_VEX_* macros (recorded in vexVNNI for
+// insertVEXMacros).
 func resolveVEX(src []byte) []byte {
 	return vexPlaceholderLine.ReplaceAllFunc(src, func(line []byte) []byte {
 		m := vexPlaceholderLine.FindSubmatch(line)
 		var r [3]int
 		for i := range r {
-			r[i], _ = strconv.Atoi(string(m[i+1]))
+			r[i], _ = strconv.Atoi(string(m[i+2]))
 		}
-		name := fmt.Sprintf("%s_Y%d_Y%d_Y%d", vexPlaceholder, r[0], r[1], r[2])
+		name := fmt.Sprintf("%s_VEX_Y%d_Y%d_Y%d", m[1], r[0], r[1], r[2])
 		vexVNNI[name] = r
 		return []byte("\t" + name)
 	})

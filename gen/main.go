@@ -26,6 +26,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	. "github.com/mmcloughlin/avo/build"
 )
@@ -130,9 +131,9 @@ func fixHeader(path string) error {
 	return os.WriteFile(path, out, 0o644)
 }
 
-// insertVEXMacros resolves the file's VPDPBUSD placeholders (resolveVEX)
-// and defines every VPDPBUSD_VEX_* and AMX macro used in the file right
-// after its #include line.
+// insertVEXMacros resolves the file's AVX-VNNI placeholders (resolveVEX)
+// and defines every VPDPBUSD_VEX_*, VPDPWSSD_VEX_* and AMX macro used in
+// the file right after its #include line.
 func insertVEXMacros(path string) error {
 	src, err := os.ReadFile(path)
 	if err != nil {
@@ -161,8 +162,9 @@ func insertVEXMacros(path string) error {
 		}
 		b2 := (^aReg&15)<<3 | 0x04 | 0x01
 		modrm := 0xc0 | (dst&7)<<3 | bReg&7
-		fmt.Fprintf(&defs, "\n// %s is VPDPBUSD ymm%d, ymm%d, ymm%d (Intel operand order), VEX-encoded (AVX-VNNI).\n", n, dst, aReg, bReg)
-		fmt.Fprintf(&defs, "#define %s BYTE $0xc4; BYTE $0x%02x; BYTE $0x%02x; BYTE $0x50; BYTE $0x%02x\n", n, b1, b2, modrm)
+		op, _, _ := strings.Cut(n, "_")
+		fmt.Fprintf(&defs, "\n// %s is %s ymm%d, ymm%d, ymm%d (Intel operand order), VEX-encoded (AVX-VNNI).\n", n, op, dst, aReg, bReg)
+		fmt.Fprintf(&defs, "#define %s BYTE $0xc4; BYTE $0x%02x; BYTE $0x%02x; BYTE $0x%02x; BYTE $0x%02x\n", n, b1, b2, vexOpcodes[op], modrm)
 	}
 	names = names[:0]
 	for n := range amxMacros {
