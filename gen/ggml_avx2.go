@@ -577,7 +577,7 @@ func ggmlSmallCodesAVX2(c ggmlSmall, base Mem, b int, nib, kv, spread, bits, six
 	} else {
 		VMOVDQU(base.Offset(off), v)
 		if offset {
-			VPXOR(rodata("ggmlFlip32", 8, 4, func(int) uint64 { return 0x80808080 }), v, v)
+			VPXOR(ggmlFlip32(), v, v)
 		}
 	}
 	if c.qh != 0 { // bit e of qh adds 16 to code e
@@ -591,6 +591,9 @@ func ggmlSmallCodesAVX2(c ggmlSmall, base Mem, b int, nib, kv, spread, bits, six
 	}
 	return v
 }
+
+// ggmlFlip32 is 32 bytes of 0x80: XOR makes int8 codes q into q + 128.
+func ggmlFlip32() Mem { return rodata("ggmlFlip32", 8, 4, func(int) uint64 { return 0x80808080 }) }
 
 // halves4 returns the binary16 at base+off+b*stride for b = 0..3 in the
 // four low words of an XMM, gathered with scalar loads and shifts (the

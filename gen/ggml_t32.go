@@ -443,7 +443,7 @@ func ggmlBlockA8TAVX2(c ggmlSmall, M int, vnni bool) {
 			}
 			if q8 && offset {
 				for _, r := range lohi {
-					VPXOR(rodata("ggmlFlip32", 8, 4, func(int) uint64 { return 0x80808080 }), r, r)
+					VPXOR(ggmlFlip32(), r, r)
 				}
 			}
 			// d after the transposes (Q8_0's second half borrowed it).
@@ -467,23 +467,17 @@ func ggmlBlockA8TAVX2(c ggmlSmall, M int, vnni bool) {
 				// K step k: codes lohi[k], activations 4k on in the block
 				// (Q4_0: steps 0..3 the low nibbles, 4..7 the high ones,
 				// 16 columns on; Q8_0: the 8 dwords in order).
-				if vnni {
-					if signed || c.m {
+				if vnni { // every code unsigned: the sums start at the start value
+					if c.m {
 						VPXOR(s16, s16, s16)
-					} else { // the codes' offset times the block's sum
+					} else {
 						VPBROADCASTD(Mem{Base: ap, Disp: 128*M + 16*v + 4*b}, s16)
 					}
 				}
 				for k := 0; k < 8; k++ {
 					if vnni {
 						VPBROADCASTD(Mem{Base: ap, Disp: 128*v + 32*b + 4*k}, xb)
-						codes := lohi[k]
-						if signed { // |q| * (x*sign(q))
-							codes = t
-							VPABSB(lohi[k], codes)
-							VPSIGNB(lohi[k], xb, xb)
-						}
-						vpdpbusdY(xb, codes, s16)
+						vpdpbusdY(xb, lohi[k], s16)
 						continue
 					}
 					VPBROADCASTD(Mem{Base: ap, Disp: 128*v + 32*b + 4*k}, xb)
