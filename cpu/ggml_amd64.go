@@ -109,15 +109,16 @@ var ggmlA8M16AVX2SmallFuncs = map[ggml.Type]ggmlA8M16Func{
 
 // ggmlA8M16AVXVNNIFuncs and ggmlA8M16AVXVNNISmallFuncs are the batch
 // kernels above with VEX VPDPWSSD for the scale words' multiply-add, for
-// the avxvnni kernel set.
+// the avxvnni kernel set, and IQ4_XS's (VPDPBUSD on KValues + 128, which
+// AVX2 has no way to multiply without the sign trick).
 var (
 	ggmlA8M16AVXVNNIFuncs = map[ggml.Type]ggmlA8M16Func{
 		ggml.Q2_K: asm.GgmlQ2KA8M16FullAvxVnni, ggml.Q3_K: asm.GgmlQ3KA8M16FullAvxVnni, ggml.Q4_K: asm.GgmlQ4KA8M16FullAvxVnni,
-		ggml.Q5_K: asm.GgmlQ5KA8M16FullAvxVnni, ggml.Q6_K: asm.GgmlQ6KA8M16FullAvxVnni,
+		ggml.Q5_K: asm.GgmlQ5KA8M16FullAvxVnni, ggml.Q6_K: asm.GgmlQ6KA8M16FullAvxVnni, ggml.IQ4_XS: asm.GgmlIQ4XSA8M16FullAvxVnni,
 	}
 	ggmlA8M16AVXVNNISmallFuncs = map[ggml.Type]ggmlA8M16Func{
 		ggml.Q2_K: asm.GgmlQ2KA8M16AvxVnni, ggml.Q3_K: asm.GgmlQ3KA8M16AvxVnni, ggml.Q4_K: asm.GgmlQ4KA8M16AvxVnni,
-		ggml.Q5_K: asm.GgmlQ5KA8M16AvxVnni, ggml.Q6_K: asm.GgmlQ6KA8M16AvxVnni,
+		ggml.Q5_K: asm.GgmlQ5KA8M16AvxVnni, ggml.Q6_K: asm.GgmlQ6KA8M16AvxVnni, ggml.IQ4_XS: asm.GgmlIQ4XSA8M16AvxVnni,
 	}
 )
 

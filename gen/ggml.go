@@ -46,8 +46,8 @@ func ggmlKernels() {
 		ggmlSuperF32(c)
 		ggmlSuperA8AVX2(c, false)
 		ggmlSuperA8AVX2(c, true)
-		if !c.dword {
-			for _, vnni := range []bool{false, true} {
+		for _, vnni := range []bool{false, true} {
+			if !c.dword || vnni { // IQ4_XS: AVX-VNNI only
 				ggmlSuperA8M16AVX2(c, false, vnni)
 				ggmlSuperA8M16AVX2(c, true, vnni)
 			}

@@ -30,7 +30,10 @@ import (
 //
 // With vnni (Ggml<t>A8M16FullAvxVnni, Ggml<t>A8M16AvxVnni) the VPMADDWD
 // and VPADDD of each chunk and pair are one VEX VPDPWSSD, the chunk's
-// scale words loaded once for the eight pairs.
+// scale words loaded once for the eight pairs. IQ4_XS, whose codes as
+// KValues + 128 would saturate VPMADDUBSW's pairs, runs only with vnni:
+// per sub-block and pair two VEX VPDPBUSD into int32, one VPMULLD by the
+// sub-block scale, VPADDD; the sums term subtracts 128*sum(sc*sx).
 func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni bool) {
 	t := c.t
 	isa := "Avx2"
@@ -47,6 +50,14 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni bool) {
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s %s, two vectors per accumulator and the vectors in the lanes of the float steps.", name, "Ggml"+t+"A8Avx2", what))
 	nib, three, hi := ggmlSuperConstsAVX2(t)
+	var kv VecVirtual
+	if c.dword {
+		if !vnni {
+			panic("gen: no AVX2 batch kernel for " + t)
+		}
+		kv = YMM()
+		VBROADCASTI128(ggmlKValues128(), kv)
+	}
 	// frame: the scale words of the eight code registers (8 x 32 bytes),
 	// the sums term's words (32 bytes), the scale words of the 16 chunks
 	// (16 x 32), one half's chunks (8 x 32), d and dmin as float32
@@ -80,6 +91,9 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni bool) {
 			for h := 0; h < 2; h++ {
 				cr := ggmlHalfCodesAVX2(c, Mem{Base: wp}, h, nib, three, hi)
 				for i, r := range cr {
+					if c.dword {
+						VPSHUFB(r, kv, r)
+					}
 					for l := 0; l < 2; l++ {
 						d := YMM()
 						VPERM2I128(U8(0x11*l), r, r, d)
@@ -87,7 +101,44 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni bool) {
 					}
 				}
 				acc := make([]VecVirtual, 8)
-				if vnni {
+				if c.dword {
+					for j := range acc {
+						acc[j] = YMM()
+						VPXOR(acc[j], acc[j], acc[j])
+					}
+					for sb := 0; sb < 4; sb++ { // sub-block 4h+sb: chunks 2sb, 2sb+1
+						cw0, cw1, sc := YMM(), YMM(), YMM()
+						VMOVDQU(chunks.Offset(32*(2*sb)), cw0)
+						VMOVDQU(chunks.Offset(32*(2*sb+1)), cw1)
+						VMOVDQU(chs.Offset(32*(8*h+2*sb)), sc)
+						VPSRAD(U8(16), sc, sc) // the scale word pairs as dwords
+						var n GPVirtual
+						done := fmt.Sprintf("%s_h%d_s%d_done", name, h, sb)
+						if !full {
+							n = param("nvec")
+							INCQ(n)
+							SHRQ(U8(1), n)
+						}
+						for j := range acc {
+							d := YMM()
+							VPXOR(d, d, d)
+							for k, cw := range []VecVirtual{cw0, cw1} {
+								x := YMM()
+								VMOVDQU(Mem{Base: ak, Disp: 2048*h + 256*j + 32*(2*sb+k)}, x)
+								vpdpbusdY(x, cw, d)
+							}
+							VPMULLD(sc, d, d)
+							VPADDD(d, acc[j], acc[j])
+							if !full && j < len(acc)-1 {
+								DECQ(n)
+								JZ(LabelRef(done))
+							}
+						}
+						if !full {
+							Label(done)
+						}
+					}
+				} else if vnni {
 					for j := range acc {
 						acc[j] = YMM()
 						VPXOR(acc[j], acc[j], acc[j])
