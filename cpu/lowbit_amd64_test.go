@@ -14,11 +14,20 @@ import (
 // TestBitsA8MetaLayouts runs the AVX-512 A8 kernels on both metadata
 // layouts: binary16 scales with int16 zeros (a negative zero point checks
 // the sign extension) and the float32 fallback, taken for float32
-// metadata and for zero points outside int16. Results are exact.
+// metadata and for zero points outside int16; and the 4-bit kernels'
+// L1-prefetch variants whatever the CPU. Results are exact.
 func TestBitsA8MetaLayouts(t *testing.T) {
 	if !hasAll(bitsA8Kernels.requires) {
 		t.Skip("no AVX-512 VNNI + VBMI")
 	}
+	defer func(v bool) { bitsA8PrefetchL1 = v }(bitsA8PrefetchL1)
+	for _, l1 := range []bool{false, true} {
+		bitsA8PrefetchL1 = l1
+		t.Run(fmt.Sprintf("prefetchL1=%v", l1), testBitsA8MetaLayouts)
+	}
+}
+
+func testBitsA8MetaLayouts(t *testing.T) {
 	be, err := New(Config{ISA: AVX512VNNI, Threads: 3})
 	if err != nil {
 		t.Fatal(err)

@@ -17,9 +17,12 @@ import (
 func bitsA8Kernels() {
 	for _, meta16 := range []bool{false, true} {
 		for _, n := range []int{8, 4, 2, 1} {
-			bitsA8AVX512(n, 1, meta16)
+			bitsA8AVX512(n, 1, meta16, n <= 2)
+			if n == 4 {
+				bitsA8AVX512(n, 1, meta16, true)
+			}
 			if n == 1 { // 1 bit: no transposed kernels (groups of 32: 32 lanes per row, more than a ZMM holds)
-				bitsA8AVX512(n, 2, meta16)
+				bitsA8AVX512(n, 2, meta16, true)
 			} else {
 				bitsA8G32AVX512(n, 2, meta16)
 				bitsA8G32AVX512(n, 1, meta16)
@@ -75,10 +78,16 @@ func bitsA8Kernels() {
 // zeros (128 bytes): widening is exact, so the result is the same bits,
 // and at 2 bits per weight the metadata read drops from 8/40 to 4/36 of
 // the bytes.
-func bitsA8AVX512(n, sub int, meta16 bool) {
+//
+// With l1 the kernel prefetches the next tile into L1 instead of L2
+// (named ...PfL1... where the kernel also comes without).
+func bitsA8AVX512(n, sub int, meta16, l1 bool) {
 	bpc := 8 / n
 	R := 16 / (bpc * sub)
 	m16 := map[bool]string{true: "Meta16"}[meta16]
+	if l1 && n > 2 { // the variant of a kernel that prefetches into L2
+		m16 += "PfL1"
+	}
 	name := fmt.Sprintf("Bits%dA8%sAvx512", n, m16)
 	if sub > 1 {
 		name = fmt.Sprintf("Bits%dA8G%d%sAvx512", n, 128/sub, m16)
@@ -106,9 +115,9 @@ func bitsA8AVX512(n, sub int, meta16 bool) {
 		}
 	}
 
-	// 2- and 1-bit kernels prefetch their next tile into L1, not L2
-	// (docs/KERNELS.md).
-	lowA8Loops(name, R, L, actChunk, metaBlock, 16, n <= 2,
+	// The 2- and 1-bit kernels prefetch their next tile into L1, not L2;
+	// the 4-bit ones have both variants (the CPU picks: docs/KERNELS.md).
+	lowA8Loops(name, R, L, actChunk, metaBlock, 16, l1,
 		func(i int, wp, ap, mp GPVirtual, acc []VecVirtual) {
 			for h := 0; h < 2; h++ {
 				data := ZMM()
