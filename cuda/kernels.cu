@@ -990,8 +990,8 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 	// memory latency (on an H200, batch 1, Bits2G128 took 18-19 us and
 	// 13-14 with them early, Q4G128 4096x14336 19.7 and 17.4). The Bits
 	// kernels load the scales and zeros a round ahead, with the weights
-	// (Bits4 and Bits8 batch 1 0.89-0.92x the time); Q4G128, with twice
-	// the steps per round, was 1.05-1.17x slower that way.
+	// (batch 1 0.88-0.95x the time, batch 16 1.00-1.03x); Q4G128, with
+	// twice the steps per round, took 1.01-1.18x the time that way.
 	const bool AHEAD = N != 0;
 	uint4 wc[SPW][2][2];
 	float ms0[SPW][GPC], ms1[SPW][GPC]; // the round's scales and zeros (AHEAD)
