@@ -19,6 +19,13 @@ func GgmlQ2KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlQ2KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ2KA8R4PfL1Avx512 is GgmlQ2KA8Avx512 for one vector and four rows at a
+// time (rows a multiple of 4), the reductions and float steps with the rows in
+// the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ2KA8R4PfL1Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ2KA8T4Avx512 is GgmlQ2KA8Avx512 for 16 rows and 4 vector slots with the
 // rows in the lanes. See "GGML block kernels" in the package doc.
 //
@@ -50,6 +57,13 @@ func GgmlQ3KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //
 //go:noescape
 func GgmlQ3KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ3KA8R4PfL1Avx512 is GgmlQ3KA8Avx512 for one vector and four rows at a
+// time (rows a multiple of 4), the reductions and float steps with the rows in
+// the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ3KA8R4PfL1Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ3KA8T4Avx512 is GgmlQ3KA8Avx512 for 16 rows and 4 vector slots with the
 // rows in the lanes. See "GGML block kernels" in the package doc.
@@ -86,6 +100,13 @@ func GgmlQ4KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlQ4KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ4KA8R4PfL1Avx512 is GgmlQ4KA8Avx512 for one vector and four rows at a
+// time (rows a multiple of 4), the reductions and float steps with the rows in
+// the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ4KA8R4PfL1Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ4KA8T4Avx512 is GgmlQ4KA8Avx512 for 16 rows and 4 vector slots with the
 // rows in the lanes. See "GGML block kernels" in the package doc.
 //
@@ -117,6 +138,13 @@ func GgmlQ5KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //
 //go:noescape
 func GgmlQ5KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ5KA8R4PfL1Avx512 is GgmlQ5KA8Avx512 for one vector and four rows at a
+// time (rows a multiple of 4), the reductions and float steps with the rows in
+// the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ5KA8R4PfL1Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ5KA8T4Avx512 is GgmlQ5KA8Avx512 for 16 rows and 4 vector slots with the
 // rows in the lanes. See "GGML block kernels" in the package doc.
@@ -151,6 +179,13 @@ func GgmlQ6KA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //
 //go:noescape
 func GgmlQ6KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ6KA8R4PfL1Avx512 is GgmlQ6KA8Avx512 for one vector and four rows at a
+// time (rows a multiple of 4), the reductions and float steps with the rows in
+// the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ6KA8R4PfL1Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ6KA8T4Avx512 is GgmlQ6KA8Avx512 for 16 rows and 4 vector slots with the
 // rows in the lanes. See "GGML block kernels" in the package doc.
@@ -188,6 +223,13 @@ func GgmlIQ4XSA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //go:noescape
 func GgmlIQ4XSA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlIQ4XSA8R4PfL1Avx512 is GgmlIQ4XSA8Avx512 for one vector and four rows at
+// a time (rows a multiple of 4), the reductions and float steps with the rows
+// in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4XSA8R4PfL1Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlIQ4XSA8T4Avx512 is GgmlIQ4XSA8Avx512 for 16 rows and 4 vector slots with
 // the rows in the lanes. See "GGML block kernels" in the package doc.
 //
@@ -220,6 +262,13 @@ func GgmlQ40A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //
 //go:noescape
 func GgmlQ40A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ40A8R4PfL1Avx512 is GgmlQ40A8Avx512 for one vector and four rows at a
+// time (rows a multiple of 4), the float steps with the rows in the lanes. See
+// "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ40A8R4PfL1Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ40A8T4Avx512 is GgmlQ40A8Avx512 for 16 rows and 4 vector slots with the
 // rows in the lanes. See "GGML block kernels" in the package doc.
@@ -254,6 +303,13 @@ func GgmlQ41A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlQ41A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ41A8R4PfL1Avx512 is GgmlQ41A8Avx512 for one vector and four rows at a
+// time (rows a multiple of 4), the float steps with the rows in the lanes. See
+// "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ41A8R4PfL1Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ41A8T4Avx512 is GgmlQ41A8Avx512 for 16 rows and 4 vector slots with the
 // rows in the lanes. See "GGML block kernels" in the package doc.
 //
@@ -286,6 +342,13 @@ func GgmlQ50A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //
 //go:noescape
 func GgmlQ50A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ50A8R4PfL1Avx512 is GgmlQ50A8Avx512 for one vector and four rows at a
+// time (rows a multiple of 4), the float steps with the rows in the lanes. See
+// "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ50A8R4PfL1Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ50A8T4Avx512 is GgmlQ50A8Avx512 for 16 rows and 4 vector slots with the
 // rows in the lanes. See "GGML block kernels" in the package doc.
@@ -320,6 +383,13 @@ func GgmlQ51A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlQ51A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ51A8R4PfL1Avx512 is GgmlQ51A8Avx512 for one vector and four rows at a
+// time (rows a multiple of 4), the float steps with the rows in the lanes. See
+// "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ51A8R4PfL1Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ51A8T4Avx512 is GgmlQ51A8Avx512 for 16 rows and 4 vector slots with the
 // rows in the lanes. See "GGML block kernels" in the package doc.
 //
@@ -353,6 +423,13 @@ func GgmlQ80A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlQ80A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ80A8R4PfL1Avx512 is GgmlQ80A8Avx512 for one vector and four rows at a
+// time (rows a multiple of 4), the float steps with the rows in the lanes. See
+// "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ80A8R4PfL1Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ80A8T4Avx512 is GgmlQ80A8Avx512 for 16 rows and 4 vector slots with the
 // rows in the lanes. See "GGML block kernels" in the package doc.
 //
@@ -385,6 +462,13 @@ func GgmlIQ4NLA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //
 //go:noescape
 func GgmlIQ4NLA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlIQ4NLA8R4PfL1Avx512 is GgmlIQ4NLA8Avx512 for one vector and four rows at
+// a time (rows a multiple of 4), the float steps with the rows in the lanes.
+// See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4NLA8R4PfL1Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlIQ4NLA8T4Avx512 is GgmlIQ4NLA8Avx512 for 16 rows and 4 vector slots with
 // the rows in the lanes. See "GGML block kernels" in the package doc.

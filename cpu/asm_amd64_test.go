@@ -168,6 +168,13 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, f := range ggmlA8Funcs {
 		check("ggml", funcName(f), ggmlA8Requires)
 	}
+	for t, f := range ggmlA8R4PfL1Funcs {
+		gate := ggmlA8Requires
+		if ggmlR4VBMI[t] {
+			gate = append(slices.Clone(gate), ggmlR4VBMIRequires...)
+		}
+		check("ggml four rows (L1 prefetch)", funcName(f), gate)
+	}
 	for t, f := range ggmlA8R4Funcs {
 		gate := ggmlA8Requires
 		if ggmlR4VBMI[t] {

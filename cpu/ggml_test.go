@@ -15,6 +15,15 @@ import (
 // batches 1..16: A8 equal to DotA8Exact bit for bit, through MulA8 and
 // MulI8; the SIMD types report their kernel set.
 func TestGGMLKernels(t *testing.T) {
+	// the four-row kernels' L1-prefetch variants too, whatever the CPU
+	defer func(v bool) { ggmlR4L1 = v }(ggmlR4L1)
+	for _, l1 := range []bool{false, true} {
+		ggmlR4L1 = l1
+		t.Run(fmt.Sprintf("prefetchL1=%v", l1), testGGMLKernels)
+	}
+}
+
+func testGGMLKernels(t *testing.T) {
 	for _, isa := range ISAs() {
 		if !Supported(isa) {
 			continue

@@ -17,7 +17,8 @@ import (
 func ggmlKernels() {
 	for _, c := range ggmlSupers {
 		ggmlSuperA8(c)
-		ggmlSuperA8R4(c)
+		ggmlSuperA8R4(c, false)
+		ggmlSuperA8R4(c, true)
 		for _, M := range []int{4, 8, 16} { // rows in the lanes, M vector slots
 			switch c.t {
 			case "Q4K", "Q5K":
@@ -35,7 +36,8 @@ func ggmlKernels() {
 	}
 	for _, c := range ggmlSmalls {
 		ggmlBlockA8(c)
-		ggmlBlockA8R4(c)
+		ggmlBlockA8R4(c, false)
+		ggmlBlockA8R4(c, true)
 		if ggmlT32Types[c.t] {
 			for _, M := range []int{4, 8, 16} {
 				ggmlBlockA8T(c, M)
@@ -1127,9 +1129,12 @@ func math32bits(f float32) uint32 { return math.Float32bits(f) }
 // but the eight half accumulators of the four rows are reduced together
 // (lanes = rows) and the definition's float steps run on the four rows at
 // once (VMULPS, VADDPS, VSUBPS: each lane one row's exact operations).
-func ggmlSuperA8R4(c ggmlSuper) {
+//
+// With l1 it emits Ggml<t>A8R4PfL1Avx512, which prefetches the next four
+// rows into L1 instead of L2 (fourRows).
+func ggmlSuperA8R4(c ggmlSuper, l1 bool) {
 	t := c.t
-	name := "Ggml" + t + "A8R4Avx512"
+	name := "Ggml" + t + "A8R4" + map[bool]string{true: "PfL1"}[l1] + "Avx512"
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8Avx512 for one vector and four rows at a time (rows a multiple of 4), the reductions and float steps with the rows in the lanes.", name, t))
@@ -1140,7 +1145,7 @@ func ggmlSuperA8R4(c ggmlSuper) {
 	if t == "Q2K" {
 		dmOff = 82
 	}
-	fourRows(name, c.bytes, 256, 2*256/c.sub, 8, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
+	fourRows(name, l1, c.bytes, 256, 2*256/c.sub, 8, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
 		var acc [2][4]VecVirtual // half, row
 		var mm [4]VecVirtual
 		dh, mh := XMM(), XMM() // d, dmin of the four rows (binary16)
@@ -1231,8 +1236,11 @@ func ggmlSuperA8R4(c ggmlSuper) {
 // additions of the four rows are one VADDPS each (a row's additions are a
 // dependency chain: about 17 cycles per 128 columns for one row). The
 // next four rows are prefetched in memory order.
-func ggmlBlockA8R4(c ggmlSmall) {
-	name := "Ggml" + c.t + "A8R4Avx512"
+//
+// With l1 it emits Ggml<t>A8R4PfL1Avx512 (the next four rows prefetched
+// into L1, fourRows).
+func ggmlBlockA8R4(c ggmlSmall, l1 bool) {
+	name := "Ggml" + c.t + "A8R4" + map[bool]string{true: "PfL1"}[l1] + "Avx512"
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8Avx512 for one vector and four rows at a time (rows a multiple of 4), the float steps with the rows in the lanes.", name, c.t))
@@ -1257,7 +1265,7 @@ func ggmlBlockA8R4(c ggmlSmall) {
 		vb = newGGMLVBMI(c)
 	}
 	transpose := transpose4
-	fourRows(name, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
+	fourRows(name, l1, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
 		if vb != nil {
 			vb.group(c, rows, ak, sk, xk, acc4)
 		} else {
@@ -1298,9 +1306,10 @@ func ggmlBlockDots(z [2]VecVirtual, ap GPVirtual, lane0 VecVirtual) VecVirtual {
 // pf walks the next four rows (contiguous in memory) with PREFETCHT1 in
 // order, 4*unitBytes per unit, so that they stream in order while this
 // tile's four rows interleave, which the hardware prefetchers follow
-// poorly on short rows. The activations, their sums and scales move on
-// actStep, sumStep and xsStep bytes per unit.
-func fourRows(name string, unitBytes, actStep, sumStep, xsStep int, body func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual)) {
+// poorly on short rows (with l1, PREFETCHT0: into L1, where the next four
+// rows fit). The activations, their sums and scales move on actStep,
+// sumStep and xsStep bytes per unit.
+func fourRows(name string, l1 bool, unitBytes, actStep, sumStep, xsStep int, body func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual)) {
 	Label(name + "_row")
 	acc4 := XMM()
 	VXORPS(acc4, acc4, acc4)
@@ -1312,8 +1321,12 @@ func fourRows(name string, unitBytes, actStep, sumStep, xsStep int, body func(ro
 	ak, sk, xk := param("act"), param("sums"), param("xs")
 	n := param("nsb")
 	Label(name + "_unit")
+	prefetch := PREFETCHT1
+	if l1 {
+		prefetch = PREFETCHT0
+	}
 	for off := 0; off < 4*unitBytes; off += 64 {
-		PREFETCHT1(Mem{Base: pf, Disp: off})
+		prefetch(Mem{Base: pf, Disp: off})
 	}
 	body([4]Mem{{Base: wp}, {Base: wp, Index: st, Scale: 1}, {Base: wp2}, {Base: wp2, Index: st, Scale: 1}}, ak, sk, xk, acc4)
 	ADDQ(U32(unitBytes), wp)

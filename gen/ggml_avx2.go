@@ -695,7 +695,7 @@ func ggmlBlockA8R4AVX2(c ggmlSmall, vnni bool) {
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8%s for one vector and four rows at a time (rows a multiple of 4), the float steps with the rows in the lanes.", name, c.t, isa))
 	signed, shift, nib, ones, kv, spread, bits, sixteen := ggmlSmallConstsAVX2(c, vnni)
 	terms := AllocLocal(2 * 4 * 16) // per row: the four d terms, then (Q4_1, Q5_1) the four m terms
-	fourRows(name, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
+	fourRows(name, false, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
 		xb := XMM()
 		VBROADCASTSS(Mem{Base: xk}, xb)
 		for i, rm := range rows {
@@ -997,7 +997,7 @@ func ggmlSuperA8R4AVX2(c ggmlSuper, vnni bool) {
 		kvs = YMM()
 		VBROADCASTI128(ggmlKValues(), kvs)
 	}
-	fourRows(name, c.bytes, 256, 2*256/c.sub, 8, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
+	fourRows(name, false, c.bytes, 256, 2*256/c.sub, 8, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
 		dh, mh := XMM(), XMM()
 		VPXOR(dh, dh, dh)
 		if c.mins {
