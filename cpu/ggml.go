@@ -42,6 +42,11 @@ type ggmlKernel struct {
 	f32 func(mx *GGMLMatrix, dst, xt []float32, batch, r0, r1 int)
 }
 
+// ggmlR4L1 makes the four-row kernels prefetch the next rows into L1
+// where the architecture's kernels offer that (ggml_amd64.go sets it for
+// the CPU; tests set it to run both).
+var ggmlR4L1 bool
+
 // ggmlKernels holds the SIMD kernels by type; architecture files fill
 // it in init with a function of the backend's kernel set.
 var ggmlKernels = map[ggml.Type]func(isa ISA) *ggmlKernel{}
