@@ -498,8 +498,15 @@ func init() {
 			f32, avx2, f32avx2, r4, r4avx2 := ggmlF32Funcs[t], ggmlA8AVX2Funcs[t], ggmlF32AVX2Funcs[t], ggmlA8R4Funcs[t], ggmlA8R4AVX2Funcs[t]
 			if (isa == AVX2 || isa == AVXVNNI) && avx2 != nil && hasAll(ggmlA8AVX2Requires) {
 				m16avx2, m16avx2Small := ggmlA8M16AVX2Funcs[t], ggmlA8M16AVX2SmallFuncs[t]
-				if isa == AVXVNNI && hasAll(ggmlA8AVXVNNIRequires) && ggmlA8M16AVXVNNIFuncs[t] != nil {
-					m16avx2, m16avx2Small = ggmlA8M16AVXVNNIFuncs[t], ggmlA8M16AVXVNNISmallFuncs[t]
+				tFuncs, vnni := ggmlA8TAVX2Funcs, isa == AVXVNNI && hasAll(ggmlA8AVXVNNIRequires)
+				if vnni { // the AVX-VNNI variants where a type has them
+					tFuncs = ggmlA8TAVXVNNIFuncs
+					if f := ggmlA8M16AVXVNNIFuncs[t]; f != nil {
+						m16avx2, m16avx2Small = f, ggmlA8M16AVXVNNISmallFuncs[t]
+					}
+					if f := ggmlA8AVXVNNIFuncs[t]; f != nil {
+						avx2, r4avx2 = f, ggmlA8R4AVXVNNIFuncs[t]
+					}
 				}
 				batchKernel := func(batch int) ggmlA8M16Func {
 					switch {
@@ -509,13 +516,6 @@ func init() {
 						return m16avx2Small
 					}
 					return nil
-				}
-				tFuncs, vnni := ggmlA8TAVX2Funcs, isa == AVXVNNI && hasAll(ggmlA8AVXVNNIRequires)
-				if vnni {
-					tFuncs = ggmlA8TAVXVNNIFuncs
-					if f := ggmlA8AVXVNNIFuncs[t]; f != nil {
-						avx2, r4avx2 = f, ggmlA8R4AVXVNNIFuncs[t]
-					}
 				}
 				tKernel := func(batch int) (ggmlA8TFunc, int) { // rows in lanes (the 32-element types)
 					from, ok := ggmlTAVX2From[t]
