@@ -101,25 +101,42 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni bool) {
 					}
 				}
 				acc := make([]VecVirtual, 8)
-				if c.dword {
+				// pairs emits body(j) for each pair of vectors; the kernel
+				// for 2..16 vectors stops after the pairs that hold the
+				// batch, (nvec+1)/2 (the others stay zero), at label.
+				pairs := func(label string, body func(j int)) {
+					var n GPVirtual
+					if !full {
+						n = param("nvec")
+						INCQ(n)
+						SHRQ(U8(1), n)
+					}
+					for j := range acc {
+						body(j)
+						if !full && j < len(acc)-1 {
+							DECQ(n)
+							JZ(LabelRef(label))
+						}
+					}
+					if !full {
+						Label(label)
+					}
+				}
+				if c.dword || vnni || !full {
 					for j := range acc {
 						acc[j] = YMM()
 						VPXOR(acc[j], acc[j], acc[j])
 					}
+				}
+				switch {
+				case c.dword:
 					for sb := 0; sb < 4; sb++ { // sub-block 4h+sb: chunks 2sb, 2sb+1
 						cw0, cw1, sc := YMM(), YMM(), YMM()
 						VMOVDQU(chunks.Offset(32*(2*sb)), cw0)
 						VMOVDQU(chunks.Offset(32*(2*sb+1)), cw1)
 						VMOVDQU(chs.Offset(32*(8*h+2*sb)), sc)
 						VPSRAD(U8(16), sc, sc) // the scale word pairs as dwords
-						var n GPVirtual
-						done := fmt.Sprintf("%s_h%d_s%d_done", name, h, sb)
-						if !full {
-							n = param("nvec")
-							INCQ(n)
-							SHRQ(U8(1), n)
-						}
-						for j := range acc {
+						pairs(fmt.Sprintf("%s_h%d_s%d_done", name, h, sb), func(j int) {
 							d := YMM()
 							VPXOR(d, d, d)
 							for k, cw := range []VecVirtual{cw0, cw1} {
@@ -129,45 +146,20 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni bool) {
 							}
 							VPMULLD(sc, d, d)
 							VPADDD(d, acc[j], acc[j])
-							if !full && j < len(acc)-1 {
-								DECQ(n)
-								JZ(LabelRef(done))
-							}
-						}
-						if !full {
-							Label(done)
-						}
+						})
 					}
-				} else if vnni {
-					for j := range acc {
-						acc[j] = YMM()
-						VPXOR(acc[j], acc[j], acc[j])
-					}
+				case vnni:
 					for ch := 0; ch < 8; ch++ {
 						cw, sc := YMM(), YMM()
 						VMOVDQU(chunks.Offset(32*ch), cw)
 						VMOVDQU(chs.Offset(32*(8*h+ch)), sc)
-						var n GPVirtual
-						done := fmt.Sprintf("%s_h%d_c%d_done", name, h, ch)
-						if !full { // the pairs that hold the batch, (nvec+1)/2
-							n = param("nvec")
-							INCQ(n)
-							SHRQ(U8(1), n)
-						}
-						for j := range acc {
+						pairs(fmt.Sprintf("%s_h%d_c%d_done", name, h, ch), func(j int) {
 							pr := YMM()
 							VPMADDUBSW(Mem{Base: ak, Disp: 2048*h + 256*j + 32*ch}, cw, pr)
 							vpdpwssdY(sc, pr, acc[j])
-							if !full && j < len(acc)-1 {
-								DECQ(n)
-								JZ(LabelRef(done))
-							}
-						}
-						if !full {
-							Label(done)
-						}
+						})
 					}
-				} else if full {
+				case full: // the first chunk's products start the sums
 					for ch := 0; ch < 8; ch++ {
 						cw := YMM()
 						VMOVDQU(chunks.Offset(32*ch), cw)
@@ -183,31 +175,16 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni bool) {
 							}
 						}
 					}
-				} else {
-					// the pairs that hold the batch, (nvec+1)/2; the others
-					// stay zero
-					for j := range acc {
-						acc[j] = YMM()
-						VPXOR(acc[j], acc[j], acc[j])
-					}
+				default:
 					for ch := 0; ch < 8; ch++ {
 						cw := YMM()
 						VMOVDQU(chunks.Offset(32*ch), cw)
-						n := param("nvec")
-						INCQ(n)
-						SHRQ(U8(1), n)
-						done := fmt.Sprintf("%s_h%d_c%d_done", name, h, ch)
-						for j := range acc {
+						pairs(fmt.Sprintf("%s_h%d_c%d_done", name, h, ch), func(j int) {
 							pr := YMM()
 							VPMADDUBSW(Mem{Base: ak, Disp: 2048*h + 256*j + 32*ch}, cw, pr)
 							VPMADDWD(chs.Offset(32*(8*h+ch)), pr, pr)
 							VPADDD(pr, acc[j], acc[j])
-							if j < len(acc)-1 {
-								DECQ(n)
-								JZ(LabelRef(done))
-							}
-						}
-						Label(done)
+						})
 					}
 				}
 				// per lane: [sum of acc 4i+0..3 over that lane]; lanes
