@@ -8640,197 +8640,197 @@ Bits8A8AvxVnni_tile:
 	XORQ   CX, CX
 
 Bits8A8AvxVnni_chunk:
-	IMUL3Q      $0x000000c0, CX, DX
-	MOVQ        act+24(FP), BX
-	ADDQ        BX, DX
-	MOVQ        CX, BX
-	SHLQ        $0x07, BX
-	MOVQ        w+0(FP), SI
-	ADDQ        SI, BX
-	MOVQ        stride+8(FP), SI
-	PREFETCHT1  (AX)
-	PREFETCHT1  64(AX)
-	VPXOR       Y0, Y0, Y0
-	VMOVDQU     (BX), Y8
-	VMOVDQU     (DX), Y9
+	IMUL3Q       $0x000000c0, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
+	ADDQ         SI, BX
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU     32(BX), Y8
-	VMOVDQU     32(DX), Y9
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU     64(BX), Y8
-	VMOVDQU     64(DX), Y9
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU     96(BX), Y8
-	VMOVDQU     96(DX), Y9
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	ADDQ        SI, BX
-	PREFETCHT1  128(AX)
-	PREFETCHT1  192(AX)
-	VPXOR       Y1, Y1, Y1
-	VMOVDQU     (BX), Y8
-	VMOVDQU     (DX), Y9
+	ADDQ         SI, BX
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VMOVDQU     32(BX), Y8
-	VMOVDQU     32(DX), Y9
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VMOVDQU     64(BX), Y8
-	VMOVDQU     64(DX), Y9
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VMOVDQU     96(BX), Y8
-	VMOVDQU     96(DX), Y9
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	ADDQ        SI, BX
-	PREFETCHT1  256(AX)
-	PREFETCHT1  320(AX)
-	VPXOR       Y2, Y2, Y2
-	VMOVDQU     (BX), Y8
-	VMOVDQU     (DX), Y9
+	ADDQ         SI, BX
+	PREFETCHT1   256(AX)
+	PREFETCHT1   320(AX)
+	VPXOR        Y2, Y2, Y2
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y2
-	VMOVDQU     32(BX), Y8
-	VMOVDQU     32(DX), Y9
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y2
-	VMOVDQU     64(BX), Y8
-	VMOVDQU     64(DX), Y9
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y2
-	VMOVDQU     96(BX), Y8
-	VMOVDQU     96(DX), Y9
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y2
-	ADDQ        SI, BX
-	PREFETCHT1  384(AX)
-	PREFETCHT1  448(AX)
-	VPXOR       Y3, Y3, Y3
-	VMOVDQU     (BX), Y8
-	VMOVDQU     (DX), Y9
+	ADDQ         SI, BX
+	PREFETCHT1   384(AX)
+	PREFETCHT1   448(AX)
+	VPXOR        Y3, Y3, Y3
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y3
-	VMOVDQU     32(BX), Y8
-	VMOVDQU     32(DX), Y9
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y3
-	VMOVDQU     64(BX), Y8
-	VMOVDQU     64(DX), Y9
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y3
-	VMOVDQU     96(BX), Y8
-	VMOVDQU     96(DX), Y9
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y3
-	ADDQ        SI, BX
-	PREFETCHT1  512(AX)
-	PREFETCHT1  576(AX)
-	VPXOR       Y4, Y4, Y4
-	VMOVDQU     (BX), Y8
-	VMOVDQU     (DX), Y9
+	ADDQ         SI, BX
+	PREFETCHT1   512(AX)
+	PREFETCHT1   576(AX)
+	VPXOR        Y4, Y4, Y4
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y4
-	VMOVDQU     32(BX), Y8
-	VMOVDQU     32(DX), Y9
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y4
-	VMOVDQU     64(BX), Y8
-	VMOVDQU     64(DX), Y9
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y4
-	VMOVDQU     96(BX), Y8
-	VMOVDQU     96(DX), Y9
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y4
-	ADDQ        SI, BX
-	PREFETCHT1  640(AX)
-	PREFETCHT1  704(AX)
-	VPXOR       Y5, Y5, Y5
-	VMOVDQU     (BX), Y8
-	VMOVDQU     (DX), Y9
+	ADDQ         SI, BX
+	PREFETCHT1   640(AX)
+	PREFETCHT1   704(AX)
+	VPXOR        Y5, Y5, Y5
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y5
-	VMOVDQU     32(BX), Y8
-	VMOVDQU     32(DX), Y9
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y5
-	VMOVDQU     64(BX), Y8
-	VMOVDQU     64(DX), Y9
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y5
-	VMOVDQU     96(BX), Y8
-	VMOVDQU     96(DX), Y9
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y5
-	ADDQ        SI, BX
-	PREFETCHT1  768(AX)
-	PREFETCHT1  832(AX)
-	VPXOR       Y6, Y6, Y6
-	VMOVDQU     (BX), Y8
-	VMOVDQU     (DX), Y9
+	ADDQ         SI, BX
+	PREFETCHT1   768(AX)
+	PREFETCHT1   832(AX)
+	VPXOR        Y6, Y6, Y6
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y6
-	VMOVDQU     32(BX), Y8
-	VMOVDQU     32(DX), Y9
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y6
-	VMOVDQU     64(BX), Y8
-	VMOVDQU     64(DX), Y9
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y6
-	VMOVDQU     96(BX), Y8
-	VMOVDQU     96(DX), Y9
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y6
-	ADDQ        SI, BX
-	PREFETCHT1  896(AX)
-	PREFETCHT1  960(AX)
-	VPXOR       Y7, Y7, Y7
-	VMOVDQU     (BX), Y8
-	VMOVDQU     (DX), Y9
+	ADDQ         SI, BX
+	PREFETCHT1   896(AX)
+	PREFETCHT1   960(AX)
+	VPXOR        Y7, Y7, Y7
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y7
-	VMOVDQU     32(BX), Y8
-	VMOVDQU     32(DX), Y9
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y7
-	VMOVDQU     64(BX), Y8
-	VMOVDQU     64(DX), Y9
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y7
-	VMOVDQU     96(BX), Y8
-	VMOVDQU     96(DX), Y9
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y7
-	VPUNPCKLDQ  Y1, Y0, Y8
-	VPUNPCKHDQ  Y1, Y0, Y0
-	VPADDD      Y8, Y0, Y0
-	VPUNPCKLDQ  Y3, Y2, Y1
-	VPUNPCKHDQ  Y3, Y2, Y2
-	VPADDD      Y1, Y2, Y2
-	VPUNPCKLDQ  Y5, Y4, Y1
-	VPUNPCKHDQ  Y5, Y4, Y4
-	VPADDD      Y1, Y4, Y4
-	VPUNPCKLDQ  Y7, Y6, Y1
-	VPUNPCKHDQ  Y7, Y6, Y6
-	VPADDD      Y1, Y6, Y6
-	VPUNPCKLQDQ Y2, Y0, Y1
-	VPUNPCKHQDQ Y2, Y0, Y0
-	VPADDD      Y1, Y0, Y0
-	VPUNPCKLQDQ Y6, Y4, Y1
-	VPUNPCKHQDQ Y6, Y4, Y4
-	VPADDD      Y1, Y4, Y4
-	VPERM2I128  $0x20, Y4, Y0, Y1
-	VPERM2I128  $0x31, Y4, Y0, Y0
-	VPADDD      Y0, Y1, Y1
-	IMUL3Q      $0x00000040, CX, BX
-	MOVQ        meta+16(FP), SI
-	ADDQ        SI, BX
-	VMOVDQU     32(BX), Y0
-	VPMULLD     160(DX), Y0, Y0
-	VPSUBD      Y0, Y1, Y1
-	VMOVUPS     (BX), Y0
-	VMULPS      128(DX), Y0, Y0
-	VCVTDQ2PS   Y1, Y1
-	VMULPS      Y1, Y0, Y0
-	VADDPS      Y0, Y10, Y10
-	ADDQ        $0x00000400, AX
-	INCQ        CX
-	MOVQ        chunks+32(FP), DX
-	CMPQ        CX, DX
-	JB          Bits8A8AvxVnni_chunk
-	MOVQ        out+40(FP), AX
-	VMOVUPS     Y10, (AX)
-	MOVQ        out+40(FP), AX
-	ADDQ        $0x00000020, AX
-	MOVQ        AX, out+40(FP)
-	MOVQ        stride+8(FP), AX
-	IMUL3Q      $0x00000008, AX, AX
-	MOVQ        w+0(FP), CX
-	ADDQ        AX, CX
-	MOVQ        CX, w+0(FP)
-	MOVQ        chunks+32(FP), AX
-	IMUL3Q      $0x00000040, AX, AX
-	MOVQ        meta+16(FP), CX
-	ADDQ        AX, CX
-	MOVQ        CX, meta+16(FP)
-	MOVQ        ntiles+48(FP), AX
-	DECQ        AX
-	MOVQ        AX, ntiles+48(FP)
-	JNZ         Bits8A8AvxVnni_tile
+	VPUNPCKLDQ   Y1, Y0, Y8
+	VPUNPCKHDQ   Y1, Y0, Y0
+	VPADDD       Y8, Y0, Y0
+	VPUNPCKLDQ   Y3, Y2, Y1
+	VPUNPCKHDQ   Y3, Y2, Y2
+	VPADDD       Y1, Y2, Y2
+	VPUNPCKLDQ   Y5, Y4, Y1
+	VPUNPCKHDQ   Y5, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPUNPCKLDQ   Y7, Y6, Y1
+	VPUNPCKHDQ   Y7, Y6, Y6
+	VPADDD       Y1, Y6, Y6
+	VPUNPCKLQDQ  Y2, Y0, Y1
+	VPUNPCKHQDQ  Y2, Y0, Y0
+	VPADDD       Y1, Y0, Y0
+	VPUNPCKLQDQ  Y6, Y4, Y1
+	VPUNPCKHQDQ  Y6, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPERM2I128   $0x20, Y4, Y0, Y1
+	VPERM2I128   $0x31, Y4, Y0, Y0
+	VPADDD       Y0, Y1, Y1
+	IMUL3Q       $0x00000040, CX, BX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, BX
+	VMOVDQU      32(BX), Y0
+	VPMULLD      160(DX), Y0, Y0
+	VPSUBD       Y0, Y1, Y1
+	VMOVUPS      (BX), Y0
+	VMULPS       128(DX), Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y1, Y0, Y0
+	VADDPS       Y0, Y10, Y10
+	ADDQ         $0x00000400, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JB           Bits8A8AvxVnni_chunk
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y10, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000008, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000040, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Bits8A8AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -9118,139 +9118,139 @@ Bits8A8G64AvxVnni_tile:
 	XORQ   CX, CX
 
 Bits8A8G64AvxVnni_chunk:
-	IMUL3Q     $0x000000c0, CX, DX
-	MOVQ       act+24(FP), BX
-	ADDQ       BX, DX
-	MOVQ       CX, BX
-	SHLQ       $0x07, BX
-	MOVQ       w+0(FP), SI
-	ADDQ       SI, BX
-	MOVQ       stride+8(FP), SI
-	PREFETCHT1 (AX)
-	PREFETCHT1 64(AX)
-	VPXOR      Y0, Y0, Y0
-	VMOVDQU    (BX), Y8
-	VPSHUFB    Y4, Y8, Y8
-	VMOVDQU    (DX), Y9
+	IMUL3Q       $0x000000c0, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
+	ADDQ         SI, BX
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      (BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU    32(BX), Y8
-	VPSHUFB    Y4, Y8, Y8
-	VMOVDQU    32(DX), Y9
+	VMOVDQU      32(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU    64(BX), Y8
-	VPSHUFB    Y4, Y8, Y8
-	VMOVDQU    64(DX), Y9
+	VMOVDQU      64(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU    96(BX), Y8
-	VPSHUFB    Y4, Y8, Y8
-	VMOVDQU    96(DX), Y9
+	VMOVDQU      96(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	ADDQ       SI, BX
-	PREFETCHT1 128(AX)
-	PREFETCHT1 192(AX)
-	VPXOR      Y1, Y1, Y1
-	VMOVDQU    (BX), Y8
-	VPSHUFB    Y4, Y8, Y8
-	VMOVDQU    (DX), Y9
+	ADDQ         SI, BX
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VMOVDQU    32(BX), Y8
-	VPSHUFB    Y4, Y8, Y8
-	VMOVDQU    32(DX), Y9
+	VMOVDQU      32(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VMOVDQU    64(BX), Y8
-	VPSHUFB    Y4, Y8, Y8
-	VMOVDQU    64(DX), Y9
+	VMOVDQU      64(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VMOVDQU    96(BX), Y8
-	VPSHUFB    Y4, Y8, Y8
-	VMOVDQU    96(DX), Y9
+	VMOVDQU      96(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	ADDQ       SI, BX
-	PREFETCHT1 256(AX)
-	PREFETCHT1 320(AX)
-	VPXOR      Y2, Y2, Y2
-	VMOVDQU    (BX), Y8
-	VPSHUFB    Y4, Y8, Y8
-	VMOVDQU    (DX), Y9
+	ADDQ         SI, BX
+	PREFETCHT1   256(AX)
+	PREFETCHT1   320(AX)
+	VPXOR        Y2, Y2, Y2
+	VMOVDQU      (BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y2
-	VMOVDQU    32(BX), Y8
-	VPSHUFB    Y4, Y8, Y8
-	VMOVDQU    32(DX), Y9
+	VMOVDQU      32(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y2
-	VMOVDQU    64(BX), Y8
-	VPSHUFB    Y4, Y8, Y8
-	VMOVDQU    64(DX), Y9
+	VMOVDQU      64(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y2
-	VMOVDQU    96(BX), Y8
-	VPSHUFB    Y4, Y8, Y8
-	VMOVDQU    96(DX), Y9
+	VMOVDQU      96(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y2
-	ADDQ       SI, BX
-	PREFETCHT1 384(AX)
-	PREFETCHT1 448(AX)
-	VPXOR      Y3, Y3, Y3
-	VMOVDQU    (BX), Y8
-	VPSHUFB    Y4, Y8, Y8
-	VMOVDQU    (DX), Y9
+	ADDQ         SI, BX
+	PREFETCHT1   384(AX)
+	PREFETCHT1   448(AX)
+	VPXOR        Y3, Y3, Y3
+	VMOVDQU      (BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y3
-	VMOVDQU    32(BX), Y8
-	VPSHUFB    Y4, Y8, Y8
-	VMOVDQU    32(DX), Y9
+	VMOVDQU      32(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y3
-	VMOVDQU    64(BX), Y8
-	VPSHUFB    Y4, Y8, Y8
-	VMOVDQU    64(DX), Y9
+	VMOVDQU      64(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y3
-	VMOVDQU    96(BX), Y8
-	VPSHUFB    Y4, Y8, Y8
-	VMOVDQU    96(DX), Y9
+	VMOVDQU      96(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y3
-	VPHADDD    Y1, Y0, Y0
-	VPHADDD    Y3, Y2, Y2
-	VPERM2I128 $0x20, Y2, Y0, Y1
-	VPERM2I128 $0x31, Y2, Y0, Y0
-	VPADDD     Y0, Y1, Y1
-	IMUL3Q     $0x00000040, CX, BX
-	MOVQ       meta+16(FP), SI
-	ADDQ       SI, BX
-	VMOVDQU    32(BX), Y0
-	VPMULLD    160(DX), Y0, Y0
-	VPSUBD     Y0, Y1, Y1
-	VMOVUPS    (BX), Y0
-	VMULPS     128(DX), Y0, Y0
-	VCVTDQ2PS  Y1, Y1
-	VMULPS     Y1, Y0, Y0
-	MOVQ       idx+64(FP), DX
-	VMOVDQU    (DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y5, Y5
-	VMOVDQU    32(DX), Y1
-	VPERMPS    Y0, Y1, Y0
-	VADDPS     Y0, Y5, Y5
-	ADDQ       $0x00000200, AX
-	INCQ       CX
-	MOVQ       chunks+32(FP), DX
-	CMPQ       CX, DX
-	JB         Bits8A8G64AvxVnni_chunk
-	MOVQ       out+40(FP), AX
-	VMOVUPS    Y5, (AX)
-	MOVQ       out+40(FP), AX
-	ADDQ       $0x00000020, AX
-	MOVQ       AX, out+40(FP)
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000004, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, w+0(FP)
-	MOVQ       chunks+32(FP), AX
-	IMUL3Q     $0x00000040, AX, AX
-	MOVQ       meta+16(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, meta+16(FP)
-	MOVQ       ntiles+48(FP), AX
-	DECQ       AX
-	MOVQ       AX, ntiles+48(FP)
-	JNZ        Bits8A8G64AvxVnni_tile
+	VPHADDD      Y1, Y0, Y0
+	VPHADDD      Y3, Y2, Y2
+	VPERM2I128   $0x20, Y2, Y0, Y1
+	VPERM2I128   $0x31, Y2, Y0, Y0
+	VPADDD       Y0, Y1, Y1
+	IMUL3Q       $0x00000040, CX, BX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, BX
+	VMOVDQU      32(BX), Y0
+	VPMULLD      160(DX), Y0, Y0
+	VPSUBD       Y0, Y1, Y1
+	VMOVUPS      (BX), Y0
+	VMULPS       128(DX), Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y1, Y0, Y0
+	MOVQ         idx+64(FP), DX
+	VMOVDQU      (DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y5, Y5
+	VMOVDQU      32(DX), Y1
+	VPERMPS      Y0, Y1, Y0
+	VADDPS       Y0, Y5, Y5
+	ADDQ         $0x00000200, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JB           Bits8A8G64AvxVnni_chunk
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y5, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000004, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000040, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Bits8A8G64AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -9428,103 +9428,103 @@ Bits8A8G32AvxVnni_tile:
 	XORQ   CX, CX
 
 Bits8A8G32AvxVnni_chunk:
-	IMUL3Q     $0x000000c0, CX, DX
-	MOVQ       act+24(FP), BX
-	ADDQ       BX, DX
-	MOVQ       CX, BX
-	SHLQ       $0x07, BX
-	MOVQ       w+0(FP), SI
-	ADDQ       SI, BX
-	MOVQ       stride+8(FP), SI
-	PREFETCHT1 (AX)
-	PREFETCHT1 64(AX)
-	VPXOR      Y0, Y0, Y0
-	VMOVDQU    (BX), Y8
-	VPSHUFB    Y2, Y8, Y8
-	VMOVDQU    (DX), Y9
+	IMUL3Q       $0x000000c0, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
+	ADDQ         SI, BX
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      (BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU    32(BX), Y8
-	VPSHUFB    Y2, Y8, Y8
-	VMOVDQU    32(DX), Y9
+	VMOVDQU      32(BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU    64(BX), Y8
-	VPSHUFB    Y2, Y8, Y8
-	VMOVDQU    64(DX), Y9
+	VMOVDQU      64(BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU    96(BX), Y8
-	VPSHUFB    Y2, Y8, Y8
-	VMOVDQU    96(DX), Y9
+	VMOVDQU      96(BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	ADDQ       SI, BX
-	PREFETCHT1 128(AX)
-	PREFETCHT1 192(AX)
-	VPXOR      Y1, Y1, Y1
-	VMOVDQU    (BX), Y8
-	VPSHUFB    Y2, Y8, Y8
-	VMOVDQU    (DX), Y9
+	ADDQ         SI, BX
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VMOVDQU    32(BX), Y8
-	VPSHUFB    Y2, Y8, Y8
-	VMOVDQU    32(DX), Y9
+	VMOVDQU      32(BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VMOVDQU    64(BX), Y8
-	VPSHUFB    Y2, Y8, Y8
-	VMOVDQU    64(DX), Y9
+	VMOVDQU      64(BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VMOVDQU    96(BX), Y8
-	VPSHUFB    Y2, Y8, Y8
-	VMOVDQU    96(DX), Y9
+	VMOVDQU      96(BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPERM2I128 $0x20, Y1, Y0, Y4
-	VPERM2I128 $0x31, Y1, Y0, Y0
-	VPADDD     Y0, Y4, Y4
-	IMUL3Q     $0x00000040, CX, BX
-	MOVQ       meta+16(FP), SI
-	ADDQ       SI, BX
-	VMOVDQU    32(BX), Y0
-	VPMULLD    160(DX), Y0, Y0
-	VPSUBD     Y0, Y4, Y4
-	VMOVUPS    (BX), Y0
-	VMULPS     128(DX), Y0, Y0
-	VCVTDQ2PS  Y4, Y4
-	VMULPS     Y4, Y0, Y0
-	MOVQ       idx+64(FP), DX
-	VMOVDQU    (DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y3, Y3
-	VMOVDQU    32(DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y3, Y3
-	VMOVDQU    64(DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y3, Y3
-	VMOVDQU    96(DX), Y1
-	VPERMPS    Y0, Y1, Y0
-	VADDPS     Y0, Y3, Y3
-	ADDQ       $0x00000100, AX
-	INCQ       CX
-	MOVQ       chunks+32(FP), DX
-	CMPQ       CX, DX
-	JB         Bits8A8G32AvxVnni_chunk
-	MOVQ       out+40(FP), AX
-	VMOVUPS    Y3, (AX)
-	MOVQ       out+40(FP), AX
-	ADDQ       $0x00000020, AX
-	MOVQ       AX, out+40(FP)
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000002, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, w+0(FP)
-	MOVQ       chunks+32(FP), AX
-	IMUL3Q     $0x00000040, AX, AX
-	MOVQ       meta+16(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, meta+16(FP)
-	MOVQ       ntiles+48(FP), AX
-	DECQ       AX
-	MOVQ       AX, ntiles+48(FP)
-	JNZ        Bits8A8G32AvxVnni_tile
+	VPERM2I128   $0x20, Y1, Y0, Y4
+	VPERM2I128   $0x31, Y1, Y0, Y0
+	VPADDD       Y0, Y4, Y4
+	IMUL3Q       $0x00000040, CX, BX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, BX
+	VMOVDQU      32(BX), Y0
+	VPMULLD      160(DX), Y0, Y0
+	VPSUBD       Y0, Y4, Y4
+	VMOVUPS      (BX), Y0
+	VMULPS       128(DX), Y0, Y0
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y4, Y0, Y0
+	MOVQ         idx+64(FP), DX
+	VMOVDQU      (DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y3, Y3
+	VMOVDQU      32(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y3, Y3
+	VMOVDQU      64(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y3, Y3
+	VMOVDQU      96(DX), Y1
+	VPERMPS      Y0, Y1, Y0
+	VADDPS       Y0, Y3, Y3
+	ADDQ         $0x00000100, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JB           Bits8A8G32AvxVnni_chunk
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y3, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000002, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000040, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Bits8A8G32AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -9774,219 +9774,219 @@ Bits4A8AvxVnni_tile:
 	XORQ   CX, CX
 
 Bits4A8AvxVnni_chunk:
-	IMUL3Q     $0x00000140, CX, DX
-	MOVQ       act+24(FP), BX
-	ADDQ       BX, DX
-	MOVQ       CX, BX
-	SHLQ       $0x07, BX
-	MOVQ       w+0(FP), SI
-	ADDQ       SI, BX
-	MOVQ       stride+8(FP), SI
-	PREFETCHT1 (AX)
-	PREFETCHT1 64(AX)
-	VPXOR      Y0, Y0, Y0
-	VMOVDQU    (BX), Y1
-	VPSHUFB    Y5, Y1, Y1
-	VPAND      Y4, Y1, Y8
-	VMOVDQU    (DX), Y9
+	IMUL3Q       $0x00000140, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
+	ADDQ         SI, BX
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      (BX), Y1
+	VPSHUFB      Y5, Y1, Y1
+	VPAND        Y4, Y1, Y8
+	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x04, Y1, Y8
-	VPAND      Y4, Y8, Y8
-	VMOVDQU    32(DX), Y9
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU    32(BX), Y1
-	VPSHUFB    Y5, Y1, Y1
-	VPAND      Y4, Y1, Y8
-	VMOVDQU    64(DX), Y9
+	VMOVDQU      32(BX), Y1
+	VPSHUFB      Y5, Y1, Y1
+	VPAND        Y4, Y1, Y8
+	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x04, Y1, Y8
-	VPAND      Y4, Y8, Y8
-	VMOVDQU    96(DX), Y9
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU    64(BX), Y1
-	VPSHUFB    Y5, Y1, Y1
-	VPAND      Y4, Y1, Y8
-	VMOVDQU    128(DX), Y9
+	VMOVDQU      64(BX), Y1
+	VPSHUFB      Y5, Y1, Y1
+	VPAND        Y4, Y1, Y8
+	VMOVDQU      128(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x04, Y1, Y8
-	VPAND      Y4, Y8, Y8
-	VMOVDQU    160(DX), Y9
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      160(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU    96(BX), Y1
-	VPSHUFB    Y5, Y1, Y1
-	VPAND      Y4, Y1, Y8
-	VMOVDQU    192(DX), Y9
+	VMOVDQU      96(BX), Y1
+	VPSHUFB      Y5, Y1, Y1
+	VPAND        Y4, Y1, Y8
+	VMOVDQU      192(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x04, Y1, Y8
-	VPAND      Y4, Y8, Y8
-	VMOVDQU    224(DX), Y9
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      224(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	ADDQ       SI, BX
-	PREFETCHT1 128(AX)
-	PREFETCHT1 192(AX)
-	VPXOR      Y1, Y1, Y1
-	VMOVDQU    (BX), Y2
-	VPSHUFB    Y5, Y2, Y2
-	VPAND      Y4, Y2, Y8
-	VMOVDQU    (DX), Y9
+	ADDQ         SI, BX
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y2
+	VPSHUFB      Y5, Y2, Y2
+	VPAND        Y4, Y2, Y8
+	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x04, Y2, Y8
-	VPAND      Y4, Y8, Y8
-	VMOVDQU    32(DX), Y9
+	VPSRLW       $0x04, Y2, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VMOVDQU    32(BX), Y2
-	VPSHUFB    Y5, Y2, Y2
-	VPAND      Y4, Y2, Y8
-	VMOVDQU    64(DX), Y9
+	VMOVDQU      32(BX), Y2
+	VPSHUFB      Y5, Y2, Y2
+	VPAND        Y4, Y2, Y8
+	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x04, Y2, Y8
-	VPAND      Y4, Y8, Y8
-	VMOVDQU    96(DX), Y9
+	VPSRLW       $0x04, Y2, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VMOVDQU    64(BX), Y2
-	VPSHUFB    Y5, Y2, Y2
-	VPAND      Y4, Y2, Y8
-	VMOVDQU    128(DX), Y9
+	VMOVDQU      64(BX), Y2
+	VPSHUFB      Y5, Y2, Y2
+	VPAND        Y4, Y2, Y8
+	VMOVDQU      128(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x04, Y2, Y8
-	VPAND      Y4, Y8, Y8
-	VMOVDQU    160(DX), Y9
+	VPSRLW       $0x04, Y2, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      160(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VMOVDQU    96(BX), Y2
-	VPSHUFB    Y5, Y2, Y2
-	VPAND      Y4, Y2, Y8
-	VMOVDQU    192(DX), Y9
+	VMOVDQU      96(BX), Y2
+	VPSHUFB      Y5, Y2, Y2
+	VPAND        Y4, Y2, Y8
+	VMOVDQU      192(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x04, Y2, Y8
-	VPAND      Y4, Y8, Y8
-	VMOVDQU    224(DX), Y9
+	VPSRLW       $0x04, Y2, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      224(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	ADDQ       SI, BX
-	PREFETCHT1 256(AX)
-	PREFETCHT1 320(AX)
-	VPXOR      Y2, Y2, Y2
-	VMOVDQU    (BX), Y3
-	VPSHUFB    Y5, Y3, Y3
-	VPAND      Y4, Y3, Y8
-	VMOVDQU    (DX), Y9
+	ADDQ         SI, BX
+	PREFETCHT1   256(AX)
+	PREFETCHT1   320(AX)
+	VPXOR        Y2, Y2, Y2
+	VMOVDQU      (BX), Y3
+	VPSHUFB      Y5, Y3, Y3
+	VPAND        Y4, Y3, Y8
+	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y2
-	VPSRLW     $0x04, Y3, Y8
-	VPAND      Y4, Y8, Y8
-	VMOVDQU    32(DX), Y9
+	VPSRLW       $0x04, Y3, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y2
-	VMOVDQU    32(BX), Y3
-	VPSHUFB    Y5, Y3, Y3
-	VPAND      Y4, Y3, Y8
-	VMOVDQU    64(DX), Y9
+	VMOVDQU      32(BX), Y3
+	VPSHUFB      Y5, Y3, Y3
+	VPAND        Y4, Y3, Y8
+	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y2
-	VPSRLW     $0x04, Y3, Y8
-	VPAND      Y4, Y8, Y8
-	VMOVDQU    96(DX), Y9
+	VPSRLW       $0x04, Y3, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y2
-	VMOVDQU    64(BX), Y3
-	VPSHUFB    Y5, Y3, Y3
-	VPAND      Y4, Y3, Y8
-	VMOVDQU    128(DX), Y9
+	VMOVDQU      64(BX), Y3
+	VPSHUFB      Y5, Y3, Y3
+	VPAND        Y4, Y3, Y8
+	VMOVDQU      128(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y2
-	VPSRLW     $0x04, Y3, Y8
-	VPAND      Y4, Y8, Y8
-	VMOVDQU    160(DX), Y9
+	VPSRLW       $0x04, Y3, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      160(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y2
-	VMOVDQU    96(BX), Y3
-	VPSHUFB    Y5, Y3, Y3
-	VPAND      Y4, Y3, Y8
-	VMOVDQU    192(DX), Y9
+	VMOVDQU      96(BX), Y3
+	VPSHUFB      Y5, Y3, Y3
+	VPAND        Y4, Y3, Y8
+	VMOVDQU      192(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y2
-	VPSRLW     $0x04, Y3, Y8
-	VPAND      Y4, Y8, Y8
-	VMOVDQU    224(DX), Y9
+	VPSRLW       $0x04, Y3, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      224(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y2
-	ADDQ       SI, BX
-	PREFETCHT1 384(AX)
-	PREFETCHT1 448(AX)
-	VPXOR      Y3, Y3, Y3
-	VMOVDQU    (BX), Y7
-	VPSHUFB    Y5, Y7, Y7
-	VPAND      Y4, Y7, Y8
-	VMOVDQU    (DX), Y9
+	ADDQ         SI, BX
+	PREFETCHT1   384(AX)
+	PREFETCHT1   448(AX)
+	VPXOR        Y3, Y3, Y3
+	VMOVDQU      (BX), Y7
+	VPSHUFB      Y5, Y7, Y7
+	VPAND        Y4, Y7, Y8
+	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y3
-	VPSRLW     $0x04, Y7, Y8
-	VPAND      Y4, Y8, Y8
-	VMOVDQU    32(DX), Y9
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y3
-	VMOVDQU    32(BX), Y7
-	VPSHUFB    Y5, Y7, Y7
-	VPAND      Y4, Y7, Y8
-	VMOVDQU    64(DX), Y9
+	VMOVDQU      32(BX), Y7
+	VPSHUFB      Y5, Y7, Y7
+	VPAND        Y4, Y7, Y8
+	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y3
-	VPSRLW     $0x04, Y7, Y8
-	VPAND      Y4, Y8, Y8
-	VMOVDQU    96(DX), Y9
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y3
-	VMOVDQU    64(BX), Y7
-	VPSHUFB    Y5, Y7, Y7
-	VPAND      Y4, Y7, Y8
-	VMOVDQU    128(DX), Y9
+	VMOVDQU      64(BX), Y7
+	VPSHUFB      Y5, Y7, Y7
+	VPAND        Y4, Y7, Y8
+	VMOVDQU      128(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y3
-	VPSRLW     $0x04, Y7, Y8
-	VPAND      Y4, Y8, Y8
-	VMOVDQU    160(DX), Y9
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      160(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y3
-	VMOVDQU    96(BX), Y7
-	VPSHUFB    Y5, Y7, Y7
-	VPAND      Y4, Y7, Y8
-	VMOVDQU    192(DX), Y9
+	VMOVDQU      96(BX), Y7
+	VPSHUFB      Y5, Y7, Y7
+	VPAND        Y4, Y7, Y8
+	VMOVDQU      192(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y3
-	VPSRLW     $0x04, Y7, Y8
-	VPAND      Y4, Y8, Y8
-	VMOVDQU    224(DX), Y9
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      224(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y3
-	VPHADDD    Y1, Y0, Y0
-	VPHADDD    Y3, Y2, Y2
-	VPERM2I128 $0x20, Y2, Y0, Y1
-	VPERM2I128 $0x31, Y2, Y0, Y0
-	VPADDD     Y0, Y1, Y1
-	IMUL3Q     $0x00000040, CX, BX
-	MOVQ       meta+16(FP), SI
-	ADDQ       SI, BX
-	VMOVDQU    32(BX), Y0
-	VPMULLD    288(DX), Y0, Y0
-	VPSUBD     Y0, Y1, Y1
-	VMOVUPS    (BX), Y0
-	VMULPS     256(DX), Y0, Y0
-	VCVTDQ2PS  Y1, Y1
-	VMULPS     Y1, Y0, Y0
-	MOVQ       idx+64(FP), DX
-	VMOVDQU    (DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y6, Y6
-	VMOVDQU    32(DX), Y1
-	VPERMPS    Y0, Y1, Y0
-	VADDPS     Y0, Y6, Y6
-	ADDQ       $0x00000200, AX
-	INCQ       CX
-	MOVQ       chunks+32(FP), DX
-	CMPQ       CX, DX
-	JB         Bits4A8AvxVnni_chunk
-	MOVQ       out+40(FP), AX
-	VMOVUPS    Y6, (AX)
-	MOVQ       out+40(FP), AX
-	ADDQ       $0x00000020, AX
-	MOVQ       AX, out+40(FP)
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000004, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, w+0(FP)
-	MOVQ       chunks+32(FP), AX
-	IMUL3Q     $0x00000040, AX, AX
-	MOVQ       meta+16(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, meta+16(FP)
-	MOVQ       ntiles+48(FP), AX
-	DECQ       AX
-	MOVQ       AX, ntiles+48(FP)
-	JNZ        Bits4A8AvxVnni_tile
+	VPHADDD      Y1, Y0, Y0
+	VPHADDD      Y3, Y2, Y2
+	VPERM2I128   $0x20, Y2, Y0, Y1
+	VPERM2I128   $0x31, Y2, Y0, Y0
+	VPADDD       Y0, Y1, Y1
+	IMUL3Q       $0x00000040, CX, BX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, BX
+	VMOVDQU      32(BX), Y0
+	VPMULLD      288(DX), Y0, Y0
+	VPSUBD       Y0, Y1, Y1
+	VMOVUPS      (BX), Y0
+	VMULPS       256(DX), Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y1, Y0, Y0
+	MOVQ         idx+64(FP), DX
+	VMOVDQU      (DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y6, Y6
+	VMOVDQU      32(DX), Y1
+	VPERMPS      Y0, Y1, Y0
+	VADDPS       Y0, Y6, Y6
+	ADDQ         $0x00000200, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JB           Bits4A8AvxVnni_chunk
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y6, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000004, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000040, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Bits4A8AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -10162,143 +10162,143 @@ Bits4A8G64AvxVnni_tile:
 	XORQ   CX, CX
 
 Bits4A8G64AvxVnni_chunk:
-	IMUL3Q     $0x00000140, CX, DX
-	MOVQ       act+24(FP), BX
-	ADDQ       BX, DX
-	MOVQ       CX, BX
-	SHLQ       $0x07, BX
-	MOVQ       w+0(FP), SI
-	ADDQ       SI, BX
-	MOVQ       stride+8(FP), SI
-	PREFETCHT1 (AX)
-	PREFETCHT1 64(AX)
-	VPXOR      Y0, Y0, Y0
-	VMOVDQU    (BX), Y1
-	VPSHUFB    Y3, Y1, Y1
-	VPAND      Y2, Y1, Y8
-	VMOVDQU    (DX), Y9
+	IMUL3Q       $0x00000140, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
+	ADDQ         SI, BX
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      (BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x04, Y1, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    32(DX), Y9
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU    32(BX), Y1
-	VPSHUFB    Y3, Y1, Y1
-	VPAND      Y2, Y1, Y8
-	VMOVDQU    64(DX), Y9
+	VMOVDQU      32(BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x04, Y1, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    96(DX), Y9
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU    64(BX), Y1
-	VPSHUFB    Y3, Y1, Y1
-	VPAND      Y2, Y1, Y8
-	VMOVDQU    128(DX), Y9
+	VMOVDQU      64(BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      128(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x04, Y1, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    160(DX), Y9
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU    96(BX), Y1
-	VPSHUFB    Y3, Y1, Y1
-	VPAND      Y2, Y1, Y8
-	VMOVDQU    192(DX), Y9
+	VMOVDQU      96(BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      192(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x04, Y1, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    224(DX), Y9
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	ADDQ       SI, BX
-	PREFETCHT1 128(AX)
-	PREFETCHT1 192(AX)
-	VPXOR      Y1, Y1, Y1
-	VMOVDQU    (BX), Y5
-	VPSHUFB    Y3, Y5, Y5
-	VPAND      Y2, Y5, Y8
-	VMOVDQU    (DX), Y9
+	ADDQ         SI, BX
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x04, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    32(DX), Y9
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VMOVDQU    32(BX), Y5
-	VPSHUFB    Y3, Y5, Y5
-	VPAND      Y2, Y5, Y8
-	VMOVDQU    64(DX), Y9
+	VMOVDQU      32(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x04, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    96(DX), Y9
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VMOVDQU    64(BX), Y5
-	VPSHUFB    Y3, Y5, Y5
-	VPAND      Y2, Y5, Y8
-	VMOVDQU    128(DX), Y9
+	VMOVDQU      64(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      128(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x04, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    160(DX), Y9
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VMOVDQU    96(BX), Y5
-	VPSHUFB    Y3, Y5, Y5
-	VPAND      Y2, Y5, Y8
-	VMOVDQU    192(DX), Y9
+	VMOVDQU      96(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      192(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x04, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    224(DX), Y9
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPERM2I128 $0x20, Y1, Y0, Y5
-	VPERM2I128 $0x31, Y1, Y0, Y0
-	VPADDD     Y0, Y5, Y5
-	IMUL3Q     $0x00000040, CX, BX
-	MOVQ       meta+16(FP), SI
-	ADDQ       SI, BX
-	VMOVDQU    32(BX), Y0
-	VPMULLD    288(DX), Y0, Y0
-	VPSUBD     Y0, Y5, Y5
-	VMOVUPS    (BX), Y0
-	VMULPS     256(DX), Y0, Y0
-	VCVTDQ2PS  Y5, Y5
-	VMULPS     Y5, Y0, Y0
-	MOVQ       idx+64(FP), DX
-	VMOVDQU    (DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y4, Y4
-	VMOVDQU    32(DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y4, Y4
-	VMOVDQU    64(DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y4, Y4
-	VMOVDQU    96(DX), Y1
-	VPERMPS    Y0, Y1, Y0
-	VADDPS     Y0, Y4, Y4
-	ADDQ       $0x00000100, AX
-	INCQ       CX
-	MOVQ       chunks+32(FP), DX
-	CMPQ       CX, DX
-	JB         Bits4A8G64AvxVnni_chunk
-	MOVQ       out+40(FP), AX
-	VMOVUPS    Y4, (AX)
-	MOVQ       out+40(FP), AX
-	ADDQ       $0x00000020, AX
-	MOVQ       AX, out+40(FP)
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000002, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, w+0(FP)
-	MOVQ       chunks+32(FP), AX
-	IMUL3Q     $0x00000040, AX, AX
-	MOVQ       meta+16(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, meta+16(FP)
-	MOVQ       ntiles+48(FP), AX
-	DECQ       AX
-	MOVQ       AX, ntiles+48(FP)
-	JNZ        Bits4A8G64AvxVnni_tile
+	VPERM2I128   $0x20, Y1, Y0, Y5
+	VPERM2I128   $0x31, Y1, Y0, Y0
+	VPADDD       Y0, Y5, Y5
+	IMUL3Q       $0x00000040, CX, BX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, BX
+	VMOVDQU      32(BX), Y0
+	VPMULLD      288(DX), Y0, Y0
+	VPSUBD       Y0, Y5, Y5
+	VMOVUPS      (BX), Y0
+	VMULPS       256(DX), Y0, Y0
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y5, Y0, Y0
+	MOVQ         idx+64(FP), DX
+	VMOVDQU      (DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      32(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      64(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      96(DX), Y1
+	VPERMPS      Y0, Y1, Y0
+	VADDPS       Y0, Y4, Y4
+	ADDQ         $0x00000100, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JB           Bits4A8G64AvxVnni_chunk
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y4, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000002, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000040, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Bits4A8G64AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -10449,118 +10449,118 @@ Bits4A8G32AvxVnni_tile:
 	XORQ   CX, CX
 
 Bits4A8G32AvxVnni_chunk:
-	IMUL3Q     $0x00000140, CX, DX
-	MOVQ       act+24(FP), BX
-	ADDQ       BX, DX
-	MOVQ       CX, BX
-	SHLQ       $0x07, BX
-	MOVQ       w+0(FP), SI
-	ADDQ       SI, BX
-	MOVQ       stride+8(FP), SI
-	PREFETCHT1 (AX)
-	PREFETCHT1 64(AX)
-	VPXOR      Y0, Y0, Y0
-	VPXOR      Y1, Y1, Y1
-	VMOVDQU    (BX), Y5
-	VPSHUFB    Y3, Y5, Y5
-	VPAND      Y2, Y5, Y8
-	VMOVDQU    (DX), Y9
+	IMUL3Q       $0x00000140, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
+	ADDQ         SI, BX
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x04, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    32(DX), Y9
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU    32(BX), Y5
-	VPSHUFB    Y3, Y5, Y5
-	VPAND      Y2, Y5, Y8
-	VMOVDQU    64(DX), Y9
+	VMOVDQU      32(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x04, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    96(DX), Y9
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU    64(BX), Y5
-	VPSHUFB    Y3, Y5, Y5
-	VPAND      Y2, Y5, Y8
-	VMOVDQU    128(DX), Y9
+	VMOVDQU      64(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      128(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x04, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    160(DX), Y9
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU    96(BX), Y5
-	VPSHUFB    Y3, Y5, Y5
-	VPAND      Y2, Y5, Y8
-	VMOVDQU    192(DX), Y9
+	VMOVDQU      96(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      192(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x04, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    224(DX), Y9
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPUNPCKLDQ Y1, Y0, Y5
-	VPUNPCKHDQ Y1, Y0, Y0
-	VPERM2I128 $0x20, Y0, Y5, Y1
-	VPERM2I128 $0x31, Y0, Y5, Y5
-	VPADDD     Y5, Y1, Y1
-	IMUL3Q     $0x00000040, CX, BX
-	MOVQ       meta+16(FP), SI
-	ADDQ       SI, BX
-	VMOVDQU    32(BX), Y0
-	VPMULLD    288(DX), Y0, Y0
-	VPSUBD     Y0, Y1, Y1
-	VMOVUPS    (BX), Y0
-	VMULPS     256(DX), Y0, Y0
-	VCVTDQ2PS  Y1, Y1
-	VMULPS     Y1, Y0, Y0
-	MOVQ       idx+64(FP), DX
-	VMOVDQU    (DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y4, Y4
-	VMOVDQU    32(DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y4, Y4
-	VMOVDQU    64(DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y4, Y4
-	VMOVDQU    96(DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y4, Y4
-	VMOVDQU    128(DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y4, Y4
-	VMOVDQU    160(DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y4, Y4
-	VMOVDQU    192(DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y4, Y4
-	VMOVDQU    224(DX), Y1
-	VPERMPS    Y0, Y1, Y0
-	VADDPS     Y0, Y4, Y4
-	ADDQ       $0x00000080, AX
-	INCQ       CX
-	MOVQ       chunks+32(FP), DX
-	CMPQ       CX, DX
-	JB         Bits4A8G32AvxVnni_chunk
-	MOVQ       out+40(FP), AX
-	VMOVUPS    Y4, (AX)
-	MOVQ       out+40(FP), AX
-	ADDQ       $0x00000020, AX
-	MOVQ       AX, out+40(FP)
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000001, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, w+0(FP)
-	MOVQ       chunks+32(FP), AX
-	IMUL3Q     $0x00000040, AX, AX
-	MOVQ       meta+16(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, meta+16(FP)
-	MOVQ       ntiles+48(FP), AX
-	DECQ       AX
-	MOVQ       AX, ntiles+48(FP)
-	JNZ        Bits4A8G32AvxVnni_tile
+	VPUNPCKLDQ   Y1, Y0, Y5
+	VPUNPCKHDQ   Y1, Y0, Y0
+	VPERM2I128   $0x20, Y0, Y5, Y1
+	VPERM2I128   $0x31, Y0, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	IMUL3Q       $0x00000040, CX, BX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, BX
+	VMOVDQU      32(BX), Y0
+	VPMULLD      288(DX), Y0, Y0
+	VPSUBD       Y0, Y1, Y1
+	VMOVUPS      (BX), Y0
+	VMULPS       256(DX), Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y1, Y0, Y0
+	MOVQ         idx+64(FP), DX
+	VMOVDQU      (DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      32(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      64(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      96(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      128(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      160(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      192(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      224(DX), Y1
+	VPERMPS      Y0, Y1, Y0
+	VADDPS       Y0, Y4, Y4
+	ADDQ         $0x00000080, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JB           Bits4A8G32AvxVnni_chunk
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y4, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000001, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000040, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Bits4A8G32AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -10800,207 +10800,207 @@ Bits2A8AvxVnni_tile:
 	XORQ   CX, CX
 
 Bits2A8AvxVnni_chunk:
-	IMUL3Q     $0x00000240, CX, DX
-	MOVQ       act+24(FP), BX
-	ADDQ       BX, DX
-	MOVQ       CX, BX
-	SHLQ       $0x07, BX
-	MOVQ       w+0(FP), SI
-	ADDQ       SI, BX
-	MOVQ       stride+8(FP), SI
-	PREFETCHT1 (AX)
-	PREFETCHT1 64(AX)
-	VPXOR      Y0, Y0, Y0
-	VMOVDQU    (BX), Y1
-	VPSHUFB    Y3, Y1, Y1
-	VPAND      Y2, Y1, Y8
-	VMOVDQU    (DX), Y9
+	IMUL3Q       $0x00000240, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
+	ADDQ         SI, BX
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      (BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x02, Y1, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    32(DX), Y9
+	VPSRLW       $0x02, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x04, Y1, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    64(DX), Y9
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x06, Y1, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    96(DX), Y9
+	VPSRLW       $0x06, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU    32(BX), Y1
-	VPSHUFB    Y3, Y1, Y1
-	VPAND      Y2, Y1, Y8
-	VMOVDQU    128(DX), Y9
+	VMOVDQU      32(BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      128(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x02, Y1, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    160(DX), Y9
+	VPSRLW       $0x02, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x04, Y1, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    192(DX), Y9
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      192(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x06, Y1, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    224(DX), Y9
+	VPSRLW       $0x06, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU    64(BX), Y1
-	VPSHUFB    Y3, Y1, Y1
-	VPAND      Y2, Y1, Y8
-	VMOVDQU    256(DX), Y9
+	VMOVDQU      64(BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      256(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x02, Y1, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    288(DX), Y9
+	VPSRLW       $0x02, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      288(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x04, Y1, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    320(DX), Y9
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      320(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x06, Y1, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    352(DX), Y9
+	VPSRLW       $0x06, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      352(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU    96(BX), Y1
-	VPSHUFB    Y3, Y1, Y1
-	VPAND      Y2, Y1, Y8
-	VMOVDQU    384(DX), Y9
+	VMOVDQU      96(BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      384(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x02, Y1, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    416(DX), Y9
+	VPSRLW       $0x02, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      416(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x04, Y1, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    448(DX), Y9
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      448(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x06, Y1, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    480(DX), Y9
+	VPSRLW       $0x06, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      480(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	ADDQ       SI, BX
-	PREFETCHT1 128(AX)
-	PREFETCHT1 192(AX)
-	VPXOR      Y1, Y1, Y1
-	VMOVDQU    (BX), Y5
-	VPSHUFB    Y3, Y5, Y5
-	VPAND      Y2, Y5, Y8
-	VMOVDQU    (DX), Y9
+	ADDQ         SI, BX
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x02, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    32(DX), Y9
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x04, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    64(DX), Y9
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x06, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    96(DX), Y9
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VMOVDQU    32(BX), Y5
-	VPSHUFB    Y3, Y5, Y5
-	VPAND      Y2, Y5, Y8
-	VMOVDQU    128(DX), Y9
+	VMOVDQU      32(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      128(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x02, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    160(DX), Y9
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x04, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    192(DX), Y9
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      192(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x06, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    224(DX), Y9
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VMOVDQU    64(BX), Y5
-	VPSHUFB    Y3, Y5, Y5
-	VPAND      Y2, Y5, Y8
-	VMOVDQU    256(DX), Y9
+	VMOVDQU      64(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      256(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x02, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    288(DX), Y9
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      288(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x04, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    320(DX), Y9
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      320(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x06, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    352(DX), Y9
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      352(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VMOVDQU    96(BX), Y5
-	VPSHUFB    Y3, Y5, Y5
-	VPAND      Y2, Y5, Y8
-	VMOVDQU    384(DX), Y9
+	VMOVDQU      96(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      384(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x02, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    416(DX), Y9
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      416(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x04, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    448(DX), Y9
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      448(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x06, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    480(DX), Y9
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      480(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPERM2I128 $0x20, Y1, Y0, Y5
-	VPERM2I128 $0x31, Y1, Y0, Y0
-	VPADDD     Y0, Y5, Y5
-	IMUL3Q     $0x00000040, CX, BX
-	MOVQ       meta+16(FP), SI
-	ADDQ       SI, BX
-	VMOVDQU    32(BX), Y0
-	VPMULLD    544(DX), Y0, Y0
-	VPSUBD     Y0, Y5, Y5
-	VMOVUPS    (BX), Y0
-	VMULPS     512(DX), Y0, Y0
-	VCVTDQ2PS  Y5, Y5
-	VMULPS     Y5, Y0, Y0
-	MOVQ       idx+64(FP), DX
-	VMOVDQU    (DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y4, Y4
-	VMOVDQU    32(DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y4, Y4
-	VMOVDQU    64(DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y4, Y4
-	VMOVDQU    96(DX), Y1
-	VPERMPS    Y0, Y1, Y0
-	VADDPS     Y0, Y4, Y4
-	ADDQ       $0x00000100, AX
-	INCQ       CX
-	MOVQ       chunks+32(FP), DX
-	CMPQ       CX, DX
-	JB         Bits2A8AvxVnni_chunk
-	MOVQ       out+40(FP), AX
-	VMOVUPS    Y4, (AX)
-	MOVQ       out+40(FP), AX
-	ADDQ       $0x00000020, AX
-	MOVQ       AX, out+40(FP)
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000002, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, w+0(FP)
-	MOVQ       chunks+32(FP), AX
-	IMUL3Q     $0x00000040, AX, AX
-	MOVQ       meta+16(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, meta+16(FP)
-	MOVQ       ntiles+48(FP), AX
-	DECQ       AX
-	MOVQ       AX, ntiles+48(FP)
-	JNZ        Bits2A8AvxVnni_tile
+	VPERM2I128   $0x20, Y1, Y0, Y5
+	VPERM2I128   $0x31, Y1, Y0, Y0
+	VPADDD       Y0, Y5, Y5
+	IMUL3Q       $0x00000040, CX, BX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, BX
+	VMOVDQU      32(BX), Y0
+	VPMULLD      544(DX), Y0, Y0
+	VPSUBD       Y0, Y5, Y5
+	VMOVUPS      (BX), Y0
+	VMULPS       512(DX), Y0, Y0
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y5, Y0, Y0
+	MOVQ         idx+64(FP), DX
+	VMOVDQU      (DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      32(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      64(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      96(DX), Y1
+	VPERMPS      Y0, Y1, Y0
+	VADDPS       Y0, Y4, Y4
+	ADDQ         $0x00000100, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JB           Bits2A8AvxVnni_chunk
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y4, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000002, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000040, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Bits2A8AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -11183,150 +11183,150 @@ Bits2A8G64AvxVnni_tile:
 	XORQ   CX, CX
 
 Bits2A8G64AvxVnni_chunk:
-	IMUL3Q     $0x00000240, CX, DX
-	MOVQ       act+24(FP), BX
-	ADDQ       BX, DX
-	MOVQ       CX, BX
-	SHLQ       $0x07, BX
-	MOVQ       w+0(FP), SI
-	ADDQ       SI, BX
-	MOVQ       stride+8(FP), SI
-	PREFETCHT1 (AX)
-	PREFETCHT1 64(AX)
-	VPXOR      Y0, Y0, Y0
-	VPXOR      Y1, Y1, Y1
-	VMOVDQU    (BX), Y5
-	VPSHUFB    Y3, Y5, Y5
-	VPAND      Y2, Y5, Y8
-	VMOVDQU    (DX), Y9
+	IMUL3Q       $0x00000240, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
+	ADDQ         SI, BX
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x02, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    32(DX), Y9
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x04, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    64(DX), Y9
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x06, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    96(DX), Y9
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU    32(BX), Y5
-	VPSHUFB    Y3, Y5, Y5
-	VPAND      Y2, Y5, Y8
-	VMOVDQU    128(DX), Y9
+	VMOVDQU      32(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      128(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x02, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    160(DX), Y9
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x04, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    192(DX), Y9
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      192(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x06, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    224(DX), Y9
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU    64(BX), Y5
-	VPSHUFB    Y3, Y5, Y5
-	VPAND      Y2, Y5, Y8
-	VMOVDQU    256(DX), Y9
+	VMOVDQU      64(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      256(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x02, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    288(DX), Y9
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      288(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x04, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    320(DX), Y9
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      320(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x06, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    352(DX), Y9
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      352(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU    96(BX), Y5
-	VPSHUFB    Y3, Y5, Y5
-	VPAND      Y2, Y5, Y8
-	VMOVDQU    384(DX), Y9
+	VMOVDQU      96(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      384(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x02, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    416(DX), Y9
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      416(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x04, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    448(DX), Y9
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      448(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x06, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    480(DX), Y9
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      480(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPUNPCKLDQ Y1, Y0, Y5
-	VPUNPCKHDQ Y1, Y0, Y0
-	VPERM2I128 $0x20, Y0, Y5, Y1
-	VPERM2I128 $0x31, Y0, Y5, Y5
-	VPADDD     Y5, Y1, Y1
-	IMUL3Q     $0x00000040, CX, BX
-	MOVQ       meta+16(FP), SI
-	ADDQ       SI, BX
-	VMOVDQU    32(BX), Y0
-	VPMULLD    544(DX), Y0, Y0
-	VPSUBD     Y0, Y1, Y1
-	VMOVUPS    (BX), Y0
-	VMULPS     512(DX), Y0, Y0
-	VCVTDQ2PS  Y1, Y1
-	VMULPS     Y1, Y0, Y0
-	MOVQ       idx+64(FP), DX
-	VMOVDQU    (DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y4, Y4
-	VMOVDQU    32(DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y4, Y4
-	VMOVDQU    64(DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y4, Y4
-	VMOVDQU    96(DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y4, Y4
-	VMOVDQU    128(DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y4, Y4
-	VMOVDQU    160(DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y4, Y4
-	VMOVDQU    192(DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y4, Y4
-	VMOVDQU    224(DX), Y1
-	VPERMPS    Y0, Y1, Y0
-	VADDPS     Y0, Y4, Y4
-	ADDQ       $0x00000080, AX
-	INCQ       CX
-	MOVQ       chunks+32(FP), DX
-	CMPQ       CX, DX
-	JB         Bits2A8G64AvxVnni_chunk
-	MOVQ       out+40(FP), AX
-	VMOVUPS    Y4, (AX)
-	MOVQ       out+40(FP), AX
-	ADDQ       $0x00000020, AX
-	MOVQ       AX, out+40(FP)
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000001, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, w+0(FP)
-	MOVQ       chunks+32(FP), AX
-	IMUL3Q     $0x00000040, AX, AX
-	MOVQ       meta+16(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, meta+16(FP)
-	MOVQ       ntiles+48(FP), AX
-	DECQ       AX
-	MOVQ       AX, ntiles+48(FP)
-	JNZ        Bits2A8G64AvxVnni_tile
+	VPUNPCKLDQ   Y1, Y0, Y5
+	VPUNPCKHDQ   Y1, Y0, Y0
+	VPERM2I128   $0x20, Y0, Y5, Y1
+	VPERM2I128   $0x31, Y0, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	IMUL3Q       $0x00000040, CX, BX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, BX
+	VMOVDQU      32(BX), Y0
+	VPMULLD      544(DX), Y0, Y0
+	VPSUBD       Y0, Y1, Y1
+	VMOVUPS      (BX), Y0
+	VMULPS       512(DX), Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y1, Y0, Y0
+	MOVQ         idx+64(FP), DX
+	VMOVDQU      (DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      32(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      64(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      96(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      128(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      160(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      192(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      224(DX), Y1
+	VPERMPS      Y0, Y1, Y0
+	VADDPS       Y0, Y4, Y4
+	ADDQ         $0x00000080, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JB           Bits2A8G64AvxVnni_chunk
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y4, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000001, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000040, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Bits2A8G64AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -11573,214 +11573,214 @@ Bits1A8AvxVnni_tile:
 	XORQ   CX, CX
 
 Bits1A8AvxVnni_chunk:
-	IMUL3Q     $0x00000440, CX, DX
-	MOVQ       act+24(FP), BX
-	ADDQ       BX, DX
-	MOVQ       CX, BX
-	SHLQ       $0x07, BX
-	MOVQ       w+0(FP), SI
-	ADDQ       SI, BX
-	MOVQ       stride+8(FP), SI
-	PREFETCHT1 (AX)
-	PREFETCHT1 64(AX)
-	VPXOR      Y0, Y0, Y0
-	VPXOR      Y1, Y1, Y1
-	VMOVDQU    (BX), Y5
-	VPSHUFB    Y3, Y5, Y5
-	VPAND      Y2, Y5, Y8
-	VMOVDQU    (DX), Y9
+	IMUL3Q       $0x00000440, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
+	ADDQ         SI, BX
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x01, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    32(DX), Y9
+	VPSRLW       $0x01, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x02, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    64(DX), Y9
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x03, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    96(DX), Y9
+	VPSRLW       $0x03, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x04, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    128(DX), Y9
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      128(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x05, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    160(DX), Y9
+	VPSRLW       $0x05, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x06, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    192(DX), Y9
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      192(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x07, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    224(DX), Y9
+	VPSRLW       $0x07, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU    32(BX), Y5
-	VPSHUFB    Y3, Y5, Y5
-	VPAND      Y2, Y5, Y8
-	VMOVDQU    256(DX), Y9
+	VMOVDQU      32(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      256(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x01, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    288(DX), Y9
+	VPSRLW       $0x01, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      288(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x02, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    320(DX), Y9
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      320(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x03, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    352(DX), Y9
+	VPSRLW       $0x03, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      352(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x04, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    384(DX), Y9
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      384(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x05, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    416(DX), Y9
+	VPSRLW       $0x05, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      416(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x06, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    448(DX), Y9
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      448(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x07, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    480(DX), Y9
+	VPSRLW       $0x07, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      480(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU    64(BX), Y5
-	VPSHUFB    Y3, Y5, Y5
-	VPAND      Y2, Y5, Y8
-	VMOVDQU    512(DX), Y9
+	VMOVDQU      64(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      512(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x01, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    544(DX), Y9
+	VPSRLW       $0x01, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      544(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x02, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    576(DX), Y9
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      576(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x03, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    608(DX), Y9
+	VPSRLW       $0x03, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      608(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x04, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    640(DX), Y9
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      640(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x05, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    672(DX), Y9
+	VPSRLW       $0x05, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      672(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x06, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    704(DX), Y9
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      704(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x07, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    736(DX), Y9
+	VPSRLW       $0x07, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      736(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU    96(BX), Y5
-	VPSHUFB    Y3, Y5, Y5
-	VPAND      Y2, Y5, Y8
-	VMOVDQU    768(DX), Y9
+	VMOVDQU      96(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      768(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x01, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    800(DX), Y9
+	VPSRLW       $0x01, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      800(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x02, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    832(DX), Y9
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      832(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x03, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    864(DX), Y9
+	VPSRLW       $0x03, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      864(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW     $0x04, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    896(DX), Y9
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      896(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x05, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    928(DX), Y9
+	VPSRLW       $0x05, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      928(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x06, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    960(DX), Y9
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      960(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW     $0x07, Y5, Y8
-	VPAND      Y2, Y8, Y8
-	VMOVDQU    992(DX), Y9
+	VPSRLW       $0x07, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      992(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPUNPCKLDQ Y1, Y0, Y5
-	VPUNPCKHDQ Y1, Y0, Y0
-	VPERM2I128 $0x20, Y0, Y5, Y1
-	VPERM2I128 $0x31, Y0, Y5, Y5
-	VPADDD     Y5, Y1, Y1
-	IMUL3Q     $0x00000040, CX, BX
-	MOVQ       meta+16(FP), SI
-	ADDQ       SI, BX
-	VMOVDQU    32(BX), Y0
-	VPMULLD    1056(DX), Y0, Y0
-	VPSUBD     Y0, Y1, Y1
-	VMOVUPS    (BX), Y0
-	VMULPS     1024(DX), Y0, Y0
-	VCVTDQ2PS  Y1, Y1
-	VMULPS     Y1, Y0, Y0
-	MOVQ       idx+64(FP), DX
-	VMOVDQU    (DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y4, Y4
-	VMOVDQU    32(DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y4, Y4
-	VMOVDQU    64(DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y4, Y4
-	VMOVDQU    96(DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y4, Y4
-	VMOVDQU    128(DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y4, Y4
-	VMOVDQU    160(DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y4, Y4
-	VMOVDQU    192(DX), Y1
-	VPERMPS    Y0, Y1, Y1
-	VADDPS     Y1, Y4, Y4
-	VMOVDQU    224(DX), Y1
-	VPERMPS    Y0, Y1, Y0
-	VADDPS     Y0, Y4, Y4
-	ADDQ       $0x00000080, AX
-	INCQ       CX
-	MOVQ       chunks+32(FP), DX
-	CMPQ       CX, DX
-	JB         Bits1A8AvxVnni_chunk
-	MOVQ       out+40(FP), AX
-	VMOVUPS    Y4, (AX)
-	MOVQ       out+40(FP), AX
-	ADDQ       $0x00000020, AX
-	MOVQ       AX, out+40(FP)
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000001, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, w+0(FP)
-	MOVQ       chunks+32(FP), AX
-	IMUL3Q     $0x00000040, AX, AX
-	MOVQ       meta+16(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, meta+16(FP)
-	MOVQ       ntiles+48(FP), AX
-	DECQ       AX
-	MOVQ       AX, ntiles+48(FP)
-	JNZ        Bits1A8AvxVnni_tile
+	VPUNPCKLDQ   Y1, Y0, Y5
+	VPUNPCKHDQ   Y1, Y0, Y0
+	VPERM2I128   $0x20, Y0, Y5, Y1
+	VPERM2I128   $0x31, Y0, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	IMUL3Q       $0x00000040, CX, BX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, BX
+	VMOVDQU      32(BX), Y0
+	VPMULLD      1056(DX), Y0, Y0
+	VPSUBD       Y0, Y1, Y1
+	VMOVUPS      (BX), Y0
+	VMULPS       1024(DX), Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y1, Y0, Y0
+	MOVQ         idx+64(FP), DX
+	VMOVDQU      (DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      32(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      64(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      96(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      128(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      160(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      192(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      224(DX), Y1
+	VPERMPS      Y0, Y1, Y0
+	VADDPS       Y0, Y4, Y4
+	ADDQ         $0x00000080, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JB           Bits1A8AvxVnni_chunk
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y4, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000001, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000040, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Bits1A8AvxVnni_tile
 	VZEROUPPER
 	RET
 

@@ -175,7 +175,7 @@ func bitsRowVNNI(s bitsYMMShape, i int, wp, ap GPVirtual, mask, shuf VecVirtual)
 				VPSHUFB(shuf, codes, codes)
 			}
 			VMOVDQU(Mem{Base: ap, Disp: 32 * h}, xt)
-			vpdpbusdVEX(xt, codes, acc[0])
+			vpdpbusdY(xt, codes, acc[0])
 			continue
 		}
 		d := YMM()
@@ -189,7 +189,7 @@ func bitsRowVNNI(s bitsYMMShape, i int, wp, ap GPVirtual, mask, shuf VecVirtual)
 				VPAND(mask, codes, codes)
 			}
 			VMOVDQU(Mem{Base: ap, Disp: f.act}, xt)
-			vpdpbusdVEX(xt, codes, acc[f.class])
+			vpdpbusdY(xt, codes, acc[f.class])
 		}
 	}
 	out := make([]Register, cl)

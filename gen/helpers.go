@@ -169,27 +169,16 @@ func reduce4Y(acc []VecVirtual) VecVirtual {
 	return hi
 }
 
-// vexVNNI records the VEX-encoded VPDPBUSD forms used, for the macros.
+// vexVNNI records the VEX-encoded AVX-VNNI forms used (resolveVEX), for
+// the macros.
 var vexVNNI = map[string][3]int{}
 
-// vpdpbusdVEX emits the AVX-VNNI "VPDPBUSD b, a, acc" (Go operand order:
-// acc += u8(a) . s8(b), per 32-bit lane) on physical YMM registers, as a
-// macro of BYTEs: the Go assembler only encodes the EVEX form, which needs
-// AVX512VL.
-func vpdpbusdVEX(b, a, acc VecPhysical) {
-	name := fmt.Sprintf("VPDPBUSD_VEX_%s_%s_%s", b.Asm(), a.Asm(), acc.Asm())
-	vexVNNI[name] = [3]int{int(b.PhysicalIndex()), int(a.PhysicalIndex()), int(acc.PhysicalIndex())}
-	Instruction(&ir.Instruction{
-		Opcode:  name,
-		Inputs:  []Op{b, a, acc},
-		Outputs: []Op{acc},
-		ISA:     []string{"AVXVNNI"},
-	})
-}
-
-// vpdpbusdY is vpdpbusdVEX on any YMM registers, virtual ones too: a
-// placeholder instruction that resolveVEX rewrites, once the registers
-// are allocated, into the VPDPBUSD_VEX_* macro of the physical ones.
+// vpdpbusdY emits the AVX-VNNI "VPDPBUSD b, a, acc" (Go operand order:
+// acc += u8(a) . s8(b), per 32-bit lane) on YMM registers, virtual or
+// physical, as a macro of BYTEs (the Go assembler only encodes the EVEX
+// form, which needs AVX512VL): a placeholder instruction that resolveVEX
+// rewrites, once the registers are allocated, into the VPDPBUSD_VEX_*
+// macro of the physical ones.
 func vpdpbusdY(b, a, acc Register) { vexPlaceholder("VPDPBUSD", b, a, acc) }
 
 // vpdpwssdY is the AVX-VNNI "VPDPWSSD b, a, acc" (acc += the int16 pairs

@@ -337,9 +337,9 @@ func a8YMM(m int, mode a8Mode) {
 					switch mode {
 					case modeAVXVNNI:
 						VMOVDQU(xe, xt)
-						vpdpbusdVEX(xt.(VecPhysical), lo.(VecPhysical), a.(VecPhysical))
+						vpdpbusdY(xt, lo, a)
 						VMOVDQU(xo, xt)
-						vpdpbusdVEX(xt.(VecPhysical), hi.(VecPhysical), a.(VecPhysical))
+						vpdpbusdY(xt, hi, a)
 					case modeAVX2:
 						// Two products of |15*127| per int16 lane never
 						// saturate; widen to int32 before accumulating.

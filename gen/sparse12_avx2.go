@@ -116,7 +116,7 @@ func sparseA8YMM(U int, mode a8Mode) {
 					VPBLENDVB(d, Mem{Base: ap, Disp: 64*h + 32}, xt, xt)
 					VPAND(mask7f, d, codes)
 					VPSUBB(zv[c], codes, codes)
-					vpdpbusdVEX(codes, xt, acc[c].(VecPhysical))
+					vpdpbusdY(codes, xt, acc[c])
 					continue
 				}
 				x := YMM()
