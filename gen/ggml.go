@@ -1641,6 +1641,19 @@ func ggmlKValues128() Mem {
 	return rodata("ggmlKValues128", 16, 1, func(i int) uint64 { return uint64(int(iq4KValues[i]) + 128) })
 }
 
+// ggmlKValuesYMM broadcasts IQ4's KValues into both lanes of a YMM: plus
+// 128 where offset (unsigned codes for VPDPBUSD), else as int8 (the sign
+// trick).
+func ggmlKValuesYMM(offset bool) VecVirtual {
+	tab := ggmlKValues()
+	if offset {
+		tab = ggmlKValues128()
+	}
+	kv := YMM()
+	VBROADCASTI128(tab, kv)
+	return kv
+}
+
 // ggmlKValues returns the read-only table of IQ4's KValues as int8, for
 // the AVX2 kernels' sign trick.
 func ggmlKValues() Mem {

@@ -26,10 +26,7 @@ import (
 // and the VPADDD are one VEX VPDPWSSD.
 func ggmlSuperA8AVX2(c ggmlSuper, vnni bool) {
 	t := c.t
-	isa, what := "Avx2", "AVX2"
-	if vnni {
-		isa, what = "AvxVnni", "AVX-VNNI"
-	}
+	isa, what := ymmISA(vnni)
 	name := "Ggml" + t + "A8" + isa
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
@@ -37,9 +34,7 @@ func ggmlSuperA8AVX2(c ggmlSuper, vnni bool) {
 	nib, three, hi := ggmlSuperConstsAVX2(t)
 	var kvs VecVirtual
 	if t == "IQ4XS" {
-		tab := ggmlKValues()
-		kvs = YMM()
-		VBROADCASTI128(tab, kvs)
+		kvs = ggmlKValuesYMM(false)
 	}
 	// frame: the scale words of each code register of both halves (8 x 32
 	// bytes), the words the sums term multiplies by (32 bytes)
@@ -405,10 +400,7 @@ func ggmlScaleRegsAVX2(c ggmlSuper, base Mem) (scale func(h, i int) VecVirtual, 
 // Ggml<t>A8AvxVnni: one VEX VPDPBUSD per block, the signed types' codes
 // as q + 128 (see ggmlSmallConstsAVX2).
 func ggmlBlockA8AVX2(c ggmlSmall, vnni bool) {
-	isa, what := "Avx2", "AVX2"
-	if vnni {
-		isa, what = "AvxVnni", "AVX-VNNI"
-	}
+	isa, what := ymmISA(vnni)
 	name := "Ggml" + c.t + "A8" + isa
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
@@ -543,12 +535,7 @@ func ggmlSmallConstsAVX2(c ggmlSmall, vnni bool) (signed bool, shift int, nib, o
 // spreading (nil otherwise).
 func ggmlCodeConstsAVX2(c ggmlSmall, offset bool) (kv, spread, bits, sixteen VecVirtual) {
 	if c.kv {
-		kv = YMM()
-		tab := ggmlKValues()
-		if offset {
-			tab = ggmlKValues128()
-		}
-		VBROADCASTI128(tab, kv)
+		kv = ggmlKValuesYMM(offset)
 	}
 	if c.qh != 0 {
 		spread = YMM()
@@ -685,10 +672,7 @@ func ggmlSmallDotsAVX2(c ggmlSmall, codes func(b int) VecVirtual, ap, sp GPVirtu
 // of a chain of scalar additions per row (about 17 cycles per 128
 // columns). The next four rows are prefetched in memory order.
 func ggmlBlockA8R4AVX2(c ggmlSmall, vnni bool) {
-	isa := "Avx2"
-	if vnni {
-		isa = "AvxVnni"
-	}
+	isa, _ := ymmISA(vnni)
 	name := "Ggml" + c.t + "A8R4" + isa
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
@@ -860,8 +844,7 @@ func ggmlSuperF32AVX2(c ggmlSuper) {
 			cr := ggmlHalfCodesAVX2(c, Mem{Base: wp}, h, nib, three, hi)
 			for i, v := range cr {
 				if c.dword { // KValues + 128
-					tab := YMM()
-					VBROADCASTI128(ggmlKValues128(), tab)
+					tab := ggmlKValuesYMM(true)
 					VPSHUFB(v, tab, v)
 				}
 				VMOVDQU(v, Mem{Base: tp, Disp: 128*h + 32*i})
@@ -971,10 +954,7 @@ func ggmlBlockF32AVX2(c ggmlSmall) {
 // in memory order.
 func ggmlSuperA8R4AVX2(c ggmlSuper, vnni bool) {
 	t := c.t
-	isa := "Avx2"
-	if vnni {
-		isa = "AvxVnni"
-	}
+	isa, _ := ymmISA(vnni)
 	name := "Ggml" + t + "A8R4" + isa
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
@@ -994,8 +974,7 @@ func ggmlSuperA8R4AVX2(c ggmlSuper, vnni bool) {
 	nib, three, hi := ggmlSuperConstsAVX2(t)
 	var kvs VecVirtual
 	if c.dword {
-		kvs = YMM()
-		VBROADCASTI128(ggmlKValues(), kvs)
+		kvs = ggmlKValuesYMM(false)
 	}
 	fourRows(name, false, c.bytes, 256, 2*256/c.sub, 8, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
 		dh, mh := XMM(), XMM()

@@ -36,10 +36,7 @@ import (
 // sub-block scale, VPADDD; the sums term subtracts 128*sum(sc*sx).
 func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni bool) {
 	t := c.t
-	isa := "Avx2"
-	if vnni {
-		isa = "AvxVnni"
-	}
+	isa, _ := ymmISA(vnni)
 	name := "Ggml" + t + "A8M16Full" + isa
 	what := "for 16 vector lanes (nvec is ignored: the activations of unused lanes must be zero)"
 	if !full {
@@ -55,8 +52,7 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni bool) {
 		if !vnni {
 			panic("gen: no AVX2 batch kernel for " + t)
 		}
-		kv = YMM()
-		VBROADCASTI128(ggmlKValues128(), kv)
+		kv = ggmlKValuesYMM(true)
 	}
 	// frame: the scale words of the eight code registers (8 x 32 bytes),
 	// the sums term's words (32 bytes), the scale words of the 16 chunks

@@ -282,10 +282,7 @@ func ggmlBlockA8TAVX2(c ggmlSmall, M int, vnni bool) {
 	if offset {
 		signed = false
 	}
-	isa, what := "Avx2", "AVX2"
-	if vnni {
-		isa, what = "AvxVnni", "AVX-VNNI"
-	}
+	isa, what := ymmISA(vnni)
 	name := fmt.Sprintf("Ggml%sA8T%d%s", c.t, M, isa)
 	TEXT(name, 0, ggmlSigT16)
 	Pragma("noescape")
@@ -301,12 +298,7 @@ func ggmlBlockA8TAVX2(c ggmlSmall, M int, vnni bool) {
 		nibMask = mask
 	}
 	if c.kv {
-		kv = YMM()
-		tab := ggmlKValues()
-		if offset {
-			tab = ggmlKValues128()
-		}
-		VBROADCASTI128(tab, kv)
+		kv = ggmlKValuesYMM(offset)
 	}
 	var ones VecVirtual
 	if !vnni {

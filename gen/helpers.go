@@ -218,6 +218,15 @@ func resolveVEX(src []byte) []byte {
 	})
 }
 
+// ymmISA names the instruction set of a YMM kernel with an AVX-VNNI
+// variant: the suffix of its name and the words of its doc.
+func ymmISA(vnni bool) (suffix, what string) {
+	if vnni {
+		return "AvxVnni", "AVX-VNNI"
+	}
+	return "Avx2", "AVX2"
+}
+
 // a8Mode selects the instruction set of a YMM W4A8 kernel.
 type a8Mode int
 
