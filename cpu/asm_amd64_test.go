@@ -168,19 +168,14 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, f := range ggmlA8Funcs {
 		check("ggml", funcName(f), ggmlA8Requires)
 	}
-	for t, f := range ggmlA8R4PfL1Funcs {
-		gate := ggmlA8Requires
-		if ggmlR4VBMI[t] {
-			gate = append(slices.Clone(gate), ggmlR4VBMIRequires...)
+	for _, m := range []map[ggml.Type]ggmlA8Func{ggmlA8R4Funcs, ggmlA8R4PfL1Funcs} {
+		for t, f := range m {
+			gate := ggmlA8Requires
+			if ggmlR4VBMI[t] {
+				gate = append(slices.Clone(gate), ggmlR4VBMIRequires...)
+			}
+			check("ggml four rows", funcName(f), gate)
 		}
-		check("ggml four rows (L1 prefetch)", funcName(f), gate)
-	}
-	for t, f := range ggmlA8R4Funcs {
-		gate := ggmlA8Requires
-		if ggmlR4VBMI[t] {
-			gate = append(slices.Clone(gate), ggmlR4VBMIRequires...)
-		}
-		check("ggml four rows", funcName(f), gate)
 	}
 	for _, fs := range ggmlA8TAVX2Funcs {
 		for _, f := range fs {

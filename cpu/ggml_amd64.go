@@ -66,12 +66,12 @@ var ggmlA8R4PfL1Funcs = map[ggml.Type]ggmlA8Func{
 	ggml.Q5_1: asm.GgmlQ51A8R4PfL1Avx512, ggml.Q8_0: asm.GgmlQ80A8R4PfL1Avx512, ggml.IQ4_NL: asm.GgmlIQ4NLA8R4PfL1Avx512,
 }
 
-// ggmlR4L1 (cpu/ggml.go) enables ggmlA8R4PfL1Funcs on AMD Zen 5 (family
-// 0x1A, 48 KiB of L1D): the Q4_K_M decode step took 0.84x the time with
-// one thread and 0.93x with two (three alternating rounds), where on Zen 4
-// (32 KiB) the next four rows of 4096x14336 Q4_K evicted themselves from
-// L1 and streamed at half the rate; other CPUs keep L2.
-func init() { ggmlR4L1 = cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.Family >= 0x1a }
+// ggmlR4L1 (cpu/ggml.go) enables ggmlA8R4PfL1Funcs (l1PrefetchCPU): on
+// Zen 5 the Q4_K_M decode step took 0.84x the time with one thread and
+// 0.93x with two (three alternating rounds), where on Zen 4 the next four
+// rows of 4096x14336 Q4_K evicted themselves from its 32 KiB L1 and
+// streamed at half the rate.
+func init() { ggmlR4L1 = l1PrefetchCPU() }
 
 // ggmlR4PrefetchL1 reports whether the four-row kernels prefetch the next
 // tile (four rows, tile bytes) into L1: where ggmlR4L1 and the tile fits

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/klauspost/cpuid/v2"
 	"github.com/qgemv/qgemv/asm"
 	"github.com/qgemv/qgemv/layout"
 )
@@ -39,11 +38,11 @@ var bitsA8PfL1Kernels = map[bitsA8Key]bitsA8Func{
 	{4, 1, false}: asm.Bits4A8PfL1Avx512, {4, 1, true}: asm.Bits4A8Meta16PfL1Avx512,
 }
 
-// bitsA8PrefetchL1 picks bitsA8PfL1Kernels: on AMD Zen 5 (family 0x1A)
+// bitsA8PrefetchL1 picks bitsA8PfL1Kernels (l1PrefetchCPU): on Zen 5
 // they took 0.93-0.95x the time with one thread (Bits4G128 4096x14336 and
 // the GPTQ decode step, three alternating rounds) and the FFN block 0.89x
-// with two, where on Zen 4 they were slower; other CPUs keep L2.
-var bitsA8PrefetchL1 = cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.Family >= 0x1a
+// with two.
+var bitsA8PrefetchL1 = l1PrefetchCPU()
 
 // bitsA8Key selects an AVX-512 A8 kernel: width n, sub groups per
 // 128-column block, and meta16 for binary16 scales with int16 zeros (64
