@@ -488,10 +488,7 @@ func (mx *Matrix) quantize(x, xq, xs *buffer, batch int) error {
 func (mx *Matrix) MulA8Buf(dst, x devbuf.Buf, batch int) error {
 	return mx.devOp("mul", mx.devA8(), dst, x, nil, func(by, bx, _ *buffer) error {
 		b, pc := mx.b, mx.geo.PCols
-		if _, err := b.ensure(&b.devQ, batch*pc, false); err != nil {
-			return err
-		}
-		if _, err := b.ensure(&b.devS, 4*batch*pc/128, false); err != nil {
+		if err := b.ensureScratch(scratch{&b.devQ, batch * pc}, scratch{&b.devS, 4 * batch * pc / 128}); err != nil {
 			return err
 		}
 		if err := mx.quantize(bx, b.devQ, b.devS, batch); err != nil {
@@ -514,13 +511,9 @@ func (mx *Matrix) mulA8Device(dst, x []float32, batch int) (bool, error) {
 		return false, err
 	}
 	pc, cols, rows := mx.geo.PCols, mx.geo.Cols, mx.geo.Rows
-	for _, e := range []struct {
-		p *(*buffer)
-		n int
-	}{{&b.hsX, 4 * batch * cols}, {&b.hsY, 4 * batch * rows}, {&b.devQ, batch * pc}, {&b.devS, 4 * batch * pc / 128}} {
-		if _, err := b.ensure(e.p, e.n, false); err != nil {
-			return true, err
-		}
+	if err := b.ensureScratch(scratch{&b.hsX, 4 * batch * cols}, scratch{&b.hsY, 4 * batch * rows},
+		scratch{&b.devQ, batch * pc}, scratch{&b.devS, 4 * batch * pc / 128}); err != nil {
+		return true, err
 	}
 	if err := b.x.writeAsync(b.hsX, 0, unsafe.Pointer(&x[0]), 4*len(x)); err != nil {
 		return true, err
@@ -552,13 +545,8 @@ func (mx *Matrix) mulF16Device(dst []float32, x []layout.FP16, batch int) error 
 		return err
 	}
 	n := len(x)
-	for _, e := range []struct {
-		p *(*buffer)
-		n int
-	}{{&b.hsH, 2 * n}, {&b.hsX, 4 * n}, {&b.hsY, 4 * len(dst)}} {
-		if _, err := b.ensure(e.p, e.n, false); err != nil {
-			return err
-		}
+	if err := b.ensureScratch(scratch{&b.hsH, 2 * n}, scratch{&b.hsX, 4 * n}, scratch{&b.hsY, 4 * len(dst)}); err != nil {
+		return err
 	}
 	if err := b.x.writeAsync(b.hsH, 0, unsafe.Pointer(&x[0]), 2*n); err != nil {
 		return err
@@ -596,10 +584,7 @@ func (mx *Matrix) mulI8(y, xq, xs *buffer, batch int) error {
 	pc := mx.geo.PCols
 	sx := b.sx
 	if mx.tiled != 0 {
-		if _, err := b.ensure(&b.devOrd, batch*pc, false); err != nil {
-			return err
-		}
-		if _, err := b.ensure(&b.devSx, 4*batch*pc/128, false); err != nil {
+		if err := b.ensureScratch(scratch{&b.devOrd, batch * pc}, scratch{&b.devSx, 4 * batch * pc / 128}); err != nil {
 			return err
 		}
 		key := prepKey{kind: prepOrder, in: xq, q4: mx.tiled == tiledQ4, pc: pc, batch: batch}
@@ -663,10 +648,7 @@ func (mx *Matrix) mulF16(by, bx *buffer, batch int) error {
 		if mx.tiled != tiledQ4 {
 			per = 2
 		}
-		if _, err := b.ensure(&b.devF, 4*batch*nc*1024, false); err != nil {
-			return err
-		}
-		if _, err := b.ensure(&b.devFsum, 4*batch*nu*per, false); err != nil {
+		if err := b.ensureScratch(scratch{&b.devF, 4 * batch * nc * 1024}, scratch{&b.devFsum, 4 * batch * nu * per}); err != nil {
 			return err
 		}
 		if k, _, err = b.bufKernel("f16_tiled"); err != nil {

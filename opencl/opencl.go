@@ -668,6 +668,24 @@ func (b *Backend) ensure(p **buffer, n int, readOnly bool) (*buffer, error) {
 	return nb, nil
 }
 
+// scratch is one of the backend's scratch buffers and the bytes a call
+// needs of it.
+type scratch struct {
+	p *(*buffer)
+	n int
+}
+
+// ensureScratch grows each scratch buffer to what the call needs (ensure,
+// writable). b.mu is held.
+func (b *Backend) ensureScratch(bufs ...scratch) error {
+	for _, e := range bufs {
+		if _, err := b.ensure(e.p, e.n, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // put queues a copy of s into the read-only scratch buffer *p (grown by
 // ensure) through the staging memory: s may be reused at once, and the
 // multiply's result read waits for it. b.mu is held.
