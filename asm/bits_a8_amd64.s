@@ -111,6 +111,10 @@ Bits8A8Avx512_chunk:
 	SHLQ        $0x07, SI
 	MOVQ        w+0(FP), DI
 	ADDQ        DI, SI
+	MOVQ        chunks+32(FP), DI
+	IMUL3Q      $0x00000080, DI, DI
+	PREFETCHT0  (BX)(DI*1)
+	PREFETCHT0  64(BX)(DI*1)
 	MOVQ        stride+8(FP), DI
 	PREFETCHT1  (AX)
 	PREFETCHT1  64(AX)
@@ -335,6 +339,10 @@ Bits8A8G64Avx512_chunk:
 	SHLQ       $0x07, SI
 	MOVQ       w+0(FP), DI
 	ADDQ       DI, SI
+	MOVQ       chunks+32(FP), DI
+	IMUL3Q     $0x00000080, DI, DI
+	PREFETCHT0 (BX)(DI*1)
+	PREFETCHT0 64(BX)(DI*1)
 	MOVQ       stride+8(FP), DI
 	PREFETCHT1 (AX)
 	PREFETCHT1 64(AX)
@@ -586,6 +594,10 @@ Bits8A8G32Avx512_chunk:
 	SHLQ       $0x07, SI
 	MOVQ       w+0(FP), DI
 	ADDQ       DI, SI
+	MOVQ       chunks+32(FP), DI
+	IMUL3Q     $0x00000080, DI, DI
+	PREFETCHT0 (BX)(DI*1)
+	PREFETCHT0 64(BX)(DI*1)
 	MOVQ       stride+8(FP), DI
 	PREFETCHT1 (AX)
 	PREFETCHT1 64(AX)
@@ -733,6 +745,10 @@ Bits4A8Avx512_chunk:
 	SHLQ           $0x07, SI
 	MOVQ           w+0(FP), DI
 	ADDQ           DI, SI
+	MOVQ           chunks+32(FP), DI
+	IMUL3Q         $0x00000080, DI, DI
+	PREFETCHT0     (BX)(DI*1)
+	PREFETCHT0     64(BX)(DI*1)
 	MOVQ           stride+8(FP), DI
 	PREFETCHT1     (AX)
 	PREFETCHT1     64(AX)
@@ -999,6 +1015,10 @@ Bits4A8PfL1Avx512_chunk:
 	SHLQ           $0x07, SI
 	MOVQ           w+0(FP), DI
 	ADDQ           DI, SI
+	MOVQ           chunks+32(FP), DI
+	IMUL3Q         $0x00000080, DI, DI
+	PREFETCHT0     (BX)(DI*1)
+	PREFETCHT0     64(BX)(DI*1)
 	MOVQ           stride+8(FP), DI
 	PREFETCHT0     (AX)
 	PREFETCHT0     64(AX)
@@ -1255,6 +1275,10 @@ Bits4A8G64Avx512_chunk:
 	SHLQ       $0x07, SI
 	MOVQ       w+0(FP), DI
 	ADDQ       DI, SI
+	MOVQ       chunks+32(FP), DI
+	IMUL3Q     $0x00000080, DI, DI
+	PREFETCHT0 (BX)(DI*1)
+	PREFETCHT0 64(BX)(DI*1)
 	MOVQ       stride+8(FP), DI
 	PREFETCHT1 (AX)
 	PREFETCHT1 64(AX)
@@ -1452,6 +1476,10 @@ Bits4A8G32Avx512_chunk:
 	SHLQ       $0x07, SI
 	MOVQ       w+0(FP), DI
 	ADDQ       DI, SI
+	MOVQ       chunks+32(FP), DI
+	IMUL3Q     $0x00000080, DI, DI
+	PREFETCHT0 (BX)(DI*1)
+	PREFETCHT0 64(BX)(DI*1)
 	MOVQ       stride+8(FP), DI
 	PREFETCHT1 (AX)
 	PREFETCHT1 64(AX)
@@ -1615,6 +1643,10 @@ Bits2A8Avx512_chunk:
 	SHLQ           $0x07, SI
 	MOVQ           w+0(FP), DI
 	ADDQ           DI, SI
+	MOVQ           chunks+32(FP), DI
+	IMUL3Q         $0x00000080, DI, DI
+	PREFETCHT0     (BX)(DI*1)
+	PREFETCHT0     64(BX)(DI*1)
 	MOVQ           stride+8(FP), DI
 	PREFETCHT0     (AX)
 	PREFETCHT0     64(AX)
@@ -1857,6 +1889,10 @@ Bits2A8G64Avx512_chunk:
 	SHLQ       $0x07, SI
 	MOVQ       w+0(FP), DI
 	ADDQ       DI, SI
+	MOVQ       chunks+32(FP), DI
+	IMUL3Q     $0x00000080, DI, DI
+	PREFETCHT0 (BX)(DI*1)
+	PREFETCHT0 64(BX)(DI*1)
 	MOVQ       stride+8(FP), DI
 	PREFETCHT1 (AX)
 	PREFETCHT1 64(AX)
@@ -2060,6 +2096,10 @@ Bits2A8G32Avx512_chunk:
 	SHLQ       $0x07, SI
 	MOVQ       w+0(FP), DI
 	ADDQ       DI, SI
+	MOVQ       chunks+32(FP), DI
+	IMUL3Q     $0x00000080, DI, DI
+	PREFETCHT0 (BX)(DI*1)
+	PREFETCHT0 64(BX)(DI*1)
 	MOVQ       stride+8(FP), DI
 	PREFETCHT1 (AX)
 	PREFETCHT1 64(AX)
@@ -2248,6 +2288,10 @@ Bits1A8Avx512_chunk:
 	SHLQ           $0x07, SI
 	MOVQ           w+0(FP), DI
 	ADDQ           DI, SI
+	MOVQ           chunks+32(FP), DI
+	IMUL3Q         $0x00000080, DI, DI
+	PREFETCHT0     (BX)(DI*1)
+	PREFETCHT0     64(BX)(DI*1)
 	MOVQ           stride+8(FP), DI
 	PREFETCHT0     (AX)
 	PREFETCHT0     64(AX)
@@ -2508,6 +2552,10 @@ Bits1A8G64Avx512_chunk:
 	SHLQ           $0x07, SI
 	MOVQ           w+0(FP), DI
 	ADDQ           DI, SI
+	MOVQ           chunks+32(FP), DI
+	IMUL3Q         $0x00000080, DI, DI
+	PREFETCHT0     (BX)(DI*1)
+	PREFETCHT0     64(BX)(DI*1)
 	MOVQ           stride+8(FP), DI
 	PREFETCHT0     (AX)
 	PREFETCHT0     64(AX)
@@ -2746,6 +2794,9 @@ Bits8A8Meta16Avx512_chunk:
 	SHLQ        $0x07, SI
 	MOVQ        w+0(FP), DI
 	ADDQ        DI, SI
+	MOVQ        chunks+32(FP), DI
+	IMUL3Q      $0x00000040, DI, DI
+	PREFETCHT0  (BX)(DI*1)
 	MOVQ        stride+8(FP), DI
 	PREFETCHT1  (AX)
 	PREFETCHT1  64(AX)
@@ -2970,6 +3021,9 @@ Bits8A8G64Meta16Avx512_chunk:
 	SHLQ       $0x07, SI
 	MOVQ       w+0(FP), DI
 	ADDQ       DI, SI
+	MOVQ       chunks+32(FP), DI
+	IMUL3Q     $0x00000040, DI, DI
+	PREFETCHT0 (BX)(DI*1)
 	MOVQ       stride+8(FP), DI
 	PREFETCHT1 (AX)
 	PREFETCHT1 64(AX)
@@ -3119,6 +3173,9 @@ Bits8A8G32Meta16Avx512_chunk:
 	SHLQ       $0x07, SI
 	MOVQ       w+0(FP), DI
 	ADDQ       DI, SI
+	MOVQ       chunks+32(FP), DI
+	IMUL3Q     $0x00000040, DI, DI
+	PREFETCHT0 (BX)(DI*1)
 	MOVQ       stride+8(FP), DI
 	PREFETCHT1 (AX)
 	PREFETCHT1 64(AX)
@@ -3248,6 +3305,9 @@ Bits4A8Meta16Avx512_chunk:
 	SHLQ           $0x07, SI
 	MOVQ           w+0(FP), DI
 	ADDQ           DI, SI
+	MOVQ           chunks+32(FP), DI
+	IMUL3Q         $0x00000040, DI, DI
+	PREFETCHT0     (BX)(DI*1)
 	MOVQ           stride+8(FP), DI
 	PREFETCHT1     (AX)
 	PREFETCHT1     64(AX)
@@ -3514,6 +3574,9 @@ Bits4A8Meta16PfL1Avx512_chunk:
 	SHLQ           $0x07, SI
 	MOVQ           w+0(FP), DI
 	ADDQ           DI, SI
+	MOVQ           chunks+32(FP), DI
+	IMUL3Q         $0x00000040, DI, DI
+	PREFETCHT0     (BX)(DI*1)
 	MOVQ           stride+8(FP), DI
 	PREFETCHT0     (AX)
 	PREFETCHT0     64(AX)
@@ -3770,6 +3833,9 @@ Bits4A8G64Meta16Avx512_chunk:
 	SHLQ       $0x07, SI
 	MOVQ       w+0(FP), DI
 	ADDQ       DI, SI
+	MOVQ       chunks+32(FP), DI
+	IMUL3Q     $0x00000040, DI, DI
+	PREFETCHT0 (BX)(DI*1)
 	MOVQ       stride+8(FP), DI
 	PREFETCHT1 (AX)
 	PREFETCHT1 64(AX)
@@ -3931,6 +3997,9 @@ Bits4A8G32Meta16Avx512_chunk:
 	SHLQ       $0x07, SI
 	MOVQ       w+0(FP), DI
 	ADDQ       DI, SI
+	MOVQ       chunks+32(FP), DI
+	IMUL3Q     $0x00000040, DI, DI
+	PREFETCHT0 (BX)(DI*1)
 	MOVQ       stride+8(FP), DI
 	PREFETCHT1 (AX)
 	PREFETCHT1 64(AX)
@@ -4076,6 +4145,9 @@ Bits2A8Meta16Avx512_chunk:
 	SHLQ           $0x07, SI
 	MOVQ           w+0(FP), DI
 	ADDQ           DI, SI
+	MOVQ           chunks+32(FP), DI
+	IMUL3Q         $0x00000040, DI, DI
+	PREFETCHT0     (BX)(DI*1)
 	MOVQ           stride+8(FP), DI
 	PREFETCHT0     (AX)
 	PREFETCHT0     64(AX)
@@ -4318,6 +4390,9 @@ Bits2A8G64Meta16Avx512_chunk:
 	SHLQ       $0x07, SI
 	MOVQ       w+0(FP), DI
 	ADDQ       DI, SI
+	MOVQ       chunks+32(FP), DI
+	IMUL3Q     $0x00000040, DI, DI
+	PREFETCHT0 (BX)(DI*1)
 	MOVQ       stride+8(FP), DI
 	PREFETCHT1 (AX)
 	PREFETCHT1 64(AX)
@@ -4485,6 +4560,9 @@ Bits2A8G32Meta16Avx512_chunk:
 	SHLQ       $0x07, SI
 	MOVQ       w+0(FP), DI
 	ADDQ       DI, SI
+	MOVQ       chunks+32(FP), DI
+	IMUL3Q     $0x00000040, DI, DI
+	PREFETCHT0 (BX)(DI*1)
 	MOVQ       stride+8(FP), DI
 	PREFETCHT1 (AX)
 	PREFETCHT1 64(AX)
@@ -4655,6 +4733,9 @@ Bits1A8Meta16Avx512_chunk:
 	SHLQ           $0x07, SI
 	MOVQ           w+0(FP), DI
 	ADDQ           DI, SI
+	MOVQ           chunks+32(FP), DI
+	IMUL3Q         $0x00000040, DI, DI
+	PREFETCHT0     (BX)(DI*1)
 	MOVQ           stride+8(FP), DI
 	PREFETCHT0     (AX)
 	PREFETCHT0     64(AX)
@@ -4915,6 +4996,9 @@ Bits1A8G64Meta16Avx512_chunk:
 	SHLQ           $0x07, SI
 	MOVQ           w+0(FP), DI
 	ADDQ           DI, SI
+	MOVQ           chunks+32(FP), DI
+	IMUL3Q         $0x00000040, DI, DI
+	PREFETCHT0     (BX)(DI*1)
 	MOVQ           stride+8(FP), DI
 	PREFETCHT0     (AX)
 	PREFETCHT0     64(AX)

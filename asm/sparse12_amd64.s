@@ -60,6 +60,11 @@ Sparse12A8Avx512_chunk:
 	SHLQ         $0x07, SI
 	MOVQ         w+0(FP), DI
 	ADDQ         DI, SI
+	MOVQ         chunks+32(FP), DI
+	IMUL3Q       $0x000000c0, DI, DI
+	PREFETCHT0   (BX)(DI*1)
+	PREFETCHT0   64(BX)(DI*1)
+	PREFETCHT0   128(BX)(DI*1)
 	MOVQ         stride+8(FP), DI
 	PREFETCHT1   (AX)
 	PREFETCHT1   64(AX)
@@ -360,6 +365,11 @@ Sparse12A8G64Avx512_chunk:
 	SHLQ         $0x07, SI
 	MOVQ         w+0(FP), DI
 	ADDQ         DI, SI
+	MOVQ         chunks+32(FP), DI
+	IMUL3Q       $0x000000c0, DI, DI
+	PREFETCHT0   (BX)(DI*1)
+	PREFETCHT0   64(BX)(DI*1)
+	PREFETCHT0   128(BX)(DI*1)
 	MOVQ         stride+8(FP), DI
 	PREFETCHT1   (AX)
 	PREFETCHT1   64(AX)

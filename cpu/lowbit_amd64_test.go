@@ -223,3 +223,33 @@ func TestGatherRuns(t *testing.T) {
 		t.Error("a table breaking a run was accepted")
 	}
 }
+
+// TestBitsA8LongRange: one thread's batch-1 range of more rows than one
+// kernel call takes (the pooled tile buffer's 128 tiles), ending in a
+// partial tile, equals the exact reference bit for bit.
+func TestBitsA8LongRange(t *testing.T) {
+	if !hasAll(bitsA8Kernels.requires) {
+		t.Skip("no AVX-512 VNNI + VBMI")
+	}
+	be, err := New(Config{ISA: AVX512VNNI, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	const rows, cols = 2085, 512
+	for _, n := range []int{4, 2} {
+		b := importedBits(t, rng, rows, cols, n, 128, false, false, false)
+		mx, err := be.LoadBits(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := randVec(rng, cols)
+		full, dst := guarded(rows)
+		if err := mx.MulA8(dst, x, 1); err != nil {
+			t.Fatal(err)
+		}
+		checkGuards(t, full, rows)
+		checkA8Exact(t, b.Name(), b.DotA8Exact, nil, dst, x, 1, rows, cols, b.PCols)
+		mx.Close()
+	}
+}

@@ -37,7 +37,8 @@ func blockTerm(v fvec, isum, accRow VecVirtual, meta, act Mem) {
 // for the chunk (meta + k*metaBlock) and wp at the chunk of the tile's
 // first row, calls row for each row (after prefetching the next tile's
 // rows linearly into L2, as nextTile does for Q4G128, or into L1 with
-// pfL1), reduces (reduce, or
+// pfL1, and the next tile's metadata for the chunk into L1: a stream of
+// its own that the hardware prefetchers served late), reduces (reduce, or
 // reduce16 of 16 accumulators when nil) to the lanes i*L+j, lets epilogue
 // turn the exact isum into the float lane scales f (isum is then converted
 // and multiplied in), and adds lane i*L+j of f into lane i of the row
@@ -56,6 +57,13 @@ func lowA8Loops(name string, R, L, actChunk, metaBlock, nacc int, pfL1 bool,
 			VPXORD(acc[i], acc[i], acc[i])
 		}
 		ap, mp, wp := chunkPtrs(k, actChunk, metaBlock, 128)
+		if metaBlock != 0 { // the next tile's metadata of this chunk
+			nm := param("chunks")
+			IMUL3Q(U32(metaBlock), nm, nm)
+			for o := 0; o < metaBlock; o += 64 {
+				PREFETCHT0(Mem{Base: mp, Index: nm, Scale: 1, Disp: o})
+			}
+		}
 		stride := param("stride")
 		for i := 0; i < R; i++ {
 			prefetch := PREFETCHT1
