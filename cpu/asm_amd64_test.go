@@ -419,3 +419,30 @@ func TestAsmStackSlots(t *testing.T) {
 		t.Fatal("no (SP) accesses found: the parser is out of date")
 	}
 }
+
+// TestQ4A8M1Variants: both AVX-512 batch-1 W4A8 kernels (the next super
+// tile prefetched with PREFETCHT1 or PREFETCHNTA; the CPU picks one)
+// equal the exact reference on every AVX-512 VNNI machine.
+func TestQ4A8M1Variants(t *testing.T) {
+	if !hasAll(Requires(AVX512VNNI)) {
+		t.Skip("no AVX-512 VNNI")
+	}
+	defer func(k kernelFunc) { a8Avx512.byM[1] = k }(a8Avx512.byM[1])
+	rng := rand.New(rand.NewPCG(7, 8))
+	for i, k := range q4A8M1Variants {
+		a8Avx512.byM[1] = k
+		for _, threads := range []int{1, 3} {
+			be, err := New(Config{ISA: AVX512VNNI, Threads: threads})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, sh := range [][2]int{{1, 127}, {129, 300}, {300, 4096}, {2085, 129}} {
+				mx, err := be.Load(randMatrix(t, rng, sh[0], sh[1]))
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkA8(t, fmt.Sprintf("variant %d/t%d/%dx%d", i, threads, sh[0], sh[1]), mx, rng, 1)
+			}
+		}
+	}
+}

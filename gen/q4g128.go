@@ -25,8 +25,9 @@ import (
 // (batch 1..8), and W4A32 with AVX-512F (batch 1..8) and AVX2 (1..4).
 func q4g128Kernels() {
 	for _, m := range []int{1, 2, 4} {
-		a8AVX512(m)
+		a8AVX512(m, false)
 	}
+	a8AVX512(1, true)
 	a8TAVX512(8)
 	a8TAVX512(16)
 	for _, m := range []int{1, 2, 4, 8, 16} {
@@ -185,10 +186,18 @@ func a8Epilogue(lanes, m int, isum, perm, accF, mask VecVirtual, scp, zp, ap GPV
 	VADDPS(f, accF, accF)
 }
 
-func a8AVX512(m int) {
+// a8AVX512 emits the AVX-512 VNNI W4A8 kernel for m vectors in columns.
+// The batch-1 kernel also prefetches the next super tile's scales, and
+// with nta (Q4A8Avx512VnniM1PfNta) it prefetches the next super tile's
+// weights with PREFETCHNTA instead of PREFETCHT1 (the CPU picks:
+// docs/KERNELS.md).
+func a8AVX512(m int, nta bool) {
 	const L = 16
 	r := L / m
 	name := fmt.Sprintf("Q4A8Avx512VnniM%d", m)
+	if nta {
+		name += "PfNta"
+	}
 	TEXT(name, NOSPLIT, kernelSig)
 	Pragma("noescape")
 	q4Doc(name, "W4A8", "AVX-512 VNNI (VPDPBUSD on ZMM)", L, m)
@@ -235,11 +244,18 @@ func a8AVX512(m int) {
 		}
 		row := GP64()
 		MOVQ(wp, row)
+		if m == 1 {
+			PREFETCHT0(Mem{Base: scp, Disp: 4 * L}) // the next super tile's scales of this group
+		}
 		for i := 0; i < r; i++ {
 			src := []Mem{{Base: row}, {Base: row, Index: stride, Scale: 1},
 				{Base: row, Index: stride, Scale: 2}, {Base: row, Index: stride3, Scale: 1}}[i%4]
 			lo, hi := ZMM(), ZMM()
-			PREFETCHT1(Mem{Base: pf, Disp: 64 * i})
+			if nta {
+				PREFETCHNTA(Mem{Base: pf, Disp: 64 * i})
+			} else {
+				PREFETCHT1(Mem{Base: pf, Disp: 64 * i})
+			}
 			VMOVDQU64(src, lo)
 			VGF2P8AFFINEQB(U8(0), gfShr4, lo, hi) // hi = lo >> 4 per byte
 			VPANDD(lo, mask, lo)
