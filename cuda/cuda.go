@@ -245,6 +245,11 @@ const (
 	EnvSplit     = "QGEMV_CUDA_SPLITK"
 	EnvSplitMode = "QGEMV_CUDA_SPLITK_MODE"
 	EnvPTX       = "QGEMV_CUDA_PTX"
+	// EnvA8Blocks caps the blocks of the int8 tensor-core launches (a
+	// positive integer; testing: with fewer blocks than row tiles each
+	// block pipelines several tiles, as on matrices larger than the
+	// device holds at once).
+	EnvA8Blocks = "QGEMV_CUDA_A8_BLOCKS"
 )
 
 // Backend is an open CUDA device: a context, the loaded kernels and the
@@ -257,6 +262,11 @@ type Backend struct {
 	// noMMA keeps binary16 multiplies off the tensor cores
 	// (QGEMV_CUDA_MMA=0), to compare the two kernels.
 	noMMA bool
+	// a8p maps each int8 tensor-core kernel to its _p variant and the
+	// blocks the device runs at once (resident blocks per SM times SMs, or
+	// EnvA8Blocks): launches with more row tiles than that take the _p
+	// kernel on that many blocks.
+	a8p map[string]a8Persist
 
 	work chan *call
 	done chan struct{}
@@ -319,6 +329,9 @@ var kernelNames = func() []string {
 	}
 	for _, f := range []string{"q4g128", "bits8", "bits4", "bits2"} {
 		names = append(names, f+"_a8mma_n8", f+"_a8mma_n16")
+		if f != "bits8" { // the persistent variants (a8p)
+			names = append(names, f+"_a8mma_n8_p", f+"_a8mma_n16_p")
+		}
 	}
 	return names
 }()
@@ -466,7 +479,47 @@ func (b *Backend) init(ptx map[string]ptxModule) error {
 			return fmt.Errorf("cuda: kernel %s missing from the PTX modules (%s)", name, ptxSummary(ptx))
 		}
 	}
+	if err := b.a8Persistent(); err != nil {
+		return err
+	}
 	return b.selfTest()
+}
+
+// a8Persist is an int8 tensor-core kernel's persistent variant (a8p).
+type a8Persist struct {
+	name   string
+	blocks int
+}
+
+// a8Persistent fills b.a8p (CUDA thread, after the kernels are loaded).
+func (b *Backend) a8Persistent() error {
+	limit := 0 // "" (unset or empty): the device's resident blocks
+	if v := os.Getenv(EnvA8Blocks); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("cuda: %s=%q: want a positive block count", EnvA8Blocks, v)
+		}
+		limit = n
+	}
+	b.a8p = map[string]a8Persist{}
+	for _, name := range kernelNames {
+		if !strings.Contains(name, "_a8mma_") || strings.HasSuffix(name, "_p") {
+			continue
+		}
+		p := a8Persist{name: name + "_p", blocks: limit}
+		if _, ok := b.fns[p.name]; !ok {
+			continue // Bits8: none
+		}
+		if limit == 0 {
+			per, err := b.fns[p.name].MaxActiveBlocksPerMultiProcessor(32*warps, 0)
+			if err != nil {
+				return fmt.Errorf("cuda: occupancy of %s: %w", p.name, err)
+			}
+			p.blocks = max(1, per) * b.dev.SMs
+		}
+		b.a8p[name] = p
+	}
+	return nil
 }
 
 // selfTest runs a tiny kernel and checks its result.

@@ -129,8 +129,19 @@ func TestSplitK(t *testing.T) {
 // 16-vector kernels partly filled, equal layout's exact int8 reference
 // bit for bit, through MulA8 (activations quantized on the device) and
 // MulI8; a row count not a multiple of 16 leaves a partial row tile.
+// Then again on two blocks (cuda.EnvA8Blocks), so that the persistent
+// kernels pipeline several tiles per block, the last tiles uneven.
 func TestA8TensorCores(t *testing.T) {
 	device(t)
+	for _, blocks := range []string{"", "2"} {
+		t.Run("blocks="+blocks, func(t *testing.T) {
+			t.Setenv(cuda.EnvA8Blocks, blocks)
+			testA8TensorCores(t)
+		})
+	}
+}
+
+func testA8TensorCores(t *testing.T) {
 	b, err := cuda.Open(0, cuda.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -692,7 +692,16 @@ func (mx *Matrix) launchIn(sfx, name string, lead *a8Lead, y cu.DevicePtr, batch
 	rows, pc, nb := int64(mx.geo.Rows), int64(mx.geo.PCols), int64(batch)
 	if l := lead; l != nil { // A8
 		if strings.Contains(name, "_a8mma_") {
-			return b.launch(name, ceilDiv(mx.geo.Rows, 16), 1, 32*warps, 0, l[0], l[1], l[2], l[3], l[4], y, rows, int64(mx.prows), pc, mx.lg, nb)
+			gx := ceilDiv(mx.geo.Rows, 16) // row tiles
+			if p, ok := b.a8p[name]; ok && gx > p.blocks {
+				// more tiles than resident blocks: the persistent kernel,
+				// every block the same number of tiles (on an H200, batch 1
+				// and 4, Q4G128, Bits4 and Bits2 took 0.91-0.94x the time on
+				// 14336x4096 and 0.96x on 8192x8192; batch 16 0.95-0.96x
+				// and 0.99-1.01x)
+				name, gx = p.name, ceilDiv(gx, ceilDiv(gx, p.blocks))
+			}
+			return b.launch(name, gx, 1, 32*warps, 0, l[0], l[1], l[2], l[3], l[4], y, rows, int64(mx.prows), pc, mx.lg, nb)
 		}
 		switch mx.f {
 		case fmtQ4:
