@@ -210,21 +210,32 @@ type halfField struct {
 	off  int
 }
 
+// The binary16 fields of the block types (halfFields), made once: Validate
+// checks them in every block.
+var (
+	halfD     = []halfField{{"d", 0}}
+	halfDM    = []halfField{{"d", 0}, {"m", 2}}
+	halfDDmin = []halfField{{"d", 0}, {"dmin", 2}}
+	halfQ2K   = []halfField{{"d", 80}, {"dmin", 82}}
+	halfQ3K   = []halfField{{"d", 108}}
+	halfQ6K   = []halfField{{"d", 208}}
+)
+
 // halfFields lists the binary16 fields of a block of type t.
 func (t Type) halfFields() []halfField {
 	switch t {
 	case Q4_0, Q5_0, Q8_0, IQ4_NL, IQ4_XS:
-		return []halfField{{"d", 0}}
+		return halfD
 	case Q4_1, Q5_1:
-		return []halfField{{"d", 0}, {"m", 2}}
+		return halfDM
 	case Q4_K, Q5_K:
-		return []halfField{{"d", 0}, {"dmin", 2}}
+		return halfDDmin
 	case Q2_K:
-		return []halfField{{"d", 80}, {"dmin", 82}}
+		return halfQ2K
 	case Q3_K:
-		return []halfField{{"d", 108}}
+		return halfQ3K
 	case Q6_K:
-		return []halfField{{"d", 208}}
+		return halfQ6K
 	}
 	return nil
 }
