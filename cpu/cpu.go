@@ -586,22 +586,36 @@ func (r *forRun) part(p int) {
 	r.errs[p] = r.j.do(i0, min(i0+r.per, r.n))
 }
 
-// chunkRun is claimChunks' state: each part claims chunks of per items
-// until none is left.
+// chunkRun is claimChunks' state: part p claims, in order, the chunks of
+// per items of its own contiguous share of them, then those left in the
+// other parts' shares, until none is left. A part's chunks thus follow
+// one another in memory, so a kernel's prefetch past the end of one
+// chunk fetches the next one it runs, not rows another thread has
+// already read (as when parts took turns claiming).
 type chunkRun struct {
-	j              rangeJob
-	n, per, chunks int
-	next           atomic.Int64
-	errs           []error
+	j                     rangeJob
+	n, per, chunks, parts int
+	cur                   []chunkCursor // per part: chunks claimed of its share
+	errs                  []error
 }
 
-func (r *chunkRun) part(int) {
-	for {
-		c := int(r.next.Add(1) - 1)
-		if c >= r.chunks {
-			return
+// chunkCursor is one part's claim counter, alone on its cache line.
+type chunkCursor struct {
+	next atomic.Int64
+	_    [56]byte
+}
+
+func (r *chunkRun) part(p int) {
+	for k := range r.parts {
+		q := (p + k) % r.parts
+		lo, hi := q*r.chunks/r.parts, (q+1)*r.chunks/r.parts
+		for {
+			c := lo + int(r.cur[q].next.Add(1)-1)
+			if c >= hi {
+				break
+			}
+			r.errs[c] = r.j.do(c*r.per, min(c*r.per+r.per, r.n))
 		}
-		r.errs[c] = r.j.do(c*r.per, min(c*r.per+r.per, r.n))
 	}
 }
 
@@ -736,10 +750,15 @@ func (b *Backend) rowsWorkers(rows, rowBytes int) int {
 func (b *Backend) claimChunks(workers, n, per int, j rangeJob) error {
 	chunks := (n + per - 1) / per
 	r := chunkRuns.Get().(*chunkRun)
-	r.j, r.n, r.per, r.chunks = j, n, per, chunks
-	r.next.Store(0)
+	r.j, r.n, r.per, r.chunks, r.parts = j, n, per, chunks, min(workers, chunks)
+	if len(r.cur) < r.parts {
+		r.cur = make([]chunkCursor, r.parts)
+	}
+	for i := range r.cur[:r.parts] {
+		r.cur[i].next.Store(0)
+	}
 	r.errs = growClear(r.errs, chunks)
-	b.team.run(min(workers, chunks), r)
+	b.team.run(r.parts, r)
 	err := firstErr(r.errs)
 	r.j = nil
 	chunkRuns.Put(r)

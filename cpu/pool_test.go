@@ -112,3 +112,25 @@ func TestRowsJobChunks(t *testing.T) {
 		}
 	}
 }
+
+// TestChunkRunOrder: a part claims its own contiguous share of the chunks
+// in order, then the other parts' remaining chunks share by share, and
+// every chunk runs once. A part alone (the others never start) runs them
+// that are left: 10 chunks in 3 shares (0..2, 3..5, 6..9), part 2 has
+// taken 6 and 7, part 1 runs 3..5, then 8 and 9, then 0..2.
+func TestChunkRunOrder(t *testing.T) {
+	var got []int
+	r := &chunkRun{n: 95, per: 10, chunks: 10, parts: 3, cur: make([]chunkCursor, 3), errs: make([]error, 10)}
+	r.j = rangeFunc(func(i0, i1 int) error {
+		if i1 != min(i0+10, 95) {
+			t.Fatalf("chunk [%d, %d)", i0, i1)
+		}
+		got = append(got, i0/10)
+		return nil
+	})
+	r.cur[2].next.Store(2)
+	r.part(1)
+	if want := []int{3, 4, 5, 8, 9, 0, 1, 2}; !slices.Equal(got, want) {
+		t.Fatalf("part 1 ran chunks %v, want %v", got, want)
+	}
+}
