@@ -1138,7 +1138,11 @@ func ggmlSuperA8R4(c ggmlSuper, l1 bool) {
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8Avx512 for one vector and four rows at a time (rows a multiple of 4), the reductions and float steps with the rows in the lanes.", name, t))
-	kc, idxTab := ggmlConstTables(c, false)
+	// The bit and shift tables in registers: as 64-byte memory operands
+	// they are split loads whenever the linker places them at 32 mod 64
+	// (it aligns data to 32 bytes at most), which a 16-byte table added
+	// elsewhere did: Q3_K took 1.1x the time.
+	kc, idxTab := ggmlConstTables(c, true)
 	idx := ggmlScaleIdx(c, idxTab)
 	dOff := map[string]int{"Q2K": 80, "Q3K": 108, "Q6K": 208}[t]
 	dmOff := 2
