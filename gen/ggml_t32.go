@@ -99,6 +99,23 @@ func ggmlBlockA8T(c ggmlSmall, M int) {
 		sixteen = av512.broadcast(0x10101010)
 	}
 	hk := K()
+	// The qh spreading tables in registers (as 64-byte memory operands in
+	// the loop they would be split loads wherever the linker places them
+	// at 32 mod 64).
+	qhTab := map[int]VecVirtual{}
+	if c.qh != 0 {
+		for e0 := 0; e0 < 32; e0 += 4 {
+			ctl, bits := qhSpread(e0)
+			for i, m := range []Mem{ctl, bits} {
+				key := 100*i + map[int]int{0: e0 / 8, 1: e0 % 8}[i]
+				if _, ok := qhTab[key]; !ok {
+					r := ZMM()
+					VMOVDQU64(m, r)
+					qhTab[key] = r
+				}
+			}
+		}
+	}
 
 	Label(name + "_group")
 	base := []GPVirtual{wp, GP64(), GP64(), GP64()} // rows 0, 4, 8, 12
@@ -129,9 +146,8 @@ func ggmlBlockA8T(c ggmlSmall, M int) {
 			if c.qh == 0 {
 				return
 			}
-			ctl, bits := qhSpread(e0)
-			VPSHUFB(ctl, qh, hb)
-			VPTESTMB(bits, hb, hk)
+			VPSHUFB(qhTab[e0/8], qh, hb)
+			VPTESTMB(qhTab[100+e0%8], hb, hk)
 			VPADDB(sixteen, r, hk, r)
 		}
 		// The codes: per 16 bytes (a half of Q8_0's 32), four rows per
