@@ -459,12 +459,8 @@ func ggmlSuperScales(c ggmlSuper, base Mem) (scw, sumw VecVirtual) {
 		x, hx := XMM(), XMM()
 		VMOVDQU64(base, x)
 		VPSRLW(U8(4), x, hx)
-		m := XMM()
-		t := GP32()
-		MOVL(U32(0x0f0f0f0f), t)
-		VPBROADCASTD(t, m)
-		VPANDD(x, m, x)
-		VPANDD(hx, m, hx)
+		VPANDD(ggmlNibMem(), x, x)
+		VPANDD(ggmlNibMem(), hx, hx)
 		scw, sumw = YMM(), YMM()
 		VPMOVZXBW(x, scw)
 		VPMOVZXBW(hx, sumw)
@@ -504,6 +500,14 @@ func ggmlSuperScales(c ggmlSuper, base Mem) (scw, sumw VecVirtual) {
 		VPMOVSXBW(x, sumw)
 	}
 	return scw, sumw
+}
+
+// ggmlNibMem is the low-nibble mask as a memory operand for the scale
+// unpacking (built in a register it cost three instructions per row and
+// super-block). 64 bytes, though its users read 16: data symbols of 64
+// bytes or more keep the 64-byte tables after them at their alignment.
+func ggmlNibMem() Mem {
+	return rodata("ggmlNib64", 16, 4, func(int) uint64 { return 0x0f0f0f0f })
 }
 
 // phaddd is VPHADDD(b, a, dst), dst = [a0+a1, a2+a3, b0+b1, b2+b3], in
