@@ -102,18 +102,20 @@ func ggmlBlockA8T(c ggmlSmall, M int) {
 	// The qh spreading tables in registers (as 64-byte memory operands in
 	// the loop they would be split loads wherever the linker places them
 	// at 32 mod 64).
-	qhTab := map[int]VecVirtual{}
+	// qhCtl by e0/8, qhBits by e0%8/4 (e0 a multiple of 4).
+	var qhCtl [4]VecVirtual
+	var qhBits [2]VecVirtual
 	if c.qh != 0 {
+		load := func(m Mem, r *VecVirtual) {
+			if *r == nil {
+				*r = ZMM()
+				VMOVDQU64(m, *r)
+			}
+		}
 		for e0 := 0; e0 < 32; e0 += 4 {
 			ctl, bits := qhSpread(e0)
-			for i, m := range []Mem{ctl, bits} {
-				key := 100*i + map[int]int{0: e0 / 8, 1: e0 % 8}[i]
-				if _, ok := qhTab[key]; !ok {
-					r := ZMM()
-					VMOVDQU64(m, r)
-					qhTab[key] = r
-				}
-			}
+			load(ctl, &qhCtl[e0/8])
+			load(bits, &qhBits[e0%8/4])
 		}
 	}
 
@@ -146,8 +148,8 @@ func ggmlBlockA8T(c ggmlSmall, M int) {
 			if c.qh == 0 {
 				return
 			}
-			VPSHUFB(qhTab[e0/8], qh, hb)
-			VPTESTMB(qhTab[100+e0%8], hb, hk)
+			VPSHUFB(qhCtl[e0/8], qh, hb)
+			VPTESTMB(qhBits[e0%8/4], hb, hk)
 			VPADDB(sixteen, r, hk, r)
 		}
 		// The codes: per 16 bytes (a half of Q8_0's 32), four rows per
