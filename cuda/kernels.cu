@@ -982,14 +982,22 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 	int arow = threadIdx.x / NV, av = threadIdx.x % NV;
 	// The block computes the 16-row tile blockIdx.x (padded rows exist:
 	// PRows % 16 == 0); with P (the ..._p kernels, launched on fewer
-	// blocks than tiles) also the tiles + gridDim.x, + 2*gridDim.x, ...,
-	// as one pipeline of rounds: the next tile's first round loads during
-	// this tile's last, so a tile does not start with a wait for memory.
+	// blocks than tiles) a run of consecutive tiles, mine of them, as one
+	// pipeline of rounds: the next tile's first round loads during this
+	// tile's last, so a tile does not start with a wait for memory.
+	// Consecutive rather than strided tiles (blockIdx.x + i*gridDim.x):
+	// on an H200, batch 1, Q4G128 took 0.94x the time on 14336x4096 and
+	// 0.97x on 8192x8192 (Bits and batch 16 within the rounds' spread).
 	i64 tiles = (rows + 15) / 16, rounds = (steps + RS - 1) / RS;
-	i64 mine = !P ? 1 : blockIdx.x < tiles ? (tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
-	if (P && mine == 0) return;
+	i64 mine = 1, tile = blockIdx.x;
+	if (P) {
+		i64 base = tiles / gridDim.x, extra = tiles % gridDim.x;
+		mine = base + (blockIdx.x < extra);
+		tile = blockIdx.x * base + min((i64)blockIdx.x, extra);
+		if (mine == 0) return;
+	}
 	i64 total = mine * rounds;
-	i64 tile = blockIdx.x, r0 = tile * 16 + g, r1 = r0 + 8;
+	i64 r0 = tile * 16 + g, r1 = r0 + 8;
 	const uint4 *W0 = W + r0 * units + lo, *W1 = W + r1 * units + lo;
 	float acc = 0;
 	// A step's block scales and zeros (a8Meta) and the activations'
@@ -1014,7 +1022,7 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 		// the next round: R + 1 of this tile, or round 0 of the next one
 		// (past the last tile: this tile's last round again, unused)
 		i64 nR = R + 1, ntile = tile;
-		if (P && nR == rounds && it + 1 < total) nR = 0, ntile += gridDim.x;
+		if (P && nR == rounds && it + 1 < total) nR = 0, ntile++;
 		i64 nr0 = ntile * 16 + g, nr1 = nr0 + 8;
 		const uint4 *nW0 = W + nr0 * units + lo, *nW1 = W + nr1 * units + lo;
 		uint4 wn[SPW][2][2];
