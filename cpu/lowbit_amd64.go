@@ -32,16 +32,27 @@ var bitsA8Kernels = struct {
 	requires: []string{"AVX", "AVX512F", "AVX512VNNI", "AVX512VBMI"},
 }
 
-// bitsA8PfL1Kernels are variants of the 4-bit kernels that prefetch the
-// next tile into L1 instead of L2, run where bitsA8PrefetchL1 says.
-var bitsA8PfL1Kernels = map[bitsA8Key]bitsA8Func{
-	{4, 1, false}: asm.Bits4A8PfL1Avx512, {4, 1, true}: asm.Bits4A8Meta16PfL1Avx512,
-}
+// bitsA8PfL1Kernels and bitsA8PfNtaKernels are variants of the 4-bit
+// kernels that prefetch the next tile into L1 (PREFETCHT0) or
+// non-temporally (PREFETCHNTA) instead of into L2, run where
+// bitsA8PrefetchL1 says.
+var (
+	bitsA8PfL1Kernels = map[bitsA8Key]bitsA8Func{
+		{4, 1, false}: asm.Bits4A8PfL1Avx512, {4, 1, true}: asm.Bits4A8Meta16PfL1Avx512,
+	}
+	bitsA8PfNtaKernels = map[bitsA8Key]bitsA8Func{
+		{4, 1, false}: asm.Bits4A8PfNtaAvx512, {4, 1, true}: asm.Bits4A8Meta16PfNtaAvx512,
+	}
+)
 
-// bitsA8PrefetchL1 picks bitsA8PfL1Kernels (l1PrefetchCPU): on Zen 5
-// they took 0.93-0.95x the time with one thread (Bits4G128 4096x14336 and
-// the GPTQ decode step, three alternating rounds) and the FFN block 0.89x
-// with two.
+// bitsA8PrefetchL1 (l1PrefetchCPU) picks bitsA8PfL1Kernels on backends
+// of one thread and bitsA8PfNtaKernels on more. On Zen 5 the L1 variant
+// took 0.93-0.95x the L2 one's time with one thread (Bits4G128 4096x14336
+// and the GPTQ decode step, three alternating rounds) and the FFN block
+// 0.89x with two; with two threads the NTA variant raised the GPTQ decode
+// step from 85.0-87.2% to 86.7-87.9% of the read meter (seven alternating
+// rounds, each in NTA's favour), with one it took 1.02-1.04x the L1
+// variant's time.
 var bitsA8PrefetchL1 = l1PrefetchCPU()
 
 // bitsA8Key selects an AVX-512 A8 kernel: width n, sub groups per
@@ -132,8 +143,14 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 	if !ok {
 		return nil
 	}
-	if k, ok := bitsA8PfL1Kernels[bitsA8Key{b.N, sub, m16}]; ok && bitsA8PrefetchL1 {
-		kern = k
+	if bitsA8PrefetchL1 {
+		variants := bitsA8PfL1Kernels
+		if be.threads > 1 {
+			variants = bitsA8PfNtaKernels
+		}
+		if k, ok := variants[bitsA8Key{b.N, sub, m16}]; ok {
+			kern = k
+		}
 	}
 	bpc := 8 / b.N
 	L := bpc * sub // lanes per row and chunk: i*L + b*sub + s

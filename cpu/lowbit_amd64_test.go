@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/qgemv/qgemv/layout"
@@ -15,20 +16,27 @@ import (
 // layouts: binary16 scales with int16 zeros (a negative zero point checks
 // the sign extension) and the float32 fallback, taken for float32
 // metadata and for zero points outside int16; and the 4-bit kernels'
-// L1-prefetch variants whatever the CPU. Results are exact.
+// prefetch variants whatever the CPU (L1 on one thread, NTA on more),
+// checking that the variant asked for runs. Results are exact.
 func TestBitsA8MetaLayouts(t *testing.T) {
 	if !hasAll(bitsA8Kernels.requires) {
 		t.Skip("no AVX-512 VNNI + VBMI")
 	}
 	defer func(v bool) { bitsA8PrefetchL1 = v }(bitsA8PrefetchL1)
-	for _, l1 := range []bool{false, true} {
-		bitsA8PrefetchL1 = l1
-		t.Run(fmt.Sprintf("prefetchL1=%v", l1), testBitsA8MetaLayouts)
+	for _, c := range []struct {
+		l1      bool
+		threads int
+		variant string // the 4-bit G128 kernels' name part ("": the L2 kernels, no "Pf")
+	}{{false, 3, ""}, {true, 1, "PfL1"}, {true, 3, "PfNta"}} {
+		bitsA8PrefetchL1 = c.l1
+		t.Run(fmt.Sprintf("prefetchL1=%v/threads=%d", c.l1, c.threads), func(t *testing.T) {
+			testBitsA8MetaLayouts(t, c.threads, c.variant)
+		})
 	}
 }
 
-func testBitsA8MetaLayouts(t *testing.T) {
-	be, err := New(Config{ISA: AVX512VNNI, Threads: 3})
+func testBitsA8MetaLayouts(t *testing.T, threads int, variant string) {
+	be, err := New(Config{ISA: AVX512VNNI, Threads: threads})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,6 +67,9 @@ func testBitsA8MetaLayouts(t *testing.T) {
 				}
 				if mx.simd == nil {
 					t.Fatalf("%s: no A8 kernel", name)
+				}
+				if k := funcName(mx.simd.kern); n == 4 && g == 128 && (variant == "" && strings.Contains(k, "Pf") || !strings.Contains(k, variant)) {
+					t.Fatalf("%s on %d threads: kernel %s, want the %s variant", name, threads, k, variant)
 				}
 				x := randVec(rng, 3*cols)
 				full, dst := guarded(3 * rows)

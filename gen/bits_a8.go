@@ -17,12 +17,13 @@ import (
 func bitsA8Kernels() {
 	for _, meta16 := range []bool{false, true} {
 		for _, n := range []int{8, 4, 2, 1} {
-			bitsA8AVX512(n, 1, meta16, n <= 2)
+			bitsA8AVX512(n, 1, meta16, map[bool]pfMode{false: pfL2, true: pfL1}[n <= 2])
 			if n == 4 {
-				bitsA8AVX512(n, 1, meta16, true)
+				bitsA8AVX512(n, 1, meta16, pfL1)
+				bitsA8AVX512(n, 1, meta16, pfNTA)
 			}
 			if n == 1 { // 1 bit: no transposed kernels (groups of 32: 32 lanes per row, more than a ZMM holds)
-				bitsA8AVX512(n, 2, meta16, true)
+				bitsA8AVX512(n, 2, meta16, pfL1)
 			} else {
 				bitsA8G32AVX512(n, 2, meta16)
 				bitsA8G32AVX512(n, 1, meta16)
@@ -79,14 +80,15 @@ func bitsA8Kernels() {
 // and at 2 bits per weight the metadata read drops from 8/40 to 4/36 of
 // the bytes.
 //
-// With l1 the kernel prefetches the next tile into L1 instead of L2
-// (named ...PfL1... where the kernel also comes without).
-func bitsA8AVX512(n, sub int, meta16, l1 bool) {
+// pf says where the kernel prefetches its next tile: L2, L1 or
+// non-temporally (named ...PfL1... or ...PfNta... where the kernel also
+// comes with L2).
+func bitsA8AVX512(n, sub int, meta16 bool, pf pfMode) {
 	bpc := 8 / n
 	R := 16 / (bpc * sub)
 	m16 := map[bool]string{true: "Meta16"}[meta16]
-	if l1 && n > 2 { // the variant of a kernel that prefetches into L2
-		m16 += "PfL1"
+	if n > 2 { // the variants of a kernel that prefetches into L2
+		m16 += map[pfMode]string{pfL1: "PfL1", pfNTA: "PfNta"}[pf]
 	}
 	name := fmt.Sprintf("Bits%dA8%sAvx512", n, m16)
 	if sub > 1 {
@@ -116,8 +118,9 @@ func bitsA8AVX512(n, sub int, meta16, l1 bool) {
 	}
 
 	// The 2- and 1-bit kernels prefetch their next tile into L1, not L2;
-	// the 4-bit ones have both variants (the CPU picks: docs/KERNELS.md).
-	lowA8Loops(name, R, L, actChunk, metaBlock, 16, l1,
+	// the 4-bit ones come in all three variants (the CPU picks:
+	// docs/KERNELS.md).
+	lowA8Loops(name, R, L, actChunk, metaBlock, 16, pf,
 		func(i int, wp, ap, mp GPVirtual, acc []VecVirtual) {
 			for h := 0; h < 2; h++ {
 				data := ZMM()
@@ -338,7 +341,7 @@ func bitsA8G32AVX512(n, pg int, meta16 bool) {
 		VPADDD(odd, isum, isum)
 		return isum
 	}
-	lowA8Loops(name, R, L, actChunk, metaBlock, 4*pg, false,
+	lowA8Loops(name, R, L, actChunk, metaBlock, 4*pg, pfL2,
 		func(i int, wp, ap, mp GPVirtual, acc []VecVirtual) {
 			for r := 0; r < 2; r++ {
 				t := ZMM()

@@ -36,21 +36,21 @@ func blockTerm(v fvec, isum, accRow VecVirtual, meta, act Mem) {
 // at the chunk's activations (act + k*actChunk), mp at the tile's metadata
 // for the chunk (meta + k*metaBlock) and wp at the chunk of the tile's
 // first row, calls row for each row (after prefetching the next tile's
-// rows linearly into L2, as nextTile does for Q4G128, or into L1 with
-// pfL1, and the next tile's metadata for the chunk into L1: a stream of
+// rows linearly, as nextTile does for Q4G128, where pf says, and the
+// next tile's metadata for the chunk into L1: a stream of
 // its own that the hardware prefetchers served late), reduces (reduce, or
 // reduce16 of 16 accumulators when nil) to the lanes i*L+j, lets epilogue
 // turn the exact isum into the float lane scales f (isum is then converted
 // and multiplied in), and adds lane i*L+j of f into lane i of the row
 // accumulator in block order.
-func lowA8Loops(name string, R, L, actChunk, metaBlock, nacc int, pfL1 bool,
+func lowA8Loops(name string, R, L, actChunk, metaBlock, nacc int, pf pfMode,
 	row func(i int, wp, ap, mp GPVirtual, acc []VecVirtual),
 	reduce func(acc []VecVirtual) VecVirtual,
 	epilogue func(isum VecVirtual, ap, mp GPVirtual) VecVirtual) {
 	if reduce == nil {
 		reduce = reduce16
 	}
-	tileChunks(name, R, metaBlock, 128, ZMM, func(a VecVirtual) { VPXORD(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
+	tileChunks(name, R, metaBlock, 128, ZMM, func(a VecVirtual) { VPXORD(a, a, a) }, func(k, pfp GPVirtual, accRow VecVirtual) {
 		acc := make([]VecVirtual, nacc)
 		for i := range acc {
 			acc[i] = ZMM()
@@ -66,12 +66,9 @@ func lowA8Loops(name string, R, L, actChunk, metaBlock, nacc int, pfL1 bool,
 		}
 		stride := param("stride")
 		for i := 0; i < R; i++ {
-			prefetch := PREFETCHT1
-			if pfL1 {
-				prefetch = PREFETCHT0
-			}
-			prefetch(Mem{Base: pf, Disp: 128 * i})
-			prefetch(Mem{Base: pf, Disp: 128*i + 64})
+			prefetch := map[pfMode]func(Op){pfL2: PREFETCHT1, pfL1: PREFETCHT0, pfNTA: PREFETCHNTA}[pf]
+			prefetch(Mem{Base: pfp, Disp: 128 * i})
+			prefetch(Mem{Base: pfp, Disp: 128*i + 64})
 			row(i, wp, ap, mp, acc)
 			if i != R-1 {
 				ADDQ(stride, wp)
@@ -94,6 +91,16 @@ func lowA8Loops(name string, R, L, actChunk, metaBlock, nacc int, pfL1 bool,
 		}
 	})
 }
+
+// pfMode is where a low-bit A8 kernel prefetches its next tile: L2
+// (PREFETCHT1), L1 (PREFETCHT0) or non-temporally (PREFETCHNTA).
+type pfMode int
+
+const (
+	pfL2 pfMode = iota
+	pfL1
+	pfNTA
+)
 
 // chunkPtrs returns the addresses of chunk k of a kernel's activations
 // (act + k*actChunk), block metadata (meta + k*metaBlock; none when
