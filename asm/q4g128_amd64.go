@@ -4,12 +4,19 @@
 
 package asm
 
-// Q4A8Avx512VnniM1 computes W4A8 dot products of a Q4G128 matrix with AVX-512
-// VNNI (VPDPBUSD on ZMM) for super tiles of L = 16 rows and a batch of M = 1
-// (sub-tiles of R = 16 rows). See "Q4G128 kernels" in the package doc.
+// Q4A8Avx512VnniM1Tm computes W4A8 dot products of a Q4G128 matrix with
+// AVX-512 VNNI (VPDPBUSD on ZMM) for super tiles of L = 16 rows and a batch of
+// M = 1 (sub-tiles of R = 16 rows). See "Q4G128 kernels" in the package doc.
 //
 //go:noescape
-func Q4A8Avx512VnniM1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+func Q4A8Avx512VnniM1Tm(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+
+// Q4A8Avx512VnniM1PfNtaTm computes W4A8 dot products of a Q4G128 matrix with
+// AVX-512 VNNI (VPDPBUSD on ZMM) for super tiles of L = 16 rows and a batch of
+// M = 1 (sub-tiles of R = 16 rows). See "Q4G128 kernels" in the package doc.
+//
+//go:noescape
+func Q4A8Avx512VnniM1PfNtaTm(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
 // Q4A8Avx512VnniM2 computes W4A8 dot products of a Q4G128 matrix with AVX-512
 // VNNI (VPDPBUSD on ZMM) for super tiles of L = 16 rows and a batch of M = 2
@@ -24,13 +31,6 @@ func Q4A8Avx512VnniM2(w *byte, stride int, sc *float32, z *byte, groups int, act
 //
 //go:noescape
 func Q4A8Avx512VnniM4(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-
-// Q4A8Avx512VnniM1PfNta computes W4A8 dot products of a Q4G128 matrix with
-// AVX-512 VNNI (VPDPBUSD on ZMM) for super tiles of L = 16 rows and a batch of
-// M = 1 (sub-tiles of R = 16 rows). See "Q4G128 kernels" in the package doc.
-//
-//go:noescape
-func Q4A8Avx512VnniM1PfNta(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
 // Q4A8Avx512VnniT8 computes W4A8 dot products of a Q4G128 matrix with AVX-512
 // VNNI (VPDPBUSD on ZMM, rows in the lanes) for super tiles of 16 rows and a

@@ -82,19 +82,19 @@
 // TILEZERO_TMM0 is TILEZERO tmm0.
 #define TILEZERO_TMM0 BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0
 
-// func Q4A8Avx512VnniM1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+// func Q4A8Avx512VnniM1Tm(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 // Requires: AVX, AVX512F, AVX512VL, AVX512VNNI, GFNI, MMX+
-TEXT ·Q4A8Avx512VnniM1(SB), NOSPLIT, $0-72
+TEXT ·Q4A8Avx512VnniM1Tm(SB), NOSPLIT, $0-72
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Z0
 	MOVQ         $0x1020408000000000, AX
 	VPBROADCASTQ AX, Z1
 
-Q4A8Avx512VnniM1_st:
+Q4A8Avx512VnniM1Tm_st:
 	XORQ AX, AX
 
-Q4A8Avx512VnniM1_sub:
+Q4A8Avx512VnniM1Tm_sub:
 	MOVQ      AX, CX
 	SHLQ      $0x06, CX
 	MOVQ      idx+48(FP), DX
@@ -118,7 +118,7 @@ Q4A8Avx512VnniM1_sub:
 	SHLQ      $0x04, R10
 	ADDQ      CX, R10
 
-Q4A8Avx512VnniM1_group:
+Q4A8Avx512VnniM1Tm_group:
 	VMOVDQU64      (SI), Z4
 	VMOVDQU64      64(SI), Z5
 	VPXORD         Z6, Z6, Z6
@@ -138,7 +138,8 @@ Q4A8Avx512VnniM1_group:
 	VPXORD         Z20, Z20, Z20
 	VPXORD         Z21, Z21, Z21
 	MOVQ           CX, R11
-	PREFETCHT0     64(DX)
+	PREFETCHT0     256(DX)
+	PREFETCHT0     64(BX)
 	PREFETCHT1     (R10)
 	VMOVDQU64      (R11), Z22
 	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
@@ -298,11 +299,11 @@ Q4A8Avx512VnniM1_group:
 	VADDPS         Z4, Z3, Z3
 	ADDQ           $0x00000400, R10
 	ADDQ           $0x00000040, CX
-	ADDQ           $0x00000200, DX
-	ADDQ           $0x00000040, BX
+	ADDQ           $0x00000040, DX
+	ADDQ           $0x00000008, BX
 	ADDQ           $0x00000100, SI
 	DECQ           DI
-	JNZ            Q4A8Avx512VnniM1_group
+	JNZ            Q4A8Avx512VnniM1Tm_group
 	MOVQ           out+56(FP), CX
 	VMOVUPS        Z3, (CX)
 	MOVQ           out+56(FP), CX
@@ -310,22 +311,278 @@ Q4A8Avx512VnniM1_group:
 	MOVQ           CX, out+56(FP)
 	INCQ           AX
 	CMPQ           AX, $0x00000001
-	JB             Q4A8Avx512VnniM1_sub
+	JB             Q4A8Avx512VnniM1Tm_sub
 	MOVQ           stride+8(FP), AX
 	SHLQ           $0x04, AX
 	MOVQ           w+0(FP), CX
 	ADDQ           AX, CX
 	MOVQ           CX, w+0(FP)
-	MOVQ           sc+16(FP), AX
-	ADDQ           $0x00000040, AX
-	MOVQ           AX, sc+16(FP)
-	MOVQ           z+24(FP), AX
-	ADDQ           $0x00000008, AX
-	MOVQ           AX, z+24(FP)
+	MOVQ           groups+32(FP), AX
+	SHLQ           $0x06, AX
+	MOVQ           sc+16(FP), CX
+	ADDQ           AX, CX
+	MOVQ           CX, sc+16(FP)
+	MOVQ           groups+32(FP), AX
+	SHLQ           $0x03, AX
+	MOVQ           z+24(FP), CX
+	ADDQ           AX, CX
+	MOVQ           CX, z+24(FP)
 	MOVQ           nst+64(FP), AX
 	DECQ           AX
 	MOVQ           AX, nst+64(FP)
-	JNZ            Q4A8Avx512VnniM1_st
+	JNZ            Q4A8Avx512VnniM1Tm_st
+	VZEROUPPER
+	RET
+
+// func Q4A8Avx512VnniM1PfNtaTm(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+// Requires: AVX, AVX512F, AVX512VL, AVX512VNNI, GFNI, MMX+
+TEXT ·Q4A8Avx512VnniM1PfNtaTm(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+	MOVQ         $0x1020408000000000, AX
+	VPBROADCASTQ AX, Z1
+
+Q4A8Avx512VnniM1PfNtaTm_st:
+	XORQ AX, AX
+
+Q4A8Avx512VnniM1PfNtaTm_sub:
+	MOVQ      AX, CX
+	SHLQ      $0x06, CX
+	MOVQ      idx+48(FP), DX
+	ADDQ      DX, CX
+	VMOVDQU32 (CX), Z2
+	MOVQ      AX, CX
+	MOVQ      stride+8(FP), DX
+	IMULQ     DX, CX
+	IMUL3Q    $0x00000010, CX, CX
+	MOVQ      w+0(FP), DX
+	ADDQ      DX, CX
+	MOVQ      sc+16(FP), DX
+	MOVQ      z+24(FP), BX
+	MOVQ      act+40(FP), SI
+	MOVQ      groups+32(FP), DI
+	MOVQ      stride+8(FP), R8
+	LEAQ      (R8)(R8*2), R9
+	MOVQ      out+56(FP), R10
+	VMOVUPS   (R10), Z3
+	MOVQ      stride+8(FP), R10
+	SHLQ      $0x04, R10
+	ADDQ      CX, R10
+
+Q4A8Avx512VnniM1PfNtaTm_group:
+	VMOVDQU64      (SI), Z4
+	VMOVDQU64      64(SI), Z5
+	VPXORD         Z6, Z6, Z6
+	VPXORD         Z7, Z7, Z7
+	VPXORD         Z8, Z8, Z8
+	VPXORD         Z9, Z9, Z9
+	VPXORD         Z10, Z10, Z10
+	VPXORD         Z11, Z11, Z11
+	VPXORD         Z12, Z12, Z12
+	VPXORD         Z13, Z13, Z13
+	VPXORD         Z14, Z14, Z14
+	VPXORD         Z15, Z15, Z15
+	VPXORD         Z16, Z16, Z16
+	VPXORD         Z17, Z17, Z17
+	VPXORD         Z18, Z18, Z18
+	VPXORD         Z19, Z19, Z19
+	VPXORD         Z20, Z20, Z20
+	VPXORD         Z21, Z21, Z21
+	MOVQ           CX, R11
+	PREFETCHT0     256(DX)
+	PREFETCHT0     64(BX)
+	PREFETCHNTA    (R10)
+	VMOVDQU64      (R11), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z6
+	VPDPBUSD       Z5, Z23, Z6
+	PREFETCHNTA    64(R10)
+	VMOVDQU64      (R11)(R8*1), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z7
+	VPDPBUSD       Z5, Z23, Z7
+	PREFETCHNTA    128(R10)
+	VMOVDQU64      (R11)(R8*2), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z8
+	VPDPBUSD       Z5, Z23, Z8
+	PREFETCHNTA    192(R10)
+	VMOVDQU64      (R11)(R9*1), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z9
+	VPDPBUSD       Z5, Z23, Z9
+	LEAQ           (R11)(R8*4), R11
+	PREFETCHNTA    256(R10)
+	VMOVDQU64      (R11), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z10
+	VPDPBUSD       Z5, Z23, Z10
+	PREFETCHNTA    320(R10)
+	VMOVDQU64      (R11)(R8*1), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z11
+	VPDPBUSD       Z5, Z23, Z11
+	PREFETCHNTA    384(R10)
+	VMOVDQU64      (R11)(R8*2), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z12
+	VPDPBUSD       Z5, Z23, Z12
+	PREFETCHNTA    448(R10)
+	VMOVDQU64      (R11)(R9*1), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z13
+	VPDPBUSD       Z5, Z23, Z13
+	LEAQ           (R11)(R8*4), R11
+	PREFETCHNTA    512(R10)
+	VMOVDQU64      (R11), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z14
+	VPDPBUSD       Z5, Z23, Z14
+	PREFETCHNTA    576(R10)
+	VMOVDQU64      (R11)(R8*1), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z15
+	VPDPBUSD       Z5, Z23, Z15
+	PREFETCHNTA    640(R10)
+	VMOVDQU64      (R11)(R8*2), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z16
+	VPDPBUSD       Z5, Z23, Z16
+	PREFETCHNTA    704(R10)
+	VMOVDQU64      (R11)(R9*1), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z17
+	VPDPBUSD       Z5, Z23, Z17
+	LEAQ           (R11)(R8*4), R11
+	PREFETCHNTA    768(R10)
+	VMOVDQU64      (R11), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z18
+	VPDPBUSD       Z5, Z23, Z18
+	PREFETCHNTA    832(R10)
+	VMOVDQU64      (R11)(R8*1), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z19
+	VPDPBUSD       Z5, Z23, Z19
+	PREFETCHNTA    896(R10)
+	VMOVDQU64      (R11)(R8*2), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z20
+	VPDPBUSD       Z5, Z23, Z20
+	PREFETCHNTA    960(R10)
+	VMOVDQU64      (R11)(R9*1), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z21
+	VPDPBUSD       Z5, Z23, Z21
+	VPUNPCKLDQ     Z7, Z6, Z4
+	VPUNPCKHDQ     Z7, Z6, Z6
+	VPADDD         Z4, Z6, Z6
+	VPUNPCKLDQ     Z9, Z8, Z4
+	VPUNPCKHDQ     Z9, Z8, Z8
+	VPADDD         Z4, Z8, Z8
+	VPUNPCKLDQ     Z11, Z10, Z4
+	VPUNPCKHDQ     Z11, Z10, Z10
+	VPADDD         Z4, Z10, Z10
+	VPUNPCKLDQ     Z13, Z12, Z4
+	VPUNPCKHDQ     Z13, Z12, Z12
+	VPADDD         Z4, Z12, Z12
+	VPUNPCKLDQ     Z15, Z14, Z4
+	VPUNPCKHDQ     Z15, Z14, Z14
+	VPADDD         Z4, Z14, Z14
+	VPUNPCKLDQ     Z17, Z16, Z4
+	VPUNPCKHDQ     Z17, Z16, Z16
+	VPADDD         Z4, Z16, Z16
+	VPUNPCKLDQ     Z19, Z18, Z4
+	VPUNPCKHDQ     Z19, Z18, Z18
+	VPADDD         Z4, Z18, Z18
+	VPUNPCKLDQ     Z21, Z20, Z4
+	VPUNPCKHDQ     Z21, Z20, Z20
+	VPADDD         Z4, Z20, Z20
+	VPUNPCKLQDQ    Z8, Z6, Z4
+	VPUNPCKHQDQ    Z8, Z6, Z6
+	VPADDD         Z4, Z6, Z6
+	VPUNPCKLQDQ    Z12, Z10, Z4
+	VPUNPCKHQDQ    Z12, Z10, Z10
+	VPADDD         Z4, Z10, Z10
+	VPUNPCKLQDQ    Z16, Z14, Z4
+	VPUNPCKHQDQ    Z16, Z14, Z14
+	VPADDD         Z4, Z14, Z14
+	VPUNPCKLQDQ    Z20, Z18, Z4
+	VPUNPCKHQDQ    Z20, Z18, Z18
+	VPADDD         Z4, Z18, Z18
+	VSHUFI32X4     $0x88, Z10, Z6, Z4
+	VSHUFI32X4     $0xdd, Z10, Z6, Z6
+	VPADDD         Z6, Z4, Z4
+	VSHUFI32X4     $0x88, Z18, Z14, Z5
+	VSHUFI32X4     $0xdd, Z18, Z14, Z14
+	VPADDD         Z14, Z5, Z5
+	VSHUFI32X4     $0x88, Z5, Z4, Z22
+	VSHUFI32X4     $0xdd, Z5, Z4, Z4
+	VPADDD         Z4, Z22, Z22
+	VMOVQ          (BX), X4
+	VPSRLW         $0x04, X4, X5
+	VPUNPCKLBW     X5, X4, X4
+	VPANDD         X0, X4, X4
+	VPMOVZXBD      X4, Z4
+	VPERMD         Z4, Z2, Z4
+	VPMULLD        192(SI), Z4, Z4
+	VPSUBD         Z4, Z22, Z22
+	VPERMPS        (DX), Z2, Z4
+	VMULPS         128(SI), Z4, Z4
+	VCVTDQ2PS      Z22, Z22
+	VMULPS         Z22, Z4, Z4
+	VADDPS         Z4, Z3, Z3
+	ADDQ           $0x00000400, R10
+	ADDQ           $0x00000040, CX
+	ADDQ           $0x00000040, DX
+	ADDQ           $0x00000008, BX
+	ADDQ           $0x00000100, SI
+	DECQ           DI
+	JNZ            Q4A8Avx512VnniM1PfNtaTm_group
+	MOVQ           out+56(FP), CX
+	VMOVUPS        Z3, (CX)
+	MOVQ           out+56(FP), CX
+	ADDQ           $0x00000040, CX
+	MOVQ           CX, out+56(FP)
+	INCQ           AX
+	CMPQ           AX, $0x00000001
+	JB             Q4A8Avx512VnniM1PfNtaTm_sub
+	MOVQ           stride+8(FP), AX
+	SHLQ           $0x04, AX
+	MOVQ           w+0(FP), CX
+	ADDQ           AX, CX
+	MOVQ           CX, w+0(FP)
+	MOVQ           groups+32(FP), AX
+	SHLQ           $0x06, AX
+	MOVQ           sc+16(FP), CX
+	ADDQ           AX, CX
+	MOVQ           CX, sc+16(FP)
+	MOVQ           groups+32(FP), AX
+	SHLQ           $0x03, AX
+	MOVQ           z+24(FP), CX
+	ADDQ           AX, CX
+	MOVQ           CX, z+24(FP)
+	MOVQ           nst+64(FP), AX
+	DECQ           AX
+	MOVQ           AX, nst+64(FP)
+	JNZ            Q4A8Avx512VnniM1PfNtaTm_st
 	VZEROUPPER
 	RET
 
@@ -741,253 +998,6 @@ Q4A8Avx512VnniM4_group:
 	DECQ           AX
 	MOVQ           AX, nst+64(FP)
 	JNZ            Q4A8Avx512VnniM4_st
-	VZEROUPPER
-	RET
-
-// func Q4A8Avx512VnniM1PfNta(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-// Requires: AVX, AVX512F, AVX512VL, AVX512VNNI, GFNI, MMX+
-TEXT ·Q4A8Avx512VnniM1PfNta(SB), NOSPLIT, $0-72
-	MOVL         $0x0f0f0f0f, AX
-	VMOVD        AX, X0
-	VPBROADCASTD X0, Z0
-	MOVQ         $0x1020408000000000, AX
-	VPBROADCASTQ AX, Z1
-
-Q4A8Avx512VnniM1PfNta_st:
-	XORQ AX, AX
-
-Q4A8Avx512VnniM1PfNta_sub:
-	MOVQ      AX, CX
-	SHLQ      $0x06, CX
-	MOVQ      idx+48(FP), DX
-	ADDQ      DX, CX
-	VMOVDQU32 (CX), Z2
-	MOVQ      AX, CX
-	MOVQ      stride+8(FP), DX
-	IMULQ     DX, CX
-	IMUL3Q    $0x00000010, CX, CX
-	MOVQ      w+0(FP), DX
-	ADDQ      DX, CX
-	MOVQ      sc+16(FP), DX
-	MOVQ      z+24(FP), BX
-	MOVQ      act+40(FP), SI
-	MOVQ      groups+32(FP), DI
-	MOVQ      stride+8(FP), R8
-	LEAQ      (R8)(R8*2), R9
-	MOVQ      out+56(FP), R10
-	VMOVUPS   (R10), Z3
-	MOVQ      stride+8(FP), R10
-	SHLQ      $0x04, R10
-	ADDQ      CX, R10
-
-Q4A8Avx512VnniM1PfNta_group:
-	VMOVDQU64      (SI), Z4
-	VMOVDQU64      64(SI), Z5
-	VPXORD         Z6, Z6, Z6
-	VPXORD         Z7, Z7, Z7
-	VPXORD         Z8, Z8, Z8
-	VPXORD         Z9, Z9, Z9
-	VPXORD         Z10, Z10, Z10
-	VPXORD         Z11, Z11, Z11
-	VPXORD         Z12, Z12, Z12
-	VPXORD         Z13, Z13, Z13
-	VPXORD         Z14, Z14, Z14
-	VPXORD         Z15, Z15, Z15
-	VPXORD         Z16, Z16, Z16
-	VPXORD         Z17, Z17, Z17
-	VPXORD         Z18, Z18, Z18
-	VPXORD         Z19, Z19, Z19
-	VPXORD         Z20, Z20, Z20
-	VPXORD         Z21, Z21, Z21
-	MOVQ           CX, R11
-	PREFETCHT0     64(DX)
-	PREFETCHNTA    (R10)
-	VMOVDQU64      (R11), Z22
-	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
-	VPANDD         Z22, Z0, Z22
-	VPDPBUSD       Z4, Z22, Z6
-	VPDPBUSD       Z5, Z23, Z6
-	PREFETCHNTA    64(R10)
-	VMOVDQU64      (R11)(R8*1), Z22
-	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
-	VPANDD         Z22, Z0, Z22
-	VPDPBUSD       Z4, Z22, Z7
-	VPDPBUSD       Z5, Z23, Z7
-	PREFETCHNTA    128(R10)
-	VMOVDQU64      (R11)(R8*2), Z22
-	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
-	VPANDD         Z22, Z0, Z22
-	VPDPBUSD       Z4, Z22, Z8
-	VPDPBUSD       Z5, Z23, Z8
-	PREFETCHNTA    192(R10)
-	VMOVDQU64      (R11)(R9*1), Z22
-	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
-	VPANDD         Z22, Z0, Z22
-	VPDPBUSD       Z4, Z22, Z9
-	VPDPBUSD       Z5, Z23, Z9
-	LEAQ           (R11)(R8*4), R11
-	PREFETCHNTA    256(R10)
-	VMOVDQU64      (R11), Z22
-	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
-	VPANDD         Z22, Z0, Z22
-	VPDPBUSD       Z4, Z22, Z10
-	VPDPBUSD       Z5, Z23, Z10
-	PREFETCHNTA    320(R10)
-	VMOVDQU64      (R11)(R8*1), Z22
-	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
-	VPANDD         Z22, Z0, Z22
-	VPDPBUSD       Z4, Z22, Z11
-	VPDPBUSD       Z5, Z23, Z11
-	PREFETCHNTA    384(R10)
-	VMOVDQU64      (R11)(R8*2), Z22
-	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
-	VPANDD         Z22, Z0, Z22
-	VPDPBUSD       Z4, Z22, Z12
-	VPDPBUSD       Z5, Z23, Z12
-	PREFETCHNTA    448(R10)
-	VMOVDQU64      (R11)(R9*1), Z22
-	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
-	VPANDD         Z22, Z0, Z22
-	VPDPBUSD       Z4, Z22, Z13
-	VPDPBUSD       Z5, Z23, Z13
-	LEAQ           (R11)(R8*4), R11
-	PREFETCHNTA    512(R10)
-	VMOVDQU64      (R11), Z22
-	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
-	VPANDD         Z22, Z0, Z22
-	VPDPBUSD       Z4, Z22, Z14
-	VPDPBUSD       Z5, Z23, Z14
-	PREFETCHNTA    576(R10)
-	VMOVDQU64      (R11)(R8*1), Z22
-	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
-	VPANDD         Z22, Z0, Z22
-	VPDPBUSD       Z4, Z22, Z15
-	VPDPBUSD       Z5, Z23, Z15
-	PREFETCHNTA    640(R10)
-	VMOVDQU64      (R11)(R8*2), Z22
-	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
-	VPANDD         Z22, Z0, Z22
-	VPDPBUSD       Z4, Z22, Z16
-	VPDPBUSD       Z5, Z23, Z16
-	PREFETCHNTA    704(R10)
-	VMOVDQU64      (R11)(R9*1), Z22
-	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
-	VPANDD         Z22, Z0, Z22
-	VPDPBUSD       Z4, Z22, Z17
-	VPDPBUSD       Z5, Z23, Z17
-	LEAQ           (R11)(R8*4), R11
-	PREFETCHNTA    768(R10)
-	VMOVDQU64      (R11), Z22
-	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
-	VPANDD         Z22, Z0, Z22
-	VPDPBUSD       Z4, Z22, Z18
-	VPDPBUSD       Z5, Z23, Z18
-	PREFETCHNTA    832(R10)
-	VMOVDQU64      (R11)(R8*1), Z22
-	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
-	VPANDD         Z22, Z0, Z22
-	VPDPBUSD       Z4, Z22, Z19
-	VPDPBUSD       Z5, Z23, Z19
-	PREFETCHNTA    896(R10)
-	VMOVDQU64      (R11)(R8*2), Z22
-	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
-	VPANDD         Z22, Z0, Z22
-	VPDPBUSD       Z4, Z22, Z20
-	VPDPBUSD       Z5, Z23, Z20
-	PREFETCHNTA    960(R10)
-	VMOVDQU64      (R11)(R9*1), Z22
-	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
-	VPANDD         Z22, Z0, Z22
-	VPDPBUSD       Z4, Z22, Z21
-	VPDPBUSD       Z5, Z23, Z21
-	VPUNPCKLDQ     Z7, Z6, Z4
-	VPUNPCKHDQ     Z7, Z6, Z6
-	VPADDD         Z4, Z6, Z6
-	VPUNPCKLDQ     Z9, Z8, Z4
-	VPUNPCKHDQ     Z9, Z8, Z8
-	VPADDD         Z4, Z8, Z8
-	VPUNPCKLDQ     Z11, Z10, Z4
-	VPUNPCKHDQ     Z11, Z10, Z10
-	VPADDD         Z4, Z10, Z10
-	VPUNPCKLDQ     Z13, Z12, Z4
-	VPUNPCKHDQ     Z13, Z12, Z12
-	VPADDD         Z4, Z12, Z12
-	VPUNPCKLDQ     Z15, Z14, Z4
-	VPUNPCKHDQ     Z15, Z14, Z14
-	VPADDD         Z4, Z14, Z14
-	VPUNPCKLDQ     Z17, Z16, Z4
-	VPUNPCKHDQ     Z17, Z16, Z16
-	VPADDD         Z4, Z16, Z16
-	VPUNPCKLDQ     Z19, Z18, Z4
-	VPUNPCKHDQ     Z19, Z18, Z18
-	VPADDD         Z4, Z18, Z18
-	VPUNPCKLDQ     Z21, Z20, Z4
-	VPUNPCKHDQ     Z21, Z20, Z20
-	VPADDD         Z4, Z20, Z20
-	VPUNPCKLQDQ    Z8, Z6, Z4
-	VPUNPCKHQDQ    Z8, Z6, Z6
-	VPADDD         Z4, Z6, Z6
-	VPUNPCKLQDQ    Z12, Z10, Z4
-	VPUNPCKHQDQ    Z12, Z10, Z10
-	VPADDD         Z4, Z10, Z10
-	VPUNPCKLQDQ    Z16, Z14, Z4
-	VPUNPCKHQDQ    Z16, Z14, Z14
-	VPADDD         Z4, Z14, Z14
-	VPUNPCKLQDQ    Z20, Z18, Z4
-	VPUNPCKHQDQ    Z20, Z18, Z18
-	VPADDD         Z4, Z18, Z18
-	VSHUFI32X4     $0x88, Z10, Z6, Z4
-	VSHUFI32X4     $0xdd, Z10, Z6, Z6
-	VPADDD         Z6, Z4, Z4
-	VSHUFI32X4     $0x88, Z18, Z14, Z5
-	VSHUFI32X4     $0xdd, Z18, Z14, Z14
-	VPADDD         Z14, Z5, Z5
-	VSHUFI32X4     $0x88, Z5, Z4, Z22
-	VSHUFI32X4     $0xdd, Z5, Z4, Z4
-	VPADDD         Z4, Z22, Z22
-	VMOVQ          (BX), X4
-	VPSRLW         $0x04, X4, X5
-	VPUNPCKLBW     X5, X4, X4
-	VPANDD         X0, X4, X4
-	VPMOVZXBD      X4, Z4
-	VPERMD         Z4, Z2, Z4
-	VPMULLD        192(SI), Z4, Z4
-	VPSUBD         Z4, Z22, Z22
-	VPERMPS        (DX), Z2, Z4
-	VMULPS         128(SI), Z4, Z4
-	VCVTDQ2PS      Z22, Z22
-	VMULPS         Z22, Z4, Z4
-	VADDPS         Z4, Z3, Z3
-	ADDQ           $0x00000400, R10
-	ADDQ           $0x00000040, CX
-	ADDQ           $0x00000200, DX
-	ADDQ           $0x00000040, BX
-	ADDQ           $0x00000100, SI
-	DECQ           DI
-	JNZ            Q4A8Avx512VnniM1PfNta_group
-	MOVQ           out+56(FP), CX
-	VMOVUPS        Z3, (CX)
-	MOVQ           out+56(FP), CX
-	ADDQ           $0x00000040, CX
-	MOVQ           CX, out+56(FP)
-	INCQ           AX
-	CMPQ           AX, $0x00000001
-	JB             Q4A8Avx512VnniM1PfNta_sub
-	MOVQ           stride+8(FP), AX
-	SHLQ           $0x04, AX
-	MOVQ           w+0(FP), CX
-	ADDQ           AX, CX
-	MOVQ           CX, w+0(FP)
-	MOVQ           sc+16(FP), AX
-	ADDQ           $0x00000040, AX
-	MOVQ           AX, sc+16(FP)
-	MOVQ           z+24(FP), AX
-	ADDQ           $0x00000008, AX
-	MOVQ           AX, z+24(FP)
-	MOVQ           nst+64(FP), AX
-	DECQ           AX
-	MOVQ           AX, nst+64(FP)
-	JNZ            Q4A8Avx512VnniM1PfNta_st
 	VZEROUPPER
 	RET
 

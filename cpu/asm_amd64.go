@@ -32,8 +32,11 @@ type family struct {
 	rowsM int                // smallest M whose kernel has rows in the lanes (0: none)
 	amx   bool               // AMX kernels: B-tile activations, row-major out for M > 1
 	byM   map[int]kernelFunc // M = 1, 2, 4, ... <= L
-	maxM  int
-	idx   map[int][]int32 // permutation tables by M
+	// metaTiles: the batch-1 kernel (byM[1]) reads the matrix's scales
+	// and zeros in super-tile order (q4Meta), not the format's.
+	metaTiles bool
+	maxM      int
+	idx       map[int][]int32 // permutation tables by M
 }
 
 func newFamily(lanes, tileM int, kernels ...kernelFunc) *family {
@@ -61,7 +64,7 @@ func newFamily(lanes, tileM int, kernels ...kernelFunc) *family {
 // Batch 1 keeps whole rows: column tiles cut the weight rows into short
 // runs the next-tile prefetch no longer covers.
 var (
-	a8Avx512 = newFamily(16, 0, asm.Q4A8Avx512VnniM1, asm.Q4A8Avx512VnniM2, asm.Q4A8Avx512VnniM4, asm.Q4A8Avx512VnniT8, asm.Q4A8Avx512VnniT16)
+	a8Avx512 = newFamily(16, 0, asm.Q4A8Avx512VnniM1Tm, asm.Q4A8Avx512VnniM2, asm.Q4A8Avx512VnniM4, asm.Q4A8Avx512VnniT8, asm.Q4A8Avx512VnniT16)
 	a8AvxVnn = newFamily(8, 8, asm.Q4A8AvxVnniM1, asm.Q4A8AvxVnniM2, asm.Q4A8AvxVnniM4, asm.Q4A8AvxVnniM8)
 	a8Avx2   = newFamily(8, 0, asm.Q4A8Avx2M1, asm.Q4A8Avx2M2, asm.Q4A8Avx2M4, asm.Q4A8Avx2M8)
 	a32Av512 = newFamily(8, 4, asm.Q4A32Avx512M1, asm.Q4A32Avx512M2, asm.Q4A32Avx512M4, asm.Q4A32Avx512M8)
@@ -69,11 +72,13 @@ var (
 )
 
 // The 8- and 16-vector AVX-512 W4A8 kernels have rows in the lanes and
-// vector-major output, which leaves them no horizontal sums. Where
-// l1PrefetchCPU, the batch-1 kernel is the variant that prefetches the
-// next super tile with PREFETCHNTA (q4A8M1Variants).
+// vector-major output, which leaves them no horizontal sums. The batch-1
+// kernel reads the metadata in super-tile order (q4Meta); where
+// l1PrefetchCPU it is the variant that prefetches the next super tile
+// with PREFETCHNTA (q4A8M1Variants).
 func init() {
 	a8Avx512.rowsM = 8
+	a8Avx512.metaTiles = true
 	if l1PrefetchCPU() {
 		a8Avx512.byM[1] = q4A8M1Variants[1]
 	}
@@ -82,7 +87,7 @@ func init() {
 // q4A8M1Variants are the AVX-512 batch-1 W4A8 kernels: the next super
 // tile prefetched with PREFETCHT1, or with PREFETCHNTA (on a Zen 5 VM,
 // two threads, 0.87-0.92x the time on 4096x14336 and 14336x4096).
-var q4A8M1Variants = [2]kernelFunc{asm.Q4A8Avx512VnniM1, asm.Q4A8Avx512VnniM1PfNta}
+var q4A8M1Variants = [2]kernelFunc{asm.Q4A8Avx512VnniM1Tm, asm.Q4A8Avx512VnniM1PfNtaTm}
 
 // a8Amx is the W4A8 family of the AVX-512 VNNI set with AMX: on the
 // 16-core Xeon it measured faster than a8Avx512 at every batch width with
@@ -156,17 +161,18 @@ func newKernelSet(isa ISA, requires []string, f8, f32 *family) *kernelSet {
 		isa:      isa,
 		requires: requires,
 		kernels:  kernels,
+		q4Meta:   func() bool { return f8.metaTiles },
 		alloc8:   func(c *call) { c.sc.act = grow(c.sc.act, actBytes(f8, c, true)) },
 		alloc32:  func(c *call) { c.sc.actf = grow(c.sc.actf, actBytes(f32, c, false)/4) },
 		prep8:    f8.prepA8,
 		prep32:   f32.prepA32,
 		a8: func(c *call, r0, r1 int) {
 			_, mpad, _ := f8.chunks(c.batch)
-			f8.run(c.m, unsafe.Pointer(&c.sc.act[0]), c.m.Groups()*(128*mpad+128), c.batch, c.dst, r0, r1)
+			f8.run(c.m, c.tm, unsafe.Pointer(&c.sc.act[0]), c.m.Groups()*(128*mpad+128), c.batch, c.dst, r0, r1)
 		},
 		a32: func(c *call, r0, r1 int) {
 			_, mpad, _ := f32.chunks(c.batch)
-			f32.run(c.m, unsafe.Pointer(&c.sc.actf[0]), 4*c.m.Groups()*(128*mpad+16), c.batch, c.dst, r0, r1)
+			f32.run(c.m, nil, unsafe.Pointer(&c.sc.actf[0]), 4*c.m.Groups()*(128*mpad+16), c.batch, c.dst, r0, r1)
 		},
 	}
 }
@@ -357,10 +363,15 @@ var colTileBytes = l1Budget(cpuid.CPU.Cache.L1D)
 
 // run computes rows [r0, r1) (r0 a multiple of 16) for every vector: act
 // holds n chunks of chunkBytes each; per vector chunk the kernel writes
-// sub-tile results that are scattered into dst.
-func (f *family) run(m *layout.Q4G128, act unsafe.Pointer, chunkBytes int, batch int, dst []float32, r0, r1 int) {
+// sub-tile results that are scattered into dst. tm is the matrix's
+// metadata in super-tile order, which the batch-1 kernel of a metaTiles
+// family reads (Load makes it for such a family's set).
+func (f *family) run(m *layout.Q4G128, tm *q4Meta, act unsafe.Pointer, chunkBytes int, batch int, dst []float32, r0, r1 int) {
 	per, mpad, n := f.chunks(batch)
 	kern := f.byM[mpad]
+	if !f.metaTiles || mpad != 1 {
+		tm = nil
+	}
 	idx := &f.idx[mpad][0]
 	L := f.lanes
 	stride := m.PCols / 2
@@ -395,7 +406,12 @@ func (f *family) run(m *layout.Q4G128, act unsafe.Pointer, chunkBytes int, batch
 				res = dst[a:b]
 			}
 			clear(res)
-			for g0 := 0; g0 < groups; g0 += tile {
+			if tm != nil { // whole rows (batch 1 runs no column tiles)
+				st := a / q4TileRows * groups
+				kern(&m.Weights[a*stride], stride, &tm.scales[st*q4TileRows], &tm.zeros[st*q4TileRows/2], groups,
+					(*byte)(ap), idx, &res[0], nst)
+			}
+			for g0 := 0; tm == nil && g0 < groups; g0 += tile {
 				g1 := min(groups, g0+tile)
 				kern(&m.Weights[a*stride+64*g0], stride, &m.Scales[mi+128*g0], &m.Zeros[mi/2+64*g0], g1-g0,
 					(*byte)(unsafe.Add(ap, g0*groupBytes)), idx, &res[0], nst)

@@ -424,8 +424,10 @@ func TestAsmStackSlots(t *testing.T) {
 }
 
 // TestQ4A8M1Variants: both AVX-512 batch-1 W4A8 kernels (the next super
-// tile prefetched with PREFETCHT1 or PREFETCHNTA; the CPU picks one)
-// equal the exact reference on every AVX-512 VNNI machine.
+// tile prefetched with PREFETCHT1 or PREFETCHNTA; the CPU picks one),
+// on the metadata in super-tile order, equal the exact reference on every
+// AVX-512 VNNI machine, on shapes with partial super tiles and 128-row
+// blocks, several super tiles per call and rows split between threads.
 func TestQ4A8M1Variants(t *testing.T) {
 	if !hasAll(Requires(AVX512VNNI)) {
 		t.Skip("no AVX-512 VNNI")

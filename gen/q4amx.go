@@ -113,14 +113,14 @@ func a8AMX(M int) {
 		}
 	}
 	XCHGQ(pa, pb)
-	nextGroup(name, wp, scp, zp, ap, g, 128*M+128)
+	nextGroup(name, wp, scp, zp, ap, g, 128*M+128, metaBlocks)
 
 	op = param("out")
 	for i := range acc {
 		VMOVUPS(acc[i], Mem{Base: op, Disp: 64 * i})
 	}
 	bump("out", U32(64*nacc))
-	nextSuperTile(name, L, TILERELEASE)
+	nextSuperTile(name, L, metaBlocks, TILERELEASE)
 }
 
 // unpackRows writes the 16 rows' 64 packed bytes at wp (rows stride

@@ -21,13 +21,15 @@ import (
 // kernels with rows in the lanes (batch 8 and 16).
 
 // q4g128Kernels emits the Q4G128 family: W4A8 with AVX-512 VNNI (batch
-// 1, 2, 4 in columns; 8, 16 with rows in the lanes), AVX-VNNI and AVX2
+// 1, 2, 4 in columns, batch 1 on the CPU backend's super-tile order of
+// the metadata; 8, 16 with rows in the lanes), AVX-VNNI and AVX2
 // (batch 1..8), and W4A32 with AVX-512F (batch 1..8) and AVX2 (1..4).
 func q4g128Kernels() {
-	for _, m := range []int{1, 2, 4} {
-		a8AVX512(m, false)
+	a8AVX512(1, false, metaTiles)
+	a8AVX512(1, true, metaTiles)
+	for _, m := range []int{2, 4} {
+		a8AVX512(m, false, metaBlocks)
 	}
-	a8AVX512(1, true)
 	a8TAVX512(8)
 	a8TAVX512(16)
 	for _, m := range []int{1, 2, 4, 8, 16} {
@@ -47,10 +49,25 @@ func q4g128Kernels() {
 
 const kernelSig = "func(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)"
 
+// q4Meta is the order of the scales and zeros a Q4G128 kernel walks.
+type q4Meta int
+
+const (
+	// metaBlocks: the format's own (layout.Q4G128): per 128-row block
+	// and group, the block's 128 scales (512 bytes) and zeros (64
+	// bytes), so a 16-row super tile reads 64 bytes every 512 and 8
+	// every 64.
+	metaBlocks q4Meta = iota
+	// metaTiles: per 16-row super tile and group, its 16 scales and 8
+	// bytes of zeros, one sequential stream (the CPU backend's copy,
+	// cpu.tileMeta).
+	metaTiles
+)
+
 // tileLoops emits the super-tile and sub-tile loops every Q4G128 kernel
 // shares. sub emits one sub-tile (rows u*R .. u*R+R-1 of the super tile,
 // u in register u) and must store its L results at the "out" argument.
-func tileLoops(name string, lanes, m int, sub func(u GPVirtual)) {
+func tileLoops(name string, lanes, m int, meta q4Meta, sub func(u GPVirtual)) {
 	Label(name + "_st")
 	u := GP64()
 	XORQ(u, u)
@@ -60,18 +77,27 @@ func tileLoops(name string, lanes, m int, sub func(u GPVirtual)) {
 	INCQ(u)
 	CMPQ(u, U32(m))
 	JB(LabelRef(name + "_sub"))
-	nextSuperTile(name, lanes)
+	nextSuperTile(name, lanes, meta)
 }
 
 // nextSuperTile ends a Q4G128 kernel's super-tile loop (label name+"_st"):
 // w moves lanes rows down, sc and zp to those rows' scales and zeros, and
 // the kernel returns after nst super tiles (running exit first, if any).
-func nextSuperTile(name string, lanes int, exit ...func()) {
+func nextSuperTile(name string, lanes int, meta q4Meta, exit ...func()) {
 	t := param("stride")
 	SHLQ(U8(log2(lanes)), t)
 	bump("w", t)
-	bump("sc", U32(4*lanes))
-	bump("z", U32(lanes/2))
+	if meta == metaTiles { // past the super tile's groups
+		g := param("groups")
+		SHLQ(U8(log2(4*lanes)), g)
+		bump("sc", g)
+		g = param("groups")
+		SHLQ(U8(log2(lanes/2)), g)
+		bump("z", g)
+	} else {
+		bump("sc", U32(4*lanes))
+		bump("z", U32(lanes/2))
+	}
 	n := param("nst")
 	DECQ(n)
 	Store(n, Param("nst"))
@@ -100,10 +126,15 @@ func subTilePtrs(u GPVirtual, r int) (wp, scp, zp, ap, g GPVirtual) {
 // nextGroup ends a Q4G128 kernel's group loop (label name+"_group"): the
 // weights, scales and zeros move on one 128-column group, the activations
 // actBlock bytes, and the loop repeats while the group count g lasts.
-func nextGroup(name string, wp, scp, zp, ap, g GPVirtual, actBlock int) {
+func nextGroup(name string, wp, scp, zp, ap, g GPVirtual, actBlock int, meta q4Meta) {
 	ADDQ(U32(64), wp)
-	ADDQ(U32(512), scp)
-	ADDQ(U32(64), zp)
+	if meta == metaTiles {
+		ADDQ(U32(64), scp)
+		ADDQ(U32(8), zp)
+	} else {
+		ADDQ(U32(512), scp)
+		ADDQ(U32(64), zp)
+	}
 	ADDQ(U32(actBlock), ap)
 	DECQ(g)
 	JNZ(LabelRef(name + "_group"))
@@ -187,16 +218,21 @@ func a8Epilogue(lanes, m int, isum, perm, accF, mask VecVirtual, scp, zp, ap GPV
 }
 
 // a8AVX512 emits the AVX-512 VNNI W4A8 kernel for m vectors in columns.
-// The batch-1 kernel also prefetches the next super tile's scales, and
-// with nta (Q4A8Avx512VnniM1PfNta) it prefetches the next super tile's
-// weights with PREFETCHNTA instead of PREFETCHT1 (the CPU picks:
-// docs/KERNELS.md).
-func a8AVX512(m int, nta bool) {
+// The batch-1 kernels read the scales and zeros in the CPU backend's
+// super-tile order (metaTiles, named ...Tm) and prefetch them four groups
+// ahead in that stream; with nta (Q4A8Avx512VnniM1PfNtaTm) the next super
+// tile's weights are prefetched with PREFETCHNTA instead of PREFETCHT1
+// (the CPU picks: docs/KERNELS.md). With metaBlocks the kernel reads the
+// format's order and prefetches the next super tile's scales.
+func a8AVX512(m int, nta bool, meta q4Meta) {
 	const L = 16
 	r := L / m
 	name := fmt.Sprintf("Q4A8Avx512VnniM%d", m)
 	if nta {
 		name += "PfNta"
+	}
+	if meta == metaTiles {
+		name += "Tm"
 	}
 	TEXT(name, NOSPLIT, kernelSig)
 	Pragma("noescape")
@@ -211,7 +247,7 @@ func a8AVX512(m int, nta bool) {
 		MOVQ(U64(0x1020408000000000), t)
 		VPBROADCASTQ(t, gfShr4)
 	}
-	tileLoops(name, L, m, func(u GPVirtual) {
+	tileLoops(name, L, m, meta, func(u GPVirtual) {
 		perm := ZMM()
 		loadPerm(u, L, perm, true)
 		wp, scp, zp, ap, g := subTilePtrs(u, r)
@@ -245,7 +281,12 @@ func a8AVX512(m int, nta bool) {
 		row := GP64()
 		MOVQ(wp, row)
 		if m == 1 {
-			PREFETCHT0(Mem{Base: scp, Disp: 4 * L}) // the next super tile's scales of this group
+			if meta == metaTiles { // four groups on in the scales' stream, eight in the zeros'
+				PREFETCHT0(Mem{Base: scp, Disp: 4 * 4 * L})
+				PREFETCHT0(Mem{Base: zp, Disp: 8 * L / 2})
+			} else {
+				PREFETCHT0(Mem{Base: scp, Disp: 4 * L}) // the next super tile's scales of this group
+			}
 		}
 		for i := 0; i < r; i++ {
 			src := []Mem{{Base: row}, {Base: row, Index: stride, Scale: 1},
@@ -271,7 +312,7 @@ func a8AVX512(m int, nta bool) {
 		a8Epilogue(L, m, isum, perm, accF, mask, scp, zp, ap, func() VecVirtual { return ZMM() }, true)
 
 		ADDQ(U32(64*r), pf)
-		nextGroup(name, wp, scp, zp, ap, g, 128*m+128)
+		nextGroup(name, wp, scp, zp, ap, g, 128*m+128, meta)
 		VMOVUPS(accF, Mem{Base: param("out")})
 	})
 }
@@ -310,7 +351,7 @@ func a8YMM(m int, mode a8Mode) {
 		VMOVD(t, ones.AsX())
 		VPBROADCASTD(ones.AsX(), ones)
 	}
-	tileLoops(name, L, m, func(u GPVirtual) {
+	tileLoops(name, L, m, metaBlocks, func(u GPVirtual) {
 		perm := YMM()
 		loadPerm(u, L, perm, false)
 		wp, scp, zp, ap, g := subTilePtrs(u, r)
@@ -378,7 +419,7 @@ func a8YMM(m int, mode a8Mode) {
 		a8Epilogue(L, m, isum, perm, accF, mask, scp, zp, ap, func() VecVirtual { return YMM() }, false)
 
 		ADDQ(U32(64*r), pf)
-		nextGroup(name, wp, scp, zp, ap, g, 128*m+128)
+		nextGroup(name, wp, scp, zp, ap, g, 128*m+128, metaBlocks)
 		VMOVUPS(accF, Mem{Base: param("out")})
 	})
 }
@@ -406,7 +447,7 @@ func a32(m int, avx512 bool) {
 		table = ZMM()
 		VMOVUPS(nibbleFloats(), table)
 	}
-	tileLoops(name, L, m, func(u GPVirtual) {
+	tileLoops(name, L, m, metaBlocks, func(u GPVirtual) {
 		wp, scp, zp, ap, g := subTilePtrs(u, r)
 		stride := param("stride")
 		// scr: scale of sub-tile row 0 (scp + 4*u*R), for broadcasts.
@@ -504,7 +545,7 @@ func a32(m int, avx512 bool) {
 
 		ADDQ(U32(64*r), pf)
 		ADDQ(U32(512), scr)
-		nextGroup(name, wp, scp, zp, ap, g, 512*m+64)
+		nextGroup(name, wp, scp, zp, ap, g, 512*m+64, metaBlocks)
 
 		var res Register
 		if avx512 {

@@ -119,10 +119,10 @@ func a8TAVX512(M int) {
 		VMOVUPS(f, Mem{Base: op, Disp: 64 * v})
 	}
 
-	nextGroup(name, wp, scp, zp, ap, g, 128*M+128)
+	nextGroup(name, wp, scp, zp, ap, g, 128*M+128, metaBlocks)
 
 	bump("out", U32(4*L*M))
-	nextSuperTile(name, L)
+	nextSuperTile(name, L, metaBlocks)
 }
 
 // transpose16 transposes 16 ZMM registers of 16 dwords: dword i of result
