@@ -109,19 +109,19 @@ func Q4A32Avx512M4(w *byte, stride int, sc *float32, z *byte, groups int, act *b
 //go:noescape
 func Q4A32Avx512M8(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A8AvxVnniM1 computes W4A8 dot products of a Q4G128 matrix with AVX-VNNI
+// Q4A8AvxVnniM1Tm computes W4A8 dot products of a Q4G128 matrix with AVX-VNNI
 // (VEX-encoded VPDPBUSD on YMM) for super tiles of L = 8 rows and a batch of M
 // = 1 (sub-tiles of R = 8 rows). See "Q4G128 kernels" in the package doc.
 //
 //go:noescape
-func Q4A8AvxVnniM1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+func Q4A8AvxVnniM1Tm(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A8Avx2M1 computes W4A8 dot products of a Q4G128 matrix with AVX2
+// Q4A8Avx2M1Tm computes W4A8 dot products of a Q4G128 matrix with AVX2
 // (VPMADDUBSW and VPMADDWD) for super tiles of L = 8 rows and a batch of M = 1
 // (sub-tiles of R = 8 rows). See "Q4G128 kernels" in the package doc.
 //
 //go:noescape
-func Q4A8Avx2M1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+func Q4A8Avx2M1Tm(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
 // Q4A8AvxVnniM2 computes W4A8 dot products of a Q4G128 matrix with AVX-VNNI
 // (VEX-encoded VPDPBUSD on YMM) for super tiles of L = 8 rows and a batch of M

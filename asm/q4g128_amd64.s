@@ -5532,17 +5532,17 @@ Q4A32Avx512M8_group:
 	VZEROUPPER
 	RET
 
-// func Q4A8AvxVnniM1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+// func Q4A8AvxVnniM1Tm(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 // Requires: AVX, AVX2, AVXVNNI, MMX+
-TEXT ·Q4A8AvxVnniM1(SB), NOSPLIT, $0-72
+TEXT ·Q4A8AvxVnniM1Tm(SB), NOSPLIT, $0-72
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X11
 	VPBROADCASTD X11, Y11
 
-Q4A8AvxVnniM1_st:
+Q4A8AvxVnniM1Tm_st:
 	XORQ AX, AX
 
-Q4A8AvxVnniM1_sub:
+Q4A8AvxVnniM1Tm_sub:
 	MOVQ    AX, CX
 	SHLQ    $0x05, CX
 	MOVQ    idx+48(FP), DX
@@ -5565,7 +5565,7 @@ Q4A8AvxVnniM1_sub:
 	SHLQ    $0x03, R9
 	ADDQ    CX, R9
 
-Q4A8AvxVnniM1_group:
+Q4A8AvxVnniM1Tm_group:
 	VPXOR        Y0, Y0, Y0
 	VPXOR        Y1, Y1, Y1
 	VPXOR        Y2, Y2, Y2
@@ -5575,6 +5575,8 @@ Q4A8AvxVnniM1_group:
 	VPXOR        Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
 	MOVQ         CX, R10
+	PREFETCHT0   128(DX)
+	PREFETCHT0   64(BX)
 	PREFETCHT1   (R9)
 	VMOVDQU      (R10), Y8
 	VPSRLW       $0x04, Y8, Y9
@@ -5754,11 +5756,11 @@ Q4A8AvxVnniM1_group:
 	VADDPS       Y0, Y13, Y13
 	ADDQ         $0x00000200, R9
 	ADDQ         $0x00000040, CX
-	ADDQ         $0x00000200, DX
-	ADDQ         $0x00000040, BX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
 	ADDQ         $0x00000100, SI
 	DECQ         DI
-	JNZ          Q4A8AvxVnniM1_group
+	JNZ          Q4A8AvxVnniM1Tm_group
 	MOVQ         out+56(FP), CX
 	VMOVUPS      Y13, (CX)
 	MOVQ         out+56(FP), CX
@@ -5766,28 +5768,32 @@ Q4A8AvxVnniM1_group:
 	MOVQ         CX, out+56(FP)
 	INCQ         AX
 	CMPQ         AX, $0x00000001
-	JB           Q4A8AvxVnniM1_sub
+	JB           Q4A8AvxVnniM1Tm_sub
 	MOVQ         stride+8(FP), AX
 	SHLQ         $0x03, AX
 	MOVQ         w+0(FP), CX
 	ADDQ         AX, CX
 	MOVQ         CX, w+0(FP)
-	MOVQ         sc+16(FP), AX
-	ADDQ         $0x00000020, AX
-	MOVQ         AX, sc+16(FP)
-	MOVQ         z+24(FP), AX
-	ADDQ         $0x00000004, AX
-	MOVQ         AX, z+24(FP)
+	MOVQ         groups+32(FP), AX
+	SHLQ         $0x05, AX
+	MOVQ         sc+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, sc+16(FP)
+	MOVQ         groups+32(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         z+24(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, z+24(FP)
 	MOVQ         nst+64(FP), AX
 	DECQ         AX
 	MOVQ         AX, nst+64(FP)
-	JNZ          Q4A8AvxVnniM1_st
+	JNZ          Q4A8AvxVnniM1Tm_st
 	VZEROUPPER
 	RET
 
-// func Q4A8Avx2M1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+// func Q4A8Avx2M1Tm(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 // Requires: AVX, AVX2, MMX+
-TEXT ·Q4A8Avx2M1(SB), NOSPLIT, $0-72
+TEXT ·Q4A8Avx2M1Tm(SB), NOSPLIT, $0-72
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
@@ -5795,10 +5801,10 @@ TEXT ·Q4A8Avx2M1(SB), NOSPLIT, $0-72
 	VMOVD        AX, X1
 	VPBROADCASTD X1, Y1
 
-Q4A8Avx2M1_st:
+Q4A8Avx2M1Tm_st:
 	XORQ AX, AX
 
-Q4A8Avx2M1_sub:
+Q4A8Avx2M1Tm_sub:
 	MOVQ    AX, CX
 	SHLQ    $0x05, CX
 	MOVQ    idx+48(FP), DX
@@ -5821,7 +5827,7 @@ Q4A8Avx2M1_sub:
 	SHLQ    $0x03, R9
 	ADDQ    CX, R9
 
-Q4A8Avx2M1_group:
+Q4A8Avx2M1Tm_group:
 	VPXOR       Y4, Y4, Y4
 	VPXOR       Y5, Y5, Y5
 	VPXOR       Y6, Y6, Y6
@@ -5831,6 +5837,8 @@ Q4A8Avx2M1_group:
 	VPXOR       Y10, Y10, Y10
 	VPXOR       Y11, Y11, Y11
 	MOVQ        CX, R10
+	PREFETCHT0  128(DX)
+	PREFETCHT0  64(BX)
 	PREFETCHT1  (R9)
 	VMOVDQU     (R10), Y12
 	VPSRLW      $0x04, Y12, Y13
@@ -6042,11 +6050,11 @@ Q4A8Avx2M1_group:
 	VADDPS      Y4, Y3, Y3
 	ADDQ        $0x00000200, R9
 	ADDQ        $0x00000040, CX
-	ADDQ        $0x00000200, DX
-	ADDQ        $0x00000040, BX
+	ADDQ        $0x00000020, DX
+	ADDQ        $0x00000004, BX
 	ADDQ        $0x00000100, SI
 	DECQ        DI
-	JNZ         Q4A8Avx2M1_group
+	JNZ         Q4A8Avx2M1Tm_group
 	MOVQ        out+56(FP), CX
 	VMOVUPS     Y3, (CX)
 	MOVQ        out+56(FP), CX
@@ -6054,22 +6062,26 @@ Q4A8Avx2M1_group:
 	MOVQ        CX, out+56(FP)
 	INCQ        AX
 	CMPQ        AX, $0x00000001
-	JB          Q4A8Avx2M1_sub
+	JB          Q4A8Avx2M1Tm_sub
 	MOVQ        stride+8(FP), AX
 	SHLQ        $0x03, AX
 	MOVQ        w+0(FP), CX
 	ADDQ        AX, CX
 	MOVQ        CX, w+0(FP)
-	MOVQ        sc+16(FP), AX
-	ADDQ        $0x00000020, AX
-	MOVQ        AX, sc+16(FP)
-	MOVQ        z+24(FP), AX
-	ADDQ        $0x00000004, AX
-	MOVQ        AX, z+24(FP)
+	MOVQ        groups+32(FP), AX
+	SHLQ        $0x05, AX
+	MOVQ        sc+16(FP), CX
+	ADDQ        AX, CX
+	MOVQ        CX, sc+16(FP)
+	MOVQ        groups+32(FP), AX
+	SHLQ        $0x02, AX
+	MOVQ        z+24(FP), CX
+	ADDQ        AX, CX
+	MOVQ        CX, z+24(FP)
 	MOVQ        nst+64(FP), AX
 	DECQ        AX
 	MOVQ        AX, nst+64(FP)
-	JNZ         Q4A8Avx2M1_st
+	JNZ         Q4A8Avx2M1Tm_st
 	VZEROUPPER
 	RET
 

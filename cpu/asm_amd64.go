@@ -65,8 +65,8 @@ func newFamily(lanes, tileM int, kernels ...kernelFunc) *family {
 // runs the next-tile prefetch no longer covers.
 var (
 	a8Avx512 = newFamily(16, 0, asm.Q4A8Avx512VnniM1Tm, asm.Q4A8Avx512VnniM2, asm.Q4A8Avx512VnniM4, asm.Q4A8Avx512VnniT8, asm.Q4A8Avx512VnniT16)
-	a8AvxVnn = newFamily(8, 8, asm.Q4A8AvxVnniM1, asm.Q4A8AvxVnniM2, asm.Q4A8AvxVnniM4, asm.Q4A8AvxVnniM8)
-	a8Avx2   = newFamily(8, 0, asm.Q4A8Avx2M1, asm.Q4A8Avx2M2, asm.Q4A8Avx2M4, asm.Q4A8Avx2M8)
+	a8AvxVnn = newFamily(8, 8, asm.Q4A8AvxVnniM1Tm, asm.Q4A8AvxVnniM2, asm.Q4A8AvxVnniM4, asm.Q4A8AvxVnniM8)
+	a8Avx2   = newFamily(8, 0, asm.Q4A8Avx2M1Tm, asm.Q4A8Avx2M2, asm.Q4A8Avx2M4, asm.Q4A8Avx2M8)
 	a32Av512 = newFamily(8, 4, asm.Q4A32Avx512M1, asm.Q4A32Avx512M2, asm.Q4A32Avx512M4, asm.Q4A32Avx512M8)
 	a32Avx2  = newFamily(4, 4, asm.Q4A32Avx2M1, asm.Q4A32Avx2M2, asm.Q4A32Avx2M4)
 )
@@ -78,7 +78,9 @@ var (
 // with PREFETCHNTA (q4A8M1Variants).
 func init() {
 	a8Avx512.rowsM = 8
-	a8Avx512.metaTiles = true
+	for _, f := range []*family{a8Avx512, a8AvxVnn, a8Avx2} {
+		f.metaTiles = true
+	}
 	if l1PrefetchCPU() {
 		a8Avx512.byM[1] = q4A8M1Variants[1]
 	}
@@ -161,11 +163,16 @@ func newKernelSet(isa ISA, requires []string, f8, f32 *family) *kernelSet {
 		isa:      isa,
 		requires: requires,
 		kernels:  kernels,
-		q4Meta:   func() bool { return f8.metaTiles },
-		alloc8:   func(c *call) { c.sc.act = grow(c.sc.act, actBytes(f8, c, true)) },
-		alloc32:  func(c *call) { c.sc.actf = grow(c.sc.actf, actBytes(f32, c, false)/4) },
-		prep8:    f8.prepA8,
-		prep32:   f32.prepA32,
+		q4Meta: func() int {
+			if f8.metaTiles {
+				return f8.lanes
+			}
+			return 0
+		},
+		alloc8:  func(c *call) { c.sc.act = grow(c.sc.act, actBytes(f8, c, true)) },
+		alloc32: func(c *call) { c.sc.actf = grow(c.sc.actf, actBytes(f32, c, false)/4) },
+		prep8:   f8.prepA8,
+		prep32:  f32.prepA32,
 		a8: func(c *call, r0, r1 int) {
 			_, mpad, _ := f8.chunks(c.batch)
 			f8.run(c.m, c.tm, unsafe.Pointer(&c.sc.act[0]), c.m.Groups()*(128*mpad+128), c.batch, c.dst, r0, r1)
@@ -371,6 +378,8 @@ func (f *family) run(m *layout.Q4G128, tm *q4Meta, act unsafe.Pointer, chunkByte
 	kern := f.byM[mpad]
 	if !f.metaTiles || mpad != 1 {
 		tm = nil
+	} else if tm == nil || tm.rows != f.lanes {
+		panic("cpu: a batch-1 Q4G128 kernel without its metadata in super-tile order") // Load makes it
 	}
 	idx := &f.idx[mpad][0]
 	L := f.lanes
@@ -407,9 +416,8 @@ func (f *family) run(m *layout.Q4G128, tm *q4Meta, act unsafe.Pointer, chunkByte
 			}
 			clear(res)
 			if tm != nil { // whole rows (batch 1 runs no column tiles)
-				st := a / q4TileRows * groups
-				kern(&m.Weights[a*stride], stride, &tm.scales[st*q4TileRows], &tm.zeros[st*q4TileRows/2], groups,
-					(*byte)(ap), idx, &res[0], nst)
+				o := a * groups // super tile a/L's first scale
+				kern(&m.Weights[a*stride], stride, &tm.scales[o], &tm.zeros[o/2], groups, (*byte)(ap), idx, &res[0], nst)
 			}
 			for g0 := 0; tm == nil && g0 < groups; g0 += tile {
 				g1 := min(groups, g0+tile)

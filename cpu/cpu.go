@@ -58,10 +58,10 @@ type kernelSet struct {
 	// kernel names (the isa otherwise).
 	amx   *kernelSet
 	label string
-	// q4Meta, if set and true, makes Load keep the matrix's scales and
-	// zeros in super-tile order too (q4Meta), for the batch-1 W4A8
-	// kernel.
-	q4Meta func() bool
+	// q4Meta, if set, returns the super-tile rows in which Load keeps a
+	// matrix's scales and zeros too (q4Meta), for the batch-1 W4A8
+	// kernel; 0: none.
+	q4Meta func() int
 	// tiles marks the AMX variant: Bits batches run on AMX tiles too
 	// (bitsAmxKernels).
 	tiles bool
@@ -304,36 +304,33 @@ type Matrix struct {
 	closed atomic.Bool
 }
 
-// q4TileRows is the super tile of q4Meta: the rows of the AVX-512
-// W4A8 kernels' result lanes.
-const q4TileRows = 16
-
 // q4Meta is a Q4G128 matrix's scales and zeros in super-tile order: per
-// 16 rows and group, the rows' 16 scales (64 bytes) and 16 zero nibbles
-// (8 bytes), so that the batch-1 W4A8 kernel reads them as one
-// sequential stream. In the format's order a super tile reads 64 bytes
-// every 512 of scales: on a Zen 5 VM, two threads, the FFN block of
-// 14336x4096 and 4096x14336 matrices streamed at 81-84% of the read
-// meter that way and at 93-101% with metadata the kernel read in order
-// (scaled wrongly, to measure). The copy costs 72 bytes per 16x128
-// weights (1 KiB), 7% of the matrix, besides the format's own.
+// rows rows (a W4A8 kernel's result lanes, 16 or 8) and group, the rows'
+// scales and zero nibbles, so that the batch-1 W4A8 kernels read them as
+// one sequential stream. In the format's order a 16-row super tile reads
+// 64 bytes of every 512 of scales: on a Zen 5 VM, two threads, the FFN
+// block of 14336x4096 and 4096x14336 matrices streamed at 81-84% of the
+// read meter that way and at 93-101% with metadata the kernel read in
+// order (scaled wrongly, to measure). The copy costs 4.5 bytes per row
+// and group (64 weight bytes), 7% of the matrix, besides the format's own.
 type q4Meta struct {
-	scales []float32
-	zeros  []byte
+	rows   int
+	scales []float32 // [super tile][group][rows]
+	zeros  []byte    // [super tile][group][rows/2]
 }
 
-// newQ4Meta copies m's scales and zeros into super-tile order (all
-// PRows rows: the kernels read whole super tiles).
-func newQ4Meta(m *layout.Q4G128) *q4Meta {
+// newQ4Meta copies m's scales and zeros into super tiles of rows rows (a
+// divisor of 128; all PRows rows: the kernels read whole super tiles).
+func newQ4Meta(m *layout.Q4G128, rows int) *q4Meta {
 	groups := m.Groups()
-	tiles := m.PRows / q4TileRows
-	t := &q4Meta{scales: make([]float32, tiles*groups*q4TileRows), zeros: make([]byte, tiles*groups*q4TileRows/2)}
+	tiles := m.PRows / rows
+	t := &q4Meta{rows: rows, scales: make([]float32, tiles*groups*rows), zeros: make([]byte, tiles*groups*rows/2)}
 	for st := 0; st < tiles; st++ {
 		for g := 0; g < groups; g++ {
-			mi := m.MetaIndex(st*q4TileRows, g) // even: the zero nibbles start a byte
-			o := (st*groups + g) * q4TileRows
-			copy(t.scales[o:o+q4TileRows], m.Scales[mi:mi+q4TileRows])
-			copy(t.zeros[o/2:o/2+q4TileRows/2], m.Zeros[mi/2:mi/2+q4TileRows/2])
+			mi := m.MetaIndex(st*rows, g) // even: the zero nibbles start a byte
+			o := (st*groups + g) * rows
+			copy(t.scales[o:o+rows], m.Scales[mi:mi+rows])
+			copy(t.zeros[o/2:o/2+rows/2], m.Zeros[mi/2:mi/2+rows/2])
 		}
 	}
 	return t
@@ -364,8 +361,10 @@ func (b *Backend) Load(m *layout.Q4G128) (*Matrix, error) {
 		mx.m, mx.block = hugeCopy(&c)
 		runtime.SetFinalizer(mx, (*Matrix).Close) // backstop; Close is the API
 	}
-	if b.set.q4Meta != nil && b.set.q4Meta() {
-		mx.tm = newQ4Meta(mx.m)
+	if b.set.q4Meta != nil {
+		if rows := b.set.q4Meta(); rows > 0 {
+			mx.tm = newQ4Meta(mx.m, rows)
+		}
 	}
 	return mx, nil
 }

@@ -113,7 +113,7 @@ func a8AMX(M int) {
 		}
 	}
 	XCHGQ(pa, pb)
-	nextGroup(name, wp, scp, zp, ap, g, 128*M+128, metaBlocks)
+	nextGroup(name, wp, scp, zp, ap, g, 128*M+128, L, metaBlocks)
 
 	op = param("out")
 	for i := range acc {

@@ -39,8 +39,9 @@ func q4g128Kernels() {
 		a32(m, true)
 	}
 	for _, m := range []int{1, 2, 4, 8} {
-		a8YMM(m, modeAVXVNNI)
-		a8YMM(m, modeAVX2)
+		meta := map[bool]q4Meta{true: metaTiles}[m == 1]
+		a8YMM(m, modeAVXVNNI, meta)
+		a8YMM(m, modeAVX2, meta)
 	}
 	for _, m := range []int{1, 2, 4} {
 		a32(m, false)
@@ -126,11 +127,11 @@ func subTilePtrs(u GPVirtual, r int) (wp, scp, zp, ap, g GPVirtual) {
 // nextGroup ends a Q4G128 kernel's group loop (label name+"_group"): the
 // weights, scales and zeros move on one 128-column group, the activations
 // actBlock bytes, and the loop repeats while the group count g lasts.
-func nextGroup(name string, wp, scp, zp, ap, g GPVirtual, actBlock int, meta q4Meta) {
+func nextGroup(name string, wp, scp, zp, ap, g GPVirtual, actBlock, lanes int, meta q4Meta) {
 	ADDQ(U32(64), wp)
-	if meta == metaTiles {
-		ADDQ(U32(64), scp)
-		ADDQ(U32(8), zp)
+	if meta == metaTiles { // the super tile's lanes scales and zero nibbles
+		ADDQ(U32(4*lanes), scp)
+		ADDQ(U32(lanes/2), zp)
 	} else {
 		ADDQ(U32(512), scp)
 		ADDQ(U32(64), zp)
@@ -312,12 +313,12 @@ func a8AVX512(m int, nta bool, meta q4Meta) {
 		a8Epilogue(L, m, isum, perm, accF, mask, scp, zp, ap, func() VecVirtual { return ZMM() }, true)
 
 		ADDQ(U32(64*r), pf)
-		nextGroup(name, wp, scp, zp, ap, g, 128*m+128, meta)
+		nextGroup(name, wp, scp, zp, ap, g, 128*m+128, L, meta)
 		VMOVUPS(accF, Mem{Base: param("out")})
 	})
 }
 
-func a8YMM(m int, mode a8Mode) {
+func a8YMM(m int, mode a8Mode, meta q4Meta) {
 	const L = 8
 	r := L / m
 	var name, what string
@@ -326,6 +327,9 @@ func a8YMM(m int, mode a8Mode) {
 		name, what = fmt.Sprintf("Q4A8Avx2M%d", m), "AVX2 (VPMADDUBSW and VPMADDWD)"
 	case modeAVXVNNI:
 		name, what = fmt.Sprintf("Q4A8AvxVnniM%d", m), "AVX-VNNI (VEX-encoded VPDPBUSD on YMM)"
+	}
+	if meta == metaTiles {
+		name += "Tm"
 	}
 	TEXT(name, NOSPLIT, kernelSig)
 	Pragma("noescape")
@@ -351,7 +355,7 @@ func a8YMM(m int, mode a8Mode) {
 		VMOVD(t, ones.AsX())
 		VPBROADCASTD(ones.AsX(), ones)
 	}
-	tileLoops(name, L, m, metaBlocks, func(u GPVirtual) {
+	tileLoops(name, L, m, meta, func(u GPVirtual) {
 		perm := YMM()
 		loadPerm(u, L, perm, false)
 		wp, scp, zp, ap, g := subTilePtrs(u, r)
@@ -378,6 +382,10 @@ func a8YMM(m int, mode a8Mode) {
 		}
 		row := GP64()
 		MOVQ(wp, row)
+		if meta == metaTiles { // four groups on in the scales' stream, sixteen in the zeros'
+			PREFETCHT0(Mem{Base: scp, Disp: 4 * 4 * L})
+			PREFETCHT0(Mem{Base: zp, Disp: 16 * L / 2})
+		}
 		for i := 0; i < r; i++ {
 			PREFETCHT1(Mem{Base: pf, Disp: 64 * i})
 			for h := 0; h < 2; h++ {
@@ -419,7 +427,7 @@ func a8YMM(m int, mode a8Mode) {
 		a8Epilogue(L, m, isum, perm, accF, mask, scp, zp, ap, func() VecVirtual { return YMM() }, false)
 
 		ADDQ(U32(64*r), pf)
-		nextGroup(name, wp, scp, zp, ap, g, 128*m+128, metaBlocks)
+		nextGroup(name, wp, scp, zp, ap, g, 128*m+128, L, meta)
 		VMOVUPS(accF, Mem{Base: param("out")})
 	})
 }
@@ -545,7 +553,7 @@ func a32(m int, avx512 bool) {
 
 		ADDQ(U32(64*r), pf)
 		ADDQ(U32(512), scr)
-		nextGroup(name, wp, scp, zp, ap, g, 512*m+64, metaBlocks)
+		nextGroup(name, wp, scp, zp, ap, g, 512*m+64, L, metaBlocks)
 
 		var res Register
 		if avx512 {

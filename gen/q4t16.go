@@ -119,7 +119,7 @@ func a8TAVX512(M int) {
 		VMOVUPS(f, Mem{Base: op, Disp: 64 * v})
 	}
 
-	nextGroup(name, wp, scp, zp, ap, g, 128*M+128, metaBlocks)
+	nextGroup(name, wp, scp, zp, ap, g, 128*M+128, L, metaBlocks)
 
 	bump("out", U32(4*L*M))
 	nextSuperTile(name, L, metaBlocks)
