@@ -423,19 +423,24 @@ func TestAsmStackSlots(t *testing.T) {
 	}
 }
 
-// TestQ4A8M1Variants: both AVX-512 batch-1 W4A8 kernels (the next super
-// tile prefetched with PREFETCHT1 or PREFETCHNTA; the CPU picks one),
-// on the metadata in super-tile order, equal the exact reference on every
-// AVX-512 VNNI machine, on shapes with partial super tiles and 128-row
-// blocks, several super tiles per call and rows split between threads.
+// TestQ4A8M1Variants: the AVX-512 set's batch-1 W4A8 kernels (the next
+// super tile prefetched with PREFETCHT1 or PREFETCHNTA, or the AVX2
+// kernel the set runs on Zen 5; the CPU picks one), on the metadata in
+// super-tile order, equal the exact reference on every AVX-512 VNNI
+// machine, on shapes with partial super tiles and 128-row blocks,
+// several super tiles per call and rows split between threads.
 func TestQ4A8M1Variants(t *testing.T) {
 	if !hasAll(Requires(AVX512VNNI)) {
 		t.Skip("no AVX-512 VNNI")
 	}
-	defer func(k kernelFunc) { a8Avx512.byM[1] = k }(a8Avx512.byM[1])
+	defer func(k kernelFunc, b1 *family) { a8Avx512.byM[1], a8Avx512.b1 = k, b1 }(a8Avx512.byM[1], a8Avx512.b1)
 	rng := rand.New(rand.NewPCG(7, 8))
-	for i, k := range q4A8M1Variants {
-		a8Avx512.byM[1] = k
+	type variant struct {
+		m1 kernelFunc
+		b1 *family
+	}
+	for i, v := range []variant{{q4A8M1Variants[0], nil}, {q4A8M1Variants[1], nil}, {q4A8M1Variants[1], a8Avx2}} {
+		a8Avx512.byM[1], a8Avx512.b1 = v.m1, v.b1
 		for _, threads := range []int{1, 3} {
 			be, err := New(Config{ISA: AVX512VNNI, Threads: threads})
 			if err != nil {
@@ -445,6 +450,9 @@ func TestQ4A8M1Variants(t *testing.T) {
 				mx, err := be.Load(randMatrix(t, rng, sh[0], sh[1]))
 				if err != nil {
 					t.Fatal(err)
+				}
+				if want := map[bool]int{false: 16, true: 8}[v.b1 != nil]; mx.tm.rows != want {
+					t.Fatalf("variant %d: metadata in super tiles of %d rows, want %d", i, mx.tm.rows, want)
 				}
 				checkA8(t, fmt.Sprintf("variant %d/t%d/%dx%d", i, threads, sh[0], sh[1]), mx, rng, 1)
 			}
