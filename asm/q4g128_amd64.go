@@ -4,19 +4,12 @@
 
 package asm
 
-// Q4A8Avx512VnniM1Tm computes W4A8 dot products of a Q4G128 matrix with
-// AVX-512 VNNI (VPDPBUSD on ZMM) for super tiles of L = 16 rows and a batch of
-// M = 1 (sub-tiles of R = 16 rows). See "Q4G128 kernels" in the package doc.
+// Q4A8Avx512VnniM1 computes W4A8 dot products of a Q4G128 matrix with AVX-512
+// VNNI (VPDPBUSD on ZMM) for super tiles of L = 16 rows and a batch of M = 1
+// (sub-tiles of R = 16 rows). See "Q4G128 kernels" in the package doc.
 //
 //go:noescape
-func Q4A8Avx512VnniM1Tm(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-
-// Q4A8Avx512VnniM1PfNtaTm computes W4A8 dot products of a Q4G128 matrix with
-// AVX-512 VNNI (VPDPBUSD on ZMM) for super tiles of L = 16 rows and a batch of
-// M = 1 (sub-tiles of R = 16 rows). See "Q4G128 kernels" in the package doc.
-//
-//go:noescape
-func Q4A8Avx512VnniM1PfNtaTm(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+func Q4A8Avx512VnniM1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
 // Q4A8Avx512VnniM2 computes W4A8 dot products of a Q4G128 matrix with AVX-512
 // VNNI (VPDPBUSD on ZMM) for super tiles of L = 16 rows and a batch of M = 2
@@ -31,6 +24,27 @@ func Q4A8Avx512VnniM2(w *byte, stride int, sc *float32, z *byte, groups int, act
 //
 //go:noescape
 func Q4A8Avx512VnniM4(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+
+// Q4A8Avx512VnniM1PfNta computes W4A8 dot products of a Q4G128 matrix with
+// AVX-512 VNNI (VPDPBUSD on ZMM) for super tiles of L = 16 rows and a batch of
+// M = 1 (sub-tiles of R = 16 rows). See "Q4G128 kernels" in the package doc.
+//
+//go:noescape
+func Q4A8Avx512VnniM1PfNta(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+
+// Q4A8Avx512VnniM1Tm computes W4A8 dot products of a Q4G128 matrix with
+// AVX-512 VNNI (VPDPBUSD on ZMM) for super tiles of L = 16 rows and a batch of
+// M = 1 (sub-tiles of R = 16 rows). See "Q4G128 kernels" in the package doc.
+//
+//go:noescape
+func Q4A8Avx512VnniM1Tm(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+
+// Q4A8Avx512VnniM1PfNtaTm computes W4A8 dot products of a Q4G128 matrix with
+// AVX-512 VNNI (VPDPBUSD on ZMM) for super tiles of L = 16 rows and a batch of
+// M = 1 (sub-tiles of R = 16 rows). See "Q4G128 kernels" in the package doc.
+//
+//go:noescape
+func Q4A8Avx512VnniM1PfNtaTm(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
 // Q4A8Avx512VnniT8 computes W4A8 dot products of a Q4G128 matrix with AVX-512
 // VNNI (VPDPBUSD on ZMM, rows in the lanes) for super tiles of 16 rows and a
@@ -109,19 +123,19 @@ func Q4A32Avx512M4(w *byte, stride int, sc *float32, z *byte, groups int, act *b
 //go:noescape
 func Q4A32Avx512M8(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A8AvxVnniM1Tm computes W4A8 dot products of a Q4G128 matrix with AVX-VNNI
+// Q4A8AvxVnniM1 computes W4A8 dot products of a Q4G128 matrix with AVX-VNNI
 // (VEX-encoded VPDPBUSD on YMM) for super tiles of L = 8 rows and a batch of M
 // = 1 (sub-tiles of R = 8 rows). See "Q4G128 kernels" in the package doc.
 //
 //go:noescape
-func Q4A8AvxVnniM1Tm(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+func Q4A8AvxVnniM1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A8Avx2M1Tm computes W4A8 dot products of a Q4G128 matrix with AVX2
+// Q4A8Avx2M1 computes W4A8 dot products of a Q4G128 matrix with AVX2
 // (VPMADDUBSW and VPMADDWD) for super tiles of L = 8 rows and a batch of M = 1
 // (sub-tiles of R = 8 rows). See "Q4G128 kernels" in the package doc.
 //
 //go:noescape
-func Q4A8Avx2M1Tm(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+func Q4A8Avx2M1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
 // Q4A8AvxVnniM2 computes W4A8 dot products of a Q4G128 matrix with AVX-VNNI
 // (VEX-encoded VPDPBUSD on YMM) for super tiles of L = 8 rows and a batch of M
@@ -164,6 +178,20 @@ func Q4A8AvxVnniM8(w *byte, stride int, sc *float32, z *byte, groups int, act *b
 //
 //go:noescape
 func Q4A8Avx2M8(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+
+// Q4A8AvxVnniM1Tm computes W4A8 dot products of a Q4G128 matrix with AVX-VNNI
+// (VEX-encoded VPDPBUSD on YMM) for super tiles of L = 8 rows and a batch of M
+// = 1 (sub-tiles of R = 8 rows). See "Q4G128 kernels" in the package doc.
+//
+//go:noescape
+func Q4A8AvxVnniM1Tm(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+
+// Q4A8Avx2M1Tm computes W4A8 dot products of a Q4G128 matrix with AVX2
+// (VPMADDUBSW and VPMADDWD) for super tiles of L = 8 rows and a batch of M = 1
+// (sub-tiles of R = 8 rows). See "Q4G128 kernels" in the package doc.
+//
+//go:noescape
+func Q4A8Avx2M1Tm(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
 // Q4A32Avx2M1 computes W4A32 dot products of a Q4G128 matrix with AVX2 and FMA
 // for super tiles of L = 4 rows and a batch of M = 1 (sub-tiles of R = 4

@@ -82,6 +82,915 @@
 // TILEZERO_TMM0 is TILEZERO tmm0.
 #define TILEZERO_TMM0 BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0
 
+// func Q4A8Avx512VnniM1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+// Requires: AVX, AVX512F, AVX512VL, AVX512VNNI, GFNI, MMX+
+TEXT ·Q4A8Avx512VnniM1(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+	MOVQ         $0x1020408000000000, AX
+	VPBROADCASTQ AX, Z1
+
+Q4A8Avx512VnniM1_st:
+	XORQ AX, AX
+
+Q4A8Avx512VnniM1_sub:
+	MOVQ      AX, CX
+	SHLQ      $0x06, CX
+	MOVQ      idx+48(FP), DX
+	ADDQ      DX, CX
+	VMOVDQU32 (CX), Z2
+	MOVQ      AX, CX
+	MOVQ      stride+8(FP), DX
+	IMULQ     DX, CX
+	IMUL3Q    $0x00000010, CX, CX
+	MOVQ      w+0(FP), DX
+	ADDQ      DX, CX
+	MOVQ      sc+16(FP), DX
+	MOVQ      z+24(FP), BX
+	MOVQ      act+40(FP), SI
+	MOVQ      groups+32(FP), DI
+	MOVQ      stride+8(FP), R8
+	LEAQ      (R8)(R8*2), R9
+	MOVQ      out+56(FP), R10
+	VMOVUPS   (R10), Z3
+	MOVQ      stride+8(FP), R10
+	SHLQ      $0x04, R10
+	ADDQ      CX, R10
+
+Q4A8Avx512VnniM1_group:
+	VMOVDQU64      (SI), Z4
+	VMOVDQU64      64(SI), Z5
+	VPXORD         Z6, Z6, Z6
+	VPXORD         Z7, Z7, Z7
+	VPXORD         Z8, Z8, Z8
+	VPXORD         Z9, Z9, Z9
+	VPXORD         Z10, Z10, Z10
+	VPXORD         Z11, Z11, Z11
+	VPXORD         Z12, Z12, Z12
+	VPXORD         Z13, Z13, Z13
+	VPXORD         Z14, Z14, Z14
+	VPXORD         Z15, Z15, Z15
+	VPXORD         Z16, Z16, Z16
+	VPXORD         Z17, Z17, Z17
+	VPXORD         Z18, Z18, Z18
+	VPXORD         Z19, Z19, Z19
+	VPXORD         Z20, Z20, Z20
+	VPXORD         Z21, Z21, Z21
+	MOVQ           CX, R11
+	PREFETCHT0     64(DX)
+	PREFETCHT1     (R10)
+	VMOVDQU64      (R11), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z6
+	VPDPBUSD       Z5, Z23, Z6
+	PREFETCHT1     64(R10)
+	VMOVDQU64      (R11)(R8*1), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z7
+	VPDPBUSD       Z5, Z23, Z7
+	PREFETCHT1     128(R10)
+	VMOVDQU64      (R11)(R8*2), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z8
+	VPDPBUSD       Z5, Z23, Z8
+	PREFETCHT1     192(R10)
+	VMOVDQU64      (R11)(R9*1), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z9
+	VPDPBUSD       Z5, Z23, Z9
+	LEAQ           (R11)(R8*4), R11
+	PREFETCHT1     256(R10)
+	VMOVDQU64      (R11), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z10
+	VPDPBUSD       Z5, Z23, Z10
+	PREFETCHT1     320(R10)
+	VMOVDQU64      (R11)(R8*1), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z11
+	VPDPBUSD       Z5, Z23, Z11
+	PREFETCHT1     384(R10)
+	VMOVDQU64      (R11)(R8*2), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z12
+	VPDPBUSD       Z5, Z23, Z12
+	PREFETCHT1     448(R10)
+	VMOVDQU64      (R11)(R9*1), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z13
+	VPDPBUSD       Z5, Z23, Z13
+	LEAQ           (R11)(R8*4), R11
+	PREFETCHT1     512(R10)
+	VMOVDQU64      (R11), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z14
+	VPDPBUSD       Z5, Z23, Z14
+	PREFETCHT1     576(R10)
+	VMOVDQU64      (R11)(R8*1), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z15
+	VPDPBUSD       Z5, Z23, Z15
+	PREFETCHT1     640(R10)
+	VMOVDQU64      (R11)(R8*2), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z16
+	VPDPBUSD       Z5, Z23, Z16
+	PREFETCHT1     704(R10)
+	VMOVDQU64      (R11)(R9*1), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z17
+	VPDPBUSD       Z5, Z23, Z17
+	LEAQ           (R11)(R8*4), R11
+	PREFETCHT1     768(R10)
+	VMOVDQU64      (R11), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z18
+	VPDPBUSD       Z5, Z23, Z18
+	PREFETCHT1     832(R10)
+	VMOVDQU64      (R11)(R8*1), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z19
+	VPDPBUSD       Z5, Z23, Z19
+	PREFETCHT1     896(R10)
+	VMOVDQU64      (R11)(R8*2), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z20
+	VPDPBUSD       Z5, Z23, Z20
+	PREFETCHT1     960(R10)
+	VMOVDQU64      (R11)(R9*1), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z21
+	VPDPBUSD       Z5, Z23, Z21
+	VPUNPCKLDQ     Z7, Z6, Z4
+	VPUNPCKHDQ     Z7, Z6, Z6
+	VPADDD         Z4, Z6, Z6
+	VPUNPCKLDQ     Z9, Z8, Z4
+	VPUNPCKHDQ     Z9, Z8, Z8
+	VPADDD         Z4, Z8, Z8
+	VPUNPCKLDQ     Z11, Z10, Z4
+	VPUNPCKHDQ     Z11, Z10, Z10
+	VPADDD         Z4, Z10, Z10
+	VPUNPCKLDQ     Z13, Z12, Z4
+	VPUNPCKHDQ     Z13, Z12, Z12
+	VPADDD         Z4, Z12, Z12
+	VPUNPCKLDQ     Z15, Z14, Z4
+	VPUNPCKHDQ     Z15, Z14, Z14
+	VPADDD         Z4, Z14, Z14
+	VPUNPCKLDQ     Z17, Z16, Z4
+	VPUNPCKHDQ     Z17, Z16, Z16
+	VPADDD         Z4, Z16, Z16
+	VPUNPCKLDQ     Z19, Z18, Z4
+	VPUNPCKHDQ     Z19, Z18, Z18
+	VPADDD         Z4, Z18, Z18
+	VPUNPCKLDQ     Z21, Z20, Z4
+	VPUNPCKHDQ     Z21, Z20, Z20
+	VPADDD         Z4, Z20, Z20
+	VPUNPCKLQDQ    Z8, Z6, Z4
+	VPUNPCKHQDQ    Z8, Z6, Z6
+	VPADDD         Z4, Z6, Z6
+	VPUNPCKLQDQ    Z12, Z10, Z4
+	VPUNPCKHQDQ    Z12, Z10, Z10
+	VPADDD         Z4, Z10, Z10
+	VPUNPCKLQDQ    Z16, Z14, Z4
+	VPUNPCKHQDQ    Z16, Z14, Z14
+	VPADDD         Z4, Z14, Z14
+	VPUNPCKLQDQ    Z20, Z18, Z4
+	VPUNPCKHQDQ    Z20, Z18, Z18
+	VPADDD         Z4, Z18, Z18
+	VSHUFI32X4     $0x88, Z10, Z6, Z4
+	VSHUFI32X4     $0xdd, Z10, Z6, Z6
+	VPADDD         Z6, Z4, Z4
+	VSHUFI32X4     $0x88, Z18, Z14, Z5
+	VSHUFI32X4     $0xdd, Z18, Z14, Z14
+	VPADDD         Z14, Z5, Z5
+	VSHUFI32X4     $0x88, Z5, Z4, Z22
+	VSHUFI32X4     $0xdd, Z5, Z4, Z4
+	VPADDD         Z4, Z22, Z22
+	VMOVQ          (BX), X4
+	VPSRLW         $0x04, X4, X5
+	VPUNPCKLBW     X5, X4, X4
+	VPANDD         X0, X4, X4
+	VPMOVZXBD      X4, Z4
+	VPERMD         Z4, Z2, Z4
+	VPMULLD        192(SI), Z4, Z4
+	VPSUBD         Z4, Z22, Z22
+	VPERMPS        (DX), Z2, Z4
+	VMULPS         128(SI), Z4, Z4
+	VCVTDQ2PS      Z22, Z22
+	VMULPS         Z22, Z4, Z4
+	VADDPS         Z4, Z3, Z3
+	ADDQ           $0x00000400, R10
+	ADDQ           $0x00000040, CX
+	ADDQ           $0x00000200, DX
+	ADDQ           $0x00000040, BX
+	ADDQ           $0x00000100, SI
+	DECQ           DI
+	JNZ            Q4A8Avx512VnniM1_group
+	MOVQ           out+56(FP), CX
+	VMOVUPS        Z3, (CX)
+	MOVQ           out+56(FP), CX
+	ADDQ           $0x00000040, CX
+	MOVQ           CX, out+56(FP)
+	INCQ           AX
+	CMPQ           AX, $0x00000001
+	JB             Q4A8Avx512VnniM1_sub
+	MOVQ           stride+8(FP), AX
+	SHLQ           $0x04, AX
+	MOVQ           w+0(FP), CX
+	ADDQ           AX, CX
+	MOVQ           CX, w+0(FP)
+	MOVQ           sc+16(FP), AX
+	ADDQ           $0x00000040, AX
+	MOVQ           AX, sc+16(FP)
+	MOVQ           z+24(FP), AX
+	ADDQ           $0x00000008, AX
+	MOVQ           AX, z+24(FP)
+	MOVQ           nst+64(FP), AX
+	DECQ           AX
+	MOVQ           AX, nst+64(FP)
+	JNZ            Q4A8Avx512VnniM1_st
+	VZEROUPPER
+	RET
+
+// func Q4A8Avx512VnniM2(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+// Requires: AVX, AVX512F, AVX512VL, AVX512VNNI, GFNI, MMX+
+TEXT ·Q4A8Avx512VnniM2(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+	MOVQ         $0x1020408000000000, AX
+	VPBROADCASTQ AX, Z1
+
+Q4A8Avx512VnniM2_st:
+	XORQ AX, AX
+
+Q4A8Avx512VnniM2_sub:
+	MOVQ      AX, CX
+	SHLQ      $0x06, CX
+	MOVQ      idx+48(FP), DX
+	ADDQ      DX, CX
+	VMOVDQU32 (CX), Z2
+	MOVQ      AX, CX
+	MOVQ      stride+8(FP), DX
+	IMULQ     DX, CX
+	IMUL3Q    $0x00000008, CX, CX
+	MOVQ      w+0(FP), DX
+	ADDQ      DX, CX
+	MOVQ      sc+16(FP), DX
+	MOVQ      z+24(FP), BX
+	MOVQ      act+40(FP), SI
+	MOVQ      groups+32(FP), DI
+	MOVQ      stride+8(FP), R8
+	LEAQ      (R8)(R8*2), R9
+	MOVQ      out+56(FP), R10
+	VMOVUPS   (R10), Z3
+	MOVQ      stride+8(FP), R10
+	SHLQ      $0x04, R10
+	ADDQ      CX, R10
+
+Q4A8Avx512VnniM2_group:
+	VMOVDQU64      (SI), Z4
+	VMOVDQU64      64(SI), Z5
+	VMOVDQU64      128(SI), Z6
+	VMOVDQU64      192(SI), Z7
+	VPXORD         Z8, Z8, Z8
+	VPXORD         Z9, Z9, Z9
+	VPXORD         Z10, Z10, Z10
+	VPXORD         Z11, Z11, Z11
+	VPXORD         Z12, Z12, Z12
+	VPXORD         Z13, Z13, Z13
+	VPXORD         Z14, Z14, Z14
+	VPXORD         Z15, Z15, Z15
+	VPXORD         Z16, Z16, Z16
+	VPXORD         Z17, Z17, Z17
+	VPXORD         Z18, Z18, Z18
+	VPXORD         Z19, Z19, Z19
+	VPXORD         Z20, Z20, Z20
+	VPXORD         Z21, Z21, Z21
+	VPXORD         Z22, Z22, Z22
+	VPXORD         Z23, Z23, Z23
+	MOVQ           CX, R11
+	PREFETCHT1     (R10)
+	VMOVDQU64      (R11), Z24
+	VGF2P8AFFINEQB $0x00, Z1, Z24, Z25
+	VPANDD         Z24, Z0, Z24
+	VPDPBUSD       Z4, Z24, Z8
+	VPDPBUSD       Z5, Z25, Z8
+	VPDPBUSD       Z6, Z24, Z9
+	VPDPBUSD       Z7, Z25, Z9
+	PREFETCHT1     64(R10)
+	VMOVDQU64      (R11)(R8*1), Z24
+	VGF2P8AFFINEQB $0x00, Z1, Z24, Z25
+	VPANDD         Z24, Z0, Z24
+	VPDPBUSD       Z4, Z24, Z10
+	VPDPBUSD       Z5, Z25, Z10
+	VPDPBUSD       Z6, Z24, Z11
+	VPDPBUSD       Z7, Z25, Z11
+	PREFETCHT1     128(R10)
+	VMOVDQU64      (R11)(R8*2), Z24
+	VGF2P8AFFINEQB $0x00, Z1, Z24, Z25
+	VPANDD         Z24, Z0, Z24
+	VPDPBUSD       Z4, Z24, Z12
+	VPDPBUSD       Z5, Z25, Z12
+	VPDPBUSD       Z6, Z24, Z13
+	VPDPBUSD       Z7, Z25, Z13
+	PREFETCHT1     192(R10)
+	VMOVDQU64      (R11)(R9*1), Z24
+	VGF2P8AFFINEQB $0x00, Z1, Z24, Z25
+	VPANDD         Z24, Z0, Z24
+	VPDPBUSD       Z4, Z24, Z14
+	VPDPBUSD       Z5, Z25, Z14
+	VPDPBUSD       Z6, Z24, Z15
+	VPDPBUSD       Z7, Z25, Z15
+	LEAQ           (R11)(R8*4), R11
+	PREFETCHT1     256(R10)
+	VMOVDQU64      (R11), Z24
+	VGF2P8AFFINEQB $0x00, Z1, Z24, Z25
+	VPANDD         Z24, Z0, Z24
+	VPDPBUSD       Z4, Z24, Z16
+	VPDPBUSD       Z5, Z25, Z16
+	VPDPBUSD       Z6, Z24, Z17
+	VPDPBUSD       Z7, Z25, Z17
+	PREFETCHT1     320(R10)
+	VMOVDQU64      (R11)(R8*1), Z24
+	VGF2P8AFFINEQB $0x00, Z1, Z24, Z25
+	VPANDD         Z24, Z0, Z24
+	VPDPBUSD       Z4, Z24, Z18
+	VPDPBUSD       Z5, Z25, Z18
+	VPDPBUSD       Z6, Z24, Z19
+	VPDPBUSD       Z7, Z25, Z19
+	PREFETCHT1     384(R10)
+	VMOVDQU64      (R11)(R8*2), Z24
+	VGF2P8AFFINEQB $0x00, Z1, Z24, Z25
+	VPANDD         Z24, Z0, Z24
+	VPDPBUSD       Z4, Z24, Z20
+	VPDPBUSD       Z5, Z25, Z20
+	VPDPBUSD       Z6, Z24, Z21
+	VPDPBUSD       Z7, Z25, Z21
+	PREFETCHT1     448(R10)
+	VMOVDQU64      (R11)(R9*1), Z24
+	VGF2P8AFFINEQB $0x00, Z1, Z24, Z25
+	VPANDD         Z24, Z0, Z24
+	VPDPBUSD       Z4, Z24, Z22
+	VPDPBUSD       Z5, Z25, Z22
+	VPDPBUSD       Z6, Z24, Z23
+	VPDPBUSD       Z7, Z25, Z23
+	VPUNPCKLDQ     Z9, Z8, Z4
+	VPUNPCKHDQ     Z9, Z8, Z8
+	VPADDD         Z4, Z8, Z8
+	VPUNPCKLDQ     Z11, Z10, Z4
+	VPUNPCKHDQ     Z11, Z10, Z10
+	VPADDD         Z4, Z10, Z10
+	VPUNPCKLDQ     Z13, Z12, Z4
+	VPUNPCKHDQ     Z13, Z12, Z12
+	VPADDD         Z4, Z12, Z12
+	VPUNPCKLDQ     Z15, Z14, Z4
+	VPUNPCKHDQ     Z15, Z14, Z14
+	VPADDD         Z4, Z14, Z14
+	VPUNPCKLDQ     Z17, Z16, Z4
+	VPUNPCKHDQ     Z17, Z16, Z16
+	VPADDD         Z4, Z16, Z16
+	VPUNPCKLDQ     Z19, Z18, Z4
+	VPUNPCKHDQ     Z19, Z18, Z18
+	VPADDD         Z4, Z18, Z18
+	VPUNPCKLDQ     Z21, Z20, Z4
+	VPUNPCKHDQ     Z21, Z20, Z20
+	VPADDD         Z4, Z20, Z20
+	VPUNPCKLDQ     Z23, Z22, Z4
+	VPUNPCKHDQ     Z23, Z22, Z22
+	VPADDD         Z4, Z22, Z22
+	VPUNPCKLQDQ    Z10, Z8, Z4
+	VPUNPCKHQDQ    Z10, Z8, Z8
+	VPADDD         Z4, Z8, Z8
+	VPUNPCKLQDQ    Z14, Z12, Z4
+	VPUNPCKHQDQ    Z14, Z12, Z12
+	VPADDD         Z4, Z12, Z12
+	VPUNPCKLQDQ    Z18, Z16, Z4
+	VPUNPCKHQDQ    Z18, Z16, Z16
+	VPADDD         Z4, Z16, Z16
+	VPUNPCKLQDQ    Z22, Z20, Z4
+	VPUNPCKHQDQ    Z22, Z20, Z20
+	VPADDD         Z4, Z20, Z20
+	VSHUFI32X4     $0x88, Z12, Z8, Z4
+	VSHUFI32X4     $0xdd, Z12, Z8, Z8
+	VPADDD         Z8, Z4, Z4
+	VSHUFI32X4     $0x88, Z20, Z16, Z5
+	VSHUFI32X4     $0xdd, Z20, Z16, Z16
+	VPADDD         Z16, Z5, Z5
+	VSHUFI32X4     $0x88, Z5, Z4, Z6
+	VSHUFI32X4     $0xdd, Z5, Z4, Z4
+	VPADDD         Z4, Z6, Z6
+	VMOVQ          (BX), X4
+	VPSRLW         $0x04, X4, X5
+	VPUNPCKLBW     X5, X4, X4
+	VPANDD         X0, X4, X4
+	VPMOVZXBD      X4, Z4
+	VPERMD         Z4, Z2, Z4
+	VPMULLD        320(SI), Z4, Z4
+	VPSUBD         Z4, Z6, Z6
+	VPERMPS        (DX), Z2, Z4
+	VMULPS         256(SI), Z4, Z4
+	VCVTDQ2PS      Z6, Z6
+	VMULPS         Z6, Z4, Z4
+	VADDPS         Z4, Z3, Z3
+	ADDQ           $0x00000200, R10
+	ADDQ           $0x00000040, CX
+	ADDQ           $0x00000200, DX
+	ADDQ           $0x00000040, BX
+	ADDQ           $0x00000180, SI
+	DECQ           DI
+	JNZ            Q4A8Avx512VnniM2_group
+	MOVQ           out+56(FP), CX
+	VMOVUPS        Z3, (CX)
+	MOVQ           out+56(FP), CX
+	ADDQ           $0x00000040, CX
+	MOVQ           CX, out+56(FP)
+	INCQ           AX
+	CMPQ           AX, $0x00000002
+	JB             Q4A8Avx512VnniM2_sub
+	MOVQ           stride+8(FP), AX
+	SHLQ           $0x04, AX
+	MOVQ           w+0(FP), CX
+	ADDQ           AX, CX
+	MOVQ           CX, w+0(FP)
+	MOVQ           sc+16(FP), AX
+	ADDQ           $0x00000040, AX
+	MOVQ           AX, sc+16(FP)
+	MOVQ           z+24(FP), AX
+	ADDQ           $0x00000008, AX
+	MOVQ           AX, z+24(FP)
+	MOVQ           nst+64(FP), AX
+	DECQ           AX
+	MOVQ           AX, nst+64(FP)
+	JNZ            Q4A8Avx512VnniM2_st
+	VZEROUPPER
+	RET
+
+// func Q4A8Avx512VnniM4(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+// Requires: AVX, AVX512F, AVX512VL, AVX512VNNI, GFNI, MMX+
+TEXT ·Q4A8Avx512VnniM4(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+	MOVQ         $0x1020408000000000, AX
+	VPBROADCASTQ AX, Z1
+
+Q4A8Avx512VnniM4_st:
+	XORQ AX, AX
+
+Q4A8Avx512VnniM4_sub:
+	MOVQ      AX, CX
+	SHLQ      $0x06, CX
+	MOVQ      idx+48(FP), DX
+	ADDQ      DX, CX
+	VMOVDQU32 (CX), Z2
+	MOVQ      AX, CX
+	MOVQ      stride+8(FP), DX
+	IMULQ     DX, CX
+	IMUL3Q    $0x00000004, CX, CX
+	MOVQ      w+0(FP), DX
+	ADDQ      DX, CX
+	MOVQ      sc+16(FP), DX
+	MOVQ      z+24(FP), BX
+	MOVQ      act+40(FP), SI
+	MOVQ      groups+32(FP), DI
+	MOVQ      stride+8(FP), R8
+	LEAQ      (R8)(R8*2), R9
+	MOVQ      out+56(FP), R10
+	VMOVUPS   (R10), Z3
+	MOVQ      stride+8(FP), R10
+	SHLQ      $0x04, R10
+	ADDQ      CX, R10
+
+Q4A8Avx512VnniM4_group:
+	VMOVDQU64      (SI), Z4
+	VMOVDQU64      64(SI), Z5
+	VMOVDQU64      128(SI), Z6
+	VMOVDQU64      192(SI), Z7
+	VMOVDQU64      256(SI), Z8
+	VMOVDQU64      320(SI), Z9
+	VMOVDQU64      384(SI), Z10
+	VMOVDQU64      448(SI), Z11
+	VPXORD         Z12, Z12, Z12
+	VPXORD         Z13, Z13, Z13
+	VPXORD         Z14, Z14, Z14
+	VPXORD         Z15, Z15, Z15
+	VPXORD         Z16, Z16, Z16
+	VPXORD         Z17, Z17, Z17
+	VPXORD         Z18, Z18, Z18
+	VPXORD         Z19, Z19, Z19
+	VPXORD         Z20, Z20, Z20
+	VPXORD         Z21, Z21, Z21
+	VPXORD         Z22, Z22, Z22
+	VPXORD         Z23, Z23, Z23
+	VPXORD         Z24, Z24, Z24
+	VPXORD         Z25, Z25, Z25
+	VPXORD         Z26, Z26, Z26
+	VPXORD         Z27, Z27, Z27
+	MOVQ           CX, R11
+	PREFETCHT1     (R10)
+	VMOVDQU64      (R11), Z28
+	VGF2P8AFFINEQB $0x00, Z1, Z28, Z29
+	VPANDD         Z28, Z0, Z28
+	VPDPBUSD       Z4, Z28, Z12
+	VPDPBUSD       Z5, Z29, Z12
+	VPDPBUSD       Z6, Z28, Z13
+	VPDPBUSD       Z7, Z29, Z13
+	VPDPBUSD       Z8, Z28, Z14
+	VPDPBUSD       Z9, Z29, Z14
+	VPDPBUSD       Z10, Z28, Z15
+	VPDPBUSD       Z11, Z29, Z15
+	PREFETCHT1     64(R10)
+	VMOVDQU64      (R11)(R8*1), Z28
+	VGF2P8AFFINEQB $0x00, Z1, Z28, Z29
+	VPANDD         Z28, Z0, Z28
+	VPDPBUSD       Z4, Z28, Z16
+	VPDPBUSD       Z5, Z29, Z16
+	VPDPBUSD       Z6, Z28, Z17
+	VPDPBUSD       Z7, Z29, Z17
+	VPDPBUSD       Z8, Z28, Z18
+	VPDPBUSD       Z9, Z29, Z18
+	VPDPBUSD       Z10, Z28, Z19
+	VPDPBUSD       Z11, Z29, Z19
+	PREFETCHT1     128(R10)
+	VMOVDQU64      (R11)(R8*2), Z28
+	VGF2P8AFFINEQB $0x00, Z1, Z28, Z29
+	VPANDD         Z28, Z0, Z28
+	VPDPBUSD       Z4, Z28, Z20
+	VPDPBUSD       Z5, Z29, Z20
+	VPDPBUSD       Z6, Z28, Z21
+	VPDPBUSD       Z7, Z29, Z21
+	VPDPBUSD       Z8, Z28, Z22
+	VPDPBUSD       Z9, Z29, Z22
+	VPDPBUSD       Z10, Z28, Z23
+	VPDPBUSD       Z11, Z29, Z23
+	PREFETCHT1     192(R10)
+	VMOVDQU64      (R11)(R9*1), Z28
+	VGF2P8AFFINEQB $0x00, Z1, Z28, Z29
+	VPANDD         Z28, Z0, Z28
+	VPDPBUSD       Z4, Z28, Z24
+	VPDPBUSD       Z5, Z29, Z24
+	VPDPBUSD       Z6, Z28, Z25
+	VPDPBUSD       Z7, Z29, Z25
+	VPDPBUSD       Z8, Z28, Z26
+	VPDPBUSD       Z9, Z29, Z26
+	VPDPBUSD       Z10, Z28, Z27
+	VPDPBUSD       Z11, Z29, Z27
+	VPUNPCKLDQ     Z13, Z12, Z4
+	VPUNPCKHDQ     Z13, Z12, Z12
+	VPADDD         Z4, Z12, Z12
+	VPUNPCKLDQ     Z15, Z14, Z4
+	VPUNPCKHDQ     Z15, Z14, Z14
+	VPADDD         Z4, Z14, Z14
+	VPUNPCKLDQ     Z17, Z16, Z4
+	VPUNPCKHDQ     Z17, Z16, Z16
+	VPADDD         Z4, Z16, Z16
+	VPUNPCKLDQ     Z19, Z18, Z4
+	VPUNPCKHDQ     Z19, Z18, Z18
+	VPADDD         Z4, Z18, Z18
+	VPUNPCKLDQ     Z21, Z20, Z4
+	VPUNPCKHDQ     Z21, Z20, Z20
+	VPADDD         Z4, Z20, Z20
+	VPUNPCKLDQ     Z23, Z22, Z4
+	VPUNPCKHDQ     Z23, Z22, Z22
+	VPADDD         Z4, Z22, Z22
+	VPUNPCKLDQ     Z25, Z24, Z4
+	VPUNPCKHDQ     Z25, Z24, Z24
+	VPADDD         Z4, Z24, Z24
+	VPUNPCKLDQ     Z27, Z26, Z4
+	VPUNPCKHDQ     Z27, Z26, Z26
+	VPADDD         Z4, Z26, Z26
+	VPUNPCKLQDQ    Z14, Z12, Z4
+	VPUNPCKHQDQ    Z14, Z12, Z12
+	VPADDD         Z4, Z12, Z12
+	VPUNPCKLQDQ    Z18, Z16, Z4
+	VPUNPCKHQDQ    Z18, Z16, Z16
+	VPADDD         Z4, Z16, Z16
+	VPUNPCKLQDQ    Z22, Z20, Z4
+	VPUNPCKHQDQ    Z22, Z20, Z20
+	VPADDD         Z4, Z20, Z20
+	VPUNPCKLQDQ    Z26, Z24, Z4
+	VPUNPCKHQDQ    Z26, Z24, Z24
+	VPADDD         Z4, Z24, Z24
+	VSHUFI32X4     $0x88, Z16, Z12, Z4
+	VSHUFI32X4     $0xdd, Z16, Z12, Z12
+	VPADDD         Z12, Z4, Z4
+	VSHUFI32X4     $0x88, Z24, Z20, Z5
+	VSHUFI32X4     $0xdd, Z24, Z20, Z20
+	VPADDD         Z20, Z5, Z5
+	VSHUFI32X4     $0x88, Z5, Z4, Z6
+	VSHUFI32X4     $0xdd, Z5, Z4, Z4
+	VPADDD         Z4, Z6, Z6
+	VMOVQ          (BX), X4
+	VPSRLW         $0x04, X4, X5
+	VPUNPCKLBW     X5, X4, X4
+	VPANDD         X0, X4, X4
+	VPMOVZXBD      X4, Z4
+	VPERMD         Z4, Z2, Z4
+	VPMULLD        576(SI), Z4, Z4
+	VPSUBD         Z4, Z6, Z6
+	VPERMPS        (DX), Z2, Z4
+	VMULPS         512(SI), Z4, Z4
+	VCVTDQ2PS      Z6, Z6
+	VMULPS         Z6, Z4, Z4
+	VADDPS         Z4, Z3, Z3
+	ADDQ           $0x00000100, R10
+	ADDQ           $0x00000040, CX
+	ADDQ           $0x00000200, DX
+	ADDQ           $0x00000040, BX
+	ADDQ           $0x00000280, SI
+	DECQ           DI
+	JNZ            Q4A8Avx512VnniM4_group
+	MOVQ           out+56(FP), CX
+	VMOVUPS        Z3, (CX)
+	MOVQ           out+56(FP), CX
+	ADDQ           $0x00000040, CX
+	MOVQ           CX, out+56(FP)
+	INCQ           AX
+	CMPQ           AX, $0x00000004
+	JB             Q4A8Avx512VnniM4_sub
+	MOVQ           stride+8(FP), AX
+	SHLQ           $0x04, AX
+	MOVQ           w+0(FP), CX
+	ADDQ           AX, CX
+	MOVQ           CX, w+0(FP)
+	MOVQ           sc+16(FP), AX
+	ADDQ           $0x00000040, AX
+	MOVQ           AX, sc+16(FP)
+	MOVQ           z+24(FP), AX
+	ADDQ           $0x00000008, AX
+	MOVQ           AX, z+24(FP)
+	MOVQ           nst+64(FP), AX
+	DECQ           AX
+	MOVQ           AX, nst+64(FP)
+	JNZ            Q4A8Avx512VnniM4_st
+	VZEROUPPER
+	RET
+
+// func Q4A8Avx512VnniM1PfNta(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+// Requires: AVX, AVX512F, AVX512VL, AVX512VNNI, GFNI, MMX+
+TEXT ·Q4A8Avx512VnniM1PfNta(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Z0
+	MOVQ         $0x1020408000000000, AX
+	VPBROADCASTQ AX, Z1
+
+Q4A8Avx512VnniM1PfNta_st:
+	XORQ AX, AX
+
+Q4A8Avx512VnniM1PfNta_sub:
+	MOVQ      AX, CX
+	SHLQ      $0x06, CX
+	MOVQ      idx+48(FP), DX
+	ADDQ      DX, CX
+	VMOVDQU32 (CX), Z2
+	MOVQ      AX, CX
+	MOVQ      stride+8(FP), DX
+	IMULQ     DX, CX
+	IMUL3Q    $0x00000010, CX, CX
+	MOVQ      w+0(FP), DX
+	ADDQ      DX, CX
+	MOVQ      sc+16(FP), DX
+	MOVQ      z+24(FP), BX
+	MOVQ      act+40(FP), SI
+	MOVQ      groups+32(FP), DI
+	MOVQ      stride+8(FP), R8
+	LEAQ      (R8)(R8*2), R9
+	MOVQ      out+56(FP), R10
+	VMOVUPS   (R10), Z3
+	MOVQ      stride+8(FP), R10
+	SHLQ      $0x04, R10
+	ADDQ      CX, R10
+
+Q4A8Avx512VnniM1PfNta_group:
+	VMOVDQU64      (SI), Z4
+	VMOVDQU64      64(SI), Z5
+	VPXORD         Z6, Z6, Z6
+	VPXORD         Z7, Z7, Z7
+	VPXORD         Z8, Z8, Z8
+	VPXORD         Z9, Z9, Z9
+	VPXORD         Z10, Z10, Z10
+	VPXORD         Z11, Z11, Z11
+	VPXORD         Z12, Z12, Z12
+	VPXORD         Z13, Z13, Z13
+	VPXORD         Z14, Z14, Z14
+	VPXORD         Z15, Z15, Z15
+	VPXORD         Z16, Z16, Z16
+	VPXORD         Z17, Z17, Z17
+	VPXORD         Z18, Z18, Z18
+	VPXORD         Z19, Z19, Z19
+	VPXORD         Z20, Z20, Z20
+	VPXORD         Z21, Z21, Z21
+	MOVQ           CX, R11
+	PREFETCHT0     64(DX)
+	PREFETCHNTA    (R10)
+	VMOVDQU64      (R11), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z6
+	VPDPBUSD       Z5, Z23, Z6
+	PREFETCHNTA    64(R10)
+	VMOVDQU64      (R11)(R8*1), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z7
+	VPDPBUSD       Z5, Z23, Z7
+	PREFETCHNTA    128(R10)
+	VMOVDQU64      (R11)(R8*2), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z8
+	VPDPBUSD       Z5, Z23, Z8
+	PREFETCHNTA    192(R10)
+	VMOVDQU64      (R11)(R9*1), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z9
+	VPDPBUSD       Z5, Z23, Z9
+	LEAQ           (R11)(R8*4), R11
+	PREFETCHNTA    256(R10)
+	VMOVDQU64      (R11), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z10
+	VPDPBUSD       Z5, Z23, Z10
+	PREFETCHNTA    320(R10)
+	VMOVDQU64      (R11)(R8*1), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z11
+	VPDPBUSD       Z5, Z23, Z11
+	PREFETCHNTA    384(R10)
+	VMOVDQU64      (R11)(R8*2), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z12
+	VPDPBUSD       Z5, Z23, Z12
+	PREFETCHNTA    448(R10)
+	VMOVDQU64      (R11)(R9*1), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z13
+	VPDPBUSD       Z5, Z23, Z13
+	LEAQ           (R11)(R8*4), R11
+	PREFETCHNTA    512(R10)
+	VMOVDQU64      (R11), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z14
+	VPDPBUSD       Z5, Z23, Z14
+	PREFETCHNTA    576(R10)
+	VMOVDQU64      (R11)(R8*1), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z15
+	VPDPBUSD       Z5, Z23, Z15
+	PREFETCHNTA    640(R10)
+	VMOVDQU64      (R11)(R8*2), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z16
+	VPDPBUSD       Z5, Z23, Z16
+	PREFETCHNTA    704(R10)
+	VMOVDQU64      (R11)(R9*1), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z17
+	VPDPBUSD       Z5, Z23, Z17
+	LEAQ           (R11)(R8*4), R11
+	PREFETCHNTA    768(R10)
+	VMOVDQU64      (R11), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z18
+	VPDPBUSD       Z5, Z23, Z18
+	PREFETCHNTA    832(R10)
+	VMOVDQU64      (R11)(R8*1), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z19
+	VPDPBUSD       Z5, Z23, Z19
+	PREFETCHNTA    896(R10)
+	VMOVDQU64      (R11)(R8*2), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z20
+	VPDPBUSD       Z5, Z23, Z20
+	PREFETCHNTA    960(R10)
+	VMOVDQU64      (R11)(R9*1), Z22
+	VGF2P8AFFINEQB $0x00, Z1, Z22, Z23
+	VPANDD         Z22, Z0, Z22
+	VPDPBUSD       Z4, Z22, Z21
+	VPDPBUSD       Z5, Z23, Z21
+	VPUNPCKLDQ     Z7, Z6, Z4
+	VPUNPCKHDQ     Z7, Z6, Z6
+	VPADDD         Z4, Z6, Z6
+	VPUNPCKLDQ     Z9, Z8, Z4
+	VPUNPCKHDQ     Z9, Z8, Z8
+	VPADDD         Z4, Z8, Z8
+	VPUNPCKLDQ     Z11, Z10, Z4
+	VPUNPCKHDQ     Z11, Z10, Z10
+	VPADDD         Z4, Z10, Z10
+	VPUNPCKLDQ     Z13, Z12, Z4
+	VPUNPCKHDQ     Z13, Z12, Z12
+	VPADDD         Z4, Z12, Z12
+	VPUNPCKLDQ     Z15, Z14, Z4
+	VPUNPCKHDQ     Z15, Z14, Z14
+	VPADDD         Z4, Z14, Z14
+	VPUNPCKLDQ     Z17, Z16, Z4
+	VPUNPCKHDQ     Z17, Z16, Z16
+	VPADDD         Z4, Z16, Z16
+	VPUNPCKLDQ     Z19, Z18, Z4
+	VPUNPCKHDQ     Z19, Z18, Z18
+	VPADDD         Z4, Z18, Z18
+	VPUNPCKLDQ     Z21, Z20, Z4
+	VPUNPCKHDQ     Z21, Z20, Z20
+	VPADDD         Z4, Z20, Z20
+	VPUNPCKLQDQ    Z8, Z6, Z4
+	VPUNPCKHQDQ    Z8, Z6, Z6
+	VPADDD         Z4, Z6, Z6
+	VPUNPCKLQDQ    Z12, Z10, Z4
+	VPUNPCKHQDQ    Z12, Z10, Z10
+	VPADDD         Z4, Z10, Z10
+	VPUNPCKLQDQ    Z16, Z14, Z4
+	VPUNPCKHQDQ    Z16, Z14, Z14
+	VPADDD         Z4, Z14, Z14
+	VPUNPCKLQDQ    Z20, Z18, Z4
+	VPUNPCKHQDQ    Z20, Z18, Z18
+	VPADDD         Z4, Z18, Z18
+	VSHUFI32X4     $0x88, Z10, Z6, Z4
+	VSHUFI32X4     $0xdd, Z10, Z6, Z6
+	VPADDD         Z6, Z4, Z4
+	VSHUFI32X4     $0x88, Z18, Z14, Z5
+	VSHUFI32X4     $0xdd, Z18, Z14, Z14
+	VPADDD         Z14, Z5, Z5
+	VSHUFI32X4     $0x88, Z5, Z4, Z22
+	VSHUFI32X4     $0xdd, Z5, Z4, Z4
+	VPADDD         Z4, Z22, Z22
+	VMOVQ          (BX), X4
+	VPSRLW         $0x04, X4, X5
+	VPUNPCKLBW     X5, X4, X4
+	VPANDD         X0, X4, X4
+	VPMOVZXBD      X4, Z4
+	VPERMD         Z4, Z2, Z4
+	VPMULLD        192(SI), Z4, Z4
+	VPSUBD         Z4, Z22, Z22
+	VPERMPS        (DX), Z2, Z4
+	VMULPS         128(SI), Z4, Z4
+	VCVTDQ2PS      Z22, Z22
+	VMULPS         Z22, Z4, Z4
+	VADDPS         Z4, Z3, Z3
+	ADDQ           $0x00000400, R10
+	ADDQ           $0x00000040, CX
+	ADDQ           $0x00000200, DX
+	ADDQ           $0x00000040, BX
+	ADDQ           $0x00000100, SI
+	DECQ           DI
+	JNZ            Q4A8Avx512VnniM1PfNta_group
+	MOVQ           out+56(FP), CX
+	VMOVUPS        Z3, (CX)
+	MOVQ           out+56(FP), CX
+	ADDQ           $0x00000040, CX
+	MOVQ           CX, out+56(FP)
+	INCQ           AX
+	CMPQ           AX, $0x00000001
+	JB             Q4A8Avx512VnniM1PfNta_sub
+	MOVQ           stride+8(FP), AX
+	SHLQ           $0x04, AX
+	MOVQ           w+0(FP), CX
+	ADDQ           AX, CX
+	MOVQ           CX, w+0(FP)
+	MOVQ           sc+16(FP), AX
+	ADDQ           $0x00000040, AX
+	MOVQ           AX, sc+16(FP)
+	MOVQ           z+24(FP), AX
+	ADDQ           $0x00000008, AX
+	MOVQ           AX, z+24(FP)
+	MOVQ           nst+64(FP), AX
+	DECQ           AX
+	MOVQ           AX, nst+64(FP)
+	JNZ            Q4A8Avx512VnniM1PfNta_st
+	VZEROUPPER
+	RET
+
 // func Q4A8Avx512VnniM1Tm(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 // Requires: AVX, AVX512F, AVX512VL, AVX512VNNI, GFNI, MMX+
 TEXT ·Q4A8Avx512VnniM1Tm(SB), NOSPLIT, $0-72
@@ -583,421 +1492,6 @@ Q4A8Avx512VnniM1PfNtaTm_group:
 	DECQ           AX
 	MOVQ           AX, nst+64(FP)
 	JNZ            Q4A8Avx512VnniM1PfNtaTm_st
-	VZEROUPPER
-	RET
-
-// func Q4A8Avx512VnniM2(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-// Requires: AVX, AVX512F, AVX512VL, AVX512VNNI, GFNI, MMX+
-TEXT ·Q4A8Avx512VnniM2(SB), NOSPLIT, $0-72
-	MOVL         $0x0f0f0f0f, AX
-	VMOVD        AX, X0
-	VPBROADCASTD X0, Z0
-	MOVQ         $0x1020408000000000, AX
-	VPBROADCASTQ AX, Z1
-
-Q4A8Avx512VnniM2_st:
-	XORQ AX, AX
-
-Q4A8Avx512VnniM2_sub:
-	MOVQ      AX, CX
-	SHLQ      $0x06, CX
-	MOVQ      idx+48(FP), DX
-	ADDQ      DX, CX
-	VMOVDQU32 (CX), Z2
-	MOVQ      AX, CX
-	MOVQ      stride+8(FP), DX
-	IMULQ     DX, CX
-	IMUL3Q    $0x00000008, CX, CX
-	MOVQ      w+0(FP), DX
-	ADDQ      DX, CX
-	MOVQ      sc+16(FP), DX
-	MOVQ      z+24(FP), BX
-	MOVQ      act+40(FP), SI
-	MOVQ      groups+32(FP), DI
-	MOVQ      stride+8(FP), R8
-	LEAQ      (R8)(R8*2), R9
-	MOVQ      out+56(FP), R10
-	VMOVUPS   (R10), Z3
-	MOVQ      stride+8(FP), R10
-	SHLQ      $0x04, R10
-	ADDQ      CX, R10
-
-Q4A8Avx512VnniM2_group:
-	VMOVDQU64      (SI), Z4
-	VMOVDQU64      64(SI), Z5
-	VMOVDQU64      128(SI), Z6
-	VMOVDQU64      192(SI), Z7
-	VPXORD         Z8, Z8, Z8
-	VPXORD         Z9, Z9, Z9
-	VPXORD         Z10, Z10, Z10
-	VPXORD         Z11, Z11, Z11
-	VPXORD         Z12, Z12, Z12
-	VPXORD         Z13, Z13, Z13
-	VPXORD         Z14, Z14, Z14
-	VPXORD         Z15, Z15, Z15
-	VPXORD         Z16, Z16, Z16
-	VPXORD         Z17, Z17, Z17
-	VPXORD         Z18, Z18, Z18
-	VPXORD         Z19, Z19, Z19
-	VPXORD         Z20, Z20, Z20
-	VPXORD         Z21, Z21, Z21
-	VPXORD         Z22, Z22, Z22
-	VPXORD         Z23, Z23, Z23
-	MOVQ           CX, R11
-	PREFETCHT1     (R10)
-	VMOVDQU64      (R11), Z24
-	VGF2P8AFFINEQB $0x00, Z1, Z24, Z25
-	VPANDD         Z24, Z0, Z24
-	VPDPBUSD       Z4, Z24, Z8
-	VPDPBUSD       Z5, Z25, Z8
-	VPDPBUSD       Z6, Z24, Z9
-	VPDPBUSD       Z7, Z25, Z9
-	PREFETCHT1     64(R10)
-	VMOVDQU64      (R11)(R8*1), Z24
-	VGF2P8AFFINEQB $0x00, Z1, Z24, Z25
-	VPANDD         Z24, Z0, Z24
-	VPDPBUSD       Z4, Z24, Z10
-	VPDPBUSD       Z5, Z25, Z10
-	VPDPBUSD       Z6, Z24, Z11
-	VPDPBUSD       Z7, Z25, Z11
-	PREFETCHT1     128(R10)
-	VMOVDQU64      (R11)(R8*2), Z24
-	VGF2P8AFFINEQB $0x00, Z1, Z24, Z25
-	VPANDD         Z24, Z0, Z24
-	VPDPBUSD       Z4, Z24, Z12
-	VPDPBUSD       Z5, Z25, Z12
-	VPDPBUSD       Z6, Z24, Z13
-	VPDPBUSD       Z7, Z25, Z13
-	PREFETCHT1     192(R10)
-	VMOVDQU64      (R11)(R9*1), Z24
-	VGF2P8AFFINEQB $0x00, Z1, Z24, Z25
-	VPANDD         Z24, Z0, Z24
-	VPDPBUSD       Z4, Z24, Z14
-	VPDPBUSD       Z5, Z25, Z14
-	VPDPBUSD       Z6, Z24, Z15
-	VPDPBUSD       Z7, Z25, Z15
-	LEAQ           (R11)(R8*4), R11
-	PREFETCHT1     256(R10)
-	VMOVDQU64      (R11), Z24
-	VGF2P8AFFINEQB $0x00, Z1, Z24, Z25
-	VPANDD         Z24, Z0, Z24
-	VPDPBUSD       Z4, Z24, Z16
-	VPDPBUSD       Z5, Z25, Z16
-	VPDPBUSD       Z6, Z24, Z17
-	VPDPBUSD       Z7, Z25, Z17
-	PREFETCHT1     320(R10)
-	VMOVDQU64      (R11)(R8*1), Z24
-	VGF2P8AFFINEQB $0x00, Z1, Z24, Z25
-	VPANDD         Z24, Z0, Z24
-	VPDPBUSD       Z4, Z24, Z18
-	VPDPBUSD       Z5, Z25, Z18
-	VPDPBUSD       Z6, Z24, Z19
-	VPDPBUSD       Z7, Z25, Z19
-	PREFETCHT1     384(R10)
-	VMOVDQU64      (R11)(R8*2), Z24
-	VGF2P8AFFINEQB $0x00, Z1, Z24, Z25
-	VPANDD         Z24, Z0, Z24
-	VPDPBUSD       Z4, Z24, Z20
-	VPDPBUSD       Z5, Z25, Z20
-	VPDPBUSD       Z6, Z24, Z21
-	VPDPBUSD       Z7, Z25, Z21
-	PREFETCHT1     448(R10)
-	VMOVDQU64      (R11)(R9*1), Z24
-	VGF2P8AFFINEQB $0x00, Z1, Z24, Z25
-	VPANDD         Z24, Z0, Z24
-	VPDPBUSD       Z4, Z24, Z22
-	VPDPBUSD       Z5, Z25, Z22
-	VPDPBUSD       Z6, Z24, Z23
-	VPDPBUSD       Z7, Z25, Z23
-	VPUNPCKLDQ     Z9, Z8, Z4
-	VPUNPCKHDQ     Z9, Z8, Z8
-	VPADDD         Z4, Z8, Z8
-	VPUNPCKLDQ     Z11, Z10, Z4
-	VPUNPCKHDQ     Z11, Z10, Z10
-	VPADDD         Z4, Z10, Z10
-	VPUNPCKLDQ     Z13, Z12, Z4
-	VPUNPCKHDQ     Z13, Z12, Z12
-	VPADDD         Z4, Z12, Z12
-	VPUNPCKLDQ     Z15, Z14, Z4
-	VPUNPCKHDQ     Z15, Z14, Z14
-	VPADDD         Z4, Z14, Z14
-	VPUNPCKLDQ     Z17, Z16, Z4
-	VPUNPCKHDQ     Z17, Z16, Z16
-	VPADDD         Z4, Z16, Z16
-	VPUNPCKLDQ     Z19, Z18, Z4
-	VPUNPCKHDQ     Z19, Z18, Z18
-	VPADDD         Z4, Z18, Z18
-	VPUNPCKLDQ     Z21, Z20, Z4
-	VPUNPCKHDQ     Z21, Z20, Z20
-	VPADDD         Z4, Z20, Z20
-	VPUNPCKLDQ     Z23, Z22, Z4
-	VPUNPCKHDQ     Z23, Z22, Z22
-	VPADDD         Z4, Z22, Z22
-	VPUNPCKLQDQ    Z10, Z8, Z4
-	VPUNPCKHQDQ    Z10, Z8, Z8
-	VPADDD         Z4, Z8, Z8
-	VPUNPCKLQDQ    Z14, Z12, Z4
-	VPUNPCKHQDQ    Z14, Z12, Z12
-	VPADDD         Z4, Z12, Z12
-	VPUNPCKLQDQ    Z18, Z16, Z4
-	VPUNPCKHQDQ    Z18, Z16, Z16
-	VPADDD         Z4, Z16, Z16
-	VPUNPCKLQDQ    Z22, Z20, Z4
-	VPUNPCKHQDQ    Z22, Z20, Z20
-	VPADDD         Z4, Z20, Z20
-	VSHUFI32X4     $0x88, Z12, Z8, Z4
-	VSHUFI32X4     $0xdd, Z12, Z8, Z8
-	VPADDD         Z8, Z4, Z4
-	VSHUFI32X4     $0x88, Z20, Z16, Z5
-	VSHUFI32X4     $0xdd, Z20, Z16, Z16
-	VPADDD         Z16, Z5, Z5
-	VSHUFI32X4     $0x88, Z5, Z4, Z6
-	VSHUFI32X4     $0xdd, Z5, Z4, Z4
-	VPADDD         Z4, Z6, Z6
-	VMOVQ          (BX), X4
-	VPSRLW         $0x04, X4, X5
-	VPUNPCKLBW     X5, X4, X4
-	VPANDD         X0, X4, X4
-	VPMOVZXBD      X4, Z4
-	VPERMD         Z4, Z2, Z4
-	VPMULLD        320(SI), Z4, Z4
-	VPSUBD         Z4, Z6, Z6
-	VPERMPS        (DX), Z2, Z4
-	VMULPS         256(SI), Z4, Z4
-	VCVTDQ2PS      Z6, Z6
-	VMULPS         Z6, Z4, Z4
-	VADDPS         Z4, Z3, Z3
-	ADDQ           $0x00000200, R10
-	ADDQ           $0x00000040, CX
-	ADDQ           $0x00000200, DX
-	ADDQ           $0x00000040, BX
-	ADDQ           $0x00000180, SI
-	DECQ           DI
-	JNZ            Q4A8Avx512VnniM2_group
-	MOVQ           out+56(FP), CX
-	VMOVUPS        Z3, (CX)
-	MOVQ           out+56(FP), CX
-	ADDQ           $0x00000040, CX
-	MOVQ           CX, out+56(FP)
-	INCQ           AX
-	CMPQ           AX, $0x00000002
-	JB             Q4A8Avx512VnniM2_sub
-	MOVQ           stride+8(FP), AX
-	SHLQ           $0x04, AX
-	MOVQ           w+0(FP), CX
-	ADDQ           AX, CX
-	MOVQ           CX, w+0(FP)
-	MOVQ           sc+16(FP), AX
-	ADDQ           $0x00000040, AX
-	MOVQ           AX, sc+16(FP)
-	MOVQ           z+24(FP), AX
-	ADDQ           $0x00000008, AX
-	MOVQ           AX, z+24(FP)
-	MOVQ           nst+64(FP), AX
-	DECQ           AX
-	MOVQ           AX, nst+64(FP)
-	JNZ            Q4A8Avx512VnniM2_st
-	VZEROUPPER
-	RET
-
-// func Q4A8Avx512VnniM4(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-// Requires: AVX, AVX512F, AVX512VL, AVX512VNNI, GFNI, MMX+
-TEXT ·Q4A8Avx512VnniM4(SB), NOSPLIT, $0-72
-	MOVL         $0x0f0f0f0f, AX
-	VMOVD        AX, X0
-	VPBROADCASTD X0, Z0
-	MOVQ         $0x1020408000000000, AX
-	VPBROADCASTQ AX, Z1
-
-Q4A8Avx512VnniM4_st:
-	XORQ AX, AX
-
-Q4A8Avx512VnniM4_sub:
-	MOVQ      AX, CX
-	SHLQ      $0x06, CX
-	MOVQ      idx+48(FP), DX
-	ADDQ      DX, CX
-	VMOVDQU32 (CX), Z2
-	MOVQ      AX, CX
-	MOVQ      stride+8(FP), DX
-	IMULQ     DX, CX
-	IMUL3Q    $0x00000004, CX, CX
-	MOVQ      w+0(FP), DX
-	ADDQ      DX, CX
-	MOVQ      sc+16(FP), DX
-	MOVQ      z+24(FP), BX
-	MOVQ      act+40(FP), SI
-	MOVQ      groups+32(FP), DI
-	MOVQ      stride+8(FP), R8
-	LEAQ      (R8)(R8*2), R9
-	MOVQ      out+56(FP), R10
-	VMOVUPS   (R10), Z3
-	MOVQ      stride+8(FP), R10
-	SHLQ      $0x04, R10
-	ADDQ      CX, R10
-
-Q4A8Avx512VnniM4_group:
-	VMOVDQU64      (SI), Z4
-	VMOVDQU64      64(SI), Z5
-	VMOVDQU64      128(SI), Z6
-	VMOVDQU64      192(SI), Z7
-	VMOVDQU64      256(SI), Z8
-	VMOVDQU64      320(SI), Z9
-	VMOVDQU64      384(SI), Z10
-	VMOVDQU64      448(SI), Z11
-	VPXORD         Z12, Z12, Z12
-	VPXORD         Z13, Z13, Z13
-	VPXORD         Z14, Z14, Z14
-	VPXORD         Z15, Z15, Z15
-	VPXORD         Z16, Z16, Z16
-	VPXORD         Z17, Z17, Z17
-	VPXORD         Z18, Z18, Z18
-	VPXORD         Z19, Z19, Z19
-	VPXORD         Z20, Z20, Z20
-	VPXORD         Z21, Z21, Z21
-	VPXORD         Z22, Z22, Z22
-	VPXORD         Z23, Z23, Z23
-	VPXORD         Z24, Z24, Z24
-	VPXORD         Z25, Z25, Z25
-	VPXORD         Z26, Z26, Z26
-	VPXORD         Z27, Z27, Z27
-	MOVQ           CX, R11
-	PREFETCHT1     (R10)
-	VMOVDQU64      (R11), Z28
-	VGF2P8AFFINEQB $0x00, Z1, Z28, Z29
-	VPANDD         Z28, Z0, Z28
-	VPDPBUSD       Z4, Z28, Z12
-	VPDPBUSD       Z5, Z29, Z12
-	VPDPBUSD       Z6, Z28, Z13
-	VPDPBUSD       Z7, Z29, Z13
-	VPDPBUSD       Z8, Z28, Z14
-	VPDPBUSD       Z9, Z29, Z14
-	VPDPBUSD       Z10, Z28, Z15
-	VPDPBUSD       Z11, Z29, Z15
-	PREFETCHT1     64(R10)
-	VMOVDQU64      (R11)(R8*1), Z28
-	VGF2P8AFFINEQB $0x00, Z1, Z28, Z29
-	VPANDD         Z28, Z0, Z28
-	VPDPBUSD       Z4, Z28, Z16
-	VPDPBUSD       Z5, Z29, Z16
-	VPDPBUSD       Z6, Z28, Z17
-	VPDPBUSD       Z7, Z29, Z17
-	VPDPBUSD       Z8, Z28, Z18
-	VPDPBUSD       Z9, Z29, Z18
-	VPDPBUSD       Z10, Z28, Z19
-	VPDPBUSD       Z11, Z29, Z19
-	PREFETCHT1     128(R10)
-	VMOVDQU64      (R11)(R8*2), Z28
-	VGF2P8AFFINEQB $0x00, Z1, Z28, Z29
-	VPANDD         Z28, Z0, Z28
-	VPDPBUSD       Z4, Z28, Z20
-	VPDPBUSD       Z5, Z29, Z20
-	VPDPBUSD       Z6, Z28, Z21
-	VPDPBUSD       Z7, Z29, Z21
-	VPDPBUSD       Z8, Z28, Z22
-	VPDPBUSD       Z9, Z29, Z22
-	VPDPBUSD       Z10, Z28, Z23
-	VPDPBUSD       Z11, Z29, Z23
-	PREFETCHT1     192(R10)
-	VMOVDQU64      (R11)(R9*1), Z28
-	VGF2P8AFFINEQB $0x00, Z1, Z28, Z29
-	VPANDD         Z28, Z0, Z28
-	VPDPBUSD       Z4, Z28, Z24
-	VPDPBUSD       Z5, Z29, Z24
-	VPDPBUSD       Z6, Z28, Z25
-	VPDPBUSD       Z7, Z29, Z25
-	VPDPBUSD       Z8, Z28, Z26
-	VPDPBUSD       Z9, Z29, Z26
-	VPDPBUSD       Z10, Z28, Z27
-	VPDPBUSD       Z11, Z29, Z27
-	VPUNPCKLDQ     Z13, Z12, Z4
-	VPUNPCKHDQ     Z13, Z12, Z12
-	VPADDD         Z4, Z12, Z12
-	VPUNPCKLDQ     Z15, Z14, Z4
-	VPUNPCKHDQ     Z15, Z14, Z14
-	VPADDD         Z4, Z14, Z14
-	VPUNPCKLDQ     Z17, Z16, Z4
-	VPUNPCKHDQ     Z17, Z16, Z16
-	VPADDD         Z4, Z16, Z16
-	VPUNPCKLDQ     Z19, Z18, Z4
-	VPUNPCKHDQ     Z19, Z18, Z18
-	VPADDD         Z4, Z18, Z18
-	VPUNPCKLDQ     Z21, Z20, Z4
-	VPUNPCKHDQ     Z21, Z20, Z20
-	VPADDD         Z4, Z20, Z20
-	VPUNPCKLDQ     Z23, Z22, Z4
-	VPUNPCKHDQ     Z23, Z22, Z22
-	VPADDD         Z4, Z22, Z22
-	VPUNPCKLDQ     Z25, Z24, Z4
-	VPUNPCKHDQ     Z25, Z24, Z24
-	VPADDD         Z4, Z24, Z24
-	VPUNPCKLDQ     Z27, Z26, Z4
-	VPUNPCKHDQ     Z27, Z26, Z26
-	VPADDD         Z4, Z26, Z26
-	VPUNPCKLQDQ    Z14, Z12, Z4
-	VPUNPCKHQDQ    Z14, Z12, Z12
-	VPADDD         Z4, Z12, Z12
-	VPUNPCKLQDQ    Z18, Z16, Z4
-	VPUNPCKHQDQ    Z18, Z16, Z16
-	VPADDD         Z4, Z16, Z16
-	VPUNPCKLQDQ    Z22, Z20, Z4
-	VPUNPCKHQDQ    Z22, Z20, Z20
-	VPADDD         Z4, Z20, Z20
-	VPUNPCKLQDQ    Z26, Z24, Z4
-	VPUNPCKHQDQ    Z26, Z24, Z24
-	VPADDD         Z4, Z24, Z24
-	VSHUFI32X4     $0x88, Z16, Z12, Z4
-	VSHUFI32X4     $0xdd, Z16, Z12, Z12
-	VPADDD         Z12, Z4, Z4
-	VSHUFI32X4     $0x88, Z24, Z20, Z5
-	VSHUFI32X4     $0xdd, Z24, Z20, Z20
-	VPADDD         Z20, Z5, Z5
-	VSHUFI32X4     $0x88, Z5, Z4, Z6
-	VSHUFI32X4     $0xdd, Z5, Z4, Z4
-	VPADDD         Z4, Z6, Z6
-	VMOVQ          (BX), X4
-	VPSRLW         $0x04, X4, X5
-	VPUNPCKLBW     X5, X4, X4
-	VPANDD         X0, X4, X4
-	VPMOVZXBD      X4, Z4
-	VPERMD         Z4, Z2, Z4
-	VPMULLD        576(SI), Z4, Z4
-	VPSUBD         Z4, Z6, Z6
-	VPERMPS        (DX), Z2, Z4
-	VMULPS         512(SI), Z4, Z4
-	VCVTDQ2PS      Z6, Z6
-	VMULPS         Z6, Z4, Z4
-	VADDPS         Z4, Z3, Z3
-	ADDQ           $0x00000100, R10
-	ADDQ           $0x00000040, CX
-	ADDQ           $0x00000200, DX
-	ADDQ           $0x00000040, BX
-	ADDQ           $0x00000280, SI
-	DECQ           DI
-	JNZ            Q4A8Avx512VnniM4_group
-	MOVQ           out+56(FP), CX
-	VMOVUPS        Z3, (CX)
-	MOVQ           out+56(FP), CX
-	ADDQ           $0x00000040, CX
-	MOVQ           CX, out+56(FP)
-	INCQ           AX
-	CMPQ           AX, $0x00000004
-	JB             Q4A8Avx512VnniM4_sub
-	MOVQ           stride+8(FP), AX
-	SHLQ           $0x04, AX
-	MOVQ           w+0(FP), CX
-	ADDQ           AX, CX
-	MOVQ           CX, w+0(FP)
-	MOVQ           sc+16(FP), AX
-	ADDQ           $0x00000040, AX
-	MOVQ           AX, sc+16(FP)
-	MOVQ           z+24(FP), AX
-	ADDQ           $0x00000008, AX
-	MOVQ           AX, z+24(FP)
-	MOVQ           nst+64(FP), AX
-	DECQ           AX
-	MOVQ           AX, nst+64(FP)
-	JNZ            Q4A8Avx512VnniM4_st
 	VZEROUPPER
 	RET
 
@@ -5532,17 +6026,17 @@ Q4A32Avx512M8_group:
 	VZEROUPPER
 	RET
 
-// func Q4A8AvxVnniM1Tm(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+// func Q4A8AvxVnniM1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 // Requires: AVX, AVX2, AVXVNNI, MMX+
-TEXT ·Q4A8AvxVnniM1Tm(SB), NOSPLIT, $0-72
+TEXT ·Q4A8AvxVnniM1(SB), NOSPLIT, $0-72
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X11
 	VPBROADCASTD X11, Y11
 
-Q4A8AvxVnniM1Tm_st:
+Q4A8AvxVnniM1_st:
 	XORQ AX, AX
 
-Q4A8AvxVnniM1Tm_sub:
+Q4A8AvxVnniM1_sub:
 	MOVQ    AX, CX
 	SHLQ    $0x05, CX
 	MOVQ    idx+48(FP), DX
@@ -5565,7 +6059,7 @@ Q4A8AvxVnniM1Tm_sub:
 	SHLQ    $0x03, R9
 	ADDQ    CX, R9
 
-Q4A8AvxVnniM1Tm_group:
+Q4A8AvxVnniM1_group:
 	VPXOR        Y0, Y0, Y0
 	VPXOR        Y1, Y1, Y1
 	VPXOR        Y2, Y2, Y2
@@ -5575,8 +6069,6 @@ Q4A8AvxVnniM1Tm_group:
 	VPXOR        Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
 	MOVQ         CX, R10
-	PREFETCHT0   128(DX)
-	PREFETCHT0   64(BX)
 	PREFETCHT1   (R9)
 	VMOVDQU      (R10), Y8
 	VPSRLW       $0x04, Y8, Y9
@@ -5756,11 +6248,11 @@ Q4A8AvxVnniM1Tm_group:
 	VADDPS       Y0, Y13, Y13
 	ADDQ         $0x00000200, R9
 	ADDQ         $0x00000040, CX
-	ADDQ         $0x00000020, DX
-	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000200, DX
+	ADDQ         $0x00000040, BX
 	ADDQ         $0x00000100, SI
 	DECQ         DI
-	JNZ          Q4A8AvxVnniM1Tm_group
+	JNZ          Q4A8AvxVnniM1_group
 	MOVQ         out+56(FP), CX
 	VMOVUPS      Y13, (CX)
 	MOVQ         out+56(FP), CX
@@ -5768,32 +6260,28 @@ Q4A8AvxVnniM1Tm_group:
 	MOVQ         CX, out+56(FP)
 	INCQ         AX
 	CMPQ         AX, $0x00000001
-	JB           Q4A8AvxVnniM1Tm_sub
+	JB           Q4A8AvxVnniM1_sub
 	MOVQ         stride+8(FP), AX
 	SHLQ         $0x03, AX
 	MOVQ         w+0(FP), CX
 	ADDQ         AX, CX
 	MOVQ         CX, w+0(FP)
-	MOVQ         groups+32(FP), AX
-	SHLQ         $0x05, AX
-	MOVQ         sc+16(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, sc+16(FP)
-	MOVQ         groups+32(FP), AX
-	SHLQ         $0x02, AX
-	MOVQ         z+24(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, z+24(FP)
+	MOVQ         sc+16(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, sc+16(FP)
+	MOVQ         z+24(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, z+24(FP)
 	MOVQ         nst+64(FP), AX
 	DECQ         AX
 	MOVQ         AX, nst+64(FP)
-	JNZ          Q4A8AvxVnniM1Tm_st
+	JNZ          Q4A8AvxVnniM1_st
 	VZEROUPPER
 	RET
 
-// func Q4A8Avx2M1Tm(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+// func Q4A8Avx2M1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 // Requires: AVX, AVX2, MMX+
-TEXT ·Q4A8Avx2M1Tm(SB), NOSPLIT, $0-72
+TEXT ·Q4A8Avx2M1(SB), NOSPLIT, $0-72
 	MOVL         $0x0f0f0f0f, AX
 	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
@@ -5801,10 +6289,10 @@ TEXT ·Q4A8Avx2M1Tm(SB), NOSPLIT, $0-72
 	VMOVD        AX, X1
 	VPBROADCASTD X1, Y1
 
-Q4A8Avx2M1Tm_st:
+Q4A8Avx2M1_st:
 	XORQ AX, AX
 
-Q4A8Avx2M1Tm_sub:
+Q4A8Avx2M1_sub:
 	MOVQ    AX, CX
 	SHLQ    $0x05, CX
 	MOVQ    idx+48(FP), DX
@@ -5827,7 +6315,7 @@ Q4A8Avx2M1Tm_sub:
 	SHLQ    $0x03, R9
 	ADDQ    CX, R9
 
-Q4A8Avx2M1Tm_group:
+Q4A8Avx2M1_group:
 	VPXOR       Y4, Y4, Y4
 	VPXOR       Y5, Y5, Y5
 	VPXOR       Y6, Y6, Y6
@@ -5837,8 +6325,6 @@ Q4A8Avx2M1Tm_group:
 	VPXOR       Y10, Y10, Y10
 	VPXOR       Y11, Y11, Y11
 	MOVQ        CX, R10
-	PREFETCHT0  128(DX)
-	PREFETCHT0  64(BX)
 	PREFETCHT1  (R9)
 	VMOVDQU     (R10), Y12
 	VPSRLW      $0x04, Y12, Y13
@@ -6050,11 +6536,11 @@ Q4A8Avx2M1Tm_group:
 	VADDPS      Y4, Y3, Y3
 	ADDQ        $0x00000200, R9
 	ADDQ        $0x00000040, CX
-	ADDQ        $0x00000020, DX
-	ADDQ        $0x00000004, BX
+	ADDQ        $0x00000200, DX
+	ADDQ        $0x00000040, BX
 	ADDQ        $0x00000100, SI
 	DECQ        DI
-	JNZ         Q4A8Avx2M1Tm_group
+	JNZ         Q4A8Avx2M1_group
 	MOVQ        out+56(FP), CX
 	VMOVUPS     Y3, (CX)
 	MOVQ        out+56(FP), CX
@@ -6062,26 +6548,22 @@ Q4A8Avx2M1Tm_group:
 	MOVQ        CX, out+56(FP)
 	INCQ        AX
 	CMPQ        AX, $0x00000001
-	JB          Q4A8Avx2M1Tm_sub
+	JB          Q4A8Avx2M1_sub
 	MOVQ        stride+8(FP), AX
 	SHLQ        $0x03, AX
 	MOVQ        w+0(FP), CX
 	ADDQ        AX, CX
 	MOVQ        CX, w+0(FP)
-	MOVQ        groups+32(FP), AX
-	SHLQ        $0x05, AX
-	MOVQ        sc+16(FP), CX
-	ADDQ        AX, CX
-	MOVQ        CX, sc+16(FP)
-	MOVQ        groups+32(FP), AX
-	SHLQ        $0x02, AX
-	MOVQ        z+24(FP), CX
-	ADDQ        AX, CX
-	MOVQ        CX, z+24(FP)
+	MOVQ        sc+16(FP), AX
+	ADDQ        $0x00000020, AX
+	MOVQ        AX, sc+16(FP)
+	MOVQ        z+24(FP), AX
+	ADDQ        $0x00000004, AX
+	MOVQ        AX, z+24(FP)
 	MOVQ        nst+64(FP), AX
 	DECQ        AX
 	MOVQ        AX, nst+64(FP)
-	JNZ         Q4A8Avx2M1Tm_st
+	JNZ         Q4A8Avx2M1_st
 	VZEROUPPER
 	RET
 
@@ -7363,6 +7845,559 @@ Q4A8Avx2M8_group:
 	DECQ        AX
 	MOVQ        AX, nst+64(FP)
 	JNZ         Q4A8Avx2M8_st
+	VZEROUPPER
+	RET
+
+// func Q4A8AvxVnniM1Tm(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+// Requires: AVX, AVX2, AVXVNNI, MMX+
+TEXT ·Q4A8AvxVnniM1Tm(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X11
+	VPBROADCASTD X11, Y11
+
+Q4A8AvxVnniM1Tm_st:
+	XORQ AX, AX
+
+Q4A8AvxVnniM1Tm_sub:
+	MOVQ    AX, CX
+	SHLQ    $0x05, CX
+	MOVQ    idx+48(FP), DX
+	ADDQ    DX, CX
+	VMOVDQU (CX), Y12
+	MOVQ    AX, CX
+	MOVQ    stride+8(FP), DX
+	IMULQ   DX, CX
+	IMUL3Q  $0x00000008, CX, CX
+	MOVQ    w+0(FP), DX
+	ADDQ    DX, CX
+	MOVQ    sc+16(FP), DX
+	MOVQ    z+24(FP), BX
+	MOVQ    act+40(FP), SI
+	MOVQ    groups+32(FP), DI
+	MOVQ    stride+8(FP), R8
+	MOVQ    out+56(FP), R9
+	VMOVUPS (R9), Y13
+	MOVQ    stride+8(FP), R9
+	SHLQ    $0x03, R9
+	ADDQ    CX, R9
+
+Q4A8AvxVnniM1Tm_group:
+	VPXOR        Y0, Y0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	MOVQ         CX, R10
+	PREFETCHT0   128(DX)
+	PREFETCHT0   64(BX)
+	PREFETCHT1   (R9)
+	VMOVDQU      (R10), Y8
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y11, Y8, Y8
+	VPAND        Y11, Y9, Y9
+	VMOVDQU      (SI), Y10
+	VPDPBUSD_VEX_Y10_Y8_Y0
+	VMOVDQU      64(SI), Y10
+	VPDPBUSD_VEX_Y10_Y9_Y0
+	VMOVDQU      32(R10), Y8
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y11, Y8, Y8
+	VPAND        Y11, Y9, Y9
+	VMOVDQU      32(SI), Y10
+	VPDPBUSD_VEX_Y10_Y8_Y0
+	VMOVDQU      96(SI), Y10
+	VPDPBUSD_VEX_Y10_Y9_Y0
+	ADDQ         R8, R10
+	PREFETCHT1   64(R9)
+	VMOVDQU      (R10), Y8
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y11, Y8, Y8
+	VPAND        Y11, Y9, Y9
+	VMOVDQU      (SI), Y10
+	VPDPBUSD_VEX_Y10_Y8_Y1
+	VMOVDQU      64(SI), Y10
+	VPDPBUSD_VEX_Y10_Y9_Y1
+	VMOVDQU      32(R10), Y8
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y11, Y8, Y8
+	VPAND        Y11, Y9, Y9
+	VMOVDQU      32(SI), Y10
+	VPDPBUSD_VEX_Y10_Y8_Y1
+	VMOVDQU      96(SI), Y10
+	VPDPBUSD_VEX_Y10_Y9_Y1
+	ADDQ         R8, R10
+	PREFETCHT1   128(R9)
+	VMOVDQU      (R10), Y8
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y11, Y8, Y8
+	VPAND        Y11, Y9, Y9
+	VMOVDQU      (SI), Y10
+	VPDPBUSD_VEX_Y10_Y8_Y2
+	VMOVDQU      64(SI), Y10
+	VPDPBUSD_VEX_Y10_Y9_Y2
+	VMOVDQU      32(R10), Y8
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y11, Y8, Y8
+	VPAND        Y11, Y9, Y9
+	VMOVDQU      32(SI), Y10
+	VPDPBUSD_VEX_Y10_Y8_Y2
+	VMOVDQU      96(SI), Y10
+	VPDPBUSD_VEX_Y10_Y9_Y2
+	ADDQ         R8, R10
+	PREFETCHT1   192(R9)
+	VMOVDQU      (R10), Y8
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y11, Y8, Y8
+	VPAND        Y11, Y9, Y9
+	VMOVDQU      (SI), Y10
+	VPDPBUSD_VEX_Y10_Y8_Y3
+	VMOVDQU      64(SI), Y10
+	VPDPBUSD_VEX_Y10_Y9_Y3
+	VMOVDQU      32(R10), Y8
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y11, Y8, Y8
+	VPAND        Y11, Y9, Y9
+	VMOVDQU      32(SI), Y10
+	VPDPBUSD_VEX_Y10_Y8_Y3
+	VMOVDQU      96(SI), Y10
+	VPDPBUSD_VEX_Y10_Y9_Y3
+	ADDQ         R8, R10
+	PREFETCHT1   256(R9)
+	VMOVDQU      (R10), Y8
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y11, Y8, Y8
+	VPAND        Y11, Y9, Y9
+	VMOVDQU      (SI), Y10
+	VPDPBUSD_VEX_Y10_Y8_Y4
+	VMOVDQU      64(SI), Y10
+	VPDPBUSD_VEX_Y10_Y9_Y4
+	VMOVDQU      32(R10), Y8
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y11, Y8, Y8
+	VPAND        Y11, Y9, Y9
+	VMOVDQU      32(SI), Y10
+	VPDPBUSD_VEX_Y10_Y8_Y4
+	VMOVDQU      96(SI), Y10
+	VPDPBUSD_VEX_Y10_Y9_Y4
+	ADDQ         R8, R10
+	PREFETCHT1   320(R9)
+	VMOVDQU      (R10), Y8
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y11, Y8, Y8
+	VPAND        Y11, Y9, Y9
+	VMOVDQU      (SI), Y10
+	VPDPBUSD_VEX_Y10_Y8_Y5
+	VMOVDQU      64(SI), Y10
+	VPDPBUSD_VEX_Y10_Y9_Y5
+	VMOVDQU      32(R10), Y8
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y11, Y8, Y8
+	VPAND        Y11, Y9, Y9
+	VMOVDQU      32(SI), Y10
+	VPDPBUSD_VEX_Y10_Y8_Y5
+	VMOVDQU      96(SI), Y10
+	VPDPBUSD_VEX_Y10_Y9_Y5
+	ADDQ         R8, R10
+	PREFETCHT1   384(R9)
+	VMOVDQU      (R10), Y8
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y11, Y8, Y8
+	VPAND        Y11, Y9, Y9
+	VMOVDQU      (SI), Y10
+	VPDPBUSD_VEX_Y10_Y8_Y6
+	VMOVDQU      64(SI), Y10
+	VPDPBUSD_VEX_Y10_Y9_Y6
+	VMOVDQU      32(R10), Y8
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y11, Y8, Y8
+	VPAND        Y11, Y9, Y9
+	VMOVDQU      32(SI), Y10
+	VPDPBUSD_VEX_Y10_Y8_Y6
+	VMOVDQU      96(SI), Y10
+	VPDPBUSD_VEX_Y10_Y9_Y6
+	ADDQ         R8, R10
+	PREFETCHT1   448(R9)
+	VMOVDQU      (R10), Y8
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y11, Y8, Y8
+	VPAND        Y11, Y9, Y9
+	VMOVDQU      (SI), Y10
+	VPDPBUSD_VEX_Y10_Y8_Y7
+	VMOVDQU      64(SI), Y10
+	VPDPBUSD_VEX_Y10_Y9_Y7
+	VMOVDQU      32(R10), Y8
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y11, Y8, Y8
+	VPAND        Y11, Y9, Y9
+	VMOVDQU      32(SI), Y10
+	VPDPBUSD_VEX_Y10_Y8_Y7
+	VMOVDQU      96(SI), Y10
+	VPDPBUSD_VEX_Y10_Y9_Y7
+	VPUNPCKLDQ   Y1, Y0, Y8
+	VPUNPCKHDQ   Y1, Y0, Y0
+	VPADDD       Y8, Y0, Y0
+	VPUNPCKLDQ   Y3, Y2, Y1
+	VPUNPCKHDQ   Y3, Y2, Y2
+	VPADDD       Y1, Y2, Y2
+	VPUNPCKLDQ   Y5, Y4, Y1
+	VPUNPCKHDQ   Y5, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPUNPCKLDQ   Y7, Y6, Y1
+	VPUNPCKHDQ   Y7, Y6, Y6
+	VPADDD       Y1, Y6, Y6
+	VPUNPCKLQDQ  Y2, Y0, Y1
+	VPUNPCKHQDQ  Y2, Y0, Y0
+	VPADDD       Y1, Y0, Y0
+	VPUNPCKLQDQ  Y6, Y4, Y1
+	VPUNPCKHQDQ  Y6, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPERM2I128   $0x20, Y4, Y0, Y1
+	VPERM2I128   $0x31, Y4, Y0, Y0
+	VPADDD       Y0, Y1, Y1
+	VMOVD        (BX), X0
+	VPSRLW       $0x04, X0, X2
+	VPUNPCKLBW   X2, X0, X0
+	VPAND        X11, X0, X0
+	VPMOVZXBD    X0, Y0
+	VPERMD       Y0, Y12, Y0
+	VPMULLD      192(SI), Y0, Y0
+	VPSUBD       Y0, Y1, Y1
+	VPERMPS      (DX), Y12, Y0
+	VMULPS       128(SI), Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y1, Y0, Y0
+	VADDPS       Y0, Y13, Y13
+	ADDQ         $0x00000200, R9
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000100, SI
+	DECQ         DI
+	JNZ          Q4A8AvxVnniM1Tm_group
+	MOVQ         out+56(FP), CX
+	VMOVUPS      Y13, (CX)
+	MOVQ         out+56(FP), CX
+	ADDQ         $0x00000020, CX
+	MOVQ         CX, out+56(FP)
+	INCQ         AX
+	CMPQ         AX, $0x00000001
+	JB           Q4A8AvxVnniM1Tm_sub
+	MOVQ         stride+8(FP), AX
+	SHLQ         $0x03, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         groups+32(FP), AX
+	SHLQ         $0x05, AX
+	MOVQ         sc+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, sc+16(FP)
+	MOVQ         groups+32(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         z+24(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, z+24(FP)
+	MOVQ         nst+64(FP), AX
+	DECQ         AX
+	MOVQ         AX, nst+64(FP)
+	JNZ          Q4A8AvxVnniM1Tm_st
+	VZEROUPPER
+	RET
+
+// func Q4A8Avx2M1Tm(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·Q4A8Avx2M1Tm(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+
+Q4A8Avx2M1Tm_st:
+	XORQ AX, AX
+
+Q4A8Avx2M1Tm_sub:
+	MOVQ    AX, CX
+	SHLQ    $0x05, CX
+	MOVQ    idx+48(FP), DX
+	ADDQ    DX, CX
+	VMOVDQU (CX), Y2
+	MOVQ    AX, CX
+	MOVQ    stride+8(FP), DX
+	IMULQ   DX, CX
+	IMUL3Q  $0x00000008, CX, CX
+	MOVQ    w+0(FP), DX
+	ADDQ    DX, CX
+	MOVQ    sc+16(FP), DX
+	MOVQ    z+24(FP), BX
+	MOVQ    act+40(FP), SI
+	MOVQ    groups+32(FP), DI
+	MOVQ    stride+8(FP), R8
+	MOVQ    out+56(FP), R9
+	VMOVUPS (R9), Y3
+	MOVQ    stride+8(FP), R9
+	SHLQ    $0x03, R9
+	ADDQ    CX, R9
+
+Q4A8Avx2M1Tm_group:
+	VPXOR       Y4, Y4, Y4
+	VPXOR       Y5, Y5, Y5
+	VPXOR       Y6, Y6, Y6
+	VPXOR       Y7, Y7, Y7
+	VPXOR       Y8, Y8, Y8
+	VPXOR       Y9, Y9, Y9
+	VPXOR       Y10, Y10, Y10
+	VPXOR       Y11, Y11, Y11
+	MOVQ        CX, R10
+	PREFETCHT0  128(DX)
+	PREFETCHT0  64(BX)
+	PREFETCHT1  (R9)
+	VMOVDQU     (R10), Y12
+	VPSRLW      $0x04, Y12, Y13
+	VPAND       Y0, Y12, Y12
+	VPAND       Y0, Y13, Y13
+	VPMADDUBSW  (SI), Y12, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y4, Y4
+	VPMADDUBSW  64(SI), Y13, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y4, Y4
+	VMOVDQU     32(R10), Y12
+	VPSRLW      $0x04, Y12, Y13
+	VPAND       Y0, Y12, Y12
+	VPAND       Y0, Y13, Y13
+	VPMADDUBSW  32(SI), Y12, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y4, Y4
+	VPMADDUBSW  96(SI), Y13, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y4, Y4
+	ADDQ        R8, R10
+	PREFETCHT1  64(R9)
+	VMOVDQU     (R10), Y12
+	VPSRLW      $0x04, Y12, Y13
+	VPAND       Y0, Y12, Y12
+	VPAND       Y0, Y13, Y13
+	VPMADDUBSW  (SI), Y12, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y5, Y5
+	VPMADDUBSW  64(SI), Y13, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y5, Y5
+	VMOVDQU     32(R10), Y12
+	VPSRLW      $0x04, Y12, Y13
+	VPAND       Y0, Y12, Y12
+	VPAND       Y0, Y13, Y13
+	VPMADDUBSW  32(SI), Y12, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y5, Y5
+	VPMADDUBSW  96(SI), Y13, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y5, Y5
+	ADDQ        R8, R10
+	PREFETCHT1  128(R9)
+	VMOVDQU     (R10), Y12
+	VPSRLW      $0x04, Y12, Y13
+	VPAND       Y0, Y12, Y12
+	VPAND       Y0, Y13, Y13
+	VPMADDUBSW  (SI), Y12, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y6, Y6
+	VPMADDUBSW  64(SI), Y13, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y6, Y6
+	VMOVDQU     32(R10), Y12
+	VPSRLW      $0x04, Y12, Y13
+	VPAND       Y0, Y12, Y12
+	VPAND       Y0, Y13, Y13
+	VPMADDUBSW  32(SI), Y12, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y6, Y6
+	VPMADDUBSW  96(SI), Y13, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y6, Y6
+	ADDQ        R8, R10
+	PREFETCHT1  192(R9)
+	VMOVDQU     (R10), Y12
+	VPSRLW      $0x04, Y12, Y13
+	VPAND       Y0, Y12, Y12
+	VPAND       Y0, Y13, Y13
+	VPMADDUBSW  (SI), Y12, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y7, Y7
+	VPMADDUBSW  64(SI), Y13, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y7, Y7
+	VMOVDQU     32(R10), Y12
+	VPSRLW      $0x04, Y12, Y13
+	VPAND       Y0, Y12, Y12
+	VPAND       Y0, Y13, Y13
+	VPMADDUBSW  32(SI), Y12, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y7, Y7
+	VPMADDUBSW  96(SI), Y13, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y7, Y7
+	ADDQ        R8, R10
+	PREFETCHT1  256(R9)
+	VMOVDQU     (R10), Y12
+	VPSRLW      $0x04, Y12, Y13
+	VPAND       Y0, Y12, Y12
+	VPAND       Y0, Y13, Y13
+	VPMADDUBSW  (SI), Y12, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y8, Y8
+	VPMADDUBSW  64(SI), Y13, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y8, Y8
+	VMOVDQU     32(R10), Y12
+	VPSRLW      $0x04, Y12, Y13
+	VPAND       Y0, Y12, Y12
+	VPAND       Y0, Y13, Y13
+	VPMADDUBSW  32(SI), Y12, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y8, Y8
+	VPMADDUBSW  96(SI), Y13, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y8, Y8
+	ADDQ        R8, R10
+	PREFETCHT1  320(R9)
+	VMOVDQU     (R10), Y12
+	VPSRLW      $0x04, Y12, Y13
+	VPAND       Y0, Y12, Y12
+	VPAND       Y0, Y13, Y13
+	VPMADDUBSW  (SI), Y12, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y9, Y9
+	VPMADDUBSW  64(SI), Y13, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y9, Y9
+	VMOVDQU     32(R10), Y12
+	VPSRLW      $0x04, Y12, Y13
+	VPAND       Y0, Y12, Y12
+	VPAND       Y0, Y13, Y13
+	VPMADDUBSW  32(SI), Y12, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y9, Y9
+	VPMADDUBSW  96(SI), Y13, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y9, Y9
+	ADDQ        R8, R10
+	PREFETCHT1  384(R9)
+	VMOVDQU     (R10), Y12
+	VPSRLW      $0x04, Y12, Y13
+	VPAND       Y0, Y12, Y12
+	VPAND       Y0, Y13, Y13
+	VPMADDUBSW  (SI), Y12, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y10, Y10
+	VPMADDUBSW  64(SI), Y13, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y10, Y10
+	VMOVDQU     32(R10), Y12
+	VPSRLW      $0x04, Y12, Y13
+	VPAND       Y0, Y12, Y12
+	VPAND       Y0, Y13, Y13
+	VPMADDUBSW  32(SI), Y12, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y10, Y10
+	VPMADDUBSW  96(SI), Y13, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y10, Y10
+	ADDQ        R8, R10
+	PREFETCHT1  448(R9)
+	VMOVDQU     (R10), Y12
+	VPSRLW      $0x04, Y12, Y13
+	VPAND       Y0, Y12, Y12
+	VPAND       Y0, Y13, Y13
+	VPMADDUBSW  (SI), Y12, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y11, Y11
+	VPMADDUBSW  64(SI), Y13, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y11, Y11
+	VMOVDQU     32(R10), Y12
+	VPSRLW      $0x04, Y12, Y13
+	VPAND       Y0, Y12, Y12
+	VPAND       Y0, Y13, Y13
+	VPMADDUBSW  32(SI), Y12, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y11, Y11
+	VPMADDUBSW  96(SI), Y13, Y12
+	VPMADDWD    Y1, Y12, Y12
+	VPADDD      Y12, Y11, Y11
+	VPUNPCKLDQ  Y5, Y4, Y12
+	VPUNPCKHDQ  Y5, Y4, Y4
+	VPADDD      Y12, Y4, Y4
+	VPUNPCKLDQ  Y7, Y6, Y5
+	VPUNPCKHDQ  Y7, Y6, Y6
+	VPADDD      Y5, Y6, Y6
+	VPUNPCKLDQ  Y9, Y8, Y5
+	VPUNPCKHDQ  Y9, Y8, Y8
+	VPADDD      Y5, Y8, Y8
+	VPUNPCKLDQ  Y11, Y10, Y5
+	VPUNPCKHDQ  Y11, Y10, Y10
+	VPADDD      Y5, Y10, Y10
+	VPUNPCKLQDQ Y6, Y4, Y5
+	VPUNPCKHQDQ Y6, Y4, Y4
+	VPADDD      Y5, Y4, Y4
+	VPUNPCKLQDQ Y10, Y8, Y5
+	VPUNPCKHQDQ Y10, Y8, Y8
+	VPADDD      Y5, Y8, Y8
+	VPERM2I128  $0x20, Y8, Y4, Y5
+	VPERM2I128  $0x31, Y8, Y4, Y4
+	VPADDD      Y4, Y5, Y5
+	VMOVD       (BX), X4
+	VPSRLW      $0x04, X4, X6
+	VPUNPCKLBW  X6, X4, X4
+	VPAND       X0, X4, X4
+	VPMOVZXBD   X4, Y4
+	VPERMD      Y4, Y2, Y4
+	VPMULLD     192(SI), Y4, Y4
+	VPSUBD      Y4, Y5, Y5
+	VPERMPS     (DX), Y2, Y4
+	VMULPS      128(SI), Y4, Y4
+	VCVTDQ2PS   Y5, Y5
+	VMULPS      Y5, Y4, Y4
+	VADDPS      Y4, Y3, Y3
+	ADDQ        $0x00000200, R9
+	ADDQ        $0x00000040, CX
+	ADDQ        $0x00000020, DX
+	ADDQ        $0x00000004, BX
+	ADDQ        $0x00000100, SI
+	DECQ        DI
+	JNZ         Q4A8Avx2M1Tm_group
+	MOVQ        out+56(FP), CX
+	VMOVUPS     Y3, (CX)
+	MOVQ        out+56(FP), CX
+	ADDQ        $0x00000020, CX
+	MOVQ        CX, out+56(FP)
+	INCQ        AX
+	CMPQ        AX, $0x00000001
+	JB          Q4A8Avx2M1Tm_sub
+	MOVQ        stride+8(FP), AX
+	SHLQ        $0x03, AX
+	MOVQ        w+0(FP), CX
+	ADDQ        AX, CX
+	MOVQ        CX, w+0(FP)
+	MOVQ        groups+32(FP), AX
+	SHLQ        $0x05, AX
+	MOVQ        sc+16(FP), CX
+	ADDQ        AX, CX
+	MOVQ        CX, sc+16(FP)
+	MOVQ        groups+32(FP), AX
+	SHLQ        $0x02, AX
+	MOVQ        z+24(FP), CX
+	ADDQ        AX, CX
+	MOVQ        CX, z+24(FP)
+	MOVQ        nst+64(FP), AX
+	DECQ        AX
+	MOVQ        AX, nst+64(FP)
+	JNZ         Q4A8Avx2M1Tm_st
 	VZEROUPPER
 	RET
 

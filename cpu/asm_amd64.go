@@ -32,12 +32,13 @@ type family struct {
 	rowsM int                // smallest M whose kernel has rows in the lanes (0: none)
 	amx   bool               // AMX kernels: B-tile activations, row-major out for M > 1
 	byM   map[int]kernelFunc // M = 1, 2, 4, ... <= L
-	// metaTiles: the batch-1 kernel (byM[1]) reads the matrix's scales
-	// and zeros in super-tile order (q4Meta), not the format's.
-	metaTiles bool
-	// b1, if set, runs batch 1 instead (a metaTiles family whose batch-1
-	// activations are laid out as this family's: prepA8 of one vector
-	// fills every lane of both).
+	// tm, if set, is byM[1] reading the matrix's scales and zeros in
+	// super-tile order (q4Meta) instead of the format's: batch 1 runs it
+	// on matrices Load gave that copy (q4MetaTiles).
+	tm kernelFunc
+	// b1, if set, runs batch 1 on such matrices instead (a family with tm
+	// whose batch-1 activations are laid out as this family's: prepA8 of
+	// one vector fills every lane of both).
 	b1   *family
 	maxM int
 	idx  map[int][]int32 // permutation tables by M
@@ -68,37 +69,50 @@ func newFamily(lanes, tileM int, kernels ...kernelFunc) *family {
 // Batch 1 keeps whole rows: column tiles cut the weight rows into short
 // runs the next-tile prefetch no longer covers.
 var (
-	a8Avx512 = newFamily(16, 0, asm.Q4A8Avx512VnniM1Tm, asm.Q4A8Avx512VnniM2, asm.Q4A8Avx512VnniM4, asm.Q4A8Avx512VnniT8, asm.Q4A8Avx512VnniT16)
-	a8AvxVnn = newFamily(8, 8, asm.Q4A8AvxVnniM1Tm, asm.Q4A8AvxVnniM2, asm.Q4A8AvxVnniM4, asm.Q4A8AvxVnniM8)
-	a8Avx2   = newFamily(8, 0, asm.Q4A8Avx2M1Tm, asm.Q4A8Avx2M2, asm.Q4A8Avx2M4, asm.Q4A8Avx2M8)
+	a8Avx512 = newFamily(16, 0, asm.Q4A8Avx512VnniM1, asm.Q4A8Avx512VnniM2, asm.Q4A8Avx512VnniM4, asm.Q4A8Avx512VnniT8, asm.Q4A8Avx512VnniT16)
+	a8AvxVnn = newFamily(8, 8, asm.Q4A8AvxVnniM1, asm.Q4A8AvxVnniM2, asm.Q4A8AvxVnniM4, asm.Q4A8AvxVnniM8)
+	a8Avx2   = newFamily(8, 0, asm.Q4A8Avx2M1, asm.Q4A8Avx2M2, asm.Q4A8Avx2M4, asm.Q4A8Avx2M8)
 	a32Av512 = newFamily(8, 4, asm.Q4A32Avx512M1, asm.Q4A32Avx512M2, asm.Q4A32Avx512M4, asm.Q4A32Avx512M8)
 	a32Avx2  = newFamily(4, 4, asm.Q4A32Avx2M1, asm.Q4A32Avx2M2, asm.Q4A32Avx2M4)
 )
 
 // The 8- and 16-vector AVX-512 W4A8 kernels have rows in the lanes and
 // vector-major output, which leaves them no horizontal sums. The batch-1
-// kernels read the metadata in super-tile order (q4Meta). Where
+// kernels come in both metadata orders (tm, q4MetaTiles). Where
 // l1PrefetchCPU (Zen 5) the AVX-512 set runs batch 1 on the AVX2 kernel
-// (8-row super tiles): on a Zen 5 VM, FFN block, alternating, two
-// threads 2362-2374 -> 2110-2188 us (88-89% -> 93-96% of the read meter)
-// and one thread 2881-2977 -> 2710-2993 us (78-81% -> 86-89%), three
-// rounds; its AVX-512 batch-1 kernel there would be the variant that
-// prefetches the next super tile with PREFETCHNTA (q4A8M1Variants).
+// (8-row super tiles) with the metadata in super-tile order: on a Zen 5
+// VM, FFN block, alternating, two threads 2362-2374 -> 2110-2188 us
+// (88-89% -> 93-96% of the read meter) and one thread 2881-2977 ->
+// 2710-2993 us (78-81% -> 86-89%), three rounds; its AVX-512 batch-1
+// kernel there is the variant that prefetches the next super tile with
+// PREFETCHNTA (q4A8M1Variants).
 func init() {
 	a8Avx512.rowsM = 8
-	for _, f := range []*family{a8Avx512, a8AvxVnn, a8Avx2} {
-		f.metaTiles = true
-	}
+	a8Avx512.tm = q4A8M1TmVariants[0]
+	a8AvxVnn.tm = asm.Q4A8AvxVnniM1Tm
+	a8Avx2.tm = asm.Q4A8Avx2M1Tm
 	if l1PrefetchCPU() {
-		a8Avx512.byM[1] = q4A8M1Variants[1]
+		a8Avx512.byM[1], a8Avx512.tm = q4A8M1Variants[1], q4A8M1TmVariants[1]
 		a8Avx512.b1 = a8Avx2
 	}
 }
 
 // q4A8M1Variants are the AVX-512 batch-1 W4A8 kernels: the next super
 // tile prefetched with PREFETCHT1, or with PREFETCHNTA (on a Zen 5 VM,
-// two threads, 0.87-0.92x the time on 4096x14336 and 14336x4096).
-var q4A8M1Variants = [2]kernelFunc{asm.Q4A8Avx512VnniM1Tm, asm.Q4A8Avx512VnniM1PfNtaTm}
+// two threads, 0.87-0.92x the time on 4096x14336 and 14336x4096);
+// q4A8M1TmVariants the same on the metadata in super-tile order.
+var (
+	q4A8M1Variants   = [2]kernelFunc{asm.Q4A8Avx512VnniM1, asm.Q4A8Avx512VnniM1PfNta}
+	q4A8M1TmVariants = [2]kernelFunc{asm.Q4A8Avx512VnniM1Tm, asm.Q4A8Avx512VnniM1PfNtaTm}
+)
+
+// q4MetaTiles reports whether Load gives a matrix its metadata in
+// super-tile order on a backend of threads threads: everywhere on Zen 5
+// (l1PrefetchCPU); elsewhere with more than one thread. On the 16-core
+// Xeon host (AVX-512, AMX disabled), FFN block, three alternating rounds,
+// 16 threads took 746-1025 -> 678-803 us and one thread 6557-6900 ->
+// 7943-8137 us that way.
+var q4MetaTiles = func(threads int) bool { return l1PrefetchCPU() || threads > 1 }
 
 // a8Amx is the W4A8 family of the AVX-512 VNNI set with AMX: on the
 // 16-core Xeon it measured faster than a8Avx512 at every batch width with
@@ -130,7 +144,7 @@ func init() {
 		f8, f32 := d.fam8, d.fam32
 		set := newKernelSet(d.isa, d.requires, f8, f32)
 		if d.isa == AVX512VNNI {
-			for _, k := range q4A8M1Variants {
+			for _, k := range append(q4A8M1Variants[:], q4A8M1TmVariants[:]...) {
 				set.kernels = append(set.kernels, k)
 			}
 			set.amx = newKernelSet(d.isa, append(slices.Clip(d.requires), amxRequires...), a8Amx, f32)
@@ -167,19 +181,22 @@ func newKernelSet(isa ISA, requires []string, f8, f32 *family) *kernelSet {
 		for _, k := range f.byM {
 			kernels = append(kernels, k)
 		}
+		if f.tm != nil {
+			kernels = append(kernels, f.tm)
+		}
 	}
 	return &kernelSet{
 		isa:      isa,
 		requires: requires,
 		kernels:  kernels,
-		q4Meta: func() int {
+		q4Meta: func(threads int) int {
 			switch {
+			case f8.tm == nil || !q4MetaTiles(threads):
+				return 0
 			case f8.b1 != nil:
 				return f8.b1.lanes
-			case f8.metaTiles:
-				return f8.lanes
 			}
-			return 0
+			return f8.lanes
 		},
 		alloc8:  func(c *call) { c.sc.act = grow(c.sc.act, actBytes(f8, c, true)) },
 		alloc32: func(c *call) { c.sc.actf = grow(c.sc.actf, actBytes(f32, c, false)/4) },
@@ -188,7 +205,7 @@ func newKernelSet(isa ISA, requires []string, f8, f32 *family) *kernelSet {
 		a8: func(c *call, r0, r1 int) {
 			_, mpad, _ := f8.chunks(c.batch)
 			f := f8
-			if c.batch == 1 && f8.b1 != nil {
+			if c.batch == 1 && f8.b1 != nil && c.tm != nil {
 				f = f8.b1
 			}
 			f.run(c.m, c.tm, unsafe.Pointer(&c.sc.act[0]), c.m.Groups()*(128*mpad+128), c.batch, c.dst, r0, r1)
@@ -386,16 +403,16 @@ var colTileBytes = l1Budget(cpuid.CPU.Cache.L1D)
 
 // run computes rows [r0, r1) (r0 a multiple of 16) for every vector: act
 // holds n chunks of chunkBytes each; per vector chunk the kernel writes
-// sub-tile results that are scattered into dst. tm is the matrix's
-// metadata in super-tile order, which the batch-1 kernel of a metaTiles
-// family reads (Load makes it for such a family's set).
+// sub-tile results that are scattered into dst. tm, if not nil, is the
+// matrix's metadata in super-tile order, which batch 1 then reads with
+// f.tm.
 func (f *family) run(m *layout.Q4G128, tm *q4Meta, act unsafe.Pointer, chunkBytes int, batch int, dst []float32, r0, r1 int) {
 	per, mpad, n := f.chunks(batch)
 	kern := f.byM[mpad]
-	if !f.metaTiles || mpad != 1 {
-		tm = nil
-	} else if tm == nil || tm.rows != f.lanes {
-		panic("cpu: a batch-1 Q4G128 kernel without its metadata in super-tile order") // Load makes it
+	if f.tm == nil || mpad != 1 || tm == nil || tm.rows != f.lanes {
+		tm = nil // the format's order
+	} else {
+		kern = f.tm
 	}
 	idx := &f.idx[mpad][0]
 	L := f.lanes

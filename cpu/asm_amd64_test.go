@@ -424,23 +424,35 @@ func TestAsmStackSlots(t *testing.T) {
 }
 
 // TestQ4A8M1Variants: the AVX-512 set's batch-1 W4A8 kernels (the next
-// super tile prefetched with PREFETCHT1 or PREFETCHNTA, or the AVX2
-// kernel the set runs on Zen 5; the CPU picks one), on the metadata in
-// super-tile order, equal the exact reference on every AVX-512 VNNI
+// super tile prefetched with PREFETCHT1 or PREFETCHNTA, on the format's
+// metadata or on the super-tile copy, or the AVX2 kernel the set runs on
+// Zen 5; the CPU picks) equal the exact reference on every AVX-512 VNNI
 // machine, on shapes with partial super tiles and 128-row blocks,
 // several super tiles per call and rows split between threads.
 func TestQ4A8M1Variants(t *testing.T) {
 	if !hasAll(Requires(AVX512VNNI)) {
 		t.Skip("no AVX-512 VNNI")
 	}
-	defer func(k kernelFunc, b1 *family) { a8Avx512.byM[1], a8Avx512.b1 = k, b1 }(a8Avx512.byM[1], a8Avx512.b1)
+	f := a8Avx512
+	defer func(m1, tm kernelFunc, b1 *family, tiles func(int) bool) {
+		f.byM[1], f.tm, f.b1, q4MetaTiles = m1, tm, b1, tiles
+	}(f.byM[1], f.tm, f.b1, q4MetaTiles)
 	rng := rand.New(rand.NewPCG(7, 8))
 	type variant struct {
-		m1 kernelFunc
-		b1 *family
+		m1, tm kernelFunc
+		b1     *family
+		tiles  bool
+		rows   int // of the metadata copy, 0: none
 	}
-	for i, v := range []variant{{q4A8M1Variants[0], nil}, {q4A8M1Variants[1], nil}, {q4A8M1Variants[1], a8Avx2}} {
-		a8Avx512.byM[1], a8Avx512.b1 = v.m1, v.b1
+	for i, v := range []variant{
+		{q4A8M1Variants[0], q4A8M1TmVariants[0], nil, false, 0},
+		{q4A8M1Variants[1], q4A8M1TmVariants[1], nil, false, 0},
+		{q4A8M1Variants[0], q4A8M1TmVariants[0], nil, true, 16},
+		{q4A8M1Variants[1], q4A8M1TmVariants[1], nil, true, 16},
+		{q4A8M1Variants[1], q4A8M1TmVariants[1], a8Avx2, true, 8},
+	} {
+		f.byM[1], f.tm, f.b1 = v.m1, v.tm, v.b1
+		q4MetaTiles = func(int) bool { return v.tiles }
 		for _, threads := range []int{1, 3} {
 			be, err := New(Config{ISA: AVX512VNNI, Threads: threads})
 			if err != nil {
@@ -451,8 +463,12 @@ func TestQ4A8M1Variants(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if want := map[bool]int{false: 16, true: 8}[v.b1 != nil]; mx.tm.rows != want {
-					t.Fatalf("variant %d: metadata in super tiles of %d rows, want %d", i, mx.tm.rows, want)
+				got := 0
+				if mx.tm != nil {
+					got = mx.tm.rows
+				}
+				if got != v.rows {
+					t.Fatalf("variant %d: metadata copy in super tiles of %d rows (0: none), want %d", i, got, v.rows)
 				}
 				checkA8(t, fmt.Sprintf("variant %d/t%d/%dx%d", i, threads, sh[0], sh[1]), mx, rng, 1)
 			}

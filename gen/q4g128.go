@@ -21,15 +21,16 @@ import (
 // kernels with rows in the lanes (batch 8 and 16).
 
 // q4g128Kernels emits the Q4G128 family: W4A8 with AVX-512 VNNI (batch
-// 1, 2, 4 in columns, batch 1 on the CPU backend's super-tile order of
-// the metadata; 8, 16 with rows in the lanes), AVX-VNNI and AVX2
+// 1, 2, 4 in columns, batch 1 also on the CPU backend's super-tile order
+// of the metadata; 8, 16 with rows in the lanes), AVX-VNNI and AVX2
 // (batch 1..8), and W4A32 with AVX-512F (batch 1..8) and AVX2 (1..4).
 func q4g128Kernels() {
-	a8AVX512(1, false, metaTiles)
-	a8AVX512(1, true, metaTiles)
-	for _, m := range []int{2, 4} {
+	for _, m := range []int{1, 2, 4} {
 		a8AVX512(m, false, metaBlocks)
 	}
+	a8AVX512(1, true, metaBlocks)
+	a8AVX512(1, false, metaTiles)
+	a8AVX512(1, true, metaTiles)
 	a8TAVX512(8)
 	a8TAVX512(16)
 	for _, m := range []int{1, 2, 4, 8, 16} {
@@ -39,10 +40,11 @@ func q4g128Kernels() {
 		a32(m, true)
 	}
 	for _, m := range []int{1, 2, 4, 8} {
-		meta := map[bool]q4Meta{true: metaTiles}[m == 1]
-		a8YMM(m, modeAVXVNNI, meta)
-		a8YMM(m, modeAVX2, meta)
+		a8YMM(m, modeAVXVNNI, metaBlocks)
+		a8YMM(m, modeAVX2, metaBlocks)
 	}
+	a8YMM(1, modeAVXVNNI, metaTiles)
+	a8YMM(1, modeAVX2, metaTiles)
 	for _, m := range []int{1, 2, 4} {
 		a32(m, false)
 	}
@@ -219,12 +221,12 @@ func a8Epilogue(lanes, m int, isum, perm, accF, mask VecVirtual, scp, zp, ap GPV
 }
 
 // a8AVX512 emits the AVX-512 VNNI W4A8 kernel for m vectors in columns.
-// The batch-1 kernels read the scales and zeros in the CPU backend's
-// super-tile order (metaTiles, named ...Tm) and prefetch them four groups
-// ahead in that stream; with nta (Q4A8Avx512VnniM1PfNtaTm) the next super
-// tile's weights are prefetched with PREFETCHNTA instead of PREFETCHT1
-// (the CPU picks: docs/KERNELS.md). With metaBlocks the kernel reads the
-// format's order and prefetches the next super tile's scales.
+// With metaTiles (named ...Tm) the batch-1 kernel reads the scales and
+// zeros in the CPU backend's super-tile order and prefetches them four
+// groups ahead in that stream; with metaBlocks it reads the format's
+// order and prefetches the next super tile's scales. With nta
+// (...M1PfNta...) the next super tile's weights are prefetched with
+// PREFETCHNTA instead of PREFETCHT1 (the CPU picks: docs/KERNELS.md).
 func a8AVX512(m int, nta bool, meta q4Meta) {
 	const L = 16
 	r := L / m
