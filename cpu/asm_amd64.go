@@ -189,7 +189,7 @@ func newKernelSet(isa ISA, requires []string, f8, f32 *family) *kernelSet {
 		isa:      isa,
 		requires: requires,
 		kernels:  kernels,
-		q4Meta: func(threads int) int {
+		metaRows: func(threads int) int {
 			switch {
 			case f8.tm == nil || !q4MetaTiles(threads):
 				return 0

@@ -58,10 +58,10 @@ type kernelSet struct {
 	// kernel names (the isa otherwise).
 	amx   *kernelSet
 	label string
-	// q4Meta, if set, returns the super-tile rows in which Load keeps a
+	// metaRows, if set, returns the super-tile rows in which Load keeps a
 	// matrix's scales and zeros too (q4Meta) on a backend of threads
 	// threads, for the batch-1 W4A8 kernel; 0: none.
-	q4Meta func(threads int) int
+	metaRows func(threads int) int
 	// tiles marks the AMX variant: Bits batches run on AMX tiles too
 	// (bitsAmxKernels).
 	tiles bool
@@ -361,8 +361,8 @@ func (b *Backend) Load(m *layout.Q4G128) (*Matrix, error) {
 		mx.m, mx.block = hugeCopy(&c)
 		runtime.SetFinalizer(mx, (*Matrix).Close) // backstop; Close is the API
 	}
-	if b.set.q4Meta != nil {
-		if rows := b.set.q4Meta(b.threads); rows > 0 {
+	if b.set.metaRows != nil {
+		if rows := b.set.metaRows(b.threads); rows > 0 {
 			mx.tm = newQ4Meta(mx.m, rows)
 		}
 	}
