@@ -1227,15 +1227,14 @@ Q4A8Avx512VnniM1Tm_group:
 	ADDQ           AX, CX
 	MOVQ           CX, w+0(FP)
 	MOVQ           groups+32(FP), AX
-	SHLQ           $0x06, AX
-	MOVQ           sc+16(FP), CX
-	ADDQ           AX, CX
-	MOVQ           CX, sc+16(FP)
-	MOVQ           groups+32(FP), AX
 	SHLQ           $0x03, AX
 	MOVQ           z+24(FP), CX
 	ADDQ           AX, CX
 	MOVQ           CX, z+24(FP)
+	SHLQ           $0x03, AX
+	MOVQ           sc+16(FP), CX
+	ADDQ           AX, CX
+	MOVQ           CX, sc+16(FP)
 	MOVQ           nst+64(FP), AX
 	DECQ           AX
 	MOVQ           AX, nst+64(FP)
@@ -1479,15 +1478,14 @@ Q4A8Avx512VnniM1PfNtaTm_group:
 	ADDQ           AX, CX
 	MOVQ           CX, w+0(FP)
 	MOVQ           groups+32(FP), AX
-	SHLQ           $0x06, AX
-	MOVQ           sc+16(FP), CX
-	ADDQ           AX, CX
-	MOVQ           CX, sc+16(FP)
-	MOVQ           groups+32(FP), AX
 	SHLQ           $0x03, AX
 	MOVQ           z+24(FP), CX
 	ADDQ           AX, CX
 	MOVQ           CX, z+24(FP)
+	SHLQ           $0x03, AX
+	MOVQ           sc+16(FP), CX
+	ADDQ           AX, CX
+	MOVQ           CX, sc+16(FP)
 	MOVQ           nst+64(FP), AX
 	DECQ           AX
 	MOVQ           AX, nst+64(FP)
@@ -8091,15 +8089,14 @@ Q4A8AvxVnniM1Tm_group:
 	ADDQ         AX, CX
 	MOVQ         CX, w+0(FP)
 	MOVQ         groups+32(FP), AX
-	SHLQ         $0x05, AX
-	MOVQ         sc+16(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, sc+16(FP)
-	MOVQ         groups+32(FP), AX
 	SHLQ         $0x02, AX
 	MOVQ         z+24(FP), CX
 	ADDQ         AX, CX
 	MOVQ         CX, z+24(FP)
+	SHLQ         $0x03, AX
+	MOVQ         sc+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, sc+16(FP)
 	MOVQ         nst+64(FP), AX
 	DECQ         AX
 	MOVQ         AX, nst+64(FP)
@@ -8385,15 +8382,14 @@ Q4A8Avx2M1Tm_group:
 	ADDQ        AX, CX
 	MOVQ        CX, w+0(FP)
 	MOVQ        groups+32(FP), AX
-	SHLQ        $0x05, AX
-	MOVQ        sc+16(FP), CX
-	ADDQ        AX, CX
-	MOVQ        CX, sc+16(FP)
-	MOVQ        groups+32(FP), AX
 	SHLQ        $0x02, AX
 	MOVQ        z+24(FP), CX
 	ADDQ        AX, CX
 	MOVQ        CX, z+24(FP)
+	SHLQ        $0x03, AX
+	MOVQ        sc+16(FP), CX
+	ADDQ        AX, CX
+	MOVQ        CX, sc+16(FP)
 	MOVQ        nst+64(FP), AX
 	DECQ        AX
 	MOVQ        AX, nst+64(FP)

@@ -61,9 +61,9 @@ const (
 	// bytes), so a 16-row super tile reads 64 bytes every 512 and 8
 	// every 64.
 	metaBlocks q4Meta = iota
-	// metaTiles: per 16-row super tile and group, its 16 scales and 8
-	// bytes of zeros, one sequential stream (the CPU backend's copy,
-	// cpu.tileMeta).
+	// metaTiles: per super tile (16 or 8 rows, the kernel's lanes) and
+	// group, its scales and zero nibbles, one sequential stream (the CPU
+	// backend's copy, cpu.q4Meta).
 	metaTiles
 )
 
@@ -90,13 +90,12 @@ func nextSuperTile(name string, lanes int, meta q4Meta, exit ...func()) {
 	t := param("stride")
 	SHLQ(U8(log2(lanes)), t)
 	bump("w", t)
-	if meta == metaTiles { // past the super tile's groups
+	if meta == metaTiles { // past the super tile's groups: groups*lanes/2 bytes of zeros, 8 times that of scales
 		g := param("groups")
-		SHLQ(U8(log2(4*lanes)), g)
-		bump("sc", g)
-		g = param("groups")
 		SHLQ(U8(log2(lanes/2)), g)
 		bump("z", g)
+		SHLQ(U8(3), g)
+		bump("sc", g)
 	} else {
 		bump("sc", U32(4*lanes))
 		bump("z", U32(lanes/2))
