@@ -67,6 +67,9 @@ const (
 	a8  benchAct = "A8"
 	a16 benchAct = "A16"
 	a32 benchAct = "A32"
+	// a16f is A16 from float32 activations, Mul rounding them (on a GPU
+	// backend, on the device); a16 passes binary16 ones to MulFP16.
+	a16f benchAct = "A16f"
 )
 
 // workingSet is synth.WorkingSet, taken once.
@@ -154,6 +157,8 @@ func benchGEMV(b *testing.B, backend string, threads int, spec layout.FormatSpec
 		switch act {
 		case a16:
 			return mx.MulFP16(y, xh, batch)
+		case a16f:
+			return mx.Mul(y, x, batch, qgemv.A16)
 		case a8:
 			return mx.Mul(y, x, batch, qgemv.A8)
 		}
@@ -224,9 +229,12 @@ var roofBuf = sync.OnceValue(func() []uint64 {
 })
 
 func BenchmarkGEMV(b *testing.B) {
-	for _, act := range []benchAct{a8, a16, a32} {
+	for _, act := range []benchAct{a8, a16, a16f, a32} {
 		for _, s := range benchShapes {
 			for _, be := range benchBackends() {
+				if act == a16f && strings.HasPrefix(be, "cpu") { // rounded on the host as by MulFP16's caller
+					continue
+				}
 				b.Run(fmt.Sprintf("Q4G128/%v/%v/%s", act, s, be), func(b *testing.B) {
 					benchGEMV(b, be, 0, q4, s, act, 1)
 				})

@@ -108,6 +108,9 @@ func (m *Matrix) mulRounded(dst, x []float32, batch int) error {
 	if len(x) != n {
 		return fmt.Errorf("%d activations for batch %d of %d columns", len(x), batch, m.cols)
 	}
+	if r, ok := m.m.(dispatch.RoundingMatrix); ok { // rounded where it computes
+		return r.MulRoundedF16(dst, x, batch)
+	}
 	p, _ := fp16Pool.Get().(*[]layout.FP16)
 	if p == nil || cap(*p) < n {
 		s := make([]layout.FP16, n)

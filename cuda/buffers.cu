@@ -126,6 +126,65 @@ extern "C" __global__ void quant_a8(const float *x, const int *nat, signed char 
 	if (lane == 0) xs[w] = amax == 0 ? 0.0f : __fdiv_rn(amax, 127.0f);
 }
 
+// quant_a8_q4 is quant_a8 followed by a8_prep for Q4G128 (e = 0) in one
+// kernel: one warp per 128-column block and vector slot v < nv (a8_prep's
+// numbering), quantizing as quant_a8 (xq, xs and the status word) and
+// writing a8_prep's outputs (xm, and xr in a8_q4order's order) from the
+// same registers, so the tensor-core multiply that follows skips a8_prep
+// (one dependent kernel fewer between the large ones).
+extern "C" __global__ void quant_a8_q4(const float *x, const int *nat, signed char *xq, float *xs, unsigned *status, int2 *xm, signed char *xr, i64 batch, i64 cols, i64 pc, i64 nv) {
+	i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int lane = threadIdx.x & 31;
+	i64 nblk = pc / 128;
+	if (w >= nblk * nv) return;
+	i64 blk = w / nv, v = w % nv;
+	if (v >= batch) {
+		if (lane == 0) xm[w] = make_int2(0, 0);
+		return;
+	}
+	float val[4];
+	float amax = 0;
+	bool bad = false;
+#pragma unroll
+	for (int k = 0; k < 4; k++) {
+		int c = nat[blk * 128 + lane * 4 + k];
+		float f = c >= 0 ? x[v * cols + c] : 0.0f;
+		val[k] = f;
+		bad |= !isfinite(f);
+		amax = fmaxf(amax, fabsf(f));
+	}
+	for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(FULL, amax, o));
+	if (__any_sync(FULL, bad)) {
+		if (lane == 0) atomicOr(status, ST_NONFINITE);
+		amax = 0;
+	}
+	signed char q[4] = {0, 0, 0, 0};
+	if (amax != 0) {
+		float pre = amax < 0x1p-100f ? 0x1p64f : 1.0f;
+		float inv = __fdiv_rn(127.0f, __fmul_rn(amax, pre));
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			float r = rintf(__fmul_rn(__fmul_rn(val[k], pre), inv));
+			q[k] = (signed char)fmaxf(-127.0f, fminf(127.0f, r));
+		}
+	}
+	i64 i = v * pc + blk * 128 + lane * 4;
+	char4 cq = make_char4(q[0], q[1], q[2], q[3]);
+	*(char4 *)(xq + i) = cq;
+	float scale = amax == 0 ? 0.0f : __fdiv_rn(amax, 127.0f);
+	int s = q[0] + q[1] + q[2] + q[3];
+	for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL, s, o);
+	if (lane == 0) {
+		xs[v * nblk + blk] = scale;
+		xm[w] = make_int2(__float_as_int(scale), s);
+	}
+	int mine = *(const int *)&cq;
+	int other = __shfl_xor_sync(FULL, mine, 1);
+	char4 o = *(const char4 *)&other;
+	char4 a = lane & 1 ? o : cq, b = lane & 1 ? cq : o;
+	*(char4 *)(xr + i) = lane & 1 ? make_char4(a.y, a.w, b.y, b.w) : make_char4(a.x, a.z, b.x, b.z);
+}
+
 // a8_sums writes the exact int32 sum of each block of blk int8
 // activations (n values, n a multiple of blk): one warp per block.
 extern "C" __global__ void a8_sums(const signed char *xq, int *sx, i64 n, i64 blk) {

@@ -24,7 +24,7 @@ import (
 // report what the queued kernels flagged in the status word.
 
 func init() {
-	addKernels("gather_f16", "gather_h16", "xsum_f16", "xsum_h16", "quant_a8", "a8_sums", "a8_q4order", "a8_prep", "a8_split", "swiglu", "add_f32", "scale_f32")
+	addKernels("gather_f16", "gather_h16", "xsum_f16", "xsum_h16", "quant_a8", "quant_a8_q4", "a8_sums", "a8_q4order", "a8_prep", "a8_split", "swiglu", "add_f32", "scale_f32")
 }
 
 // bufPad is the bytes allocated past a buffer's size: kernels that load
@@ -601,9 +601,38 @@ func (mx *Matrix) quantize(xq, xs, x, st cu.DevicePtr, batch int) error {
 		return err
 	}
 	pc := mx.geo.PCols
+	if mx.f == fmtQ4 && mx.useA8MMA() && mx.sig().ok {
+		return mx.quantizeQ4(xq, xs, x, st, nat.ptr, batch)
+	}
 	warpsTotal := batch * pc / 128
 	return mx.b.launch("quant_a8", ceilDiv(warpsTotal, 8), 1, 256, 0, x, nat.ptr, xq, xs, st,
 		int64(batch), int64(mx.geo.Cols), int64(pc))
+}
+
+// quantizeQ4 is quantize for a Q4G128 matrix on the int8 tensor cores:
+// quant_a8_q4 also writes the inputs a8_prep would (the scratch "xq0" and
+// "xm", as mulI8Dev allocates them) and records them as the prepA8 memo of
+// xq and xs, so that a multiply of this or a like matrix reading them next
+// skips a8_prep (CUDA thread).
+func (mx *Matrix) quantizeQ4(xq, xs, x, st, nat cu.DevicePtr, batch int) error {
+	b := mx.b
+	pc := int64(mx.geo.PCols)
+	n := int64(batch) * pc
+	nv := int64(mmaSlots(batch))
+	rb, err := b.scratchBuf("xq0", n)
+	if err != nil {
+		return err
+	}
+	mb, err := b.scratchBuf("xm", 8*nv*pc/128)
+	if err != nil {
+		return err
+	}
+	if err := b.launch("quant_a8_q4", ceilDiv(int(nv*pc/128), 8), 1, 256, 0, x, nat, xq, xs, st, mb.ptr, rb.ptr,
+		int64(batch), int64(mx.geo.Cols), pc, nv); err != nil {
+		return err
+	}
+	b.memoHit(prepA8, prepKey{in: [2]span{{xq, n}, {xs, 4 * n / 128}}, tab: mx.sig(), batch: batch, nv: int(nv)})
+	return nil
 }
 
 // MulI8Buf queues dst = W x for int8 activations in device memory
@@ -682,9 +711,19 @@ func (mx *Matrix) hostCall(dst []float32, status bool, put func() error, enqueue
 		return err
 	}
 	st := yb.ptr + cu.DevicePtr(n)
+	var word *uint32 // the status word in pinned memory (pinnedStatus)
 	if status {
-		if err := cu.MemsetD32Async(st, 0, 1, b.stream); err != nil {
-			return fmt.Errorf("cuda: zeroing the status word: %w", err)
+		w, dev, ok, err := b.pinnedStatus()
+		switch {
+		case err != nil:
+			return err
+		case ok:
+			word, st = w, dev
+			status = false // no device word to copy back
+		default:
+			if err := cu.MemsetD32Async(st, 0, 1, b.stream); err != nil {
+				return fmt.Errorf("cuda: zeroing the status word: %w", err)
+			}
 		}
 	} else {
 		st = 0
@@ -732,6 +771,9 @@ func (mx *Matrix) hostCall(dst []float32, status bool, put func() error, enqueue
 		if status {
 			flag = *(*uint32)(unsafe.Pointer(&out[n]))
 		}
+	}
+	if word != nil {
+		flag = *word
 	}
 	if flag != 0 {
 		return errNonFinite

@@ -38,6 +38,10 @@ type Device struct {
 	Memory       int64 // bytes of device memory
 	SMs          int   // streaming multiprocessors
 	L2           int   // bytes of L2 cache
+	// mapsHost: the device shares one address space with the host and
+	// can address pinned host memory (kernels then read activations
+	// straight from the staging memory; pinned.go)
+	mapsHost bool
 }
 
 // String formats the device for people.
@@ -89,6 +93,9 @@ func describe(i int) (Device, error) {
 	if d.L2, err = dev.Attribute(cu.L2CacheSize); err != nil {
 		return d, fmt.Errorf("cuda: device %d L2 size: %w", i, err)
 	}
+	ua, err1 := dev.Attribute(cu.UnifiedAddressing)
+	mh, err2 := dev.Attribute(cu.CanMapHostMemory)
+	d.mapsHost = err1 == nil && err2 == nil && ua == 1 && mh == 1 && os.Getenv("QGEMV_CUDA_HOSTMAP") != "0"
 	return d, nil
 }
 

@@ -304,12 +304,34 @@ func (mx *Matrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 	return mx.doReq(mulF16Req, r)
 }
 
+// MulRoundedF16 multiplies float32 activations rounded to binary16 (to
+// nearest even) on the device: MulF16 of the rounded values, bit for bit,
+// without the host's pass over them. The float32 values go to the device
+// in one copy (or are read from pinned memory, pinnedIn).
+func (mx *Matrix) MulRoundedF16(dst, x []float32, batch int) error {
+	if err := mx.geo.CheckF32("cuda", len(dst), len(x), batch); err != nil {
+		return err
+	}
+	r := newReq()
+	defer r.free()
+	r.mx, r.dst, r.x, r.batch = mx, dst, x, batch
+	return mx.doReq(mulRoundedReq, r)
+}
+
+// mulRoundedReq is MulRoundedF16's work (CUDA thread).
+func mulRoundedReq(r *mulReq) error {
+	mx := r.mx
+	var xp cu.DevicePtr // read by the gather kernels only (pinnedIn)
+	put := func() (err error) { xp, err = pinnedIn(mx.b, "xin", r.x); return err }
+	return mx.hostCall(r.dst, false, put, func(y, _ cu.DevicePtr) error { return mx.mulF16Dev(y, xp, false, r.batch) })
+}
+
 // mulF16Req is MulF16's work (CUDA thread).
 func mulF16Req(r *mulReq) error {
 	mx := r.mx
-	var xb *buffer
-	put := func() (err error) { xb, err = putScratch(mx.b, "xin", r.xh, true); return err }
-	return mx.hostCall(r.dst, false, put, func(y, _ cu.DevicePtr) error { return mx.mulF16Dev(y, xb.ptr, true, r.batch) })
+	var xp cu.DevicePtr // read by the gather kernels only (pinnedIn)
+	put := func() (err error) { xp, err = pinnedIn(mx.b, "xin", r.xh); return err }
+	return mx.hostCall(r.dst, false, put, func(y, _ cu.DevicePtr) error { return mx.mulF16Dev(y, xp, true, r.batch) })
 }
 
 // putF16 puts f16Inputs' activations into the "x" scratch buffer and
@@ -504,9 +526,9 @@ func (mx *Matrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) error
 // mulA8Req is MulA8's work (CUDA thread).
 func mulA8Req(r *mulReq) error {
 	mx := r.mx
-	var xb *buffer
-	put := func() (err error) { xb, err = putScratch(mx.b, "xin", r.x, true); return err }
-	return mx.hostCall(r.dst, true, put, func(y, st cu.DevicePtr) error { return mx.mulA8Dev(y, xb.ptr, st, r.batch) })
+	var xp cu.DevicePtr // read by the quantization kernel only (pinnedIn)
+	put := func() (err error) { xp, err = pinnedIn(mx.b, "xin", r.x); return err }
+	return mx.hostCall(r.dst, true, put, func(y, st cu.DevicePtr) error { return mx.mulA8Dev(y, xp, st, r.batch) })
 }
 
 // mulI8Req is MulI8's work (CUDA thread).

@@ -7,6 +7,7 @@ import (
 	"os"
 	"testing"
 	"time"
+	"unsafe"
 
 	"gorgonia.org/cu"
 )
@@ -66,6 +67,93 @@ func TestOverheadBreakdown(t *testing.T) {
 			return b.stagedDownload(xb, y)
 		})
 	})
+	per("a wait with nothing queued", func() error { return b.do(cu.Synchronize) })
+	// Pinned host memory is device-addressable under unified addressing:
+	// a kernel can read its input from, and write its output to, the
+	// staging memory itself, in place of the two copies.
+	tiny := func(k int, in, out func() (cu.DevicePtr, error), wait func() error) func() error {
+		return func() error {
+			return b.do(func() error {
+				t, err := b.scratchBuf("t", 1024)
+				if err != nil {
+					return err
+				}
+				u, err := b.scratchBuf("u", 1024)
+				if err != nil {
+					return err
+				}
+				src, err := in()
+				if err != nil {
+					return err
+				}
+				dst, err := out()
+				if err != nil {
+					return err
+				}
+				for i := 0; i < k; i++ {
+					s, d := t.ptr, u.ptr
+					if i == 0 {
+						s = src
+					}
+					if i == k-1 {
+						d = dst
+					}
+					if i%2 == 1 {
+						s, d = u.ptr, t.ptr
+						if i == k-1 {
+							d = dst
+						}
+					}
+					if err := b.launch("selftest", 1, 1, 256, 0, s, d, int64(256)); err != nil {
+						return err
+					}
+				}
+				return wait()
+			})
+		}
+	}
+	devIn := func() (cu.DevicePtr, error) {
+		t, err := b.scratchBuf("t", 1024)
+		if err != nil {
+			return 0, err
+		}
+		return t.ptr, stagedPut(b, "t", t, x)
+	}
+	devOut := func() (cu.DevicePtr, error) {
+		u, err := b.scratchBuf("v", 1024)
+		return u.ptr, err
+	}
+	download := func() error {
+		v, err := b.scratchBuf("v", 1024)
+		if err != nil {
+			return err
+		}
+		return b.stagedDownload(v, y)
+	}
+	pinIn := func() (cu.DevicePtr, error) {
+		h, err := b.staging("pin-in", 1024)
+		if err != nil {
+			return 0, err
+		}
+		copy(unsafe.Slice((*float32)(h.p), 256), x)
+		return cu.DevicePtr(uintptr(h.p)), nil
+	}
+	pinOut := func() (cu.DevicePtr, error) {
+		h, err := b.staging("pin-out", 1024)
+		return cu.DevicePtr(uintptr(h.p)), err
+	}
+	pinWait := func() error {
+		if err := cu.Synchronize(); err != nil {
+			return err
+		}
+		h := b.pinned["pin-out"]
+		copy(y, unsafe.Slice((*float32)(h.p), 256))
+		return nil
+	}
+	for _, k := range []int{1, 3} {
+		per(fmt.Sprintf("copy in, %d kernels, copy out, one wait", k), tiny(k, devIn, devOut, download))
+		per(fmt.Sprintf("%d kernels on pinned in and out, one wait", k), tiny(k, pinIn, pinOut, pinWait))
+	}
 	per("tiny kernel launched and waited for", func() error {
 		return b.do(func() error {
 			xb, err := b.scratchBuf("t", 1024)

@@ -102,3 +102,45 @@ func (b *Backend) stagedDownload(bf *buffer, dst []float32) error {
 	copy(unsafe.Slice((*byte)(p), n), h.bytes(int(n)))
 	return nil
 }
+
+// pinnedIn makes s readable by the kernels queued next and returns its
+// device address (CUDA thread). Where the device addresses pinned host
+// memory (Device.mapsHost), s is copied into the pinned buffer of that
+// name (not a scratch buffer's: the fallback's staging is keyed apart, in
+// b.stageIn) and the first kernel reads it over the bus: one queued copy and one
+// driver call fewer than putScratch's staged copy, which is the fallback
+// (and the path above stagingMax). The memory is rewritten only by the
+// next host-slice call, after this one's wait.
+func pinnedIn[T any](b *Backend, name string, s []T) (cu.DevicePtr, error) {
+	p, n := bytesOf(s)
+	if !b.dev.mapsHost || n == 0 || n > stagingMax {
+		bf, err := putScratch(b, name, s, true)
+		if err != nil {
+			return 0, err
+		}
+		return bf.ptr, nil
+	}
+	h, err := b.staging(name, int(n))
+	if err != nil {
+		return 0, err
+	}
+	copy(h.bytes(int(n)), unsafe.Slice((*byte)(p), n))
+	return cu.DevicePtr(uintptr(h.p)), nil
+}
+
+// pinnedStatus returns a zeroed status word in pinned host memory and its
+// device address, where the device addresses pinned memory (ok false
+// otherwise): the kernels flag it directly, with no queued memset or copy
+// (CUDA thread).
+func (b *Backend) pinnedStatus() (word *uint32, dev cu.DevicePtr, ok bool, err error) {
+	if !b.dev.mapsHost {
+		return nil, 0, false, nil
+	}
+	h, err := b.staging("status", 4)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	word = (*uint32)(h.p)
+	*word = 0
+	return word, cu.DevicePtr(uintptr(h.p)), true, nil
+}

@@ -39,6 +39,14 @@ type Device interface {
 // its first fault, as Device.Wait does.
 type Buf = devbuf.Buf
 
+// RoundingMatrix is implemented by matrices that round float32
+// activations to binary16 where they compute (a GPU's gather kernel), so
+// that A16 from host slices needs no pass over the activations on the
+// host: MulRoundedF16 is MulF16 of x rounded to nearest even.
+type RoundingMatrix interface {
+	MulRoundedF16(dst, x []float32, batch int) error
+}
+
 // DeviceMatrix is implemented by the matrices of a Device backend that
 // multiply Bufs on the device. Shapes are the caller's to check: x holds
 // at least batch*Cols float32 values (batch*PaddedCols int8 values and
