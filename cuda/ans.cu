@@ -35,6 +35,20 @@
 
 #include <stdint.h>
 
+// PDL_ENTRY opens every kernel. From sm_90 on the host launches kernels
+// with programmatic dependent launch, so a kernel's blocks may be made
+// resident while the kernel before it on the stream is still running:
+// launch_dependents lets the next kernel's blocks be scheduled as soon as
+// every block of this one has started, and wait holds this block until
+// the kernel before has completed and its memory is visible, before any
+// load or store. What overlaps is launch and block scheduling, never
+// memory traffic. Below sm_90 it is empty (the host launches normally).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define PDL_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#else
+#define PDL_ENTRY()
+#endif
+
 #define FULL 0xffffffffu
 #define ANS_WARPS 8
 #define STATE_LOW 0x80000000ull
@@ -236,26 +250,26 @@ __device__ __forceinline__ void ans_mul(const uint4 *words, const u64 *offs, con
 }
 
 extern "C" __global__ void __launch_bounds__(32 * ANS_WARPS) ans_rows(const uint4 *words, const u64 *offs, const signed char *esc, const u64 *escOffs,
-	const unsigned *table, const int *v, int *y, unsigned *status, i64 units, i64 steps, i64 tag) {
+	const unsigned *table, const int *v, int *y, unsigned *status, i64 units, i64 steps, i64 tag) { PDL_ENTRY();
 	ans_mul<false, false>(words, offs, esc, escOffs, table, v, y, 0, status, units, steps, tag);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * ANS_WARPS) ans_stripes(const uint4 *words, const u64 *offs, const signed char *esc, const u64 *escOffs,
-	const unsigned *table, const int *v, int *y, unsigned *status, i64 units, i64 steps, i64 tag) {
+	const unsigned *table, const int *v, int *y, unsigned *status, i64 units, i64 steps, i64 tag) { PDL_ENTRY();
 	ans_mul<true, false>(words, offs, esc, escOffs, table, v, y, 0, status, units, steps, tag);
 }
 
 // ans_decode: the words of an ans.Bits matrix (warp rows) into out, unit
 // u at u*steps*32, for the Bits kernels to multiply.
 extern "C" __global__ void __launch_bounds__(32 * ANS_WARPS) ans_decode(const uint4 *words, const u64 *offs, const signed char *esc, const u64 *escOffs,
-	const unsigned *table, unsigned *out, unsigned *status, i64 units, i64 steps, i64 tag) {
+	const unsigned *table, unsigned *out, unsigned *status, i64 units, i64 steps, i64 tag) { PDL_ENTRY();
 	ans_mul<false, true>(words, offs, esc, escOffs, table, 0, 0, out, status, units, steps, tag);
 }
 
 // int8_gemv16: one warp per row of a row-major int8 matrix whose columns
 // are a multiple of 16: each lane loads 16 bytes of the row (four in
 // flight) and of v, four dp4a each.
-extern "C" __global__ void __launch_bounds__(32 * ANS_WARPS) int8_gemv16(const int4 *w, const int4 *v, int *y, i64 rows, i64 cols16) {
+extern "C" __global__ void __launch_bounds__(32 * ANS_WARPS) int8_gemv16(const int4 *w, const int4 *v, int *y, i64 rows, i64 cols16) { PDL_ENTRY();
 	const int lane = threadIdx.x & 31;
 	const i64 row = (i64)blockIdx.x * ANS_WARPS + (threadIdx.x >> 5);
 	if (row >= rows) return;
@@ -280,7 +294,7 @@ extern "C" __global__ void __launch_bounds__(32 * ANS_WARPS) int8_gemv16(const i
 }
 
 // int8_gemv1: any shape, one warp per row, one byte per lane and step.
-extern "C" __global__ void __launch_bounds__(32 * ANS_WARPS) int8_gemv1(const signed char *w, const signed char *v, int *y, i64 rows, i64 cols) {
+extern "C" __global__ void __launch_bounds__(32 * ANS_WARPS) int8_gemv1(const signed char *w, const signed char *v, int *y, i64 rows, i64 cols) { PDL_ENTRY();
 	const int lane = threadIdx.x & 31;
 	const i64 row = (i64)blockIdx.x * ANS_WARPS + (threadIdx.x >> 5);
 	if (row >= rows) return;
@@ -295,7 +309,7 @@ extern "C" __global__ void __launch_bounds__(32 * ANS_WARPS) int8_gemv1(const si
 // ans_requant: v[i] = round_half_even(alpha * float(y[i])) clipped to int8,
 // in float32 exactly as internal/matvans.Step (alphaBits: the float32's
 // bits).
-extern "C" __global__ void ans_requant(const int *y, signed char *v, i64 n, i64 alphaBits) {
+extern "C" __global__ void ans_requant(const int *y, signed char *v, i64 n, i64 alphaBits) { PDL_ENTRY();
 	const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
 	if (i >= n) return;
 	const float p = __fmul_rn(__int_as_float((int)alphaBits), __int2float_rn(y[i]));

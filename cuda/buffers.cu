@@ -13,6 +13,20 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+// PDL_ENTRY opens every kernel. From sm_90 on the host launches kernels
+// with programmatic dependent launch, so a kernel's blocks may be made
+// resident while the kernel before it on the stream is still running:
+// launch_dependents lets the next kernel's blocks be scheduled as soon as
+// every block of this one has started, and wait holds this block until
+// the kernel before has completed and its memory is visible, before any
+// load or store. What overlaps is launch and block scheduling, never
+// memory traffic. Below sm_90 it is empty (the host launches normally).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define PDL_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#else
+#define PDL_ENTRY()
+#endif
+
 #define FULL 0xffffffffu
 
 typedef long long i64;
@@ -43,11 +57,11 @@ __device__ void gather(const T *x, const int *idx, __half *out, i64 batch, i64 c
 	out[((p / S) * nv + v) * S + p % S] = (v < batch && c >= 0) ? tohalf(x, v * cols + c) : __float2half_rn(0.0f);
 }
 
-extern "C" __global__ void gather_f16(const float *x, const int *idx, __half *out, i64 batch, i64 cols, i64 pc, i64 nv, i64 S) {
+extern "C" __global__ void gather_f16(const float *x, const int *idx, __half *out, i64 batch, i64 cols, i64 pc, i64 nv, i64 S) { PDL_ENTRY();
 	gather(x, idx, out, batch, cols, pc, nv, S);
 }
 
-extern "C" __global__ void gather_h16(const __half *x, const int *idx, __half *out, i64 batch, i64 cols, i64 pc, i64 nv, i64 S) {
+extern "C" __global__ void gather_h16(const __half *x, const int *idx, __half *out, i64 batch, i64 cols, i64 pc, i64 nv, i64 S) { PDL_ENTRY();
 	gather(x, idx, out, batch, cols, pc, nv, S);
 }
 
@@ -76,11 +90,11 @@ __device__ void xsum(const T *x, const int *nat, float *out, i64 batch, i64 cols
 	if (lane == 0) out[w] = s;
 }
 
-extern "C" __global__ void xsum_f16(const float *x, const int *nat, float *out, i64 batch, i64 cols, i64 pc, i64 nv) {
+extern "C" __global__ void xsum_f16(const float *x, const int *nat, float *out, i64 batch, i64 cols, i64 pc, i64 nv) { PDL_ENTRY();
 	xsum(x, nat, out, batch, cols, pc, nv);
 }
 
-extern "C" __global__ void xsum_h16(const __half *x, const int *nat, float *out, i64 batch, i64 cols, i64 pc, i64 nv) {
+extern "C" __global__ void xsum_h16(const __half *x, const int *nat, float *out, i64 batch, i64 cols, i64 pc, i64 nv) { PDL_ENTRY();
 	xsum(x, nat, out, batch, cols, pc, nv);
 }
 
@@ -89,7 +103,7 @@ extern "C" __global__ void xsum_h16(const __half *x, const int *nat, float *out,
 // values are gathered through nat (stored column -> source column, -1 for
 // padding: 0). A NaN or infinity sets ST_NONFINITE in status (the group
 // is written as zeros; the host reports the error).
-extern "C" __global__ void quant_a8(const float *x, const int *nat, signed char *xq, float *xs, unsigned *status, i64 batch, i64 cols, i64 pc) {
+extern "C" __global__ void quant_a8(const float *x, const int *nat, signed char *xq, float *xs, unsigned *status, i64 batch, i64 cols, i64 pc) { PDL_ENTRY();
 	i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
 	int lane = threadIdx.x & 31;
 	i64 ng = pc / 128;
@@ -132,7 +146,7 @@ extern "C" __global__ void quant_a8(const float *x, const int *nat, signed char 
 // writing a8_prep's outputs (xm, and xr in a8_q4order's order) from the
 // same registers, so the tensor-core multiply that follows skips a8_prep
 // (one dependent kernel fewer between the large ones).
-extern "C" __global__ void quant_a8_q4(const float *x, const int *nat, signed char *xq, float *xs, unsigned *status, int2 *xm, signed char *xr, i64 batch, i64 cols, i64 pc, i64 nv) {
+extern "C" __global__ void quant_a8_q4(const float *x, const int *nat, signed char *xq, float *xs, unsigned *status, int2 *xm, signed char *xr, i64 batch, i64 cols, i64 pc, i64 nv) { PDL_ENTRY();
 	i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
 	int lane = threadIdx.x & 31;
 	i64 nblk = pc / 128;
@@ -187,7 +201,7 @@ extern "C" __global__ void quant_a8_q4(const float *x, const int *nat, signed ch
 
 // a8_sums writes the exact int32 sum of each block of blk int8
 // activations (n values, n a multiple of blk): one warp per block.
-extern "C" __global__ void a8_sums(const signed char *xq, int *sx, i64 n, i64 blk) {
+extern "C" __global__ void a8_sums(const signed char *xq, int *sx, i64 n, i64 blk) { PDL_ENTRY();
 	i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
 	int lane = threadIdx.x & 31;
 	if (w >= n / blk) return;
@@ -205,7 +219,7 @@ extern "C" __global__ void a8_sums(const signed char *xq, int *sx, i64 n, i64 bl
 // order: Q4G128's (e = 0) as a8_q4order, the Bits kernels' fragment
 // order xr[i] = xq[i - i%e + tab[i%e]] (e columns per step, tab from
 // gpuhost.A8FragOrder).
-extern "C" __global__ void a8_prep(const signed char *xq, const float *xs, int2 *xm, signed char *xr, const int *tab, i64 batch, i64 pc, i64 nv, i64 e) {
+extern "C" __global__ void a8_prep(const signed char *xq, const float *xs, int2 *xm, signed char *xr, const int *tab, i64 batch, i64 pc, i64 nv, i64 e) { PDL_ENTRY();
 	i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
 	int lane = threadIdx.x & 31;
 	i64 nblk = pc / 128;
@@ -241,7 +255,7 @@ extern "C" __global__ void a8_prep(const signed char *xq, const float *xs, int2 
 
 // a8_q4order rearranges every 8 int8 activations as (0,2,4,6,1,3,5,7),
 // the order the Q4G128 A8 kernel's nibble unpacking consumes them.
-extern "C" __global__ void a8_q4order(const signed char *xq, signed char *xr, i64 n) {
+extern "C" __global__ void a8_q4order(const signed char *xq, signed char *xr, i64 n) { PDL_ENTRY();
 	i64 i = ((i64)blockIdx.x * blockDim.x + threadIdx.x) * 8;
 	if (i >= n) return;
 	char4 a = *(const char4 *)(xq + i), b = *(const char4 *)(xq + i + 4);
@@ -251,7 +265,7 @@ extern "C" __global__ void a8_q4order(const signed char *xq, signed char *xr, i6
 
 // a8_split writes the even and odd int8 activations of each column pair
 // apart (the Sparse12 A8 kernel's inputs).
-extern "C" __global__ void a8_split(const signed char *xq, signed char *xe, signed char *xo, i64 n) {
+extern "C" __global__ void a8_split(const signed char *xq, signed char *xe, signed char *xo, i64 n) { PDL_ENTRY();
 	i64 p = (i64)blockIdx.x * blockDim.x + threadIdx.x;
 	if (p >= n / 2) return;
 	xe[p] = xq[2 * p];
@@ -260,19 +274,19 @@ extern "C" __global__ void a8_split(const signed char *xq, signed char *xe, sign
 
 // swiglu: d[i] = g[i] / (1 + exp(-g[i])) * u[i]. expf is within 2 ulps;
 // the division and product are rounded float32 operations.
-extern "C" __global__ void swiglu(float *d, const float *g, const float *u, i64 n) {
+extern "C" __global__ void swiglu(float *d, const float *g, const float *u, i64 n) { PDL_ENTRY();
 	i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
 	if (i >= n) return;
 	float x = g[i];
 	d[i] = __fmul_rn(__fdiv_rn(x, __fadd_rn(1.0f, expf(-x))), u[i]);
 }
 
-extern "C" __global__ void add_f32(float *d, const float *a, const float *b, i64 n) {
+extern "C" __global__ void add_f32(float *d, const float *a, const float *b, i64 n) { PDL_ENTRY();
 	i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
 	if (i < n) d[i] = __fadd_rn(a[i], b[i]);
 }
 
-extern "C" __global__ void scale_f32(float *d, const float *a, i64 s, i64 n) {
+extern "C" __global__ void scale_f32(float *d, const float *a, i64 s, i64 n) { PDL_ENTRY();
 	i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
 	if (i < n) d[i] = __fmul_rn(arg32(s), a[i]);
 }

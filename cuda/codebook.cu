@@ -32,6 +32,20 @@
 
 #include <stdint.h>
 
+// PDL_ENTRY opens every kernel. From sm_90 on the host launches kernels
+// with programmatic dependent launch, so a kernel's blocks may be made
+// resident while the kernel before it on the stream is still running:
+// launch_dependents lets the next kernel's blocks be scheduled as soon as
+// every block of this one has started, and wait holds this block until
+// the kernel before has completed and its memory is visible, before any
+// load or store. What overlaps is launch and block scheduling, never
+// memory traffic. Below sm_90 it is empty (the host launches normally).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define PDL_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#else
+#define PDL_ENTRY()
+#endif
+
 #define FULL 0xffffffffu
 typedef long long i64;
 
@@ -277,10 +291,10 @@ __device__ __forceinline__ void cbGemv(const CB &p, const float *x, const float 
 	cbGemv<MODE, NB>(p, x, gtab, y, ws, pcols, nb, cs)
 
 #define CB_KERNELS(NB)                                                                     \
-	extern "C" __global__ void cb_psum_b##NB(CB_PARAMS) { CB_CALL(0, NB); }  \
-	extern "C" __global__ void cb_psumg_b##NB(CB_PARAMS) { CB_CALL(1, NB); } \
-	extern "C" __global__ void cb_deqs_b##NB(CB_PARAMS) { CB_CALL(2, NB); }  \
-	extern "C" __global__ void cb_deqg_b##NB(CB_PARAMS) { CB_CALL(3, NB); }
+	extern "C" __global__ void cb_psum_b##NB(CB_PARAMS) { PDL_ENTRY(); CB_CALL(0, NB); }  \
+	extern "C" __global__ void cb_psumg_b##NB(CB_PARAMS) { PDL_ENTRY(); CB_CALL(1, NB); } \
+	extern "C" __global__ void cb_deqs_b##NB(CB_PARAMS) { PDL_ENTRY(); CB_CALL(2, NB); }  \
+	extern "C" __global__ void cb_deqg_b##NB(CB_PARAMS) { PDL_ENTRY(); CB_CALL(3, NB); }
 
 CB_KERNELS(1)
 CB_KERNELS(4)
@@ -313,6 +327,6 @@ __device__ __forceinline__ void cbTable(const float *C, const float *x, float *t
 	}
 }
 
-extern "C" __global__ void cb_table_b1(const float *C, const float *x, float *tab, i64 pcols, i64 m, i64 v, i64 b) { cbTable<1>(C, x, tab, pcols, m, v, b); }
-extern "C" __global__ void cb_table_b4(const float *C, const float *x, float *tab, i64 pcols, i64 m, i64 v, i64 b) { cbTable<4>(C, x, tab, pcols, m, v, b); }
-extern "C" __global__ void cb_table_b16(const float *C, const float *x, float *tab, i64 pcols, i64 m, i64 v, i64 b) { cbTable<16>(C, x, tab, pcols, m, v, b); }
+extern "C" __global__ void cb_table_b1(const float *C, const float *x, float *tab, i64 pcols, i64 m, i64 v, i64 b) { PDL_ENTRY(); cbTable<1>(C, x, tab, pcols, m, v, b); }
+extern "C" __global__ void cb_table_b4(const float *C, const float *x, float *tab, i64 pcols, i64 m, i64 v, i64 b) { PDL_ENTRY(); cbTable<4>(C, x, tab, pcols, m, v, b); }
+extern "C" __global__ void cb_table_b16(const float *C, const float *x, float *tab, i64 pcols, i64 m, i64 v, i64 b) { PDL_ENTRY(); cbTable<16>(C, x, tab, pcols, m, v, b); }

@@ -282,6 +282,8 @@ type Backend struct {
 	ctx     cu.CUContext
 	mods    []cu.Module
 	fns     map[string]cu.Function
+	pdl     map[string]bool // kernels launched with programmatic dependent launch (pdl.go)
+	cargs   launchArgs      // C memory for launchPDL's parameters
 	scratch map[string]*buffer
 	pinned  map[string]*pinned
 	stageIn map[string]*pinned // stagedPut's staging, by scratch buffer name
@@ -464,6 +466,7 @@ func (b *Backend) init(ptx map[string]ptxModule) error {
 		srcs = append(srcs, src)
 	}
 	sort.Strings(srcs)
+	var pdlSets []map[string]bool // per module: its kernels that open with the PDL wait
 	for _, src := range srcs {
 		logBuf := make([]byte, 8192)
 		m := ptx[src]
@@ -474,11 +477,18 @@ func (b *Backend) init(ptx map[string]ptxModule) error {
 				m.arch, src, m.from, b.dev.Name, b.dev.Major, b.dev.Minor, cu.Version(), err, log)
 		}
 		b.mods = append(b.mods, mod)
+		var entries map[string]bool
+		if m.arch >= 90 && pdlAllowed() {
+			entries = pdlEntries(m.text)
+		}
+		pdlSets = append(pdlSets, entries)
 	}
+	b.pdl = map[string]bool{}
 	for _, name := range kernelNames {
-		for _, mod := range b.mods {
+		for i, mod := range b.mods {
 			if f, err := mod.Function(name); err == nil {
 				b.fns[name] = f
+				b.pdl[name] = pdlSets[i][name]
 				break
 			}
 		}
@@ -579,6 +589,7 @@ func (b *Backend) release() {
 	for _, mod := range b.mods {
 		_ = mod.Unload()
 	}
+	b.cargs.free()
 	if b.ctx != (cu.CUContext{}) {
 		_ = b.ctx.Destroy()
 	}
@@ -767,6 +778,9 @@ func (b *Backend) launch(name string, gx, gy, bx, shmem int, args ...any) error 
 			return fmt.Errorf("cuda: kernel %s argument %d is not a DevicePtr, int64 or uint64", name, i)
 		}
 		ptrs[i] = unsafe.Pointer(&vals[i])
+	}
+	if b.pdl[name] {
+		return b.launchPDL(name, f, gx, gy, bx, shmem, vals[:len(args)])
 	}
 	if err := f.Launch(gx, gy, 1, bx, 1, 1, shmem, b.stream, ptrs[:len(args)]); err != nil {
 		return fmt.Errorf("cuda: launching %s (%dx%d blocks of %d): %w", name, gx, gy, bx, err)

@@ -17,6 +17,20 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+// PDL_ENTRY opens every kernel. From sm_90 on the host launches kernels
+// with programmatic dependent launch, so a kernel's blocks may be made
+// resident while the kernel before it on the stream is still running:
+// launch_dependents lets the next kernel's blocks be scheduled as soon as
+// every block of this one has started, and wait holds this block until
+// the kernel before has completed and its memory is visible, before any
+// load or store. What overlaps is launch and block scheduling, never
+// memory traffic. Below sm_90 it is empty (the host launches normally).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define PDL_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#else
+#define PDL_ENTRY()
+#endif
+
 typedef long long i64;
 
 #define GGML_THREADS 64
@@ -206,11 +220,11 @@ __device__ void ggml_f32(const uint8_t *w, const float *xf, float *y, i64 rows, 
 
 #define GGML_KERNELS(NAME, GT)                                                                                          \
 	extern "C" __global__ void __launch_bounds__(GGML_THREADS) ggml_a8_##NAME(const uint8_t *w, const signed char *xq, \
-		const float *xs, float *y, i64 rows, i64 pcols, i64 batch) {                                                  \
+		const float *xs, float *y, i64 rows, i64 pcols, i64 batch) { PDL_ENTRY();                                                  \
 		ggml_a8<GT>(w, xq, xs, y, rows, pcols, batch);                                                                \
 	}                                                                                                                   \
 	extern "C" __global__ void __launch_bounds__(GGML_THREADS) ggml_f32_##NAME(const uint8_t *w, const float *xf,      \
-		float *y, i64 rows, i64 pcols, i64 batch) {                                                                   \
+		float *y, i64 rows, i64 pcols, i64 batch) { PDL_ENTRY();                                                                   \
 		ggml_f32<GT>(w, xf, y, rows, pcols, batch);                                                                   \
 	}
 

@@ -18,6 +18,20 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+// PDL_ENTRY opens every kernel. From sm_90 on the host launches kernels
+// with programmatic dependent launch, so a kernel's blocks may be made
+// resident while the kernel before it on the stream is still running:
+// launch_dependents lets the next kernel's blocks be scheduled as soon as
+// every block of this one has started, and wait holds this block until
+// the kernel before has completed and its memory is visible, before any
+// load or store. What overlaps is launch and block scheduling, never
+// memory traffic. Below sm_90 it is empty (the host launches normally).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define PDL_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#else
+#define PDL_ENTRY()
+#endif
+
 #define FULL 0xffffffffu
 #define WARPS 8
 #define WARPS_A8 4 // the Bits A8 kernels: 4 warps x 16 vectors x 128 blocks of shared int32
@@ -275,7 +289,7 @@ struct Sp12F {
 	FLOAT_KERNEL(NAME, F, PARAMS, INIT, __half, f16, 4, 2)                                                           \
 	FLOAT_KERNEL(NAME, F, PARAMS, INIT, __half, f16, 16, 2)
 #define FLOAT_KERNEL(NAME, F, PARAMS, INIT, T, TN, NB, RT)                                                          \
-	extern "C" __global__ void __launch_bounds__(32 * WARPS) NAME##_##TN##_b##NB(UNPAREN PARAMS, const T *x, float *y, float *ws, i64 rows, i64 nb, i64 mode) { \
+	extern "C" __global__ void __launch_bounds__(32 * WARPS) NAME##_##TN##_b##NB(UNPAREN PARAMS, const T *x, float *y, float *ws, i64 rows, i64 nb, i64 mode) { PDL_ENTRY(); \
 		F f = INIT;                                                                                                  \
 		gemvf<F, T, RT, NB, 2>(f, x, y, ws, rows, nb, mode);                                                         \
 	}
@@ -444,13 +458,13 @@ __device__ __forceinline__ void q4mma(const uint4 *W, const float *S, const uint
 #endif
 }
 
-extern "C" __global__ void __launch_bounds__(32 * WARPS) q4g128_mma_n8(const uint4 *W, const float *S, const uint8_t *Z, const uint2 *xr, float *y, float *ws, i64 rows, i64 pcols, i64 nb, i64 mode) {
+extern "C" __global__ void __launch_bounds__(32 * WARPS) q4g128_mma_n8(const uint4 *W, const float *S, const uint8_t *Z, const uint2 *xr, float *y, float *ws, i64 rows, i64 pcols, i64 nb, i64 mode) { PDL_ENTRY();
 	q4mma<1>(W, S, Z, xr, y, ws, rows, pcols, nb, mode);
 }
 // At most 64 registers (four blocks per SM, no spills; 68 without the
 // bound): on an H200, A16 batch 16, 14336x4096 took 17.5 us against 21.1
 // and 8192x8192 19.8 against 20.7.
-extern "C" __global__ void __launch_bounds__(32 * WARPS, 4) q4g128_mma_n16(const uint4 *W, const float *S, const uint8_t *Z, const uint2 *xr, float *y, float *ws, i64 rows, i64 pcols, i64 nb, i64 mode) {
+extern "C" __global__ void __launch_bounds__(32 * WARPS, 4) q4g128_mma_n16(const uint4 *W, const float *S, const uint8_t *Z, const uint2 *xr, float *y, float *ws, i64 rows, i64 pcols, i64 nb, i64 mode) { PDL_ENTRY();
 	q4mma<2>(W, S, Z, xr, y, ws, rows, pcols, nb, mode);
 }
 
@@ -663,10 +677,10 @@ __device__ __forceinline__ void bitsmma(const uint4 *W, const float *S, const fl
 #define EARLY16_4 true
 #define EARLY16_2 false
 #define BITSMMA(N)                                                                                                                                                                                                      \
-	extern "C" __global__ void __launch_bounds__(32 * WARPS) bits##N##_mma_n8(const uint4 *W, const float *S, const float *M, const uint2 *xr, const float *xsum, float *y, float *ws, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb, i64 mode) {  \
+	extern "C" __global__ void __launch_bounds__(32 * WARPS) bits##N##_mma_n8(const uint4 *W, const float *S, const float *M, const uint2 *xr, const float *xsum, float *y, float *ws, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb, i64 mode) { PDL_ENTRY();  \
 		bitsmma<N, 1, true>(W, S, M, xr, xsum, y, ws, rows, prows, pcols, lg, nb, mode);                                                                                                                                 \
 	}                                                                                                                                                                                                                  \
-	extern "C" __global__ void __launch_bounds__(32 * WARPS MINB16_##N) bits##N##_mma_n16(const uint4 *W, const float *S, const float *M, const uint2 *xr, const float *xsum, float *y, float *ws, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb, i64 mode) { \
+	extern "C" __global__ void __launch_bounds__(32 * WARPS MINB16_##N) bits##N##_mma_n16(const uint4 *W, const float *S, const float *M, const uint2 *xr, const float *xsum, float *y, float *ws, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb, i64 mode) { PDL_ENTRY(); \
 		bitsmma<N, 2, EARLY16_##N>(W, S, M, xr, xsum, y, ws, rows, prows, pcols, lg, nb, mode);                                                                                                                                 \
 	}
 BITSMMA(8)
@@ -674,7 +688,7 @@ BITSMMA(4)
 BITSMMA(2)
 
 // splitReduce sums the SplitK partials in split order (deterministic).
-extern "C" __global__ void split_reduce(float *y, const float *ws, i64 n, i64 splits) {
+extern "C" __global__ void split_reduce(float *y, const float *ws, i64 n, i64 splits) { PDL_ENTRY();
 	i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
 	if (i >= n) return;
 	float s = 0;
@@ -696,7 +710,7 @@ __device__ __forceinline__ float addTerms(float acc, float term, int stride, int
 // low and high nibbles of a weight word meet their activations in one
 // dp4a each; xs the per-group scales, sx the per-group int32 sums of xq.
 // One row per warp; each step covers 1024 columns (8 groups).
-extern "C" __global__ void __launch_bounds__(32 * WARPS) q4g128_a8(const uint4 *W, const float *S, const uint8_t *Z, const int4 *xq, const float *xs, const int *sx, float *y, i64 rows, i64 pcols, i64 nb) {
+extern "C" __global__ void __launch_bounds__(32 * WARPS) q4g128_a8(const uint4 *W, const float *S, const uint8_t *Z, const int4 *xq, const float *xs, const int *sx, float *y, i64 rows, i64 pcols, i64 nb) { PDL_ENTRY();
 	int lane = threadIdx.x & 31;
 	i64 row = (i64)blockIdx.x * WARPS + (threadIdx.x >> 5);
 	if (row >= rows) return;
@@ -842,7 +856,7 @@ __device__ void bitsa8(const uint4 *W, const float *S, const int *Zi, const int 
 }
 
 #define BITSA8(N)                                                                                                                                                                       \
-	extern "C" __global__ void __launch_bounds__(32 * WARPS_A8) bits##N##_a8(const uint4 *W, const float *S, const int *Zi, const int *xq, const float *xs, const int *sx, float *y, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb) { \
+	extern "C" __global__ void __launch_bounds__(32 * WARPS_A8) bits##N##_a8(const uint4 *W, const float *S, const int *Zi, const int *xq, const float *xs, const int *sx, float *y, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb) { PDL_ENTRY(); \
 		bitsa8<N>(W, S, Zi, xq, xs, sx, y, rows, prows, pcols, lg, nb);                                                                                                              \
 	}
 BITSA8(8)
@@ -1136,10 +1150,10 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 }
 
 #define A8MMA(NAME, N, P, SFX)                                                                                                                                                                                     \
-	extern "C" __global__ void __launch_bounds__(32 * WARPS, A8MMA_MINB) NAME##_a8mma_n8##SFX(const uint4 *W, const float *S, const void *Z, const uint4 *xf, const int4 *xm, float *y, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb) {  \
+	extern "C" __global__ void __launch_bounds__(32 * WARPS, A8MMA_MINB) NAME##_a8mma_n8##SFX(const uint4 *W, const float *S, const void *Z, const uint4 *xf, const int4 *xm, float *y, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb) { PDL_ENTRY();  \
 		a8mma<N, 1, P>(W, S, Z, xf, xm, y, rows, prows, pcols, lg, nb);                                                                                                                                         \
 	}                                                                                                                                                                                                          \
-	extern "C" __global__ void __launch_bounds__(32 * WARPS, A8MMA_MINB) NAME##_a8mma_n16##SFX(const uint4 *W, const float *S, const void *Z, const uint4 *xf, const int4 *xm, float *y, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb) { \
+	extern "C" __global__ void __launch_bounds__(32 * WARPS, A8MMA_MINB) NAME##_a8mma_n16##SFX(const uint4 *W, const float *S, const void *Z, const uint4 *xf, const int4 *xm, float *y, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb) { PDL_ENTRY(); \
 		a8mma<N, 2, P>(W, S, Z, xf, xm, y, rows, prows, pcols, lg, nb);                                                                                                                                         \
 	}
 A8MMA(q4g128, 0, false, )
@@ -1161,7 +1175,7 @@ A8MMA(bits2, 2, true, _p)
 // the codes and the dp4a summing the kept activations: each lane adds
 // sum(q*x) - z*sum(x) of its 4 pairs to its block (the zero point
 // multiplies kept activations only). Blocks of min(G, 128) columns.
-extern "C" __global__ void __launch_bounds__(32 * WARPS) sparse12_a8(const uint4 *W, const float *S, const int *Zi, const int *xe, const int *xo, const float *xs, float *y, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb) {
+extern "C" __global__ void __launch_bounds__(32 * WARPS) sparse12_a8(const uint4 *W, const float *S, const int *Zi, const int *xe, const int *xo, const float *xs, float *y, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb) { PDL_ENTRY();
 	__shared__ int sblk[WARPS][MAXB][32];
 	int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
 	i64 row = (i64)blockIdx.x * WARPS + wp;
@@ -1229,7 +1243,7 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS) sparse12_a8(const uint4
 
 // read_bw streams n 16-byte words and writes one checksum per block: the
 // backend's own read-bandwidth kernel (the roofline of every benchmark).
-extern "C" __global__ void read_bw(const uint4 *p, i64 n, uint32_t *out) {
+extern "C" __global__ void read_bw(const uint4 *p, i64 n, uint32_t *out) { PDL_ENTRY();
 	uint32_t s = 0;
 	i64 stride = (i64)gridDim.x * blockDim.x, i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
 	for (; i + 3 * stride < n; i += 4 * stride) { // four loads in flight
@@ -1247,7 +1261,7 @@ extern "C" __global__ void read_bw(const uint4 *p, i64 n, uint32_t *out) {
 
 // selftest writes y[i] = x[i]*2 + i: loaded at start-up so that a driver
 // that cannot run the embedded PTX fails early with a clear error.
-extern "C" __global__ void selftest(const float *x, float *y, i64 n) {
+extern "C" __global__ void selftest(const float *x, float *y, i64 n) { PDL_ENTRY();
 	i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
 	if (i < n) y[i] = x[i] * 2 + (float)i;
 }
