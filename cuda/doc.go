@@ -85,6 +85,12 @@
 // consecutive columns gathered into one word; Sparse12 with the position
 // bits selecting even or odd activations byte by byte).
 //
+// On sm_90 and later every kernel is launched with programmatic
+// dependent launch (pdl.go): it opens by letting the next kernel's blocks
+// be scheduled and then waits for the one before it to complete, so
+// launches overlap the previous kernel's tail; QGEMV_CUDA_PDL=0 turns it
+// off.
+//
 // For kernel development, QGEMV_CUDA_PTX names a directory whose
 // <source>_sm_<cc>.ptx (or .ptx.gz) files are loaded instead of the
 // embedded PTX of their sources (chosen per source in the same way; other
