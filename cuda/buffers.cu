@@ -98,17 +98,13 @@ extern "C" __global__ void xsum_h16(const __half *x, const int *nat, float *out,
 	xsum(x, nat, out, batch, cols, pc, nv);
 }
 
-// quant_a8 quantizes activations exactly as layout.QuantizeA8Go: one warp
-// per (vector, group of 128 stored columns), 4 columns per lane. The
-// values are gathered through nat (stored column -> source column, -1 for
-// padding: 0). A NaN or infinity sets ST_NONFINITE in status (the group
-// is written as zeros; the host reports the error).
-extern "C" __global__ void quant_a8(const float *x, const int *nat, signed char *xq, float *xs, unsigned *status, i64 batch, i64 cols, i64 pc) { PDL_ENTRY();
-	i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-	int lane = threadIdx.x & 31;
-	i64 ng = pc / 128;
-	if (w >= batch * ng) return;
-	i64 v = w / ng, g = w - v * ng;
+// quant128 quantizes one 128-column group g of vector v exactly as
+// layout.QuantizeA8Go, one warp, 4 columns per lane (columns 4*lane..):
+// the values are gathered through nat (stored column -> source column,
+// -1 for padding: 0); a NaN or infinity sets ST_NONFINITE in status and
+// the group becomes zeros. It returns the lane's four codes and sets the
+// group's scale.
+__device__ __forceinline__ char4 quant128(const float *x, const int *nat, unsigned *status, i64 v, i64 g, i64 cols, int lane, float &scale) {
 	float val[4];
 	float amax = 0;
 	bool bad = false;
@@ -135,9 +131,22 @@ extern "C" __global__ void quant_a8(const float *x, const int *nat, signed char 
 			q[k] = (signed char)fmaxf(-127.0f, fminf(127.0f, r));
 		}
 	}
-	char4 out = make_char4(q[0], q[1], q[2], q[3]);
-	*(char4 *)(xq + v * pc + g * 128 + lane * 4) = out;
-	if (lane == 0) xs[w] = amax == 0 ? 0.0f : __fdiv_rn(amax, 127.0f);
+	scale = amax == 0 ? 0.0f : __fdiv_rn(amax, 127.0f);
+	return make_char4(q[0], q[1], q[2], q[3]);
+}
+
+// quant_a8 quantizes activations exactly as layout.QuantizeA8Go
+// (quant128): one warp per (vector, group of 128 stored columns). A NaN
+// or infinity sets ST_NONFINITE in status (the host reports the error).
+extern "C" __global__ void quant_a8(const float *x, const int *nat, signed char *xq, float *xs, unsigned *status, i64 batch, i64 cols, i64 pc) { PDL_ENTRY();
+	i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int lane = threadIdx.x & 31;
+	i64 ng = pc / 128;
+	if (w >= batch * ng) return;
+	i64 v = w / ng, g = w - v * ng;
+	float scale;
+	*(char4 *)(xq + v * pc + g * 128 + lane * 4) = quant128(x, nat, status, v, g, cols, lane, scale);
+	if (lane == 0) xs[w] = scale;
 }
 
 // quant_a8_q4 is quant_a8 followed by a8_prep for Q4G128 (e = 0) in one
@@ -156,37 +165,11 @@ extern "C" __global__ void quant_a8_q4(const float *x, const int *nat, signed ch
 		if (lane == 0) xm[w] = make_int2(0, 0);
 		return;
 	}
-	float val[4];
-	float amax = 0;
-	bool bad = false;
-#pragma unroll
-	for (int k = 0; k < 4; k++) {
-		int c = nat[blk * 128 + lane * 4 + k];
-		float f = c >= 0 ? x[v * cols + c] : 0.0f;
-		val[k] = f;
-		bad |= !isfinite(f);
-		amax = fmaxf(amax, fabsf(f));
-	}
-	for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(FULL, amax, o));
-	if (__any_sync(FULL, bad)) {
-		if (lane == 0) atomicOr(status, ST_NONFINITE);
-		amax = 0;
-	}
-	signed char q[4] = {0, 0, 0, 0};
-	if (amax != 0) {
-		float pre = amax < 0x1p-100f ? 0x1p64f : 1.0f;
-		float inv = __fdiv_rn(127.0f, __fmul_rn(amax, pre));
-#pragma unroll
-		for (int k = 0; k < 4; k++) {
-			float r = rintf(__fmul_rn(__fmul_rn(val[k], pre), inv));
-			q[k] = (signed char)fmaxf(-127.0f, fminf(127.0f, r));
-		}
-	}
+	float scale;
+	char4 cq = quant128(x, nat, status, v, blk, cols, lane, scale);
 	i64 i = v * pc + blk * 128 + lane * 4;
-	char4 cq = make_char4(q[0], q[1], q[2], q[3]);
 	*(char4 *)(xq + i) = cq;
-	float scale = amax == 0 ? 0.0f : __fdiv_rn(amax, 127.0f);
-	int s = q[0] + q[1] + q[2] + q[3];
+	int s = cq.x + cq.y + cq.z + cq.w;
 	for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL, s, o);
 	if (lane == 0) {
 		xs[v * nblk + blk] = scale;

@@ -609,6 +609,18 @@ func (mx *Matrix) quantize(xq, xs, x, st cu.DevicePtr, batch int) error {
 		int64(batch), int64(mx.geo.Cols), int64(pc))
 }
 
+// a8mmaScratch returns the scratch buffers of the int8 tensor-core
+// kernels' inputs for n activations in nv vector slots of pc columns:
+// "xq0" (the activations in fragment order) and "xm" (per block and slot,
+// the scale's bits and the block sum) (CUDA thread).
+func (b *Backend) a8mmaScratch(n, nv, pc int64) (rb, mb *buffer, err error) {
+	if rb, err = b.scratchBuf("xq0", n); err != nil {
+		return nil, nil, err
+	}
+	mb, err = b.scratchBuf("xm", 8*nv*pc/128)
+	return rb, mb, err
+}
+
 // quantizeQ4 is quantize for a Q4G128 matrix on the int8 tensor cores:
 // quant_a8_q4 also writes the inputs a8_prep would (the scratch "xq0" and
 // "xm", as mulI8Dev allocates them) and records them as the prepA8 memo of
@@ -619,11 +631,7 @@ func (mx *Matrix) quantizeQ4(xq, xs, x, st, nat cu.DevicePtr, batch int) error {
 	pc := int64(mx.geo.PCols)
 	n := int64(batch) * pc
 	nv := int64(mmaSlots(batch))
-	rb, err := b.scratchBuf("xq0", n)
-	if err != nil {
-		return err
-	}
-	mb, err := b.scratchBuf("xm", 8*nv*pc/128)
+	rb, mb, err := b.a8mmaScratch(n, nv, pc)
 	if err != nil {
 		return err
 	}
@@ -815,11 +823,7 @@ func (mx *Matrix) mulI8Dev(dst, xq, xs cu.DevicePtr, batch int) error {
 			tab, e = t.ptr, int64(1024/mx.n)
 		}
 		nv := int64(mmaSlots(batch))
-		rb, err := b.scratchBuf("xq0", n)
-		if err != nil {
-			return err
-		}
-		mb, err := b.scratchBuf("xm", 8*nv*pc/128)
+		rb, mb, err := b.a8mmaScratch(n, nv, pc)
 		if err != nil {
 			return err
 		}
