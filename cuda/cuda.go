@@ -95,7 +95,7 @@ func describe(i int) (Device, error) {
 	}
 	ua, err1 := dev.Attribute(cu.UnifiedAddressing)
 	mh, err2 := dev.Attribute(cu.CanMapHostMemory)
-	d.mapsHost = err1 == nil && err2 == nil && ua == 1 && mh == 1 && os.Getenv("QGEMV_CUDA_HOSTMAP") != "0"
+	d.mapsHost = err1 == nil && err2 == nil && ua == 1 && mh == 1 && os.Getenv(EnvHostMap) != "0"
 	return d, nil
 }
 

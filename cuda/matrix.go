@@ -319,19 +319,20 @@ func (mx *Matrix) MulRoundedF16(dst, x []float32, batch int) error {
 }
 
 // mulRoundedReq is MulRoundedF16's work (CUDA thread).
-func mulRoundedReq(r *mulReq) error {
-	mx := r.mx
-	var xp cu.DevicePtr // read by the gather kernels only (pinnedIn)
-	put := func() (err error) { xp, err = pinnedIn(mx.b, "xin", r.x); return err }
-	return mx.hostCall(r.dst, false, put, func(y, _ cu.DevicePtr) error { return mx.mulF16Dev(y, xp, false, r.batch) })
-}
+func mulRoundedReq(r *mulReq) error { return hostGather(r, r.x, false) }
 
 // mulF16Req is MulF16's work (CUDA thread).
-func mulF16Req(r *mulReq) error {
+func mulF16Req(r *mulReq) error { return hostGather(r, r.xh, true) }
+
+// hostGather multiplies host activations x (binary16 with half, else
+// float32 the gather rounds) through mulF16Dev: one host call (CUDA
+// thread). The gather kernels alone read x, so it may stay in pinned
+// memory (pinnedIn).
+func hostGather[T any](r *mulReq, x []T, half bool) error {
 	mx := r.mx
-	var xp cu.DevicePtr // read by the gather kernels only (pinnedIn)
-	put := func() (err error) { xp, err = pinnedIn(mx.b, "xin", r.xh); return err }
-	return mx.hostCall(r.dst, false, put, func(y, _ cu.DevicePtr) error { return mx.mulF16Dev(y, xp, true, r.batch) })
+	var xp cu.DevicePtr
+	put := func() (err error) { xp, err = pinnedIn(mx.b, "xin", x); return err }
+	return mx.hostCall(r.dst, false, put, func(y, _ cu.DevicePtr) error { return mx.mulF16Dev(y, xp, half, r.batch) })
 }
 
 // putF16 puts f16Inputs' activations into the "x" scratch buffer and

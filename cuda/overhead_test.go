@@ -90,19 +90,14 @@ func TestOverheadBreakdown(t *testing.T) {
 				if err != nil {
 					return err
 				}
+				bufs := [2]cu.DevicePtr{t.ptr, u.ptr} // kernel i reads bufs[i%2], writes the other
 				for i := 0; i < k; i++ {
-					s, d := t.ptr, u.ptr
+					s, d := bufs[i%2], bufs[1-i%2]
 					if i == 0 {
 						s = src
 					}
 					if i == k-1 {
 						d = dst
-					}
-					if i%2 == 1 {
-						s, d = u.ptr, t.ptr
-						if i == k-1 {
-							d = dst
-						}
 					}
 					if err := b.launch("selftest", 1, 1, 256, 0, s, d, int64(256)); err != nil {
 						return err

@@ -98,7 +98,7 @@ func (b *Backend) launchPDL(name string, f cu.Function, gx, gy, bx, shmem int, v
 		ptrs[i] = unsafe.Pointer(&v[i])
 	}
 	cf := *(*C.CUfunction)(unsafe.Pointer(&f)) // cu.Function holds just the CUfunction
-	r := C.qgLaunchPDL(cf, C.uint(gx), C.uint(gy), C.uint(bx), C.uint(shmem), b.cstream(), (*unsafe.Pointer)(unsafe.Add(b.cargs.p, maxKernelArgs*8)))
+	r := C.qgLaunchPDL(cf, C.uint(gx), C.uint(gy), C.uint(bx), C.uint(shmem), b.cstream(), &ptrs[0])
 	if r != C.CUDA_SUCCESS {
 		return fmt.Errorf("cuda: launching %s (%dx%d blocks of %d): CUresult %d", name, gx, gy, bx, int(r))
 	}

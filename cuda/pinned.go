@@ -103,12 +103,17 @@ func (b *Backend) stagedDownload(bf *buffer, dst []float32) error {
 	return nil
 }
 
+// EnvHostMap set to 0 makes host-slice multiplies copy their activations
+// to device memory even where kernels could read them from pinned host
+// memory (pinnedIn, pinnedStatus).
+const EnvHostMap = "QGEMV_CUDA_HOSTMAP"
+
 // pinnedIn makes s readable by the kernels queued next and returns its
 // device address (CUDA thread). Where the device addresses pinned host
 // memory (Device.mapsHost), s is copied into the pinned buffer of that
 // name (not a scratch buffer's: the fallback's staging is keyed apart, in
-// b.stageIn) and the first kernel reads it over the bus: one queued copy and one
-// driver call fewer than putScratch's staged copy, which is the fallback
+// b.stageIn) and the first kernel reads it over the bus: one queued copy
+// and one driver call fewer than putScratch's staged copy, which is the fallback
 // (and the path above stagingMax). The memory is rewritten only by the
 // next host-slice call, after this one's wait.
 func pinnedIn[T any](b *Backend, name string, s []T) (cu.DevicePtr, error) {
