@@ -710,10 +710,17 @@ func (mx *Matrix) mulA8Dev(y, x, st cu.DevicePtr, batch int) error {
 // put copies the activations in (through pinned staging, queued), enqueue
 // queues the kernels writing dst's values into y and, with status, may
 // flag the status word st (a NaN reaching quant_a8; without status st is
-// 0); one copy brings the results and the status back, one wait.
+// 0); one copy brings the results and the status back, one wait. Where
+// the device addresses pinned memory (and no kernel adds into y with
+// atomics: Options.Mode Atomic), y is the pinned buffer itself: the
+// kernels' stores cross the bus as they are made, and the call waits
+// without a queued copy.
 func (mx *Matrix) hostCall(dst []float32, status bool, put func() error, enqueue func(y, st cu.DevicePtr) error) error {
 	b := mx.b
 	n := 4 * int64(len(dst))
+	if b.dev.mapsHost && b.opts.Mode != Atomic && n > 0 && n <= stagingMax {
+		return mx.hostCallMapped(dst, status, put, enqueue)
+	}
 	yb, err := b.scratchBuf("y", n+4)
 	if err != nil {
 		return err
@@ -784,6 +791,45 @@ func (mx *Matrix) hostCall(dst []float32, status bool, put func() error, enqueue
 		flag = *word
 	}
 	if flag != 0 {
+		return errNonFinite
+	}
+	return nil
+}
+
+// hostCallMapped is hostCall with the results and the status word in
+// pinned host memory the kernels write directly (Device.mapsHost).
+func (mx *Matrix) hostCallMapped(dst []float32, status bool, put func() error, enqueue func(y, st cu.DevicePtr) error) error {
+	b := mx.b
+	n := 4 * len(dst)
+	var word *uint32
+	var st cu.DevicePtr
+	if status {
+		w, dev, ok, err := b.pinnedStatus()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errors.New("cuda: no status word in pinned memory on a device that maps it")
+		}
+		word, st = w, dev
+	}
+	h, err := b.staging("out", n)
+	if err != nil {
+		return err
+	}
+	if err := put(); err != nil {
+		_ = cu.Synchronize() // queued copies finish before their staging is reused
+		return err
+	}
+	if err := enqueue(cu.DevicePtr(uintptr(h.p)), st); err != nil {
+		_ = cu.Synchronize()
+		return err
+	}
+	if err := cu.Synchronize(); err != nil {
+		return fmt.Errorf("cuda: waiting for the multiply (a kernel may have failed): %w", err)
+	}
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(dst))), n), h.bytes(n))
+	if word != nil && *word != 0 {
 		return errNonFinite
 	}
 	return nil
