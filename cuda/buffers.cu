@@ -273,3 +273,20 @@ extern "C" __global__ void scale_f32(float *d, const float *a, i64 s, i64 n) { P
 	i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
 	if (i < n) d[i] = __fmul_rn(arg32(s), a[i]);
 }
+
+// copy_bytes copies n bytes from src to dst (16 at a time where both are
+// 16-byte aligned, else one at a time) and, where st is not null, the
+// status word *st to *sto. Either side may be pinned host memory the
+// device maps: buffer writes and reads then run as this kernel instead of
+// a copy-engine transfer, which takes longer to start and to signal.
+extern "C" __global__ void copy_bytes(const unsigned char *src, unsigned char *dst, i64 n, const unsigned *st, unsigned *sto) { PDL_ENTRY();
+	i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x, step = (i64)gridDim.x * blockDim.x;
+	if (st != 0 && i == 0) *sto = *st;
+	i64 k = i;
+	if ((((uintptr_t)src | (uintptr_t)dst) & 15) == 0) {
+		const i64 n16 = n >> 4;
+		for (; k < n16; k += step) ((uint4 *)dst)[k] = ((const uint4 *)src)[k];
+		k = (n16 << 4) + i;
+	}
+	for (; k < n; k += step) dst[k] = src[k];
+}
