@@ -102,4 +102,14 @@ func TestAMXKernels(t *testing.T) {
 		be.Close()
 	}
 	checkAMXSet(t, set, rand.New(rand.NewPCG(7, 8)))
+	// Batch 1 runs on the AVX-512 family (a8Amx.b1); the tiles' own
+	// one-vector kernel, Q4A8AmxT1, stays checked on a set without it.
+	if a8Amx.b1 == nil || a8Amx.tm == nil {
+		t.Fatal("the AMX family should run batch 1 on AVX-512")
+	}
+	own := *a8Amx
+	own.b1, own.tm = nil, nil
+	tiles := newKernelSet(AVX512VNNI, nil, &own, a32Av512)
+	tiles.label = "amx-t1"
+	checkAMXSet(t, tiles, rand.New(rand.NewPCG(9, 10)))
 }
