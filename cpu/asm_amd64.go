@@ -232,8 +232,8 @@ var streamReaders = []struct {
 	shapes   []func([]uint64) uint64
 	requires []string
 }{
-	{[]func([]uint64) uint64{asm.StreamReadAvx512, asm.StreamReadX4Avx512, asm.StreamReadPfAvx512, asm.StreamReadNtAvx512}, []string{"AVX", "AVX2", "AVX512F"}},
-	{[]func([]uint64) uint64{asm.StreamReadAvx2, asm.StreamReadX4Avx2, asm.StreamReadPfAvx2, asm.StreamReadNtAvx2}, []string{"AVX", "AVX2"}},
+	{[]func([]uint64) uint64{asm.StreamReadAvx512, asm.StreamReadX4Avx512, asm.StreamReadPfAvx512, asm.StreamReadNtAvx512, asm.StreamReadPfAvx512}, []string{"AVX", "AVX2", "AVX512F"}},
+	{[]func([]uint64) uint64{asm.StreamReadAvx2, asm.StreamReadX4Avx2, asm.StreamReadPfAvx2, asm.StreamReadNtAvx2, asm.StreamReadPfAvx2}, []string{"AVX", "AVX2"}},
 }
 
 // streamTail folds the words the vector loop leaves (len%8) into sum.

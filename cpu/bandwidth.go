@@ -1,6 +1,9 @@
 package cpu
 
-import "fmt"
+import (
+	"fmt"
+	"sync/atomic"
+)
 
 // StreamRead reads every word of buf once, split across threads
 // goroutines in contiguous ranges, and returns a checksum (so the reads
@@ -14,7 +17,11 @@ func StreamRead(buf []uint64, threads int) uint64 {
 // ReadShapes names the loop shapes of StreamReadShape: "seq" (the one
 // StreamRead uses: one sequential stream per thread), "x4" (four
 // interleaved streams per thread), "pf" (software prefetch 4 KiB ahead),
-// "nt" (non-temporal loads). Generic Go has "seq" only.
+// "nt" (non-temporal loads), "win" (the threads claim 128 KiB chunks in
+// address order, so that they read one window of memory together, as the
+// multiplies' workers claim row chunks, instead of each its own region;
+// each chunk read with the "pf" loop).
+// Generic Go has "seq" only.
 func ReadShapes() []string {
 	var names []string
 	for _, s := range streamShapes {
@@ -30,6 +37,9 @@ func ReadShapes() []string {
 func StreamReadShape(buf []uint64, threads int, shape string) (uint64, error) {
 	for _, s := range streamShapes {
 		if s.name == shape && s.fn != nil {
+			if s.window {
+				return streamReadWindow(s.fn, buf, threads), nil
+			}
 			return streamReadWith(s.fn, buf, threads), nil
 		}
 	}
@@ -39,9 +49,10 @@ func StreamReadShape(buf []uint64, threads int, shape string) (uint64, error) {
 // streamShapes are the loop shapes of the streaming read (set by the
 // assembly's init where the CPU has it); seq first.
 var streamShapes = []struct {
-	name string
-	fn   func([]uint64) uint64
-}{{"seq", streamReadGeneric}, {"x4", nil}, {"pf", nil}, {"nt", nil}}
+	name   string
+	fn     func([]uint64) uint64
+	window bool // streamReadWindow splits the work
+}{{"seq", streamReadGeneric, false}, {"x4", nil, false}, {"pf", nil, false}, {"nt", nil, false}, {"win", nil, true}}
 
 func streamReadWith(read func([]uint64) uint64, buf []uint64, threads int) uint64 {
 	threads = max(1, threads)
@@ -63,6 +74,37 @@ func streamReadWith(read func([]uint64) uint64, buf []uint64, threads int) uint6
 	}
 	return s
 }
+
+// streamReadWindow is streamReadWith with the threads claiming chunks of
+// windowChunk words in address order from a shared counter.
+func streamReadWindow(read func([]uint64) uint64, buf []uint64, threads int) uint64 {
+	threads = max(1, threads)
+	n := (len(buf) + windowChunk - 1) / windowChunk
+	var next atomic.Int64
+	sums := make([]uint64, threads*8) // one cache line per goroutine
+	fns := make([]func(), threads)
+	for t := range fns {
+		fns[t] = func() {
+			var s uint64
+			for c := int(next.Add(1) - 1); c < n; c = int(next.Add(1) - 1) {
+				s ^= read(buf[c*windowChunk : min((c+1)*windowChunk, len(buf))])
+			}
+			sums[t*8] = s
+		}
+	}
+	t := &team{}
+	defer t.close()
+	t.runFuncs(fns)
+	var s uint64
+	for i := 0; i < threads; i++ {
+		s ^= sums[i*8]
+	}
+	return s
+}
+
+// windowChunk is the words of one claim of streamReadWindow (128 KiB, the
+// row chunk of a multi-threaded multiply).
+const windowChunk = 128 << 10 / 8
 
 // streamReadGeneric xors every word of b.
 func streamReadGeneric(b []uint64) uint64 {
