@@ -447,3 +447,48 @@ func TestSplitEvenOdd(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkQ4G128Cached times one thread's W4A8 multiply of a matrix the
+// last-level cache holds (2048x4096, 512x14336: 4 and 3.5 MiB) on every
+// kernel set of this CPU, at batch 1 and 16: the kernels' compute rate,
+// which must stay above one core's share of the DRAM bandwidth.
+// QGEMV_CPU_DISABLE narrows the sets as for New.
+func BenchmarkQ4G128Cached(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, isa := range ISAs() {
+		if !Supported(isa) {
+			continue
+		}
+		be, err := New(Config{ISA: isa, Threads: 1})
+		if err != nil {
+			continue // disabled
+		}
+		for _, sh := range [][2]int{{2048, 4096}, {512, 14336}} {
+			m := randMatrix(b, rng, sh[0], sh[1])
+			mx, err := be.Load(m)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, batch := range []int{1, 16} {
+				xq := make([]int8, batch*m.PCols)
+				for i := range xq {
+					xq[i] = int8(rng.IntN(255) - 127)
+				}
+				xs := make([]float32, batch*m.PCols/128)
+				for i := range xs {
+					xs[i] = 0.01
+				}
+				dst := make([]float32, batch*m.Rows)
+				b.Run(fmt.Sprintf("b%d/%dx%d/%s", batch, sh[0], sh[1], mx.Kernel()), func(b *testing.B) {
+					b.SetBytes(int64(m.Rows * m.PCols / 2))
+					for i := 0; i < b.N; i++ {
+						if err := mx.MulI8(dst, xq, xs, batch); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		}
+		be.Close()
+	}
+}

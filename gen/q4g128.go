@@ -375,11 +375,20 @@ func a8YMM(m int, mode a8Mode, meta q4Meta) {
 				xs[4*v+2*h+1] = Mem{Base: ap, Disp: 128*v + 64 + 32*h}
 			}
 		}
+		// With at most two vectors the AVX2 kernel sums a row's four
+		// VPMADDUBSW products in int16 (each lane at most 4*2*15*127 =
+		// 15240 in magnitude: exact) and widens them with one VPMADDWD,
+		// which defines the row's accumulator (no zeroing, no VPADDD):
+		// 14 instructions per row and group instead of 19. More vectors
+		// would need more registers than YMM has.
+		sum16 := mode == modeAVX2 && m <= 2
 		for k := range acc {
 			if mode != modeAVXVNNI {
 				acc[k] = YMM()
 			}
-			VPXOR(acc[k], acc[k], acc[k])
+			if !sum16 {
+				VPXOR(acc[k], acc[k], acc[k])
+			}
 		}
 		row := GP64()
 		MOVQ(wp, row)
@@ -389,6 +398,7 @@ func a8YMM(m int, mode a8Mode, meta q4Meta) {
 		}
 		for i := 0; i < r; i++ {
 			PREFETCHT1(Mem{Base: pf, Disp: 64 * i})
+			t16 := make([]VecVirtual, m) // sum16: vector v's int16 sums of the row
 			for h := 0; h < 2; h++ {
 				if mode != modeAVXVNNI {
 					lo, hi = YMM(), YMM()
@@ -400,13 +410,28 @@ func a8YMM(m int, mode a8Mode, meta q4Meta) {
 				for v := 0; v < m; v++ {
 					a := acc[i*m+v]
 					xe, xo := xs[4*v+2*h], xs[4*v+2*h+1]
-					switch mode {
-					case modeAVXVNNI:
+					switch {
+					case mode == modeAVXVNNI:
 						VMOVDQU(xe, xt)
 						vpdpbusdY(xt, lo, a)
 						VMOVDQU(xo, xt)
 						vpdpbusdY(xt, hi, a)
-					case modeAVX2:
+					case sum16:
+						p := YMM()
+						if h == 0 {
+							t16[v] = YMM()
+							VPMADDUBSW(xe, lo, t16[v])
+						} else {
+							VPMADDUBSW(xe, lo, p)
+							VPADDW(p, t16[v], t16[v])
+						}
+						p = YMM()
+						VPMADDUBSW(xo, hi, p)
+						VPADDW(p, t16[v], t16[v])
+						if h == 1 {
+							VPMADDWD(ones, t16[v], a)
+						}
+					default:
 						// Two products of |15*127| per int16 lane never
 						// saturate; widen to int32 before accumulating.
 						t := YMM()
