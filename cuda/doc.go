@@ -38,8 +38,11 @@
 // CUDA call runs on one OS thread locked by the backend's goroutine
 // (callers hand work over a buffered channel, polled briefly before
 // sleeping); every kernel scalar argument is 64 bits wide (cu copies 8
-// bytes per argument). A multiply copies its activations through pinned
-// staging asynchronously, launches, and waits once for the result.
+// bytes per argument). A multiply of host slices copies its activations
+// into pinned staging memory, which the first kernel reads over the bus
+// where the device maps host memory (else a queued copy moves them), and
+// the multiply stores its results into pinned memory likewise; the call
+// waits once.
 //
 // Binary16 activations on sm_80 and later (Q4G128; Bits with 8, 4 or 2
 // bits and groups of at least 128) run on tensor cores: codes become
