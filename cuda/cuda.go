@@ -257,6 +257,12 @@ const (
 	// block pipelines several tiles, as on matrices larger than the
 	// device holds at once).
 	EnvA8Blocks = "QGEMV_CUDA_A8_BLOCKS"
+	// EnvA8Steps chooses Q4G128's int8 tensor-core kernel for launches of
+	// one row tile per block: "1" the one-step kernels (_s: twice the
+	// resident blocks) whenever the tiles fit their blocks, "2" never;
+	// unset, the _s kernels run where the tiles fill at least three
+	// quarters of their resident blocks (a8Single).
+	EnvA8Steps = "QGEMV_CUDA_A8_STEPS"
 )
 
 // Backend is an open CUDA device: a context, the loaded kernels and the
@@ -274,6 +280,11 @@ type Backend struct {
 	// EnvA8Blocks): launches with more row tiles than that take the _p
 	// kernel on that many blocks.
 	a8p map[string]a8Persist
+	// a8s maps Q4G128's int8 tensor-core kernels to their one-step _s
+	// variants and the blocks the device runs of those at once; a8steps
+	// is EnvA8Steps.
+	a8s     map[string]a8Persist
+	a8steps string
 
 	work chan *call
 	done chan struct{}
@@ -336,6 +347,7 @@ var kernelNames = func() []string {
 	for _, f := range []string{"bits8", "bits4", "bits2"} {
 		names = append(names, f+"_mma_n8", f+"_mma_n16")
 	}
+	names = append(names, "q4g128_a8mma_n8_s", "q4g128_a8mma_n16_s") // a8s
 	for _, f := range []string{"q4g128", "bits8", "bits4", "bits2"} {
 		names = append(names, f+"_a8mma_n8", f+"_a8mma_n16")
 		if f != "bits8" { // the persistent variants (a8p)
@@ -518,10 +530,22 @@ func (b *Backend) a8Persistent() error {
 		}
 		limit = n
 	}
-	b.a8p = map[string]a8Persist{}
+	switch b.a8steps = os.Getenv(EnvA8Steps); b.a8steps {
+	case "", "1", "2":
+	default:
+		return fmt.Errorf("cuda: %s=%q: want 1 or 2", EnvA8Steps, b.a8steps)
+	}
+	b.a8p, b.a8s = map[string]a8Persist{}, map[string]a8Persist{}
 	for _, name := range kernelNames {
-		if !strings.Contains(name, "_a8mma_") || strings.HasSuffix(name, "_p") {
+		if !strings.Contains(name, "_a8mma_") || strings.HasSuffix(name, "_p") || strings.HasSuffix(name, "_s") {
 			continue
+		}
+		if s := name + "_s"; b.fns[s] != (cu.Function{}) {
+			per, err := b.fns[s].MaxActiveBlocksPerMultiProcessor(32*warps, 0)
+			if err != nil {
+				return fmt.Errorf("cuda: occupancy of %s: %w", s, err)
+			}
+			b.a8s[name] = a8Persist{name: s, blocks: max(1, per) * b.dev.SMs}
 		}
 		p := a8Persist{name: name + "_p", blocks: limit}
 		if _, ok := b.fns[p.name]; !ok {

@@ -130,12 +130,15 @@ func TestSplitK(t *testing.T) {
 // bit for bit, through MulA8 (activations quantized on the device) and
 // MulI8; a row count not a multiple of 16 leaves a partial row tile.
 // Then again on two blocks (cuda.EnvA8Blocks), so that the persistent
-// kernels pipeline several tiles per block, the last tiles uneven.
+// kernels pipeline several tiles per block, the last tiles uneven, and
+// with Q4G128's one-step kernels (cuda.EnvA8Steps) wherever a launch
+// runs one tile per block.
 func TestA8TensorCores(t *testing.T) {
 	device(t)
-	for _, blocks := range []string{"", "2"} {
-		t.Run("blocks="+blocks, func(t *testing.T) {
-			t.Setenv(cuda.EnvA8Blocks, blocks)
+	for _, c := range [][2]string{{"", ""}, {"2", ""}, {"", "1"}} {
+		t.Run("blocks="+c[0]+"/steps="+c[1], func(t *testing.T) {
+			t.Setenv(cuda.EnvA8Blocks, c[0])
+			t.Setenv(cuda.EnvA8Steps, c[1])
 			testA8TensorCores(t)
 		})
 	}

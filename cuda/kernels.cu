@@ -897,6 +897,7 @@ BITSA8(1)
 #ifndef A8MMA_MINB
 #define A8MMA_MINB 2
 #endif
+
 #if __CUDA_ARCH__ >= 800
 __device__ __forceinline__ void mmaI8(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
 	asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
@@ -979,15 +980,15 @@ __device__ __forceinline__ void a8Metas(const float *S, const void *Zp, i64 k, i
 }
 #endif
 
-template <int N, int NT, bool P>
+template <int N, int NT, bool P, int Q4SPW>
 __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void *Zp, const uint4 *xf, const int4 *xm, float *y, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb) {
 #if __CUDA_ARCH__ >= 800
 	const int E = N == 0 ? 128 : 32 * (32 / N), GPC = E / 128, UPS = N == 0 ? 4 : 8;
 	// SPW: steps per warp and round. Two for Q4G128 (16 bytes a row per
-	// step); one for Bits, whose steps load 32 (on an H200 two took
-	// Bits8 from 20.9 to 25.1 us at batch 1 on 14336x4096 and Bits4 did
-	// not gain).
-	const int SPW = N == 0 ? 2 : 1, RS = WARPS * SPW, RB = RS * GPC, NV = 8 * NT;
+	// step; Q4SPW = 1 for the _s kernels); one for Bits, whose steps load
+	// 32 (on an H200 two took Bits8 from 20.9 to 25.1 us at batch 1 on
+	// 14336x4096 and Bits4 did not gain).
+	const int SPW = N == 0 ? Q4SPW : 1, RS = WARPS * SPW, RB = RS * GPC, NV = 8 * NT;
 	const int NBUF = 2 * RB * 16 * NV * 4 <= 32 * 1024 ? 2 : 1;
 	__shared__ float tb[NBUF][RB][16][NV];
 	int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
@@ -1149,23 +1150,31 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 #endif
 }
 
-#define A8MMA(NAME, N, P, SFX)                                                                                                                                                                                     \
-	extern "C" __global__ void __launch_bounds__(32 * WARPS, A8MMA_MINB) NAME##_a8mma_n8##SFX(const uint4 *W, const float *S, const void *Z, const uint4 *xf, const int4 *xm, float *y, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb) { PDL_ENTRY();  \
-		a8mma<N, 1, P>(W, S, Z, xf, xm, y, rows, prows, pcols, lg, nb);                                                                                                                                         \
+#define A8MMA(NAME, N, P, SPW, MINB, SFX)                                                                                                                                                                  \
+	extern "C" __global__ void __launch_bounds__(32 * WARPS, MINB) NAME##_a8mma_n8##SFX(const uint4 *W, const float *S, const void *Z, const uint4 *xf, const int4 *xm, float *y, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb) { PDL_ENTRY();  \
+		a8mma<N, 1, P, SPW>(W, S, Z, xf, xm, y, rows, prows, pcols, lg, nb);                                                                                                                                    \
 	}                                                                                                                                                                                                          \
-	extern "C" __global__ void __launch_bounds__(32 * WARPS, A8MMA_MINB) NAME##_a8mma_n16##SFX(const uint4 *W, const float *S, const void *Z, const uint4 *xf, const int4 *xm, float *y, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb) { PDL_ENTRY(); \
-		a8mma<N, 2, P>(W, S, Z, xf, xm, y, rows, prows, pcols, lg, nb);                                                                                                                                         \
+	extern "C" __global__ void __launch_bounds__(32 * WARPS, MINB) NAME##_a8mma_n16##SFX(const uint4 *W, const float *S, const void *Z, const uint4 *xf, const int4 *xm, float *y, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb) { PDL_ENTRY(); \
+		a8mma<N, 2, P, SPW>(W, S, Z, xf, xm, y, rows, prows, pcols, lg, nb);                                                                                                                                    \
 	}
-A8MMA(q4g128, 0, false, )
-A8MMA(bits8, 8, false, )
-A8MMA(bits4, 4, false, )
-A8MMA(bits2, 2, false, )
+A8MMA(q4g128, 0, false, 2, A8MMA_MINB, )
+A8MMA(bits8, 8, false, 1, A8MMA_MINB, )
+A8MMA(bits4, 4, false, 1, A8MMA_MINB, )
+A8MMA(bits2, 2, false, 1, A8MMA_MINB, )
 // The persistent variants (_p): Bits8 has none (on an H200, 14336x4096
 // at batch 1 and 4, its one-tile kernels took 0.91x the time of a
 // persistent one).
-A8MMA(q4g128, 0, true, _p)
-A8MMA(bits4, 4, true, _p)
-A8MMA(bits2, 2, true, _p)
+A8MMA(q4g128, 0, true, 2, A8MMA_MINB, _p)
+A8MMA(bits4, 4, true, 1, A8MMA_MINB, _p)
+A8MMA(bits2, 2, true, 1, A8MMA_MINB, _p)
+// Q4G128 with one step per warp and round, in registers for four blocks
+// per SM (_s): twice the blocks resident, for launches of about as many
+// row tiles as those blocks (one tile each). On an H200, 8192x8192 A8
+// took 16.2 against 19.3 us at batch 1 and 20.9 against 22.9 at batch 16
+// (A16 14.4 and 19.2); 4096x14336 (half as many tiles) 24.4 against 16.5
+// and 14336x4096 (more tiles than blocks) 18.8 against 18.1 us, which
+// keep the two-step kernels.
+A8MMA(q4g128, 0, false, 1, 4, _s)
 
 // ---------------------------------------------------------------- Sparse12
 

@@ -716,7 +716,12 @@ func (mx *Matrix) launchIn(sfx, name string, lead *a8Lead, y cu.DevicePtr, batch
 	if l := lead; l != nil { // A8
 		if strings.Contains(name, "_a8mma_") {
 			gx := ceilDiv(mx.geo.Rows, 16) // row tiles
-			if p, ok := b.a8p[name]; ok && gx > p.blocks {
+			if s, ok := b.a8s[name]; ok && b.a8Single(gx, s.blocks) {
+				// about as many tiles as the one-step kernel's resident
+				// blocks: one tile each, twice the blocks of the two-step
+				// kernels (kernels.cu, _s)
+				name = s.name
+			} else if p, ok := b.a8p[name]; ok && gx > p.blocks {
 				// more tiles than resident blocks: the persistent kernel,
 				// every block the same number of tiles (on an H200, batch 1
 				// and 4, Q4G128, Bits4 and Bits2 took 0.91-0.94x the time on
@@ -770,6 +775,19 @@ func (mx *Matrix) launchIn(sfx, name string, lead *a8Lead, y cu.DevicePtr, batch
 		return b.launch(name, gx, splits, 32*warps, 0, mx.w.ptr, mx.s.ptr, mx.z.ptr, pc, xb.ptr, y, ws, rows, nb, mode)
 	}
 	return b.launch(name, gx, splits, 32*warps, 0, mx.w.ptr, mx.s.ptr, mx.m.ptr, int64(mx.prows), pc, mx.lg, xb.ptr, y, ws, rows, nb, mode)
+}
+
+// a8Single reports whether a launch of tiles row tiles, one per block,
+// runs the one-step kernel whose device holds blocks of it at once
+// (EnvA8Steps).
+func (b *Backend) a8Single(tiles, blocks int) bool {
+	switch b.a8steps {
+	case "1":
+		return tiles <= blocks
+	case "2":
+		return false
+	}
+	return tiles <= blocks && 4*tiles >= 3*blocks
 }
 
 // useA8MMA reports whether int8 activations run on the int8 tensor
