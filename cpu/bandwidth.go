@@ -58,21 +58,10 @@ func streamReadWith(read func([]uint64) uint64, buf []uint64, threads int) uint6
 	threads = max(1, threads)
 	per := (len(buf) + threads - 1) / threads
 	per = (per + 7) &^ 7
-	sums := make([]uint64, threads*8) // one cache line per goroutine
-	fns := make([]func(), threads)
-	for t := range fns {
+	return streamTeam(threads, func(t int) uint64 {
 		lo := min(t*per, len(buf))
-		part := buf[lo:min(lo+per, len(buf))]
-		fns[t] = func() { sums[t*8] = read(part) }
-	}
-	t := &team{} // workers of its own, stopped when the read is done
-	defer t.close()
-	t.runFuncs(fns)
-	var s uint64
-	for i := 0; i < threads; i++ {
-		s ^= sums[i*8]
-	}
-	return s
+		return read(buf[lo:min(lo+per, len(buf))])
+	})
 }
 
 // streamReadWindow is streamReadWith with the threads claiming chunks of
@@ -81,20 +70,26 @@ func streamReadWindow(read func([]uint64) uint64, buf []uint64, threads int) uin
 	threads = max(1, threads)
 	n := (len(buf) + windowChunk - 1) / windowChunk
 	var next atomic.Int64
+	return streamTeam(threads, func(int) uint64 {
+		var s uint64
+		for c := int(next.Add(1) - 1); c < n; c = int(next.Add(1) - 1) {
+			s ^= read(buf[c*windowChunk : min((c+1)*windowChunk, len(buf))])
+		}
+		return s
+	})
+}
+
+// streamTeam runs part(t) for t < threads on a worker team of its own
+// (stopped when the read is done) and xors their checksums.
+func streamTeam(threads int, part func(t int) uint64) uint64 {
 	sums := make([]uint64, threads*8) // one cache line per goroutine
 	fns := make([]func(), threads)
 	for t := range fns {
-		fns[t] = func() {
-			var s uint64
-			for c := int(next.Add(1) - 1); c < n; c = int(next.Add(1) - 1) {
-				s ^= read(buf[c*windowChunk : min((c+1)*windowChunk, len(buf))])
-			}
-			sums[t*8] = s
-		}
+		fns[t] = func() { sums[t*8] = part(t) }
 	}
-	t := &team{}
-	defer t.close()
-	t.runFuncs(fns)
+	tm := &team{}
+	defer tm.close()
+	tm.runFuncs(fns)
 	var s uint64
 	for i := 0; i < threads; i++ {
 		s ^= sums[i*8]
