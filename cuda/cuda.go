@@ -257,11 +257,12 @@ const (
 	// block pipelines several tiles, as on matrices larger than the
 	// device holds at once).
 	EnvA8Blocks = "QGEMV_CUDA_A8_BLOCKS"
-	// EnvA8Steps chooses Q4G128's int8 tensor-core kernel for launches of
-	// one row tile per block: "1" the one-step kernels (_s: twice the
-	// resident blocks) whenever the tiles fit their blocks, "2" never;
-	// unset, the _s kernels run where the tiles fill at least three
-	// quarters of their resident blocks (a8Single).
+	// EnvA8Steps chooses the int8 tensor-core kernels in registers for
+	// twice the resident blocks (_s: Q4G128 with one step per warp and
+	// round, Bits8 up to 8 vectors) for launches of one row tile per
+	// block: "1" whenever the tiles fit their blocks, "2" never; unset,
+	// where the tiles fill at least three quarters of those blocks
+	// (a8Single).
 	EnvA8Steps = "QGEMV_CUDA_A8_STEPS"
 )
 
@@ -280,9 +281,9 @@ type Backend struct {
 	// EnvA8Blocks): launches with more row tiles than that take the _p
 	// kernel on that many blocks.
 	a8p map[string]a8Persist
-	// a8s maps Q4G128's int8 tensor-core kernels to their one-step _s
-	// variants and the blocks the device runs of those at once; a8steps
-	// is EnvA8Steps.
+	// a8s maps int8 tensor-core kernels to their _s variants (EnvA8Steps)
+	// and the blocks the device runs of those at once; a8steps is
+	// EnvA8Steps.
 	a8s     map[string]a8Persist
 	a8steps string
 
@@ -347,7 +348,7 @@ var kernelNames = func() []string {
 	for _, f := range []string{"bits8", "bits4", "bits2"} {
 		names = append(names, f+"_mma_n8", f+"_mma_n16")
 	}
-	names = append(names, "q4g128_a8mma_n8_s", "q4g128_a8mma_n16_s") // a8s
+	names = append(names, "q4g128_a8mma_n8_s", "q4g128_a8mma_n16_s", "bits8_a8mma_n8_s") // a8s
 	for _, f := range []string{"q4g128", "bits8", "bits4", "bits2"} {
 		names = append(names, f+"_a8mma_n8", f+"_a8mma_n16")
 		if f != "bits8" { // the persistent variants (a8p)

@@ -131,7 +131,7 @@ func TestSplitK(t *testing.T) {
 // MulI8; a row count not a multiple of 16 leaves a partial row tile.
 // Then again on two blocks (cuda.EnvA8Blocks), so that the persistent
 // kernels pipeline several tiles per block, the last tiles uneven, and
-// with Q4G128's one-step kernels (cuda.EnvA8Steps) wherever a launch
+// with the _s kernels (cuda.EnvA8Steps) wherever a launch
 // runs one tile per block.
 func TestA8TensorCores(t *testing.T) {
 	device(t)

@@ -1150,10 +1150,12 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 #endif
 }
 
-#define A8MMA(NAME, N, P, SPW, MINB, SFX)                                                                                                                                                                  \
+#define A8MMA_N8(NAME, N, P, SPW, MINB, SFX)                                                                                                                                                               \
 	extern "C" __global__ void __launch_bounds__(32 * WARPS, MINB) NAME##_a8mma_n8##SFX(const uint4 *W, const float *S, const void *Z, const uint4 *xf, const int4 *xm, float *y, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb) { PDL_ENTRY();  \
 		a8mma<N, 1, P, SPW>(W, S, Z, xf, xm, y, rows, prows, pcols, lg, nb);                                                                                                                                    \
-	}                                                                                                                                                                                                          \
+	}
+#define A8MMA(NAME, N, P, SPW, MINB, SFX)                                                                                                                                                                  \
+	A8MMA_N8(NAME, N, P, SPW, MINB, SFX)                                                                                                                                                                       \
 	extern "C" __global__ void __launch_bounds__(32 * WARPS, MINB) NAME##_a8mma_n16##SFX(const uint4 *W, const float *S, const void *Z, const uint4 *xf, const int4 *xm, float *y, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb) { PDL_ENTRY(); \
 		a8mma<N, 2, P, SPW>(W, S, Z, xf, xm, y, rows, prows, pcols, lg, nb);                                                                                                                                    \
 	}
@@ -1175,6 +1177,11 @@ A8MMA(bits2, 2, true, 1, A8MMA_MINB, _p)
 // and 14336x4096 (more tiles than blocks) 18.8 against 18.1 us, which
 // keep the two-step kernels.
 A8MMA(q4g128, 0, false, 1, 4, _s)
+// Bits8 in registers for four blocks per SM, up to 8 vectors (_s, the
+// same rule): on an H200, 8192x8192 at batch 1 took 19.2 against 24.3 us
+// (A16 22.3), 14336x4096 18.9 against 19.9 and 4096x14336 23.3 against
+// 22.4; the 16-vector kernel spilled that way (32-47 against 24-28 us).
+A8MMA_N8(bits8, 8, false, 1, 4, _s)
 
 // ---------------------------------------------------------------- Sparse12
 

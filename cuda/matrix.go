@@ -717,9 +717,9 @@ func (mx *Matrix) launchIn(sfx, name string, lead *a8Lead, y cu.DevicePtr, batch
 		if strings.Contains(name, "_a8mma_") {
 			gx := ceilDiv(mx.geo.Rows, 16) // row tiles
 			if s, ok := b.a8s[name]; ok && b.a8Single(gx, s.blocks) {
-				// about as many tiles as the one-step kernel's resident
-				// blocks: one tile each, twice the blocks of the two-step
-				// kernels (kernels.cu, _s)
+				// about as many tiles as the _s kernel's resident blocks:
+				// one tile each, twice the blocks of the others
+				// (kernels.cu)
 				name = s.name
 			} else if p, ok := b.a8p[name]; ok && gx > p.blocks {
 				// more tiles than resident blocks: the persistent kernel,
@@ -778,7 +778,7 @@ func (mx *Matrix) launchIn(sfx, name string, lead *a8Lead, y cu.DevicePtr, batch
 }
 
 // a8Single reports whether a launch of tiles row tiles, one per block,
-// runs the one-step kernel whose device holds blocks of it at once
+// runs the _s kernel of which the device holds blocks at once
 // (EnvA8Steps).
 func (b *Backend) a8Single(tiles, blocks int) bool {
 	switch b.a8steps {
