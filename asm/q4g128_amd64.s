@@ -8277,6 +8277,172 @@ Q4A8Avx2M1Tm_group:
 	VZEROUPPER
 	RET
 
+// func Q4A8Avx2M1R4Tm(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+// Requires: AVX, AVX2, MMX+
+TEXT ·Q4A8Avx2M1R4Tm(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+
+Q4A8Avx2M1R4Tm_st:
+	XORQ AX, AX
+
+Q4A8Avx2M1R4Tm_sub:
+	MOVQ    AX, CX
+	MOVQ    stride+8(FP), DX
+	IMULQ   DX, CX
+	IMUL3Q  $0x00000004, CX, CX
+	MOVQ    w+0(FP), DX
+	ADDQ    DX, CX
+	MOVQ    sc+16(FP), DX
+	MOVQ    z+24(FP), BX
+	MOVQ    act+40(FP), SI
+	MOVQ    groups+32(FP), DI
+	MOVQ    stride+8(FP), R8
+	MOVQ    out+56(FP), R9
+	VMOVUPS (R9), X2
+	MOVQ    R8, R9
+	SHLQ    $0x03, R9
+	ADDQ    CX, R9
+
+Q4A8Avx2M1R4Tm_group:
+	PREFETCHT0   256(DX)
+	PREFETCHT0   64(BX)
+	MOVQ         CX, R10
+	PREFETCHT1   (R9)
+	VMOVDQU      (R10), Y3
+	VPSRLW       $0x04, Y3, Y4
+	VPAND        Y0, Y3, Y3
+	VPAND        Y0, Y4, Y4
+	VPMADDUBSW   (SI), Y3, Y3
+	VPMADDUBSW   64(SI), Y4, Y4
+	VPADDW       Y4, Y3, Y3
+	VMOVDQU      32(R10), Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y4, Y4
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   32(SI), Y4, Y4
+	VPADDW       Y4, Y3, Y3
+	VPMADDUBSW   96(SI), Y5, Y4
+	VPADDW       Y4, Y3, Y3
+	VPMADDWD     Y1, Y3, Y3
+	ADDQ         R8, R10
+	PREFETCHT1   64(R9)
+	VMOVDQU      (R10), Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y4, Y4
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   (SI), Y4, Y4
+	VPMADDUBSW   64(SI), Y5, Y5
+	VPADDW       Y5, Y4, Y4
+	VMOVDQU      32(R10), Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y5, Y5
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   32(SI), Y5, Y5
+	VPADDW       Y5, Y4, Y4
+	VPMADDUBSW   96(SI), Y6, Y5
+	VPADDW       Y5, Y4, Y4
+	VPMADDWD     Y1, Y4, Y4
+	ADDQ         R8, R10
+	PREFETCHT1   128(R9)
+	VMOVDQU      (R10), Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y5, Y5
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   (SI), Y5, Y5
+	VPMADDUBSW   64(SI), Y6, Y6
+	VPADDW       Y6, Y5, Y5
+	VMOVDQU      32(R10), Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   32(SI), Y6, Y6
+	VPADDW       Y6, Y5, Y5
+	VPMADDUBSW   96(SI), Y7, Y6
+	VPADDW       Y6, Y5, Y5
+	VPMADDWD     Y1, Y5, Y5
+	ADDQ         R8, R10
+	PREFETCHT1   192(R9)
+	VMOVDQU      (R10), Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   (SI), Y6, Y6
+	VPMADDUBSW   64(SI), Y7, Y7
+	VPADDW       Y7, Y6, Y6
+	VMOVDQU      32(R10), Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VPMADDUBSW   32(SI), Y7, Y7
+	VPADDW       Y7, Y6, Y6
+	VPMADDUBSW   96(SI), Y8, Y7
+	VPADDW       Y7, Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VPUNPCKLDQ   Y4, Y3, Y7
+	VPUNPCKHDQ   Y4, Y3, Y3
+	VPADDD       Y7, Y3, Y3
+	VPUNPCKLDQ   Y6, Y5, Y4
+	VPUNPCKHDQ   Y6, Y5, Y5
+	VPADDD       Y4, Y5, Y5
+	VPUNPCKLQDQ  Y5, Y3, Y4
+	VPUNPCKHQDQ  Y5, Y3, Y3
+	VPADDD       Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X3, X4, X4
+	MOVWLZX      (BX), R10
+	VMOVD        R10, X3
+	VPSRLW       $0x04, X3, X5
+	VPUNPCKLBW   X5, X3, X3
+	VPAND        X0, X3, X3
+	VPMOVZXBD    X3, X3
+	VPMULLD      192(SI), X3, X3
+	VPSUBD       X3, X4, X4
+	VMOVUPS      (DX), X3
+	VMULPS       128(SI), X3, X3
+	VCVTDQ2PS    X4, X4
+	VMULPS       X4, X3, X3
+	VADDPS       X3, X2, X2
+	ADDQ         $0x00000100, R9
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x00000010, DX
+	ADDQ         $0x00000002, BX
+	ADDQ         $0x00000100, SI
+	DECQ         DI
+	JNZ          Q4A8Avx2M1R4Tm_group
+	MOVQ         out+56(FP), CX
+	VMOVUPS      X2, (CX)
+	MOVQ         out+56(FP), CX
+	ADDQ         $0x00000010, CX
+	MOVQ         CX, out+56(FP)
+	INCQ         AX
+	CMPQ         AX, $0x00000001
+	JB           Q4A8Avx2M1R4Tm_sub
+	MOVQ         stride+8(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         groups+32(FP), AX
+	SHLQ         $0x01, AX
+	MOVQ         z+24(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, z+24(FP)
+	SHLQ         $0x03, AX
+	MOVQ         sc+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, sc+16(FP)
+	MOVQ         nst+64(FP), AX
+	DECQ         AX
+	MOVQ         AX, nst+64(FP)
+	JNZ          Q4A8Avx2M1R4Tm_st
+	VZEROUPPER
+	RET
+
 // func Q4A32Avx2M1(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 // Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·Q4A32Avx2M1(SB), NOSPLIT, $0-72

@@ -425,35 +425,41 @@ func TestAsmStackSlots(t *testing.T) {
 
 // TestQ4A8M1Variants: the AVX-512 set's batch-1 W4A8 kernels (the next
 // super tile prefetched with PREFETCHT1 or PREFETCHNTA, on the format's
-// metadata or on the super-tile copy, or the AVX2 kernel the set runs on
-// Zen 5; the CPU picks) equal the exact reference on every AVX-512 VNNI
-// machine, on shapes with partial super tiles and 128-row blocks,
-// several super tiles per call and rows split between threads.
+// metadata or on the super-tile copy, or the AVX2 kernels of 8 and 4 rows
+// the set runs on Zen 5; the CPU picks) equal the exact reference on
+// every AVX-512 VNNI machine, on shapes with partial super tiles and
+// 128-row blocks, several super tiles per call and rows split between
+// threads.
 func TestQ4A8M1Variants(t *testing.T) {
 	if !hasAll(Requires(AVX512VNNI)) {
 		t.Skip("no AVX-512 VNNI")
 	}
 	f := a8Avx512
-	defer func(m1, tm kernelFunc, b1 *family, tiles func(int) bool) {
-		f.byM[1], f.tm, f.b1, q4MetaTiles = m1, tm, b1, tiles
-	}(f.byM[1], f.tm, f.b1, q4MetaTiles)
+	defer func(m1, tm kernelFunc, b1, b1one *family, tiles func(int) bool) {
+		f.byM[1], f.tm, f.b1, f.b1one, q4MetaTiles = m1, tm, b1, b1one, tiles
+	}(f.byM[1], f.tm, f.b1, f.b1one, q4MetaTiles)
 	rng := rand.New(rand.NewPCG(7, 8))
 	type variant struct {
-		m1, tm kernelFunc
-		b1     *family
-		tiles  bool
-		rows   int // of the metadata copy, 0: none
+		m1, tm      kernelFunc
+		b1, b1one   *family
+		tiles       bool
+		rows, rows1 int // of the metadata copy on 3 threads and on 1, 0: none
 	}
 	for i, v := range []variant{
-		{q4A8M1Variants[0], q4A8M1TmVariants[0], nil, false, 0},
-		{q4A8M1Variants[1], q4A8M1TmVariants[1], nil, false, 0},
-		{q4A8M1Variants[0], q4A8M1TmVariants[0], nil, true, 16},
-		{q4A8M1Variants[1], q4A8M1TmVariants[1], nil, true, 16},
-		{q4A8M1Variants[1], q4A8M1TmVariants[1], a8Avx2, true, 8},
+		{q4A8M1Variants[0], q4A8M1TmVariants[0], nil, nil, false, 0, 0},
+		{q4A8M1Variants[1], q4A8M1TmVariants[1], nil, nil, false, 0, 0},
+		{q4A8M1Variants[0], q4A8M1TmVariants[0], nil, nil, true, 16, 16},
+		{q4A8M1Variants[1], q4A8M1TmVariants[1], nil, nil, true, 16, 16},
+		{q4A8M1Variants[1], q4A8M1TmVariants[1], a8Avx2, nil, true, 8, 8},
+		{q4A8M1Variants[1], q4A8M1TmVariants[1], a8Avx2, a8Avx2R4, true, 8, 4},
 	} {
-		f.byM[1], f.tm, f.b1 = v.m1, v.tm, v.b1
+		f.byM[1], f.tm, f.b1, f.b1one = v.m1, v.tm, v.b1, v.b1one
 		q4MetaTiles = func(int) bool { return v.tiles }
 		for _, threads := range []int{1, 3} {
+			want := v.rows
+			if threads == 1 {
+				want = v.rows1
+			}
 			// the set itself, not its AMX variant New picks where the CPU has AMX
 			be := &Backend{set: findSet(AVX512VNNI), threads: threads, team: &team{}}
 			defer be.Close()
@@ -466,8 +472,8 @@ func TestQ4A8M1Variants(t *testing.T) {
 				if mx.tm != nil {
 					got = mx.tm.rows
 				}
-				if got != v.rows {
-					t.Fatalf("variant %d: metadata copy in super tiles of %d rows (0: none), want %d", i, got, v.rows)
+				if got != want {
+					t.Fatalf("variant %d/t%d: metadata copy in super tiles of %d rows (0: none), want %d", i, threads, got, want)
 				}
 				checkA8(t, fmt.Sprintf("variant %d/t%d/%dx%d", i, threads, sh[0], sh[1]), mx, rng, 1)
 			}

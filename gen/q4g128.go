@@ -45,6 +45,7 @@ func q4g128Kernels() {
 	}
 	a8YMM(1, modeAVXVNNI, metaTiles)
 	a8YMM(1, modeAVX2, metaTiles)
+	a8YMMR4()
 	for _, m := range []int{1, 2, 4} {
 		a32(m, false)
 	}
@@ -601,5 +602,84 @@ func a32(m int, avx512 bool) {
 		VSUBPS(corr, res, res)
 		VADDPS(Mem{Base: param("out")}, res, res)
 		VMOVUPS(res, Mem{Base: param("out")})
+	})
+}
+
+// a8YMMR4 emits Q4A8Avx2M1R4Tm: the AVX2 W4A8 batch-1 kernel on super
+// tiles of 4 rows (metadata in super-tile order), results in an XMM.
+func a8YMMR4() {
+	const L = 4
+	name := "Q4A8Avx2M1R4Tm"
+	TEXT(name, NOSPLIT, kernelSig)
+	Pragma("noescape")
+	q4Doc(name, "W4A8", "AVX2 (VPMADDUBSW and VPMADDWD)", L, 1)
+	mask := nibbleMask(YMM())
+	ones := YMM()
+	{
+		t := GP32()
+		MOVL(U32(0x00010001), t)
+		VMOVD(t, ones.AsX())
+		VPBROADCASTD(ones.AsX(), ones)
+	}
+	tileLoops(name, L, 1, metaTiles, func(u GPVirtual) {
+		wp, scp, zp, ap, g := subTilePtrs(u, L)
+		stride := param("stride")
+		accF := XMM()
+		VMOVUPS(Mem{Base: param("out")}, accF)
+		pf := GP64() // two super tiles on
+		MOVQ(stride, pf)
+		SHLQ(U8(log2(2*L)), pf)
+		ADDQ(wp, pf)
+		Label(name + "_group")
+		PREFETCHT0(Mem{Base: scp, Disp: 16 * 4 * L})
+		PREFETCHT0(Mem{Base: zp, Disp: 32 * L / 2})
+		acc := make([]Register, L)
+		row := GP64()
+		MOVQ(wp, row)
+		for i := 0; i < L; i++ {
+			PREFETCHT1(Mem{Base: pf, Disp: 64 * i})
+			var t16 VecVirtual
+			for h := 0; h < 2; h++ {
+				lo, hi := YMM(), YMM()
+				VMOVDQU(Mem{Base: row, Disp: 32 * h}, lo)
+				VPSRLW(U8(4), lo, hi)
+				VPAND(mask, lo, lo)
+				VPAND(mask, hi, hi)
+				p := YMM()
+				if h == 0 {
+					t16 = YMM()
+					VPMADDUBSW(Mem{Base: ap, Disp: 32 * h}, lo, t16)
+				} else {
+					VPMADDUBSW(Mem{Base: ap, Disp: 32 * h}, lo, p)
+					VPADDW(p, t16, t16)
+				}
+				p = YMM()
+				VPMADDUBSW(Mem{Base: ap, Disp: 64 + 32*h}, hi, p)
+				VPADDW(p, t16, t16)
+			}
+			a := YMM()
+			VPMADDWD(ones, t16, a)
+			acc[i] = a
+			if i != L-1 {
+				ADDQ(stride, row)
+			}
+		}
+		l2 := pairLevel(pairLevel(acc, false, func(a, b, c Op) { VPADDD(a, b, c) }, func() Register { return YMM() }), true, func(a, b, c Op) { VPADDD(a, b, c) }, func() Register { return YMM() })
+		isum := XMM()
+		VEXTRACTI128(U8(1), l2[0], isum)
+		VPADDD(l2[0].(VecVirtual).AsX(), isum, isum)
+		zl := XMM()
+		zeroLanes(Mem{Base: zp}, L, mask, zl, GP64(), false)
+		VPMULLD(Mem{Base: ap, Disp: 128 + 64}, zl, zl)
+		VPSUBD(zl, isum, isum)
+		f := XMM()
+		VMOVUPS(Mem{Base: scp}, f)
+		VMULPS(Mem{Base: ap, Disp: 128}, f, f)
+		VCVTDQ2PS(isum, isum)
+		VMULPS(isum, f, f)
+		VADDPS(f, accF, accF)
+		ADDQ(U32(64*L), pf)
+		nextGroup(name, wp, scp, zp, ap, g, 256, L, metaTiles)
+		VMOVUPS(accF, Mem{Base: param("out")})
 	})
 }
