@@ -221,12 +221,14 @@ func (b *Backend) stagedGet(dst []byte, p cu.DevicePtr) error {
 		}
 		return nil
 	}
-	h, err := b.staging("bufout", int(n)+4)
+	// The status word comes back with the data, saving takeStatus a
+	// second round trip; it lands at the first 4-byte boundary past the
+	// data (copy_bytes stores it as one 32-bit word).
+	w := (n + 3) &^ 3
+	h, err := b.staging("bufout", int(w)+4)
 	if err != nil {
 		return err
 	}
-	// The status word comes back with the data, saving takeStatus a
-	// second round trip.
 	sb := b.scratch["bufstatus"]
 	if !b.statusQueued {
 		sb = nil
@@ -237,7 +239,7 @@ func (b *Backend) stagedGet(dst []byte, p cu.DevicePtr) error {
 		if sb != nil {
 			st = sb.ptr
 		}
-		if err := b.copyKernel(hp, p, n, st, hp+cu.DevicePtr(n)); err != nil {
+		if err := b.copyKernel(hp, p, n, st, hp+cu.DevicePtr(w)); err != nil {
 			return err
 		}
 	} else {
@@ -245,7 +247,7 @@ func (b *Backend) stagedGet(dst []byte, p cu.DevicePtr) error {
 			return fmt.Errorf("cuda: copying %d bytes from the device: %w", n, err)
 		}
 		if sb != nil {
-			if err := cu.MemcpyDtoHAsync(unsafe.Add(h.p, n), sb.ptr, 4, b.stream); err != nil {
+			if err := cu.MemcpyDtoHAsync(unsafe.Add(h.p, w), sb.ptr, 4, b.stream); err != nil {
 				return fmt.Errorf("cuda: copying the status word: %w", err)
 			}
 		}
@@ -253,10 +255,10 @@ func (b *Backend) stagedGet(dst []byte, p cu.DevicePtr) error {
 	if err := b.sync(); err != nil {
 		return err
 	}
-	out := h.bytes(int(n) + 4)
+	out := h.bytes(int(w) + 4)
 	copy(dst, out[:n])
-	if b.statusQueued && b.scratch["bufstatus"] != nil {
-		b.statusFetched, b.statusValue = true, *(*uint32)(unsafe.Pointer(&out[n]))
+	if sb != nil {
+		b.statusFetched, b.statusValue = true, *(*uint32)(unsafe.Pointer(&out[w]))
 	}
 	return nil
 }
