@@ -422,17 +422,7 @@ func a8YMM(m int, mode a8Mode, meta q4Meta) {
 						VMOVDQU(xo, xt)
 						vpdpbusdY(xt, hi, a)
 					case sum16:
-						p := YMM()
-						if h == 0 {
-							t16[v] = YMM()
-							VPMADDUBSW(xe, lo, t16[v])
-						} else {
-							VPMADDUBSW(xe, lo, p)
-							VPADDW(p, t16[v], t16[v])
-						}
-						p = YMM()
-						VPMADDUBSW(xo, hi, p)
-						VPADDW(p, t16[v], t16[v])
+						addSum16(h, xe, xo, lo.(VecVirtual), hi.(VecVirtual), &t16[v])
 						if h == 1 {
 							VPMADDWD(ones, t16[v], a)
 						}
@@ -605,6 +595,24 @@ func a32(m int, avx512 bool) {
 	})
 }
 
+// addSum16 adds half h (32 bytes) of a row's W4A8 products into its
+// int16 sums t (h = 0 defines t): VPMADDUBSW of the even and odd
+// activations xe, xo with the low and high nibbles lo, hi, then VPADDW
+// (a8YMM's sum16: exact, each lane at most 4*2*15*128 in magnitude).
+func addSum16(h int, xe, xo Op, lo, hi VecVirtual, t *VecVirtual) {
+	p := YMM()
+	if h == 0 {
+		*t = YMM()
+		VPMADDUBSW(xe, lo, *t)
+	} else {
+		VPMADDUBSW(xe, lo, p)
+		VPADDW(p, *t, *t)
+	}
+	p = YMM()
+	VPMADDUBSW(xo, hi, p)
+	VPADDW(p, *t, *t)
+}
+
 // a8YMMR4 emits Q4A8Avx2M1R4Tm: the AVX2 W4A8 batch-1 kernel on super
 // tiles of 4 rows (metadata in super-tile order), results in an XMM.
 func a8YMMR4() {
@@ -645,17 +653,7 @@ func a8YMMR4() {
 				VPSRLW(U8(4), lo, hi)
 				VPAND(mask, lo, lo)
 				VPAND(mask, hi, hi)
-				p := YMM()
-				if h == 0 {
-					t16 = YMM()
-					VPMADDUBSW(Mem{Base: ap, Disp: 32 * h}, lo, t16)
-				} else {
-					VPMADDUBSW(Mem{Base: ap, Disp: 32 * h}, lo, p)
-					VPADDW(p, t16, t16)
-				}
-				p = YMM()
-				VPMADDUBSW(Mem{Base: ap, Disp: 64 + 32*h}, hi, p)
-				VPADDW(p, t16, t16)
+				addSum16(h, Mem{Base: ap, Disp: 32 * h}, Mem{Base: ap, Disp: 64 + 32*h}, lo, hi, &t16)
 			}
 			a := YMM()
 			VPMADDWD(ones, t16, a)
