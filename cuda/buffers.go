@@ -211,6 +211,26 @@ func (b *Backend) copyKernel(dst, src cu.DevicePtr, n int64, st, sto cu.DevicePt
 	return nil
 }
 
+// toPinned queues a copy of n bytes at p into the start of pinned memory
+// h and, where st is not 0, of the status word at st to h's byte w (a
+// multiple of 4): as copy_bytes where the device maps pinned memory, else
+// as copy-engine transfers (CUDA thread).
+func (b *Backend) toPinned(h *pinned, p cu.DevicePtr, n int64, st cu.DevicePtr, w int64) error {
+	if b.dev.mapsHost {
+		hp := cu.DevicePtr(uintptr(h.p))
+		return b.copyKernel(hp, p, n, st, hp+cu.DevicePtr(w))
+	}
+	if err := cu.MemcpyDtoHAsync(h.p, p, n, b.stream); err != nil {
+		return fmt.Errorf("cuda: copying %d bytes from the device: %w", n, err)
+	}
+	if st != 0 {
+		if err := cu.MemcpyDtoHAsync(unsafe.Add(h.p, w), st, 4, b.stream); err != nil {
+			return fmt.Errorf("cuda: copying the status word: %w", err)
+		}
+	}
+	return nil
+}
+
 // stagedGet copies n = len(dst) bytes at p into dst through pinned
 // staging, waiting for the work queued before (CUDA thread).
 func (b *Backend) stagedGet(dst []byte, p cu.DevicePtr) error {
@@ -233,24 +253,12 @@ func (b *Backend) stagedGet(dst []byte, p cu.DevicePtr) error {
 	if !b.statusQueued {
 		sb = nil
 	}
-	if b.dev.mapsHost {
-		hp := cu.DevicePtr(uintptr(h.p))
-		var st cu.DevicePtr
-		if sb != nil {
-			st = sb.ptr
-		}
-		if err := b.copyKernel(hp, p, n, st, hp+cu.DevicePtr(w)); err != nil {
-			return err
-		}
-	} else {
-		if err := cu.MemcpyDtoHAsync(h.p, p, n, b.stream); err != nil {
-			return fmt.Errorf("cuda: copying %d bytes from the device: %w", n, err)
-		}
-		if sb != nil {
-			if err := cu.MemcpyDtoHAsync(unsafe.Add(h.p, w), sb.ptr, 4, b.stream); err != nil {
-				return fmt.Errorf("cuda: copying the status word: %w", err)
-			}
-		}
+	var st cu.DevicePtr
+	if sb != nil {
+		st = sb.ptr
+	}
+	if err := b.toPinned(h, p, n, st, w); err != nil {
+		return err
 	}
 	if err := b.sync(); err != nil {
 		return err
@@ -839,15 +847,11 @@ func (mx *Matrix) hostCallMapped(dst []float32, status bool, put func() error, e
 	n := 4 * len(dst)
 	var word *uint32
 	var st cu.DevicePtr
-	if status {
-		w, dev, ok, err := b.pinnedStatus()
-		if err != nil {
+	if status { // pinned, as the device maps host memory
+		var err error
+		if word, st, _, err = b.pinnedStatus(); err != nil {
 			return err
 		}
-		if !ok {
-			return errors.New("cuda: no status word in pinned memory on a device that maps it")
-		}
-		word, st = w, dev
 	}
 	h, err := b.staging("out", n)
 	if err != nil {

@@ -541,8 +541,9 @@ func (b *Backend) a8Persistent() error {
 		if !strings.Contains(name, "_a8mma_") || strings.HasSuffix(name, "_p") || strings.HasSuffix(name, "_s") {
 			continue
 		}
-		if s := name + "_s"; b.fns[s] != (cu.Function{}) {
-			per, err := b.fns[s].MaxActiveBlocksPerMultiProcessor(32*warps, 0)
+		if f, ok := b.fns[name+"_s"]; ok {
+			s := name + "_s"
+			per, err := f.MaxActiveBlocksPerMultiProcessor(32*warps, 0)
 			if err != nil {
 				return fmt.Errorf("cuda: occupancy of %s: %w", s, err)
 			}

@@ -93,12 +93,8 @@ func (b *Backend) stagedDownload(bf *buffer, dst []float32) error {
 	if err != nil {
 		return err
 	}
-	if b.dev.mapsHost {
-		if err := b.copyKernel(cu.DevicePtr(uintptr(h.p)), bf.ptr, n, 0, 0); err != nil {
-			return err
-		}
-	} else if err := cu.MemcpyDtoHAsync(h.p, bf.ptr, n, b.stream); err != nil {
-		return fmt.Errorf("cuda: copying %d bytes from the device: %w", n, err)
+	if err := b.toPinned(h, bf.ptr, n, 0, 0); err != nil {
+		return err
 	}
 	if err := cu.Synchronize(); err != nil {
 		return fmt.Errorf("cuda: waiting for the multiply (a kernel may have failed): %w", err)
