@@ -791,7 +791,6 @@ func (b *Backend) launch(name string, gx, gy, bx, shmem int, args ...any) error 
 		return fmt.Errorf("cuda: kernel %s has %d arguments, at most %d", name, len(args), maxKernelArgs)
 	}
 	var vals [maxKernelArgs]uint64
-	var ptrs [maxKernelArgs]unsafe.Pointer
 	for i, a := range args {
 		switch v := a.(type) {
 		case cu.DevicePtr:
@@ -803,10 +802,13 @@ func (b *Backend) launch(name string, gx, gy, bx, shmem int, args ...any) error 
 		default:
 			return fmt.Errorf("cuda: kernel %s argument %d is not a DevicePtr, int64 or uint64", name, i)
 		}
-		ptrs[i] = unsafe.Pointer(&vals[i])
 	}
-	if b.pdl[name] {
+	if b.pdl[name] { // parameters in C memory (launchPDL)
 		return b.launchPDL(name, f, gx, gy, bx, shmem, vals[:len(args)])
+	}
+	var ptrs [maxKernelArgs]unsafe.Pointer
+	for i := range args {
+		ptrs[i] = unsafe.Pointer(&vals[i])
 	}
 	if err := f.Launch(gx, gy, 1, bx, 1, 1, shmem, b.stream, ptrs[:len(args)]); err != nil {
 		return fmt.Errorf("cuda: launching %s (%dx%d blocks of %d): %w", name, gx, gy, bx, err)
