@@ -122,6 +122,16 @@ type stepPart struct {
 // order, batch vectors at a time, matrices that read one input sharing
 // its preparation (SharedInput), between two read-bandwidth
 // measurements.
+// meterSettle is the idle time between a read-bandwidth sample and the
+// next step. Right after the meter's 256 MiB stream the first matrix of a
+// step read slower on both threads (Zen 5 VM, two threads: the first
+// attn_q 230-300 us against 200-210 for the same shape later in the step,
+// both threads starting together), which a millisecond of idle removes,
+// while busy-waiting the millisecond does not; one thread saw no such
+// penalty. The step is still timed from idle workers (their wake is
+// part of it), as after the attention and sampling of a real decode.
+const meterSettle = time.Millisecond
+
 func benchDecode(path string, iopt importOpts, eng *qgemv.Engine, o decodeOpts) error {
 	md, err := openModel(path, iopt)
 	if err != nil {
@@ -263,6 +273,7 @@ func benchDecode(path string, iopt importOpts, eng *qgemv.Engine, o decodeOpts) 
 		}
 		steps = append(steps, d)
 		rates = append(rates, meter.read())
+		time.Sleep(meterSettle)
 		prog.update(min(100, max(100*len(steps)/o.minSteps, int(100*time.Since(start)/max(o.minTime, 1)))))
 	}
 	prog.update(100)
