@@ -195,8 +195,8 @@ func benchGEMV(b *testing.B, backend string, threads int, spec layout.FormatSpec
 }
 
 // readGBs appends three read-bandwidth measurements (GB/s of
-// cpu.StreamRead over a synth.WorkingSet huge-page buffer, with threads
-// threads, 0 meaning GOMAXPROCS) to r. benchGEMV takes them just before
+// qgemv.ReadBandwidth, the best read loop shape, over a synth.WorkingSet
+// huge-page buffer, with threads threads, 0 meaning GOMAXPROCS) to r. benchGEMV takes them just before
 // and just after its timed loop and reports the multiply's GB/s as a
 // percentage of their median (%read): on a shared host whose bandwidth
 // drifts by tens of percent within minutes, BenchmarkReadBandwidth run
