@@ -1,0 +1,171 @@
+package qgemv_test
+
+import (
+	"encoding/binary"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/qgemv/qgemv"
+	"github.com/qgemv/qgemv/internal/synth"
+	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/ggml"
+)
+
+// fuzzMatrix builds a matrix of kind k (Bits, Q4G128, Sparse12 or a GGML
+// block type) whose every stored byte (codes, scales, zeros; NaN and
+// infinite binary16 among them) comes from data, with flags breaking it:
+// bit 0 a column permutation read from data (Bits; often not a
+// permutation), bit 1 one weight word or byte too few, bit 2 offsets
+// instead of zero points (Bits), bit 3 float32 metadata. It returns nil
+// where the shape or parameters do not make a matrix.
+func fuzzMatrix(k, n uint8, rows, cols, g uint16, flags uint8, data []byte) layout.Matrix {
+	if len(data) == 0 {
+		data = []byte{0}
+	}
+	r, c := int(rows)%300+1, int(cols)%700+1
+	at := 0
+	next := func() byte { b := data[at%len(data)]; at++; return b }
+	u16 := func() uint16 { return uint16(next()) | uint16(next())<<8 }
+	u32 := func() uint32 { return uint32(u16()) | uint32(u16())<<16 }
+	short := flags&2 != 0
+	switch k % 4 {
+	case 0, 2:
+		var b *layout.Bits
+		var err error
+		width := []int{1, 2, 3, 4, 8}[int(n)%5]
+		grp := []int{0, 32, 64, 128, 256}[int(g)%5]
+		if k%4 == 2 {
+			sp, e := layout.NewSparse12(r, c, grp, flags&8 != 0)
+			if e != nil {
+				return nil
+			}
+			for i := range sp.Words {
+				sp.Words[i] = u32()
+			}
+			fillMeta(&sp.GroupMeta, u16, u32)
+			if short && len(sp.Words) > 0 {
+				sp.Words = sp.Words[:len(sp.Words)-1]
+			}
+			return sp
+		}
+		if b, err = layout.NewBits(r, c, width, grp, flags&8 != 0); err != nil {
+			return nil
+		}
+		for i := range b.Words {
+			b.Words[i] = u32()
+		}
+		fillMeta(&b.GroupMeta, u16, u32)
+		b.Offsets = flags&4 != 0
+		if flags&1 != 0 {
+			b.Perm = make([]int32, c)
+			for i := range b.Perm {
+				b.Perm[i] = int32(u16()) % int32(c+1)
+			}
+		}
+		if short && len(b.Words) > 0 {
+			b.Words = b.Words[:len(b.Words)-1]
+		}
+		return b
+	case 1:
+		m, err := layout.NewQ4G128(r, c)
+		if err != nil {
+			return nil
+		}
+		for i := range m.Weights {
+			m.Weights[i] = next()
+		}
+		for i := range m.Scales {
+			m.Scales[i] = math.Float32frombits(u32())
+		}
+		for i := range m.Zeros {
+			m.Zeros[i] = next()
+		}
+		if short {
+			m.Weights = m.Weights[:len(m.Weights)-1]
+		}
+		return m
+	}
+	types := []ggml.Type{ggml.Q4_0, ggml.Q4_1, ggml.Q5_0, ggml.Q5_1, ggml.Q8_0, ggml.Q2_K, ggml.Q3_K, ggml.Q4_K, ggml.Q5_K, ggml.Q6_K, ggml.IQ4_NL, ggml.IQ4_XS}
+	m, err := ggml.New(types[int(n)%len(types)], r, c)
+	if err != nil {
+		return nil
+	}
+	for i := range m.Data {
+		m.Data[i] = next()
+	}
+	if short {
+		m.Data = m.Data[:len(m.Data)-1]
+	}
+	return m
+}
+
+func fillMeta(m *layout.GroupMeta, u16 func() uint16, u32 func() uint32) {
+	for i := range m.Scales16 {
+		m.Scales16[i], m.Zeros16[i] = layout.FP16(u16()), layout.FP16(u16())
+	}
+	for i := range m.Scales32 {
+		m.Scales32[i], m.Zeros32[i] = math.Float32frombits(u32()), math.Float32frombits(u32())
+	}
+}
+
+// FuzzLoadMul loads matrices of arbitrary stored bytes (and broken
+// shapes, permutations and slice lengths) on every CPU kernel set and
+// multiplies them at batch 1 and 3 with float32, binary16 and int8
+// activations: Load and Mul either succeed or return an error, and no
+// kernel reads outside the matrix (the assembly kernels would fault).
+func FuzzLoadMul(f *testing.F) {
+	seed := make([]byte, 64)
+	binary.LittleEndian.PutUint64(seed, 0x3c003c003c003c00) // binary16 ones
+	for k := uint8(0); k < 4; k++ {
+		for n := uint8(0); n < 12; n++ {
+			f.Add(k, n, uint16(37), uint16(300), uint16(3), uint8(0), seed)
+		}
+	}
+	f.Add(uint8(0), uint8(3), uint16(15), uint16(256), uint16(3), uint8(1), seed) // a broken permutation
+	f.Add(uint8(1), uint8(0), uint16(17), uint16(129), uint16(0), uint8(2), seed) // a byte too few
+	var engs []*qgemv.Engine
+	for _, c := range qgemv.Probe().Candidates {
+		if !c.Available || !strings.HasPrefix(c.Name, "cpu") {
+			continue
+		}
+		e, err := qgemv.Open(qgemv.WithBackend(c.Name), qgemv.WithThreads(2))
+		if err != nil {
+			f.Fatal(err)
+		}
+		engs = append(engs, e)
+	}
+	f.Cleanup(func() {
+		for _, e := range engs {
+			e.Close()
+		}
+	})
+	x := synth.Vector(3*1024, 2)
+	f.Fuzz(func(t *testing.T, k, n uint8, rows, cols, g uint16, flags uint8, data []byte) {
+		m := fuzzMatrix(k, n, rows, cols, g, flags, data)
+		if m == nil {
+			return
+		}
+		r, c := m.Shape()
+		for _, e := range engs {
+			mx, err := e.Load(m)
+			if err != nil {
+				continue
+			}
+			for _, batch := range []int{1, 3} {
+				dst := make([]float32, batch*r)
+				xb := x[:batch*c]
+				_ = mx.Mul(dst, xb, batch, qgemv.A32)
+				xh := make([]layout.FP16, len(xb))
+				for i, v := range xb {
+					xh[i] = layout.ToFP16(v)
+				}
+				_ = mx.MulFP16(dst, xh, batch)
+				if mx.TakesA8() {
+					_ = mx.Mul(dst, xb, batch, qgemv.A8)
+				}
+			}
+			mx.Close()
+		}
+	})
+}
