@@ -3,6 +3,7 @@ package qgemv_test
 import (
 	"encoding/binary"
 	"math"
+	"os"
 	"strings"
 	"testing"
 
@@ -110,10 +111,12 @@ func fillMeta(m *layout.GroupMeta, u16 func() uint16, u32 func() uint32) {
 }
 
 // FuzzLoadMul loads matrices of arbitrary stored bytes (and broken
-// shapes, permutations and slice lengths) on every CPU kernel set and
+// shapes, permutations and slice lengths) on every CPU kernel set (and
+// GPU backend, with $QGEMV_FUZZ_GPU=1) and
 // multiplies them at batch 1 and 3 with float32, binary16 and int8
-// activations: Load and Mul either succeed or return an error, and no
-// kernel reads outside the matrix (the assembly kernels would fault).
+// activations: Load and Mul either succeed or return an error, no kernel
+// reads outside the matrix (the assembly kernels would fault), and a
+// canary matrix on each backend multiplies as before every input.
 func FuzzLoadMul(f *testing.F) {
 	seed := make([]byte, 64)
 	binary.LittleEndian.PutUint64(seed, 0x3c003c003c003c00) // binary16 ones
@@ -124,9 +127,26 @@ func FuzzLoadMul(f *testing.F) {
 	}
 	f.Add(uint8(0), uint8(3), uint16(15), uint16(256), uint16(3), uint8(1), seed) // a broken permutation
 	f.Add(uint8(1), uint8(0), uint16(17), uint16(129), uint16(0), uint8(2), seed) // a byte too few
+	// Every available backend, each with a canary matrix multiplied after
+	// every input: a kernel that wrote out of bounds or left a GPU context
+	// faulted shows there.
+	type canary struct {
+		m    *qgemv.Matrix
+		want []float32
+	}
 	var engs []*qgemv.Engine
+	var canaries []canary
+	x := synth.Vector(3*1024, 2)
+	spec, err := layout.ParseFormatSpec("q4g128")
+	if err != nil {
+		f.Fatal(err)
+	}
+	cm, err := synth.Matrix(spec, 64, 256, 9)
+	if err != nil {
+		f.Fatal(err)
+	}
 	for _, c := range qgemv.Probe().Candidates {
-		if !c.Available || !strings.HasPrefix(c.Name, "cpu") {
+		if !c.Available || !fuzzBackend(c.Name) {
 			continue
 		}
 		e, err := qgemv.Open(qgemv.WithBackend(c.Name), qgemv.WithThreads(2))
@@ -134,19 +154,40 @@ func FuzzLoadMul(f *testing.F) {
 			f.Fatal(err)
 		}
 		engs = append(engs, e)
+		mx, err := e.Load(cm)
+		if err != nil {
+			f.Fatal(err)
+		}
+		cn := canary{m: mx, want: make([]float32, 64)}
+		if err := mx.Mul(cn.want, x[:256], 1, qgemv.A32); err != nil {
+			f.Fatal(err)
+		}
+		canaries = append(canaries, cn)
 	}
 	f.Cleanup(func() {
 		for _, e := range engs {
 			e.Close()
 		}
 	})
-	x := synth.Vector(3*1024, 2)
 	f.Fuzz(func(t *testing.T, k, n uint8, rows, cols, g uint16, flags uint8, data []byte) {
 		m := fuzzMatrix(k, n, rows, cols, g, flags, data)
 		if m == nil {
 			return
 		}
 		r, c := m.Shape()
+		defer func() {
+			for i, cn := range canaries {
+				got := make([]float32, 64)
+				if err := cn.m.Mul(got, x[:256], 1, qgemv.A32); err != nil {
+					t.Fatalf("%s: the canary matrix fails after this input: %v", engs[i].Backend(), err)
+				}
+				for j := range got {
+					if math.Float32bits(got[j]) != math.Float32bits(cn.want[j]) {
+						t.Fatalf("%s: the canary matrix's row %d changed after this input: %g, was %g", engs[i].Backend(), j, got[j], cn.want[j])
+					}
+				}
+			}
+		}()
 		for _, e := range engs {
 			mx, err := e.Load(m)
 			if err != nil {
@@ -168,4 +209,11 @@ func FuzzLoadMul(f *testing.F) {
 			mx.Close()
 		}
 	})
+}
+
+// fuzzBackend reports whether FuzzLoadMul runs on backend name: the CPU
+// kernel sets, and with $QGEMV_FUZZ_GPU=1 the GPU backends too (a GPU
+// per input makes the run far slower).
+func fuzzBackend(name string) bool {
+	return strings.HasPrefix(name, "cpu") || os.Getenv("QGEMV_FUZZ_GPU") == "1"
 }
