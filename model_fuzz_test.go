@@ -21,8 +21,8 @@ var fuzzLlama = testmodel.Llama{Layers: 1, Hidden: 256, FFN: 256, KV: 32, Seed: 
 // tensor that opened onto a CPU engine and multiplies each once with
 // float and (where taken) int8 activations. Whatever the bytes, nothing
 // panics or hangs; an error names the file, and a tensor's error names
-// the tensor. Run it with -fuzzminimizetime 3x or so: minimizing inputs of
-// this size for the default minute each stalls the run.
+// the tensor. `make fuzz` runs it without minimizing new inputs: at the
+// default minute each, minimizing inputs of this size stalls the run.
 func FuzzOpenModel(f *testing.F) {
 	seedDir := f.TempDir()
 	for _, mix := range testmodel.Mixes {
