@@ -654,15 +654,14 @@ func (m *Matrix) lockWith(op string, h *held, want []ElemType, bufs ...*Buffer) 
 	return nil
 }
 
-// elementwise checks an element-wise operation's buffers: every buffer
-// open, of this engine and type Float32, and the inputs at least as long
-// as dst.
-func (e *Engine) elementwise(op string, h *held, dst *Buffer, a, b *Buffer) error {
-	bufs, want := []*Buffer{dst, a, b}, wantF32x3
-	if b == nil {
-		bufs, want = bufs[:2], want[:2]
-	}
-	if err := e.use(op, h, want, bufs...); err != nil {
+// elementwise checks an element-wise operation's buffers, dst and its one
+// or two inputs: every buffer open (not nil), of this engine and type
+// Float32, and the inputs at least as long as dst.
+func (e *Engine) elementwise(op string, h *held, dst *Buffer, ins ...*Buffer) error {
+	var all [3]*Buffer
+	all[0] = dst
+	bufs := all[:1+copy(all[1:], ins)]
+	if err := e.use(op, h, wantF32x3[:len(bufs)], bufs...); err != nil {
 		return err
 	}
 	for i, in := range bufs[1:] {
@@ -746,7 +745,7 @@ func (e *Engine) Scale(dst, a *Buffer, s float32) error {
 // (Sequence.capture).
 func (e *Engine) scaleBuffer(seq bool, dst, a *Buffer, s float32) error {
 	h := held{seq: seq}
-	if err := e.elementwise("scale", &h, dst, a, nil); err != nil {
+	if err := e.elementwise("scale", &h, dst, a); err != nil {
 		return err
 	}
 	defer h.unlock()

@@ -412,6 +412,9 @@ func TestBufferBadInput(t *testing.T) {
 		"write too long":      y.Write(make([]float32, 21)),
 		"read int8 of float":  x.ReadInt8(make([]int8, 4)),
 		"nil buffer":          eng.Scale(nil, x, 2),
+		"swiglu nil up":       eng.SwiGLU(y, y, nil),
+		"add nil b":           eng.Add(x, x, nil),
+		"scale nil input":     eng.Scale(x, nil, 2),
 	} {
 		if err == nil {
 			t.Errorf("%s: accepted", name)

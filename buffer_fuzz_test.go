@@ -1,0 +1,240 @@
+package qgemv_test
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qgemv/qgemv"
+	"github.com/qgemv/qgemv/internal/synth"
+	"github.com/qgemv/qgemv/layout"
+)
+
+// FuzzBufferAPI runs programs of buffer operations drawn from the input
+// on every CPU kernel set (and GPU backend, with $QGEMV_FUZZ_GPU=1):
+// buffers of any length and element type made, written, read and closed
+// in any order, nil buffers and buffers of another engine, multiplies of
+// three matrices (Q4G128, Bits4G128, Int8) with any batch and activation
+// type, the quantization, elementwise and requantization operations,
+// recorded sequences run, waits, and the engine closed part way. Every
+// call succeeds or returns an error: nothing panics or hangs, and while
+// the engine is open a canary multiply gives the same bits as before the
+// program.
+func FuzzBufferAPI(f *testing.F) {
+	f.Add([]byte{0, 10, 0, 0, 20, 0, 2, 0, 10, 5, 1, 0, 1, 1, 9, 4, 1, 0})
+	f.Add([]byte{0, 255, 0, 0, 64, 1, 0, 32, 2, 6, 1, 2, 0, 1, 7, 0, 1, 2, 1, 10, 5, 0, 1, 1, 0, 11})
+	f.Add([]byte{0, 2, 1, 0, 2, 2, 8, 0, 1, 0, 12, 3, 0, 4, 0, 13})
+	q4, err := synth.Matrix(layout.FormatSpec{Format: layout.FormatQ4G128, N: 4, G: 128}, 64, 256, 4)
+	if err != nil {
+		f.Fatal(err)
+	}
+	spec, err := layout.ParseFormatSpec("bits4g128")
+	if err != nil {
+		f.Fatal(err)
+	}
+	b4, err := synth.Matrix(spec, 40, 200, 5)
+	if err != nil {
+		f.Fatal(err)
+	}
+	w := make([]int8, 48*64)
+	for i := range w {
+		w[i] = int8(i*7 - 100)
+	}
+	i8, err := layout.NewInt8(w, 48, 64)
+	if err != nil {
+		f.Fatal(err)
+	}
+	var backends []string
+	for _, c := range qgemv.Probe().Candidates {
+		if c.Available && fuzzBackend(c.Name) {
+			backends = append(backends, c.Name)
+		}
+	}
+	x := synth.Vector(256, 6)
+	f.Fuzz(func(t *testing.T, prog []byte) {
+		wd := time.AfterFunc(20*time.Second, func() { panic("FuzzBufferAPI: one input took over 20 s") })
+		defer wd.Stop()
+		for _, be := range backends {
+			runBufferProgram(t, be, prog, []layout.Matrix{q4, b4, i8}, x)
+		}
+	})
+}
+
+func runBufferProgram(t *testing.T, backend string, prog []byte, ms []layout.Matrix, x []float32) {
+	e, err := qgemv.Open(qgemv.WithBackend(backend), qgemv.WithThreads(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := qgemv.Open(qgemv.WithBackend(backend), qgemv.WithThreads(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	foreign, err := other.NewBuffer(64, qgemv.Float32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mats []*qgemv.Matrix
+	for _, m := range ms {
+		mx, err := e.Load(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mats = append(mats, mx)
+	}
+	canary := make([]float32, 64)
+	if err := mats[0].Mul(canary, x, 1, qgemv.A32); err != nil {
+		t.Fatal(err)
+	}
+	at := 0
+	next := func() int {
+		if at >= len(prog) {
+			return 0
+		}
+		at++
+		return int(prog[at-1])
+	}
+	var bufs []*qgemv.Buffer
+	buf := func() *qgemv.Buffer {
+		i := next()
+		switch {
+		case i == 255:
+			return foreign
+		case i < len(bufs):
+			return bufs[i]
+		}
+		return nil // a nil buffer
+	}
+	acts := []qgemv.Activation{qgemv.A32, qgemv.A16, qgemv.A8, qgemv.Activation(7)}
+	closed := false
+	var op func(rec bool) error
+	op = func(rec bool) error {
+		switch next() % 14 {
+		case 0:
+			b, err := e.NewBuffer(next()*3-10, qgemv.ElemType(next()%4))
+			if err == nil && len(bufs) < 8 {
+				bufs = append(bufs, b)
+			}
+			return err
+		case 1:
+			if b := buf(); b != nil {
+				return b.Close()
+			}
+		case 2:
+			b, n := buf(), next()*2
+			if b == nil {
+				return nil
+			}
+			src := make([]float32, n)
+			for i := range src {
+				src[i] = x[i%len(x)]
+			}
+			if n%7 == 3 {
+				src[0] = float32(math.NaN())
+			}
+			return b.Write(src)
+		case 3:
+			b, n := buf(), next()*2
+			if b == nil {
+				return nil
+			}
+			switch n % 3 {
+			case 0:
+				return b.WriteInt8(make([]int8, n))
+			case 1:
+				return b.WriteInt32(make([]int32, n))
+			}
+			return b.WriteFP16(make([]layout.FP16, n))
+		case 4:
+			b, n := buf(), next()*2
+			if b == nil {
+				return nil
+			}
+			switch n % 3 {
+			case 0:
+				return b.Read(make([]float32, n))
+			case 1:
+				return b.ReadInt8(make([]int8, n))
+			}
+			return b.ReadInt32(make([]int32, n))
+		case 5:
+			m := mats[next()%len(mats)]
+			return m.MulBuffer(buf(), buf(), next()%18, acts[next()%len(acts)])
+		case 6:
+			m := mats[next()%len(mats)]
+			return m.QuantizeBuffer(buf(), buf(), buf(), next()%18)
+		case 7:
+			m := mats[next()%len(mats)]
+			return m.MulInt8Buffer(buf(), buf(), buf(), next()%18)
+		case 8:
+			m := mats[next()%len(mats)]
+			return m.MulInt32Buffer(buf(), buf(), next()%18)
+		case 9:
+			switch next() % 4 {
+			case 0:
+				return e.SwiGLU(buf(), buf(), buf())
+			case 1:
+				return e.Add(buf(), buf(), buf())
+			case 2:
+				return e.Scale(buf(), buf(), float32(next())-100)
+			}
+			return e.Requantize(buf(), buf(), float32(next())/64)
+		case 10:
+			return e.Wait()
+		case 11:
+			if rec {
+				return nil
+			}
+			n := next() % 4
+			s, err := e.Record(func() error {
+				for i := 0; i < n; i++ {
+					if err := op(true); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if err := s.Run(); err != nil {
+				return err
+			}
+			return s.Close()
+		case 12:
+			if !rec && next()%8 == 0 {
+				closed = true
+				return e.Close()
+			}
+		case 13:
+			m := mats[next()%len(mats)]
+			r, c := m.Rows(), m.Cols()
+			dst := make([]float32, r)
+			return m.Mul(dst, x[:c], 1, acts[next()%len(acts)])
+		}
+		return nil
+	}
+	for steps := 0; at < len(prog) && steps < 64; steps++ {
+		if err := op(false); err != nil && err.Error() == "" {
+			t.Fatalf("%s: an error with no text", backend)
+		}
+	}
+	if closed {
+		if err := mats[0].Mul(make([]float32, 64), x, 1, qgemv.A32); err == nil || !strings.Contains(err.Error(), "closed") {
+			t.Fatalf("%s: a multiply after Close: %v", backend, err)
+		}
+		return
+	}
+	_ = e.Wait() // a program may leave a fault to report
+	got := make([]float32, 64)
+	if err := mats[0].Mul(got, x, 1, qgemv.A32); err != nil {
+		t.Fatalf("%s: the canary multiply fails after the program: %v", backend, err)
+	}
+	for i := range got {
+		if math.Float32bits(got[i]) != math.Float32bits(canary[i]) {
+			t.Fatalf("%s: the canary's row %d changed after the program: %g, was %g", backend, i, got[i], canary[i])
+		}
+	}
+	e.Close()
+}
