@@ -17,7 +17,9 @@ import (
 // in any order, nil buffers and buffers of another engine, multiplies of
 // three matrices (Q4G128, Bits4G128, Int8) with any batch and activation
 // type, the quantization, elementwise and requantization operations,
-// recorded sequences run, waits, and the engine closed part way. Every
+// recorded sequences run, waits, host-slice multiplies, shared inputs and
+// the int8 chain with slices of any length, and the engine closed part
+// way. Every
 // call succeeds or returns an error: nothing panics or hangs, and while
 // the engine is open a canary multiply gives the same bits as before the
 // program.
@@ -83,6 +85,20 @@ func runBufferProgram(t *testing.T, backend string, prog []byte, ms []layout.Mat
 		}
 		mats = append(mats, mx)
 	}
+	otherMat, err := other.Load(ms[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	xv := func(n int) []float32 { // n activations, the first NaN when n % 7 == 3
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = x[i%len(x)]
+		}
+		if n%7 == 3 {
+			v[0] = float32(math.NaN())
+		}
+		return v
+	}
 	canary := make([]float32, 64)
 	if err := mats[0].Mul(canary, x, 1, qgemv.A32); err != nil {
 		t.Fatal(err)
@@ -110,7 +126,7 @@ func runBufferProgram(t *testing.T, backend string, prog []byte, ms []layout.Mat
 	closed := false
 	var op func(rec bool) error
 	op = func(rec bool) error {
-		switch next() % 14 {
+		switch next() % 19 {
 		case 0:
 			b, err := e.NewBuffer(next()*3-10, qgemv.ElemType(next()%4))
 			if err == nil && len(bufs) < 8 {
@@ -212,6 +228,55 @@ func runBufferProgram(t *testing.T, backend string, prog []byte, ms []layout.Mat
 			r, c := m.Rows(), m.Cols()
 			dst := make([]float32, r)
 			return m.Mul(dst, x[:c], 1, acts[next()%len(acts)])
+		case 14: // host slices of any length
+			m := mats[next()%len(mats)]
+			dst, xs := make([]float32, next()*2), xv(next()*2)
+			batch := next()%18 - 1
+			switch next() % 4 {
+			case 0:
+				return m.Mul(dst, xs, batch, acts[next()%len(acts)])
+			case 1:
+				return m.MulFP16(dst, make([]layout.FP16, len(xs)), batch)
+			case 2:
+				return m.MulInt8(dst, make([]int8, next()*3), make([]float32, next()%8), batch)
+			}
+			return m.MulInt32(make([]int32, len(dst)), make([]int8, len(xs)), batch)
+		case 15: // a shared input over any matrices (nil, closed, of another engine)
+			var sm []*qgemv.Matrix
+			for n := next() % 4; n > 0; n-- {
+				switch i := next() % 5; {
+				case i < len(mats):
+					sm = append(sm, mats[i])
+				case i == 3:
+					sm = append(sm, nil)
+				default:
+					sm = append(sm, otherMat)
+				}
+			}
+			si, err := e.NewSharedInput(sm...)
+			if err != nil {
+				return err
+			}
+			if err := si.Set(xv(next()*2), next()%18-1, acts[next()%len(acts)]); err != nil {
+				_ = si.Mul(0, make([]float32, 64)) // Mul before a good Set
+				return err
+			}
+			return si.Mul(next()%4-1, make([]float32, next()*2))
+		case 16:
+			k := next() % 3
+			dst := make([][]float32, k)
+			for i := range dst {
+				dst[i] = make([]float32, next()*2)
+			}
+			sm := mats[:next()%3]
+			return e.MulShared(dst, sm, xv(next()*2), next()%18-1, acts[next()%len(acts)])
+		case 17:
+			n := next() * 2
+			return e.QuantizeA8(make([]int8, n+next()%3), make([]float32, next()%4), xv(n))
+		case 18: // the int8 chain (mats[2] is 48x64: not square, so usually an error)
+			al := []float32{float32(next()) / 64, float32(math.Inf(1))}[:1+next()%2]
+			cm := []*qgemv.Matrix{mats[2], mats[next()%len(mats)]}[:len(al)]
+			return e.Chain(make([]int8, next()), cm, al, make([]int8, next()))
 		}
 		return nil
 	}
