@@ -54,7 +54,11 @@
 // rather than queue. Close waits for the multiplies in progress, then
 // releases every matrix still loaded; later calls return ErrClosed. On
 // GPU backends each engine has one stream (CUDA) or queue (OpenCL):
-// multiplies from several goroutines are serialized on it.
+// multiplies from several goroutines are serialized on it. A Buffer's
+// values are like a slice's: Buffer and buffer operations may run on
+// several goroutines, but one that writes a buffer (Write, or a multiply
+// or element-wise operation into it) must not run concurrently with
+// another operation on that buffer; the caller orders those.
 package qgemv
 
 import (
