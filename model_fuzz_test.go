@@ -17,7 +17,8 @@ import (
 var fuzzLlama = testmodel.Llama{Layers: 1, Hidden: 256, FFN: 256, KV: 32, Seed: 5}
 
 // FuzzOpenModel opens corrupted model files (GGUF in every generated type
-// mix, and GPTQ safetensors beside valid config files), loads every
+// mix and one of every type qgemv imports, and GPTQ safetensors beside
+// valid config files), loads every
 // tensor that opened onto a CPU engine and multiplies each once with
 // float and (where taken) int8 activations. Whatever the bytes, nothing
 // panics or hangs; an error names the file, and a tensor's error names
@@ -32,6 +33,13 @@ func FuzzOpenModel(f *testing.F) {
 		}
 		f.Add(b.Bytes(), false)
 	}
+	// every GGUF type qgemv imports, one small tensor each (F16 and BF16
+	// quantized on load)
+	mixed, err := os.ReadFile(filepath.Join("layout", "gguf", "testdata", "mixed.gguf"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(mixed, false)
 	st, err := fuzzLlama.WriteGPTQ(seedDir, testmodel.GPTQConfig{Bits: 4, Group: 128})
 	if err != nil {
 		f.Fatal(err)
