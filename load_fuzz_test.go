@@ -10,16 +10,19 @@ import (
 	"github.com/qgemv/qgemv"
 	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/ans"
+	"github.com/qgemv/qgemv/layout/codebook"
 	"github.com/qgemv/qgemv/layout/ggml"
 )
 
-// fuzzMatrix builds a matrix of kind k (Bits, Q4G128, Sparse12 or a GGML
-// block type) whose every stored byte (codes, scales, zeros; NaN and
-// infinite binary16 among them) comes from data, with flags breaking it:
-// bit 0 a column permutation read from data (Bits; often not a
-// permutation), bit 1 one weight word or byte too few, bit 2 offsets
-// instead of zero points (Bits), bit 3 float32 metadata. It returns nil
-// where the shape or parameters do not make a matrix.
+// fuzzMatrix builds a matrix of kind k (Bits, Q4G128, Sparse12, a GGML
+// block type, a codebook, Int8, or entropy-coded Int8 or Bits whose
+// streams corruptANS damages) whose every stored byte (codes, scales,
+// zeros, centroids; NaN and infinite values among them) comes from data,
+// with flags breaking it: bit 0 a column permutation read from data
+// (Bits; often not a permutation), bit 1 one weight word or byte too few,
+// bit 2 offsets instead of zero points (Bits), bit 3 float32 metadata.
+// It returns nil where the shape or parameters do not make a matrix.
 func fuzzMatrix(k, n uint8, rows, cols, g uint16, flags uint8, data []byte) layout.Matrix {
 	if len(data) == 0 {
 		data = []byte{0}
@@ -30,6 +33,75 @@ func fuzzMatrix(k, n uint8, rows, cols, g uint16, flags uint8, data []byte) layo
 	u16 := func() uint16 { return uint16(next()) | uint16(next())<<8 }
 	u32 := func() uint32 { return uint32(u16()) | uint32(u16())<<16 }
 	short := flags&2 != 0
+	switch k % 8 {
+	case 4: // a codebook matrix
+		cb, err := codebook.New(r, c, codebook.Ms[int(n)%len(codebook.Ms)], codebook.Vs[int(n/4)%len(codebook.Vs)],
+			codebook.Bs[int(n/16)%len(codebook.Bs)], []int{0, 32, 64, 128, 256}[int(g)%5], flags&8 != 0)
+		if err != nil {
+			return nil
+		}
+		for i := range cb.Words[:len(cb.Words)-min(len(cb.Words), 32)] { // the 32 trailing words stay zero, as the format needs
+			cb.Words[i] = u32()
+		}
+		for i := range cb.Centroids16 {
+			cb.Centroids16[i] = layout.FP16(u16())
+		}
+		for i := range cb.Centroids32 {
+			cb.Centroids32[i] = math.Float32frombits(u32())
+		}
+		for i := range cb.Scales16 {
+			cb.Scales16[i] = layout.FP16(u16())
+		}
+		for i := range cb.Scales32 {
+			cb.Scales32[i] = math.Float32frombits(u32())
+		}
+		if short && len(cb.Words) > 0 {
+			cb.Words = cb.Words[:len(cb.Words)-1]
+		}
+		return cb
+	case 5, 6: // an int8 matrix, plain or entropy-coded with corrupted streams
+		l := ans.Layout(n % 2)
+		switch {
+		case k%8 == 5:
+		case l == ans.WarpStripes: // stripes of 32 rows, columns in fours
+			r, c = (r+ans.Lanes-1)/ans.Lanes*ans.Lanes, (c+3)/4*4
+		default: // rows of whole 128-column units
+			c = (c + 127) / 128 * 128
+		}
+		w := make([]int8, r*c)
+		for i := range w {
+			w[i] = int8(next())
+		}
+		if k%8 == 5 {
+			m, err := layout.NewInt8(w, r, c)
+			if err != nil {
+				return nil
+			}
+			return m
+		}
+		m, err := ans.Encode(w, r, c, l)
+		if err != nil {
+			return nil
+		}
+		corruptANS(m, flags, next)
+		return m
+	case 7: // entropy-coded Bits with corrupted streams
+		width := []int{1, 2, 4, 8}[int(n)%4]
+		b, err := layout.NewBits(r, c, width, []int{0, 32, 64, 128, 256}[int(g)%5], false)
+		if err != nil {
+			return nil
+		}
+		for i := range b.Words {
+			b.Words[i] = u32()
+		}
+		fillMeta(&b.GroupMeta, u16, u32)
+		m, err := ans.EncodeBits(b)
+		if err != nil {
+			return nil
+		}
+		corruptANS(m.Code, flags, next)
+		return m
+	}
 	switch k % 4 {
 	case 0, 2:
 		var b *layout.Bits
@@ -110,17 +182,18 @@ func fillMeta(m *layout.GroupMeta, u16 func() uint16, u32 func() uint32) {
 	}
 }
 
-// FuzzLoadMul loads matrices of arbitrary stored bytes (and broken
-// shapes, permutations and slice lengths) on every CPU kernel set (and
-// GPU backend, with $QGEMV_FUZZ_GPU=1) and
-// multiplies them at batch 1 and 3 with float32, binary16 and int8
-// activations: Load and Mul either succeed or return an error, no kernel
-// reads outside the matrix (the assembly kernels would fault), and a
-// canary matrix on each backend multiplies as before every input.
+// FuzzLoadMul loads matrices of arbitrary stored bytes (every format
+// family, see fuzzMatrix, with broken shapes, permutations, slice lengths
+// and streams) on every CPU kernel set (and GPU backend, with
+// $QGEMV_FUZZ_GPU=1) and multiplies them at batch 1 and 3 with float32,
+// binary16 and int8 activations and exact int8 products: Load and Mul
+// either succeed or return an error, no kernel reads outside the matrix
+// (the assembly kernels would fault), and a canary matrix on each backend
+// multiplies as before every input.
 func FuzzLoadMul(f *testing.F) {
 	seed := make([]byte, 64)
 	binary.LittleEndian.PutUint64(seed, 0x3c003c003c003c00) // binary16 ones
-	for k := uint8(0); k < 4; k++ {
+	for k := uint8(0); k < 8; k++ {
 		for n := uint8(0); n < 12; n++ {
 			f.Add(k, n, uint16(37), uint16(300), uint16(3), uint8(0), seed)
 		}
@@ -205,6 +278,11 @@ func FuzzLoadMul(f *testing.F) {
 				if mx.TakesA8() {
 					_ = mx.Mul(dst, xb, batch, qgemv.A8)
 				}
+				xi := make([]int8, len(xb))
+				for i := range xi {
+					xi[i] = int8(i*5 - 60)
+				}
+				_ = mx.MulInt32(make([]int32, batch*r), xi, batch) // the int8 formats; an error for the others
 			}
 			mx.Close()
 		}
@@ -216,4 +294,25 @@ func FuzzLoadMul(f *testing.F) {
 // per input makes the run far slower).
 func fuzzBackend(name string) bool {
 	return strings.HasPrefix(name, "cpu") || os.Getenv("QGEMV_FUZZ_GPU") == "1"
+}
+
+// corruptANS damages an entropy-coded matrix as flags say: words of the
+// streams changed (bit 4), escape bytes changed (bit 5), an offset moved
+// (bit 6), the last word dropped (bit 7).
+func corruptANS(m *ans.Matrix, flags uint8, next func() byte) {
+	if flags&16 != 0 && len(m.Words) > 0 {
+		for i := 0; i < 4; i++ {
+			m.Words[int(next())*int(next()+1)%len(m.Words)] ^= uint32(next()) << (next() % 25)
+		}
+	}
+	if flags&32 != 0 && len(m.Esc) > 0 {
+		m.Esc[int(next())%len(m.Esc)] ^= int8(next() | 1)
+	}
+	if flags&64 != 0 && len(m.Offsets) > 1 {
+		i := 1 + int(next())%(len(m.Offsets)-1)
+		m.Offsets[i] += uint64(next()) - 128
+	}
+	if flags&128 != 0 && len(m.Words) > 0 {
+		m.Words = m.Words[:len(m.Words)-1]
+	}
 }
