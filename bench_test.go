@@ -196,11 +196,12 @@ func benchGEMV(b *testing.B, backend string, threads int, spec layout.FormatSpec
 
 // readGBs appends three read-bandwidth measurements (GB/s of
 // qgemv.ReadBandwidth, the best read loop shape, over a synth.WorkingSet
-// huge-page buffer, with threads threads, 0 meaning GOMAXPROCS) to r. benchGEMV takes them just before
-// and just after its timed loop and reports the multiply's GB/s as a
-// percentage of their median (%read): on a shared host whose bandwidth
-// drifts by tens of percent within minutes, BenchmarkReadBandwidth run
-// once at the end of a long run is no roofline for the early benchmarks.
+// huge-page buffer, with threads threads, 0 meaning GOMAXPROCS) to r.
+// benchGEMV takes them just before and just after its timed loop and
+// reports the multiply's GB/s as a percentage of their median (%read):
+// on a shared host whose bandwidth drifts by tens of percent within
+// minutes, BenchmarkReadBandwidth run once at the end of a long run is no
+// roofline for the early benchmarks.
 func readGBs(r []float64, threads int) []float64 {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)

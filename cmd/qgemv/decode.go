@@ -117,11 +117,6 @@ type stepPart struct {
 	times []time.Duration
 }
 
-// benchDecode (bench -model FILE) loads every weight matrix of a model
-// file and times decode steps: every matrix multiplied once, in layer
-// order, batch vectors at a time, matrices that read one input sharing
-// its preparation (SharedInput), between two read-bandwidth
-// measurements.
 // meterSettle is the idle time between a read-bandwidth sample and the
 // next step. Right after the meter's 256 MiB stream the first matrix of a
 // step read slower on both threads (Zen 5 VM, two threads: the first
@@ -132,6 +127,11 @@ type stepPart struct {
 // part of it), as after the attention and sampling of a real decode.
 const meterSettle = time.Millisecond
 
+// benchDecode (bench -model FILE) loads every weight matrix of a model
+// file and times decode steps: every matrix multiplied once, in layer
+// order, batch vectors at a time, matrices that read one input sharing
+// its preparation (SharedInput), between two read-bandwidth
+// measurements.
 func benchDecode(path string, iopt importOpts, eng *qgemv.Engine, o decodeOpts) error {
 	md, err := openModel(path, iopt)
 	if err != nil {
