@@ -57,7 +57,7 @@ func FuzzBufferAPIConcurrent(f *testing.F) {
 }
 
 // bufferFuzzFixture returns the buffer programs' matrices (Q4G128 64x256,
-// Bits4G128 40x200, Int8 48x64), the backends they run on (fuzzBackend)
+// Bits4G128 40x200, Int8 48x64), the backends they run on (fuzzBackends)
 // and an input vector.
 func bufferFuzzFixture(f *testing.F) ([]layout.Matrix, []string, []float32) {
 	q4, err := synth.Matrix(layout.FormatSpec{Format: layout.FormatQ4G128, N: 4, G: 128}, 64, 256, 4)
@@ -80,13 +80,7 @@ func bufferFuzzFixture(f *testing.F) ([]layout.Matrix, []string, []float32) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	var backends []string
-	for _, c := range qgemv.Probe().Candidates {
-		if c.Available && fuzzBackend(c.Name) {
-			backends = append(backends, c.Name)
-		}
-	}
-	return []layout.Matrix{q4, b4, i8}, backends, synth.Vector(256, 6)
+	return []layout.Matrix{q4, b4, i8}, fuzzBackends(), synth.Vector(256, 6)
 }
 
 // runBufferProgram runs the programs progs on one engine of backend, each
@@ -124,10 +118,7 @@ func runBufferProgram(t *testing.T, backend string, progs [][]byte, ms []layout.
 		}
 		return v
 	}
-	canary := make([]float32, 64)
-	if err := mats[0].Mul(canary, x, 1, qgemv.A32); err != nil {
-		t.Fatal(err)
-	}
+	canary := newFuzzCanary(t, mats[0], x)
 	var closed atomic.Bool
 	run := func(prog []byte) {
 		foreign, err := other.NewBuffer(64, qgemv.Float32) // each program its own: a buffer is written by one goroutine at a time
@@ -173,14 +164,7 @@ func runBufferProgram(t *testing.T, backend string, progs [][]byte, ms []layout.
 				if b == nil {
 					return nil
 				}
-				src := make([]float32, n)
-				for i := range src {
-					src[i] = x[i%len(x)]
-				}
-				if n%7 == 3 {
-					src[0] = float32(math.NaN())
-				}
-				return b.Write(src)
+				return b.Write(xv(n))
 			case 3:
 				b, n := buf(), next()*2
 				if b == nil {
@@ -333,14 +317,6 @@ func runBufferProgram(t *testing.T, backend string, progs [][]byte, ms []layout.
 		return
 	}
 	_ = e.Wait() // a program may leave a fault to report
-	got := make([]float32, 64)
-	if err := mats[0].Mul(got, x, 1, qgemv.A32); err != nil {
-		t.Fatalf("%s: the canary multiply fails after the program: %v", backend, err)
-	}
-	for i := range got {
-		if math.Float32bits(got[i]) != math.Float32bits(canary[i]) {
-			t.Fatalf("%s: the canary's row %d changed after the program: %g, was %g", backend, i, got[i], canary[i])
-		}
-	}
+	canary.check(t, "the program")
 	e.Close()
 }

@@ -203,12 +203,8 @@ func FuzzLoadMul(f *testing.F) {
 	// Every available backend, each with a canary matrix multiplied after
 	// every input: a kernel that wrote out of bounds or left a GPU context
 	// faulted shows there.
-	type canary struct {
-		m    *qgemv.Matrix
-		want []float32
-	}
 	var engs []*qgemv.Engine
-	var canaries []canary
+	var canaries []fuzzCanary
 	x := synth.Vector(3*1024, 2)
 	spec, err := layout.ParseFormatSpec("q4g128")
 	if err != nil {
@@ -218,11 +214,8 @@ func FuzzLoadMul(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	for _, c := range qgemv.Probe().Candidates {
-		if !c.Available || !fuzzBackend(c.Name) {
-			continue
-		}
-		e, err := qgemv.Open(qgemv.WithBackend(c.Name), qgemv.WithThreads(2))
+	for _, name := range fuzzBackends() {
+		e, err := qgemv.Open(qgemv.WithBackend(name), qgemv.WithThreads(2))
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -231,11 +224,7 @@ func FuzzLoadMul(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		cn := canary{m: mx, want: make([]float32, 64)}
-		if err := mx.Mul(cn.want, x[:256], 1, qgemv.A32); err != nil {
-			f.Fatal(err)
-		}
-		canaries = append(canaries, cn)
+		canaries = append(canaries, newFuzzCanary(f, mx, x[:256]))
 	}
 	f.Cleanup(func() {
 		for _, e := range engs {
@@ -249,16 +238,8 @@ func FuzzLoadMul(f *testing.F) {
 		}
 		r, c := m.Shape()
 		defer func() {
-			for i, cn := range canaries {
-				got := make([]float32, 64)
-				if err := cn.m.Mul(got, x[:256], 1, qgemv.A32); err != nil {
-					t.Fatalf("%s: the canary matrix fails after this input: %v", engs[i].Backend(), err)
-				}
-				for j := range got {
-					if math.Float32bits(got[j]) != math.Float32bits(cn.want[j]) {
-						t.Fatalf("%s: the canary matrix's row %d changed after this input: %g, was %g", engs[i].Backend(), j, got[j], cn.want[j])
-					}
-				}
+			for _, cn := range canaries {
+				cn.check(t, "this input")
 			}
 		}()
 		for _, e := range engs {
@@ -289,11 +270,51 @@ func FuzzLoadMul(f *testing.F) {
 	})
 }
 
-// fuzzBackend reports whether FuzzLoadMul runs on backend name: the CPU
-// kernel sets, and with $QGEMV_FUZZ_GPU=1 the GPU backends too (a GPU
-// per input makes the run far slower).
-func fuzzBackend(name string) bool {
-	return strings.HasPrefix(name, "cpu") || os.Getenv("QGEMV_FUZZ_GPU") == "1"
+// fuzzBackends lists the available backends the fuzz targets run on: the
+// CPU kernel sets, and with $QGEMV_FUZZ_GPU=1 the GPU backends too (a GPU
+// per input makes a run far slower).
+func fuzzBackends() []string {
+	var names []string
+	for _, c := range qgemv.Probe().Candidates {
+		if c.Available && (strings.HasPrefix(c.Name, "cpu") || os.Getenv("QGEMV_FUZZ_GPU") == "1") {
+			names = append(names, c.Name)
+		}
+	}
+	return names
+}
+
+// fuzzCanary is a matrix multiplied before and after each fuzz input on
+// its engine: a kernel that wrote outside its memory, or a faulted GPU
+// context, changes its result or fails it.
+type fuzzCanary struct {
+	m       *qgemv.Matrix
+	x, want []float32
+}
+
+// newFuzzCanary multiplies m by x (float32 activations) for the result to
+// compare with.
+func newFuzzCanary(tb testing.TB, m *qgemv.Matrix, x []float32) fuzzCanary {
+	tb.Helper()
+	c := fuzzCanary{m: m, x: x, want: make([]float32, m.Rows())}
+	if err := m.Mul(c.want, x, 1, qgemv.A32); err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+// check multiplies again and fails t unless every bit is as before
+// (after names what ran in between).
+func (c fuzzCanary) check(t *testing.T, after string) {
+	t.Helper()
+	got := make([]float32, len(c.want))
+	if err := c.m.Mul(got, c.x, 1, qgemv.A32); err != nil {
+		t.Fatalf("%s: the canary matrix fails after %s: %v", c.m.Kernel(), after, err)
+	}
+	for i := range got {
+		if math.Float32bits(got[i]) != math.Float32bits(c.want[i]) {
+			t.Fatalf("%s: the canary matrix's row %d changed after %s: %g, was %g", c.m.Kernel(), i, after, got[i], c.want[i])
+		}
+	}
 }
 
 // corruptANS damages an entropy-coded matrix as flags say: words of the
