@@ -5,7 +5,9 @@ package cpu
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -262,5 +264,122 @@ func TestBitsA8LongRange(t *testing.T) {
 		checkGuards(t, full, rows)
 		checkA8Exact(t, b.Name(), b.DotA8Exact, nil, dst, x, 1, rows, cols, b.PCols)
 		mx.Close()
+	}
+}
+
+// TestBitsTiledWords loads 4-bit matrices (groups of 128 columns and
+// whole rows, binary16 and float32 metadata, act-order) on huge-page
+// backends, which store them tile-major (tileWords) for the tiled A8
+// kernels, and checks that every path gives the same bits as the same
+// matrix stored row-major: the A8 kernel in place at batch 1 and 3, the
+// rows-in-lanes (or AMX) batch kernels and the float kernels through
+// untile; A8 is also checked against the exact reference. Row counts
+// that are not a multiple of 16 and several threads check the tails and
+// the row chunks.
+func TestBitsTiledWords(t *testing.T) {
+	if !hasAll(bitsA8Kernels.requires) {
+		t.Skip("no AVX-512 VNNI + VBMI")
+	}
+	defer func(v bool) { bitsA8PrefetchL1 = v }(bitsA8PrefetchL1)
+	rng := rand.New(rand.NewPCG(41, 42))
+	for _, l1 := range []bool{false, true} {
+		bitsA8PrefetchL1 = l1
+		for _, threads := range []int{1, 3} {
+			plain, err := New(Config{ISA: AVX512VNNI, Threads: threads})
+			if err != nil {
+				t.Fatal(err)
+			}
+			huge, err := New(Config{ISA: AVX512VNNI, Threads: threads, HugePages: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []struct {
+				rows, cols, g int
+				fp32, perm    bool
+			}{{37, 512, 128, false, false}, {130, 4096, 128, true, false}, {300, 1280, 0, false, true}, {16, 256, 128, false, true}} {
+				b := importedBits(t, rng, c.rows, c.cols, 4, c.g, false, c.perm, c.fp32)
+				name := fmt.Sprintf("l1=%v/threads=%d/%s/%dx%d/perm=%v", l1, threads, b.Name(), c.rows, c.cols, c.perm)
+				want, err := plain.LoadBits(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := huge.LoadBits(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want.tiled != 0 || got.tiled != 8 || !strings.Contains(funcName(got.simd.kern), "Tiled") {
+					t.Fatalf("%s: tiled %d (kernel %s) and %d without huge pages, want 8 and 0", name, got.tiled, funcName(got.simd.kern), want.tiled)
+				}
+				for _, batch := range []int{1, 3, 16} {
+					x := randVec(rng, batch*c.cols)
+					for _, path := range []string{"A8", "A32", "A16"} {
+						w, g := make([]float32, batch*c.rows), make([]float32, batch*c.rows)
+						full, d := guarded(batch * c.rows)
+						for i, mx := range []*LowMatrix{want, got} {
+							dst := []([]float32){w, d}[i]
+							var err error
+							switch path {
+							case "A8":
+								err = mx.MulA8(dst, x, batch)
+							case "A32":
+								err = mx.MulF32(dst, x, batch)
+							case "A16":
+								h, _ := halfVec(x)
+								err = mx.MulF16(dst, h, batch)
+							}
+							if err != nil {
+								t.Fatalf("%s %s batch %d: %v", name, path, batch, err)
+							}
+						}
+						checkGuards(t, full, batch*c.rows)
+						copy(g, d)
+						for i := range w {
+							if math.Float32bits(w[i]) != math.Float32bits(g[i]) {
+								t.Fatalf("%s %s batch %d: result %d = %v tile-major, %v row-major", name, path, batch, i, g[i], w[i])
+							}
+						}
+						if path == "A8" {
+							checkA8Exact(t, name, b.DotA8Exact, b.Gather, g, x, batch, c.rows, c.cols, b.PCols)
+						}
+					}
+				}
+				for _, mx := range []*LowMatrix{want, got} {
+					if err := mx.Close(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			plain.Close()
+			huge.Close()
+		}
+	}
+}
+
+// TestTileWordsRoundTrip checks tileWords' order and untile's inverse.
+func TestTileWordsRoundTrip(t *testing.T) {
+	const r, wpr, tiles = 8, 96, 3
+	words := make([]uint32, tiles*r*wpr)
+	for i := range words {
+		words[i] = uint32(i)
+	}
+	tiled, blk := tileWords(words, r, wpr)
+	defer blk.Free()
+	for tt := 0; tt < tiles; tt++ {
+		for k := 0; k < wpr/32; k++ {
+			for i := 0; i < r; i++ {
+				for j := 0; j < 32; j++ {
+					if got, want := tiled[tt*r*wpr+(k*r+i)*32+j], words[(tt*r+i)*wpr+k*32+j]; got != want {
+						t.Fatalf("tile %d chunk %d row %d word %d: %d, want %d", tt, k, i, j, got, want)
+					}
+				}
+			}
+		}
+	}
+	back := make([]uint32, len(words))
+	for tt := 0; tt < tiles; tt++ {
+		untileInto(tiled[tt*r*wpr:(tt+1)*r*wpr], back[tt*r*wpr:(tt+1)*r*wpr], r, wpr, false)
+	}
+	if !slices.Equal(back, words) {
+		t.Fatal("untileInto does not invert tileWords")
 	}
 }

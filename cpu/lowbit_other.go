@@ -19,6 +19,10 @@ func (s *bitsSIMD) kernelName() string { return "" }
 
 func (s *bitsSIMD) setName() string { return "" }
 
+func (s *bitsSIMD) tiledRows() int { return 0 }
+
+func (s *bitsSIMD) useTiled() {}
+
 // bitsA32 has no assembly kernel on this build.
 type bitsA32 struct{}
 
