@@ -82,7 +82,7 @@ func (b *Backend) LoadBits(m *layout.Bits) (*LowMatrix, error) {
 		return nil, err
 	}
 	var blk *hugemem.Block
-	c := *m // a snapshot of the fields, as Load takes
+	c := *m                    // a snapshot of the fields, as Load takes
 	simd := newBitsSIMD(b, &c) // from the shape and metadata
 	tiled := 0
 	if b.huge { // copying anyway: in the A8 kernel's order where it has one

@@ -99,8 +99,8 @@ type bitsSIMD struct {
 	meta      []byte // per tile, per chunk, in lane order (see the kernels)
 	ctrl      []byte
 	idx       []int32
-	src       []int32 // activation byte order of a chunk (gatherActs), where prep uses one
-	runs      []int32 // src as four 16-byte runs per 64-byte block (Interleave4x16Avx), or nil
+	src       []int32                                               // activation byte order of a chunk (gatherActs), where prep uses one
+	runs      []int32                                               // src as four 16-byte runs per 64-byte block (Interleave4x16Avx), or nil
 	stride    int                                                   // bytes per row
 	actChunk  int                                                   // activation bytes per chunk
 	prep      func(act []byte, xq []int8, xs []float32, k0, k1 int) // chunks [k0, k1)
@@ -108,8 +108,8 @@ type bitsSIMD struct {
 	// tiled is kern's variant on tile-major words (tileWords), or nil;
 	// useTiled makes it kern.
 	tiled bitsA8Func
-	amx       map[int]bitsA8Func // AMX batch kernels by M (bitsAmxKernels), or nil
-	t16       map[int]bitsA8Func // AVX-512 rows-in-lanes batch kernels by M (bitsT16Kernels), or nil
+	amx   map[int]bitsA8Func // AMX batch kernels by M (bitsAmxKernels), or nil
+	t16   map[int]bitsA8Func // AVX-512 rows-in-lanes batch kernels by M (bitsT16Kernels), or nil
 }
 
 // laneIdx returns the bpc permutations gathering lane i*bpc+b into lane i.
