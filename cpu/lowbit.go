@@ -86,7 +86,7 @@ func (b *Backend) LoadBits(m *layout.Bits) (*LowMatrix, error) {
 	simd := newBitsSIMD(b, &c) // from the shape and metadata
 	tiled := 0
 	if b.huge { // copying anyway: in the A8 kernel's order where it has one
-		if tiled = simd.tiledRows(); tiled > 0 {
+		if tiled = simd.tiledRows(b.threads); tiled > 0 {
 			c.Words, blk = tileWords(m.Words, tiled, m.WordsPerRow())
 			simd.useTiled()
 		} else {

@@ -222,13 +222,24 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 }
 
 // tiledRows returns the rows of a tile of s's kernel on tile-major words
-// (tileWords), or 0 where it has none (s may be nil).
-func (s *bitsSIMD) tiledRows() int {
-	if s == nil || s.tiled == nil {
+// (tileWords), or 0 where it has none (s may be nil) or bitsTiledWords
+// keeps the rows in order on a backend of threads threads.
+func (s *bitsSIMD) tiledRows(threads int) int {
+	if s == nil || s.tiled == nil || !bitsTiledWords(threads) {
 		return 0
 	}
 	return s.r
 }
+
+// bitsTiledWords reports where huge-page backends store 4-bit matrices
+// tile-major for the tiled A8 kernels: on Zen 5 (l1PrefetchCPU), where
+// the GPTQ decode step streamed faster on one and two threads (three
+// alternating rounds each: 79.3-81.9% -> 81.8-83.6% and 83.3-85.7% ->
+// 90.4-91.1% of the read meter), and on one thread elsewhere: on the
+// 16-core Xeon host one thread gained (40.9, 37.8 -> 36.0, 34.4 ms per
+// step) and sixteen lost (5.2, 12.7, 8.7 -> 7.2, 14.5, 9.9 ms; that host
+// is noisy, but each round went that way).
+var bitsTiledWords = func(threads int) bool { return l1PrefetchCPU() || threads == 1 }
 
 // useTiled makes the A8 kernel the one on tile-major words.
 func (s *bitsSIMD) useTiled() { s.kern = s.tiled }

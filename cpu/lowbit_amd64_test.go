@@ -280,7 +280,8 @@ func TestBitsTiledWords(t *testing.T) {
 	if !hasAll(bitsA8Kernels.requires) {
 		t.Skip("no AVX-512 VNNI + VBMI")
 	}
-	defer func(v bool) { bitsA8PrefetchL1 = v }(bitsA8PrefetchL1)
+	defer func(v bool, f func(int) bool) { bitsA8PrefetchL1, bitsTiledWords = v, f }(bitsA8PrefetchL1, bitsTiledWords)
+	bitsTiledWords = func(int) bool { return true } // whatever this CPU does
 	rng := rand.New(rand.NewPCG(41, 42))
 	for _, l1 := range []bool{false, true} {
 		bitsA8PrefetchL1 = l1
@@ -352,6 +353,19 @@ func TestBitsTiledWords(t *testing.T) {
 			plain.Close()
 			huge.Close()
 		}
+	}
+	bitsTiledWords = func(int) bool { return false }
+	huge, err := New(Config{ISA: AVX512VNNI, Threads: 2, HugePages: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer huge.Close()
+	mx, err := huge.LoadBits(importedBits(t, rng, 16, 256, 4, 128, false, false, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mx.tiled != 0 || strings.Contains(funcName(mx.simd.kern), "Tiled") {
+		t.Fatalf("tiled %d (kernel %s) where bitsTiledWords says no", mx.tiled, funcName(mx.simd.kern))
 	}
 }
 

@@ -19,7 +19,7 @@ func (s *bitsSIMD) kernelName() string { return "" }
 
 func (s *bitsSIMD) setName() string { return "" }
 
-func (s *bitsSIMD) tiledRows() int { return 0 }
+func (s *bitsSIMD) tiledRows(int) int { return 0 }
 
 func (s *bitsSIMD) useTiled() {}
 
