@@ -226,6 +226,17 @@ func FuzzLoadMul(f *testing.F) {
 		}
 		canaries = append(canaries, newFuzzCanary(f, mx, x[:256]))
 	}
+	// The best CPU kernel set on one thread, plain and with huge pages
+	// (where Load copies matrices, 4-bit Bits tile-major): the same bits.
+	var pair [2]*qgemv.Engine
+	for i := range pair {
+		e, err := qgemv.Open(qgemv.WithBackend("cpu"), qgemv.WithThreads(1), qgemv.WithHugePages(i == 1))
+		if err != nil {
+			f.Fatal(err)
+		}
+		pair[i] = e
+		engs = append(engs, e)
+	}
 	f.Cleanup(func() {
 		for _, e := range engs {
 			e.Close()
@@ -267,7 +278,55 @@ func FuzzLoadMul(f *testing.F) {
 			}
 			mx.Close()
 		}
+		var res [2][]fuzzResult
+		for i, e := range pair {
+			mx, err := e.Load(m)
+			if err != nil {
+				res[i] = []fuzzResult{{err: err}}
+				continue
+			}
+			for _, batch := range []int{1, 3} {
+				res[i] = append(res[i], fuzzMuls(mx, x[:batch*c], batch)...)
+			}
+			mx.Close()
+		}
+		for j := range res[0] {
+			a, b := res[0][j], res[1][j]
+			if (a.err == nil) != (b.err == nil) {
+				t.Fatalf("%s: result %d: error %v in place, %v in huge pages", m.Name(), j, a.err, b.err)
+			}
+			for i := range a.y {
+				if math.Float32bits(a.y[i]) != math.Float32bits(b.y[i]) {
+					t.Fatalf("%s: result %d, value %d: %g in place, %g in huge pages", m.Name(), j, i, a.y[i], b.y[i])
+				}
+			}
+		}
 	})
+}
+
+// fuzzResult is one multiply's result or error.
+type fuzzResult struct {
+	y   []float32
+	err error
+}
+
+// fuzzMuls multiplies mx by x (batch vectors) with float32, binary16 and,
+// where it takes them, int8 activations.
+func fuzzMuls(mx *qgemv.Matrix, x []float32, batch int) []fuzzResult {
+	out := make([]fuzzResult, 3)
+	for i := range out {
+		out[i].y = make([]float32, batch*mx.Rows())
+	}
+	out[0].err = mx.Mul(out[0].y, x, batch, qgemv.A32)
+	xh := make([]layout.FP16, len(x))
+	for i, v := range x {
+		xh[i] = layout.ToFP16(v)
+	}
+	out[1].err = mx.MulFP16(out[1].y, xh, batch)
+	if mx.TakesA8() {
+		out[2].err = mx.Mul(out[2].y, x, batch, qgemv.A8)
+	}
+	return out
 }
 
 // fuzzBackends lists the available backends the fuzz targets run on: the
