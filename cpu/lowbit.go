@@ -351,8 +351,9 @@ func (mx *LowMatrix) untile(r0 int, w []uint32) {
 
 // rowWords runs j on chunks of the true rows in parallel (rowsJob,
 // rowBytes bytes a row) with their packed words: the stored words in
-// place, or for an entropy-coded matrix those rows decoded into a scratch
-// of codedTile rows, so that the kernels read them from L2. It returns
+// place, or for an entropy-coded matrix (and a tile-major one, unless j
+// takes that order) those rows decoded (put back in row-major order) into
+// a scratch of codedTile rows, so that the kernels read them from L2. It returns
 // the first decoding error (j may still run on other chunks). It
 // allocates nothing.
 func (mx *LowMatrix) rowWords(rowBytes int, j wordsJob) error {
