@@ -227,7 +227,8 @@ func FuzzLoadMul(f *testing.F) {
 		canaries = append(canaries, newFuzzCanary(f, mx, x[:256]))
 	}
 	// The best CPU kernel set on one thread, plain and with huge pages
-	// (where Load copies matrices, 4-bit Bits tile-major): the same bits.
+	// (where Load copies matrices, some into a layout of their own): the
+	// same bits.
 	var pair [2]*qgemv.Engine
 	for i := range pair {
 		e, err := qgemv.Open(qgemv.WithBackend("cpu"), qgemv.WithThreads(1), qgemv.WithHugePages(i == 1))

@@ -184,10 +184,7 @@ func WithThreads(n int) Option { return func(o *options) { o.threads = n } }
 // weights then stream without a TLB miss every 4 KiB. The cost is the
 // copy at load time and its memory while the caller still holds the
 // original. Codebook matrices with 8-bit codes get instead, at load, a
-// copy of the codes laid out for the kernel; 4-bit Bits matrices (GPTQ,
-// AWQ) are copied in the order their batch-1 kernel reads, one row tile
-// after another, where that streamed faster (AMD Zen 5; one-thread
-// engines elsewhere: docs/KERNELS.md).
+// copy of the codes laid out for the kernel.
 func WithHugePages(on bool) Option { return func(o *options) { o.hugePages = on } }
 
 // EnvBackend is the environment variable that forces a backend when

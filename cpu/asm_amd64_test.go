@@ -135,11 +135,6 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, k := range bitsA8PfNtaKernels {
 		check("bitsA8 (NTA prefetch)", funcName(k), bitsA8Kernels.requires)
 	}
-	for _, ks := range bitsA8TiledKernels {
-		for _, k := range ks {
-			check("bitsA8 (tile-major words)", funcName(k), bitsA8Kernels.requires)
-		}
-	}
 	// The Bits AMX kernels run on the AMX variant's backends, for matrices
 	// that have an AVX-512 A8 kernel.
 	amxGate := append(slices.Clip(findSet(AVX512VNNI).amx.requires), bitsA8Kernels.requires...)

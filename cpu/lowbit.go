@@ -33,10 +33,6 @@ type LowMatrix struct {
 	code   *ans.Bits // entropy-coded words (bits is its header), or nil
 	// ansKern is code's SIMD decoder, or nil (the generic one).
 	ansKern *ansBitsDecoder
-	// tiled is the rows of a tile when bits' words are stored tile-major
-	// (tileWords; the A8 kernel reads them in place, other paths
-	// through untile), else 0.
-	tiled int
 	// restore, if set, rebuilds bits' metadata that dropMeta released
 	// (run once, by metaOnce, before the first float multiply).
 	restore  func()
@@ -82,57 +78,15 @@ func (b *Backend) LoadBits(m *layout.Bits) (*LowMatrix, error) {
 		return nil, err
 	}
 	var blk *hugemem.Block
-	c := *m                    // a snapshot of the fields, as Load takes
-	simd := newBitsSIMD(b, &c) // from the shape and metadata
-	tiled := 0
-	if b.huge { // copying anyway: in the A8 kernel's order where it has one
-		if tiled = simd.tiledRows(b.threads); tiled > 0 {
-			c.Words, blk = tileWords(m.Words, tiled, m.WordsPerRow())
-			simd.useTiled()
-		} else {
-			c.Words, blk = hugeWords(m.Words)
-		}
+	c := *m // a snapshot of the fields, as Load takes
+	if b.huge {
+		c.Words, blk = hugeWords(m.Words)
 	}
 	m = &c
 	mx := &LowMatrix{block: blk, b: b, bits: m, rows: m.Rows, cols: m.Cols, pcols: m.PCols, g: m.G, groups: m.Groups(),
-		simd: simd, a32: newBitsA32(b, m), intErr: m.IntegerZeros(), tiled: tiled}
+		simd: newBitsSIMD(b, m), a32: newBitsA32(b, m), intErr: m.IntegerZeros()}
 	mx.dropMeta()
 	return mx, nil
-}
-
-// tileWords copies words (row-major, wpr words a row, rows a multiple of
-// r) into huge-page memory in tile-major order: per tile of r rows, per
-// 128-byte chunk, the tile's r rows' chunk, one after another. A tile
-// then streams from memory as one sequential run where its rows' chunks
-// interleaved would be r streams (two threads reading Bits4G128 in
-// row-major tiles of 8 rows of 2 KiB read 7-8% slower than in one
-// sequence, one thread 14% slower). Tiles keep their offsets: tile t
-// starts at word t*r*wpr in either order.
-func tileWords(words []uint32, r, wpr int) ([]uint32, *hugemem.Block) {
-	if len(words) == 0 {
-		return hugeWords(words)
-	}
-	c, blk := newWords(len(words), true)
-	for t := 0; t < len(words)/(r*wpr); t++ {
-		untileInto(c[t*r*wpr:(t+1)*r*wpr], words[t*r*wpr:(t+1)*r*wpr], r, wpr, true)
-	}
-	return c, blk
-}
-
-// untileInto copies one tile of r rows between row-major order (row) and
-// tile-major order (tile): into tile order when toTile, else back.
-func untileInto(tile, row []uint32, r, wpr int, toTile bool) {
-	const cw = 32 // words per 128-byte chunk
-	for k := 0; k < wpr/cw; k++ {
-		for i := 0; i < r; i++ {
-			t, w := tile[(k*r+i)*cw:(k*r+i+1)*cw], row[i*wpr+k*cw:i*wpr+(k+1)*cw]
-			if toTile {
-				copy(t, w)
-			} else {
-				copy(w, t)
-			}
-		}
-	}
 }
 
 // LoadSparse12 validates m and binds it to the backend (used in place, or
@@ -297,9 +251,6 @@ func (mx *LowMatrix) wordsPerRow() int {
 // 16-row tile follow).
 type wordsJob interface {
 	rows(r0, r1 int, words []uint32)
-	// takesTiled reports whether rows takes a tile-major matrix's words
-	// as stored (LowMatrix.tiled) instead of in row-major order.
-	takesTiled() bool
 }
 
 // rowsRun is rowWords' state, pooled: it hands each chunk of rows to a
@@ -315,7 +266,7 @@ var rowsRuns = sync.Pool{New: func() any { return new(rowsRun) }}
 
 func (r *rowsRun) do(r0, r1 int) error {
 	mx := r.mx
-	if mx.code == nil && (mx.tiled == 0 || r.j.takesTiled()) {
+	if mx.code == nil {
 		var words []uint32
 		if mx.bits != nil {
 			words = mx.bits.Words
@@ -329,9 +280,7 @@ func (r *rowsRun) do(r0, r1 int) error {
 	defer codedPool.Put(p)
 	*p = grow(*p, codedTile*r.wpr)
 	for a := r0; a < r1; a += codedTile {
-		if mx.code == nil {
-			mx.untile(a, *p)
-		} else if err := mx.decodeTile(a, *p); err != nil {
+		if err := mx.decodeTile(a, *p); err != nil {
 			return err
 		}
 		r.j.rows(a, min(r1, a+codedTile), *p)
@@ -339,21 +288,10 @@ func (r *rowsRun) do(r0, r1 int) error {
 	return nil
 }
 
-// untile writes the row-major words of the codedTile rows from r0 (a
-// multiple of 16; fewer at the end of the padded rows) of a matrix
-// stored tile-major (tileWords) into w.
-func (mx *LowMatrix) untile(r0 int, w []uint32) {
-	t, wpr := mx.tiled, mx.wordsPerRow()
-	for a := r0; a < min(r0+codedTile, mx.bits.PRows); a += t {
-		untileInto(mx.bits.Words[a*wpr:(a+t)*wpr], w[(a-r0)*wpr:(a-r0+t)*wpr], t, wpr, false)
-	}
-}
-
 // rowWords runs j on chunks of the true rows in parallel (rowsJob,
 // rowBytes bytes a row) with their packed words: the stored words in
-// place, or for an entropy-coded matrix (and a tile-major one, unless j
-// takes that order) those rows decoded (put back in row-major order) into
-// a scratch of codedTile rows, so that the kernels read them from L2. It returns
+// place, or for an entropy-coded matrix those rows decoded into a scratch
+// of codedTile rows, so that the kernels read them from L2. It returns
 // the first decoding error (j may still run on other chunks). It
 // allocates nothing.
 func (mx *LowMatrix) rowWords(rowBytes int, j wordsJob) error {
@@ -438,9 +376,6 @@ func (c *lowCall) rows(r0, r1 int, words []uint32) {
 		c.simdRows(r0, r1, words)
 	}
 }
-
-// takesTiled: only the batch A8 kernel reads tile-major words in place.
-func (c *lowCall) takesTiled() bool { return c.kind == lowI8SIMD }
 
 // MulF32 multiplies float32 activations: dst[v*Rows+r] = sum_c W[r,c] *
 // x[v*Cols+c], within layout.BitsTolerance of the float64 reference.

@@ -43,12 +43,6 @@ var (
 	bitsA8PfNtaKernels = map[bitsA8Key]bitsA8Func{
 		{4, 1, false}: asm.Bits4A8PfNtaAvx512, {4, 1, true}: asm.Bits4A8Meta16PfNtaAvx512,
 	}
-	// bitsA8TiledKernels are the 4-bit kernels on tile-major words
-	// (tileWords), per prefetch variant: into L2, into L1, non-temporal.
-	bitsA8TiledKernels = map[bitsA8Key][3]bitsA8Func{
-		{4, 1, false}: {asm.Bits4A8TiledAvx512, asm.Bits4A8PfL1TiledAvx512, asm.Bits4A8PfNtaTiledAvx512},
-		{4, 1, true}:  {asm.Bits4A8Meta16TiledAvx512, asm.Bits4A8Meta16PfL1TiledAvx512, asm.Bits4A8Meta16PfNtaTiledAvx512},
-	}
 )
 
 // bitsA8PrefetchL1 (l1PrefetchCPU) picks bitsA8PfL1Kernels on backends
@@ -99,17 +93,15 @@ type bitsSIMD struct {
 	meta      []byte // per tile, per chunk, in lane order (see the kernels)
 	ctrl      []byte
 	idx       []int32
-	src       []int32                                               // activation byte order of a chunk (gatherActs), where prep uses one
-	runs      []int32                                               // src as four 16-byte runs per 64-byte block (Interleave4x16Avx), or nil
+	src       []int32 // activation byte order of a chunk (gatherActs), where prep uses one
+	runs      []int32 // src as four 16-byte runs per 64-byte block (Interleave4x16Avx), or nil
+	words     []uint32
 	stride    int                                                   // bytes per row
 	actChunk  int                                                   // activation bytes per chunk
 	prep      func(act []byte, xq []int8, xs []float32, k0, k1 int) // chunks [k0, k1)
 	kern      func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
-	// tiled is kern's variant on tile-major words (tileWords), or nil;
-	// useTiled makes it kern.
-	tiled bitsA8Func
-	amx   map[int]bitsA8Func // AMX batch kernels by M (bitsAmxKernels), or nil
-	t16   map[int]bitsA8Func // AVX-512 rows-in-lanes batch kernels by M (bitsT16Kernels), or nil
+	amx       map[int]bitsA8Func // AMX batch kernels by M (bitsAmxKernels), or nil
+	t16       map[int]bitsA8Func // AVX-512 rows-in-lanes batch kernels by M (bitsT16Kernels), or nil
 }
 
 // laneIdx returns the bpc permutations gathering lane i*bpc+b into lane i.
@@ -151,24 +143,19 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 	if !ok {
 		return nil
 	}
-	pf := 0 // the prefetch variant: L2
 	if bitsA8PrefetchL1 {
-		variants, v := bitsA8PfL1Kernels, 1
+		variants := bitsA8PfL1Kernels
 		if be.threads > 1 {
-			variants, v = bitsA8PfNtaKernels, 2
+			variants = bitsA8PfNtaKernels
 		}
 		if k, ok := variants[bitsA8Key{b.N, sub, m16}]; ok {
-			kern, pf = k, v
+			kern = k
 		}
-	}
-	var tiled bitsA8Func
-	if ks, ok := bitsA8TiledKernels[bitsA8Key{b.N, sub, m16}]; ok {
-		tiled = ks[pf]
 	}
 	bpc := 8 / b.N
 	L := bpc * sub // lanes per row and chunk: i*L + b*sub + s
-	s := &bitsSIMD{n: b.N, bpc: bpc, sub: sub, r: 16 / L, lanes: 16, isa: AVX512VNNI, chunks: b.PCols / layout.BitsChunk(b.N), kern: kern, tiled: tiled,
-		metaBlock: 128, stride: 4 * b.WordsPerRow()}
+	s := &bitsSIMD{n: b.N, bpc: bpc, sub: sub, r: 16 / L, lanes: 16, isa: AVX512VNNI, chunks: b.PCols / layout.BitsChunk(b.N), kern: kern,
+		metaBlock: 128, words: b.Words, stride: 4 * b.WordsPerRow()}
 	if m16 {
 		s.metaBlock = 64
 	}
@@ -220,31 +207,6 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 	}
 	return s
 }
-
-// tiledRows returns the rows of a tile of s's kernel on tile-major words
-// (tileWords), or 0 where it has none (s may be nil) or bitsTiledWords
-// keeps the rows in order on a backend of threads threads.
-func (s *bitsSIMD) tiledRows(threads int) int {
-	if s == nil || s.tiled == nil || !bitsTiledWords(threads) {
-		return 0
-	}
-	return s.r
-}
-
-// bitsTiledWords reports where huge-page backends store 4-bit matrices
-// tile-major for the tiled A8 kernels: on Zen 5 (l1PrefetchCPU), where
-// the GPTQ decode step streamed faster on one and two threads (three
-// alternating rounds each: 79.3-81.9% -> 81.8-83.6% and 83.3-85.7% ->
-// 90.4-91.1% of the read meter), and on one thread elsewhere: on the
-// 16-core Xeon host one thread gained (40.9, 37.8 -> 36.0, 34.4 ms per
-// step) and sixteen lost (5.2, 12.7, 8.7 -> 7.2, 14.5, 9.9 ms; that host
-// is noisy, but each round went that way; with the tiled kernels'
-// L1-prefetch variant 5.19-5.47 -> 5.50-5.55 ms, with NTA twice the
-// time).
-var bitsTiledWords = func(threads int) bool { return l1PrefetchCPU() || threads == 1 }
-
-// useTiled makes the A8 kernel the one on tile-major words.
-func (s *bitsSIMD) useTiled() { s.kern = s.tiled }
 
 // dropMeta releases the format's binary16 metadata of a matrix whose A8
 // kernel holds the same values in lane order (plane kernels with Meta16
@@ -376,7 +338,7 @@ func bits3LaneActs(a []byte, xq []int8, xs []float32, k, nb, unit, r int) {
 func newBits3State(b *layout.Bits, r, unit, actCodes int, kern bitsA8Func, isa ISA) *bitsSIMD {
 	nb := 640 / unit
 	s := &bitsSIMD{n: 3, bpc: 1, sub: 1, r: r, lanes: r, isa: isa, chunks: b.PCols / (2 * layout.BitsChunk(3)), kern: kern,
-		metaBlock: nb * 8 * r, stride: 4 * b.WordsPerRow(), actChunk: actCodes + nb*8*r,
+		metaBlock: nb * 8 * r, words: b.Words, stride: 4 * b.WordsPerRow(), actChunk: actCodes + nb*8*r,
 		ctrl: make([]byte, 64), idx: make([]int32, 16)}
 	tiles := b.PRows / r
 	s.meta = make([]byte, tiles*s.chunks*s.metaBlock)
@@ -427,7 +389,7 @@ func newSparseSIMD(be *Backend, m *layout.Sparse12) *bitsSIMD {
 	L := bpc * sub
 	R := 16 / L
 	s := &bitsSIMD{n: 8, bpc: bpc, sub: sub, r: R, lanes: 16, isa: AVX512VNNI, chunks: m.PCols / 256, kern: kern,
-		metaBlock: 192, stride: 4 * m.WordsPerRow(), actChunk: bpc*128 + 64}
+		metaBlock: 192, words: m.Words, stride: 4 * m.WordsPerRow(), actChunk: bpc*128 + 64}
 	tiles := m.PRows / R
 	s.meta = make([]byte, tiles*s.chunks*s.metaBlock)
 	for t := 0; t < tiles; t++ {

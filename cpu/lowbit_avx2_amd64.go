@@ -72,7 +72,7 @@ func newBitsYMM(be *Backend, b *layout.Bits) *bitsSIMD {
 	shuffle := n != 8 || unit < 128
 	chunkCols := 128 * bpc
 	s := &bitsSIMD{n: n, bpc: bpc, r: R, lanes: 8, isa: be.set.isa, chunks: b.PCols / chunkCols, kern: kern,
-		metaBlock: 64, stride: 4 * b.WordsPerRow(), actChunk: chunkCols + 64}
+		metaBlock: 64, words: b.Words, stride: 4 * b.WordsPerRow(), actChunk: chunkCols + 64}
 	// src[i]: the chunk column of activation byte i.
 	src := make([]int, chunkCols)
 	fields := bpc

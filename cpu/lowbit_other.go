@@ -19,10 +19,6 @@ func (s *bitsSIMD) kernelName() string { return "" }
 
 func (s *bitsSIMD) setName() string { return "" }
 
-func (s *bitsSIMD) tiledRows(int) int { return 0 }
-
-func (s *bitsSIMD) useTiled() {}
-
 // bitsA32 has no assembly kernel on this build.
 type bitsA32 struct{}
 

@@ -63,7 +63,7 @@ func newSparseYMM(be *Backend, m *layout.Sparse12) *bitsSIMD {
 		metaBlock, zOff = 72, 64
 	}
 	s := &bitsSIMD{n: 8, bpc: 2, r: R, lanes: 8, isa: be.set.isa, chunks: m.PCols / 256, kern: kern,
-		metaBlock: metaBlock, stride: 4 * m.WordsPerRow(), actChunk: 256 + 32}
+		metaBlock: metaBlock, words: m.Words, stride: 4 * m.WordsPerRow(), actChunk: 256 + 32}
 	tiles := m.PRows / R
 	s.meta = make([]byte, tiles*s.chunks*metaBlock)
 	for t := 0; t < tiles; t++ {

@@ -17,18 +17,13 @@ import (
 func bitsA8Kernels() {
 	for _, meta16 := range []bool{false, true} {
 		for _, n := range []int{8, 4, 2, 1} {
-			bitsA8AVX512(n, 1, meta16, map[bool]pfMode{false: pfL2, true: pfL1}[n <= 2], false)
+			bitsA8AVX512(n, 1, meta16, map[bool]pfMode{false: pfL2, true: pfL1}[n <= 2])
 			if n == 4 {
-				for _, tiled := range []bool{false, true} {
-					if tiled {
-						bitsA8AVX512(n, 1, meta16, pfL2, true)
-					}
-					bitsA8AVX512(n, 1, meta16, pfL1, tiled)
-					bitsA8AVX512(n, 1, meta16, pfNTA, tiled)
-				}
+				bitsA8AVX512(n, 1, meta16, pfL1)
+				bitsA8AVX512(n, 1, meta16, pfNTA)
 			}
 			if n == 1 { // 1 bit: no transposed kernels (groups of 32: 32 lanes per row, more than a ZMM holds)
-				bitsA8AVX512(n, 2, meta16, pfL1, false)
+				bitsA8AVX512(n, 2, meta16, pfL1)
 			} else {
 				bitsA8G32AVX512(n, 2, meta16)
 				bitsA8G32AVX512(n, 1, meta16)
@@ -87,18 +82,13 @@ func bitsA8Kernels() {
 //
 // pf says where the kernel prefetches its next tile: L2, L1 or
 // non-temporally (named ...PfL1... or ...PfNta... where the kernel also
-// comes with L2). With tiled (named ...Tiled..., 4 bits, groups of at
-// least 128) the weights are in the CPU backend's tile-major order
-// (lowA8Loops).
-func bitsA8AVX512(n, sub int, meta16 bool, pf pfMode, tiled bool) {
+// comes with L2).
+func bitsA8AVX512(n, sub int, meta16 bool, pf pfMode) {
 	bpc := 8 / n
 	R := 16 / (bpc * sub)
 	m16 := map[bool]string{true: "Meta16"}[meta16]
 	if n > 2 { // the variants of a kernel that prefetches into L2
 		m16 += map[pfMode]string{pfL1: "PfL1", pfNTA: "PfNta"}[pf]
-	}
-	if tiled {
-		m16 += "Tiled"
 	}
 	name := fmt.Sprintf("Bits%dA8%sAvx512", n, m16)
 	if sub > 1 {
@@ -130,7 +120,7 @@ func bitsA8AVX512(n, sub int, meta16 bool, pf pfMode, tiled bool) {
 	// The 2- and 1-bit kernels prefetch their next tile into L1, not L2;
 	// the 4-bit ones come in all three variants (the CPU picks:
 	// docs/KERNELS.md).
-	lowA8Loops(name, R, L, actChunk, metaBlock, 16, pf, tiled,
+	lowA8Loops(name, R, L, actChunk, metaBlock, 16, pf,
 		func(i int, wp, ap, mp GPVirtual, acc []VecVirtual) {
 			for h := 0; h < 2; h++ {
 				data := ZMM()
@@ -351,7 +341,7 @@ func bitsA8G32AVX512(n, pg int, meta16 bool) {
 		VPADDD(odd, isum, isum)
 		return isum
 	}
-	lowA8Loops(name, R, L, actChunk, metaBlock, 4*pg, pfL2, false,
+	lowA8Loops(name, R, L, actChunk, metaBlock, 4*pg, pfL2,
 		func(i int, wp, ap, mp GPVirtual, acc []VecVirtual) {
 			for r := 0; r < 2; r++ {
 				t := ZMM()

@@ -43,13 +43,7 @@ func blockTerm(v fvec, isum, accRow VecVirtual, meta, act Mem) {
 // turn the exact isum into the float lane scales f (isum is then converted
 // and multiplied in), and adds lane i*L+j of f into lane i of the row
 // accumulator in block order.
-//
-// With tiled the weights are in the CPU backend's tile-major order
-// (cpu.tileWords): a tile's chunk k is its R rows' 128 bytes of that
-// chunk, one after another, so the tile is read as one sequential stream
-// (row i of chunk k at w + (k*R + i)*128; tiles are still R*stride bytes
-// apart). The kernel is otherwise the same.
-func lowA8Loops(name string, R, L, actChunk, metaBlock, nacc int, pf pfMode, tiled bool,
+func lowA8Loops(name string, R, L, actChunk, metaBlock, nacc int, pf pfMode,
 	row func(i int, wp, ap, mp GPVirtual, acc []VecVirtual),
 	reduce func(acc []VecVirtual) VecVirtual,
 	epilogue func(isum VecVirtual, ap, mp GPVirtual) VecVirtual) {
@@ -62,11 +56,7 @@ func lowA8Loops(name string, R, L, actChunk, metaBlock, nacc int, pf pfMode, til
 			acc[i] = ZMM()
 			VPXORD(acc[i], acc[i], acc[i])
 		}
-		chunkBytes := 128 // a row's chunk: row-major rows, or one tile's chunk when tiled
-		if tiled {
-			chunkBytes *= R
-		}
-		ap, mp, wp := chunkPtrs(k, actChunk, metaBlock, chunkBytes)
+		ap, mp, wp := chunkPtrs(k, actChunk, metaBlock, 128)
 		if metaBlock != 0 { // the next tile's metadata of this chunk
 			nm := param("chunks")
 			IMUL3Q(U32(metaBlock), nm, nm)
@@ -80,11 +70,7 @@ func lowA8Loops(name string, R, L, actChunk, metaBlock, nacc int, pf pfMode, til
 			prefetch(Mem{Base: pfp, Disp: 128 * i})
 			prefetch(Mem{Base: pfp, Disp: 128*i + 64})
 			row(i, wp, ap, mp, acc)
-			switch {
-			case i == R-1:
-			case tiled:
-				ADDQ(U32(128), wp)
-			default:
+			if i != R-1 {
 				ADDQ(stride, wp)
 			}
 		}

@@ -79,7 +79,7 @@ func sparseA8AVX512(sub int) {
 		VMOVDQU64(Mem{Base: cp, Disp: 64 * b}, tables[b])
 	}
 
-	lowA8Loops(name, R, L, actChunk, metaBlock, 16, pfL2, false,
+	lowA8Loops(name, R, L, actChunk, metaBlock, 16, pfL2,
 		func(i int, wp, ap, mp GPVirtual, acc []VecVirtual) {
 			for b := 0; b < bpc; b++ {
 				pairs := ZMM()
