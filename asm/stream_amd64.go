@@ -61,3 +61,12 @@ func StreamReadNtAvx512(b []uint64) uint64
 //
 //go:noescape
 func StreamReadNtAvx2(b []uint64) uint64
+
+// StreamReadTilesAvx512 xors the whole tiles of b (rows rows of rowBytes
+// bytes, a multiple of 128) into a checksum with AVX-512 loads, a tile read
+// 128 bytes of each row in turn from the rows' starts to their ends while
+// PREFETCHT1 fetches the next tile 128 bytes per row and chunk in order: the
+// A8 kernels' read order. See "Streaming read" in the package doc.
+//
+//go:noescape
+func StreamReadTilesAvx512(b []uint64, rows int, rowBytes int) uint64

@@ -490,3 +490,55 @@ StreamReadNtAvx2_done:
 	MOVQ         AX, ret+24(FP)
 	VZEROUPPER
 	RET
+
+// func StreamReadTilesAvx512(b []uint64, rows int, rowBytes int) uint64
+// Requires: AVX, AVX2, AVX512F, MMX+
+TEXT ·StreamReadTilesAvx512(SB), NOSPLIT, $0-48
+	MOVQ   b_base+0(FP), AX
+	MOVQ   b_len+8(FP), CX
+	SHLQ   $0x03, CX
+	MOVQ   rows+24(FP), DX
+	MOVQ   rowBytes+32(FP), BX
+	MOVQ   DX, SI
+	IMULQ  BX, SI
+	VPXORQ Z0, Z0, Z0
+	VPXORQ Z1, Z1, Z1
+
+StreamReadTilesAvx512_tile:
+	CMPQ CX, SI
+	JB   StreamReadTilesAvx512_done
+	LEAQ (AX)(SI*1), DI
+	XORQ R8, R8
+
+StreamReadTilesAvx512_chunk:
+	LEAQ (AX)(R8*1), R9
+	MOVQ DX, R10
+
+StreamReadTilesAvx512_row:
+	PREFETCHT1 (DI)
+	PREFETCHT1 64(DI)
+	VPXORQ     (R9), Z0, Z0
+	VPXORQ     64(R9), Z1, Z1
+	ADDQ       $0x00000080, DI
+	ADDQ       BX, R9
+	DECQ       R10
+	JNZ        StreamReadTilesAvx512_row
+	ADDQ       $0x00000080, R8
+	CMPQ       R8, BX
+	JB         StreamReadTilesAvx512_chunk
+	ADDQ       SI, AX
+	SUBQ       SI, CX
+	JMP        StreamReadTilesAvx512_tile
+
+StreamReadTilesAvx512_done:
+	VPXORQ        Z1, Z0, Z0
+	VEXTRACTI64X4 $0x01, Z0, Y1
+	VPXOR         Y1, Y0, Y1
+	VEXTRACTI128  $0x01, Y1, X0
+	VPXOR         X0, X1, X0
+	VMOVQ         X0, AX
+	VPEXTRQ       $0x01, X0, CX
+	XORQ          CX, AX
+	MOVQ          AX, ret+40(FP)
+	VZEROUPPER
+	RET

@@ -180,6 +180,9 @@ func init() {
 		sets = append(sets, set)
 	}
 	kernelSets = append(sets, kernelSets...)
+	if hasAll(streamTilesRequires) {
+		streamTiles = asm.StreamReadTilesAvx512
+	}
 	for _, s := range streamReaders {
 		if hasAll(s.requires) {
 			for i, fn := range s.shapes {
@@ -258,6 +261,9 @@ var streamReaders = []struct {
 	{[]func([]uint64) uint64{asm.StreamReadAvx512, asm.StreamReadX4Avx512, asm.StreamReadPfAvx512, asm.StreamReadNtAvx512, asm.StreamReadPfAvx512}, []string{"AVX", "AVX2", "AVX512F"}},
 	{[]func([]uint64) uint64{asm.StreamReadAvx2, asm.StreamReadX4Avx2, asm.StreamReadPfAvx2, asm.StreamReadNtAvx2, asm.StreamReadPfAvx2}, []string{"AVX", "AVX2"}},
 }
+
+// streamTilesRequires is what StreamReadTilesAvx512 needs.
+var streamTilesRequires = []string{"AVX", "AVX2", "AVX512F"}
 
 // streamTail folds the words the vector loop leaves (len%8) into sum.
 func streamTail(b []uint64, sum uint64) uint64 {

@@ -124,6 +124,7 @@ func TestRequiresCoverKernels(t *testing.T) {
 			check("streamRead", funcName(fn), s.requires)
 		}
 	}
+	check("streamReadTiles", funcName(asm.StreamReadTilesAvx512), streamTilesRequires)
 	check("swiglu", funcName(asm.SwiGLUAvx512), swigluRequires)
 	check("interleave", funcName(asm.Interleave4x16Avx), interleaveRequires)
 	for _, k := range bitsA8Kernels.kernels {

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 )
@@ -67,17 +68,45 @@ func streamReadWith(read func([]uint64) uint64, buf []uint64, threads int) uint6
 // streamReadWindow is streamReadWith with the threads claiming chunks of
 // windowChunk words in address order from a shared counter.
 func streamReadWindow(read func([]uint64) uint64, buf []uint64, threads int) uint64 {
+	return streamReadClaims(read, buf, threads, windowChunk)
+}
+
+// streamReadClaims is streamReadWindow with claims of per words.
+func streamReadClaims(read func([]uint64) uint64, buf []uint64, threads, per int) uint64 {
 	threads = max(1, threads)
-	n := (len(buf) + windowChunk - 1) / windowChunk
+	n := (len(buf) + per - 1) / per
 	var next atomic.Int64
 	return streamTeam(threads, func(int) uint64 {
 		var s uint64
 		for c := int(next.Add(1) - 1); c < n; c = int(next.Add(1) - 1) {
-			s ^= read(buf[c*windowChunk : min((c+1)*windowChunk, len(buf))])
+			s ^= read(buf[c*per : min((c+1)*per, len(buf))])
 		}
 		return s
 	})
 }
+
+// StreamReadTiles reads the whole tiles of buf, rows rows of rowBytes
+// bytes (a multiple of 128) each, in the order the batch-1 A8 kernels
+// read a row-major matrix: a tile 128 bytes of each row in turn, the next
+// tile prefetched in order. threads goroutines claim whole tiles in
+// address order, about 128 KiB at a time, as StreamReadShape's "win"
+// claims its chunks; it returns a checksum. Set beside "win" over the
+// same buffer it measures what that read order costs
+// (BenchmarkReadPatterns). It needs AVX-512: elsewhere an error.
+func StreamReadTiles(buf []uint64, threads, rows, rowBytes int) (uint64, error) {
+	if streamTiles == nil {
+		return 0, errors.New("cpu: the tile read needs AVX-512")
+	}
+	if rows < 1 || rowBytes < 128 || rowBytes%128 != 0 {
+		return 0, fmt.Errorf("cpu: tile read: %d rows of %d bytes (want rows >= 1, bytes a positive multiple of 128)", rows, rowBytes)
+	}
+	tw := rows * rowBytes / 8 // words per tile
+	read := func(b []uint64) uint64 { return streamTiles(b, rows, rowBytes) }
+	return streamReadClaims(read, buf, threads, max(1, windowChunk/tw)*tw), nil
+}
+
+// streamTiles is StreamReadTiles' loop (set where the CPU has it).
+var streamTiles func(b []uint64, rows, rowBytes int) uint64
 
 // streamTeam runs part(t) for t < threads on a worker team of its own
 // (stopped when the read is done) and xors their checksums.

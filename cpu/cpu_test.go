@@ -8,7 +8,9 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+	"unsafe"
 
+	"github.com/qgemv/qgemv/internal/hugemem"
 	"github.com/qgemv/qgemv/layout"
 )
 
@@ -252,6 +254,83 @@ func TestStreamRead(t *testing.T) {
 					t.Errorf("n=%d threads=%d shape %s: checksum %x (%v), want %x", n, threads, shape, got, err, want)
 				}
 			}
+		}
+	}
+}
+
+// TestStreamReadTiles checks the tile read's checksum (the words of the
+// buffer's whole tiles; with several claims, of each claim's whole
+// tiles) and its argument errors.
+func TestStreamReadTiles(t *testing.T) {
+	if streamTiles == nil {
+		if _, err := StreamReadTiles(make([]uint64, 1024), 1, 8, 2048); err == nil {
+			t.Error("no tile read here, yet no error")
+		}
+		t.Skip("no AVX-512")
+	}
+	for _, bad := range [][2]int{{0, 2048}, {8, 0}, {8, 100}, {-1, 128}} {
+		if _, err := StreamReadTiles(make([]uint64, 1024), 1, bad[0], bad[1]); err == nil {
+			t.Errorf("%d rows of %d bytes: no error", bad[0], bad[1])
+		}
+	}
+	for _, c := range []struct{ n, rows, rowBytes int }{{0, 8, 2048}, {2048, 8, 256}, {2047, 8, 256}, {100000, 4, 7168}, {70001, 16, 128}, {3 << 16, 8, 2048}} {
+		buf := make([]uint64, c.n)
+		for i := range buf {
+			buf[i] = uint64(i)*0x9e3779b97f4a7c15 + 1
+		}
+		tw := c.rows * c.rowBytes / 8
+		per := max(1, windowChunk/tw) * tw // a claim
+		var want uint64
+		for a := 0; a < len(buf); a += per {
+			claim := buf[a:min(a+per, len(buf))]
+			for _, v := range claim[:len(claim)/tw*tw] {
+				want ^= v
+			}
+		}
+		for _, threads := range []int{1, 3} {
+			got, err := StreamReadTiles(buf, threads, c.rows, c.rowBytes)
+			if err != nil || got != want {
+				t.Errorf("%d words, %d rows of %d bytes, %d threads: checksum %x (%v), want %x", c.n, c.rows, c.rowBytes, threads, got, err, want)
+			}
+		}
+	}
+}
+
+// BenchmarkReadPatterns reads 256 MiB of huge pages (beyond the last-level
+// cache) as one sequence per 128 KiB claim (the read meter's "win"
+// shape) and in the batch-1 A8 kernels' order (StreamReadTiles): tiles of
+// 4, 8 and 16 rows of 2 KiB (4096 4-bit columns) and 8 rows of 7 KiB
+// (14336), on one thread and on GOMAXPROCS. The MB/s of a tile pattern
+// against seq's is what reading a row-major matrix that way costs.
+func BenchmarkReadPatterns(b *testing.B) {
+	if streamTiles == nil {
+		b.Skip("no AVX-512")
+	}
+	blk := hugemem.Alloc(256 << 20)
+	defer blk.Free()
+	buf := unsafe.Slice((*uint64)(unsafe.Pointer(&blk.Bytes[0])), len(blk.Bytes)/8)
+	for i := range buf {
+		buf[i] = uint64(i)
+	}
+	for _, threads := range []int{1, runtime.GOMAXPROCS(0)} {
+		for _, p := range []struct {
+			name           string
+			rows, rowBytes int
+		}{{"seq", 0, 0}, {"tiles4x2KiB", 4, 2048}, {"tiles8x2KiB", 8, 2048}, {"tiles16x2KiB", 16, 2048}, {"tiles8x7KiB", 8, 7168}} {
+			b.Run(fmt.Sprintf("%s/threads=%d", p.name, threads), func(b *testing.B) {
+				b.SetBytes(int64(8 * len(buf)))
+				for i := 0; i < b.N; i++ {
+					var err error
+					if p.rows == 0 {
+						_, err = StreamReadShape(buf, threads, "win")
+					} else {
+						_, err = StreamReadTiles(buf, threads, p.rows, p.rowBytes)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		}
 	}
 }

@@ -22,6 +22,61 @@ func streamRead() {
 			streamReadShape(shape, isa)
 		}
 	}
+	streamReadTiles()
+}
+
+// streamReadTiles emits StreamReadTilesAvx512: a read in the order the
+// batch-1 A8 kernels read a row-major matrix, tiles of rows rows chunk by
+// chunk across the rows, the next tile prefetched in order; set beside
+// one sequential stream it measures what reading that way costs
+// (cpu.StreamReadTiles, BenchmarkReadPatterns).
+func streamReadTiles() {
+	const name = "StreamReadTilesAvx512"
+	TEXT(name, NOSPLIT, "func(b []uint64, rows int, rowBytes int) uint64")
+	Pragma("noescape")
+	kernelDoc("Streaming read", name+" xors the whole tiles of b (rows rows of rowBytes bytes, a multiple of 128) into a checksum with AVX-512 loads, a tile read 128 bytes of each row in turn from the rows' starts to their ends while PREFETCHT1 fetches the next tile 128 bytes per row and chunk in order: the A8 kernels' read order.")
+	base, n := GP64(), GP64()
+	Load(Param("b").Base(), base)
+	Load(Param("b").Len(), n)
+	SHLQ(U8(3), n) // bytes
+	rows, rb := GP64(), GP64()
+	Load(Param("rows"), rows)
+	Load(Param("rowBytes"), rb)
+	tile := GP64()
+	MOVQ(rows, tile)
+	IMULQ(rb, tile)
+	acc := []VecVirtual{ZMM(), ZMM()}
+	for _, a := range acc {
+		VPXORQ(a, a, a)
+	}
+	Label(name + "_tile")
+	CMPQ(n, tile)
+	JB(LabelRef(name + "_done"))
+	pf := GP64()
+	LEAQ(Mem{Base: base, Index: tile, Scale: 1}, pf)
+	c := GP64()
+	XORQ(c, c)
+	Label(name + "_chunk")
+	p, r := GP64(), GP64()
+	LEAQ(Mem{Base: base, Index: c, Scale: 1}, p)
+	MOVQ(rows, r)
+	Label(name + "_row")
+	PREFETCHT1(Mem{Base: pf})
+	PREFETCHT1(Mem{Base: pf, Disp: 64})
+	VPXORQ(Mem{Base: p}, acc[0], acc[0])
+	VPXORQ(Mem{Base: p, Disp: 64}, acc[1], acc[1])
+	ADDQ(U32(128), pf)
+	ADDQ(rb, p)
+	DECQ(r)
+	JNZ(LabelRef(name + "_row"))
+	ADDQ(U32(128), c)
+	CMPQ(c, rb)
+	JB(LabelRef(name + "_chunk"))
+	ADDQ(tile, base)
+	SUBQ(tile, n)
+	JMP(LabelRef(name + "_tile"))
+	Label(name + "_done")
+	storeXor(acc, true)
 }
 
 func streamReadShape(shape, isa string) {
@@ -120,7 +175,13 @@ func streamReadShape(shape, isa string) {
 	DECQ(n)
 	JMP(LabelRef(name + "_one"))
 	Label(name + "_done")
-	if isa == "Avx512" {
+	storeXor(acc, isa == "Avx512")
+}
+
+// storeXor folds the accumulators (ZMM with avx512, else YMM) into one
+// qword by xor and returns it as the function's result.
+func storeXor(acc []VecVirtual, avx512 bool) {
+	if avx512 {
 		for k := 1; k < len(acc); k++ {
 			VPXORQ(acc[k], acc[0], acc[0])
 		}
