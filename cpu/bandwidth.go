@@ -97,8 +97,8 @@ func StreamReadTiles(buf []uint64, threads, rows, rowBytes int) (uint64, error) 
 	if streamTiles == nil {
 		return 0, errors.New("cpu: the tile read needs AVX-512")
 	}
-	if rows < 1 || rowBytes < 128 || rowBytes%128 != 0 {
-		return 0, fmt.Errorf("cpu: tile read: %d rows of %d bytes (want rows >= 1, bytes a positive multiple of 128)", rows, rowBytes)
+	if rows < 1 || rowBytes < 128 || rowBytes%128 != 0 || rows > 1<<20 || rowBytes > 1<<20 {
+		return 0, fmt.Errorf("cpu: tile read: %d rows of %d bytes (want 1 to 2^20 rows, bytes a multiple of 128 up to 2^20)", rows, rowBytes)
 	}
 	tw := rows * rowBytes / 8 // words per tile
 	read := func(b []uint64) uint64 { return streamTiles(b, rows, rowBytes) }

@@ -268,7 +268,7 @@ func TestStreamReadTiles(t *testing.T) {
 		}
 		t.Skip("no AVX-512")
 	}
-	for _, bad := range [][2]int{{0, 2048}, {8, 0}, {8, 100}, {-1, 128}} {
+	for _, bad := range [][2]int{{0, 2048}, {8, 0}, {8, 100}, {-1, 128}, {1 << 40, 1 << 20}, {8, 1 << 40}} {
 		if _, err := StreamReadTiles(make([]uint64, 1024), 1, bad[0], bad[1]); err == nil {
 			t.Errorf("%d rows of %d bytes: no error", bad[0], bad[1])
 		}
