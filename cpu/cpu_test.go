@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/qgemv/qgemv/internal/hugemem"
+	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/layout"
 )
 
@@ -296,9 +297,9 @@ func TestStreamReadTiles(t *testing.T) {
 	}
 }
 
-// BenchmarkReadPatterns reads 256 MiB of huge pages (beyond the last-level
-// cache) as one sequence per 128 KiB claim (the read meter's "win"
-// shape) and in the batch-1 A8 kernels' order (StreamReadTiles): tiles of
+// BenchmarkReadPatterns reads synth.WorkingSet bytes of huge pages
+// (beyond the last-level cache: twice its reported size, at least 256
+// MiB) as one sequence per 128 KiB claim (the read meter's "win" shape) and in the batch-1 A8 kernels' order (StreamReadTiles): tiles of
 // 4, 8 and 16 rows of 2 KiB (4096 4-bit columns) and 8 rows of 7 KiB
 // (14336), on one thread and on GOMAXPROCS. The MB/s of a tile pattern
 // against seq's is what reading a row-major matrix that way costs.
@@ -306,7 +307,11 @@ func BenchmarkReadPatterns(b *testing.B) {
 	if streamTiles == nil {
 		b.Skip("no AVX-512")
 	}
-	blk := hugemem.Alloc(256 << 20)
+	ws, err := synth.WorkingSet()
+	if err != nil {
+		b.Fatal(err)
+	}
+	blk := hugemem.Alloc(int(ws))
 	defer blk.Free()
 	buf := unsafe.Slice((*uint64)(unsafe.Pointer(&blk.Bytes[0])), len(blk.Bytes)/8)
 	for i := range buf {
