@@ -239,11 +239,10 @@ func TestStreamRead(t *testing.T) {
 		t.Error("an unknown read shape: no error")
 	}
 	for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 1000, 4099, 70001} {
-		buf := make([]uint64, n)
+		buf := streamTestBuf(n)
 		var want uint64
-		for i := range buf {
-			buf[i] = uint64(i)*0x9e3779b97f4a7c15 + 1
-			want ^= buf[i]
+		for _, v := range buf {
+			want ^= v
 		}
 		for _, threads := range []int{1, 3} {
 			if got := StreamRead(buf, threads); got != want {
@@ -257,6 +256,16 @@ func TestStreamRead(t *testing.T) {
 			}
 		}
 	}
+}
+
+// streamTestBuf returns n distinct words for the streaming reads'
+// checksums.
+func streamTestBuf(n int) []uint64 {
+	buf := make([]uint64, n)
+	for i := range buf {
+		buf[i] = uint64(i)*0x9e3779b97f4a7c15 + 1
+	}
+	return buf
 }
 
 // TestStreamReadTiles checks the tile read's checksum (the words of the
@@ -275,10 +284,7 @@ func TestStreamReadTiles(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ n, rows, rowBytes int }{{0, 8, 2048}, {2048, 8, 256}, {2047, 8, 256}, {100000, 4, 7168}, {70001, 16, 128}, {3 << 16, 8, 2048}} {
-		buf := make([]uint64, c.n)
-		for i := range buf {
-			buf[i] = uint64(i)*0x9e3779b97f4a7c15 + 1
-		}
+		buf := streamTestBuf(c.n)
 		tw := c.rows * c.rowBytes / 8
 		per := max(1, windowChunk/tw) * tw // a claim
 		var want uint64
@@ -299,9 +305,10 @@ func TestStreamReadTiles(t *testing.T) {
 
 // BenchmarkReadPatterns reads synth.WorkingSet bytes of huge pages
 // (beyond the last-level cache: twice its reported size, at least 256
-// MiB) as one sequence per 128 KiB claim (the read meter's "win" shape) and in the batch-1 A8 kernels' order (StreamReadTiles): tiles of
-// 4, 8 and 16 rows of 2 KiB (4096 4-bit columns) and 8 rows of 7 KiB
-// (14336), on one thread and on GOMAXPROCS. The MB/s of a tile pattern
+// MiB) as one sequence per 128 KiB claim (the read meter's "win" shape)
+// and in the batch-1 A8 kernels' order (StreamReadTiles): tiles of 4, 8
+// and 16 rows of 2 KiB (4096 4-bit columns) and 8 rows of 7 KiB (14336),
+// on one thread and on GOMAXPROCS. The MB/s of a tile pattern
 // against seq's is what reading a row-major matrix that way costs.
 func BenchmarkReadPatterns(b *testing.B) {
 	if streamTiles == nil {
