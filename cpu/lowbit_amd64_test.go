@@ -264,3 +264,50 @@ func TestBitsA8LongRange(t *testing.T) {
 		mx.Close()
 	}
 }
+
+// TestBitsA8Rows: the row-at-a-time 4-bit kernel (batch 1, binary16
+// metadata, chunks a multiple of bitsRowChunks; float32 metadata keeps
+// the tile kernel), groups of 128 and
+// of a whole row, act-order, row counts that end in partial tiles and
+// ranges split between threads, equal the exact reference bit for bit;
+// batch 2 (the tile kernels) too.
+func TestBitsA8Rows(t *testing.T) {
+	if !hasAll(bitsA8Kernels.requires) {
+		t.Skip("no AVX-512 VNNI + VBMI")
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, threads := range []int{1, 3} {
+		be, err := New(Config{ISA: AVX512VNNI, Threads: threads})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			rows, cols, g int
+			perm, fp32    bool
+		}{{1, 2048, 128, false, false}, {37, 4096, 128, false, true}, {301, 6144, 128, true, false}, {16, 2048, 0, false, false}, {40, 4096, 256, false, false}, {130, 2000, 128, false, false}} {
+			b := importedBits(t, rng, c.rows, c.cols, 4, c.g, false, c.perm, c.fp32)
+			name := fmt.Sprintf("%s/threads=%d/perm=%v/fp32=%v", b.Name(), threads, c.perm, c.fp32)
+			mx, err := be.LoadBits(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mx.simd == nil || (mx.simd.row != nil) != (!c.fp32 && b.PCols%(bitsRowChunks*256) == 0) {
+				t.Fatalf("%s: row kernel %v with %d columns", name, mx.simd != nil && mx.simd.row != nil, b.PCols)
+			}
+			var gather func(dst, x []float32)
+			if c.perm {
+				gather = mx.gather
+			}
+			for _, batch := range []int{1, 2} {
+				x := randVec(rng, batch*c.cols)
+				full, dst := guarded(batch * c.rows)
+				if err := mx.MulA8(dst, x, batch); err != nil {
+					t.Fatal(err)
+				}
+				checkGuards(t, full, batch*c.rows)
+				checkA8Exact(t, name, b.DotA8Exact, gather, dst, x, batch, c.rows, c.cols, b.PCols)
+			}
+			mx.Close()
+		}
+	}
+}
