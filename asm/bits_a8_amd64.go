@@ -255,38 +255,6 @@ func Bits3A8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *
 //go:noescape
 func Bits3A8G64Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
-// Bits4A8RowMeta16Avx512 computes W4A8 dot products of Bits matrices with
-// AVX-512 VNNI and VBMI one row at a time, blocks of 128 columns: the tiles
-// and binary16 metadata of Bits4A8Meta16Avx512, steps of 8 chunks, 8 results a
-// tile. See "Bits int8 kernels" in the package doc.
-//
-//go:noescape
-func Bits4A8RowMeta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
-
-// Bits4A8RowMeta16Avx512PfL11024 computes W4A8 dot products of Bits matrices
-// with AVX-512 VNNI and VBMI one row at a time, blocks of 128 columns: the
-// tiles and binary16 metadata of Bits4A8Meta16Avx512, steps of 8 chunks, 8
-// results a tile. See "Bits int8 kernels" in the package doc.
-//
-//go:noescape
-func Bits4A8RowMeta16Avx512PfL11024(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
-
-// Bits4A8RowMeta16Avx512PfNta2048 computes W4A8 dot products of Bits matrices
-// with AVX-512 VNNI and VBMI one row at a time, blocks of 128 columns: the
-// tiles and binary16 metadata of Bits4A8Meta16Avx512, steps of 8 chunks, 8
-// results a tile. See "Bits int8 kernels" in the package doc.
-//
-//go:noescape
-func Bits4A8RowMeta16Avx512PfNta2048(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
-
-// Bits4A8RowMeta16Avx512PfL24096 computes W4A8 dot products of Bits matrices
-// with AVX-512 VNNI and VBMI one row at a time, blocks of 128 columns: the
-// tiles and binary16 metadata of Bits4A8Meta16Avx512, steps of 8 chunks, 8
-// results a tile. See "Bits int8 kernels" in the package doc.
-//
-//go:noescape
-func Bits4A8RowMeta16Avx512PfL24096(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
-
 // Bits8A8Avx2 computes W8A8 dot products of Bits matrices with AVX2
 // (VPMADDUBSW, VPMADDWD), blocks of 128 columns (groups of at least 128):
 // tiles of R = 8 rows, nu = 1 units per chunk, 192 act bytes per chunk. See

@@ -3,7 +3,6 @@
 package cpu
 
 import (
-	"os"
 	"slices"
 	"sync"
 	"unsafe"
@@ -45,26 +44,6 @@ var (
 		{4, 1, false}: asm.Bits4A8PfNtaAvx512, {4, 1, true}: asm.Bits4A8Meta16PfNtaAvx512,
 	}
 )
-
-// bitsRowChunks is the chunks of one step of the row kernels.
-const bitsRowChunks = 8
-
-// bitsA8RowKernel returns the row-at-a-time 4-bit kernel (experiment: QGEMV_BITS_ROW).
-func bitsA8RowKernel() bitsA8Func {
-	v := os.Getenv("QGEMV_BITS_ROW")
-	if v == "off" {
-		return nil
-	}
-	switch v {
-	case "l1":
-		return asm.Bits4A8RowMeta16Avx512PfL11024
-	case "nta":
-		return asm.Bits4A8RowMeta16Avx512PfNta2048
-	case "l2":
-		return asm.Bits4A8RowMeta16Avx512PfL24096
-	}
-	return asm.Bits4A8RowMeta16Avx512
-}
 
 // bitsA8PrefetchL1 (l1PrefetchCPU) picks bitsA8PfL1Kernels on backends
 // of one thread and bitsA8PfNtaKernels on more. On Zen 5 the L1 variant
@@ -121,7 +100,6 @@ type bitsSIMD struct {
 	actChunk  int                                                   // activation bytes per chunk
 	prep      func(act []byte, xq []int8, xs []float32, k0, k1 int) // chunks [k0, k1)
 	kern      func(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
-	row       bitsA8Func // the row-at-a-time kernel of kern's tiles for batch 1 (R results a tile), or nil
 	amx       map[int]bitsA8Func // AMX batch kernels by M (bitsAmxKernels), or nil
 	t16       map[int]bitsA8Func // AVX-512 rows-in-lanes batch kernels by M (bitsT16Kernels), or nil
 }
@@ -222,9 +200,6 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 		}
 	}
 	s.idx = laneIdx(L)
-	if b.N == 4 && sub == 1 && m16 && s.chunks%bitsRowChunks == 0 {
-		s.row = bitsA8RowKernel()
-	}
 	if be.set.tiles { // New picks such a set only where the OS permits the tile data
 		s.amx = bitsAmxKernels[bitsA8Key{b.N, sub, m16}]
 	} else if hasAll(bitsT16Requires) {
@@ -620,15 +595,6 @@ func (s *bitsSIMD) prepAct(act []byte, xq []int8, xs []float32, k0, k1 int) {
 			putF32(a[D+4*lane:], xs[(k*L+j)*cols/128])
 			putI32(a[D+64+4*lane:], sums[j])
 		}
-		if s.row != nil { // the row kernel's scales and sums, 16 blocks a step
-			st := act[s.chunks*block:]
-			for j := 0; j < L; j++ {
-				blk := k*L + j
-				o := 128*(blk/16) + 4*(blk%16)
-				putF32(st[o:], xs[blk*cols/128])
-				putI32(st[o+64:], sums[j])
-			}
-		}
 	}
 }
 
@@ -643,7 +609,7 @@ func (c *lowCall) mulI8SIMD() error {
 	case s.t16 != nil && c.batch >= bitsT16From[s.n]:
 		return c.mulI8Tiles(lowI8T16)
 	}
-	c.act = grow(c.act, c.batch*s2(c))
+	c.act = grow(c.act, c.batch*s.chunks*s.actChunk)
 	_ = c.mx.b.forJob(s.chunks, 4, simdPrepJob{c})
 	c.kind = lowI8SIMD
 	return c.mx.rowWords(s.stride*c.batch, c)
@@ -663,13 +629,7 @@ func (j simdPrepJob) do(k0, k1 int) error {
 }
 
 // s2 is the bytes of one vector's A8 activation layout.
-func s2(c *lowCall) int {
-	s := c.mx.simd
-	if s.row != nil {
-		return s.chunks * (s.actChunk + 8*s.bpc*s.sub)
-	}
-	return s.chunks * s.actChunk
-}
+func s2(c *lowCall) int { return c.mx.simd.chunks * c.mx.simd.actChunk }
 
 // simdRows runs a SIMD kernel (c.kind) on rows [r0, r1).
 func (c *lowCall) simdRows(r0, r1 int, words []uint32) {
@@ -704,11 +664,6 @@ func (c *lowCall) i8Rows(r0, r1 int, words []uint32) {
 		b := min(r1, a+step)
 		nt := (b - a + s.r - 1) / s.r
 		w := (*byte)(unsafe.Pointer(&words[(a-r0)*s.stride/4]))
-		if batch == 1 && s.row != nil {
-			s.row(w, s.stride, &s.meta[a/s.r*s.chunks*s.metaBlock], &c.act[0], s.chunks, &out[0], nt, &s.ctrl[0], &s.idx[0])
-			copy(dst[a:b], out[:b-a])
-			continue
-		}
 		for v := 0; v < batch; v++ {
 			s.kern(w, s.stride, &s.meta[a/s.r*s.chunks*s.metaBlock], &c.act[v*n], s.chunks, &out[0], nt, &s.ctrl[0], &s.idx[0])
 			for t := 0; t < nt; t++ {

@@ -32,9 +32,6 @@ func bitsA8Kernels() {
 	}
 	bits3A8AVX512(128)
 	bits3A8AVX512(64)
-	for _, pf := range []bitsRowPf{{}, {pfL1, 1024}, {pfNTA, 2048}, {pfL2, 4096}} {
-		bitsA8RowAVX512(pf)
-	}
 	for _, n := range []int{8, 4, 2, 1} {
 		for _, u := range []int{128, 64, 32} {
 			if 128*(8/n)/u <= 8 { // units per chunk fit the 8 lanes of a YMM
