@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -55,8 +56,8 @@ func TestTeamPanic(t *testing.T) {
 }
 
 // TestRowsJobChunks: rowsJob's chunks cover the rows once, in multiples
-// of 16 rows, give every goroutine at least 64 KB of weights, and hold at
-// least 128 KB each unless that would leave a goroutine fewer than four
+// of 16 rows, give every goroutine at least 64 KB of weights, and the
+// largest holds at least 128 KB unless that would leave a goroutine fewer than four
 // chunks (then as many rows as four chunks per goroutine allow), and no
 // more rows than about 16 chunks per goroutine need.
 func TestRowsJobChunks(t *testing.T) {
@@ -85,11 +86,16 @@ func TestRowsJobChunks(t *testing.T) {
 		if want := min(c.threads, max(1, c.rows*c.rowBytes/(64<<10)), c.rows); n != want {
 			t.Fatalf("%+v: %d goroutines, want %d (64 KB of weights each at least)", c, n, want)
 		}
-		per := got[0][1] - got[0][0]
+		per := 0
+		for _, g := range got {
+			per = max(per, g[1]-g[0])
+		}
+		end := 0
 		for i, g := range got {
-			if g[0] != i*per || (g[1]-g[0] != per && g[1] != c.rows) {
-				t.Fatalf("%+v: chunk %d is rows %d..%d, want %d rows from %d", c, i, g[0], g[1], per, i*per)
+			if g[0] != end || g[0]%16 != 0 || (g[1]%16 != 0 && g[1] != c.rows) {
+				t.Fatalf("%+v: chunk %d is rows %d..%d, want 16-row multiples from %d", c, i, g[0], g[1], end)
 			}
+			end = g[1]
 		}
 		if got[len(got)-1][1] != c.rows {
 			t.Fatalf("%+v: chunks end at row %d", c, got[len(got)-1][1])
@@ -113,24 +119,77 @@ func TestRowsJobChunks(t *testing.T) {
 	}
 }
 
-// TestChunkRunOrder: a part claims its own contiguous share of the chunks
-// in order, then the other parts' remaining chunks share by share, and
-// every chunk runs once. A part alone (the others never start) runs them
-// that are left: 10 chunks in 3 shares (0..2, 3..5, 6..9), part 2 has
-// taken 6 and 7, part 1 runs 3..5, then 8 and 9, then 0..2.
+// TestChunkRunOrder: a part claims pieces of its own contiguous share in
+// order, then what is left of the other parts' shares share by share,
+// and every item runs once; pieces are per items but for the last 2*per
+// of a share, which go in halves down to a grain. 95 items, pieces of
+// 10, grain 5, 3 shares ([0, 30), [30, 60), [60, 95)); part 2 has taken
+// 20 of its share's items, and part 1, alone, runs the rest.
 func TestChunkRunOrder(t *testing.T) {
-	var got []int
-	r := &chunkRun{n: 95, per: 10, chunks: 10, parts: 3, cur: make([]chunkCursor, 3), errs: make([]error, 10)}
+	var got [][2]int
+	r := &chunkRun{n: 95, per: 10, grain: 5, parts: 3, cur: make([]chunkCursor, 3)}
 	r.j = rangeFunc(func(i0, i1 int) error {
-		if i1 != min(i0+10, 95) {
-			t.Fatalf("chunk [%d, %d)", i0, i1)
-		}
-		got = append(got, i0/10)
+		got = append(got, [2]int{i0, i1})
 		return nil
 	})
-	r.cur[2].next.Store(2)
+	r.cur[2].next.Store(20)
 	r.part(1)
-	if want := []int{3, 4, 5, 8, 9, 0, 1, 2}; !slices.Equal(got, want) {
-		t.Fatalf("part 1 ran chunks %v, want %v", got, want)
+	want := [][2]int{{30, 40}, {40, 50}, {50, 55}, {55, 60}, {80, 90}, {90, 95}, {0, 10}, {10, 20}, {20, 25}, {25, 30}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("part 1 ran %v, want %v", got, want)
+	}
+}
+
+// TestChunkRunPieces: for shares, piece sizes and grains of every kind
+// the pieces are multiples of the grain (but for the last item of n),
+// cover every item once, and the pieces of a share's tail shrink.
+func TestChunkRunPieces(t *testing.T) {
+	for _, c := range []struct{ n, per, grain, parts int }{
+		{14336, 64, 16, 16}, {4096, 32, 16, 16}, {4096, 448, 16, 2}, {1000, 48, 8, 3}, {17, 16, 16, 2}, {5, 1, 1, 4}, {100000, 1000, 8, 7},
+	} {
+		r := &chunkRun{n: c.n, per: c.per, grain: c.grain, parts: c.parts, cur: make([]chunkCursor, c.parts)}
+		seen := make([]int, c.n)
+		r.j = rangeFunc(func(i0, i1 int) error {
+			if i0%c.grain != 0 || i1%c.grain != 0 && i1 != c.n || i1 <= i0 || i1-i0 > c.per {
+				t.Fatalf("%+v: piece [%d, %d)", c, i0, i1)
+			}
+			for i := i0; i < i1; i++ {
+				seen[i]++
+			}
+			return nil
+		})
+		r.part(c.parts - 1)
+		for i, k := range seen {
+			if k != 1 {
+				t.Fatalf("%+v: item %d ran %d times", c, i, k)
+			}
+		}
+		if c.per >= 4*c.grain {
+			if p := r.piece(c.per); p > c.per/2+c.grain {
+				t.Fatalf("%+v: the piece of the last %d items has %d", c, c.per, p)
+			}
+		}
+	}
+}
+
+// TestClaimChunksLowestError: when several pieces fail, claimChunks
+// returns the error of the one that starts lowest, however the parts
+// raced.
+func TestClaimChunksLowestError(t *testing.T) {
+	be, err := New(Config{Threads: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	for round := 0; round < 50; round++ {
+		err := be.claimChunks(4, 1000, 40, 8, rangeFunc(func(i0, i1 int) error {
+			if i0 >= 200 && i0%3 == 0 {
+				return fmt.Errorf("piece %d", i0)
+			}
+			return nil
+		}))
+		if err == nil || err.Error() != "piece 240" {
+			t.Fatalf("round %d: %v, want piece 240", round, err)
+		}
 	}
 }
