@@ -12,8 +12,9 @@ import (
 	"github.com/qgemv/qgemv/layout"
 )
 
-// TestChunkTrace breaks the wall time of Q4G128 A8 multiplies (batch 1,
-// the FFN block's shapes, weights rotated past the last-level cache) on
+// TestChunkTrace breaks the wall time of Q4G128 and Bits4G128 A8
+// multiplies (batch 1, a decode step's shapes, weights rotated past the
+// last-level cache) on
 // GOMAXPROCS threads into where it goes, from each chunk's start and end
 // (traceChunk): lead (call start to the first chunk: activation
 // quantization and layout on the caller), fork (the first chunk of the
@@ -41,16 +42,29 @@ func TestChunkTrace(t *testing.T) {
 	traceChunk = func(p int, a, b time.Time) { parts[p] = append(parts[p], span{a, b}) }
 	defer func() { traceChunk = nil }()
 	const calls = 300
-	for _, sh := range [][2]int{{14336, 4096}, {4096, 14336}} {
-		rows, cols := sh[0], sh[1]
+	type a8Matrix interface {
+		MulA8(dst, x []float32, batch int) error
+		Close() error
+	}
+	for _, sh := range []struct {
+		format     string
+		rows, cols int
+	}{{"q4g128", 14336, 4096}, {"q4g128", 4096, 14336}, {"bits4g128", 14336, 4096}, {"bits4g128", 4096, 14336}, {"bits4g128", 4096, 4096}, {"bits4g128", 1024, 4096}} {
+		rows, cols := sh.rows, sh.cols
 		n := int(ws/int64(rows*cols/2)) + 1
-		mats := make([]*Matrix, n)
+		mats := make([]a8Matrix, n)
 		for i := range mats {
-			m, err := layout.RandomQ4G128(rows, cols, uint64(i+1))
+			m, err := synth.Named(sh.format, rows, cols, uint64(i+1))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if mats[i], err = be.Load(m); err != nil {
+			switch m := m.(type) {
+			case *layout.Q4G128:
+				mats[i], err = be.Load(m)
+			case *layout.Bits:
+				mats[i], err = be.LoadBits(m)
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -105,8 +119,8 @@ func TestChunkTrace(t *testing.T) {
 			return s[int(f*float64(len(s)-1))]
 		}
 		mb := float64(rows*cols/2) / 1e6
-		t.Logf("%dx%d, %d threads, %d matrices rotated, %d calls (median / p90): wall %.1f / %.1f us (%.1f GB/s at the median), lead %.1f / %.1f us, fork %.1f / %.1f us, busy %.3f / %.3f (p10 %.3f), end spread %.1f / %.1f us, tail %.1f / %.1f us, parts %.0f",
-			rows, cols, threads, n, calls, q(wall, .5), q(wall, .9), mb/q(wall, .5)*1e3, q(lead, .5), q(lead, .9), q(fork, .5), q(fork, .9),
+		t.Logf("%s %dx%d, %d threads, %d matrices rotated, %d calls (median / p90): wall %.1f / %.1f us (%.1f GB/s at the median), lead %.1f / %.1f us, fork %.1f / %.1f us, busy %.3f / %.3f (p10 %.3f), end spread %.1f / %.1f us, tail %.1f / %.1f us, parts %.0f",
+			sh.format, rows, cols, threads, n, calls, q(wall, .5), q(wall, .9), mb/q(wall, .5)*1e3, q(lead, .5), q(lead, .9), q(fork, .5), q(fork, .9),
 			q(busy, .5), q(busy, .9), q(busy, .1), q(spread, .5), q(spread, .9), q(tail, .5), q(tail, .9), q(nparts, .5))
 		for _, m := range mats {
 			m.Close()
