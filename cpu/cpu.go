@@ -707,6 +707,10 @@ func (r *chunkRun) part(p int) {
 	}
 }
 
+// balanced marks chunkRun as a balancedJob: a part returns only when
+// every piece is claimed.
+func (r *chunkRun) balanced() {}
+
 // fail records err for the piece starting at item i, keeping the lowest.
 func (r *chunkRun) fail(i int, err error) {
 	r.mu.Lock()

@@ -40,6 +40,11 @@ func (f funcsJob) part(p int) { f[p]() }
 
 type worker struct {
 	gen atomic.Uint64 // last job generation published to this worker
+	// claim is the last generation taken: by the worker, which then runs
+	// its part, or by the caller of a balanced job, which cancels a part
+	// that has not started once the job's work is all claimed. Each side
+	// moves it from gen-1 to gen, so exactly one of them takes a part.
+	claim atomic.Uint64
 	job teamJob       // the job of generation gen (written before gen)
 	p   int           // the part it runs (written before gen)
 	run *teamRun      // the run the job belongs to (written before gen)
@@ -129,10 +134,30 @@ func (t *team) run(parts int, job teamJob) {
 		}
 	}
 	r.call(job, 0)
-	// Wait by polling (the workers finish within one chunk of each
+	if _, ok := job.(balancedJob); ok {
+		// Part 0 returned with every piece claimed: parts that have
+		// not started (a worker descheduled, or still waking) would find
+		// nothing left, so they are cancelled rather than waited for.
+		for i := 1; i < parts; i++ {
+			w := t.workers[i-1]
+			if g := w.gen.Load(); w.claim.CompareAndSwap(g-1, g) {
+				r.pending.Add(-1)
+			}
+		}
+	}
+	// Wait by polling (the workers finish within one piece of each
 	// other).
 	spinUntilZero(&r.pending)
 	r.raise()
+}
+
+// balancedJob is a teamJob whose parts each return only when none of the
+// job's work is left unclaimed (chunkRun: the parts steal each other's
+// pieces), so a part that has not started when part 0 returns is not
+// needed.
+type balancedJob interface {
+	teamJob
+	balanced()
 }
 
 // runFuncs runs fns[0] on the calling goroutine and the rest on workers
@@ -230,6 +255,9 @@ func (w *worker) loop() {
 			}
 		}
 		seen = w.gen.Load()
+		if !w.claim.CompareAndSwap(seen-1, seen) {
+			continue // cancelled: the caller found the work done
+		}
 		r := w.run
 		yield = w.yield
 		r.call(w.job, w.p)

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -190,6 +191,47 @@ func TestClaimChunksLowestError(t *testing.T) {
 		}))
 		if err == nil || err.Error() != "piece 240" {
 			t.Fatalf("round %d: %v, want piece 240", round, err)
+		}
+	}
+}
+
+// TestTeamCancelsUnstartedParts: a balanced job (claimChunks) returns once
+// its work is done without waiting for parts that have not started, and
+// the workers it cancelled still run every part of the runs that follow,
+// balanced or not (forJob needs every part). With fewer Ps than parts,
+// workers often have not started when part 0 has claimed everything.
+func TestTeamCancelsUnstartedParts(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	be, err := New(Config{Threads: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	var sum atomic.Int64
+	for round := 0; round < 3000; round++ {
+		sum.Store(0)
+		if err := be.claimChunks(6, 960, 32, 16, rangeFunc(func(i0, i1 int) error {
+			sum.Add(int64(i1 - i0))
+			return nil
+		})); err != nil {
+			t.Fatal(err)
+		}
+		if got := sum.Load(); got != 960 {
+			t.Fatalf("round %d: balanced job ran %d of 960 items", round, got)
+		}
+		var parts [6]atomic.Int32
+		if err := be.forJob(6, 1, rangeFunc(func(i0, i1 int) error {
+			for i := i0; i < i1; i++ {
+				parts[i].Add(1)
+			}
+			return nil
+		})); err != nil {
+			t.Fatal(err)
+		}
+		for i := range parts {
+			if n := parts[i].Load(); n != 1 {
+				t.Fatalf("round %d: forJob part %d ran %d times when it returned", round, i, n)
+			}
 		}
 	}
 }
