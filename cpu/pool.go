@@ -45,9 +45,9 @@ type worker struct {
 	// that has not started once the job's work is all claimed. Each side
 	// moves it from gen-1 to gen, so exactly one of them takes a part.
 	claim atomic.Uint64
-	job teamJob       // the job of generation gen (written before gen)
-	p   int           // the part it runs (written before gen)
-	run *teamRun      // the run the job belongs to (written before gen)
+	job   teamJob  // the job of generation gen (written before gen)
+	p     int      // the part it runs (written before gen)
+	run   *teamRun // the run the job belongs to (written before gen)
 	// yield: the run had more parts than Go has Ps (written before gen),
 	// so a worker polling for the next job yields now and then.
 	yield  bool
