@@ -622,14 +622,16 @@ func (f rowsFunc) do(r0, r1 int) error { f(r0, r1); return nil }
 // shares, until none is left. A part's pieces thus follow one another in
 // memory, so a kernel's prefetch past the end of one piece fetches the
 // next one it runs, not rows another thread has already read (as when
-// parts took turns claiming). Pieces are per items, except in the last
-// 2*per of a share (piece): so that the parts finish within a small
-// piece of each other, not within a whole chunk (on the 16-core Xeon a
+// parts took turns claiming). With tail set, pieces are per items
+// except in the last 2*per of a share, which go in halving pieces: so
+// that the parts finish within a small piece of each other, not within a
+// whole chunk (on the 16-core Xeon a
 // chunk of 4096x14336 took about 30 us and the parts' last ends were
 // spread over 27 us of a 245 us multiply).
 type chunkRun struct {
 	j                    rangeJob
 	n, per, grain, parts int
+	tail                 bool          // halve the pieces at the end of a share
 	cur                  []chunkCursor // per share: items claimed from its start
 	mu                   sync.Mutex
 	errAt                int // the lowest failed piece's first item, and its error
@@ -649,20 +651,21 @@ func (r *chunkRun) share(q int) (lo, hi int) {
 }
 
 // piece returns the items of a share's next piece with rem left: per,
-// or within the last 2*per half of what is left, down to a quarter of
-// per (multiples of grain, at least one grain).
+// or with tail, within the last 2*per, half of what is left, down to a
+// quarter of per (multiples of grain, at least one grain).
 func (r *chunkRun) piece(rem int) int {
-	if rem > 2*r.per {
-		return r.per
+	if !r.tail || rem > 2*r.per {
+		return min(rem, r.per)
 	}
 	up := func(v int) int { return (v + r.grain - 1) / r.grain * r.grain }
 	small := max(r.grain, r.per/4/r.grain*r.grain)
 	return min(rem, max(small, up(rem/2)))
 }
 
-// traceChunk, when set (by tests, before any multiply runs), is called
-// after each piece with the part that ran it and the piece's start and
-// end: the many-thread timing breakdown (TestChunkTrace).
+// traceChunk, when set (by tests, while no multiply runs), is called
+// after each piece of a run with tail pieces (the row jobs, not the
+// activation preparation) with the part that ran it and the piece's
+// start and end: the many-thread timing breakdown (TestChunkTrace).
 var traceChunk func(part int, start, end time.Time)
 
 func (r *chunkRun) part(p int) {
@@ -680,7 +683,7 @@ func (r *chunkRun) part(p int) {
 				continue
 			}
 			var err error
-			if traceChunk != nil {
+			if traceChunk != nil && r.tail {
 				t0 := time.Now()
 				err = r.j.do(start, start+size)
 				traceChunk(p, t0, time.Now())
@@ -710,25 +713,26 @@ func (r *chunkRun) fail(i int, err error) {
 var chunkRuns = sync.Pool{New: func() any { return new(chunkRun) }}
 
 // parallelFor splits [0, n) into at most Threads contiguous ranges of at
-// least grain items and runs fn on each concurrently (on the worker team).
-// It returns the error of the lowest range that failed.
+// least grain items (but for the last) and runs fn on each, concurrently
+// on the worker team: a goroutine that finishes its range takes a range
+// no goroutine has started, and ranges nobody started when the others
+// are done are not waited for. It returns the error of the lowest range
+// that failed.
 func (b *Backend) parallelFor(n, grain int, fn func(i0, i1 int) error) error {
 	return b.forJob(n, grain, rangeFunc(fn))
 }
 
 // forJob is parallelFor for a rangeJob: it allocates nothing. The k
-// ranges are claimChunks' shares, so a part that finishes early takes
-// (pieces of) another's range, and one that has not started when the
-// rest is done is not waited for: a descheduled worker does not hold up
-// the call (on the 16-core Xeon host the activation preparation of a
-// 14336-column multiply, 14 ranges, took over 70 us in one call of ten).
+// ranges are claimChunks' shares, each one piece, so a descheduled
+// worker does not hold up the call (on the 16-core Xeon host the
+// activation preparation of a 14336-column multiply, 14 static ranges,
+// took over 70 us in one call of ten).
 func (b *Backend) forJob(n, grain int, j rangeJob) error {
 	k := min(b.threads, max(1, n/grain))
 	if k <= 1 {
 		return j.do(0, n)
 	}
-	per := ((n+k-1)/k + grain - 1) / grain * grain
-	return b.claimChunks(k, n, per, grain, j)
+	return b.claimChunks(k, n, n, grain, false, j)
 }
 
 // parallelChunks is parallelFor with the work split into chunks of a
@@ -744,7 +748,7 @@ func (b *Backend) parallelChunks(n, grain int, fn func(i0, i1 int) error) error 
 	}
 	per := max(grain, (n+k*chunksPerThread-1)/(k*chunksPerThread))
 	per = (per + grain - 1) / grain * grain
-	return b.claimChunks(k, n, per, grain, rangeFunc(fn))
+	return b.claimChunks(min(k, (n+per-1)/per), n, per, grain, true, rangeFunc(fn))
 }
 
 // minChunkBytes is the fewest weight bytes in a chunk, as long as each
@@ -752,7 +756,9 @@ func (b *Backend) parallelChunks(n, grain int, fn func(i0, i1 int) error) error 
 // cold (the kernels prefetch the next tile, which another goroutine may
 // have claimed), so the 16-row chunks of short matrices with rows of a
 // few KB streamed slower. 128 KB measured best on the 16-core Xeon
-// (256 KB and more were slower there: fewer chunks to balance).
+// (256 KB and more were slower there: fewer chunks to balance). The
+// pieces at the end of a goroutine's share are smaller (chunkRun): they
+// follow its previous piece in memory, so their streams are not cold.
 const (
 	minChunkBytes = 128 << 10
 	minChunks     = 4
@@ -787,15 +793,20 @@ func (b *Backend) parallelRowsPer(rows, rowBytes, perThread int, fn func(r0, r1 
 // Threads goroutines of the worker team, and runs j on each; it returns
 // the error of the lowest chunk that failed. It allocates nothing.
 func (b *Backend) rowsJob(rows, rowBytes, perThread int, j rangeJob) error {
+	return b.rowsJobGrain(rows, rowBytes, perThread, 16, j) // SIMD kernels work on 16-row tiles
+}
+
+// rowsJobGrain is rowsJob with chunks (and the smaller pieces at the end
+// of each goroutine's share) a multiple of tile rows.
+func (b *Backend) rowsJobGrain(rows, rowBytes, perThread, tile int, j rangeJob) error {
 	n := b.rowsWorkers(rows, rowBytes)
 	if n <= 1 {
 		return j.do(0, rows)
 	}
-	const tile = 16 // SIMD kernels work on row tiles
 	per := (rows + n*perThread - 1) / (n * perThread)
 	per = max(per, min((minChunkBytes+rowBytes-1)/rowBytes, (rows+minChunks*n-1)/(minChunks*n)))
 	per = (per + tile - 1) / tile * tile
-	return b.claimChunks(n, rows, per, tile, j)
+	return b.claimChunks(min(n, (rows+per-1)/per), rows, per, tile, true, j)
 }
 
 // rowsWorkers returns how many goroutines rowsJob runs rows of rowBytes
@@ -804,14 +815,15 @@ func (b *Backend) rowsWorkers(rows, rowBytes int) int {
 	return min(b.threads, max(1, rows*rowBytes/minBytesPerTask), rows)
 }
 
-// claimChunks runs j on every item of [0, n) in pieces of per items
-// (fewer at the end of each part's share; multiples of grain), claimed
-// dynamically by up to workers goroutines of the backend's team, and
-// returns the error of the lowest piece that failed.
-func (b *Backend) claimChunks(workers, n, per, grain int, j rangeJob) error {
+// claimChunks runs j on every item of [0, n) in pieces of at most per
+// items (with tail, smaller ones at the end of each share; multiples of
+// grain), in parts shares claimed dynamically by goroutines of the
+// backend's team (parts at most the grain units of n), and returns the
+// error of the lowest piece that failed.
+func (b *Backend) claimChunks(parts, n, per, grain int, tail bool, j rangeJob) error {
 	r := chunkRuns.Get().(*chunkRun)
-	r.j, r.n, r.per, r.grain = j, n, per, grain
-	r.parts = min(workers, (n+per-1)/per)
+	r.j, r.n, r.per, r.grain, r.tail = j, n, per, grain, tail
+	r.parts = max(1, min(parts, (n+grain-1)/grain))
 	if len(r.cur) < r.parts {
 		r.cur = make([]chunkCursor, r.parts)
 	}

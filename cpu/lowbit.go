@@ -297,7 +297,11 @@ func (r *rowsRun) do(r0, r1 int) error {
 func (mx *LowMatrix) rowWords(rowBytes int, j wordsJob) error {
 	r := rowsRuns.Get().(*rowsRun)
 	r.mx, r.j, r.wpr = mx, j, mx.wordsPerRow()
-	err := mx.b.rowsJob(mx.rows, rowBytes, chunksPerThread, r)
+	grain := 16 // the SIMD tiles
+	if mx.code != nil {
+		grain = codedTile // the rows decoded at once: pieces of whole decoded tiles
+	}
+	err := mx.b.rowsJobGrain(mx.rows, rowBytes, chunksPerThread, grain, r)
 	r.mx, r.j = nil, nil
 	rowsRuns.Put(r)
 	return err

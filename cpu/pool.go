@@ -66,9 +66,9 @@ type teamRun struct {
 }
 
 // call runs part p of job, recording a panic instead of letting it go:
-// every part of a run returns, whatever happens, before run returns or
-// re-panics, so no worker is left writing into what the caller hands back
-// to its pools.
+// every part of a run that started returns, whatever happens, before run
+// returns or re-panics, so no worker is left writing into what the
+// caller hands back to its pools.
 func (r *teamRun) call(job teamJob, p int) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -91,10 +91,12 @@ const yieldEvery = 8 * time.Microsecond
 
 // run calls job.part(0) on the calling goroutine and parts 1..parts-1 on
 // team workers (or fresh goroutines, see team), and returns when all have
-// returned. A part that panics does not stop the others: run waits for
-// them all, then raises the first panic on the calling goroutine (where
-// it can be recovered; on a worker it would end the process). A run on
-// the team's workers allocates nothing once they exist.
+// returned, except that the parts of a balancedJob that have not started
+// when part 0 returns are cancelled (they never run). A part that panics
+// does not stop the others: run waits for them all, then raises the
+// first panic on the calling goroutine (where it can be recovered; on a
+// worker it would end the process). A run on the team's workers
+// allocates nothing once they exist.
 func (t *team) run(parts int, job teamJob) {
 	if parts == 1 {
 		job.part(0)

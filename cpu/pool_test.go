@@ -128,7 +128,7 @@ func TestRowsJobChunks(t *testing.T) {
 // 20 of its share's items, and part 1, alone, runs the rest.
 func TestChunkRunOrder(t *testing.T) {
 	var got [][2]int
-	r := &chunkRun{n: 95, per: 10, grain: 5, parts: 3, cur: make([]chunkCursor, 3)}
+	r := &chunkRun{n: 95, per: 10, grain: 5, parts: 3, tail: true, cur: make([]chunkCursor, 3)}
 	r.j = rangeFunc(func(i0, i1 int) error {
 		got = append(got, [2]int{i0, i1})
 		return nil
@@ -148,7 +148,7 @@ func TestChunkRunPieces(t *testing.T) {
 	for _, c := range []struct{ n, per, grain, parts int }{
 		{14336, 64, 16, 16}, {4096, 32, 16, 16}, {4096, 448, 16, 2}, {1000, 48, 8, 3}, {17, 16, 16, 2}, {5, 1, 1, 4}, {100000, 1000, 8, 7},
 	} {
-		r := &chunkRun{n: c.n, per: c.per, grain: c.grain, parts: c.parts, cur: make([]chunkCursor, c.parts)}
+		r := &chunkRun{n: c.n, per: c.per, grain: c.grain, parts: c.parts, tail: true, cur: make([]chunkCursor, c.parts)}
 		seen := make([]int, c.n)
 		r.j = rangeFunc(func(i0, i1 int) error {
 			if i0%c.grain != 0 || i1%c.grain != 0 && i1 != c.n || i1 <= i0 || i1-i0 > c.per {
@@ -183,7 +183,7 @@ func TestClaimChunksLowestError(t *testing.T) {
 	}
 	defer be.Close()
 	for round := 0; round < 50; round++ {
-		err := be.claimChunks(4, 1000, 40, 8, rangeFunc(func(i0, i1 int) error {
+		err := be.claimChunks(4, 1000, 40, 8, true, rangeFunc(func(i0, i1 int) error {
 			if i0 >= 200 && i0%3 == 0 {
 				return fmt.Errorf("piece %d", i0)
 			}
@@ -195,11 +195,12 @@ func TestClaimChunksLowestError(t *testing.T) {
 	}
 }
 
-// TestTeamCancelsUnstartedParts: a balanced job (claimChunks) returns once
-// its work is done without waiting for parts that have not started, and
-// the workers it cancelled still run every part of the runs that follow,
-// balanced or not (forJob needs every part). With fewer Ps than parts,
-// workers often have not started when part 0 has claimed everything.
+// TestTeamCancelsUnstartedParts: a balanced job (claimChunks, with and
+// without tail pieces) returns once its work is done without waiting for
+// parts that have not started, and the workers it cancelled still run
+// every part of the runs that follow, balanced or not (runFuncs needs
+// every part). With fewer Ps than parts, workers often have not started
+// when part 0 has claimed everything.
 func TestTeamCancelsUnstartedParts(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	be, err := New(Config{Threads: 6})
@@ -210,7 +211,7 @@ func TestTeamCancelsUnstartedParts(t *testing.T) {
 	var sum atomic.Int64
 	for round := 0; round < 3000; round++ {
 		sum.Store(0)
-		if err := be.claimChunks(6, 960, 32, 16, rangeFunc(func(i0, i1 int) error {
+		if err := be.claimChunks(6, 960, 32, 16, round%2 == 0, rangeFunc(func(i0, i1 int) error {
 			sum.Add(int64(i1 - i0))
 			return nil
 		})); err != nil {
@@ -220,17 +221,14 @@ func TestTeamCancelsUnstartedParts(t *testing.T) {
 			t.Fatalf("round %d: balanced job ran %d of 960 items", round, got)
 		}
 		var parts [6]atomic.Int32
-		if err := be.forJob(6, 1, rangeFunc(func(i0, i1 int) error {
-			for i := i0; i < i1; i++ {
-				parts[i].Add(1)
-			}
-			return nil
-		})); err != nil {
-			t.Fatal(err)
+		fns := make([]func(), 6)
+		for i := range fns {
+			fns[i] = func() { parts[i].Add(1) }
 		}
+		be.team.runFuncs(fns)
 		for i := range parts {
 			if n := parts[i].Load(); n != 1 {
-				t.Fatalf("round %d: forJob part %d ran %d times when it returned", round, i, n)
+				t.Fatalf("round %d: runFuncs part %d ran %d times when it returned", round, i, n)
 			}
 		}
 	}
