@@ -663,10 +663,11 @@ func (r *chunkRun) piece(rem int) int {
 }
 
 // traceChunk, when set (by tests, while no multiply runs), is called
-// after each piece of a run with tail pieces (the row jobs, not the
-// activation preparation) with the part that ran it and the piece's
-// start and end: the many-thread timing breakdown (TestChunkTrace).
-var traceChunk func(part int, start, end time.Time)
+// after each piece with the part that ran it, the piece's start and end,
+// and whether its run has tail pieces (the row jobs; the activation
+// preparation has none): the many-thread timing breakdown
+// (TestChunkTrace).
+var traceChunk func(part int, start, end time.Time, rows bool)
 
 func (r *chunkRun) part(p int) {
 	for k := range r.parts {
@@ -683,10 +684,10 @@ func (r *chunkRun) part(p int) {
 				continue
 			}
 			var err error
-			if traceChunk != nil && r.tail {
+			if traceChunk != nil {
 				t0 := time.Now()
 				err = r.j.do(start, start+size)
-				traceChunk(p, t0, time.Now())
+				traceChunk(p, t0, time.Now(), r.tail)
 			} else {
 				err = r.j.do(start, start+size)
 			}

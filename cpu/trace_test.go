@@ -14,16 +14,16 @@ import (
 
 // TestChunkTrace breaks the wall time of Q4G128 and Bits4G128 A8
 // multiplies (batch 1, a decode step's shapes, weights rotated past the
-// last-level cache) on
-// GOMAXPROCS threads into where it goes, from each chunk's start and end
-// (traceChunk): lead (call start to the first chunk: activation
-// quantization and layout on the caller), fork (the first chunk of the
-// last part to start, after the first), busy (the parts' chunk time over
-// parts x span), end spread (the first part done to the last), tail (the
-// last chunk's end to the call's return). It reports medians and p90
-// over the calls; it checks nothing about timing. Run it where the
-// numbers are wanted: QGEMV_CHUNK_TRACE=1 go test -run ChunkTrace -v
-// -cpu 16 ./cpu.
+// last-level cache) on GOMAXPROCS threads into where it goes, from each
+// piece's start and end (traceChunk): lead (call start to the first row
+// piece: activation quantization and layout; of it, the time to the
+// preparation's first piece and the preparation's span, where it ran on
+// the team), fork (the first piece of the last part to start, after the
+// first), busy (the parts' piece time over parts x span), end spread
+// (the first part done to the last), tail (the last piece's end to the
+// call's return). It reports medians and p90 over the calls; it checks
+// nothing about timing. Run it where the numbers are wanted:
+// QGEMV_CHUNK_TRACE=1 go test -run ChunkTrace -v -cpu 16 ./cpu.
 func TestChunkTrace(t *testing.T) {
 	if os.Getenv("QGEMV_CHUNK_TRACE") == "" {
 		t.Skip("set QGEMV_CHUNK_TRACE=1 to trace")
@@ -38,8 +38,14 @@ func TestChunkTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	type span struct{ t0, t1 time.Time }
-	var parts [256][]span
-	traceChunk = func(p int, a, b time.Time) { parts[p] = append(parts[p], span{a, b}) }
+	var parts, prep [256][]span
+	traceChunk = func(p int, a, b time.Time, rows bool) {
+		if rows {
+			parts[p] = append(parts[p], span{a, b})
+		} else {
+			prep[p] = append(prep[p], span{a, b})
+		}
+	}
 	defer func() { traceChunk = nil }()
 	const calls = 300
 	type a8Matrix interface {
@@ -74,10 +80,10 @@ func TestChunkTrace(t *testing.T) {
 			x[i] = float32(rng.NormFloat64())
 		}
 		dst := make([]float32, rows)
-		var wall, lead, fork, busy, spread, tail, nparts []float64
+		var wall, lead, fork, busy, spread, tail, nparts, pre, preSpan []float64
 		for i := -20; i < calls; i++ {
 			for p := range parts {
-				parts[p] = parts[p][:0]
+				parts[p], prep[p] = parts[p][:0], prep[p][:0]
 			}
 			start := time.Now()
 			if err := mats[(i+20)%n].MulA8(dst, x, 1); err != nil {
@@ -104,6 +110,20 @@ func TestChunkTrace(t *testing.T) {
 				t.Fatalf("%dx%d: no chunks traced", rows, cols)
 			}
 			first, last = slices.MinFunc(firsts, time.Time.Compare), slices.MaxFunc(lasts, time.Time.Compare)
+			// The preparation's pieces (when it ran on the team): from
+			// the call's start to its first piece, and its first piece's
+			// start to its last piece's end.
+			var p0, p1 time.Time
+			for _, ps := range prep {
+				for _, s := range ps {
+					if p0.IsZero() || s.t0.Before(p0) {
+						p0 = s.t0
+					}
+					if s.t1.After(p1) {
+						p1 = s.t1
+					}
+				}
+			}
 			us := func(d time.Duration) float64 { return float64(d) / 1e3 }
 			wall = append(wall, us(end.Sub(start)))
 			lead = append(lead, us(first.Sub(start)))
@@ -112,16 +132,23 @@ func TestChunkTrace(t *testing.T) {
 			spread = append(spread, us(last.Sub(slices.MinFunc(lasts, time.Time.Compare))))
 			tail = append(tail, us(end.Sub(last)))
 			nparts = append(nparts, float64(len(firsts)))
+			if !p0.IsZero() {
+				pre = append(pre, float64(p0.Sub(start))/1e3)
+				preSpan = append(preSpan, float64(p1.Sub(p0))/1e3)
+			}
 		}
 		q := func(v []float64, f float64) float64 {
+			if len(v) == 0 {
+				return 0
+			}
 			s := slices.Clone(v)
 			slices.Sort(s)
 			return s[int(f*float64(len(s)-1))]
 		}
 		mb := float64(rows*cols/2) / 1e6
-		t.Logf("%s %dx%d, %d threads, %d matrices rotated, %d calls (median / p90): wall %.1f / %.1f us (%.1f GB/s at the median), lead %.1f / %.1f us, fork %.1f / %.1f us, busy %.3f / %.3f (p10 %.3f), end spread %.1f / %.1f us, tail %.1f / %.1f us, parts %.0f",
+		t.Logf("%s %dx%d, %d threads, %d matrices rotated, %d calls (median / p90): wall %.1f / %.1f us (%.1f GB/s at the median), lead %.1f / %.1f us, fork %.1f / %.1f us, busy %.3f / %.3f (p10 %.3f), end spread %.1f / %.1f us, tail %.1f / %.1f us, parts %.0f; the preparation (in %d calls on the team): from the start %.1f / %.1f us, its span %.1f / %.1f us",
 			sh.format, rows, cols, threads, n, calls, q(wall, .5), q(wall, .9), mb/q(wall, .5)*1e3, q(lead, .5), q(lead, .9), q(fork, .5), q(fork, .9),
-			q(busy, .5), q(busy, .9), q(busy, .1), q(spread, .5), q(spread, .9), q(tail, .5), q(tail, .9), q(nparts, .5))
+			q(busy, .5), q(busy, .9), q(busy, .1), q(spread, .5), q(spread, .9), q(tail, .5), q(tail, .9), q(nparts, .5), len(pre), q(pre, .5), q(pre, .9), q(preSpan, .5), q(preSpan, .9))
 		for _, m := range mats {
 			m.Close()
 		}
