@@ -4,7 +4,6 @@ package cpu
 
 import (
 	"encoding/binary"
-	"sync"
 	"unsafe"
 
 	"github.com/klauspost/cpuid/v2"
@@ -871,4 +870,4 @@ type ggmlTemp struct {
 	pad  []byte // ggmlRunT's zero-padded last rows
 }
 
-var ggmlTemps = sync.Pool{New: func() any { return new(ggmlTemp) }}
+var ggmlTemps = keepPool{New: func() any { return new(ggmlTemp) }}
