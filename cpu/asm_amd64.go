@@ -4,6 +4,7 @@ package cpu
 
 import (
 	"slices"
+	"sync"
 	"unsafe"
 
 	"github.com/klauspost/cpuid/v2"
@@ -420,7 +421,7 @@ func getU16(b []byte) uint16     { return *(*uint16)(unsafe.Pointer(&b[0])) }
 
 // tilePool holds the kernels' output tiles (one call's results before the
 // scatter); a local array would escape through the kernel's function value.
-var tilePool = keepPool{New: func() any { return new([16 * 128]float32) }}
+var tilePool = sync.Pool{New: func() any { return new([16 * 128]float32) }}
 
 // rowChunk is the rows one kernel call covers when the batch needs several
 // vector chunks: small enough that the chunk's weights stay in L2 between

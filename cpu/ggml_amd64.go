@@ -4,6 +4,7 @@ package cpu
 
 import (
 	"encoding/binary"
+	"sync"
 	"unsafe"
 
 	"github.com/klauspost/cpuid/v2"
@@ -870,4 +871,4 @@ type ggmlTemp struct {
 	pad  []byte // ggmlRunT's zero-padded last rows
 }
 
-var ggmlTemps = keepPool{New: func() any { return new(ggmlTemp) }}
+var ggmlTemps = sync.Pool{New: func() any { return new(ggmlTemp) }}

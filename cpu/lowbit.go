@@ -226,7 +226,7 @@ type lowScratch struct {
 	keep []bool
 }
 
-var lowPool = keepPool{New: func() any { return new(lowScratch) }}
+var lowPool = sync.Pool{New: func() any { return new(lowScratch) }}
 
 // getLowScratch returns a row scratch for PCols codes, every column kept.
 func (mx *LowMatrix) getLowScratch() *lowScratch {
@@ -313,7 +313,7 @@ func (mx *LowMatrix) rowWords(rowBytes int, j wordsJob) error {
 // chains.
 const codedTile = 32
 
-var codedPool = keepPool{New: func() any { return new([]uint32) }}
+var codedPool = sync.Pool{New: func() any { return new([]uint32) }}
 
 func (mx *LowMatrix) streamBytes() int64 {
 	if mx.bits != nil {

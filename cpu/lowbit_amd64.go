@@ -974,7 +974,7 @@ func getPart(n, chunks, tc int) *[]float32 {
 // putPart returns a getPart buffer to the pool.
 func putPart(p *[]float32) { partPool.Put(p) }
 
-var partPool = keepPool{New: func() any { return new([]float32) }}
+var partPool = sync.Pool{New: func() any { return new([]float32) }}
 
 // tileMeta is the index in tile-major metadata (tileMajor or meta16Tiles;
 // rows rows, words float32 words per row and chunk) of row r's first word

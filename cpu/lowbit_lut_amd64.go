@@ -143,7 +143,7 @@ func newBitsLut(be *Backend, b *layout.Bits, seg int) *bitsLut {
 // slower for both).
 var lutTasksPerThread = map[bool]int{true: 1, false: 4}[lutNTA]
 
-var lutPool = keepPool{New: func() any { return new([]float32) }}
+var lutPool = sync.Pool{New: func() any { return new([]float32) }}
 
 // lutMaxTableFloats bounds the tables one pass of mulF32Lut builds (4
 // floats per column and vector): wider matrices take the batch's vectors

@@ -266,37 +266,3 @@ func (w *worker) loop() {
 		r.pending.Add(-1)
 	}
 }
-
-// keepPool is a free list with sync.Pool's Get and Put that, unlike
-// sync.Pool, keeps its objects across garbage collections: for the
-// scratch that the parts of a run take per piece. Workers of balanced
-// runs may sit out many multiplies (cancelled before they start), and a
-// sync.Pool would by then have dropped the objects they use, so that
-// their next piece allocates mid-run. It holds at most as many objects
-// as were ever in use at once.
-type keepPool struct {
-	mu   sync.Mutex
-	free []any
-	New  func() any
-}
-
-// Get returns a kept object, or a new one.
-func (p *keepPool) Get() any {
-	p.mu.Lock()
-	if n := len(p.free); n > 0 {
-		x := p.free[n-1]
-		p.free[n-1] = nil
-		p.free = p.free[:n-1]
-		p.mu.Unlock()
-		return x
-	}
-	p.mu.Unlock()
-	return p.New()
-}
-
-// Put keeps x for a later Get.
-func (p *keepPool) Put(x any) {
-	p.mu.Lock()
-	p.free = append(p.free, x)
-	p.mu.Unlock()
-}
