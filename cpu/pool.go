@@ -92,7 +92,8 @@ const yieldEvery = 8 * time.Microsecond
 // run calls job.part(0) on the calling goroutine and parts 1..parts-1 on
 // team workers (or fresh goroutines, see team), and returns when all have
 // returned, except that the parts of a balancedJob that have not started
-// when part 0 returns are cancelled (they never run). A part that panics
+// when part 0 returns are cancelled (they never run), unless the run has
+// more parts than Go has Ps. A part that panics
 // does not stop the others: run waits for them all, then raises the
 // first panic on the calling goroutine (where it can be recovered; on a
 // worker it would end the process). A run on the team's workers
@@ -136,13 +137,19 @@ func (t *team) run(parts int, job teamJob) {
 		}
 	}
 	r.call(job, 0)
-	if _, ok := job.(balancedJob); ok {
+	if _, ok := job.(balancedJob); ok && !yield {
 		// Part 0 returned with every piece claimed: parts that have
 		// not started (a worker descheduled, or still waking) would find
 		// nothing left, so they are cancelled rather than waited for.
+		// Not when the run has more parts than Go has Ps: a worker
+		// would then run only when the scheduler happened to let it,
+		// take pieces at random, and allocate the per-P scratch
+		// (sync.Pool) dropped while it sat out; waiting (and yielding)
+		// keeps such runs as they were.
 		for i := 1; i < parts; i++ {
 			w := t.workers[i-1]
 			if g := w.gen.Load(); w.claim.CompareAndSwap(g-1, g) {
+				cancelledParts.Add(1)
 				r.pending.Add(-1)
 			}
 		}
@@ -152,6 +159,9 @@ func (t *team) run(parts int, job teamJob) {
 	spinUntilZero(&r.pending)
 	r.raise()
 }
+
+// cancelledParts counts the parts runs have cancelled (for tests).
+var cancelledParts atomic.Int64
 
 // balancedJob is a teamJob whose parts each return only when none of the
 // job's work is left unclaimed (chunkRun: the parts steal each other's

@@ -199,10 +199,11 @@ func TestClaimChunksLowestError(t *testing.T) {
 // without tail pieces) returns once its work is done without waiting for
 // parts that have not started, and the workers it cancelled still run
 // every part of the runs that follow, balanced or not (runFuncs needs
-// every part). With fewer Ps than parts, workers often have not started
-// when part 0 has claimed everything.
+// every part). With as many Ps as parts on a machine of fewer cores,
+// workers often have not started when part 0 has claimed everything.
 func TestTeamCancelsUnstartedParts(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(6))
+	c0 := cancelledParts.Load()
 	be, err := New(Config{Threads: 6})
 	if err != nil {
 		t.Fatal(err)
@@ -231,5 +232,29 @@ func TestTeamCancelsUnstartedParts(t *testing.T) {
 				t.Fatalf("round %d: runFuncs part %d ran %d times when it returned", round, i, n)
 			}
 		}
+	}
+	if runtime.NumCPU() < 6 && cancelledParts.Load() == c0 {
+		t.Errorf("no part was cancelled in 3000 runs of 6 parts on %d CPUs", runtime.NumCPU())
+	}
+	t.Logf("%d parts cancelled", cancelledParts.Load()-c0)
+}
+
+// TestTeamWaitsWhenOversubscribed: a balanced run with more parts than
+// Go has Ps cancels nothing (its caller waits and yields instead).
+func TestTeamWaitsWhenOversubscribed(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	be, err := New(Config{Threads: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	c0 := cancelledParts.Load()
+	for round := 0; round < 200; round++ {
+		if err := be.claimChunks(4, 640, 32, 16, true, rangeFunc(func(i0, i1 int) error { return nil })); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := cancelledParts.Load() - c0; n != 0 {
+		t.Fatalf("%d parts cancelled on one P", n)
 	}
 }
