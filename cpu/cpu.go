@@ -623,11 +623,11 @@ func (f rowsFunc) do(r0, r1 int) error { f(r0, r1); return nil }
 // memory, so a kernel's prefetch past the end of one piece fetches the
 // next one it runs, not rows another thread has already read (as when
 // parts took turns claiming). With tail set, pieces are per items
-// except in the last 2*per of a share, which go in halving pieces: so
-// that the parts finish within a small piece of each other, not within a
-// whole chunk (on the 16-core Xeon a
-// chunk of 4096x14336 took about 30 us and the parts' last ends were
-// spread over 27 us of a 245 us multiply).
+// except in the last 2*per of a share, which go in halving pieces, so
+// that the parts finish within a small piece of each other rather than
+// within a whole chunk (on the 16-core Xeon a chunk of 4096x14336 took
+// about 30 us, and the parts' last ends were spread over 27 us of a
+// 245 us multiply).
 type chunkRun struct {
 	j                    rangeJob
 	n, per, grain, parts int
@@ -657,9 +657,8 @@ func (r *chunkRun) piece(rem int) int {
 	if !r.tail || rem > 2*r.per {
 		return min(rem, r.per)
 	}
-	up := func(v int) int { return (v + r.grain - 1) / r.grain * r.grain }
 	small := max(r.grain, r.per/4/r.grain*r.grain)
-	return min(rem, max(small, up(rem/2)))
+	return min(rem, max(small, roundUp(rem/2, r.grain)))
 }
 
 // traceChunk, when set (by tests, while no multiply runs), is called
@@ -683,13 +682,13 @@ func (r *chunkRun) part(p int) {
 			if !r.cur[q].next.CompareAndSwap(cur, cur+int64(size)) {
 				continue
 			}
-			var err error
+			var t0 time.Time
 			if traceChunk != nil {
-				t0 := time.Now()
-				err = r.j.do(start, start+size)
+				t0 = time.Now()
+			}
+			err := r.j.do(start, start+size)
+			if traceChunk != nil {
 				traceChunk(p, t0, time.Now(), r.tail)
-			} else {
-				err = r.j.do(start, start+size)
 			}
 			if err != nil {
 				r.fail(start, err)
@@ -712,6 +711,9 @@ func (r *chunkRun) fail(i int, err error) {
 }
 
 var chunkRuns = sync.Pool{New: func() any { return new(chunkRun) }}
+
+// roundUp returns v rounded up to a multiple of m.
+func roundUp(v, m int) int { return (v + m - 1) / m * m }
 
 // parallelFor splits [0, n) into at most Threads contiguous ranges of at
 // least grain items (but for the last) and runs fn on each, concurrently
@@ -747,8 +749,7 @@ func (b *Backend) parallelChunks(n, grain int, fn func(i0, i1 int) error) error 
 	if k <= 1 {
 		return fn(0, n)
 	}
-	per := max(grain, (n+k*chunksPerThread-1)/(k*chunksPerThread))
-	per = (per + grain - 1) / grain * grain
+	per := roundUp(max(grain, (n+k*chunksPerThread-1)/(k*chunksPerThread)), grain)
 	return b.claimChunks(min(k, (n+per-1)/per), n, per, grain, true, rangeFunc(fn))
 }
 
@@ -794,8 +795,12 @@ func (b *Backend) parallelRowsPer(rows, rowBytes, perThread int, fn func(r0, r1 
 // Threads goroutines of the worker team, and runs j on each; it returns
 // the error of the lowest chunk that failed. It allocates nothing.
 func (b *Backend) rowsJob(rows, rowBytes, perThread int, j rangeJob) error {
-	return b.rowsJobGrain(rows, rowBytes, perThread, 16, j) // SIMD kernels work on 16-row tiles
+	return b.rowsJobGrain(rows, rowBytes, perThread, rowTile, j)
 }
+
+// rowTile is the rows of the SIMD kernels' tiles: rowsJob's chunks are
+// multiples of it.
+const rowTile = 16
 
 // rowsJobGrain is rowsJob with chunks (and the smaller pieces at the end
 // of each goroutine's share) a multiple of tile rows.
@@ -806,7 +811,7 @@ func (b *Backend) rowsJobGrain(rows, rowBytes, perThread, tile int, j rangeJob) 
 	}
 	per := (rows + n*perThread - 1) / (n * perThread)
 	per = max(per, min((minChunkBytes+rowBytes-1)/rowBytes, (rows+minChunks*n-1)/(minChunks*n)))
-	per = (per + tile - 1) / tile * tile
+	per = roundUp(per, tile)
 	return b.claimChunks(min(n, (rows+per-1)/per), rows, per, tile, true, j)
 }
 

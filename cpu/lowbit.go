@@ -297,7 +297,7 @@ func (r *rowsRun) do(r0, r1 int) error {
 func (mx *LowMatrix) rowWords(rowBytes int, j wordsJob) error {
 	r := rowsRuns.Get().(*rowsRun)
 	r.mx, r.j, r.wpr = mx, j, mx.wordsPerRow()
-	grain := 16 // the SIMD tiles
+	grain := rowTile
 	if mx.code != nil {
 		grain = codedTile // the rows decoded at once: pieces of whole decoded tiles
 	}

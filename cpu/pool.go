@@ -93,11 +93,11 @@ const yieldEvery = 8 * time.Microsecond
 // team workers (or fresh goroutines, see team), and returns when all have
 // returned, except that the parts of a balancedJob that have not started
 // when part 0 returns are cancelled (they never run), unless the run has
-// more parts than Go has Ps. A part that panics
-// does not stop the others: run waits for them all, then raises the
-// first panic on the calling goroutine (where it can be recovered; on a
-// worker it would end the process). A run on the team's workers
-// allocates nothing once they exist.
+// more parts than Go has Ps. A part that panics does not stop the others:
+// run waits for them all, then raises the first panic on the calling
+// goroutine (where it can be recovered; on a worker it would end the
+// process). A run on the team's workers allocates nothing once they
+// exist.
 func (t *team) run(parts int, job teamJob) {
 	if parts == 1 {
 		job.part(0)
