@@ -70,11 +70,3 @@ func StreamReadNtAvx2(b []uint64) uint64
 //
 //go:noescape
 func StreamReadTilesAvx512(b []uint64, rows int, rowBytes int) uint64
-
-// PrefetchLinesT1 issues PREFETCHT1 for each 64-byte line of b (lines b only
-// partly covers included), four lines per step, so up to three lines past the
-// end (a prefetch never faults); it reads nothing into registers. See
-// "Streaming read" in the package doc.
-//
-//go:noescape
-func PrefetchLinesT1(b []byte)

@@ -542,25 +542,3 @@ StreamReadTilesAvx512_done:
 	MOVQ          AX, ret+40(FP)
 	VZEROUPPER
 	RET
-
-// func PrefetchLinesT1(b []byte)
-// Requires: MMX+
-TEXT ·PrefetchLinesT1(SB), NOSPLIT, $0-24
-	MOVQ  b_base+0(FP), AX
-	MOVQ  b_len+8(FP), CX
-	TESTQ CX, CX
-	JZ    PrefetchLinesT1_done
-	LEAQ  (AX)(CX*1), CX
-	ANDQ  $-64, AX
-
-PrefetchLinesT1_loop:
-	PREFETCHT1 (AX)
-	PREFETCHT1 64(AX)
-	PREFETCHT1 128(AX)
-	PREFETCHT1 192(AX)
-	ADDQ       $0x00000100, AX
-	CMPQ       AX, CX
-	JB         PrefetchLinesT1_loop
-
-PrefetchLinesT1_done:
-	RET

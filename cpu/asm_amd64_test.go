@@ -126,7 +126,6 @@ func TestRequiresCoverKernels(t *testing.T) {
 	}
 	check("streamReadTiles", funcName(asm.StreamReadTilesAvx512), streamTilesRequires)
 	check("swiglu", funcName(asm.SwiGLUAvx512), swigluRequires)
-	check("prefetchL2", funcName(asm.PrefetchLinesT1), nil) // baseline amd64
 	check("interleave", funcName(asm.Interleave4x16Avx), interleaveRequires)
 	for _, k := range bitsA8Kernels.kernels {
 		check("bitsA8", funcName(k), bitsA8Kernels.requires)

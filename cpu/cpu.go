@@ -128,15 +128,6 @@ func (j prepI8Job) do(g0, g1 int) error {
 func (j rowsF32Job) do(r0, r1 int) error { j.c.set.a32(j.c, r0, r1); return nil }
 func (j rowsI8Job) do(r0, r1 int) error  { j.c.set.a8(j.c, r0, r1); return nil }
 
-func (j rowsF32Job) rowSpan(r0, r1 int) []byte { return j.c.rowSpan(r0, r1) }
-func (j rowsI8Job) rowSpan(r0, r1 int) []byte  { return j.c.rowSpan(r0, r1) }
-
-// rowSpan returns the 4-bit codes of rows [r0, r1) (rowSpanner).
-func (c *call) rowSpan(r0, r1 int) []byte {
-	rb := c.m.PCols / 2
-	return c.m.Weights[r0*rb : r1*rb]
-}
-
 var genericSet = &kernelSet{
 	isa: Generic,
 	a32: func(c *call, r0, r1 int) { a32Generic(c.m, c.x, c.xsum, c.dst, c.batch, r0, r1) },
@@ -691,11 +682,6 @@ var traceChunk func(part int, start, end time.Time, rows bool)
 func (r *chunkRun) part(p int) {
 	if pre := r.pre; pre != nil {
 		pre.part(p % pre.parts)
-		if p < r.parts && pre.done.Load() < int64(pre.n) {
-			if s, ok := r.j.(rowSpanner); ok {
-				r.prefetchFirst(p, s)
-			}
-		}
 		// Wait by polling, without yielding unless the run has more
 		// parts than Go has Ps (runtime.Gosched takes the scheduler's
 		// lock; see worker.loop).
@@ -736,32 +722,6 @@ func (r *chunkRun) part(p int) {
 				r.done.Add(int64(size))
 			}
 		}
-	}
-}
-
-// rowSpanner is a rows job that can name the weight bytes of rows
-// [r0, r1) (their codes, the bulk of what a multiply streams; nil where
-// they are not stored in place, as for entropy-coded rows).
-type rowSpanner interface{ rowSpan(r0, r1 int) []byte }
-
-// prefetchAhead is the most weight bytes a part prefetches while it waits
-// for the preparation: within L2 with room to spare, and more than the
-// memory delivers to one core while a preparation runs (a few
-// microseconds).
-const prefetchAhead = 64 << 10
-
-// prefetchFirst prefetches into L2, up to prefetchAhead bytes, the rows of
-// the first piece part p takes (the start of its share), a few KiB at a
-// time while the preparation is not done: the memory would otherwise be
-// idle until the first row piece starts.
-func (r *chunkRun) prefetchFirst(p int, s rowSpanner) {
-	lo, hi := r.share(p)
-	b := s.rowSpan(lo, min(hi, lo+r.per))
-	b = b[:min(len(b), prefetchAhead)]
-	for len(b) > 0 && r.pre.done.Load() < int64(r.pre.n) {
-		k := min(len(b), 4<<10)
-		prefetchL2(b[:k])
-		b = b[k:]
 	}
 }
 

@@ -288,26 +288,6 @@ func (r *rowsRun) do(r0, r1 int) error {
 	return nil
 }
 
-// rowSpan returns the packed words of rows [r0, r1) as bytes
-// (rowSpanner), nil for entropy-coded rows.
-func (r *rowsRun) rowSpan(r0, r1 int) []byte {
-	mx := r.mx
-	if mx.code != nil {
-		return nil
-	}
-	var words []uint32
-	if mx.bits != nil {
-		words = mx.bits.Words
-	} else {
-		words = mx.sp.Words
-	}
-	w := words[min(len(words), r0*r.wpr):min(len(words), r1*r.wpr)]
-	if len(w) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), 4*len(w))
-}
-
 // rowWords runs j on chunks of the true rows in parallel (rowsJob,
 // rowBytes bytes a row) with their packed words: the stored words in
 // place, or for an entropy-coded matrix those rows decoded into a scratch

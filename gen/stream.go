@@ -23,35 +23,6 @@ func streamRead() {
 		}
 	}
 	streamReadTiles()
-	prefetchLines()
-}
-
-// prefetchLines emits PrefetchLinesT1: a software prefetch of every
-// 64-byte line of a byte slice into L2, which a goroutine waiting for a
-// multiply's activation preparation issues for the weight rows it
-// multiplies first (cpu.rowsJobAfter), so memory is not idle meanwhile.
-func prefetchLines() {
-	const name = "PrefetchLinesT1"
-	TEXT(name, NOSPLIT, "func(b []byte)")
-	Pragma("noescape")
-	kernelDoc("Streaming read", name+" issues PREFETCHT1 for each 64-byte line of b (lines b only partly covers included), four lines per step, so up to three lines past the end (a prefetch never faults); it reads nothing into registers.")
-	p, n := GP64(), GP64()
-	Load(Param("b").Base(), p)
-	Load(Param("b").Len(), n)
-	TESTQ(n, n)
-	JZ(LabelRef(name + "_done"))
-	end := GP64()
-	LEAQ(Mem{Base: p, Index: n, Scale: 1}, end)
-	ANDQ(I32(-64), p)
-	Label(name + "_loop")
-	for i := 0; i < 4; i++ {
-		PREFETCHT1(Mem{Base: p, Disp: 64 * i})
-	}
-	ADDQ(U32(256), p)
-	CMPQ(p, end)
-	JB(LabelRef(name + "_loop"))
-	Label(name + "_done")
-	RET()
 }
 
 // streamReadTiles emits StreamReadTilesAvx512: a read in the order the
