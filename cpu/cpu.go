@@ -638,15 +638,8 @@ type chunkRun struct {
 	// any of this run's: a multiply's activation preparation and then
 	// its rows in one team run (rowsJobAfter).
 	pre    *chunkRun
-	yield  bool        // the run has more parts than Go has Ps
-	count  bool        // count done (the run is another's pre)
-	failed atomic.Bool // a piece failed (set before its items count as done)
-	// done is the items of the finished pieces, with count, alone on its
-	// cache line: the parts read the fields above for every piece they
-	// claim.
-	_    [64]byte
-	done atomic.Int64
-	_    [56]byte
+	done   atomic.Int64 // items of this run's finished pieces (counted when it is a pre)
+	failed atomic.Bool  // a piece failed (set before its items count as done)
 }
 
 // chunkCursor is one share's claim counter, alone on its cache line.
@@ -682,14 +675,7 @@ var traceChunk func(part int, start, end time.Time, rows bool)
 func (r *chunkRun) part(p int) {
 	if pre := r.pre; pre != nil {
 		pre.part(p % pre.parts)
-		// Wait by polling, without yielding unless the run has more
-		// parts than Go has Ps (runtime.Gosched takes the scheduler's
-		// lock; see worker.loop).
-		for spins := 0; pre.done.Load() < int64(pre.n); spins++ {
-			if r.yield && spins&1023 == 1023 {
-				runtime.Gosched()
-			}
-		}
+		spinUntilAtLeast(&pre.done, int64(pre.n))
 		if pre.failed.Load() || p >= r.parts {
 			return
 		}
@@ -718,9 +704,7 @@ func (r *chunkRun) part(p int) {
 			if err != nil {
 				r.fail(start, err)
 			}
-			if r.count {
-				r.done.Add(int64(size))
-			}
+			r.done.Add(int64(size))
 		}
 	}
 }
@@ -875,9 +859,7 @@ func (b *Backend) rowsJobAfter(pre prep, rows, rowBytes, perThread, tile int, j 
 	parts := r.parts
 	if pre.j != nil {
 		r.pre = newChunkRun(b.forParts(pre.n, pre.grain), pre.n, pre.n, pre.grain, false, pre.j)
-		r.pre.count = true
 		parts = max(parts, r.pre.parts)
-		r.yield = parts > runtime.GOMAXPROCS(0)
 	}
 	b.team.run(parts, r)
 	var perr error
@@ -919,7 +901,7 @@ func newChunkRun(parts, n, per, grain int, tail bool, j rangeJob) *chunkRun {
 	for i := range r.cur[:r.parts] {
 		r.cur[i].next.Store(0)
 	}
-	r.err, r.pre, r.yield, r.count = nil, nil, false, false
+	r.err, r.pre = nil, nil
 	r.done.Store(0)
 	r.failed.Store(false)
 	return r
