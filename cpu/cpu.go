@@ -467,7 +467,8 @@ func (mx *Matrix) MulF32(dst, x []float32, batch int) error {
 	if c.set.alloc32 != nil {
 		c.set.alloc32(c)
 	}
-	err := mx.b.rowsJobAfter(prep{m.Groups(), groupGrain, prepF32Job{c}}, m.Rows, m.PCols/2, chunksPerThread, rowTile, rowsF32Job{c})
+	_ = mx.b.forJob(m.Groups(), groupGrain, prepF32Job{c})
+	err := mx.b.rowsJob(m.Rows, m.PCols/2, chunksPerThread, rowsF32Job{c})
 	*c = call{}
 	return err
 }
@@ -546,15 +547,17 @@ func (mx *Matrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) error
 }
 
 // mulI8 prepares the int8 activations group by group in parallel
-// (quantizing c.in first when it is not nil), then runs the kernels, in
-// one team run.
+// (quantizing c.in first when it is not nil), then runs the kernels.
 func (mx *Matrix) mulI8(c *call) error {
 	m := c.m
 	c.isum = c.sc.int32Buf(c.batch * m.Groups())
 	if c.set.alloc8 != nil {
 		c.set.alloc8(c)
 	}
-	return mx.b.rowsJobAfter(prep{m.Groups(), groupGrain, prepI8Job{c}}, m.Rows, m.PCols/2, chunksPerThread, rowTile, rowsI8Job{c})
+	if err := mx.b.forJob(m.Groups(), groupGrain, prepI8Job{c}); err != nil {
+		return err
+	}
+	return mx.b.rowsJob(m.Rows, m.PCols/2, chunksPerThread, rowsI8Job{c})
 }
 
 // QuantizeA8 is layout.QuantizeA8 (same bytes) split across the
@@ -633,13 +636,6 @@ type chunkRun struct {
 	mu                   sync.Mutex
 	errAt                int // the lowest failed piece's first item, and its error
 	err                  error
-	// pre, if not nil, is a run every part of this one takes pieces of
-	// first and waits out (every one of its items done) before taking
-	// any of this run's: a multiply's activation preparation and then
-	// its rows in one team run (rowsJobAfter).
-	pre    *chunkRun
-	done   atomic.Int64 // items of this run's finished pieces (counted when it is a pre)
-	failed atomic.Bool  // a piece failed (set before its items count as done)
 }
 
 // chunkCursor is one share's claim counter, alone on its cache line.
@@ -673,13 +669,6 @@ func (r *chunkRun) piece(rem int) int {
 var traceChunk func(part int, start, end time.Time, rows bool)
 
 func (r *chunkRun) part(p int) {
-	if pre := r.pre; pre != nil {
-		pre.part(p % pre.parts)
-		spinUntilAtLeast(&pre.done, int64(pre.n))
-		if pre.failed.Load() || p >= r.parts {
-			return
-		}
-	}
 	for k := range r.parts {
 		q := (p + k) % r.parts
 		lo, hi := r.share(q)
@@ -704,7 +693,6 @@ func (r *chunkRun) part(p int) {
 			if err != nil {
 				r.fail(start, err)
 			}
-			r.done.Add(int64(size))
 		}
 	}
 }
@@ -720,7 +708,6 @@ func (r *chunkRun) fail(i int, err error) {
 		r.errAt, r.err = i, err
 	}
 	r.mu.Unlock()
-	r.failed.Store(true)
 }
 
 var chunkRuns = sync.Pool{New: func() any { return new(chunkRun) }}
@@ -744,16 +731,12 @@ func (b *Backend) parallelFor(n, grain int, fn func(i0, i1 int) error) error {
 // activation preparation of a 14336-column multiply, 14 static ranges,
 // took over 70 us in one call of ten).
 func (b *Backend) forJob(n, grain int, j rangeJob) error {
-	k := b.forParts(n, grain)
+	k := min(b.threads, max(1, n/grain))
 	if k <= 1 {
 		return j.do(0, n)
 	}
 	return b.claimChunks(k, n, n, grain, false, j)
 }
-
-// forParts returns forJob's ranges: Threads, fewer where each would get
-// under grain items.
-func (b *Backend) forParts(n, grain int) int { return min(b.threads, max(1, n/grain)) }
 
 // parallelChunks is parallelFor with the work split into chunks of a
 // multiple of grain items, about chunksPerThread per goroutine, claimed
@@ -822,54 +805,14 @@ const rowTile = 16
 // rowsJobGrain is rowsJob with chunks (and the smaller pieces at the end
 // of each goroutine's share) a multiple of tile rows.
 func (b *Backend) rowsJobGrain(rows, rowBytes, perThread, tile int, j rangeJob) error {
-	return b.rowsJobAfter(prep{}, rows, rowBytes, perThread, tile, j)
-}
-
-// prep is a multiply's activation preparation as rowsJobAfter runs it:
-// j on the items [0, n), split as forJob splits them (ranges of at least
-// grain items). The zero prep prepares nothing.
-type prep struct {
-	n, grain int
-	j        rangeJob
-}
-
-// rowsJobAfter is rowsJobGrain after the preparation pre, in one team
-// run: each goroutine takes pieces of the preparation (forJob's ranges),
-// waits until every one of them is done, then takes row pieces, so the
-// workers are woken once per multiply, not once for the preparation and
-// again for the rows (on the 16-core Xeon each team run cost 3-4 us
-// before its first piece). A preparation error is returned and no row
-// runs.
-func (b *Backend) rowsJobAfter(pre prep, rows, rowBytes, perThread, tile int, j rangeJob) error {
 	n := b.rowsWorkers(rows, rowBytes)
-	if n <= 1 || pre.j == nil {
-		if pre.j != nil {
-			if err := b.forJob(pre.n, pre.grain, pre.j); err != nil {
-				return err
-			}
-		}
-		if n <= 1 {
-			return j.do(0, rows)
-		}
+	if n <= 1 {
+		return j.do(0, rows)
 	}
 	per := (rows + n*perThread - 1) / (n * perThread)
 	per = max(per, min((minChunkBytes+rowBytes-1)/rowBytes, (rows+minChunks*n-1)/(minChunks*n)))
 	per = roundUp(per, tile)
-	r := newChunkRun(min(n, (rows+per-1)/per), rows, per, tile, true, j)
-	parts := r.parts
-	if pre.j != nil {
-		r.pre = newChunkRun(b.forParts(pre.n, pre.grain), pre.n, pre.n, pre.grain, false, pre.j)
-		parts = max(parts, r.pre.parts)
-	}
-	b.team.run(parts, r)
-	var perr error
-	if r.pre != nil {
-		perr = r.pre.release()
-	}
-	if err := r.release(); perr == nil {
-		perr = err
-	}
-	return perr
+	return b.claimChunks(min(n, (rows+per-1)/per), rows, per, tile, true, j)
 }
 
 // rowsWorkers returns how many goroutines rowsJob runs rows of rowBytes
@@ -884,14 +827,6 @@ func (b *Backend) rowsWorkers(rows, rowBytes int) int {
 // backend's team (parts at most the grain units of n), and returns the
 // error of the lowest piece that failed.
 func (b *Backend) claimChunks(parts, n, per, grain int, tail bool, j rangeJob) error {
-	r := newChunkRun(parts, n, per, grain, tail, j)
-	b.team.run(r.parts, r)
-	return r.release()
-}
-
-// newChunkRun returns a pooled chunkRun set up for claimChunks'
-// arguments.
-func newChunkRun(parts, n, per, grain int, tail bool, j rangeJob) *chunkRun {
 	r := chunkRuns.Get().(*chunkRun)
 	r.j, r.n, r.per, r.grain, r.tail = j, n, per, grain, tail
 	r.parts = max(1, min(parts, (n+grain-1)/grain))
@@ -901,16 +836,10 @@ func newChunkRun(parts, n, per, grain int, tail bool, j rangeJob) *chunkRun {
 	for i := range r.cur[:r.parts] {
 		r.cur[i].next.Store(0)
 	}
-	r.err, r.pre = nil, nil
-	r.done.Store(0)
-	r.failed.Store(false)
-	return r
-}
-
-// release returns the run's error and puts it back in the pool.
-func (r *chunkRun) release() error {
+	r.err = nil
+	b.team.run(r.parts, r)
 	err := r.err
-	r.j, r.err, r.pre = nil, nil, nil
+	r.j, r.err = nil, nil
 	chunkRuns.Put(r)
 	return err
 }

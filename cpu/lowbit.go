@@ -295,19 +295,13 @@ func (r *rowsRun) do(r0, r1 int) error {
 // the first decoding error (j may still run on other chunks). It
 // allocates nothing.
 func (mx *LowMatrix) rowWords(rowBytes int, j wordsJob) error {
-	return mx.rowWordsAfter(prep{}, rowBytes, j)
-}
-
-// rowWordsAfter is rowWords after the activation preparation pre, in the
-// same team run (rowsJobAfter).
-func (mx *LowMatrix) rowWordsAfter(pre prep, rowBytes int, j wordsJob) error {
 	r := rowsRuns.Get().(*rowsRun)
 	r.mx, r.j, r.wpr = mx, j, mx.wordsPerRow()
 	grain := rowTile
 	if mx.code != nil {
 		grain = codedTile // the rows decoded at once: pieces of whole decoded tiles
 	}
-	err := mx.b.rowsJobAfter(pre, mx.rows, rowBytes, chunksPerThread, grain, r)
+	err := mx.b.rowsJobGrain(mx.rows, rowBytes, chunksPerThread, grain, r)
 	r.mx, r.j = nil, nil
 	rowsRuns.Put(r)
 	return err

@@ -610,8 +610,9 @@ func (c *lowCall) mulI8SIMD() error {
 		return c.mulI8Tiles(lowI8T16)
 	}
 	c.act = grow(c.act, c.batch*s.chunks*s.actChunk)
+	_ = c.mx.b.forJob(s.chunks, 4, simdPrepJob{c})
 	c.kind = lowI8SIMD
-	return c.mx.rowWordsAfter(prep{s.chunks, 4, simdPrepJob{c}}, s.stride*c.batch, c)
+	return c.mx.rowWords(s.stride*c.batch, c)
 }
 
 // simdPrepJob lays out chunks [k0, k1) of every vector's activations for

@@ -59,7 +59,8 @@ func (c *lowCall) mulI8Tiles(kind lowKind) error {
 	_, mpad, n := amxBatch(c.batch)
 	c.act = grow(c.act, n*s.chunks*s.bpc*s.sub*amxBlockBytes(mpad))
 	c.kind = kind
-	return c.mx.rowWordsAfter(prep{s.chunks, 4, amxPrepJob{c}}, s.stride*c.batch, c)
+	_ = c.mx.b.forJob(s.chunks, 4, amxPrepJob{c})
+	return c.mx.rowWords(s.stride*c.batch, c)
 }
 
 // amxPrepJob lays out chunks [k0, k1) of every vector run's activations

@@ -233,16 +233,6 @@ func spinUntilZero(n *atomic.Int64) {
 	}
 }
 
-// spinUntilAtLeast polls n until it reaches v, yielding now and then
-// like spinUntilZero.
-func spinUntilAtLeast(n *atomic.Int64, v int64) {
-	for spins := 0; n.Load() < v; spins++ {
-		if spins&1023 == 1023 {
-			runtime.Gosched()
-		}
-	}
-}
-
 func (w *worker) loop() {
 	var seen uint64
 	yield := false // the last job's w.yield, read after its gen was seen

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -257,88 +256,5 @@ func TestTeamWaitsWhenOversubscribed(t *testing.T) {
 	}
 	if n := cancelledParts.Load() - c0; n != 0 {
 		t.Fatalf("%d parts cancelled on one P", n)
-	}
-}
-
-// TestRowsJobAfter: the preparation and the rows of rowsJobAfter run in
-// one team run, every preparation item exactly once and all of them
-// before any row piece starts, then every row exactly once; a failed
-// preparation returns its lowest piece's error and runs no row. Covers
-// more and fewer preparation ranges than row parts, one row part, and a
-// run with more parts than Ps (GOMAXPROCS 1 and 6 on any machine).
-func TestRowsJobAfter(t *testing.T) {
-	for _, procs := range []int{1, 6} {
-		for _, threads := range []int{1, 2, 5, 6} {
-			func() {
-				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-				be, err := New(Config{Threads: threads})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer be.Close()
-				for _, c := range []struct{ pn, pgrain, rows, rowBytes int }{
-					{64, 8, 960, 4096},      // as many preparation ranges as threads
-					{12, 8, 4096, 4096},     // one preparation range
-					{256, 8, 32, 4096},      // two row tiles
-					{112, 8, 1024, 8 << 10}, // rows over minBytesPerTask per part
-					{40, 4, 16, 64},         // one row part
-				} {
-					for round := 0; round < 200; round++ {
-						prepSeen := make([]atomic.Int32, c.pn)
-						rowSeen := make([]atomic.Int32, c.rows)
-						var prepDone atomic.Int64
-						var early atomic.Bool
-						pj := rangeFunc(func(i0, i1 int) error {
-							for i := i0; i < i1; i++ {
-								prepSeen[i].Add(1)
-							}
-							prepDone.Add(int64(i1 - i0))
-							return nil
-						})
-						rj := rangeFunc(func(r0, r1 int) error {
-							if prepDone.Load() != int64(c.pn) {
-								early.Store(true)
-							}
-							for r := r0; r < r1; r++ {
-								rowSeen[r].Add(1)
-							}
-							return nil
-						})
-						if err := be.rowsJobAfter(prep{c.pn, c.pgrain, pj}, c.rows, c.rowBytes, chunksPerThread, rowTile, rj); err != nil {
-							t.Fatal(err)
-						}
-						if early.Load() {
-							t.Fatalf("procs %d, threads %d, %+v: a row piece started before the preparation was done", procs, threads, c)
-						}
-						for i := range prepSeen {
-							if n := prepSeen[i].Load(); n != 1 {
-								t.Fatalf("procs %d, threads %d, %+v: preparation item %d ran %d times", procs, threads, c, i, n)
-							}
-						}
-						for r := range rowSeen {
-							if n := rowSeen[r].Load(); n != 1 {
-								t.Fatalf("procs %d, threads %d, %+v: row %d ran %d times", procs, threads, c, r, n)
-							}
-						}
-					}
-					var rowsRan atomic.Bool
-					err := be.rowsJobAfter(prep{c.pn, c.pgrain, rangeFunc(func(i0, i1 int) error {
-						if i1 > c.pn/2 {
-							return fmt.Errorf("item %d", i0)
-						}
-						return nil
-					})}, c.rows, c.rowBytes, chunksPerThread, rowTile, rangeFunc(func(r0, r1 int) error {
-						rowsRan.Store(true)
-						return nil
-					}))
-					if err == nil || !strings.HasPrefix(err.Error(), "item ") {
-						t.Fatalf("procs %d, threads %d, %+v: failed preparation returned %v", procs, threads, c, err)
-					}
-					if rowsRan.Load() {
-						t.Fatalf("procs %d, threads %d, %+v: rows ran after a failed preparation", procs, threads, c)
-					}
-				}
-			}()
-		}
 	}
 }
