@@ -133,15 +133,7 @@ func ggmlSuperA8(c ggmlSuper) {
 
 	Label(name + "_row")
 	{
-		// zero the accumulators out[v*ostride] of this row
-		{
-			op, n, os := param("out"), param("nvec"), param("ostride")
-			Label(name + "_zero")
-			MOVL(U32(0), Mem{Base: op})
-			ADDQ(os, op)
-			DECQ(n)
-			JNZ(LabelRef(name + "_zero"))
-		}
+		zeroOutputs(name)
 		wp := param("w")
 		ak, sk, xk := param("act"), param("sums"), param("xs")
 		nk := param("nsb")
@@ -576,78 +568,88 @@ func ggmlBlockA8(c ggmlSmall) {
 	lane0 := ZMM() // dword 0 of each 128-bit lane
 	VMOVDQU64(rodata("ggmlLane0", 16, 4, func(i int) uint64 { return uint64(4 * (i % 4)) }), lane0)
 
+	ggmlBlockRows(name, c, func(wp GPVirtual) func(av, sv, xv GPVirtual) (f, u VecVirtual) {
+		PREFETCHT0(Mem{Base: wp, Disp: ggmlPrefetch})
+		PREFETCHT0(Mem{Base: wp, Disp: ggmlPrefetch + 64})
+		z := ggmlBlockCodes(c, wp, nib, kv, flip, sixteen)
+		// d (and m) of the four blocks as float32
+		dh := XMM()
+		VPXORD(dh, dh, dh)
+		mh := XMM()
+		if c.m {
+			VPXORD(mh, mh, mh)
+		}
+		for b := 0; b < 4; b++ {
+			VPINSRW(U8(b), Mem{Base: wp, Disp: b * c.bytes}, dh, dh)
+			if c.m {
+				VPINSRW(U8(b), Mem{Base: wp, Disp: b*c.bytes + 2}, mh, mh)
+			}
+		}
+		d4 := XMM()
+		VCVTPH2PS(dh, d4)
+		m4 := XMM()
+		if c.m {
+			VCVTPH2PS(mh, m4)
+		}
+		return func(av, sv, xv GPVirtual) (f, u VecVirtual) {
+			s4 := ggmlBlockDots(z, av, lane0)
+			sx := XMM()
+			VPMOVSXWD(Mem{Base: sv}, sx)
+			if c.shift > 0 {
+				off := XMM()
+				VPSLLD(U8(c.shift), sx, off)
+				VPSUBD(off, s4.AsX(), s4.AsX())
+			}
+			f = XMM()
+			VCVTDQ2PS(s4.AsX(), f)
+			xb := XMM()
+			VBROADCASTSS(Mem{Base: xv}, xb)
+			coef := XMM()
+			VMULPS(d4, xb, coef)
+			VMULPS(coef, f, f) // [t0 t1 t2 t3]
+			if c.m {
+				fm := XMM()
+				VCVTDQ2PS(sx, fm)
+				cm := XMM()
+				VMULPS(m4, xb, cm)
+				VMULPS(cm, fm, fm) // [u0 u1 u2 u3]
+				u = fm
+			}
+			return f, u
+		}
+	})
+}
+
+// ggmlBlockRows emits the row, group and vector loops of the one-row
+// kernels of the 32-element block types (ggmlBlockA8, ggmlBlockA8AVX2):
+// per row the outputs out[v*ostride] zeroed; per group of four blocks
+// (nsb counts groups) group(wp) with wp at the group's bytes, which emits
+// what stays live across the vectors (codes, scales) and returns vec;
+// per vector vec(av, sp, xv) with the vector's activations, block sums
+// and scale, which returns the four block terms f and, for the types with
+// mins, the four min terms u (else nil). The terms are added to the
+// vector's output in block order, each block's f then u: the
+// definition's float steps.
+func ggmlBlockRows(name string, c ggmlSmall, group func(wp GPVirtual) func(av, sp, xv GPVirtual) (f, u VecVirtual)) {
 	Label(name + "_row")
 	{
-		{
-			op, n, os := param("out"), param("nvec"), param("ostride")
-			Label(name + "_zero")
-			MOVL(U32(0), Mem{Base: op})
-			ADDQ(os, op)
-			DECQ(n)
-			JNZ(LabelRef(name + "_zero"))
-		}
+		zeroOutputs(name)
 		wp := param("w")
 		ak, sk, xk := param("act"), param("sums"), param("xs")
-		kc := param("nsb")
+		nk := param("nsb")
 		Label(name + "_grp")
 		{
-			PREFETCHT0(Mem{Base: wp, Disp: ggmlPrefetch})
-			PREFETCHT0(Mem{Base: wp, Disp: ggmlPrefetch + 64})
-			z := ggmlBlockCodes(c, wp, nib, kv, flip, sixteen)
-			// d (and m) of the four blocks as float32
-			dh := XMM()
-			VPXORD(dh, dh, dh)
-			mh := XMM()
-			if c.m {
-				VPXORD(mh, mh, mh)
-			}
-			for b := 0; b < 4; b++ {
-				VPINSRW(U8(b), Mem{Base: wp, Disp: b * c.bytes}, dh, dh)
-				if c.m {
-					VPINSRW(U8(b), Mem{Base: wp, Disp: b*c.bytes + 2}, mh, mh)
-				}
-			}
-			d4 := XMM()
-			VCVTPH2PS(dh, d4)
-			m4 := XMM()
-			if c.m {
-				VCVTPH2PS(mh, m4)
-			}
-
-			av, sv, xv := GP64(), GP64(), GP64()
+			vec := group(wp)
+			av, sp, xv := GP64(), GP64(), GP64()
 			MOVQ(ak, av)
-			MOVQ(sk, sv)
+			MOVQ(sk, sp)
 			MOVQ(xk, xv)
-			ov := param("out")
-			vc := param("nvec")
+			ov, vc := param("out"), param("nvec")
 			Label(name + "_vec")
 			{
-				s4 := ggmlBlockDots(z, av, lane0)
-				sx := XMM()
-				VPMOVSXWD(Mem{Base: sv}, sx)
-				if c.shift > 0 {
-					off := XMM()
-					VPSLLD(U8(c.shift), sx, off)
-					VPSUBD(off, s4.AsX(), s4.AsX())
-				}
-				f := XMM()
-				VCVTDQ2PS(s4.AsX(), f)
-				xb := XMM()
-				VBROADCASTSS(Mem{Base: xv}, xb)
-				coef := XMM()
-				VMULPS(d4, xb, coef)
-				VMULPS(coef, f, f) // [t0 t1 t2 t3]
-				var u VecVirtual
-				if c.m {
-					fm := XMM()
-					VCVTDQ2PS(sx, fm)
-					cm := XMM()
-					VMULPS(m4, xb, cm)
-					VMULPS(cm, fm, fm) // [u0 u1 u2 u3]
-					u = fm
-				}
-				acc1 := XMM()
-				VMOVSS(Mem{Base: ov}, acc1)
+				f, u := vec(av, sp, xv)
+				a := XMM()
+				VMOVSS(Mem{Base: ov}, a)
 				for b := 0; b < 4; b++ {
 					for _, src := range []VecVirtual{f, u} {
 						if src == nil {
@@ -658,12 +660,12 @@ func ggmlBlockA8(c ggmlSmall) {
 							e = XMM()
 							VPERMILPS(U8(b), src, e)
 						}
-						VADDSS(e, acc1, acc1)
+						VADDSS(e, a, a)
 					}
 				}
-				VMOVSS(acc1, Mem{Base: ov})
+				VMOVSS(a, Mem{Base: ov})
 				ADDQ(param("astride"), av)
-				ADDQ(param("sstride"), sv)
+				ADDQ(param("sstride"), sp)
 				ADDQ(param("xstride"), xv)
 				ADDQ(param("ostride"), ov)
 				DECQ(vc)
@@ -673,7 +675,7 @@ func ggmlBlockA8(c ggmlSmall) {
 			ADDQ(U32(128), ak)
 			ADDQ(U32(8), sk)
 			ADDQ(U32(4), xk)
-			DECQ(kc)
+			DECQ(nk)
 			JNZ(LabelRef(name + "_grp"))
 		}
 		bump("w", param("stride"))
@@ -685,6 +687,17 @@ func ggmlBlockA8(c ggmlSmall) {
 	}
 	VZEROUPPER()
 	RET()
+}
+
+// zeroOutputs emits the loop that zeroes out[v*ostride] for the nvec
+// vectors of a row (the GGML row kernels' accumulators).
+func zeroOutputs(name string) {
+	op, n, os := param("out"), param("nvec"), param("ostride")
+	Label(name + "_zero")
+	MOVL(U32(0), Mem{Base: op})
+	ADDQ(os, op)
+	DECQ(n)
+	JNZ(LabelRef(name + "_zero"))
 }
 
 // ggmlSigM16 is the signature of the AVX2 GGML batch kernels

@@ -47,14 +47,7 @@ func ggmlSuperA8AVX2(c ggmlSuper, vnni bool) {
 
 	Label(name + "_row")
 	{
-		{
-			op, n, os := param("out"), param("nvec"), param("ostride")
-			Label(name + "_zero")
-			MOVL(U32(0), Mem{Base: op})
-			ADDQ(os, op)
-			DECQ(n)
-			JNZ(LabelRef(name + "_zero"))
-		}
+		zeroOutputs(name)
 		wp := param("w")
 		ak, sk, xk := param("act"), param("sums"), param("xs")
 		nk := param("nsb")
@@ -401,104 +394,47 @@ func ggmlBlockA8AVX2(c ggmlSmall, vnni bool) {
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s computes the exact A8 product of layout/ggml %s rows with %s: groups of four blocks (nsb counts groups), activations in column order, the sums one int16 per 32 columns.", name, c.name, what))
 	signed, shift, nib, ones, kv, spread, bits, sixteen := ggmlSmallConstsAVX2(c, vnni)
-	Label(name + "_row")
-	{
-		{
-			op, n, os := param("out"), param("nvec"), param("ostride")
-			Label(name + "_zero")
-			MOVL(U32(0), Mem{Base: op})
-			ADDQ(os, op)
-			DECQ(n)
-			JNZ(LabelRef(name + "_zero"))
+	ggmlBlockRows(name, c, func(wp GPVirtual) func(av, sp, xv GPVirtual) (f, u VecVirtual) {
+		var cr [4]VecVirtual
+		for b := 0; b < 4; b++ {
+			cr[b] = ggmlSmallCodesAVX2(c, Mem{Base: wp}, b, nib, kv, spread, bits, sixteen, vnni)
 		}
-		wp := param("w")
-		ak, sk, xk := param("act"), param("sums"), param("xs")
-		nk := param("nsb")
-		Label(name + "_grp")
-		{
-			var cr [4]VecVirtual
+		dh := XMM()
+		VPXOR(dh, dh, dh)
+		for b := 0; b < 4; b++ {
+			VPINSRW(U8(b), Mem{Base: wp, Disp: b * c.bytes}, dh, dh)
+		}
+		d4 := XMM()
+		VCVTPH2PS(dh, d4)
+		var m4 VecVirtual
+		if c.m {
+			mh := XMM()
+			VPXOR(mh, mh, mh)
 			for b := 0; b < 4; b++ {
-				cr[b] = ggmlSmallCodesAVX2(c, Mem{Base: wp}, b, nib, kv, spread, bits, sixteen, vnni)
+				VPINSRW(U8(b), Mem{Base: wp, Disp: b*c.bytes + 2}, mh, mh)
 			}
-			dh := XMM()
-			VPXOR(dh, dh, dh)
-			for b := 0; b < 4; b++ {
-				VPINSRW(U8(b), Mem{Base: wp, Disp: b * c.bytes}, dh, dh)
-			}
-			d4 := XMM()
-			VCVTPH2PS(dh, d4)
-			var m4 VecVirtual
+			m4 = XMM()
+			VCVTPH2PS(mh, m4)
+		}
+		return func(av, sp, xv GPVirtual) (f, u VecVirtual) {
+			s4, sx := ggmlSmallDotsAVX2(c, func(b int) VecVirtual { return cr[b] }, av, sp, ones, signed, shift, vnni)
+			f = XMM()
+			VCVTDQ2PS(s4, f)
+			xb := XMM()
+			VBROADCASTSS(Mem{Base: xv}, xb)
+			coef := XMM()
+			VMULPS(d4, xb, coef)
+			VMULPS(coef, f, f) // [t0 t1 t2 t3]
 			if c.m {
-				mh := XMM()
-				VPXOR(mh, mh, mh)
-				for b := 0; b < 4; b++ {
-					VPINSRW(U8(b), Mem{Base: wp, Disp: b*c.bytes + 2}, mh, mh)
-				}
-				m4 = XMM()
-				VCVTPH2PS(mh, m4)
+				fm, cm := XMM(), XMM()
+				VCVTDQ2PS(sx, fm)
+				VMULPS(m4, xb, cm)
+				VMULPS(cm, fm, fm) // [u0 u1 u2 u3]
+				u = fm
 			}
-			av, sp, xv := GP64(), GP64(), GP64()
-			MOVQ(ak, av)
-			MOVQ(sk, sp)
-			MOVQ(xk, xv)
-			ov, vc := param("out"), param("nvec")
-			Label(name + "_vec")
-			{
-				s4, sx := ggmlSmallDotsAVX2(c, func(b int) VecVirtual { return cr[b] }, av, sp, ones, signed, shift, vnni)
-				f := XMM()
-				VCVTDQ2PS(s4, f)
-				xb := XMM()
-				VBROADCASTSS(Mem{Base: xv}, xb)
-				coef := XMM()
-				VMULPS(d4, xb, coef)
-				VMULPS(coef, f, f) // [t0 t1 t2 t3]
-				var u VecVirtual
-				if c.m {
-					fm, cm := XMM(), XMM()
-					VCVTDQ2PS(sx, fm)
-					VMULPS(m4, xb, cm)
-					VMULPS(cm, fm, fm) // [u0 u1 u2 u3]
-					u = fm
-				}
-				a := XMM()
-				VMOVSS(Mem{Base: ov}, a)
-				for b := 0; b < 4; b++ {
-					for _, src := range []VecVirtual{f, u} {
-						if src == nil {
-							continue
-						}
-						e := src
-						if b > 0 {
-							e = XMM()
-							VPERMILPS(U8(b), src, e)
-						}
-						VADDSS(e, a, a)
-					}
-				}
-				VMOVSS(a, Mem{Base: ov})
-				ADDQ(param("astride"), av)
-				ADDQ(param("sstride"), sp)
-				ADDQ(param("xstride"), xv)
-				ADDQ(param("ostride"), ov)
-				DECQ(vc)
-				JNZ(LabelRef(name + "_vec"))
-			}
-			ADDQ(U32(4*c.bytes), wp)
-			ADDQ(U32(128), ak)
-			ADDQ(U32(8), sk)
-			ADDQ(U32(4), xk)
-			DECQ(nk)
-			JNZ(LabelRef(name + "_grp"))
+			return f, u
 		}
-		bump("w", param("stride"))
-		bump("out", U32(4))
-		r := param("rows")
-		DECQ(r)
-		Store(r, Param("rows"))
-		JNZ(LabelRef(name + "_row"))
-	}
-	VZEROUPPER()
-	RET()
+	})
 }
 
 // ggmlSmallConstsAVX2 loads the constants of the AVX2 kernels of a
