@@ -270,12 +270,7 @@ func ggmlSuperA8(c ggmlSuper) {
 			DECQ(nk)
 			JNZ(LabelRef(name + "_sb"))
 		}
-		bump("w", param("stride"))
-		bump("out", U32(4))
-		r := param("rows")
-		DECQ(r)
-		Store(r, Param("rows"))
-		JNZ(LabelRef(name + "_row"))
+		nextRow(name)
 	}
 	VZEROUPPER()
 	RET()
@@ -678,15 +673,22 @@ func ggmlBlockRows(name string, c ggmlSmall, group func(wp GPVirtual) func(av, s
 			DECQ(nk)
 			JNZ(LabelRef(name + "_grp"))
 		}
-		bump("w", param("stride"))
-		bump("out", U32(4))
-		r := param("rows")
-		DECQ(r)
-		Store(r, Param("rows"))
-		JNZ(LabelRef(name + "_row"))
+		nextRow(name)
 	}
 	VZEROUPPER()
 	RET()
+}
+
+// nextRow emits the end of a GGML row kernel's row loop: the weights
+// moved on by stride, the output by one float32, and back to name_row
+// while rows remain.
+func nextRow(name string) {
+	bump("w", param("stride"))
+	bump("out", U32(4))
+	r := param("rows")
+	DECQ(r)
+	Store(r, Param("rows"))
+	JNZ(LabelRef(name + "_row"))
 }
 
 // zeroOutputs emits the loop that zeroes out[v*ostride] for the nvec
@@ -998,12 +1000,7 @@ func ggmlF32Rows(name string, unitBytes, unitCols int, unit func(wp, tp, xk GPVi
 			DECQ(n)
 			JNZ(LabelRef(name + "_out"))
 		}
-		bump("w", param("stride"))
-		bump("out", U32(4))
-		r := param("rows")
-		DECQ(r)
-		Store(r, Param("rows"))
-		JNZ(LabelRef(name + "_row"))
+		nextRow(name)
 	}
 	VZEROUPPER()
 	RET()

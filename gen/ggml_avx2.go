@@ -152,12 +152,7 @@ func ggmlSuperA8AVX2(c ggmlSuper, vnni bool) {
 			DECQ(nk)
 			JNZ(LabelRef(name + "_sb"))
 		}
-		bump("w", param("stride"))
-		bump("out", U32(4))
-		r := param("rows")
-		DECQ(r)
-		Store(r, Param("rows"))
-		JNZ(LabelRef(name + "_row"))
+		nextRow(name)
 	}
 	VZEROUPPER()
 	RET()
@@ -750,12 +745,7 @@ func ggmlF32AVX2(name, doc string, unitBytes, unitCols, sub int, signed bool, pr
 			DECQ(n)
 			JNZ(LabelRef(name + "_out"))
 		}
-		bump("w", param("stride"))
-		bump("out", U32(4))
-		r := param("rows")
-		DECQ(r)
-		Store(r, Param("rows"))
-		JNZ(LabelRef(name + "_row"))
+		nextRow(name)
 	}
 	VZEROUPPER()
 	RET()
