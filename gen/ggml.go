@@ -546,20 +546,7 @@ func ggmlBlockA8(c ggmlSmall) {
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s computes the exact A8 product of layout/ggml %s rows with AVX-512 VNNI and BW: groups of four blocks (nsb counts groups), activations in column order, the sums one int16 per 32 columns.", name, c.name))
-	av512 := fvec{avx512: true}
-	nib := nibbleMask(YMM())
-	var kv, flip, sixteen VecVirtual
-	if c.kv {
-		tab := ggmlKValues128()
-		kv = YMM()
-		VBROADCASTI32X4(tab, kv)
-	}
-	if !c.nib {
-		flip = av512.broadcast(0x80808080)
-	}
-	if c.qh != 0 {
-		sixteen = av512.broadcast(0x10101010)
-	}
+	nib, kv, flip, sixteen := ggmlSmallConsts(c)
 	lane0 := ZMM() // dword 0 of each 128-bit lane
 	VMOVDQU64(rodata("ggmlLane0", 16, 4, func(i int) uint64 { return uint64(4 * (i % 4)) }), lane0)
 
@@ -677,6 +664,27 @@ func ggmlBlockRows(name string, c ggmlSmall, group func(wp GPVirtual) func(av, s
 	}
 	VZEROUPPER()
 	RET()
+}
+
+// ggmlSmallConsts loads the constants of the AVX-512 kernels of a
+// 32-element block type: the nibble mask, IQ4_NL's KValues plus 128
+// (nil otherwise), Q8_0's byte flip (its int8 codes plus 128; nil for
+// the nibble types) and Q5_x's high-bit value 16 (nil otherwise).
+func ggmlSmallConsts(c ggmlSmall) (nib, kv, flip, sixteen VecVirtual) {
+	av512 := fvec{avx512: true}
+	nib = nibbleMask(YMM())
+	if c.kv {
+		tab := ggmlKValues128()
+		kv = YMM()
+		VBROADCASTI32X4(tab, kv)
+	}
+	if !c.nib {
+		flip = av512.broadcast(0x80808080)
+	}
+	if c.qh != 0 {
+		sixteen = av512.broadcast(0x10101010)
+	}
+	return nib, kv, flip, sixteen
 }
 
 // nextRow emits the end of a GGML row kernel's row loop: the weights
@@ -1086,20 +1094,7 @@ func ggmlBlockF32(c ggmlSmall) {
 	TEXT(name, NOSPLIT, ggmlSigF32)
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s multiplies layout/ggml %s rows by float32 activations with AVX-512: each group of four blocks dequantized once to float32 weights in registers for every vector.", name, c.name))
-	av512 := fvec{avx512: true}
-	nib := nibbleMask(YMM())
-	var kv, flip, sixteen VecVirtual
-	if c.kv {
-		tab := ggmlKValues128()
-		kv = YMM()
-		VBROADCASTI32X4(tab, kv)
-	}
-	if !c.nib {
-		flip = av512.broadcast(0x80808080)
-	}
-	if c.qh != 0 {
-		sixteen = av512.broadcast(0x10101010)
-	}
+	nib, kv, flip, sixteen := ggmlSmallConsts(c)
 	var chunks []ggmlChunk
 	for i := 0; i < 8; i++ {
 		chunks = append(chunks, ggmlChunk{16 * i, i / 2})
@@ -1262,20 +1257,7 @@ func ggmlBlockA8R4(c ggmlSmall, l1 bool) {
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8Avx512 for one vector and four rows at a time (rows a multiple of 4), the float steps with the rows in the lanes.", name, c.t))
-	av512 := fvec{avx512: true}
-	nib := nibbleMask(YMM())
-	var kv, flip, sixteen VecVirtual
-	if c.kv {
-		tab := ggmlKValues128()
-		kv = YMM()
-		VBROADCASTI32X4(tab, kv)
-	}
-	if !c.nib {
-		flip = av512.broadcast(0x80808080)
-	}
-	if c.qh != 0 {
-		sixteen = av512.broadcast(0x10101010)
-	}
+	nib, kv, flip, sixteen := ggmlSmallConsts(c)
 	lane0 := ZMM()
 	VMOVDQU64(rodata("ggmlLane0", 16, 4, func(i int) uint64 { return uint64(4 * (i % 4)) }), lane0)
 	var vb *ggmlVBMI
