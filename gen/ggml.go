@@ -256,12 +256,7 @@ func ggmlSuperA8(c ggmlSuper) {
 					VSUBSS(u, acc, acc)
 				}
 				VMOVSS(acc, Mem{Base: ov})
-				ADDQ(param("astride"), av)
-				ADDQ(param("sstride"), sv)
-				ADDQ(param("xstride"), xv)
-				ADDQ(param("ostride"), ov)
-				DECQ(vc)
-				JNZ(LabelRef(name + "_vec"))
+				nextVec(name+"_vec", av, sv, xv, ov, vc)
 			}
 			ADDQ(U32(c.bytes), wp)
 			ADDQ(U32(256), ak)
@@ -646,12 +641,7 @@ func ggmlBlockRows(name string, c ggmlSmall, group func(wp GPVirtual) func(av, s
 					}
 				}
 				VMOVSS(a, Mem{Base: ov})
-				ADDQ(param("astride"), av)
-				ADDQ(param("sstride"), sp)
-				ADDQ(param("xstride"), xv)
-				ADDQ(param("ostride"), ov)
-				DECQ(vc)
-				JNZ(LabelRef(name + "_vec"))
+				nextVec(name+"_vec", av, sp, xv, ov, vc)
 			}
 			ADDQ(U32(4*c.bytes), wp)
 			ADDQ(U32(128), ak)
@@ -685,6 +675,19 @@ func ggmlSmallConsts(c ggmlSmall) (nib, kv, flip, sixteen VecVirtual) {
 		sixteen = av512.broadcast(0x10101010)
 	}
 	return nib, kv, flip, sixteen
+}
+
+// nextVec emits the end of a GGML row kernel's vector loop: the
+// activations (av), their sums (sp) and scales (xv) and the output (ov)
+// moved to the next vector, and back to label while vectors (vc)
+// remain.
+func nextVec(label string, av, sp, xv, ov, vc GPVirtual) {
+	ADDQ(param("astride"), av)
+	ADDQ(param("sstride"), sp)
+	ADDQ(param("xstride"), xv)
+	ADDQ(param("ostride"), ov)
+	DECQ(vc)
+	JNZ(LabelRef(label))
 }
 
 // nextRow emits the end of a GGML row kernel's row loop: the weights

@@ -137,12 +137,7 @@ func ggmlSuperA8AVX2(c ggmlSuper, vnni bool) {
 						VSUBSS(u, a, a)
 					}
 					VMOVSS(a, Mem{Base: ov})
-					ADDQ(param("astride"), av)
-					ADDQ(param("sstride"), sp)
-					ADDQ(param("xstride"), xv)
-					ADDQ(param("ostride"), ov)
-					DECQ(vc)
-					JNZ(LabelRef(lbl))
+					nextVec(lbl, av, sp, xv, ov, vc)
 				}
 			}
 			ADDQ(U32(c.bytes), wp)
