@@ -407,7 +407,7 @@ func ggmlBlockA8AVX2(c ggmlSmall, vnni bool) {
 			VCVTPH2PS(mh, m4)
 		}
 		return func(av, sp, xv GPVirtual) (f, u VecVirtual) {
-			s4, sx := ggmlSmallDotsAVX2(c, func(b int) VecVirtual { return cr[b] }, av, sp, ones, signed, shift, vnni)
+			s4, sx := ggmlSmallDotsAVX2(c, func(b int) VecVirtual { return cr[b] }, av, sp, ones, signed, shift, vnni, nil)
 			f = XMM()
 			VCVTDQ2PS(s4, f)
 			xb := XMM()
@@ -527,7 +527,16 @@ func halves4(base Mem, stride, off int) VecVirtual {
 // multiply |q| by x*sign(q)), VPHADDD and a lane add into [S0 S1 S2 S3],
 // minus 2^shift times the blocks' activation sums (loaded from sp, and
 // returned as sx where the caller needs them: shift > 0 or an m term).
-func ggmlSmallDotsAVX2(c ggmlSmall, codes func(b int) VecVirtual, ap, sp GPVirtual, ones VecVirtual, signed bool, shift int, vnni bool) (s4, sx VecVirtual) {
+//
+// With absx (IQ4_NL in the four-row kernel: the four blocks' |x|, taken
+// once for the rows) the signed products run the other way round: the
+// code values get the activations' signs (VPSIGNB with x from memory) and
+// multiply |x|, which saves a row's VPABSB and activation load per block.
+// Exact: the code values lie in [-127, 113], so with either sign they
+// stay within int8 (a Q8_0 code of -128 would not), and |x| is at most
+// 128 (VPABSB of -128 reads as 128 unsigned), so a pair sums to at most
+// 2*128*127 in magnitude, within int16.
+func ggmlSmallDotsAVX2(c ggmlSmall, codes func(b int) VecVirtual, ap, sp GPVirtual, ones VecVirtual, signed bool, shift int, vnni bool, absx []VecVirtual) (s4, sx VecVirtual) {
 	var d [4]VecVirtual
 	for b := 0; b < 4; b++ {
 		cr := codes(b)
@@ -542,13 +551,17 @@ func ggmlSmallDotsAVX2(c ggmlSmall, codes func(b int) VecVirtual, ap, sp GPVirtu
 			}
 			continue
 		}
-		if signed {
+		switch {
+		case signed && absx != nil:
+			VPSIGNB(Mem{Base: ap, Disp: 32 * b}, cr, cr)
+			VPMADDUBSW(cr, absx[b], d[b])
+		case signed:
 			x, a := YMM(), YMM()
 			VMOVDQU(Mem{Base: ap, Disp: 32 * b}, x)
 			VPSIGNB(cr, x, x)
 			VPABSB(cr, a)
 			VPMADDUBSW(x, a, d[b])
-		} else {
+		default:
 			VPMADDUBSW(Mem{Base: ap, Disp: 32 * b}, cr, d[b])
 			// Unsigned codes (at most 31): the pair sums stay exact in
 			// int16 through two VPHADDW levels (at most 4*2*31*127 =
@@ -603,10 +616,18 @@ func ggmlBlockA8R4AVX2(c ggmlSmall, vnni bool) {
 	fourRows(name, false, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
 		xb := XMM()
 		VBROADCASTSS(Mem{Base: xk}, xb)
+		var absx []VecVirtual
+		if signed && c.kv { // IQ4_NL: |x| once for the four rows
+			for b := 0; b < 4; b++ {
+				a := YMM()
+				VPABSB(Mem{Base: ak, Disp: 32 * b}, a)
+				absx = append(absx, a)
+			}
+		}
 		for i, rm := range rows {
 			s4, sx := ggmlSmallDotsAVX2(c, func(b int) VecVirtual {
 				return ggmlSmallCodesAVX2(c, rm, b, nib, kv, spread, bits, sixteen, vnni)
-			}, ak, sk, ones, signed, shift, vnni)
+			}, ak, sk, ones, signed, shift, vnni, absx)
 			dh := halves4(rm, c.bytes, 0)
 			d4, coef, f := XMM(), XMM(), XMM()
 			VCVTPH2PS(dh, d4)
