@@ -34,6 +34,12 @@ type GGMLMatrix struct {
 type ggmlKernel struct {
 	isa ISA
 	a8  func(mx *GGMLMatrix, c *ggmlCall, r0, r1 int)
+	// noMin8: a8 is exact only for activations in [-127, 127]
+	// (layout.QuantizeA8's range): the AVX2 and AVX-VNNI kernels of the
+	// types with signed codes multiply |code| by the activation with the
+	// code's sign, and -128 with a negative code's sign does not fit int8.
+	// MulI8 runs the Go kernel for activations that hold a -128.
+	noMin8 bool
 	// prep lays out vector v's activations (c.xq, c.xs) for a8 once per
 	// call, before the rows are split.
 	prep func(mx *GGMLMatrix, c *ggmlCall)
@@ -65,6 +71,7 @@ type ggmlCall struct {
 	xsT   []float32 // the batch kernels' transposed scales
 	slots int       // the rows-in-lanes kernel's vector slots, set by ggmlPrep (0: none)
 	sc    *scratch  // the call's pooled buffers
+	goA8  bool      // run the Go kernel (ggmlKernel.noMin8 and a -128 in xq)
 }
 
 func init() {
@@ -176,7 +183,7 @@ func (j ggmlF32Job) do(r0, r1 int) error {
 
 func (j ggmlA8Job) do(r0, r1 int) error {
 	c := j.c
-	if k := c.mx.kern; k != nil {
+	if k := c.mx.kern; k != nil && !c.goA8 {
 		k.a8(c.mx, c, r0, r1)
 	} else {
 		ggmlA8Rows(c.mx.m, c, r0, r1)
@@ -263,11 +270,12 @@ func (mx *GGMLMatrix) MulA8(dst, x []float32, batch int) error {
 			return fmt.Errorf("cpu: vector %d: %w", v, err)
 		}
 	}
-	return mx.mulI8(sc, batch, dst, xq, xs)
+	return mx.mulI8(sc, batch, dst, xq, xs, false)
 }
 
 // MulI8 multiplies activations quantized by layout.QuantizeA8 (PCols int8
-// values and PCols/128 scales per vector).
+// values and PCols/128 scales per vector). Other int8 values, -128
+// included, give the exact product of the definition too.
 func (mx *GGMLMatrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) error {
 	defer runtime.KeepAlive(mx)
 	if err := mx.check(len(dst), len(xq), batch, mx.m.PCols); err != nil {
@@ -281,14 +289,17 @@ func (mx *GGMLMatrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) e
 	}
 	sc := getScratch()
 	defer putScratch(sc)
-	return mx.mulI8(sc, batch, dst, xq, xs)
+	return mx.mulI8(sc, batch, dst, xq, xs, true)
 }
 
-func (mx *GGMLMatrix) mulI8(sc *scratch, batch int, dst []float32, xq []int8, xs []float32) error {
+// mulI8 runs the A8 multiply; user says xq came from the caller, not
+// from QuantizeA8, so it may hold -128 (see ggmlKernel.noMin8).
+func (mx *GGMLMatrix) mulI8(sc *scratch, batch int, dst []float32, xq []int8, xs []float32, user bool) error {
 	m := mx.m
 	c := &sc.ggml
 	*c = ggmlCall{mx: mx, batch: batch, dst: dst, xq: xq, xs: xs, sc: sc}
-	if k := mx.kern; k != nil && k.prep != nil {
+	c.goA8 = user && mx.kern != nil && mx.kern.noMin8 && hasMinInt8(xq)
+	if k := mx.kern; k != nil && k.prep != nil && !c.goA8 {
 		k.prep(mx, c)
 	}
 	_ = mx.b.rowsJob(m.Rows, m.RowBytes(), chunksPerThread, ggmlA8Job{c})

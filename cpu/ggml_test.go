@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -134,5 +135,89 @@ func benchGGML(b *testing.B, be *Backend, rows, cols int) {
 			})
 		}
 		mx.Close()
+	}
+}
+
+// TestGGMLInt8Extremes: MulI8 with int8 activations at both ends, -128
+// (which layout.QuantizeA8 never makes) and 127, is the exact product on
+// every kernel set, type and batch path (one-row, four-row, rows-in-lanes
+// and batch kernels): the AVX2 and AVX-VNNI kernels that take the codes'
+// signs (Q8_0, IQ4_NL, IQ4_XS) were not, and now leave such calls to Go.
+func TestGGMLInt8Extremes(t *testing.T) {
+	for _, isa := range ISAs() {
+		if !Supported(isa) {
+			continue
+		}
+		be, err := New(Config{ISA: isa, Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, typ := range ggml.Types {
+			m, err := ggml.Random(typ, 37, 1024, uint64(typ)+5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mx, err := be.LoadGGML(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, pc := m.Rows, m.PCols
+			want := make([]float32, rows)
+			for _, batch := range []int{1, 2, 3, 4, 9, 16} {
+				rng := layout.NewRand(uint64(batch))
+				xq, xs := make([]int8, batch*pc), make([]float32, batch*pc/128)
+				for i := range xq {
+					switch i % 3 {
+					case 0:
+						xq[i] = -128
+					case 1:
+						xq[i] = 127
+					default:
+						xq[i] = int8(rng.IntN(256) - 128)
+					}
+				}
+				for i := range xs {
+					xs[i] = float32(rng.Float64()) / 100
+				}
+				dst := make([]float32, batch*rows)
+				if err := mx.MulI8(dst, xq, xs, batch); err != nil {
+					t.Fatal(err)
+				}
+				for v := 0; v < batch; v++ {
+					if err := m.DotA8Exact(want, xq[v*pc:(v+1)*pc], xs[v*pc/128:(v+1)*pc/128]); err != nil {
+						t.Fatal(err)
+					}
+					for r := range want {
+						if g := dst[v*rows+r]; math.Float32bits(g) != math.Float32bits(want[r]) {
+							t.Fatalf("%s %s batch %d vector %d row %d: %v, want %v", isa, typ, batch, v, r, g, want[r])
+						}
+					}
+				}
+			}
+			mx.Close()
+		}
+		be.Close()
+	}
+}
+
+// TestHasMinInt8: hasMinInt8 finds a -128 at every position of slices of
+// every length to 40, and nothing in slices without one (127, 0 and -127
+// next to each other included).
+func TestHasMinInt8(t *testing.T) {
+	for n := 0; n <= 40; n++ {
+		x := make([]int8, n)
+		for i := range x {
+			x[i] = []int8{127, -127, 0, 1, -1}[i%5]
+		}
+		if hasMinInt8(x) {
+			t.Fatalf("length %d without -128: found one", n)
+		}
+		for i := range x {
+			y := slices.Clone(x)
+			y[i] = -128
+			if !hasMinInt8(y) {
+				t.Fatalf("length %d: -128 at %d not found", n, i)
+			}
+		}
 	}
 }
