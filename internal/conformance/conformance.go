@@ -490,6 +490,9 @@ func runCase(t *testing.T, be dispatch.Backend, o Options, c Case, batches []int
 				if err := checkI8(mx, c.M, dst, x, batch, rows, cols); err != nil {
 					t.Fatalf("batch %d MulI8: %v", batch, err)
 				}
+				if err := checkI8Extremes(mx, c.M, batch, rows, rng); err != nil {
+					t.Fatalf("batch %d MulI8, activations at -128 and 127: %v", batch, err)
+				}
 				continue
 			}
 			if err := checkFloat(c.M, dst, xin, batch, rows, cols); err != nil {
@@ -562,6 +565,47 @@ func checkI8(mx dispatch.Matrix, m layout.Matrix, a8 []float32, x []float32, bat
 	for i := range dst {
 		if math.Float32bits(dst[i]) != math.Float32bits(a8[i]) {
 			return fmt.Errorf("output %d = %v, MulA8 gave %v", i, dst[i], a8[i])
+		}
+	}
+	return nil
+}
+
+// checkI8Extremes runs MulI8 on int8 activations that no quantizer
+// makes, a third at -128, a third at 127, the rest at random, and requires
+// the reference's exact product: MulI8 takes any int8.
+func checkI8Extremes(mx dispatch.Matrix, m layout.Matrix, batch, rows int, rng *rand.Rand) error {
+	ref := m.(layout.A8Matrix)
+	pc := m.PaddedCols()
+	xq, xs := make([]int8, batch*pc), make([]float32, batch*pc/layout.GroupSize)
+	for i := range xq {
+		switch i % 3 {
+		case 0:
+			xq[i] = -128
+		case 1:
+			xq[i] = 127
+		default:
+			xq[i] = int8(rng.IntN(256) - 128)
+		}
+	}
+	for i := range xs {
+		xs[i] = float32(rng.Float64()) / 64
+	}
+	full, dst := guarded(batch * rows)
+	if err := mx.MulI8(dst, xq, xs, batch); err != nil {
+		return err
+	}
+	if err := checkGuards(full, len(dst)); err != nil {
+		return err
+	}
+	want := make([]float32, rows)
+	for v := 0; v < batch; v++ {
+		if err := ref.DotA8Exact(want, xq[v*pc:(v+1)*pc], xs[v*pc/128:(v+1)*pc/128]); err != nil {
+			return err
+		}
+		for r := range want {
+			if math.Float32bits(dst[v*rows+r]) != math.Float32bits(want[r]) {
+				return fmt.Errorf("vector %d row %d = %v, want exactly %v", v, r, dst[v*rows+r], want[r])
+			}
 		}
 	}
 	return nil
