@@ -149,7 +149,9 @@ func (m *Matrix) MulFP16(dst []float32, x []layout.FP16, batch int) error {
 // values, xs batch*PaddedCols()/128 scales. For an act-order matrix
 // (imported GPTQ, layout.Permuted) quantize the activations in stored
 // column order (gathered by the permutation) first; Mul does that
-// itself. dst must not share memory with xs or xq (ErrOverlap).
+// itself. Other int8 values, -128 included, give the definition's exact
+// product too, on every backend. dst must not share memory with xs or xq
+// (ErrOverlap).
 func (m *Matrix) MulInt8(dst []float32, xq []int8, xs []float32, batch int) error {
 	if err := m.lock(); err != nil {
 		return err
