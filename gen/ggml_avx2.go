@@ -407,7 +407,7 @@ func ggmlBlockA8AVX2(c ggmlSmall, vnni bool) {
 			VCVTPH2PS(mh, m4)
 		}
 		return func(av, sp, xv GPVirtual) (f, u VecVirtual) {
-			s4, sx := ggmlSmallDotsAVX2(c, func(b int) VecVirtual { return cr[b] }, av, sp, ones, signed, shift, vnni, nil)
+			s4, sx := ggmlSmallDotsAVX2(c, func(b int) VecVirtual { return cr[b] }, av, sp, ones, signed, shift, vnni, nil, nil)
 			f = XMM()
 			VCVTDQ2PS(s4, f)
 			xb := XMM()
@@ -536,7 +536,7 @@ func halves4(base Mem, stride, off int) VecVirtual {
 // stay within int8 (a Q8_0 code of -128 would not), and |x| is at most
 // 128 (VPABSB of -128 reads as 128 unsigned), so a pair sums to at most
 // 2*128*127 in magnitude, within int16.
-func ggmlSmallDotsAVX2(c ggmlSmall, codes func(b int) VecVirtual, ap, sp GPVirtual, ones VecVirtual, signed bool, shift int, vnni bool, absx []VecVirtual) (s4, sx VecVirtual) {
+func ggmlSmallDotsAVX2(c ggmlSmall, codes func(b int) VecVirtual, ap, sp GPVirtual, ones VecVirtual, signed bool, shift int, vnni bool, absx []VecVirtual, sums *ggmlBlockSums) (s4, sx VecVirtual) {
 	var d [4]VecVirtual
 	for b := 0; b < 4; b++ {
 		cr := codes(b)
@@ -585,6 +585,12 @@ func ggmlSmallDotsAVX2(c ggmlSmall, codes func(b int) VecVirtual, ap, sp GPVirtu
 	s4 = XMM()
 	VEXTRACTI128(U8(1), d[0], s4)
 	VPADDD(d[0].AsX(), s4, s4) // [S0 S1 S2 S3]
+	if sums != nil {           // loaded (and shifted) once for the rows
+		if shift > 0 {
+			VPSUBD(sums.off, s4, s4)
+		}
+		return s4, sums.sx
+	}
 	if shift > 0 || c.m {
 		sx = XMM()
 		VPMOVSXWD(Mem{Base: sp}, sx)
@@ -595,6 +601,26 @@ func ggmlSmallDotsAVX2(c ggmlSmall, codes func(b int) VecVirtual, ap, sp GPVirtu
 		VPSUBD(o, s4, s4)
 	}
 	return s4, sx
+}
+
+// ggmlBlockSums are a group's four block sums of the activations as int32
+// (sx) and, for the offset codes, times 2^shift (off), loaded once for
+// the four rows of ggmlBlockA8R4AVX2.
+type ggmlBlockSums struct{ sx, off VecVirtual }
+
+// loadBlockSums returns the group's block sums at sp for ggmlSmallDotsAVX2
+// (nil where neither an offset nor an m term takes them).
+func loadBlockSums(c ggmlSmall, sp GPVirtual, shift int) *ggmlBlockSums {
+	if shift == 0 && !c.m {
+		return nil
+	}
+	b := &ggmlBlockSums{sx: XMM()}
+	VPMOVSXWD(Mem{Base: sp}, b.sx)
+	if shift > 0 {
+		b.off = XMM()
+		VPSLLD(U8(shift), b.sx, b.off)
+	}
+	return b
 }
 
 // ggmlBlockA8R4AVX2 emits Ggml<t>A8R4Avx2 for a 32-element block type:
@@ -624,10 +650,16 @@ func ggmlBlockA8R4AVX2(c ggmlSmall, vnni bool) {
 				absx = append(absx, a)
 			}
 		}
+		sums := loadBlockSums(c, sk, shift)
+		var sxf VecVirtual // the m term's float block sums
+		if c.m {
+			sxf = XMM()
+			VCVTDQ2PS(sums.sx, sxf)
+		}
 		for i, rm := range rows {
-			s4, sx := ggmlSmallDotsAVX2(c, func(b int) VecVirtual {
+			s4, _ := ggmlSmallDotsAVX2(c, func(b int) VecVirtual {
 				return ggmlSmallCodesAVX2(c, rm, b, nib, kv, spread, bits, sixteen, vnni)
-			}, ak, sk, ones, signed, shift, vnni, absx)
+			}, ak, sk, ones, signed, shift, vnni, absx, sums)
 			dh := halves4(rm, c.bytes, 0)
 			d4, coef, f := XMM(), XMM(), XMM()
 			VCVTPH2PS(dh, d4)
@@ -640,8 +672,7 @@ func ggmlBlockA8R4AVX2(c ggmlSmall, vnni bool) {
 				m4, cm, fm := XMM(), XMM(), XMM()
 				VCVTPH2PS(mh, m4)
 				VMULPS(m4, xb, cm)
-				VCVTDQ2PS(sx, fm)
-				VMULPS(cm, fm, fm) // [u0 u1 u2 u3]
+				VMULPS(cm, sxf, fm) // [u0 u1 u2 u3]
 				VMOVUPS(fm, terms.Offset(64+16*i))
 			}
 		}
