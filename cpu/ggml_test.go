@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/ggml"
 )
@@ -48,7 +49,6 @@ func testGGMLKernels(t *testing.T) {
 					t.Errorf("%s on %s runs %s", typ, isa, mx.Kernel())
 				}
 				rows, cols, pc := m.Rows, m.Cols, m.PCols
-				want := make([]float32, rows)
 				for _, batch := range []int{1, 2, 3, 4, 8, 9, 15, 16, 5, 7} {
 					x := make([]float32, batch*cols)
 					rng := layout.NewRand(uint64(batch))
@@ -79,15 +79,11 @@ func testGGMLKernels(t *testing.T) {
 					if err := mx.MulI8(d8, xq, xs, batch); err != nil {
 						t.Fatal(err)
 					}
-					for v := 0; v < batch; v++ {
-						if err := m.DotA8Exact(want, xq[v*pc:(v+1)*pc], xs[v*pc/128:(v+1)*pc/128]); err != nil {
-							t.Fatal(err)
-						}
-						for r := range want {
-							if g := dst[v*rows+r]; math.Float32bits(g) != math.Float32bits(want[r]) || math.Float32bits(d8[v*rows+r]) != math.Float32bits(g) {
-								t.Fatalf("%s %s %dx%d batch %d vector %d row %d: %v (MulI8 %v), want %v", isa, typ, rows, cols, batch, v, r, g, d8[v*rows+r], want[r])
-							}
-						}
+					if err := ggmlA8Exact(m, dst, xq, xs, batch); err != nil {
+						t.Fatalf("%s %s %dx%d batch %d MulA8: %v", isa, typ, rows, cols, batch, err)
+					}
+					if err := ggmlA8Exact(m, d8, xq, xs, batch); err != nil {
+						t.Fatalf("%s %s %dx%d batch %d MulI8: %v", isa, typ, rows, cols, batch, err)
 					}
 				}
 				mx.Close()
@@ -161,43 +157,39 @@ func TestGGMLInt8Extremes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rows, pc := m.Rows, m.PCols
-			want := make([]float32, rows)
 			for _, batch := range []int{1, 2, 3, 4, 9, 16} {
-				rng := layout.NewRand(uint64(batch))
-				xq, xs := make([]int8, batch*pc), make([]float32, batch*pc/128)
-				for i := range xq {
-					switch i % 3 {
-					case 0:
-						xq[i] = -128
-					case 1:
-						xq[i] = 127
-					default:
-						xq[i] = int8(rng.IntN(256) - 128)
-					}
-				}
-				for i := range xs {
-					xs[i] = float32(rng.Float64()) / 100
-				}
-				dst := make([]float32, batch*rows)
+				xq, xs := synth.ExtremeA8(batch*m.PCols, uint64(batch))
+				dst := make([]float32, batch*m.Rows)
 				if err := mx.MulI8(dst, xq, xs, batch); err != nil {
 					t.Fatal(err)
 				}
-				for v := 0; v < batch; v++ {
-					if err := m.DotA8Exact(want, xq[v*pc:(v+1)*pc], xs[v*pc/128:(v+1)*pc/128]); err != nil {
-						t.Fatal(err)
-					}
-					for r := range want {
-						if g := dst[v*rows+r]; math.Float32bits(g) != math.Float32bits(want[r]) {
-							t.Fatalf("%s %s batch %d vector %d row %d: %v, want %v", isa, typ, batch, v, r, g, want[r])
-						}
-					}
+				if err := ggmlA8Exact(m, dst, xq, xs, batch); err != nil {
+					t.Fatalf("%s %s batch %d: %v", isa, typ, batch, err)
 				}
 			}
 			mx.Close()
 		}
 		be.Close()
 	}
+}
+
+// ggmlA8Exact returns an error naming the first output of dst (batch
+// vectors of m.Rows) that differs in any bit from m.DotA8Exact on the
+// same activations.
+func ggmlA8Exact(m *ggml.Matrix, dst []float32, xq []int8, xs []float32, batch int) error {
+	rows, pc := m.Rows, m.PCols
+	want := make([]float32, rows)
+	for v := 0; v < batch; v++ {
+		if err := m.DotA8Exact(want, xq[v*pc:(v+1)*pc], xs[v*pc/128:(v+1)*pc/128]); err != nil {
+			return err
+		}
+		for r := range want {
+			if g := dst[v*rows+r]; math.Float32bits(g) != math.Float32bits(want[r]) {
+				return fmt.Errorf("vector %d row %d: %v, want %v", v, r, g, want[r])
+			}
+		}
+	}
+	return nil
 }
 
 // TestHasMinInt8: hasMinInt8 finds a -128 at every position of slices of

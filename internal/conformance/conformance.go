@@ -490,7 +490,7 @@ func runCase(t *testing.T, be dispatch.Backend, o Options, c Case, batches []int
 				if err := checkI8(mx, c.M, dst, x, batch, rows, cols); err != nil {
 					t.Fatalf("batch %d MulI8: %v", batch, err)
 				}
-				if err := checkI8Extremes(mx, c.M, batch, rows, rng); err != nil {
+				if err := checkI8Extremes(mx, c.M, batch, rows); err != nil {
 					t.Fatalf("batch %d MulI8, activations at -128 and 127: %v", batch, err)
 				}
 				continue
@@ -573,23 +573,13 @@ func checkI8(mx dispatch.Matrix, m layout.Matrix, a8 []float32, x []float32, bat
 // checkI8Extremes runs MulI8 on int8 activations that no quantizer
 // makes, a third at -128, a third at 127, the rest at random, and requires
 // the reference's exact product: MulI8 takes any int8.
-func checkI8Extremes(mx dispatch.Matrix, m layout.Matrix, batch, rows int, rng *rand.Rand) error {
-	ref := m.(layout.A8Matrix)
+func checkI8Extremes(mx dispatch.Matrix, m layout.Matrix, batch, rows int) error {
+	ref, ok := m.(layout.A8Matrix)
+	if !ok {
+		return fmt.Errorf("format %s has no exact int8 reference", m.Name())
+	}
 	pc := m.PaddedCols()
-	xq, xs := make([]int8, batch*pc), make([]float32, batch*pc/layout.GroupSize)
-	for i := range xq {
-		switch i % 3 {
-		case 0:
-			xq[i] = -128
-		case 1:
-			xq[i] = 127
-		default:
-			xq[i] = int8(rng.IntN(256) - 128)
-		}
-	}
-	for i := range xs {
-		xs[i] = float32(rng.Float64()) / 64
-	}
+	xq, xs := synth.ExtremeA8(batch*pc, uint64(batch))
 	full, dst := guarded(batch * rows)
 	if err := mx.MulI8(dst, xq, xs, batch); err != nil {
 		return err

@@ -32,6 +32,29 @@ func Vector(n int, seed uint64) []float32 {
 	return x
 }
 
+// ExtremeA8 returns int8 activations for n values that no quantizer
+// makes, a third at -128, a third at 127 and the rest drawn from the
+// whole int8 range, with n/128 positive scales below 1/64: inputs that
+// check MulI8 gives the exact product for any int8.
+func ExtremeA8(n int, seed uint64) ([]int8, []float32) {
+	rng := rand.New(rand.NewPCG(seed, 11))
+	xq, xs := make([]int8, n), make([]float32, n/layout.GroupSize)
+	for i := range xq {
+		switch i % 3 {
+		case 0:
+			xq[i] = -128
+		case 1:
+			xq[i] = 127
+		default:
+			xq[i] = int8(rng.IntN(256) - 128)
+		}
+	}
+	for i := range xs {
+		xs[i] = float32(rng.Float64()) / 64
+	}
+	return xq, xs
+}
+
 // Rotation returns how many distinct copies of a working set of the given
 // size are needed for the set to exceed minBytes (at least 1).
 func Rotation(bytesEach int64, minBytes int64) int {
