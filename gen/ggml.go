@@ -131,12 +131,8 @@ func ggmlSuperA8(c ggmlSuper) {
 	kc, idxTab := ggmlConstTables(c, true)
 	idx := ggmlScaleIdx(c, idxTab)
 
-	Label(name + "_row")
+	wp, ak, sk, xk, nk := ggmlRowStart(name)
 	{
-		zeroOutputs(name)
-		wp := param("w")
-		ak, sk, xk := param("act"), param("sums"), param("xs")
-		nk := param("nsb")
 		Label(name + "_sb")
 		{
 			q := ggmlSuperCodes(c, wp, kc)
@@ -608,12 +604,8 @@ func ggmlBlockA8(c ggmlSmall) {
 // vector's output in block order, each block's f then u: the
 // definition's float steps.
 func ggmlBlockRows(name string, c ggmlSmall, group func(wp GPVirtual) func(av, sp, xv GPVirtual) (f, u VecVirtual)) {
-	Label(name + "_row")
+	wp, ak, sk, xk, nk := ggmlRowStart(name)
 	{
-		zeroOutputs(name)
-		wp := param("w")
-		ak, sk, xk := param("act"), param("sums"), param("xs")
-		nk := param("nsb")
 		Label(name + "_grp")
 		{
 			vec := group(wp)
@@ -700,6 +692,18 @@ func nextRow(name string) {
 	DECQ(r)
 	Store(r, Param("rows"))
 	JNZ(LabelRef(name + "_row"))
+}
+
+// ggmlRowStart emits the start of a GGML row kernel's row loop (label
+// name_row, the outputs zeroed) and loads the weights, activations,
+// their sums and scales and the count of units of a row.
+func ggmlRowStart(name string) (wp, ak, sk, xk, nk GPVirtual) {
+	Label(name + "_row")
+	zeroOutputs(name)
+	wp = param("w")
+	ak, sk, xk = param("act"), param("sums"), param("xs")
+	nk = param("nsb")
+	return wp, ak, sk, xk, nk
 }
 
 // zeroOutputs emits the loop that zeroes out[v*ostride] for the nvec

@@ -45,12 +45,8 @@ func ggmlSuperA8AVX2(c ggmlSuper, vnni bool) {
 		shift = 0
 	}
 
-	Label(name + "_row")
+	wp, ak, sk, xk, nk := ggmlRowStart(name)
 	{
-		zeroOutputs(name)
-		wp := param("w")
-		ak, sk, xk := param("act"), param("sums"), param("xs")
-		nk := param("nsb")
 		Label(name + "_sb")
 		{
 			ggmlScalesAVX2(c, Mem{Base: wp}, sv, mw)
