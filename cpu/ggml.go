@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/qgemv/qgemv/internal/hugemem"
 	"github.com/qgemv/qgemv/internal/mat"
@@ -25,6 +26,7 @@ type GGMLMatrix struct {
 	m      *ggml.Matrix // a snapshot of the loaded matrix (Data may be a huge-page copy)
 	block  *hugemem.Block
 	kern   *ggmlKernel // SIMD kernels for this type and kernel set, or nil
+	goA8   bool        // A8 runs the Go kernel: kern.a8 is inexact for these codes (ggmlKernel.minCode)
 	closed atomic.Bool
 }
 
@@ -34,12 +36,12 @@ type GGMLMatrix struct {
 type ggmlKernel struct {
 	isa ISA
 	a8  func(mx *GGMLMatrix, c *ggmlCall, r0, r1 int)
-	// noMin8: a8 is exact only for activations in [-127, 127]
-	// (layout.QuantizeA8's range): the AVX2 and AVX-VNNI kernels of the
-	// types with signed codes multiply |code| by the activation with the
-	// code's sign, and -128 with a negative code's sign does not fit int8.
-	// MulI8 runs the Go kernel for activations that hold a -128.
-	noMin8 bool
+	// minCode: a8 is exact (for every int8 activation) only if no code
+	// is -128: the AVX2 kernels of Q8_0 multiply |x| by the code with the
+	// activation's sign, and -128 with a negative sign does not fit int8.
+	// llama.cpp's quantizer writes codes in [-127, 127]; LoadGGML binds a
+	// matrix holding a -128 to the Go A8 kernel.
+	minCode bool
 	// prep lays out vector v's activations (c.xq, c.xs) for a8 once per
 	// call, before the rows are split.
 	prep func(mx *GGMLMatrix, c *ggmlCall)
@@ -71,7 +73,6 @@ type ggmlCall struct {
 	xsT   []float32 // the batch kernels' transposed scales
 	slots int       // the rows-in-lanes kernel's vector slots, set by ggmlPrep (0: none)
 	sc    *scratch  // the call's pooled buffers
-	goA8  bool      // run the Go kernel (ggmlKernel.noMin8 and a -128 in xq)
 }
 
 func init() {
@@ -96,6 +97,7 @@ func (b *Backend) LoadGGML(m *ggml.Matrix) (*GGMLMatrix, error) {
 	}
 	if f := ggmlKernels[c.Type]; f != nil {
 		mx.kern = f(b.set.isa)
+		mx.goA8 = mx.kern != nil && mx.kern.minCode && ggmlHasMinCode(&c)
 	}
 	return mx, nil
 }
@@ -183,7 +185,7 @@ func (j ggmlF32Job) do(r0, r1 int) error {
 
 func (j ggmlA8Job) do(r0, r1 int) error {
 	c := j.c
-	if k := c.mx.kern; k != nil && !c.goA8 {
+	if k := c.mx.kern; k != nil && !c.mx.goA8 {
 		k.a8(c.mx, c, r0, r1)
 	} else {
 		ggmlA8Rows(c.mx.m, c, r0, r1)
@@ -270,7 +272,7 @@ func (mx *GGMLMatrix) MulA8(dst, x []float32, batch int) error {
 			return fmt.Errorf("cpu: vector %d: %w", v, err)
 		}
 	}
-	return mx.mulI8(sc, batch, dst, xq, xs, false)
+	return mx.mulI8(sc, batch, dst, xq, xs)
 }
 
 // MulI8 multiplies activations quantized by layout.QuantizeA8 (PCols int8
@@ -289,22 +291,35 @@ func (mx *GGMLMatrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) e
 	}
 	sc := getScratch()
 	defer putScratch(sc)
-	return mx.mulI8(sc, batch, dst, xq, xs, true)
+	return mx.mulI8(sc, batch, dst, xq, xs)
 }
 
-// mulI8 runs the A8 multiply; user says xq came from the caller, not
-// from QuantizeA8, so it may hold -128 (see ggmlKernel.noMin8).
-func (mx *GGMLMatrix) mulI8(sc *scratch, batch int, dst []float32, xq []int8, xs []float32, user bool) error {
+// mulI8 runs the A8 multiply.
+func (mx *GGMLMatrix) mulI8(sc *scratch, batch int, dst []float32, xq []int8, xs []float32) error {
 	m := mx.m
 	c := &sc.ggml
 	*c = ggmlCall{mx: mx, batch: batch, dst: dst, xq: xq, xs: xs, sc: sc}
-	c.goA8 = user && mx.kern != nil && mx.kern.noMin8 && hasMinInt8(xq)
-	if k := mx.kern; k != nil && k.prep != nil && !c.goA8 {
+	if k := mx.kern; k != nil && k.prep != nil && !mx.goA8 {
 		k.prep(mx, c)
 	}
 	_ = mx.b.rowsJob(m.Rows, m.RowBytes(), chunksPerThread, ggmlA8Job{c})
 	*c = ggmlCall{}
 	return nil
+}
+
+// ggmlHasMinCode reports whether a Q8_0 matrix holds a code of -128
+// (other types: false).
+func ggmlHasMinCode(m *ggml.Matrix) bool {
+	if m.Type != ggml.Q8_0 {
+		return false
+	}
+	n := m.Type.BlockBytes()
+	for b := m.Data; len(b) >= n; b = b[n:] {
+		if hasMinInt8(unsafe.Slice((*int8)(unsafe.Pointer(&b[2])), n-2)) {
+			return true
+		}
+	}
+	return false
 }
 
 // ggmlA8Rows is the generic A8 kernel: each block decoded once

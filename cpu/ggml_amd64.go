@@ -480,12 +480,6 @@ var (
 	}
 )
 
-// ggmlSignTrickAVX2 are the types with signed codes, some of whose AVX2
-// and AVX-VNNI kernels multiply |code| by the activation given the code's
-// sign (VPSIGNB): exact for activations in [-127, 127] only
-// (ggmlKernel.noMin8).
-var ggmlSignTrickAVX2 = map[ggml.Type]bool{ggml.Q8_0: true, ggml.IQ4_NL: true, ggml.IQ4_XS: true}
-
 // ggmlActOrder gives, for each type whose kernel reads the activations of
 // every 128 columns in another order, the source offsets of its 16-byte
 // runs (nil: column order).
@@ -532,7 +526,7 @@ func init() {
 					slots := ggmlTSlots(batch)
 					return tFuncs[slots][t], slots
 				}
-				k := &ggmlKernel{isa: isa, noMin8: ggmlSignTrickAVX2[t], prep: func(mx *GGMLMatrix, c *ggmlCall) {
+				k := &ggmlKernel{isa: isa, minCode: t == ggml.Q8_0, prep: func(mx *GGMLMatrix, c *ggmlCall) {
 					c.slots = 0
 					if fn, slots := tKernel(c.batch); fn != nil {
 						c.slots = slots

@@ -137,8 +137,9 @@ func benchGGML(b *testing.B, be *Backend, rows, cols int) {
 // TestGGMLInt8Extremes: MulI8 with int8 activations at both ends, -128
 // (which layout.QuantizeA8 never makes) and 127, is the exact product on
 // every kernel set, type and batch path (one-row, four-row, rows-in-lanes
-// and batch kernels): the AVX2 and AVX-VNNI kernels that take the codes'
-// signs (Q8_0, IQ4_NL, IQ4_XS) were not, and now leave such calls to Go.
+// and batch kernels), in the SIMD kernels themselves: the AVX2 kernels of
+// the signed types (Q8_0, IQ4_NL, IQ4_XS) once multiplied |code| by x
+// with the code's sign, which overflows for x = -128.
 func TestGGMLInt8Extremes(t *testing.T) {
 	for _, isa := range ISAs() {
 		if !Supported(isa) {
@@ -157,6 +158,9 @@ func TestGGMLInt8Extremes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if mx.goA8 {
+				t.Fatalf("%s %s: random blocks run A8 in Go", isa, typ)
+			}
 			for _, batch := range []int{1, 2, 3, 4, 9, 16} {
 				xq, xs := synth.ExtremeA8(batch*m.PCols, uint64(batch))
 				dst := make([]float32, batch*m.Rows)
@@ -169,6 +173,55 @@ func TestGGMLInt8Extremes(t *testing.T) {
 			}
 			mx.Close()
 		}
+		be.Close()
+	}
+}
+
+// TestGGMLQ8MinCode: a Q8_0 matrix with codes of -128 (valid, though
+// llama.cpp's quantizer never writes one) multiplies exactly on every
+// kernel set and batch path with extreme activations; only the sets whose
+// kernels cannot take such a code (ggmlKernel.minCode) run it in Go.
+func TestGGMLQ8MinCode(t *testing.T) {
+	m, err := ggml.Random(ggml.Q8_0, 37, 1024, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ggmlHasMinCode(m) {
+		t.Fatal("random Q8_0 blocks hold a -128")
+	}
+	n := m.Type.BlockBytes()
+	for i := 0; i < len(m.Data)/n; i += 3 { // every third block, one code each
+		m.Data[i*n+2+i%32] = 0x80
+	}
+	if !ggmlHasMinCode(m) {
+		t.Fatal("ggmlHasMinCode missed the -128 codes")
+	}
+	for _, isa := range ISAs() {
+		if !Supported(isa) {
+			continue
+		}
+		be, err := New(Config{ISA: isa, Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mx, err := be.LoadGGML(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := mx.kern != nil && mx.kern.minCode; mx.goA8 != want {
+			t.Fatalf("%s: goA8 %v, want %v", isa, mx.goA8, want)
+		}
+		for _, batch := range []int{1, 2, 3, 4, 9, 16} {
+			xq, xs := synth.ExtremeA8(batch*m.PCols, uint64(batch))
+			dst := make([]float32, batch*m.Rows)
+			if err := mx.MulI8(dst, xq, xs, batch); err != nil {
+				t.Fatal(err)
+			}
+			if err := ggmlA8Exact(m, dst, xq, xs, batch); err != nil {
+				t.Fatalf("%s batch %d: %v", isa, batch, err)
+			}
+		}
+		mx.Close()
 		be.Close()
 	}
 }

@@ -1662,7 +1662,7 @@ func ggmlKValuesYMM(offset bool) VecVirtual {
 }
 
 // ggmlKValues returns the read-only table of IQ4's KValues as int8, for
-// the AVX2 kernels' sign trick.
+// the AVX2 kernels' signed products (signedDot).
 func ggmlKValues() Mem {
 	return rodata("ggmlKValues", 16, 1, func(i int) uint64 { return uint64(uint8(iq4KValues[i])) })
 }

@@ -53,12 +53,9 @@ func ggmlSuperA8AVX2(c ggmlSuper, vnni bool) {
 			dd := ggmlDMinAVX2(t, Mem{Base: wp})
 			for h := 0; h < 2; h++ {
 				cr := ggmlHalfCodesAVX2(c, Mem{Base: wp}, h, nib, three, hi)
-				var abs [4]VecVirtual
-				if c.dword { // codes are KValues (signed): |kv| and the sign applied to x
+				if c.dword { // codes are KValues (signed, in [-127, 113])
 					for i := range cr {
 						VPSHUFB(cr[i], kvs, cr[i])
-						abs[i] = YMM()
-						VPABSB(cr[i], abs[i])
 					}
 				}
 				av, sp, xv := GP64(), GP64(), GP64()
@@ -72,11 +69,8 @@ func ggmlSuperA8AVX2(c ggmlSuper, vnni bool) {
 					acc := YMM()
 					for i := 0; i < 4; i++ {
 						pr := YMM()
-						if c.dword {
-							xs := YMM()
-							VMOVDQU(Mem{Base: av, Disp: 128*h + 32*i}, xs)
-							VPSIGNB(cr[i], xs, xs)
-							VPMADDUBSW(xs, abs[i], pr)
+						if c.dword { // kv*sign(x) times |x| (see signedDot)
+							signedDot(cr[i], Mem{Base: av, Disp: 128*h + 32*i}, nil, pr)
 						} else {
 							VPMADDUBSW(Mem{Base: av, Disp: 128*h + 32*i}, cr[i], pr)
 						}
@@ -367,8 +361,8 @@ func ggmlScaleRegsAVX2(c ggmlSuper, base Mem) (scale func(h, i int) VecVirtual, 
 // ggmlBlockA8AVX2 emits Ggml<t>A8Avx2 for a 32-element block type:
 // groups of four blocks (nsb counts groups), one register of 32 codes per
 // block in column order; VPMADDUBSW and VPMADDWD with ones per block
-// (Q8_0 and IQ4_NL with the sign trick: |q| times x*sign(q), exact as
-// |q| <= 128 and |x| <= 127), the four block sums reduced together, the
+// (Q8_0 and IQ4_NL: signedDot, the codes with the activations' signs
+// times |x|), the four block sums reduced together, the
 // codes' offset times each block's activation sum subtracted, and the
 // definition's float steps in order. With vnni it emits
 // Ggml<t>A8AvxVnni: one VEX VPDPBUSD per block, the signed types' codes
@@ -425,7 +419,7 @@ func ggmlBlockA8AVX2(c ggmlSmall, vnni bool) {
 
 // ggmlSmallConstsAVX2 loads the constants of the AVX2 kernels of a
 // 32-element block type: whether its codes are signed (Q8_0, IQ4_NL:
-// the |q| x sign trick, no offset) and the offset shift otherwise, the
+// signedDot, no offset) and the offset shift otherwise, the
 // nibble mask, int16 ones for VPMADDWD, IQ4_NL's KValues, and Q5_x's qh
 // spreading (byte i takes byte i/8 of the broadcast qh, tests bit i%8,
 // adds 16). With vnni (VPDPBUSD, no int16 ones) the signed types take
@@ -519,19 +513,13 @@ func halves4(base Mem, stride, off int) VecVirtual {
 // ggmlSmallDotsAVX2 returns the four block sums of a group of four
 // 32-element blocks (codes(b) gives block b's code bytes, emitted when
 // asked, so at most one block's codes are live) with the activations at
-// ap: VPMADDUBSW then VPMADDWD with ones per block (the signed types
-// multiply |q| by x*sign(q)), VPHADDD and a lane add into [S0 S1 S2 S3],
+// ap: VPMADDUBSW then VPMADDWD with ones per block, VPHADDD and a lane
+// add into [S0 S1 S2 S3],
 // minus 2^shift times the blocks' activation sums (loaded from sp, and
 // returned as sx where the caller needs them: shift > 0 or an m term).
-//
-// With absx (IQ4_NL in the four-row kernel: the four blocks' |x|, taken
-// once for the rows) the signed products run the other way round: the
-// code values get the activations' signs (VPSIGNB with x from memory) and
-// multiply |x|, which saves a row's VPABSB and activation load per block.
-// Exact: the code values lie in [-127, 113], so with either sign they
-// stay within int8 (a Q8_0 code of -128 would not), and |x| is at most
-// 128 (VPABSB of -128 reads as 128 unsigned), so a pair sums to at most
-// 2*128*127 in magnitude, within int16.
+// The signed types' products are signedDot's; absx (the four-row
+// kernels: the four blocks' |x|, taken once for the rows) saves a row's
+// VPABSB per block.
 func ggmlSmallDotsAVX2(c ggmlSmall, codes func(b int) VecVirtual, ap, sp GPVirtual, ones VecVirtual, signed bool, shift int, vnni bool, absx []VecVirtual, sums *ggmlBlockSums) (s4, sx VecVirtual) {
 	var d [4]VecVirtual
 	for b := 0; b < 4; b++ {
@@ -548,15 +536,12 @@ func ggmlSmallDotsAVX2(c ggmlSmall, codes func(b int) VecVirtual, ap, sp GPVirtu
 			continue
 		}
 		switch {
-		case signed && absx != nil:
-			VPSIGNB(Mem{Base: ap, Disp: 32 * b}, cr, cr)
-			VPMADDUBSW(cr, absx[b], d[b])
 		case signed:
-			x, a := YMM(), YMM()
-			VMOVDQU(Mem{Base: ap, Disp: 32 * b}, x)
-			VPSIGNB(cr, x, x)
-			VPABSB(cr, a)
-			VPMADDUBSW(x, a, d[b])
+			var a VecVirtual
+			if absx != nil {
+				a = absx[b]
+			}
+			signedDot(cr, Mem{Base: ap, Disp: 32 * b}, a, d[b])
 		default:
 			VPMADDUBSW(Mem{Base: ap, Disp: 32 * b}, cr, d[b])
 			// Unsigned codes (at most 31): the pair sums stay exact in
@@ -599,6 +584,25 @@ func ggmlSmallDotsAVX2(c ggmlSmall, codes func(b int) VecVirtual, ap, sp GPVirtu
 	return s4, sx
 }
 
+// signedDot sets pr to the int16 pair sums of the signed codes cr times
+// the 32 activations at x: VPMADDUBSW of |x| (absx, or VPABSB of x where
+// nil) with the codes given the activations' signs (VPSIGNB into a new
+// register; cr is kept). Exact for every int8 activation as long as no
+// code is -128: a code in [-127, 127] stays within int8 with either sign,
+// and |x| is at most 128 (VPABSB of -128 reads as 128 unsigned), so a
+// pair sums to at most 2*128*127 in magnitude, within int16. IQ4 code
+// values lie in [-127, 113]; Q8_0 matrices holding a code of -128 (which
+// llama.cpp's quantizer never writes) run the Go kernel (cpu.LoadGGML).
+func signedDot(cr VecVirtual, x Mem, absx, pr VecVirtual) {
+	if absx == nil {
+		absx = YMM()
+		VPABSB(x, absx)
+	}
+	s := YMM()
+	VPSIGNB(x, cr, s)
+	VPMADDUBSW(s, absx, pr)
+}
+
 // ggmlBlockSums are a group's four block sums of the activations as int32
 // (sx) and, for the offset codes, times 2^shift (off), loaded once for
 // the four rows of ggmlBlockA8R4AVX2.
@@ -639,7 +643,7 @@ func ggmlBlockA8R4AVX2(c ggmlSmall, vnni bool) {
 		xb := XMM()
 		VBROADCASTSS(Mem{Base: xk}, xb)
 		var absx []VecVirtual
-		if signed && c.kv { // IQ4_NL: |x| once for the four rows
+		if signed { // Q8_0, IQ4_NL: |x| once for the four rows
 			for b := 0; b < 4; b++ {
 				a := YMM()
 				VPABSB(Mem{Base: ak, Disp: 32 * b}, a)
@@ -959,11 +963,7 @@ func ggmlSuperA8R4AVX2(c ggmlSuper, vnni bool) {
 					pr := YMM()
 					if c.dword {
 						VPSHUFB(cr[k], kvs, cr[k])
-						a, x := YMM(), YMM()
-						VPABSB(cr[k], a)
-						VMOVDQU(Mem{Base: ak, Disp: 128*h + 32*k}, x)
-						VPSIGNB(cr[k], x, x)
-						VPMADDUBSW(x, a, pr)
+						signedDot(cr[k], Mem{Base: ak, Disp: 128*h + 32*k}, nil, pr)
 					} else {
 						VPMADDUBSW(Mem{Base: ak, Disp: 128*h + 32*k}, cr[k], pr)
 					}

@@ -274,9 +274,9 @@ func qhSpread(e0 int) (ctl, bits Mem) {
 // the four dwords' low and high nibble products summed in int16 (at most
 // 8*2*15*127 = 30480, no saturation), one VPMADDWD, then the start value
 // and the float step. Q8_0 and IQ4_NL (the nibbles looked up in the
-// signed KValues): the sign trick, |q| times x*sign(q), one VPMADDWD per
-// step (pairs up to 2*128*127), started at 0 (the layout's start values
-// are ignored). Q5_0 and Q5_1 add 16 to the codes whose qh bit is set
+// signed KValues): the codes with the activations' signs times |x| (as
+// signedDot), one VPMADDWD per step (pairs up to 2*128*127), started at 0
+// (the layout's start values are ignored). Q5_0 and Q5_1 add 16 to the codes whose qh bit is set
 // (the rows' qh inserted into one YMM, each step's byte spread by
 // VPSHUFB and compared against one bit per byte) and sum four steps in
 // int16 at a time (at most 4*2*31*127 = 31496); Q4_1 and Q5_1 start at 0
@@ -292,7 +292,7 @@ func ggmlBlockA8TAVX2(c ggmlSmall, M int, vnni bool) {
 		panic("gen: no AVX2 rows-in-lanes kernel for " + c.t)
 	}
 	q8 := c.t == "Q80"   // signed int8 codes
-	signed := q8 || c.kv // the sign trick, started at 0
+	signed := q8 || c.kv // signedDot's products, started at 0
 	// With VNNI the signed codes become q + 128 instead (Q8_0's bytes
 	// flipped, IQ4_NL's looked up in KValues + 128), started at the start
 	// values (-128 times the blocks' activation sums) like the unsigned.
@@ -492,11 +492,12 @@ func ggmlBlockA8TAVX2(c ggmlSmall, M int, vnni bool) {
 					}
 					VPBROADCASTD(Mem{Base: ap, Disp: 128*v + 32*b + 4*k}, xb)
 					if signed {
-						// |q| * (x*sign(q)): pairs at most 2*128*127, so
-						// each step widens to int32 at once.
+						// q*sign(x) times |x| (exact as in signedDot):
+						// pairs at most 2*128*127, so each step widens to
+						// int32 at once.
 						abs := t
-						VPABSB(lohi[k], abs)
-						VPSIGNB(lohi[k], xb, xb)
+						VPABSB(xb, abs)
+						VPSIGNB(xb, lohi[k], xb)
 						VPMADDUBSW(xb, abs, xb)
 						VPMADDWD(ones, xb, xb)
 						if k == 0 {

@@ -22,6 +22,7 @@ import (
 	"github.com/qgemv/qgemv/dispatch"
 	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/ggml"
 )
 
 // Activation names used by Options.Supports.
@@ -79,7 +80,8 @@ type Case struct {
 // registered format's examples (layout.Format.Examples; Short: its
 // ShortExamples) except the int8 formats (RunInt32 checks those); Bits
 // with float32 metadata, with fractional zero points, with offsets
-// (Q4_1/Q4_K form) and with an act-order permutation.
+// (Q4_1/Q4_K form) and with an act-order permutation; Q8_0 with codes of
+// -128.
 func Cases(rows, cols int, short bool, seed uint64) ([]Case, error) {
 	var out []Case
 	add := func(m layout.Matrix, err error, suffix string) error {
@@ -153,6 +155,17 @@ func Cases(rows, cols int, short bool, seed uint64) ([]Case, error) {
 		perm.Perm[i] = int32(p)
 	}
 	out = append(out, Case{perm.Name() + "/actorder", perm})
+	// Q8_0 codes of -128: valid, though llama.cpp's quantizer (and
+	// ggml.Random) never writes one, and beyond some kernels' sign trick
+	q8, err := ggml.Random(ggml.Q8_0, rows, cols, seed+79)
+	if err != nil {
+		return nil, err
+	}
+	n := q8.Type.BlockBytes()
+	for b := 0; b < len(q8.Data)/n; b += 2 {
+		q8.Data[b*n+2+b%32] = 0x80
+	}
+	out = append(out, Case{q8.Name() + "/mincode", q8})
 	for _, c := range out {
 		if err := c.M.Validate(); err != nil {
 			return nil, fmt.Errorf("%s: %w", c.Name, err)

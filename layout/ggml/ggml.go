@@ -520,9 +520,20 @@ func Random(t Type, rows, cols int, seed uint64) (*Matrix, error) {
 
 // RandomBlocks fills dst (whole blocks of type t) with random codes and
 // scales, and binary16 fields d in [1e-3, 2e-2) (K types: [1e-4, 1e-2),
-// with dmin likewise) and m in [-0.5, 0.5): every block is valid.
+// with dmin likewise) and m in [-0.5, 0.5): every block is valid. Q8_0
+// codes lie in [-127, 127], as llama.cpp's quantizer writes them (a code
+// of -128 is valid, and some CPU kernel sets run such matrices in Go).
 func RandomBlocks(t Type, rng *rand.Rand, dst []byte) {
 	layout.FillRandom(rng, dst)
+	if t == Q8_0 {
+		for b := dst; len(b) >= t.BlockBytes(); b = b[t.BlockBytes():] {
+			for i := 2; i < t.BlockBytes(); i++ {
+				if b[i] == 0x80 {
+					b[i] = 0x81
+				}
+			}
+		}
+	}
 	put := func(b []byte, lo, hi float64) {
 		h := layout.ToFP16(float32(lo + float64(rng.Float64()*(hi-lo))))
 		b[0], b[1] = byte(h), byte(h>>8)
