@@ -2,6 +2,7 @@ package qgemv_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
 	"strings"
@@ -198,6 +199,16 @@ func FuzzLoadMul(f *testing.F) {
 			f.Add(k, n, uint16(37), uint16(300), uint16(3), uint8(0), seed)
 		}
 	}
+	// the GGML types on whole super-blocks (256 columns), stored bytes
+	// without bit 6 (so every binary16 field is finite) and a Q8_0 code of
+	// -128 among them
+	ramp := make([]byte, 256)
+	for i := range ramp {
+		ramp[i] = byte(i*7+3) &^ 0x40
+	}
+	for n := uint8(0); n < 12; n++ {
+		f.Add(uint8(3), n, uint16(36), uint16(255), uint16(3), uint8(0), ramp)
+	}
 	f.Add(uint8(0), uint8(3), uint16(15), uint16(256), uint16(3), uint8(1), seed) // a broken permutation
 	f.Add(uint8(1), uint8(0), uint16(17), uint16(129), uint16(0), uint8(2), seed) // a byte too few
 	// Every available backend, each with a canary matrix multiplied after
@@ -273,6 +284,9 @@ func FuzzLoadMul(f *testing.F) {
 					xi[i] = int8(i*5 - 60)
 				}
 				_ = mx.MulInt32(make([]int32, batch*r), xi, batch) // the int8 formats; an error for the others
+				if err := fuzzInt8Exact(mx, m, batch); err != nil {
+					t.Fatalf("%s on %s, batch %d, MulInt8: %v", m.Name(), mx.Kernel(), batch, err)
+				}
 			}
 			mx.Close()
 		}
@@ -291,6 +305,44 @@ func FuzzLoadMul(f *testing.F) {
 			}
 		}
 	})
+}
+
+// fuzzInt8Exact multiplies mx by int8 activations spread over the whole
+// range (-128 included: MulInt8 takes any int8) and returns an error if a
+// result differs from m's exact A8 product (layout.A8Matrix.DotA8Exact)
+// in any bit (any NaN matches any NaN). Formats without int8 activations,
+// and multiplies or references that refuse the input, are skipped.
+func fuzzInt8Exact(mx *qgemv.Matrix, m layout.Matrix, batch int) error {
+	ref, ok := m.(layout.A8Matrix)
+	if !ok || !mx.TakesA8() {
+		return nil
+	}
+	rows, pc := mx.Rows(), mx.PaddedCols()
+	xq := make([]int8, batch*pc)
+	for i := range xq {
+		xq[i] = int8(uint8(i*37 + 11))
+	}
+	xs := make([]float32, batch*pc/128)
+	for i := range xs {
+		xs[i] = float32(i%5+1) / 64
+	}
+	dst := make([]float32, batch*rows)
+	if err := mx.MulInt8(dst, xq, xs, batch); err != nil {
+		return nil
+	}
+	want := make([]float32, rows)
+	for v := 0; v < batch; v++ {
+		if err := ref.DotA8Exact(want, xq[v*pc:(v+1)*pc], xs[v*pc/128:(v+1)*pc/128]); err != nil {
+			return nil
+		}
+		for r, w := range want {
+			g := dst[v*rows+r]
+			if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
+				return fmt.Errorf("vector %d row %d: %v, want exactly %v", v, r, g, w)
+			}
+		}
+	}
+	return nil
 }
 
 // fuzzResult is one multiply's result or error.
