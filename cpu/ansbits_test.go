@@ -18,14 +18,8 @@ import (
 // are errors wrapping ans.ErrCorrupt, never a panic or a read outside
 // the stream.
 func TestANSBitsDecoders(t *testing.T) {
-	for _, isa := range ISAs() {
-		if !Supported(isa) {
-			continue
-		}
-		be, err := New(Config{ISA: isa, Threads: 2})
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, be := range openSets(t, 2) {
+		isa := be.ISA()
 		for _, spec := range []struct{ n, g int }{{8, 128}, {4, 32}, {2, 0}, {1, 128}} {
 			m, err := ans.RandomBits(100, 3000, spec.n, spec.g, uint64(spec.n))
 			if err != nil {

@@ -63,6 +63,21 @@ func randVec(rng *rand.Rand, n int) []float32 {
 	return x
 }
 
+// openSets opens a backend of threads threads on every kernel set this
+// CPU can run; the test's cleanup closes them.
+func openSets(t testing.TB, threads int) []*Backend {
+	var out []*Backend
+	for _, isa := range supportedSets() {
+		be, err := New(Config{ISA: isa, Threads: threads})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { be.Close() })
+		out = append(out, be)
+	}
+	return out
+}
+
 // supportedSets returns every kernel set this CPU can run.
 func supportedSets() []ISA {
 	var out []ISA

@@ -26,15 +26,8 @@ func TestGGMLKernels(t *testing.T) {
 }
 
 func testGGMLKernels(t *testing.T) {
-	for _, isa := range ISAs() {
-		if !Supported(isa) {
-			continue
-		}
-		be, err := New(Config{ISA: isa, Threads: 2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer be.Close()
+	for _, be := range openSets(t, 2) {
+		isa := be.ISA()
 		for _, typ := range ggml.Types {
 			for _, sh := range [][2]int{{37, 1024}, {5, 2304}} {
 				m, err := ggml.Random(typ, sh[0], sh[1], uint64(sh[0])+uint64(typ))
@@ -141,14 +134,8 @@ func benchGGML(b *testing.B, be *Backend, rows, cols int) {
 // the signed types (Q8_0, IQ4_NL, IQ4_XS) once multiplied |code| by x
 // with the code's sign, which overflows for x = -128.
 func TestGGMLInt8Extremes(t *testing.T) {
-	for _, isa := range ISAs() {
-		if !Supported(isa) {
-			continue
-		}
-		be, err := New(Config{ISA: isa, Threads: 2})
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, be := range openSets(t, 2) {
+		isa := be.ISA()
 		for _, typ := range ggml.Types {
 			m, err := ggml.Random(typ, 37, 1024, uint64(typ)+5)
 			if err != nil {
@@ -161,19 +148,11 @@ func TestGGMLInt8Extremes(t *testing.T) {
 			if mx.goA8 {
 				t.Fatalf("%s %s: random blocks run A8 in Go", isa, typ)
 			}
-			for _, batch := range []int{1, 2, 3, 4, 9, 16} {
-				xq, xs := synth.ExtremeA8(batch*m.PCols, uint64(batch))
-				dst := make([]float32, batch*m.Rows)
-				if err := mx.MulI8(dst, xq, xs, batch); err != nil {
-					t.Fatal(err)
-				}
-				if err := ggmlA8Exact(m, dst, xq, xs, batch); err != nil {
-					t.Fatalf("%s %s batch %d: %v", isa, typ, batch, err)
-				}
+			if err := ggmlExtremesExact(mx, m); err != nil {
+				t.Fatalf("%s %s: %v", isa, typ, err)
 			}
 			mx.Close()
 		}
-		be.Close()
 	}
 }
 
@@ -196,14 +175,8 @@ func TestGGMLQ8MinCode(t *testing.T) {
 	if !ggmlHasMinCode(m) {
 		t.Fatal("ggmlHasMinCode missed the -128 codes")
 	}
-	for _, isa := range ISAs() {
-		if !Supported(isa) {
-			continue
-		}
-		be, err := New(Config{ISA: isa, Threads: 2})
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, be := range openSets(t, 2) {
+		isa := be.ISA()
 		mx, err := be.LoadGGML(m)
 		if err != nil {
 			t.Fatal(err)
@@ -211,19 +184,29 @@ func TestGGMLQ8MinCode(t *testing.T) {
 		if want := mx.kern != nil && mx.kern.minCode; mx.goA8 != want {
 			t.Fatalf("%s: goA8 %v, want %v", isa, mx.goA8, want)
 		}
-		for _, batch := range []int{1, 2, 3, 4, 9, 16} {
-			xq, xs := synth.ExtremeA8(batch*m.PCols, uint64(batch))
-			dst := make([]float32, batch*m.Rows)
-			if err := mx.MulI8(dst, xq, xs, batch); err != nil {
-				t.Fatal(err)
-			}
-			if err := ggmlA8Exact(m, dst, xq, xs, batch); err != nil {
-				t.Fatalf("%s batch %d: %v", isa, batch, err)
-			}
+		if err := ggmlExtremesExact(mx, m); err != nil {
+			t.Fatalf("%s: %v", isa, err)
 		}
 		mx.Close()
-		be.Close()
 	}
+}
+
+// ggmlExtremesExact multiplies mx (loaded from m) by synth.ExtremeA8
+// activations at batches that reach every batch path (one-row, four-row,
+// rows-in-lanes and batch kernels) and returns an error unless each
+// result is m.DotA8Exact's bit for bit.
+func ggmlExtremesExact(mx *GGMLMatrix, m *ggml.Matrix) error {
+	for _, batch := range []int{1, 2, 3, 4, 9, 16} {
+		xq, xs := synth.ExtremeA8(batch*m.PCols, uint64(batch))
+		dst := make([]float32, batch*m.Rows)
+		if err := mx.MulI8(dst, xq, xs, batch); err != nil {
+			return err
+		}
+		if err := ggmlA8Exact(m, dst, xq, xs, batch); err != nil {
+			return fmt.Errorf("batch %d: %w", batch, err)
+		}
+	}
+	return nil
 }
 
 // ggmlA8Exact returns an error naming the first output of dst (batch
