@@ -1,10 +1,10 @@
 package cpu
 
 import (
+	"encoding/binary"
 	"fmt"
 	"runtime"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/qgemv/qgemv/internal/hugemem"
 	"github.com/qgemv/qgemv/internal/mat"
@@ -308,18 +308,24 @@ func (mx *GGMLMatrix) mulI8(sc *scratch, batch int, dst []float32, xq []int8, xs
 }
 
 // ggmlHasMinCode reports whether a Q8_0 matrix holds a code of -128
-// (other types: false).
+// (other types: false): each block's 32 codes (after its binary16 d) as
+// four words, a byte of 0x80 being a zero byte of the word xor 0x80...80
+// ((w - 0x01...01) &^ w & 0x80...80 is nonzero exactly when w has a zero
+// byte), about 1 ns per block.
 func ggmlHasMinCode(m *ggml.Matrix) bool {
 	if m.Type != ggml.Q8_0 {
 		return false
 	}
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	n := m.Type.BlockBytes()
+	var found uint64
 	for b := m.Data; len(b) >= n; b = b[n:] {
-		if hasMinInt8(unsafe.Slice((*int8)(unsafe.Pointer(&b[2])), n-2)) {
-			return true
+		for o := 2; o < n; o += 8 {
+			w := binary.LittleEndian.Uint64(b[o:]) ^ highs
+			found |= (w - ones) &^ w & highs
 		}
 	}
-	return false
+	return found != 0
 }
 
 // ggmlA8Rows is the generic A8 kernel: each block decoded once

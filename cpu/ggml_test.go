@@ -3,7 +3,6 @@ package cpu
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"testing"
 
@@ -228,24 +227,44 @@ func ggmlA8Exact(m *ggml.Matrix, dst []float32, xq []int8, xs []float32, batch i
 	return nil
 }
 
-// TestHasMinInt8: hasMinInt8 finds a -128 at every position of slices of
-// every length to 40, and nothing in slices without one (127, 0 and -127
-// next to each other included).
-func TestHasMinInt8(t *testing.T) {
-	for n := 0; n <= 40; n++ {
-		x := make([]int8, n)
-		for i := range x {
-			x[i] = []int8{127, -127, 0, 1, -1}[i%5]
+// TestGGMLHasMinCode: ggmlHasMinCode finds a code of -128 at every code
+// position of a Q8_0 block (first, middle and last block of a matrix) and
+// nothing where only the binary16 d fields hold 0x80 bytes or the codes
+// are -127 and 127.
+func TestGGMLHasMinCode(t *testing.T) {
+	m, err := ggml.New(ggml.Q8_0, 3, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := m.Type.BlockBytes()
+	blocks := len(m.Data) / n
+	for b := 0; b < blocks; b++ {
+		m.Data[b*n], m.Data[b*n+1] = 0x80, 0x80 // d = -0: bytes of 0x80 outside the codes
+		for i := 2; i < n; i++ {
+			m.Data[b*n+i] = []byte{0x7f, 0x81, 0x00, 0xff}[i%4]
 		}
-		if hasMinInt8(x) {
-			t.Fatalf("length %d without -128: found one", n)
-		}
-		for i := range x {
-			y := slices.Clone(x)
-			y[i] = -128
-			if !hasMinInt8(y) {
-				t.Fatalf("length %d: -128 at %d not found", n, i)
+	}
+	if ggmlHasMinCode(m) {
+		t.Fatal("found a -128 code in a matrix without one")
+	}
+	for _, b := range []int{0, blocks / 2, blocks - 1} {
+		for i := 2; i < n; i++ {
+			old := m.Data[b*n+i]
+			m.Data[b*n+i] = 0x80
+			if !ggmlHasMinCode(m) {
+				t.Fatalf("block %d: a -128 code at byte %d not found", b, i)
 			}
+			m.Data[b*n+i] = old
 		}
+	}
+	q4, err := ggml.New(ggml.Q4_0, 3, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range q4.Data {
+		q4.Data[i] = 0x80
+	}
+	if ggmlHasMinCode(q4) {
+		t.Fatal("a Q4_0 matrix reported")
 	}
 }

@@ -110,26 +110,6 @@ func prepareI8(c *call, g0, g1 int) {
 	}
 }
 
-// hasMinInt8 reports whether x holds a -128, eight bytes at a time (a
-// byte of 0x80 is a zero byte of the word xor 0x80...80).
-func hasMinInt8(x []int8) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), len(x))
-	i := 0
-	for ; i+8 <= len(b); i += 8 {
-		w := binary.LittleEndian.Uint64(b[i:]) ^ highs
-		if (w-ones)&^w&highs != 0 {
-			return true
-		}
-	}
-	for ; i < len(b); i++ {
-		if b[i] == 0x80 {
-			return true
-		}
-	}
-	return false
-}
-
 // sumInt8 returns the sum of x (len(x) a multiple of 8, at most 1024)
 // eight bytes at a time: each byte biased by 128 to unsigned, pairs added
 // into four 16-bit lanes (at most 128 words: 510*128 < 2^16).
