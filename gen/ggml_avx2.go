@@ -248,13 +248,7 @@ func ggmlHalfCodesAVX2(c ggmlSuper, base Mem, h int, nib, three, hi VecVirtual) 
 		}
 	case "IQ4XS":
 		for i := 0; i < 4; i++ { // sub-block 4h+i: 16 bytes, low nibbles then high
-			x, hx := XMM(), XMM()
-			VMOVDQU(base.Offset(8+16*(4*h+i)), x)
-			VPSRLW(U8(4), x, hx)
-			v := YMM()
-			VINSERTI128(U8(1), hx, x.AsY(), v)
-			VPAND(nib, v, v)
-			cr[i] = v
+			cr[i] = nibbleLanes(base.Offset(8+16*(4*h+i)), nib)
 		}
 	}
 	return cr
@@ -463,16 +457,15 @@ func ggmlCodeConstsAVX2(c ggmlSmall, offset bool) (kv, spread, bits, sixteen Vec
 // of each adding 16; IQ4_NL: looked up in kv), or Q8_0's int8 codes
 // (plus 128, bytes flipped, where offset).
 func ggmlSmallCodesAVX2(c ggmlSmall, base Mem, b int, nib, kv, spread, bits, sixteen VecVirtual, offset bool) VecVirtual {
-	v := YMM()
+	var v VecVirtual
 	off := b*c.bytes + c.qs
-	if c.nib { // the 16 bytes in both lanes, the high lane shifted by 4: no lane insert
-		VBROADCASTI128(base.Offset(off), v)
-		VPSRLVD(rodata("ggmlNibbleShifts", 8, 4, func(i int) uint64 { return uint64(4 * (i / 4)) }), v, v)
-		VPAND(nib, v, v)
+	if c.nib {
+		v = nibbleLanes(base.Offset(off), nib)
 		if c.kv {
 			VPSHUFB(v, kv, v)
 		}
 	} else {
+		v = YMM()
 		VMOVDQU(base.Offset(off), v)
 		if offset {
 			VPXOR(ggmlFlip32(), v, v)
@@ -487,6 +480,18 @@ func ggmlSmallCodesAVX2(c ggmlSmall, base Mem, b int, nib, kv, spread, bits, six
 		VPAND(sixteen, h, h)
 		VPOR(h, v, v)
 	}
+	return v
+}
+
+// nibbleLanes returns the 32 nibbles of the 16 bytes at m as bytes: the
+// low nibbles in the low lane, the high ones in the high lane (the bytes
+// broadcast to both lanes, the high lane's dwords shifted by 4, masked:
+// one shift where a lane insert would take a shift and a shuffle).
+func nibbleLanes(m Mem, nib VecVirtual) VecVirtual {
+	v := YMM()
+	VBROADCASTI128(m, v)
+	VPSRLVD(rodata("ggmlNibbleShifts", 8, 4, func(i int) uint64 { return uint64(4 * (i / 4)) }), v, v)
+	VPAND(nib, v, v)
 	return v
 }
 
