@@ -103,13 +103,18 @@ func (b *Backend) LoadGGML(m *ggml.Matrix) (*GGMLMatrix, error) {
 }
 
 // Kernel names the kernels, e.g. "cpu-avx512vnni-q6_k" or
-// "cpu-generic-q6_k".
+// "cpu-generic-q6_k"; a Q8_0 matrix whose codes of -128 the kernel set
+// cannot multiply exactly says that its A8 runs in Go.
 func (mx *GGMLMatrix) Kernel() string {
 	isa := Generic
 	if mx.kern != nil {
 		isa = mx.kern.isa
 	}
-	return "cpu-" + string(isa) + "-" + mx.m.Type.SpecName()
+	name := "cpu-" + string(isa) + "-" + mx.m.Type.SpecName()
+	if mx.goA8 {
+		name += " (A8 in Go: codes of -128)"
+	}
+	return name
 }
 
 // Close releases the matrix; later multiplies return ErrClosed.
@@ -311,7 +316,7 @@ func (mx *GGMLMatrix) mulI8(sc *scratch, batch int, dst []float32, xq []int8, xs
 // (other types: false): each block's 32 codes (after its binary16 d) as
 // four words, a byte of 0x80 being a zero byte of the word xor 0x80...80
 // ((w - 0x01...01) &^ w & 0x80...80 is nonzero exactly when w has a zero
-// byte), about 1 ns per block.
+// byte).
 func ggmlHasMinCode(m *ggml.Matrix) bool {
 	if m.Type != ggml.Q8_0 {
 		return false

@@ -183,6 +183,9 @@ func TestGGMLQ8MinCode(t *testing.T) {
 		if want := mx.kern != nil && mx.kern.minCode; mx.goA8 != want {
 			t.Fatalf("%s: goA8 %v, want %v", isa, mx.goA8, want)
 		}
+		if got := strings.Contains(mx.Kernel(), "A8 in Go"); got != mx.goA8 {
+			t.Fatalf("%s: Kernel() = %q, A8 in Go %v", isa, mx.Kernel(), mx.goA8)
+		}
 		if err := ggmlExtremesExact(mx, m); err != nil {
 			t.Fatalf("%s: %v", isa, err)
 		}
