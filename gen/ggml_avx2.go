@@ -356,9 +356,9 @@ func ggmlScaleRegsAVX2(c ggmlSuper, base Mem) (scale func(h, i int) VecVirtual, 
 // groups of four blocks (nsb counts groups), one register of 32 codes per
 // block in column order; VPMADDUBSW and VPMADDWD with ones per block
 // (Q8_0 and IQ4_NL: signedDot, the codes with the activations' signs
-// times |x|), the four block sums reduced together, the
-// codes' offset times each block's activation sum subtracted, and the
-// definition's float steps in order. With vnni it emits
+// times |x|), the four block sums reduced together, the codes' offset
+// times each block's activation sum subtracted, and the definition's
+// float steps in order. With vnni it emits
 // Ggml<t>A8AvxVnni: one VEX VPDPBUSD per block, the signed types' codes
 // as q + 128 (see ggmlSmallConstsAVX2).
 func ggmlBlockA8AVX2(c ggmlSmall, vnni bool) {
@@ -519,9 +519,9 @@ func halves4(base Mem, stride, off int) VecVirtual {
 // 32-element blocks (codes(b) gives block b's code bytes, emitted when
 // asked, so at most one block's codes are live) with the activations at
 // ap: VPMADDUBSW then VPMADDWD with ones per block, VPHADDD and a lane
-// add into [S0 S1 S2 S3],
-// minus 2^shift times the blocks' activation sums (loaded from sp, and
-// returned as sx where the caller needs them: shift > 0 or an m term).
+// add into [S0 S1 S2 S3], minus 2^shift times the blocks' activation sums
+// (loaded from sp, and returned as sx where the caller needs them: shift
+// > 0 or an m term).
 // The signed types' products are signedDot's; absx (the four-row
 // kernels: the four blocks' |x|, taken once for the rows) saves a row's
 // VPABSB per block.
@@ -590,7 +590,7 @@ func ggmlSmallDotsAVX2(c ggmlSmall, codes func(b int) VecVirtual, ap, sp GPVirtu
 }
 
 // signedDot sets pr to the int16 pair sums of the signed codes cr times
-// the 32 activations at x: VPMADDUBSW of |x| (absx, or VPABSB of x where
+// the 32 activations x (in memory or a register): VPMADDUBSW of |x| (absx, or VPABSB of x where
 // nil) with the codes given the activations' signs (VPSIGNB into a new
 // register; cr is kept). Exact for every int8 activation as long as no
 // code is -128: a code in [-127, 127] stays within int8 with either sign,
@@ -598,7 +598,7 @@ func ggmlSmallDotsAVX2(c ggmlSmall, codes func(b int) VecVirtual, ap, sp GPVirtu
 // pair sums to at most 2*128*127 in magnitude, within int16. IQ4 code
 // values lie in [-127, 113]; Q8_0 matrices holding a code of -128 (which
 // llama.cpp's quantizer never writes) run the Go kernel (cpu.LoadGGML).
-func signedDot(cr VecVirtual, x Mem, absx, pr VecVirtual) {
+func signedDot(cr VecVirtual, x Op, absx, pr VecVirtual) {
 	if absx == nil {
 		absx = YMM()
 		VPABSB(x, absx)

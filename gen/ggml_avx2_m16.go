@@ -11,9 +11,9 @@ import (
 // ggmlSuperA8M16AVX2 emits Ggml<t>A8M16FullAvx2 (full) and
 // Ggml<t>A8M16Avx2, the AVX2 batch kernels of a super-block type (not
 // IQ4_XS: see below): two vectors per accumulator, one per 128-bit lane;
-// the full kernel runs all 16 vector
-// lanes whatever nvec is (the caller zeroes the unused vectors'
-// activations), the other stops after the pairs that hold nvec vectors.
+// the full kernel runs all 16 vector lanes whatever nvec is (the caller
+// zeroes the unused vectors' activations), the other stops after the
+// pairs that hold nvec vectors.
 // Per row and half, the codes are unpacked once (ggmlHalfCodesAVX2) and
 // stored as eight chunks of 16 columns, each in both lanes; each pair of
 // vectors then takes, per chunk, VPMADDUBSW (codes x activations, int16

@@ -274,14 +274,14 @@ func qhSpread(e0 int) (ctl, bits Mem) {
 // the four dwords' low and high nibble products summed in int16 (at most
 // 8*2*15*127 = 30480, no saturation), one VPMADDWD, then the start value
 // and the float step. Q8_0 and IQ4_NL (the nibbles looked up in the
-// signed KValues): the codes with the activations' signs times |x| (as
-// signedDot), one VPMADDWD per step (pairs up to 2*128*127), started at 0
-// (the layout's start values are ignored). Q5_0 and Q5_1 add 16 to the codes whose qh bit is set
-// (the rows' qh inserted into one YMM, each step's byte spread by
-// VPSHUFB and compared against one bit per byte) and sum four steps in
-// int16 at a time (at most 4*2*31*127 = 31496); Q4_1 and Q5_1 start at 0
-// and subtract float32(m*xs) * float32(-sx), their M term, as the AVX-512
-// kernels do. The rows' d (and m) come from VPINSRW and F16C.
+// signed KValues): the codes with the activations' signs times |x|
+// (signedDot), one VPMADDWD per step (pairs up to 2*128*127), started at
+// 0 (the layout's start values are ignored). Q5_0 and Q5_1 add 16 to the
+// codes whose qh bit is set (the rows' qh inserted into one YMM, each
+// step's byte spread by VPSHUFB and compared against one bit per byte)
+// and sum four steps in int16 at a time (at most 4*2*31*127 = 31496);
+// Q4_1 and Q5_1 start at 0 and subtract float32(m*xs) * float32(-sx),
+// their M term, as the AVX-512 kernels do. The rows' d (and m) come from VPINSRW and F16C.
 //
 // With vnni it emits Ggml<t>A8T<M>AvxVnni instead: each step one VEX
 // VPDPBUSD into int32 sums that start at the block's start value (0 for
@@ -492,13 +492,9 @@ func ggmlBlockA8TAVX2(c ggmlSmall, M int, vnni bool) {
 					}
 					VPBROADCASTD(Mem{Base: ap, Disp: 128*v + 32*b + 4*k}, xb)
 					if signed {
-						// q*sign(x) times |x| (exact as in signedDot):
-						// pairs at most 2*128*127, so each step widens to
-						// int32 at once.
-						abs := t
-						VPABSB(xb, abs)
-						VPSIGNB(xb, lohi[k], xb)
-						VPMADDUBSW(xb, abs, xb)
+						// pairs at most 2*128*127, so each step widens
+						// to int32 at once
+						signedDot(lohi[k], xb, nil, xb)
 						VPMADDWD(ones, xb, xb)
 						if k == 0 {
 							VMOVDQA(xb, s16)
