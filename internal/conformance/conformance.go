@@ -22,7 +22,6 @@ import (
 	"github.com/qgemv/qgemv/dispatch"
 	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/layout"
-	"github.com/qgemv/qgemv/layout/ggml"
 )
 
 // Activation names used by Options.Supports.
@@ -155,15 +154,9 @@ func Cases(rows, cols int, short bool, seed uint64) ([]Case, error) {
 		perm.Perm[i] = int32(p)
 	}
 	out = append(out, Case{perm.Name() + "/actorder", perm})
-	// Q8_0 codes of -128: valid, though llama.cpp's quantizer (and
-	// ggml.Random) never writes one, and beyond some kernels' sign trick
-	q8, err := ggml.Random(ggml.Q8_0, rows, cols, seed+79)
+	q8, err := synth.Q8MinCodes(rows, cols, seed+79)
 	if err != nil {
 		return nil, err
-	}
-	n := q8.Type.BlockBytes()
-	for b := 0; b < len(q8.Data)/n; b += 2 {
-		q8.Data[b*n+2+b%32] = 0x80
 	}
 	out = append(out, Case{q8.Name() + "/mincode", q8})
 	for _, c := range out {

@@ -15,6 +15,7 @@ import (
 	"github.com/qgemv/qgemv/layout"
 	_ "github.com/qgemv/qgemv/layout/ans" // registers the ANS formats
 	"github.com/qgemv/qgemv/layout/codebook"
+	"github.com/qgemv/qgemv/layout/ggml"
 )
 
 // Q4G128 returns layout.RandomQ4G128(rows, cols, seed).
@@ -53,6 +54,22 @@ func ExtremeA8(n int, seed uint64) ([]int8, []float32) {
 		xs[i] = float32(rng.Float64()) / 64
 	}
 	return xq, xs
+}
+
+// Q8MinCodes returns a random Q8_0 matrix (ggml.Random) whose every
+// second block holds one code of -128: valid, though llama.cpp's quantizer
+// (and ggml.Random) never writes one, and beyond the kernels that give the
+// codes the activations' signs.
+func Q8MinCodes(rows, cols int, seed uint64) (*ggml.Matrix, error) {
+	m, err := ggml.Random(ggml.Q8_0, rows, cols, seed)
+	if err != nil {
+		return nil, err
+	}
+	n := m.Type.BlockBytes()
+	for b := 0; b < len(m.Data)/n; b += 2 {
+		m.Data[b*n+2+b%32] = 0x80 // the codes follow the binary16 d
+	}
+	return m, nil
 }
 
 // Rotation returns how many distinct copies of a working set of the given
