@@ -212,6 +212,9 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, f := range ggmlA8M16AVX2SmallFuncs {
 		check("ggml avx2 batch", funcName(f), ggmlA8AVX2Requires)
 	}
+	for _, f := range []any{ggmlQ2KPairs.r4, ggmlQ2KPairs.m16Full, ggmlQ2KPairs.m16, ggmlQ2KPairs.f32} {
+		check("ggml Q2_K pair order", funcName(f), ggmlQ2KPairsRequires)
+	}
 	for _, f := range ggmlA8AVX2Funcs {
 		check("ggml avx2", funcName(f), ggmlA8AVX2Requires)
 	}

@@ -23,7 +23,7 @@ import (
 // else Go.
 type GGMLMatrix struct {
 	b      *Backend
-	m      *ggml.Matrix // a snapshot of the loaded matrix (Data may be a huge-page copy)
+	m      *ggml.Matrix // a snapshot of the loaded matrix (Data may be a copy: huge pages, or kern.repack's order)
 	block  *hugemem.Block
 	kern   *ggmlKernel // SIMD kernels for this type and kernel set, or nil
 	goA8   bool        // A8 runs the Go kernel: kern.a8 is inexact for these codes (ggmlKernel.minCode)
@@ -45,6 +45,12 @@ type ggmlKernel struct {
 	// prep lays out vector v's activations (c.xq, c.xs) for a8 once per
 	// call, before the rows are split.
 	prep func(mx *GGMLMatrix, c *ggmlCall)
+	// repack, if set, reorders the codes of a private copy of the
+	// matrix's blocks at load for these kernels (which then are the only
+	// ones to read it: a8 and f32 must both be set); order gives the
+	// columns of each 256 in the order f32 takes them (nil: in order).
+	repack func(data []byte)
+	order  *[256]uint8
 	// f32 computes rows [r0, r1) of every vector with float activations
 	// xt laid out by ggmlUnitMajor (nil: the Go kernel).
 	f32 func(mx *GGMLMatrix, dst, xt []float32, batch, r0, r1 int)
@@ -81,24 +87,30 @@ func init() {
 	})
 }
 
-// LoadGGML validates m and binds it to the backend (used in place, or
-// copied into huge pages if the backend has HugePages).
+// LoadGGML validates m and binds it to the backend: used in place, or
+// copied (into huge pages if the backend has HugePages) where the kernel
+// set reads the type in an order of its own (Q2_K on the avx2 and avxvnni
+// sets).
 func (b *Backend) LoadGGML(m *ggml.Matrix) (*GGMLMatrix, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
 	c := *m
 	mx := &GGMLMatrix{b: b, m: &c}
-	if b.huge {
+	if f := ggmlKernels[c.Type]; f != nil {
+		mx.kern = f(b.set.isa)
+	}
+	repack := mx.kern != nil && mx.kern.repack != nil
+	if b.huge || repack {
 		mx.block = hugemem.Alloc(len(c.Data))
 		copy(mx.block.Bytes, c.Data)
 		c.Data = mx.block.Bytes[:len(c.Data):len(c.Data)]
 		runtime.SetFinalizer(mx, (*GGMLMatrix).Close)
 	}
-	if f := ggmlKernels[c.Type]; f != nil {
-		mx.kern = f(b.set.isa)
-		mx.goA8 = mx.kern != nil && mx.kern.minCode && ggmlHasMinCode(&c)
+	if repack {
+		mx.kern.repack(c.Data)
 	}
+	mx.goA8 = mx.kern != nil && mx.kern.minCode && ggmlHasMinCode(&c)
 	return mx, nil
 }
 
@@ -159,7 +171,7 @@ func (mx *GGMLMatrix) MulF32(dst, x []float32, batch int) error {
 	sc.xf = grow(sc.xf, batch*m.PCols)
 	c.xf = sc.xf
 	if k := mx.kern; k != nil && k.f32 != nil {
-		ggmlUnitMajor(c.xf, m, x, batch)
+		ggmlUnitMajor(c.xf, m, x, batch, k.order)
 	} else {
 		clear(c.xf) // zero padded
 		for v := 0; v < batch; v++ {
@@ -200,15 +212,25 @@ func (j ggmlA8Job) do(r0, r1 int) error {
 
 // ggmlUnitMajor lays out batch vectors of x (Cols values each) for the
 // float kernels: unit k (256 columns, or 128 for the 32-element types) of
-// vector v at (k*batch + v)*U, zero padded to PCols.
-func ggmlUnitMajor(xt []float32, m *ggml.Matrix, x []float32, batch int) {
+// vector v at (k*batch + v)*U, zero padded to PCols; with order (256
+// columns) position j of a unit holds its column order[j].
+func ggmlUnitMajor(xt []float32, m *ggml.Matrix, x []float32, batch int, order *[256]uint8) {
 	u := max(m.Type.BlockElems(), 128)
 	xt = xt[:batch*m.PCols]
 	clear(xt)
 	for v := 0; v < batch; v++ {
 		xv := x[v*m.Cols : (v+1)*m.Cols]
 		for k := 0; k*u < m.Cols; k++ {
-			copy(xt[(k*batch+v)*u:(k*batch+v+1)*u], xv[k*u:min(len(xv), (k+1)*u)])
+			d, s := xt[(k*batch+v)*u:(k*batch+v+1)*u], xv[k*u:min(len(xv), (k+1)*u)]
+			if order == nil {
+				copy(d, s)
+				continue
+			}
+			for j, c := range order {
+				if int(c) < len(s) {
+					d[j] = s[c]
+				}
+			}
 		}
 	}
 }

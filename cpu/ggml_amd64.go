@@ -4,6 +4,7 @@ package cpu
 
 import (
 	"encoding/binary"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -110,7 +111,6 @@ var ggmlA8AVX2Requires = []string{"AVX", "AVX2", "BMI2", "F16C"}
 // ggmlM16FullFrom vectors (all 16 lanes; activations laid out by
 // ggmlPrepM16).
 var ggmlA8M16AVX2Funcs = map[ggml.Type]ggmlA8M16Func{
-	ggml.Q2_K: asm.GgmlQ2KA8M16FullAvx2,
 	ggml.Q3_K: asm.GgmlQ3KA8M16FullAvx2,
 	ggml.Q4_K: asm.GgmlQ4KA8M16FullAvx2,
 	ggml.Q5_K: asm.GgmlQ5KA8M16FullAvx2,
@@ -120,7 +120,6 @@ var ggmlA8M16AVX2Funcs = map[ggml.Type]ggmlA8M16Func{
 // ggmlA8M16AVX2SmallFuncs are the AVX2 batch kernels for smaller batches
 // (from ggmlM16AVX2From): the pairs that hold the batch only.
 var ggmlA8M16AVX2SmallFuncs = map[ggml.Type]ggmlA8M16Func{
-	ggml.Q2_K: asm.GgmlQ2KA8M16Avx2,
 	ggml.Q3_K: asm.GgmlQ3KA8M16Avx2,
 	ggml.Q4_K: asm.GgmlQ4KA8M16Avx2,
 	ggml.Q5_K: asm.GgmlQ5KA8M16Avx2,
@@ -133,11 +132,11 @@ var ggmlA8M16AVX2SmallFuncs = map[ggml.Type]ggmlA8M16Func{
 // AVX2 has no way to multiply without the sign trick).
 var (
 	ggmlA8M16AVXVNNIFuncs = map[ggml.Type]ggmlA8M16Func{
-		ggml.Q2_K: asm.GgmlQ2KA8M16FullAvxVnni, ggml.Q3_K: asm.GgmlQ3KA8M16FullAvxVnni, ggml.Q4_K: asm.GgmlQ4KA8M16FullAvxVnni,
+		ggml.Q3_K: asm.GgmlQ3KA8M16FullAvxVnni, ggml.Q4_K: asm.GgmlQ4KA8M16FullAvxVnni,
 		ggml.Q5_K: asm.GgmlQ5KA8M16FullAvxVnni, ggml.Q6_K: asm.GgmlQ6KA8M16FullAvxVnni, ggml.IQ4_XS: asm.GgmlIQ4XSA8M16FullAvxVnni,
 	}
 	ggmlA8M16AVXVNNISmallFuncs = map[ggml.Type]ggmlA8M16Func{
-		ggml.Q2_K: asm.GgmlQ2KA8M16AvxVnni, ggml.Q3_K: asm.GgmlQ3KA8M16AvxVnni, ggml.Q4_K: asm.GgmlQ4KA8M16AvxVnni,
+		ggml.Q3_K: asm.GgmlQ3KA8M16AvxVnni, ggml.Q4_K: asm.GgmlQ4KA8M16AvxVnni,
 		ggml.Q5_K: asm.GgmlQ5KA8M16AvxVnni, ggml.Q6_K: asm.GgmlQ6KA8M16AvxVnni, ggml.IQ4_XS: asm.GgmlIQ4XSA8M16AvxVnni,
 	}
 )
@@ -411,7 +410,6 @@ const ggmlM16AVX2From = 5
 // ggmlA8AVX2Funcs are the AVX2 one-vector kernels (activations in column
 // order), for the avx2 and avxvnni kernel sets.
 var ggmlA8AVX2Funcs = map[ggml.Type]ggmlA8Func{
-	ggml.Q2_K:   asm.GgmlQ2KA8Avx2,
 	ggml.Q3_K:   asm.GgmlQ3KA8Avx2,
 	ggml.Q4_K:   asm.GgmlQ4KA8Avx2,
 	ggml.Q5_K:   asm.GgmlQ5KA8Avx2,
@@ -430,7 +428,6 @@ var ggmlF32AVX2Requires = []string{"AVX", "AVX2", "BMI2", "F16C", "FMA3"}
 
 // ggmlF32AVX2Funcs are the AVX2 float-activation kernels.
 var ggmlF32AVX2Funcs = map[ggml.Type]ggmlF32Func{
-	ggml.Q2_K:   asm.GgmlQ2KF32Avx2,
 	ggml.Q3_K:   asm.GgmlQ3KF32Avx2,
 	ggml.Q4_K:   asm.GgmlQ4KF32Avx2,
 	ggml.Q5_K:   asm.GgmlQ5KF32Avx2,
@@ -446,7 +443,6 @@ var ggmlF32AVX2Funcs = map[ggml.Type]ggmlF32Func{
 
 // ggmlA8R4AVX2Funcs are the AVX2 four-row batch-1 kernels.
 var ggmlA8R4AVX2Funcs = map[ggml.Type]ggmlA8Func{
-	ggml.Q2_K:   asm.GgmlQ2KA8R4Avx2,
 	ggml.Q3_K:   asm.GgmlQ3KA8R4Avx2,
 	ggml.Q4_K:   asm.GgmlQ4KA8R4Avx2,
 	ggml.Q5_K:   asm.GgmlQ5KA8R4Avx2,
@@ -469,12 +465,12 @@ var ggmlA8R4AVX2Funcs = map[ggml.Type]ggmlA8Func{
 // AVX2 kernels sum pairs in int16) and keep the AVX2 ones.
 var (
 	ggmlA8AVXVNNIFuncs = map[ggml.Type]ggmlA8Func{
-		ggml.Q2_K: asm.GgmlQ2KA8AvxVnni, ggml.Q3_K: asm.GgmlQ3KA8AvxVnni, ggml.Q4_K: asm.GgmlQ4KA8AvxVnni,
+		ggml.Q3_K: asm.GgmlQ3KA8AvxVnni, ggml.Q4_K: asm.GgmlQ4KA8AvxVnni,
 		ggml.Q5_K: asm.GgmlQ5KA8AvxVnni, ggml.Q6_K: asm.GgmlQ6KA8AvxVnni, ggml.IQ4_XS: asm.GgmlIQ4XSA8AvxVnni,
 		ggml.IQ4_NL: asm.GgmlIQ4NLA8AvxVnni,
 	}
 	ggmlA8R4AVXVNNIFuncs = map[ggml.Type]ggmlA8Func{
-		ggml.Q2_K: asm.GgmlQ2KA8R4AvxVnni, ggml.Q3_K: asm.GgmlQ3KA8R4AvxVnni, ggml.Q4_K: asm.GgmlQ4KA8R4AvxVnni,
+		ggml.Q3_K: asm.GgmlQ3KA8R4AvxVnni, ggml.Q4_K: asm.GgmlQ4KA8R4AvxVnni,
 		ggml.Q5_K: asm.GgmlQ5KA8R4AvxVnni, ggml.Q6_K: asm.GgmlQ6KA8R4AvxVnni, ggml.IQ4_XS: asm.GgmlIQ4XSA8R4AvxVnni,
 		ggml.IQ4_NL: asm.GgmlIQ4NLA8R4AvxVnni,
 	}
@@ -494,6 +490,12 @@ func init() {
 		t, fn := t, fn
 		ggmlKernels[t] = func(isa ISA) *ggmlKernel {
 			f32, avx2, f32avx2, r4, r4avx2 := ggmlF32Funcs[t], ggmlA8AVX2Funcs[t], ggmlF32AVX2Funcs[t], ggmlA8R4Funcs[t], ggmlA8R4AVX2Funcs[t]
+			if t == ggml.Q2_K && (isa == AVX2 || isa == AVXVNNI) {
+				if !hasAll(ggmlQ2KPairsRequires) {
+					return nil
+				}
+				return ggmlQ2KPairsKernel(isa)
+			}
 			if (isa == AVX2 || isa == AVXVNNI) && avx2 != nil && hasAll(ggmlA8AVX2Requires) {
 				m16avx2, m16avx2Small := ggmlA8M16AVX2Funcs[t], ggmlA8M16AVX2SmallFuncs[t]
 				tFuncs, vnni := ggmlA8TAVX2Funcs, isa == AVXVNNI && hasAll(ggmlA8AVXVNNIRequires)
@@ -535,7 +537,7 @@ func init() {
 					}
 					ggmlPrepSums(mx, c)
 					if batchKernel(c.batch) != nil {
-						ggmlPrepM16(mx.m, c)
+						ggmlPrepM16(mx.m, c, nil)
 					}
 				}}
 				if hasAll(ggmlF32AVX2Requires) {
@@ -623,24 +625,102 @@ func init() {
 }
 
 // ggmlPerVector runs rows [r0, r1) of every vector of the call as a pass
-// per vector over row chunks that stay in L2: the four-row kernel r4 on
-// each chunk's rows in fours, the row kernel one on the rest; act is the
-// call's activations in column order.
+// per vector over row chunks that stay in L2 (batch 1: one chunk): the
+// four-row kernel r4 on each chunk's rows in fours, the row kernel one on
+// the rest (nil: r4 on a zero-padded copy of them); act is the call's
+// activations as the kernels take them.
 func ggmlPerVector(r4, one ggmlA8Func, m *ggml.Matrix, c *ggmlCall, act *int8, r0, r1 int) {
 	pc, sub, rb := m.PCols, m.Type.SubLen(), m.RowBytes()
 	nsb := pc / max(m.Type.BlockElems(), 128)
-	for a := r0; a < r1; a += simdRowChunk {
-		b := min(r1, a+simdRowChunk)
+	chunk := simdRowChunk
+	if c.batch == 1 {
+		chunk = r1 - r0
+	}
+	for a := r0; a < r1; a += chunk {
+		b := min(r1, a+chunk)
 		four := a + (b-a)&^3
 		for v := 0; v < c.batch; v++ {
 			av := (*int8)(unsafe.Add(unsafe.Pointer(act), v*pc))
 			if four > a {
 				r4(&m.Data[a*rb], rb, four-a, nsb, av, pc, &c.sums[v*pc/sub], 2*pc/sub, &c.xs[v*pc/128], 4*pc/128, 1, &c.dst[v*m.Rows+a], 4*m.Rows)
 			}
-			if b > four {
-				one(&m.Data[four*rb], rb, b-four, nsb, av, pc, &c.sums[v*pc/sub], 2*pc/sub, &c.xs[v*pc/128], 4*pc/128, 1, &c.dst[v*m.Rows+four], 4*m.Rows)
+			if b == four {
+				continue
 			}
+			if one != nil {
+				one(&m.Data[four*rb], rb, b-four, nsb, av, pc, &c.sums[v*pc/sub], 2*pc/sub, &c.xs[v*pc/128], 4*pc/128, 1, &c.dst[v*m.Rows+four], 4*m.Rows)
+				continue
+			}
+			t := ggmlTemps.Get().(*ggmlTemp)
+			t.pad = grow(t.pad, 4*rb)
+			copy(t.pad, m.Data[four*rb:b*rb])
+			clear(t.pad[(b-four)*rb : 4*rb]) // zero d and dmin: rows of zeros
+			r4(&t.pad[0], rb, 4, nsb, av, pc, &c.sums[v*pc/sub], 2*pc/sub, &c.xs[v*pc/128], 4*pc/128, 1, &t.out[0], 16)
+			copy(c.dst[v*m.Rows+four:v*m.Rows+b], t.out[:b-four])
+			ggmlTemps.Put(t)
 		}
+	}
+}
+
+// q2kPairM16Src is q2kPairSrc for the batch kernels' chunks (see
+// ggmlPrepM16): chunk c of half h is lane h of code register c.
+var q2kPairM16Src = func() (s [256]uint8) {
+	for hc := 0; hc < 16; hc++ {
+		for q := 0; q < 16; q++ {
+			s[16*hc+q] = q2kPairSrc[32*(hc%8)+16*(hc/8)+q]
+		}
+	}
+	return s
+}()
+
+// ggmlQ2KPairs are Q2_K's kernels on the avx2 and avxvnni kernel sets,
+// which read the matrix in pair order (repackQ2KPairs; gen/ggml_pairs.go
+// says why) and the activations in the same order; they need
+// ggmlQ2KPairsRequires.
+var (
+	ggmlQ2KPairs = struct {
+		r4           ggmlA8Func
+		m16Full, m16 ggmlA8M16Func
+		f32          ggmlF32Func
+	}{asm.GgmlQ2KPA8R4Avx2, asm.GgmlQ2KPA8M16FullAvx2, asm.GgmlQ2KPA8M16Avx2, asm.GgmlQ2KPF32Avx2}
+	ggmlQ2KPairsRequires = append(slices.Clone(ggmlA8AVX2Requires), "FMA3")
+)
+
+// ggmlQ2KPairsKernel is Q2_K on the avx2 and avxvnni kernel sets.
+func ggmlQ2KPairsKernel(isa ISA) *ggmlKernel {
+	k := ggmlQ2KPairs
+	batchKernel := func(batch int) ggmlA8M16Func {
+		switch {
+		case ggmlM16Full(batch):
+			return k.m16Full
+		case batch >= ggmlM16AVX2From:
+			return k.m16
+		}
+		return nil
+	}
+	return &ggmlKernel{isa: isa, repack: repackQ2KPairs, order: &q2kPairSrc,
+		prep: func(mx *GGMLMatrix, c *ggmlCall) {
+			c.slots = 0
+			ggmlPrepSums(mx, c)
+			if batchKernel(c.batch) != nil {
+				ggmlPrepM16(mx.m, c, &q2kPairM16Src)
+				return
+			}
+			n := c.batch * mx.m.PCols
+			c.act8 = growAct(c, n)
+			pairsInt8(c.act8, c.xq[:n])
+		},
+		f32: ggmlF32Runner(k.f32),
+		a8: func(mx *GGMLMatrix, c *ggmlCall, r0, r1 int) {
+			if r1 <= r0 {
+				return
+			}
+			if fn := batchKernel(c.batch); fn != nil {
+				ggmlRunM16(fn, mx.m, c, r0, r1)
+				return
+			}
+			ggmlPerVector(k.r4, nil, mx.m, c, &c.act8[0], r0, r1)
+		},
 	}
 }
 
@@ -749,10 +829,11 @@ func ggmlM16Full(batch int) bool { return batch >= ggmlM16FullFrom }
 // ggmlPrepM16 lays out the activations for the AVX2 batch kernels (see
 // asm/doc.go): per super-block, half, pair of vectors and chunk c (16
 // columns), 16 bytes of each vector, columns 16c .. 16c+15 of the half in
-// order, zeros for the slots the kernel reads but the batch does not fill;
-// and the activation sums (pairs of int16 per dword) and scales in the
-// kernels' lanes (ggmlM16Lanes); lanes past the batch are zero.
-func ggmlPrepM16(m *ggml.Matrix, c *ggmlCall) {
+// order (src: byte 16(8h+c)+q holds column src[16(8h+c)+q] of the
+// super-block), zeros for the slots the kernel reads but the batch does
+// not fill; and the activation sums (pairs of int16 per dword) and scales
+// in the kernels' lanes (ggmlM16Lanes); lanes past the batch are zero.
+func ggmlPrepM16(m *ggml.Matrix, c *ggmlCall, src *[256]uint8) {
 	pc, sub := m.PCols, m.Type.SubLen()
 	nsub := pc / sub
 	if n := nsub / 2 * 16; cap(c.sc.pairs) < n {
@@ -778,10 +859,16 @@ func ggmlPrepM16(m *ggml.Matrix, c *ggmlCall) {
 		for k := 0; k < nsb; k++ {
 			for hc := 0; hc < 16; hc++ { // half h, chunk c: hc = 8h + c
 				o := 4096*k + 2048*(hc/8) + 32*(hc%8) + base
-				if v < c.batch {
+				switch {
+				case v < c.batch && src == nil:
 					s := v*pc + 256*k + 16*hc
 					copy(c.act8[o:o+16], c.xq[s:s+16])
-				} else {
+				case v < c.batch:
+					x := c.xq[v*pc+256*k : v*pc+256*k+256]
+					for q, col := range src[16*hc : 16*hc+16] {
+						c.act8[o+q] = x[col]
+					}
+				default:
 					clear(c.act8[o : o+16])
 				}
 			}

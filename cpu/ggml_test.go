@@ -271,3 +271,59 @@ func TestGGMLHasMinCode(t *testing.T) {
 		t.Fatal("a Q4_0 matrix reported")
 	}
 }
+
+// TestQ2KPairOrder: the pair order is a permutation of each super-block's
+// columns that keeps the two columns of every 16-bit word adjacent and in
+// one sub-block, the same for every register, and repackQ2KPairs moves
+// each code to the place of its column.
+func TestQ2KPairOrder(t *testing.T) {
+	var seen [256]bool
+	for j, c := range q2kPairSrc {
+		if seen[c] {
+			t.Fatalf("column %d twice", c)
+		}
+		seen[c] = true
+		if j%2 == 1 && c != q2kPairSrc[j-1]+1 {
+			t.Fatalf("position %d: column %d after %d", j, c, q2kPairSrc[j-1])
+		}
+		if want := 8*(j%32/16) + j%16/2; int(c)/16 != want {
+			t.Fatalf("position %d (word %d): column %d is not in sub-block %d", j, j%32/2, c, want)
+		}
+	}
+	m, err := ggml.Random(ggml.Q2_K, 3, 512, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := append([]byte(nil), m.Data...)
+	repackQ2KPairs(rp)
+	var z ggml.Ints
+	for r := 0; r < m.Rows; r++ {
+		for k := 0; k < m.Blocks(); k++ {
+			ggml.Q2_K.Decode(&z, m.Block(r, k))
+			blk := rp[(r*m.Blocks()+k)*q2kBlockBytes:]
+			if string(blk[:16]) != string(m.Block(r, k)[:16]) || string(blk[80:84]) != string(m.Block(r, k)[80:84]) {
+				t.Fatalf("row %d block %d: scales, d or dmin moved", r, k)
+			}
+			for j, c := range q2kPairSrc {
+				v, p := j/32, j%32
+				got := blk[16+32*(v/4)+p] >> (2 * (v % 4)) & 3
+				if int(got) != int(z.Q[c]) {
+					t.Fatalf("row %d block %d position %d: code %d, column %d has %d", r, k, j, got, c, z.Q[c])
+				}
+			}
+		}
+	}
+	x := make([]int8, 512)
+	for i := range x {
+		x[i] = int8(i * 7)
+	}
+	got := make([]int8, 512)
+	pairsInt8(got, x)
+	for o := 0; o < 512; o += 256 {
+		for j, c := range q2kPairSrc {
+			if got[o+j] != x[o+int(c)] {
+				t.Fatalf("activation position %d: %d, want column %d's %d", o+j, got[o+j], c, x[o+int(c)])
+			}
+		}
+	}
+}

@@ -46,18 +46,29 @@ func ggmlKernels() {
 	}
 	for _, c := range ggmlSupers {
 		ggmlSuperF32(c)
+		if c.t == "Q2K" { // AVX2: pair order, below
+			continue
+		}
 		ggmlSuperA8AVX2(c, false)
 		ggmlSuperA8AVX2(c, true)
 		for _, vnni := range []bool{false, true} {
 			if !c.dword || vnni { // IQ4_XS: AVX-VNNI only
-				ggmlSuperA8M16AVX2(c, false, vnni)
-				ggmlSuperA8M16AVX2(c, true, vnni)
+				ggmlSuperA8M16AVX2(c, false, vnni, false)
+				ggmlSuperA8M16AVX2(c, true, vnni, false)
 			}
 		}
 		ggmlSuperA8R4AVX2(c, false)
 		ggmlSuperA8R4AVX2(c, true)
-		ggmlSuperF32AVX2(c)
+		ggmlSuperF32AVX2(c, false)
 	}
+	q2k := ggmlSupers[0]
+	if q2k.t != "Q2K" {
+		panic("gen: ggmlSupers must start with Q2_K")
+	}
+	ggmlQ2KPairsA8R4AVX2()
+	ggmlSuperF32AVX2(q2k, true)
+	ggmlSuperA8M16AVX2(q2k, false, false, true)
+	ggmlSuperA8M16AVX2(q2k, true, false, true)
 	for _, c := range ggmlSmalls {
 		if ggmlT32AVX2Types[c.t] {
 			for _, M := range []int{4, 8, 16} {

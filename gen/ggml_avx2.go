@@ -709,7 +709,11 @@ func ggmlBlockA8R4AVX2(c ggmlSmall, vnni bool) {
 // sub-block's D and E (w = D*u + E) at tmp+256 and tmp+384; then per
 // quarter of 64 columns the eight 8-column chunks become float32 weights
 // in registers and every vector's activations are multiplied in (FMA).
-func ggmlF32AVX2(name, doc string, unitBytes, unitCols, sub int, signed bool, prep func(wp, tp GPVirtual)) {
+//
+// With pairs (Q2_K in pair order: 32-byte chunks whose words are two
+// columns of sub-blocks 0..15) tmp+256 and tmp+384 hold D and E twice per
+// sub-block in that word order, and each 8-column chunk loads its eight.
+func ggmlF32AVX2(name, doc string, unitBytes, unitCols, sub int, signed, pairs bool, prep func(wp, tp GPVirtual)) {
 	TEXT(name, NOSPLIT, ggmlSigF32)
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", doc)
@@ -745,8 +749,13 @@ func ggmlF32AVX2(name, doc string, unitBytes, unitCols, sub int, signed bool, pr
 					}
 					VCVTDQ2PS(w[i], w[i])
 					d, e := YMM(), YMM()
-					VBROADCASTSS(Mem{Base: tp, Disp: 256 + 4*j}, d)
-					VBROADCASTSS(Mem{Base: tp, Disp: 384 + 4*j}, e)
+					if pairs {
+						VMOVUPS(Mem{Base: tp, Disp: 256 + col%32*4}, d)
+						VMOVUPS(Mem{Base: tp, Disp: 384 + col%32*4}, e)
+					} else {
+						VBROADCASTSS(Mem{Base: tp, Disp: 256 + 4*j}, d)
+						VBROADCASTSS(Mem{Base: tp, Disp: 384 + 4*j}, e)
+					}
 					VFMADD213PS(e, d, w[i])
 				}
 				xv, ap, vc := GP64(), param("accs"), param("nvec")
@@ -804,12 +813,19 @@ func ggmlF32AVX2(name, doc string, unitBytes, unitCols, sub int, signed bool, pr
 }
 
 // ggmlSuperF32AVX2 emits Ggml<t>F32Avx2 for a super-block type.
-func ggmlSuperF32AVX2(c ggmlSuper) {
+// With pairs (Q2_K only) it emits Ggml<t>PF32Avx2 for the pair order
+// (see gen/ggml_pairs.go; the activations come in that order): the same
+// code registers, stored as they are, and D and E spread to the words.
+func ggmlSuperF32AVX2(c ggmlSuper, pairs bool) {
 	t := c.t
 	name := "Ggml" + t + "F32Avx2"
 	av2 := fvec{avx512: false}
 	doc := fmt.Sprintf("%s multiplies layout/ggml %s rows by float32 activations with AVX2 and FMA, each super-block dequantized once per 64 columns for every vector.", name, ggmlTypeName(t))
-	ggmlF32AVX2(name, doc, c.bytes, 256, c.sub, false, func(wp, tp GPVirtual) {
+	if pairs {
+		name = "Ggml" + t + "PF32Avx2"
+		doc = fmt.Sprintf("%s multiplies layout/ggml %s rows in pair order by float32 activations in the same order with AVX2 and FMA, each super-block dequantized once per 64 columns for every vector.", name, ggmlTypeName(t))
+	}
+	ggmlF32AVX2(name, doc, c.bytes, 256, c.sub, false, pairs, func(wp, tp GPVirtual) {
 		mw := AllocLocal(64) // the sums term's words, then the scale words
 		raw := mw.Offset(32)
 		nib, three, hi := ggmlSuperConstsAVX2(t)
@@ -867,6 +883,18 @@ func ggmlSuperF32AVX2(c ggmlSuper) {
 				cneg := av2.broadcast(math32bits(-float32(int(1) << c.shift)))
 				VMULPS(cneg, d, e)
 			}
+			if pairs { // position 2s and 2s+1 of 32: sub-block s
+				for q := 0; q < 2; q++ {
+					idx := YMM()
+					VMOVDQU(rodata(fmt.Sprintf("ggmlPairDup%d", q), 8, 4, func(i int) uint64 { return uint64(4*q + i/2) }), idx)
+					for o, v := range []VecVirtual{d, e} {
+						y := YMM()
+						VPERMPS(v, idx, y)
+						VMOVUPS(y, Mem{Base: tp, Disp: 256 + 128*o + 64*k + 32*q})
+					}
+				}
+				continue
+			}
 			VMOVUPS(d, Mem{Base: tp, Disp: 256 + 32*k})
 			VMOVUPS(e, Mem{Base: tp, Disp: 384 + 32*k})
 		}
@@ -880,7 +908,7 @@ func ggmlBlockF32AVX2(c ggmlSmall) {
 	av2 := fvec{avx512: false}
 	signed := !c.nib || c.kv
 	doc := fmt.Sprintf("%s multiplies layout/ggml %s rows by float32 activations with AVX2 and FMA, groups of four blocks dequantized once per 64 columns for every vector.", name, c.name)
-	ggmlF32AVX2(name, doc, 4*c.bytes, 128, 32, signed, func(wp, tp GPVirtual) {
+	ggmlF32AVX2(name, doc, 4*c.bytes, 128, 32, signed, false, func(wp, tp GPVirtual) {
 		nib := nibbleMask(YMM())
 		kv, spread, bits, sixteen := ggmlCodeConstsAVX2(c, false)
 		for b := 0; b < 4; b++ {
@@ -1001,29 +1029,37 @@ func ggmlSuperA8R4AVX2(c ggmlSuper, vnni bool) {
 				VMOVDQU(mm, part.Offset(48*i+32))
 			}
 		}
-		// S[h] and M[h] with the rows in the lanes
-		var S, M [2]VecVirtual
-		for h := 0; h < 2; h++ {
-			p := [4]VecVirtual{XMM(), XMM(), XMM(), XMM()}
-			for i := range p {
-				VMOVDQU(part.Offset(48*i+16*h), p[i])
-			}
-			VPHADDD(p[1], p[0], p[0])
-			VPHADDD(p[3], p[2], p[2])
-			S[h] = XMM()
-			VPHADDD(p[2], p[0], S[h])
-		}
-		if c.mins || shift > 0 {
-			p := [4]VecVirtual{XMM(), XMM(), XMM(), XMM()}
-			for i := range p {
-				VMOVDQU(part.Offset(48*i+32), p[i])
-			}
-			VPHADDD(p[1], p[0], p[0]) // [r0h0 r0h1 r1h0 r1h1]
-			VPHADDD(p[3], p[2], p[2])
-			M[0], M[1] = XMM(), XMM()
-			VSHUFPS(U8(0x88), p[2], p[0], M[0])
-			VSHUFPS(U8(0xdd), p[2], p[0], M[1])
-		}
-		superFloatSteps(c.mins, shift, S, M, dh, mh, xk, acc4)
+		r4PartSteps(part, c.mins, shift, dh, mh, xk, acc4)
 	})
+}
+
+// r4PartSteps finishes a super-block of the AVX2 four-row kernels: part
+// holds per row (48 bytes) four partial dwords of S for each half, then
+// (types with a sums term: mins, or shift > 0) two partial dwords of M
+// for each half; it reduces them with the rows in the lanes and runs the
+// definition's float steps (superFloatSteps).
+func r4PartSteps(part Mem, mins bool, shift int, dh, mh VecVirtual, xk GPVirtual, acc4 VecVirtual) {
+	var S, M [2]VecVirtual
+	for h := 0; h < 2; h++ {
+		p := [4]VecVirtual{XMM(), XMM(), XMM(), XMM()}
+		for i := range p {
+			VMOVDQU(part.Offset(48*i+16*h), p[i])
+		}
+		VPHADDD(p[1], p[0], p[0])
+		VPHADDD(p[3], p[2], p[2])
+		S[h] = XMM()
+		VPHADDD(p[2], p[0], S[h])
+	}
+	if mins || shift > 0 {
+		p := [4]VecVirtual{XMM(), XMM(), XMM(), XMM()}
+		for i := range p {
+			VMOVDQU(part.Offset(48*i+32), p[i])
+		}
+		VPHADDD(p[1], p[0], p[0]) // [r0h0 r0h1 r1h0 r1h1]
+		VPHADDD(p[3], p[2], p[2])
+		M[0], M[1] = XMM(), XMM()
+		VSHUFPS(U8(0x88), p[2], p[0], M[0])
+		VSHUFPS(U8(0xdd), p[2], p[0], M[1])
+	}
+	superFloatSteps(mins, shift, S, M, dh, mh, xk, acc4)
 }

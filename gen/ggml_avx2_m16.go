@@ -34,18 +34,37 @@ import (
 // KValues + 128 would saturate VPMADDUBSW's pairs, runs only with vnni:
 // per sub-block and pair two VEX VPDPBUSD into int32, one VPMULLD by the
 // sub-block scale, VPADDD; the sums term subtracts 128*sum(sc*sx).
-func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni bool) {
+//
+// With pairOrder (Q2_K in pair order, see gen/ggml_pairs.go; not with vnni)
+// it emits Ggml<t>PA8M16FullAvx2 and Ggml<t>PA8M16Avx2: chunk c of half h
+// is lane h of code register c, and its activations come in the same
+// order. Every chunk of a half has the half's eight scale words, so per
+// pair the eight chunks' VPMADDUBSW pairs add up in int16 (at most
+// 8*2*3*128) and take one VPMADDWD with those words.
+func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 	t := c.t
 	isa, _ := ymmISA(vnni)
-	name := "Ggml" + t + "A8M16Full" + isa
+	tn := t
+	if pairOrder {
+		if vnni || t != "Q2K" {
+			panic("gen: no pair-order batch kernel for " + t)
+		}
+		tn = t + "P"
+	}
+	name := "Ggml" + tn + "A8M16Full" + isa
 	what := "for 16 vector lanes (nvec is ignored: the activations of unused lanes must be zero)"
 	if !full {
-		name = "Ggml" + t + "A8M16" + isa
+		name = "Ggml" + tn + "A8M16" + isa
 		what = "for 2..16 vectors (the pairs that hold the batch; the second vector of an odd batch's last pair must have zero activations)"
 	}
 	TEXT(name, 0, ggmlSigM16) // not NOSPLIT: the 1 KiB frame
 	Pragma("noescape")
-	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s %s, two vectors per accumulator and the vectors in the lanes of the float steps.", name, "Ggml"+t+"A8Avx2", what))
+	base := "Ggml" + t + "A8Avx2"
+	if pairOrder {
+		base = "the exact A8 product of Q2_K rows in pair order (see GgmlQ2KPA8R4Avx2)"
+	}
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s %s, two vectors per accumulator and the vectors in the lanes of the float steps.", name, base, what))
+
 	nib, three, hi := ggmlSuperConstsAVX2(t)
 	var kv VecVirtual
 	if c.dword {
@@ -57,11 +76,21 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni bool) {
 	// frame: the scale words of the eight code registers (8 x 32 bytes),
 	// the sums term's words (32 bytes), the scale words of the 16 chunks
 	// (16 x 32), one half's chunks (8 x 32), d and dmin as float32
+	// (pairOrder: the scale words of each half in both lanes at chs, the
+	// chunks of both halves)
 	sv := AllocLocal(8*32 + 32)
 	mw := sv.Offset(8 * 32)
 	chs := AllocLocal(16 * 32)
-	chunks := AllocLocal(8 * 32)
+	nch := 8
+	if pairOrder {
+		nch = 16
+	}
+	chunks := AllocLocal(nch * 32)
 	dd := AllocLocal(16)
+	var nibw VecVirtual
+	if pairOrder {
+		nibw = fvec{avx512: false}.broadcast(0x000f000f)
+	}
 
 	Label(name + "_row")
 	{
@@ -71,29 +100,53 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni bool) {
 		Label(name + "_sb")
 		{
 			ggmlM16Prefetch(c, wp, param("stride"))
-			ggmlScalesAVX2(c, Mem{Base: wp}, sv, mw)
-			// chunk 2i+l of the super-block (code register i, lane l)
-			// takes lane l's scale words in both lanes
-			for i := 0; i < 8; i++ {
-				s := YMM()
-				VMOVDQU(sv.Offset(32*i), s)
+			if pairOrder {
+				// half h's scale words at chs + 32h; chunk (h, c), lane h
+				// of code register c = 4H+i, at chunks + 32(8h+c)
+				sw, m := q2kPairWords(Mem{Base: wp}, nibw)
+				VMOVDQU(m, mw)
 				for l := 0; l < 2; l++ {
 					d := YMM()
-					VPERM2I128(U8(0x11*l), s, s, d)
-					VMOVDQU(d, chs.Offset(32*(2*i+l)))
+					VPERM2I128(U8(0x11*l), sw, sw, d)
+					VMOVDQU(d, chs.Offset(32*l))
+				}
+				for H := 0; H < 2; H++ {
+					cr := ggmlHalfCodesAVX2(c, Mem{Base: wp}, H, nib, three, hi)
+					for i, r := range cr {
+						for l := 0; l < 2; l++ {
+							d := YMM()
+							VPERM2I128(U8(0x11*l), r, r, d)
+							VMOVDQU(d, chunks.Offset(32*(8*l+4*H+i)))
+						}
+					}
+				}
+			} else {
+				ggmlScalesAVX2(c, Mem{Base: wp}, sv, mw)
+				// chunk 2i+l of the super-block (code register i, lane
+				// l) takes lane l's scale words in both lanes
+				for i := 0; i < 8; i++ {
+					s := YMM()
+					VMOVDQU(sv.Offset(32*i), s)
+					for l := 0; l < 2; l++ {
+						d := YMM()
+						VPERM2I128(U8(0x11*l), s, s, d)
+						VMOVDQU(d, chs.Offset(32*(2*i+l)))
+					}
 				}
 			}
 			VMOVDQU(ggmlDMinAVX2(t, Mem{Base: wp}), dd)
 			for h := 0; h < 2; h++ {
-				cr := ggmlHalfCodesAVX2(c, Mem{Base: wp}, h, nib, three, hi)
-				for i, r := range cr {
-					if c.dword {
-						VPSHUFB(r, kv, r)
-					}
-					for l := 0; l < 2; l++ {
-						d := YMM()
-						VPERM2I128(U8(0x11*l), r, r, d)
-						VMOVDQU(d, chunks.Offset(32*(2*i+l)))
+				if !pairOrder {
+					cr := ggmlHalfCodesAVX2(c, Mem{Base: wp}, h, nib, three, hi)
+					for i, r := range cr {
+						if c.dword {
+							VPSHUFB(r, kv, r)
+						}
+						for l := 0; l < 2; l++ {
+							d := YMM()
+							VPERM2I128(U8(0x11*l), r, r, d)
+							VMOVDQU(d, chunks.Offset(32*(2*i+l)))
+						}
 					}
 				}
 				acc := make([]VecVirtual, 8)
@@ -118,13 +171,46 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni bool) {
 						Label(label)
 					}
 				}
-				if c.dword || vnni || !full {
+				if !pairOrder && (c.dword || vnni || !full) {
 					for j := range acc {
 						acc[j] = YMM()
 						VPXOR(acc[j], acc[j], acc[j])
 					}
 				}
 				switch {
+				case pairOrder: // int16 sums over the half's chunks, one VPMADDWD
+					a16 := make([]VecVirtual, len(acc))
+					if !full {
+						for j := range a16 {
+							a16[j] = YMM()
+							VPXOR(a16[j], a16[j], a16[j])
+						}
+					}
+					for ch := 0; ch < 8; ch++ {
+						cw := YMM()
+						VMOVDQU(chunks.Offset(32*(8*h+ch)), cw)
+						body := func(j int) {
+							if full && ch == 0 {
+								a16[j] = YMM()
+								VPMADDUBSW(Mem{Base: ak, Disp: 2048*h + 256*j + 32*ch}, cw, a16[j])
+								return
+							}
+							pr := YMM()
+							VPMADDUBSW(Mem{Base: ak, Disp: 2048*h + 256*j + 32*ch}, cw, pr)
+							VPADDW(pr, a16[j], a16[j])
+						}
+						if full {
+							for j := range a16 {
+								body(j)
+							}
+						} else {
+							pairs(fmt.Sprintf("%s_h%d_c%d_done", name, h, ch), body)
+						}
+					}
+					for j := range acc {
+						acc[j] = YMM()
+						VPMADDWD(chs.Offset(32*h), a16[j], acc[j])
+					}
 				case c.dword:
 					for sb := 0; sb < 4; sb++ { // sub-block 4h+sb: chunks 2sb, 2sb+1
 						cw0, cw1, sc := YMM(), YMM(), YMM()
