@@ -212,8 +212,10 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, f := range ggmlA8M16AVX2SmallFuncs {
 		check("ggml avx2 batch", funcName(f), ggmlA8AVX2Requires)
 	}
-	for _, f := range []any{ggmlQ2KPairs.r4, ggmlQ2KPairs.m16Full, ggmlQ2KPairs.m16, ggmlQ2KPairs.f32} {
-		check("ggml Q2_K pair order", funcName(f), ggmlQ2KPairsRequires)
+	for _, k := range ggmlPairs {
+		for _, f := range []any{k.r4, k.m16Full, k.m16, k.f32} {
+			check("ggml pair order", funcName(f), ggmlPairsRequires)
+		}
 	}
 	for _, f := range ggmlA8AVX2Funcs {
 		check("ggml avx2", funcName(f), ggmlA8AVX2Requires)

@@ -111,7 +111,6 @@ var ggmlA8AVX2Requires = []string{"AVX", "AVX2", "BMI2", "F16C"}
 // ggmlM16FullFrom vectors (all 16 lanes; activations laid out by
 // ggmlPrepM16).
 var ggmlA8M16AVX2Funcs = map[ggml.Type]ggmlA8M16Func{
-	ggml.Q3_K: asm.GgmlQ3KA8M16FullAvx2,
 	ggml.Q4_K: asm.GgmlQ4KA8M16FullAvx2,
 	ggml.Q5_K: asm.GgmlQ5KA8M16FullAvx2,
 	ggml.Q6_K: asm.GgmlQ6KA8M16FullAvx2,
@@ -120,7 +119,6 @@ var ggmlA8M16AVX2Funcs = map[ggml.Type]ggmlA8M16Func{
 // ggmlA8M16AVX2SmallFuncs are the AVX2 batch kernels for smaller batches
 // (from ggmlM16AVX2From): the pairs that hold the batch only.
 var ggmlA8M16AVX2SmallFuncs = map[ggml.Type]ggmlA8M16Func{
-	ggml.Q3_K: asm.GgmlQ3KA8M16Avx2,
 	ggml.Q4_K: asm.GgmlQ4KA8M16Avx2,
 	ggml.Q5_K: asm.GgmlQ5KA8M16Avx2,
 	ggml.Q6_K: asm.GgmlQ6KA8M16Avx2,
@@ -132,11 +130,11 @@ var ggmlA8M16AVX2SmallFuncs = map[ggml.Type]ggmlA8M16Func{
 // AVX2 has no way to multiply without the sign trick).
 var (
 	ggmlA8M16AVXVNNIFuncs = map[ggml.Type]ggmlA8M16Func{
-		ggml.Q3_K: asm.GgmlQ3KA8M16FullAvxVnni, ggml.Q4_K: asm.GgmlQ4KA8M16FullAvxVnni,
+		ggml.Q4_K: asm.GgmlQ4KA8M16FullAvxVnni,
 		ggml.Q5_K: asm.GgmlQ5KA8M16FullAvxVnni, ggml.Q6_K: asm.GgmlQ6KA8M16FullAvxVnni, ggml.IQ4_XS: asm.GgmlIQ4XSA8M16FullAvxVnni,
 	}
 	ggmlA8M16AVXVNNISmallFuncs = map[ggml.Type]ggmlA8M16Func{
-		ggml.Q3_K: asm.GgmlQ3KA8M16AvxVnni, ggml.Q4_K: asm.GgmlQ4KA8M16AvxVnni,
+		ggml.Q4_K: asm.GgmlQ4KA8M16AvxVnni,
 		ggml.Q5_K: asm.GgmlQ5KA8M16AvxVnni, ggml.Q6_K: asm.GgmlQ6KA8M16AvxVnni, ggml.IQ4_XS: asm.GgmlIQ4XSA8M16AvxVnni,
 	}
 )
@@ -410,7 +408,6 @@ const ggmlM16AVX2From = 5
 // ggmlA8AVX2Funcs are the AVX2 one-vector kernels (activations in column
 // order), for the avx2 and avxvnni kernel sets.
 var ggmlA8AVX2Funcs = map[ggml.Type]ggmlA8Func{
-	ggml.Q3_K:   asm.GgmlQ3KA8Avx2,
 	ggml.Q4_K:   asm.GgmlQ4KA8Avx2,
 	ggml.Q5_K:   asm.GgmlQ5KA8Avx2,
 	ggml.Q6_K:   asm.GgmlQ6KA8Avx2,
@@ -428,7 +425,6 @@ var ggmlF32AVX2Requires = []string{"AVX", "AVX2", "BMI2", "F16C", "FMA3"}
 
 // ggmlF32AVX2Funcs are the AVX2 float-activation kernels.
 var ggmlF32AVX2Funcs = map[ggml.Type]ggmlF32Func{
-	ggml.Q3_K:   asm.GgmlQ3KF32Avx2,
 	ggml.Q4_K:   asm.GgmlQ4KF32Avx2,
 	ggml.Q5_K:   asm.GgmlQ5KF32Avx2,
 	ggml.Q6_K:   asm.GgmlQ6KF32Avx2,
@@ -443,7 +439,6 @@ var ggmlF32AVX2Funcs = map[ggml.Type]ggmlF32Func{
 
 // ggmlA8R4AVX2Funcs are the AVX2 four-row batch-1 kernels.
 var ggmlA8R4AVX2Funcs = map[ggml.Type]ggmlA8Func{
-	ggml.Q3_K:   asm.GgmlQ3KA8R4Avx2,
 	ggml.Q4_K:   asm.GgmlQ4KA8R4Avx2,
 	ggml.Q5_K:   asm.GgmlQ5KA8R4Avx2,
 	ggml.Q6_K:   asm.GgmlQ6KA8R4Avx2,
@@ -465,12 +460,12 @@ var ggmlA8R4AVX2Funcs = map[ggml.Type]ggmlA8Func{
 // AVX2 kernels sum pairs in int16) and keep the AVX2 ones.
 var (
 	ggmlA8AVXVNNIFuncs = map[ggml.Type]ggmlA8Func{
-		ggml.Q3_K: asm.GgmlQ3KA8AvxVnni, ggml.Q4_K: asm.GgmlQ4KA8AvxVnni,
+		ggml.Q4_K: asm.GgmlQ4KA8AvxVnni,
 		ggml.Q5_K: asm.GgmlQ5KA8AvxVnni, ggml.Q6_K: asm.GgmlQ6KA8AvxVnni, ggml.IQ4_XS: asm.GgmlIQ4XSA8AvxVnni,
 		ggml.IQ4_NL: asm.GgmlIQ4NLA8AvxVnni,
 	}
 	ggmlA8R4AVXVNNIFuncs = map[ggml.Type]ggmlA8Func{
-		ggml.Q3_K: asm.GgmlQ3KA8R4AvxVnni, ggml.Q4_K: asm.GgmlQ4KA8R4AvxVnni,
+		ggml.Q4_K: asm.GgmlQ4KA8R4AvxVnni,
 		ggml.Q5_K: asm.GgmlQ5KA8R4AvxVnni, ggml.Q6_K: asm.GgmlQ6KA8R4AvxVnni, ggml.IQ4_XS: asm.GgmlIQ4XSA8R4AvxVnni,
 		ggml.IQ4_NL: asm.GgmlIQ4NLA8R4AvxVnni,
 	}
@@ -490,11 +485,11 @@ func init() {
 		t, fn := t, fn
 		ggmlKernels[t] = func(isa ISA) *ggmlKernel {
 			f32, avx2, f32avx2, r4, r4avx2 := ggmlF32Funcs[t], ggmlA8AVX2Funcs[t], ggmlF32AVX2Funcs[t], ggmlA8R4Funcs[t], ggmlA8R4AVX2Funcs[t]
-			if t == ggml.Q2_K && (isa == AVX2 || isa == AVXVNNI) {
-				if !hasAll(ggmlQ2KPairsRequires) {
+			if pk, ok := ggmlPairs[t]; ok && (isa == AVX2 || isa == AVXVNNI) {
+				if !hasAll(ggmlPairsRequires) {
 					return nil
 				}
-				return ggmlQ2KPairsKernel(isa)
+				return ggmlPairsKernel(isa, pk)
 			}
 			if (isa == AVX2 || isa == AVXVNNI) && avx2 != nil && hasAll(ggmlA8AVX2Requires) {
 				m16avx2, m16avx2Small := ggmlA8M16AVX2Funcs[t], ggmlA8M16AVX2SmallFuncs[t]
@@ -673,22 +668,27 @@ var q2kPairM16Src = func() (s [256]uint8) {
 	return s
 }()
 
-// ggmlQ2KPairs are Q2_K's kernels on the avx2 and avxvnni kernel sets,
-// which read the matrix in pair order (repackQ2KPairs; gen/ggml_pairs.go
-// says why) and the activations in the same order; they need
-// ggmlQ2KPairsRequires.
+// ggmlPairs are the kernels of Q2_K and Q3_K on the avx2 and avxvnni
+// kernel sets, which read the matrix in pair order (repack at load;
+// gen/ggml_pairs.go says why) and the activations in the same order; they
+// need ggmlPairsRequires.
+type ggmlPairKernels struct {
+	repack       func([]byte)
+	r4           ggmlA8Func
+	m16Full, m16 ggmlA8M16Func
+	f32          ggmlF32Func
+}
+
 var (
-	ggmlQ2KPairs = struct {
-		r4           ggmlA8Func
-		m16Full, m16 ggmlA8M16Func
-		f32          ggmlF32Func
-	}{asm.GgmlQ2KPA8R4Avx2, asm.GgmlQ2KPA8M16FullAvx2, asm.GgmlQ2KPA8M16Avx2, asm.GgmlQ2KPF32Avx2}
-	ggmlQ2KPairsRequires = append(slices.Clone(ggmlA8AVX2Requires), "FMA3")
+	ggmlPairs = map[ggml.Type]ggmlPairKernels{
+		ggml.Q2_K: {repackQ2KPairs, asm.GgmlQ2KPA8R4Avx2, asm.GgmlQ2KPA8M16FullAvx2, asm.GgmlQ2KPA8M16Avx2, asm.GgmlQ2KPF32Avx2},
+		ggml.Q3_K: {repackQ3KPairs, asm.GgmlQ3KPA8R4Avx2, asm.GgmlQ3KPA8M16FullAvx2, asm.GgmlQ3KPA8M16Avx2, asm.GgmlQ3KPF32Avx2},
+	}
+	ggmlPairsRequires = append(slices.Clone(ggmlA8AVX2Requires), "FMA3")
 )
 
-// ggmlQ2KPairsKernel is Q2_K on the avx2 and avxvnni kernel sets.
-func ggmlQ2KPairsKernel(isa ISA) *ggmlKernel {
-	k := ggmlQ2KPairs
+// ggmlPairsKernel is a pair-order type on the avx2 and avxvnni sets.
+func ggmlPairsKernel(isa ISA, k ggmlPairKernels) *ggmlKernel {
 	batchKernel := func(batch int) ggmlA8M16Func {
 		switch {
 		case ggmlM16Full(batch):
@@ -698,7 +698,7 @@ func ggmlQ2KPairsKernel(isa ISA) *ggmlKernel {
 		}
 		return nil
 	}
-	return &ggmlKernel{isa: isa, repack: repackQ2KPairs, order: &q2kPairSrc,
+	return &ggmlKernel{isa: isa, repack: k.repack, order: &q2kPairSrc,
 		prep: func(mx *GGMLMatrix, c *ggmlCall) {
 			c.slots = 0
 			ggmlPrepSums(mx, c)

@@ -272,11 +272,11 @@ func TestGGMLHasMinCode(t *testing.T) {
 	}
 }
 
-// TestQ2KPairOrder: the pair order is a permutation of each super-block's
+// TestPairOrder: the pair order is a permutation of each super-block's
 // columns that keeps the two columns of every 16-bit word adjacent and in
-// one sub-block, the same for every register, and repackQ2KPairs moves
-// each code to the place of its column.
-func TestQ2KPairOrder(t *testing.T) {
+// one sub-block, the same for every register, and repackQ2KPairs and
+// repackQ3KPairs move each code to the place of its column.
+func TestPairOrder(t *testing.T) {
 	var seen [256]bool
 	for j, c := range q2kPairSrc {
 		if seen[c] {
@@ -309,6 +309,29 @@ func TestQ2KPairOrder(t *testing.T) {
 				got := blk[16+32*(v/4)+p] >> (2 * (v % 4)) & 3
 				if int(got) != int(z.Q[c]) {
 					t.Fatalf("row %d block %d position %d: code %d, column %d has %d", r, k, j, got, c, z.Q[c])
+				}
+			}
+		}
+	}
+	m3, err := ggml.Random(ggml.Q3_K, 3, 512, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp = append([]byte(nil), m3.Data...)
+	repackQ3KPairs(rp)
+	for r := 0; r < m3.Rows; r++ {
+		for k := 0; k < m3.Blocks(); k++ {
+			ggml.Q3_K.Decode(&z, m3.Block(r, k))
+			blk := rp[(r*m3.Blocks()+k)*q3kBlockBytes:]
+			if string(blk[96:110]) != string(m3.Block(r, k)[96:110]) {
+				t.Fatalf("Q3_K row %d block %d: scales or d moved", r, k)
+			}
+			for j, c := range q2kPairSrc {
+				v, p := j/32, j%32
+				low := blk[32+32*(v/4)+p] >> (2 * (v % 4)) & 3
+				high := blk[p] >> q3kPairHighBit[v] & 1
+				if got := int(low) + 4*int(high) - 4; got != int(z.Q[c]) {
+					t.Fatalf("Q3_K row %d block %d position %d: code %d, column %d has %d", r, k, j, got, c, z.Q[c])
 				}
 			}
 		}

@@ -46,7 +46,7 @@ func ggmlKernels() {
 	}
 	for _, c := range ggmlSupers {
 		ggmlSuperF32(c)
-		if c.t == "Q2K" { // AVX2: pair order, below
+		if _, ok := pairTypes[c.t]; ok { // AVX2: pair order, below
 			continue
 		}
 		ggmlSuperA8AVX2(c, false)
@@ -61,14 +61,16 @@ func ggmlKernels() {
 		ggmlSuperA8R4AVX2(c, true)
 		ggmlSuperF32AVX2(c, false)
 	}
-	q2k := ggmlSupers[0]
-	if q2k.t != "Q2K" {
-		panic("gen: ggmlSupers must start with Q2_K")
+	for _, t := range []string{"Q2K", "Q3K"} { // AVX2: pair order
+		pt := pairTypes[t]
+		if pt.c.t != t {
+			panic("gen: pairTypes[" + t + "] holds " + pt.c.t)
+		}
+		pairsA8R4AVX2(pt)
+		ggmlSuperF32AVX2(pt.c, true)
+		ggmlSuperA8M16AVX2(pt.c, false, false, true)
+		ggmlSuperA8M16AVX2(pt.c, true, false, true)
 	}
-	ggmlQ2KPairsA8R4AVX2()
-	ggmlSuperF32AVX2(q2k, true)
-	ggmlSuperA8M16AVX2(q2k, false, false, true)
-	ggmlSuperA8M16AVX2(q2k, true, false, true)
 	for _, c := range ggmlSmalls {
 		if ggmlT32AVX2Types[c.t] {
 			for _, M := range []int{4, 8, 16} {

@@ -835,7 +835,7 @@ func ggmlSuperF32AVX2(c ggmlSuper, pairs bool) {
 	ggmlF32AVX2(name, doc, c.bytes, 256, c.sub, false, pairs, func(wp, tp GPVirtual) {
 		nib, three, hi := ggmlSuperConstsAVX2(t)
 		if pairs {
-			q2kPairsF32Prep(c, wp, tp, nib, three, hi)
+			pairsF32Prep(pairTypes[t], wp, tp)
 			return
 		}
 		mw := AllocLocal(64) // the sums term's words, then the scale words
@@ -1061,54 +1061,4 @@ func r4PartSteps(part Mem, mins bool, shift int, dh, mh VecVirtual, xk GPVirtual
 		VSHUFPS(U8(0xdd), p[2], p[0], M[1])
 	}
 	superFloatSteps(mins, shift, S, M, dh, mh, xk, acc4)
-}
-
-// q2kPairsF32Prep is GgmlQ2KPF32Avx2's unit preparation: D = d*sc and E =
-// -dmin*m of each sub-block, each twice in the words' order (position 2s
-// and 2s+1 of 32: sub-block s) at tmp+256 and tmp+384, stored first so
-// that the stores have left by the time the kernel loads them whole; then
-// the eight code registers as they are at tmp.
-func q2kPairsF32Prep(c ggmlSuper, wp, tp GPVirtual, nib, three, hi VecVirtual) {
-	av2 := fvec{avx512: false}
-	sw, mw := q2kPairWords(Mem{Base: wp}, av2.broadcast(0x000f000f))
-	dz, dmz := XMM(), XMM()
-	VPBROADCASTW(Mem{Base: wp, Disp: 80}, dz)
-	VPBROADCASTW(Mem{Base: wp, Disp: 82}, dmz)
-	d8, dm8 := YMM(), YMM()
-	VCVTPH2PS(dz, d8)
-	VCVTPH2PS(dmz, dm8)
-	sign := av2.broadcast(0x80000000)
-	var idx [2]VecVirtual
-	for q := range idx {
-		idx[q] = YMM()
-		VMOVDQU(rodata(fmt.Sprintf("ggmlPairDup%d", q), 8, 4, func(i int) uint64 { return uint64(4*q + i/2) }), idx[q])
-	}
-	for k := 0; k < 2; k++ { // sub-blocks 8k..8k+7
-		sx, mx := sw.AsX(), mw.AsX()
-		if k == 1 {
-			sx, mx = XMM(), XMM()
-			VEXTRACTI128(U8(1), sw, sx)
-			VEXTRACTI128(U8(1), mw, mx)
-		}
-		d, e := YMM(), YMM()
-		VPMOVZXWD(sx, d)
-		VCVTDQ2PS(d, d)
-		VMULPS(d8, d, d)
-		VPMOVZXWD(mx, e)
-		VCVTDQ2PS(e, e)
-		VMULPS(dm8, e, e)
-		VXORPS(sign, e, e)
-		for q := range idx {
-			for o, v := range []VecVirtual{d, e} {
-				y := YMM()
-				VPERMPS(v, idx[q], y)
-				VMOVUPS(y, Mem{Base: tp, Disp: 256 + 128*o + 64*k + 32*q})
-			}
-		}
-	}
-	for H := 0; H < 2; H++ {
-		for i, v := range ggmlHalfCodesAVX2(c, Mem{Base: wp}, H, nib, three, hi) {
-			VMOVDQU(v, Mem{Base: tp, Disp: 128*H + 32*i})
-		}
-	}
 }

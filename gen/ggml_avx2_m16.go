@@ -35,18 +35,18 @@ import (
 // per sub-block and pair two VEX VPDPBUSD into int32, one VPMULLD by the
 // sub-block scale, VPADDD; the sums term subtracts 128*sum(sc*sx).
 //
-// With pairOrder (Q2_K in pair order, see gen/ggml_pairs.go; not with vnni)
-// it emits Ggml<t>PA8M16FullAvx2 and Ggml<t>PA8M16Avx2: chunk c of half h
-// is lane h of code register c, and its activations come in the same
-// order. Every chunk of a half has the half's eight scale words, so per
+// With pairOrder (Q2_K or Q3_K in pair order, see gen/ggml_pairs.go;
+// not with vnni) it emits Ggml<t>PA8M16FullAvx2 and Ggml<t>PA8M16Avx2:
+// chunk c of half h is lane h of code register c, and its activations
+// come in the same order. Every chunk of a half has the half's eight scale words, so per
 // pair the eight chunks' VPMADDUBSW pairs add up in int16 (at most
-// 8*2*3*128) and take one VPMADDWD with those words.
+// 8*2*7*128) and take one VPMADDWD with those words.
 func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 	t := c.t
 	isa, _ := ymmISA(vnni)
 	tn := t
 	if pairOrder {
-		if vnni || t != "Q2K" {
+		if _, ok := pairTypes[t]; vnni || !ok {
 			panic("gen: no pair-order batch kernel for " + t)
 		}
 		tn = t + "P"
@@ -61,7 +61,7 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 	Pragma("noescape")
 	base := "Ggml" + t + "A8Avx2"
 	if pairOrder {
-		base = "the exact A8 product of Q2_K rows in pair order (see GgmlQ2KPA8R4Avx2)"
+		base = fmt.Sprintf("the exact A8 product of %s rows in pair order (see Ggml%sPA8R4Avx2)", ggmlTypeName(t), t)
 	}
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s %s, two vectors per accumulator and the vectors in the lanes of the float steps.", name, base, what))
 
@@ -87,10 +87,6 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 	}
 	chunks := AllocLocal(nch * 32)
 	dd := AllocLocal(16)
-	var nibw VecVirtual
-	if pairOrder {
-		nibw = fvec{avx512: false}.broadcast(0x000f000f)
-	}
 
 	Label(name + "_row")
 	{
@@ -103,7 +99,8 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 			if pairOrder {
 				// half h's scale words at chs + 32h; chunk (h, c), lane h
 				// of code register c = 4H+i, at chunks + 32(8h+c)
-				sw, m := q2kPairWords(Mem{Base: wp}, nibw)
+				pt := pairTypes[t]
+				sw, m := pairWords(pt, Mem{Base: wp})
 				VMOVDQU(m, mw)
 				for l := 0; l < 2; l++ {
 					d := YMM()
@@ -111,8 +108,7 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 					VMOVDQU(d, chs.Offset(32*l))
 				}
 				for H := 0; H < 2; H++ {
-					cr := ggmlHalfCodesAVX2(c, Mem{Base: wp}, H, nib, three, hi)
-					for i, r := range cr {
+					for i, r := range pairCodes(pt, Mem{Base: wp}, H, three, hi) {
 						for l := 0; l < 2; l++ {
 							d := YMM()
 							VPERM2I128(U8(0x11*l), r, r, d)
