@@ -1,6 +1,9 @@
 package cpu
 
-import "unsafe"
+import (
+	"encoding/binary"
+	"unsafe"
+)
 
 // Pair order: the AVX2 kernels of Q2_K and Q3_K read a copy of the
 // matrix whose codes are reordered within each super-block (see
@@ -38,21 +41,95 @@ const (
 // repackQ2KPairs rewrites the codes of every Q2_K super-block in data
 // (whole blocks, in place) in pair order.
 func repackQ2KPairs(data []byte) {
-	var codes [256]byte
 	for blk := data; len(blk) >= q2kBlockBytes; blk = blk[q2kBlockBytes:] {
-		qs := blk[16:80]
-		for c := range codes { // llama.cpp: column 128h + 32j + l at bits 2j of qs[32h + l]
-			h, j, l := c/128, c%128/32, c%32
-			codes[c] = qs[32*h+l] >> (2 * j) & 3
+		pairLow(blk[16:80])
+	}
+}
+
+// repackQ3KPairs rewrites the codes and high bits of every Q3_K
+// super-block in data (whole blocks, in place) in pair order.
+func repackQ3KPairs(data []byte) {
+	for blk := data; len(blk) >= q3kBlockBytes; blk = blk[q3kBlockBytes:] {
+		pairHigh(blk[:32])
+		pairLow(blk[32:96])
+	}
+}
+
+// spread2[o] holds bits 2j..2j+1 of o in byte j, spread1[o] bit m of o in
+// byte m.
+var spread2, spread1 = func() (s2 [256]uint32, s1 [256]uint64) {
+	for o := range s2 {
+		for j := 0; j < 4; j++ {
+			s2[o] |= uint32(o>>(2*j)&3) << (8 * j)
 		}
+		for m := 0; m < 8; m++ {
+			s1[o] |= uint64(o>>m&1) << (8 * m)
+		}
+	}
+	return s2, s1
+}()
+
+// pairLow reorders a super-block's 64 bytes of 2-bit codes. llama.cpp
+// keeps column 128h + 32j + l in bits 2j of byte 32h + l; in pair order
+// that code is register v = (l%16)/2 (H = v/4, i = v%4), position 16h +
+// 4j + c with c = 2(l/16) + l%2. So the four new bytes 16h + 4j + c
+// (j = 0..3) of registers 4H..4H+3 take the fields of old bytes
+// l0 + 2i, l0 = 16(c/2) + 8H + c%2, at bits 2i: a[c] gathers them, new
+// byte j in its byte j.
+func pairLow(qs []byte) {
+	var w [2][2][4]uint32
+	for h := 0; h < 2; h++ {
+		q := qs[32*h : 32*h+32]
 		for H := 0; H < 2; H++ {
-			for p := 0; p < 32; p++ {
-				var b byte
-				for i := 0; i < 4; i++ {
-					b |= codes[q2kPairSrc[32*(4*H+i)+p]] << (2 * i)
-				}
-				qs[32*H+p] = b
+			var a [4]uint32
+			for c := range a {
+				l0 := 16*(c/2) + 8*H + c%2
+				a[c] = spread2[q[l0]] | spread2[q[l0+2]]<<2 | spread2[q[l0+4]]<<4 | spread2[q[l0+6]]<<6
 			}
+			w[h][H] = transpose4x4(a)
+		}
+	}
+	for h := range w {
+		for H := range w[h] {
+			for j, v := range w[h][H] {
+				binary.LittleEndian.PutUint32(qs[32*H+16*h+4*j:], v)
+			}
+		}
+	}
+}
+
+// transpose4x4 returns w with byte c of w[j] = byte j of a[c].
+func transpose4x4(a [4]uint32) (w [4]uint32) {
+	const lo, hi = 0x00ff00ff, 0xff00ff00
+	t0 := a[0]&lo | a[1]&lo<<8 // a0.b0 a1.b0 a0.b2 a1.b2
+	t1 := a[0]>>8&lo | a[1]&hi // a0.b1 a1.b1 a0.b3 a1.b3
+	t2 := a[2]&lo | a[3]&lo<<8
+	t3 := a[2]>>8&lo | a[3]&hi
+	w[0] = t0&0xffff | t2<<16
+	w[1] = t1&0xffff | t3<<16
+	w[2] = t0>>16 | t2&0xffff0000
+	w[3] = t1>>16 | t3&0xffff0000
+	return w
+}
+
+// pairHigh reorders Q3_K's 32 hmask bytes: bit 4h + j of byte l (column
+// 128h + 32j + l) goes to bit q3kPairHighBit[v] of byte 16h + 4j + c, v
+// and c as in pairLow; a[c] gathers the old bytes 16(c/2) + c%2 + 2v, new
+// byte 16h + 4j + c in its byte 4h + j.
+func pairHigh(hm []byte) {
+	var a [4]uint64
+	for c := range a { // q3kPairHighBit written out
+		q := hm[16*(c/2)+c%2:][:15]
+		a[c] = spread1[q[0]] | spread1[q[2]]<<2 | spread1[q[4]]<<1 | spread1[q[6]]<<3 |
+			spread1[q[8]]<<4 | spread1[q[10]]<<6 | spread1[q[12]]<<5 | spread1[q[14]]<<7
+	}
+	for h := 0; h < 2; h++ {
+		var a32 [4]uint32
+		for c := range a {
+			a32[c] = uint32(a[c] >> (32 * h))
+		}
+		for j, v := range transpose4x4(a32) {
+			binary.LittleEndian.PutUint32(hm[16*h+4*j:], v)
 		}
 	}
 }
@@ -65,36 +142,6 @@ var q2kPairSrc2 = func() (s [128]uint8) {
 	}
 	return s
 }()
-
-// repackQ3KPairs rewrites the codes and high bits of every Q3_K
-// super-block in data (whole blocks, in place) in pair order.
-func repackQ3KPairs(data []byte) {
-	var low, high [256]byte
-	for blk := data; len(blk) >= q3kBlockBytes; blk = blk[q3kBlockBytes:] {
-		hm, qs := blk[:32], blk[32:96]
-		for c := range low { // llama.cpp: column 128h + 32j + l at bits 2j of qs[32h + l], bit 4h + j of hmask[l]
-			h, j, l := c/128, c%128/32, c%32
-			low[c] = qs[32*h+l] >> (2 * j) & 3
-			high[c] = hm[l] >> (4*h + j) & 1
-		}
-		for p := 0; p < 32; p++ {
-			var b byte
-			for v := 0; v < 8; v++ {
-				b |= high[q2kPairSrc[32*v+p]] << q3kPairHighBit[v]
-			}
-			hm[p] = b
-		}
-		for H := 0; H < 2; H++ {
-			for p := 0; p < 32; p++ {
-				var b byte
-				for i := 0; i < 4; i++ {
-					b |= low[q2kPairSrc[32*(4*H+i)+p]] << (2 * i)
-				}
-				qs[32*H+p] = b
-			}
-		}
-	}
-}
 
 // pairsInt8 writes x (whole super-blocks of 256 columns) to dst in pair
 // order, two columns at a time.

@@ -350,3 +350,21 @@ func TestPairOrder(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPairRepack times the load-time reordering of Q2_K and Q3_K
+// matrices for the AVX2 kernels (bytes of the matrix per second).
+func BenchmarkPairRepack(b *testing.B) {
+	for _, typ := range []ggml.Type{ggml.Q2_K, ggml.Q3_K} {
+		m, err := ggml.Random(typ, 256, 4096, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		repack := map[ggml.Type]func([]byte){ggml.Q2_K: repackQ2KPairs, ggml.Q3_K: repackQ3KPairs}[typ]
+		b.Run(typ.String(), func(b *testing.B) {
+			b.SetBytes(int64(len(m.Data)))
+			for b.Loop() {
+				repack(m.Data)
+			}
+		})
+	}
+}
