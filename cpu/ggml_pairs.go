@@ -13,9 +13,9 @@ import (
 // a register is two columns of one sub-block, and word k of lane h is
 // sub-block 8h + k in every register. Register v = 4H + i is stored as
 // bits 2i..2i+1 of the 32 code bytes at 16 + 32H (Q3_K: 32 + 32H), as
-// llama.cpp stores its own 2-bit codes; Q3_K's high bit of register v is
-// bit q3kPairHighBit[v] of hmask byte p; scales, d and dmin keep their
-// places.
+// llama.cpp stores its own 2-bit codes. Q3_K's codes plus 4 (3 bits)
+// fill three planes of 32 bytes in place of hmask and qs (q3kPlanes);
+// scales, d and dmin keep their places.
 
 // q2kPairSrc[j] is the column at position j of the pair order.
 var q2kPairSrc = func() (s [256]uint8) {
@@ -27,11 +27,6 @@ var q2kPairSrc = func() (s [256]uint8) {
 	}
 	return s
 }()
-
-// q3kPairHighBit is the hmask bit of each code register in pair order:
-// registers 2g and 2g+1 two bits apart, so that one shift brings both to
-// bits 2 and 4 (gen's pairHighBit).
-var q3kPairHighBit = [8]uint8{0, 2, 1, 3, 4, 6, 5, 7}
 
 const (
 	q2kBlockBytes = 84
@@ -47,26 +42,44 @@ func repackQ2KPairs(data []byte) {
 }
 
 // repackQ3KPairs rewrites the codes and high bits of every Q3_K
-// super-block in data (whole blocks, in place) in pair order.
+// super-block in data (whole blocks, in place) in pair order, as planes.
 func repackQ3KPairs(data []byte) {
 	for blk := data; len(blk) >= q3kBlockBytes; blk = blk[q3kBlockBytes:] {
-		pairHigh(blk[:32])
-		pairLow(blk[32:96])
+		q3kPlanes(blk[:96])
 	}
 }
 
-// spread2[o] holds bits 2j..2j+1 of o in byte j, spread1[o] bit m of o in
-// byte m.
-var spread2, spread1 = func() (s2 [256]uint32, s1 [256]uint64) {
+// q3kPlanes rewrites a Q3_K super-block's hmask and qs (b[:32], b[32:96])
+// as three planes of the codes plus 4 in pair order: position p of plane
+// A (b[:32]) holds registers 0 and 1 in bits 0-2 and 3-5, B (b[32:64])
+// registers 2 and 3, C (b[64:96]) registers 4 and 5; bits 6-7 of A and B
+// hold the low two bits of registers 6 and 7, bits 6 and 7 of C their
+// third.
+func q3kPlanes(b []byte) {
+	hm, qs := b[:32], b[32:96]
+	var k [8][32]byte
+	for v := range k {
+		for p := range k[v] { // column 128h + 32j + l: bits 2j of qs[32h + l], bit 4h + j of hm[l]
+			c := int(q2kPairSrc[32*v+p])
+			h, j, l := c/128, c%128/32, c%32
+			k[v][p] = qs[32*h+l]>>(2*j)&3 | (hm[l]>>(4*h+j)&1)<<2
+		}
+	}
+	for p := 0; p < 32; p++ {
+		b[p] = k[0][p] | k[1][p]<<3 | k[6][p]&3<<6
+		b[32+p] = k[2][p] | k[3][p]<<3 | k[7][p]&3<<6
+		b[64+p] = k[4][p] | k[5][p]<<3 | k[6][p]>>2<<6 | k[7][p]>>2<<7
+	}
+}
+
+// spread2[o] holds bits 2j..2j+1 of o in byte j.
+var spread2 = func() (s2 [256]uint32) {
 	for o := range s2 {
 		for j := 0; j < 4; j++ {
 			s2[o] |= uint32(o>>(2*j)&3) << (8 * j)
 		}
-		for m := 0; m < 8; m++ {
-			s1[o] |= uint64(o>>m&1) << (8 * m)
-		}
 	}
-	return s2, s1
+	return s2
 }()
 
 // pairLow reorders a super-block's 64 bytes of 2-bit codes. llama.cpp
@@ -110,28 +123,6 @@ func transpose4x4(a [4]uint32) (w [4]uint32) {
 	w[2] = t0>>16 | t2&0xffff0000
 	w[3] = t1>>16 | t3&0xffff0000
 	return w
-}
-
-// pairHigh reorders Q3_K's 32 hmask bytes: bit 4h + j of byte l (column
-// 128h + 32j + l) goes to bit q3kPairHighBit[v] of byte 16h + 4j + c, v
-// and c as in pairLow; a[c] gathers the old bytes 16(c/2) + c%2 + 2v, new
-// byte 16h + 4j + c in its byte 4h + j.
-func pairHigh(hm []byte) {
-	var a [4]uint64
-	for c := range a { // q3kPairHighBit written out
-		q := hm[16*(c/2)+c%2:][:15]
-		a[c] = spread1[q[0]] | spread1[q[2]]<<2 | spread1[q[4]]<<1 | spread1[q[6]]<<3 |
-			spread1[q[8]]<<4 | spread1[q[10]]<<6 | spread1[q[12]]<<5 | spread1[q[14]]<<7
-	}
-	for h := 0; h < 2; h++ {
-		var a32 [4]uint32
-		for c := range a {
-			a32[c] = uint32(a[c] >> (32 * h))
-		}
-		for j, v := range transpose4x4(a32) {
-			binary.LittleEndian.PutUint32(hm[16*h+4*j:], v)
-		}
-	}
 }
 
 // q2kPairSrc2 is q2kPairSrc in two-column steps: position j of the order

@@ -328,9 +328,14 @@ func TestPairOrder(t *testing.T) {
 			}
 			for j, c := range q2kPairSrc {
 				v, p := j/32, j%32
-				low := blk[32+32*(v/4)+p] >> (2 * (v % 4)) & 3
-				high := blk[p] >> q3kPairHighBit[v] & 1
-				if got := int(low) + 4*int(high) - 4; got != int(z.Q[c]) {
+				var code byte // plus 4
+				switch {
+				case v < 6:
+					code = blk[32*(v/2)+p] >> (3 * (v % 2)) & 7
+				default:
+					code = blk[32*(v-6)+p]>>6 | blk[64+p]>>v&1<<2
+				}
+				if got := int(code) - 4; got != int(z.Q[c]) {
 					t.Fatalf("Q3_K row %d block %d position %d: code %d, column %d has %d", r, k, j, got, c, z.Q[c])
 				}
 			}

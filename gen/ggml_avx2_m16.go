@@ -98,7 +98,7 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 			ggmlM16Prefetch(c, wp, param("stride"))
 			if pairOrder {
 				// half h's scale words at chs + 32h; chunk (h, c), lane h
-				// of code register c = 4H+i, at chunks + 32(8h+c)
+				// of code register c, at chunks + 32(8h+c)
 				pt := pairTypes[t]
 				sw, m := pairWords(pt, Mem{Base: wp})
 				VMOVDQU(m, mw)
@@ -107,15 +107,13 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 					VPERM2I128(U8(0x11*l), sw, sw, d)
 					VMOVDQU(d, chs.Offset(32*l))
 				}
-				for H := 0; H < 2; H++ {
-					for i, r := range pairCodes(pt, Mem{Base: wp}, H, three, hi) {
-						for l := 0; l < 2; l++ {
-							d := YMM()
-							VPERM2I128(U8(0x11*l), r, r, d)
-							VMOVDQU(d, chunks.Offset(32*(8*l+4*H+i)))
-						}
+				pairCodes(pt, Mem{Base: wp}, func(v int, r VecVirtual) {
+					for l := 0; l < 2; l++ {
+						d := YMM()
+						VPERM2I128(U8(0x11*l), r, r, d)
+						VMOVDQU(d, chunks.Offset(32*(8*l+v)))
 					}
-				}
+				})
 			} else {
 				ggmlScalesAVX2(c, Mem{Base: wp}, sv, mw)
 				// chunk 2i+l of the super-block (code register i, lane

@@ -10,36 +10,33 @@ import (
 
 // Pair order: the AVX2 kernels of Q2_K and Q3_K read a copy of the
 // matrix whose codes the CPU backend reorders at load (cpu.q2kPairSrc).
-// Code register v (v = 4H + i: bits 2i of the 32 code bytes of H) holds,
-// in byte 16h + 2k + b, the code of column 128h + 16k + 2v + b: word k of
-// lane h is two columns of sub-block 8h + k. So the VPMADDUBSW pairs of
-// every code register fall in the sub-block of their word, the eight
-// registers' pairs add up in int16 (at most 8*2*7*128) and one VPMADDWD
+// Code register v holds, in byte 16h + 2k + b, the code of column 128h +
+// 16k + 2v + b: word k of lane h is two columns of sub-block 8h + k. So
+// the VPMADDUBSW pairs of every code register fall in the sub-block of
+// their word, the eight registers' pairs add up in int16 and one VPMADDWD
 // with the super-block's 16 scale words applies every sub-block scale at
-// once, instead of a scale spread and a VPMADDWD per register. Q3_K's
-// high bits are reordered likewise: register v's in bit pairHighBit[v]
-// of the 32 hmask bytes, which puts registers 2g and 2g+1 two bits apart,
-// so one shift serves both. The activations come in the same order
-// (cpu.pairsInt8); the sums term and the float steps are the
-// definition's.
+// once, instead of a scale spread and a VPMADDWD per register. Q2_K keeps
+// llama.cpp's packing of 2-bit codes (register v = 4H + i: bits 2i of the
+// 32 code bytes of H). Q3_K's 3-bit codes (q + 4, the hmask bit as 4) are
+// stored in three planes of 32 bytes in place of hmask and qs: plane A
+// holds registers 0 (bits 0-2) and 1 (bits 3-5), B registers 2 and 3, C
+// registers 4 and 5, and bits 6-7 of A and B hold the low two bits of
+// registers 6 and 7, bits 6 and 7 of C their third. The activations come
+// in the same order (cpu.pairsInt8); the sums term and the float steps
+// are the definition's.
 
 // pairType is a 16-column sub-block type in pair order.
 type pairType struct {
 	c     ggmlSuper
-	qs    int  // offset of the 64 code bytes
+	qs    int  // offset of the 64 code bytes (Q3_K: of the three planes)
 	d, dm int  // offsets of d and dmin (Q3_K: no dmin)
-	hm    bool // Q3_K: the high bits (adding 4) in 32 bytes at 0
+	plane bool // Q3_K: 3-bit codes in three planes
 }
 
 var pairTypes = map[string]pairType{
 	"Q2K": {c: ggmlSupers[0], qs: 16, d: 80, dm: 82},
-	"Q3K": {c: ggmlSupers[1], qs: 32, d: 108, hm: true},
+	"Q3K": {c: ggmlSupers[1], qs: 0, d: 108, plane: true},
 }
-
-// pairHighBit is the hmask bit of each code register in pair order
-// (cpu.q3kPairHighBit): 0 and 2, 1 and 3, 4 and 6, 5 and 7 for registers
-// 0 and 1, 2 and 3, ...
-var pairHighBit = [8]int{0, 2, 1, 3, 4, 6, 5, 7}
 
 // pairWords returns the 16 scale words of the super-block at base (in
 // sub-block order) and the words its sums term multiplies the activation
@@ -56,34 +53,54 @@ func pairWords(pt pairType, base Mem) (sw, mw VecVirtual) {
 	return sw, mw
 }
 
-// pairCodes returns the four code registers 4H..4H+3 of the super-block
-// at base as the codes (Q3_K: plus 4, the high bit added as 4).
-func pairCodes(pt pairType, base Mem, H int, three, four VecVirtual) (cr [4]VecVirtual) {
-	for i := range cr {
-		v := YMM()
-		VMOVDQU(base.Offset(pt.qs+32*H), v)
-		if i > 0 {
-			VPSRLW(U8(2*i), v, v)
+// pairCodes calls each(v, r) for the eight code registers of the
+// super-block at base in turn, r holding register v's codes (Q3_K: plus
+// 4).
+func pairCodes(pt pairType, base Mem, each func(v int, r VecVirtual)) {
+	av2 := fvec{avx512: false}
+	three := av2.broadcast(0x03030303)
+	if !pt.plane {
+		for v := 0; v < 8; v++ {
+			r := YMM()
+			VMOVDQU(base.Offset(pt.qs+32*(v/4)), r)
+			if v%4 > 0 {
+				VPSRLW(U8(2*(v%4)), r, r)
+			}
+			VPAND(three, r, r)
+			each(v, r)
 		}
-		VPAND(three, v, v)
-		if pt.hm {
-			highBits(base, pairHighBit[4*H+i], 2, four, v)
-		}
-		cr[i] = v
+		return
 	}
-	return cr
+	seven := av2.broadcast(0x07070707)
+	for v := 0; v < 6; v++ { // plane v/2, bits 3*(v%2)
+		r := YMM()
+		VMOVDQU(base.Offset(pt.qs+32*(v/2)), r)
+		if v%2 == 1 {
+			VPSRLW(U8(3), r, r)
+		}
+		VPAND(seven, r, r)
+		each(v, r)
+	}
+	four := av2.broadcast(0x04040404)
+	for v := 6; v < 8; v++ { // bits 6-7 of plane v-6, bit v of plane C as 4
+		r, h := YMM(), YMM()
+		VMOVDQU(base.Offset(pt.qs+32*(v-6)), r)
+		VPSRLW(U8(6), r, r)
+		VPAND(three, r, r)
+		VMOVDQU(base.Offset(pt.qs+64), h)
+		VPSRLW(U8(v-2), h, h)
+		VPAND(four, h, h)
+		VPOR(h, r, r)
+		each(v, r)
+	}
 }
 
 // pairsA8R4AVX2 emits Ggml<t>PA8R4Avx2, the four-row one-vector kernel
 // in pair order (for the avx2 and avxvnni kernel sets): per row the eight
-// code registers, the odd ones masked as 4q (which saves a shift; Q3_K's
-// high bits go to bit 2 or 4, one shift for both registers of a pair),
-// times the activations (VPMADDUBSW); the even registers' pairs and the
-// odd ones' summed in int16 (at most 4*2*28*128), the latter divided by 4
-// (exact: each is a multiple of 4) and added; one VPMADDWD with the scale
-// words (lane h: half h's S in four dwords), the sums term as in
-// ggmlSuperA8R4AVX2, then its reductions and float steps with the rows in
-// the lanes.
+// code registers times the activations (VPMADDUBSW), their pair sums
+// added in int16 (pairSums), one VPMADDWD with the scale words (lane h:
+// half h's S in four dwords), the sums term as in ggmlSuperA8R4AVX2, then
+// its reductions and float steps with the rows in the lanes.
 func pairsA8R4AVX2(pt pairType) {
 	c := pt.c
 	name := "Ggml" + c.t + "PA8R4Avx2"
@@ -91,12 +108,7 @@ func pairsA8R4AVX2(pt pairType) {
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s computes the exact A8 product of layout/ggml %s rows in pair order (the codes reordered at load, the activations in the same order) with AVX2, one vector and four rows at a time (rows a multiple of 4; nvec and the strides ignored): per row and super-block one VPMADDWD with the 16 scale words, the reductions and float steps with the rows in the lanes.", name, ggmlTypeName(c.t)))
 	part := AllocLocal(4 * 48)
-	av2 := fvec{avx512: false}
-	mask := [2]VecVirtual{av2.broadcast(0x03030303), av2.broadcast(0x0c0c0c0c)}
-	var hmask [2]VecVirtual
-	if pt.hm {
-		hmask = [2]VecVirtual{av2.broadcast(0x04040404), av2.broadcast(0x10101010)}
-	}
+	sums := pairSums(pt)
 	fourRows(name, false, c.bytes, 256, 32, 8, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
 		dh, mh := XMM(), XMM()
 		VPXOR(dh, dh, dh)
@@ -109,47 +121,8 @@ func pairsA8R4AVX2(pt pairType) {
 				VPINSRW(U8(r), rm.Offset(pt.dm), mh, mh)
 			}
 			sw, mw := pairWords(pt, rm)
-			var a [2]VecVirtual // pair sums of the even registers, of the odd ones (4x)
-			for H := 0; H < 2; H++ {
-				w, w4 := YMM(), YMM()
-				VMOVDQU(rm.Offset(pt.qs+32*H), w)
-				VPSRLW(U8(4), w, w4)
-				var hs VecVirtual
-				for i := 0; i < 4; i++ {
-					src := w
-					if i >= 2 {
-						src = w4
-					}
-					cv := YMM()
-					VPAND(mask[i%2], src, cv)
-					if pt.hm {
-						if i%2 == 0 { // registers v, v+1: bits pairHighBit[v] - s = 2 and 4
-							hs = YMM()
-							VMOVDQU(rm, hs)
-							switch s := pairHighBit[4*H+i] - 2; {
-							case s > 0:
-								VPSRLW(U8(s), hs, hs)
-							case s < 0:
-								VPSLLW(U8(-s), hs, hs)
-							}
-						}
-						hb := YMM()
-						VPAND(hmask[i%2], hs, hb)
-						VPOR(hb, cv, cv)
-					}
-					p := YMM()
-					VPMADDUBSW(Mem{Base: ak, Disp: 32 * (4*H + i)}, cv, p)
-					if a[i%2] == nil {
-						a[i%2] = p
-					} else {
-						VPADDW(p, a[i%2], a[i%2])
-					}
-				}
-			}
-			VPSRAW(U8(2), a[1], a[1]) // exact: each pair sum of 4q*x is a multiple of 4
-			VPADDW(a[1], a[0], a[0])
 			S := YMM()
-			VPMADDWD(sw, a[0], S)
+			VPMADDWD(sw, sums(rm, ak), S)
 			VMOVDQU(S, part.Offset(48*r))
 			m8 := YMM()
 			VPMADDWD(Mem{Base: sk}, mw, m8)
@@ -160,6 +133,93 @@ func pairsA8R4AVX2(pt pairType) {
 		}
 		r4PartSteps(part, c.mins, c.shift, dh, mh, xk, acc4)
 	})
+}
+
+// pairSums loads its constants and returns a function emitting, for the
+// super-block at base and the activations at ak (register v at ak+32v),
+// the 16 int16 words of the sums of code times activation per word
+// position over the eight registers (word k of lane h: sub-block 8h+k).
+// Registers are taken scaled by a power of two where that saves a shift
+// (a mask in place of shift and mask), their pair sums added per scale
+// and divided exactly (VPSRAW of sums of multiples) before the final add.
+// Q2_K: the odd registers as 4q, two sums of at most 4*2*12*128. Q3_K:
+// registers 1 and 3 as 8q (at most 2*2*56*128), 5 as 8q divided alone,
+// the rest (6 and 7 from two planes) as q: at most 6*2*7*128.
+func pairSums(pt pairType) func(base Mem, ak GPVirtual) VecVirtual {
+	av2 := fvec{avx512: false}
+	madd := func(v int, cv VecVirtual, ak GPVirtual) VecVirtual {
+		p := YMM()
+		VPMADDUBSW(Mem{Base: ak, Disp: 32 * v}, cv, p)
+		return p
+	}
+	add := func(acc *VecVirtual, p VecVirtual) {
+		if *acc == nil {
+			*acc = p
+			return
+		}
+		VPADDW(p, *acc, *acc)
+	}
+	if !pt.plane {
+		mask := [2]VecVirtual{av2.broadcast(0x03030303), av2.broadcast(0x0c0c0c0c)}
+		return func(base Mem, ak GPVirtual) VecVirtual {
+			var a [2]VecVirtual // the even registers' sums, the odd ones' (4x)
+			for H := 0; H < 2; H++ {
+				w, w4 := YMM(), YMM()
+				VMOVDQU(base.Offset(pt.qs+32*H), w)
+				VPSRLW(U8(4), w, w4)
+				for i := 0; i < 4; i++ {
+					src := w
+					if i >= 2 {
+						src = w4
+					}
+					cv := YMM()
+					VPAND(mask[i%2], src, cv)
+					add(&a[i%2], madd(4*H+i, cv, ak))
+				}
+			}
+			VPSRAW(U8(2), a[1], a[1])
+			VPADDW(a[1], a[0], a[0])
+			return a[0]
+		}
+	}
+	m7, m38 := av2.broadcast(0x07070707), av2.broadcast(0x38383838)
+	three, four := av2.broadcast(0x03030303), av2.broadcast(0x04040404)
+	return func(base Mem, ak GPVirtual) VecVirtual {
+		var pl [3]VecVirtual
+		for i := range pl {
+			pl[i] = YMM()
+			VMOVDQU(base.Offset(pt.qs+32*i), pl[i])
+		}
+		var a1, a8 VecVirtual // the sums of registers taken as q, as 8q
+		for v := 0; v < 6; v++ {
+			cv := YMM()
+			if v%2 == 0 {
+				VPAND(m7, pl[v/2], cv)
+				add(&a1, madd(v, cv, ak))
+				continue
+			}
+			VPAND(m38, pl[v/2], cv)
+			p := madd(v, cv, ak)
+			if v == 5 {
+				VPSRAW(U8(3), p, p)
+				add(&a1, p)
+			} else {
+				add(&a8, p)
+			}
+		}
+		for v := 6; v < 8; v++ {
+			cv, h := YMM(), YMM()
+			VPSRLW(U8(6), pl[v-6], cv)
+			VPAND(three, cv, cv)
+			VPSRLW(U8(v-2), pl[2], h)
+			VPAND(four, h, h)
+			VPOR(h, cv, cv)
+			add(&a1, madd(v, cv, ak))
+		}
+		VPSRAW(U8(3), a8, a8)
+		VPADDW(a8, a1, a1)
+		return a1
+	}
 }
 
 // pairsF32Prep is Ggml<t>PF32Avx2's unit preparation: D = d*sc and E
@@ -218,14 +278,7 @@ func pairsF32Prep(pt pairType, wp, tp GPVirtual) {
 			}
 		}
 	}
-	three := av2.broadcast(0x03030303)
-	var four VecVirtual
-	if pt.hm {
-		four = av2.broadcast(0x04040404)
-	}
-	for H := 0; H < 2; H++ {
-		for i, v := range pairCodes(pt, Mem{Base: wp}, H, three, four) {
-			VMOVDQU(v, Mem{Base: tp, Disp: 128*H + 32*i})
-		}
-	}
+	pairCodes(pt, Mem{Base: wp}, func(v int, r VecVirtual) {
+		VMOVDQU(r, Mem{Base: tp, Disp: 32 * v})
+	})
 }
