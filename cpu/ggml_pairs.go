@@ -56,30 +56,63 @@ func repackQ3KPairs(data []byte) {
 // hold the low two bits of registers 6 and 7, bits 6 and 7 of C their
 // third.
 func q3kPlanes(b []byte) {
-	hm, qs := b[:32], b[32:96]
-	var k [8][32]byte
-	for v := range k {
-		for p := range k[v] { // column 128h + 32j + l: bits 2j of qs[32h + l], bit 4h + j of hm[l]
-			c := int(q2kPairSrc[32*v+p])
-			h, j, l := c/128, c%128/32, c%32
-			k[v][p] = qs[32*h+l]>>(2*j)&3 | (hm[l]>>(4*h+j)&1)<<2
+	var hb [32]byte
+	pairHigh(&hb, b[:32])
+	qs := b[32:96]
+	pairLow(qs)
+	const ones, threes = 0x0101010101010101, 0x0303030303030303
+	le := binary.LittleEndian
+	for g := 0; g < 32; g += 8 { // eight positions at a time, a byte each
+		l0, l1, h := le.Uint64(qs[g:]), le.Uint64(qs[32+g:]), le.Uint64(hb[g:])
+		var k [8]uint64
+		for v := range k {
+			l := l0
+			if v >= 4 {
+				l = l1
+			}
+			k[v] = l>>(2*(v%4))&threes | h>>v&ones<<2
 		}
-	}
-	for p := 0; p < 32; p++ {
-		b[p] = k[0][p] | k[1][p]<<3 | k[6][p]&3<<6
-		b[32+p] = k[2][p] | k[3][p]<<3 | k[7][p]&3<<6
-		b[64+p] = k[4][p] | k[5][p]<<3 | k[6][p]>>2<<6 | k[7][p]>>2<<7
+		le.PutUint64(b[g:], k[0]|k[1]<<3|k[6]&threes<<6)
+		le.PutUint64(b[32+g:], k[2]|k[3]<<3|k[7]&threes<<6)
+		le.PutUint64(b[64+g:], k[4]|k[5]<<3|k[6]>>2&ones<<6|k[7]>>2&ones<<7)
 	}
 }
 
-// spread2[o] holds bits 2j..2j+1 of o in byte j.
-var spread2 = func() (s2 [256]uint32) {
+// pairHigh gathers Q3_K's hmask bits in pair order: bit v of hb[p] is the
+// high bit of register v's code at position p. Bit 4h + j of hm[l]
+// (column 128h + 32j + l) belongs to register v = (l%16)/2 at position
+// 16h + 4j + c, c = 2(l/16) + l%2; a[c] gathers the old bytes 16(c/2) +
+// c%2 + 2v, new byte 16h + 4j + c in its byte 4h + j.
+func pairHigh(hb *[32]byte, hm []byte) {
+	var a [4]uint64
+	for c := range a {
+		q := hm[16*(c/2)+c%2:][:15]
+		a[c] = spread1[q[0]] | spread1[q[2]]<<1 | spread1[q[4]]<<2 | spread1[q[6]]<<3 |
+			spread1[q[8]]<<4 | spread1[q[10]]<<5 | spread1[q[12]]<<6 | spread1[q[14]]<<7
+	}
+	for h := 0; h < 2; h++ {
+		var a32 [4]uint32
+		for c := range a {
+			a32[c] = uint32(a[c] >> (32 * h))
+		}
+		for j, v := range transpose4x4(a32) {
+			binary.LittleEndian.PutUint32(hb[16*h+4*j:], v)
+		}
+	}
+}
+
+// spread2[o] holds bits 2j..2j+1 of o in byte j, spread1[o] bit m of o in
+// byte m.
+var spread2, spread1 = func() (s2 [256]uint32, s1 [256]uint64) {
 	for o := range s2 {
 		for j := 0; j < 4; j++ {
 			s2[o] |= uint32(o>>(2*j)&3) << (8 * j)
 		}
+		for m := 0; m < 8; m++ {
+			s1[o] |= uint64(o>>m&1) << (8 * m)
+		}
 	}
-	return s2
+	return s2, s1
 }()
 
 // pairLow reorders a super-block's 64 bytes of 2-bit codes. llama.cpp
