@@ -532,7 +532,7 @@ func init() {
 					}
 					ggmlPrepSums(mx, c)
 					if batchKernel(c.batch) != nil {
-						ggmlPrepM16(mx.m, c, nil)
+						ggmlPrepM16(mx.m, c, c.xq, false)
 					}
 				}}
 				if hasAll(ggmlF32AVX2Requires) {
@@ -657,17 +657,6 @@ func ggmlPerVector(r4, one ggmlA8Func, m *ggml.Matrix, c *ggmlCall, act *int8, r
 	}
 }
 
-// q2kPairM16Src is q2kPairSrc for the batch kernels' chunks (see
-// ggmlPrepM16): chunk c of half h is lane h of code register c.
-var q2kPairM16Src = func() (s [256]uint8) {
-	for hc := 0; hc < 16; hc++ {
-		for q := 0; q < 16; q++ {
-			s[16*hc+q] = q2kPairSrc[32*(hc%8)+16*(hc/8)+q]
-		}
-	}
-	return s
-}()
-
 // ggmlPairs are the kernels of Q2_K and Q3_K on the avx2 and avxvnni
 // kernel sets, which read the matrix in pair order (repack at load;
 // gen/ggml_pairs.go says why) and the activations in the same order; they
@@ -702,11 +691,13 @@ func ggmlPairsKernel(isa ISA, k ggmlPairKernels) *ggmlKernel {
 		prep: func(mx *GGMLMatrix, c *ggmlCall) {
 			c.slots = 0
 			ggmlPrepSums(mx, c)
+			n := c.batch * mx.m.PCols
 			if batchKernel(c.batch) != nil {
-				ggmlPrepM16(mx.m, c, &q2kPairM16Src)
+				c.sc.perm = grow(c.sc.perm, n)
+				pairsInt8(c.sc.perm, c.xq[:n])
+				ggmlPrepM16(mx.m, c, c.sc.perm, true)
 				return
 			}
-			n := c.batch * mx.m.PCols
 			c.act8 = growAct(c, n)
 			pairsInt8(c.act8, c.xq[:n])
 		},
@@ -826,14 +817,15 @@ const ggmlM16FullFrom = 9
 
 func ggmlM16Full(batch int) bool { return batch >= ggmlM16FullFrom }
 
-// ggmlPrepM16 lays out the activations for the AVX2 batch kernels (see
-// asm/doc.go): per super-block, half, pair of vectors and chunk c (16
-// columns), 16 bytes of each vector, columns 16c .. 16c+15 of the half in
-// order (src: byte 16(8h+c)+q holds column src[16(8h+c)+q] of the
-// super-block), zeros for the slots the kernel reads but the batch does
-// not fill; and the activation sums (pairs of int16 per dword) and scales
-// in the kernels' lanes (ggmlM16Lanes); lanes past the batch are zero.
-func ggmlPrepM16(m *ggml.Matrix, c *ggmlCall, src *[256]uint8) {
+// ggmlPrepM16 lays out the activations x (batch vectors of PCols) for the
+// AVX2 batch kernels (see asm/doc.go): per super-block, half, pair of
+// vectors and chunk c (16 columns), 16 bytes of each vector, columns
+// 16c .. 16c+15 of the half in order (pairOrder: x is in pair order and
+// chunk c of half h is bytes 32c+16h .. 32c+16h+15 of the super-block),
+// zeros for the slots the kernel reads but the batch does not fill; and
+// the activation sums (pairs of int16 per dword) and scales in the
+// kernels' lanes (ggmlM16Lanes); lanes past the batch are zero.
+func ggmlPrepM16(m *ggml.Matrix, c *ggmlCall, x []int8, pairOrder bool) {
 	pc, sub := m.PCols, m.Type.SubLen()
 	nsub := pc / sub
 	if n := nsub / 2 * 16; cap(c.sc.pairs) < n {
@@ -859,18 +851,15 @@ func ggmlPrepM16(m *ggml.Matrix, c *ggmlCall, src *[256]uint8) {
 		for k := 0; k < nsb; k++ {
 			for hc := 0; hc < 16; hc++ { // half h, chunk c: hc = 8h + c
 				o := 4096*k + 2048*(hc/8) + 32*(hc%8) + base
-				switch {
-				case v < c.batch && src == nil:
-					s := v*pc + 256*k + 16*hc
-					copy(c.act8[o:o+16], c.xq[s:s+16])
-				case v < c.batch:
-					x := c.xq[v*pc+256*k : v*pc+256*k+256]
-					for q, col := range src[16*hc : 16*hc+16] {
-						c.act8[o+q] = x[col]
-					}
-				default:
+				if v >= c.batch {
 					clear(c.act8[o : o+16])
+					continue
 				}
+				s := v*pc + 256*k + 16*hc
+				if pairOrder {
+					s = v*pc + 256*k + 32*(hc%8) + 16*(hc/8)
+				}
+				copy(c.act8[o:o+16], x[s:s+16])
 			}
 		}
 	}

@@ -20,6 +20,7 @@ type scratch struct {
 	act    []byte    // A8 activations in the assembly kernels' layout
 	actf   []float32 // A32 activations in the assembly kernels' layout
 	act8   []int8    // GGML A8 activations in the assembly kernels' layout
+	perm   []int8    // GGML A8 activations in pair order, for the batch kernels' layout
 	sums16 []int16   // GGML A8 per-sub-block activation sums
 	pairs  []int32   // GGML A8 batch kernels' transposed pair sums
 	xsT    []float32 // GGML A8 batch kernels' transposed activation scales
