@@ -98,9 +98,13 @@ func pairCodes(pt pairType, base Mem, each func(v int, r VecVirtual)) {
 // pairsA8R4AVX2 emits Ggml<t>PA8R4Avx2, the four-row one-vector kernel
 // in pair order (for the avx2 and avxvnni kernel sets): per row the eight
 // code registers times the activations (VPMADDUBSW), their pair sums
-// added in int16 (pairSums), one VPMADDWD with the scale words (lane h:
-// half h's S in four dwords), the sums term as in ggmlSuperA8R4AVX2, then
-// its reductions and float steps with the rows in the lanes.
+// added in int16 (pairSums: word k of lane h is then the whole dot
+// product of sub-block 8h+k), one VPMADDWD with the scale words (lane h:
+// half h's S in four dwords), the mins term as in ggmlSuperA8R4AVX2,
+// then its reductions and float steps with the rows in the lanes. Q3_K's
+// recentring is folded in before the scales: each sub-block's sum less 4
+// times its activation sum (at most 14336 + 8192 in magnitude) times its
+// scale is the definition's S - 4*sum(sc*sx), in one VPMADDWD.
 func pairsA8R4AVX2(pt pairType) {
 	c := pt.c
 	name := "Ggml" + c.t + "PA8R4Avx2"
@@ -115,15 +119,28 @@ func pairsA8R4AVX2(pt pairType) {
 		if c.mins {
 			VPXOR(mh, mh, mh)
 		}
+		var sx VecVirtual // 2^shift times the activation sums
+		if c.shift > 0 {
+			sx = YMM()
+			VMOVDQU(Mem{Base: sk}, sx)
+			VPSLLW(U8(c.shift), sx, sx)
+		}
 		for r, rm := range rows {
 			VPINSRW(U8(r), rm.Offset(pt.d), dh, dh)
 			if c.mins {
 				VPINSRW(U8(r), rm.Offset(pt.dm), mh, mh)
 			}
 			sw, mw := pairWords(pt, rm)
+			a := sums(rm, ak)
+			if c.shift > 0 {
+				VPSUBW(sx, a, a)
+			}
 			S := YMM()
-			VPMADDWD(sw, sums(rm, ak), S)
+			VPMADDWD(sw, a, S)
 			VMOVDQU(S, part.Offset(48*r))
+			if !c.mins {
+				continue
+			}
 			m8 := YMM()
 			VPMADDWD(Mem{Base: sk}, mw, m8)
 			hi, mm := XMM(), XMM()
@@ -131,7 +148,7 @@ func pairsA8R4AVX2(pt pairType) {
 			VPHADDD(hi, m8.AsX(), mm)
 			VMOVDQU(mm, part.Offset(48*r+32))
 		}
-		r4PartSteps(part, c.mins, c.shift, dh, mh, xk, acc4)
+		r4PartSteps(part, c.mins, 0, dh, mh, xk, acc4)
 	})
 }
 
