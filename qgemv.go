@@ -312,8 +312,10 @@ func (e *Engine) Close() error {
 // *layout.Sparse12, *layout.Int8, *codebook.Codebook or
 // codebook.Baseline, *ans.Matrix, *ans.Bits, ...) and loads it onto the
 // engine. The CPU backend uses m's data in place unless WithHugePages is
-// set: do not modify it while loaded. A format the backend has no kernels
-// for is an error wrapping ErrFormatNotImplemented.
+// set or its kernels read the type in an order of their own (GGML Q2_K and
+// Q3_K on the AVX2 kernel sets: a reordered copy): do not modify it while
+// loaded. A format the backend has no kernels for is an error wrapping
+// ErrFormatNotImplemented.
 func (e *Engine) Load(m layout.Matrix) (*Matrix, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
