@@ -491,6 +491,9 @@ func init() {
 				}
 				return ggmlPairsKernel(isa, pk)
 			}
+			if (isa == AVX2 || isa == AVXVNNI) && ggmlQhRepack[t] != nil && !hasAll(ggmlF32AVX2Requires) {
+				return nil // the float kernel must read the repacked copy too
+			}
 			if (isa == AVX2 || isa == AVXVNNI) && avx2 != nil && hasAll(ggmlA8AVX2Requires) {
 				m16avx2, m16avx2Small := ggmlA8M16AVX2Funcs[t], ggmlA8M16AVX2SmallFuncs[t]
 				tFuncs, vnni := ggmlA8TAVX2Funcs, isa == AVXVNNI && hasAll(ggmlA8AVXVNNIRequires)
@@ -523,7 +526,7 @@ func init() {
 					slots := ggmlTSlots(batch)
 					return tFuncs[slots][t], slots
 				}
-				k := &ggmlKernel{isa: isa, minCode: t == ggml.Q8_0, prep: func(mx *GGMLMatrix, c *ggmlCall) {
+				k := &ggmlKernel{isa: isa, minCode: t == ggml.Q8_0, repack: ggmlQhRepack[t], prep: func(mx *GGMLMatrix, c *ggmlCall) {
 					c.slots = 0
 					if fn, slots := tKernel(c.batch); fn != nil {
 						c.slots = slots
@@ -655,6 +658,13 @@ func ggmlPerVector(r4, one ggmlA8Func, m *ggml.Matrix, c *ggmlCall, act *int8, r
 			ggmlTemps.Put(t)
 		}
 	}
+}
+
+// ggmlQhRepack puts the high bits of Q5_0 and Q5_1 in lane order
+// (repackQhLanes) for the AVX2 kernels, which read them so.
+var ggmlQhRepack = map[ggml.Type]func([]byte){
+	ggml.Q5_0: func(b []byte) { repackQhLanes(b, 22, 2) },
+	ggml.Q5_1: func(b []byte) { repackQhLanes(b, 24, 4) },
 }
 
 // ggmlPairs are the kernels of Q2_K and Q3_K on the avx2 and avxvnni

@@ -180,3 +180,26 @@ func pairsInt8(dst, x []int8) {
 		}
 	}
 }
+
+// qhLane[o] spreads the eight bits of qh byte k (columns 8k..8k+7 of a
+// Q5_0 or Q5_1 block) to their places in lane order, shifted left by 2k:
+// column 4d+b goes to bit 8b+d, so that the AVX2 kernels' VPSLLVD by 7-d
+// of the broadcast word leaves it in the top bit of byte 4d+b.
+var qhLane = func() (t [256]uint32) {
+	for o := range t {
+		for j := 0; j < 8; j++ { // column 8k+j = 4d+b: d = 2k + j/4, b = j%4
+			t[o] |= uint32(o>>j&1) << (8*(j%4) + j/4)
+		}
+	}
+	return t
+}()
+
+// repackQhLanes rewrites the 32 high bits at offset qh of every block of
+// n bytes in data (whole blocks, in place) in lane order (qhLane).
+func repackQhLanes(data []byte, n, qh int) {
+	for blk := data; len(blk) >= n; blk = blk[n:] {
+		q := blk[qh : qh+4]
+		v := qhLane[q[0]] | qhLane[q[1]]<<2 | qhLane[q[2]]<<4 | qhLane[q[3]]<<6
+		binary.LittleEndian.PutUint32(q, v)
+	}
+}

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"strings"
@@ -371,5 +372,33 @@ func BenchmarkPairRepack(b *testing.B) {
 				repack(m.Data)
 			}
 		})
+	}
+}
+
+// TestQhLanes: repackQhLanes moves the high bit of column 4d+b of each
+// Q5_0/Q5_1 block to bit 8b+d of the block's qh word and leaves the other
+// bytes alone.
+func TestQhLanes(t *testing.T) {
+	for _, typ := range []ggml.Type{ggml.Q5_0, ggml.Q5_1} {
+		m, err := ggml.Random(typ, 2, 256, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, off := typ.BlockBytes(), map[ggml.Type]int{ggml.Q5_0: 2, ggml.Q5_1: 4}[typ]
+		rp := append([]byte(nil), m.Data...)
+		repackQhLanes(rp, n, off)
+		for o := 0; o < len(rp); o += n {
+			old, got := m.Data[o:o+n], rp[o:o+n]
+			if string(old[:off]) != string(got[:off]) || string(old[off+4:]) != string(got[off+4:]) {
+				t.Fatalf("%s block at %d: bytes other than qh changed", typ, o)
+			}
+			q, g := binary.LittleEndian.Uint32(old[off:]), binary.LittleEndian.Uint32(got[off:])
+			for e := 0; e < 32; e++ {
+				d, b := e/4, e%4
+				if q>>e&1 != g>>(8*b+d)&1 {
+					t.Fatalf("%s block at %d: column %d's bit not at bit %d", typ, o, e, 8*b+d)
+				}
+			}
+		}
 	}
 }

@@ -442,11 +442,9 @@ func ggmlCodeConstsAVX2(c ggmlSmall, offset bool) (kv, spread, bits, sixteen Vec
 	if c.kv {
 		kv = ggmlKValuesYMM(offset)
 	}
-	if c.qh != 0 {
+	if c.qh != 0 { // spread: the dwords' shift counts for qh in lane order
 		spread = YMM()
-		VMOVDQU(rodata("ggmlSpreadQh", 32, 1, func(i int) uint64 { return uint64(i / 8) }), spread)
-		bits = YMM()
-		VMOVDQU(rodata("ggmlBitOf", 32, 1, func(i int) uint64 { return 1 << (i % 8) }), bits)
+		VMOVDQU(rodata("ggmlQhLaneShifts", 8, 4, func(d int) uint64 { return uint64(7 - d) }), spread)
 		sixteen = fvec{avx512: false}.broadcast(0x10101010)
 	}
 	return
@@ -471,14 +469,12 @@ func ggmlSmallCodesAVX2(c ggmlSmall, base Mem, b int, nib, kv, spread, bits, six
 			VPXOR(ggmlFlip32(), v, v)
 		}
 	}
-	if c.qh != 0 { // bit e of qh adds 16 to code e
-		h := YMM()
+	if c.qh != 0 { // qh in lane order: bit 8b+d adds 16 to code 4d+b
+		h, v16 := YMM(), YMM()
 		VPBROADCASTD(base.Offset(b*c.bytes+c.qh), h)
-		VPSHUFB(spread, h, h)
-		VPAND(bits, h, h)
-		VPCMPEQB(bits, h, h) // 0xff where the bit is set
-		VPAND(sixteen, h, h)
-		VPOR(h, v, v)
+		VPSLLVD(spread, h, h) // dword d by 7-d: the bit in each byte's top bit
+		VPOR(sixteen, v, v16)
+		VPBLENDVB(h, v16, v, v)
 	}
 	return v
 }

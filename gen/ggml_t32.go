@@ -438,16 +438,16 @@ func ggmlBlockA8TAVX2(c ggmlSmall, M int, vnni bool) {
 						}
 					}
 					VINSERTI128(U8(1), hb.AsX(), qh, qh)
-					// Step k's byte j of lane r is element e0+j of row r:
-					// add 16 where qh bit e0+j is set.
+					// Step k's byte j of lane r is element 4k+j of row r
+					// (e0 = 4(k%4) + 16(k/4) in the block: qh in lane order
+					// holds its bit at bit 8j+k): shifted left by 7-k, the
+					// bit is each byte's top bit, and VPBLENDVB takes the
+					// code plus 16 there.
 					for k, r := range lohi {
-						e0 := 4*(k%4) + 16*(k/4)
-						ctl, bits := qhSpread(e0)
-						VPSHUFB(ctl, qh, hb)
-						VPAND(bits, hb, hb)
-						VPCMPEQB(bits, hb, hb)
-						VPAND(rodata("ggmlSixteen32", 8, 4, func(int) uint64 { return 0x10101010 }), hb, hb)
-						VPOR(hb, r, r)
+						v16 := xb
+						VPSLLD(U8(7-k), qh, hb)
+						VPOR(rodata("ggmlSixteen32", 8, 4, func(int) uint64 { return 0x10101010 }), r, v16)
+						VPBLENDVB(hb, v16, r, r)
 					}
 				}
 			}
