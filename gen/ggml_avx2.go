@@ -367,11 +367,11 @@ func ggmlBlockA8AVX2(c ggmlSmall, vnni bool) {
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s computes the exact A8 product of layout/ggml %s rows with %s: groups of four blocks (nsb counts groups), activations in column order, the sums one int16 per 32 columns.", name, c.name, what))
-	signed, shift, nib, ones, kv, spread, bits, sixteen := ggmlSmallConstsAVX2(c, vnni)
+	signed, shift, nib, ones, kv, qhShifts, sixteen := ggmlSmallConstsAVX2(c, vnni)
 	ggmlBlockRows(name, c, func(wp GPVirtual) func(av, sp, xv GPVirtual) (f, u VecVirtual) {
 		var cr [4]VecVirtual
 		for b := 0; b < 4; b++ {
-			cr[b] = ggmlSmallCodesAVX2(c, Mem{Base: wp}, b, nib, kv, spread, bits, sixteen, vnni)
+			cr[b] = ggmlSmallCodesAVX2(c, Mem{Base: wp}, b, nib, kv, qhShifts, sixteen, vnni)
 		}
 		dh := XMM()
 		VPXOR(dh, dh, dh)
@@ -418,7 +418,7 @@ func ggmlBlockA8AVX2(c ggmlSmall, vnni bool) {
 // spreading (byte i takes byte i/8 of the broadcast qh, tests bit i%8,
 // adds 16). With vnni (VPDPBUSD, no int16 ones) the signed types take
 // their codes as q + 128 instead, an offset like the unsigned ones'.
-func ggmlSmallConstsAVX2(c ggmlSmall, vnni bool) (signed bool, shift int, nib, ones, kv, spread, bits, sixteen VecVirtual) {
+func ggmlSmallConstsAVX2(c ggmlSmall, vnni bool) (signed bool, shift int, nib, ones, kv, qhShifts, sixteen VecVirtual) {
 	av2 := fvec{avx512: false}
 	signed = !c.nib || c.kv
 	switch {
@@ -431,20 +431,21 @@ func ggmlSmallConstsAVX2(c ggmlSmall, vnni bool) (signed bool, shift int, nib, o
 	if !vnni {
 		ones = av2.broadcast(0x00010001)
 	}
-	kv, spread, bits, sixteen = ggmlCodeConstsAVX2(c, vnni)
+	kv, qhShifts, sixteen = ggmlCodeConstsAVX2(c, vnni)
 	return
 }
 
 // ggmlCodeConstsAVX2 loads what ggmlSmallCodesAVX2 needs besides the
-// nibble mask: IQ4_NL's KValues (plus 128 where offset) and Q5_x's qh
-// spreading (nil otherwise).
-func ggmlCodeConstsAVX2(c ggmlSmall, offset bool) (kv, spread, bits, sixteen VecVirtual) {
+// nibble mask: IQ4_NL's KValues (plus 128 where offset), and for Q5_x
+// the dwords' shift counts for qh in lane order (7-d) and 16 per byte
+// (nil otherwise).
+func ggmlCodeConstsAVX2(c ggmlSmall, offset bool) (kv, qhShifts, sixteen VecVirtual) {
 	if c.kv {
 		kv = ggmlKValuesYMM(offset)
 	}
-	if c.qh != 0 { // spread: the dwords' shift counts for qh in lane order
-		spread = YMM()
-		VMOVDQU(rodata("ggmlQhLaneShifts", 8, 4, func(d int) uint64 { return uint64(7 - d) }), spread)
+	if c.qh != 0 {
+		qhShifts = YMM()
+		VMOVDQU(rodata("ggmlQhLaneShifts", 8, 4, func(d int) uint64 { return uint64(7 - d) }), qhShifts)
 		sixteen = fvec{avx512: false}.broadcast(0x10101010)
 	}
 	return
@@ -452,9 +453,9 @@ func ggmlCodeConstsAVX2(c ggmlSmall, offset bool) (kv, spread, bits, sixteen Vec
 
 // ggmlSmallCodesAVX2 returns block b's 32 codes of the group at base as
 // bytes in column order (a YMM): nibbles low then high (Q5_x: the qh bit
-// of each adding 16; IQ4_NL: looked up in kv), or Q8_0's int8 codes
-// (plus 128, bytes flipped, where offset).
-func ggmlSmallCodesAVX2(c ggmlSmall, base Mem, b int, nib, kv, spread, bits, sixteen VecVirtual, offset bool) VecVirtual {
+// of each adding 16, qh in lane order; IQ4_NL: looked up in kv), or Q8_0's
+// int8 codes (plus 128, bytes flipped, where offset).
+func ggmlSmallCodesAVX2(c ggmlSmall, base Mem, b int, nib, kv, qhShifts, sixteen VecVirtual, offset bool) VecVirtual {
 	var v VecVirtual
 	off := b*c.bytes + c.qs
 	if c.nib {
@@ -472,7 +473,7 @@ func ggmlSmallCodesAVX2(c ggmlSmall, base Mem, b int, nib, kv, spread, bits, six
 	if c.qh != 0 { // qh in lane order: bit 8b+d adds 16 to code 4d+b
 		h, v16 := YMM(), YMM()
 		VPBROADCASTD(base.Offset(b*c.bytes+c.qh), h)
-		VPSLLVD(spread, h, h) // dword d by 7-d: the bit in each byte's top bit
+		VPSLLVD(qhShifts, h, h) // dword d by 7-d: the bit in each byte's top bit
 		VPOR(sixteen, v, v16)
 		VPBLENDVB(h, v16, v, v)
 	}
@@ -638,7 +639,7 @@ func ggmlBlockA8R4AVX2(c ggmlSmall, vnni bool) {
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8%s for one vector and four rows at a time (rows a multiple of 4), the float steps with the rows in the lanes.", name, c.t, isa))
-	signed, shift, nib, ones, kv, spread, bits, sixteen := ggmlSmallConstsAVX2(c, vnni)
+	signed, shift, nib, ones, kv, qhShifts, sixteen := ggmlSmallConstsAVX2(c, vnni)
 	terms := AllocLocal(2 * 4 * 16) // per row: the four d terms, then (Q4_1, Q5_1) the four m terms
 	fourRows(name, false, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
 		xb := XMM()
@@ -659,7 +660,7 @@ func ggmlBlockA8R4AVX2(c ggmlSmall, vnni bool) {
 		}
 		for i, rm := range rows {
 			s4, _ := ggmlSmallDotsAVX2(c, func(b int) VecVirtual {
-				return ggmlSmallCodesAVX2(c, rm, b, nib, kv, spread, bits, sixteen, vnni)
+				return ggmlSmallCodesAVX2(c, rm, b, nib, kv, qhShifts, sixteen, vnni)
 			}, ak, sk, ones, signed, shift, vnni, absx, sums)
 			dh := halves4(rm, c.bytes, 0)
 			d4, coef, f := XMM(), XMM(), XMM()
@@ -905,9 +906,9 @@ func ggmlBlockF32AVX2(c ggmlSmall) {
 	doc := fmt.Sprintf("%s multiplies layout/ggml %s rows by float32 activations with AVX2 and FMA, groups of four blocks dequantized once per 64 columns for every vector.", name, c.name)
 	ggmlF32AVX2(name, doc, 4*c.bytes, 128, 32, signed, false, func(wp, tp GPVirtual) {
 		nib := nibbleMask(YMM())
-		kv, spread, bits, sixteen := ggmlCodeConstsAVX2(c, false)
+		kv, qhShifts, sixteen := ggmlCodeConstsAVX2(c, false)
 		for b := 0; b < 4; b++ {
-			v := ggmlSmallCodesAVX2(c, Mem{Base: wp}, b, nib, kv, spread, bits, sixteen, false)
+			v := ggmlSmallCodesAVX2(c, Mem{Base: wp}, b, nib, kv, qhShifts, sixteen, false)
 			VMOVDQU(v, Mem{Base: tp, Disp: 32 * b})
 		}
 		dh := XMM()

@@ -277,9 +277,10 @@ func qhSpread(e0 int) (ctl, bits Mem) {
 // signed KValues): the codes with the activations' signs times |x|
 // (signedDot), one VPMADDWD per step (pairs up to 2*128*127), started at
 // 0 (the layout's start values are ignored). Q5_0 and Q5_1 add 16 to the
-// codes whose qh bit is set (the rows' qh inserted into one YMM, each
-// step's byte spread by VPSHUFB and compared against one bit per byte)
-// and sum four steps in int16 at a time (at most 4*2*31*127 = 31496);
+// codes whose qh bit is set (qh in lane order, cpu.repackQhLanes: the
+// rows' qh words inserted into one YMM, shifted so that each step's bits
+// are its bytes' top bits, VPBLENDVB of the codes plus 16) and sum four
+// steps in int16 at a time (at most 4*2*31*127 = 31496);
 // Q4_1 and Q5_1 start at 0 and subtract float32(m*xs) * float32(-sx),
 // their M term, as the AVX-512 kernels do. The rows' d (and m) come from VPINSRW and F16C.
 //
