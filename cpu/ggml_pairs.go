@@ -5,17 +5,21 @@ import (
 	"unsafe"
 )
 
-// Pair order: the AVX2 kernels of Q2_K and Q3_K read a copy of the
-// matrix whose codes are reordered within each super-block (see
-// gen/ggml_pairs.go).
-// Position 32v + p of the order (v: code register 0..7, p: its byte 0..31,
-// p = 16h + 2k + b) holds column 128h + 16k + 2v + b: each 16-bit word of
-// a register is two columns of one sub-block, and word k of lane h is
-// sub-block 8h + k in every register. Register v = 4H + i is stored as
-// bits 2i..2i+1 of the 32 code bytes at 16 + 32H (Q3_K: 32 + 32H), as
-// llama.cpp stores its own 2-bit codes. Q3_K's codes plus 4 (3 bits)
-// fill three planes of 32 bytes in place of hmask and qs (q3kPlanes);
-// scales, d and dmin keep their places.
+// Orders of their own: the AVX2 kernels of Q2_K, Q3_K, Q5_0 and Q5_1 read
+// a copy of the matrix with its codes (or high bits) reordered within each
+// block at load (ggmlKernel.repack).
+//
+// Pair order (Q2_K, Q3_K; see gen/ggml_pairs.go): position 32v + p (v:
+// code register 0..7, p: its byte 0..31, p = 16h + 2k + b) holds column
+// 128h + 16k + 2v + b, so each 16-bit word of a register is two columns
+// of one sub-block, and word k of lane h is sub-block 8h + k in every
+// register. Q2_K stores register v = 4H + i as bits 2i..2i+1 of the 32
+// code bytes at 16 + 32H, as llama.cpp stores its own 2-bit codes; Q3_K's
+// codes plus 4 (3 bits) fill three planes of 32 bytes in place of hmask
+// and qs (q3kPlanes). Scales, d and dmin keep their places.
+//
+// Lane order (Q5_0, Q5_1): the 32 high bits with column 4d+b's at bit
+// 8b+d (repackQhLanes).
 
 // q2kPairSrc[j] is the column at position j of the pair order.
 var q2kPairSrc = func() (s [256]uint8) {
