@@ -413,11 +413,11 @@ func ggmlBlockA8AVX2(c ggmlSmall, vnni bool) {
 
 // ggmlSmallConstsAVX2 loads the constants of the AVX2 kernels of a
 // 32-element block type: whether its codes are signed (Q8_0, IQ4_NL:
-// signedDot, no offset) and the offset shift otherwise, the
-// nibble mask, int16 ones for VPMADDWD, IQ4_NL's KValues, and Q5_x's qh
-// spreading (byte i takes byte i/8 of the broadcast qh, tests bit i%8,
-// adds 16). With vnni (VPDPBUSD, no int16 ones) the signed types take
-// their codes as q + 128 instead, an offset like the unsigned ones'.
+// signedDot, no offset) and the offset shift otherwise, the nibble mask,
+// int16 ones for VPMADDWD, IQ4_NL's KValues, and Q5_x's qh constants
+// (ggmlCodeConstsAVX2: qh in lane order). With vnni (VPDPBUSD, no int16
+// ones) the signed types take their codes as q + 128 instead, an offset
+// like the unsigned ones'.
 func ggmlSmallConstsAVX2(c ggmlSmall, vnni bool) (signed bool, shift int, nib, ones, kv, qhShifts, sixteen VecVirtual) {
 	av2 := fvec{avx512: false}
 	signed = !c.nib || c.kv
@@ -830,11 +830,11 @@ func ggmlSuperF32AVX2(c ggmlSuper, pairs bool) {
 		doc = fmt.Sprintf("%s multiplies layout/ggml %s rows in pair order by float32 activations in the same order with AVX2 and FMA, each super-block dequantized once per 64 columns for every vector.", name, ggmlTypeName(t))
 	}
 	ggmlF32AVX2(name, doc, c.bytes, 256, c.sub, false, pairs, func(wp, tp GPVirtual) {
-		nib, three, hi := ggmlSuperConstsAVX2(t)
 		if pairs {
 			pairsF32Prep(pairTypes[t], wp, tp)
 			return
 		}
+		nib, three, hi := ggmlSuperConstsAVX2(t)
 		mw := AllocLocal(64) // the sums term's words, then the scale words
 		raw := mw.Offset(32)
 		for h := 0; h < 2; h++ {

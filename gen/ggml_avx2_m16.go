@@ -38,9 +38,9 @@ import (
 // With pairOrder (Q2_K or Q3_K in pair order, see gen/ggml_pairs.go;
 // not with vnni) it emits Ggml<t>PA8M16FullAvx2 and Ggml<t>PA8M16Avx2:
 // chunk c of half h is lane h of code register c, and its activations
-// come in the same order. Every chunk of a half has the half's eight scale words, so per
-// pair the eight chunks' VPMADDUBSW pairs add up in int16 (at most
-// 8*2*7*128) and take one VPMADDWD with those words.
+// come in the same order. Every chunk of a half has the half's eight
+// scale words, so per pair the eight chunks' VPMADDUBSW pairs add up in
+// int16 (at most 8*2*7*128) and take one VPMADDWD with those words.
 func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 	t := c.t
 	isa, _ := ymmISA(vnni)
@@ -64,8 +64,13 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 		base = fmt.Sprintf("the exact A8 product of %s rows in pair order (see Ggml%sPA8R4Avx2)", ggmlTypeName(t), t)
 	}
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s %s, two vectors per accumulator and the vectors in the lanes of the float steps.", name, base, what))
-
-	nib, three, hi := ggmlSuperConstsAVX2(t)
+	var nib, three, hi, nibw VecVirtual
+	var pk pairCodeConsts
+	if pairOrder {
+		nibw, pk = pairNibw(pairTypes[t]), newPairCodeConsts(pairTypes[t])
+	} else {
+		nib, three, hi = ggmlSuperConstsAVX2(t)
+	}
 	var kv VecVirtual
 	if c.dword {
 		if !vnni {
@@ -100,14 +105,14 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 				// half h's scale words at chs + 32h; chunk (h, c), lane h
 				// of code register c, at chunks + 32(8h+c)
 				pt := pairTypes[t]
-				sw, m := pairWords(pt, Mem{Base: wp})
+				sw, m := pairWords(pt, Mem{Base: wp}, nibw)
 				VMOVDQU(m, mw)
 				for l := 0; l < 2; l++ {
 					d := YMM()
 					VPERM2I128(U8(0x11*l), sw, sw, d)
 					VMOVDQU(d, chs.Offset(32*l))
 				}
-				pairCodes(pt, Mem{Base: wp}, func(v int, r VecVirtual) {
+				pairCodes(pt, Mem{Base: wp}, pk, func(v int, r VecVirtual) {
 					for l := 0; l < 2; l++ {
 						d := YMM()
 						VPERM2I128(U8(0x11*l), r, r, d)

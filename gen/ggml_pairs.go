@@ -38,27 +38,47 @@ var pairTypes = map[string]pairType{
 	"Q3K": {c: ggmlSupers[1], qs: 0, d: 108, plane: true},
 }
 
+// pairNibw loads the word mask pairWords takes for Q2_K (0x000f per
+// word; nil for Q3_K), once per kernel rather than per super-block.
+func pairNibw(pt pairType) VecVirtual {
+	if pt.plane {
+		return nil
+	}
+	return fvec{avx512: false}.broadcast(0x000f000f)
+}
+
 // pairWords returns the 16 scale words of the super-block at base (in
 // sub-block order) and the words its sums term multiplies the activation
-// sums by: Q2_K's mins (each scale byte zero-extended, its low nibble and
-// its high nibble), Q3_K's scales again.
-func pairWords(pt pairType, base Mem) (sw, mw VecVirtual) {
-	if pt.c.t != "Q2K" {
+// sums by: Q2_K's mins (each scale byte zero-extended, its low nibble,
+// masked by nibw, and its high nibble), Q3_K's scales again.
+func pairWords(pt pairType, base Mem, nibw VecVirtual) (sw, mw VecVirtual) {
+	if pt.plane {
 		return ggmlScaleWordsAVX2(pt.c, base)
 	}
 	sw, mw = YMM(), YMM()
 	VPMOVZXBW(base, sw)
 	VPSRLW(U8(4), sw, mw)
-	VPAND(fvec{avx512: false}.broadcast(0x000f000f), sw, sw)
+	VPAND(nibw, sw, sw)
 	return sw, mw
+}
+
+// pairCodeConsts are the byte masks pairCodes takes: three for the 2-bit
+// fields; Q3_K's seven and four for its planes.
+type pairCodeConsts struct{ three, seven, four VecVirtual }
+
+func newPairCodeConsts(pt pairType) pairCodeConsts {
+	av2 := fvec{avx512: false}
+	k := pairCodeConsts{three: av2.broadcast(0x03030303)}
+	if pt.plane {
+		k.seven, k.four = av2.broadcast(0x07070707), av2.broadcast(0x04040404)
+	}
+	return k
 }
 
 // pairCodes calls each(v, r) for the eight code registers of the
 // super-block at base in turn, r holding register v's codes (Q3_K: plus
 // 4).
-func pairCodes(pt pairType, base Mem, each func(v int, r VecVirtual)) {
-	av2 := fvec{avx512: false}
-	three := av2.broadcast(0x03030303)
+func pairCodes(pt pairType, base Mem, k pairCodeConsts, each func(v int, r VecVirtual)) {
 	if !pt.plane {
 		for v := 0; v < 8; v++ {
 			r := YMM()
@@ -66,30 +86,28 @@ func pairCodes(pt pairType, base Mem, each func(v int, r VecVirtual)) {
 			if v%4 > 0 {
 				VPSRLW(U8(2*(v%4)), r, r)
 			}
-			VPAND(three, r, r)
+			VPAND(k.three, r, r)
 			each(v, r)
 		}
 		return
 	}
-	seven := av2.broadcast(0x07070707)
 	for v := 0; v < 6; v++ { // plane v/2, bits 3*(v%2)
 		r := YMM()
 		VMOVDQU(base.Offset(pt.qs+32*(v/2)), r)
 		if v%2 == 1 {
 			VPSRLW(U8(3), r, r)
 		}
-		VPAND(seven, r, r)
+		VPAND(k.seven, r, r)
 		each(v, r)
 	}
-	four := av2.broadcast(0x04040404)
 	for v := 6; v < 8; v++ { // bits 6-7 of plane v-6, bit v of plane C as 4
 		r, h := YMM(), YMM()
 		VMOVDQU(base.Offset(pt.qs+32*(v-6)), r)
 		VPSRLW(U8(6), r, r)
-		VPAND(three, r, r)
+		VPAND(k.three, r, r)
 		VMOVDQU(base.Offset(pt.qs+64), h)
 		VPSRLW(U8(v-2), h, h)
-		VPAND(four, h, h)
+		VPAND(k.four, h, h)
 		VPOR(h, r, r)
 		each(v, r)
 	}
@@ -113,6 +131,7 @@ func pairsA8R4AVX2(pt pairType) {
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s computes the exact A8 product of layout/ggml %s rows in pair order (the codes reordered at load, the activations in the same order) with AVX2, one vector and four rows at a time (rows a multiple of 4; nvec and the strides ignored): per row and super-block one VPMADDWD with the 16 scale words, the reductions and float steps with the rows in the lanes.", name, ggmlTypeName(c.t)))
 	part := AllocLocal(4 * 48)
 	sums := pairSums(pt)
+	nibw := pairNibw(pt)
 	fourRows(name, false, c.bytes, 256, 32, 8, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
 		dh, mh := XMM(), XMM()
 		VPXOR(dh, dh, dh)
@@ -130,7 +149,7 @@ func pairsA8R4AVX2(pt pairType) {
 			if c.mins {
 				VPINSRW(U8(r), rm.Offset(pt.dm), mh, mh)
 			}
-			sw, mw := pairWords(pt, rm)
+			sw, mw := pairWords(pt, rm, nibw)
 			a := sums(rm, ak)
 			if c.shift > 0 {
 				VPSUBW(sx, a, a)
@@ -247,7 +266,7 @@ func pairSums(pt pairType) func(base Mem, ak GPVirtual) VecVirtual {
 func pairsF32Prep(pt pairType, wp, tp GPVirtual) {
 	c := pt.c
 	av2 := fvec{avx512: false}
-	sw, mw := pairWords(pt, Mem{Base: wp})
+	sw, mw := pairWords(pt, Mem{Base: wp}, pairNibw(pt))
 	dz := XMM()
 	VPBROADCASTW(Mem{Base: wp, Disp: pt.d}, dz)
 	d8 := YMM()
@@ -295,7 +314,7 @@ func pairsF32Prep(pt pairType, wp, tp GPVirtual) {
 			}
 		}
 	}
-	pairCodes(pt, Mem{Base: wp}, func(v int, r VecVirtual) {
+	pairCodes(pt, Mem{Base: wp}, newPairCodeConsts(pt), func(v int, r VecVirtual) {
 		VMOVDQU(r, Mem{Base: tp, Disp: 32 * v})
 	})
 }

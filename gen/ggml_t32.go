@@ -280,9 +280,9 @@ func qhSpread(e0 int) (ctl, bits Mem) {
 // codes whose qh bit is set (qh in lane order, cpu.repackQhLanes: the
 // rows' qh words inserted into one YMM, shifted so that each step's bits
 // are its bytes' top bits, VPBLENDVB of the codes plus 16) and sum four
-// steps in int16 at a time (at most 4*2*31*127 = 31496);
-// Q4_1 and Q5_1 start at 0 and subtract float32(m*xs) * float32(-sx),
-// their M term, as the AVX-512 kernels do. The rows' d (and m) come from VPINSRW and F16C.
+// steps in int16 at a time (at most 4*2*31*127 = 31496); Q4_1 and Q5_1
+// start at 0 and subtract float32(m*xs) * float32(-sx), their M term, as
+// the AVX-512 kernels do. The rows' d (and m) come from VPINSRW and F16C.
 //
 // With vnni it emits Ggml<t>A8T<M>AvxVnni instead: each step one VEX
 // VPDPBUSD into int32 sums that start at the block's start value (0 for
