@@ -385,10 +385,7 @@ func ggmlRunT(fn ggmlA8TFunc, M int, mx *GGMLMatrix, c *ggmlCall, r0, r1 int) {
 		n := min(16, r1-a)
 		w := m.Data[a*rb:]
 		if n < 16 {
-			t.pad = grow(t.pad, 16*rb)
-			copy(t.pad, m.Data[a*rb:(a+n)*rb])
-			clear(t.pad[n*rb:])
-			w = t.pad
+			w = t.padRows(m.Data[a*rb:(a+n)*rb], 16*rb)
 		}
 		clear(out)
 		fn(&w[0], rb, nsb, &c.act8[0], &out[0])
@@ -650,10 +647,8 @@ func ggmlPerVector(r4, one ggmlA8Func, m *ggml.Matrix, c *ggmlCall, act *int8, r
 				continue
 			}
 			t := ggmlTemps.Get().(*ggmlTemp)
-			t.pad = grow(t.pad, 4*rb)
-			copy(t.pad, m.Data[four*rb:b*rb])
-			clear(t.pad[(b-four)*rb : 4*rb]) // zero d and dmin: rows of zeros
-			r4(&t.pad[0], rb, 4, nsb, av, pc, &c.sums[v*pc/sub], 2*pc/sub, &c.xs[v*pc/128], 4*pc/128, 1, &t.out[0], 16)
+			pad := t.padRows(m.Data[four*rb:b*rb], 4*rb) // zero d and dmin: rows of zeros
+			r4(&pad[0], rb, 4, nsb, av, pc, &c.sums[v*pc/sub], 2*pc/sub, &c.xs[v*pc/128], 4*pc/128, 1, &t.out[0], 16)
 			copy(c.dst[v*m.Rows+four:v*m.Rows+b], t.out[:b-four])
 			ggmlTemps.Put(t)
 		}
@@ -663,8 +658,8 @@ func ggmlPerVector(r4, one ggmlA8Func, m *ggml.Matrix, c *ggmlCall, act *int8, r
 // ggmlQhRepack puts the high bits of Q5_0 and Q5_1 in lane order
 // (repackQhLanes) for the AVX2 kernels, which read them so.
 var ggmlQhRepack = map[ggml.Type]func([]byte){
-	ggml.Q5_0: func(b []byte) { repackQhLanes(b, 22, 2) },
-	ggml.Q5_1: func(b []byte) { repackQhLanes(b, 24, 4) },
+	ggml.Q5_0: func(b []byte) { repackQhLanes(b, ggml.Q5_0.BlockBytes(), 2) },
+	ggml.Q5_1: func(b []byte) { repackQhLanes(b, ggml.Q5_1.BlockBytes(), 4) },
 }
 
 // ggmlPairs are the kernels of Q2_K and Q3_K on the avx2 and avxvnni
@@ -956,3 +951,12 @@ type ggmlTemp struct {
 }
 
 var ggmlTemps = sync.Pool{New: func() any { return new(ggmlTemp) }}
+
+// padRows returns t.pad holding rows followed by zeros up to n bytes:
+// whole row groups for kernels that take rows in fours or sixteens.
+func (t *ggmlTemp) padRows(rows []byte, n int) []byte {
+	t.pad = grow(t.pad, n)
+	copy(t.pad, rows)
+	clear(t.pad[len(rows):n])
+	return t.pad
+}

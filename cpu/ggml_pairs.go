@@ -3,6 +3,8 @@ package cpu
 import (
 	"encoding/binary"
 	"unsafe"
+
+	"github.com/qgemv/qgemv/layout/ggml"
 )
 
 // Orders of their own: the AVX2 kernels of Q2_K, Q3_K, Q5_0 and Q5_1 read
@@ -32,15 +34,11 @@ var q2kPairSrc = func() (s [256]uint8) {
 	return s
 }()
 
-const (
-	q2kBlockBytes = 84
-	q3kBlockBytes = 110
-)
-
 // repackQ2KPairs rewrites the codes of every Q2_K super-block in data
 // (whole blocks, in place) in pair order.
 func repackQ2KPairs(data []byte) {
-	for blk := data; len(blk) >= q2kBlockBytes; blk = blk[q2kBlockBytes:] {
+	n := ggml.Q2_K.BlockBytes()
+	for blk := data; len(blk) >= n; blk = blk[n:] {
 		pairLow(blk[16:80])
 	}
 }
@@ -48,7 +46,8 @@ func repackQ2KPairs(data []byte) {
 // repackQ3KPairs rewrites the codes and high bits of every Q3_K
 // super-block in data (whole blocks, in place) in pair order, as planes.
 func repackQ3KPairs(data []byte) {
-	for blk := data; len(blk) >= q3kBlockBytes; blk = blk[q3kBlockBytes:] {
+	n := ggml.Q3_K.BlockBytes()
+	for blk := data; len(blk) >= n; blk = blk[n:] {
 		q3kPlanes(blk[:96])
 	}
 }

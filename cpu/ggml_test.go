@@ -301,7 +301,7 @@ func TestPairOrder(t *testing.T) {
 	for r := 0; r < m.Rows; r++ {
 		for k := 0; k < m.Blocks(); k++ {
 			ggml.Q2_K.Decode(&z, m.Block(r, k))
-			blk := rp[(r*m.Blocks()+k)*q2kBlockBytes:]
+			blk := rp[(r*m.Blocks()+k)*m.Type.BlockBytes():]
 			if string(blk[:16]) != string(m.Block(r, k)[:16]) || string(blk[80:84]) != string(m.Block(r, k)[80:84]) {
 				t.Fatalf("row %d block %d: scales, d or dmin moved", r, k)
 			}
@@ -323,7 +323,7 @@ func TestPairOrder(t *testing.T) {
 	for r := 0; r < m3.Rows; r++ {
 		for k := 0; k < m3.Blocks(); k++ {
 			ggml.Q3_K.Decode(&z, m3.Block(r, k))
-			blk := rp[(r*m3.Blocks()+k)*q3kBlockBytes:]
+			blk := rp[(r*m3.Blocks()+k)*m3.Type.BlockBytes():]
 			if string(blk[96:110]) != string(m3.Block(r, k)[96:110]) {
 				t.Fatalf("Q3_K row %d block %d: scales or d moved", r, k)
 			}
