@@ -884,7 +884,7 @@ BITSA8(1)
 // that is a8_q4order's arrangement); xm holds, per 128-column block and
 // vector v < 8*NT, the activation scale's bits and the block's int32
 // activation sum (a8_prep). A round is WARPS*SPW consecutive steps (warp
-// wp takes step wp, and wp + WARPS for Q4G128): each lane turns its
+// wp takes step wp, and for Q4G128 a second one: a8Step): each lane turns its
 // int32 sums into float terms s*xs*(sum - z*sx) in shared memory, one
 // barrier, then thread i adds the round's terms of its (row, vector) in
 // block order. The next round's weights are loaded before the products
@@ -937,15 +937,24 @@ __device__ __forceinline__ uint32_t a8Frag(const uint4 (&w)[2], int q, int s, in
 #endif
 
 #if __CUDA_ARCH__ >= 800
-// a8Load loads round R's weights of the lane: step R*RS + h*WARPS + wp
+// a8Step is the step of a round that warp wp takes as its h-th: h*WARPS +
+// wp, or with ADJ (the persistent kernels) wp*SPW + h, a warp's steps
+// adjacent (on an H200, Q4G128 14336x4096 took 0.98-0.99x the time at
+// batches 1-16 that way; the one-tile kernel on 4096x14336 1.01x).
+template <int SPW, bool ADJ>
+__device__ __forceinline__ int a8Step(int h, int wp) { return ADJ ? wp * SPW + h : h * WARPS + wp; }
+
+// a8Load loads round R's weights of the lane: step R*RS + a8Step(h, wp)
 // (the last step past the end) of rows r0 and r1 for each h < SPW.
-template <int N, int SPW, int UPS>
+// Q4G128's 16-byte loads ask L2 for the whole 256-byte block (ldW, as
+// q4mma): on an H200 batch 1 took 0.98-0.99x the time on every shape.
+template <int N, int SPW, int UPS, bool ADJ>
 __device__ __forceinline__ void a8Load(uint4 (&w)[SPW][2][2], const uint4 *W0, const uint4 *W1, i64 R, int wp, i64 steps) {
 #pragma unroll
 	for (int h = 0; h < SPW; h++) {
-		i64 k = min(R * (WARPS * SPW) + h * WARPS + wp, steps - 1);
-		w[h][0][0] = __ldcs(W0 + k * UPS);
-		w[h][1][0] = __ldcs(W1 + k * UPS);
+		i64 k = min(R * (WARPS * SPW) + a8Step<SPW, ADJ>(h, wp), steps - 1);
+		w[h][0][0] = N == 0 ? ldW(W0 + k * UPS) : __ldcs(W0 + k * UPS);
+		w[h][1][0] = N == 0 ? ldW(W1 + k * UPS) : __ldcs(W1 + k * UPS);
 		w[h][0][1] = N != 0 ? __ldcs(W0 + k * UPS + 1) : make_uint4(0, 0, 0, 0);
 		w[h][1][1] = N != 0 ? __ldcs(W1 + k * UPS + 1) : make_uint4(0, 0, 0, 0);
 	}
@@ -1021,17 +1030,21 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 	// memory latency (on an H200, batch 1, Bits2G128 took 18-19 us and
 	// 13-14 with them early, Q4G128 4096x14336 19.7 and 17.4). The Bits
 	// kernels load the scales and zeros a round ahead, with the weights
-	// (batch 1 0.88-0.95x the time, batch 16 1.00-1.03x); Q4G128, with
-	// twice the steps per round, took 1.01-1.18x the time that way.
-	const bool AHEAD = N != 0;
+	// (batch 1 0.88-0.95x the time, batch 16 1.00-1.03x). So do the
+	// Q4G128 kernels of up to 8 vectors whose blocks run few rounds per
+	// tile (persistent, _p: 14336x4096 batch 1 and 4 0.92x the time)
+	// or one step per warp (_s: 8192x8192 0.98x); the two-step one-tile
+	// kernel took 1.05-1.07x the time that way on 4096x14336, and the
+	// 16-vector ones 1.08-1.20x.
+	const bool AHEAD = N != 0 || (NT == 1 && (P || Q4SPW == 1));
 	uint4 wc[SPW][2][2];
 	float ms0[SPW][GPC], ms1[SPW][GPC]; // the round's scales and zeros (AHEAD)
 	int mz0[SPW][GPC], mz1[SPW][GPC];
 	if (AHEAD)
 #pragma unroll
 		for (int h = 0; h < SPW; h++)
-			if (h * WARPS + wp < steps) a8Metas<N, GPC>(S, Zp, h * WARPS + wp, r0, r1, nblk, prows, lg, ms0[h], ms1[h], mz0[h], mz1[h]);
-	a8Load<N, SPW, UPS>(wc, W0, W1, 0, wp, steps);
+			if (a8Step<SPW, P>(h, wp) < steps) a8Metas<N, GPC>(S, Zp, a8Step<SPW, P>(h, wp), r0, r1, nblk, prows, lg, ms0[h], ms1[h], mz0[h], mz1[h]);
+	a8Load<N, SPW, UPS, P>(wc, W0, W1, 0, wp, steps);
 	i64 R = 0;
 	for (i64 it = 0; it < total; it++) {
 		// the next round: R + 1 of this tile, or round 0 of the next one
@@ -1041,19 +1054,19 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 		i64 nr0 = ntile * 16 + g, nr1 = nr0 + 8;
 		const uint4 *nW0 = W + nr0 * units + lo, *nW1 = W + nr1 * units + lo;
 		uint4 wn[SPW][2][2];
-		a8Load<N, SPW, UPS>(wn, nW0, nW1, nR, wp, steps);
+		a8Load<N, SPW, UPS, P>(wn, nW0, nW1, nR, wp, steps);
 		float ns0[SPW][GPC], ns1[SPW][GPC];
 		int nz0[SPW][GPC], nz1[SPW][GPC];
 		if (AHEAD)
 #pragma unroll
 			for (int h = 0; h < SPW; h++) {
-				i64 k = nR * RS + h * WARPS + wp;
+				i64 k = nR * RS + a8Step<SPW, P>(h, wp);
 				if (k < steps) a8Metas<N, GPC>(S, Zp, k, nr0, nr1, nblk, prows, lg, ns0[h], ns1[h], nz0[h], nz1[h]);
 			}
 		int buf = NBUF == 2 ? (int)(it & 1) : 0;
 #pragma unroll
 		for (int h = 0; h < SPW; h++) {
-			i64 k = R * RS + h * WARPS + wp;
+			i64 k = R * RS + a8Step<SPW, P>(h, wp);
 			if (k >= steps) break;
 			int4 xmv[GPC][NT];
 #pragma unroll
@@ -1098,7 +1111,7 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 			}
 #pragma unroll
 			for (int q = 0; q < GPC; q++) {
-				int lb = (h * WARPS + wp) * GPC + q;
+				int lb = a8Step<SPW, P>(h, wp) * GPC + q;
 				float s0 = ms0[h][q], s1 = ms1[h][q];
 				int z0 = mz0[h][q], z1 = mz1[h][q];
 #pragma unroll
