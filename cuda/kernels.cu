@@ -948,11 +948,11 @@ __device__ __forceinline__ int a8Step(int h, int wp) { return ADJ ? wp * SPW + h
 // (the last step past the end) of rows r0 and r1 for each h < SPW.
 // Q4G128's 16-byte loads ask L2 for the whole 256-byte block (ldW, as
 // q4mma): on an H200 batch 1 took 0.98-0.99x the time on every shape.
-template <int N, int SPW, int UPS, bool ADJ>
-__device__ __forceinline__ void a8Load(uint4 (&w)[SPW][2][2], const uint4 *W0, const uint4 *W1, i64 R, int wp, i64 steps) {
+template <int N, int SPW, int UPS, bool ADJ, typename IX>
+__device__ __forceinline__ void a8Load(uint4 (&w)[SPW][2][2], const uint4 *W0, const uint4 *W1, IX R, int wp, IX steps) {
 #pragma unroll
 	for (int h = 0; h < SPW; h++) {
-		i64 k = min(R * (WARPS * SPW) + a8Step<SPW, ADJ>(h, wp), steps - 1);
+		IX k = min(R * (WARPS * SPW) + a8Step<SPW, ADJ>(h, wp), steps - 1);
 		w[h][0][0] = N == 0 ? ldW(W0 + k * UPS) : __ldcs(W0 + k * UPS);
 		w[h][1][0] = N == 0 ? ldW(W1 + k * UPS) : __ldcs(W1 + k * UPS);
 		w[h][0][1] = N != 0 ? __ldcs(W0 + k * UPS + 1) : make_uint4(0, 0, 0, 0);
@@ -960,10 +960,38 @@ __device__ __forceinline__ void a8Load(uint4 (&w)[SPW][2][2], const uint4 *W0, c
 	}
 }
 
-// a8Meta loads block blk's scale and zero of rows r0 and r1.
+// a8Rows locates the metadata of a tile's rows r0 and r1 = r0 + 8 once
+// per tile (a8RowsOf; the LEAN kernels, see a8mma): Q4G128 keeps a
+// 128-row super tile's scales block by block (row r0's of block 0 at
+// S[m], r1's at S[m + 8], block b 128 floats on) and their zero nibbles
+// two to a byte (at shift zs: r0's parity); Bits keeps groups of prows
+// values (m = r0).
+struct a8Rows {
+	i64 m;
+	int zs;
+};
+
 template <int N>
-__device__ __forceinline__ void a8Meta(const float *S, const void *Zp, i64 blk, i64 r0, i64 r1, i64 nblk, i64 prows, i64 lg, float &s0, float &s1, int &z0, int &z1) {
+__device__ __forceinline__ a8Rows a8RowsOf(i64 r0, i64 nblk) {
 	if (N == 0) {
+		i64 m = (r0 >> 7) * nblk * 128 + (r0 & 127);
+		return a8Rows{m, (int)(m & 1) * 4};
+	}
+	return a8Rows{r0, 0};
+}
+
+// a8Meta loads block blk's scale and zero of rows r0 and r1 = r0 + 8:
+// with LEAN from a8Rows m, else from r0.
+template <int N, bool LEAN>
+__device__ __forceinline__ void a8Meta(const float *S, const void *Zp, a8Rows m, i64 blk, i64 r0, i64 nblk, i64 prows, i64 lg, float &s0, float &s1, int &z0, int &z1) {
+	if (N == 0 && LEAN) {
+		const float *Sb = S + m.m + (int)blk * 128;
+		const uint8_t *Z = (const uint8_t *)Zp + (m.m >> 1) + (int)blk * 64;
+		s0 = __ldg(Sb);
+		s1 = __ldg(Sb + 8);
+		z0 = (__ldg(Z) >> m.zs) & 15;
+		z1 = (__ldg(Z + 4) >> m.zs) & 15;
+	} else if (N == 0) {
 		const uint8_t *Z = (const uint8_t *)Zp;
 		i64 m0 = ((r0 >> 7) * nblk + blk) * 128 + (r0 & 127), m1 = m0 + 8;
 		s0 = __ldg(S + m0);
@@ -973,20 +1001,38 @@ __device__ __forceinline__ void a8Meta(const float *S, const void *Zp, i64 blk, 
 		z1 = (m1 & 1) ? zb1 >> 4 : zb1 & 15;
 	} else {
 		const int *Zi = (const int *)Zp;
-		i64 gi = ((blk * 128) >> lg) * prows;
-		s0 = __ldg(S + gi + r0);
-		s1 = __ldg(S + gi + r1);
-		z0 = __ldg(Zi + gi + r0);
-		z1 = __ldg(Zi + gi + r1);
+		if (LEAN) {
+			i64 gi = m.m + (i64)(((int)blk * 128) >> (int)lg) * prows;
+			s0 = __ldg(S + gi);
+			s1 = __ldg(S + gi + 8);
+			z0 = __ldg(Zi + gi);
+			z1 = __ldg(Zi + gi + 8);
+		} else {
+			i64 gi = ((blk * 128) >> lg) * prows, r1 = r0 + 8;
+			s0 = __ldg(S + gi + r0);
+			s1 = __ldg(S + gi + r1);
+			z0 = __ldg(Zi + gi + r0);
+			z1 = __ldg(Zi + gi + r1);
+		}
 	}
 }
 
 // a8Metas is a8Meta for every block of step k.
-template <int N, int GPC>
-__device__ __forceinline__ void a8Metas(const float *S, const void *Zp, i64 k, i64 r0, i64 r1, i64 nblk, i64 prows, i64 lg, float (&s0)[GPC], float (&s1)[GPC], int (&z0)[GPC], int (&z1)[GPC]) {
+template <int N, bool LEAN, int GPC>
+__device__ __forceinline__ void a8Metas(const float *S, const void *Zp, a8Rows m, i64 k, i64 r0, i64 nblk, i64 prows, i64 lg, float (&s0)[GPC], float (&s1)[GPC], int (&z0)[GPC], int (&z1)[GPC]) {
 #pragma unroll
-	for (int q = 0; q < GPC; q++) a8Meta<N>(S, Zp, k * GPC + q, r0, r1, nblk, prows, lg, s0[q], s1[q], z0[q], z1[q]);
+	for (int q = 0; q < GPC; q++) a8Meta<N, LEAN>(S, Zp, m, k * GPC + q, r0, nblk, prows, lg, s0[q], s1[q], z0[q], z1[q]);
 }
+
+// pick<B, T, F>::type is T if B, else F.
+template <bool B, typename T, typename F>
+struct pick {
+	typedef T type;
+};
+template <typename T, typename F>
+struct pick<false, T, F> {
+	typedef F type;
+};
 #endif
 
 template <int N, int NT, bool P, int Q4SPW>
@@ -1001,8 +1047,19 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 	const int NBUF = 2 * RB * 16 * NV * 4 <= 32 * 1024 ? 2 : 1;
 	__shared__ float tb[NBUF][RB][16][NV];
 	int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-	i64 steps = pcols / E, nblk = pcols / 128, units = steps * UPS;
-	i64 lo = N == 0 ? t : 2 * t;
+	// LEAN: 32-bit step and tile counters (ix), and each lane's activation
+	// and metadata addresses set up once per tile rather than per step
+	// (xfl, xml, mr). On an H200: the Q4G128 persistent and one-step
+	// kernels 0.95-0.98x the time, Bits4 0.94-0.97x (level on 4096x14336
+	// at up to 8 vectors), Bits2 up to 8 vectors 0.91-0.98x; but the
+	// Q4G128 two-step one-tile kernel took 1.12-1.14x at batch 1 and 4,
+	// the 16-vector Bits2 kernels spilled (1.05-1.18x), Bits8's _s kernel
+	// too (1.11x) and its others were level, so those stay as they were.
+	const bool LEAN = N == 0 ? P || Q4SPW == 1 : N == 4 || (N == 2 && NT == 1);
+	typedef typename pick<LEAN, int, i64>::type ix;
+	ix steps = pcols / E, nblk = pcols / 128;
+	i64 units = (i64)steps * UPS;
+	ix lo = N == 0 ? t : 2 * t;
 	int arow = threadIdx.x / NV, av = threadIdx.x % NV;
 	// The block computes the 16-row tile blockIdx.x (padded rows exist:
 	// PRows % 16 == 0); with P (the ..._p kernels, launched on fewer
@@ -1012,17 +1069,26 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 	// Consecutive rather than strided tiles (blockIdx.x + i*gridDim.x):
 	// on an H200, batch 1, Q4G128 took 0.94x the time on 14336x4096 and
 	// 0.97x on 8192x8192 (Bits and batch 16 within the rounds' spread).
-	i64 tiles = (rows + 15) / 16, rounds = (steps + RS - 1) / RS;
-	i64 mine = 1, tile = blockIdx.x;
+	ix tiles = (rows + 15) / 16, rounds = (steps + RS - 1) / RS;
+	ix mine = 1, tile = blockIdx.x;
 	if (P) {
-		i64 base = tiles / gridDim.x, extra = tiles % gridDim.x;
-		mine = base + (blockIdx.x < extra);
-		tile = blockIdx.x * base + min((i64)blockIdx.x, extra);
+		ix base = tiles / gridDim.x, extra = tiles % gridDim.x;
+		mine = base + ((ix)blockIdx.x < extra);
+		tile = blockIdx.x * base + min((ix)blockIdx.x, extra);
 		if (mine == 0) return;
 	}
-	i64 total = mine * rounds;
-	i64 r0 = tile * 16 + g, r1 = r0 + 8;
+	ix total = mine * rounds;
+	i64 r0 = (i64)tile * 16 + g, r1 = r0 + 8;
 	const uint4 *W0 = W + r0 * units + lo, *W1 = W + r1 * units + lo;
+	a8Rows mr = a8RowsOf<N>(r0, nblk);
+	// the lane's activations: its fragment columns of vector n*8 + g (xf,
+	// n*pcols/2 on from xfl) and the scales and sums of vectors n*8 + 2t
+	// and + 1 (xm, n*4 on from xml)
+	const uint4 *xfl = xf + (g * pcols + t * 32) / 16;
+	const int4 *xml = xm + t;
+	bool xon[NT], mon[NT];
+#pragma unroll
+	for (int n = 0; n < NT; n++) xon[n] = n * 8 + g < nb, mon[n] = n * 8 + 2 * t < nb;
 	float acc = 0;
 	// A step's block scales and zeros (a8Meta) and the activations'
 	// scales and sums (xm) are loaded before its products, not after:
@@ -1043,40 +1109,45 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 	if (AHEAD)
 #pragma unroll
 		for (int h = 0; h < SPW; h++)
-			if (a8Step<SPW, P>(h, wp) < steps) a8Metas<N, GPC>(S, Zp, a8Step<SPW, P>(h, wp), r0, r1, nblk, prows, lg, ms0[h], ms1[h], mz0[h], mz1[h]);
-	a8Load<N, SPW, UPS, P>(wc, W0, W1, 0, wp, steps);
-	i64 R = 0;
-	for (i64 it = 0; it < total; it++) {
+			if (a8Step<SPW, P>(h, wp) < steps) a8Metas<N, LEAN, GPC>(S, Zp, mr, a8Step<SPW, P>(h, wp), r0, nblk, prows, lg, ms0[h], ms1[h], mz0[h], mz1[h]);
+	a8Load<N, SPW, UPS, P, ix>(wc, W0, W1, 0, wp, steps);
+	ix R = 0;
+	for (ix it = 0; it < total; it++) {
 		// the next round: R + 1 of this tile, or round 0 of the next one
 		// (past the last tile: this tile's last round again, unused)
-		i64 nR = R + 1, ntile = tile;
+		ix nR = R + 1, ntile = tile;
 		if (P && nR == rounds && it + 1 < total) nR = 0, ntile++;
-		i64 nr0 = ntile * 16 + g, nr1 = nr0 + 8;
+		i64 nr0 = (i64)ntile * 16 + g, nr1 = nr0 + 8;
 		const uint4 *nW0 = W + nr0 * units + lo, *nW1 = W + nr1 * units + lo;
+		a8Rows nmr = a8RowsOf<N>(nr0, nblk);
 		uint4 wn[SPW][2][2];
-		a8Load<N, SPW, UPS, P>(wn, nW0, nW1, nR, wp, steps);
+		a8Load<N, SPW, UPS, P, ix>(wn, nW0, nW1, nR, wp, steps);
 		float ns0[SPW][GPC], ns1[SPW][GPC];
 		int nz0[SPW][GPC], nz1[SPW][GPC];
 		if (AHEAD)
 #pragma unroll
 			for (int h = 0; h < SPW; h++) {
-				i64 k = nR * RS + a8Step<SPW, P>(h, wp);
-				if (k < steps) a8Metas<N, GPC>(S, Zp, k, nr0, nr1, nblk, prows, lg, ns0[h], ns1[h], nz0[h], nz1[h]);
+				ix k = nR * RS + a8Step<SPW, P>(h, wp);
+				if (k < steps) a8Metas<N, LEAN, GPC>(S, Zp, nmr, k, nr0, nblk, prows, lg, ns0[h], ns1[h], nz0[h], nz1[h]);
 			}
 		int buf = NBUF == 2 ? (int)(it & 1) : 0;
 #pragma unroll
 		for (int h = 0; h < SPW; h++) {
-			i64 k = R * RS + a8Step<SPW, P>(h, wp);
+			ix k = R * RS + a8Step<SPW, P>(h, wp);
 			if (k >= steps) break;
 			int4 xmv[GPC][NT];
 #pragma unroll
 			for (int q = 0; q < GPC; q++)
 #pragma unroll
 				for (int n = 0; n < NT; n++) {
+					// xs and sx of vectors n*8 + 2t and + 1
 					int v = n * 8 + 2 * t;
-					xmv[q][n] = v < nb ? __ldg(xm + ((k * GPC + q) * NV + v) / 2) : make_int4(0, 0, 0, 0); // xs and sx of vectors v, v+1
+					if (LEAN)
+						xmv[q][n] = mon[n] ? __ldg(xml + (k * GPC + q) * (NV / 2) + n * 4) : make_int4(0, 0, 0, 0);
+					else
+						xmv[q][n] = v < nb ? __ldg(xm + ((k * GPC + q) * NV + v) / 2) : make_int4(0, 0, 0, 0);
 				}
-			if (!AHEAD) a8Metas<N, GPC>(S, Zp, k, r0, r1, nblk, prows, lg, ms0[h], ms1[h], mz0[h], mz1[h]);
+			if (!AHEAD) a8Metas<N, LEAN, GPC>(S, Zp, mr, k, r0, nblk, prows, lg, ms0[h], ms1[h], mz0[h], mz1[h]);
 			// The sums start at the bits of 1.5*2^23: a block's sum minus
 			// z*sx stays within 2^22 in magnitude (at most 128*255*127),
 			// so those bits read as a float are 1.5*2^23 + the sum exactly
@@ -1094,9 +1165,10 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 #pragma unroll
 				for (int n = 0; n < NT; n++) {
 					i64 v = n * 8 + g;
-					const uint4 *xp = xf + (v * pcols + k * E + q * 128 + t * 32) / 16;
-					xv[n][0] = v < nb ? __ldg(xp) : make_uint4(0, 0, 0, 0);
-					xv[n][1] = v < nb ? __ldg(xp + 1) : make_uint4(0, 0, 0, 0);
+					const uint4 *xp = LEAN ? xfl + n * (pcols / 2) + k * (E / 16) + q * 8 : xf + (v * pcols + k * E + q * 128 + t * 32) / 16;
+					bool on = LEAN ? xon[n] : v < nb;
+					xv[n][0] = on ? __ldg(xp) : make_uint4(0, 0, 0, 0);
+					xv[n][1] = on ? __ldg(xp + 1) : make_uint4(0, 0, 0, 0);
 				}
 #pragma unroll
 				for (int s = 0; s < 4; s++) {
@@ -1117,7 +1189,7 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 #pragma unroll
 				for (int n = 0; n < NT; n++) {
 					int v = n * 8 + 2 * t;
-					if (v >= nb) continue;
+					if (LEAN ? !mon[n] : v >= nb) continue;
 					int4 m = xmv[q][n];
 #pragma unroll
 					for (int e = 0; e < 2; e++) {
@@ -1132,16 +1204,16 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 			}
 		}
 		__syncthreads();
-		bool aon = threadIdx.x < 16 * NV && av < nb && tile * 16 + arow < rows;
+		bool aon = threadIdx.x < 16 * NV && av < nb && (i64)tile * 16 + arow < rows;
 		if (aon) {
-			int count = (int)min((i64)RB, nblk - R * RB);
+			int count = (int)min((ix)RB, nblk - R * RB);
 			if (count == RB) {
 #pragma unroll
 				for (int j = 0; j < RB; j++) acc = __fadd_rn(acc, tb[buf][j][arow][av]);
 			} else {
 				for (int j = 0; j < count; j++) acc = __fadd_rn(acc, tb[buf][j][arow][av]);
 			}
-			if (R == rounds - 1) y[av * rows + tile * 16 + arow] = acc;
+			if (R == rounds - 1) y[av * rows + (i64)tile * 16 + arow] = acc;
 		}
 		if (R == rounds - 1) acc = 0;
 		if (NBUF == 1) __syncthreads();
@@ -1156,7 +1228,7 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 #pragma unroll
 				for (int q = 0; q < GPC; q++) ms0[h][q] = ns0[h][q], ms1[h][q] = ns1[h][q], mz0[h][q] = nz0[h][q], mz1[h][q] = nz1[h][q];
 		}
-		R = nR, tile = ntile, r0 = nr0, r1 = nr1;
+		R = nR, tile = ntile, r0 = nr0, r1 = nr1, mr = nmr;
 	}
 #else
 	asm volatile("trap;"); // the host runs these only on sm_80 and later
