@@ -257,147 +257,327 @@ func Bits3A8G64Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, ou
 
 // Bits8A8Avx2 computes W8A8 dot products of Bits matrices with AVX2
 // (VPMADDUBSW, VPMADDWD), blocks of 128 columns (groups of at least 128):
-// tiles of R = 8 rows, nu = 1 units per chunk, 192 act bytes per chunk. See
-// "Bits int8 kernels" in the package doc.
+// tiles of R = 8 rows, nu = 1 units per chunk, 192 act bytes per chunk, 64
+// meta bytes per tile and chunk (float32 scales, int32 zeros). See "Bits int8
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits8A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits8A8AvxVnni computes W8A8 dot products of Bits matrices with AVX-VNNI
 // (VEX VPDPBUSD), blocks of 128 columns (groups of at least 128): tiles of R =
-// 8 rows, nu = 1 units per chunk, 192 act bytes per chunk. See "Bits int8
-// kernels" in the package doc.
+// 8 rows, nu = 1 units per chunk, 192 act bytes per chunk, 64 meta bytes per
+// tile and chunk (float32 scales, int32 zeros). See "Bits int8 kernels" in the
+// package doc.
 //
 //go:noescape
 func Bits8A8AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
+// Bits8A8Meta16Avx2 computes W8A8 dot products of Bits matrices with AVX2
+// (VPMADDUBSW, VPMADDWD), blocks of 128 columns (groups of at least 128):
+// tiles of R = 8 rows, nu = 1 units per chunk, 192 act bytes per chunk, 32
+// meta bytes per tile and chunk (binary16 scales, int16 zeros). See "Bits int8
+// kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8Meta16Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8Meta16AvxVnni computes W8A8 dot products of Bits matrices with
+// AVX-VNNI (VEX VPDPBUSD), blocks of 128 columns (groups of at least 128):
+// tiles of R = 8 rows, nu = 1 units per chunk, 192 act bytes per chunk, 32
+// meta bytes per tile and chunk (binary16 scales, int16 zeros). See "Bits int8
+// kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8Meta16AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
 // Bits8A8G64Avx2 computes W8A8 dot products of Bits matrices with AVX2
 // (VPMADDUBSW, VPMADDWD), blocks of 64 columns (groups of 64): tiles of R = 4
-// rows, nu = 2 units per chunk, 192 act bytes per chunk. See "Bits int8
-// kernels" in the package doc.
+// rows, nu = 2 units per chunk, 192 act bytes per chunk, 64 meta bytes per
+// tile and chunk (float32 scales, int32 zeros). See "Bits int8 kernels" in the
+// package doc.
 //
 //go:noescape
 func Bits8A8G64Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits8A8G64AvxVnni computes W8A8 dot products of Bits matrices with AVX-VNNI
 // (VEX VPDPBUSD), blocks of 64 columns (groups of 64): tiles of R = 4 rows, nu
-// = 2 units per chunk, 192 act bytes per chunk. See "Bits int8 kernels" in the
-// package doc.
+// = 2 units per chunk, 192 act bytes per chunk, 64 meta bytes per tile and
+// chunk (float32 scales, int32 zeros). See "Bits int8 kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits8A8G64AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
+// Bits8A8G64Meta16Avx2 computes W8A8 dot products of Bits matrices with AVX2
+// (VPMADDUBSW, VPMADDWD), blocks of 64 columns (groups of 64): tiles of R = 4
+// rows, nu = 2 units per chunk, 192 act bytes per chunk, 32 meta bytes per
+// tile and chunk (binary16 scales, int16 zeros). See "Bits int8 kernels" in
+// the package doc.
+//
+//go:noescape
+func Bits8A8G64Meta16Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8G64Meta16AvxVnni computes W8A8 dot products of Bits matrices with
+// AVX-VNNI (VEX VPDPBUSD), blocks of 64 columns (groups of 64): tiles of R = 4
+// rows, nu = 2 units per chunk, 192 act bytes per chunk, 32 meta bytes per
+// tile and chunk (binary16 scales, int16 zeros). See "Bits int8 kernels" in
+// the package doc.
+//
+//go:noescape
+func Bits8A8G64Meta16AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
 // Bits8A8G32Avx2 computes W8A8 dot products of Bits matrices with AVX2
 // (VPMADDUBSW, VPMADDWD), blocks of 32 columns (groups of 32): tiles of R = 2
-// rows, nu = 4 units per chunk, 192 act bytes per chunk. See "Bits int8
-// kernels" in the package doc.
+// rows, nu = 4 units per chunk, 192 act bytes per chunk, 64 meta bytes per
+// tile and chunk (float32 scales, int32 zeros). See "Bits int8 kernels" in the
+// package doc.
 //
 //go:noescape
 func Bits8A8G32Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits8A8G32AvxVnni computes W8A8 dot products of Bits matrices with AVX-VNNI
 // (VEX VPDPBUSD), blocks of 32 columns (groups of 32): tiles of R = 2 rows, nu
-// = 4 units per chunk, 192 act bytes per chunk. See "Bits int8 kernels" in the
-// package doc.
+// = 4 units per chunk, 192 act bytes per chunk, 64 meta bytes per tile and
+// chunk (float32 scales, int32 zeros). See "Bits int8 kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits8A8G32AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
+// Bits8A8G32Meta16Avx2 computes W8A8 dot products of Bits matrices with AVX2
+// (VPMADDUBSW, VPMADDWD), blocks of 32 columns (groups of 32): tiles of R = 2
+// rows, nu = 4 units per chunk, 192 act bytes per chunk, 32 meta bytes per
+// tile and chunk (binary16 scales, int16 zeros). See "Bits int8 kernels" in
+// the package doc.
+//
+//go:noescape
+func Bits8A8G32Meta16Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8G32Meta16AvxVnni computes W8A8 dot products of Bits matrices with
+// AVX-VNNI (VEX VPDPBUSD), blocks of 32 columns (groups of 32): tiles of R = 2
+// rows, nu = 4 units per chunk, 192 act bytes per chunk, 32 meta bytes per
+// tile and chunk (binary16 scales, int16 zeros). See "Bits int8 kernels" in
+// the package doc.
+//
+//go:noescape
+func Bits8A8G32Meta16AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
 // Bits4A8Avx2 computes W4A8 dot products of Bits matrices with AVX2
 // (VPMADDUBSW, VPMADDWD), blocks of 128 columns (groups of at least 128):
-// tiles of R = 4 rows, nu = 2 units per chunk, 320 act bytes per chunk. See
-// "Bits int8 kernels" in the package doc.
+// tiles of R = 4 rows, nu = 2 units per chunk, 320 act bytes per chunk, 64
+// meta bytes per tile and chunk (float32 scales, int32 zeros). See "Bits int8
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits4A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits4A8AvxVnni computes W4A8 dot products of Bits matrices with AVX-VNNI
 // (VEX VPDPBUSD), blocks of 128 columns (groups of at least 128): tiles of R =
-// 4 rows, nu = 2 units per chunk, 320 act bytes per chunk. See "Bits int8
-// kernels" in the package doc.
+// 4 rows, nu = 2 units per chunk, 320 act bytes per chunk, 64 meta bytes per
+// tile and chunk (float32 scales, int32 zeros). See "Bits int8 kernels" in the
+// package doc.
 //
 //go:noescape
 func Bits4A8AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
+// Bits4A8Meta16Avx2 computes W4A8 dot products of Bits matrices with AVX2
+// (VPMADDUBSW, VPMADDWD), blocks of 128 columns (groups of at least 128):
+// tiles of R = 4 rows, nu = 2 units per chunk, 320 act bytes per chunk, 32
+// meta bytes per tile and chunk (binary16 scales, int16 zeros). See "Bits int8
+// kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8Meta16Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8Meta16AvxVnni computes W4A8 dot products of Bits matrices with
+// AVX-VNNI (VEX VPDPBUSD), blocks of 128 columns (groups of at least 128):
+// tiles of R = 4 rows, nu = 2 units per chunk, 320 act bytes per chunk, 32
+// meta bytes per tile and chunk (binary16 scales, int16 zeros). See "Bits int8
+// kernels" in the package doc.
+//
+//go:noescape
+func Bits4A8Meta16AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
 // Bits4A8G64Avx2 computes W4A8 dot products of Bits matrices with AVX2
 // (VPMADDUBSW, VPMADDWD), blocks of 64 columns (groups of 64): tiles of R = 2
-// rows, nu = 4 units per chunk, 320 act bytes per chunk. See "Bits int8
-// kernels" in the package doc.
+// rows, nu = 4 units per chunk, 320 act bytes per chunk, 64 meta bytes per
+// tile and chunk (float32 scales, int32 zeros). See "Bits int8 kernels" in the
+// package doc.
 //
 //go:noescape
 func Bits4A8G64Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits4A8G64AvxVnni computes W4A8 dot products of Bits matrices with AVX-VNNI
 // (VEX VPDPBUSD), blocks of 64 columns (groups of 64): tiles of R = 2 rows, nu
-// = 4 units per chunk, 320 act bytes per chunk. See "Bits int8 kernels" in the
-// package doc.
+// = 4 units per chunk, 320 act bytes per chunk, 64 meta bytes per tile and
+// chunk (float32 scales, int32 zeros). See "Bits int8 kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits4A8G64AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
+// Bits4A8G64Meta16Avx2 computes W4A8 dot products of Bits matrices with AVX2
+// (VPMADDUBSW, VPMADDWD), blocks of 64 columns (groups of 64): tiles of R = 2
+// rows, nu = 4 units per chunk, 320 act bytes per chunk, 32 meta bytes per
+// tile and chunk (binary16 scales, int16 zeros). See "Bits int8 kernels" in
+// the package doc.
+//
+//go:noescape
+func Bits4A8G64Meta16Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8G64Meta16AvxVnni computes W4A8 dot products of Bits matrices with
+// AVX-VNNI (VEX VPDPBUSD), blocks of 64 columns (groups of 64): tiles of R = 2
+// rows, nu = 4 units per chunk, 320 act bytes per chunk, 32 meta bytes per
+// tile and chunk (binary16 scales, int16 zeros). See "Bits int8 kernels" in
+// the package doc.
+//
+//go:noescape
+func Bits4A8G64Meta16AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
 // Bits4A8G32Avx2 computes W4A8 dot products of Bits matrices with AVX2
 // (VPMADDUBSW, VPMADDWD), blocks of 32 columns (groups of 32): tiles of R = 1
-// rows, nu = 8 units per chunk, 320 act bytes per chunk. See "Bits int8
-// kernels" in the package doc.
+// rows, nu = 8 units per chunk, 320 act bytes per chunk, 64 meta bytes per
+// tile and chunk (float32 scales, int32 zeros). See "Bits int8 kernels" in the
+// package doc.
 //
 //go:noescape
 func Bits4A8G32Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits4A8G32AvxVnni computes W4A8 dot products of Bits matrices with AVX-VNNI
 // (VEX VPDPBUSD), blocks of 32 columns (groups of 32): tiles of R = 1 rows, nu
-// = 8 units per chunk, 320 act bytes per chunk. See "Bits int8 kernels" in the
-// package doc.
+// = 8 units per chunk, 320 act bytes per chunk, 64 meta bytes per tile and
+// chunk (float32 scales, int32 zeros). See "Bits int8 kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits4A8G32AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
+// Bits4A8G32Meta16Avx2 computes W4A8 dot products of Bits matrices with AVX2
+// (VPMADDUBSW, VPMADDWD), blocks of 32 columns (groups of 32): tiles of R = 1
+// rows, nu = 8 units per chunk, 320 act bytes per chunk, 32 meta bytes per
+// tile and chunk (binary16 scales, int16 zeros). See "Bits int8 kernels" in
+// the package doc.
+//
+//go:noescape
+func Bits4A8G32Meta16Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8G32Meta16AvxVnni computes W4A8 dot products of Bits matrices with
+// AVX-VNNI (VEX VPDPBUSD), blocks of 32 columns (groups of 32): tiles of R = 1
+// rows, nu = 8 units per chunk, 320 act bytes per chunk, 32 meta bytes per
+// tile and chunk (binary16 scales, int16 zeros). See "Bits int8 kernels" in
+// the package doc.
+//
+//go:noescape
+func Bits4A8G32Meta16AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
 // Bits2A8Avx2 computes W2A8 dot products of Bits matrices with AVX2
 // (VPMADDUBSW, VPMADDWD), blocks of 128 columns (groups of at least 128):
-// tiles of R = 2 rows, nu = 4 units per chunk, 576 act bytes per chunk. See
-// "Bits int8 kernels" in the package doc.
+// tiles of R = 2 rows, nu = 4 units per chunk, 576 act bytes per chunk, 64
+// meta bytes per tile and chunk (float32 scales, int32 zeros). See "Bits int8
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits2A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits2A8AvxVnni computes W2A8 dot products of Bits matrices with AVX-VNNI
 // (VEX VPDPBUSD), blocks of 128 columns (groups of at least 128): tiles of R =
-// 2 rows, nu = 4 units per chunk, 576 act bytes per chunk. See "Bits int8
-// kernels" in the package doc.
+// 2 rows, nu = 4 units per chunk, 576 act bytes per chunk, 64 meta bytes per
+// tile and chunk (float32 scales, int32 zeros). See "Bits int8 kernels" in the
+// package doc.
 //
 //go:noescape
 func Bits2A8AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
+// Bits2A8Meta16Avx2 computes W2A8 dot products of Bits matrices with AVX2
+// (VPMADDUBSW, VPMADDWD), blocks of 128 columns (groups of at least 128):
+// tiles of R = 2 rows, nu = 4 units per chunk, 576 act bytes per chunk, 32
+// meta bytes per tile and chunk (binary16 scales, int16 zeros). See "Bits int8
+// kernels" in the package doc.
+//
+//go:noescape
+func Bits2A8Meta16Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits2A8Meta16AvxVnni computes W2A8 dot products of Bits matrices with
+// AVX-VNNI (VEX VPDPBUSD), blocks of 128 columns (groups of at least 128):
+// tiles of R = 2 rows, nu = 4 units per chunk, 576 act bytes per chunk, 32
+// meta bytes per tile and chunk (binary16 scales, int16 zeros). See "Bits int8
+// kernels" in the package doc.
+//
+//go:noescape
+func Bits2A8Meta16AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
 // Bits2A8G64Avx2 computes W2A8 dot products of Bits matrices with AVX2
 // (VPMADDUBSW, VPMADDWD), blocks of 64 columns (groups of 64): tiles of R = 1
-// rows, nu = 8 units per chunk, 576 act bytes per chunk. See "Bits int8
-// kernels" in the package doc.
+// rows, nu = 8 units per chunk, 576 act bytes per chunk, 64 meta bytes per
+// tile and chunk (float32 scales, int32 zeros). See "Bits int8 kernels" in the
+// package doc.
 //
 //go:noescape
 func Bits2A8G64Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits2A8G64AvxVnni computes W2A8 dot products of Bits matrices with AVX-VNNI
 // (VEX VPDPBUSD), blocks of 64 columns (groups of 64): tiles of R = 1 rows, nu
-// = 8 units per chunk, 576 act bytes per chunk. See "Bits int8 kernels" in the
-// package doc.
+// = 8 units per chunk, 576 act bytes per chunk, 64 meta bytes per tile and
+// chunk (float32 scales, int32 zeros). See "Bits int8 kernels" in the package
+// doc.
 //
 //go:noescape
 func Bits2A8G64AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
+// Bits2A8G64Meta16Avx2 computes W2A8 dot products of Bits matrices with AVX2
+// (VPMADDUBSW, VPMADDWD), blocks of 64 columns (groups of 64): tiles of R = 1
+// rows, nu = 8 units per chunk, 576 act bytes per chunk, 32 meta bytes per
+// tile and chunk (binary16 scales, int16 zeros). See "Bits int8 kernels" in
+// the package doc.
+//
+//go:noescape
+func Bits2A8G64Meta16Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits2A8G64Meta16AvxVnni computes W2A8 dot products of Bits matrices with
+// AVX-VNNI (VEX VPDPBUSD), blocks of 64 columns (groups of 64): tiles of R = 1
+// rows, nu = 8 units per chunk, 576 act bytes per chunk, 32 meta bytes per
+// tile and chunk (binary16 scales, int16 zeros). See "Bits int8 kernels" in
+// the package doc.
+//
+//go:noescape
+func Bits2A8G64Meta16AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
 // Bits1A8Avx2 computes W1A8 dot products of Bits matrices with AVX2
 // (VPMADDUBSW, VPMADDWD), blocks of 128 columns (groups of at least 128):
-// tiles of R = 1 rows, nu = 8 units per chunk, 1088 act bytes per chunk. See
-// "Bits int8 kernels" in the package doc.
+// tiles of R = 1 rows, nu = 8 units per chunk, 1088 act bytes per chunk, 64
+// meta bytes per tile and chunk (float32 scales, int32 zeros). See "Bits int8
+// kernels" in the package doc.
 //
 //go:noescape
 func Bits1A8Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits1A8AvxVnni computes W1A8 dot products of Bits matrices with AVX-VNNI
 // (VEX VPDPBUSD), blocks of 128 columns (groups of at least 128): tiles of R =
-// 1 rows, nu = 8 units per chunk, 1088 act bytes per chunk. See "Bits int8
-// kernels" in the package doc.
+// 1 rows, nu = 8 units per chunk, 1088 act bytes per chunk, 64 meta bytes per
+// tile and chunk (float32 scales, int32 zeros). See "Bits int8 kernels" in the
+// package doc.
 //
 //go:noescape
 func Bits1A8AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits1A8Meta16Avx2 computes W1A8 dot products of Bits matrices with AVX2
+// (VPMADDUBSW, VPMADDWD), blocks of 128 columns (groups of at least 128):
+// tiles of R = 1 rows, nu = 8 units per chunk, 1088 act bytes per chunk, 32
+// meta bytes per tile and chunk (binary16 scales, int16 zeros). See "Bits int8
+// kernels" in the package doc.
+//
+//go:noescape
+func Bits1A8Meta16Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits1A8Meta16AvxVnni computes W1A8 dot products of Bits matrices with
+// AVX-VNNI (VEX VPDPBUSD), blocks of 128 columns (groups of at least 128):
+// tiles of R = 1 rows, nu = 8 units per chunk, 1088 act bytes per chunk, 32
+// meta bytes per tile and chunk (binary16 scales, int16 zeros). See "Bits int8
+// kernels" in the package doc.
+//
+//go:noescape
+func Bits1A8Meta16AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits3A8Avx2 computes W3A8 dot products of Bits matrices with AVX2 (VPSHUFB,
 // VPMULHUW, VPMADDWD), blocks of 128 columns (groups of at least 128): tiles

@@ -9457,6 +9457,586 @@ Bits8A8AvxVnni_chunk:
 	VZEROUPPER
 	RET
 
+// func Bits8A8Meta16Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·Bits8A8Meta16Avx2(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+
+Bits8A8Meta16Avx2_tile:
+	VPXOR  Y1, Y1, Y1
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000008, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits8A8Meta16Avx2_chunk:
+	IMUL3Q      $0x000000c0, CX, DX
+	MOVQ        act+24(FP), BX
+	ADDQ        BX, DX
+	MOVQ        CX, BX
+	SHLQ        $0x07, BX
+	MOVQ        w+0(FP), SI
+	ADDQ        SI, BX
+	MOVQ        stride+8(FP), SI
+	PREFETCHT1  (AX)
+	PREFETCHT1  64(AX)
+	VMOVDQU     (BX), Y2
+	VPAND       Y0, Y2, Y3
+	VPMADDUBSW  (DX), Y3, Y3
+	VPSRLW      $0x04, Y2, Y2
+	VPAND       Y0, Y2, Y2
+	VPMADDUBSW  (DX), Y2, Y2
+	VMOVDQU     32(BX), Y4
+	VPAND       Y0, Y4, Y5
+	VPMADDUBSW  32(DX), Y5, Y5
+	VPADDW      Y5, Y3, Y3
+	VPSRLW      $0x04, Y4, Y4
+	VPAND       Y0, Y4, Y4
+	VPMADDUBSW  32(DX), Y4, Y4
+	VPADDW      Y4, Y2, Y2
+	VMOVDQU     64(BX), Y4
+	VPAND       Y0, Y4, Y5
+	VPMADDUBSW  64(DX), Y5, Y5
+	VPADDW      Y5, Y3, Y3
+	VPSRLW      $0x04, Y4, Y4
+	VPAND       Y0, Y4, Y4
+	VPMADDUBSW  64(DX), Y4, Y4
+	VPADDW      Y4, Y2, Y2
+	VMOVDQU     96(BX), Y4
+	VPAND       Y0, Y4, Y5
+	VPMADDUBSW  96(DX), Y5, Y5
+	VPADDW      Y5, Y3, Y3
+	VPSRLW      $0x04, Y4, Y4
+	VPAND       Y0, Y4, Y4
+	VPMADDUBSW  96(DX), Y4, Y4
+	VPADDW      Y4, Y2, Y2
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y3, Y3
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y2, Y2
+	VPADDD      Y2, Y3, Y3
+	ADDQ        SI, BX
+	PREFETCHT1  128(AX)
+	PREFETCHT1  192(AX)
+	VMOVDQU     (BX), Y2
+	VPAND       Y0, Y2, Y4
+	VPMADDUBSW  (DX), Y4, Y4
+	VPSRLW      $0x04, Y2, Y2
+	VPAND       Y0, Y2, Y2
+	VPMADDUBSW  (DX), Y2, Y2
+	VMOVDQU     32(BX), Y5
+	VPAND       Y0, Y5, Y6
+	VPMADDUBSW  32(DX), Y6, Y6
+	VPADDW      Y6, Y4, Y4
+	VPSRLW      $0x04, Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDUBSW  32(DX), Y5, Y5
+	VPADDW      Y5, Y2, Y2
+	VMOVDQU     64(BX), Y5
+	VPAND       Y0, Y5, Y6
+	VPMADDUBSW  64(DX), Y6, Y6
+	VPADDW      Y6, Y4, Y4
+	VPSRLW      $0x04, Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDUBSW  64(DX), Y5, Y5
+	VPADDW      Y5, Y2, Y2
+	VMOVDQU     96(BX), Y5
+	VPAND       Y0, Y5, Y6
+	VPMADDUBSW  96(DX), Y6, Y6
+	VPADDW      Y6, Y4, Y4
+	VPSRLW      $0x04, Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDUBSW  96(DX), Y5, Y5
+	VPADDW      Y5, Y2, Y2
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y4, Y4
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y2, Y2
+	VPADDD      Y2, Y4, Y4
+	ADDQ        SI, BX
+	PREFETCHT1  256(AX)
+	PREFETCHT1  320(AX)
+	VMOVDQU     (BX), Y2
+	VPAND       Y0, Y2, Y5
+	VPMADDUBSW  (DX), Y5, Y5
+	VPSRLW      $0x04, Y2, Y2
+	VPAND       Y0, Y2, Y2
+	VPMADDUBSW  (DX), Y2, Y2
+	VMOVDQU     32(BX), Y6
+	VPAND       Y0, Y6, Y7
+	VPMADDUBSW  32(DX), Y7, Y7
+	VPADDW      Y7, Y5, Y5
+	VPSRLW      $0x04, Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDUBSW  32(DX), Y6, Y6
+	VPADDW      Y6, Y2, Y2
+	VMOVDQU     64(BX), Y6
+	VPAND       Y0, Y6, Y7
+	VPMADDUBSW  64(DX), Y7, Y7
+	VPADDW      Y7, Y5, Y5
+	VPSRLW      $0x04, Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDUBSW  64(DX), Y6, Y6
+	VPADDW      Y6, Y2, Y2
+	VMOVDQU     96(BX), Y6
+	VPAND       Y0, Y6, Y7
+	VPMADDUBSW  96(DX), Y7, Y7
+	VPADDW      Y7, Y5, Y5
+	VPSRLW      $0x04, Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDUBSW  96(DX), Y6, Y6
+	VPADDW      Y6, Y2, Y2
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y5, Y5
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y2, Y2
+	VPADDD      Y2, Y5, Y5
+	ADDQ        SI, BX
+	PREFETCHT1  384(AX)
+	PREFETCHT1  448(AX)
+	VMOVDQU     (BX), Y2
+	VPAND       Y0, Y2, Y6
+	VPMADDUBSW  (DX), Y6, Y6
+	VPSRLW      $0x04, Y2, Y2
+	VPAND       Y0, Y2, Y2
+	VPMADDUBSW  (DX), Y2, Y2
+	VMOVDQU     32(BX), Y7
+	VPAND       Y0, Y7, Y8
+	VPMADDUBSW  32(DX), Y8, Y8
+	VPADDW      Y8, Y6, Y6
+	VPSRLW      $0x04, Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDUBSW  32(DX), Y7, Y7
+	VPADDW      Y7, Y2, Y2
+	VMOVDQU     64(BX), Y7
+	VPAND       Y0, Y7, Y8
+	VPMADDUBSW  64(DX), Y8, Y8
+	VPADDW      Y8, Y6, Y6
+	VPSRLW      $0x04, Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDUBSW  64(DX), Y7, Y7
+	VPADDW      Y7, Y2, Y2
+	VMOVDQU     96(BX), Y7
+	VPAND       Y0, Y7, Y8
+	VPMADDUBSW  96(DX), Y8, Y8
+	VPADDW      Y8, Y6, Y6
+	VPSRLW      $0x04, Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDUBSW  96(DX), Y7, Y7
+	VPADDW      Y7, Y2, Y2
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y6, Y6
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y2, Y2
+	VPADDD      Y2, Y6, Y6
+	ADDQ        SI, BX
+	PREFETCHT1  512(AX)
+	PREFETCHT1  576(AX)
+	VMOVDQU     (BX), Y2
+	VPAND       Y0, Y2, Y7
+	VPMADDUBSW  (DX), Y7, Y7
+	VPSRLW      $0x04, Y2, Y2
+	VPAND       Y0, Y2, Y2
+	VPMADDUBSW  (DX), Y2, Y2
+	VMOVDQU     32(BX), Y8
+	VPAND       Y0, Y8, Y9
+	VPMADDUBSW  32(DX), Y9, Y9
+	VPADDW      Y9, Y7, Y7
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDUBSW  32(DX), Y8, Y8
+	VPADDW      Y8, Y2, Y2
+	VMOVDQU     64(BX), Y8
+	VPAND       Y0, Y8, Y9
+	VPMADDUBSW  64(DX), Y9, Y9
+	VPADDW      Y9, Y7, Y7
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDUBSW  64(DX), Y8, Y8
+	VPADDW      Y8, Y2, Y2
+	VMOVDQU     96(BX), Y8
+	VPAND       Y0, Y8, Y9
+	VPMADDUBSW  96(DX), Y9, Y9
+	VPADDW      Y9, Y7, Y7
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDUBSW  96(DX), Y8, Y8
+	VPADDW      Y8, Y2, Y2
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y7, Y7
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y2, Y2
+	VPADDD      Y2, Y7, Y7
+	ADDQ        SI, BX
+	PREFETCHT1  640(AX)
+	PREFETCHT1  704(AX)
+	VMOVDQU     (BX), Y2
+	VPAND       Y0, Y2, Y8
+	VPMADDUBSW  (DX), Y8, Y8
+	VPSRLW      $0x04, Y2, Y2
+	VPAND       Y0, Y2, Y2
+	VPMADDUBSW  (DX), Y2, Y2
+	VMOVDQU     32(BX), Y9
+	VPAND       Y0, Y9, Y10
+	VPMADDUBSW  32(DX), Y10, Y10
+	VPADDW      Y10, Y8, Y8
+	VPSRLW      $0x04, Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDUBSW  32(DX), Y9, Y9
+	VPADDW      Y9, Y2, Y2
+	VMOVDQU     64(BX), Y9
+	VPAND       Y0, Y9, Y10
+	VPMADDUBSW  64(DX), Y10, Y10
+	VPADDW      Y10, Y8, Y8
+	VPSRLW      $0x04, Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDUBSW  64(DX), Y9, Y9
+	VPADDW      Y9, Y2, Y2
+	VMOVDQU     96(BX), Y9
+	VPAND       Y0, Y9, Y10
+	VPMADDUBSW  96(DX), Y10, Y10
+	VPADDW      Y10, Y8, Y8
+	VPSRLW      $0x04, Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDUBSW  96(DX), Y9, Y9
+	VPADDW      Y9, Y2, Y2
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y8, Y8
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y2, Y2
+	VPADDD      Y2, Y8, Y8
+	ADDQ        SI, BX
+	PREFETCHT1  768(AX)
+	PREFETCHT1  832(AX)
+	VMOVDQU     (BX), Y2
+	VPAND       Y0, Y2, Y9
+	VPMADDUBSW  (DX), Y9, Y9
+	VPSRLW      $0x04, Y2, Y2
+	VPAND       Y0, Y2, Y2
+	VPMADDUBSW  (DX), Y2, Y2
+	VMOVDQU     32(BX), Y10
+	VPAND       Y0, Y10, Y11
+	VPMADDUBSW  32(DX), Y11, Y11
+	VPADDW      Y11, Y9, Y9
+	VPSRLW      $0x04, Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDUBSW  32(DX), Y10, Y10
+	VPADDW      Y10, Y2, Y2
+	VMOVDQU     64(BX), Y10
+	VPAND       Y0, Y10, Y11
+	VPMADDUBSW  64(DX), Y11, Y11
+	VPADDW      Y11, Y9, Y9
+	VPSRLW      $0x04, Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDUBSW  64(DX), Y10, Y10
+	VPADDW      Y10, Y2, Y2
+	VMOVDQU     96(BX), Y10
+	VPAND       Y0, Y10, Y11
+	VPMADDUBSW  96(DX), Y11, Y11
+	VPADDW      Y11, Y9, Y9
+	VPSRLW      $0x04, Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDUBSW  96(DX), Y10, Y10
+	VPADDW      Y10, Y2, Y2
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y9, Y9
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y2, Y2
+	VPADDD      Y2, Y9, Y9
+	ADDQ        SI, BX
+	PREFETCHT1  896(AX)
+	PREFETCHT1  960(AX)
+	VMOVDQU     (BX), Y2
+	VPAND       Y0, Y2, Y10
+	VPMADDUBSW  (DX), Y10, Y10
+	VPSRLW      $0x04, Y2, Y2
+	VPAND       Y0, Y2, Y2
+	VPMADDUBSW  (DX), Y2, Y2
+	VMOVDQU     32(BX), Y11
+	VPAND       Y0, Y11, Y12
+	VPMADDUBSW  32(DX), Y12, Y12
+	VPADDW      Y12, Y10, Y10
+	VPSRLW      $0x04, Y11, Y11
+	VPAND       Y0, Y11, Y11
+	VPMADDUBSW  32(DX), Y11, Y11
+	VPADDW      Y11, Y2, Y2
+	VMOVDQU     64(BX), Y11
+	VPAND       Y0, Y11, Y12
+	VPMADDUBSW  64(DX), Y12, Y12
+	VPADDW      Y12, Y10, Y10
+	VPSRLW      $0x04, Y11, Y11
+	VPAND       Y0, Y11, Y11
+	VPMADDUBSW  64(DX), Y11, Y11
+	VPADDW      Y11, Y2, Y2
+	VMOVDQU     96(BX), Y11
+	VPAND       Y0, Y11, Y12
+	VPMADDUBSW  96(DX), Y12, Y12
+	VPADDW      Y12, Y10, Y10
+	VPSRLW      $0x04, Y11, Y11
+	VPAND       Y0, Y11, Y11
+	VPMADDUBSW  96(DX), Y11, Y11
+	VPADDW      Y11, Y2, Y2
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y10, Y10
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y2, Y2
+	VPADDD      Y2, Y10, Y10
+	VPUNPCKLDQ  Y4, Y3, Y2
+	VPUNPCKHDQ  Y4, Y3, Y3
+	VPADDD      Y2, Y3, Y3
+	VPUNPCKLDQ  Y6, Y5, Y2
+	VPUNPCKHDQ  Y6, Y5, Y5
+	VPADDD      Y2, Y5, Y5
+	VPUNPCKLDQ  Y8, Y7, Y2
+	VPUNPCKHDQ  Y8, Y7, Y7
+	VPADDD      Y2, Y7, Y7
+	VPUNPCKLDQ  Y10, Y9, Y2
+	VPUNPCKHDQ  Y10, Y9, Y9
+	VPADDD      Y2, Y9, Y9
+	VPUNPCKLQDQ Y5, Y3, Y2
+	VPUNPCKHQDQ Y5, Y3, Y3
+	VPADDD      Y2, Y3, Y3
+	VPUNPCKLQDQ Y9, Y7, Y2
+	VPUNPCKHQDQ Y9, Y7, Y7
+	VPADDD      Y2, Y7, Y7
+	VPERM2I128  $0x20, Y7, Y3, Y2
+	VPERM2I128  $0x31, Y7, Y3, Y3
+	VPADDD      Y3, Y2, Y2
+	IMUL3Q      $0x00000020, CX, BX
+	MOVQ        meta+16(FP), SI
+	ADDQ        SI, BX
+	VPMOVSXWD   16(BX), Y3
+	VPMULLD     160(DX), Y3, Y3
+	VPSUBD      Y3, Y2, Y2
+	VCVTPH2PS   (BX), Y3
+	VMULPS      128(DX), Y3, Y3
+	VCVTDQ2PS   Y2, Y2
+	VMULPS      Y2, Y3, Y3
+	VADDPS      Y3, Y1, Y1
+	ADDQ        $0x00000400, AX
+	INCQ        CX
+	MOVQ        chunks+32(FP), DX
+	CMPQ        CX, DX
+	JB          Bits8A8Meta16Avx2_chunk
+	MOVQ        out+40(FP), AX
+	VMOVUPS     Y1, (AX)
+	MOVQ        out+40(FP), AX
+	ADDQ        $0x00000020, AX
+	MOVQ        AX, out+40(FP)
+	MOVQ        stride+8(FP), AX
+	IMUL3Q      $0x00000008, AX, AX
+	MOVQ        w+0(FP), CX
+	ADDQ        AX, CX
+	MOVQ        CX, w+0(FP)
+	MOVQ        chunks+32(FP), AX
+	IMUL3Q      $0x00000020, AX, AX
+	MOVQ        meta+16(FP), CX
+	ADDQ        AX, CX
+	MOVQ        CX, meta+16(FP)
+	MOVQ        ntiles+48(FP), AX
+	DECQ        AX
+	MOVQ        AX, ntiles+48(FP)
+	JNZ         Bits8A8Meta16Avx2_tile
+	VZEROUPPER
+	RET
+
+// func Bits8A8Meta16AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, AVXVNNI, F16C, MMX+
+TEXT ·Bits8A8Meta16AvxVnni(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+
+Bits8A8Meta16AvxVnni_tile:
+	VPXOR  Y10, Y10, Y10
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000008, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits8A8Meta16AvxVnni_chunk:
+	IMUL3Q       $0x000000c0, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
+	ADDQ         SI, BX
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	ADDQ         SI, BX
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	ADDQ         SI, BX
+	PREFETCHT1   256(AX)
+	PREFETCHT1   320(AX)
+	VPXOR        Y2, Y2, Y2
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	ADDQ         SI, BX
+	PREFETCHT1   384(AX)
+	PREFETCHT1   448(AX)
+	VPXOR        Y3, Y3, Y3
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	ADDQ         SI, BX
+	PREFETCHT1   512(AX)
+	PREFETCHT1   576(AX)
+	VPXOR        Y4, Y4, Y4
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y4
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y4
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y4
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y4
+	ADDQ         SI, BX
+	PREFETCHT1   640(AX)
+	PREFETCHT1   704(AX)
+	VPXOR        Y5, Y5, Y5
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y5
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y5
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y5
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y5
+	ADDQ         SI, BX
+	PREFETCHT1   768(AX)
+	PREFETCHT1   832(AX)
+	VPXOR        Y6, Y6, Y6
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y6
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y6
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y6
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y6
+	ADDQ         SI, BX
+	PREFETCHT1   896(AX)
+	PREFETCHT1   960(AX)
+	VPXOR        Y7, Y7, Y7
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y7
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y7
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y7
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y7
+	VPUNPCKLDQ   Y1, Y0, Y8
+	VPUNPCKHDQ   Y1, Y0, Y0
+	VPADDD       Y8, Y0, Y0
+	VPUNPCKLDQ   Y3, Y2, Y1
+	VPUNPCKHDQ   Y3, Y2, Y2
+	VPADDD       Y1, Y2, Y2
+	VPUNPCKLDQ   Y5, Y4, Y1
+	VPUNPCKHDQ   Y5, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPUNPCKLDQ   Y7, Y6, Y1
+	VPUNPCKHDQ   Y7, Y6, Y6
+	VPADDD       Y1, Y6, Y6
+	VPUNPCKLQDQ  Y2, Y0, Y1
+	VPUNPCKHQDQ  Y2, Y0, Y0
+	VPADDD       Y1, Y0, Y0
+	VPUNPCKLQDQ  Y6, Y4, Y1
+	VPUNPCKHQDQ  Y6, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPERM2I128   $0x20, Y4, Y0, Y1
+	VPERM2I128   $0x31, Y4, Y0, Y0
+	VPADDD       Y0, Y1, Y1
+	IMUL3Q       $0x00000020, CX, BX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, BX
+	VPMOVSXWD    16(BX), Y0
+	VPMULLD      160(DX), Y0, Y0
+	VPSUBD       Y0, Y1, Y1
+	VCVTPH2PS    (BX), Y0
+	VMULPS       128(DX), Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y1, Y0, Y0
+	VADDPS       Y0, Y10, Y10
+	ADDQ         $0x00000400, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JB           Bits8A8Meta16AvxVnni_chunk
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y10, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000008, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000020, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Bits8A8Meta16AvxVnni_tile
+	VZEROUPPER
+	RET
+
 // func Bits8A8G64Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 // Requires: AVX, AVX2, MMX+
 TEXT ·Bits8A8G64Avx2(SB), NOSPLIT, $0-72
@@ -9877,6 +10457,392 @@ Bits8A8G64AvxVnni_chunk:
 	VZEROUPPER
 	RET
 
+// func Bits8A8G64Meta16Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·Bits8A8G64Meta16Avx2(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
+
+Bits8A8G64Meta16Avx2_tile:
+	VPXOR  Y2, Y2, Y2
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000004, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits8A8G64Meta16Avx2_chunk:
+	IMUL3Q     $0x000000c0, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
+	ADDQ       SI, BX
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW (DX), Y3, Y3
+	VMOVDQU    32(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y6
+	VPMADDUBSW 32(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 32(DX), Y5, Y5
+	VPADDW     Y5, Y3, Y3
+	VMOVDQU    64(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 64(DX), Y5, Y5
+	VPADDW     Y5, Y3, Y3
+	VMOVDQU    96(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y6
+	VPMADDUBSW 96(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 96(DX), Y5, Y5
+	VPADDW     Y5, Y3, Y3
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y4, Y4
+	VPMADDWD   bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD     Y3, Y4, Y4
+	ADDQ       SI, BX
+	PREFETCHT1 128(AX)
+	PREFETCHT1 192(AX)
+	VMOVDQU    (BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y5
+	VPMADDUBSW (DX), Y5, Y5
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW (DX), Y3, Y3
+	VMOVDQU    32(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 32(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 32(DX), Y6, Y6
+	VPADDW     Y6, Y3, Y3
+	VMOVDQU    64(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 64(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y3, Y3
+	VMOVDQU    96(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 96(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 96(DX), Y6, Y6
+	VPADDW     Y6, Y3, Y3
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y5
+	VPMADDWD   bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD     Y3, Y5, Y5
+	ADDQ       SI, BX
+	PREFETCHT1 256(AX)
+	PREFETCHT1 320(AX)
+	VMOVDQU    (BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y6
+	VPMADDUBSW (DX), Y6, Y6
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW (DX), Y3, Y3
+	VMOVDQU    32(BX), Y7
+	VPSHUFB    Y1, Y7, Y7
+	VPAND      Y0, Y7, Y8
+	VPMADDUBSW 32(DX), Y8, Y8
+	VPADDW     Y8, Y6, Y6
+	VPSRLW     $0x04, Y7, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 32(DX), Y7, Y7
+	VPADDW     Y7, Y3, Y3
+	VMOVDQU    64(BX), Y7
+	VPSHUFB    Y1, Y7, Y7
+	VPAND      Y0, Y7, Y8
+	VPMADDUBSW 64(DX), Y8, Y8
+	VPADDW     Y8, Y6, Y6
+	VPSRLW     $0x04, Y7, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 64(DX), Y7, Y7
+	VPADDW     Y7, Y3, Y3
+	VMOVDQU    96(BX), Y7
+	VPSHUFB    Y1, Y7, Y7
+	VPAND      Y0, Y7, Y8
+	VPMADDUBSW 96(DX), Y8, Y8
+	VPADDW     Y8, Y6, Y6
+	VPSRLW     $0x04, Y7, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 96(DX), Y7, Y7
+	VPADDW     Y7, Y3, Y3
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y6, Y6
+	VPMADDWD   bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD     Y3, Y6, Y6
+	ADDQ       SI, BX
+	PREFETCHT1 384(AX)
+	PREFETCHT1 448(AX)
+	VMOVDQU    (BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y7
+	VPMADDUBSW (DX), Y7, Y7
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW (DX), Y3, Y3
+	VMOVDQU    32(BX), Y8
+	VPSHUFB    Y1, Y8, Y8
+	VPAND      Y0, Y8, Y9
+	VPMADDUBSW 32(DX), Y9, Y9
+	VPADDW     Y9, Y7, Y7
+	VPSRLW     $0x04, Y8, Y8
+	VPAND      Y0, Y8, Y8
+	VPMADDUBSW 32(DX), Y8, Y8
+	VPADDW     Y8, Y3, Y3
+	VMOVDQU    64(BX), Y8
+	VPSHUFB    Y1, Y8, Y8
+	VPAND      Y0, Y8, Y9
+	VPMADDUBSW 64(DX), Y9, Y9
+	VPADDW     Y9, Y7, Y7
+	VPSRLW     $0x04, Y8, Y8
+	VPAND      Y0, Y8, Y8
+	VPMADDUBSW 64(DX), Y8, Y8
+	VPADDW     Y8, Y3, Y3
+	VMOVDQU    96(BX), Y8
+	VPSHUFB    Y1, Y8, Y8
+	VPAND      Y0, Y8, Y9
+	VPMADDUBSW 96(DX), Y9, Y9
+	VPADDW     Y9, Y7, Y7
+	VPSRLW     $0x04, Y8, Y8
+	VPAND      Y0, Y8, Y8
+	VPMADDUBSW 96(DX), Y8, Y8
+	VPADDW     Y8, Y3, Y3
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y7, Y7
+	VPMADDWD   bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD     Y3, Y7, Y7
+	VPHADDD    Y5, Y4, Y4
+	VPHADDD    Y7, Y6, Y6
+	VPERM2I128 $0x20, Y6, Y4, Y3
+	VPERM2I128 $0x31, Y6, Y4, Y4
+	VPADDD     Y4, Y3, Y3
+	IMUL3Q     $0x00000020, CX, BX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, BX
+	VPMOVSXWD  16(BX), Y4
+	VPMULLD    160(DX), Y4, Y4
+	VPSUBD     Y4, Y3, Y3
+	VCVTPH2PS  (BX), Y4
+	VMULPS     128(DX), Y4, Y4
+	VCVTDQ2PS  Y3, Y3
+	VMULPS     Y3, Y4, Y4
+	MOVQ       idx+64(FP), DX
+	VMOVDQU    (DX), Y3
+	VPERMPS    Y4, Y3, Y3
+	VADDPS     Y3, Y2, Y2
+	VMOVDQU    32(DX), Y3
+	VPERMPS    Y4, Y3, Y3
+	VADDPS     Y3, Y2, Y2
+	ADDQ       $0x00000200, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JB         Bits8A8G64Meta16Avx2_chunk
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Y2, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000020, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000004, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000020, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits8A8G64Meta16Avx2_tile
+	VZEROUPPER
+	RET
+
+// func Bits8A8G64Meta16AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, AVXVNNI, F16C, MMX+
+TEXT ·Bits8A8G64Meta16AvxVnni(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y4
+
+Bits8A8G64Meta16AvxVnni_tile:
+	VPXOR  Y5, Y5, Y5
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000004, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits8A8G64Meta16AvxVnni_chunk:
+	IMUL3Q       $0x000000c0, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
+	ADDQ         SI, BX
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      (BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      32(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      64(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      96(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	ADDQ         SI, BX
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      32(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      64(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      96(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	ADDQ         SI, BX
+	PREFETCHT1   256(AX)
+	PREFETCHT1   320(AX)
+	VPXOR        Y2, Y2, Y2
+	VMOVDQU      (BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VMOVDQU      32(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VMOVDQU      64(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VMOVDQU      96(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	ADDQ         SI, BX
+	PREFETCHT1   384(AX)
+	PREFETCHT1   448(AX)
+	VPXOR        Y3, Y3, Y3
+	VMOVDQU      (BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VMOVDQU      32(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VMOVDQU      64(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VMOVDQU      96(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VPHADDD      Y1, Y0, Y0
+	VPHADDD      Y3, Y2, Y2
+	VPERM2I128   $0x20, Y2, Y0, Y1
+	VPERM2I128   $0x31, Y2, Y0, Y0
+	VPADDD       Y0, Y1, Y1
+	IMUL3Q       $0x00000020, CX, BX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, BX
+	VPMOVSXWD    16(BX), Y0
+	VPMULLD      160(DX), Y0, Y0
+	VPSUBD       Y0, Y1, Y1
+	VCVTPH2PS    (BX), Y0
+	VMULPS       128(DX), Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y1, Y0, Y0
+	MOVQ         idx+64(FP), DX
+	VMOVDQU      (DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y5, Y5
+	VMOVDQU      32(DX), Y1
+	VPERMPS      Y0, Y1, Y0
+	VADDPS       Y0, Y5, Y5
+	ADDQ         $0x00000200, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JB           Bits8A8G64Meta16AvxVnni_chunk
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y5, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000004, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000020, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Bits8A8G64Meta16AvxVnni_tile
+	VZEROUPPER
+	RET
+
 // func Bits8A8G32Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 // Requires: AVX, AVX2, MMX+
 TEXT ·Bits8A8G32Avx2(SB), NOSPLIT, $0-72
@@ -10148,6 +11114,280 @@ Bits8A8G32AvxVnni_chunk:
 	DECQ         AX
 	MOVQ         AX, ntiles+48(FP)
 	JNZ          Bits8A8G32AvxVnni_tile
+	VZEROUPPER
+	RET
+
+// func Bits8A8G32Meta16Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·Bits8A8G32Meta16Avx2(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
+
+Bits8A8G32Meta16Avx2_tile:
+	VPXOR  Y2, Y2, Y2
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000002, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits8A8G32Meta16Avx2_chunk:
+	IMUL3Q     $0x000000c0, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
+	ADDQ       SI, BX
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW (DX), Y3, Y3
+	VMOVDQU    32(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y6
+	VPMADDUBSW 32(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 32(DX), Y5, Y5
+	VPADDW     Y5, Y3, Y3
+	VMOVDQU    64(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 64(DX), Y5, Y5
+	VPADDW     Y5, Y3, Y3
+	VMOVDQU    96(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y6
+	VPMADDUBSW 96(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 96(DX), Y5, Y5
+	VPADDW     Y5, Y3, Y3
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y4, Y4
+	VPMADDWD   bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD     Y3, Y4, Y4
+	ADDQ       SI, BX
+	PREFETCHT1 128(AX)
+	PREFETCHT1 192(AX)
+	VMOVDQU    (BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y5
+	VPMADDUBSW (DX), Y5, Y5
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW (DX), Y3, Y3
+	VMOVDQU    32(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 32(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 32(DX), Y6, Y6
+	VPADDW     Y6, Y3, Y3
+	VMOVDQU    64(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 64(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y3, Y3
+	VMOVDQU    96(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 96(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 96(DX), Y6, Y6
+	VPADDW     Y6, Y3, Y3
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y5
+	VPMADDWD   bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD     Y3, Y5, Y5
+	VPERM2I128 $0x20, Y5, Y4, Y3
+	VPERM2I128 $0x31, Y5, Y4, Y4
+	VPADDD     Y4, Y3, Y3
+	IMUL3Q     $0x00000020, CX, BX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, BX
+	VPMOVSXWD  16(BX), Y4
+	VPMULLD    160(DX), Y4, Y4
+	VPSUBD     Y4, Y3, Y3
+	VCVTPH2PS  (BX), Y4
+	VMULPS     128(DX), Y4, Y4
+	VCVTDQ2PS  Y3, Y3
+	VMULPS     Y3, Y4, Y4
+	MOVQ       idx+64(FP), DX
+	VMOVDQU    (DX), Y3
+	VPERMPS    Y4, Y3, Y3
+	VADDPS     Y3, Y2, Y2
+	VMOVDQU    32(DX), Y3
+	VPERMPS    Y4, Y3, Y3
+	VADDPS     Y3, Y2, Y2
+	VMOVDQU    64(DX), Y3
+	VPERMPS    Y4, Y3, Y3
+	VADDPS     Y3, Y2, Y2
+	VMOVDQU    96(DX), Y3
+	VPERMPS    Y4, Y3, Y3
+	VADDPS     Y3, Y2, Y2
+	ADDQ       $0x00000100, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JB         Bits8A8G32Meta16Avx2_chunk
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Y2, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000020, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000002, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000020, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits8A8G32Meta16Avx2_tile
+	VZEROUPPER
+	RET
+
+// func Bits8A8G32Meta16AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, AVXVNNI, F16C, MMX+
+TEXT ·Bits8A8G32Meta16AvxVnni(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y2
+
+Bits8A8G32Meta16AvxVnni_tile:
+	VPXOR  Y3, Y3, Y3
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000002, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits8A8G32Meta16AvxVnni_chunk:
+	IMUL3Q       $0x000000c0, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
+	ADDQ         SI, BX
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      (BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      32(BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      64(BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      96(BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	ADDQ         SI, BX
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      32(BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      64(BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      96(BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPERM2I128   $0x20, Y1, Y0, Y4
+	VPERM2I128   $0x31, Y1, Y0, Y0
+	VPADDD       Y0, Y4, Y4
+	IMUL3Q       $0x00000020, CX, BX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, BX
+	VPMOVSXWD    16(BX), Y0
+	VPMULLD      160(DX), Y0, Y0
+	VPSUBD       Y0, Y4, Y4
+	VCVTPH2PS    (BX), Y0
+	VMULPS       128(DX), Y0, Y0
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y4, Y0, Y0
+	MOVQ         idx+64(FP), DX
+	VMOVDQU      (DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y3, Y3
+	VMOVDQU      32(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y3, Y3
+	VMOVDQU      64(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y3, Y3
+	VMOVDQU      96(DX), Y1
+	VPERMPS      Y0, Y1, Y0
+	VADDPS       Y0, Y3, Y3
+	ADDQ         $0x00000100, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JB           Bits8A8G32Meta16AvxVnni_chunk
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y3, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000002, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000020, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Bits8A8G32Meta16AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -10613,6 +11853,468 @@ Bits4A8AvxVnni_chunk:
 	VZEROUPPER
 	RET
 
+// func Bits4A8Meta16Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·Bits4A8Meta16Avx2(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
+
+Bits4A8Meta16Avx2_tile:
+	VPXOR  Y2, Y2, Y2
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000004, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits4A8Meta16Avx2_chunk:
+	IMUL3Q     $0x00000140, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
+	ADDQ       SI, BX
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 32(DX), Y3, Y3
+	VPADDW     Y3, Y4, Y4
+	VMOVDQU    32(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y5
+	VPMADDUBSW 64(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 96(DX), Y3, Y3
+	VPADDW     Y3, Y4, Y4
+	VMOVDQU    64(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y5
+	VPMADDUBSW 128(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 160(DX), Y3, Y3
+	VPADDW     Y3, Y4, Y4
+	VMOVDQU    96(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y5
+	VPMADDUBSW 192(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 224(DX), Y3, Y3
+	VPADDW     Y3, Y4, Y4
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y4, Y3
+	ADDQ       SI, BX
+	PREFETCHT1 128(AX)
+	PREFETCHT1 192(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y5
+	VPMADDUBSW (DX), Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 32(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    32(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 96(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    64(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 128(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 160(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    96(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 192(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 224(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y4
+	ADDQ       SI, BX
+	PREFETCHT1 256(AX)
+	PREFETCHT1 320(AX)
+	VMOVDQU    (BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y6
+	VPMADDUBSW (DX), Y6, Y6
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 32(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VMOVDQU    32(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y7
+	VPMADDUBSW 64(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 96(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VMOVDQU    64(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y7
+	VPMADDUBSW 128(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 160(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VMOVDQU    96(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y7
+	VPMADDUBSW 192(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 224(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y6, Y5
+	ADDQ       SI, BX
+	PREFETCHT1 384(AX)
+	PREFETCHT1 448(AX)
+	VMOVDQU    (BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW (DX), Y7, Y7
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 32(DX), Y6, Y6
+	VPADDW     Y6, Y7, Y7
+	VMOVDQU    32(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y8
+	VPMADDUBSW 64(DX), Y8, Y8
+	VPADDW     Y8, Y7, Y7
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 96(DX), Y6, Y6
+	VPADDW     Y6, Y7, Y7
+	VMOVDQU    64(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y8
+	VPMADDUBSW 128(DX), Y8, Y8
+	VPADDW     Y8, Y7, Y7
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 160(DX), Y6, Y6
+	VPADDW     Y6, Y7, Y7
+	VMOVDQU    96(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y8
+	VPMADDUBSW 192(DX), Y8, Y8
+	VPADDW     Y8, Y7, Y7
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 224(DX), Y6, Y6
+	VPADDW     Y6, Y7, Y7
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y7, Y6
+	VPHADDD    Y4, Y3, Y3
+	VPHADDD    Y6, Y5, Y5
+	VPERM2I128 $0x20, Y5, Y3, Y4
+	VPERM2I128 $0x31, Y5, Y3, Y3
+	VPADDD     Y3, Y4, Y4
+	IMUL3Q     $0x00000020, CX, BX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, BX
+	VPMOVSXWD  16(BX), Y3
+	VPMULLD    288(DX), Y3, Y3
+	VPSUBD     Y3, Y4, Y4
+	VCVTPH2PS  (BX), Y3
+	VMULPS     256(DX), Y3, Y3
+	VCVTDQ2PS  Y4, Y4
+	VMULPS     Y4, Y3, Y3
+	MOVQ       idx+64(FP), DX
+	VMOVDQU    (DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    32(DX), Y4
+	VPERMPS    Y3, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	ADDQ       $0x00000200, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JB         Bits4A8Meta16Avx2_chunk
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Y2, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000020, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000004, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000020, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits4A8Meta16Avx2_tile
+	VZEROUPPER
+	RET
+
+// func Bits4A8Meta16AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, AVXVNNI, F16C, MMX+
+TEXT ·Bits4A8Meta16AvxVnni(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X4
+	VPBROADCASTD X4, Y4
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y5
+
+Bits4A8Meta16AvxVnni_tile:
+	VPXOR  Y6, Y6, Y6
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000004, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits4A8Meta16AvxVnni_chunk:
+	IMUL3Q       $0x00000140, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
+	ADDQ         SI, BX
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      (BX), Y1
+	VPSHUFB      Y5, Y1, Y1
+	VPAND        Y4, Y1, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      32(BX), Y1
+	VPSHUFB      Y5, Y1, Y1
+	VPAND        Y4, Y1, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      64(BX), Y1
+	VPSHUFB      Y5, Y1, Y1
+	VPAND        Y4, Y1, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      96(BX), Y1
+	VPSHUFB      Y5, Y1, Y1
+	VPAND        Y4, Y1, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	ADDQ         SI, BX
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y2
+	VPSHUFB      Y5, Y2, Y2
+	VPAND        Y4, Y2, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y2, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      32(BX), Y2
+	VPSHUFB      Y5, Y2, Y2
+	VPAND        Y4, Y2, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y2, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      64(BX), Y2
+	VPSHUFB      Y5, Y2, Y2
+	VPAND        Y4, Y2, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y2, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      96(BX), Y2
+	VPSHUFB      Y5, Y2, Y2
+	VPAND        Y4, Y2, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y2, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	ADDQ         SI, BX
+	PREFETCHT1   256(AX)
+	PREFETCHT1   320(AX)
+	VPXOR        Y2, Y2, Y2
+	VMOVDQU      (BX), Y3
+	VPSHUFB      Y5, Y3, Y3
+	VPAND        Y4, Y3, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VPSRLW       $0x04, Y3, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VMOVDQU      32(BX), Y3
+	VPSHUFB      Y5, Y3, Y3
+	VPAND        Y4, Y3, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VPSRLW       $0x04, Y3, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VMOVDQU      64(BX), Y3
+	VPSHUFB      Y5, Y3, Y3
+	VPAND        Y4, Y3, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VPSRLW       $0x04, Y3, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VMOVDQU      96(BX), Y3
+	VPSHUFB      Y5, Y3, Y3
+	VPAND        Y4, Y3, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VPSRLW       $0x04, Y3, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	ADDQ         SI, BX
+	PREFETCHT1   384(AX)
+	PREFETCHT1   448(AX)
+	VPXOR        Y3, Y3, Y3
+	VMOVDQU      (BX), Y7
+	VPSHUFB      Y5, Y7, Y7
+	VPAND        Y4, Y7, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VMOVDQU      32(BX), Y7
+	VPSHUFB      Y5, Y7, Y7
+	VPAND        Y4, Y7, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VMOVDQU      64(BX), Y7
+	VPSHUFB      Y5, Y7, Y7
+	VPAND        Y4, Y7, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VMOVDQU      96(BX), Y7
+	VPSHUFB      Y5, Y7, Y7
+	VPAND        Y4, Y7, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VPHADDD      Y1, Y0, Y0
+	VPHADDD      Y3, Y2, Y2
+	VPERM2I128   $0x20, Y2, Y0, Y1
+	VPERM2I128   $0x31, Y2, Y0, Y0
+	VPADDD       Y0, Y1, Y1
+	IMUL3Q       $0x00000020, CX, BX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, BX
+	VPMOVSXWD    16(BX), Y0
+	VPMULLD      288(DX), Y0, Y0
+	VPSUBD       Y0, Y1, Y1
+	VCVTPH2PS    (BX), Y0
+	VMULPS       256(DX), Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y1, Y0, Y0
+	MOVQ         idx+64(FP), DX
+	VMOVDQU      (DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y6, Y6
+	VMOVDQU      32(DX), Y1
+	VPERMPS      Y0, Y1, Y0
+	VADDPS       Y0, Y6, Y6
+	ADDQ         $0x00000200, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JB           Bits4A8Meta16AvxVnni_chunk
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y6, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000004, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000020, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Bits4A8Meta16AvxVnni_tile
+	VZEROUPPER
+	RET
+
 // func Bits4A8G64Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 // Requires: AVX, AVX2, MMX+
 TEXT ·Bits4A8G64Avx2(SB), NOSPLIT, $0-72
@@ -10925,6 +12627,318 @@ Bits4A8G64AvxVnni_chunk:
 	VZEROUPPER
 	RET
 
+// func Bits4A8G64Meta16Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·Bits4A8G64Meta16Avx2(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
+
+Bits4A8G64Meta16Avx2_tile:
+	VPXOR  Y2, Y2, Y2
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000002, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits4A8G64Meta16Avx2_chunk:
+	IMUL3Q     $0x00000140, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
+	ADDQ       SI, BX
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 32(DX), Y3, Y3
+	VPADDW     Y3, Y4, Y4
+	VMOVDQU    32(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y5
+	VPMADDUBSW 64(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 96(DX), Y3, Y3
+	VPADDW     Y3, Y4, Y4
+	VMOVDQU    64(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y5
+	VPMADDUBSW 128(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 160(DX), Y3, Y3
+	VPADDW     Y3, Y4, Y4
+	VMOVDQU    96(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y5
+	VPMADDUBSW 192(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 224(DX), Y3, Y3
+	VPADDW     Y3, Y4, Y4
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y4, Y3
+	ADDQ       SI, BX
+	PREFETCHT1 128(AX)
+	PREFETCHT1 192(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y5
+	VPMADDUBSW (DX), Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 32(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    32(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 96(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    64(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 128(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 160(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    96(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 192(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 224(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y4
+	VPERM2I128 $0x20, Y4, Y3, Y5
+	VPERM2I128 $0x31, Y4, Y3, Y3
+	VPADDD     Y3, Y5, Y5
+	IMUL3Q     $0x00000020, CX, BX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, BX
+	VPMOVSXWD  16(BX), Y3
+	VPMULLD    288(DX), Y3, Y3
+	VPSUBD     Y3, Y5, Y5
+	VCVTPH2PS  (BX), Y3
+	VMULPS     256(DX), Y3, Y3
+	VCVTDQ2PS  Y5, Y5
+	VMULPS     Y5, Y3, Y3
+	MOVQ       idx+64(FP), DX
+	VMOVDQU    (DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    32(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    64(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    96(DX), Y4
+	VPERMPS    Y3, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	ADDQ       $0x00000100, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JB         Bits4A8G64Meta16Avx2_chunk
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Y2, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000020, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000002, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000020, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits4A8G64Meta16Avx2_tile
+	VZEROUPPER
+	RET
+
+// func Bits4A8G64Meta16AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, AVXVNNI, F16C, MMX+
+TEXT ·Bits4A8G64Meta16AvxVnni(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Y2
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y3
+
+Bits4A8G64Meta16AvxVnni_tile:
+	VPXOR  Y4, Y4, Y4
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000002, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits4A8G64Meta16AvxVnni_chunk:
+	IMUL3Q       $0x00000140, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
+	ADDQ         SI, BX
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      (BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      32(BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      64(BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      96(BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	ADDQ         SI, BX
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      32(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      64(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      96(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPERM2I128   $0x20, Y1, Y0, Y5
+	VPERM2I128   $0x31, Y1, Y0, Y0
+	VPADDD       Y0, Y5, Y5
+	IMUL3Q       $0x00000020, CX, BX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, BX
+	VPMOVSXWD    16(BX), Y0
+	VPMULLD      288(DX), Y0, Y0
+	VPSUBD       Y0, Y5, Y5
+	VCVTPH2PS    (BX), Y0
+	VMULPS       256(DX), Y0, Y0
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y5, Y0, Y0
+	MOVQ         idx+64(FP), DX
+	VMOVDQU      (DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      32(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      64(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      96(DX), Y1
+	VPERMPS      Y0, Y1, Y0
+	VADDPS       Y0, Y4, Y4
+	ADDQ         $0x00000100, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JB           Bits4A8G64Meta16AvxVnni_chunk
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y4, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000002, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000020, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Bits4A8G64Meta16AvxVnni_tile
+	VZEROUPPER
+	RET
+
 // func Bits4A8G32Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 // Requires: AVX, AVX2, MMX+
 TEXT ·Bits4A8G32Avx2(SB), NOSPLIT, $0-72
@@ -11184,6 +13198,268 @@ Bits4A8G32AvxVnni_chunk:
 	DECQ         AX
 	MOVQ         AX, ntiles+48(FP)
 	JNZ          Bits4A8G32AvxVnni_tile
+	VZEROUPPER
+	RET
+
+// func Bits4A8G32Meta16Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·Bits4A8G32Meta16Avx2(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
+
+Bits4A8G32Meta16Avx2_tile:
+	VPXOR  Y2, Y2, Y2
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000001, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits4A8G32Meta16Avx2_chunk:
+	IMUL3Q     $0x00000140, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
+	ADDQ       SI, BX
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VPSRLW     $0x04, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 32(DX), Y3, Y3
+	VMOVDQU    32(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 96(DX), Y5, Y5
+	VPADDW     Y5, Y3, Y3
+	VMOVDQU    64(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y6
+	VPMADDUBSW 128(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 160(DX), Y5, Y5
+	VPADDW     Y5, Y3, Y3
+	VMOVDQU    96(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y6
+	VPMADDUBSW 192(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 224(DX), Y5, Y5
+	VPADDW     Y5, Y3, Y3
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y3, Y3
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y4, Y4
+	VPUNPCKLDQ Y4, Y3, Y5
+	VPUNPCKHDQ Y4, Y3, Y3
+	VPERM2I128 $0x20, Y3, Y5, Y4
+	VPERM2I128 $0x31, Y3, Y5, Y5
+	VPADDD     Y5, Y4, Y4
+	IMUL3Q     $0x00000020, CX, BX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, BX
+	VPMOVSXWD  16(BX), Y3
+	VPMULLD    288(DX), Y3, Y3
+	VPSUBD     Y3, Y4, Y4
+	VCVTPH2PS  (BX), Y3
+	VMULPS     256(DX), Y3, Y3
+	VCVTDQ2PS  Y4, Y4
+	VMULPS     Y4, Y3, Y3
+	MOVQ       idx+64(FP), DX
+	VMOVDQU    (DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    32(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    64(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    96(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    128(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    160(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    192(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    224(DX), Y4
+	VPERMPS    Y3, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	ADDQ       $0x00000080, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JB         Bits4A8G32Meta16Avx2_chunk
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Y2, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000020, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000001, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000020, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits4A8G32Meta16Avx2_tile
+	VZEROUPPER
+	RET
+
+// func Bits4A8G32Meta16AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, AVXVNNI, F16C, MMX+
+TEXT ·Bits4A8G32Meta16AvxVnni(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Y2
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y3
+
+Bits4A8G32Meta16AvxVnni_tile:
+	VPXOR  Y4, Y4, Y4
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000001, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits4A8G32Meta16AvxVnni_chunk:
+	IMUL3Q       $0x00000140, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
+	ADDQ         SI, BX
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      32(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      64(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      96(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPUNPCKLDQ   Y1, Y0, Y5
+	VPUNPCKHDQ   Y1, Y0, Y0
+	VPERM2I128   $0x20, Y0, Y5, Y1
+	VPERM2I128   $0x31, Y0, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	IMUL3Q       $0x00000020, CX, BX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, BX
+	VPMOVSXWD    16(BX), Y0
+	VPMULLD      288(DX), Y0, Y0
+	VPSUBD       Y0, Y1, Y1
+	VCVTPH2PS    (BX), Y0
+	VMULPS       256(DX), Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y1, Y0, Y0
+	MOVQ         idx+64(FP), DX
+	VMOVDQU      (DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      32(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      64(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      96(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      128(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      160(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      192(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      224(DX), Y1
+	VPERMPS      Y0, Y1, Y0
+	VADDPS       Y0, Y4, Y4
+	ADDQ         $0x00000080, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JB           Bits4A8G32Meta16AvxVnni_chunk
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y4, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000001, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000020, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Bits4A8G32Meta16AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -11627,6 +13903,446 @@ Bits2A8AvxVnni_chunk:
 	VZEROUPPER
 	RET
 
+// func Bits2A8Meta16Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·Bits2A8Meta16Avx2(SB), NOSPLIT, $0-72
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
+
+Bits2A8Meta16Avx2_tile:
+	VPXOR  Y2, Y2, Y2
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000002, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits2A8Meta16Avx2_chunk:
+	IMUL3Q     $0x00000240, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
+	ADDQ       SI, BX
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VPSRLW     $0x02, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 32(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x04, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 64(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x06, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 96(DX), Y3, Y3
+	VPADDW     Y3, Y4, Y4
+	VMOVDQU    32(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y5
+	VPMADDUBSW 128(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x02, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 160(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x04, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 192(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x06, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 224(DX), Y3, Y3
+	VPADDW     Y3, Y4, Y4
+	VMOVDQU    64(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y5
+	VPMADDUBSW 256(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x02, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 288(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x04, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 320(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x06, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 352(DX), Y3, Y3
+	VPADDW     Y3, Y4, Y4
+	VMOVDQU    96(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y5
+	VPMADDUBSW 384(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x02, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 416(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x04, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 448(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x06, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 480(DX), Y3, Y3
+	VPADDW     Y3, Y4, Y4
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y4, Y3
+	ADDQ       SI, BX
+	PREFETCHT1 128(AX)
+	PREFETCHT1 192(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y5
+	VPMADDUBSW (DX), Y5, Y5
+	VPSRLW     $0x02, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 32(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 96(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    32(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 128(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x02, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 160(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 192(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 224(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    64(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 256(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x02, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 288(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 320(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 352(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    96(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 384(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x02, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 416(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 448(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 480(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y4
+	VPERM2I128 $0x20, Y4, Y3, Y5
+	VPERM2I128 $0x31, Y4, Y3, Y3
+	VPADDD     Y3, Y5, Y5
+	IMUL3Q     $0x00000020, CX, BX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, BX
+	VPMOVSXWD  16(BX), Y3
+	VPMULLD    544(DX), Y3, Y3
+	VPSUBD     Y3, Y5, Y5
+	VCVTPH2PS  (BX), Y3
+	VMULPS     512(DX), Y3, Y3
+	VCVTDQ2PS  Y5, Y5
+	VMULPS     Y5, Y3, Y3
+	MOVQ       idx+64(FP), DX
+	VMOVDQU    (DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    32(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    64(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    96(DX), Y4
+	VPERMPS    Y3, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	ADDQ       $0x00000100, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JB         Bits2A8Meta16Avx2_chunk
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Y2, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000020, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000002, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000020, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits2A8Meta16Avx2_tile
+	VZEROUPPER
+	RET
+
+// func Bits2A8Meta16AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, AVXVNNI, F16C, MMX+
+TEXT ·Bits2A8Meta16AvxVnni(SB), NOSPLIT, $0-72
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Y2
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y3
+
+Bits2A8Meta16AvxVnni_tile:
+	VPXOR  Y4, Y4, Y4
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000002, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits2A8Meta16AvxVnni_chunk:
+	IMUL3Q       $0x00000240, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
+	ADDQ         SI, BX
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      (BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x02, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      32(BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x02, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      64(BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      256(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x02, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      288(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      320(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      352(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      96(BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      384(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x02, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      416(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      448(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      480(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	ADDQ         SI, BX
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      32(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      64(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      256(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      288(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      320(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      352(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      96(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      384(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      416(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      448(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      480(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPERM2I128   $0x20, Y1, Y0, Y5
+	VPERM2I128   $0x31, Y1, Y0, Y0
+	VPADDD       Y0, Y5, Y5
+	IMUL3Q       $0x00000020, CX, BX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, BX
+	VPMOVSXWD    16(BX), Y0
+	VPMULLD      544(DX), Y0, Y0
+	VPSUBD       Y0, Y5, Y5
+	VCVTPH2PS    (BX), Y0
+	VMULPS       512(DX), Y0, Y0
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y5, Y0, Y0
+	MOVQ         idx+64(FP), DX
+	VMOVDQU      (DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      32(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      64(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      96(DX), Y1
+	VPERMPS      Y0, Y1, Y0
+	VADDPS       Y0, Y4, Y4
+	ADDQ         $0x00000100, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JB           Bits2A8Meta16AvxVnni_chunk
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y4, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000002, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000020, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Bits2A8Meta16AvxVnni_tile
+	VZEROUPPER
+	RET
+
 // func Bits2A8G64Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 // Requires: AVX, AVX2, MMX+
 TEXT ·Bits2A8G64Avx2(SB), NOSPLIT, $0-72
@@ -11950,6 +14666,332 @@ Bits2A8G64AvxVnni_chunk:
 	DECQ         AX
 	MOVQ         AX, ntiles+48(FP)
 	JNZ          Bits2A8G64AvxVnni_tile
+	VZEROUPPER
+	RET
+
+// func Bits2A8G64Meta16Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·Bits2A8G64Meta16Avx2(SB), NOSPLIT, $0-72
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
+
+Bits2A8G64Meta16Avx2_tile:
+	VPXOR  Y2, Y2, Y2
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000001, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits2A8G64Meta16Avx2_chunk:
+	IMUL3Q     $0x00000240, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
+	ADDQ       SI, BX
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VPSRLW     $0x02, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 32(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x04, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 64(DX), Y5, Y5
+	VPSRLW     $0x06, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 96(DX), Y3, Y3
+	VPADDW     Y3, Y5, Y5
+	VMOVDQU    32(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y6
+	VPMADDUBSW 128(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x02, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 160(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 192(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 224(DX), Y3, Y3
+	VPADDW     Y3, Y5, Y5
+	VMOVDQU    64(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y6
+	VPMADDUBSW 256(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x02, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 288(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 320(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 352(DX), Y3, Y3
+	VPADDW     Y3, Y5, Y5
+	VMOVDQU    96(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y6
+	VPMADDUBSW 384(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x02, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 416(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 448(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 480(DX), Y3, Y3
+	VPADDW     Y3, Y5, Y5
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y3
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y4, Y4
+	VPUNPCKLDQ Y4, Y3, Y5
+	VPUNPCKHDQ Y4, Y3, Y3
+	VPERM2I128 $0x20, Y3, Y5, Y4
+	VPERM2I128 $0x31, Y3, Y5, Y5
+	VPADDD     Y5, Y4, Y4
+	IMUL3Q     $0x00000020, CX, BX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, BX
+	VPMOVSXWD  16(BX), Y3
+	VPMULLD    544(DX), Y3, Y3
+	VPSUBD     Y3, Y4, Y4
+	VCVTPH2PS  (BX), Y3
+	VMULPS     512(DX), Y3, Y3
+	VCVTDQ2PS  Y4, Y4
+	VMULPS     Y4, Y3, Y3
+	MOVQ       idx+64(FP), DX
+	VMOVDQU    (DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    32(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    64(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    96(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    128(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    160(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    192(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    224(DX), Y4
+	VPERMPS    Y3, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	ADDQ       $0x00000080, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JB         Bits2A8G64Meta16Avx2_chunk
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Y2, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000020, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000001, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000020, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits2A8G64Meta16Avx2_tile
+	VZEROUPPER
+	RET
+
+// func Bits2A8G64Meta16AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, AVXVNNI, F16C, MMX+
+TEXT ·Bits2A8G64Meta16AvxVnni(SB), NOSPLIT, $0-72
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Y2
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y3
+
+Bits2A8G64Meta16AvxVnni_tile:
+	VPXOR  Y4, Y4, Y4
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000001, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits2A8G64Meta16AvxVnni_chunk:
+	IMUL3Q       $0x00000240, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
+	ADDQ         SI, BX
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      32(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      64(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      256(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      288(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      320(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      352(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      96(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      384(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      416(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      448(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      480(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPUNPCKLDQ   Y1, Y0, Y5
+	VPUNPCKHDQ   Y1, Y0, Y0
+	VPERM2I128   $0x20, Y0, Y5, Y1
+	VPERM2I128   $0x31, Y0, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	IMUL3Q       $0x00000020, CX, BX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, BX
+	VPMOVSXWD    16(BX), Y0
+	VPMULLD      544(DX), Y0, Y0
+	VPSUBD       Y0, Y1, Y1
+	VCVTPH2PS    (BX), Y0
+	VMULPS       512(DX), Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y1, Y0, Y0
+	MOVQ         idx+64(FP), DX
+	VMOVDQU      (DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      32(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      64(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      96(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      128(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      160(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      192(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      224(DX), Y1
+	VPERMPS      Y0, Y1, Y0
+	VADDPS       Y0, Y4, Y4
+	ADDQ         $0x00000080, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JB           Bits2A8G64Meta16AvxVnni_chunk
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y4, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000001, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000020, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Bits2A8G64Meta16AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -12404,6 +15446,460 @@ Bits1A8AvxVnni_chunk:
 	DECQ         AX
 	MOVQ         AX, ntiles+48(FP)
 	JNZ          Bits1A8AvxVnni_tile
+	VZEROUPPER
+	RET
+
+// func Bits1A8Meta16Avx2(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·Bits1A8Meta16Avx2(SB), NOSPLIT, $0-72
+	MOVL         $0x01010101, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
+
+Bits1A8Meta16Avx2_tile:
+	VPXOR  Y2, Y2, Y2
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000001, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits1A8Meta16Avx2_chunk:
+	IMUL3Q     $0x00000440, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
+	ADDQ       SI, BX
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VPSRLW     $0x01, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 32(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x02, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 64(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x03, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 96(DX), Y5, Y5
+	VPADDW     Y5, Y4, Y4
+	VPSRLW     $0x04, Y3, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 128(DX), Y5, Y5
+	VPSRLW     $0x05, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 160(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 192(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x07, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 224(DX), Y3, Y3
+	VPADDW     Y3, Y5, Y5
+	VMOVDQU    32(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y6
+	VPMADDUBSW 256(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x01, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 288(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x02, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 320(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x03, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 352(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 384(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x05, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 416(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 448(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x07, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 480(DX), Y3, Y3
+	VPADDW     Y3, Y5, Y5
+	VMOVDQU    64(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y6
+	VPMADDUBSW 512(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x01, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 544(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x02, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 576(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x03, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 608(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 640(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x05, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 672(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 704(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x07, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 736(DX), Y3, Y3
+	VPADDW     Y3, Y5, Y5
+	VMOVDQU    96(BX), Y3
+	VPSHUFB    Y1, Y3, Y3
+	VPAND      Y0, Y3, Y6
+	VPMADDUBSW 768(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x01, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 800(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x02, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 832(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x03, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 864(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPSRLW     $0x04, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 896(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x05, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 928(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y3, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 960(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x07, Y3, Y3
+	VPAND      Y0, Y3, Y3
+	VPMADDUBSW 992(DX), Y3, Y3
+	VPADDW     Y3, Y5, Y5
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y3
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y4, Y4
+	VPUNPCKLDQ Y4, Y3, Y5
+	VPUNPCKHDQ Y4, Y3, Y3
+	VPERM2I128 $0x20, Y3, Y5, Y4
+	VPERM2I128 $0x31, Y3, Y5, Y5
+	VPADDD     Y5, Y4, Y4
+	IMUL3Q     $0x00000020, CX, BX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, BX
+	VPMOVSXWD  16(BX), Y3
+	VPMULLD    1056(DX), Y3, Y3
+	VPSUBD     Y3, Y4, Y4
+	VCVTPH2PS  (BX), Y3
+	VMULPS     1024(DX), Y3, Y3
+	VCVTDQ2PS  Y4, Y4
+	VMULPS     Y4, Y3, Y3
+	MOVQ       idx+64(FP), DX
+	VMOVDQU    (DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    32(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    64(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    96(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    128(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    160(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    192(DX), Y4
+	VPERMPS    Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y2
+	VMOVDQU    224(DX), Y4
+	VPERMPS    Y3, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	ADDQ       $0x00000080, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JB         Bits1A8Meta16Avx2_chunk
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Y2, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000020, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000001, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000020, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits1A8Meta16Avx2_tile
+	VZEROUPPER
+	RET
+
+// func Bits1A8Meta16AvxVnni(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX2, AVXVNNI, F16C, MMX+
+TEXT ·Bits1A8Meta16AvxVnni(SB), NOSPLIT, $0-72
+	MOVL         $0x01010101, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Y2
+	VMOVDQU      bitsYMMShuf<>+0(SB), Y3
+
+Bits1A8Meta16AvxVnni_tile:
+	VPXOR  Y4, Y4, Y4
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000001, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits1A8Meta16AvxVnni_chunk:
+	IMUL3Q       $0x00000440, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
+	ADDQ         SI, BX
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x01, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x03, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x05, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x07, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      32(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      256(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x01, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      288(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      320(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x03, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      352(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      384(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x05, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      416(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      448(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x07, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      480(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      64(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      512(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x01, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      544(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      576(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x03, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      608(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      640(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x05, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      672(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      704(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x07, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      736(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      96(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      768(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x01, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      800(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      832(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x03, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      864(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      896(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x05, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      928(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      960(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x07, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      992(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPUNPCKLDQ   Y1, Y0, Y5
+	VPUNPCKHDQ   Y1, Y0, Y0
+	VPERM2I128   $0x20, Y0, Y5, Y1
+	VPERM2I128   $0x31, Y0, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	IMUL3Q       $0x00000020, CX, BX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, BX
+	VPMOVSXWD    16(BX), Y0
+	VPMULLD      1056(DX), Y0, Y0
+	VPSUBD       Y0, Y1, Y1
+	VCVTPH2PS    (BX), Y0
+	VMULPS       1024(DX), Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y1, Y0, Y0
+	MOVQ         idx+64(FP), DX
+	VMOVDQU      (DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      32(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      64(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      96(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      128(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      160(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      192(DX), Y1
+	VPERMPS      Y0, Y1, Y1
+	VADDPS       Y1, Y4, Y4
+	VMOVDQU      224(DX), Y1
+	VPERMPS      Y0, Y1, Y0
+	VADDPS       Y0, Y4, Y4
+	ADDQ         $0x00000080, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JB           Bits1A8Meta16AvxVnni_chunk
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y4, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000001, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000020, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Bits1A8Meta16AvxVnni_tile
 	VZEROUPPER
 	RET
 

@@ -149,9 +149,11 @@ func TestRequiresCoverKernels(t *testing.T) {
 			check("bitsT16", funcName(k), bitsT16Requires)
 		}
 	}
-	for isa, ks := range bitsA8YMM {
-		for _, k := range ks.kernels {
-			check(string(isa)+" bitsA8", funcName(k), ks.requires)
+	for _, tab := range []map[ISA]*ymmA8Kernels{bitsA8YMM, bitsA8YMM16} {
+		for isa, ks := range tab {
+			for _, k := range ks.kernels {
+				check(string(isa)+" bitsA8", funcName(k), ks.requires)
+			}
 		}
 	}
 	check("sparseA8", funcName(sparseA8.fn), sparseA8.requires)

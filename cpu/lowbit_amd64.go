@@ -216,7 +216,8 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 // metadata (float multiplies) first runs.
 func (mx *LowMatrix) dropMeta() {
 	s, b := mx.simd, mx.bits
-	if b == nil || s == nil || s.isa != AVX512VNNI || s.n == 3 || s.metaBlock != 64 || mx.code != nil || b.FP32Meta || b.Offsets {
+	half := s != nil && (s.isa == AVX512VNNI && s.metaBlock == 64 || s.lanes == 8 && s.metaBlock == 32)
+	if b == nil || !half || s.n == 3 || mx.code != nil || b.FP32Meta || b.Offsets {
 		return
 	}
 	b.Scales16, b.Zeros16 = nil, nil
@@ -227,6 +228,24 @@ func (mx *LowMatrix) restoreMeta() {
 	s, b := mx.simd, mx.bits
 	n := b.Groups() * b.PRows
 	b.Scales16, b.Zeros16 = make([]layout.FP16, n), make([]layout.FP16, n)
+	if s.lanes == 8 { // newBitsYMM's order: lane = row in tile * nu + unit
+		nu, chunkCols := 8/s.r, 128*s.bpc
+		for t := 0; t < b.PRows/s.r; t++ {
+			for k := 0; k < s.chunks; k++ {
+				blk := s.meta[(t*s.chunks+k)*s.metaBlock:]
+				for lane := 0; lane < 8; lane++ {
+					r, u := t*s.r+lane/nu, lane%nu
+					if r >= b.Rows {
+						continue // padding rows: s = z = 0
+					}
+					g := (k*chunkCols + u*chunkCols/nu) / b.G
+					b.Scales16[g*b.PRows+r] = layout.FP16(getU16(blk[2*lane:]))
+					b.Zeros16[g*b.PRows+r] = layout.ToFP16(float32(int16(getU16(blk[16+2*lane:]))))
+				}
+			}
+		}
+		return
+	}
 	L := s.bpc * s.sub
 	for t := 0; t < b.PRows/s.r; t++ {
 		for k := 0; k < s.chunks; k++ {

@@ -121,14 +121,27 @@ func TestSparse12FloatMeta(t *testing.T) {
 }
 
 // TestBitsDroppedMeta: a matrix whose A8 kernel holds its binary16
-// metadata releases the format's copy at load, and the first float
-// multiply rebuilds it equal to the source (zero points by value), so
-// its float results match a matrix that never dropped it.
+// metadata (the AVX-512 plane kernels, the YMM Meta16 kernels) releases
+// the format's copy at load, and the first float multiply rebuilds it
+// equal to the source (zero points by value), so its float results match
+// a matrix that never dropped it.
 func TestBitsDroppedMeta(t *testing.T) {
-	if !hasAll(bitsA8Kernels.requires) {
-		t.Skip("no AVX-512 VNNI + VBMI")
+	ran := false
+	for _, isa := range []ISA{AVX512VNNI, AVXVNNI, AVX2} {
+		ymm := bitsA8YMM16[isa]
+		if isa == AVX512VNNI && !hasAll(bitsA8Kernels.requires) || isa != AVX512VNNI && !hasAll(ymm.requires) {
+			continue
+		}
+		ran = true
+		t.Run(string(isa), func(t *testing.T) { testBitsDroppedMeta(t, isa) })
 	}
-	be, err := New(Config{ISA: AVX512VNNI, Threads: 2})
+	if !ran {
+		t.Skip("no AVX-512 VNNI + VBMI, and no AVX2 with F16C")
+	}
+}
+
+func testBitsDroppedMeta(t *testing.T, isa ISA) {
+	be, err := New(Config{ISA: isa, Threads: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,6 +152,13 @@ func TestBitsDroppedMeta(t *testing.T) {
 		for _, g := range []int{32, 64, 128, 256, 0} {
 			if n == 1 && g == 32 {
 				continue
+			}
+			unit := 128
+			if g == 32 || g == 64 {
+				unit = g
+			}
+			if ks := bitsA8YMM16[isa]; ks != nil && ks.kernels[[2]int{n, unit}] == nil {
+				continue // no YMM kernel for these groups: nothing to drop
 			}
 			b := importedBits(t, rng, rows, cols, n, g, false, false, false)
 			b.Zeros16[(b.Groups()-1)*b.PRows+5] = layout.ToFP16(-300) // a negative zero point
@@ -165,7 +185,7 @@ func TestBitsDroppedMeta(t *testing.T) {
 					t.Fatalf("%s: restored metadata %d: (%v, %v), want (%v, %v)", name, i, mx.bits.Scales16[i], mx.bits.Zeros16[i], b.Scales16[i], b.Zeros16[i])
 				}
 			}
-			keep, err := New(Config{ISA: AVX512VNNI, Threads: 2})
+			keep, err := New(Config{ISA: isa, Threads: 2})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -36,6 +36,30 @@ var bitsA8YMM = map[ISA]*ymmA8Kernels{
 	},
 }
 
+// bitsA8YMM16 are bitsA8YMM's kernels reading binary16 scales and int16
+// zeros (Meta16): half the metadata bytes, so that the backend keeps one
+// copy of a matrix's metadata (dropMeta), as the AVX-512 kernels do.
+var bitsA8YMM16 = map[ISA]*ymmA8Kernels{
+	AVX2: {
+		kernels: map[[2]int]bitsA8Func{
+			{8, 128}: asm.Bits8A8Meta16Avx2, {8, 64}: asm.Bits8A8G64Meta16Avx2, {8, 32}: asm.Bits8A8G32Meta16Avx2,
+			{4, 128}: asm.Bits4A8Meta16Avx2, {4, 64}: asm.Bits4A8G64Meta16Avx2, {4, 32}: asm.Bits4A8G32Meta16Avx2,
+			{2, 128}: asm.Bits2A8Meta16Avx2, {2, 64}: asm.Bits2A8G64Meta16Avx2,
+			{1, 128}: asm.Bits1A8Meta16Avx2,
+		},
+		requires: []string{"AVX", "AVX2", "F16C"},
+	},
+	AVXVNNI: {
+		kernels: map[[2]int]bitsA8Func{
+			{8, 128}: asm.Bits8A8Meta16AvxVnni, {8, 64}: asm.Bits8A8G64Meta16AvxVnni, {8, 32}: asm.Bits8A8G32Meta16AvxVnni,
+			{4, 128}: asm.Bits4A8Meta16AvxVnni, {4, 64}: asm.Bits4A8G64Meta16AvxVnni, {4, 32}: asm.Bits4A8G32Meta16AvxVnni,
+			{2, 128}: asm.Bits2A8Meta16AvxVnni, {2, 64}: asm.Bits2A8G64Meta16AvxVnni,
+			{1, 128}: asm.Bits1A8Meta16AvxVnni,
+		},
+		requires: []string{"AVX", "AVX2", "AVXVNNI", "F16C"},
+	},
+}
+
 type ymmA8Kernels struct {
 	kernels  map[[2]int]bitsA8Func
 	requires []string
@@ -71,8 +95,15 @@ func newBitsYMM(be *Backend, b *layout.Bits) *bitsSIMD {
 	R := 8 / nu
 	shuffle := n != 8 || unit < 128
 	chunkCols := 128 * bpc
+	// binary16 scales and int16 zeros where the format has them (Meta16
+	// kernels, 32 meta bytes per tile and chunk), else float32 and int32
+	half := false
+	if k16, ok := bitsA8YMM16[be.set.isa].kernels[[2]int{n, unit}]; ok && hasAll(bitsA8YMM16[be.set.isa].requires) && meta16Zeros(b) {
+		kern, half = k16, true
+	}
+	mb := map[bool]int{false: 64, true: 32}[half]
 	s := &bitsSIMD{n: n, bpc: bpc, r: R, lanes: 8, isa: be.set.isa, chunks: b.PCols / chunkCols, kern: kern,
-		metaBlock: 64, words: b.Words, stride: 4 * b.WordsPerRow(), actChunk: chunkCols + 64}
+		metaBlock: mb, words: b.Words, stride: 4 * b.WordsPerRow(), actChunk: chunkCols + 64}
 	// src[i]: the chunk column of activation byte i.
 	src := make([]int, chunkCols)
 	fields := bpc
@@ -96,15 +127,21 @@ func newBitsYMM(be *Backend, b *layout.Bits) *bitsSIMD {
 		}
 	}
 	tiles := b.PRows / R
-	s.meta = make([]byte, tiles*s.chunks*64)
+	s.meta = make([]byte, tiles*s.chunks*mb)
 	for t := 0; t < tiles; t++ {
 		for k := 0; k < s.chunks; k++ {
-			blk := s.meta[(t*s.chunks+k)*64:]
+			blk := s.meta[(t*s.chunks+k)*mb:]
 			for lane := 0; lane < 8; lane++ {
 				r, u := t*R+lane/nu, lane%nu
 				g := (k*chunkCols + u*unit) / b.G
-				putF32(blk[4*lane:], b.Scale(r, g))
-				putI32(blk[32+4*lane:], int32(b.Zero(r, g)))
+				switch {
+				case !half:
+					putF32(blk[4*lane:], b.Scale(r, g))
+					putI32(blk[32+4*lane:], int32(b.Zero(r, g)))
+				case r < b.Rows: // padding rows keep zeros: their results are dropped
+					putU16(blk[2*lane:], uint16(b.Scales16[g*b.PRows+r]))
+					putU16(blk[16+2*lane:], uint16(int16(b.Zero(r, g))))
+				}
 			}
 		}
 	}

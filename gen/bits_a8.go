@@ -35,8 +35,10 @@ func bitsA8Kernels() {
 	for _, n := range []int{8, 4, 2, 1} {
 		for _, u := range []int{128, 64, 32} {
 			if 128*(8/n)/u <= 8 { // units per chunk fit the 8 lanes of a YMM
-				bitsA8YMM(n, u, modeAVX2)
-				bitsA8YMM(n, u, modeAVXVNNI)
+				for _, meta16 := range []bool{false, true} {
+					bitsA8YMM(n, u, modeAVX2, meta16)
+					bitsA8YMM(n, u, modeAVXVNNI, meta16)
+				}
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -30,8 +31,11 @@ import (
 // bitsA8YMM emits the YMM W(n)A8 kernel for Bits with n bits and blocks
 // of U columns: AVX2 (modeAVX2) or AVX-VNNI (modeAVXVNNI: VEX VPDPBUSD
 // accumulates each field straight into int32, the 8-bit codes unsplit; the
-// activation layout is the same).
-func bitsA8YMM(n, U int, mode a8Mode) {
+// activation layout is the same). The metadata of a tile's chunk is 8
+// float32 scales and 8 int32 zeros, or with meta16 8 binary16 scales
+// (F16C widens them) and 8 int16 zeros: half the bytes, as the format
+// stores them, so a matrix keeps one copy (cpu's dropMeta).
+func bitsA8YMM(n, U int, mode a8Mode, meta16 bool) {
 	s := newBitsYMMShape(n, U)
 	vnni := mode == modeAVXVNNI
 	isa, what := "Avx2", "AVX2 (VPMADDUBSW, VPMADDWD)"
@@ -42,13 +46,17 @@ func bitsA8YMM(n, U int, mode a8Mode) {
 	if U < 128 {
 		name = fmt.Sprintf("Bits%dA8G%d%s", n, U, isa)
 	}
+	metaBlock := 64
+	if meta16 {
+		name = strings.Replace(name, isa, "Meta16"+isa, 1)
+		metaBlock = 32
+	}
 	actCodes := 128 * s.bpc
 	actChunk := actCodes + 64
-	const metaBlock = 64
 	TEXT(name, NOSPLIT, bitsKernelSig)
 	Pragma("noescape")
-	kernelDoc("Bits int8 kernels", fmt.Sprintf("%s computes W%dA8 dot products of Bits matrices with %s, blocks of %d columns (groups of %s): tiles of R = %d rows, nu = %d units per chunk, %d act bytes per chunk.",
-		name, n, what, U, map[int]string{128: "at least 128", 64: "64", 32: "32"}[U], s.R, s.nu, actChunk))
+	kernelDoc("Bits int8 kernels", fmt.Sprintf("%s computes W%dA8 dot products of Bits matrices with %s, blocks of %d columns (groups of %s): tiles of R = %d rows, nu = %d units per chunk, %d act bytes per chunk, %d meta bytes per tile and chunk (%s).",
+		name, n, what, U, map[int]string{128: "at least 128", 64: "64", 32: "32"}[U], s.R, s.nu, actChunk, metaBlock, map[bool]string{false: "float32 scales, int32 zeros", true: "binary16 scales, int16 zeros"}[meta16]))
 	fieldMask := uint32(1)<<n - 1
 	if n == 8 {
 		fieldMask = 15
@@ -130,12 +138,19 @@ func bitsA8YMM(n, U int, mode a8Mode) {
 		mp := GP64()
 		IMUL3Q(U32(metaBlock), k, mp)
 		ADDQ(param("meta"), mp)
-		zl := YMM()
-		VMOVDQU(Mem{Base: mp, Disp: 32}, zl)
+		zl, f := YMM(), YMM()
+		if meta16 {
+			VPMOVSXWD(Mem{Base: mp, Disp: 16}, zl)
+		} else {
+			VMOVDQU(Mem{Base: mp, Disp: 32}, zl)
+		}
 		VPMULLD(Mem{Base: ap, Disp: actCodes + 32}, zl, zl)
 		VPSUBD(zl, isum, isum)
-		f := YMM()
-		VMOVUPS(Mem{Base: mp}, f)
+		if meta16 {
+			VCVTPH2PS(Mem{Base: mp}, f)
+		} else {
+			VMOVUPS(Mem{Base: mp}, f)
+		}
 		VMULPS(Mem{Base: ap, Disp: actCodes}, f, f)
 		VCVTDQ2PS(isum, isum)
 		VMULPS(isum, f, f)
