@@ -1001,7 +1001,7 @@ __device__ __forceinline__ void a8Meta(const float *S, const void *Zp, a8Rows m,
 		z1 = (m1 & 1) ? zb1 >> 4 : zb1 & 15;
 	} else {
 		const int *Zi = (const int *)Zp;
-		if (LEAN) {
+		if constexpr (LEAN) {
 			i64 gi = m.m + (i64)(((int)blk * 128) >> (int)lg) * prows;
 			s0 = __ldg(S + gi);
 			s1 = __ldg(S + gi + 8);
@@ -1141,11 +1141,13 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 #pragma unroll
 				for (int n = 0; n < NT; n++) {
 					// xs and sx of vectors n*8 + 2t and + 1
-					int v = n * 8 + 2 * t;
-					if (LEAN)
-						xmv[q][n] = mon[n] ? __ldg(xml + (k * GPC + q) * (NV / 2) + n * 4) : make_int4(0, 0, 0, 0);
-					else
+					if constexpr (LEAN) {
+						const int4 *xp = xml + (k * GPC + q) * (NV / 2) + n * 4;
+						xmv[q][n] = mon[n] ? __ldg(xp) : make_int4(0, 0, 0, 0);
+					} else {
+						int v = n * 8 + 2 * t;
 						xmv[q][n] = v < nb ? __ldg(xm + ((k * GPC + q) * NV + v) / 2) : make_int4(0, 0, 0, 0);
+					}
 				}
 			if (!AHEAD) a8Metas<N, LEAN, GPC>(S, Zp, mr, k, r0, nblk, prows, lg, ms0[h], ms1[h], mz0[h], mz1[h]);
 			// The sums start at the bits of 1.5*2^23: a block's sum minus
@@ -1164,11 +1166,16 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 				uint4 xv[NT][2];
 #pragma unroll
 				for (int n = 0; n < NT; n++) {
-					i64 v = n * 8 + g;
-					const uint4 *xp = LEAN ? xfl + n * (pcols / 2) + k * (E / 16) + q * 8 : xf + (v * pcols + k * E + q * 128 + t * 32) / 16;
-					bool on = LEAN ? xon[n] : v < nb;
-					xv[n][0] = on ? __ldg(xp) : make_uint4(0, 0, 0, 0);
-					xv[n][1] = on ? __ldg(xp + 1) : make_uint4(0, 0, 0, 0);
+					if constexpr (LEAN) {
+						const uint4 *xp = xfl + n * (pcols / 2) + k * (E / 16) + q * 8;
+						xv[n][0] = xon[n] ? __ldg(xp) : make_uint4(0, 0, 0, 0);
+						xv[n][1] = xon[n] ? __ldg(xp + 1) : make_uint4(0, 0, 0, 0);
+					} else {
+						i64 v = n * 8 + g;
+						const uint4 *xp = xf + (v * pcols + k * E + q * 128 + t * 32) / 16;
+						xv[n][0] = v < nb ? __ldg(xp) : make_uint4(0, 0, 0, 0);
+						xv[n][1] = v < nb ? __ldg(xp + 1) : make_uint4(0, 0, 0, 0);
+					}
 				}
 #pragma unroll
 				for (int s = 0; s < 4; s++) {
@@ -1189,7 +1196,11 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 #pragma unroll
 				for (int n = 0; n < NT; n++) {
 					int v = n * 8 + 2 * t;
-					if (LEAN ? !mon[n] : v >= nb) continue;
+					if constexpr (LEAN) {
+						if (!mon[n]) continue;
+					} else if (v >= nb) {
+						continue;
+					}
 					int4 m = xmv[q][n];
 #pragma unroll
 					for (int e = 0; e < 2; e++) {
