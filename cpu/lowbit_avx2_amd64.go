@@ -97,11 +97,10 @@ func newBitsYMM(be *Backend, b *layout.Bits) *bitsSIMD {
 	chunkCols := 128 * bpc
 	// binary16 scales and int16 zeros where the format has them (Meta16
 	// kernels, 32 meta bytes per tile and chunk), else float32 and int32
-	half := false
-	if k16, ok := bitsA8YMM16[be.set.isa].kernels[[2]int{n, unit}]; ok && hasAll(bitsA8YMM16[be.set.isa].requires) && meta16Zeros(b) {
-		kern, half = k16, true
+	half, mb := false, 64
+	if ks16 := bitsA8YMM16[be.set.isa]; hasAll(ks16.requires) && ks16.kernels[[2]int{n, unit}] != nil && meta16Zeros(b) {
+		kern, half, mb = ks16.kernels[[2]int{n, unit}], true, 32
 	}
-	mb := map[bool]int{false: 64, true: 32}[half]
 	s := &bitsSIMD{n: n, bpc: bpc, r: R, lanes: 8, isa: be.set.isa, chunks: b.PCols / chunkCols, kern: kern,
 		metaBlock: mb, words: b.Words, stride: 4 * b.WordsPerRow(), actChunk: chunkCols + 64}
 	// src[i]: the chunk column of activation byte i.

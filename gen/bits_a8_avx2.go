@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -42,15 +41,14 @@ func bitsA8YMM(n, U int, mode a8Mode, meta16 bool) {
 	if vnni {
 		isa, what = "AvxVnni", "AVX-VNNI (VEX VPDPBUSD)"
 	}
-	name := fmt.Sprintf("Bits%dA8%s", n, isa)
+	group, meta, metaBlock := "", "", 64
 	if U < 128 {
-		name = fmt.Sprintf("Bits%dA8G%d%s", n, U, isa)
+		group = fmt.Sprintf("G%d", U)
 	}
-	metaBlock := 64
 	if meta16 {
-		name = strings.Replace(name, isa, "Meta16"+isa, 1)
-		metaBlock = 32
+		meta, metaBlock = "Meta16", 32
 	}
+	name := fmt.Sprintf("Bits%dA8%s%s%s", n, group, meta, isa)
 	actCodes := 128 * s.bpc
 	actChunk := actCodes + 64
 	TEXT(name, NOSPLIT, bitsKernelSig)
