@@ -627,12 +627,12 @@ func loadBlockSums(c ggmlSmall, sp GPVirtual, shift int) *ggmlBlockSums {
 
 // ggmlBlockA8R4AVX2 emits Ggml<t>A8R4Avx2 for a 32-element block type:
 // the one-vector AVX2 kernel for four rows at a time (rows a multiple of
-// 4; nvec and the strides ignored). Each row's four block terms are
-// computed as in ggmlBlockA8AVX2 and parked in a stack slot; the four
-// rows' terms are then transposed so that the definition's sequential
-// additions are one VADDPS per block for the four rows together, instead
-// of a chain of scalar additions per row (about 17 cycles per 128
-// columns). The next four rows are prefetched in memory order.
+// 4; nvec and the strides ignored). Its block sums are reduced with the
+// rows in the lanes (ggmlR4LanesAVX2), so the definition's sequential
+// additions are one VADDPS per block for the four rows together. The
+// AVX-VNNI variant computes each row's four block terms as in
+// ggmlBlockA8AVX2, parks them in a stack slot and transposes them. The
+// next four rows are prefetched in memory order.
 func ggmlBlockA8R4AVX2(c ggmlSmall, vnni bool) {
 	isa, _ := ymmISA(vnni)
 	name := "Ggml" + c.t + "A8R4" + isa
@@ -640,6 +640,12 @@ func ggmlBlockA8R4AVX2(c ggmlSmall, vnni bool) {
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8%s for one vector and four rows at a time (rows a multiple of 4), the float steps with the rows in the lanes.", name, c.t, isa))
 	signed, shift, nib, ones, kv, qhShifts, sixteen := ggmlSmallConstsAVX2(c, vnni)
+	if !vnni {
+		fourRows(name, false, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
+			ggmlR4LanesAVX2(c, rows, ak, sk, xk, acc4, signed, shift, nib, ones, kv, qhShifts, sixteen)
+		})
+		return
+	}
 	terms := AllocLocal(2 * 4 * 16) // per row: the four d terms, then (Q4_1, Q5_1) the four m terms
 	fourRows(name, false, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
 		xb := XMM()
@@ -698,6 +704,144 @@ func ggmlBlockA8R4AVX2(c ggmlSmall, vnni bool) {
 			}
 		}
 	})
+}
+
+// ggmlR4LanesAVX2 adds one group of four blocks of the four rows at
+// rows to acc4 (the AVX2 kernel of ggmlBlockA8R4AVX2). Per block, the
+// four rows' products (VPMADDUBSW words, or signedDot's widened by
+// VPMADDWD) are reduced with the rows in the lanes (rowSums4) instead of
+// per row with VPHADDW, which issues at one every two cycles on Zen 3 and
+// was a quarter of the kernel's time there; two blocks' sums then fill
+// one YMM, [rows of block 2k | rows of block 2k+1], for the float steps:
+// (d*xs)*float(S - 2^shift*sum) and, with an m term, (m*xs)*float(sum),
+// added in the definition's order (block by block, d term first).
+func ggmlR4LanesAVX2(c ggmlSmall, rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual, signed bool, shift int, nib, ones, kv, qhShifts, sixteen VecVirtual) {
+	xb := YMM()
+	VBROADCASTSS(Mem{Base: xk}, xb)
+	var sx VecVirtual // the group's four block sums, int32
+	if shift > 0 || c.m {
+		sx = XMM()
+		VPMOVSXWD(Mem{Base: sk}, sx)
+	}
+	for k := 0; k < 2; k++ {
+		var v [2]VecVirtual
+		for j := range v {
+			b := 2*k + j
+			x := Mem{Base: ak, Disp: 32 * b}
+			var absx VecVirtual
+			if signed { // |x| once for the four rows
+				absx = YMM()
+				VPABSB(x, absx)
+			}
+			var p [4]VecVirtual
+			for r := range p {
+				cr := ggmlSmallCodesAVX2(c, rows[r], b, nib, kv, qhShifts, sixteen, false)
+				p[r] = YMM()
+				if signed {
+					signedDot(cr, x, absx, p[r])
+					VPMADDWD(ones, p[r], p[r])
+				} else {
+					VPMADDUBSW(x, cr, p[r])
+				}
+			}
+			v[j] = rowSums4(p, !signed, ones)
+		}
+		s := YMM() // [S of rows 0..3, block 2k | block 2k+1]
+		VINSERTI128(U8(1), v[1].AsX(), v[0], s)
+		VPERM2I128(U8(0x31), v[1], v[0], v[1])
+		VPADDD(v[1], s, s)
+		var sk8 VecVirtual // the two blocks' sums, each in four lanes
+		if sx != nil {
+			sk8 = YMM()
+			idx := YMM()
+			VMOVDQU(rodata(fmt.Sprintf("ggmlPairSpread%d", k), 8, 4, func(i int) uint64 { return uint64(2*k + i/4) }), idx)
+			VPERMD(sx.AsY(), idx, sk8)
+		}
+		if shift > 0 {
+			o := YMM()
+			VPSLLD(U8(shift), sk8, o)
+			VPSUBD(o, s, s)
+		}
+		f := YMM()
+		VCVTDQ2PS(s, f)
+		coef := YMM()
+		VMULPS(halves8(rows, 2*k, c.bytes, 0), xb, coef)
+		VMULPS(coef, f, f) // [t of block 2k | 2k+1]
+		var u VecVirtual
+		if c.m {
+			sf, cm := YMM(), YMM()
+			VCVTDQ2PS(sk8, sf)
+			VMULPS(halves8(rows, 2*k, c.bytes, 2), xb, cm)
+			u = YMM()
+			VMULPS(cm, sf, u) // [u of block 2k | 2k+1]
+		}
+		VADDPS(f.AsX(), acc4, acc4)
+		if c.m {
+			VADDPS(u.AsX(), acc4, acc4)
+		}
+		h := XMM()
+		VEXTRACTF128(U8(1), f, h)
+		VADDPS(h, acc4, acc4)
+		if c.m {
+			VEXTRACTF128(U8(1), u, h)
+			VADDPS(h, acc4, acc4)
+		}
+	}
+}
+
+// rowSums4 returns the sums of p[0..3] per 128-bit lane as [S0 S1 S2 S3]
+// in each lane (a lane's part of each register's sum): two levels of
+// dword (VPUNPCK[LH]DQ) and qword interleaves, each followed by one add,
+// leave each dword holding one register's part. With words, p holds
+// int16 pair sums of unsigned codes of at most 31 times int8 activations
+// of magnitude at most 127: a word after both levels sums four of them,
+// at most 4*2*31*127 = 31496, exact in int16, and one VPMADDWD with ones
+// widens the last pair; otherwise p holds int32 sums.
+func rowSums4(p [4]VecVirtual, words bool, ones VecVirtual) VecVirtual {
+	add := VPADDD
+	if words {
+		add = VPADDW
+	}
+	var z [2]VecVirtual
+	for i := range z {
+		lo, hi := YMM(), YMM()
+		VPUNPCKLDQ(p[2*i+1], p[2*i], lo) // [a0 b0 a1 b1]
+		VPUNPCKHDQ(p[2*i+1], p[2*i], hi) // [a2 b2 a3 b3]
+		add(hi, lo, lo)
+		z[i] = lo
+	}
+	s, h := YMM(), YMM()
+	VPUNPCKLQDQ(z[1], z[0], s) // [a02 b02 c02 d02]
+	VPUNPCKHQDQ(z[1], z[0], h) // [a13 b13 c13 d13]
+	add(h, s, s)
+	if words {
+		VPMADDWD(ones, s, s)
+	}
+	return s
+}
+
+// halves8 returns as float32 the binary16 at byte off of blocks b and b+1
+// (bytes apart) of the four rows at rows: [rows 0..3 of block b | of
+// block b+1], gathered with scalar loads and shifts (see halves4).
+func halves8(rows [4]Mem, b, bytes, off int) VecVirtual {
+	var g [2]GPVirtual
+	for j := range g {
+		acc, t := GP64(), GP64()
+		disp := (b+j)*bytes + off
+		MOVWQZX(rows[0].Offset(disp), acc)
+		for r := 1; r < 4; r++ {
+			MOVWQZX(rows[r].Offset(disp), t)
+			SHLQ(U8(16*r), t)
+			ORQ(t, acc)
+		}
+		g[j] = acc
+	}
+	x := XMM()
+	VMOVQ(g[0], x)
+	VPINSRQ(U8(1), g[1], x, x)
+	y := YMM()
+	VCVTPH2PS(x, y)
+	return y
 }
 
 // ggmlF32AVX2 emits a float-activation kernel on YMM (signature
