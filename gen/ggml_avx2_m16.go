@@ -17,8 +17,9 @@ import (
 // Per row and half, the codes are unpacked once (ggmlHalfCodesAVX2) and
 // stored as eight chunks of 16 columns, each in both lanes; each pair of
 // vectors then takes, per chunk, VPMADDUBSW (codes x activations, int16
-// pairs), VPMADDWD with the chunk's scale words (the sub-block scales
-// applied before any sum leaves its sub-block) and VPADDD. Two levels of
+// pairs), and per sub-block (one chunk, or two added in int16) VPMADDWD
+// with its scale words (the sub-block scales applied before any sum
+// leaves its sub-block) and VPADDD. Two levels of
 // interleave-and-add leave the 16 sums S in the lane order of
 // cpu.ggmlM16Lanes in two registers, the sums term M of all 16 is
 // VPMADDWD of the transposed activation sums with the broadcast mins (or
@@ -92,6 +93,17 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 	}
 	chunks := AllocLocal(nch * 32)
 	dd := AllocLocal(16)
+	// chunkCodes is the 16 codes of chunk ch of the half (not pairOrder:
+	// the half's code registers are stored in order, and VBROADCASTI128
+	// puts a chunk in both lanes with a load alone)
+	chunkCodes := func(ch int) Mem { return chunks.Offset(16 * ch) }
+	// chunkScale is the scale words of chunk ch of half h in both lanes
+	chunkScale := func(h, ch int) Mem {
+		if c.sub == 32 && !pairOrder {
+			return sv.Offset(32 * ((8*h + ch) / 2))
+		}
+		return chs.Offset(32 * (8*h + ch))
+	}
 
 	Label(name + "_row")
 	{
@@ -122,8 +134,10 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 			} else {
 				ggmlScalesAVX2(c, Mem{Base: wp}, sv, mw)
 				// chunk 2i+l of the super-block (code register i, lane
-				// l) takes lane l's scale words in both lanes
-				for i := 0; i < 8; i++ {
+				// l) takes lane l's scale words in both lanes (32-column
+				// sub-blocks: both lanes of sv's register i already hold
+				// them, see chunkScale)
+				for i := 0; i < 8 && c.sub != 32; i++ {
 					s := YMM()
 					VMOVDQU(sv.Offset(32*i), s)
 					for l := 0; l < 2; l++ {
@@ -137,15 +151,11 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 			for h := 0; h < 2; h++ {
 				if !pairOrder {
 					cr := ggmlHalfCodesAVX2(c, Mem{Base: wp}, h, nib, three, hi)
-					for i, r := range cr {
+					for i, r := range cr { // chunk 2i+l is lane l of r
 						if c.dword {
 							VPSHUFB(r, kv, r)
 						}
-						for l := 0; l < 2; l++ {
-							d := YMM()
-							VPERM2I128(U8(0x11*l), r, r, d)
-							VMOVDQU(d, chunks.Offset(32*(2*i+l)))
-						}
+						VMOVDQU(r, chunks.Offset(32*i))
 					}
 				}
 				acc := make([]VecVirtual, 8)
@@ -213,9 +223,9 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 				case c.dword:
 					for sb := 0; sb < 4; sb++ { // sub-block 4h+sb: chunks 2sb, 2sb+1
 						cw0, cw1, sc := YMM(), YMM(), YMM()
-						VMOVDQU(chunks.Offset(32*(2*sb)), cw0)
-						VMOVDQU(chunks.Offset(32*(2*sb+1)), cw1)
-						VMOVDQU(chs.Offset(32*(8*h+2*sb)), sc)
+						VBROADCASTI128(chunkCodes(2*sb), cw0)
+						VBROADCASTI128(chunkCodes(2*sb+1), cw1)
+						VMOVDQU(chunkScale(h, 2*sb), sc)
 						VPSRAD(U8(16), sc, sc) // the scale word pairs as dwords
 						pairs(fmt.Sprintf("%s_h%d_s%d_done", name, h, sb), func(j int) {
 							d := YMM()
@@ -232,40 +242,56 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 				case vnni:
 					for ch := 0; ch < 8; ch++ {
 						cw, sc := YMM(), YMM()
-						VMOVDQU(chunks.Offset(32*ch), cw)
-						VMOVDQU(chs.Offset(32*(8*h+ch)), sc)
+						VBROADCASTI128(chunkCodes(ch), cw)
+						VMOVDQU(chunkScale(h, ch), sc)
 						pairs(fmt.Sprintf("%s_h%d_c%d_done", name, h, ch), func(j int) {
 							pr := YMM()
 							VPMADDUBSW(Mem{Base: ak, Disp: 2048*h + 256*j + 32*ch}, cw, pr)
 							vpdpwssdY(sc, pr, acc[j])
 						})
 					}
-				case full: // the first chunk's products start the sums
-					for ch := 0; ch < 8; ch++ {
-						cw := YMM()
-						VMOVDQU(chunks.Offset(32*ch), cw)
-						for j := range acc {
-							pr := YMM()
-							VPMADDUBSW(Mem{Base: ak, Disp: 2048*h + 256*j + 32*ch}, cw, pr)
-							if ch == 0 {
-								acc[j] = YMM()
-								VPMADDWD(chs.Offset(32*(8*h+ch)), pr, acc[j])
-							} else {
-								VPMADDWD(chs.Offset(32*(8*h+ch)), pr, pr)
-								VPADDD(pr, acc[j], acc[j])
-							}
-						}
-					}
 				default:
-					for ch := 0; ch < 8; ch++ {
-						cw := YMM()
-						VMOVDQU(chunks.Offset(32*ch), cw)
-						pairs(fmt.Sprintf("%s_h%d_c%d_done", name, h, ch), func(j int) {
-							pr := YMM()
-							VPMADDUBSW(Mem{Base: ak, Disp: 2048*h + 256*j + 32*ch}, cw, pr)
-							VPMADDWD(chs.Offset(32*(8*h+ch)), pr, pr)
+					// per sub-block: its chunks (two of a 32-column one,
+					// which share the scale words: their VPMADDUBSW pairs
+					// add up in int16, at most 2*2*31*128, before the one
+					// VPMADDWD) and scale words in registers for the
+					// eight pairs; in the full kernel the first
+					// sub-block's products start the sums
+					per := c.sub / 16
+					for sb := 0; sb < 8/per; sb++ {
+						cw := make([]VecVirtual, per)
+						for k := range cw {
+							cw[k] = YMM()
+							VBROADCASTI128(chunkCodes(per*sb+k), cw[k])
+						}
+						sc := YMM()
+						VMOVDQU(chunkScale(h, per*sb), sc)
+						body := func(j int) {
+							var pr VecVirtual
+							for k := range cw {
+								p := YMM()
+								VPMADDUBSW(Mem{Base: ak, Disp: 2048*h + 256*j + 32*(per*sb+k)}, cw[k], p)
+								if k == 0 {
+									pr = p
+								} else {
+									VPADDW(p, pr, pr)
+								}
+							}
+							if full && sb == 0 {
+								acc[j] = YMM()
+								VPMADDWD(sc, pr, acc[j])
+								return
+							}
+							VPMADDWD(sc, pr, pr)
 							VPADDD(pr, acc[j], acc[j])
-						})
+						}
+						if full {
+							for j := range acc {
+								body(j)
+							}
+						} else {
+							pairs(fmt.Sprintf("%s_h%d_s%d_done", name, h, sb), body)
+						}
 					}
 				}
 				// per lane: [sum of acc 4i+0..3 over that lane]; lanes
