@@ -794,8 +794,8 @@ func ggmlR4LanesAVX2(c ggmlSmall, rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVir
 // dword (VPUNPCK[LH]DQ) and qword interleaves, each followed by one add,
 // leave each dword holding one register's part. With words, p holds
 // int16 pair sums of unsigned codes of at most 31 times int8 activations
-// of magnitude at most 127: a word after both levels sums four of them,
-// at most 4*2*31*127 = 31496, exact in int16, and one VPMADDWD with ones
+// (MulI8 takes -128 too): a word after both levels sums four of them, at
+// most 4*2*31*128 = 31744, exact in int16, and one VPMADDWD with ones
 // widens the last pair; otherwise p holds int32 sums.
 func rowSums4(p [4]VecVirtual, words bool, ones VecVirtual) VecVirtual {
 	add := VPADDD
