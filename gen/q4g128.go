@@ -357,13 +357,22 @@ func a8YMM(m int, mode a8Mode, meta q4Meta) {
 		VMOVD(t, ones.AsX())
 		VPBROADCASTD(ones.AsX(), ones)
 	}
+	// sum16Wide (below) needs all sixteen YMM registers in the group
+	// loop: its kernels keep the permutation and the float sums in
+	// memory, loaded once per group for the epilogue.
+	wide := mode == modeAVX2 && m > 2
 	tileLoops(name, L, m, meta, func(u GPVirtual) {
-		perm := YMM()
-		loadPerm(u, L, perm, false)
+		var perm, accF VecVirtual
+		if !wide {
+			perm = YMM()
+			loadPerm(u, L, perm, false)
+		}
 		wp, scp, zp, ap, g := subTilePtrs(u, r)
 		stride := param("stride")
-		accF := YMM()
-		VMOVUPS(Mem{Base: param("out")}, accF) // continue the caller's sums
+		if !wide {
+			accF = YMM()
+			VMOVUPS(Mem{Base: param("out")}, accF) // continue the caller's sums
+		}
 		pf := nextTile(wp, L)
 
 		Label(name + "_group")
@@ -376,13 +385,18 @@ func a8YMM(m int, mode a8Mode, meta q4Meta) {
 				xs[4*v+2*h+1] = Mem{Base: ap, Disp: 128*v + 64 + 32*h}
 			}
 		}
-		// With at most two vectors the AVX2 kernel sums a row's four
-		// VPMADDUBSW products in int16 (each lane at most 4*2*15*127 =
-		// 15240 in magnitude: exact) and widens them with one VPMADDWD,
-		// which defines the row's accumulator (no zeroing, no VPADDD):
-		// 14 instructions per row and group instead of 19. More vectors
-		// would need more registers than YMM has.
+		// The AVX2 kernel sums a row's four VPMADDUBSW products per
+		// vector in int16 (each lane at most 4*2*15*128 = 15360 in
+		// magnitude: exact) and widens them with one VPMADDWD. With at
+		// most two vectors that defines the row's accumulator (no
+		// zeroing, no VPADDD): 14 instructions per row and group instead
+		// of 19. With more (sum16Wide), which would need more registers
+		// than YMM has for the halves in turn, both halves' codes are
+		// unpacked first and each vector then takes four VPMADDUBSW,
+		// three VPADDW, one VPMADDWD (ones from memory) and one VPADDD:
+		// five multiplies where two per VPMADDUBSW were.
 		sum16 := mode == modeAVX2 && m <= 2
+		sum16Wide := wide
 		for k := range acc {
 			if mode != modeAVXVNNI {
 				acc[k] = YMM()
@@ -403,6 +417,28 @@ func a8YMM(m int, mode a8Mode, meta q4Meta) {
 		}
 		for i := 0; i < r; i++ {
 			PREFETCHT1(Mem{Base: pf, Disp: 64 * i})
+			if sum16Wide {
+				var cl, chi [2]VecVirtual // half h's low and high nibbles
+				for h := range cl {
+					cl[h], chi[h] = YMM(), YMM()
+					VMOVDQU(Mem{Base: row, Disp: 32 * h}, cl[h])
+					VPSRLW(U8(4), cl[h], chi[h])
+					VPAND(mask, cl[h], cl[h])
+					VPAND(mask, chi[h], chi[h])
+				}
+				for v := 0; v < m; v++ {
+					var t VecVirtual
+					for h := range cl {
+						addSum16(h, xs[4*v+2*h], xs[4*v+2*h+1], cl[h], chi[h], &t)
+					}
+					VPMADDWD(rodata("q4Ones16", 8, 4, func(int) uint64 { return 0x00010001 }), t, t)
+					VPADDD(t, acc[i*m+v], acc[i*m+v])
+				}
+				if i != r-1 {
+					ADDQ(stride, row)
+				}
+				continue
+			}
 			t16 := make([]VecVirtual, m) // sum16: vector v's int16 sums of the row
 			for h := 0; h < 2; h++ {
 				if mode != modeAVXVNNI {
@@ -445,11 +481,21 @@ func a8YMM(m int, mode a8Mode, meta q4Meta) {
 			}
 		}
 		isum := reduce8Y(acc, func(a, b, c Op) { VPADDD(a, b, c) }, func() Register { return YMM() }, false).(VecVirtual)
+		if wide {
+			perm, accF = YMM(), YMM()
+			loadPerm(u, L, perm, false)
+			VMOVUPS(Mem{Base: param("out")}, accF)
+		}
 		a8Epilogue(L, m, isum, perm, accF, mask, scp, zp, ap, func() VecVirtual { return YMM() }, false)
+		if wide {
+			VMOVUPS(accF, Mem{Base: param("out")})
+		}
 
 		ADDQ(U32(64*r), pf)
 		nextGroup(name, wp, scp, zp, ap, g, 128*m+128, L, meta)
-		VMOVUPS(accF, Mem{Base: param("out")})
+		if !wide {
+			VMOVUPS(accF, Mem{Base: param("out")})
+		}
 	})
 }
 
