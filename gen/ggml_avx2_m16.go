@@ -81,13 +81,17 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 	}
 	// frame: the scale words of the eight code registers (8 x 32 bytes),
 	// the sums term's words (32 bytes), the scale words of the 16 chunks
-	// (16 x 32), one half's chunks (8 x 32), d and dmin as float32
+	// (16 x 32; not for 32-column sub-blocks, whose chunks take sv's),
+	// one half's four code registers (4 x 32), d and dmin as float32
 	// (pairOrder: the scale words of each half in both lanes at chs, the
-	// chunks of both halves)
+	// 16 chunks of both halves)
 	sv := AllocLocal(8*32 + 32)
 	mw := sv.Offset(8 * 32)
-	chs := AllocLocal(16 * 32)
-	nch := 8
+	var chs Mem
+	if c.sub != 32 || pairOrder {
+		chs = AllocLocal(16 * 32)
+	}
+	nch := 4
 	if pairOrder {
 		nch = 16
 	}
