@@ -754,6 +754,22 @@ func GgmlIQ4XSA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //go:noescape
 func GgmlIQ4XSA8AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlIQ4XSA8M16Avx2 is GgmlIQ4XSA8Avx2 for 2..16 vectors (the pairs that hold
+// the batch; the second vector of an odd batch's last pair must have zero
+// activations), two vectors per accumulator and the vectors in the lanes of
+// the float steps. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4XSA8M16Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
+// GgmlIQ4XSA8M16FullAvx2 is GgmlIQ4XSA8Avx2 for 16 vector lanes (nvec is
+// ignored: the activations of unused lanes must be zero), two vectors per
+// accumulator and the vectors in the lanes of the float steps. See "GGML block
+// kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4XSA8M16FullAvx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
 // GgmlIQ4XSA8M16AvxVnni is GgmlIQ4XSA8Avx2 for 2..16 vectors (the pairs that
 // hold the batch; the second vector of an odd batch's last pair must have zero
 // activations), two vectors per accumulator and the vectors in the lanes of

@@ -111,17 +111,19 @@ var ggmlA8AVX2Requires = []string{"AVX", "AVX2", "BMI2", "F16C"}
 // ggmlM16FullFrom vectors (all 16 lanes; activations laid out by
 // ggmlPrepM16).
 var ggmlA8M16AVX2Funcs = map[ggml.Type]ggmlA8M16Func{
-	ggml.Q4_K: asm.GgmlQ4KA8M16FullAvx2,
-	ggml.Q5_K: asm.GgmlQ5KA8M16FullAvx2,
-	ggml.Q6_K: asm.GgmlQ6KA8M16FullAvx2,
+	ggml.Q4_K:   asm.GgmlQ4KA8M16FullAvx2,
+	ggml.Q5_K:   asm.GgmlQ5KA8M16FullAvx2,
+	ggml.Q6_K:   asm.GgmlQ6KA8M16FullAvx2,
+	ggml.IQ4_XS: asm.GgmlIQ4XSA8M16FullAvx2,
 }
 
 // ggmlA8M16AVX2SmallFuncs are the AVX2 batch kernels for smaller batches
 // (from ggmlM16AVX2From): the pairs that hold the batch only.
 var ggmlA8M16AVX2SmallFuncs = map[ggml.Type]ggmlA8M16Func{
-	ggml.Q4_K: asm.GgmlQ4KA8M16Avx2,
-	ggml.Q5_K: asm.GgmlQ5KA8M16Avx2,
-	ggml.Q6_K: asm.GgmlQ6KA8M16Avx2,
+	ggml.Q4_K:   asm.GgmlQ4KA8M16Avx2,
+	ggml.Q5_K:   asm.GgmlQ5KA8M16Avx2,
+	ggml.Q6_K:   asm.GgmlQ6KA8M16Avx2,
+	ggml.IQ4_XS: asm.GgmlIQ4XSA8M16Avx2,
 }
 
 // ggmlA8M16AVXVNNIFuncs and ggmlA8M16AVXVNNISmallFuncs are the batch

@@ -52,10 +52,8 @@ func ggmlKernels() {
 		ggmlSuperA8AVX2(c, false)
 		ggmlSuperA8AVX2(c, true)
 		for _, vnni := range []bool{false, true} {
-			if !c.dword || vnni { // IQ4_XS: AVX-VNNI only
-				ggmlSuperA8M16AVX2(c, false, vnni, false)
-				ggmlSuperA8M16AVX2(c, true, vnni, false)
-			}
+			ggmlSuperA8M16AVX2(c, false, vnni, false)
+			ggmlSuperA8M16AVX2(c, true, vnni, false)
 		}
 		ggmlSuperA8R4AVX2(c, false)
 		ggmlSuperA8R4AVX2(c, true)

@@ -31,10 +31,13 @@ import (
 //
 // With vnni (Ggml<t>A8M16FullAvxVnni, Ggml<t>A8M16AvxVnni) the VPMADDWD
 // and VPADDD of each chunk and pair are one VEX VPDPWSSD, the chunk's
-// scale words loaded once for the eight pairs. IQ4_XS, whose codes as
-// KValues + 128 would saturate VPMADDUBSW's pairs, runs only with vnni:
-// per sub-block and pair two VEX VPDPBUSD into int32, one VPMULLD by the
-// sub-block scale, VPADDD; the sums term subtracts 128*sum(sc*sx).
+// scale words loaded once for the eight pairs. IQ4_XS's codes as
+// KValues + 128 would saturate VPMADDUBSW's pairs: with vnni, per
+// sub-block and pair two VEX VPDPBUSD into int32, one VPMULLD by the
+// sub-block scale, VPADDD, and the sums term subtracts 128*sum(sc*sx);
+// without, the signed KValues take signedDot per chunk (|x| times the
+// code with x's sign, at most 2*128*127 per pair), then VPMADDWD with the
+// scale words and VPADDD, and there is no sums term.
 //
 // With pairOrder (Q2_K or Q3_K in pair order, see gen/ggml_pairs.go;
 // not with vnni) it emits Ggml<t>PA8M16FullAvx2 and Ggml<t>PA8M16Avx2:
@@ -73,11 +76,15 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 		nib, three, hi = ggmlSuperConstsAVX2(t)
 	}
 	var kv VecVirtual
+	shift := c.shift
 	if c.dword {
-		if !vnni {
-			panic("gen: no AVX2 batch kernel for " + t)
+		if pairOrder {
+			panic("gen: no pair-order batch kernel for " + t)
 		}
-		kv = ggmlKValuesYMM(true)
+		kv = ggmlKValuesYMM(vnni) // KValues + 128 for VPDPBUSD, else signed
+		if !vnni {
+			shift = 0 // signed codes: no recentring
+		}
 	}
 	// frame: the scale words of the eight code registers (8 x 32 bytes),
 	// the sums term's words (32 bytes), the scale words of the 16 chunks
@@ -224,6 +231,21 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 						acc[j] = YMM()
 						VPMADDWD(chs.Offset(32*h), a16[j], acc[j])
 					}
+				case c.dword && !vnni:
+					for sb := 0; sb < 4; sb++ { // sub-block 4h+sb: chunks 2sb, 2sb+1
+						cw0, cw1, sc := YMM(), YMM(), YMM()
+						VBROADCASTI128(chunkCodes(2*sb), cw0)
+						VBROADCASTI128(chunkCodes(2*sb+1), cw1)
+						VMOVDQU(chunkScale(h, 2*sb), sc)
+						pairs(fmt.Sprintf("%s_h%d_s%d_done", name, h, sb), func(j int) {
+							for k, cw := range []VecVirtual{cw0, cw1} {
+								p := YMM()
+								signedDot(cw, Mem{Base: ak, Disp: 2048*h + 256*j + 32*(2*sb+k)}, nil, p)
+								VPMADDWD(sc, p, p)
+								VPADDD(p, acc[j], acc[j])
+							}
+						})
+					}
 				case c.dword:
 					for sb := 0; sb < 4; sb++ { // sub-block 4h+sb: chunks 2sb, 2sb+1
 						cw0, cw1, sc := YMM(), YMM(), YMM()
@@ -306,7 +328,7 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 					// the sums term: pairs of sub-blocks 4h..4h+3 (16
 					// columns) or 2h, 2h+1 (32 columns)
 					var M VecVirtual
-					if c.mins || c.shift > 0 {
+					if c.mins || shift > 0 {
 						M = YMM()
 						np := 256 / c.sub / 4
 						for i := 0; i < np; i++ {
@@ -322,9 +344,9 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 							}
 						}
 					}
-					if c.shift > 0 {
+					if shift > 0 {
 						sh := YMM()
-						VPSLLD(U8(c.shift), M, sh)
+						VPSLLD(U8(shift), M, sh)
 						VPSUBD(sh, s, s)
 					}
 					xz, coef, f := YMM(), YMM(), YMM()
