@@ -87,16 +87,14 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 		}
 	}
 	// frame: the scale words of the eight code registers (8 x 32 bytes),
-	// the sums term's words (32 bytes), the scale words of the 16 chunks
-	// (16 x 32; not for 32-column sub-blocks, whose chunks take sv's),
-	// one half's four code registers (4 x 32), d and dmin as float32
-	// (pairOrder: the scale words of each half in both lanes at chs, the
-	// 16 chunks of both halves)
+	// the sums term's words (32 bytes), one half's four code registers
+	// (4 x 32), d and dmin as float32 (pairOrder: the scale words of each
+	// half in both lanes at chs, the 16 chunks of both halves)
 	sv := AllocLocal(8*32 + 32)
 	mw := sv.Offset(8 * 32)
 	var chs Mem
-	if c.sub != 32 || pairOrder {
-		chs = AllocLocal(16 * 32)
+	if pairOrder {
+		chs = AllocLocal(2 * 32)
 	}
 	nch := 4
 	if pairOrder {
@@ -108,13 +106,11 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 	// the half's code registers are stored in order, and VBROADCASTI128
 	// puts a chunk in both lanes with a load alone)
 	chunkCodes := func(ch int) Mem { return chunks.Offset(16 * ch) }
-	// chunkScale is the scale words of chunk ch of half h in both lanes
-	chunkScale := func(h, ch int) Mem {
-		if c.sub == 32 && !pairOrder {
-			return sv.Offset(32 * ((8*h + ch) / 2))
-		}
-		return chs.Offset(32 * (8*h + ch))
-	}
+	// chunkScale is the 16 bytes of scale words of chunk ch of half h
+	// (not pairOrder), for VBROADCASTI128: chunk 2i+l of the super-block
+	// (code register i, lane l) takes lane l of sv's register i, whose
+	// lanes are the same for 32-column sub-blocks
+	chunkScale := func(h, ch int) Mem { return sv.Offset(16 * (8*h + ch)) }
 
 	Label(name + "_row")
 	{
@@ -144,19 +140,6 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 				})
 			} else {
 				ggmlScalesAVX2(c, Mem{Base: wp}, sv, mw)
-				// chunk 2i+l of the super-block (code register i, lane
-				// l) takes lane l's scale words in both lanes (32-column
-				// sub-blocks: both lanes of sv's register i already hold
-				// them, see chunkScale)
-				for i := 0; i < 8 && c.sub != 32; i++ {
-					s := YMM()
-					VMOVDQU(sv.Offset(32*i), s)
-					for l := 0; l < 2; l++ {
-						d := YMM()
-						VPERM2I128(U8(0x11*l), s, s, d)
-						VMOVDQU(d, chs.Offset(32*(2*i+l)))
-					}
-				}
 			}
 			VMOVDQU(ggmlDMinAVX2(t, Mem{Base: wp}), dd)
 			for h := 0; h < 2; h++ {
@@ -236,7 +219,7 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 						cw0, cw1, sc := YMM(), YMM(), YMM()
 						VBROADCASTI128(chunkCodes(2*sb), cw0)
 						VBROADCASTI128(chunkCodes(2*sb+1), cw1)
-						VMOVDQU(chunkScale(h, 2*sb), sc)
+						VBROADCASTI128(chunkScale(h, 2*sb), sc)
 						pairs(fmt.Sprintf("%s_h%d_s%d_done", name, h, sb), func(j int) {
 							for k, cw := range []VecVirtual{cw0, cw1} {
 								p := YMM()
@@ -251,7 +234,7 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 						cw0, cw1, sc := YMM(), YMM(), YMM()
 						VBROADCASTI128(chunkCodes(2*sb), cw0)
 						VBROADCASTI128(chunkCodes(2*sb+1), cw1)
-						VMOVDQU(chunkScale(h, 2*sb), sc)
+						VBROADCASTI128(chunkScale(h, 2*sb), sc)
 						VPSRAD(U8(16), sc, sc) // the scale word pairs as dwords
 						pairs(fmt.Sprintf("%s_h%d_s%d_done", name, h, sb), func(j int) {
 							d := YMM()
@@ -269,7 +252,7 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 					for ch := 0; ch < 8; ch++ {
 						cw, sc := YMM(), YMM()
 						VBROADCASTI128(chunkCodes(ch), cw)
-						VMOVDQU(chunkScale(h, ch), sc)
+						VBROADCASTI128(chunkScale(h, ch), sc)
 						pairs(fmt.Sprintf("%s_h%d_c%d_done", name, h, ch), func(j int) {
 							pr := YMM()
 							VPMADDUBSW(Mem{Base: ak, Disp: 2048*h + 256*j + 32*ch}, cw, pr)
@@ -291,7 +274,7 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 							VBROADCASTI128(chunkCodes(per*sb+k), cw[k])
 						}
 						sc := YMM()
-						VMOVDQU(chunkScale(h, per*sb), sc)
+						VBROADCASTI128(chunkScale(h, per*sb), sc)
 						body := func(j int) {
 							var pr VecVirtual
 							for k := range cw {
