@@ -61,7 +61,7 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 		name = "Ggml" + tn + "A8M16" + isa
 		what = "for 2..16 vectors (the pairs that hold the batch; the second vector of an odd batch's last pair must have zero activations)"
 	}
-	TEXT(name, 0, ggmlSigM16) // not NOSPLIT: the 1 KiB frame
+	TEXT(name, 0, ggmlSigM16) // not NOSPLIT: frames of up to 880 bytes
 	Pragma("noescape")
 	base := "Ggml" + t + "A8Avx2"
 	if pairOrder {
