@@ -228,22 +228,13 @@ func (mx *LowMatrix) restoreMeta() {
 	s, b := mx.simd, mx.bits
 	n := b.Groups() * b.PRows
 	b.Scales16, b.Zeros16 = make([]layout.FP16, n), make([]layout.FP16, n)
-	if s.lanes == 8 { // newBitsYMM's order: lane = row in tile * nu + unit
-		nu, chunkCols := 8/s.r, 128*s.bpc
-		for t := 0; t < b.PRows/s.r; t++ {
-			for k := 0; k < s.chunks; k++ {
-				blk := s.meta[(t*s.chunks+k)*s.metaBlock:]
-				for lane := 0; lane < 8; lane++ {
-					r, u := t*s.r+lane/nu, lane%nu
-					if r >= b.Rows {
-						continue // padding rows: s = z = 0
-					}
-					g := (k*chunkCols + u*chunkCols/nu) / b.G
-					b.Scales16[g*b.PRows+r] = layout.FP16(getU16(blk[2*lane:]))
-					b.Zeros16[g*b.PRows+r] = layout.ToFP16(float32(int16(getU16(blk[16+2*lane:]))))
-				}
+	if s.lanes == 8 { // the YMM kernels
+		s.ymmMetaLanes(b, func(blk []byte, lane, r, g int) {
+			if r < b.Rows { // padding rows: s = z = 0
+				b.Scales16[g*b.PRows+r] = layout.FP16(getU16(blk[2*lane:]))
+				b.Zeros16[g*b.PRows+r] = layout.ToFP16(float32(int16(getU16(blk[16+2*lane:]))))
 			}
-		}
+		})
 		return
 	}
 	L := s.bpc * s.sub
