@@ -1163,7 +1163,7 @@ func ggmlSuperA8R4AVX2(c ggmlSuper, vnni bool) {
 				VMOVDQU(mm, part.Offset(48*i+32))
 			}
 		}
-		r4PartSteps(part, c.mins, shift, dh, mh, xk, acc4)
+		r4PartSteps(part, c.mins, shift, dh, mh, xk, acc4, false)
 	})
 }
 
@@ -1171,19 +1171,14 @@ func ggmlSuperA8R4AVX2(c ggmlSuper, vnni bool) {
 // holds per row (48 bytes) four partial dwords of S for each half, then
 // (types with a sums term: mins, or shift > 0) two partial dwords of M
 // for each half; it reduces them with the rows in the lanes and runs the
-// definition's float steps (superFloatSteps).
-func r4PartSteps(part Mem, mins bool, shift int, dh, mh VecVirtual, xk GPVirtual, acc4 VecVirtual) {
-	r4PartStepsS(part, mins, shift, dh, mh, xk, acc4, false)
-}
-
-// r4PartStepsS is r4PartSteps; with lanes (the pair-order kernels, whose
-// rows store both halves' S with one 32-byte store) it reduces S with
-// rowSums4, both halves at once, instead of VPHADDD, which issues once
-// every two cycles on Zen 3 (one Zen 3 core in L2, eight alternating
-// rounds, best: Q2_K 2.80 -> 2.73, Q3_K 3.28 -> 3.18 ns per 128 columns;
-// the column-order kernels, which store each half apart, measured 3-9%
-// slower with it).
-func r4PartStepsS(part Mem, mins bool, shift int, dh, mh VecVirtual, xk GPVirtual, acc4 VecVirtual, lanes bool) {
+// definition's float steps (superFloatSteps). With lanes (the pair-order
+// kernels, whose rows store both halves' S with one 32-byte store) it
+// reduces S with rowSums4, both halves at once, instead of VPHADDD, which
+// issues once every two cycles on Zen 3 (one Zen 3 core in L2, eight
+// alternating rounds, best: Q2_K 2.80 -> 2.73, Q3_K 3.28 -> 3.18 ns per
+// 128 columns; the column-order kernels, which store each half apart,
+// measured 3-9% slower with it).
+func r4PartSteps(part Mem, mins bool, shift int, dh, mh VecVirtual, xk GPVirtual, acc4 VecVirtual, lanes bool) {
 	var S, M [2]VecVirtual
 	if lanes {
 		var p [4]VecVirtual
@@ -1195,16 +1190,17 @@ func r4PartStepsS(part Mem, mins bool, shift int, dh, mh VecVirtual, xk GPVirtua
 		S[0], S[1] = XMM(), XMM()
 		VEXTRACTI128(U8(1), s, S[1])
 		VMOVDQA(s.AsX(), S[0])
-	}
-	for h := 0; h < 2 && !lanes; h++ {
-		p := [4]VecVirtual{XMM(), XMM(), XMM(), XMM()}
-		for i := range p {
-			VMOVDQU(part.Offset(48*i+16*h), p[i])
+	} else {
+		for h := 0; h < 2; h++ {
+			p := [4]VecVirtual{XMM(), XMM(), XMM(), XMM()}
+			for i := range p {
+				VMOVDQU(part.Offset(48*i+16*h), p[i])
+			}
+			VPHADDD(p[1], p[0], p[0])
+			VPHADDD(p[3], p[2], p[2])
+			S[h] = XMM()
+			VPHADDD(p[2], p[0], S[h])
 		}
-		VPHADDD(p[1], p[0], p[0])
-		VPHADDD(p[3], p[2], p[2])
-		S[h] = XMM()
-		VPHADDD(p[2], p[0], S[h])
 	}
 	if mins || shift > 0 {
 		p := [4]VecVirtual{XMM(), XMM(), XMM(), XMM()}

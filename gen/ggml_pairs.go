@@ -167,7 +167,7 @@ func pairsA8R4AVX2(pt pairType) {
 			VPHADDD(hi, m8.AsX(), mm)
 			VMOVDQU(mm, part.Offset(48*r+32))
 		}
-		r4PartStepsS(part, c.mins, 0, dh, mh, xk, acc4, true)
+		r4PartSteps(part, c.mins, 0, dh, mh, xk, acc4, true)
 	})
 }
 

@@ -357,9 +357,9 @@ func a8YMM(m int, mode a8Mode, meta q4Meta) {
 		VMOVD(t, ones.AsX())
 		VPBROADCASTD(ones.AsX(), ones)
 	}
-	// sum16Wide (below) needs all sixteen YMM registers in the group
-	// loop: its kernels keep the permutation and the float sums in
-	// memory, loaded once per group for the epilogue.
+	// wide (below) needs all sixteen YMM registers in the group loop:
+	// its kernels keep the permutation and the float sums in memory,
+	// loaded once per group for the epilogue.
 	wide := mode == modeAVX2 && m > 2
 	tileLoops(name, L, m, meta, func(u GPVirtual) {
 		var perm, accF VecVirtual
@@ -390,13 +390,12 @@ func a8YMM(m int, mode a8Mode, meta q4Meta) {
 		// magnitude: exact) and widens them with one VPMADDWD. With at
 		// most two vectors that defines the row's accumulator (no
 		// zeroing, no VPADDD): 14 instructions per row and group instead
-		// of 19. With more (sum16Wide), which would need more registers
+		// of 19. With more (wide), which would need more registers
 		// than YMM has for the halves in turn, both halves' codes are
 		// unpacked first and each vector then takes four VPMADDUBSW,
 		// three VPADDW, one VPMADDWD (ones from memory) and one VPADDD:
 		// five multiplies where two per VPMADDUBSW were.
 		sum16 := mode == modeAVX2 && m <= 2
-		sum16Wide := wide
 		for k := range acc {
 			if mode != modeAVXVNNI {
 				acc[k] = YMM()
@@ -417,7 +416,7 @@ func a8YMM(m int, mode a8Mode, meta q4Meta) {
 		}
 		for i := 0; i < r; i++ {
 			PREFETCHT1(Mem{Base: pf, Disp: 64 * i})
-			if sum16Wide {
+			if wide {
 				var cl, chi [2]VecVirtual // half h's low and high nibbles
 				for h := range cl {
 					cl[h], chi[h] = YMM(), YMM()
