@@ -93,12 +93,9 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 	sv := AllocLocal(8*32 + 32)
 	mw := sv.Offset(8 * 32)
 	var chs Mem
-	if pairOrder {
-		chs = AllocLocal(2 * 32)
-	}
 	nch := 4
 	if pairOrder {
-		nch = 16
+		chs, nch = AllocLocal(2*32), 16
 	}
 	chunks := AllocLocal(nch * 32)
 	dd := AllocLocal(16)

@@ -349,18 +349,19 @@ func a8YMM(m int, mode a8Mode, meta q4Meta) {
 		lo, hi, xt = Y8, Y9, Y10
 	}
 	mask := nibbleMask(YMM())
+	// wide (below) needs all sixteen YMM registers in the group loop:
+	// its kernels keep the permutation and the float sums in memory,
+	// loaded once per group for the epilogue, and take their int16 ones
+	// from memory too.
+	wide := mode == modeAVX2 && m > 2
 	var ones VecVirtual
-	if mode == modeAVX2 {
+	if mode == modeAVX2 && !wide {
 		ones = YMM()
 		t := GP32()
 		MOVL(U32(0x00010001), t)
 		VMOVD(t, ones.AsX())
 		VPBROADCASTD(ones.AsX(), ones)
 	}
-	// wide (below) needs all sixteen YMM registers in the group loop:
-	// its kernels keep the permutation and the float sums in memory,
-	// loaded once per group for the epilogue.
-	wide := mode == modeAVX2 && m > 2
 	tileLoops(name, L, m, meta, func(u GPVirtual) {
 		var perm, accF VecVirtual
 		if !wide {
@@ -450,28 +451,16 @@ func a8YMM(m int, mode a8Mode, meta q4Meta) {
 				for v := 0; v < m; v++ {
 					a := acc[i*m+v]
 					xe, xo := xs[4*v+2*h], xs[4*v+2*h+1]
-					switch {
-					case mode == modeAVXVNNI:
+					if mode == modeAVXVNNI {
 						VMOVDQU(xe, xt)
 						vpdpbusdY(xt, lo, a)
 						VMOVDQU(xo, xt)
 						vpdpbusdY(xt, hi, a)
-					case sum16:
-						addSum16(h, xe, xo, lo.(VecVirtual), hi.(VecVirtual), &t16[v])
-						if h == 1 {
-							VPMADDWD(ones, t16[v], a)
-						}
-					default:
-						// Two products of |15*127| per int16 lane never
-						// saturate; widen to int32 before accumulating.
-						t := YMM()
-						VPMADDUBSW(xe, lo, t)
-						VPMADDWD(ones, t, t)
-						VPADDD(t, a, a)
-						t = YMM()
-						VPMADDUBSW(xo, hi, t)
-						VPMADDWD(ones, t, t)
-						VPADDD(t, a, a)
+						continue
+					}
+					addSum16(h, xe, xo, lo.(VecVirtual), hi.(VecVirtual), &t16[v]) // sum16
+					if h == 1 {
+						VPMADDWD(ones, t16[v], a)
 					}
 				}
 			}
