@@ -7,18 +7,24 @@ import (
 	"github.com/qgemv/qgemv/layout/ggml"
 )
 
-// Orders of their own: the AVX2 kernels of Q2_K, Q3_K, Q5_0 and Q5_1 read
-// a copy of the matrix with its codes (or high bits) reordered within each
-// block at load (ggmlKernel.repack).
+// Orders of their own: the AVX2 kernels of Q2_K, Q3_K, Q4_K, Q5_K, Q5_0
+// and Q5_1 read a copy of the matrix with its codes (or high bits)
+// reordered within each block at load (ggmlKernel.repack).
 //
-// Pair order (Q2_K, Q3_K; see gen/ggml_pairs.go): position 32v + p (v:
-// code register 0..7, p: its byte 0..31, p = 16h + 2k + b) holds column
-// 128h + 16k + 2v + b, so each 16-bit word of a register is two columns
-// of one sub-block, and word k of lane h is sub-block 8h + k in every
-// register. Q2_K stores register v = 4H + i as bits 2i..2i+1 of the 32
-// code bytes at 16 + 32H, as llama.cpp stores its own 2-bit codes; Q3_K's
-// codes plus 4 (3 bits) fill three planes of 32 bytes in place of hmask
-// and qs (q3kPlanes). Scales, d and dmin keep their places.
+// Pair order (Q2_K, Q3_K, Q4_K, Q5_K; see gen/ggml_pairs.go): position
+// 32v + p (v: code register 0..7, p: its byte 0..31) holds a column such
+// that each 16-bit word of a register is two columns of one sub-block,
+// the same sub-block in every register. 16-column sub-blocks
+// (q2kPairSrc): p = 16h + 2k + b holds column 128h + 16k + 2v + b, word k
+// of lane h is sub-block 8h + k. Q2_K stores register v = 4H + i as bits
+// 2i..2i+1 of the 32 code bytes at 16 + 32H, as llama.cpp stores its own
+// 2-bit codes; Q3_K's codes plus 4 (3 bits) fill three planes of 32 bytes
+// in place of hmask and qs (q3kPlanes). 32-column sub-blocks
+// (q4kPairSrc): p = 16h + 4s + j holds column 128h + 32s + 4v + j, words
+// 2s and 2s+1 of lane h are sub-block 4h + s; the 32 code bytes at qs +
+// 32H hold register H in their low nibbles and H + 4 in their high ones
+// (q4kPairNibbles), and Q5_K's high bits, in place of qh, bit v of byte p
+// for register v (q5kPairHigh). Scales, d and dmin keep their places.
 //
 // Lane order (Q5_0, Q5_1): the 32 high bits with column 4d+b's at bit
 // 8b+d (repackQhLanes).
@@ -161,6 +167,86 @@ func transpose4x4(a [4]uint32) (w [4]uint32) {
 	return w
 }
 
+// q4kPairSrc[j] is the column at position j of the pair order of the
+// 32-column sub-block types.
+var q4kPairSrc = func() (s [256]uint8) {
+	for v := 0; v < 8; v++ {
+		for p := 0; p < 32; p++ {
+			h, sb, j := p/16, p%16/4, p%4
+			s[32*v+p] = uint8(128*h + 32*sb + 4*v + j)
+		}
+	}
+	return s
+}()
+
+// repackQ4KPairs rewrites the codes of every Q4_K super-block in data
+// (whole blocks, in place) in pair order.
+func repackQ4KPairs(data []byte) {
+	n := ggml.Q4_K.BlockBytes()
+	for blk := data; len(blk) >= n; blk = blk[n:] {
+		q4kPairNibbles(blk[16:144])
+	}
+}
+
+// repackQ5KPairs rewrites the codes and high bits of every Q5_K
+// super-block in data (whole blocks, in place) in pair order.
+func repackQ5KPairs(data []byte) {
+	n := ggml.Q5_K.BlockBytes()
+	for blk := data; len(blk) >= n; blk = blk[n:] {
+		q4kPairNibbles(blk[48:176])
+		q5kPairHigh(blk[16:48])
+	}
+}
+
+// q4kPairNibbles reorders a super-block's 128 bytes of 4-bit codes.
+// llama.cpp keeps column c in byte 32(c/64) + c%32, the low nibble for
+// even c/32; four columns 4u..4u+3 of a 32 are one 32-bit word. In pair
+// order word 8H + 4h + s holds in its low nibbles register H's columns
+// 128h + 32s + 4H .. +3 (word 8(2h + s/2) + H of the old codes, nibble
+// s%2) and in its high nibbles register H + 4's, the old word 4 further.
+func q4kPairNibbles(qs []byte) {
+	const nib = 0x0f0f0f0f
+	le := binary.LittleEndian
+	var old [32]uint32
+	for i := range old {
+		old[i] = le.Uint32(qs[4*i:])
+	}
+	for H := 0; H < 4; H++ {
+		for hs := 0; hs < 8; hs++ { // h = hs/4, s = hs%4
+			o, sh := 8*(2*(hs/4)+hs%4/2)+H, 4*(hs%2)
+			le.PutUint32(qs[4*(8*H+hs):], old[o]>>sh&nib|old[o+4]>>sh&nib<<4)
+		}
+	}
+}
+
+// q5kPairHigh reorders a Q5_K super-block's 32 high-bit bytes: bit i of
+// qh[l] is the high bit of column 32i + l; in pair order bit v of byte
+// 4i + j (i = 4h + s) is register v's at position 16h + 4s + j, column
+// 128h + 32s + 4v + j = 32i + 4v + j, bit i of qh[4v + j]. For each j
+// that is the 8x8 bit transpose of the bytes 4v + j.
+func q5kPairHigh(qh []byte) {
+	for j := 0; j < 4; j++ {
+		var x uint64
+		for v := 0; v < 8; v++ {
+			x |= uint64(qh[4*v+j]) << (8 * v)
+		}
+		x = transpose8x8(x)
+		for i := 0; i < 8; i++ {
+			qh[4*i+j] = byte(x >> (8 * i))
+		}
+	}
+}
+
+// transpose8x8 returns x with bit c of byte r moved to bit r of byte c.
+func transpose8x8(x uint64) uint64 {
+	t := (x ^ x>>7) & 0x00aa00aa00aa00aa
+	x ^= t ^ t<<7
+	t = (x ^ x>>14) & 0x0000cccc0000cccc
+	x ^= t ^ t<<14
+	t = (x ^ x>>28) & 0x00000000f0f0f0f0
+	return x ^ t ^ t<<28
+}
+
 // q2kPairSrc2 is q2kPairSrc in two-column steps: position j of the order
 // holds columns 2*q2kPairSrc2[j] and the next.
 var q2kPairSrc2 = func() (s [128]uint8) {
@@ -170,8 +256,31 @@ var q2kPairSrc2 = func() (s [128]uint8) {
 	return s
 }()
 
-// pairsInt8 writes x (whole super-blocks of 256 columns) to dst in pair
-// order, two columns at a time.
+// q4kPairSrc4 is q4kPairSrc in four-column steps: position j of the order
+// holds columns 4*q4kPairSrc4[j] .. +3.
+var q4kPairSrc4 = func() (s [64]uint8) {
+	for j := range s {
+		s[j] = q4kPairSrc[4*j] / 4
+	}
+	return s
+}()
+
+// pairsInt8By4 writes x (whole super-blocks of 256 columns) to dst in the
+// pair order of 32-column sub-blocks, four columns at a time.
+func pairsInt8By4(dst, x []int8) {
+	n := len(x) &^ 255
+	d := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(dst[:n]))), n/4)
+	s := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(x[:n]))), n/4)
+	for o := 0; o < len(s); o += 64 {
+		d, s := d[o:o+64], s[o:o+64]
+		for j, c := range &q4kPairSrc4 {
+			d[j] = s[c]
+		}
+	}
+}
+
+// pairsInt8 writes x (whole super-blocks of 256 columns) to dst in the
+// pair order of 16-column sub-blocks, two columns at a time.
 func pairsInt8(dst, x []int8) {
 	n := len(x) &^ 255
 	d := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(dst[:n]))), n/2)

@@ -357,15 +357,84 @@ func TestPairOrder(t *testing.T) {
 	}
 }
 
-// BenchmarkPairRepack times the load-time reordering of Q2_K and Q3_K
-// matrices for the AVX2 kernels (bytes of the matrix per second).
+// TestPairOrder32: the pair order of the 32-column sub-block types is a
+// permutation of each super-block's columns whose 16-bit words hold two
+// adjacent columns of one sub-block (words 2s, 2s+1 of lane h: sub-block
+// 4h + s) in every register; repackQ4KPairs and repackQ5KPairs move each
+// code (and Q5_K's high bit) to the place of its column, pairsInt8By4 each
+// activation.
+func TestPairOrder32(t *testing.T) {
+	var seen [256]bool
+	for j, c := range q4kPairSrc {
+		if seen[c] {
+			t.Fatalf("column %d twice", c)
+		}
+		seen[c] = true
+		if j%2 == 1 && c != q4kPairSrc[j-1]+1 {
+			t.Fatalf("position %d: column %d after %d", j, c, q4kPairSrc[j-1])
+		}
+		if want := 4*(j%32/16) + j%16/4; int(c)/32 != want {
+			t.Fatalf("position %d (word %d): column %d is not in sub-block %d", j, j%32/2, c, want)
+		}
+	}
+	for _, typ := range []ggml.Type{ggml.Q4_K, ggml.Q5_K} {
+		m, err := ggml.Random(typ, 3, 512, 11)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rp := append([]byte(nil), m.Data...)
+		qs, keep := 16, 16 // the codes' offset; d, dmin and scales before
+		if typ == ggml.Q5_K {
+			qs = 48
+			repackQ5KPairs(rp)
+		} else {
+			repackQ4KPairs(rp)
+		}
+		var z ggml.Ints
+		for r := 0; r < m.Rows; r++ {
+			for k := 0; k < m.Blocks(); k++ {
+				typ.Decode(&z, m.Block(r, k))
+				blk := rp[(r*m.Blocks()+k)*typ.BlockBytes():]
+				if string(blk[:keep]) != string(m.Block(r, k)[:keep]) {
+					t.Fatalf("%v row %d block %d: scales, d or dmin moved", typ, r, k)
+				}
+				for j, c := range q4kPairSrc {
+					v, p := j/32, j%32
+					code := blk[qs+32*(v%4)+p] >> (4 * (v / 4)) & 15
+					if typ == ggml.Q5_K {
+						code |= blk[16+p] >> v & 1 << 4
+					}
+					if int(code) != int(z.Q[c]) {
+						t.Fatalf("%v row %d block %d position %d: code %d, column %d has %d", typ, r, k, j, code, c, z.Q[c])
+					}
+				}
+			}
+		}
+	}
+	x := make([]int8, 512)
+	for i := range x {
+		x[i] = int8(i * 7)
+	}
+	got := make([]int8, 512)
+	pairsInt8By4(got, x)
+	for o := 0; o < 512; o += 256 {
+		for j, c := range q4kPairSrc {
+			if got[o+j] != x[o+int(c)] {
+				t.Fatalf("activation position %d: %d, want column %d's %d", o+j, got[o+j], c, x[o+int(c)])
+			}
+		}
+	}
+}
+
+// BenchmarkPairRepack times the load-time reordering of Q2_K, Q3_K, Q4_K
+// and Q5_K matrices for the AVX2 kernels (bytes of the matrix per second).
 func BenchmarkPairRepack(b *testing.B) {
-	for _, typ := range []ggml.Type{ggml.Q2_K, ggml.Q3_K} {
+	for _, typ := range []ggml.Type{ggml.Q2_K, ggml.Q3_K, ggml.Q4_K, ggml.Q5_K} {
 		m, err := ggml.Random(typ, 256, 4096, 1)
 		if err != nil {
 			b.Fatal(err)
 		}
-		repack := map[ggml.Type]func([]byte){ggml.Q2_K: repackQ2KPairs, ggml.Q3_K: repackQ3KPairs}[typ]
+		repack := map[ggml.Type]func([]byte){ggml.Q2_K: repackQ2KPairs, ggml.Q3_K: repackQ3KPairs, ggml.Q4_K: repackQ4KPairs, ggml.Q5_K: repackQ5KPairs}[typ]
 		b.Run(typ.String(), func(b *testing.B) {
 			b.SetBytes(int64(len(m.Data)))
 			for b.Loop() {

@@ -845,9 +845,10 @@ func halves8(rows [4]Mem, b, bytes, off int) VecVirtual {
 // quarter of 64 columns the eight 8-column chunks become float32 weights
 // in registers and every vector's activations are multiplied in (FMA).
 //
-// With pairs (Q2_K in pair order: 32-byte chunks whose words are two
-// columns of sub-blocks 0..15) tmp+256 and tmp+384 hold D and E twice per
-// sub-block in that word order, and each 8-column chunk loads its eight.
+// With pairs (a type in pair order, see gen/ggml_pairs.go: 32-byte code
+// registers whose words each belong to one sub-block) tmp+256 and tmp+384
+// hold D and E per code position in that order, and each 8-column chunk
+// loads its eight.
 func ggmlF32AVX2(name, doc string, unitBytes, unitCols, sub int, signed, pairs bool, prep func(wp, tp GPVirtual)) {
 	TEXT(name, NOSPLIT, ggmlSigF32)
 	Pragma("noescape")
@@ -955,9 +956,9 @@ func ggmlF32AVX2(name, doc string, unitBytes, unitCols, sub int, signed, pairs b
 }
 
 // ggmlSuperF32AVX2 emits Ggml<t>F32Avx2 for a super-block type.
-// With pairs (Q2_K only) it emits Ggml<t>PF32Avx2 for the pair order
-// (see gen/ggml_pairs.go; the activations come in that order): the same
-// code registers, stored as they are, and D and E spread to the words.
+// With pairs it emits Ggml<t>PF32Avx2 for the pair order (see
+// gen/ggml_pairs.go; the activations come in that order): the same code
+// registers, stored as they are, and D and E spread to the words.
 func ggmlSuperF32AVX2(c ggmlSuper, pairs bool) {
 	t := c.t
 	name := "Ggml" + t + "F32Avx2"

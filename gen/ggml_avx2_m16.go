@@ -39,12 +39,14 @@ import (
 // code with x's sign, at most 2*128*127 per pair), then VPMADDWD with the
 // scale words and VPADDD, and there is no sums term.
 //
-// With pairOrder (Q2_K or Q3_K in pair order, see gen/ggml_pairs.go;
-// not with vnni) it emits Ggml<t>PA8M16FullAvx2 and Ggml<t>PA8M16Avx2:
-// chunk c of half h is lane h of code register c, and its activations
-// come in the same order. Every chunk of a half has the half's eight
-// scale words, so per pair the eight chunks' VPMADDUBSW pairs add up in
-// int16 (at most 8*2*7*128) and take one VPMADDWD with those words.
+// With pairOrder (Q2_K, Q3_K, Q4_K or Q5_K in pair order, see
+// gen/ggml_pairs.go; not with vnni) it emits Ggml<t>PA8M16FullAvx2 and
+// Ggml<t>PA8M16Avx2: chunk c of half h is lane h of code register c, and
+// its activations come in the same order. Every chunk of a half has the
+// half's eight scale words, so per pair the eight chunks' VPMADDUBSW
+// pairs add up in int16 (at most 8*2*15*128) and take one VPMADDWD with
+// those words; Q5_K's in two groups of four chunks (pairGroup), each
+// group's codes held in registers while the pairs run through it.
 func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 	t := c.t
 	isa, _ := ymmISA(vnni)
@@ -69,9 +71,15 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 	}
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s %s, two vectors per accumulator and the vectors in the lanes of the float steps.", name, base, what))
 	var nib, three, hi, nibw VecVirtual
+	// the code masks of the 16-column pair types for the whole kernel; the
+	// 32-column ones load theirs per super-block, as Q5_K's group loop
+	// needs every register but two
 	var pk pairCodeConsts
 	if pairOrder {
-		nibw, pk = pairNibw(pairTypes[t]), newPairCodeConsts(pairTypes[t])
+		nibw = pairNibw(pairTypes[t])
+		if c.sub == 16 {
+			pk = newPairCodeConsts(pairTypes[t])
+		}
 	} else {
 		nib, three, hi = ggmlSuperConstsAVX2(t)
 	}
@@ -86,19 +94,23 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 			shift = 0 // signed codes: no recentring
 		}
 	}
-	// frame: the scale words of the eight code registers (8 x 32 bytes),
-	// the sums term's words (32 bytes), one half's four code registers
-	// (4 x 32), d and dmin as float32 (pairOrder: the scale words of each
-	// half in both lanes at chs, the 16 chunks of both halves)
+	// frame: the scale words of the eight code registers (8 x 32 bytes;
+	// pairOrder: the eight code registers), the sums term's words (32
+	// bytes), one half's four code registers (4 x 32; pairOrder: the 16
+	// scale words), d and dmin as float32
 	sv := AllocLocal(8*32 + 32)
 	mw := sv.Offset(8 * 32)
-	var chs Mem
 	nch := 4
 	if pairOrder {
-		chs, nch = AllocLocal(2*32), 16
+		nch = 1
 	}
 	chunks := AllocLocal(nch * 32)
 	dd := AllocLocal(16)
+	// pairChunk is the 16 codes of chunk c of half h in pair order (lane h
+	// of code register c), pairScale half h's eight scale words, for
+	// VBROADCASTI128
+	pairChunk := func(h, c int) Mem { return sv.Offset(32*c + 16*h) }
+	pairScale := func(h int) Mem { return chunks.Offset(16 * h) }
 	// chunkCodes is the 16 codes of chunk ch of the half (not pairOrder:
 	// the half's code registers are stored in order, and VBROADCASTI128
 	// puts a chunk in both lanes with a load alone)
@@ -118,22 +130,17 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 		{
 			ggmlM16Prefetch(c, wp, param("stride"))
 			if pairOrder {
-				// half h's scale words at chs + 32h; chunk (h, c), lane h
-				// of code register c, at chunks + 32(8h+c)
+				// the scale words and code registers as they are
+				// (pairScale, pairChunk)
 				pt := pairTypes[t]
 				sw, m := pairWords(pt, Mem{Base: wp}, nibw)
 				VMOVDQU(m, mw)
-				for l := 0; l < 2; l++ {
-					d := YMM()
-					VPERM2I128(U8(0x11*l), sw, sw, d)
-					VMOVDQU(d, chs.Offset(32*l))
+				VMOVDQU(sw, pairScale(0))
+				if c.sub == 32 {
+					pk = newPairCodeConsts(pt)
 				}
 				pairCodes(pt, Mem{Base: wp}, pk, func(v int, r VecVirtual) {
-					for l := 0; l < 2; l++ {
-						d := YMM()
-						VPERM2I128(U8(0x11*l), r, r, d)
-						VMOVDQU(d, chunks.Offset(32*(8*l+v)))
-					}
+					VMOVDQU(r, pairChunk(0, v))
 				})
 			} else {
 				ggmlScalesAVX2(c, Mem{Base: wp}, sv, mw)
@@ -178,6 +185,51 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 					}
 				}
 				switch {
+				case pairOrder && pairGroup(pairTypes[t]) < 8:
+					// per group of chunks (the codes in registers) and
+					// pair: int16 sums over the group, one VPMADDWD, VPADDD
+					g := pairGroup(pairTypes[t])
+					sc := YMM()
+					VBROADCASTI128(pairScale(h), sc)
+					for j := range acc {
+						acc[j] = YMM()
+						if !full {
+							VPXOR(acc[j], acc[j], acc[j])
+						}
+					}
+					for gi := 0; gi < 8/g; gi++ {
+						cw := make([]VecVirtual, g)
+						for k := range cw {
+							cw[k] = YMM()
+							VBROADCASTI128(pairChunk(h, g*gi+k), cw[k])
+						}
+						body := func(j int) {
+							a := YMM()
+							for k, r := range cw {
+								x := Mem{Base: ak, Disp: 2048*h + 256*j + 32*(g*gi+k)}
+								if k == 0 {
+									VPMADDUBSW(x, r, a)
+									continue
+								}
+								p := YMM()
+								VPMADDUBSW(x, r, p)
+								VPADDW(p, a, a)
+							}
+							if full && gi == 0 {
+								VPMADDWD(sc, a, acc[j])
+								return
+							}
+							VPMADDWD(sc, a, a)
+							VPADDD(a, acc[j], acc[j])
+						}
+						if full {
+							for j := range acc {
+								body(j)
+							}
+						} else {
+							pairs(fmt.Sprintf("%s_h%d_g%d_done", name, h, gi), body)
+						}
+					}
 				case pairOrder: // int16 sums over the half's chunks, one VPMADDWD
 					a16 := make([]VecVirtual, len(acc))
 					if !full {
@@ -188,7 +240,7 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 					}
 					for ch := 0; ch < 8; ch++ {
 						cw := YMM()
-						VMOVDQU(chunks.Offset(32*(8*h+ch)), cw)
+						VBROADCASTI128(pairChunk(h, ch), cw)
 						body := func(j int) {
 							if full && ch == 0 {
 								a16[j] = YMM()
@@ -207,9 +259,11 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 							pairs(fmt.Sprintf("%s_h%d_c%d_done", name, h, ch), body)
 						}
 					}
+					sc := YMM()
+					VBROADCASTI128(pairScale(h), sc)
 					for j := range acc {
 						acc[j] = YMM()
-						VPMADDWD(chs.Offset(32*h), a16[j], acc[j])
+						VPMADDWD(sc, a16[j], acc[j])
 					}
 				case c.dword && !vnni:
 					for sb := 0; sb < 4; sb++ { // sub-block 4h+sb: chunks 2sb, 2sb+1
