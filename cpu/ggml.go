@@ -89,8 +89,8 @@ func init() {
 
 // LoadGGML validates m and binds it to the backend: used in place, or
 // copied (into huge pages if the backend has HugePages) where the kernel
-// set reads the type in an order of its own (Q2_K, Q3_K, Q4_K, Q5_K,
-// Q5_0 and Q5_1 on the avx2 and avxvnni sets).
+// set reads the type in an order of its own (the K types, Q5_0 and Q5_1
+// on the avx2 and avxvnni sets).
 func (b *Backend) LoadGGML(m *ggml.Matrix) (*GGMLMatrix, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err

@@ -111,14 +111,12 @@ var ggmlA8AVX2Requires = []string{"AVX", "AVX2", "BMI2", "F16C"}
 // ggmlM16FullFrom vectors (all 16 lanes; activations laid out by
 // ggmlPrepM16).
 var ggmlA8M16AVX2Funcs = map[ggml.Type]ggmlA8M16Func{
-	ggml.Q6_K:   asm.GgmlQ6KA8M16FullAvx2,
 	ggml.IQ4_XS: asm.GgmlIQ4XSA8M16FullAvx2,
 }
 
 // ggmlA8M16AVX2SmallFuncs are the AVX2 batch kernels for smaller batches
 // (from ggmlM16AVX2From): the pairs that hold the batch only.
 var ggmlA8M16AVX2SmallFuncs = map[ggml.Type]ggmlA8M16Func{
-	ggml.Q6_K:   asm.GgmlQ6KA8M16Avx2,
 	ggml.IQ4_XS: asm.GgmlIQ4XSA8M16Avx2,
 }
 
@@ -128,10 +126,10 @@ var ggmlA8M16AVX2SmallFuncs = map[ggml.Type]ggmlA8M16Func{
 // AVX2 has no way to multiply without the sign trick).
 var (
 	ggmlA8M16AVXVNNIFuncs = map[ggml.Type]ggmlA8M16Func{
-		ggml.Q6_K: asm.GgmlQ6KA8M16FullAvxVnni, ggml.IQ4_XS: asm.GgmlIQ4XSA8M16FullAvxVnni,
+		ggml.IQ4_XS: asm.GgmlIQ4XSA8M16FullAvxVnni,
 	}
 	ggmlA8M16AVXVNNISmallFuncs = map[ggml.Type]ggmlA8M16Func{
-		ggml.Q6_K: asm.GgmlQ6KA8M16AvxVnni, ggml.IQ4_XS: asm.GgmlIQ4XSA8M16AvxVnni,
+		ggml.IQ4_XS: asm.GgmlIQ4XSA8M16AvxVnni,
 	}
 )
 
@@ -401,7 +399,6 @@ const ggmlM16AVX2From = 5
 // ggmlA8AVX2Funcs are the AVX2 one-vector kernels (activations in column
 // order), for the avx2 and avxvnni kernel sets.
 var ggmlA8AVX2Funcs = map[ggml.Type]ggmlA8Func{
-	ggml.Q6_K:   asm.GgmlQ6KA8Avx2,
 	ggml.IQ4_XS: asm.GgmlIQ4XSA8Avx2,
 	ggml.Q4_0:   asm.GgmlQ40A8Avx2,
 	ggml.Q4_1:   asm.GgmlQ41A8Avx2,
@@ -416,7 +413,6 @@ var ggmlF32AVX2Requires = []string{"AVX", "AVX2", "BMI2", "F16C", "FMA3"}
 
 // ggmlF32AVX2Funcs are the AVX2 float-activation kernels.
 var ggmlF32AVX2Funcs = map[ggml.Type]ggmlF32Func{
-	ggml.Q6_K:   asm.GgmlQ6KF32Avx2,
 	ggml.IQ4_XS: asm.GgmlIQ4XSF32Avx2,
 	ggml.Q4_0:   asm.GgmlQ40F32Avx2,
 	ggml.Q4_1:   asm.GgmlQ41F32Avx2,
@@ -428,7 +424,6 @@ var ggmlF32AVX2Funcs = map[ggml.Type]ggmlF32Func{
 
 // ggmlA8R4AVX2Funcs are the AVX2 four-row batch-1 kernels.
 var ggmlA8R4AVX2Funcs = map[ggml.Type]ggmlA8Func{
-	ggml.Q6_K:   asm.GgmlQ6KA8R4Avx2,
 	ggml.IQ4_XS: asm.GgmlIQ4XSA8R4Avx2,
 	ggml.Q4_0:   asm.GgmlQ40A8R4Avx2,
 	ggml.Q4_1:   asm.GgmlQ41A8R4Avx2,
@@ -447,11 +442,11 @@ var ggmlA8R4AVX2Funcs = map[ggml.Type]ggmlA8Func{
 // AVX2 kernels sum pairs in int16) and keep the AVX2 ones.
 var (
 	ggmlA8AVXVNNIFuncs = map[ggml.Type]ggmlA8Func{
-		ggml.Q6_K: asm.GgmlQ6KA8AvxVnni, ggml.IQ4_XS: asm.GgmlIQ4XSA8AvxVnni,
+		ggml.IQ4_XS: asm.GgmlIQ4XSA8AvxVnni,
 		ggml.IQ4_NL: asm.GgmlIQ4NLA8AvxVnni,
 	}
 	ggmlA8R4AVXVNNIFuncs = map[ggml.Type]ggmlA8Func{
-		ggml.Q6_K: asm.GgmlQ6KA8R4AvxVnni, ggml.IQ4_XS: asm.GgmlIQ4XSA8R4AvxVnni,
+		ggml.IQ4_XS: asm.GgmlIQ4XSA8R4AvxVnni,
 		ggml.IQ4_NL: asm.GgmlIQ4NLA8R4AvxVnni,
 	}
 )
@@ -650,7 +645,7 @@ var ggmlQhRepack = map[ggml.Type]func([]byte){
 	ggml.Q5_1: func(b []byte) { repackQhLanes(b, ggml.Q5_1.BlockBytes(), 4) },
 }
 
-// ggmlPairs are the kernels of Q2_K, Q3_K, Q4_K and Q5_K on the avx2 and avxvnni
+// ggmlPairs are the kernels of the K types on the avx2 and avxvnni
 // kernel sets, which read the matrix in pair order (repack at load;
 // gen/ggml_pairs.go says why) and the activations in the same order; they
 // need ggmlPairsRequires.
@@ -669,6 +664,7 @@ var (
 		ggml.Q3_K: {repackQ3KPairs, &q2kPairSrc, pairsInt8, asm.GgmlQ3KPA8R4Avx2, asm.GgmlQ3KPA8M16FullAvx2, asm.GgmlQ3KPA8M16Avx2, asm.GgmlQ3KPF32Avx2},
 		ggml.Q4_K: {repackQ4KPairs, &q4kPairSrc, pairsInt8By4, asm.GgmlQ4KPA8R4Avx2, asm.GgmlQ4KPA8M16FullAvx2, asm.GgmlQ4KPA8M16Avx2, asm.GgmlQ4KPF32Avx2},
 		ggml.Q5_K: {repackQ5KPairs, &q4kPairSrc, pairsInt8By4, asm.GgmlQ5KPA8R4Avx2, asm.GgmlQ5KPA8M16FullAvx2, asm.GgmlQ5KPA8M16Avx2, asm.GgmlQ5KPF32Avx2},
+		ggml.Q6_K: {repackQ6KPairs, &q2kPairSrc, pairsInt8, asm.GgmlQ6KPA8R4Avx2, asm.GgmlQ6KPA8M16FullAvx2, asm.GgmlQ6KPA8M16Avx2, asm.GgmlQ6KPF32Avx2},
 	}
 	ggmlPairsRequires = append(slices.Clone(ggmlA8AVX2Requires), "FMA3")
 )

@@ -19,7 +19,10 @@ import (
 // of lane h is sub-block 8h + k. Q2_K stores register v = 4H + i as bits
 // 2i..2i+1 of the 32 code bytes at 16 + 32H, as llama.cpp stores its own
 // 2-bit codes; Q3_K's codes plus 4 (3 bits) fill three planes of 32 bytes
-// in place of hmask and qs (q3kPlanes). 32-column sub-blocks
+// in place of hmask and qs (q3kPlanes); Q6_K's low nibbles as the
+// 32-column types' (register H low, H + 4 high, in the 32 bytes at 32H)
+// and its high two bits in two blocks of 32 bytes in place of qh (bits 2i
+// of byte p of block G: register 4G + i), q6kPairs. 32-column sub-blocks
 // (q4kPairSrc): p = 16h + 4s + j holds column 128h + 32s + 4v + j, words
 // 2s and 2s+1 of lane h are sub-block 4h + s; the 32 code bytes at qs +
 // 32H hold register H in their low nibbles and H + 4 in their high ones
@@ -165,6 +168,53 @@ func transpose4x4(a [4]uint32) (w [4]uint32) {
 	w[2] = t0>>16 | t2&0xffff0000
 	w[3] = t1>>16 | t3&0xffff0000
 	return w
+}
+
+// repackQ6KPairs rewrites the codes of every Q6_K super-block in data
+// (whole blocks, in place) in pair order.
+func repackQ6KPairs(data []byte) {
+	n := ggml.Q6_K.BlockBytes()
+	for blk := data; len(blk) >= n; blk = blk[n:] {
+		q6kPairs(blk[:192])
+	}
+}
+
+// q6kPairs reorders a Q6_K super-block's codes, ql (b[:128]) and qh
+// (b[128:192]), two columns (16 bits) at a time. llama.cpp keeps column
+// 128h + 32q + l in byte 64h + 32(q%2) + l of ql (nibble q/2) and bits
+// 2q of byte 32h + l of qh; in pair order the columns 128h + 16k + 2v and
+// the next (q = k/2, l = 16(k%2) + 2v) are position p = 16h + 2k of
+// register v: nibble v/4 of ql's byte 32(v%4) + p, bits 2(v%4) of byte
+// 32(v/4) + p of the new qh.
+func q6kPairs(b []byte) {
+	le := binary.LittleEndian
+	var ql [64]uint16
+	var qh, nh [32]uint16
+	for i := range ql {
+		ql[i] = le.Uint16(b[2*i:])
+	}
+	for i := range qh {
+		qh[i] = le.Uint16(b[128+2*i:])
+	}
+	var nl [64]uint16
+	for h := 0; h < 2; h++ {
+		for k := 0; k < 8; k++ {
+			q, p := k/2, 16*h+2*k
+			for v := 0; v < 8; v++ {
+				l := 16*(k%2) + 2*v
+				lo := ql[(64*h+32*(q%2)+l)/2] >> (4 * (q / 2)) & 0x0f0f
+				hi := qh[(32*h+l)/2] >> (2 * q) & 0x0303
+				nl[(32*(v%4)+p)/2] |= lo << (4 * (v / 4))
+				nh[(32*(v/4)+p)/2] |= hi << (2 * (v % 4))
+			}
+		}
+	}
+	for i, w := range nl {
+		le.PutUint16(b[2*i:], w)
+	}
+	for i, w := range nh {
+		le.PutUint16(b[128+2*i:], w)
+	}
 }
 
 // q4kPairSrc[j] is the column at position j of the pair order of the

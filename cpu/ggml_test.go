@@ -275,8 +275,9 @@ func TestGGMLHasMinCode(t *testing.T) {
 
 // TestPairOrder: the pair order is a permutation of each super-block's
 // columns that keeps the two columns of every 16-bit word adjacent and in
-// one sub-block, the same for every register, and repackQ2KPairs and
-// repackQ3KPairs move each code to the place of its column.
+// one sub-block, the same for every register, and repackQ2KPairs,
+// repackQ3KPairs and repackQ6KPairs move each code to the place of its
+// column.
 func TestPairOrder(t *testing.T) {
 	var seen [256]bool
 	for j, c := range q2kPairSrc {
@@ -338,6 +339,28 @@ func TestPairOrder(t *testing.T) {
 				}
 				if got := int(code) - 4; got != int(z.Q[c]) {
 					t.Fatalf("Q3_K row %d block %d position %d: code %d, column %d has %d", r, k, j, got, c, z.Q[c])
+				}
+			}
+		}
+	}
+	m6, err := ggml.Random(ggml.Q6_K, 3, 512, 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp = append([]byte(nil), m6.Data...)
+	repackQ6KPairs(rp)
+	for r := 0; r < m6.Rows; r++ {
+		for k := 0; k < m6.Blocks(); k++ {
+			ggml.Q6_K.Decode(&z, m6.Block(r, k))
+			blk := rp[(r*m6.Blocks()+k)*m6.Type.BlockBytes():]
+			if string(blk[192:210]) != string(m6.Block(r, k)[192:210]) {
+				t.Fatalf("Q6_K row %d block %d: scales or d moved", r, k)
+			}
+			for j, c := range q2kPairSrc {
+				v, p := j/32, j%32
+				code := blk[32*(v%4)+p]>>(4*(v/4))&15 | blk[128+32*(v/4)+p]>>(2*(v%4))&3<<4
+				if got := int(code) - 32; got != int(z.Q[c]) {
+					t.Fatalf("Q6_K row %d block %d position %d: code %d, column %d has %d", r, k, j, got, c, z.Q[c])
 				}
 			}
 		}
@@ -426,15 +449,15 @@ func TestPairOrder32(t *testing.T) {
 	}
 }
 
-// BenchmarkPairRepack times the load-time reordering of Q2_K, Q3_K, Q4_K
-// and Q5_K matrices for the AVX2 kernels (bytes of the matrix per second).
+// BenchmarkPairRepack times the load-time reordering of the pair-order
+// types' matrices for the AVX2 kernels (bytes of the matrix per second).
 func BenchmarkPairRepack(b *testing.B) {
-	for _, typ := range []ggml.Type{ggml.Q2_K, ggml.Q3_K, ggml.Q4_K, ggml.Q5_K} {
+	for _, typ := range []ggml.Type{ggml.Q2_K, ggml.Q3_K, ggml.Q4_K, ggml.Q5_K, ggml.Q6_K} {
 		m, err := ggml.Random(typ, 256, 4096, 1)
 		if err != nil {
 			b.Fatal(err)
 		}
-		repack := map[ggml.Type]func([]byte){ggml.Q2_K: repackQ2KPairs, ggml.Q3_K: repackQ3KPairs, ggml.Q4_K: repackQ4KPairs, ggml.Q5_K: repackQ5KPairs}[typ]
+		repack := map[ggml.Type]func([]byte){ggml.Q2_K: repackQ2KPairs, ggml.Q3_K: repackQ3KPairs, ggml.Q4_K: repackQ4KPairs, ggml.Q5_K: repackQ5KPairs, ggml.Q6_K: repackQ6KPairs}[typ]
 		b.Run(typ.String(), func(b *testing.B) {
 			b.SetBytes(int64(len(m.Data)))
 			for b.Loop() {

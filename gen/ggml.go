@@ -59,7 +59,7 @@ func ggmlKernels() {
 		ggmlSuperA8R4AVX2(c, true)
 		ggmlSuperF32AVX2(c, false)
 	}
-	for _, t := range []string{"Q2K", "Q3K", "Q4K", "Q5K"} { // AVX2: pair order
+	for _, t := range []string{"Q2K", "Q3K", "Q4K", "Q5K", "Q6K"} { // AVX2: pair order
 		pt := pairTypes[t]
 		if pt.c.t != t {
 			panic("gen: pairTypes[" + t + "] holds " + pt.c.t)

@@ -26,13 +26,19 @@ import (
 // and bits 6-7 of A and B hold the low two bits of registers 6 and 7,
 // bits 6 and 7 of C their third.
 //
+// Q6_K (16-column sub-blocks, 6-bit codes) keeps its low nibbles as the
+// 32-column types do (below) and its high two bits in two blocks of 32
+// bytes in place of qh: bits 2i..2i+1 of byte p of block G are the code
+// bits 4-5 of register 4G + i at p. A word sums at most 2*63*128 per
+// register, so its registers add up in pairs (pairGroup).
+//
 // 32-column sub-blocks (Q4_K, Q5_K): register v holds, in byte 16h + 4s +
 // j, the code of column 128h + 32s + 4v + j: words 2s and 2s+1 of lane h
 // are sub-block 4h + s. The 32 bytes at qs + 32H hold register H in their
 // low nibbles and H + 4 in their high ones; Q5_K's 32 high-bit bytes, in
 // place of qh, hold in bit v of byte p the high bit (16) of register v's
 // code at p. A Q5_K word sums at most 2*31*128 per register, so its
-// registers add up in two groups of four (pairGroup).
+// registers add up in two groups of four.
 //
 // The activations come in the same order (cpu.pairsInt8); the sums term
 // and the float steps are the definition's.
@@ -41,32 +47,50 @@ import (
 type pairType struct {
 	c     ggmlSuper
 	qs    int  // offset of the code bytes (Q3_K: of the three planes)
-	qh    int  // Q5_K: offset of the high bits in pair order (0: none)
-	d, dm int  // offsets of d and dmin (Q3_K: no dmin)
+	nib   bool // codes as nibbles: register H low, H + 4 high at qs + 32H
+	qh    int  // offset of the high bits in pair order (with hi)
+	hi    int  // high bits per code: Q5_K 1, Q6_K 2 (0: none)
+	d, dm int  // offsets of d and dmin (Q3_K, Q6_K: no dmin)
 	plane bool // Q3_K: 3-bit codes in three planes
 }
 
 var pairTypes = map[string]pairType{
 	"Q2K": {c: ggmlSupers[0], qs: 16, d: 80, dm: 82},
 	"Q3K": {c: ggmlSupers[1], qs: 0, d: 108, plane: true},
-	"Q4K": {c: ggmlSupers[2], qs: 16, d: 0, dm: 2},
-	"Q5K": {c: ggmlSupers[3], qs: 48, qh: 16, d: 0, dm: 2},
+	"Q4K": {c: ggmlSupers[2], qs: 16, nib: true, d: 0, dm: 2},
+	"Q5K": {c: ggmlSupers[3], qs: 48, nib: true, qh: 16, hi: 1, d: 0, dm: 2},
+	"Q6K": {c: ggmlSupers[4], qs: 0, nib: true, qh: 128, hi: 2, d: 208},
 }
 
 // pairGroup is how many code registers' pair sums a word adds in int16
 // before their VPMADDWD: all eight (Q2_K and Q3_K take theirs scaled, see
-// pairSums; Q4_K at most 8*2*15*128), Q5_K four (4*2*31*128).
+// pairSums; Q4_K at most 8*2*15*128), Q5_K four (4*2*31*128), Q6_K two
+// (2*2*63*128).
 func pairGroup(pt pairType) int {
-	if pt.qh > 0 {
+	switch pt.hi {
+	case 1:
 		return 4
+	case 2:
+		return 2
 	}
 	return 8
+}
+
+// pairHigh ORs into r, register v's low four code bits, its high bits
+// (mask: k.hi).
+func pairHigh(pt pairType, base Mem, v int, k pairCodeConsts, r VecVirtual) {
+	switch pt.hi {
+	case 1:
+		highBits(base.Offset(pt.qh), v, 4, k.hi, r)
+	case 2:
+		highBits(base.Offset(pt.qh+32*(v/4)), 2*(v%4), 4, k.hi, r)
+	}
 }
 
 // pairNibw loads the word mask pairWords takes for Q2_K (0x000f per
 // word; nil for the others), once per kernel rather than per super-block.
 func pairNibw(pt pairType) VecVirtual {
-	if pt.plane || pt.c.sub == 32 {
+	if pt.plane || pt.nib {
 		return nil
 	}
 	return fvec{avx512: false}.broadcast(0x000f000f)
@@ -77,7 +101,8 @@ func pairNibw(pt pairType) VecVirtual {
 // ones: sub-block j at words 2j and 2j+1) and the words its sums term
 // multiplies the activation sums by, one per sub-block: Q2_K's mins (each
 // scale byte zero-extended, its low nibble, masked by nibw, and its high
-// nibble), Q3_K's scales again, the mins of Q4_K and Q5_K (an XMM).
+// nibble), Q3_K's and Q6_K's scales again, the mins of Q4_K and Q5_K (an
+// XMM).
 func pairWords(pt pairType, base Mem, nibw VecVirtual) (sw, mw VecVirtual) {
 	if pt.c.sub == 32 {
 		sc, m := q4kScaleWords(base, false)
@@ -88,7 +113,7 @@ func pairWords(pt pairType, base Mem, nibw VecVirtual) (sw, mw VecVirtual) {
 		VINSERTI128(U8(1), hi, lo.AsY(), sw)
 		return sw, m
 	}
-	if pt.plane {
+	if pt.plane || pt.nib {
 		return ggmlScaleWordsAVX2(pt.c, base)
 	}
 	sw, mw = YMM(), YMM()
@@ -99,16 +124,19 @@ func pairWords(pt pairType, base Mem, nibw VecVirtual) (sw, mw VecVirtual) {
 }
 
 // pairCodeConsts are the byte masks pairCodes takes: three for the 2-bit
-// fields; Q3_K's seven and four for its planes; the nibble mask and
-// Q5_K's high bit (16).
-type pairCodeConsts struct{ three, seven, four, nib, h16 VecVirtual }
+// fields; Q3_K's seven and four for its planes; the nibble mask and the
+// high bits' mask (Q5_K 16, Q6_K 48).
+type pairCodeConsts struct{ three, seven, four, nib, hi VecVirtual }
 
 func newPairCodeConsts(pt pairType) pairCodeConsts {
 	av2 := fvec{avx512: false}
-	if pt.c.sub == 32 {
+	if pt.nib {
 		k := pairCodeConsts{nib: nibbleMask(YMM())}
-		if pt.qh > 0 {
-			k.h16 = av2.broadcast(0x10101010)
+		switch pt.hi {
+		case 1:
+			k.hi = av2.broadcast(0x10101010)
+		case 2:
+			k.hi = av2.broadcast(0x30303030)
 		}
 		return k
 	}
@@ -123,7 +151,7 @@ func newPairCodeConsts(pt pairType) pairCodeConsts {
 // super-block at base in turn, r holding register v's codes (Q3_K: plus
 // 4).
 func pairCodes(pt pairType, base Mem, k pairCodeConsts, each func(v int, r VecVirtual)) {
-	if pt.c.sub == 32 {
+	if pt.nib {
 		for v := 0; v < 8; v++ {
 			r := YMM()
 			VMOVDQU(base.Offset(pt.qs+32*(v%4)), r)
@@ -131,9 +159,7 @@ func pairCodes(pt pairType, base Mem, k pairCodeConsts, each func(v int, r VecVi
 				VPSRLW(U8(4), r, r)
 			}
 			VPAND(k.nib, r, r)
-			if pt.qh > 0 {
-				highBits(base.Offset(pt.qh), v, 4, k.h16, r)
-			}
+			pairHigh(pt, base, v, k, r)
 			each(v, r)
 		}
 		return
@@ -192,14 +218,18 @@ func pairsA8R4AVX2(pt pairType) {
 	part := AllocLocal(4 * 48)
 	sums := pairSums(pt)
 	nibw := pairNibw(pt)
+	shift := c.shift // the sums term's (Q6_K); Q3_K's is folded in
+	if pt.plane {
+		shift = 0
+	}
 	fourRows(name, false, c.bytes, 256, 2*256/c.sub, 8, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
 		dh, mh := XMM(), XMM()
 		VPXOR(dh, dh, dh)
 		if c.mins {
 			VPXOR(mh, mh, mh)
 		}
-		var sx VecVirtual // 2^shift times the activation sums
-		if c.shift > 0 {
+		var sx VecVirtual // Q3_K: 4 times the activation sums
+		if pt.plane {
 			sx = YMM()
 			VMOVDQU(Mem{Base: sk}, sx)
 			VPSLLW(U8(c.shift), sx, sx)
@@ -212,7 +242,7 @@ func pairsA8R4AVX2(pt pairType) {
 			sw, mw := pairWords(pt, rm, nibw)
 			S := YMM()
 			for g, a := range sums(rm, ak) {
-				if c.shift > 0 {
+				if pt.plane {
 					VPSUBW(sx, a, a)
 				}
 				if g == 0 {
@@ -223,7 +253,7 @@ func pairsA8R4AVX2(pt pairType) {
 				VPADDD(a, S, S)
 			}
 			VMOVDQU(S, part.Offset(48*r))
-			if !c.mins {
+			if !c.mins && shift == 0 {
 				continue
 			}
 			mm := XMM()
@@ -238,7 +268,7 @@ func pairsA8R4AVX2(pt pairType) {
 			}
 			VMOVDQU(mm, part.Offset(48*r+32))
 		}
-		r4PartSteps(part, c.mins, 0, dh, mh, xk, acc4, true)
+		r4PartSteps(part, c.mins, shift, dh, mh, xk, acc4, true)
 	})
 }
 
@@ -268,7 +298,7 @@ func pairSums(pt pairType) func(base Mem, ak GPVirtual) []VecVirtual {
 		}
 		VPADDW(p, *acc, *acc)
 	}
-	if pt.c.sub == 32 {
+	if pt.nib {
 		k := newPairCodeConsts(pt)
 		g := pairGroup(pt)
 		return func(base Mem, ak GPVirtual) []VecVirtual {
@@ -280,9 +310,7 @@ func pairSums(pt pairType) func(base Mem, ak GPVirtual) []VecVirtual {
 				for i, cv := range []VecVirtual{w, w4} {
 					v := H + 4*i
 					VPAND(k.nib, cv, cv)
-					if pt.qh > 0 {
-						highBits(base.Offset(pt.qh), v, 4, k.h16, cv)
-					}
+					pairHigh(pt, base, v, k, cv)
 					add(&a[v/g], madd(v, cv, ak))
 				}
 			}
