@@ -9,41 +9,38 @@ import (
 )
 
 // llama.cpp block types with int8 activations on YMM (AVX2), the exact
-// A8 definition of layout/ggml. A 32-byte register of codes holds exactly
-// one 32-column sub-block (or two 16-column ones, one per 128-bit lane),
-// so the activations stay in column order, each register's sub-block
-// scales are one broadcast word (or one per lane), and the sums run
-// VPMADDUBSW (codes x int8, exact int16 pairs) then VPMADDWD with the
-// scale words.
+// A8 definition of layout/ggml. The 32-element block types and IQ4_XS
+// keep llama.cpp's column order (an IQ4_XS register of codes holds one
+// 32-column sub-block, whose scale is one broadcast word; the sums run
+// signedDot then VPMADDWD with the scale words); the other super-block
+// types are read in pair order (gen/ggml_pairs.go).
 
-// ggmlSuperA8AVX2 emits Ggml<t>A8Avx2 (signature ggmlSig; activations in
-// column order, the sums one int16 per sub-block). Per row, super-block
-// and half: the four code registers of the half (columns 32i..32i+31),
-// then per vector the half's S (and M: the mins, or the recentring sum of
-// sc*sx) in int32 and the definition's two float steps in scalar SSE.
+// ggmlSuperA8AVX2 emits GgmlIQ4XSA8Avx2 (signature ggmlSig; activations
+// in column order, the sums one int16 per sub-block; c is IQ4_XS, the one
+// super-block type the AVX2 sets run in column order, the others being in
+// pair order, gen/ggml_pairs.go). Per row, super-block and half: the four
+// code registers of the half (columns 32i..32i+31) as signed KValues, then
+// per vector the half's S in int32 (signedDot, VPMADDWD with the scale
+// words) and the definition's float step in scalar SSE.
 //
-// With vnni it emits Ggml<t>A8AvxVnni: the VPMADDWD with the scale words
-// and the VPADDD are one VEX VPDPWSSD.
+// With vnni it emits GgmlIQ4XSA8AvxVnni: the VPMADDWD with the scale
+// words and the VPADDD are one VEX VPDPWSSD.
 func ggmlSuperA8AVX2(c ggmlSuper, vnni bool) {
 	t := c.t
+	if !c.dword {
+		panic("gen: no column-order AVX2 kernel for " + t)
+	}
 	isa, what := ymmISA(vnni)
 	name := "Ggml" + t + "A8" + isa
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s computes the exact A8 product of layout/ggml %s rows with %s: activations in column order, the sums one int16 per sub-block; each 32-byte register of codes is one sub-block of 32 columns or two of 16 (one per 128-bit lane).", name, ggmlTypeName(t), what))
-	nib, three, hi := ggmlSuperConstsAVX2(t)
-	var kvs VecVirtual
-	if t == "IQ4XS" {
-		kvs = ggmlKValuesYMM(false)
-	}
+	nib := nibbleMask(YMM())
+	kvs := ggmlKValuesYMM(false)
 	// frame: the scale words of each code register of both halves (8 x 32
 	// bytes), the words the sums term multiplies by (32 bytes)
 	sv := AllocLocal(8*32 + 32)
 	mw := sv.Offset(8 * 32)
-	shift := c.shift
-	if c.dword { // IQ4_XS: signed codes, no recentring on AVX2
-		shift = 0
-	}
 
 	wp, ak, sk, xk, nk := ggmlRowStart(name)
 	{
@@ -52,11 +49,9 @@ func ggmlSuperA8AVX2(c ggmlSuper, vnni bool) {
 			ggmlScalesAVX2(c, Mem{Base: wp}, sv, mw)
 			dd := ggmlDMinAVX2(t, Mem{Base: wp})
 			for h := 0; h < 2; h++ {
-				cr := ggmlHalfCodesAVX2(c, Mem{Base: wp}, h, nib, three, hi)
-				if c.dword { // codes are KValues (signed, in [-127, 113])
-					for i := range cr {
-						VPSHUFB(cr[i], kvs, cr[i])
-					}
+				cr := iq4xsHalfCodesAVX2(Mem{Base: wp}, h, nib)
+				for i := range cr { // KValues (signed, in [-127, 113])
+					VPSHUFB(cr[i], kvs, cr[i])
 				}
 				av, sp, xv := GP64(), GP64(), GP64()
 				MOVQ(ak, av)
@@ -69,11 +64,7 @@ func ggmlSuperA8AVX2(c ggmlSuper, vnni bool) {
 					acc := YMM()
 					for i := 0; i < 4; i++ {
 						pr := YMM()
-						if c.dword { // kv*sign(x) times |x| (see signedDot)
-							signedDot(cr[i], Mem{Base: av, Disp: 128*h + 32*i}, nil, pr)
-						} else {
-							VPMADDUBSW(Mem{Base: av, Disp: 128*h + 32*i}, cr[i], pr)
-						}
+						signedDot(cr[i], Mem{Base: av, Disp: 128*h + 32*i}, nil, pr) // kv*sign(x) times |x|
 						switch {
 						case i == 0:
 							VPMADDWD(sv.Offset(32*(4*h+i)), pr, acc)
@@ -90,42 +81,17 @@ func ggmlSuperA8AVX2(c ggmlSuper, vnni bool) {
 					VEXTRACTI128(U8(1), acc, x4)
 					VPADDD(acc.AsX(), x4, x4)
 					g := XMM()
-					if c.mins || shift > 0 {
-						mm := XMM()
-						n := 256 / c.sub / 2 // sub-blocks per half
-						if n == 4 {
-							s4 := XMM()
-							VMOVQ(Mem{Base: sp, Disp: 8 * h}, s4)
-							VPMADDWD(mw.Offset(8*h), s4, mm)
-						} else {
-							VMOVDQU(Mem{Base: sp, Disp: 16 * h}, mm)
-							VPMADDWD(mw.Offset(16*h), mm, mm)
-						}
-						VPHADDD(mm, x4, g) // [S01, S23, M01, M23]
-					} else {
-						VPHADDD(x4, x4, g)
-					}
-					VPHADDD(g, g, g) // [S, M, S, M]
-					if shift > 0 {
-						cc := XMM()
-						VPSRLQ(U8(32), g, cc) // M in lane 0
-						VPSLLD(U8(shift), cc, cc)
-						VPSUBD(cc, g, g)
-					}
+					VPHADDD(x4, x4, g)
+					VPHADDD(g, g, g) // [S, S, S, S]
 					f := XMM()
 					VCVTDQ2PS(g, f)
 					coef := XMM()
 					VBROADCASTSS(Mem{Base: xv, Disp: 4 * h}, coef)
-					VMULPS(dd, coef, coef) // [d*xs, dmin*xs]
-					VMULPS(coef, f, f)     // [t, u]
+					VMULPS(dd, coef, coef) // [d*xs, d*xs]
+					VMULPS(coef, f, f)
 					a := XMM()
 					VMOVSS(Mem{Base: ov}, a)
 					VADDSS(f, a, a)
-					if c.mins {
-						u := XMM()
-						VMOVSHDUP(f, u)
-						VSUBSS(u, a, a)
-					}
 					VMOVSS(a, Mem{Base: ov})
 					nextVec(lbl, av, sp, xv, ov, vc)
 				}
@@ -141,28 +107,6 @@ func ggmlSuperA8AVX2(c ggmlSuper, vnni bool) {
 	}
 	VZEROUPPER()
 	RET()
-}
-
-// ggmlSuperConstsAVX2 loads the constants ggmlHalfCodesAVX2 takes for
-// type t: the nibble mask, three (the 2-bit fields of Q2_K and Q3_K) and
-// hi, the high bits' mask where the code takes them (Q3_K bit 2, Q5_K bit
-// 4, Q6_K bits 4-5).
-func ggmlSuperConstsAVX2(t string) (nib, three, hi VecVirtual) {
-	av2 := fvec{avx512: false}
-	nib = nibbleMask(YMM())
-	switch t {
-	case "Q2K", "Q3K":
-		three = av2.broadcast(0x03030303)
-	}
-	switch t {
-	case "Q3K":
-		hi = av2.broadcast(0x04040404)
-	case "Q5K":
-		hi = av2.broadcast(0x10101010)
-	case "Q6K":
-		hi = av2.broadcast(0x30303030)
-	}
-	return nib, three, hi
 }
 
 // highBits ORs into code the bits of the bytes at m that start at bit s,
@@ -202,77 +146,21 @@ func ggmlDMinAVX2(t string, base Mem) VecVirtual {
 	return dd
 }
 
-// ggmlHalfCodesAVX2 returns the four code registers of half h (columns
-// 32i..32i+31 of the half) as unsigned bytes (IQ4_XS: code indices).
-func ggmlHalfCodesAVX2(c ggmlSuper, base Mem, h int, nib, three, hi VecVirtual) (cr [4]VecVirtual) {
-	switch c.t {
-	case "Q4K", "Q5K":
-		off0 := map[string]int{"Q4K": 16, "Q5K": 48}[c.t] + 64*h
-		for j := 0; j < 2; j++ { // qs bytes 32j..: low nibbles sub-block 2j, high 2j+1
-			lo, hn := YMM(), YMM()
-			VMOVDQU(base.Offset(off0+32*j), lo)
-			VPSRLW(U8(4), lo, hn)
-			VPAND(nib, lo, lo)
-			VPAND(nib, hn, hn)
-			cr[2*j], cr[2*j+1] = lo, hn
-		}
-		if c.t == "Q5K" { // bit 4h+i of qh[l] is the high bit (16) of column 32i+l
-			for i := 0; i < 4; i++ {
-				highBits(base.Offset(16), 4*h+i, 4, hi, cr[i])
-			}
-		}
-	case "Q6K":
-		for i := 0; i < 4; i++ {
-			v := YMM()
-			VMOVDQU(base.Offset(64*h+32*(i%2)), v)
-			if i >= 2 {
-				VPSRLW(U8(4), v, v)
-			}
-			VPAND(nib, v, v)
-			highBits(base.Offset(128+32*h), 2*i, 4, hi, v) // qh bits 2i, 2i+1 are code bits 4, 5
-			cr[i] = v
-		}
-	case "Q2K", "Q3K":
-		off0 := map[string]int{"Q2K": 16, "Q3K": 32}[c.t] + 32*h
-		for i := 0; i < 4; i++ {
-			v := YMM()
-			VMOVDQU(base.Offset(off0), v)
-			if i > 0 {
-				VPSRLW(U8(2*i), v, v)
-			}
-			VPAND(three, v, v)
-			if c.t == "Q3K" { // the hmask bit 4h+i adds 4
-				highBits(base, 4*h+i, 2, hi, v)
-			}
-			cr[i] = v
-		}
-	case "IQ4XS":
-		for i := 0; i < 4; i++ { // sub-block 4h+i: 16 bytes, low nibbles then high
-			cr[i] = nibbleLanes(base.Offset(8+16*(4*h+i)), nib)
-		}
+// iq4xsHalfCodesAVX2 returns the four code registers of half h of the
+// IQ4_XS super-block at base (columns 32i..32i+31 of the half) as code
+// indices.
+func iq4xsHalfCodesAVX2(base Mem, h int, nib VecVirtual) (cr [4]VecVirtual) {
+	for i := 0; i < 4; i++ { // sub-block 4h+i: 16 bytes, low nibbles then high
+		cr[i] = nibbleLanes(base.Offset(8+16*(4*h+i)), nib)
 	}
 	return cr
 }
 
-// ggmlScaleWordsAVX2 returns a super-block's scales as int16 words (8 in
-// an XMM for 32-column sub-blocks, 16 in a YMM for 16-column ones) and the
-// words the sums term multiplies the activation sums by (the mins, or the
-// scales).
+// ggmlScaleWordsAVX2 returns the scales of a Q3_K, Q6_K or IQ4_XS
+// super-block as int16 words (8 in an XMM for 32-column sub-blocks, 16 in
+// a YMM for 16-column ones), twice: the sums term multiplies the
+// activation sums by the scales too.
 func ggmlScaleWordsAVX2(c ggmlSuper, base Mem) (w, m VecVirtual) {
-	switch c.t {
-	case "Q4K", "Q5K":
-		return q4kScaleWords(base, false)
-	case "Q2K":
-		x, hx := XMM(), XMM()
-		VMOVDQU(base, x)
-		VPSRLW(U8(4), x, hx)
-		VPAND(ggmlNibMem(), x, x)
-		VPAND(ggmlNibMem(), hx, hx)
-		w, m = YMM(), YMM()
-		VPMOVZXBW(x, w)
-		VPMOVZXBW(hx, m)
-		return w, m
-	}
 	// signed scales stored with an offset of 32 (Q3_K, IQ4_XS), or int8
 	// (Q6_K)
 	x := XMM()
@@ -289,6 +177,8 @@ func ggmlScaleWordsAVX2(c ggmlSuper, base Mem) (w, m VecVirtual) {
 		w = YMM()
 		VPMOVSXBW(base.Offset(192), w)
 		return w, w
+	default:
+		panic("gen: no AVX2 scale words for " + c.t)
 	}
 	VPSUBB(rodata("ggmlScaleBias", 4, 4, func(int) uint64 { return 0x20202020 }), x, x)
 	if c.sub == 32 {
@@ -300,54 +190,34 @@ func ggmlScaleWordsAVX2(c ggmlSuper, base Mem) (w, m VecVirtual) {
 	return w, w
 }
 
-// ggmlScalesAVX2 stores the scale words of the eight code registers of a
-// super-block at sv (32 bytes each: a broadcast word, or one per 128-bit
-// lane for 16-column sub-blocks) and the words the sums term multiplies
-// the activation sums by (mins, or the scales) at mw: the multi-vector
-// kernels read them once per vector.
+// ggmlScalesAVX2 stores the scale words of the eight code registers of an
+// IQ4_XS super-block at sv (32 bytes each: a broadcast word) and the words
+// the sums term multiplies the activation sums by (the scales) at mw: the
+// multi-vector kernels read them once per vector.
 func ggmlScalesAVX2(c ggmlSuper, base Mem, sv, mw Mem) {
 	scale, m := ggmlScaleRegsAVX2(c, base)
-	if c.sub == 32 {
-		VMOVDQU(m.AsX(), mw)
-	} else {
-		VMOVDQU(m.AsY(), mw)
-	}
+	VMOVDQU(m.AsX(), mw)
 	for j := 0; j < 8; j++ {
 		VMOVDQU(scale(j/4, j%4), sv.Offset(32*j))
 	}
 }
 
-// ggmlScaleRegsAVX2 returns a super-block's scales for the code registers
-// (see ggmlScalesAVX2) in registers: scale(h, i) emits the scale words of
-// code register i of half h (call it in order: the 16-column types spread
-// a half's words once, at i = 0); sumw holds the words the sums term
-// multiplies the activation sums by.
+// ggmlScaleRegsAVX2 returns an IQ4_XS super-block's scales for the code
+// registers (see ggmlScalesAVX2) in registers: scale(h, i) emits the
+// scale words of code register i of half h, sub-block 4h+i's word in
+// every word; sumw holds the words the sums term multiplies the
+// activation sums by.
 func ggmlScaleRegsAVX2(c ggmlSuper, base Mem) (scale func(h, i int) VecVirtual, sumw VecVirtual) {
-	w, sumw := ggmlScaleWordsAVX2(c, base)
-	if c.sub == 32 { // word j in every word
-		wb := YMM()
-		VINSERTI128(U8(1), w, w.AsY(), wb)
-		return func(h, i int) VecVirtual {
-			j := 4*h + i
-			y := YMM()
-			VPSHUFB(rodata(fmt.Sprintf("ggmlWord%d", j), 32, 1, func(b int) uint64 { return uint64(2*j + b%2) }), wb, y)
-			return y
-		}, sumw
+	if c.sub != 32 {
+		panic("gen: no AVX2 scale registers for " + c.t)
 	}
-	// 16-column sub-blocks: register i of half h takes word 8h+2i in lane
-	// 0 and 8h+2i+1 in lane 1: VPERMQ puts words 8h..8h+7 in both lanes,
-	// VPSHUFB spreads one word per lane
-	var wh VecVirtual
+	w, sumw := ggmlScaleWordsAVX2(c, base)
+	wb := YMM()
+	VINSERTI128(U8(1), w, w.AsY(), wb)
 	return func(h, i int) VecVirtual {
-		if i == 0 {
-			wh = YMM()
-			VPERMQ(U8(map[int]uint8{0: 0x44, 1: 0xee}[h]), w, wh)
-		}
+		j := 4*h + i
 		y := YMM()
-		VPSHUFB(rodata(fmt.Sprintf("ggmlSpreadW%d", i), 32, 1, func(b int) uint64 {
-			word := 2*i + b/16 // lane 0: word 2i, lane 1: word 2i+1
-			return uint64(2*word + b%2)
-		}), wh, y)
+		VPSHUFB(rodata(fmt.Sprintf("ggmlWord%d", j), 32, 1, func(b int) uint64 { return uint64(2*j + b%2) }), wb, y)
 		return y
 	}, sumw
 }
@@ -955,10 +825,12 @@ func ggmlF32AVX2(name, doc string, unitBytes, unitCols, sub int, signed, pairs b
 	RET()
 }
 
-// ggmlSuperF32AVX2 emits Ggml<t>F32Avx2 for a super-block type.
-// With pairs it emits Ggml<t>PF32Avx2 for the pair order (see
-// gen/ggml_pairs.go; the activations come in that order): the same code
-// registers, stored as they are, and D and E spread to the words.
+// ggmlSuperF32AVX2 emits GgmlIQ4XSF32Avx2 for IQ4_XS (the codes as
+// KValues + 128, E = -128*D), the one super-block type the AVX2 sets run
+// in column order. With pairs it emits Ggml<t>PF32Avx2 for a type in pair
+// order (see gen/ggml_pairs.go; the activations come in that order): the
+// same code registers, stored as they are, and D and E spread to the
+// words.
 func ggmlSuperF32AVX2(c ggmlSuper, pairs bool) {
 	t := c.t
 	name := "Ggml" + t + "F32Avx2"
@@ -973,66 +845,30 @@ func ggmlSuperF32AVX2(c ggmlSuper, pairs bool) {
 			pairsF32Prep(pairTypes[t], wp, tp)
 			return
 		}
-		nib, three, hi := ggmlSuperConstsAVX2(t)
-		mw := AllocLocal(64) // the sums term's words, then the scale words
-		raw := mw.Offset(32)
+		if !c.dword {
+			panic("gen: no column-order AVX2 float kernel for " + t)
+		}
+		nib := nibbleMask(YMM())
 		for h := 0; h < 2; h++ {
-			cr := ggmlHalfCodesAVX2(c, Mem{Base: wp}, h, nib, three, hi)
-			for i, v := range cr {
-				if c.dword { // KValues + 128
-					tab := ggmlKValuesYMM(true)
-					VPSHUFB(v, tab, v)
-				}
+			cr := iq4xsHalfCodesAVX2(Mem{Base: wp}, h, nib)
+			for i, v := range cr { // KValues + 128
+				tab := ggmlKValuesYMM(true)
+				VPSHUFB(v, tab, v)
 				VMOVDQU(v, Mem{Base: tp, Disp: 128*h + 32*i})
 			}
 		}
-		{
-			w, m := ggmlScaleWordsAVX2(c, Mem{Base: wp})
-			if c.sub == 32 {
-				VMOVDQU(w.AsX(), raw)
-				VMOVDQU(m.AsX(), mw)
-			} else {
-				VMOVDQU(w.AsY(), raw)
-				VMOVDQU(m.AsY(), mw)
-			}
-		}
-		// D = d * sc, E = -dmin*m or -c*D, per sub-block
-		dz := YMM()
-		{
-			off := map[string]int{"Q2K": 80, "Q3K": 108, "Q6K": 208}[t]
-			h := XMM()
-			VPBROADCASTW(Mem{Base: wp, Disp: off}, h)
-			VCVTPH2PS(h, dz)
-		}
-		var dmz VecVirtual
-		if c.mins {
-			off := 2
-			if t == "Q2K" {
-				off = 82
-			}
-			h := XMM()
-			VPBROADCASTW(Mem{Base: wp, Disp: off}, h)
-			dmz = YMM()
-			VCVTPH2PS(h, dmz)
-		}
-		for k := 0; k < 256/c.sub/8; k++ { // eight sub-blocks per YMM
-			d, e := YMM(), YMM()
-			VPMOVSXWD(raw.Offset(16*k), d)
-			VCVTDQ2PS(d, d)
-			VMULPS(dz, d, d)
-			if c.mins {
-				VPMOVSXWD(mw.Offset(16*k), e)
-				VCVTDQ2PS(e, e)
-				VMULPS(dmz, e, e)
-				sign := av2.broadcast(0x80000000)
-				VXORPS(sign, e, e)
-			} else {
-				cneg := av2.broadcast(math32bits(-float32(int(1) << c.shift)))
-				VMULPS(cneg, d, e)
-			}
-			VMOVUPS(d, Mem{Base: tp, Disp: 256 + 32*k})
-			VMOVUPS(e, Mem{Base: tp, Disp: 384 + 32*k})
-		}
+		// D = d * sc, E = -128*D per sub-block
+		w, _ := ggmlScaleWordsAVX2(c, Mem{Base: wp})
+		dz, h := YMM(), XMM()
+		VPBROADCASTW(Mem{Base: wp}, h)
+		VCVTPH2PS(h, dz)
+		d, e := YMM(), YMM()
+		VPMOVSXWD(w, d)
+		VCVTDQ2PS(d, d)
+		VMULPS(dz, d, d)
+		VMULPS(av2.broadcast(math32bits(-float32(int(1)<<c.shift))), d, e)
+		VMOVUPS(d, Mem{Base: tp, Disp: 256})
+		VMOVUPS(e, Mem{Base: tp, Disp: 384})
 	})
 }
 
@@ -1081,13 +917,13 @@ func ggmlBlockF32AVX2(c ggmlSmall) {
 	})
 }
 
-// ggmlSuperA8R4AVX2 emits Ggml<t>A8R4Avx2: the AVX2 one-vector kernel for
-// four rows at a time (rows a multiple of 4; nvec and the strides
-// ignored): each row's halves are summed as in ggmlSuperA8AVX2 into four
-// partial lanes kept on the stack, then the four rows' S and M are
-// reduced together with VPHADDD (lanes = rows) and the definition's float
-// steps run on the four rows at once. The next four rows are prefetched
-// in memory order.
+// ggmlSuperA8R4AVX2 emits GgmlIQ4XSA8R4Avx2 (AvxVnni with vnni), the
+// AVX2 one-vector kernel of IQ4_XS for four rows at a time (rows a
+// multiple of 4; nvec and the strides ignored): each row's halves are
+// summed as in ggmlSuperA8AVX2 into four partial lanes kept on the stack,
+// then the four rows' S are reduced together with VPHADDD (lanes = rows)
+// and the definition's float steps run on the four rows at once. The next
+// four rows are prefetched in memory order.
 func ggmlSuperA8R4AVX2(c ggmlSuper, vnni bool) {
 	t := c.t
 	isa, _ := ymmISA(vnni)
@@ -1095,46 +931,27 @@ func ggmlSuperA8R4AVX2(c ggmlSuper, vnni bool) {
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8%s for one vector and four rows at a time (rows a multiple of 4), the reductions and float steps with the rows in the lanes.", name, t, isa))
-	// frame: per row the partial sums of both halves and the sums term (48
-	// bytes)
+	if !c.dword {
+		panic("gen: no column-order AVX2 kernel for " + t)
+	}
+	// frame: per row the partial sums of both halves (48 bytes, as
+	// r4PartSteps reads them)
 	part := AllocLocal(4 * 48)
-	shift := c.shift
-	if c.dword {
-		shift = 0
-	}
-	dOff := map[string]int{"Q2K": 80, "Q3K": 108, "Q6K": 208}[t]
-	dmOff := 2
-	if t == "Q2K" {
-		dmOff = 82
-	}
-	nib, three, hi := ggmlSuperConstsAVX2(t)
-	var kvs VecVirtual
-	if c.dword {
-		kvs = ggmlKValuesYMM(false)
-	}
+	nib := nibbleMask(YMM())
+	kvs := ggmlKValuesYMM(false)
 	fourRows(name, false, c.bytes, 256, 2*256/c.sub, 8, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
-		dh, mh := XMM(), XMM()
+		dh := XMM()
 		VPXOR(dh, dh, dh)
-		if c.mins {
-			VPXOR(mh, mh, mh)
-		}
 		for i, rm := range rows {
-			VPINSRW(U8(i), rm.Offset(dOff), dh, dh)
-			if c.mins {
-				VPINSRW(U8(i), rm.Offset(dmOff), mh, mh)
-			}
-			scale, sumw := ggmlScaleRegsAVX2(c, rm)
+			VPINSRW(U8(i), rm, dh, dh)
+			scale, _ := ggmlScaleRegsAVX2(c, rm)
 			for h := 0; h < 2; h++ {
-				cr := ggmlHalfCodesAVX2(c, rm, h, nib, three, hi)
+				cr := iq4xsHalfCodesAVX2(rm, h, nib)
 				acc := YMM()
 				for k := 0; k < 4; k++ {
 					pr := YMM()
-					if c.dword {
-						VPSHUFB(cr[k], kvs, cr[k])
-						signedDot(cr[k], Mem{Base: ak, Disp: 128*h + 32*k}, nil, pr)
-					} else {
-						VPMADDUBSW(Mem{Base: ak, Disp: 128*h + 32*k}, cr[k], pr)
-					}
+					VPSHUFB(cr[k], kvs, cr[k])
+					signedDot(cr[k], Mem{Base: ak, Disp: 128*h + 32*k}, nil, pr)
 					switch {
 					case k == 0:
 						VPMADDWD(scale(h, k), pr, acc)
@@ -1150,21 +967,8 @@ func ggmlSuperA8R4AVX2(c ggmlSuper, vnni bool) {
 				VPADDD(acc.AsX(), x4, x4)
 				VMOVDQU(x4, part.Offset(48*i+16*h))
 			}
-			if c.mins || shift > 0 {
-				mm := XMM()
-				if 256/c.sub/2 == 4 {
-					VPMADDWD(Mem{Base: sk}, sumw.AsX(), mm)
-				} else {
-					m8 := YMM()
-					VPMADDWD(Mem{Base: sk}, sumw.AsY(), m8)
-					hi := XMM()
-					VEXTRACTI128(U8(1), m8, hi)
-					VPHADDD(hi, m8.AsX(), mm)
-				}
-				VMOVDQU(mm, part.Offset(48*i+32))
-			}
 		}
-		r4PartSteps(part, c.mins, shift, dh, mh, xk, acc4, false)
+		r4PartSteps(part, false, 0, dh, nil, xk, acc4, false)
 	})
 }
 

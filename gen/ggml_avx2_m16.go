@@ -8,45 +8,43 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-// ggmlSuperA8M16AVX2 emits Ggml<t>A8M16FullAvx2 (full) and
-// Ggml<t>A8M16Avx2, the AVX2 batch kernels of a super-block type (not
-// IQ4_XS: see below): two vectors per accumulator, one per 128-bit lane;
-// the full kernel runs all 16 vector lanes whatever nvec is (the caller
-// zeroes the unused vectors' activations), the other stops after the
-// pairs that hold nvec vectors.
-// Per row and half, the codes are unpacked once (ggmlHalfCodesAVX2) and
-// stored as eight chunks of 16 columns, each in both lanes; each pair of
-// vectors then takes, per chunk, VPMADDUBSW (codes x activations, int16
-// pairs), and per sub-block (one chunk, or two added in int16) VPMADDWD
-// with its scale words (the sub-block scales applied before any sum
-// leaves its sub-block) and VPADDD. Two levels of
-// interleave-and-add leave the 16 sums S in the lane order of
-// cpu.ggmlM16Lanes in two registers, the sums term M of all 16 is
-// VPMADDWD of the transposed activation sums with the broadcast mins (or
-// scales), and the float steps of the definition run on 16 vectors at
-// once in its order, into out. The signature is ggmlSigM16 with these
-// activations: super-block k at act + 4096k, half h, pair j and chunk c
-// at 2048h + 256j + 32c, 16 bytes of vector 2j then 16 of vector 2j+1,
-// columns 16c .. 16c+15 of the half in order.
+// ggmlSuperA8M16AVX2 emits the AVX2 batch kernels of a super-block type,
+// full (Ggml<t>...A8M16Full...) and not: two vectors per accumulator, one
+// per 128-bit lane; the full kernel runs all 16 vector lanes whatever
+// nvec is (the caller zeroes the unused vectors' activations), the other
+// stops after the pairs that hold nvec vectors. Per row and super-block
+// the codes are unpacked once and stored; each pair of vectors then
+// takes, per chunk of 16 codes (in both lanes, VBROADCASTI128 from the
+// stored codes), VPMADDUBSW or signedDot with the activations and, per
+// group of chunks with the same scale words, VPMADDWD with those words
+// (the sub-block scales applied before any sum leaves its sub-block) and
+// VPADDD. Two levels of interleave-and-add leave the 16 sums S in the
+// lane order of cpu.ggmlM16Lanes in two registers, the sums term M of all
+// 16 is VPMADDWD of the transposed activation sums with the broadcast
+// mins (or scales), and the float steps of the definition run on 16
+// vectors at once in its order, into out. The signature is ggmlSigM16
+// with these activations: super-block k at act + 4096k, half h, pair j
+// and chunk c at 2048h + 256j + 32c, 16 bytes of vector 2j then 16 of
+// vector 2j+1.
 //
-// With vnni (Ggml<t>A8M16FullAvxVnni, Ggml<t>A8M16AvxVnni) the VPMADDWD
-// and VPADDD of each chunk and pair are one VEX VPDPWSSD, the chunk's
-// scale words loaded once for the eight pairs. IQ4_XS's codes as
+// With pairOrder (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K in pair order, see
+// gen/ggml_pairs.go; not with vnni) it emits Ggml<t>PA8M16FullAvx2 and
+// Ggml<t>PA8M16Avx2: chunk c of half h is lane h of code register c, and
+// its activations come in the same order. Every chunk of a half has the
+// half's eight scale words, so per pair the chunks' VPMADDUBSW pairs add
+// up in int16 (all eight, at most 8*2*15*128; Q5_K four, Q6_K two:
+// pairGroup) and take one VPMADDWD with those words per group, a group's
+// codes held in registers while the pairs run through it where there are
+// several.
+//
+// Otherwise c is IQ4_XS (GgmlIQ4XSA8M16[Full]Avx2, with vnni AvxVnni),
+// columns 16c .. 16c+15 of the half in chunk c, in order. Its codes as
 // KValues + 128 would saturate VPMADDUBSW's pairs: with vnni, per
 // sub-block and pair two VEX VPDPBUSD into int32, one VPMULLD by the
 // sub-block scale, VPADDD, and the sums term subtracts 128*sum(sc*sx);
 // without, the signed KValues take signedDot per chunk (|x| times the
 // code with x's sign, at most 2*128*127 per pair), then VPMADDWD with the
 // scale words and VPADDD, and there is no sums term.
-//
-// With pairOrder (Q2_K, Q3_K, Q4_K or Q5_K in pair order, see
-// gen/ggml_pairs.go; not with vnni) it emits Ggml<t>PA8M16FullAvx2 and
-// Ggml<t>PA8M16Avx2: chunk c of half h is lane h of code register c, and
-// its activations come in the same order. Every chunk of a half has the
-// half's eight scale words, so per pair the eight chunks' VPMADDUBSW
-// pairs add up in int16 (at most 8*2*15*128) and take one VPMADDWD with
-// those words; Q5_K's in two groups of four chunks (pairGroup), each
-// group's codes held in registers while the pairs run through it.
 func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 	t := c.t
 	isa, _ := ymmISA(vnni)
@@ -70,7 +68,7 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 		base = fmt.Sprintf("the exact A8 product of %s rows in pair order (see Ggml%sPA8R4Avx2)", ggmlTypeName(t), t)
 	}
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is %s %s, two vectors per accumulator and the vectors in the lanes of the float steps.", name, base, what))
-	var nib, three, hi, nibw VecVirtual
+	var nib, nibw VecVirtual
 	// the code masks of the 16-column pair types for the whole kernel; the
 	// 32-column ones load theirs per super-block, as Q5_K's group loop
 	// needs every register but two
@@ -81,14 +79,14 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 			pk = newPairCodeConsts(pairTypes[t])
 		}
 	} else {
-		nib, three, hi = ggmlSuperConstsAVX2(t)
+		if !c.dword {
+			panic("gen: no column-order batch kernel for " + t)
+		}
+		nib = nibbleMask(YMM())
 	}
 	var kv VecVirtual
 	shift := c.shift
-	if c.dword {
-		if pairOrder {
-			panic("gen: no pair-order batch kernel for " + t)
-		}
+	if !pairOrder {
 		kv = ggmlKValuesYMM(vnni) // KValues + 128 for VPDPBUSD, else signed
 		if !vnni {
 			shift = 0 // signed codes: no recentring
@@ -148,11 +146,9 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 			VMOVDQU(ggmlDMinAVX2(t, Mem{Base: wp}), dd)
 			for h := 0; h < 2; h++ {
 				if !pairOrder {
-					cr := ggmlHalfCodesAVX2(c, Mem{Base: wp}, h, nib, three, hi)
+					cr := iq4xsHalfCodesAVX2(Mem{Base: wp}, h, nib)
 					for i, r := range cr { // chunk 2i+l is lane l of r
-						if c.dword {
-							VPSHUFB(r, kv, r)
-						}
+						VPSHUFB(r, kv, r)
 						VMOVDQU(r, chunks.Offset(32*i))
 					}
 				}
@@ -178,7 +174,7 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 						Label(label)
 					}
 				}
-				if !pairOrder && (c.dword || vnni || !full) {
+				if !pairOrder {
 					for j := range acc {
 						acc[j] = YMM()
 						VPXOR(acc[j], acc[j], acc[j])
@@ -265,7 +261,7 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 						acc[j] = YMM()
 						VPMADDWD(sc, a16[j], acc[j])
 					}
-				case c.dword && !vnni:
+				case !vnni:
 					for sb := 0; sb < 4; sb++ { // sub-block 4h+sb: chunks 2sb, 2sb+1
 						cw0, cw1, sc := YMM(), YMM(), YMM()
 						VBROADCASTI128(chunkCodes(2*sb), cw0)
@@ -280,7 +276,7 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 							}
 						})
 					}
-				case c.dword:
+				default:
 					for sb := 0; sb < 4; sb++ { // sub-block 4h+sb: chunks 2sb, 2sb+1
 						cw0, cw1, sc := YMM(), YMM(), YMM()
 						VBROADCASTI128(chunkCodes(2*sb), cw0)
@@ -298,60 +294,6 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 							VPMULLD(sc, d, d)
 							VPADDD(d, acc[j], acc[j])
 						})
-					}
-				case vnni:
-					for ch := 0; ch < 8; ch++ {
-						cw, sc := YMM(), YMM()
-						VBROADCASTI128(chunkCodes(ch), cw)
-						VBROADCASTI128(chunkScale(h, ch), sc)
-						pairs(fmt.Sprintf("%s_h%d_c%d_done", name, h, ch), func(j int) {
-							pr := YMM()
-							VPMADDUBSW(Mem{Base: ak, Disp: 2048*h + 256*j + 32*ch}, cw, pr)
-							vpdpwssdY(sc, pr, acc[j])
-						})
-					}
-				default:
-					// per sub-block: its chunks (two of a 32-column one,
-					// which share the scale words: their VPMADDUBSW pairs
-					// add up in int16, at most 2*2*31*128, before the one
-					// VPMADDWD) and scale words in registers for the
-					// eight pairs; in the full kernel the first
-					// sub-block's products start the sums
-					per := c.sub / 16
-					for sb := 0; sb < 8/per; sb++ {
-						cw := make([]VecVirtual, per)
-						for k := range cw {
-							cw[k] = YMM()
-							VBROADCASTI128(chunkCodes(per*sb+k), cw[k])
-						}
-						sc := YMM()
-						VBROADCASTI128(chunkScale(h, per*sb), sc)
-						body := func(j int) {
-							var pr VecVirtual
-							for k := range cw {
-								p := YMM()
-								VPMADDUBSW(Mem{Base: ak, Disp: 2048*h + 256*j + 32*(per*sb+k)}, cw[k], p)
-								if k == 0 {
-									pr = p
-								} else {
-									VPADDW(p, pr, pr)
-								}
-							}
-							if full && sb == 0 {
-								acc[j] = YMM()
-								VPMADDWD(sc, pr, acc[j])
-								return
-							}
-							VPMADDWD(sc, pr, pr)
-							VPADDD(pr, acc[j], acc[j])
-						}
-						if full {
-							for j := range acc {
-								body(j)
-							}
-						} else {
-							pairs(fmt.Sprintf("%s_h%d_s%d_done", name, h, sb), body)
-						}
 					}
 				}
 				// per lane: [sum of acc 4i+0..3 over that lane]; lanes
