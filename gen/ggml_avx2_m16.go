@@ -218,13 +218,7 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 							VPMADDWD(sc, a, a)
 							VPADDD(a, acc[j], acc[j])
 						}
-						if full {
-							for j := range acc {
-								body(j)
-							}
-						} else {
-							pairs(fmt.Sprintf("%s_h%d_g%d_done", name, h, gi), body)
-						}
+						pairs(fmt.Sprintf("%s_h%d_g%d_done", name, h, gi), body)
 					}
 				case pairOrder: // int16 sums over the half's chunks, one VPMADDWD
 					a16 := make([]VecVirtual, len(acc))
@@ -247,13 +241,7 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 							VPMADDUBSW(Mem{Base: ak, Disp: 2048*h + 256*j + 32*ch}, cw, pr)
 							VPADDW(pr, a16[j], a16[j])
 						}
-						if full {
-							for j := range a16 {
-								body(j)
-							}
-						} else {
-							pairs(fmt.Sprintf("%s_h%d_c%d_done", name, h, ch), body)
-						}
+						pairs(fmt.Sprintf("%s_h%d_c%d_done", name, h, ch), body)
 					}
 					sc := YMM()
 					VBROADCASTI128(pairScale(h), sc)
