@@ -312,8 +312,8 @@ func (e *Engine) Close() error {
 // *layout.Sparse12, *layout.Int8, *codebook.Codebook or
 // codebook.Baseline, *ans.Matrix, *ans.Bits, ...) and loads it onto the
 // engine. The CPU backend uses m's data in place unless WithHugePages is
-// set or its kernels read the type in an order of their own (GGML Q2_K,
-// Q3_K, Q5_0 and Q5_1 on the AVX2 kernel sets: a reordered copy): do not
+// set or its kernels read the type in an order of their own (GGML Q2_K
+// to Q6_K, Q5_0 and Q5_1 on the AVX2 kernel sets: a reordered copy): do not
 // modify it while loaded. A format the backend has no kernels for is an
 // error wrapping ErrFormatNotImplemented.
 func (e *Engine) Load(m layout.Matrix) (*Matrix, error) {

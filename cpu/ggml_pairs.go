@@ -7,11 +7,11 @@ import (
 	"github.com/qgemv/qgemv/layout/ggml"
 )
 
-// Orders of their own: the AVX2 kernels of Q2_K, Q3_K, Q4_K, Q5_K, Q5_0
-// and Q5_1 read a copy of the matrix with its codes (or high bits)
+// Orders of their own: the AVX2 kernels of the K types (Q2_K to Q6_K),
+// Q5_0 and Q5_1 read a copy of the matrix with its codes (or high bits)
 // reordered within each block at load (ggmlKernel.repack).
 //
-// Pair order (Q2_K, Q3_K, Q4_K, Q5_K; see gen/ggml_pairs.go): position
+// Pair order (the K types; see gen/ggml_pairs.go): position
 // 32v + p (v: code register 0..7, p: its byte 0..31) holds a column such
 // that each 16-bit word of a register is two columns of one sub-block,
 // the same sub-block in every register. 16-column sub-blocks

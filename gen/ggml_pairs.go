@@ -8,13 +8,14 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-// Pair order: the AVX2 kernels of Q2_K, Q3_K, Q4_K and Q5_K read a copy
+// Pair order: the AVX2 kernels of the K types (Q2_K to Q6_K) read a copy
 // of the matrix whose codes the CPU backend reorders at load
 // (cpu.q2kPairSrc, cpu.q4kPairSrc), so that every 16-bit word of a code
 // register belongs to one sub-block, the same in all eight registers.
-// Then the VPMADDUBSW pairs of the eight registers add up in int16 and
-// one VPMADDWD with the super-block's scale words applies every sub-block
-// scale at once, instead of a scale spread and a VPMADDWD per register.
+// Then the VPMADDUBSW pairs of the registers add up in int16 and one
+// VPMADDWD with the super-block's scale words applies every sub-block
+// scale at once (per group of registers: pairGroup), instead of a scale
+// spread and a VPMADDWD per register.
 //
 // 16-column sub-blocks (Q2_K, Q3_K): code register v holds, in byte 16h +
 // 2k + b, the code of column 128h + 16k + 2v + b: word k of lane h is
