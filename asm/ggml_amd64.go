@@ -530,14 +530,6 @@ func GgmlQ6KF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlIQ4XSF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
 
-// GgmlIQ4XSA8Avx2 computes the exact A8 product of layout/ggml IQ4_XS rows
-// with AVX2: activations in column order, the sums one int16 per sub-block;
-// each 32-byte register of codes is one sub-block of 32 columns or two of 16
-// (one per 128-bit lane). See "GGML block kernels" in the package doc.
-//
-//go:noescape
-func GgmlIQ4XSA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
-
 // GgmlIQ4XSA8AvxVnni computes the exact A8 product of layout/ggml IQ4_XS rows
 // with AVX-VNNI: activations in column order, the sums one int16 per
 // sub-block; each 32-byte register of codes is one sub-block of 32 columns or
@@ -546,22 +538,6 @@ func GgmlIQ4XSA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride 
 //
 //go:noescape
 func GgmlIQ4XSA8AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
-
-// GgmlIQ4XSA8M16Avx2 is GgmlIQ4XSA8Avx2 for 2..16 vectors (the pairs that hold
-// the batch; the second vector of an odd batch's last pair must have zero
-// activations), two vectors per accumulator and the vectors in the lanes of
-// the float steps. See "GGML block kernels" in the package doc.
-//
-//go:noescape
-func GgmlIQ4XSA8M16Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
-
-// GgmlIQ4XSA8M16FullAvx2 is GgmlIQ4XSA8Avx2 for 16 vector lanes (nvec is
-// ignored: the activations of unused lanes must be zero), two vectors per
-// accumulator and the vectors in the lanes of the float steps. See "GGML block
-// kernels" in the package doc.
-//
-//go:noescape
-func GgmlIQ4XSA8M16FullAvx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
 // GgmlIQ4XSA8M16AvxVnni is GgmlIQ4XSA8Avx2 for 2..16 vectors (the pairs that
 // hold the batch; the second vector of an odd batch's last pair must have zero
@@ -578,13 +554,6 @@ func GgmlIQ4XSA8M16AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, as
 //
 //go:noescape
 func GgmlIQ4XSA8M16FullAvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
-
-// GgmlIQ4XSA8R4Avx2 is GgmlIQ4XSA8Avx2 for one vector and four rows at a time
-// (rows a multiple of 4), the reductions and float steps with the rows in the
-// lanes. See "GGML block kernels" in the package doc.
-//
-//go:noescape
-func GgmlIQ4XSA8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlIQ4XSA8R4AvxVnni is GgmlIQ4XSA8AvxVnni for one vector and four rows at a
 // time (rows a multiple of 4), the reductions and float steps with the rows in
@@ -779,6 +748,42 @@ func GgmlQ6KPA8M16Avx2(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //
 //go:noescape
 func GgmlQ6KPA8M16FullAvx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
+// GgmlIQ4XSPA8R4Avx2 computes the exact A8 product of layout/ggml IQ4_XS rows
+// in pair order (the codes reordered at load, the activations in the same
+// order) with AVX2, one vector and four rows at a time (rows a multiple of 4;
+// nvec and the strides ignored): per row and super-block one VPMADDWD with the
+// 16 scale words per group of code registers, the reductions and float steps
+// with the rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4XSPA8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlIQ4XSPF32Avx2 multiplies layout/ggml IQ4_XS rows in pair order by
+// float32 activations in the same order with AVX2 and FMA, each super-block
+// dequantized once per 64 columns for every vector. See "GGML block kernels"
+// in the package doc.
+//
+//go:noescape
+func GgmlIQ4XSPF32Avx2(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
+
+// GgmlIQ4XSPA8M16Avx2 is the exact A8 product of IQ4_XS rows in pair order
+// (see GgmlIQ4XSPA8R4Avx2) for 2..16 vectors (the pairs that hold the batch;
+// the second vector of an odd batch's last pair must have zero activations),
+// two vectors per accumulator and the vectors in the lanes of the float steps.
+// See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4XSPA8M16Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
+
+// GgmlIQ4XSPA8M16FullAvx2 is the exact A8 product of IQ4_XS rows in pair order
+// (see GgmlIQ4XSPA8R4Avx2) for 16 vector lanes (nvec is ignored: the
+// activations of unused lanes must be zero), two vectors per accumulator and
+// the vectors in the lanes of the float steps. See "GGML block kernels" in the
+// package doc.
+//
+//go:noescape
+func GgmlIQ4XSPA8M16FullAvx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
 // GgmlQ40A8T4Avx2 is GgmlQ40A8Avx512 for 16 rows and 4 vector slots with the
 // rows in the lanes, on AVX2. See "GGML block kernels" in the package doc.

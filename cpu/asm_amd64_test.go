@@ -208,12 +208,6 @@ func TestRequiresCoverKernels(t *testing.T) {
 			check("ggml rows in lanes", funcName(f), ggmlA8Requires)
 		}
 	}
-	for _, f := range ggmlA8M16AVX2Funcs {
-		check("ggml avx2 batch", funcName(f), ggmlA8AVX2Requires)
-	}
-	for _, f := range ggmlA8M16AVX2SmallFuncs {
-		check("ggml avx2 batch", funcName(f), ggmlA8AVX2Requires)
-	}
 	for _, k := range ggmlPairs {
 		for _, f := range []any{k.r4, k.m16Full, k.m16, k.f32} {
 			check("ggml pair order", funcName(f), ggmlPairsRequires)

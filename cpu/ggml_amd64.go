@@ -107,23 +107,12 @@ var ggmlF32Funcs = map[ggml.Type]ggmlF32Func{
 // ggmlA8AVX2Requires is every feature the AVX2 kernels' instructions need.
 var ggmlA8AVX2Requires = []string{"AVX", "AVX2", "BMI2", "F16C"}
 
-// ggmlA8M16AVX2Funcs are the AVX2 batch kernels, for at least
-// ggmlM16FullFrom vectors (all 16 lanes; activations laid out by
-// ggmlPrepM16).
-var ggmlA8M16AVX2Funcs = map[ggml.Type]ggmlA8M16Func{
-	ggml.IQ4_XS: asm.GgmlIQ4XSA8M16FullAvx2,
-}
-
-// ggmlA8M16AVX2SmallFuncs are the AVX2 batch kernels for smaller batches
-// (from ggmlM16AVX2From): the pairs that hold the batch only.
-var ggmlA8M16AVX2SmallFuncs = map[ggml.Type]ggmlA8M16Func{
-	ggml.IQ4_XS: asm.GgmlIQ4XSA8M16Avx2,
-}
-
-// ggmlA8M16AVXVNNIFuncs and ggmlA8M16AVXVNNISmallFuncs are the batch
-// kernels above with VEX VPDPWSSD for the scale words' multiply-add, for
-// the avxvnni kernel set, and IQ4_XS's (VPDPBUSD on KValues + 128, which
-// AVX2 has no way to multiply without the sign trick).
+// ggmlA8M16AVXVNNIFuncs and ggmlA8M16AVXVNNISmallFuncs are the avxvnni
+// set's batch kernels of IQ4_XS in column order (VPDPBUSD on KValues +
+// 128, which AVX2 has no way to multiply without the sign trick), for at
+// least ggmlM16FullFrom vectors (all 16 lanes; activations laid out by
+// ggmlPrepM16) and from ggmlM16AVX2From (the pairs that hold the batch).
+// The avx2 set's batch kernels are the pair-order ones (ggmlPairs).
 var (
 	ggmlA8M16AVXVNNIFuncs = map[ggml.Type]ggmlA8M16Func{
 		ggml.IQ4_XS: asm.GgmlIQ4XSA8M16FullAvxVnni,
@@ -399,7 +388,6 @@ const ggmlM16AVX2From = 5
 // ggmlA8AVX2Funcs are the AVX2 one-vector kernels (activations in column
 // order), for the avx2 and avxvnni kernel sets.
 var ggmlA8AVX2Funcs = map[ggml.Type]ggmlA8Func{
-	ggml.IQ4_XS: asm.GgmlIQ4XSA8Avx2,
 	ggml.Q4_0:   asm.GgmlQ40A8Avx2,
 	ggml.Q4_1:   asm.GgmlQ41A8Avx2,
 	ggml.Q5_0:   asm.GgmlQ50A8Avx2,
@@ -424,7 +412,6 @@ var ggmlF32AVX2Funcs = map[ggml.Type]ggmlF32Func{
 
 // ggmlA8R4AVX2Funcs are the AVX2 four-row batch-1 kernels.
 var ggmlA8R4AVX2Funcs = map[ggml.Type]ggmlA8Func{
-	ggml.IQ4_XS: asm.GgmlIQ4XSA8R4Avx2,
 	ggml.Q4_0:   asm.GgmlQ40A8R4Avx2,
 	ggml.Q4_1:   asm.GgmlQ41A8R4Avx2,
 	ggml.Q5_0:   asm.GgmlQ50A8R4Avx2,
@@ -465,7 +452,7 @@ func init() {
 		t, fn := t, fn
 		ggmlKernels[t] = func(isa ISA) *ggmlKernel {
 			f32, avx2, f32avx2, r4, r4avx2 := ggmlF32Funcs[t], ggmlA8AVX2Funcs[t], ggmlF32AVX2Funcs[t], ggmlA8R4Funcs[t], ggmlA8R4AVX2Funcs[t]
-			if pk, ok := ggmlPairs[t]; ok && (isa == AVX2 || isa == AVXVNNI) {
+			if pk, ok := ggmlPairs[t]; ok && (isa == AVX2 || isa == AVXVNNI && !pk.avx2Only) {
 				if !hasAll(ggmlPairsRequires) {
 					return nil
 				}
@@ -474,17 +461,16 @@ func init() {
 			if (isa == AVX2 || isa == AVXVNNI) && ggmlQhRepack[t] != nil && !hasAll(ggmlF32AVX2Requires) {
 				return nil // the float kernel must read the repacked copy too
 			}
+			vnni := isa == AVXVNNI && hasAll(ggmlA8AVXVNNIRequires)
+			if f := ggmlA8AVXVNNIFuncs[t]; vnni && f != nil { // the AVX-VNNI variants where a type has them
+				avx2, r4avx2 = f, ggmlA8R4AVXVNNIFuncs[t]
+			}
 			if (isa == AVX2 || isa == AVXVNNI) && avx2 != nil && hasAll(ggmlA8AVX2Requires) {
-				m16avx2, m16avx2Small := ggmlA8M16AVX2Funcs[t], ggmlA8M16AVX2SmallFuncs[t]
-				tFuncs, vnni := ggmlA8TAVX2Funcs, isa == AVXVNNI && hasAll(ggmlA8AVXVNNIRequires)
-				if vnni { // the AVX-VNNI variants where a type has them
+				var m16avx2, m16avx2Small ggmlA8M16Func
+				tFuncs := ggmlA8TAVX2Funcs
+				if vnni {
 					tFuncs = ggmlA8TAVXVNNIFuncs
-					if f := ggmlA8M16AVXVNNIFuncs[t]; f != nil {
-						m16avx2, m16avx2Small = f, ggmlA8M16AVXVNNISmallFuncs[t]
-					}
-					if f := ggmlA8AVXVNNIFuncs[t]; f != nil {
-						avx2, r4avx2 = f, ggmlA8R4AVXVNNIFuncs[t]
-					}
+					m16avx2, m16avx2Small = ggmlA8M16AVXVNNIFuncs[t], ggmlA8M16AVXVNNISmallFuncs[t]
 				}
 				batchKernel := func(batch int) ggmlA8M16Func {
 					switch {
@@ -645,11 +631,12 @@ var ggmlQhRepack = map[ggml.Type]func([]byte){
 	ggml.Q5_1: func(b []byte) { repackQhLanes(b, ggml.Q5_1.BlockBytes(), 4) },
 }
 
-// ggmlPairs are the kernels of the K types on the avx2 and avxvnni
+// ggmlPairs are the kernels of the K types and IQ4_XS on the avx2 and avxvnni
 // kernel sets, which read the matrix in pair order (repack at load;
 // gen/ggml_pairs.go says why) and the activations in the same order; they
 // need ggmlPairsRequires.
 type ggmlPairKernels struct {
+	avx2Only     bool // the avxvnni set keeps its column-order kernels (IQ4_XS)
 	repack       func([]byte)
 	order        *[256]uint8         // position -> column, per 256 columns
 	perm         func(dst, x []int8) // the activations in that order
@@ -660,11 +647,14 @@ type ggmlPairKernels struct {
 
 var (
 	ggmlPairs = map[ggml.Type]ggmlPairKernels{
-		ggml.Q2_K: {repackQ2KPairs, &q2kPairSrc, pairsInt8, asm.GgmlQ2KPA8R4Avx2, asm.GgmlQ2KPA8M16FullAvx2, asm.GgmlQ2KPA8M16Avx2, asm.GgmlQ2KPF32Avx2},
-		ggml.Q3_K: {repackQ3KPairs, &q2kPairSrc, pairsInt8, asm.GgmlQ3KPA8R4Avx2, asm.GgmlQ3KPA8M16FullAvx2, asm.GgmlQ3KPA8M16Avx2, asm.GgmlQ3KPF32Avx2},
-		ggml.Q4_K: {repackQ4KPairs, &q4kPairSrc, pairsInt8By4, asm.GgmlQ4KPA8R4Avx2, asm.GgmlQ4KPA8M16FullAvx2, asm.GgmlQ4KPA8M16Avx2, asm.GgmlQ4KPF32Avx2},
-		ggml.Q5_K: {repackQ5KPairs, &q4kPairSrc, pairsInt8By4, asm.GgmlQ5KPA8R4Avx2, asm.GgmlQ5KPA8M16FullAvx2, asm.GgmlQ5KPA8M16Avx2, asm.GgmlQ5KPF32Avx2},
-		ggml.Q6_K: {repackQ6KPairs, &q2kPairSrc, pairsInt8, asm.GgmlQ6KPA8R4Avx2, asm.GgmlQ6KPA8M16FullAvx2, asm.GgmlQ6KPA8M16Avx2, asm.GgmlQ6KPF32Avx2},
+		ggml.Q2_K: {false, repackQ2KPairs, &q2kPairSrc, pairsInt8, asm.GgmlQ2KPA8R4Avx2, asm.GgmlQ2KPA8M16FullAvx2, asm.GgmlQ2KPA8M16Avx2, asm.GgmlQ2KPF32Avx2},
+		ggml.Q3_K: {false, repackQ3KPairs, &q2kPairSrc, pairsInt8, asm.GgmlQ3KPA8R4Avx2, asm.GgmlQ3KPA8M16FullAvx2, asm.GgmlQ3KPA8M16Avx2, asm.GgmlQ3KPF32Avx2},
+		ggml.Q4_K: {false, repackQ4KPairs, &q4kPairSrc, pairsInt8By4, asm.GgmlQ4KPA8R4Avx2, asm.GgmlQ4KPA8M16FullAvx2, asm.GgmlQ4KPA8M16Avx2, asm.GgmlQ4KPF32Avx2},
+		ggml.Q5_K: {false, repackQ5KPairs, &q4kPairSrc, pairsInt8By4, asm.GgmlQ5KPA8R4Avx2, asm.GgmlQ5KPA8M16FullAvx2, asm.GgmlQ5KPA8M16Avx2, asm.GgmlQ5KPF32Avx2},
+		ggml.Q6_K: {false, repackQ6KPairs, &q2kPairSrc, pairsInt8, asm.GgmlQ6KPA8R4Avx2, asm.GgmlQ6KPA8M16FullAvx2, asm.GgmlQ6KPA8M16Avx2, asm.GgmlQ6KPF32Avx2},
+		// IQ4_XS: its VPDPBUSD batch kernels keep the avxvnni set in
+		// column order
+		ggml.IQ4_XS: {true, repackIQ4XSPairs, &q4kPairSrc, pairsInt8By4, asm.GgmlIQ4XSPA8R4Avx2, asm.GgmlIQ4XSPA8M16FullAvx2, asm.GgmlIQ4XSPA8M16Avx2, asm.GgmlIQ4XSPF32Avx2},
 	}
 	ggmlPairsRequires = append(slices.Clone(ggmlA8AVX2Requires), "FMA3")
 )

@@ -26,8 +26,9 @@ import (
 // (q4kPairSrc): p = 16h + 4s + j holds column 128h + 32s + 4v + j, words
 // 2s and 2s+1 of lane h are sub-block 4h + s; the 32 code bytes at qs +
 // 32H hold register H in their low nibbles and H + 4 in their high ones
-// (q4kPairNibbles), and Q5_K's high bits, in place of qh, bit v of byte p
-// for register v (q5kPairHigh). Scales, d and dmin keep their places.
+// (q4kPairNibbles; IQ4_XS too, on the avx2 set only: iq4xsPairWords), and
+// Q5_K's high bits, in place of qh, bit v of byte p for register v
+// (q5kPairHigh). Scales, d and dmin keep their places.
 //
 // Lane order (Q5_0, Q5_1): the 32 high bits with column 4d+b's at bit
 // 8b+d (repackQhLanes).
@@ -245,6 +246,34 @@ func repackQ5KPairs(data []byte) {
 	for blk := data; len(blk) >= n; blk = blk[n:] {
 		q4kPairNibbles(blk[48:176])
 		q5kPairHigh(blk[16:48])
+	}
+}
+
+// repackIQ4XSPairs rewrites the codes of every IQ4_XS super-block in data
+// (whole blocks, in place) in pair order.
+func repackIQ4XSPairs(data []byte) {
+	n := ggml.IQ4_XS.BlockBytes()
+	for blk := data; len(blk) >= n; blk = blk[n:] {
+		iq4xsPairWords(blk[8:136])
+	}
+}
+
+// iq4xsPairWords reorders an IQ4_XS super-block's 128 bytes of 4-bit
+// codes: llama.cpp keeps column 32j + l in byte 16j + l%16 of them, the
+// low nibble for l < 16, so the 32-bit word 4j + H holds columns 32j +
+// 4H .. +3 in its low nibbles and the 16 columns on in its high ones:
+// registers H and H + 4 of pair order at sub-block j = 4h + s, which is
+// word 8H + 4h + s there. A permutation of words.
+func iq4xsPairWords(qs []byte) {
+	le := binary.LittleEndian
+	var old [32]uint32
+	for i := range old {
+		old[i] = le.Uint32(qs[4*i:])
+	}
+	for H := 0; H < 4; H++ {
+		for j := 0; j < 8; j++ {
+			le.PutUint32(qs[4*(8*H+j):], old[4*j+H])
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -383,9 +384,9 @@ func TestPairOrder(t *testing.T) {
 // TestPairOrder32: the pair order of the 32-column sub-block types is a
 // permutation of each super-block's columns whose 16-bit words hold two
 // adjacent columns of one sub-block (words 2s, 2s+1 of lane h: sub-block
-// 4h + s) in every register; repackQ4KPairs and repackQ5KPairs move each
-// code (and Q5_K's high bit) to the place of its column, pairsInt8By4 each
-// activation.
+// 4h + s) in every register; repackQ4KPairs, repackQ5KPairs and
+// repackIQ4XSPairs move each code (and Q5_K's high bit) to the place of
+// its column, pairsInt8By4 each activation.
 func TestPairOrder32(t *testing.T) {
 	var seen [256]bool
 	for j, c := range q4kPairSrc {
@@ -400,18 +401,22 @@ func TestPairOrder32(t *testing.T) {
 			t.Fatalf("position %d (word %d): column %d is not in sub-block %d", j, j%32/2, c, want)
 		}
 	}
-	for _, typ := range []ggml.Type{ggml.Q4_K, ggml.Q5_K} {
+	for _, typ := range []ggml.Type{ggml.Q4_K, ggml.Q5_K, ggml.IQ4_XS} {
 		m, err := ggml.Random(typ, 3, 512, 11)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rp := append([]byte(nil), m.Data...)
 		qs, keep := 16, 16 // the codes' offset; d, dmin and scales before
-		if typ == ggml.Q5_K {
+		switch typ {
+		case ggml.Q4_K:
+			repackQ4KPairs(rp)
+		case ggml.Q5_K:
 			qs = 48
 			repackQ5KPairs(rp)
-		} else {
-			repackQ4KPairs(rp)
+		case ggml.IQ4_XS:
+			qs, keep = 8, 8
+			repackIQ4XSPairs(rp)
 		}
 		var z ggml.Ints
 		for r := 0; r < m.Rows; r++ {
@@ -424,10 +429,14 @@ func TestPairOrder32(t *testing.T) {
 				for j, c := range q4kPairSrc {
 					v, p := j/32, j%32
 					code := blk[qs+32*(v%4)+p] >> (4 * (v / 4)) & 15
-					if typ == ggml.Q5_K {
+					want := int(z.Q[c])
+					switch typ {
+					case ggml.Q5_K:
 						code |= blk[16+p] >> v & 1 << 4
+					case ggml.IQ4_XS:
+						want = int(slices.Index(ggml.KValues[:], z.Q[c]))
 					}
-					if int(code) != int(z.Q[c]) {
+					if int(code) != want {
 						t.Fatalf("%v row %d block %d position %d: code %d, column %d has %d", typ, r, k, j, code, c, z.Q[c])
 					}
 				}
@@ -452,12 +461,12 @@ func TestPairOrder32(t *testing.T) {
 // BenchmarkPairRepack times the load-time reordering of the pair-order
 // types' matrices for the AVX2 kernels (bytes of the matrix per second).
 func BenchmarkPairRepack(b *testing.B) {
-	for _, typ := range []ggml.Type{ggml.Q2_K, ggml.Q3_K, ggml.Q4_K, ggml.Q5_K, ggml.Q6_K} {
+	for _, typ := range []ggml.Type{ggml.Q2_K, ggml.Q3_K, ggml.Q4_K, ggml.Q5_K, ggml.Q6_K, ggml.IQ4_XS} {
 		m, err := ggml.Random(typ, 256, 4096, 1)
 		if err != nil {
 			b.Fatal(err)
 		}
-		repack := map[ggml.Type]func([]byte){ggml.Q2_K: repackQ2KPairs, ggml.Q3_K: repackQ3KPairs, ggml.Q4_K: repackQ4KPairs, ggml.Q5_K: repackQ5KPairs, ggml.Q6_K: repackQ6KPairs}[typ]
+		repack := map[ggml.Type]func([]byte){ggml.Q2_K: repackQ2KPairs, ggml.Q3_K: repackQ3KPairs, ggml.Q4_K: repackQ4KPairs, ggml.Q5_K: repackQ5KPairs, ggml.Q6_K: repackQ6KPairs, ggml.IQ4_XS: repackIQ4XSPairs}[typ]
 		b.Run(typ.String(), func(b *testing.B) {
 			b.SetBytes(int64(len(m.Data)))
 			for b.Loop() {

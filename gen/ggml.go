@@ -46,20 +46,16 @@ func ggmlKernels() {
 	}
 	for _, c := range ggmlSupers {
 		ggmlSuperF32(c)
-		if _, ok := pairTypes[c.t]; ok { // AVX2: pair order, below
-			continue
-		}
-		ggmlSuperA8AVX2(c, false)
-		ggmlSuperA8AVX2(c, true)
-		for _, vnni := range []bool{false, true} {
-			ggmlSuperA8M16AVX2(c, false, vnni, false)
-			ggmlSuperA8M16AVX2(c, true, vnni, false)
-		}
-		ggmlSuperA8R4AVX2(c, false)
-		ggmlSuperA8R4AVX2(c, true)
-		ggmlSuperF32AVX2(c, false)
 	}
-	for _, t := range []string{"Q2K", "Q3K", "Q4K", "Q5K", "Q6K"} { // AVX2: pair order
+	// IQ4_XS in column order for the avxvnni set (VPDPBUSD batch kernels;
+	// the avx2 set reads it in pair order, below)
+	iq4xs := pairTypes["IQ4XS"].c
+	ggmlSuperA8AVX2(iq4xs)
+	ggmlSuperA8M16AVX2(iq4xs, false, true, false)
+	ggmlSuperA8M16AVX2(iq4xs, true, true, false)
+	ggmlSuperA8R4AVX2(iq4xs)
+	ggmlSuperF32AVX2(iq4xs, false)
+	for _, t := range []string{"Q2K", "Q3K", "Q4K", "Q5K", "Q6K", "IQ4XS"} { // AVX2: pair order
 		pt := pairTypes[t]
 		if pt.c.t != t {
 			panic("gen: pairTypes[" + t + "] holds " + pt.c.t)

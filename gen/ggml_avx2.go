@@ -15,22 +15,21 @@ import (
 // signedDot then VPMADDWD with the scale words); the other super-block
 // types are read in pair order (gen/ggml_pairs.go).
 
-// ggmlSuperA8AVX2 emits GgmlIQ4XSA8Avx2 (signature ggmlSig; activations
-// in column order, the sums one int16 per sub-block; c is IQ4_XS, the one
-// super-block type the AVX2 sets run in column order, the others being in
+// ggmlSuperA8AVX2 emits GgmlIQ4XSA8AvxVnni (signature ggmlSig;
+// activations in column order, the sums one int16 per sub-block), the
+// avxvnni set's one-vector kernel of IQ4_XS, which that set reads in
+// column order for its VPDPBUSD batch kernels (the avx2 set reads it in
 // pair order, gen/ggml_pairs.go). Per row, super-block and half: the four
 // code registers of the half (columns 32i..32i+31) as signed KValues, then
-// per vector the half's S in int32 (signedDot, VPMADDWD with the scale
-// words) and the definition's float step in scalar SSE.
-//
-// With vnni it emits GgmlIQ4XSA8AvxVnni: the VPMADDWD with the scale
-// words and the VPADDD are one VEX VPDPWSSD.
-func ggmlSuperA8AVX2(c ggmlSuper, vnni bool) {
+// per vector the half's S in int32 (signedDot, then the scale words'
+// multiply-add as VEX VPDPWSSD) and the definition's float step in scalar
+// SSE.
+func ggmlSuperA8AVX2(c ggmlSuper) {
 	t := c.t
 	if !c.dword {
 		panic("gen: no column-order AVX2 kernel for " + t)
 	}
-	isa, what := ymmISA(vnni)
+	isa, what := ymmISA(true)
 	name := "Ggml" + t + "A8" + isa
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
@@ -65,17 +64,13 @@ func ggmlSuperA8AVX2(c ggmlSuper, vnni bool) {
 					for i := 0; i < 4; i++ {
 						pr := YMM()
 						signedDot(cr[i], Mem{Base: av, Disp: 128*h + 32*i}, nil, pr) // kv*sign(x) times |x|
-						switch {
-						case i == 0:
+						if i == 0 {
 							VPMADDWD(sv.Offset(32*(4*h+i)), pr, acc)
-						case vnni:
-							sc := YMM()
-							VMOVDQU(sv.Offset(32*(4*h+i)), sc)
-							vpdpwssdY(sc, pr, acc)
-						default:
-							VPMADDWD(sv.Offset(32*(4*h+i)), pr, pr)
-							VPADDD(pr, acc, acc)
+							continue
 						}
+						sc := YMM()
+						VMOVDQU(sv.Offset(32*(4*h+i)), sc)
+						vpdpwssdY(sc, pr, acc)
 					}
 					x4 := XMM()
 					VEXTRACTI128(U8(1), acc, x4)
@@ -917,16 +912,16 @@ func ggmlBlockF32AVX2(c ggmlSmall) {
 	})
 }
 
-// ggmlSuperA8R4AVX2 emits GgmlIQ4XSA8R4Avx2 (AvxVnni with vnni), the
-// AVX2 one-vector kernel of IQ4_XS for four rows at a time (rows a
-// multiple of 4; nvec and the strides ignored): each row's halves are
+// ggmlSuperA8R4AVX2 emits GgmlIQ4XSA8R4AvxVnni, the avxvnni set's
+// one-vector kernel of IQ4_XS (column order) for four rows at a time (rows
+// a multiple of 4; nvec and the strides ignored): each row's halves are
 // summed as in ggmlSuperA8AVX2 into four partial lanes kept on the stack,
 // then the four rows' S are reduced together with VPHADDD (lanes = rows)
 // and the definition's float steps run on the four rows at once. The next
 // four rows are prefetched in memory order.
-func ggmlSuperA8R4AVX2(c ggmlSuper, vnni bool) {
+func ggmlSuperA8R4AVX2(c ggmlSuper) {
 	t := c.t
-	isa, _ := ymmISA(vnni)
+	isa, _ := ymmISA(true)
 	name := "Ggml" + t + "A8R4" + isa
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
@@ -952,14 +947,10 @@ func ggmlSuperA8R4AVX2(c ggmlSuper, vnni bool) {
 					pr := YMM()
 					VPSHUFB(cr[k], kvs, cr[k])
 					signedDot(cr[k], Mem{Base: ak, Disp: 128*h + 32*k}, nil, pr)
-					switch {
-					case k == 0:
+					if k == 0 {
 						VPMADDWD(scale(h, k), pr, acc)
-					case vnni:
+					} else {
 						vpdpwssdY(scale(h, k), pr, acc)
-					default:
-						VPMADDWD(scale(h, k), pr, pr)
-						VPADDD(pr, acc, acc)
 					}
 				}
 				x4 := XMM()

@@ -27,24 +27,22 @@ import (
 // and chunk c at 2048h + 256j + 32c, 16 bytes of vector 2j then 16 of
 // vector 2j+1.
 //
-// With pairOrder (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K in pair order, see
-// gen/ggml_pairs.go; not with vnni) it emits Ggml<t>PA8M16FullAvx2 and
-// Ggml<t>PA8M16Avx2: chunk c of half h is lane h of code register c, and
-// its activations come in the same order. Every chunk of a half has the
-// half's eight scale words, so per pair the chunks' VPMADDUBSW pairs add
-// up in int16 (all eight, at most 8*2*15*128; Q5_K four, Q6_K two:
-// pairGroup) and take one VPMADDWD with those words per group, a group's
-// codes held in registers while the pairs run through it where there are
-// several.
+// With pairOrder (a type in pair order, see gen/ggml_pairs.go; not with
+// vnni) it emits Ggml<t>PA8M16FullAvx2 and Ggml<t>PA8M16Avx2: chunk c of
+// half h is lane h of code register c, and its activations come in the
+// same order. Every chunk of a half has the half's eight scale words, so
+// per pair the chunks' VPMADDUBSW pairs add up in int16 (all eight, at
+// most 8*2*15*128; Q5_K four, Q6_K two: pairGroup) and take one VPMADDWD
+// with those words per group, a group's codes held in registers while the
+// pairs run through it where there are several. IQ4_XS's signed KValues
+// take signedDot per chunk (|x| times the code with x's sign, at most
+// 2*128*127 per pair, so one chunk per group), and there is no sums term.
 //
-// Otherwise c is IQ4_XS (GgmlIQ4XSA8M16[Full]Avx2, with vnni AvxVnni),
-// columns 16c .. 16c+15 of the half in chunk c, in order. Its codes as
-// KValues + 128 would saturate VPMADDUBSW's pairs: with vnni, per
-// sub-block and pair two VEX VPDPBUSD into int32, one VPMULLD by the
-// sub-block scale, VPADDD, and the sums term subtracts 128*sum(sc*sx);
-// without, the signed KValues take signedDot per chunk (|x| times the
-// code with x's sign, at most 2*128*127 per pair), then VPMADDWD with the
-// scale words and VPADDD, and there is no sums term.
+// Otherwise (with vnni) c is IQ4_XS in column order for the avxvnni set
+// (GgmlIQ4XSA8M16[Full]AvxVnni), columns 16c .. 16c+15 of the half in
+// chunk c: its codes as KValues + 128, per sub-block and pair two VEX
+// VPDPBUSD into int32, one VPMULLD by the sub-block scale, VPADDD, and
+// the sums term subtracts 128*sum(sc*sx).
 func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 	t := c.t
 	isa, _ := ymmISA(vnni)
@@ -76,21 +74,21 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 	if pairOrder {
 		nibw = pairNibw(pairTypes[t])
 		if c.sub == 16 {
-			pk = newPairCodeConsts(pairTypes[t])
+			pk = newPairCodeConsts(pairTypes[t], false)
 		}
 	} else {
-		if !c.dword {
-			panic("gen: no column-order batch kernel for " + t)
+		if !c.dword || !vnni {
+			panic("gen: no column-order AVX2 batch kernel for " + t)
 		}
 		nib = nibbleMask(YMM())
 	}
 	var kv VecVirtual
 	shift := c.shift
+	if pairOrder && pairTypes[t].kv {
+		shift = 0 // signed codes: no recentring
+	}
 	if !pairOrder {
-		kv = ggmlKValuesYMM(vnni) // KValues + 128 for VPDPBUSD, else signed
-		if !vnni {
-			shift = 0 // signed codes: no recentring
-		}
+		kv = ggmlKValuesYMM(true) // KValues + 128 for VPDPBUSD
 	}
 	// frame: the scale words of the eight code registers (8 x 32 bytes;
 	// pairOrder: the eight code registers), the sums term's words (32
@@ -135,7 +133,7 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 				VMOVDQU(m, mw)
 				VMOVDQU(sw, pairScale(0))
 				if c.sub == 32 {
-					pk = newPairCodeConsts(pt)
+					pk = newPairCodeConsts(pt, false)
 				}
 				pairCodes(pt, Mem{Base: wp}, pk, func(v int, r VecVirtual) {
 					VMOVDQU(r, pairChunk(0, v))
@@ -185,6 +183,12 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 					// per group of chunks (the codes in registers) and
 					// pair: int16 sums over the group, one VPMADDWD, VPADDD
 					g := pairGroup(pairTypes[t])
+					// dot sets its last argument to the int16 pair sums of
+					// the chunk's codes times the activations at x
+					dot := func(x Mem, r, p VecVirtual) { VPMADDUBSW(x, r, p) }
+					if pairTypes[t].kv {
+						dot = func(x Mem, r, p VecVirtual) { signedDot(r, x, nil, p) }
+					}
 					sc := YMM()
 					VBROADCASTI128(pairScale(h), sc)
 					for j := range acc {
@@ -204,11 +208,11 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 							for k, r := range cw {
 								x := Mem{Base: ak, Disp: 2048*h + 256*j + 32*(g*gi+k)}
 								if k == 0 {
-									VPMADDUBSW(x, r, a)
+									dot(x, r, a)
 									continue
 								}
 								p := YMM()
-								VPMADDUBSW(x, r, p)
+								dot(x, r, p)
 								VPADDW(p, a, a)
 							}
 							if full && gi == 0 {
@@ -248,21 +252,6 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 					for j := range acc {
 						acc[j] = YMM()
 						VPMADDWD(sc, a16[j], acc[j])
-					}
-				case !vnni:
-					for sb := 0; sb < 4; sb++ { // sub-block 4h+sb: chunks 2sb, 2sb+1
-						cw0, cw1, sc := YMM(), YMM(), YMM()
-						VBROADCASTI128(chunkCodes(2*sb), cw0)
-						VBROADCASTI128(chunkCodes(2*sb+1), cw1)
-						VBROADCASTI128(chunkScale(h, 2*sb), sc)
-						pairs(fmt.Sprintf("%s_h%d_s%d_done", name, h, sb), func(j int) {
-							for k, cw := range []VecVirtual{cw0, cw1} {
-								p := YMM()
-								signedDot(cw, Mem{Base: ak, Disp: 2048*h + 256*j + 32*(2*sb+k)}, nil, p)
-								VPMADDWD(sc, p, p)
-								VPADDD(p, acc[j], acc[j])
-							}
-						})
 					}
 				default:
 					for sb := 0; sb < 4; sb++ { // sub-block 4h+sb: chunks 2sb, 2sb+1

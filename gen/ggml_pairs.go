@@ -49,6 +49,7 @@ type pairType struct {
 	c     ggmlSuper
 	qs    int  // offset of the code bytes (Q3_K: of the three planes)
 	nib   bool // codes as nibbles: register H low, H + 4 high at qs + 32H
+	kv    bool // IQ4_XS: the nibbles index KValues (signed: signedDot)
 	qh    int  // offset of the high bits in pair order (with hi)
 	hi    int  // high bits per code: Q5_K 1, Q6_K 2 (0: none)
 	d, dm int  // offsets of d and dmin (Q3_K, Q6_K: no dmin)
@@ -60,14 +61,18 @@ var pairTypes = map[string]pairType{
 	"Q3K": {c: ggmlSupers[1], qs: 0, d: 108, plane: true},
 	"Q4K": {c: ggmlSupers[2], qs: 16, nib: true, d: 0, dm: 2},
 	"Q5K": {c: ggmlSupers[3], qs: 48, nib: true, qh: 16, hi: 1, d: 0, dm: 2},
-	"Q6K": {c: ggmlSupers[4], qs: 0, nib: true, qh: 128, hi: 2, d: 208},
+	"Q6K":   {c: ggmlSupers[4], qs: 0, nib: true, qh: 128, hi: 2, d: 208},
+	"IQ4XS": {c: ggmlSupers[5], qs: 8, nib: true, kv: true, d: 0},
 }
 
 // pairGroup is how many code registers' pair sums a word adds in int16
 // before their VPMADDWD: all eight (Q2_K and Q3_K take theirs scaled, see
 // pairSums; Q4_K at most 8*2*15*128), Q5_K four (4*2*31*128), Q6_K two
-// (2*2*63*128).
+// (2*2*63*128), IQ4_XS one (signedDot: 2*128*127).
 func pairGroup(pt pairType) int {
+	if pt.kv {
+		return 1
+	}
 	switch pt.hi {
 	case 1:
 		return 4
@@ -103,10 +108,15 @@ func pairNibw(pt pairType) VecVirtual {
 // multiplies the activation sums by, one per sub-block: Q2_K's mins (each
 // scale byte zero-extended, its low nibble, masked by nibw, and its high
 // nibble), Q3_K's and Q6_K's scales again, the mins of Q4_K and Q5_K (an
-// XMM).
+// XMM; IQ4_XS: its scales, unused).
 func pairWords(pt pairType, base Mem, nibw VecVirtual) (sw, mw VecVirtual) {
 	if pt.c.sub == 32 {
-		sc, m := q4kScaleWords(base, false)
+		var sc, m VecVirtual
+		if pt.kv {
+			sc, m = ggmlScaleWordsAVX2(pt.c, base)
+		} else {
+			sc, m = q4kScaleWords(base, false)
+		}
 		lo, hi := XMM(), XMM()
 		VPUNPCKLWD(sc, sc, lo)
 		VPUNPCKHWD(sc, sc, hi)
@@ -126,13 +136,17 @@ func pairWords(pt pairType, base Mem, nibw VecVirtual) (sw, mw VecVirtual) {
 
 // pairCodeConsts are the byte masks pairCodes takes: three for the 2-bit
 // fields; Q3_K's seven and four for its planes; the nibble mask and the
-// high bits' mask (Q5_K 16, Q6_K 48).
-type pairCodeConsts struct{ three, seven, four, nib, hi VecVirtual }
+// high bits' mask (Q5_K 16, Q6_K 48); IQ4_XS's KValues (plus 128 with
+// kvOffset, for the float kernel's unsigned codes).
+type pairCodeConsts struct{ three, seven, four, nib, hi, kv VecVirtual }
 
-func newPairCodeConsts(pt pairType) pairCodeConsts {
+func newPairCodeConsts(pt pairType, kvOffset bool) pairCodeConsts {
 	av2 := fvec{avx512: false}
 	if pt.nib {
 		k := pairCodeConsts{nib: nibbleMask(YMM())}
+		if pt.kv {
+			k.kv = ggmlKValuesYMM(kvOffset)
+		}
 		switch pt.hi {
 		case 1:
 			k.hi = av2.broadcast(0x10101010)
@@ -161,6 +175,9 @@ func pairCodes(pt pairType, base Mem, k pairCodeConsts, each func(v int, r VecVi
 			}
 			VPAND(k.nib, r, r)
 			pairHigh(pt, base, v, k, r)
+			if pt.kv {
+				VPSHUFB(r, k.kv, r)
+			}
 			each(v, r)
 		}
 		return
@@ -219,8 +236,8 @@ func pairsA8R4AVX2(pt pairType) {
 	part := AllocLocal(4 * 48)
 	sums := pairSums(pt)
 	nibw := pairNibw(pt)
-	shift := c.shift // the sums term's (Q6_K); Q3_K's is folded in
-	if pt.plane {
+	shift := c.shift // the sums term's (Q6_K); Q3_K's is folded in, IQ4_XS has none (signed codes)
+	if pt.plane || pt.kv {
 		shift = 0
 	}
 	fourRows(name, false, c.bytes, 256, 2*256/c.sub, 8, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
@@ -300,7 +317,7 @@ func pairSums(pt pairType) func(base Mem, ak GPVirtual) []VecVirtual {
 		VPADDW(p, *acc, *acc)
 	}
 	if pt.nib {
-		k := newPairCodeConsts(pt)
+		k := newPairCodeConsts(pt, false)
 		g := pairGroup(pt)
 		return func(base Mem, ak GPVirtual) []VecVirtual {
 			a := make([]VecVirtual, 8/g)
@@ -312,6 +329,13 @@ func pairSums(pt pairType) func(base Mem, ak GPVirtual) []VecVirtual {
 					v := H + 4*i
 					VPAND(k.nib, cv, cv)
 					pairHigh(pt, base, v, k, cv)
+					if pt.kv { // KValues times x, sign moved to the codes
+						VPSHUFB(cv, k.kv, cv)
+						p := YMM()
+						signedDot(cv, Mem{Base: ak, Disp: 32 * v}, nil, p)
+						a[v] = p
+						continue
+					}
 					add(&a[v/g], madd(v, cv, ak))
 				}
 			}
@@ -433,7 +457,11 @@ func pairsF32Prep(pt pairType, wp, tp GPVirtual) {
 	}
 	if c.sub == 32 { // the sub-block's scale in both words of its dword
 		d := YMM()
-		VPSRLD(U8(16), sw, d)
+		if pt.kv { // signed scales
+			VPSRAD(U8(16), sw, d)
+		} else {
+			VPSRLD(U8(16), sw, d)
+		}
 		d, e := DE(d, func(e VecVirtual) { VPMOVZXWD(mw, e) })
 		idx := make([]VecVirtual, 4) // positions 8q..8q+7: sub-blocks 2q, 2q+1
 		for q := range idx {
@@ -464,7 +492,7 @@ func pairsF32Prep(pt pairType, wp, tp GPVirtual) {
 			spread(d, e, k, idx)
 		}
 	}
-	pairCodes(pt, Mem{Base: wp}, newPairCodeConsts(pt), func(v int, r VecVirtual) {
+	pairCodes(pt, Mem{Base: wp}, newPairCodeConsts(pt, true), func(v int, r VecVirtual) {
 		VMOVDQU(r, Mem{Base: tp, Disp: 32 * v})
 	})
 }
