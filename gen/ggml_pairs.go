@@ -57,10 +57,10 @@ type pairType struct {
 }
 
 var pairTypes = map[string]pairType{
-	"Q2K": {c: ggmlSupers[0], qs: 16, d: 80, dm: 82},
-	"Q3K": {c: ggmlSupers[1], qs: 0, d: 108, plane: true},
-	"Q4K": {c: ggmlSupers[2], qs: 16, nib: true, d: 0, dm: 2},
-	"Q5K": {c: ggmlSupers[3], qs: 48, nib: true, qh: 16, hi: 1, d: 0, dm: 2},
+	"Q2K":   {c: ggmlSupers[0], qs: 16, d: 80, dm: 82},
+	"Q3K":   {c: ggmlSupers[1], qs: 0, d: 108, plane: true},
+	"Q4K":   {c: ggmlSupers[2], qs: 16, nib: true, d: 0, dm: 2},
+	"Q5K":   {c: ggmlSupers[3], qs: 48, nib: true, qh: 16, hi: 1, d: 0, dm: 2},
 	"Q6K":   {c: ggmlSupers[4], qs: 0, nib: true, qh: 128, hi: 2, d: 208},
 	"IQ4XS": {c: ggmlSupers[5], qs: 8, nib: true, kv: true, d: 0},
 }
@@ -164,7 +164,7 @@ func newPairCodeConsts(pt pairType, kvOffset bool) pairCodeConsts {
 
 // pairCodes calls each(v, r) for the eight code registers of the
 // super-block at base in turn, r holding register v's codes (Q3_K: plus
-// 4).
+// 4; IQ4_XS: their KValues, as k.kv holds them).
 func pairCodes(pt pairType, base Mem, k pairCodeConsts, each func(v int, r VecVirtual)) {
 	if pt.nib {
 		for v := 0; v < 8; v++ {
@@ -218,7 +218,8 @@ func pairCodes(pt pairType, base Mem, k pairCodeConsts, each func(v int, r VecVi
 
 // pairsA8R4AVX2 emits Ggml<t>PA8R4Avx2, the four-row one-vector kernel
 // in pair order (for the avx2 and avxvnni kernel sets): per row the eight
-// code registers times the activations (VPMADDUBSW), their pair sums
+// code registers times the activations (VPMADDUBSW; IQ4_XS signedDot),
+// their pair sums
 // added in int16 (pairSums: each word is then the dot product of its
 // columns of one sub-block over all registers, or a group of them), one
 // VPMADDWD per group with the scale words (lane h: half h's S in four
@@ -293,15 +294,17 @@ func pairsA8R4AVX2(pt pairType) {
 // pairSums loads its constants and returns a function emitting, for the
 // super-block at base and the activations at ak (register v at ak+32v),
 // the 16 int16 words of the sums of code times activation per word
-// position over each group of pairGroup registers (registers 0..3, 4..7
-// for Q5_K; all eight for the others).
+// position over each group of pairGroup registers (registers 0..3 and
+// 4..7 for Q5_K, pairs for Q6_K, each alone for IQ4_XS, all eight for the
+// others).
 // Registers are taken scaled by a power of two where that saves a shift
 // (a mask in place of shift and mask), their pair sums added per scale
 // and divided exactly (VPSRAW of sums of multiples) before the final add.
 // Q2_K: the odd registers as 4q, two sums of at most 4*2*12*128. Q3_K:
 // registers 1 and 3 as 8q (at most 2*2*56*128), 5 as 8q divided alone,
-// the rest (6 and 7 from two planes) as q: at most 6*2*7*128. Q4_K and
-// Q5_K: registers H and H + 4 from the 32 bytes at qs + 32H.
+// the rest (6 and 7 from two planes) as q: at most 6*2*7*128. The nibble
+// types: registers H and H + 4 from the 32 bytes at qs + 32H (IQ4_XS:
+// looked up in KValues, times the activations by signedDot).
 func pairSums(pt pairType) func(base Mem, ak GPVirtual) []VecVirtual {
 	av2 := fvec{avx512: false}
 	madd := func(v int, cv VecVirtual, ak GPVirtual) VecVirtual {
@@ -406,7 +409,8 @@ func pairSums(pt pairType) func(base Mem, ak GPVirtual) []VecVirtual {
 }
 
 // pairsF32Prep is Ggml<t>PF32Avx2's unit preparation: D = d*sc and E
-// (-dmin*m, or -4*D for Q3_K's codes plus 4) of each sub-block, stored at
+// (-dmin*m, or -2^shift*D for the codes stored plus 2^shift: Q3_K, Q6_K,
+// IQ4_XS's KValues + 128) of each sub-block, stored at
 // tmp+256 and tmp+384 once per code position p (0..31) in the words'
 // order (16-column sub-blocks: 8(p/16) + p%16/2; 32-column ones: 4(p/16)
 // + p%16/4), first so that the stores have left by the time the kernel
