@@ -160,12 +160,19 @@ func ggmlScaleWordsAVX2(c ggmlSuper, base Mem) (w, m VecVirtual) {
 	// (Q6_K)
 	x := XMM()
 	switch c.t {
-	case "Q3K":
-		lo64, hi64 := q3kScaleBytes(base)
-		xh := XMM()
-		VMOVQ(lo64, x)
-		VMOVQ(hi64, xh)
-		VPUNPCKLQDQ(xh, x, x)
+	case "Q3K": // low nibbles of bytes 96..103 (scale j%8, nibble j/8),
+		// bits 2*(j/4) of byte 104 + j%4 (a broadcast dword: byte j is
+		// byte 104 + j%4, shifted per dword by 2*(j/4))
+		l4, h := XMM(), XMM()
+		VMOVQ(base.Offset(96), x)
+		VPSRLW(U8(4), x, l4)
+		VPUNPCKLQDQ(l4, x, x)
+		VPAND(ggmlNibMem(), x, x)
+		VPBROADCASTD(base.Offset(104), h)
+		VPSRLVD(rodata("q3kHighShift", 4, 4, func(i int) uint64 { return uint64(2 * i) }), h, h)
+		VPAND(rodata("ggmlThree16", 4, 4, func(int) uint64 { return 0x03030303 }), h, h)
+		VPSLLW(U8(4), h, h)
+		VPOR(h, x, x)
 	case "IQ4XS":
 		VMOVQ(iq4xsScaleBytes(base), x)
 	case "Q6K":
