@@ -313,9 +313,9 @@ func (e *Engine) Close() error {
 // codebook.Baseline, *ans.Matrix, *ans.Bits, ...) and loads it onto the
 // engine. The CPU backend uses m's data in place unless WithHugePages is
 // set or its kernels read the type in an order of their own (GGML Q2_K
-// to Q6_K, Q5_0 and Q5_1 on the AVX2 kernel sets: a reordered copy): do not
-// modify it while loaded. A format the backend has no kernels for is an
-// error wrapping ErrFormatNotImplemented.
+// to Q6_K, IQ4_XS, Q5_0 and Q5_1 on the AVX2 kernel sets: a reordered
+// copy): do not modify it while loaded. A format the backend has no
+// kernels for is an error wrapping ErrFormatNotImplemented.
 func (e *Engine) Load(m layout.Matrix) (*Matrix, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()

@@ -90,7 +90,7 @@ func init() {
 // LoadGGML validates m and binds it to the backend: used in place, or
 // copied (into huge pages if the backend has HugePages) where the kernel
 // set reads the type in an order of its own (the K types, Q5_0 and Q5_1
-// on the avx2 and avxvnni sets).
+// on the avx2 and avxvnni sets, IQ4_XS on the avx2 set).
 func (b *Backend) LoadGGML(m *ggml.Matrix) (*GGMLMatrix, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err

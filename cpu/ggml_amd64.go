@@ -421,8 +421,8 @@ var ggmlA8R4AVX2Funcs = map[ggml.Type]ggmlA8Func{
 }
 
 // ggmlA8AVXVNNIFuncs and ggmlA8R4AVXVNNIFuncs are one-vector kernels with
-// AVX-VNNI instructions, for the avxvnni kernel set: the super-block
-// types' (the scale words' VPMADDWD and VPADDD as one VPDPWSSD) and
+// AVX-VNNI instructions, for the avxvnni kernel set: IQ4_XS's in column
+// order (the scale words' VPMADDWD and VPADDD as one VPDPWSSD) and
 // IQ4_NL's, whose codes become KValues + 128 with VPDPBUSD instead of
 // taking the sign trick (one Zen 5 core in L2, 256x4096: 26.8 against
 // 32.6 us). The other 32-element types measured even with VPDPBUSD (their
@@ -647,14 +647,20 @@ type ggmlPairKernels struct {
 
 var (
 	ggmlPairs = map[ggml.Type]ggmlPairKernels{
-		ggml.Q2_K: {false, repackQ2KPairs, &q2kPairSrc, pairsInt8, asm.GgmlQ2KPA8R4Avx2, asm.GgmlQ2KPA8M16FullAvx2, asm.GgmlQ2KPA8M16Avx2, asm.GgmlQ2KPF32Avx2},
-		ggml.Q3_K: {false, repackQ3KPairs, &q2kPairSrc, pairsInt8, asm.GgmlQ3KPA8R4Avx2, asm.GgmlQ3KPA8M16FullAvx2, asm.GgmlQ3KPA8M16Avx2, asm.GgmlQ3KPF32Avx2},
-		ggml.Q4_K: {false, repackQ4KPairs, &q4kPairSrc, pairsInt8By4, asm.GgmlQ4KPA8R4Avx2, asm.GgmlQ4KPA8M16FullAvx2, asm.GgmlQ4KPA8M16Avx2, asm.GgmlQ4KPF32Avx2},
-		ggml.Q5_K: {false, repackQ5KPairs, &q4kPairSrc, pairsInt8By4, asm.GgmlQ5KPA8R4Avx2, asm.GgmlQ5KPA8M16FullAvx2, asm.GgmlQ5KPA8M16Avx2, asm.GgmlQ5KPF32Avx2},
-		ggml.Q6_K: {false, repackQ6KPairs, &q2kPairSrc, pairsInt8, asm.GgmlQ6KPA8R4Avx2, asm.GgmlQ6KPA8M16FullAvx2, asm.GgmlQ6KPA8M16Avx2, asm.GgmlQ6KPF32Avx2},
+		ggml.Q2_K: {repack: repackQ2KPairs, order: &q2kPairSrc, perm: pairsInt8,
+			r4: asm.GgmlQ2KPA8R4Avx2, m16Full: asm.GgmlQ2KPA8M16FullAvx2, m16: asm.GgmlQ2KPA8M16Avx2, f32: asm.GgmlQ2KPF32Avx2},
+		ggml.Q3_K: {repack: repackQ3KPairs, order: &q2kPairSrc, perm: pairsInt8,
+			r4: asm.GgmlQ3KPA8R4Avx2, m16Full: asm.GgmlQ3KPA8M16FullAvx2, m16: asm.GgmlQ3KPA8M16Avx2, f32: asm.GgmlQ3KPF32Avx2},
+		ggml.Q4_K: {repack: repackQ4KPairs, order: &q4kPairSrc, perm: pairsInt8By4,
+			r4: asm.GgmlQ4KPA8R4Avx2, m16Full: asm.GgmlQ4KPA8M16FullAvx2, m16: asm.GgmlQ4KPA8M16Avx2, f32: asm.GgmlQ4KPF32Avx2},
+		ggml.Q5_K: {repack: repackQ5KPairs, order: &q4kPairSrc, perm: pairsInt8By4,
+			r4: asm.GgmlQ5KPA8R4Avx2, m16Full: asm.GgmlQ5KPA8M16FullAvx2, m16: asm.GgmlQ5KPA8M16Avx2, f32: asm.GgmlQ5KPF32Avx2},
+		ggml.Q6_K: {repack: repackQ6KPairs, order: &q2kPairSrc, perm: pairsInt8,
+			r4: asm.GgmlQ6KPA8R4Avx2, m16Full: asm.GgmlQ6KPA8M16FullAvx2, m16: asm.GgmlQ6KPA8M16Avx2, f32: asm.GgmlQ6KPF32Avx2},
 		// IQ4_XS: its VPDPBUSD batch kernels keep the avxvnni set in
 		// column order
-		ggml.IQ4_XS: {true, repackIQ4XSPairs, &q4kPairSrc, pairsInt8By4, asm.GgmlIQ4XSPA8R4Avx2, asm.GgmlIQ4XSPA8M16FullAvx2, asm.GgmlIQ4XSPA8M16Avx2, asm.GgmlIQ4XSPF32Avx2},
+		ggml.IQ4_XS: {avx2Only: true, repack: repackIQ4XSPairs, order: &q4kPairSrc, perm: pairsInt8By4,
+			r4: asm.GgmlIQ4XSPA8R4Avx2, m16Full: asm.GgmlIQ4XSPA8M16FullAvx2, m16: asm.GgmlIQ4XSPA8M16Avx2, f32: asm.GgmlIQ4XSPF32Avx2},
 	}
 	ggmlPairsRequires = append(slices.Clone(ggmlA8AVX2Requires), "FMA3")
 )

@@ -8,10 +8,11 @@ import (
 )
 
 // Orders of their own: the AVX2 kernels of the K types (Q2_K to Q6_K),
-// Q5_0 and Q5_1 read a copy of the matrix with its codes (or high bits)
-// reordered within each block at load (ggmlKernel.repack).
+// IQ4_XS (the avx2 set), Q5_0 and Q5_1 read a copy of the matrix with its
+// codes (or high bits) reordered within each block at load
+// (ggmlKernel.repack).
 //
-// Pair order (the K types; see gen/ggml_pairs.go): position
+// Pair order (the K types, IQ4_XS; see gen/ggml_pairs.go): position
 // 32v + p (v: code register 0..7, p: its byte 0..31) holds a column such
 // that each 16-bit word of a register is two columns of one sub-block,
 // the same sub-block in every register. 16-column sub-blocks
@@ -47,18 +48,20 @@ var q2kPairSrc = func() (s [256]uint8) {
 // repackQ2KPairs rewrites the codes of every Q2_K super-block in data
 // (whole blocks, in place) in pair order.
 func repackQ2KPairs(data []byte) {
-	n := ggml.Q2_K.BlockBytes()
-	for blk := data; len(blk) >= n; blk = blk[n:] {
-		pairLow(blk[16:80])
-	}
+	eachBlock(data, ggml.Q2_K, func(b []byte) { pairLow(b[16:80]) })
 }
 
 // repackQ3KPairs rewrites the codes and high bits of every Q3_K
 // super-block in data (whole blocks, in place) in pair order, as planes.
 func repackQ3KPairs(data []byte) {
-	n := ggml.Q3_K.BlockBytes()
+	eachBlock(data, ggml.Q3_K, func(b []byte) { q3kPlanes(b[:96]) })
+}
+
+// eachBlock calls fn for every whole block of type t in data.
+func eachBlock(data []byte, t ggml.Type, fn func(b []byte)) {
+	n := t.BlockBytes()
 	for blk := data; len(blk) >= n; blk = blk[n:] {
-		q3kPlanes(blk[:96])
+		fn(blk[:n])
 	}
 }
 
@@ -174,10 +177,7 @@ func transpose4x4(a [4]uint32) (w [4]uint32) {
 // repackQ6KPairs rewrites the codes of every Q6_K super-block in data
 // (whole blocks, in place) in pair order.
 func repackQ6KPairs(data []byte) {
-	n := ggml.Q6_K.BlockBytes()
-	for blk := data; len(blk) >= n; blk = blk[n:] {
-		q6kPairs(blk[:192])
-	}
+	eachBlock(data, ggml.Q6_K, func(b []byte) { q6kPairs(b[:192]) })
 }
 
 // q6kPairs reorders a Q6_K super-block's codes, ql (b[:128]) and qh
@@ -233,29 +233,22 @@ var q4kPairSrc = func() (s [256]uint8) {
 // repackQ4KPairs rewrites the codes of every Q4_K super-block in data
 // (whole blocks, in place) in pair order.
 func repackQ4KPairs(data []byte) {
-	n := ggml.Q4_K.BlockBytes()
-	for blk := data; len(blk) >= n; blk = blk[n:] {
-		q4kPairNibbles(blk[16:144])
-	}
+	eachBlock(data, ggml.Q4_K, func(b []byte) { q4kPairNibbles(b[16:144]) })
 }
 
 // repackQ5KPairs rewrites the codes and high bits of every Q5_K
 // super-block in data (whole blocks, in place) in pair order.
 func repackQ5KPairs(data []byte) {
-	n := ggml.Q5_K.BlockBytes()
-	for blk := data; len(blk) >= n; blk = blk[n:] {
-		q4kPairNibbles(blk[48:176])
-		q5kPairHigh(blk[16:48])
-	}
+	eachBlock(data, ggml.Q5_K, func(b []byte) {
+		q4kPairNibbles(b[48:176])
+		q5kPairHigh(b[16:48])
+	})
 }
 
 // repackIQ4XSPairs rewrites the codes of every IQ4_XS super-block in data
 // (whole blocks, in place) in pair order.
 func repackIQ4XSPairs(data []byte) {
-	n := ggml.IQ4_XS.BlockBytes()
-	for blk := data; len(blk) >= n; blk = blk[n:] {
-		iq4xsPairWords(blk[8:136])
-	}
+	eachBlock(data, ggml.IQ4_XS, func(b []byte) { iq4xsPairWords(b[8:136]) })
 }
 
 // iq4xsPairWords reorders an IQ4_XS super-block's 128 bytes of 4-bit
@@ -326,47 +319,40 @@ func transpose8x8(x uint64) uint64 {
 	return x ^ t ^ t<<28
 }
 
-// q2kPairSrc2 is q2kPairSrc in two-column steps: position j of the order
-// holds columns 2*q2kPairSrc2[j] and the next.
-var q2kPairSrc2 = func() (s [128]uint8) {
-	for j := range s {
-		s[j] = q2kPairSrc[2*j] / 2
-	}
-	return s
-}()
+// q2kPairSrc2 and q4kPairSrc4 are the pair orders in runs of two and four
+// columns (pairRuns).
+var q2kPairSrc2, q4kPairSrc4 = pairRuns(&q2kPairSrc, 2), pairRuns(&q4kPairSrc, 4)
 
-// q4kPairSrc4 is q4kPairSrc in four-column steps: position j of the order
-// holds columns 4*q4kPairSrc4[j] .. +3.
-var q4kPairSrc4 = func() (s [64]uint8) {
-	for j := range s {
-		s[j] = q4kPairSrc[4*j] / 4
+// pairRuns returns order (position -> column) in runs of w columns: run j
+// holds columns w*r[j] .. w*r[j]+w-1.
+func pairRuns(order *[256]uint8, w int) []uint8 {
+	r := make([]uint8, 256/w)
+	for j := range r {
+		r[j] = order[w*j] / uint8(w)
 	}
-	return s
-}()
+	return r
+}
 
 // pairsInt8By4 writes x (whole super-blocks of 256 columns) to dst in the
 // pair order of 32-column sub-blocks, four columns at a time.
-func pairsInt8By4(dst, x []int8) {
-	n := len(x) &^ 255
-	d := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(dst[:n]))), n/4)
-	s := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(x[:n]))), n/4)
-	for o := 0; o < len(s); o += 64 {
-		d, s := d[o:o+64], s[o:o+64]
-		for j, c := range &q4kPairSrc4 {
-			d[j] = s[c]
-		}
-	}
-}
+func pairsInt8By4(dst, x []int8) { permuteRuns[uint32](dst, x, q4kPairSrc4) }
 
 // pairsInt8 writes x (whole super-blocks of 256 columns) to dst in the
 // pair order of 16-column sub-blocks, two columns at a time.
-func pairsInt8(dst, x []int8) {
+func pairsInt8(dst, x []int8) { permuteRuns[uint16](dst, x, q2kPairSrc2) }
+
+// permuteRuns writes x (whole super-blocks of 256 columns) to dst in runs
+// of T: run j of each super-block of dst is its run src[j] of x.
+func permuteRuns[T uint16 | uint32](dst, x []int8, src []uint8) {
+	var z T
+	w := int(unsafe.Sizeof(z))
 	n := len(x) &^ 255
-	d := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(dst[:n]))), n/2)
-	s := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(x[:n]))), n/2)
-	for o := 0; o < len(s); o += 128 {
-		d, s := d[o:o+128], s[o:o+128]
-		for j, c := range &q2kPairSrc2 {
+	d := unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(dst[:n]))), n/w)
+	s := unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(x[:n]))), n/w)
+	per := 256 / w
+	for o := 0; o < len(s); o += per {
+		d, s := d[o:o+per], s[o:o+per]
+		for j, c := range src {
 			d[j] = s[c]
 		}
 	}

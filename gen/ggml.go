@@ -51,8 +51,8 @@ func ggmlKernels() {
 	// the avx2 set reads it in pair order, below)
 	iq4xs := pairTypes["IQ4XS"].c
 	ggmlSuperA8AVX2(iq4xs)
-	ggmlSuperA8M16AVX2(iq4xs, false, true, false)
-	ggmlSuperA8M16AVX2(iq4xs, true, true, false)
+	ggmlSuperA8M16AVX2(iq4xs, false, false)
+	ggmlSuperA8M16AVX2(iq4xs, true, false)
 	ggmlSuperA8R4AVX2(iq4xs)
 	ggmlSuperF32AVX2(iq4xs, false)
 	for _, t := range []string{"Q2K", "Q3K", "Q4K", "Q5K", "Q6K", "IQ4XS"} { // AVX2: pair order
@@ -62,8 +62,8 @@ func ggmlKernels() {
 		}
 		pairsA8R4AVX2(pt)
 		ggmlSuperF32AVX2(pt.c, true)
-		ggmlSuperA8M16AVX2(pt.c, false, false, true)
-		ggmlSuperA8M16AVX2(pt.c, true, false, true)
+		ggmlSuperA8M16AVX2(pt.c, false, true)
+		ggmlSuperA8M16AVX2(pt.c, true, true)
 	}
 	for _, c := range ggmlSmalls {
 		if ggmlT32AVX2Types[c.t] {

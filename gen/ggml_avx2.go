@@ -9,11 +9,12 @@ import (
 )
 
 // llama.cpp block types with int8 activations on YMM (AVX2), the exact
-// A8 definition of layout/ggml. The 32-element block types and IQ4_XS
-// keep llama.cpp's column order (an IQ4_XS register of codes holds one
-// 32-column sub-block, whose scale is one broadcast word; the sums run
-// signedDot then VPMADDWD with the scale words); the other super-block
-// types are read in pair order (gen/ggml_pairs.go).
+// A8 definition of layout/ggml. The 32-element block types keep
+// llama.cpp's column order, and so does IQ4_XS on the avxvnni set (a
+// register of codes holds one 32-column sub-block, whose scale is one
+// broadcast word; the sums run signedDot then VPDPWSSD with the scale
+// words); the super-block types are otherwise read in pair order
+// (gen/ggml_pairs.go).
 
 // ggmlSuperA8AVX2 emits GgmlIQ4XSA8AvxVnni (signature ggmlSig;
 // activations in column order, the sums one int16 per sub-block), the
@@ -477,6 +478,12 @@ func signedDot(cr VecVirtual, x Op, absx, pr VecVirtual) {
 	VPMADDUBSW(s, absx, pr)
 }
 
+// ggmlPairSpread returns the VPERMD/VPERMPS index table taking dwords
+// 2k and 2k+1 to lanes 0..3 and 4..7.
+func ggmlPairSpread(k int) Mem {
+	return rodata(fmt.Sprintf("ggmlPairSpread%d", k), 8, 4, func(i int) uint64 { return uint64(2*k + i/4) })
+}
+
 // ggmlBlockSums are a group's four block sums of the activations as int32
 // (sx) and, for the offset codes, times 2^shift (off), loaded once for
 // the four rows of ggmlBlockA8R4AVX2.
@@ -626,7 +633,7 @@ func ggmlR4LanesAVX2(c ggmlSmall, rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVir
 		if sx != nil {
 			sk8 = YMM()
 			idx := YMM()
-			VMOVDQU(rodata(fmt.Sprintf("ggmlPairSpread%d", k), 8, 4, func(i int) uint64 { return uint64(2*k + i/4) }), idx)
+			VMOVDQU(ggmlPairSpread(k), idx)
 			VPERMD(sx.AsY(), idx, sk8)
 		}
 		if shift > 0 {
@@ -828,8 +835,8 @@ func ggmlF32AVX2(name, doc string, unitBytes, unitCols, sub int, signed, pairs b
 }
 
 // ggmlSuperF32AVX2 emits GgmlIQ4XSF32Avx2 for IQ4_XS (the codes as
-// KValues + 128, E = -128*D), the one super-block type the AVX2 sets run
-// in column order. With pairs it emits Ggml<t>PF32Avx2 for a type in pair
+// KValues + 128, E = -128*D), the one super-block type read in column
+// order by an AVX2 set (avxvnni). With pairs it emits Ggml<t>PF32Avx2 for a type in pair
 // order (see gen/ggml_pairs.go; the activations come in that order): the
 // same code registers, stored as they are, and D and E spread to the
 // words.

@@ -27,8 +27,8 @@ import (
 // and chunk c at 2048h + 256j + 32c, 16 bytes of vector 2j then 16 of
 // vector 2j+1.
 //
-// With pairOrder (a type in pair order, see gen/ggml_pairs.go; not with
-// vnni) it emits Ggml<t>PA8M16FullAvx2 and Ggml<t>PA8M16Avx2: chunk c of
+// With pairOrder (a type in pair order, see gen/ggml_pairs.go) it emits
+// Ggml<t>PA8M16FullAvx2 and Ggml<t>PA8M16Avx2: chunk c of
 // half h is lane h of code register c, and its activations come in the
 // same order. Every chunk of a half has the half's eight scale words, so
 // per pair the chunks' VPMADDUBSW pairs add up in int16 (all eight, at
@@ -38,17 +38,18 @@ import (
 // take signedDot per chunk (|x| times the code with x's sign, at most
 // 2*128*127 per pair, so one chunk per group), and there is no sums term.
 //
-// Otherwise (with vnni) c is IQ4_XS in column order for the avxvnni set
+// Otherwise c is IQ4_XS in column order for the avxvnni set
 // (GgmlIQ4XSA8M16[Full]AvxVnni), columns 16c .. 16c+15 of the half in
 // chunk c: its codes as KValues + 128, per sub-block and pair two VEX
 // VPDPBUSD into int32, one VPMULLD by the sub-block scale, VPADDD, and
 // the sums term subtracts 128*sum(sc*sx).
-func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
+func ggmlSuperA8M16AVX2(c ggmlSuper, full, pairOrder bool) {
+	vnni := !pairOrder
 	t := c.t
 	isa, _ := ymmISA(vnni)
 	tn := t
 	if pairOrder {
-		if _, ok := pairTypes[t]; vnni || !ok {
+		if _, ok := pairTypes[t]; !ok {
 			panic("gen: no pair-order batch kernel for " + t)
 		}
 		tn = t + "P"
@@ -59,7 +60,7 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 		name = "Ggml" + tn + "A8M16" + isa
 		what = "for 2..16 vectors (the pairs that hold the batch; the second vector of an odd batch's last pair must have zero activations)"
 	}
-	TEXT(name, 0, ggmlSigM16) // not NOSPLIT: frames of up to 880 bytes
+	TEXT(name, 0, ggmlSigM16) // not NOSPLIT: frames of up to 432 bytes
 	Pragma("noescape")
 	base := "Ggml" + t + "A8Avx2"
 	if pairOrder {
@@ -77,7 +78,7 @@ func ggmlSuperA8M16AVX2(c ggmlSuper, full, vnni, pairOrder bool) {
 			pk = newPairCodeConsts(pairTypes[t], false)
 		}
 	} else {
-		if !c.dword || !vnni {
+		if !c.dword {
 			panic("gen: no column-order AVX2 batch kernel for " + t)
 		}
 		nib = nibbleMask(YMM())

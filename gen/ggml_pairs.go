@@ -8,8 +8,8 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-// Pair order: the AVX2 kernels of the K types (Q2_K to Q6_K) read a copy
-// of the matrix whose codes the CPU backend reorders at load
+// Pair order: the AVX2 kernels of the K types (Q2_K to Q6_K), and of
+// IQ4_XS on the avx2 set, read a copy of the matrix whose codes the CPU backend reorders at load
 // (cpu.q2kPairSrc, cpu.q4kPairSrc), so that every 16-bit word of a code
 // register belongs to one sub-block, the same in all eight registers.
 // Then the VPMADDUBSW pairs of the registers add up in int16 and one
@@ -33,7 +33,7 @@ import (
 // bits 4-5 of register 4G + i at p. A word sums at most 2*63*128 per
 // register, so its registers add up in pairs (pairGroup).
 //
-// 32-column sub-blocks (Q4_K, Q5_K): register v holds, in byte 16h + 4s +
+// 32-column sub-blocks (Q4_K, Q5_K, IQ4_XS): register v holds, in byte 16h + 4s +
 // j, the code of column 128h + 32s + 4v + j: words 2s and 2s+1 of lane h
 // are sub-block 4h + s. The 32 bytes at qs + 32H hold register H in their
 // low nibbles and H + 4 in their high ones; Q5_K's 32 high-bit bytes, in
@@ -41,8 +41,9 @@ import (
 // code at p. A Q5_K word sums at most 2*31*128 per register, so its
 // registers add up in two groups of four.
 //
-// The activations come in the same order (cpu.pairsInt8); the sums term
-// and the float steps are the definition's.
+// The activations come in the same order (cpu.pairsInt8, or
+// cpu.pairsInt8By4 for 32-column sub-blocks); the sums term and the float
+// steps are the definition's.
 
 // pairType is a super-block type in pair order.
 type pairType struct {
@@ -52,7 +53,7 @@ type pairType struct {
 	kv    bool // IQ4_XS: the nibbles index KValues (signed: signedDot)
 	qh    int  // offset of the high bits in pair order (with hi)
 	hi    int  // high bits per code: Q5_K 1, Q6_K 2 (0: none)
-	d, dm int  // offsets of d and dmin (Q3_K, Q6_K: no dmin)
+	d, dm int  // offsets of d and dmin (Q3_K, Q6_K, IQ4_XS: no dmin)
 	plane bool // Q3_K: 3-bit codes in three planes
 }
 
@@ -223,8 +224,9 @@ func pairCodes(pt pairType, base Mem, k pairCodeConsts, each func(v int, r VecVi
 // added in int16 (pairSums: each word is then the dot product of its
 // columns of one sub-block over all registers, or a group of them), one
 // VPMADDWD per group with the scale words (lane h: half h's S in four
-// dwords), the mins term as in ggmlSuperA8R4AVX2, then its reductions and
-// float steps with the rows in the lanes. Q3_K's recentring is folded in
+// dwords), the sums term (VPMADDWD of the activation sums with the mins,
+// or Q6_K's scales for its recentring by 32; none for IQ4_XS), then the
+// reductions and float steps with the rows in the lanes (r4PartSteps). Q3_K's recentring is folded in
 // before the scales: each sub-block's sum less 4 times its activation sum
 // (at most 14336 + 8192 in magnitude) times its scale is the definition's
 // S - 4*sum(sc*sx), in one VPMADDWD.
@@ -470,7 +472,7 @@ func pairsF32Prep(pt pairType, wp, tp GPVirtual) {
 		idx := make([]VecVirtual, 4) // positions 8q..8q+7: sub-blocks 2q, 2q+1
 		for q := range idx {
 			idx[q] = YMM()
-			VMOVDQU(rodata(fmt.Sprintf("ggmlPairQuad%d", q), 8, 4, func(i int) uint64 { return uint64(2*q + i/4) }), idx[q])
+			VMOVDQU(ggmlPairSpread(q), idx[q])
 		}
 		spread(d, e, 0, idx)
 	} else {
@@ -482,9 +484,12 @@ func pairsF32Prep(pt pairType, wp, tp GPVirtual) {
 		for k := 0; k < 2; k++ { // sub-blocks 8k..8k+7
 			sx, mx := sw.AsX(), mw.AsX()
 			if k == 1 {
-				sx, mx = XMM(), XMM()
+				sx = XMM()
 				VEXTRACTI128(U8(1), sw, sx)
-				VEXTRACTI128(U8(1), mw, mx)
+				if c.mins {
+					mx = XMM()
+					VEXTRACTI128(U8(1), mw, mx)
+				}
 			}
 			d := YMM()
 			if c.mins {
