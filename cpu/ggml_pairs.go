@@ -186,27 +186,28 @@ func repackQ6KPairs(data []byte) {
 // 2q of byte 32h + l of qh; in pair order the columns 128h + 16k + 2v and
 // the next (q = k/2, l = 16(k%2) + 2v) are position p = 16h + 2k of
 // register v: nibble v/4 of ql's byte 32(v%4) + p, bits 2(v%4) of byte
-// 32(v/4) + p of the new qh.
+// 32(v/4) + p of the new qh. The eight registers' columns at p are 16
+// adjacent bytes of ql and of qh, taken as two 64-bit words each.
 func q6kPairs(b []byte) {
 	le := binary.LittleEndian
-	var ql [64]uint16
-	var qh, nh [32]uint16
-	for i := range ql {
-		ql[i] = le.Uint16(b[2*i:])
-	}
-	for i := range qh {
-		qh[i] = le.Uint16(b[128+2*i:])
-	}
+	var old [192]byte
+	copy(old[:], b)
 	var nl [64]uint16
+	var nh [32]uint16
 	for h := 0; h < 2; h++ {
 		for k := 0; k < 8; k++ {
-			q, p := k/2, 16*h+2*k
-			for v := 0; v < 8; v++ {
-				l := 16*(k%2) + 2*v
-				lo := ql[(64*h+32*(q%2)+l)/2] >> (4 * (q / 2)) & 0x0f0f
-				hi := qh[(32*h+l)/2] >> (2 * q) & 0x0303
-				nl[(32*(v%4)+p)/2] |= lo << (4 * (v / 4))
-				nh[(32*(v/4)+p)/2] |= hi << (2 * (v % 4))
+			q, w := k/2, 8*h+k // w: the word of position p = 16h + 2k
+			// registers 0..3 and 4..7: four 16-bit words each, from 16
+			// bytes of ql (l = 16(k%2) + 2v) and of qh
+			lo := 64*h + 32*(q%2) + 16*(k%2)
+			hb := 128 + 32*h + 16*(k%2)
+			for g := 0; g < 2; g++ {
+				n := le.Uint64(old[lo+8*g:]) >> (4 * (q / 2)) & 0x0f0f0f0f0f0f0f0f
+				t := le.Uint64(old[hb+8*g:]) >> (2 * q) & 0x0303030303030303
+				for i := 0; i < 4; i++ { // register v = 4g + i
+					nl[16*i+w] |= uint16(n>>(16*i)) << (4 * g)
+					nh[16*g+w] |= uint16(t>>(16*i)) << (2 * i)
+				}
 			}
 		}
 	}
