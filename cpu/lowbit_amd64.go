@@ -169,28 +169,7 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 	if hasAll(interleaveRequires) {
 		s.runs = interleaveRuns(s.src, int32(layout.BitsChunk(b.N)))
 	}
-	tiles := b.PRows / s.r
-	s.meta = make([]byte, tiles*s.chunks*s.metaBlock)
-	for t := 0; t < tiles; t++ {
-		for k := 0; k < s.chunks; k++ {
-			blk := s.meta[(t*s.chunks+k)*s.metaBlock:]
-			for i := 0; i < s.r; i++ {
-				r := t*s.r + i
-				for j := 0; j < L; j++ {
-					lane := i*L + j
-					g := (k*L + j) * (128 / sub) / b.G
-					switch {
-					case !m16:
-						putF32(blk[4*lane:], b.Scale(r, g))
-						putI32(blk[64+4*lane:], int32(b.Zero(r, g)))
-					case r < b.Rows: // padding rows keep zeros: their results are dropped
-						putU16(blk[2*lane:], uint16(b.Scales16[g*b.PRows+r]))
-						putU16(blk[32+2*lane:], uint16(int16(b.Zero(r, g))))
-					}
-				}
-			}
-		}
-	}
+	s.writeMeta(b, m16)
 	s.ctrl = make([]byte, bpc*64)
 	for bb := 0; bb < bpc; bb++ {
 		for j := 0; j < 64; j++ {
@@ -228,33 +207,49 @@ func (mx *LowMatrix) restoreMeta() {
 	s, b := mx.simd, mx.bits
 	n := b.Groups() * b.PRows
 	b.Scales16, b.Zeros16 = make([]layout.FP16, n), make([]layout.FP16, n)
-	if s.lanes == 8 { // the YMM kernels
-		s.ymmMetaLanes(b, func(blk []byte, lane, r, g int) {
-			if r < b.Rows { // padding rows: s = z = 0
-				b.Scales16[g*b.PRows+r] = layout.FP16(getU16(blk[2*lane:]))
-				b.Zeros16[g*b.PRows+r] = layout.ToFP16(float32(int16(getU16(blk[16+2*lane:]))))
-			}
-		})
-		return
-	}
-	L := s.bpc * s.sub
+	s.metaLanes(b, func(blk []byte, lane, r, g int) {
+		if r < b.Rows { // padding rows: s = z = 0
+			b.Scales16[g*b.PRows+r] = layout.FP16(getU16(blk[2*lane:]))
+			b.Zeros16[g*b.PRows+r] = layout.ToFP16(float32(int16(getU16(blk[s.metaBlock/2+2*lane:]))))
+		}
+	})
+}
+
+// metaLanes calls fn for each lane of each tile and chunk of the Bits A8
+// kernels' metadata (AVX-512 and YMM), in their order (lane = row in the
+// tile * L + unit, L = lanes / rows per tile units of chunk columns),
+// with the tile and chunk's block of s.meta and the lane's row and
+// group: writeMeta writes the metadata through it, restoreMeta reads it
+// back. A block holds the lanes' scales, then at metaBlock/2 their zeros.
+func (s *bitsSIMD) metaLanes(b *layout.Bits, fn func(blk []byte, lane, r, g int)) {
+	L, chunkCols := s.lanes/s.r, 128*s.bpc // units per chunk, columns per chunk
 	for t := 0; t < b.PRows/s.r; t++ {
 		for k := 0; k < s.chunks; k++ {
 			blk := s.meta[(t*s.chunks+k)*s.metaBlock:]
-			for i := 0; i < s.r; i++ {
-				r := t*s.r + i
-				if r >= b.Rows {
-					continue // padding rows: s = z = 0
-				}
-				for j := 0; j < L; j++ {
-					lane := i*L + j
-					g := (k*L + j) * (128 / s.sub) / b.G
-					b.Scales16[g*b.PRows+r] = layout.FP16(getU16(blk[2*lane:]))
-					b.Zeros16[g*b.PRows+r] = layout.ToFP16(float32(int16(getU16(blk[32+2*lane:]))))
-				}
+			for lane := 0; lane < s.lanes; lane++ {
+				r, u := t*s.r+lane/L, lane%L
+				fn(blk, lane, r, (k*chunkCols+u*chunkCols/L)/b.G)
 			}
 		}
 	}
+}
+
+// writeMeta lays out b's metadata for the kernels in s.meta: float32
+// scales and int32 zeros, or with half binary16 scales and int16 zeros
+// (the Meta16 kernels).
+func (s *bitsSIMD) writeMeta(b *layout.Bits, half bool) {
+	s.meta = make([]byte, b.PRows/s.r*s.chunks*s.metaBlock)
+	z := s.metaBlock / 2
+	s.metaLanes(b, func(blk []byte, lane, r, g int) {
+		switch {
+		case !half:
+			putF32(blk[4*lane:], b.Scale(r, g))
+			putI32(blk[z+4*lane:], int32(b.Zero(r, g)))
+		case r < b.Rows: // padding rows keep zeros: their results are dropped
+			putU16(blk[2*lane:], uint16(b.Scales16[g*b.PRows+r]))
+			putU16(blk[z+2*lane:], uint16(int16(b.Zero(r, g))))
+		}
+	})
 }
 
 // bits3Quads returns the VPDPBUSD steps of the AVX-512 3-bit kernels per

@@ -60,23 +60,6 @@ var bitsA8YMM16 = map[ISA]*ymmA8Kernels{
 	},
 }
 
-// ymmMetaLanes calls fn for each lane of each tile and chunk of the YMM
-// kernels' metadata, in their order (lane = row in the tile * nu + unit),
-// with the tile and chunk's block of s.meta and the lane's row and group:
-// newBitsYMM writes the metadata through it, restoreMeta reads it back.
-func (s *bitsSIMD) ymmMetaLanes(b *layout.Bits, fn func(blk []byte, lane, r, g int)) {
-	nu, chunkCols := 8/s.r, 128*s.bpc // units per chunk, columns per chunk
-	for t := 0; t < b.PRows/s.r; t++ {
-		for k := 0; k < s.chunks; k++ {
-			blk := s.meta[(t*s.chunks+k)*s.metaBlock:]
-			for lane := 0; lane < 8; lane++ {
-				r, u := t*s.r+lane/nu, lane%nu
-				fn(blk, lane, r, (k*chunkCols+u*chunkCols/nu)/b.G)
-			}
-		}
-	}
-}
-
 type ymmA8Kernels struct {
 	kernels  map[[2]int]bitsA8Func
 	requires []string
@@ -142,17 +125,7 @@ func newBitsYMM(be *Backend, b *layout.Bits) *bitsSIMD {
 			}
 		}
 	}
-	s.meta = make([]byte, b.PRows/R*s.chunks*mb)
-	s.ymmMetaLanes(b, func(blk []byte, lane, r, g int) {
-		switch {
-		case !half:
-			putF32(blk[4*lane:], b.Scale(r, g))
-			putI32(blk[32+4*lane:], int32(b.Zero(r, g)))
-		case r < b.Rows: // padding rows keep zeros: their results are dropped
-			putU16(blk[2*lane:], uint16(b.Scales16[g*b.PRows+r]))
-			putU16(blk[16+2*lane:], uint16(int16(b.Zero(r, g))))
-		}
-	})
+	s.writeMeta(b, half)
 	s.idx = make([]int32, 8*nu)
 	for u := 0; u < nu; u++ {
 		for i := 0; i < R; i++ {
