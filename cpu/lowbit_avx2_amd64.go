@@ -3,6 +3,8 @@
 package cpu
 
 import (
+	"unsafe"
+
 	"github.com/qgemv/qgemv/asm"
 	"github.com/qgemv/qgemv/layout"
 )
@@ -104,7 +106,7 @@ func newBitsYMM(be *Backend, b *layout.Bits) *bitsSIMD {
 	s := &bitsSIMD{n: n, bpc: bpc, r: R, lanes: 8, isa: be.set.isa, chunks: b.PCols / chunkCols, kern: kern,
 		metaBlock: mb, words: b.Words, stride: 4 * b.WordsPerRow(), actChunk: chunkCols + 64}
 	// src[i]: the chunk column of activation byte i.
-	src := make([]int, chunkCols)
+	src := make([]int32, chunkCols)
 	fields := bpc
 	if n == 8 {
 		fields = 1
@@ -121,7 +123,7 @@ func newBitsYMM(be *Backend, b *layout.Bits) *bitsSIMD {
 				if n != 8 {
 					p = (32-8*B-j*n)/n - 1
 				}
-				src[(h*fields+j)*32+v] = p*32 + w
+				src[(h*fields+j)*32+v] = int32(p*32 + w)
 			}
 		}
 	}
@@ -133,25 +135,61 @@ func newBitsYMM(be *Backend, b *layout.Bits) *bitsSIMD {
 		}
 	}
 	s.ctrl = make([]byte, 64) // unused by the YMM kernels
+	// the shuffled layouts read four consecutive columns per dword: copy
+	// them as such (a quarter of the moves of a byte gather)
+	runs := dwordRuns(src)
 	s.prep = func(act []byte, xq []int8, xs []float32, k0, k1 int) {
+		var sums [8]int32
 		for k := k0; k < k1; k++ {
 			a := act[k*s.actChunk : (k+1)*s.actChunk]
 			x := xq[k*chunkCols : (k+1)*chunkCols]
-			for i, c := range src {
-				a[i] = byte(x[c])
+			if runs != nil {
+				gatherDwords(a, x, runs)
+			} else {
+				gatherActs(a, x, src)
+			}
+			for u := 0; u < nu; u++ {
+				sums[u] = sumInt8(x[u*unit : (u+1)*unit])
 			}
 			for lane := 0; lane < 8; lane++ {
 				u := lane % nu
-				var sum int32
-				for _, v := range x[u*unit : (u+1)*unit] {
-					sum += int32(v)
-				}
 				putF32(a[chunkCols+4*lane:], xs[(k*chunkCols+u*unit)/128])
-				putI32(a[chunkCols+32+4*lane:], sum)
+				putI32(a[chunkCols+32+4*lane:], sums[u])
 			}
 		}
 	}
 	return s
+}
+
+// dwordRuns returns src (a gather table: byte i of a chunk's layout is
+// column src[i]) as the first column of each dword, where every dword
+// holds four consecutive columns; nil otherwise.
+func dwordRuns(src []int32) []int32 {
+	if len(src)%4 != 0 {
+		return nil
+	}
+	runs := make([]int32, len(src)/4)
+	for i := range runs {
+		for e := 0; e < 4; e++ {
+			if src[4*i+e] != src[4*i]+int32(e) {
+				return nil
+			}
+		}
+		runs[i] = src[4*i]
+	}
+	return runs
+}
+
+// gatherDwords writes dword i of a as the four bytes of x at runs[i].
+// Not inlined: in the caller's loop it ran out of registers.
+//
+//go:noinline
+func gatherDwords(a []byte, x []int8, runs []int32) {
+	a = a[:4*len(runs)]
+	for i, c := range runs {
+		_ = x[c+3]
+		*(*uint32)(unsafe.Pointer(&a[4*i])) = *(*uint32)(unsafe.Pointer(&x[c]))
+	}
 }
 
 // newBits3YMM returns the state of the AVX2 3-bit kernel (newBits3State

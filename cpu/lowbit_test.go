@@ -228,7 +228,7 @@ func TestSparse12ZeroRange(t *testing.T) {
 // importedBits returns a Bits matrix as the model importers build them:
 // offsets instead of zero points (Q4_1/Q4_K) and/or an act-order column
 // permutation (GPTQ), with random codes and metadata.
-func importedBits(t *testing.T, rng *rand.Rand, rows, cols, n, g int, offsets, perm, fp32 bool) *layout.Bits {
+func importedBits(t testing.TB, rng *rand.Rand, rows, cols, n, g int, offsets, perm, fp32 bool) *layout.Bits {
 	t.Helper()
 	b, err := layout.NewBits(rows, cols, n, g, fp32)
 	if err != nil {
