@@ -10236,18 +10236,16 @@ Bits8A8G64Avx2_chunk:
 	VMULPS     128(DX), Y4, Y4
 	VCVTDQ2PS  Y3, Y3
 	VMULPS     Y3, Y4, Y4
-	MOVQ       idx+64(FP), DX
-	VMOVDQU    (DX), Y3
-	VPERMPS    Y4, Y3, Y3
+	VPERMILPS  $0x88, Y4, Y3
 	VADDPS     Y3, Y2, Y2
-	VMOVDQU    32(DX), Y3
-	VPERMPS    Y4, Y3, Y3
+	VPERMILPS  $0xdd, Y4, Y3
 	VADDPS     Y3, Y2, Y2
 	ADDQ       $0x00000200, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits8A8G64Avx2_chunk
+	VPERMQ     $0x08, Y2, Y2
 	MOVQ       out+40(FP), AX
 	VMOVUPS    Y2, (AX)
 	MOVQ       out+40(FP), AX
@@ -10423,18 +10421,16 @@ Bits8A8G64AvxVnni_chunk:
 	VMULPS       128(DX), Y0, Y0
 	VCVTDQ2PS    Y1, Y1
 	VMULPS       Y1, Y0, Y0
-	MOVQ         idx+64(FP), DX
-	VMOVDQU      (DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x88, Y0, Y1
 	VADDPS       Y1, Y5, Y5
-	VMOVDQU      32(DX), Y1
-	VPERMPS      Y0, Y1, Y0
+	VPERMILPS    $0xdd, Y0, Y0
 	VADDPS       Y0, Y5, Y5
 	ADDQ         $0x00000200, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits8A8G64AvxVnni_chunk
+	VPERMQ       $0x08, Y5, Y5
 	MOVQ         out+40(FP), AX
 	VMOVUPS      Y5, (AX)
 	MOVQ         out+40(FP), AX
@@ -10656,18 +10652,16 @@ Bits8A8G64Meta16Avx2_chunk:
 	VMULPS     128(DX), Y4, Y4
 	VCVTDQ2PS  Y3, Y3
 	VMULPS     Y3, Y4, Y4
-	MOVQ       idx+64(FP), DX
-	VMOVDQU    (DX), Y3
-	VPERMPS    Y4, Y3, Y3
+	VPERMILPS  $0x88, Y4, Y3
 	VADDPS     Y3, Y2, Y2
-	VMOVDQU    32(DX), Y3
-	VPERMPS    Y4, Y3, Y3
+	VPERMILPS  $0xdd, Y4, Y3
 	VADDPS     Y3, Y2, Y2
 	ADDQ       $0x00000200, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits8A8G64Meta16Avx2_chunk
+	VPERMQ     $0x08, Y2, Y2
 	MOVQ       out+40(FP), AX
 	VMOVUPS    Y2, (AX)
 	MOVQ       out+40(FP), AX
@@ -10809,18 +10803,16 @@ Bits8A8G64Meta16AvxVnni_chunk:
 	VMULPS       128(DX), Y0, Y0
 	VCVTDQ2PS    Y1, Y1
 	VMULPS       Y1, Y0, Y0
-	MOVQ         idx+64(FP), DX
-	VMOVDQU      (DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x88, Y0, Y1
 	VADDPS       Y1, Y5, Y5
-	VMOVDQU      32(DX), Y1
-	VPERMPS      Y0, Y1, Y0
+	VPERMILPS    $0xdd, Y0, Y0
 	VADDPS       Y0, Y5, Y5
 	ADDQ         $0x00000200, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits8A8G64Meta16AvxVnni_chunk
+	VPERMQ       $0x08, Y5, Y5
 	MOVQ         out+40(FP), AX
 	VMOVUPS      Y5, (AX)
 	MOVQ         out+40(FP), AX
@@ -10960,24 +10952,21 @@ Bits8A8G32Avx2_chunk:
 	VMULPS     128(DX), Y4, Y4
 	VCVTDQ2PS  Y3, Y3
 	VMULPS     Y3, Y4, Y4
-	MOVQ       idx+64(FP), DX
-	VMOVDQU    (DX), Y3
-	VPERMPS    Y4, Y3, Y3
+	VPERMILPS  $0x00, Y4, Y3
 	VADDPS     Y3, Y2, Y2
-	VMOVDQU    32(DX), Y3
-	VPERMPS    Y4, Y3, Y3
+	VPERMILPS  $0x55, Y4, Y3
 	VADDPS     Y3, Y2, Y2
-	VMOVDQU    64(DX), Y3
-	VPERMPS    Y4, Y3, Y3
+	VPERMILPS  $0xaa, Y4, Y3
 	VADDPS     Y3, Y2, Y2
-	VMOVDQU    96(DX), Y3
-	VPERMPS    Y4, Y3, Y3
+	VPERMILPS  $0xff, Y4, Y3
 	VADDPS     Y3, Y2, Y2
 	ADDQ       $0x00000100, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits8A8G32Avx2_chunk
+	VPERMQ     $0x08, Y2, Y2
+	VPERMILPS  $0x08, Y2, Y2
 	MOVQ       out+40(FP), AX
 	VMOVUPS    Y2, (AX)
 	MOVQ       out+40(FP), AX
@@ -11077,24 +11066,21 @@ Bits8A8G32AvxVnni_chunk:
 	VMULPS       128(DX), Y0, Y0
 	VCVTDQ2PS    Y4, Y4
 	VMULPS       Y4, Y0, Y0
-	MOVQ         idx+64(FP), DX
-	VMOVDQU      (DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x00, Y0, Y1
 	VADDPS       Y1, Y3, Y3
-	VMOVDQU      32(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x55, Y0, Y1
 	VADDPS       Y1, Y3, Y3
-	VMOVDQU      64(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xaa, Y0, Y1
 	VADDPS       Y1, Y3, Y3
-	VMOVDQU      96(DX), Y1
-	VPERMPS      Y0, Y1, Y0
+	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y3, Y3
 	ADDQ         $0x00000100, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits8A8G32AvxVnni_chunk
+	VPERMQ       $0x08, Y3, Y3
+	VPERMILPS    $0x08, Y3, Y3
 	MOVQ         out+40(FP), AX
 	VMOVUPS      Y3, (AX)
 	MOVQ         out+40(FP), AX
@@ -11234,24 +11220,21 @@ Bits8A8G32Meta16Avx2_chunk:
 	VMULPS     128(DX), Y4, Y4
 	VCVTDQ2PS  Y3, Y3
 	VMULPS     Y3, Y4, Y4
-	MOVQ       idx+64(FP), DX
-	VMOVDQU    (DX), Y3
-	VPERMPS    Y4, Y3, Y3
+	VPERMILPS  $0x00, Y4, Y3
 	VADDPS     Y3, Y2, Y2
-	VMOVDQU    32(DX), Y3
-	VPERMPS    Y4, Y3, Y3
+	VPERMILPS  $0x55, Y4, Y3
 	VADDPS     Y3, Y2, Y2
-	VMOVDQU    64(DX), Y3
-	VPERMPS    Y4, Y3, Y3
+	VPERMILPS  $0xaa, Y4, Y3
 	VADDPS     Y3, Y2, Y2
-	VMOVDQU    96(DX), Y3
-	VPERMPS    Y4, Y3, Y3
+	VPERMILPS  $0xff, Y4, Y3
 	VADDPS     Y3, Y2, Y2
 	ADDQ       $0x00000100, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits8A8G32Meta16Avx2_chunk
+	VPERMQ     $0x08, Y2, Y2
+	VPERMILPS  $0x08, Y2, Y2
 	MOVQ       out+40(FP), AX
 	VMOVUPS    Y2, (AX)
 	MOVQ       out+40(FP), AX
@@ -11351,24 +11334,21 @@ Bits8A8G32Meta16AvxVnni_chunk:
 	VMULPS       128(DX), Y0, Y0
 	VCVTDQ2PS    Y4, Y4
 	VMULPS       Y4, Y0, Y0
-	MOVQ         idx+64(FP), DX
-	VMOVDQU      (DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x00, Y0, Y1
 	VADDPS       Y1, Y3, Y3
-	VMOVDQU      32(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x55, Y0, Y1
 	VADDPS       Y1, Y3, Y3
-	VMOVDQU      64(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xaa, Y0, Y1
 	VADDPS       Y1, Y3, Y3
-	VMOVDQU      96(DX), Y1
-	VPERMPS      Y0, Y1, Y0
+	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y3, Y3
 	ADDQ         $0x00000100, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits8A8G32Meta16AvxVnni_chunk
+	VPERMQ       $0x08, Y3, Y3
+	VPERMILPS    $0x08, Y3, Y3
 	MOVQ         out+40(FP), AX
 	VMOVUPS      Y3, (AX)
 	MOVQ         out+40(FP), AX
@@ -11586,18 +11566,16 @@ Bits4A8Avx2_chunk:
 	VMULPS     256(DX), Y3, Y3
 	VCVTDQ2PS  Y4, Y4
 	VMULPS     Y4, Y3, Y3
-	MOVQ       idx+64(FP), DX
-	VMOVDQU    (DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x88, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    32(DX), Y4
-	VPERMPS    Y3, Y4, Y3
+	VPERMILPS  $0xdd, Y3, Y3
 	VADDPS     Y3, Y2, Y2
 	ADDQ       $0x00000200, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits4A8Avx2_chunk
+	VPERMQ     $0x08, Y2, Y2
 	MOVQ       out+40(FP), AX
 	VMOVUPS    Y2, (AX)
 	MOVQ       out+40(FP), AX
@@ -11819,18 +11797,16 @@ Bits4A8AvxVnni_chunk:
 	VMULPS       256(DX), Y0, Y0
 	VCVTDQ2PS    Y1, Y1
 	VMULPS       Y1, Y0, Y0
-	MOVQ         idx+64(FP), DX
-	VMOVDQU      (DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x88, Y0, Y1
 	VADDPS       Y1, Y6, Y6
-	VMOVDQU      32(DX), Y1
-	VPERMPS      Y0, Y1, Y0
+	VPERMILPS    $0xdd, Y0, Y0
 	VADDPS       Y0, Y6, Y6
 	ADDQ         $0x00000200, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits4A8AvxVnni_chunk
+	VPERMQ       $0x08, Y6, Y6
 	MOVQ         out+40(FP), AX
 	VMOVUPS      Y6, (AX)
 	MOVQ         out+40(FP), AX
@@ -12048,18 +12024,16 @@ Bits4A8Meta16Avx2_chunk:
 	VMULPS     256(DX), Y3, Y3
 	VCVTDQ2PS  Y4, Y4
 	VMULPS     Y4, Y3, Y3
-	MOVQ       idx+64(FP), DX
-	VMOVDQU    (DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x88, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    32(DX), Y4
-	VPERMPS    Y3, Y4, Y3
+	VPERMILPS  $0xdd, Y3, Y3
 	VADDPS     Y3, Y2, Y2
 	ADDQ       $0x00000200, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits4A8Meta16Avx2_chunk
+	VPERMQ     $0x08, Y2, Y2
 	MOVQ       out+40(FP), AX
 	VMOVUPS    Y2, (AX)
 	MOVQ       out+40(FP), AX
@@ -12281,18 +12255,16 @@ Bits4A8Meta16AvxVnni_chunk:
 	VMULPS       256(DX), Y0, Y0
 	VCVTDQ2PS    Y1, Y1
 	VMULPS       Y1, Y0, Y0
-	MOVQ         idx+64(FP), DX
-	VMOVDQU      (DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x88, Y0, Y1
 	VADDPS       Y1, Y6, Y6
-	VMOVDQU      32(DX), Y1
-	VPERMPS      Y0, Y1, Y0
+	VPERMILPS    $0xdd, Y0, Y0
 	VADDPS       Y0, Y6, Y6
 	ADDQ         $0x00000200, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits4A8Meta16AvxVnni_chunk
+	VPERMQ       $0x08, Y6, Y6
 	MOVQ         out+40(FP), AX
 	VMOVUPS      Y6, (AX)
 	MOVQ         out+40(FP), AX
@@ -12430,24 +12402,21 @@ Bits4A8G64Avx2_chunk:
 	VMULPS     256(DX), Y3, Y3
 	VCVTDQ2PS  Y5, Y5
 	VMULPS     Y5, Y3, Y3
-	MOVQ       idx+64(FP), DX
-	VMOVDQU    (DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    32(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x55, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    64(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0xaa, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    96(DX), Y4
-	VPERMPS    Y3, Y4, Y3
+	VPERMILPS  $0xff, Y3, Y3
 	VADDPS     Y3, Y2, Y2
 	ADDQ       $0x00000100, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits4A8G64Avx2_chunk
+	VPERMQ     $0x08, Y2, Y2
+	VPERMILPS  $0x08, Y2, Y2
 	MOVQ       out+40(FP), AX
 	VMOVUPS    Y2, (AX)
 	MOVQ       out+40(FP), AX
@@ -12587,24 +12556,21 @@ Bits4A8G64AvxVnni_chunk:
 	VMULPS       256(DX), Y0, Y0
 	VCVTDQ2PS    Y5, Y5
 	VMULPS       Y5, Y0, Y0
-	MOVQ         idx+64(FP), DX
-	VMOVDQU      (DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x00, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      32(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x55, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      64(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xaa, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      96(DX), Y1
-	VPERMPS      Y0, Y1, Y0
+	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
 	ADDQ         $0x00000100, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits4A8G64AvxVnni_chunk
+	VPERMQ       $0x08, Y4, Y4
+	VPERMILPS    $0x08, Y4, Y4
 	MOVQ         out+40(FP), AX
 	VMOVUPS      Y4, (AX)
 	MOVQ         out+40(FP), AX
@@ -12742,24 +12708,21 @@ Bits4A8G64Meta16Avx2_chunk:
 	VMULPS     256(DX), Y3, Y3
 	VCVTDQ2PS  Y5, Y5
 	VMULPS     Y5, Y3, Y3
-	MOVQ       idx+64(FP), DX
-	VMOVDQU    (DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    32(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x55, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    64(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0xaa, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    96(DX), Y4
-	VPERMPS    Y3, Y4, Y3
+	VPERMILPS  $0xff, Y3, Y3
 	VADDPS     Y3, Y2, Y2
 	ADDQ       $0x00000100, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits4A8G64Meta16Avx2_chunk
+	VPERMQ     $0x08, Y2, Y2
+	VPERMILPS  $0x08, Y2, Y2
 	MOVQ       out+40(FP), AX
 	VMOVUPS    Y2, (AX)
 	MOVQ       out+40(FP), AX
@@ -12899,24 +12862,21 @@ Bits4A8G64Meta16AvxVnni_chunk:
 	VMULPS       256(DX), Y0, Y0
 	VCVTDQ2PS    Y5, Y5
 	VMULPS       Y5, Y0, Y0
-	MOVQ         idx+64(FP), DX
-	VMOVDQU      (DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x00, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      32(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x55, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      64(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xaa, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      96(DX), Y1
-	VPERMPS      Y0, Y1, Y0
+	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
 	ADDQ         $0x00000100, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits4A8G64Meta16AvxVnni_chunk
+	VPERMQ       $0x08, Y4, Y4
+	VPERMILPS    $0x08, Y4, Y4
 	MOVQ         out+40(FP), AX
 	VMOVUPS      Y4, (AX)
 	MOVQ         out+40(FP), AX
@@ -13017,30 +12977,22 @@ Bits4A8G32Avx2_chunk:
 	VMULPS     256(DX), Y3, Y3
 	VCVTDQ2PS  Y4, Y4
 	VMULPS     Y4, Y3, Y3
-	MOVQ       idx+64(FP), DX
-	VMOVDQU    (DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    32(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x55, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    64(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0xaa, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    96(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0xff, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    128(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERM2F128 $0x01, Y3, Y3, Y3
+	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    160(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x55, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    192(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0xaa, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    224(DX), Y4
-	VPERMPS    Y3, Y4, Y3
+	VPERMILPS  $0xff, Y3, Y3
 	VADDPS     Y3, Y2, Y2
 	ADDQ       $0x00000080, AX
 	INCQ       CX
@@ -13149,30 +13101,22 @@ Bits4A8G32AvxVnni_chunk:
 	VMULPS       256(DX), Y0, Y0
 	VCVTDQ2PS    Y1, Y1
 	VMULPS       Y1, Y0, Y0
-	MOVQ         idx+64(FP), DX
-	VMOVDQU      (DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x00, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      32(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x55, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      64(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xaa, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      96(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xff, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      128(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERM2F128   $0x01, Y0, Y0, Y0
+	VPERMILPS    $0x00, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      160(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x55, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      192(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xaa, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      224(DX), Y1
-	VPERMPS      Y0, Y1, Y0
+	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
 	ADDQ         $0x00000080, AX
 	INCQ         CX
@@ -13279,30 +13223,22 @@ Bits4A8G32Meta16Avx2_chunk:
 	VMULPS     256(DX), Y3, Y3
 	VCVTDQ2PS  Y4, Y4
 	VMULPS     Y4, Y3, Y3
-	MOVQ       idx+64(FP), DX
-	VMOVDQU    (DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    32(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x55, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    64(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0xaa, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    96(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0xff, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    128(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERM2F128 $0x01, Y3, Y3, Y3
+	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    160(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x55, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    192(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0xaa, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    224(DX), Y4
-	VPERMPS    Y3, Y4, Y3
+	VPERMILPS  $0xff, Y3, Y3
 	VADDPS     Y3, Y2, Y2
 	ADDQ       $0x00000080, AX
 	INCQ       CX
@@ -13411,30 +13347,22 @@ Bits4A8G32Meta16AvxVnni_chunk:
 	VMULPS       256(DX), Y0, Y0
 	VCVTDQ2PS    Y1, Y1
 	VMULPS       Y1, Y0, Y0
-	MOVQ         idx+64(FP), DX
-	VMOVDQU      (DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x00, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      32(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x55, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      64(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xaa, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      96(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xff, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      128(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERM2F128   $0x01, Y0, Y0, Y0
+	VPERMILPS    $0x00, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      160(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x55, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      192(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xaa, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      224(DX), Y1
-	VPERMPS      Y0, Y1, Y0
+	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
 	ADDQ         $0x00000080, AX
 	INCQ         CX
@@ -13642,24 +13570,21 @@ Bits2A8Avx2_chunk:
 	VMULPS     512(DX), Y3, Y3
 	VCVTDQ2PS  Y5, Y5
 	VMULPS     Y5, Y3, Y3
-	MOVQ       idx+64(FP), DX
-	VMOVDQU    (DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    32(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x55, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    64(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0xaa, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    96(DX), Y4
-	VPERMPS    Y3, Y4, Y3
+	VPERMILPS  $0xff, Y3, Y3
 	VADDPS     Y3, Y2, Y2
 	ADDQ       $0x00000100, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits2A8Avx2_chunk
+	VPERMQ     $0x08, Y2, Y2
+	VPERMILPS  $0x08, Y2, Y2
 	MOVQ       out+40(FP), AX
 	VMOVUPS    Y2, (AX)
 	MOVQ       out+40(FP), AX
@@ -13863,24 +13788,21 @@ Bits2A8AvxVnni_chunk:
 	VMULPS       512(DX), Y0, Y0
 	VCVTDQ2PS    Y5, Y5
 	VMULPS       Y5, Y0, Y0
-	MOVQ         idx+64(FP), DX
-	VMOVDQU      (DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x00, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      32(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x55, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      64(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xaa, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      96(DX), Y1
-	VPERMPS      Y0, Y1, Y0
+	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
 	ADDQ         $0x00000100, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits2A8AvxVnni_chunk
+	VPERMQ       $0x08, Y4, Y4
+	VPERMILPS    $0x08, Y4, Y4
 	MOVQ         out+40(FP), AX
 	VMOVUPS      Y4, (AX)
 	MOVQ         out+40(FP), AX
@@ -14082,24 +14004,21 @@ Bits2A8Meta16Avx2_chunk:
 	VMULPS     512(DX), Y3, Y3
 	VCVTDQ2PS  Y5, Y5
 	VMULPS     Y5, Y3, Y3
-	MOVQ       idx+64(FP), DX
-	VMOVDQU    (DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    32(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x55, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    64(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0xaa, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    96(DX), Y4
-	VPERMPS    Y3, Y4, Y3
+	VPERMILPS  $0xff, Y3, Y3
 	VADDPS     Y3, Y2, Y2
 	ADDQ       $0x00000100, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits2A8Meta16Avx2_chunk
+	VPERMQ     $0x08, Y2, Y2
+	VPERMILPS  $0x08, Y2, Y2
 	MOVQ       out+40(FP), AX
 	VMOVUPS    Y2, (AX)
 	MOVQ       out+40(FP), AX
@@ -14303,24 +14222,21 @@ Bits2A8Meta16AvxVnni_chunk:
 	VMULPS       512(DX), Y0, Y0
 	VCVTDQ2PS    Y5, Y5
 	VMULPS       Y5, Y0, Y0
-	MOVQ         idx+64(FP), DX
-	VMOVDQU      (DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x00, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      32(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x55, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      64(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xaa, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      96(DX), Y1
-	VPERMPS      Y0, Y1, Y0
+	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
 	ADDQ         $0x00000100, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits2A8Meta16AvxVnni_chunk
+	VPERMQ       $0x08, Y4, Y4
+	VPERMILPS    $0x08, Y4, Y4
 	MOVQ         out+40(FP), AX
 	VMOVUPS      Y4, (AX)
 	MOVQ         out+40(FP), AX
@@ -14453,30 +14369,22 @@ Bits2A8G64Avx2_chunk:
 	VMULPS     512(DX), Y3, Y3
 	VCVTDQ2PS  Y4, Y4
 	VMULPS     Y4, Y3, Y3
-	MOVQ       idx+64(FP), DX
-	VMOVDQU    (DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    32(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x55, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    64(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0xaa, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    96(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0xff, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    128(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERM2F128 $0x01, Y3, Y3, Y3
+	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    160(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x55, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    192(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0xaa, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    224(DX), Y4
-	VPERMPS    Y3, Y4, Y3
+	VPERMILPS  $0xff, Y3, Y3
 	VADDPS     Y3, Y2, Y2
 	ADDQ       $0x00000080, AX
 	INCQ       CX
@@ -14617,30 +14525,22 @@ Bits2A8G64AvxVnni_chunk:
 	VMULPS       512(DX), Y0, Y0
 	VCVTDQ2PS    Y1, Y1
 	VMULPS       Y1, Y0, Y0
-	MOVQ         idx+64(FP), DX
-	VMOVDQU      (DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x00, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      32(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x55, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      64(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xaa, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      96(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xff, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      128(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERM2F128   $0x01, Y0, Y0, Y0
+	VPERMILPS    $0x00, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      160(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x55, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      192(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xaa, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      224(DX), Y1
-	VPERMPS      Y0, Y1, Y0
+	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
 	ADDQ         $0x00000080, AX
 	INCQ         CX
@@ -14779,30 +14679,22 @@ Bits2A8G64Meta16Avx2_chunk:
 	VMULPS     512(DX), Y3, Y3
 	VCVTDQ2PS  Y4, Y4
 	VMULPS     Y4, Y3, Y3
-	MOVQ       idx+64(FP), DX
-	VMOVDQU    (DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    32(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x55, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    64(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0xaa, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    96(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0xff, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    128(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERM2F128 $0x01, Y3, Y3, Y3
+	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    160(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x55, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    192(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0xaa, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    224(DX), Y4
-	VPERMPS    Y3, Y4, Y3
+	VPERMILPS  $0xff, Y3, Y3
 	VADDPS     Y3, Y2, Y2
 	ADDQ       $0x00000080, AX
 	INCQ       CX
@@ -14943,30 +14835,22 @@ Bits2A8G64Meta16AvxVnni_chunk:
 	VMULPS       512(DX), Y0, Y0
 	VCVTDQ2PS    Y1, Y1
 	VMULPS       Y1, Y0, Y0
-	MOVQ         idx+64(FP), DX
-	VMOVDQU      (DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x00, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      32(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x55, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      64(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xaa, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      96(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xff, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      128(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERM2F128   $0x01, Y0, Y0, Y0
+	VPERMILPS    $0x00, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      160(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x55, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      192(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xaa, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      224(DX), Y1
-	VPERMPS      Y0, Y1, Y0
+	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
 	ADDQ         $0x00000080, AX
 	INCQ         CX
@@ -15169,30 +15053,22 @@ Bits1A8Avx2_chunk:
 	VMULPS     1024(DX), Y3, Y3
 	VCVTDQ2PS  Y4, Y4
 	VMULPS     Y4, Y3, Y3
-	MOVQ       idx+64(FP), DX
-	VMOVDQU    (DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    32(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x55, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    64(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0xaa, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    96(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0xff, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    128(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERM2F128 $0x01, Y3, Y3, Y3
+	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    160(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x55, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    192(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0xaa, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    224(DX), Y4
-	VPERMPS    Y3, Y4, Y3
+	VPERMILPS  $0xff, Y3, Y3
 	VADDPS     Y3, Y2, Y2
 	ADDQ       $0x00000080, AX
 	INCQ       CX
@@ -15397,30 +15273,22 @@ Bits1A8AvxVnni_chunk:
 	VMULPS       1024(DX), Y0, Y0
 	VCVTDQ2PS    Y1, Y1
 	VMULPS       Y1, Y0, Y0
-	MOVQ         idx+64(FP), DX
-	VMOVDQU      (DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x00, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      32(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x55, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      64(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xaa, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      96(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xff, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      128(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERM2F128   $0x01, Y0, Y0, Y0
+	VPERMILPS    $0x00, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      160(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x55, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      192(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xaa, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      224(DX), Y1
-	VPERMPS      Y0, Y1, Y0
+	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
 	ADDQ         $0x00000080, AX
 	INCQ         CX
@@ -15623,30 +15491,22 @@ Bits1A8Meta16Avx2_chunk:
 	VMULPS     1024(DX), Y3, Y3
 	VCVTDQ2PS  Y4, Y4
 	VMULPS     Y4, Y3, Y3
-	MOVQ       idx+64(FP), DX
-	VMOVDQU    (DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    32(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x55, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    64(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0xaa, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    96(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0xff, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    128(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERM2F128 $0x01, Y3, Y3, Y3
+	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    160(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0x55, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    192(DX), Y4
-	VPERMPS    Y3, Y4, Y4
+	VPERMILPS  $0xaa, Y3, Y4
 	VADDPS     Y4, Y2, Y2
-	VMOVDQU    224(DX), Y4
-	VPERMPS    Y3, Y4, Y3
+	VPERMILPS  $0xff, Y3, Y3
 	VADDPS     Y3, Y2, Y2
 	ADDQ       $0x00000080, AX
 	INCQ       CX
@@ -15851,30 +15711,22 @@ Bits1A8Meta16AvxVnni_chunk:
 	VMULPS       1024(DX), Y0, Y0
 	VCVTDQ2PS    Y1, Y1
 	VMULPS       Y1, Y0, Y0
-	MOVQ         idx+64(FP), DX
-	VMOVDQU      (DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x00, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      32(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x55, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      64(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xaa, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      96(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xff, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      128(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERM2F128   $0x01, Y0, Y0, Y0
+	VPERMILPS    $0x00, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      160(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x55, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      192(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xaa, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      224(DX), Y1
-	VPERMPS      Y0, Y1, Y0
+	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
 	ADDQ         $0x00000080, AX
 	INCQ         CX

@@ -809,18 +809,16 @@ Sparse12A8Avx2_chunk:
 	VMULPS       256(DX), Y4, Y4
 	VCVTDQ2PS    Y3, Y3
 	VMULPS       Y3, Y4, Y4
-	MOVQ         idx+64(FP), DX
-	VMOVDQU      (DX), Y3
-	VPERMPS      Y4, Y3, Y3
+	VPERMILPS    $0x88, Y4, Y3
 	VADDPS       Y3, Y2, Y2
-	VMOVDQU      32(DX), Y3
-	VPERMPS      Y4, Y3, Y3
+	VPERMILPS    $0xdd, Y4, Y3
 	VADDPS       Y3, Y2, Y2
 	ADDQ         $0x00000200, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Sparse12A8Avx2_chunk
+	VPERMQ       $0x08, Y2, Y2
 	MOVQ         out+40(FP), AX
 	VMOVUPS      Y2, (AX)
 	MOVQ         out+40(FP), AX
@@ -1217,18 +1215,16 @@ Sparse12A8AvxVnni_chunk:
 	VMULPS       256(DX), Y0, Y0
 	VCVTDQ2PS    Y1, Y1
 	VMULPS       Y1, Y0, Y0
-	MOVQ         idx+64(FP), DX
-	VMOVDQU      (DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x88, Y0, Y1
 	VADDPS       Y1, Y6, Y6
-	VMOVDQU      32(DX), Y1
-	VPERMPS      Y0, Y1, Y0
+	VPERMILPS    $0xdd, Y0, Y0
 	VADDPS       Y0, Y6, Y6
 	ADDQ         $0x00000200, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Sparse12A8AvxVnni_chunk
+	VPERMQ       $0x08, Y6, Y6
 	MOVQ         out+40(FP), AX
 	VMOVUPS      Y6, (AX)
 	MOVQ         out+40(FP), AX
@@ -1380,24 +1376,21 @@ Sparse12A8G64Avx2_chunk:
 	VMULPS       256(DX), Y4, Y4
 	VCVTDQ2PS    Y3, Y3
 	VMULPS       Y3, Y4, Y4
-	MOVQ         idx+64(FP), DX
-	VMOVDQU      (DX), Y3
-	VPERMPS      Y4, Y3, Y3
+	VPERMILPS    $0x00, Y4, Y3
 	VADDPS       Y3, Y2, Y2
-	VMOVDQU      32(DX), Y3
-	VPERMPS      Y4, Y3, Y3
+	VPERMILPS    $0x55, Y4, Y3
 	VADDPS       Y3, Y2, Y2
-	VMOVDQU      64(DX), Y3
-	VPERMPS      Y4, Y3, Y3
+	VPERMILPS    $0xaa, Y4, Y3
 	VADDPS       Y3, Y2, Y2
-	VMOVDQU      96(DX), Y3
-	VPERMPS      Y4, Y3, Y3
+	VPERMILPS    $0xff, Y4, Y3
 	VADDPS       Y3, Y2, Y2
 	ADDQ         $0x00000100, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Sparse12A8G64Avx2_chunk
+	VPERMQ       $0x08, Y2, Y2
+	VPERMILPS    $0x08, Y2, Y2
 	MOVQ         out+40(FP), AX
 	VMOVUPS      Y2, (AX)
 	MOVQ         out+40(FP), AX
@@ -1590,24 +1583,21 @@ Sparse12A8G64AvxVnni_chunk:
 	VMULPS       256(DX), Y0, Y0
 	VCVTDQ2PS    Y5, Y5
 	VMULPS       Y5, Y0, Y0
-	MOVQ         idx+64(FP), DX
-	VMOVDQU      (DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x00, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      32(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x55, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      64(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xaa, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      96(DX), Y1
-	VPERMPS      Y0, Y1, Y0
+	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
 	ADDQ         $0x00000100, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Sparse12A8G64AvxVnni_chunk
+	VPERMQ       $0x08, Y4, Y4
+	VPERMILPS    $0x08, Y4, Y4
 	MOVQ         out+40(FP), AX
 	VMOVUPS      Y4, (AX)
 	MOVQ         out+40(FP), AX
@@ -1714,30 +1704,22 @@ Sparse12A8G32Avx2_chunk:
 	VMULPS       256(DX), Y3, Y3
 	VCVTDQ2PS    Y5, Y5
 	VMULPS       Y5, Y3, Y3
-	MOVQ         idx+64(FP), DX
-	VMOVDQU      (DX), Y4
-	VPERMPS      Y3, Y4, Y4
+	VPERMILPS    $0x00, Y3, Y4
 	VADDPS       Y4, Y2, Y2
-	VMOVDQU      32(DX), Y4
-	VPERMPS      Y3, Y4, Y4
+	VPERMILPS    $0x55, Y3, Y4
 	VADDPS       Y4, Y2, Y2
-	VMOVDQU      64(DX), Y4
-	VPERMPS      Y3, Y4, Y4
+	VPERMILPS    $0xaa, Y3, Y4
 	VADDPS       Y4, Y2, Y2
-	VMOVDQU      96(DX), Y4
-	VPERMPS      Y3, Y4, Y4
+	VPERMILPS    $0xff, Y3, Y4
 	VADDPS       Y4, Y2, Y2
-	VMOVDQU      128(DX), Y4
-	VPERMPS      Y3, Y4, Y4
+	VPERM2F128   $0x01, Y3, Y3, Y3
+	VPERMILPS    $0x00, Y3, Y4
 	VADDPS       Y4, Y2, Y2
-	VMOVDQU      160(DX), Y4
-	VPERMPS      Y3, Y4, Y4
+	VPERMILPS    $0x55, Y3, Y4
 	VADDPS       Y4, Y2, Y2
-	VMOVDQU      192(DX), Y4
-	VPERMPS      Y3, Y4, Y4
+	VPERMILPS    $0xaa, Y3, Y4
 	VADDPS       Y4, Y2, Y2
-	VMOVDQU      224(DX), Y4
-	VPERMPS      Y3, Y4, Y3
+	VPERMILPS    $0xff, Y3, Y3
 	VADDPS       Y3, Y2, Y2
 	ADDQ         $0x00000080, AX
 	INCQ         CX
@@ -1907,30 +1889,22 @@ Sparse12A8G32AvxVnni_chunk:
 	VMULPS       256(DX), Y0, Y0
 	VCVTDQ2PS    Y1, Y1
 	VMULPS       Y1, Y0, Y0
-	MOVQ         idx+64(FP), DX
-	VMOVDQU      (DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x00, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      32(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x55, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      64(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xaa, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      96(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xff, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      128(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERM2F128   $0x01, Y0, Y0, Y0
+	VPERMILPS    $0x00, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      160(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0x55, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      192(DX), Y1
-	VPERMPS      Y0, Y1, Y1
+	VPERMILPS    $0xaa, Y0, Y1
 	VADDPS       Y1, Y4, Y4
-	VMOVDQU      224(DX), Y1
-	VPERMPS      Y0, Y1, Y0
+	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
 	ADDQ         $0x00000080, AX
 	INCQ         CX

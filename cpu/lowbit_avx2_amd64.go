@@ -128,13 +128,7 @@ func newBitsYMM(be *Backend, b *layout.Bits) *bitsSIMD {
 		}
 	}
 	s.writeMeta(b, half)
-	s.idx = make([]int32, 8*nu)
-	for u := 0; u < nu; u++ {
-		for i := 0; i < R; i++ {
-			s.idx[8*u+i] = int32(i*nu + u)
-		}
-	}
-	s.ctrl = make([]byte, 64) // unused by the YMM kernels
+	s.idx, s.ctrl = make([]int32, 1), make([]byte, 64) // unused by the YMM kernels
 	// the shuffled layouts read four consecutive columns per dword: copy
 	// them as such (a quarter of the moves of a byte gather)
 	runs := dwordRuns(src)

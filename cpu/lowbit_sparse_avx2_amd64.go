@@ -87,13 +87,7 @@ func newSparseYMM(be *Backend, m *layout.Sparse12) *bitsSIMD {
 			}
 		}
 	}
-	s.idx = make([]int32, 8*nu)
-	for u := 0; u < nu; u++ {
-		for i := 0; i < R; i++ {
-			s.idx[8*u+i] = int32(i*nu + u)
-		}
-	}
-	s.ctrl = make([]byte, 64) // unused by the YMM kernels
+	s.idx, s.ctrl = make([]int32, 1), make([]byte, 64) // unused by the YMM kernels
 	// src[v]: the chunk pair whose activations are byte v of a quarter's 32.
 	var src [4][32]int
 	for h := range src {

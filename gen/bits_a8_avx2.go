@@ -76,7 +76,7 @@ func bitsA8YMM(n, U int, mode a8Mode, meta16 bool) {
 	ones := lowConst("bitsYMMOnes", func(i int) byte { return byte(1 - i%2) })
 	sixteens := lowConst("bitsYMMSixteens", func(i int) byte { return byte(16 * (1 - i%2)) })
 
-	tileChunks(name, s.R, metaBlock, 128, YMM, func(a VecVirtual) { VPXOR(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
+	tileChunksThen(name, s.R, metaBlock, 128, YMM, func(a VecVirtual) { VPXOR(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
 		ap, _, wp := chunkPtrs(k, actChunk, 0, 128)
 		stride := param("stride")
 		rows := make([]Register, 0, 2*s.R) // int32 per row (two per row with nu = 8)
@@ -152,18 +152,8 @@ func bitsA8YMM(n, U int, mode a8Mode, meta16 bool) {
 		VMULPS(Mem{Base: ap, Disp: actCodes}, f, f)
 		VCVTDQ2PS(isum, isum)
 		VMULPS(isum, f, f)
-		if s.nu == 1 {
-			VADDPS(f, accRow, accRow)
-		} else {
-			ip := param("idx")
-			for u := 0; u < s.nu; u++ { // units in column order
-				p, t := YMM(), YMM()
-				VMOVDQU(Mem{Base: ip, Disp: 32 * u}, p)
-				VPERMPS(f, p, t)
-				VADDPS(t, accRow, accRow)
-			}
-		}
-	})
+		ymmUnitsAdd(f, accRow, s.nu)
+	}, func(accRow VecVirtual) { ymmUnitsOut(accRow, s.nu) })
 }
 
 // bitsRowVNNI emits row i of a tile for the AVX-VNNI kernel and returns

@@ -128,6 +128,12 @@ func chunkPtrs(k GPVirtual, actChunk, metaBlock, chunkBytes int) (ap, mp, wp GPV
 // each row) of R rows on; tileEnd stores the accumulator and loops over
 // the tiles.
 func tileChunks(name string, R, metaBlock, chunkBytes int, newAcc func() VecVirtual, zero func(VecVirtual), body func(k, pf GPVirtual, accRow VecVirtual)) {
+	tileChunksThen(name, R, metaBlock, chunkBytes, newAcc, zero, body, nil)
+}
+
+// tileChunksThen is tileChunks with finish (if not nil) run on accRow
+// after the tile's last chunk, before it is stored.
+func tileChunksThen(name string, R, metaBlock, chunkBytes int, newAcc func() VecVirtual, zero func(VecVirtual), body func(k, pf GPVirtual, accRow VecVirtual), finish func(accRow VecVirtual)) {
 	Label(name + "_tile")
 	accRow := newAcc()
 	zero(accRow)
@@ -142,7 +148,55 @@ func tileChunks(name string, R, metaBlock, chunkBytes int, newAcc func() VecVirt
 	INCQ(k)
 	CMPQ(k, param("chunks"))
 	JB(LabelRef(name + "_chunk"))
+	if finish != nil {
+		finish(accRow)
+	}
 	tileEnd(name, accRow, R, metaBlock)
+}
+
+// ymmUnitsAdd adds f's units to the row sums in accRow, for each row in
+// column order (the definition's float order): f holds unit u of row i
+// in lane i*nu + u. The units move within their 128-bit lanes
+// (VPERMILPS, where a lane-crossing VPERMPS per unit took 6-7% more of the
+// 2- and 4-bit kernels' time on Zen 3), so the row sums build up where
+// ymmUnitsOut expects them: nu = 2, row 2l+k at position k of 128-bit
+// lane l; nu = 4, row l in every position of lane l; nu = 8 (one row),
+// every position of lane 0 (units 4-7 from a copy of f with its lanes
+// swapped).
+func ymmUnitsAdd(f, accRow VecVirtual, nu int) {
+	if nu == 1 {
+		VADDPS(f, accRow, accRow)
+		return
+	}
+	var sw VecVirtual
+	for u := 0; u < nu; u++ {
+		src, e := f, u
+		if u >= 4 {
+			if sw == nil {
+				sw = YMM()
+				VPERM2F128(U8(1), f, f, sw)
+			}
+			src, e = sw, u-4
+		}
+		imm := e * 0x55 // element e in every position
+		if nu == 2 {
+			imm = e | (2+e)<<2 | e<<4 | (2+e)<<6 // positions 0, 1: rows 2l, 2l+1
+		}
+		t := YMM()
+		VPERMILPS(U8(imm), src, t)
+		VADDPS(t, accRow, accRow)
+	}
+}
+
+// ymmUnitsOut moves ymmUnitsAdd's row sums to lanes 0..R-1 of accRow.
+func ymmUnitsOut(accRow VecVirtual, nu int) {
+	switch nu {
+	case 2: // qwords 0 and 2: rows 0, 1 and 2, 3
+		VPERMQ(U8(0x08), accRow, accRow)
+	case 4: // [r0 r0 r1 r1], then positions 0 and 2
+		VPERMQ(U8(0x08), accRow, accRow)
+		VPERMILPS(U8(0x08), accRow, accRow)
+	}
 }
 
 // tileEnd ends a low-bit A8 kernel's tile: it stores accRow (a ZMM or

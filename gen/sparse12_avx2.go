@@ -80,7 +80,7 @@ func sparseA8YMM(U int, mode a8Mode) {
 		}
 	}
 
-	tileChunks(name, R, metaBlock, 128, YMM, func(a VecVirtual) { VPXOR(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
+	tileChunksThen(name, R, metaBlock, 128, YMM, func(a VecVirtual) { VPXOR(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
 		ap, mp, wp := chunkPtrs(k, actChunk, metaBlock, 128)
 		stride := param("stride")
 		zall := YMM()
@@ -150,12 +150,6 @@ func sparseA8YMM(U int, mode a8Mode) {
 		VMULPS(Mem{Base: ap, Disp: actCodes}, f, f)
 		VCVTDQ2PS(isum, isum)
 		VMULPS(isum, f, f)
-		ip := param("idx")
-		for u := 0; u < nu; u++ { // units in column order
-			p, t := YMM(), YMM()
-			VMOVDQU(Mem{Base: ip, Disp: 32 * u}, p)
-			VPERMPS(f, p, t)
-			VADDPS(t, accRow, accRow)
-		}
-	})
+		ymmUnitsAdd(f, accRow, nu)
+	}, func(accRow VecVirtual) { ymmUnitsOut(accRow, nu) })
 }
