@@ -8817,14 +8817,12 @@ TEXT ·Bits8A8Avx2(SB), NOSPLIT, $0-72
 	VPBROADCASTD X0, Y0
 
 Bits8A8Avx2_tile:
-	VPXOR  Y1, Y1, Y1
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000008, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits8A8Avx2_chunk:
+	VPXOR       Y1, Y1, Y1
+	MOVQ        stride+8(FP), AX
+	IMUL3Q      $0x00000008, AX, AX
+	MOVQ        w+0(FP), CX
+	ADDQ        CX, AX
+	XORQ        CX, CX
 	IMUL3Q      $0x000000c0, CX, DX
 	MOVQ        act+24(FP), BX
 	ADDQ        BX, DX
@@ -9141,41 +9139,387 @@ Bits8A8Avx2_chunk:
 	VPERM2I128  $0x20, Y7, Y3, Y2
 	VPERM2I128  $0x31, Y7, Y3, Y3
 	VPADDD      Y3, Y2, Y2
-	IMUL3Q      $0x00000040, CX, BX
-	MOVQ        meta+16(FP), SI
+	VMOVDQA     Y2, Y2
+	ADDQ        $0x00000400, AX
+	INCQ        CX
+	MOVQ        chunks+32(FP), DX
+	CMPQ        CX, DX
+	JAE         Bits8A8Avx2_last
+
+Bits8A8Avx2_chunk:
+	IMUL3Q      $0x000000c0, CX, DX
+	MOVQ        act+24(FP), BX
+	ADDQ        BX, DX
+	MOVQ        CX, BX
+	SHLQ        $0x07, BX
+	MOVQ        w+0(FP), SI
 	ADDQ        SI, BX
-	VMOVDQU     32(BX), Y3
-	VPMULLD     160(DX), Y3, Y3
-	VPSUBD      Y3, Y2, Y2
-	VMOVUPS     (BX), Y3
-	VMULPS      128(DX), Y3, Y3
+	MOVQ        stride+8(FP), SI
+	PREFETCHT1  (AX)
+	PREFETCHT1  64(AX)
+	VMOVDQU     (BX), Y3
+	VPAND       Y0, Y3, Y4
+	VPMADDUBSW  (DX), Y4, Y4
+	VPSRLW      $0x04, Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDUBSW  (DX), Y3, Y3
+	VMOVDQU     32(BX), Y5
+	VPAND       Y0, Y5, Y6
+	VPMADDUBSW  32(DX), Y6, Y6
+	VPADDW      Y6, Y4, Y4
+	VPSRLW      $0x04, Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDUBSW  32(DX), Y5, Y5
+	VPADDW      Y5, Y3, Y3
+	VMOVDQU     64(BX), Y5
+	VPAND       Y0, Y5, Y6
+	VPMADDUBSW  64(DX), Y6, Y6
+	VPADDW      Y6, Y4, Y4
+	VPSRLW      $0x04, Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDUBSW  64(DX), Y5, Y5
+	VPADDW      Y5, Y3, Y3
+	VMOVDQU     96(BX), Y5
+	VPAND       Y0, Y5, Y6
+	VPMADDUBSW  96(DX), Y6, Y6
+	VPADDW      Y6, Y4, Y4
+	VPSRLW      $0x04, Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDUBSW  96(DX), Y5, Y5
+	VPADDW      Y5, Y3, Y3
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y4, Y4
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD      Y3, Y4, Y4
+	ADDQ        SI, BX
+	PREFETCHT1  128(AX)
+	PREFETCHT1  192(AX)
+	VMOVDQU     (BX), Y3
+	VPAND       Y0, Y3, Y5
+	VPMADDUBSW  (DX), Y5, Y5
+	VPSRLW      $0x04, Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDUBSW  (DX), Y3, Y3
+	VMOVDQU     32(BX), Y6
+	VPAND       Y0, Y6, Y7
+	VPMADDUBSW  32(DX), Y7, Y7
+	VPADDW      Y7, Y5, Y5
+	VPSRLW      $0x04, Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDUBSW  32(DX), Y6, Y6
+	VPADDW      Y6, Y3, Y3
+	VMOVDQU     64(BX), Y6
+	VPAND       Y0, Y6, Y7
+	VPMADDUBSW  64(DX), Y7, Y7
+	VPADDW      Y7, Y5, Y5
+	VPSRLW      $0x04, Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDUBSW  64(DX), Y6, Y6
+	VPADDW      Y6, Y3, Y3
+	VMOVDQU     96(BX), Y6
+	VPAND       Y0, Y6, Y7
+	VPMADDUBSW  96(DX), Y7, Y7
+	VPADDW      Y7, Y5, Y5
+	VPSRLW      $0x04, Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDUBSW  96(DX), Y6, Y6
+	VPADDW      Y6, Y3, Y3
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y5, Y5
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD      Y3, Y5, Y5
+	ADDQ        SI, BX
+	PREFETCHT1  256(AX)
+	PREFETCHT1  320(AX)
+	VMOVDQU     (BX), Y3
+	VPAND       Y0, Y3, Y6
+	VPMADDUBSW  (DX), Y6, Y6
+	VPSRLW      $0x04, Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDUBSW  (DX), Y3, Y3
+	VMOVDQU     32(BX), Y7
+	VPAND       Y0, Y7, Y8
+	VPMADDUBSW  32(DX), Y8, Y8
+	VPADDW      Y8, Y6, Y6
+	VPSRLW      $0x04, Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDUBSW  32(DX), Y7, Y7
+	VPADDW      Y7, Y3, Y3
+	VMOVDQU     64(BX), Y7
+	VPAND       Y0, Y7, Y8
+	VPMADDUBSW  64(DX), Y8, Y8
+	VPADDW      Y8, Y6, Y6
+	VPSRLW      $0x04, Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDUBSW  64(DX), Y7, Y7
+	VPADDW      Y7, Y3, Y3
+	VMOVDQU     96(BX), Y7
+	VPAND       Y0, Y7, Y8
+	VPMADDUBSW  96(DX), Y8, Y8
+	VPADDW      Y8, Y6, Y6
+	VPSRLW      $0x04, Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDUBSW  96(DX), Y7, Y7
+	VPADDW      Y7, Y3, Y3
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y6, Y6
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD      Y3, Y6, Y6
+	ADDQ        SI, BX
+	PREFETCHT1  384(AX)
+	PREFETCHT1  448(AX)
+	VMOVDQU     (BX), Y3
+	VPAND       Y0, Y3, Y7
+	VPMADDUBSW  (DX), Y7, Y7
+	VPSRLW      $0x04, Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDUBSW  (DX), Y3, Y3
+	VMOVDQU     32(BX), Y8
+	VPAND       Y0, Y8, Y9
+	VPMADDUBSW  32(DX), Y9, Y9
+	VPADDW      Y9, Y7, Y7
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDUBSW  32(DX), Y8, Y8
+	VPADDW      Y8, Y3, Y3
+	VMOVDQU     64(BX), Y8
+	VPAND       Y0, Y8, Y9
+	VPMADDUBSW  64(DX), Y9, Y9
+	VPADDW      Y9, Y7, Y7
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDUBSW  64(DX), Y8, Y8
+	VPADDW      Y8, Y3, Y3
+	VMOVDQU     96(BX), Y8
+	VPAND       Y0, Y8, Y9
+	VPMADDUBSW  96(DX), Y9, Y9
+	VPADDW      Y9, Y7, Y7
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDUBSW  96(DX), Y8, Y8
+	VPADDW      Y8, Y3, Y3
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y7, Y7
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD      Y3, Y7, Y7
+	ADDQ        SI, BX
+	PREFETCHT1  512(AX)
+	PREFETCHT1  576(AX)
+	VMOVDQU     (BX), Y3
+	VPAND       Y0, Y3, Y8
+	VPMADDUBSW  (DX), Y8, Y8
+	VPSRLW      $0x04, Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDUBSW  (DX), Y3, Y3
+	VMOVDQU     32(BX), Y9
+	VPAND       Y0, Y9, Y10
+	VPMADDUBSW  32(DX), Y10, Y10
+	VPADDW      Y10, Y8, Y8
+	VPSRLW      $0x04, Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDUBSW  32(DX), Y9, Y9
+	VPADDW      Y9, Y3, Y3
+	VMOVDQU     64(BX), Y9
+	VPAND       Y0, Y9, Y10
+	VPMADDUBSW  64(DX), Y10, Y10
+	VPADDW      Y10, Y8, Y8
+	VPSRLW      $0x04, Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDUBSW  64(DX), Y9, Y9
+	VPADDW      Y9, Y3, Y3
+	VMOVDQU     96(BX), Y9
+	VPAND       Y0, Y9, Y10
+	VPMADDUBSW  96(DX), Y10, Y10
+	VPADDW      Y10, Y8, Y8
+	VPSRLW      $0x04, Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDUBSW  96(DX), Y9, Y9
+	VPADDW      Y9, Y3, Y3
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y8, Y8
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD      Y3, Y8, Y8
+	ADDQ        SI, BX
+	PREFETCHT1  640(AX)
+	PREFETCHT1  704(AX)
+	VMOVDQU     (BX), Y3
+	VPAND       Y0, Y3, Y9
+	VPMADDUBSW  (DX), Y9, Y9
+	VPSRLW      $0x04, Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDUBSW  (DX), Y3, Y3
+	VMOVDQU     32(BX), Y10
+	VPAND       Y0, Y10, Y11
+	VPMADDUBSW  32(DX), Y11, Y11
+	VPADDW      Y11, Y9, Y9
+	VPSRLW      $0x04, Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDUBSW  32(DX), Y10, Y10
+	VPADDW      Y10, Y3, Y3
+	VMOVDQU     64(BX), Y10
+	VPAND       Y0, Y10, Y11
+	VPMADDUBSW  64(DX), Y11, Y11
+	VPADDW      Y11, Y9, Y9
+	VPSRLW      $0x04, Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDUBSW  64(DX), Y10, Y10
+	VPADDW      Y10, Y3, Y3
+	VMOVDQU     96(BX), Y10
+	VPAND       Y0, Y10, Y11
+	VPMADDUBSW  96(DX), Y11, Y11
+	VPADDW      Y11, Y9, Y9
+	VPSRLW      $0x04, Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDUBSW  96(DX), Y10, Y10
+	VPADDW      Y10, Y3, Y3
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y9, Y9
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD      Y3, Y9, Y9
+	ADDQ        SI, BX
+	PREFETCHT1  768(AX)
+	PREFETCHT1  832(AX)
+	VMOVDQU     (BX), Y3
+	VPAND       Y0, Y3, Y10
+	VPMADDUBSW  (DX), Y10, Y10
+	VPSRLW      $0x04, Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDUBSW  (DX), Y3, Y3
+	VMOVDQU     32(BX), Y11
+	VPAND       Y0, Y11, Y12
+	VPMADDUBSW  32(DX), Y12, Y12
+	VPADDW      Y12, Y10, Y10
+	VPSRLW      $0x04, Y11, Y11
+	VPAND       Y0, Y11, Y11
+	VPMADDUBSW  32(DX), Y11, Y11
+	VPADDW      Y11, Y3, Y3
+	VMOVDQU     64(BX), Y11
+	VPAND       Y0, Y11, Y12
+	VPMADDUBSW  64(DX), Y12, Y12
+	VPADDW      Y12, Y10, Y10
+	VPSRLW      $0x04, Y11, Y11
+	VPAND       Y0, Y11, Y11
+	VPMADDUBSW  64(DX), Y11, Y11
+	VPADDW      Y11, Y3, Y3
+	VMOVDQU     96(BX), Y11
+	VPAND       Y0, Y11, Y12
+	VPMADDUBSW  96(DX), Y12, Y12
+	VPADDW      Y12, Y10, Y10
+	VPSRLW      $0x04, Y11, Y11
+	VPAND       Y0, Y11, Y11
+	VPMADDUBSW  96(DX), Y11, Y11
+	VPADDW      Y11, Y3, Y3
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y10, Y10
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD      Y3, Y10, Y10
+	ADDQ        SI, BX
+	PREFETCHT1  896(AX)
+	PREFETCHT1  960(AX)
+	VMOVDQU     (BX), Y3
+	VPAND       Y0, Y3, Y11
+	VPMADDUBSW  (DX), Y11, Y11
+	VPSRLW      $0x04, Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDUBSW  (DX), Y3, Y3
+	VMOVDQU     32(BX), Y12
+	VPAND       Y0, Y12, Y13
+	VPMADDUBSW  32(DX), Y13, Y13
+	VPADDW      Y13, Y11, Y11
+	VPSRLW      $0x04, Y12, Y12
+	VPAND       Y0, Y12, Y12
+	VPMADDUBSW  32(DX), Y12, Y12
+	VPADDW      Y12, Y3, Y3
+	VMOVDQU     64(BX), Y12
+	VPAND       Y0, Y12, Y13
+	VPMADDUBSW  64(DX), Y13, Y13
+	VPADDW      Y13, Y11, Y11
+	VPSRLW      $0x04, Y12, Y12
+	VPAND       Y0, Y12, Y12
+	VPMADDUBSW  64(DX), Y12, Y12
+	VPADDW      Y12, Y3, Y3
+	VMOVDQU     96(BX), Y12
+	VPAND       Y0, Y12, Y13
+	VPMADDUBSW  96(DX), Y13, Y13
+	VPADDW      Y13, Y11, Y11
+	VPSRLW      $0x04, Y12, Y12
+	VPAND       Y0, Y12, Y12
+	VPMADDUBSW  96(DX), Y12, Y12
+	VPADDW      Y12, Y3, Y3
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y11, Y11
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD      Y3, Y11, Y11
+	VPUNPCKLDQ  Y5, Y4, Y3
+	VPUNPCKHDQ  Y5, Y4, Y4
+	VPADDD      Y3, Y4, Y4
+	VPUNPCKLDQ  Y7, Y6, Y3
+	VPUNPCKHDQ  Y7, Y6, Y6
+	VPADDD      Y3, Y6, Y6
+	VPUNPCKLDQ  Y9, Y8, Y3
+	VPUNPCKHDQ  Y9, Y8, Y8
+	VPADDD      Y3, Y8, Y8
+	VPUNPCKLDQ  Y11, Y10, Y3
+	VPUNPCKHDQ  Y11, Y10, Y10
+	VPADDD      Y3, Y10, Y10
+	VPUNPCKLQDQ Y6, Y4, Y3
+	VPUNPCKHQDQ Y6, Y4, Y4
+	VPADDD      Y3, Y4, Y4
+	VPUNPCKLQDQ Y10, Y8, Y3
+	VPUNPCKHQDQ Y10, Y8, Y8
+	VPADDD      Y3, Y8, Y8
+	VPERM2I128  $0x20, Y8, Y4, Y3
+	VPERM2I128  $0x31, Y8, Y4, Y4
+	VPADDD      Y4, Y3, Y3
+	LEAQ        -1(CX), DX
+	IMUL3Q      $0x000000c0, DX, BX
+	MOVQ        act+24(FP), SI
+	ADDQ        SI, BX
+	IMUL3Q      $0x00000040, DX, DX
+	MOVQ        meta+16(FP), SI
+	ADDQ        SI, DX
+	VMOVDQU     32(DX), Y4
+	VPMULLD     160(BX), Y4, Y4
+	VPSUBD      Y4, Y2, Y2
+	VMOVUPS     (DX), Y4
+	VMULPS      128(BX), Y4, Y4
 	VCVTDQ2PS   Y2, Y2
-	VMULPS      Y2, Y3, Y3
-	VADDPS      Y3, Y1, Y1
+	VMULPS      Y2, Y4, Y4
+	VADDPS      Y4, Y1, Y1
+	VMOVDQA     Y3, Y2
 	ADDQ        $0x00000400, AX
 	INCQ        CX
 	MOVQ        chunks+32(FP), DX
 	CMPQ        CX, DX
 	JB          Bits8A8Avx2_chunk
-	MOVQ        out+40(FP), AX
-	VMOVUPS     Y1, (AX)
-	MOVQ        out+40(FP), AX
-	ADDQ        $0x00000020, AX
-	MOVQ        AX, out+40(FP)
-	MOVQ        stride+8(FP), AX
-	IMUL3Q      $0x00000008, AX, AX
-	MOVQ        w+0(FP), CX
-	ADDQ        AX, CX
-	MOVQ        CX, w+0(FP)
-	MOVQ        chunks+32(FP), AX
-	IMUL3Q      $0x00000040, AX, AX
-	MOVQ        meta+16(FP), CX
-	ADDQ        AX, CX
-	MOVQ        CX, meta+16(FP)
-	MOVQ        ntiles+48(FP), AX
-	DECQ        AX
-	MOVQ        AX, ntiles+48(FP)
-	JNZ         Bits8A8Avx2_tile
+
+Bits8A8Avx2_last:
+	LEAQ      -1(CX), AX
+	IMUL3Q    $0x000000c0, AX, CX
+	MOVQ      act+24(FP), DX
+	ADDQ      DX, CX
+	IMUL3Q    $0x00000040, AX, AX
+	MOVQ      meta+16(FP), DX
+	ADDQ      DX, AX
+	VMOVDQU   32(AX), Y3
+	VPMULLD   160(CX), Y3, Y3
+	VPSUBD    Y3, Y2, Y2
+	VMOVUPS   (AX), Y3
+	VMULPS    128(CX), Y3, Y3
+	VCVTDQ2PS Y2, Y2
+	VMULPS    Y2, Y3, Y3
+	VADDPS    Y3, Y1, Y1
+	MOVQ      out+40(FP), AX
+	VMOVUPS   Y1, (AX)
+	MOVQ      out+40(FP), AX
+	ADDQ      $0x00000020, AX
+	MOVQ      AX, out+40(FP)
+	MOVQ      stride+8(FP), AX
+	IMUL3Q    $0x00000008, AX, AX
+	MOVQ      w+0(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, w+0(FP)
+	MOVQ      chunks+32(FP), AX
+	IMUL3Q    $0x00000040, AX, AX
+	MOVQ      meta+16(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, meta+16(FP)
+	MOVQ      ntiles+48(FP), AX
+	DECQ      AX
+	MOVQ      AX, ntiles+48(FP)
+	JNZ       Bits8A8Avx2_tile
 	VZEROUPPER
 	RET
 
@@ -9255,12 +9599,174 @@ TEXT ·Bits8A8AvxVnni(SB), NOSPLIT, $0-72
 	VPBROADCASTD X0, Y0
 
 Bits8A8AvxVnni_tile:
-	VPXOR  Y10, Y10, Y10
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000008, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
+	VPXOR        Y10, Y10, Y10
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000008, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         CX, AX
+	XORQ         CX, CX
+	IMUL3Q       $0x000000c0, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
+	ADDQ         SI, BX
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	ADDQ         SI, BX
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	ADDQ         SI, BX
+	PREFETCHT1   256(AX)
+	PREFETCHT1   320(AX)
+	VPXOR        Y2, Y2, Y2
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	ADDQ         SI, BX
+	PREFETCHT1   384(AX)
+	PREFETCHT1   448(AX)
+	VPXOR        Y3, Y3, Y3
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	ADDQ         SI, BX
+	PREFETCHT1   512(AX)
+	PREFETCHT1   576(AX)
+	VPXOR        Y4, Y4, Y4
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y4
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y4
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y4
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y4
+	ADDQ         SI, BX
+	PREFETCHT1   640(AX)
+	PREFETCHT1   704(AX)
+	VPXOR        Y5, Y5, Y5
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y5
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y5
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y5
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y5
+	ADDQ         SI, BX
+	PREFETCHT1   768(AX)
+	PREFETCHT1   832(AX)
+	VPXOR        Y6, Y6, Y6
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y6
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y6
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y6
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y6
+	ADDQ         SI, BX
+	PREFETCHT1   896(AX)
+	PREFETCHT1   960(AX)
+	VPXOR        Y7, Y7, Y7
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y7
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y7
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y7
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y7
+	VPUNPCKLDQ   Y1, Y0, Y8
+	VPUNPCKHDQ   Y1, Y0, Y0
+	VPADDD       Y8, Y0, Y0
+	VPUNPCKLDQ   Y3, Y2, Y1
+	VPUNPCKHDQ   Y3, Y2, Y2
+	VPADDD       Y1, Y2, Y2
+	VPUNPCKLDQ   Y5, Y4, Y1
+	VPUNPCKHDQ   Y5, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPUNPCKLDQ   Y7, Y6, Y1
+	VPUNPCKHDQ   Y7, Y6, Y6
+	VPADDD       Y1, Y6, Y6
+	VPUNPCKLQDQ  Y2, Y0, Y1
+	VPUNPCKHQDQ  Y2, Y0, Y0
+	VPADDD       Y1, Y0, Y0
+	VPUNPCKLQDQ  Y6, Y4, Y1
+	VPUNPCKHQDQ  Y6, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPERM2I128   $0x20, Y4, Y0, Y1
+	VPERM2I128   $0x31, Y4, Y0, Y0
+	VPADDD       Y0, Y1, Y1
+	VMOVDQA      Y1, Y11
+	ADDQ         $0x00000400, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JAE          Bits8A8AvxVnni_last
 
 Bits8A8AvxVnni_chunk:
 	IMUL3Q       $0x000000c0, CX, DX
@@ -9419,41 +9925,63 @@ Bits8A8AvxVnni_chunk:
 	VPERM2I128   $0x20, Y4, Y0, Y1
 	VPERM2I128   $0x31, Y4, Y0, Y0
 	VPADDD       Y0, Y1, Y1
-	IMUL3Q       $0x00000040, CX, BX
-	MOVQ         meta+16(FP), SI
+	LEAQ         -1(CX), DX
+	IMUL3Q       $0x000000c0, DX, BX
+	MOVQ         act+24(FP), SI
 	ADDQ         SI, BX
-	VMOVDQU      32(BX), Y0
-	VPMULLD      160(DX), Y0, Y0
-	VPSUBD       Y0, Y1, Y1
-	VMOVUPS      (BX), Y0
-	VMULPS       128(DX), Y0, Y0
-	VCVTDQ2PS    Y1, Y1
-	VMULPS       Y1, Y0, Y0
+	IMUL3Q       $0x00000040, DX, DX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, DX
+	VMOVDQU      32(DX), Y0
+	VPMULLD      160(BX), Y0, Y0
+	VPSUBD       Y0, Y11, Y11
+	VMOVUPS      (DX), Y0
+	VMULPS       128(BX), Y0, Y0
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       Y11, Y0, Y0
 	VADDPS       Y0, Y10, Y10
+	VMOVDQA      Y1, Y11
 	ADDQ         $0x00000400, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits8A8AvxVnni_chunk
-	MOVQ         out+40(FP), AX
-	VMOVUPS      Y10, (AX)
-	MOVQ         out+40(FP), AX
-	ADDQ         $0x00000020, AX
-	MOVQ         AX, out+40(FP)
-	MOVQ         stride+8(FP), AX
-	IMUL3Q       $0x00000008, AX, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         chunks+32(FP), AX
-	IMUL3Q       $0x00000040, AX, AX
-	MOVQ         meta+16(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, meta+16(FP)
-	MOVQ         ntiles+48(FP), AX
-	DECQ         AX
-	MOVQ         AX, ntiles+48(FP)
-	JNZ          Bits8A8AvxVnni_tile
+
+Bits8A8AvxVnni_last:
+	LEAQ      -1(CX), AX
+	IMUL3Q    $0x000000c0, AX, CX
+	MOVQ      act+24(FP), DX
+	ADDQ      DX, CX
+	IMUL3Q    $0x00000040, AX, AX
+	MOVQ      meta+16(FP), DX
+	ADDQ      DX, AX
+	VMOVDQU   32(AX), Y0
+	VPMULLD   160(CX), Y0, Y0
+	VPSUBD    Y0, Y11, Y11
+	VMOVUPS   (AX), Y0
+	VMULPS    128(CX), Y0, Y0
+	VCVTDQ2PS Y11, Y11
+	VMULPS    Y11, Y0, Y0
+	VADDPS    Y0, Y10, Y10
+	MOVQ      out+40(FP), AX
+	VMOVUPS   Y10, (AX)
+	MOVQ      out+40(FP), AX
+	ADDQ      $0x00000020, AX
+	MOVQ      AX, out+40(FP)
+	MOVQ      stride+8(FP), AX
+	IMUL3Q    $0x00000008, AX, AX
+	MOVQ      w+0(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, w+0(FP)
+	MOVQ      chunks+32(FP), AX
+	IMUL3Q    $0x00000040, AX, AX
+	MOVQ      meta+16(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, meta+16(FP)
+	MOVQ      ntiles+48(FP), AX
+	DECQ      AX
+	MOVQ      AX, ntiles+48(FP)
+	JNZ       Bits8A8AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -9465,14 +9993,12 @@ TEXT ·Bits8A8Meta16Avx2(SB), NOSPLIT, $0-72
 	VPBROADCASTD X0, Y0
 
 Bits8A8Meta16Avx2_tile:
-	VPXOR  Y1, Y1, Y1
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000008, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits8A8Meta16Avx2_chunk:
+	VPXOR       Y1, Y1, Y1
+	MOVQ        stride+8(FP), AX
+	IMUL3Q      $0x00000008, AX, AX
+	MOVQ        w+0(FP), CX
+	ADDQ        CX, AX
+	XORQ        CX, CX
 	IMUL3Q      $0x000000c0, CX, DX
 	MOVQ        act+24(FP), BX
 	ADDQ        BX, DX
@@ -9789,41 +10315,387 @@ Bits8A8Meta16Avx2_chunk:
 	VPERM2I128  $0x20, Y7, Y3, Y2
 	VPERM2I128  $0x31, Y7, Y3, Y3
 	VPADDD      Y3, Y2, Y2
-	IMUL3Q      $0x00000020, CX, BX
-	MOVQ        meta+16(FP), SI
+	VMOVDQA     Y2, Y2
+	ADDQ        $0x00000400, AX
+	INCQ        CX
+	MOVQ        chunks+32(FP), DX
+	CMPQ        CX, DX
+	JAE         Bits8A8Meta16Avx2_last
+
+Bits8A8Meta16Avx2_chunk:
+	IMUL3Q      $0x000000c0, CX, DX
+	MOVQ        act+24(FP), BX
+	ADDQ        BX, DX
+	MOVQ        CX, BX
+	SHLQ        $0x07, BX
+	MOVQ        w+0(FP), SI
 	ADDQ        SI, BX
-	VPMOVSXWD   16(BX), Y3
-	VPMULLD     160(DX), Y3, Y3
-	VPSUBD      Y3, Y2, Y2
-	VCVTPH2PS   (BX), Y3
-	VMULPS      128(DX), Y3, Y3
+	MOVQ        stride+8(FP), SI
+	PREFETCHT1  (AX)
+	PREFETCHT1  64(AX)
+	VMOVDQU     (BX), Y3
+	VPAND       Y0, Y3, Y4
+	VPMADDUBSW  (DX), Y4, Y4
+	VPSRLW      $0x04, Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDUBSW  (DX), Y3, Y3
+	VMOVDQU     32(BX), Y5
+	VPAND       Y0, Y5, Y6
+	VPMADDUBSW  32(DX), Y6, Y6
+	VPADDW      Y6, Y4, Y4
+	VPSRLW      $0x04, Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDUBSW  32(DX), Y5, Y5
+	VPADDW      Y5, Y3, Y3
+	VMOVDQU     64(BX), Y5
+	VPAND       Y0, Y5, Y6
+	VPMADDUBSW  64(DX), Y6, Y6
+	VPADDW      Y6, Y4, Y4
+	VPSRLW      $0x04, Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDUBSW  64(DX), Y5, Y5
+	VPADDW      Y5, Y3, Y3
+	VMOVDQU     96(BX), Y5
+	VPAND       Y0, Y5, Y6
+	VPMADDUBSW  96(DX), Y6, Y6
+	VPADDW      Y6, Y4, Y4
+	VPSRLW      $0x04, Y5, Y5
+	VPAND       Y0, Y5, Y5
+	VPMADDUBSW  96(DX), Y5, Y5
+	VPADDW      Y5, Y3, Y3
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y4, Y4
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD      Y3, Y4, Y4
+	ADDQ        SI, BX
+	PREFETCHT1  128(AX)
+	PREFETCHT1  192(AX)
+	VMOVDQU     (BX), Y3
+	VPAND       Y0, Y3, Y5
+	VPMADDUBSW  (DX), Y5, Y5
+	VPSRLW      $0x04, Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDUBSW  (DX), Y3, Y3
+	VMOVDQU     32(BX), Y6
+	VPAND       Y0, Y6, Y7
+	VPMADDUBSW  32(DX), Y7, Y7
+	VPADDW      Y7, Y5, Y5
+	VPSRLW      $0x04, Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDUBSW  32(DX), Y6, Y6
+	VPADDW      Y6, Y3, Y3
+	VMOVDQU     64(BX), Y6
+	VPAND       Y0, Y6, Y7
+	VPMADDUBSW  64(DX), Y7, Y7
+	VPADDW      Y7, Y5, Y5
+	VPSRLW      $0x04, Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDUBSW  64(DX), Y6, Y6
+	VPADDW      Y6, Y3, Y3
+	VMOVDQU     96(BX), Y6
+	VPAND       Y0, Y6, Y7
+	VPMADDUBSW  96(DX), Y7, Y7
+	VPADDW      Y7, Y5, Y5
+	VPSRLW      $0x04, Y6, Y6
+	VPAND       Y0, Y6, Y6
+	VPMADDUBSW  96(DX), Y6, Y6
+	VPADDW      Y6, Y3, Y3
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y5, Y5
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD      Y3, Y5, Y5
+	ADDQ        SI, BX
+	PREFETCHT1  256(AX)
+	PREFETCHT1  320(AX)
+	VMOVDQU     (BX), Y3
+	VPAND       Y0, Y3, Y6
+	VPMADDUBSW  (DX), Y6, Y6
+	VPSRLW      $0x04, Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDUBSW  (DX), Y3, Y3
+	VMOVDQU     32(BX), Y7
+	VPAND       Y0, Y7, Y8
+	VPMADDUBSW  32(DX), Y8, Y8
+	VPADDW      Y8, Y6, Y6
+	VPSRLW      $0x04, Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDUBSW  32(DX), Y7, Y7
+	VPADDW      Y7, Y3, Y3
+	VMOVDQU     64(BX), Y7
+	VPAND       Y0, Y7, Y8
+	VPMADDUBSW  64(DX), Y8, Y8
+	VPADDW      Y8, Y6, Y6
+	VPSRLW      $0x04, Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDUBSW  64(DX), Y7, Y7
+	VPADDW      Y7, Y3, Y3
+	VMOVDQU     96(BX), Y7
+	VPAND       Y0, Y7, Y8
+	VPMADDUBSW  96(DX), Y8, Y8
+	VPADDW      Y8, Y6, Y6
+	VPSRLW      $0x04, Y7, Y7
+	VPAND       Y0, Y7, Y7
+	VPMADDUBSW  96(DX), Y7, Y7
+	VPADDW      Y7, Y3, Y3
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y6, Y6
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD      Y3, Y6, Y6
+	ADDQ        SI, BX
+	PREFETCHT1  384(AX)
+	PREFETCHT1  448(AX)
+	VMOVDQU     (BX), Y3
+	VPAND       Y0, Y3, Y7
+	VPMADDUBSW  (DX), Y7, Y7
+	VPSRLW      $0x04, Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDUBSW  (DX), Y3, Y3
+	VMOVDQU     32(BX), Y8
+	VPAND       Y0, Y8, Y9
+	VPMADDUBSW  32(DX), Y9, Y9
+	VPADDW      Y9, Y7, Y7
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDUBSW  32(DX), Y8, Y8
+	VPADDW      Y8, Y3, Y3
+	VMOVDQU     64(BX), Y8
+	VPAND       Y0, Y8, Y9
+	VPMADDUBSW  64(DX), Y9, Y9
+	VPADDW      Y9, Y7, Y7
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDUBSW  64(DX), Y8, Y8
+	VPADDW      Y8, Y3, Y3
+	VMOVDQU     96(BX), Y8
+	VPAND       Y0, Y8, Y9
+	VPMADDUBSW  96(DX), Y9, Y9
+	VPADDW      Y9, Y7, Y7
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y0, Y8, Y8
+	VPMADDUBSW  96(DX), Y8, Y8
+	VPADDW      Y8, Y3, Y3
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y7, Y7
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD      Y3, Y7, Y7
+	ADDQ        SI, BX
+	PREFETCHT1  512(AX)
+	PREFETCHT1  576(AX)
+	VMOVDQU     (BX), Y3
+	VPAND       Y0, Y3, Y8
+	VPMADDUBSW  (DX), Y8, Y8
+	VPSRLW      $0x04, Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDUBSW  (DX), Y3, Y3
+	VMOVDQU     32(BX), Y9
+	VPAND       Y0, Y9, Y10
+	VPMADDUBSW  32(DX), Y10, Y10
+	VPADDW      Y10, Y8, Y8
+	VPSRLW      $0x04, Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDUBSW  32(DX), Y9, Y9
+	VPADDW      Y9, Y3, Y3
+	VMOVDQU     64(BX), Y9
+	VPAND       Y0, Y9, Y10
+	VPMADDUBSW  64(DX), Y10, Y10
+	VPADDW      Y10, Y8, Y8
+	VPSRLW      $0x04, Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDUBSW  64(DX), Y9, Y9
+	VPADDW      Y9, Y3, Y3
+	VMOVDQU     96(BX), Y9
+	VPAND       Y0, Y9, Y10
+	VPMADDUBSW  96(DX), Y10, Y10
+	VPADDW      Y10, Y8, Y8
+	VPSRLW      $0x04, Y9, Y9
+	VPAND       Y0, Y9, Y9
+	VPMADDUBSW  96(DX), Y9, Y9
+	VPADDW      Y9, Y3, Y3
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y8, Y8
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD      Y3, Y8, Y8
+	ADDQ        SI, BX
+	PREFETCHT1  640(AX)
+	PREFETCHT1  704(AX)
+	VMOVDQU     (BX), Y3
+	VPAND       Y0, Y3, Y9
+	VPMADDUBSW  (DX), Y9, Y9
+	VPSRLW      $0x04, Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDUBSW  (DX), Y3, Y3
+	VMOVDQU     32(BX), Y10
+	VPAND       Y0, Y10, Y11
+	VPMADDUBSW  32(DX), Y11, Y11
+	VPADDW      Y11, Y9, Y9
+	VPSRLW      $0x04, Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDUBSW  32(DX), Y10, Y10
+	VPADDW      Y10, Y3, Y3
+	VMOVDQU     64(BX), Y10
+	VPAND       Y0, Y10, Y11
+	VPMADDUBSW  64(DX), Y11, Y11
+	VPADDW      Y11, Y9, Y9
+	VPSRLW      $0x04, Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDUBSW  64(DX), Y10, Y10
+	VPADDW      Y10, Y3, Y3
+	VMOVDQU     96(BX), Y10
+	VPAND       Y0, Y10, Y11
+	VPMADDUBSW  96(DX), Y11, Y11
+	VPADDW      Y11, Y9, Y9
+	VPSRLW      $0x04, Y10, Y10
+	VPAND       Y0, Y10, Y10
+	VPMADDUBSW  96(DX), Y10, Y10
+	VPADDW      Y10, Y3, Y3
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y9, Y9
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD      Y3, Y9, Y9
+	ADDQ        SI, BX
+	PREFETCHT1  768(AX)
+	PREFETCHT1  832(AX)
+	VMOVDQU     (BX), Y3
+	VPAND       Y0, Y3, Y10
+	VPMADDUBSW  (DX), Y10, Y10
+	VPSRLW      $0x04, Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDUBSW  (DX), Y3, Y3
+	VMOVDQU     32(BX), Y11
+	VPAND       Y0, Y11, Y12
+	VPMADDUBSW  32(DX), Y12, Y12
+	VPADDW      Y12, Y10, Y10
+	VPSRLW      $0x04, Y11, Y11
+	VPAND       Y0, Y11, Y11
+	VPMADDUBSW  32(DX), Y11, Y11
+	VPADDW      Y11, Y3, Y3
+	VMOVDQU     64(BX), Y11
+	VPAND       Y0, Y11, Y12
+	VPMADDUBSW  64(DX), Y12, Y12
+	VPADDW      Y12, Y10, Y10
+	VPSRLW      $0x04, Y11, Y11
+	VPAND       Y0, Y11, Y11
+	VPMADDUBSW  64(DX), Y11, Y11
+	VPADDW      Y11, Y3, Y3
+	VMOVDQU     96(BX), Y11
+	VPAND       Y0, Y11, Y12
+	VPMADDUBSW  96(DX), Y12, Y12
+	VPADDW      Y12, Y10, Y10
+	VPSRLW      $0x04, Y11, Y11
+	VPAND       Y0, Y11, Y11
+	VPMADDUBSW  96(DX), Y11, Y11
+	VPADDW      Y11, Y3, Y3
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y10, Y10
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD      Y3, Y10, Y10
+	ADDQ        SI, BX
+	PREFETCHT1  896(AX)
+	PREFETCHT1  960(AX)
+	VMOVDQU     (BX), Y3
+	VPAND       Y0, Y3, Y11
+	VPMADDUBSW  (DX), Y11, Y11
+	VPSRLW      $0x04, Y3, Y3
+	VPAND       Y0, Y3, Y3
+	VPMADDUBSW  (DX), Y3, Y3
+	VMOVDQU     32(BX), Y12
+	VPAND       Y0, Y12, Y13
+	VPMADDUBSW  32(DX), Y13, Y13
+	VPADDW      Y13, Y11, Y11
+	VPSRLW      $0x04, Y12, Y12
+	VPAND       Y0, Y12, Y12
+	VPMADDUBSW  32(DX), Y12, Y12
+	VPADDW      Y12, Y3, Y3
+	VMOVDQU     64(BX), Y12
+	VPAND       Y0, Y12, Y13
+	VPMADDUBSW  64(DX), Y13, Y13
+	VPADDW      Y13, Y11, Y11
+	VPSRLW      $0x04, Y12, Y12
+	VPAND       Y0, Y12, Y12
+	VPMADDUBSW  64(DX), Y12, Y12
+	VPADDW      Y12, Y3, Y3
+	VMOVDQU     96(BX), Y12
+	VPAND       Y0, Y12, Y13
+	VPMADDUBSW  96(DX), Y13, Y13
+	VPADDW      Y13, Y11, Y11
+	VPSRLW      $0x04, Y12, Y12
+	VPAND       Y0, Y12, Y12
+	VPMADDUBSW  96(DX), Y12, Y12
+	VPADDW      Y12, Y3, Y3
+	VPMADDWD    bitsYMMOnes<>+0(SB), Y11, Y11
+	VPMADDWD    bitsYMMSixteens<>+0(SB), Y3, Y3
+	VPADDD      Y3, Y11, Y11
+	VPUNPCKLDQ  Y5, Y4, Y3
+	VPUNPCKHDQ  Y5, Y4, Y4
+	VPADDD      Y3, Y4, Y4
+	VPUNPCKLDQ  Y7, Y6, Y3
+	VPUNPCKHDQ  Y7, Y6, Y6
+	VPADDD      Y3, Y6, Y6
+	VPUNPCKLDQ  Y9, Y8, Y3
+	VPUNPCKHDQ  Y9, Y8, Y8
+	VPADDD      Y3, Y8, Y8
+	VPUNPCKLDQ  Y11, Y10, Y3
+	VPUNPCKHDQ  Y11, Y10, Y10
+	VPADDD      Y3, Y10, Y10
+	VPUNPCKLQDQ Y6, Y4, Y3
+	VPUNPCKHQDQ Y6, Y4, Y4
+	VPADDD      Y3, Y4, Y4
+	VPUNPCKLQDQ Y10, Y8, Y3
+	VPUNPCKHQDQ Y10, Y8, Y8
+	VPADDD      Y3, Y8, Y8
+	VPERM2I128  $0x20, Y8, Y4, Y3
+	VPERM2I128  $0x31, Y8, Y4, Y4
+	VPADDD      Y4, Y3, Y3
+	LEAQ        -1(CX), DX
+	IMUL3Q      $0x000000c0, DX, BX
+	MOVQ        act+24(FP), SI
+	ADDQ        SI, BX
+	IMUL3Q      $0x00000020, DX, DX
+	MOVQ        meta+16(FP), SI
+	ADDQ        SI, DX
+	VPMOVSXWD   16(DX), Y4
+	VPMULLD     160(BX), Y4, Y4
+	VPSUBD      Y4, Y2, Y2
+	VCVTPH2PS   (DX), Y4
+	VMULPS      128(BX), Y4, Y4
 	VCVTDQ2PS   Y2, Y2
-	VMULPS      Y2, Y3, Y3
-	VADDPS      Y3, Y1, Y1
+	VMULPS      Y2, Y4, Y4
+	VADDPS      Y4, Y1, Y1
+	VMOVDQA     Y3, Y2
 	ADDQ        $0x00000400, AX
 	INCQ        CX
 	MOVQ        chunks+32(FP), DX
 	CMPQ        CX, DX
 	JB          Bits8A8Meta16Avx2_chunk
-	MOVQ        out+40(FP), AX
-	VMOVUPS     Y1, (AX)
-	MOVQ        out+40(FP), AX
-	ADDQ        $0x00000020, AX
-	MOVQ        AX, out+40(FP)
-	MOVQ        stride+8(FP), AX
-	IMUL3Q      $0x00000008, AX, AX
-	MOVQ        w+0(FP), CX
-	ADDQ        AX, CX
-	MOVQ        CX, w+0(FP)
-	MOVQ        chunks+32(FP), AX
-	IMUL3Q      $0x00000020, AX, AX
-	MOVQ        meta+16(FP), CX
-	ADDQ        AX, CX
-	MOVQ        CX, meta+16(FP)
-	MOVQ        ntiles+48(FP), AX
-	DECQ        AX
-	MOVQ        AX, ntiles+48(FP)
-	JNZ         Bits8A8Meta16Avx2_tile
+
+Bits8A8Meta16Avx2_last:
+	LEAQ      -1(CX), AX
+	IMUL3Q    $0x000000c0, AX, CX
+	MOVQ      act+24(FP), DX
+	ADDQ      DX, CX
+	IMUL3Q    $0x00000020, AX, AX
+	MOVQ      meta+16(FP), DX
+	ADDQ      DX, AX
+	VPMOVSXWD 16(AX), Y3
+	VPMULLD   160(CX), Y3, Y3
+	VPSUBD    Y3, Y2, Y2
+	VCVTPH2PS (AX), Y3
+	VMULPS    128(CX), Y3, Y3
+	VCVTDQ2PS Y2, Y2
+	VMULPS    Y2, Y3, Y3
+	VADDPS    Y3, Y1, Y1
+	MOVQ      out+40(FP), AX
+	VMOVUPS   Y1, (AX)
+	MOVQ      out+40(FP), AX
+	ADDQ      $0x00000020, AX
+	MOVQ      AX, out+40(FP)
+	MOVQ      stride+8(FP), AX
+	IMUL3Q    $0x00000008, AX, AX
+	MOVQ      w+0(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, w+0(FP)
+	MOVQ      chunks+32(FP), AX
+	IMUL3Q    $0x00000020, AX, AX
+	MOVQ      meta+16(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, meta+16(FP)
+	MOVQ      ntiles+48(FP), AX
+	DECQ      AX
+	MOVQ      AX, ntiles+48(FP)
+	JNZ       Bits8A8Meta16Avx2_tile
 	VZEROUPPER
 	RET
 
@@ -9835,12 +10707,174 @@ TEXT ·Bits8A8Meta16AvxVnni(SB), NOSPLIT, $0-72
 	VPBROADCASTD X0, Y0
 
 Bits8A8Meta16AvxVnni_tile:
-	VPXOR  Y10, Y10, Y10
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000008, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
+	VPXOR        Y10, Y10, Y10
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000008, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         CX, AX
+	XORQ         CX, CX
+	IMUL3Q       $0x000000c0, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
+	ADDQ         SI, BX
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	ADDQ         SI, BX
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	ADDQ         SI, BX
+	PREFETCHT1   256(AX)
+	PREFETCHT1   320(AX)
+	VPXOR        Y2, Y2, Y2
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	ADDQ         SI, BX
+	PREFETCHT1   384(AX)
+	PREFETCHT1   448(AX)
+	VPXOR        Y3, Y3, Y3
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	ADDQ         SI, BX
+	PREFETCHT1   512(AX)
+	PREFETCHT1   576(AX)
+	VPXOR        Y4, Y4, Y4
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y4
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y4
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y4
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y4
+	ADDQ         SI, BX
+	PREFETCHT1   640(AX)
+	PREFETCHT1   704(AX)
+	VPXOR        Y5, Y5, Y5
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y5
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y5
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y5
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y5
+	ADDQ         SI, BX
+	PREFETCHT1   768(AX)
+	PREFETCHT1   832(AX)
+	VPXOR        Y6, Y6, Y6
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y6
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y6
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y6
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y6
+	ADDQ         SI, BX
+	PREFETCHT1   896(AX)
+	PREFETCHT1   960(AX)
+	VPXOR        Y7, Y7, Y7
+	VMOVDQU      (BX), Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y7
+	VMOVDQU      32(BX), Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y7
+	VMOVDQU      64(BX), Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y7
+	VMOVDQU      96(BX), Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y7
+	VPUNPCKLDQ   Y1, Y0, Y8
+	VPUNPCKHDQ   Y1, Y0, Y0
+	VPADDD       Y8, Y0, Y0
+	VPUNPCKLDQ   Y3, Y2, Y1
+	VPUNPCKHDQ   Y3, Y2, Y2
+	VPADDD       Y1, Y2, Y2
+	VPUNPCKLDQ   Y5, Y4, Y1
+	VPUNPCKHDQ   Y5, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPUNPCKLDQ   Y7, Y6, Y1
+	VPUNPCKHDQ   Y7, Y6, Y6
+	VPADDD       Y1, Y6, Y6
+	VPUNPCKLQDQ  Y2, Y0, Y1
+	VPUNPCKHQDQ  Y2, Y0, Y0
+	VPADDD       Y1, Y0, Y0
+	VPUNPCKLQDQ  Y6, Y4, Y1
+	VPUNPCKHQDQ  Y6, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPERM2I128   $0x20, Y4, Y0, Y1
+	VPERM2I128   $0x31, Y4, Y0, Y0
+	VPADDD       Y0, Y1, Y1
+	VMOVDQA      Y1, Y11
+	ADDQ         $0x00000400, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JAE          Bits8A8Meta16AvxVnni_last
 
 Bits8A8Meta16AvxVnni_chunk:
 	IMUL3Q       $0x000000c0, CX, DX
@@ -9999,41 +11033,63 @@ Bits8A8Meta16AvxVnni_chunk:
 	VPERM2I128   $0x20, Y4, Y0, Y1
 	VPERM2I128   $0x31, Y4, Y0, Y0
 	VPADDD       Y0, Y1, Y1
-	IMUL3Q       $0x00000020, CX, BX
-	MOVQ         meta+16(FP), SI
+	LEAQ         -1(CX), DX
+	IMUL3Q       $0x000000c0, DX, BX
+	MOVQ         act+24(FP), SI
 	ADDQ         SI, BX
-	VPMOVSXWD    16(BX), Y0
-	VPMULLD      160(DX), Y0, Y0
-	VPSUBD       Y0, Y1, Y1
-	VCVTPH2PS    (BX), Y0
-	VMULPS       128(DX), Y0, Y0
-	VCVTDQ2PS    Y1, Y1
-	VMULPS       Y1, Y0, Y0
+	IMUL3Q       $0x00000020, DX, DX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, DX
+	VPMOVSXWD    16(DX), Y0
+	VPMULLD      160(BX), Y0, Y0
+	VPSUBD       Y0, Y11, Y11
+	VCVTPH2PS    (DX), Y0
+	VMULPS       128(BX), Y0, Y0
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       Y11, Y0, Y0
 	VADDPS       Y0, Y10, Y10
+	VMOVDQA      Y1, Y11
 	ADDQ         $0x00000400, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits8A8Meta16AvxVnni_chunk
-	MOVQ         out+40(FP), AX
-	VMOVUPS      Y10, (AX)
-	MOVQ         out+40(FP), AX
-	ADDQ         $0x00000020, AX
-	MOVQ         AX, out+40(FP)
-	MOVQ         stride+8(FP), AX
-	IMUL3Q       $0x00000008, AX, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         chunks+32(FP), AX
-	IMUL3Q       $0x00000020, AX, AX
-	MOVQ         meta+16(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, meta+16(FP)
-	MOVQ         ntiles+48(FP), AX
-	DECQ         AX
-	MOVQ         AX, ntiles+48(FP)
-	JNZ          Bits8A8Meta16AvxVnni_tile
+
+Bits8A8Meta16AvxVnni_last:
+	LEAQ      -1(CX), AX
+	IMUL3Q    $0x000000c0, AX, CX
+	MOVQ      act+24(FP), DX
+	ADDQ      DX, CX
+	IMUL3Q    $0x00000020, AX, AX
+	MOVQ      meta+16(FP), DX
+	ADDQ      DX, AX
+	VPMOVSXWD 16(AX), Y0
+	VPMULLD   160(CX), Y0, Y0
+	VPSUBD    Y0, Y11, Y11
+	VCVTPH2PS (AX), Y0
+	VMULPS    128(CX), Y0, Y0
+	VCVTDQ2PS Y11, Y11
+	VMULPS    Y11, Y0, Y0
+	VADDPS    Y0, Y10, Y10
+	MOVQ      out+40(FP), AX
+	VMOVUPS   Y10, (AX)
+	MOVQ      out+40(FP), AX
+	ADDQ      $0x00000020, AX
+	MOVQ      AX, out+40(FP)
+	MOVQ      stride+8(FP), AX
+	IMUL3Q    $0x00000008, AX, AX
+	MOVQ      w+0(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, w+0(FP)
+	MOVQ      chunks+32(FP), AX
+	IMUL3Q    $0x00000020, AX, AX
+	MOVQ      meta+16(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, meta+16(FP)
+	MOVQ      ntiles+48(FP), AX
+	DECQ      AX
+	MOVQ      AX, ntiles+48(FP)
+	JNZ       Bits8A8Meta16AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -10046,14 +11102,12 @@ TEXT ·Bits8A8G64Avx2(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
 
 Bits8A8G64Avx2_tile:
-	VPXOR  Y2, Y2, Y2
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000004, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits8A8G64Avx2_chunk:
+	VPXOR      Y2, Y2, Y2
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000004, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       CX, AX
+	XORQ       CX, CX
 	IMUL3Q     $0x000000c0, CX, DX
 	MOVQ       act+24(FP), BX
 	ADDQ       BX, DX
@@ -10226,45 +11280,250 @@ Bits8A8G64Avx2_chunk:
 	VPERM2I128 $0x20, Y6, Y4, Y3
 	VPERM2I128 $0x31, Y6, Y4, Y4
 	VPADDD     Y4, Y3, Y3
-	IMUL3Q     $0x00000040, CX, BX
-	MOVQ       meta+16(FP), SI
+	VMOVDQA    Y3, Y3
+	ADDQ       $0x00000200, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JAE        Bits8A8G64Avx2_last
+
+Bits8A8G64Avx2_chunk:
+	IMUL3Q     $0x000000c0, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
 	ADDQ       SI, BX
-	VMOVDQU    32(BX), Y4
-	VPMULLD    160(DX), Y4, Y4
-	VPSUBD     Y4, Y3, Y3
-	VMOVUPS    (BX), Y4
-	VMULPS     128(DX), Y4, Y4
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y5
+	VPMADDUBSW (DX), Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VMOVDQU    32(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 32(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 32(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VMOVDQU    64(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 64(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VMOVDQU    96(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 96(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 96(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y5
+	VPMADDWD   bitsYMMSixteens<>+0(SB), Y4, Y4
+	VPADDD     Y4, Y5, Y5
+	ADDQ       SI, BX
+	PREFETCHT1 128(AX)
+	PREFETCHT1 192(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW (DX), Y6, Y6
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VMOVDQU    32(BX), Y7
+	VPSHUFB    Y1, Y7, Y7
+	VPAND      Y0, Y7, Y8
+	VPMADDUBSW 32(DX), Y8, Y8
+	VPADDW     Y8, Y6, Y6
+	VPSRLW     $0x04, Y7, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 32(DX), Y7, Y7
+	VPADDW     Y7, Y4, Y4
+	VMOVDQU    64(BX), Y7
+	VPSHUFB    Y1, Y7, Y7
+	VPAND      Y0, Y7, Y8
+	VPMADDUBSW 64(DX), Y8, Y8
+	VPADDW     Y8, Y6, Y6
+	VPSRLW     $0x04, Y7, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 64(DX), Y7, Y7
+	VPADDW     Y7, Y4, Y4
+	VMOVDQU    96(BX), Y7
+	VPSHUFB    Y1, Y7, Y7
+	VPAND      Y0, Y7, Y8
+	VPMADDUBSW 96(DX), Y8, Y8
+	VPADDW     Y8, Y6, Y6
+	VPSRLW     $0x04, Y7, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 96(DX), Y7, Y7
+	VPADDW     Y7, Y4, Y4
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y6, Y6
+	VPMADDWD   bitsYMMSixteens<>+0(SB), Y4, Y4
+	VPADDD     Y4, Y6, Y6
+	ADDQ       SI, BX
+	PREFETCHT1 256(AX)
+	PREFETCHT1 320(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y7
+	VPMADDUBSW (DX), Y7, Y7
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VMOVDQU    32(BX), Y8
+	VPSHUFB    Y1, Y8, Y8
+	VPAND      Y0, Y8, Y9
+	VPMADDUBSW 32(DX), Y9, Y9
+	VPADDW     Y9, Y7, Y7
+	VPSRLW     $0x04, Y8, Y8
+	VPAND      Y0, Y8, Y8
+	VPMADDUBSW 32(DX), Y8, Y8
+	VPADDW     Y8, Y4, Y4
+	VMOVDQU    64(BX), Y8
+	VPSHUFB    Y1, Y8, Y8
+	VPAND      Y0, Y8, Y9
+	VPMADDUBSW 64(DX), Y9, Y9
+	VPADDW     Y9, Y7, Y7
+	VPSRLW     $0x04, Y8, Y8
+	VPAND      Y0, Y8, Y8
+	VPMADDUBSW 64(DX), Y8, Y8
+	VPADDW     Y8, Y4, Y4
+	VMOVDQU    96(BX), Y8
+	VPSHUFB    Y1, Y8, Y8
+	VPAND      Y0, Y8, Y9
+	VPMADDUBSW 96(DX), Y9, Y9
+	VPADDW     Y9, Y7, Y7
+	VPSRLW     $0x04, Y8, Y8
+	VPAND      Y0, Y8, Y8
+	VPMADDUBSW 96(DX), Y8, Y8
+	VPADDW     Y8, Y4, Y4
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y7, Y7
+	VPMADDWD   bitsYMMSixteens<>+0(SB), Y4, Y4
+	VPADDD     Y4, Y7, Y7
+	ADDQ       SI, BX
+	PREFETCHT1 384(AX)
+	PREFETCHT1 448(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y8
+	VPMADDUBSW (DX), Y8, Y8
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VMOVDQU    32(BX), Y9
+	VPSHUFB    Y1, Y9, Y9
+	VPAND      Y0, Y9, Y10
+	VPMADDUBSW 32(DX), Y10, Y10
+	VPADDW     Y10, Y8, Y8
+	VPSRLW     $0x04, Y9, Y9
+	VPAND      Y0, Y9, Y9
+	VPMADDUBSW 32(DX), Y9, Y9
+	VPADDW     Y9, Y4, Y4
+	VMOVDQU    64(BX), Y9
+	VPSHUFB    Y1, Y9, Y9
+	VPAND      Y0, Y9, Y10
+	VPMADDUBSW 64(DX), Y10, Y10
+	VPADDW     Y10, Y8, Y8
+	VPSRLW     $0x04, Y9, Y9
+	VPAND      Y0, Y9, Y9
+	VPMADDUBSW 64(DX), Y9, Y9
+	VPADDW     Y9, Y4, Y4
+	VMOVDQU    96(BX), Y9
+	VPSHUFB    Y1, Y9, Y9
+	VPAND      Y0, Y9, Y10
+	VPMADDUBSW 96(DX), Y10, Y10
+	VPADDW     Y10, Y8, Y8
+	VPSRLW     $0x04, Y9, Y9
+	VPAND      Y0, Y9, Y9
+	VPMADDUBSW 96(DX), Y9, Y9
+	VPADDW     Y9, Y4, Y4
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y8, Y8
+	VPMADDWD   bitsYMMSixteens<>+0(SB), Y4, Y4
+	VPADDD     Y4, Y8, Y8
+	VPHADDD    Y6, Y5, Y5
+	VPHADDD    Y8, Y7, Y7
+	VPERM2I128 $0x20, Y7, Y5, Y4
+	VPERM2I128 $0x31, Y7, Y5, Y5
+	VPADDD     Y5, Y4, Y4
+	LEAQ       -1(CX), DX
+	IMUL3Q     $0x000000c0, DX, BX
+	MOVQ       act+24(FP), SI
+	ADDQ       SI, BX
+	IMUL3Q     $0x00000040, DX, DX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, DX
+	VMOVDQU    32(DX), Y5
+	VPMULLD    160(BX), Y5, Y5
+	VPSUBD     Y5, Y3, Y3
+	VMOVUPS    (DX), Y5
+	VMULPS     128(BX), Y5, Y5
 	VCVTDQ2PS  Y3, Y3
-	VMULPS     Y3, Y4, Y4
-	VPERMILPS  $0x88, Y4, Y3
+	VMULPS     Y3, Y5, Y5
+	VPERMILPS  $0x88, Y5, Y3
 	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xdd, Y4, Y3
+	VPERMILPS  $0xdd, Y5, Y3
 	VADDPS     Y3, Y2, Y2
+	VMOVDQA    Y4, Y3
 	ADDQ       $0x00000200, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits8A8G64Avx2_chunk
-	VPERMQ     $0x08, Y2, Y2
-	MOVQ       out+40(FP), AX
-	VMOVUPS    Y2, (AX)
-	MOVQ       out+40(FP), AX
-	ADDQ       $0x00000020, AX
-	MOVQ       AX, out+40(FP)
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000004, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, w+0(FP)
-	MOVQ       chunks+32(FP), AX
-	IMUL3Q     $0x00000040, AX, AX
-	MOVQ       meta+16(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, meta+16(FP)
-	MOVQ       ntiles+48(FP), AX
-	DECQ       AX
-	MOVQ       AX, ntiles+48(FP)
-	JNZ        Bits8A8G64Avx2_tile
+
+Bits8A8G64Avx2_last:
+	LEAQ      -1(CX), AX
+	IMUL3Q    $0x000000c0, AX, CX
+	MOVQ      act+24(FP), DX
+	ADDQ      DX, CX
+	IMUL3Q    $0x00000040, AX, AX
+	MOVQ      meta+16(FP), DX
+	ADDQ      DX, AX
+	VMOVDQU   32(AX), Y4
+	VPMULLD   160(CX), Y4, Y4
+	VPSUBD    Y4, Y3, Y3
+	VMOVUPS   (AX), Y4
+	VMULPS    128(CX), Y4, Y4
+	VCVTDQ2PS Y3, Y3
+	VMULPS    Y3, Y4, Y4
+	VPERMILPS $0x88, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMILPS $0xdd, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMQ    $0x08, Y2, Y2
+	MOVQ      out+40(FP), AX
+	VMOVUPS   Y2, (AX)
+	MOVQ      out+40(FP), AX
+	ADDQ      $0x00000020, AX
+	MOVQ      AX, out+40(FP)
+	MOVQ      stride+8(FP), AX
+	IMUL3Q    $0x00000004, AX, AX
+	MOVQ      w+0(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, w+0(FP)
+	MOVQ      chunks+32(FP), AX
+	IMUL3Q    $0x00000040, AX, AX
+	MOVQ      meta+16(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, meta+16(FP)
+	MOVQ      ntiles+48(FP), AX
+	DECQ      AX
+	MOVQ      AX, ntiles+48(FP)
+	JNZ       Bits8A8G64Avx2_tile
 	VZEROUPPER
 	RET
 
@@ -10311,12 +11570,110 @@ TEXT ·Bits8A8G64AvxVnni(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y4
 
 Bits8A8G64AvxVnni_tile:
-	VPXOR  Y5, Y5, Y5
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000004, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
+	VPXOR        Y5, Y5, Y5
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000004, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         CX, AX
+	XORQ         CX, CX
+	IMUL3Q       $0x000000c0, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
+	ADDQ         SI, BX
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      (BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      32(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      64(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      96(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	ADDQ         SI, BX
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      32(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      64(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      96(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	ADDQ         SI, BX
+	PREFETCHT1   256(AX)
+	PREFETCHT1   320(AX)
+	VPXOR        Y2, Y2, Y2
+	VMOVDQU      (BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VMOVDQU      32(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VMOVDQU      64(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VMOVDQU      96(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	ADDQ         SI, BX
+	PREFETCHT1   384(AX)
+	PREFETCHT1   448(AX)
+	VPXOR        Y3, Y3, Y3
+	VMOVDQU      (BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VMOVDQU      32(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VMOVDQU      64(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VMOVDQU      96(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VPHADDD      Y1, Y0, Y0
+	VPHADDD      Y3, Y2, Y2
+	VPERM2I128   $0x20, Y2, Y0, Y1
+	VPERM2I128   $0x31, Y2, Y0, Y0
+	VPADDD       Y0, Y1, Y1
+	VMOVDQA      Y1, Y6
+	ADDQ         $0x00000200, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JAE          Bits8A8G64AvxVnni_last
 
 Bits8A8G64AvxVnni_chunk:
 	IMUL3Q       $0x000000c0, CX, DX
@@ -10411,45 +11768,70 @@ Bits8A8G64AvxVnni_chunk:
 	VPERM2I128   $0x20, Y2, Y0, Y1
 	VPERM2I128   $0x31, Y2, Y0, Y0
 	VPADDD       Y0, Y1, Y1
-	IMUL3Q       $0x00000040, CX, BX
-	MOVQ         meta+16(FP), SI
+	LEAQ         -1(CX), DX
+	IMUL3Q       $0x000000c0, DX, BX
+	MOVQ         act+24(FP), SI
 	ADDQ         SI, BX
-	VMOVDQU      32(BX), Y0
-	VPMULLD      160(DX), Y0, Y0
-	VPSUBD       Y0, Y1, Y1
-	VMOVUPS      (BX), Y0
-	VMULPS       128(DX), Y0, Y0
-	VCVTDQ2PS    Y1, Y1
-	VMULPS       Y1, Y0, Y0
-	VPERMILPS    $0x88, Y0, Y1
-	VADDPS       Y1, Y5, Y5
+	IMUL3Q       $0x00000040, DX, DX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, DX
+	VMOVDQU      32(DX), Y0
+	VPMULLD      160(BX), Y0, Y0
+	VPSUBD       Y0, Y6, Y6
+	VMOVUPS      (DX), Y0
+	VMULPS       128(BX), Y0, Y0
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y6, Y0, Y0
+	VPERMILPS    $0x88, Y0, Y2
+	VADDPS       Y2, Y5, Y5
 	VPERMILPS    $0xdd, Y0, Y0
 	VADDPS       Y0, Y5, Y5
+	VMOVDQA      Y1, Y6
 	ADDQ         $0x00000200, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits8A8G64AvxVnni_chunk
-	VPERMQ       $0x08, Y5, Y5
-	MOVQ         out+40(FP), AX
-	VMOVUPS      Y5, (AX)
-	MOVQ         out+40(FP), AX
-	ADDQ         $0x00000020, AX
-	MOVQ         AX, out+40(FP)
-	MOVQ         stride+8(FP), AX
-	IMUL3Q       $0x00000004, AX, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         chunks+32(FP), AX
-	IMUL3Q       $0x00000040, AX, AX
-	MOVQ         meta+16(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, meta+16(FP)
-	MOVQ         ntiles+48(FP), AX
-	DECQ         AX
-	MOVQ         AX, ntiles+48(FP)
-	JNZ          Bits8A8G64AvxVnni_tile
+
+Bits8A8G64AvxVnni_last:
+	LEAQ      -1(CX), AX
+	IMUL3Q    $0x000000c0, AX, CX
+	MOVQ      act+24(FP), DX
+	ADDQ      DX, CX
+	IMUL3Q    $0x00000040, AX, AX
+	MOVQ      meta+16(FP), DX
+	ADDQ      DX, AX
+	VMOVDQU   32(AX), Y0
+	VPMULLD   160(CX), Y0, Y0
+	VPSUBD    Y0, Y6, Y6
+	VMOVUPS   (AX), Y0
+	VMULPS    128(CX), Y0, Y0
+	VCVTDQ2PS Y6, Y6
+	VMULPS    Y6, Y0, Y0
+	VPERMILPS $0x88, Y0, Y1
+	VADDPS    Y1, Y5, Y5
+	VPERMILPS $0xdd, Y0, Y0
+	VADDPS    Y0, Y5, Y5
+	VPERMQ    $0x08, Y5, Y5
+	MOVQ      out+40(FP), AX
+	VMOVUPS   Y5, (AX)
+	MOVQ      out+40(FP), AX
+	ADDQ      $0x00000020, AX
+	MOVQ      AX, out+40(FP)
+	MOVQ      stride+8(FP), AX
+	IMUL3Q    $0x00000004, AX, AX
+	MOVQ      w+0(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, w+0(FP)
+	MOVQ      chunks+32(FP), AX
+	IMUL3Q    $0x00000040, AX, AX
+	MOVQ      meta+16(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, meta+16(FP)
+	MOVQ      ntiles+48(FP), AX
+	DECQ      AX
+	MOVQ      AX, ntiles+48(FP)
+	JNZ       Bits8A8G64AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -10462,14 +11844,12 @@ TEXT ·Bits8A8G64Meta16Avx2(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
 
 Bits8A8G64Meta16Avx2_tile:
-	VPXOR  Y2, Y2, Y2
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000004, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits8A8G64Meta16Avx2_chunk:
+	VPXOR      Y2, Y2, Y2
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000004, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       CX, AX
+	XORQ       CX, CX
 	IMUL3Q     $0x000000c0, CX, DX
 	MOVQ       act+24(FP), BX
 	ADDQ       BX, DX
@@ -10642,45 +12022,250 @@ Bits8A8G64Meta16Avx2_chunk:
 	VPERM2I128 $0x20, Y6, Y4, Y3
 	VPERM2I128 $0x31, Y6, Y4, Y4
 	VPADDD     Y4, Y3, Y3
-	IMUL3Q     $0x00000020, CX, BX
-	MOVQ       meta+16(FP), SI
+	VMOVDQA    Y3, Y3
+	ADDQ       $0x00000200, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JAE        Bits8A8G64Meta16Avx2_last
+
+Bits8A8G64Meta16Avx2_chunk:
+	IMUL3Q     $0x000000c0, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
 	ADDQ       SI, BX
-	VPMOVSXWD  16(BX), Y4
-	VPMULLD    160(DX), Y4, Y4
-	VPSUBD     Y4, Y3, Y3
-	VCVTPH2PS  (BX), Y4
-	VMULPS     128(DX), Y4, Y4
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y5
+	VPMADDUBSW (DX), Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VMOVDQU    32(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 32(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 32(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VMOVDQU    64(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 64(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VMOVDQU    96(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 96(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 96(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y5
+	VPMADDWD   bitsYMMSixteens<>+0(SB), Y4, Y4
+	VPADDD     Y4, Y5, Y5
+	ADDQ       SI, BX
+	PREFETCHT1 128(AX)
+	PREFETCHT1 192(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW (DX), Y6, Y6
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VMOVDQU    32(BX), Y7
+	VPSHUFB    Y1, Y7, Y7
+	VPAND      Y0, Y7, Y8
+	VPMADDUBSW 32(DX), Y8, Y8
+	VPADDW     Y8, Y6, Y6
+	VPSRLW     $0x04, Y7, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 32(DX), Y7, Y7
+	VPADDW     Y7, Y4, Y4
+	VMOVDQU    64(BX), Y7
+	VPSHUFB    Y1, Y7, Y7
+	VPAND      Y0, Y7, Y8
+	VPMADDUBSW 64(DX), Y8, Y8
+	VPADDW     Y8, Y6, Y6
+	VPSRLW     $0x04, Y7, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 64(DX), Y7, Y7
+	VPADDW     Y7, Y4, Y4
+	VMOVDQU    96(BX), Y7
+	VPSHUFB    Y1, Y7, Y7
+	VPAND      Y0, Y7, Y8
+	VPMADDUBSW 96(DX), Y8, Y8
+	VPADDW     Y8, Y6, Y6
+	VPSRLW     $0x04, Y7, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 96(DX), Y7, Y7
+	VPADDW     Y7, Y4, Y4
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y6, Y6
+	VPMADDWD   bitsYMMSixteens<>+0(SB), Y4, Y4
+	VPADDD     Y4, Y6, Y6
+	ADDQ       SI, BX
+	PREFETCHT1 256(AX)
+	PREFETCHT1 320(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y7
+	VPMADDUBSW (DX), Y7, Y7
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VMOVDQU    32(BX), Y8
+	VPSHUFB    Y1, Y8, Y8
+	VPAND      Y0, Y8, Y9
+	VPMADDUBSW 32(DX), Y9, Y9
+	VPADDW     Y9, Y7, Y7
+	VPSRLW     $0x04, Y8, Y8
+	VPAND      Y0, Y8, Y8
+	VPMADDUBSW 32(DX), Y8, Y8
+	VPADDW     Y8, Y4, Y4
+	VMOVDQU    64(BX), Y8
+	VPSHUFB    Y1, Y8, Y8
+	VPAND      Y0, Y8, Y9
+	VPMADDUBSW 64(DX), Y9, Y9
+	VPADDW     Y9, Y7, Y7
+	VPSRLW     $0x04, Y8, Y8
+	VPAND      Y0, Y8, Y8
+	VPMADDUBSW 64(DX), Y8, Y8
+	VPADDW     Y8, Y4, Y4
+	VMOVDQU    96(BX), Y8
+	VPSHUFB    Y1, Y8, Y8
+	VPAND      Y0, Y8, Y9
+	VPMADDUBSW 96(DX), Y9, Y9
+	VPADDW     Y9, Y7, Y7
+	VPSRLW     $0x04, Y8, Y8
+	VPAND      Y0, Y8, Y8
+	VPMADDUBSW 96(DX), Y8, Y8
+	VPADDW     Y8, Y4, Y4
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y7, Y7
+	VPMADDWD   bitsYMMSixteens<>+0(SB), Y4, Y4
+	VPADDD     Y4, Y7, Y7
+	ADDQ       SI, BX
+	PREFETCHT1 384(AX)
+	PREFETCHT1 448(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y8
+	VPMADDUBSW (DX), Y8, Y8
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VMOVDQU    32(BX), Y9
+	VPSHUFB    Y1, Y9, Y9
+	VPAND      Y0, Y9, Y10
+	VPMADDUBSW 32(DX), Y10, Y10
+	VPADDW     Y10, Y8, Y8
+	VPSRLW     $0x04, Y9, Y9
+	VPAND      Y0, Y9, Y9
+	VPMADDUBSW 32(DX), Y9, Y9
+	VPADDW     Y9, Y4, Y4
+	VMOVDQU    64(BX), Y9
+	VPSHUFB    Y1, Y9, Y9
+	VPAND      Y0, Y9, Y10
+	VPMADDUBSW 64(DX), Y10, Y10
+	VPADDW     Y10, Y8, Y8
+	VPSRLW     $0x04, Y9, Y9
+	VPAND      Y0, Y9, Y9
+	VPMADDUBSW 64(DX), Y9, Y9
+	VPADDW     Y9, Y4, Y4
+	VMOVDQU    96(BX), Y9
+	VPSHUFB    Y1, Y9, Y9
+	VPAND      Y0, Y9, Y10
+	VPMADDUBSW 96(DX), Y10, Y10
+	VPADDW     Y10, Y8, Y8
+	VPSRLW     $0x04, Y9, Y9
+	VPAND      Y0, Y9, Y9
+	VPMADDUBSW 96(DX), Y9, Y9
+	VPADDW     Y9, Y4, Y4
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y8, Y8
+	VPMADDWD   bitsYMMSixteens<>+0(SB), Y4, Y4
+	VPADDD     Y4, Y8, Y8
+	VPHADDD    Y6, Y5, Y5
+	VPHADDD    Y8, Y7, Y7
+	VPERM2I128 $0x20, Y7, Y5, Y4
+	VPERM2I128 $0x31, Y7, Y5, Y5
+	VPADDD     Y5, Y4, Y4
+	LEAQ       -1(CX), DX
+	IMUL3Q     $0x000000c0, DX, BX
+	MOVQ       act+24(FP), SI
+	ADDQ       SI, BX
+	IMUL3Q     $0x00000020, DX, DX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, DX
+	VPMOVSXWD  16(DX), Y5
+	VPMULLD    160(BX), Y5, Y5
+	VPSUBD     Y5, Y3, Y3
+	VCVTPH2PS  (DX), Y5
+	VMULPS     128(BX), Y5, Y5
 	VCVTDQ2PS  Y3, Y3
-	VMULPS     Y3, Y4, Y4
-	VPERMILPS  $0x88, Y4, Y3
+	VMULPS     Y3, Y5, Y5
+	VPERMILPS  $0x88, Y5, Y3
 	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xdd, Y4, Y3
+	VPERMILPS  $0xdd, Y5, Y3
 	VADDPS     Y3, Y2, Y2
+	VMOVDQA    Y4, Y3
 	ADDQ       $0x00000200, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits8A8G64Meta16Avx2_chunk
-	VPERMQ     $0x08, Y2, Y2
-	MOVQ       out+40(FP), AX
-	VMOVUPS    Y2, (AX)
-	MOVQ       out+40(FP), AX
-	ADDQ       $0x00000020, AX
-	MOVQ       AX, out+40(FP)
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000004, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, w+0(FP)
-	MOVQ       chunks+32(FP), AX
-	IMUL3Q     $0x00000020, AX, AX
-	MOVQ       meta+16(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, meta+16(FP)
-	MOVQ       ntiles+48(FP), AX
-	DECQ       AX
-	MOVQ       AX, ntiles+48(FP)
-	JNZ        Bits8A8G64Meta16Avx2_tile
+
+Bits8A8G64Meta16Avx2_last:
+	LEAQ      -1(CX), AX
+	IMUL3Q    $0x000000c0, AX, CX
+	MOVQ      act+24(FP), DX
+	ADDQ      DX, CX
+	IMUL3Q    $0x00000020, AX, AX
+	MOVQ      meta+16(FP), DX
+	ADDQ      DX, AX
+	VPMOVSXWD 16(AX), Y4
+	VPMULLD   160(CX), Y4, Y4
+	VPSUBD    Y4, Y3, Y3
+	VCVTPH2PS (AX), Y4
+	VMULPS    128(CX), Y4, Y4
+	VCVTDQ2PS Y3, Y3
+	VMULPS    Y3, Y4, Y4
+	VPERMILPS $0x88, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMILPS $0xdd, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMQ    $0x08, Y2, Y2
+	MOVQ      out+40(FP), AX
+	VMOVUPS   Y2, (AX)
+	MOVQ      out+40(FP), AX
+	ADDQ      $0x00000020, AX
+	MOVQ      AX, out+40(FP)
+	MOVQ      stride+8(FP), AX
+	IMUL3Q    $0x00000004, AX, AX
+	MOVQ      w+0(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, w+0(FP)
+	MOVQ      chunks+32(FP), AX
+	IMUL3Q    $0x00000020, AX, AX
+	MOVQ      meta+16(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, meta+16(FP)
+	MOVQ      ntiles+48(FP), AX
+	DECQ      AX
+	MOVQ      AX, ntiles+48(FP)
+	JNZ       Bits8A8G64Meta16Avx2_tile
 	VZEROUPPER
 	RET
 
@@ -10693,12 +12278,110 @@ TEXT ·Bits8A8G64Meta16AvxVnni(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y4
 
 Bits8A8G64Meta16AvxVnni_tile:
-	VPXOR  Y5, Y5, Y5
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000004, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
+	VPXOR        Y5, Y5, Y5
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000004, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         CX, AX
+	XORQ         CX, CX
+	IMUL3Q       $0x000000c0, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
+	ADDQ         SI, BX
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      (BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      32(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      64(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      96(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	ADDQ         SI, BX
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      32(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      64(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      96(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	ADDQ         SI, BX
+	PREFETCHT1   256(AX)
+	PREFETCHT1   320(AX)
+	VPXOR        Y2, Y2, Y2
+	VMOVDQU      (BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VMOVDQU      32(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VMOVDQU      64(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VMOVDQU      96(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	ADDQ         SI, BX
+	PREFETCHT1   384(AX)
+	PREFETCHT1   448(AX)
+	VPXOR        Y3, Y3, Y3
+	VMOVDQU      (BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VMOVDQU      32(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VMOVDQU      64(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VMOVDQU      96(BX), Y8
+	VPSHUFB      Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VPHADDD      Y1, Y0, Y0
+	VPHADDD      Y3, Y2, Y2
+	VPERM2I128   $0x20, Y2, Y0, Y1
+	VPERM2I128   $0x31, Y2, Y0, Y0
+	VPADDD       Y0, Y1, Y1
+	VMOVDQA      Y1, Y6
+	ADDQ         $0x00000200, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JAE          Bits8A8G64Meta16AvxVnni_last
 
 Bits8A8G64Meta16AvxVnni_chunk:
 	IMUL3Q       $0x000000c0, CX, DX
@@ -10793,45 +12476,70 @@ Bits8A8G64Meta16AvxVnni_chunk:
 	VPERM2I128   $0x20, Y2, Y0, Y1
 	VPERM2I128   $0x31, Y2, Y0, Y0
 	VPADDD       Y0, Y1, Y1
-	IMUL3Q       $0x00000020, CX, BX
-	MOVQ         meta+16(FP), SI
+	LEAQ         -1(CX), DX
+	IMUL3Q       $0x000000c0, DX, BX
+	MOVQ         act+24(FP), SI
 	ADDQ         SI, BX
-	VPMOVSXWD    16(BX), Y0
-	VPMULLD      160(DX), Y0, Y0
-	VPSUBD       Y0, Y1, Y1
-	VCVTPH2PS    (BX), Y0
-	VMULPS       128(DX), Y0, Y0
-	VCVTDQ2PS    Y1, Y1
-	VMULPS       Y1, Y0, Y0
-	VPERMILPS    $0x88, Y0, Y1
-	VADDPS       Y1, Y5, Y5
+	IMUL3Q       $0x00000020, DX, DX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, DX
+	VPMOVSXWD    16(DX), Y0
+	VPMULLD      160(BX), Y0, Y0
+	VPSUBD       Y0, Y6, Y6
+	VCVTPH2PS    (DX), Y0
+	VMULPS       128(BX), Y0, Y0
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y6, Y0, Y0
+	VPERMILPS    $0x88, Y0, Y2
+	VADDPS       Y2, Y5, Y5
 	VPERMILPS    $0xdd, Y0, Y0
 	VADDPS       Y0, Y5, Y5
+	VMOVDQA      Y1, Y6
 	ADDQ         $0x00000200, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits8A8G64Meta16AvxVnni_chunk
-	VPERMQ       $0x08, Y5, Y5
-	MOVQ         out+40(FP), AX
-	VMOVUPS      Y5, (AX)
-	MOVQ         out+40(FP), AX
-	ADDQ         $0x00000020, AX
-	MOVQ         AX, out+40(FP)
-	MOVQ         stride+8(FP), AX
-	IMUL3Q       $0x00000004, AX, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         chunks+32(FP), AX
-	IMUL3Q       $0x00000020, AX, AX
-	MOVQ         meta+16(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, meta+16(FP)
-	MOVQ         ntiles+48(FP), AX
-	DECQ         AX
-	MOVQ         AX, ntiles+48(FP)
-	JNZ          Bits8A8G64Meta16AvxVnni_tile
+
+Bits8A8G64Meta16AvxVnni_last:
+	LEAQ      -1(CX), AX
+	IMUL3Q    $0x000000c0, AX, CX
+	MOVQ      act+24(FP), DX
+	ADDQ      DX, CX
+	IMUL3Q    $0x00000020, AX, AX
+	MOVQ      meta+16(FP), DX
+	ADDQ      DX, AX
+	VPMOVSXWD 16(AX), Y0
+	VPMULLD   160(CX), Y0, Y0
+	VPSUBD    Y0, Y6, Y6
+	VCVTPH2PS (AX), Y0
+	VMULPS    128(CX), Y0, Y0
+	VCVTDQ2PS Y6, Y6
+	VMULPS    Y6, Y0, Y0
+	VPERMILPS $0x88, Y0, Y1
+	VADDPS    Y1, Y5, Y5
+	VPERMILPS $0xdd, Y0, Y0
+	VADDPS    Y0, Y5, Y5
+	VPERMQ    $0x08, Y5, Y5
+	MOVQ      out+40(FP), AX
+	VMOVUPS   Y5, (AX)
+	MOVQ      out+40(FP), AX
+	ADDQ      $0x00000020, AX
+	MOVQ      AX, out+40(FP)
+	MOVQ      stride+8(FP), AX
+	IMUL3Q    $0x00000004, AX, AX
+	MOVQ      w+0(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, w+0(FP)
+	MOVQ      chunks+32(FP), AX
+	IMUL3Q    $0x00000020, AX, AX
+	MOVQ      meta+16(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, meta+16(FP)
+	MOVQ      ntiles+48(FP), AX
+	DECQ      AX
+	MOVQ      AX, ntiles+48(FP)
+	JNZ       Bits8A8G64Meta16AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -10844,14 +12552,12 @@ TEXT ·Bits8A8G32Avx2(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
 
 Bits8A8G32Avx2_tile:
-	VPXOR  Y2, Y2, Y2
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000002, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits8A8G32Avx2_chunk:
+	VPXOR      Y2, Y2, Y2
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000002, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       CX, AX
+	XORQ       CX, CX
 	IMUL3Q     $0x000000c0, CX, DX
 	MOVQ       act+24(FP), BX
 	ADDQ       BX, DX
@@ -10942,50 +12648,177 @@ Bits8A8G32Avx2_chunk:
 	VPERM2I128 $0x20, Y5, Y4, Y3
 	VPERM2I128 $0x31, Y5, Y4, Y4
 	VPADDD     Y4, Y3, Y3
-	IMUL3Q     $0x00000040, CX, BX
-	MOVQ       meta+16(FP), SI
+	VMOVDQA    Y3, Y3
+	ADDQ       $0x00000100, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JAE        Bits8A8G32Avx2_last
+
+Bits8A8G32Avx2_chunk:
+	IMUL3Q     $0x000000c0, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
 	ADDQ       SI, BX
-	VMOVDQU    32(BX), Y4
-	VPMULLD    160(DX), Y4, Y4
-	VPSUBD     Y4, Y3, Y3
-	VMOVUPS    (BX), Y4
-	VMULPS     128(DX), Y4, Y4
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y5
+	VPMADDUBSW (DX), Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VMOVDQU    32(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 32(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 32(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VMOVDQU    64(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 64(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VMOVDQU    96(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 96(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 96(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y5
+	VPMADDWD   bitsYMMSixteens<>+0(SB), Y4, Y4
+	VPADDD     Y4, Y5, Y5
+	ADDQ       SI, BX
+	PREFETCHT1 128(AX)
+	PREFETCHT1 192(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW (DX), Y6, Y6
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VMOVDQU    32(BX), Y7
+	VPSHUFB    Y1, Y7, Y7
+	VPAND      Y0, Y7, Y8
+	VPMADDUBSW 32(DX), Y8, Y8
+	VPADDW     Y8, Y6, Y6
+	VPSRLW     $0x04, Y7, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 32(DX), Y7, Y7
+	VPADDW     Y7, Y4, Y4
+	VMOVDQU    64(BX), Y7
+	VPSHUFB    Y1, Y7, Y7
+	VPAND      Y0, Y7, Y8
+	VPMADDUBSW 64(DX), Y8, Y8
+	VPADDW     Y8, Y6, Y6
+	VPSRLW     $0x04, Y7, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 64(DX), Y7, Y7
+	VPADDW     Y7, Y4, Y4
+	VMOVDQU    96(BX), Y7
+	VPSHUFB    Y1, Y7, Y7
+	VPAND      Y0, Y7, Y8
+	VPMADDUBSW 96(DX), Y8, Y8
+	VPADDW     Y8, Y6, Y6
+	VPSRLW     $0x04, Y7, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 96(DX), Y7, Y7
+	VPADDW     Y7, Y4, Y4
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y6, Y6
+	VPMADDWD   bitsYMMSixteens<>+0(SB), Y4, Y4
+	VPADDD     Y4, Y6, Y6
+	VPERM2I128 $0x20, Y6, Y5, Y4
+	VPERM2I128 $0x31, Y6, Y5, Y5
+	VPADDD     Y5, Y4, Y4
+	LEAQ       -1(CX), DX
+	IMUL3Q     $0x000000c0, DX, BX
+	MOVQ       act+24(FP), SI
+	ADDQ       SI, BX
+	IMUL3Q     $0x00000040, DX, DX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, DX
+	VMOVDQU    32(DX), Y5
+	VPMULLD    160(BX), Y5, Y5
+	VPSUBD     Y5, Y3, Y3
+	VMOVUPS    (DX), Y5
+	VMULPS     128(BX), Y5, Y5
 	VCVTDQ2PS  Y3, Y3
-	VMULPS     Y3, Y4, Y4
-	VPERMILPS  $0x00, Y4, Y3
+	VMULPS     Y3, Y5, Y5
+	VPERMILPS  $0x00, Y5, Y3
 	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0x55, Y4, Y3
+	VPERMILPS  $0x55, Y5, Y3
 	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xaa, Y4, Y3
+	VPERMILPS  $0xaa, Y5, Y3
 	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xff, Y4, Y3
+	VPERMILPS  $0xff, Y5, Y3
 	VADDPS     Y3, Y2, Y2
+	VMOVDQA    Y4, Y3
 	ADDQ       $0x00000100, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits8A8G32Avx2_chunk
-	VPERMQ     $0x08, Y2, Y2
-	VPERMILPS  $0x08, Y2, Y2
-	MOVQ       out+40(FP), AX
-	VMOVUPS    Y2, (AX)
-	MOVQ       out+40(FP), AX
-	ADDQ       $0x00000020, AX
-	MOVQ       AX, out+40(FP)
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000002, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, w+0(FP)
-	MOVQ       chunks+32(FP), AX
-	IMUL3Q     $0x00000040, AX, AX
-	MOVQ       meta+16(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, meta+16(FP)
-	MOVQ       ntiles+48(FP), AX
-	DECQ       AX
-	MOVQ       AX, ntiles+48(FP)
-	JNZ        Bits8A8G32Avx2_tile
+
+Bits8A8G32Avx2_last:
+	LEAQ      -1(CX), AX
+	IMUL3Q    $0x000000c0, AX, CX
+	MOVQ      act+24(FP), DX
+	ADDQ      DX, CX
+	IMUL3Q    $0x00000040, AX, AX
+	MOVQ      meta+16(FP), DX
+	ADDQ      DX, AX
+	VMOVDQU   32(AX), Y4
+	VPMULLD   160(CX), Y4, Y4
+	VPSUBD    Y4, Y3, Y3
+	VMOVUPS   (AX), Y4
+	VMULPS    128(CX), Y4, Y4
+	VCVTDQ2PS Y3, Y3
+	VMULPS    Y3, Y4, Y4
+	VPERMILPS $0x00, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMILPS $0x55, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMILPS $0xaa, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMILPS $0xff, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMQ    $0x08, Y2, Y2
+	VPERMILPS $0x08, Y2, Y2
+	MOVQ      out+40(FP), AX
+	VMOVUPS   Y2, (AX)
+	MOVQ      out+40(FP), AX
+	ADDQ      $0x00000020, AX
+	MOVQ      AX, out+40(FP)
+	MOVQ      stride+8(FP), AX
+	IMUL3Q    $0x00000002, AX, AX
+	MOVQ      w+0(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, w+0(FP)
+	MOVQ      chunks+32(FP), AX
+	IMUL3Q    $0x00000040, AX, AX
+	MOVQ      meta+16(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, meta+16(FP)
+	MOVQ      ntiles+48(FP), AX
+	DECQ      AX
+	MOVQ      AX, ntiles+48(FP)
+	JNZ       Bits8A8G32Avx2_tile
 	VZEROUPPER
 	RET
 
@@ -10998,12 +12831,68 @@ TEXT ·Bits8A8G32AvxVnni(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y2
 
 Bits8A8G32AvxVnni_tile:
-	VPXOR  Y3, Y3, Y3
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000002, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
+	VPXOR        Y3, Y3, Y3
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000002, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         CX, AX
+	XORQ         CX, CX
+	IMUL3Q       $0x000000c0, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
+	ADDQ         SI, BX
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      (BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      32(BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      64(BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      96(BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	ADDQ         SI, BX
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      32(BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      64(BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      96(BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPERM2I128   $0x20, Y1, Y0, Y4
+	VPERM2I128   $0x31, Y1, Y0, Y0
+	VPADDD       Y0, Y4, Y4
+	VMOVDQA      Y4, Y4
+	ADDQ         $0x00000100, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JAE          Bits8A8G32AvxVnni_last
 
 Bits8A8G32AvxVnni_chunk:
 	IMUL3Q       $0x000000c0, CX, DX
@@ -11053,17 +12942,21 @@ Bits8A8G32AvxVnni_chunk:
 	VPSHUFB      Y2, Y8, Y8
 	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPERM2I128   $0x20, Y1, Y0, Y4
+	VPERM2I128   $0x20, Y1, Y0, Y5
 	VPERM2I128   $0x31, Y1, Y0, Y0
-	VPADDD       Y0, Y4, Y4
-	IMUL3Q       $0x00000040, CX, BX
-	MOVQ         meta+16(FP), SI
+	VPADDD       Y0, Y5, Y5
+	LEAQ         -1(CX), DX
+	IMUL3Q       $0x000000c0, DX, BX
+	MOVQ         act+24(FP), SI
 	ADDQ         SI, BX
-	VMOVDQU      32(BX), Y0
-	VPMULLD      160(DX), Y0, Y0
+	IMUL3Q       $0x00000040, DX, DX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, DX
+	VMOVDQU      32(DX), Y0
+	VPMULLD      160(BX), Y0, Y0
 	VPSUBD       Y0, Y4, Y4
-	VMOVUPS      (BX), Y0
-	VMULPS       128(DX), Y0, Y0
+	VMOVUPS      (DX), Y0
+	VMULPS       128(BX), Y0, Y0
 	VCVTDQ2PS    Y4, Y4
 	VMULPS       Y4, Y0, Y0
 	VPERMILPS    $0x00, Y0, Y1
@@ -11074,32 +12967,57 @@ Bits8A8G32AvxVnni_chunk:
 	VADDPS       Y1, Y3, Y3
 	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y3, Y3
+	VMOVDQA      Y5, Y4
 	ADDQ         $0x00000100, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits8A8G32AvxVnni_chunk
-	VPERMQ       $0x08, Y3, Y3
-	VPERMILPS    $0x08, Y3, Y3
-	MOVQ         out+40(FP), AX
-	VMOVUPS      Y3, (AX)
-	MOVQ         out+40(FP), AX
-	ADDQ         $0x00000020, AX
-	MOVQ         AX, out+40(FP)
-	MOVQ         stride+8(FP), AX
-	IMUL3Q       $0x00000002, AX, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         chunks+32(FP), AX
-	IMUL3Q       $0x00000040, AX, AX
-	MOVQ         meta+16(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, meta+16(FP)
-	MOVQ         ntiles+48(FP), AX
-	DECQ         AX
-	MOVQ         AX, ntiles+48(FP)
-	JNZ          Bits8A8G32AvxVnni_tile
+
+Bits8A8G32AvxVnni_last:
+	LEAQ      -1(CX), AX
+	IMUL3Q    $0x000000c0, AX, CX
+	MOVQ      act+24(FP), DX
+	ADDQ      DX, CX
+	IMUL3Q    $0x00000040, AX, AX
+	MOVQ      meta+16(FP), DX
+	ADDQ      DX, AX
+	VMOVDQU   32(AX), Y0
+	VPMULLD   160(CX), Y0, Y0
+	VPSUBD    Y0, Y4, Y4
+	VMOVUPS   (AX), Y0
+	VMULPS    128(CX), Y0, Y0
+	VCVTDQ2PS Y4, Y4
+	VMULPS    Y4, Y0, Y0
+	VPERMILPS $0x00, Y0, Y1
+	VADDPS    Y1, Y3, Y3
+	VPERMILPS $0x55, Y0, Y1
+	VADDPS    Y1, Y3, Y3
+	VPERMILPS $0xaa, Y0, Y1
+	VADDPS    Y1, Y3, Y3
+	VPERMILPS $0xff, Y0, Y0
+	VADDPS    Y0, Y3, Y3
+	VPERMQ    $0x08, Y3, Y3
+	VPERMILPS $0x08, Y3, Y3
+	MOVQ      out+40(FP), AX
+	VMOVUPS   Y3, (AX)
+	MOVQ      out+40(FP), AX
+	ADDQ      $0x00000020, AX
+	MOVQ      AX, out+40(FP)
+	MOVQ      stride+8(FP), AX
+	IMUL3Q    $0x00000002, AX, AX
+	MOVQ      w+0(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, w+0(FP)
+	MOVQ      chunks+32(FP), AX
+	IMUL3Q    $0x00000040, AX, AX
+	MOVQ      meta+16(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, meta+16(FP)
+	MOVQ      ntiles+48(FP), AX
+	DECQ      AX
+	MOVQ      AX, ntiles+48(FP)
+	JNZ       Bits8A8G32AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -11112,14 +13030,12 @@ TEXT ·Bits8A8G32Meta16Avx2(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
 
 Bits8A8G32Meta16Avx2_tile:
-	VPXOR  Y2, Y2, Y2
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000002, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits8A8G32Meta16Avx2_chunk:
+	VPXOR      Y2, Y2, Y2
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000002, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       CX, AX
+	XORQ       CX, CX
 	IMUL3Q     $0x000000c0, CX, DX
 	MOVQ       act+24(FP), BX
 	ADDQ       BX, DX
@@ -11210,50 +13126,177 @@ Bits8A8G32Meta16Avx2_chunk:
 	VPERM2I128 $0x20, Y5, Y4, Y3
 	VPERM2I128 $0x31, Y5, Y4, Y4
 	VPADDD     Y4, Y3, Y3
-	IMUL3Q     $0x00000020, CX, BX
-	MOVQ       meta+16(FP), SI
+	VMOVDQA    Y3, Y3
+	ADDQ       $0x00000100, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JAE        Bits8A8G32Meta16Avx2_last
+
+Bits8A8G32Meta16Avx2_chunk:
+	IMUL3Q     $0x000000c0, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
 	ADDQ       SI, BX
-	VPMOVSXWD  16(BX), Y4
-	VPMULLD    160(DX), Y4, Y4
-	VPSUBD     Y4, Y3, Y3
-	VCVTPH2PS  (BX), Y4
-	VMULPS     128(DX), Y4, Y4
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y5
+	VPMADDUBSW (DX), Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VMOVDQU    32(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 32(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 32(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VMOVDQU    64(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 64(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VMOVDQU    96(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 96(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 96(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y5
+	VPMADDWD   bitsYMMSixteens<>+0(SB), Y4, Y4
+	VPADDD     Y4, Y5, Y5
+	ADDQ       SI, BX
+	PREFETCHT1 128(AX)
+	PREFETCHT1 192(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW (DX), Y6, Y6
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW (DX), Y4, Y4
+	VMOVDQU    32(BX), Y7
+	VPSHUFB    Y1, Y7, Y7
+	VPAND      Y0, Y7, Y8
+	VPMADDUBSW 32(DX), Y8, Y8
+	VPADDW     Y8, Y6, Y6
+	VPSRLW     $0x04, Y7, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 32(DX), Y7, Y7
+	VPADDW     Y7, Y4, Y4
+	VMOVDQU    64(BX), Y7
+	VPSHUFB    Y1, Y7, Y7
+	VPAND      Y0, Y7, Y8
+	VPMADDUBSW 64(DX), Y8, Y8
+	VPADDW     Y8, Y6, Y6
+	VPSRLW     $0x04, Y7, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 64(DX), Y7, Y7
+	VPADDW     Y7, Y4, Y4
+	VMOVDQU    96(BX), Y7
+	VPSHUFB    Y1, Y7, Y7
+	VPAND      Y0, Y7, Y8
+	VPMADDUBSW 96(DX), Y8, Y8
+	VPADDW     Y8, Y6, Y6
+	VPSRLW     $0x04, Y7, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 96(DX), Y7, Y7
+	VPADDW     Y7, Y4, Y4
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y6, Y6
+	VPMADDWD   bitsYMMSixteens<>+0(SB), Y4, Y4
+	VPADDD     Y4, Y6, Y6
+	VPERM2I128 $0x20, Y6, Y5, Y4
+	VPERM2I128 $0x31, Y6, Y5, Y5
+	VPADDD     Y5, Y4, Y4
+	LEAQ       -1(CX), DX
+	IMUL3Q     $0x000000c0, DX, BX
+	MOVQ       act+24(FP), SI
+	ADDQ       SI, BX
+	IMUL3Q     $0x00000020, DX, DX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, DX
+	VPMOVSXWD  16(DX), Y5
+	VPMULLD    160(BX), Y5, Y5
+	VPSUBD     Y5, Y3, Y3
+	VCVTPH2PS  (DX), Y5
+	VMULPS     128(BX), Y5, Y5
 	VCVTDQ2PS  Y3, Y3
-	VMULPS     Y3, Y4, Y4
-	VPERMILPS  $0x00, Y4, Y3
+	VMULPS     Y3, Y5, Y5
+	VPERMILPS  $0x00, Y5, Y3
 	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0x55, Y4, Y3
+	VPERMILPS  $0x55, Y5, Y3
 	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xaa, Y4, Y3
+	VPERMILPS  $0xaa, Y5, Y3
 	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xff, Y4, Y3
+	VPERMILPS  $0xff, Y5, Y3
 	VADDPS     Y3, Y2, Y2
+	VMOVDQA    Y4, Y3
 	ADDQ       $0x00000100, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits8A8G32Meta16Avx2_chunk
-	VPERMQ     $0x08, Y2, Y2
-	VPERMILPS  $0x08, Y2, Y2
-	MOVQ       out+40(FP), AX
-	VMOVUPS    Y2, (AX)
-	MOVQ       out+40(FP), AX
-	ADDQ       $0x00000020, AX
-	MOVQ       AX, out+40(FP)
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000002, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, w+0(FP)
-	MOVQ       chunks+32(FP), AX
-	IMUL3Q     $0x00000020, AX, AX
-	MOVQ       meta+16(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, meta+16(FP)
-	MOVQ       ntiles+48(FP), AX
-	DECQ       AX
-	MOVQ       AX, ntiles+48(FP)
-	JNZ        Bits8A8G32Meta16Avx2_tile
+
+Bits8A8G32Meta16Avx2_last:
+	LEAQ      -1(CX), AX
+	IMUL3Q    $0x000000c0, AX, CX
+	MOVQ      act+24(FP), DX
+	ADDQ      DX, CX
+	IMUL3Q    $0x00000020, AX, AX
+	MOVQ      meta+16(FP), DX
+	ADDQ      DX, AX
+	VPMOVSXWD 16(AX), Y4
+	VPMULLD   160(CX), Y4, Y4
+	VPSUBD    Y4, Y3, Y3
+	VCVTPH2PS (AX), Y4
+	VMULPS    128(CX), Y4, Y4
+	VCVTDQ2PS Y3, Y3
+	VMULPS    Y3, Y4, Y4
+	VPERMILPS $0x00, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMILPS $0x55, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMILPS $0xaa, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMILPS $0xff, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMQ    $0x08, Y2, Y2
+	VPERMILPS $0x08, Y2, Y2
+	MOVQ      out+40(FP), AX
+	VMOVUPS   Y2, (AX)
+	MOVQ      out+40(FP), AX
+	ADDQ      $0x00000020, AX
+	MOVQ      AX, out+40(FP)
+	MOVQ      stride+8(FP), AX
+	IMUL3Q    $0x00000002, AX, AX
+	MOVQ      w+0(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, w+0(FP)
+	MOVQ      chunks+32(FP), AX
+	IMUL3Q    $0x00000020, AX, AX
+	MOVQ      meta+16(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, meta+16(FP)
+	MOVQ      ntiles+48(FP), AX
+	DECQ      AX
+	MOVQ      AX, ntiles+48(FP)
+	JNZ       Bits8A8G32Meta16Avx2_tile
 	VZEROUPPER
 	RET
 
@@ -11266,14 +13309,12 @@ TEXT ·Bits8A8G32Meta16AvxVnni(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y2
 
 Bits8A8G32Meta16AvxVnni_tile:
-	VPXOR  Y3, Y3, Y3
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000002, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits8A8G32Meta16AvxVnni_chunk:
+	VPXOR        Y3, Y3, Y3
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000002, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         CX, AX
+	XORQ         CX, CX
 	IMUL3Q       $0x000000c0, CX, DX
 	MOVQ         act+24(FP), BX
 	ADDQ         BX, DX
@@ -11324,14 +13365,76 @@ Bits8A8G32Meta16AvxVnni_chunk:
 	VPERM2I128   $0x20, Y1, Y0, Y4
 	VPERM2I128   $0x31, Y1, Y0, Y0
 	VPADDD       Y0, Y4, Y4
-	IMUL3Q       $0x00000020, CX, BX
-	MOVQ         meta+16(FP), SI
+	VMOVDQA      Y4, Y4
+	ADDQ         $0x00000100, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JAE          Bits8A8G32Meta16AvxVnni_last
+
+Bits8A8G32Meta16AvxVnni_chunk:
+	IMUL3Q       $0x000000c0, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
 	ADDQ         SI, BX
-	VPMOVSXWD    16(BX), Y0
-	VPMULLD      160(DX), Y0, Y0
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      (BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      32(BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      64(BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      96(BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	ADDQ         SI, BX
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      32(BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      64(BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      96(BX), Y8
+	VPSHUFB      Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPERM2I128   $0x20, Y1, Y0, Y5
+	VPERM2I128   $0x31, Y1, Y0, Y0
+	VPADDD       Y0, Y5, Y5
+	LEAQ         -1(CX), DX
+	IMUL3Q       $0x000000c0, DX, BX
+	MOVQ         act+24(FP), SI
+	ADDQ         SI, BX
+	IMUL3Q       $0x00000020, DX, DX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, DX
+	VPMOVSXWD    16(DX), Y0
+	VPMULLD      160(BX), Y0, Y0
 	VPSUBD       Y0, Y4, Y4
-	VCVTPH2PS    (BX), Y0
-	VMULPS       128(DX), Y0, Y0
+	VCVTPH2PS    (DX), Y0
+	VMULPS       128(BX), Y0, Y0
 	VCVTDQ2PS    Y4, Y4
 	VMULPS       Y4, Y0, Y0
 	VPERMILPS    $0x00, Y0, Y1
@@ -11342,32 +13445,57 @@ Bits8A8G32Meta16AvxVnni_chunk:
 	VADDPS       Y1, Y3, Y3
 	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y3, Y3
+	VMOVDQA      Y5, Y4
 	ADDQ         $0x00000100, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits8A8G32Meta16AvxVnni_chunk
-	VPERMQ       $0x08, Y3, Y3
-	VPERMILPS    $0x08, Y3, Y3
-	MOVQ         out+40(FP), AX
-	VMOVUPS      Y3, (AX)
-	MOVQ         out+40(FP), AX
-	ADDQ         $0x00000020, AX
-	MOVQ         AX, out+40(FP)
-	MOVQ         stride+8(FP), AX
-	IMUL3Q       $0x00000002, AX, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         chunks+32(FP), AX
-	IMUL3Q       $0x00000020, AX, AX
-	MOVQ         meta+16(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, meta+16(FP)
-	MOVQ         ntiles+48(FP), AX
-	DECQ         AX
-	MOVQ         AX, ntiles+48(FP)
-	JNZ          Bits8A8G32Meta16AvxVnni_tile
+
+Bits8A8G32Meta16AvxVnni_last:
+	LEAQ      -1(CX), AX
+	IMUL3Q    $0x000000c0, AX, CX
+	MOVQ      act+24(FP), DX
+	ADDQ      DX, CX
+	IMUL3Q    $0x00000020, AX, AX
+	MOVQ      meta+16(FP), DX
+	ADDQ      DX, AX
+	VPMOVSXWD 16(AX), Y0
+	VPMULLD   160(CX), Y0, Y0
+	VPSUBD    Y0, Y4, Y4
+	VCVTPH2PS (AX), Y0
+	VMULPS    128(CX), Y0, Y0
+	VCVTDQ2PS Y4, Y4
+	VMULPS    Y4, Y0, Y0
+	VPERMILPS $0x00, Y0, Y1
+	VADDPS    Y1, Y3, Y3
+	VPERMILPS $0x55, Y0, Y1
+	VADDPS    Y1, Y3, Y3
+	VPERMILPS $0xaa, Y0, Y1
+	VADDPS    Y1, Y3, Y3
+	VPERMILPS $0xff, Y0, Y0
+	VADDPS    Y0, Y3, Y3
+	VPERMQ    $0x08, Y3, Y3
+	VPERMILPS $0x08, Y3, Y3
+	MOVQ      out+40(FP), AX
+	VMOVUPS   Y3, (AX)
+	MOVQ      out+40(FP), AX
+	ADDQ      $0x00000020, AX
+	MOVQ      AX, out+40(FP)
+	MOVQ      stride+8(FP), AX
+	IMUL3Q    $0x00000002, AX, AX
+	MOVQ      w+0(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, w+0(FP)
+	MOVQ      chunks+32(FP), AX
+	IMUL3Q    $0x00000020, AX, AX
+	MOVQ      meta+16(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, meta+16(FP)
+	MOVQ      ntiles+48(FP), AX
+	DECQ      AX
+	MOVQ      AX, ntiles+48(FP)
+	JNZ       Bits8A8G32Meta16AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -11380,14 +13508,12 @@ TEXT ·Bits4A8Avx2(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
 
 Bits4A8Avx2_tile:
-	VPXOR  Y2, Y2, Y2
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000004, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits4A8Avx2_chunk:
+	VPXOR      Y2, Y2, Y2
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000004, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       CX, AX
+	XORQ       CX, CX
 	IMUL3Q     $0x00000140, CX, DX
 	MOVQ       act+24(FP), BX
 	ADDQ       BX, DX
@@ -11556,45 +13682,246 @@ Bits4A8Avx2_chunk:
 	VPERM2I128 $0x20, Y5, Y3, Y4
 	VPERM2I128 $0x31, Y5, Y3, Y3
 	VPADDD     Y3, Y4, Y4
-	IMUL3Q     $0x00000040, CX, BX
-	MOVQ       meta+16(FP), SI
+	VMOVDQA    Y4, Y3
+	ADDQ       $0x00000200, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JAE        Bits4A8Avx2_last
+
+Bits4A8Avx2_chunk:
+	IMUL3Q     $0x00000140, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
 	ADDQ       SI, BX
-	VMOVDQU    32(BX), Y3
-	VPMULLD    288(DX), Y3, Y3
-	VPSUBD     Y3, Y4, Y4
-	VMOVUPS    (BX), Y3
-	VMULPS     256(DX), Y3, Y3
-	VCVTDQ2PS  Y4, Y4
-	VMULPS     Y4, Y3, Y3
-	VPERMILPS  $0x88, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xdd, Y3, Y3
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y5
+	VPMADDUBSW (DX), Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 32(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    32(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 96(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    64(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 128(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 160(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    96(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 192(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 224(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y4
+	ADDQ       SI, BX
+	PREFETCHT1 128(AX)
+	PREFETCHT1 192(AX)
+	VMOVDQU    (BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y6
+	VPMADDUBSW (DX), Y6, Y6
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 32(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VMOVDQU    32(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y7
+	VPMADDUBSW 64(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 96(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VMOVDQU    64(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y7
+	VPMADDUBSW 128(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 160(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VMOVDQU    96(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y7
+	VPMADDUBSW 192(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 224(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y6, Y5
+	ADDQ       SI, BX
+	PREFETCHT1 256(AX)
+	PREFETCHT1 320(AX)
+	VMOVDQU    (BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW (DX), Y7, Y7
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 32(DX), Y6, Y6
+	VPADDW     Y6, Y7, Y7
+	VMOVDQU    32(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y8
+	VPMADDUBSW 64(DX), Y8, Y8
+	VPADDW     Y8, Y7, Y7
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 96(DX), Y6, Y6
+	VPADDW     Y6, Y7, Y7
+	VMOVDQU    64(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y8
+	VPMADDUBSW 128(DX), Y8, Y8
+	VPADDW     Y8, Y7, Y7
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 160(DX), Y6, Y6
+	VPADDW     Y6, Y7, Y7
+	VMOVDQU    96(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y8
+	VPMADDUBSW 192(DX), Y8, Y8
+	VPADDW     Y8, Y7, Y7
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 224(DX), Y6, Y6
+	VPADDW     Y6, Y7, Y7
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y7, Y6
+	ADDQ       SI, BX
+	PREFETCHT1 384(AX)
+	PREFETCHT1 448(AX)
+	VMOVDQU    (BX), Y7
+	VPSHUFB    Y1, Y7, Y7
+	VPAND      Y0, Y7, Y8
+	VPMADDUBSW (DX), Y8, Y8
+	VPSRLW     $0x04, Y7, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 32(DX), Y7, Y7
+	VPADDW     Y7, Y8, Y8
+	VMOVDQU    32(BX), Y7
+	VPSHUFB    Y1, Y7, Y7
+	VPAND      Y0, Y7, Y9
+	VPMADDUBSW 64(DX), Y9, Y9
+	VPADDW     Y9, Y8, Y8
+	VPSRLW     $0x04, Y7, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 96(DX), Y7, Y7
+	VPADDW     Y7, Y8, Y8
+	VMOVDQU    64(BX), Y7
+	VPSHUFB    Y1, Y7, Y7
+	VPAND      Y0, Y7, Y9
+	VPMADDUBSW 128(DX), Y9, Y9
+	VPADDW     Y9, Y8, Y8
+	VPSRLW     $0x04, Y7, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 160(DX), Y7, Y7
+	VPADDW     Y7, Y8, Y8
+	VMOVDQU    96(BX), Y7
+	VPSHUFB    Y1, Y7, Y7
+	VPAND      Y0, Y7, Y9
+	VPMADDUBSW 192(DX), Y9, Y9
+	VPADDW     Y9, Y8, Y8
+	VPSRLW     $0x04, Y7, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 224(DX), Y7, Y7
+	VPADDW     Y7, Y8, Y8
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y8, Y7
+	VPHADDD    Y5, Y4, Y4
+	VPHADDD    Y7, Y6, Y6
+	VPERM2I128 $0x20, Y6, Y4, Y5
+	VPERM2I128 $0x31, Y6, Y4, Y4
+	VPADDD     Y4, Y5, Y5
+	LEAQ       -1(CX), DX
+	IMUL3Q     $0x00000140, DX, BX
+	MOVQ       act+24(FP), SI
+	ADDQ       SI, BX
+	IMUL3Q     $0x00000040, DX, DX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, DX
+	VMOVDQU    32(DX), Y4
+	VPMULLD    288(BX), Y4, Y4
+	VPSUBD     Y4, Y3, Y3
+	VMOVUPS    (DX), Y4
+	VMULPS     256(BX), Y4, Y4
+	VCVTDQ2PS  Y3, Y3
+	VMULPS     Y3, Y4, Y4
+	VPERMILPS  $0x88, Y4, Y3
 	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xdd, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VMOVDQA    Y5, Y3
 	ADDQ       $0x00000200, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits4A8Avx2_chunk
-	VPERMQ     $0x08, Y2, Y2
-	MOVQ       out+40(FP), AX
-	VMOVUPS    Y2, (AX)
-	MOVQ       out+40(FP), AX
-	ADDQ       $0x00000020, AX
-	MOVQ       AX, out+40(FP)
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000004, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, w+0(FP)
-	MOVQ       chunks+32(FP), AX
-	IMUL3Q     $0x00000040, AX, AX
-	MOVQ       meta+16(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, meta+16(FP)
-	MOVQ       ntiles+48(FP), AX
-	DECQ       AX
-	MOVQ       AX, ntiles+48(FP)
-	JNZ        Bits4A8Avx2_tile
+
+Bits4A8Avx2_last:
+	LEAQ      -1(CX), AX
+	IMUL3Q    $0x00000140, AX, CX
+	MOVQ      act+24(FP), DX
+	ADDQ      DX, CX
+	IMUL3Q    $0x00000040, AX, AX
+	MOVQ      meta+16(FP), DX
+	ADDQ      DX, AX
+	VMOVDQU   32(AX), Y4
+	VPMULLD   288(CX), Y4, Y4
+	VPSUBD    Y4, Y3, Y3
+	VMOVUPS   (AX), Y4
+	VMULPS    256(CX), Y4, Y4
+	VCVTDQ2PS Y3, Y3
+	VMULPS    Y3, Y4, Y4
+	VPERMILPS $0x88, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMILPS $0xdd, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMQ    $0x08, Y2, Y2
+	MOVQ      out+40(FP), AX
+	VMOVUPS   Y2, (AX)
+	MOVQ      out+40(FP), AX
+	ADDQ      $0x00000020, AX
+	MOVQ      AX, out+40(FP)
+	MOVQ      stride+8(FP), AX
+	IMUL3Q    $0x00000004, AX, AX
+	MOVQ      w+0(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, w+0(FP)
+	MOVQ      chunks+32(FP), AX
+	IMUL3Q    $0x00000040, AX, AX
+	MOVQ      meta+16(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, meta+16(FP)
+	MOVQ      ntiles+48(FP), AX
+	DECQ      AX
+	MOVQ      AX, ntiles+48(FP)
+	JNZ       Bits4A8Avx2_tile
 	VZEROUPPER
 	RET
 
@@ -11607,12 +13934,190 @@ TEXT ·Bits4A8AvxVnni(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y5
 
 Bits4A8AvxVnni_tile:
-	VPXOR  Y6, Y6, Y6
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000004, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
+	VPXOR        Y6, Y6, Y6
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000004, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         CX, AX
+	XORQ         CX, CX
+	IMUL3Q       $0x00000140, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
+	ADDQ         SI, BX
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      (BX), Y1
+	VPSHUFB      Y5, Y1, Y1
+	VPAND        Y4, Y1, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      32(BX), Y1
+	VPSHUFB      Y5, Y1, Y1
+	VPAND        Y4, Y1, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      64(BX), Y1
+	VPSHUFB      Y5, Y1, Y1
+	VPAND        Y4, Y1, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      96(BX), Y1
+	VPSHUFB      Y5, Y1, Y1
+	VPAND        Y4, Y1, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	ADDQ         SI, BX
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y2
+	VPSHUFB      Y5, Y2, Y2
+	VPAND        Y4, Y2, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y2, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      32(BX), Y2
+	VPSHUFB      Y5, Y2, Y2
+	VPAND        Y4, Y2, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y2, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      64(BX), Y2
+	VPSHUFB      Y5, Y2, Y2
+	VPAND        Y4, Y2, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y2, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      96(BX), Y2
+	VPSHUFB      Y5, Y2, Y2
+	VPAND        Y4, Y2, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y2, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	ADDQ         SI, BX
+	PREFETCHT1   256(AX)
+	PREFETCHT1   320(AX)
+	VPXOR        Y2, Y2, Y2
+	VMOVDQU      (BX), Y3
+	VPSHUFB      Y5, Y3, Y3
+	VPAND        Y4, Y3, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VPSRLW       $0x04, Y3, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VMOVDQU      32(BX), Y3
+	VPSHUFB      Y5, Y3, Y3
+	VPAND        Y4, Y3, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VPSRLW       $0x04, Y3, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VMOVDQU      64(BX), Y3
+	VPSHUFB      Y5, Y3, Y3
+	VPAND        Y4, Y3, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VPSRLW       $0x04, Y3, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VMOVDQU      96(BX), Y3
+	VPSHUFB      Y5, Y3, Y3
+	VPAND        Y4, Y3, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VPSRLW       $0x04, Y3, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	ADDQ         SI, BX
+	PREFETCHT1   384(AX)
+	PREFETCHT1   448(AX)
+	VPXOR        Y3, Y3, Y3
+	VMOVDQU      (BX), Y7
+	VPSHUFB      Y5, Y7, Y7
+	VPAND        Y4, Y7, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VMOVDQU      32(BX), Y7
+	VPSHUFB      Y5, Y7, Y7
+	VPAND        Y4, Y7, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VMOVDQU      64(BX), Y7
+	VPSHUFB      Y5, Y7, Y7
+	VPAND        Y4, Y7, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VMOVDQU      96(BX), Y7
+	VPSHUFB      Y5, Y7, Y7
+	VPAND        Y4, Y7, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VPHADDD      Y1, Y0, Y0
+	VPHADDD      Y3, Y2, Y2
+	VPERM2I128   $0x20, Y2, Y0, Y1
+	VPERM2I128   $0x31, Y2, Y0, Y0
+	VPADDD       Y0, Y1, Y1
+	VMOVDQA      Y1, Y7
+	ADDQ         $0x00000200, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JAE          Bits4A8AvxVnni_last
 
 Bits4A8AvxVnni_chunk:
 	IMUL3Q       $0x00000140, CX, DX
@@ -11746,39 +14251,39 @@ Bits4A8AvxVnni_chunk:
 	PREFETCHT1   384(AX)
 	PREFETCHT1   448(AX)
 	VPXOR        Y3, Y3, Y3
-	VMOVDQU      (BX), Y7
-	VPSHUFB      Y5, Y7, Y7
-	VPAND        Y4, Y7, Y8
+	VMOVDQU      (BX), Y10
+	VPSHUFB      Y5, Y10, Y10
+	VPAND        Y4, Y10, Y8
 	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y3
-	VPSRLW       $0x04, Y7, Y8
+	VPSRLW       $0x04, Y10, Y8
 	VPAND        Y4, Y8, Y8
 	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y3
-	VMOVDQU      32(BX), Y7
-	VPSHUFB      Y5, Y7, Y7
-	VPAND        Y4, Y7, Y8
+	VMOVDQU      32(BX), Y10
+	VPSHUFB      Y5, Y10, Y10
+	VPAND        Y4, Y10, Y8
 	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y3
-	VPSRLW       $0x04, Y7, Y8
+	VPSRLW       $0x04, Y10, Y8
 	VPAND        Y4, Y8, Y8
 	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y3
-	VMOVDQU      64(BX), Y7
-	VPSHUFB      Y5, Y7, Y7
-	VPAND        Y4, Y7, Y8
+	VMOVDQU      64(BX), Y10
+	VPSHUFB      Y5, Y10, Y10
+	VPAND        Y4, Y10, Y8
 	VMOVDQU      128(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y3
-	VPSRLW       $0x04, Y7, Y8
+	VPSRLW       $0x04, Y10, Y8
 	VPAND        Y4, Y8, Y8
 	VMOVDQU      160(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y3
-	VMOVDQU      96(BX), Y7
-	VPSHUFB      Y5, Y7, Y7
-	VPAND        Y4, Y7, Y8
+	VMOVDQU      96(BX), Y10
+	VPSHUFB      Y5, Y10, Y10
+	VPAND        Y4, Y10, Y8
 	VMOVDQU      192(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y3
-	VPSRLW       $0x04, Y7, Y8
+	VPSRLW       $0x04, Y10, Y8
 	VPAND        Y4, Y8, Y8
 	VMOVDQU      224(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y3
@@ -11787,45 +14292,70 @@ Bits4A8AvxVnni_chunk:
 	VPERM2I128   $0x20, Y2, Y0, Y1
 	VPERM2I128   $0x31, Y2, Y0, Y0
 	VPADDD       Y0, Y1, Y1
-	IMUL3Q       $0x00000040, CX, BX
-	MOVQ         meta+16(FP), SI
+	LEAQ         -1(CX), DX
+	IMUL3Q       $0x00000140, DX, BX
+	MOVQ         act+24(FP), SI
 	ADDQ         SI, BX
-	VMOVDQU      32(BX), Y0
-	VPMULLD      288(DX), Y0, Y0
-	VPSUBD       Y0, Y1, Y1
-	VMOVUPS      (BX), Y0
-	VMULPS       256(DX), Y0, Y0
-	VCVTDQ2PS    Y1, Y1
-	VMULPS       Y1, Y0, Y0
-	VPERMILPS    $0x88, Y0, Y1
-	VADDPS       Y1, Y6, Y6
+	IMUL3Q       $0x00000040, DX, DX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, DX
+	VMOVDQU      32(DX), Y0
+	VPMULLD      288(BX), Y0, Y0
+	VPSUBD       Y0, Y7, Y7
+	VMOVUPS      (DX), Y0
+	VMULPS       256(BX), Y0, Y0
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y7, Y0, Y0
+	VPERMILPS    $0x88, Y0, Y2
+	VADDPS       Y2, Y6, Y6
 	VPERMILPS    $0xdd, Y0, Y0
 	VADDPS       Y0, Y6, Y6
+	VMOVDQA      Y1, Y7
 	ADDQ         $0x00000200, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits4A8AvxVnni_chunk
-	VPERMQ       $0x08, Y6, Y6
-	MOVQ         out+40(FP), AX
-	VMOVUPS      Y6, (AX)
-	MOVQ         out+40(FP), AX
-	ADDQ         $0x00000020, AX
-	MOVQ         AX, out+40(FP)
-	MOVQ         stride+8(FP), AX
-	IMUL3Q       $0x00000004, AX, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         chunks+32(FP), AX
-	IMUL3Q       $0x00000040, AX, AX
-	MOVQ         meta+16(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, meta+16(FP)
-	MOVQ         ntiles+48(FP), AX
-	DECQ         AX
-	MOVQ         AX, ntiles+48(FP)
-	JNZ          Bits4A8AvxVnni_tile
+
+Bits4A8AvxVnni_last:
+	LEAQ      -1(CX), AX
+	IMUL3Q    $0x00000140, AX, CX
+	MOVQ      act+24(FP), DX
+	ADDQ      DX, CX
+	IMUL3Q    $0x00000040, AX, AX
+	MOVQ      meta+16(FP), DX
+	ADDQ      DX, AX
+	VMOVDQU   32(AX), Y0
+	VPMULLD   288(CX), Y0, Y0
+	VPSUBD    Y0, Y7, Y7
+	VMOVUPS   (AX), Y0
+	VMULPS    256(CX), Y0, Y0
+	VCVTDQ2PS Y7, Y7
+	VMULPS    Y7, Y0, Y0
+	VPERMILPS $0x88, Y0, Y1
+	VADDPS    Y1, Y6, Y6
+	VPERMILPS $0xdd, Y0, Y0
+	VADDPS    Y0, Y6, Y6
+	VPERMQ    $0x08, Y6, Y6
+	MOVQ      out+40(FP), AX
+	VMOVUPS   Y6, (AX)
+	MOVQ      out+40(FP), AX
+	ADDQ      $0x00000020, AX
+	MOVQ      AX, out+40(FP)
+	MOVQ      stride+8(FP), AX
+	IMUL3Q    $0x00000004, AX, AX
+	MOVQ      w+0(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, w+0(FP)
+	MOVQ      chunks+32(FP), AX
+	IMUL3Q    $0x00000040, AX, AX
+	MOVQ      meta+16(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, meta+16(FP)
+	MOVQ      ntiles+48(FP), AX
+	DECQ      AX
+	MOVQ      AX, ntiles+48(FP)
+	JNZ       Bits4A8AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -11838,14 +14368,12 @@ TEXT ·Bits4A8Meta16Avx2(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
 
 Bits4A8Meta16Avx2_tile:
-	VPXOR  Y2, Y2, Y2
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000004, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits4A8Meta16Avx2_chunk:
+	VPXOR      Y2, Y2, Y2
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000004, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       CX, AX
+	XORQ       CX, CX
 	IMUL3Q     $0x00000140, CX, DX
 	MOVQ       act+24(FP), BX
 	ADDQ       BX, DX
@@ -12014,45 +14542,246 @@ Bits4A8Meta16Avx2_chunk:
 	VPERM2I128 $0x20, Y5, Y3, Y4
 	VPERM2I128 $0x31, Y5, Y3, Y3
 	VPADDD     Y3, Y4, Y4
-	IMUL3Q     $0x00000020, CX, BX
-	MOVQ       meta+16(FP), SI
+	VMOVDQA    Y4, Y3
+	ADDQ       $0x00000200, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JAE        Bits4A8Meta16Avx2_last
+
+Bits4A8Meta16Avx2_chunk:
+	IMUL3Q     $0x00000140, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
 	ADDQ       SI, BX
-	VPMOVSXWD  16(BX), Y3
-	VPMULLD    288(DX), Y3, Y3
-	VPSUBD     Y3, Y4, Y4
-	VCVTPH2PS  (BX), Y3
-	VMULPS     256(DX), Y3, Y3
-	VCVTDQ2PS  Y4, Y4
-	VMULPS     Y4, Y3, Y3
-	VPERMILPS  $0x88, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xdd, Y3, Y3
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y5
+	VPMADDUBSW (DX), Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 32(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    32(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 96(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    64(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 128(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 160(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    96(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 192(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 224(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y4
+	ADDQ       SI, BX
+	PREFETCHT1 128(AX)
+	PREFETCHT1 192(AX)
+	VMOVDQU    (BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y6
+	VPMADDUBSW (DX), Y6, Y6
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 32(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VMOVDQU    32(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y7
+	VPMADDUBSW 64(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 96(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VMOVDQU    64(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y7
+	VPMADDUBSW 128(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 160(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VMOVDQU    96(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y7
+	VPMADDUBSW 192(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 224(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y6, Y5
+	ADDQ       SI, BX
+	PREFETCHT1 256(AX)
+	PREFETCHT1 320(AX)
+	VMOVDQU    (BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW (DX), Y7, Y7
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 32(DX), Y6, Y6
+	VPADDW     Y6, Y7, Y7
+	VMOVDQU    32(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y8
+	VPMADDUBSW 64(DX), Y8, Y8
+	VPADDW     Y8, Y7, Y7
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 96(DX), Y6, Y6
+	VPADDW     Y6, Y7, Y7
+	VMOVDQU    64(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y8
+	VPMADDUBSW 128(DX), Y8, Y8
+	VPADDW     Y8, Y7, Y7
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 160(DX), Y6, Y6
+	VPADDW     Y6, Y7, Y7
+	VMOVDQU    96(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y8
+	VPMADDUBSW 192(DX), Y8, Y8
+	VPADDW     Y8, Y7, Y7
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 224(DX), Y6, Y6
+	VPADDW     Y6, Y7, Y7
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y7, Y6
+	ADDQ       SI, BX
+	PREFETCHT1 384(AX)
+	PREFETCHT1 448(AX)
+	VMOVDQU    (BX), Y7
+	VPSHUFB    Y1, Y7, Y7
+	VPAND      Y0, Y7, Y8
+	VPMADDUBSW (DX), Y8, Y8
+	VPSRLW     $0x04, Y7, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 32(DX), Y7, Y7
+	VPADDW     Y7, Y8, Y8
+	VMOVDQU    32(BX), Y7
+	VPSHUFB    Y1, Y7, Y7
+	VPAND      Y0, Y7, Y9
+	VPMADDUBSW 64(DX), Y9, Y9
+	VPADDW     Y9, Y8, Y8
+	VPSRLW     $0x04, Y7, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 96(DX), Y7, Y7
+	VPADDW     Y7, Y8, Y8
+	VMOVDQU    64(BX), Y7
+	VPSHUFB    Y1, Y7, Y7
+	VPAND      Y0, Y7, Y9
+	VPMADDUBSW 128(DX), Y9, Y9
+	VPADDW     Y9, Y8, Y8
+	VPSRLW     $0x04, Y7, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 160(DX), Y7, Y7
+	VPADDW     Y7, Y8, Y8
+	VMOVDQU    96(BX), Y7
+	VPSHUFB    Y1, Y7, Y7
+	VPAND      Y0, Y7, Y9
+	VPMADDUBSW 192(DX), Y9, Y9
+	VPADDW     Y9, Y8, Y8
+	VPSRLW     $0x04, Y7, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 224(DX), Y7, Y7
+	VPADDW     Y7, Y8, Y8
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y8, Y7
+	VPHADDD    Y5, Y4, Y4
+	VPHADDD    Y7, Y6, Y6
+	VPERM2I128 $0x20, Y6, Y4, Y5
+	VPERM2I128 $0x31, Y6, Y4, Y4
+	VPADDD     Y4, Y5, Y5
+	LEAQ       -1(CX), DX
+	IMUL3Q     $0x00000140, DX, BX
+	MOVQ       act+24(FP), SI
+	ADDQ       SI, BX
+	IMUL3Q     $0x00000020, DX, DX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, DX
+	VPMOVSXWD  16(DX), Y4
+	VPMULLD    288(BX), Y4, Y4
+	VPSUBD     Y4, Y3, Y3
+	VCVTPH2PS  (DX), Y4
+	VMULPS     256(BX), Y4, Y4
+	VCVTDQ2PS  Y3, Y3
+	VMULPS     Y3, Y4, Y4
+	VPERMILPS  $0x88, Y4, Y3
 	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xdd, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VMOVDQA    Y5, Y3
 	ADDQ       $0x00000200, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits4A8Meta16Avx2_chunk
-	VPERMQ     $0x08, Y2, Y2
-	MOVQ       out+40(FP), AX
-	VMOVUPS    Y2, (AX)
-	MOVQ       out+40(FP), AX
-	ADDQ       $0x00000020, AX
-	MOVQ       AX, out+40(FP)
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000004, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, w+0(FP)
-	MOVQ       chunks+32(FP), AX
-	IMUL3Q     $0x00000020, AX, AX
-	MOVQ       meta+16(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, meta+16(FP)
-	MOVQ       ntiles+48(FP), AX
-	DECQ       AX
-	MOVQ       AX, ntiles+48(FP)
-	JNZ        Bits4A8Meta16Avx2_tile
+
+Bits4A8Meta16Avx2_last:
+	LEAQ      -1(CX), AX
+	IMUL3Q    $0x00000140, AX, CX
+	MOVQ      act+24(FP), DX
+	ADDQ      DX, CX
+	IMUL3Q    $0x00000020, AX, AX
+	MOVQ      meta+16(FP), DX
+	ADDQ      DX, AX
+	VPMOVSXWD 16(AX), Y4
+	VPMULLD   288(CX), Y4, Y4
+	VPSUBD    Y4, Y3, Y3
+	VCVTPH2PS (AX), Y4
+	VMULPS    256(CX), Y4, Y4
+	VCVTDQ2PS Y3, Y3
+	VMULPS    Y3, Y4, Y4
+	VPERMILPS $0x88, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMILPS $0xdd, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMQ    $0x08, Y2, Y2
+	MOVQ      out+40(FP), AX
+	VMOVUPS   Y2, (AX)
+	MOVQ      out+40(FP), AX
+	ADDQ      $0x00000020, AX
+	MOVQ      AX, out+40(FP)
+	MOVQ      stride+8(FP), AX
+	IMUL3Q    $0x00000004, AX, AX
+	MOVQ      w+0(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, w+0(FP)
+	MOVQ      chunks+32(FP), AX
+	IMUL3Q    $0x00000020, AX, AX
+	MOVQ      meta+16(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, meta+16(FP)
+	MOVQ      ntiles+48(FP), AX
+	DECQ      AX
+	MOVQ      AX, ntiles+48(FP)
+	JNZ       Bits4A8Meta16Avx2_tile
 	VZEROUPPER
 	RET
 
@@ -12065,14 +14794,12 @@ TEXT ·Bits4A8Meta16AvxVnni(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y5
 
 Bits4A8Meta16AvxVnni_tile:
-	VPXOR  Y6, Y6, Y6
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000004, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits4A8Meta16AvxVnni_chunk:
+	VPXOR        Y6, Y6, Y6
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000004, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         CX, AX
+	XORQ         CX, CX
 	IMUL3Q       $0x00000140, CX, DX
 	MOVQ         act+24(FP), BX
 	ADDQ         BX, DX
@@ -12245,45 +14972,250 @@ Bits4A8Meta16AvxVnni_chunk:
 	VPERM2I128   $0x20, Y2, Y0, Y1
 	VPERM2I128   $0x31, Y2, Y0, Y0
 	VPADDD       Y0, Y1, Y1
-	IMUL3Q       $0x00000020, CX, BX
-	MOVQ         meta+16(FP), SI
+	VMOVDQA      Y1, Y7
+	ADDQ         $0x00000200, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JAE          Bits4A8Meta16AvxVnni_last
+
+Bits4A8Meta16AvxVnni_chunk:
+	IMUL3Q       $0x00000140, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
 	ADDQ         SI, BX
-	VPMOVSXWD    16(BX), Y0
-	VPMULLD      288(DX), Y0, Y0
-	VPSUBD       Y0, Y1, Y1
-	VCVTPH2PS    (BX), Y0
-	VMULPS       256(DX), Y0, Y0
-	VCVTDQ2PS    Y1, Y1
-	VMULPS       Y1, Y0, Y0
-	VPERMILPS    $0x88, Y0, Y1
-	VADDPS       Y1, Y6, Y6
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      (BX), Y1
+	VPSHUFB      Y5, Y1, Y1
+	VPAND        Y4, Y1, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      32(BX), Y1
+	VPSHUFB      Y5, Y1, Y1
+	VPAND        Y4, Y1, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      64(BX), Y1
+	VPSHUFB      Y5, Y1, Y1
+	VPAND        Y4, Y1, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      96(BX), Y1
+	VPSHUFB      Y5, Y1, Y1
+	VPAND        Y4, Y1, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	ADDQ         SI, BX
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y2
+	VPSHUFB      Y5, Y2, Y2
+	VPAND        Y4, Y2, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y2, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      32(BX), Y2
+	VPSHUFB      Y5, Y2, Y2
+	VPAND        Y4, Y2, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y2, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      64(BX), Y2
+	VPSHUFB      Y5, Y2, Y2
+	VPAND        Y4, Y2, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y2, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      96(BX), Y2
+	VPSHUFB      Y5, Y2, Y2
+	VPAND        Y4, Y2, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y2, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	ADDQ         SI, BX
+	PREFETCHT1   256(AX)
+	PREFETCHT1   320(AX)
+	VPXOR        Y2, Y2, Y2
+	VMOVDQU      (BX), Y3
+	VPSHUFB      Y5, Y3, Y3
+	VPAND        Y4, Y3, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VPSRLW       $0x04, Y3, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VMOVDQU      32(BX), Y3
+	VPSHUFB      Y5, Y3, Y3
+	VPAND        Y4, Y3, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VPSRLW       $0x04, Y3, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VMOVDQU      64(BX), Y3
+	VPSHUFB      Y5, Y3, Y3
+	VPAND        Y4, Y3, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VPSRLW       $0x04, Y3, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VMOVDQU      96(BX), Y3
+	VPSHUFB      Y5, Y3, Y3
+	VPAND        Y4, Y3, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	VPSRLW       $0x04, Y3, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y2
+	ADDQ         SI, BX
+	PREFETCHT1   384(AX)
+	PREFETCHT1   448(AX)
+	VPXOR        Y3, Y3, Y3
+	VMOVDQU      (BX), Y10
+	VPSHUFB      Y5, Y10, Y10
+	VPAND        Y4, Y10, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VPSRLW       $0x04, Y10, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VMOVDQU      32(BX), Y10
+	VPSHUFB      Y5, Y10, Y10
+	VPAND        Y4, Y10, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VPSRLW       $0x04, Y10, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VMOVDQU      64(BX), Y10
+	VPSHUFB      Y5, Y10, Y10
+	VPAND        Y4, Y10, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VPSRLW       $0x04, Y10, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VMOVDQU      96(BX), Y10
+	VPSHUFB      Y5, Y10, Y10
+	VPAND        Y4, Y10, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VPSRLW       $0x04, Y10, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y3
+	VPHADDD      Y1, Y0, Y0
+	VPHADDD      Y3, Y2, Y2
+	VPERM2I128   $0x20, Y2, Y0, Y1
+	VPERM2I128   $0x31, Y2, Y0, Y0
+	VPADDD       Y0, Y1, Y1
+	LEAQ         -1(CX), DX
+	IMUL3Q       $0x00000140, DX, BX
+	MOVQ         act+24(FP), SI
+	ADDQ         SI, BX
+	IMUL3Q       $0x00000020, DX, DX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, DX
+	VPMOVSXWD    16(DX), Y0
+	VPMULLD      288(BX), Y0, Y0
+	VPSUBD       Y0, Y7, Y7
+	VCVTPH2PS    (DX), Y0
+	VMULPS       256(BX), Y0, Y0
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y7, Y0, Y0
+	VPERMILPS    $0x88, Y0, Y2
+	VADDPS       Y2, Y6, Y6
 	VPERMILPS    $0xdd, Y0, Y0
 	VADDPS       Y0, Y6, Y6
+	VMOVDQA      Y1, Y7
 	ADDQ         $0x00000200, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits4A8Meta16AvxVnni_chunk
-	VPERMQ       $0x08, Y6, Y6
-	MOVQ         out+40(FP), AX
-	VMOVUPS      Y6, (AX)
-	MOVQ         out+40(FP), AX
-	ADDQ         $0x00000020, AX
-	MOVQ         AX, out+40(FP)
-	MOVQ         stride+8(FP), AX
-	IMUL3Q       $0x00000004, AX, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         chunks+32(FP), AX
-	IMUL3Q       $0x00000020, AX, AX
-	MOVQ         meta+16(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, meta+16(FP)
-	MOVQ         ntiles+48(FP), AX
-	DECQ         AX
-	MOVQ         AX, ntiles+48(FP)
-	JNZ          Bits4A8Meta16AvxVnni_tile
+
+Bits4A8Meta16AvxVnni_last:
+	LEAQ      -1(CX), AX
+	IMUL3Q    $0x00000140, AX, CX
+	MOVQ      act+24(FP), DX
+	ADDQ      DX, CX
+	IMUL3Q    $0x00000020, AX, AX
+	MOVQ      meta+16(FP), DX
+	ADDQ      DX, AX
+	VPMOVSXWD 16(AX), Y0
+	VPMULLD   288(CX), Y0, Y0
+	VPSUBD    Y0, Y7, Y7
+	VCVTPH2PS (AX), Y0
+	VMULPS    256(CX), Y0, Y0
+	VCVTDQ2PS Y7, Y7
+	VMULPS    Y7, Y0, Y0
+	VPERMILPS $0x88, Y0, Y1
+	VADDPS    Y1, Y6, Y6
+	VPERMILPS $0xdd, Y0, Y0
+	VADDPS    Y0, Y6, Y6
+	VPERMQ    $0x08, Y6, Y6
+	MOVQ      out+40(FP), AX
+	VMOVUPS   Y6, (AX)
+	MOVQ      out+40(FP), AX
+	ADDQ      $0x00000020, AX
+	MOVQ      AX, out+40(FP)
+	MOVQ      stride+8(FP), AX
+	IMUL3Q    $0x00000004, AX, AX
+	MOVQ      w+0(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, w+0(FP)
+	MOVQ      chunks+32(FP), AX
+	IMUL3Q    $0x00000020, AX, AX
+	MOVQ      meta+16(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, meta+16(FP)
+	MOVQ      ntiles+48(FP), AX
+	DECQ      AX
+	MOVQ      AX, ntiles+48(FP)
+	JNZ       Bits4A8Meta16AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -12296,14 +15228,12 @@ TEXT ·Bits4A8G64Avx2(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
 
 Bits4A8G64Avx2_tile:
-	VPXOR  Y2, Y2, Y2
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000002, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits4A8G64Avx2_chunk:
+	VPXOR      Y2, Y2, Y2
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000002, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       CX, AX
+	XORQ       CX, CX
 	IMUL3Q     $0x00000140, CX, DX
 	MOVQ       act+24(FP), BX
 	ADDQ       BX, DX
@@ -12392,50 +15322,175 @@ Bits4A8G64Avx2_chunk:
 	VPERM2I128 $0x20, Y4, Y3, Y5
 	VPERM2I128 $0x31, Y4, Y3, Y3
 	VPADDD     Y3, Y5, Y5
-	IMUL3Q     $0x00000040, CX, BX
-	MOVQ       meta+16(FP), SI
+	VMOVDQA    Y5, Y3
+	ADDQ       $0x00000100, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JAE        Bits4A8G64Avx2_last
+
+Bits4A8G64Avx2_chunk:
+	IMUL3Q     $0x00000140, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
 	ADDQ       SI, BX
-	VMOVDQU    32(BX), Y3
-	VPMULLD    288(DX), Y3, Y3
-	VPSUBD     Y3, Y5, Y5
-	VMOVUPS    (BX), Y3
-	VMULPS     256(DX), Y3, Y3
-	VCVTDQ2PS  Y5, Y5
-	VMULPS     Y5, Y3, Y3
-	VPERMILPS  $0x00, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0x55, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xaa, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xff, Y3, Y3
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y5
+	VPMADDUBSW (DX), Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 32(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    32(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 96(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    64(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 128(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 160(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    96(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 192(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 224(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y4
+	ADDQ       SI, BX
+	PREFETCHT1 128(AX)
+	PREFETCHT1 192(AX)
+	VMOVDQU    (BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y6
+	VPMADDUBSW (DX), Y6, Y6
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 32(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VMOVDQU    32(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y7
+	VPMADDUBSW 64(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 96(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VMOVDQU    64(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y7
+	VPMADDUBSW 128(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 160(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VMOVDQU    96(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y7
+	VPMADDUBSW 192(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 224(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y6, Y5
+	VPERM2I128 $0x20, Y5, Y4, Y6
+	VPERM2I128 $0x31, Y5, Y4, Y4
+	VPADDD     Y4, Y6, Y6
+	LEAQ       -1(CX), DX
+	IMUL3Q     $0x00000140, DX, BX
+	MOVQ       act+24(FP), SI
+	ADDQ       SI, BX
+	IMUL3Q     $0x00000040, DX, DX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, DX
+	VMOVDQU    32(DX), Y4
+	VPMULLD    288(BX), Y4, Y4
+	VPSUBD     Y4, Y3, Y3
+	VMOVUPS    (DX), Y4
+	VMULPS     256(BX), Y4, Y4
+	VCVTDQ2PS  Y3, Y3
+	VMULPS     Y3, Y4, Y4
+	VPERMILPS  $0x00, Y4, Y3
 	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0x55, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xaa, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xff, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VMOVDQA    Y6, Y3
 	ADDQ       $0x00000100, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits4A8G64Avx2_chunk
-	VPERMQ     $0x08, Y2, Y2
-	VPERMILPS  $0x08, Y2, Y2
-	MOVQ       out+40(FP), AX
-	VMOVUPS    Y2, (AX)
-	MOVQ       out+40(FP), AX
-	ADDQ       $0x00000020, AX
-	MOVQ       AX, out+40(FP)
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000002, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, w+0(FP)
-	MOVQ       chunks+32(FP), AX
-	IMUL3Q     $0x00000040, AX, AX
-	MOVQ       meta+16(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, meta+16(FP)
-	MOVQ       ntiles+48(FP), AX
-	DECQ       AX
-	MOVQ       AX, ntiles+48(FP)
-	JNZ        Bits4A8G64Avx2_tile
+
+Bits4A8G64Avx2_last:
+	LEAQ      -1(CX), AX
+	IMUL3Q    $0x00000140, AX, CX
+	MOVQ      act+24(FP), DX
+	ADDQ      DX, CX
+	IMUL3Q    $0x00000040, AX, AX
+	MOVQ      meta+16(FP), DX
+	ADDQ      DX, AX
+	VMOVDQU   32(AX), Y4
+	VPMULLD   288(CX), Y4, Y4
+	VPSUBD    Y4, Y3, Y3
+	VMOVUPS   (AX), Y4
+	VMULPS    256(CX), Y4, Y4
+	VCVTDQ2PS Y3, Y3
+	VMULPS    Y3, Y4, Y4
+	VPERMILPS $0x00, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMILPS $0x55, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMILPS $0xaa, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMILPS $0xff, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMQ    $0x08, Y2, Y2
+	VPERMILPS $0x08, Y2, Y2
+	MOVQ      out+40(FP), AX
+	VMOVUPS   Y2, (AX)
+	MOVQ      out+40(FP), AX
+	ADDQ      $0x00000020, AX
+	MOVQ      AX, out+40(FP)
+	MOVQ      stride+8(FP), AX
+	IMUL3Q    $0x00000002, AX, AX
+	MOVQ      w+0(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, w+0(FP)
+	MOVQ      chunks+32(FP), AX
+	IMUL3Q    $0x00000040, AX, AX
+	MOVQ      meta+16(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, meta+16(FP)
+	MOVQ      ntiles+48(FP), AX
+	DECQ      AX
+	MOVQ      AX, ntiles+48(FP)
+	JNZ       Bits4A8G64Avx2_tile
 	VZEROUPPER
 	RET
 
@@ -12448,12 +15503,108 @@ TEXT ·Bits4A8G64AvxVnni(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y3
 
 Bits4A8G64AvxVnni_tile:
-	VPXOR  Y4, Y4, Y4
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000002, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
+	VPXOR        Y4, Y4, Y4
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000002, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         CX, AX
+	XORQ         CX, CX
+	IMUL3Q       $0x00000140, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
+	ADDQ         SI, BX
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      (BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      32(BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      64(BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      96(BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	ADDQ         SI, BX
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      32(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      64(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      96(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPERM2I128   $0x20, Y1, Y0, Y5
+	VPERM2I128   $0x31, Y1, Y0, Y0
+	VPADDD       Y0, Y5, Y5
+	VMOVDQA      Y5, Y5
+	ADDQ         $0x00000100, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JAE          Bits4A8G64AvxVnni_last
 
 Bits4A8G64AvxVnni_chunk:
 	IMUL3Q       $0x00000140, CX, DX
@@ -12507,53 +15658,57 @@ Bits4A8G64AvxVnni_chunk:
 	PREFETCHT1   128(AX)
 	PREFETCHT1   192(AX)
 	VPXOR        Y1, Y1, Y1
-	VMOVDQU      (BX), Y5
-	VPSHUFB      Y3, Y5, Y5
-	VPAND        Y2, Y5, Y8
+	VMOVDQU      (BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
 	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y5, Y8
+	VPSRLW       $0x04, Y6, Y8
 	VPAND        Y2, Y8, Y8
 	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VMOVDQU      32(BX), Y5
-	VPSHUFB      Y3, Y5, Y5
-	VPAND        Y2, Y5, Y8
+	VMOVDQU      32(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
 	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y5, Y8
+	VPSRLW       $0x04, Y6, Y8
 	VPAND        Y2, Y8, Y8
 	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VMOVDQU      64(BX), Y5
-	VPSHUFB      Y3, Y5, Y5
-	VPAND        Y2, Y5, Y8
+	VMOVDQU      64(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
 	VMOVDQU      128(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y5, Y8
+	VPSRLW       $0x04, Y6, Y8
 	VPAND        Y2, Y8, Y8
 	VMOVDQU      160(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VMOVDQU      96(BX), Y5
-	VPSHUFB      Y3, Y5, Y5
-	VPAND        Y2, Y5, Y8
+	VMOVDQU      96(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
 	VMOVDQU      192(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y5, Y8
+	VPSRLW       $0x04, Y6, Y8
 	VPAND        Y2, Y8, Y8
 	VMOVDQU      224(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPERM2I128   $0x20, Y1, Y0, Y5
+	VPERM2I128   $0x20, Y1, Y0, Y6
 	VPERM2I128   $0x31, Y1, Y0, Y0
-	VPADDD       Y0, Y5, Y5
-	IMUL3Q       $0x00000040, CX, BX
-	MOVQ         meta+16(FP), SI
+	VPADDD       Y0, Y6, Y6
+	LEAQ         -1(CX), DX
+	IMUL3Q       $0x00000140, DX, BX
+	MOVQ         act+24(FP), SI
 	ADDQ         SI, BX
-	VMOVDQU      32(BX), Y0
-	VPMULLD      288(DX), Y0, Y0
+	IMUL3Q       $0x00000040, DX, DX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, DX
+	VMOVDQU      32(DX), Y0
+	VPMULLD      288(BX), Y0, Y0
 	VPSUBD       Y0, Y5, Y5
-	VMOVUPS      (BX), Y0
-	VMULPS       256(DX), Y0, Y0
+	VMOVUPS      (DX), Y0
+	VMULPS       256(BX), Y0, Y0
 	VCVTDQ2PS    Y5, Y5
 	VMULPS       Y5, Y0, Y0
 	VPERMILPS    $0x00, Y0, Y1
@@ -12564,32 +15719,57 @@ Bits4A8G64AvxVnni_chunk:
 	VADDPS       Y1, Y4, Y4
 	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
+	VMOVDQA      Y6, Y5
 	ADDQ         $0x00000100, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits4A8G64AvxVnni_chunk
-	VPERMQ       $0x08, Y4, Y4
-	VPERMILPS    $0x08, Y4, Y4
-	MOVQ         out+40(FP), AX
-	VMOVUPS      Y4, (AX)
-	MOVQ         out+40(FP), AX
-	ADDQ         $0x00000020, AX
-	MOVQ         AX, out+40(FP)
-	MOVQ         stride+8(FP), AX
-	IMUL3Q       $0x00000002, AX, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         chunks+32(FP), AX
-	IMUL3Q       $0x00000040, AX, AX
-	MOVQ         meta+16(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, meta+16(FP)
-	MOVQ         ntiles+48(FP), AX
-	DECQ         AX
-	MOVQ         AX, ntiles+48(FP)
-	JNZ          Bits4A8G64AvxVnni_tile
+
+Bits4A8G64AvxVnni_last:
+	LEAQ      -1(CX), AX
+	IMUL3Q    $0x00000140, AX, CX
+	MOVQ      act+24(FP), DX
+	ADDQ      DX, CX
+	IMUL3Q    $0x00000040, AX, AX
+	MOVQ      meta+16(FP), DX
+	ADDQ      DX, AX
+	VMOVDQU   32(AX), Y0
+	VPMULLD   288(CX), Y0, Y0
+	VPSUBD    Y0, Y5, Y5
+	VMOVUPS   (AX), Y0
+	VMULPS    256(CX), Y0, Y0
+	VCVTDQ2PS Y5, Y5
+	VMULPS    Y5, Y0, Y0
+	VPERMILPS $0x00, Y0, Y1
+	VADDPS    Y1, Y4, Y4
+	VPERMILPS $0x55, Y0, Y1
+	VADDPS    Y1, Y4, Y4
+	VPERMILPS $0xaa, Y0, Y1
+	VADDPS    Y1, Y4, Y4
+	VPERMILPS $0xff, Y0, Y0
+	VADDPS    Y0, Y4, Y4
+	VPERMQ    $0x08, Y4, Y4
+	VPERMILPS $0x08, Y4, Y4
+	MOVQ      out+40(FP), AX
+	VMOVUPS   Y4, (AX)
+	MOVQ      out+40(FP), AX
+	ADDQ      $0x00000020, AX
+	MOVQ      AX, out+40(FP)
+	MOVQ      stride+8(FP), AX
+	IMUL3Q    $0x00000002, AX, AX
+	MOVQ      w+0(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, w+0(FP)
+	MOVQ      chunks+32(FP), AX
+	IMUL3Q    $0x00000040, AX, AX
+	MOVQ      meta+16(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, meta+16(FP)
+	MOVQ      ntiles+48(FP), AX
+	DECQ      AX
+	MOVQ      AX, ntiles+48(FP)
+	JNZ       Bits4A8G64AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -12602,14 +15782,12 @@ TEXT ·Bits4A8G64Meta16Avx2(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
 
 Bits4A8G64Meta16Avx2_tile:
-	VPXOR  Y2, Y2, Y2
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000002, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits4A8G64Meta16Avx2_chunk:
+	VPXOR      Y2, Y2, Y2
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000002, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       CX, AX
+	XORQ       CX, CX
 	IMUL3Q     $0x00000140, CX, DX
 	MOVQ       act+24(FP), BX
 	ADDQ       BX, DX
@@ -12698,50 +15876,175 @@ Bits4A8G64Meta16Avx2_chunk:
 	VPERM2I128 $0x20, Y4, Y3, Y5
 	VPERM2I128 $0x31, Y4, Y3, Y3
 	VPADDD     Y3, Y5, Y5
-	IMUL3Q     $0x00000020, CX, BX
-	MOVQ       meta+16(FP), SI
+	VMOVDQA    Y5, Y3
+	ADDQ       $0x00000100, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JAE        Bits4A8G64Meta16Avx2_last
+
+Bits4A8G64Meta16Avx2_chunk:
+	IMUL3Q     $0x00000140, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
 	ADDQ       SI, BX
-	VPMOVSXWD  16(BX), Y3
-	VPMULLD    288(DX), Y3, Y3
-	VPSUBD     Y3, Y5, Y5
-	VCVTPH2PS  (BX), Y3
-	VMULPS     256(DX), Y3, Y3
-	VCVTDQ2PS  Y5, Y5
-	VMULPS     Y5, Y3, Y3
-	VPERMILPS  $0x00, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0x55, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xaa, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xff, Y3, Y3
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y5
+	VPMADDUBSW (DX), Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 32(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    32(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 96(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    64(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 128(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 160(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    96(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 192(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 224(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y4
+	ADDQ       SI, BX
+	PREFETCHT1 128(AX)
+	PREFETCHT1 192(AX)
+	VMOVDQU    (BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y6
+	VPMADDUBSW (DX), Y6, Y6
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 32(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VMOVDQU    32(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y7
+	VPMADDUBSW 64(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 96(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VMOVDQU    64(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y7
+	VPMADDUBSW 128(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 160(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VMOVDQU    96(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y7
+	VPMADDUBSW 192(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x04, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 224(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y6, Y5
+	VPERM2I128 $0x20, Y5, Y4, Y6
+	VPERM2I128 $0x31, Y5, Y4, Y4
+	VPADDD     Y4, Y6, Y6
+	LEAQ       -1(CX), DX
+	IMUL3Q     $0x00000140, DX, BX
+	MOVQ       act+24(FP), SI
+	ADDQ       SI, BX
+	IMUL3Q     $0x00000020, DX, DX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, DX
+	VPMOVSXWD  16(DX), Y4
+	VPMULLD    288(BX), Y4, Y4
+	VPSUBD     Y4, Y3, Y3
+	VCVTPH2PS  (DX), Y4
+	VMULPS     256(BX), Y4, Y4
+	VCVTDQ2PS  Y3, Y3
+	VMULPS     Y3, Y4, Y4
+	VPERMILPS  $0x00, Y4, Y3
 	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0x55, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xaa, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xff, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VMOVDQA    Y6, Y3
 	ADDQ       $0x00000100, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits4A8G64Meta16Avx2_chunk
-	VPERMQ     $0x08, Y2, Y2
-	VPERMILPS  $0x08, Y2, Y2
-	MOVQ       out+40(FP), AX
-	VMOVUPS    Y2, (AX)
-	MOVQ       out+40(FP), AX
-	ADDQ       $0x00000020, AX
-	MOVQ       AX, out+40(FP)
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000002, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, w+0(FP)
-	MOVQ       chunks+32(FP), AX
-	IMUL3Q     $0x00000020, AX, AX
-	MOVQ       meta+16(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, meta+16(FP)
-	MOVQ       ntiles+48(FP), AX
-	DECQ       AX
-	MOVQ       AX, ntiles+48(FP)
-	JNZ        Bits4A8G64Meta16Avx2_tile
+
+Bits4A8G64Meta16Avx2_last:
+	LEAQ      -1(CX), AX
+	IMUL3Q    $0x00000140, AX, CX
+	MOVQ      act+24(FP), DX
+	ADDQ      DX, CX
+	IMUL3Q    $0x00000020, AX, AX
+	MOVQ      meta+16(FP), DX
+	ADDQ      DX, AX
+	VPMOVSXWD 16(AX), Y4
+	VPMULLD   288(CX), Y4, Y4
+	VPSUBD    Y4, Y3, Y3
+	VCVTPH2PS (AX), Y4
+	VMULPS    256(CX), Y4, Y4
+	VCVTDQ2PS Y3, Y3
+	VMULPS    Y3, Y4, Y4
+	VPERMILPS $0x00, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMILPS $0x55, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMILPS $0xaa, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMILPS $0xff, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMQ    $0x08, Y2, Y2
+	VPERMILPS $0x08, Y2, Y2
+	MOVQ      out+40(FP), AX
+	VMOVUPS   Y2, (AX)
+	MOVQ      out+40(FP), AX
+	ADDQ      $0x00000020, AX
+	MOVQ      AX, out+40(FP)
+	MOVQ      stride+8(FP), AX
+	IMUL3Q    $0x00000002, AX, AX
+	MOVQ      w+0(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, w+0(FP)
+	MOVQ      chunks+32(FP), AX
+	IMUL3Q    $0x00000020, AX, AX
+	MOVQ      meta+16(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, meta+16(FP)
+	MOVQ      ntiles+48(FP), AX
+	DECQ      AX
+	MOVQ      AX, ntiles+48(FP)
+	JNZ       Bits4A8G64Meta16Avx2_tile
 	VZEROUPPER
 	RET
 
@@ -12754,14 +16057,12 @@ TEXT ·Bits4A8G64Meta16AvxVnni(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y3
 
 Bits4A8G64Meta16AvxVnni_tile:
-	VPXOR  Y4, Y4, Y4
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000002, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits4A8G64Meta16AvxVnni_chunk:
+	VPXOR        Y4, Y4, Y4
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000002, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         CX, AX
+	XORQ         CX, CX
 	IMUL3Q       $0x00000140, CX, DX
 	MOVQ         act+24(FP), BX
 	ADDQ         BX, DX
@@ -12852,14 +16153,116 @@ Bits4A8G64Meta16AvxVnni_chunk:
 	VPERM2I128   $0x20, Y1, Y0, Y5
 	VPERM2I128   $0x31, Y1, Y0, Y0
 	VPADDD       Y0, Y5, Y5
-	IMUL3Q       $0x00000020, CX, BX
-	MOVQ         meta+16(FP), SI
+	VMOVDQA      Y5, Y5
+	ADDQ         $0x00000100, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JAE          Bits4A8G64Meta16AvxVnni_last
+
+Bits4A8G64Meta16AvxVnni_chunk:
+	IMUL3Q       $0x00000140, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
 	ADDQ         SI, BX
-	VPMOVSXWD    16(BX), Y0
-	VPMULLD      288(DX), Y0, Y0
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      (BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      32(BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      64(BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      96(BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	ADDQ         SI, BX
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      32(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      64(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      96(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPERM2I128   $0x20, Y1, Y0, Y6
+	VPERM2I128   $0x31, Y1, Y0, Y0
+	VPADDD       Y0, Y6, Y6
+	LEAQ         -1(CX), DX
+	IMUL3Q       $0x00000140, DX, BX
+	MOVQ         act+24(FP), SI
+	ADDQ         SI, BX
+	IMUL3Q       $0x00000020, DX, DX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, DX
+	VPMOVSXWD    16(DX), Y0
+	VPMULLD      288(BX), Y0, Y0
 	VPSUBD       Y0, Y5, Y5
-	VCVTPH2PS    (BX), Y0
-	VMULPS       256(DX), Y0, Y0
+	VCVTPH2PS    (DX), Y0
+	VMULPS       256(BX), Y0, Y0
 	VCVTDQ2PS    Y5, Y5
 	VMULPS       Y5, Y0, Y0
 	VPERMILPS    $0x00, Y0, Y1
@@ -12870,32 +16273,57 @@ Bits4A8G64Meta16AvxVnni_chunk:
 	VADDPS       Y1, Y4, Y4
 	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
+	VMOVDQA      Y6, Y5
 	ADDQ         $0x00000100, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits4A8G64Meta16AvxVnni_chunk
-	VPERMQ       $0x08, Y4, Y4
-	VPERMILPS    $0x08, Y4, Y4
-	MOVQ         out+40(FP), AX
-	VMOVUPS      Y4, (AX)
-	MOVQ         out+40(FP), AX
-	ADDQ         $0x00000020, AX
-	MOVQ         AX, out+40(FP)
-	MOVQ         stride+8(FP), AX
-	IMUL3Q       $0x00000002, AX, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         chunks+32(FP), AX
-	IMUL3Q       $0x00000020, AX, AX
-	MOVQ         meta+16(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, meta+16(FP)
-	MOVQ         ntiles+48(FP), AX
-	DECQ         AX
-	MOVQ         AX, ntiles+48(FP)
-	JNZ          Bits4A8G64Meta16AvxVnni_tile
+
+Bits4A8G64Meta16AvxVnni_last:
+	LEAQ      -1(CX), AX
+	IMUL3Q    $0x00000140, AX, CX
+	MOVQ      act+24(FP), DX
+	ADDQ      DX, CX
+	IMUL3Q    $0x00000020, AX, AX
+	MOVQ      meta+16(FP), DX
+	ADDQ      DX, AX
+	VPMOVSXWD 16(AX), Y0
+	VPMULLD   288(CX), Y0, Y0
+	VPSUBD    Y0, Y5, Y5
+	VCVTPH2PS (AX), Y0
+	VMULPS    256(CX), Y0, Y0
+	VCVTDQ2PS Y5, Y5
+	VMULPS    Y5, Y0, Y0
+	VPERMILPS $0x00, Y0, Y1
+	VADDPS    Y1, Y4, Y4
+	VPERMILPS $0x55, Y0, Y1
+	VADDPS    Y1, Y4, Y4
+	VPERMILPS $0xaa, Y0, Y1
+	VADDPS    Y1, Y4, Y4
+	VPERMILPS $0xff, Y0, Y0
+	VADDPS    Y0, Y4, Y4
+	VPERMQ    $0x08, Y4, Y4
+	VPERMILPS $0x08, Y4, Y4
+	MOVQ      out+40(FP), AX
+	VMOVUPS   Y4, (AX)
+	MOVQ      out+40(FP), AX
+	ADDQ      $0x00000020, AX
+	MOVQ      AX, out+40(FP)
+	MOVQ      stride+8(FP), AX
+	IMUL3Q    $0x00000002, AX, AX
+	MOVQ      w+0(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, w+0(FP)
+	MOVQ      chunks+32(FP), AX
+	IMUL3Q    $0x00000020, AX, AX
+	MOVQ      meta+16(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, meta+16(FP)
+	MOVQ      ntiles+48(FP), AX
+	DECQ      AX
+	MOVQ      AX, ntiles+48(FP)
+	JNZ       Bits4A8G64Meta16AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -12908,14 +16336,12 @@ TEXT ·Bits4A8G32Avx2(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
 
 Bits4A8G32Avx2_tile:
-	VPXOR  Y2, Y2, Y2
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000001, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits4A8G32Avx2_chunk:
+	VPXOR      Y2, Y2, Y2
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000001, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       CX, AX
+	XORQ       CX, CX
 	IMUL3Q     $0x00000140, CX, DX
 	MOVQ       act+24(FP), BX
 	ADDQ       BX, DX
@@ -12967,25 +16393,88 @@ Bits4A8G32Avx2_chunk:
 	VPERM2I128 $0x20, Y3, Y5, Y4
 	VPERM2I128 $0x31, Y3, Y5, Y5
 	VPADDD     Y5, Y4, Y4
-	IMUL3Q     $0x00000040, CX, BX
-	MOVQ       meta+16(FP), SI
+	VMOVDQA    Y4, Y3
+	ADDQ       $0x00000080, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JAE        Bits4A8G32Avx2_last
+
+Bits4A8G32Avx2_chunk:
+	IMUL3Q     $0x00000140, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
 	ADDQ       SI, BX
-	VMOVDQU    32(BX), Y3
-	VPMULLD    288(DX), Y3, Y3
-	VPSUBD     Y3, Y4, Y4
-	VMOVUPS    (BX), Y3
-	VMULPS     256(DX), Y3, Y3
-	VCVTDQ2PS  Y4, Y4
-	VMULPS     Y4, Y3, Y3
-	VPERMILPS  $0x00, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0x55, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xaa, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xff, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERM2F128 $0x01, Y3, Y3, Y3
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y5
+	VPMADDUBSW (DX), Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 32(DX), Y4, Y4
+	VMOVDQU    32(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 64(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 96(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VMOVDQU    64(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 128(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 160(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VMOVDQU    96(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 192(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 224(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y4, Y4
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y5
+	VPUNPCKLDQ Y5, Y4, Y6
+	VPUNPCKHDQ Y5, Y4, Y4
+	VPERM2I128 $0x20, Y4, Y6, Y5
+	VPERM2I128 $0x31, Y4, Y6, Y6
+	VPADDD     Y6, Y5, Y5
+	LEAQ       -1(CX), DX
+	IMUL3Q     $0x00000140, DX, BX
+	MOVQ       act+24(FP), SI
+	ADDQ       SI, BX
+	IMUL3Q     $0x00000040, DX, DX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, DX
+	VMOVDQU    32(DX), Y4
+	VPMULLD    288(BX), Y4, Y4
+	VPSUBD     Y4, Y3, Y3
+	VMOVUPS    (DX), Y4
+	VMULPS     256(BX), Y4, Y4
+	VCVTDQ2PS  Y3, Y3
+	VMULPS     Y3, Y4, Y4
+	VPERMILPS  $0x00, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0x55, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xaa, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xff, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERM2F128 $0x01, Y4, Y4, Y3
 	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
 	VPERMILPS  $0x55, Y3, Y4
@@ -12994,11 +16483,45 @@ Bits4A8G32Avx2_chunk:
 	VADDPS     Y4, Y2, Y2
 	VPERMILPS  $0xff, Y3, Y3
 	VADDPS     Y3, Y2, Y2
+	VMOVDQA    Y5, Y3
 	ADDQ       $0x00000080, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits4A8G32Avx2_chunk
+
+Bits4A8G32Avx2_last:
+	LEAQ       -1(CX), AX
+	IMUL3Q     $0x00000140, AX, CX
+	MOVQ       act+24(FP), DX
+	ADDQ       DX, CX
+	IMUL3Q     $0x00000040, AX, AX
+	MOVQ       meta+16(FP), DX
+	ADDQ       DX, AX
+	VMOVDQU    32(AX), Y4
+	VPMULLD    288(CX), Y4, Y4
+	VPSUBD     Y4, Y3, Y3
+	VMOVUPS    (AX), Y4
+	VMULPS     256(CX), Y4, Y4
+	VCVTDQ2PS  Y3, Y3
+	VMULPS     Y3, Y4, Y4
+	VPERMILPS  $0x00, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0x55, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xaa, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xff, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERM2F128 $0x01, Y4, Y4, Y3
+	VPERMILPS  $0x00, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0x55, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0xaa, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0xff, Y3, Y3
+	VADDPS     Y3, Y2, Y2
 	MOVQ       out+40(FP), AX
 	VMOVUPS    Y2, (AX)
 	MOVQ       out+40(FP), AX
@@ -13030,14 +16553,12 @@ TEXT ·Bits4A8G32AvxVnni(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y3
 
 Bits4A8G32AvxVnni_tile:
-	VPXOR  Y4, Y4, Y4
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000001, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits4A8G32AvxVnni_chunk:
+	VPXOR        Y4, Y4, Y4
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000001, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         CX, AX
+	XORQ         CX, CX
 	IMUL3Q       $0x00000140, CX, DX
 	MOVQ         act+24(FP), BX
 	ADDQ         BX, DX
@@ -13091,57 +16612,156 @@ Bits4A8G32AvxVnni_chunk:
 	VPERM2I128   $0x20, Y0, Y5, Y1
 	VPERM2I128   $0x31, Y0, Y5, Y5
 	VPADDD       Y5, Y1, Y1
-	IMUL3Q       $0x00000040, CX, BX
-	MOVQ         meta+16(FP), SI
+	VMOVDQA      Y1, Y5
+	ADDQ         $0x00000080, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JAE          Bits4A8G32AvxVnni_last
+
+Bits4A8G32AvxVnni_chunk:
+	IMUL3Q       $0x00000140, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
 	ADDQ         SI, BX
-	VMOVDQU      32(BX), Y0
-	VPMULLD      288(DX), Y0, Y0
-	VPSUBD       Y0, Y1, Y1
-	VMOVUPS      (BX), Y0
-	VMULPS       256(DX), Y0, Y0
-	VCVTDQ2PS    Y1, Y1
-	VMULPS       Y1, Y0, Y0
-	VPERMILPS    $0x00, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0x55, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0xaa, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0xff, Y0, Y1
-	VADDPS       Y1, Y4, Y4
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      32(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      64(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      96(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPUNPCKLDQ   Y1, Y0, Y6
+	VPUNPCKHDQ   Y1, Y0, Y0
+	VPERM2I128   $0x20, Y0, Y6, Y1
+	VPERM2I128   $0x31, Y0, Y6, Y6
+	VPADDD       Y6, Y1, Y1
+	LEAQ         -1(CX), DX
+	IMUL3Q       $0x00000140, DX, BX
+	MOVQ         act+24(FP), SI
+	ADDQ         SI, BX
+	IMUL3Q       $0x00000040, DX, DX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, DX
+	VMOVDQU      32(DX), Y0
+	VPMULLD      288(BX), Y0, Y0
+	VPSUBD       Y0, Y5, Y5
+	VMOVUPS      (DX), Y0
+	VMULPS       256(BX), Y0, Y0
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y5, Y0, Y0
+	VPERMILPS    $0x00, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0x55, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0xaa, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0xff, Y0, Y5
+	VADDPS       Y5, Y4, Y4
 	VPERM2F128   $0x01, Y0, Y0, Y0
-	VPERMILPS    $0x00, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0x55, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0xaa, Y0, Y1
-	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0x00, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0x55, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0xaa, Y0, Y5
+	VADDPS       Y5, Y4, Y4
 	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
+	VMOVDQA      Y1, Y5
 	ADDQ         $0x00000080, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits4A8G32AvxVnni_chunk
-	MOVQ         out+40(FP), AX
-	VMOVUPS      Y4, (AX)
-	MOVQ         out+40(FP), AX
-	ADDQ         $0x00000020, AX
-	MOVQ         AX, out+40(FP)
-	MOVQ         stride+8(FP), AX
-	IMUL3Q       $0x00000001, AX, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         chunks+32(FP), AX
-	IMUL3Q       $0x00000040, AX, AX
-	MOVQ         meta+16(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, meta+16(FP)
-	MOVQ         ntiles+48(FP), AX
-	DECQ         AX
-	MOVQ         AX, ntiles+48(FP)
-	JNZ          Bits4A8G32AvxVnni_tile
+
+Bits4A8G32AvxVnni_last:
+	LEAQ       -1(CX), AX
+	IMUL3Q     $0x00000140, AX, CX
+	MOVQ       act+24(FP), DX
+	ADDQ       DX, CX
+	IMUL3Q     $0x00000040, AX, AX
+	MOVQ       meta+16(FP), DX
+	ADDQ       DX, AX
+	VMOVDQU    32(AX), Y0
+	VPMULLD    288(CX), Y0, Y0
+	VPSUBD     Y0, Y5, Y5
+	VMOVUPS    (AX), Y0
+	VMULPS     256(CX), Y0, Y0
+	VCVTDQ2PS  Y5, Y5
+	VMULPS     Y5, Y0, Y0
+	VPERMILPS  $0x00, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0x55, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0xaa, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0xff, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x01, Y0, Y0, Y0
+	VPERMILPS  $0x00, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0x55, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0xaa, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0xff, Y0, Y0
+	VADDPS     Y0, Y4, Y4
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Y4, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000020, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000001, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000040, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits4A8G32AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -13154,14 +16774,12 @@ TEXT ·Bits4A8G32Meta16Avx2(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
 
 Bits4A8G32Meta16Avx2_tile:
-	VPXOR  Y2, Y2, Y2
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000001, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits4A8G32Meta16Avx2_chunk:
+	VPXOR      Y2, Y2, Y2
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000001, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       CX, AX
+	XORQ       CX, CX
 	IMUL3Q     $0x00000140, CX, DX
 	MOVQ       act+24(FP), BX
 	ADDQ       BX, DX
@@ -13213,25 +16831,88 @@ Bits4A8G32Meta16Avx2_chunk:
 	VPERM2I128 $0x20, Y3, Y5, Y4
 	VPERM2I128 $0x31, Y3, Y5, Y5
 	VPADDD     Y5, Y4, Y4
-	IMUL3Q     $0x00000020, CX, BX
-	MOVQ       meta+16(FP), SI
+	VMOVDQA    Y4, Y3
+	ADDQ       $0x00000080, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JAE        Bits4A8G32Meta16Avx2_last
+
+Bits4A8G32Meta16Avx2_chunk:
+	IMUL3Q     $0x00000140, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
 	ADDQ       SI, BX
-	VPMOVSXWD  16(BX), Y3
-	VPMULLD    288(DX), Y3, Y3
-	VPSUBD     Y3, Y4, Y4
-	VCVTPH2PS  (BX), Y3
-	VMULPS     256(DX), Y3, Y3
-	VCVTDQ2PS  Y4, Y4
-	VMULPS     Y4, Y3, Y3
-	VPERMILPS  $0x00, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0x55, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xaa, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xff, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERM2F128 $0x01, Y3, Y3, Y3
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y5
+	VPMADDUBSW (DX), Y5, Y5
+	VPSRLW     $0x04, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 32(DX), Y4, Y4
+	VMOVDQU    32(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 64(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 96(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VMOVDQU    64(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 128(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 160(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VMOVDQU    96(BX), Y6
+	VPSHUFB    Y1, Y6, Y6
+	VPAND      Y0, Y6, Y7
+	VPMADDUBSW 192(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y6, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 224(DX), Y6, Y6
+	VPADDW     Y6, Y4, Y4
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y4, Y4
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y5
+	VPUNPCKLDQ Y5, Y4, Y6
+	VPUNPCKHDQ Y5, Y4, Y4
+	VPERM2I128 $0x20, Y4, Y6, Y5
+	VPERM2I128 $0x31, Y4, Y6, Y6
+	VPADDD     Y6, Y5, Y5
+	LEAQ       -1(CX), DX
+	IMUL3Q     $0x00000140, DX, BX
+	MOVQ       act+24(FP), SI
+	ADDQ       SI, BX
+	IMUL3Q     $0x00000020, DX, DX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, DX
+	VPMOVSXWD  16(DX), Y4
+	VPMULLD    288(BX), Y4, Y4
+	VPSUBD     Y4, Y3, Y3
+	VCVTPH2PS  (DX), Y4
+	VMULPS     256(BX), Y4, Y4
+	VCVTDQ2PS  Y3, Y3
+	VMULPS     Y3, Y4, Y4
+	VPERMILPS  $0x00, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0x55, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xaa, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xff, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERM2F128 $0x01, Y4, Y4, Y3
 	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
 	VPERMILPS  $0x55, Y3, Y4
@@ -13240,11 +16921,45 @@ Bits4A8G32Meta16Avx2_chunk:
 	VADDPS     Y4, Y2, Y2
 	VPERMILPS  $0xff, Y3, Y3
 	VADDPS     Y3, Y2, Y2
+	VMOVDQA    Y5, Y3
 	ADDQ       $0x00000080, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits4A8G32Meta16Avx2_chunk
+
+Bits4A8G32Meta16Avx2_last:
+	LEAQ       -1(CX), AX
+	IMUL3Q     $0x00000140, AX, CX
+	MOVQ       act+24(FP), DX
+	ADDQ       DX, CX
+	IMUL3Q     $0x00000020, AX, AX
+	MOVQ       meta+16(FP), DX
+	ADDQ       DX, AX
+	VPMOVSXWD  16(AX), Y4
+	VPMULLD    288(CX), Y4, Y4
+	VPSUBD     Y4, Y3, Y3
+	VCVTPH2PS  (AX), Y4
+	VMULPS     256(CX), Y4, Y4
+	VCVTDQ2PS  Y3, Y3
+	VMULPS     Y3, Y4, Y4
+	VPERMILPS  $0x00, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0x55, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xaa, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xff, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERM2F128 $0x01, Y4, Y4, Y3
+	VPERMILPS  $0x00, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0x55, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0xaa, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0xff, Y3, Y3
+	VADDPS     Y3, Y2, Y2
 	MOVQ       out+40(FP), AX
 	VMOVUPS    Y2, (AX)
 	MOVQ       out+40(FP), AX
@@ -13276,14 +16991,12 @@ TEXT ·Bits4A8G32Meta16AvxVnni(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y3
 
 Bits4A8G32Meta16AvxVnni_tile:
-	VPXOR  Y4, Y4, Y4
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000001, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits4A8G32Meta16AvxVnni_chunk:
+	VPXOR        Y4, Y4, Y4
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000001, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         CX, AX
+	XORQ         CX, CX
 	IMUL3Q       $0x00000140, CX, DX
 	MOVQ         act+24(FP), BX
 	ADDQ         BX, DX
@@ -13337,57 +17050,156 @@ Bits4A8G32Meta16AvxVnni_chunk:
 	VPERM2I128   $0x20, Y0, Y5, Y1
 	VPERM2I128   $0x31, Y0, Y5, Y5
 	VPADDD       Y5, Y1, Y1
-	IMUL3Q       $0x00000020, CX, BX
-	MOVQ         meta+16(FP), SI
+	VMOVDQA      Y1, Y5
+	ADDQ         $0x00000080, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JAE          Bits4A8G32Meta16AvxVnni_last
+
+Bits4A8G32Meta16AvxVnni_chunk:
+	IMUL3Q       $0x00000140, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
 	ADDQ         SI, BX
-	VPMOVSXWD    16(BX), Y0
-	VPMULLD      288(DX), Y0, Y0
-	VPSUBD       Y0, Y1, Y1
-	VCVTPH2PS    (BX), Y0
-	VMULPS       256(DX), Y0, Y0
-	VCVTDQ2PS    Y1, Y1
-	VMULPS       Y1, Y0, Y0
-	VPERMILPS    $0x00, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0x55, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0xaa, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0xff, Y0, Y1
-	VADDPS       Y1, Y4, Y4
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      32(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      64(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      96(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPUNPCKLDQ   Y1, Y0, Y6
+	VPUNPCKHDQ   Y1, Y0, Y0
+	VPERM2I128   $0x20, Y0, Y6, Y1
+	VPERM2I128   $0x31, Y0, Y6, Y6
+	VPADDD       Y6, Y1, Y1
+	LEAQ         -1(CX), DX
+	IMUL3Q       $0x00000140, DX, BX
+	MOVQ         act+24(FP), SI
+	ADDQ         SI, BX
+	IMUL3Q       $0x00000020, DX, DX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, DX
+	VPMOVSXWD    16(DX), Y0
+	VPMULLD      288(BX), Y0, Y0
+	VPSUBD       Y0, Y5, Y5
+	VCVTPH2PS    (DX), Y0
+	VMULPS       256(BX), Y0, Y0
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y5, Y0, Y0
+	VPERMILPS    $0x00, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0x55, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0xaa, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0xff, Y0, Y5
+	VADDPS       Y5, Y4, Y4
 	VPERM2F128   $0x01, Y0, Y0, Y0
-	VPERMILPS    $0x00, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0x55, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0xaa, Y0, Y1
-	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0x00, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0x55, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0xaa, Y0, Y5
+	VADDPS       Y5, Y4, Y4
 	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
+	VMOVDQA      Y1, Y5
 	ADDQ         $0x00000080, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits4A8G32Meta16AvxVnni_chunk
-	MOVQ         out+40(FP), AX
-	VMOVUPS      Y4, (AX)
-	MOVQ         out+40(FP), AX
-	ADDQ         $0x00000020, AX
-	MOVQ         AX, out+40(FP)
-	MOVQ         stride+8(FP), AX
-	IMUL3Q       $0x00000001, AX, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         chunks+32(FP), AX
-	IMUL3Q       $0x00000020, AX, AX
-	MOVQ         meta+16(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, meta+16(FP)
-	MOVQ         ntiles+48(FP), AX
-	DECQ         AX
-	MOVQ         AX, ntiles+48(FP)
-	JNZ          Bits4A8G32Meta16AvxVnni_tile
+
+Bits4A8G32Meta16AvxVnni_last:
+	LEAQ       -1(CX), AX
+	IMUL3Q     $0x00000140, AX, CX
+	MOVQ       act+24(FP), DX
+	ADDQ       DX, CX
+	IMUL3Q     $0x00000020, AX, AX
+	MOVQ       meta+16(FP), DX
+	ADDQ       DX, AX
+	VPMOVSXWD  16(AX), Y0
+	VPMULLD    288(CX), Y0, Y0
+	VPSUBD     Y0, Y5, Y5
+	VCVTPH2PS  (AX), Y0
+	VMULPS     256(CX), Y0, Y0
+	VCVTDQ2PS  Y5, Y5
+	VMULPS     Y5, Y0, Y0
+	VPERMILPS  $0x00, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0x55, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0xaa, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0xff, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x01, Y0, Y0, Y0
+	VPERMILPS  $0x00, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0x55, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0xaa, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0xff, Y0, Y0
+	VADDPS     Y0, Y4, Y4
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Y4, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000020, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000001, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000020, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits4A8G32Meta16AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -13400,14 +17212,12 @@ TEXT ·Bits2A8Avx2(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
 
 Bits2A8Avx2_tile:
-	VPXOR  Y2, Y2, Y2
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000002, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits2A8Avx2_chunk:
+	VPXOR      Y2, Y2, Y2
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000002, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       CX, AX
+	XORQ       CX, CX
 	IMUL3Q     $0x00000240, CX, DX
 	MOVQ       act+24(FP), BX
 	ADDQ       BX, DX
@@ -13560,50 +17370,239 @@ Bits2A8Avx2_chunk:
 	VPERM2I128 $0x20, Y4, Y3, Y5
 	VPERM2I128 $0x31, Y4, Y3, Y3
 	VPADDD     Y3, Y5, Y5
-	IMUL3Q     $0x00000040, CX, BX
-	MOVQ       meta+16(FP), SI
+	VMOVDQA    Y5, Y3
+	ADDQ       $0x00000100, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JAE        Bits2A8Avx2_last
+
+Bits2A8Avx2_chunk:
+	IMUL3Q     $0x00000240, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
 	ADDQ       SI, BX
-	VMOVDQU    32(BX), Y3
-	VPMULLD    544(DX), Y3, Y3
-	VPSUBD     Y3, Y5, Y5
-	VMOVUPS    (BX), Y3
-	VMULPS     512(DX), Y3, Y3
-	VCVTDQ2PS  Y5, Y5
-	VMULPS     Y5, Y3, Y3
-	VPERMILPS  $0x00, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0x55, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xaa, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xff, Y3, Y3
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y5
+	VPMADDUBSW (DX), Y5, Y5
+	VPSRLW     $0x02, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 32(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 96(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    32(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 128(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x02, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 160(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 192(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 224(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    64(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 256(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x02, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 288(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 320(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 352(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    96(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 384(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x02, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 416(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 448(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 480(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y4
+	ADDQ       SI, BX
+	PREFETCHT1 128(AX)
+	PREFETCHT1 192(AX)
+	VMOVDQU    (BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y6
+	VPMADDUBSW (DX), Y6, Y6
+	VPSRLW     $0x02, Y5, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 32(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x04, Y5, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 64(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x06, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 96(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VMOVDQU    32(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y7
+	VPMADDUBSW 128(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x02, Y5, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 160(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x04, Y5, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 192(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x06, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 224(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VMOVDQU    64(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y7
+	VPMADDUBSW 256(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x02, Y5, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 288(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x04, Y5, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 320(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x06, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 352(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VMOVDQU    96(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y7
+	VPMADDUBSW 384(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x02, Y5, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 416(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x04, Y5, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 448(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x06, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 480(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y6, Y5
+	VPERM2I128 $0x20, Y5, Y4, Y6
+	VPERM2I128 $0x31, Y5, Y4, Y4
+	VPADDD     Y4, Y6, Y6
+	LEAQ       -1(CX), DX
+	IMUL3Q     $0x00000240, DX, BX
+	MOVQ       act+24(FP), SI
+	ADDQ       SI, BX
+	IMUL3Q     $0x00000040, DX, DX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, DX
+	VMOVDQU    32(DX), Y4
+	VPMULLD    544(BX), Y4, Y4
+	VPSUBD     Y4, Y3, Y3
+	VMOVUPS    (DX), Y4
+	VMULPS     512(BX), Y4, Y4
+	VCVTDQ2PS  Y3, Y3
+	VMULPS     Y3, Y4, Y4
+	VPERMILPS  $0x00, Y4, Y3
 	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0x55, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xaa, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xff, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VMOVDQA    Y6, Y3
 	ADDQ       $0x00000100, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits2A8Avx2_chunk
-	VPERMQ     $0x08, Y2, Y2
-	VPERMILPS  $0x08, Y2, Y2
-	MOVQ       out+40(FP), AX
-	VMOVUPS    Y2, (AX)
-	MOVQ       out+40(FP), AX
-	ADDQ       $0x00000020, AX
-	MOVQ       AX, out+40(FP)
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000002, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, w+0(FP)
-	MOVQ       chunks+32(FP), AX
-	IMUL3Q     $0x00000040, AX, AX
-	MOVQ       meta+16(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, meta+16(FP)
-	MOVQ       ntiles+48(FP), AX
-	DECQ       AX
-	MOVQ       AX, ntiles+48(FP)
-	JNZ        Bits2A8Avx2_tile
+
+Bits2A8Avx2_last:
+	LEAQ      -1(CX), AX
+	IMUL3Q    $0x00000240, AX, CX
+	MOVQ      act+24(FP), DX
+	ADDQ      DX, CX
+	IMUL3Q    $0x00000040, AX, AX
+	MOVQ      meta+16(FP), DX
+	ADDQ      DX, AX
+	VMOVDQU   32(AX), Y4
+	VPMULLD   544(CX), Y4, Y4
+	VPSUBD    Y4, Y3, Y3
+	VMOVUPS   (AX), Y4
+	VMULPS    512(CX), Y4, Y4
+	VCVTDQ2PS Y3, Y3
+	VMULPS    Y3, Y4, Y4
+	VPERMILPS $0x00, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMILPS $0x55, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMILPS $0xaa, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMILPS $0xff, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMQ    $0x08, Y2, Y2
+	VPERMILPS $0x08, Y2, Y2
+	MOVQ      out+40(FP), AX
+	VMOVUPS   Y2, (AX)
+	MOVQ      out+40(FP), AX
+	ADDQ      $0x00000020, AX
+	MOVQ      AX, out+40(FP)
+	MOVQ      stride+8(FP), AX
+	IMUL3Q    $0x00000002, AX, AX
+	MOVQ      w+0(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, w+0(FP)
+	MOVQ      chunks+32(FP), AX
+	IMUL3Q    $0x00000040, AX, AX
+	MOVQ      meta+16(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, meta+16(FP)
+	MOVQ      ntiles+48(FP), AX
+	DECQ      AX
+	MOVQ      AX, ntiles+48(FP)
+	JNZ       Bits2A8Avx2_tile
 	VZEROUPPER
 	RET
 
@@ -13616,12 +17615,172 @@ TEXT ·Bits2A8AvxVnni(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y3
 
 Bits2A8AvxVnni_tile:
-	VPXOR  Y4, Y4, Y4
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000002, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
+	VPXOR        Y4, Y4, Y4
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000002, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         CX, AX
+	XORQ         CX, CX
+	IMUL3Q       $0x00000240, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
+	ADDQ         SI, BX
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      (BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x02, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      32(BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x02, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      64(BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      256(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x02, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      288(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      320(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      352(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      96(BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      384(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x02, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      416(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      448(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      480(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	ADDQ         SI, BX
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      32(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      64(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      256(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      288(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      320(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      352(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      96(BX), Y5
+	VPSHUFB      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y8
+	VMOVDQU      384(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      416(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      448(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x06, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      480(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPERM2I128   $0x20, Y1, Y0, Y5
+	VPERM2I128   $0x31, Y1, Y0, Y0
+	VPADDD       Y0, Y5, Y5
+	VMOVDQA      Y5, Y5
+	ADDQ         $0x00000100, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JAE          Bits2A8AvxVnni_last
 
 Bits2A8AvxVnni_chunk:
 	IMUL3Q       $0x00000240, CX, DX
@@ -13707,85 +17866,89 @@ Bits2A8AvxVnni_chunk:
 	PREFETCHT1   128(AX)
 	PREFETCHT1   192(AX)
 	VPXOR        Y1, Y1, Y1
-	VMOVDQU      (BX), Y5
-	VPSHUFB      Y3, Y5, Y5
-	VPAND        Y2, Y5, Y8
+	VMOVDQU      (BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
 	VMOVDQU      (DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x02, Y5, Y8
+	VPSRLW       $0x02, Y6, Y8
 	VPAND        Y2, Y8, Y8
 	VMOVDQU      32(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y5, Y8
+	VPSRLW       $0x04, Y6, Y8
 	VPAND        Y2, Y8, Y8
 	VMOVDQU      64(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x06, Y5, Y8
+	VPSRLW       $0x06, Y6, Y8
 	VPAND        Y2, Y8, Y8
 	VMOVDQU      96(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VMOVDQU      32(BX), Y5
-	VPSHUFB      Y3, Y5, Y5
-	VPAND        Y2, Y5, Y8
+	VMOVDQU      32(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
 	VMOVDQU      128(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x02, Y5, Y8
+	VPSRLW       $0x02, Y6, Y8
 	VPAND        Y2, Y8, Y8
 	VMOVDQU      160(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y5, Y8
+	VPSRLW       $0x04, Y6, Y8
 	VPAND        Y2, Y8, Y8
 	VMOVDQU      192(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x06, Y5, Y8
+	VPSRLW       $0x06, Y6, Y8
 	VPAND        Y2, Y8, Y8
 	VMOVDQU      224(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VMOVDQU      64(BX), Y5
-	VPSHUFB      Y3, Y5, Y5
-	VPAND        Y2, Y5, Y8
+	VMOVDQU      64(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
 	VMOVDQU      256(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x02, Y5, Y8
+	VPSRLW       $0x02, Y6, Y8
 	VPAND        Y2, Y8, Y8
 	VMOVDQU      288(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y5, Y8
+	VPSRLW       $0x04, Y6, Y8
 	VPAND        Y2, Y8, Y8
 	VMOVDQU      320(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x06, Y5, Y8
+	VPSRLW       $0x06, Y6, Y8
 	VPAND        Y2, Y8, Y8
 	VMOVDQU      352(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VMOVDQU      96(BX), Y5
-	VPSHUFB      Y3, Y5, Y5
-	VPAND        Y2, Y5, Y8
+	VMOVDQU      96(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
 	VMOVDQU      384(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x02, Y5, Y8
+	VPSRLW       $0x02, Y6, Y8
 	VPAND        Y2, Y8, Y8
 	VMOVDQU      416(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y5, Y8
+	VPSRLW       $0x04, Y6, Y8
 	VPAND        Y2, Y8, Y8
 	VMOVDQU      448(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x06, Y5, Y8
+	VPSRLW       $0x06, Y6, Y8
 	VPAND        Y2, Y8, Y8
 	VMOVDQU      480(DX), Y9
 	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPERM2I128   $0x20, Y1, Y0, Y5
+	VPERM2I128   $0x20, Y1, Y0, Y6
 	VPERM2I128   $0x31, Y1, Y0, Y0
-	VPADDD       Y0, Y5, Y5
-	IMUL3Q       $0x00000040, CX, BX
-	MOVQ         meta+16(FP), SI
+	VPADDD       Y0, Y6, Y6
+	LEAQ         -1(CX), DX
+	IMUL3Q       $0x00000240, DX, BX
+	MOVQ         act+24(FP), SI
 	ADDQ         SI, BX
-	VMOVDQU      32(BX), Y0
-	VPMULLD      544(DX), Y0, Y0
+	IMUL3Q       $0x00000040, DX, DX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, DX
+	VMOVDQU      32(DX), Y0
+	VPMULLD      544(BX), Y0, Y0
 	VPSUBD       Y0, Y5, Y5
-	VMOVUPS      (BX), Y0
-	VMULPS       512(DX), Y0, Y0
+	VMOVUPS      (DX), Y0
+	VMULPS       512(BX), Y0, Y0
 	VCVTDQ2PS    Y5, Y5
 	VMULPS       Y5, Y0, Y0
 	VPERMILPS    $0x00, Y0, Y1
@@ -13796,32 +17959,57 @@ Bits2A8AvxVnni_chunk:
 	VADDPS       Y1, Y4, Y4
 	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
+	VMOVDQA      Y6, Y5
 	ADDQ         $0x00000100, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits2A8AvxVnni_chunk
-	VPERMQ       $0x08, Y4, Y4
-	VPERMILPS    $0x08, Y4, Y4
-	MOVQ         out+40(FP), AX
-	VMOVUPS      Y4, (AX)
-	MOVQ         out+40(FP), AX
-	ADDQ         $0x00000020, AX
-	MOVQ         AX, out+40(FP)
-	MOVQ         stride+8(FP), AX
-	IMUL3Q       $0x00000002, AX, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         chunks+32(FP), AX
-	IMUL3Q       $0x00000040, AX, AX
-	MOVQ         meta+16(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, meta+16(FP)
-	MOVQ         ntiles+48(FP), AX
-	DECQ         AX
-	MOVQ         AX, ntiles+48(FP)
-	JNZ          Bits2A8AvxVnni_tile
+
+Bits2A8AvxVnni_last:
+	LEAQ      -1(CX), AX
+	IMUL3Q    $0x00000240, AX, CX
+	MOVQ      act+24(FP), DX
+	ADDQ      DX, CX
+	IMUL3Q    $0x00000040, AX, AX
+	MOVQ      meta+16(FP), DX
+	ADDQ      DX, AX
+	VMOVDQU   32(AX), Y0
+	VPMULLD   544(CX), Y0, Y0
+	VPSUBD    Y0, Y5, Y5
+	VMOVUPS   (AX), Y0
+	VMULPS    512(CX), Y0, Y0
+	VCVTDQ2PS Y5, Y5
+	VMULPS    Y5, Y0, Y0
+	VPERMILPS $0x00, Y0, Y1
+	VADDPS    Y1, Y4, Y4
+	VPERMILPS $0x55, Y0, Y1
+	VADDPS    Y1, Y4, Y4
+	VPERMILPS $0xaa, Y0, Y1
+	VADDPS    Y1, Y4, Y4
+	VPERMILPS $0xff, Y0, Y0
+	VADDPS    Y0, Y4, Y4
+	VPERMQ    $0x08, Y4, Y4
+	VPERMILPS $0x08, Y4, Y4
+	MOVQ      out+40(FP), AX
+	VMOVUPS   Y4, (AX)
+	MOVQ      out+40(FP), AX
+	ADDQ      $0x00000020, AX
+	MOVQ      AX, out+40(FP)
+	MOVQ      stride+8(FP), AX
+	IMUL3Q    $0x00000002, AX, AX
+	MOVQ      w+0(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, w+0(FP)
+	MOVQ      chunks+32(FP), AX
+	IMUL3Q    $0x00000040, AX, AX
+	MOVQ      meta+16(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, meta+16(FP)
+	MOVQ      ntiles+48(FP), AX
+	DECQ      AX
+	MOVQ      AX, ntiles+48(FP)
+	JNZ       Bits2A8AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -13834,14 +18022,12 @@ TEXT ·Bits2A8Meta16Avx2(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
 
 Bits2A8Meta16Avx2_tile:
-	VPXOR  Y2, Y2, Y2
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000002, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits2A8Meta16Avx2_chunk:
+	VPXOR      Y2, Y2, Y2
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000002, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       CX, AX
+	XORQ       CX, CX
 	IMUL3Q     $0x00000240, CX, DX
 	MOVQ       act+24(FP), BX
 	ADDQ       BX, DX
@@ -13994,50 +18180,239 @@ Bits2A8Meta16Avx2_chunk:
 	VPERM2I128 $0x20, Y4, Y3, Y5
 	VPERM2I128 $0x31, Y4, Y3, Y3
 	VPADDD     Y3, Y5, Y5
-	IMUL3Q     $0x00000020, CX, BX
-	MOVQ       meta+16(FP), SI
+	VMOVDQA    Y5, Y3
+	ADDQ       $0x00000100, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JAE        Bits2A8Meta16Avx2_last
+
+Bits2A8Meta16Avx2_chunk:
+	IMUL3Q     $0x00000240, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
 	ADDQ       SI, BX
-	VPMOVSXWD  16(BX), Y3
-	VPMULLD    544(DX), Y3, Y3
-	VPSUBD     Y3, Y5, Y5
-	VCVTPH2PS  (BX), Y3
-	VMULPS     512(DX), Y3, Y3
-	VCVTDQ2PS  Y5, Y5
-	VMULPS     Y5, Y3, Y3
-	VPERMILPS  $0x00, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0x55, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xaa, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xff, Y3, Y3
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y5
+	VPMADDUBSW (DX), Y5, Y5
+	VPSRLW     $0x02, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 32(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 96(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    32(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 128(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x02, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 160(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 192(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 224(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    64(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 256(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x02, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 288(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 320(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 352(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VMOVDQU    96(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y6
+	VPMADDUBSW 384(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x02, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 416(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 448(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x06, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 480(DX), Y4, Y4
+	VPADDW     Y4, Y5, Y5
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y4
+	ADDQ       SI, BX
+	PREFETCHT1 128(AX)
+	PREFETCHT1 192(AX)
+	VMOVDQU    (BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y6
+	VPMADDUBSW (DX), Y6, Y6
+	VPSRLW     $0x02, Y5, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 32(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x04, Y5, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 64(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x06, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 96(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VMOVDQU    32(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y7
+	VPMADDUBSW 128(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x02, Y5, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 160(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x04, Y5, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 192(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x06, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 224(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VMOVDQU    64(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y7
+	VPMADDUBSW 256(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x02, Y5, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 288(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x04, Y5, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 320(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x06, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 352(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VMOVDQU    96(BX), Y5
+	VPSHUFB    Y1, Y5, Y5
+	VPAND      Y0, Y5, Y7
+	VPMADDUBSW 384(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x02, Y5, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 416(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x04, Y5, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 448(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x06, Y5, Y5
+	VPAND      Y0, Y5, Y5
+	VPMADDUBSW 480(DX), Y5, Y5
+	VPADDW     Y5, Y6, Y6
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y6, Y5
+	VPERM2I128 $0x20, Y5, Y4, Y6
+	VPERM2I128 $0x31, Y5, Y4, Y4
+	VPADDD     Y4, Y6, Y6
+	LEAQ       -1(CX), DX
+	IMUL3Q     $0x00000240, DX, BX
+	MOVQ       act+24(FP), SI
+	ADDQ       SI, BX
+	IMUL3Q     $0x00000020, DX, DX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, DX
+	VPMOVSXWD  16(DX), Y4
+	VPMULLD    544(BX), Y4, Y4
+	VPSUBD     Y4, Y3, Y3
+	VCVTPH2PS  (DX), Y4
+	VMULPS     512(BX), Y4, Y4
+	VCVTDQ2PS  Y3, Y3
+	VMULPS     Y3, Y4, Y4
+	VPERMILPS  $0x00, Y4, Y3
 	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0x55, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xaa, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xff, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VMOVDQA    Y6, Y3
 	ADDQ       $0x00000100, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits2A8Meta16Avx2_chunk
-	VPERMQ     $0x08, Y2, Y2
-	VPERMILPS  $0x08, Y2, Y2
-	MOVQ       out+40(FP), AX
-	VMOVUPS    Y2, (AX)
-	MOVQ       out+40(FP), AX
-	ADDQ       $0x00000020, AX
-	MOVQ       AX, out+40(FP)
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000002, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, w+0(FP)
-	MOVQ       chunks+32(FP), AX
-	IMUL3Q     $0x00000020, AX, AX
-	MOVQ       meta+16(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, meta+16(FP)
-	MOVQ       ntiles+48(FP), AX
-	DECQ       AX
-	MOVQ       AX, ntiles+48(FP)
-	JNZ        Bits2A8Meta16Avx2_tile
+
+Bits2A8Meta16Avx2_last:
+	LEAQ      -1(CX), AX
+	IMUL3Q    $0x00000240, AX, CX
+	MOVQ      act+24(FP), DX
+	ADDQ      DX, CX
+	IMUL3Q    $0x00000020, AX, AX
+	MOVQ      meta+16(FP), DX
+	ADDQ      DX, AX
+	VPMOVSXWD 16(AX), Y4
+	VPMULLD   544(CX), Y4, Y4
+	VPSUBD    Y4, Y3, Y3
+	VCVTPH2PS (AX), Y4
+	VMULPS    512(CX), Y4, Y4
+	VCVTDQ2PS Y3, Y3
+	VMULPS    Y3, Y4, Y4
+	VPERMILPS $0x00, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMILPS $0x55, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMILPS $0xaa, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMILPS $0xff, Y4, Y3
+	VADDPS    Y3, Y2, Y2
+	VPERMQ    $0x08, Y2, Y2
+	VPERMILPS $0x08, Y2, Y2
+	MOVQ      out+40(FP), AX
+	VMOVUPS   Y2, (AX)
+	MOVQ      out+40(FP), AX
+	ADDQ      $0x00000020, AX
+	MOVQ      AX, out+40(FP)
+	MOVQ      stride+8(FP), AX
+	IMUL3Q    $0x00000002, AX, AX
+	MOVQ      w+0(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, w+0(FP)
+	MOVQ      chunks+32(FP), AX
+	IMUL3Q    $0x00000020, AX, AX
+	MOVQ      meta+16(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, meta+16(FP)
+	MOVQ      ntiles+48(FP), AX
+	DECQ      AX
+	MOVQ      AX, ntiles+48(FP)
+	JNZ       Bits2A8Meta16Avx2_tile
 	VZEROUPPER
 	RET
 
@@ -14050,14 +18425,12 @@ TEXT ·Bits2A8Meta16AvxVnni(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y3
 
 Bits2A8Meta16AvxVnni_tile:
-	VPXOR  Y4, Y4, Y4
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000002, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits2A8Meta16AvxVnni_chunk:
+	VPXOR        Y4, Y4, Y4
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000002, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         CX, AX
+	XORQ         CX, CX
 	IMUL3Q       $0x00000240, CX, DX
 	MOVQ         act+24(FP), BX
 	ADDQ         BX, DX
@@ -14212,14 +18585,180 @@ Bits2A8Meta16AvxVnni_chunk:
 	VPERM2I128   $0x20, Y1, Y0, Y5
 	VPERM2I128   $0x31, Y1, Y0, Y0
 	VPADDD       Y0, Y5, Y5
-	IMUL3Q       $0x00000020, CX, BX
-	MOVQ         meta+16(FP), SI
+	VMOVDQA      Y5, Y5
+	ADDQ         $0x00000100, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JAE          Bits2A8Meta16AvxVnni_last
+
+Bits2A8Meta16AvxVnni_chunk:
+	IMUL3Q       $0x00000240, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
 	ADDQ         SI, BX
-	VPMOVSXWD    16(BX), Y0
-	VPMULLD      544(DX), Y0, Y0
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VMOVDQU      (BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x02, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      32(BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x02, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      64(BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      256(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x02, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      288(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      320(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      352(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      96(BX), Y1
+	VPSHUFB      Y3, Y1, Y1
+	VPAND        Y2, Y1, Y8
+	VMOVDQU      384(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x02, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      416(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x04, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      448(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y1, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      480(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	ADDQ         SI, BX
+	PREFETCHT1   128(AX)
+	PREFETCHT1   192(AX)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x06, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      32(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x06, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      64(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      256(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      288(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      320(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x06, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      352(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VMOVDQU      96(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      384(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      416(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      448(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x06, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      480(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPERM2I128   $0x20, Y1, Y0, Y6
+	VPERM2I128   $0x31, Y1, Y0, Y0
+	VPADDD       Y0, Y6, Y6
+	LEAQ         -1(CX), DX
+	IMUL3Q       $0x00000240, DX, BX
+	MOVQ         act+24(FP), SI
+	ADDQ         SI, BX
+	IMUL3Q       $0x00000020, DX, DX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, DX
+	VPMOVSXWD    16(DX), Y0
+	VPMULLD      544(BX), Y0, Y0
 	VPSUBD       Y0, Y5, Y5
-	VCVTPH2PS    (BX), Y0
-	VMULPS       512(DX), Y0, Y0
+	VCVTPH2PS    (DX), Y0
+	VMULPS       512(BX), Y0, Y0
 	VCVTDQ2PS    Y5, Y5
 	VMULPS       Y5, Y0, Y0
 	VPERMILPS    $0x00, Y0, Y1
@@ -14230,32 +18769,57 @@ Bits2A8Meta16AvxVnni_chunk:
 	VADDPS       Y1, Y4, Y4
 	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
+	VMOVDQA      Y6, Y5
 	ADDQ         $0x00000100, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits2A8Meta16AvxVnni_chunk
-	VPERMQ       $0x08, Y4, Y4
-	VPERMILPS    $0x08, Y4, Y4
-	MOVQ         out+40(FP), AX
-	VMOVUPS      Y4, (AX)
-	MOVQ         out+40(FP), AX
-	ADDQ         $0x00000020, AX
-	MOVQ         AX, out+40(FP)
-	MOVQ         stride+8(FP), AX
-	IMUL3Q       $0x00000002, AX, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         chunks+32(FP), AX
-	IMUL3Q       $0x00000020, AX, AX
-	MOVQ         meta+16(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, meta+16(FP)
-	MOVQ         ntiles+48(FP), AX
-	DECQ         AX
-	MOVQ         AX, ntiles+48(FP)
-	JNZ          Bits2A8Meta16AvxVnni_tile
+
+Bits2A8Meta16AvxVnni_last:
+	LEAQ      -1(CX), AX
+	IMUL3Q    $0x00000240, AX, CX
+	MOVQ      act+24(FP), DX
+	ADDQ      DX, CX
+	IMUL3Q    $0x00000020, AX, AX
+	MOVQ      meta+16(FP), DX
+	ADDQ      DX, AX
+	VPMOVSXWD 16(AX), Y0
+	VPMULLD   544(CX), Y0, Y0
+	VPSUBD    Y0, Y5, Y5
+	VCVTPH2PS (AX), Y0
+	VMULPS    512(CX), Y0, Y0
+	VCVTDQ2PS Y5, Y5
+	VMULPS    Y5, Y0, Y0
+	VPERMILPS $0x00, Y0, Y1
+	VADDPS    Y1, Y4, Y4
+	VPERMILPS $0x55, Y0, Y1
+	VADDPS    Y1, Y4, Y4
+	VPERMILPS $0xaa, Y0, Y1
+	VADDPS    Y1, Y4, Y4
+	VPERMILPS $0xff, Y0, Y0
+	VADDPS    Y0, Y4, Y4
+	VPERMQ    $0x08, Y4, Y4
+	VPERMILPS $0x08, Y4, Y4
+	MOVQ      out+40(FP), AX
+	VMOVUPS   Y4, (AX)
+	MOVQ      out+40(FP), AX
+	ADDQ      $0x00000020, AX
+	MOVQ      AX, out+40(FP)
+	MOVQ      stride+8(FP), AX
+	IMUL3Q    $0x00000002, AX, AX
+	MOVQ      w+0(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, w+0(FP)
+	MOVQ      chunks+32(FP), AX
+	IMUL3Q    $0x00000020, AX, AX
+	MOVQ      meta+16(FP), CX
+	ADDQ      AX, CX
+	MOVQ      CX, meta+16(FP)
+	MOVQ      ntiles+48(FP), AX
+	DECQ      AX
+	MOVQ      AX, ntiles+48(FP)
+	JNZ       Bits2A8Meta16AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -14268,14 +18832,12 @@ TEXT ·Bits2A8G64Avx2(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
 
 Bits2A8G64Avx2_tile:
-	VPXOR  Y2, Y2, Y2
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000001, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits2A8G64Avx2_chunk:
+	VPXOR      Y2, Y2, Y2
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000001, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       CX, AX
+	XORQ       CX, CX
 	IMUL3Q     $0x00000240, CX, DX
 	MOVQ       act+24(FP), BX
 	ADDQ       BX, DX
@@ -14359,25 +18921,120 @@ Bits2A8G64Avx2_chunk:
 	VPERM2I128 $0x20, Y3, Y5, Y4
 	VPERM2I128 $0x31, Y3, Y5, Y5
 	VPADDD     Y5, Y4, Y4
-	IMUL3Q     $0x00000040, CX, BX
-	MOVQ       meta+16(FP), SI
+	VMOVDQA    Y4, Y3
+	ADDQ       $0x00000080, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JAE        Bits2A8G64Avx2_last
+
+Bits2A8G64Avx2_chunk:
+	IMUL3Q     $0x00000240, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
 	ADDQ       SI, BX
-	VMOVDQU    32(BX), Y3
-	VPMULLD    544(DX), Y3, Y3
-	VPSUBD     Y3, Y4, Y4
-	VMOVUPS    (BX), Y3
-	VMULPS     512(DX), Y3, Y3
-	VCVTDQ2PS  Y4, Y4
-	VMULPS     Y4, Y3, Y3
-	VPERMILPS  $0x00, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0x55, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xaa, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xff, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERM2F128 $0x01, Y3, Y3, Y3
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y5
+	VPMADDUBSW (DX), Y5, Y5
+	VPSRLW     $0x02, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 32(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPSRLW     $0x06, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 96(DX), Y4, Y4
+	VPADDW     Y4, Y6, Y6
+	VMOVDQU    32(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y7
+	VPMADDUBSW 128(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x02, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 160(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 192(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x06, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 224(DX), Y4, Y4
+	VPADDW     Y4, Y6, Y6
+	VMOVDQU    64(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y7
+	VPMADDUBSW 256(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x02, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 288(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 320(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x06, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 352(DX), Y4, Y4
+	VPADDW     Y4, Y6, Y6
+	VMOVDQU    96(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y7
+	VPMADDUBSW 384(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x02, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 416(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 448(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x06, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 480(DX), Y4, Y4
+	VPADDW     Y4, Y6, Y6
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y6, Y4
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y5
+	VPUNPCKLDQ Y5, Y4, Y6
+	VPUNPCKHDQ Y5, Y4, Y4
+	VPERM2I128 $0x20, Y4, Y6, Y5
+	VPERM2I128 $0x31, Y4, Y6, Y6
+	VPADDD     Y6, Y5, Y5
+	LEAQ       -1(CX), DX
+	IMUL3Q     $0x00000240, DX, BX
+	MOVQ       act+24(FP), SI
+	ADDQ       SI, BX
+	IMUL3Q     $0x00000040, DX, DX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, DX
+	VMOVDQU    32(DX), Y4
+	VPMULLD    544(BX), Y4, Y4
+	VPSUBD     Y4, Y3, Y3
+	VMOVUPS    (DX), Y4
+	VMULPS     512(BX), Y4, Y4
+	VCVTDQ2PS  Y3, Y3
+	VMULPS     Y3, Y4, Y4
+	VPERMILPS  $0x00, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0x55, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xaa, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xff, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERM2F128 $0x01, Y4, Y4, Y3
 	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
 	VPERMILPS  $0x55, Y3, Y4
@@ -14386,11 +19043,45 @@ Bits2A8G64Avx2_chunk:
 	VADDPS     Y4, Y2, Y2
 	VPERMILPS  $0xff, Y3, Y3
 	VADDPS     Y3, Y2, Y2
+	VMOVDQA    Y5, Y3
 	ADDQ       $0x00000080, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits2A8G64Avx2_chunk
+
+Bits2A8G64Avx2_last:
+	LEAQ       -1(CX), AX
+	IMUL3Q     $0x00000240, AX, CX
+	MOVQ       act+24(FP), DX
+	ADDQ       DX, CX
+	IMUL3Q     $0x00000040, AX, AX
+	MOVQ       meta+16(FP), DX
+	ADDQ       DX, AX
+	VMOVDQU    32(AX), Y4
+	VPMULLD    544(CX), Y4, Y4
+	VPSUBD     Y4, Y3, Y3
+	VMOVUPS    (AX), Y4
+	VMULPS     512(CX), Y4, Y4
+	VCVTDQ2PS  Y3, Y3
+	VMULPS     Y3, Y4, Y4
+	VPERMILPS  $0x00, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0x55, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xaa, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xff, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERM2F128 $0x01, Y4, Y4, Y3
+	VPERMILPS  $0x00, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0x55, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0xaa, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0xff, Y3, Y3
+	VADDPS     Y3, Y2, Y2
 	MOVQ       out+40(FP), AX
 	VMOVUPS    Y2, (AX)
 	MOVQ       out+40(FP), AX
@@ -14422,14 +19113,12 @@ TEXT ·Bits2A8G64AvxVnni(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y3
 
 Bits2A8G64AvxVnni_tile:
-	VPXOR  Y4, Y4, Y4
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000001, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits2A8G64AvxVnni_chunk:
+	VPXOR        Y4, Y4, Y4
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000001, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         CX, AX
+	XORQ         CX, CX
 	IMUL3Q       $0x00000240, CX, DX
 	MOVQ         act+24(FP), BX
 	ADDQ         BX, DX
@@ -14515,57 +19204,188 @@ Bits2A8G64AvxVnni_chunk:
 	VPERM2I128   $0x20, Y0, Y5, Y1
 	VPERM2I128   $0x31, Y0, Y5, Y5
 	VPADDD       Y5, Y1, Y1
-	IMUL3Q       $0x00000040, CX, BX
-	MOVQ         meta+16(FP), SI
+	VMOVDQA      Y1, Y5
+	ADDQ         $0x00000080, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JAE          Bits2A8G64AvxVnni_last
+
+Bits2A8G64AvxVnni_chunk:
+	IMUL3Q       $0x00000240, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
 	ADDQ         SI, BX
-	VMOVDQU      32(BX), Y0
-	VPMULLD      544(DX), Y0, Y0
-	VPSUBD       Y0, Y1, Y1
-	VMOVUPS      (BX), Y0
-	VMULPS       512(DX), Y0, Y0
-	VCVTDQ2PS    Y1, Y1
-	VMULPS       Y1, Y0, Y0
-	VPERMILPS    $0x00, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0x55, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0xaa, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0xff, Y0, Y1
-	VADDPS       Y1, Y4, Y4
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      32(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      64(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      256(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      288(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      320(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      352(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      96(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      384(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      416(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      448(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      480(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPUNPCKLDQ   Y1, Y0, Y6
+	VPUNPCKHDQ   Y1, Y0, Y0
+	VPERM2I128   $0x20, Y0, Y6, Y1
+	VPERM2I128   $0x31, Y0, Y6, Y6
+	VPADDD       Y6, Y1, Y1
+	LEAQ         -1(CX), DX
+	IMUL3Q       $0x00000240, DX, BX
+	MOVQ         act+24(FP), SI
+	ADDQ         SI, BX
+	IMUL3Q       $0x00000040, DX, DX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, DX
+	VMOVDQU      32(DX), Y0
+	VPMULLD      544(BX), Y0, Y0
+	VPSUBD       Y0, Y5, Y5
+	VMOVUPS      (DX), Y0
+	VMULPS       512(BX), Y0, Y0
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y5, Y0, Y0
+	VPERMILPS    $0x00, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0x55, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0xaa, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0xff, Y0, Y5
+	VADDPS       Y5, Y4, Y4
 	VPERM2F128   $0x01, Y0, Y0, Y0
-	VPERMILPS    $0x00, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0x55, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0xaa, Y0, Y1
-	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0x00, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0x55, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0xaa, Y0, Y5
+	VADDPS       Y5, Y4, Y4
 	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
+	VMOVDQA      Y1, Y5
 	ADDQ         $0x00000080, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits2A8G64AvxVnni_chunk
-	MOVQ         out+40(FP), AX
-	VMOVUPS      Y4, (AX)
-	MOVQ         out+40(FP), AX
-	ADDQ         $0x00000020, AX
-	MOVQ         AX, out+40(FP)
-	MOVQ         stride+8(FP), AX
-	IMUL3Q       $0x00000001, AX, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         chunks+32(FP), AX
-	IMUL3Q       $0x00000040, AX, AX
-	MOVQ         meta+16(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, meta+16(FP)
-	MOVQ         ntiles+48(FP), AX
-	DECQ         AX
-	MOVQ         AX, ntiles+48(FP)
-	JNZ          Bits2A8G64AvxVnni_tile
+
+Bits2A8G64AvxVnni_last:
+	LEAQ       -1(CX), AX
+	IMUL3Q     $0x00000240, AX, CX
+	MOVQ       act+24(FP), DX
+	ADDQ       DX, CX
+	IMUL3Q     $0x00000040, AX, AX
+	MOVQ       meta+16(FP), DX
+	ADDQ       DX, AX
+	VMOVDQU    32(AX), Y0
+	VPMULLD    544(CX), Y0, Y0
+	VPSUBD     Y0, Y5, Y5
+	VMOVUPS    (AX), Y0
+	VMULPS     512(CX), Y0, Y0
+	VCVTDQ2PS  Y5, Y5
+	VMULPS     Y5, Y0, Y0
+	VPERMILPS  $0x00, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0x55, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0xaa, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0xff, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x01, Y0, Y0, Y0
+	VPERMILPS  $0x00, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0x55, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0xaa, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0xff, Y0, Y0
+	VADDPS     Y0, Y4, Y4
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Y4, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000020, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000001, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000040, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits2A8G64AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -14578,14 +19398,12 @@ TEXT ·Bits2A8G64Meta16Avx2(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
 
 Bits2A8G64Meta16Avx2_tile:
-	VPXOR  Y2, Y2, Y2
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000001, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits2A8G64Meta16Avx2_chunk:
+	VPXOR      Y2, Y2, Y2
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000001, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       CX, AX
+	XORQ       CX, CX
 	IMUL3Q     $0x00000240, CX, DX
 	MOVQ       act+24(FP), BX
 	ADDQ       BX, DX
@@ -14669,25 +19487,120 @@ Bits2A8G64Meta16Avx2_chunk:
 	VPERM2I128 $0x20, Y3, Y5, Y4
 	VPERM2I128 $0x31, Y3, Y5, Y5
 	VPADDD     Y5, Y4, Y4
-	IMUL3Q     $0x00000020, CX, BX
-	MOVQ       meta+16(FP), SI
+	VMOVDQA    Y4, Y3
+	ADDQ       $0x00000080, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JAE        Bits2A8G64Meta16Avx2_last
+
+Bits2A8G64Meta16Avx2_chunk:
+	IMUL3Q     $0x00000240, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
 	ADDQ       SI, BX
-	VPMOVSXWD  16(BX), Y3
-	VPMULLD    544(DX), Y3, Y3
-	VPSUBD     Y3, Y4, Y4
-	VCVTPH2PS  (BX), Y3
-	VMULPS     512(DX), Y3, Y3
-	VCVTDQ2PS  Y4, Y4
-	VMULPS     Y4, Y3, Y3
-	VPERMILPS  $0x00, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0x55, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xaa, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xff, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERM2F128 $0x01, Y3, Y3, Y3
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y5
+	VPMADDUBSW (DX), Y5, Y5
+	VPSRLW     $0x02, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 32(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPSRLW     $0x06, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 96(DX), Y4, Y4
+	VPADDW     Y4, Y6, Y6
+	VMOVDQU    32(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y7
+	VPMADDUBSW 128(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x02, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 160(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 192(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x06, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 224(DX), Y4, Y4
+	VPADDW     Y4, Y6, Y6
+	VMOVDQU    64(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y7
+	VPMADDUBSW 256(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x02, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 288(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 320(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x06, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 352(DX), Y4, Y4
+	VPADDW     Y4, Y6, Y6
+	VMOVDQU    96(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y7
+	VPMADDUBSW 384(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x02, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 416(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 448(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x06, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 480(DX), Y4, Y4
+	VPADDW     Y4, Y6, Y6
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y6, Y4
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y5
+	VPUNPCKLDQ Y5, Y4, Y6
+	VPUNPCKHDQ Y5, Y4, Y4
+	VPERM2I128 $0x20, Y4, Y6, Y5
+	VPERM2I128 $0x31, Y4, Y6, Y6
+	VPADDD     Y6, Y5, Y5
+	LEAQ       -1(CX), DX
+	IMUL3Q     $0x00000240, DX, BX
+	MOVQ       act+24(FP), SI
+	ADDQ       SI, BX
+	IMUL3Q     $0x00000020, DX, DX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, DX
+	VPMOVSXWD  16(DX), Y4
+	VPMULLD    544(BX), Y4, Y4
+	VPSUBD     Y4, Y3, Y3
+	VCVTPH2PS  (DX), Y4
+	VMULPS     512(BX), Y4, Y4
+	VCVTDQ2PS  Y3, Y3
+	VMULPS     Y3, Y4, Y4
+	VPERMILPS  $0x00, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0x55, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xaa, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xff, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERM2F128 $0x01, Y4, Y4, Y3
 	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
 	VPERMILPS  $0x55, Y3, Y4
@@ -14696,11 +19609,45 @@ Bits2A8G64Meta16Avx2_chunk:
 	VADDPS     Y4, Y2, Y2
 	VPERMILPS  $0xff, Y3, Y3
 	VADDPS     Y3, Y2, Y2
+	VMOVDQA    Y5, Y3
 	ADDQ       $0x00000080, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits2A8G64Meta16Avx2_chunk
+
+Bits2A8G64Meta16Avx2_last:
+	LEAQ       -1(CX), AX
+	IMUL3Q     $0x00000240, AX, CX
+	MOVQ       act+24(FP), DX
+	ADDQ       DX, CX
+	IMUL3Q     $0x00000020, AX, AX
+	MOVQ       meta+16(FP), DX
+	ADDQ       DX, AX
+	VPMOVSXWD  16(AX), Y4
+	VPMULLD    544(CX), Y4, Y4
+	VPSUBD     Y4, Y3, Y3
+	VCVTPH2PS  (AX), Y4
+	VMULPS     512(CX), Y4, Y4
+	VCVTDQ2PS  Y3, Y3
+	VMULPS     Y3, Y4, Y4
+	VPERMILPS  $0x00, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0x55, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xaa, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xff, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERM2F128 $0x01, Y4, Y4, Y3
+	VPERMILPS  $0x00, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0x55, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0xaa, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0xff, Y3, Y3
+	VADDPS     Y3, Y2, Y2
 	MOVQ       out+40(FP), AX
 	VMOVUPS    Y2, (AX)
 	MOVQ       out+40(FP), AX
@@ -14732,14 +19679,12 @@ TEXT ·Bits2A8G64Meta16AvxVnni(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y3
 
 Bits2A8G64Meta16AvxVnni_tile:
-	VPXOR  Y4, Y4, Y4
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000001, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits2A8G64Meta16AvxVnni_chunk:
+	VPXOR        Y4, Y4, Y4
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000001, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         CX, AX
+	XORQ         CX, CX
 	IMUL3Q       $0x00000240, CX, DX
 	MOVQ         act+24(FP), BX
 	ADDQ         BX, DX
@@ -14825,57 +19770,188 @@ Bits2A8G64Meta16AvxVnni_chunk:
 	VPERM2I128   $0x20, Y0, Y5, Y1
 	VPERM2I128   $0x31, Y0, Y5, Y5
 	VPADDD       Y5, Y1, Y1
-	IMUL3Q       $0x00000020, CX, BX
-	MOVQ         meta+16(FP), SI
+	VMOVDQA      Y1, Y5
+	ADDQ         $0x00000080, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JAE          Bits2A8G64Meta16AvxVnni_last
+
+Bits2A8G64Meta16AvxVnni_chunk:
+	IMUL3Q       $0x00000240, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
 	ADDQ         SI, BX
-	VPMOVSXWD    16(BX), Y0
-	VPMULLD      544(DX), Y0, Y0
-	VPSUBD       Y0, Y1, Y1
-	VCVTPH2PS    (BX), Y0
-	VMULPS       512(DX), Y0, Y0
-	VCVTDQ2PS    Y1, Y1
-	VMULPS       Y1, Y0, Y0
-	VPERMILPS    $0x00, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0x55, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0xaa, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0xff, Y0, Y1
-	VADDPS       Y1, Y4, Y4
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      32(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      64(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      256(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      288(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      320(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      352(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      96(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      384(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      416(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      448(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      480(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPUNPCKLDQ   Y1, Y0, Y6
+	VPUNPCKHDQ   Y1, Y0, Y0
+	VPERM2I128   $0x20, Y0, Y6, Y1
+	VPERM2I128   $0x31, Y0, Y6, Y6
+	VPADDD       Y6, Y1, Y1
+	LEAQ         -1(CX), DX
+	IMUL3Q       $0x00000240, DX, BX
+	MOVQ         act+24(FP), SI
+	ADDQ         SI, BX
+	IMUL3Q       $0x00000020, DX, DX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, DX
+	VPMOVSXWD    16(DX), Y0
+	VPMULLD      544(BX), Y0, Y0
+	VPSUBD       Y0, Y5, Y5
+	VCVTPH2PS    (DX), Y0
+	VMULPS       512(BX), Y0, Y0
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y5, Y0, Y0
+	VPERMILPS    $0x00, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0x55, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0xaa, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0xff, Y0, Y5
+	VADDPS       Y5, Y4, Y4
 	VPERM2F128   $0x01, Y0, Y0, Y0
-	VPERMILPS    $0x00, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0x55, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0xaa, Y0, Y1
-	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0x00, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0x55, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0xaa, Y0, Y5
+	VADDPS       Y5, Y4, Y4
 	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
+	VMOVDQA      Y1, Y5
 	ADDQ         $0x00000080, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits2A8G64Meta16AvxVnni_chunk
-	MOVQ         out+40(FP), AX
-	VMOVUPS      Y4, (AX)
-	MOVQ         out+40(FP), AX
-	ADDQ         $0x00000020, AX
-	MOVQ         AX, out+40(FP)
-	MOVQ         stride+8(FP), AX
-	IMUL3Q       $0x00000001, AX, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         chunks+32(FP), AX
-	IMUL3Q       $0x00000020, AX, AX
-	MOVQ         meta+16(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, meta+16(FP)
-	MOVQ         ntiles+48(FP), AX
-	DECQ         AX
-	MOVQ         AX, ntiles+48(FP)
-	JNZ          Bits2A8G64Meta16AvxVnni_tile
+
+Bits2A8G64Meta16AvxVnni_last:
+	LEAQ       -1(CX), AX
+	IMUL3Q     $0x00000240, AX, CX
+	MOVQ       act+24(FP), DX
+	ADDQ       DX, CX
+	IMUL3Q     $0x00000020, AX, AX
+	MOVQ       meta+16(FP), DX
+	ADDQ       DX, AX
+	VPMOVSXWD  16(AX), Y0
+	VPMULLD    544(CX), Y0, Y0
+	VPSUBD     Y0, Y5, Y5
+	VCVTPH2PS  (AX), Y0
+	VMULPS     512(CX), Y0, Y0
+	VCVTDQ2PS  Y5, Y5
+	VMULPS     Y5, Y0, Y0
+	VPERMILPS  $0x00, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0x55, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0xaa, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0xff, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x01, Y0, Y0, Y0
+	VPERMILPS  $0x00, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0x55, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0xaa, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0xff, Y0, Y0
+	VADDPS     Y0, Y4, Y4
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Y4, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000020, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000001, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000020, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits2A8G64Meta16AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -14888,14 +19964,12 @@ TEXT ·Bits1A8Avx2(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
 
 Bits1A8Avx2_tile:
-	VPXOR  Y2, Y2, Y2
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000001, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits1A8Avx2_chunk:
+	VPXOR      Y2, Y2, Y2
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000001, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       CX, AX
+	XORQ       CX, CX
 	IMUL3Q     $0x00000440, CX, DX
 	MOVQ       act+24(FP), BX
 	ADDQ       BX, DX
@@ -15043,25 +20117,184 @@ Bits1A8Avx2_chunk:
 	VPERM2I128 $0x20, Y3, Y5, Y4
 	VPERM2I128 $0x31, Y3, Y5, Y5
 	VPADDD     Y5, Y4, Y4
-	IMUL3Q     $0x00000040, CX, BX
-	MOVQ       meta+16(FP), SI
+	VMOVDQA    Y4, Y3
+	ADDQ       $0x00000080, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JAE        Bits1A8Avx2_last
+
+Bits1A8Avx2_chunk:
+	IMUL3Q     $0x00000440, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
 	ADDQ       SI, BX
-	VMOVDQU    32(BX), Y3
-	VPMULLD    1056(DX), Y3, Y3
-	VPSUBD     Y3, Y4, Y4
-	VMOVUPS    (BX), Y3
-	VMULPS     1024(DX), Y3, Y3
-	VCVTDQ2PS  Y4, Y4
-	VMULPS     Y4, Y3, Y3
-	VPERMILPS  $0x00, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0x55, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xaa, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xff, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERM2F128 $0x01, Y3, Y3, Y3
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y5
+	VPMADDUBSW (DX), Y5, Y5
+	VPSRLW     $0x01, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 32(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x02, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x03, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 96(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 128(DX), Y6, Y6
+	VPSRLW     $0x05, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 160(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x06, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 192(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x07, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 224(DX), Y4, Y4
+	VPADDW     Y4, Y6, Y6
+	VMOVDQU    32(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y7
+	VPMADDUBSW 256(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x01, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 288(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x02, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 320(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x03, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 352(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 384(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x05, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 416(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x06, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 448(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x07, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 480(DX), Y4, Y4
+	VPADDW     Y4, Y6, Y6
+	VMOVDQU    64(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y7
+	VPMADDUBSW 512(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x01, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 544(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x02, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 576(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x03, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 608(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 640(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x05, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 672(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x06, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 704(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x07, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 736(DX), Y4, Y4
+	VPADDW     Y4, Y6, Y6
+	VMOVDQU    96(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y7
+	VPMADDUBSW 768(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x01, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 800(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x02, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 832(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x03, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 864(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 896(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x05, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 928(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x06, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 960(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x07, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 992(DX), Y4, Y4
+	VPADDW     Y4, Y6, Y6
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y6, Y4
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y5
+	VPUNPCKLDQ Y5, Y4, Y6
+	VPUNPCKHDQ Y5, Y4, Y4
+	VPERM2I128 $0x20, Y4, Y6, Y5
+	VPERM2I128 $0x31, Y4, Y6, Y6
+	VPADDD     Y6, Y5, Y5
+	LEAQ       -1(CX), DX
+	IMUL3Q     $0x00000440, DX, BX
+	MOVQ       act+24(FP), SI
+	ADDQ       SI, BX
+	IMUL3Q     $0x00000040, DX, DX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, DX
+	VMOVDQU    32(DX), Y4
+	VPMULLD    1056(BX), Y4, Y4
+	VPSUBD     Y4, Y3, Y3
+	VMOVUPS    (DX), Y4
+	VMULPS     1024(BX), Y4, Y4
+	VCVTDQ2PS  Y3, Y3
+	VMULPS     Y3, Y4, Y4
+	VPERMILPS  $0x00, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0x55, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xaa, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xff, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERM2F128 $0x01, Y4, Y4, Y3
 	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
 	VPERMILPS  $0x55, Y3, Y4
@@ -15070,11 +20303,45 @@ Bits1A8Avx2_chunk:
 	VADDPS     Y4, Y2, Y2
 	VPERMILPS  $0xff, Y3, Y3
 	VADDPS     Y3, Y2, Y2
+	VMOVDQA    Y5, Y3
 	ADDQ       $0x00000080, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits1A8Avx2_chunk
+
+Bits1A8Avx2_last:
+	LEAQ       -1(CX), AX
+	IMUL3Q     $0x00000440, AX, CX
+	MOVQ       act+24(FP), DX
+	ADDQ       DX, CX
+	IMUL3Q     $0x00000040, AX, AX
+	MOVQ       meta+16(FP), DX
+	ADDQ       DX, AX
+	VMOVDQU    32(AX), Y4
+	VPMULLD    1056(CX), Y4, Y4
+	VPSUBD     Y4, Y3, Y3
+	VMOVUPS    (AX), Y4
+	VMULPS     1024(CX), Y4, Y4
+	VCVTDQ2PS  Y3, Y3
+	VMULPS     Y3, Y4, Y4
+	VPERMILPS  $0x00, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0x55, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xaa, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xff, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERM2F128 $0x01, Y4, Y4, Y3
+	VPERMILPS  $0x00, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0x55, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0xaa, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0xff, Y3, Y3
+	VADDPS     Y3, Y2, Y2
 	MOVQ       out+40(FP), AX
 	VMOVUPS    Y2, (AX)
 	MOVQ       out+40(FP), AX
@@ -15106,14 +20373,12 @@ TEXT ·Bits1A8AvxVnni(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y3
 
 Bits1A8AvxVnni_tile:
-	VPXOR  Y4, Y4, Y4
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000001, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits1A8AvxVnni_chunk:
+	VPXOR        Y4, Y4, Y4
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000001, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         CX, AX
+	XORQ         CX, CX
 	IMUL3Q       $0x00000440, CX, DX
 	MOVQ         act+24(FP), BX
 	ADDQ         BX, DX
@@ -15263,57 +20528,252 @@ Bits1A8AvxVnni_chunk:
 	VPERM2I128   $0x20, Y0, Y5, Y1
 	VPERM2I128   $0x31, Y0, Y5, Y5
 	VPADDD       Y5, Y1, Y1
-	IMUL3Q       $0x00000040, CX, BX
-	MOVQ         meta+16(FP), SI
+	VMOVDQA      Y1, Y5
+	ADDQ         $0x00000080, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JAE          Bits1A8AvxVnni_last
+
+Bits1A8AvxVnni_chunk:
+	IMUL3Q       $0x00000440, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
 	ADDQ         SI, BX
-	VMOVDQU      32(BX), Y0
-	VPMULLD      1056(DX), Y0, Y0
-	VPSUBD       Y0, Y1, Y1
-	VMOVUPS      (BX), Y0
-	VMULPS       1024(DX), Y0, Y0
-	VCVTDQ2PS    Y1, Y1
-	VMULPS       Y1, Y0, Y0
-	VPERMILPS    $0x00, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0x55, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0xaa, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0xff, Y0, Y1
-	VADDPS       Y1, Y4, Y4
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x01, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x03, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x05, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x07, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      32(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      256(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x01, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      288(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      320(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x03, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      352(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      384(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x05, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      416(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      448(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x07, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      480(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      64(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      512(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x01, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      544(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      576(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x03, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      608(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      640(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x05, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      672(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      704(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x07, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      736(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      96(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      768(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x01, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      800(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      832(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x03, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      864(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      896(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x05, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      928(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      960(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x07, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      992(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPUNPCKLDQ   Y1, Y0, Y6
+	VPUNPCKHDQ   Y1, Y0, Y0
+	VPERM2I128   $0x20, Y0, Y6, Y1
+	VPERM2I128   $0x31, Y0, Y6, Y6
+	VPADDD       Y6, Y1, Y1
+	LEAQ         -1(CX), DX
+	IMUL3Q       $0x00000440, DX, BX
+	MOVQ         act+24(FP), SI
+	ADDQ         SI, BX
+	IMUL3Q       $0x00000040, DX, DX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, DX
+	VMOVDQU      32(DX), Y0
+	VPMULLD      1056(BX), Y0, Y0
+	VPSUBD       Y0, Y5, Y5
+	VMOVUPS      (DX), Y0
+	VMULPS       1024(BX), Y0, Y0
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y5, Y0, Y0
+	VPERMILPS    $0x00, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0x55, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0xaa, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0xff, Y0, Y5
+	VADDPS       Y5, Y4, Y4
 	VPERM2F128   $0x01, Y0, Y0, Y0
-	VPERMILPS    $0x00, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0x55, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0xaa, Y0, Y1
-	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0x00, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0x55, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0xaa, Y0, Y5
+	VADDPS       Y5, Y4, Y4
 	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
+	VMOVDQA      Y1, Y5
 	ADDQ         $0x00000080, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits1A8AvxVnni_chunk
-	MOVQ         out+40(FP), AX
-	VMOVUPS      Y4, (AX)
-	MOVQ         out+40(FP), AX
-	ADDQ         $0x00000020, AX
-	MOVQ         AX, out+40(FP)
-	MOVQ         stride+8(FP), AX
-	IMUL3Q       $0x00000001, AX, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         chunks+32(FP), AX
-	IMUL3Q       $0x00000040, AX, AX
-	MOVQ         meta+16(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, meta+16(FP)
-	MOVQ         ntiles+48(FP), AX
-	DECQ         AX
-	MOVQ         AX, ntiles+48(FP)
-	JNZ          Bits1A8AvxVnni_tile
+
+Bits1A8AvxVnni_last:
+	LEAQ       -1(CX), AX
+	IMUL3Q     $0x00000440, AX, CX
+	MOVQ       act+24(FP), DX
+	ADDQ       DX, CX
+	IMUL3Q     $0x00000040, AX, AX
+	MOVQ       meta+16(FP), DX
+	ADDQ       DX, AX
+	VMOVDQU    32(AX), Y0
+	VPMULLD    1056(CX), Y0, Y0
+	VPSUBD     Y0, Y5, Y5
+	VMOVUPS    (AX), Y0
+	VMULPS     1024(CX), Y0, Y0
+	VCVTDQ2PS  Y5, Y5
+	VMULPS     Y5, Y0, Y0
+	VPERMILPS  $0x00, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0x55, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0xaa, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0xff, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x01, Y0, Y0, Y0
+	VPERMILPS  $0x00, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0x55, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0xaa, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0xff, Y0, Y0
+	VADDPS     Y0, Y4, Y4
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Y4, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000020, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000001, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000040, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits1A8AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -15326,14 +20786,12 @@ TEXT ·Bits1A8Meta16Avx2(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
 
 Bits1A8Meta16Avx2_tile:
-	VPXOR  Y2, Y2, Y2
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000001, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits1A8Meta16Avx2_chunk:
+	VPXOR      Y2, Y2, Y2
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000001, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       CX, AX
+	XORQ       CX, CX
 	IMUL3Q     $0x00000440, CX, DX
 	MOVQ       act+24(FP), BX
 	ADDQ       BX, DX
@@ -15481,25 +20939,184 @@ Bits1A8Meta16Avx2_chunk:
 	VPERM2I128 $0x20, Y3, Y5, Y4
 	VPERM2I128 $0x31, Y3, Y5, Y5
 	VPADDD     Y5, Y4, Y4
-	IMUL3Q     $0x00000020, CX, BX
-	MOVQ       meta+16(FP), SI
+	VMOVDQA    Y4, Y3
+	ADDQ       $0x00000080, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), DX
+	CMPQ       CX, DX
+	JAE        Bits1A8Meta16Avx2_last
+
+Bits1A8Meta16Avx2_chunk:
+	IMUL3Q     $0x00000440, CX, DX
+	MOVQ       act+24(FP), BX
+	ADDQ       BX, DX
+	MOVQ       CX, BX
+	SHLQ       $0x07, BX
+	MOVQ       w+0(FP), SI
 	ADDQ       SI, BX
-	VPMOVSXWD  16(BX), Y3
-	VPMULLD    1056(DX), Y3, Y3
-	VPSUBD     Y3, Y4, Y4
-	VCVTPH2PS  (BX), Y3
-	VMULPS     1024(DX), Y3, Y3
-	VCVTDQ2PS  Y4, Y4
-	VMULPS     Y4, Y3, Y3
-	VPERMILPS  $0x00, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0x55, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xaa, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xff, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERM2F128 $0x01, Y3, Y3, Y3
+	MOVQ       stride+8(FP), SI
+	PREFETCHT1 (AX)
+	PREFETCHT1 64(AX)
+	VMOVDQU    (BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y5
+	VPMADDUBSW (DX), Y5, Y5
+	VPSRLW     $0x01, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 32(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x02, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 64(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x03, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 96(DX), Y6, Y6
+	VPADDW     Y6, Y5, Y5
+	VPSRLW     $0x04, Y4, Y6
+	VPAND      Y0, Y6, Y6
+	VPMADDUBSW 128(DX), Y6, Y6
+	VPSRLW     $0x05, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 160(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x06, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 192(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x07, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 224(DX), Y4, Y4
+	VPADDW     Y4, Y6, Y6
+	VMOVDQU    32(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y7
+	VPMADDUBSW 256(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x01, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 288(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x02, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 320(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x03, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 352(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 384(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x05, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 416(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x06, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 448(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x07, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 480(DX), Y4, Y4
+	VPADDW     Y4, Y6, Y6
+	VMOVDQU    64(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y7
+	VPMADDUBSW 512(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x01, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 544(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x02, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 576(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x03, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 608(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 640(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x05, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 672(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x06, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 704(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x07, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 736(DX), Y4, Y4
+	VPADDW     Y4, Y6, Y6
+	VMOVDQU    96(BX), Y4
+	VPSHUFB    Y1, Y4, Y4
+	VPAND      Y0, Y4, Y7
+	VPMADDUBSW 768(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x01, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 800(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x02, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 832(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x03, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 864(DX), Y7, Y7
+	VPADDW     Y7, Y5, Y5
+	VPSRLW     $0x04, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 896(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x05, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 928(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x06, Y4, Y7
+	VPAND      Y0, Y7, Y7
+	VPMADDUBSW 960(DX), Y7, Y7
+	VPADDW     Y7, Y6, Y6
+	VPSRLW     $0x07, Y4, Y4
+	VPAND      Y0, Y4, Y4
+	VPMADDUBSW 992(DX), Y4, Y4
+	VPADDW     Y4, Y6, Y6
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y6, Y4
+	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y5
+	VPUNPCKLDQ Y5, Y4, Y6
+	VPUNPCKHDQ Y5, Y4, Y4
+	VPERM2I128 $0x20, Y4, Y6, Y5
+	VPERM2I128 $0x31, Y4, Y6, Y6
+	VPADDD     Y6, Y5, Y5
+	LEAQ       -1(CX), DX
+	IMUL3Q     $0x00000440, DX, BX
+	MOVQ       act+24(FP), SI
+	ADDQ       SI, BX
+	IMUL3Q     $0x00000020, DX, DX
+	MOVQ       meta+16(FP), SI
+	ADDQ       SI, DX
+	VPMOVSXWD  16(DX), Y4
+	VPMULLD    1056(BX), Y4, Y4
+	VPSUBD     Y4, Y3, Y3
+	VCVTPH2PS  (DX), Y4
+	VMULPS     1024(BX), Y4, Y4
+	VCVTDQ2PS  Y3, Y3
+	VMULPS     Y3, Y4, Y4
+	VPERMILPS  $0x00, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0x55, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xaa, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xff, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERM2F128 $0x01, Y4, Y4, Y3
 	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
 	VPERMILPS  $0x55, Y3, Y4
@@ -15508,11 +21125,45 @@ Bits1A8Meta16Avx2_chunk:
 	VADDPS     Y4, Y2, Y2
 	VPERMILPS  $0xff, Y3, Y3
 	VADDPS     Y3, Y2, Y2
+	VMOVDQA    Y5, Y3
 	ADDQ       $0x00000080, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits1A8Meta16Avx2_chunk
+
+Bits1A8Meta16Avx2_last:
+	LEAQ       -1(CX), AX
+	IMUL3Q     $0x00000440, AX, CX
+	MOVQ       act+24(FP), DX
+	ADDQ       DX, CX
+	IMUL3Q     $0x00000020, AX, AX
+	MOVQ       meta+16(FP), DX
+	ADDQ       DX, AX
+	VPMOVSXWD  16(AX), Y4
+	VPMULLD    1056(CX), Y4, Y4
+	VPSUBD     Y4, Y3, Y3
+	VCVTPH2PS  (AX), Y4
+	VMULPS     1024(CX), Y4, Y4
+	VCVTDQ2PS  Y3, Y3
+	VMULPS     Y3, Y4, Y4
+	VPERMILPS  $0x00, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0x55, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xaa, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERMILPS  $0xff, Y4, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERM2F128 $0x01, Y4, Y4, Y3
+	VPERMILPS  $0x00, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0x55, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0xaa, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0xff, Y3, Y3
+	VADDPS     Y3, Y2, Y2
 	MOVQ       out+40(FP), AX
 	VMOVUPS    Y2, (AX)
 	MOVQ       out+40(FP), AX
@@ -15544,14 +21195,12 @@ TEXT ·Bits1A8Meta16AvxVnni(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y3
 
 Bits1A8Meta16AvxVnni_tile:
-	VPXOR  Y4, Y4, Y4
-	MOVQ   stride+8(FP), AX
-	IMUL3Q $0x00000001, AX, AX
-	MOVQ   w+0(FP), CX
-	ADDQ   CX, AX
-	XORQ   CX, CX
-
-Bits1A8Meta16AvxVnni_chunk:
+	VPXOR        Y4, Y4, Y4
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000001, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         CX, AX
+	XORQ         CX, CX
 	IMUL3Q       $0x00000440, CX, DX
 	MOVQ         act+24(FP), BX
 	ADDQ         BX, DX
@@ -15701,57 +21350,252 @@ Bits1A8Meta16AvxVnni_chunk:
 	VPERM2I128   $0x20, Y0, Y5, Y1
 	VPERM2I128   $0x31, Y0, Y5, Y5
 	VPADDD       Y5, Y1, Y1
-	IMUL3Q       $0x00000020, CX, BX
-	MOVQ         meta+16(FP), SI
+	VMOVDQA      Y1, Y5
+	ADDQ         $0x00000080, AX
+	INCQ         CX
+	MOVQ         chunks+32(FP), DX
+	CMPQ         CX, DX
+	JAE          Bits1A8Meta16AvxVnni_last
+
+Bits1A8Meta16AvxVnni_chunk:
+	IMUL3Q       $0x00000440, CX, DX
+	MOVQ         act+24(FP), BX
+	ADDQ         BX, DX
+	MOVQ         CX, BX
+	SHLQ         $0x07, BX
+	MOVQ         w+0(FP), SI
 	ADDQ         SI, BX
-	VPMOVSXWD    16(BX), Y0
-	VPMULLD      1056(DX), Y0, Y0
-	VPSUBD       Y0, Y1, Y1
-	VCVTPH2PS    (BX), Y0
-	VMULPS       1024(DX), Y0, Y0
-	VCVTDQ2PS    Y1, Y1
-	VMULPS       Y1, Y0, Y0
-	VPERMILPS    $0x00, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0x55, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0xaa, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0xff, Y0, Y1
-	VADDPS       Y1, Y4, Y4
+	MOVQ         stride+8(FP), SI
+	PREFETCHT1   (AX)
+	PREFETCHT1   64(AX)
+	VPXOR        Y0, Y0, Y0
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      (BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      (DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x01, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      32(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      64(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x03, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      96(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      128(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x05, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      160(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      192(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x07, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      224(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      32(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      256(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x01, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      288(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      320(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x03, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      352(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      384(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x05, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      416(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      448(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x07, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      480(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      64(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      512(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x01, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      544(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      576(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x03, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      608(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      640(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x05, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      672(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      704(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x07, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      736(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VMOVDQU      96(BX), Y6
+	VPSHUFB      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y8
+	VMOVDQU      768(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x01, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      800(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x02, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      832(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x03, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      864(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y1
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      896(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x05, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      928(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x06, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      960(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPSRLW       $0x07, Y6, Y8
+	VPAND        Y2, Y8, Y8
+	VMOVDQU      992(DX), Y9
+	VPDPBUSD_VEX_Y9_Y8_Y0
+	VPUNPCKLDQ   Y1, Y0, Y6
+	VPUNPCKHDQ   Y1, Y0, Y0
+	VPERM2I128   $0x20, Y0, Y6, Y1
+	VPERM2I128   $0x31, Y0, Y6, Y6
+	VPADDD       Y6, Y1, Y1
+	LEAQ         -1(CX), DX
+	IMUL3Q       $0x00000440, DX, BX
+	MOVQ         act+24(FP), SI
+	ADDQ         SI, BX
+	IMUL3Q       $0x00000020, DX, DX
+	MOVQ         meta+16(FP), SI
+	ADDQ         SI, DX
+	VPMOVSXWD    16(DX), Y0
+	VPMULLD      1056(BX), Y0, Y0
+	VPSUBD       Y0, Y5, Y5
+	VCVTPH2PS    (DX), Y0
+	VMULPS       1024(BX), Y0, Y0
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y5, Y0, Y0
+	VPERMILPS    $0x00, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0x55, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0xaa, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0xff, Y0, Y5
+	VADDPS       Y5, Y4, Y4
 	VPERM2F128   $0x01, Y0, Y0, Y0
-	VPERMILPS    $0x00, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0x55, Y0, Y1
-	VADDPS       Y1, Y4, Y4
-	VPERMILPS    $0xaa, Y0, Y1
-	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0x00, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0x55, Y0, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0xaa, Y0, Y5
+	VADDPS       Y5, Y4, Y4
 	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
+	VMOVDQA      Y1, Y5
 	ADDQ         $0x00000080, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits1A8Meta16AvxVnni_chunk
-	MOVQ         out+40(FP), AX
-	VMOVUPS      Y4, (AX)
-	MOVQ         out+40(FP), AX
-	ADDQ         $0x00000020, AX
-	MOVQ         AX, out+40(FP)
-	MOVQ         stride+8(FP), AX
-	IMUL3Q       $0x00000001, AX, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, w+0(FP)
-	MOVQ         chunks+32(FP), AX
-	IMUL3Q       $0x00000020, AX, AX
-	MOVQ         meta+16(FP), CX
-	ADDQ         AX, CX
-	MOVQ         CX, meta+16(FP)
-	MOVQ         ntiles+48(FP), AX
-	DECQ         AX
-	MOVQ         AX, ntiles+48(FP)
-	JNZ          Bits1A8Meta16AvxVnni_tile
+
+Bits1A8Meta16AvxVnni_last:
+	LEAQ       -1(CX), AX
+	IMUL3Q     $0x00000440, AX, CX
+	MOVQ       act+24(FP), DX
+	ADDQ       DX, CX
+	IMUL3Q     $0x00000020, AX, AX
+	MOVQ       meta+16(FP), DX
+	ADDQ       DX, AX
+	VPMOVSXWD  16(AX), Y0
+	VPMULLD    1056(CX), Y0, Y0
+	VPSUBD     Y0, Y5, Y5
+	VCVTPH2PS  (AX), Y0
+	VMULPS     1024(CX), Y0, Y0
+	VCVTDQ2PS  Y5, Y5
+	VMULPS     Y5, Y0, Y0
+	VPERMILPS  $0x00, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0x55, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0xaa, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0xff, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x01, Y0, Y0, Y0
+	VPERMILPS  $0x00, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0x55, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0xaa, Y0, Y1
+	VADDPS     Y1, Y4, Y4
+	VPERMILPS  $0xff, Y0, Y0
+	VADDPS     Y0, Y4, Y4
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Y4, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000020, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000001, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000020, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits1A8Meta16AvxVnni_tile
 	VZEROUPPER
 	RET
 

@@ -76,7 +76,7 @@ func bitsA8YMM(n, U int, mode a8Mode, meta16 bool) {
 	ones := lowConst("bitsYMMOnes", func(i int) byte { return byte(1 - i%2) })
 	sixteens := lowConst("bitsYMMSixteens", func(i int) byte { return byte(16 * (1 - i%2)) })
 
-	tileChunksThen(name, s.R, metaBlock, 128, YMM, func(a VecVirtual) { VPXOR(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
+	rowSums := func(k, pf GPVirtual) VecVirtual {
 		ap, _, wp := chunkPtrs(k, actChunk, 0, 128)
 		stride := param("stride")
 		rows := make([]Register, 0, 2*s.R) // int32 per row (two per row with nu = 8)
@@ -132,8 +132,12 @@ func bitsA8YMM(n, U int, mode a8Mode, meta16 bool) {
 				ADDQ(stride, wp)
 			}
 		}
-		isum := bitsYMMReduce(s, rows)
-		mp := GP64()
+		return bitsYMMReduce(s, rows)
+	}
+	tail := func(k GPVirtual, isum, accRow VecVirtual) {
+		ap, mp := GP64(), GP64()
+		IMUL3Q(U32(actChunk), k, ap)
+		ADDQ(param("act"), ap)
 		IMUL3Q(U32(metaBlock), k, mp)
 		ADDQ(param("meta"), mp)
 		zl, f := YMM(), YMM()
@@ -153,7 +157,8 @@ func bitsA8YMM(n, U int, mode a8Mode, meta16 bool) {
 		VCVTDQ2PS(isum, isum)
 		VMULPS(isum, f, f)
 		ymmUnitsAdd(f, accRow, s.nu)
-	}, func(accRow VecVirtual) { ymmUnitsOut(accRow, s.nu) })
+	}
+	tileChunksPiped(name, s.R, metaBlock, 128, rowSums, tail, func(accRow VecVirtual) { ymmUnitsOut(accRow, s.nu) })
 }
 
 // bitsRowVNNI emits row i of a tile for the AVX-VNNI kernel and returns

@@ -154,6 +154,48 @@ func tileChunksThen(name string, R, metaBlock, chunkBytes int, newAcc func() Vec
 	tileEnd(name, accRow, R, metaBlock)
 }
 
+// tileChunksPiped is tileChunksThen with the chunk's work in two parts:
+// rows(k, pf) emits chunk k's integer dot products and returns their sums,
+// tail(k, isum, accRow) adds their float terms to the row sums. Chunk
+// k-1's tail is emitted after chunk k's rows, so that its chain of
+// dependent float steps (which ends in the row sums every chunk adds to)
+// runs beside chunk k's multiplies instead of after them.
+func tileChunksPiped(name string, R, metaBlock, chunkBytes int, rows func(k, pf GPVirtual) VecVirtual, tail func(k GPVirtual, isum, accRow VecVirtual), finish func(accRow VecVirtual)) {
+	Label(name + "_tile")
+	accRow := YMM()
+	VPXOR(accRow, accRow, accRow)
+	pf := param("stride")
+	IMUL3Q(U32(R), pf, pf)
+	ADDQ(param("w"), pf)
+	k := GP64()
+	XORQ(k, k)
+	prev := YMM()
+	VMOVDQA(rows(k, pf), prev)
+	next := func() {
+		ADDQ(U32(chunkBytes*R), pf)
+		INCQ(k)
+		CMPQ(k, param("chunks"))
+	}
+	next()
+	JAE(LabelRef(name + "_last"))
+	Label(name + "_chunk")
+	cur := rows(k, pf)
+	kp := GP64()
+	LEAQ(Mem{Base: k, Disp: -1}, kp)
+	tail(kp, prev, accRow)
+	VMOVDQA(cur, prev)
+	next()
+	JB(LabelRef(name + "_chunk"))
+	Label(name + "_last")
+	kl := GP64()
+	LEAQ(Mem{Base: k, Disp: -1}, kl)
+	tail(kl, prev, accRow)
+	if finish != nil {
+		finish(accRow)
+	}
+	tileEnd(name, accRow, R, metaBlock)
+}
+
 // ymmUnitsAdd adds f's units to the row sums in accRow, for each row in
 // column order (the definition's float order): f holds unit u of row i
 // in lane i*nu + u. The units move within their 128-bit lanes
