@@ -16336,12 +16336,14 @@ TEXT ·Bits4A8G32Avx2(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
 
 Bits4A8G32Avx2_tile:
-	VPXOR      Y2, Y2, Y2
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000001, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       CX, AX
-	XORQ       CX, CX
+	VPXOR  Y2, Y2, Y2
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000001, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits4A8G32Avx2_chunk:
 	IMUL3Q     $0x00000140, CX, DX
 	MOVQ       act+24(FP), BX
 	ADDQ       BX, DX
@@ -16393,88 +16395,25 @@ Bits4A8G32Avx2_tile:
 	VPERM2I128 $0x20, Y3, Y5, Y4
 	VPERM2I128 $0x31, Y3, Y5, Y5
 	VPADDD     Y5, Y4, Y4
-	VMOVDQA    Y4, Y3
-	ADDQ       $0x00000080, AX
-	INCQ       CX
-	MOVQ       chunks+32(FP), DX
-	CMPQ       CX, DX
-	JAE        Bits4A8G32Avx2_last
-
-Bits4A8G32Avx2_chunk:
-	IMUL3Q     $0x00000140, CX, DX
-	MOVQ       act+24(FP), BX
-	ADDQ       BX, DX
-	MOVQ       CX, BX
-	SHLQ       $0x07, BX
-	MOVQ       w+0(FP), SI
-	ADDQ       SI, BX
-	MOVQ       stride+8(FP), SI
-	PREFETCHT1 (AX)
-	PREFETCHT1 64(AX)
-	VMOVDQU    (BX), Y4
-	VPSHUFB    Y1, Y4, Y4
-	VPAND      Y0, Y4, Y5
-	VPMADDUBSW (DX), Y5, Y5
-	VPSRLW     $0x04, Y4, Y4
-	VPAND      Y0, Y4, Y4
-	VPMADDUBSW 32(DX), Y4, Y4
-	VMOVDQU    32(BX), Y6
-	VPSHUFB    Y1, Y6, Y6
-	VPAND      Y0, Y6, Y7
-	VPMADDUBSW 64(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x04, Y6, Y6
-	VPAND      Y0, Y6, Y6
-	VPMADDUBSW 96(DX), Y6, Y6
-	VPADDW     Y6, Y4, Y4
-	VMOVDQU    64(BX), Y6
-	VPSHUFB    Y1, Y6, Y6
-	VPAND      Y0, Y6, Y7
-	VPMADDUBSW 128(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x04, Y6, Y6
-	VPAND      Y0, Y6, Y6
-	VPMADDUBSW 160(DX), Y6, Y6
-	VPADDW     Y6, Y4, Y4
-	VMOVDQU    96(BX), Y6
-	VPSHUFB    Y1, Y6, Y6
-	VPAND      Y0, Y6, Y7
-	VPMADDUBSW 192(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x04, Y6, Y6
-	VPAND      Y0, Y6, Y6
-	VPMADDUBSW 224(DX), Y6, Y6
-	VPADDW     Y6, Y4, Y4
-	VPMADDWD   bitsYMMOnes<>+0(SB), Y4, Y4
-	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y5
-	VPUNPCKLDQ Y5, Y4, Y6
-	VPUNPCKHDQ Y5, Y4, Y4
-	VPERM2I128 $0x20, Y4, Y6, Y5
-	VPERM2I128 $0x31, Y4, Y6, Y6
-	VPADDD     Y6, Y5, Y5
-	LEAQ       -1(CX), DX
-	IMUL3Q     $0x00000140, DX, BX
-	MOVQ       act+24(FP), SI
-	ADDQ       SI, BX
-	IMUL3Q     $0x00000040, DX, DX
+	IMUL3Q     $0x00000040, CX, BX
 	MOVQ       meta+16(FP), SI
-	ADDQ       SI, DX
-	VMOVDQU    32(DX), Y4
-	VPMULLD    288(BX), Y4, Y4
-	VPSUBD     Y4, Y3, Y3
-	VMOVUPS    (DX), Y4
-	VMULPS     256(BX), Y4, Y4
-	VCVTDQ2PS  Y3, Y3
-	VMULPS     Y3, Y4, Y4
-	VPERMILPS  $0x00, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0x55, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xaa, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xff, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERM2F128 $0x01, Y4, Y4, Y3
+	ADDQ       SI, BX
+	VMOVDQU    32(BX), Y3
+	VPMULLD    288(DX), Y3, Y3
+	VPSUBD     Y3, Y4, Y4
+	VMOVUPS    (BX), Y3
+	VMULPS     256(DX), Y3, Y3
+	VCVTDQ2PS  Y4, Y4
+	VMULPS     Y4, Y3, Y3
+	VPERMILPS  $0x00, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0x55, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0xaa, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0xff, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERM2F128 $0x01, Y3, Y3, Y3
 	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
 	VPERMILPS  $0x55, Y3, Y4
@@ -16483,45 +16422,11 @@ Bits4A8G32Avx2_chunk:
 	VADDPS     Y4, Y2, Y2
 	VPERMILPS  $0xff, Y3, Y3
 	VADDPS     Y3, Y2, Y2
-	VMOVDQA    Y5, Y3
 	ADDQ       $0x00000080, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits4A8G32Avx2_chunk
-
-Bits4A8G32Avx2_last:
-	LEAQ       -1(CX), AX
-	IMUL3Q     $0x00000140, AX, CX
-	MOVQ       act+24(FP), DX
-	ADDQ       DX, CX
-	IMUL3Q     $0x00000040, AX, AX
-	MOVQ       meta+16(FP), DX
-	ADDQ       DX, AX
-	VMOVDQU    32(AX), Y4
-	VPMULLD    288(CX), Y4, Y4
-	VPSUBD     Y4, Y3, Y3
-	VMOVUPS    (AX), Y4
-	VMULPS     256(CX), Y4, Y4
-	VCVTDQ2PS  Y3, Y3
-	VMULPS     Y3, Y4, Y4
-	VPERMILPS  $0x00, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0x55, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xaa, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xff, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERM2F128 $0x01, Y4, Y4, Y3
-	VPERMILPS  $0x00, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0x55, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xaa, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xff, Y3, Y3
-	VADDPS     Y3, Y2, Y2
 	MOVQ       out+40(FP), AX
 	VMOVUPS    Y2, (AX)
 	MOVQ       out+40(FP), AX
@@ -16553,12 +16458,14 @@ TEXT ·Bits4A8G32AvxVnni(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y3
 
 Bits4A8G32AvxVnni_tile:
-	VPXOR        Y4, Y4, Y4
-	MOVQ         stride+8(FP), AX
-	IMUL3Q       $0x00000001, AX, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         CX, AX
-	XORQ         CX, CX
+	VPXOR  Y4, Y4, Y4
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000001, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits4A8G32AvxVnni_chunk:
 	IMUL3Q       $0x00000140, CX, DX
 	MOVQ         act+24(FP), BX
 	ADDQ         BX, DX
@@ -16612,156 +16519,57 @@ Bits4A8G32AvxVnni_tile:
 	VPERM2I128   $0x20, Y0, Y5, Y1
 	VPERM2I128   $0x31, Y0, Y5, Y5
 	VPADDD       Y5, Y1, Y1
-	VMOVDQA      Y1, Y5
-	ADDQ         $0x00000080, AX
-	INCQ         CX
-	MOVQ         chunks+32(FP), DX
-	CMPQ         CX, DX
-	JAE          Bits4A8G32AvxVnni_last
-
-Bits4A8G32AvxVnni_chunk:
-	IMUL3Q       $0x00000140, CX, DX
-	MOVQ         act+24(FP), BX
-	ADDQ         BX, DX
-	MOVQ         CX, BX
-	SHLQ         $0x07, BX
-	MOVQ         w+0(FP), SI
-	ADDQ         SI, BX
-	MOVQ         stride+8(FP), SI
-	PREFETCHT1   (AX)
-	PREFETCHT1   64(AX)
-	VPXOR        Y0, Y0, Y0
-	VPXOR        Y1, Y1, Y1
-	VMOVDQU      (BX), Y6
-	VPSHUFB      Y3, Y6, Y6
-	VPAND        Y2, Y6, Y8
-	VMOVDQU      (DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      32(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU      32(BX), Y6
-	VPSHUFB      Y3, Y6, Y6
-	VPAND        Y2, Y6, Y8
-	VMOVDQU      64(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      96(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU      64(BX), Y6
-	VPSHUFB      Y3, Y6, Y6
-	VPAND        Y2, Y6, Y8
-	VMOVDQU      128(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      160(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU      96(BX), Y6
-	VPSHUFB      Y3, Y6, Y6
-	VPAND        Y2, Y6, Y8
-	VMOVDQU      192(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      224(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPUNPCKLDQ   Y1, Y0, Y6
-	VPUNPCKHDQ   Y1, Y0, Y0
-	VPERM2I128   $0x20, Y0, Y6, Y1
-	VPERM2I128   $0x31, Y0, Y6, Y6
-	VPADDD       Y6, Y1, Y1
-	LEAQ         -1(CX), DX
-	IMUL3Q       $0x00000140, DX, BX
-	MOVQ         act+24(FP), SI
-	ADDQ         SI, BX
-	IMUL3Q       $0x00000040, DX, DX
+	IMUL3Q       $0x00000040, CX, BX
 	MOVQ         meta+16(FP), SI
-	ADDQ         SI, DX
-	VMOVDQU      32(DX), Y0
-	VPMULLD      288(BX), Y0, Y0
-	VPSUBD       Y0, Y5, Y5
-	VMOVUPS      (DX), Y0
-	VMULPS       256(BX), Y0, Y0
-	VCVTDQ2PS    Y5, Y5
-	VMULPS       Y5, Y0, Y0
-	VPERMILPS    $0x00, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0x55, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0xaa, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0xff, Y0, Y5
-	VADDPS       Y5, Y4, Y4
+	ADDQ         SI, BX
+	VMOVDQU      32(BX), Y0
+	VPMULLD      288(DX), Y0, Y0
+	VPSUBD       Y0, Y1, Y1
+	VMOVUPS      (BX), Y0
+	VMULPS       256(DX), Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y1, Y0, Y0
+	VPERMILPS    $0x00, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0x55, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0xaa, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0xff, Y0, Y1
+	VADDPS       Y1, Y4, Y4
 	VPERM2F128   $0x01, Y0, Y0, Y0
-	VPERMILPS    $0x00, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0x55, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0xaa, Y0, Y5
-	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0x00, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0x55, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0xaa, Y0, Y1
+	VADDPS       Y1, Y4, Y4
 	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
-	VMOVDQA      Y1, Y5
 	ADDQ         $0x00000080, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits4A8G32AvxVnni_chunk
-
-Bits4A8G32AvxVnni_last:
-	LEAQ       -1(CX), AX
-	IMUL3Q     $0x00000140, AX, CX
-	MOVQ       act+24(FP), DX
-	ADDQ       DX, CX
-	IMUL3Q     $0x00000040, AX, AX
-	MOVQ       meta+16(FP), DX
-	ADDQ       DX, AX
-	VMOVDQU    32(AX), Y0
-	VPMULLD    288(CX), Y0, Y0
-	VPSUBD     Y0, Y5, Y5
-	VMOVUPS    (AX), Y0
-	VMULPS     256(CX), Y0, Y0
-	VCVTDQ2PS  Y5, Y5
-	VMULPS     Y5, Y0, Y0
-	VPERMILPS  $0x00, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0x55, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0xaa, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0xff, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERM2F128 $0x01, Y0, Y0, Y0
-	VPERMILPS  $0x00, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0x55, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0xaa, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0xff, Y0, Y0
-	VADDPS     Y0, Y4, Y4
-	MOVQ       out+40(FP), AX
-	VMOVUPS    Y4, (AX)
-	MOVQ       out+40(FP), AX
-	ADDQ       $0x00000020, AX
-	MOVQ       AX, out+40(FP)
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000001, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, w+0(FP)
-	MOVQ       chunks+32(FP), AX
-	IMUL3Q     $0x00000040, AX, AX
-	MOVQ       meta+16(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, meta+16(FP)
-	MOVQ       ntiles+48(FP), AX
-	DECQ       AX
-	MOVQ       AX, ntiles+48(FP)
-	JNZ        Bits4A8G32AvxVnni_tile
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y4, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000001, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000040, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Bits4A8G32AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -16774,12 +16582,14 @@ TEXT ·Bits4A8G32Meta16Avx2(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
 
 Bits4A8G32Meta16Avx2_tile:
-	VPXOR      Y2, Y2, Y2
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000001, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       CX, AX
-	XORQ       CX, CX
+	VPXOR  Y2, Y2, Y2
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000001, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits4A8G32Meta16Avx2_chunk:
 	IMUL3Q     $0x00000140, CX, DX
 	MOVQ       act+24(FP), BX
 	ADDQ       BX, DX
@@ -16831,88 +16641,25 @@ Bits4A8G32Meta16Avx2_tile:
 	VPERM2I128 $0x20, Y3, Y5, Y4
 	VPERM2I128 $0x31, Y3, Y5, Y5
 	VPADDD     Y5, Y4, Y4
-	VMOVDQA    Y4, Y3
-	ADDQ       $0x00000080, AX
-	INCQ       CX
-	MOVQ       chunks+32(FP), DX
-	CMPQ       CX, DX
-	JAE        Bits4A8G32Meta16Avx2_last
-
-Bits4A8G32Meta16Avx2_chunk:
-	IMUL3Q     $0x00000140, CX, DX
-	MOVQ       act+24(FP), BX
-	ADDQ       BX, DX
-	MOVQ       CX, BX
-	SHLQ       $0x07, BX
-	MOVQ       w+0(FP), SI
-	ADDQ       SI, BX
-	MOVQ       stride+8(FP), SI
-	PREFETCHT1 (AX)
-	PREFETCHT1 64(AX)
-	VMOVDQU    (BX), Y4
-	VPSHUFB    Y1, Y4, Y4
-	VPAND      Y0, Y4, Y5
-	VPMADDUBSW (DX), Y5, Y5
-	VPSRLW     $0x04, Y4, Y4
-	VPAND      Y0, Y4, Y4
-	VPMADDUBSW 32(DX), Y4, Y4
-	VMOVDQU    32(BX), Y6
-	VPSHUFB    Y1, Y6, Y6
-	VPAND      Y0, Y6, Y7
-	VPMADDUBSW 64(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x04, Y6, Y6
-	VPAND      Y0, Y6, Y6
-	VPMADDUBSW 96(DX), Y6, Y6
-	VPADDW     Y6, Y4, Y4
-	VMOVDQU    64(BX), Y6
-	VPSHUFB    Y1, Y6, Y6
-	VPAND      Y0, Y6, Y7
-	VPMADDUBSW 128(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x04, Y6, Y6
-	VPAND      Y0, Y6, Y6
-	VPMADDUBSW 160(DX), Y6, Y6
-	VPADDW     Y6, Y4, Y4
-	VMOVDQU    96(BX), Y6
-	VPSHUFB    Y1, Y6, Y6
-	VPAND      Y0, Y6, Y7
-	VPMADDUBSW 192(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x04, Y6, Y6
-	VPAND      Y0, Y6, Y6
-	VPMADDUBSW 224(DX), Y6, Y6
-	VPADDW     Y6, Y4, Y4
-	VPMADDWD   bitsYMMOnes<>+0(SB), Y4, Y4
-	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y5
-	VPUNPCKLDQ Y5, Y4, Y6
-	VPUNPCKHDQ Y5, Y4, Y4
-	VPERM2I128 $0x20, Y4, Y6, Y5
-	VPERM2I128 $0x31, Y4, Y6, Y6
-	VPADDD     Y6, Y5, Y5
-	LEAQ       -1(CX), DX
-	IMUL3Q     $0x00000140, DX, BX
-	MOVQ       act+24(FP), SI
-	ADDQ       SI, BX
-	IMUL3Q     $0x00000020, DX, DX
+	IMUL3Q     $0x00000020, CX, BX
 	MOVQ       meta+16(FP), SI
-	ADDQ       SI, DX
-	VPMOVSXWD  16(DX), Y4
-	VPMULLD    288(BX), Y4, Y4
-	VPSUBD     Y4, Y3, Y3
-	VCVTPH2PS  (DX), Y4
-	VMULPS     256(BX), Y4, Y4
-	VCVTDQ2PS  Y3, Y3
-	VMULPS     Y3, Y4, Y4
-	VPERMILPS  $0x00, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0x55, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xaa, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xff, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERM2F128 $0x01, Y4, Y4, Y3
+	ADDQ       SI, BX
+	VPMOVSXWD  16(BX), Y3
+	VPMULLD    288(DX), Y3, Y3
+	VPSUBD     Y3, Y4, Y4
+	VCVTPH2PS  (BX), Y3
+	VMULPS     256(DX), Y3, Y3
+	VCVTDQ2PS  Y4, Y4
+	VMULPS     Y4, Y3, Y3
+	VPERMILPS  $0x00, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0x55, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0xaa, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0xff, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERM2F128 $0x01, Y3, Y3, Y3
 	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
 	VPERMILPS  $0x55, Y3, Y4
@@ -16921,45 +16668,11 @@ Bits4A8G32Meta16Avx2_chunk:
 	VADDPS     Y4, Y2, Y2
 	VPERMILPS  $0xff, Y3, Y3
 	VADDPS     Y3, Y2, Y2
-	VMOVDQA    Y5, Y3
 	ADDQ       $0x00000080, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits4A8G32Meta16Avx2_chunk
-
-Bits4A8G32Meta16Avx2_last:
-	LEAQ       -1(CX), AX
-	IMUL3Q     $0x00000140, AX, CX
-	MOVQ       act+24(FP), DX
-	ADDQ       DX, CX
-	IMUL3Q     $0x00000020, AX, AX
-	MOVQ       meta+16(FP), DX
-	ADDQ       DX, AX
-	VPMOVSXWD  16(AX), Y4
-	VPMULLD    288(CX), Y4, Y4
-	VPSUBD     Y4, Y3, Y3
-	VCVTPH2PS  (AX), Y4
-	VMULPS     256(CX), Y4, Y4
-	VCVTDQ2PS  Y3, Y3
-	VMULPS     Y3, Y4, Y4
-	VPERMILPS  $0x00, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0x55, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xaa, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xff, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERM2F128 $0x01, Y4, Y4, Y3
-	VPERMILPS  $0x00, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0x55, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xaa, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xff, Y3, Y3
-	VADDPS     Y3, Y2, Y2
 	MOVQ       out+40(FP), AX
 	VMOVUPS    Y2, (AX)
 	MOVQ       out+40(FP), AX
@@ -16991,12 +16704,14 @@ TEXT ·Bits4A8G32Meta16AvxVnni(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y3
 
 Bits4A8G32Meta16AvxVnni_tile:
-	VPXOR        Y4, Y4, Y4
-	MOVQ         stride+8(FP), AX
-	IMUL3Q       $0x00000001, AX, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         CX, AX
-	XORQ         CX, CX
+	VPXOR  Y4, Y4, Y4
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000001, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits4A8G32Meta16AvxVnni_chunk:
 	IMUL3Q       $0x00000140, CX, DX
 	MOVQ         act+24(FP), BX
 	ADDQ         BX, DX
@@ -17050,156 +16765,57 @@ Bits4A8G32Meta16AvxVnni_tile:
 	VPERM2I128   $0x20, Y0, Y5, Y1
 	VPERM2I128   $0x31, Y0, Y5, Y5
 	VPADDD       Y5, Y1, Y1
-	VMOVDQA      Y1, Y5
-	ADDQ         $0x00000080, AX
-	INCQ         CX
-	MOVQ         chunks+32(FP), DX
-	CMPQ         CX, DX
-	JAE          Bits4A8G32Meta16AvxVnni_last
-
-Bits4A8G32Meta16AvxVnni_chunk:
-	IMUL3Q       $0x00000140, CX, DX
-	MOVQ         act+24(FP), BX
-	ADDQ         BX, DX
-	MOVQ         CX, BX
-	SHLQ         $0x07, BX
-	MOVQ         w+0(FP), SI
-	ADDQ         SI, BX
-	MOVQ         stride+8(FP), SI
-	PREFETCHT1   (AX)
-	PREFETCHT1   64(AX)
-	VPXOR        Y0, Y0, Y0
-	VPXOR        Y1, Y1, Y1
-	VMOVDQU      (BX), Y6
-	VPSHUFB      Y3, Y6, Y6
-	VPAND        Y2, Y6, Y8
-	VMOVDQU      (DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      32(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU      32(BX), Y6
-	VPSHUFB      Y3, Y6, Y6
-	VPAND        Y2, Y6, Y8
-	VMOVDQU      64(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      96(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU      64(BX), Y6
-	VPSHUFB      Y3, Y6, Y6
-	VPAND        Y2, Y6, Y8
-	VMOVDQU      128(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      160(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU      96(BX), Y6
-	VPSHUFB      Y3, Y6, Y6
-	VPAND        Y2, Y6, Y8
-	VMOVDQU      192(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      224(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPUNPCKLDQ   Y1, Y0, Y6
-	VPUNPCKHDQ   Y1, Y0, Y0
-	VPERM2I128   $0x20, Y0, Y6, Y1
-	VPERM2I128   $0x31, Y0, Y6, Y6
-	VPADDD       Y6, Y1, Y1
-	LEAQ         -1(CX), DX
-	IMUL3Q       $0x00000140, DX, BX
-	MOVQ         act+24(FP), SI
-	ADDQ         SI, BX
-	IMUL3Q       $0x00000020, DX, DX
+	IMUL3Q       $0x00000020, CX, BX
 	MOVQ         meta+16(FP), SI
-	ADDQ         SI, DX
-	VPMOVSXWD    16(DX), Y0
-	VPMULLD      288(BX), Y0, Y0
-	VPSUBD       Y0, Y5, Y5
-	VCVTPH2PS    (DX), Y0
-	VMULPS       256(BX), Y0, Y0
-	VCVTDQ2PS    Y5, Y5
-	VMULPS       Y5, Y0, Y0
-	VPERMILPS    $0x00, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0x55, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0xaa, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0xff, Y0, Y5
-	VADDPS       Y5, Y4, Y4
+	ADDQ         SI, BX
+	VPMOVSXWD    16(BX), Y0
+	VPMULLD      288(DX), Y0, Y0
+	VPSUBD       Y0, Y1, Y1
+	VCVTPH2PS    (BX), Y0
+	VMULPS       256(DX), Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y1, Y0, Y0
+	VPERMILPS    $0x00, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0x55, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0xaa, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0xff, Y0, Y1
+	VADDPS       Y1, Y4, Y4
 	VPERM2F128   $0x01, Y0, Y0, Y0
-	VPERMILPS    $0x00, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0x55, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0xaa, Y0, Y5
-	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0x00, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0x55, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0xaa, Y0, Y1
+	VADDPS       Y1, Y4, Y4
 	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
-	VMOVDQA      Y1, Y5
 	ADDQ         $0x00000080, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits4A8G32Meta16AvxVnni_chunk
-
-Bits4A8G32Meta16AvxVnni_last:
-	LEAQ       -1(CX), AX
-	IMUL3Q     $0x00000140, AX, CX
-	MOVQ       act+24(FP), DX
-	ADDQ       DX, CX
-	IMUL3Q     $0x00000020, AX, AX
-	MOVQ       meta+16(FP), DX
-	ADDQ       DX, AX
-	VPMOVSXWD  16(AX), Y0
-	VPMULLD    288(CX), Y0, Y0
-	VPSUBD     Y0, Y5, Y5
-	VCVTPH2PS  (AX), Y0
-	VMULPS     256(CX), Y0, Y0
-	VCVTDQ2PS  Y5, Y5
-	VMULPS     Y5, Y0, Y0
-	VPERMILPS  $0x00, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0x55, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0xaa, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0xff, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERM2F128 $0x01, Y0, Y0, Y0
-	VPERMILPS  $0x00, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0x55, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0xaa, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0xff, Y0, Y0
-	VADDPS     Y0, Y4, Y4
-	MOVQ       out+40(FP), AX
-	VMOVUPS    Y4, (AX)
-	MOVQ       out+40(FP), AX
-	ADDQ       $0x00000020, AX
-	MOVQ       AX, out+40(FP)
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000001, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, w+0(FP)
-	MOVQ       chunks+32(FP), AX
-	IMUL3Q     $0x00000020, AX, AX
-	MOVQ       meta+16(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, meta+16(FP)
-	MOVQ       ntiles+48(FP), AX
-	DECQ       AX
-	MOVQ       AX, ntiles+48(FP)
-	JNZ        Bits4A8G32Meta16AvxVnni_tile
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y4, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000001, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000020, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Bits4A8G32Meta16AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -18832,12 +18448,14 @@ TEXT ·Bits2A8G64Avx2(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
 
 Bits2A8G64Avx2_tile:
-	VPXOR      Y2, Y2, Y2
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000001, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       CX, AX
-	XORQ       CX, CX
+	VPXOR  Y2, Y2, Y2
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000001, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits2A8G64Avx2_chunk:
 	IMUL3Q     $0x00000240, CX, DX
 	MOVQ       act+24(FP), BX
 	ADDQ       BX, DX
@@ -18921,120 +18539,25 @@ Bits2A8G64Avx2_tile:
 	VPERM2I128 $0x20, Y3, Y5, Y4
 	VPERM2I128 $0x31, Y3, Y5, Y5
 	VPADDD     Y5, Y4, Y4
-	VMOVDQA    Y4, Y3
-	ADDQ       $0x00000080, AX
-	INCQ       CX
-	MOVQ       chunks+32(FP), DX
-	CMPQ       CX, DX
-	JAE        Bits2A8G64Avx2_last
-
-Bits2A8G64Avx2_chunk:
-	IMUL3Q     $0x00000240, CX, DX
-	MOVQ       act+24(FP), BX
-	ADDQ       BX, DX
-	MOVQ       CX, BX
-	SHLQ       $0x07, BX
-	MOVQ       w+0(FP), SI
-	ADDQ       SI, BX
-	MOVQ       stride+8(FP), SI
-	PREFETCHT1 (AX)
-	PREFETCHT1 64(AX)
-	VMOVDQU    (BX), Y4
-	VPSHUFB    Y1, Y4, Y4
-	VPAND      Y0, Y4, Y5
-	VPMADDUBSW (DX), Y5, Y5
-	VPSRLW     $0x02, Y4, Y6
-	VPAND      Y0, Y6, Y6
-	VPMADDUBSW 32(DX), Y6, Y6
-	VPADDW     Y6, Y5, Y5
-	VPSRLW     $0x04, Y4, Y6
-	VPAND      Y0, Y6, Y6
-	VPMADDUBSW 64(DX), Y6, Y6
-	VPSRLW     $0x06, Y4, Y4
-	VPAND      Y0, Y4, Y4
-	VPMADDUBSW 96(DX), Y4, Y4
-	VPADDW     Y4, Y6, Y6
-	VMOVDQU    32(BX), Y4
-	VPSHUFB    Y1, Y4, Y4
-	VPAND      Y0, Y4, Y7
-	VPMADDUBSW 128(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x02, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 160(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x04, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 192(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x06, Y4, Y4
-	VPAND      Y0, Y4, Y4
-	VPMADDUBSW 224(DX), Y4, Y4
-	VPADDW     Y4, Y6, Y6
-	VMOVDQU    64(BX), Y4
-	VPSHUFB    Y1, Y4, Y4
-	VPAND      Y0, Y4, Y7
-	VPMADDUBSW 256(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x02, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 288(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x04, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 320(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x06, Y4, Y4
-	VPAND      Y0, Y4, Y4
-	VPMADDUBSW 352(DX), Y4, Y4
-	VPADDW     Y4, Y6, Y6
-	VMOVDQU    96(BX), Y4
-	VPSHUFB    Y1, Y4, Y4
-	VPAND      Y0, Y4, Y7
-	VPMADDUBSW 384(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x02, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 416(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x04, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 448(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x06, Y4, Y4
-	VPAND      Y0, Y4, Y4
-	VPMADDUBSW 480(DX), Y4, Y4
-	VPADDW     Y4, Y6, Y6
-	VPMADDWD   bitsYMMOnes<>+0(SB), Y6, Y4
-	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y5
-	VPUNPCKLDQ Y5, Y4, Y6
-	VPUNPCKHDQ Y5, Y4, Y4
-	VPERM2I128 $0x20, Y4, Y6, Y5
-	VPERM2I128 $0x31, Y4, Y6, Y6
-	VPADDD     Y6, Y5, Y5
-	LEAQ       -1(CX), DX
-	IMUL3Q     $0x00000240, DX, BX
-	MOVQ       act+24(FP), SI
-	ADDQ       SI, BX
-	IMUL3Q     $0x00000040, DX, DX
+	IMUL3Q     $0x00000040, CX, BX
 	MOVQ       meta+16(FP), SI
-	ADDQ       SI, DX
-	VMOVDQU    32(DX), Y4
-	VPMULLD    544(BX), Y4, Y4
-	VPSUBD     Y4, Y3, Y3
-	VMOVUPS    (DX), Y4
-	VMULPS     512(BX), Y4, Y4
-	VCVTDQ2PS  Y3, Y3
-	VMULPS     Y3, Y4, Y4
-	VPERMILPS  $0x00, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0x55, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xaa, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xff, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERM2F128 $0x01, Y4, Y4, Y3
+	ADDQ       SI, BX
+	VMOVDQU    32(BX), Y3
+	VPMULLD    544(DX), Y3, Y3
+	VPSUBD     Y3, Y4, Y4
+	VMOVUPS    (BX), Y3
+	VMULPS     512(DX), Y3, Y3
+	VCVTDQ2PS  Y4, Y4
+	VMULPS     Y4, Y3, Y3
+	VPERMILPS  $0x00, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0x55, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0xaa, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0xff, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERM2F128 $0x01, Y3, Y3, Y3
 	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
 	VPERMILPS  $0x55, Y3, Y4
@@ -19043,45 +18566,11 @@ Bits2A8G64Avx2_chunk:
 	VADDPS     Y4, Y2, Y2
 	VPERMILPS  $0xff, Y3, Y3
 	VADDPS     Y3, Y2, Y2
-	VMOVDQA    Y5, Y3
 	ADDQ       $0x00000080, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits2A8G64Avx2_chunk
-
-Bits2A8G64Avx2_last:
-	LEAQ       -1(CX), AX
-	IMUL3Q     $0x00000240, AX, CX
-	MOVQ       act+24(FP), DX
-	ADDQ       DX, CX
-	IMUL3Q     $0x00000040, AX, AX
-	MOVQ       meta+16(FP), DX
-	ADDQ       DX, AX
-	VMOVDQU    32(AX), Y4
-	VPMULLD    544(CX), Y4, Y4
-	VPSUBD     Y4, Y3, Y3
-	VMOVUPS    (AX), Y4
-	VMULPS     512(CX), Y4, Y4
-	VCVTDQ2PS  Y3, Y3
-	VMULPS     Y3, Y4, Y4
-	VPERMILPS  $0x00, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0x55, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xaa, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xff, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERM2F128 $0x01, Y4, Y4, Y3
-	VPERMILPS  $0x00, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0x55, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xaa, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xff, Y3, Y3
-	VADDPS     Y3, Y2, Y2
 	MOVQ       out+40(FP), AX
 	VMOVUPS    Y2, (AX)
 	MOVQ       out+40(FP), AX
@@ -19113,12 +18602,14 @@ TEXT ·Bits2A8G64AvxVnni(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y3
 
 Bits2A8G64AvxVnni_tile:
-	VPXOR        Y4, Y4, Y4
-	MOVQ         stride+8(FP), AX
-	IMUL3Q       $0x00000001, AX, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         CX, AX
-	XORQ         CX, CX
+	VPXOR  Y4, Y4, Y4
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000001, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits2A8G64AvxVnni_chunk:
 	IMUL3Q       $0x00000240, CX, DX
 	MOVQ         act+24(FP), BX
 	ADDQ         BX, DX
@@ -19204,188 +18695,57 @@ Bits2A8G64AvxVnni_tile:
 	VPERM2I128   $0x20, Y0, Y5, Y1
 	VPERM2I128   $0x31, Y0, Y5, Y5
 	VPADDD       Y5, Y1, Y1
-	VMOVDQA      Y1, Y5
-	ADDQ         $0x00000080, AX
-	INCQ         CX
-	MOVQ         chunks+32(FP), DX
-	CMPQ         CX, DX
-	JAE          Bits2A8G64AvxVnni_last
-
-Bits2A8G64AvxVnni_chunk:
-	IMUL3Q       $0x00000240, CX, DX
-	MOVQ         act+24(FP), BX
-	ADDQ         BX, DX
-	MOVQ         CX, BX
-	SHLQ         $0x07, BX
-	MOVQ         w+0(FP), SI
-	ADDQ         SI, BX
-	MOVQ         stride+8(FP), SI
-	PREFETCHT1   (AX)
-	PREFETCHT1   64(AX)
-	VPXOR        Y0, Y0, Y0
-	VPXOR        Y1, Y1, Y1
-	VMOVDQU      (BX), Y6
-	VPSHUFB      Y3, Y6, Y6
-	VPAND        Y2, Y6, Y8
-	VMOVDQU      (DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x02, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      32(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      64(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x06, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      96(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU      32(BX), Y6
-	VPSHUFB      Y3, Y6, Y6
-	VPAND        Y2, Y6, Y8
-	VMOVDQU      128(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x02, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      160(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      192(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x06, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      224(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU      64(BX), Y6
-	VPSHUFB      Y3, Y6, Y6
-	VPAND        Y2, Y6, Y8
-	VMOVDQU      256(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x02, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      288(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      320(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x06, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      352(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU      96(BX), Y6
-	VPSHUFB      Y3, Y6, Y6
-	VPAND        Y2, Y6, Y8
-	VMOVDQU      384(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x02, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      416(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      448(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x06, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      480(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPUNPCKLDQ   Y1, Y0, Y6
-	VPUNPCKHDQ   Y1, Y0, Y0
-	VPERM2I128   $0x20, Y0, Y6, Y1
-	VPERM2I128   $0x31, Y0, Y6, Y6
-	VPADDD       Y6, Y1, Y1
-	LEAQ         -1(CX), DX
-	IMUL3Q       $0x00000240, DX, BX
-	MOVQ         act+24(FP), SI
-	ADDQ         SI, BX
-	IMUL3Q       $0x00000040, DX, DX
+	IMUL3Q       $0x00000040, CX, BX
 	MOVQ         meta+16(FP), SI
-	ADDQ         SI, DX
-	VMOVDQU      32(DX), Y0
-	VPMULLD      544(BX), Y0, Y0
-	VPSUBD       Y0, Y5, Y5
-	VMOVUPS      (DX), Y0
-	VMULPS       512(BX), Y0, Y0
-	VCVTDQ2PS    Y5, Y5
-	VMULPS       Y5, Y0, Y0
-	VPERMILPS    $0x00, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0x55, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0xaa, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0xff, Y0, Y5
-	VADDPS       Y5, Y4, Y4
+	ADDQ         SI, BX
+	VMOVDQU      32(BX), Y0
+	VPMULLD      544(DX), Y0, Y0
+	VPSUBD       Y0, Y1, Y1
+	VMOVUPS      (BX), Y0
+	VMULPS       512(DX), Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y1, Y0, Y0
+	VPERMILPS    $0x00, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0x55, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0xaa, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0xff, Y0, Y1
+	VADDPS       Y1, Y4, Y4
 	VPERM2F128   $0x01, Y0, Y0, Y0
-	VPERMILPS    $0x00, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0x55, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0xaa, Y0, Y5
-	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0x00, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0x55, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0xaa, Y0, Y1
+	VADDPS       Y1, Y4, Y4
 	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
-	VMOVDQA      Y1, Y5
 	ADDQ         $0x00000080, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits2A8G64AvxVnni_chunk
-
-Bits2A8G64AvxVnni_last:
-	LEAQ       -1(CX), AX
-	IMUL3Q     $0x00000240, AX, CX
-	MOVQ       act+24(FP), DX
-	ADDQ       DX, CX
-	IMUL3Q     $0x00000040, AX, AX
-	MOVQ       meta+16(FP), DX
-	ADDQ       DX, AX
-	VMOVDQU    32(AX), Y0
-	VPMULLD    544(CX), Y0, Y0
-	VPSUBD     Y0, Y5, Y5
-	VMOVUPS    (AX), Y0
-	VMULPS     512(CX), Y0, Y0
-	VCVTDQ2PS  Y5, Y5
-	VMULPS     Y5, Y0, Y0
-	VPERMILPS  $0x00, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0x55, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0xaa, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0xff, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERM2F128 $0x01, Y0, Y0, Y0
-	VPERMILPS  $0x00, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0x55, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0xaa, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0xff, Y0, Y0
-	VADDPS     Y0, Y4, Y4
-	MOVQ       out+40(FP), AX
-	VMOVUPS    Y4, (AX)
-	MOVQ       out+40(FP), AX
-	ADDQ       $0x00000020, AX
-	MOVQ       AX, out+40(FP)
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000001, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, w+0(FP)
-	MOVQ       chunks+32(FP), AX
-	IMUL3Q     $0x00000040, AX, AX
-	MOVQ       meta+16(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, meta+16(FP)
-	MOVQ       ntiles+48(FP), AX
-	DECQ       AX
-	MOVQ       AX, ntiles+48(FP)
-	JNZ        Bits2A8G64AvxVnni_tile
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y4, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000001, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000040, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Bits2A8G64AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -19398,12 +18758,14 @@ TEXT ·Bits2A8G64Meta16Avx2(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
 
 Bits2A8G64Meta16Avx2_tile:
-	VPXOR      Y2, Y2, Y2
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000001, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       CX, AX
-	XORQ       CX, CX
+	VPXOR  Y2, Y2, Y2
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000001, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits2A8G64Meta16Avx2_chunk:
 	IMUL3Q     $0x00000240, CX, DX
 	MOVQ       act+24(FP), BX
 	ADDQ       BX, DX
@@ -19487,120 +18849,25 @@ Bits2A8G64Meta16Avx2_tile:
 	VPERM2I128 $0x20, Y3, Y5, Y4
 	VPERM2I128 $0x31, Y3, Y5, Y5
 	VPADDD     Y5, Y4, Y4
-	VMOVDQA    Y4, Y3
-	ADDQ       $0x00000080, AX
-	INCQ       CX
-	MOVQ       chunks+32(FP), DX
-	CMPQ       CX, DX
-	JAE        Bits2A8G64Meta16Avx2_last
-
-Bits2A8G64Meta16Avx2_chunk:
-	IMUL3Q     $0x00000240, CX, DX
-	MOVQ       act+24(FP), BX
-	ADDQ       BX, DX
-	MOVQ       CX, BX
-	SHLQ       $0x07, BX
-	MOVQ       w+0(FP), SI
-	ADDQ       SI, BX
-	MOVQ       stride+8(FP), SI
-	PREFETCHT1 (AX)
-	PREFETCHT1 64(AX)
-	VMOVDQU    (BX), Y4
-	VPSHUFB    Y1, Y4, Y4
-	VPAND      Y0, Y4, Y5
-	VPMADDUBSW (DX), Y5, Y5
-	VPSRLW     $0x02, Y4, Y6
-	VPAND      Y0, Y6, Y6
-	VPMADDUBSW 32(DX), Y6, Y6
-	VPADDW     Y6, Y5, Y5
-	VPSRLW     $0x04, Y4, Y6
-	VPAND      Y0, Y6, Y6
-	VPMADDUBSW 64(DX), Y6, Y6
-	VPSRLW     $0x06, Y4, Y4
-	VPAND      Y0, Y4, Y4
-	VPMADDUBSW 96(DX), Y4, Y4
-	VPADDW     Y4, Y6, Y6
-	VMOVDQU    32(BX), Y4
-	VPSHUFB    Y1, Y4, Y4
-	VPAND      Y0, Y4, Y7
-	VPMADDUBSW 128(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x02, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 160(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x04, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 192(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x06, Y4, Y4
-	VPAND      Y0, Y4, Y4
-	VPMADDUBSW 224(DX), Y4, Y4
-	VPADDW     Y4, Y6, Y6
-	VMOVDQU    64(BX), Y4
-	VPSHUFB    Y1, Y4, Y4
-	VPAND      Y0, Y4, Y7
-	VPMADDUBSW 256(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x02, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 288(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x04, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 320(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x06, Y4, Y4
-	VPAND      Y0, Y4, Y4
-	VPMADDUBSW 352(DX), Y4, Y4
-	VPADDW     Y4, Y6, Y6
-	VMOVDQU    96(BX), Y4
-	VPSHUFB    Y1, Y4, Y4
-	VPAND      Y0, Y4, Y7
-	VPMADDUBSW 384(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x02, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 416(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x04, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 448(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x06, Y4, Y4
-	VPAND      Y0, Y4, Y4
-	VPMADDUBSW 480(DX), Y4, Y4
-	VPADDW     Y4, Y6, Y6
-	VPMADDWD   bitsYMMOnes<>+0(SB), Y6, Y4
-	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y5
-	VPUNPCKLDQ Y5, Y4, Y6
-	VPUNPCKHDQ Y5, Y4, Y4
-	VPERM2I128 $0x20, Y4, Y6, Y5
-	VPERM2I128 $0x31, Y4, Y6, Y6
-	VPADDD     Y6, Y5, Y5
-	LEAQ       -1(CX), DX
-	IMUL3Q     $0x00000240, DX, BX
-	MOVQ       act+24(FP), SI
-	ADDQ       SI, BX
-	IMUL3Q     $0x00000020, DX, DX
+	IMUL3Q     $0x00000020, CX, BX
 	MOVQ       meta+16(FP), SI
-	ADDQ       SI, DX
-	VPMOVSXWD  16(DX), Y4
-	VPMULLD    544(BX), Y4, Y4
-	VPSUBD     Y4, Y3, Y3
-	VCVTPH2PS  (DX), Y4
-	VMULPS     512(BX), Y4, Y4
-	VCVTDQ2PS  Y3, Y3
-	VMULPS     Y3, Y4, Y4
-	VPERMILPS  $0x00, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0x55, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xaa, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xff, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERM2F128 $0x01, Y4, Y4, Y3
+	ADDQ       SI, BX
+	VPMOVSXWD  16(BX), Y3
+	VPMULLD    544(DX), Y3, Y3
+	VPSUBD     Y3, Y4, Y4
+	VCVTPH2PS  (BX), Y3
+	VMULPS     512(DX), Y3, Y3
+	VCVTDQ2PS  Y4, Y4
+	VMULPS     Y4, Y3, Y3
+	VPERMILPS  $0x00, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0x55, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0xaa, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0xff, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERM2F128 $0x01, Y3, Y3, Y3
 	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
 	VPERMILPS  $0x55, Y3, Y4
@@ -19609,45 +18876,11 @@ Bits2A8G64Meta16Avx2_chunk:
 	VADDPS     Y4, Y2, Y2
 	VPERMILPS  $0xff, Y3, Y3
 	VADDPS     Y3, Y2, Y2
-	VMOVDQA    Y5, Y3
 	ADDQ       $0x00000080, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits2A8G64Meta16Avx2_chunk
-
-Bits2A8G64Meta16Avx2_last:
-	LEAQ       -1(CX), AX
-	IMUL3Q     $0x00000240, AX, CX
-	MOVQ       act+24(FP), DX
-	ADDQ       DX, CX
-	IMUL3Q     $0x00000020, AX, AX
-	MOVQ       meta+16(FP), DX
-	ADDQ       DX, AX
-	VPMOVSXWD  16(AX), Y4
-	VPMULLD    544(CX), Y4, Y4
-	VPSUBD     Y4, Y3, Y3
-	VCVTPH2PS  (AX), Y4
-	VMULPS     512(CX), Y4, Y4
-	VCVTDQ2PS  Y3, Y3
-	VMULPS     Y3, Y4, Y4
-	VPERMILPS  $0x00, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0x55, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xaa, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xff, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERM2F128 $0x01, Y4, Y4, Y3
-	VPERMILPS  $0x00, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0x55, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xaa, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xff, Y3, Y3
-	VADDPS     Y3, Y2, Y2
 	MOVQ       out+40(FP), AX
 	VMOVUPS    Y2, (AX)
 	MOVQ       out+40(FP), AX
@@ -19679,12 +18912,14 @@ TEXT ·Bits2A8G64Meta16AvxVnni(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y3
 
 Bits2A8G64Meta16AvxVnni_tile:
-	VPXOR        Y4, Y4, Y4
-	MOVQ         stride+8(FP), AX
-	IMUL3Q       $0x00000001, AX, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         CX, AX
-	XORQ         CX, CX
+	VPXOR  Y4, Y4, Y4
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000001, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits2A8G64Meta16AvxVnni_chunk:
 	IMUL3Q       $0x00000240, CX, DX
 	MOVQ         act+24(FP), BX
 	ADDQ         BX, DX
@@ -19770,188 +19005,57 @@ Bits2A8G64Meta16AvxVnni_tile:
 	VPERM2I128   $0x20, Y0, Y5, Y1
 	VPERM2I128   $0x31, Y0, Y5, Y5
 	VPADDD       Y5, Y1, Y1
-	VMOVDQA      Y1, Y5
-	ADDQ         $0x00000080, AX
-	INCQ         CX
-	MOVQ         chunks+32(FP), DX
-	CMPQ         CX, DX
-	JAE          Bits2A8G64Meta16AvxVnni_last
-
-Bits2A8G64Meta16AvxVnni_chunk:
-	IMUL3Q       $0x00000240, CX, DX
-	MOVQ         act+24(FP), BX
-	ADDQ         BX, DX
-	MOVQ         CX, BX
-	SHLQ         $0x07, BX
-	MOVQ         w+0(FP), SI
-	ADDQ         SI, BX
-	MOVQ         stride+8(FP), SI
-	PREFETCHT1   (AX)
-	PREFETCHT1   64(AX)
-	VPXOR        Y0, Y0, Y0
-	VPXOR        Y1, Y1, Y1
-	VMOVDQU      (BX), Y6
-	VPSHUFB      Y3, Y6, Y6
-	VPAND        Y2, Y6, Y8
-	VMOVDQU      (DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x02, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      32(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      64(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x06, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      96(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU      32(BX), Y6
-	VPSHUFB      Y3, Y6, Y6
-	VPAND        Y2, Y6, Y8
-	VMOVDQU      128(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x02, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      160(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      192(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x06, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      224(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU      64(BX), Y6
-	VPSHUFB      Y3, Y6, Y6
-	VPAND        Y2, Y6, Y8
-	VMOVDQU      256(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x02, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      288(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      320(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x06, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      352(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU      96(BX), Y6
-	VPSHUFB      Y3, Y6, Y6
-	VPAND        Y2, Y6, Y8
-	VMOVDQU      384(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x02, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      416(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      448(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x06, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      480(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPUNPCKLDQ   Y1, Y0, Y6
-	VPUNPCKHDQ   Y1, Y0, Y0
-	VPERM2I128   $0x20, Y0, Y6, Y1
-	VPERM2I128   $0x31, Y0, Y6, Y6
-	VPADDD       Y6, Y1, Y1
-	LEAQ         -1(CX), DX
-	IMUL3Q       $0x00000240, DX, BX
-	MOVQ         act+24(FP), SI
-	ADDQ         SI, BX
-	IMUL3Q       $0x00000020, DX, DX
+	IMUL3Q       $0x00000020, CX, BX
 	MOVQ         meta+16(FP), SI
-	ADDQ         SI, DX
-	VPMOVSXWD    16(DX), Y0
-	VPMULLD      544(BX), Y0, Y0
-	VPSUBD       Y0, Y5, Y5
-	VCVTPH2PS    (DX), Y0
-	VMULPS       512(BX), Y0, Y0
-	VCVTDQ2PS    Y5, Y5
-	VMULPS       Y5, Y0, Y0
-	VPERMILPS    $0x00, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0x55, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0xaa, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0xff, Y0, Y5
-	VADDPS       Y5, Y4, Y4
+	ADDQ         SI, BX
+	VPMOVSXWD    16(BX), Y0
+	VPMULLD      544(DX), Y0, Y0
+	VPSUBD       Y0, Y1, Y1
+	VCVTPH2PS    (BX), Y0
+	VMULPS       512(DX), Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y1, Y0, Y0
+	VPERMILPS    $0x00, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0x55, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0xaa, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0xff, Y0, Y1
+	VADDPS       Y1, Y4, Y4
 	VPERM2F128   $0x01, Y0, Y0, Y0
-	VPERMILPS    $0x00, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0x55, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0xaa, Y0, Y5
-	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0x00, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0x55, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0xaa, Y0, Y1
+	VADDPS       Y1, Y4, Y4
 	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
-	VMOVDQA      Y1, Y5
 	ADDQ         $0x00000080, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits2A8G64Meta16AvxVnni_chunk
-
-Bits2A8G64Meta16AvxVnni_last:
-	LEAQ       -1(CX), AX
-	IMUL3Q     $0x00000240, AX, CX
-	MOVQ       act+24(FP), DX
-	ADDQ       DX, CX
-	IMUL3Q     $0x00000020, AX, AX
-	MOVQ       meta+16(FP), DX
-	ADDQ       DX, AX
-	VPMOVSXWD  16(AX), Y0
-	VPMULLD    544(CX), Y0, Y0
-	VPSUBD     Y0, Y5, Y5
-	VCVTPH2PS  (AX), Y0
-	VMULPS     512(CX), Y0, Y0
-	VCVTDQ2PS  Y5, Y5
-	VMULPS     Y5, Y0, Y0
-	VPERMILPS  $0x00, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0x55, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0xaa, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0xff, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERM2F128 $0x01, Y0, Y0, Y0
-	VPERMILPS  $0x00, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0x55, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0xaa, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0xff, Y0, Y0
-	VADDPS     Y0, Y4, Y4
-	MOVQ       out+40(FP), AX
-	VMOVUPS    Y4, (AX)
-	MOVQ       out+40(FP), AX
-	ADDQ       $0x00000020, AX
-	MOVQ       AX, out+40(FP)
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000001, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, w+0(FP)
-	MOVQ       chunks+32(FP), AX
-	IMUL3Q     $0x00000020, AX, AX
-	MOVQ       meta+16(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, meta+16(FP)
-	MOVQ       ntiles+48(FP), AX
-	DECQ       AX
-	MOVQ       AX, ntiles+48(FP)
-	JNZ        Bits2A8G64Meta16AvxVnni_tile
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y4, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000001, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000020, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Bits2A8G64Meta16AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -19964,12 +19068,14 @@ TEXT ·Bits1A8Avx2(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
 
 Bits1A8Avx2_tile:
-	VPXOR      Y2, Y2, Y2
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000001, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       CX, AX
-	XORQ       CX, CX
+	VPXOR  Y2, Y2, Y2
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000001, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits1A8Avx2_chunk:
 	IMUL3Q     $0x00000440, CX, DX
 	MOVQ       act+24(FP), BX
 	ADDQ       BX, DX
@@ -20117,184 +19223,25 @@ Bits1A8Avx2_tile:
 	VPERM2I128 $0x20, Y3, Y5, Y4
 	VPERM2I128 $0x31, Y3, Y5, Y5
 	VPADDD     Y5, Y4, Y4
-	VMOVDQA    Y4, Y3
-	ADDQ       $0x00000080, AX
-	INCQ       CX
-	MOVQ       chunks+32(FP), DX
-	CMPQ       CX, DX
-	JAE        Bits1A8Avx2_last
-
-Bits1A8Avx2_chunk:
-	IMUL3Q     $0x00000440, CX, DX
-	MOVQ       act+24(FP), BX
-	ADDQ       BX, DX
-	MOVQ       CX, BX
-	SHLQ       $0x07, BX
-	MOVQ       w+0(FP), SI
-	ADDQ       SI, BX
-	MOVQ       stride+8(FP), SI
-	PREFETCHT1 (AX)
-	PREFETCHT1 64(AX)
-	VMOVDQU    (BX), Y4
-	VPSHUFB    Y1, Y4, Y4
-	VPAND      Y0, Y4, Y5
-	VPMADDUBSW (DX), Y5, Y5
-	VPSRLW     $0x01, Y4, Y6
-	VPAND      Y0, Y6, Y6
-	VPMADDUBSW 32(DX), Y6, Y6
-	VPADDW     Y6, Y5, Y5
-	VPSRLW     $0x02, Y4, Y6
-	VPAND      Y0, Y6, Y6
-	VPMADDUBSW 64(DX), Y6, Y6
-	VPADDW     Y6, Y5, Y5
-	VPSRLW     $0x03, Y4, Y6
-	VPAND      Y0, Y6, Y6
-	VPMADDUBSW 96(DX), Y6, Y6
-	VPADDW     Y6, Y5, Y5
-	VPSRLW     $0x04, Y4, Y6
-	VPAND      Y0, Y6, Y6
-	VPMADDUBSW 128(DX), Y6, Y6
-	VPSRLW     $0x05, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 160(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x06, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 192(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x07, Y4, Y4
-	VPAND      Y0, Y4, Y4
-	VPMADDUBSW 224(DX), Y4, Y4
-	VPADDW     Y4, Y6, Y6
-	VMOVDQU    32(BX), Y4
-	VPSHUFB    Y1, Y4, Y4
-	VPAND      Y0, Y4, Y7
-	VPMADDUBSW 256(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x01, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 288(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x02, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 320(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x03, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 352(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x04, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 384(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x05, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 416(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x06, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 448(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x07, Y4, Y4
-	VPAND      Y0, Y4, Y4
-	VPMADDUBSW 480(DX), Y4, Y4
-	VPADDW     Y4, Y6, Y6
-	VMOVDQU    64(BX), Y4
-	VPSHUFB    Y1, Y4, Y4
-	VPAND      Y0, Y4, Y7
-	VPMADDUBSW 512(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x01, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 544(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x02, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 576(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x03, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 608(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x04, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 640(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x05, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 672(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x06, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 704(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x07, Y4, Y4
-	VPAND      Y0, Y4, Y4
-	VPMADDUBSW 736(DX), Y4, Y4
-	VPADDW     Y4, Y6, Y6
-	VMOVDQU    96(BX), Y4
-	VPSHUFB    Y1, Y4, Y4
-	VPAND      Y0, Y4, Y7
-	VPMADDUBSW 768(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x01, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 800(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x02, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 832(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x03, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 864(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x04, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 896(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x05, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 928(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x06, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 960(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x07, Y4, Y4
-	VPAND      Y0, Y4, Y4
-	VPMADDUBSW 992(DX), Y4, Y4
-	VPADDW     Y4, Y6, Y6
-	VPMADDWD   bitsYMMOnes<>+0(SB), Y6, Y4
-	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y5
-	VPUNPCKLDQ Y5, Y4, Y6
-	VPUNPCKHDQ Y5, Y4, Y4
-	VPERM2I128 $0x20, Y4, Y6, Y5
-	VPERM2I128 $0x31, Y4, Y6, Y6
-	VPADDD     Y6, Y5, Y5
-	LEAQ       -1(CX), DX
-	IMUL3Q     $0x00000440, DX, BX
-	MOVQ       act+24(FP), SI
-	ADDQ       SI, BX
-	IMUL3Q     $0x00000040, DX, DX
+	IMUL3Q     $0x00000040, CX, BX
 	MOVQ       meta+16(FP), SI
-	ADDQ       SI, DX
-	VMOVDQU    32(DX), Y4
-	VPMULLD    1056(BX), Y4, Y4
-	VPSUBD     Y4, Y3, Y3
-	VMOVUPS    (DX), Y4
-	VMULPS     1024(BX), Y4, Y4
-	VCVTDQ2PS  Y3, Y3
-	VMULPS     Y3, Y4, Y4
-	VPERMILPS  $0x00, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0x55, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xaa, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xff, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERM2F128 $0x01, Y4, Y4, Y3
+	ADDQ       SI, BX
+	VMOVDQU    32(BX), Y3
+	VPMULLD    1056(DX), Y3, Y3
+	VPSUBD     Y3, Y4, Y4
+	VMOVUPS    (BX), Y3
+	VMULPS     1024(DX), Y3, Y3
+	VCVTDQ2PS  Y4, Y4
+	VMULPS     Y4, Y3, Y3
+	VPERMILPS  $0x00, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0x55, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0xaa, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0xff, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERM2F128 $0x01, Y3, Y3, Y3
 	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
 	VPERMILPS  $0x55, Y3, Y4
@@ -20303,45 +19250,11 @@ Bits1A8Avx2_chunk:
 	VADDPS     Y4, Y2, Y2
 	VPERMILPS  $0xff, Y3, Y3
 	VADDPS     Y3, Y2, Y2
-	VMOVDQA    Y5, Y3
 	ADDQ       $0x00000080, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits1A8Avx2_chunk
-
-Bits1A8Avx2_last:
-	LEAQ       -1(CX), AX
-	IMUL3Q     $0x00000440, AX, CX
-	MOVQ       act+24(FP), DX
-	ADDQ       DX, CX
-	IMUL3Q     $0x00000040, AX, AX
-	MOVQ       meta+16(FP), DX
-	ADDQ       DX, AX
-	VMOVDQU    32(AX), Y4
-	VPMULLD    1056(CX), Y4, Y4
-	VPSUBD     Y4, Y3, Y3
-	VMOVUPS    (AX), Y4
-	VMULPS     1024(CX), Y4, Y4
-	VCVTDQ2PS  Y3, Y3
-	VMULPS     Y3, Y4, Y4
-	VPERMILPS  $0x00, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0x55, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xaa, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xff, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERM2F128 $0x01, Y4, Y4, Y3
-	VPERMILPS  $0x00, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0x55, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xaa, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xff, Y3, Y3
-	VADDPS     Y3, Y2, Y2
 	MOVQ       out+40(FP), AX
 	VMOVUPS    Y2, (AX)
 	MOVQ       out+40(FP), AX
@@ -20373,12 +19286,14 @@ TEXT ·Bits1A8AvxVnni(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y3
 
 Bits1A8AvxVnni_tile:
-	VPXOR        Y4, Y4, Y4
-	MOVQ         stride+8(FP), AX
-	IMUL3Q       $0x00000001, AX, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         CX, AX
-	XORQ         CX, CX
+	VPXOR  Y4, Y4, Y4
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000001, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits1A8AvxVnni_chunk:
 	IMUL3Q       $0x00000440, CX, DX
 	MOVQ         act+24(FP), BX
 	ADDQ         BX, DX
@@ -20528,252 +19443,57 @@ Bits1A8AvxVnni_tile:
 	VPERM2I128   $0x20, Y0, Y5, Y1
 	VPERM2I128   $0x31, Y0, Y5, Y5
 	VPADDD       Y5, Y1, Y1
-	VMOVDQA      Y1, Y5
-	ADDQ         $0x00000080, AX
-	INCQ         CX
-	MOVQ         chunks+32(FP), DX
-	CMPQ         CX, DX
-	JAE          Bits1A8AvxVnni_last
-
-Bits1A8AvxVnni_chunk:
-	IMUL3Q       $0x00000440, CX, DX
-	MOVQ         act+24(FP), BX
-	ADDQ         BX, DX
-	MOVQ         CX, BX
-	SHLQ         $0x07, BX
-	MOVQ         w+0(FP), SI
-	ADDQ         SI, BX
-	MOVQ         stride+8(FP), SI
-	PREFETCHT1   (AX)
-	PREFETCHT1   64(AX)
-	VPXOR        Y0, Y0, Y0
-	VPXOR        Y1, Y1, Y1
-	VMOVDQU      (BX), Y6
-	VPSHUFB      Y3, Y6, Y6
-	VPAND        Y2, Y6, Y8
-	VMOVDQU      (DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x01, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      32(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x02, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      64(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x03, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      96(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      128(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x05, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      160(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x06, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      192(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x07, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      224(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU      32(BX), Y6
-	VPSHUFB      Y3, Y6, Y6
-	VPAND        Y2, Y6, Y8
-	VMOVDQU      256(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x01, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      288(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x02, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      320(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x03, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      352(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      384(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x05, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      416(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x06, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      448(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x07, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      480(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU      64(BX), Y6
-	VPSHUFB      Y3, Y6, Y6
-	VPAND        Y2, Y6, Y8
-	VMOVDQU      512(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x01, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      544(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x02, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      576(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x03, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      608(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      640(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x05, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      672(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x06, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      704(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x07, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      736(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU      96(BX), Y6
-	VPSHUFB      Y3, Y6, Y6
-	VPAND        Y2, Y6, Y8
-	VMOVDQU      768(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x01, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      800(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x02, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      832(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x03, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      864(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      896(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x05, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      928(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x06, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      960(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x07, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      992(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPUNPCKLDQ   Y1, Y0, Y6
-	VPUNPCKHDQ   Y1, Y0, Y0
-	VPERM2I128   $0x20, Y0, Y6, Y1
-	VPERM2I128   $0x31, Y0, Y6, Y6
-	VPADDD       Y6, Y1, Y1
-	LEAQ         -1(CX), DX
-	IMUL3Q       $0x00000440, DX, BX
-	MOVQ         act+24(FP), SI
-	ADDQ         SI, BX
-	IMUL3Q       $0x00000040, DX, DX
+	IMUL3Q       $0x00000040, CX, BX
 	MOVQ         meta+16(FP), SI
-	ADDQ         SI, DX
-	VMOVDQU      32(DX), Y0
-	VPMULLD      1056(BX), Y0, Y0
-	VPSUBD       Y0, Y5, Y5
-	VMOVUPS      (DX), Y0
-	VMULPS       1024(BX), Y0, Y0
-	VCVTDQ2PS    Y5, Y5
-	VMULPS       Y5, Y0, Y0
-	VPERMILPS    $0x00, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0x55, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0xaa, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0xff, Y0, Y5
-	VADDPS       Y5, Y4, Y4
+	ADDQ         SI, BX
+	VMOVDQU      32(BX), Y0
+	VPMULLD      1056(DX), Y0, Y0
+	VPSUBD       Y0, Y1, Y1
+	VMOVUPS      (BX), Y0
+	VMULPS       1024(DX), Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y1, Y0, Y0
+	VPERMILPS    $0x00, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0x55, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0xaa, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0xff, Y0, Y1
+	VADDPS       Y1, Y4, Y4
 	VPERM2F128   $0x01, Y0, Y0, Y0
-	VPERMILPS    $0x00, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0x55, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0xaa, Y0, Y5
-	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0x00, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0x55, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0xaa, Y0, Y1
+	VADDPS       Y1, Y4, Y4
 	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
-	VMOVDQA      Y1, Y5
 	ADDQ         $0x00000080, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits1A8AvxVnni_chunk
-
-Bits1A8AvxVnni_last:
-	LEAQ       -1(CX), AX
-	IMUL3Q     $0x00000440, AX, CX
-	MOVQ       act+24(FP), DX
-	ADDQ       DX, CX
-	IMUL3Q     $0x00000040, AX, AX
-	MOVQ       meta+16(FP), DX
-	ADDQ       DX, AX
-	VMOVDQU    32(AX), Y0
-	VPMULLD    1056(CX), Y0, Y0
-	VPSUBD     Y0, Y5, Y5
-	VMOVUPS    (AX), Y0
-	VMULPS     1024(CX), Y0, Y0
-	VCVTDQ2PS  Y5, Y5
-	VMULPS     Y5, Y0, Y0
-	VPERMILPS  $0x00, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0x55, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0xaa, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0xff, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERM2F128 $0x01, Y0, Y0, Y0
-	VPERMILPS  $0x00, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0x55, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0xaa, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0xff, Y0, Y0
-	VADDPS     Y0, Y4, Y4
-	MOVQ       out+40(FP), AX
-	VMOVUPS    Y4, (AX)
-	MOVQ       out+40(FP), AX
-	ADDQ       $0x00000020, AX
-	MOVQ       AX, out+40(FP)
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000001, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, w+0(FP)
-	MOVQ       chunks+32(FP), AX
-	IMUL3Q     $0x00000040, AX, AX
-	MOVQ       meta+16(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, meta+16(FP)
-	MOVQ       ntiles+48(FP), AX
-	DECQ       AX
-	MOVQ       AX, ntiles+48(FP)
-	JNZ        Bits1A8AvxVnni_tile
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y4, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000001, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000040, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Bits1A8AvxVnni_tile
 	VZEROUPPER
 	RET
 
@@ -20786,12 +19506,14 @@ TEXT ·Bits1A8Meta16Avx2(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y1
 
 Bits1A8Meta16Avx2_tile:
-	VPXOR      Y2, Y2, Y2
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000001, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       CX, AX
-	XORQ       CX, CX
+	VPXOR  Y2, Y2, Y2
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000001, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits1A8Meta16Avx2_chunk:
 	IMUL3Q     $0x00000440, CX, DX
 	MOVQ       act+24(FP), BX
 	ADDQ       BX, DX
@@ -20939,184 +19661,25 @@ Bits1A8Meta16Avx2_tile:
 	VPERM2I128 $0x20, Y3, Y5, Y4
 	VPERM2I128 $0x31, Y3, Y5, Y5
 	VPADDD     Y5, Y4, Y4
-	VMOVDQA    Y4, Y3
-	ADDQ       $0x00000080, AX
-	INCQ       CX
-	MOVQ       chunks+32(FP), DX
-	CMPQ       CX, DX
-	JAE        Bits1A8Meta16Avx2_last
-
-Bits1A8Meta16Avx2_chunk:
-	IMUL3Q     $0x00000440, CX, DX
-	MOVQ       act+24(FP), BX
-	ADDQ       BX, DX
-	MOVQ       CX, BX
-	SHLQ       $0x07, BX
-	MOVQ       w+0(FP), SI
-	ADDQ       SI, BX
-	MOVQ       stride+8(FP), SI
-	PREFETCHT1 (AX)
-	PREFETCHT1 64(AX)
-	VMOVDQU    (BX), Y4
-	VPSHUFB    Y1, Y4, Y4
-	VPAND      Y0, Y4, Y5
-	VPMADDUBSW (DX), Y5, Y5
-	VPSRLW     $0x01, Y4, Y6
-	VPAND      Y0, Y6, Y6
-	VPMADDUBSW 32(DX), Y6, Y6
-	VPADDW     Y6, Y5, Y5
-	VPSRLW     $0x02, Y4, Y6
-	VPAND      Y0, Y6, Y6
-	VPMADDUBSW 64(DX), Y6, Y6
-	VPADDW     Y6, Y5, Y5
-	VPSRLW     $0x03, Y4, Y6
-	VPAND      Y0, Y6, Y6
-	VPMADDUBSW 96(DX), Y6, Y6
-	VPADDW     Y6, Y5, Y5
-	VPSRLW     $0x04, Y4, Y6
-	VPAND      Y0, Y6, Y6
-	VPMADDUBSW 128(DX), Y6, Y6
-	VPSRLW     $0x05, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 160(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x06, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 192(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x07, Y4, Y4
-	VPAND      Y0, Y4, Y4
-	VPMADDUBSW 224(DX), Y4, Y4
-	VPADDW     Y4, Y6, Y6
-	VMOVDQU    32(BX), Y4
-	VPSHUFB    Y1, Y4, Y4
-	VPAND      Y0, Y4, Y7
-	VPMADDUBSW 256(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x01, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 288(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x02, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 320(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x03, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 352(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x04, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 384(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x05, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 416(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x06, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 448(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x07, Y4, Y4
-	VPAND      Y0, Y4, Y4
-	VPMADDUBSW 480(DX), Y4, Y4
-	VPADDW     Y4, Y6, Y6
-	VMOVDQU    64(BX), Y4
-	VPSHUFB    Y1, Y4, Y4
-	VPAND      Y0, Y4, Y7
-	VPMADDUBSW 512(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x01, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 544(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x02, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 576(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x03, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 608(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x04, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 640(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x05, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 672(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x06, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 704(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x07, Y4, Y4
-	VPAND      Y0, Y4, Y4
-	VPMADDUBSW 736(DX), Y4, Y4
-	VPADDW     Y4, Y6, Y6
-	VMOVDQU    96(BX), Y4
-	VPSHUFB    Y1, Y4, Y4
-	VPAND      Y0, Y4, Y7
-	VPMADDUBSW 768(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x01, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 800(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x02, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 832(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x03, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 864(DX), Y7, Y7
-	VPADDW     Y7, Y5, Y5
-	VPSRLW     $0x04, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 896(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x05, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 928(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x06, Y4, Y7
-	VPAND      Y0, Y7, Y7
-	VPMADDUBSW 960(DX), Y7, Y7
-	VPADDW     Y7, Y6, Y6
-	VPSRLW     $0x07, Y4, Y4
-	VPAND      Y0, Y4, Y4
-	VPMADDUBSW 992(DX), Y4, Y4
-	VPADDW     Y4, Y6, Y6
-	VPMADDWD   bitsYMMOnes<>+0(SB), Y6, Y4
-	VPMADDWD   bitsYMMOnes<>+0(SB), Y5, Y5
-	VPUNPCKLDQ Y5, Y4, Y6
-	VPUNPCKHDQ Y5, Y4, Y4
-	VPERM2I128 $0x20, Y4, Y6, Y5
-	VPERM2I128 $0x31, Y4, Y6, Y6
-	VPADDD     Y6, Y5, Y5
-	LEAQ       -1(CX), DX
-	IMUL3Q     $0x00000440, DX, BX
-	MOVQ       act+24(FP), SI
-	ADDQ       SI, BX
-	IMUL3Q     $0x00000020, DX, DX
+	IMUL3Q     $0x00000020, CX, BX
 	MOVQ       meta+16(FP), SI
-	ADDQ       SI, DX
-	VPMOVSXWD  16(DX), Y4
-	VPMULLD    1056(BX), Y4, Y4
-	VPSUBD     Y4, Y3, Y3
-	VCVTPH2PS  (DX), Y4
-	VMULPS     1024(BX), Y4, Y4
-	VCVTDQ2PS  Y3, Y3
-	VMULPS     Y3, Y4, Y4
-	VPERMILPS  $0x00, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0x55, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xaa, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xff, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERM2F128 $0x01, Y4, Y4, Y3
+	ADDQ       SI, BX
+	VPMOVSXWD  16(BX), Y3
+	VPMULLD    1056(DX), Y3, Y3
+	VPSUBD     Y3, Y4, Y4
+	VCVTPH2PS  (BX), Y3
+	VMULPS     1024(DX), Y3, Y3
+	VCVTDQ2PS  Y4, Y4
+	VMULPS     Y4, Y3, Y3
+	VPERMILPS  $0x00, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0x55, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0xaa, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERMILPS  $0xff, Y3, Y4
+	VADDPS     Y4, Y2, Y2
+	VPERM2F128 $0x01, Y3, Y3, Y3
 	VPERMILPS  $0x00, Y3, Y4
 	VADDPS     Y4, Y2, Y2
 	VPERMILPS  $0x55, Y3, Y4
@@ -21125,45 +19688,11 @@ Bits1A8Meta16Avx2_chunk:
 	VADDPS     Y4, Y2, Y2
 	VPERMILPS  $0xff, Y3, Y3
 	VADDPS     Y3, Y2, Y2
-	VMOVDQA    Y5, Y3
 	ADDQ       $0x00000080, AX
 	INCQ       CX
 	MOVQ       chunks+32(FP), DX
 	CMPQ       CX, DX
 	JB         Bits1A8Meta16Avx2_chunk
-
-Bits1A8Meta16Avx2_last:
-	LEAQ       -1(CX), AX
-	IMUL3Q     $0x00000440, AX, CX
-	MOVQ       act+24(FP), DX
-	ADDQ       DX, CX
-	IMUL3Q     $0x00000020, AX, AX
-	MOVQ       meta+16(FP), DX
-	ADDQ       DX, AX
-	VPMOVSXWD  16(AX), Y4
-	VPMULLD    1056(CX), Y4, Y4
-	VPSUBD     Y4, Y3, Y3
-	VCVTPH2PS  (AX), Y4
-	VMULPS     1024(CX), Y4, Y4
-	VCVTDQ2PS  Y3, Y3
-	VMULPS     Y3, Y4, Y4
-	VPERMILPS  $0x00, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0x55, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xaa, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERMILPS  $0xff, Y4, Y3
-	VADDPS     Y3, Y2, Y2
-	VPERM2F128 $0x01, Y4, Y4, Y3
-	VPERMILPS  $0x00, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0x55, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xaa, Y3, Y4
-	VADDPS     Y4, Y2, Y2
-	VPERMILPS  $0xff, Y3, Y3
-	VADDPS     Y3, Y2, Y2
 	MOVQ       out+40(FP), AX
 	VMOVUPS    Y2, (AX)
 	MOVQ       out+40(FP), AX
@@ -21195,12 +19724,14 @@ TEXT ·Bits1A8Meta16AvxVnni(SB), NOSPLIT, $0-72
 	VMOVDQU      bitsYMMShuf<>+0(SB), Y3
 
 Bits1A8Meta16AvxVnni_tile:
-	VPXOR        Y4, Y4, Y4
-	MOVQ         stride+8(FP), AX
-	IMUL3Q       $0x00000001, AX, AX
-	MOVQ         w+0(FP), CX
-	ADDQ         CX, AX
-	XORQ         CX, CX
+	VPXOR  Y4, Y4, Y4
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000001, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits1A8Meta16AvxVnni_chunk:
 	IMUL3Q       $0x00000440, CX, DX
 	MOVQ         act+24(FP), BX
 	ADDQ         BX, DX
@@ -21350,252 +19881,57 @@ Bits1A8Meta16AvxVnni_tile:
 	VPERM2I128   $0x20, Y0, Y5, Y1
 	VPERM2I128   $0x31, Y0, Y5, Y5
 	VPADDD       Y5, Y1, Y1
-	VMOVDQA      Y1, Y5
-	ADDQ         $0x00000080, AX
-	INCQ         CX
-	MOVQ         chunks+32(FP), DX
-	CMPQ         CX, DX
-	JAE          Bits1A8Meta16AvxVnni_last
-
-Bits1A8Meta16AvxVnni_chunk:
-	IMUL3Q       $0x00000440, CX, DX
-	MOVQ         act+24(FP), BX
-	ADDQ         BX, DX
-	MOVQ         CX, BX
-	SHLQ         $0x07, BX
-	MOVQ         w+0(FP), SI
-	ADDQ         SI, BX
-	MOVQ         stride+8(FP), SI
-	PREFETCHT1   (AX)
-	PREFETCHT1   64(AX)
-	VPXOR        Y0, Y0, Y0
-	VPXOR        Y1, Y1, Y1
-	VMOVDQU      (BX), Y6
-	VPSHUFB      Y3, Y6, Y6
-	VPAND        Y2, Y6, Y8
-	VMOVDQU      (DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x01, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      32(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x02, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      64(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x03, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      96(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      128(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x05, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      160(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x06, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      192(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x07, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      224(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU      32(BX), Y6
-	VPSHUFB      Y3, Y6, Y6
-	VPAND        Y2, Y6, Y8
-	VMOVDQU      256(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x01, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      288(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x02, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      320(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x03, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      352(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      384(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x05, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      416(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x06, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      448(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x07, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      480(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU      64(BX), Y6
-	VPSHUFB      Y3, Y6, Y6
-	VPAND        Y2, Y6, Y8
-	VMOVDQU      512(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x01, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      544(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x02, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      576(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x03, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      608(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      640(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x05, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      672(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x06, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      704(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x07, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      736(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VMOVDQU      96(BX), Y6
-	VPSHUFB      Y3, Y6, Y6
-	VPAND        Y2, Y6, Y8
-	VMOVDQU      768(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x01, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      800(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x02, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      832(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x03, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      864(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y1
-	VPSRLW       $0x04, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      896(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x05, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      928(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x06, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      960(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPSRLW       $0x07, Y6, Y8
-	VPAND        Y2, Y8, Y8
-	VMOVDQU      992(DX), Y9
-	VPDPBUSD_VEX_Y9_Y8_Y0
-	VPUNPCKLDQ   Y1, Y0, Y6
-	VPUNPCKHDQ   Y1, Y0, Y0
-	VPERM2I128   $0x20, Y0, Y6, Y1
-	VPERM2I128   $0x31, Y0, Y6, Y6
-	VPADDD       Y6, Y1, Y1
-	LEAQ         -1(CX), DX
-	IMUL3Q       $0x00000440, DX, BX
-	MOVQ         act+24(FP), SI
-	ADDQ         SI, BX
-	IMUL3Q       $0x00000020, DX, DX
+	IMUL3Q       $0x00000020, CX, BX
 	MOVQ         meta+16(FP), SI
-	ADDQ         SI, DX
-	VPMOVSXWD    16(DX), Y0
-	VPMULLD      1056(BX), Y0, Y0
-	VPSUBD       Y0, Y5, Y5
-	VCVTPH2PS    (DX), Y0
-	VMULPS       1024(BX), Y0, Y0
-	VCVTDQ2PS    Y5, Y5
-	VMULPS       Y5, Y0, Y0
-	VPERMILPS    $0x00, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0x55, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0xaa, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0xff, Y0, Y5
-	VADDPS       Y5, Y4, Y4
+	ADDQ         SI, BX
+	VPMOVSXWD    16(BX), Y0
+	VPMULLD      1056(DX), Y0, Y0
+	VPSUBD       Y0, Y1, Y1
+	VCVTPH2PS    (BX), Y0
+	VMULPS       1024(DX), Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y1, Y0, Y0
+	VPERMILPS    $0x00, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0x55, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0xaa, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0xff, Y0, Y1
+	VADDPS       Y1, Y4, Y4
 	VPERM2F128   $0x01, Y0, Y0, Y0
-	VPERMILPS    $0x00, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0x55, Y0, Y5
-	VADDPS       Y5, Y4, Y4
-	VPERMILPS    $0xaa, Y0, Y5
-	VADDPS       Y5, Y4, Y4
+	VPERMILPS    $0x00, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0x55, Y0, Y1
+	VADDPS       Y1, Y4, Y4
+	VPERMILPS    $0xaa, Y0, Y1
+	VADDPS       Y1, Y4, Y4
 	VPERMILPS    $0xff, Y0, Y0
 	VADDPS       Y0, Y4, Y4
-	VMOVDQA      Y1, Y5
 	ADDQ         $0x00000080, AX
 	INCQ         CX
 	MOVQ         chunks+32(FP), DX
 	CMPQ         CX, DX
 	JB           Bits1A8Meta16AvxVnni_chunk
-
-Bits1A8Meta16AvxVnni_last:
-	LEAQ       -1(CX), AX
-	IMUL3Q     $0x00000440, AX, CX
-	MOVQ       act+24(FP), DX
-	ADDQ       DX, CX
-	IMUL3Q     $0x00000020, AX, AX
-	MOVQ       meta+16(FP), DX
-	ADDQ       DX, AX
-	VPMOVSXWD  16(AX), Y0
-	VPMULLD    1056(CX), Y0, Y0
-	VPSUBD     Y0, Y5, Y5
-	VCVTPH2PS  (AX), Y0
-	VMULPS     1024(CX), Y0, Y0
-	VCVTDQ2PS  Y5, Y5
-	VMULPS     Y5, Y0, Y0
-	VPERMILPS  $0x00, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0x55, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0xaa, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0xff, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERM2F128 $0x01, Y0, Y0, Y0
-	VPERMILPS  $0x00, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0x55, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0xaa, Y0, Y1
-	VADDPS     Y1, Y4, Y4
-	VPERMILPS  $0xff, Y0, Y0
-	VADDPS     Y0, Y4, Y4
-	MOVQ       out+40(FP), AX
-	VMOVUPS    Y4, (AX)
-	MOVQ       out+40(FP), AX
-	ADDQ       $0x00000020, AX
-	MOVQ       AX, out+40(FP)
-	MOVQ       stride+8(FP), AX
-	IMUL3Q     $0x00000001, AX, AX
-	MOVQ       w+0(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, w+0(FP)
-	MOVQ       chunks+32(FP), AX
-	IMUL3Q     $0x00000020, AX, AX
-	MOVQ       meta+16(FP), CX
-	ADDQ       AX, CX
-	MOVQ       CX, meta+16(FP)
-	MOVQ       ntiles+48(FP), AX
-	DECQ       AX
-	MOVQ       AX, ntiles+48(FP)
-	JNZ        Bits1A8Meta16AvxVnni_tile
+	MOVQ         out+40(FP), AX
+	VMOVUPS      Y4, (AX)
+	MOVQ         out+40(FP), AX
+	ADDQ         $0x00000020, AX
+	MOVQ         AX, out+40(FP)
+	MOVQ         stride+8(FP), AX
+	IMUL3Q       $0x00000001, AX, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         chunks+32(FP), AX
+	IMUL3Q       $0x00000020, AX, AX
+	MOVQ         meta+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, meta+16(FP)
+	MOVQ         ntiles+48(FP), AX
+	DECQ         AX
+	MOVQ         AX, ntiles+48(FP)
+	JNZ          Bits1A8Meta16AvxVnni_tile
 	VZEROUPPER
 	RET
 

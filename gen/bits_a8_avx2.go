@@ -76,8 +76,13 @@ func bitsA8YMM(n, U int, mode a8Mode, meta16 bool) {
 	ones := lowConst("bitsYMMOnes", func(i int) byte { return byte(1 - i%2) })
 	sixteens := lowConst("bitsYMMSixteens", func(i int) byte { return byte(16 * (1 - i%2)) })
 
+	// rowSums emits chunk k's rows and returns their integer sums; it
+	// leaves the chunk's activation pointer in chunkAct, which the tail of
+	// the unpipelined loop reuses
+	var chunkAct GPVirtual
 	rowSums := func(k, pf GPVirtual) VecVirtual {
 		ap, _, wp := chunkPtrs(k, actChunk, 0, 128)
+		chunkAct = ap
 		stride := param("stride")
 		rows := make([]Register, 0, 2*s.R) // int32 per row (two per row with nu = 8)
 		for i := 0; i < s.R; i++ {
@@ -134,10 +139,14 @@ func bitsA8YMM(n, U int, mode a8Mode, meta16 bool) {
 		}
 		return bitsYMMReduce(s, rows)
 	}
-	tail := func(k GPVirtual, isum, accRow VecVirtual) {
-		ap, mp := GP64(), GP64()
-		IMUL3Q(U32(actChunk), k, ap)
-		ADDQ(param("act"), ap)
+	// tail adds chunk k's float terms; ap is its activation pointer or nil
+	tail := func(k, ap GPVirtual, isum, accRow VecVirtual) {
+		if ap == nil {
+			ap = GP64()
+			IMUL3Q(U32(actChunk), k, ap)
+			ADDQ(param("act"), ap)
+		}
+		mp := GP64()
 		IMUL3Q(U32(metaBlock), k, mp)
 		ADDQ(param("meta"), mp)
 		zl, f := YMM(), YMM()
@@ -158,7 +167,17 @@ func bitsA8YMM(n, U int, mode a8Mode, meta16 bool) {
 		VMULPS(isum, f, f)
 		ymmUnitsAdd(f, accRow, s.nu)
 	}
-	tileChunksPiped(name, s.R, metaBlock, 128, rowSums, tail, func(accRow VecVirtual) { ymmUnitsOut(accRow, s.nu) })
+	finish := func(accRow VecVirtual) { ymmUnitsOut(accRow, s.nu) }
+	if s.R == 1 {
+		// one-row tiles (nu = 8) stay unpipelined: level on Zen 3 in L2,
+		// slower in most rounds on the Xeon's avx2 set
+		tileChunksThen(name, 1, metaBlock, 128, YMM, func(a VecVirtual) { VPXOR(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
+			isum := rowSums(k, pf)
+			tail(k, chunkAct, isum, accRow)
+		}, finish)
+		return
+	}
+	tileChunksPiped(name, s.R, metaBlock, 128, rowSums, func(k GPVirtual, isum, accRow VecVirtual) { tail(k, nil, isum, accRow) }, finish)
 }
 
 // bitsRowVNNI emits row i of a tile for the AVX-VNNI kernel and returns
