@@ -15,6 +15,7 @@ func BenchmarkYMMPrep(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer be.Close()
 	for _, n := range []int{4, 2, 8} {
 		for _, cols := range []int{4096, 14336} {
 			rng := rand.New(rand.NewPCG(1, 2))

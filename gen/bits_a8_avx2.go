@@ -76,13 +76,10 @@ func bitsA8YMM(n, U int, mode a8Mode, meta16 bool) {
 	ones := lowConst("bitsYMMOnes", func(i int) byte { return byte(1 - i%2) })
 	sixteens := lowConst("bitsYMMSixteens", func(i int) byte { return byte(16 * (1 - i%2)) })
 
-	// rowSums emits chunk k's rows and returns their integer sums; it
-	// leaves the chunk's activation pointer in chunkAct, which the tail of
-	// the unpipelined loop reuses
-	var chunkAct GPVirtual
-	rowSums := func(k, pf GPVirtual) VecVirtual {
+	// rowSums emits chunk k's rows and returns their integer sums and the
+	// chunk's activation pointer
+	rowSums := func(k, pf GPVirtual) (VecVirtual, GPVirtual) {
 		ap, _, wp := chunkPtrs(k, actChunk, 0, 128)
-		chunkAct = ap
 		stride := param("stride")
 		rows := make([]Register, 0, 2*s.R) // int32 per row (two per row with nu = 8)
 		for i := 0; i < s.R; i++ {
@@ -137,7 +134,7 @@ func bitsA8YMM(n, U int, mode a8Mode, meta16 bool) {
 				ADDQ(stride, wp)
 			}
 		}
-		return bitsYMMReduce(s, rows)
+		return bitsYMMReduce(s, rows), ap
 	}
 	// tail adds chunk k's float terms; ap is its activation pointer or nil
 	tail := func(k, ap GPVirtual, isum, accRow VecVirtual) {
@@ -167,17 +164,21 @@ func bitsA8YMM(n, U int, mode a8Mode, meta16 bool) {
 		VMULPS(isum, f, f)
 		ymmUnitsAdd(f, accRow, s.nu)
 	}
+	zero := func(a VecVirtual) { VPXOR(a, a, a) }
 	finish := func(accRow VecVirtual) { ymmUnitsOut(accRow, s.nu) }
 	if s.R == 1 {
 		// one-row tiles (nu = 8) stay unpipelined: level on Zen 3 in L2,
 		// slower in most rounds on the Xeon's avx2 set
-		tileChunksThen(name, 1, metaBlock, 128, YMM, func(a VecVirtual) { VPXOR(a, a, a) }, func(k, pf GPVirtual, accRow VecVirtual) {
-			isum := rowSums(k, pf)
-			tail(k, chunkAct, isum, accRow)
+		tileChunksThen(name, 1, metaBlock, 128, YMM, zero, func(k, pf GPVirtual, accRow VecVirtual) {
+			isum, ap := rowSums(k, pf)
+			tail(k, ap, isum, accRow)
 		}, finish)
 		return
 	}
-	tileChunksPiped(name, s.R, metaBlock, 128, rowSums, func(k GPVirtual, isum, accRow VecVirtual) { tail(k, nil, isum, accRow) }, finish)
+	tileChunksPiped(name, s.R, metaBlock, 128, YMM, zero, func(k, pf GPVirtual) VecVirtual {
+		isum, _ := rowSums(k, pf)
+		return isum
+	}, func(k GPVirtual, isum, accRow VecVirtual) { tail(k, nil, isum, accRow) }, finish)
 }
 
 // bitsRowVNNI emits row i of a tile for the AVX-VNNI kernel and returns

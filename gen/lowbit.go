@@ -134,24 +134,38 @@ func tileChunks(name string, R, metaBlock, chunkBytes int, newAcc func() VecVirt
 // tileChunksThen is tileChunks with finish (if not nil) run on accRow
 // after the tile's last chunk, before it is stored.
 func tileChunksThen(name string, R, metaBlock, chunkBytes int, newAcc func() VecVirtual, zero func(VecVirtual), body func(k, pf GPVirtual, accRow VecVirtual), finish func(accRow VecVirtual)) {
-	Label(name + "_tile")
-	accRow := newAcc()
-	zero(accRow)
-	pf := param("stride")
-	IMUL3Q(U32(R), pf, pf)
-	ADDQ(param("w"), pf)
-	k := GP64()
-	XORQ(k, k)
+	accRow, pf, k := tileStart(name, R, newAcc, zero)
 	Label(name + "_chunk")
 	body(k, pf, accRow)
-	ADDQ(U32(chunkBytes*R), pf)
-	INCQ(k)
-	CMPQ(k, param("chunks"))
+	nextChunk(pf, k, chunkBytes*R)
 	JB(LabelRef(name + "_chunk"))
 	if finish != nil {
 		finish(accRow)
 	}
 	tileEnd(name, accRow, R, metaBlock)
+}
+
+// tileStart begins a tile (label name+"_tile"): the row accumulator
+// (newAcc, cleared by zero), pf at the next tile's rows (w + R*stride)
+// and the chunk counter k at 0.
+func tileStart(name string, R int, newAcc func() VecVirtual, zero func(VecVirtual)) (accRow VecVirtual, pf, k GPVirtual) {
+	Label(name + "_tile")
+	accRow = newAcc()
+	zero(accRow)
+	pf = param("stride")
+	IMUL3Q(U32(R), pf, pf)
+	ADDQ(param("w"), pf)
+	k = GP64()
+	XORQ(k, k)
+	return accRow, pf, k
+}
+
+// nextChunk moves pf on by step bytes and k to the next chunk, and
+// compares k with the chunk count (JB loops while chunks remain).
+func nextChunk(pf, k GPVirtual, step int) {
+	ADDQ(U32(step), pf)
+	INCQ(k)
+	CMPQ(k, param("chunks"))
 }
 
 // tileChunksPiped is tileChunksThen with the chunk's work in two parts:
@@ -160,36 +174,25 @@ func tileChunksThen(name string, R, metaBlock, chunkBytes int, newAcc func() Vec
 // k-1's tail is emitted after chunk k's rows, so that its chain of
 // dependent float steps (which ends in the row sums every chunk adds to)
 // runs beside chunk k's multiplies instead of after them.
-func tileChunksPiped(name string, R, metaBlock, chunkBytes int, rows func(k, pf GPVirtual) VecVirtual, tail func(k GPVirtual, isum, accRow VecVirtual), finish func(accRow VecVirtual)) {
-	Label(name + "_tile")
-	accRow := YMM()
-	VPXOR(accRow, accRow, accRow)
-	pf := param("stride")
-	IMUL3Q(U32(R), pf, pf)
-	ADDQ(param("w"), pf)
-	k := GP64()
-	XORQ(k, k)
-	prev := YMM()
-	VMOVDQA(rows(k, pf), prev)
-	next := func() {
-		ADDQ(U32(chunkBytes*R), pf)
-		INCQ(k)
-		CMPQ(k, param("chunks"))
+func tileChunksPiped(name string, R, metaBlock, chunkBytes int, newAcc func() VecVirtual, zero func(VecVirtual), rows func(k, pf GPVirtual) VecVirtual, tail func(k GPVirtual, isum, accRow VecVirtual), finish func(accRow VecVirtual)) {
+	accRow, pf, k := tileStart(name, R, newAcc, zero)
+	prev := newAcc() // the previous chunk's sums
+	tailPrev := func() {
+		kp := GP64()
+		LEAQ(Mem{Base: k, Disp: -1}, kp)
+		tail(kp, prev, accRow)
 	}
-	next()
+	VMOVDQA(rows(k, pf), prev)
+	nextChunk(pf, k, chunkBytes*R)
 	JAE(LabelRef(name + "_last"))
 	Label(name + "_chunk")
 	cur := rows(k, pf)
-	kp := GP64()
-	LEAQ(Mem{Base: k, Disp: -1}, kp)
-	tail(kp, prev, accRow)
+	tailPrev()
 	VMOVDQA(cur, prev)
-	next()
+	nextChunk(pf, k, chunkBytes*R)
 	JB(LabelRef(name + "_chunk"))
 	Label(name + "_last")
-	kl := GP64()
-	LEAQ(Mem{Base: k, Disp: -1}, kl)
-	tail(kl, prev, accRow)
+	tailPrev()
 	if finish != nil {
 		finish(accRow)
 	}
