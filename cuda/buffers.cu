@@ -149,6 +149,15 @@ extern "C" __global__ void quant_a8(const float *x, const int *nat, signed char 
 	if (lane == 0) xs[w] = scale;
 }
 
+// a8XR is where byte p (in fragment order) of 128-column block blk of
+// vector slot v < nv goes in the A8 tensor-core kernels' activations
+// (a8mma in kernels.cu): block by block, and in a block the 16-byte
+// halves of a warp's loads together (8 vectors' lanes t, half h = p/16%2:
+// 512 contiguous bytes per load).
+__device__ __forceinline__ i64 a8XR(i64 blk, i64 v, int p, i64 nv) {
+	return blk * nv * 128 + (v >> 3) * 1024 + ((p >> 4) & 1) * 512 + (v & 7) * 64 + (p >> 5) * 16 + (p & 15);
+}
+
 // quant_a8_q4 is quant_a8 followed by a8_prep for Q4G128 (e = 0) in one
 // kernel: one warp per 128-column block and vector slot v < nv (a8_prep's
 // numbering), quantizing as quant_a8 (xq, xs and the status word) and
@@ -179,7 +188,7 @@ extern "C" __global__ void quant_a8_q4(const float *x, const int *nat, signed ch
 	int other = __shfl_xor_sync(FULL, mine, 1);
 	char4 o = *(const char4 *)&other;
 	char4 a = lane & 1 ? o : cq, b = lane & 1 ? cq : o;
-	*(char4 *)(xr + i) = lane & 1 ? make_char4(a.y, a.w, b.y, b.w) : make_char4(a.x, a.z, b.x, b.z);
+	*(char4 *)(xr + a8XR(blk, v, lane * 4, nv)) = lane & 1 ? make_char4(a.y, a.w, b.y, b.w) : make_char4(a.x, a.z, b.x, b.z);
 }
 
 // a8_sums writes the exact int32 sum of each block of blk int8
@@ -199,9 +208,9 @@ extern "C" __global__ void a8_sums(const signed char *xq, int *sx, i64 n, i64 bl
 // activation scale's bits and the exact int32 sum of the block's int8
 // activations (zeros for the slots past batch), two words per (block,
 // vector), block-major; and the block's activations in the kernel's
-// order: Q4G128's (e = 0) as a8_q4order, the Bits kernels' fragment
-// order xr[i] = xq[i - i%e + tab[i%e]] (e columns per step, tab from
-// gpuhost.A8FragOrder).
+// order, each vector's in fragment order (Q4G128's, e = 0, as
+// a8_q4order; the Bits kernels' f[i] = xq[i - i%e + tab[i%e]], e
+// columns per step, tab from gpuhost.A8FragOrder) placed by a8XR.
 extern "C" __global__ void a8_prep(const signed char *xq, const float *xs, int2 *xm, signed char *xr, const int *tab, i64 batch, i64 pc, i64 nv, i64 e) { PDL_ENTRY();
 	i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
 	int lane = threadIdx.x & 31;
@@ -233,7 +242,7 @@ extern "C" __global__ void a8_prep(const signed char *xq, const float *xs, int2 
 		}
 		out = make_char4(t[0], t[1], t[2], t[3]);
 	}
-	*(char4 *)(xr + i) = out;
+	*(char4 *)(xr + a8XR(blk, v, lane * 4, nv)) = out;
 }
 
 // a8_q4order rearranges every 8 int8 activations as (0,2,4,6,1,3,5,7),

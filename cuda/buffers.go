@@ -654,11 +654,12 @@ func (mx *Matrix) quantize(xq, xs, x, st cu.DevicePtr, batch int) error {
 }
 
 // a8mmaScratch returns the scratch buffers of the int8 tensor-core
-// kernels' inputs for n activations in nv vector slots of pc columns:
-// "xq0" (the activations in fragment order) and "xm" (per block and slot,
-// the scale's bits and the block sum) (CUDA thread).
-func (b *Backend) a8mmaScratch(n, nv, pc int64) (rb, mb *buffer, err error) {
-	if rb, err = b.scratchBuf("xq0", n); err != nil {
+// kernels' inputs for nv vector slots of pc columns: "xq0" (the
+// activations in the kernels' order, a8XR in buffers.cu: every slot's
+// place, filled or not) and "xm" (per block and slot, the scale's bits
+// and the block sum) (CUDA thread).
+func (b *Backend) a8mmaScratch(nv, pc int64) (rb, mb *buffer, err error) {
+	if rb, err = b.scratchBuf("xq0", nv*pc); err != nil {
 		return nil, nil, err
 	}
 	mb, err = b.scratchBuf("xm", 8*nv*pc/128)
@@ -675,7 +676,7 @@ func (mx *Matrix) quantizeQ4(xq, xs, x, st, nat cu.DevicePtr, batch int) error {
 	pc := int64(mx.geo.PCols)
 	n := int64(batch) * pc
 	nv := int64(mmaSlots(batch))
-	rb, mb, err := b.a8mmaScratch(n, nv, pc)
+	rb, mb, err := b.a8mmaScratch(nv, pc)
 	if err != nil {
 		return err
 	}
@@ -909,7 +910,7 @@ func (mx *Matrix) mulI8Dev(dst, xq, xs cu.DevicePtr, batch int) error {
 			tab, e = t.ptr, int64(1024/mx.n)
 		}
 		nv := int64(mmaSlots(batch))
-		rb, mb, err := b.a8mmaScratch(n, nv, pc)
+		rb, mb, err := b.a8mmaScratch(nv, pc)
 		if err != nil {
 			return err
 		}

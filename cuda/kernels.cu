@@ -878,10 +878,16 @@ BITSA8(1)
 // step and turns them into a-fragments (a8Frag): 4 k-steps of 32 codes
 // per block and row, the codes of one k-step always inside one block.
 // The K order inside a block is free as long as the activations follow
-// it: xf holds them per vector in fragment order, position
-// q*128 + 32t + 8s + b of a step holding the column that byte b of lane
-// t's k-step s of block q multiplies (gpuhost.A8FragOrder; for Q4G128
-// that is a8_q4order's arrangement); xm holds, per 128-column block and
+// it: position 32t + 8s + b of a block (in a vector's fragment order)
+// holds the column that byte b of lane t's k-step s multiplies
+// (gpuhost.A8FragOrder; for Q4G128 that is a8_q4order's arrangement).
+// xf holds the activations block by block in the order the lanes load
+// them (a8XR): for block blk and vector v < 8*NT, position p's byte at
+// blk*128*8*NT + (v/8)*1024 + ((p/16)%2)*512 + (v%8)*64 + (p/32)*16 +
+// p%16, so each of a warp's 16-byte loads of 8 vectors' half-blocks
+// reads 512 contiguous bytes (in the vector-major order each load took
+// 32 sectors for 512 bytes: on an H200, batch 16, the kernels took
+// 0.87-0.95x the time the contiguous way); xm holds, per 128-column block and
 // vector v < 8*NT, the activation scale's bits and the block's int32
 // activation sum (a8_prep). A round is WARPS*SPW consecutive steps (warp
 // wp takes step wp, and for Q4G128 a second one: a8Step): each lane turns its
@@ -1040,9 +1046,9 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 #if __CUDA_ARCH__ >= 800
 	const int E = N == 0 ? 128 : 32 * (32 / N), GPC = E / 128, UPS = N == 0 ? 4 : 8;
 	// SPW: steps per warp and round. Two for Q4G128 (16 bytes a row per
-	// step; Q4SPW = 1 for the _s kernels); one for Bits, whose steps load
-	// 32 (on an H200 two took Bits8 from 20.9 to 25.1 us at batch 1 on
-	// 14336x4096 and Bits4 did not gain).
+	// step; Q4SPW = 1 for the _s kernels and the 16-vector _p one); one
+	// for Bits, whose steps load 32 (on an H200 two took Bits8 from 20.9
+	// to 25.1 us at batch 1 on 14336x4096 and Bits4 did not gain).
 	const int SPW = N == 0 ? Q4SPW : 1, RS = WARPS * SPW, RB = RS * GPC, NV = 8 * NT;
 	const int NBUF = 2 * RB * 16 * NV * 4 <= 32 * 1024 ? 2 : 1;
 	__shared__ float tb[NBUF][RB][16][NV];
@@ -1081,10 +1087,11 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 	i64 r0 = (i64)tile * 16 + g, r1 = r0 + 8;
 	const uint4 *W0 = W + r0 * units + lo, *W1 = W + r1 * units + lo;
 	a8Rows mr = a8RowsOf<N>(r0, nblk);
-	// the lane's activations: its fragment columns of vector n*8 + g (xf,
-	// n*pcols/2 on from xfl) and the scales and sums of vectors n*8 + 2t
-	// and + 1 (xm, n*4 on from xml)
-	const uint4 *xfl = xf + (g * pcols + t * 32) / 16;
+	// the lane's activations: its fragment columns of vector n*8 + g, 16
+	// bytes of each half of a block (xf, lane on from xfl; see a8mma's
+	// comment) and the scales and sums of vectors n*8 + 2t and + 1 (xm,
+	// n*4 on from xml)
+	const uint4 *xfl = xf + lane;
 	const int4 *xml = xm + t;
 	bool xon[NT], mon[NT];
 #pragma unroll
@@ -1167,14 +1174,13 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 #pragma unroll
 				for (int n = 0; n < NT; n++) {
 					if constexpr (LEAN) {
-						const uint4 *xp = xfl + n * (pcols / 2) + k * (E / 16) + q * 8;
+						const uint4 *xp = xfl + ((k * GPC + q) * NV + n * 8) * 8;
 						xv[n][0] = xon[n] ? __ldg(xp) : make_uint4(0, 0, 0, 0);
-						xv[n][1] = xon[n] ? __ldg(xp + 1) : make_uint4(0, 0, 0, 0);
+						xv[n][1] = xon[n] ? __ldg(xp + 32) : make_uint4(0, 0, 0, 0);
 					} else {
-						i64 v = n * 8 + g;
-						const uint4 *xp = xf + (v * pcols + k * E + q * 128 + t * 32) / 16;
-						xv[n][0] = v < nb ? __ldg(xp) : make_uint4(0, 0, 0, 0);
-						xv[n][1] = v < nb ? __ldg(xp + 1) : make_uint4(0, 0, 0, 0);
+						const uint4 *xp = xf + lane + ((k * GPC + q) * NV + n * 8) * 8;
+						xv[n][0] = n * 8 + g < nb ? __ldg(xp) : make_uint4(0, 0, 0, 0);
+						xv[n][1] = n * 8 + g < nb ? __ldg(xp + 32) : make_uint4(0, 0, 0, 0);
 					}
 				}
 #pragma unroll
@@ -1250,11 +1256,13 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 	extern "C" __global__ void __launch_bounds__(32 * WARPS, MINB) NAME##_a8mma_n8##SFX(const uint4 *W, const float *S, const void *Z, const uint4 *xf, const int4 *xm, float *y, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb) { PDL_ENTRY();  \
 		a8mma<N, 1, P, SPW>(W, S, Z, xf, xm, y, rows, prows, pcols, lg, nb);                                                                                                                                    \
 	}
-#define A8MMA(NAME, N, P, SPW, MINB, SFX)                                                                                                                                                                  \
-	A8MMA_N8(NAME, N, P, SPW, MINB, SFX)                                                                                                                                                                       \
+#define A8MMA_N16(NAME, N, P, SPW, MINB, SFX)                                                                                                                                                              \
 	extern "C" __global__ void __launch_bounds__(32 * WARPS, MINB) NAME##_a8mma_n16##SFX(const uint4 *W, const float *S, const void *Z, const uint4 *xf, const int4 *xm, float *y, i64 rows, i64 prows, i64 pcols, i64 lg, i64 nb) { PDL_ENTRY(); \
 		a8mma<N, 2, P, SPW>(W, S, Z, xf, xm, y, rows, prows, pcols, lg, nb);                                                                                                                                    \
 	}
+#define A8MMA(NAME, N, P, SPW, MINB, SFX) \
+	A8MMA_N8(NAME, N, P, SPW, MINB, SFX)  \
+	A8MMA_N16(NAME, N, P, SPW, MINB, SFX)
 A8MMA(q4g128, 0, false, 2, A8MMA_MINB, )
 A8MMA(bits8, 8, false, 1, A8MMA_MINB, )
 A8MMA(bits4, 4, false, 1, A8MMA_MINB, )
@@ -1262,7 +1270,12 @@ A8MMA(bits2, 2, false, 1, A8MMA_MINB, )
 // The persistent variants (_p): Bits8 has none (on an H200, 14336x4096
 // at batch 1 and 4, its one-tile kernels took 0.91x the time of a
 // persistent one).
-A8MMA(q4g128, 0, true, 2, A8MMA_MINB, _p)
+A8MMA_N8(q4g128, 0, true, 2, A8MMA_MINB, _p)
+// The 16-vector persistent Q4G128 kernel takes one step per warp and
+// round in registers for four blocks per SM: on an H200, 14336x4096 at
+// batch 16 took 19.1 against 19.6 us with two steps at two blocks (with
+// the activations' vector-major order, before a8XR, 20.4 against 21.3).
+A8MMA_N16(q4g128, 0, true, 1, 4, _p)
 A8MMA(bits4, 4, true, 1, A8MMA_MINB, _p)
 A8MMA(bits2, 2, true, 1, A8MMA_MINB, _p)
 // Q4G128 with one step per warp and round, in registers for four blocks

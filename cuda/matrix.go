@@ -569,7 +569,7 @@ func (mx *Matrix) a8Inputs(xq []int8, xs []float32, batch int) (act [][]int8, sx
 }
 
 // a8MMAInputs is a8Inputs for the tensor-core kernels, on the host: the
-// activations in fragment order (as a8_prep arranges them)
+// activations in fragment order, placed as a8_prep places them (a8XR),
 // and, per 128-column block and vector slot, the scale's bits and the
 // block's sum (as a8_prep writes them).
 func (mx *Matrix) a8MMAInputs(xq []int8, xs []float32, batch int) ([][]int8, []int32) {
@@ -587,7 +587,20 @@ func (mx *Matrix) a8MMAInputs(xq []int8, xs []float32, batch int) ([][]int8, []i
 			xm[2*(k*nv+v)+1] = sums[v*nblk+k]
 		}
 	}
-	return [][]int8{stepOrder(xq, tab)}, xm
+	f := stepOrder(xq, tab)
+	xr := make([]int8, nv*pc)
+	for i, c := range f {
+		v, col := i/pc, i%pc
+		xr[a8XR(col/128, v, col%128, nv)] = c
+	}
+	return [][]int8{xr}, xm
+}
+
+// a8XR is buffers.cu's a8XR: where byte p (in fragment order) of
+// 128-column block blk of vector slot v < nv goes in the int8
+// tensor-core kernels' activations.
+func a8XR(blk, v, p, nv int) int {
+	return blk*nv*128 + (v>>3)*1024 + ((p>>4)&1)*512 + (v&7)*64 + (p>>5)*16 + p&15
 }
 
 // stepOrder returns xq rearranged within every step of len(tab) values:
