@@ -887,7 +887,7 @@ BITSA8(1)
 // p%16, so each of a warp's 16-byte loads of 8 vectors' half-blocks
 // reads 512 contiguous bytes (in the vector-major order each load took
 // 32 sectors for 512 bytes: on an H200, batch 16, the kernels took
-// 0.87-0.95x the time the contiguous way); xm holds, per 128-column block and
+// 0.88-0.95x the time the contiguous way); xm holds, per 128-column block and
 // vector v < 8*NT, the activation scale's bits and the block's int32
 // activation sum (a8_prep). A round is WARPS*SPW consecutive steps (warp
 // wp takes step wp, and for Q4G128 a second one: a8Step): each lane turns its
