@@ -1060,8 +1060,10 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 	// at up to 8 vectors), Bits2 up to 8 vectors 0.91-0.98x; but the
 	// Q4G128 two-step one-tile kernel took 1.12-1.14x at batch 1 and 4,
 	// the 16-vector Bits2 kernels spilled (1.05-1.18x), Bits8's _s kernel
-	// too (1.11x) and its others were level, so those stay as they were.
-	const bool LEAN = N == 0 ? P || Q4SPW == 1 : N == 4 || (N == 2 && NT == 1);
+	// too (1.11x) and its others were level, so those stay as they were;
+	// since the activations' contiguous placement (a8XR) Bits8's 16-vector
+	// kernel takes 0.98-0.99x the time LEAN.
+	const bool LEAN = N == 0 ? P || Q4SPW == 1 : N == 4 || (N == 2 && NT == 1) || (N == 8 && NT == 2);
 	typedef typename pick<LEAN, int, i64>::type ix;
 	ix steps = pcols / E, nblk = pcols / 128;
 	i64 units = (i64)steps * UPS;
