@@ -3,6 +3,7 @@
 package cpu
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -35,6 +36,40 @@ func BenchmarkYMMPrep(b *testing.B) {
 					s.prep(act, xq, xs, 0, s.chunks)
 				}
 			})
+		}
+	}
+}
+
+// TestYMMGathers: for every YMM Bits A8 activation order (Bits 8, 4, 2, 1;
+// units of 128, 64, 32 columns), the copy ymmGather picks writes the byte
+// gather's bytes, and Bits8 with units of 128 (whose dwords take columns
+// 32 apart) goes through the interleaving assembly where the CPU has it.
+func TestYMMGathers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{8, 4, 2, 1} {
+		for _, unit := range []int{128, 64, 32} {
+			src := ymmActSources(n, unit)
+			if n == 8 && unit == 128 && hasAll(interleaveRequires) && (dwordRuns(src) != nil || interleaveRuns(src, int32(len(src))) == nil) {
+				t.Fatalf("Bits8 units of 128: the order is not four 16-byte runs per block")
+			}
+			x := make([]int8, len(src))
+			for i := range x {
+				x[i] = int8(rng.IntN(256) - 128)
+			}
+			want, got := make([]byte, len(src)), make([]byte, len(src)+64)
+			for i := range got {
+				got[i] = 0xa5
+			}
+			gatherActs(want, x, src)
+			ymmGather(src)(got, x)
+			if !bytes.Equal(got[:len(src)], want) {
+				t.Fatalf("Bits%d units of %d: the layout differs from the byte gather", n, unit)
+			}
+			for _, b := range got[len(src):] {
+				if b != 0xa5 {
+					t.Fatalf("Bits%d units of %d: wrote past the layout", n, unit)
+				}
+			}
 		}
 	}
 }
