@@ -899,7 +899,7 @@ func (mx *Matrix) mulI8Dev(dst, xq, xs cu.DevicePtr, batch int) error {
 		b.memo[prepA8] = prepKey{}
 	}
 	switch {
-	case mx.useA8MMA(): // fragment order; scales and sums per block and vector slot (a8_prep)
+	case mx.useA8MMA(): // fragment order placed by a8XR; scales and sums per block and vector slot (a8_prep)
 		var tab cu.DevicePtr // Q4G128: a8_q4order's order (e = 0)
 		var e int64
 		if mx.f != fmtQ4 {

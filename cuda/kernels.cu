@@ -1286,7 +1286,8 @@ A8MMA(bits2, 2, true, 1, A8MMA_MINB, _p)
 // took 16.2 against 19.3 us at batch 1 and 20.9 against 22.9 at batch 16
 // (A16 14.4 and 19.2); 4096x14336 (half as many tiles) 24.4 against 16.5
 // and 14336x4096 (more tiles than blocks) 18.8 against 18.1 us, which
-// keep the two-step kernels.
+// keep the two-step kernels up to 8 vectors (the 16-vector persistent
+// one is one-step, above).
 A8MMA(q4g128, 0, false, 1, 4, _s)
 // Bits8 in registers for four blocks per SM, up to 8 vectors (_s, the
 // same rule): on an H200, 8192x8192 at batch 1 took 19.2 against 24.3 us

@@ -600,7 +600,7 @@ func (mx *Matrix) a8MMAInputs(xq []int8, xs []float32, batch int) ([][]int8, []i
 // 128-column block blk of vector slot v < nv goes in the int8
 // tensor-core kernels' activations.
 func a8XR(blk, v, p, nv int) int {
-	return blk*nv*128 + (v>>3)*1024 + ((p>>4)&1)*512 + (v&7)*64 + (p>>5)*16 + p&15
+	return blk*nv*128 + (v>>3)*1024 + ((p>>4)&1)*512 + (v&7)*64 + (p>>5)*16 + (p & 15)
 }
 
 // stepOrder returns xq rearranged within every step of len(tab) values:
