@@ -5,6 +5,7 @@ package cpu
 import (
 	"github.com/qgemv/qgemv/asm"
 	"github.com/qgemv/qgemv/layout"
+	"unsafe"
 )
 
 // sparseA8YMM are the YMM W(1:2, 7-bit)A8 kernels for Sparse12 by kernel
@@ -88,32 +89,48 @@ func newSparseYMM(be *Backend, m *layout.Sparse12) *bitsSIMD {
 		}
 	}
 	s.idx, s.ctrl = make([]int32, 1), make([]byte, 64) // unused by the YMM kernels
-	// src[v]: the chunk pair whose activations are byte v of a quarter's 32.
-	var src [4][32]int
-	for h := range src {
-		for v := range src[h] {
-			d, w := (v%16)/4, 8*h+4*(v/16)+v%4
-			src[h][v] = d*32 + w
-		}
-	}
-	bias := 0
+	var flip uint32                                    // the AVX-VNNI kernel's x+128: the sign bits flipped
 	if ks.vnni {
-		bias = 128
+		flip = 0x80808080
 	}
 	s.prep = func(act []byte, xq []int8, xs []float32, k0, k1 int) {
 		for k := k0; k < k1; k++ {
 			a := act[k*s.actChunk : (k+1)*s.actChunk]
-			x := xq[k*256 : (k+1)*256]
-			for h := range src {
-				for v, p := range src[h] {
-					a[64*h+v] = byte(int(x[2*p]) + bias)
-					a[64*h+32+v] = byte(int(x[2*p+1]) + bias)
-				}
-			}
+			sparseActs(a, xq[k*256:(k+1)*256], flip)
 			for lane := 0; lane < 8; lane++ {
 				putF32(a[256+4*lane:], xs[(k*256+(lane%nu)*unit)/128])
 			}
 		}
 	}
 	return s
+}
+
+// sparseActs lays out one chunk's activations x (128 pairs) for the YMM
+// Sparse12 kernels: byte v of quarter h's 32 is pair d*32 + 8h + 4(v/16)
+// + v%4, d = (v%16)/4, its even column's activation at a[64h+v] and its
+// odd column's at a[64h+32+v], each byte xored with a byte of flip. Four
+// consecutive v are four consecutive pairs: one 8-byte load, split into
+// its even and odd bytes.
+//
+//go:noinline
+func sparseActs(a []byte, x []int8, flip uint32) {
+	_, _ = a[255], x[255] // every offset below is inside these
+	ap, xp := unsafe.Pointer(&a[0]), unsafe.Pointer(&x[0])
+	for h := 0; h < 4; h++ {
+		for l := 0; l < 2; l++ {
+			for d := 0; d < 4; d++ {
+				v, p := 16*l+4*d, d*32+8*h+4*l
+				u := *(*uint64)(unsafe.Add(xp, 2*p))
+				*(*uint32)(unsafe.Add(ap, 64*h+v)) = evenBytes(u) ^ flip
+				*(*uint32)(unsafe.Add(ap, 64*h+32+v)) = evenBytes(u>>8) ^ flip
+			}
+		}
+	}
+}
+
+// evenBytes returns bytes 0, 2, 4 and 6 of u as a word.
+func evenBytes(u uint64) uint32 {
+	u &= 0x00FF00FF00FF00FF
+	u = (u | u>>8) & 0x0000FFFF0000FFFF
+	return uint32(u | u>>16)
 }

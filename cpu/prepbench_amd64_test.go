@@ -73,3 +73,50 @@ func TestYMMGathers(t *testing.T) {
 		}
 	}
 }
+
+// TestSparseActs: the Sparse12 YMM activation copy equals the definition
+// (byte v of quarter h: pair d*32 + 8h + 4(v/16) + v%4, d = (v%16)/4, even
+// column then odd, plus 128 for the AVX-VNNI kernel) byte for byte.
+func TestSparseActs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	x := make([]int8, 256)
+	for i := range x {
+		x[i] = int8(rng.IntN(256) - 128)
+	}
+	for _, bias := range []int{0, 128} {
+		want := make([]byte, 256)
+		for h := 0; h < 4; h++ {
+			for v := 0; v < 32; v++ {
+				p := (v%16)/4*32 + 8*h + 4*(v/16) + v%4
+				want[64*h+v] = byte(int(x[2*p]) + bias)
+				want[64*h+32+v] = byte(int(x[2*p+1]) + bias)
+			}
+		}
+		got := make([]byte, 256+32)
+		for i := range got {
+			got[i] = 0xa5
+		}
+		sparseActs(got, x, uint32(bias/128)*0x80808080)
+		if !bytes.Equal(got[:256], want) {
+			t.Fatalf("bias %d: the layout differs from the definition", bias)
+		}
+		for _, b := range got[256:] {
+			if b != 0xa5 {
+				t.Fatalf("bias %d: wrote past the layout", bias)
+			}
+		}
+	}
+}
+
+// BenchmarkSparseActs times the Sparse12 YMM activation copy of one
+// vector of 4096 columns (16 chunks).
+func BenchmarkSparseActs(b *testing.B) {
+	x := make([]int8, 4096)
+	a := make([]byte, 4096)
+	b.SetBytes(4096)
+	for i := 0; i < b.N; i++ {
+		for k := 0; k < 16; k++ {
+			sparseActs(a[k*256:(k+1)*256], x[k*256:(k+1)*256], 0x80808080)
+		}
+	}
+}
