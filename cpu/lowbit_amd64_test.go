@@ -229,20 +229,10 @@ func TestGatherRuns(t *testing.T) {
 			for i := range x {
 				x[i] = int8(rng.IntN(255) - 127)
 			}
-			want, got := make([]byte, len(src)), make([]byte, len(src)+64)
-			for i := range got {
-				got[i] = 0xa5
-			}
+			want, got := make([]byte, len(src)), guardedBytes(len(src))
 			gatherActs(want, x, src)
 			gatherRuns(got, x, runs)
-			if !bytes.Equal(got[:len(src)], want) {
-				t.Fatalf("Bits%d sub %d: interleaved bytes differ from gatherActs", n, sub)
-			}
-			for _, b := range got[len(src):] {
-				if b != 0xa5 {
-					t.Fatalf("Bits%d sub %d: wrote past the layout", n, sub)
-				}
-			}
+			checkGuarded(t, fmt.Sprintf("Bits%d sub %d", n, sub), got, want)
 		}
 	}
 	if interleaveRuns([]int32{0, 1}, 2) != nil {
@@ -252,6 +242,30 @@ func TestGatherRuns(t *testing.T) {
 	bad[7] = 3
 	if interleaveRuns(bad, 256) != nil {
 		t.Error("a table breaking a run was accepted")
+	}
+}
+
+// guardedBytes returns a buffer of n bytes and 64 guard bytes after them, all
+// 0xa5 (checkGuarded).
+func guardedBytes(n int) []byte {
+	b := make([]byte, n+64)
+	for i := range b {
+		b[i] = 0xa5
+	}
+	return b
+}
+
+// checkGuarded fails t unless got (from guardedBytes) starts with want and its
+// guard bytes are untouched.
+func checkGuarded(t *testing.T, what string, got, want []byte) {
+	t.Helper()
+	if !bytes.Equal(got[:len(want)], want) {
+		t.Fatalf("%s: the layout differs from the reference", what)
+	}
+	for _, b := range got[len(want):] {
+		if b != 0xa5 {
+			t.Fatalf("%s: wrote past the layout", what)
+		}
 	}
 }
 

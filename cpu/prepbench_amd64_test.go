@@ -3,7 +3,6 @@
 package cpu
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -56,20 +55,10 @@ func TestYMMGathers(t *testing.T) {
 			for i := range x {
 				x[i] = int8(rng.IntN(256) - 128)
 			}
-			want, got := make([]byte, len(src)), make([]byte, len(src)+64)
-			for i := range got {
-				got[i] = 0xa5
-			}
+			want, got := make([]byte, len(src)), guardedBytes(len(src))
 			gatherActs(want, x, src)
 			ymmGather(src)(got, x)
-			if !bytes.Equal(got[:len(src)], want) {
-				t.Fatalf("Bits%d units of %d: the layout differs from the byte gather", n, unit)
-			}
-			for _, b := range got[len(src):] {
-				if b != 0xa5 {
-					t.Fatalf("Bits%d units of %d: wrote past the layout", n, unit)
-				}
-			}
+			checkGuarded(t, fmt.Sprintf("Bits%d units of %d", n, unit), got, want)
 		}
 	}
 }
@@ -92,19 +81,9 @@ func TestSparseActs(t *testing.T) {
 				want[64*h+32+v] = byte(int(x[2*p+1]) + bias)
 			}
 		}
-		got := make([]byte, 256+32)
-		for i := range got {
-			got[i] = 0xa5
-		}
+		got := guardedBytes(256)
 		sparseActs(got, x, uint32(bias/128)*0x80808080)
-		if !bytes.Equal(got[:256], want) {
-			t.Fatalf("bias %d: the layout differs from the definition", bias)
-		}
-		for _, b := range got[256:] {
-			if b != 0xa5 {
-				t.Fatalf("bias %d: wrote past the layout", bias)
-			}
-		}
+		checkGuarded(t, fmt.Sprintf("bias %d", bias), got, want)
 	}
 }
 
