@@ -210,7 +210,9 @@ func testBitsDroppedMeta(t *testing.T, isa ISA) {
 
 // TestGatherRuns: for every plane kernel's activation order (Bits 8, 4,
 // 2, 1; groups of 128, 64, 32), the interleaving assembly writes
-// gatherActs' bytes, zero runs included.
+// gatherActs' bytes, zero runs included, through gatherRuns' copy and as
+// interleaveGather runs it (straight from the chunk where it has no zero
+// runs).
 func TestGatherRuns(t *testing.T) {
 	if !hasAll(interleaveRequires) {
 		t.Skip("no AVX")
@@ -233,6 +235,9 @@ func TestGatherRuns(t *testing.T) {
 			gatherActs(want, x, src)
 			gatherRuns(got, x, runs)
 			checkGuarded(t, fmt.Sprintf("Bits%d sub %d", n, sub), got, want)
+			got = guardedBytes(len(src))
+			interleaveGather(src, E)(got, x)
+			checkGuarded(t, fmt.Sprintf("Bits%d sub %d, interleaveGather", n, sub), got, want)
 		}
 	}
 	if interleaveRuns([]int32{0, 1}, 2) != nil {
@@ -243,6 +248,31 @@ func TestGatherRuns(t *testing.T) {
 	if interleaveRuns(bad, 256) != nil {
 		t.Error("a table breaking a run was accepted")
 	}
+}
+
+// BenchmarkInterleaveGather times one chunk's activation layout for the
+// AVX-512 Bits4 kernel with groups of 128 (no zero runs) through
+// gatherRuns' copy and straight from the chunk (interleaveGather).
+func BenchmarkInterleaveGather(b *testing.B) {
+	if !hasAll(interleaveRequires) {
+		b.Skip("no AVX")
+	}
+	s := &bitsSIMD{n: 4, bpc: 2, sub: 1}
+	src := s.actSources()
+	E := layout.BitsChunk(4)
+	runs := interleaveRuns(src, int32(E))
+	x, a := make([]int8, E), make([]byte, len(src))
+	b.Run("copy", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			gatherRuns(a, x, runs)
+		}
+	})
+	g := interleaveGather(src, E)
+	b.Run("straight", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			g(a, x)
+		}
+	})
 }
 
 // guardedBytes returns a buffer of n bytes and 64 guard bytes after them, all

@@ -162,17 +162,15 @@ func ymmActSources(n, unit int) []int32 {
 // consecutive columns per dword: copied as such (a quarter of the moves
 // of a byte gather). Bits8 with units of 128 takes the columns w, 32+w,
 // 64+w, 96+w per dword: four 16-byte runs per 64 bytes, interleaved by
-// the assembly (BenchmarkYMMPrep, one vector of 4096 columns on a Zen 3
-// core: 9.7-11.7 us byte by byte, 4.6-4.8 us so). Anything else is
-// gathered byte by byte.
+// the assembly straight from the chunk (BenchmarkYMMPrep, one vector of
+// 4096 columns on a Zen 3 core: 9.7-11.7 us byte by byte, 2.2-3.6 us
+// so). Anything else is gathered byte by byte.
 func ymmGather(src []int32) func(a []byte, x []int8) {
 	if runs := dwordRuns(src); runs != nil {
 		return func(a []byte, x []int8) { gatherDwords(a, x, runs) }
 	}
-	if hasAll(interleaveRequires) {
-		if runs := interleaveRuns(src, int32(len(src))); runs != nil {
-			return func(a []byte, x []int8) { gatherRuns(a, x, runs) }
-		}
+	if g := interleaveGather(src, len(src)); g != nil {
+		return g
 	}
 	return func(a []byte, x []int8) { gatherActs(a, x, src) }
 }
