@@ -110,7 +110,7 @@ func newSparseYMM(be *Backend, m *layout.Sparse12) *bitsSIMD {
 // + v%4, d = (v%16)/4, its even column's activation at a[64h+v] and its
 // odd column's at a[64h+32+v], each byte xored with a byte of flip. Four
 // consecutive v are four consecutive pairs: one 8-byte load, split into
-// its even and odd bytes.
+// its even and odd bytes (as splitEvenOdd).
 //
 //go:noinline
 func sparseActs(a []byte, x []int8, flip uint32) {
@@ -121,16 +121,9 @@ func sparseActs(a []byte, x []int8, flip uint32) {
 			for d := 0; d < 4; d++ {
 				v, p := 16*l+4*d, d*32+8*h+4*l
 				u := *(*uint64)(unsafe.Add(xp, 2*p))
-				*(*uint32)(unsafe.Add(ap, 64*h+v)) = evenBytes(u) ^ flip
-				*(*uint32)(unsafe.Add(ap, 64*h+32+v)) = evenBytes(u>>8) ^ flip
+				*(*uint32)(unsafe.Add(ap, 64*h+v)) = pack4(u&0x00ff00ff00ff00ff) ^ flip
+				*(*uint32)(unsafe.Add(ap, 64*h+32+v)) = pack4(u>>8&0x00ff00ff00ff00ff) ^ flip
 			}
 		}
 	}
-}
-
-// evenBytes returns bytes 0, 2, 4 and 6 of u as a word.
-func evenBytes(u uint64) uint32 {
-	u &= 0x00FF00FF00FF00FF
-	u = (u | u>>8) & 0x0000FFFF0000FFFF
-	return uint32(u | u>>16)
 }
