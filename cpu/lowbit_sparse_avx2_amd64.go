@@ -3,9 +3,10 @@
 package cpu
 
 import (
+	"unsafe"
+
 	"github.com/qgemv/qgemv/asm"
 	"github.com/qgemv/qgemv/layout"
-	"unsafe"
 )
 
 // sparseA8YMM are the YMM W(1:2, 7-bit)A8 kernels for Sparse12 by kernel
@@ -89,7 +90,8 @@ func newSparseYMM(be *Backend, m *layout.Sparse12) *bitsSIMD {
 		}
 	}
 	s.idx, s.ctrl = make([]int32, 1), make([]byte, 64) // unused by the YMM kernels
-	var flip uint32                                    // the AVX-VNNI kernel's x+128: the sign bits flipped
+	// the AVX-VNNI kernel's x+128: the sign bits flipped
+	var flip uint32
 	if ks.vnni {
 		flip = 0x80808080
 	}

@@ -162,8 +162,9 @@ __device__ __forceinline__ i64 a8XR(i64 blk, i64 v, int p, i64 nv) {
 // kernel: one warp per 128-column block and vector slot v < nv (a8_prep's
 // numbering), quantizing as quant_a8 (xq, xs and the status word) and
 // writing a8_prep's outputs (xm, and xr: each vector's block in
-// a8_q4order's order, placed by a8XR) from the same registers, so the tensor-core multiply that follows skips a8_prep
-// (one dependent kernel fewer between the large ones).
+// a8_q4order's order, placed by a8XR) from the same registers, so the
+// tensor-core multiply that follows skips a8_prep (one dependent kernel
+// fewer between the large ones).
 extern "C" __global__ void quant_a8_q4(const float *x, const int *nat, signed char *xq, float *xs, unsigned *status, int2 *xm, signed char *xr, i64 batch, i64 cols, i64 pc, i64 nv) { PDL_ENTRY();
 	i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
 	int lane = threadIdx.x & 31;
