@@ -113,8 +113,6 @@ func newSparseYMM(be *Backend, m *layout.Sparse12) *bitsSIMD {
 // odd column's at a[64h+32+v], each byte xored with a byte of flip. Four
 // consecutive v are four consecutive pairs: one 8-byte load, split into
 // its even and odd bytes (as splitEvenOdd).
-//
-//go:noinline
 func sparseActs(a []byte, x []int8, flip uint32) {
 	_, _ = a[255], x[255] // every offset below is inside these
 	ap, xp := unsafe.Pointer(&a[0]), unsafe.Pointer(&x[0])
