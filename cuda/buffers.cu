@@ -101,20 +101,37 @@ extern "C" __global__ void xsum_h16(const __half *x, const int *nat, float *out,
 // quant128 quantizes one 128-column group g of vector v exactly as
 // layout.QuantizeA8Go, one warp, 4 columns per lane (columns 4*lane..):
 // the values are gathered through nat (stored column -> source column,
-// -1 for padding: 0); a NaN or infinity sets ST_NONFINITE in status and
-// the group becomes zeros. It returns the lane's four codes and sets the
-// group's scale.
+// -1 for padding: 0), or with nat null (no act-order permutation) read
+// in place, 16 bytes per lane where aligned: a warp's one load then
+// covers the group's 512 bytes, where four gathered ones each touch all
+// of them (a host-slice call reads x over the bus). A NaN or infinity
+// sets ST_NONFINITE in status and the group becomes zeros. It returns
+// the lane's four codes and sets the group's scale.
 __device__ __forceinline__ char4 quant128(const float *x, const int *nat, unsigned *status, i64 v, i64 g, i64 cols, int lane, float &scale) {
 	float val[4];
+	if (nat == nullptr) {
+		i64 c0 = g * 128 + lane * 4;
+		const float *p = x + v * cols + c0;
+		if (c0 + 4 <= cols && ((size_t)p & 15) == 0) {
+			float4 f = *(const float4 *)p;
+			val[0] = f.x, val[1] = f.y, val[2] = f.z, val[3] = f.w;
+		} else {
+#pragma unroll
+			for (int k = 0; k < 4; k++) val[k] = c0 + k < cols ? p[k] : 0.0f;
+		}
+	} else {
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			int c = nat[g * 128 + lane * 4 + k];
+			val[k] = c >= 0 ? x[v * cols + c] : 0.0f;
+		}
+	}
 	float amax = 0;
 	bool bad = false;
 #pragma unroll
 	for (int k = 0; k < 4; k++) {
-		int c = nat[g * 128 + lane * 4 + k];
-		float f = c >= 0 ? x[v * cols + c] : 0.0f;
-		val[k] = f;
-		bad |= !isfinite(f);
-		amax = fmaxf(amax, fabsf(f));
+		bad |= !isfinite(val[k]);
+		amax = fmaxf(amax, fabsf(val[k]));
 	}
 	for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(FULL, amax, o));
 	if (__any_sync(FULL, bad)) {

@@ -638,18 +638,23 @@ func quantizeBufReq(r *mulReq) error {
 }
 
 // quantize queues quant_a8 (CUDA thread), flagging a NaN or infinity in
-// the status word st.
+// the status word st. Without an act-order permutation the kernel reads
+// x in place (a null gather table).
 func (mx *Matrix) quantize(xq, xs, x, st cu.DevicePtr, batch int) error {
-	nat, _, err := mx.colTables()
-	if err != nil {
-		return err
+	var nat cu.DevicePtr
+	if mx.perm != nil {
+		nb, _, err := mx.colTables()
+		if err != nil {
+			return err
+		}
+		nat = nb.ptr
 	}
 	pc := mx.geo.PCols
 	if mx.f == fmtQ4 && mx.useA8MMA() && mx.sig().ok {
-		return mx.quantizeQ4(xq, xs, x, st, nat.ptr, batch)
+		return mx.quantizeQ4(xq, xs, x, st, nat, batch)
 	}
 	warpsTotal := batch * pc / 128
-	return mx.b.launch("quant_a8", ceilDiv(warpsTotal, 8), 1, 256, 0, x, nat.ptr, xq, xs, st,
+	return mx.b.launch("quant_a8", ceilDiv(warpsTotal, 8), 1, 256, 0, x, nat, xq, xs, st,
 		int64(batch), int64(mx.geo.Cols), int64(pc))
 }
 

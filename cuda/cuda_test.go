@@ -151,7 +151,7 @@ func testA8TensorCores(t *testing.T) {
 	}
 	defer b.Close()
 	for _, f := range []string{"q4g128", "bits8g128", "bits4g128", "bits4g256", "bits2g128", "bits8row", "bits2row", "bits4g32"} {
-		for _, sh := range [][2]int{{37, 6000}, {300, 14336}} {
+		for _, sh := range [][2]int{{37, 6000}, {300, 14336}, {45, 1001}} {
 			m, err := synth.Named(f, sh[0], sh[1], 11)
 			if err != nil {
 				t.Fatal(err)
