@@ -764,12 +764,13 @@ func (mx *Matrix) mulA8Dev(y, x, st cu.DevicePtr, batch int) error {
 // the device addresses pinned memory (and no kernel adds into y with
 // atomics: Options.Mode Atomic), y is the pinned buffer itself: the
 // kernels' stores cross the bus as they are made, and the call waits
-// without a queued copy.
-func (mx *Matrix) hostCall(dst []float32, status bool, put func() error, enqueue func(y, st cu.DevicePtr) error) error {
+// without a queued copy; there the kernels of op at this batch run as a
+// graph from the second call on (runHost).
+func (mx *Matrix) hostCall(dst []float32, op hostOp, batch int, status bool, put func() error, enqueue func(y, st cu.DevicePtr) error) error {
 	b := mx.b
 	n := 4 * int64(len(dst))
 	if b.dev.mapsHost && b.opts.Mode != Atomic && n > 0 && n <= stagingMax {
-		return mx.hostCallMapped(dst, status, put, enqueue)
+		return mx.hostCallMapped(dst, op, batch, status, put, enqueue)
 	}
 	yb, err := b.scratchBuf("y", n+4)
 	if err != nil {
@@ -848,7 +849,7 @@ func (mx *Matrix) hostCall(dst []float32, status bool, put func() error, enqueue
 
 // hostCallMapped is hostCall with the results and the status word in
 // pinned host memory the kernels write directly (Device.mapsHost).
-func (mx *Matrix) hostCallMapped(dst []float32, status bool, put func() error, enqueue func(y, st cu.DevicePtr) error) error {
+func (mx *Matrix) hostCallMapped(dst []float32, op hostOp, batch int, status bool, put func() error, enqueue func(y, st cu.DevicePtr) error) error {
 	b := mx.b
 	n := 4 * len(dst)
 	var word *uint32
@@ -867,13 +868,20 @@ func (mx *Matrix) hostCallMapped(dst []float32, status bool, put func() error, e
 		_ = cu.Synchronize() // queued copies finish before their staging is reused
 		return err
 	}
-	if err := enqueue(cu.DevicePtr(uintptr(h.p)), st); err != nil {
+	if err := mx.runHost(op, batch, enqueue, cu.DevicePtr(uintptr(h.p)), st); err != nil {
 		_ = cu.Synchronize()
 		return err
 	}
 	if err := cu.Synchronize(); err != nil {
 		return fmt.Errorf("cuda: waiting for the multiply (a kernel may have failed): %w", err)
 	}
+	return hostResult(dst, h, word)
+}
+
+// hostResult copies a mapped host call's results out of h into dst and
+// reports a NaN or infinity the status word (when not nil) flagged.
+func hostResult(dst []float32, h *pinned, word *uint32) error {
+	n := 4 * len(dst)
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(dst))), n), h.bytes(n))
 	if word != nil && *word != 0 {
 		return errNonFinite

@@ -307,9 +307,14 @@ type Backend struct {
 	// synchronous copies and memsets use, and it can be captured as a
 	// graph (graph.go), which the legacy stream cannot.
 	stream cu.Stream
-	// scratchGen counts reallocations of scratch buffers: a graph
-	// captured before one may address freed memory (graph.go).
-	scratchGen uint64
+	// scratchGen counts reallocations of scratch buffers, pinGen those
+	// of pinned staging buffers: a graph captured before one may address
+	// freed memory (graph.go).
+	scratchGen, pinGen uint64
+	// hostGraphs: host-slice multiplies captured as graphs (graph.go),
+	// unless hostGraphOff (EnvHostGraph).
+	hostGraphs   map[hostGraphKey]*hostGraph
+	hostGraphOff bool
 	// statusQueued: a buffer kernel that may set the status word was
 	// queued since takeStatus last read it (buffers.go).
 	statusQueued bool
@@ -411,7 +416,8 @@ func Open(ordinal int, opts Options) (*Backend, error) {
 	b := &Backend{dev: d, arch: arch, opts: opts, noMMA: os.Getenv("QGEMV_CUDA_MMA") == "0", work: make(chan *call, 1), // buffered: a sender never parks waiting for the CUDA thread
 		done: make(chan struct{}),
 		fns:  map[string]cu.Function{}, scratch: map[string]*buffer{}, pinned: map[string]*pinned{},
-		stageIn: map[string]*pinned{}}
+		stageIn: map[string]*pinned{}, hostGraphs: map[hostGraphKey]*hostGraph{},
+		hostGraphOff: os.Getenv(EnvHostGraph) == "0"}
 	started := make(chan error)
 	go b.loop(started, ptx)
 	if err := <-started; err != nil {
@@ -598,6 +604,7 @@ func (b *Backend) selfTest() error {
 }
 
 func (b *Backend) release() {
+	b.dropHostGraphs(nil)
 	for _, s := range b.scratch {
 		s.free()
 	}

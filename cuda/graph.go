@@ -44,6 +44,8 @@ import (
 	"slices"
 	"unsafe"
 
+	"gorgonia.org/cu"
+
 	"github.com/qgemv/qgemv/internal/devbuf"
 )
 
@@ -188,4 +190,137 @@ func (g *Graph) Close() error {
 // cstream returns the backend's stream as this package's C type.
 func (b *Backend) cstream() C.CUstream {
 	return C.CUstream(unsafe.Pointer(b.stream.C()))
+}
+
+// Host-slice multiplies as graphs. A host-slice multiply queues the same
+// kernels with the same arguments call after call (the activations and
+// results pass through the same pinned and scratch memory), so from its
+// second call with one matrix, operation and batch on, its kernels are
+// captured once as a graph and launched with one driver call: on an
+// H200 a call took 2-3 us less (BENCHMARKS.md; internal/cudafloor
+// measures the same sequences without Go). The graph is captured again
+// when a scratch or pinned buffer it addresses was reallocated.
+
+// EnvHostGraph set to 0 queues host-slice multiplies kernel by kernel.
+const EnvHostGraph = "QGEMV_CUDA_HOSTGRAPH"
+
+// hostOp names the host-slice multiply a graph holds.
+type hostOp uint8
+
+const (
+	hostQueued  hostOp = iota // never captured
+	hostF16                   // binary16 activations (MulF16)
+	hostRounded               // float32 activations the gather rounds
+	hostA8                    // float32 activations the device quantizes
+)
+
+type hostGraphKey struct {
+	mx    *Matrix
+	op    hostOp
+	batch int
+}
+
+// hostGraph is one host-slice multiply's graph; nil x before the second
+// call or when it cannot be captured (queued: never try again).
+type hostGraph struct {
+	g           C.CUgraph
+	x           C.CUgraphExec
+	gen, pinGen uint64
+	queued      bool
+	// ws: the graph holds a SplitK launch, which needs the first wsIn
+	// words of the "ws" scratch zero (the counters it does not clear
+	// itself) and leaves the first wsOut zero (splitWorkspace).
+	ws          bool
+	wsIn, wsOut int64
+}
+
+// hostGraphMax bounds the graphs kept: past it all are dropped.
+const hostGraphMax = 64
+
+// runHost queues enqueue(y, st), a host-slice multiply's kernels (CUDA
+// thread): as a graph from the second call on (captured here when there
+// is none or it is stale). Entropy-coded matrices, whose decoding carries
+// status tags, are queued kernel by kernel; so is a SplitK multiply when
+// counters its graph expects zero may not be.
+func (mx *Matrix) runHost(op hostOp, batch int, enqueue func(y, st cu.DevicePtr) error, y, st cu.DevicePtr) error {
+	b := mx.b
+	if op == hostQueued || b.hostGraphOff || mx.coded != nil {
+		return enqueue(y, st)
+	}
+	k := hostGraphKey{mx, op, batch}
+	hg := b.hostGraphs[k]
+	if hg == nil { // first call: queued, remembered
+		if len(b.hostGraphs) >= hostGraphMax {
+			b.dropHostGraphs(nil)
+		}
+		b.hostGraphs[k] = &hostGraph{}
+		return enqueue(y, st)
+	}
+	if hg.queued || hg.ws && b.wsZero < hg.wsIn {
+		return enqueue(y, st)
+	}
+	if hg.x != nil && (hg.gen != b.scratchGen || hg.pinGen != b.pinGen) {
+		C.qgGraphFree(hg.g, hg.x)
+		hg.g, hg.x = nil, nil
+	}
+	if hg.x == nil && !b.captureHost(hg, enqueue, y, st) {
+		return enqueue(y, st) // the capture queued nothing
+	}
+	if r := C.qgGraphLaunch(hg.x, b.cstream()); r != C.CUDA_SUCCESS {
+		return fmt.Errorf("cuda: launching a graph: CUresult %d", int(r))
+	}
+	if hg.ws {
+		b.wsZero, b.wsUsed = hg.wsOut, true
+	}
+	return nil
+}
+
+// captureHost captures enqueue(y, st) into hg and reports whether it
+// could (CUDA thread). It cannot when the capture fails or when the
+// kernels would need the host's bookkeeping (a status word in device
+// memory, ANS tags); hg is then marked queued. Memory reallocated during
+// the capture (which fails it) leaves hg to be captured again. SplitK
+// counters already zero are left out of the graph, as they are from a
+// queued call (hg.wsIn).
+func (b *Backend) captureHost(hg *hostGraph, enqueue func(y, st cu.DevicePtr) error, y, st cu.DevicePtr) bool {
+	gen, pinGen := b.scratchGen, b.pinGen
+	// Nothing runs during a capture: the bookkeeping it changes is put
+	// back (the memo too, which the queued run after a failed capture
+	// must not trust).
+	savedStatus, savedWS, savedUsed, savedTags, savedMemo := b.statusQueued, b.wsZero, b.wsUsed, b.capTags, b.memo
+	b.statusQueued, b.wsUsed, b.capTags = false, false, 0
+	defer func() {
+		b.statusQueued, b.wsZero, b.wsUsed, b.capTags, b.memo = savedStatus, savedWS, savedUsed, savedTags, savedMemo
+		if b.scratchGen != gen { // a new "ws" may hold anything
+			b.wsZero = 0
+		}
+	}()
+	if C.qgBeginCapture(b.cstream()) != C.CUDA_SUCCESS {
+		hg.queued = true
+		return false
+	}
+	err := enqueue(y, st)
+	r := C.qgEndCapture(b.cstream(), &hg.g, &hg.x)
+	hg.ws, hg.wsIn, hg.wsOut = b.wsUsed, savedWS, b.wsZero
+	if err != nil || r != C.CUDA_SUCCESS || b.statusQueued || b.capTags != 0 || b.scratchGen != gen || b.pinGen != pinGen {
+		C.qgGraphFree(hg.g, hg.x)
+		hg.g, hg.x = nil, nil
+		// an error is reported by the queued run; moved memory is
+		// captured again next call
+		hg.queued = err == nil && b.scratchGen == gen && b.pinGen == pinGen
+		return false
+	}
+	hg.gen, hg.pinGen = gen, pinGen
+	return true
+}
+
+// dropHostGraphs frees the host-slice graphs of mx, or every one with mx
+// nil (CUDA thread).
+func (b *Backend) dropHostGraphs(mx *Matrix) {
+	for k, hg := range b.hostGraphs {
+		if mx == nil || k.mx == mx {
+			C.qgGraphFree(hg.g, hg.x)
+			delete(b.hostGraphs, k)
+		}
+	}
 }

@@ -178,6 +178,7 @@ func groupShift(g int, wholeRow bool) int64 {
 func (mx *Matrix) Close() error {
 	return mx.close(func() {
 		freeAll(mx.w, mx.s, mx.z, mx.m, mx.zi, mx.nat, mx.mma, mx.a8t)
+		mx.b.dropHostGraphs(mx)
 		if mx.coded != nil {
 			mx.coded.free()
 		}
@@ -332,7 +333,11 @@ func hostGather[T any](r *mulReq, x []T, half bool) error {
 	mx := r.mx
 	var xp cu.DevicePtr
 	put := func() (err error) { xp, err = pinnedIn(mx.b, "xin", x); return err }
-	return mx.hostCall(r.dst, false, put, func(y, _ cu.DevicePtr) error { return mx.mulF16Dev(y, xp, half, r.batch) })
+	op := hostRounded
+	if half {
+		op = hostF16
+	}
+	return mx.hostCall(r.dst, op, r.batch, false, put, func(y, _ cu.DevicePtr) error { return mx.mulF16Dev(y, xp, half, r.batch) })
 }
 
 // putF16 puts f16Inputs' activations into the "x" scratch buffer and
@@ -529,7 +534,7 @@ func mulA8Req(r *mulReq) error {
 	mx := r.mx
 	var xp cu.DevicePtr // read by the quantization kernel only (pinnedIn)
 	put := func() (err error) { xp, err = pinnedIn(mx.b, "xin", r.x); return err }
-	return mx.hostCall(r.dst, true, put, func(y, st cu.DevicePtr) error { return mx.mulA8Dev(y, xp, st, r.batch) })
+	return mx.hostCall(r.dst, hostA8, r.batch, true, put, func(y, st cu.DevicePtr) error { return mx.mulA8Dev(y, xp, st, r.batch) })
 }
 
 // mulI8Req is MulI8's work (CUDA thread).
@@ -543,7 +548,7 @@ func mulI8Req(r *mulReq) error {
 		sb, err = putScratch(mx.b, "xsin", r.xs, true)
 		return err
 	}
-	return mx.hostCall(r.dst, false, put, func(y, _ cu.DevicePtr) error { return mx.mulI8Dev(y, qb.ptr, sb.ptr, r.batch) })
+	return mx.hostCall(r.dst, hostQueued, r.batch, false, put, func(y, _ cu.DevicePtr) error { return mx.mulI8Dev(y, qb.ptr, sb.ptr, r.batch) })
 }
 
 // a8Inputs returns the int8 activations rearranged for the format's A8

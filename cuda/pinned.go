@@ -49,7 +49,18 @@ func (h *pinned) bytes(n int) []byte { return unsafe.Slice((*byte)(h.p), n) }
 // staging returns the backend's pinned buffer of that name with at least
 // size bytes (CUDA thread only).
 func (b *Backend) staging(name string, size int) (*pinned, error) {
-	return grown(b.pinned, name, int64(size), allocPinned)
+	return b.growPinned(b.pinned, name, int64(size))
+}
+
+// growPinned is grown for the pinned caches, counting replaced buffers in
+// pinGen: a graph captured before reads freed memory (CUDA thread).
+func (b *Backend) growPinned(cache map[string]*pinned, name string, size int64) (*pinned, error) {
+	old := cache[name]
+	h, err := grown(cache, name, size, allocPinned)
+	if old != nil && h != old {
+		b.pinGen++
+	}
+	return h, err
 }
 
 // stagedPut queues a copy of s into bf through the pinned buffer of that
@@ -65,7 +76,7 @@ func stagedPut[T any](b *Backend, name string, bf *buffer, s []T) error {
 	if n > bf.size {
 		return fmt.Errorf("cuda: %d bytes do not fit a %d-byte buffer", n, bf.size)
 	}
-	h, err := grown(b.stageIn, name, n, allocPinned)
+	h, err := b.growPinned(b.stageIn, name, n)
 	if err != nil {
 		return err
 	}
