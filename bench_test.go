@@ -11,7 +11,9 @@ package qgemv_test
 // BenchmarkReadBandwidth from the same run. CPU benchmarks beyond the
 // last-level cache also report read-GB/s, the read bandwidth measured
 // with the same thread count just before and after their timed loop, and
-// %read, their MB/s as a percentage of it. Shapes without a suffix rotate
+// %read, their MB/s as a percentage of it; GPU benchmarks report
+// kernel-us, the multiply kernels' own time over the same matrices, and
+// over-us, what a call takes beyond it. Shapes without a suffix rotate
 // over enough distinct matrices to exceed the last-level cache (weights
 // stream from DRAM); shapes suffixed "-cached" reuse one small matrix.
 // Matrices are loaded WithHugePages(true) and the roofline buffer is
@@ -191,6 +193,17 @@ func benchGEMV(b *testing.B, backend string, threads int, spec layout.FormatSpec
 		read := reads[len(reads)/2]
 		b.ReportMetric(read, "read-GB/s")
 		b.ReportMetric(100*float64(streamed)*float64(b.N)/sec/1e9/read, "%read")
+	}
+	// GPU backends: the multiply kernels' own time over the same matrices
+	// (Engine.KernelTime, activations uploaded once), and what a call costs
+	// beyond it: the host round trip the API adds.
+	if !strings.HasPrefix(backend, "cpu") {
+		ka := map[benchAct]qgemv.Activation{a8: qgemv.A8, a16: qgemv.A16, a16f: qgemv.A16, a32: qgemv.A32}[act]
+		if kt, err := eng.KernelTime(mats, ka, batch, 200); err == nil {
+			us := kt.Seconds() * 1e6
+			b.ReportMetric(us, "kernel-us")
+			b.ReportMetric(sec*1e6/float64(b.N)-us, "over-us")
+		}
 	}
 }
 
