@@ -197,7 +197,7 @@ func (b *Backend) cstream() C.CUstream {
 // results pass through the same pinned and scratch memory), so from its
 // second call with one matrix, operation and batch on, its kernels are
 // captured once as a graph and launched with one driver call: on an
-// H200 a call took 2-3 us less (BENCHMARKS.md; internal/cudafloor
+// H200 a call took 1-5 us less (BENCHMARKS.md; internal/cudafloor
 // measures the same sequences without Go). The graph is captured again
 // when a scratch or pinned buffer it addresses was reallocated.
 
