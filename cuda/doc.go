@@ -94,6 +94,12 @@
 // launches overlap the previous kernel's tail; QGEMV_CUDA_PDL=0 turns it
 // off.
 //
+// A host-slice multiply (MulA8, MulF16, MulRoundedF16) runs its kernels
+// on activations and results in pinned host memory where the device maps
+// it, and from its second call with one matrix, operation and batch on
+// as a captured graph, one driver call (graph.go); QGEMV_CUDA_HOSTGRAPH=0
+// queues them kernel by kernel.
+//
 // For kernel development, QGEMV_CUDA_PTX names a directory whose
 // <source>_sm_<cc>.ptx (or .ptx.gz) files are loaded instead of the
 // embedded PTX of their sources (chosen per source in the same way; other
