@@ -136,31 +136,32 @@ struct State {
   unsigned seq = 0;
 };
 
-static void launch_prep(State &st, bool pdl) {
+// Launch holds a launch's configuration, with programmatic dependent
+// launch when pdl is set (the attribute must outlive the launch call).
+struct Launch {
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((COLS + 255) / 256);
-  cfg.blockDim = dim3(256);
-  cfg.stream = st.s;
   cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = pdl ? 1 : 0;
-  CK(cudaLaunchKernelEx(&cfg, prep, (const float *)st.xpinD, st.xh, COLS));
+  Launch(dim3 grid, dim3 block, cudaStream_t s, bool pdl) {
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.stream = s;
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = pdl ? 1 : 0;
+  }
+};
+
+static void launch_prep(State &st, bool pdl) {
+  Launch l(dim3((COLS + 255) / 256), dim3(256), st.s, pdl);
+  CK(cudaLaunchKernelEx(&l.cfg, prep, (const float *)st.xpinD, st.xh, COLS));
 }
 
 static void launch_gemv(State &st, bool pdl, bool flag) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(ROWS / WARPS);
-  cfg.blockDim = dim3(32 * WARPS);
-  cfg.stream = st.s;
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = pdl ? 1 : 0;
-  CK(cudaLaunchKernelEx(&cfg, gemv, (const uint4 *)st.w, (const float *)st.sc,
-                        (const __half *)st.xh, st.ypinD, st.count,
+  Launch l(dim3(ROWS / WARPS), dim3(32 * WARPS), st.s, pdl);
+  CK(cudaLaunchKernelEx(&l.cfg, gemv, (const uint4 *)st.w,
+                        (const float *)st.sc, (const __half *)st.xh, st.ypinD,
+                        st.count,
                         (volatile unsigned *)(flag ? st.flagD : nullptr),
                         st.seq));
 }
