@@ -11,6 +11,14 @@ package asm
 //go:noescape
 func WidenF16(dst *float32, src *uint16, n int)
 
+// NarrowF16 rounds n float32 values at src to binary16 at dst, to nearest with
+// ties to even (VCVTPS2PH with rounding control 0, whatever MXCSR says), with
+// F16C on YMM, 32 per iteration; n is a multiple of 32. See "Activation
+// kernels" in the package doc.
+//
+//go:noescape
+func NarrowF16(dst *uint16, src *float32, n int)
+
 // QuantizeA8Avx512 quantizes groups of 128 float32 at x to int8 at q with one
 // scale per group, with AVX-512F, exactly as layout.QuantizeA8 does, up to the
 // first group it leaves to the caller. See "Activation kernels" in the package

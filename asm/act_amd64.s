@@ -28,6 +28,34 @@ WidenF16_loop:
 	VZEROUPPER
 	RET
 
+// func NarrowF16(dst *uint16, src *float32, n int)
+// Requires: AVX, F16C
+TEXT ·NarrowF16(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), AX
+	MOVQ src+8(FP), CX
+	MOVQ n+16(FP), DX
+	SHRQ $0x05, DX
+
+NarrowF16_loop:
+	VMOVUPS   (CX), Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVDQU   X0, (AX)
+	VMOVUPS   32(CX), Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVDQU   X0, 16(AX)
+	VMOVUPS   64(CX), Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVDQU   X0, 32(AX)
+	VMOVUPS   96(CX), Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVDQU   X0, 48(AX)
+	ADDQ      $0x00000080, CX
+	ADDQ      $0x00000040, AX
+	DECQ      DX
+	JNZ       NarrowF16_loop
+	VZEROUPPER
+	RET
+
 // func QuantizeA8Avx512(x *float32, groups int, q *int8, scales *float32) int
 // Requires: AVX, AVX2, AVX512F
 TEXT ·QuantizeA8Avx512(SB), NOSPLIT, $0-40

@@ -284,6 +284,7 @@ func TestRequiresCoverKernels(t *testing.T) {
 		}
 	}
 	check("widenF16", funcName(widenKernel.fn), widenKernel.requires)
+	check("narrowF16", funcName(narrowKernel.fn), narrowKernel.requires)
 	for fn := range req {
 		// The codebook quantizer's assignment kernels are gated in
 		// layout/codebook (nearestSets; TestNearestRequires there).

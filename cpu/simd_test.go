@@ -127,6 +127,51 @@ func FuzzKernels(f *testing.F) {
 	})
 }
 
+// TestToFP16s checks layout.ToFP16s (this package installs the F16C
+// rounding where the CPU has it) against layout.ToFP16 for float32
+// values around every binary16 rounding boundary (each pattern of the
+// upper 19 bits with the lower 13 just below, at, and just above a half
+// step, and zero and all ones), random patterns, at every length tail and
+// slice offset; NaN stays NaN.
+func TestToFP16s(t *testing.T) {
+	var src []float32
+	for hi := uint32(0); hi < 1<<19; hi++ {
+		for _, lo := range []uint32{0, 0x0fff, 0x1000, 0x1001, 0x1fff} {
+			src = append(src, math.Float32frombits(hi<<13|lo))
+		}
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := 0; i < 1<<16; i++ {
+		src = append(src, math.Float32frombits(r.Uint32()))
+	}
+	dst := make([]layout.FP16, len(src)+1)
+	for _, off := range []int{0, 1, 7} {
+		for _, n := range []int{0, 1, 31, 32, 33, 95, len(src) - off} {
+			const guard = layout.FP16(0x1234)
+			for i := range dst {
+				dst[i] = guard
+			}
+			layout.ToFP16s(dst[off:], src[off:off+n])
+			for i, got := range dst {
+				if i < off || i >= off+n {
+					if got != guard {
+						t.Fatalf("offset %d length %d: wrote dst[%d] outside the range", off, n, i)
+					}
+					continue
+				}
+				want := layout.ToFP16(src[i])
+				if math.IsNaN(float64(want.Float32())) {
+					if !math.IsNaN(float64(got.Float32())) {
+						t.Fatalf("ToFP16s(%#08x) = %#04x, want NaN", math.Float32bits(src[i]), uint16(got))
+					}
+				} else if got != want {
+					t.Fatalf("offset %d length %d: ToFP16s(%#08x) = %#04x, want %#04x", off, n, math.Float32bits(src[i]), uint16(got), uint16(want))
+				}
+			}
+		}
+	}
+}
+
 // TestWidenF16 checks the widening (F16C where the CPU has it) against
 // layout.FP16.Float32 for every binary16 value, at every length tail and
 // slice offset.

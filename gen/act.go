@@ -8,12 +8,13 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-// Activation preparation (asm/act_amd64.s): binary16 widening and the
-// int8 quantizer of W4A8 and the low-bit A8 kernels.
+// Activation preparation (asm/act_amd64.s): binary16 widening and
+// rounding, and the int8 quantizer of W4A8 and the low-bit A8 kernels.
 
 // actKernels emits the activation preparation family.
 func actKernels() {
 	widenF16()
+	narrowF16()
 	quantA8(true)
 	quantA8(false)
 	swiGLU()
@@ -136,6 +137,28 @@ func widenF16() {
 	ADDQ(U32(128), d)
 	DECQ(n)
 	JNZ(LabelRef("WidenF16_loop"))
+	VZEROUPPER()
+	RET()
+}
+
+// narrowF16 emits the float32 to binary16 rounding of activations.
+func narrowF16() {
+	TEXT("NarrowF16", NOSPLIT, "func(dst *uint16, src *float32, n int)")
+	Pragma("noescape")
+	kernelDoc("Activation kernels", "NarrowF16 rounds n float32 values at src to binary16 at dst, to nearest with ties to even (VCVTPS2PH with rounding control 0, whatever MXCSR says), with F16C on YMM, 32 per iteration; n is a multiple of 32.")
+	d, s, n := param("dst"), param("src"), param("n")
+	SHRQ(U8(5), n)
+	Label("NarrowF16_loop")
+	for i := 0; i < 4; i++ {
+		y, x := YMM(), XMM()
+		VMOVUPS(Mem{Base: s, Disp: 32 * i}, y)
+		VCVTPS2PH(U8(0), y, x)
+		VMOVDQU(x, Mem{Base: d, Disp: 16 * i})
+	}
+	ADDQ(U32(128), s)
+	ADDQ(U32(64), d)
+	DECQ(n)
+	JNZ(LabelRef("NarrowF16_loop"))
 	VZEROUPPER()
 	RET()
 }

@@ -1,6 +1,9 @@
 package layout
 
-import "math"
+import (
+	"math"
+	"sync/atomic"
+)
 
 // FP16 is an IEEE 754 binary16 value (1 sign, 5 exponent, 10 fraction
 // bits), as stored in Bits metadata and A16 activations.
@@ -41,6 +44,39 @@ func ToFP16(f float32) FP16 {
 		return FP16(sign | uint16(h))
 	}
 	return FP16(sign) // underflow to zero
+}
+
+// ToFP16s sets dst[i] = ToFP16(src[i]) for i < len(src) (len(dst) >=
+// len(src)), with the installed F16Kernel (SetF16Kernel) over whole runs
+// of 32: the same values, a NaN's payload aside (it stays NaN).
+func ToFP16s(dst []FP16, src []float32) {
+	dst = dst[:len(src)]
+	n := 0
+	if k := f16Kernel.Load(); k != nil {
+		n = len(src) &^ 31
+		if n > 0 {
+			(*k)(dst[:n], src[:n])
+		}
+	}
+	for i := n; i < len(src); i++ {
+		dst[i] = ToFP16(src[i])
+	}
+}
+
+// F16Kernel rounds src to binary16 into dst as ToFP16 does (NaN payloads
+// aside); len(src) == len(dst), a multiple of 32.
+type F16Kernel func(dst []FP16, src []float32)
+
+var f16Kernel atomic.Pointer[F16Kernel]
+
+// SetF16Kernel makes ToFP16s run k (nil: the Go loop only). Package cpu
+// installs its F16C kernel at init where the CPU has F16C.
+func SetF16Kernel(k F16Kernel) {
+	if k == nil {
+		f16Kernel.Store(nil)
+		return
+	}
+	f16Kernel.Store(&k)
 }
 
 // Float32 widens h to float32 exactly.
