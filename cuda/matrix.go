@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"unsafe"
 
 	"gorgonia.org/cu"
 
@@ -306,9 +307,11 @@ func (mx *Matrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 }
 
 // MulRoundedF16 multiplies float32 activations rounded to binary16 (to
-// nearest even) on the device: MulF16 of the rounded values, bit for bit,
-// without the host's pass over them. The float32 values go to the device
-// in one copy (or are read from pinned memory, pinnedIn).
+// nearest even): MulF16 of the rounded values, bit for bit. Where the
+// device reads pinned host memory and package cpu installed its F16C
+// rounding (layout.HasF16Kernel), the host rounds them into that memory:
+// half the bytes to copy and to cross the bus. Otherwise the float32
+// values go to the device in one copy and the device rounds them.
 func (mx *Matrix) MulRoundedF16(dst, x []float32, batch int) error {
 	if err := mx.geo.CheckF32("cuda", len(dst), len(x), batch); err != nil {
 		return err
@@ -320,7 +323,23 @@ func (mx *Matrix) MulRoundedF16(dst, x []float32, batch int) error {
 }
 
 // mulRoundedReq is MulRoundedF16's work (CUDA thread).
-func mulRoundedReq(r *mulReq) error { return hostGather(r, r.x, false) }
+func mulRoundedReq(r *mulReq) error {
+	mx, b := r.mx, r.mx.b
+	if !b.dev.mapsHost || !layout.HasF16Kernel() || 2*int64(len(r.x)) > stagingMax {
+		return hostGather(r, r.x, false)
+	}
+	var xp cu.DevicePtr
+	put := func() error {
+		h, err := b.staging("xin", 2*len(r.x))
+		if err != nil {
+			return err
+		}
+		layout.ToFP16s(unsafe.Slice((*layout.FP16)(h.p), len(r.x)), r.x)
+		xp = cu.DevicePtr(uintptr(h.p))
+		return nil
+	}
+	return mx.hostCall(r.dst, hostF16, r.batch, false, put, func(y, _ cu.DevicePtr) error { return mx.mulF16Dev(y, xp, true, r.batch) })
+}
 
 // mulF16Req is MulF16's work (CUDA thread).
 func mulF16Req(r *mulReq) error { return hostGather(r, r.xh, true) }

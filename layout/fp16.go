@@ -79,6 +79,10 @@ func SetF16Kernel(k F16Kernel) {
 	f16Kernel.Store(&k)
 }
 
+// HasF16Kernel reports whether ToFP16s runs an installed kernel (the Go
+// loop takes about 2 ns per value).
+func HasF16Kernel() bool { return f16Kernel.Load() != nil }
+
 // Float32 widens h to float32 exactly.
 func (h FP16) Float32() float32 {
 	sign := uint32(h&0x8000) << 16
