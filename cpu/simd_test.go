@@ -132,8 +132,12 @@ func FuzzKernels(f *testing.F) {
 // values around every binary16 rounding boundary (each pattern of the
 // upper 19 bits with the lower 13 just below, at, and just above a half
 // step, and zero and all ones), random patterns, at every length tail and
-// slice offset; NaN stays NaN.
+// slice offset; NaN stays NaN. A short dst takes what fits, as copy.
 func TestToFP16s(t *testing.T) {
+	short := make([]layout.FP16, 40)
+	if n := layout.ToFP16s(short, make([]float32, 100)); n != 40 {
+		t.Fatalf("ToFP16s into 40 of 100 values converted %d", n)
+	}
 	var src []float32
 	for hi := uint32(0); hi < 1<<19; hi++ {
 		for _, lo := range []uint32{0, 0x0fff, 0x1000, 0x1001, 0x1fff} {
@@ -151,7 +155,9 @@ func TestToFP16s(t *testing.T) {
 			for i := range dst {
 				dst[i] = guard
 			}
-			layout.ToFP16s(dst[off:], src[off:off+n])
+			if got := layout.ToFP16s(dst[off:], src[off:off+n]); got != n {
+				t.Fatalf("offset %d length %d: ToFP16s converted %d values", off, n, got)
+			}
 			for i, got := range dst {
 				if i < off || i >= off+n {
 					if got != guard {

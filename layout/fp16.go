@@ -46,11 +46,13 @@ func ToFP16(f float32) FP16 {
 	return FP16(sign) // underflow to zero
 }
 
-// ToFP16s sets dst[i] = ToFP16(src[i]) for i < len(src) (len(dst) >=
-// len(src)), with the installed F16Kernel (SetF16Kernel) over whole runs
-// of 32: the same values, a NaN's payload aside (it stays NaN).
-func ToFP16s(dst []FP16, src []float32) {
-	dst = dst[:len(src)]
+// ToFP16s sets dst[i] = ToFP16(src[i]) for i < min(len(dst), len(src))
+// and returns that count, as copy does, with the installed F16Kernel
+// (SetF16Kernel) over whole runs of 32: the same values, a NaN's payload
+// aside (it stays NaN).
+func ToFP16s(dst []FP16, src []float32) int {
+	m := min(len(dst), len(src))
+	dst, src = dst[:m], src[:m]
 	n := 0
 	if k := f16Kernel.Load(); k != nil {
 		n = len(src) &^ 31
@@ -61,6 +63,7 @@ func ToFP16s(dst []FP16, src []float32) {
 	for i := n; i < len(src); i++ {
 		dst[i] = ToFP16(src[i])
 	}
+	return m
 }
 
 // F16Kernel rounds src to binary16 into dst as ToFP16 does (NaN payloads
