@@ -122,43 +122,44 @@ func swiGLU() {
 
 // widenF16 emits the binary16 to float32 widening of activations.
 func widenF16() {
-	TEXT("WidenF16", NOSPLIT, "func(dst *float32, src *uint16, n int)")
-	Pragma("noescape")
-	kernelDoc("Activation kernels", "WidenF16 widens n binary16 values at src to float32 at dst with F16C (VCVTPH2PS on YMM), 32 per iteration.")
-	d, s, n := param("dst"), param("src"), param("n")
-	SHRQ(U8(5), n)
-	Label("WidenF16_loop")
-	for i := 0; i < 4; i++ {
-		y := YMM()
-		VCVTPH2PS(Mem{Base: s, Disp: 16 * i}, y)
-		VMOVUPS(y, Mem{Base: d, Disp: 32 * i})
-	}
-	ADDQ(U32(64), s)
-	ADDQ(U32(128), d)
-	DECQ(n)
-	JNZ(LabelRef("WidenF16_loop"))
-	VZEROUPPER()
-	RET()
+	f16Loop("WidenF16", "func(dst *float32, src *uint16, n int)",
+		"WidenF16 widens n binary16 values at src to float32 at dst with F16C (VCVTPH2PS on YMM), 32 per iteration.",
+		2, 4, func(s, d Mem) {
+			y := YMM()
+			VCVTPH2PS(s, y)
+			VMOVUPS(y, d)
+		})
 }
 
 // narrowF16 emits the float32 to binary16 rounding of activations.
 func narrowF16() {
-	TEXT("NarrowF16", NOSPLIT, "func(dst *uint16, src *float32, n int)")
+	f16Loop("NarrowF16", "func(dst *uint16, src *float32, n int)",
+		"NarrowF16 rounds n float32 values at src to binary16 at dst, to nearest with ties to even (VCVTPS2PH with rounding control 0, whatever MXCSR says), with F16C on YMM, 32 per iteration; n is a multiple of 32.",
+		4, 2, func(s, d Mem) {
+			y, x := YMM(), XMM()
+			VMOVUPS(s, y)
+			VCVTPS2PH(U8(0), y, x)
+			VMOVDQU(x, d)
+		})
+}
+
+// f16Loop emits a conversion of n values (a multiple of 32) from src,
+// of in bytes each, to dst, of out bytes each: four conversions of eight
+// values (one) per iteration.
+func f16Loop(name, sig, doc string, in, out int, one func(s, d Mem)) {
+	TEXT(name, NOSPLIT, sig)
 	Pragma("noescape")
-	kernelDoc("Activation kernels", "NarrowF16 rounds n float32 values at src to binary16 at dst, to nearest with ties to even (VCVTPS2PH with rounding control 0, whatever MXCSR says), with F16C on YMM, 32 per iteration; n is a multiple of 32.")
+	kernelDoc("Activation kernels", doc)
 	d, s, n := param("dst"), param("src"), param("n")
 	SHRQ(U8(5), n)
-	Label("NarrowF16_loop")
+	Label(name + "_loop")
 	for i := 0; i < 4; i++ {
-		y, x := YMM(), XMM()
-		VMOVUPS(Mem{Base: s, Disp: 32 * i}, y)
-		VCVTPS2PH(U8(0), y, x)
-		VMOVDQU(x, Mem{Base: d, Disp: 16 * i})
+		one(Mem{Base: s, Disp: 8 * in * i}, Mem{Base: d, Disp: 8 * out * i})
 	}
-	ADDQ(U32(128), s)
-	ADDQ(U32(64), d)
+	ADDQ(U32(32*in), s)
+	ADDQ(U32(32*out), d)
 	DECQ(n)
-	JNZ(LabelRef("NarrowF16_loop"))
+	JNZ(LabelRef(name + "_loop"))
 	VZEROUPPER()
 	RET()
 }
