@@ -117,9 +117,7 @@ func (m *Matrix) mulRounded(dst, x []float32, batch int) error {
 		p = &s
 	}
 	h := (*p)[:n]
-	for i, v := range x[:n] {
-		h[i] = layout.ToFP16(v)
-	}
+	layout.ToFP16s(h, x[:n])
 	err := m.m.MulF16(dst, h, batch)
 	fp16Pool.Put(p)
 	return err

@@ -550,12 +550,6 @@ func deviceBWHint(backend string) string {
 	return "see the backend's benchmarks"
 }
 
-func toFP16(dst []layout.FP16, x []float32) {
-	for i, v := range x {
-		dst[i] = layout.ToFP16(v)
-	}
-}
-
 // measureReadBW returns the median of five timed streaming reads of a
 // buffer beyond the last-level cache (synth.WorkingSet bytes, which
 // cmdBench has checked), in bytes per second; huge puts the buffer in

@@ -81,7 +81,7 @@ func benchTwin(path string, opt importOpts, eng *qgemv.Engine, act benchAct, nth
 			a = actA32 // offsets (Q4_1, Q4_K): float activations only
 		}
 		xh := make([]layout.FP16, cols)
-		toFP16(xh, x)
+		layout.ToFP16s(xh, x)
 		call := func(mm *qgemv.Matrix) (time.Duration, error) {
 			t0 := time.Now()
 			var err error

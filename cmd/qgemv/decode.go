@@ -231,7 +231,7 @@ func benchDecode(path string, iopt importOpts, eng *qgemv.Engine, o decodeOpts) 
 			case p.w == nil && p.in != nil:
 				err = p.in.Set(p.x, o.batch, p.a)
 			case p.w == nil:
-				toFP16(p.xh, p.xf)
+				layout.ToFP16s(p.xh, p.xf)
 			case p.in != nil:
 				err = p.in.Mul(p.i, p.dst)
 			default:
