@@ -875,13 +875,6 @@ func (mx *Matrix) hostCallMapped(dst []float32, op hostOp, batch int, status boo
 	if err := cu.Synchronize(); err != nil {
 		return fmt.Errorf("cuda: waiting for the multiply (a kernel may have failed): %w", err)
 	}
-	return hostResult(dst, h, word)
-}
-
-// hostResult copies a mapped host call's results out of h into dst and
-// reports a NaN or infinity the status word (when not nil) flagged.
-func hostResult(dst []float32, h *pinned, word *uint32) error {
-	n := 4 * len(dst)
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(dst))), n), h.bytes(n))
 	if word != nil && *word != 0 {
 		return errNonFinite
