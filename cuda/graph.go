@@ -209,7 +209,7 @@ type hostOp uint8
 
 const (
 	hostQueued  hostOp = iota // never captured
-	hostF16                   // binary16 activations (MulF16)
+	hostF16                   // binary16 activations (MulF16, MulRoundedF16 rounded on the host)
 	hostRounded               // float32 activations the gather rounds
 	hostA8                    // float32 activations the device quantizes
 )
