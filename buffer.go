@@ -294,9 +294,7 @@ func (b *Buffer) WriteFP16(src []layout.FP16) error {
 		defer b.e.hostMu.Unlock()
 		b.allocHost()
 	}
-	for i, h := range src {
-		b.f32[i] = h.Float32()
-	}
+	layout.FromFP16s(b.f32, src)
 	if b.dev != nil {
 		return devErr("buffer write", b.dev.Write(0, asBytes(b.f32[:len(src)])))
 	}

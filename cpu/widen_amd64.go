@@ -18,7 +18,8 @@ var widenKernel = struct {
 var hasWiden = hasAll(widenKernel.requires)
 
 // narrowKernel is the F16C rounding of float32 activations to binary16,
-// which layout.ToFP16s runs (installed at init where the CPU has F16C).
+// which layout.ToFP16s runs (installed at init where the CPU has F16C, as
+// the widening is for layout.FromFP16s).
 var narrowKernel = struct {
 	fn       func(dst *uint16, src *float32, n int)
 	requires []string
@@ -28,6 +29,11 @@ func init() {
 	if hasAll(narrowKernel.requires) {
 		layout.SetF16Kernel(func(dst []layout.FP16, src []float32) {
 			narrowKernel.fn((*uint16)(&dst[0]), &src[0], len(src))
+		})
+	}
+	if hasWiden {
+		layout.SetWidenKernel(func(dst []float32, src []layout.FP16) {
+			widenKernel.fn(&dst[0], (*uint16)(&src[0]), len(src))
 		})
 	}
 }

@@ -83,8 +83,44 @@ func SetF16Kernel(k F16Kernel) {
 }
 
 // HasF16Kernel reports whether ToFP16s runs an installed kernel (the Go
-// loop takes about 2 ns per value).
+// loop takes several nanoseconds per value).
 func HasF16Kernel() bool { return f16Kernel.Load() != nil }
+
+// FromFP16s sets dst[i] = src[i].Float32() for i < min(len(dst),
+// len(src)) and returns that count, as copy does, with the installed
+// WidenKernel (SetWidenKernel) over whole runs of 32: the same values, a
+// NaN's payload aside (it stays NaN).
+func FromFP16s(dst []float32, src []FP16) int {
+	m := min(len(dst), len(src))
+	dst, src = dst[:m], src[:m]
+	n := 0
+	if k := widenKernel.Load(); k != nil {
+		n = m &^ 31
+		if n > 0 {
+			(*k)(dst[:n], src[:n])
+		}
+	}
+	for i := n; i < m; i++ {
+		dst[i] = src[i].Float32()
+	}
+	return m
+}
+
+// WidenKernel widens src to float32 into dst as FP16.Float32 does (NaN
+// payloads aside); len(src) == len(dst), a multiple of 32.
+type WidenKernel func(dst []float32, src []FP16)
+
+var widenKernel atomic.Pointer[WidenKernel]
+
+// SetWidenKernel makes FromFP16s run k (nil: the Go loop only). Package
+// cpu installs its F16C kernel at init where the CPU has F16C.
+func SetWidenKernel(k WidenKernel) {
+	if k == nil {
+		widenKernel.Store(nil)
+		return
+	}
+	widenKernel.Store(&k)
+}
 
 // Float32 widens h to float32 exactly.
 func (h FP16) Float32() float32 {

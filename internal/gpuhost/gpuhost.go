@@ -197,9 +197,7 @@ func PadF16(dst []float32, x []layout.FP16, batch, cols, pcols int, perm []int32
 	for b := 0; b < batch; b++ {
 		d, s := dst[b*pcols:(b+1)*pcols], x[b*cols:(b+1)*cols]
 		if perm == nil {
-			for j, v := range s {
-				d[j] = v.Float32()
-			}
+			layout.FromFP16s(d, s)
 		} else {
 			for j, p := range perm {
 				d[j] = s[p].Float32()
