@@ -89,7 +89,7 @@ func (b *Backend) LoadCodebook(c *codebook.Codebook, dequant bool) (*CBMatrix, e
 	if c.FP32 {
 		copy(mx.scales, c.Scales32)
 	} else {
-		widenF16(mx.scales, c.Scales16[:len(mx.scales)])
+		layout.FromFP16s(mx.scales, c.Scales16[:len(mx.scales)])
 	}
 	mx.kern = cbKernelsFor(b)
 	mx.prepareCodes()
@@ -175,7 +175,7 @@ func (mx *CBMatrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 	xp, put := cbVec(mx.c.PCols)
 	defer put()
 	for v := 0; v < batch; v++ {
-		widenF16(xp, x[v*mx.c.Cols:(v+1)*mx.c.Cols])
+		layout.FromFP16s(xp, x[v*mx.c.Cols:(v+1)*mx.c.Cols])
 		mx.mulVec(dst[v*mx.c.Rows:(v+1)*mx.c.Rows], xp)
 	}
 	return nil

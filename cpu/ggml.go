@@ -242,7 +242,7 @@ func (mx *GGMLMatrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 	}
 	p := widenPool.Get().(*[]float32)
 	*p = grow(*p, len(x))
-	widenF16(*p, x)
+	layout.FromFP16s(*p, x)
 	err := mx.MulF32(dst, *p, batch)
 	widenPool.Put(p)
 	return err

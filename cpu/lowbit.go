@@ -415,11 +415,11 @@ func (mx *LowMatrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 	for v := 0; v < batch; v++ {
 		xv := x[v*mx.cols : (v+1)*mx.cols]
 		if !mx.actOrder() {
-			widenF16(c.xp[v*mx.pcols:], xv)
+			layout.FromFP16s(c.xp[v*mx.pcols:], xv)
 			clear(c.xp[v*mx.pcols+mx.cols : (v+1)*mx.pcols])
 			continue
 		}
-		widenF16(c.wide, xv)
+		layout.FromFP16s(c.wide, xv)
 		mx.gather(c.xp[v*mx.pcols:], c.wide)
 		clear(c.xp[v*mx.pcols+mx.cols : (v+1)*mx.pcols])
 	}

@@ -51,19 +51,7 @@ func ToFP16(f float32) FP16 {
 // (SetF16Kernel) over whole runs of 32: the same values, a NaN's payload
 // aside (it stays NaN).
 func ToFP16s(dst []FP16, src []float32) int {
-	m := min(len(dst), len(src))
-	dst, src = dst[:m], src[:m]
-	n := 0
-	if k := f16Kernel.Load(); k != nil {
-		n = len(src) &^ 31
-		if n > 0 {
-			(*k)(dst[:n], src[:n])
-		}
-	}
-	for i := n; i < len(src); i++ {
-		dst[i] = ToFP16(src[i])
-	}
-	return m
+	return convertRuns(dst, src, &f16Kernel, ToFP16)
 }
 
 // F16Kernel rounds src to binary16 into dst as ToFP16 does (NaN payloads
@@ -91,17 +79,22 @@ func HasF16Kernel() bool { return f16Kernel.Load() != nil }
 // WidenKernel (SetWidenKernel) over whole runs of 32: the same values, a
 // NaN's payload aside (it stays NaN).
 func FromFP16s(dst []float32, src []FP16) int {
+	return convertRuns(dst, src, &widenKernel, FP16.Float32)
+}
+
+// convertRuns sets dst[i] = one(src[i]) for i < min(len(dst), len(src))
+// and returns that count, with the kernel installed in k (if any) over
+// the leading whole runs of 32.
+func convertRuns[S, D any, K ~func([]D, []S)](dst []D, src []S, k *atomic.Pointer[K], one func(S) D) int {
 	m := min(len(dst), len(src))
-	dst, src = dst[:m], src[:m]
 	n := 0
-	if k := widenKernel.Load(); k != nil {
-		n = m &^ 31
-		if n > 0 {
-			(*k)(dst[:n], src[:n])
+	if kp := k.Load(); kp != nil {
+		if n = m &^ 31; n > 0 {
+			(*kp)(dst[:n], src[:n])
 		}
 	}
 	for i := n; i < m; i++ {
-		dst[i] = src[i].Float32()
+		dst[i] = one(src[i])
 	}
 	return m
 }
