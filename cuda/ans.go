@@ -138,10 +138,10 @@ func (mx *ANSMatrix) Kernel() string {
 // so does a second Close.
 func (mx *ANSMatrix) Close() error { return mx.close(mx.free) }
 
-// free frees the device memory (CUDA thread).
+// free frees the device memory (in a backend call).
 func (mx *ANSMatrix) free() { freeAll(mx.words, mx.offs, mx.esc, mx.escOffs, mx.table) }
 
-// enqueue launches y = W v (CUDA thread).
+// enqueue launches y = W v (in a backend call).
 func (mx *ANSMatrix) enqueue(v, y, status cu.DevicePtr, tag int64) error {
 	name, steps := "ans_rows", int64(mx.cols/128)
 	if mx.layout == ans.WarpStripes {
@@ -191,7 +191,7 @@ func (mx *Int8Matrix) Kernel() string { return fmt.Sprintf("cuda-sm%d-int8", mx.
 // so does a second Close.
 func (mx *Int8Matrix) Close() error { return mx.close(mx.w.free) }
 
-// enqueue launches y = W v (CUDA thread); v's buffer is padded to 16 bytes.
+// enqueue launches y = W v (in a backend call); v's buffer is padded to 16 bytes.
 func (mx *Int8Matrix) enqueue(v, y, _ cu.DevicePtr, _ int64) error {
 	blocks := (mx.rows + ansWarps - 1) / ansWarps
 	if mx.cols%16 == 0 {
@@ -215,7 +215,7 @@ type ChainMat interface {
 }
 
 // chainBufs returns the scratch vector, result and status buffers for
-// vectors of up to n values (CUDA thread); the status is zeroed.
+// vectors of up to n values (in a backend call); the status is zeroed.
 func (b *Backend) chainBufs(n int) (v, y, status *buffer, err error) {
 	if v, err = b.scratchBuf("ansv", int64(n+16)); err != nil {
 		return
@@ -230,7 +230,7 @@ func (b *Backend) chainBufs(n int) (v, y, status *buffer, err error) {
 	return
 }
 
-// checkStatus reads the status the ANS kernels wrote (CUDA thread).
+// checkStatus reads the status the ANS kernels wrote (in a backend call).
 func checkStatus(status *buffer, what func(tag uint32) string) error {
 	var st [4]uint32
 	if err := download(status, st[:]); err != nil {

@@ -37,7 +37,7 @@ func (b *Backend) loadANSBits(m *ans.Bits) (*Matrix, error) {
 }
 
 // decodeWords decodes the matrix's words into the scratch buffer
-// "ansbits" and returns it (CUDA thread); a corrupt stream is an error
+// "ansbits" and returns it (in a backend call); a corrupt stream is an error
 // wrapping ans.ErrCorrupt.
 func (mx *Matrix) decodeWords() (*buffer, error) {
 	b, c := mx.b, mx.coded

@@ -105,7 +105,7 @@ func (d *DevBuf) Write(off int64, src []byte) error {
 	return d.run(writeReq, off, src, false)
 }
 
-// run runs fn on the CUDA thread with a request for d, off and data;
+// run runs fn in a backend call with a request for d, off and data;
 // keepMemo for reads, which leave the preparation memos standing.
 func (d *DevBuf) run(fn func(*mulReq) error, off int64, data []byte, keepMemo bool) error {
 	r := newReq()
@@ -198,7 +198,7 @@ func stagedPutAt(b *Backend, p cu.DevicePtr, src []byte) error {
 }
 
 // copyKernel queues copy_bytes: n bytes from src to dst and, where st is
-// not 0, the status word at st to sto (CUDA thread). Where the device
+// not 0, the status word at st to sto (in a backend call). Where the device
 // maps pinned host memory the staged copies of buffer writes and reads,
 // and of results, run as this kernel on the staging memory: it starts
 // and signals sooner than a copy-engine transfer (on an H200 the FFN
@@ -214,7 +214,7 @@ func (b *Backend) copyKernel(dst, src cu.DevicePtr, n int64, st, sto cu.DevicePt
 // toPinned queues a copy of n bytes at p into the start of pinned memory
 // h and, where st is not 0, of the status word at st to h's byte w (a
 // multiple of 4): as copy_bytes where the device maps pinned memory, else
-// as copy-engine transfers (CUDA thread).
+// as copy-engine transfers (in a backend call).
 func (b *Backend) toPinned(h *pinned, p cu.DevicePtr, n int64, st cu.DevicePtr, w int64) error {
 	if b.dev.mapsHost {
 		hp := cu.DevicePtr(uintptr(h.p))
@@ -232,7 +232,7 @@ func (b *Backend) toPinned(h *pinned, p cu.DevicePtr, n int64, st cu.DevicePtr, 
 }
 
 // stagedGet copies n = len(dst) bytes at p into dst through pinned
-// staging, waiting for the work queued before (CUDA thread).
+// staging, waiting for the work queued before (in a backend call).
 func (b *Backend) stagedGet(dst []byte, p cu.DevicePtr) error {
 	n := int64(len(dst))
 	if n > stagingMax {
@@ -271,7 +271,7 @@ func (b *Backend) stagedGet(dst []byte, p cu.DevicePtr) error {
 	return nil
 }
 
-// sync waits for the stream's work (CUDA thread).
+// sync waits for the stream's work (in a backend call).
 func (b *Backend) sync() error {
 	if err := cu.Synchronize(); err != nil {
 		return fmt.Errorf("cuda: waiting for the device (a kernel failed): %w", err)
@@ -296,7 +296,7 @@ func waitReq(r *mulReq) error {
 }
 
 // statusWord returns the buffer kernels' status word, zeroed when first
-// made (CUDA thread); flagged records that a kernel which may set it was
+// made (in a backend call); flagged records that a kernel which may set it was
 // queued, so that takeStatus reads it.
 func (b *Backend) statusWord() (cu.DevicePtr, error) {
 	sb, ok := b.scratch["bufstatus"]
@@ -315,7 +315,7 @@ func (b *Backend) statusWord() (cu.DevicePtr, error) {
 }
 
 // takeStatus reads and clears the status word if a kernel that sets it
-// was queued since the last read (CUDA thread, after a synchronization).
+// was queued since the last read (in a backend call, after a synchronization).
 func (b *Backend) takeStatus() error {
 	if mats := b.ansQueued; mats != nil {
 		b.ansQueued = nil
@@ -356,7 +356,7 @@ func (b *Backend) takeStatus() error {
 	return errors.New("cuda: an activation quantized on the device was NaN or infinite (its results are not valid)")
 }
 
-// readWord copies the first 32-bit word of sb to the host (CUDA thread).
+// readWord copies the first 32-bit word of sb to the host (in a backend call).
 func readWord(sb *buffer) (uint32, error) {
 	var st [1]uint32
 	err := download(sb, st[:])
@@ -385,7 +385,7 @@ func (b *Backend) devBufs(names []string, bufs ...devbuf.Buf) (out [3]cu.DeviceP
 	return out, nil
 }
 
-// bufOp runs fn on the CUDA thread with a request holding the buffers
+// bufOp runs fn in a backend call with a request holding the buffers
 // (at most three, named by names for errors), n and the extra argument.
 func (b *Backend) bufOp(fn func(*mulReq) error, name string, n int, names []string, extra uint64, bufs ...devbuf.Buf) error {
 	r := newReq()
@@ -457,7 +457,7 @@ func requantizeReq(r *mulReq) error {
 	return b.launch(r.name, ceilDiv(r.n, 256), 1, 256, 0, ps[1], ps[0], int64(r.n), r.arg)
 }
 
-// colTables returns the matrix's gather tables (CUDA thread), made on
+// colTables returns the matrix's gather tables (in a backend call), made on
 // first use: nat maps each stored column to its source column (the
 // act-order permutation; -1 for padding), mma is nat in the tensor-core
 // kernels' fragment order (gpuhost.MMAOrder), or nil where the matrix
@@ -496,7 +496,7 @@ func (mx *Matrix) colTables() (nat, mma *buffer, err error) {
 }
 
 // a8Table returns the device copy of the Bits A8 tensor-core kernels'
-// fragment order (gpuhost.A8FragOrder), made on first use (CUDA thread).
+// fragment order (gpuhost.A8FragOrder), made on first use (in a backend call).
 func (mx *Matrix) a8Table() (*buffer, error) {
 	if mx.a8t != nil {
 		return mx.a8t, nil
@@ -512,7 +512,7 @@ func (mx *Matrix) a8Table() (*buffer, error) {
 }
 
 // withWords runs f with the matrix's words in place: an entropy-coded
-// matrix's are decoded into scratch first (CUDA thread).
+// matrix's are decoded into scratch first (in a backend call).
 func (mx *Matrix) withWords(f func() error) error {
 	if mx.coded == nil {
 		return f()
@@ -546,7 +546,7 @@ func mulF16BufReq(r *mulReq) error {
 	return nil
 }
 
-// bufOp runs fn on the CUDA thread, unless the matrix is closed by
+// bufOp runs fn in a backend call, unless the matrix is closed by
 // then, with a request holding the buffers (named by names for errors)
 // and batch; keepMemo for the multiplies, which leave the preparation
 // memos of earlier multiplies standing (memo.go).
@@ -559,7 +559,7 @@ func (mx *Matrix) bufOp(fn func(*mulReq) error, names []string, batch int, keepM
 }
 
 // mulF16Dev queues y = W x for batch vectors at x in device memory:
-// float32 rounded to binary16, or binary16 when half (CUDA thread). The
+// float32 rounded to binary16, or binary16 when half (in a backend call). The
 // gather puts them in the float kernel's order in the scratch buffer "x"
 // (with the block sums in "xsum" for the Bits tensor-core kernels).
 func (mx *Matrix) mulF16Dev(y, x cu.DevicePtr, half bool, batch int) error {
@@ -637,7 +637,7 @@ func quantizeBufReq(r *mulReq) error {
 	return r.mx.quantize(ps[0], ps[1], ps[2], st, r.batch)
 }
 
-// quantize queues quant_a8 (CUDA thread), flagging a NaN or infinity in
+// quantize queues quant_a8 (in a backend call), flagging a NaN or infinity in
 // the status word st. Without an act-order permutation the kernel reads
 // x in place (a null gather table).
 func (mx *Matrix) quantize(xq, xs, x, st cu.DevicePtr, batch int) error {
@@ -662,7 +662,7 @@ func (mx *Matrix) quantize(xq, xs, x, st cu.DevicePtr, batch int) error {
 // kernels' inputs for nv vector slots of pc columns: "xq0" (the
 // activations in the kernels' order, a8XR in buffers.cu: every slot's
 // place, filled or not) and "xm" (per block and slot, the scale's bits
-// and the block sum) (CUDA thread).
+// and the block sum) (in a backend call).
 func (b *Backend) a8mmaScratch(nv, pc int64) (rb, mb *buffer, err error) {
 	if rb, err = b.scratchBuf("xq0", nv*pc); err != nil {
 		return nil, nil, err
@@ -675,7 +675,7 @@ func (b *Backend) a8mmaScratch(nv, pc int64) (rb, mb *buffer, err error) {
 // quant_a8_q4 also writes the inputs a8_prep would (the scratch "xq0" and
 // "xm", as mulI8Dev allocates them) and records them as the prepA8 memo of
 // xq and xs, so that a multiply of this or a like matrix reading them next
-// skips a8_prep (CUDA thread).
+// skips a8_prep (in a backend call).
 func (mx *Matrix) quantizeQ4(xq, xs, x, st, nat cu.DevicePtr, batch int) error {
 	b := mx.b
 	pc := int64(mx.geo.PCols)
@@ -738,7 +738,7 @@ func mulA8BufReq(r *mulReq) error {
 }
 
 // mulA8Dev queues the quantization of batch float32 vectors at x into
-// the scratch buffers "aq" and "as" and the multiply into y (CUDA thread).
+// the scratch buffers "aq" and "as" and the multiply into y (in a backend call).
 func (mx *Matrix) mulA8Dev(y, x, st cu.DevicePtr, batch int) error {
 	b := mx.b
 	pc := int64(mx.geo.PCols)
@@ -756,7 +756,7 @@ func (mx *Matrix) mulA8Dev(y, x, st cu.DevicePtr, batch int) error {
 	return mx.mulI8Dev(y, qb.ptr, sb.ptr, batch)
 }
 
-// hostCall runs a multiply of host slices on the device (CUDA thread):
+// hostCall runs a multiply of host slices on the device (in a backend call):
 // put copies the activations in (through pinned staging, queued), enqueue
 // queues the kernels writing dst's values into y and, with status, may
 // flag the status word st (a NaN reaching quant_a8; without status st is
@@ -886,7 +886,7 @@ func (mx *Matrix) hostCallMapped(dst []float32, op hostOp, batch int, status boo
 var errNonFinite = errors.New("cuda: an activation is NaN or infinite")
 
 // mulI8Dev prepares the A8 kernel's inputs from int8 activations in
-// natural stored order (xq) and queues the multiply (CUDA thread).
+// natural stored order (xq) and queues the multiply (in a backend call).
 func (mx *Matrix) mulI8Dev(dst, xq, xs cu.DevicePtr, batch int) error {
 	b := mx.b
 	pc := int64(mx.geo.PCols)
@@ -1031,7 +1031,7 @@ func mulI32BufReq(r *mulReq) error {
 }
 
 // ansStatus returns the status buffer of the int8 multiplies on buffers,
-// zeroed when first made (CUDA thread).
+// zeroed when first made (in a backend call).
 func (b *Backend) ansStatus() (*buffer, error) {
 	if sb, ok := b.scratch["ansbufstatus"]; ok {
 		return sb, nil

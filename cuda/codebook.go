@@ -275,7 +275,7 @@ func (mx *CBMatrix) kernel(nb int, global bool) (name string, shmem, chunk int) 
 	return fmt.Sprintf("cb_psum_b%d", nb), chunk * row, chunk
 }
 
-// launch runs one multiply (CUDA thread): per group of nb vectors, the
+// launch runs one multiply (in a backend call): per group of nb vectors, the
 // global Psumbook build when used, the gemv kernel and, when K is split,
 // the deterministic reduction of the partials.
 func (mx *CBMatrix) launch(xb, yb *buffer, batch, nb int) error {

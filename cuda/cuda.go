@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -266,9 +265,9 @@ const (
 	EnvA8Steps = "QGEMV_CUDA_A8_STEPS"
 )
 
-// Backend is an open CUDA device: a context, the loaded kernels and the
-// OS thread every CUDA call runs on. It is safe for concurrent use; calls
-// are serialized on that thread.
+// Backend is an open CUDA device: a context and the loaded kernels. It is
+// safe for concurrent use; its calls run one at a time, each on its
+// caller's OS thread with the context pushed for the call.
 type Backend struct {
 	dev  Device
 	arch int // highest PTX target loaded (kernels.cu's: sm_80 and up have its tensor-core kernels)
@@ -287,10 +286,7 @@ type Backend struct {
 	a8s     map[string]a8Persist
 	a8steps string
 
-	work chan *call
-	done chan struct{}
-
-	// owned by the CUDA thread
+	// used in backend calls only (send, under exec)
 	ctx     cu.CUContext
 	mods    []cu.Module
 	fns     map[string]cu.Function
@@ -332,6 +328,10 @@ type Backend struct {
 	// the next multiply reading the same input skips (memo.go).
 	memo [nPrep]prepKey
 
+	// exec serializes the backend's work (send): every use of the
+	// context and of the fields above holds it. closed is written with
+	// exec and mu held and read with either.
+	exec   sync.Mutex
 	mu     sync.Mutex
 	closed bool
 }
@@ -374,8 +374,7 @@ var ErrClosed = gpuhost.ErrClosed
 // 1..16 (the same value as opencl.ErrBatch, so errors.Is matches either).
 var ErrBatch = gpuhost.ErrBatch
 
-// Open opens CUDA device ordinal: creates a context on a dedicated OS
-// thread, loads the highest embedded PTX the device supports (the driver
+// Open opens CUDA device ordinal: creates a context, loads the highest embedded PTX the device supports (the driver
 // compiles it; a failure, e.g. a driver too old for the PTX version, is
 // an error that says so), and runs a self-test kernel.
 func Open(ordinal int, opts Options) (*Backend, error) {
@@ -413,63 +412,29 @@ func Open(ordinal int, opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{dev: d, arch: arch, opts: opts, noMMA: os.Getenv("QGEMV_CUDA_MMA") == "0", work: make(chan *call, 1), // buffered: a sender never parks waiting for the CUDA thread
-		done: make(chan struct{}),
-		fns:  map[string]cu.Function{}, scratch: map[string]*buffer{}, pinned: map[string]*pinned{},
+	b := &Backend{dev: d, arch: arch, opts: opts, noMMA: os.Getenv("QGEMV_CUDA_MMA") == "0",
+		fns: map[string]cu.Function{}, scratch: map[string]*buffer{}, pinned: map[string]*pinned{},
 		stageIn: map[string]*pinned{}, hostGraphs: map[hostGraphKey]*hostGraph{},
 		hostGraphOff: os.Getenv(EnvHostGraph) == "0"}
-	started := make(chan error)
-	go b.loop(started, ptx)
-	if err := <-started; err != nil {
+	if err := b.start(ptx); err != nil {
 		return nil, err
 	}
 	return b, nil
 }
 
-// loop is the CUDA thread: it owns the context and runs submitted work.
-func (b *Backend) loop(started chan<- error, ptx map[string]ptxModule) {
+// start creates the context and loads the modules on the calling
+// goroutine's OS thread, leaving that thread's context stack as it found
+// it: the backend's work later runs on its callers' threads with the
+// context pushed for each call (send).
+func (b *Backend) start(ptx map[string]ptxModule) error {
 	runtime.LockOSThread()
-	defer close(b.done)
+	defer runtime.UnlockOSThread()
 	if err := b.init(ptx); err != nil {
-		b.release()
-		started <- err
-		return
+		b.release() // destroying the context pops it
+		return err
 	}
-	started <- nil
-	for {
-		c, ok := spinRecv(b.work)
-		if !ok {
-			break
-		}
-		if c.r == nil || !c.r.keepMemo {
-			b.memoForget()
-		}
-		c.err <- c.run()
-	}
-	b.release()
-}
-
-// spinWait is how long a handoff between a caller and the CUDA thread
-// polls before blocking: waking a parked OS thread costs tens of
-// microseconds, more than a whole small GEMV, and a call that waits for
-// queued work (a buffer read after a layer's kernels) often lasts more
-// than 100 us.
-const spinWait = 2 * time.Millisecond
-
-// spinRecv receives from c, polling for up to spinWait before blocking.
-func spinRecv[T any](c <-chan T) (T, bool) {
-	deadline := time.Now().Add(spinWait)
-	for i := 0; ; i++ {
-		select {
-		case v, ok := <-c:
-			return v, ok
-		default:
-		}
-		if i&63 == 63 && time.Now().After(deadline) {
-			v, ok := <-c
-			return v, ok
-		}
-	}
+	popCtx()
+	return nil
 }
 
 func (b *Backend) init(ptx map[string]ptxModule) error {
@@ -527,7 +492,7 @@ type a8Persist struct {
 	blocks int
 }
 
-// a8Persistent fills b.a8p (CUDA thread, after the kernels are loaded).
+// a8Persistent fills b.a8p (in a backend call, after the kernels are loaded).
 func (b *Backend) a8Persistent() error {
 	limit := 0 // "" (unset or empty): the device's resident blocks
 	if v := os.Getenv(EnvA8Blocks); v != "" {
@@ -628,26 +593,29 @@ func (b *Backend) release() {
 	}
 }
 
-// do runs f on the CUDA thread and returns its error.
-func (b *Backend) do(f func() error) error {
-	c := newCall()
-	c.f = f
-	return b.send(c)
-}
+// do runs f with the backend's context current and returns its error.
+func (b *Backend) do(f func() error) error { return b.send(call{f: f}) }
 
-// Close releases the context and everything allocated on it. Matrices
-// still loaded become unusable (their multiplies return ErrClosed), and
-// so does a second Close (the OpenCL backend's second Close returns nil).
+// Close releases the context and everything allocated on it, after the
+// work already queued. Matrices still loaded become unusable (their
+// multiplies return ErrClosed), and so does a second Close (the OpenCL
+// backend's second Close returns nil).
 func (b *Backend) Close() error {
+	b.exec.Lock()
+	defer b.exec.Unlock()
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		return ErrClosed
 	}
 	b.closed = true
-	close(b.work)
 	b.mu.Unlock()
-	<-b.done
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if b.pushCtx() != nil {
+		return nil // the context is unusable: nothing left to free through it
+	}
+	b.release() // destroying the context pops it
 	return nil
 }
 
@@ -721,7 +689,7 @@ func bytesOf[T any](s []T) (unsafe.Pointer, int64) {
 
 func (bf *buffer) capacity() int64 { return bf.size }
 
-// upload copies s into a new device buffer (CUDA thread).
+// upload copies s into a new device buffer (in a backend call).
 func upload[T any](s []T) (*buffer, error) {
 	return uploadBytes(bytesOf(s))
 }
@@ -757,7 +725,7 @@ func put[T any](bf *buffer, s []T) error {
 	return nil
 }
 
-// download copies the start of bf into dst (CUDA thread).
+// download copies the start of bf into dst (in a backend call).
 func download[T any](bf *buffer, dst []T) error {
 	p, n := bytesOf(dst)
 	if n > bf.size {
@@ -773,7 +741,7 @@ func download[T any](bf *buffer, dst []T) error {
 }
 
 // scratchBuf returns the backend's scratch buffer of that name with at
-// least size bytes (CUDA thread only).
+// least size bytes (in a backend call).
 func (b *Backend) scratchBuf(name string, size int64) (*buffer, error) {
 	old := b.scratch[name]
 	bf, err := grown(b.scratch, name, size, alloc)

@@ -35,9 +35,9 @@
 // the device (an sm_90 device compiles the sm_80 PTX; PTXArch reports the
 // highest target loaded), and runs a self-test kernel, so a driver that
 // cannot run the PTX fails at Open with its JIT log. Every
-// CUDA call runs on one OS thread locked by the backend's goroutine
-// (callers hand work over a buffered channel, polled briefly before
-// sleeping); every kernel scalar argument is 64 bits wide (cu copies 8
+// call runs on its caller's goroutine, locked to its OS thread, under the
+// backend's lock, with the context pushed for the call and popped after
+// (the thread's own context stack is left as it was); every kernel scalar argument is 64 bits wide (cu copies 8
 // bytes per argument). A multiply of host slices copies its activations
 // into pinned staging memory, which the first kernel reads over the bus
 // where the device maps host memory (else a queued copy moves them), and

@@ -103,7 +103,7 @@ func (mx *GGMLMatrix) mulFloat(r *mulReq, dst []float32, batch int) error {
 	})
 }
 
-// ggmlFloatReq is mulFloat's work (CUDA thread).
+// ggmlFloatReq is mulFloat's work (in a backend call).
 func ggmlFloatReq(r *mulReq) error {
 	mx, b := r.gm, r.gm.b
 	xb, err := putScratch(b, "x", r.x, true)
@@ -117,7 +117,7 @@ func ggmlFloatReq(r *mulReq) error {
 }
 
 // rows queues launch, one block per row writing y (the "y" scratch), and
-// downloads the results into r.dst (CUDA thread).
+// downloads the results into r.dst (in a backend call).
 func (mx *GGMLMatrix) rows(r *mulReq, launch func(y cu.DevicePtr) error) error {
 	b := mx.b
 	yb, err := b.scratchBuf("y", 4*int64(len(r.dst)))
@@ -161,7 +161,7 @@ func (mx *GGMLMatrix) mulI8(r *mulReq, dst []float32, xq []int8, xs []float32, b
 	return mx.doReq(ggmlI8Req, r)
 }
 
-// ggmlI8Req is mulI8's work (CUDA thread): the activations uploaded, one
+// ggmlI8Req is mulI8's work (in a backend call): the activations uploaded, one
 // block per row, the results downloaded.
 func ggmlI8Req(r *mulReq) error {
 	mx, b := r.gm, r.gm.b

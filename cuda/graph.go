@@ -276,7 +276,7 @@ func (mx *Matrix) runHost(op hostOp, batch int, enqueue func(y, st cu.DevicePtr)
 }
 
 // captureHost captures enqueue(y, st) into hg and reports whether it
-// could (CUDA thread). It cannot when the capture fails or when the
+// could (in a backend call). It cannot when the capture fails or when the
 // kernels would need the host's bookkeeping (a status word in device
 // memory, ANS tags); hg is then marked queued. Memory reallocated during
 // the capture (which fails it) leaves hg to be captured again. SplitK
@@ -315,7 +315,7 @@ func (b *Backend) captureHost(hg *hostGraph, enqueue func(y, st cu.DevicePtr) er
 }
 
 // dropHostGraphs frees the host-slice graphs of mx, or every one with mx
-// nil (CUDA thread).
+// nil (in a backend call).
 func (b *Backend) dropHostGraphs(mx *Matrix) {
 	for k, hg := range b.hostGraphs {
 		if mx == nil || k.mx == mx {

@@ -14,9 +14,9 @@ import (
 )
 
 // handle is what every matrix resident on the device shares: its backend
-// and whether Close has run. Close marks the handle closed before it
-// queues the free on the CUDA thread, and work run through handle.do
-// checks the mark on that thread, so no kernel ever reads freed memory,
+// and whether Close has run. Close marks the handle closed before its
+// backend call frees the memory, and work run through handle.do checks
+// the mark under the backend's lock, so no kernel ever reads freed memory,
 // however Close and multiplies race; the free waits for the kernels
 // already queued (multiplies on buffers return before they ran).
 type handle struct {
@@ -46,12 +46,9 @@ func (h *handle) close(free func()) error {
 	return err
 }
 
-// do runs f on the CUDA thread unless the handle is (by then) closed.
-func (h *handle) do(f func() error) error {
-	c := newCall()
-	c.f, c.h = f, h
-	return h.b.send(c)
-}
+// do runs f with the backend's context current unless the handle is (by
+// then) closed.
+func (h *handle) do(f func() error) error { return h.b.send(call{f: f, h: h}) }
 
 // anyClosed returns ErrClosed if one of hs is closed.
 func anyClosed[H interface{ isClosed() bool }](hs []H) error {
@@ -63,7 +60,7 @@ func anyClosed[H interface{ isClosed() bool }](hs []H) error {
 	return nil
 }
 
-// freeAll frees the buffers (nil ones are skipped; CUDA thread).
+// freeAll frees the buffers (nil ones are skipped; in a backend call).
 func freeAll(bufs ...*buffer) {
 	for _, bf := range bufs {
 		bf.free()
@@ -84,7 +81,7 @@ func into[T any](dst **buffer, s []T) hostSlice {
 }
 
 // uploadAll copies each slice into a new device buffer stored in its
-// dst, in order (CUDA thread). On an error it frees the buffers it made
+// dst, in order (in a backend call). On an error it frees the buffers it made
 // and leaves their dst nil: a failed load leaks no device memory.
 func uploadAll(ss ...hostSlice) error {
 	for i, s := range ss {
@@ -102,7 +99,7 @@ func uploadAll(ss ...hostSlice) error {
 }
 
 // putScratch copies s into the backend's scratch buffer of that name,
-// grown to hold it, and returns the buffer (CUDA thread): through pinned
+// grown to hold it, and returns the buffer (in a backend call): through pinned
 // staging, asynchronously, when staged (see stagedPut), else directly.
 func putScratch[T any](b *Backend, name string, s []T, staged bool) (*buffer, error) {
 	_, n := bytesOf(s)

@@ -219,7 +219,7 @@ func (mx *Matrix) MulF32(dst, x []float32, batch int) error {
 	})
 }
 
-// mulF32Req is MulF32's work (CUDA thread): on tensor cores where the
+// mulF32Req is MulF32's work (in a backend call): on tensor cores where the
 // matrix runs there and the activations are finite, else with the
 // CUDA-core float32 kernels.
 func mulF32Req(r *mulReq) error {
@@ -238,7 +238,7 @@ func mulF32Req(r *mulReq) error {
 // mulF32MMA multiplies float32 activations (r.x: padded and gathered)
 // on tensor cores, 8 vectors per launch: each split into binary16 hi and
 // lo vectors (gpuhost.SplitHiLo, slots 2v and 2v+1 of the launch), so
-// that y_v = (y_hi + y_lo) * inv[v] in float32 (CUDA thread). done is
+// that y_v = (y_hi + y_lo) * inv[v] in float32 (in a backend call). done is
 // false when a vector holds NaN or an infinity: the CUDA-core kernels
 // then compute every result (they propagate those as the reference
 // does).
@@ -322,7 +322,7 @@ func (mx *Matrix) MulRoundedF16(dst, x []float32, batch int) error {
 	return mx.doReq(mulRoundedReq, r)
 }
 
-// mulRoundedReq is MulRoundedF16's work (CUDA thread).
+// mulRoundedReq is MulRoundedF16's work (in a backend call).
 func mulRoundedReq(r *mulReq) error {
 	mx, b := r.mx, r.mx.b
 	if !b.dev.mapsHost || !layout.HasF16Kernel() || 2*int64(len(r.x)) > stagingMax {
@@ -341,7 +341,7 @@ func mulRoundedReq(r *mulReq) error {
 	return mx.hostCall(r.dst, hostF16, r.batch, false, put, func(y, _ cu.DevicePtr) error { return mx.mulF16Dev(y, xp, true, r.batch) })
 }
 
-// mulF16Req is MulF16's work (CUDA thread).
+// mulF16Req is MulF16's work (in a backend call).
 func mulF16Req(r *mulReq) error { return hostGather(r, r.xh, true) }
 
 // hostGather multiplies host activations x (binary16 with half, else
@@ -360,7 +360,7 @@ func hostGather[T any](r *mulReq, x []T, half bool) error {
 }
 
 // putF16 puts f16Inputs' activations into the "x" scratch buffer and
-// their block sums (when not nil) into "xsum" (CUDA thread), through
+// their block sums (when not nil) into "xsum" (in a backend call), through
 // pinned staging when staged.
 func (b *Backend) putF16(xp []layout.FP16, xsum []float32, staged bool) error {
 	return b.putF16As("", xp, xsum, staged)
@@ -548,7 +548,7 @@ func (mx *Matrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) error
 	return mx.doReq(mulI8Req, r)
 }
 
-// mulA8Req is MulA8's work (CUDA thread).
+// mulA8Req is MulA8's work (in a backend call).
 func mulA8Req(r *mulReq) error {
 	mx := r.mx
 	var xp cu.DevicePtr // read by the quantization kernel only (pinnedIn)
@@ -556,7 +556,7 @@ func mulA8Req(r *mulReq) error {
 	return mx.hostCall(r.dst, hostA8, r.batch, true, put, func(y, st cu.DevicePtr) error { return mx.mulA8Dev(y, xp, st, r.batch) })
 }
 
-// mulI8Req is MulI8's work (CUDA thread).
+// mulI8Req is MulI8's work (in a backend call).
 func mulI8Req(r *mulReq) error {
 	mx := r.mx
 	var qb, sb *buffer
@@ -659,7 +659,7 @@ func mmaSlots(batch int) int {
 }
 
 // uploadA8 copies the int8 activations (as a8Inputs arranged them), their
-// scales and block sums into scratch buffers (CUDA thread).
+// scales and block sums into scratch buffers (in a backend call).
 func (b *Backend) uploadA8(act [][]int8, xs []float32, sx []int32) (ptrs []cu.DevicePtr, xsp, sxp cu.DevicePtr, err error) {
 	for i, a := range act {
 		buf, err := putScratch(b, fmt.Sprintf("xq%d", i), a, true)
@@ -711,7 +711,7 @@ func (mx *Matrix) a8Args(ptrs []cu.DevicePtr, xs, sx cu.DevicePtr, batch int) (s
 }
 
 // runFloat uploads float activations (prep: it returns the kernel),
-// launches the kernel and copies the result into dst (CUDA thread).
+// launches the kernel and copies the result into dst (in a backend call).
 func (mx *Matrix) runFloat(dst []float32, batch int, prep func(*Backend) (string, error)) error {
 	b := mx.b
 	if mx.coded != nil {
@@ -738,7 +738,7 @@ func (mx *Matrix) runFloat(dst []float32, batch int, prep func(*Backend) (string
 	return b.stagedDownload(yb, dst)
 }
 
-// launch runs one multiply's kernels (CUDA thread), the activations
+// launch runs one multiply's kernels (in a backend call), the activations
 // already in the scratch buffers: a float kernel, or with lead an A8
 // one, writing y.
 func (mx *Matrix) launch(name string, lead *a8Lead, y cu.DevicePtr, batch int) error {
@@ -832,7 +832,7 @@ func (b *Backend) a8Single(tiles, blocks int) bool {
 func (mx *Matrix) useA8MMA() bool { return mx.f != fmtSparse && mx.useMMA() }
 
 // splitWorkspace returns the workspace of a deterministic SplitK launch
-// of gx row tiles with n partial results (CUDA thread): one counter per
+// of gx row tiles with n partial results (in a backend call): one counter per
 // tile (padded to 64 words), zero before the launch (the kernel's last
 // block of a tile resets it), then the partials. b.wsZero tracks how many
 // leading words are known to be zero (the counters of the last launch;

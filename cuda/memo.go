@@ -14,7 +14,7 @@ import "gorgonia.org/cu"
 // would repeat it exactly skips it.
 //
 // A memo is only trusted across buffer multiplies: every other request
-// the CUDA thread runs (a write, an elementwise operation, a
+// a backend call runs (a write, an elementwise operation, a
 // quantization, a host-slice multiply, a capture or a graph launch)
 // forgets both, and a multiply whose output overlaps a memo's input
 // forgets that one. Keys name everything the scratch contents depend on.
@@ -86,11 +86,11 @@ func (b *Backend) memoHit(k prepKind, key prepKey) bool {
 	return false
 }
 
-// memoForget forgets every preparation (CUDA thread; see above).
+// memoForget forgets every preparation (in a backend call; see above).
 func (b *Backend) memoForget() { b.memo = [nPrep]prepKey{} }
 
 // memoWrote forgets the preparations whose input overlaps dst, which a
-// multiply just wrote (CUDA thread).
+// multiply just wrote (in a backend call).
 func (b *Backend) memoWrote(dst span) {
 	for k := range b.memo {
 		for _, in := range b.memo[k].in {

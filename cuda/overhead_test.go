@@ -5,6 +5,7 @@ package cuda
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 	"unsafe"
@@ -13,7 +14,7 @@ import (
 )
 
 // TestOverheadBreakdown (QGEMV_CUDA_REPORT=1) times the pieces of a small
-// multiply's host overhead: the handoff to the CUDA thread, a staged
+// multiply's host overhead: a backend call (lock, context pushed and popped), a staged
 // copy each way, and a tiny kernel launch waited for.
 func TestOverheadBreakdown(t *testing.T) {
 	if os.Getenv("QGEMV_CUDA_REPORT") == "" {
@@ -45,7 +46,7 @@ func TestOverheadBreakdown(t *testing.T) {
 		}
 		fmt.Printf("%-40s %6.1f us\n", name, 1e6*time.Since(start).Seconds()/n)
 	}
-	per("handoff to the CUDA thread and back", func() error { return b.do(func() error { return nil }) })
+	per("an empty backend call", func() error { return b.do(func() error { return nil }) })
 	per("1 KiB staged copy to the device", func() error {
 		return b.do(func() error {
 			xb, err := b.scratchBuf("t", 1024)
@@ -165,4 +166,78 @@ func TestOverheadBreakdown(t *testing.T) {
 			return b.stagedDownload(yb, y)
 		})
 	})
+}
+
+// TestCallerContextKept: a backend call runs on its caller's OS thread
+// with the backend's context pushed for the call; the thread's own
+// context stack is as the caller left it afterwards, whichever context
+// that is.
+func TestCallerContextKept(t *testing.T) {
+	ds, err := Devices()
+	if err != nil || len(ds) == 0 {
+		t.Skip("no CUDA device")
+	}
+	b1, err := Open(0, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b1.Close()
+	b2, err := Open(0, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	before, err := cu.CurrentContext()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before == b1.ctx || before == b2.ctx {
+		t.Fatalf("a backend's context %v is current after Open", before)
+	}
+	check := func(want cu.CUContext, what string) {
+		t.Helper()
+		got, err := cu.CurrentContext()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Fatalf("%s: current context %v, want %v", what, got, want)
+		}
+	}
+	x := make([]float32, 1000)
+	for i := range x {
+		x[i] = float32(i)
+	}
+	work := func(b *Backend) {
+		t.Helper()
+		buf, err := b.NewBuf(4000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer buf.Close()
+		src := unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4000)
+		if err := buf.Write(0, src); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, 4000)
+		if err := buf.Read(0, got); err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(src) {
+			t.Fatal("a buffer read back differs from what was written")
+		}
+	}
+	work(b1)
+	check(before, "after a call on the first backend")
+	if err := b2.pushCtx(); err != nil {
+		t.Fatal(err)
+	}
+	work(b1)
+	check(b2.ctx, "after a call on the first backend with the second's context pushed")
+	work(b2)
+	check(b2.ctx, "after a call on the second backend with its context pushed")
+	popCtx()
+	check(before, "after popping")
 }

@@ -71,7 +71,7 @@ func pdlEntries(ptx string) map[string]bool {
 }
 
 // launchArgs is C memory for one launch's kernel parameters (the values,
-// then a pointer to each), reused by every launch on the CUDA thread.
+// then a pointer to each), reused by every launch (backend calls run one at a time).
 type launchArgs struct{ p unsafe.Pointer }
 
 func newLaunchArgs() launchArgs {
@@ -86,7 +86,7 @@ func (a *launchArgs) free() {
 }
 
 // launchPDL launches f on the backend's stream with programmatic
-// dependent launch allowed (CUDA thread); vals are the parameters.
+// dependent launch allowed (in a backend call); vals are the parameters.
 func (b *Backend) launchPDL(name string, f cu.Function, gx, gy, bx, shmem int, vals []uint64) error {
 	if b.cargs.p == nil {
 		b.cargs = newLaunchArgs()

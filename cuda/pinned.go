@@ -47,13 +47,13 @@ func (h *pinned) capacity() int64 { return int64(h.size) }
 func (h *pinned) bytes(n int) []byte { return unsafe.Slice((*byte)(h.p), n) }
 
 // staging returns the backend's pinned buffer of that name with at least
-// size bytes (CUDA thread only).
+// size bytes (in a backend call).
 func (b *Backend) staging(name string, size int) (*pinned, error) {
 	return b.growPinned(b.pinned, name, int64(size))
 }
 
 // growPinned is grown for the pinned caches, counting replaced buffers in
-// pinGen: a graph captured before reads freed memory (CUDA thread).
+// pinGen: a graph captured before reads freed memory (in a backend call).
 func (b *Backend) growPinned(cache map[string]*pinned, name string, size int64) (*pinned, error) {
 	old := cache[name]
 	h, err := grown(cache, name, size, allocPinned)
@@ -64,7 +64,7 @@ func (b *Backend) growPinned(cache map[string]*pinned, name string, size int64) 
 }
 
 // stagedPut queues a copy of s into bf through the pinned buffer of that
-// name (CUDA thread only). The copy is asynchronous on the backend's
+// name (in a backend call). The copy is asynchronous on the backend's
 // stream: kernels launched after it see the data, and the staging buffer
 // is not reused before the call's stagedDownload has synchronized, so one
 // multiply pays for one wait instead of one per copy.
@@ -88,7 +88,7 @@ func stagedPut[T any](b *Backend, name string, bf *buffer, s []T) error {
 }
 
 // stagedDownload copies the start of bf into dst through pinned memory,
-// waiting for everything queued before it (CUDA thread only).
+// waiting for everything queued before it (in a backend call).
 func (b *Backend) stagedDownload(bf *buffer, dst []float32) error {
 	p, n := bytesOf(dst)
 	if n == 0 || n > stagingMax {
@@ -120,7 +120,7 @@ func (b *Backend) stagedDownload(bf *buffer, dst []float32) error {
 const EnvHostMap = "QGEMV_CUDA_HOSTMAP"
 
 // pinnedIn makes s readable by the kernels queued next and returns its
-// device address (CUDA thread). Where the device addresses pinned host
+// device address (in a backend call). Where the device addresses pinned host
 // memory (Device.mapsHost), s is copied into the pinned buffer of that
 // name (not a scratch buffer's: the fallback's staging is keyed apart, in
 // b.stageIn) and the first kernel reads it over the bus: one queued copy
@@ -147,7 +147,7 @@ func pinnedIn[T any](b *Backend, name string, s []T) (cu.DevicePtr, error) {
 // pinnedStatus returns a zeroed status word in pinned host memory and its
 // device address, where the device addresses pinned memory (ok false
 // otherwise): the kernels flag it directly, with no queued memset or copy
-// (CUDA thread).
+// (in a backend call).
 func (b *Backend) pinnedStatus() (word *uint32, dev cu.DevicePtr, ok bool, err error) {
 	if !b.dev.mapsHost {
 		return nil, 0, false, nil

@@ -71,7 +71,7 @@ func (b *Backend) ReadBandwidth(size int64, count, iters int) (Timing, error) {
 
 // timeLaunches runs fn once to warm up, then iters times back to back
 // between two events; it returns the device seconds per call and the
-// host seconds per call spent issuing them (CUDA thread).
+// host seconds per call spent issuing them (in a backend call).
 func (b *Backend) timeLaunches(fn func() error, iters int) (float64, float64, error) {
 	if err := fn(); err != nil {
 		return 0, 0, err
