@@ -123,7 +123,20 @@ func bufferAllocs(t *testing.T, backend string) {
 	xq, _ := eng.NewBuffer(2048, qgemv.Int8)
 	xs, _ := eng.NewBuffer(16, qgemv.Float32)
 	host := make([]float32, 512)
+	hostX := make([]float32, 2048)
+	seq, err := eng.Record(func() error {
+		if err := mat.MulBuffer(y, x, 1, qgemv.A8); err != nil {
+			return err
+		}
+		return eng.SwiGLU(z, y, y)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seq.Close()
 	for what, f := range map[string]func() error{
+		"Sequence Run":             seq.Run,
+		"Sequence RunIO":           func() error { return seq.RunIO(x, hostX, z, host) },
 		"MulBuffer A8":             func() error { return mat.MulBuffer(y, x, 1, qgemv.A8) },
 		"MulBuffer A16":            func() error { return mat.MulBuffer(y, x, 1, qgemv.A16) },
 		"QuantizeBuffer":           func() error { return mat.QuantizeBuffer(xq, xs, x, 1) },

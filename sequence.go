@@ -30,6 +30,15 @@ type Sequence struct {
 	graph   dispatch.Graph // captured ops, or nil
 	gen     uint64         // e.freeGen at the capture
 	noGraph bool           // capturing failed: the ops run every time
+
+	// io: the ops captured with RunIO's copies (ioIn, ioOut, nx and ny
+	// values), or nil; ioGen is e.freeGen at that capture; noIO: that
+	// capture failed, RunIO runs Write, Run and Read.
+	io          dispatch.IOGraph
+	ioIn, ioOut *Buffer
+	ioNX, ioNY  int
+	ioGen       uint64
+	noIO        bool
 }
 
 // recorder collects the operations of a Record call.
@@ -90,6 +99,11 @@ func (s *Sequence) Run() error {
 	if s.closed {
 		return ErrClosed
 	}
+	return s.run()
+}
+
+// run is Run with s.mu held.
+func (s *Sequence) run() error {
 	if s.graph != nil {
 		launched, err := s.launch()
 		if launched {
@@ -165,6 +179,101 @@ func (s *Sequence) capture() {
 	s.graph, s.gen = g, gen
 }
 
+// RunIO writes x into in, runs the sequence and reads out's first len(y)
+// values into y: what in.Write(x), Run and out.Read(y) do, errors
+// included (a fault of the work is RunIO's error, as it is Read's). On a
+// backend that captures graphs (CUDA) the first RunIO with these buffers
+// and lengths does exactly that and then captures the copies with the
+// operations, and later ones copy x to the device, run and copy y back
+// with one launch and one wait instead of three launches: a decode step
+// whose input and output cross to the host every token.
+func (s *Sequence) RunIO(in *Buffer, x []float32, out *Buffer, y []float32) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if in == nil || out == nil || in.e != s.e || out.e != s.e {
+		return errors.New("qgemv: sequence run: a buffer is nil or belongs to another engine")
+	}
+	if s.io != nil {
+		if s.ioIn == in && s.ioOut == out && s.ioNX == len(x) && s.ioNY == len(y) {
+			ran, err := s.runIO(x, y)
+			if ran || err != nil {
+				return err
+			}
+		}
+		_ = s.io.Close() // stale or other buffers: run and capture again
+		s.io = nil
+	}
+	if err := in.Write(x); err != nil {
+		return err
+	}
+	if err := s.run(); err != nil {
+		return err
+	}
+	if err := out.Read(y); err != nil {
+		return err
+	}
+	s.captureIO(in, out, len(x), len(y))
+	return nil
+}
+
+var wantF32x2 = []ElemType{Float32, Float32}
+
+// runIO runs the graph of RunIO if nothing it uses was freed since the
+// capture; false: run and capture again.
+func (s *Sequence) runIO(x, y []float32) (bool, error) {
+	e := s.e
+	var h held
+	if err := e.use("sequence run", &h, wantF32x2, s.ioIn, s.ioOut); err != nil {
+		return false, err
+	}
+	defer h.unlock()
+	e.genMu.Lock()
+	defer e.genMu.Unlock()
+	if e.freeGen != s.ioGen {
+		return false, nil
+	}
+	ran, err := s.io.Run(asBytes(x), asBytes(y))
+	if err != nil {
+		return ran, fmt.Errorf("qgemv: sequence: %w", err)
+	}
+	return ran, nil
+}
+
+// captureIO captures the operations between the copies of nx values
+// into in and ny values out of out where the backend can, as capture
+// does; a failure leaves RunIO on Write, Run and Read for good.
+func (s *Sequence) captureIO(in, out *Buffer, nx, ny int) {
+	e := s.e
+	c, ok := e.dev.(dispatch.IOCapturer)
+	if !ok || s.noIO || s.noGraph {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed || in.closed || out.closed || in.dev == nil || out.dev == nil {
+		return
+	}
+	e.genMu.Lock()
+	gen := e.freeGen
+	e.genMu.Unlock()
+	g, err := c.CaptureIO(in.dev, int64(4*nx), out.dev, int64(4*ny), func() error {
+		for _, op := range s.ops {
+			if err := op(true); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		s.noIO = true
+		return
+	}
+	s.io, s.ioIn, s.ioOut, s.ioNX, s.ioNY, s.ioGen = g, in, out, nx, ny, gen
+}
+
 // Graphed reports whether Run launches a captured graph (CUDA) rather
 // than queueing the operations one by one.
 func (s *Sequence) Graphed() bool {
@@ -185,10 +294,16 @@ func (s *Sequence) Close() error {
 	}
 	s.closed = true
 	s.ops = nil
-	if s.graph != nil {
-		err := s.graph.Close()
-		s.graph = nil
-		return err
+	var err error
+	if s.io != nil {
+		err = s.io.Close()
+		s.io, s.ioIn, s.ioOut = nil, nil, nil
 	}
-	return nil
+	if s.graph != nil {
+		if gerr := s.graph.Close(); err == nil {
+			err = gerr
+		}
+		s.graph = nil
+	}
+	return err
 }

@@ -185,15 +185,23 @@ func stagedPutAt(b *Backend, p cu.DevicePtr, src []byte) error {
 		return err
 	}
 	copy(h.bytes(int(n)), src)
-	if b.dev.mapsHost {
-		err = b.copyKernel(p, cu.DevicePtr(uintptr(h.p)), n, 0, 0)
-	} else if err = cu.MemcpyHtoDAsync(p, h.p, n, b.stream); err != nil {
-		err = fmt.Errorf("cuda: copying %d bytes to the device: %w", n, err)
-	}
-	if err != nil {
+	if err := b.fromPinned(h, p, n); err != nil {
 		return err
 	}
 	b.bufinQueued = true
+	return nil
+}
+
+// fromPinned queues a copy of the first n bytes of pinned memory h to p:
+// as copy_bytes where the device maps pinned memory, else as a
+// copy-engine transfer (in a backend call).
+func (b *Backend) fromPinned(h *pinned, p cu.DevicePtr, n int64) error {
+	if b.dev.mapsHost {
+		return b.copyKernel(p, cu.DevicePtr(uintptr(h.p)), n, 0, 0)
+	}
+	if err := cu.MemcpyHtoDAsync(p, h.p, n, b.stream); err != nil {
+		return fmt.Errorf("cuda: copying %d bytes to the device: %w", n, err)
+	}
 	return nil
 }
 
@@ -299,19 +307,29 @@ func waitReq(r *mulReq) error {
 // made (in a backend call); flagged records that a kernel which may set it was
 // queued, so that takeStatus reads it.
 func (b *Backend) statusWord() (cu.DevicePtr, error) {
-	sb, ok := b.scratch["bufstatus"]
-	if !ok {
-		var err error
-		if sb, err = b.scratchBuf("bufstatus", 4); err != nil {
-			return 0, err
-		}
-		if err := cu.MemsetD32(sb.ptr, 0, 1); err != nil {
-			return 0, fmt.Errorf("cuda: zeroing the status word: %w", err)
-		}
+	sb, err := b.statusBuf()
+	if err != nil {
+		return 0, err
 	}
 	b.statusQueued = true
 	b.statusFetched = false // this kernel may still set it
 	return sb.ptr, nil
+}
+
+// statusBuf returns the buffer of the status word, zeroed when first made
+// (in a backend call).
+func (b *Backend) statusBuf() (*buffer, error) {
+	sb, ok := b.scratch["bufstatus"]
+	if !ok {
+		var err error
+		if sb, err = b.scratchBuf("bufstatus", 4); err != nil {
+			return nil, err
+		}
+		if err := cu.MemsetD32(sb.ptr, 0, 1); err != nil {
+			return nil, fmt.Errorf("cuda: zeroing the status word: %w", err)
+		}
+	}
+	return sb, nil
 }
 
 // takeStatus reads and clears the status word if a kernel that sets it

@@ -64,6 +64,7 @@ type Graph struct {
 	g      C.CUgraph
 	x      C.CUgraphExec
 	gen    uint64 // b.scratchGen at capture
+	pinGen uint64 // b.pinGen at capture (IOGraph: its staging memory)
 	status bool   // a captured kernel may set the status word
 	// ans: the entropy-coded matrices the captured launches' status tags
 	// index (the start of b.ansQueued at the capture, up to the highest
@@ -87,33 +88,78 @@ var errNotCapturable = errors.New("cuda: the operations cannot be captured as a 
 // graph instead of running: the caller must keep other goroutines from
 // queueing work on the backend meanwhile. An operation that cannot be
 // captured (one that waits for the device) makes fn's error or Capture's.
-//
-// The host's bookkeeping of device state is set aside during the capture
-// and restored after it, as nothing ran: the status flags, and the count
-// of zeroed SplitK counters, which starts at zero so that the graph
-// zeroes every counter it needs, whatever a launch finds.
 func (b *Backend) Capture(fn func() error) (devbuf.Graph, error) {
 	gr := &Graph{b: b}
+	if err := b.capture(gr, fn, nil); err != nil {
+		return nil, err
+	}
+	return gr, nil
+}
+
+// ioCopies are an IOGraph's input and output copies: nin bytes from the
+// "ioin" staging memory to in first, nout bytes of out and then the
+// status word to "ioout" last.
+type ioCopies struct {
+	in, out   cu.DevicePtr
+	nin, nout int64
+}
+
+// outWord is the byte offset of the status word in "ioout".
+func (c *ioCopies) outWord() int64 { return (c.nout + 3) &^ 3 }
+
+// capture captures fn's operations, between io's copies where io is not
+// nil, into gr. The host's bookkeeping of device state is set aside
+// during the capture and restored after it, as nothing ran: the status
+// flags, and the count of zeroed SplitK counters, which starts at zero
+// so that the graph zeroes every counter it needs, whatever a launch
+// finds.
+func (b *Backend) capture(gr *Graph, fn func() error, io *ioCopies) error {
 	var savedStatus bool
 	var savedWS int64
+	var status cu.DevicePtr
 	err := b.do(func() error {
+		if io != nil { // staging and status word made before the capture
+			sb, err := b.statusBuf()
+			if err != nil {
+				return err
+			}
+			status = sb.ptr
+			if _, err := b.staging("ioin", int(io.nin)); err != nil {
+				return err
+			}
+			if _, err := b.staging("ioout", int(io.outWord())+4); err != nil {
+				return err
+			}
+		}
 		savedStatus, savedWS = b.statusQueued, b.wsZero
 		b.statusQueued, b.wsZero, b.wsUsed, b.capTags = false, 0, false, 0
 		if r := C.qgBeginCapture(b.cstream()); r != C.CUDA_SUCCESS {
 			b.statusQueued, b.wsZero = savedStatus, savedWS
 			return fmt.Errorf("cuda: beginning a graph capture: CUresult %d", int(r))
 		}
-		gr.gen = b.scratchGen
+		gr.gen, gr.pinGen = b.scratchGen, b.pinGen
+		if io != nil && io.nin > 0 {
+			return b.fromPinned(b.pinned["ioin"], io.in, io.nin)
+		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	fnErr := fn()
 	err = b.do(func() error {
+		var ioErr error
+		if io != nil && fnErr == nil {
+			ioErr = b.toPinned(b.pinned["ioout"], io.out, io.nout, status, io.outWord())
+		}
 		r := C.qgEndCapture(b.cstream(), &gr.g, &gr.x)
 		gr.status, gr.ws, gr.wsOut = b.statusQueued, b.wsUsed, b.wsZero
 		b.statusQueued, b.wsZero = savedStatus, savedWS
+		if ioErr != nil {
+			C.qgGraphFree(gr.g, gr.x)
+			gr.g, gr.x = nil, nil
+			return ioErr
+		}
 		if r != C.CUDA_SUCCESS {
 			return fmt.Errorf("%w (CUresult %d)", errNotCapturable, int(r))
 		}
@@ -124,12 +170,94 @@ func (b *Backend) Capture(fn func() error) (devbuf.Graph, error) {
 		_ = gr.Close()
 	}
 	if fnErr != nil {
-		return nil, fnErr
+		return fnErr
 	}
+	return err
+}
+
+// IOGraph is a Graph between a copy of the host's input into a buffer
+// and a copy of a buffer and the status word to the host
+// (devbuf.IOGraph): a step that writes its input, runs and reads its
+// output in one launch and one wait, where Write, a graph launch and
+// Read take three launches.
+type IOGraph struct {
+	Graph
+	io ioCopies
+}
+
+var _ devbuf.IOCapturer = (*Backend)(nil)
+
+// CaptureIO is Capture with the copies of nin bytes of host input into
+// in (from its start) before fn's operations and of nout bytes of out
+// after them; Run passes the host data.
+func (b *Backend) CaptureIO(in devbuf.Buf, nin int64, out devbuf.Buf, nout int64, fn func() error) (devbuf.IOGraph, error) {
+	if nin < 0 || nout < 0 || nin > stagingMax || nout > stagingMax {
+		return nil, fmt.Errorf("%w: %d bytes in, %d out (staged copies take at most %d)", errNotCapturable, nin, nout, stagingMax)
+	}
+	ip, err := b.devPtr("input", in)
 	if err != nil {
 		return nil, err
 	}
-	return gr, nil
+	op, err := b.devPtr("output", out)
+	if err != nil {
+		return nil, err
+	}
+	if nin > in.Size() || nout > out.Size() {
+		return nil, fmt.Errorf("cuda: capture: %d bytes into a %d-byte buffer, %d from a %d-byte one", nin, in.Size(), nout, out.Size())
+	}
+	g := &IOGraph{Graph: Graph{b: b}, io: ioCopies{in: ip, out: op, nin: nin, nout: nout}}
+	if err := b.capture(&g.Graph, fn, &g.io); err != nil {
+		return nil, err
+	}
+	if len(g.ans) > 0 { // their status tags need the host between runs
+		_ = g.Close()
+		return nil, fmt.Errorf("%w: entropy-coded multiplies", errNotCapturable)
+	}
+	return g, nil
+}
+
+// Run copies src into the input, launches the graph, waits for it (and
+// the work queued before it), copies the output into dst and returns the
+// first fault the work met, as DevBuf.Read does. It returns false,
+// having done nothing, when memory the graph uses moved since the
+// capture.
+func (g *IOGraph) Run(src, dst []byte) (bool, error) {
+	if int64(len(src)) != g.io.nin || int64(len(dst)) != g.io.nout {
+		return false, fmt.Errorf("cuda: graph run with %d bytes in and %d out, captured with %d and %d", len(src), len(dst), g.io.nin, g.io.nout)
+	}
+	r := newReq()
+	defer r.free()
+	r.gr, r.gio, r.data, r.out = &g.Graph, &g.io, src, dst
+	err := g.b.doReq(ioRunReq, r)
+	return r.ok, err
+}
+
+func ioRunReq(r *mulReq) error {
+	g, io, b := r.gr, r.gio, r.gr.b
+	if g.closed {
+		return ErrClosed
+	}
+	if g.gen != b.scratchGen || g.pinGen != b.pinGen {
+		return nil // stale: r.ok stays false
+	}
+	hin, hout := b.pinned["ioin"], b.pinned["ioout"]
+	copy(hin.bytes(len(r.data)), r.data)
+	if rc := C.qgGraphLaunch(g.x, b.cstream()); rc != C.CUDA_SUCCESS {
+		return fmt.Errorf("cuda: launching a graph: CUresult %d", int(rc))
+	}
+	r.ok = true
+	if g.ws {
+		b.wsZero = g.wsOut
+	}
+	if err := b.sync(); err != nil {
+		return err
+	}
+	w := io.outWord()
+	out := hout.bytes(int(w) + 4)
+	copy(r.out, out[:io.nout])
+	// the word the graph copied last holds every flag set before it
+	b.statusQueued, b.statusFetched, b.statusValue = true, true, *(*uint32)(unsafe.Pointer(&out[w]))
+	return b.takeStatus()
 }
 
 // Launch queues the captured operations again. It returns false, having
@@ -137,37 +265,41 @@ func (b *Backend) Capture(fn func() error) (devbuf.Graph, error) {
 // capture, or when entropy-coded matrices queued since the last Wait
 // leave the captured status tags naming others (capture again).
 func (g *Graph) Launch() (bool, error) {
-	b := g.b
-	ok := false
-	err := b.do(func() error {
-		if g.closed {
-			return ErrClosed
-		}
-		if g.gen != b.scratchGen {
+	r := newReq()
+	defer r.free()
+	r.gr = g
+	err := g.b.doReq(launchReq, r)
+	return r.ok, err
+}
+
+func launchReq(r *mulReq) error {
+	g, b := r.gr, r.gr.b
+	if g.closed {
+		return ErrClosed
+	}
+	if g.gen != b.scratchGen {
+		return nil
+	}
+	if len(g.ans) > 0 { // the tags must name the same matrices
+		switch {
+		case len(b.ansQueued) == 0:
+			b.ansQueued = append(b.ansQueued, g.ans...)
+		case len(b.ansQueued) < len(g.ans) || !slices.Equal(b.ansQueued[:len(g.ans)], g.ans):
 			return nil
 		}
-		if len(g.ans) > 0 { // the tags must name the same matrices
-			switch {
-			case len(b.ansQueued) == 0:
-				b.ansQueued = append(b.ansQueued, g.ans...)
-			case len(b.ansQueued) < len(g.ans) || !slices.Equal(b.ansQueued[:len(g.ans)], g.ans):
-				return nil
-			}
-		}
-		if r := C.qgGraphLaunch(g.x, b.cstream()); r != C.CUDA_SUCCESS {
-			return fmt.Errorf("cuda: launching a graph: CUresult %d", int(r))
-		}
-		if g.status {
-			b.statusQueued = true
-			b.statusFetched = false // the graph may set it again
-		}
-		if g.ws {
-			b.wsZero = g.wsOut
-		}
-		ok = true
-		return nil
-	})
-	return ok, err
+	}
+	if rc := C.qgGraphLaunch(g.x, b.cstream()); rc != C.CUDA_SUCCESS {
+		return fmt.Errorf("cuda: launching a graph: CUresult %d", int(rc))
+	}
+	if g.status {
+		b.statusQueued = true
+		b.statusFetched = false // the graph may set it again
+	}
+	if g.ws {
+		b.wsZero = g.wsOut
+	}
+	r.ok = true
+	return nil
 }
 
 // Close frees the graph (with the backend's context, once the backend

@@ -93,6 +93,13 @@ type mulReq struct {
 	batch int
 	name  string // the kernel, where the caller chose it
 
+	// Graph.Launch and IOGraph.Run: the graph, an IOGraph's copies and
+	// output (data: its input), and whether it ran
+	gr  *Graph
+	gio *ioCopies
+	out []byte
+	ok  bool
+
 	// buffer operations
 	b     *Backend
 	d     *DevBuf
@@ -125,6 +132,7 @@ func newReq() *mulReq { return reqPool.Get().(*mulReq) }
 func (r *mulReq) free() {
 	r.mx, r.gm, r.dst, r.x, r.xh, r.xq, r.xs, r.name = nil, nil, nil, nil, nil, nil, nil, ""
 	r.b, r.d, r.data, r.bufs, r.names, r.cm = nil, nil, nil, [3]devbuf.Buf{}, nil, nil
+	r.gr, r.gio, r.out, r.ok = nil, nil, nil, false
 	r.keepMemo = false
 	reqPool.Put(r)
 }

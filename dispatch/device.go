@@ -81,6 +81,14 @@ type (
 	Graph    = devbuf.Graph
 )
 
+// IOCapturer is implemented by device backends that also capture a
+// step's input and output copies with its operations (CUDA): IOGraph is
+// what they capture.
+type (
+	IOCapturer = devbuf.IOCapturer
+	IOGraph    = devbuf.IOGraph
+)
+
 // ReadTimer is implemented by device backends that time their read
 // kernel: the roofline a multiply streaming that many bytes is compared
 // against.

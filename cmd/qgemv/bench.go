@@ -47,9 +47,9 @@ type benchResult struct {
 	BlockOverKernels float64 `json:"block_over_kernels,omitempty"`
 	// ReplayedUS is the device's time per recorded block, replayed
 	// back to back with one wait per ffnReplays blocks (no copies), and
-	// FloorUS the round trip of the smallest block: the input written, a
-	// recorded one-kernel sequence run, the output read (device backends
-	// only).
+	// FloorUS the round trip of the smallest block: a recorded
+	// one-kernel sequence run with its input written and output read
+	// (Sequence.RunIO; device backends only).
 	ReplayedUS float64 `json:"replayed_us,omitempty"`
 	FloorUS    float64 `json:"floor_us,omitempty"`
 }
@@ -259,22 +259,16 @@ func cmdBench(args []string) error {
 
 	x := synth.Vector(H, 99)
 	y := make([]float32, H)
-	// The block on buffers, recorded once per layer: the input written
-	// once, gate and up (A8: from one quantization), SwiGLU, down, the
-	// output read once; on a GPU the buffers stay in device memory.
+	// The block on buffers, recorded once per layer and run with
+	// Sequence.RunIO: the input written once, gate and up (A8: from one
+	// quantization), SwiGLU, down, the output read once; on a GPU the
+	// buffers stay in device memory (on CUDA the copies are in the
+	// block's graph).
 	seqs, err := ffnSequences(eng, layers, H, I, a.activation())
 	if err != nil {
 		return err
 	}
-	block := func(li int) error {
-		if err := seqs.x.Write(x); err != nil {
-			return err
-		}
-		if err := seqs.seqs[li].Run(); err != nil {
-			return err
-		}
-		return seqs.y.Read(y)
-	}
+	block := func(li int) error { return seqs.seqs[li].RunIO(seqs.x, x, seqs.y, y) }
 
 	bw1 := measureReadBW(nthreads, *huge)
 	for l := range layers { // warm-up: one pass over every layer
@@ -337,7 +331,7 @@ func cmdBench(args []string) error {
 	if res.KernelsUS > 0 {
 		fmt.Printf("  kernels       %.1f us (gate + up + down kernels alone, same rotation): block/kernels %.2f\n", res.KernelsUS, res.BlockOverKernels)
 		fmt.Printf("  replayed      %.1f us (the recorded block %d times back to back, one wait, no copies)\n", res.ReplayedUS, ffnReplays)
-		fmt.Printf("  floor         %.1f us (input written, a one-kernel sequence, output read)\n", res.FloorUS)
+		fmt.Printf("  floor         %.1f us (a one-kernel sequence with its input written and output read)\n", res.FloorUS)
 	}
 	fmt.Printf("  compute       %.1f GFLOPS\n", res.GFLOPS)
 	fmt.Printf("  streamed      %.2f GB/s (%.1f MB per block)\n", res.GBps, float64(bytes)/1e6)
@@ -357,8 +351,8 @@ const ffnReplays = 20
 // deviceParts splits a device block's time (device backends): the
 // median per block of the recorded blocks replayed ffnReplays at a time
 // with one wait (the device's own time, launches overlapped), and the
-// median round trip of the least a block does (write the input, run a
-// recorded one-kernel sequence, read the output).
+// median round trip of the least a block does (a recorded one-kernel
+// sequence run with RunIO: the input written, the output read).
 func deviceParts(eng *qgemv.Engine, f *ffnBuffers, x, y []float32, iters int) (replayed, floor time.Duration, err error) {
 	rounds := max(5, iters/ffnReplays)
 	reps := make([]time.Duration, rounds)
@@ -382,13 +376,7 @@ func deviceParts(eng *qgemv.Engine, f *ffnBuffers, x, y []float32, iters int) (r
 	trips := make([]time.Duration, iters)
 	for i := range trips {
 		t0 := time.Now()
-		if err := f.x.Write(x); err != nil {
-			return 0, 0, err
-		}
-		if err := one.Run(); err != nil {
-			return 0, 0, err
-		}
-		if err := f.y.Read(y); err != nil {
+		if err := one.RunIO(f.x, x, f.y, y); err != nil {
 			return 0, 0, err
 		}
 		trips[i] = time.Since(t0)

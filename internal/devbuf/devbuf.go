@@ -43,3 +43,26 @@ type Graph interface {
 	// Close frees the graph.
 	Close() error
 }
+
+// IOCapturer is a Capturer that also captures, around the work, a copy
+// of host input into a buffer and of a buffer to host output through
+// its own staging memory: a step that writes its input, runs and reads
+// its output costs one launch and one wait.
+type IOCapturer interface {
+	// CaptureIO is Capture with a copy of nin bytes of input into the
+	// start of in before fn's operations and one of nout bytes from the
+	// start of out after them.
+	CaptureIO(in Buf, nin int64, out Buf, nout int64, fn func() error) (IOGraph, error)
+}
+
+// IOGraph is captured work with its input and output copies.
+type IOGraph interface {
+	// Run copies src (the captured nin bytes) to the input, runs the
+	// work, waits for it and for the work queued before it, copies the
+	// output into dst (nout bytes) and returns the first fault the work
+	// met, as Buf.Read does. It returns false, having done nothing, when
+	// the graph no longer fits the backend's state: capture again.
+	Run(src, dst []byte) (bool, error)
+	// Close frees the graph.
+	Close() error
+}
