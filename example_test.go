@@ -267,13 +267,9 @@ func ExampleEngine_Record() {
 		for i := range in {
 			in[i] = float32(token)
 		}
-		if err := x.Write(in); err != nil {
-			log.Fatal(err)
-		}
-		if err := seq.Run(); err != nil {
-			log.Fatal(err)
-		}
-		if err := y.Read(out); err != nil {
+		// x.Write(in), seq.Run() and y.Read(out) in one call (on CUDA,
+		// from the second token, one graph with the copies in it)
+		if err := seq.RunIO(x, in, y, out); err != nil {
 			log.Fatal(err)
 		}
 		fmt.Printf("token %d: %d operations, y[0] = %.0f\n", token, seq.Len(), out[0])
