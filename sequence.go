@@ -164,14 +164,7 @@ func (s *Sequence) capture() {
 	e.genMu.Lock()
 	gen := e.freeGen
 	e.genMu.Unlock()
-	g, err := c.Capture(func() error {
-		for _, op := range s.ops {
-			if err := op(true); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	g, err := c.Capture(s.queueOps)
 	if err != nil {
 		s.noGraph = true
 		return
@@ -259,19 +252,23 @@ func (s *Sequence) captureIO(in, out *Buffer, nx, ny int) {
 	e.genMu.Lock()
 	gen := e.freeGen
 	e.genMu.Unlock()
-	g, err := c.CaptureIO(in.dev, int64(4*nx), out.dev, int64(4*ny), func() error {
-		for _, op := range s.ops {
-			if err := op(true); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	g, err := c.CaptureIO(in.dev, int64(4*nx), out.dev, int64(4*ny), s.queueOps)
 	if err != nil {
 		s.noIO = true
 		return
 	}
 	s.io, s.ioIn, s.ioOut, s.ioNX, s.ioNY, s.ioGen = g, in, out, nx, ny, gen
+}
+
+// queueOps queues the operations for a capture (the engine's write lock
+// held: they run without the read lock).
+func (s *Sequence) queueOps() error {
+	for _, op := range s.ops {
+		if err := op(true); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Graphed reports whether Run launches a captured graph (CUDA) rather
