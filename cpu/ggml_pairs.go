@@ -78,33 +78,39 @@ func q3kPlanes(b []byte) {
 	pairLow(qs)
 	const ones, threes = 0x0101010101010101, 0x0303030303030303
 	le := binary.LittleEndian
+	_ = b[95]
 	for g := 0; g < 32; g += 8 { // eight positions at a time, a byte each
 		l0, l1, h := le.Uint64(qs[g:]), le.Uint64(qs[32+g:]), le.Uint64(hb[g:])
-		var k [8]uint64
-		for v := range k {
-			l := l0
-			if v >= 4 {
-				l = l1
-			}
-			k[v] = l>>(2*(v%4))&threes | h>>v&ones<<2
-		}
-		le.PutUint64(b[g:], k[0]|k[1]<<3|k[6]&threes<<6)
-		le.PutUint64(b[32+g:], k[2]|k[3]<<3|k[7]&threes<<6)
-		le.PutUint64(b[64+g:], k[4]|k[5]<<3|k[6]>>2&ones<<6|k[7]>>2&ones<<7)
+		// register v's codes: 2 bits of l0 (v < 4) or l1, its high bit
+		k0, k1 := l0&threes|h&ones<<2, l0>>2&threes|h>>1&ones<<2
+		k2, k3 := l0>>4&threes|h>>2&ones<<2, l0>>6&threes|h>>3&ones<<2
+		k4, k5 := l1&threes|h>>4&ones<<2, l1>>2&threes|h>>5&ones<<2
+		k6, k7 := l1>>4&threes|h>>6&ones<<2, l1>>6&threes|h>>7&ones<<2
+		le.PutUint64(b[g:], k0|k1<<3|k6&threes<<6)
+		le.PutUint64(b[32+g:], k2|k3<<3|k7&threes<<6)
+		le.PutUint64(b[64+g:], k4|k5<<3|k6>>2&ones<<6|k7>>2&ones<<7)
 	}
 }
 
 // pairHigh gathers Q3_K's hmask bits in pair order: bit v of hb[p] is the
 // high bit of register v's code at position p. Bit 4h + j of hm[l]
 // (column 128h + 32j + l) belongs to register v = (l%16)/2 at position
-// 16h + 4j + c, c = 2(l/16) + l%2; a[c] gathers the old bytes 16(c/2) +
-// c%2 + 2v, new byte 16h + 4j + c in its byte 4h + j.
+// 16h + 4j + c, c = 2(l/16) + l%2; a[c] holds the old bytes 16(c/2) +
+// c%2 + 2v (byte v) bit-transposed, so that its byte 4h + j is new byte
+// 16h + 4j + c.
 func pairHigh(hb *[32]byte, hm []byte) {
+	le := binary.LittleEndian
+	_ = hm[31]
+	// the bytes 2i + p of r (i = 0..3; p = 0 or 1) packed into 32 bits
+	half := func(r uint64, p uint) uint64 {
+		e := r >> (8 * p) & 0x00ff00ff00ff00ff
+		e = (e | e>>8) & 0x0000ffff0000ffff
+		return (e | e>>16) & 0xffffffff
+	}
 	var a [4]uint64
 	for c := range a {
-		q := hm[16*(c/2)+c%2:][:15]
-		a[c] = spread1[q[0]] | spread1[q[2]]<<1 | spread1[q[4]]<<2 | spread1[q[6]]<<3 |
-			spread1[q[8]]<<4 | spread1[q[10]]<<5 | spread1[q[12]]<<6 | spread1[q[14]]<<7
+		r0, r1 := le.Uint64(hm[16*(c/2):]), le.Uint64(hm[16*(c/2)+8:])
+		a[c] = transpose8x8(half(r0, uint(c%2)) | half(r1, uint(c%2))<<32)
 	}
 	for h := 0; h < 2; h++ {
 		var a32 [4]uint32
@@ -117,45 +123,36 @@ func pairHigh(hb *[32]byte, hm []byte) {
 	}
 }
 
-// spread2[o] holds bits 2j..2j+1 of o in byte j, spread1[o] bit m of o in
-// byte m.
-var spread2, spread1 = func() (s2 [256]uint32, s1 [256]uint64) {
-	for o := range s2 {
-		for j := 0; j < 4; j++ {
-			s2[o] |= uint32(o>>(2*j)&3) << (8 * j)
-		}
-		for m := 0; m < 8; m++ {
-			s1[o] |= uint64(o>>m&1) << (8 * m)
-		}
-	}
-	return s2, s1
-}()
-
 // pairLow reorders a super-block's 64 bytes of 2-bit codes. llama.cpp
 // keeps column 128h + 32j + l in bits 2j of byte 32h + l; in pair order
 // that code is register v = (l%16)/2 (H = v/4, i = v%4), position 16h +
-// 4j + c with c = 2(l/16) + l%2. So the four new bytes 16h + 4j + c
-// (j = 0..3) of registers 4H..4H+3 take the fields of old bytes
-// l0 + 2i, l0 = 16(c/2) + 8H + c%2, at bits 2i: a[c] gathers them, new
-// byte j in its byte j.
+// 4j + c with c = 2(l/16) + l%2. So new byte 32H + 16h + 4j + c holds at
+// bits 2i field j of old byte 32h + l0 + 2i, l0 = 16(c/2) + 8H + c%2:
+// with u the eight old bytes from 32h + 16(c/2) + 8H and f = u>>2j & 3
+// per byte, bytes 0 and 1 of f | f>>14 | f>>28 | f>>42 are new bytes c =
+// 2(c/2) and 2(c/2) + 1 of word j.
 func pairLow(qs []byte) {
-	var w [2][2][4]uint32
-	for h := 0; h < 2; h++ {
-		q := qs[32*h : 32*h+32]
-		for H := 0; H < 2; H++ {
-			var a [4]uint32
-			for c := range a {
-				l0 := 16*(c/2) + 8*H + c%2
-				a[c] = spread2[q[l0]] | spread2[q[l0+2]]<<2 | spread2[q[l0+4]]<<4 | spread2[q[l0+6]]<<6
-			}
-			w[h][H] = transpose4x4(a)
-		}
+	le := binary.LittleEndian
+	_ = qs[63]
+	var u [8]uint64 // u[4h + 2(c/2) + H]: old bytes 32h + 16(c/2) + 8H ..
+	for k := range u {
+		u[k] = le.Uint64(qs[8*k:])
 	}
-	for h := range w {
-		for H := range w[h] {
-			for j, v := range w[h][H] {
-				binary.LittleEndian.PutUint32(qs[32*H+16*h+4*j:], v)
+	const threes = 0x0303030303030303
+	gather := func(x uint64, j uint) uint64 {
+		f := x >> (2 * j) & threes
+		return (f | f>>14 | f>>28 | f>>42) & 0xffff
+	}
+	for h := 0; h < 2; h++ {
+		for H := 0; H < 2; H++ {
+			u0, u1 := u[4*h+H], u[4*h+2+H]
+			var w [4]uint64 // word j: new bytes 4j .. 4j+3 of this 16
+			for j := range w {
+				w[j] = gather(u0, uint(j)) | gather(u1, uint(j))<<16
 			}
+			o := 32*H + 16*h
+			le.PutUint64(qs[o:], w[0]|w[1]<<32)
+			le.PutUint64(qs[o+8:], w[2]|w[3]<<32)
 		}
 	}
 }
@@ -187,35 +184,36 @@ func repackQ6KPairs(data []byte) {
 // the next (q = k/2, l = 16(k%2) + 2v) are position p = 16h + 2k of
 // register v: nibble v/4 of ql's byte 32(v%4) + p, bits 2(v%4) of byte
 // 32(v/4) + p of the new qh. The eight registers' columns at p are 16
-// adjacent bytes of ql and of qh, taken as two 64-bit words each.
+// adjacent bytes of ql and of qh, taken as two 64-bit words each (g: the
+// registers 4g..4g+3, one 16-bit word each): the new ql words of
+// registers i and 4 + i are one word of n0 | n1<<4, and the new qh word
+// of registers 4g..4g+3 folds t_g's four words at bits 2i.
 func q6kPairs(b []byte) {
 	le := binary.LittleEndian
-	var old [192]byte
-	copy(old[:], b)
+	_ = b[191]
 	var nl [64]uint16
 	var nh [32]uint16
 	for h := 0; h < 2; h++ {
 		for k := 0; k < 8; k++ {
 			q, w := k/2, 8*h+k // w: the word of position p = 16h + 2k
-			// registers 0..3 and 4..7: four 16-bit words each, from 16
-			// bytes of ql (l = 16(k%2) + 2v) and of qh
 			lo := 64*h + 32*(q%2) + 16*(k%2)
 			hb := 128 + 32*h + 16*(k%2)
-			for g := 0; g < 2; g++ {
-				n := le.Uint64(old[lo+8*g:]) >> (4 * (q / 2)) & 0x0f0f0f0f0f0f0f0f
-				t := le.Uint64(old[hb+8*g:]) >> (2 * q) & 0x0303030303030303
-				for i := 0; i < 4; i++ { // register v = 4g + i
-					nl[16*i+w] |= uint16(n>>(16*i)) << (4 * g)
-					nh[16*g+w] |= uint16(t>>(16*i)) << (2 * i)
-				}
-			}
+			ns, ts := uint(4*(q/2)), uint(2*q)
+			n0 := le.Uint64(b[lo:]) >> ns & 0x0f0f0f0f0f0f0f0f
+			n1 := le.Uint64(b[lo+8:]) >> ns & 0x0f0f0f0f0f0f0f0f
+			c := n0 | n1<<4
+			nl[w], nl[16+w], nl[32+w], nl[48+w] = uint16(c), uint16(c>>16), uint16(c>>32), uint16(c>>48)
+			t0 := le.Uint64(b[hb:]) >> ts & 0x0303030303030303
+			t1 := le.Uint64(b[hb+8:]) >> ts & 0x0303030303030303
+			nh[w] = uint16(t0) | uint16(t0>>16)<<2 | uint16(t0>>32)<<4 | uint16(t0>>48)<<6
+			nh[16+w] = uint16(t1) | uint16(t1>>16)<<2 | uint16(t1>>32)<<4 | uint16(t1>>48)<<6
 		}
 	}
-	for i, w := range nl {
-		le.PutUint16(b[2*i:], w)
+	for i := 0; i < 64; i += 4 {
+		le.PutUint64(b[2*i:], uint64(nl[i])|uint64(nl[i+1])<<16|uint64(nl[i+2])<<32|uint64(nl[i+3])<<48)
 	}
-	for i, w := range nh {
-		le.PutUint16(b[128+2*i:], w)
+	for i := 0; i < 32; i += 4 {
+		le.PutUint64(b[128+2*i:], uint64(nh[i])|uint64(nh[i+1])<<16|uint64(nh[i+2])<<32|uint64(nh[i+3])<<48)
 	}
 }
 
@@ -280,14 +278,20 @@ func iq4xsPairWords(qs []byte) {
 func q4kPairNibbles(qs []byte) {
 	const nib = 0x0f0f0f0f
 	le := binary.LittleEndian
+	_ = qs[127]
 	var old [32]uint32
-	for i := range old {
-		old[i] = le.Uint32(qs[4*i:])
+	for i := 0; i < 32; i += 2 {
+		w := le.Uint64(qs[4*i:])
+		old[i], old[i+1] = uint32(w), uint32(w>>32)
 	}
+	// words 8H + 2m and 8H + 2m + 1 (h = m/2, s = 2(m%2) and the next)
+	// take the low and the high nibbles of old words 8m + H and 8m + H + 4
 	for H := 0; H < 4; H++ {
-		for hs := 0; hs < 8; hs++ { // h = hs/4, s = hs%4
-			o, sh := 8*(2*(hs/4)+hs%4/2)+H, 4*(hs%2)
-			le.PutUint32(qs[4*(8*H+hs):], old[o]>>sh&nib|old[o+4]>>sh&nib<<4)
+		for m := 0; m < 4; m++ {
+			a, c := old[8*m+H], old[8*m+H+4]
+			lo := a&nib | c&nib<<4
+			hi := a>>4&nib | c>>4&nib<<4
+			le.PutUint64(qs[4*(8*H+2*m):], uint64(lo)|uint64(hi)<<32)
 		}
 	}
 }
@@ -298,15 +302,22 @@ func q4kPairNibbles(qs []byte) {
 // 128h + 32s + 4v + j = 32i + 4v + j, bit i of qh[4v + j]. For each j
 // that is the 8x8 bit transpose of the bytes 4v + j.
 func q5kPairHigh(qh []byte) {
-	for j := 0; j < 4; j++ {
-		var x uint64
-		for v := 0; v < 8; v++ {
-			x |= uint64(qh[4*v+j]) << (8 * v)
-		}
-		x = transpose8x8(x)
-		for i := 0; i < 8; i++ {
-			qh[4*i+j] = byte(x >> (8 * i))
-		}
+	le := binary.LittleEndian
+	_ = qh[31]
+	var rows [8]uint32 // row v: bytes 4v .. 4v+3
+	for v := range rows {
+		rows[v] = le.Uint32(qh[4*v:])
+	}
+	lo, hi := transpose4x4([4]uint32(rows[:4])), transpose4x4([4]uint32(rows[4:]))
+	var x [4]uint64 // x[j]: byte v = qh[4v + j], bits transposed
+	for j := range x {
+		x[j] = transpose8x8(uint64(lo[j]) | uint64(hi[j])<<32)
+	}
+	lo = transpose4x4([4]uint32{uint32(x[0]), uint32(x[1]), uint32(x[2]), uint32(x[3])})
+	hi = transpose4x4([4]uint32{uint32(x[0] >> 32), uint32(x[1] >> 32), uint32(x[2] >> 32), uint32(x[3] >> 32)})
+	for i := 0; i < 4; i++ { // qh[4i + j] = byte i of x[j]
+		le.PutUint32(qh[4*i:], lo[i])
+		le.PutUint32(qh[16+4*i:], hi[i])
 	}
 }
 
