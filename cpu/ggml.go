@@ -92,7 +92,7 @@ func init() {
 // set reads the type in an order of its own (the K types, Q5_0 and Q5_1
 // on the avx2 and avxvnni sets, IQ4_XS on the avx2 set).
 func (b *Backend) LoadGGML(m *ggml.Matrix) (*GGMLMatrix, error) {
-	if err := m.Validate(); err != nil {
+	if err := m.ValidateShape(); err != nil {
 		return nil, err
 	}
 	c := *m
@@ -102,10 +102,22 @@ func (b *Backend) LoadGGML(m *ggml.Matrix) (*GGMLMatrix, error) {
 	}
 	repack := mx.kern != nil && mx.kern.repack != nil
 	if b.huge || repack {
-		mx.block = hugemem.Alloc(len(c.Data))
-		copy(mx.block.Bytes, c.Data)
+		// copied 64 KiB at a time, each piece's scales checked in cache
+		blk := hugemem.Alloc(len(c.Data))
+		step := max(1, 64<<10/c.Type.BlockBytes()) * c.Type.BlockBytes()
+		for o := 0; o < len(c.Data); o += step {
+			e := min(len(c.Data), o+step)
+			copy(blk.Bytes[o:e], c.Data[o:e])
+			if err := m.CheckFinite(o, e); err != nil {
+				blk.Free()
+				return nil, err
+			}
+		}
+		mx.block = blk
 		c.Data = mx.block.Bytes[:len(c.Data):len(c.Data)]
 		runtime.SetFinalizer(mx, (*GGMLMatrix).Close)
+	} else if err := m.CheckFinite(0, len(m.Data)); err != nil {
+		return nil, err
 	}
 	if repack {
 		mx.kern.repack(c.Data)

@@ -503,3 +503,33 @@ func TestQhLanes(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadGGMLNonFinite: LoadGGML checks the half-precision fields of
+// every block, on the copying path (huge pages or a kernel set's own
+// order, a piece at a time) and in place, past the first piece too, and
+// names the row and block.
+func TestLoadGGMLNonFinite(t *testing.T) {
+	for _, huge := range []bool{false, true} {
+		for _, isa := range supportedSets() {
+			be, err := New(Config{ISA: isa, Threads: 1, HugePages: huge})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer be.Close()
+			for _, typ := range ggml.Types {
+				const rows = 700 // over 64 KiB of blocks for every type
+				m, err := ggml.Random(typ, rows, 512, uint64(typ))
+				if err != nil {
+					t.Fatal(err)
+				}
+				nb := typ.BlockBytes()
+				off := map[ggml.Type]int{ggml.Q2_K: 80, ggml.Q3_K: 108, ggml.Q6_K: 208}[typ]
+				binary.LittleEndian.PutUint16(m.Data[len(m.Data)-nb+off:], 0x7e00)
+				want := fmt.Sprintf("row %d block %d", rows-1, m.RowBytes()/nb-1)
+				if _, err := be.LoadGGML(m); err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("%s %s huge=%v: a NaN d in the last block: %v (want %q)", isa, typ, huge, err, want)
+				}
+			}
+		}
+	}
+}

@@ -2,7 +2,6 @@ package ggml
 
 import (
 	"encoding/binary"
-	"math"
 
 	"github.com/qgemv/qgemv/layout"
 )
@@ -192,17 +191,6 @@ func (t Type) dequantizeInts(dst []float32, z *Ints) {
 			dst[e] = w
 		}
 	}
-}
-
-// blockFinite reports whether every half-precision field of block b is
-// finite, and names the first that is not.
-func (t Type) blockFinite(b []byte) (bool, string) {
-	for _, f := range t.halfFields() {
-		if v := f16(b[f.off:]); math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return false, f.name
-		}
-	}
-	return true, ""
 }
 
 type halfField struct {

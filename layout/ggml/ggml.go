@@ -73,6 +73,7 @@
 package ggml
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -246,6 +247,16 @@ func (m *Matrix) BitsPerWeight() float64 {
 // Validate checks the type, the shape, the data length and that every
 // half-precision field of every block is finite.
 func (m *Matrix) Validate() error {
+	if err := m.ValidateShape(); err != nil {
+		return err
+	}
+	return m.CheckFinite(0, len(m.Data))
+}
+
+// ValidateShape is Validate without the scan of the blocks' fields: a
+// loader that copies the blocks checks each piece with CheckFinite while
+// it is in cache instead.
+func (m *Matrix) ValidateShape() error {
 	if m == nil {
 		return errors.New("ggml: matrix is nil")
 	}
@@ -261,14 +272,39 @@ func (m *Matrix) Validate() error {
 	if want := int64(m.Rows) * int64(m.RowBytes()); int64(len(m.Data)) != want {
 		return fmt.Errorf("ggml: %s %dx%d: %d bytes of blocks, want %d", m.Name(), m.Rows, m.Cols, len(m.Data), want)
 	}
+	return nil
+}
+
+// CheckFinite checks that every half-precision field of the blocks in
+// m.Data[from:to] is finite (from a multiple of the block size; a
+// partial block at the end is left out), naming the first that is not
+// by row and block. The shape must have passed ValidateShape.
+func (m *Matrix) CheckFinite(from, to int) error {
 	nb := m.Type.BlockBytes()
-	for i := 0; i < len(m.Data); i += nb {
-		if ok, f := m.Type.blockFinite(m.Data[i:]); !ok {
-			r, k := i/m.RowBytes(), i%m.RowBytes()/nb
-			return fmt.Errorf("ggml: %s: row %d block %d: half-precision %s is %v (want finite)", m.Name(), r, k, f, m.halfAt(i, f))
-		}
+	if from < 0 || to > len(m.Data) || from > to || from%nb != 0 {
+		return fmt.Errorf("ggml: %s: blocks [%d, %d) of %d bytes", m.Name(), from, to, len(m.Data))
+	}
+	if i, f := nonFiniteHalf(m.Data[from:to], m.Type.halfFields(), nb); i >= 0 {
+		i += from
+		r, k := i/m.RowBytes(), i%m.RowBytes()/nb
+		return fmt.Errorf("ggml: %s: row %d block %d: half-precision %s is %v (want finite)", m.Name(), r, k, f.name, m.halfAt(i, f.name))
 	}
 	return nil
+}
+
+// nonFiniteHalf returns the offset of the first block of nb bytes in data
+// with one of the binary16 fields an infinity or a NaN (all exponent bits
+// set), and that field, or -1: one pass over the blocks, on the bits
+// alone (every block of a model passes here at load).
+func nonFiniteHalf(data []byte, fields []halfField, nb int) (int, halfField) {
+	for i := 0; i+nb <= len(data); i += nb {
+		for _, f := range fields {
+			if binary.LittleEndian.Uint16(data[i+f.off:])&0x7c00 == 0x7c00 {
+				return i, f
+			}
+		}
+	}
+	return -1, halfField{}
 }
 
 func (m *Matrix) halfAt(i int, field string) float32 {

@@ -3,6 +3,7 @@ package ggml
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -106,13 +107,33 @@ func TestA8(t *testing.T) {
 func TestValidate(t *testing.T) {
 	for _, typ := range Types {
 		m, _ := Random(typ, 2, 256, 1)
+		nb := typ.BlockBytes()
+		last := fmt.Sprintf("row 1 block %d", m.RowBytes()/nb-1)
 		for _, f := range typ.halfFields() {
 			b := append([]byte(nil), m.Data...)
-			binary.LittleEndian.PutUint16(b[typ.BlockBytes()+f.off:], 0x7c00)
+			binary.LittleEndian.PutUint16(b[nb+f.off:], 0x7c00)
 			bad := *m
 			bad.Data = b
 			if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "finite") {
 				t.Errorf("%s: infinite %s: %v", typ, f.name, err)
+			}
+			// -Inf and NaNs in the last block are named there; the
+			// largest finite values pass
+			for _, h := range []uint16{0xfc00, 0x7e00, 0xfd01, 0x7c01} {
+				b := append([]byte(nil), m.Data...)
+				binary.LittleEndian.PutUint16(b[len(b)-nb+f.off:], h)
+				bad.Data = b
+				if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), last) || !strings.Contains(err.Error(), f.name) {
+					t.Errorf("%s: %s = %#04x in the last block: %v (want %q)", typ, f.name, h, err, last)
+				}
+			}
+			for _, h := range []uint16{0x7bff, 0xfbff, 0x8000} {
+				b := append([]byte(nil), m.Data...)
+				binary.LittleEndian.PutUint16(b[len(b)-nb+f.off:], h)
+				bad.Data = b
+				if err := bad.Validate(); err != nil {
+					t.Errorf("%s: %s = %#04x rejected: %v", typ, f.name, h, err)
+				}
 			}
 		}
 		bad := *m

@@ -2,6 +2,7 @@ package gguf
 
 import (
 	"encoding/binary"
+	"fmt"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -511,6 +512,18 @@ func TestImportBadInput(t *testing.T) {
 			if _, err := tn.Import(); err == nil || !strings.Contains(err.Error(), tn.Name) || !strings.Contains(err.Error(), "finite") {
 				t.Errorf("%s: non-finite d %#x: %v", gt, h, err)
 			}
+		}
+		// past the first 64 KiB copied (the scales are checked a piece
+		// at a time): the last row is named
+		const tall = 1200
+		tdata := make([]byte, tall*siz*(256/blk))
+		ggml.RandomBlocks(gt, rng, tdata)
+		off := map[ggml.Type]int{ggml.Q2_K: 80, ggml.Q3_K: 108, ggml.Q6_K: 208}[gt]
+		binary.LittleEndian.PutUint16(tdata[len(tdata)-siz+off:], 0x7c00)
+		tt := &Tensor{Name: "tall", Dims: []uint64{256, tall}, Type: typ, Data: tdata}
+		want := fmt.Sprintf("row %d block %d", tall-1, 256/blk-1)
+		if _, err := tt.ImportGGML(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: infinite d in the last of %d rows: %v (want %q)", gt, tall, err, want)
 		}
 		for _, tn := range []Tensor{
 			{Name: "short", Dims: []uint64{256, 2}, Type: typ, Data: data[:len(data)-1]},

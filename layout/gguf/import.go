@@ -75,15 +75,25 @@ func (t *Tensor) ImportGGML() (*ggml.Matrix, error) {
 	if int64(len(t.Data)) != int64(rows)*int64(src) {
 		return nil, fmt.Errorf("gguf: tensor %q: %d bytes, a %dx%d %s matrix has %d", t.Name, len(t.Data), rows, cols, t.Type, int64(rows)*int64(src))
 	}
-	if src == m.RowBytes() {
-		copy(m.Data, t.Data)
-	} else { // padding blocks after each row stay zero
-		for r := 0; r < rows; r++ {
-			copy(m.Data[r*m.RowBytes():], t.Data[r*src:(r+1)*src])
-		}
-	}
-	if err := m.Validate(); err != nil {
+	if err := m.ValidateShape(); err != nil {
 		return nil, fmt.Errorf("gguf: tensor %q: %w", t.Name, err)
+	}
+	// Copied some 64 KiB of rows at a time, each piece's scales checked
+	// while it is in cache (padding blocks after each row stay zero).
+	rb := m.RowBytes()
+	step := max(1, 64<<10/rb)
+	for r0 := 0; r0 < rows; r0 += step {
+		r1 := min(rows, r0+step)
+		if src == rb {
+			copy(m.Data[r0*rb:r1*rb], t.Data[r0*src:r1*src])
+		} else {
+			for r := r0; r < r1; r++ {
+				copy(m.Data[r*rb:], t.Data[r*src:(r+1)*src])
+			}
+		}
+		if err := m.CheckFinite(r0*rb, r1*rb); err != nil {
+			return nil, fmt.Errorf("gguf: tensor %q: %w", t.Name, err)
+		}
 	}
 	return m, nil
 }
