@@ -19,12 +19,11 @@ import (
 // in any order, nil buffers and buffers of another engine, multiplies of
 // three matrices (Q4G128, Bits4G128, Int8) with any batch and activation
 // type, the quantization, elementwise and requantization operations,
-// recorded sequences run, waits, host-slice multiplies, shared inputs and
-// the int8 chain with slices of any length, and the engine closed part
-// way. Every
-// call succeeds or returns an error: nothing panics or hangs, and while
-// the engine is open a canary multiply gives the same bits as before the
-// program.
+// recorded sequences run (also with RunIO's copies), waits, host-slice
+// multiplies, shared inputs and the int8 chain with slices of any
+// length, and the engine closed part way. Every call succeeds or returns
+// an error: nothing panics or hangs, and while the engine is open a
+// canary multiply gives the same bits as before the program.
 func FuzzBufferAPI(f *testing.F) {
 	f.Add([]byte{0, 10, 0, 0, 20, 0, 2, 0, 10, 5, 1, 0, 1, 1, 9, 4, 1, 0})
 	f.Add([]byte{0, 255, 0, 0, 64, 1, 0, 32, 2, 6, 1, 2, 0, 1, 7, 0, 1, 2, 1, 10, 5, 0, 1, 1, 0, 11})
@@ -229,10 +228,16 @@ func runBufferProgram(t *testing.T, backend string, progs [][]byte, ms []layout.
 				if err != nil {
 					return err
 				}
+				defer s.Close()
 				if err := s.Run(); err != nil {
 					return err
 				}
-				return s.Close()
+				for range next() % 3 { // input and output of any buffers and lengths
+					if err := s.RunIO(buf(), xv(next()*2), buf(), make([]float32, next()*2)); err != nil {
+						return err
+					}
+				}
+				return nil
 			case 12:
 				if !rec && next()%8 == 0 {
 					closed.Store(true)
