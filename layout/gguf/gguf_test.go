@@ -2,8 +2,8 @@ package gguf
 
 import (
 	"encoding/binary"
-	"fmt"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
