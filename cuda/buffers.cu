@@ -107,23 +107,40 @@ extern "C" __global__ void xsum_h16(const __half *x, const int *nat, float *out,
 // of them (a host-slice call reads x over the bus). A NaN or infinity
 // sets ST_NONFINITE in status and the group becomes zeros. It returns
 // the lane's four codes and sets the group's scale.
-__device__ __forceinline__ char4 quant128(const float *x, const int *nat, unsigned *status, i64 v, i64 g, i64 cols, int lane, float &scale) {
+//
+// With u not null the activations are SwiGLU's of x and u (x the gate):
+// each value is computed as swiglu computes it, stored to h at its place
+// (h may be x) and quantized, so a recorded SwiGLU followed by an A8
+// multiply of its output runs as this one kernel (graph.go).
+__device__ __forceinline__ float swiglu1(float g, float u) { return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u); }
+
+__device__ __forceinline__ char4 quant128(const float *x, const int *nat, unsigned *status, i64 v, i64 g, i64 cols, int lane, float &scale, const float *u, float *h) {
 	float val[4];
 	if (nat == nullptr) {
 		i64 c0 = g * 128 + lane * 4;
-		const float *p = x + v * cols + c0;
-		if (c0 + 4 <= cols && ((size_t)p & 15) == 0) {
+		i64 o = v * cols + c0;
+		const float *p = x + o;
+		if (c0 + 4 <= cols && (((size_t)p | (u != nullptr ? (size_t)(u + o) | (size_t)(h + o) : 0)) & 15) == 0) {
 			float4 f = *(const float4 *)p;
 			val[0] = f.x, val[1] = f.y, val[2] = f.z, val[3] = f.w;
+			if (u != nullptr) {
+				float4 w = *(const float4 *)(u + o);
+				val[0] = swiglu1(val[0], w.x), val[1] = swiglu1(val[1], w.y), val[2] = swiglu1(val[2], w.z), val[3] = swiglu1(val[3], w.w);
+				*(float4 *)(h + o) = make_float4(val[0], val[1], val[2], val[3]);
+			}
 		} else {
 #pragma unroll
-			for (int k = 0; k < 4; k++) val[k] = c0 + k < cols ? p[k] : 0.0f;
+			for (int k = 0; k < 4; k++) {
+				val[k] = c0 + k < cols ? p[k] : 0.0f;
+				if (u != nullptr && c0 + k < cols) h[o + k] = val[k] = swiglu1(val[k], u[o + k]);
+			}
 		}
 	} else {
 #pragma unroll
 		for (int k = 0; k < 4; k++) {
 			int c = nat[g * 128 + lane * 4 + k];
 			val[k] = c >= 0 ? x[v * cols + c] : 0.0f;
+			if (u != nullptr && c >= 0) h[v * cols + c] = val[k] = swiglu1(val[k], u[v * cols + c]);
 		}
 	}
 	float amax = 0;
@@ -155,14 +172,14 @@ __device__ __forceinline__ char4 quant128(const float *x, const int *nat, unsign
 // quant_a8 quantizes activations exactly as layout.QuantizeA8Go
 // (quant128): one warp per (vector, group of 128 stored columns). A NaN
 // or infinity sets ST_NONFINITE in status (the host reports the error).
-extern "C" __global__ void quant_a8(const float *x, const int *nat, signed char *xq, float *xs, unsigned *status, i64 batch, i64 cols, i64 pc) { PDL_ENTRY();
+extern "C" __global__ void quant_a8(const float *x, const int *nat, signed char *xq, float *xs, unsigned *status, i64 batch, i64 cols, i64 pc, const float *u, float *h) { PDL_ENTRY();
 	i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
 	int lane = threadIdx.x & 31;
 	i64 ng = pc / 128;
 	if (w >= batch * ng) return;
 	i64 v = w / ng, g = w - v * ng;
 	float scale;
-	*(char4 *)(xq + v * pc + g * 128 + lane * 4) = quant128(x, nat, status, v, g, cols, lane, scale);
+	*(char4 *)(xq + v * pc + g * 128 + lane * 4) = quant128(x, nat, status, v, g, cols, lane, scale, u, h);
 	if (lane == 0) xs[w] = scale;
 }
 
@@ -182,7 +199,7 @@ __device__ __forceinline__ i64 a8XR(i64 blk, i64 v, int p, i64 nv) {
 // a8_q4order's order, placed by a8XR) from the same registers, so the
 // tensor-core multiply that follows skips a8_prep (one dependent kernel
 // fewer between the large ones).
-extern "C" __global__ void quant_a8_q4(const float *x, const int *nat, signed char *xq, float *xs, unsigned *status, int2 *xm, signed char *xr, i64 batch, i64 cols, i64 pc, i64 nv) { PDL_ENTRY();
+extern "C" __global__ void quant_a8_q4(const float *x, const int *nat, signed char *xq, float *xs, unsigned *status, int2 *xm, signed char *xr, i64 batch, i64 cols, i64 pc, i64 nv, const float *u, float *h) { PDL_ENTRY();
 	i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
 	int lane = threadIdx.x & 31;
 	i64 nblk = pc / 128;
@@ -193,7 +210,7 @@ extern "C" __global__ void quant_a8_q4(const float *x, const int *nat, signed ch
 		return;
 	}
 	float scale;
-	char4 cq = quant128(x, nat, status, v, blk, cols, lane, scale);
+	char4 cq = quant128(x, nat, status, v, blk, cols, lane, scale, u, h);
 	i64 i = v * pc + blk * 128 + lane * 4;
 	*(char4 *)(xq + i) = cq;
 	int s = cq.x + cq.y + cq.z + cq.w;
@@ -286,9 +303,7 @@ extern "C" __global__ void a8_split(const signed char *xq, signed char *xe, sign
 // the division and product are rounded float32 operations.
 extern "C" __global__ void swiglu(float *d, const float *g, const float *u, i64 n) { PDL_ENTRY();
 	i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-	if (i >= n) return;
-	float x = g[i];
-	d[i] = __fmul_rn(__fdiv_rn(x, __fadd_rn(1.0f, expf(-x))), u[i]);
+	if (i < n) d[i] = swiglu1(g[i], u[i]);
 }
 
 extern "C" __global__ void add_f32(float *d, const float *a, const float *b, i64 n) { PDL_ENTRY();

@@ -429,6 +429,10 @@ func elementwiseReq(r *mulReq) error {
 		return err
 	}
 	gx, n := ceilDiv(r.n, 256), int64(r.n)
+	if r.name == "swiglu" && b.capturing { // the next request queues it, or an A8 multiply computes it
+		b.swiPend = swiglu{d: ps[0], g: ps[1], u: ps[2], n: n}
+		return nil
+	}
 	if r.nbufs == 3 {
 		return b.launch(r.name, gx, 1, 256, 0, ps[0], ps[1], ps[2], n)
 	}
@@ -442,7 +446,25 @@ var (
 	namesDS  = []string{"dst", "src"}
 )
 
-// SwiGLU queues dst[i] = g[i] / (1 + exp(-g[i])) * u[i], i < n.
+// swiglu is a SwiGLU of n values deferred during a capture (swiPend):
+// d = silu(g) * u.
+type swiglu struct {
+	d, g, u cu.DevicePtr
+	n       int64
+}
+
+// swiIn, where u is not 0, makes the A8 quantization compute its
+// activations as SwiGLU of its input (the gate) and u, storing them to h.
+type swiIn struct{ u, h cu.DevicePtr }
+
+// queueSwiGLU queues p (in a backend call).
+func (b *Backend) queueSwiGLU(p swiglu) error {
+	return b.launch("swiglu", ceilDiv(int(p.n), 256), 1, 256, 0, p.d, p.g, p.u, p.n)
+}
+
+// SwiGLU queues dst[i] = g[i] / (1 + exp(-g[i])) * u[i], i < n. During a
+// capture it is deferred to the next request, which an A8 multiply of
+// dst (all of it) takes into its quantization.
 func (b *Backend) SwiGLU(dst, g, u devbuf.Buf, n int) error {
 	return b.elementwise("swiglu", n, namesDGU, 0, dst, g, u)
 }
@@ -652,13 +674,13 @@ func quantizeBufReq(r *mulReq) error {
 	if err != nil {
 		return err
 	}
-	return r.mx.quantize(ps[0], ps[1], ps[2], st, r.batch)
+	return r.mx.quantize(ps[0], ps[1], ps[2], st, r.batch, swiIn{})
 }
 
 // quantize queues quant_a8 (in a backend call), flagging a NaN or infinity in
 // the status word st. Without an act-order permutation the kernel reads
 // x in place (a null gather table).
-func (mx *Matrix) quantize(xq, xs, x, st cu.DevicePtr, batch int) error {
+func (mx *Matrix) quantize(xq, xs, x, st cu.DevicePtr, batch int, sw swiIn) error {
 	var nat cu.DevicePtr
 	if mx.perm != nil {
 		nb, _, err := mx.colTables()
@@ -669,11 +691,11 @@ func (mx *Matrix) quantize(xq, xs, x, st cu.DevicePtr, batch int) error {
 	}
 	pc := mx.geo.PCols
 	if mx.f == fmtQ4 && mx.useA8MMA() && mx.sig().ok {
-		return mx.quantizeQ4(xq, xs, x, st, nat, batch)
+		return mx.quantizeQ4(xq, xs, x, st, nat, batch, sw)
 	}
 	warpsTotal := batch * pc / 128
 	return mx.b.launch("quant_a8", ceilDiv(warpsTotal, 8), 1, 256, 0, x, nat, xq, xs, st,
-		int64(batch), int64(mx.geo.Cols), int64(pc))
+		int64(batch), int64(mx.geo.Cols), int64(pc), sw.u, sw.h)
 }
 
 // a8mmaScratch returns the scratch buffers of the int8 tensor-core
@@ -694,7 +716,7 @@ func (b *Backend) a8mmaScratch(nv, pc int64) (rb, mb *buffer, err error) {
 // "xm", as mulI8Dev allocates them) and records them as the prepA8 memo of
 // xq and xs, so that a multiply of this or a like matrix reading them next
 // skips a8_prep (in a backend call).
-func (mx *Matrix) quantizeQ4(xq, xs, x, st, nat cu.DevicePtr, batch int) error {
+func (mx *Matrix) quantizeQ4(xq, xs, x, st, nat cu.DevicePtr, batch int, sw swiIn) error {
 	b := mx.b
 	pc := int64(mx.geo.PCols)
 	n := int64(batch) * pc
@@ -704,7 +726,7 @@ func (mx *Matrix) quantizeQ4(xq, xs, x, st, nat cu.DevicePtr, batch int) error {
 		return err
 	}
 	if err := b.launch("quant_a8_q4", ceilDiv(int(nv*pc/128), 8), 1, 256, 0, x, nat, xq, xs, st, mb.ptr, rb.ptr,
-		int64(batch), int64(mx.geo.Cols), pc, nv); err != nil {
+		int64(batch), int64(mx.geo.Cols), pc, nv, sw.u, sw.h); err != nil {
 		return err
 	}
 	b.memoHit(prepA8, prepKey{in: [2]span{{xq, n}, {xs, 4 * n / 128}}, tab: mx.sig(), batch: batch, nv: int(nv)})
@@ -739,7 +761,11 @@ func (mx *Matrix) MulA8Buf(dst, x devbuf.Buf, batch int) error {
 	if mx.a8err != nil {
 		return fmt.Errorf("cuda: %w", mx.a8err)
 	}
-	return mx.bufOp(mulA8BufReq, namesDX, batch, false, dst, x)
+	r := newReq()
+	defer r.free()
+	r.mx, r.names, r.batch, r.takesSwiGLU = mx, namesDX, batch, true
+	r.bufs[0], r.bufs[1], r.nbufs = dst, x, 2
+	return mx.doReq(mulA8BufReq, r)
 }
 
 func mulA8BufReq(r *mulReq) error {
@@ -748,16 +774,27 @@ func mulA8BufReq(r *mulReq) error {
 	if err != nil {
 		return err
 	}
+	// a SwiGLU deferred in a capture, of exactly these activations, is
+	// computed by the quantization; another is queued first
+	x, sw := ps[1], swiIn{}
+	if p := b.swiPend; p.n > 0 {
+		b.swiPend = swiglu{}
+		if p.d == x && p.n == int64(r.batch)*int64(r.mx.geo.Cols) {
+			x, sw = p.g, swiIn{u: p.u, h: p.d}
+		} else if err := b.queueSwiGLU(p); err != nil {
+			return err
+		}
+	}
 	st, err := b.statusWord()
 	if err != nil {
 		return err
 	}
-	return r.mx.mulA8Dev(ps[0], ps[1], st, r.batch)
+	return r.mx.mulA8Dev(ps[0], x, st, r.batch, sw)
 }
 
 // mulA8Dev queues the quantization of batch float32 vectors at x into
 // the scratch buffers "aq" and "as" and the multiply into y (in a backend call).
-func (mx *Matrix) mulA8Dev(y, x, st cu.DevicePtr, batch int) error {
+func (mx *Matrix) mulA8Dev(y, x, st cu.DevicePtr, batch int, sw swiIn) error {
 	b := mx.b
 	pc := int64(mx.geo.PCols)
 	qb, err := b.scratchBuf("aq", int64(batch)*pc)
@@ -768,7 +805,7 @@ func (mx *Matrix) mulA8Dev(y, x, st cu.DevicePtr, batch int) error {
 	if err != nil {
 		return err
 	}
-	if err := mx.quantize(qb.ptr, sb.ptr, x, st, batch); err != nil {
+	if err := mx.quantize(qb.ptr, sb.ptr, x, st, batch, sw); err != nil {
 		return err
 	}
 	return mx.mulI8Dev(y, qb.ptr, sb.ptr, batch)

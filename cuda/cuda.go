@@ -327,6 +327,11 @@ type Backend struct {
 	// memo: the last activation preparations of buffer multiplies, which
 	// the next multiply reading the same input skips (memo.go).
 	memo [nPrep]prepKey
+	// capturing: a Capture is in progress; swiPend: a SwiGLU deferred in
+	// it, which the next request queues first unless it is an A8 multiply
+	// of its output that computes it in its quantization (graph.go).
+	capturing bool
+	swiPend   swiglu
 
 	// exec serializes the backend's work (send): every use of the
 	// context and of the fields above holds it. closed is written with

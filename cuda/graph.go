@@ -139,15 +139,23 @@ func (b *Backend) capture(gr *Graph, fn func() error, io *ioCopies) error {
 		}
 		gr.gen, gr.pinGen = b.scratchGen, b.pinGen
 		if io != nil && io.nin > 0 {
-			return b.fromPinned(b.pinned["ioin"], io.in, io.nin)
+			if err := b.fromPinned(b.pinned["ioin"], io.in, io.nin); err != nil {
+				C.qgEndCapture(b.cstream(), &gr.g, &gr.x) // ended, nothing kept
+				C.qgGraphFree(gr.g, gr.x)
+				gr.g, gr.x = nil, nil
+				b.statusQueued, b.wsZero = savedStatus, savedWS
+				return err
+			}
 		}
+		b.capturing = true
 		return nil
 	})
 	if err != nil {
 		return err
 	}
 	fnErr := fn()
-	err = b.do(func() error {
+	err = b.do(func() error { // send queued a deferred SwiGLU first
+		b.capturing = false
 		var ioErr error
 		if io != nil && fnErr == nil {
 			ioErr = b.toPinned(b.pinned["ioout"], io.out, io.nout, status, io.outWord())

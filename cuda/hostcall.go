@@ -56,6 +56,13 @@ func (b *Backend) send(c call) error {
 		return err
 	}
 	defer popCtx()
+	if b.swiPend.n > 0 && (c.r == nil || !c.r.takesSwiGLU) {
+		p := b.swiPend // deferred in a capture: queued before any other work
+		b.swiPend = swiglu{}
+		if err := b.queueSwiGLU(p); err != nil {
+			return err
+		}
+	}
 	if c.r == nil || !c.r.keepMemo {
 		b.memoForget()
 	}
@@ -114,6 +121,9 @@ type mulReq struct {
 	// earlier preparations standing (memo.go); every other request
 	// forgets them.
 	keepMemo bool
+	// takesSwiGLU: an A8 multiply on buffers, which may compute a SwiGLU
+	// deferred in a capture (Backend.swiPend) in its quantization
+	takesSwiGLU bool
 
 	host gpuhost.Host  // F: padded float32 activations; Q, S: int8 ones
 	hl   []layout.FP16 // tensor-core float32 path: hi and lo halves
@@ -133,7 +143,7 @@ func (r *mulReq) free() {
 	r.mx, r.gm, r.dst, r.x, r.xh, r.xq, r.xs, r.name = nil, nil, nil, nil, nil, nil, nil, ""
 	r.b, r.d, r.data, r.bufs, r.names, r.cm = nil, nil, nil, [3]devbuf.Buf{}, nil, nil
 	r.gr, r.gio, r.out, r.ok = nil, nil, nil, false
-	r.keepMemo = false
+	r.keepMemo, r.takesSwiGLU = false, false
 	reqPool.Put(r)
 }
 

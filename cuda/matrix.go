@@ -553,7 +553,7 @@ func mulA8Req(r *mulReq) error {
 	mx := r.mx
 	var xp cu.DevicePtr // read by the quantization kernel only (pinnedIn)
 	put := func() (err error) { xp, err = pinnedIn(mx.b, "xin", r.x); return err }
-	return mx.hostCall(r.dst, hostA8, r.batch, true, put, func(y, st cu.DevicePtr) error { return mx.mulA8Dev(y, xp, st, r.batch) })
+	return mx.hostCall(r.dst, hostA8, r.batch, true, put, func(y, st cu.DevicePtr) error { return mx.mulA8Dev(y, xp, st, r.batch, swiIn{}) })
 }
 
 // mulI8Req is MulI8's work (in a backend call).
