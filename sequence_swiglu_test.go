@@ -10,15 +10,16 @@ import (
 	"github.com/qgemv/qgemv/layout"
 )
 
-// TestSequenceSwiGLUIntoA8: a recorded SwiGLU whose output an A8 multiply
-// reads next (on CUDA computed by that multiply's quantization in the
-// sequence's graph) gives, bit for bit, what the operations give run one
-// by one: the SwiGLU output too, for Q4G128 and Bits4G128 (two
-// quantization kernels), an act-order matrix (gathered columns), a
-// column count not a multiple of four, batches 1, 3 and 16, a NaN
-// reported, and SwiGLUs that cannot be merged (another input, other
-// lengths) queued as they are.
-func TestSequenceSwiGLUIntoA8(t *testing.T) {
+// TestSequenceSwiGLUMerged: a recorded SwiGLU whose output an A8 or A16
+// multiply reads next (on CUDA computed by that multiply's activation
+// preparation in the sequence's graph) gives, bit for bit, what the
+// operations give run one by one: the SwiGLU output too, for Q4G128 and
+// Bits4G128 (two quantization kernels; Bits' block sums read the stored
+// values), an act-order matrix (gathered columns), a column count not a
+// multiple of four, batches 1, 3 and 16, a NaN reported (A8), and
+// SwiGLUs that cannot be merged (another input, other lengths) queued as
+// they are.
+func TestSequenceSwiGLUMerged(t *testing.T) {
 	eng, err := qgemv.Open()
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +43,11 @@ func TestSequenceSwiGLUIntoA8(t *testing.T) {
 	}
 	for name, m := range mats {
 		for _, batch := range []int{1, 3, 16} {
-			for _, mode := range []string{"merged", "other input", "longer SwiGLU"} {
+			for _, tc := range []struct {
+				mode string
+				act  qgemv.Activation
+			}{{"merged", qgemv.A8}, {"other input", qgemv.A8}, {"longer SwiGLU", qgemv.A8}, {"merged", qgemv.A16}, {"other input", qgemv.A16}} {
+				mode := tc.mode
 				cols := m.Cols()
 				n := batch * cols
 				full := n // SwiGLU runs over whole buffers: merged only where the multiply reads all of them
@@ -60,7 +65,7 @@ func TestSequenceSwiGLUIntoA8(t *testing.T) {
 					if mode == "other input" {
 						in = other
 					}
-					return m.MulBuffer(y, in, batch, qgemv.A8)
+					return m.MulBuffer(y, in, batch, tc.act)
 				}
 				seq, err := eng.Record(ops)
 				if err != nil {
@@ -102,11 +107,11 @@ func TestSequenceSwiGLUIntoA8(t *testing.T) {
 					if err := h.Read(wantH); err != nil {
 						t.Fatal(err)
 					}
-					what := name + " " + mode
+					what := name + " " + mode + " " + tc.act.String()
 					if (runErr == nil) != (opsErr == nil) {
 						t.Fatalf("%s batch %d step %d: sequence %v, operations %v", what, batch, step, runErr, opsErr)
 					}
-					if step == 3 && mode != "other input" && runErr == nil {
+					if step == 3 && mode != "other input" && tc.act == qgemv.A8 && runErr == nil {
 						t.Fatalf("%s batch %d: a NaN through SwiGLU into A8 was not reported", what, batch)
 					}
 					for i := range wantH {
@@ -124,7 +129,7 @@ func TestSequenceSwiGLUIntoA8(t *testing.T) {
 					}
 				}
 				if strings.HasPrefix(eng.Backend(), "cuda") && !seq.Graphed() {
-					t.Errorf("%s batch %d: the sequence was not captured", name+" "+mode, batch)
+					t.Errorf("%s batch %d: the sequence was not captured", name+" "+mode+" "+tc.act.String(), batch)
 				}
 				seq.Close()
 				for _, b := range []*qgemv.Buffer{g, u, h, other, y} {

@@ -42,6 +42,11 @@ __device__ __forceinline__ float arg32(i64 v) { return __uint_as_float((uint32_t
 __device__ __forceinline__ __half tohalf(const float *x, i64 i) { return __float2half_rn(x[i]); }
 __device__ __forceinline__ __half tohalf(const __half *x, i64 i) { return x[i]; }
 
+// swiglu1 is one value of swiglu (the kernel below), which the A8
+// quantization and the binary16 gather also compute when a recorded
+// SwiGLU feeds them (quant128).
+__device__ __forceinline__ float swiglu1(float g, float u) { return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u); }
+
 // gather writes the binary16 activations a float kernel reads: for
 // vector slot v < nv and stored column p < pc, the value at position
 // ((p/S)*nv + v)*S + p%S (S = pc: plain vectors one after another; S =
@@ -57,8 +62,26 @@ __device__ void gather(const T *x, const int *idx, __half *out, i64 batch, i64 c
 	out[((p / S) * nv + v) * S + p % S] = (v < batch && c >= 0) ? tohalf(x, v * cols + c) : __float2half_rn(0.0f);
 }
 
-extern "C" __global__ void gather_f16(const float *x, const int *idx, __half *out, i64 batch, i64 cols, i64 pc, i64 nv, i64 S) { PDL_ENTRY();
-	gather(x, idx, out, batch, cols, pc, nv, S);
+// gather_f16 with u not null gathers SwiGLU's of x (the gate) and u, each
+// value computed as swiglu computes it and stored to h at its place
+// (quant128 says why).
+extern "C" __global__ void gather_f16(const float *x, const int *idx, __half *out, i64 batch, i64 cols, i64 pc, i64 nv, i64 S, const float *u, float *h) { PDL_ENTRY();
+	if (u == nullptr) {
+		gather(x, idx, out, batch, cols, pc, nv, S);
+		return;
+	}
+	i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+	if (t >= nv * pc) return;
+	i64 v = t / pc, p = t - v * pc;
+	int c = idx[p];
+	__half o = __float2half_rn(0.0f);
+	if (v < batch && c >= 0) {
+		i64 i = v * cols + c;
+		float s = swiglu1(x[i], u[i]);
+		h[i] = s;
+		o = __float2half_rn(s);
+	}
+	out[((p / S) * nv + v) * S + p % S] = o;
 }
 
 extern "C" __global__ void gather_h16(const __half *x, const int *idx, __half *out, i64 batch, i64 cols, i64 pc, i64 nv, i64 S) { PDL_ENTRY();
@@ -111,9 +134,7 @@ extern "C" __global__ void xsum_h16(const __half *x, const int *nat, float *out,
 // With u not null the activations are SwiGLU's of x and u (x the gate):
 // each value is computed as swiglu computes it, stored to h at its place
 // (h may be x) and quantized, so a recorded SwiGLU followed by an A8
-// multiply of its output runs as this one kernel (graph.go).
-__device__ __forceinline__ float swiglu1(float g, float u) { return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u); }
-
+// multiply of its output runs as this one kernel (buffers.go).
 __device__ __forceinline__ char4 quant128(const float *x, const int *nat, unsigned *status, i64 v, i64 g, i64 cols, int lane, float &scale, const float *u, float *h) {
 	float val[4];
 	if (nat == nullptr) {

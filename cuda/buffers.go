@@ -453,9 +453,35 @@ type swiglu struct {
 	n       int64
 }
 
-// swiIn, where u is not 0, makes the A8 quantization compute its
-// activations as SwiGLU of its input (the gate) and u, storing them to h.
-type swiIn struct{ u, h cu.DevicePtr }
+// swiIn, where u is not 0, makes an activation preparation (the A8
+// quantization, the binary16 gather) compute its input x as the SwiGLU
+// of g and u, storing it to x as it goes.
+type swiIn struct{ g, u cu.DevicePtr }
+
+// args returns what the preparation kernels take for input x: the
+// values they read, u and where they store the SwiGLU's values.
+func (sw swiIn) args(x cu.DevicePtr) (src, u, h cu.DevicePtr) {
+	if sw.u == 0 {
+		return x, 0, 0
+	}
+	return sw.g, sw.u, x
+}
+
+// takeSwiGLU returns, for a multiply on buffers of batch vectors of cols
+// values at x, the SwiGLU deferred in a capture when it wrote exactly
+// those values (the preparation computes it), or queues the deferred one
+// and returns none (in a backend call).
+func (b *Backend) takeSwiGLU(x cu.DevicePtr, batch, cols int) (swiIn, error) {
+	p := b.swiPend
+	if p.n == 0 {
+		return swiIn{}, nil
+	}
+	b.swiPend = swiglu{}
+	if p.d == x && p.n == int64(batch)*int64(cols) {
+		return swiIn{g: p.g, u: p.u}, nil
+	}
+	return swiIn{}, b.queueSwiGLU(p)
+}
 
 // queueSwiGLU queues p (in a backend call).
 func (b *Backend) queueSwiGLU(p swiglu) error {
@@ -463,8 +489,8 @@ func (b *Backend) queueSwiGLU(p swiglu) error {
 }
 
 // SwiGLU queues dst[i] = g[i] / (1 + exp(-g[i])) * u[i], i < n. During a
-// capture it is deferred to the next request, which an A8 multiply of
-// dst (all of it) takes into its quantization.
+// capture it is deferred to the next request, which an A8 or binary16
+// multiply of dst (all of it) takes into its activation preparation.
 func (b *Backend) SwiGLU(dst, g, u devbuf.Buf, n int) error {
 	return b.elementwise("swiglu", n, namesDGU, 0, dst, g, u)
 }
@@ -570,7 +596,17 @@ func (mx *Matrix) withWords(f func() error) error {
 // MulF16Buf queues dst = W x for batch float32 vectors in device memory,
 // rounded to binary16 on the device: MulF16 of the rounded values.
 func (mx *Matrix) MulF16Buf(dst, x devbuf.Buf, batch int) error {
-	return mx.bufOp(mulF16BufReq, namesDX, batch, true, dst, x)
+	return mx.swiOp(mulF16BufReq, batch, true, dst, x)
+}
+
+// swiOp runs a multiply on buffers dst and x that may take a SwiGLU
+// deferred in a capture (takeSwiGLU) into its activation preparation.
+func (mx *Matrix) swiOp(fn func(*mulReq) error, batch int, keepMemo bool, dst, x devbuf.Buf) error {
+	r := newReq()
+	defer r.free()
+	r.mx, r.names, r.batch, r.keepMemo, r.takesSwiGLU = mx, namesDX, batch, keepMemo, true
+	r.bufs[0], r.bufs[1], r.nbufs = dst, x, 2
+	return mx.doReq(fn, r)
 }
 
 func mulF16BufReq(r *mulReq) error {
@@ -579,7 +615,11 @@ func mulF16BufReq(r *mulReq) error {
 	if err != nil {
 		return err
 	}
-	if err := mx.mulF16Dev(ps[0], ps[1], false, r.batch); err != nil {
+	sw, err := mx.b.takeSwiGLU(ps[1], r.batch, mx.geo.Cols)
+	if err != nil {
+		return err
+	}
+	if err := mx.mulF16Dev(ps[0], ps[1], false, r.batch, sw); err != nil {
 		return err
 	}
 	mx.b.memoWrote(span{ps[0], 4 * int64(r.batch*mx.geo.Rows)})
@@ -602,7 +642,7 @@ func (mx *Matrix) bufOp(fn func(*mulReq) error, names []string, batch int, keepM
 // float32 rounded to binary16, or binary16 when half (in a backend call). The
 // gather puts them in the float kernel's order in the scratch buffer "x"
 // (with the block sums in "xsum" for the Bits tensor-core kernels).
-func (mx *Matrix) mulF16Dev(y, x cu.DevicePtr, half bool, batch int) error {
+func (mx *Matrix) mulF16Dev(y, x cu.DevicePtr, half bool, batch int, sw swiIn) error {
 	b := mx.b
 	nat, mma, err := mx.colTables()
 	if err != nil {
@@ -632,9 +672,17 @@ func (mx *Matrix) mulF16Dev(y, x cu.DevicePtr, half bool, batch int) error {
 		}
 	}
 	key := prepKey{half: half, in: [2]span{{x, elem * int64(batch*mx.geo.Cols)}}, tab: mx.sig(), batch: batch, nv: nv}
-	if !b.memoHit(prepF16, key) {
-		if err := b.launch(gather, ceilDiv(nv*pc, 256), 1, 256, 0, x, idx.ptr, xb.ptr,
-			int64(batch), int64(mx.geo.Cols), int64(pc), int64(nv), int64(S)); err != nil {
+	if hit := b.memoHit(prepF16, key); !hit || sw.u != 0 { // a SwiGLU to compute is never skipped
+		var err error
+		if half {
+			err = b.launch(gather, ceilDiv(nv*pc, 256), 1, 256, 0, x, idx.ptr, xb.ptr,
+				int64(batch), int64(mx.geo.Cols), int64(pc), int64(nv), int64(S))
+		} else {
+			src, u, h := sw.args(x) // then xsum reads the values stored to x
+			err = b.launch(gather, ceilDiv(nv*pc, 256), 1, 256, 0, src, idx.ptr, xb.ptr,
+				int64(batch), int64(mx.geo.Cols), int64(pc), int64(nv), int64(S), u, h)
+		}
+		if err != nil {
 			return err
 		}
 		if sb != nil {
@@ -694,8 +742,9 @@ func (mx *Matrix) quantize(xq, xs, x, st cu.DevicePtr, batch int, sw swiIn) erro
 		return mx.quantizeQ4(xq, xs, x, st, nat, batch, sw)
 	}
 	warpsTotal := batch * pc / 128
-	return mx.b.launch("quant_a8", ceilDiv(warpsTotal, 8), 1, 256, 0, x, nat, xq, xs, st,
-		int64(batch), int64(mx.geo.Cols), int64(pc), sw.u, sw.h)
+	src, u, h := sw.args(x)
+	return mx.b.launch("quant_a8", ceilDiv(warpsTotal, 8), 1, 256, 0, src, nat, xq, xs, st,
+		int64(batch), int64(mx.geo.Cols), int64(pc), u, h)
 }
 
 // a8mmaScratch returns the scratch buffers of the int8 tensor-core
@@ -725,8 +774,9 @@ func (mx *Matrix) quantizeQ4(xq, xs, x, st, nat cu.DevicePtr, batch int, sw swiI
 	if err != nil {
 		return err
 	}
-	if err := b.launch("quant_a8_q4", ceilDiv(int(nv*pc/128), 8), 1, 256, 0, x, nat, xq, xs, st, mb.ptr, rb.ptr,
-		int64(batch), int64(mx.geo.Cols), pc, nv, sw.u, sw.h); err != nil {
+	src, u, h := sw.args(x)
+	if err := b.launch("quant_a8_q4", ceilDiv(int(nv*pc/128), 8), 1, 256, 0, src, nat, xq, xs, st, mb.ptr, rb.ptr,
+		int64(batch), int64(mx.geo.Cols), pc, nv, u, h); err != nil {
 		return err
 	}
 	b.memoHit(prepA8, prepKey{in: [2]span{{xq, n}, {xs, 4 * n / 128}}, tab: mx.sig(), batch: batch, nv: int(nv)})
@@ -761,11 +811,7 @@ func (mx *Matrix) MulA8Buf(dst, x devbuf.Buf, batch int) error {
 	if mx.a8err != nil {
 		return fmt.Errorf("cuda: %w", mx.a8err)
 	}
-	r := newReq()
-	defer r.free()
-	r.mx, r.names, r.batch, r.takesSwiGLU = mx, namesDX, batch, true
-	r.bufs[0], r.bufs[1], r.nbufs = dst, x, 2
-	return mx.doReq(mulA8BufReq, r)
+	return mx.swiOp(mulA8BufReq, batch, false, dst, x)
 }
 
 func mulA8BufReq(r *mulReq) error {
@@ -774,22 +820,15 @@ func mulA8BufReq(r *mulReq) error {
 	if err != nil {
 		return err
 	}
-	// a SwiGLU deferred in a capture, of exactly these activations, is
-	// computed by the quantization; another is queued first
-	x, sw := ps[1], swiIn{}
-	if p := b.swiPend; p.n > 0 {
-		b.swiPend = swiglu{}
-		if p.d == x && p.n == int64(r.batch)*int64(r.mx.geo.Cols) {
-			x, sw = p.g, swiIn{u: p.u, h: p.d}
-		} else if err := b.queueSwiGLU(p); err != nil {
-			return err
-		}
+	sw, err := b.takeSwiGLU(ps[1], r.batch, r.mx.geo.Cols)
+	if err != nil {
+		return err
 	}
 	st, err := b.statusWord()
 	if err != nil {
 		return err
 	}
-	return r.mx.mulA8Dev(ps[0], x, st, r.batch, sw)
+	return r.mx.mulA8Dev(ps[0], ps[1], st, r.batch, sw)
 }
 
 // mulA8Dev queues the quantization of batch float32 vectors at x into

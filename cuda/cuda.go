@@ -328,8 +328,9 @@ type Backend struct {
 	// the next multiply reading the same input skips (memo.go).
 	memo [nPrep]prepKey
 	// capturing: a Capture is in progress; swiPend: a SwiGLU deferred in
-	// it, which the next request queues first unless it is an A8 multiply
-	// of its output that computes it in its quantization (graph.go).
+	// it, which the next request queues first unless it is a multiply of
+	// its output that computes it in its activation preparation
+	// (buffers.go, takeSwiGLU).
 	capturing bool
 	swiPend   swiglu
 

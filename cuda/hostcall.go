@@ -121,8 +121,9 @@ type mulReq struct {
 	// earlier preparations standing (memo.go); every other request
 	// forgets them.
 	keepMemo bool
-	// takesSwiGLU: an A8 multiply on buffers, which may compute a SwiGLU
-	// deferred in a capture (Backend.swiPend) in its quantization
+	// takesSwiGLU: a multiply on buffers, which may compute a SwiGLU
+	// deferred in a capture (Backend.swiPend) in its activation
+	// preparation (takeSwiGLU)
 	takesSwiGLU bool
 
 	host gpuhost.Host  // F: padded float32 activations; Q, S: int8 ones

@@ -338,7 +338,7 @@ func mulRoundedReq(r *mulReq) error {
 		xp = cu.DevicePtr(uintptr(h.p))
 		return nil
 	}
-	return mx.hostCall(r.dst, hostF16, r.batch, false, put, func(y, _ cu.DevicePtr) error { return mx.mulF16Dev(y, xp, true, r.batch) })
+	return mx.hostCall(r.dst, hostF16, r.batch, false, put, func(y, _ cu.DevicePtr) error { return mx.mulF16Dev(y, xp, true, r.batch, swiIn{}) })
 }
 
 // mulF16Req is MulF16's work (in a backend call).
@@ -356,7 +356,7 @@ func hostGather[T any](r *mulReq, x []T, half bool) error {
 	if half {
 		op = hostF16
 	}
-	return mx.hostCall(r.dst, op, r.batch, false, put, func(y, _ cu.DevicePtr) error { return mx.mulF16Dev(y, xp, half, r.batch) })
+	return mx.hostCall(r.dst, op, r.batch, false, put, func(y, _ cu.DevicePtr) error { return mx.mulF16Dev(y, xp, half, r.batch, swiIn{}) })
 }
 
 // putF16 puts f16Inputs' activations into the "x" scratch buffer and
