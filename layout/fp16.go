@@ -62,12 +62,16 @@ var f16Kernel atomic.Pointer[F16Kernel]
 
 // SetF16Kernel makes ToFP16s run k (nil: the Go loop only). Package cpu
 // installs its F16C kernel at init where the CPU has F16C.
-func SetF16Kernel(k F16Kernel) {
+func SetF16Kernel(k F16Kernel) { installKernel(&f16Kernel, k) }
+
+// installKernel stores k in p, or clears p for a nil k: the setters of
+// the kernels other packages install.
+func installKernel[K F16Kernel | WidenKernel | A8Kernel](p *atomic.Pointer[K], k K) {
 	if k == nil {
-		f16Kernel.Store(nil)
+		p.Store(nil)
 		return
 	}
-	f16Kernel.Store(&k)
+	p.Store(&k)
 }
 
 // HasF16Kernel reports whether ToFP16s runs an installed kernel (the Go
@@ -107,13 +111,7 @@ var widenKernel atomic.Pointer[WidenKernel]
 
 // SetWidenKernel makes FromFP16s run k (nil: the Go loop only). Package
 // cpu installs its F16C kernel at init where the CPU has F16C.
-func SetWidenKernel(k WidenKernel) {
-	if k == nil {
-		widenKernel.Store(nil)
-		return
-	}
-	widenKernel.Store(&k)
-}
+func SetWidenKernel(k WidenKernel) { installKernel(&widenKernel, k) }
 
 // Float32 widens h to float32 exactly.
 func (h FP16) Float32() float32 {

@@ -283,13 +283,7 @@ var a8Kernel atomic.Pointer[A8Kernel]
 
 // SetA8Kernel makes QuantizeA8 run k (nil: the Go loop only). Package cpu
 // installs its assembly quantizer at init.
-func SetA8Kernel(k A8Kernel) {
-	if k == nil {
-		a8Kernel.Store(nil)
-		return
-	}
-	a8Kernel.Store(&k)
-}
+func SetA8Kernel(k A8Kernel) { installKernel(&a8Kernel, k) }
 
 // QuantizeA8Go is QuantizeA8 in Go only: the reference every A8Kernel
 // reproduces.
