@@ -163,8 +163,8 @@ func fetchReq(r *mulReq) error {
 	return d.b.stagedGet(r.data, d.buf.ptr+cu.DevicePtr(r.off))
 }
 
-// stagedPutAt queues a copy of src to p through pinned staging (CUDA
-// thread; see stagedPut), after waiting for the stream: the staging
+// stagedPutAt queues a copy of src to p through pinned staging (in a
+// backend call; see stagedPut), after waiting for the stream: the staging
 // buffer may still feed the previous write's copy.
 func stagedPutAt(b *Backend, p cu.DevicePtr, src []byte) error {
 	n := int64(len(src))

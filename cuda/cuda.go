@@ -664,8 +664,8 @@ type buffer struct {
 	size int64
 }
 
-// alloc allocates size bytes of device memory (at least 16; CUDA
-// thread).
+// alloc allocates size bytes of device memory (at least 16; in a
+// backend call).
 func alloc(size int64) (*buffer, error) {
 	if size <= 0 {
 		size = 16
@@ -700,8 +700,8 @@ func upload[T any](s []T) (*buffer, error) {
 	return uploadBytes(bytesOf(s))
 }
 
-// uploadBytes copies the n bytes at p into a new device buffer (CUDA
-// thread).
+// uploadBytes copies the n bytes at p into a new device buffer (in a
+// backend call).
 func uploadBytes(p unsafe.Pointer, n int64) (*buffer, error) {
 	bf, err := alloc(n)
 	if err != nil {

@@ -377,8 +377,8 @@ type hostGraph struct {
 // hostGraphMax bounds the graphs kept: past it all are dropped.
 const hostGraphMax = 64
 
-// runHost queues enqueue(y, st), a host-slice multiply's kernels (CUDA
-// thread): as a graph from the second call on (captured here when there
+// runHost queues enqueue(y, st), a host-slice multiply's kernels (in a
+// backend call): as a graph from the second call on (captured here when there
 // is none or it is stale). Entropy-coded matrices, whose decoding carries
 // status tags, are queued kernel by kernel; so is a SplitK multiply when
 // counters its graph expects zero may not be.

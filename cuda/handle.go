@@ -28,8 +28,8 @@ func (h *handle) backend() *Backend { return h.b }
 
 func (h *handle) isClosed() bool { return h.closed.Load() }
 
-// close marks the handle closed and frees its memory (free, on the CUDA
-// thread). A second close returns ErrClosed; after the backend closed,
+// close marks the handle closed and frees its memory (free, in a backend
+// call). A second close returns ErrClosed; after the backend closed,
 // the context's memory is gone with it and close returns nil.
 func (h *handle) close(free func()) error {
 	if h.closed.Swap(true) {
@@ -121,8 +121,8 @@ type growable interface {
 
 // grown returns cache[name] if it holds at least size bytes; otherwise
 // it frees that entry (once the queued work that may use it is done) and
-// stores a new one of max(size, 64 KiB) bytes made by alloc (CUDA
-// thread).
+// stores a new one of max(size, 64 KiB) bytes made by alloc (in a
+// backend call).
 func grown[T growable](cache map[string]T, name string, size int64, alloc func(int64) (T, error)) (T, error) {
 	if h, ok := cache[name]; ok {
 		if h.capacity() >= size {

@@ -345,8 +345,8 @@ func mulRoundedReq(r *mulReq) error {
 func mulF16Req(r *mulReq) error { return hostGather(r, r.xh, true) }
 
 // hostGather multiplies host activations x (binary16 with half, else
-// float32 the gather rounds) through mulF16Dev: one host call (CUDA
-// thread). The gather kernels alone read x, so it may stay in pinned
+// float32 the gather rounds) through mulF16Dev: one host call (one
+// backend call). The gather kernels alone read x, so it may stay in pinned
 // memory (pinnedIn).
 func hostGather[T any](r *mulReq, x []T, half bool) error {
 	mx := r.mx

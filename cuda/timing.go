@@ -109,8 +109,8 @@ func (b *Backend) timeLaunches(fn func() error, iters int) (float64, float64, er
 	return ms / 1e3 / float64(iters), host, nil
 }
 
-// timeRotating times iters calls of launch back to back on the CUDA
-// thread, rotating over mats (matrices on one backend, after one warm-up
+// timeRotating times iters calls of launch back to back in one backend
+// call, rotating over mats (matrices on one backend, after one warm-up
 // call), once prep has put the activations on the device; bytes is what
 // one call streams. A matrix closed by then is ErrClosed.
 func timeRotating[M interface {
