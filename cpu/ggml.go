@@ -102,16 +102,10 @@ func (b *Backend) LoadGGML(m *ggml.Matrix) (*GGMLMatrix, error) {
 	}
 	repack := mx.kern != nil && mx.kern.repack != nil
 	if b.huge || repack {
-		// copied 64 KiB at a time, each piece's scales checked in cache
 		blk := hugemem.Alloc(len(c.Data))
-		step := max(1, 64<<10/c.Type.BlockBytes()) * c.Type.BlockBytes()
-		for o := 0; o < len(c.Data); o += step {
-			e := min(len(c.Data), o+step)
-			copy(blk.Bytes[o:e], c.Data[o:e])
-			if err := m.CheckFinite(o, e); err != nil {
-				blk.Free()
-				return nil, err
-			}
+		if err := m.CopyChecked(blk.Bytes); err != nil { // the scales checked as they are copied
+			blk.Free()
+			return nil, err
 		}
 		mx.block = blk
 		c.Data = mx.block.Bytes[:len(c.Data):len(c.Data)]

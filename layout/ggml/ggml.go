@@ -292,6 +292,31 @@ func (m *Matrix) CheckFinite(from, to int) error {
 	return nil
 }
 
+// checkPiece is the bytes CopyChecked copies before checking them: small
+// enough to be still in cache when CheckFinite reads them.
+const checkPiece = 64 << 10
+
+// CopyChecked copies m.Data into dst (at least as long) about 64 KiB of
+// whole blocks at a time, checking each piece's half-precision fields as
+// CheckFinite does right after copying it, instead of a pass of its own
+// over the whole matrix. The shape must have passed ValidateShape.
+func (m *Matrix) CopyChecked(dst []byte) error {
+	nb := m.Type.BlockBytes()
+	step := max(1, checkPiece/nb) * nb
+	for o := 0; o < len(m.Data); o += step {
+		e := min(len(m.Data), o+step)
+		copy(dst[o:e], m.Data[o:e])
+		if err := m.CheckFinite(o, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckedRows is the number of rows of rowBytes bytes in a piece that
+// CopyChecked would copy and check at once.
+func CheckedRows(rowBytes int) int { return max(1, checkPiece/rowBytes) }
+
 // nonFiniteHalf returns the offset of the first block of nb bytes in data
 // with one of the binary16 fields an infinity or a NaN (all exponent bits
 // set), and that field, or -1: one pass over the blocks, on the bits

@@ -78,18 +78,21 @@ func (t *Tensor) ImportGGML() (*ggml.Matrix, error) {
 	if err := m.ValidateShape(); err != nil {
 		return nil, fmt.Errorf("gguf: tensor %q: %w", t.Name, err)
 	}
-	// Copied some 64 KiB of rows at a time, each piece's scales checked
-	// while it is in cache (padding blocks after each row stay zero).
+	// The scales are checked as the blocks are copied, a piece at a time.
 	rb := m.RowBytes()
-	step := max(1, 64<<10/rb)
+	if src == rb {
+		file := *m
+		file.Data = t.Data
+		if err := file.CopyChecked(m.Data); err != nil {
+			return nil, fmt.Errorf("gguf: tensor %q: %w", t.Name, err)
+		}
+		return m, nil
+	}
+	step := ggml.CheckedRows(rb) // padding blocks after each row stay zero
 	for r0 := 0; r0 < rows; r0 += step {
 		r1 := min(rows, r0+step)
-		if src == rb {
-			copy(m.Data[r0*rb:r1*rb], t.Data[r0*src:r1*src])
-		} else {
-			for r := r0; r < r1; r++ {
-				copy(m.Data[r*rb:], t.Data[r*src:(r+1)*src])
-			}
+		for r := r0; r < r1; r++ {
+			copy(m.Data[r*rb:], t.Data[r*src:(r+1)*src])
 		}
 		if err := m.CheckFinite(r0*rb, r1*rb); err != nil {
 			return nil, fmt.Errorf("gguf: tensor %q: %w", t.Name, err)
