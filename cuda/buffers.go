@@ -863,7 +863,7 @@ func (mx *Matrix) mulA8Dev(y, x, st cu.DevicePtr, batch int, sw swiIn) error {
 func (mx *Matrix) hostCall(dst []float32, op hostOp, batch int, status bool, put func() error, enqueue func(y, st cu.DevicePtr) error) error {
 	b := mx.b
 	n := 4 * int64(len(dst))
-	if b.dev.mapsHost && b.opts.Mode != Atomic && n > 0 && n <= stagingMax {
+	if b.readsPinned(n) && b.opts.Mode != Atomic {
 		return mx.hostCallMapped(dst, op, batch, status, put, enqueue)
 	}
 	yb, err := b.scratchBuf("y", n+4)

@@ -325,7 +325,7 @@ func (mx *Matrix) MulRoundedF16(dst, x []float32, batch int) error {
 // mulRoundedReq is MulRoundedF16's work (in a backend call).
 func mulRoundedReq(r *mulReq) error {
 	mx, b := r.mx, r.mx.b
-	if !b.dev.mapsHost || !layout.HasF16Kernel() || 2*int64(len(r.x)) > stagingMax {
+	if !b.readsPinned(2*int64(len(r.x))) || !layout.HasF16Kernel() {
 		return hostGather(r, r.x, false)
 	}
 	var xp cu.DevicePtr

@@ -129,7 +129,7 @@ const EnvHostMap = "QGEMV_CUDA_HOSTMAP"
 // next host-slice call, after this one's wait.
 func pinnedIn[T any](b *Backend, name string, s []T) (cu.DevicePtr, error) {
 	p, n := bytesOf(s)
-	if !b.dev.mapsHost || n == 0 || n > stagingMax {
+	if !b.readsPinned(n) {
 		bf, err := putScratch(b, name, s, true)
 		if err != nil {
 			return 0, err
@@ -143,6 +143,10 @@ func pinnedIn[T any](b *Backend, name string, s []T) (cu.DevicePtr, error) {
 	copy(h.bytes(int(n)), unsafe.Slice((*byte)(p), n))
 	return cu.DevicePtr(uintptr(h.p)), nil
 }
+
+// readsPinned reports whether kernels read (or write) n bytes in pinned
+// staging memory in place: the device maps it and n fits the staging.
+func (b *Backend) readsPinned(n int64) bool { return b.dev.mapsHost && n > 0 && n <= stagingMax }
 
 // pinnedStatus returns a zeroed status word in pinned host memory and its
 // device address, where the device addresses pinned memory (ok false
