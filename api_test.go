@@ -4,9 +4,11 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/qgemv/qgemv"
+	"github.com/qgemv/qgemv/dispatch"
 	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/codebook"
@@ -307,5 +309,28 @@ func TestEngineCloseRacingMatrixClose(t *testing.T) {
 			t.Fatalf("round %d: Engine.Close: %v", round, err)
 		}
 		<-done
+	}
+}
+
+// TestReportString: the engine's report names the chosen backend and its
+// reason, marks it in the list, and formats as dispatch's does; Probe's,
+// which selects none, has no "chosen" line.
+func TestReportString(t *testing.T) {
+	e, err := qgemv.Open(qgemv.WithBackend("cpu-generic"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	s := e.Report().String()
+	if !strings.Contains(s, "chosen:    cpu-generic (") || !strings.Contains(s, "* cpu-generic ") {
+		t.Errorf("engine report does not show its choice:\n%s", s)
+	}
+	p := qgemv.Probe()
+	ps := p.String()
+	if strings.Contains(ps, "chosen:") || !strings.Contains(ps, "cpu-generic") || !strings.HasPrefix(ps, "cpu:       "+p.CPU) {
+		t.Errorf("probe report:\n%s", ps)
+	}
+	if got, want := ps, dispatch.Probe().String(); got != want {
+		t.Errorf("Probe().String() = %q, dispatch's %q", got, want)
 	}
 }

@@ -1,11 +1,6 @@
 package qgemv
 
-import (
-	"fmt"
-	"strings"
-
-	"github.com/qgemv/qgemv/dispatch"
-)
+import "github.com/qgemv/qgemv/dispatch"
 
 // Candidate is one backend the probe knows of.
 type Candidate struct {
@@ -38,28 +33,11 @@ func reportOf(r dispatch.Report) Report {
 // Probe lists the backends of this machine without opening one.
 func Probe() Report { return reportOf(dispatch.Probe()) }
 
-// String formats the report for people.
+// String formats the report for people, as dispatch.Report does.
 func (r Report) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "cpu:       %s (%d cores, %d threads)\n", r.CPU, r.Cores, r.Threads)
-	fmt.Fprintf(&b, "features:  %s\n", r.Features)
-	b.WriteString("backends:\n")
+	d := dispatch.Report{CPU: r.CPU, Cores: r.Cores, Threads: r.Threads, L3: r.L3, Features: r.Features, Chosen: r.Chosen, Reason: r.Reason, Notes: r.Notes}
 	for _, c := range r.Candidates {
-		mark := " "
-		if c.Name == r.Chosen {
-			mark = "*"
-		}
-		avail := "available"
-		if !c.Available {
-			avail = "unavailable"
-		}
-		fmt.Fprintf(&b, "  %s %-18s %-11s %s\n", mark, c.Name, avail, c.Detail)
+		d.Candidates = append(d.Candidates, dispatch.Candidate(c))
 	}
-	if r.Chosen != "" {
-		fmt.Fprintf(&b, "chosen:    %s (%s)\n", r.Chosen, r.Reason)
-	}
-	for _, n := range r.Notes {
-		fmt.Fprintf(&b, "note:      %s\n", n)
-	}
-	return b.String()
+	return d.String()
 }

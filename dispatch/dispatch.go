@@ -115,7 +115,9 @@ func (r Report) String() string {
 		}
 		fmt.Fprintf(&b, "  %s %-18s %-11s %s\n", mark, c.Name, avail, c.Detail)
 	}
-	fmt.Fprintf(&b, "chosen:    %s (%s)\n", r.Chosen, r.Reason)
+	if r.Chosen != "" { // Probe selects none
+		fmt.Fprintf(&b, "chosen:    %s (%s)\n", r.Chosen, r.Reason)
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "note:      %s\n", n)
 	}
