@@ -27,8 +27,14 @@ func mulAllocs(t *testing.T, backend string) {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	for _, name := range []string{"q4g128", "bits4g128", "sparse12g128", "q4_0", "q4_k", "q6_k"} {
-		m, err := synth.Named(name, 512, 2048, 1)
+	// 8192 columns: CUDA's host-slice A8 quantizes on the host from
+	// there (cuda.EnvHostQuant)
+	for _, c := range []struct {
+		name       string
+		rows, cols int
+	}{{"q4g128", 512, 2048}, {"q4g128", 64, 8192}, {"bits4g128", 512, 2048}, {"sparse12g128", 512, 2048}, {"q4_0", 512, 2048}, {"q4_k", 512, 2048}, {"q6_k", 512, 2048}} {
+		name, cols := c.name, c.cols
+		m, err := synth.Named(name, c.rows, cols, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,8 +43,8 @@ func mulAllocs(t *testing.T, backend string) {
 			t.Fatal(err)
 		}
 		for _, batch := range []int{1, 16} {
-			x, y := synth.Vector(batch*2048, 2), make([]float32, batch*512)
-			xh := make([]layout.FP16, batch*2048)
+			x, y := synth.Vector(batch*cols, 2), make([]float32, batch*c.rows)
+			xh := make([]layout.FP16, batch*cols)
 			pc := mat.PaddedCols()
 			xq, xs := make([]int8, batch*pc), make([]float32, batch*pc/128)
 			if err := eng.QuantizeA8(xq, xs, x); err != nil && batch == 1 {
@@ -49,18 +55,18 @@ func mulAllocs(t *testing.T, backend string) {
 				"Mul A8":     func() error { return mat.Mul(y, x, batch, qgemv.A8) },
 				"MulFP16":    func() error { return mat.MulFP16(y, xh, batch) },
 				"MulInt8":    func() error { return mat.MulInt8(y, xq, xs, batch) },
-				"QuantizeA8": func() error { return eng.QuantizeA8(xq[:pc], xs[:pc/128], x[:2048]) },
+				"QuantizeA8": func() error { return eng.QuantizeA8(xq[:pc], xs[:pc/128], x[:cols]) },
 			} {
 				// Warm-up: a few calls, so that the pooled per-call state
 				// every P may hand out has grown to this batch (the calls
 				// before ran other batches and paths).
 				for range 4 {
 					if err := f(); err != nil {
-						t.Fatalf("%s %s: %v", name, what, err)
+						t.Fatalf("%s %dx%d %s: %v", name, c.rows, cols, what, err)
 					}
 				}
 				if n := testing.AllocsPerRun(10, func() { _ = f() }); n != 0 {
-					t.Errorf("%s batch %d %s: %v allocations per call", name, batch, what, n)
+					t.Errorf("%s %dx%d batch %d %s: %v allocations per call", name, c.rows, cols, batch, what, n)
 				}
 			}
 		}

@@ -311,6 +311,10 @@ type Backend struct {
 	// unless hostGraphOff (EnvHostGraph).
 	hostGraphs   map[hostGraphKey]*hostGraph
 	hostGraphOff bool
+	// hostQuant: the fewest columns from which a host-slice MulA8
+	// quantizes on the host (EnvHostQuant; 0 never).
+	hostQuant     int
+	hostQuantRuns int // calls mulA8Host ran (for the tests)
 	// statusQueued: a buffer kernel that may set the status word was
 	// queued since takeStatus last read it (buffers.go).
 	statusQueued bool
@@ -421,7 +425,14 @@ func Open(ordinal int, opts Options) (*Backend, error) {
 	b := &Backend{dev: d, arch: arch, opts: opts, noMMA: os.Getenv("QGEMV_CUDA_MMA") == "0",
 		fns: map[string]cu.Function{}, scratch: map[string]*buffer{}, pinned: map[string]*pinned{},
 		stageIn: map[string]*pinned{}, hostGraphs: map[hostGraphKey]*hostGraph{},
-		hostGraphOff: os.Getenv(EnvHostGraph) == "0"}
+		hostGraphOff: os.Getenv(EnvHostGraph) == "0", hostQuant: hostQuantCols}
+	if v := os.Getenv(EnvHostQuant); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("cuda: %s=%q: want a column count (0: never)", EnvHostQuant, v)
+		}
+		b.hostQuant = n
+	}
 	if err := b.start(ptx); err != nil {
 		return nil, err
 	}

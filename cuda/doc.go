@@ -98,7 +98,9 @@
 // on activations and results in pinned host memory where the device maps
 // it, and from its second call with one matrix, operation and batch on
 // as a captured graph, one driver call (graph.go); QGEMV_CUDA_HOSTGRAPH=0
-// queues them kernel by kernel.
+// queues them kernel by kernel. MulA8 on rows of 8192 columns or more
+// quantizes on the host, a quarter of the bytes over the bus
+// (QGEMV_CUDA_HOSTQUANT sets the threshold, 0 turns it off).
 //
 // For kernel development, QGEMV_CUDA_PTX names a directory whose
 // <source>_sm_<cc>.ptx (or .ptx.gz) files are loaded instead of the

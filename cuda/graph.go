@@ -352,6 +352,7 @@ const (
 	hostF16                   // binary16 activations (MulF16, MulRoundedF16 rounded on the host)
 	hostRounded               // float32 activations the gather rounds
 	hostA8                    // float32 activations the device quantizes
+	hostI8                    // int8 activations quantized on the host (mulA8Host)
 )
 
 type hostGraphKey struct {

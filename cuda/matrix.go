@@ -551,9 +551,52 @@ func (mx *Matrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) error
 // mulA8Req is MulA8's work (in a backend call).
 func mulA8Req(r *mulReq) error {
 	mx := r.mx
+	if done, err := mx.mulA8Host(r); done {
+		return err
+	}
 	var xp cu.DevicePtr // read by the quantization kernel only (pinnedIn)
 	put := func() (err error) { xp, err = pinnedIn(mx.b, "xin", r.x); return err }
 	return mx.hostCall(r.dst, hostA8, r.batch, true, put, func(y, st cu.DevicePtr) error { return mx.mulA8Dev(y, xp, st, r.batch, swiIn{}) })
+}
+
+// EnvHostQuant sets the fewest columns from which a host-slice MulA8
+// quantizes its activations on the host (0: never).
+const EnvHostQuant = "QGEMV_CUDA_HOSTQUANT"
+
+// hostQuantCols is EnvHostQuant's default. A host-slice MulA8 sends the
+// caller's float32 activations over the bus to the quantization kernel;
+// quantized on the host (layout.QuantizeA8, an assembly kernel) they
+// are a quarter of the bytes, which pays for the host's work on long
+// rows only (BENCHMARKS.md, "CUDA through the API").
+const hostQuantCols = 8192
+
+// mulA8Host runs r as MulI8 of the activations quantized on the host
+// into pinned memory, which the device's preparation reads in place
+// (mulI8Dev), and reports whether it did: where the matrix has at least
+// b.hostQuant columns, no act-order permutation or padding, int8
+// tensor-core kernels and an assembly quantizer. A NaN or infinity
+// leaves the call to the device path, which flags it.
+func (mx *Matrix) mulA8Host(r *mulReq) (bool, error) {
+	b, pc := mx.b, mx.geo.PCols
+	n := r.batch * pc
+	if b.hostQuant == 0 || pc < b.hostQuant || pc != mx.geo.Cols || mx.perm != nil || !mx.useA8MMA() ||
+		!b.readsPinned(int64(n)) || !layout.HasA8Kernel() {
+		return false, nil
+	}
+	hq, err := b.staging("xq8", n)
+	if err != nil {
+		return true, err
+	}
+	hs, err := b.staging("xs8", 4*n/layout.GroupSize)
+	if err != nil {
+		return true, err
+	}
+	if layout.QuantizeA8(unsafe.Slice((*int8)(hq.p), n), unsafe.Slice((*float32)(hs.p), n/layout.GroupSize), r.x) != nil {
+		return false, nil
+	}
+	b.hostQuantRuns++
+	xq, xs := cu.DevicePtr(uintptr(hq.p)), cu.DevicePtr(uintptr(hs.p))
+	return true, mx.hostCall(r.dst, hostI8, r.batch, false, func() error { return nil }, func(y, _ cu.DevicePtr) error { return mx.mulI8Dev(y, xq, xs, r.batch) })
 }
 
 // mulI8Req is MulI8's work (in a backend call).

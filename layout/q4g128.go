@@ -285,6 +285,9 @@ var a8Kernel atomic.Pointer[A8Kernel]
 // installs its assembly quantizer at init.
 func SetA8Kernel(k A8Kernel) { installKernel(&a8Kernel, k) }
 
+// HasA8Kernel reports whether QuantizeA8 runs an installed kernel.
+func HasA8Kernel() bool { return a8Kernel.Load() != nil }
+
 // QuantizeA8Go is QuantizeA8 in Go only: the reference every A8Kernel
 // reproduces.
 func QuantizeA8Go(dst []int8, scales []float32, x []float32) error {
