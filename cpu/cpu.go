@@ -772,14 +772,9 @@ const (
 // whole share.
 const chunksPerThread = 16
 
-// parallel splits the true rows of m into chunks (multiples of 16 rows)
-// claimed dynamically by up to Threads goroutines of the worker team, and
-// runs fn on each.
-func (b *Backend) parallel(m *layout.Q4G128, fn func(r0, r1 int)) {
-	_ = b.rowsJob(m.Rows, m.PCols/2, chunksPerThread, rowsFunc(fn))
-}
-
-// parallelRows is parallel for any matrix of rows rows of rowBytes bytes.
+// parallelRows splits rows of rowBytes bytes into chunks (multiples of 16
+// rows) claimed dynamically by up to Threads goroutines of the worker
+// team, and runs fn on each.
 func (b *Backend) parallelRows(rows, rowBytes int, fn func(r0, r1 int)) {
 	_ = b.rowsJob(rows, rowBytes, chunksPerThread, rowsFunc(fn))
 }

@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -66,7 +65,7 @@ func testInt8AndANS(t *testing.T) {
 				}
 				for r := range y {
 					if y[r] != want[r] {
-						t.Fatal(fmt.Sprintf("ANS %s %dx%d: row %d = %d, want %d", l, rows, cols, r, y[r], want[r]))
+						t.Fatalf("ANS %s %dx%d: row %d = %d, want %d", l, rows, cols, r, y[r], want[r])
 					}
 				}
 			}

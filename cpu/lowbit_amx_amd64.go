@@ -31,9 +31,13 @@ var bitsAmxKernels = map[bitsA8Key]map[int]bitsA8Func{
 	{4, 4, true}:  {1: asm.Bits4A8AmxG32Meta16T1, 2: asm.Bits4A8AmxG32Meta16T2, 4: asm.Bits4A8AmxG32Meta16T4, 8: asm.Bits4A8AmxG32Meta16T8, 16: asm.Bits4A8AmxG32Meta16T16},
 }
 
-// bitsAmxPerm is gen's table of the same name: byte p of an A tile's
-// dword t (words 16a..16a+15 of a chunk) holds the code of column
-// 32*perm[p] + 16a + t of its 128-column block.
+// bitsAmxPerm is the column order of a 4-byte K group in the Bits AMX
+// kernels' A tiles (gen/bits_amx.go lays them out): byte p of dword t of
+// tile a (rows' words 16a..16a+15 of a chunk) holds the code of column
+// 32*perm[p] + 16a + t of its 128-column block. With n = 8 that is the
+// word's own byte order (byte p is plane 3-p); with n = 4 each dword is
+// regrouped from the low and high nibbles so that it holds one block's
+// planes only (gen's bitsUnpacker).
 func bitsAmxPerm(n int) [4]int {
 	if n == 8 {
 		return [4]int{3, 2, 1, 0}

@@ -12,20 +12,6 @@ import (
 // each row's weights into L1.
 const bitsAmxPrefetch = 4
 
-// bitsAmxPerm is the column order of a 4-byte K group in the Bits AMX
-// kernels' A tiles: byte p of dword t of tile a (rows' words 16a..16a+15
-// of the chunk) holds the code of column 32*perm[p] + 16a + t of its
-// 128-column block. With n = 8 that is the word's own byte order (byte p
-// is plane 3-p); with n = 4 each dword is regrouped from the low and high
-// nibbles so that it holds one block's planes only (see bitsUnpack4).
-// cpu.bitsAmxPerm is the same table.
-func bitsAmxPerm(n int) [4]int {
-	if n == 8 {
-		return [4]int{3, 2, 1, 0}
-	}
-	return [4]int{3, 1, 2, 0}
-}
-
 // bitsA8AMX emits Bits<n>A8Amx[G<U>][Meta16]T<M>, the M-vector W(n)A8
 // kernel of Bits matrices (n = 8 or 4; groups of at least 128 columns,
 // or with sub = 2 or 4 of U = 128/sub) on AMX tiles. Per tile of 16 rows,
@@ -327,7 +313,7 @@ func newBitsUnpacker() *bitsUnpacker {
 // nibbles (lo) hold planes 7, 5, 3, 1 in bytes 0..3 and its high nibbles
 // (hi) planes 6, 4, 2, 0, so the dword [lo.b2, lo.b3, hi.b2, hi.b3] holds
 // block 0's planes 3, 1, 2, 0 and [lo.b0, lo.b1, hi.b0, hi.b1] block 1's
-// planes 7, 5, 6, 4 (bitsAmxPerm). It prefetches bitsAmxPrefetch chunks
+// planes 7, 5, 6, 4 (cpu.bitsAmxPerm). It prefetches bitsAmxPrefetch chunks
 // ahead.
 func (u *bitsUnpacker) unpack(wp, dst GPVirtual) {
 	rows16(wp, func(i int, src Mem) {

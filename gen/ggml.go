@@ -946,9 +946,9 @@ func ggmlFloatUnit(name string, z []VecVirtual, chunks []ggmlChunk, unitCols int
 		VCVTDQ2PS(w[i], w[i])
 		VFMADD213PS_BCST(Mem{Base: tp, Disp: 384 + 4*ch.j}, dj, w[i])
 	}
-	xv, ap := GP64(), GP64()
+	xv := GP64()
 	MOVQ(xk, xv)
-	ap = param("accs")
+	ap := param("accs")
 	vc := param("nvec")
 	Label(name)
 	{
