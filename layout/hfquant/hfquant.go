@@ -212,21 +212,31 @@ func FromGPTQ(q GPTQ) (*layout.Bits, error) {
 		return nil, err
 	}
 	b.Perm = perm
-	codes, src := make([]uint8, q.In), make([]uint8, q.In)
-	for o := 0; o < q.Out; o++ {
-		if perm == nil {
-			unpackColumn(codes, q.QWeight, q.Out, o, q.Bits)
-		} else {
-			unpackColumn(src, q.QWeight, q.Out, o, q.Bits)
-			for j, p := range perm {
-				codes[j] = src[p]
+	if perm == nil && q.Bits == 4 && q.In%256 == 0 && b.PCols == q.In {
+		for o := 0; o < q.Out; o += gptq4Tile {
+			gptq4Rows(b.Words, b.WordsPerRow(), q.QWeight, q.Out, o)
+		}
+	} else {
+		codes, src := make([]uint8, q.In), make([]uint8, q.In)
+		for o := 0; o < q.Out; o++ {
+			if perm == nil {
+				unpackColumn(codes, q.QWeight, q.Out, o, q.Bits)
+			} else {
+				unpackColumn(src, q.QWeight, q.Out, o, q.Bits)
+				for j, p := range perm {
+					codes[j] = src[p]
+				}
+			}
+			if err := b.PackRow(o, codes); err != nil {
+				return nil, err
 			}
 		}
-		if err := b.PackRow(o, codes); err != nil {
-			return nil, err
-		}
-		for gi := 0; gi < groups; gi++ {
-			row := func(k int) uint32 { return uint32(q.QZeros[gi*zc+k]) }
+	}
+	// Group by group, output by output: each walks the tensors' rows in
+	// order.
+	for gi := 0; gi < groups; gi++ {
+		row := func(k int) uint32 { return uint32(q.QZeros[gi*zc+k]) }
+		for o := 0; o < q.Out; o++ {
 			z := float32(unpack(row, q.Bits, o)) + float32(q.ZeroOffset)
 			s := q.Scales[gi*q.Out+o]
 			if !finite(s.Float32()) {
@@ -241,6 +251,58 @@ func FromGPTQ(q GPTQ) (*layout.Bits, error) {
 }
 
 func finite(f float32) bool { return !math.IsNaN(float64(f)) && !math.IsInf(float64(f), 0) }
+
+// gptq4Tile is how many outputs gptq4Rows converts at once: 16 int32,
+// one cache line of each qweight row. (Output by output, the qweight
+// rows' power-of-two stride kept a row's words from staying in cache
+// for the next output.)
+const gptq4Tile = 256
+
+// gptq4Rows writes the Bits words (4 bits, 256-column chunks, wpr a row)
+// of outputs o0.. o0+gptq4Tile-1 (those below out) into words straight
+// from 4-bit GPTQ words, as unpackColumn and Bits.PackRow would: in
+// chunk k, Bits word t holds columns 32i + t (i = 0..7) with column
+// 32i + t in nibble 7 - i, and GPTQ word 32k + 4i + t/8 holds them in
+// nibble t%8. For each quarter q of the chunk (t = 8q..8q+7) an output's
+// eight GPTQ words i = 7..0 are an 8x8 matrix of nibbles whose transpose
+// is its eight Bits words.
+func gptq4Rows(words []uint32, wpr int, qw []int32, out, o0 int) {
+	n := min(gptq4Tile, out-o0)
+	var h [gptq4Tile][8]uint32 // h[v][j]: output o0+v's GPTQ word i = 7 - j
+	for k := 0; k < wpr/32; k++ {
+		for q := 0; q < 4; q++ {
+			for j := 0; j < 8; j++ {
+				src := qw[(32*k+4*(7-j)+q)*out+o0:][:n]
+				for v, w := range src {
+					h[v][j] = uint32(w)
+				}
+			}
+			for v := 0; v < n; v++ {
+				transposeNibbles(&h[v])
+				copy(words[(o0+v)*wpr+32*k+8*q:][:8], h[v][:])
+			}
+		}
+	}
+}
+
+// transposeNibbles transposes the 8x8 matrix of 4-bit elements in h
+// (element c of row r at bits 4c of h[r]).
+func transposeNibbles(h *[8]uint32) {
+	swap := func(a, b *uint32, s uint, m uint32) {
+		t := (*a>>s ^ *b) & m
+		*b ^= t
+		*a ^= t << s
+	}
+	for r := 0; r < 8; r += 2 {
+		swap(&h[r], &h[r+1], 4, 0x0f0f0f0f)
+	}
+	for _, r := range [4]int{0, 1, 4, 5} {
+		swap(&h[r], &h[r+2], 8, 0x00ff00ff)
+	}
+	for r := 0; r < 4; r++ {
+		swap(&h[r], &h[r+4], 16, 0x0000ffff)
+	}
+}
 
 // unpackColumn writes the len(dst) codes of output o into dst: column o
 // of qw (out columns), b-bit codes packed along the input as unpack

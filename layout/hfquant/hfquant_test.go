@@ -164,7 +164,11 @@ func TestGPTQExact(t *testing.T) {
 	for _, bits := range []int{2, 3, 4, 8} {
 		for _, group := range []int{32, 64, 128, 256} {
 			for _, act := range []bool{false, true} {
-				c := gptqCase{in: 256, out: 96, bits: bits, group: group, actOrder: act, v2: group == 64}
+				in := 256
+				if bits == 4 && !act {
+					in = 768 // several chunks of the 4-bit fast path
+				}
+				c := gptqCase{in: in, out: 96, bits: bits, group: group, actOrder: act, v2: group == 64}
 				st, w := buildGPTQ(rng, c)
 				b, err := FromGPTQ(st)
 				if err != nil {
@@ -190,6 +194,44 @@ func TestGPTQExact(t *testing.T) {
 		t.Fatal("one group did not become a whole-row group")
 	}
 	checkExact(t, "whole row", b, w)
+}
+
+// TestGPTQ4Rows: the 4-bit fast path (gptq4Rows, a nibble transpose)
+// writes the words unpackColumn and Bits.PackRow write, for random words
+// over several chunks and outputs.
+func TestGPTQ4Rows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, sh := range [][2]int{{256, 8}, {768, 24}, {1024, 5}, {512, 40}} {
+		in, out := sh[0], sh[1]
+		qw := make([]int32, in/8*out)
+		for i := range qw {
+			qw[i] = int32(rng.Uint32())
+		}
+		want, err := layout.NewBits(out, in, 4, 128, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := layout.NewBits(out, in, 4, 128, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes := make([]uint8, in)
+		wpr := got.WordsPerRow()
+		for o := 0; o < out; o++ {
+			unpackColumn(codes, qw, out, o, 4)
+			if err := want.PackRow(o, codes); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for o := 0; o < out; o += gptq4Tile {
+			gptq4Rows(got.Words, wpr, qw, out, o)
+		}
+		for i := range want.Words {
+			if got.Words[i] != want.Words[i] {
+				t.Fatalf("%dx%d: word %d (row %d) = %08x, want %08x", in, out, i, i/wpr, got.Words[i], want.Words[i])
+			}
+		}
+	}
 }
 
 func TestGPTQErrors(t *testing.T) {
@@ -511,5 +553,29 @@ func TestReferenceFixture(t *testing.T) {
 	}
 	if _, _, err := Load(f, "gptq3", Options{}); err == nil || !strings.Contains(err.Error(), "bit width") {
 		t.Fatalf("3-bit GPTQ read as 4-bit: %v", err)
+	}
+}
+
+// BenchmarkFromGPTQ: a 4-bit group-128 ffn_down-shaped layer (14336
+// inputs, 4096 outputs) converted, in MB of qweight per second.
+func BenchmarkFromGPTQ(b *testing.B) {
+	const in, out, g = 14336, 4096, 128
+	rng := rand.New(rand.NewPCG(5, 6))
+	q := GPTQ{In: in, Out: out, Bits: 4, ZeroOffset: 1,
+		QWeight: make([]int32, in/8*out), QZeros: make([]int32, in/g*out/8), Scales: make([]layout.FP16, in/g*out)}
+	for i := range q.QWeight {
+		q.QWeight[i] = int32(rng.Uint32())
+	}
+	for i := range q.QZeros {
+		q.QZeros[i] = int32(rng.Uint32() & 0x77777777)
+	}
+	for i := range q.Scales {
+		q.Scales[i] = layout.ToFP16(0.01 + rng.Float32()/64)
+	}
+	b.SetBytes(int64(4 * len(q.QWeight)))
+	for b.Loop() {
+		if _, err := FromGPTQ(q); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"math"
 	"math/bits"
 	"sort"
+	"unsafe"
 
 	"github.com/qgemv/qgemv/internal/mmap"
 	"github.com/qgemv/qgemv/layout"
@@ -205,11 +206,22 @@ func (t *Tensor) Int32s() ([]int32, error) {
 		return nil, err
 	}
 	out := make([]int32, len(t.Data)/4)
+	if littleEndian && len(out) > 0 { // the file's order: one copy
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), 4*len(out)), t.Data)
+		return out, nil
+	}
 	for i := range out {
 		out[i] = int32(binary.LittleEndian.Uint32(t.Data[4*i:]))
 	}
 	return out, nil
 }
+
+// littleEndian reports whether this machine stores integers as
+// safetensors files do.
+var littleEndian = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()
 
 // Ints returns an integer tensor's values (I8..I64, U8..U64, BOOL).
 func (t *Tensor) Ints() ([]int64, error) {
