@@ -389,16 +389,24 @@ func FromAWQ(q AWQ) (*layout.Bits, error) {
 		return nil, err
 	}
 	nib := func(w int32, o int) uint32 { return uint32(w) >> (4 * AWQOrder[o%8]) & 15 }
-	codes := make([]uint8, q.In)
-	for o := 0; o < q.Out; o++ {
-		sh := 4 * AWQOrder[o%8]
-		for i := range codes {
-			codes[i] = uint8(uint32(q.QWeight[i*wc+o/8]) >> sh & 15)
+	if q.In%256 == 0 && b.PCols == q.In {
+		for w := 0; w < wc; w += awq4Tile {
+			awq4Rows(b.Words, b.WordsPerRow(), q.QWeight, wc, w)
 		}
-		if err := b.PackRow(o, codes); err != nil {
-			return nil, err
+	} else {
+		codes := make([]uint8, q.In)
+		for o := 0; o < q.Out; o++ {
+			sh := 4 * AWQOrder[o%8]
+			for i := range codes {
+				codes[i] = uint8(uint32(q.QWeight[i*wc+o/8]) >> sh & 15)
+			}
+			if err := b.PackRow(o, codes); err != nil {
+				return nil, err
+			}
 		}
-		for gi := 0; gi < groups; gi++ {
+	}
+	for gi := 0; gi < groups; gi++ {
+		for o := 0; o < q.Out; o++ {
 			s := q.Scales[gi*q.Out+o]
 			if !finite(s.Float32()) {
 				return nil, errf("scale of output %d group %d is %v", o, gi, s.Float32())
@@ -408,6 +416,38 @@ func FromAWQ(q AWQ) (*layout.Bits, error) {
 		}
 	}
 	return b, b.Validate()
+}
+
+// awq4Tile is how many AWQ words of a qweight row (8 outputs each)
+// awq4Rows converts at once.
+const awq4Tile = 32
+
+// awq4Rows writes the Bits words (256-column chunks, wpr a row) of the
+// outputs of AWQ words w0.. w0+awq4Tile-1 of each qweight row (those
+// below wc) into words: Bits word t of chunk k holds inputs 256k + 32i + t
+// (i = 0..7) in nibble 7 - i, and qweight word (input, w) holds output
+// 8w + j in nibble AWQOrder[j]. The eight words of inputs i = 7..0 at t
+// are an 8x8 matrix of nibbles whose transpose's row AWQOrder[j] is
+// output 8w + j's Bits word (gptq4Rows does the same along the input).
+func awq4Rows(words []uint32, wpr int, qw []int32, wc, w0 int) {
+	n := min(awq4Tile, wc-w0)
+	var h [awq4Tile][8]uint32
+	for k := 0; k < wpr/32; k++ {
+		for t := 0; t < 32; t++ {
+			for j := 0; j < 8; j++ {
+				src := qw[(256*k+32*(7-j)+t)*wc+w0:][:n]
+				for v, w := range src {
+					h[v][j] = uint32(w)
+				}
+			}
+			for v := 0; v < n; v++ {
+				transposeNibbles(&h[v])
+				for j, p := range AWQOrder {
+					words[(8*(w0+v)+j)*wpr+32*k+t] = h[v][p]
+				}
+			}
+		}
+	}
 }
 
 // hqqPack returns the codes per container of HQQ's packing for b bits.

@@ -234,6 +234,47 @@ func TestGPTQ4Rows(t *testing.T) {
 	}
 }
 
+// TestAWQ4Rows: the AWQ fast path (awq4Rows) writes the words of the
+// per-code path (each output's codes gathered, Bits.PackRow), for random
+// words over several chunks and output tiles.
+func TestAWQ4Rows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, sh := range [][2]int{{256, 8}, {768, 48}, {512, 320}} {
+		in, out := sh[0], sh[1]
+		wc := out / 8
+		qw := make([]int32, in*wc)
+		for i := range qw {
+			qw[i] = int32(rng.Uint32())
+		}
+		want, err := layout.NewBits(out, in, 4, 128, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := layout.NewBits(out, in, 4, 128, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes := make([]uint8, in)
+		for o := 0; o < out; o++ {
+			for i := range codes {
+				codes[i] = uint8(uint32(qw[i*wc+o/8]) >> (4 * AWQOrder[o%8]) & 15)
+			}
+			if err := want.PackRow(o, codes); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wpr := got.WordsPerRow()
+		for w := 0; w < wc; w += awq4Tile {
+			awq4Rows(got.Words, wpr, qw, wc, w)
+		}
+		for i := range want.Words {
+			if got.Words[i] != want.Words[i] {
+				t.Fatalf("%dx%d: word %d (row %d) = %08x, want %08x", in, out, i, i/wpr, got.Words[i], want.Words[i])
+			}
+		}
+	}
+}
+
 func TestGPTQErrors(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	good, _ := buildGPTQ(rng, gptqCase{in: 256, out: 64, bits: 4, group: 128, actOrder: true})
@@ -281,7 +322,11 @@ func TestAWQExact(t *testing.T) {
 		return out
 	}
 	for _, group := range []int{32, 64, 128} {
-		const in, out = 256, 48
+		const out = 48
+		in := 256
+		if group == 64 {
+			in = 768 // several chunks of the fast path
+		}
 		groups := in / group
 		q, z := randCodes(rng, in, out, 4), randCodes(rng, groups, out, 4)
 		sc := randFP16(rng, groups*out)
@@ -575,6 +620,28 @@ func BenchmarkFromGPTQ(b *testing.B) {
 	b.SetBytes(int64(4 * len(q.QWeight)))
 	for b.Loop() {
 		if _, err := FromGPTQ(q); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkFromAWQ: BenchmarkFromGPTQ's layer as AWQ.
+func BenchmarkFromAWQ(b *testing.B) {
+	const in, out, g = 14336, 4096, 128
+	rng := rand.New(rand.NewPCG(5, 6))
+	q := AWQ{In: in, Out: out, QWeight: make([]int32, in*out/8), QZeros: make([]int32, in/g*out/8), Scales: make([]layout.FP16, in/g*out)}
+	for i := range q.QWeight {
+		q.QWeight[i] = int32(rng.Uint32())
+	}
+	for i := range q.QZeros {
+		q.QZeros[i] = int32(rng.Uint32())
+	}
+	for i := range q.Scales {
+		q.Scales[i] = layout.ToFP16(0.01 + rng.Float32()/64)
+	}
+	b.SetBytes(int64(4 * len(q.QWeight)))
+	for b.Loop() {
+		if _, err := FromAWQ(q); err != nil {
 			b.Fatal(err)
 		}
 	}
