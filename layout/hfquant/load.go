@@ -72,7 +72,7 @@ func int32s(f *safetensors.File, name string, rank int) (*safetensors.Tensor, []
 	if len(t.Shape) != rank {
 		return nil, nil, fmt.Errorf("hfquant: %s has shape %v, want %d dimensions", name, t.Shape, rank)
 	}
-	v, err := t.Int32s()
+	v, err := t.Int32sView() // read during the import only, the file open
 	return t, v, err
 }
 

@@ -216,6 +216,20 @@ func (t *Tensor) Int32s() ([]int32, error) {
 	return out, nil
 }
 
+// Int32sView is Int32s without the copy where the machine is
+// little-endian and the data 4-byte aligned: the values alias the file's
+// bytes, valid while the file is open, and must not be written.
+func (t *Tensor) Int32sView() ([]int32, error) {
+	if err := t.want(-1, "I32", "U32"); err != nil {
+		return nil, err
+	}
+	n := len(t.Data) / 4
+	if !littleEndian || n == 0 || uintptr(unsafe.Pointer(&t.Data[0]))%4 != 0 {
+		return t.Int32s()
+	}
+	return unsafe.Slice((*int32)(unsafe.Pointer(&t.Data[0])), n), nil
+}
+
 // littleEndian reports whether this machine stores integers as
 // safetensors files do.
 var littleEndian = func() bool {

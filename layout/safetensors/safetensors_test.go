@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unsafe"
 )
 
 // testTensor is one tensor for writeST.
@@ -93,6 +94,25 @@ func TestParse(t *testing.T) {
 	if _, err := a.Int32s(); err == nil {
 		t.Fatal("F32 read as I32")
 	}
+	if _, err := a.Int32sView(); err == nil {
+		t.Fatal("F32 viewed as I32")
+	}
+	// The view: the same values, aliasing the data where it is aligned,
+	// a copy where it is not.
+	for off := 0; off < 4; off++ {
+		buf := make([]byte, off+len(i.Data))
+		copy(buf[off:], i.Data)
+		ti := *i
+		ti.Data = buf[off:]
+		v, err := ti.Int32sView()
+		if err != nil || len(v) != 2 || v[0] != 1 || v[1] != -1 {
+			t.Fatalf("i at offset %d: %v %v", off, v, err)
+		}
+		ti.Data[0] = 7 // a view sees it, a copy does not
+		if aligned := uintptr(unsafe.Pointer(&ti.Data[0]))%4 == 0; (v[0] == 7) != aligned {
+			t.Errorf("i at offset %d: view %v after a write, aligned %v", off, v, aligned)
+		}
+	}
 	if _, err := f.Tensor("missing"); err == nil {
 		t.Fatal("missing tensor found")
 	}
@@ -153,6 +173,7 @@ func FuzzParse(f *testing.F) {
 			tn.Float32s()
 			tn.Ints()
 			tn.Int32s()
+			tn.Int32sView()
 		}
 	})
 }
