@@ -198,39 +198,20 @@ func TestGPTQExact(t *testing.T) {
 
 // TestGPTQ4Rows: the 4-bit fast path (gptq4Rows, a nibble transpose)
 // writes the words unpackColumn and Bits.PackRow write, for random words
-// over several chunks and outputs.
+// over several chunks and output tiles.
 func TestGPTQ4Rows(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, sh := range [][2]int{{256, 8}, {768, 24}, {1024, 5}, {512, 40}} {
+	for _, sh := range [][2]int{{256, 8}, {768, 24}, {1024, 5}, {512, 300}} {
 		in, out := sh[0], sh[1]
-		qw := make([]int32, in/8*out)
-		for i := range qw {
-			qw[i] = int32(rng.Uint32())
-		}
-		want, err := layout.NewBits(out, in, 4, 128, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := layout.NewBits(out, in, 4, 128, false)
-		if err != nil {
-			t.Fatal(err)
-		}
 		codes := make([]uint8, in)
-		wpr := got.WordsPerRow()
-		for o := 0; o < out; o++ {
+		checkFastRows(t, "GPTQ", rng, in, out, in/8*out, func(qw []int32, o int) []uint8 {
 			unpackColumn(codes, qw, out, o, 4)
-			if err := want.PackRow(o, codes); err != nil {
-				t.Fatal(err)
+			return codes
+		}, func(words []uint32, wpr int, qw []int32) {
+			for o := 0; o < out; o += gptq4Tile {
+				gptq4Rows(words, wpr, qw, out, o)
 			}
-		}
-		for o := 0; o < out; o += gptq4Tile {
-			gptq4Rows(got.Words, wpr, qw, out, o)
-		}
-		for i := range want.Words {
-			if got.Words[i] != want.Words[i] {
-				t.Fatalf("%dx%d: word %d (row %d) = %08x, want %08x", in, out, i, i/wpr, got.Words[i], want.Words[i])
-			}
-		}
+		})
 	}
 }
 
@@ -242,35 +223,47 @@ func TestAWQ4Rows(t *testing.T) {
 	for _, sh := range [][2]int{{256, 8}, {768, 48}, {512, 320}} {
 		in, out := sh[0], sh[1]
 		wc := out / 8
-		qw := make([]int32, in*wc)
-		for i := range qw {
-			qw[i] = int32(rng.Uint32())
-		}
-		want, err := layout.NewBits(out, in, 4, 128, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := layout.NewBits(out, in, 4, 128, false)
-		if err != nil {
-			t.Fatal(err)
-		}
 		codes := make([]uint8, in)
-		for o := 0; o < out; o++ {
+		checkFastRows(t, "AWQ", rng, in, out, in*wc, func(qw []int32, o int) []uint8 {
 			for i := range codes {
 				codes[i] = uint8(uint32(qw[i*wc+o/8]) >> (4 * AWQOrder[o%8]) & 15)
 			}
-			if err := want.PackRow(o, codes); err != nil {
-				t.Fatal(err)
+			return codes
+		}, func(words []uint32, wpr int, qw []int32) {
+			for w := 0; w < wc; w += awq4Tile {
+				awq4Rows(words, wpr, qw, wc, w)
 			}
+		})
+	}
+}
+
+// checkFastRows fills n random qweight words and checks that fast writes
+// the 4-bit Bits words (in x out, group 128) that Bits.PackRow writes of
+// each output's codes.
+func checkFastRows(t *testing.T, what string, rng *rand.Rand, in, out, n int, codes func(qw []int32, o int) []uint8, fast func(words []uint32, wpr int, qw []int32)) {
+	t.Helper()
+	qw := make([]int32, n)
+	for i := range qw {
+		qw[i] = int32(rng.Uint32())
+	}
+	want, err := layout.NewBits(out, in, 4, 128, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := layout.NewBits(out, in, 4, 128, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for o := 0; o < out; o++ {
+		if err := want.PackRow(o, codes(qw, o)); err != nil {
+			t.Fatal(err)
 		}
-		wpr := got.WordsPerRow()
-		for w := 0; w < wc; w += awq4Tile {
-			awq4Rows(got.Words, wpr, qw, wc, w)
-		}
-		for i := range want.Words {
-			if got.Words[i] != want.Words[i] {
-				t.Fatalf("%dx%d: word %d (row %d) = %08x, want %08x", in, out, i, i/wpr, got.Words[i], want.Words[i])
-			}
+	}
+	wpr := got.WordsPerRow()
+	fast(got.Words, wpr, qw)
+	for i := range want.Words {
+		if got.Words[i] != want.Words[i] {
+			t.Fatalf("%s %dx%d: word %d (row %d) = %08x, want %08x", what, in, out, i, i/wpr, got.Words[i], want.Words[i])
 		}
 	}
 }
