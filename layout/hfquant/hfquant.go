@@ -212,9 +212,9 @@ func FromGPTQ(q GPTQ) (*layout.Bits, error) {
 		return nil, err
 	}
 	b.Perm = perm
-	if perm == nil && q.Bits == 4 && q.In%256 == 0 && b.PCols == q.In {
-		for o := 0; o < q.Out; o += gptq4Tile {
-			gptq4Rows(b.Words, b.WordsPerRow(), q.QWeight, q.Out, o)
+	if perm == nil && q.Bits != 3 && q.In%layout.BitsChunk(q.Bits) == 0 && b.PCols == q.In {
+		for o := 0; o < q.Out; o += gptqTile {
+			gptqRows(b.Words, b.WordsPerRow(), q.QWeight, q.Out, o, q.Bits)
 		}
 	} else {
 		codes, src := make([]uint8, q.In), make([]uint8, q.In)
@@ -252,55 +252,89 @@ func FromGPTQ(q GPTQ) (*layout.Bits, error) {
 
 func finite(f float32) bool { return !math.IsNaN(float64(f)) && !math.IsInf(float64(f), 0) }
 
-// gptq4Tile is how many outputs gptq4Rows converts at once: 16 int32,
-// one cache line of each qweight row. (Output by output, the qweight
-// rows' power-of-two stride kept a row's words from staying in cache
-// for the next output.)
-const gptq4Tile = 256
+// gptqTile is how many outputs gptqRows converts at once. (Output by
+// output, the qweight rows' power-of-two stride kept a row's words from
+// staying in cache for the next output.)
+const gptqTile = 256
 
-// gptq4Rows writes the Bits words (4 bits, 256-column chunks, wpr a row)
-// of outputs o0.. o0+gptq4Tile-1 (those below out) into words straight
-// from 4-bit GPTQ words, as unpackColumn and Bits.PackRow would: in
-// chunk k, Bits word t holds columns 32i + t (i = 0..7) with column
-// 32i + t in nibble 7 - i, and GPTQ word 32k + 4i + t/8 holds them in
-// nibble t%8. For each quarter q of the chunk (t = 8q..8q+7) an output's
-// eight GPTQ words i = 7..0 are an 8x8 matrix of nibbles whose transpose
-// is its eight Bits words.
-func gptq4Rows(words []uint32, wpr int, qw []int32, out, o0 int) {
-	n := min(gptq4Tile, out-o0)
-	var h [gptq4Tile][8]uint32 // h[v][j]: output o0+v's GPTQ word i = 7 - j
+// gptqRows writes the Bits words (n = 2, 4 or 8 bits, step = 32/n codes
+// a word, chunks of E = 32*step columns, wpr words a row) of outputs
+// o0.. o0+gptqTile-1 (those below out) into words straight from n-bit
+// GPTQ words, as unpackColumn and Bits.PackRow would: in chunk k, Bits
+// word t holds columns 32i + t (i < step) with column 32i + t in element
+// step-1-i (bits 32-n(i+1) up), and GPTQ word 32k + n*i + t/step holds
+// them in element t%step. For each t/step = q the step GPTQ words i =
+// step-1..0 are a step x step matrix of n-bit elements whose transpose
+// is Bits words step*q ..step*q+step-1.
+func gptqRows(words []uint32, wpr int, qw []int32, out, o0, n int) {
+	m := min(gptqTile, out-o0)
+	step := 32 / n
+	var h [gptqTile][16]uint32 // h[v][j]: output o0+v's GPTQ word i = step-1-j
 	for k := 0; k < wpr/32; k++ {
-		for q := 0; q < 4; q++ {
-			for j := 0; j < 8; j++ {
-				src := qw[(32*k+4*(7-j)+q)*out+o0:][:n]
+		for q := 0; q < n; q++ {
+			for j := 0; j < step; j++ {
+				src := qw[(32*k+n*(step-1-j)+q)*out+o0:][:m]
 				for v, w := range src {
 					h[v][j] = uint32(w)
 				}
 			}
-			for v := 0; v < n; v++ {
-				transposeNibbles(&h[v])
-				copy(words[(o0+v)*wpr+32*k+8*q:][:8], h[v][:])
+			for v := 0; v < m; v++ {
+				hv := h[v][:step]
+				transposeBits(hv, n)
+				copy(words[(o0+v)*wpr+32*k+step*q:][:step], hv)
 			}
 		}
 	}
 }
 
-// transposeNibbles transposes the 8x8 matrix of 4-bit elements in h
-// (element c of row r at bits 4c of h[r]).
-func transposeNibbles(h *[8]uint32) {
-	swap := func(a, b *uint32, s uint, m uint32) {
-		t := (*a>>s ^ *b) & m
-		*b ^= t
-		*a ^= t << s
+// transposeBits transposes the len(h) x len(h) matrix of n-bit elements
+// in h (element c of row r at bits n*c of h[r]; len(h) = 32/n): swaps of
+// blocks of 1, 2, 4.. elements between rows 1, 2, 4.. apart.
+func transposeBits(h []uint32, n int) {
+	switch n {
+	case 4:
+		transposeNibbles((*[8]uint32)(h))
+		return
+	case 8:
+		h := (*[4]uint32)(h)
+		swapBlocks(&h[0], &h[1], 8, 0x00ff00ff)
+		swapBlocks(&h[2], &h[3], 8, 0x00ff00ff)
+		swapBlocks(&h[0], &h[2], 16, 0x0000ffff)
+		swapBlocks(&h[1], &h[3], 16, 0x0000ffff)
+		return
 	}
+	for d := 1; d < len(h); d *= 2 {
+		s := uint(n * d)
+		m := blockMask[s]
+		for r := 0; r < len(h); r++ {
+			if r&d == 0 {
+				swapBlocks(&h[r], &h[r+d], s, m)
+			}
+		}
+	}
+}
+
+// swapBlocks swaps the high s bits of each 2s-bit block of *a with the
+// low s bits of the same block of *b (m: blockMask[s]).
+func swapBlocks(a, b *uint32, s uint, m uint32) {
+	t := (*a>>s ^ *b) & m
+	*b ^= t
+	*a ^= t << s
+}
+
+// blockMask[s] has the low s bits of every 2s-bit block set.
+var blockMask = [17]uint32{1: 0x55555555, 2: 0x33333333, 4: 0x0f0f0f0f, 8: 0x00ff00ff, 16: 0x0000ffff}
+
+// transposeNibbles is transposeBits(h, 4), unrolled (the common case).
+func transposeNibbles(h *[8]uint32) {
 	for r := 0; r < 8; r += 2 {
-		swap(&h[r], &h[r+1], 4, 0x0f0f0f0f)
+		swapBlocks(&h[r], &h[r+1], 4, 0x0f0f0f0f)
 	}
 	for _, r := range [4]int{0, 1, 4, 5} {
-		swap(&h[r], &h[r+2], 8, 0x00ff00ff)
+		swapBlocks(&h[r], &h[r+2], 8, 0x00ff00ff)
 	}
 	for r := 0; r < 4; r++ {
-		swap(&h[r], &h[r+4], 16, 0x0000ffff)
+		swapBlocks(&h[r], &h[r+4], 16, 0x0000ffff)
 	}
 }
 
@@ -428,7 +462,7 @@ const awq4Tile = 32
 // (i = 0..7) in nibble 7 - i, and qweight word (input, w) holds output
 // 8w + j in nibble AWQOrder[j]. The eight words of inputs i = 7..0 at t
 // are an 8x8 matrix of nibbles whose transpose's row AWQOrder[j] is
-// output 8w + j's Bits word (gptq4Rows does the same along the input).
+// output 8w + j's Bits word (gptqRows does the same along the input).
 func awq4Rows(words []uint32, wpr int, qw []int32, wc, w0 int) {
 	n := min(awq4Tile, wc-w0)
 	var h [awq4Tile][8]uint32

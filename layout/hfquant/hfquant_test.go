@@ -165,8 +165,8 @@ func TestGPTQExact(t *testing.T) {
 		for _, group := range []int{32, 64, 128, 256} {
 			for _, act := range []bool{false, true} {
 				in := 256
-				if bits == 4 && !act {
-					in = 768 // several chunks of the 4-bit fast path
+				if bits != 3 && !act {
+					in = 3 * max(layout.BitsChunk(bits), 256) // several chunks of the fast path
 				}
 				c := gptqCase{in: in, out: 96, bits: bits, group: group, actOrder: act, v2: group == 64}
 				st, w := buildGPTQ(rng, c)
@@ -196,22 +196,25 @@ func TestGPTQExact(t *testing.T) {
 	checkExact(t, "whole row", b, w)
 }
 
-// TestGPTQ4Rows: the 4-bit fast path (gptq4Rows, a nibble transpose)
-// writes the words unpackColumn and Bits.PackRow write, for random words
-// over several chunks and output tiles.
-func TestGPTQ4Rows(t *testing.T) {
+// TestGPTQRows: the 2-, 4- and 8-bit fast path (gptqRows, a transpose of
+// n-bit elements) writes the words unpackColumn and Bits.PackRow write,
+// for random words over several chunks and output tiles.
+func TestGPTQRows(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, sh := range [][2]int{{256, 8}, {768, 24}, {1024, 5}, {512, 300}} {
-		in, out := sh[0], sh[1]
-		codes := make([]uint8, in)
-		checkFastRows(t, "GPTQ", rng, in, out, in/8*out, func(qw []int32, o int) []uint8 {
-			unpackColumn(codes, qw, out, o, 4)
-			return codes
-		}, func(words []uint32, wpr int, qw []int32) {
-			for o := 0; o < out; o += gptq4Tile {
-				gptq4Rows(words, wpr, qw, out, o)
-			}
-		})
+	for _, n := range []int{2, 4, 8} {
+		e := layout.BitsChunk(n)
+		for _, sh := range [][2]int{{e, 8}, {3 * e, 24}, {2 * e, 300}} {
+			in, out := sh[0], sh[1]
+			codes := make([]uint8, in)
+			checkFastRows(t, fmt.Sprintf("GPTQ %d-bit", n), rng, n, in, out, in*n/32*out, func(qw []int32, o int) []uint8 {
+				unpackColumn(codes, qw, out, o, n)
+				return codes
+			}, func(words []uint32, wpr int, qw []int32) {
+				for o := 0; o < out; o += gptqTile {
+					gptqRows(words, wpr, qw, out, o, n)
+				}
+			})
+		}
 	}
 }
 
@@ -224,7 +227,7 @@ func TestAWQ4Rows(t *testing.T) {
 		in, out := sh[0], sh[1]
 		wc := out / 8
 		codes := make([]uint8, in)
-		checkFastRows(t, "AWQ", rng, in, out, in*wc, func(qw []int32, o int) []uint8 {
+		checkFastRows(t, "AWQ", rng, 4, in, out, in*wc, func(qw []int32, o int) []uint8 {
 			for i := range codes {
 				codes[i] = uint8(uint32(qw[i*wc+o/8]) >> (4 * AWQOrder[o%8]) & 15)
 			}
@@ -237,20 +240,20 @@ func TestAWQ4Rows(t *testing.T) {
 	}
 }
 
-// checkFastRows fills n random qweight words and checks that fast writes
-// the 4-bit Bits words (in x out, group 128) that Bits.PackRow writes of
-// each output's codes.
-func checkFastRows(t *testing.T, what string, rng *rand.Rand, in, out, n int, codes func(qw []int32, o int) []uint8, fast func(words []uint32, wpr int, qw []int32)) {
+// checkFastRows fills nw random qweight words and checks that fast writes
+// the bits-bit Bits words (in x out, group 128) that Bits.PackRow writes
+// of each output's codes.
+func checkFastRows(t *testing.T, what string, rng *rand.Rand, bits, in, out, nw int, codes func(qw []int32, o int) []uint8, fast func(words []uint32, wpr int, qw []int32)) {
 	t.Helper()
-	qw := make([]int32, n)
+	qw := make([]int32, nw)
 	for i := range qw {
 		qw[i] = int32(rng.Uint32())
 	}
-	want, err := layout.NewBits(out, in, 4, 128, false)
+	want, err := layout.NewBits(out, in, bits, 128, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := layout.NewBits(out, in, 4, 128, false)
+	got, err := layout.NewBits(out, in, bits, 128, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -594,27 +597,32 @@ func TestReferenceFixture(t *testing.T) {
 	}
 }
 
-// BenchmarkFromGPTQ: a 4-bit group-128 ffn_down-shaped layer (14336
-// inputs, 4096 outputs) converted, in MB of qweight per second.
+// BenchmarkFromGPTQ: an ffn_down-shaped layer (14336 inputs, 4096
+// outputs, group 128) of 4 and 8 bits converted, in MB of qweight per
+// second.
 func BenchmarkFromGPTQ(b *testing.B) {
 	const in, out, g = 14336, 4096, 128
-	rng := rand.New(rand.NewPCG(5, 6))
-	q := GPTQ{In: in, Out: out, Bits: 4, ZeroOffset: 1,
-		QWeight: make([]int32, in/8*out), QZeros: make([]int32, in/g*out/8), Scales: make([]layout.FP16, in/g*out)}
-	for i := range q.QWeight {
-		q.QWeight[i] = int32(rng.Uint32())
-	}
-	for i := range q.QZeros {
-		q.QZeros[i] = int32(rng.Uint32() & 0x77777777)
-	}
-	for i := range q.Scales {
-		q.Scales[i] = layout.ToFP16(0.01 + rng.Float32()/64)
-	}
-	b.SetBytes(int64(4 * len(q.QWeight)))
-	for b.Loop() {
-		if _, err := FromGPTQ(q); err != nil {
-			b.Fatal(err)
-		}
+	for _, bits := range []int{4, 8} {
+		b.Run(fmt.Sprintf("%d-bit", bits), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(5, 6))
+			q := GPTQ{In: in, Out: out, Bits: bits, ZeroOffset: 1,
+				QWeight: make([]int32, in*bits/32*out), QZeros: make([]int32, in/g*out*bits/32), Scales: make([]layout.FP16, in/g*out)}
+			for i := range q.QWeight {
+				q.QWeight[i] = int32(rng.Uint32())
+			}
+			for i := range q.QZeros {
+				q.QZeros[i] = int32(rng.Uint32() & 0x77777777)
+			}
+			for i := range q.Scales {
+				q.Scales[i] = layout.ToFP16(0.01 + rng.Float32()/64)
+			}
+			b.SetBytes(int64(4 * len(q.QWeight)))
+			for b.Loop() {
+				if _, err := FromGPTQ(q); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
