@@ -65,6 +65,7 @@
 package hfquant
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"sort"
@@ -217,18 +218,29 @@ func FromGPTQ(q GPTQ) (*layout.Bits, error) {
 			gptqRows(b.Words, b.WordsPerRow(), q.QWeight, q.Out, o, q.Bits)
 		}
 	} else {
-		codes, src := make([]uint8, q.In), make([]uint8, q.In)
-		for o := 0; o < q.Out; o++ {
-			if perm == nil {
-				unpackColumn(codes, q.QWeight, q.Out, o, q.Bits)
-			} else {
-				unpackColumn(src, q.QWeight, q.Out, o, q.Bits)
-				for j, p := range perm {
-					codes[j] = src[p]
+		// Codes of unpackTile outputs at a time (each qweight line read
+		// once), then per output the words, through the permutation.
+		tile, codes := make([]uint8, unpackTile*q.In), make([]uint8, q.In)
+		wpr := b.WordsPerRow()
+		whole := q.In%layout.BitsChunk(q.Bits) == 0 && b.PCols == q.In
+		for o0 := 0; o0 < q.Out; o0 += unpackTile {
+			n := min(unpackTile, q.Out-o0)
+			unpackColumns(tile, q.QWeight, q.Out, o0, n, q.In, q.Bits)
+			for v := 0; v < n; v++ {
+				row := tile[v*q.In : (v+1)*q.In]
+				if perm != nil && whole {
+					packPermuted(b.Words[(o0+v)*wpr:(o0+v+1)*wpr], row, perm, q.Bits)
+					continue
 				}
-			}
-			if err := b.PackRow(o, codes); err != nil {
-				return nil, err
+				if perm != nil {
+					for j, p := range perm {
+						codes[j] = row[p]
+					}
+					row = codes
+				}
+				if err := b.PackRow(o0+v, row); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}
@@ -335,6 +347,59 @@ func transposeNibbles(h *[8]uint32) {
 	}
 	for r := 0; r < 4; r++ {
 		swapBlocks(&h[r], &h[r+4], 16, 0x0000ffff)
+	}
+}
+
+// unpackTile is how many outputs unpackColumns unpacks at once: a
+// cache line of each qweight row.
+const unpackTile = 16
+
+// unpackColumns writes the in codes of outputs o0..o0+n-1 into dst
+// (output by output, in apart), as unpackColumn does for each: for 2, 4
+// and 8 bits a qweight row's n words at a time, in order.
+func unpackColumns(dst []uint8, qw []int32, out, o0, n, in, b int) {
+	if b == 3 {
+		for v := 0; v < n; v++ {
+			unpackColumn(dst[v*in:(v+1)*in], qw, out, o0+v, b)
+		}
+		return
+	}
+	per, mask := 32/b, uint32(1)<<b-1
+	for k := 0; k*per < in; k++ {
+		for v, w := range qw[k*out+o0:][:n] {
+			at := v*in + k*per
+			if b == 4 && at+8 <= len(dst) && (k+1)*per <= in { // the nibbles spread to bytes
+				x := uint64(uint32(w))
+				x = (x | x<<16) & 0x0000ffff0000ffff
+				x = (x | x<<8) & 0x00ff00ff00ff00ff
+				x = (x | x<<4) & 0x0f0f0f0f0f0f0f0f
+				binary.LittleEndian.PutUint64(dst[at:], x)
+				continue
+			}
+			seg := dst[at : v*in+min(in, (k+1)*per)]
+			for s := range seg {
+				seg[s] = uint8(uint32(w) >> (b * s) & mask)
+			}
+		}
+	}
+}
+
+// packPermuted writes row's Bits words (n bits, whole chunks) from the
+// codes in source column order: stored column j is source column
+// perm[j], and word t of chunk k holds stored columns 32i + t (i < 32/n)
+// in element 32/n-1-i, as Bits.PackRow of the permuted codes would.
+func packPermuted(row []uint32, codes []uint8, perm []int32, n int) {
+	step := 32 / n
+	mask := uint32(1)<<n - 1
+	for k := 0; k < len(row)/32; k++ {
+		pk := perm[32*step*k : 32*step*(k+1)]
+		for t := 0; t < 32; t++ {
+			var w uint32
+			for i := 0; i < step; i++ {
+				w = w<<n | uint32(codes[pk[32*i+t]])&mask
+			}
+			row[32*k+t] = w
+		}
 	}
 }
 

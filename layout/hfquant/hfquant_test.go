@@ -165,7 +165,7 @@ func TestGPTQExact(t *testing.T) {
 		for _, group := range []int{32, 64, 128, 256} {
 			for _, act := range []bool{false, true} {
 				in := 256
-				if bits != 3 && !act {
+				if bits != 3 {
 					in = 3 * max(layout.BitsChunk(bits), 256) // several chunks of the fast path
 				}
 				c := gptqCase{in: in, out: 96, bits: bits, group: group, actOrder: act, v2: group == 64}
@@ -602,11 +602,26 @@ func TestReferenceFixture(t *testing.T) {
 // second.
 func BenchmarkFromGPTQ(b *testing.B) {
 	const in, out, g = 14336, 4096, 128
-	for _, bits := range []int{4, 8} {
-		b.Run(fmt.Sprintf("%d-bit", bits), func(b *testing.B) {
+	for _, c := range []struct {
+		bits     int
+		actOrder bool
+	}{{4, false}, {8, false}, {4, true}} {
+		bits := c.bits
+		name := fmt.Sprintf("%d-bit", bits)
+		if c.actOrder {
+			name += "/act-order"
+		}
+		b.Run(name, func(b *testing.B) {
 			rng := rand.New(rand.NewPCG(5, 6))
 			q := GPTQ{In: in, Out: out, Bits: bits, ZeroOffset: 1,
 				QWeight: make([]int32, in*bits/32*out), QZeros: make([]int32, in/g*out*bits/32), Scales: make([]layout.FP16, in/g*out)}
+			if c.actOrder { // every group's columns scattered
+				q.GIdx = make([]int32, in)
+				for i := range q.GIdx {
+					q.GIdx[i] = int32(i / g)
+				}
+				rng.Shuffle(in, func(i, j int) { q.GIdx[i], q.GIdx[j] = q.GIdx[j], q.GIdx[i] })
+			}
 			for i := range q.QWeight {
 				q.QWeight[i] = int32(rng.Uint32())
 			}
