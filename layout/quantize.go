@@ -75,8 +75,12 @@ func QuantizeQ4G128(w []float32, rows, cols int, method QuantMethod) (*Q4G128, e
 					mi := m.MetaIndex(r, g)
 					m.Scales[mi] = s
 					setNib(m.Zeros, mi, z)
-					base := r*m.PCols + lo
-					for i := range vals {
+					base := r*m.PCols + lo // even: two codes a byte
+					i := 0
+					for ; i+1 < len(vals); i += 2 {
+						m.Weights[(base+i)>>1] = q[i] | q[i+1]<<4
+					}
+					if i < len(vals) {
 						setNib(m.Weights, base+i, q[i])
 					}
 					for c := hi; c < lo+GroupSize; c++ { // padding columns dequantize to 0
@@ -100,6 +104,13 @@ func quantGroup(vals []float32, q []uint8, method QuantMethod) (float32, uint8) 
 		if i == 0 || v > hi {
 			hi = v
 		}
+	}
+	if method == MinMax { // one candidate: its codes, no error to compare
+		s, z := rangeToScaleZero(lo, hi)
+		for i, v := range vals {
+			q[i] = encode(v, s, z)
+		}
+		return s, z
 	}
 	best := math.Inf(1)
 	var bs float32
@@ -158,16 +169,20 @@ func rangeToScaleZero(lo, hi float32) (float32, uint8) {
 func encodeGroup(vals []float32, q []uint8, s float32, z uint8) float64 {
 	var e float64
 	for i, v := range vals {
-		var c float64
-		if s != 0 {
-			c = math.Round(float64(v/s)) + float64(z)
-		}
-		c = max(0, min(15, c))
-		q[i] = uint8(c)
+		q[i] = encode(v, s, z)
 		d := float64(float32(int(q[i])-int(z))*s) - float64(v)
 		e += float64(d * d)
 	}
 	return e
+}
+
+// encode is the nearest code of v for scale s and zero z.
+func encode(v, s float32, z uint8) uint8 {
+	var c float64
+	if s != 0 {
+		c = math.Round(float64(v/s)) + float64(z)
+	}
+	return uint8(max(0, min(15, c)))
 }
 
 // RelRMSError returns sqrt(sum (a-b)^2 / sum b^2), the relative RMS error of
