@@ -213,7 +213,8 @@ func FromGPTQ(q GPTQ) (*layout.Bits, error) {
 		return nil, err
 	}
 	b.Perm = perm
-	if perm == nil && q.Bits != 3 && q.In%layout.BitsChunk(q.Bits) == 0 && b.PCols == q.In {
+	whole := q.In%layout.BitsChunk(q.Bits) == 0 && b.PCols == q.In // every row whole chunks
+	if perm == nil && q.Bits != 3 && whole {
 		for o := 0; o < q.Out; o += gptqTile {
 			gptqRows(b.Words, b.WordsPerRow(), q.QWeight, q.Out, o, q.Bits)
 		}
@@ -222,7 +223,6 @@ func FromGPTQ(q GPTQ) (*layout.Bits, error) {
 		// once), then per output the words, through the permutation.
 		tile, codes := make([]uint8, unpackTile*q.In), make([]uint8, q.In)
 		wpr := b.WordsPerRow()
-		whole := q.In%layout.BitsChunk(q.Bits) == 0 && b.PCols == q.In
 		for o0 := 0; o0 < q.Out; o0 += unpackTile {
 			n := min(unpackTile, q.Out-o0)
 			unpackColumns(tile, q.QWeight, q.Out, o0, n, q.In, q.Bits)

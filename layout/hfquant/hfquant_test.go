@@ -622,15 +622,7 @@ func BenchmarkFromGPTQ(b *testing.B) {
 				}
 				rng.Shuffle(in, func(i, j int) { q.GIdx[i], q.GIdx[j] = q.GIdx[j], q.GIdx[i] })
 			}
-			for i := range q.QWeight {
-				q.QWeight[i] = int32(rng.Uint32())
-			}
-			for i := range q.QZeros {
-				q.QZeros[i] = int32(rng.Uint32() & 0x77777777)
-			}
-			for i := range q.Scales {
-				q.Scales[i] = layout.ToFP16(0.01 + rng.Float32()/64)
-			}
+			fillLayer(rng, q.QWeight, q.QZeros, q.Scales, 0x77777777)
 			b.SetBytes(int64(4 * len(q.QWeight)))
 			for b.Loop() {
 				if _, err := FromGPTQ(q); err != nil {
@@ -646,19 +638,25 @@ func BenchmarkFromAWQ(b *testing.B) {
 	const in, out, g = 14336, 4096, 128
 	rng := rand.New(rand.NewPCG(5, 6))
 	q := AWQ{In: in, Out: out, QWeight: make([]int32, in*out/8), QZeros: make([]int32, in/g*out/8), Scales: make([]layout.FP16, in/g*out)}
-	for i := range q.QWeight {
-		q.QWeight[i] = int32(rng.Uint32())
-	}
-	for i := range q.QZeros {
-		q.QZeros[i] = int32(rng.Uint32())
-	}
-	for i := range q.Scales {
-		q.Scales[i] = layout.ToFP16(0.01 + rng.Float32()/64)
-	}
+	fillLayer(rng, q.QWeight, q.QZeros, q.Scales, 0xffffffff)
 	b.SetBytes(int64(4 * len(q.QWeight)))
 	for b.Loop() {
 		if _, err := FromAWQ(q); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// fillLayer fills a benchmark layer's tensors: random words, zero words
+// masked by zmask, positive finite scales.
+func fillLayer(rng *rand.Rand, qw, qz []int32, sc []layout.FP16, zmask uint32) {
+	for i := range qw {
+		qw[i] = int32(rng.Uint32())
+	}
+	for i := range qz {
+		qz[i] = int32(rng.Uint32() & zmask)
+	}
+	for i := range sc {
+		sc[i] = layout.ToFP16(0.01 + rng.Float32()/64)
 	}
 }
