@@ -84,29 +84,24 @@ func TestSequenceSwiGLUMerged(t *testing.T) {
 							t.Fatal(err)
 						}
 					}
-					runErr := seq.Run()
-					if runErr == nil {
-						runErr = eng.Wait()
+					// run, wait, read y and h: the sequence, then the same
+					// operations one by one
+					runRead := func(run func() error) ([]float32, []float32, error) {
+						err := run()
+						if err == nil {
+							err = eng.Wait()
+						}
+						ys, hs := make([]float32, batch*m.Rows()), make([]float32, full)
+						if rerr := y.Read(ys); rerr != nil && err == nil {
+							err = rerr
+						}
+						if rerr := h.Read(hs); rerr != nil {
+							t.Fatal(rerr)
+						}
+						return ys, hs, err
 					}
-					gotY, gotH := make([]float32, batch*m.Rows()), make([]float32, full)
-					if err := y.Read(gotY); err != nil && runErr == nil {
-						runErr = err
-					}
-					if err := h.Read(gotH); err != nil {
-						t.Fatal(err)
-					}
-					// the same operations one by one
-					opsErr := ops()
-					if opsErr == nil {
-						opsErr = eng.Wait()
-					}
-					wantY, wantH := make([]float32, batch*m.Rows()), make([]float32, full)
-					if err := y.Read(wantY); err != nil && opsErr == nil {
-						opsErr = err
-					}
-					if err := h.Read(wantH); err != nil {
-						t.Fatal(err)
-					}
+					gotY, gotH, runErr := runRead(seq.Run)
+					wantY, wantH, opsErr := runRead(ops)
 					what := name + " " + mode + " " + tc.act.String()
 					if (runErr == nil) != (opsErr == nil) {
 						t.Fatalf("%s batch %d step %d: sequence %v, operations %v", what, batch, step, runErr, opsErr)
