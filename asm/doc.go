@@ -653,6 +653,22 @@
 // 127/amax could overflow and the Go code's NaN and Inf semantics would
 // apply.
 //
+// # Weight quantization kernels
+//
+// quant_amd64.s: quantizing float weights on load.
+//
+// Q4EncodeAvx2 (AVX2), func(vals *float32, n int, q *uint8, s float32, z
+// float32) float64, encodes one candidate of layout.QuantizeQ4G128's
+// search (about 75 per group of 128 weights): for each of the n values
+//
+//	q[i] = clamp(round(vals[i] / s) + z, 0, 15)   (round: halves away from zero)
+//	d    = float64(float32(q[i] - z) * s) - float64(vals[i])
+//
+// and returns the sum of d*d in float64 over eight lanes (value i in lane
+// i mod 8), combined as ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)): bit
+// for bit what layout's Go encoder computes. Preconditions: n > 0 and a
+// multiple of 8, s finite and nonzero, z an integer in [0, 15].
+//
 // # Streaming read
 //
 // stream_amd64.s: StreamRead[Shape]Avx512 and StreamRead[Shape]Avx2,

@@ -44,6 +44,7 @@ var families = []struct {
 	{"bits_lut", bitsLutKernels},  // bits_lut.go
 	{"stream", streamRead},        // stream.go
 	{"act", actKernels},           // act.go
+	{"quant", quantKernels},       // quant.go
 	{"codebook", codebookKernels}, // codebook*.go, nearest.go
 	{"int8", int8Kernels},         // int8.go
 	{"ans", ansKernels},           // ans.go, ans_avx2.go

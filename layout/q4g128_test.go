@@ -424,3 +424,36 @@ func TestSurvivingMutants(t *testing.T) {
 		}
 	}
 }
+
+// TestNearestCode: the branch-free rounding equals math.Round's
+// definition, clamp(math.Round(x) + z, 0, 15), on the floats around every
+// half-integer in [-20, 20] (64 on each side), on infinities and the
+// largest floats, and on a million random ones, for every zero point.
+func TestNearestCode(t *testing.T) {
+	want := func(x float32, z int) uint8 {
+		return uint8(max(0, min(15, math.Round(float64(x))+float64(z))))
+	}
+	var xs []float32
+	for h := -40; h <= 40; h++ {
+		x := float32(h) / 2
+		lo, hi := x, x
+		xs = append(xs, x)
+		for k := 0; k < 64; k++ {
+			lo = math.Nextafter32(lo, float32(math.Inf(-1)))
+			hi = math.Nextafter32(hi, float32(math.Inf(1)))
+			xs = append(xs, lo, hi)
+		}
+	}
+	xs = append(xs, float32(math.Inf(1)), float32(math.Inf(-1)), math.MaxFloat32, -math.MaxFloat32, 1e-45, -1e-45)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := 0; i < 1_000_000; i++ {
+		xs = append(xs, math.Float32frombits(rng.Uint32()&0xbfffffff)) // no NaN: exponents below 128
+	}
+	for _, x := range xs {
+		for z := 0; z < 16; z++ {
+			if got, w := nearestCode(x, z), want(x, z); got != w {
+				t.Fatalf("nearestCode(%v, %d) = %d, want %d", x, z, got, w)
+			}
+		}
+	}
+}

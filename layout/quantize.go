@@ -3,6 +3,7 @@ package layout
 import (
 	"fmt"
 	"math"
+	"sync/atomic"
 )
 
 // QuantMethod selects how scales and zero points are chosen per group.
@@ -107,9 +108,7 @@ func quantGroup(vals []float32, q []uint8, method QuantMethod) (float32, uint8) 
 	}
 	if method == MinMax { // one candidate: its codes, no error to compare
 		s, z := rangeToScaleZero(lo, hi)
-		for i, v := range vals {
-			q[i] = encode(v, s, z)
-		}
+		encodeCodes(vals, q, s, z)
 		return s, z
 	}
 	best := math.Inf(1)
@@ -165,25 +164,123 @@ func rangeToScaleZero(lo, hi float32) (float32, uint8) {
 }
 
 // encodeGroup writes the nearest codes for scale s and zero z and returns
-// the squared error of the dequantized group.
+// the squared error of the dequantized group (encodeGroupGo), on the
+// installed EncodeKernel where there is one.
 func encodeGroup(vals []float32, q []uint8, s float32, z uint8) float64 {
-	var e float64
-	for i, v := range vals {
-		q[i] = encode(v, s, z)
-		d := float64(float32(int(q[i])-int(z))*s) - float64(v)
-		e += float64(d * d)
+	if k := encodeKernel.Load(); k != nil && kernelEncodes(vals, q, s) {
+		return (*k)(vals, q[:len(vals)], s, z)
 	}
-	return e
+	return encodeGroupGo(vals, q, s, z)
 }
 
-// encode is the nearest code of v for scale s and zero z.
-func encode(v, s float32, z uint8) uint8 {
-	var c float64
-	if s != 0 {
-		c = math.Round(float64(v/s)) + float64(z)
+// encodeCodes writes the nearest codes for scale s and zero z (encode).
+func encodeCodes(vals []float32, q []uint8, s float32, z uint8) {
+	if k := encodeKernel.Load(); k != nil && kernelEncodes(vals, q, s) {
+		(*k)(vals, q[:len(vals)], s, z)
+		return
 	}
-	return uint8(max(0, min(15, c)))
+	for i, v := range vals {
+		q[i] = encode(v, s, z)
+	}
 }
+
+// kernelEncodes says whether an EncodeKernel takes the group: a whole
+// number of eight values, and a finite, nonzero scale.
+func kernelEncodes(vals []float32, q []uint8, s float32) bool {
+	return len(vals) > 0 && len(vals)%8 == 0 && len(q) >= len(vals) && s != 0 && !math.IsInf(float64(s), 0) && s == s
+}
+
+// encodeGroupGo writes the nearest 4-bit codes of vals for scale s and zero
+// z into q (len(q) >= len(vals)) and returns the group's squared error, in
+// Go: the candidate encoder of QuantizeQ4G128 and the definition every
+// EncodeKernel reproduces bit for bit. Each value's code is
+//
+//	clamp(round(v/s) + z, 0, 15)   (round halves away from zero; 0 if s is 0)
+//
+// its error
+//
+//	d = float64(float32(code - z) * s) - float64(v)
+//
+// and d*d is summed in float64 in eight lanes, value i in lane i mod 8
+// (so that SIMD kernels sum in the same order), which combine as
+// ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)).
+func encodeGroupGo(vals []float32, q []uint8, s float32, z uint8) float64 {
+	var acc [8]float64
+	q = q[:len(vals)]
+	// deq[c] is code c's dequantized value as the error takes it
+	var deq [16]float64
+	for c := range deq {
+		deq[c] = float64(float32(c-int(z)) * s)
+	}
+	if s == 0 { // every code 0 (encode)
+		for i, v := range vals {
+			q[i] = 0
+			d := deq[0] - float64(v)
+			acc[i&7] += float64(d * d)
+		}
+	} else {
+		for i, v := range vals {
+			c := nearestCode(v/s, int(z))
+			q[i] = c
+			d := deq[c&15] - float64(v)
+			acc[i&7] += float64(d * d)
+		}
+	}
+	return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
+}
+
+// EncodeKernel writes the codes of vals for scale s and zero z into q
+// (len(q) == len(vals)) and returns the group's squared error, exactly as
+// QuantizeQ4G128's Go encoder does (each code clamp(round(v/s) + z, 0,
+// 15), rounding halves away from zero; each error float64(float32(code -
+// z) * s) - float64(v), squared and summed in float64 in eight lanes,
+// value i in lane i mod 8, which combine as ((l0+l4) + (l2+l6)) +
+// ((l1+l5) + (l3+l7))). It is called only for a whole number of eight
+// values and a finite, nonzero s.
+type EncodeKernel func(vals []float32, q []uint8, s float32, z uint8) float64
+
+var encodeKernel atomic.Pointer[EncodeKernel]
+
+// SetEncodeKernel makes QuantizeQ4G128 encode its candidates with k (nil:
+// Go only). Package cpu installs its assembly encoder at init.
+func SetEncodeKernel(k EncodeKernel) { installKernel(&encodeKernel, k) }
+
+// HasEncodeKernel reports whether QuantizeQ4G128 runs an installed
+// encoder.
+func HasEncodeKernel() bool { return encodeKernel.Load() != nil }
+
+// encode is the nearest code of v for scale s and zero z: round(v/s)
+// (halves away from zero) + z, clamped to [0, 15].
+func encode(v, s float32, z uint8) uint8 {
+	if s == 0 {
+		return 0
+	}
+	return nearestCode(v/s, int(z))
+}
+
+// nearestCode is math.Round(float64(x)) + z clamped to [0, 15], without
+// branches on the data (a mispredicted sign cost more than the rest):
+// x clamped to [-16, 16] (with z in [0, 15] every value beyond clamps to
+// the same code) plus 32.5 is exact in float64 and positive, so its
+// truncation is floor(x + 1/2) + 32, which rounds halves up; a negative x
+// exactly halfway rounds away from zero, one less. codeOf clamps.
+func nearestCode(x float32, z int) uint8 {
+	x = max(-16, min(16, x))
+	t := float64(x) + 32.5
+	r := int(t)
+	if float64(r) == t && x < 0 {
+		r--
+	}
+	return codeOf[(r+z)&63]
+}
+
+// codeOf[i] is i - 32 clamped to [0, 15].
+var codeOf = func() (t [64]uint8) {
+	for i := range t {
+		t[i] = uint8(max(0, min(15, i-32)))
+	}
+	return t
+}()
 
 // RelRMSError returns sqrt(sum (a-b)^2 / sum b^2), the relative RMS error of
 // a against the reference b, in float64. It is 0 when both are all zero.

@@ -1,0 +1,179 @@
+package layout_test
+
+import (
+	"bytes"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	_ "github.com/qgemv/qgemv/cpu" // installs the assembly encoder where the CPU has one
+	"github.com/qgemv/qgemv/layout"
+)
+
+// encodeCases are groups and candidates the encoders must agree on:
+// Gaussian values with range and least-squares-like scales, exact ties
+// (v/s a half-integer, either sign) and their neighbouring floats, values
+// far outside the range, subnormal and huge values and scales, and
+// negative scales.
+func encodeCases(rng *rand.Rand) (cases []struct {
+	vals []float32
+	s    float32
+	z    uint8
+}) {
+	add := func(vals []float32, s float32, z uint8) {
+		cases = append(cases, struct {
+			vals []float32
+			s    float32
+			z    uint8
+		}{vals, s, z})
+	}
+	for n := 8; n <= 128; n += 8 {
+		for k := 0; k < 40; k++ {
+			vals := make([]float32, n)
+			scale := float32(math.Ldexp(1, rng.IntN(40)-20))
+			for i := range vals {
+				vals[i] = float32(rng.NormFloat64()) * scale
+			}
+			lo, hi := float32(0), float32(0)
+			for _, v := range vals {
+				lo, hi = min(lo, v), max(hi, v)
+			}
+			f := 1 - 0.02*float32(rng.IntN(25))
+			s := (hi - lo) * f / 15
+			z := uint8(rng.IntN(16))
+			switch k % 8 {
+			case 1: // a power-of-two scale and exact ties around it
+				s = float32(math.Ldexp(1, rng.IntN(20)-10))
+				for i := range vals {
+					h := float32(rng.IntN(41)-20) + 0.5
+					vals[i] = h * s
+					switch rng.IntN(3) {
+					case 1:
+						vals[i] = math.Nextafter32(vals[i], float32(math.Inf(1)))
+					case 2:
+						vals[i] = math.Nextafter32(vals[i], float32(math.Inf(-1)))
+					}
+				}
+			case 2:
+				s = -s
+			case 3: // tiny scale: most v/s beyond the codes, some infinite
+				s = float32(math.Ldexp(1, -140+rng.IntN(20)))
+			case 4: // huge values
+				for i := range vals {
+					vals[i] = float32(rng.NormFloat64()) * 1e38
+				}
+				s = float32(math.Ldexp(1, 124+rng.IntN(4)))
+			case 5: // subnormal values
+				for i := range vals {
+					vals[i] = float32(rng.NormFloat64()) * 1e-42
+				}
+				s = float32(1e-43)
+			case 6: // a scale whose dequantized values overflow
+				s = math.MaxFloat32 / 4
+			}
+			add(vals, s, z)
+		}
+	}
+	return cases
+}
+
+// TestEncodeKernel: the installed assembly encoder writes the same codes
+// and returns the same squared error, bit for bit, as the Go encoder.
+func TestEncodeKernel(t *testing.T) {
+	if !layout.HasEncodeKernel() {
+		t.Skip("no encode kernel on this CPU or build")
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	for ci, c := range encodeCases(rng) {
+		want := make([]uint8, len(c.vals))
+		wantE := layout.EncodeGroupGo(c.vals, want, c.s, c.z)
+		got := make([]uint8, len(c.vals))
+		gotE := layout.EncodeGroupKernel(c.vals, got, c.s, c.z)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("case %d (n %d, s %g, z %d): codes %v, want %v (values %v)", ci, len(c.vals), c.s, c.z, got, want, c.vals)
+		}
+		if math.Float64bits(gotE) != math.Float64bits(wantE) && !(math.IsNaN(gotE) && math.IsNaN(wantE)) {
+			t.Fatalf("case %d (n %d, s %g, z %d): error %v, want %v", ci, len(c.vals), c.s, c.z, gotE, wantE)
+		}
+	}
+}
+
+// TestQuantizeQ4G128Kernel: QuantizeQ4G128 builds the same matrix with
+// the installed encoder as with Go alone, for both methods, on shapes
+// whose last group is whole, a multiple of eight and neither.
+func TestQuantizeQ4G128Kernel(t *testing.T) {
+	if !layout.HasEncodeKernel() {
+		t.Skip("no encode kernel on this CPU or build")
+	}
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, sh := range [][2]int{{7, 256}, {5, 296}, {6, 300}, {3, 1000}} {
+		w := make([]float32, sh[0]*sh[1])
+		for i := range w {
+			w[i] = float32(rng.NormFloat64())
+			if i%97 == 0 {
+				w[i] *= 30 // an outlier now and then
+			}
+		}
+		for _, m := range []layout.QuantMethod{layout.MinMax, layout.Search} {
+			got, err := layout.QuantizeQ4G128(w, sh[0], sh[1], m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			restore := layout.WithoutEncodeKernel()
+			want, err := layout.QuantizeQ4G128(w, sh[0], sh[1], m)
+			restore()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got.Weights, want.Weights) || !bytes.Equal(got.Zeros, want.Zeros) || !equalBits(got.Scales, want.Scales) {
+				t.Fatalf("%dx%d %v: the kernel's matrix differs from Go's", sh[0], sh[1], m)
+			}
+		}
+	}
+}
+
+func equalBits(a, b []float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// BenchmarkQuantizeQ4G128 times quantizing a 1024x4096 float32 matrix
+// (16 MiB) with both methods, on the installed encoder and in Go alone
+// (GOMAXPROCS threads; MB/s of float32 input).
+func BenchmarkQuantizeQ4G128(b *testing.B) {
+	rows, cols := 1024, 4096
+	rng := rand.New(rand.NewPCG(1, 2))
+	w := make([]float32, rows*cols)
+	for i := range w {
+		w[i] = float32(rng.NormFloat64())
+	}
+	for _, m := range []layout.QuantMethod{layout.MinMax, layout.Search} {
+		for _, kernel := range []bool{true, false} {
+			name := m.String() + "/go"
+			if kernel {
+				if !layout.HasEncodeKernel() {
+					continue
+				}
+				name = m.String() + "/kernel"
+			}
+			b.Run(name, func(b *testing.B) {
+				if !kernel {
+					defer layout.WithoutEncodeKernel()()
+				}
+				b.SetBytes(int64(4 * len(w)))
+				for i := 0; i < b.N; i++ {
+					if _, err := layout.QuantizeQ4G128(w, rows, cols, m); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,18 @@
+package layout
+
+// EncodeGroupGo is the Go candidate encoder, for the external tests that
+// check the installed kernels against it.
+var EncodeGroupGo = encodeGroupGo
+
+// EncodeGroupKernel runs the installed encoder (HasEncodeKernel).
+func EncodeGroupKernel(vals []float32, q []uint8, s float32, z uint8) float64 {
+	return (*encodeKernel.Load())(vals, q, s, z)
+}
+
+// WithoutEncodeKernel uninstalls the encoder until the returned function
+// puts it back.
+func WithoutEncodeKernel() func() {
+	k := encodeKernel.Load()
+	encodeKernel.Store(nil)
+	return func() { encodeKernel.Store(k) }
+}
