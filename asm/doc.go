@@ -669,6 +669,16 @@
 // for bit what layout's Go encoder computes. Preconditions: n > 0 and a
 // multiple of 8, s finite and nonzero, z an integer in [0, 15].
 //
+// BitsEncodeAvx2 (AVX2), func(vals *float32, n int, q *uint32, s, z, qmax
+// float64) float64, is the same for the Bits and Sparse12 quantizers'
+// candidates, in float64 throughout:
+//
+//	q[i] = clamp(round(float64(vals[i]) / s + z), 0, qmax)   (round: halves away from zero)
+//	d    = (q[i] - z) * s - float64(vals[i])
+//
+// summed as above. Preconditions: n > 0 and a multiple of 8, s finite and
+// nonzero, z finite (any real zero point).
+//
 // # Streaming read
 //
 // stream_amd64.s: StreamRead[Shape]Avx512 and StreamRead[Shape]Avx2,

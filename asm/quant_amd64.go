@@ -11,3 +11,11 @@ package asm
 //
 //go:noescape
 func Q4EncodeAvx2(vals *float32, n int, q *uint8, s float32, z float32) float64
+
+// BitsEncodeAvx2 writes the codes in [0, qmax] of n float32 values for scale s
+// and zero z and returns the squared error of their dequantized values, in
+// float64 with AVX2, exactly as layout's Go fitter. See "Weight quantization
+// kernels" in the package doc.
+//
+//go:noescape
+func BitsEncodeAvx2(vals *float32, n int, q *uint32, s float64, z float64, qmax float64) float64

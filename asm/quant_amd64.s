@@ -209,3 +209,88 @@ DATA q4encFifteen<>+20(SB)/4, $0x41700000
 DATA q4encFifteen<>+24(SB)/4, $0x41700000
 DATA q4encFifteen<>+28(SB)/4, $0x41700000
 GLOBL q4encFifteen<>(SB), RODATA|NOPTR, $32
+
+// func BitsEncodeAvx2(vals *float32, n int, q *uint32, s float64, z float64, qmax float64) float64
+// Requires: AVX
+TEXT ·BitsEncodeAvx2(SB), NOSPLIT, $0-56
+	MOVQ         vals+0(FP), AX
+	MOVQ         n+8(FP), CX
+	MOVQ         q+16(FP), DX
+	VBROADCASTSD s+24(FP), Y0
+	VBROADCASTSD z+32(FP), Y1
+	VBROADCASTSD qmax+40(FP), Y2
+	VXORPD       Y3, Y3, Y3
+	VXORPD       Y4, Y4, Y4
+	VXORPD       Y5, Y5, Y5
+
+bitsenc_loop:
+	VCVTPS2PD    (AX), Y6
+	VCVTPS2PD    16(AX), Y11
+	VDIVPD       Y0, Y6, Y7
+	VDIVPD       Y0, Y11, Y12
+	VADDPD       Y1, Y7, Y7
+	VADDPD       Y1, Y12, Y12
+	VROUNDPD     $0x08, Y7, Y8
+	VROUNDPD     $0x08, Y12, Y13
+	VSUBPD       Y8, Y7, Y9
+	VSUBPD       Y13, Y12, Y14
+	VANDPD       bitsencSign<>+0(SB), Y7, Y10
+	VANDPD       bitsencSign<>+0(SB), Y12, Y15
+	VANDPD       bitsencAbs<>+0(SB), Y9, Y9
+	VANDPD       bitsencAbs<>+0(SB), Y14, Y14
+	VORPD        bitsencHalf<>+0(SB), Y10, Y10
+	VORPD        bitsencHalf<>+0(SB), Y15, Y15
+	VCMPPD       $0x00, bitsencHalf<>+0(SB), Y9, Y9
+	VCMPPD       $0x00, bitsencHalf<>+0(SB), Y14, Y14
+	VADDPD       Y7, Y10, Y10
+	VADDPD       Y12, Y15, Y15
+	VBLENDVPD    Y9, Y10, Y8, Y8
+	VBLENDVPD    Y14, Y15, Y13, Y13
+	VMAXPD       Y5, Y8, Y8
+	VMAXPD       Y5, Y13, Y13
+	VMINPD       Y2, Y8, Y8
+	VMINPD       Y2, Y13, Y13
+	VCVTTPD2DQY  Y8, X7
+	VCVTTPD2DQY  Y13, X12
+	VSUBPD       Y1, Y8, Y8
+	VSUBPD       Y1, Y13, Y13
+	VMOVDQU      X7, (DX)
+	VMOVDQU      X12, 16(DX)
+	VMULPD       Y0, Y8, Y8
+	VMULPD       Y0, Y13, Y13
+	VSUBPD       Y6, Y8, Y8
+	VSUBPD       Y11, Y13, Y13
+	VMULPD       Y8, Y8, Y8
+	VMULPD       Y13, Y13, Y13
+	VADDPD       Y8, Y3, Y3
+	VADDPD       Y13, Y4, Y4
+	ADDQ         $0x20, AX
+	ADDQ         $0x20, DX
+	SUBQ         $0x08, CX
+	JNZ          bitsenc_loop
+	VADDPD       Y4, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPD       X0, X3, X0
+	VUNPCKHPD    X0, X0, X1
+	VADDSD       X1, X0, X0
+	VMOVSD       X0, ret+48(FP)
+	VZEROUPPER
+	RET
+
+DATA bitsencHalf<>+0(SB)/8, $0x3fe0000000000000
+DATA bitsencHalf<>+8(SB)/8, $0x3fe0000000000000
+DATA bitsencHalf<>+16(SB)/8, $0x3fe0000000000000
+DATA bitsencHalf<>+24(SB)/8, $0x3fe0000000000000
+GLOBL bitsencHalf<>(SB), RODATA|NOPTR, $32
+
+DATA bitsencAbs<>+0(SB)/8, $0x7fffffffffffffff
+DATA bitsencAbs<>+8(SB)/8, $0x7fffffffffffffff
+DATA bitsencAbs<>+16(SB)/8, $0x7fffffffffffffff
+DATA bitsencAbs<>+24(SB)/8, $0x7fffffffffffffff
+GLOBL bitsencAbs<>(SB), RODATA|NOPTR, $32
+
+DATA bitsencSign<>+0(SB)/8, $0x8000000000000000
+DATA bitsencSign<>+8(SB)/8, $0x8000000000000000
+DATA bitsencSign<>+16(SB)/8, $0x8000000000000000
+DATA bitsencSign<>+24(SB)/8, $0x8000000000000000
+GLOBL bitsencSign<>(SB), RODATA|NOPTR, $32

@@ -20,7 +20,8 @@ var quantizers = []struct {
 // swigluRequires are the features of asm.SwiGLUAvx512.
 var swigluRequires = []string{"AVX", "AVX512F"}
 
-// encodeRequires are the features of asm.Q4EncodeAvx2.
+// encodeRequires are the features of asm.Q4EncodeAvx2 and
+// asm.BitsEncodeAvx2.
 var encodeRequires = []string{"AVX", "AVX2"}
 
 // q4Encode is layout's EncodeKernel on asm.Q4EncodeAvx2 (layout calls it
@@ -29,9 +30,16 @@ func q4Encode(vals []float32, q []uint8, s float32, z uint8) float64 {
 	return asm.Q4EncodeAvx2(&vals[0], len(vals), &q[0], s, float32(z))
 }
 
+// bitsEncode is layout's BitsEncodeKernel on asm.BitsEncodeAvx2 (layout
+// calls it with a whole number of eight values and len(q) == len(vals)).
+func bitsEncode(vals []float32, q []uint32, s, z, qmax float64) float64 {
+	return asm.BitsEncodeAvx2(&vals[0], len(vals), &q[0], s, z, qmax)
+}
+
 func init() {
 	if hasAll(encodeRequires) {
 		layout.SetEncodeKernel(q4Encode)
+		layout.SetBitsEncodeKernel(bitsEncode)
 	}
 	if hasAll(swigluRequires) {
 		swigluAsm = asm.SwiGLUAvx512

@@ -2,18 +2,21 @@ package main
 
 import (
 	"github.com/mmcloughlin/avo/gotypes"
+	. "github.com/mmcloughlin/avo/reg"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 )
 
-// Weight quantization (asm/quant_amd64.s): the candidate encoder of
-// layout.QuantizeQ4G128, which tries about 75 scale and zero candidates
-// per group of 128 weights when quantizing float tensors on load.
+// Weight quantization (asm/quant_amd64.s): the candidate encoders of
+// layout.QuantizeQ4G128 and of the Bits and Sparse12 quantizers, which try
+// about 75 scale and zero candidates per group when quantizing float
+// tensors on load.
 
 // quantKernels emits the weight quantization family.
 func quantKernels() {
 	q4Encode()
+	bitsEncode()
 }
 
 // paramAddr is the stack address of a scalar argument or result.
@@ -130,6 +133,89 @@ func q4Encode() {
 		st()
 	}
 	Label("q4enc_sum")
+	VADDPD(accHi, accLo, accLo) // lane j: l_j + l_{j+4}
+	t := XMM()
+	VEXTRACTF128(U8(1), accLo, t)
+	VADDPD(t, accLo.AsX(), t) // (l0+l4) + (l2+l6), (l1+l5) + (l3+l7)
+	u := XMM()
+	VUNPCKHPD(t, t, u)
+	VADDSD(u, t, t)
+	VMOVSD(t, paramAddr(ReturnIndex(0)))
+	VZEROUPPER()
+	RET()
+}
+
+// bitsEncode emits BitsEncodeAvx2: the codes of n float32 values for one
+// candidate (s, z) of the Bits quantizer (layout's fitter) and the
+// squared error of the dequantized values, all in float64: per value
+//
+//	c = clamp(round(float64(v)/s + z), 0, qmax)   (round: halves away from zero)
+//	d = (c - z)*s - float64(v)
+//
+// and d*d summed in eight lanes as in Q4EncodeAvx2. The rounding is
+// VROUNDPD's nearest even, and y + copysign(1/2, y) where y - round(y) is
+// exactly 1/2 (exact: y and its nearest integer are close); y = v/s + z
+// is infinite only when v/s overflows, and clamps to 0 or qmax as in Go.
+func bitsEncode() {
+	TEXT("BitsEncodeAvx2", NOSPLIT, "func(vals *float32, n int, q *uint32, s, z, qmax float64) float64")
+	Pragma("noescape")
+	kernelDoc("Weight quantization kernels", "BitsEncodeAvx2 writes the codes in [0, qmax] of n float32 values for scale s and zero z and returns the squared error of their dequantized values, in float64 with AVX2, exactly as layout's Go fitter.")
+	vp, n, qp := param("vals"), param("n"), param("q")
+	s, z, qmax := YMM(), YMM(), YMM()
+	VBROADCASTSD(paramAddr(Param("s")), s)
+	VBROADCASTSD(paramAddr(Param("z")), z)
+	VBROADCASTSD(paramAddr(Param("qmax")), qmax)
+	f64 := func(name string, bits uint64) Mem {
+		return rodata("bitsenc"+name, 4, 8, func(int) uint64 { return bits })
+	}
+	half, abs, sign := f64("Half", 0x3fe0000000000000), f64("Abs", 0x7fffffffffffffff), f64("Sign", 0x8000000000000000)
+	accLo, accHi := YMM(), YMM() // lanes 0-3 and 4-7
+	VXORPD(accLo, accLo, accLo)
+	VXORPD(accHi, accHi, accHi)
+	zero := YMM()
+	VXORPD(zero, zero, zero)
+
+	// encode4 returns the steps that encode the four values at byte offset
+	// 4*o of vals into acc; the loop interleaves the two halves of eight.
+	encode4 := func(o int, acc VecVirtual) []func() {
+		v, y, r, tie, away := YMM(), YMM(), YMM(), YMM(), YMM()
+		var steps []func()
+		step := func(f func()) { steps = append(steps, f) }
+		step(func() { VCVTPS2PD(Mem{Base: vp, Disp: 4 * o}, v) })
+		step(func() { VDIVPD(s, v, y) })
+		step(func() { VADDPD(z, y, y) })
+		step(func() { VROUNDPD(U8(8), y, r) }) // nearest even, no precision exception
+		step(func() { VSUBPD(r, y, tie) })
+		step(func() { VANDPD(sign, y, away) }) // y's sign bit
+		step(func() { VANDPD(abs, tie, tie) })
+		step(func() { VORPD(half, away, away) })
+		step(func() { VCMPPD(U8(0), half, tie, tie) }) // |y - r| == 1/2
+		step(func() { VADDPD(y, away, away) })
+		step(func() { VBLENDVPD(tie, away, r, r) })
+		step(func() { VMAXPD(zero, r, r) })
+		step(func() { VMINPD(qmax, r, r) }) // the code as a float64
+		step(func() { VCVTTPD2DQY(r, y.AsX()) })
+		step(func() { VSUBPD(z, r, r) })
+		step(func() { VMOVDQU(y.AsX(), Mem{Base: qp, Disp: 4 * o}) })
+		step(func() { VMULPD(s, r, r) })
+		step(func() { VSUBPD(v, r, r) })
+		step(func() { VMULPD(r, r, r) })
+		step(func() { VADDPD(r, acc, acc) })
+		return steps
+	}
+	Label("bitsenc_loop")
+	{
+		a, b := encode4(0, accLo), encode4(4, accHi)
+		for k := range a {
+			a[k]()
+			b[k]()
+		}
+	}
+	ADDQ(U8(32), vp)
+	ADDQ(U8(32), qp)
+	SUBQ(U8(8), n)
+	JNZ(LabelRef("bitsenc_loop"))
+
 	VADDPD(accHi, accLo, accLo) // lane j: l_j + l_{j+4}
 	t := XMM()
 	VEXTRACTF128(U8(1), accLo, t)

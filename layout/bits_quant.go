@@ -3,6 +3,7 @@ package layout
 import (
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 )
 
@@ -58,21 +59,60 @@ func (f *fitter) stored(s, z float64) (float32, float32, bool) {
 }
 
 // encode writes the nearest codes for (s, z) into q and returns the
-// squared error of the dequantized group.
+// squared error of the dequantized group (bitsEncodeGo), on the installed
+// BitsEncodeKernel where there is one.
 func (f *fitter) encode(vals []float32, q []uint32, s, z float32) float64 {
-	var e float64
+	if k := bitsEncodeKernel.Load(); k != nil && len(vals) > 0 && len(vals)%8 == 0 && len(q) >= len(vals) && s != 0 && !isBad(s) && !isBad(z) {
+		return (*k)(vals, q[:len(vals)], float64(s), float64(z), f.qmax)
+	}
+	return bitsEncodeGo(vals, q, float64(s), float64(z), f.qmax)
+}
+
+// bitsEncodeGo writes the codes of vals for scale s and zero z into q
+// (len(q) >= len(vals)) and returns the group's squared error, in Go: the
+// candidate encoder of the Bits and Sparse12 quantizers and the definition
+// every BitsEncodeKernel reproduces bit for bit. In float64, each value's
+// code is
+//
+//	c = clamp(round(v/s + z), 0, qmax)   (round halves away from zero; 0 if s is 0)
+//
+// its error d = (c - z)*s - v, and d*d is summed in eight lanes as
+// encodeGroupGo sums them.
+func bitsEncodeGo(vals []float32, q []uint32, s, z, qmax float64) float64 {
+	var acc [8]float64
+	q = q[:len(vals)]
 	for i, v := range vals {
 		c := 0.0
 		if s != 0 {
-			c = math.Round(float64(v)/float64(s) + float64(z))
+			c = math.Round(float64(v)/s + z)
 		}
-		c = max(0, min(f.qmax, c))
+		c = max(0, min(qmax, c))
 		q[i] = uint32(c)
-		d := float64((c-float64(z))*float64(s)) - float64(v)
-		e += float64(d * d)
+		d := float64((c-z)*s) - float64(v)
+		acc[i&7] += float64(d * d)
 	}
-	return e
+	return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
 }
+
+// BitsEncodeKernel writes the codes of vals for scale s and zero z into q
+// (len(q) == len(vals)) and returns the group's squared error, exactly as
+// the Bits quantizer's Go encoder does (in float64: each code clamp(round(v/s
+// + z), 0, qmax), rounding halves away from zero; each error (code - z)*s
+// - v, squared and summed in eight lanes as for EncodeKernel). It is
+// called only for a whole number of eight values, a finite nonzero s and a
+// finite z.
+type BitsEncodeKernel func(vals []float32, q []uint32, s, z, qmax float64) float64
+
+var bitsEncodeKernel atomic.Pointer[BitsEncodeKernel]
+
+// SetBitsEncodeKernel makes QuantizeBits and QuantizeSparse12 encode their
+// candidates with k (nil: Go only). Package cpu installs its assembly
+// encoder at init.
+func SetBitsEncodeKernel(k BitsEncodeKernel) { installKernel(&bitsEncodeKernel, k) }
+
+// HasBitsEncodeKernel reports whether the Bits quantizer runs an installed
+// encoder.
+func HasBitsEncodeKernel() bool { return bitsEncodeKernel.Load() != nil }
 
 // fit chooses (s, z) for a group and writes its codes into q.
 func (f *fitter) fit(vals []float32, q []uint32) (float32, float32, error) {

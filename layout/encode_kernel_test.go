@@ -144,36 +144,164 @@ func equalBits(a, b []float32) bool {
 	return true
 }
 
-// BenchmarkQuantizeQ4G128 times quantizing a 1024x4096 float32 matrix
-// (16 MiB) with both methods, on the installed encoder and in Go alone
-// (GOMAXPROCS threads; MB/s of float32 input).
-func BenchmarkQuantizeQ4G128(b *testing.B) {
+// BenchmarkQuantize times quantizing a 1024x4096 float32 matrix (16 MiB)
+// to Q4G128 and Bits4G128 (integer zero points) with both methods, on the
+// installed encoders and in Go alone (GOMAXPROCS threads; MB/s of float32
+// input).
+func BenchmarkQuantize(b *testing.B) {
 	rows, cols := 1024, 4096
 	rng := rand.New(rand.NewPCG(1, 2))
 	w := make([]float32, rows*cols)
 	for i := range w {
 		w[i] = float32(rng.NormFloat64())
 	}
-	for _, m := range []layout.QuantMethod{layout.MinMax, layout.Search} {
-		for _, kernel := range []bool{true, false} {
-			name := m.String() + "/go"
-			if kernel {
-				if !layout.HasEncodeKernel() {
-					continue
-				}
-				name = m.String() + "/kernel"
-			}
-			b.Run(name, func(b *testing.B) {
-				if !kernel {
-					defer layout.WithoutEncodeKernel()()
-				}
-				b.SetBytes(int64(4 * len(w)))
-				for i := 0; i < b.N; i++ {
-					if _, err := layout.QuantizeQ4G128(w, rows, cols, m); err != nil {
-						b.Fatal(err)
+	formats := []struct {
+		name     string
+		has      func() bool
+		without  func() func()
+		quantize func(m layout.QuantMethod) error
+	}{
+		{"Q4G128", layout.HasEncodeKernel, layout.WithoutEncodeKernel, func(m layout.QuantMethod) error {
+			_, err := layout.QuantizeQ4G128(w, rows, cols, m)
+			return err
+		}},
+		{"Bits4G128", layout.HasBitsEncodeKernel, layout.WithoutBitsEncodeKernel, func(m layout.QuantMethod) error {
+			_, err := layout.QuantizeBits(w, rows, cols, 4, 128, layout.QuantOptions{Method: m, IntegerZero: true})
+			return err
+		}},
+	}
+	for _, f := range formats {
+		for _, m := range []layout.QuantMethod{layout.MinMax, layout.Search} {
+			for _, kernel := range []bool{true, false} {
+				name := f.name + "/" + m.String() + "/go"
+				if kernel {
+					if !f.has() {
+						continue
 					}
+					name = f.name + "/" + m.String() + "/kernel"
 				}
-			})
+				b.Run(name, func(b *testing.B) {
+					if !kernel {
+						defer f.without()()
+					}
+					b.SetBytes(int64(4 * len(w)))
+					for i := 0; i < b.N; i++ {
+						if err := f.quantize(m); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
 		}
 	}
+}
+
+// TestBitsEncodeKernel: the installed Bits encoder writes the same codes
+// and returns the same squared error, bit for bit, as the Go encoder, for
+// every code range the Bits and Sparse12 quantizers use and fractional
+// zero points too.
+func TestBitsEncodeKernel(t *testing.T) {
+	if !layout.HasBitsEncodeKernel() {
+		t.Skip("no Bits encode kernel on this CPU or build")
+	}
+	rng := rand.New(rand.NewPCG(15, 16))
+	for ci, c := range encodeCases(rng) {
+		for _, qmax := range []float64{1, 3, 7, 15, 127, 255} {
+			z := float64(c.z) * qmax / 15
+			if ci%3 == 1 {
+				z += 0.5 // a fractional zero point, and ties at other codes
+			}
+			if ci%3 == 2 {
+				z = math.Round(z)
+			}
+			want := make([]uint32, len(c.vals))
+			wantE := layout.BitsEncodeGo(c.vals, want, float64(c.s), z, qmax)
+			got := make([]uint32, len(c.vals))
+			gotE := layout.BitsEncodeKernelRun(c.vals, got, float64(c.s), z, qmax)
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("case %d (n %d, s %g, z %g, qmax %g): code %d is %d, want %d (value %g)", ci, len(c.vals), c.s, z, qmax, i, got[i], want[i], c.vals[i])
+				}
+			}
+			if math.Float64bits(gotE) != math.Float64bits(wantE) && !(math.IsNaN(gotE) && math.IsNaN(wantE)) {
+				t.Fatalf("case %d (n %d, s %g, z %g, qmax %g): error %v, want %v", ci, len(c.vals), c.s, z, qmax, gotE, wantE)
+			}
+		}
+	}
+}
+
+// TestQuantizeBitsKernel: QuantizeBits and QuantizeSparse12 build the same
+// matrices with the installed encoder as with Go alone.
+func TestQuantizeBitsKernel(t *testing.T) {
+	if !layout.HasBitsEncodeKernel() {
+		t.Skip("no Bits encode kernel on this CPU or build")
+	}
+	rng := rand.New(rand.NewPCG(17, 18))
+	for _, sh := range [][2]int{{5, 256}, {4, 300}, {3, 1000}} {
+		w := make([]float32, sh[0]*sh[1])
+		for i := range w {
+			w[i] = float32(rng.NormFloat64())
+			if i%97 == 0 {
+				w[i] *= 30
+			}
+		}
+		for _, m := range []layout.QuantMethod{layout.MinMax, layout.Search} {
+			for _, opt := range []layout.QuantOptions{{Method: m, IntegerZero: true}, {Method: m}, {Method: m, FP32Meta: true}} {
+				for _, nb := range []int{8, 4, 3, 2, 1} {
+					for _, g := range []int{32, 128, 0} {
+						got, err := layout.QuantizeBits(w, sh[0], sh[1], nb, g, opt)
+						if err != nil {
+							t.Fatal(err)
+						}
+						restore := layout.WithoutBitsEncodeKernel()
+						want, err := layout.QuantizeBits(w, sh[0], sh[1], nb, g, opt)
+						restore()
+						if err != nil {
+							t.Fatal(err)
+						}
+						if !equalWords(got.Words, want.Words) || !equalMeta(got.GroupMeta, want.GroupMeta) {
+							t.Fatalf("%dx%d bits%dg%d %+v: the kernel's matrix differs from Go's", sh[0], sh[1], nb, g, opt)
+						}
+					}
+				}
+				got, _, err := layout.QuantizeSparse12(w, sh[0], sh[1], 128, opt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				restore := layout.WithoutBitsEncodeKernel()
+				want, _, err := layout.QuantizeSparse12(w, sh[0], sh[1], 128, opt)
+				restore()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !equalWords(got.Words, want.Words) || !equalMeta(got.GroupMeta, want.GroupMeta) {
+					t.Fatalf("%dx%d sparse12g128 %+v: the kernel's matrix differs from Go's", sh[0], sh[1], opt)
+				}
+			}
+		}
+	}
+}
+
+func equalWords(a, b []uint32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func equalMeta(a, b layout.GroupMeta) bool {
+	if a.FP32Meta != b.FP32Meta || !equalBits(a.Scales32, b.Scales32) || !equalBits(a.Zeros32, b.Zeros32) || len(a.Scales16) != len(b.Scales16) || len(a.Zeros16) != len(b.Zeros16) {
+		return false
+	}
+	for i := range a.Scales16 {
+		if a.Scales16[i] != b.Scales16[i] || a.Zeros16[i] != b.Zeros16[i] {
+			return false
+		}
+	}
+	return true
 }

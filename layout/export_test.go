@@ -16,3 +16,19 @@ func WithoutEncodeKernel() func() {
 	encodeKernel.Store(nil)
 	return func() { encodeKernel.Store(k) }
 }
+
+// BitsEncodeGo is the Go encoder of the Bits quantizer.
+var BitsEncodeGo = bitsEncodeGo
+
+// BitsEncodeKernelRun runs the installed Bits encoder (HasBitsEncodeKernel).
+func BitsEncodeKernelRun(vals []float32, q []uint32, s, z, qmax float64) float64 {
+	return (*bitsEncodeKernel.Load())(vals, q, s, z, qmax)
+}
+
+// WithoutBitsEncodeKernel uninstalls the Bits encoder until the returned
+// function puts it back.
+func WithoutBitsEncodeKernel() func() {
+	k := bitsEncodeKernel.Load()
+	bitsEncodeKernel.Store(nil)
+	return func() { bitsEncodeKernel.Store(k) }
+}

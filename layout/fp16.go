@@ -66,7 +66,7 @@ func SetF16Kernel(k F16Kernel) { installKernel(&f16Kernel, k) }
 
 // installKernel stores k in p, or clears p for a nil k: the setters of
 // the kernels other packages install.
-func installKernel[K F16Kernel | WidenKernel | A8Kernel | EncodeKernel](p *atomic.Pointer[K], k K) {
+func installKernel[K F16Kernel | WidenKernel | A8Kernel | EncodeKernel | BitsEncodeKernel](p *atomic.Pointer[K], k K) {
 	if k == nil {
 		p.Store(nil)
 		return
