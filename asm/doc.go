@@ -658,7 +658,7 @@
 // quant_amd64.s: quantizing float weights on load.
 //
 // Q4EncodeAvx2 (AVX2), func(vals *float32, n int, q *uint8, s float32, z
-// float32) float64, encodes one candidate of layout.QuantizeQ4G128's
+// float32, best float64) float64, encodes one candidate of layout.QuantizeQ4G128's
 // search (about 75 per group of 128 weights): for each of the n values
 //
 //	q[i] = clamp(round(vals[i] / s) + z, 0, 15)   (round: halves away from zero)
@@ -666,11 +666,14 @@
 //
 // and returns the sum of d*d in float64 over eight lanes (value i in lane
 // i mod 8), combined as ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)): bit
-// for bit what layout's Go encoder computes. Preconditions: n > 0 and a
-// multiple of 8, s finite and nonzero, z an integer in [0, 15].
+// for bit what layout's Go encoder computes. After every 16 values it
+// returns the sum so far if that exceeds best (the candidate has lost: no
+// later value can lower it), leaving the rest of q unwritten; with best
+// +Inf it always runs to the end. Preconditions: n > 0 and a multiple of
+// 8, s finite and nonzero, z an integer in [0, 15].
 //
-// BitsEncodeAvx2 (AVX2), func(vals *float32, n int, q *uint32, s, z, qmax
-// float64) float64, is the same for the Bits and Sparse12 quantizers'
+// BitsEncodeAvx2 (AVX2), func(vals *float32, n int, q *uint32, s, z, qmax,
+// best float64) float64, is the same (its check after every 8 values) for the Bits and Sparse12 quantizers'
 // candidates, in float64 throughout:
 //
 //	q[i] = clamp(round(float64(vals[i]) / s + z), 0, qmax)   (round: halves away from zero)

@@ -10,7 +10,7 @@ package asm
 // package doc.
 //
 //go:noescape
-func Q4EncodeAvx2(vals *float32, n int, q *uint8, s float32, z float32) float64
+func Q4EncodeAvx2(vals *float32, n int, q *uint8, s float32, z float32, best float64) float64
 
 // BitsEncodeAvx2 writes the codes in [0, qmax] of n float32 values for scale s
 // and zero z and returns the squared error of their dequantized values, in
@@ -18,4 +18,4 @@ func Q4EncodeAvx2(vals *float32, n int, q *uint8, s float32, z float32) float64
 // kernels" in the package doc.
 //
 //go:noescape
-func BitsEncodeAvx2(vals *float32, n int, q *uint32, s float64, z float64, qmax float64) float64
+func BitsEncodeAvx2(vals *float32, n int, q *uint32, s float64, z float64, qmax float64, best float64) float64

@@ -4,9 +4,9 @@
 
 #include "textflag.h"
 
-// func Q4EncodeAvx2(vals *float32, n int, q *uint8, s float32, z float32) float64
+// func Q4EncodeAvx2(vals *float32, n int, q *uint8, s float32, z float32, best float64) float64
 // Requires: AVX, AVX2
-TEXT ·Q4EncodeAvx2(SB), NOSPLIT, $0-40
+TEXT ·Q4EncodeAvx2(SB), NOSPLIT, $0-48
 	MOVQ         vals+0(FP), AX
 	MOVQ         n+8(FP), CX
 	MOVQ         q+16(FP), DX
@@ -89,6 +89,13 @@ q4enc_loop:
 	VADDPD       Y11, Y3, Y3
 	ADDQ         $0x40, AX
 	ADDQ         $0x10, DX
+	VADDPD       Y3, Y2, Y4
+	VEXTRACTF128 $0x01, Y4, X5
+	VADDPD       X5, X4, X5
+	VUNPCKHPD    X5, X5, X4
+	VADDSD       X4, X5, X5
+	VUCOMISD     best+32(FP), X5
+	JA           q4enc_ret
 	DECQ         BX
 	JNZ          q4enc_loop
 
@@ -131,12 +138,13 @@ q4enc_one:
 	VADDPD       Y6, Y3, Y3
 
 q4enc_sum:
-	VADDPD       Y3, Y2, Y2
-	VEXTRACTF128 $0x01, Y2, X0
-	VADDPD       X0, X2, X0
-	VUNPCKHPD    X0, X0, X1
-	VADDSD       X1, X0, X0
-	VMOVSD       X0, ret+32(FP)
+q4enc_ret:
+	VADDPD       Y3, Y2, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPD       X1, X0, X1
+	VUNPCKHPD    X1, X1, X0
+	VADDSD       X0, X1, X1
+	VMOVSD       X1, ret+40(FP)
 	VZEROUPPER
 	RET
 
@@ -210,9 +218,9 @@ DATA q4encFifteen<>+24(SB)/4, $0x41700000
 DATA q4encFifteen<>+28(SB)/4, $0x41700000
 GLOBL q4encFifteen<>(SB), RODATA|NOPTR, $32
 
-// func BitsEncodeAvx2(vals *float32, n int, q *uint32, s float64, z float64, qmax float64) float64
+// func BitsEncodeAvx2(vals *float32, n int, q *uint32, s float64, z float64, qmax float64, best float64) float64
 // Requires: AVX
-TEXT ·BitsEncodeAvx2(SB), NOSPLIT, $0-56
+TEXT ·BitsEncodeAvx2(SB), NOSPLIT, $0-64
 	MOVQ         vals+0(FP), AX
 	MOVQ         n+8(FP), CX
 	MOVQ         q+16(FP), DX
@@ -266,14 +274,23 @@ bitsenc_loop:
 	VADDPD       Y13, Y4, Y4
 	ADDQ         $0x20, AX
 	ADDQ         $0x20, DX
+	VADDPD       Y4, Y3, Y6
+	VEXTRACTF128 $0x01, Y6, X7
+	VADDPD       X7, X6, X7
+	VUNPCKHPD    X7, X7, X6
+	VADDSD       X6, X7, X7
+	VUCOMISD     best+48(FP), X7
+	JA           bitsenc_ret
 	SUBQ         $0x08, CX
 	JNZ          bitsenc_loop
-	VADDPD       Y4, Y3, Y3
-	VEXTRACTF128 $0x01, Y3, X0
-	VADDPD       X0, X3, X0
-	VUNPCKHPD    X0, X0, X1
-	VADDSD       X1, X0, X0
-	VMOVSD       X0, ret+48(FP)
+
+bitsenc_ret:
+	VADDPD       Y4, Y3, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPD       X1, X0, X1
+	VUNPCKHPD    X1, X1, X0
+	VADDSD       X0, X1, X1
+	VMOVSD       X1, ret+56(FP)
 	VZEROUPPER
 	RET
 

@@ -26,14 +26,14 @@ var encodeRequires = []string{"AVX", "AVX2"}
 
 // q4Encode is layout's EncodeKernel on asm.Q4EncodeAvx2 (layout calls it
 // with a whole number of eight values and len(q) == len(vals)).
-func q4Encode(vals []float32, q []uint8, s float32, z uint8) float64 {
-	return asm.Q4EncodeAvx2(&vals[0], len(vals), &q[0], s, float32(z))
+func q4Encode(vals []float32, q []uint8, s float32, z uint8, best float64) float64 {
+	return asm.Q4EncodeAvx2(&vals[0], len(vals), &q[0], s, float32(z), best)
 }
 
 // bitsEncode is layout's BitsEncodeKernel on asm.BitsEncodeAvx2 (layout
 // calls it with a whole number of eight values and len(q) == len(vals)).
-func bitsEncode(vals []float32, q []uint32, s, z, qmax float64) float64 {
-	return asm.BitsEncodeAvx2(&vals[0], len(vals), &q[0], s, z, qmax)
+func bitsEncode(vals []float32, q []uint32, s, z, qmax, best float64) float64 {
+	return asm.BitsEncodeAvx2(&vals[0], len(vals), &q[0], s, z, qmax, best)
 }
 
 func init() {

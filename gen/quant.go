@@ -43,7 +43,7 @@ func paramAddr(c gotypes.Component) Mem {
 // left exactly 1/2 (a tie; x - round(x) is exact here) x + copysign(1/2,
 // x) instead, which is an exact integer.
 func q4Encode() {
-	TEXT("Q4EncodeAvx2", NOSPLIT, "func(vals *float32, n int, q *uint8, s float32, z float32) float64")
+	TEXT("Q4EncodeAvx2", NOSPLIT, "func(vals *float32, n int, q *uint8, s float32, z float32, best float64) float64")
 	Pragma("noescape")
 	kernelDoc("Weight quantization kernels", "Q4EncodeAvx2 writes the 4-bit codes of n float32 values for scale s and zero z and returns the squared error of their dequantized values, with AVX2, exactly as layout's Go encoder.")
 	vp, n, qp := param("vals"), param("n"), param("q")
@@ -124,6 +124,7 @@ func q4Encode() {
 	}
 	ADDQ(U8(64), vp)
 	ADDQ(U8(16), qp)
+	sumAbove(accLo, accHi, paramAddr(Param("best")), "q4enc_ret")
 	DECQ(pairs)
 	JNZ(LabelRef("q4enc_loop"))
 	Label("q4enc_one")
@@ -133,16 +134,7 @@ func q4Encode() {
 		st()
 	}
 	Label("q4enc_sum")
-	VADDPD(accHi, accLo, accLo) // lane j: l_j + l_{j+4}
-	t := XMM()
-	VEXTRACTF128(U8(1), accLo, t)
-	VADDPD(t, accLo.AsX(), t) // (l0+l4) + (l2+l6), (l1+l5) + (l3+l7)
-	u := XMM()
-	VUNPCKHPD(t, t, u)
-	VADDSD(u, t, t)
-	VMOVSD(t, paramAddr(ReturnIndex(0)))
-	VZEROUPPER()
-	RET()
+	laneSumReturn(accLo, accHi, "q4enc_ret")
 }
 
 // bitsEncode emits BitsEncodeAvx2: the codes of n float32 values for one
@@ -157,7 +149,7 @@ func q4Encode() {
 // exactly 1/2 (exact: y and its nearest integer are close); y = v/s + z
 // is infinite only when v/s overflows, and clamps to 0 or qmax as in Go.
 func bitsEncode() {
-	TEXT("BitsEncodeAvx2", NOSPLIT, "func(vals *float32, n int, q *uint32, s, z, qmax float64) float64")
+	TEXT("BitsEncodeAvx2", NOSPLIT, "func(vals *float32, n int, q *uint32, s, z, qmax, best float64) float64")
 	Pragma("noescape")
 	kernelDoc("Weight quantization kernels", "BitsEncodeAvx2 writes the codes in [0, qmax] of n float32 values for scale s and zero z and returns the squared error of their dequantized values, in float64 with AVX2, exactly as layout's Go fitter.")
 	vp, n, qp := param("vals"), param("n"), param("q")
@@ -213,16 +205,43 @@ func bitsEncode() {
 	}
 	ADDQ(U8(32), vp)
 	ADDQ(U8(32), qp)
+	sumAbove(accLo, accHi, paramAddr(Param("best")), "bitsenc_ret")
 	SUBQ(U8(8), n)
 	JNZ(LabelRef("bitsenc_loop"))
+	laneSumReturn(accLo, accHi, "bitsenc_ret")
+}
 
-	VADDPD(accHi, accLo, accLo) // lane j: l_j + l_{j+4}
+// laneSum returns the eight float64 lanes of accLo (0-3) and accHi (4-7)
+// summed as ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)), in the low double
+// of an XMM.
+func laneSum(accLo, accHi VecVirtual) VecVirtual {
+	a := YMM()
+	VADDPD(accHi, accLo, a) // lane j: l_j + l_{j+4}
 	t := XMM()
-	VEXTRACTF128(U8(1), accLo, t)
-	VADDPD(t, accLo.AsX(), t) // (l0+l4) + (l2+l6), (l1+l5) + (l3+l7)
+	VEXTRACTF128(U8(1), a, t)
+	VADDPD(t, a.AsX(), t) // (l0+l4) + (l2+l6), (l1+l5) + (l3+l7)
 	u := XMM()
 	VUNPCKHPD(t, t, u)
 	VADDSD(u, t, t)
+	return t
+}
+
+// sumAbove jumps to ret (which returns the sum) once the lanes' sum so
+// far exceeds best: every later value only adds a square to a lane, and
+// rounding to nearest keeps each addition and the sum monotone, so the
+// whole group's error would exceed best too and the candidate cannot win.
+// A NaN sum runs on, and so does any sum with best infinite (the caller
+// wants every code).
+func sumAbove(accLo, accHi VecVirtual, best Mem, ret string) {
+	t := laneSum(accLo, accHi)
+	VUCOMISD(best, t)
+	JA(LabelRef(ret))
+}
+
+// laneSumReturn returns the lanes' sum; ret labels it for sumAbove.
+func laneSumReturn(accLo, accHi VecVirtual, ret string) {
+	Label(ret)
+	t := laneSum(accLo, accHi)
 	VMOVSD(t, paramAddr(ReturnIndex(0)))
 	VZEROUPPER()
 	RET()

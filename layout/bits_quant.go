@@ -60,10 +60,12 @@ func (f *fitter) stored(s, z float64) (float32, float32, bool) {
 
 // encode writes the nearest codes for (s, z) into q and returns the
 // squared error of the dequantized group (bitsEncodeGo), on the installed
-// BitsEncodeKernel where there is one.
-func (f *fitter) encode(vals []float32, q []uint32, s, z float32) float64 {
+// BitsEncodeKernel where there is one: that may stop once the error
+// exceeds best, returning a value above best and leaving the codes
+// incomplete.
+func (f *fitter) encode(vals []float32, q []uint32, s, z float32, best float64) float64 {
 	if k := bitsEncodeKernel.Load(); k != nil && len(vals) > 0 && len(vals)%8 == 0 && len(q) >= len(vals) && s != 0 && !isBad(s) && !isBad(z) {
-		return (*k)(vals, q[:len(vals)], float64(s), float64(z), f.qmax)
+		return (*k)(vals, q[:len(vals)], float64(s), float64(z), f.qmax, best)
 	}
 	return bitsEncodeGo(vals, q, float64(s), float64(z), f.qmax)
 }
@@ -98,10 +100,11 @@ func bitsEncodeGo(vals []float32, q []uint32, s, z, qmax float64) float64 {
 // (len(q) == len(vals)) and returns the group's squared error, exactly as
 // the Bits quantizer's Go encoder does (in float64: each code clamp(round(v/s
 // + z), 0, qmax), rounding halves away from zero; each error (code - z)*s
-// - v, squared and summed in eight lanes as for EncodeKernel). It is
+// - v, squared and summed in eight lanes as for EncodeKernel). Like
+// EncodeKernel it may stop once the error so far exceeds best. It is
 // called only for a whole number of eight values, a finite nonzero s and a
 // finite z.
-type BitsEncodeKernel func(vals []float32, q []uint32, s, z, qmax float64) float64
+type BitsEncodeKernel func(vals []float32, q []uint32, s, z, qmax, best float64) float64
 
 var bitsEncodeKernel atomic.Pointer[BitsEncodeKernel]
 
@@ -130,7 +133,7 @@ func (f *fitter) fit(vals []float32, q []uint32) (float32, float32, error) {
 		if !ok {
 			return
 		}
-		if e := f.encode(vals, tmp, ss, zz); e < best.sse {
+		if e := f.encode(vals, tmp, ss, zz, best.sse); e < best.sse {
 			best = groupFit{ss, zz, e}
 			copy(q, tmp)
 		}

@@ -88,13 +88,40 @@ func TestEncodeKernel(t *testing.T) {
 		want := make([]uint8, len(c.vals))
 		wantE := layout.EncodeGroupGo(c.vals, want, c.s, c.z)
 		got := make([]uint8, len(c.vals))
-		gotE := layout.EncodeGroupKernel(c.vals, got, c.s, c.z)
+		gotE := layout.EncodeGroupKernel(c.vals, got, c.s, c.z, math.Inf(1))
 		if !bytes.Equal(got, want) {
 			t.Fatalf("case %d (n %d, s %g, z %d): codes %v, want %v (values %v)", ci, len(c.vals), c.s, c.z, got, want, c.vals)
 		}
 		if math.Float64bits(gotE) != math.Float64bits(wantE) && !(math.IsNaN(gotE) && math.IsNaN(wantE)) {
 			t.Fatalf("case %d (n %d, s %g, z %d): error %v, want %v", ci, len(c.vals), c.s, c.z, gotE, wantE)
 		}
+		for _, best := range bests(rng, wantE) {
+			clear(got)
+			gotE := layout.EncodeGroupKernel(c.vals, got, c.s, c.z, best)
+			checkEarlyExit(t, ci, best, gotE, wantE, bytes.Equal(got, want))
+		}
+	}
+}
+
+// bests are the bounds an encoder is run with beside +Inf: the error
+// itself, just above and below it, and fractions of it.
+func bests(rng *rand.Rand, e float64) []float64 {
+	return []float64{e, math.Nextafter(e, math.Inf(1)), math.Nextafter(e, 0), e * 0.5, e * rng.Float64(), e * 0.01, 0}
+}
+
+// checkEarlyExit: an encoder run with a bound returns the exact error and
+// codes when the error is at most the bound, and stops (returning more)
+// only where the error exceeds it.
+func checkEarlyExit(t *testing.T, ci int, best, got, want float64, codesEqual bool) {
+	t.Helper()
+	if got <= best {
+		if math.Float64bits(got) != math.Float64bits(want) || !codesEqual {
+			t.Fatalf("case %d, best %v: error %v at most the bound, want %v and the codes", ci, best, got, want)
+		}
+		return
+	}
+	if want <= best {
+		t.Fatalf("case %d, best %v: stopped at %v though the error %v is at most the bound", ci, best, got, want)
 	}
 }
 
@@ -217,7 +244,7 @@ func TestBitsEncodeKernel(t *testing.T) {
 			want := make([]uint32, len(c.vals))
 			wantE := layout.BitsEncodeGo(c.vals, want, float64(c.s), z, qmax)
 			got := make([]uint32, len(c.vals))
-			gotE := layout.BitsEncodeKernelRun(c.vals, got, float64(c.s), z, qmax)
+			gotE := layout.BitsEncodeKernelRun(c.vals, got, float64(c.s), z, qmax, math.Inf(1))
 			for i := range got {
 				if got[i] != want[i] {
 					t.Fatalf("case %d (n %d, s %g, z %g, qmax %g): code %d is %d, want %d (value %g)", ci, len(c.vals), c.s, z, qmax, i, got[i], want[i], c.vals[i])
@@ -225,6 +252,11 @@ func TestBitsEncodeKernel(t *testing.T) {
 			}
 			if math.Float64bits(gotE) != math.Float64bits(wantE) && !(math.IsNaN(gotE) && math.IsNaN(wantE)) {
 				t.Fatalf("case %d (n %d, s %g, z %g, qmax %g): error %v, want %v", ci, len(c.vals), c.s, z, qmax, gotE, wantE)
+			}
+			for _, best := range bests(rng, wantE) {
+				clear(got)
+				gotE := layout.BitsEncodeKernelRun(c.vals, got, float64(c.s), z, qmax, best)
+				checkEarlyExit(t, ci, best, gotE, wantE, equalWords(got, want))
 			}
 		}
 	}

@@ -5,8 +5,8 @@ package layout
 var EncodeGroupGo = encodeGroupGo
 
 // EncodeGroupKernel runs the installed encoder (HasEncodeKernel).
-func EncodeGroupKernel(vals []float32, q []uint8, s float32, z uint8) float64 {
-	return (*encodeKernel.Load())(vals, q, s, z)
+func EncodeGroupKernel(vals []float32, q []uint8, s float32, z uint8, best float64) float64 {
+	return (*encodeKernel.Load())(vals, q, s, z, best)
 }
 
 // WithoutEncodeKernel uninstalls the encoder until the returned function
@@ -21,8 +21,8 @@ func WithoutEncodeKernel() func() {
 var BitsEncodeGo = bitsEncodeGo
 
 // BitsEncodeKernelRun runs the installed Bits encoder (HasBitsEncodeKernel).
-func BitsEncodeKernelRun(vals []float32, q []uint32, s, z, qmax float64) float64 {
-	return (*bitsEncodeKernel.Load())(vals, q, s, z, qmax)
+func BitsEncodeKernelRun(vals []float32, q []uint32, s, z, qmax, best float64) float64 {
+	return (*bitsEncodeKernel.Load())(vals, q, s, z, qmax, best)
 }
 
 // WithoutBitsEncodeKernel uninstalls the Bits encoder until the returned

@@ -116,7 +116,7 @@ func quantGroup(vals []float32, q []uint8, method QuantMethod) (float32, uint8) 
 	var bz uint8
 	var tmp [GroupSize]uint8
 	try := func(s float32, z uint8) {
-		e := encodeGroup(vals, tmp[:len(vals)], s, z)
+		e := encodeGroup(vals, tmp[:len(vals)], s, z, best)
 		if e < best {
 			best, bs, bz = e, s, z
 			copy(q, tmp[:len(vals)])
@@ -165,10 +165,12 @@ func rangeToScaleZero(lo, hi float32) (float32, uint8) {
 
 // encodeGroup writes the nearest codes for scale s and zero z and returns
 // the squared error of the dequantized group (encodeGroupGo), on the
-// installed EncodeKernel where there is one.
-func encodeGroup(vals []float32, q []uint8, s float32, z uint8) float64 {
+// installed EncodeKernel where there is one: that may stop once the error
+// exceeds best, returning a value above best and leaving the codes
+// incomplete.
+func encodeGroup(vals []float32, q []uint8, s float32, z uint8, best float64) float64 {
 	if k := encodeKernel.Load(); k != nil && kernelEncodes(vals, q, s) {
-		return (*k)(vals, q[:len(vals)], s, z)
+		return (*k)(vals, q[:len(vals)], s, z, best)
 	}
 	return encodeGroupGo(vals, q, s, z)
 }
@@ -176,7 +178,7 @@ func encodeGroup(vals []float32, q []uint8, s float32, z uint8) float64 {
 // encodeCodes writes the nearest codes for scale s and zero z (encode).
 func encodeCodes(vals []float32, q []uint8, s float32, z uint8) {
 	if k := encodeKernel.Load(); k != nil && kernelEncodes(vals, q, s) {
-		(*k)(vals, q[:len(vals)], s, z)
+		(*k)(vals, q[:len(vals)], s, z, math.Inf(1))
 		return
 	}
 	for i, v := range vals {
@@ -235,9 +237,12 @@ func encodeGroupGo(vals []float32, q []uint8, s float32, z uint8) float64 {
 // 15), rounding halves away from zero; each error float64(float32(code -
 // z) * s) - float64(v), squared and summed in float64 in eight lanes,
 // value i in lane i mod 8, which combine as ((l0+l4) + (l2+l6)) +
-// ((l1+l5) + (l3+l7))). It is called only for a whole number of eight
+// ((l1+l5) + (l3+l7))). It may stop once the error so far (the lanes
+// summed the same way) exceeds best, and return that: the group's error
+// would exceed best too, and the caller keeps only a candidate whose error
+// is below best. With best +Inf it writes every code. It is called only for a whole number of eight
 // values and a finite, nonzero s.
-type EncodeKernel func(vals []float32, q []uint8, s float32, z uint8) float64
+type EncodeKernel func(vals []float32, q []uint8, s float32, z uint8, best float64) float64
 
 var encodeKernel atomic.Pointer[EncodeKernel]
 

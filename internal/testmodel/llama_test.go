@@ -122,16 +122,22 @@ func TestWriteGGUF(t *testing.T) {
 				if br, bc := b.Shape(); br != rows || bc != cols {
 					t.Fatalf("%s: %s imports as %dx%d", mix, tn.Name, br, bc)
 				}
-			case tn.Type == gguf.F32:
-				if _, err := tn.Float32s(); err != nil {
+			case tn.Type == gguf.F32 || tn.Type == gguf.F16:
+				vals, err := tn.Float32s()
+				if err != nil {
 					t.Fatal(err)
+				}
+				for _, v := range vals {
+					if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+						t.Fatalf("%s: %s: value %v", mix, tn.Name, v)
+					}
 				}
 			default:
 				t.Fatalf("%s: %s: type %s", mix, tn.Name, tn.Type)
 			}
 		}
 		// Q4_K_M: attn_v and ffn_down of layers 2 and 3, and output.
-		if want := map[string]int{MixQ4KM: 5, MixQ4_0: 1, MixQ8_0: 0}[mix]; q6 != want {
+		if want := map[string]int{MixQ4KM: 5, MixQ4_0: 1, MixQ8_0: 0, MixF16: 0}[mix]; q6 != want {
 			t.Fatalf("%s: %d Q6_K tensors, want %d", mix, q6, want)
 		}
 	}
