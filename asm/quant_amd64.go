@@ -12,6 +12,12 @@ package asm
 //go:noescape
 func Q4EncodeAvx2(vals *float32, n int, q *uint8, s float32, z float32, best float64) float64
 
+// Q4EncodeAvx512 is Q4EncodeAvx2 with AVX-512F, for n a multiple of 16. See
+// "Weight quantization kernels" in the package doc.
+//
+//go:noescape
+func Q4EncodeAvx512(vals *float32, n int, q *uint8, s float32, z float32, best float64) float64
+
 // BitsEncodeAvx2 writes the codes in [0, qmax] of n float32 values for scale s
 // and zero z and returns the squared error of their dequantized values, in
 // float64 with AVX2, exactly as layout's Go fitter. See "Weight quantization
@@ -19,3 +25,9 @@ func Q4EncodeAvx2(vals *float32, n int, q *uint8, s float32, z float32, best flo
 //
 //go:noescape
 func BitsEncodeAvx2(vals *float32, n int, q *uint32, s float64, z float64, qmax float64, best float64) float64
+
+// BitsEncodeAvx512 is BitsEncodeAvx2 with AVX-512F. See "Weight quantization
+// kernels" in the package doc.
+//
+//go:noescape
+func BitsEncodeAvx512(vals *float32, n int, q *uint32, s float64, z float64, qmax float64, best float64) float64

@@ -218,6 +218,264 @@ DATA q4encFifteen<>+24(SB)/4, $0x41700000
 DATA q4encFifteen<>+28(SB)/4, $0x41700000
 GLOBL q4encFifteen<>(SB), RODATA|NOPTR, $32
 
+// func Q4EncodeAvx512(vals *float32, n int, q *uint8, s float32, z float32, best float64) float64
+// Requires: AVX, AVX512F
+TEXT ·Q4EncodeAvx512(SB), NOSPLIT, $0-48
+	MOVQ         vals+0(FP), AX
+	MOVQ         n+8(FP), CX
+	MOVQ         q+16(FP), DX
+	VBROADCASTSS s+24(FP), Z0
+	VBROADCASTSS z+28(FP), Z1
+	VPXORQ       Z2, Z2, Z2
+	MOVQ         CX, BX
+	SHRQ         $0x05, BX
+	JZ           q4enc512_one
+
+q4enc512_loop:
+	VMOVUPS       (AX), Z3
+	VMOVUPS       64(AX), Z8
+	VDIVPS        Z0, Z3, Z4
+	VDIVPS        Z0, Z8, Z9
+	VMAXPS        q4enc512Lo<>+0(SB), Z4, Z4
+	VMAXPS        q4enc512Lo<>+0(SB), Z9, Z9
+	VMINPS        q4enc512Hi<>+0(SB), Z4, Z4
+	VMINPS        q4enc512Hi<>+0(SB), Z9, Z9
+	VRNDSCALEPS   $0x08, Z4, Z5
+	VRNDSCALEPS   $0x08, Z9, Z10
+	VSUBPS        Z5, Z4, Z6
+	VSUBPS        Z10, Z9, Z11
+	VPANDD        q4enc512Sign<>+0(SB), Z4, Z7
+	VPANDD        q4enc512Sign<>+0(SB), Z9, Z12
+	VPANDD        q4enc512Abs<>+0(SB), Z6, Z6
+	VPANDD        q4enc512Abs<>+0(SB), Z11, Z11
+	VPORD         q4enc512Half<>+0(SB), Z7, Z7
+	VPORD         q4enc512Half<>+0(SB), Z12, Z12
+	VCMPPS        $0x00, q4enc512Half<>+0(SB), Z6, K1
+	VCMPPS        $0x00, q4enc512Half<>+0(SB), Z11, K2
+	VADDPS        Z4, Z7, K1, Z5
+	VADDPS        Z9, Z12, K2, Z10
+	VADDPS        Z1, Z5, Z5
+	VADDPS        Z1, Z10, Z10
+	VMAXPS        q4enc512Zero<>+0(SB), Z5, Z5
+	VMAXPS        q4enc512Zero<>+0(SB), Z10, Z10
+	VMINPS        q4enc512Fifteen<>+0(SB), Z5, Z5
+	VMINPS        q4enc512Fifteen<>+0(SB), Z10, Z10
+	VCVTTPS2DQ    Z5, Z6
+	VCVTTPS2DQ    Z10, Z11
+	VSUBPS        Z1, Z5, Z4
+	VSUBPS        Z1, Z10, Z5
+	VPMOVDB       Z6, (DX)
+	VPMOVDB       Z11, 16(DX)
+	VMULPS        Z0, Z4, Z4
+	VMULPS        Z0, Z5, Z5
+	VEXTRACTF64X4 $0x01, Z4, Y6
+	VEXTRACTF64X4 $0x01, Z5, Y9
+	VEXTRACTF64X4 $0x01, Z3, Y7
+	VEXTRACTF64X4 $0x01, Z8, Y10
+	VCVTPS2PD     Y4, Z4
+	VCVTPS2PD     Y5, Z5
+	VCVTPS2PD     Y3, Z3
+	VCVTPS2PD     Y8, Z8
+	VCVTPS2PD     Y6, Z6
+	VCVTPS2PD     Y9, Z9
+	VCVTPS2PD     Y7, Z7
+	VCVTPS2PD     Y10, Z10
+	VSUBPD        Z3, Z4, Z4
+	VSUBPD        Z8, Z5, Z5
+	VSUBPD        Z7, Z6, Z6
+	VSUBPD        Z10, Z9, Z9
+	VMULPD        Z4, Z4, Z4
+	VMULPD        Z5, Z5, Z5
+	VMULPD        Z6, Z6, Z6
+	VMULPD        Z9, Z9, Z9
+	VADDPD        Z4, Z2, Z2
+	VADDPD        Z6, Z2, Z2
+	VADDPD        Z5, Z2, Z2
+	VADDPD        Z9, Z2, Z2
+	ADDQ          $0x80, AX
+	ADDQ          $0x20, DX
+	VEXTRACTF64X4 $0x01, Z2, Y3
+	VADDPD        Y3, Y2, Y3
+	VEXTRACTF128  $0x01, Y3, X4
+	VADDPD        X4, X3, X4
+	VUNPCKHPD     X4, X4, X3
+	VADDSD        X3, X4, X4
+	VUCOMISD      best+32(FP), X4
+	JA            q4enc512_ret
+	DECQ          BX
+	JNZ           q4enc512_loop
+
+q4enc512_one:
+	TESTQ         $0x00000010, CX
+	JZ            q4enc512_ret
+	VMOVUPS       (AX), Z3
+	VDIVPS        Z0, Z3, Z4
+	VMAXPS        q4enc512Lo<>+0(SB), Z4, Z4
+	VMINPS        q4enc512Hi<>+0(SB), Z4, Z4
+	VRNDSCALEPS   $0x08, Z4, Z5
+	VSUBPS        Z5, Z4, Z6
+	VPANDD        q4enc512Sign<>+0(SB), Z4, Z7
+	VPANDD        q4enc512Abs<>+0(SB), Z6, Z6
+	VPORD         q4enc512Half<>+0(SB), Z7, Z7
+	VCMPPS        $0x00, q4enc512Half<>+0(SB), Z6, K1
+	VADDPS        Z4, Z7, K1, Z5
+	VADDPS        Z1, Z5, Z5
+	VMAXPS        q4enc512Zero<>+0(SB), Z5, Z5
+	VMINPS        q4enc512Fifteen<>+0(SB), Z5, Z5
+	VCVTTPS2DQ    Z5, Z6
+	VSUBPS        Z1, Z5, Z1
+	VPMOVDB       Z6, (DX)
+	VMULPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VEXTRACTF64X4 $0x01, Z3, Y4
+	VCVTPS2PD     Y1, Z1
+	VCVTPS2PD     Y3, Z3
+	VCVTPS2PD     Y0, Z0
+	VCVTPS2PD     Y4, Z4
+	VSUBPD        Z3, Z1, Z1
+	VSUBPD        Z4, Z0, Z0
+	VMULPD        Z1, Z1, Z1
+	VMULPD        Z0, Z0, Z0
+	VADDPD        Z1, Z2, Z2
+	VADDPD        Z0, Z2, Z2
+
+q4enc512_ret:
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPD        Y0, Y2, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPD        X1, X0, X1
+	VUNPCKHPD     X1, X1, X0
+	VADDSD        X0, X1, X1
+	VMOVSD        X1, ret+40(FP)
+	VZEROUPPER
+	RET
+
+DATA q4enc512Lo<>+0(SB)/4, $0xc1800000
+DATA q4enc512Lo<>+4(SB)/4, $0xc1800000
+DATA q4enc512Lo<>+8(SB)/4, $0xc1800000
+DATA q4enc512Lo<>+12(SB)/4, $0xc1800000
+DATA q4enc512Lo<>+16(SB)/4, $0xc1800000
+DATA q4enc512Lo<>+20(SB)/4, $0xc1800000
+DATA q4enc512Lo<>+24(SB)/4, $0xc1800000
+DATA q4enc512Lo<>+28(SB)/4, $0xc1800000
+DATA q4enc512Lo<>+32(SB)/4, $0xc1800000
+DATA q4enc512Lo<>+36(SB)/4, $0xc1800000
+DATA q4enc512Lo<>+40(SB)/4, $0xc1800000
+DATA q4enc512Lo<>+44(SB)/4, $0xc1800000
+DATA q4enc512Lo<>+48(SB)/4, $0xc1800000
+DATA q4enc512Lo<>+52(SB)/4, $0xc1800000
+DATA q4enc512Lo<>+56(SB)/4, $0xc1800000
+DATA q4enc512Lo<>+60(SB)/4, $0xc1800000
+GLOBL q4enc512Lo<>(SB), RODATA|NOPTR, $64
+
+DATA q4enc512Hi<>+0(SB)/4, $0x41800000
+DATA q4enc512Hi<>+4(SB)/4, $0x41800000
+DATA q4enc512Hi<>+8(SB)/4, $0x41800000
+DATA q4enc512Hi<>+12(SB)/4, $0x41800000
+DATA q4enc512Hi<>+16(SB)/4, $0x41800000
+DATA q4enc512Hi<>+20(SB)/4, $0x41800000
+DATA q4enc512Hi<>+24(SB)/4, $0x41800000
+DATA q4enc512Hi<>+28(SB)/4, $0x41800000
+DATA q4enc512Hi<>+32(SB)/4, $0x41800000
+DATA q4enc512Hi<>+36(SB)/4, $0x41800000
+DATA q4enc512Hi<>+40(SB)/4, $0x41800000
+DATA q4enc512Hi<>+44(SB)/4, $0x41800000
+DATA q4enc512Hi<>+48(SB)/4, $0x41800000
+DATA q4enc512Hi<>+52(SB)/4, $0x41800000
+DATA q4enc512Hi<>+56(SB)/4, $0x41800000
+DATA q4enc512Hi<>+60(SB)/4, $0x41800000
+GLOBL q4enc512Hi<>(SB), RODATA|NOPTR, $64
+
+DATA q4enc512Half<>+0(SB)/4, $0x3f000000
+DATA q4enc512Half<>+4(SB)/4, $0x3f000000
+DATA q4enc512Half<>+8(SB)/4, $0x3f000000
+DATA q4enc512Half<>+12(SB)/4, $0x3f000000
+DATA q4enc512Half<>+16(SB)/4, $0x3f000000
+DATA q4enc512Half<>+20(SB)/4, $0x3f000000
+DATA q4enc512Half<>+24(SB)/4, $0x3f000000
+DATA q4enc512Half<>+28(SB)/4, $0x3f000000
+DATA q4enc512Half<>+32(SB)/4, $0x3f000000
+DATA q4enc512Half<>+36(SB)/4, $0x3f000000
+DATA q4enc512Half<>+40(SB)/4, $0x3f000000
+DATA q4enc512Half<>+44(SB)/4, $0x3f000000
+DATA q4enc512Half<>+48(SB)/4, $0x3f000000
+DATA q4enc512Half<>+52(SB)/4, $0x3f000000
+DATA q4enc512Half<>+56(SB)/4, $0x3f000000
+DATA q4enc512Half<>+60(SB)/4, $0x3f000000
+GLOBL q4enc512Half<>(SB), RODATA|NOPTR, $64
+
+DATA q4enc512Abs<>+0(SB)/4, $0x7fffffff
+DATA q4enc512Abs<>+4(SB)/4, $0x7fffffff
+DATA q4enc512Abs<>+8(SB)/4, $0x7fffffff
+DATA q4enc512Abs<>+12(SB)/4, $0x7fffffff
+DATA q4enc512Abs<>+16(SB)/4, $0x7fffffff
+DATA q4enc512Abs<>+20(SB)/4, $0x7fffffff
+DATA q4enc512Abs<>+24(SB)/4, $0x7fffffff
+DATA q4enc512Abs<>+28(SB)/4, $0x7fffffff
+DATA q4enc512Abs<>+32(SB)/4, $0x7fffffff
+DATA q4enc512Abs<>+36(SB)/4, $0x7fffffff
+DATA q4enc512Abs<>+40(SB)/4, $0x7fffffff
+DATA q4enc512Abs<>+44(SB)/4, $0x7fffffff
+DATA q4enc512Abs<>+48(SB)/4, $0x7fffffff
+DATA q4enc512Abs<>+52(SB)/4, $0x7fffffff
+DATA q4enc512Abs<>+56(SB)/4, $0x7fffffff
+DATA q4enc512Abs<>+60(SB)/4, $0x7fffffff
+GLOBL q4enc512Abs<>(SB), RODATA|NOPTR, $64
+
+DATA q4enc512Sign<>+0(SB)/4, $0x80000000
+DATA q4enc512Sign<>+4(SB)/4, $0x80000000
+DATA q4enc512Sign<>+8(SB)/4, $0x80000000
+DATA q4enc512Sign<>+12(SB)/4, $0x80000000
+DATA q4enc512Sign<>+16(SB)/4, $0x80000000
+DATA q4enc512Sign<>+20(SB)/4, $0x80000000
+DATA q4enc512Sign<>+24(SB)/4, $0x80000000
+DATA q4enc512Sign<>+28(SB)/4, $0x80000000
+DATA q4enc512Sign<>+32(SB)/4, $0x80000000
+DATA q4enc512Sign<>+36(SB)/4, $0x80000000
+DATA q4enc512Sign<>+40(SB)/4, $0x80000000
+DATA q4enc512Sign<>+44(SB)/4, $0x80000000
+DATA q4enc512Sign<>+48(SB)/4, $0x80000000
+DATA q4enc512Sign<>+52(SB)/4, $0x80000000
+DATA q4enc512Sign<>+56(SB)/4, $0x80000000
+DATA q4enc512Sign<>+60(SB)/4, $0x80000000
+GLOBL q4enc512Sign<>(SB), RODATA|NOPTR, $64
+
+DATA q4enc512Zero<>+0(SB)/4, $0x00000000
+DATA q4enc512Zero<>+4(SB)/4, $0x00000000
+DATA q4enc512Zero<>+8(SB)/4, $0x00000000
+DATA q4enc512Zero<>+12(SB)/4, $0x00000000
+DATA q4enc512Zero<>+16(SB)/4, $0x00000000
+DATA q4enc512Zero<>+20(SB)/4, $0x00000000
+DATA q4enc512Zero<>+24(SB)/4, $0x00000000
+DATA q4enc512Zero<>+28(SB)/4, $0x00000000
+DATA q4enc512Zero<>+32(SB)/4, $0x00000000
+DATA q4enc512Zero<>+36(SB)/4, $0x00000000
+DATA q4enc512Zero<>+40(SB)/4, $0x00000000
+DATA q4enc512Zero<>+44(SB)/4, $0x00000000
+DATA q4enc512Zero<>+48(SB)/4, $0x00000000
+DATA q4enc512Zero<>+52(SB)/4, $0x00000000
+DATA q4enc512Zero<>+56(SB)/4, $0x00000000
+DATA q4enc512Zero<>+60(SB)/4, $0x00000000
+GLOBL q4enc512Zero<>(SB), RODATA|NOPTR, $64
+
+DATA q4enc512Fifteen<>+0(SB)/4, $0x41700000
+DATA q4enc512Fifteen<>+4(SB)/4, $0x41700000
+DATA q4enc512Fifteen<>+8(SB)/4, $0x41700000
+DATA q4enc512Fifteen<>+12(SB)/4, $0x41700000
+DATA q4enc512Fifteen<>+16(SB)/4, $0x41700000
+DATA q4enc512Fifteen<>+20(SB)/4, $0x41700000
+DATA q4enc512Fifteen<>+24(SB)/4, $0x41700000
+DATA q4enc512Fifteen<>+28(SB)/4, $0x41700000
+DATA q4enc512Fifteen<>+32(SB)/4, $0x41700000
+DATA q4enc512Fifteen<>+36(SB)/4, $0x41700000
+DATA q4enc512Fifteen<>+40(SB)/4, $0x41700000
+DATA q4enc512Fifteen<>+44(SB)/4, $0x41700000
+DATA q4enc512Fifteen<>+48(SB)/4, $0x41700000
+DATA q4enc512Fifteen<>+52(SB)/4, $0x41700000
+DATA q4enc512Fifteen<>+56(SB)/4, $0x41700000
+DATA q4enc512Fifteen<>+60(SB)/4, $0x41700000
+GLOBL q4enc512Fifteen<>(SB), RODATA|NOPTR, $64
+
 // func BitsEncodeAvx2(vals *float32, n int, q *uint32, s float64, z float64, qmax float64, best float64) float64
 // Requires: AVX
 TEXT ·BitsEncodeAvx2(SB), NOSPLIT, $0-64
@@ -311,3 +569,134 @@ DATA bitsencSign<>+8(SB)/8, $0x8000000000000000
 DATA bitsencSign<>+16(SB)/8, $0x8000000000000000
 DATA bitsencSign<>+24(SB)/8, $0x8000000000000000
 GLOBL bitsencSign<>(SB), RODATA|NOPTR, $32
+
+// func BitsEncodeAvx512(vals *float32, n int, q *uint32, s float64, z float64, qmax float64, best float64) float64
+// Requires: AVX, AVX512F
+TEXT ·BitsEncodeAvx512(SB), NOSPLIT, $0-64
+	MOVQ         vals+0(FP), AX
+	MOVQ         n+8(FP), CX
+	MOVQ         q+16(FP), DX
+	VBROADCASTSD s+24(FP), Z0
+	VBROADCASTSD z+32(FP), Z1
+	VBROADCASTSD qmax+40(FP), Z2
+	VPXORQ       Z3, Z3, Z3
+	VPXORQ       Z4, Z4, Z4
+	MOVQ         CX, BX
+	SHRQ         $0x04, BX
+	JZ           bitsenc512_one
+
+bitsenc512_loop:
+	VCVTPS2PD     (AX), Z5
+	VCVTPS2PD     32(AX), Z10
+	VDIVPD        Z0, Z5, Z6
+	VDIVPD        Z0, Z10, Z11
+	VADDPD        Z1, Z6, Z6
+	VADDPD        Z1, Z11, Z11
+	VRNDSCALEPD   $0x08, Z6, Z7
+	VRNDSCALEPD   $0x08, Z11, Z12
+	VSUBPD        Z7, Z6, Z8
+	VSUBPD        Z12, Z11, Z13
+	VPANDQ        bitsenc512Sign<>+0(SB), Z6, Z9
+	VPANDQ        bitsenc512Sign<>+0(SB), Z11, Z14
+	VPANDQ        bitsenc512Abs<>+0(SB), Z8, Z8
+	VPANDQ        bitsenc512Abs<>+0(SB), Z13, Z13
+	VPORQ         bitsenc512Half<>+0(SB), Z9, Z9
+	VPORQ         bitsenc512Half<>+0(SB), Z14, Z14
+	VCMPPD        $0x00, bitsenc512Half<>+0(SB), Z8, K1
+	VCMPPD        $0x00, bitsenc512Half<>+0(SB), Z13, K2
+	VADDPD        Z6, Z9, K1, Z7
+	VADDPD        Z11, Z14, K2, Z12
+	VMAXPD        Z3, Z7, Z7
+	VMAXPD        Z3, Z12, Z12
+	VMINPD        Z2, Z7, Z7
+	VMINPD        Z2, Z12, Z12
+	VCVTTPD2DQ    Z7, Y6
+	VCVTTPD2DQ    Z12, Y8
+	VSUBPD        Z1, Z7, Z7
+	VSUBPD        Z1, Z12, Z12
+	VMOVDQU       Y6, (DX)
+	VMOVDQU       Y8, 32(DX)
+	VMULPD        Z0, Z7, Z7
+	VMULPD        Z0, Z12, Z12
+	VSUBPD        Z5, Z7, Z7
+	VSUBPD        Z10, Z12, Z12
+	VMULPD        Z7, Z7, Z7
+	VMULPD        Z12, Z12, Z12
+	VADDPD        Z7, Z4, Z4
+	VADDPD        Z12, Z4, Z4
+	ADDQ          $0x40, AX
+	ADDQ          $0x40, DX
+	VEXTRACTF64X4 $0x01, Z4, Y5
+	VADDPD        Y5, Y4, Y5
+	VEXTRACTF128  $0x01, Y5, X6
+	VADDPD        X6, X5, X6
+	VUNPCKHPD     X6, X6, X5
+	VADDSD        X5, X6, X6
+	VUCOMISD      best+48(FP), X6
+	JA            bitsenc512_ret
+	DECQ          BX
+	JNZ           bitsenc512_loop
+
+bitsenc512_one:
+	TESTQ       $0x00000008, CX
+	JZ          bitsenc512_ret
+	VCVTPS2PD   (AX), Z5
+	VDIVPD      Z0, Z5, Z6
+	VADDPD      Z1, Z6, Z6
+	VRNDSCALEPD $0x08, Z6, Z7
+	VSUBPD      Z7, Z6, Z8
+	VPANDQ      bitsenc512Sign<>+0(SB), Z6, Z9
+	VPANDQ      bitsenc512Abs<>+0(SB), Z8, Z8
+	VPORQ       bitsenc512Half<>+0(SB), Z9, Z9
+	VCMPPD      $0x00, bitsenc512Half<>+0(SB), Z8, K1
+	VADDPD      Z6, Z9, K1, Z7
+	VMAXPD      Z3, Z7, Z7
+	VMINPD      Z2, Z7, Z7
+	VCVTTPD2DQ  Z7, Y2
+	VSUBPD      Z1, Z7, Z7
+	VMOVDQU     Y2, (DX)
+	VMULPD      Z0, Z7, Z7
+	VSUBPD      Z5, Z7, Z7
+	VMULPD      Z7, Z7, Z7
+	VADDPD      Z7, Z4, Z4
+
+bitsenc512_ret:
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPD        Y0, Y4, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPD        X1, X0, X1
+	VUNPCKHPD     X1, X1, X0
+	VADDSD        X0, X1, X1
+	VMOVSD        X1, ret+56(FP)
+	VZEROUPPER
+	RET
+
+DATA bitsenc512Half<>+0(SB)/8, $0x3fe0000000000000
+DATA bitsenc512Half<>+8(SB)/8, $0x3fe0000000000000
+DATA bitsenc512Half<>+16(SB)/8, $0x3fe0000000000000
+DATA bitsenc512Half<>+24(SB)/8, $0x3fe0000000000000
+DATA bitsenc512Half<>+32(SB)/8, $0x3fe0000000000000
+DATA bitsenc512Half<>+40(SB)/8, $0x3fe0000000000000
+DATA bitsenc512Half<>+48(SB)/8, $0x3fe0000000000000
+DATA bitsenc512Half<>+56(SB)/8, $0x3fe0000000000000
+GLOBL bitsenc512Half<>(SB), RODATA|NOPTR, $64
+
+DATA bitsenc512Abs<>+0(SB)/8, $0x7fffffffffffffff
+DATA bitsenc512Abs<>+8(SB)/8, $0x7fffffffffffffff
+DATA bitsenc512Abs<>+16(SB)/8, $0x7fffffffffffffff
+DATA bitsenc512Abs<>+24(SB)/8, $0x7fffffffffffffff
+DATA bitsenc512Abs<>+32(SB)/8, $0x7fffffffffffffff
+DATA bitsenc512Abs<>+40(SB)/8, $0x7fffffffffffffff
+DATA bitsenc512Abs<>+48(SB)/8, $0x7fffffffffffffff
+DATA bitsenc512Abs<>+56(SB)/8, $0x7fffffffffffffff
+GLOBL bitsenc512Abs<>(SB), RODATA|NOPTR, $64
+
+DATA bitsenc512Sign<>+0(SB)/8, $0x8000000000000000
+DATA bitsenc512Sign<>+8(SB)/8, $0x8000000000000000
+DATA bitsenc512Sign<>+16(SB)/8, $0x8000000000000000
+DATA bitsenc512Sign<>+24(SB)/8, $0x8000000000000000
+DATA bitsenc512Sign<>+32(SB)/8, $0x8000000000000000
+DATA bitsenc512Sign<>+40(SB)/8, $0x8000000000000000
+DATA bitsenc512Sign<>+48(SB)/8, $0x8000000000000000
+DATA bitsenc512Sign<>+56(SB)/8, $0x8000000000000000
+GLOBL bitsenc512Sign<>(SB), RODATA|NOPTR, $64

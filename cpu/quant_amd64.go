@@ -20,26 +20,61 @@ var quantizers = []struct {
 // swigluRequires are the features of asm.SwiGLUAvx512.
 var swigluRequires = []string{"AVX", "AVX512F"}
 
-// encodeRequires are the features of asm.Q4EncodeAvx2 and
-// asm.BitsEncodeAvx2.
-var encodeRequires = []string{"AVX", "AVX2"}
+// encoders are the assembly candidate encoders of layout's quantizers
+// (QuantizeQ4G128; QuantizeBits and QuantizeSparse12), best first, with the
+// features their instructions need.
+var encoders = []struct {
+	name     string
+	q4       layout.EncodeKernel
+	bits     layout.BitsEncodeKernel
+	requires []string
+}{
+	{"avx512", q4EncodeAvx512, bitsEncodeAvx512, []string{"AVX", "AVX2", "AVX512F"}},
+	{"avx2", q4EncodeAvx2, bitsEncodeAvx2, []string{"AVX", "AVX2"}},
+}
 
-// q4Encode is layout's EncodeKernel on asm.Q4EncodeAvx2 (layout calls it
-// with a whole number of eight values and len(q) == len(vals)).
-func q4Encode(vals []float32, q []uint8, s float32, z uint8, best float64) float64 {
+// Encoders returns the candidate encoders this CPU runs, best first: init
+// installs the first in layout; tests check each against layout's Go.
+func Encoders() []Encoder {
+	var out []Encoder
+	for _, e := range encoders {
+		if hasAll(e.requires) {
+			out = append(out, Encoder{e.name, e.q4, e.bits})
+		}
+	}
+	return out
+}
+
+// q4EncodeAvx2 is layout's EncodeKernel on asm.Q4EncodeAvx2 (layout calls
+// it with a whole number of eight values and len(q) == len(vals)).
+func q4EncodeAvx2(vals []float32, q []uint8, s float32, z uint8, best float64) float64 {
 	return asm.Q4EncodeAvx2(&vals[0], len(vals), &q[0], s, float32(z), best)
 }
 
-// bitsEncode is layout's BitsEncodeKernel on asm.BitsEncodeAvx2 (layout
-// calls it with a whole number of eight values and len(q) == len(vals)).
-func bitsEncode(vals []float32, q []uint32, s, z, qmax, best float64) float64 {
+// q4EncodeAvx512 runs asm.Q4EncodeAvx512 on whole runs of sixteen values
+// (a group of 128 is one), asm.Q4EncodeAvx2 otherwise.
+func q4EncodeAvx512(vals []float32, q []uint8, s float32, z uint8, best float64) float64 {
+	if len(vals)%16 != 0 {
+		return q4EncodeAvx2(vals, q, s, z, best)
+	}
+	return asm.Q4EncodeAvx512(&vals[0], len(vals), &q[0], s, float32(z), best)
+}
+
+// bitsEncodeAvx2 and bitsEncodeAvx512 are layout's BitsEncodeKernel on
+// asm.BitsEncodeAvx2 and asm.BitsEncodeAvx512 (a whole number of eight
+// values, len(q) == len(vals)).
+func bitsEncodeAvx2(vals []float32, q []uint32, s, z, qmax, best float64) float64 {
 	return asm.BitsEncodeAvx2(&vals[0], len(vals), &q[0], s, z, qmax, best)
 }
 
+func bitsEncodeAvx512(vals []float32, q []uint32, s, z, qmax, best float64) float64 {
+	return asm.BitsEncodeAvx512(&vals[0], len(vals), &q[0], s, z, qmax, best)
+}
+
 func init() {
-	if hasAll(encodeRequires) {
-		layout.SetEncodeKernel(q4Encode)
-		layout.SetBitsEncodeKernel(bitsEncode)
+	if e := Encoders(); len(e) > 0 {
+		layout.SetEncodeKernel(e[0].Q4)
+		layout.SetBitsEncodeKernel(e[0].Bits)
 	}
 	if hasAll(swigluRequires) {
 		swigluAsm = asm.SwiGLUAvx512

@@ -16,7 +16,9 @@ import (
 // quantKernels emits the weight quantization family.
 func quantKernels() {
 	q4Encode()
+	q4EncodeAvx512()
 	bitsEncode()
+	bitsEncodeAvx512()
 }
 
 // paramAddr is the stack address of a scalar argument or result.
@@ -242,6 +244,206 @@ func sumAbove(accLo, accHi VecVirtual, best Mem, ret string) {
 func laneSumReturn(accLo, accHi VecVirtual, ret string) {
 	Label(ret)
 	t := laneSum(accLo, accHi)
+	VMOVSD(t, paramAddr(ReturnIndex(0)))
+	VZEROUPPER()
+	RET()
+}
+
+// zmmConst is a 64-byte table of one 32- or 64-bit value.
+func zmmConst(name string, width int, bits uint64) Mem {
+	return rodata(name, 64/width, width, func(int) uint64 { return bits })
+}
+
+// laneSum8 returns the eight float64 lanes of acc summed as laneSum sums
+// two YMM halves: the upper four added to the lower four first.
+func laneSum8(acc VecVirtual) VecVirtual {
+	hi := YMM()
+	VEXTRACTF64X4(U8(1), acc, hi)
+	a := YMM()
+	VADDPD(hi, acc.AsY(), a) // lane j: l_j + l_{j+4}
+	t := XMM()
+	VEXTRACTF128(U8(1), a, t)
+	VADDPD(t, a.AsX(), t)
+	u := XMM()
+	VUNPCKHPD(t, t, u)
+	VADDSD(u, t, t)
+	return t
+}
+
+// q4EncodeAvx512 emits Q4EncodeAvx512: Q4EncodeAvx2 on ZMM, sixteen values
+// a step (n a multiple of 16), the ties found with a compare into a mask
+// and fixed with a masked add, the codes narrowed by VPMOVDB. Each group of
+// eight values' squares adds into one accumulator of eight float64 lanes,
+// value i in lane i mod 8 as before.
+func q4EncodeAvx512() {
+	TEXT("Q4EncodeAvx512", NOSPLIT, "func(vals *float32, n int, q *uint8, s float32, z float32, best float64) float64")
+	Pragma("noescape")
+	kernelDoc("Weight quantization kernels", "Q4EncodeAvx512 is Q4EncodeAvx2 with AVX-512F, for n a multiple of 16.")
+	vp, n, qp := param("vals"), param("n"), param("q")
+	s, z := ZMM(), ZMM()
+	VBROADCASTSS(paramAddr(Param("s")), s)
+	VBROADCASTSS(paramAddr(Param("z")), z)
+	f32 := func(name string, bits uint32) Mem { return zmmConst("q4enc512"+name, 4, uint64(bits)) }
+	lo, hi, half, abs, sign := f32("Lo", 0xc1800000), f32("Hi", 0x41800000), f32("Half", 0x3f000000), f32("Abs", 0x7fffffff), f32("Sign", 0x80000000)
+	zero, fifteen := f32("Zero", 0), f32("Fifteen", 0x41700000)
+	acc := ZMM()
+	VPXORQ(acc, acc, acc)
+
+	encode16 := func(o int) []func() {
+		v, x, r, t, away, dq := ZMM(), ZMM(), ZMM(), ZMM(), ZMM(), ZMM()
+		k := K()
+		dl, dh, vl, vh := ZMM(), ZMM(), ZMM(), ZMM()
+		yd, yv := YMM(), YMM()
+		var steps []func()
+		step := func(f func()) { steps = append(steps, f) }
+		step(func() { VMOVUPS(Mem{Base: vp, Disp: 4 * o}, v) })
+		step(func() { VDIVPS(s, v, x) })
+		step(func() { VMAXPS(lo, x, x) })
+		step(func() { VMINPS(hi, x, x) })
+		step(func() { VRNDSCALEPS(U8(8), x, r) }) // nearest even, no precision exception
+		step(func() { VSUBPS(r, x, t) })
+		step(func() { VPANDD(sign, x, away) }) // x's sign bit
+		step(func() { VPANDD(abs, t, t) })
+		step(func() { VPORD(half, away, away) })
+		step(func() { VCMPPS(U8(0), half, t, k) }) // |x - r| == 1/2
+		step(func() { VADDPS(x, away, k, r) })     // ties: x + copysign(1/2, x)
+		step(func() { VADDPS(z, r, r) })
+		step(func() { VMAXPS(zero, r, r) })
+		step(func() { VMINPS(fifteen, r, r) }) // the code as a float
+		step(func() { VCVTTPS2DQ(r, t) })
+		step(func() { VSUBPS(z, r, dq) })
+		step(func() { VPMOVDB(t, Mem{Base: qp, Disp: o}) })
+		step(func() { VMULPS(s, dq, dq) }) // (c - z) * s in float32
+		step(func() { VEXTRACTF64X4(U8(1), dq, yd) })
+		step(func() { VEXTRACTF64X4(U8(1), v, yv) })
+		step(func() { VCVTPS2PD(dq.AsY(), dl) })
+		step(func() { VCVTPS2PD(v.AsY(), vl) })
+		step(func() { VCVTPS2PD(yd, dh) })
+		step(func() { VCVTPS2PD(yv, vh) })
+		step(func() { VSUBPD(vl, dl, dl) })
+		step(func() { VSUBPD(vh, dh, dh) })
+		step(func() { VMULPD(dl, dl, dl) })
+		step(func() { VMULPD(dh, dh, dh) })
+		step(func() { VADDPD(dl, acc, acc) }) // values o..o+7
+		step(func() { VADDPD(dh, acc, acc) }) // then o+8..o+15, lane by lane
+		return steps
+	}
+	// two groups of sixteen per iteration, then one if n/16 is odd
+	pairs := GP64()
+	MOVQ(n, pairs)
+	SHRQ(U8(5), pairs)
+	JZ(LabelRef("q4enc512_one"))
+	Label("q4enc512_loop")
+	{
+		a, b := encode16(0), encode16(16)
+		for k := range a {
+			a[k]()
+			if k < len(a)-2 { // the sums stay in value order
+				b[k]()
+			}
+		}
+		b[len(b)-2]()
+		b[len(b)-1]()
+	}
+	ADDQ(U8(128), vp)
+	ADDQ(U8(32), qp)
+	{
+		t := laneSum8(acc)
+		VUCOMISD(paramAddr(Param("best")), t)
+		JA(LabelRef("q4enc512_ret"))
+	}
+	DECQ(pairs)
+	JNZ(LabelRef("q4enc512_loop"))
+	Label("q4enc512_one")
+	TESTQ(U32(16), n)
+	JZ(LabelRef("q4enc512_ret"))
+	for _, st := range encode16(0) {
+		st()
+	}
+	Label("q4enc512_ret")
+	t := laneSum8(acc)
+	VMOVSD(t, paramAddr(ReturnIndex(0)))
+	VZEROUPPER()
+	RET()
+}
+
+// bitsEncodeAvx512 emits BitsEncodeAvx512: BitsEncodeAvx2 on ZMM, eight
+// float64 values a step (n a multiple of 8), into one accumulator.
+func bitsEncodeAvx512() {
+	TEXT("BitsEncodeAvx512", NOSPLIT, "func(vals *float32, n int, q *uint32, s, z, qmax, best float64) float64")
+	Pragma("noescape")
+	kernelDoc("Weight quantization kernels", "BitsEncodeAvx512 is BitsEncodeAvx2 with AVX-512F.")
+	vp, n, qp := param("vals"), param("n"), param("q")
+	s, z, qmax := ZMM(), ZMM(), ZMM()
+	VBROADCASTSD(paramAddr(Param("s")), s)
+	VBROADCASTSD(paramAddr(Param("z")), z)
+	VBROADCASTSD(paramAddr(Param("qmax")), qmax)
+	f64 := func(name string, bits uint64) Mem { return zmmConst("bitsenc512"+name, 8, bits) }
+	half, abs, sign := f64("Half", 0x3fe0000000000000), f64("Abs", 0x7fffffffffffffff), f64("Sign", 0x8000000000000000)
+	zero := ZMM()
+	VPXORQ(zero, zero, zero)
+	acc := ZMM()
+	VPXORQ(acc, acc, acc)
+
+	encode8 := func(o int) []func() {
+		v, y, r, t, away := ZMM(), ZMM(), ZMM(), ZMM(), ZMM()
+		k := K()
+		c := YMM()
+		var steps []func()
+		step := func(f func()) { steps = append(steps, f) }
+		step(func() { VCVTPS2PD(Mem{Base: vp, Disp: 4 * o}, v) })
+		step(func() { VDIVPD(s, v, y) })
+		step(func() { VADDPD(z, y, y) })
+		step(func() { VRNDSCALEPD(U8(8), y, r) }) // nearest even, no precision exception
+		step(func() { VSUBPD(r, y, t) })
+		step(func() { VPANDQ(sign, y, away) }) // y's sign bit
+		step(func() { VPANDQ(abs, t, t) })
+		step(func() { VPORQ(half, away, away) })
+		step(func() { VCMPPD(U8(0), half, t, k) }) // |y - r| == 1/2
+		step(func() { VADDPD(y, away, k, r) })     // ties: y + copysign(1/2, y)
+		step(func() { VMAXPD(zero, r, r) })
+		step(func() { VMINPD(qmax, r, r) }) // the code as a float64
+		step(func() { VCVTTPD2DQ(r, c) })
+		step(func() { VSUBPD(z, r, r) })
+		step(func() { VMOVDQU(c, Mem{Base: qp, Disp: 4 * o}) })
+		step(func() { VMULPD(s, r, r) })
+		step(func() { VSUBPD(v, r, r) })
+		step(func() { VMULPD(r, r, r) })
+		step(func() { VADDPD(r, acc, acc) })
+		return steps
+	}
+	pairs := GP64()
+	MOVQ(n, pairs)
+	SHRQ(U8(4), pairs)
+	JZ(LabelRef("bitsenc512_one"))
+	Label("bitsenc512_loop")
+	{
+		a, b := encode8(0), encode8(8)
+		for k := range a {
+			a[k]()
+			if k < len(a)-1 {
+				b[k]()
+			}
+		}
+		b[len(b)-1]()
+	}
+	ADDQ(U8(64), vp)
+	ADDQ(U8(64), qp)
+	{
+		t := laneSum8(acc)
+		VUCOMISD(paramAddr(Param("best")), t)
+		JA(LabelRef("bitsenc512_ret"))
+	}
+	DECQ(pairs)
+	JNZ(LabelRef("bitsenc512_loop"))
+	Label("bitsenc512_one")
+	TESTQ(U32(8), n)
+	JZ(LabelRef("bitsenc512_ret"))
+	for _, st := range encode8(0) {
+		st()
+	}
+	Label("bitsenc512_ret")
+	t := laneSum8(acc)
 	VMOVSD(t, paramAddr(ReturnIndex(0)))
 	VZEROUPPER()
 	RET()

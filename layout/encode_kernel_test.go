@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	_ "github.com/qgemv/qgemv/cpu" // installs the assembly encoder where the CPU has one
+	"github.com/qgemv/qgemv/cpu" // installs the assembly encoders where the CPU has them
 	"github.com/qgemv/qgemv/layout"
 )
 
@@ -77,12 +77,26 @@ func encodeCases(rng *rand.Rand) (cases []struct {
 	return cases
 }
 
-// TestEncodeKernel: the installed assembly encoder writes the same codes
-// and returns the same squared error, bit for bit, as the Go encoder.
-func TestEncodeKernel(t *testing.T) {
-	if !layout.HasEncodeKernel() {
-		t.Skip("no encode kernel on this CPU or build")
+// forEncoder runs f with each assembly encoder set this CPU runs
+// installed in layout (the best is installed again after).
+func forEncoder(t *testing.T, f func(t *testing.T)) {
+	es := cpu.Encoders()
+	if len(es) == 0 {
+		t.Skip("no assembly encoders on this CPU or build")
 	}
+	for _, e := range es {
+		t.Run(e.Name, func(t *testing.T) {
+			defer layout.WithEncodeKernels(e.Q4, e.Bits)()
+			f(t)
+		})
+	}
+}
+
+// TestEncodeKernel: each assembly encoder writes the same codes and
+// returns the same squared error, bit for bit, as the Go encoder.
+func TestEncodeKernel(t *testing.T) { forEncoder(t, testEncodeKernel) }
+
+func testEncodeKernel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	for ci, c := range encodeCases(rng) {
 		want := make([]uint8, len(c.vals))
@@ -126,14 +140,13 @@ func checkEarlyExit(t *testing.T, ci int, best, got, want float64, codesEqual bo
 }
 
 // TestQuantizeQ4G128Kernel: QuantizeQ4G128 builds the same matrix with
-// the installed encoder as with Go alone, for both methods, on shapes
-// whose last group is whole, a multiple of eight and neither.
-func TestQuantizeQ4G128Kernel(t *testing.T) {
-	if !layout.HasEncodeKernel() {
-		t.Skip("no encode kernel on this CPU or build")
-	}
+// each assembly encoder as with Go alone, for both methods, on shapes
+// whose last group is whole, a multiple of sixteen, of eight and neither.
+func TestQuantizeQ4G128Kernel(t *testing.T) { forEncoder(t, testQuantizeQ4G128Kernel) }
+
+func testQuantizeQ4G128Kernel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
-	for _, sh := range [][2]int{{7, 256}, {5, 296}, {6, 300}, {3, 1000}} {
+	for _, sh := range [][2]int{{7, 256}, {5, 296}, {5, 288}, {6, 300}, {3, 1000}} {
 		w := make([]float32, sh[0]*sh[1])
 		for i := range w {
 			w[i] = float32(rng.NormFloat64())
@@ -172,9 +185,9 @@ func equalBits(a, b []float32) bool {
 }
 
 // BenchmarkQuantize times quantizing a 1024x4096 float32 matrix (16 MiB)
-// to Q4G128 and Bits4G128 (integer zero points) with both methods, on the
-// installed encoders and in Go alone (GOMAXPROCS threads; MB/s of float32
-// input).
+// to Q4G128 and Bits4G128 (integer zero points) with both methods, on each
+// assembly encoder set and in Go alone (GOMAXPROCS threads; MB/s of
+// float32 input).
 func BenchmarkQuantize(b *testing.B) {
 	rows, cols := 1024, 4096
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -184,33 +197,23 @@ func BenchmarkQuantize(b *testing.B) {
 	}
 	formats := []struct {
 		name     string
-		has      func() bool
-		without  func() func()
 		quantize func(m layout.QuantMethod) error
 	}{
-		{"Q4G128", layout.HasEncodeKernel, layout.WithoutEncodeKernel, func(m layout.QuantMethod) error {
+		{"Q4G128", func(m layout.QuantMethod) error {
 			_, err := layout.QuantizeQ4G128(w, rows, cols, m)
 			return err
 		}},
-		{"Bits4G128", layout.HasBitsEncodeKernel, layout.WithoutBitsEncodeKernel, func(m layout.QuantMethod) error {
+		{"Bits4G128", func(m layout.QuantMethod) error {
 			_, err := layout.QuantizeBits(w, rows, cols, 4, 128, layout.QuantOptions{Method: m, IntegerZero: true})
 			return err
 		}},
 	}
+	sets := append(cpu.Encoders(), cpu.Encoder{Name: "go"})
 	for _, f := range formats {
 		for _, m := range []layout.QuantMethod{layout.MinMax, layout.Search} {
-			for _, kernel := range []bool{true, false} {
-				name := f.name + "/" + m.String() + "/go"
-				if kernel {
-					if !f.has() {
-						continue
-					}
-					name = f.name + "/" + m.String() + "/kernel"
-				}
-				b.Run(name, func(b *testing.B) {
-					if !kernel {
-						defer f.without()()
-					}
+			for _, e := range sets {
+				b.Run(f.name+"/"+m.String()+"/"+e.Name, func(b *testing.B) {
+					defer layout.WithEncodeKernels(e.Q4, e.Bits)()
 					b.SetBytes(int64(4 * len(w)))
 					for i := 0; i < b.N; i++ {
 						if err := f.quantize(m); err != nil {
@@ -223,14 +226,13 @@ func BenchmarkQuantize(b *testing.B) {
 	}
 }
 
-// TestBitsEncodeKernel: the installed Bits encoder writes the same codes
+// TestBitsEncodeKernel: each assembly Bits encoder writes the same codes
 // and returns the same squared error, bit for bit, as the Go encoder, for
 // every code range the Bits and Sparse12 quantizers use and fractional
 // zero points too.
-func TestBitsEncodeKernel(t *testing.T) {
-	if !layout.HasBitsEncodeKernel() {
-		t.Skip("no Bits encode kernel on this CPU or build")
-	}
+func TestBitsEncodeKernel(t *testing.T) { forEncoder(t, testBitsEncodeKernel) }
+
+func testBitsEncodeKernel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(15, 16))
 	for ci, c := range encodeCases(rng) {
 		for _, qmax := range []float64{1, 3, 7, 15, 127, 255} {
@@ -263,11 +265,10 @@ func TestBitsEncodeKernel(t *testing.T) {
 }
 
 // TestQuantizeBitsKernel: QuantizeBits and QuantizeSparse12 build the same
-// matrices with the installed encoder as with Go alone.
-func TestQuantizeBitsKernel(t *testing.T) {
-	if !layout.HasBitsEncodeKernel() {
-		t.Skip("no Bits encode kernel on this CPU or build")
-	}
+// matrices with each assembly encoder as with Go alone.
+func TestQuantizeBitsKernel(t *testing.T) { forEncoder(t, testQuantizeBitsKernel) }
+
+func testQuantizeBitsKernel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(17, 18))
 	for _, sh := range [][2]int{{5, 256}, {4, 300}, {3, 1000}} {
 		w := make([]float32, sh[0]*sh[1])

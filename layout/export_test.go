@@ -32,3 +32,12 @@ func WithoutBitsEncodeKernel() func() {
 	bitsEncodeKernel.Store(nil)
 	return func() { bitsEncodeKernel.Store(k) }
 }
+
+// WithEncodeKernels installs q4 and bits until the returned function puts
+// back what was installed.
+func WithEncodeKernels(q4 EncodeKernel, bits BitsEncodeKernel) func() {
+	k, kb := encodeKernel.Load(), bitsEncodeKernel.Load()
+	SetEncodeKernel(q4)
+	SetBitsEncodeKernel(bits)
+	return func() { encodeKernel.Store(k); bitsEncodeKernel.Store(kb) }
+}
