@@ -141,7 +141,7 @@ func TestModelGGUFMixes(t *testing.T) {
 				if ti.Name != fmt.Sprintf("blk.%d.%s.weight", layer, kind) || ti.Layer != layer || ti.Kind != kind {
 					t.Fatalf("tensor %d: %+v, want layer %d %s", i, ti, layer, kind)
 				}
-				want := map[string]string{testmodel.MixQ4_0: "Q4_0", testmodel.MixQ8_0: "Q8_0", testmodel.MixQ4KM: "Q4_K", testmodel.MixF16: "F16"}[mix]
+				want := map[string]string{testmodel.MixQ4_0: "Q4_0", testmodel.MixQ8_0: "Q8_0", testmodel.MixQ4KM: "Q4_K", testmodel.MixF16: "F16", testmodel.MixBF16: "BF16"}[mix]
 				if mix == testmodel.MixQ4KM && layer >= 2 && (kind == "attn_v" || kind == "ffn_down") {
 					want = "Q6_K"
 				}

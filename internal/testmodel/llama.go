@@ -38,11 +38,12 @@ const (
 	MixQ4KM = "q4_k_m"
 	MixQ4_0 = "q4_0"
 	MixQ8_0 = "q8_0"
-	MixF16  = "f16" // an unquantized checkpoint, as llama.cpp's converter writes it with --outtype f16
+	MixF16  = "f16"  // an unquantized checkpoint, as llama.cpp's converter writes it with --outtype f16
+	MixBF16 = "bf16" // the same in bfloat16 (--outtype bf16)
 )
 
 // Mixes lists the GGUF type mixes.
-var Mixes = []string{MixQ4KM, MixQ4_0, MixQ8_0, MixF16}
+var Mixes = []string{MixQ4KM, MixQ4_0, MixQ8_0, MixF16, MixBF16}
 
 // ggml type ids (layout/gguf's numbering) and their blocks.
 const (
@@ -52,14 +53,15 @@ const (
 	typeQ8_0 = 8
 	typeQ4_K = 12
 	typeQ6_K = 14
+	typeBF16 = 30
 )
 
 var blockOf = map[uint32][2]int{ // elements, bytes
-	typeF32: {1, 4}, typeF16: {1, 2}, typeQ4_0: {32, 18}, typeQ8_0: {32, 34}, typeQ4_K: {256, 144}, typeQ6_K: {256, 210},
+	typeF32: {1, 4}, typeF16: {1, 2}, typeBF16: {1, 2}, typeQ4_0: {32, 18}, typeQ8_0: {32, 34}, typeQ4_K: {256, 144}, typeQ6_K: {256, 210},
 }
 
 // fileType is general.file_type (llama_ftype) of each mix.
-var fileType = map[string]uint32{MixF16: 1, MixQ4_0: 2, MixQ8_0: 7, MixQ4KM: 15}
+var fileType = map[string]uint32{MixF16: 1, MixBF16: 32, MixQ4_0: 2, MixQ8_0: 7, MixQ4KM: 15}
 
 // useMoreBits is llama.cpp's choice of the layers that get more bits in
 // the _M mixes: the first and last eighth, and every third in between.
@@ -74,6 +76,7 @@ func useMoreBits(i, n int) bool { return i < n/8 || i >= 7*n/8 || (i-n/8)%3 == 2
 //	q4_0:   Q4_0, output Q6_K
 //	q8_0:   Q8_0
 //	f16:    F16 (every matrix; qgemv quantizes them on load)
+//	bf16:   BF16 (likewise)
 func GGUFType(mix, kind string, i, n int) (uint32, error) {
 	switch mix {
 	case MixQ4KM:
@@ -90,6 +93,8 @@ func GGUFType(mix, kind string, i, n int) (uint32, error) {
 		return typeQ8_0, nil
 	case MixF16:
 		return typeF16, nil
+	case MixBF16:
+		return typeBF16, nil
 	}
 	return 0, fmt.Errorf("testmodel: unknown mix %q (want %s)", mix, strings.Join(Mixes, ", "))
 }
@@ -301,7 +306,8 @@ func putHalf(rng *rand.Rand, b []byte, lo, hi float64) {
 //	Q4_K (144 bytes): d, dmin, 12 bytes of 6-bit scales and mins, 128 of nibbles
 //	Q6_K (210 bytes): 128 bytes ql, 64 qh, 16 int8 scales, d (last)
 //	F32: standard normal values
-//	F16: normal values of standard deviation 0.02 (a trained LLaMA's scale)
+//	F16, BF16: normal values of standard deviation 0.02 (a trained LLaMA's
+//	scale; BF16 truncated)
 func fillBlocks(rng *rand.Rand, typ uint32, b []byte) {
 	switch typ {
 	case typeF32:
@@ -312,6 +318,11 @@ func fillBlocks(rng *rand.Rand, typ uint32, b []byte) {
 	case typeF16:
 		for i := 0; i+2 <= len(b); i += 2 {
 			binary.LittleEndian.PutUint16(b[i:], uint16(layout.ToFP16(float32(rng.NormFloat64()*0.02))))
+		}
+		return
+	case typeBF16:
+		for i := 0; i+2 <= len(b); i += 2 {
+			binary.LittleEndian.PutUint16(b[i:], uint16(math.Float32bits(float32(rng.NormFloat64()*0.02))>>16))
 		}
 		return
 	}

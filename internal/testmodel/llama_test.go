@@ -122,7 +122,7 @@ func TestWriteGGUF(t *testing.T) {
 				if br, bc := b.Shape(); br != rows || bc != cols {
 					t.Fatalf("%s: %s imports as %dx%d", mix, tn.Name, br, bc)
 				}
-			case tn.Type == gguf.F32 || tn.Type == gguf.F16:
+			case gguf.Float(tn.Type):
 				vals, err := tn.Float32s()
 				if err != nil {
 					t.Fatal(err)
@@ -137,7 +137,7 @@ func TestWriteGGUF(t *testing.T) {
 			}
 		}
 		// Q4_K_M: attn_v and ffn_down of layers 2 and 3, and output.
-		if want := map[string]int{MixQ4KM: 5, MixQ4_0: 1, MixQ8_0: 0, MixF16: 0}[mix]; q6 != want {
+		if want := map[string]int{MixQ4KM: 5, MixQ4_0: 1, MixQ8_0: 0, MixF16: 0, MixBF16: 0}[mix]; q6 != want {
 			t.Fatalf("%s: %d Q6_K tensors, want %d", mix, q6, want)
 		}
 	}
