@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/qgemv/qgemv/internal/par"
 	"github.com/qgemv/qgemv/layout"
 )
 
@@ -315,15 +316,8 @@ func fillBlocks(rng *rand.Rand, typ uint32, b []byte) {
 			binary.LittleEndian.PutUint32(b[i:], math.Float32bits(float32(rng.NormFloat64())))
 		}
 		return
-	case typeF16:
-		for i := 0; i+2 <= len(b); i += 2 {
-			binary.LittleEndian.PutUint16(b[i:], uint16(layout.ToFP16(float32(rng.NormFloat64()*0.02))))
-		}
-		return
-	case typeBF16:
-		for i := 0; i+2 <= len(b); i += 2 {
-			binary.LittleEndian.PutUint16(b[i:], uint16(math.Float32bits(float32(rng.NormFloat64()*0.02))>>16))
-		}
+	case typeF16, typeBF16:
+		fillHalves(rng, typ == typeBF16, b)
 		return
 	}
 	fillRandom(rng, b)
@@ -340,6 +334,44 @@ func fillBlocks(rng *rand.Rand, typ uint32, b []byte) {
 			putHalf(rng, blk[208:], 1e-5, 1e-4)
 		}
 	}
+}
+
+// halfChunk is the values per independently seeded chunk of fillHalves.
+const halfChunk = 1 << 16
+
+// fillHalves fills b with binary16 (bf16: bfloat16, truncated) normal
+// values of standard deviation 0.02, in chunks of halfChunk values filled
+// in parallel, each from its own generator seeded by rng in chunk order:
+// the bytes do not depend on the schedule.
+func fillHalves(rng *rand.Rand, bf16 bool, b []byte) {
+	n := len(b) / 2
+	seeds := make([]uint64, (n+halfChunk-1)/halfChunk)
+	for i := range seeds {
+		seeds[i] = rng.Uint64()
+	}
+	_ = par.Each(len(seeds), func() func(int) error {
+		f := make([]float32, halfChunk)
+		h := make([]layout.FP16, halfChunk)
+		return func(c int) error {
+			r := rand.New(rand.NewPCG(seeds[c], uint64(c)))
+			f := f[:min(halfChunk, n-c*halfChunk)]
+			for i := range f {
+				f[i] = float32(r.NormFloat64() * 0.02)
+			}
+			out := b[2*c*halfChunk:]
+			if bf16 {
+				for i, v := range f {
+					binary.LittleEndian.PutUint16(out[2*i:], uint16(math.Float32bits(v)>>16))
+				}
+				return nil
+			}
+			layout.ToFP16s(h, f)
+			for i, v := range h[:len(f)] {
+				binary.LittleEndian.PutUint16(out[2*i:], uint16(v))
+			}
+			return nil
+		}
+	})
 }
 
 // GPTQConfig is the quantization WriteGPTQ writes.

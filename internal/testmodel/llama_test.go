@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -193,5 +194,27 @@ func TestWriteGPTQ(t *testing.T) {
 			t.Fatalf("order %s ... %s", f.Names[0], f.Names[len(f.Names)-1])
 		}
 		f.Close()
+	}
+}
+
+// TestWriteGGUFFloatSchedule: the float mixes, filled in parallel, write
+// the same bytes on one thread as on several.
+func TestWriteGGUFFloatSchedule(t *testing.T) {
+	l := Llama{Layers: 1, Hidden: 256, FFN: 512, KV: 128, Seed: 3}
+	for _, mix := range []string{MixF16, MixBF16} {
+		var one, many bytes.Buffer
+		prev := runtime.GOMAXPROCS(1)
+		_, err := l.WriteGGUF(&one, mix)
+		runtime.GOMAXPROCS(max(4, prev))
+		if err == nil {
+			_, err = l.WriteGGUF(&many, mix)
+		}
+		runtime.GOMAXPROCS(prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(one.Bytes(), many.Bytes()) {
+			t.Fatalf("%s: the bytes depend on the thread count", mix)
+		}
 	}
 }
