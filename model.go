@@ -98,7 +98,8 @@ type Model struct {
 
 	mu      sync.RWMutex
 	closed  bool
-	m       *mmap.File
+	maps    []*mmap.File      // the file, or a sharded checkpoint's shards in index order
+	shardOf map[string]string // a sharded checkpoint's tensors: their shard's path
 	tensors []modelTensor
 }
 
@@ -114,9 +115,11 @@ type modelTensor struct {
 // weight matrices (Tensors). For safetensors, config.json,
 // quantize_config.json and quant_config.json beside the file give the
 // GPTQ/AWQ/HQQ settings (QuantConfig). The file is recognized by its
-// content. Errors name the file (and the tensor); a tensor that cannot
-// be loaded is not an error here but listed with its reason
-// (TensorInfo.Err).
+// content. A sharded safetensors checkpoint opens through its index
+// (model.safetensors.index.json) as one model; a directory opens its
+// index, or else the one .gguf or .safetensors file it holds. Errors name
+// the file (and the tensor); a tensor that cannot be loaded is not an
+// error here but listed with its reason (TensorInfo.Err).
 func OpenModel(path string, opts ...ModelOption) (*Model, error) {
 	o := modelOptions{float: layout.FormatSpec{Format: layout.FormatQ4G128, N: 4, G: 128}, method: layout.Search}
 	for _, f := range opts {
@@ -129,29 +132,139 @@ func OpenModel(path string, opts ...ModelOption) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("qgemv: open model: %w", err)
 	}
-	mf, err := mmap.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("qgemv: open model %s: %w", path, err)
+	if st.IsDir() {
+		if path, err = modelInDir(path); err != nil {
+			return nil, fmt.Errorf("qgemv: open model: %w", err)
+		}
+		if st, err = os.Stat(path); err != nil {
+			return nil, fmt.Errorf("qgemv: open model: %w", err)
+		}
 	}
-	md := &Model{path: path, size: st.Size(), opt: o, m: mf}
-	if bytes.HasPrefix(mf.Data, []byte("GGUF")) {
-		err = md.openGGUF()
+	md := &Model{path: path, size: st.Size(), opt: o}
+	if strings.HasSuffix(path, ".index.json") {
+		err = md.openSharded()
 	} else {
-		err = md.openSafetensors()
+		var mf *mmap.File
+		if mf, err = mmap.Open(path); err != nil {
+			return nil, fmt.Errorf("qgemv: open model %s: %w", path, err)
+		}
+		md.maps = []*mmap.File{mf}
+		if bytes.HasPrefix(mf.Data, []byte("GGUF")) {
+			err = md.openGGUF()
+		} else {
+			var f *safetensors.File
+			if f, err = safetensors.Parse(mf.Data); err == nil {
+				err = md.openSafetensors(f)
+			}
+		}
 	}
 	if err != nil {
-		mf.Close()
+		md.closeMaps()
 		return nil, fmt.Errorf("qgemv: open model %s: %w", path, err)
 	}
 	return md, nil
 }
 
+// modelInDir returns the model file of directory dir: its sharded
+// checkpoint's index, or else its one .gguf or .safetensors file.
+func modelInDir(dir string) (string, error) {
+	if p := filepath.Join(dir, safetensors.IndexFile); fileExists(p) {
+		return p, nil
+	}
+	var found []string
+	for _, pat := range []string{"*.gguf", "*.safetensors"} {
+		m, err := filepath.Glob(filepath.Join(dir, pat))
+		if err != nil {
+			return "", err
+		}
+		found = append(found, m...)
+	}
+	switch len(found) {
+	case 0:
+		return "", fmt.Errorf("%s holds no %s, .gguf or .safetensors file", dir, safetensors.IndexFile)
+	case 1:
+		return found[0], nil
+	}
+	return "", fmt.Errorf("%s holds %d model files and no %s: name one", dir, len(found), safetensors.IndexFile)
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
+}
+
+// openSharded opens the sharded checkpoint whose index is md.path: every
+// shard mapped and parsed, checked against the index, and merged into
+// one file in index order.
+func (md *Model) openSharded() error {
+	if md.size > safetensors.MaxIndex {
+		return fmt.Errorf("index of %d bytes, above the %d-byte limit", md.size, safetensors.MaxIndex)
+	}
+	data, err := os.ReadFile(md.path)
+	if err != nil {
+		return err
+	}
+	ix, err := safetensors.ParseIndex(data)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(md.path)
+	var files []*safetensors.File
+	md.size = 0
+	md.shardOf = map[string]string{}
+	for _, name := range ix.Shards() {
+		p := filepath.Join(dir, name)
+		mf, err := mmap.Open(p)
+		if err != nil {
+			return fmt.Errorf("shard %s: %w", name, err)
+		}
+		md.maps = append(md.maps, mf)
+		md.size += int64(len(mf.Data))
+		f, err := safetensors.Parse(mf.Data)
+		if err != nil {
+			return fmt.Errorf("shard %s: %w", p, err)
+		}
+		for _, n := range f.Names {
+			md.shardOf[n] = p
+		}
+		files = append(files, f)
+	}
+	f, err := ix.Merge(files)
+	if err != nil {
+		return err
+	}
+	return md.openSafetensors(f)
+}
+
+// closeMaps unmaps the file or shards.
+func (md *Model) closeMaps() error {
+	var first error
+	for _, m := range md.maps {
+		if err := m.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// release drops b (bytes of the file or a shard) from the resident set
+// (mmap.File.Release; a no-op on the maps b is not in).
+func (md *Model) release(b []byte) {
+	for _, m := range md.maps {
+		m.Release(b)
+	}
+}
+
 func (md *Model) tensorErr(name string, err error) error {
-	return &TensorError{File: md.path, Tensor: name, Err: err}
+	file := md.path
+	if p, ok := md.shardOf[name]; ok {
+		file = p
+	}
+	return &TensorError{File: file, Tensor: name, Err: err}
 }
 
 func (md *Model) openGGUF() error {
-	f, err := gguf.Parse(md.m.Data)
+	f, err := gguf.Parse(md.maps[0].Data)
 	if err != nil {
 		return err
 	}
@@ -196,12 +309,9 @@ func (md *Model) openGGUF() error {
 // hfSuffixes are the tensors of a GPTQ, AWQ or HQQ layer.
 var hfSuffixes = []string{".qweight", ".qzeros", ".scales", ".g_idx", ".W_q", ".scale", ".zero", ".shape", ".nbits", ".group_size", ".axis"}
 
-func (md *Model) openSafetensors() error {
-	f, err := safetensors.Parse(md.m.Data)
-	if err != nil {
-		return err
-	}
+func (md *Model) openSafetensors(f *safetensors.File) error {
 	md.format = "safetensors"
+	var err error
 	if md.opt.quant != nil {
 		md.quant = *md.opt.quant
 	} else if md.quant, err = readQuantConfig(filepath.Dir(md.path)); err != nil {
@@ -408,13 +518,14 @@ func trivialGIdx(t *safetensors.Tensor, in, groups int) bool {
 	return true
 }
 
-// Path returns the file's path.
+// Path returns the file's path (a sharded checkpoint's: its index).
 func (md *Model) Path() string { return md.path }
 
 // Format returns "gguf" or "safetensors".
 func (md *Model) Format() string { return md.format }
 
-// Size returns the file's size in bytes.
+// Size returns the file's size in bytes (a sharded checkpoint's: its
+// shards' together).
 func (md *Model) Size() int64 { return md.size }
 
 // QuantConfig returns the quantization settings read from the config
@@ -499,5 +610,5 @@ func (md *Model) Close() error {
 		return ErrClosed
 	}
 	md.closed = true
-	return md.m.Close()
+	return md.closeMaps()
 }

@@ -81,7 +81,7 @@ func (md *Model) Load(e *Engine, names ...string) (*Weights, error) {
 				t := &md.tensors[idx[k]]
 				m, _, err := md.importTensor(t, false)
 				for _, p := range t.parts {
-					md.m.Release(p)
+					md.release(p)
 				}
 				if err != nil {
 					errs[k] = err
@@ -100,7 +100,9 @@ func (md *Model) Load(e *Engine, names ...string) (*Weights, error) {
 	// Faulting in a tensor's first page maps its cached neighbours too
 	// (fault-around), among them pages of tensors already released: drop
 	// whatever of the mapping is resident once more.
-	md.m.Release(md.m.Data)
+	for _, m := range md.maps {
+		m.Release(m.Data)
+	}
 	w := &Weights{byName: map[string]*Weight{}}
 	for k, i := range idx {
 		info := md.tensors[i].info

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/qgemv/qgemv"
 	"github.com/qgemv/qgemv/internal/testmodel"
 )
 
@@ -28,6 +29,7 @@ func cmdGenModel(args []string) error {
 	fs.IntVar(&q.Group, "group", 128, "gptq: group size (-1: one group per row)")
 	fs.BoolVar(&q.ActOrder, "act-order", false, "gptq: desc_act (random g_idx permutation)")
 	fs.BoolVar(&q.V2, "gptq-v2", false, "gptq: checkpoint_format gptq_v2")
+	fs.IntVar(&q.Shards, "shards", 1, "gptq: split the checkpoint into up to this many shards with a model.safetensors.index.json")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: qgemv genmodel [flags] -o FILE.gguf | -mix gptq -o DIR\n\nWrites a LLaMA-3-8B-shaped model (4 layers by default) with random weights, for qgemv bench -model.")
 		fs.PrintDefaults()
@@ -49,11 +51,12 @@ func cmdGenModel(args []string) error {
 		if err != nil {
 			return fmt.Errorf("genmodel: %w", err)
 		}
-		st, err := os.Stat(p)
+		md, err := qgemv.OpenModel(p) // the size of every shard, and a check of what was written
 		if err != nil {
-			return err
+			return fmt.Errorf("genmodel: %w", err)
 		}
-		fmt.Printf("%s: GPTQ %d-bit group %d, %d layers, %d bytes (and config.json, quantize_config.json) in %.1f s\n", p, q.Bits, q.Group, l.Layers, st.Size(), time.Since(t0).Seconds())
+		defer md.Close()
+		fmt.Printf("%s: GPTQ %d-bit group %d, %d layers, %d bytes (and config.json, quantize_config.json) in %.1f s\n", p, q.Bits, q.Group, l.Layers, md.Size(), time.Since(t0).Seconds())
 		return nil
 	}
 	n, err := l.WriteGGUFFile(*out, *mix)

@@ -23,9 +23,13 @@ type importOpts struct {
 }
 
 // isModelFile reports whether path is a GGUF or safetensors file (by its
-// magic, or else its extension).
+// magic, or else its extension), a sharded checkpoint's index or a
+// directory (qgemv.OpenModel opens its model file).
 func isModelFile(path string) bool {
-	return strings.HasSuffix(path, ".gguf") || strings.HasSuffix(path, ".safetensors") || isGGUF(path)
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return true
+	}
+	return strings.HasSuffix(path, ".gguf") || strings.HasSuffix(path, ".safetensors") || strings.HasSuffix(path, ".index.json") || isGGUF(path)
 }
 
 // isGGUF reports whether the file at path starts with the GGUF magic.

@@ -167,6 +167,12 @@ func TestBenchDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	shardDir := filepath.Join(dir, "sharded")
+	os.Mkdir(shardDir, 0o755)
+	ip, err := l.WriteGPTQ(shardDir, testmodel.GPTQConfig{Bits: 4, Group: 128, Shards: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		file string
 		args []string
@@ -175,6 +181,8 @@ func TestBenchDecode(t *testing.T) {
 		{gp, []string{"-batch", "4", "-act", "a16"}},
 		{sp, []string{"-batch", "3"}},
 		{sp, []string{"-act", "a32", "-threads", "1"}},
+		{ip, nil},       // a sharded checkpoint through its index
+		{shardDir, nil}, // and its directory
 	} {
 		svg := filepath.Join(dir, "chart.svg")
 		os.Remove(svg)

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -380,6 +381,7 @@ type GPTQConfig struct {
 	Group    int  // 128, or -1 for one group per row
 	ActOrder bool // desc_act: g_idx is a random permutation of the groups
 	V2       bool // checkpoint_format gptq_v2: zeros stored as is (else minus one)
+	Shards   int  // above 1: that many shards and an index, as save_pretrained splits a large checkpoint
 }
 
 // WriteGPTQ writes the model as a GPTQ checkpoint into dir:
@@ -390,7 +392,11 @@ type GPTQConfig struct {
 // AutoGPTQ and GPTQModel save them. Tensors are in the order the
 // safetensors library writes them (by dtype, widest first, then name).
 // Codes are random, zeros symmetric (8 for 4 bits), scales sane. It
-// returns the model file's path.
+// returns the model file's path. With Shards > 1 the tensors, in the
+// model's order, are split into up to that many runs of about equal bytes
+// (a layer's tensors may straddle two), written as
+// model-0000i-of-0000n.safetensors, and the path returned is that of
+// their index, model.safetensors.index.json.
 func (l Llama) WriteGPTQ(dir string, q GPTQConfig) (string, error) {
 	if err := l.check(); err != nil {
 		return "", err
@@ -427,16 +433,8 @@ func (l Llama) WriteGPTQ(dir string, q GPTQConfig) (string, error) {
 		ts = append(ts, stTensor{name: "model.embed_tokens.weight", dtype: "F16", shape: []int{l.Vocab, H}, fill: fillHalfNormal},
 			stTensor{name: "lm_head.weight", dtype: "F16", shape: []int{l.Vocab, H}, fill: fillHalfNormal})
 	}
-	path := filepath.Join(dir, "model.safetensors")
-	f, err := os.Create(path)
+	path, err := writeShards(dir, ts, max(q.Shards, 1), l.Seed)
 	if err != nil {
-		return "", err
-	}
-	if _, err := writeSafetensors(f, ts, l.Seed); err != nil {
-		f.Close()
-		return "", err
-	}
-	if err := f.Close(); err != nil {
 		return "", err
 	}
 	format := "gptq"
@@ -460,6 +458,57 @@ func (l Llama) WriteGPTQ(dir string, q GPTQConfig) (string, error) {
 		}
 	}
 	return path, nil
+}
+
+// writeShards writes ts as dir/model.safetensors (n = 1), or split in
+// order into up to n shards of about equal bytes with their index, and
+// returns the path to open.
+func writeShards(dir string, ts []stTensor, n int, seed uint64) (string, error) {
+	write := func(name string, part []stTensor, seed uint64) error {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		if _, err := writeSafetensors(f, part, seed); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	if n == 1 {
+		return filepath.Join(dir, "model.safetensors"), write("model.safetensors", ts, seed)
+	}
+	var total int64
+	for _, t := range ts {
+		total += t.size()
+	}
+	// a shard ends where the bytes so far reach its share, one tensor at
+	// least each (a large tensor can leave fewer shards than n)
+	bounds, cum := []int{0}, int64(0)
+	for i, t := range ts[:len(ts)-1] {
+		cum += t.size()
+		if k := len(bounds); k < n && cum >= total*int64(k)/int64(n) {
+			bounds = append(bounds, i+1)
+		}
+	}
+	bounds = append(bounds, len(ts))
+	weights := map[string]string{}
+	for k := 0; k+1 < len(bounds); k++ {
+		name := fmt.Sprintf("model-%05d-of-%05d.safetensors", k+1, len(bounds)-1)
+		part := slices.Clone(ts[bounds[k]:bounds[k+1]])
+		for _, t := range part {
+			weights[t.name] = name
+		}
+		if err := write(name, part, seed+uint64(k)); err != nil {
+			return "", err
+		}
+	}
+	j, err := json.MarshalIndent(map[string]any{"metadata": map[string]int64{"total_size": total}, "weight_map": weights}, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "model.safetensors.index.json")
+	return path, os.WriteFile(path, append(j, '\n'), 0o644)
 }
 
 // stTensor is a safetensors tensor WriteGPTQ streams.
