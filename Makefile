@@ -81,7 +81,7 @@ opencl:
 # still written to testdata/fuzz.
 FUZZTIME ?= 30s
 FUZZ_TARGETS := FuzzReadFile:./layout FuzzDecode:./layout/ans FuzzSections:./layout/ans FuzzStreams:./layout/ans \
-	FuzzParse:./layout/gguf FuzzParse:./layout/safetensors FuzzKernels:./cpu FuzzLowBitKernels:./cpu \
+	FuzzParse:./layout/gguf FuzzParse:./layout/safetensors FuzzIndex:./layout/safetensors FuzzKernels:./cpu FuzzLowBitKernels:./cpu \
 	FuzzOpenModel:. FuzzLoadMul:. FuzzBufferAPI:. FuzzBufferAPIConcurrent:. FuzzQuantize:./layout
 
 fuzz:

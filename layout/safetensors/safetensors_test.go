@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"unsafe"
 )
@@ -174,6 +175,69 @@ func FuzzParse(f *testing.F) {
 			tn.Ints()
 			tn.Int32s()
 			tn.Int32sView()
+		}
+	})
+}
+
+// TestIndex: the index's shards in order, merged in that order; a tensor
+// in a shard the index does not name for it is an error.
+func TestIndex(t *testing.T) {
+	a, _ := Parse(writeST([]testTensor{{"w1", "F32", []int{2}, f32bytes(1, 2)}, {"w0", "F32", []int{1}, f32bytes(3)}}, nil))
+	b, _ := Parse(writeST([]testTensor{{"w2", "F32", []int{1}, f32bytes(4)}}, nil))
+	ix, err := ParseIndex([]byte(`{"metadata": {"total_size": 16}, "weight_map": {"w2": "b.safetensors", "w0": "a.safetensors", "w1": "a.safetensors"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := ix.Shards(); len(s) != 2 || s[0] != "a.safetensors" || s[1] != "b.safetensors" {
+		t.Fatalf("shards %v", s)
+	}
+	m, err := ix.Merge([]*File{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Names) != 3 || m.Names[0] != "w1" || m.Names[1] != "w0" || m.Names[2] != "w2" || m.Tensors["w2"] != b.Tensors["w2"] {
+		t.Fatalf("merged names %v", m.Names)
+	}
+	if _, err := ix.Merge([]*File{b, a}); err == nil || !strings.Contains(err.Error(), "a.safetensors") {
+		t.Errorf("shards swapped: %v", err)
+	}
+	if _, err := ix.Merge([]*File{a}); err == nil {
+		t.Error("one shard of two: no error")
+	}
+	for _, bad := range []string{`{"weight_map": {"w": "../a"}}`, `{"weight_map": {"w": "d/a"}}`, `{"weight_map": {"w": ""}}`, `{"weight_map": {}}`, `[]`} {
+		if _, err := ParseIndex([]byte(bad)); err == nil || !errors.Is(err, ErrFormat) {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+	if _, err := ParseIndex(make([]byte, MaxIndex+1)); err == nil || !strings.Contains(err.Error(), "limit") {
+		t.Errorf("oversized index: %v", err)
+	}
+}
+
+// FuzzIndex: any index bytes over two fixed shards parse and merge or fail
+// with an error, never a panic; a merge holds every tensor the index lists.
+func FuzzIndex(f *testing.F) {
+	a, _ := Parse(writeST([]testTensor{{"w1", "F32", []int{2}, f32bytes(1, 2)}, {"w0", "F32", []int{1}, f32bytes(3)}}, nil))
+	b, _ := Parse(writeST([]testTensor{{"w2", "F32", []int{1}, f32bytes(4)}}, nil))
+	f.Add([]byte(`{"weight_map": {"w2": "b", "w0": "a", "w1": "a"}}`))
+	f.Add([]byte(`{"weight_map": {"w2": "a", "w0": "a", "w1": "b"}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ix, err := ParseIndex(data)
+		if err != nil {
+			return
+		}
+		shards := []*File{a, b}
+		if n := len(ix.Shards()); n < 2 {
+			shards = shards[:n]
+		}
+		m, err := ix.Merge(shards)
+		if err != nil {
+			return
+		}
+		for n := range ix.WeightMap {
+			if m.Tensors[n] == nil {
+				t.Fatalf("merged without %q", n)
+			}
 		}
 	})
 }
