@@ -3,8 +3,10 @@ package qgemv
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -86,7 +88,7 @@ func WithQuantConfig(c QuantConfig) ModelOption {
 }
 
 // Model is an opened model file (GGUF, or safetensors with GPTQ, AWQ,
-// HQQ or float weights), memory-mapped. Its methods are safe for
+// HQQ or float weights; a sharded checkpoint's shards), memory-mapped. Its methods are safe for
 // concurrent use; Close unmaps the file (weights already loaded stay
 // loaded).
 type Model struct {
@@ -171,13 +173,15 @@ func modelInDir(dir string) (string, error) {
 	if p := filepath.Join(dir, safetensors.IndexFile); fileExists(p) {
 		return p, nil
 	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return "", err
+	}
 	var found []string
-	for _, pat := range []string{"*.gguf", "*.safetensors"} {
-		m, err := filepath.Glob(filepath.Join(dir, pat))
-		if err != nil {
-			return "", err
+	for _, e := range ents {
+		if n := e.Name(); (strings.HasSuffix(n, ".gguf") || strings.HasSuffix(n, ".safetensors")) && fileExists(filepath.Join(dir, n)) {
+			found = append(found, filepath.Join(dir, n))
 		}
-		found = append(found, m...)
 	}
 	switch len(found) {
 	case 0:
@@ -200,7 +204,12 @@ func (md *Model) openSharded() error {
 	if md.size > safetensors.MaxIndex {
 		return fmt.Errorf("index of %d bytes, above the %d-byte limit", md.size, safetensors.MaxIndex)
 	}
-	data, err := os.ReadFile(md.path)
+	fh, err := os.Open(md.path)
+	if err != nil {
+		return err
+	}
+	data, err := io.ReadAll(io.LimitReader(fh, safetensors.MaxIndex+1)) // the file may have grown since Stat
+	fh.Close()
 	if err != nil {
 		return err
 	}
@@ -216,7 +225,7 @@ func (md *Model) openSharded() error {
 		p := filepath.Join(dir, name)
 		mf, err := mmap.Open(p)
 		if err != nil {
-			return fmt.Errorf("shard %s: %w", name, err)
+			return fmt.Errorf("shard %s: %w", p, err)
 		}
 		md.maps = append(md.maps, mf)
 		md.size += int64(len(mf.Data))
@@ -252,6 +261,24 @@ func (md *Model) closeMaps() error {
 func (md *Model) release(b []byte) {
 	for _, m := range md.maps {
 		m.Release(b)
+	}
+}
+
+// nameShards records, in a sharded checkpoint, the shards that hold the
+// tensors of layer p (p + each suffix) as the layer's file: one path, or
+// two or more joined with " and " when the layer straddles shards.
+func (md *Model) nameShards(p string, suffixes []string) {
+	if md.shardOf == nil {
+		return
+	}
+	var files []string
+	for _, suf := range suffixes {
+		if f, ok := md.shardOf[p+suf]; ok && !slices.Contains(files, f) {
+			files = append(files, f)
+		}
+	}
+	if len(files) > 0 {
+		md.shardOf[p] = strings.Join(files, " and ")
 	}
 }
 
@@ -337,6 +364,7 @@ func (md *Model) openSafetensors(f *safetensors.File) error {
 				first[p] = min(first[p], pos[p+suf])
 			}
 		}
+		md.nameShards(p, hfSuffixes)
 		mt := modelTensor{info: TensorInfo{Name: p, Type: strings.ToUpper(string(kinds[i])), Bytes: n}, parts: parts}
 		mt.info.Layer, mt.info.Kind = classify(p)
 		md.describeQuantized(&mt, f, p, kinds[i])
@@ -601,8 +629,8 @@ func (md *Model) importTensor(t *modelTensor, measure bool) (layout.Matrix, stri
 	return m, how, nil
 }
 
-// Close unmaps the file. Weights loaded from it stay loaded (they do
-// not alias the file); a second Close returns ErrClosed.
+// Close unmaps the file (or the shards). Weights loaded from it stay
+// loaded (they do not alias the file); a second Close returns ErrClosed.
 func (md *Model) Close() error {
 	md.mu.Lock()
 	defer md.mu.Unlock()

@@ -2,6 +2,7 @@ package qgemv_test
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -157,6 +158,32 @@ func TestModelShardedErrors(t *testing.T) {
 		t.Fatalf("restored: %v", err)
 	} else {
 		md.Close()
+	}
+	// a layer's error names its shard (both, where it straddles two)
+	for _, name := range []string{"config.json", "quantize_config.json"} {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		os.WriteFile(filepath.Join(dir, name), []byte(strings.ReplaceAll(string(b), `"group_size": 128`, `"group_size": 64`)), 0o644)
+	}
+	md, err := qgemv.OpenModel(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	both := 0
+	for _, ti := range md.Tensors() {
+		if ti.Type != "GPTQ" {
+			continue
+		}
+		var te *qgemv.TensorError
+		if !errors.As(ti.Err, &te) || !strings.Contains(te.File, filepath.Join(dir, "model-0")) || strings.Contains(te.File, ".json") {
+			t.Fatalf("%s: error %v, want one naming its shard", ti.Name, ti.Err)
+		}
+		if strings.Contains(te.File, " and ") {
+			both++
+		}
+	}
+	md.Close()
+	if both == 0 {
+		t.Error("no layer error names two shards")
 	}
 	// directories without an index: none or two model files
 	empty := t.TempDir()

@@ -682,11 +682,14 @@
 // summed as above. Preconditions: n > 0 and a multiple of 8, s finite and
 // nonzero, z finite (any real zero point).
 //
-// Q4EncodeAvx512 and BitsEncodeAvx512 (AVX-512F) are the same on ZMM,
-// bit for bit (Q4EncodeAvx512 for n a multiple of 16): the ties are
-// compared into a mask and fixed with a masked add, the codes narrowed
-// with VPMOVDB, and the squares of each eight values added to one
-// accumulator of eight float64 lanes, value i in lane i mod 8.
+// Q4EncodeAvx512 and BitsEncodeAvx512 (AVX-512F) are the same on ZMM
+// (Q4EncodeAvx512 for n a multiple of 16): the ties are compared into a
+// mask and fixed with a masked add, the codes narrowed with VPMOVDB, and
+// the squares of each eight values added to one accumulator of eight
+// float64 lanes, value i in lane i mod 8. Their codes and whole sums are
+// bit for bit the AVX2 kernels'; they check for the early exit every 32
+// (Q4) or 16 (Bits) values, so a sum they stop at may differ (it exceeds
+// best either way).
 //
 // # Streaming read
 //

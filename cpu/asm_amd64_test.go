@@ -126,10 +126,11 @@ func TestRequiresCoverKernels(t *testing.T) {
 	}
 	check("streamReadTiles", funcName(asm.StreamReadTilesAvx512), streamTilesRequires)
 	check("swiglu", funcName(asm.SwiGLUAvx512), swigluRequires)
-	check("encode", funcName(asm.Q4EncodeAvx2), encoders[1].requires)
-	check("encode", funcName(asm.Q4EncodeAvx512), encoders[0].requires)
-	check("encode", funcName(asm.BitsEncodeAvx2), encoders[1].requires)
-	check("encode", funcName(asm.BitsEncodeAvx512), encoders[0].requires)
+	for _, e := range encoders {
+		for _, fn := range e.asm {
+			check(e.name+" encode", funcName(fn), e.requires)
+		}
+	}
 	check("interleave", funcName(asm.Interleave4x16Avx), interleaveRequires)
 	for _, k := range bitsA8Kernels.kernels {
 		check("bitsA8", funcName(k), bitsA8Kernels.requires)

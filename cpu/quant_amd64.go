@@ -27,10 +27,11 @@ var encoders = []struct {
 	name     string
 	q4       layout.EncodeKernel
 	bits     layout.BitsEncodeKernel
+	asm      []any // the assembly q4 and bits call, for the gate test
 	requires []string
 }{
-	{"avx512", q4EncodeAvx512, bitsEncodeAvx512, []string{"AVX", "AVX2", "AVX512F"}},
-	{"avx2", q4EncodeAvx2, bitsEncodeAvx2, []string{"AVX", "AVX2"}},
+	{"avx512", q4EncodeAvx512, bitsEncodeAvx512, []any{asm.Q4EncodeAvx512, asm.Q4EncodeAvx2, asm.BitsEncodeAvx512}, []string{"AVX", "AVX2", "AVX512F"}},
+	{"avx2", q4EncodeAvx2, bitsEncodeAvx2, []any{asm.Q4EncodeAvx2, asm.BitsEncodeAvx2}, []string{"AVX", "AVX2"}},
 }
 
 // Encoders returns the candidate encoders this CPU runs, best first: init

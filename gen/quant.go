@@ -50,8 +50,8 @@ func q4Encode() {
 	kernelDoc("Weight quantization kernels", "Q4EncodeAvx2 writes the 4-bit codes of n float32 values for scale s and zero z and returns the squared error of their dequantized values, with AVX2, exactly as layout's Go encoder.")
 	vp, n, qp := param("vals"), param("n"), param("q")
 	// VEX forms only: avo's Load and Store of a float32 or float64 write
-	// legacy MOVSS/MOVSD, and mixing those with dirty upper YMM halves cost
-	// about 140 ns per call on a Zen 3 VM (an eight-value call 154 -> 17 ns).
+	// legacy MOVSS/MOVSD, and mixing those with dirty upper YMM halves
+	// stalls (docs/KERNELS.md).
 	s, z := YMM(), YMM()
 	VBROADCASTSS(paramAddr(Param("s")), s)
 	VBROADCASTSS(paramAddr(Param("z")), z)
@@ -126,7 +126,7 @@ func q4Encode() {
 	}
 	ADDQ(U8(64), vp)
 	ADDQ(U8(16), qp)
-	sumAbove(accLo, accHi, paramAddr(Param("best")), "q4enc_ret")
+	sumAbove(accLo, accHi, "q4enc_ret")
 	DECQ(pairs)
 	JNZ(LabelRef("q4enc_loop"))
 	Label("q4enc_one")
@@ -207,7 +207,7 @@ func bitsEncode() {
 	}
 	ADDQ(U8(32), vp)
 	ADDQ(U8(32), qp)
-	sumAbove(accLo, accHi, paramAddr(Param("best")), "bitsenc_ret")
+	sumAbove(accLo, accHi, "bitsenc_ret")
 	SUBQ(U8(8), n)
 	JNZ(LabelRef("bitsenc_loop"))
 	laneSumReturn(accLo, accHi, "bitsenc_ret")
@@ -234,19 +234,36 @@ func laneSum(accLo, accHi VecVirtual) VecVirtual {
 // whole group's error would exceed best too and the candidate cannot win.
 // A NaN sum runs on, and so does any sum with best infinite (the caller
 // wants every code).
-func sumAbove(accLo, accHi VecVirtual, best Mem, ret string) {
-	t := laneSum(accLo, accHi)
-	VUCOMISD(best, t)
+func sumAbove(accLo, accHi VecVirtual, ret string) {
+	jumpAbove(laneSum(accLo, accHi), ret)
+}
+
+// jumpAbove jumps to ret if the sum t exceeds the best argument.
+func jumpAbove(t VecVirtual, ret string) {
+	VUCOMISD(paramAddr(Param("best")), t)
 	JA(LabelRef(ret))
 }
 
 // laneSumReturn returns the lanes' sum; ret labels it for sumAbove.
 func laneSumReturn(accLo, accHi VecVirtual, ret string) {
 	Label(ret)
-	t := laneSum(accLo, accHi)
+	returnSum(laneSum(accLo, accHi))
+}
+
+// returnSum returns the float64 in t's low lane.
+func returnSum(t VecVirtual) {
 	VMOVSD(t, paramAddr(ReturnIndex(0)))
 	VZEROUPPER()
 	RET()
+}
+
+// sumAbove8 and laneSum8Return are sumAbove and laneSumReturn for one
+// accumulator of eight lanes (laneSum8).
+func sumAbove8(acc VecVirtual, ret string) { jumpAbove(laneSum8(acc), ret) }
+
+func laneSum8Return(acc VecVirtual, ret string) {
+	Label(ret)
+	returnSum(laneSum8(acc))
 }
 
 // zmmConst is a 64-byte table of one 32- or 64-bit value.
@@ -347,11 +364,7 @@ func q4EncodeAvx512() {
 	}
 	ADDQ(U8(128), vp)
 	ADDQ(U8(32), qp)
-	{
-		t := laneSum8(acc)
-		VUCOMISD(paramAddr(Param("best")), t)
-		JA(LabelRef("q4enc512_ret"))
-	}
+	sumAbove8(acc, "q4enc512_ret")
 	DECQ(pairs)
 	JNZ(LabelRef("q4enc512_loop"))
 	Label("q4enc512_one")
@@ -360,11 +373,7 @@ func q4EncodeAvx512() {
 	for _, st := range encode16(0) {
 		st()
 	}
-	Label("q4enc512_ret")
-	t := laneSum8(acc)
-	VMOVSD(t, paramAddr(ReturnIndex(0)))
-	VZEROUPPER()
-	RET()
+	laneSum8Return(acc, "q4enc512_ret")
 }
 
 // bitsEncodeAvx512 emits BitsEncodeAvx512: BitsEncodeAvx2 on ZMM, eight
@@ -429,11 +438,7 @@ func bitsEncodeAvx512() {
 	}
 	ADDQ(U8(64), vp)
 	ADDQ(U8(64), qp)
-	{
-		t := laneSum8(acc)
-		VUCOMISD(paramAddr(Param("best")), t)
-		JA(LabelRef("bitsenc512_ret"))
-	}
+	sumAbove8(acc, "bitsenc512_ret")
 	DECQ(pairs)
 	JNZ(LabelRef("bitsenc512_loop"))
 	Label("bitsenc512_one")
@@ -442,9 +447,5 @@ func bitsEncodeAvx512() {
 	for _, st := range encode8(0) {
 		st()
 	}
-	Label("bitsenc512_ret")
-	t := laneSum8(acc)
-	VMOVSD(t, paramAddr(ReturnIndex(0)))
-	VZEROUPPER()
-	RET()
+	laneSum8Return(acc, "bitsenc512_ret")
 }

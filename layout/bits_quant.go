@@ -93,7 +93,7 @@ func bitsEncodeGo(vals []float32, q []uint32, s, z, qmax float64) float64 {
 		d := float64((c-z)*s) - float64(v)
 		acc[i&7] += float64(d * d)
 	}
-	return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
+	return sum8(&acc)
 }
 
 // BitsEncodeKernel writes the codes of vals for scale s and zero z into q
@@ -102,8 +102,8 @@ func bitsEncodeGo(vals []float32, q []uint32, s, z, qmax float64) float64 {
 // + z), 0, qmax), rounding halves away from zero; each error (code - z)*s
 // - v, squared and summed in eight lanes as for EncodeKernel). Like
 // EncodeKernel it may stop once the error so far exceeds best. It is
-// called only for a whole number of eight values, a finite nonzero s and a
-// finite z.
+// called only for a whole number of eight values, a finite nonzero s, a
+// finite z and qmax in [1, 255].
 type BitsEncodeKernel func(vals []float32, q []uint32, s, z, qmax, best float64) float64
 
 var bitsEncodeKernel atomic.Pointer[BitsEncodeKernel]
@@ -112,10 +112,6 @@ var bitsEncodeKernel atomic.Pointer[BitsEncodeKernel]
 // candidates with k (nil: Go only). Package cpu installs its assembly
 // encoder at init.
 func SetBitsEncodeKernel(k BitsEncodeKernel) { installKernel(&bitsEncodeKernel, k) }
-
-// HasBitsEncodeKernel reports whether the Bits quantizer runs an installed
-// encoder.
-func HasBitsEncodeKernel() bool { return bitsEncodeKernel.Load() != nil }
 
 // fit chooses (s, z) for a group and writes its codes into q.
 func (f *fitter) fit(vals []float32, q []uint32) (float32, float32, error) {

@@ -137,6 +137,9 @@ func checkEarlyExit(t *testing.T, ci int, best, got, want float64, codesEqual bo
 	if want <= best {
 		t.Fatalf("case %d, best %v: stopped at %v though the error %v is at most the bound", ci, best, got, want)
 	}
+	if got > want { // a sum so far never exceeds the whole
+		t.Fatalf("case %d, best %v: stopped at %v, above the error %v", ci, best, got, want)
+	}
 }
 
 // TestQuantizeQ4G128Kernel: QuantizeQ4G128 builds the same matrix with
@@ -159,7 +162,7 @@ func testQuantizeQ4G128Kernel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			restore := layout.WithoutEncodeKernel()
+			restore := layout.WithEncodeKernels(nil, nil)
 			want, err := layout.QuantizeQ4G128(w, sh[0], sh[1], m)
 			restore()
 			if err != nil {
@@ -286,7 +289,7 @@ func testQuantizeBitsKernel(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						restore := layout.WithoutBitsEncodeKernel()
+						restore := layout.WithEncodeKernels(nil, nil)
 						want, err := layout.QuantizeBits(w, sh[0], sh[1], nb, g, opt)
 						restore()
 						if err != nil {
@@ -301,7 +304,7 @@ func testQuantizeBitsKernel(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				restore := layout.WithoutBitsEncodeKernel()
+				restore := layout.WithEncodeKernels(nil, nil)
 				want, _, err := layout.QuantizeSparse12(w, sh[0], sh[1], 128, opt)
 				restore()
 				if err != nil {

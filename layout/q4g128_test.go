@@ -428,7 +428,8 @@ func TestSurvivingMutants(t *testing.T) {
 // TestNearestCode: the branch-free rounding equals math.Round's
 // definition, clamp(math.Round(x) + z, 0, 15), on the floats around every
 // half-integer in [-20, 20] (64 on each side), on infinities and the
-// largest floats, and on a million random ones, for every zero point.
+// largest floats, and on two million random ones (any bits, and uniform in
+// [-40, 40]), for every zero point.
 func TestNearestCode(t *testing.T) {
 	want := func(x float32, z int) uint8 {
 		return uint8(max(0, min(15, math.Round(float64(x))+float64(z))))
@@ -447,7 +448,10 @@ func TestNearestCode(t *testing.T) {
 	xs = append(xs, float32(math.Inf(1)), float32(math.Inf(-1)), math.MaxFloat32, -math.MaxFloat32, 1e-45, -1e-45)
 	rng := rand.New(rand.NewPCG(5, 6))
 	for i := 0; i < 1_000_000; i++ {
-		xs = append(xs, math.Float32frombits(rng.Uint32()&0xbfffffff)) // no NaN: exponents below 128
+		if x := math.Float32frombits(rng.Uint32()); x == x { // any float but NaN
+			xs = append(xs, x)
+		}
+		xs = append(xs, float32(rng.Float64()*80-40))
 	}
 	for _, x := range xs {
 		for z := 0; z < 16; z++ {

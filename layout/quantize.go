@@ -228,7 +228,14 @@ func encodeGroupGo(vals []float32, q []uint8, s float32, z uint8) float64 {
 			acc[i&7] += float64(d * d)
 		}
 	}
-	return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
+	return sum8(&acc)
+}
+
+// sum8 is the encoders' combination of their eight lanes of squared
+// errors: ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)), the order in which
+// a SIMD kernel adds its halves and then its neighbours.
+func sum8(l *[8]float64) float64 {
+	return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))
 }
 
 // EncodeKernel writes the codes of vals for scale s and zero z into q
@@ -240,8 +247,8 @@ func encodeGroupGo(vals []float32, q []uint8, s float32, z uint8) float64 {
 // ((l1+l5) + (l3+l7))). It may stop once the error so far (the lanes
 // summed the same way) exceeds best, and return that: the group's error
 // would exceed best too, and the caller keeps only a candidate whose error
-// is below best. With best +Inf it writes every code. It is called only for a whole number of eight
-// values and a finite, nonzero s.
+// is below best. With best +Inf it writes every code. It is called only
+// for a whole number of eight values, a finite nonzero s and z in [0, 15].
 type EncodeKernel func(vals []float32, q []uint8, s float32, z uint8, best float64) float64
 
 var encodeKernel atomic.Pointer[EncodeKernel]
@@ -249,10 +256,6 @@ var encodeKernel atomic.Pointer[EncodeKernel]
 // SetEncodeKernel makes QuantizeQ4G128 encode its candidates with k (nil:
 // Go only). Package cpu installs its assembly encoder at init.
 func SetEncodeKernel(k EncodeKernel) { installKernel(&encodeKernel, k) }
-
-// HasEncodeKernel reports whether QuantizeQ4G128 runs an installed
-// encoder.
-func HasEncodeKernel() bool { return encodeKernel.Load() != nil }
 
 // encode is the nearest code of v for scale s and zero z: round(v/s)
 // (halves away from zero) + z, clamped to [0, 15].
@@ -263,12 +266,14 @@ func encode(v, s float32, z uint8) uint8 {
 	return nearestCode(v/s, int(z))
 }
 
-// nearestCode is math.Round(float64(x)) + z clamped to [0, 15], without
-// branches on the data (a mispredicted sign cost more than the rest):
-// x clamped to [-16, 16] (with z in [0, 15] every value beyond clamps to
-// the same code) plus 32.5 is exact in float64 and positive, so its
-// truncation is floor(x + 1/2) + 32, which rounds halves up; a negative x
-// exactly halfway rounds away from zero, one less. codeOf clamps.
+// nearestCode is math.Round(float64(x)) + z clamped to [0, 15] (z in [0,
+// 15]), without a branch on the sign of x, which random data would
+// mispredict half the time: x clamped to [-16, 16] (every value beyond
+// clamps to the same code) plus 32.5 is positive and exact in float64 for
+// |x| >= 2^-24 (below that it rounds to 32.5, which truncates the same),
+// so its truncation is floor(x + 1/2) + 32, which rounds halves up; a
+// negative x exactly halfway rounds away from zero, one less. codeOf
+// clamps.
 func nearestCode(x float32, z int) uint8 {
 	x = max(-16, min(16, x))
 	t := float64(x) + 32.5

@@ -42,6 +42,9 @@ func cmdGenModel(args []string) error {
 		return fmt.Errorf("genmodel: need -o and no arguments")
 	}
 	l.Seed = *seed
+	if q.Shards != 1 && *mix != "gptq" {
+		return fmt.Errorf("genmodel: -shards is for -mix gptq")
+	}
 	t0 := time.Now()
 	if *mix == "gptq" {
 		if err := os.MkdirAll(*out, 0o755); err != nil {

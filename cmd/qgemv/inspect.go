@@ -16,7 +16,7 @@ func cmdInspect(args []string) error {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return fmt.Errorf("inspect: usage: qgemv inspect [flags] FILE.qgv|FILE.gguf|FILE.safetensors")
+		return fmt.Errorf("inspect: usage: qgemv inspect [flags] FILE.qgv|FILE.gguf|FILE.safetensors|model.safetensors.index.json|DIR")
 	}
 	opt.finish()
 	path := fs.Arg(0)

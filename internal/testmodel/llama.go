@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -430,8 +432,8 @@ func (l Llama) WriteGPTQ(dir string, q GPTQConfig) (string, error) {
 	}
 	ts = append(ts, stTensor{name: "model.norm.weight", dtype: "F16", shape: []int{H}, fill: fillHalfOnes})
 	if l.Vocab > 0 {
-		ts = append(ts, stTensor{name: "model.embed_tokens.weight", dtype: "F16", shape: []int{l.Vocab, H}, fill: fillHalfNormal},
-			stTensor{name: "lm_head.weight", dtype: "F16", shape: []int{l.Vocab, H}, fill: fillHalfNormal})
+		ts = append(ts, stTensor{name: "model.embed_tokens.weight", dtype: "F16", shape: []int{l.Vocab, H}, fill: fillF16Normal},
+			stTensor{name: "lm_head.weight", dtype: "F16", shape: []int{l.Vocab, H}, fill: fillF16Normal})
 	}
 	path, err := writeShards(dir, ts, max(q.Shards, 1), l.Seed)
 	if err != nil {
@@ -464,6 +466,14 @@ func (l Llama) WriteGPTQ(dir string, q GPTQConfig) (string, error) {
 // order into up to n shards of about equal bytes with their index, and
 // returns the path to open.
 func writeShards(dir string, ts []stTensor, n int, seed uint64) (string, error) {
+	// a checkpoint written before in the other layout would shadow this
+	// one (OpenModel on the directory prefers the index)
+	old, _ := filepath.Glob(filepath.Join(dir, "model-*-of-*.safetensors"))
+	for _, p := range append(old, filepath.Join(dir, "model.safetensors"), filepath.Join(dir, "model.safetensors.index.json")) {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+	}
 	write := func(name string, part []stTensor, seed uint64) error {
 		f, err := os.Create(filepath.Join(dir, name))
 		if err != nil {
@@ -575,11 +585,7 @@ func fillHalfOnes(_ *rand.Rand, b []byte) {
 	}
 }
 
-func fillHalfNormal(rng *rand.Rand, b []byte) {
-	for i := 0; i+2 <= len(b); i += 2 {
-		binary.LittleEndian.PutUint16(b[i:], uint16(layout.ToFP16(float32(0.02*rng.NormFloat64()))))
-	}
-}
+func fillF16Normal(rng *rand.Rand, b []byte) { fillHalves(rng, false, b) }
 
 // dtypeRank orders dtypes as the safetensors library does when it
 // serializes (widest first).

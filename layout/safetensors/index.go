@@ -2,7 +2,6 @@ package safetensors
 
 import (
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 )
@@ -64,8 +63,16 @@ func (ix *Index) Shards() []string {
 // nothing: the caller closes the shards.
 func (ix *Index) Merge(shards []*File) (*File, error) {
 	names := ix.Shards()
+	if len(names) == 0 {
+		return nil, errf("index: no tensors")
+	}
 	if len(shards) != len(names) {
-		return nil, fmt.Errorf("safetensors: index names %d shards, %d given", len(names), len(shards))
+		return nil, errf("index names %d shards, %d given", len(names), len(shards))
+	}
+	for i, f := range shards {
+		if f == nil {
+			return nil, errf("shard %s: not parsed", names[i])
+		}
 	}
 	out := &File{Tensors: map[string]*Tensor{}, Metadata: shards[0].Metadata}
 	for i, f := range shards {

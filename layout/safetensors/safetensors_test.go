@@ -201,8 +201,14 @@ func TestIndex(t *testing.T) {
 	if _, err := ix.Merge([]*File{b, a}); err == nil || !strings.Contains(err.Error(), "a.safetensors") {
 		t.Errorf("shards swapped: %v", err)
 	}
-	if _, err := ix.Merge([]*File{a}); err == nil {
-		t.Error("one shard of two: no error")
+	if _, err := ix.Merge([]*File{a}); err == nil || !errors.Is(err, ErrFormat) {
+		t.Errorf("one shard of two: %v", err)
+	}
+	if _, err := ix.Merge([]*File{a, nil}); err == nil {
+		t.Error("a nil shard: no error")
+	}
+	if _, err := (&Index{}).Merge(nil); err == nil {
+		t.Error("an empty index: no error")
 	}
 	for _, bad := range []string{`{"weight_map": {"w": "../a"}}`, `{"weight_map": {"w": "d/a"}}`, `{"weight_map": {"w": ""}}`, `{"weight_map": {}}`, `[]`} {
 		if _, err := ParseIndex([]byte(bad)); err == nil || !errors.Is(err, ErrFormat) {
@@ -234,9 +240,14 @@ func FuzzIndex(f *testing.F) {
 		if err != nil {
 			return
 		}
-		for n := range ix.WeightMap {
-			if m.Tensors[n] == nil {
-				t.Fatalf("merged without %q", n)
+		if len(m.Names) != len(ix.WeightMap) || len(m.Tensors) != len(ix.WeightMap) {
+			t.Fatalf("merged %d names, %d tensors for an index of %d", len(m.Names), len(m.Tensors), len(ix.WeightMap))
+		}
+		for i, s := range ix.Shards() {
+			for n, tn := range shards[i].Tensors {
+				if ix.WeightMap[n] != s || m.Tensors[n] != tn {
+					t.Fatalf("%q: in shard %s, the index says %s; merged %p, shard %p", n, s, ix.WeightMap[n], m.Tensors[n], tn)
+				}
 			}
 		}
 	})
