@@ -82,7 +82,7 @@ opencl:
 FUZZTIME ?= 30s
 FUZZ_TARGETS := FuzzReadFile:./layout FuzzDecode:./layout/ans FuzzSections:./layout/ans FuzzStreams:./layout/ans \
 	FuzzParse:./layout/gguf FuzzParse:./layout/safetensors FuzzIndex:./layout/safetensors FuzzKernels:./cpu FuzzLowBitKernels:./cpu \
-	FuzzOpenModel:. FuzzLoadMul:. FuzzBufferAPI:. FuzzBufferAPIConcurrent:. FuzzQuantize:./layout
+	FuzzOpenModel:. FuzzLoadMul:. FuzzBufferAPI:. FuzzBufferAPIConcurrent:. FuzzQuantize:./layout FuzzEncodeKernels:./layout
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

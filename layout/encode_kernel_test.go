@@ -341,3 +341,55 @@ func equalMeta(a, b layout.GroupMeta) bool {
 	}
 	return true
 }
+
+// FuzzEncodeKernels: for any values (NaN and infinities too), any finite
+// nonzero scale and zero point, every assembly encoder set writes the Go
+// encoders' codes and returns their error, bit for bit (NaN for NaN), for
+// Q4G128 and for the Bits fitter's code ranges; with a bound, at most the
+// bound means the exact error.
+func FuzzEncodeKernels(f *testing.F) {
+	f.Add(make([]byte, 4*16), uint32(0x3e800000), uint8(8), uint8(15), 0.5)
+	f.Add([]byte{0, 0, 0xc0, 0x3f, 0, 0, 0x20, 0x40, 0, 0, 0xc0, 0xbf, 0, 0, 0x7f, 0x7f, 0, 0, 0x80, 0x7f, 1, 0, 0, 0, 0, 0, 0xc0, 0x7f, 0, 0, 0, 0x80},
+		uint32(0x3f800000), uint8(3), uint8(7), 1e30)
+	es := cpu.Encoders()
+	f.Fuzz(func(t *testing.T, raw []byte, sBits uint32, z, qmax uint8, best float64) {
+		n := len(raw) / 4 / 8 * 8
+		if len(es) == 0 || n == 0 || n > 256 {
+			return
+		}
+		vals := make([]float32, n)
+		for i := range vals {
+			vals[i] = math.Float32frombits(uint32(raw[4*i]) | uint32(raw[4*i+1])<<8 | uint32(raw[4*i+2])<<16 | uint32(raw[4*i+3])<<24)
+		}
+		s := math.Float32frombits(sBits)
+		if s == 0 || s != s || math.IsInf(float64(s), 0) {
+			return
+		}
+		z %= 16
+		qm := float64(max(qmax, 1))
+		want := make([]uint8, n)
+		wantE := layout.EncodeGroupGo(vals, want, s, z)
+		wantB := make([]uint32, n)
+		wantBE := layout.BitsEncodeGo(vals, wantB, float64(s), float64(z)/2, qm)
+		same := func(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) || a != a && b != b }
+		for _, e := range es {
+			restore := layout.WithEncodeKernels(e.Q4, e.Bits)
+			got := make([]uint8, n)
+			gotE := layout.EncodeGroupKernel(vals, got, s, z, math.Inf(1))
+			gotB := make([]uint32, n)
+			gotBE := layout.BitsEncodeKernelRun(vals, gotB, float64(s), float64(z)/2, qm, math.Inf(1))
+			bounded := make([]uint8, n)
+			bE := layout.EncodeGroupKernel(vals, bounded, s, z, best)
+			restore()
+			if !bytes.Equal(got, want) || !same(gotE, wantE) {
+				t.Fatalf("%s Q4: codes %v error %v, want %v %v (s %v z %d vals %v)", e.Name, got, gotE, want, wantE, s, z, vals)
+			}
+			if !equalWords(gotB, wantB) || !same(gotBE, wantBE) {
+				t.Fatalf("%s Bits: codes %v error %v, want %v %v (s %v z %v qmax %v vals %v)", e.Name, gotB, gotBE, wantB, wantBE, s, float64(z)/2, qm, vals)
+			}
+			if bE <= best && (!same(bE, wantE) || !bytes.Equal(bounded, want)) {
+				t.Fatalf("%s Q4, bound %v: error %v, want %v", e.Name, best, bE, wantE)
+			}
+		}
+	})
+}
