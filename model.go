@@ -66,6 +66,7 @@ type modelOptions struct {
 	method   layout.QuantMethod
 	quant    *QuantConfig
 	floatSet bool
+	progress func(done, total int64)
 }
 
 // WithFloatFormat sets the format float tensors (F32, F16, BF16) are
@@ -73,6 +74,14 @@ type modelOptions struct {
 // activations work).
 func WithFloatFormat(spec layout.FormatSpec) ModelOption {
 	return func(o *modelOptions) { o.float, o.floatSet = spec, true }
+}
+
+// WithLoadProgress has Load report its progress to f: after each tensor
+// is loaded (or fails), the file bytes of the tensors done so far and of
+// all it loads. Calls are serialized and done only grows; f must not call
+// the Model.
+func WithLoadProgress(f func(done, total int64)) ModelOption {
+	return func(o *modelOptions) { o.progress = f }
 }
 
 // WithQuantMethod sets the quantizer float tensors use (default

@@ -195,3 +195,39 @@ func TestModelShardedErrors(t *testing.T) {
 		t.Errorf("three shards, no index: %v", err)
 	}
 }
+
+// TestLoadProgress: WithLoadProgress sees every tensor Load takes, done
+// growing to the total of their file bytes, one call per tensor.
+func TestLoadProgress(t *testing.T) {
+	var calls int
+	var last, total int64
+	md, err := qgemv.OpenModel(writeGGUF(t, smallLlama, testmodel.MixQ4_0), qgemv.WithLoadProgress(func(done, tot int64) {
+		if done <= last || (total != 0 && tot != total) {
+			t.Errorf("progress %d of %d after %d of %d", done, tot, last, total)
+		}
+		calls, last, total = calls+1, done, tot
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer md.Close()
+	var want int64
+	names := []string{}
+	for _, ti := range md.Tensors()[:5] {
+		names = append(names, ti.Name)
+		want += ti.Bytes
+	}
+	eng, err := qgemv.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	w, err := md.Load(eng, names...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if calls != len(names) || last != want || total != want {
+		t.Fatalf("%d calls, last %d of %d, want %d calls reaching %d", calls, last, total, len(names), want)
+	}
+}

@@ -24,6 +24,22 @@ type Weights struct {
 	byName map[string]*Weight
 }
 
+// loadTensor imports t, releases its pages of the file and loads it onto e.
+func (md *Model) loadTensor(e *Engine, t *modelTensor) (*Matrix, error) {
+	m, _, err := md.importTensor(t, false)
+	for _, p := range t.parts {
+		md.release(p)
+	}
+	if err != nil {
+		return nil, err
+	}
+	mat, err := e.Load(m)
+	if err != nil {
+		return nil, md.tensorErr(t.info.Name, err)
+	}
+	return mat, nil
+}
+
 // Load imports the named weight matrices (all of Tensors when names is
 // empty) and loads them onto e, in file order, tensor by tensor: each is
 // converted from the mapped file, loaded, and its pages of the file are
@@ -32,6 +48,7 @@ type Weights struct {
 // (debug.FreeOSMemory). Tensors that cannot be imported or loaded are
 // listed by Weights.Failed with the reason, not returned as an error;
 // the error is for an unknown name, a closed model or engine.
+// WithLoadProgress follows it tensor by tensor.
 func (md *Model) Load(e *Engine, names ...string) (*Weights, error) {
 	md.mu.RLock()
 	defer md.mu.RUnlock()
@@ -64,6 +81,10 @@ func (md *Model) Load(e *Engine, names ...string) (*Weights, error) {
 	errs := make([]error, len(idx))
 	var next int
 	var mu sync.Mutex
+	var done, total int64 // progress, in file bytes
+	for _, i := range idx {
+		total += md.tensors[i].info.Bytes
+	}
 	var wg sync.WaitGroup
 	workers := min(len(idx), runtime.GOMAXPROCS(0), 4)
 	for range workers {
@@ -79,20 +100,13 @@ func (md *Model) Load(e *Engine, names ...string) (*Weights, error) {
 					return
 				}
 				t := &md.tensors[idx[k]]
-				m, _, err := md.importTensor(t, false)
-				for _, p := range t.parts {
-					md.release(p)
+				mats[k], errs[k] = md.loadTensor(e, t)
+				if md.opt.progress != nil {
+					mu.Lock()
+					done += t.info.Bytes
+					md.opt.progress(done, total)
+					mu.Unlock()
 				}
-				if err != nil {
-					errs[k] = err
-					continue
-				}
-				mat, err := e.Load(m)
-				if err != nil {
-					errs[k] = md.tensorErr(t.info.Name, err)
-					continue
-				}
-				mats[k] = mat
 			}
 		}()
 	}

@@ -599,6 +599,7 @@ type progress struct {
 	off    bool
 	last   int
 	isTerm bool
+	prefix string // before the bar ("loading ")
 }
 
 func newProgress(f *os.File, total int, off bool) *progress {
@@ -623,9 +624,9 @@ func (p *progress) update(done int) {
 	n := width * done / p.total
 	bar := strings.Repeat("#", n) + strings.Repeat(".", width-n)
 	if p.isTerm {
-		fmt.Fprintf(p.w, "\r[%s] %3d%% %d/%d", bar, pct, done, p.total)
+		fmt.Fprintf(p.w, "\r%s[%s] %3d%% %d/%d", p.prefix, bar, pct, done, p.total)
 	} else {
-		fmt.Fprintf(p.w, "[%s] %3d%% %d/%d\n", bar, pct, done, p.total)
+		fmt.Fprintf(p.w, "%s[%s] %3d%% %d/%d\n", p.prefix, bar, pct, done, p.total)
 	}
 }
 

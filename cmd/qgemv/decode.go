@@ -133,7 +133,12 @@ const meterSettle = time.Millisecond
 // its preparation (SharedInput), between two read-bandwidth
 // measurements.
 func benchDecode(path string, iopt importOpts, eng *qgemv.Engine, o decodeOpts) error {
-	md, err := openModel(path, iopt)
+	// a bar while loading (quantizing a float model on load takes minutes)
+	loadBar := newProgress(os.Stderr, 100, o.quiet || o.asJSON)
+	loadBar.prefix = "loading "
+	md, err := openModel(path, iopt, qgemv.WithLoadProgress(func(done, total int64) {
+		loadBar.update(int(100 * done / max(total, 1)))
+	}))
 	if err != nil {
 		return err
 	}
@@ -156,6 +161,7 @@ func benchDecode(path string, iopt importOpts, eng *qgemv.Engine, o decodeOpts) 
 	}
 	t0 := time.Now()
 	w, err := md.Load(eng, names...)
+	loadBar.done()
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}

@@ -44,9 +44,9 @@ func isGGUF(path string) bool {
 	return n == 4 && string(magic[:]) == "GGUF"
 }
 
-// openModel opens a model file with the import flags.
-func openModel(path string, opt importOpts) (*qgemv.Model, error) {
-	var opts []qgemv.ModelOption
+// openModel opens a model file with the import flags (and extra options).
+func openModel(path string, opt importOpts, extra ...qgemv.ModelOption) (*qgemv.Model, error) {
+	opts := extra
 	if opt.format != "" {
 		spec, err := layout.ParseFormatSpec(opt.format)
 		if err != nil {
