@@ -2,8 +2,10 @@ package qgemv
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -119,7 +121,8 @@ type modelTensor struct {
 	info   TensorInfo
 	parts  [][]byte                      // the file's bytes it reads
 	load   func() (layout.Matrix, error) // exact import
-	floats func() ([]float32, error)     // float tensors
+	floats func() ([]float32, error)     // float tensors, whole
+	rows   layout.RowSource              // float tensors, row by row
 }
 
 // OpenModel memory-maps a .gguf or .safetensors file and lists its
@@ -319,6 +322,7 @@ func (md *Model) openGGUF() error {
 			mt.info.Rows, mt.info.Cols = rows, cols
 			mt.info.ImportsAs = "quantized to " + md.opt.float.String()
 			mt.floats = t.Float32s
+			mt.rows = floatRows(t.Data, t.Type.String(), cols)
 		case gguf.Lossless(t.Type):
 			mt.info.Rows, mt.info.Cols = rows, cols
 			mt.load = func() (layout.Matrix, error) {
@@ -401,6 +405,7 @@ func (md *Model) openSafetensors(f *safetensors.File) error {
 			}
 			mt.info.ImportsAs = "quantized to " + md.opt.float.String()
 			mt.floats = t.Float32s
+			mt.rows = floatRows(t.Data, string(t.DType), t.Shape[1])
 		}
 		list = append(list, mt)
 	}
@@ -608,7 +613,8 @@ func (md *Model) Import(name string) (m layout.Matrix, how string, err error) {
 }
 
 // importTensor converts t (the read lock held); measure computes a
-// float tensor's quantization error.
+// float tensor's quantization error (from its values converted whole;
+// without, they are converted row by row as they are quantized).
 func (md *Model) importTensor(t *modelTensor, measure bool) (layout.Matrix, string, error) {
 	if t.info.Err != nil {
 		return nil, "", t.info.Err
@@ -623,11 +629,19 @@ func (md *Model) importTensor(t *modelTensor, measure bool) (layout.Matrix, stri
 		}
 		return m, "exact", nil
 	}
+	opt := layout.QuantOptions{Method: md.opt.method, IntegerZero: true}
+	if !measure && t.rows != nil { // converted row by row as the quantizer goes, never whole
+		m, err := md.opt.float.QuantizeRows(t.info.Rows, t.info.Cols, opt, t.rows)
+		if err != nil {
+			return nil, "", md.tensorErr(t.info.Name, err)
+		}
+		return m, "quantized to " + m.Name(), nil
+	}
 	w, err := t.floats()
 	if err != nil {
 		return nil, "", md.tensorErr(t.info.Name, err)
 	}
-	m, _, err := md.opt.float.Quantize(w, t.info.Rows, t.info.Cols, layout.QuantOptions{Method: md.opt.method, IntegerZero: true})
+	m, _, err := md.opt.float.Quantize(w, t.info.Rows, t.info.Cols, opt)
 	if err != nil {
 		return nil, "", md.tensorErr(t.info.Name, err)
 	}
@@ -648,4 +662,38 @@ func (md *Model) Close() error {
 	}
 	md.closed = true
 	return md.closeMaps()
+}
+
+// floatRows is the RowSource of a row-major matrix of cols columns stored
+// as little-endian F32, F16 or BF16 (dtype, as GGUF and safetensors name
+// them) in data: each row converted into the caller's buffer, exactly.
+func floatRows(data []byte, dtype string, cols int) layout.RowSource {
+	size := map[string]int{"F32": 4, "F16": 2, "BF16": 2}[dtype]
+	return func(r int, buf []float32) ([]float32, error) {
+		if size == 0 {
+			return nil, fmt.Errorf("%s is not a float type", dtype)
+		}
+		if r < 0 || (r+1)*cols*size > len(data) || len(buf) < cols {
+			return nil, fmt.Errorf("row %d of %d columns: outside the tensor's %d bytes", r, cols, len(data))
+		}
+		buf = buf[:cols]
+		switch dtype {
+		case "F32":
+			b := data[4*r*cols : 4*(r+1)*cols]
+			for i := range buf {
+				buf[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+			}
+		case "F16":
+			b := data[2*r*cols : 2*(r+1)*cols]
+			for i := range buf {
+				buf[i] = layout.FP16(binary.LittleEndian.Uint16(b[2*i:])).Float32()
+			}
+		case "BF16":
+			b := data[2*r*cols : 2*(r+1)*cols]
+			for i := range buf {
+				buf[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16)
+			}
+		}
+		return buf, nil
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/qgemv/qgemv"
 	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/internal/testmodel"
+	"github.com/qgemv/qgemv/layout"
 )
 
 // smallLlama is a LLaMA-shaped model small enough for unit tests.
@@ -377,5 +378,56 @@ func TestModelTruncated(t *testing.T) {
 	}
 	if _, err := md.Load(nil); err == nil {
 		t.Error("Load onto a nil engine: no error")
+	}
+}
+
+// TestModelFloatRows: float tensors (F16, BF16) load converted row by row
+// as they are quantized, into exactly the matrices Import makes of their
+// whole values: the same A32 products, bit for bit.
+func TestModelFloatRows(t *testing.T) {
+	eng, err := qgemv.Open(qgemv.WithBackend("cpu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	for _, mix := range []string{testmodel.MixF16, testmodel.MixBF16} {
+		for _, format := range []string{"q4g128", "bits3g64", "sparse12g128"} {
+			spec, _ := layout.ParseFormatSpec(format)
+			md, err := qgemv.OpenModel(writeGGUF(t, smallLlama, mix), qgemv.WithFloatFormat(spec), qgemv.WithQuantMethod(layout.MinMax))
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := []string{md.Tensors()[0].Name, md.Tensors()[3].Name}
+			w, err := md.Load(eng, names...)
+			if err != nil || len(w.All()) != 2 {
+				t.Fatalf("%s %s: %v, %d loaded (%v)", mix, format, err, len(w.All()), w.Failed())
+			}
+			for _, x := range w.All() {
+				m, _, err := md.Import(x.Info.Name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ref, err := eng.Load(m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				in := synth.Vector(x.Cols(), 7)
+				got, want := make([]float32, x.Rows()), make([]float32, x.Rows())
+				if err := x.Mul(got, in, 1, qgemv.A32); err != nil {
+					t.Fatal(err)
+				}
+				if err := ref.Mul(want, in, 1, qgemv.A32); err != nil {
+					t.Fatal(err)
+				}
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s %s %s: output %d is %v, Import's matrix gives %v", mix, format, x.Info.Name, i, got[i], want[i])
+					}
+				}
+				ref.Close()
+			}
+			w.Close()
+			md.Close()
+		}
 	}
 }

@@ -197,6 +197,18 @@ func QuantizeBits(w []float32, rows, cols, n, g int, opt QuantOptions) (*Bits, e
 	if err := checkQuantInput(w, rows, cols, opt.Method); err != nil {
 		return nil, err
 	}
+	return QuantizeBitsRows(rows, cols, n, g, opt, SliceRows(w, cols))
+}
+
+// QuantizeBitsRows is QuantizeBits of a matrix read row by row (the same
+// matrix; see QuantizeQ4G128Rows).
+func QuantizeBitsRows(rows, cols, n, g int, opt QuantOptions, src RowSource) (*Bits, error) {
+	if err := CheckDims(rows, cols); err != nil {
+		return nil, err
+	}
+	if opt.Method != MinMax && opt.Method != Search {
+		return nil, fmt.Errorf("layout: quantize: unknown method %v", opt.Method)
+	}
 	b, err := NewBits(rows, cols, n, g, opt.FP32Meta)
 	if err != nil {
 		return nil, err
@@ -206,14 +218,19 @@ func QuantizeBits(w []float32, rows, cols, n, g int, opt QuantOptions) (*Bits, e
 	err = quantRows(rows, func() func(r0, r1 int) error {
 		f := &fitter{qmax: float64(int(1)<<n - 1), opt: opt}
 		q := make([]uint32, b.G)
+		buf := make([]float32, cols)
 		return func(r0, r1 int) error {
 			for r := r0; r < r1; r++ {
+				row, err := readRow(src, r, cols, buf)
+				if err != nil {
+					return err
+				}
 				for gi := 0; gi < b.Groups(); gi++ {
 					c0 := gi * b.G
 					if c0 >= cols {
 						break // padding groups keep s = z = 0, q = 0
 					}
-					vals := w[r*cols+c0 : r*cols+min(cols, c0+b.G)]
+					vals := row[c0:min(cols, c0+b.G)]
 					s, z, err := f.fit(vals, q[:len(vals)])
 					if err != nil {
 						return fmt.Errorf("layout: quantize %s: row %d group %d: %w", b.Name(), r, gi, err)

@@ -26,6 +26,13 @@ func init() {
 			m, err := QuantizeQ4G128(w, rows, cols, opt.Method)
 			return m, 0, err
 		},
+		QuantizeRows: func(_ FormatSpec, rows, cols int, opt QuantOptions, src RowSource) (Matrix, error) {
+			m, err := QuantizeQ4G128Rows(rows, cols, opt.Method, src)
+			if err != nil {
+				return nil, err
+			}
+			return m, nil
+		},
 		Random:        func(_ FormatSpec, rows, cols int, seed uint64) (Matrix, error) { return RandomQ4G128(rows, cols, seed) },
 		Examples:      []string{"q4g128"},
 		ShortExamples: 1,
@@ -59,6 +66,13 @@ func init() {
 		Quantize: func(s FormatSpec, w []float32, rows, cols int, opt QuantOptions) (Matrix, float64, error) {
 			m, err := QuantizeBits(w, rows, cols, s.N, s.G, opt)
 			return m, 0, err
+		},
+		QuantizeRows: func(s FormatSpec, rows, cols int, opt QuantOptions, src RowSource) (Matrix, error) {
+			m, err := QuantizeBitsRows(rows, cols, s.N, s.G, opt, src)
+			if err != nil {
+				return nil, err
+			}
+			return m, nil
 		},
 		Random: func(s FormatSpec, rows, cols int, seed uint64) (Matrix, error) {
 			return RandomBits(rows, cols, s.N, s.G, seed)

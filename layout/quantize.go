@@ -44,19 +44,50 @@ func ParseQuantMethod(s string) (QuantMethod, error) {
 // QuantizeQ4G128 quantizes the rows x cols row-major float32 matrix w.
 // Non-finite values and a short w are errors.
 func QuantizeQ4G128(w []float32, rows, cols int, method QuantMethod) (*Q4G128, error) {
+	if err := checkQuantInput(w, rows, cols, method); err != nil {
+		return nil, err
+	}
+	return QuantizeQ4G128Rows(rows, cols, method, SliceRows(w, cols))
+}
+
+// RowSource gives row r (0 <= r < rows) of a float matrix of cols columns:
+// buf (cols values, the caller's scratch) filled, or a slice of its own.
+// The quantizers call it from several goroutines, each row once.
+type RowSource func(r int, buf []float32) ([]float32, error)
+
+// SliceRows is the RowSource of the row-major matrix w.
+func SliceRows(w []float32, cols int) RowSource {
+	return func(r int, _ []float32) ([]float32, error) { return w[r*cols : (r+1)*cols], nil }
+}
+
+// readRow reads row r from src and checks it: the source's error, a short
+// row or a non-finite value names the row (and column).
+func readRow(src RowSource, r, cols int, buf []float32) ([]float32, error) {
+	row, err := src(r, buf)
+	if err != nil {
+		return nil, fmt.Errorf("layout: quantize: row %d: %w", r, err)
+	}
+	if len(row) != cols {
+		return nil, fmt.Errorf("layout: quantize: row %d has %d values, want %d", r, len(row), cols)
+	}
+	for c, v := range row {
+		if isBad(v) {
+			return nil, fmt.Errorf("layout: quantize: row %d, column %d is %v", r, c, v)
+		}
+	}
+	return row, nil
+}
+
+// QuantizeQ4G128Rows is QuantizeQ4G128 of a matrix read row by row (the
+// same bytes), holding a row per goroutine instead of the whole matrix:
+// a float tensor of a model file converts as it quantizes. A source error
+// or a non-finite value is an error naming the first such row.
+func QuantizeQ4G128Rows(rows, cols int, method QuantMethod, src RowSource) (*Q4G128, error) {
 	if err := CheckDims(rows, cols); err != nil {
 		return nil, err
 	}
-	if int64(len(w)) != int64(rows)*int64(cols) {
-		return nil, fmt.Errorf("layout: quantize: w has %d values, want %d x %d = %d", len(w), rows, cols, int64(rows)*int64(cols))
-	}
 	if method != MinMax && method != Search {
 		return nil, fmt.Errorf("layout: quantize: unknown method %v", method)
-	}
-	for i, v := range w {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return nil, fmt.Errorf("layout: quantize: w[%d] (row %d, column %d) is %v", i, i/cols, i%cols, v)
-		}
 	}
 	m, err := NewQ4G128(rows, cols)
 	if err != nil {
@@ -64,14 +95,19 @@ func QuantizeQ4G128(w []float32, rows, cols int, method QuantMethod) (*Q4G128, e
 	}
 	// Rows in parallel, in even chunks: rows 2i and 2i+1 share the bytes
 	// of their zero points, a row's weights are bytes of its own.
-	_ = quantRows(rows, func() func(r0, r1 int) error {
+	err = quantRows(rows, func() func(r0, r1 int) error {
 		var q [GroupSize]uint8
+		buf := make([]float32, cols)
 		return func(r0, r1 int) error {
 			for r := r0; r < r1; r++ {
+				row, err := readRow(src, r, cols, buf)
+				if err != nil {
+					return err
+				}
 				for g := 0; g < m.Groups(); g++ {
 					lo := g * GroupSize
 					hi := min(lo+GroupSize, cols)
-					vals := w[r*cols+lo : r*cols+hi]
+					vals := row[lo:hi]
 					s, z := quantGroup(vals, q[:len(vals)], method)
 					mi := m.MetaIndex(r, g)
 					m.Scales[mi] = s
@@ -92,6 +128,9 @@ func QuantizeQ4G128(w []float32, rows, cols int, method QuantMethod) (*Q4G128, e
 			return nil
 		}
 	})
+	if err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 

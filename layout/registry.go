@@ -33,6 +33,10 @@ type Format struct {
 	// the energy pruning dropped), 0 when the format has none. nil when
 	// the format is not made from float weights.
 	Quantize func(spec FormatSpec, w []float32, rows, cols int, opt QuantOptions) (m Matrix, extra float64, err error)
+	// QuantizeRows, if set, is Quantize of a matrix read row by row
+	// (RowSource), without all of it in memory; FormatSpec.QuantizeRows
+	// gathers the rows for formats without it.
+	QuantizeRows func(spec FormatSpec, rows, cols int, opt QuantOptions, src RowSource) (Matrix, error)
 	// ExtraName names Quantize's extra figure ("" when it has none).
 	ExtraName string
 	// Random builds a matrix of spec with random codes and metadata

@@ -58,6 +58,37 @@ func (f FormatSpec) Quantize(w []float32, rows, cols int, opt QuantOptions) (m M
 	return fm.Quantize(f, w, rows, cols, opt)
 }
 
+// QuantizeRows quantizes a rows x cols matrix read row by row from src to
+// this format: the matrix Quantize makes of the same values. Formats that
+// quantize row by row (Q4G128, Bits) hold a row per goroutine; others
+// gather the whole matrix first. Source errors and non-finite values are
+// errors naming the row.
+func (f FormatSpec) QuantizeRows(rows, cols int, opt QuantOptions, src RowSource) (Matrix, error) {
+	fm, ok := LookupFormat(f.Format)
+	if !ok {
+		return nil, fmt.Errorf("layout: cannot quantize to %v (a format package not linked in?)", f.Format)
+	}
+	if fm.Quantize == nil {
+		return nil, fmt.Errorf("layout: format %s is not made from float weights", f)
+	}
+	if fm.QuantizeRows != nil {
+		return fm.QuantizeRows(f, rows, cols, opt, src)
+	}
+	if err := CheckDims(rows, cols); err != nil {
+		return nil, err
+	}
+	w := make([]float32, rows*cols)
+	for r := range rows {
+		row, err := readRow(src, r, cols, w[r*cols:(r+1)*cols])
+		if err != nil {
+			return nil, err
+		}
+		copy(w[r*cols:], row)
+	}
+	m, _, err := fm.Quantize(f, w, rows, cols, opt)
+	return m, err
+}
+
 // Quantizable reports whether the format quantizes float weights.
 func (f FormatSpec) Quantizable() bool {
 	fm, ok := LookupFormat(f.Format)
