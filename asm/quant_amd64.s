@@ -292,7 +292,7 @@ q4enc512_loop:
 	VADDPD        Z6, Z2, Z2
 	VADDPD        Z5, Z2, Z2
 	VADDPD        Z9, Z2, Z2
-	ADDQ          $0x80, AX
+	ADDQ          $0x00000080, AX
 	ADDQ          $0x20, DX
 	VEXTRACTF64X4 $0x01, Z2, Y3
 	VADDPD        Y3, Y2, Y3
@@ -488,6 +488,8 @@ TEXT ·BitsEncodeAvx2(SB), NOSPLIT, $0-64
 	VXORPD       Y3, Y3, Y3
 	VXORPD       Y4, Y4, Y4
 	VXORPD       Y5, Y5, Y5
+	SHRQ         $0x03, CX
+	JZ           bitsenc_one
 
 bitsenc_loop:
 	VCVTPS2PD    (AX), Y6
@@ -539,9 +541,10 @@ bitsenc_loop:
 	VADDSD       X6, X7, X7
 	VUCOMISD     best+48(FP), X7
 	JA           bitsenc_ret
-	SUBQ         $0x08, CX
+	DECQ         CX
 	JNZ          bitsenc_loop
 
+bitsenc_one:
 bitsenc_ret:
 	VADDPD       Y4, Y3, Y0
 	VEXTRACTF128 $0x01, Y0, X1

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"math/bits"
+
 	"github.com/mmcloughlin/avo/gotypes"
 	. "github.com/mmcloughlin/avo/reg"
 
@@ -111,30 +113,7 @@ func q4Encode() {
 		return steps
 	}
 
-	// two groups of eight per iteration, then one if n/8 is odd
-	pairs := GP64()
-	MOVQ(n, pairs)
-	SHRQ(U8(4), pairs)
-	JZ(LabelRef("q4enc_one"))
-	Label("q4enc_loop")
-	{
-		a, b := encode8(0), encode8(8)
-		for k := range a {
-			a[k]()
-			b[k]()
-		}
-	}
-	ADDQ(U8(64), vp)
-	ADDQ(U8(16), qp)
-	sumAbove(accLo, accHi, "q4enc_ret")
-	DECQ(pairs)
-	JNZ(LabelRef("q4enc_loop"))
-	Label("q4enc_one")
-	TESTQ(U32(8), n)
-	JZ(LabelRef("q4enc_sum"))
-	for _, st := range encode8(0) {
-		st()
-	}
+	encoderLoop("q4enc", n, 8, encode8, 0, vp, qp, 1, func() { sumAbove(accLo, accHi, "q4enc_ret") }, "q4enc_sum")
 	Label("q4enc_sum")
 	laneSumReturn(accLo, accHi, "q4enc_ret")
 }
@@ -197,20 +176,59 @@ func bitsEncode() {
 		step(func() { VADDPD(r, acc, acc) })
 		return steps
 	}
-	Label("bitsenc_loop")
-	{
-		a, b := encode4(0, accLo), encode4(4, accHi)
-		for k := range a {
-			a[k]()
+	// n a multiple of 8: the two groups of four are each eight's halves
+	halves := func(o int) []func() { return encode4(o, map[bool]VecVirtual{true: accLo, false: accHi}[o%8 == 0]) }
+	encoderLoop("bitsenc", n, 4, halves, 0, vp, qp, 4, func() { sumAbove(accLo, accHi, "bitsenc_ret") }, "")
+	laneSumReturn(accLo, accHi, "bitsenc_ret")
+}
+
+// encoderLoop emits an encoder's loop over n values: two groups of group
+// values per iteration, their steps (encode(o): the group at value o)
+// interleaved, except that the last held steps of the second group (its
+// additions to an accumulator the first group's also add to) follow all
+// of the first group's, so that every lane adds its values in order; vp
+// and qp move on by the two groups' values (4 bytes each) and codes
+// (qSize bytes each); above checks for the early exit. Where n holds an
+// odd number of groups, one more follows the loop, skipped by a jump to
+// done ("": n never does).
+func encoderLoop(name string, n GPVirtual, group int, encode func(o int) []func(), held int, vp, qp GPVirtual, qSize int, above func(), done string) {
+	pairs := GP64()
+	MOVQ(n, pairs)
+	SHRQ(U8(bits.TrailingZeros(uint(2*group))), pairs)
+	JZ(LabelRef(name + "_one"))
+	Label(name + "_loop")
+	a, b := encode(0), encode(group)
+	for k := range a {
+		a[k]()
+		if k < len(a)-held {
 			b[k]()
 		}
 	}
-	ADDQ(U8(32), vp)
-	ADDQ(U8(32), qp)
-	sumAbove(accLo, accHi, "bitsenc_ret")
-	SUBQ(U8(8), n)
-	JNZ(LabelRef("bitsenc_loop"))
-	laneSumReturn(accLo, accHi, "bitsenc_ret")
+	for _, st := range b[len(b)-held:] {
+		st()
+	}
+	ADDQ(imm(8*group), vp)
+	ADDQ(imm(2*group*qSize), qp)
+	above()
+	DECQ(pairs)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_one")
+	if done == "" {
+		return
+	}
+	TESTQ(U32(group), n)
+	JZ(LabelRef(done))
+	for _, st := range encode(0) {
+		st()
+	}
+}
+
+// imm is v as the shortest immediate.
+func imm(v int) Constant {
+	if v < 128 {
+		return U8(v)
+	}
+	return U32(v)
 }
 
 // laneSum returns the eight float64 lanes of accLo (0-3) and accHi (4-7)
@@ -345,34 +363,7 @@ func q4EncodeAvx512() {
 		step(func() { VADDPD(dh, acc, acc) }) // then o+8..o+15, lane by lane
 		return steps
 	}
-	// two groups of sixteen per iteration, then one if n/16 is odd
-	pairs := GP64()
-	MOVQ(n, pairs)
-	SHRQ(U8(5), pairs)
-	JZ(LabelRef("q4enc512_one"))
-	Label("q4enc512_loop")
-	{
-		a, b := encode16(0), encode16(16)
-		for k := range a {
-			a[k]()
-			if k < len(a)-2 { // the sums stay in value order
-				b[k]()
-			}
-		}
-		b[len(b)-2]()
-		b[len(b)-1]()
-	}
-	ADDQ(U8(128), vp)
-	ADDQ(U8(32), qp)
-	sumAbove8(acc, "q4enc512_ret")
-	DECQ(pairs)
-	JNZ(LabelRef("q4enc512_loop"))
-	Label("q4enc512_one")
-	TESTQ(U32(16), n)
-	JZ(LabelRef("q4enc512_ret"))
-	for _, st := range encode16(0) {
-		st()
-	}
+	encoderLoop("q4enc512", n, 16, encode16, 2, vp, qp, 1, func() { sumAbove8(acc, "q4enc512_ret") }, "q4enc512_ret")
 	laneSum8Return(acc, "q4enc512_ret")
 }
 
@@ -421,31 +412,6 @@ func bitsEncodeAvx512() {
 		step(func() { VADDPD(r, acc, acc) })
 		return steps
 	}
-	pairs := GP64()
-	MOVQ(n, pairs)
-	SHRQ(U8(4), pairs)
-	JZ(LabelRef("bitsenc512_one"))
-	Label("bitsenc512_loop")
-	{
-		a, b := encode8(0), encode8(8)
-		for k := range a {
-			a[k]()
-			if k < len(a)-1 {
-				b[k]()
-			}
-		}
-		b[len(b)-1]()
-	}
-	ADDQ(U8(64), vp)
-	ADDQ(U8(64), qp)
-	sumAbove8(acc, "bitsenc512_ret")
-	DECQ(pairs)
-	JNZ(LabelRef("bitsenc512_loop"))
-	Label("bitsenc512_one")
-	TESTQ(U32(8), n)
-	JZ(LabelRef("bitsenc512_ret"))
-	for _, st := range encode8(0) {
-		st()
-	}
+	encoderLoop("bitsenc512", n, 8, encode8, 1, vp, qp, 4, func() { sumAbove8(acc, "bitsenc512_ret") }, "bitsenc512_ret")
 	laneSum8Return(acc, "bitsenc512_ret")
 }
