@@ -128,13 +128,17 @@ func (t *Tensor) Float32s() ([]float32, error) {
 	}
 	n := int(t.Elems())
 	out := make([]float32, n)
-	for i := range out {
-		switch t.Type {
-		case F32:
+	switch t.Type { // one loop per type
+	case F32:
+		for i := range out {
 			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(t.Data[4*i:]))
-		case F16:
+		}
+	case F16:
+		for i := range out {
 			out[i] = half(t.Data[2*i:]).Float32()
-		default:
+		}
+	default:
+		for i := range out {
 			out[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(t.Data[2*i:])) << 16)
 		}
 	}
