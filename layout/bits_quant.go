@@ -194,7 +194,7 @@ func (f *fitter) fit(vals []float32, q []uint32) (float32, float32, error) {
 // QuantizeBits quantizes the rows x cols row-major matrix w to n-bit
 // weights with groups of g columns (0: the whole row).
 func QuantizeBits(w []float32, rows, cols, n, g int, opt QuantOptions) (*Bits, error) {
-	if err := checkQuantInput(w, rows, cols, opt.Method); err != nil {
+	if err := checkQuantShape(w, rows, cols, opt.Method); err != nil {
 		return nil, err
 	}
 	return QuantizeBitsRows(rows, cols, n, g, opt, SliceRows(w, cols))
@@ -250,8 +250,24 @@ func QuantizeBitsRows(rows, cols, n, g int, opt QuantOptions, src RowSource) (*B
 	return b, nil
 }
 
-// checkQuantInput validates a quantizer's float input.
+// checkQuantInput validates a quantizer's float input: its shape and
+// method (checkQuantShape) and its values.
 func checkQuantInput(w []float32, rows, cols int, method QuantMethod) error {
+	if err := checkQuantShape(w, rows, cols, method); err != nil {
+		return err
+	}
+	for i, v := range w {
+		if isBad(v) {
+			return fmt.Errorf("layout: quantize: w[%d] (row %d, column %d) is %v", i, i/cols, i%cols, v)
+		}
+	}
+	return nil
+}
+
+// checkQuantShape validates a quantizer's dimensions, w's length and the
+// method; the row-by-row quantizers check the values as they read each
+// row (readRow), so their whole-matrix entry points scan them once.
+func checkQuantShape(w []float32, rows, cols int, method QuantMethod) error {
 	if err := CheckDims(rows, cols); err != nil {
 		return err
 	}
@@ -260,11 +276,6 @@ func checkQuantInput(w []float32, rows, cols int, method QuantMethod) error {
 	}
 	if method != MinMax && method != Search {
 		return fmt.Errorf("layout: quantize: unknown method %v", method)
-	}
-	for i, v := range w {
-		if isBad(v) {
-			return fmt.Errorf("layout: quantize: w[%d] (row %d, column %d) is %v", i, i/cols, i%cols, v)
-		}
 	}
 	return nil
 }

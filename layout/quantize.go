@@ -44,7 +44,7 @@ func ParseQuantMethod(s string) (QuantMethod, error) {
 // QuantizeQ4G128 quantizes the rows x cols row-major float32 matrix w.
 // Non-finite values and a short w are errors.
 func QuantizeQ4G128(w []float32, rows, cols int, method QuantMethod) (*Q4G128, error) {
-	if err := checkQuantInput(w, rows, cols, method); err != nil {
+	if err := checkQuantShape(w, rows, cols, method); err != nil {
 		return nil, err
 	}
 	return QuantizeQ4G128Rows(rows, cols, method, SliceRows(w, cols))
