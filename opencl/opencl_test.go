@@ -535,7 +535,13 @@ func TestTilings(t *testing.T) {
 	// -DNOMMA keeps the tiled kernels running where tensor cores would
 	// take over; the last two vary the tensor-core kernels' work-groups and
 	// chunks in flight
-	for _, to := range []string{"-DRPA=4 -DKS=1 -DNOMMA", "-DKS=2 -DNOMMA", "-DKS=4 -DNOMMA", "-DTWG=256 -DKS=8 -DRPW=1 -DRPA=1 -DNOMMA", "-DTWG=64 -DUNF=2 -DUNA=2 -DRPW=4 -DKS=1 -DNOMMA", "-DMW=16 -DAMU16=2 -DBMU16=2 -DQMU16=2", "-DMW=8 -DTCH=2 -DAMU8=3 -DQMU8=4"} {
+	opts := []string{"-DRPA=4 -DKS=1 -DNOMMA", "-DKS=2 -DNOMMA", "-DKS=4 -DNOMMA", "-DTWG=256 -DKS=8 -DRPW=1 -DRPA=1 -DNOMMA", "-DTWG=64 -DUNF=2 -DUNA=2 -DRPW=4 -DKS=1 -DNOMMA"}
+	if be.mma {
+		// without tensor cores these would build the default kernels
+		// again (TestFormats runs them), which costs PoCL minutes
+		opts = append(opts, "-DMW=16 -DAMU16=2 -DBMU16=2 -DQMU16=2", "-DMW=8 -DTCH=2 -DAMU8=3 -DQMU8=4")
+	}
+	for _, to := range opts {
 		for _, sh := range [][2]int{{70, 2100}, {33, 5000}} {
 			for _, tc := range cases(t, rng, sh[0], sh[1], false) {
 				mx, err := be.Load(tc.m)
