@@ -28,8 +28,9 @@ func missing(features []string) []string {
 // next rows into L1 rather than L2 (Bits 4-bit A8, the GGML four-row
 // kernels; Q4G128's batch-1 A8 kernel with PREFETCHNTA) run: on AMD Zen 5
 // (family 0x1A, 48 KiB of L1D) they measured faster, on Zen 4 (32 KiB)
-// slower (the Q4G128 one is not measured there); other CPUs are not
-// measured and keep L2.
+// slower (the Q4G128 one is not measured there); other CPUs keep L2,
+// except the GGML four-row kernels on Intel cores with 48 KiB of L1D
+// (ggmlR4L1).
 func l1PrefetchCPU() bool { return cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.Family >= 0x1a }
 
 // l1Budget returns the working-set budget of the kernels that keep tables
