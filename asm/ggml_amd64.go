@@ -256,15 +256,19 @@ func GgmlIQ4XSA8T16Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
 //go:noescape
 func GgmlQ40A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlQ40A8R4Avx512 is GgmlQ40A8Avx512 for one vector and four rows at a time
-// (rows a multiple of 4), the float steps with the rows in the lanes. See
+// GgmlQ40A8R4Avx512 computes GgmlQ40A8Avx512's products for one vector and
+// four rows at a time (rows a multiple of 4), with VBMI and GFNI; it reads the
+// activations split by nibble (per 128 columns those of the blocks' low
+// nibbles, then the high), the float steps with the rows in the lanes. See
 // "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ40A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlQ40A8R4PfL1Avx512 is GgmlQ40A8Avx512 for one vector and four rows at a
-// time (rows a multiple of 4), the float steps with the rows in the lanes. See
+// GgmlQ40A8R4PfL1Avx512 computes GgmlQ40A8Avx512's products for one vector and
+// four rows at a time (rows a multiple of 4), with VBMI and GFNI; it reads the
+// activations split by nibble (per 128 columns those of the blocks' low
+// nibbles, then the high), the float steps with the rows in the lanes. See
 // "GGML block kernels" in the package doc.
 //
 //go:noescape
@@ -296,15 +300,19 @@ func GgmlQ40A8T16Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
 //go:noescape
 func GgmlQ41A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlQ41A8R4Avx512 is GgmlQ41A8Avx512 for one vector and four rows at a time
-// (rows a multiple of 4), the float steps with the rows in the lanes. See
+// GgmlQ41A8R4Avx512 computes GgmlQ41A8Avx512's products for one vector and
+// four rows at a time (rows a multiple of 4), with VBMI and GFNI; it reads the
+// activations split by nibble (per 128 columns those of the blocks' low
+// nibbles, then the high), the float steps with the rows in the lanes. See
 // "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ41A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlQ41A8R4PfL1Avx512 is GgmlQ41A8Avx512 for one vector and four rows at a
-// time (rows a multiple of 4), the float steps with the rows in the lanes. See
+// GgmlQ41A8R4PfL1Avx512 computes GgmlQ41A8Avx512's products for one vector and
+// four rows at a time (rows a multiple of 4), with VBMI and GFNI; it reads the
+// activations split by nibble (per 128 columns those of the blocks' low
+// nibbles, then the high), the float steps with the rows in the lanes. See
 // "GGML block kernels" in the package doc.
 //
 //go:noescape
@@ -456,16 +464,20 @@ func GgmlQ80A8T16Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
 //go:noescape
 func GgmlIQ4NLA8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlIQ4NLA8R4Avx512 is GgmlIQ4NLA8Avx512 for one vector and four rows at a
-// time (rows a multiple of 4), the float steps with the rows in the lanes. See
+// GgmlIQ4NLA8R4Avx512 computes GgmlIQ4NLA8Avx512's products for one vector and
+// four rows at a time (rows a multiple of 4), with VBMI and GFNI; it reads the
+// activations split by nibble (per 128 columns those of the blocks' low
+// nibbles, then the high), the float steps with the rows in the lanes. See
 // "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlIQ4NLA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlIQ4NLA8R4PfL1Avx512 is GgmlIQ4NLA8Avx512 for one vector and four rows at
-// a time (rows a multiple of 4), the float steps with the rows in the lanes.
-// See "GGML block kernels" in the package doc.
+// GgmlIQ4NLA8R4PfL1Avx512 computes GgmlIQ4NLA8Avx512's products for one vector
+// and four rows at a time (rows a multiple of 4), with VBMI and GFNI; it reads
+// the activations split by nibble (per 128 columns those of the blocks' low
+// nibbles, then the high), the float steps with the rows in the lanes. See
+// "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlIQ4NLA8R4PfL1Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)

@@ -92,6 +92,18 @@ var ggmlR4VBMI = map[ggml.Type]bool{ggml.Q4_0: true, ggml.Q4_1: true, ggml.Q5_0:
 
 var ggmlR4VBMIRequires = []string{"AVX512VBMI", "GFNI"}
 
+// ggmlR4Split are the VBMI four-row kernels that read the activations
+// split by nibble (ggmlSplitOrder): one VPERMT2B gathers a group's code
+// bytes, the low and high nibbles multiply into one accumulator per row,
+// and the rows reduce in two levels instead of three. Where they run, the
+// rows past a multiple of four run on them too, zero-padded
+// (ggmlPerVector), so no kernel reads the column order.
+var ggmlR4Split = map[ggml.Type]bool{ggml.Q4_0: true, ggml.Q4_1: true, ggml.IQ4_NL: true}
+
+// ggmlSplitOrder is ggmlActOrder's form of the split order: per 128
+// columns (four blocks) columns 0..15 of each block, then 16..31.
+var ggmlSplitOrder = [8]int{0, 32, 64, 96, 16, 48, 80, 112}
+
 type ggmlA8M16Func func(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int32, xs *float32, nvec int, out *float32)
 
 type ggmlF32Func func(w *byte, stride int, rows int, nsb int, x *float32, nvec int, tmp *byte, accs *float32, out *float32, ostride int)
@@ -551,7 +563,12 @@ func init() {
 			if ggmlR4VBMI[t] && !hasAll(ggmlR4VBMIRequires) {
 				r4, r4l1 = nil, nil
 			}
-			return &ggmlKernel{isa: isa, prep: ggmlPrep, f32: ggmlF32Runner(f32), a8: func(mx *GGMLMatrix, c *ggmlCall, r0, r1 int) {
+			split := r4 != nil && ggmlR4Split[t]
+			prep := ggmlPrep
+			if split {
+				prep = func(mx *GGMLMatrix, c *ggmlCall) { ggmlPrepOrder(mx, c, &ggmlSplitOrder) }
+			}
+			return &ggmlKernel{isa: isa, prep: prep, f32: ggmlF32Runner(f32), a8: func(mx *GGMLMatrix, c *ggmlCall, r0, r1 int) {
 				m := mx.m
 				pc := m.PCols
 				if r1 <= r0 {
@@ -579,12 +596,16 @@ func init() {
 					ggmlPerVector(r4, fn, m, c, &c.act8[0], r0, r1)
 					return
 				}
+				k := r4
+				if r4l1 != nil && ggmlR4L1 {
+					k = r4l1
+				}
+				if split { // batch 1: batches run the rows-in-lanes kernels
+					ggmlPerVector(k, nil, m, c, &c.act8[0], r0, r1)
+					return
+				}
 				if r4 != nil && c.batch == 1 && r1-r0 >= 4 {
 					four := r0 + (r1-r0)&^3
-					k := r4
-					if r4l1 != nil && ggmlR4L1 {
-						k = r4l1
-					}
 					run(k, r0, four)
 					r0 = four
 				}
@@ -753,6 +774,16 @@ func sumsInt8(sums []int16, x []int8, sub int) {
 // reordered int8 values, or xq itself) and c.sums (one int16 per
 // sub-block, or per 32-element block).
 func ggmlPrep(mx *GGMLMatrix, c *ggmlCall) {
+	var order *[8]int
+	if o, ok := ggmlActOrder[mx.m.Type]; ok {
+		order = &o
+	}
+	ggmlPrepOrder(mx, c, order)
+}
+
+// ggmlPrepOrder is ggmlPrep with the 16-byte runs of every 128 columns
+// in order (nil: column order).
+func ggmlPrepOrder(mx *GGMLMatrix, c *ggmlCall, order *[8]int) {
 	m := mx.m
 	pc := m.PCols
 	if fn, slots := ggmlTKernel(m.Type, c.batch); fn != nil {
@@ -765,8 +796,7 @@ func ggmlPrep(mx *GGMLMatrix, c *ggmlCall) {
 		return
 	}
 	ggmlPrepSums(mx, c)
-	order, ok := ggmlActOrder[m.Type]
-	if !ok {
+	if order == nil {
 		c.act8 = c.xq
 		return
 	}

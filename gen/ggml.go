@@ -776,13 +776,25 @@ type ggmlVBMI struct {
 	perm, gf, nib, kv, sixteen, dm VecVirtual
 	blk                            VecVirtual // dword 4b+i holds b: block b's value to the four rows' lanes
 	hi, tail, dmMask               Register   // k masks: the high-nibble lanes; the second load's bytes; d and m bytes
+	split                          bool       // ggmlSplit: one VPERMT2B per row, activations split by nibble
+	rowK                           [4]Register
 }
+
+// ggmlSplit reports whether a type's four-row kernel reads the
+// activations split by nibble (the 4-bit types without high bits: Q4_0,
+// Q4_1, IQ4_NL): per 128 columns the low-nibble columns of the four
+// blocks (0..15 of each), then the high-nibble ones (16..31), the order
+// cpu.ggmlSplitOrder lays out.
+func ggmlSplit(c ggmlSmall) bool { return c.nib && c.qh == 0 }
 
 // newGGMLVBMI loads the constants: perm puts each block's 16 code bytes
 // in two adjacent 128-bit lanes (block b of a pair in lanes 2b, 2b+1),
 // gf shifts a byte right by 4 (GF2P8AFFINEQB), dm gathers the four
 // blocks' d (bytes 0..7) and m (8..15) from the two loads of a group.
 func newGGMLVBMI(c ggmlSmall) *ggmlVBMI {
+	if ggmlSplit(c) {
+		return newGGMLSplit(c)
+	}
 	v := &ggmlVBMI{perm: ZMM(), gf: ZMM(), nib: nibbleMask(ZMM()), dm: ZMM()}
 	VMOVDQU64(rodata("ggmlPerm"+c.t, 64, 1, func(p int) uint64 { return uint64((p/32)*c.bytes + c.qs + p%16) }), v.perm)
 	// qword b (b < 4): block b's d in bytes 0, 1; qword 4+b: its m
@@ -813,6 +825,48 @@ func newGGMLVBMI(c ggmlSmall) *ggmlVBMI {
 	}
 	if c.qh != 0 {
 		v.sixteen = fvec{avx512: true}.broadcast(0x10101010)
+	}
+	return v
+}
+
+// newGGMLSplit loads the constants of the split kernels (ggmlSplit):
+// perm gathers a group's 64 code bytes (block b's at bytes 16b..16b+15)
+// from its two loads, the first 64 bytes and the last two blocks (at
+// 2*bytes); dm picks block b's d (and m) out of the first load, which
+// holds all four, into byte 8b+2i (m: 32+8b+2i) of row i, rowK[i]
+// selecting row i's bytes; gf shifts a byte right by 4.
+func newGGMLSplit(c ggmlSmall) *ggmlVBMI {
+	v := &ggmlVBMI{split: true, perm: ZMM(), gf: ZMM(), nib: nibbleMask(ZMM()), dm: ZMM()}
+	VMOVDQU64(rodata("ggmlSplitPerm"+c.t, 64, 1, func(p int) uint64 {
+		src := (p/16)*c.bytes + c.qs + p%16
+		if src >= 64 { // from the second load
+			src = 64 + src - 2*c.bytes
+		}
+		return uint64(src)
+	}), v.perm)
+	VMOVDQU64(rodata("ggmlSplitDM"+c.t, 64, 1, func(p int) uint64 {
+		return uint64(((p/8)%4)*c.bytes + p%2 + 2*(p/32))
+	}), v.dm)
+	v.blk = ZMM()
+	VMOVDQU64(rodata("ggmlLaneBlock", 16, 4, func(i int) uint64 { return uint64(i / 4) }), v.blk)
+	t := GP64()
+	MOVQ(U64(0x1020408000000000), t)
+	VPBROADCASTQ(t, v.gf)
+	v.tail = K()
+	MOVQ(U64(1<<(2*c.bytes)-1), t)
+	KMOVQ(t, v.tail)
+	for i := range v.rowK {
+		bits := uint64(0x03030303) << (2 * i)
+		if c.m {
+			bits |= bits << 32
+		}
+		v.rowK[i] = K()
+		MOVQ(U64(bits), t)
+		KMOVQ(t, v.rowK[i])
+	}
+	if c.kv {
+		v.kv = ZMM()
+		VBROADCASTI32X4(ggmlKValues128(), v.kv)
 	}
 	return v
 }
@@ -1270,7 +1324,11 @@ func ggmlBlockA8R4(c ggmlSmall, l1 bool) {
 	name := "Ggml" + c.t + "A8R4" + map[bool]string{true: "PfL1"}[l1] + "Avx512"
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
-	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8Avx512 for one vector and four rows at a time (rows a multiple of 4), the float steps with the rows in the lanes.", name, c.t))
+	doc := fmt.Sprintf("%s is Ggml%sA8Avx512 for one vector and four rows at a time (rows a multiple of 4), the float steps with the rows in the lanes.", name, c.t)
+	if ggmlSplit(c) {
+		doc = fmt.Sprintf("%s computes Ggml%sA8Avx512's products for one vector and four rows at a time (rows a multiple of 4), with VBMI and GFNI; it reads the activations split by nibble (per 128 columns those of the blocks' low nibbles, then the high), the float steps with the rows in the lanes.", name, c.t)
+	}
+	kernelDoc("GGML block kernels", doc)
 	nib, kv, flip, sixteen := ggmlSmallConsts(c)
 	lane0 := ZMM()
 	VMOVDQU64(rodata("ggmlLane0", 16, 4, func(i int) uint64 { return uint64(4 * (i % 4)) }), lane0)
@@ -1453,6 +1511,10 @@ func ggmlR4Group(c ggmlSmall, rows [4]Mem, ak, sk, xk GPVirtual, acc4, nib, kv, 
 // merged into the same order by shifts; 128-bit lane b is then the
 // definition's addition of block b for the four rows.
 func (v *ggmlVBMI) group(c ggmlSmall, rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
+	if v.split {
+		v.groupSplit(c, rows, ak, sk, xk, acc4)
+		return
+	}
 	var acc [8]Register // row i: blocks 0,1 at i; blocks 2,3 at 4+i
 	var dmAll VecVirtual
 	for i, rm := range rows {
@@ -1476,6 +1538,53 @@ func (v *ggmlVBMI) group(c ggmlSmall, rows [4]Mem, ak, sk, xk GPVirtual, acc4 Ve
 	VSHUFI64X2(U8(0x88), l2[1], l2[0], s)
 	VSHUFI64X2(U8(0xdd), l2[1], l2[0], l2[0])
 	VPADDD(l2[0], s, s) // lane 4b+i: block b of row i
+	v.floats(c, s, dmAll, sk, xk, acc4)
+}
+
+// groupSplit is group for the split kernels (ggmlSplit): per row one
+// VPERMT2B gathers the group's 64 code bytes, VPANDD and GF2P8AFFINEQB
+// split them into the low nibbles (columns 0..15 of each block) and the
+// high ones (16..31), each against its half of the activations, so both
+// VPDPBUSD add into one accumulator whose 128-bit lane b is block b; a
+// merge-masking VPERMB puts the row's d (and m) into dmAll. The four
+// accumulators reduce in two interleave-and-add levels to lane 4b+i.
+func (v *ggmlVBMI) groupSplit(c ggmlSmall, rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
+	var acc [4]Register
+	dmAll := ZMM()
+	for i, rm := range rows {
+		a, a2 := ZMM(), ZMM()
+		VMOVDQU64(rm, a)
+		VMOVDQU8_Z(rm.Offset(2*c.bytes), v.tail, a2)
+		if i == 0 {
+			VPERMB_Z(a, v.dm, v.rowK[i], dmAll)
+		} else {
+			VPERMB(a, v.dm, v.rowK[i], dmAll)
+		}
+		VPERMT2B(a2, v.perm, a) // a: the code bytes, block b at 16b
+		lo, hi := ZMM(), ZMM()
+		VPANDD(a, v.nib, lo)
+		VGF2P8AFFINEQB(U8(0), v.gf, a, hi)
+		if c.kv {
+			VPSHUFB(lo, v.kv, lo)
+			VPSHUFB(hi, v.kv, hi)
+		}
+		s := ZMM()
+		VPXORD(s, s, s)
+		VPDPBUSD(Mem{Base: ak}, lo, s)
+		VPDPBUSD(Mem{Base: ak, Disp: 64}, hi, s)
+		acc[i] = s
+	}
+	l := pairLevel(pairLevel(acc[:], false, func(a, b, c Op) { VPADDD(a, b, c) }, func() Register { return ZMM() }),
+		true, func(a, b, c Op) { VPADDD(a, b, c) }, func() Register { return ZMM() })
+	v.floats(c, l[0].(VecVirtual), dmAll, sk, xk, acc4)
+}
+
+// floats is the float steps of the four-row VBMI kernels: s holds the
+// group's int32 sums (lane 4b+i: block b of row i), dmAll the rows' d in
+// the same order (binary16, m in the upper 256 bits); the codes' offset
+// times the blocks' activation sums is subtracted, and the products are
+// added to acc4 block by block as the definition orders them.
+func (v *ggmlVBMI) floats(c ggmlSmall, s, dmAll VecVirtual, sk, xk GPVirtual, acc4 VecVirtual) {
 	sx := ZMM()
 	VPMOVSXWD(Mem{Base: sk}, sx.AsX())
 	if c.shift > 0 {
