@@ -1382,6 +1382,14 @@ func ggmlBlockDots(z [2]VecVirtual, ap GPVirtual, lane0 VecVirtual) VecVirtual {
 // rows fit). The activations, their sums and scales move on actStep,
 // sumStep and xsStep bytes per unit.
 func fourRows(name string, l1 bool, unitBytes, actStep, sumStep, xsStep int, body func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual)) {
+	fourRowsFix(name, l1, unitBytes, actStep, sumStep, xsStep, body, nil)
+}
+
+// fourRowsFix is fourRows with fix, where not nil, called on the
+// accumulator before each group of four rows is stored: it returns an XMM
+// holding [row 0, 1, 2, 3] (for bodies that keep the rows elsewhere in
+// the YMM form of acc4, whose upper half the VEX zeroing clears).
+func fourRowsFix(name string, l1 bool, unitBytes, actStep, sumStep, xsStep int, body func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual), fix func(acc4 VecVirtual) VecVirtual) {
 	Label(name + "_row")
 	acc4 := XMM()
 	VXORPS(acc4, acc4, acc4)
@@ -1409,7 +1417,11 @@ func fourRows(name string, l1 bool, unitBytes, actStep, sumStep, xsStep int, bod
 	ADDQ(U32(xsStep), xk)
 	DECQ(n)
 	JNZ(LabelRef(name + "_unit"))
-	VMOVUPS(acc4, Mem{Base: param("out")})
+	res := acc4
+	if fix != nil {
+		res = fix(acc4)
+	}
+	VMOVUPS(res, Mem{Base: param("out")})
 	st4 := param("stride")
 	SHLQ(U8(2), st4)
 	bump("w", st4)

@@ -518,6 +518,16 @@ func ggmlBlockA8R4AVX2(c ggmlSmall, vnni bool) {
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8%s for one vector and four rows at a time (rows a multiple of 4), the float steps with the rows in the lanes.", name, c.t, isa))
+	if !vnni && ggmlSplit(c) {
+		var kv VecVirtual
+		if c.kv {
+			kv = ggmlKValuesYMM(false)
+		}
+		fourRowsFix(name, false, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
+			ggmlR4PairsAVX2(c, rows, ak, sk, xk, acc4.AsY().(VecVirtual), kv)
+		}, pairRowsFix)
+		return
+	}
 	signed, shift, nib, ones, kv, qhShifts, sixteen := ggmlSmallConstsAVX2(c, vnni)
 	if !vnni {
 		fourRows(name, false, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
@@ -666,6 +676,176 @@ func ggmlR4LanesAVX2(c ggmlSmall, rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVir
 			VADDPS(h, acc4, acc4)
 		}
 	}
+}
+
+// ggmlR4PairsAVX2 adds one group of four blocks of the four rows at rows
+// to acc (the AVX2 kernel of ggmlBlockA8R4AVX2 for the types whose codes
+// are a block's 16 bytes of nibbles, ggmlSplit: Q4_0, Q4_1, IQ4_NL). A
+// block's code bytes of two rows share one YMM (row 0 or 2 in the low
+// lane, row 1 or 3 in the high one), so one shift and two masks give
+// both rows' low nibbles (columns 0..15) and high nibbles (columns
+// 16..31), multiplied by the block's activation halves broadcast to both
+// lanes. Adding the two products leaves each lane one row's partial sums,
+// and a block's two registers reduce with three shuffles to [rows 0 2 0 2
+// | rows 1 3 1 3], where ggmlR4LanesAVX2's four per-row registers take
+// six and a lane insert per pair of blocks; it also saves the variable
+// shift per row and block, and the shuffle ports are what these kernels
+// wait on. Two blocks' sums are blended into [rows 0 2 of block 2k, of
+// 2k+1 | rows 1 3 ...] for the float steps, and the second block's terms
+// reach the accumulator's lanes of the first through one in-lane swap,
+// so each row still adds its terms in the definition's order (block by
+// block, d term first). The accumulator keeps row 0 in lane 0, row 2 in
+// lane 1, rows 1 and 3 in lanes 4 and 5 (pairRowsFix puts them in
+// order). With words (the unsigned codes), a word after the reduction
+// sums 16 products of a code of at most 15 and an activation of at most
+// 128 in magnitude, 30720, exact in int16, before one VPMADDWD with ones.
+func ggmlR4PairsAVX2(c ggmlSmall, rows [4]Mem, ak, sk, xk GPVirtual, acc, kv VecVirtual) {
+	signed, shift := c.kv, c.shift // IQ4_NL: signed codes (signedDot), no offset
+	if signed {
+		shift = 0
+	}
+	// the masks as memory operands: sixteen registers hold the rest
+	nib, ones := ggmlNibMem(), rodata("q4Ones16", 8, 4, func(int) uint64 { return 0x00010001 })
+	xb := YMM()
+	VBROADCASTSS(Mem{Base: xk}, xb)
+	var sx VecVirtual // the group's four block sums, int32
+	if shift > 0 || c.m {
+		sx = XMM()
+		VPMOVSXWD(Mem{Base: sk}, sx)
+	}
+	add := VPADDW
+	if signed {
+		add = VPADDD
+	}
+	for k := 0; k < 2; k++ {
+		var R [2]VecVirtual
+		for j := range R {
+			b := 2*k + j
+			var x, ax [2]VecVirtual // the block's activations 0..15 and 16..31 in both lanes; |x|
+			for h := range x {
+				x[h] = YMM()
+				VBROADCASTI128(Mem{Base: ak, Disp: 32*b + 16*h}, x[h])
+				if signed {
+					ax[h] = YMM()
+					VPABSB(x[h], ax[h])
+				}
+			}
+			var P [2]VecVirtual
+			for pr := range P {
+				off := b*c.bytes + c.qs
+				v := YMM()
+				VBROADCASTI128(rows[2*pr].Offset(off), v) // a whole-register write: a VMOVDQU to v's XMM would leave v live before it to the allocator
+				VINSERTI128(U8(1), rows[2*pr+1].Offset(off), v, v)
+				var q, p [2]VecVirtual // low and high nibbles; their products
+				q[0], q[1] = YMM(), YMM()
+				VPSRLW(U8(4), v, q[1])
+				VPAND(nib, v, q[0])
+				VPAND(nib, q[1], q[1])
+				for h := range q {
+					if c.kv {
+						VPSHUFB(q[h], kv, q[h])
+					}
+					p[h] = YMM()
+					if signed {
+						signedDot(q[h], x[h], ax[h], p[h])
+						VPMADDWD(ones, p[h], p[h])
+					} else {
+						VPMADDUBSW(x[h], q[h], p[h])
+					}
+				}
+				add(p[1], p[0], p[0])
+				P[pr] = p[0]
+			}
+			lo, hi := YMM(), YMM()
+			VPUNPCKLDQ(P[1], P[0], lo) // [a0 c0 a1 c1 | b0 d0 b1 d1]
+			VPUNPCKHDQ(P[1], P[0], hi) // [a2 c2 a3 c3 | b2 d2 b3 d3]
+			add(hi, lo, lo)
+			VPSHUFD(U8(0x4e), lo, hi)
+			add(hi, lo, lo) // [A C A C | B D B D]
+			if !signed {
+				VPMADDWD(ones, lo, lo)
+			}
+			R[j] = lo
+		}
+		s := YMM()
+		VPBLENDD(U8(0xcc), R[1], R[0], s) // [A C A' C' | B D B' D']
+		var sk8 VecVirtual
+		if sx != nil { // each lane's block's activation sum
+			sk8 = YMM()
+			VMOVDQU(rodata(fmt.Sprintf("ggmlPairRows%d", k), 8, 4, func(i int) uint64 { return uint64(2*k + i/2%2) }), sk8)
+			VPERMD(sx.AsY(), sk8, sk8)
+		}
+		if shift > 0 {
+			o := YMM()
+			VPSLLD(U8(shift), sk8, o)
+			VPSUBD(o, s, s)
+		}
+		f, coef := YMM(), YMM()
+		VCVTDQ2PS(s, f)
+		VMULPS(halvesPairRows(rows, 2*k, c.bytes, 0), xb, coef)
+		VMULPS(coef, f, f)
+		var u VecVirtual
+		if c.m {
+			sf, cm := YMM(), YMM()
+			VCVTDQ2PS(sk8, sf)
+			VMULPS(halvesPairRows(rows, 2*k, c.bytes, 2), xb, cm)
+			u = YMM()
+			VMULPS(cm, sf, u)
+		}
+		VADDPS(f, acc, acc)
+		if c.m {
+			VADDPS(u, acc, acc)
+		}
+		t := YMM()
+		VPERMILPS(U8(0x4e), f, t) // block 2k+1's terms into block 2k's lanes
+		VADDPS(t, acc, acc)
+		if c.m {
+			VPERMILPS(U8(0x4e), u, t)
+			VADDPS(t, acc, acc)
+		}
+	}
+}
+
+// halvesPairRows returns as float32 the binary16 at byte off of blocks b
+// and b+1 (bytes apart) of the four rows at rows in ggmlR4PairsAVX2's
+// order: [rows 0 2 of block b, of b+1 | rows 1 3 of block b, of b+1],
+// gathered into two qwords with scalar loads, shifts and ORs: these
+// kernels wait on the vector ports, which VPINSRW takes (one Zen 5 core in
+// L2: 0.88x the time for Q4_0 and Q4_1, 0.93x for IQ4_NL).
+func halvesPairRows(rows [4]Mem, b, bytes, off int) VecVirtual {
+	var q [2]GPVirtual
+	for i := range q {
+		q[i] = GP64()
+		t := GP64()
+		for w := 0; w < 4; w++ { // word w of qword i: position p = 4i+w
+			p := 4*i + w
+			r, j := p/4+2*(p%2), p%4/2
+			dst := q[i]
+			if w > 0 {
+				dst = t
+			}
+			MOVWQZX(rows[r].Offset((b+j)*bytes+off), dst)
+			if w > 0 {
+				SHLQ(U8(16*w), t)
+				ORQ(t, q[i])
+			}
+		}
+	}
+	x := XMM()
+	VMOVQ(q[0], x)
+	VPINSRQ(U8(1), q[1], x, x)
+	y := YMM()
+	VCVTPH2PS(x, y)
+	return y
+}
+
+// pairRowsFix returns ggmlR4PairsAVX2's accumulator (rows 0 and 2 in
+// lanes 0 and 1, rows 1 and 3 in lanes 4 and 5) as [rows 0 1 2 3].
+func pairRowsFix(acc4 VecVirtual) VecVirtual {
+	h, r := XMM(), XMM()
+	VEXTRACTF128(U8(1), acc4.AsY(), h)
+	VUNPCKLPS(h, acc4, r)
+	return r
 }
 
 // rowSums4 returns the sums of p[0..3] per 128-bit lane as [S0 S1 S2 S3]
