@@ -858,6 +858,13 @@ func GgmlQ40A8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride in
 //go:noescape
 func GgmlQ40A8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ40A8R4AvxVnni is GgmlQ40A8AvxVnni for one vector and four rows at a
+// time (rows a multiple of 4), the float steps with the rows in the lanes. See
+// "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ40A8R4AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ40F32Avx2 multiplies layout/ggml Q4_0 rows by float32 activations with
 // AVX2 and FMA, groups of four blocks dequantized once per 64 columns for
 // every vector. See "GGML block kernels" in the package doc.
@@ -925,6 +932,13 @@ func GgmlQ41A8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride in
 //
 //go:noescape
 func GgmlQ41A8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ41A8R4AvxVnni is GgmlQ41A8AvxVnni for one vector and four rows at a
+// time (rows a multiple of 4), the float steps with the rows in the lanes. See
+// "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ41A8R4AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ41F32Avx2 multiplies layout/ggml Q4_1 rows by float32 activations with
 // AVX2 and FMA, groups of four blocks dequantized once per 64 columns for

@@ -77,6 +77,8 @@ func ggmlKernels() {
 		ggmlBlockA8R4AVX2(c, false)
 		if c.kv { // the unsigned types and Q8_0 measured even with VPDPBUSD
 			ggmlBlockA8AVX2(c, true)
+		}
+		if c.kv || ggmlSplit(c) { // the paired four-row kernels gain from it (cpu.ggmlA8R4AVXVNNIFuncs)
 			ggmlBlockA8R4AVX2(c, true)
 		}
 		ggmlBlockF32AVX2(c)

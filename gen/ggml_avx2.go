@@ -518,13 +518,13 @@ func ggmlBlockA8R4AVX2(c ggmlSmall, vnni bool) {
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8%s for one vector and four rows at a time (rows a multiple of 4), the float steps with the rows in the lanes.", name, c.t, isa))
-	if !vnni && ggmlSplit(c) {
+	if ggmlSplit(c) {
 		var kv VecVirtual
 		if c.kv {
-			kv = ggmlKValuesYMM(false)
+			kv = ggmlKValuesYMM(vnni)
 		}
 		fourRowsFix(name, false, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
-			ggmlR4PairsAVX2(c, rows, ak, sk, xk, acc4.AsY().(VecVirtual), kv)
+			ggmlR4PairsAVX2(c, rows, ak, sk, xk, acc4.AsY().(VecVirtual), kv, vnni)
 		}, pairRowsFix)
 		return
 	}
@@ -699,8 +699,12 @@ func ggmlR4LanesAVX2(c ggmlSmall, rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVir
 // order). With words (the unsigned codes), a word after the reduction
 // sums 16 products of a code of at most 15 and an activation of at most
 // 128 in magnitude, 30720, exact in int16, before one VPMADDWD with ones.
-func ggmlR4PairsAVX2(c ggmlSmall, rows [4]Mem, ak, sk, xk GPVirtual, acc, kv VecVirtual) {
-	signed, shift := c.kv, c.shift // IQ4_NL: signed codes (signedDot), no offset
+// With vnni (the avxvnni set) both halves go into one dword accumulator
+// per register with VPDPBUSD.
+func ggmlR4PairsAVX2(c ggmlSmall, rows [4]Mem, ak, sk, xk GPVirtual, acc, kv VecVirtual, vnni bool) {
+	// IQ4_NL: signed codes (signedDot), no offset; with vnni (VPDPBUSD, no
+	// int16 step) its codes plus 128, like the unsigned types' offsets
+	signed, shift := c.kv && !vnni, c.shift
 	if signed {
 		shift = 0
 	}
@@ -713,9 +717,10 @@ func ggmlR4PairsAVX2(c ggmlSmall, rows [4]Mem, ak, sk, xk GPVirtual, acc, kv Vec
 		sx = XMM()
 		VPMOVSXWD(Mem{Base: sk}, sx)
 	}
-	add := VPADDW
-	if signed {
-		add = VPADDD
+	words := !signed && !vnni // VPMADDUBSW products of unsigned codes
+	add := VPADDD
+	if words {
+		add = VPADDW
 	}
 	for k := 0; k < 2; k++ {
 		var R [2]VecVirtual
@@ -745,6 +750,16 @@ func ggmlR4PairsAVX2(c ggmlSmall, rows [4]Mem, ak, sk, xk GPVirtual, acc, kv Vec
 					if c.kv {
 						VPSHUFB(q[h], kv, q[h])
 					}
+				}
+				if vnni { // both halves into one accumulator
+					P[pr] = YMM()
+					VPXOR(P[pr], P[pr], P[pr])
+					for h := range q {
+						vpdpbusdY(x[h], q[h], P[pr])
+					}
+					continue
+				}
+				for h := range q {
 					p[h] = YMM()
 					if signed {
 						signedDot(q[h], x[h], ax[h], p[h])
@@ -762,7 +777,7 @@ func ggmlR4PairsAVX2(c ggmlSmall, rows [4]Mem, ak, sk, xk GPVirtual, acc, kv Vec
 			add(hi, lo, lo)
 			VPSHUFD(U8(0x4e), lo, hi)
 			add(hi, lo, lo) // [A C A C | B D B D]
-			if !signed {
+			if words {
 				VPMADDWD(ones, lo, lo)
 			}
 			R[j] = lo
