@@ -3,8 +3,12 @@
 package cpu
 
 import (
+	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/qgemv/qgemv/asm"
+	"github.com/qgemv/qgemv/layout"
 )
 
 // TestDisabled: EnvDisable's names are parsed once for the kernel sets,
@@ -21,5 +25,53 @@ func TestDisabled(t *testing.T) {
 	t.Setenv(EnvDisable, "avx2")
 	if AMXDisabled() {
 		t.Error("amx disabled by avx2")
+	}
+}
+
+// TestHelpersFollowDisable: the activation quantizer, SwiGLU and the
+// weight encoders leave AVX-512 where EnvDisable names avx512vnni, and
+// run in Go where it leaves only the generic set.
+func TestHelpersFollowDisable(t *testing.T) {
+	defer installHelpers(nil)
+	fn := func(f any) uintptr { return reflect.ValueOf(f).Pointer() }
+	avx512 := hasAll([]string{"AVX", "AVX2", "AVX512F"})
+	avx2 := hasAll([]string{"AVX", "AVX2"})
+	if !avx2 {
+		t.Skip("no AVX2: no assembly helpers")
+	}
+	installHelpers(nil)
+	if avx512 && (encoderName != "avx512" || swigluAsm == nil || fn(quantAsm) != fn(asm.QuantizeA8Avx512)) {
+		t.Errorf("nothing disabled: encoder %q, SwiGLU asm %v, quantizer avx512 %v", encoderName, swigluAsm != nil, fn(quantAsm) == fn(asm.QuantizeA8Avx512))
+	}
+	installHelpers([]ISA{AVX512VNNI})
+	if encoderName != "avx2" || swigluAsm != nil || quantAsm == nil || fn(quantAsm) != fn(asm.QuantizeA8Avx2) || !layout.HasA8Kernel() {
+		t.Errorf("avx512vnni disabled: encoder %q, SwiGLU asm %v, quantizer avx2 %v", encoderName, swigluAsm != nil, quantAsm != nil && fn(quantAsm) == fn(asm.QuantizeA8Avx2))
+	}
+	var all []ISA
+	for _, k := range kernelSets {
+		if k.isa != Generic {
+			all = append(all, k.isa)
+		}
+	}
+	installHelpers(all)
+	if encoderName != "" || swigluAsm != nil || quantAsm != nil || layout.HasA8Kernel() {
+		t.Errorf("every set but generic disabled: encoder %q, SwiGLU asm %v, quantizer asm %v", encoderName, swigluAsm != nil, quantAsm != nil)
+	}
+	// the encoders' output does not depend on the form: Q4G128 quantizes the same
+	w := make([]float32, 4*256)
+	for i := range w {
+		w[i] = float32(i%37) - 18.5 + float32(i%7)/8
+	}
+	goQ, err := layout.QuantizeQ4G128(w, 4, 256, layout.Search)
+	if err != nil {
+		t.Fatal(err)
+	}
+	installHelpers(nil)
+	asmQ, err := layout.QuantizeQ4G128(w, 4, 256, layout.Search)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(goQ, asmQ) {
+		t.Error("Q4G128 quantization differs between the Go and the assembly encoders")
 	}
 }

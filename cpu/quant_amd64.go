@@ -3,6 +3,8 @@
 package cpu
 
 import (
+	"slices"
+
 	"github.com/qgemv/qgemv/asm"
 	"github.com/qgemv/qgemv/layout"
 )
@@ -73,19 +75,60 @@ func bitsEncodeAvx512(vals []float32, q []uint32, s, z, qmax, best float64) floa
 	return asm.BitsEncodeAvx512(&vals[0], len(vals), &q[0], s, z, qmax, best)
 }
 
-func init() {
-	if e := Encoders(); len(e) > 0 {
-		layout.SetEncodeKernel(e[0].Q4)
-		layout.SetBitsEncodeKernel(e[0].Bits)
+// encoderName names the encoder installHelpers installed ("": Go's).
+var encoderName string
+
+// helperAllowed reports whether an assembly helper (the activation
+// quantizer, SwiGLU, a weight encoder) whose instructions need requires
+// runs under EnvDisable: none runs where it leaves only the generic set,
+// and no AVX-512 form where it names avx512vnni (which users name to keep
+// AVX-512 clocks off); the CPU must have requires.
+func helperAllowed(requires []string, disabled []ISA) bool {
+	if !hasAll(requires) {
+		return false
 	}
-	if hasAll(swigluRequires) {
+	if slices.Contains(requires, "AVX512F") && slices.Contains(disabled, AVX512VNNI) {
+		return false
+	}
+	for _, k := range kernelSets {
+		if k.isa != Generic && hasAll(k.requires) && !slices.Contains(disabled, k.isa) {
+			return true
+		}
+	}
+	return false
+}
+
+// installHelpers installs the first allowed form of each helper
+// (helperAllowed), and the generic Go where none is.
+// It runs in init after asm_amd64.go's, which lists the kernel sets.
+func installHelpers(disabled []ISA) {
+	layout.SetEncodeKernel(nil)
+	layout.SetBitsEncodeKernel(nil)
+	encoderName = ""
+	for _, e := range encoders {
+		if helperAllowed(e.requires, disabled) {
+			layout.SetEncodeKernel(e.q4)
+			layout.SetBitsEncodeKernel(e.bits)
+			encoderName = e.name
+			break
+		}
+	}
+	swigluAsm = nil
+	if helperAllowed(swigluRequires, disabled) {
 		swigluAsm = asm.SwiGLUAvx512
 	}
+	quantAsm = nil
+	layout.SetA8Kernel(nil)
 	for _, q := range quantizers {
-		if hasAll(q.requires) {
+		if helperAllowed(q.requires, disabled) {
 			quantAsm = q.fn
 			layout.SetA8Kernel(a8Kernel)
 			break
 		}
 	}
+}
+
+func init() {
+	disabled, _ := Disabled()
+	installHelpers(disabled)
 }
