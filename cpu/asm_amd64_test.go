@@ -181,10 +181,7 @@ func TestRequiresCoverKernels(t *testing.T) {
 	}
 	for _, m := range []map[ggml.Type]ggmlA8Func{ggmlA8R4Funcs, ggmlA8R4PfL1Funcs} {
 		for t, f := range m {
-			gate := ggmlA8Requires
-			if ggmlR4VBMI[t] {
-				gate = append(slices.Clone(gate), ggmlR4VBMIRequires...)
-			}
+			gate := append(slices.Clone(ggmlA8Requires), ggmlR4Requires(t)...)
 			check("ggml four rows", funcName(f), gate)
 		}
 	}

@@ -92,13 +92,28 @@ var ggmlR4VBMI = map[ggml.Type]bool{ggml.Q4_0: true, ggml.Q4_1: true, ggml.Q5_0:
 
 var ggmlR4VBMIRequires = []string{"AVX512VBMI", "GFNI"}
 
+// ggmlR4Requires returns the features type t's AVX-512 four-row kernel
+// needs beyond ggmlA8Requires: the VBMI types' ggmlR4VBMIRequires, and
+// for Q5_0 and Q5_1, whose split kernels spread the high bits into masks
+// with VPSHUFBITQMB, AVX512BITALG too.
+func ggmlR4Requires(t ggml.Type) []string {
+	switch {
+	case t == ggml.Q5_0 || t == ggml.Q5_1:
+		return append(slices.Clone(ggmlR4VBMIRequires), "AVX512BITALG")
+	case ggmlR4VBMI[t]:
+		return ggmlR4VBMIRequires
+	}
+	return nil
+}
+
 // ggmlR4Split are the VBMI four-row kernels that read the activations
 // split by nibble (ggmlSplitOrder): one VPERMT2B gathers a group's code
-// bytes, the low and high nibbles multiply into one accumulator per row,
-// and the rows reduce in two levels instead of three. Where they run, the
-// rows past a multiple of four run on them too, zero-padded
-// (ggmlPerVector), so no kernel reads the column order.
-var ggmlR4Split = map[ggml.Type]bool{ggml.Q4_0: true, ggml.Q4_1: true, ggml.IQ4_NL: true}
+// bytes, the low and high nibbles multiply into one accumulator per row
+// (Q5_x: their qh bits added through two VPSHUFBITQMB masks), and the
+// rows reduce in two levels instead of three. Where they run, the rows
+// past a multiple of four run on them too, zero-padded (ggmlPerVector),
+// so no kernel reads the column order.
+var ggmlR4Split = map[ggml.Type]bool{ggml.Q4_0: true, ggml.Q4_1: true, ggml.IQ4_NL: true, ggml.Q5_0: true, ggml.Q5_1: true}
 
 // ggmlSplitOrder is ggmlActOrder's form of the split order: per 128
 // columns (four blocks) columns 0..15 of each block, then 16..31.
@@ -569,7 +584,7 @@ func init() {
 				return nil
 			}
 			r4l1 := ggmlA8R4PfL1Funcs[t]
-			if ggmlR4VBMI[t] && !hasAll(ggmlR4VBMIRequires) {
+			if !hasAll(ggmlR4Requires(t)) {
 				r4, r4l1 = nil, nil
 			}
 			split := r4 != nil && ggmlR4Split[t]
@@ -602,7 +617,11 @@ func init() {
 					// of Q4_0 and Q8_0 models on the Zen 4 VM, batches 2
 					// to 16), which holds each row's codes in a register
 					// but reduces and scales every vector apart.
-					ggmlPerVector(r4, fn, m, c, &c.act8[0], r0, r1)
+					one := fn
+					if split { // the row kernel reads column order: pad the rest to four rows
+						one = nil
+					}
+					ggmlPerVector(r4, one, m, c, &c.act8[0], r0, r1)
 					return
 				}
 				k := r4

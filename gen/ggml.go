@@ -773,72 +773,32 @@ func ggmlBlockCodes(c ggmlSmall, wp GPVirtual, nib, kv, flip, sixteen VecVirtual
 }
 
 // ggmlVBMI holds the constants of the VBMI code unpacking of the 4-bit
-// block types (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL) in the four-row kernels.
+// block types (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL) in the AVX-512 four-row
+// kernels, which read the activations split by nibble (per 128 columns
+// the four blocks' columns 0..15, then 16..31: cpu.ggmlSplitOrder).
 type ggmlVBMI struct {
 	perm, gf, nib, kv, sixteen, dm VecVirtual
-	blk                            VecVirtual // dword 4b+i holds b: block b's value to the four rows' lanes
-	hi, tail, dmMask               Register   // k masks: the high-nibble lanes; the second load's bytes; d and m bytes
-	split                          bool       // ggmlSplit: one VPERMT2B per row, activations split by nibble
-	rowK                           [4]Register
+	blk                            VecVirtual  // dword 4b+i holds b: block b's value to the four rows' lanes
+	tail                           Register    // k mask: the second load's bytes
+	rowK                           [4]Register // k masks: row i's d (and m) bytes
+	qhPerm                         VecVirtual  // Q5_x: block b's qh into qwords 2b, 2b+1
+	qhBits                         [2]Mem      // Q5_x: VPSHUFBITQMB's bit indexes of the low and high halves
 }
 
-// ggmlSplit reports whether a type's four-row kernel reads the
-// activations split by nibble (the 4-bit types without high bits: Q4_0,
-// Q4_1, IQ4_NL): per 128 columns the low-nibble columns of the four
-// blocks (0..15 of each), then the high-nibble ones (16..31), the order
-// cpu.ggmlSplitOrder lays out.
+// ggmlSplit reports whether a 32-element type's codes are a block's 16
+// bytes of nibbles alone (Q4_0, Q4_1, IQ4_NL): the AVX2 and AVX-VNNI
+// four-row kernels pair their rows (ggmlR4PairsAVX2).
 func ggmlSplit(c ggmlSmall) bool { return c.nib && c.qh == 0 }
 
-// newGGMLVBMI loads the constants: perm puts each block's 16 code bytes
-// in two adjacent 128-bit lanes (block b of a pair in lanes 2b, 2b+1),
-// gf shifts a byte right by 4 (GF2P8AFFINEQB), dm gathers the four
-// blocks' d (bytes 0..7) and m (8..15) from the two loads of a group.
-func newGGMLVBMI(c ggmlSmall) *ggmlVBMI {
-	if ggmlSplit(c) {
-		return newGGMLSplit(c)
-	}
-	v := &ggmlVBMI{perm: ZMM(), gf: ZMM(), nib: nibbleMask(ZMM()), dm: ZMM()}
-	VMOVDQU64(rodata("ggmlPerm"+c.t, 64, 1, func(p int) uint64 { return uint64((p/32)*c.bytes + c.qs + p%16) }), v.perm)
-	// qword b (b < 4): block b's d in bytes 0, 1; qword 4+b: its m
-	VMOVDQU64(rodata("ggmlDM"+c.t, 64, 1, func(p int) uint64 {
-		b, off := (p/8)%4, p%2+2*(p/32) // block, byte of d (m: +2)
-		return uint64(64*(b/2) + (b%2)*c.bytes + off)
-	}), v.dm)
-	v.blk = ZMM()
-	VMOVDQU64(rodata("ggmlLaneBlock", 16, 4, func(i int) uint64 { return uint64(i / 4) }), v.blk)
-	t := GP64()
-	MOVQ(U64(0x1020408000000000), t)
-	VPBROADCASTQ(t, v.gf)
-	v.hi, v.tail = K(), K()
-	MOVQ(U64(0xffff0000ffff0000), t)
-	KMOVQ(t, v.hi)
-	MOVQ(U64(1<<(2*c.bytes)-1), t)
-	KMOVQ(t, v.tail)
-	v.dmMask = K()
-	dmBits := uint64(0x0303030300000000 | 0x03030303)
-	if !c.m {
-		dmBits = 0x03030303
-	}
-	MOVQ(U64(dmBits), t)
-	KMOVQ(t, v.dmMask)
-	if c.kv {
-		v.kv = ZMM()
-		VBROADCASTI32X4(ggmlKValues128(), v.kv)
-	}
-	if c.qh != 0 {
-		v.sixteen = fvec{avx512: true}.broadcast(0x10101010)
-	}
-	return v
-}
-
-// newGGMLSplit loads the constants of the split kernels (ggmlSplit):
+// newGGMLSplit loads the constants of the split kernels (ggmlVBMI):
 // perm gathers a group's 64 code bytes (block b's at bytes 16b..16b+15)
 // from its two loads, the first 64 bytes and the last two blocks (at
-// 2*bytes); dm picks block b's d (and m) out of the first load, which
-// holds all four, into byte 8b+2i (m: 32+8b+2i) of row i, rowK[i]
-// selecting row i's bytes; gf shifts a byte right by 4.
+// 2*bytes); dm picks block b's d (and m) out of the loads (the first
+// holds all four but Q5_x's last) into byte 8b+2i (m: 32+8b+2i) of row
+// i, rowK[i] selecting row i's bytes; gf shifts a byte right by 4; for
+// Q5_x, qhPerm and qhBits spread the high bits (groupSplit).
 func newGGMLSplit(c ggmlSmall) *ggmlVBMI {
-	v := &ggmlVBMI{split: true, perm: ZMM(), gf: ZMM(), nib: nibbleMask(ZMM()), dm: ZMM()}
+	v := &ggmlVBMI{perm: ZMM(), gf: ZMM(), nib: nibbleMask(ZMM()), dm: ZMM()}
 	VMOVDQU64(rodata("ggmlSplitPerm"+c.t, 64, 1, func(p int) uint64 {
 		src := (p/16)*c.bytes + c.qs + p%16
 		if src >= 64 { // from the second load
@@ -847,7 +807,11 @@ func newGGMLSplit(c ggmlSmall) *ggmlVBMI {
 		return uint64(src)
 	}), v.perm)
 	VMOVDQU64(rodata("ggmlSplitDM"+c.t, 64, 1, func(p int) uint64 {
-		return uint64(((p/8)%4)*c.bytes + p%2 + 2*(p/32))
+		src := ((p/8)%4)*c.bytes + p%2 + 2*(p/32)
+		if src >= 64 { // Q5_x: the last block's d (and m) from the second load
+			src = 64 + src - 2*c.bytes
+		}
+		return uint64(src)
 	}), v.dm)
 	v.blk = ZMM()
 	VMOVDQU64(rodata("ggmlLaneBlock", 16, 4, func(i int) uint64 { return uint64(i / 4) }), v.blk)
@@ -870,43 +834,21 @@ func newGGMLSplit(c ggmlSmall) *ggmlVBMI {
 		v.kv = ZMM()
 		VBROADCASTI32X4(ggmlKValues128(), v.kv)
 	}
-	return v
-}
-
-// codes unpacks the group of four blocks at base as ggmlBlockCodesAt
-// does (two ZMM of two blocks each, column order) from two loads: 64
-// bytes, and the last two blocks (2*bytes, masked: nothing past the
-// group is read); VPERMB spreads each pair's code bytes, VPANDD keeps the
-// low nibbles and a masked GF2P8AFFINEQB puts the high ones in the odd
-// lanes. dm holds the blocks' d (and m) as binary16 in bytes 0..7 (8..15).
-func (v *ggmlVBMI) codes(c ggmlSmall, base Mem) (z [2]VecVirtual, dm VecVirtual) {
-	a, a2 := ZMM(), ZMM()
-	VMOVDQU64(base, a)
-	VMOVDQU8_Z(base.Offset(2*c.bytes), v.tail, a2)
-	for i, src := range []VecVirtual{a, a2} {
-		t := ZMM()
-		VPERMB(src, v.perm, t)
-		z[i] = ZMM()
-		VPANDD(t, v.nib, z[i])
-		VGF2P8AFFINEQB(U8(0), v.gf, t, v.hi, z[i])
-		if c.kv {
-			VPSHUFB(z[i], v.kv, z[i])
-		}
-		if c.qh != 0 {
-			lo, hi := GP64(), GP64()
-			MOVL(base.Offset(2*i*c.bytes+c.qh), lo.As32())
-			MOVL(base.Offset((2*i+1)*c.bytes+c.qh), hi.As32())
-			SHLQ(U8(32), hi)
-			ORQ(lo, hi)
-			k := K()
-			KMOVQ(hi, k)
-			VPADDB(v.sixteen, z[i], k, z[i])
+	if c.qh != 0 {
+		v.sixteen = fvec{avx512: true}.broadcast(0x10101010)
+		v.qhPerm = ZMM()
+		VMOVDQU64(rodata("ggmlSplitQh"+c.t, 64, 1, func(p int) uint64 {
+			src := (p/16)*c.bytes + c.qh + p%4
+			if src >= 64 { // from the second load
+				src = 64 + src - 2*c.bytes
+			}
+			return uint64(src)
+		}), v.qhPerm)
+		for h := range v.qhBits { // byte p of half h: bit 16h + p%16 of its block's qh
+			v.qhBits[h] = rodata(fmt.Sprintf("ggmlSplitQhBits%d", h), 64, 1, func(p int) uint64 { return uint64(16*h + p%16) })
 		}
 	}
-	dm = ZMM()
-	VMOVDQA64(v.dm, dm)
-	VPERMI2B_Z(a2, a, v.dmMask, dm)
-	return z, dm
+	return v
 }
 
 // ggmlBlockCodesAt is ggmlBlockCodes for the row at base.
@@ -1327,7 +1269,7 @@ func ggmlBlockA8R4(c ggmlSmall, l1 bool) {
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
 	doc := fmt.Sprintf("%s is Ggml%sA8Avx512 for one vector and four rows at a time (rows a multiple of 4), the float steps with the rows in the lanes.", name, c.t)
-	if ggmlSplit(c) {
+	if c.nib {
 		doc = fmt.Sprintf("%s computes Ggml%sA8Avx512's products for one vector and four rows at a time (rows a multiple of 4), with VBMI and GFNI; it reads the activations split by nibble (per 128 columns those of the blocks' low nibbles, then the high), the float steps with the rows in the lanes.", name, c.t)
 	}
 	kernelDoc("GGML block kernels", doc)
@@ -1336,12 +1278,12 @@ func ggmlBlockA8R4(c ggmlSmall, l1 bool) {
 	VMOVDQU64(rodata("ggmlLane0", 16, 4, func(i int) uint64 { return uint64(4 * (i % 4)) }), lane0)
 	var vb *ggmlVBMI
 	if c.nib {
-		vb = newGGMLVBMI(c)
+		vb = newGGMLSplit(c)
 	}
 	transpose := transpose4
 	fourRows(name, l1, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
 		if vb != nil {
-			vb.group(c, rows, ak, sk, xk, acc4)
+			vb.groupSplit(c, rows, ak, sk, xk, acc4)
 		} else {
 			ggmlR4Group(c, rows, ak, sk, xk, acc4, nib, kv, flip, sixteen, lane0, transpose)
 		}
@@ -1517,45 +1459,8 @@ func ggmlR4Group(c ggmlSmall, rows [4]Mem, ak, sk, xk GPVirtual, acc4, nib, kv, 
 	}
 }
 
-// group is one group of four blocks of the four rows of ggmlBlockA8R4
-// with the VBMI unpacking: the eight block-pair accumulators of the four
-// rows are reduced together (three levels of interleave-and-add, as
-// reduce16) into one ZMM whose lane 4b+i is block b of row i, so the
-// float steps run once on sixteen lanes, the d (and m) of the four rows
-// merged into the same order by shifts; 128-bit lane b is then the
-// definition's addition of block b for the four rows.
-func (v *ggmlVBMI) group(c ggmlSmall, rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
-	if v.split {
-		v.groupSplit(c, rows, ak, sk, xk, acc4)
-		return
-	}
-	var acc [8]Register // row i: blocks 0,1 at i; blocks 2,3 at 4+i
-	var dmAll VecVirtual
-	for i, rm := range rows {
-		z, dm := v.codes(c, rm)
-		for h := 0; h < 2; h++ {
-			a := ZMM()
-			VPXORD(a, a, a)
-			VPDPBUSD(Mem{Base: ak, Disp: 64 * h}, z[h], a)
-			acc[4*h+i] = a
-		}
-		if i == 0 {
-			dmAll = dm
-		} else {
-			VPSLLQ(U8(16*i), dm, dm)
-			VPORQ(dm, dmAll, dmAll)
-		}
-	}
-	l2 := pairLevel(pairLevel(acc[:], false, func(a, b, c Op) { VPADDD(a, b, c) }, func() Register { return ZMM() }),
-		true, func(a, b, c Op) { VPADDD(a, b, c) }, func() Register { return ZMM() })
-	s := ZMM()
-	VSHUFI64X2(U8(0x88), l2[1], l2[0], s)
-	VSHUFI64X2(U8(0xdd), l2[1], l2[0], l2[0])
-	VPADDD(l2[0], s, s) // lane 4b+i: block b of row i
-	v.floats(c, s, dmAll, sk, xk, acc4)
-}
-
-// groupSplit is group for the split kernels (ggmlSplit): per row one
+// groupSplit is one group of four blocks of the four rows of
+// ggmlBlockA8R4 for the 4-bit types (ggmlVBMI): per row one
 // VPERMT2B gathers the group's 64 code bytes, VPANDD and GF2P8AFFINEQB
 // split them into the low nibbles (columns 0..15 of each block) and the
 // high ones (16..31), each against its half of the activations, so both
@@ -1569,10 +1474,26 @@ func (v *ggmlVBMI) groupSplit(c ggmlSmall, rows [4]Mem, ak, sk, xk GPVirtual, ac
 		a, a2 := ZMM(), ZMM()
 		VMOVDQU64(rm, a)
 		VMOVDQU8_Z(rm.Offset(2*c.bytes), v.tail, a2)
-		if i == 0 {
+		switch {
+		case 3*c.bytes+4 > 64: // Q5_x: the last block's d (and m) lie past the first load
+			t := ZMM()
+			VMOVDQA64(v.dm, t)
+			VPERMI2B_Z(a2, a, v.rowK[i], t)
+			if i == 0 {
+				dmAll = t
+			} else {
+				VPORQ(t, dmAll, dmAll)
+			}
+		case i == 0:
 			VPERMB_Z(a, v.dm, v.rowK[i], dmAll)
-		} else {
+		default:
 			VPERMB(a, v.dm, v.rowK[i], dmAll)
+		}
+		var q VecVirtual
+		if c.qh != 0 {
+			q = ZMM()
+			VMOVDQA64(v.qhPerm, q)
+			VPERMI2B(a2, a, q) // qwords 2b and 2b+1: block b's qh
 		}
 		VPERMT2B(a2, v.perm, a) // a: the code bytes, block b at 16b
 		lo, hi := ZMM(), ZMM()
@@ -1581,6 +1502,13 @@ func (v *ggmlVBMI) groupSplit(c ggmlSmall, rows [4]Mem, ak, sk, xk GPVirtual, ac
 		if c.kv {
 			VPSHUFB(lo, v.kv, lo)
 			VPSHUFB(hi, v.kv, hi)
+		}
+		if c.qh != 0 { // 16 added where qh says: bits 0..15 of block b's to lo's bytes 16b.., bits 16..31 to hi's
+			for h, z := range []VecVirtual{lo, hi} {
+				k := K()
+				VPSHUFBITQMB(v.qhBits[h], q, k)
+				VPADDB(v.sixteen, z, k, z)
+			}
 		}
 		s := ZMM()
 		VPXORD(s, s, s)
