@@ -613,8 +613,9 @@ func (md *Model) Import(name string) (m layout.Matrix, how string, err error) {
 }
 
 // importTensor converts t (the read lock held); measure computes a
-// float tensor's quantization error (from its values converted whole;
-// without, they are converted row by row as they are quantized).
+// float tensor's quantization error. A float tensor with a row source is
+// converted row by row as it is quantized, and again as the error is
+// measured, never whole (a source-less one is converted whole).
 func (md *Model) importTensor(t *modelTensor, measure bool) (layout.Matrix, string, error) {
 	if t.info.Err != nil {
 		return nil, "", t.info.Err
@@ -630,12 +631,20 @@ func (md *Model) importTensor(t *modelTensor, measure bool) (layout.Matrix, stri
 		return m, "exact", nil
 	}
 	opt := layout.QuantOptions{Method: md.opt.method, IntegerZero: true}
-	if !measure && t.rows != nil { // converted row by row as the quantizer goes, never whole
+	if t.rows != nil { // converted row by row as the quantizer goes, never whole
 		m, err := md.opt.float.QuantizeRows(t.info.Rows, t.info.Cols, opt, t.rows)
 		if err != nil {
 			return nil, "", md.tensorErr(t.info.Name, err)
 		}
-		return m, "quantized to " + m.Name(), nil
+		how := "quantized to " + m.Name()
+		if dq, ok := m.(interface{ Dequantize() []float32 }); ok && measure {
+			e, err := layout.RelRMSErrorRows(dq.Dequantize(), t.info.Rows, t.info.Cols, t.rows)
+			if err != nil {
+				return nil, "", md.tensorErr(t.info.Name, err)
+			}
+			how += fmt.Sprintf(", relative RMS error %.5f", e)
+		}
+		return m, how, nil
 	}
 	w, err := t.floats()
 	if err != nil {

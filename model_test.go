@@ -403,9 +403,14 @@ func TestModelFloatRows(t *testing.T) {
 				t.Fatalf("%s %s: %v, %d loaded (%v)", mix, format, err, len(w.All()), w.Failed())
 			}
 			for _, x := range w.All() {
-				m, _, err := md.Import(x.Info.Name)
+				m, how, err := md.Import(x.Info.Name)
 				if err != nil {
 					t.Fatal(err)
+				}
+				// the error is measured reading the rows again (never the tensor whole)
+				var e float64
+				if n, err := fmt.Sscanf(how[strings.Index(how, ", ")+2:], "relative RMS error %g", &e); n != 1 || err != nil || !(e > 0 && e < 1) {
+					t.Errorf("%s %s %s: Import says %q", mix, format, x.Info.Name, how)
 				}
 				ref, err := eng.Load(m)
 				if err != nil {

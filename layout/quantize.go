@@ -335,11 +335,43 @@ var codeOf = func() (t [64]uint8) {
 // a against the reference b, in float64. It is 0 when both are all zero.
 func RelRMSError(a, b []float32) float64 {
 	var num, den float64
+	relRMSAdd(a, b, &num, &den)
+	return relRMS(num, den)
+}
+
+// RelRMSErrorRows is RelRMSError(a, b) with b (rows x cols, row-major)
+// read row by row from src, the same value: a float tensor's
+// quantization error measured without converting it whole.
+func RelRMSErrorRows(a []float32, rows, cols int, src RowSource) (float64, error) {
+	if len(a) != rows*cols {
+		return 0, fmt.Errorf("layout: relative RMS error: %d values against a %dx%d source", len(a), rows, cols)
+	}
+	var num, den float64
+	buf := make([]float32, cols)
+	for r := 0; r < rows; r++ {
+		row, err := src(r, buf)
+		if err != nil {
+			return 0, fmt.Errorf("layout: relative RMS error: row %d: %w", r, err)
+		}
+		if len(row) != cols {
+			return 0, fmt.Errorf("layout: relative RMS error: row %d has %d values, want %d", r, len(row), cols)
+		}
+		relRMSAdd(a[r*cols:(r+1)*cols], row, &num, &den)
+	}
+	return relRMS(num, den), nil
+}
+
+// relRMSAdd adds the squared differences of a and b to num and the
+// squares of b to den, in order.
+func relRMSAdd(a, b []float32, num, den *float64) {
 	for i := range b {
 		d := float64(a[i]) - float64(b[i])
-		num += float64(d * d)
-		den += float64(float64(b[i]) * float64(b[i]))
+		*num += float64(d * d)
+		*den += float64(float64(b[i]) * float64(b[i]))
 	}
+}
+
+func relRMS(num, den float64) float64 {
 	if den == 0 {
 		if num == 0 {
 			return 0
