@@ -614,8 +614,10 @@ func (md *Model) Import(name string) (m layout.Matrix, how string, err error) {
 
 // importTensor converts t (the read lock held); measure computes a
 // float tensor's quantization error. A float tensor with a row source is
-// converted row by row as it is quantized, and again as the error is
-// measured, never whole (a source-less one is converted whole).
+// read row by row as it is quantized (formats without a row quantizer of
+// their own gather the rows), and again as the error is measured against
+// the dequantized matrix: it is never held as float32 twice (a
+// source-less one is converted whole).
 func (md *Model) importTensor(t *modelTensor, measure bool) (layout.Matrix, string, error) {
 	if t.info.Err != nil {
 		return nil, "", t.info.Err
@@ -631,7 +633,7 @@ func (md *Model) importTensor(t *modelTensor, measure bool) (layout.Matrix, stri
 		return m, "exact", nil
 	}
 	opt := layout.QuantOptions{Method: md.opt.method, IntegerZero: true}
-	if t.rows != nil { // converted row by row as the quantizer goes, never whole
+	if t.rows != nil { // read row by row as the quantizer goes
 		m, err := md.opt.float.QuantizeRows(t.info.Rows, t.info.Cols, opt, t.rows)
 		if err != nil {
 			return nil, "", md.tensorErr(t.info.Name, err)

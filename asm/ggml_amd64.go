@@ -345,18 +345,18 @@ func GgmlQ41A8T16Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
 func GgmlQ50A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ50A8R4Avx512 computes GgmlQ50A8Avx512's products for one vector and
-// four rows at a time (rows a multiple of 4), with VBMI and GFNI; it reads the
-// activations split by nibble (per 128 columns those of the blocks' low
-// nibbles, then the high), the float steps with the rows in the lanes. See
+// four rows at a time (rows a multiple of 4), with VBMI, GFNI and BITALG; it
+// reads the activations split by nibble (per 128 columns those of the blocks'
+// low nibbles, then the high), the float steps with the rows in the lanes. See
 // "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ50A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ50A8R4PfL1Avx512 computes GgmlQ50A8Avx512's products for one vector and
-// four rows at a time (rows a multiple of 4), with VBMI and GFNI; it reads the
-// activations split by nibble (per 128 columns those of the blocks' low
-// nibbles, then the high), the float steps with the rows in the lanes. See
+// four rows at a time (rows a multiple of 4), with VBMI, GFNI and BITALG; it
+// reads the activations split by nibble (per 128 columns those of the blocks'
+// low nibbles, then the high), the float steps with the rows in the lanes. See
 // "GGML block kernels" in the package doc.
 //
 //go:noescape
@@ -389,18 +389,18 @@ func GgmlQ50A8T16Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
 func GgmlQ51A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ51A8R4Avx512 computes GgmlQ51A8Avx512's products for one vector and
-// four rows at a time (rows a multiple of 4), with VBMI and GFNI; it reads the
-// activations split by nibble (per 128 columns those of the blocks' low
-// nibbles, then the high), the float steps with the rows in the lanes. See
+// four rows at a time (rows a multiple of 4), with VBMI, GFNI and BITALG; it
+// reads the activations split by nibble (per 128 columns those of the blocks'
+// low nibbles, then the high), the float steps with the rows in the lanes. See
 // "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ51A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ51A8R4PfL1Avx512 computes GgmlQ51A8Avx512's products for one vector and
-// four rows at a time (rows a multiple of 4), with VBMI and GFNI; it reads the
-// activations split by nibble (per 128 columns those of the blocks' low
-// nibbles, then the high), the float steps with the rows in the lanes. See
+// four rows at a time (rows a multiple of 4), with VBMI, GFNI and BITALG; it
+// reads the activations split by nibble (per 128 columns those of the blocks'
+// low nibbles, then the high), the float steps with the rows in the lanes. See
 // "GGML block kernels" in the package doc.
 //
 //go:noescape
@@ -859,16 +859,18 @@ func GgmlQ40F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlQ40A8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlQ40A8R4Avx2 is GgmlQ40A8Avx2 for one vector and four rows at a time
-// (rows a multiple of 4), the float steps with the rows in the lanes. See
-// "GGML block kernels" in the package doc.
+// GgmlQ40A8R4Avx2 computes GgmlQ40A8Avx2's products for one vector and four
+// rows at a time (rows a multiple of 4), two rows' codes per register, with
+// VPMADDUBSW, the float steps with the rows in the lanes. See "GGML block
+// kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ40A8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlQ40A8R4AvxVnni is GgmlQ40A8AvxVnni for one vector and four rows at a
-// time (rows a multiple of 4), the float steps with the rows in the lanes. See
-// "GGML block kernels" in the package doc.
+// GgmlQ40A8R4AvxVnni computes GgmlQ40A8Avx2's products for one vector and four
+// rows at a time (rows a multiple of 4), two rows' codes per register, with
+// VPDPBUSD, the float steps with the rows in the lanes. See "GGML block
+// kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ40A8R4AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
@@ -934,16 +936,18 @@ func GgmlQ41F32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec i
 //go:noescape
 func GgmlQ41A8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlQ41A8R4Avx2 is GgmlQ41A8Avx2 for one vector and four rows at a time
-// (rows a multiple of 4), the float steps with the rows in the lanes. See
-// "GGML block kernels" in the package doc.
+// GgmlQ41A8R4Avx2 computes GgmlQ41A8Avx2's products for one vector and four
+// rows at a time (rows a multiple of 4), two rows' codes per register, with
+// VPMADDUBSW, the float steps with the rows in the lanes. See "GGML block
+// kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ41A8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlQ41A8R4AvxVnni is GgmlQ41A8AvxVnni for one vector and four rows at a
-// time (rows a multiple of 4), the float steps with the rows in the lanes. See
-// "GGML block kernels" in the package doc.
+// GgmlQ41A8R4AvxVnni computes GgmlQ41A8Avx2's products for one vector and four
+// rows at a time (rows a multiple of 4), two rows' codes per register, with
+// VPDPBUSD, the float steps with the rows in the lanes. See "GGML block
+// kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ41A8R4AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
@@ -1213,9 +1217,10 @@ func GgmlIQ4NLF32Avx512(w *byte, stride int, rows int, nsb int, x *float32, nvec
 //go:noescape
 func GgmlIQ4NLA8Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlIQ4NLA8R4Avx2 is GgmlIQ4NLA8Avx2 for one vector and four rows at a time
-// (rows a multiple of 4), the float steps with the rows in the lanes. See
-// "GGML block kernels" in the package doc.
+// GgmlIQ4NLA8R4Avx2 computes GgmlIQ4NLA8Avx2's products for one vector and
+// four rows at a time (rows a multiple of 4), two rows' codes per register,
+// with VPMADDUBSW, the float steps with the rows in the lanes. See "GGML block
+// kernels" in the package doc.
 //
 //go:noescape
 func GgmlIQ4NLA8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
@@ -1228,9 +1233,10 @@ func GgmlIQ4NLA8R4Avx2(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //go:noescape
 func GgmlIQ4NLA8AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// GgmlIQ4NLA8R4AvxVnni is GgmlIQ4NLA8AvxVnni for one vector and four rows at a
-// time (rows a multiple of 4), the float steps with the rows in the lanes. See
-// "GGML block kernels" in the package doc.
+// GgmlIQ4NLA8R4AvxVnni computes GgmlIQ4NLA8Avx2's products for one vector and
+// four rows at a time (rows a multiple of 4), two rows' codes per register,
+// with VPDPBUSD, the float steps with the rows in the lanes. See "GGML block
+// kernels" in the package doc.
 //
 //go:noescape
 func GgmlIQ4NLA8R4AvxVnni(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)

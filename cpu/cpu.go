@@ -166,8 +166,8 @@ func Requires(isa ISA) []string {
 // skips: comma separated, in any case, with or without the "cpu-" prefix
 // (e.g. "avx512vnni" or "CPU-AVX512VNNI,avx2"). Its value at start-up
 // also chooses the assembly helpers (activation quantizer, SwiGLU,
-// weight encoders): none on AVX-512 where it names avx512vnni, Go's where
-// it leaves only the generic set.
+// weight encoders, the codebook k-means assignment): none on AVX-512
+// where it names avx512vnni, Go's where it leaves only the generic set.
 const EnvDisable = "QGEMV_CPU_DISABLE"
 
 // Best returns the best kernel set this CPU supports, skipping the sets

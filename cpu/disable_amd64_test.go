@@ -32,18 +32,26 @@ func TestDisabled(t *testing.T) {
 // weight encoders leave AVX-512 where EnvDisable names avx512vnni, and
 // run in Go where it leaves only the generic set.
 func TestHelpersFollowDisable(t *testing.T) {
-	defer installHelpers(nil)
+	defer func() { // as init left them
+		d, _ := Disabled()
+		installHelpers(d)
+	}()
 	fn := func(f any) uintptr { return reflect.ValueOf(f).Pointer() }
 	avx512 := hasAll([]string{"AVX", "AVX2", "AVX512F"})
-	avx2 := hasAll([]string{"AVX", "AVX2"})
-	if !avx2 {
-		t.Skip("no AVX2: no assembly helpers")
+	if !helperAllowed([]string{"AVX", "AVX2"}, []ISA{AVX512VNNI}) {
+		t.Skip("no kernel set but generic with AVX2 here: no assembly helpers")
 	}
 	installHelpers(nil)
 	if avx512 && (encoderName != "avx512" || swigluAsm == nil || fn(quantAsm) != fn(asm.QuantizeA8Avx512)) {
 		t.Errorf("nothing disabled: encoder %q, SwiGLU asm %v, quantizer avx512 %v", encoderName, swigluAsm != nil, fn(quantAsm) == fn(asm.QuantizeA8Avx512))
 	}
+	if avx512 && fn(nearestKernels[2]) != fn(asm.NearestV2Avx512) {
+		t.Error("nothing disabled: the k-means assignment is not AVX-512's")
+	}
 	installHelpers([]ISA{AVX512VNNI})
+	if fn(nearestKernels[2]) != fn(asm.NearestV2Avx2) {
+		t.Error("avx512vnni disabled: the k-means assignment is not AVX2's")
+	}
 	if encoderName != "avx2" || swigluAsm != nil || quantAsm == nil || fn(quantAsm) != fn(asm.QuantizeA8Avx2) || !layout.HasA8Kernel() {
 		t.Errorf("avx512vnni disabled: encoder %q, SwiGLU asm %v, quantizer avx2 %v", encoderName, swigluAsm != nil, quantAsm != nil && fn(quantAsm) == fn(asm.QuantizeA8Avx2))
 	}
@@ -54,7 +62,7 @@ func TestHelpersFollowDisable(t *testing.T) {
 		}
 	}
 	installHelpers(all)
-	if encoderName != "" || swigluAsm != nil || quantAsm != nil || layout.HasA8Kernel() {
+	if encoderName != "" || swigluAsm != nil || quantAsm != nil || layout.HasA8Kernel() || nearestKernels != nil {
 		t.Errorf("every set but generic disabled: encoder %q, SwiGLU asm %v, quantizer asm %v", encoderName, swigluAsm != nil, quantAsm != nil)
 	}
 	// the encoders' output does not depend on the form: Q4G128 quantizes the same

@@ -85,29 +85,28 @@ func init() {
 	ggmlR4L1 = l1PrefetchCPU() || cpuid.CPU.VendorID == cpuid.Intel && cpuid.CPU.Cache.L1D >= 48<<10
 }
 
-// ggmlR4VBMI are the four-row kernels that unpack their codes with VBMI
-// and GFNI (the 4-bit block types): without those features the
-// row-at-a-time kernel runs their rows.
-var ggmlR4VBMI = map[ggml.Type]bool{ggml.Q4_0: true, ggml.Q4_1: true, ggml.Q5_0: true, ggml.Q5_1: true, ggml.IQ4_NL: true}
-
+// ggmlR4VBMIRequires are the features the split four-row kernels
+// (ggmlR4Split) unpack their codes with; without them the row-at-a-time
+// kernel runs their rows.
 var ggmlR4VBMIRequires = []string{"AVX512VBMI", "GFNI"}
 
 // ggmlR4Requires returns the features type t's AVX-512 four-row kernel
-// needs beyond ggmlA8Requires: the VBMI types' ggmlR4VBMIRequires, and
-// for Q5_0 and Q5_1, whose split kernels spread the high bits into masks
-// with VPSHUFBITQMB, AVX512BITALG too.
+// needs beyond ggmlA8Requires: the split types' ggmlR4VBMIRequires, and
+// for Q5_0 and Q5_1, whose kernels spread the high bits into masks with
+// VPSHUFBITQMB, AVX512BITALG too.
 func ggmlR4Requires(t ggml.Type) []string {
 	switch {
 	case t == ggml.Q5_0 || t == ggml.Q5_1:
 		return append(slices.Clone(ggmlR4VBMIRequires), "AVX512BITALG")
-	case ggmlR4VBMI[t]:
+	case ggmlR4Split[t]:
 		return ggmlR4VBMIRequires
 	}
 	return nil
 }
 
-// ggmlR4Split are the VBMI four-row kernels that read the activations
-// split by nibble (ggmlSplitOrder): one VPERMT2B gathers a group's code
+// ggmlR4Split are the 4-bit block types, whose AVX-512 four-row kernels
+// read the activations split by nibble (ggmlSplitOrder; unrelated to the
+// YMM sets' paired kernels): one VPERMT2B gathers a group's code
 // bytes, the low and high nibbles multiply into one accumulator per row
 // (Q5_x: their qh bits added through two VPSHUFBITQMB masks), and the
 // rows reduce in two levels instead of three. Where they run, the rows
@@ -628,7 +627,7 @@ func init() {
 				if r4l1 != nil && ggmlR4L1 {
 					k = r4l1
 				}
-				if split { // batch 1: batches run the rows-in-lanes kernels
+				if split { // batch 1 (batches took the branches above): padded tail rows too
 					ggmlPerVector(k, nil, m, c, &c.act8[0], r0, r1)
 					return
 				}

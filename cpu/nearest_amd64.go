@@ -9,14 +9,6 @@ import (
 	"github.com/qgemv/qgemv/layout/codebook"
 )
 
-// init installs the assembly assignment for codebook.Quantize's k-means
-// (the same codes as its Go loop, faster).
-func init() {
-	if nearestKernels != nil {
-		codebook.SetNearestKernel(nearestMany)
-	}
-}
-
 // nearestFunc is asm.NearestV<v><isa>: nearest for n points at once,
 // with the centroids transposed (ct[e*k + q]).
 type nearestFunc func(x *float32, n int, ct *float32, k int, norm *float32, out *uint32)
@@ -31,15 +23,28 @@ var nearestSets = []struct {
 	{[]cpuid.FeatureID{cpuid.AVX, cpuid.AVX2}, map[int]nearestFunc{2: asm.NearestV2Avx2, 4: asm.NearestV4Avx2, 8: asm.NearestV8Avx2}},
 }
 
-// nearestKernels is the best set this CPU runs, or nil (the Go loop).
-var nearestKernels = func() map[int]nearestFunc {
+// nearestKernels is the best set this CPU runs that QGEMV_CPU_DISABLE
+// allows, or nil (the Go loop): installHelpers sets it, and installs
+// nearestMany as codebook.Quantize's k-means assignment (the same codes as
+// its Go loop, faster).
+var nearestKernels map[int]nearestFunc
+
+// installNearest is installHelpers' part for the k-means assignment.
+func installNearest(disabled []ISA) {
+	nearestKernels = nil
+	codebook.SetNearestKernel(nil)
 	for _, s := range nearestSets {
-		if cpuid.CPU.Supports(s.requires...) {
-			return s.fns
+		names := make([]string, len(s.requires))
+		for i, f := range s.requires {
+			names[i] = f.String()
+		}
+		if helperAllowed(names, disabled) {
+			nearestKernels = s.fns
+			codebook.SetNearestKernel(nearestMany)
+			return
 		}
 	}
-	return nil
-}()
+}
 
 // nearestMany sets out[p] = codebook.Nearest(pts[p*v:(p+1)*v], cent, norm) for
 // every point, with the assembly kernel when there is one for v and k is

@@ -38,7 +38,8 @@ var encoders = []struct {
 }
 
 // Encoders returns the candidate encoders this CPU runs, best first: init
-// installs the first in layout; tests check each against layout's Go.
+// installs the first that QGEMV_CPU_DISABLE allows (installHelpers) in
+// layout; tests check each against layout's Go.
 func Encoders() []Encoder {
 	var out []Encoder
 	for _, e := range encoders {
@@ -79,7 +80,8 @@ func bitsEncodeAvx512(vals []float32, q []uint32, s, z, qmax, best float64) floa
 var encoderName string
 
 // helperAllowed reports whether an assembly helper (the activation
-// quantizer, SwiGLU, a weight encoder) whose instructions need requires
+// quantizer, SwiGLU, a weight encoder, the codebook k-means assignment)
+// whose instructions need requires
 // runs under EnvDisable: none runs where it leaves only the generic set,
 // and no AVX-512 form where it names avx512vnni (which users name to keep
 // AVX-512 clocks off); the CPU must have requires.
@@ -117,6 +119,7 @@ func installHelpers(disabled []ISA) {
 	if helperAllowed(swigluRequires, disabled) {
 		swigluAsm = asm.SwiGLUAvx512
 	}
+	installNearest(disabled)
 	quantAsm = nil
 	layout.SetA8Kernel(nil)
 	for _, q := range quantizers {

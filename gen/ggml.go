@@ -78,7 +78,7 @@ func ggmlKernels() {
 		if c.kv { // the unsigned types and Q8_0 measured even with VPDPBUSD
 			ggmlBlockA8AVX2(c, true)
 		}
-		if c.kv || ggmlSplit(c) { // the paired four-row kernels gain from it (cpu.ggmlA8R4AVXVNNIFuncs)
+		if ggmlSplit(c) { // the paired four-row kernels gain from VPDPBUSD (cpu.ggmlA8R4AVXVNNIFuncs)
 			ggmlBlockA8R4AVX2(c, true)
 		}
 		ggmlBlockF32AVX2(c)
@@ -1256,11 +1256,13 @@ func ggmlSuperA8R4(c ggmlSuper, l1 bool) {
 
 // ggmlBlockA8R4 emits Ggml<t>A8R4Avx512 for a 32-element block type: the
 // one-vector kernel for four rows at a time (rows a multiple of 4; nvec
-// and the strides ignored), each row's four block terms computed as in
-// ggmlBlockA8, then transposed so that the definition's sequential
-// additions of the four rows are one VADDPS each (a row's additions are a
-// dependency chain: about 17 cycles per 128 columns for one row). The
-// next four rows are prefetched in memory order.
+// and the strides ignored). The 4-bit types (Q4_0, Q4_1, Q5_0, Q5_1,
+// IQ4_NL) read the activations split by nibble (ggmlVBMI, groupSplit);
+// Q8_0 computes each row's four block terms as in ggmlBlockA8, then
+// transposes them so that the definition's sequential additions of the
+// four rows are one VADDPS each (a row's additions are a dependency
+// chain: about 17 cycles per 128 columns for one row). The next four rows
+// are prefetched in memory order.
 //
 // With l1 it emits Ggml<t>A8R4PfL1Avx512 (the next four rows prefetched
 // into L1, fourRows).
@@ -1268,25 +1270,24 @@ func ggmlBlockA8R4(c ggmlSmall, l1 bool) {
 	name := "Ggml" + c.t + "A8R4" + map[bool]string{true: "PfL1"}[l1] + "Avx512"
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
-	doc := fmt.Sprintf("%s is Ggml%sA8Avx512 for one vector and four rows at a time (rows a multiple of 4), the float steps with the rows in the lanes.", name, c.t)
 	if c.nib {
-		doc = fmt.Sprintf("%s computes Ggml%sA8Avx512's products for one vector and four rows at a time (rows a multiple of 4), with VBMI and GFNI; it reads the activations split by nibble (per 128 columns those of the blocks' low nibbles, then the high), the float steps with the rows in the lanes.", name, c.t)
+		feats := "VBMI and GFNI"
+		if c.qh != 0 {
+			feats = "VBMI, GFNI and BITALG"
+		}
+		kernelDoc("GGML block kernels", fmt.Sprintf("%s computes Ggml%sA8Avx512's products for one vector and four rows at a time (rows a multiple of 4), with %s; it reads the activations split by nibble (per 128 columns those of the blocks' low nibbles, then the high), the float steps with the rows in the lanes.", name, c.t, feats))
+		vb := newGGMLSplit(c)
+		fourRows(name, l1, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
+			vb.groupSplit(c, rows, ak, sk, xk, acc4)
+		})
+		return
 	}
-	kernelDoc("GGML block kernels", doc)
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8Avx512 for one vector and four rows at a time (rows a multiple of 4), the float steps with the rows in the lanes.", name, c.t))
 	nib, kv, flip, sixteen := ggmlSmallConsts(c)
 	lane0 := ZMM()
 	VMOVDQU64(rodata("ggmlLane0", 16, 4, func(i int) uint64 { return uint64(4 * (i % 4)) }), lane0)
-	var vb *ggmlVBMI
-	if c.nib {
-		vb = newGGMLSplit(c)
-	}
-	transpose := transpose4
 	fourRows(name, l1, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
-		if vb != nil {
-			vb.groupSplit(c, rows, ak, sk, xk, acc4)
-		} else {
-			ggmlR4Group(c, rows, ak, sk, xk, acc4, nib, kv, flip, sixteen, lane0, transpose)
-		}
+		ggmlR4Group(c, rows, ak, sk, xk, acc4, nib, kv, flip, sixteen, lane0, transpose4)
 	})
 }
 
@@ -1398,7 +1399,7 @@ func transpose4(f [4]VecVirtual) [4]VecVirtual {
 }
 
 // ggmlR4Group is one group of four blocks of the four rows of
-// ggmlBlockA8R4 (types without the VBMI path): each row's four block
+// ggmlBlockA8R4 (Q8_0; the 4-bit types run groupSplit): each row's four block
 // terms as in ggmlBlockA8, transposed so that the definition's sequential
 // additions of the four rows are one VADDPS each.
 func ggmlR4Group(c ggmlSmall, rows [4]Mem, ak, sk, xk GPVirtual, acc4, nib, kv, flip, sixteen, lane0 VecVirtual, transpose func([4]VecVirtual) [4]VecVirtual) {

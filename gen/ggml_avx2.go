@@ -368,23 +368,6 @@ func nibbleLanes(m Mem, nib VecVirtual) VecVirtual {
 // ggmlFlip32 is 32 bytes of 0x80: XOR makes int8 codes q into q + 128.
 func ggmlFlip32() Mem { return rodata("ggmlFlip32", 8, 4, func(int) uint64 { return 0x80808080 }) }
 
-// halves4 returns the binary16 at base+off+b*stride for b = 0..3 in the
-// four low words of an XMM, gathered with scalar loads and shifts (the
-// integer ports are idle in these kernels; VPINSRW takes a vector
-// shuffle each).
-func halves4(base Mem, stride, off int) VecVirtual {
-	acc, t := GP64(), GP64()
-	MOVWQZX(base.Offset(off), acc)
-	for b := 1; b < 4; b++ {
-		MOVWQZX(base.Offset(off+b*stride), t)
-		SHLQ(U8(16*b), t)
-		ORQ(t, acc)
-	}
-	x := XMM()
-	VMOVQ(acc, x)
-	return x
-}
-
 // ggmlSmallDotsAVX2 returns the four block sums of a group of four
 // 32-element blocks (codes(b) gives block b's code bytes, emitted when
 // asked, so at most one block's codes are live) with the activations at
@@ -506,19 +489,23 @@ func loadBlockSums(c ggmlSmall, sp GPVirtual, shift int) *ggmlBlockSums {
 
 // ggmlBlockA8R4AVX2 emits Ggml<t>A8R4Avx2 for a 32-element block type:
 // the one-vector AVX2 kernel for four rows at a time (rows a multiple of
-// 4; nvec and the strides ignored). Its block sums are reduced with the
-// rows in the lanes (ggmlR4LanesAVX2), so the definition's sequential
-// additions are one VADDPS per block for the four rows together. The
-// AVX-VNNI variant computes each row's four block terms as in
-// ggmlBlockA8AVX2, parks them in a stack slot and transposes them. The
-// next four rows are prefetched in memory order.
+// 4; nvec and the strides ignored). Q4_0, Q4_1 and IQ4_NL pair the rows
+// (ggmlR4PairsAVX2); with vnni (Ggml<t>A8R4AvxVnni, those types alone)
+// they multiply with VPDPBUSD. The others reduce their block sums with
+// the rows in the lanes (ggmlR4LanesAVX2). Either way the definition's
+// sequential additions are one VADDPS per block for the four rows
+// together. The next four rows are prefetched in memory order.
 func ggmlBlockA8R4AVX2(c ggmlSmall, vnni bool) {
 	isa, _ := ymmISA(vnni)
 	name := "Ggml" + c.t + "A8R4" + isa
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
-	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8%s for one vector and four rows at a time (rows a multiple of 4), the float steps with the rows in the lanes.", name, c.t, isa))
 	if ggmlSplit(c) {
+		how := "VPMADDUBSW"
+		if vnni {
+			how = "VPDPBUSD"
+		}
+		kernelDoc("GGML block kernels", fmt.Sprintf("%s computes Ggml%sA8Avx2's products for one vector and four rows at a time (rows a multiple of 4), two rows' codes per register, with %s, the float steps with the rows in the lanes.", name, c.t, how))
 		var kv VecVirtual
 		if c.kv {
 			kv = ggmlKValuesYMM(vnni)
@@ -528,70 +515,13 @@ func ggmlBlockA8R4AVX2(c ggmlSmall, vnni bool) {
 		}, pairRowsFix)
 		return
 	}
-	signed, shift, nib, ones, kv, qhShifts, sixteen := ggmlSmallConstsAVX2(c, vnni)
-	if !vnni {
-		fourRows(name, false, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
-			ggmlR4LanesAVX2(c, rows, ak, sk, xk, acc4, signed, shift, nib, ones, kv, qhShifts, sixteen)
-		})
-		return
+	if vnni {
+		panic("gen: no AVX-VNNI four-row kernel for " + c.t)
 	}
-	terms := AllocLocal(2 * 4 * 16) // per row: the four d terms, then (Q4_1, Q5_1) the four m terms
+	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8%s for one vector and four rows at a time (rows a multiple of 4), the float steps with the rows in the lanes.", name, c.t, isa))
+	signed, shift, nib, ones, kv, qhShifts, sixteen := ggmlSmallConstsAVX2(c, false)
 	fourRows(name, false, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
-		xb := XMM()
-		VBROADCASTSS(Mem{Base: xk}, xb)
-		var absx []VecVirtual
-		if signed { // Q8_0, IQ4_NL: |x| once for the four rows
-			for b := 0; b < 4; b++ {
-				a := YMM()
-				VPABSB(Mem{Base: ak, Disp: 32 * b}, a)
-				absx = append(absx, a)
-			}
-		}
-		sums := loadBlockSums(c, sk, shift)
-		var sxf VecVirtual // the m term's float block sums
-		if c.m {
-			sxf = XMM()
-			VCVTDQ2PS(sums.sx, sxf)
-		}
-		for i, rm := range rows {
-			s4, _ := ggmlSmallDotsAVX2(c, func(b int) VecVirtual {
-				return ggmlSmallCodesAVX2(c, rm, b, nib, kv, qhShifts, sixteen, vnni)
-			}, ak, sk, ones, signed, shift, vnni, absx, sums)
-			dh := halves4(rm, c.bytes, 0)
-			d4, coef, f := XMM(), XMM(), XMM()
-			VCVTPH2PS(dh, d4)
-			VMULPS(d4, xb, coef)
-			VCVTDQ2PS(s4, f)
-			VMULPS(coef, f, f) // [t0 t1 t2 t3]
-			VMOVUPS(f, terms.Offset(16*i))
-			if c.m {
-				mh := halves4(rm, c.bytes, 2)
-				m4, cm, fm := XMM(), XMM(), XMM()
-				VCVTPH2PS(mh, m4)
-				VMULPS(m4, xb, cm)
-				VMULPS(cm, sxf, fm) // [u0 u1 u2 u3]
-				VMOVUPS(fm, terms.Offset(64+16*i))
-			}
-		}
-		load := func(o int) [4]VecVirtual {
-			var f [4]VecVirtual
-			for i := range f {
-				f[i] = XMM()
-				VMOVUPS(terms.Offset(o+16*i), f[i])
-			}
-			return transpose4(f)
-		}
-		T := load(0)
-		var U [4]VecVirtual
-		if c.m {
-			U = load(64)
-		}
-		for b := 0; b < 4; b++ {
-			VADDPS(T[b], acc4, acc4)
-			if c.m {
-				VADDPS(U[b], acc4, acc4)
-			}
-		}
+		ggmlR4LanesAVX2(c, rows, ak, sk, xk, acc4, signed, shift, nib, ones, kv, qhShifts, sixteen)
 	})
 }
 
@@ -897,8 +827,9 @@ func rowSums4(p [4]VecVirtual, words bool, ones VecVirtual) VecVirtual {
 // halves8 returns as float32 the binary16 at byte off of blocks b and b+1
 // (bytes apart) of the four rows at rows: [rows 0..3 of block b | of
 // block b+1], gathered with VPINSRW: in these kernels, which leave the
-// shuffle ports room, the scalar loads, shifts and ORs of halves4 cost
-// more front-end slots (Q4_0 on one Zen 3 core in L2: 0.88x the time).
+// shuffle ports room, scalar loads, shifts and ORs cost more front-end
+// slots (Q4_0, then on this kernel, on one Zen 3 core in L2: VPINSRW
+// 0.88x the time).
 func halves8(rows [4]Mem, b, bytes, off int) VecVirtual {
 	x := XMM()
 	VPXOR(x, x, x)
