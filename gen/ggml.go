@@ -781,6 +781,7 @@ type ggmlVBMI struct {
 	blk                            VecVirtual  // dword 4b+i holds b: block b's value to the four rows' lanes
 	tail                           Register    // k mask: the second load's bytes
 	rowK                           [4]Register // k masks: row i's d (and m) bytes
+	dmBoth                         bool        // dm picks from both loads (Q5_x)
 	qhPerm                         VecVirtual  // Q5_x: block b's qh into qwords 2b, 2b+1
 	qhBits                         [2]Mem      // Q5_x: VPSHUFBITQMB's bit indexes of the low and high halves
 }
@@ -799,20 +800,23 @@ func ggmlSplit(c ggmlSmall) bool { return c.nib && c.qh == 0 }
 // Q5_x, qhPerm and qhBits spread the high bits (groupSplit).
 func newGGMLSplit(c ggmlSmall) *ggmlVBMI {
 	v := &ggmlVBMI{perm: ZMM(), gf: ZMM(), nib: nibbleMask(ZMM()), dm: ZMM()}
-	VMOVDQU64(rodata("ggmlSplitPerm"+c.t, 64, 1, func(p int) uint64 {
-		src := (p/16)*c.bytes + c.qs + p%16
-		if src >= 64 { // from the second load
-			src = 64 + src - 2*c.bytes
-		}
-		return uint64(src)
-	}), v.perm)
-	VMOVDQU64(rodata("ggmlSplitDM"+c.t, 64, 1, func(p int) uint64 {
-		src := ((p/8)%4)*c.bytes + p%2 + 2*(p/32)
-		if src >= 64 { // Q5_x: the last block's d (and m) from the second load
-			src = 64 + src - 2*c.bytes
-		}
-		return uint64(src)
-	}), v.dm)
+	// table holds, per byte p, the index of group offset off(p) in the
+	// two loads: offsets from 64 on come from the second load, at 2*bytes
+	table := func(name string, off func(p int) int) Mem {
+		return rodata(name+c.t, 64, 1, func(p int) uint64 {
+			if src := off(p); src < 64 {
+				return uint64(src)
+			} else {
+				return uint64(64 + src - 2*c.bytes)
+			}
+		})
+	}
+	VMOVDQU64(table("ggmlSplitPerm", func(p int) int { return (p/16)*c.bytes + c.qs + p%16 }), v.perm)
+	dmOff := func(p int) int { return ((p/8)%4)*c.bytes + p%2 + 2*(p/32) }
+	VMOVDQU64(table("ggmlSplitDM", dmOff), v.dm)
+	for p := 0; p < 64; p++ { // Q5_x: the last block's d (and m) lie past the first load
+		v.dmBoth = v.dmBoth || dmOff(p) >= 64
+	}
 	v.blk = ZMM()
 	VMOVDQU64(rodata("ggmlLaneBlock", 16, 4, func(i int) uint64 { return uint64(i / 4) }), v.blk)
 	t := GP64()
@@ -837,13 +841,7 @@ func newGGMLSplit(c ggmlSmall) *ggmlVBMI {
 	if c.qh != 0 {
 		v.sixteen = fvec{avx512: true}.broadcast(0x10101010)
 		v.qhPerm = ZMM()
-		VMOVDQU64(rodata("ggmlSplitQh"+c.t, 64, 1, func(p int) uint64 {
-			src := (p/16)*c.bytes + c.qh + p%4
-			if src >= 64 { // from the second load
-				src = 64 + src - 2*c.bytes
-			}
-			return uint64(src)
-		}), v.qhPerm)
+		VMOVDQU64(table("ggmlSplitQh", func(p int) int { return (p/16)*c.bytes + c.qh + p%4 }), v.qhPerm)
 		for h := range v.qhBits { // byte p of half h: bit 16h + p%16 of its block's qh
 			v.qhBits[h] = rodata(fmt.Sprintf("ggmlSplitQhBits%d", h), 64, 1, func(p int) uint64 { return uint64(16*h + p%16) })
 		}
@@ -1476,7 +1474,7 @@ func (v *ggmlVBMI) groupSplit(c ggmlSmall, rows [4]Mem, ak, sk, xk GPVirtual, ac
 		VMOVDQU64(rm, a)
 		VMOVDQU8_Z(rm.Offset(2*c.bytes), v.tail, a2)
 		switch {
-		case 3*c.bytes+4 > 64: // Q5_x: the last block's d (and m) lie past the first load
+		case v.dmBoth: // Q5_x: the last block's d (and m) lie past the first load
 			t := ZMM()
 			VMOVDQA64(v.dm, t)
 			VPERMI2B_Z(a2, a, v.rowK[i], t)

@@ -535,13 +535,7 @@ func ggmlBlockA8R4AVX2(c ggmlSmall, vnni bool) {
 // (d*xs)*float(S - 2^shift*sum) and, with an m term, (m*xs)*float(sum),
 // added in the definition's order (block by block, d term first).
 func ggmlR4LanesAVX2(c ggmlSmall, rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual, signed bool, shift int, nib, ones, kv, qhShifts, sixteen VecVirtual) {
-	xb := YMM()
-	VBROADCASTSS(Mem{Base: xk}, xb)
-	var sx VecVirtual // the group's four block sums, int32
-	if shift > 0 || c.m {
-		sx = XMM()
-		VPMOVSXWD(Mem{Base: sk}, sx)
-	}
+	xb, sx := groupScaleSums(c, sk, xk, shift)
 	for k := 0; k < 2; k++ {
 		var v [2]VecVirtual
 		for j := range v {
@@ -639,14 +633,8 @@ func ggmlR4PairsAVX2(c ggmlSmall, rows [4]Mem, ak, sk, xk GPVirtual, acc, kv Vec
 		shift = 0
 	}
 	// the masks as memory operands: sixteen registers hold the rest
-	nib, ones := ggmlNibMem(), rodata("q4Ones16", 8, 4, func(int) uint64 { return 0x00010001 })
-	xb := YMM()
-	VBROADCASTSS(Mem{Base: xk}, xb)
-	var sx VecVirtual // the group's four block sums, int32
-	if shift > 0 || c.m {
-		sx = XMM()
-		VPMOVSXWD(Mem{Base: sk}, sx)
-	}
+	nib, ones := ggmlNibMem(), onesWords()
+	xb, sx := groupScaleSums(c, sk, xk, shift)
 	words := !signed && !vnni // VPMADDUBSW products of unsigned codes
 	add := VPADDD
 	if words {
@@ -791,6 +779,20 @@ func pairRowsFix(acc4 VecVirtual) VecVirtual {
 	VEXTRACTF128(U8(1), acc4.AsY(), h)
 	VUNPCKLPS(h, acc4, r)
 	return r
+}
+
+// groupScaleSums loads what the four-row YMM kernels' float steps take
+// per group: the activation scale at xk broadcast (xb) and, where the
+// codes are offset (shift > 0) or there is an m term, the four block
+// sums at sk as int32 (sx; nil otherwise).
+func groupScaleSums(c ggmlSmall, sk, xk GPVirtual, shift int) (xb, sx VecVirtual) {
+	xb = YMM()
+	VBROADCASTSS(Mem{Base: xk}, xb)
+	if shift > 0 || c.m {
+		sx = XMM()
+		VPMOVSXWD(Mem{Base: sk}, sx)
+	}
+	return xb, sx
 }
 
 // rowSums4 returns the sums of p[0..3] per 128-bit lane as [S0 S1 S2 S3]

@@ -78,6 +78,10 @@ func codeTable(n, j int) Mem {
 	})
 }
 
+// onesWords is 32 bytes of int16 ones as a memory operand (VPMADDWD's
+// pair sum).
+func onesWords() Mem { return rodata("q4Ones16", 8, 4, func(int) uint64 { return 0x00010001 }) }
+
 // nibbleMask returns a register of the given kind with 0x0f in every byte.
 func nibbleMask(v VecVirtual) VecVirtual {
 	t := GP32()

@@ -431,7 +431,7 @@ func a8YMM(m int, mode a8Mode, meta q4Meta) {
 					for h := range cl {
 						addSum16(h, xs[4*v+2*h], xs[4*v+2*h+1], cl[h], chi[h], &t)
 					}
-					VPMADDWD(rodata("q4Ones16", 8, 4, func(int) uint64 { return 0x00010001 }), t, t)
+					VPMADDWD(onesWords(), t, t)
 					VPADDD(t, acc[i*m+v], acc[i*m+v])
 				}
 				if i != r-1 {
