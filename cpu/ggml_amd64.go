@@ -22,8 +22,9 @@ import (
 
 type ggmlA8Func func(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
-// ggmlA8Requires is every feature the kernels' instructions need.
-var ggmlA8Requires = []string{"AVX", "AVX2", "AVX512F", "AVX512BW", "AVX512DQ", "AVX512VL", "AVX512VNNI", "BMI2", "F16C"}
+// ggmlA8Requires is every feature the kernels' instructions need (GFNI:
+// Q3_K's and Q5_K's high bits; the avx512vnni set requires it anyway).
+var ggmlA8Requires = []string{"AVX", "AVX2", "AVX512F", "AVX512BW", "AVX512DQ", "AVX512VL", "AVX512VNNI", "BMI2", "F16C", "GFNI"}
 
 var ggmlA8Funcs = map[ggml.Type]ggmlA8Func{
 	ggml.Q2_K:   asm.GgmlQ2KA8Avx512,
