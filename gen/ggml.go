@@ -288,8 +288,8 @@ func ggmlTypeName(t string) string {
 // read-only memory (bit, cnt) where registers are short.
 type ggmlConsts struct {
 	nib, three, kv VecVirtual
-	bit            [2][2]Op // Q5_K, Q3_K: GF2P8AFFINEQB matrices moving each (half, part)'s high bit into place
-	cnt            [2]Op    // Q2_K, Q3_K, Q6_K: the 2-bit field's shift of each part per word
+	bit            [2][2]Op // Q5_K, Q3_K, Q6_K: GF2P8AFFINEQB matrices moving each (half, part)'s high bits into place
+	cnt            [2]Op    // Q2_K, Q3_K: the 2-bit field's shift of each part per word
 }
 
 // ggmlSuperCodes unpacks the super-block's codes at wp into unsigned
@@ -308,16 +308,19 @@ func ggmlHalfCodes(c ggmlSuper, wp GPVirtual, h int, k ggmlConsts) (q [2]VecVirt
 
 // ggmlHalfCodesInto is ggmlHalfCodes into the registers q.
 func ggmlHalfCodesInto(c ggmlSuper, base Mem, h int, k ggmlConsts, q [2]VecVirtual) [2]VecVirtual {
-	// Q5_K and Q3_K: the high bit of each code (16 or 4) first, picked
-	// from the broadcast qh/hmask bytes by one GF2P8AFFINEQB per part
-	// (k.bit: per qword, the matrix that moves that lane's bit there);
-	// the VPTERNLOGD that masks the low bits merges them in. A VPTESTMB
-	// and a masked VPADDB per part took 1.2x the time on Zen 4, where
-	// VPTESTMB competes with both the multiplies and the shuffles.
+	// Q5_K, Q3_K and Q6_K: the high bits of each code (Q5_K's as 16,
+	// Q3_K's as 4, Q6_K's two as 16 and 32) first, picked from the
+	// broadcast qh/hmask bytes by one GF2P8AFFINEQB per part (k.bit: per
+	// qword, the matrix that moves that lane's bits there); the
+	// VPTERNLOGD that masks the low bits merges them in. On one Zen 4
+	// core, a VPTESTMB mask and a masked VPADDB per part (Q5_K, Q3_K;
+	// VPTESTMB competes with both the multiplies and the shuffles there)
+	// took 1.05-1.1x the time, and a shift, mask, shift and OR per part
+	// for Q6_K's two bits 1.2x.
 	var hbit [2]VecVirtual
 	switch c.t {
-	case "Q5K", "Q3K":
-		off := map[string]int{"Q5K": 16, "Q3K": 0}[c.t]
+	case "Q5K", "Q3K", "Q6K":
+		off := map[string]int{"Q5K": 16, "Q3K": 0, "Q6K": 128 + 32*h}[c.t]
 		hb := ZMM()
 		VBROADCASTI64X4(base.Offset(off), hb)
 		for p := range hbit {
@@ -336,7 +339,7 @@ func ggmlHalfCodesInto(c ggmlSuper, base Mem, h int, k ggmlConsts, q [2]VecVirtu
 	case "Q4K", "Q5K", "Q6K", "IQ4XS":
 		off := map[string]int{"Q4K": 16, "Q5K": 48, "Q6K": 0, "IQ4XS": 8}[c.t] + 64*h
 		lo, hi := q[0], q[1]
-		if c.t == "Q5K" { // lo, hi hold the high bits
+		if c.t == "Q5K" || c.t == "Q6K" { // lo, hi hold the high bits
 			t := ZMM()
 			VPSRLW(U8(4), base.Offset(off), t)
 			VPTERNLOGD(U8(dstOrAnd), base.Offset(off), k.nib, lo)
@@ -360,16 +363,6 @@ func ggmlHalfCodesInto(c ggmlSuper, base Mem, h int, k ggmlConsts, q [2]VecVirtu
 		}
 	}
 	switch c.t {
-	case "Q6K": // two bits of qh above each nibble
-		qh := ZMM()
-		VBROADCASTI64X4(base.Offset(128+32*h), qh)
-		for p, v := range q {
-			b := ZMM()
-			VPSRLVW(k.cnt[p], qh, b)
-			VPANDD(b, k.three, b)
-			VPSLLW(U8(4), b, b)
-			VPORD(b, v, v)
-		}
 	case "IQ4XS": // KValues + 128
 		for _, v := range q {
 			VPSHUFB(v, k.kv, v)
@@ -416,20 +409,28 @@ func ggmlConstTables(c ggmlSuper, inRegs bool) (k ggmlConsts, idx [2][2]Mem) {
 	}
 	k.nib = nibbleMask(ZMM())
 	switch t {
-	case "Q5K", "Q3K":
+	case "Q5K", "Q3K", "Q6K":
 		for h := 0; h < 2; h++ {
 			for p := 0; p < 2; p++ {
 				h, p := h, p
-				// GF2P8AFFINEQB matrices, one per qword: output bit o
-				// (4 for Q5_K, 2 for Q3_K) is input bit b, the bit of that
-				// qword's codes (matrix byte 7-o selects the input bits
-				// of output bit o)
-				tab := rodata(fmt.Sprintf("ggml%sHighBit%d%d", t, h, p), 8, 8, func(l int) uint64 {
-					b, o := 4*h+2*p+l/4, 2 // Q3_K
-					if t == "Q5K" {
-						b, o = 4*h+p+2*(l/4), 4
+				// GF2P8AFFINEQB matrices, one per qword: output bit o is
+				// input bit b (matrix byte 7-o selects the input bits of
+				// output bit o), b the bit of that qword's codes: Q5_K's
+				// to bit 4, Q3_K's to bit 2, Q6_K's b and b+1 to bits 4
+				// and 5 (the same in both halves)
+				name := fmt.Sprintf("ggml%sHighBits%d%d", t, h, p)
+				if t == "Q6K" {
+					name = fmt.Sprintf("ggmlQ6KHighBits%d", p)
+				}
+				tab := rodata(name, 8, 8, func(l int) uint64 {
+					switch t {
+					case "Q5K":
+						return 1 << (4*h + p + 2*(l/4)) << (8 * (7 - 4))
+					case "Q3K":
+						return 1 << (4*h + 2*p + l/4) << (8 * (7 - 2))
 					}
-					return 1 << b << (8 * (7 - o))
+					b := 4*p + 2*(l/4)
+					return 1<<b<<(8*(7-4)) | 1<<(b+1)<<(8*(7-5))
 				})
 				k.bit[h][p] = tab
 				if inRegs {
@@ -441,7 +442,7 @@ func ggmlConstTables(c ggmlSuper, inRegs bool) (k ggmlConsts, idx [2][2]Mem) {
 		}
 	}
 	switch t {
-	case "Q2K", "Q3K", "Q6K":
+	case "Q2K", "Q3K":
 		for p := 0; p < 2; p++ {
 			p := p
 			tab := rodata(fmt.Sprintf("ggmlShift%d", p), 32, 2, func(w int) uint64 { return uint64(4*p + 2*(w/16)) })
