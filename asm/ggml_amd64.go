@@ -345,18 +345,18 @@ func GgmlQ41A8T16Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
 func GgmlQ50A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ50A8R4Avx512 computes GgmlQ50A8Avx512's products for one vector and
-// four rows at a time (rows a multiple of 4), with VBMI, GFNI and BITALG; it
-// reads the activations split by nibble (per 128 columns those of the blocks'
-// low nibbles, then the high), the float steps with the rows in the lanes. See
+// four rows at a time (rows a multiple of 4), with VBMI and GFNI; it reads the
+// activations split by nibble (per 128 columns those of the blocks' low
+// nibbles, then the high), the float steps with the rows in the lanes. See
 // "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ50A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ50A8R4PfL1Avx512 computes GgmlQ50A8Avx512's products for one vector and
-// four rows at a time (rows a multiple of 4), with VBMI, GFNI and BITALG; it
-// reads the activations split by nibble (per 128 columns those of the blocks'
-// low nibbles, then the high), the float steps with the rows in the lanes. See
+// four rows at a time (rows a multiple of 4), with VBMI and GFNI; it reads the
+// activations split by nibble (per 128 columns those of the blocks' low
+// nibbles, then the high), the float steps with the rows in the lanes. See
 // "GGML block kernels" in the package doc.
 //
 //go:noescape
@@ -389,18 +389,18 @@ func GgmlQ50A8T16Avx512(w *byte, stride int, nsb int, act *int8, out *float32)
 func GgmlQ51A8Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ51A8R4Avx512 computes GgmlQ51A8Avx512's products for one vector and
-// four rows at a time (rows a multiple of 4), with VBMI, GFNI and BITALG; it
-// reads the activations split by nibble (per 128 columns those of the blocks'
-// low nibbles, then the high), the float steps with the rows in the lanes. See
+// four rows at a time (rows a multiple of 4), with VBMI and GFNI; it reads the
+// activations split by nibble (per 128 columns those of the blocks' low
+// nibbles, then the high), the float steps with the rows in the lanes. See
 // "GGML block kernels" in the package doc.
 //
 //go:noescape
 func GgmlQ51A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ51A8R4PfL1Avx512 computes GgmlQ51A8Avx512's products for one vector and
-// four rows at a time (rows a multiple of 4), with VBMI, GFNI and BITALG; it
-// reads the activations split by nibble (per 128 columns those of the blocks'
-// low nibbles, then the high), the float steps with the rows in the lanes. See
+// four rows at a time (rows a multiple of 4), with VBMI and GFNI; it reads the
+// activations split by nibble (per 128 columns those of the blocks' low
+// nibbles, then the high), the float steps with the rows in the lanes. See
 // "GGML block kernels" in the package doc.
 //
 //go:noescape

@@ -92,14 +92,9 @@ func init() {
 var ggmlR4VBMIRequires = []string{"AVX512VBMI", "GFNI"}
 
 // ggmlR4Requires returns the features type t's AVX-512 four-row kernel
-// needs beyond ggmlA8Requires: the split types' ggmlR4VBMIRequires, and
-// for Q5_0 and Q5_1, whose kernels spread the high bits into masks with
-// VPSHUFBITQMB, AVX512BITALG too.
+// needs beyond ggmlA8Requires: the split types' ggmlR4VBMIRequires.
 func ggmlR4Requires(t ggml.Type) []string {
-	switch {
-	case t == ggml.Q5_0 || t == ggml.Q5_1:
-		return append(slices.Clone(ggmlR4VBMIRequires), "AVX512BITALG")
-	case ggmlR4Split[t]:
+	if ggmlR4Split[t] {
 		return ggmlR4VBMIRequires
 	}
 	return nil
@@ -109,7 +104,7 @@ func ggmlR4Requires(t ggml.Type) []string {
 // read the activations split by nibble (ggmlSplitOrder; unrelated to the
 // YMM sets' paired kernels): one VPERMT2B gathers a group's code
 // bytes, the low and high nibbles multiply into one accumulator per row
-// (Q5_x: their qh bits added through two VPSHUFBITQMB masks), and the
+// (Q5_x: their qh bits set by two VPMULTISHIFTQB), and the
 // rows reduce in two levels instead of three. Where they run, the rows
 // past a multiple of four run on them too, zero-padded (ggmlPerVector),
 // so no kernel reads the column order.

@@ -805,12 +805,12 @@ func ggmlBlockCodes(c ggmlSmall, wp GPVirtual, nib, kv, flip, sixteen VecVirtual
 // the four blocks' columns 0..15, then 16..31: cpu.ggmlSplitOrder).
 type ggmlVBMI struct {
 	perm, gf, nib, kv, sixteen, dm VecVirtual
-	blk                            VecVirtual  // dword 4b+i holds b: block b's value to the four rows' lanes
-	tail                           Register    // k mask: the second load's bytes
-	rowK                           [4]Register // k masks: row i's d (and m) bytes
-	dmBoth                         bool        // dm picks from both loads (Q5_x)
-	qhPerm                         VecVirtual  // Q5_x: block b's qh into qwords 2b, 2b+1
-	qhBits                         [2]Mem      // Q5_x: VPSHUFBITQMB's bit indexes of the low and high halves
+	blk                            VecVirtual    // dword 4b+i holds b: block b's value to the four rows' lanes
+	tail                           Register      // k mask: the second load's bytes
+	rowK                           [4]Register   // k masks: row i's d (and m) bytes
+	dmBoth                         bool          // dm picks from both loads (Q5_x)
+	qhPerm                         VecVirtual    // Q5_x: block b's qh into qwords 2b, 2b+1
+	qhBits                         [2]VecVirtual // Q5_x: VPMULTISHIFTQB's controls of the low and high halves
 }
 
 // ggmlSplit reports whether a 32-element type's codes are a block's 16
@@ -869,8 +869,9 @@ func newGGMLSplit(c ggmlSmall) *ggmlVBMI {
 		v.sixteen = fvec{avx512: true}.broadcast(0x10101010)
 		v.qhPerm = ZMM()
 		VMOVDQU64(table("ggmlSplitQh", func(p int) int { return (p/16)*c.bytes + c.qh + p%4 }), v.qhPerm)
-		for h := range v.qhBits { // byte p of half h: bit 16h + p%16 of its block's qh
-			v.qhBits[h] = rodata(fmt.Sprintf("ggmlSplitQhBits%d", h), 64, 1, func(p int) uint64 { return uint64(16*h + p%16) })
+		for h := range v.qhBits { // byte p of half h: bits from 16h + p%16 - 4 of its block's qh, so bit 4 is bit 16h + p%16
+			v.qhBits[h] = ZMM()
+			VMOVDQU64(rodata(fmt.Sprintf("ggmlSplitQhShift%d", h), 64, 1, func(p int) uint64 { return uint64((16*h + p%16 - 4) & 63) }), v.qhBits[h])
 		}
 	}
 	return v
@@ -1297,9 +1298,6 @@ func ggmlBlockA8R4(c ggmlSmall, l1 bool) {
 	Pragma("noescape")
 	if c.nib {
 		feats := "VBMI and GFNI"
-		if c.qh != 0 {
-			feats = "VBMI, GFNI and BITALG"
-		}
 		kernelDoc("GGML block kernels", fmt.Sprintf("%s computes Ggml%sA8Avx512's products for one vector and four rows at a time (rows a multiple of 4), with %s; it reads the activations split by nibble (per 128 columns those of the blocks' low nibbles, then the high), the float steps with the rows in the lanes.", name, c.t, feats))
 		vb := newGGMLSplit(c)
 		fourRows(name, l1, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
@@ -1529,11 +1527,11 @@ func (v *ggmlVBMI) groupSplit(c ggmlSmall, rows [4]Mem, ak, sk, xk GPVirtual, ac
 			VPSHUFB(lo, v.kv, lo)
 			VPSHUFB(hi, v.kv, hi)
 		}
-		if c.qh != 0 { // 16 added where qh says: bits 0..15 of block b's to lo's bytes 16b.., bits 16..31 to hi's
+		if c.qh != 0 { // 16 set where qh says: bits 0..15 of block b's to lo's bytes 16b.., bits 16..31 to hi's
 			for h, z := range []VecVirtual{lo, hi} {
-				k := K()
-				VPSHUFBITQMB(v.qhBits[h], q, k)
-				VPADDB(v.sixteen, z, k, z)
+				x := ZMM()
+				VPMULTISHIFTQB(q, v.qhBits[h], x)
+				VPTERNLOGD(U8(0xf8), x, v.sixteen, z) // z | (16 & x)
 			}
 		}
 		s := ZMM()
