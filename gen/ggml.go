@@ -1196,16 +1196,43 @@ func ggmlSuperA8R4(c ggmlSuper, l1 bool) {
 	if t == "Q2K" {
 		dmOff = 82
 	}
+	// Q4_K and Q5_K unpack the four rows' scales and mins together, one
+	// row per 128-bit lane (q4kScaleWords4); the odd rows' scale words
+	// are the upper 16 of their pair's 32, hence idxOdd = idx + 16.
+	batch := t == "Q4K" || t == "Q5K"
+	var idxOdd [2][2]VecVirtual
+	if batch {
+		sixteen := fvec{avx512: true}.broadcast(0x00100010)
+		for h := range idxOdd {
+			for p := range idxOdd[h] {
+				idxOdd[h][p] = ZMM()
+				VPADDW(sixteen, idx[h][p], idxOdd[h][p])
+			}
+		}
+	}
 	fourRows(name, l1, c.bytes, 256, 2*256/c.sub, 8, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
 		var acc [2][4]VecVirtual // half, row
 		var mm [4]VecVirtual
+		var words [2]VecVirtual // batch: rows 0, 1 and rows 2, 3's scale and min words
+		var lo4 VecVirtual
+		if batch {
+			lo4 = q4kScaleWords4(rows)
+			words[0], words[1] = ZMM(), ZMM()
+			VPMOVZXBW(lo4.AsY(), words[0])
+			hi := YMM()
+			VEXTRACTI64X4(U8(1), lo4, hi)
+			VPMOVZXBW(hi, words[1])
+		}
 		dh, mh := XMM(), XMM() // d, dmin of the four rows (binary16)
 		VPXORD(dh, dh, dh)
 		if c.mins {
 			VPXORD(mh, mh, mh)
 		}
 		for i, rm := range rows {
-			scw, sumw := ggmlSuperScales(c, rm)
+			var scw, sumw VecVirtual
+			if !batch {
+				scw, sumw = ggmlSuperScales(c, rm)
+			}
 			VPINSRW(U8(i), rm.Offset(dOff), dh, dh)
 			if c.mins {
 				VPINSRW(U8(i), rm.Offset(dmOff), mh, mh)
@@ -1224,7 +1251,14 @@ func ggmlSuperA8R4(c ggmlSuper, l1 bool) {
 				} else {
 					for p := 0; p < 2; p++ {
 						sc, pr := ZMM(), ZMM()
-						VPERMW(scw.AsZ(), idx[h][p], sc)
+						switch {
+						case !batch:
+							VPERMW(scw.AsZ(), idx[h][p], sc)
+						case i%2 == 0:
+							VPERMW(words[i/2], idx[h][p], sc)
+						default:
+							VPERMW(words[i/2], idxOdd[h][p], sc)
+						}
 						VPMADDUBSW(Mem{Base: ak, Disp: 128*h + 64*p}, q[p], pr)
 						if p == 0 {
 							VPMADDWD(sc, pr, a)
@@ -1234,6 +1268,9 @@ func ggmlSuperA8R4(c ggmlSuper, l1 bool) {
 					}
 				}
 				acc[h][i] = a
+			}
+			if batch {
+				continue
 			}
 			m := XMM() // [M0a, M0b, M1a, M1b]
 			if 256/c.sub == 16 {
@@ -1269,13 +1306,27 @@ func ggmlSuperA8R4(c ggmlSuper, l1 bool) {
 			S[h] = x
 		}
 		// M[h] = [row 0..3]
-		p01, p23 := XMM(), XMM()
-		phaddd(mm[1], mm[0], p01) // [r0h0 r0h1 r1h0 r1h1]
-		phaddd(mm[3], mm[2], p23)
 		var M [2]VecVirtual
-		M[0], M[1] = XMM(), XMM()
-		VSHUFPS(U8(0x88), p23, p01, M[0])
-		VSHUFPS(U8(0xdd), p23, p01, M[1])
+		if batch { // lane i of mz: row i's [M0a, M0b, M1a, M1b]
+			mz, sums, t := ZMM(), ZMM(), ZMM()
+			VPSHUFB(q4kZTable("q4kMinWordsZ", q4kMinWordsBytes), lo4, mz)
+			VBROADCASTI32X4(Mem{Base: sk}, sums)
+			VPMADDWD(sums, mz, mz)
+			VPSHUFD(U8(0xb1), mz, t)
+			VPADDD(t, mz, t) // lane i: [M0, M0, M1, M1]
+			ix, pm := ZMM(), ZMM()
+			VMOVDQU64(rodata("q4kMRows", 16, 4, func(j int) uint64 { return uint64(4*(j%4) + 2*(j/4%2)) }), ix)
+			VPERMD(t, ix, pm) // [M0 of rows 0..3, M1 of rows 0..3, ...]
+			M[0], M[1] = pm.AsX().(VecVirtual), XMM()
+			VEXTRACTI32X4(U8(1), pm.AsY(), M[1])
+		} else {
+			p01, p23 := XMM(), XMM()
+			phaddd(mm[1], mm[0], p01) // [r0h0 r0h1 r1h0 r1h1]
+			phaddd(mm[3], mm[2], p23)
+			M[0], M[1] = XMM(), XMM()
+			VSHUFPS(U8(0x88), p23, p01, M[0])
+			VSHUFPS(U8(0xdd), p23, p01, M[1])
+		}
 		superFloatSteps(c.mins, c.shift, S, M, dh, mh, xk, acc4)
 	})
 }
@@ -1666,6 +1717,41 @@ func q4kScaleWords(base Mem, evex bool) (sc, m VecVirtual) {
 		return uint64(8 + i/2)
 	}), lo, m)
 	return sc, m
+}
+
+// q4kScaleGatherBytes, q4kMinWordsBytes are q4kScaleWords' VPSHUFB
+// controls (one 128-bit lane).
+var (
+	q4kScaleGatherBytes = []int{4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15}
+	q4kMinWordsBytes    = []int{8, 0x80, 9, 0x80, 10, 0x80, 11, 0x80, 12, 0x80, 13, 0x80, 14, 0x80, 15, 0x80}
+)
+
+// q4kZTable returns a 64-byte read-only table holding lane (16 bytes) in
+// each of its four 128-bit lanes.
+func q4kZTable(name string, lane []int) Mem {
+	return rodata(name, 64, 1, func(i int) uint64 { return uint64(lane[i%16]) })
+}
+
+// q4kScaleWords4 is q4kScaleWords for four Q4_K/Q5_K super-blocks at
+// once, rows[i]'s in 128-bit lane i: the returned ZMM holds lane i's
+// [sc0..7, m0..7] as bytes (the same instructions on four lanes).
+func q4kScaleWords4(rows [4]Mem) VecVirtual {
+	z := ZMM()
+	VBROADCASTI32X4(rows[0], z)
+	for i := 1; i < 4; i++ {
+		VINSERTI32X4(U8(i), rows[i], z, z)
+	}
+	a := ZMM()
+	VPSHUFB(q4kZTable("q4kScaleGatherZ", q4kScaleGatherBytes), z, a)
+	lo := ZMM()
+	VPSRLVD(rodata("q4kScaleShiftZ", 16, 4, func(i int) uint64 { return uint64(4 * (i % 4 / 3)) }), a, lo)
+	VPANDD(rodata("q4kScaleMaskZ", 16, 4, func(i int) uint64 { return []uint64{0x3f3f3f3f, 0x0f0f0f0f}[i%2] }), lo, lo)
+	hi := ZMM()
+	VPSLLQ(U8(32), a, hi)
+	VPSRLW(U8(2), hi, hi)
+	VPANDD(rodata("q4kScaleTopZ", 16, 4, func(int) uint64 { return 0x30303030 }), hi, hi)
+	VPORD(hi, lo, lo)
+	return lo
 }
 
 // iq4xsScaleBytes unpacks an IQ4_XS super-block's 8 6-bit scales
