@@ -1696,9 +1696,7 @@ func q4kScaleWords(base Mem, evex bool) (sc, m VecVirtual) {
 	VMOVDQU(base, x)
 	// a: [b0..3, b8..11, b4..7, b8..11]
 	a := XMM()
-	VPSHUFB(rodata("q4kScaleGather", 16, 1, func(i int) uint64 {
-		return uint64([]int{4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15}[i])
-	}), x, a)
+	VPSHUFB(rodata("q4kScaleGather", 16, 1, func(i int) uint64 { return uint64(q4kScaleGatherBytes[i]) }), x, a)
 	lo := XMM()
 	VPSRLVD(rodata("q4kScaleShift", 4, 4, func(i int) uint64 { return uint64(4 * (i / 3)) }), a, lo)
 	and(rodata("q4kScaleMask", 4, 4, func(i int) uint64 { return []uint64{0x3f3f3f3f, 0x0f0f0f0f}[i%2] }), lo, lo)
@@ -1710,12 +1708,7 @@ func q4kScaleWords(base Mem, evex bool) (sc, m VecVirtual) {
 	or(hi, lo, lo) // [sc0..7, m0..7] as bytes
 	sc, m = XMM(), XMM()
 	VPMOVZXBW(lo, sc)
-	VPSHUFB(rodata("q4kMinWords", 16, 1, func(i int) uint64 {
-		if i%2 == 1 {
-			return 0x80
-		}
-		return uint64(8 + i/2)
-	}), lo, m)
+	VPSHUFB(rodata("q4kMinWords", 16, 1, func(i int) uint64 { return uint64(q4kMinWordsBytes[i]) }), lo, m)
 	return sc, m
 }
 
