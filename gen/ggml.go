@@ -1214,28 +1214,36 @@ func ggmlSuperA8R4(c ggmlSuper, l1 bool) {
 		var acc [2][4]VecVirtual // half, row
 		var mm [4]VecVirtual
 		var words [2]VecVirtual // batch: rows 0, 1 and rows 2, 3's scale and min words
-		var lo4 VecVirtual
+		var lo4, z4 VecVirtual
+		dh, mh := XMM(), XMM() // d, dmin of the four rows (binary16)
 		if batch {
-			lo4 = q4kScaleWords4(rows)
+			lo4, z4 = q4kScaleWords4(rows)
+			// d and dmin, the first two words of each lane of z4
+			ix, dm := ZMM(), ZMM()
+			VMOVDQU64(rodata("q4kDmWords", 32, 2, func(w int) uint64 { return uint64(8*(w%4) + w/4%2) }), ix)
+			VPERMW(z4, ix, dm) // [d0..d3, dmin0..dmin3]
+			dh = dm.AsX().(VecVirtual)
+			VPSRLDQ(U8(8), dh, mh)
 			words[0], words[1] = ZMM(), ZMM()
 			VPMOVZXBW(lo4.AsY(), words[0])
 			hi := YMM()
 			VEXTRACTI64X4(U8(1), lo4, hi)
 			VPMOVZXBW(hi, words[1])
 		}
-		dh, mh := XMM(), XMM() // d, dmin of the four rows (binary16)
-		VPXORD(dh, dh, dh)
-		if c.mins {
-			VPXORD(mh, mh, mh)
+		if !batch {
+			VPXORD(dh, dh, dh)
+			if c.mins {
+				VPXORD(mh, mh, mh)
+			}
 		}
 		for i, rm := range rows {
 			var scw, sumw VecVirtual
 			if !batch {
 				scw, sumw = ggmlSuperScales(c, rm)
-			}
-			VPINSRW(U8(i), rm.Offset(dOff), dh, dh)
-			if c.mins {
-				VPINSRW(U8(i), rm.Offset(dmOff), mh, mh)
+				VPINSRW(U8(i), rm.Offset(dOff), dh, dh)
+				if c.mins {
+					VPINSRW(U8(i), rm.Offset(dmOff), mh, mh)
+				}
 			}
 			for h := 0; h < 2; h++ {
 				q := ggmlHalfCodesInto(c, rm, h, kc, [2]VecVirtual{ZMM(), ZMM()})
@@ -1726,17 +1734,18 @@ func q4kZTable(name string, lane []int) Mem {
 }
 
 // q4kScaleWords4 is q4kScaleWords for four Q4_K/Q5_K super-blocks at
-// once, rows[i]'s in 128-bit lane i: the returned ZMM holds lane i's
-// [sc0..7, m0..7] as bytes (the same instructions on four lanes).
-func q4kScaleWords4(rows [4]Mem) VecVirtual {
-	z := ZMM()
+// once, rows[i]'s in 128-bit lane i: lo holds lane i's [sc0..7, m0..7] as
+// bytes (the same instructions on four lanes), z each super-block's
+// first 16 bytes (d, dmin and the packed scales).
+func q4kScaleWords4(rows [4]Mem) (lo, z VecVirtual) {
+	z = ZMM()
 	VBROADCASTI32X4(rows[0], z)
 	for i := 1; i < 4; i++ {
 		VINSERTI32X4(U8(i), rows[i], z, z)
 	}
 	a := ZMM()
 	VPSHUFB(q4kZTable("q4kScaleGatherZ", q4kScaleGatherBytes), z, a)
-	lo := ZMM()
+	lo = ZMM()
 	VPSRLVD(rodata("q4kScaleShiftZ", 16, 4, func(i int) uint64 { return uint64(4 * (i % 4 / 3)) }), a, lo)
 	VPANDD(rodata("q4kScaleMaskZ", 16, 4, func(i int) uint64 { return []uint64{0x3f3f3f3f, 0x0f0f0f0f}[i%2] }), lo, lo)
 	hi := ZMM()
@@ -1744,7 +1753,7 @@ func q4kScaleWords4(rows [4]Mem) VecVirtual {
 	VPSRLW(U8(2), hi, hi)
 	VPANDD(rodata("q4kScaleTopZ", 16, 4, func(int) uint64 { return 0x30303030 }), hi, hi)
 	VPORD(hi, lo, lo)
-	return lo
+	return lo, z
 }
 
 // iq4xsScaleBytes unpacks an IQ4_XS super-block's 8 6-bit scales
