@@ -1229,8 +1229,7 @@ func ggmlSuperA8R4(c ggmlSuper, l1 bool) {
 			hi := YMM()
 			VEXTRACTI64X4(U8(1), lo4, hi)
 			VPMOVZXBW(hi, words[1])
-		}
-		if !batch {
+		} else {
 			VPXORD(dh, dh, dh)
 			if c.mins {
 				VPXORD(mh, mh, mh)
@@ -1317,7 +1316,7 @@ func ggmlSuperA8R4(c ggmlSuper, l1 bool) {
 		var M [2]VecVirtual
 		if batch { // lane i of mz: row i's [M0a, M0b, M1a, M1b]
 			mz, sums, t := ZMM(), ZMM(), ZMM()
-			VPSHUFB(q4kZTable("q4kMinWordsZ", q4kMinWordsBytes), lo4, mz)
+			VPSHUFB(q4kLanes("q4kMinWordsZ", 4, 1, q4kMinWordsBytes), lo4, mz)
 			VBROADCASTI32X4(Mem{Base: sk}, sums)
 			VPMADDWD(sums, mz, mz)
 			VPSHUFD(U8(0xb1), mz, t)
@@ -1704,33 +1703,37 @@ func q4kScaleWords(base Mem, evex bool) (sc, m VecVirtual) {
 	VMOVDQU(base, x)
 	// a: [b0..3, b8..11, b4..7, b8..11]
 	a := XMM()
-	VPSHUFB(rodata("q4kScaleGather", 16, 1, func(i int) uint64 { return uint64(q4kScaleGatherBytes[i]) }), x, a)
+	VPSHUFB(q4kLanes("q4kScaleGather", 1, 1, q4kScaleGatherBytes), x, a)
 	lo := XMM()
-	VPSRLVD(rodata("q4kScaleShift", 4, 4, func(i int) uint64 { return uint64(4 * (i / 3)) }), a, lo)
-	and(rodata("q4kScaleMask", 4, 4, func(i int) uint64 { return []uint64{0x3f3f3f3f, 0x0f0f0f0f}[i%2] }), lo, lo)
+	VPSRLVD(q4kLanes("q4kScaleShift", 1, 4, q4kScaleShiftDwords), a, lo)
+	and(q4kLanes("q4kScaleMask", 1, 4, q4kScaleMaskDwords), lo, lo)
 	// the top two bits of b0..3 and b4..7, to bits 4-5 of dwords 1 and 3
 	hi := XMM()
 	VPSLLQ(U8(32), a, hi)
 	VPSRLW(U8(2), hi, hi)
-	and(rodata("q4kScaleTop", 4, 4, func(int) uint64 { return 0x30303030 }), hi, hi)
+	and(q4kLanes("q4kScaleTop", 1, 4, q4kScaleTopDwords), hi, hi)
 	or(hi, lo, lo) // [sc0..7, m0..7] as bytes
 	sc, m = XMM(), XMM()
 	VPMOVZXBW(lo, sc)
-	VPSHUFB(rodata("q4kMinWords", 16, 1, func(i int) uint64 { return uint64(q4kMinWordsBytes[i]) }), lo, m)
+	VPSHUFB(q4kLanes("q4kMinWords", 1, 1, q4kMinWordsBytes), lo, m)
 	return sc, m
 }
 
-// q4kScaleGatherBytes, q4kMinWordsBytes are q4kScaleWords' VPSHUFB
-// controls (one 128-bit lane).
+// The constants of q4kScaleWords, one 128-bit lane each: the VPSHUFB
+// controls gathering the scale bytes and spreading the mins to words,
+// and the dword shifts and masks.
 var (
-	q4kScaleGatherBytes = []int{4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15}
-	q4kMinWordsBytes    = []int{8, 0x80, 9, 0x80, 10, 0x80, 11, 0x80, 12, 0x80, 13, 0x80, 14, 0x80, 15, 0x80}
+	q4kScaleGatherBytes = []uint64{4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15}
+	q4kMinWordsBytes    = []uint64{8, 0x80, 9, 0x80, 10, 0x80, 11, 0x80, 12, 0x80, 13, 0x80, 14, 0x80, 15, 0x80}
+	q4kScaleShiftDwords = []uint64{0, 0, 0, 4}
+	q4kScaleMaskDwords  = []uint64{0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f}
+	q4kScaleTopDwords   = []uint64{0x30303030, 0x30303030, 0x30303030, 0x30303030}
 )
 
-// q4kZTable returns a 64-byte read-only table holding lane (16 bytes) in
-// each of its four 128-bit lanes.
-func q4kZTable(name string, lane []int) Mem {
-	return rodata(name, 64, 1, func(i int) uint64 { return uint64(lane[i%16]) })
+// q4kLanes returns a read-only table of lanes copies of lane (entries of
+// width bytes): one per 128-bit lane of the registers that read it.
+func q4kLanes(name string, lanes, width int, lane []uint64) Mem {
+	return rodata(name, lanes*len(lane), width, func(i int) uint64 { return lane[i%len(lane)] })
 }
 
 // q4kScaleWords4 is q4kScaleWords for four Q4_K/Q5_K super-blocks at
@@ -1744,14 +1747,14 @@ func q4kScaleWords4(rows [4]Mem) (lo, z VecVirtual) {
 		VINSERTI32X4(U8(i), rows[i], z, z)
 	}
 	a := ZMM()
-	VPSHUFB(q4kZTable("q4kScaleGatherZ", q4kScaleGatherBytes), z, a)
+	VPSHUFB(q4kLanes("q4kScaleGatherZ", 4, 1, q4kScaleGatherBytes), z, a)
 	lo = ZMM()
-	VPSRLVD(rodata("q4kScaleShiftZ", 16, 4, func(i int) uint64 { return uint64(4 * (i % 4 / 3)) }), a, lo)
-	VPANDD(rodata("q4kScaleMaskZ", 16, 4, func(i int) uint64 { return []uint64{0x3f3f3f3f, 0x0f0f0f0f}[i%2] }), lo, lo)
+	VPSRLVD(q4kLanes("q4kScaleShiftZ", 4, 4, q4kScaleShiftDwords), a, lo)
+	VPANDD(q4kLanes("q4kScaleMaskZ", 4, 4, q4kScaleMaskDwords), lo, lo)
 	hi := ZMM()
 	VPSLLQ(U8(32), a, hi)
 	VPSRLW(U8(2), hi, hi)
-	VPANDD(rodata("q4kScaleTopZ", 16, 4, func(int) uint64 { return 0x30303030 }), hi, hi)
+	VPANDD(q4kLanes("q4kScaleTopZ", 4, 4, q4kScaleTopDwords), hi, hi)
 	VPORD(hi, lo, lo)
 	return lo, z
 }
