@@ -20,9 +20,9 @@ func WidenF16(dst *float32, src *uint16, n int)
 func NarrowF16(dst *uint16, src *float32, n int)
 
 // QuantizeA8Avx512 quantizes groups of 128 float32 at x to int8 at q with one
-// scale per group, with AVX-512F, exactly as layout.QuantizeA8 does, up to the
-// first group it leaves to the caller. See "Activation kernels" in the package
-// doc.
+// scale per group, with AVX-512F, BW and VL, exactly as layout.QuantizeA8
+// does, up to the first group it leaves to the caller. See "Activation
+// kernels" in the package doc.
 //
 //go:noescape
 func QuantizeA8Avx512(x *float32, groups int, q *int8, scales *float32) int

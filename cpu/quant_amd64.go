@@ -15,7 +15,7 @@ var quantizers = []struct {
 	fn       func(x *float32, groups int, q *int8, scales *float32) int
 	requires []string
 }{
-	{asm.QuantizeA8Avx512, []string{"AVX", "AVX2", "AVX512F"}},
+	{asm.QuantizeA8Avx512, []string{"AVX", "AVX2", "AVX512F", "AVX512BW", "AVX512VL"}},
 	{asm.QuantizeA8Avx2, []string{"AVX", "AVX2"}},
 }
 

@@ -38,16 +38,17 @@ func TestQuantizers(t *testing.T) {
 		out = append(out, x)
 		// One extreme group among ordinary ones.
 		for _, v := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), math.MaxFloat32, -math.MaxFloat32, 1e-40, math.SmallestNonzeroFloat32} {
-			for _, at := range []int{0, 77, 128 + 5, 511, 640} {
-				x := make([]float32, 600)
+			// 1100 values: two quads of whole groups (the AVX-512 kernel
+			// takes four at a time), a partial group after them
+			for _, at := range []int{0, 77, 128 + 5, 511, 640, 900, 1099} {
+				x := make([]float32, 1100)
 				for i := range x {
 					x[i] = float32(rng.NormFloat64())
 				}
-				if at < len(x) {
-					x[at] = v
-				}
+				x[at] = v
 				if v == 1e-40 || v == math.SmallestNonzeroFloat32 { // a whole tiny group
-					for i := 128; i < 256; i++ {
+					g := at / 128 * 128
+					for i := g; i < min(g+128, len(x)); i++ {
 						x[i] = v * float32(i%3-1)
 					}
 				}

@@ -173,7 +173,7 @@ func f16Loop(name, sig, doc string, in, out int, one func(s, d Mem)) {
 func quantA8(avx512 bool) {
 	f := fvec{avx512}
 	name, W := "QuantizeA8"+f.suffix(), f.lanes()
-	isa := map[bool]string{true: "AVX-512F", false: "AVX2"}[avx512]
+	isa := map[bool]string{true: "AVX-512F, BW and VL", false: "AVX2"}[avx512]
 	n := 128 / W
 	TEXT(name, NOSPLIT, "func(x *float32, groups int, q *int8, scales *float32) int")
 	Pragma("noescape")
@@ -187,15 +187,19 @@ func quantA8(avx512 bool) {
 		MOVL(U32(0x42fe0000), t) // 127.0
 		VMOVD(t, c127)
 	}
-	var perm VecVirtual // the YMM narrowing's lane order, loaded once
-	if !avx512 {
-		perm = f.reg()
+	perm := f.reg() // the narrowing's lane order, loaded once
+	if avx512 {
+		VMOVDQU32(quantPerm512(), perm)
+	} else {
 		VMOVDQU(quantPerm(), perm)
 	}
 	i := GP64()
 	XORQ(i, i)
 	CMPQ(g, U8(0))
 	JE(LabelRef(name + "_done"))
+	if avx512 {
+		quantA8Quads(name, xp, g, qp, sp, i, abs, perm)
+	}
 
 	Label(name + "_group")
 	// Integer max of the |x| bit patterns, pairwise, then across lanes.
@@ -258,20 +262,16 @@ func quantA8(avx512 bool) {
 			VPMAXSD(lo, xs[j], xs[j])
 			VPMINSD(hi, xs[j], xs[j])
 		}
-		if avx512 {
-			for j := range xs {
-				VPMOVDB(xs[j], Mem{Base: qp, Disp: 16 * (k0 + j)})
-			}
-			continue
-		}
 		// Narrow to bytes (the values already lie in [-127, 127]):
 		// VPACKSSDW and VPACKSSWB interleave the 128-bit lanes, VPERMD
-		// restores the order.
+		// restores the order. On ZMM this takes one store of 64 bytes
+		// where four VPMOVDB stores took 0.5x-0.6x of the group's time
+		// on Zen 4 (those stores are slow there).
 		VPACKSSDW(xs[1], xs[0], xs[0])
 		VPACKSSDW(xs[3], xs[2], xs[2])
 		VPACKSSWB(xs[2], xs[0], xs[0])
 		VPERMD(xs[0], perm, xs[0])
-		VMOVDQU(xs[0], Mem{Base: qp, Disp: 8 * k0})
+		f.store(xs[0], Mem{Base: qp, Disp: 4 * W * k0 / 4})
 	}
 	Label(name + "_next")
 	ADDQ(U32(512), xp)
@@ -294,6 +294,112 @@ func quantA8(avx512 bool) {
 		f.store(z, Mem{Base: qp, Disp: 4 * W * k})
 	}
 	JMP(LabelRef(name + "_next"))
+}
+
+// quantA8Quads emits QuantizeA8Avx512's loop over four groups at a time,
+// while four remain: one group's loop is bound by the latency of its
+// amax reduction and division, and a Zen 4 core overlapped too little of
+// the next group with it (1.7 us for 14336 values against 0.9 with four).
+// Each group's amax is the unsigned maximum of the |x| bit patterns (a
+// NaN or Inf above every finite value, flagged by one unsigned compare),
+// the four are reduced together to one 128-bit lane each, and one
+// division gives the four scales and one the four inverses. A quad with
+// a group the single-group loop treats apart (amax zero, below 2^-100,
+// NaN or Inf) goes to that loop, which then takes the rest. The rounded
+// products lie in [-127, 127] without clamps (|x| <= amax, so x*inv is
+// at most 127(1+2^-23)^2), which the packs' saturation leaves as they are.
+func quantA8Quads(name string, xp, g, qp, sp, i Register, abs, perm VecVirtual) {
+	c127v, c27, lim, sidx := ZMM(), ZMM(), ZMM(), ZMM()
+	{
+		t := GP32()
+		MOVL(U32(0x42fe0000), t) // 127.0
+		VPBROADCASTD(t, c127v)
+		MOVL(U32(27<<23), t) // 2^-100
+		VPBROADCASTD(t, c27)
+		MOVL(U32(0x7f7fffff-27<<23), t) // MaxFloat32 - 2^-100 (bit patterns)
+		VPBROADCASTD(t, lim)
+		VMOVDQU32(rodata("quantScaleIdx", 16, 4, func(k int) uint64 { return uint64(4 * (k % 4)) }), sidx)
+	}
+	left := GP64()
+	Label(name + "_quad")
+	MOVQ(g, left)
+	SUBQ(i, left)
+	CMPQ(left, U8(4))
+	JB(LabelRef(name + "_tail"))
+	m := make([]VecVirtual, 4)
+	for j := range m {
+		at := func(k int) Mem { return Mem{Base: xp, Disp: 512*j + 64*k} }
+		a, b := ZMM(), ZMM()
+		VPANDD(at(0), abs, a)
+		VPANDD(at(4), abs, b)
+		for k := 1; k < 4; k++ {
+			t, w := ZMM(), ZMM()
+			VPANDD(at(k), abs, t)
+			VPANDD(at(4+k), abs, w)
+			VPMAXUD(t, a, a)
+			VPMAXUD(w, b, b)
+		}
+		m[j] = ZMM()
+		VPMAXUD(b, a, m[j])
+	}
+	// 256-bit halves of groups 0 and 1 (2 and 3) side by side, then
+	// 128-bit quarters: lane j of r holds group j's four partial maxima.
+	u, v := ZMM(), ZMM()
+	VSHUFI64X2(U8(0x44), m[1], m[0], u)
+	VSHUFI64X2(U8(0xee), m[1], m[0], v)
+	VPMAXUD(v, u, m[0])
+	VSHUFI64X2(U8(0x44), m[3], m[2], u)
+	VSHUFI64X2(U8(0xee), m[3], m[2], v)
+	VPMAXUD(v, u, m[2])
+	VSHUFI64X2(U8(0x88), m[2], m[0], u)
+	VSHUFI64X2(U8(0xdd), m[2], m[0], v)
+	r := ZMM()
+	VPMAXUD(v, u, r)
+	VPSHUFD(U8(0x4e), r, u)
+	VPMAXUD(u, r, r)
+	VPSHUFD(U8(0xb1), r, u)
+	VPMAXUD(u, r, r) // lane j: group j's amax in every dword
+	VPSUBD(c27, r, u)
+	k := K()
+	VPCMPUD(U8(6), lim, u, k) // amax - 2^-100 above the range (unsigned): zero, tiny, NaN or Inf
+	KORTESTW(k, k)
+	JNZ(LabelRef(name + "_group"))
+	sc, inv := ZMM(), ZMM()
+	VDIVPS(c127v, r, sc) // amax / 127
+	VPERMD(sc, sidx, sc)
+	VMOVDQU32(sc.AsX(), Mem{Base: sp, Index: i, Scale: 4})
+	VDIVPS(r, c127v, inv) // 127 / amax
+	for j := 0; j < 4; j++ {
+		iv := ZMM()
+		VSHUFI32X4(U8(uint8(0x55*j)), inv, inv, iv)
+		for k0 := 0; k0 < 8; k0 += 4 {
+			xs := make([]VecVirtual, 4)
+			for n := range xs {
+				xs[n] = ZMM()
+				VMULPS(Mem{Base: xp, Disp: 512*j + 64*(k0+n)}, iv, xs[n])
+				VCVTPS2DQ(xs[n], xs[n]) // round half to even (MXCSR default)
+			}
+			VPACKSSDW(xs[1], xs[0], xs[0])
+			VPACKSSDW(xs[3], xs[2], xs[2])
+			VPACKSSWB(xs[2], xs[0], xs[0])
+			VPERMD(xs[0], perm, xs[0])
+			VMOVDQU64(xs[0], Mem{Base: qp, Disp: 128*j + 16*k0})
+		}
+	}
+	ADDQ(U32(2048), xp)
+	ADDQ(U32(512), qp)
+	ADDQ(U8(4), i)
+	JMP(LabelRef(name + "_quad"))
+	Label(name + "_tail")
+	CMPQ(i, g)
+	JAE(LabelRef(name + "_done"))
+}
+
+// quantPerm512 is quantPerm for ZMM: after the packs, dword 4l+j holds
+// bytes 4l..4l+3 of vector j (l the 128-bit lane); vector j's 16 bytes go
+// to dwords 4j..4j+3.
+func quantPerm512() Mem {
+	return rodata("quantPerm512", 16, 4, func(k int) uint64 { return uint64(k%4*4 + k/4) })
 }
 
 // quantPerm is the VPERMD order that undoes the lane interleaving of two
