@@ -445,6 +445,389 @@ TEXT ·QuantizeA8Avx2(SB), NOSPLIT, $0-40
 	CMPQ         CX, $0x00
 	JE           QuantizeA8Avx2_done
 
+QuantizeA8Avx2_quad:
+	MOVQ         CX, DI
+	SUBQ         SI, DI
+	CMPQ         DI, $0x04
+	JB           QuantizeA8Avx2_tail
+	VPAND        (AX), Y0, Y5
+	VPAND        256(AX), Y0, Y6
+	VPAND        32(AX), Y0, Y7
+	VPMAXUD      Y7, Y5, Y5
+	VPAND        288(AX), Y0, Y7
+	VPMAXUD      Y7, Y6, Y6
+	VPAND        64(AX), Y0, Y7
+	VPMAXUD      Y7, Y5, Y5
+	VPAND        320(AX), Y0, Y7
+	VPMAXUD      Y7, Y6, Y6
+	VPAND        96(AX), Y0, Y7
+	VPMAXUD      Y7, Y5, Y5
+	VPAND        352(AX), Y0, Y7
+	VPMAXUD      Y7, Y6, Y6
+	VPAND        128(AX), Y0, Y7
+	VPMAXUD      Y7, Y5, Y5
+	VPAND        384(AX), Y0, Y7
+	VPMAXUD      Y7, Y6, Y6
+	VPAND        160(AX), Y0, Y7
+	VPMAXUD      Y7, Y5, Y5
+	VPAND        416(AX), Y0, Y7
+	VPMAXUD      Y7, Y6, Y6
+	VPAND        192(AX), Y0, Y7
+	VPMAXUD      Y7, Y5, Y5
+	VPAND        448(AX), Y0, Y7
+	VPMAXUD      Y7, Y6, Y6
+	VPAND        224(AX), Y0, Y7
+	VPMAXUD      Y7, Y5, Y5
+	VPAND        480(AX), Y0, Y7
+	VPMAXUD      Y7, Y6, Y6
+	VPMAXUD      Y6, Y5, Y5
+	VPAND        512(AX), Y0, Y6
+	VPAND        768(AX), Y0, Y7
+	VPAND        544(AX), Y0, Y8
+	VPMAXUD      Y8, Y6, Y6
+	VPAND        800(AX), Y0, Y8
+	VPMAXUD      Y8, Y7, Y7
+	VPAND        576(AX), Y0, Y8
+	VPMAXUD      Y8, Y6, Y6
+	VPAND        832(AX), Y0, Y8
+	VPMAXUD      Y8, Y7, Y7
+	VPAND        608(AX), Y0, Y8
+	VPMAXUD      Y8, Y6, Y6
+	VPAND        864(AX), Y0, Y8
+	VPMAXUD      Y8, Y7, Y7
+	VPAND        640(AX), Y0, Y8
+	VPMAXUD      Y8, Y6, Y6
+	VPAND        896(AX), Y0, Y8
+	VPMAXUD      Y8, Y7, Y7
+	VPAND        672(AX), Y0, Y8
+	VPMAXUD      Y8, Y6, Y6
+	VPAND        928(AX), Y0, Y8
+	VPMAXUD      Y8, Y7, Y7
+	VPAND        704(AX), Y0, Y8
+	VPMAXUD      Y8, Y6, Y6
+	VPAND        960(AX), Y0, Y8
+	VPMAXUD      Y8, Y7, Y7
+	VPAND        736(AX), Y0, Y8
+	VPMAXUD      Y8, Y6, Y6
+	VPAND        992(AX), Y0, Y8
+	VPMAXUD      Y8, Y7, Y7
+	VPMAXUD      Y7, Y6, Y6
+	VPAND        1024(AX), Y0, Y7
+	VPAND        1280(AX), Y0, Y8
+	VPAND        1056(AX), Y0, Y9
+	VPMAXUD      Y9, Y7, Y7
+	VPAND        1312(AX), Y0, Y9
+	VPMAXUD      Y9, Y8, Y8
+	VPAND        1088(AX), Y0, Y9
+	VPMAXUD      Y9, Y7, Y7
+	VPAND        1344(AX), Y0, Y9
+	VPMAXUD      Y9, Y8, Y8
+	VPAND        1120(AX), Y0, Y9
+	VPMAXUD      Y9, Y7, Y7
+	VPAND        1376(AX), Y0, Y9
+	VPMAXUD      Y9, Y8, Y8
+	VPAND        1152(AX), Y0, Y9
+	VPMAXUD      Y9, Y7, Y7
+	VPAND        1408(AX), Y0, Y9
+	VPMAXUD      Y9, Y8, Y8
+	VPAND        1184(AX), Y0, Y9
+	VPMAXUD      Y9, Y7, Y7
+	VPAND        1440(AX), Y0, Y9
+	VPMAXUD      Y9, Y8, Y8
+	VPAND        1216(AX), Y0, Y9
+	VPMAXUD      Y9, Y7, Y7
+	VPAND        1472(AX), Y0, Y9
+	VPMAXUD      Y9, Y8, Y8
+	VPAND        1248(AX), Y0, Y9
+	VPMAXUD      Y9, Y7, Y7
+	VPAND        1504(AX), Y0, Y9
+	VPMAXUD      Y9, Y8, Y8
+	VPMAXUD      Y8, Y7, Y7
+	VPAND        1536(AX), Y0, Y8
+	VPAND        1792(AX), Y0, Y9
+	VPAND        1568(AX), Y0, Y10
+	VPMAXUD      Y10, Y8, Y8
+	VPAND        1824(AX), Y0, Y10
+	VPMAXUD      Y10, Y9, Y9
+	VPAND        1600(AX), Y0, Y10
+	VPMAXUD      Y10, Y8, Y8
+	VPAND        1856(AX), Y0, Y10
+	VPMAXUD      Y10, Y9, Y9
+	VPAND        1632(AX), Y0, Y10
+	VPMAXUD      Y10, Y8, Y8
+	VPAND        1888(AX), Y0, Y10
+	VPMAXUD      Y10, Y9, Y9
+	VPAND        1664(AX), Y0, Y10
+	VPMAXUD      Y10, Y8, Y8
+	VPAND        1920(AX), Y0, Y10
+	VPMAXUD      Y10, Y9, Y9
+	VPAND        1696(AX), Y0, Y10
+	VPMAXUD      Y10, Y8, Y8
+	VPAND        1952(AX), Y0, Y10
+	VPMAXUD      Y10, Y9, Y9
+	VPAND        1728(AX), Y0, Y10
+	VPMAXUD      Y10, Y8, Y8
+	VPAND        1984(AX), Y0, Y10
+	VPMAXUD      Y10, Y9, Y9
+	VPAND        1760(AX), Y0, Y10
+	VPMAXUD      Y10, Y8, Y8
+	VPAND        2016(AX), Y0, Y10
+	VPMAXUD      Y10, Y9, Y9
+	VPMAXUD      Y9, Y8, Y8
+	VPERM2I128   $0x20, Y7, Y5, Y9
+	VPERM2I128   $0x31, Y7, Y5, Y5
+	VPMAXUD      Y5, Y9, Y5
+	VPSHUFD      $0x4e, Y5, Y9
+	VPMAXUD      Y9, Y5, Y5
+	VPSHUFD      $0xb1, Y5, Y9
+	VPMAXUD      Y9, Y5, Y5
+	VPERM2I128   $0x20, Y8, Y6, Y7
+	VPERM2I128   $0x31, Y8, Y6, Y6
+	VPMAXUD      Y6, Y7, Y6
+	VPSHUFD      $0x4e, Y6, Y7
+	VPMAXUD      Y7, Y6, Y6
+	VPSHUFD      $0xb1, Y6, Y7
+	VPMAXUD      Y7, Y6, Y6
+	VPSUBD       quantTiny8<>+0(SB), Y5, Y7
+	VPXOR        quantFlip8<>+0(SB), Y7, Y7
+	VPCMPGTD     quantLim8<>+0(SB), Y7, Y7
+	VPSUBD       quantTiny8<>+0(SB), Y6, Y8
+	VPXOR        quantFlip8<>+0(SB), Y8, Y8
+	VPCMPGTD     quantLim8<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPTEST       Y7, Y7
+	JNZ          QuantizeA8Avx2_group
+	MOVL         $0x42fe0000, DI
+	VMOVD        DI, X7
+	VPBROADCASTD X7, Y7
+	VDIVPS       Y7, Y5, Y8
+	VDIVPS       Y7, Y6, Y9
+	VPUNPCKLDQ   Y9, Y8, Y8
+	VPERMQ       $0x08, Y8, Y8
+	VMOVDQU      X8, (BX)(SI*4)
+	VDIVPS       Y5, Y7, Y5
+	VDIVPS       Y6, Y7, Y6
+	VPERM2I128   $0x00, Y5, Y5, Y7
+	VMULPS       (AX), Y7, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       32(AX), Y7, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       64(AX), Y7, Y10
+	VCVTPS2DQ    Y10, Y10
+	VMULPS       96(AX), Y7, Y11
+	VCVTPS2DQ    Y11, Y11
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSDW    Y11, Y10, Y10
+	VPACKSSWB    Y10, Y8, Y8
+	VPERMD       Y8, Y4, Y8
+	VMOVDQU      Y8, (DX)
+	VMULPS       128(AX), Y7, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       160(AX), Y7, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       192(AX), Y7, Y10
+	VCVTPS2DQ    Y10, Y10
+	VMULPS       224(AX), Y7, Y11
+	VCVTPS2DQ    Y11, Y11
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSDW    Y11, Y10, Y10
+	VPACKSSWB    Y10, Y8, Y8
+	VPERMD       Y8, Y4, Y8
+	VMOVDQU      Y8, 32(DX)
+	VMULPS       256(AX), Y7, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       288(AX), Y7, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       320(AX), Y7, Y10
+	VCVTPS2DQ    Y10, Y10
+	VMULPS       352(AX), Y7, Y11
+	VCVTPS2DQ    Y11, Y11
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSDW    Y11, Y10, Y10
+	VPACKSSWB    Y10, Y8, Y8
+	VPERMD       Y8, Y4, Y8
+	VMOVDQU      Y8, 64(DX)
+	VMULPS       384(AX), Y7, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       416(AX), Y7, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       448(AX), Y7, Y10
+	VCVTPS2DQ    Y10, Y10
+	VMULPS       480(AX), Y7, Y7
+	VCVTPS2DQ    Y7, Y7
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSDW    Y7, Y10, Y10
+	VPACKSSWB    Y10, Y8, Y8
+	VPERMD       Y8, Y4, Y8
+	VMOVDQU      Y8, 96(DX)
+	VPERM2I128   $0x00, Y6, Y6, Y7
+	VMULPS       512(AX), Y7, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       544(AX), Y7, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       576(AX), Y7, Y10
+	VCVTPS2DQ    Y10, Y10
+	VMULPS       608(AX), Y7, Y11
+	VCVTPS2DQ    Y11, Y11
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSDW    Y11, Y10, Y10
+	VPACKSSWB    Y10, Y8, Y8
+	VPERMD       Y8, Y4, Y8
+	VMOVDQU      Y8, 128(DX)
+	VMULPS       640(AX), Y7, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       672(AX), Y7, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       704(AX), Y7, Y10
+	VCVTPS2DQ    Y10, Y10
+	VMULPS       736(AX), Y7, Y11
+	VCVTPS2DQ    Y11, Y11
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSDW    Y11, Y10, Y10
+	VPACKSSWB    Y10, Y8, Y8
+	VPERMD       Y8, Y4, Y8
+	VMOVDQU      Y8, 160(DX)
+	VMULPS       768(AX), Y7, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       800(AX), Y7, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       832(AX), Y7, Y10
+	VCVTPS2DQ    Y10, Y10
+	VMULPS       864(AX), Y7, Y11
+	VCVTPS2DQ    Y11, Y11
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSDW    Y11, Y10, Y10
+	VPACKSSWB    Y10, Y8, Y8
+	VPERMD       Y8, Y4, Y8
+	VMOVDQU      Y8, 192(DX)
+	VMULPS       896(AX), Y7, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       928(AX), Y7, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       960(AX), Y7, Y10
+	VCVTPS2DQ    Y10, Y10
+	VMULPS       992(AX), Y7, Y7
+	VCVTPS2DQ    Y7, Y7
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSDW    Y7, Y10, Y10
+	VPACKSSWB    Y10, Y8, Y8
+	VPERMD       Y8, Y4, Y8
+	VMOVDQU      Y8, 224(DX)
+	VPERM2I128   $0x11, Y5, Y5, Y5
+	VMULPS       1024(AX), Y5, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       1056(AX), Y5, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       1088(AX), Y5, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       1120(AX), Y5, Y10
+	VCVTPS2DQ    Y10, Y10
+	VPACKSSDW    Y8, Y7, Y7
+	VPACKSSDW    Y10, Y9, Y9
+	VPACKSSWB    Y9, Y7, Y7
+	VPERMD       Y7, Y4, Y7
+	VMOVDQU      Y7, 256(DX)
+	VMULPS       1152(AX), Y5, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       1184(AX), Y5, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       1216(AX), Y5, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       1248(AX), Y5, Y10
+	VCVTPS2DQ    Y10, Y10
+	VPACKSSDW    Y8, Y7, Y7
+	VPACKSSDW    Y10, Y9, Y9
+	VPACKSSWB    Y9, Y7, Y7
+	VPERMD       Y7, Y4, Y7
+	VMOVDQU      Y7, 288(DX)
+	VMULPS       1280(AX), Y5, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       1312(AX), Y5, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       1344(AX), Y5, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       1376(AX), Y5, Y10
+	VCVTPS2DQ    Y10, Y10
+	VPACKSSDW    Y8, Y7, Y7
+	VPACKSSDW    Y10, Y9, Y9
+	VPACKSSWB    Y9, Y7, Y7
+	VPERMD       Y7, Y4, Y7
+	VMOVDQU      Y7, 320(DX)
+	VMULPS       1408(AX), Y5, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       1440(AX), Y5, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       1472(AX), Y5, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       1504(AX), Y5, Y5
+	VCVTPS2DQ    Y5, Y5
+	VPACKSSDW    Y8, Y7, Y7
+	VPACKSSDW    Y5, Y9, Y9
+	VPACKSSWB    Y9, Y7, Y7
+	VPERMD       Y7, Y4, Y7
+	VMOVDQU      Y7, 352(DX)
+	VPERM2I128   $0x11, Y6, Y6, Y5
+	VMULPS       1536(AX), Y5, Y6
+	VCVTPS2DQ    Y6, Y6
+	VMULPS       1568(AX), Y5, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       1600(AX), Y5, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       1632(AX), Y5, Y9
+	VCVTPS2DQ    Y9, Y9
+	VPACKSSDW    Y7, Y6, Y6
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSWB    Y8, Y6, Y6
+	VPERMD       Y6, Y4, Y6
+	VMOVDQU      Y6, 384(DX)
+	VMULPS       1664(AX), Y5, Y6
+	VCVTPS2DQ    Y6, Y6
+	VMULPS       1696(AX), Y5, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       1728(AX), Y5, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       1760(AX), Y5, Y9
+	VCVTPS2DQ    Y9, Y9
+	VPACKSSDW    Y7, Y6, Y6
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSWB    Y8, Y6, Y6
+	VPERMD       Y6, Y4, Y6
+	VMOVDQU      Y6, 416(DX)
+	VMULPS       1792(AX), Y5, Y6
+	VCVTPS2DQ    Y6, Y6
+	VMULPS       1824(AX), Y5, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       1856(AX), Y5, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       1888(AX), Y5, Y9
+	VCVTPS2DQ    Y9, Y9
+	VPACKSSDW    Y7, Y6, Y6
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSWB    Y8, Y6, Y6
+	VPERMD       Y6, Y4, Y6
+	VMOVDQU      Y6, 448(DX)
+	VMULPS       1920(AX), Y5, Y6
+	VCVTPS2DQ    Y6, Y6
+	VMULPS       1952(AX), Y5, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       1984(AX), Y5, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       2016(AX), Y5, Y5
+	VCVTPS2DQ    Y5, Y5
+	VPACKSSDW    Y7, Y6, Y6
+	VPACKSSDW    Y5, Y8, Y8
+	VPACKSSWB    Y8, Y6, Y6
+	VPERMD       Y6, Y4, Y6
+	VMOVDQU      Y6, 480(DX)
+	ADDQ         $0x00000800, AX
+	ADDQ         $0x00000200, DX
+	ADDQ         $0x04, SI
+	JMP          QuantizeA8Avx2_quad
+
+QuantizeA8Avx2_tail:
+	CMPQ SI, CX
+	JAE  QuantizeA8Avx2_done
+
 QuantizeA8Avx2_group:
 	VPAND        (AX), Y0, Y5
 	VPAND        32(AX), Y0, Y6
@@ -612,6 +995,36 @@ DATA quantPerm<>+20(SB)/4, $0x00000006
 DATA quantPerm<>+24(SB)/4, $0x00000003
 DATA quantPerm<>+28(SB)/4, $0x00000007
 GLOBL quantPerm<>(SB), RODATA|NOPTR, $32
+
+DATA quantTiny8<>+0(SB)/4, $0x0d800000
+DATA quantTiny8<>+4(SB)/4, $0x0d800000
+DATA quantTiny8<>+8(SB)/4, $0x0d800000
+DATA quantTiny8<>+12(SB)/4, $0x0d800000
+DATA quantTiny8<>+16(SB)/4, $0x0d800000
+DATA quantTiny8<>+20(SB)/4, $0x0d800000
+DATA quantTiny8<>+24(SB)/4, $0x0d800000
+DATA quantTiny8<>+28(SB)/4, $0x0d800000
+GLOBL quantTiny8<>(SB), RODATA|NOPTR, $32
+
+DATA quantFlip8<>+0(SB)/4, $0x80000000
+DATA quantFlip8<>+4(SB)/4, $0x80000000
+DATA quantFlip8<>+8(SB)/4, $0x80000000
+DATA quantFlip8<>+12(SB)/4, $0x80000000
+DATA quantFlip8<>+16(SB)/4, $0x80000000
+DATA quantFlip8<>+20(SB)/4, $0x80000000
+DATA quantFlip8<>+24(SB)/4, $0x80000000
+DATA quantFlip8<>+28(SB)/4, $0x80000000
+GLOBL quantFlip8<>(SB), RODATA|NOPTR, $32
+
+DATA quantLim8<>+0(SB)/4, $0xf1ffffff
+DATA quantLim8<>+4(SB)/4, $0xf1ffffff
+DATA quantLim8<>+8(SB)/4, $0xf1ffffff
+DATA quantLim8<>+12(SB)/4, $0xf1ffffff
+DATA quantLim8<>+16(SB)/4, $0xf1ffffff
+DATA quantLim8<>+20(SB)/4, $0xf1ffffff
+DATA quantLim8<>+24(SB)/4, $0xf1ffffff
+DATA quantLim8<>+28(SB)/4, $0xf1ffffff
+GLOBL quantLim8<>(SB), RODATA|NOPTR, $32
 
 // func SwiGLUAvx512(d *float32, gate *float32, up *float32, n int)
 // Requires: AVX, AVX512F

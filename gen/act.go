@@ -199,6 +199,8 @@ func quantA8(avx512 bool) {
 	JE(LabelRef(name + "_done"))
 	if avx512 {
 		quantA8Quads(name, xp, g, qp, sp, i, abs, perm)
+	} else {
+		quantA8QuadsYMM(name, xp, g, qp, sp, i, abs, perm)
 	}
 
 	Label(name + "_group")
@@ -384,6 +386,104 @@ func quantA8Quads(name string, xp, g, qp, sp, i Register, abs, perm VecVirtual) 
 			VPACKSSWB(xs[2], xs[0], xs[0])
 			VPERMD(xs[0], perm, xs[0])
 			VMOVDQU64(xs[0], Mem{Base: qp, Disp: 128*j + 16*k0})
+		}
+	}
+	ADDQ(U32(2048), xp)
+	ADDQ(U32(512), qp)
+	ADDQ(U8(4), i)
+	JMP(LabelRef(name + "_quad"))
+	Label(name + "_tail")
+	CMPQ(i, g)
+	JAE(LabelRef(name + "_done"))
+}
+
+// quantA8QuadsYMM is quantA8Quads for QuantizeA8Avx2: the same four
+// groups at a time in 16 YMM registers. Two groups share a register in
+// the reduction (one 128-bit lane each), the special groups are found by
+// a signed compare of the amax bit patterns with their top bits flipped
+// (AVX2 has no unsigned one), and VPERM2I128 broadcasts a group's inverse.
+func quantA8QuadsYMM(name string, xp, g, qp, sp, i Register, abs, perm VecVirtual) {
+	left := GP64()
+	Label(name + "_quad")
+	MOVQ(g, left)
+	SUBQ(i, left)
+	CMPQ(left, U8(4))
+	JB(LabelRef(name + "_tail"))
+	m := make([]VecVirtual, 4)
+	for j := range m {
+		at := func(k int) Mem { return Mem{Base: xp, Disp: 512*j + 32*k} }
+		a, b := YMM(), YMM()
+		VPAND(at(0), abs, a)
+		VPAND(at(8), abs, b)
+		for k := 1; k < 8; k++ {
+			t := YMM()
+			VPAND(at(k), abs, t)
+			VPMAXUD(t, a, a)
+			t = YMM()
+			VPAND(at(8+k), abs, t)
+			VPMAXUD(t, b, b)
+		}
+		m[j] = YMM()
+		VPMAXUD(b, a, m[j])
+	}
+	// 128-bit halves of groups 0 and 2 (1 and 3) side by side: lane h
+	// of r[p] holds group 2h+p's four partial maxima.
+	r := []VecVirtual{YMM(), YMM()}
+	for p := 0; p < 2; p++ {
+		u, v := YMM(), YMM()
+		VPERM2I128(U8(0x20), m[p+2], m[p], u)
+		VPERM2I128(U8(0x31), m[p+2], m[p], v)
+		VPMAXUD(v, u, r[p])
+		VPSHUFD(U8(0x4e), r[p], u)
+		VPMAXUD(u, r[p], r[p])
+		VPSHUFD(U8(0xb1), r[p], u)
+		VPMAXUD(u, r[p], r[p]) // every dword of lane h: the group's amax
+	}
+	// amax - 2^-100 above MaxFloat32 - 2^-100 (unsigned): zero, tiny, NaN or Inf
+	c27 := rodata("quantTiny8", 8, 4, func(int) uint64 { return 27 << 23 })
+	flip := rodata("quantFlip8", 8, 4, func(int) uint64 { return 0x80000000 })
+	lim := rodata("quantLim8", 8, 4, func(int) uint64 { return (0x7f7fffff - 27<<23) ^ 0x80000000 })
+	sp0, sp1 := YMM(), YMM()
+	for p, t := range []VecVirtual{sp0, sp1} {
+		VPSUBD(c27, r[p], t)
+		VPXOR(flip, t, t)
+		VPCMPGTD(lim, t, t)
+	}
+	VPOR(sp1, sp0, sp0)
+	VPTEST(sp0, sp0)
+	JNZ(LabelRef(name + "_group"))
+	c127v := YMM()
+	{
+		t := GP32()
+		MOVL(U32(0x42fe0000), t) // 127.0
+		VMOVD(t, c127v.AsX())
+		VPBROADCASTD(c127v.AsX(), c127v)
+	}
+	// the scales amax/127: s0 = [g0 x4 | g2 x4], s1 = [g1 x4 | g3 x4]
+	s0, s1 := YMM(), YMM()
+	VDIVPS(c127v, r[0], s0)
+	VDIVPS(c127v, r[1], s1)
+	VPUNPCKLDQ(s1, s0, s0)   // [g0 g1 g0 g1 | g2 g3 g2 g3]
+	VPERMQ(U8(0x08), s0, s0) // qwords 0 and 2: g0 g1 g2 g3
+	VMOVDQU(s0.AsX(), Mem{Base: sp, Index: i, Scale: 4})
+	inv := []VecVirtual{YMM(), YMM()}
+	VDIVPS(r[0], c127v, inv[0]) // 127 / amax
+	VDIVPS(r[1], c127v, inv[1])
+	for j := 0; j < 4; j++ {
+		iv := YMM()
+		VPERM2I128(U8(uint8(0x11*(j/2))), inv[j%2], inv[j%2], iv)
+		for k0 := 0; k0 < 16; k0 += 4 {
+			xs := make([]VecVirtual, 4)
+			for n := range xs {
+				xs[n] = YMM()
+				VMULPS(Mem{Base: xp, Disp: 512*j + 32*(k0+n)}, iv, xs[n])
+				VCVTPS2DQ(xs[n], xs[n]) // round half to even (MXCSR default)
+			}
+			VPACKSSDW(xs[1], xs[0], xs[0])
+			VPACKSSDW(xs[3], xs[2], xs[2])
+			VPACKSSWB(xs[2], xs[0], xs[0])
+			VPERMD(xs[0], perm, xs[0])
+			VMOVDQU(xs[0], Mem{Base: qp, Disp: 128*j + 8*k0})
 		}
 	}
 	ADDQ(U32(2048), xp)
