@@ -638,8 +638,8 @@
 // cpu.widenF16 (widen_other.go). Preconditions: n >= 32 and a multiple of
 // 32.
 //
-// QuantizeA8Avx512 (AVX-512F, BW and VL; four groups at a time while four
-// remain) and QuantizeA8Avx2 (AVX2), func(x *float32,
+// QuantizeA8Avx512 (AVX-512F, BW and VL) and QuantizeA8Avx2 (AVX2), four
+// groups at a time while four remain, func(x *float32,
 // groups int, q *int8, scales *float32) int, quantize groups of 128
 // float32 at x to int8 at q with one scale per group at scales, exactly as
 // layout.QuantizeA8 does:
