@@ -75,8 +75,7 @@ TEXT ·QuantizeA8Avx512(SB), NOSPLIT, $0-40
 	XORQ         SI, SI
 	CMPQ         CX, $0x00
 	JE           QuantizeA8Avx512_done
-	MOVL         $0x42fe0000, DI
-	VPBROADCASTD DI, Z5
+	VBROADCASTSS X3, Z5
 	MOVL         $0x0d800000, DI
 	VPBROADCASTD DI, Z6
 	MOVL         $0x71ffffff, DI
@@ -597,9 +596,7 @@ QuantizeA8Avx2_quad:
 	VPOR         Y8, Y7, Y7
 	VPTEST       Y7, Y7
 	JNZ          QuantizeA8Avx2_group
-	MOVL         $0x42fe0000, DI
-	VMOVD        DI, X7
-	VPBROADCASTD X7, Y7
+	VBROADCASTSS X3, Y7
 	VDIVPS       Y7, Y5, Y8
 	VDIVPS       Y7, Y6, Y9
 	VPUNPCKLDQ   Y9, Y8, Y8

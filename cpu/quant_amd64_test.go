@@ -38,10 +38,11 @@ func TestQuantizers(t *testing.T) {
 		out = append(out, x)
 		// One extreme group among ordinary ones.
 		for _, v := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), math.MaxFloat32, -math.MaxFloat32, 1e-40, math.SmallestNonzeroFloat32} {
-			// 1100 values: two quads of whole groups (the AVX-512 kernel
-			// takes four at a time), a partial group after them
-			for _, at := range []int{0, 77, 128 + 5, 511, 640, 900, 1099} {
-				x := make([]float32, 1100)
+			// 1450 values: two quads of whole groups (the kernels take four
+			// at a time), three whole groups after them (the kernels'
+			// single-group loop) and a partial one (Go's)
+			for _, at := range []int{0, 77, 128 + 5, 511, 640, 900, 1300, 1449} {
+				x := make([]float32, 1450)
 				for i := range x {
 					x[i] = float32(rng.NormFloat64())
 				}

@@ -57,6 +57,9 @@ func (mx *Matrix) decodeWords() (*buffer, error) {
 		w.ptr, sb.ptr, int64(c.units), int64(c.cols/128), int64(0)); err != nil {
 		return nil, err
 	}
+	// checkStatus also waits for the decode, which the multiply needs:
+	// the int8 tensor-core kernels load their first words before waiting
+	// for the kernel ahead of them (PDL_ENTRY in kernels.cu).
 	if err := checkStatus(sb, func(uint32) string { return mx.name }); err != nil {
 		return nil, err
 	}

@@ -18,7 +18,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-// PDL_ENTRY opens every kernel. From sm_90 on the host launches kernels
+// PDL_ENTRY opens every kernel but the int8 tensor-core ones (below),
+// which split it. From sm_90 on the host launches kernels
 // with programmatic dependent launch, so a kernel's blocks may be made
 // resident while the kernel before it on the stream is still running:
 // launch_dependents lets the next kernel's blocks be scheduled as soon as
@@ -29,10 +30,12 @@
 //
 // The int8 tensor-core kernels (a8mma) split it: PDL_LAUNCH at entry,
 // PDL_WAIT after their first round of weights, scales and zeros is
-// loaded. That memory belongs to the matrix, which no kernel writes (it
-// is uploaded by copies the stream waits for), so those loads may run
-// before the kernel ahead completes; activations, results and workspace
-// are touched only after the wait.
+// loaded. That memory belongs to the matrix, which no kernel still
+// running can be writing (it is uploaded by copies the stream waits for;
+// an entropy-coded matrix's words are decoded by a kernel the host waits
+// for before it queues the multiply: decodeWords), so those loads may
+// run before the kernel ahead completes; activations, results and
+// workspace are touched only after the wait.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define PDL_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
 #define PDL_LAUNCH() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
@@ -1142,7 +1145,8 @@ __device__ __forceinline__ void a8mma(const uint4 *W, const float *S, const void
 	a8Load<N, SPW, UPS, P, ix>(wc, W0, W1, 0, wp, steps);
 	// Only the matrix's memory is read above (see PDL_ENTRY). On an H200
 	// the Q4G128 A8 FFN block took 57.1 against 59.4 us with these loads
-	// ahead of the wait, its three kernels back to back 38.8 against 40.8.
+	// ahead of the wait, the sum of its three kernels' own times 38.8
+	// against 40.8.
 	PDL_WAIT();
 	ix R = 0;
 	for (ix it = 0; it < total; it++) {

@@ -38,8 +38,9 @@ import (
 )
 
 // Programmatic dependent launch (sm_90 and later): every kernel opens
-// with PDL_ENTRY (the .cu files), which lets the next kernel's blocks be
-// scheduled once all of its own have started and then waits for the
+// with PDL_ENTRY (the .cu files; the int8 tensor-core kernels wait only
+// after loading their first weights), which lets the next kernel's blocks
+// be scheduled once all of its own have started and then waits for the
 // kernel before it to complete. Launched with the attribute, a kernel's
 // launch and block scheduling overlap the tail of the one before, which
 // otherwise costs microseconds per dependent kernel (a layer's multiplies
@@ -51,7 +52,7 @@ import (
 // launch.
 const EnvPDL = "QGEMV_CUDA_PDL"
 
-// pdlEntries returns the kernels of a PTX module that open with
+// pdlEntries returns the kernels of a PTX module that hold
 // griddepcontrol.wait (PDL_ENTRY) and so may be launched with the
 // attribute: for each ".entry NAME(", whether the wait comes before the
 // next entry.

@@ -198,9 +198,9 @@ func quantA8(avx512 bool) {
 	CMPQ(g, U8(0))
 	JE(LabelRef(name + "_done"))
 	if avx512 {
-		quantA8Quads(name, xp, g, qp, sp, i, abs, perm)
+		quantA8Quads(name, xp, g, qp, sp, i, abs, perm, c127)
 	} else {
-		quantA8QuadsYMM(name, xp, g, qp, sp, i, abs, perm)
+		quantA8QuadsYMM(name, xp, g, qp, sp, i, abs, perm, c127)
 	}
 
 	Label(name + "_group")
@@ -256,24 +256,7 @@ func quantA8(avx512 bool) {
 	invv := f.reg()
 	VBROADCASTSS(inv, invv)
 	for k0 := 0; k0 < n; k0 += 4 {
-		xs := make([]VecVirtual, 4)
-		for j := range xs {
-			xs[j] = f.reg()
-			VMULPS(Mem{Base: xp, Disp: 4 * W * (k0 + j)}, invv, xs[j]) // x * (127/amax)
-			VCVTPS2DQ(xs[j], xs[j])                                    // round half to even (MXCSR default)
-			VPMAXSD(lo, xs[j], xs[j])
-			VPMINSD(hi, xs[j], xs[j])
-		}
-		// Narrow to bytes (the values already lie in [-127, 127]):
-		// VPACKSSDW and VPACKSSWB interleave the 128-bit lanes, VPERMD
-		// restores the order. On ZMM this takes one store of 64 bytes
-		// where four VPMOVDB stores took 0.5x-0.6x of the group's time
-		// on Zen 4 (those stores are slow there).
-		VPACKSSDW(xs[1], xs[0], xs[0])
-		VPACKSSDW(xs[3], xs[2], xs[2])
-		VPACKSSWB(xs[2], xs[0], xs[0])
-		VPERMD(xs[0], perm, xs[0])
-		f.store(xs[0], Mem{Base: qp, Disp: 4 * W * k0 / 4})
+		quantFour(f, Mem{Base: xp, Disp: 4 * W * k0}, invv, perm, Mem{Base: qp, Disp: W * k0}, lo, hi)
 	}
 	Label(name + "_next")
 	ADDQ(U32(512), xp)
@@ -298,10 +281,60 @@ func quantA8(avx512 bool) {
 	JMP(LabelRef(name + "_next"))
 }
 
+// quantFour multiplies the four vectors of float32 at x by inv, rounds
+// them to int32 half to even (the MXCSR default), clamps them to [lo,
+// hi] where given, and stores them as bytes at q. VPACKSSDW and VPACKSSWB
+// interleave the 128-bit lanes and VPERMD (perm) restores the order: on
+// ZMM one 64-byte store where four VPMOVDB stores took 0.5x-0.6x of a
+// group's time on Zen 4 (those stores are slow there).
+func quantFour(f fvec, x Mem, inv, perm VecVirtual, q Mem, clamp ...VecVirtual) {
+	xs := make([]VecVirtual, 4)
+	for j := range xs {
+		xs[j] = f.reg()
+		VMULPS(x.Offset(4*f.lanes()*j), inv, xs[j])
+		VCVTPS2DQ(xs[j], xs[j])
+		if clamp != nil {
+			VPMAXSD(clamp[0], xs[j], xs[j])
+			VPMINSD(clamp[1], xs[j], xs[j])
+		}
+	}
+	VPACKSSDW(xs[1], xs[0], xs[0])
+	VPACKSSDW(xs[3], xs[2], xs[2])
+	VPACKSSWB(xs[2], xs[0], xs[0])
+	VPERMD(xs[0], perm, xs[0])
+	f.store(xs[0], q)
+}
+
+// quadHead opens a quantizer's loop over four groups at a time (label
+// name+"_quad"), leaving it for name+"_tail" when fewer than four of the
+// g groups remain after group i.
+func quadHead(name string, g, i Register) {
+	left := GP64()
+	Label(name + "_quad")
+	MOVQ(g, left)
+	SUBQ(i, left)
+	CMPQ(left, U8(4))
+	JB(LabelRef(name + "_tail"))
+}
+
+// quadTail closes it: x, q and i move on four groups; past the loop the
+// remaining groups go to the single-group loop (label name+"_group") or,
+// with none left, to name+"_done".
+func quadTail(name string, xp, qp, g, i Register) {
+	ADDQ(U32(2048), xp)
+	ADDQ(U32(512), qp)
+	ADDQ(U8(4), i)
+	JMP(LabelRef(name + "_quad"))
+	Label(name + "_tail")
+	CMPQ(i, g)
+	JAE(LabelRef(name + "_done"))
+}
+
 // quantA8Quads emits QuantizeA8Avx512's loop over four groups at a time,
 // while four remain: one group's loop is bound by the latency of its
 // amax reduction and division, and a Zen 4 core overlapped too little of
-// the next group with it (1.7 us for 14336 values against 0.9 with four).
+// the next group with it (1.79 us for 14336 values against 1.06 with
+// four).
 // Each group's amax is the unsigned maximum of the |x| bit patterns (a
 // NaN or Inf above every finite value, flagged by one unsigned compare),
 // the four are reduced together to one 128-bit lane each, and one
@@ -309,25 +342,19 @@ func quantA8(avx512 bool) {
 // a group the single-group loop treats apart (amax zero, below 2^-100,
 // NaN or Inf) goes to that loop, which then takes the rest. The rounded
 // products lie in [-127, 127] without clamps (|x| <= amax, so x*inv is
-// at most 127(1+2^-23)^2), which the packs' saturation leaves as they are.
-func quantA8Quads(name string, xp, g, qp, sp, i Register, abs, perm VecVirtual) {
+// at most 127(1+2^-24)^2), which the packs' saturation leaves as they are.
+func quantA8Quads(name string, xp, g, qp, sp, i Register, abs, perm, c127 VecVirtual) {
 	c127v, c27, lim, sidx := ZMM(), ZMM(), ZMM(), ZMM()
+	VBROADCASTSS(c127, c127v)
 	{
 		t := GP32()
-		MOVL(U32(0x42fe0000), t) // 127.0
-		VPBROADCASTD(t, c127v)
 		MOVL(U32(27<<23), t) // 2^-100
 		VPBROADCASTD(t, c27)
 		MOVL(U32(0x7f7fffff-27<<23), t) // MaxFloat32 - 2^-100 (bit patterns)
 		VPBROADCASTD(t, lim)
 		VMOVDQU32(rodata("quantScaleIdx", 16, 4, func(k int) uint64 { return uint64(4 * (k % 4)) }), sidx)
 	}
-	left := GP64()
-	Label(name + "_quad")
-	MOVQ(g, left)
-	SUBQ(i, left)
-	CMPQ(left, U8(4))
-	JB(LabelRef(name + "_tail"))
+	quadHead(name, g, i)
 	m := make([]VecVirtual, 4)
 	for j := range m {
 		at := func(k int) Mem { return Mem{Base: xp, Disp: 512*j + 64*k} }
@@ -375,26 +402,10 @@ func quantA8Quads(name string, xp, g, qp, sp, i Register, abs, perm VecVirtual) 
 		iv := ZMM()
 		VSHUFI32X4(U8(uint8(0x55*j)), inv, inv, iv)
 		for k0 := 0; k0 < 8; k0 += 4 {
-			xs := make([]VecVirtual, 4)
-			for n := range xs {
-				xs[n] = ZMM()
-				VMULPS(Mem{Base: xp, Disp: 512*j + 64*(k0+n)}, iv, xs[n])
-				VCVTPS2DQ(xs[n], xs[n]) // round half to even (MXCSR default)
-			}
-			VPACKSSDW(xs[1], xs[0], xs[0])
-			VPACKSSDW(xs[3], xs[2], xs[2])
-			VPACKSSWB(xs[2], xs[0], xs[0])
-			VPERMD(xs[0], perm, xs[0])
-			VMOVDQU64(xs[0], Mem{Base: qp, Disp: 128*j + 16*k0})
+			quantFour(fvec{true}, Mem{Base: xp, Disp: 512*j + 64*k0}, iv, perm, Mem{Base: qp, Disp: 128*j + 16*k0})
 		}
 	}
-	ADDQ(U32(2048), xp)
-	ADDQ(U32(512), qp)
-	ADDQ(U8(4), i)
-	JMP(LabelRef(name + "_quad"))
-	Label(name + "_tail")
-	CMPQ(i, g)
-	JAE(LabelRef(name + "_done"))
+	quadTail(name, xp, qp, g, i)
 }
 
 // quantA8QuadsYMM is quantA8Quads for QuantizeA8Avx2: the same four
@@ -402,13 +413,8 @@ func quantA8Quads(name string, xp, g, qp, sp, i Register, abs, perm VecVirtual) 
 // the reduction (one 128-bit lane each), the special groups are found by
 // a signed compare of the amax bit patterns with their top bits flipped
 // (AVX2 has no unsigned one), and VPERM2I128 broadcasts a group's inverse.
-func quantA8QuadsYMM(name string, xp, g, qp, sp, i Register, abs, perm VecVirtual) {
-	left := GP64()
-	Label(name + "_quad")
-	MOVQ(g, left)
-	SUBQ(i, left)
-	CMPQ(left, U8(4))
-	JB(LabelRef(name + "_tail"))
+func quantA8QuadsYMM(name string, xp, g, qp, sp, i Register, abs, perm, c127 VecVirtual) {
+	quadHead(name, g, i)
 	m := make([]VecVirtual, 4)
 	for j := range m {
 		at := func(k int) Mem { return Mem{Base: xp, Disp: 512*j + 32*k} }
@@ -453,12 +459,7 @@ func quantA8QuadsYMM(name string, xp, g, qp, sp, i Register, abs, perm VecVirtua
 	VPTEST(sp0, sp0)
 	JNZ(LabelRef(name + "_group"))
 	c127v := YMM()
-	{
-		t := GP32()
-		MOVL(U32(0x42fe0000), t) // 127.0
-		VMOVD(t, c127v.AsX())
-		VPBROADCASTD(c127v.AsX(), c127v)
-	}
+	VBROADCASTSS(c127, c127v)
 	// the scales amax/127: s0 = [g0 x4 | g2 x4], s1 = [g1 x4 | g3 x4]
 	s0, s1 := YMM(), YMM()
 	VDIVPS(c127v, r[0], s0)
@@ -473,26 +474,10 @@ func quantA8QuadsYMM(name string, xp, g, qp, sp, i Register, abs, perm VecVirtua
 		iv := YMM()
 		VPERM2I128(U8(uint8(0x11*(j/2))), inv[j%2], inv[j%2], iv)
 		for k0 := 0; k0 < 16; k0 += 4 {
-			xs := make([]VecVirtual, 4)
-			for n := range xs {
-				xs[n] = YMM()
-				VMULPS(Mem{Base: xp, Disp: 512*j + 32*(k0+n)}, iv, xs[n])
-				VCVTPS2DQ(xs[n], xs[n]) // round half to even (MXCSR default)
-			}
-			VPACKSSDW(xs[1], xs[0], xs[0])
-			VPACKSSDW(xs[3], xs[2], xs[2])
-			VPACKSSWB(xs[2], xs[0], xs[0])
-			VPERMD(xs[0], perm, xs[0])
-			VMOVDQU(xs[0], Mem{Base: qp, Disp: 128*j + 8*k0})
+			quantFour(fvec{false}, Mem{Base: xp, Disp: 512*j + 32*k0}, iv, perm, Mem{Base: qp, Disp: 128*j + 8*k0})
 		}
 	}
-	ADDQ(U32(2048), xp)
-	ADDQ(U32(512), qp)
-	ADDQ(U8(4), i)
-	JMP(LabelRef(name + "_quad"))
-	Label(name + "_tail")
-	CMPQ(i, g)
-	JAE(LabelRef(name + "_done"))
+	quadTail(name, xp, qp, g, i)
 }
 
 // quantPerm512 is quantPerm for ZMM: after the packs, dword 4l+j holds
