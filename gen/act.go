@@ -204,25 +204,9 @@ func quantA8(avx512 bool) {
 	}
 
 	Label(name + "_group")
-	// Integer max of the |x| bit patterns, pairwise, then across lanes.
-	// Four running maxima keep the YMM form within 16 registers.
-	m := make([]VecVirtual, 4)
-	for k := 0; k < n; k++ {
-		if k < 4 {
-			m[k] = f.reg()
-			f.and(Mem{Base: xp, Disp: 4 * W * k}, abs, m[k])
-			continue
-		}
-		t := f.reg()
-		f.and(Mem{Base: xp, Disp: 4 * W * k}, abs, t)
-		VPMAXUD(t, m[k%4], m[k%4])
-	}
-	for len(m) > 1 {
-		for k := 0; k < len(m)/2; k++ {
-			VPMAXUD(m[2*k+1], m[2*k], m[k])
-		}
-		m = m[:len(m)/2]
-	}
+	// Integer max of the |x| bit patterns, then across lanes. Four
+	// running maxima keep the YMM form within 16 registers.
+	m := []VecVirtual{groupAmax(f, Mem{Base: xp}, abs, 4)}
 	a := XMM()
 	if avx512 {
 		t := YMM()
@@ -279,6 +263,32 @@ func quantA8(avx512 bool) {
 		f.store(z, Mem{Base: qp, Disp: 4 * W * k})
 	}
 	JMP(LabelRef(name + "_next"))
+}
+
+// groupAmax returns, lane by lane, the unsigned maximum of the |x| bit
+// patterns (abs clears the sign) of the 128 float32 at x: chains running
+// maxima over every chains-th vector (independent, for the core to
+// overlap), then combined pairwise.
+func groupAmax(f fvec, x Mem, abs VecVirtual, chains int) VecVirtual {
+	m := make([]VecVirtual, chains)
+	for k := 0; k < 128/f.lanes(); k++ {
+		at := x.Offset(4 * f.lanes() * k)
+		if k < chains {
+			m[k] = f.reg()
+			f.and(at, abs, m[k])
+			continue
+		}
+		t := f.reg()
+		f.and(at, abs, t)
+		VPMAXUD(t, m[k%chains], m[k%chains])
+	}
+	for len(m) > 1 {
+		for k := 0; k < len(m)/2; k++ {
+			VPMAXUD(m[2*k+1], m[2*k], m[k])
+		}
+		m = m[:len(m)/2]
+	}
+	return m[0]
 }
 
 // quantFour multiplies the four vectors of float32 at x by inv, rounds
@@ -357,19 +367,7 @@ func quantA8Quads(name string, xp, g, qp, sp, i Register, abs, perm, c127 VecVir
 	quadHead(name, g, i)
 	m := make([]VecVirtual, 4)
 	for j := range m {
-		at := func(k int) Mem { return Mem{Base: xp, Disp: 512*j + 64*k} }
-		a, b := ZMM(), ZMM()
-		VPANDD(at(0), abs, a)
-		VPANDD(at(4), abs, b)
-		for k := 1; k < 4; k++ {
-			t, w := ZMM(), ZMM()
-			VPANDD(at(k), abs, t)
-			VPANDD(at(4+k), abs, w)
-			VPMAXUD(t, a, a)
-			VPMAXUD(w, b, b)
-		}
-		m[j] = ZMM()
-		VPMAXUD(b, a, m[j])
+		m[j] = groupAmax(fvec{true}, Mem{Base: xp, Disp: 512 * j}, abs, 2)
 	}
 	// 256-bit halves of groups 0 and 1 (2 and 3) side by side, then
 	// 128-bit quarters: lane j of r holds group j's four partial maxima.
@@ -417,20 +415,7 @@ func quantA8QuadsYMM(name string, xp, g, qp, sp, i Register, abs, perm, c127 Vec
 	quadHead(name, g, i)
 	m := make([]VecVirtual, 4)
 	for j := range m {
-		at := func(k int) Mem { return Mem{Base: xp, Disp: 512*j + 32*k} }
-		a, b := YMM(), YMM()
-		VPAND(at(0), abs, a)
-		VPAND(at(8), abs, b)
-		for k := 1; k < 8; k++ {
-			t := YMM()
-			VPAND(at(k), abs, t)
-			VPMAXUD(t, a, a)
-			t = YMM()
-			VPAND(at(8+k), abs, t)
-			VPMAXUD(t, b, b)
-		}
-		m[j] = YMM()
-		VPMAXUD(b, a, m[j])
+		m[j] = groupAmax(fvec{false}, Mem{Base: xp, Disp: 512 * j}, abs, 2)
 	}
 	// 128-bit halves of groups 0 and 2 (1 and 3) side by side: lane h
 	// of r[p] holds group 2h+p's four partial maxima.

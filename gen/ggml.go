@@ -1695,24 +1695,9 @@ func q3kScaleBytes(base Mem) (lo64, hi64 GPVirtual) {
 // 6) << 4 (ggml's get_scale_min_k4). evex: in EVEX forms, for kernels
 // whose registers may be X16..X31.
 func q4kScaleWords(base Mem, evex bool) (sc, m VecVirtual) {
-	and, or := func(m, x, y Op) { VPAND(m, x, y) }, func(m, x, y Op) { VPOR(m, x, y) }
-	if evex {
-		and, or = func(m, x, y Op) { VPANDD(m, x, y) }, func(m, x, y Op) { VPORD(m, x, y) }
-	}
 	x := XMM()
 	VMOVDQU(base, x)
-	// a: [b0..3, b8..11, b4..7, b8..11]
-	a := XMM()
-	VPSHUFB(q4kLanes("q4kScaleGather", 1, 1, q4kScaleGatherBytes), x, a)
-	lo := XMM()
-	VPSRLVD(q4kLanes("q4kScaleShift", 1, 4, q4kScaleShiftDwords), a, lo)
-	and(q4kLanes("q4kScaleMask", 1, 4, q4kScaleMaskDwords), lo, lo)
-	// the top two bits of b0..3 and b4..7, to bits 4-5 of dwords 1 and 3
-	hi := XMM()
-	VPSLLQ(U8(32), a, hi)
-	VPSRLW(U8(2), hi, hi)
-	and(q4kLanes("q4kScaleTop", 1, 4, q4kScaleTopDwords), hi, hi)
-	or(hi, lo, lo) // [sc0..7, m0..7] as bytes
+	lo := q4kScaleBytes(x, 1, evex)
 	sc, m = XMM(), XMM()
 	VPMOVZXBW(lo, sc)
 	VPSHUFB(q4kLanes("q4kMinWords", 1, 1, q4kMinWordsBytes), lo, m)
@@ -1730,6 +1715,34 @@ var (
 	q4kScaleTopDwords   = []uint64{0x30303030, 0x30303030, 0x30303030, 0x30303030}
 )
 
+// q4kScaleBytes unpacks the packed scales and mins of the super-block in
+// each of the lanes 128-bit lanes of x (its first 16 bytes: d, dmin and
+// the 12 packed bytes) to [sc0..7, m0..7] as bytes in that lane: XMM for
+// one lane, ZMM for four. evex: in EVEX forms (always for ZMM).
+func q4kScaleBytes(x VecVirtual, lanes int, evex bool) VecVirtual {
+	reg, sfx := func() VecVirtual { return XMM() }, ""
+	if lanes == 4 {
+		reg, sfx = func() VecVirtual { return ZMM() }, "Z"
+	}
+	and, or := func(m, x, y Op) { VPAND(m, x, y) }, func(m, x, y Op) { VPOR(m, x, y) }
+	if evex || lanes == 4 {
+		and, or = func(m, x, y Op) { VPANDD(m, x, y) }, func(m, x, y Op) { VPORD(m, x, y) }
+	}
+	// a: [b0..3, b8..11, b4..7, b8..11] per lane
+	a := reg()
+	VPSHUFB(q4kLanes("q4kScaleGather"+sfx, lanes, 1, q4kScaleGatherBytes), x, a)
+	lo := reg()
+	VPSRLVD(q4kLanes("q4kScaleShift"+sfx, lanes, 4, q4kScaleShiftDwords), a, lo)
+	and(q4kLanes("q4kScaleMask"+sfx, lanes, 4, q4kScaleMaskDwords), lo, lo)
+	// the top two bits of b0..3 and b4..7, to bits 4-5 of dwords 1 and 3
+	hi := reg()
+	VPSLLQ(U8(32), a, hi)
+	VPSRLW(U8(2), hi, hi)
+	and(q4kLanes("q4kScaleTop"+sfx, lanes, 4, q4kScaleTopDwords), hi, hi)
+	or(hi, lo, lo) // [sc0..7, m0..7] as bytes
+	return lo
+}
+
 // q4kLanes returns a read-only table of lanes copies of lane (entries of
 // width bytes): one per 128-bit lane of the registers that read it.
 func q4kLanes(name string, lanes, width int, lane []uint64) Mem {
@@ -1746,17 +1759,7 @@ func q4kScaleWords4(rows [4]Mem) (lo, z VecVirtual) {
 	for i := 1; i < 4; i++ {
 		VINSERTI32X4(U8(i), rows[i], z, z)
 	}
-	a := ZMM()
-	VPSHUFB(q4kLanes("q4kScaleGatherZ", 4, 1, q4kScaleGatherBytes), z, a)
-	lo = ZMM()
-	VPSRLVD(q4kLanes("q4kScaleShiftZ", 4, 4, q4kScaleShiftDwords), a, lo)
-	VPANDD(q4kLanes("q4kScaleMaskZ", 4, 4, q4kScaleMaskDwords), lo, lo)
-	hi := ZMM()
-	VPSLLQ(U8(32), a, hi)
-	VPSRLW(U8(2), hi, hi)
-	VPANDD(q4kLanes("q4kScaleTopZ", 4, 4, q4kScaleTopDwords), hi, hi)
-	VPORD(hi, lo, lo)
-	return lo, z
+	return q4kScaleBytes(z, 4, true), z
 }
 
 // iq4xsScaleBytes unpacks an IQ4_XS super-block's 8 6-bit scales
