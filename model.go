@@ -118,11 +118,13 @@ type Model struct {
 
 // modelTensor is a TensorInfo and how to import it.
 type modelTensor struct {
-	info   TensorInfo
-	parts  [][]byte                      // the file's bytes it reads
-	load   func() (layout.Matrix, error) // exact import
-	floats func() ([]float32, error)     // float tensors, whole
-	rows   layout.RowSource              // float tensors, row by row
+	info  TensorInfo
+	parts [][]byte // the file's bytes it reads
+	// load imports exactly; words, if set, supplies a GPTQ, AWQ or HQQ
+	// import's code words (hfquant.Options.Words).
+	load   func(words func(n int) []uint32) (layout.Matrix, error)
+	floats func() ([]float32, error) // float tensors, whole
+	rows   layout.RowSource          // float tensors, row by row
 }
 
 // OpenModel memory-maps a .gguf or .safetensors file and lists its
@@ -325,7 +327,7 @@ func (md *Model) openGGUF() error {
 			mt.rows = floatRows(t.Data, t.Type.String(), cols)
 		case gguf.Lossless(t.Type):
 			mt.info.Rows, mt.info.Cols = rows, cols
-			mt.load = func() (layout.Matrix, error) {
+			mt.load = func(func(int) []uint32) (layout.Matrix, error) {
 				m, err := t.Import()
 				if err != nil {
 					return nil, err
@@ -519,7 +521,9 @@ func (md *Model) describeQuantized(mt *modelTensor, f *safetensors.File, p strin
 		mt.info.Rows, mt.info.Cols = rows, cols
 		mt.info.ImportsAs = "Bits exact (HQQ: binary16 or float32 metadata, as stored)"
 	}
-	mt.load = func() (layout.Matrix, error) {
+	mt.load = func(words func(int) []uint32) (layout.Matrix, error) {
+		opt := opt
+		opt.Words = words
 		b, _, err := hfquant.Load(f, p, opt)
 		if err != nil {
 			return nil, err
@@ -609,21 +613,22 @@ func (md *Model) Import(name string) (m layout.Matrix, how string, err error) {
 	if err != nil {
 		return nil, "", err
 	}
-	return md.importTensor(&md.tensors[i], true)
+	return md.importTensor(&md.tensors[i], true, nil)
 }
 
 // importTensor converts t (the read lock held); measure computes a
-// float tensor's quantization error. A float tensor with a row source is
+// float tensor's quantization error; words, if set, supplies the code
+// words of a GPTQ, AWQ or HQQ import (hfquant.Options.Words). A float tensor with a row source is
 // read row by row as it is quantized (formats without a row quantizer of
 // their own gather the rows), and again as the error is measured against
 // the dequantized matrix: it is never held as float32 twice (a
 // source-less one is converted whole).
-func (md *Model) importTensor(t *modelTensor, measure bool) (layout.Matrix, string, error) {
+func (md *Model) importTensor(t *modelTensor, measure bool, words func(int) []uint32) (layout.Matrix, string, error) {
 	if t.info.Err != nil {
 		return nil, "", t.info.Err
 	}
 	if t.load != nil {
-		m, err := t.load()
+		m, err := t.load(words)
 		if err != nil {
 			return nil, "", md.tensorErr(t.info.Name, err)
 		}

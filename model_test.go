@@ -204,7 +204,54 @@ func TestModelGPTQ(t *testing.T) {
 				}
 			}
 			checkWeights(t, md, 30)
+			checkHugeLoad(t, md)
 		})
+	}
+}
+
+// checkHugeLoad: md loaded on a CPU engine WithHugePages (GPTQ, AWQ and
+// HQQ codes imported straight into the engine's huge-page memory)
+// multiplies as on one without, bit for bit, and the same tensors load.
+func checkHugeLoad(t *testing.T, md *qgemv.Model) {
+	t.Helper()
+	var ws [2]*qgemv.Weights
+	for i, huge := range []bool{false, true} {
+		eng, err := qgemv.Open(qgemv.WithBackend("cpu"), qgemv.WithHugePages(huge))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer eng.Close()
+		if ws[i], err = md.Load(eng); err != nil {
+			t.Fatal(err)
+		}
+		defer ws[i].Close()
+	}
+	if a, b := len(ws[0].All()), len(ws[1].All()); a != b || len(ws[0].Failed()) != len(ws[1].Failed()) {
+		t.Fatalf("%d weights loaded without huge pages, %d with", a, b)
+	}
+	for _, x := range ws[0].All() {
+		y := ws[1].Get(x.Info.Name)
+		if y == nil {
+			t.Fatalf("%s: not loaded with huge pages", x.Info.Name)
+		}
+		in := synth.Vector(2*x.Cols(), 7)
+		for _, a := range []qgemv.Activation{qgemv.A8, qgemv.A32} {
+			if a == qgemv.A8 && !x.TakesA8() {
+				continue
+			}
+			want, got := make([]float32, 2*x.Rows()), make([]float32, 2*x.Rows())
+			if err := x.Mul(want, in, 2, a); err != nil {
+				t.Fatal(err)
+			}
+			if err := y.Mul(got, in, 2, a); err != nil {
+				t.Fatal(err)
+			}
+			for r := range got {
+				if math.Float32bits(got[r]) != math.Float32bits(want[r]) {
+					t.Fatalf("%s %v: out[%d] = %v with huge pages, %v without", x.Info.Name, a, r, got[r], want[r])
+				}
+			}
+		}
 	}
 }
 

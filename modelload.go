@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sort"
 	"sync"
+
+	"github.com/qgemv/qgemv/internal/hugemem"
 )
 
 // Weight is a loaded weight matrix of a model: the *Matrix and what the
@@ -26,14 +28,23 @@ type Weights struct {
 
 // loadTensor imports t, releases its pages of the file and loads it onto e.
 func (md *Model) loadTensor(e *Engine, t *modelTensor) (*Matrix, error) {
-	m, _, err := md.importTensor(t, false)
+	var own *hugemem.Block // a GPTQ, AWQ or HQQ import's words, where e takes them
+	m, _, err := md.importTensor(t, false, e.ownedWords(&own))
 	for _, p := range t.parts {
 		md.release(p)
 	}
 	if err != nil {
+		if own != nil {
+			own.Free()
+		}
 		return nil, err
 	}
-	mat, err := e.Load(m)
+	var mat *Matrix
+	if own != nil {
+		mat, err = e.loadOwned(m, own)
+	} else {
+		mat, err = e.Load(m)
+	}
 	if err != nil {
 		return nil, md.tensorErr(t.info.Name, err)
 	}

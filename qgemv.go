@@ -71,6 +71,7 @@ import (
 
 	"github.com/qgemv/qgemv/dispatch"
 	"github.com/qgemv/qgemv/internal/errs"
+	"github.com/qgemv/qgemv/internal/hugemem"
 	"github.com/qgemv/qgemv/layout"
 
 	_ "github.com/qgemv/qgemv/layout/ans"      // registers the entropy-coded formats
@@ -332,6 +333,52 @@ func (e *Engine) Load(m layout.Matrix) (*Matrix, error) {
 	if err != nil {
 		return nil, fmt.Errorf("qgemv: load: %w", err)
 	}
+	return e.bind(m, dm), nil
+}
+
+// ownedWords returns, for an engine that would copy a Bits matrix's words
+// into huge-page memory on Load (the CPU backend WithHugePages), a
+// words function for layout.NewBitsWords that allocates them there and
+// keeps the block in *own, so that loadOwned can hand it over and the
+// import is the words' only copy; nil for every other engine.
+func (e *Engine) ownedWords(own **hugemem.Block) func(n int) []uint32 {
+	if ol, ok := e.be.(dispatch.OwnedLoader); !ok || !ol.HugePages() {
+		return nil
+	}
+	return func(n int) []uint32 {
+		if *own != nil {
+			(*own).Free()
+		}
+		*own = hugemem.Alloc(4 * n)
+		return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData((*own).Bytes))), n)
+	}
+}
+
+// loadOwned is Load of a Bits matrix whose words are own's memory (from
+// ownedWords): the loaded matrix keeps them and frees own on Close; a
+// failed load frees own at once.
+func (e *Engine) loadOwned(m layout.Matrix, own *hugemem.Block) (*Matrix, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	ol, ok := e.be.(dispatch.OwnedLoader)
+	switch {
+	case e.closed:
+		own.Free()
+		return nil, ErrClosed
+	case !ok:
+		own.Free()
+		return nil, errors.New("qgemv: load: the backend does not take huge-page words")
+	}
+	dm, err := ol.LoadOwned(m, own) // validates m
+	if err != nil {
+		return nil, fmt.Errorf("qgemv: load: %w", err)
+	}
+	return e.bind(m, dm), nil
+}
+
+// bind wraps dm, m as loaded onto e, and registers it with e (e.mu held
+// for reading).
+func (e *Engine) bind(m layout.Matrix, dm dispatch.Matrix) *Matrix {
 	rows, cols := m.Shape()
 	mat := &Matrix{e: e, m: dm, rows: rows, cols: cols, pcols: m.PaddedCols(), spec: m.Spec(), format: m.Name(), bytes: m.StreamBytes()}
 	if am, ok := m.(layout.A8Matrix); ok && am.IntegerZeros() == nil {
@@ -343,5 +390,5 @@ func (e *Engine) Load(m layout.Matrix) (*Matrix, error) {
 	e.matsMu.Lock()
 	e.mats[mat] = struct{}{}
 	e.matsMu.Unlock()
-	return mat, nil
+	return mat
 }

@@ -74,12 +74,22 @@ func (mx *LowMatrix) MulI32([]int32, []int8, int) error { return noInt32("Bits/S
 // LoadBits validates m and binds it to the backend (used in place, or its
 // weights copied into huge-page memory with HugePages).
 func (b *Backend) LoadBits(m *layout.Bits) (*LowMatrix, error) {
+	return b.loadBits(m, nil)
+}
+
+// loadBits is LoadBits; with own (the huge-page block m.Words lies in,
+// handed over by LoadOwned) the matrix keeps the words in place and frees
+// own on Close, and own is freed here on an error.
+func (b *Backend) loadBits(m *layout.Bits, own *hugemem.Block) (*LowMatrix, error) {
 	if err := m.Validate(); err != nil {
+		if own != nil {
+			own.Free()
+		}
 		return nil, err
 	}
-	var blk *hugemem.Block
+	blk := own
 	c := *m // a snapshot of the fields, as Load takes
-	if b.huge {
+	if b.huge && own == nil {
 		c.Words, blk = hugeWords(m.Words)
 	}
 	m = &c

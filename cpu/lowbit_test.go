@@ -1,12 +1,15 @@
 package cpu
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"unsafe"
 
+	"github.com/qgemv/qgemv/internal/hugemem"
 	"github.com/qgemv/qgemv/layout"
 )
 
@@ -399,4 +402,98 @@ func FuzzLowBitKernels(f *testing.F) {
 			_ = mx.Close()
 		}
 	})
+}
+
+// TestLoadOwned: a Bits matrix whose words lie in a huge-page block
+// handed over with it is loaded without a copy (the matrix reads the
+// block, with or without HugePages) and multiplies as LoadBits does, bit
+// for bit; Close frees the block, and every failed load frees it at once.
+func TestLoadOwned(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const rows, cols = 37, 300 // tails of rows, groups and chunks
+	b, err := layout.QuantizeBits(randVec(rng, rows*cols), rows, cols, 4, 128, layout.QuantOptions{IntegerZero: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owned := func(m *layout.Bits) (*layout.Bits, *hugemem.Block) {
+		blk := hugemem.Alloc(4 * len(m.Words))
+		c := *m
+		c.Words = unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(blk.Bytes))), len(m.Words))
+		copy(c.Words, m.Words)
+		return &c, blk
+	}
+	for _, huge := range []bool{false, true} {
+		be, err := New(Config{Threads: 2, HugePages: huge})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, err := be.LoadBits(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, blk := owned(b)
+		m, err := be.LoadOwned(c, blk)
+		if err != nil {
+			t.Fatalf("huge %v: %v", huge, err)
+		}
+		if w := m.(*LowMatrix).bits.Words; &w[0] != &c.Words[0] {
+			t.Fatalf("huge %v: the words were copied", huge)
+		}
+		for _, batch := range []int{1, 3} {
+			x := randVec(rng, batch*cols)
+			want, got := make([]float32, batch*rows), make([]float32, batch*rows)
+			if err := ref.MulA8(want, x, batch); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.MulA8(got, x, batch); err != nil {
+				t.Fatal(err)
+			}
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("huge %v batch %d: out[%d] = %v, LoadBits gives %v", huge, batch, i, got[i], want[i])
+				}
+			}
+		}
+		if err := m.Close(); err != nil || blk.Bytes != nil {
+			t.Fatalf("huge %v: Close: %v, block freed %v", huge, err, blk.Bytes == nil)
+		}
+		ref.Close()
+		// Failed loads free the block.
+		q := randMatrix(t, rng, 16, 128)
+		bad := *b
+		bad.Scales16 = append([]layout.FP16(nil), b.Scales16...)
+		bad.Scales16[0] = layout.ToFP16(float32(math.NaN()))
+		_, other := owned(b)
+		for name, load := range map[string]func() (Mat, *hugemem.Block, error){
+			"not Bits": func() (Mat, *hugemem.Block, error) {
+				blk := hugemem.Alloc(64)
+				m, err := be.LoadOwned(q, blk)
+				return m, blk, err
+			},
+			"other memory": func() (Mat, *hugemem.Block, error) {
+				blk := hugemem.Alloc(4 * len(b.Words))
+				m, err := be.LoadOwned(b, blk)
+				return m, blk, err
+			},
+			"invalid matrix": func() (Mat, *hugemem.Block, error) {
+				c, blk := owned(&bad)
+				m, err := be.LoadOwned(c, blk)
+				return m, blk, err
+			},
+		} {
+			m, blk, err := load()
+			if err == nil || m != nil || blk.Bytes != nil {
+				t.Errorf("huge %v, %s: matrix %v, error %v, block freed %v", huge, name, m != nil, err, blk.Bytes == nil)
+			}
+		}
+		if _, err := be.LoadOwned(b, nil); err == nil {
+			t.Errorf("huge %v: no block accepted", huge)
+		}
+		be.Close()
+		c, blk = owned(b)
+		if _, err := be.LoadOwned(c, blk); !errors.Is(err, ErrClosed) || blk.Bytes != nil {
+			t.Errorf("huge %v: closed backend: %v, block freed %v", huge, err, blk.Bytes == nil)
+		}
+		other.Free()
+	}
 }

@@ -2,8 +2,10 @@ package cpu
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/qgemv/qgemv/internal/errs"
+	"github.com/qgemv/qgemv/internal/hugemem"
 	"github.com/qgemv/qgemv/internal/mat"
 	"github.com/qgemv/qgemv/layout"
 )
@@ -36,6 +38,29 @@ func (b *Backend) LoadMatrix(m layout.Matrix) (Mat, error) {
 		return nil, fmt.Errorf("cpu: load %s: %w", m.Name(), errs.ErrFormatNotImplemented)
 	}
 	return l(b, m)
+}
+
+// LoadOwned is LoadMatrix of a Bits matrix whose code words are the
+// memory of own, a block from hugemem.Alloc handed over with it: the
+// matrix uses them in place (no copy, with or without HugePages) and
+// frees own on Close. own is freed here if the load fails; the caller
+// must not use it after the call either way.
+func (b *Backend) LoadOwned(m layout.Matrix, own *hugemem.Block) (Mat, error) {
+	bm, ok := m.(*layout.Bits)
+	switch {
+	case own == nil:
+		return nil, fmt.Errorf("cpu: load owned: no block")
+	case !ok || bm == nil:
+		own.Free()
+		return nil, fmt.Errorf("cpu: load owned: %T is not a Bits matrix", m)
+	case b.closed.Load():
+		own.Free()
+		return nil, ErrClosed
+	case len(bm.Words) == 0 || 4*len(bm.Words) > len(own.Bytes) || unsafe.Pointer(&bm.Words[0]) != unsafe.Pointer(&own.Bytes[0]):
+		own.Free()
+		return nil, fmt.Errorf("cpu: load owned %s: its words are not the block's memory", bm.Name())
+	}
+	return mat.Bind(b.loadBits(bm, own))
 }
 
 // Formats returns the formats this package has kernels for.

@@ -30,6 +30,7 @@ import (
 
 	"github.com/qgemv/qgemv/cpu"
 	"github.com/qgemv/qgemv/internal/errs"
+	"github.com/qgemv/qgemv/internal/hugemem"
 	"github.com/qgemv/qgemv/internal/mat"
 	"github.com/qgemv/qgemv/layout"
 )
@@ -66,6 +67,17 @@ type Backend interface {
 	QuantizeA8(xq []int8, xs []float32, x []float32) error
 	// Close releases the backend's resources.
 	Close() error
+}
+
+// OwnedLoader is implemented by backends that can take a Bits matrix's
+// code words in huge-page memory without copying them: the CPU backend.
+// A model loader imports into such memory (hugemem.Alloc) where
+// HugePages says the backend would copy there anyway; LoadOwned takes
+// the block in every case (the matrix frees it on Close; a failed load
+// frees it at once).
+type OwnedLoader interface {
+	HugePages() bool
+	LoadOwned(m layout.Matrix, own *hugemem.Block) (Matrix, error)
 }
 
 // Chainer is implemented by backends that run a MatVANS chain on their
@@ -228,6 +240,12 @@ func (c cpuBackend) Load(m layout.Matrix) (Matrix, error) {
 		return nil, err
 	}
 	return mx, nil
+}
+
+// LoadOwned is Load of a Bits matrix whose code words are own's memory,
+// handed over (cpu.Backend.LoadOwned).
+func (c cpuBackend) LoadOwned(m layout.Matrix, own *hugemem.Block) (Matrix, error) {
+	return c.Backend.LoadOwned(m, own)
 }
 
 // isaNames lists the CPU kernel sets QGEMV_CPU_DISABLE can skip (all

@@ -202,13 +202,27 @@ func BitsShape(rows, cols, n, g int) (prows, pcols, group int, err error) {
 
 // NewBits allocates a zero Bits matrix.
 func NewBits(rows, cols, n, g int, fp32Meta bool) (*Bits, error) {
-	prows, pcols, group, err := BitsShape(rows, cols, n, g)
+	return NewBitsWords(rows, cols, n, g, fp32Meta, nil)
+}
+
+// NewBitsWords is NewBits with the code words taken from words: it is
+// called once with their count and must return that many zero words,
+// which the matrix then uses (memory the caller manages, such as a
+// backend's huge pages, so that filling the matrix is its only copy).
+// A nil words allocates them on the Go heap.
+func NewBitsWords(rows, cols, n, g int, fp32Meta bool, words func(n int) []uint32) (*Bits, error) {
+	b, err := newBitsHeader(rows, cols, n, g, fp32Meta)
 	if err != nil {
 		return nil, err
 	}
-	b := &Bits{Rows: rows, Cols: cols, PRows: prows, PCols: pcols, N: n, G: group, WholeRow: g == 0}
-	b.Words = make([]uint32, prows*b.WordsPerRow())
-	b.GroupMeta = newGroupMeta(b.Groups()*prows, fp32Meta)
+	cnt := b.PRows * b.WordsPerRow()
+	if words == nil {
+		b.Words = make([]uint32, cnt)
+		return b, nil
+	}
+	if b.Words = words(cnt); len(b.Words) != cnt {
+		return nil, fmt.Errorf("layout: %s %dx%d: the words function returned %d words, want %d", b.Name(), rows, cols, len(b.Words), cnt)
+	}
 	return b, nil
 }
 

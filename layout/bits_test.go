@@ -278,3 +278,27 @@ func TestQuantizeEdgeRanges(t *testing.T) {
 		}
 	}
 }
+
+// TestNewBitsWords: the matrix takes the words the function supplies
+// (asked once, for the padded shape's count), and a wrong count is an
+// error naming both counts.
+func TestNewBitsWords(t *testing.T) {
+	ref, err := NewBits(20, 300, 3, 64, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls int
+	var given []uint32
+	b, err := NewBitsWords(20, 300, 3, 64, false, func(n int) []uint32 {
+		calls++
+		given = make([]uint32, n)
+		return given
+	})
+	if err != nil || calls != 1 || &b.Words[0] != &given[0] || len(b.Words) != len(ref.Words) || b.PRows != ref.PRows || b.PCols != ref.PCols || len(b.Scales16) != len(ref.Scales16) {
+		t.Fatalf("err %v, %d calls, %d words (NewBits: %d)", err, calls, len(b.Words), len(ref.Words))
+	}
+	_, err = NewBitsWords(20, 300, 3, 64, false, func(n int) []uint32 { return make([]uint32, n-1) })
+	if want := fmt.Sprintf("returned %d words, want %d", len(ref.Words)-1, len(ref.Words)); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("short words: %v, want an error saying %q", err, want)
+	}
+}

@@ -85,6 +85,9 @@ type GPTQ struct {
 	Scales     []layout.FP16
 	GIdx       []int32 // In, or nil
 	ZeroOffset int     // added to the stored zeros: 1 for "gptq", 0 for "gptq_v2"
+	// Words, if set, supplies the result's code words
+	// (layout.NewBitsWords); nil allocates them.
+	Words func(n int) []uint32
 }
 
 // AWQ is an AWQ (GEMM) layer's tensors, as stored; 4-bit.
@@ -93,6 +96,7 @@ type AWQ struct {
 	QWeight []int32 // In x Out/8
 	QZeros  []int32 // groups x Out/8
 	Scales  []layout.FP16
+	Words   func(n int) []uint32 // as GPTQ.Words
 }
 
 // HQQ is an HQQ layer quantized along axis 1.
@@ -103,6 +107,7 @@ type HQQ struct {
 	WQ         []uint32  // packed W_q elements (uint8 or int32 values), S x Group
 	Scale      []float32 // N = Rows*Cols/Group
 	Zero       []float32
+	Words      func(n int) []uint32 // as GPTQ.Words
 }
 
 func errf(format string, a ...any) error { return fmt.Errorf("hfquant: "+format, a...) }
@@ -208,7 +213,7 @@ func FromGPTQ(q GPTQ) (*layout.Bits, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := layout.NewBits(q.Out, q.In, q.Bits, g, false)
+	b, err := layout.NewBitsWords(q.Out, q.In, q.Bits, g, false, q.Words)
 	if err != nil {
 		return nil, err
 	}
@@ -483,7 +488,7 @@ func FromAWQ(q AWQ) (*layout.Bits, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := layout.NewBits(q.Out, q.In, 4, g, false)
+	b, err := layout.NewBitsWords(q.Out, q.In, 4, g, false, q.Words)
 	if err != nil {
 		return nil, err
 	}
@@ -620,7 +625,7 @@ func FromHQQ(q HQQ) (*layout.Bits, error) {
 		}
 		fp16 = fp16 && layout.ToFP16(q.Scale[i]).Float32() == q.Scale[i] && layout.ToFP16(q.Zero[i]).Float32() == q.Zero[i]
 	}
-	b, err := layout.NewBits(q.Rows, q.Cols, q.Bits, g, !fp16)
+	b, err := layout.NewBitsWords(q.Rows, q.Cols, q.Bits, g, !fp16, q.Words)
 	if err != nil {
 		return nil, err
 	}

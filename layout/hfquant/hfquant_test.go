@@ -110,6 +110,23 @@ func checkExact(t *testing.T, name string, b *layout.Bits, want []float32) {
 	}
 }
 
+// suppliedWords returns a Words function that hands out one zeroed
+// slice, and a check that b's code words are that slice (written in
+// place, not copied).
+func suppliedWords() (func(n int) []uint32, func(t *testing.T, name string, b *layout.Bits)) {
+	var got []uint32
+	words := func(n int) []uint32 {
+		got = make([]uint32, n)
+		return got
+	}
+	return words, func(t *testing.T, name string, b *layout.Bits) {
+		t.Helper()
+		if len(got) == 0 || len(b.Words) != len(got) || &b.Words[0] != &got[0] {
+			t.Fatalf("%s: the matrix's words are not the ones Words supplied", name)
+		}
+	}
+}
+
 type gptqCase struct {
 	in, out, bits, group int
 	actOrder, v2         bool
@@ -170,9 +187,16 @@ func TestGPTQExact(t *testing.T) {
 				}
 				c := gptqCase{in: in, out: 96, bits: bits, group: group, actOrder: act, v2: group == 64}
 				st, w := buildGPTQ(rng, c)
+				words, supplied := suppliedWords()
+				if group != 32 { // and the Go heap's
+					st.Words = words
+				}
 				b, err := FromGPTQ(st)
 				if err != nil {
 					t.Fatalf("%+v: %v", c, err)
+				}
+				if st.Words != nil {
+					supplied(t, fmt.Sprintf("%+v", c), b)
 				}
 				if act && group < 256 && b.Perm == nil {
 					t.Fatalf("%+v: act-order without a permutation", c)
@@ -333,10 +357,12 @@ func TestAWQExact(t *testing.T) {
 				w[o*in+i] = float32(float64(sc[g*out+o].Float32()) * (float64(q[i][o]) - float64(z[g][o])))
 			}
 		}
-		b, err := FromAWQ(AWQ{In: in, Out: out, QWeight: pack(q), QZeros: pack(z), Scales: sc})
+		words, supplied := suppliedWords()
+		b, err := FromAWQ(AWQ{In: in, Out: out, QWeight: pack(q), QZeros: pack(z), Scales: sc, Words: words})
 		if err != nil {
 			t.Fatal(err)
 		}
+		supplied(t, fmt.Sprintf("AWQ g%d", group), b)
 		checkExact(t, fmt.Sprintf("AWQ g%d", group), b, w)
 	}
 	if _, err := FromAWQ(AWQ{In: 128, Out: 12}); err == nil {
@@ -400,10 +426,12 @@ func TestHQQExact(t *testing.T) {
 				nn, k := i/c.group, i%c.group
 				w[i] = float32((float64(wq[nn][k]) - float64(zr[nn])) * float64(sc[nn]))
 			}
-			b, err := FromHQQ(HQQ{Rows: c.rows, Cols: c.cols, Bits: bits, Group: c.group, WQ: hqqPackRef(wq, bits), Scale: sc, Zero: zr})
+			words, supplied := suppliedWords()
+			b, err := FromHQQ(HQQ{Rows: c.rows, Cols: c.cols, Bits: bits, Group: c.group, WQ: hqqPackRef(wq, bits), Scale: sc, Zero: zr, Words: words})
 			if err != nil {
 				t.Fatalf("%d bits %+v: %v", bits, c, err)
 			}
+			supplied(t, fmt.Sprintf("HQQ %d bits %+v", bits, c), b)
 			if b.FP32Meta != c.fp32 {
 				t.Fatalf("%d bits %+v: FP32Meta %v", bits, c, b.FP32Meta)
 			}

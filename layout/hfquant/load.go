@@ -24,6 +24,10 @@ type Options struct {
 	V2         bool // GPTQ "gptq_v2": stored zeros are the zeros (default "gptq": zeros - 1)
 	Rows, Cols int  // HQQ: the matrix shape when no .shape tensor
 	Group      int  // HQQ: the group size when no .group_size tensor
+	// Words, if set, supplies the imported matrix's code words
+	// (layout.NewBitsWords): a loader that keeps the matrix in memory of
+	// its own imports straight into it. Nil allocates them.
+	Words func(n int) []uint32
 }
 
 // Detect names the convention of the layer with tensor prefix p (e.g.
@@ -137,7 +141,7 @@ func loadPacked(f *safetensors.File, p string, k Kind, opt Options) (*layout.Bit
 	}
 	out := scT.Shape[1]
 	if k == KindAWQ {
-		return FromAWQ(AWQ{In: qwT.Shape[0], Out: out, QWeight: qw, QZeros: qz, Scales: sc})
+		return FromAWQ(AWQ{In: qwT.Shape[0], Out: out, QWeight: qw, QZeros: qz, Scales: sc, Words: opt.Words})
 	}
 	bits := opt.Bits
 	if bits == 0 {
@@ -157,7 +161,7 @@ func loadPacked(f *safetensors.File, p string, k Kind, opt Options) (*layout.Bit
 	if opt.V2 {
 		off = 0
 	}
-	b, err := FromGPTQ(GPTQ{In: in, Out: out, Bits: bits, QWeight: qw, QZeros: qz, Scales: sc, GIdx: gidx, ZeroOffset: off})
+	b, err := FromGPTQ(GPTQ{In: in, Out: out, Bits: bits, QWeight: qw, QZeros: qz, Scales: sc, GIdx: gidx, ZeroOffset: off, Words: opt.Words})
 	if err != nil && opt.Bits == 0 {
 		err = fmt.Errorf("%w (read as 4-bit: the bit width is in the checkpoint's quantize config; qgemv -bits, Options.Bits)", err)
 	}
@@ -165,7 +169,7 @@ func loadPacked(f *safetensors.File, p string, k Kind, opt Options) (*layout.Bit
 }
 
 func loadHQQ(f *safetensors.File, p string, opt Options) (*layout.Bits, error) {
-	q := HQQ{Rows: opt.Rows, Cols: opt.Cols, Bits: opt.Bits, Group: opt.Group}
+	q := HQQ{Rows: opt.Rows, Cols: opt.Cols, Bits: opt.Bits, Group: opt.Group, Words: opt.Words}
 	if v, ok, err := ints(f, p+".shape"); err != nil {
 		return nil, err
 	} else if ok {
