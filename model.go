@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/qgemv/qgemv/internal/mmap"
 	"github.com/qgemv/qgemv/layout"
@@ -120,9 +121,9 @@ type Model struct {
 type modelTensor struct {
 	info  TensorInfo
 	parts [][]byte // the file's bytes it reads
-	// load imports exactly; words, if set, supplies a GPTQ, AWQ or HQQ
-	// import's code words (hfquant.Options.Words).
-	load   func(words func(n int) []uint32) (layout.Matrix, error)
+	// load imports exactly; mem, if set, supplies the memory of the
+	// matrix's codes (ggml.NewData, layout.NewBitsWords).
+	load   func(mem func(n int) []byte) (layout.Matrix, error)
 	floats func() ([]float32, error) // float tensors, whole
 	rows   layout.RowSource          // float tensors, row by row
 }
@@ -327,8 +328,8 @@ func (md *Model) openGGUF() error {
 			mt.rows = floatRows(t.Data, t.Type.String(), cols)
 		case gguf.Lossless(t.Type):
 			mt.info.Rows, mt.info.Cols = rows, cols
-			mt.load = func(func(int) []uint32) (layout.Matrix, error) {
-				m, err := t.Import()
+			mt.load = func(mem func(int) []byte) (layout.Matrix, error) {
+				m, err := t.ImportGGMLData(mem)
 				if err != nil {
 					return nil, err
 				}
@@ -521,9 +522,14 @@ func (md *Model) describeQuantized(mt *modelTensor, f *safetensors.File, p strin
 		mt.info.Rows, mt.info.Cols = rows, cols
 		mt.info.ImportsAs = "Bits exact (HQQ: binary16 or float32 metadata, as stored)"
 	}
-	mt.load = func(words func(int) []uint32) (layout.Matrix, error) {
+	mt.load = func(mem func(int) []byte) (layout.Matrix, error) {
 		opt := opt
-		opt.Words = words
+		if mem != nil {
+			opt.Words = func(n int) []uint32 {
+				b := mem(4 * n)
+				return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(b))), n)
+			}
+		}
 		b, _, err := hfquant.Load(f, p, opt)
 		if err != nil {
 			return nil, err
@@ -617,18 +623,18 @@ func (md *Model) Import(name string) (m layout.Matrix, how string, err error) {
 }
 
 // importTensor converts t (the read lock held); measure computes a
-// float tensor's quantization error; words, if set, supplies the code
-// words of a GPTQ, AWQ or HQQ import (hfquant.Options.Words). A float tensor with a row source is
+// float tensor's quantization error; mem, if set, supplies the memory of
+// an exact import's codes (see modelTensor.load). A float tensor with a row source is
 // read row by row as it is quantized (formats without a row quantizer of
 // their own gather the rows), and again as the error is measured against
 // the dequantized matrix: it is never held as float32 twice (a
 // source-less one is converted whole).
-func (md *Model) importTensor(t *modelTensor, measure bool, words func(int) []uint32) (layout.Matrix, string, error) {
+func (md *Model) importTensor(t *modelTensor, measure bool, mem func(int) []byte) (layout.Matrix, string, error) {
 	if t.info.Err != nil {
 		return nil, "", t.info.Err
 	}
 	if t.load != nil {
-		m, err := t.load(words)
+		m, err := t.load(mem)
 		if err != nil {
 			return nil, "", md.tensorErr(t.info.Name, err)
 		}

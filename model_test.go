@@ -167,6 +167,7 @@ func TestModelGGUFMixes(t *testing.T) {
 				t.Fatalf("%d of 28 loadable, want the 24 Q4_K at least", loadable)
 			}
 			checkWeights(t, md, loadable)
+			checkHugeLoad(t, md)
 		})
 	}
 }
@@ -209,8 +210,8 @@ func TestModelGPTQ(t *testing.T) {
 	}
 }
 
-// checkHugeLoad: md loaded on a CPU engine WithHugePages (GPTQ, AWQ and
-// HQQ codes imported straight into the engine's huge-page memory)
+// checkHugeLoad: md loaded on a CPU engine WithHugePages (exact imports'
+// codes converted straight into the engine's huge-page memory)
 // multiplies as on one without, bit for bit, and the same tensors load.
 func checkHugeLoad(t *testing.T, md *qgemv.Model) {
 	t.Helper()

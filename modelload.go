@@ -28,8 +28,8 @@ type Weights struct {
 
 // loadTensor imports t, releases its pages of the file and loads it onto e.
 func (md *Model) loadTensor(e *Engine, t *modelTensor) (*Matrix, error) {
-	var own *hugemem.Block // a GPTQ, AWQ or HQQ import's words, where e takes them
-	m, _, err := md.importTensor(t, false, e.ownedWords(&own))
+	var own *hugemem.Block // the import's codes, where e takes them
+	m, _, err := md.importTensor(t, false, e.ownedMemory(&own))
 	for _, p := range t.parts {
 		md.release(p)
 	}

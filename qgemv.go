@@ -336,27 +336,27 @@ func (e *Engine) Load(m layout.Matrix) (*Matrix, error) {
 	return e.bind(m, dm), nil
 }
 
-// ownedWords returns, for an engine that would copy a Bits matrix's words
-// into huge-page memory on Load (the CPU backend WithHugePages), a
-// words function for layout.NewBitsWords that allocates them there and
-// keeps the block in *own, so that loadOwned can hand it over and the
-// import is the words' only copy; nil for every other engine.
-func (e *Engine) ownedWords(own **hugemem.Block) func(n int) []uint32 {
+// ownedMemory returns, for an engine that would copy an imported
+// matrix's codes into huge-page memory on Load (the CPU backend
+// WithHugePages), an allocator of n zero bytes there that keeps the block
+// in *own, so that loadOwned can hand it over and the import is the
+// codes' only copy; nil for every other engine.
+func (e *Engine) ownedMemory(own **hugemem.Block) func(n int) []byte {
 	if ol, ok := e.be.(dispatch.OwnedLoader); !ok || !ol.HugePages() {
 		return nil
 	}
-	return func(n int) []uint32 {
+	return func(n int) []byte {
 		if *own != nil {
 			(*own).Free()
 		}
-		*own = hugemem.Alloc(4 * n)
-		return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData((*own).Bytes))), n)
+		*own = hugemem.Alloc(n)
+		return (*own).Bytes
 	}
 }
 
-// loadOwned is Load of a Bits matrix whose words are own's memory (from
-// ownedWords): the loaded matrix keeps them and frees own on Close; a
-// failed load frees own at once.
+// loadOwned is Load of a matrix whose codes (Bits words, ggml blocks)
+// are own's memory (from ownedMemory): the loaded matrix keeps them and
+// frees own on Close; a failed load frees own at once.
 func (e *Engine) loadOwned(m layout.Matrix, own *hugemem.Block) (*Matrix, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
@@ -367,7 +367,7 @@ func (e *Engine) loadOwned(m layout.Matrix, own *hugemem.Block) (*Matrix, error)
 		return nil, ErrClosed
 	case !ok:
 		own.Free()
-		return nil, errors.New("qgemv: load: the backend does not take huge-page words")
+		return nil, errors.New("qgemv: load: the backend does not take huge-page memory")
 	}
 	dm, err := ol.LoadOwned(m, own) // validates m
 	if err != nil {

@@ -92,7 +92,18 @@ func init() {
 // set reads the type in an order of its own (the K types, Q5_0 and Q5_1
 // on the avx2 and avxvnni sets, IQ4_XS on the avx2 set).
 func (b *Backend) LoadGGML(m *ggml.Matrix) (*GGMLMatrix, error) {
+	return b.loadGGML(m, nil)
+}
+
+// loadGGML is LoadGGML; with own (the huge-page block m.Data lies in,
+// handed over by LoadOwned) the matrix keeps the blocks in place (and
+// repacks them there) and frees own on Close, and own is freed here on
+// an error.
+func (b *Backend) loadGGML(m *ggml.Matrix, own *hugemem.Block) (*GGMLMatrix, error) {
 	if err := m.ValidateShape(); err != nil {
+		if own != nil {
+			own.Free()
+		}
 		return nil, err
 	}
 	c := *m
@@ -101,7 +112,14 @@ func (b *Backend) LoadGGML(m *ggml.Matrix) (*GGMLMatrix, error) {
 		mx.kern = f(b.set.isa)
 	}
 	repack := mx.kern != nil && mx.kern.repack != nil
-	if b.huge || repack {
+	if own != nil {
+		if err := m.CheckFinite(0, len(m.Data)); err != nil {
+			own.Free()
+			return nil, err
+		}
+		mx.block = own
+		runtime.SetFinalizer(mx, (*GGMLMatrix).Close)
+	} else if b.huge || repack {
 		blk := hugemem.Alloc(len(c.Data))
 		if err := m.CopyChecked(blk.Bytes); err != nil { // the scales checked as they are copied
 			blk.Free()

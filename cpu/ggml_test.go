@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/qgemv/qgemv/internal/hugemem"
 	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/ggml"
@@ -536,5 +537,73 @@ func TestLoadGGMLNonFinite(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestLoadOwnedGGML: a ggml matrix whose blocks lie in a huge-page block
+// handed over with it loads without a copy on every kernel set (the sets
+// that reorder a type's blocks do it in the block) and multiplies as
+// LoadGGML does, bit for bit; Close frees the block, and a non-finite
+// scale fails the load and frees it.
+func TestLoadOwnedGGML(t *testing.T) {
+	owned := func(m *ggml.Matrix) (*ggml.Matrix, *hugemem.Block) {
+		blk := hugemem.Alloc(len(m.Data))
+		c := *m
+		c.Data = blk.Bytes
+		copy(c.Data, m.Data)
+		return &c, blk
+	}
+	for _, isa := range supportedSets() {
+		be, err := New(Config{ISA: isa, Threads: 2, HugePages: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, typ := range ggml.Types {
+			m, err := ggml.Random(typ, 37, 1024, uint64(typ))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref, err := be.LoadGGML(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, blk := owned(m)
+			got, err := be.LoadOwned(c, blk)
+			if err != nil {
+				t.Fatalf("%s %s: %v", isa, typ, err)
+			}
+			if d := got.(*GGMLMatrix).m.Data; &d[0] != &blk.Bytes[0] {
+				t.Fatalf("%s %s: the blocks were copied", isa, typ)
+			}
+			for _, batch := range []int{1, 4} {
+				x := make([]float32, batch*m.Cols)
+				rng := layout.NewRand(uint64(batch))
+				for i := range x {
+					x[i] = float32(rng.NormFloat64())
+				}
+				want, out := make([]float32, batch*m.Rows), make([]float32, batch*m.Rows)
+				if err := ref.MulA8(want, x, batch); err != nil {
+					t.Fatal(err)
+				}
+				if err := got.MulA8(out, x, batch); err != nil {
+					t.Fatal(err)
+				}
+				for i := range out {
+					if math.Float32bits(out[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s %s batch %d: out[%d] = %v, LoadGGML gives %v", isa, typ, batch, i, out[i], want[i])
+					}
+				}
+			}
+			if err := got.Close(); err != nil || blk.Bytes != nil {
+				t.Fatalf("%s %s: Close: %v, block freed %v", isa, typ, err, blk.Bytes == nil)
+			}
+			ref.Close()
+			c, blk = owned(m)
+			binary.LittleEndian.PutUint16(c.Data[len(c.Data)-typ.BlockBytes()+map[ggml.Type]int{ggml.Q2_K: 80, ggml.Q3_K: 108, ggml.Q6_K: 208}[typ]:], 0x7c00)
+			if _, err := be.LoadOwned(c, blk); err == nil || !strings.Contains(err.Error(), "want finite") || blk.Bytes != nil {
+				t.Fatalf("%s %s: an infinite d: %v, block freed %v", isa, typ, err, blk.Bytes == nil)
+			}
+		}
+		be.Close()
 	}
 }

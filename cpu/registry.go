@@ -8,6 +8,7 @@ import (
 	"github.com/qgemv/qgemv/internal/hugemem"
 	"github.com/qgemv/qgemv/internal/mat"
 	"github.com/qgemv/qgemv/layout"
+	"github.com/qgemv/qgemv/layout/ggml"
 )
 
 // Mat is a matrix loaded onto a CPU backend, whatever its format. A
@@ -40,27 +41,45 @@ func (b *Backend) LoadMatrix(m layout.Matrix) (Mat, error) {
 	return l(b, m)
 }
 
-// LoadOwned is LoadMatrix of a Bits matrix whose code words are the
-// memory of own, a block from hugemem.Alloc handed over with it: the
-// matrix uses them in place (no copy, with or without HugePages) and
-// frees own on Close. own is freed here if the load fails; the caller
-// must not use it after the call either way.
+// LoadOwned is LoadMatrix of a Bits or layout/ggml matrix whose codes
+// (the Bits words, the ggml blocks) are the memory of own, a block from
+// hugemem.Alloc handed over with it: the matrix uses them in place (no
+// copy, with or without HugePages; ggml blocks a kernel set reads in an
+// order of its own are reordered there) and frees own on Close. own is
+// freed here if the load fails; the caller must not use it after the
+// call either way.
 func (b *Backend) LoadOwned(m layout.Matrix, own *hugemem.Block) (Mat, error) {
-	bm, ok := m.(*layout.Bits)
-	switch {
-	case own == nil:
+	if own == nil {
 		return nil, fmt.Errorf("cpu: load owned: no block")
-	case !ok || bm == nil:
+	}
+	var p unsafe.Pointer // the codes' first byte
+	var n int
+	name := fmt.Sprintf("%T", m)
+	switch m := m.(type) {
+	case *layout.Bits:
+		if m != nil && len(m.Words) > 0 {
+			p, n, name = unsafe.Pointer(&m.Words[0]), 4*len(m.Words), m.Name()
+		}
+	case *ggml.Matrix:
+		if m != nil && len(m.Data) > 0 {
+			p, n, name = unsafe.Pointer(&m.Data[0]), len(m.Data), m.Name()
+		}
+	default:
 		own.Free()
-		return nil, fmt.Errorf("cpu: load owned: %T is not a Bits matrix", m)
+		return nil, fmt.Errorf("cpu: load owned: %T is neither a Bits nor a ggml matrix", m)
+	}
+	switch {
 	case b.closed.Load():
 		own.Free()
 		return nil, ErrClosed
-	case len(bm.Words) == 0 || 4*len(bm.Words) > len(own.Bytes) || unsafe.Pointer(&bm.Words[0]) != unsafe.Pointer(&own.Bytes[0]):
+	case p == nil || n > len(own.Bytes) || p != unsafe.Pointer(&own.Bytes[0]):
 		own.Free()
-		return nil, fmt.Errorf("cpu: load owned %s: its words are not the block's memory", bm.Name())
+		return nil, fmt.Errorf("cpu: load owned %s: its codes are not the block's memory", name)
 	}
-	return mat.Bind(b.loadBits(bm, own))
+	if g, ok := m.(*ggml.Matrix); ok {
+		return mat.Bind(b.loadGGML(g, own))
+	}
+	return mat.Bind(b.loadBits(m.(*layout.Bits), own))
 }
 
 // Formats returns the formats this package has kernels for.

@@ -69,12 +69,12 @@ type Backend interface {
 	Close() error
 }
 
-// OwnedLoader is implemented by backends that can take a Bits matrix's
-// code words in huge-page memory without copying them: the CPU backend.
-// A model loader imports into such memory (hugemem.Alloc) where
-// HugePages says the backend would copy there anyway; LoadOwned takes
-// the block in every case (the matrix frees it on Close; a failed load
-// frees it at once).
+// OwnedLoader is implemented by backends that can take a Bits or
+// layout/ggml matrix's codes in huge-page memory without copying them:
+// the CPU backend. A model loader imports into such memory
+// (hugemem.Alloc) where HugePages says the backend would copy there
+// anyway; LoadOwned takes the block in every case (the matrix frees it on
+// Close; a failed load frees it at once).
 type OwnedLoader interface {
 	HugePages() bool
 	LoadOwned(m layout.Matrix, own *hugemem.Block) (Matrix, error)
@@ -242,8 +242,8 @@ func (c cpuBackend) Load(m layout.Matrix) (Matrix, error) {
 	return mx, nil
 }
 
-// LoadOwned is Load of a Bits matrix whose code words are own's memory,
-// handed over (cpu.Backend.LoadOwned).
+// LoadOwned is Load of a Bits or ggml matrix whose codes are own's
+// memory, handed over (cpu.Backend.LoadOwned).
 func (c cpuBackend) LoadOwned(m layout.Matrix, own *hugemem.Block) (Matrix, error) {
 	return c.Backend.LoadOwned(m, own)
 }

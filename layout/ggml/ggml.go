@@ -198,15 +198,41 @@ type Matrix struct {
 
 // New returns a zero matrix (every block all zero bytes: weights 0).
 func New(t Type, rows, cols int) (*Matrix, error) {
+	return NewData(t, rows, cols, nil)
+}
+
+// NewData is New with the blocks' bytes taken from data: it is called
+// once with their count and must return that many zero bytes, which the
+// matrix then uses (memory the caller manages, such as a backend's huge
+// pages, so that filling the matrix is its only copy). A nil data
+// allocates them on the Go heap.
+func NewData(t Type, rows, cols int, data func(n int) []byte) (*Matrix, error) {
+	m, err := NewShape(t, rows, cols)
+	if err != nil {
+		return nil, err
+	}
+	n := rows * m.RowBytes()
+	if data == nil {
+		m.Data = make([]byte, n)
+		return m, nil
+	}
+	if m.Data = data(n); len(m.Data) != n {
+		return nil, fmt.Errorf("ggml: %s %dx%d: the data function returned %d bytes, want %d", m.Name(), rows, cols, len(m.Data), n)
+	}
+	return m, nil
+}
+
+// NewShape returns the matrix's header without its blocks (Data nil):
+// its name, padded shape, size and bits per weight, for describing a
+// tensor without allocating it.
+func NewShape(t Type, rows, cols int) (*Matrix, error) {
 	if !t.Known() {
 		return nil, fmt.Errorf("ggml: %v is not a supported block type", t)
 	}
 	if err := layout.CheckDims(rows, cols); err != nil {
 		return nil, err
 	}
-	m := &Matrix{Type: t, Rows: rows, Cols: cols, PCols: t.PadCols(cols)}
-	m.Data = make([]byte, rows*m.RowBytes())
-	return m, nil
+	return &Matrix{Type: t, Rows: rows, Cols: cols, PCols: t.PadCols(cols)}, nil
 }
 
 // Blocks returns the blocks per (padded) row.
@@ -239,9 +265,10 @@ func (m *Matrix) PaddedCols() int { return m.PCols }
 // StreamBytes returns the bytes a GEMV reads: the blocks.
 func (m *Matrix) StreamBytes() int64 { return int64(len(m.Data)) }
 
-// BitsPerWeight returns the storage per true weight.
+// BitsPerWeight returns the storage per true weight (of the shape: a
+// NewShape header has it too).
 func (m *Matrix) BitsPerWeight() float64 {
-	return 8 * float64(len(m.Data)) / float64(m.Rows) / float64(m.Cols)
+	return 8 * float64(m.Rows*m.RowBytes()) / float64(m.Rows) / float64(m.Cols)
 }
 
 // Validate checks the type, the shape, the data length and that every

@@ -398,9 +398,19 @@ func TestGGUFPyFixture(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		var given []byte // every other tensor imported into memory of the test's
 		b, err := tn.ImportGGML()
+		if n%2 == 1 {
+			b, err = tn.ImportGGMLData(func(k int) []byte { given = make([]byte, k); return given })
+		}
 		if err != nil {
 			t.Fatalf("%s: %v", tn.Name, err)
+		}
+		if given != nil && &b.Data[0] != &given[0] {
+			t.Fatalf("%s: ImportGGMLData copied the blocks out of the memory it was given", tn.Name)
+		}
+		if _, err := tn.ImportGGMLData(func(k int) []byte { return make([]byte, k+1) }); err == nil || !strings.Contains(err.Error(), tn.Name) || !strings.Contains(err.Error(), "bytes, want") {
+			t.Fatalf("%s: a data function of the wrong length: %v", tn.Name, err)
 		}
 		if !strings.Contains(tn.ImportsAs(), "exact") || int64(len(b.Data)) != int64(len(tn.Data)) {
 			t.Fatalf("%s: imports as %q, %d bytes (file: %d)", tn.Name, tn.ImportsAs(), len(b.Data), len(tn.Data))

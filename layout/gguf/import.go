@@ -32,7 +32,7 @@ func (t *Tensor) ImportsAs() string {
 		}
 		return "not supported"
 	}
-	m, err := ggml.New(ggml.Type(t.Type), rows, cols)
+	m, err := ggml.NewShape(ggml.Type(t.Type), rows, cols)
 	if err != nil {
 		return "not supported: " + err.Error()
 	}
@@ -53,6 +53,13 @@ func (t *Tensor) Import() (layout.Matrix, error) {
 // that is not a block type, a shape that is not a matrix, a byte count
 // that does not match the shape, a non-finite half-precision scale.
 func (t *Tensor) ImportGGML() (*ggml.Matrix, error) {
+	return t.ImportGGMLData(nil)
+}
+
+// ImportGGMLData is ImportGGML with the matrix's bytes taken from data
+// (ggml.NewData): a loader that keeps the matrix in memory of its own
+// imports straight into it. A nil data allocates them.
+func (t *Tensor) ImportGGMLData(data func(n int) []byte) (*ggml.Matrix, error) {
 	if !Lossless(t.Type) {
 		return nil, fmt.Errorf("gguf: tensor %q is %s: lossless import supports %v (F32/F16/BF16: read with Float32s and quantize)", t.Name, t.Type, ggml.Types)
 	}
@@ -67,13 +74,16 @@ func (t *Tensor) ImportGGML() (*ggml.Matrix, error) {
 	if cols%gt.BlockElems() != 0 {
 		return nil, fmt.Errorf("gguf: tensor %q: %d columns, not a multiple of the %s block of %d", t.Name, cols, t.Type, gt.BlockElems())
 	}
-	m, err := ggml.New(gt, rows, cols)
+	m, err := ggml.NewShape(gt, rows, cols)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: tensor %q: %w", t.Name, err)
 	}
 	src := cols / gt.BlockElems() * gt.BlockBytes() // bytes per row in the file
 	if int64(len(t.Data)) != int64(rows)*int64(src) {
 		return nil, fmt.Errorf("gguf: tensor %q: %d bytes, a %dx%d %s matrix has %d", t.Name, len(t.Data), rows, cols, t.Type, int64(rows)*int64(src))
+	}
+	if m, err = ggml.NewData(gt, rows, cols, data); err != nil {
+		return nil, fmt.Errorf("gguf: tensor %q: %w", t.Name, err)
 	}
 	if err := m.ValidateShape(); err != nil {
 		return nil, fmt.Errorf("gguf: tensor %q: %w", t.Name, err)
