@@ -489,6 +489,14 @@ func stFile(t *testing.T, ts map[string]any) *safetensors.File {
 			v     []uint8
 		}:
 			dt, shape, data = "U8", x.shape, x.v
+		case struct {
+			shape []int
+			v     []int8
+		}:
+			dt, shape = "I8", x.shape
+			for _, e := range x.v {
+				data = append(data, uint8(e))
+			}
 		default:
 			t.Fatalf("tensor %s: type %T", name, v)
 		}
@@ -515,6 +523,68 @@ type f16T = struct {
 type u8T = struct {
 	shape []int
 	v     []uint8
+}
+type i8T = struct {
+	shape []int
+	v     []int8
+}
+
+// TestLoadHQQStorage: Load reads an HQQ layer's W_q as stored (U8 for
+// most widths, I8 for 8 bits, I32 for 3) into the same matrix FromHQQ
+// makes of the values.
+func TestLoadHQQStorage(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	const rows, cols, group = 8, 64, 32
+	n := rows * cols / group
+	for _, bits := range []int{8, 4, 3} {
+		wq := make([][]uint32, n)
+		for i := range wq {
+			wq[i] = make([]uint32, group)
+			for k := range wq[i] {
+				wq[i][k] = uint32(rng.IntN(1 << bits))
+			}
+		}
+		packed := hqqPackRef(wq, bits)
+		sc, zr := randFP16(rng, n), randFP16(rng, n)
+		var wT any
+		switch bits {
+		case 8: // int8 storage: codes 128..255 read back negative
+			v := make([]int8, len(packed))
+			for i, x := range packed {
+				v[i] = int8(uint8(x))
+			}
+			wT = i8T{[]int{len(packed) / group, group}, v}
+		case 3:
+			v := make([]int32, len(packed))
+			for i, x := range packed {
+				v[i] = int32(x)
+			}
+			wT = i32T{[]int{len(packed) / group, group}, v}
+		default:
+			v := make([]uint8, len(packed))
+			for i, x := range packed {
+				v[i] = uint8(x)
+			}
+			wT = u8T{[]int{len(packed) / group, group}, v}
+		}
+		f := stFile(t, map[string]any{
+			"h.W_q": wT, "h.scale": f16T{[]int{n, 1}, sc}, "h.zero": f16T{[]int{n, 1}, zr},
+			"h.shape": i32T{[]int{2}, []int32{rows, cols}}, "h.nbits": i32T{[]int{1}, []int32{int32(bits)}},
+		})
+		got, _, err := Load(f, "h", Options{Group: group})
+		if err != nil {
+			t.Fatalf("%d bits: %v", bits, err)
+		}
+		h := HQQ{Rows: rows, Cols: cols, Bits: bits, Group: group, WQ: packed, Scale: make([]float32, n), Zero: make([]float32, n)}
+		for i := range sc {
+			h.Scale[i], h.Zero[i] = sc[i].Float32(), zr[i].Float32()
+		}
+		want, err := FromHQQ(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkExact(t, fmt.Sprintf("HQQ %d bits from %T", bits, wT), got, want.Dequantize())
+	}
 }
 
 func TestLoadSafetensors(t *testing.T) {

@@ -2,6 +2,7 @@ package hfquant
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/safetensors"
@@ -213,13 +214,17 @@ func loadHQQ(f *safetensors.File, p string, opt Options) (*layout.Bits, error) {
 	if wq.DType != want && !(q.Bits == 8 && wq.DType == "I8") {
 		return nil, fmt.Errorf("hfquant: %s.W_q is %s, HQQ's %d-bit packing stores %s", p, wq.DType, q.Bits, want)
 	}
-	v, err := wq.Ints()
-	if err != nil {
-		return nil, err
-	}
-	q.WQ = make([]uint32, len(v))
-	for i, x := range v {
-		q.WQ[i] = uint32(x)
+	if wq.DType == "I32" { // the words read in place (the file is open for the import)
+		v, err := wq.Int32sView()
+		if err != nil {
+			return nil, err
+		}
+		q.WQ = unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(v))), len(v))
+	} else { // U8, or I8 for 8 bits: a code is the byte's bits
+		q.WQ = make([]uint32, len(wq.Data))
+		for i, x := range wq.Data {
+			q.WQ[i] = uint32(x)
+		}
 	}
 	for _, m := range []struct {
 		name string
