@@ -297,10 +297,6 @@ func (b *Backend) ISA() ISA { return b.set.isa }
 // Threads returns the number of goroutines a multiply may use.
 func (b *Backend) Threads() int { return b.threads }
 
-// HugePages reports whether Load copies matrices into huge-page memory
-// (Config.HugePages).
-func (b *Backend) HugePages() bool { return b.huge }
-
 // Matrix is a Q4G128 matrix bound to a CPU backend. Multiplies are safe
 // for concurrent use; Close must not run concurrently with them. The
 // matrix must not be modified while loaded.

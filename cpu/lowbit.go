@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"unsafe"
 
@@ -30,7 +31,9 @@ type LowMatrix struct {
 	sa32   *sparseA32
 	intErr error // why A8 is impossible (fractional zeros), checked at load
 	block  *hugemem.Block
-	code   *ans.Bits // entropy-coded words (bits is its header), or nil
+	// unclosed frees block if the matrix is dropped without Close.
+	unclosed runtime.Cleanup
+	code     *ans.Bits // entropy-coded words (bits is its header), or nil
 	// ansKern is code's SIMD decoder, or nil (the generic one).
 	ansKern *ansBitsDecoder
 	// restore, if set, rebuilds bits' metadata that dropMeta released
@@ -96,7 +99,20 @@ func (b *Backend) loadBits(m *layout.Bits, own *hugemem.Block) (*LowMatrix, erro
 	mx := &LowMatrix{block: blk, b: b, bits: m, rows: m.Rows, cols: m.Cols, pcols: m.PCols, g: m.G, groups: m.Groups(),
 		simd: newBitsSIMD(b, m), a32: newBitsA32(b, m), intErr: m.IntegerZeros()}
 	mx.dropMeta()
+	mx.freeWithBlock()
 	return mx, nil
+}
+
+// freeWithBlock makes a matrix that holds huge-page memory free it when
+// it is dropped without Close (a backstop; Close is the API). A cleanup,
+// not a finalizer: the matrix's restore closure refers back to it, and a
+// finalizer on a cycle need never run. Every multiply holds mx.mu until
+// its kernels are done, which keeps mx reachable while they read the
+// block.
+func (mx *LowMatrix) freeWithBlock() {
+	if mx.block != nil {
+		mx.unclosed = runtime.AddCleanup(mx, (*hugemem.Block).Free, mx.block)
+	}
 }
 
 // LoadSparse12 validates m and binds it to the backend (used in place, or
@@ -111,8 +127,10 @@ func (b *Backend) LoadSparse12(m *layout.Sparse12) (*LowMatrix, error) {
 		c.Words, blk = hugeWords(m.Words)
 	}
 	m = &c
-	return &LowMatrix{block: blk, b: b, sp: m, rows: m.Rows, cols: m.Cols, pcols: m.PCols, g: m.G, groups: m.Groups(),
-		simd: newSparseSIMD(b, m), sa32: newSparseA32(b, m), intErr: m.IntegerZeros()}, nil
+	mx := &LowMatrix{block: blk, b: b, sp: m, rows: m.Rows, cols: m.Cols, pcols: m.PCols, g: m.G, groups: m.Groups(),
+		simd: newSparseSIMD(b, m), sa32: newSparseA32(b, m), intErr: m.IntegerZeros()}
+	mx.freeWithBlock()
+	return mx, nil
 }
 
 // Kernel names the kernels the matrix runs: generic Go, and for Bits with
@@ -146,6 +164,7 @@ func (mx *LowMatrix) Close() error {
 	}
 	mx.closed = true
 	if mx.block != nil {
+		mx.unclosed.Stop()
 		mx.block.Free()
 	}
 	mx.freeKernels()

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/qgemv/qgemv/internal/hugemem"
@@ -407,7 +409,8 @@ func FuzzLowBitKernels(f *testing.F) {
 // TestLoadOwned: a Bits matrix whose words lie in a huge-page block
 // handed over with it is loaded without a copy (the matrix reads the
 // block, with or without HugePages) and multiplies as LoadBits does, bit
-// for bit; Close frees the block, and every failed load frees it at once.
+// for bit; Close frees the block, so does the collector when the matrix
+// is dropped unclosed, and every failed load frees it at once.
 func TestLoadOwned(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	const rows, cols = 37, 300 // tails of rows, groups and chunks
@@ -458,6 +461,20 @@ func TestLoadOwned(t *testing.T) {
 			t.Fatalf("huge %v: Close: %v, block freed %v", huge, err, blk.Bytes == nil)
 		}
 		ref.Close()
+		if !raceEnabled { // the finalizer's write of Bytes is not ordered before the reads below
+			// A matrix dropped unclosed frees its block when collected.
+			c, blk = owned(b)
+			if _, err := be.LoadOwned(c, blk); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 200 && blk.Bytes != nil; i++ {
+				runtime.GC()
+				time.Sleep(time.Millisecond)
+			}
+			if blk.Bytes != nil {
+				t.Errorf("huge %v: a dropped matrix kept its block", huge)
+			}
+		}
 		// Failed loads free the block.
 		q := randMatrix(t, rng, 16, 128)
 		bad := *b

@@ -70,13 +70,11 @@ type Backend interface {
 }
 
 // OwnedLoader is implemented by backends that can take a Bits or
-// layout/ggml matrix's codes in huge-page memory without copying them:
-// the CPU backend. A model loader imports into such memory
-// (hugemem.Alloc) where HugePages says the backend would copy there
-// anyway; LoadOwned takes the block in every case (the matrix frees it on
-// Close; a failed load frees it at once).
+// layout/ggml matrix's codes in huge-page memory (hugemem.Alloc) without
+// copying them: the CPU backend. A model loader imports straight into
+// such memory and hands it over; LoadOwned takes the block in every case
+// (the matrix frees it on Close; a failed load frees it at once).
 type OwnedLoader interface {
-	HugePages() bool
 	LoadOwned(m layout.Matrix, own *hugemem.Block) (Matrix, error)
 }
 
