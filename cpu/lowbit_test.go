@@ -461,20 +461,7 @@ func TestLoadOwned(t *testing.T) {
 			t.Fatalf("huge %v: Close: %v, block freed %v", huge, err, blk.Bytes == nil)
 		}
 		ref.Close()
-		if !raceEnabled { // the finalizer's write of Bytes is not ordered before the reads below
-			// A matrix dropped unclosed frees its block when collected.
-			c, blk = owned(b)
-			if _, err := be.LoadOwned(c, blk); err != nil {
-				t.Fatal(err)
-			}
-			for i := 0; i < 200 && blk.Bytes != nil; i++ {
-				runtime.GC()
-				time.Sleep(time.Millisecond)
-			}
-			if blk.Bytes != nil {
-				t.Errorf("huge %v: a dropped matrix kept its block", huge)
-			}
-		}
+		checkDroppedFrees(t, fmt.Sprintf("huge %v", huge), func() (layout.Matrix, *hugemem.Block) { return owned(b) }, be)
 		// Failed loads free the block.
 		q := randMatrix(t, rng, 16, 128)
 		bad := *b
@@ -512,5 +499,25 @@ func TestLoadOwned(t *testing.T) {
 			t.Errorf("huge %v: closed backend: %v, block freed %v", huge, err, blk.Bytes == nil)
 		}
 		other.Free()
+	}
+}
+
+// checkDroppedFrees: a matrix loaded by be.LoadOwned from what owned
+// returns and dropped without Close frees its block once collected.
+func checkDroppedFrees(t *testing.T, name string, owned func() (layout.Matrix, *hugemem.Block), be *Backend) {
+	t.Helper()
+	if raceEnabled { // the cleanup's write of Bytes is not ordered before the reads below
+		return
+	}
+	m, blk := owned()
+	if _, err := be.LoadOwned(m, blk); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200 && blk.Bytes != nil; i++ {
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+	if blk.Bytes != nil {
+		t.Errorf("%s: a dropped matrix kept its block", name)
 	}
 }
