@@ -185,9 +185,9 @@ func WithThreads(n int) Option { return func(o *options) { o.threads = n } }
 // weights then stream without a TLB miss every 4 KiB. The cost is the
 // copy at load time and its memory while the caller still holds the
 // original. Codebook matrices with 8-bit codes get instead, at load, a
-// copy of the codes laid out for the kernel. Model.Load needs no option:
-// on the CPU backend it converts exact imports straight into huge-page
-// memory the matrices keep.
+// copy of the codes laid out for the kernel. Model.Load converts the
+// codes of exact imports into such memory on the CPU backend whatever
+// this option says (docs/MODELS.md).
 func WithHugePages(on bool) Option { return func(o *options) { o.hugePages = on } }
 
 // EnvBackend is the environment variable that forces a backend when
@@ -342,8 +342,9 @@ func (e *Engine) Load(m layout.Matrix) (*Matrix, error) {
 // codes where the import wrote them (the CPU backend), an allocator of n
 // zero bytes of huge-page memory that keeps the block in *own, so that
 // loadOwned can hand it over: the import is then the codes' only copy,
-// in 2 MiB pages whatever WithHugePages says (the matrix is the engine's
-// own, no caller holds an original). nil for every other engine.
+// in huge pages where the OS gives them, whatever WithHugePages says (the
+// matrix is the engine's own: no caller holds an original that the
+// option's copy would double). nil for every other engine.
 func (e *Engine) ownedMemory(own **hugemem.Block) func(n int) []byte {
 	if _, ok := e.be.(dispatch.OwnedLoader); !ok {
 		return nil

@@ -3,6 +3,7 @@
 package cpu
 
 import (
+	"runtime"
 	"sync"
 	"unsafe"
 
@@ -71,8 +72,10 @@ type bitsLut struct {
 	// only multiplied with int8 activations never hold the copy.
 	words []uint32
 	block *hugemem.Block // words' huge-page memory, or nil
-	pack  sync.Once
-	huge  bool // pack into huge pages (the backend's HugePages)
+	// unclosed frees block if the matrix is dropped without Close.
+	unclosed runtime.Cleanup
+	pack     sync.Once
+	huge     bool // pack into huge pages (the backend's HugePages)
 }
 
 // lutPack returns b's words and metadata in the order the table kernels
@@ -156,7 +159,13 @@ var lutMaxTableFloats = 4 << 20
 // its blocks, vector by vector.
 func (mx *LowMatrix) mulF32Lut(dst, xp []float32, batch int) {
 	l, b := mx.a32.lut, mx.bits
-	l.pack.Do(func() { l.words, l.block = lutPack(b, l) })
+	l.pack.Do(func() {
+		if l.words, l.block = lutPack(b, l); l.block != nil {
+			// Close frees it (freeKernels); this, for a matrix dropped
+			// unclosed.
+			l.unclosed = runtime.AddCleanup(mx, (*hugemem.Block).Free, l.block)
+		}
+	})
 	pc, cc := mx.pcols, layout.BitsChunk(l.n)
 	tabLen, sumLen := l.chunks*lutTableFloats, l.chunks*8*16
 	if g := max(1, lutMaxTableFloats/tabLen); batch > g {
@@ -210,6 +219,7 @@ func (mx *LowMatrix) mulF32Lut(dst, xp []float32, batch int) {
 // heap (Close).
 func (mx *LowMatrix) freeKernels() {
 	if mx.a32 != nil && mx.a32.lut != nil && mx.a32.lut.block != nil {
+		mx.a32.lut.unclosed.Stop()
 		mx.a32.lut.block.Free()
 	}
 }

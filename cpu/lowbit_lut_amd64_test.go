@@ -5,8 +5,11 @@ package cpu
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
+	"time"
 
+	"github.com/qgemv/qgemv/internal/hugemem"
 	"github.com/qgemv/qgemv/layout"
 )
 
@@ -71,6 +74,20 @@ func TestBitsLutTasks(t *testing.T) {
 	}
 	if err := mx.MulF32(make([]float32, 1000), make([]float32, 4096), 1); err != ErrClosed {
 		t.Errorf("multiply after Close: %v, want ErrClosed", err)
+	}
+	if raceEnabled { // the cleanup's write of Bytes is not ordered before the reads below
+		return
+	}
+	// Dropped unclosed, the matrix frees the packed words and its own.
+	mx = lutMultiply(t, 34, 1, 1000, 4096, 1, Config{Threads: 3, HugePages: true}, layout.QuantOptions{Method: layout.MinMax})
+	blocks := []*hugemem.Block{mx.a32.lut.block, mx.block}
+	mx = nil
+	for i := 0; i < 200 && (blocks[0].Bytes != nil || blocks[1].Bytes != nil); i++ {
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+	if blocks[0].Bytes != nil || blocks[1].Bytes != nil {
+		t.Errorf("a dropped matrix kept its blocks: packed words %v, words %v", blocks[0].Bytes != nil, blocks[1].Bytes != nil)
 	}
 }
 
