@@ -328,8 +328,11 @@ func (md *Model) openGGUF() error {
 			mt.rows = floatRows(t.Data, t.Type.String(), cols)
 		case gguf.Lossless(t.Type):
 			mt.info.Rows, mt.info.Cols = rows, cols
+			file := md.maps[0]
 			mt.load = func(mem func(int) []byte) (layout.Matrix, error) {
-				m, err := t.ImportGGMLData(mem)
+				// The blocks read from the file (pread), not through the
+				// mapping: no 4 KiB fault per page of it.
+				m, err := t.ImportGGMLWith(gguf.ImportOptions{Data: mem, Read: file.ReadInto})
 				if err != nil {
 					return nil, err
 				}

@@ -14,6 +14,7 @@ import (
 type File struct {
 	Data   []byte
 	mapped bool
+	f      *os.File // the mapped file, kept open for ReadInto
 }
 
 // Open maps (or reads) the file at path.
@@ -22,7 +23,12 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	keep := false
+	defer func() {
+		if !keep {
+			f.Close()
+		}
+	}()
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
@@ -38,7 +44,8 @@ func Open(path string) (*File, error) {
 		return nil, fmt.Errorf("mmap: %s: %d bytes do not fit the address space", path, size)
 	}
 	if data, err := mapFile(f, int(size)); err == nil {
-		return &File{Data: data, mapped: true}, nil
+		keep = true
+		return &File{Data: data, mapped: true, f: f}, nil
 	}
 	data := make([]byte, size)
 	if _, err := io.ReadFull(f, data); err != nil {
@@ -64,6 +71,26 @@ func (m *File) Release(b []byte) {
 	release(m.Data, lo, hi)
 }
 
+// ReadInto copies b, a subslice of Data, into dst (of the same length):
+// on a mapped file with a read of the file (pread), which faults none of
+// the mapping's pages in, a 4 KiB page at a time, nor leaves them
+// resident; a copy otherwise.
+func (m *File) ReadInto(dst, b []byte) error {
+	if len(dst) != len(b) {
+		return fmt.Errorf("mmap: ReadInto of %d bytes into %d", len(b), len(dst))
+	}
+	if m == nil || !m.mapped || len(b) == 0 {
+		copy(dst, b)
+		return nil
+	}
+	lo, _ := within(m.Data, b)
+	if lo < 0 {
+		return fmt.Errorf("mmap: ReadInto: %d bytes outside the file's", len(b))
+	}
+	_, err := m.f.ReadAt(dst, int64(lo))
+	return err
+}
+
 // Close unmaps the file; Data must not be used afterwards.
 func (m *File) Close() error {
 	if m == nil || m.Data == nil {
@@ -72,8 +99,11 @@ func (m *File) Close() error {
 	var err error
 	if m.mapped {
 		err = unmap(m.Data)
+		if cerr := m.f.Close(); err == nil {
+			err = cerr
+		}
 	}
-	m.Data, m.mapped = nil, false
+	m.Data, m.mapped, m.f = nil, false, nil
 	return err
 }
 

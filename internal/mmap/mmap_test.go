@@ -39,3 +39,64 @@ func TestOpen(t *testing.T) {
 		t.Fatalf("empty file: %v, %d bytes", err, len(m.Data))
 	}
 }
+
+// TestReadInto: a piece of a mapped file read with ReadInto equals the
+// mapped bytes, read from the file, not through the mapping (whose pages
+// do not become resident), and bad arguments are errors; a file read
+// whole copies.
+func TestReadInto(t *testing.T) {
+	dir := t.TempDir()
+	want := make([]byte, 3<<16+123)
+	for i := range want {
+		want[i] = byte(i * 7)
+	}
+	p := filepath.Join(dir, "f")
+	if err := os.WriteFile(p, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, r := range [][2]int{{0, len(want)}, {5, 70000}, {len(want) - 1, len(want)}} {
+		dst := make([]byte, r[1]-r[0])
+		if err := m.ReadInto(dst, m.Data[r[0]:r[1]]); err != nil || !bytes.Equal(dst, want[r[0]:r[1]]) {
+			t.Fatalf("bytes %d..%d: %v, equal %v", r[0], r[1], err, bytes.Equal(dst, want[r[0]:r[1]]))
+		}
+	}
+	if err := m.ReadInto(make([]byte, 3), m.Data[:4]); err == nil {
+		t.Error("a destination of the wrong length accepted")
+	}
+	if m.mapped {
+		if err := m.ReadInto(make([]byte, 4), want[:4]); err == nil {
+			t.Error("bytes outside the file accepted")
+		}
+	}
+	// 16 MiB read into memory of ours leave the mapping's pages alone.
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, bytes.Repeat(want[:1<<16], 256), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if bm, err := Open(big); err == nil && bm.mapped {
+		dst := make([]byte, len(bm.Data))
+		for i := 0; i < len(dst); i += 4096 {
+			dst[i] = 1 // our pages, faulted in before the measurement
+		}
+		u0, err0 := Resident()
+		err := bm.ReadInto(dst, bm.Data)
+		u1, err1 := Resident()
+		if err != nil || !bytes.Equal(dst[:1<<16], want[:1<<16]) {
+			t.Fatalf("16 MiB: %v", err)
+		}
+		if err0 == nil && err1 == nil && u1.File-u0.File > 4<<20 {
+			t.Errorf("ReadInto of 16 MiB made %d bytes of the file resident: it read through the mapping", u1.File-u0.File)
+		}
+		bm.Close()
+	}
+	whole := &File{Data: want}
+	dst := make([]byte, 10)
+	if err := whole.ReadInto(dst, want[20:30]); err != nil || !bytes.Equal(dst, want[20:30]) {
+		t.Fatalf("a file read whole: %v", err)
+	}
+}

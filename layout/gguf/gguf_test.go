@@ -398,18 +398,29 @@ func TestGGUFPyFixture(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var given []byte // every other tensor imported into memory of the test's
+		var given []byte // every other tensor imported into memory of the test's, read by the test
+		var read int
 		b, err := tn.ImportGGML()
 		if n%2 == 1 {
-			b, err = tn.ImportGGMLData(func(k int) []byte { given = make([]byte, k); return given })
+			b, err = tn.ImportGGMLWith(ImportOptions{
+				Data: func(k int) []byte { given = make([]byte, k); return given },
+				Read: func(dst, src []byte) error { read += copy(dst, src); return nil },
+			})
+			if read != len(tn.Data) {
+				t.Fatalf("%s: %d bytes went through Read, the tensor has %d", tn.Name, read, len(tn.Data))
+			}
+			failing := func(dst, src []byte) error { return fmt.Errorf("disk on fire") }
+			if _, err := tn.ImportGGMLWith(ImportOptions{Read: failing}); err == nil || !strings.Contains(err.Error(), "disk on fire") || !strings.Contains(err.Error(), tn.Name) {
+				t.Fatalf("%s: a failing read: %v", tn.Name, err)
+			}
 		}
 		if err != nil {
 			t.Fatalf("%s: %v", tn.Name, err)
 		}
 		if given != nil && &b.Data[0] != &given[0] {
-			t.Fatalf("%s: ImportGGMLData copied the blocks out of the memory it was given", tn.Name)
+			t.Fatalf("%s: ImportGGMLWith copied the blocks out of the memory it was given", tn.Name)
 		}
-		if _, err := tn.ImportGGMLData(func(k int) []byte { return make([]byte, k+1) }); err == nil || !strings.Contains(err.Error(), tn.Name) || !strings.Contains(err.Error(), "bytes, want") {
+		if _, err := tn.ImportGGMLWith(ImportOptions{Data: func(k int) []byte { return make([]byte, k+1) }}); err == nil || !strings.Contains(err.Error(), tn.Name) || !strings.Contains(err.Error(), "bytes, want") {
 			t.Fatalf("%s: a data function of the wrong length: %v", tn.Name, err)
 		}
 		if !strings.Contains(tn.ImportsAs(), "exact") || int64(len(b.Data)) != int64(len(tn.Data)) {

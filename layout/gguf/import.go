@@ -53,13 +53,25 @@ func (t *Tensor) Import() (layout.Matrix, error) {
 // that is not a block type, a shape that is not a matrix, a byte count
 // that does not match the shape, a non-finite half-precision scale.
 func (t *Tensor) ImportGGML() (*ggml.Matrix, error) {
-	return t.ImportGGMLData(nil)
+	return t.ImportGGMLWith(ImportOptions{})
 }
 
-// ImportGGMLData is ImportGGML with the matrix's bytes taken from data
-// (ggml.NewData): a loader that keeps the matrix in memory of its own
-// imports straight into it. A nil data allocates them.
-func (t *Tensor) ImportGGMLData(data func(n int) []byte) (*ggml.Matrix, error) {
+// ImportOptions say where ImportGGMLWith puts a matrix and how it reads
+// the tensor's bytes.
+type ImportOptions struct {
+	// Data, if set, supplies the matrix's bytes (ggml.NewData): a loader
+	// that keeps the matrix in memory of its own imports straight into
+	// it. Nil allocates them.
+	Data func(n int) []byte
+	// Read, if set, copies src, a piece of the tensor's Data, into dst
+	// (of the same length): a loader can read the file's bytes rather
+	// than through a mapping of it (mmap.File.ReadInto). Nil copies.
+	Read func(dst, src []byte) error
+}
+
+// ImportGGMLWith is ImportGGML with the matrix's memory and the reads
+// of the tensor's bytes as o says.
+func (t *Tensor) ImportGGMLWith(o ImportOptions) (*ggml.Matrix, error) {
 	if !Lossless(t.Type) {
 		return nil, fmt.Errorf("gguf: tensor %q is %s: lossless import supports %v (F32/F16/BF16: read with Float32s and quantize)", t.Name, t.Type, ggml.Types)
 	}
@@ -82,27 +94,30 @@ func (t *Tensor) ImportGGMLData(data func(n int) []byte) (*ggml.Matrix, error) {
 	if int64(len(t.Data)) != int64(rows)*int64(src) {
 		return nil, fmt.Errorf("gguf: tensor %q: %d bytes, a %dx%d %s matrix has %d", t.Name, len(t.Data), rows, cols, t.Type, int64(rows)*int64(src))
 	}
-	if m, err = ggml.NewData(gt, rows, cols, data); err != nil {
+	if m, err = ggml.NewData(gt, rows, cols, o.Data); err != nil {
 		return nil, fmt.Errorf("gguf: tensor %q: %w", t.Name, err)
 	}
 	if err := m.ValidateShape(); err != nil {
 		return nil, fmt.Errorf("gguf: tensor %q: %w", t.Name, err)
 	}
-	// The scales are checked as the blocks are copied, a piece at a time.
-	rb := m.RowBytes()
-	if src == rb {
-		file := *m
-		file.Data = t.Data
-		if err := file.CopyChecked(m.Data); err != nil {
-			return nil, fmt.Errorf("gguf: tensor %q: %w", t.Name, err)
-		}
-		return m, nil
+	read := o.Read
+	if read == nil {
+		read = func(dst, src []byte) error { copy(dst, src); return nil }
 	}
-	step := ggml.CheckedRows(rb) // padding blocks after each row stay zero
+	// The scales are checked as the blocks are copied, a piece at a time
+	// (in cache); padding blocks after each row stay zero.
+	rb := m.RowBytes()
+	step := ggml.CheckedRows(rb)
 	for r0 := 0; r0 < rows; r0 += step {
 		r1 := min(rows, r0+step)
-		for r := r0; r < r1; r++ {
-			copy(m.Data[r*rb:], t.Data[r*src:(r+1)*src])
+		if src == rb { // the piece's rows in one read
+			err = read(m.Data[r0*rb:r1*rb], t.Data[r0*src:r1*src])
+		}
+		for r := r0; r < r1 && src != rb && err == nil; r++ {
+			err = read(m.Data[r*rb:r*rb+src], t.Data[r*src:(r+1)*src])
+		}
+		if err != nil {
+			return nil, fmt.Errorf("gguf: tensor %q: reading rows %d..%d: %w", t.Name, r0, r1-1, err)
 		}
 		if err := m.CheckFinite(r0*rb, r1*rb); err != nil {
 			return nil, fmt.Errorf("gguf: tensor %q: %w", t.Name, err)
