@@ -581,18 +581,7 @@ func TestLoadOwnedGGML(t *testing.T) {
 				for i := range x {
 					x[i] = float32(rng.NormFloat64())
 				}
-				want, out := make([]float32, batch*m.Rows), make([]float32, batch*m.Rows)
-				if err := ref.MulA8(want, x, batch); err != nil {
-					t.Fatal(err)
-				}
-				if err := got.MulA8(out, x, batch); err != nil {
-					t.Fatal(err)
-				}
-				for i := range out {
-					if math.Float32bits(out[i]) != math.Float32bits(want[i]) {
-						t.Fatalf("%s %s batch %d: out[%d] = %v, LoadGGML gives %v", isa, typ, batch, i, out[i], want[i])
-					}
-				}
+				sameA8(t, fmt.Sprintf("%s %s batch %d", isa, typ, batch), ref, got, x, batch, m.Rows)
 			}
 			if err := got.Close(); err != nil || blk.Bytes != nil {
 				t.Fatalf("%s %s: Close: %v, block freed %v", isa, typ, err, blk.Bytes == nil)

@@ -443,19 +443,7 @@ func TestLoadOwned(t *testing.T) {
 			t.Fatalf("huge %v: the words were copied", huge)
 		}
 		for _, batch := range []int{1, 3} {
-			x := randVec(rng, batch*cols)
-			want, got := make([]float32, batch*rows), make([]float32, batch*rows)
-			if err := ref.MulA8(want, x, batch); err != nil {
-				t.Fatal(err)
-			}
-			if err := m.MulA8(got, x, batch); err != nil {
-				t.Fatal(err)
-			}
-			for i := range got {
-				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-					t.Fatalf("huge %v batch %d: out[%d] = %v, LoadBits gives %v", huge, batch, i, got[i], want[i])
-				}
-			}
+			sameA8(t, fmt.Sprintf("huge %v batch %d", huge, batch), ref, m, randVec(rng, batch*cols), batch, rows)
 		}
 		if err := m.Close(); err != nil || blk.Bytes != nil {
 			t.Fatalf("huge %v: Close: %v, block freed %v", huge, err, blk.Bytes == nil)
@@ -519,5 +507,23 @@ func checkDroppedFrees(t *testing.T, name string, owned func() (layout.Matrix, *
 	}
 	if blk.Bytes != nil {
 		t.Errorf("%s: a dropped matrix kept its block", name)
+	}
+}
+
+// sameA8 checks that got multiplies x (batch vectors, int8 activations)
+// as ref does, bit for bit.
+func sameA8(t *testing.T, name string, ref, got Mat, x []float32, batch, rows int) {
+	t.Helper()
+	want, out := make([]float32, batch*rows), make([]float32, batch*rows)
+	if err := ref.MulA8(want, x, batch); err != nil {
+		t.Fatal(err)
+	}
+	if err := got.MulA8(out, x, batch); err != nil {
+		t.Fatal(err)
+	}
+	for i := range out {
+		if math.Float32bits(out[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s: out[%d] = %v, the reference load gives %v", name, i, out[i], want[i])
+		}
 	}
 }

@@ -7,17 +7,25 @@ import (
 	"testing"
 )
 
-func TestOpen(t *testing.T) {
-	dir := t.TempDir()
-	want := bytes.Repeat([]byte("qgemv"), 1000)
-	p := filepath.Join(dir, "f")
-	if err := os.WriteFile(p, want, 0o644); err != nil {
+// openWritten writes data to a new file and opens it; the caller closes
+// it.
+func openWritten(t *testing.T, data []byte) *File {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	m, err := Open(p)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m
+}
+
+func TestOpen(t *testing.T) {
+	dir := t.TempDir()
+	want := bytes.Repeat([]byte("qgemv"), 1000)
+	m := openWritten(t, want)
 	if !bytes.Equal(m.Data, want) {
 		t.Fatal("mapped bytes differ from the file")
 	}
@@ -45,19 +53,11 @@ func TestOpen(t *testing.T) {
 // do not become resident), and bad arguments are errors; a file read
 // whole copies.
 func TestReadInto(t *testing.T) {
-	dir := t.TempDir()
 	want := make([]byte, 3<<16+123)
 	for i := range want {
 		want[i] = byte(i * 7)
 	}
-	p := filepath.Join(dir, "f")
-	if err := os.WriteFile(p, want, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	m, err := Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := openWritten(t, want)
 	defer m.Close()
 	for _, r := range [][2]int{{0, len(want)}, {5, 70000}, {len(want) - 1, len(want)}} {
 		dst := make([]byte, r[1]-r[0])
@@ -74,11 +74,7 @@ func TestReadInto(t *testing.T) {
 		}
 	}
 	// 16 MiB read into memory of ours leave the mapping's pages alone.
-	big := filepath.Join(dir, "big")
-	if err := os.WriteFile(big, bytes.Repeat(want[:1<<16], 256), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if bm, err := Open(big); err == nil && bm.mapped {
+	if bm := openWritten(t, bytes.Repeat(want[:1<<16], 256)); bm.mapped {
 		dst := make([]byte, len(bm.Data))
 		for i := 0; i < len(dst); i += 4096 {
 			dst[i] = 1 // our pages, faulted in before the measurement

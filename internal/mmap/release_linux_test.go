@@ -1,10 +1,6 @@
 package mmap
 
-import (
-	"os"
-	"path/filepath"
-	"testing"
-)
+import "testing"
 
 // rssFile returns this process's resident file-backed memory in bytes.
 func rssFile(t *testing.T) int64 {
@@ -20,18 +16,11 @@ func rssFile(t *testing.T) int64 {
 // read back unchanged.
 func TestRelease(t *testing.T) {
 	const size = 32 << 20
-	p := filepath.Join(t.TempDir(), "f")
 	want := make([]byte, size)
 	for i := range want {
 		want[i] = byte(i * 7 >> 3)
 	}
-	if err := os.WriteFile(p, want, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	m, err := Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := openWritten(t, want)
 	defer m.Close()
 	before := rssFile(t)
 	var sum int

@@ -112,9 +112,10 @@ func (t *Tensor) ImportGGMLWith(o ImportOptions) (*ggml.Matrix, error) {
 		r1 := min(rows, r0+step)
 		if src == rb { // the piece's rows in one read
 			err = read(m.Data[r0*rb:r1*rb], t.Data[r0*src:r1*src])
-		}
-		for r := r0; r < r1 && src != rb && err == nil; r++ {
-			err = read(m.Data[r*rb:r*rb+src], t.Data[r*src:(r+1)*src])
+		} else {
+			for r := r0; r < r1 && err == nil; r++ {
+				err = read(m.Data[r*rb:r*rb+src], t.Data[r*src:(r+1)*src])
+			}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("gguf: tensor %q: reading rows %d..%d: %w", t.Name, r0, r1-1, err)
