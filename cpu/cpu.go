@@ -301,11 +301,15 @@ func (b *Backend) Threads() int { return b.threads }
 // for concurrent use; Close must not run concurrently with them. The
 // matrix must not be modified while loaded.
 type Matrix struct {
-	b      *Backend
-	m      *layout.Q4G128
-	tm     *q4Meta        // set where the backend's batch-1 W4A8 kernel reads it
-	block  *hugemem.Block // the huge-page copy, if any
-	closed atomic.Bool
+	b     *Backend
+	m     *layout.Q4G128
+	tm    *q4Meta        // set where the backend's batch-1 W4A8 kernel reads it
+	block *hugemem.Block // the huge-page copy, if any
+	// mu is read-held by every multiply and write-held by Close, so that
+	// Close waits for the multiplies in flight before it unmaps the
+	// huge-page copy they read.
+	mu     sync.RWMutex
+	closed bool
 }
 
 // q4Meta is a Q4G128 matrix's scales and zeros in super-tile order: per
@@ -389,12 +393,15 @@ func hugeCopy(m *layout.Q4G128) (*layout.Q4G128, *hugemem.Block) {
 	return &c, blk
 }
 
-// Close releases the matrix (and its huge-page copy). Multiplies after
-// Close return ErrClosed.
+// Close releases the matrix (and its huge-page copy), after the
+// multiplies in flight return. Multiplies after Close return ErrClosed.
 func (mx *Matrix) Close() error {
-	if mx.closed.Swap(true) {
+	mx.mu.Lock()
+	defer mx.mu.Unlock()
+	if mx.closed {
 		return ErrClosed
 	}
+	mx.closed = true
 	if mx.block != nil {
 		runtime.SetFinalizer(mx, nil)
 		mx.block.Free()
@@ -414,8 +421,9 @@ func (mx *Matrix) Q4G128() *layout.Q4G128 { return mx.m }
 // 1..MaxBatch (the same value as qgemv.ErrBatch).
 var ErrBatch = errs.ErrBatch
 
+// checkBatch checks batch and that mx is open (mx.mu read-held).
 func (mx *Matrix) checkBatch(batch int) error {
-	if mx.closed.Load() {
+	if mx.closed {
 		return ErrClosed
 	}
 	if batch < 1 || batch > maxBatch {
@@ -457,6 +465,13 @@ func (mx *Matrix) checkFloatArgs(dst, x []float32, batch int) error {
 // with float32 activations (W4A32). Non-finite activations are not
 // checked: they propagate as in any float computation.
 func (mx *Matrix) MulF32(dst, x []float32, batch int) error {
+	mx.mu.RLock()
+	defer mx.mu.RUnlock()
+	return mx.mulF32(dst, x, batch)
+}
+
+// mulF32 is MulF32 with mx.mu read-held.
+func (mx *Matrix) mulF32(dst, x []float32, batch int) error {
 	defer runtime.KeepAlive(mx) // the finalizer frees the huge-page weights the kernels read
 	m := mx.m
 	if err := mx.checkFloatArgs(dst, x, batch); err != nil {
@@ -482,6 +497,8 @@ var widenPool = sync.Pool{New: func() any { return new([]float32) }}
 // MulF16 multiplies binary16 activations, widened exactly to float32
 // (W4A16); the result is that of MulF32 on the widened values.
 func (mx *Matrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
+	mx.mu.RLock()
+	defer mx.mu.RUnlock()
 	if err := mx.checkBatch(batch); err != nil {
 		return err
 	}
@@ -491,7 +508,7 @@ func (mx *Matrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
 	p := widenPool.Get().(*[]float32)
 	*p = grow(*p, len(x))
 	layout.FromFP16s(*p, x)
-	err := mx.MulF32(dst, *p, batch)
+	err := mx.mulF32(dst, *p, batch)
 	widenPool.Put(p)
 	return err
 }
@@ -504,6 +521,8 @@ func (mx *Matrix) MulI32([]int32, []int8, int) error { return noInt32("Q4G128") 
 // computes the W4A8 product into dst. The result is bit-exact across
 // kernel sets and backends. Non-finite activations are an error.
 func (mx *Matrix) MulA8(dst, x []float32, batch int) error {
+	mx.mu.RLock()
+	defer mx.mu.RUnlock()
 	defer runtime.KeepAlive(mx) // see MulF32
 	m := mx.m
 	if err := mx.checkFloatArgs(dst, x, batch); err != nil {
@@ -523,6 +542,8 @@ func (mx *Matrix) MulA8(dst, x []float32, batch int) error {
 // layout.QuantizeA8: xq holds batch*PCols int8 values, xs batch*PCols/128
 // scales.
 func (mx *Matrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) error {
+	mx.mu.RLock()
+	defer mx.mu.RUnlock()
 	defer runtime.KeepAlive(mx) // see MulF32
 	m := mx.m
 	if err := mx.checkBatch(batch); err != nil {

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
-	"sync/atomic"
+	"sync"
 
 	"github.com/qgemv/qgemv/internal/hugemem"
 	"github.com/qgemv/qgemv/internal/mat"
@@ -22,12 +22,16 @@ import (
 // kernels of the backend's kernel set run where it has them for the type,
 // else Go.
 type GGMLMatrix struct {
-	b      *Backend
-	m      *ggml.Matrix // a snapshot of the loaded matrix (Data may be a copy: huge pages, or kern.repack's order)
-	block  *hugemem.Block
-	kern   *ggmlKernel // SIMD kernels for this type and kernel set, or nil
-	goA8   bool        // A8 runs the Go kernel: kern.a8 is inexact for these codes (ggmlKernel.minCode)
-	closed atomic.Bool
+	b     *Backend
+	m     *ggml.Matrix // a snapshot of the loaded matrix (Data may be a copy: huge pages, or kern.repack's order)
+	block *hugemem.Block
+	kern  *ggmlKernel // SIMD kernels for this type and kernel set, or nil
+	goA8  bool        // A8 runs the Go kernel: kern.a8 is inexact for these codes (ggmlKernel.minCode)
+	// mu is read-held by every multiply and write-held by Close, so that
+	// Close waits for the multiplies in flight before it frees the
+	// huge-page block they read.
+	mu     sync.RWMutex
+	closed bool
 }
 
 // ggmlKernel is one type's SIMD kernels on one kernel set: a8 computes
@@ -153,11 +157,15 @@ func (mx *GGMLMatrix) Kernel() string {
 	return name
 }
 
-// Close releases the matrix; later multiplies return ErrClosed.
+// Close releases the matrix, after the multiplies in flight return;
+// later multiplies return ErrClosed.
 func (mx *GGMLMatrix) Close() error {
-	if mx.closed.Swap(true) {
+	mx.mu.Lock()
+	defer mx.mu.Unlock()
+	if mx.closed {
 		return ErrClosed
 	}
+	mx.closed = true
 	if mx.block != nil {
 		runtime.SetFinalizer(mx, nil)
 		mx.block.Free()
@@ -168,8 +176,10 @@ func (mx *GGMLMatrix) Close() error {
 // MulI32 returns an error: GGML blocks have scales.
 func (mx *GGMLMatrix) MulI32([]int32, []int8, int) error { return noInt32(mx.m.Name()) }
 
+// check checks a multiply's arguments and that mx is open (mx.mu
+// read-held).
 func (mx *GGMLMatrix) check(dstLen, xLen, batch, xPer int) error {
-	if mx.closed.Load() {
+	if mx.closed {
 		return ErrClosed
 	}
 	if batch < 1 || batch > maxBatch {
@@ -183,6 +193,13 @@ func (mx *GGMLMatrix) check(dstLen, xLen, batch, xPer int) error {
 
 // MulF32 multiplies float32 activations.
 func (mx *GGMLMatrix) MulF32(dst, x []float32, batch int) error {
+	mx.mu.RLock()
+	defer mx.mu.RUnlock()
+	return mx.mulF32(dst, x, batch)
+}
+
+// mulF32 is MulF32 with mx.mu read-held.
+func (mx *GGMLMatrix) mulF32(dst, x []float32, batch int) error {
 	defer runtime.KeepAlive(mx)
 	if err := mx.check(len(dst), len(x), batch, mx.m.Cols); err != nil {
 		return err
@@ -261,13 +278,15 @@ func ggmlUnitMajor(xt []float32, m *ggml.Matrix, x []float32, batch int, order *
 
 // MulF16 multiplies binary16 activations, widened exactly to float32.
 func (mx *GGMLMatrix) MulF16(dst []float32, x []layout.FP16, batch int) error {
+	mx.mu.RLock()
+	defer mx.mu.RUnlock()
 	if err := mx.check(len(dst), len(x), batch, mx.m.Cols); err != nil {
 		return err
 	}
 	p := widenPool.Get().(*[]float32)
 	*p = grow(*p, len(x))
 	layout.FromFP16s(*p, x)
-	err := mx.MulF32(dst, *p, batch)
+	err := mx.mulF32(dst, *p, batch)
 	widenPool.Put(p)
 	return err
 }
@@ -310,6 +329,8 @@ func dotF32x8(w, x []float32) float32 {
 // MulA8 quantizes x per 128 inputs (layout.QuantizeA8) and multiplies
 // exactly: the result equals ggml.Matrix.DotA8Exact bit for bit.
 func (mx *GGMLMatrix) MulA8(dst, x []float32, batch int) error {
+	mx.mu.RLock()
+	defer mx.mu.RUnlock()
 	defer runtime.KeepAlive(mx)
 	if err := mx.check(len(dst), len(x), batch, mx.m.Cols); err != nil {
 		return err
@@ -330,6 +351,8 @@ func (mx *GGMLMatrix) MulA8(dst, x []float32, batch int) error {
 // values and PCols/128 scales per vector). Other int8 values, -128
 // included, give the exact product of the definition too.
 func (mx *GGMLMatrix) MulI8(dst []float32, xq []int8, xs []float32, batch int) error {
+	mx.mu.RLock()
+	defer mx.mu.RUnlock()
 	defer runtime.KeepAlive(mx)
 	if err := mx.check(len(dst), len(xq), batch, mx.m.PCols); err != nil {
 		return err
