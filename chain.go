@@ -1,8 +1,11 @@
 package qgemv
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
+	"unsafe"
 
 	"github.com/qgemv/qgemv/dispatch"
 	"github.com/qgemv/qgemv/layout"
@@ -26,23 +29,35 @@ func (e *Engine) Chain(dst []int8, mats []*Matrix, alpha []float32, v0 []int8) e
 	}
 	// Read-lock each distinct matrix once for the whole chain (a matrix
 	// may appear more than once; locking it twice could deadlock against
-	// a Close waiting between the two).
-	held := map[*Matrix]bool{}
+	// a Close waiting between the two), in address order: two chains over
+	// the same matrices in other orders, each racing a Close, cannot then
+	// wait on each other (as the buffer operations lock their buffers).
+	var held []*Matrix
+	for i, m := range mats {
+		if m == nil || m.e != e {
+			return fmt.Errorf("qgemv: chain: matrix %d is nil or loaded on another engine", i)
+		}
+		if !slices.Contains(held, m) {
+			held = append(held, m)
+		}
+	}
+	slices.SortFunc(held, func(x, y *Matrix) int {
+		return cmp.Compare(uintptr(unsafe.Pointer(x)), uintptr(unsafe.Pointer(y)))
+	})
+	for _, m := range held {
+		m.mu.RLock()
+		if chainLocked != nil {
+			chainLocked(m)
+		}
+	}
 	defer func() {
-		for m := range held {
+		for _, m := range held {
 			m.mu.RUnlock()
 		}
 	}()
 	n, width := len(v0), len(v0)
 	dm := make([]dispatch.Matrix, len(mats))
 	for i, m := range mats {
-		if m == nil || m.e != e {
-			return fmt.Errorf("qgemv: chain: matrix %d is nil or loaded on another engine", i)
-		}
-		if !held[m] {
-			m.mu.RLock()
-			held[m] = true
-		}
 		if m.closed {
 			return fmt.Errorf("qgemv: chain: matrix %d: %w", i, ErrClosed)
 		}
@@ -78,3 +93,7 @@ func (e *Engine) Chain(dst []int8, mats []*Matrix, alpha []float32, v0 []int8) e
 	copy(dst, v[:n])
 	return nil
 }
+
+// chainLocked, when set (by tests, while no chain runs), is called by
+// Chain after it read-locks each matrix.
+var chainLocked func(m *Matrix)
