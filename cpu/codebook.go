@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 
 	"github.com/qgemv/qgemv/internal/errs"
@@ -31,6 +32,9 @@ type CBMatrix struct {
 	i16st    *cbI16         // the int16 64-row kernels' state (see cbI16), built at load (prepareCodes)
 	tm       []uint32       // the scalar kernel's tile-major code copy (see tileMajor), built at load on HugePages backends, or nil
 	tmBlock  *hugemem.Block // tm's huge-page memory
+	// unclosed free the code copies' huge-page memory if the matrix is
+	// dropped without Close (as LowMatrix.freeWithBlock does).
+	unclosed []runtime.Cleanup
 }
 
 // ErrCodebookA8 is returned by the int8 multiplies of codebook matrices;
@@ -93,6 +97,9 @@ func (b *Backend) LoadCodebook(c *codebook.Codebook, dequant bool) (*CBMatrix, e
 	}
 	mx.kern = cbKernelsFor(b)
 	mx.prepareCodes()
+	for _, blk := range mx.codeBlocks() {
+		mx.unclosed = append(mx.unclosed, runtime.AddCleanup(mx, (*hugemem.Block).Free, blk))
+	}
 	return mx, nil
 }
 
@@ -125,7 +132,12 @@ func (mx *CBMatrix) Close() error {
 		return ErrClosed
 	}
 	mx.closed = true
-	mx.freeCodeCopies()
+	for _, c := range mx.unclosed {
+		c.Stop()
+	}
+	for _, blk := range mx.codeBlocks() {
+		blk.Free()
+	}
 	return nil
 }
 

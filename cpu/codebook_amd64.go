@@ -464,15 +464,17 @@ type cbI16 struct {
 	block  *hugemem.Block // codes' huge-page memory, or nil
 }
 
-// freeCodeCopies releases the huge-page code copies of the int16 and the scalar
-// kernels.
-func (mx *CBMatrix) freeCodeCopies() {
+// codeBlocks returns the huge-page memory of the int16 and the scalar
+// kernels' code copies, if made.
+func (mx *CBMatrix) codeBlocks() []*hugemem.Block {
+	var bs []*hugemem.Block
 	if mx.i16st != nil && mx.i16st.block != nil {
-		mx.i16st.block.Free()
+		bs = append(bs, mx.i16st.block)
 	}
 	if mx.tmBlock != nil {
-		mx.tmBlock.Free()
+		bs = append(bs, mx.tmBlock)
 	}
+	return bs
 }
 
 // cbI16Byte is the byte of a segment's 64 codes whose lookup the int16

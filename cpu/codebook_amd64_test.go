@@ -4,7 +4,9 @@ package cpu
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"testing"
+	"time"
 )
 
 // TestCodebookCopiesAtLoad: on HugePages backends the code copies the
@@ -99,5 +101,61 @@ func TestTransposeI16(t *testing.T) {
 			}
 			mx.Close()
 		}
+	}
+}
+
+// TestCodebookDroppedFreesCopies: a matrix dropped without Close frees
+// its huge-page code copies once collected (they leaked before: only
+// Close freed them), and Close frees them at once.
+func TestCodebookDroppedFreesCopies(t *testing.T) {
+	if raceEnabled { // the cleanup's write of Bytes is not ordered before the reads below
+		t.Skip("race detector")
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	c := randomCodebook(t, rng, 2048, 512, 1, 4, 8, 128, false)
+	for _, isa := range []ISA{AVX512VNNI, AVX2} {
+		be, err := New(Config{ISA: isa, HugePages: true})
+		if err != nil {
+			t.Logf("%s: %v", isa, err)
+			continue
+		}
+		mx, err := be.LoadCodebook(c, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := mx.codeBlocks()
+		if len(blocks) == 0 {
+			t.Fatalf("%s: no huge-page code copy (kernel %s)", isa, mx.Kernel())
+		}
+		if err := mx.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range blocks {
+			if b.Bytes != nil {
+				t.Errorf("%s: Close kept a code copy", isa)
+			}
+		}
+		mx, err = be.LoadCodebook(c, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks = mx.codeBlocks()
+		mx = nil
+		kept := func() bool {
+			for _, b := range blocks {
+				if b.Bytes != nil {
+					return true
+				}
+			}
+			return false
+		}
+		for i := 0; i < 200 && kept(); i++ {
+			runtime.GC()
+			time.Sleep(time.Millisecond)
+		}
+		if kept() {
+			t.Errorf("%s: a dropped matrix kept its code copies", isa)
+		}
+		be.Close()
 	}
 }

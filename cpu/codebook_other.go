@@ -2,6 +2,8 @@
 
 package cpu
 
+import "github.com/qgemv/qgemv/internal/hugemem"
+
 // cbKernels is empty without assembly.
 type cbKernels struct {
 	table func(ct, x, out []float32, nseg, k, v int)
@@ -23,5 +25,5 @@ func (mx *CBMatrix) i16() bool { return false }
 // prepareCodes has no kernel state to build without assembly.
 func (mx *CBMatrix) prepareCodes() {}
 
-// freeCodeCopies has nothing to free without assembly.
-func (mx *CBMatrix) freeCodeCopies() {}
+// codeBlocks: no code copies without assembly.
+func (mx *CBMatrix) codeBlocks() []*hugemem.Block { return nil }

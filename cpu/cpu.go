@@ -281,8 +281,8 @@ func New(cfg Config) (*Backend, error) {
 }
 
 // Close stops the backend's worker goroutines. Matrices loaded on it
-// must not be multiplied afterwards (the qgemv API closes them first);
-// a second Close returns ErrClosed.
+// still multiply afterwards, on goroutines started per call (the qgemv
+// API closes them first); a second Close returns ErrClosed.
 func (b *Backend) Close() error {
 	if b.closed.Swap(true) {
 		return ErrClosed
@@ -298,8 +298,8 @@ func (b *Backend) ISA() ISA { return b.set.isa }
 func (b *Backend) Threads() int { return b.threads }
 
 // Matrix is a Q4G128 matrix bound to a CPU backend. Multiplies are safe
-// for concurrent use; Close must not run concurrently with them. The
-// matrix must not be modified while loaded.
+// for concurrent use, also with Close, which waits for them. The matrix
+// must not be modified while loaded.
 type Matrix struct {
 	b     *Backend
 	m     *layout.Q4G128

@@ -19,8 +19,9 @@ import (
 )
 
 // Matrix is a matrix loaded onto an OpenCL device. Multiplies are safe
-// for concurrent use (the backend serializes launches); Close must not
-// run concurrently with them.
+// for concurrent use (the backend serializes launches), also with Close:
+// a multiply checks the matrix under the backend's lock, which Close
+// takes to free it, and returns ErrClosed after it.
 type Matrix struct {
 	handle
 	m      layout.Matrix
