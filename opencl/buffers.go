@@ -64,17 +64,21 @@ func (b *Backend) NewBuf(size int64) (devbuf.Buf, error) {
 // Size returns the buffer's bytes.
 func (d *Buf) Size() int64 { return int64(d.size) }
 
-// Close releases the buffer.
+// Close releases the buffer; a second Close returns ErrClosed, as every
+// later use does.
 func (d *Buf) Close() error {
 	d.b.mu.Lock()
 	defer d.b.mu.Unlock()
+	if d.buf.m == nil {
+		return ErrClosed
+	}
 	d.buf.release()
 	return nil
 }
 
 func (d *Buf) span(op string, off int64, n int) error {
 	if d.buf.m == nil {
-		return fmt.Errorf("opencl: %s of a closed buffer", op)
+		return fmt.Errorf("opencl: %s of a closed buffer: %w", op, ErrClosed)
 	}
 	if off < 0 || off > int64(d.size)-int64(n) {
 		return fmt.Errorf("opencl: %s of %d bytes at %d: the buffer holds %d", op, n, off, d.size)
@@ -155,7 +159,7 @@ func (b *Backend) bufOf(op string, i int, v devbuf.Buf) (*buffer, error) {
 		return nil, fmt.Errorf("opencl: %s: operand %d is not a buffer of this backend", op, i)
 	}
 	if d.buf.m == nil {
-		return nil, fmt.Errorf("opencl: %s: operand %d is closed", op, i)
+		return nil, fmt.Errorf("opencl: %s: operand %d: %w", op, i, ErrClosed)
 	}
 	return d.buf, nil
 }

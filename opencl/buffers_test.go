@@ -22,11 +22,11 @@ func f32Bytes(s []float32) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(&
 // TestDeviceBuffers: on device buffers, MulA8Buf and QuantizeBuf +
 // MulI8Buf give MulA8's bits (Q4G128, Bits4G128 act-order, Sparse12G128;
 // batch 1, 3 and 16), MulF16Buf MulF16's result on the rounded values
-// within 1e-5 of its largest, SwiGLU, Add and Scale the host formulas, a NaN is
-// reported once by the next Wait, and foreign or closed buffers are
-// errors. It runs twice: with the device's own buffer kind and with
-// buffers that are never mapped (copies through clEnqueueRead/Write, as
-// on a discrete GPU).
+// within 1e-5 of its largest, SwiGLU, Add and Scale the host formulas, a
+// NaN is reported once by the next Wait, foreign buffers are errors and
+// closed ones ErrClosed (a second Close too). It runs twice: with the
+// device's own buffer kind and with buffers that are never mapped
+// (copies through clEnqueueRead/Write, as on a discrete GPU).
 func TestDeviceBuffers(t *testing.T) {
 	backend(t) // skips without a device
 	for _, mapped := range []bool{true, false} {
@@ -155,9 +155,20 @@ func deviceBuffers(t *testing.T, b *Backend) {
 			if err := b.Wait(); err != nil {
 				t.Fatalf("second Wait: %v", err)
 			}
-			nb.Close()
-			if err := mx.MulA8Buf(yb, nb, 1); err == nil {
-				t.Fatal("a closed buffer was accepted")
+			if err := nb.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := mx.MulA8Buf(yb, nb, 1); !errors.Is(err, ErrClosed) {
+				t.Fatalf("a closed operand: %v, want ErrClosed", err)
+			}
+			if err := nb.Write(0, make([]byte, 4)); !errors.Is(err, ErrClosed) {
+				t.Fatalf("Write after Close: %v, want ErrClosed", err)
+			}
+			if err := nb.Read(0, make([]byte, 4)); !errors.Is(err, ErrClosed) {
+				t.Fatalf("Read after Close: %v, want ErrClosed", err)
+			}
+			if err := nb.Close(); !errors.Is(err, ErrClosed) {
+				t.Fatalf("second Close: %v, want ErrClosed", err)
 			}
 		}
 		if err := mx.Close(); err != nil {
