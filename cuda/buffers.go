@@ -77,6 +77,7 @@ func (d *DevBuf) Close() error {
 	err := d.b.do(func() error {
 		_ = cu.Synchronize() // queued kernels may still use the memory
 		d.buf.free()
+		d.b.freeGen++ // graphs captured before may use the memory
 		return nil
 	})
 	if errors.Is(err, ErrClosed) { // the context's memory went with the backend

@@ -304,9 +304,10 @@ type Backend struct {
 	// graph (graph.go), which the legacy stream cannot.
 	stream cu.Stream
 	// scratchGen counts reallocations of scratch buffers, pinGen those
-	// of pinned staging buffers: a graph captured before one may address
-	// freed memory (graph.go).
-	scratchGen, pinGen uint64
+	// of pinned staging buffers, freeGen the frees of buffers and
+	// matrices (Close): a graph captured before one may address freed
+	// memory (graph.go).
+	scratchGen, pinGen, freeGen uint64
 	// hostGraphs: host-slice multiplies captured as graphs (graph.go),
 	// unless hostGraphOff (EnvHostGraph).
 	hostGraphs   map[hostGraphKey]*hostGraph

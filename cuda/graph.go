@@ -60,12 +60,13 @@ import (
 
 // Graph is a captured sequence of queued operations (devbuf.Graph).
 type Graph struct {
-	b      *Backend
-	g      C.CUgraph
-	x      C.CUgraphExec
-	gen    uint64 // b.scratchGen at capture
-	pinGen uint64 // b.pinGen at capture (IOGraph: its staging memory)
-	status bool   // a captured kernel may set the status word
+	b       *Backend
+	g       C.CUgraph
+	x       C.CUgraphExec
+	gen     uint64 // b.scratchGen at capture
+	pinGen  uint64 // b.pinGen at capture (IOGraph: its staging memory)
+	freeGen uint64 // b.freeGen at capture
+	status  bool   // a captured kernel may set the status word
 	// ans: the entropy-coded matrices the captured launches' status tags
 	// index (the start of b.ansQueued at the capture, up to the highest
 	// tag used); a launch needs them queued in that order.
@@ -137,7 +138,7 @@ func (b *Backend) capture(gr *Graph, fn func() error, io *ioCopies) error {
 			b.statusQueued, b.wsZero = savedStatus, savedWS
 			return fmt.Errorf("cuda: beginning a graph capture: CUresult %d", int(r))
 		}
-		gr.gen, gr.pinGen = b.scratchGen, b.pinGen
+		gr.gen, gr.pinGen, gr.freeGen = b.scratchGen, b.pinGen, b.freeGen
 		if io != nil && io.nin > 0 {
 			if err := b.fromPinned(b.pinned["ioin"], io.in, io.nin); err != nil {
 				C.qgEndCapture(b.cstream(), &gr.g, &gr.x) // ended, nothing kept
@@ -228,7 +229,7 @@ func (b *Backend) CaptureIO(in devbuf.Buf, nin int64, out devbuf.Buf, nout int64
 // the work queued before it), copies the output into dst and returns the
 // first fault the work met, as DevBuf.Read does. It returns false,
 // having done nothing, when memory the graph uses moved since the
-// capture.
+// capture, or when a buffer or matrix of the backend was closed since.
 func (g *IOGraph) Run(src, dst []byte) (bool, error) {
 	if int64(len(src)) != g.io.nin || int64(len(dst)) != g.io.nout {
 		return false, fmt.Errorf("cuda: graph run with %d bytes in and %d out, captured with %d and %d", len(src), len(dst), g.io.nin, g.io.nout)
@@ -245,8 +246,8 @@ func ioRunReq(r *mulReq) error {
 	if g.closed {
 		return ErrClosed
 	}
-	if g.gen != b.scratchGen || g.pinGen != b.pinGen {
-		return nil // stale: r.ok stays false
+	if g.stale() || g.pinGen != b.pinGen {
+		return nil // r.ok stays false
 	}
 	hin, hout := b.pinned["ioin"], b.pinned["ioout"]
 	copy(hin.bytes(len(r.data)), r.data)
@@ -270,8 +271,10 @@ func ioRunReq(r *mulReq) error {
 
 // Launch queues the captured operations again. It returns false, having
 // queued nothing, when the backend's scratch memory moved since the
-// capture, or when entropy-coded matrices queued since the last Wait
-// leave the captured status tags naming others (capture again).
+// capture, when a buffer or matrix of the backend was closed since (it
+// may be one the graph reads or writes: its memory is freed), or when
+// entropy-coded matrices queued since the last Wait leave the captured
+// status tags naming others (capture again).
 func (g *Graph) Launch() (bool, error) {
 	r := newReq()
 	defer r.free()
@@ -285,7 +288,7 @@ func launchReq(r *mulReq) error {
 	if g.closed {
 		return ErrClosed
 	}
-	if g.gen != b.scratchGen {
+	if g.stale() {
 		return nil
 	}
 	if len(g.ans) > 0 { // the tags must name the same matrices
@@ -465,3 +468,9 @@ func (b *Backend) dropHostGraphs(mx *Matrix) {
 		}
 	}
 }
+
+// stale reports whether memory the graph may use was freed since its
+// capture: scratch memory reallocated, or a buffer or matrix closed (in
+// a backend call). A launch would read and write freed memory, or memory
+// a later allocation reused.
+func (g *Graph) stale() bool { return g.gen != g.b.scratchGen || g.freeGen != g.b.freeGen }

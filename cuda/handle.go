@@ -38,6 +38,7 @@ func (h *handle) close(free func()) error {
 	err := h.b.do(func() error {
 		_ = cu.Synchronize() // multiplies on buffers may still be queued
 		free()
+		h.b.freeGen++ // graphs captured before may use the memory
 		return nil
 	})
 	if errors.Is(err, ErrClosed) {

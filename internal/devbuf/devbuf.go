@@ -38,7 +38,8 @@ type Capturer interface {
 type Graph interface {
 	// Launch queues the captured work again. It returns false, having
 	// queued nothing, when the graph no longer fits the backend's state
-	// (memory it uses moved since the capture): capture again.
+	// (memory it uses moved or was freed since the capture): capture
+	// again.
 	Launch() (bool, error)
 	// Close frees the graph.
 	Close() error
