@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -216,15 +215,7 @@ func fileExists(p string) bool {
 // shard mapped and parsed, checked against the index, and merged into
 // one file in index order.
 func (md *Model) openSharded() error {
-	if md.size > safetensors.MaxIndex {
-		return fmt.Errorf("index of %d bytes, above the %d-byte limit", md.size, safetensors.MaxIndex)
-	}
-	fh, err := os.Open(md.path)
-	if err != nil {
-		return err
-	}
-	data, err := io.ReadAll(io.LimitReader(fh, safetensors.MaxIndex+1)) // the file may have grown since Stat
-	fh.Close()
+	data, err := mmap.ReadSmall(md.path, safetensors.MaxIndex)
 	if err != nil {
 		return err
 	}

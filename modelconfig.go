@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/qgemv/qgemv/internal/mmap"
 )
 
 // QuantConfig is what a quantized checkpoint's config files say about
@@ -41,6 +42,10 @@ type QuantConfig struct {
 // and AutoAWQ's quant_config.json.
 var quantConfigFiles = []string{"config.json", "quantize_config.json", "quant_config.json"}
 
+// maxConfigBytes bounds a config file (a few KB in practice): a larger
+// one is an error, not a read of whatever the path yields.
+const maxConfigBytes = 16 << 20
+
 // quantField is one value a config file gives.
 type quantField struct {
 	file string
@@ -55,7 +60,7 @@ func readQuantConfig(dir string) (QuantConfig, error) {
 	var used []string
 	for _, name := range quantConfigFiles {
 		path := filepath.Join(dir, name)
-		raw, err := os.ReadFile(path)
+		raw, err := mmap.ReadSmall(path, maxConfigBytes)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}

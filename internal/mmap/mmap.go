@@ -17,8 +17,13 @@ type File struct {
 	f      *os.File // the mapped file, kept open for ReadInto
 }
 
-// Open maps (or reads) the file at path.
+// Open maps (or reads) the file at path, a regular file: anything else
+// (a directory, a device, a FIFO, whose open would wait for a writer) is
+// an error before it is opened.
 func Open(path string) (*File, error) {
+	if err := regular(path); err != nil {
+		return nil, err
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -123,4 +128,40 @@ func OpenParsed[T any](pkg, path string, parse func([]byte) (T, error)) (T, *Fil
 		return zero, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return v, m, nil
+}
+
+// regular returns an error unless path names a regular file (following
+// symbolic links).
+func regular(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("mmap: %s is not a regular file (%v)", path, st.Mode().Type())
+	}
+	return nil
+}
+
+// ReadSmall reads the regular file at path whole, if it holds at most max
+// bytes: the small JSON files beside a model (config files, shard
+// indexes), which must not be a FIFO (its open would wait for a writer),
+// a device or a file too large to be one of them.
+func ReadSmall(path string, max int64) ([]byte, error) {
+	if err := regular(path); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%s: above the %d-byte limit", path, max)
+	}
+	return data, nil
 }
