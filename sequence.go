@@ -51,19 +51,28 @@ type recorder struct {
 // engine instead of running them; they are validated as they are
 // recorded (a bad one is fn's error to return) and run by
 // Sequence.Run. Operations from other goroutines while fn runs are
-// recorded too: record from one goroutine at a time. Host reads and
-// writes (Buffer.Read, Write) are not recorded: they run.
+// recorded too: record from one goroutine at a time (a Record while
+// another is in progress, fn's own included, is an error). Host reads
+// and writes (Buffer.Read, Write) are not recorded: they run. If fn
+// panics, the recording ends (the engine runs operations again) and the
+// panic goes on.
 func (e *Engine) Record(fn func() error) (*Sequence, error) {
+	if fn == nil {
+		return nil, errors.New("qgemv: record: fn is nil")
+	}
 	e.mu.RLock()
 	if e.closed {
 		e.mu.RUnlock()
 		return nil, ErrClosed
 	}
 	e.mu.RUnlock()
-	e.recMu.Lock()
+	if !e.recMu.TryLock() {
+		return nil, errors.New("qgemv: record: another recording is in progress on this engine (Record is not reentrant)")
+	}
 	defer e.recMu.Unlock()
 	r := &recorder{}
 	e.rec.Store(r)
+	defer e.rec.Store(nil)
 	err := fn()
 	e.rec.Store(nil)
 	if err != nil {
@@ -90,6 +99,9 @@ func (e *Engine) record(op func(seq bool) error) bool {
 	return true
 }
 
+// errNoRecord is the error of a Sequence not made by Engine.Record.
+var errNoRecord = errors.New("qgemv: sequence: not made by Engine.Record")
+
 // Run queues the recorded operations in order. A buffer or matrix closed
 // since recording makes Run fail with ErrClosed at that operation, the
 // ones before it queued.
@@ -98,6 +110,9 @@ func (s *Sequence) Run() error {
 	defer s.mu.Unlock()
 	if s.closed {
 		return ErrClosed
+	}
+	if s.e == nil {
+		return errNoRecord
 	}
 	return s.run()
 }
@@ -185,6 +200,9 @@ func (s *Sequence) RunIO(in *Buffer, x []float32, out *Buffer, y []float32) erro
 	defer s.mu.Unlock()
 	if s.closed {
 		return ErrClosed
+	}
+	if s.e == nil {
+		return errNoRecord
 	}
 	if in == nil || out == nil || in.e != s.e || out.e != s.e {
 		return errors.New("qgemv: sequence run: a buffer is nil or belongs to another engine")

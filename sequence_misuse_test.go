@@ -1,0 +1,80 @@
+package qgemv_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/qgemv/qgemv"
+)
+
+// TestRecordMisuse: Record(nil), a Record inside Record's fn, a panic in
+// fn and a Sequence not made by Record are errors (or the panic, passed
+// on), and the engine runs buffer operations normally afterwards. Before,
+// Record(nil) and the zero Sequence's Run panicked with a nil
+// dereference, the nested Record waited for ever on the recording lock,
+// and after a recovered panic in fn every later buffer operation was
+// silently recorded into the dead recording instead of running.
+func TestRecordMisuse(t *testing.T) {
+	eng, err := qgemv.Open(qgemv.WithBackend("cpu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	b, err := eng.NewBuffer(4, qgemv.Float32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Record(nil); err == nil {
+		t.Error("Record(nil) accepted")
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := eng.Record(func() error {
+			_, err := eng.Record(func() error { return eng.Scale(b, b, 2) })
+			return err
+		})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("a Record inside Record accepted")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a Record inside Record still waiting after 10 s")
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("the panic in fn was not passed on")
+			}
+		}()
+		eng.Record(func() error {
+			if err := eng.Scale(b, b, 2); err != nil {
+				return err
+			}
+			panic("fn fails")
+		})
+	}()
+	if err := b.Write([]float32{1, 2, 3, 4}); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Scale(b, b, 2); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, 4)
+	if err := b.Read(got); err != nil {
+		t.Fatal(err)
+	}
+	if want := []float32{2, 4, 6, 8}; !slices.Equal(got, want) {
+		t.Errorf("Scale after a panicking Record: %v, want %v (recorded instead of run?)", got, want)
+	}
+	var s qgemv.Sequence
+	if err := s.Run(); err == nil {
+		t.Error("Run of a zero Sequence accepted")
+	}
+	if err := s.RunIO(b, got, b, got); err == nil {
+		t.Error("RunIO of a zero Sequence accepted")
+	}
+}
