@@ -15,9 +15,9 @@ import (
 // plain twin's bit for bit.
 
 func init() {
-	loaders.Register(layout.FormatANSBits, func(b *Backend, m layout.Matrix) (Mat, error) {
-		return mat.Bind(b.LoadANSBits(m.(*ans.Bits)))
-	})
+	loaders.Register(layout.FormatANSBits, mat.Typed("cpu", func(b *Backend, m *ans.Bits) (Mat, error) {
+		return mat.Bind(b.LoadANSBits(m))
+	}))
 }
 
 // LoadANSBits validates m and binds it to the backend (the code and

@@ -56,7 +56,7 @@ var streamShapes = []struct {
 }{{"seq", streamReadGeneric, false}, {"x4", nil, false}, {"pf", nil, false}, {"nt", nil, false}, {"win", nil, true}}
 
 func streamReadWith(read func([]uint64) uint64, buf []uint64, threads int) uint64 {
-	threads = max(1, threads)
+	threads = readThreads(threads, len(buf))
 	per := (len(buf) + threads - 1) / threads
 	per = (per + 7) &^ 7
 	return streamTeam(threads, func(t int) uint64 {
@@ -73,7 +73,7 @@ func streamReadWindow(read func([]uint64) uint64, buf []uint64, threads int) uin
 
 // streamReadClaims is streamReadWindow with claims of per words.
 func streamReadClaims(read func([]uint64) uint64, buf []uint64, threads, per int) uint64 {
-	threads = max(1, threads)
+	threads = readThreads(threads, len(buf))
 	n := (len(buf) + per - 1) / per
 	var next atomic.Int64
 	return streamTeam(threads, func(int) uint64 {
@@ -107,6 +107,16 @@ func StreamReadTiles(buf []uint64, threads, rows, rowBytes int) (uint64, error) 
 
 // streamTiles is StreamReadTiles' loop (set where the CPU has it).
 var streamTiles func(b []uint64, rows, rowBytes int) uint64
+
+// readThreads bounds a read's goroutines: at least one, at most one per
+// 8 words of n and maxReadThreads (a caller's absurd count would
+// otherwise size the checksum slice past what make can allocate).
+func readThreads(threads, n int) int {
+	return max(1, min(threads, n/8, maxReadThreads))
+}
+
+// maxReadThreads is the most goroutines a streaming read starts.
+const maxReadThreads = 4096
 
 // streamTeam runs part(t) for t < threads on a worker team of its own
 // (stopped when the read is done) and xors their checksums.

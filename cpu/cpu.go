@@ -349,9 +349,9 @@ func newQ4Meta(m *layout.Q4G128, rows int) *q4Meta {
 var ErrClosed = errs.ErrClosed
 
 func init() {
-	loaders.Register(layout.FormatQ4G128, func(b *Backend, m layout.Matrix) (Mat, error) {
-		return mat.Bind(b.Load(m.(*layout.Q4G128)))
-	})
+	loaders.Register(layout.FormatQ4G128, mat.Typed("cpu", func(b *Backend, m *layout.Q4G128) (Mat, error) {
+		return mat.Bind(b.Load(m))
+	}))
 }
 
 // Load validates m and binds it to the backend. The matrix's data is

@@ -598,3 +598,21 @@ func BenchmarkQ4G128Cached(b *testing.B) {
 		be.Close()
 	}
 }
+
+// TestStreamReadThreads: absurd thread counts read the buffer with a
+// bounded team (StreamRead(buf, math.MaxInt) panicked in make before)
+// and give the same checksum.
+func TestStreamReadThreads(t *testing.T) {
+	buf := streamTestBuf(1000)
+	want := StreamRead(buf, 1)
+	for _, threads := range []int{-5, 0, 3, 1 << 20, math.MaxInt} {
+		if got := StreamRead(buf, threads); got != want {
+			t.Errorf("%d threads: checksum %x, want %x", threads, got, want)
+		}
+		for _, shape := range ReadShapes() {
+			if got, err := StreamReadShape(buf, threads, shape); err != nil || got != want {
+				t.Errorf("%s, %d threads: checksum %x (%v), want %x", shape, threads, got, err, want)
+			}
+		}
+	}
+}

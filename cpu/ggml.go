@@ -86,9 +86,9 @@ type ggmlCall struct {
 }
 
 func init() {
-	loaders.Register(layout.FormatGGML, func(b *Backend, m layout.Matrix) (Mat, error) {
-		return mat.Bind(b.LoadGGML(m.(*ggml.Matrix)))
-	})
+	loaders.Register(layout.FormatGGML, mat.Typed("cpu", func(b *Backend, m *ggml.Matrix) (Mat, error) {
+		return mat.Bind(b.LoadGGML(m))
+	}))
 }
 
 // LoadGGML validates m and binds it to the backend: used in place, or

@@ -171,14 +171,14 @@ func dotInt8(w, v []int8) int32 {
 }
 
 func init() {
-	loaders.Register(layout.FormatInt8, func(b *Backend, m layout.Matrix) (Mat, error) {
-		t := m.(*layout.Int8)
+	loaders.Register(layout.FormatInt8, mat.Typed("cpu", func(b *Backend, m *layout.Int8) (Mat, error) {
+		t := m
 		return mat.Bind(b.LoadInt8(t.W, t.Rows, t.Cols))
-	})
-	loaders.Register(layout.FormatANS, func(b *Backend, m layout.Matrix) (Mat, error) {
-		a := *m.(*ans.Matrix) // a snapshot of the fields, as Load takes
+	}))
+	loaders.Register(layout.FormatANS, mat.Typed("cpu", func(b *Backend, m *ans.Matrix) (Mat, error) {
+		a := *m // a snapshot of the fields, as Load takes
 		return &ANSMatrix{int8Only: int8Only{a.Name()}, b: b, m: &a}, nil
-	})
+	}))
 }
 
 // ANSMatrix is an entropy-coded int8 matrix (layout/ans) bound to a CPU

@@ -63,12 +63,12 @@ func newWords(n int, huge bool) ([]uint32, *hugemem.Block) {
 }
 
 func init() {
-	loaders.Register(layout.FormatBits, func(b *Backend, m layout.Matrix) (Mat, error) {
-		return mat.Bind(b.LoadBits(m.(*layout.Bits)))
-	})
-	loaders.Register(layout.FormatSparse12, func(b *Backend, m layout.Matrix) (Mat, error) {
-		return mat.Bind(b.LoadSparse12(m.(*layout.Sparse12)))
-	})
+	loaders.Register(layout.FormatBits, mat.Typed("cpu", func(b *Backend, m *layout.Bits) (Mat, error) {
+		return mat.Bind(b.LoadBits(m))
+	}))
+	loaders.Register(layout.FormatSparse12, mat.Typed("cpu", func(b *Backend, m *layout.Sparse12) (Mat, error) {
+		return mat.Bind(b.LoadSparse12(m))
+	}))
 }
 
 // MulI32 returns an error: Bits and Sparse12 have scales.

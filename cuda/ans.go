@@ -19,13 +19,13 @@ import (
 // The kernels of ans.cu.
 func init() {
 	addKernels("ans_rows", "ans_stripes", "ans_decode", "int8_gemv16", "int8_gemv1", "ans_requant")
-	loaders.Register(layout.FormatInt8, func(b *Backend, m layout.Matrix) (Mat, error) {
-		t := m.(*layout.Int8)
+	loaders.Register(layout.FormatInt8, mat.Typed("cuda", func(b *Backend, m *layout.Int8) (Mat, error) {
+		t := m
 		return mat.Bind(b.LoadInt8(t.W, t.Rows, t.Cols))
-	})
-	loaders.Register(layout.FormatANS, func(b *Backend, m layout.Matrix) (Mat, error) {
-		return mat.Bind(b.LoadANS(m.(*ans.Matrix)))
-	})
+	}))
+	loaders.Register(layout.FormatANS, mat.Typed("cuda", func(b *Backend, m *ans.Matrix) (Mat, error) {
+		return mat.Bind(b.LoadANS(m))
+	}))
 }
 
 // int8Only answers the float and A8 multiplies of the int8 formats.

@@ -15,9 +15,9 @@ import (
 // twin's.
 
 func init() {
-	loaders.Register(layout.FormatANSBits, func(b *Backend, m layout.Matrix) (Mat, error) {
-		return mat.Bind(b.loadANSBits(m.(*ans.Bits)))
-	})
+	loaders.Register(layout.FormatANSBits, mat.Typed("cuda", func(b *Backend, m *ans.Bits) (Mat, error) {
+		return mat.Bind(b.loadANSBits(m))
+	}))
 }
 
 // loadANSBits copies m's metadata and its code to the device.

@@ -32,9 +32,9 @@ type GGMLMatrix struct {
 const ggmlThreads = 64
 
 func init() {
-	loaders.Register(layout.FormatGGML, func(b *Backend, m layout.Matrix) (Mat, error) {
-		return mat.Bind(b.LoadGGML(m.(*ggml.Matrix)))
-	})
+	loaders.Register(layout.FormatGGML, mat.Typed("cuda", func(b *Backend, m *ggml.Matrix) (Mat, error) {
+		return mat.Bind(b.LoadGGML(m))
+	}))
 	for _, t := range ggml.Types {
 		addKernels("ggml_a8_"+t.SpecName(), "ggml_f32_"+t.SpecName())
 	}

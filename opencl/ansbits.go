@@ -17,9 +17,9 @@ import (
 // plain twin's.
 
 func init() {
-	loaders.Register(layout.FormatANSBits, func(b *Backend, m layout.Matrix) (Mat, error) {
-		return mat.Bind(b.loadANSBits(m.(*ans.Bits)))
-	})
+	loaders.Register(layout.FormatANSBits, mat.Typed("opencl", func(b *Backend, m *ans.Bits) (Mat, error) {
+		return mat.Bind(b.loadANSBits(m))
+	}))
 }
 
 // loadANSBits copies m's metadata (as a Bits matrix without words) and

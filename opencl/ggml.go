@@ -31,9 +31,9 @@ type GGMLMatrix struct {
 }
 
 func init() {
-	loaders.Register(layout.FormatGGML, func(b *Backend, m layout.Matrix) (Mat, error) {
-		return mat.Bind(b.LoadGGML(m.(*ggml.Matrix)))
-	})
+	loaders.Register(layout.FormatGGML, mat.Typed("opencl", func(b *Backend, m *ggml.Matrix) (Mat, error) {
+		return mat.Bind(b.LoadGGML(m))
+	}))
 }
 
 // ggmlWG is the work-group size ggml.cl requires.

@@ -25,13 +25,13 @@ func init() {
 	for _, id := range []layout.FormatID{layout.FormatQ4G128, layout.FormatBits, layout.FormatSparse12, layout.FormatCodebook} {
 		loaders.Register(id, basic)
 	}
-	loaders.Register(layout.FormatInt8, func(b *Backend, m layout.Matrix) (Mat, error) {
-		t := m.(*layout.Int8)
+	loaders.Register(layout.FormatInt8, mat.Typed("opencl", func(b *Backend, m *layout.Int8) (Mat, error) {
+		t := m
 		return mat.Bind(b.LoadInt8(t.W, t.Rows, t.Cols))
-	})
-	loaders.Register(layout.FormatANS, func(b *Backend, m layout.Matrix) (Mat, error) {
-		return mat.Bind(b.LoadANS(m.(*ans.Matrix)))
-	})
+	}))
+	loaders.Register(layout.FormatANS, mat.Typed("opencl", func(b *Backend, m *ans.Matrix) (Mat, error) {
+		return mat.Bind(b.LoadANS(m))
+	}))
 }
 
 // LoadMatrix validates m and copies it to the device with the kernels its

@@ -80,3 +80,18 @@ func Bind[T Matrix](m T, err error) (Matrix, error) {
 	}
 	return m, nil
 }
+
+// Typed adapts a loader of one concrete layout type T: a matrix that
+// reports T's format but is another type (a caller's type embedding a
+// layout matrix, say) is an error naming both, not a failed type
+// assertion.
+func Typed[B any, T layout.Matrix](backend string, load func(*B, T) (Matrix, error)) func(*B, layout.Matrix) (Matrix, error) {
+	return func(b *B, m layout.Matrix) (Matrix, error) {
+		t, ok := m.(T)
+		if !ok {
+			var want T
+			return nil, fmt.Errorf("%s: load: a matrix of format %v must be a %T, not a %T", backend, m.Spec().Format, want, m)
+		}
+		return load(b, t)
+	}
+}

@@ -150,8 +150,13 @@ func (t Type) BlockBytes() int { return infos[t].bytes }
 // types are one sub-block).
 func (t Type) SubLen() int { return infos[t].sub }
 
-// SubBlocks returns the sub-blocks per block.
-func (t Type) SubBlocks() int { return infos[t].elems / infos[t].sub }
+// SubBlocks returns the sub-blocks per block (0 if unknown).
+func (t Type) SubBlocks() int {
+	if infos[t].sub == 0 {
+		return 0
+	}
+	return infos[t].elems / infos[t].sub
+}
 
 // Super reports whether t is a 256-element super-block type.
 func (t Type) Super() bool { return infos[t].elems == 256 }
@@ -235,8 +240,13 @@ func NewShape(t Type, rows, cols int) (*Matrix, error) {
 	return &Matrix{Type: t, Rows: rows, Cols: cols, PCols: t.PadCols(cols)}, nil
 }
 
-// Blocks returns the blocks per (padded) row.
-func (m *Matrix) Blocks() int { return m.PCols / m.Type.BlockElems() }
+// Blocks returns the blocks per (padded) row (0 for an unknown type).
+func (m *Matrix) Blocks() int {
+	if m.Type.BlockElems() == 0 {
+		return 0
+	}
+	return m.PCols / m.Type.BlockElems()
+}
 
 // RowBytes returns the bytes of one row.
 func (m *Matrix) RowBytes() int { return m.Blocks() * m.Type.BlockBytes() }

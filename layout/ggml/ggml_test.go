@@ -151,3 +151,20 @@ func TestValidate(t *testing.T) {
 		t.Error("type 16 accepted")
 	}
 }
+
+// TestUnknownTypeAccessors: the per-type accessors of an unknown type
+// return zero instead of dividing by its zero sizes (SubBlocks and
+// Blocks panicked before).
+func TestUnknownTypeAccessors(t *testing.T) {
+	u := Type(99)
+	if u.Known() || u.SubBlocks() != 0 || u.BlockElems() != 0 || u.BlockBytes() != 0 {
+		t.Errorf("unknown type: known %v, sub-blocks %d, elems %d, bytes %d", u.Known(), u.SubBlocks(), u.BlockElems(), u.BlockBytes())
+	}
+	m := &Matrix{Type: u, Rows: 2, Cols: 256, PCols: 256}
+	if m.Blocks() != 0 || m.RowBytes() != 0 || m.BitsPerWeight() != 0 {
+		t.Errorf("unknown type matrix: blocks %d, row bytes %d, bits %v", m.Blocks(), m.RowBytes(), m.BitsPerWeight())
+	}
+	if m.Validate() == nil {
+		t.Error("a matrix of an unknown type validated")
+	}
+}
