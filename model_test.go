@@ -484,3 +484,50 @@ func TestModelFloatRows(t *testing.T) {
 		}
 	}
 }
+
+// TestModelHQQConfig: a config.json in transformers' HqqConfig shape
+// (quant_method beside quant_config, the settings in
+// weight_quant_params) names the method, so GPTQ layers under it are not
+// loaded as if the config were theirs, and an axis other than 1 is an
+// error. The method was lost before (the nested object replaced the
+// outer one) and the GPTQ layers loaded with the HQQ settings.
+func TestModelHQQConfig(t *testing.T) {
+	l := testmodel.Llama{Layers: 1, Hidden: 256, FFN: 512, KV: 128, Seed: 1}
+	path := writeGPTQ(t, l, testmodel.GPTQConfig{Bits: 4, Group: 128})
+	dir := filepath.Dir(path)
+	os.Remove(filepath.Join(dir, "quantize_config.json"))
+	write := func(axis int) {
+		cfg := fmt.Sprintf(`{"quantization_config":{"quant_method":"hqq","quant_config":{"weight_quant_params":{"nbits":4,"group_size":128,"axis":%d}}}}`, axis)
+		if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(1)
+	md, err := qgemv.OpenModel(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := md.QuantConfig(); q.Method != "hqq" || q.Bits != 4 || q.GroupSize != 128 {
+		t.Errorf("QuantConfig %+v, want hqq, 4 bits, group 128", q)
+	}
+	eng, err := qgemv.Open(qgemv.WithBackend("cpu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	w, err := md.Load(eng)
+	if err == nil {
+		if n := len(w.All()); n > 0 {
+			t.Errorf("%d GPTQ layers loaded under an HQQ config", n)
+		}
+		w.Close()
+	}
+	md.Close()
+	write(0)
+	if md, err := qgemv.OpenModel(path); err == nil || !strings.Contains(err.Error(), "axis") {
+		if md != nil {
+			md.Close()
+		}
+		t.Errorf("HQQ config of axis 0: %v, want an error naming the axis", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -135,13 +136,27 @@ func readQuantConfig(dir string) (QuantConfig, error) {
 func quantFields(obj map[string]any) (map[string]any, error) {
 	out := map[string]any{}
 	if q, ok := obj["quant_config"].(map[string]any); ok { // transformers' HqqConfig
-		obj = q
+		// its settings inside, quant_method beside them
+		inner := maps.Clone(q)
+		for k, v := range obj {
+			if _, dup := inner[k]; !dup && k != "quant_config" {
+				inner[k] = v
+			}
+		}
+		obj = inner
 	}
 	if w, ok := obj["weight_quant_params"].(map[string]any); ok {
+		obj = maps.Clone(obj)
 		for k, v := range w {
 			if _, dup := obj[k]; !dup {
 				obj[k] = v
 			}
+		}
+		// HQQ groups along axis 1 (the input) or 0; the loader packs
+		// axis 1 only, and an axis-0 layer's tensors can have the same
+		// lengths.
+		if a, ok := w["axis"]; ok && a != nil && a != float64(1) {
+			return nil, fmt.Errorf("weight_quant_params.axis is %v: only axis 1 (groups along the input) is supported", a)
 		}
 	}
 	str := func(key string, v any) (string, error) {

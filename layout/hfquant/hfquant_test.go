@@ -638,6 +638,9 @@ func TestLoadSafetensors(t *testing.T) {
 	if b, _, err := Load(f, "h", Options{Group: 64}); err != nil || b.Rows != 4 || b.Cols != 64 || b.N != 4 {
 		t.Fatalf("HQQ: %v", err)
 	}
+	if _, _, err := Load(f, "h", Options{Group: 64, Bits: 2}); err == nil || !strings.Contains(err.Error(), "h.nbits is 4") {
+		t.Fatalf("HQQ of 4 bits (.nbits) with a config of 2: %v, want an error naming both", err)
+	}
 	if _, _, err := Load(f, "z", Options{Group: 64}); err == nil || !strings.Contains(err.Error(), "axis [0]") {
 		t.Fatalf("HQQ axis 0: %v, want an error naming the axis", err)
 	}

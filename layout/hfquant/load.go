@@ -189,6 +189,9 @@ func loadHQQ(f *safetensors.File, p string, opt Options) (*layout.Bits, error) {
 			if len(v) != 1 || v[0] < 1 || v[0] > layout.MaxDim {
 				return nil, fmt.Errorf("hfquant: %s%s is %v, want one positive value", p, m.name, v)
 			}
+			if *m.dst != 0 && *m.dst != int(v[0]) { // the options (the config files) say otherwise
+				return nil, fmt.Errorf("hfquant: %s%s is %d, the quantization config (or options) %d", p, m.name, v[0], *m.dst)
+			}
 			*m.dst = int(v[0])
 		}
 	}

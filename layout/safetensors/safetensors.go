@@ -150,6 +150,9 @@ func Parse(data []byte) (*File, error) {
 			if d < 0 {
 				return nil, errf("tensor %q: negative dimension %d", name, d)
 			}
+			if d > math.MaxInt32 { // bounded alone too: after a zero dimension the product no longer is
+				return nil, errf("tensor %q: dimension %d above 2^31-1", name, d)
+			}
 			hi, lo := bits.Mul64(elems, uint64(d))
 			if hi != 0 || lo > uint64(len(body)) {
 				return nil, errf("tensor %q: shape %v larger than the file", name, e.Shape)

@@ -137,6 +137,8 @@ func TestParseErrors(t *testing.T) {
 		"size mismatch":   hdr(`{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}`),
 		"negative dim":    hdr(`{"a":{"dtype":"U8","shape":[-1],"data_offsets":[0,0]}}`),
 		"overflow shape":  hdr(`{"a":{"dtype":"U8","shape":[4294967296,4294967296,16],"data_offsets":[0,16]}}`),
+		"huge after zero": hdr(`{"a":{"dtype":"U8","shape":[0,9223372036854775807],"data_offsets":[0,0]}}`),
+		"2^32+1 after 0":  hdr(`{"a":{"dtype":"U8","shape":[0,4294967297,4294967297],"data_offsets":[0,0]}}`),
 		"overlap":         hdr(`{"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[8],"data_offsets":[4,12]}}`),
 		"bad metadata":    hdr(`{"__metadata__":{"k":1}}`),
 	}
