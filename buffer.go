@@ -85,6 +85,9 @@ func (e *Engine) NewBuffer(n int, t ElemType) (*Buffer, error) {
 	if t != Float32 && t != Int8 && t != Int32 {
 		return nil, fmt.Errorf("qgemv: new buffer: unknown element type %v", t)
 	}
+	if int64(n)*int64(t.size()) > math.MaxInt { // 32-bit platforms
+		return nil, fmt.Errorf("qgemv: new buffer: %d %v values are more bytes than an int holds here", n, t)
+	}
 	if e.dev != nil {
 		d, err := e.dev.NewBuf(int64(n) * int64(t.size()))
 		if err != nil {

@@ -38,11 +38,21 @@ func CheckDims(rows, cols int) error {
 	if rows > MaxDim || cols > MaxDim {
 		return fmt.Errorf("layout: matrix shape %dx%d: dimensions above the limit %d", rows, cols, MaxDim)
 	}
-	if int64(Pad128(rows))*int64(Pad128(cols)) > 1<<40 {
-		return fmt.Errorf("layout: matrix shape %dx%d: more than 2^40 elements", rows, cols)
+	if int64(Pad128(rows))*int64(Pad128(cols)) > MaxElems {
+		limit := "2^40"
+		if MaxElems != 1<<40 {
+			limit = fmt.Sprint(int64(MaxElems))
+		}
+		return fmt.Errorf("layout: matrix shape %dx%d: more than %s elements", rows, cols, limit)
 	}
 	return nil
 }
+
+// MaxElems bounds a matrix's elements, padded to multiples of 128 in both
+// dimensions: 2^40, and on 32-bit platforms just under 2^28, so that a format's
+// sizes in bytes (up to 4 per element, with float32 weights to quantize)
+// are ints there too.
+const MaxElems = min(1<<40, math.MaxInt/8)
 
 // NewQ4G128 allocates a zero matrix (all weights, zeros and scales zero) of
 // the given true shape.

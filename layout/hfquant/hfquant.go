@@ -175,6 +175,11 @@ func checkDims(in, out int) error {
 	if in < 1 || out < 1 || in > layout.MaxDim || out > layout.MaxDim {
 		return errf("shape %d inputs x %d outputs out of range", in, out)
 	}
+	// the element bound too: the layer's sizes (out*in/group codes and
+	// groups) are ints, 32-bit ones on some platforms
+	if err := layout.CheckDims(out, in); err != nil {
+		return errf("shape %d inputs x %d outputs: %v", in, out, err)
+	}
 	return nil
 }
 
