@@ -302,6 +302,7 @@ func (md *Model) openGGUF() error {
 		return err
 	}
 	md.format = "gguf"
+	unsupported := map[gguf.Type]error{} // by type: why it does not load
 	for _, t := range f.Tensors {
 		if len(t.Dims) < 2 {
 			continue // norms, biases
@@ -309,9 +310,12 @@ func (md *Model) openGGUF() error {
 		mt := modelTensor{info: TensorInfo{Name: t.Name, Type: t.Type.String(), Bytes: int64(len(t.Data)), ImportsAs: t.ImportsAs()}, parts: [][]byte{t.Data}}
 		mt.info.Layer, mt.info.Kind = classify(t.Name)
 		rows, cols, err := t.Shape2D()
+		if err == nil {
+			err = layout.CheckDims(rows, cols)
+		}
 		switch {
 		case err != nil:
-			mt.info.Err = md.tensorErr(t.Name, fmt.Errorf("shape %v: not a matrix", t.Dims))
+			mt.info.Err = md.tensorErr(t.Name, fmt.Errorf("shape %v: not a matrix: %w", t.Dims, err))
 		case gguf.Float(t.Type):
 			mt.info.Rows, mt.info.Cols = rows, cols
 			mt.info.ImportsAs = "quantized to " + md.opt.float.String()
@@ -331,10 +335,15 @@ func (md *Model) openGGUF() error {
 			}
 		default:
 			mt.info.Rows, mt.info.Cols = rows, cols
-			// The importer's own reason (cheap: it checks the type first).
-			_, ierr := t.Import()
-			if ierr == nil {
-				ierr = fmt.Errorf("%s: %s", t.Type, mt.info.ImportsAs)
+			// The importer's own reason, found once per type (it lists
+			// the supported types: a file of many small tensors of an
+			// unknown type would hold a copy per tensor).
+			ierr, ok := unsupported[t.Type]
+			if !ok {
+				if _, ierr = t.Import(); ierr == nil {
+					ierr = fmt.Errorf("%s: %s", t.Type, mt.info.ImportsAs)
+				}
+				unsupported[t.Type] = ierr
 			}
 			mt.info.Err = md.tensorErr(t.Name, ierr)
 		}
@@ -515,6 +524,14 @@ func (md *Model) describeQuantized(mt *modelTensor, f *safetensors.File, p strin
 		}
 		mt.info.Rows, mt.info.Cols = rows, cols
 		mt.info.ImportsAs = "Bits exact (HQQ: binary16 or float32 metadata, as stored)"
+	}
+	// The shape the tensors imply must be a matrix (an HQQ layer without
+	// one is the loader's to explain: it asks for the options).
+	if r, c := mt.info.Rows, mt.info.Cols; r != 0 || c != 0 {
+		if err := layout.CheckDims(r, c); err != nil {
+			fail("%v", err)
+			return
+		}
 	}
 	mt.load = func(mem func(int) []byte) (layout.Matrix, error) {
 		opt := opt

@@ -363,6 +363,10 @@ func array[T any](r *reader, n uint64, next func() T) []T {
 	return out
 }
 
+// maxKey is the longest metadata key GGUF allows (the format's keys are
+// at most 2^16-1 bytes).
+const maxKey = 1<<16 - 1
+
 // Parse parses a whole file held in data (Tensor.Data aliases it).
 func Parse(data []byte) (*File, error) {
 	r := &reader{b: data}
@@ -393,6 +397,9 @@ func Parse(data []byte) (*File, error) {
 	}
 	for i := uint64(0); i < nkv; i++ {
 		k := r.str(fmt.Sprintf("key %d", i))
+		if len(k) > maxKey { // before the labels below quote it
+			return nil, errf("key %d is %d bytes long (GGUF keys are at most %d)", i, len(k), maxKey)
+		}
 		vt := r.u32(fmt.Sprintf("key %q type", k))
 		v := r.value(vt, fmt.Sprintf("key %q", k), 0)
 		if r.err != nil {

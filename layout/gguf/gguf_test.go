@@ -341,6 +341,22 @@ func TestParseErrors(t *testing.T) {
 	if _, err := Parse(al.bytes()); err == nil {
 		t.Fatal("alignment 24 parsed")
 	}
+	// A key past GGUF's 2^16-1 bytes is an error before anything quotes
+	// it: a 1 MiB key of zero bytes allocated about 57 MiB of labels.
+	var lk writer
+	lk.kvU32(strings.Repeat("\x00", 1<<20), 1)
+	lk.tensor("a", F32, []uint64{1}, make([]byte, 4))
+	b := lk.bytes()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	before := ms.TotalAlloc
+	if _, err := Parse(b); err == nil || !strings.Contains(err.Error(), "at most 65535") {
+		t.Fatalf("1 MiB key: %v", err)
+	}
+	runtime.ReadMemStats(&ms)
+	if got := ms.TotalAlloc - before; got > 4<<20 {
+		t.Errorf("parsing a file with a 1 MiB key allocated %d bytes", got)
+	}
 }
 
 func FuzzParse(f *testing.F) {
