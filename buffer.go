@@ -737,8 +737,12 @@ func add(d, x, y []float32) {
 	}
 }
 
-// Scale queues dst[i] = s * a[i] over dst's length. dst may be a.
+// Scale queues dst[i] = s * a[i] over dst's length. dst may be a. A NaN
+// or infinite s is an error, as Requantize's and Chain's scales are.
 func (e *Engine) Scale(dst, a *Buffer, s float32) error {
+	if f := float64(s); math.IsNaN(f) || math.IsInf(f, 0) {
+		return fmt.Errorf("qgemv: scale: factor %v", s)
+	}
 	return e.scaleBuffer(false, dst, a, s)
 }
 

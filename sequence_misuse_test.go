@@ -1,6 +1,7 @@
 package qgemv_test
 
 import (
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -76,5 +77,36 @@ func TestRecordMisuse(t *testing.T) {
 	}
 	if err := s.RunIO(b, got, b, got); err == nil {
 		t.Error("RunIO of a zero Sequence accepted")
+	}
+}
+
+// TestScaleNonFinite: a NaN or infinite Scale factor is an error and
+// leaves the buffer as it was (it filled it with NaN before, where
+// Requantize and Chain refuse such scales).
+func TestScaleNonFinite(t *testing.T) {
+	eng, err := qgemv.Open(qgemv.WithBackend("cpu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	b, err := eng.NewBuffer(4, qgemv.Float32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []float32{1, 2, 3, 4}
+	if err := b.Write(want); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
+		if err := eng.Scale(b, b, s); err == nil {
+			t.Errorf("Scale by %v accepted", s)
+		}
+	}
+	got := make([]float32, 4)
+	if err := b.Read(got); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("buffer after refused Scales: %v, want %v", got, want)
 	}
 }
