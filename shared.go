@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"unsafe"
+
+	"github.com/qgemv/qgemv/layout"
 )
 
 // SharedInput is one input (a batch of vectors) read by several matrices
@@ -31,7 +33,8 @@ type SharedInput struct {
 	set   bool
 	batch int
 	act   Activation
-	x     []float32 // A32: a copy of the input
+	x     []float32     // A32: a copy of the input
+	xh    []layout.FP16 // A16: the input rounded to binary16
 }
 
 // sharedKey is one column order and padding and its quantized input.
@@ -88,8 +91,10 @@ func (s *SharedInput) Len() int { return len(s.mats) }
 // Set prepares the batch vectors in x (batch*Cols values) for every
 // matrix with the activation type act. With A8 every matrix must take
 // int8 activations (Matrix.TakesA8); the activations are quantized per
-// 128 inputs exactly as Mul's A8 does. With A32 Set keeps a copy of x.
-// x may be changed or reused as soon as Set returns.
+// 128 inputs exactly as Mul's A8 does. With A16 they are rounded to
+// binary16 once, as Mul's A16 rounds them, and each matrix multiplies
+// the rounded values (MulFP16). With A32 Set keeps a copy of x. x may be
+// changed or reused as soon as Set returns.
 func (s *SharedInput) Set(x []float32, batch int, act Activation) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -104,6 +109,9 @@ func (s *SharedInput) Set(x []float32, batch int, act Activation) error {
 	case A32:
 		s.x = grow(s.x, len(x))
 		copy(s.x, x)
+	case A16:
+		s.xh = grow(s.xh, len(x))
+		layout.ToFP16s(s.xh, x)
 	case A8:
 		for i, m := range s.mats {
 			if !m.a8 {
@@ -129,7 +137,7 @@ func (s *SharedInput) Set(x []float32, batch int, act Activation) error {
 			}
 		}
 	default:
-		return fmt.Errorf("qgemv: shared input: unknown activation %v (A32 or A8)", act)
+		return fmt.Errorf("qgemv: shared input: unknown activation %v (A32, A16 or A8)", act)
 	}
 	s.set, s.batch, s.act = true, batch, act
 	return nil
@@ -147,8 +155,11 @@ func (s *SharedInput) Mul(i int, dst []float32) error {
 		return errors.New("qgemv: shared input: Mul before a successful Set")
 	}
 	m := s.mats[i]
-	if s.act == A32 {
+	switch s.act {
+	case A32:
 		return m.Mul(dst, s.x[:s.batch*s.cols], s.batch, A32)
+	case A16:
+		return m.MulFP16(dst, s.xh[:s.batch*s.cols], s.batch)
 	}
 	k := s.keys[s.key[i]]
 	return m.MulInt8(dst, k.xq[:s.batch*k.pcols], k.xs[:s.batch*k.pcols/128], s.batch)

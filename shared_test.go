@@ -45,7 +45,8 @@ func sharedMatrices(t *testing.T) []layout.Matrix {
 
 // TestSharedInputSameResults: MulShared and SharedInput give each
 // matrix's own Mul results bit for bit, with A8 (quantized once per
-// column order and padding) and A32, at batch 1 and 3.
+// column order and padding), A16 (rounded once) and A32, at batch 1
+// and 3.
 func TestSharedInputSameResults(t *testing.T) {
 	ms := sharedMatrices(t)
 	eng, err := qgemv.Open()
@@ -70,7 +71,7 @@ func TestSharedInputSameResults(t *testing.T) {
 	}
 	for _, batch := range []int{1, 3} {
 		x := synth.Vector(batch*1000, uint64(batch))
-		for _, act := range []qgemv.Activation{qgemv.A8, qgemv.A32} {
+		for _, act := range []qgemv.Activation{qgemv.A8, qgemv.A16, qgemv.A32} {
 			dst := make([][]float32, len(mats))
 			for i, m := range mats {
 				dst[i] = make([]float32, batch*m.Rows())
