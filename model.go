@@ -492,6 +492,9 @@ func (md *Model) describeQuantized(mt *modelTensor, f *safetensors.File, p strin
 		if g, ok := f.Tensors[p+".g_idx"]; ok && (len(g.Shape) != 1 || g.Shape[0] != in) {
 			fail("%s.g_idx has shape %v; %d inputs (%d rows of %d-bit codes, %s) need [%d]", p, g.Shape, in, qw.Shape[0], b, src, in)
 			return
+		} else if !ok && q.ActOrder {
+			fail("the quantization config (%s) says desc_act (act order), but %s.g_idx, the column order, is missing", src, p)
+			return
 		}
 		mt.info.Rows, mt.info.Cols = out, in
 		mt.info.ImportsAs = bitsName(b, gptqGroup(in, groups)) + " exact (fp16 metadata)"

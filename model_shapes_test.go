@@ -154,3 +154,47 @@ func TestModelImpossibleShapes(t *testing.T) {
 		t.Errorf("HQQ layer of .shape [-4, 64] listed as %+v, want an error", ts)
 	}
 }
+
+// TestModelActOrderWithoutGIdx: a GPTQ layer without g_idx under a
+// config that says desc_act is listed with an error naming g_idx (its
+// columns' order is unknown); it loaded with the plain grouping before.
+// Without desc_act the same layer loads.
+func TestModelActOrderWithoutGIdx(t *testing.T) {
+	const in, out = 256, 64
+	i32 := func(n int, v uint32) []byte {
+		b := make([]byte, 4*n)
+		for i := 0; i < n; i++ {
+			binary.LittleEndian.PutUint32(b[4*i:], v)
+		}
+		return b
+	}
+	scales := make([]byte, 2*2*out)
+	for i := 0; i < len(scales); i += 2 {
+		binary.LittleEndian.PutUint16(scales[i:], 0x3c00) // 1.0
+	}
+	for _, descAct := range []bool{true, false} {
+		dir := t.TempDir()
+		p := filepath.Join(dir, "model.safetensors")
+		writeSafetensors(t, p, []stTensor{
+			{"model.layers.0.mlp.down_proj.qweight", "I32", []int64{in / 8, out}, i32(in/8*out, 0x76543210)},
+			{"model.layers.0.mlp.down_proj.qzeros", "I32", []int64{2, out / 8}, i32(2*out/8, 0x77777777)},
+			{"model.layers.0.mlp.down_proj.scales", "F16", []int64{2, out}, scales},
+		})
+		cfg := fmt.Sprintf(`{"bits":4,"group_size":128,"desc_act":%v}`, descAct)
+		if err := os.WriteFile(filepath.Join(dir, "quantize_config.json"), []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		md, err := qgemv.OpenModel(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := md.Tensors()
+		md.Close()
+		if len(ts) != 1 {
+			t.Fatalf("%d tensors listed", len(ts))
+		}
+		if failed := ts[0].Err != nil && strings.Contains(ts[0].Err.Error(), "g_idx"); failed != descAct {
+			t.Errorf("desc_act %v, no g_idx: listed with error %v", descAct, ts[0].Err)
+		}
+	}
+}

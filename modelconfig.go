@@ -24,7 +24,8 @@ type QuantConfig struct {
 	// GroupSize is the columns per group: -1 for one group per row, 0
 	// when not given.
 	GroupSize int
-	// ActOrder is GPTQ's desc_act (the importer follows g_idx either way).
+	// ActOrder is GPTQ's desc_act (the importer follows g_idx either way;
+	// a layer without g_idx under desc_act is an error).
 	ActOrder bool
 	// Format is the checkpoint format: "gptq" (zeros stored minus one,
 	// the default) or "gptq_v2" (stored as they are) for GPTQ; AWQ's
