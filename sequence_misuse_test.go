@@ -17,15 +17,7 @@ import (
 // and after a recovered panic in fn every later buffer operation was
 // silently recorded into the dead recording instead of running.
 func TestRecordMisuse(t *testing.T) {
-	eng, err := qgemv.Open(qgemv.WithBackend("cpu"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	b, err := eng.NewBuffer(4, qgemv.Float32)
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng, b := cpuBuffer(t, 4)
 	if _, err := eng.Record(nil); err == nil {
 		t.Error("Record(nil) accepted")
 	}
@@ -84,15 +76,7 @@ func TestRecordMisuse(t *testing.T) {
 // leaves the buffer as it was (it filled it with NaN before, where
 // Requantize and Chain refuse such scales).
 func TestScaleNonFinite(t *testing.T) {
-	eng, err := qgemv.Open(qgemv.WithBackend("cpu"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	b, err := eng.NewBuffer(4, qgemv.Float32)
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng, b := cpuBuffer(t, 4)
 	want := []float32{1, 2, 3, 4}
 	if err := b.Write(want); err != nil {
 		t.Fatal(err)
@@ -109,4 +93,20 @@ func TestScaleNonFinite(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("buffer after refused Scales: %v, want %v", got, want)
 	}
+}
+
+// cpuBuffer opens a CPU engine, closed when the test ends, and a float32
+// buffer of n values on it.
+func cpuBuffer(t *testing.T, n int) (*qgemv.Engine, *qgemv.Buffer) {
+	t.Helper()
+	eng, err := qgemv.Open(qgemv.WithBackend("cpu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	b, err := eng.NewBuffer(n, qgemv.Float32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eng, b
 }
