@@ -608,6 +608,11 @@ func TestLoadSafetensors(t *testing.T) {
 		"h.shape":   i32T{[]int{2}, []int32{4, 64}},
 		"h.nbits":   i32T{[]int{1}, []int32{4}},
 		"h.axis":    i32T{[]int{1}, []int32{1}},
+		"t.W_q":     u8T{[]int{64, 2}, hq}, // h's codes transposed: the same length
+		"t.scale":   f16T{[]int{4, 1}, randFP16(rng, 4)},
+		"t.zero":    f16T{[]int{4, 1}, randFP16(rng, 4)},
+		"t.shape":   i32T{[]int{2}, []int32{4, 64}},
+		"t.nbits":   i32T{[]int{1}, []int32{4}},
 		"z.W_q":     u8T{[]int{2, 64}, hq}, // an axis-0 layer with the same lengths
 		"z.scale":   f16T{[]int{4, 1}, randFP16(rng, 4)},
 		"z.zero":    f16T{[]int{4, 1}, randFP16(rng, 4)},
@@ -621,7 +626,7 @@ func TestLoadSafetensors(t *testing.T) {
 	for i, p := range prefixes {
 		got[p] = kinds[i]
 	}
-	if got["l"] != KindGPTQ || got["a"] != KindAWQ || got["h"] != KindHQQ || got["z"] != KindHQQ || len(got) != 4 {
+	if got["l"] != KindGPTQ || got["a"] != KindAWQ || got["h"] != KindHQQ || got["t"] != KindHQQ || got["z"] != KindHQQ || len(got) != 5 {
 		t.Fatalf("layers %v", got)
 	}
 	b, k, err := Load(f, "l", Options{})
@@ -640,6 +645,9 @@ func TestLoadSafetensors(t *testing.T) {
 	}
 	if _, _, err := Load(f, "h", Options{Group: 64, Bits: 2}); err == nil || !strings.Contains(err.Error(), "h.nbits is 4") {
 		t.Fatalf("HQQ of 4 bits (.nbits) with a config of 2: %v, want an error naming both", err)
+	}
+	if _, _, err := Load(f, "t", Options{Group: 64}); err == nil || !strings.Contains(err.Error(), "t.W_q has shape [64 2]") {
+		t.Fatalf("HQQ W_q transposed: %v, want an error naming its shape", err)
 	}
 	if _, _, err := Load(f, "z", Options{Group: 64}); err == nil || !strings.Contains(err.Error(), "axis [0]") {
 		t.Fatalf("HQQ axis 0: %v, want an error naming the axis", err)

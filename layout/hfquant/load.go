@@ -210,6 +210,11 @@ func loadHQQ(f *safetensors.File, p string, opt Options) (*layout.Bits, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Axis-1 packing stores W_q as [packed rows, group]: a tensor of
+	// the right length in another shape (transposed) is not this layer.
+	if len(wq.Shape) != 2 || wq.Shape[1] != q.Group {
+		return nil, fmt.Errorf("hfquant: %s.W_q has shape %v; HQQ's axis-1 packing of groups of %d stores [packed rows, %d]", p, wq.Shape, q.Group, q.Group)
+	}
 	want := safetensors.DType("U8")
 	if q.Bits == 3 {
 		want = "I32"
