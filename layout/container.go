@@ -663,6 +663,12 @@ func LoadQ4G128(path string) (*Q4G128, error) {
 
 // loadFile reads and checks the .qgv container at path.
 func loadFile(path string) (*File, error) {
+	// a regular file before it is opened: a FIFO's open waits for a writer
+	if st, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: %w", path, errf("not a regular file"))
+	}
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, err

@@ -23,6 +23,12 @@ func cmdInspect(args []string) error {
 	if isModelFile(path) {
 		return inspectModel(path, *opt)
 	}
+	// a regular file before it is opened: a FIFO's open waits for a writer
+	if st, err := os.Stat(path); err != nil {
+		return err
+	} else if !st.Mode().IsRegular() {
+		return fmt.Errorf("inspect: %s is not a regular file", path)
+	}
 	fh, err := os.Open(path)
 	if err != nil {
 		return err

@@ -32,8 +32,12 @@ func isModelFile(path string) bool {
 	return strings.HasSuffix(path, ".gguf") || strings.HasSuffix(path, ".safetensors") || strings.HasSuffix(path, ".index.json") || isGGUF(path)
 }
 
-// isGGUF reports whether the file at path starts with the GGUF magic.
+// isGGUF reports whether the file at path, a regular file, starts with
+// the GGUF magic (a FIFO is not opened: its open waits for a writer).
 func isGGUF(path string) bool {
+	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
+		return false
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return false

@@ -475,15 +475,8 @@ func writeShards(dir string, ts []stTensor, n int, seed uint64) (string, error) 
 		}
 	}
 	write := func(name string, part []stTensor, seed uint64) error {
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			return err
-		}
-		if _, err := writeSafetensors(f, part, seed); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
+		_, err := writeFile(filepath.Join(dir, name), func(w io.Writer) (int64, error) { return writeSafetensors(w, part, seed) })
+		return err
 	}
 	if n == 1 {
 		return filepath.Join(dir, "model.safetensors"), write("model.safetensors", ts, seed)
@@ -503,6 +496,13 @@ func writeShards(dir string, ts []stTensor, n int, seed uint64) (string, error) 
 	}
 	bounds = append(bounds, len(ts))
 	weights := map[string]string{}
+	var written []string // removed if a later shard or the index fails: no checkpoint without its index
+	fail := func(err error) (string, error) {
+		for _, p := range written {
+			os.Remove(p)
+		}
+		return "", err
+	}
 	for k := 0; k+1 < len(bounds); k++ {
 		name := fmt.Sprintf("model-%05d-of-%05d.safetensors", k+1, len(bounds)-1)
 		part := slices.Clone(ts[bounds[k]:bounds[k+1]])
@@ -510,15 +510,22 @@ func writeShards(dir string, ts []stTensor, n int, seed uint64) (string, error) 
 			weights[t.name] = name
 		}
 		if err := write(name, part, seed+uint64(k)); err != nil {
-			return "", err
+			return fail(err)
 		}
+		written = append(written, filepath.Join(dir, name))
 	}
 	j, err := json.MarshalIndent(map[string]any{"metadata": map[string]int64{"total_size": total}, "weight_map": weights}, "", "  ")
 	if err != nil {
-		return "", err
+		return fail(err)
 	}
 	path := filepath.Join(dir, "model.safetensors.index.json")
-	return path, os.WriteFile(path, append(j, '\n'), 0o644)
+	if _, err := writeFile(path, func(w io.Writer) (int64, error) {
+		n, err := w.Write(append(j, '\n'))
+		return int64(n), err
+	}); err != nil {
+		return fail(err)
+	}
+	return path, nil
 }
 
 // stTensor is a safetensors tensor WriteGPTQ streams.
@@ -637,16 +644,32 @@ func (l Llama) WriteGGUFFile(path, mix string) (int64, error) {
 	if _, err := GGUFType(mix, "attn_q", 0, 1); err != nil {
 		return 0, err
 	}
-	f, err := os.Create(path)
+	return writeFile(path, func(w io.Writer) (int64, error) { return l.WriteGGUF(w, mix) })
+}
+
+// writeFile writes a file at path through a temporary file beside it,
+// renamed over path once complete: a failed write (a full disk, a file
+// size limit) leaves what was at path as it was and no partial file.
+// An existing path that is not a regular file (a directory, a device)
+// is an error before anything is written.
+func writeFile(path string, write func(io.Writer) (int64, error)) (int64, error) {
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		return 0, fmt.Errorf("testmodel: %s exists and is not a regular file", path)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return 0, err
 	}
-	n, err := l.WriteGGUF(f, mix)
+	n, err := write(f)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		os.Remove(path)
+	if err == nil {
+		err = os.Rename(f.Name(), path)
 	}
-	return n, err
+	if err != nil {
+		os.Remove(f.Name())
+		return 0, err
+	}
+	return n, nil
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -216,5 +218,40 @@ func TestWriteGGUFFloatSchedule(t *testing.T) {
 		if !bytes.Equal(one.Bytes(), many.Bytes()) {
 			t.Fatalf("%s: the bytes depend on the thread count", mix)
 		}
+	}
+}
+
+// TestWriteFileKeepsTarget: a failed write leaves the file at the path as
+// it was and no temporary file beside it; a path that is not a regular
+// file (a directory here) is refused before anything is written. Before,
+// WriteGGUFFile truncated the target, and removed it on an error (a
+// device node included, when run as root).
+func TestWriteFileKeepsTarget(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "model.gguf")
+	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := writeFile(path, func(w io.Writer) (int64, error) {
+		w.Write([]byte("partial"))
+		return 7, errors.New("disk full")
+	})
+	if err == nil {
+		t.Fatal("a failed write reported success")
+	}
+	if b, _ := os.ReadFile(path); string(b) != "old" {
+		t.Errorf("the target holds %q after a failed write, want %q", b, "old")
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("%d files in the directory after a failed write, want the target alone", len(ents))
+	}
+	if _, err := writeFile(dir, func(w io.Writer) (int64, error) { return 0, nil }); err == nil {
+		t.Error("a directory accepted as the target")
+	}
+	if _, err := writeFile(path, func(w io.Writer) (int64, error) { n, err := w.Write([]byte("new")); return int64(n), err }); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "new" {
+		t.Errorf("the target holds %q after a write, want %q", b, "new")
 	}
 }
