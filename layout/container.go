@@ -78,6 +78,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/qgemv/qgemv/internal/outpath"
 )
 
 // FileMagic is the 8-byte signature at offset 0 of every .qgv file.
@@ -604,6 +606,9 @@ func SaveQ4G128(path string, m *Q4G128) (err error) {
 
 // saveAtomic writes m's encoding to path atomically (see SaveQ4G128).
 func saveAtomic(path string, m io.WriterTo) (err error) {
+	if path, err = outpath.Resolve(path); err != nil {
+		return fmt.Errorf("layout: save: %w", err)
+	}
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."

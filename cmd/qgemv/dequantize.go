@@ -12,6 +12,8 @@ import (
 
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/gguf"
+
+	"github.com/qgemv/qgemv/internal/outpath"
 )
 
 // cmdDequantize writes one tensor's dequantized values as raw
@@ -35,10 +37,13 @@ func cmdDequantize(args []string) error {
 		fs.Usage()
 		return fmt.Errorf("dequantize: need one file and -o")
 	}
+	if _, err := outpath.Resolve(*out); err != nil { // before the work
+		return fmt.Errorf("dequantize: -o: %w", err)
+	}
 	var vals []float32
 	var what string
-	switch path := pos[0]; strings.ToLower(filepath.Ext(path)) {
-	case ".gguf":
+	switch path := pos[0]; {
+	case strings.ToLower(filepath.Ext(path)) == ".gguf" || isGGUF(path):
 		if *tensor == "" {
 			return fmt.Errorf("dequantize: %s: -tensor is required for a GGUF file", path)
 		}
@@ -56,6 +61,9 @@ func cmdDequantize(args []string) error {
 		}
 		what = fmt.Sprintf("%s %s %v", t.Name, t.Type, t.Dims)
 	default:
+		if *tensor != "" {
+			return fmt.Errorf("dequantize: %s: -tensor is for GGUF files; a .qgv file holds one matrix", path)
+		}
 		m, err := layout.LoadMatrix(path)
 		if err != nil {
 			return err
@@ -78,6 +86,9 @@ func cmdDequantize(args []string) error {
 // writeRawF32 writes vals to path as raw little-endian float32 (through a
 // temporary file renamed into place).
 func writeRawF32(path string, vals []float32) (err error) {
+	if path, err = outpath.Resolve(path); err != nil {
+		return err
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return err

@@ -45,6 +45,12 @@ func cmdGenModel(args []string) error {
 	if q.Shards != 1 && *mix != "gptq" {
 		return fmt.Errorf("genmodel: -shards is for -mix gptq")
 	}
+	if q.Shards < 1 {
+		return fmt.Errorf("genmodel: -shards %d: want 1 or more", q.Shards)
+	}
+	if q.Group == 0 || q.Group < -1 {
+		return fmt.Errorf("genmodel: -group %d: want a group size above 0, or -1 for one group per row", q.Group)
+	}
 	t0 := time.Now()
 	if *mix == "gptq" {
 		if err := os.MkdirAll(*out, 0o755); err != nil {

@@ -241,3 +241,65 @@ func TestDeviceBWHint(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIOutputsAndFlags: an output path that is a directory is refused
+// before the work (it failed only at the final rename), an output path
+// that is a symbolic link is written through (the rename replaced the
+// link), dequantize's -tensor with a .qgv file is an error (it was
+// ignored), a GGUF file is recognised by its magic whatever its name,
+// and genmodel refuses -group 0 and -shards below 1 (it wrote
+// "group_size": 0, or ignored the count).
+func TestCLIOutputsAndFlags(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "w.f32")
+	w := make([]float32, 2*128)
+	for i := range w {
+		w[i] = float32(i%9) - 4
+	}
+	writeF32(t, in, w)
+	qgv := filepath.Join(dir, "w.qgv")
+	if err := cmdQuantize([]string{"-rows", "2", "-cols", "128", "-o", qgv, in}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmdDequantize([]string{"-o", dir, qgv}); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("dequantize -o DIR: %v", err)
+	}
+	if err := cmdQuantize([]string{"-rows", "2", "-cols", "128", "-o", dir, in}); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("quantize -o DIR: %v", err)
+	}
+	target, link := filepath.Join(dir, "target.f32"), filepath.Join(dir, "link.f32")
+	if err := os.WriteFile(target, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, link); err == nil {
+		if err := cmdDequantize([]string{"-o", link, qgv}); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+			t.Errorf("the symbolic link was replaced: %v", err)
+		}
+		if b, err := os.ReadFile(target); err != nil || len(b) != 4*2*128 {
+			t.Errorf("the link's file holds %d bytes (%v), want %d", len(b), err, 4*2*128)
+		}
+	}
+	if err := cmdDequantize([]string{"-tensor", "nosuch", "-o", filepath.Join(dir, "x.f32"), qgv}); err == nil {
+		t.Error("dequantize -tensor of a .qgv file accepted")
+	}
+	gg := filepath.Join(dir, "m.gguf")
+	if err := cmdGenModel([]string{"-mix", "q4_0", "-layers", "1", "-hidden", "256", "-ffn", "512", "-kv", "256", "-o", gg}); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "m.bin")
+	if err := os.Rename(gg, bin); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmdDequantize([]string{"-tensor", "blk.0.ffn_down.weight", "-o", filepath.Join(dir, "d.f32"), bin}); err != nil {
+		t.Errorf("dequantize of a GGUF named .bin: %v", err)
+	}
+	for _, args := range [][]string{{"-group", "0"}, {"-group", "-2"}, {"-shards", "0"}} {
+		a := append([]string{"-mix", "gptq", "-layers", "1", "-hidden", "256", "-ffn", "512", "-kv", "256", "-o", filepath.Join(dir, "g")}, args...)
+		if err := cmdGenModel(a); err == nil {
+			t.Errorf("genmodel %v accepted", args)
+		}
+	}
+}

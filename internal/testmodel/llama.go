@@ -18,6 +18,8 @@ import (
 
 	"github.com/qgemv/qgemv/internal/par"
 	"github.com/qgemv/qgemv/layout"
+
+	"github.com/qgemv/qgemv/internal/outpath"
 )
 
 // Llama is the shape of a LLaMA-style model to generate: Layers blocks
@@ -653,8 +655,9 @@ func (l Llama) WriteGGUFFile(path, mix string) (int64, error) {
 // An existing path that is not a regular file (a directory, a device)
 // is an error before anything is written.
 func writeFile(path string, write func(io.Writer) (int64, error)) (int64, error) {
-	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
-		return 0, fmt.Errorf("testmodel: %s exists and is not a regular file", path)
+	path, err := outpath.Resolve(path)
+	if err != nil {
+		return 0, fmt.Errorf("testmodel: %w", err)
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
