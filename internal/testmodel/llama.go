@@ -16,10 +16,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/qgemv/qgemv/internal/outpath"
 	"github.com/qgemv/qgemv/internal/par"
 	"github.com/qgemv/qgemv/layout"
-
-	"github.com/qgemv/qgemv/internal/outpath"
 )
 
 // Llama is the shape of a LLaMA-style model to generate: Layers blocks
@@ -664,6 +663,9 @@ func writeFile(path string, write func(io.Writer) (int64, error)) (int64, error)
 		return 0, err
 	}
 	n, err := write(f)
+	if err == nil { // CreateTemp's 0600 otherwise; os.Create made 0644 (less the umask)
+		err = f.Chmod(0o644)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

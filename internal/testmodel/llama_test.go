@@ -254,4 +254,7 @@ func TestWriteFileKeepsTarget(t *testing.T) {
 	if b, _ := os.ReadFile(path); string(b) != "new" {
 		t.Errorf("the target holds %q after a write, want %q", b, "new")
 	}
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm()&0o044 == 0 {
+		t.Errorf("the written file's mode: %v (%v), want it readable by others as os.Create made it", st.Mode(), err)
+	}
 }
