@@ -136,18 +136,14 @@ func readQuantConfig(dir string) (QuantConfig, error) {
 // quant_config.weight_quant_params.
 func quantFields(obj map[string]any) (map[string]any, error) {
 	out := map[string]any{}
+	// a copy: the nested settings are merged into it below
+	obj = maps.Clone(obj)
 	if q, ok := obj["quant_config"].(map[string]any); ok { // transformers' HqqConfig
-		// its settings inside, quant_method beside them
-		inner := maps.Clone(q)
-		for k, v := range obj {
-			if _, dup := inner[k]; !dup && k != "quant_config" {
-				inner[k] = v
-			}
-		}
-		obj = inner
+		// its settings inside (they win), quant_method beside them
+		delete(obj, "quant_config")
+		maps.Copy(obj, q)
 	}
 	if w, ok := obj["weight_quant_params"].(map[string]any); ok {
-		obj = maps.Clone(obj)
 		for k, v := range w {
 			if _, dup := obj[k]; !dup {
 				obj[k] = v

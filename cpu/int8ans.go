@@ -172,8 +172,7 @@ func dotInt8(w, v []int8) int32 {
 
 func init() {
 	loaders.Register(layout.FormatInt8, mat.Typed("cpu", func(b *Backend, m *layout.Int8) (Mat, error) {
-		t := m
-		return mat.Bind(b.LoadInt8(t.W, t.Rows, t.Cols))
+		return mat.Bind(b.LoadInt8(m.W, m.Rows, m.Cols))
 	}))
 	loaders.Register(layout.FormatANS, mat.Typed("cpu", func(b *Backend, m *ans.Matrix) (Mat, error) {
 		a := *m // a snapshot of the fields, as Load takes

@@ -20,8 +20,7 @@ import (
 func init() {
 	addKernels("ans_rows", "ans_stripes", "ans_decode", "int8_gemv16", "int8_gemv1", "ans_requant")
 	loaders.Register(layout.FormatInt8, mat.Typed("cuda", func(b *Backend, m *layout.Int8) (Mat, error) {
-		t := m
-		return mat.Bind(b.LoadInt8(t.W, t.Rows, t.Cols))
+		return mat.Bind(b.LoadInt8(m.W, m.Rows, m.Cols))
 	}))
 	loaders.Register(layout.FormatANS, mat.Typed("cuda", func(b *Backend, m *ans.Matrix) (Mat, error) {
 		return mat.Bind(b.LoadANS(m))

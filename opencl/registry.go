@@ -26,8 +26,7 @@ func init() {
 		loaders.Register(id, basic)
 	}
 	loaders.Register(layout.FormatInt8, mat.Typed("opencl", func(b *Backend, m *layout.Int8) (Mat, error) {
-		t := m
-		return mat.Bind(b.LoadInt8(t.W, t.Rows, t.Cols))
+		return mat.Bind(b.LoadInt8(m.W, m.Rows, m.Cols))
 	}))
 	loaders.Register(layout.FormatANS, mat.Typed("opencl", func(b *Backend, m *ans.Matrix) (Mat, error) {
 		return mat.Bind(b.LoadANS(m))

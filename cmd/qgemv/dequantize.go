@@ -10,10 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/qgemv/qgemv/internal/outpath"
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/gguf"
-
-	"github.com/qgemv/qgemv/internal/outpath"
 )
 
 // cmdDequantize writes one tensor's dequantized values as raw
@@ -37,7 +36,8 @@ func cmdDequantize(args []string) error {
 		fs.Usage()
 		return fmt.Errorf("dequantize: need one file and -o")
 	}
-	if _, err := outpath.Resolve(*out); err != nil { // before the work
+	dst, err := outpath.Resolve(*out) // before the work
+	if err != nil {
 		return fmt.Errorf("dequantize: -o: %w", err)
 	}
 	var vals []float32
@@ -76,19 +76,16 @@ func cmdDequantize(args []string) error {
 		r, c := m.Shape()
 		what = fmt.Sprintf("%s %dx%d", m.Name(), r, c)
 	}
-	if err := writeRawF32(*out, vals); err != nil {
+	if err := writeRawF32(dst, vals); err != nil {
 		return fmt.Errorf("dequantize: %w", err)
 	}
 	fmt.Printf("%s: %s, %d float32 values\n", *out, what, len(vals))
 	return nil
 }
 
-// writeRawF32 writes vals to path as raw little-endian float32 (through a
-// temporary file renamed into place).
+// writeRawF32 writes vals to path (resolved by outpath.Resolve) as raw
+// little-endian float32 (through a temporary file renamed into place).
 func writeRawF32(path string, vals []float32) (err error) {
-	if path, err = outpath.Resolve(path); err != nil {
-		return err
-	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return err

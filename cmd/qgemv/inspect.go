@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 
+	"github.com/qgemv/qgemv/internal/mmap"
 	"github.com/qgemv/qgemv/layout"
 )
 
@@ -23,11 +24,8 @@ func cmdInspect(args []string) error {
 	if isModelFile(path) {
 		return inspectModel(path, *opt)
 	}
-	// a regular file before it is opened: a FIFO's open waits for a writer
-	if st, err := os.Stat(path); err != nil {
-		return err
-	} else if !st.Mode().IsRegular() {
-		return fmt.Errorf("inspect: %s is not a regular file", path)
+	if err := mmap.Regular(path); err != nil {
+		return fmt.Errorf("inspect: %w", err)
 	}
 	fh, err := os.Open(path)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/qgemv/qgemv"
+	"github.com/qgemv/qgemv/internal/mmap"
 	"github.com/qgemv/qgemv/layout"
 )
 
@@ -35,7 +36,7 @@ func isModelFile(path string) bool {
 // isGGUF reports whether the file at path, a regular file, starts with
 // the GGUF magic (a FIFO is not opened: its open waits for a writer).
 func isGGUF(path string) bool {
-	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
+	if mmap.Regular(path) != nil {
 		return false
 	}
 	f, err := os.Open(path)

@@ -21,7 +21,7 @@ type File struct {
 // (a directory, a device, a FIFO, whose open would wait for a writer) is
 // an error before it is opened.
 func Open(path string) (*File, error) {
-	if err := regular(path); err != nil {
+	if err := Regular(path); err != nil {
 		return nil, err
 	}
 	f, err := os.Open(path)
@@ -130,9 +130,10 @@ func OpenParsed[T any](pkg, path string, parse func([]byte) (T, error)) (T, *Fil
 	return v, m, nil
 }
 
-// regular returns an error unless path names a regular file (following
-// symbolic links).
-func regular(path string) error {
+// Regular returns an error unless path names a regular file (following
+// symbolic links): checked before a file is opened, as a FIFO's open
+// waits for a writer.
+func Regular(path string) error {
 	st, err := os.Stat(path)
 	if err != nil {
 		return err
@@ -148,7 +149,7 @@ func regular(path string) error {
 // indexes), which must not be a FIFO (its open would wait for a writer),
 // a device or a file too large to be one of them.
 func ReadSmall(path string, max int64) ([]byte, error) {
-	if err := regular(path); err != nil {
+	if err := Regular(path); err != nil {
 		return nil, err
 	}
 	f, err := os.Open(path)
