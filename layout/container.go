@@ -76,7 +76,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/qgemv/qgemv/internal/outpath"
@@ -605,49 +604,13 @@ func SaveQ4G128(path string, m *Q4G128) (err error) {
 }
 
 // saveAtomic writes m's encoding to path atomically (see SaveQ4G128).
-func saveAtomic(path string, m io.WriterTo) (err error) {
-	if path, err = outpath.Resolve(path); err != nil {
-		return fmt.Errorf("layout: save: %w", err)
-	}
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp*")
+func saveAtomic(path string, m io.WriterTo) error {
+	err := outpath.Write(path, true, func(w io.Writer) error {
+		_, err := m.WriteTo(w)
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("layout: save %s: %w", path, err)
-	}
-	closed := false
-	defer func() {
-		if err != nil {
-			if !closed {
-				tmp.Close()
-			}
-			os.Remove(tmp.Name())
-			err = fmt.Errorf("layout: save %s: %w", path, err)
-		}
-	}()
-	if _, err = m.WriteTo(tmp); err != nil {
-		return err
-	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	closed = true
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	// Persist the rename. Not every platform can sync a directory, and the
-	// file itself is complete either way, so errors here are ignored.
-	if d, derr := os.Open(dir); derr == nil {
-		_ = d.Sync()
-		d.Close()
+		return fmt.Errorf("layout: save: %w", err)
 	}
 	return nil
 }

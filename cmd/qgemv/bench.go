@@ -15,6 +15,7 @@ import (
 
 	"github.com/qgemv/qgemv"
 	"github.com/qgemv/qgemv/internal/hugemem"
+	"github.com/qgemv/qgemv/internal/outpath"
 	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/internal/testmodel"
 	"github.com/qgemv/qgemv/layout"
@@ -60,6 +61,65 @@ type ffnLayer struct{ gate, up, down *qgemv.Matrix }
 // its variable.
 const maxWorkingSetMiB = 65536
 
+// benchFlagModes names, for each flag that applies to some of bench's
+// workloads only, the workloads it applies to (the rest apply to all): a
+// flag given where it changes nothing is an error, not silently dropped.
+// The workloads: ffn, matvans, decode (steps of a generated model), model
+// (steps of -model) and twin (-model -twin).
+var benchFlagModes = map[string][]string{
+	"iters": {"ffn"}, "hidden": {"ffn"}, "intermediate": {"ffn"}, "working-set-mib": {"ffn"},
+	"d": {"matvans"}, "sigma": {"matvans"}, "reps": {"matvans"},
+	"act":       {"ffn", "decode", "model", "twin"},
+	"format":    {"ffn", "decode", "model", "twin"},
+	"hugepages": {"ffn", "decode", "model", "twin"},
+	"mix":       {"decode"}, "layers": {"decode"},
+	"model": {"model", "twin"}, "twin": {"twin"},
+	"batch": {"decode", "model"}, "steps": {"decode", "model"}, "svg": {"decode", "model"},
+	"mintime": {"decode", "model", "twin"},
+	"method":  {"decode", "model", "twin"}, "bits": {"decode", "model", "twin"}, "group": {"decode", "model", "twin"},
+	"gptq-v2": {"decode", "model", "twin"}, "hqq-rows": {"decode", "model", "twin"}, "hqq-cols": {"decode", "model", "twin"},
+}
+
+var benchModeNames = map[string]string{
+	"ffn": "the FFN block (-workload ffn)", "matvans": "the MatVANS chain (-workload matvans)",
+	"decode": "decode steps of a generated model", "model": "decode steps of -model", "twin": "-model -twin",
+}
+
+// checkBenchFlags returns an error for the first flag in set (sorted by
+// name) that does not apply to the workload wl (decode with a -model,
+// with -twin, or of a generated model).
+func checkBenchFlags(set map[string]bool, wl string, model, twin bool) error {
+	mode := wl
+	if wl == "decode" {
+		switch {
+		case model && twin:
+			mode = "twin"
+		case model:
+			mode = "model"
+		}
+	}
+	if benchModeNames[mode] == "" {
+		return nil // an unknown workload: reported by the caller
+	}
+	names := make([]string, 0, len(set))
+	for f := range set {
+		names = append(names, f)
+	}
+	slices.Sort(names)
+	for _, f := range names {
+		modes, ok := benchFlagModes[f]
+		if !ok || slices.Contains(modes, mode) {
+			continue
+		}
+		var to []string
+		for _, m := range modes {
+			to = append(to, benchModeNames[m])
+		}
+		return fmt.Errorf("bench: -%s does not apply to %s; it applies to %s", f, benchModeNames[mode], strings.Join(to, ", "))
+	}
+	return nil
+}
+
 func cmdBench(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	iters := fs.Int("iters", 200, "ffn: iterations (FFN blocks) in the burst")
@@ -87,22 +147,12 @@ func cmdBench(args []string) error {
 	minTime := fs.Duration("mintime", 2*time.Second, "decode: time spent stepping (-twin: per matrix, default 300ms)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	iopt := importFlags(fs, false)
+	var stopProfile func()
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))
-	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return fmt.Errorf("bench: -cpuprofile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("bench: -cpuprofile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
 	}
 	if *threads < 0 || *threads > maxProcs() {
 		return fmt.Errorf("bench: -threads %d: want 0 (all) to %d, the logical CPUs Go uses (GOMAXPROCS)", *threads, maxProcs())
@@ -122,6 +172,34 @@ func cmdBench(args []string) error {
 	if *modelPath != "" && wl != "decode" {
 		return fmt.Errorf("bench: -model times decode steps, not -workload %s", wl)
 	}
+	if err := checkBenchFlags(set, wl, *modelPath != "", *twin); err != nil {
+		return err
+	}
+	// The profile starts once the flags are checked, just before the
+	// work: a mistaken command leaves no empty profile behind.
+	startProfile := func() error {
+		if *cpuProfile == "" {
+			return nil
+		}
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("bench: -cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return fmt.Errorf("bench: -cpuprofile: %w", err)
+		}
+		stopProfile = func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}
+		return nil
+	}
+	defer func() {
+		if stopProfile != nil {
+			stopProfile()
+		}
+	}()
 	// The goroutines the CPU multiplies use (0: GOMAXPROCS), and so the
 	// read-bandwidth threads: cpuid's logical-core count can be smaller
 	// (one socket's, or a VM's topology).
@@ -136,6 +214,9 @@ func cmdBench(args []string) error {
 		}
 		// The engine first: a bad backend fails before the matrices are
 		// generated and encoded (seconds).
+		if err := startProfile(); err != nil {
+			return err
+		}
 		eng, err := qgemv.Open(qgemv.WithBackend(*backend), qgemv.WithThreads(*threads))
 		if err != nil {
 			return fmt.Errorf("bench: -workload matvans: %w", err)
@@ -159,8 +240,13 @@ func cmdBench(args []string) error {
 		if _, err := synth.WorkingSet(); err != nil { // the read-bandwidth buffer's size
 			return fmt.Errorf("bench: %w", err)
 		}
-		if *twin && *modelPath == "" {
-			return fmt.Errorf("bench: -twin applies to -model")
+		if *svg != "" {
+			if _, err := outpath.Resolve(*svg); err != nil { // before the work
+				return fmt.Errorf("bench: -svg: %w", err)
+			}
+		}
+		if err := startProfile(); err != nil {
+			return err
 		}
 		eng, err := qgemv.Open(qgemv.WithBackend(*backend), qgemv.WithThreads(*threads), qgemv.WithHugePages(*huge))
 		if err != nil {
@@ -192,11 +278,6 @@ func cmdBench(args []string) error {
 	default:
 		return fmt.Errorf("bench: -workload %q: want decode, ffn or matvans", wl)
 	}
-	for _, f := range []string{"svg", "twin", "batch", "steps", "mix", "layers"} {
-		if set[f] {
-			return fmt.Errorf("bench: -%s applies to decode steps, not the FFN block", f)
-		}
-	}
 	if *iters < 1 {
 		return fmt.Errorf("bench: -iters %d must be >= 1", *iters)
 	}
@@ -226,6 +307,9 @@ func cmdBench(args []string) error {
 	}
 	if err := layout.CheckDims(*inter, *hidden); err != nil {
 		return fmt.Errorf("bench: -hidden/-intermediate: %w", err)
+	}
+	if err := startProfile(); err != nil {
+		return err
 	}
 	eng, err := qgemv.Open(qgemv.WithBackend(*backend), qgemv.WithThreads(*threads), qgemv.WithHugePages(*huge))
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"sort"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/qgemv/qgemv"
 	"github.com/qgemv/qgemv/internal/mmap"
+	"github.com/qgemv/qgemv/internal/outpath"
 	"github.com/qgemv/qgemv/internal/synth"
 	"github.com/qgemv/qgemv/layout"
 )
@@ -361,15 +363,7 @@ func benchDecode(path string, iopt importOpts, eng *qgemv.Engine, o decodeOpts) 
 	sort.SliceStable(res.PerType, func(i, j int) bool { return res.PerType[i].BytesPerStep > res.PerType[j].BytesPerStep })
 
 	if o.svg != "" {
-		f, err := os.Create(o.svg)
-		if err != nil {
-			return fmt.Errorf("bench: -svg: %w", err)
-		}
-		err = writeDecodeSVG(f, &res)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if err := outpath.Write(o.svg, false, func(w io.Writer) error { return writeDecodeSVG(w, &res) }); err != nil {
 			return fmt.Errorf("bench: -svg: %w", err)
 		}
 	}

@@ -5,8 +5,8 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -85,33 +85,16 @@ func cmdDequantize(args []string) error {
 
 // writeRawF32 writes vals to path (resolved by outpath.Resolve) as raw
 // little-endian float32 (through a temporary file renamed into place).
-func writeRawF32(path string, vals []float32) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
+func writeRawF32(path string, vals []float32) error {
+	return outpath.Write(path, false, func(f io.Writer) error {
+		w := bufio.NewWriterSize(f, 1<<20)
+		var b [4]byte
+		for _, v := range vals {
+			binary.LittleEndian.PutUint32(b[:], math.Float32bits(v))
+			if _, err := w.Write(b[:]); err != nil {
+				return err
+			}
 		}
-	}()
-	w := bufio.NewWriterSize(tmp, 1<<20)
-	var b [4]byte
-	for _, v := range vals {
-		binary.LittleEndian.PutUint32(b[:], math.Float32bits(v))
-		if _, err = w.Write(b[:]); err != nil {
-			return err
-		}
-	}
-	if err = w.Flush(); err != nil {
-		return err
-	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+		return w.Flush()
+	})
 }

@@ -303,3 +303,51 @@ func TestCLIOutputsAndFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchFlagsApply: a flag that does not apply to the workload run is
+// an error naming it, before any work (it was silently dropped), and a
+// refused command leaves no -cpuprofile or -svg file behind.
+func TestBenchFlagsApply(t *testing.T) {
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "cpu.prof")
+	svg := filepath.Join(dir, "chart.svg")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-workload", "ffn", "-svg", svg}, "-svg does not apply to the FFN block"},
+		{[]string{"-workload", "ffn", "-mintime", "1s"}, "-mintime does not apply to the FFN block"},
+		{[]string{"-workload", "ffn", "-bits", "4"}, "-bits does not apply to the FFN block"},
+		{[]string{"-workload", "matvans", "-act", "a16"}, "-act does not apply to the MatVANS chain"},
+		{[]string{"-workload", "matvans", "-format", "bits4g128"}, "-format does not apply to the MatVANS chain"},
+		{[]string{"-workload", "matvans", "-hugepages=false"}, "-hugepages does not apply to the MatVANS chain"},
+		{[]string{"-d", "256"}, "-d does not apply to decode steps of a generated model"},
+		{[]string{"-iters", "5", "-mix", "q4_0"}, "-mix does not apply to the FFN block"}, // -iters chose the FFN block
+		{[]string{"-twin"}, "-twin does not apply to decode steps of a generated model"},
+		{[]string{"-model", "m.gguf", "-mix", "q4_0"}, "-mix does not apply to decode steps of -model"},
+		{[]string{"-model", "m.gguf", "-layers", "2"}, "-layers does not apply to decode steps of -model"},
+		{[]string{"-model", "m.gguf", "-twin", "-batch", "4"}, "-batch does not apply to -model -twin"},
+		{[]string{"-model", "m.gguf", "-twin", "-svg", svg}, "-svg does not apply to -model -twin"},
+		{[]string{"-model", "m.gguf", "-twin", "-steps", "3"}, "-steps does not apply to -model -twin"},
+		{[]string{"-svg", dir}, "is a directory"},
+		{[]string{"-batch", "17"}, "-batch 17"},
+	} {
+		err := cmdBench(append(c.args, "-cpuprofile", prof, "-quiet"))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("bench %v: %v, want an error containing %q", c.args, err, c.want)
+		}
+		for _, p := range []string{prof, svg} {
+			if _, err := os.Stat(p); err == nil {
+				t.Errorf("bench %v: %s was written", c.args, filepath.Base(p))
+				os.Remove(p)
+			}
+		}
+	}
+	// Flags of every workload still apply where they belong.
+	if err := cmdBench([]string{"-workload", "matvans", "-d", "128", "-reps", "1", "-json", "-quiet", "-cpuprofile", prof}); err != nil {
+		t.Fatalf("bench -workload matvans: %v", err)
+	}
+	if st, err := os.Stat(prof); err != nil || st.Size() == 0 {
+		t.Errorf("bench -cpuprofile: %v, want a profile", err)
+	}
+}

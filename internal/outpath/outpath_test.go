@@ -1,8 +1,11 @@
 package outpath
 
 import (
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -29,5 +32,48 @@ func TestResolve(t *testing.T) {
 	}
 	if _, err := Resolve(dir); err == nil {
 		t.Error("a directory accepted")
+	}
+}
+
+// TestWrite: a failed write leaves the old file and no temporary file; a
+// complete one replaces it with mode 0644, through a symbolic link.
+func TestWrite(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fail := errors.New("disk full")
+	for _, durable := range []bool{false, true} {
+		err := Write(file, durable, func(w io.Writer) error {
+			w.Write([]byte("partial"))
+			return fail
+		})
+		if !errors.Is(err, fail) || !strings.Contains(err.Error(), file) {
+			t.Errorf("failed write: %v, want the write's error naming the file", err)
+		}
+		if b, _ := os.ReadFile(file); string(b) != "old" {
+			t.Errorf("failed write changed the file to %q", b)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+			t.Errorf("failed write left %d files, want 1", len(ents))
+		}
+	}
+	link := filepath.Join(dir, "l")
+	if err := os.Symlink(file, link); err != nil {
+		t.Skip(err)
+	}
+	if err := Write(link, true, func(w io.Writer) error { _, err := w.Write([]byte("new")); return err }); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Lstat(file)
+	if b, _ := os.ReadFile(file); err != nil || string(b) != "new" || st.Mode().Perm() != 0o644 {
+		t.Errorf("written through the link: %q, %v, want \"new\" with mode 0644", b, st.Mode())
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link was replaced: %v", err)
+	}
+	if err := Write(dir, false, func(io.Writer) error { t.Error("write called for a directory"); return nil }); err == nil || !strings.Contains(err.Error(), "is a directory") {
+		t.Errorf("a directory: %v", err)
 	}
 }

@@ -653,28 +653,13 @@ func (l Llama) WriteGGUFFile(path, mix string) (int64, error) {
 // size limit) leaves what was at path as it was and no partial file.
 // An existing path that is not a regular file (a directory, a device)
 // is an error before anything is written.
-func writeFile(path string, write func(io.Writer) (int64, error)) (int64, error) {
-	path, err := outpath.Resolve(path)
+func writeFile(path string, write func(io.Writer) (int64, error)) (n int64, err error) {
+	err = outpath.Write(path, false, func(w io.Writer) error {
+		n, err = write(w)
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("testmodel: %w", err)
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return 0, err
-	}
-	n, err := write(f)
-	if err == nil { // CreateTemp's 0600 otherwise; os.Create made 0644 (less the umask)
-		err = f.Chmod(0o644)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return 0, err
 	}
 	return n, nil
 }
