@@ -165,7 +165,9 @@ func OpenModel(path string, opts ...ModelOption) (*Model, error) {
 			return nil, fmt.Errorf("qgemv: open model %s: %w", path, err)
 		}
 		md.maps = []*mmap.File{mf}
-		if bytes.HasPrefix(mf.Data, []byte("GGUF")) {
+		// By the magic; a .gguf file without it (empty, truncated or not
+		// a GGUF file) gets the GGUF parser's error, not safetensors'.
+		if bytes.HasPrefix(mf.Data, []byte("GGUF")) || strings.EqualFold(filepath.Ext(path), ".gguf") {
 			err = md.openGGUF()
 		} else {
 			var f *safetensors.File

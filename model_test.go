@@ -388,6 +388,15 @@ func TestModelTruncated(t *testing.T) {
 	if _, err := qgemv.OpenModel(junk); err == nil || !strings.Contains(err.Error(), junk) {
 		t.Errorf("junk: %v", err)
 	}
+	// A .gguf file without the magic (empty, cut before it) is reported
+	// as a GGUF file, not as a malformed safetensors one.
+	for _, name := range []string{"empty.gguf", "EMPTY.GGUF"} {
+		p := filepath.Join(t.TempDir(), name)
+		os.WriteFile(p, nil, 0o644)
+		if _, err := qgemv.OpenModel(p); err == nil || !strings.Contains(err.Error(), "gguf:") || strings.Contains(err.Error(), "safetensors") {
+			t.Errorf("%s: %v, want the GGUF parser's error", name, err)
+		}
+	}
 	md, err := qgemv.OpenModel(g)
 	if err != nil {
 		t.Fatal(err)

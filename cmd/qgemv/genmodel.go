@@ -34,7 +34,7 @@ func cmdGenModel(args []string) error {
 		fmt.Fprintln(fs.Output(), "usage: qgemv genmodel [flags] -o FILE.gguf | -mix gptq -o DIR\n\nWrites a LLaMA-3-8B-shaped model (4 layers by default) with random weights, for qgemv bench -model.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 || *out == "" {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -38,12 +39,29 @@ func importFlags(fs *flag.FlagSet, withFormat bool) *importOpts {
 	return o
 }
 
+// flagError is a flag parsing error, which the flag package has printed
+// with the command's usage: main exits 2 without printing it again.
+type flagError struct{ err error }
+
+func (e flagError) Error() string { return e.err.Error() }
+func (e flagError) Unwrap() error { return e.err }
+
+// parseFlags parses args into fs, its errors (but -h's flag.ErrHelp) as
+// flagError.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		return flagError{err}
+	}
+	return err
+}
+
 // parseInterspersed parses fs from args, flags before and after the
 // positional arguments, and returns the positional ones.
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := parseFlags(fs, args); err != nil {
 			return nil, err
 		}
 		if fs.NArg() == 0 {

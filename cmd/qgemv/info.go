@@ -48,7 +48,7 @@ func quantizable(f *layout.Format) bool { return f.Quantize != nil }
 // syntax, whether float weights quantize to it, and example names.
 func runFormats(w io.Writer, args []string) error {
 	fs := flag.NewFlagSet("formats", flag.ContinueOnError)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
@@ -75,7 +75,7 @@ func cmdInfo(args []string) error { return runInfo(os.Stdout, args) }
 func runInfo(w io.Writer, args []string) error {
 	fs := flag.NewFlagSet("info", flag.ContinueOnError)
 	backend := fs.String("backend", "", "backend to report as chosen (default: best, or $QGEMV_BACKEND)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {

@@ -78,6 +78,9 @@ func main() {
 	if errors.Is(err, flag.ErrHelp) { // -h: the flag package printed the usage
 		return
 	}
+	if fe := (flagError{}); errors.As(err, &fe) { // printed with the usage
+		os.Exit(2)
+	}
 	if err != nil {
 		msg := err.Error()
 		if !strings.HasPrefix(msg, "qgemv: ") { // library errors name the package already

@@ -351,3 +351,21 @@ func TestBenchFlagsApply(t *testing.T) {
 		t.Errorf("bench -cpuprofile: %v, want a profile", err)
 	}
 }
+
+// TestFlagErrorsPrintedOnce: an undefined flag is a flagError for every
+// command (the flag package prints it with the usage; main does not print
+// it a second time), -h is flag.ErrHelp.
+func TestFlagErrorsPrintedOnce(t *testing.T) {
+	for name, cmd := range map[string]func([]string) error{
+		"info": cmdInfo, "formats": func(a []string) error { return runFormats(io.Discard, a) }, "bench": cmdBench, "quantize": cmdQuantize, "inspect": cmdInspect,
+		"import": cmdImport, "genmodel": cmdGenModel, "dequantize": cmdDequantize,
+	} {
+		var fe flagError
+		if _, err := capture(t, func() error { return cmd([]string{"-no-such-flag"}) }); !errors.As(err, &fe) {
+			t.Errorf("%s -no-such-flag: %v, want a flagError", name, err)
+		}
+		if _, err := capture(t, func() error { return cmd([]string{"-h"}) }); !errors.Is(err, flag.ErrHelp) || errors.As(err, &fe) {
+			t.Errorf("%s -h: %v, want flag.ErrHelp", name, err)
+		}
+	}
+}

@@ -30,7 +30,8 @@ func isModelFile(path string) bool {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return true
 	}
-	return strings.HasSuffix(path, ".gguf") || strings.HasSuffix(path, ".safetensors") || strings.HasSuffix(path, ".index.json") || isGGUF(path)
+	lower := strings.ToLower(path)
+	return strings.HasSuffix(lower, ".gguf") || strings.HasSuffix(lower, ".safetensors") || strings.HasSuffix(lower, ".index.json") || isGGUF(path)
 }
 
 // isGGUF reports whether the file at path, a regular file, starts with

@@ -29,7 +29,7 @@ func cmdQuantize(args []string) error {
 		fmt.Fprintln(fs.Output(), "usage: qgemv quantize -rows R -cols C [-method search] -o OUT.qgv IN.f32\n\nIN.f32 holds R*C little-endian float32 values, row-major.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 || *out == "" {
