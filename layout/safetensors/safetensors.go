@@ -12,10 +12,12 @@
 package safetensors
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/bits"
 	"sort"
@@ -114,8 +116,8 @@ func Parse(data []byte) (*File, error) {
 		return nil, errf("header length %d, but only %d bytes follow (truncated?)", n, len(data)-8)
 	}
 	hdr, body := data[8:8+n], data[8+n:]
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(hdr, &raw); err != nil {
+	raw, err := jsonObject(hdr)
+	if err != nil {
 		return nil, errf("header JSON: %v", err)
 	}
 	f := &File{Tensors: make(map[string]*Tensor, len(raw)), Metadata: map[string]string{}}
@@ -124,7 +126,8 @@ func Parse(data []byte) (*File, error) {
 		name string
 	}
 	var spans []span
-	for name, msg := range raw {
+	for _, kv := range raw {
+		name, msg := kv.key, kv.val
 		if name == "__metadata__" {
 			if err := json.Unmarshal(msg, &f.Metadata); err != nil {
 				return nil, errf("__metadata__ must map strings to strings: %v", err)
@@ -313,4 +316,48 @@ func (t *Tensor) Matrix2D() (rows, cols int, err error) {
 		return 0, 0, fmt.Errorf("safetensors: tensor %q has shape %v, want 2 dimensions", t.Name, t.Shape)
 	}
 	return t.Shape[0], t.Shape[1], nil
+}
+
+// member is one name and value of a JSON object.
+type member struct {
+	key string
+	val json.RawMessage
+}
+
+// jsonObject returns the members of the JSON object in data in their
+// order. A name given twice is an error: json.Unmarshal into a map keeps
+// the last silently, so a header could hold two descriptions of one
+// tensor and be read by another tool as the first.
+func jsonObject(data []byte) ([]member, error) {
+	d := json.NewDecoder(bytes.NewReader(data))
+	if t, err := d.Token(); err != nil {
+		return nil, err
+	} else if t != json.Delim('{') {
+		return nil, fmt.Errorf("not an object (%v)", t)
+	}
+	var out []member
+	seen := map[string]bool{}
+	for d.More() {
+		t, err := d.Token()
+		if err != nil {
+			return nil, err
+		}
+		k, _ := t.(string) // the decoder returns only strings as names
+		if seen[k] {
+			return nil, fmt.Errorf("name %q given twice", k)
+		}
+		seen[k] = true
+		var v json.RawMessage
+		if err := d.Decode(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, member{k, v})
+	}
+	if _, err := d.Token(); err != nil { // the closing brace
+		return nil, err
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, fmt.Errorf("data after the object")
+	}
+	return out, nil
 }

@@ -141,6 +141,9 @@ func TestParseErrors(t *testing.T) {
 		"2^32+1 after 0":  hdr(`{"a":{"dtype":"U8","shape":[0,4294967297,4294967297],"data_offsets":[0,0]}}`),
 		"overlap":         hdr(`{"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[8],"data_offsets":[4,12]}}`),
 		"bad metadata":    hdr(`{"__metadata__":{"k":1}}`),
+		"duplicate name":  hdr(`{"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]},"a":{"dtype":"U8","shape":[8],"data_offsets":[8,16]}}`),
+		"not an object":   hdr(`[1,2]`),
+		"two objects":     hdr(`{} {}`),
 	}
 	for name, data := range cases {
 		if _, err := Parse(data); err == nil {
