@@ -70,7 +70,8 @@ func hugePagesSame(t *testing.T, m layout.Matrix) {
 }
 
 func TestAPIBadInput(t *testing.T) {
-	eng, err := qgemv.Open(qgemv.WithBackend("cpu-generic"))
+	var unset qgemv.Option // a nil option changes nothing (it panicked)
+	eng, err := qgemv.Open(qgemv.WithBackend("cpu-generic"), unset)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -697,10 +697,9 @@ func (e *Engine) swiGLU(seq bool, dst, gate, up *Buffer) error {
 		if done, err := onDevice("swiglu", e.dev.SwiGLU(dst.dev, gate.dev, up.dev, dst.n)); done {
 			return err
 		}
-		return e.hostRun("swiglu", func() error { cpu.SwiGLU(dst.f32, gate.f32, up.f32); return nil }, 1, dst, gate, up)
+		return e.hostRun("swiglu", func() error { return cpu.SwiGLU(dst.f32, gate.f32, up.f32) }, 1, dst, gate, up)
 	}
-	cpu.SwiGLU(dst.f32, gate.f32, up.f32)
-	return nil
+	return cpu.SwiGLU(dst.f32, gate.f32, up.f32)
 }
 
 // Add queues dst[i] = a[i] + b[i] over dst's length (the residual

@@ -139,7 +139,9 @@ type modelTensor struct {
 func OpenModel(path string, opts ...ModelOption) (*Model, error) {
 	o := modelOptions{float: layout.FormatSpec{Format: layout.FormatQ4G128, N: 4, G: 128}, method: layout.Search}
 	for _, f := range opts {
-		f(&o)
+		if f != nil { // a nil option (a conditional one left unset) changes nothing
+			f(&o)
+		}
 	}
 	if o.floatSet && !o.float.Quantizable() {
 		return nil, fmt.Errorf("qgemv: open model: float format %v does not quantize float weights", o.float)

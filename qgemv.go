@@ -233,7 +233,9 @@ func (e *Engine) freed() {
 func Open(opts ...Option) (*Engine, error) {
 	var o options
 	for _, f := range opts {
-		f(&o)
+		if f != nil { // a nil option (a conditional one left unset) changes nothing
+			f(&o)
+		}
 	}
 	if o.threads < 0 { // every backend's CPU work uses it: checked before choosing one
 		return nil, fmt.Errorf("qgemv: open: %d threads: want 0 (one per core) or more", o.threads)

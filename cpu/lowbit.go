@@ -243,7 +243,7 @@ func (mx *LowMatrix) actOrder() bool { return mx.bits != nil && mx.bits.Perm != 
 // (the act-order permutation of an imported matrix, else a copy).
 func (mx *LowMatrix) gather(dst, x []float32) {
 	if mx.bits != nil {
-		mx.bits.Gather(dst, x)
+		_ = mx.bits.Gather(dst, x) // the multiply checked the lengths, Validate the permutation
 		return
 	}
 	copy(dst[:mx.cols], x[:mx.cols])

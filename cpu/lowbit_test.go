@@ -309,7 +309,7 @@ func TestImportedBitsKernels(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						checkA8Exact(t, c.name+"/A8", b.DotA8Exact, b.Gather, dst, x, batch, rows, cols, b.PCols)
+						checkA8Exact(t, c.name+"/A8", b.DotA8Exact, func(d, x []float32) { b.Gather(d, x) }, dst, x, batch, rows, cols, b.PCols)
 					}
 				}
 			}

@@ -1,15 +1,21 @@
 package cpu
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // swigluAsm is the assembly SwiGLU over a multiple of 16 values, or nil.
 var swigluAsm func(d, g, u *float32, n int)
 
-// SwiGLU sets d[i] = g[i] / (1 + exp(-g[i])) * u[i] for every i of d (g
-// and u at least as long; d may be g or u): the activation between an
-// FFN's gate and up projections and its down projection. Within 4 ulps of
-// that formula with exp in float64 (TestSwiGLU); NaN stays NaN.
-func SwiGLU(d, g, u []float32) {
+// SwiGLU sets d[i] = g[i] / (1 + exp(-g[i])) * u[i] for every i of d (d
+// may be g or u): the activation between an FFN's gate and up projections
+// and its down projection. Within 4 ulps of that formula with exp in
+// float64 (TestSwiGLU); NaN stays NaN. g or u shorter than d is an error.
+func SwiGLU(d, g, u []float32) error {
+	if len(g) < len(d) || len(u) < len(d) {
+		return fmt.Errorf("cpu: SwiGLU of %d values: gate has %d, up %d", len(d), len(g), len(u))
+	}
 	g, u = g[:len(d)], u[:len(d)]
 	n := 0
 	if swigluAsm != nil {
@@ -18,6 +24,7 @@ func SwiGLU(d, g, u []float32) {
 		}
 	}
 	swigluGeneric(d[n:], g[n:], u[n:])
+	return nil
 }
 
 func swigluGeneric(d, g, u []float32) {

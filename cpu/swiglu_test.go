@@ -34,7 +34,7 @@ func TestSwiGLU(t *testing.T) {
 	want := func(x, y float32) float32 { return x / (1 + float32(math.Exp(float64(-x)))) * y }
 	paths := map[string]func(d, g, u []float32){"generic": swigluGeneric}
 	if swigluAsm != nil {
-		paths["asm"] = SwiGLU
+		paths["asm"] = func(d, g, u []float32) { SwiGLU(d, g, u) }
 	}
 	for name, f := range paths {
 		for _, inPlace := range []bool{false, true} {
@@ -75,4 +75,17 @@ func TestSwiGLU(t *testing.T) {
 func ulp32(v float32) float64 {
 	a := math.Abs(float64(v))
 	return float64(math.Nextafter32(float32(a), float32(math.Inf(1)))) - a
+}
+
+// TestSwiGLUShort: a gate or up shorter than the destination is an error.
+func TestSwiGLUShort(t *testing.T) {
+	if err := SwiGLU(make([]float32, 4), make([]float32, 1), make([]float32, 4)); err == nil {
+		t.Error("gate of 1 for 4: no error")
+	}
+	if err := SwiGLU(make([]float32, 40), make([]float32, 40), nil); err == nil {
+		t.Error("nil up for 40: no error")
+	}
+	if err := SwiGLU(make([]float32, 40), make([]float32, 41), make([]float32, 40)); err != nil {
+		t.Error(err)
+	}
 }

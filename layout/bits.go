@@ -76,6 +76,14 @@ type GroupMeta struct {
 	Scales32, Zeros32 []float32 // with FP32Meta
 }
 
+// metaBytes is a group's scale and zero point in bytes.
+func metaBytes(fp32 bool) uint64 {
+	if fp32 {
+		return 8
+	}
+	return 4
+}
+
 func newGroupMeta(n int, fp32 bool) GroupMeta {
 	if fp32 {
 		return GroupMeta{FP32Meta: true, Scales32: make([]float32, n), Zeros32: make([]float32, n)}
@@ -233,6 +241,9 @@ func newBitsHeader(rows, cols, n, g int, fp32Meta bool) (*Bits, error) {
 		return nil, err
 	}
 	b := &Bits{Rows: rows, Cols: cols, PRows: prows, PCols: pcols, N: n, G: group, WholeRow: g == 0}
+	if err := checkBytes(b.Name(), rows, cols, uint64(prows)*(uint64(b.WordsPerRow())*4+uint64(b.Groups())*metaBytes(fp32Meta))); err != nil {
+		return nil, err
+	}
 	b.GroupMeta = newGroupMeta(b.Groups()*prows, fp32Meta)
 	return b, nil
 }
@@ -299,16 +310,24 @@ func (b *Bits) SourceCol(c int) int {
 }
 
 // Gather writes the Cols activations of x in stored column order into dst
-// (dst[j] = x[Perm[j]]; a copy without Perm).
-func (b *Bits) Gather(dst, x []float32) {
+// (dst[j] = x[Perm[j]]; a copy without Perm). dst or x shorter than Cols,
+// or a Perm entry outside them, is an error.
+func (b *Bits) Gather(dst, x []float32) error {
+	if len(dst) < b.Cols || len(x) < b.Cols {
+		return fmt.Errorf("layout: %s: Gather of %d columns into %d from %d values", b.Name(), b.Cols, len(dst), len(x))
+	}
 	if b.Perm == nil {
 		copy(dst[:b.Cols], x[:b.Cols])
-		return
+		return nil
 	}
 	x = x[:b.Cols]
 	for j, p := range b.Perm {
+		if j >= len(dst) || p < 0 || int(p) >= len(x) {
+			return fmt.Errorf("layout: %s: Perm[%d] = %d outside the %d columns", b.Name(), j, p, b.Cols)
+		}
 		dst[j] = x[p]
 	}
+	return nil
 }
 
 // StreamBytes returns the bytes a GEMV reads from the matrix.

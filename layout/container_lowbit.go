@@ -332,6 +332,9 @@ func SaveMatrix(path string, m interface {
 	Matrix
 	io.WriterTo
 }) error {
+	if m == nil {
+		return fmt.Errorf("layout: save %s: the matrix is nil", path)
+	}
 	if err := m.Validate(); err != nil {
 		return err
 	}

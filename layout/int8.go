@@ -147,6 +147,9 @@ func (m *Int8) WriteTo(w io.Writer) (int64, error) {
 
 // DecodeInt8 builds an Int8 matrix from a container of format 6.
 func DecodeInt8(f *File) (*Int8, error) {
+	if f == nil {
+		return nil, errf("File is nil")
+	}
 	if f.Format != FormatInt8 {
 		return nil, errf("format is %v, want Int8", f.Format)
 	}
@@ -174,6 +177,9 @@ func DecodeInt8(f *File) (*Int8, error) {
 // RandomInt8 returns a rows x cols matrix of uniformly random int8 values.
 func RandomInt8(rows, cols int, seed uint64) (*Int8, error) {
 	if err := CheckInt8Shape(rows, cols); err != nil {
+		return nil, err
+	}
+	if err := checkBytes("Int8", rows, cols, 2*uint64(rows)*uint64(cols)); err != nil { // the random bytes and the values
 		return nil, err
 	}
 	b := make([]byte, rows*cols)

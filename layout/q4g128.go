@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"sync/atomic"
+
+	"github.com/qgemv/qgemv/internal/sysmem"
 )
 
 // GroupSize is the number of columns that share one scale and zero point in
@@ -48,6 +50,17 @@ func CheckDims(rows, cols int) error {
 	return nil
 }
 
+// checkBytes returns an error naming the matrix (what, rows x cols) when
+// its buffers, bytes in all, exceed the memory this process can have:
+// CheckDims allows shapes whose allocation the Go runtime could only
+// answer by ending the process.
+func checkBytes(what string, rows, cols int, bytes uint64) error {
+	if err := sysmem.Check(bytes); err != nil {
+		return fmt.Errorf("layout: %s %dx%d: %w", what, rows, cols, err)
+	}
+	return nil
+}
+
 // MaxElems bounds a matrix's elements, padded to multiples of 128 in both
 // dimensions: 2^40, and on 32-bit platforms just under 2^28, so that a format's
 // sizes in bytes (up to 4 per element, with float32 weights to quantize)
@@ -61,6 +74,9 @@ func NewQ4G128(rows, cols int) (*Q4G128, error) {
 		return nil, err
 	}
 	m := &Q4G128{Rows: rows, Cols: cols, PRows: Pad128(rows), PCols: Pad128(cols)}
+	if err := checkBytes("Q4G128", rows, cols, uint64(m.PRows)*uint64(m.PCols)*11/8); err != nil { // 4-bit codes, per 128 a float32 scale and a 4-bit zero
+		return nil, err
+	}
 	m.Weights = make([]byte, m.PRows*m.PCols/2)
 	m.Scales = make([]float32, m.NumBlocks()*GroupSize)
 	m.Zeros = make([]byte, m.NumBlocks()*GroupSize/2)

@@ -1,6 +1,7 @@
 package layout
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sync/atomic"
@@ -55,15 +56,36 @@ func QuantizeQ4G128(w []float32, rows, cols int, method QuantMethod) (*Q4G128, e
 // The quantizers call it from several goroutines, each row once.
 type RowSource func(r int, buf []float32) ([]float32, error)
 
-// SliceRows is the RowSource of the row-major matrix w.
+// SliceRows is the RowSource of the row-major matrix w; a row past its
+// end (w shorter than the rows asked for) is an error.
 func SliceRows(w []float32, cols int) RowSource {
-	return func(r int, _ []float32) ([]float32, error) { return w[r*cols : (r+1)*cols], nil }
+	return func(r int, _ []float32) ([]float32, error) {
+		if r < 0 || cols < 0 || r >= len(w)/max(cols, 1) {
+			return nil, fmt.Errorf("row %d of %d columns is past the end of %d values", r, cols, len(w))
+		}
+		return w[r*cols : (r+1)*cols], nil
+	}
+}
+
+// callRow returns src(r, buf), a nil src or a panic in it as an error: the
+// quantizers call sources on their own goroutines, where a panic would end
+// the process whatever the caller recovers.
+func callRow(src RowSource, r int, buf []float32) (row []float32, err error) {
+	if src == nil {
+		return nil, errors.New("nil RowSource")
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			row, err = nil, fmt.Errorf("the row source panicked: %v", p)
+		}
+	}()
+	return src(r, buf)
 }
 
 // readRow reads row r from src and checks it: the source's error, a short
 // row or a non-finite value names the row (and column).
 func readRow(src RowSource, r, cols int, buf []float32) ([]float32, error) {
-	row, err := src(r, buf)
+	row, err := callRow(src, r, buf)
 	if err != nil {
 		return nil, fmt.Errorf("layout: quantize: row %d: %w", r, err)
 	}
@@ -332,8 +354,12 @@ var codeOf = func() (t [64]uint8) {
 }()
 
 // RelRMSError returns sqrt(sum (a-b)^2 / sum b^2), the relative RMS error of
-// a against the reference b, in float64. It is 0 when both are all zero.
+// a against the reference b, in float64. It is 0 when both are all zero,
+// NaN when their lengths differ.
 func RelRMSError(a, b []float32) float64 {
+	if len(a) != len(b) {
+		return math.NaN()
+	}
 	var num, den float64
 	relRMSAdd(a, b, &num, &den)
 	return relRMS(num, den)
@@ -343,13 +369,16 @@ func RelRMSError(a, b []float32) float64 {
 // read row by row from src, the same value: a float tensor's
 // quantization error measured without converting it whole.
 func RelRMSErrorRows(a []float32, rows, cols int, src RowSource) (float64, error) {
+	if err := CheckDims(rows, cols); err != nil {
+		return 0, fmt.Errorf("layout: relative RMS error: %w", err)
+	}
 	if len(a) != rows*cols {
 		return 0, fmt.Errorf("layout: relative RMS error: %d values against a %dx%d source", len(a), rows, cols)
 	}
 	var num, den float64
 	buf := make([]float32, cols)
 	for r := 0; r < rows; r++ {
-		row, err := src(r, buf)
+		row, err := callRow(src, r, buf)
 		if err != nil {
 			return 0, fmt.Errorf("layout: relative RMS error: row %d: %w", r, err)
 		}

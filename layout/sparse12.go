@@ -54,6 +54,9 @@ func NewSparse12(rows, cols, g int, fp32Meta bool) (*Sparse12, error) {
 		return nil, err
 	}
 	m := &Sparse12{Rows: rows, Cols: cols, PRows: prows, PCols: pcols, G: group, WholeRow: g == 0}
+	if err := checkBytes(m.Name(), rows, cols, uint64(prows)*(uint64(m.WordsPerRow())*4+uint64(m.Groups())*metaBytes(fp32Meta))); err != nil {
+		return nil, err
+	}
 	m.Words = make([]uint32, prows*m.WordsPerRow())
 	m.GroupMeta = newGroupMeta(m.Groups()*prows, fp32Meta)
 	return m, nil

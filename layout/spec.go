@@ -77,6 +77,9 @@ func (f FormatSpec) QuantizeRows(rows, cols int, opt QuantOptions, src RowSource
 	if err := CheckDims(rows, cols); err != nil {
 		return nil, err
 	}
+	if err := checkBytes(f.String()+" (its float32 values)", rows, cols, 4*uint64(rows)*uint64(cols)); err != nil {
+		return nil, err
+	}
 	w := make([]float32, rows*cols)
 	for r := range rows {
 		row, err := readRow(src, r, cols, w[r*cols:(r+1)*cols])

@@ -58,6 +58,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/qgemv/qgemv/internal/sysmem"
 	"github.com/qgemv/qgemv/layout"
 )
 
@@ -117,6 +118,13 @@ func New(rows, cols, m, v, b, g int, fp32 bool) (*Codebook, error) {
 		return nil, err
 	}
 	c := &Codebook{Rows: rows, Cols: cols, PRows: prows, PCols: pcols, M: m, V: v, B: b, G: group, WholeRow: g == 0, FP32: fp32}
+	elem := uint64(2) // a centroid or scale
+	if fp32 {
+		elem = 4
+	}
+	if err := sysmem.Check(4*uint64(c.numWords()) + elem*uint64(m*(1<<b)*v+c.Groups()*prows)); err != nil {
+		return nil, fmt.Errorf("codebook: %s %dx%d: %w", c.Spec(), rows, cols, err)
+	}
 	c.Words = make([]uint32, c.numWords())
 	nc, ns := m*(1<<b)*v, c.Groups()*prows
 	if fp32 {

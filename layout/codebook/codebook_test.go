@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/qgemv/qgemv/internal/sysmem"
 	"github.com/qgemv/qgemv/layout"
 )
 
@@ -414,5 +415,16 @@ func TestSetCodeOverwrites(t *testing.T) {
 				t.Fatalf("b %d: codebook 0's code %d changed to %d", b, j, got)
 			}
 		}
+	}
+}
+
+// TestNewHuge: a shape beyond the machine's memory is an error before
+// the allocation.
+func TestNewHuge(t *testing.T) {
+	if tot := sysmem.Total(); tot == 0 || tot > 1<<39 {
+		t.Skip("memory unknown, or enough")
+	}
+	if _, err := New(1<<24, 1<<16, 2, 2, 12, 2, true); err == nil || !strings.Contains(err.Error(), "memory") {
+		t.Errorf("New of 2^40 elements: %v, want an error naming the memory", err)
 	}
 }

@@ -81,6 +81,7 @@ import (
 	"math/rand/v2"
 	"strings"
 
+	"github.com/qgemv/qgemv/internal/sysmem"
 	"github.com/qgemv/qgemv/layout"
 )
 
@@ -217,6 +218,9 @@ func NewData(t Type, rows, cols int, data func(n int) []byte) (*Matrix, error) {
 		return nil, err
 	}
 	n := rows * m.RowBytes()
+	if err := sysmem.Check(uint64(n)); err != nil {
+		return nil, fmt.Errorf("ggml: %s %dx%d: %w", m.Name(), rows, cols, err)
+	}
 	if data == nil {
 		m.Data = make([]byte, n)
 		return m, nil
@@ -317,6 +321,9 @@ func (m *Matrix) ValidateShape() error {
 // partial block at the end is left out), naming the first that is not
 // by row and block. The shape must have passed ValidateShape.
 func (m *Matrix) CheckFinite(from, to int) error {
+	if !m.Type.Known() {
+		return fmt.Errorf("ggml: %v is not a supported block type", m.Type)
+	}
 	nb := m.Type.BlockBytes()
 	if from < 0 || to > len(m.Data) || from > to || from%nb != 0 {
 		return fmt.Errorf("ggml: %s: blocks [%d, %d) of %d bytes", m.Name(), from, to, len(m.Data))
@@ -338,6 +345,12 @@ const checkPiece = 64 << 10
 // CheckFinite does right after copying it, instead of a pass of its own
 // over the whole matrix. The shape must have passed ValidateShape.
 func (m *Matrix) CopyChecked(dst []byte) error {
+	if !m.Type.Known() {
+		return fmt.Errorf("ggml: %v is not a supported block type", m.Type)
+	}
+	if len(dst) < len(m.Data) {
+		return fmt.Errorf("ggml: %s: CopyChecked into %d bytes, want %d", m.Name(), len(dst), len(m.Data))
+	}
 	nb := m.Type.BlockBytes()
 	step := max(1, checkPiece/nb) * nb
 	for o := 0; o < len(m.Data); o += step {
@@ -352,7 +365,7 @@ func (m *Matrix) CopyChecked(dst []byte) error {
 
 // CheckedRows is the number of rows of rowBytes bytes in a piece that
 // CopyChecked would copy and check at once.
-func CheckedRows(rowBytes int) int { return max(1, checkPiece/rowBytes) }
+func CheckedRows(rowBytes int) int { return max(1, checkPiece/max(1, rowBytes)) }
 
 // nonFiniteHalf returns the offset of the first block of nb bytes in data
 // with one of the binary16 fields an infinity or a NaN (all exponent bits
@@ -623,6 +636,9 @@ func Random(t Type, rows, cols int, seed uint64) (*Matrix, error) {
 // of -128 is valid, and some CPU kernel sets run such matrices in Go).
 func RandomBlocks(t Type, rng *rand.Rand, dst []byte) {
 	layout.FillRandom(rng, dst)
+	if !t.Known() { // no fields to set (and no block size to step by)
+		return
+	}
 	if t == Q8_0 {
 		for b := dst; len(b) >= t.BlockBytes(); b = b[t.BlockBytes():] {
 			for i := 2; i < t.BlockBytes(); i++ {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/ggml"
@@ -152,7 +153,18 @@ func (t *Tensor) Float32s() ([]float32, error) {
 	if !Float(t.Type) || t.Data == nil {
 		return nil, fmt.Errorf("gguf: tensor %q is %s, not F32, F16 or BF16", t.Name, t.Type)
 	}
-	n := int(t.Elems())
+	size := uint64(2)
+	if t.Type == F32 {
+		size = 4
+	}
+	n, ok := uint64(1), true
+	for _, d := range t.Dims {
+		hi, lo := bits.Mul64(n, d)
+		n, ok = lo, ok && hi == 0
+	}
+	if hi, lo := bits.Mul64(n, size); !ok || hi != 0 || lo != uint64(len(t.Data)) {
+		return nil, fmt.Errorf("gguf: tensor %q: %s%v, but %d bytes of data", t.Name, t.Type, t.Dims, len(t.Data))
+	}
 	out := make([]float32, n)
 	switch t.Type { // one loop per type
 	case F32:
@@ -192,6 +204,11 @@ func (t *Tensor) ImportBits() (*layout.Bits, error) {
 	if err != nil {
 		return nil, err
 	}
+	blk, siz := t.Type.BlockSize()
+	perRow := cols / blk
+	if cols%blk != 0 || int64(len(t.Data)) != int64(rows)*int64(perRow*siz) {
+		return nil, fmt.Errorf("gguf: tensor %q: %d bytes, a %dx%d %s matrix of whole %d-element blocks has %d", t.Name, len(t.Data), rows, cols, t.Type, blk, int64(rows)*int64(perRow*siz))
+	}
 	n := 4
 	if t.Type == Q8_0 {
 		n = 8
@@ -201,8 +218,6 @@ func (t *Tensor) ImportBits() (*layout.Bits, error) {
 		return nil, fmt.Errorf("gguf: tensor %q: %w", t.Name, err)
 	}
 	b.Offsets = t.Type == Q4_1 || t.Type == Q4_K
-	blk, siz := t.Type.BlockSize()
-	perRow := cols / blk
 	for r := 0; r < rows; r++ {
 		for k := 0; k < perRow; k++ {
 			x := t.Data[(r*perRow+k)*siz : (r*perRow+k+1)*siz]

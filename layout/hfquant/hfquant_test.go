@@ -769,3 +769,16 @@ func fillLayer(rng *rand.Rand, qw, qz []int32, sc []layout.FP16, zmask uint32) {
 		sc[i] = layout.ToFP16(0.01 + rng.Float32()/64)
 	}
 }
+
+// TestNilFile: a nil file is no layer and an error to load.
+func TestNilFile(t *testing.T) {
+	if k := Detect(nil, "x"); k != "" {
+		t.Errorf("Detect(nil): %q", k)
+	}
+	if p, _ := Layers(nil); p != nil {
+		t.Errorf("Layers(nil): %v", p)
+	}
+	if _, _, err := Load(nil, "x", Options{}); err == nil {
+		t.Error("Load(nil): no error")
+	}
+}

@@ -1,6 +1,7 @@
 package hfquant
 
 import (
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -34,6 +35,9 @@ type Options struct {
 // Detect names the convention of the layer with tensor prefix p (e.g.
 // "model.layers.0.mlp.down_proj"), or "" if it is none of them.
 func Detect(f *safetensors.File, p string) Kind {
+	if f == nil {
+		return ""
+	}
 	if _, ok := f.Tensors[p+".W_q"]; ok {
 		return KindHQQ
 	}
@@ -54,6 +58,9 @@ func Detect(f *safetensors.File, p string) Kind {
 // Layers lists the prefixes of the quantized layers of f with their
 // conventions, in file order.
 func Layers(f *safetensors.File) (prefixes []string, kinds []Kind) {
+	if f == nil {
+		return nil, nil
+	}
 	seen := map[string]bool{}
 	for _, name := range f.Names {
 		for _, suf := range []string{".qweight", ".W_q"} {
@@ -105,6 +112,9 @@ func ints(f *safetensors.File, name string) ([]int64, bool, error) {
 
 // Load imports the quantized layer with tensor prefix p into Bits.
 func Load(f *safetensors.File, p string, opt Options) (*layout.Bits, Kind, error) {
+	if f == nil {
+		return nil, "", errors.New("hfquant: the safetensors file is nil")
+	}
 	k := opt.Kind
 	if k == "" {
 		if k = Detect(f, p); k == "" {

@@ -1,0 +1,98 @@
+package layout
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/qgemv/qgemv/internal/sysmem"
+)
+
+// TestQuantizeBadSources: a nil source, rows past a SliceRows matrix and
+// a source that panics are errors from the quantizers, whose goroutines
+// call sources where a caller's recover cannot reach (each ended the
+// process before).
+func TestQuantizeBadSources(t *testing.T) {
+	panics := func(int, []float32) ([]float32, error) { panic("boom") }
+	for name, src := range map[string]RowSource{
+		"nil": nil, "short slice": SliceRows(make([]float32, 5), 4), "panicking": panics,
+	} {
+		if _, err := QuantizeQ4G128Rows(2, 4, MinMax, src); err == nil {
+			t.Errorf("QuantizeQ4G128Rows, %s source: no error", name)
+		}
+		if _, err := QuantizeBitsRows(2, 4, 4, 32, QuantOptions{}, src); err == nil {
+			t.Errorf("QuantizeBitsRows, %s source: no error", name)
+		}
+		if _, err := (FormatSpec{Format: FormatSparse12, G: 128}).QuantizeRows(2, 4, QuantOptions{}, src); err == nil {
+			t.Errorf("Sparse12 QuantizeRows, %s source: no error", name)
+		}
+		if _, err := RelRMSErrorRows(make([]float32, 8), 2, 4, src); err == nil {
+			t.Errorf("RelRMSErrorRows, %s source: no error", name)
+		}
+	}
+	if _, err := QuantizeQ4G128Rows(2, 4, MinMax, panics); err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Errorf("a panicking source: %v, want its panic in the error", err)
+	}
+	// rows*cols wrapping to len(a) passed the length check
+	if _, err := RelRMSErrorRows(nil, 1<<24, 1<<40, SliceRows(nil, 1)); err == nil {
+		t.Error("RelRMSErrorRows of 2^24 x 2^40: no error")
+	}
+	if v := RelRMSError([]float32{1}, []float32{1, 2}); !math.IsNaN(v) {
+		t.Errorf("RelRMSError of different lengths: %v, want NaN", v)
+	}
+}
+
+// TestHugeShapes: shapes CheckDims allows whose buffers exceed the
+// machine's memory are errors before the allocation (the runtime's fatal
+// out-of-memory error ended the process before).
+func TestHugeShapes(t *testing.T) {
+	if tot := sysmem.Total(); tot == 0 || tot > 1<<39 {
+		t.Skipf("memory %d bytes: unknown, or enough for 2^40 elements", tot)
+	}
+	const r, c = 1 << 24, 1 << 16
+	for name, f := range map[string]func() error{
+		"NewQ4G128":    func() error { _, err := NewQ4G128(r, c); return err },
+		"RandomQ4G128": func() error { _, err := RandomQ4G128(r, c, 1); return err },
+		"NewBits":      func() error { _, err := NewBits(r, c, 8, 128, true); return err },
+		"QuantizeBitsRows": func() error {
+			_, err := QuantizeBitsRows(r, c, 4, 32, QuantOptions{}, SliceRows(nil, c))
+			return err
+		},
+		"NewSparse12": func() error { _, err := NewSparse12(r, c, 128, true); return err },
+		"RandomInt8":  func() error { _, err := RandomInt8(1<<23, MaxInt8Cols, 1); return err },
+		"Sparse12 QuantizeRows": func() error {
+			_, err := FormatSpec{Format: FormatSparse12, G: 128}.QuantizeRows(r, c, QuantOptions{}, SliceRows(nil, c))
+			return err
+		},
+	} {
+		if err := f(); err == nil || !strings.Contains(err.Error(), "of memory this process can have") {
+			t.Errorf("%s: %v, want an error naming the memory", name, err)
+		}
+	}
+}
+
+// TestHelpersBadInput: short slices and nil inputs to exported helpers
+// are errors.
+func TestHelpersBadInput(t *testing.T) {
+	b, err := NewBits(2, 200, 4, 32, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Gather(make([]float32, 1), make([]float32, 200)); err == nil {
+		t.Error("Gather into 1 value: no error")
+	}
+	if err := b.Gather(make([]float32, 200), nil); err == nil {
+		t.Error("Gather from nil: no error")
+	}
+	b.Perm = make([]int32, 200)
+	b.Perm[3] = 500
+	if err := b.Gather(make([]float32, 200), make([]float32, 200)); err == nil {
+		t.Error("Gather with Perm[3] = 500: no error")
+	}
+	if _, err := DecodeInt8(nil); err == nil {
+		t.Error("DecodeInt8(nil): no error")
+	}
+	if err := SaveMatrix(t.TempDir()+"/m.qgv", nil); err == nil || !strings.Contains(err.Error(), "nil") {
+		t.Errorf("SaveMatrix(nil): %v", err)
+	}
+}
