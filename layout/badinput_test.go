@@ -96,3 +96,38 @@ func TestHelpersBadInput(t *testing.T) {
 		t.Errorf("SaveMatrix(nil): %v", err)
 	}
 }
+
+// TestHandBuiltMatrices: the reference products of a matrix built by hand
+// without its buffers (exported fields, no New) are errors, not index
+// out of range.
+func TestHandBuiltMatrices(t *testing.T) {
+	x := make([]float32, 128)
+	out := make([]float64, 1)
+	xq, xs, o32 := make([]int8, 128), make([]float32, 1), make([]float32, 1)
+	for name, m := range map[string]interface {
+		DotRef([]float64, []float32) error
+		DotRefMag([]float64, []float32) error
+		DotA8Exact([]float32, []int8, []float32) error
+	}{
+		"Q4G128":   &Q4G128{Rows: 1, Cols: 128, PRows: 128, PCols: 128},
+		"Bits":     &Bits{Rows: 1, Cols: 128, PRows: 128, PCols: 128, N: 4, G: 128},
+		"Sparse12": &Sparse12{Rows: 1, Cols: 128, PRows: 128, PCols: 128, G: 128},
+	} {
+		if err := m.DotRef(out, x); err == nil {
+			t.Errorf("%s: DotRef: no error", name)
+		}
+		if err := m.DotRefMag(out, x); err == nil {
+			t.Errorf("%s: DotRefMag: no error", name)
+		}
+		if err := m.DotA8Exact(o32, xq, xs); err == nil {
+			t.Errorf("%s: DotA8Exact: no error", name)
+		}
+	}
+	i8 := &Int8{Rows: 2, Cols: 2}
+	if err := i8.DotInt32(make([]int32, 2), make([]int8, 2)); err == nil {
+		t.Error("Int8 without values: DotInt32: no error")
+	}
+	if err := i8.DotRef(make([]float64, 2), make([]float32, 2)); err == nil {
+		t.Error("Int8 without values: DotRef: no error")
+	}
+}

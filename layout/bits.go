@@ -430,6 +430,9 @@ func (b *Bits) weight64(r, c int) float64 {
 // DotRef computes out[r] = sum_c w[r,c]*x[c] in float64 with the exact
 // weights, for every true row.
 func (b *Bits) DotRef(out []float64, x []float32) error {
+	if err := b.Validate(); err != nil {
+		return err
+	}
 	if len(x) != b.Cols || len(out) != b.Rows {
 		return fmt.Errorf("layout: %s: DotRef: x %d, out %d elements, want %d, %d", b.Name(), len(x), len(out), b.Cols, b.Rows)
 	}
@@ -446,6 +449,9 @@ func (b *Bits) DotRef(out []float64, x []float32) error {
 // DotRefMag computes mag[r] = sum_c |s|(|q| + |z|)|x[c]|, the magnitude
 // float-path errors are normalized by.
 func (b *Bits) DotRefMag(mag []float64, x []float32) error {
+	if err := b.Validate(); err != nil {
+		return err
+	}
 	if len(x) != b.Cols || len(mag) != b.Rows {
 		return fmt.Errorf("layout: %s: DotRefMag: x %d, mag %d elements, want %d, %d", b.Name(), len(x), len(mag), b.Cols, b.Rows)
 	}
@@ -486,6 +492,9 @@ func (b *Bits) A8Block() int { return min(b.G, GroupSize) }
 // group (column/128). xq has PCols values, xs PCols/128, in stored
 // column order (quantized from the Gathered activations).
 func (b *Bits) DotA8Exact(out []float32, xq []int8, xs []float32) error {
+	if err := b.Validate(); err != nil {
+		return err
+	}
 	if len(xq) != b.PCols || len(xs) != b.PCols/GroupSize || len(out) != b.Rows {
 		return fmt.Errorf("layout: %s: DotA8Exact: xq %d, xs %d, out %d, want %d, %d, %d", b.Name(), len(xq), len(xs), len(out), b.PCols, b.PCols/GroupSize, b.Rows)
 	}

@@ -86,6 +86,9 @@ type Int32Matrix interface {
 
 // DotInt32 computes y = W v exactly.
 func (m *Int8) DotInt32(y []int32, v []int8) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
 	if len(v) != m.Cols || len(y) != m.Rows {
 		return fmt.Errorf("layout: Int8 %dx%d: v has %d values, y %d", m.Rows, m.Cols, len(v), len(y))
 	}
@@ -110,6 +113,9 @@ func (m *Int8) DotRefMag(mag []float64, x []float32) error {
 }
 
 func (m *Int8) dot(out []float64, x []float32, abs bool) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
 	if len(x) != m.Cols || len(out) != m.Rows {
 		return fmt.Errorf("layout: Int8 %dx%d: x has %d values, out %d", m.Rows, m.Cols, len(x), len(out))
 	}

@@ -176,6 +176,9 @@ func (m *Q4G128) Dequantize() []float32 {
 // r, with w the exact dequantized weights. x has Cols elements and out Rows.
 // It is the oracle for the float paths of every kernel.
 func (m *Q4G128) DotRef(out []float64, x []float32) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
 	if len(x) != m.Cols {
 		return fmt.Errorf("layout: DotRef: x has %d elements, want %d", len(x), m.Cols)
 	}
@@ -199,6 +202,9 @@ func (m *Q4G128) DotRef(out []float64, x []float32) error {
 // the size of every partial sum a kernel may form, including the
 // sum(q*x) - z*sum(x) split).
 func (m *Q4G128) DotRefMag(mag []float64, x []float32) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
 	if len(x) != m.Cols || len(mag) != m.Rows {
 		return fmt.Errorf("layout: DotRefMag: x has %d, mag %d elements, want %d, %d", len(x), len(mag), m.Cols, m.Rows)
 	}
@@ -234,6 +240,9 @@ const MaxBoundGroups = 512
 // (PCols values) and their per-group scales xs (PCols/128 values). It is
 // the bit-exact oracle for the integer paths.
 func (m *Q4G128) DotA8Exact(out []float32, xq []int8, xs []float32) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
 	if len(xq) != m.PCols || len(xs) != m.Groups() {
 		return fmt.Errorf("layout: DotA8Exact: xq has %d values and xs %d, want %d and %d", len(xq), len(xs), m.PCols, m.Groups())
 	}

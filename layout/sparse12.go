@@ -164,11 +164,17 @@ func (m *Sparse12) Dequantize() []float32 {
 
 // DotRef computes out[r] = sum_c w[r,c]*x[c] in float64 (exact weights).
 func (m *Sparse12) DotRef(out []float64, x []float32) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
 	return m.dot64(out, x, false)
 }
 
 // DotRefMag computes mag[r] = sum over kept c of |s|(|q|+|z|)|x[c]|.
 func (m *Sparse12) DotRefMag(mag []float64, x []float32) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
 	return m.dot64(mag, x, true)
 }
 
@@ -204,6 +210,9 @@ func (m *Sparse12) dot64(out []float64, x []float32, mag bool) error {
 //
 // with a = block/128, every float operation rounded to float32.
 func (m *Sparse12) DotA8Exact(out []float32, xq []int8, xs []float32) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
 	if len(xq) != m.PCols || len(xs) != m.PCols/GroupSize || len(out) != m.Rows {
 		return fmt.Errorf("layout: %s: DotA8Exact: xq %d, xs %d, out %d, want %d, %d, %d", m.Name(), len(xq), len(xs), len(out), m.PCols, m.PCols/GroupSize, m.Rows)
 	}

@@ -335,6 +335,9 @@ func (c *Codebook) Dequantize() []float32 {
 
 // DotRef computes out[r] = sum_c w[r,c]*x[c] in float64 for every true row.
 func (c *Codebook) DotRef(out []float64, x []float32) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
 	if len(x) != c.Cols || len(out) != c.Rows {
 		return fmt.Errorf("codebook: %s: DotRef: x %d, out %d elements, want %d, %d", c.Name(), len(x), len(out), c.Cols, c.Rows)
 	}
@@ -351,6 +354,9 @@ func (c *Codebook) DotRef(out []float64, x []float32) error {
 // DotRefMag computes mag[r] = sum_c |s| * sum_i |C_i[e]| * |x[c]|, the
 // magnitude float-path errors are normalized by.
 func (c *Codebook) DotRefMag(mag []float64, x []float32) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
 	if len(x) != c.Cols || len(mag) != c.Rows {
 		return fmt.Errorf("codebook: %s: DotRefMag: x %d, mag %d elements, want %d, %d", c.Name(), len(x), len(mag), c.Cols, c.Rows)
 	}

@@ -421,6 +421,9 @@ func (m *Matrix) DotRef(out []float64, x []float32) error { return m.dotRef(out,
 func (m *Matrix) DotRefMag(mag []float64, x []float32) error { return m.dotRef(mag, x, true) }
 
 func (m *Matrix) dotRef(out []float64, x []float32, abs bool) error {
+	if err := m.ValidateShape(); err != nil {
+		return err
+	}
 	if len(x) != m.Cols || len(out) != m.Rows {
 		return fmt.Errorf("ggml: %s: DotRef: x %d, out %d elements, want %d, %d", m.Name(), len(x), len(out), m.Cols, m.Rows)
 	}
@@ -461,6 +464,9 @@ func (m *Matrix) IntegerZeros() error { return nil }
 // DotA8Exact computes the exact int8-activation product of every row (see
 // the package doc) from xq (PCols values) and xs (PCols/128 scales).
 func (m *Matrix) DotA8Exact(out []float32, xq []int8, xs []float32) error {
+	if err := m.ValidateShape(); err != nil {
+		return err
+	}
 	if len(xq) != m.PCols || len(xs) != m.PCols/layout.GroupSize || len(out) != m.Rows {
 		return fmt.Errorf("ggml: %s: DotA8Exact: xq %d, xs %d, out %d, want %d, %d, %d", m.Name(), len(xq), len(xs), len(out), m.PCols, m.PCols/layout.GroupSize, m.Rows)
 	}
