@@ -801,10 +801,9 @@ func (e *Engine) requantize(seq bool, dst, src *Buffer, alpha float32) error {
 		if done, err := onDevice("requantize", e.dev.Requantize(dst.dev, src.dev, alpha, dst.n)); done {
 			return err
 		}
-		return e.hostRun("requantize", func() error { layout.Requantize(dst.i8, src.i32[:dst.n], alpha); return nil }, 1, dst, src)
+		return e.hostRun("requantize", func() error { return layout.Requantize(dst.i8, src.i32[:dst.n], alpha) }, 1, dst, src)
 	}
-	layout.Requantize(dst.i8, src.i32[:dst.n], alpha)
-	return nil
+	return layout.Requantize(dst.i8, src.i32[:dst.n], alpha)
 }
 
 // ReadTime returns the device time of the backend's read kernel over

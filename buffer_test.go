@@ -563,7 +563,9 @@ func TestBufferQuantizeEdges(t *testing.T) {
 		if err := vb.ReadInt8(gv); err != nil {
 			t.Fatal(err)
 		}
-		layout.Requantize(wv, i32, alpha)
+		if err := layout.Requantize(wv, i32, alpha); err != nil {
+			t.Fatal(err)
+		}
 		if !slices.Equal(gv, wv) {
 			t.Fatalf("requantize alpha %v differs from layout.Requantize", alpha)
 		}

@@ -89,6 +89,12 @@ func TestHelpersBadInput(t *testing.T) {
 	if err := b.Gather(make([]float32, 200), make([]float32, 200)); err == nil {
 		t.Error("Gather with Perm[3] = 500: no error")
 	}
+	if err := Requantize(make([]int8, 1), make([]int32, 2), 1); err == nil {
+		t.Error("Requantize of 2 into 1: no error")
+	}
+	if err := Requantize(make([]int8, 2), make([]int32, 2), float32(math.Inf(1))); err == nil {
+		t.Error("Requantize by +Inf: no error")
+	}
 	if _, err := DecodeInt8(nil); err == nil {
 		t.Error("DecodeInt8(nil): no error")
 	}

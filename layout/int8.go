@@ -218,10 +218,17 @@ func init() {
 // Requantize sets v[i] = round_half_even(alpha * y[i]) clamped to
 // [-128, 127], the product alpha*float32(y[i]) computed in float32: the
 // requantization between the layers of a MatVANS chain, identical on
-// every backend. len(v) must be at least len(y).
-func Requantize(v []int8, y []int32, alpha float32) {
+// every backend. v shorter than y, or alpha not finite, is an error.
+func Requantize(v []int8, y []int32, alpha float32) error {
+	if len(v) < len(y) {
+		return fmt.Errorf("layout: Requantize of %d values into %d", len(y), len(v))
+	}
+	if isBad(alpha) {
+		return fmt.Errorf("layout: Requantize by %v (want finite)", alpha)
+	}
 	v = v[:len(y)]
 	for i, x := range y {
 		v[i] = int8(max(-128, min(127, math.RoundToEven(float64(alpha*float32(x))))))
 	}
+	return nil
 }

@@ -313,7 +313,9 @@ func runChain(t *testing.T, be dispatch.Backend, c dispatch.Chainer, o Options) 
 					amax = max(amax, x, -x)
 				}
 				alpha[i] = 127 / float32(amax)
-				layout.Requantize(want, y, alpha[i])
+				if err := layout.Requantize(want, y, alpha[i]); err != nil {
+					t.Fatal(err)
+				}
 			}
 			got := make([]int8, d)
 			if err := c.Chain(got, mats, alpha, v); err != nil {

@@ -48,8 +48,9 @@ func Dot(w []int8, rows, cols int, v []int8, y []int32) {
 }
 
 // Step returns round_half_even(alpha * y) as int8 (the chain's
-// requantization), computed in float32 then rounded.
-func Step(alpha float32, y []int32, v []int8) { layout.Requantize(v, y, alpha) }
+// requantization), computed in float32 then rounded; v at least as long as
+// y and alpha finite (the workload's own).
+func Step(alpha float32, y []int32, v []int8) { _ = layout.Requantize(v, y, alpha) }
 
 // New draws a workload of n matrices and computes its alphas and
 // reference with the plain int8 product.

@@ -133,6 +133,9 @@ func (m *Model) symbolOf(v int8) int {
 // Bits returns the ideal coded size in bits of counts (per int8 value + 128)
 // under m, escapes costing their symbol plus 8 raw bits.
 func (m *Model) Bits(counts *[256]int64) float64 {
+	if m == nil || counts == nil {
+		return 0
+	}
 	var bits float64
 	for v, n := range counts {
 		if n == 0 {
@@ -150,6 +153,9 @@ func (m *Model) Bits(counts *[256]int64) float64 {
 
 // Entropy returns the empirical entropy in bits of counts.
 func Entropy(counts *[256]int64) float64 {
+	if counts == nil {
+		return 0
+	}
 	var n int64
 	for _, c := range counts {
 		n += c

@@ -428,3 +428,15 @@ func TestNewHuge(t *testing.T) {
 		t.Errorf("New of 2^40 elements: %v, want an error naming the memory", err)
 	}
 }
+
+// TestNearestBadSlices: slices that do not fit give -1, not a panic.
+func TestNearestBadSlices(t *testing.T) {
+	for _, c := range [][3][]float32{{{1, 2}, nil, {1}}, {nil, nil, {1}}, {{1, 2, 3}, {1, 2}, {1}}, {{1}, {1}, nil}} {
+		if q := Nearest(c[0], c[1], c[2]); q != -1 {
+			t.Errorf("Nearest(%v, %v, %v) = %d, want -1", c[0], c[1], c[2], q)
+		}
+	}
+	if q := Nearest([]float32{1}, []float32{0, 1}, []float32{0, 1}); q != 1 {
+		t.Errorf("Nearest = %d, want 1", q)
+	}
+}

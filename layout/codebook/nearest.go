@@ -31,5 +31,12 @@ func nearestMany(pts []float32, v int, ct, norm []float32, out []uint32) bool {
 }
 
 // Nearest returns the centroid q minimizing norm[q] - 2 x.c_q (the first
-// on ties), the assignment every NearestKernel must reproduce.
-func Nearest(x, cent, norm []float32) int { return nearest(x, cent, norm) }
+// on ties), the assignment every NearestKernel must reproduce: cent holds
+// len(norm) centroids of len(x) values each. Slices that do not fit
+// (an empty x or norm, cent shorter than that) give -1.
+func Nearest(x, cent, norm []float32) int {
+	if len(x) == 0 || len(norm) == 0 || len(cent)/len(x) < len(norm) {
+		return -1
+	}
+	return nearest(x, cent, norm)
+}

@@ -582,6 +582,9 @@ func HQQPackedRows(n, bits int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if n < 1 {
+		return 0, errf("HQQ packing of %d code rows (want at least 1)", n)
+	}
 	if bits == 3 {
 		return (n + 9) / 10, nil
 	}

@@ -782,3 +782,12 @@ func TestNilFile(t *testing.T) {
 		t.Error("Load(nil): no error")
 	}
 }
+
+// TestHQQPackedRowsBad: a count of rows below 1 is an error (-10 gave -5).
+func TestHQQPackedRowsBad(t *testing.T) {
+	for _, n := range []int{0, -10} {
+		if p, err := HQQPackedRows(n, 4); err == nil {
+			t.Errorf("HQQPackedRows(%d, 4) = %d, no error", n, p)
+		}
+	}
+}
