@@ -73,6 +73,9 @@ const maxBufferLen = math.MaxInt32
 
 // NewBuffer returns a buffer of n elements of type t, zeroed.
 func (e *Engine) NewBuffer(n int, t ElemType) (*Buffer, error) {
+	if e == nil || e.be == nil {
+		return nil, ErrInvalid
+	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed {
@@ -129,13 +132,28 @@ func (b *Buffer) allocHost() {
 }
 
 // Len returns the buffer's elements.
-func (b *Buffer) Len() int { return b.n }
+func (b *Buffer) Len() int {
+	if b == nil || b.e == nil {
+		return 0
+	}
+	return b.n
+}
 
 // Type returns the buffer's element type.
-func (b *Buffer) Type() ElemType { return b.t }
+func (b *Buffer) Type() ElemType {
+	if b == nil || b.e == nil {
+		return 0
+	}
+	return b.t
+}
 
 // Close releases the buffer; operations on it return ErrClosed.
-func (b *Buffer) Close() error { return b.close(true) }
+func (b *Buffer) Close() error {
+	if b == nil || b.e == nil {
+		return ErrInvalid
+	}
+	return b.close(true)
+}
 
 // close frees the buffer; unregister: a caller's Close, which waits for
 // a Sequence capturing (it holds the engine's write lock) so that no
@@ -256,13 +274,28 @@ var (
 
 // Write copies src into the buffer from element 0 (len(src) at most
 // Len). src may be reused as soon as Write returns.
-func (b *Buffer) Write(src []float32) error { return write(b, wantF32, src) }
+func (b *Buffer) Write(src []float32) error {
+	if b == nil || b.e == nil {
+		return ErrInvalid
+	}
+	return write(b, wantF32, src)
+}
 
 // WriteInt8 copies src into an Int8 buffer.
-func (b *Buffer) WriteInt8(src []int8) error { return write(b, wantI8, src) }
+func (b *Buffer) WriteInt8(src []int8) error {
+	if b == nil || b.e == nil {
+		return ErrInvalid
+	}
+	return write(b, wantI8, src)
+}
 
 // WriteInt32 copies src into an Int32 buffer.
-func (b *Buffer) WriteInt32(src []int32) error { return write(b, wantI32, src) }
+func (b *Buffer) WriteInt32(src []int32) error {
+	if b == nil || b.e == nil {
+		return ErrInvalid
+	}
+	return write(b, wantI32, src)
+}
 
 // write copies src into b's first elements.
 func write[T int8 | int32 | float32](b *Buffer, want []ElemType, src []T) error {
@@ -284,6 +317,9 @@ func write[T int8 | int32 | float32](b *Buffer, want []ElemType, src []T) error 
 // WriteFP16 writes binary16 values, widened exactly, into a Float32
 // buffer.
 func (b *Buffer) WriteFP16(src []layout.FP16) error {
+	if b == nil || b.e == nil {
+		return ErrInvalid
+	}
 	var h held
 	if err := b.e.use("buffer write", &h, wantF32, b); err != nil {
 		return err
@@ -306,13 +342,28 @@ func (b *Buffer) WriteFP16(src []layout.FP16) error {
 
 // Read waits for the operations queued before it and copies the
 // buffer's first len(dst) elements (at most Len) into dst.
-func (b *Buffer) Read(dst []float32) error { return read(b, wantF32, dst) }
+func (b *Buffer) Read(dst []float32) error {
+	if b == nil || b.e == nil {
+		return ErrInvalid
+	}
+	return read(b, wantF32, dst)
+}
 
 // ReadInt8 is Read for an Int8 buffer.
-func (b *Buffer) ReadInt8(dst []int8) error { return read(b, wantI8, dst) }
+func (b *Buffer) ReadInt8(dst []int8) error {
+	if b == nil || b.e == nil {
+		return ErrInvalid
+	}
+	return read(b, wantI8, dst)
+}
 
 // ReadInt32 is Read for an Int32 buffer.
-func (b *Buffer) ReadInt32(dst []int32) error { return read(b, wantI32, dst) }
+func (b *Buffer) ReadInt32(dst []int32) error {
+	if b == nil || b.e == nil {
+		return ErrInvalid
+	}
+	return read(b, wantI32, dst)
+}
 
 func read[T int8 | int32 | float32](b *Buffer, want []ElemType, dst []T) error {
 	var h held
@@ -334,6 +385,9 @@ func read[T int8 | int32 | float32](b *Buffer, want []ElemType, dst []T) error {
 // returns the first error one of them met after it was queued (a NaN
 // reaching a quantization or a corrupted stream on a GPU), clearing it.
 func (e *Engine) Wait() error {
+	if e == nil || e.be == nil {
+		return ErrInvalid
+	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed {
@@ -412,6 +466,9 @@ func (e *Engine) hostRun(op string, f func() error, nout int, bufs ...*Buffer) e
 // batch*Cols are read), dst receives batch*Rows. The results equal Mul's
 // on the same values.
 func (m *Matrix) MulBuffer(dst, x *Buffer, batch int, act Activation) error {
+	if m == nil || m.e == nil {
+		return ErrInvalid
+	}
 	return m.mulBuffer(false, dst, x, batch, act)
 }
 
@@ -482,6 +539,9 @@ func (m *Matrix) mulHost(dst, x []float32, batch int, act Activation) error {
 // projections) then multiplies them with MulInt8Buffer: one quantization
 // for all of them.
 func (m *Matrix) QuantizeBuffer(xq, xs, x *Buffer, batch int) error {
+	if m == nil || m.e == nil {
+		return ErrInvalid
+	}
 	return m.quantizeBuffer(false, xq, xs, x, batch)
 }
 
@@ -540,6 +600,9 @@ func (m *Matrix) quantizeHost(xq, xs, x *Buffer, batch int) error {
 // MulInt8Buffer queues dst = W x for activations quantized by
 // QuantizeBuffer (xq: batch*PaddedCols, xs: batch*PaddedCols/128).
 func (m *Matrix) MulInt8Buffer(dst, xq, xs *Buffer, batch int) error {
+	if m == nil || m.e == nil {
+		return ErrInvalid
+	}
 	return m.mulInt8Buffer(false, dst, xq, xs, batch)
 }
 
@@ -590,6 +653,9 @@ func (m *Matrix) mulInt8Host(dst, xq, xs *Buffer, batch int) error {
 // MulInt32Buffer queues dst = W x exactly for the int8 formats: x is an
 // Int8 buffer of batch*Cols values, dst an Int32 buffer of batch*Rows.
 func (m *Matrix) MulInt32Buffer(dst, x *Buffer, batch int) error {
+	if m == nil || m.e == nil {
+		return ErrInvalid
+	}
 	return m.mulInt32Buffer(false, dst, x, batch)
 }
 
@@ -679,6 +745,9 @@ func (e *Engine) elementwise(op string, h *held, dst *Buffer, ins ...*Buffer) er
 // FFN's gate and up projections and its down projection (float32; each
 // backend within a few ulps). dst may be gate or up.
 func (e *Engine) SwiGLU(dst, gate, up *Buffer) error {
+	if e == nil || e.be == nil {
+		return ErrInvalid
+	}
 	return e.swiGLU(false, dst, gate, up)
 }
 
@@ -705,6 +774,9 @@ func (e *Engine) swiGLU(seq bool, dst, gate, up *Buffer) error {
 // Add queues dst[i] = a[i] + b[i] over dst's length (the residual
 // connection). dst may be a or b.
 func (e *Engine) Add(dst, a, b *Buffer) error {
+	if e == nil || e.be == nil {
+		return ErrInvalid
+	}
 	return e.addBuffers(false, dst, a, b)
 }
 
@@ -739,6 +811,9 @@ func add(d, x, y []float32) {
 // Scale queues dst[i] = s * a[i] over dst's length. dst may be a. A NaN
 // or infinite s is an error, as Requantize's and Chain's scales are.
 func (e *Engine) Scale(dst, a *Buffer, s float32) error {
+	if e == nil || e.be == nil {
+		return ErrInvalid
+	}
 	if f := float64(s); math.IsNaN(f) || math.IsInf(f, 0) {
 		return fmt.Errorf("qgemv: scale: factor %v", s)
 	}
@@ -777,6 +852,9 @@ func scale(d, x []float32, s float32) {
 // (layout.Requantize: the MatVANS chain's step) over dst's length: src
 // an Int32 buffer, dst an Int8 one.
 func (e *Engine) Requantize(dst, src *Buffer, alpha float32) error {
+	if e == nil || e.be == nil {
+		return ErrInvalid
+	}
 	return e.requantize(false, dst, src, alpha)
 }
 
@@ -812,6 +890,9 @@ func (e *Engine) requantize(seq bool, dst, src *Buffer, alpha float32) error {
 // bytes is measured against. Backends without a device read kernel (the
 // CPU, OpenCL) return an error.
 func (e *Engine) ReadTime(bytes int64, iters int) (time.Duration, error) {
+	if e == nil || e.be == nil {
+		return 0, ErrInvalid
+	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed {
@@ -839,6 +920,9 @@ func (e *Engine) ReadTime(bytes int64, iters int) (time.Duration, error) {
 // measured against (qgemv bench prints both). Backends that do not time
 // kernels alone (the CPU) return an error.
 func (e *Engine) KernelTime(mats []*Matrix, act Activation, batch, iters int) (time.Duration, error) {
+	if e == nil || e.be == nil {
+		return 0, ErrInvalid
+	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed {

@@ -19,6 +19,9 @@ import (
 // last one's rows. On GPU backends the whole chain runs on the device,
 // with one copy in and one out.
 func (e *Engine) Chain(dst []int8, mats []*Matrix, alpha []float32, v0 []int8) error {
+	if e == nil || e.be == nil {
+		return ErrInvalid
+	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed {

@@ -25,33 +25,73 @@ type Matrix struct {
 
 // Kernel names the kernel set running this matrix, e.g.
 // "cpu-avx512vnni", "cpu-avx2" or "cuda-sm90".
-func (m *Matrix) Kernel() string { return m.m.Kernel() }
+func (m *Matrix) Kernel() string {
+	if m == nil || m.e == nil {
+		return ""
+	}
+	return m.m.Kernel()
+}
 
 // Format names the matrix's format, e.g. "Q4G128" or "Bits2G64".
-func (m *Matrix) Format() string { return m.format }
+func (m *Matrix) Format() string {
+	if m == nil || m.e == nil {
+		return ""
+	}
+	return m.format
+}
 
 // Spec returns the matrix's format and parameters.
-func (m *Matrix) Spec() layout.FormatSpec { return m.spec }
+func (m *Matrix) Spec() layout.FormatSpec {
+	if m == nil || m.e == nil {
+		return layout.FormatSpec{}
+	}
+	return m.spec
+}
 
 // StreamBytes returns the bytes one multiply reads from the matrix.
-func (m *Matrix) StreamBytes() int64 { return m.bytes }
+func (m *Matrix) StreamBytes() int64 {
+	if m == nil || m.e == nil {
+		return 0
+	}
+	return m.bytes
+}
 
 // PaddedCols returns the int8 activations per vector MulInt8 expects
 // (Cols padded as the format stores it).
-func (m *Matrix) PaddedCols() int { return m.pcols }
+func (m *Matrix) PaddedCols() int {
+	if m == nil || m.e == nil {
+		return 0
+	}
+	return m.pcols
+}
 
 // TakesA8 reports whether the matrix multiplies int8 activations (Mul
 // with A8, MulInt8, SharedInput with A8): its format implements
 // layout.A8Matrix and its zero points are integers. Imported matrices
 // with offsets (GGUF Q4_1, Q4_K) and codebooks take float activations
 // only.
-func (m *Matrix) TakesA8() bool { return m.a8 }
+func (m *Matrix) TakesA8() bool {
+	if m == nil || m.e == nil {
+		return false
+	}
+	return m.a8
+}
 
 // Rows returns the number of outputs per vector.
-func (m *Matrix) Rows() int { return m.rows }
+func (m *Matrix) Rows() int {
+	if m == nil || m.e == nil {
+		return 0
+	}
+	return m.rows
+}
 
 // Cols returns the number of inputs per vector.
-func (m *Matrix) Cols() int { return m.cols }
+func (m *Matrix) Cols() int {
+	if m == nil || m.e == nil {
+		return 0
+	}
+	return m.cols
+}
 
 // lock read-locks the engine and the matrix for a call (unlock
 // releases them): an error, with nothing held, if either is closed.
@@ -71,6 +111,9 @@ func (m *Matrix) unlock() { m.mu.RUnlock(); m.e.mu.RUnlock() }
 // batch vectors (1..16), with the activation type act. dst must not share
 // memory with x (ErrOverlap).
 func (m *Matrix) Mul(dst, x []float32, batch int, act Activation) error {
+	if m == nil || m.e == nil {
+		return ErrInvalid
+	}
 	if err := m.lock(); err != nil {
 		return err
 	}
@@ -126,6 +169,9 @@ func (m *Matrix) mulRounded(dst, x []float32, batch int) error {
 // MulFP16 multiplies binary16 activations (A16): x holds batch*Cols
 // values, widened exactly to float32 (the float-path bound applies).
 func (m *Matrix) MulFP16(dst []float32, x []layout.FP16, batch int) error {
+	if m == nil || m.e == nil {
+		return ErrInvalid
+	}
 	if err := m.lock(); err != nil {
 		return err
 	}
@@ -151,6 +197,9 @@ func (m *Matrix) MulFP16(dst []float32, x []layout.FP16, batch int) error {
 // product too, on every backend. dst must not share memory with xs or xq
 // (ErrOverlap).
 func (m *Matrix) MulInt8(dst []float32, xq []int8, xs []float32, batch int) error {
+	if m == nil || m.e == nil {
+		return ErrInvalid
+	}
 	if err := m.lock(); err != nil {
 		return err
 	}
@@ -172,6 +221,9 @@ func (m *Matrix) MulInt8(dst []float32, xq []int8, xs []float32, batch int) erro
 // batch*Cols int8 values, dst batch*Rows. Other formats return an error
 // wrapping ErrFormatNotImplemented.
 func (m *Matrix) MulInt32(dst []int32, x []int8, batch int) error {
+	if m == nil || m.e == nil {
+		return ErrInvalid
+	}
 	if err := m.lock(); err != nil {
 		return err
 	}
@@ -213,7 +265,12 @@ func gather(dst, x []float32, perm []int32) {
 }
 
 // Close releases the matrix and what the backend allocated for it.
-func (m *Matrix) Close() error { return m.close(true) }
+func (m *Matrix) Close() error {
+	if m == nil || m.e == nil {
+		return ErrInvalid
+	}
+	return m.close(true)
+}
 
 // close frees the matrix; unregister: a caller's Close, which waits for
 // a Sequence capturing, as Buffer.close does.

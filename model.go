@@ -55,10 +55,20 @@ type TensorError struct {
 	Err          error
 }
 
-func (e *TensorError) Error() string { return e.File + ": tensor " + e.Tensor + ": " + e.Err.Error() }
+func (e *TensorError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
+	return e.File + ": tensor " + e.Tensor + ": " + fmt.Sprint(e.Err)
+}
 
 // Unwrap returns the underlying error.
-func (e *TensorError) Unwrap() error { return e.Err }
+func (e *TensorError) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Err
+}
 
 // ModelOption configures OpenModel.
 type ModelOption func(*modelOptions)
@@ -589,24 +599,47 @@ func trivialGIdx(t *safetensors.Tensor, in, groups int) bool {
 }
 
 // Path returns the file's path (a sharded checkpoint's: its index).
-func (md *Model) Path() string { return md.path }
+func (md *Model) Path() string {
+	if md == nil {
+		return ""
+	}
+	return md.path
+}
 
 // Format returns "gguf" or "safetensors".
-func (md *Model) Format() string { return md.format }
+func (md *Model) Format() string {
+	if md == nil {
+		return ""
+	}
+	return md.format
+}
 
 // Size returns the file's size in bytes (a sharded checkpoint's: its
 // shards' together).
-func (md *Model) Size() int64 { return md.size }
+func (md *Model) Size() int64 {
+	if md == nil {
+		return 0
+	}
+	return md.size
+}
 
 // QuantConfig returns the quantization settings read from the config
 // files beside a safetensors file (or given with WithQuantConfig);
 // Source is "" when there were none.
-func (md *Model) QuantConfig() QuantConfig { return md.quant }
+func (md *Model) QuantConfig() QuantConfig {
+	if md == nil {
+		return QuantConfig{}
+	}
+	return md.quant
+}
 
 // Tensors returns the file's weight matrices (tensors of two or more
 // dimensions; for GPTQ, AWQ and HQQ one entry per layer) in file order.
 // Those that cannot be loaded carry the reason in Err.
 func (md *Model) Tensors() []TensorInfo {
+	if md == nil {
+		return nil
+	}
 	out := make([]TensorInfo, len(md.tensors))
 	for i, t := range md.tensors {
 		out[i] = t.info
@@ -628,6 +661,9 @@ func (md *Model) find(name string) (int, error) {
 // how says which ("exact", or the quantizer and its relative RMS error).
 // The matrix does not alias the file.
 func (md *Model) Import(name string) (m layout.Matrix, how string, err error) {
+	if md == nil {
+		return nil, "", ErrInvalid
+	}
 	md.mu.RLock()
 	defer md.mu.RUnlock()
 	if md.closed {
@@ -695,6 +731,9 @@ func (md *Model) importTensor(t *modelTensor, measure bool, mem func(int) []byte
 // Close unmaps the file (or the shards). Weights loaded from it stay
 // loaded (they do not alias the file); a second Close returns ErrClosed.
 func (md *Model) Close() error {
+	if md == nil {
+		return ErrInvalid
+	}
 	md.mu.Lock()
 	defer md.mu.Unlock()
 	if md.closed {

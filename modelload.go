@@ -61,6 +61,9 @@ func (md *Model) loadTensor(e *Engine, t *modelTensor) (*Matrix, error) {
 // the error is for an unknown name, a closed model or engine.
 // WithLoadProgress follows it tensor by tensor.
 func (md *Model) Load(e *Engine, names ...string) (*Weights, error) {
+	if md == nil {
+		return nil, ErrInvalid
+	}
 	md.mu.RLock()
 	defer md.mu.RUnlock()
 	if md.closed {
@@ -154,17 +157,35 @@ func (md *Model) Load(e *Engine, names ...string) (*Weights, error) {
 }
 
 // All returns the loaded weights in file order.
-func (w *Weights) All() []*Weight { return slices.Clone(w.list) }
+func (w *Weights) All() []*Weight {
+	if w == nil {
+		return nil
+	}
+	return slices.Clone(w.list)
+}
 
 // Failed returns the tensors that were asked for but not loaded, with
 // the reason in Err.
-func (w *Weights) Failed() []TensorInfo { return slices.Clone(w.failed) }
+func (w *Weights) Failed() []TensorInfo {
+	if w == nil {
+		return nil
+	}
+	return slices.Clone(w.failed)
+}
 
 // Get returns the loaded weight of that name, or nil.
-func (w *Weights) Get(name string) *Weight { return w.byName[name] }
+func (w *Weights) Get(name string) *Weight {
+	if w == nil {
+		return nil
+	}
+	return w.byName[name]
+}
 
 // StreamBytes returns the bytes one multiply by every loaded weight reads.
 func (w *Weights) StreamBytes() int64 {
+	if w == nil {
+		return 0
+	}
 	var n int64
 	for _, x := range w.list {
 		n += x.StreamBytes()
@@ -175,6 +196,9 @@ func (w *Weights) StreamBytes() int64 {
 // Close closes every loaded matrix (the first error is returned; matrices
 // already closed, or released by their engine's Close, are skipped).
 func (w *Weights) Close() error {
+	if w == nil {
+		return ErrInvalid
+	}
 	var first error
 	for _, x := range w.list {
 		if err := x.Close(); err != nil && !errors.Is(err, ErrClosed) && first == nil {
@@ -208,6 +232,9 @@ func (s Stage) Matrices() []*Matrix {
 // Embedding tables (KindTokenEmbd) are looked up, not multiplied, and
 // are left out. Weights of a stage have the same Cols.
 func (w *Weights) Stages() []Stage {
+	if w == nil {
+		return nil
+	}
 	type item struct {
 		w          *Weight
 		layer, key int

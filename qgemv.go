@@ -135,6 +135,11 @@ var (
 	// ErrUnknownBackend is wrapped by Open's error for a backend name no
 	// backend answers to.
 	ErrUnknownBackend = errs.ErrUnknownBackend
+	// ErrInvalid is returned by the methods of a nil or zero-value
+	// Engine, Matrix, Buffer, Model, Weights, SharedInput or Sequence:
+	// they are made by Open, Engine.Load, Engine.NewBuffer, OpenModel,
+	// Model.Load, Engine.NewSharedInput and Engine.Record.
+	ErrInvalid = errors.New("qgemv: nil or zero-value engine object (make it with Open, Load, NewBuffer, OpenModel, NewSharedInput or Record)")
 )
 
 // Quantize quantizes the rows x cols row-major float32 matrix w to Q4G128.
@@ -250,10 +255,20 @@ func Open(opts ...Option) (*Engine, error) {
 }
 
 // Backend returns the name of the engine's backend, e.g. "cpu-avx512vnni".
-func (e *Engine) Backend() string { return e.be.Name() }
+func (e *Engine) Backend() string {
+	if e == nil || e.be == nil {
+		return ""
+	}
+	return e.be.Name()
+}
 
 // Report returns what the probe found and why the backend was chosen.
-func (e *Engine) Report() Report { return e.report }
+func (e *Engine) Report() Report {
+	if e == nil || e.be == nil {
+		return Report{}
+	}
+	return e.report
+}
 
 // QuantizeA8 quantizes the activation vector x to int8 per 128 inputs,
 // exactly as layout.QuantizeA8 specifies, in parallel: len(xq) is any
@@ -264,6 +279,9 @@ func (e *Engine) Report() Report { return e.report }
 // with MulInt8 when several matrices share one input (an FFN's gate and
 // up projections). xs must not share memory with x (ErrOverlap).
 func (e *Engine) QuantizeA8(xq []int8, xs []float32, x []float32) error {
+	if e == nil || e.be == nil {
+		return ErrInvalid
+	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed {
@@ -282,6 +300,9 @@ func (e *Engine) QuantizeA8(xq []int8, xs []float32, x []float32) error {
 // workers and every matrix and buffer still open on it; those return
 // ErrClosed afterwards, and so does a second Close.
 func (e *Engine) Close() error {
+	if e == nil || e.be == nil {
+		return ErrInvalid
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -322,6 +343,9 @@ func (e *Engine) Close() error {
 // copy): do not modify it while loaded. A format the backend has no
 // kernels for is an error wrapping ErrFormatNotImplemented.
 func (e *Engine) Load(m layout.Matrix) (*Matrix, error) {
+	if e == nil || e.be == nil {
+		return nil, ErrInvalid
+	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed {

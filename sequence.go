@@ -57,6 +57,9 @@ type recorder struct {
 // panics, the recording ends (the engine runs operations again) and the
 // panic goes on.
 func (e *Engine) Record(fn func() error) (*Sequence, error) {
+	if e == nil || e.be == nil {
+		return nil, ErrInvalid
+	}
 	if fn == nil {
 		return nil, errors.New("qgemv: record: fn is nil")
 	}
@@ -106,6 +109,9 @@ var errNoRecord = errors.New("qgemv: sequence: not made by Engine.Record")
 // since recording makes Run fail with ErrClosed at that operation, the
 // ones before it queued.
 func (s *Sequence) Run() error {
+	if s == nil {
+		return ErrInvalid
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -196,6 +202,9 @@ func (s *Sequence) capture() {
 // with one launch and one wait instead of three launches: a decode step
 // whose input and output cross to the host every token.
 func (s *Sequence) RunIO(in *Buffer, x []float32, out *Buffer, y []float32) error {
+	if s == nil {
+		return ErrInvalid
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -292,16 +301,27 @@ func (s *Sequence) queueOps() error {
 // Graphed reports whether Run launches a captured graph (CUDA) rather
 // than queueing the operations one by one.
 func (s *Sequence) Graphed() bool {
+	if s == nil {
+		return false
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.graph != nil
 }
 
 // Len returns the operations recorded.
-func (s *Sequence) Len() int { return len(s.ops) }
+func (s *Sequence) Len() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.ops)
+}
 
 // Close releases the sequence.
 func (s *Sequence) Close() error {
+	if s == nil {
+		return ErrInvalid
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

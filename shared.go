@@ -57,6 +57,9 @@ func samePerm(a, b []int32) bool {
 // NewSharedInput returns a SharedInput for mats: matrices loaded on e
 // with the same number of columns.
 func (e *Engine) NewSharedInput(mats ...*Matrix) (*SharedInput, error) {
+	if e == nil || e.be == nil {
+		return nil, ErrInvalid
+	}
 	if len(mats) == 0 {
 		return nil, errors.New("qgemv: shared input: no matrices")
 	}
@@ -86,7 +89,12 @@ func (e *Engine) NewSharedInput(mats ...*Matrix) (*SharedInput, error) {
 }
 
 // Len returns the number of matrices.
-func (s *SharedInput) Len() int { return len(s.mats) }
+func (s *SharedInput) Len() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.mats)
+}
 
 // Set prepares the batch vectors in x (batch*Cols values) for every
 // matrix with the activation type act. With A8 every matrix must take
@@ -96,6 +104,9 @@ func (s *SharedInput) Len() int { return len(s.mats) }
 // the rounded values (MulFP16). With A32 Set keeps a copy of x. x may be
 // changed or reused as soon as Set returns.
 func (s *SharedInput) Set(x []float32, batch int, act Activation) error {
+	if s == nil {
+		return ErrInvalid
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.set = false
@@ -146,6 +157,9 @@ func (s *SharedInput) Set(x []float32, batch int, act Activation) error {
 // Mul computes dst = W_i x for matrix i and the input of the last Set:
 // dst holds batch*Rows values of matrix i.
 func (s *SharedInput) Mul(i int, dst []float32) error {
+	if s == nil {
+		return ErrInvalid
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if i < 0 || i >= len(s.mats) {
@@ -172,6 +186,9 @@ func (s *SharedInput) Mul(i int, dst []float32) error {
 // call; keep a SharedInput to multiply without allocating). No dst may
 // share memory with x or with another dst (ErrOverlap).
 func (e *Engine) MulShared(dst [][]float32, mats []*Matrix, x []float32, batch int, act Activation) error {
+	if e == nil || e.be == nil {
+		return ErrInvalid
+	}
 	if len(dst) != len(mats) {
 		return fmt.Errorf("qgemv: mul shared: %d outputs for %d matrices", len(dst), len(mats))
 	}
