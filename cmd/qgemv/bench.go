@@ -17,6 +17,7 @@ import (
 	"github.com/qgemv/qgemv/internal/hugemem"
 	"github.com/qgemv/qgemv/internal/outpath"
 	"github.com/qgemv/qgemv/internal/synth"
+	"github.com/qgemv/qgemv/internal/sysmem"
 	"github.com/qgemv/qgemv/internal/testmodel"
 	"github.com/qgemv/qgemv/layout"
 )
@@ -318,6 +319,21 @@ func cmdBench(args []string) error {
 	defer eng.Close()
 
 	H, I := *hidden, *inter
+	// The block's three matrices loaded and a fourth being copied, sized
+	// from 128-row samples: refused before they end the process (the
+	// kernel's out-of-memory kill).
+	var need uint64
+	for _, sh := range [3][2]int{{I, H}, {I, H}, {H, I}} {
+		n := min(sh[0], 128)
+		m, err := synth.Matrix(spec, n, sh[1], 0)
+		if err != nil {
+			return err
+		}
+		need += uint64(m.StreamBytes()) * uint64(sh[0]) / uint64(n)
+	}
+	if err := sysmem.Check(need * 4 / 3); err != nil {
+		return fmt.Errorf("bench: an FFN block of -hidden %d -intermediate %d in %s: %w", H, I, spec, err)
+	}
 	perLayer := int64(0)
 	var layers []ffnLayer
 	nLayers := 1
@@ -328,6 +344,7 @@ func cmdBench(args []string) error {
 			if err != nil {
 				return err
 			}
+
 			if l == 0 {
 				perLayer += m.StreamBytes()
 			}
@@ -338,6 +355,9 @@ func cmdBench(args []string) error {
 		layers = append(layers, ffnLayer{mats[0], mats[1], mats[2]})
 		if l == 0 && *minWS > 0 {
 			nLayers = synth.Rotation(perLayer, int64(*minWS)<<20)
+			if err := sysmem.Check(uint64(nLayers) * uint64(perLayer) * 4 / 3); err != nil {
+				return fmt.Errorf("bench: -working-set-mib %d: %d layers rotated: %w", *minWS, nLayers, err)
+			}
 		}
 	}
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/qgemv/qgemv"
 	"github.com/qgemv/qgemv/internal/synth"
+	"github.com/qgemv/qgemv/internal/sysmem"
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/codebook"
 )
@@ -340,6 +341,18 @@ func TestBenchFlagsApply(t *testing.T) {
 			if _, err := os.Stat(p); err == nil {
 				t.Errorf("bench %v: %s was written", c.args, filepath.Base(p))
 				os.Remove(p)
+			}
+		}
+	}
+	// An FFN block or rotation larger than the machine's memory is an
+	// error before the matrices are made (a kernel OOM kill before).
+	if tot := sysmem.Total(); tot != 0 && tot < 64<<30 { // else the rotation below fits
+		for _, args := range [][]string{
+			{"-workload", "ffn", "-hidden", "1048576", "-intermediate", "1048576", "-working-set-mib", "0"},
+			{"-workload", "ffn", "-hidden", "256", "-intermediate", "384", "-working-set-mib", "65536"},
+		} {
+			if err := cmdBench(append(args, "-quiet", "-iters", "1")); err == nil || !strings.Contains(err.Error(), "of memory this process can have") {
+				t.Errorf("bench %v: %v, want an error naming the memory", args, err)
 			}
 		}
 	}
