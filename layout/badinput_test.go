@@ -137,3 +137,15 @@ func TestHandBuiltMatrices(t *testing.T) {
 		t.Error("Int8 without values: DotRef: no error")
 	}
 }
+
+// TestZeroValueSizes: the size methods of zero-value matrices are numbers,
+// not divisions by zero.
+func TestZeroValueSizes(t *testing.T) {
+	var b Bits
+	var s Sparse12
+	_ = b.Groups() + b.WordsPerRow() + int(b.StreamBytes()) + s.Groups()
+	if BitsStep(0) != 0 || BitsChunk(0) != 0 {
+		t.Error("BitsStep(0) or BitsChunk(0) not 0")
+	}
+	_ = b.IntegerZeros() // no groups: nothing to check, and no panic
+}

@@ -160,8 +160,14 @@ var BitWidths = []int{8, 4, 3, 2, 1}
 // BitsGroups lists the supported group sizes; 0 means the whole row.
 var BitsGroups = []int{32, 64, 128, 256, 0}
 
-// BitsStep returns the elements per 32-bit word for n-bit weights.
-func BitsStep(n int) int { return 32 / n }
+// BitsStep returns the elements per 32-bit word for n-bit weights, n one
+// of BitWidths (0 for another n).
+func BitsStep(n int) int {
+	if n < 1 || n > 32 {
+		return 0
+	}
+	return 32 / n
+}
 
 // BitsChunk returns E, the columns one 32-word chunk holds.
 func BitsChunk(n int) int { return 32 * BitsStep(n) }
@@ -249,10 +255,10 @@ func newBitsHeader(rows, cols, n, g int, fp32Meta bool) (*Bits, error) {
 }
 
 // WordsPerRow returns the 32-bit words of one row.
-func (b *Bits) WordsPerRow() int { return 32 * b.PCols / BitsChunk(b.N) }
+func (b *Bits) WordsPerRow() int { return 32 * b.PCols / max(1, BitsChunk(b.N)) }
 
 // Groups returns the groups per row.
-func (b *Bits) Groups() int { return b.PCols / b.G }
+func (b *Bits) Groups() int { return b.PCols / max(1, b.G) }
 
 // Name returns the format's name, e.g. "Bits4G128" or "Bits2Row".
 func (b *Bits) Name() string {

@@ -74,6 +74,18 @@
 // assembly routine on some architectures and need not round alike), so it
 // too writes the same bytes everywhere.
 //
+// # Checks
+//
+// Whatever takes a caller's shape, slices or file returns an error naming
+// the problem: the constructors and quantizers (also a shape whose
+// buffers exceed the memory the process can have), Validate, the
+// decoders, the reference products (DotRef, DotA8Exact, which Validate
+// first). The element accessors of a valid matrix (Q4G128.Q, Scale,
+// Zero; Bits.Q, SetQ; Sparse12.Pair, SetPair; codebook and ggml
+// accessors, ggml block helpers) index its slices directly, for the
+// kernels' tests and encoders: coordinates outside the padded shape, or
+// a block shorter than its type's bytes, panic as slice indexing does.
+//
 // # The .qgv container
 //
 // See container.go for the byte-level specification.

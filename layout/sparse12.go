@@ -66,7 +66,7 @@ func NewSparse12(rows, cols, g int, fp32Meta bool) (*Sparse12, error) {
 func (m *Sparse12) WordsPerRow() int { return m.PCols / 8 }
 
 // Groups returns the groups per row.
-func (m *Sparse12) Groups() int { return m.PCols / m.G }
+func (m *Sparse12) Groups() int { return m.PCols / max(1, m.G) }
 
 // Name returns "Sparse12G<g>" or "Sparse12Row".
 func (m *Sparse12) Name() string {

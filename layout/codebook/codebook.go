@@ -136,7 +136,7 @@ func New(rows, cols, m, v, b, g int, fp32 bool) (*Codebook, error) {
 }
 
 // NV returns the vectors (codes per codebook) of a row.
-func (c *Codebook) NV() int { return c.PCols / c.V }
+func (c *Codebook) NV() int { return c.PCols / max(1, c.V) }
 
 // WL returns the words per lane and codebook.
 func (c *Codebook) WL() int { return c.NV() * c.B / 32 }
@@ -144,7 +144,7 @@ func (c *Codebook) WL() int { return c.NV() * c.B / 32 }
 func (c *Codebook) numWords() int { return c.PRows/32*c.M*c.WL()*32 + 32 }
 
 // Groups returns the scale groups per row.
-func (c *Codebook) Groups() int { return c.PCols / c.G }
+func (c *Codebook) Groups() int { return c.PCols / max(1, c.G) }
 
 // Spec returns the configuration as a layout.FormatSpec.
 func (c *Codebook) Spec() layout.FormatSpec {
