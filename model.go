@@ -169,7 +169,7 @@ func OpenModel(path string, opts ...ModelOption) (*Model, error) {
 		}
 	}
 	md := &Model{path: path, size: st.Size(), opt: o}
-	if strings.HasSuffix(path, ".index.json") {
+	if strings.HasSuffix(strings.ToLower(path), ".index.json") {
 		err = md.openSharded()
 	} else {
 		var mf *mmap.File

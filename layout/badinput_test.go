@@ -149,3 +149,17 @@ func TestZeroValueSizes(t *testing.T) {
 	}
 	_ = b.IntegerZeros() // no groups: nothing to check, and no panic
 }
+
+// TestAllocEstimates: the sizes the constructors check against the
+// machine's memory are the sizes of the buffers they make.
+func TestAllocEstimates(t *testing.T) {
+	for _, sh := range [][2]int{{1, 1}, {130, 300}, {4096, 1024}} {
+		m, err := NewQ4G128(sh[0], sh[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := q4g128Bytes(m.PRows, m.PCols), uint64(len(m.Weights)+4*len(m.Scales)+len(m.Zeros)); got != want {
+			t.Errorf("Q4G128 %dx%d: estimate %d bytes, buffers %d", sh[0], sh[1], got, want)
+		}
+	}
+}

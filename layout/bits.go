@@ -231,6 +231,9 @@ func NewBitsWords(rows, cols, n, g int, fp32Meta bool, words func(n int) []uint3
 	}
 	cnt := b.PRows * b.WordsPerRow()
 	if words == nil {
+		if err := checkBytes(b.Name(), rows, cols, 4*uint64(cnt)+uint64(b.PRows)*uint64(b.Groups())*metaBytes(fp32Meta)); err != nil {
+			return nil, err
+		}
 		b.Words = make([]uint32, cnt)
 		return b, nil
 	}
@@ -247,7 +250,7 @@ func newBitsHeader(rows, cols, n, g int, fp32Meta bool) (*Bits, error) {
 		return nil, err
 	}
 	b := &Bits{Rows: rows, Cols: cols, PRows: prows, PCols: pcols, N: n, G: group, WholeRow: g == 0}
-	if err := checkBytes(b.Name(), rows, cols, uint64(prows)*(uint64(b.WordsPerRow())*4+uint64(b.Groups())*metaBytes(fp32Meta))); err != nil {
+	if err := checkBytes(b.Name(), rows, cols, uint64(prows)*uint64(b.Groups())*metaBytes(fp32Meta)); err != nil {
 		return nil, err
 	}
 	b.GroupMeta = newGroupMeta(b.Groups()*prows, fp32Meta)

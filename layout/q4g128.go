@@ -61,6 +61,11 @@ func checkBytes(what string, rows, cols int, bytes uint64) error {
 	return nil
 }
 
+// q4g128Bytes is the size of a Q4G128 matrix's buffers: per 256 padded
+// elements, 128 bytes of 4-bit codes, 8 of float32 scales (one per 128)
+// and 1 of 4-bit zero points.
+func q4g128Bytes(prows, pcols int) uint64 { return uint64(prows) * uint64(pcols) / 256 * 137 }
+
 // MaxElems bounds a matrix's elements, padded to multiples of 128 in both
 // dimensions: 2^40, and on 32-bit platforms just under 2^28, so that a format's
 // sizes in bytes (up to 4 per element, with float32 weights to quantize)
@@ -74,7 +79,7 @@ func NewQ4G128(rows, cols int) (*Q4G128, error) {
 		return nil, err
 	}
 	m := &Q4G128{Rows: rows, Cols: cols, PRows: Pad128(rows), PCols: Pad128(cols)}
-	if err := checkBytes("Q4G128", rows, cols, uint64(m.PRows)*uint64(m.PCols)*11/8); err != nil { // 4-bit codes, per 128 a float32 scale and a 4-bit zero
+	if err := checkBytes("Q4G128", rows, cols, q4g128Bytes(m.PRows, m.PCols)); err != nil {
 		return nil, err
 	}
 	m.Weights = make([]byte, m.PRows*m.PCols/2)

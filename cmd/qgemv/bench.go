@@ -355,7 +355,7 @@ func cmdBench(args []string) error {
 		layers = append(layers, ffnLayer{mats[0], mats[1], mats[2]})
 		if l == 0 && *minWS > 0 {
 			nLayers = synth.Rotation(perLayer, int64(*minWS)<<20)
-			if err := sysmem.Check(uint64(nLayers) * uint64(perLayer) * 4 / 3); err != nil {
+			if err := sysmem.Check(uint64(nLayers)*uint64(perLayer) + uint64(perLayer)/3); err != nil { // the layers and one matrix being copied
 				return fmt.Errorf("bench: -working-set-mib %d: %d layers rotated: %w", *minWS, nLayers, err)
 			}
 		}

@@ -1,5 +1,6 @@
 // Package outpath checks an output path before a file is written there
-// through a temporary file renamed over it.
+// through a temporary file renamed over it (or, for a character device or
+// a named pipe, written directly).
 package outpath
 
 import (
@@ -13,10 +14,12 @@ import (
 
 // Resolve returns the path to write for path: the file a symbolic link
 // names (a rename over the link would replace the link instead of writing
-// through it), unchanged where nothing exists yet. A path that exists and
-// is not a regular file (a directory, a device, a FIFO) is an error, given
-// before any work: a rename over a directory fails only at the end, and
-// one over a device as root would replace the device.
+// through it), unchanged where nothing exists yet. A character device or
+// a named pipe (/dev/stdout, /dev/null, a pipe to another program) is
+// written directly. Anything else that exists and is not a regular file
+// (a directory, a block device, a socket) is an error, given before any
+// work: a rename over a directory fails only at the end, and writing a
+// disk's device would overwrite the disk.
 func Resolve(path string) (string, error) {
 	if p, err := filepath.EvalSymlinks(path); err == nil {
 		path = p
@@ -27,10 +30,16 @@ func Resolve(path string) (string, error) {
 		return path, nil
 	case err != nil:
 		return "", err
-	case !st.Mode().IsRegular():
+	case !st.Mode().IsRegular() && !stream(st.Mode()):
 		return "", fmt.Errorf("%s is %s, not a regular file", path, kind(st.Mode()))
 	}
 	return path, nil
+}
+
+// stream reports whether a file of mode m is written directly: a
+// character device or a named pipe, which a rename would replace.
+func stream(m fs.FileMode) bool {
+	return m&fs.ModeCharDevice != 0 || m&fs.ModeNamedPipe != 0
 }
 
 // kind names a file type for an error.
@@ -57,10 +66,25 @@ func kind(m fs.FileMode) string {
 // closing or renaming, removes the temporary file and is returned with the
 // path named. The file gets mode 0644 (the temporary file's is 0600). With
 // durable, the data and the rename are synced to disk before Write
-// returns.
+// returns. A character device or a named pipe at path is opened and
+// written directly instead (a pipe's open waits for its reader).
 func Write(path string, durable bool, write func(io.Writer) error) (err error) {
 	if path, err = Resolve(path); err != nil {
 		return err
+	}
+	if st, serr := os.Stat(path); serr == nil && stream(st.Mode()) {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		err = write(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		return nil
 	}
 	dir, base := filepath.Split(path)
 	if dir == "" {

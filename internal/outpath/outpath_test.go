@@ -77,3 +77,39 @@ func TestWrite(t *testing.T) {
 		t.Errorf("a directory: %v", err)
 	}
 }
+
+// TestWriteStreams: a character device and a named pipe are written
+// directly (the device is still there afterwards), a block device or a
+// socket is refused.
+func TestWriteStreams(t *testing.T) {
+	if _, err := os.Stat("/dev/null"); err != nil {
+		t.Skip(err)
+	}
+	if err := Write("/dev/null", true, func(w io.Writer) error { _, err := w.Write([]byte("x")); return err }); err != nil {
+		t.Errorf("/dev/null: %v", err)
+	}
+	if st, err := os.Stat("/dev/null"); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		t.Fatalf("/dev/null is no longer a character device: %v", err)
+	}
+	fifo := filepath.Join(t.TempDir(), "p")
+	if err := syscallMkfifo(fifo); err != nil {
+		t.Skip(err)
+	}
+	got := make(chan []byte)
+	go func() {
+		f, err := os.Open(fifo)
+		if err != nil {
+			got <- nil
+			return
+		}
+		b, _ := io.ReadAll(f)
+		f.Close()
+		got <- b
+	}()
+	if err := Write(fifo, false, func(w io.Writer) error { _, err := w.Write([]byte("through the pipe")); return err }); err != nil {
+		t.Fatalf("FIFO: %v", err)
+	}
+	if b := <-got; string(b) != "through the pipe" {
+		t.Errorf("FIFO reader got %q", b)
+	}
+}
