@@ -394,6 +394,28 @@ func (b *Backend) devPtr(what string, x devbuf.Buf) (cu.DevicePtr, error) {
 	return d.buf.ptr, nil
 }
 
+// sizeOf returns x's size in bytes, or the most an int64 holds for what
+// is not a buffer (nil, a typed nil): devPtr reports those.
+func sizeOf(x devbuf.Buf) int64 {
+	if d, ok := x.(*DevBuf); x == nil || ok && d == nil {
+		return math.MaxInt64
+	}
+	return x.Size()
+}
+
+// use is operand what of an operation touching need bytes of x.
+func use(what string, x devbuf.Buf, need int64) gpuhost.Use {
+	return gpuhost.Use{What: what, Have: sizeOf(x), Need: need}
+}
+
+// checkBufs checks a device multiply's batch and its operands' sizes.
+func (mx *Matrix) checkBufs(batch int, uses ...gpuhost.Use) error {
+	if err := gpuhost.CheckBatch("cuda", batch); err != nil {
+		return err
+	}
+	return gpuhost.CheckUses("cuda", "multiply", uses...)
+}
+
 // devBufs resolves buffers (devPtr) in order.
 func (b *Backend) devBufs(names []string, bufs ...devbuf.Buf) (out [3]cu.DevicePtr, err error) {
 	for i, x := range bufs {
@@ -417,7 +439,17 @@ func (b *Backend) bufOp(fn func(*mulReq) error, name string, n int, names []stri
 // elementwise queues a one-thread-per-element kernel on n elements of
 // two or three buffers, with an extra 64-bit argument when withArg.
 func (b *Backend) elementwise(name string, n int, names []string, extra uint64, bufs ...devbuf.Buf) error {
-	if n < 1 {
+	if err := gpuhost.CheckElementwise("cuda", name, n); err != nil {
+		return err
+	}
+	var uses [3]gpuhost.Use
+	for i, x := range bufs[:min(len(bufs), 3)] {
+		uses[i] = use(names[i], x, 4*int64(n))
+	}
+	if err := gpuhost.CheckUses("cuda", name, uses[:min(len(bufs), 3)]...); err != nil {
+		return err
+	}
+	if n == 0 {
 		return nil
 	}
 	return b.bufOp(elementwiseReq, name, n, names, extra, bufs...)
@@ -503,14 +535,23 @@ func (b *Backend) Add(dst, a, c devbuf.Buf, n int) error {
 
 // Scale queues dst[i] = s * a[i], i < n.
 func (b *Backend) Scale(dst, a devbuf.Buf, s float32, n int) error {
+	if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
+		return fmt.Errorf("cuda: scale by %v (want finite)", s)
+	}
 	return b.elementwise("scale_f32", n, namesDA, uint64(math.Float32bits(s)), dst, a)
 }
 
 // Requantize queues dst[i] = int8(round_half_even(alpha * src[i])),
 // clamped, i < n (ans.cu's ans_requant: src first).
 func (b *Backend) Requantize(dst, src devbuf.Buf, alpha float32, n int) error {
-	if n < 1 {
-		return nil
+	if math.IsNaN(float64(alpha)) || math.IsInf(float64(alpha), 0) {
+		return fmt.Errorf("cuda: requantize by %v (want finite)", alpha)
+	}
+	if err := gpuhost.CheckElementwise("cuda", "requantize", n); err != nil {
+		return err
+	}
+	if err := gpuhost.CheckUses("cuda", "requantize", use("dst", dst, int64(n)), use("src", src, 4*int64(n))); err != nil || n == 0 {
+		return err
 	}
 	return b.bufOp(requantizeReq, "ans_requant", n, namesDS, uint64(math.Float32bits(alpha)), dst, src)
 }
@@ -597,6 +638,9 @@ func (mx *Matrix) withWords(f func() error) error {
 // MulF16Buf queues dst = W x for batch float32 vectors in device memory,
 // rounded to binary16 on the device: MulF16 of the rounded values.
 func (mx *Matrix) MulF16Buf(dst, x devbuf.Buf, batch int) error {
+	if err := mx.checkBufs(batch, use("dst", dst, mx.geo.OutBytes(batch)), use("x", x, mx.geo.InBytes(batch, 4))); err != nil {
+		return err
+	}
 	return mx.swiOp(mulF16BufReq, batch, true, dst, x)
 }
 
@@ -710,6 +754,10 @@ var (
 // batch*PCols values, xs batch*PCols/128 scales. A NaN or infinity is
 // reported by the next Wait or Read.
 func (mx *Matrix) QuantizeBuf(xq, xs, x devbuf.Buf, batch int) error {
+	g := mx.geo
+	if err := mx.checkBufs(batch, use("xq", xq, g.QBytes(batch)), use("xs", xs, g.SBytes(batch)), use("x", x, g.InBytes(batch, 4))); err != nil {
+		return err
+	}
 	return mx.bufOp(quantizeBufReq, namesQSX, batch, false, xq, xs, x)
 }
 
@@ -790,6 +838,10 @@ func (mx *Matrix) MulI8Buf(dst, xq, xs devbuf.Buf, batch int) error {
 	if mx.a8err != nil {
 		return fmt.Errorf("cuda: %w", mx.a8err)
 	}
+	g := mx.geo
+	if err := mx.checkBufs(batch, use("dst", dst, g.OutBytes(batch)), use("xq", xq, g.QBytes(batch)), use("xs", xs, g.SBytes(batch))); err != nil {
+		return err
+	}
 	return mx.bufOp(mulI8BufReq, namesDQS, batch, true, dst, xq, xs)
 }
 
@@ -811,6 +863,9 @@ func mulI8BufReq(r *mulReq) error {
 func (mx *Matrix) MulA8Buf(dst, x devbuf.Buf, batch int) error {
 	if mx.a8err != nil {
 		return fmt.Errorf("cuda: %w", mx.a8err)
+	}
+	if err := mx.checkBufs(batch, use("dst", dst, mx.geo.OutBytes(batch)), use("x", x, mx.geo.InBytes(batch, 4))); err != nil {
+		return err
 	}
 	return mx.swiOp(mulA8BufReq, batch, false, dst, x)
 }
@@ -1083,6 +1138,12 @@ func (mx *Int8Matrix) MulI32Buf(dst, x devbuf.Buf, batch int) error {
 }
 
 func mulI32Buf(mx ChainMat, dst, x devbuf.Buf, batch int) error {
+	if err := gpuhost.CheckBatch("cuda: mul int32", batch); err != nil {
+		return err
+	}
+	if err := gpuhost.CheckUses("cuda", "mul int32", use("dst", dst, 4*int64(batch)*int64(mx.Rows())), use("x", x, int64(batch)*int64(mx.Cols()))); err != nil {
+		return err
+	}
 	b := mx.backend()
 	r := newReq()
 	defer r.free()

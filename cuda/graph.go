@@ -115,6 +115,9 @@ func (c *ioCopies) outWord() int64 { return (c.nout + 3) &^ 3 }
 // so that the graph zeroes every counter it needs, whatever a launch
 // finds.
 func (b *Backend) capture(gr *Graph, fn func() error, io *ioCopies) error {
+	if fn == nil {
+		return errors.New("cuda: capture: fn is nil")
+	}
 	var savedStatus bool
 	var savedWS int64
 	var status cu.DevicePtr
@@ -154,7 +157,23 @@ func (b *Backend) capture(gr *Graph, fn func() error, io *ioCopies) error {
 	if err != nil {
 		return err
 	}
+	// A panic in fn ends the capture (the stream would stay capturing,
+	// the backend unusable) before it goes on.
+	panicked := true
+	defer func() {
+		if panicked {
+			_ = b.do(func() error {
+				b.capturing = false
+				C.qgEndCapture(b.cstream(), &gr.g, &gr.x)
+				C.qgGraphFree(gr.g, gr.x)
+				gr.g, gr.x = nil, nil
+				b.statusQueued, b.wsZero = savedStatus, savedWS
+				return nil
+			})
+		}
+	}()
 	fnErr := fn()
+	panicked = false
 	err = b.do(func() error { // send queued a deferred SwiGLU first
 		b.capturing = false
 		var ioErr error

@@ -5,6 +5,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"sync/atomic"
 	"unsafe"
 
@@ -146,8 +147,13 @@ func grown[T growable](cache map[string]T, name string, size int64, alloc func(i
 // same backend, shape and kernel; differ names what is compared), none
 // closed, batch in 1..16.
 func checkTimed[M interface{ isClosed() bool }](what string, mats []M, iters, batch int, same func(m, m0 M) bool, differ string) error {
-	if len(mats) == 0 || iters < 1 {
-		return fmt.Errorf("cuda: %s: no matrices or no iterations", what)
+	if len(mats) == 0 || iters < 1 || iters > gpuhost.MaxIters {
+		return fmt.Errorf("cuda: %s: %d matrices, %d iterations: want at least one of each, at most %d iterations", what, len(mats), iters, gpuhost.MaxIters)
+	}
+	for i, m := range mats {
+		if v := reflect.ValueOf(m); !v.IsValid() || v.Kind() == reflect.Pointer && v.IsNil() {
+			return fmt.Errorf("cuda: %s: matrix %d is nil", what, i)
+		}
 	}
 	for _, m := range mats {
 		if !same(m, mats[0]) {

@@ -28,7 +28,7 @@ func (t Timing) GBps() float64 { return float64(t.Bytes) / t.Seconds / 1e9 }
 // count*size several times the L2 size): the roofline the benchmarks
 // compare against, at the granularity of the multiplies measured.
 func (b *Backend) ReadBandwidth(size int64, count, iters int) (Timing, error) {
-	if size < 1<<20 || count < 1 || iters < 1 {
+	if size < 1<<20 || count < 1 || iters < 1 || iters > gpuhost.MaxIters || count > gpuhost.MaxIters {
 		return Timing{}, fmt.Errorf("cuda: ReadBandwidth: size %d, count %d, iters %d: want at least 1 MiB, 1 buffer and 1 iteration", size, count, iters)
 	}
 	size &^= 15

@@ -155,7 +155,7 @@ func (d *Buf) copyAt(op string, off int64, p []byte, write bool) error {
 // of operation op (named in the error).
 func (b *Backend) bufOf(op string, i int, v devbuf.Buf) (*buffer, error) {
 	d, ok := v.(*Buf)
-	if !ok || d.b != b {
+	if !ok || d == nil || d.b != b {
 		return nil, fmt.Errorf("opencl: %s: operand %d is not a buffer of this backend", op, i)
 	}
 	if d.buf.m == nil {
@@ -280,7 +280,17 @@ func (b *Backend) withBufs(op string, x, y, z devbuf.Buf, f func(bx, by, bz *buf
 // elementwise queues kernel name over n float32 values: d = f(a, c)
 // (c nil for one operand), s the scale (scale_f32).
 func (b *Backend) elementwise(op, name string, n int, d, a, c devbuf.Buf, s float32) error {
+	if err := gpuhost.CheckElementwise("opencl", op, n); err != nil {
+		return err
+	}
 	return b.withBufs(op, d, a, c, func(bd, ba, bc *buffer) error {
+		uses, nu := [3]gpuhost.Use{{What: "dst", Have: int64(bd.size), Need: 4 * int64(n)}, {What: "first operand", Have: int64(ba.size), Need: 4 * int64(n)}}, 2
+		if bc != nil {
+			uses[2], nu = gpuhost.Use{What: "second operand", Have: int64(bc.size), Need: 4 * int64(n)}, 3
+		}
+		if err := gpuhost.CheckUses("opencl", op, uses[:nu]...); err != nil || n == 0 {
+			return err
+		}
 		k, _, err := b.bufKernel(name)
 		if err != nil {
 			return err
@@ -300,23 +310,42 @@ func (b *Backend) elementwise(op, name string, n int, d, a, c devbuf.Buf, s floa
 
 // SwiGLU queues dst[i] = g[i] / (1 + exp(-g[i])) * u[i], i < n.
 func (b *Backend) SwiGLU(dst, g, u devbuf.Buf, n int) error {
+	if u == nil {
+		return errors.New("opencl: swiglu: the up operand is nil")
+	}
 	return b.elementwise("swiglu", "swiglu", n, dst, g, u, 0)
 }
 
 // Add queues dst[i] = x[i] + y[i], i < n.
 func (b *Backend) Add(dst, x, y devbuf.Buf, n int) error {
+	if y == nil {
+		return errors.New("opencl: add: the second operand is nil")
+	}
 	return b.elementwise("add", "add_f32", n, dst, x, y, 0)
 }
 
 // Scale queues dst[i] = s * x[i], i < n.
 func (b *Backend) Scale(dst, x devbuf.Buf, s float32, n int) error {
+	if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
+		return fmt.Errorf("opencl: scale by %v (want finite)", s)
+	}
 	return b.elementwise("scale", "scale_f32", n, dst, x, nil, s)
 }
 
 // Requantize queues dst[i] = layout.Requantize's int8 of alpha * src[i]
 // (ans_requant, the MatVANS chain's step: bit-exact), i < n.
 func (b *Backend) Requantize(dst, src devbuf.Buf, alpha float32, n int) error {
+	if math.IsNaN(float64(alpha)) || math.IsInf(float64(alpha), 0) {
+		return fmt.Errorf("opencl: requantize by %v (want finite)", alpha)
+	}
+	if err := gpuhost.CheckElementwise("opencl", "requantize", n); err != nil {
+		return err
+	}
 	return b.withBufs("requantize", dst, src, nil, func(bd, bs, _ *buffer) error {
+		if err := gpuhost.CheckUses("opencl", "requantize", gpuhost.Use{What: "dst", Have: int64(bd.size), Need: int64(n)},
+			gpuhost.Use{What: "src", Have: int64(bs.size), Need: 4 * int64(n)}); err != nil || n == 0 {
+			return err
+		}
 		k, wg, err := b.srcKernel("ans", ansSource, "ans_requant", 1, 256)
 		if err != nil {
 			return err
@@ -333,6 +362,9 @@ func (b *Backend) Requantize(dst, src devbuf.Buf, alpha float32, n int) error {
 // taken here). An ANS matrix's status words go to its own buffer, which
 // the next Wait checks: a corrupt stream is that Wait's error.
 func mulI32Buf(mx ChainMat, dst, x devbuf.Buf, batch int) error {
+	if err := gpuhost.CheckBatch("opencl: mul int32", batch); err != nil {
+		return err
+	}
 	if batch != 1 {
 		return devbuf.ErrNoDevicePath // the chain kernels take one vector
 	}
@@ -340,6 +372,10 @@ func mulI32Buf(mx ChainMat, dst, x devbuf.Buf, batch int) error {
 	return b.withBufs("mul int32", dst, x, nil, func(by, bx, _ *buffer) error {
 		if mx.isClosed() {
 			return ErrClosed
+		}
+		if err := gpuhost.CheckUses("opencl", "mul int32", gpuhost.Use{What: "dst", Have: int64(by.size), Need: 4 * int64(mx.Rows())},
+			gpuhost.Use{What: "x", Have: int64(bx.size), Need: int64(mx.Cols())}); err != nil {
+			return err
 		}
 		var st *buffer
 		if ns := mx.statusLen(); ns > 0 {
@@ -437,8 +473,22 @@ func (mx *Matrix) devTables() error {
 // infinity is reported by the next Wait or Read.
 func (mx *Matrix) QuantizeBuf(xq, xs, x devbuf.Buf, batch int) error {
 	return mx.devOp("quantize", mx.devA8(), x, xq, xs, func(bx, bq, bs *buffer) error {
+		g := mx.geo
+		if err := mx.checkBufs("quantize", batch, gpuhost.Use{What: "x", Have: int64(bx.size), Need: g.InBytes(batch, 4)},
+			gpuhost.Use{What: "xq", Have: int64(bq.size), Need: g.QBytes(batch)}, gpuhost.Use{What: "xs", Have: int64(bs.size), Need: g.SBytes(batch)}); err != nil {
+			return err
+		}
 		return mx.quantize(bx, bq, bs, batch)
 	})
+}
+
+// checkBufs checks a device multiply's batch and operand sizes (after
+// devOp's checks: the buffers are this backend's and open).
+func (mx *Matrix) checkBufs(op string, batch int, uses ...gpuhost.Use) error {
+	if err := gpuhost.CheckBatch("opencl", batch); err != nil {
+		return err
+	}
+	return gpuhost.CheckUses("opencl", op, uses...)
 }
 
 // devOp runs f with b.mu held on the device buffers of x, y and z (z may
@@ -491,6 +541,10 @@ func (mx *Matrix) quantize(x, xq, xs *buffer, batch int) error {
 // MulA8's result, bit for bit.
 func (mx *Matrix) MulA8Buf(dst, x devbuf.Buf, batch int) error {
 	return mx.devOp("mul", mx.devA8(), dst, x, nil, func(by, bx, _ *buffer) error {
+		if err := mx.checkBufs("mul", batch, gpuhost.Use{What: "dst", Have: int64(by.size), Need: mx.geo.OutBytes(batch)},
+			gpuhost.Use{What: "x", Have: int64(bx.size), Need: mx.geo.InBytes(batch, 4)}); err != nil {
+			return err
+		}
 		b, pc := mx.b, mx.geo.PCols
 		if err := b.ensureScratch(scratch{&b.devQ, batch * pc}, scratch{&b.devS, 4 * batch * pc / 128}); err != nil {
 			return err
@@ -570,6 +624,11 @@ func (mx *Matrix) mulF16Device(dst []float32, x []layout.FP16, batch int) error 
 // MulI8Buf multiplies int8 activations QuantizeBuf quantized: MulI8.
 func (mx *Matrix) MulI8Buf(dst, xq, xs devbuf.Buf, batch int) error {
 	return mx.devOp("mul", mx.devA8(), dst, xq, xs, func(by, bq, bs *buffer) error {
+		g := mx.geo
+		if err := mx.checkBufs("mul", batch, gpuhost.Use{What: "dst", Have: int64(by.size), Need: g.OutBytes(batch)},
+			gpuhost.Use{What: "xq", Have: int64(bq.size), Need: g.QBytes(batch)}, gpuhost.Use{What: "xs", Have: int64(bs.size), Need: g.SBytes(batch)}); err != nil {
+			return err
+		}
 		return mx.mulI8(by, bq, bs, batch)
 	})
 }
@@ -624,6 +683,10 @@ func (mx *Matrix) mulI8(y, xq, xs *buffer, batch int) error {
 // return devbuf.ErrNoDevicePath.
 func (mx *Matrix) MulF16Buf(dst, x devbuf.Buf, batch int) error {
 	return mx.devOp("mul", mx.cb == nil && mx.coded == nil, dst, x, nil, func(by, bx, _ *buffer) error {
+		if err := mx.checkBufs("mul", batch, gpuhost.Use{What: "dst", Have: int64(by.size), Need: mx.geo.OutBytes(batch)},
+			gpuhost.Use{What: "x", Have: int64(bx.size), Need: mx.geo.InBytes(batch, 4)}); err != nil {
+			return err
+		}
 		return mx.mulF16(by, bx, batch)
 	})
 }

@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -708,8 +707,8 @@ func (b *Backend) ReadBandwidth(bytes, iters int) (float64, error) {
 		return 0, ErrClosed
 	}
 	n := bytes / 16
-	if n <= 0 || iters <= 0 {
-		return 0, errors.New("opencl: ReadBandwidth: bytes and iterations must be positive")
+	if n <= 0 || iters <= 0 || iters > gpuhost.MaxIters {
+		return 0, fmt.Errorf("opencl: ReadBandwidth: %d bytes, %d iterations: want both positive, at most %d iterations", bytes, iters, gpuhost.MaxIters)
 	}
 	if n > math.MaxInt32 { // the read kernel counts 16-byte words in an int
 		return 0, fmt.Errorf("opencl: ReadBandwidth: %d bytes, at most %d", bytes, int64(math.MaxInt32)*16)

@@ -19,7 +19,7 @@ import (
 // the launches are timed. Codebook and entropy-coded matrices are an
 // error.
 func TimeGEMV(mats []*Matrix, act string, batch, iters int) (float64, error) {
-	if len(mats) == 0 || iters < 1 {
+	if len(mats) == 0 || iters < 1 || iters > gpuhost.MaxIters {
 		return 0, fmt.Errorf("opencl: TimeGEMV: %d matrices, %d iterations", len(mats), iters)
 	}
 	if batch < 1 || batch > errs.MaxBatch {

@@ -11,6 +11,7 @@ package gpuhost
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/qgemv/qgemv/internal/errs"
 	"github.com/qgemv/qgemv/layout"
@@ -309,3 +310,50 @@ func fill(mt *Meta, affine func(r, g int) (float32, float32), zero func(r, g int
 		}
 	}
 }
+
+// MaxIters bounds the iterations of the timing helpers (TimeGEMV,
+// ReadBandwidth): more would run for hours, or size a slice of times past
+// memory.
+const MaxIters = 1 << 20
+
+// Use is one device-buffer operand of a queued operation: its name, the
+// bytes its buffer holds and the bytes the operation touches there.
+type Use struct {
+	What       string
+	Have, Need int64
+}
+
+// CheckUses returns an error naming the backend, the operation and the
+// first operand whose buffer is smaller than the operation needs: the
+// kernels would read or write past it (device memory faults, or another
+// buffer's bytes). It allocates only for the error.
+func CheckUses(backend, op string, uses ...Use) error {
+	for _, u := range uses {
+		if u.Need < 0 || u.Have < u.Need {
+			return fmt.Errorf("%s: %s: %s buffer holds %d bytes, the operation needs %d", backend, op, u.What, u.Have, u.Need)
+		}
+	}
+	return nil
+}
+
+// CheckElementwise checks an elementwise operation's count n (0 queues
+// nothing): at most 2^31-1, the kernels' int range.
+func CheckElementwise(backend, op string, n int) error {
+	if n < 0 || n > math.MaxInt32 {
+		return fmt.Errorf("%s: %s: %d elements (want 0 to %d)", backend, op, n, math.MaxInt32)
+	}
+	return nil
+}
+
+// OutBytes is the float32 (or int32) results of batch vectors.
+func (g Geometry) OutBytes(batch int) int64 { return 4 * int64(batch) * int64(g.Rows) }
+
+// InBytes is the input of batch vectors of elem bytes per value (4:
+// float32, 2: binary16, 1: int8), Cols values each.
+func (g Geometry) InBytes(batch, elem int) int64 { return int64(elem) * int64(batch) * int64(g.Cols) }
+
+// QBytes is the int8 activations of batch vectors, PCols each.
+func (g Geometry) QBytes(batch int) int64 { return int64(batch) * int64(g.PCols) }
+
+// SBytes is their float32 scales, one per 128 stored columns.
+func (g Geometry) SBytes(batch int) int64 { return 4 * int64(batch) * int64((g.PCols+127)/128) }

@@ -157,3 +157,23 @@ func TestFlattenMeta(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckUses: an operand smaller than the operation needs, and counts
+// outside the kernels' int range, are errors naming them.
+func TestCheckUses(t *testing.T) {
+	if err := CheckUses("x", "op", Use{"dst", 16, 16}, Use{"src", 64, 65}); err == nil || !strings.Contains(err.Error(), "src buffer holds 64 bytes, the operation needs 65") {
+		t.Errorf("short src: %v", err)
+	}
+	if err := CheckUses("x", "op", Use{"dst", 16, 16}); err != nil {
+		t.Error(err)
+	}
+	for _, n := range []int{-1, math.MaxInt32 + 1} {
+		if err := CheckElementwise("x", "op", n); err == nil {
+			t.Errorf("CheckElementwise(%d): no error", n)
+		}
+	}
+	g := Geometry{Rows: 3, Cols: 200, PCols: 256}
+	if g.OutBytes(2) != 24 || g.InBytes(2, 2) != 800 || g.QBytes(2) != 512 || g.SBytes(2) != 16 {
+		t.Errorf("sizes %d %d %d %d", g.OutBytes(2), g.InBytes(2, 2), g.QBytes(2), g.SBytes(2))
+	}
+}
