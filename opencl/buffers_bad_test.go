@@ -56,6 +56,9 @@ func TestDeviceBuffersBadInput(t *testing.T) {
 		}
 	}
 	var _ devbuf.Buf = typedNil
+	if _, err := Open(Options{Q4Layout: 7, CacheDir: cacheDir}); err == nil {
+		t.Error("Open with Q4Layout 7: no error")
+	}
 	if err := b.Wait(); err != nil {
 		t.Errorf("Wait after the refused operations: %v", err)
 	}

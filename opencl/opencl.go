@@ -156,6 +156,9 @@ type progSet struct {
 // Open opens device opts.Device, builds the batch-1 program (from the
 // cache when possible) and runs a self-test kernel.
 func Open(opts Options) (*Backend, error) {
+	if opts.Q4Layout < Q4Auto || opts.Q4Layout > Q4Tiles {
+		return nil, fmt.Errorf("opencl: Q4Layout %d: want Q4Auto, Q4RowMajor or Q4Tiles", opts.Q4Layout)
+	}
 	ds, err := listDevices()
 	if err != nil {
 		return nil, err
