@@ -170,6 +170,9 @@ var ErrFormatNotImplemented = errs.ErrFormatNotImplemented
 
 // Open selects and opens a backend.
 func Open(opts Options) (Backend, Report, error) {
+	if opts.Threads < 0 { // every backend's host work uses it: refused whichever opens
+		return nil, Report{}, fmt.Errorf("dispatch: %d threads: want 0 (GOMAXPROCS) or more", opts.Threads)
+	}
 	r := Probe()
 	name, reason := opts.Backend, "forced by option"
 	if name == "" {

@@ -220,3 +220,14 @@ func TestCPUDisable(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenNegativeThreads: a negative thread count is refused whichever
+// backend would open (OpenCL accepted it).
+func TestOpenNegativeThreads(t *testing.T) {
+	for _, name := range []string{"", "cpu", "opencl", "cuda"} {
+		if b, _, err := Open(Options{Backend: name, Threads: -1}); err == nil {
+			b.Close()
+			t.Errorf("Open(%q, Threads -1): no error", name)
+		}
+	}
+}
