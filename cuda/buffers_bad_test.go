@@ -87,3 +87,14 @@ func TestDeviceBuffersBadInput(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestOpenBadOptions: Split and Mode outside their ranges are refused
+// before the device is touched, as their environment variables are.
+func TestOpenBadOptions(t *testing.T) {
+	for _, o := range []cuda.Options{{Split: -1}, {Split: 65}, {Mode: 7}} {
+		if b, err := cuda.Open(0, o); err == nil {
+			b.Close()
+			t.Errorf("Open(%+v): no error", o)
+		}
+	}
+}

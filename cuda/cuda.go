@@ -405,6 +405,12 @@ func Open(ordinal int, opts Options) (*Backend, error) {
 	default:
 		return nil, fmt.Errorf("cuda: %s=%q: want atomic or deterministic", EnvSplitMode, m)
 	}
+	if opts.Split < 0 || opts.Split > 64 {
+		return nil, fmt.Errorf("cuda: Options.Split %d: want a number of splits 0..64", opts.Split)
+	}
+	if opts.Mode != Deterministic && opts.Mode != Atomic {
+		return nil, fmt.Errorf("cuda: Options.Mode %d: want Deterministic or Atomic", opts.Mode)
+	}
 	if err := initErr(); err != nil {
 		return nil, err
 	}
