@@ -48,8 +48,10 @@ type RoundingMatrix interface {
 }
 
 // DeviceMatrix is implemented by the matrices of a Device backend that
-// multiply Bufs on the device. Shapes are the caller's to check: x holds
-// at least batch*Cols float32 values (batch*PaddedCols int8 values and
+// multiply Bufs on the device. Each checks the batch (1..16) and that
+// its buffers hold what it reads and writes (an error naming the
+// operand, before anything is queued): x holds at least batch*Cols
+// float32 values (batch*PaddedCols int8 values and
 // batch*PaddedCols/128 scales for the quantized forms), dst at least
 // batch*Rows. Each method returns ErrNoDevicePath where the format or
 // activation has no device kernel.
