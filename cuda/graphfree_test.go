@@ -21,29 +21,7 @@ import (
 // Before, the graph kept running on the freed memory of a closed input
 // buffer.
 func TestGraphStaleAfterClose(t *testing.T) {
-	device(t)
-	b, err := cuda.Open(0, cuda.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	spec, _ := layout.ParseFormatSpec("q4g128")
-	m, err := synth.Matrix(spec, 256, 1024, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mat, err := b.Load(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mx := mat.(*cuda.Matrix)
-	newBuf := func(n int64) *cuda.DevBuf {
-		v, err := b.NewBuf(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v.(*cuda.DevBuf)
-	}
+	b, mx, newBuf := q4Backend(t, 256, 1024)
 	x, y := newBuf(4*1024), newBuf(4*256)
 	if err := x.Write(0, f32Bytes(synth.Vector(1024, 2))); err != nil {
 		t.Fatal(err)
@@ -122,4 +100,34 @@ func TestGraphStaleAfterClose(t *testing.T) {
 	}
 	launch(g, false, "after its matrix's Close")
 	_ = g.Close()
+}
+
+// q4Backend opens device 0 (skipping without one; closed when the test
+// ends) with a random rows x cols Q4G128 matrix loaded, and returns a
+// maker of its device buffers.
+func q4Backend(t *testing.T, rows, cols int) (*cuda.Backend, *cuda.Matrix, func(n int64) *cuda.DevBuf) {
+	t.Helper()
+	device(t)
+	b, err := cuda.Open(0, cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	spec, _ := layout.ParseFormatSpec("q4g128")
+	m, err := synth.Matrix(spec, rows, cols, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mat, err := b.Load(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newBuf := func(n int64) *cuda.DevBuf {
+		v, err := b.NewBuf(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.(*cuda.DevBuf)
+	}
+	return b, mat.(*cuda.Matrix), newBuf
 }
