@@ -135,7 +135,12 @@ func (mx *ANSMatrix) Kernel() string {
 
 // Close frees the device memory; later multiplies return ErrClosed, and
 // so does a second Close.
-func (mx *ANSMatrix) Close() error { return mx.close(mx.free) }
+func (mx *ANSMatrix) Close() error {
+	if mx == nil || mx.b == nil { // a deferred Close after a failed Open or Load
+		return ErrClosed
+	}
+	return mx.close(mx.free)
+}
 
 // free frees the device memory (in a backend call).
 func (mx *ANSMatrix) free() { freeAll(mx.words, mx.offs, mx.esc, mx.escOffs, mx.table) }
@@ -188,7 +193,12 @@ func (mx *Int8Matrix) Kernel() string { return fmt.Sprintf("cuda-sm%d-int8", mx.
 
 // Close frees the device memory; later multiplies return ErrClosed, and
 // so does a second Close.
-func (mx *Int8Matrix) Close() error { return mx.close(mx.w.free) }
+func (mx *Int8Matrix) Close() error {
+	if mx == nil || mx.b == nil { // a deferred Close after a failed Open or Load
+		return ErrClosed
+	}
+	return mx.close(mx.w.free)
+}
 
 // enqueue launches y = W v (in a backend call); v's buffer is padded to 16 bytes.
 func (mx *Int8Matrix) enqueue(v, y, _ cu.DevicePtr, _ int64) error {

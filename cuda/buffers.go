@@ -71,6 +71,9 @@ func (d *DevBuf) Size() int64 { return d.size }
 
 // Close frees the memory; later uses return ErrClosed.
 func (d *DevBuf) Close() error {
+	if d == nil || d.b == nil { // a deferred Close after a failed Open or Load
+		return ErrClosed
+	}
 	if d.closed.Swap(true) {
 		return ErrClosed
 	}

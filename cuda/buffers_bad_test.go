@@ -50,3 +50,27 @@ func TestOpenBadOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseNilAndZero: Close of a nil or zero-value object (a deferred
+// Close after a failed Open or Load) returns instead of panicking.
+func TestCloseNilAndZero(t *testing.T) {
+	for name, c := range map[string]interface{ Close() error }{
+		"nil Backend": (*cuda.Backend)(nil),
+		"nil Matrix":  (*cuda.Matrix)(nil), "zero Matrix": &cuda.Matrix{},
+		"nil GGMLMatrix": (*cuda.GGMLMatrix)(nil), "zero GGMLMatrix": &cuda.GGMLMatrix{},
+		"nil ANSMatrix": (*cuda.ANSMatrix)(nil), "zero ANSMatrix": &cuda.ANSMatrix{},
+		"nil Int8Matrix": (*cuda.Int8Matrix)(nil), "zero Int8Matrix": &cuda.Int8Matrix{},
+		"nil CBMatrix": (*cuda.CBMatrix)(nil), "zero CBMatrix": &cuda.CBMatrix{},
+		"nil DevBuf": (*cuda.DevBuf)(nil), "zero DevBuf": &cuda.DevBuf{},
+		"nil Graph": (*cuda.Graph)(nil), "zero Graph": &cuda.Graph{},
+	} {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%s: Close panicked: %v", name, p)
+				}
+			}()
+			_ = c.Close()
+		}()
+	}
+}

@@ -124,6 +124,9 @@ func (b *Backend) loadCodebook(c *codebook.Codebook, dequant bool) (*CBMatrix, e
 // Close frees the device memory; later multiplies return ErrClosed, and
 // so does a second Close.
 func (mx *CBMatrix) Close() error {
+	if mx == nil || mx.b == nil { // a deferred Close after a failed Open or Load
+		return ErrClosed
+	}
 	return mx.close(func() { freeAll(mx.w, mx.cent, mx.s) })
 }
 

@@ -625,6 +625,9 @@ func (b *Backend) do(f func() error) error { return b.send(call{f: f}) }
 // multiplies return ErrClosed), and so does a second Close (the OpenCL
 // backend's second Close returns nil).
 func (b *Backend) Close() error {
+	if b == nil { // a deferred Close after a failed Open or Load
+		return ErrClosed
+	}
 	b.exec.Lock()
 	defer b.exec.Unlock()
 	b.mu.Lock()

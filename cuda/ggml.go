@@ -60,7 +60,12 @@ func (mx *GGMLMatrix) Kernel() string {
 }
 
 // Close frees the device memory; later multiplies return ErrClosed.
-func (mx *GGMLMatrix) Close() error { return mx.close(mx.w.free) }
+func (mx *GGMLMatrix) Close() error {
+	if mx == nil || mx.b == nil { // a deferred Close after a failed Open or Load
+		return ErrClosed
+	}
+	return mx.close(mx.w.free)
+}
 
 // MulI32 returns an error: GGML blocks have scales.
 func (mx *GGMLMatrix) MulI32([]int32, []int8, int) error {

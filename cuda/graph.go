@@ -335,6 +335,9 @@ func launchReq(r *mulReq) error {
 // Close frees the graph (with the backend's context, once the backend
 // closed).
 func (g *Graph) Close() error {
+	if g == nil || g.b == nil { // a deferred Close after a failed Open or Load
+		return ErrClosed
+	}
 	err := g.b.do(func() error {
 		if g.closed {
 			return ErrClosed

@@ -177,6 +177,9 @@ func groupShift(g int, wholeRow bool) int64 {
 // Close frees the device memory; later multiplies return ErrClosed, and
 // so does a second Close.
 func (mx *Matrix) Close() error {
+	if mx == nil || mx.b == nil { // a deferred Close after a failed Open or Load
+		return ErrClosed
+	}
 	return mx.close(func() {
 		freeAll(mx.w, mx.s, mx.z, mx.m, mx.zi, mx.nat, mx.mma, mx.a8t)
 		mx.b.dropHostGraphs(mx)

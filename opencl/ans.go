@@ -116,7 +116,12 @@ func (mx *ANSMatrix) Kernel() string {
 
 // Close releases the device buffers; later multiplies return ErrClosed.
 // Closing twice is harmless.
-func (mx *ANSMatrix) Close() error { return mx.close(mx, mx.free) }
+func (mx *ANSMatrix) Close() error {
+	if mx == nil || mx.b == nil { // a deferred Close after a failed Open or Load
+		return ErrClosed
+	}
+	return mx.close(mx, mx.free)
+}
 
 // enqueue launches y = W v on the given buffers, one status word per
 // unit (b.mu held), optionally returning a profiling event.
@@ -183,7 +188,12 @@ func (mx *Int8Matrix) Kernel() string { return "opencl-" + mx.b.ShortName() + "-
 
 // Close releases the device buffer; later multiplies return ErrClosed.
 // Closing twice is harmless.
-func (mx *Int8Matrix) Close() error { return mx.close(mx, mx.w.release) }
+func (mx *Int8Matrix) Close() error {
+	if mx == nil || mx.b == nil { // a deferred Close after a failed Open or Load
+		return ErrClosed
+	}
+	return mx.close(mx, mx.w.release)
+}
 
 func (mx *Int8Matrix) statusLen() int { return 0 }
 

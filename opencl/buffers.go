@@ -67,6 +67,9 @@ func (d *Buf) Size() int64 { return int64(d.size) }
 // Close releases the buffer; a second Close returns ErrClosed, as every
 // later use does.
 func (d *Buf) Close() error {
+	if d == nil || d.b == nil { // a deferred Close after a failed Open or Load
+		return ErrClosed
+	}
 	d.b.mu.Lock()
 	defer d.b.mu.Unlock()
 	if d.buf.m == nil {

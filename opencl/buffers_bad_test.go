@@ -38,3 +38,25 @@ func TestDeviceBuffersBadInput(t *testing.T) {
 		t.Error("Open with Q4Layout 7: no error")
 	}
 }
+
+// TestCloseNilAndZero: Close of a nil or zero-value object (a deferred
+// Close after a failed Open or Load) returns instead of panicking.
+func TestCloseNilAndZero(t *testing.T) {
+	for name, c := range map[string]interface{ Close() error }{
+		"nil Backend": (*Backend)(nil), "zero Backend": &Backend{},
+		"nil Matrix": (*Matrix)(nil), "zero Matrix": &Matrix{},
+		"nil GGMLMatrix": (*GGMLMatrix)(nil), "zero GGMLMatrix": &GGMLMatrix{},
+		"nil ANSMatrix": (*ANSMatrix)(nil), "zero ANSMatrix": &ANSMatrix{},
+		"nil Int8Matrix": (*Int8Matrix)(nil), "zero Int8Matrix": &Int8Matrix{},
+		"nil Buf": (*Buf)(nil), "zero Buf": &Buf{},
+	} {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%s: Close panicked: %v", name, p)
+				}
+			}()
+			_ = c.Close()
+		}()
+	}
+}

@@ -95,7 +95,12 @@ func (mx *GGMLMatrix) Kernel() string {
 }
 
 // Close releases the device buffer; later multiplies return ErrClosed.
-func (mx *GGMLMatrix) Close() error { return mx.close(mx, mx.w.release) }
+func (mx *GGMLMatrix) Close() error {
+	if mx == nil || mx.b == nil { // a deferred Close after a failed Open or Load
+		return ErrClosed
+	}
+	return mx.close(mx, mx.w.release)
+}
 
 // MulI32 returns an error: GGML blocks have scales.
 func (mx *GGMLMatrix) MulI32([]int32, []int8, int) error {

@@ -258,6 +258,9 @@ func q4Stripe(m *layout.Q4G128, r0 int, w []byte, sc []float32, zp []byte) {
 // Close releases the matrix's device buffers. Multiplies afterwards
 // return ErrClosed; closing twice is harmless.
 func (mx *Matrix) Close() error {
+	if mx == nil || mx.b == nil { // a deferred Close after a failed Open or Load
+		return ErrClosed
+	}
 	return mx.close(mx, func() {
 		for _, p := range []*buffer{mx.w, mx.sp, mx.zp, mx.nat, mx.order} {
 			p.release()

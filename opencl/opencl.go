@@ -255,6 +255,9 @@ func shortName(n string) string {
 // loaded from the backend fail their multiplies afterwards. Closing
 // twice is harmless.
 func (b *Backend) Close() error {
+	if b == nil || b.x == nil { // a deferred Close after a failed Open or Load
+		return nil
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
