@@ -274,31 +274,19 @@ var (
 
 // Write copies src into the buffer from element 0 (len(src) at most
 // Len). src may be reused as soon as Write returns.
-func (b *Buffer) Write(src []float32) error {
-	if b == nil || b.e == nil {
-		return ErrInvalid
-	}
-	return write(b, wantF32, src)
-}
+func (b *Buffer) Write(src []float32) error { return write(b, wantF32, src) }
 
 // WriteInt8 copies src into an Int8 buffer.
-func (b *Buffer) WriteInt8(src []int8) error {
-	if b == nil || b.e == nil {
-		return ErrInvalid
-	}
-	return write(b, wantI8, src)
-}
+func (b *Buffer) WriteInt8(src []int8) error { return write(b, wantI8, src) }
 
 // WriteInt32 copies src into an Int32 buffer.
-func (b *Buffer) WriteInt32(src []int32) error {
-	if b == nil || b.e == nil {
-		return ErrInvalid
-	}
-	return write(b, wantI32, src)
-}
+func (b *Buffer) WriteInt32(src []int32) error { return write(b, wantI32, src) }
 
 // write copies src into b's first elements.
 func write[T int8 | int32 | float32](b *Buffer, want []ElemType, src []T) error {
+	if b == nil || b.e == nil {
+		return ErrInvalid
+	}
 	var h held
 	if err := b.e.use("buffer write", &h, want, b); err != nil {
 		return err
@@ -342,30 +330,18 @@ func (b *Buffer) WriteFP16(src []layout.FP16) error {
 
 // Read waits for the operations queued before it and copies the
 // buffer's first len(dst) elements (at most Len) into dst.
-func (b *Buffer) Read(dst []float32) error {
-	if b == nil || b.e == nil {
-		return ErrInvalid
-	}
-	return read(b, wantF32, dst)
-}
+func (b *Buffer) Read(dst []float32) error { return read(b, wantF32, dst) }
 
 // ReadInt8 is Read for an Int8 buffer.
-func (b *Buffer) ReadInt8(dst []int8) error {
-	if b == nil || b.e == nil {
-		return ErrInvalid
-	}
-	return read(b, wantI8, dst)
-}
+func (b *Buffer) ReadInt8(dst []int8) error { return read(b, wantI8, dst) }
 
 // ReadInt32 is Read for an Int32 buffer.
-func (b *Buffer) ReadInt32(dst []int32) error {
+func (b *Buffer) ReadInt32(dst []int32) error { return read(b, wantI32, dst) }
+
+func read[T int8 | int32 | float32](b *Buffer, want []ElemType, dst []T) error {
 	if b == nil || b.e == nil {
 		return ErrInvalid
 	}
-	return read(b, wantI32, dst)
-}
-
-func read[T int8 | int32 | float32](b *Buffer, want []ElemType, dst []T) error {
 	var h held
 	if err := b.e.use("buffer read", &h, want, b); err != nil {
 		return err

@@ -94,8 +94,12 @@ func (m *Matrix) Cols() int {
 }
 
 // lock read-locks the engine and the matrix for a call (unlock
-// releases them): an error, with nothing held, if either is closed.
+// releases them): an error, with nothing held, if either is closed (or
+// the matrix nil or a zero value: ErrInvalid).
 func (m *Matrix) lock() error {
+	if m == nil || m.e == nil {
+		return ErrInvalid
+	}
 	m.e.mu.RLock()
 	m.mu.RLock()
 	if m.closed || m.e.closed {
@@ -111,9 +115,6 @@ func (m *Matrix) unlock() { m.mu.RUnlock(); m.e.mu.RUnlock() }
 // batch vectors (1..16), with the activation type act. dst must not share
 // memory with x (ErrOverlap).
 func (m *Matrix) Mul(dst, x []float32, batch int, act Activation) error {
-	if m == nil || m.e == nil {
-		return ErrInvalid
-	}
 	if err := m.lock(); err != nil {
 		return err
 	}
@@ -169,9 +170,6 @@ func (m *Matrix) mulRounded(dst, x []float32, batch int) error {
 // MulFP16 multiplies binary16 activations (A16): x holds batch*Cols
 // values, widened exactly to float32 (the float-path bound applies).
 func (m *Matrix) MulFP16(dst []float32, x []layout.FP16, batch int) error {
-	if m == nil || m.e == nil {
-		return ErrInvalid
-	}
 	if err := m.lock(); err != nil {
 		return err
 	}
@@ -197,9 +195,6 @@ func (m *Matrix) MulFP16(dst []float32, x []layout.FP16, batch int) error {
 // product too, on every backend. dst must not share memory with xs or xq
 // (ErrOverlap).
 func (m *Matrix) MulInt8(dst []float32, xq []int8, xs []float32, batch int) error {
-	if m == nil || m.e == nil {
-		return ErrInvalid
-	}
 	if err := m.lock(); err != nil {
 		return err
 	}
@@ -221,9 +216,6 @@ func (m *Matrix) MulInt8(dst []float32, xq []int8, xs []float32, batch int) erro
 // batch*Cols int8 values, dst batch*Rows. Other formats return an error
 // wrapping ErrFormatNotImplemented.
 func (m *Matrix) MulInt32(dst []int32, x []int8, batch int) error {
-	if m == nil || m.e == nil {
-		return ErrInvalid
-	}
 	if err := m.lock(); err != nil {
 		return err
 	}

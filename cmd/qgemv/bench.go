@@ -344,7 +344,6 @@ func cmdBench(args []string) error {
 			if err != nil {
 				return err
 			}
-
 			if l == 0 {
 				perLayer += m.StreamBytes()
 			}
