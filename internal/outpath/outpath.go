@@ -21,19 +21,28 @@ import (
 // work: a rename over a directory fails only at the end, and writing a
 // disk's device would overwrite the disk.
 func Resolve(path string) (string, error) {
+	path, _, err := resolve(path)
+	return path, err
+}
+
+// resolve is Resolve, also reporting whether the path is written
+// directly (stream).
+func resolve(path string) (string, bool, error) {
 	if p, err := filepath.EvalSymlinks(path); err == nil {
 		path = p
 	}
 	st, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return path, nil
+		return path, false, nil
 	case err != nil:
-		return "", err
-	case !st.Mode().IsRegular() && !stream(st.Mode()):
-		return "", fmt.Errorf("%s is %s, not a regular file", path, kind(st.Mode()))
+		return "", false, err
+	case stream(st.Mode()):
+		return path, true, nil
+	case !st.Mode().IsRegular():
+		return "", false, fmt.Errorf("%s is %s, not a regular file", path, kind(st.Mode()))
 	}
-	return path, nil
+	return path, false, nil
 }
 
 // stream reports whether a file of mode m is written directly: a
@@ -69,10 +78,11 @@ func kind(m fs.FileMode) string {
 // returns. A character device or a named pipe at path is opened and
 // written directly instead (a pipe's open waits for its reader).
 func Write(path string, durable bool, write func(io.Writer) error) (err error) {
-	if path, err = Resolve(path); err != nil {
+	path, direct, err := resolve(path)
+	if err != nil {
 		return err
 	}
-	if st, serr := os.Stat(path); serr == nil && stream(st.Mode()) {
+	if direct {
 		f, err := os.OpenFile(path, os.O_WRONLY, 0)
 		if err != nil {
 			return err
