@@ -538,8 +538,8 @@ func (b *Backend) Add(dst, a, c devbuf.Buf, n int) error {
 
 // Scale queues dst[i] = s * a[i], i < n.
 func (b *Backend) Scale(dst, a devbuf.Buf, s float32, n int) error {
-	if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
-		return fmt.Errorf("cuda: scale by %v (want finite)", s)
+	if err := gpuhost.CheckScalar("cuda", "scale", s); err != nil {
+		return err
 	}
 	return b.elementwise("scale_f32", n, namesDA, uint64(math.Float32bits(s)), dst, a)
 }
@@ -547,8 +547,8 @@ func (b *Backend) Scale(dst, a devbuf.Buf, s float32, n int) error {
 // Requantize queues dst[i] = int8(round_half_even(alpha * src[i])),
 // clamped, i < n (ans.cu's ans_requant: src first).
 func (b *Backend) Requantize(dst, src devbuf.Buf, alpha float32, n int) error {
-	if math.IsNaN(float64(alpha)) || math.IsInf(float64(alpha), 0) {
-		return fmt.Errorf("cuda: requantize by %v (want finite)", alpha)
+	if err := gpuhost.CheckScalar("cuda", "requantize", alpha); err != nil {
+		return err
 	}
 	if err := gpuhost.CheckElementwise("cuda", "requantize", n); err != nil {
 		return err

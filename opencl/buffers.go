@@ -329,8 +329,8 @@ func (b *Backend) Add(dst, x, y devbuf.Buf, n int) error {
 
 // Scale queues dst[i] = s * x[i], i < n.
 func (b *Backend) Scale(dst, x devbuf.Buf, s float32, n int) error {
-	if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
-		return fmt.Errorf("opencl: scale by %v (want finite)", s)
+	if err := gpuhost.CheckScalar("opencl", "scale", s); err != nil {
+		return err
 	}
 	return b.elementwise("scale", "scale_f32", n, dst, x, nil, s)
 }
@@ -338,8 +338,8 @@ func (b *Backend) Scale(dst, x devbuf.Buf, s float32, n int) error {
 // Requantize queues dst[i] = layout.Requantize's int8 of alpha * src[i]
 // (ans_requant, the MatVANS chain's step: bit-exact), i < n.
 func (b *Backend) Requantize(dst, src devbuf.Buf, alpha float32, n int) error {
-	if math.IsNaN(float64(alpha)) || math.IsInf(float64(alpha), 0) {
-		return fmt.Errorf("opencl: requantize by %v (want finite)", alpha)
+	if err := gpuhost.CheckScalar("opencl", "requantize", alpha); err != nil {
+		return err
 	}
 	if err := gpuhost.CheckElementwise("opencl", "requantize", n); err != nil {
 		return err

@@ -345,6 +345,15 @@ func CheckElementwise(backend, op string, n int) error {
 	return nil
 }
 
+// CheckScalar checks an elementwise operation's scalar (a scale, a
+// requantization factor): NaN or infinite is an error.
+func CheckScalar(backend, op string, v float32) error {
+	if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+		return fmt.Errorf("%s: %s by %v (want finite)", backend, op, v)
+	}
+	return nil
+}
+
 // OutBytes is the float32 (or int32) results of batch vectors.
 func (g Geometry) OutBytes(batch int) int64 { return 4 * int64(batch) * int64(g.Rows) }
 

@@ -167,6 +167,14 @@ func TestCheckUses(t *testing.T) {
 	if err := CheckUses("x", "op", Use{"dst", 16, 16}); err != nil {
 		t.Error(err)
 	}
+	for _, v := range []float32{float32(math.NaN()), float32(math.Inf(-1))} {
+		if err := CheckScalar("x", "scale", v); err == nil {
+			t.Errorf("CheckScalar(%v): no error", v)
+		}
+	}
+	if err := CheckScalar("x", "scale", -2); err != nil {
+		t.Error(err)
+	}
 	for _, n := range []int{-1, math.MaxInt32 + 1} {
 		if err := CheckElementwise("x", "op", n); err == nil {
 			t.Errorf("CheckElementwise(%d): no error", n)
