@@ -76,14 +76,6 @@ type GroupMeta struct {
 	Scales32, Zeros32 []float32 // with FP32Meta
 }
 
-// metaBytes is a group's scale and zero point in bytes.
-func metaBytes(fp32 bool) uint64 {
-	if fp32 {
-		return 8
-	}
-	return 4
-}
-
 func newGroupMeta(n int, fp32 bool) GroupMeta {
 	if fp32 {
 		return GroupMeta{FP32Meta: true, Scales32: make([]float32, n), Zeros32: make([]float32, n)}
@@ -231,7 +223,7 @@ func NewBitsWords(rows, cols, n, g int, fp32Meta bool, words func(n int) []uint3
 	}
 	cnt := b.PRows * b.WordsPerRow()
 	if words == nil {
-		if err := checkBytes(b.Name(), rows, cols, 4*uint64(cnt)+uint64(b.PRows)*uint64(b.Groups())*metaBytes(fp32Meta)); err != nil {
+		if err := checkBytes(b.Name(), rows, cols, 4*uint64(cnt)+uint64(b.metaBytes(b.Groups()*b.PRows))); err != nil {
 			return nil, err
 		}
 		b.Words = make([]uint32, cnt)
@@ -249,8 +241,8 @@ func newBitsHeader(rows, cols, n, g int, fp32Meta bool) (*Bits, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Bits{Rows: rows, Cols: cols, PRows: prows, PCols: pcols, N: n, G: group, WholeRow: g == 0}
-	if err := checkBytes(b.Name(), rows, cols, uint64(prows)*uint64(b.Groups())*metaBytes(fp32Meta)); err != nil {
+	b := &Bits{Rows: rows, Cols: cols, PRows: prows, PCols: pcols, N: n, G: group, WholeRow: g == 0, GroupMeta: GroupMeta{FP32Meta: fp32Meta}}
+	if err := checkBytes(b.Name(), rows, cols, uint64(b.metaBytes(b.Groups()*prows))); err != nil {
 		return nil, err
 	}
 	b.GroupMeta = newGroupMeta(b.Groups()*prows, fp32Meta)

@@ -53,8 +53,8 @@ func NewSparse12(rows, cols, g int, fp32Meta bool) (*Sparse12, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Sparse12{Rows: rows, Cols: cols, PRows: prows, PCols: pcols, G: group, WholeRow: g == 0}
-	if err := checkBytes(m.Name(), rows, cols, uint64(prows)*(uint64(m.WordsPerRow())*4+uint64(m.Groups())*metaBytes(fp32Meta))); err != nil {
+	m := &Sparse12{Rows: rows, Cols: cols, PRows: prows, PCols: pcols, G: group, WholeRow: g == 0, GroupMeta: GroupMeta{FP32Meta: fp32Meta}}
+	if err := checkBytes(m.Name(), rows, cols, 4*uint64(prows)*uint64(m.WordsPerRow())+uint64(m.metaBytes(m.Groups()*prows))); err != nil {
 		return nil, err
 	}
 	m.Words = make([]uint32, prows*m.WordsPerRow())
