@@ -411,14 +411,6 @@ func use(what string, x devbuf.Buf, need int64) gpuhost.Use {
 	return gpuhost.Use{What: what, Have: sizeOf(x), Need: need}
 }
 
-// checkBufs checks a device multiply's batch and its operands' sizes.
-func (mx *Matrix) checkBufs(batch int, uses ...gpuhost.Use) error {
-	if err := gpuhost.CheckBatch("cuda", batch); err != nil {
-		return err
-	}
-	return gpuhost.CheckUses("cuda", "multiply", uses...)
-}
-
 // devBufs resolves buffers (devPtr) in order.
 func (b *Backend) devBufs(names []string, bufs ...devbuf.Buf) (out [3]cu.DevicePtr, err error) {
 	for i, x := range bufs {
@@ -641,7 +633,7 @@ func (mx *Matrix) withWords(f func() error) error {
 // MulF16Buf queues dst = W x for batch float32 vectors in device memory,
 // rounded to binary16 on the device: MulF16 of the rounded values.
 func (mx *Matrix) MulF16Buf(dst, x devbuf.Buf, batch int) error {
-	if err := mx.checkBufs(batch, use("dst", dst, mx.geo.OutBytes(batch)), use("x", x, mx.geo.InBytes(batch, 4))); err != nil {
+	if err := gpuhost.CheckBufs("cuda", "multiply", batch, use("dst", dst, mx.geo.OutBytes(batch)), use("x", x, mx.geo.InBytes(batch, 4))); err != nil {
 		return err
 	}
 	return mx.swiOp(mulF16BufReq, batch, true, dst, x)
@@ -758,7 +750,7 @@ var (
 // reported by the next Wait or Read.
 func (mx *Matrix) QuantizeBuf(xq, xs, x devbuf.Buf, batch int) error {
 	g := mx.geo
-	if err := mx.checkBufs(batch, use("xq", xq, g.QBytes(batch)), use("xs", xs, g.SBytes(batch)), use("x", x, g.InBytes(batch, 4))); err != nil {
+	if err := gpuhost.CheckBufs("cuda", "multiply", batch, use("xq", xq, g.QBytes(batch)), use("xs", xs, g.SBytes(batch)), use("x", x, g.InBytes(batch, 4))); err != nil {
 		return err
 	}
 	return mx.bufOp(quantizeBufReq, namesQSX, batch, false, xq, xs, x)
@@ -842,7 +834,7 @@ func (mx *Matrix) MulI8Buf(dst, xq, xs devbuf.Buf, batch int) error {
 		return fmt.Errorf("cuda: %w", mx.a8err)
 	}
 	g := mx.geo
-	if err := mx.checkBufs(batch, use("dst", dst, g.OutBytes(batch)), use("xq", xq, g.QBytes(batch)), use("xs", xs, g.SBytes(batch))); err != nil {
+	if err := gpuhost.CheckBufs("cuda", "multiply", batch, use("dst", dst, g.OutBytes(batch)), use("xq", xq, g.QBytes(batch)), use("xs", xs, g.SBytes(batch))); err != nil {
 		return err
 	}
 	return mx.bufOp(mulI8BufReq, namesDQS, batch, true, dst, xq, xs)
@@ -867,7 +859,7 @@ func (mx *Matrix) MulA8Buf(dst, x devbuf.Buf, batch int) error {
 	if mx.a8err != nil {
 		return fmt.Errorf("cuda: %w", mx.a8err)
 	}
-	if err := mx.checkBufs(batch, use("dst", dst, mx.geo.OutBytes(batch)), use("x", x, mx.geo.InBytes(batch, 4))); err != nil {
+	if err := gpuhost.CheckBufs("cuda", "multiply", batch, use("dst", dst, mx.geo.OutBytes(batch)), use("x", x, mx.geo.InBytes(batch, 4))); err != nil {
 		return err
 	}
 	return mx.swiOp(mulA8BufReq, batch, false, dst, x)
@@ -1141,10 +1133,7 @@ func (mx *Int8Matrix) MulI32Buf(dst, x devbuf.Buf, batch int) error {
 }
 
 func mulI32Buf(mx ChainMat, dst, x devbuf.Buf, batch int) error {
-	if err := gpuhost.CheckBatch("cuda: mul int32", batch); err != nil {
-		return err
-	}
-	if err := gpuhost.CheckUses("cuda", "mul int32", use("dst", dst, 4*int64(batch)*int64(mx.Rows())), use("x", x, int64(batch)*int64(mx.Cols()))); err != nil {
+	if err := gpuhost.CheckBufs("cuda", "mul int32", batch, use("dst", dst, 4*int64(batch)*int64(mx.Rows())), use("x", x, int64(batch)*int64(mx.Cols()))); err != nil {
 		return err
 	}
 	b := mx.backend()

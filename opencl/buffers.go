@@ -287,9 +287,9 @@ func (b *Backend) elementwise(op, name string, n int, d, a, c devbuf.Buf, s floa
 		return err
 	}
 	return b.withBufs(op, d, a, c, func(bd, ba, bc *buffer) error {
-		uses, nu := [3]gpuhost.Use{{What: "dst", Have: int64(bd.size), Need: 4 * int64(n)}, {What: "first operand", Have: int64(ba.size), Need: 4 * int64(n)}}, 2
+		uses, nu := [3]gpuhost.Use{use("dst", bd, 4*int64(n)), use("first operand", ba, 4*int64(n))}, 2
 		if bc != nil {
-			uses[2], nu = gpuhost.Use{What: "second operand", Have: int64(bc.size), Need: 4 * int64(n)}, 3
+			uses[2], nu = use("second operand", bc, 4*int64(n)), 3
 		}
 		if err := gpuhost.CheckUses("opencl", op, uses[:nu]...); err != nil || n == 0 {
 			return err
@@ -345,8 +345,8 @@ func (b *Backend) Requantize(dst, src devbuf.Buf, alpha float32, n int) error {
 		return err
 	}
 	return b.withBufs("requantize", dst, src, nil, func(bd, bs, _ *buffer) error {
-		if err := gpuhost.CheckUses("opencl", "requantize", gpuhost.Use{What: "dst", Have: int64(bd.size), Need: int64(n)},
-			gpuhost.Use{What: "src", Have: int64(bs.size), Need: 4 * int64(n)}); err != nil || n == 0 {
+		if err := gpuhost.CheckUses("opencl", "requantize", use("dst", bd, int64(n)),
+			use("src", bs, 4*int64(n))); err != nil || n == 0 {
 			return err
 		}
 		k, wg, err := b.srcKernel("ans", ansSource, "ans_requant", 1, 256)
@@ -376,8 +376,8 @@ func mulI32Buf(mx ChainMat, dst, x devbuf.Buf, batch int) error {
 		if mx.isClosed() {
 			return ErrClosed
 		}
-		if err := gpuhost.CheckUses("opencl", "mul int32", gpuhost.Use{What: "dst", Have: int64(by.size), Need: 4 * int64(mx.Rows())},
-			gpuhost.Use{What: "x", Have: int64(bx.size), Need: int64(mx.Cols())}); err != nil {
+		if err := gpuhost.CheckUses("opencl", "mul int32", use("dst", by, 4*int64(mx.Rows())),
+			use("x", bx, int64(mx.Cols()))); err != nil {
 			return err
 		}
 		var st *buffer
@@ -477,21 +477,18 @@ func (mx *Matrix) devTables() error {
 func (mx *Matrix) QuantizeBuf(xq, xs, x devbuf.Buf, batch int) error {
 	return mx.devOp("quantize", mx.devA8(), x, xq, xs, func(bx, bq, bs *buffer) error {
 		g := mx.geo
-		if err := mx.checkBufs("quantize", batch, gpuhost.Use{What: "x", Have: int64(bx.size), Need: g.InBytes(batch, 4)},
-			gpuhost.Use{What: "xq", Have: int64(bq.size), Need: g.QBytes(batch)}, gpuhost.Use{What: "xs", Have: int64(bs.size), Need: g.SBytes(batch)}); err != nil {
+		if err := gpuhost.CheckBufs("opencl", "quantize", batch, use("x", bx, g.InBytes(batch, 4)),
+			use("xq", bq, g.QBytes(batch)), use("xs", bs, g.SBytes(batch))); err != nil {
 			return err
 		}
 		return mx.quantize(bx, bq, bs, batch)
 	})
 }
 
-// checkBufs checks a device multiply's batch and operand sizes (after
-// devOp's checks: the buffers are this backend's and open).
-func (mx *Matrix) checkBufs(op string, batch int, uses ...gpuhost.Use) error {
-	if err := gpuhost.CheckBatch("opencl", batch); err != nil {
-		return err
-	}
-	return gpuhost.CheckUses("opencl", op, uses...)
+// use is operand what of an operation touching need bytes of device
+// buffer d.
+func use(what string, d *buffer, need int64) gpuhost.Use {
+	return gpuhost.Use{What: what, Have: int64(d.size), Need: need}
 }
 
 // devOp runs f with b.mu held on the device buffers of x, y and z (z may
@@ -544,8 +541,8 @@ func (mx *Matrix) quantize(x, xq, xs *buffer, batch int) error {
 // MulA8's result, bit for bit.
 func (mx *Matrix) MulA8Buf(dst, x devbuf.Buf, batch int) error {
 	return mx.devOp("mul", mx.devA8(), dst, x, nil, func(by, bx, _ *buffer) error {
-		if err := mx.checkBufs("mul", batch, gpuhost.Use{What: "dst", Have: int64(by.size), Need: mx.geo.OutBytes(batch)},
-			gpuhost.Use{What: "x", Have: int64(bx.size), Need: mx.geo.InBytes(batch, 4)}); err != nil {
+		if err := gpuhost.CheckBufs("opencl", "mul", batch, use("dst", by, mx.geo.OutBytes(batch)),
+			use("x", bx, mx.geo.InBytes(batch, 4))); err != nil {
 			return err
 		}
 		b, pc := mx.b, mx.geo.PCols
@@ -628,8 +625,8 @@ func (mx *Matrix) mulF16Device(dst []float32, x []layout.FP16, batch int) error 
 func (mx *Matrix) MulI8Buf(dst, xq, xs devbuf.Buf, batch int) error {
 	return mx.devOp("mul", mx.devA8(), dst, xq, xs, func(by, bq, bs *buffer) error {
 		g := mx.geo
-		if err := mx.checkBufs("mul", batch, gpuhost.Use{What: "dst", Have: int64(by.size), Need: g.OutBytes(batch)},
-			gpuhost.Use{What: "xq", Have: int64(bq.size), Need: g.QBytes(batch)}, gpuhost.Use{What: "xs", Have: int64(bs.size), Need: g.SBytes(batch)}); err != nil {
+		if err := gpuhost.CheckBufs("opencl", "mul", batch, use("dst", by, g.OutBytes(batch)),
+			use("xq", bq, g.QBytes(batch)), use("xs", bs, g.SBytes(batch))); err != nil {
 			return err
 		}
 		return mx.mulI8(by, bq, bs, batch)
@@ -686,8 +683,8 @@ func (mx *Matrix) mulI8(y, xq, xs *buffer, batch int) error {
 // return devbuf.ErrNoDevicePath.
 func (mx *Matrix) MulF16Buf(dst, x devbuf.Buf, batch int) error {
 	return mx.devOp("mul", mx.cb == nil && mx.coded == nil, dst, x, nil, func(by, bx, _ *buffer) error {
-		if err := mx.checkBufs("mul", batch, gpuhost.Use{What: "dst", Have: int64(by.size), Need: mx.geo.OutBytes(batch)},
-			gpuhost.Use{What: "x", Have: int64(bx.size), Need: mx.geo.InBytes(batch, 4)}); err != nil {
+		if err := gpuhost.CheckBufs("opencl", "mul", batch, use("dst", by, mx.geo.OutBytes(batch)),
+			use("x", bx, mx.geo.InBytes(batch, 4))); err != nil {
 			return err
 		}
 		return mx.mulF16(by, bx, batch)

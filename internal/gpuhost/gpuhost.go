@@ -336,6 +336,15 @@ func CheckUses(backend, op string, uses ...Use) error {
 	return nil
 }
 
+// CheckBufs checks a device multiply's batch (CheckBatch) and its
+// operands' sizes (CheckUses).
+func CheckBufs(backend, op string, batch int, uses ...Use) error {
+	if err := CheckBatch(backend, batch); err != nil {
+		return err
+	}
+	return CheckUses(backend, op, uses...)
+}
+
 // CheckElementwise checks an elementwise operation's count n (0 queues
 // nothing): at most 2^31-1, the kernels' int range.
 func CheckElementwise(backend, op string, n int) error {

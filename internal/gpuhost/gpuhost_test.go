@@ -167,6 +167,12 @@ func TestCheckUses(t *testing.T) {
 	if err := CheckUses("x", "op", Use{"dst", 16, 16}); err != nil {
 		t.Error(err)
 	}
+	if err := CheckBufs("x", "op", 17, Use{"dst", 16, 16}); !errors.Is(err, ErrBatch) {
+		t.Errorf("CheckBufs batch 17: %v", err)
+	}
+	if err := CheckBufs("x", "op", 1, Use{"dst", 8, 16}); err == nil {
+		t.Error("CheckBufs of a short dst: no error")
+	}
 	for _, v := range []float32{float32(math.NaN()), float32(math.Inf(-1))} {
 		if err := CheckScalar("x", "scale", v); err == nil {
 			t.Errorf("CheckScalar(%v): no error", v)
