@@ -132,6 +132,27 @@ func (t *Tensor) Elems() uint64 {
 	return n
 }
 
+// checkData returns an error unless t.Data holds exactly the bytes its
+// type's blocks take for its dims (whole blocks along ne[0], no overflow):
+// a Tensor built by hand rather than by Parse may not.
+func (t *Tensor) checkData() error {
+	blk, siz := t.Type.BlockSize()
+	n, ok := uint64(1), blk > 0 && len(t.Dims) > 0 && t.Dims[0]%uint64(blk) == 0
+	for _, d := range t.Dims {
+		hi, lo := bits.Mul64(n, d)
+		n, ok = lo, ok && hi == 0
+	}
+	if ok {
+		var hi uint64
+		hi, n = bits.Mul64(n/uint64(blk), uint64(siz))
+		ok = hi == 0 && n == uint64(len(t.Data))
+	}
+	if !ok {
+		return fmt.Errorf("gguf: tensor %q: %s%v in whole %d-element blocks does not take the %d bytes of its data", t.Name, t.Type, t.Dims, blk, len(t.Data))
+	}
+	return nil
+}
+
 // Shape2D returns (rows, cols) = (ne[1], ne[0]) of a matrix: ne[2..] must
 // be 1.
 func (t *Tensor) Shape2D() (rows, cols int, err error) {

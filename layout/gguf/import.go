@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"math/bits"
 
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/ggml"
@@ -153,19 +152,11 @@ func (t *Tensor) Float32s() ([]float32, error) {
 	if !Float(t.Type) || t.Data == nil {
 		return nil, fmt.Errorf("gguf: tensor %q is %s, not F32, F16 or BF16", t.Name, t.Type)
 	}
-	size := uint64(2)
-	if t.Type == F32 {
-		size = 4
+	if err := t.checkData(); err != nil {
+		return nil, err
 	}
-	n, ok := uint64(1), true
-	for _, d := range t.Dims {
-		hi, lo := bits.Mul64(n, d)
-		n, ok = lo, ok && hi == 0
-	}
-	if hi, lo := bits.Mul64(n, size); !ok || hi != 0 || lo != uint64(len(t.Data)) {
-		return nil, fmt.Errorf("gguf: tensor %q: %s%v, but %d bytes of data", t.Name, t.Type, t.Dims, len(t.Data))
-	}
-	out := make([]float32, n)
+	_, size := t.Type.BlockSize()
+	out := make([]float32, len(t.Data)/size)
 	switch t.Type { // one loop per type
 	case F32:
 		for i := range out {
@@ -204,11 +195,11 @@ func (t *Tensor) ImportBits() (*layout.Bits, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := t.checkData(); err != nil {
+		return nil, err
+	}
 	blk, siz := t.Type.BlockSize()
 	perRow := cols / blk
-	if cols%blk != 0 || int64(len(t.Data)) != int64(rows)*int64(perRow*siz) {
-		return nil, fmt.Errorf("gguf: tensor %q: %d bytes, a %dx%d %s matrix of whole %d-element blocks has %d", t.Name, len(t.Data), rows, cols, t.Type, blk, int64(rows)*int64(perRow*siz))
-	}
 	n := 4
 	if t.Type == Q8_0 {
 		n = 8
