@@ -13,7 +13,9 @@ import (
 	"github.com/qgemv/qgemv/layout/ans"
 )
 
-func openANS(t *testing.T) *cuda.Backend {
+// openBackend opens device 0 (skipping without one), closed when the
+// test ends.
+func openBackend(t *testing.T) *cuda.Backend {
 	t.Helper()
 	device(t)
 	b, err := cuda.Open(0, cuda.Options{})
@@ -65,7 +67,7 @@ func ansCases(rng *rand.Rand) []struct {
 // TestANSMul: both layouts, bit-exact with the product of the raw matrix
 // and with layout/ans's DotUnit.
 func TestANSMul(t *testing.T) {
-	b := openANS(t)
+	b := openBackend(t)
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, c := range ansCases(rng) {
 		v := matvans.Draw(rng, c.cols, 30)
@@ -132,7 +134,7 @@ func mulRef(m *ans.Matrix, v []int8) ([]int32, error) {
 // multiply the reference accepts gives its results; wrong offset tables
 // are refused at load.
 func TestANSCorrupt(t *testing.T) {
-	b := openANS(t)
+	b := openBackend(t)
 	rng := rand.New(rand.NewPCG(9, 10))
 	const rows, cols = 64, 384
 	w := matvans.Draw(rng, rows*cols, 5)
@@ -223,7 +225,7 @@ func TestANSCorrupt(t *testing.T) {
 
 // TestInt8Mul: the plain int8 kernels (columns a multiple of 16, and not).
 func TestInt8Mul(t *testing.T) {
-	b := openANS(t)
+	b := openBackend(t)
 	rng := rand.New(rand.NewPCG(11, 12))
 	for _, s := range [][2]int{{1, 16}, {37, 100}, {100, 4096}, {257, 2048 + 16}, {5, 3}} {
 		rows, cols := s[0], s[1]
@@ -258,7 +260,7 @@ func TestInt8Mul(t *testing.T) {
 // layouts, equals the reference by value and hash; a corrupt matrix in
 // the chain is reported by index.
 func TestRunChain(t *testing.T) {
-	b := openANS(t)
+	b := openBackend(t)
 	for _, d := range []int{256, 512} {
 		wl, err := matvans.New(d, 4, 4, uint64(d))
 		if err != nil {

@@ -102,17 +102,11 @@ func TestGraphStaleAfterClose(t *testing.T) {
 	_ = g.Close()
 }
 
-// q4Backend opens device 0 (skipping without one; closed when the test
-// ends) with a random rows x cols Q4G128 matrix loaded, and returns a
-// maker of its device buffers.
+// q4Backend is openBackend with a random rows x cols Q4G128 matrix
+// loaded, and a maker of its device buffers.
 func q4Backend(t *testing.T, rows, cols int) (*cuda.Backend, *cuda.Matrix, func(n int64) *cuda.DevBuf) {
 	t.Helper()
-	device(t)
-	b, err := cuda.Open(0, cuda.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b := openBackend(t)
 	spec, _ := layout.ParseFormatSpec("q4g128")
 	m, err := synth.Matrix(spec, rows, cols, 1)
 	if err != nil {
