@@ -107,6 +107,13 @@ func GgmlQ4KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //go:noescape
 func GgmlQ4KA8R4PfL1Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ4KA8R4PfLeadAvx512 is GgmlQ4KA8Avx512 for one vector and four rows at a
+// time (rows a multiple of 4), the reductions and float steps with the rows in
+// the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ4KA8R4PfLeadAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ4KA8T4Avx512 is GgmlQ4KA8Avx512 for 16 rows and 4 vector slots with the
 // rows in the lanes. See "GGML block kernels" in the package doc.
 //
@@ -145,6 +152,13 @@ func GgmlQ5KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //
 //go:noescape
 func GgmlQ5KA8R4PfL1Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ5KA8R4PfLeadAvx512 is GgmlQ5KA8Avx512 for one vector and four rows at a
+// time (rows a multiple of 4), the reductions and float steps with the rows in
+// the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ5KA8R4PfLeadAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ5KA8T4Avx512 is GgmlQ5KA8Avx512 for 16 rows and 4 vector slots with the
 // rows in the lanes. See "GGML block kernels" in the package doc.
@@ -186,6 +200,13 @@ func GgmlQ6KA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //
 //go:noescape
 func GgmlQ6KA8R4PfL1Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ6KA8R4PfLeadAvx512 is GgmlQ6KA8Avx512 for one vector and four rows at a
+// time (rows a multiple of 4), the reductions and float steps with the rows in
+// the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ6KA8R4PfLeadAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ6KA8T4Avx512 is GgmlQ6KA8Avx512 for 16 rows and 4 vector slots with the
 // rows in the lanes. See "GGML block kernels" in the package doc.
@@ -229,6 +250,13 @@ func GgmlIQ4XSA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astr
 //
 //go:noescape
 func GgmlIQ4XSA8R4PfL1Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlIQ4XSA8R4PfLeadAvx512 is GgmlIQ4XSA8Avx512 for one vector and four rows
+// at a time (rows a multiple of 4), the reductions and float steps with the
+// rows in the lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4XSA8R4PfLeadAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlIQ4XSA8T4Avx512 is GgmlIQ4XSA8Avx512 for 16 rows and 4 vector slots with
 // the rows in the lanes. See "GGML block kernels" in the package doc.
@@ -274,6 +302,15 @@ func GgmlQ40A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //go:noescape
 func GgmlQ40A8R4PfL1Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ40A8R4PfLeadAvx512 computes GgmlQ40A8Avx512's products for one vector
+// and four rows at a time (rows a multiple of 4), with VBMI and GFNI; it reads
+// the activations split by nibble (per 128 columns those of the blocks' low
+// nibbles, then the high), the float steps with the rows in the lanes. See
+// "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ40A8R4PfLeadAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ40A8T4Avx512 is GgmlQ40A8Avx512 for 16 rows and 4 vector slots with the
 // rows in the lanes. See "GGML block kernels" in the package doc.
 //
@@ -317,6 +354,15 @@ func GgmlQ41A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //
 //go:noescape
 func GgmlQ41A8R4PfL1Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ41A8R4PfLeadAvx512 computes GgmlQ41A8Avx512's products for one vector
+// and four rows at a time (rows a multiple of 4), with VBMI and GFNI; it reads
+// the activations split by nibble (per 128 columns those of the blocks' low
+// nibbles, then the high), the float steps with the rows in the lanes. See
+// "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ41A8R4PfLeadAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ41A8T4Avx512 is GgmlQ41A8Avx512 for 16 rows and 4 vector slots with the
 // rows in the lanes. See "GGML block kernels" in the package doc.
@@ -362,6 +408,15 @@ func GgmlQ50A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //go:noescape
 func GgmlQ50A8R4PfL1Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ50A8R4PfLeadAvx512 computes GgmlQ50A8Avx512's products for one vector
+// and four rows at a time (rows a multiple of 4), with VBMI and GFNI; it reads
+// the activations split by nibble (per 128 columns those of the blocks' low
+// nibbles, then the high), the float steps with the rows in the lanes. See
+// "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ50A8R4PfLeadAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ50A8T4Avx512 is GgmlQ50A8Avx512 for 16 rows and 4 vector slots with the
 // rows in the lanes. See "GGML block kernels" in the package doc.
 //
@@ -406,6 +461,15 @@ func GgmlQ51A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //go:noescape
 func GgmlQ51A8R4PfL1Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
+// GgmlQ51A8R4PfLeadAvx512 computes GgmlQ51A8Avx512's products for one vector
+// and four rows at a time (rows a multiple of 4), with VBMI and GFNI; it reads
+// the activations split by nibble (per 128 columns those of the blocks' low
+// nibbles, then the high), the float steps with the rows in the lanes. See
+// "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ51A8R4PfLeadAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
 // GgmlQ51A8T4Avx512 is GgmlQ51A8Avx512 for 16 rows and 4 vector slots with the
 // rows in the lanes. See "GGML block kernels" in the package doc.
 //
@@ -445,6 +509,13 @@ func GgmlQ80A8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astrid
 //
 //go:noescape
 func GgmlQ80A8R4PfL1Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlQ80A8R4PfLeadAvx512 is GgmlQ80A8Avx512 for one vector and four rows at a
+// time (rows a multiple of 4), the float steps with the rows in the lanes. See
+// "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlQ80A8R4PfLeadAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlQ80A8T4Avx512 is GgmlQ80A8Avx512 for 16 rows and 4 vector slots with the
 // rows in the lanes. See "GGML block kernels" in the package doc.
@@ -489,6 +560,15 @@ func GgmlIQ4NLA8R4Avx512(w *byte, stride int, rows int, nsb int, act *int8, astr
 //
 //go:noescape
 func GgmlIQ4NLA8R4PfL1Avx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
+
+// GgmlIQ4NLA8R4PfLeadAvx512 computes GgmlIQ4NLA8Avx512's products for one
+// vector and four rows at a time (rows a multiple of 4), with VBMI and GFNI;
+// it reads the activations split by nibble (per 128 columns those of the
+// blocks' low nibbles, then the high), the float steps with the rows in the
+// lanes. See "GGML block kernels" in the package doc.
+//
+//go:noescape
+func GgmlIQ4NLA8R4PfLeadAvx512(w *byte, stride int, rows int, nsb int, act *int8, astride int, sums *int16, sstride int, xs *float32, xstride int, nvec int, out *float32, ostride int)
 
 // GgmlIQ4NLA8T4Avx512 is GgmlIQ4NLA8Avx512 for 16 rows and 4 vector slots with
 // the rows in the lanes. See "GGML block kernels" in the package doc.

@@ -179,7 +179,7 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, f := range ggmlA8Funcs {
 		check("ggml", funcName(f), ggmlA8Requires)
 	}
-	for _, m := range []map[ggml.Type]ggmlA8Func{ggmlA8R4Funcs, ggmlA8R4PfL1Funcs} {
+	for _, m := range []map[ggml.Type]ggmlA8Func{ggmlA8R4Funcs, ggmlA8R4PfL1Funcs, ggmlA8R4PfLeadFuncs} {
 		for t, f := range m {
 			gate := append(slices.Clone(ggmlA8Requires), ggmlR4Requires(t)...)
 			check("ggml four rows", funcName(f), gate)

@@ -65,6 +65,11 @@ type ggmlKernel struct {
 // the CPU; tests set it to run both).
 var ggmlR4L1 bool
 
+// ggmlR4Lead makes the L1 variants prefetch a fixed distance ahead in
+// each of the four rows rather than the next four rows (ggml_amd64.go;
+// tests set it too).
+var ggmlR4Lead bool
+
 // ggmlKernels holds the SIMD kernels by type; architecture files fill
 // it in init with a function of the backend's kernel set.
 var ggmlKernels = map[ggml.Type]func(isa ISA) *ggmlKernel{}

@@ -68,6 +68,18 @@ var ggmlA8R4PfL1Funcs = map[ggml.Type]ggmlA8Func{
 	ggml.Q5_1: asm.GgmlQ51A8R4PfL1Avx512, ggml.Q8_0: asm.GgmlQ80A8R4PfL1Avx512, ggml.IQ4_NL: asm.GgmlIQ4NLA8R4PfL1Avx512,
 }
 
+// ggmlA8R4PfLeadFuncs are ggmlA8R4PfL1Funcs prefetching 2 KiB (at most
+// half a row) ahead in each of the four rows instead of the next four
+// rows in order, run where ggmlR4Lead says; Q2_K and Q3_K, bound by their
+// arithmetic at about 18 GB/s a core, keep the PfL1 kernels (Q3_K's lead
+// variant ran 1.1x their time).
+var ggmlA8R4PfLeadFuncs = map[ggml.Type]ggmlA8Func{
+	ggml.Q4_K: asm.GgmlQ4KA8R4PfLeadAvx512, ggml.Q5_K: asm.GgmlQ5KA8R4PfLeadAvx512,
+	ggml.Q6_K: asm.GgmlQ6KA8R4PfLeadAvx512, ggml.IQ4_XS: asm.GgmlIQ4XSA8R4PfLeadAvx512,
+	ggml.Q4_0: asm.GgmlQ40A8R4PfLeadAvx512, ggml.Q4_1: asm.GgmlQ41A8R4PfLeadAvx512, ggml.Q5_0: asm.GgmlQ50A8R4PfLeadAvx512,
+	ggml.Q5_1: asm.GgmlQ51A8R4PfLeadAvx512, ggml.Q8_0: asm.GgmlQ80A8R4PfLeadAvx512, ggml.IQ4_NL: asm.GgmlIQ4NLA8R4PfLeadAvx512,
+}
+
 // ggmlR4L1 (cpu/ggml.go) enables ggmlA8R4PfL1Funcs (l1PrefetchCPU): on
 // Zen 5 the Q4_K_M decode step took 0.84x the time with one thread and
 // 0.93x with two (three alternating rounds), where on Zen 4 the next four
@@ -82,8 +94,15 @@ var ggmlA8R4PfL1Funcs = map[ggml.Type]ggmlA8Func{
 // in 15 of 16 alternating pairs (medians, two threads, 65.7 -> 70.1% and
 // 70.5 -> 73.7%; one thread 61.7 -> 69.9% and 62.1 -> 68.0%), while on
 // the 16-core Xeon host they measured neither faster nor slower.
+//
+// ggmlR4Lead: on Zen 5 the lead variants took 0.85-0.96x the time of the
+// PfL1 ones, alternated call by call in one process from DRAM (two
+// threads, 4096x14336, 14336x4096, 4096x4096 and 1024x4096): four rows of
+// 4096x14336 Q6_K (47 KB) and the next four prefetched overflow its 48
+// KiB L1, and where they fit a steady lead still streamed faster.
 func init() {
 	ggmlR4L1 = l1PrefetchCPU() || cpuid.CPU.VendorID == cpuid.Intel && cpuid.CPU.Cache.L1D >= 48<<10
+	ggmlR4Lead = l1PrefetchCPU()
 }
 
 // ggmlR4VBMIRequires are the features the split four-row kernels
@@ -578,9 +597,9 @@ func init() {
 			if isa != AVX512VNNI || !hasAll(ggmlA8Requires) {
 				return nil
 			}
-			r4l1 := ggmlA8R4PfL1Funcs[t]
+			r4l1, r4lead := ggmlA8R4PfL1Funcs[t], ggmlA8R4PfLeadFuncs[t]
 			if !hasAll(ggmlR4Requires(t)) {
-				r4, r4l1 = nil, nil
+				r4, r4l1, r4lead = nil, nil, nil
 			}
 			split := r4 != nil && ggmlR4Split[t]
 			prep := ggmlPrep
@@ -622,6 +641,9 @@ func init() {
 				k := r4
 				if r4l1 != nil && ggmlR4L1 {
 					k = r4l1
+					if r4lead != nil && ggmlR4Lead {
+						k = r4lead
+					}
 				}
 				if split { // batch 1 (batches took the branches above): padded tail rows too
 					ggmlPerVector(k, nil, m, c, &c.act8[0], r0, r1)

@@ -19,16 +19,16 @@ import (
 // batches 1..16: A8 equal to DotA8Exact bit for bit, through MulA8 and
 // MulI8; the SIMD types report their kernel set.
 func TestGGMLKernels(t *testing.T) {
-	// the four-row kernels' L1-prefetch variants too, whatever the CPU
+	// the four-row kernels' L1 and lead prefetch variants too, whatever the CPU
 	// (under -race only this CPU's choice: the variants differ in
 	// assembly alone, which the detector does not see)
-	defer func(v bool) { ggmlR4L1 = v }(ggmlR4L1)
-	for _, l1 := range []bool{false, true} {
-		if raceEnabled && l1 != ggmlR4L1 {
+	defer func(l1, lead bool) { ggmlR4L1, ggmlR4Lead = l1, lead }(ggmlR4L1, ggmlR4Lead)
+	for _, pf := range [][2]bool{{false, false}, {true, false}, {true, true}} {
+		if raceEnabled && (pf[0] != ggmlR4L1 || pf[0] && pf[1] != ggmlR4Lead) {
 			continue
 		}
-		ggmlR4L1 = l1
-		t.Run(fmt.Sprintf("prefetchL1=%v", l1), testGGMLKernels)
+		ggmlR4L1, ggmlR4Lead = pf[0], pf[1]
+		t.Run(fmt.Sprintf("prefetchL1=%v/lead=%v", pf[0], pf[1]), testGGMLKernels)
 	}
 }
 

@@ -17,8 +17,12 @@ import (
 func ggmlKernels() {
 	for _, c := range ggmlSupers {
 		ggmlSuperA8(c)
-		ggmlSuperA8R4(c, false)
-		ggmlSuperA8R4(c, true)
+		for _, pf := range []r4Prefetch{r4PfL2, r4PfL1, r4PfLead} {
+			if pf == r4PfLead && (c.t == "Q2K" || c.t == "Q3K") {
+				continue // compute-bound (about 18 GB/s per core): r4PfLead
+			}
+			ggmlSuperA8R4(c, pf)
+		}
 		for _, M := range []int{4, 8, 16} { // rows in the lanes, M vector slots
 			switch c.t {
 			case "Q4K", "Q5K":
@@ -36,8 +40,9 @@ func ggmlKernels() {
 	}
 	for _, c := range ggmlSmalls {
 		ggmlBlockA8(c)
-		ggmlBlockA8R4(c, false)
-		ggmlBlockA8R4(c, true)
+		for _, pf := range []r4Prefetch{r4PfL2, r4PfL1, r4PfLead} {
+			ggmlBlockA8R4(c, pf)
+		}
 		if ggmlT32Types[c.t] {
 			for _, M := range []int{4, 8, 16} {
 				ggmlBlockA8T(c, M)
@@ -1177,11 +1182,10 @@ func math32bits(f float32) uint32 { return math.Float32bits(f) }
 // (lanes = rows) and the definition's float steps run on the four rows at
 // once (VMULPS, VADDPS, VSUBPS: each lane one row's exact operations).
 //
-// With l1 it emits Ggml<t>A8R4PfL1Avx512, which prefetches the next four
-// rows into L1 instead of L2 (fourRows).
-func ggmlSuperA8R4(c ggmlSuper, l1 bool) {
+// pf picks the weights' prefetch (r4Prefetch).
+func ggmlSuperA8R4(c ggmlSuper, pf r4Prefetch) {
 	t := c.t
-	name := "Ggml" + t + "A8R4" + map[bool]string{true: "PfL1"}[l1] + "Avx512"
+	name := "Ggml" + t + "A8R4" + pf.suffix() + "Avx512"
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8Avx512 for one vector and four rows at a time (rows a multiple of 4), the reductions and float steps with the rows in the lanes.", name, t))
@@ -1210,7 +1214,7 @@ func ggmlSuperA8R4(c ggmlSuper, l1 bool) {
 			}
 		}
 	}
-	fourRows(name, l1, c.bytes, 256, 2*256/c.sub, 8, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
+	fourRows(name, pf, c.bytes, 256, 2*256/c.sub, 8, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
 		var acc [2][4]VecVirtual // half, row
 		var mm [4]VecVirtual
 		var words [2]VecVirtual // batch: rows 0, 1 and rows 2, 3's scale and min words
@@ -1348,17 +1352,16 @@ func ggmlSuperA8R4(c ggmlSuper, l1 bool) {
 // chain: about 17 cycles per 128 columns for one row). The next four rows
 // are prefetched in memory order.
 //
-// With l1 it emits Ggml<t>A8R4PfL1Avx512 (the next four rows prefetched
-// into L1, fourRows).
-func ggmlBlockA8R4(c ggmlSmall, l1 bool) {
-	name := "Ggml" + c.t + "A8R4" + map[bool]string{true: "PfL1"}[l1] + "Avx512"
+// pf picks the weights' prefetch (r4Prefetch).
+func ggmlBlockA8R4(c ggmlSmall, pf r4Prefetch) {
+	name := "Ggml" + c.t + "A8R4" + pf.suffix() + "Avx512"
 	TEXT(name, NOSPLIT, ggmlSig)
 	Pragma("noescape")
 	if c.nib {
 		feats := "VBMI and GFNI"
 		kernelDoc("GGML block kernels", fmt.Sprintf("%s computes Ggml%sA8Avx512's products for one vector and four rows at a time (rows a multiple of 4), with %s; it reads the activations split by nibble (per 128 columns those of the blocks' low nibbles, then the high), the float steps with the rows in the lanes.", name, c.t, feats))
 		vb := newGGMLSplit(c)
-		fourRows(name, l1, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
+		fourRows(name, pf, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
 			vb.groupSplit(c, rows, ak, sk, xk, acc4)
 		})
 		return
@@ -1367,7 +1370,7 @@ func ggmlBlockA8R4(c ggmlSmall, l1 bool) {
 	nib, kv, flip, sixteen := ggmlSmallConsts(c)
 	lane0 := ZMM()
 	VMOVDQU64(rodata("ggmlLane0", 16, 4, func(i int) uint64 { return uint64(4 * (i % 4)) }), lane0)
-	fourRows(name, l1, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
+	fourRows(name, pf, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
 		ggmlR4Group(c, rows, ak, sk, xk, acc4, nib, kv, flip, sixteen, lane0, transpose4)
 	})
 }
@@ -1397,25 +1400,47 @@ func ggmlBlockDots(z [2]VecVirtual, ap GPVirtual, lane0 VecVirtual) VecVirtual {
 	return s4
 }
 
+// r4Prefetch is how a four-row GGML kernel prefetches its weights
+// (fourRows): the next four rows in memory order into L2 (r4PfL2, the
+// kernels without a suffix) or L1 (PfL1), or each of the four rows
+// r4LeadBytes ahead into L1 (PfLead).
+type r4Prefetch int
+
+const (
+	r4PfL2 r4Prefetch = iota
+	r4PfL1
+	r4PfLead
+)
+
+func (p r4Prefetch) suffix() string { return [...]string{"", "PfL1", "PfLead"}[p] }
+
+// r4LeadBytes is how far ahead in each row the PfLead kernels prefetch
+// (half the row where that is less): about 8 KiB in flight for the four
+// rows.
+const r4LeadBytes = 2048
+
 // fourRows emits the row and unit loops of the four-row GGML A8 kernels
 // (rows a multiple of 4): per four rows an XMM of their sums (acc4, lane
 // = row), and per unit (a super-block, or a group of four 32-element
-// blocks: unitBytes of each row) body on the four rows' units at rows;
-// pf walks the next four rows (contiguous in memory) with PREFETCHT1 in
-// order, 4*unitBytes per unit, so that they stream in order while this
-// tile's four rows interleave, which the hardware prefetchers follow
-// poorly on short rows (with l1, PREFETCHT0: into L1, where the next four
-// rows fit). The activations, their sums and scales move on actStep,
-// sumStep and xsStep bytes per unit.
-func fourRows(name string, l1 bool, unitBytes, actStep, sumStep, xsStep int, body func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual)) {
-	fourRowsFix(name, l1, unitBytes, actStep, sumStep, xsStep, body, nil)
+// blocks: unitBytes of each row) body on the four rows' units at rows.
+// With r4PfL2 and r4PfL1, pf walks the next four rows (contiguous in
+// memory) in order, 4*unitBytes per unit, so that they stream in order
+// while this tile's four rows interleave, which the hardware prefetchers
+// follow poorly on short rows. That keeps up to two tiles in flight, more
+// than L1 holds for long rows (four rows of 4096x14336 Q6_K are 47 KB):
+// with r4PfLead the prefetch runs r4LeadBytes (at most half a row) ahead
+// in each of the four rows instead, continuing into the next four rows'
+// starts once it passes row 0's end. The activations, their sums and
+// scales move on actStep, sumStep and xsStep bytes per unit.
+func fourRows(name string, pf r4Prefetch, unitBytes, actStep, sumStep, xsStep int, body func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual)) {
+	fourRowsFix(name, pf, unitBytes, actStep, sumStep, xsStep, body, nil)
 }
 
 // fourRowsFix is fourRows with fix, where not nil, called on the
 // accumulator before each group of four rows is stored: it returns an XMM
 // holding [row 0, 1, 2, 3] (for bodies that keep the rows elsewhere in
 // the YMM form of acc4, whose upper half the VEX zeroing clears).
-func fourRowsFix(name string, l1 bool, unitBytes, actStep, sumStep, xsStep int, body func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual), fix func(acc4 VecVirtual) VecVirtual) {
+func fourRowsFix(name string, mode r4Prefetch, unitBytes, actStep, sumStep, xsStep int, body func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual), fix func(acc4 VecVirtual) VecVirtual) {
 	Label(name + "_row")
 	acc4 := XMM()
 	VXORPS(acc4, acc4, acc4)
@@ -1423,21 +1448,58 @@ func fourRowsFix(name string, l1 bool, unitBytes, actStep, sumStep, xsStep int, 
 	wp2 := GP64()
 	LEAQ(Mem{Base: wp, Index: st, Scale: 2}, wp2)
 	pf := GP64()
-	LEAQ(Mem{Base: wp2, Index: st, Scale: 2}, pf)
+	var end GPVirtual
+	if mode == r4PfLead {
+		// pf leads in row 0; past its end (end) it moves on three
+		// strides, into the next four rows' row 0
+		lead, most := GP64(), GP64()
+		MOVQ(st, lead)
+		SHRQ(U8(1), lead)
+		MOVQ(U32(r4LeadBytes), most)
+		CMPQ(lead, most)
+		CMOVQGT(most, lead)
+		LEAQ(Mem{Base: wp, Index: lead, Scale: 1}, pf)
+		end = GP64()
+		LEAQ(Mem{Base: wp, Index: st, Scale: 1}, end)
+	} else {
+		LEAQ(Mem{Base: wp2, Index: st, Scale: 2}, pf)
+	}
 	ak, sk, xk := param("act"), param("sums"), param("xs")
 	n := param("nsb")
 	Label(name + "_unit")
-	prefetch := PREFETCHT1
-	if l1 {
-		prefetch = PREFETCHT0
-	}
-	for off := 0; off < 4*unitBytes; off += 64 {
-		prefetch(Mem{Base: pf, Disp: off})
+	switch mode {
+	case r4PfLead:
+		CMPQ(pf, end)
+		JB(LabelRef(name + "_lead"))
+		LEAQ(Mem{Base: pf, Index: st, Scale: 2}, pf)
+		ADDQ(st, pf)
+		LEAQ(Mem{Base: end, Index: st, Scale: 4}, end)
+		Label(name + "_lead")
+		p2 := GP64()
+		LEAQ(Mem{Base: pf, Index: st, Scale: 2}, p2)
+		for off := 0; off < unitBytes; off += 64 {
+			PREFETCHT0(Mem{Base: pf, Disp: off})
+			PREFETCHT0(Mem{Base: pf, Index: st, Scale: 1, Disp: off})
+			PREFETCHT0(Mem{Base: p2, Disp: off})
+			PREFETCHT0(Mem{Base: p2, Index: st, Scale: 1, Disp: off})
+		}
+	default:
+		prefetch := PREFETCHT1
+		if mode == r4PfL1 {
+			prefetch = PREFETCHT0
+		}
+		for off := 0; off < 4*unitBytes; off += 64 {
+			prefetch(Mem{Base: pf, Disp: off})
+		}
 	}
 	body([4]Mem{{Base: wp}, {Base: wp, Index: st, Scale: 1}, {Base: wp2}, {Base: wp2, Index: st, Scale: 1}}, ak, sk, xk, acc4)
 	ADDQ(U32(unitBytes), wp)
 	ADDQ(U32(unitBytes), wp2)
-	ADDQ(U32(4*unitBytes), pf)
+	if mode == r4PfLead {
+		ADDQ(U32(unitBytes), pf)
+	} else {
+		ADDQ(U32(4*unitBytes), pf)
+	}
 	ADDQ(U32(actStep), ak)
 	ADDQ(U32(sumStep), sk)
 	ADDQ(U32(xsStep), xk)

@@ -510,7 +510,7 @@ func ggmlBlockA8R4AVX2(c ggmlSmall, vnni bool) {
 		if c.kv {
 			kv = ggmlKValuesYMM(vnni)
 		}
-		fourRowsFix(name, false, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
+		fourRowsFix(name, r4PfL2, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
 			ggmlR4PairsAVX2(c, rows, ak, sk, xk, acc4.AsY().(VecVirtual), kv, vnni)
 		}, pairRowsFix)
 		return
@@ -520,7 +520,7 @@ func ggmlBlockA8R4AVX2(c ggmlSmall, vnni bool) {
 	}
 	kernelDoc("GGML block kernels", fmt.Sprintf("%s is Ggml%sA8%s for one vector and four rows at a time (rows a multiple of 4), the float steps with the rows in the lanes.", name, c.t, isa))
 	signed, shift, nib, ones, kv, qhShifts, sixteen := ggmlSmallConstsAVX2(c, false)
-	fourRows(name, false, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
+	fourRows(name, r4PfL2, 4*c.bytes, 128, 8, 4, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
 		ggmlR4LanesAVX2(c, rows, ak, sk, xk, acc4, signed, shift, nib, ones, kv, qhShifts, sixteen)
 	})
 }
@@ -1076,7 +1076,7 @@ func ggmlSuperA8R4AVX2(c ggmlSuper) {
 	part := AllocLocal(4 * 48)
 	nib := nibbleMask(YMM())
 	kvs := ggmlKValuesYMM(false)
-	fourRows(name, false, c.bytes, 256, 2*256/c.sub, 8, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
+	fourRows(name, r4PfL2, c.bytes, 256, 2*256/c.sub, 8, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
 		dh := XMM()
 		VPXOR(dh, dh, dh)
 		for i, rm := range rows {

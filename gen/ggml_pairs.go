@@ -243,7 +243,7 @@ func pairsA8R4AVX2(pt pairType) {
 	if pt.plane || pt.kv {
 		shift = 0
 	}
-	fourRows(name, false, c.bytes, 256, 2*256/c.sub, 8, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
+	fourRows(name, r4PfL2, c.bytes, 256, 2*256/c.sub, 8, func(rows [4]Mem, ak, sk, xk GPVirtual, acc4 VecVirtual) {
 		dh, mh := XMM(), XMM()
 		VPXOR(dh, dh, dh)
 		if c.mins {

@@ -1,0 +1,104 @@
+package cpu
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qgemv/qgemv/layout/ggml"
+)
+
+// TestGGMLPrefetchAB times the four-row kernels' L1 prefetch variants
+// against each other from DRAM, call by call in one process, so that the
+// host's memory phases (which move a run's rate by 1.5x within minutes
+// on the VMs) fall on both alike: per item of QGEMV_GGML_PREFETCH_AB
+// ("Q6_K:4096x14336,Q4_0:14336x4096", types as ggml names them) it loads
+// random matrices until they exceed 300 MiB, then multiplies them in turn
+// at batch 1 with A8, three calls with the next-four-rows prefetch
+// (PfL1) and three with the lead prefetch (PfLead), 600 calls, and logs
+// each variant's median. QGEMV_GGML_PREFETCH_AB_THREADS sets the threads.
+//
+//	QGEMV_GGML_PREFETCH_AB=Q4_K:4096x14336 go test -run GGMLPrefetchAB -v ./cpu
+func TestGGMLPrefetchAB(t *testing.T) {
+	spec := os.Getenv("QGEMV_GGML_PREFETCH_AB")
+	if spec == "" {
+		t.Skip("QGEMV_GGML_PREFETCH_AB not set")
+	}
+	threads := 0
+	if v := os.Getenv("QGEMV_GGML_PREFETCH_AB_THREADS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("QGEMV_GGML_PREFETCH_AB_THREADS=%q: want a positive count", v)
+		}
+		threads = n
+	}
+	be, err := New(Config{Threads: threads})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	defer func(l1, lead bool) { ggmlR4L1, ggmlR4Lead = l1, lead }(ggmlR4L1, ggmlR4Lead)
+	for _, item := range strings.Split(spec, ",") {
+		typ, rows, cols, err := parseABItem(item)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mats []*GGMLMatrix
+		for total := 0; total < 300<<20; {
+			m, err := ggml.Random(typ, rows, cols, uint64(len(mats)+1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			mx, err := be.LoadGGML(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mats = append(mats, mx)
+			total += len(m.Data)
+		}
+		x := make([]float32, cols)
+		for i := range x {
+			x[i] = float32(i%7) - 3
+		}
+		dst := make([]float32, rows)
+		var us [2][]float64
+		for it := 0; it < 612; it++ {
+			v := it / 3 % 2
+			ggmlR4L1, ggmlR4Lead = true, v == 1
+			t0 := time.Now()
+			if err := mats[it%len(mats)].MulA8(dst, x, 1); err != nil {
+				t.Fatal(err)
+			}
+			if it >= 12 { // the first rounds warm the workers and pools
+				us[v] = append(us[v], float64(time.Since(t0).Nanoseconds())/1e3)
+			}
+		}
+		for v, name := range []string{"PfL1", "PfLead"} {
+			slices.Sort(us[v])
+			n := len(us[v])
+			t.Logf("%s %dx%d %s (%s): median %.0f us (25-75%%: %.0f-%.0f)", typ, rows, cols, name, mats[0].Kernel(), us[v][n/2], us[v][n/4], us[v][3*n/4])
+		}
+		t.Logf("%s %dx%d PfLead/PfL1 %.3f", typ, rows, cols, us[1][len(us[1])/2]/us[0][len(us[0])/2])
+		for _, m := range mats {
+			m.Close()
+		}
+	}
+}
+
+func parseABItem(item string) (ggml.Type, int, int, error) {
+	name, shape, _ := strings.Cut(item, ":")
+	var rows, cols int
+	if _, err := fmt.Sscanf(shape, "%dx%d", &rows, &cols); err != nil || rows < 4 || cols < 1 {
+		return 0, 0, 0, fmt.Errorf("%q: want TYPE:ROWSxCOLS", item)
+	}
+	for _, t := range ggml.Types {
+		if t.String() == name {
+			return t, rows, cols, nil
+		}
+	}
+	return 0, 0, 0, fmt.Errorf("%q: no type %q", item, name)
+}
