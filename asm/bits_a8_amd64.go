@@ -58,6 +58,15 @@ func Bits4A8PfL1Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, o
 //go:noescape
 func Bits4A8PfNtaAvx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
+// Bits4A8PfLeadAvx512 computes W4A8 dot products of Bits matrices with AVX-512
+// VNNI and VBMI, blocks of 128 columns (groups of at least 128): tiles of R =
+// 8 rows, L = 2 lanes per row and chunk, float32 metadata (128 bytes per tile
+// and chunk), 384 act bytes per chunk. See "Bits int8 kernels" in the package
+// doc.
+//
+//go:noescape
+func Bits4A8PfLeadAvx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
 // Bits4A8G64Avx512 computes W4A8 dot products of Bits matrices with AVX-512
 // VNNI and VBMI, groups of 64 columns: tiles of R = 4 rows, one VPDPBUSD per
 // 64 code bytes after a VPERMB byte transpose, float32 metadata (128 bytes per
@@ -173,6 +182,15 @@ func Bits4A8Meta16PfL1Avx512(w *byte, stride int, meta *byte, act *byte, chunks 
 //
 //go:noescape
 func Bits4A8Meta16PfNtaAvx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits4A8Meta16PfLeadAvx512 computes W4A8 dot products of Bits matrices with
+// AVX-512 VNNI and VBMI, blocks of 128 columns (groups of at least 128): tiles
+// of R = 8 rows, L = 2 lanes per row and chunk, binary16 metadata (64 bytes
+// per tile and chunk), 384 act bytes per chunk. See "Bits int8 kernels" in the
+// package doc.
+//
+//go:noescape
+func Bits4A8Meta16PfLeadAvx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits4A8G64Meta16Avx512 computes W4A8 dot products of Bits matrices with
 // AVX-512 VNNI and VBMI, groups of 64 columns: tiles of R = 4 rows, one

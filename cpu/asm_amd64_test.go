@@ -141,6 +141,9 @@ func TestRequiresCoverKernels(t *testing.T) {
 	for _, k := range bitsA8PfNtaKernels {
 		check("bitsA8 (NTA prefetch)", funcName(k), bitsA8Kernels.requires)
 	}
+	for _, k := range bitsA8PfLeadKernels {
+		check("bitsA8 (lead prefetch)", funcName(k), bitsA8Kernels.requires)
+	}
 	// The Bits AMX kernels run on the AMX variant's backends, for matrices
 	// that have an AVX-512 A8 kernel.
 	amxGate := append(slices.Clip(findSet(AVX512VNNI).amx.requires), bitsA8Kernels.requires...)

@@ -16,20 +16,21 @@ import (
 // layouts: binary16 scales with int16 zeros (a negative zero point checks
 // the sign extension) and the float32 fallback, taken for float32
 // metadata and for zero points outside int16; and the 4-bit kernels'
-// prefetch variants whatever the CPU (L1 on one thread, NTA on more),
+// prefetch variants whatever the CPU (L1 on one thread, NTA on more, or
+// lead),
 // checking that the variant asked for runs. Results are exact.
 func TestBitsA8MetaLayouts(t *testing.T) {
 	if !hasAll(bitsA8Kernels.requires) {
 		t.Skip("no AVX-512 VNNI + VBMI")
 	}
-	defer func(v bool) { bitsA8PrefetchL1 = v }(bitsA8PrefetchL1)
+	defer func(l1, lead bool) { bitsA8PrefetchL1, bitsA8Lead = l1, lead }(bitsA8PrefetchL1, bitsA8Lead)
 	for _, c := range []struct {
-		l1      bool
-		threads int
-		variant string // the 4-bit G128 kernels' name part ("": the L2 kernels, no "Pf")
-	}{{false, 3, ""}, {true, 1, "PfL1"}, {true, 3, "PfNta"}} {
-		bitsA8PrefetchL1 = c.l1
-		t.Run(fmt.Sprintf("prefetchL1=%v/threads=%d", c.l1, c.threads), func(t *testing.T) {
+		l1, lead bool
+		threads  int
+		variant  string // the 4-bit G128 kernels' name part ("": the L2 kernels, no "Pf")
+	}{{false, false, 3, ""}, {true, false, 1, "PfL1"}, {true, false, 3, "PfNta"}, {true, true, 1, "PfLead"}, {true, true, 3, "PfLead"}} {
+		bitsA8PrefetchL1, bitsA8Lead = c.l1, c.lead
+		t.Run(fmt.Sprintf("prefetchL1=%v/lead=%v/threads=%d", c.l1, c.lead, c.threads), func(t *testing.T) {
 			testBitsA8MetaLayouts(t, c.threads, c.variant)
 		})
 	}

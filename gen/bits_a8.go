@@ -21,6 +21,7 @@ func bitsA8Kernels() {
 			if n == 4 {
 				bitsA8AVX512(n, 1, meta16, pfL1)
 				bitsA8AVX512(n, 1, meta16, pfNTA)
+				bitsA8AVX512(n, 1, meta16, pfLead)
 			}
 			if n == 1 { // 1 bit: no transposed kernels (groups of 32: 32 lanes per row, more than a ZMM holds)
 				bitsA8AVX512(n, 2, meta16, pfL1)
@@ -90,7 +91,7 @@ func bitsA8AVX512(n, sub int, meta16 bool, pf pfMode) {
 	R := 16 / (bpc * sub)
 	m16 := map[bool]string{true: "Meta16"}[meta16]
 	if n > 2 { // the variants of a kernel that prefetches into L2
-		m16 += map[pfMode]string{pfL1: "PfL1", pfNTA: "PfNta"}[pf]
+		m16 += map[pfMode]string{pfL1: "PfL1", pfNTA: "PfNta", pfLead: "PfLead"}[pf]
 	}
 	name := fmt.Sprintf("Bits%dA8%sAvx512", n, m16)
 	if sub > 1 {

@@ -65,10 +65,36 @@ func lowA8Loops(name string, R, L, actChunk, metaBlock, nacc int, pf pfMode,
 			}
 		}
 		stride := param("stride")
+		if pf == pfLead {
+			// pfp: leadBytes (at most half a row) past this chunk in row
+			// 0, or past row 0's end that far into the next tile's row 0
+			lead, most := GP64(), GP64()
+			MOVQ(stride, lead)
+			SHRQ(U8(1), lead)
+			MOVQ(U32(leadBytes), most)
+			CMPQ(lead, most)
+			CMOVQGT(most, lead)
+			LEAQ(Mem{Base: wp, Index: lead, Scale: 1}, pfp)
+			end := param("w")
+			ADDQ(stride, end)
+			CMPQ(pfp, end)
+			JB(LabelRef(name + "_lead"))
+			IMUL3Q(U32(R-1), stride, end)
+			ADDQ(end, pfp)
+			Label(name + "_lead")
+		}
 		for i := 0; i < R; i++ {
-			prefetch := map[pfMode]func(Op){pfL2: PREFETCHT1, pfL1: PREFETCHT0, pfNTA: PREFETCHNTA}[pf]
-			prefetch(Mem{Base: pfp, Disp: 128 * i})
-			prefetch(Mem{Base: pfp, Disp: 128*i + 64})
+			if pf == pfLead {
+				PREFETCHT0(Mem{Base: pfp})
+				PREFETCHT0(Mem{Base: pfp, Disp: 64})
+				if i != R-1 {
+					ADDQ(stride, pfp)
+				}
+			} else {
+				prefetch := map[pfMode]func(Op){pfL2: PREFETCHT1, pfL1: PREFETCHT0, pfNTA: PREFETCHNTA}[pf]
+				prefetch(Mem{Base: pfp, Disp: 128 * i})
+				prefetch(Mem{Base: pfp, Disp: 128*i + 64})
+			}
 			row(i, wp, ap, mp, acc)
 			if i != R-1 {
 				ADDQ(stride, wp)
@@ -93,14 +119,21 @@ func lowA8Loops(name string, R, L, actChunk, metaBlock, nacc int, pf pfMode,
 }
 
 // pfMode is where a low-bit A8 kernel prefetches its next tile: L2
-// (PREFETCHT1), L1 (PREFETCHT0) or non-temporally (PREFETCHNTA).
+// (PREFETCHT1), L1 (PREFETCHT0) or non-temporally (PREFETCHNTA); or, with
+// pfLead, each of the tile's rows leadBytes (at most half a row) ahead into
+// L1, continuing into the next tile's rows past row 0's end (as the GGML
+// four-row kernels' r4PfLead).
 type pfMode int
 
 const (
 	pfL2 pfMode = iota
 	pfL1
 	pfNTA
+	pfLead
 )
+
+// leadBytes is how far ahead of each row pfLead prefetches.
+const leadBytes = 2048
 
 // chunkPtrs returns the addresses of chunk k of a kernel's activations
 // (act + k*actChunk), block metadata (meta + k*metaBlock; none when

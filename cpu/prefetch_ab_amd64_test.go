@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/ggml"
 )
 
@@ -28,14 +29,7 @@ func TestGGMLPrefetchAB(t *testing.T) {
 	if spec == "" {
 		t.Skip("QGEMV_GGML_PREFETCH_AB not set")
 	}
-	threads := 0
-	if v := os.Getenv("QGEMV_GGML_PREFETCH_AB_THREADS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("QGEMV_GGML_PREFETCH_AB_THREADS=%q: want a positive count", v)
-		}
-		threads = n
-	}
+	threads := abThreads(t)
 	be, err := New(Config{Threads: threads})
 	if err != nil {
 		t.Fatal(err)
@@ -101,4 +95,89 @@ func parseABItem(item string) (ggml.Type, int, int, error) {
 		}
 	}
 	return 0, 0, 0, fmt.Errorf("%q: no type %q", item, name)
+}
+
+// TestBitsPrefetchAB is TestGGMLPrefetchAB for the 4-bit Bits A8 kernels
+// on Zen 5 (bitsA8PrefetchL1): the L1 (one thread) or NTA (more) variants
+// against the lead ones, on random Bits matrices, items of
+// QGEMV_BITS_PREFETCH_AB as "G:ROWSxCOLS" (group size G), threads from
+// QGEMV_GGML_PREFETCH_AB_THREADS.
+func TestBitsPrefetchAB(t *testing.T) {
+	spec := os.Getenv("QGEMV_BITS_PREFETCH_AB")
+	if spec == "" {
+		t.Skip("QGEMV_BITS_PREFETCH_AB not set")
+	}
+	threads := abThreads(t)
+	defer func(l1, lead bool) { bitsA8PrefetchL1, bitsA8Lead = l1, lead }(bitsA8PrefetchL1, bitsA8Lead)
+	bitsA8PrefetchL1, bitsA8Lead = true, false
+	be, err := New(Config{Threads: threads})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	for _, item := range strings.Split(spec, ",") {
+		var g, rows, cols int
+		if _, err := fmt.Sscanf(item, "%d:%dx%d", &g, &rows, &cols); err != nil {
+			t.Fatalf("%q: want G:ROWSxCOLS", item)
+		}
+		var mats []*LowMatrix
+		for total := 0; total < 300<<20; {
+			b, err := layout.RandomBits(rows, cols, 4, g, uint64(len(mats)+1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			mx, err := be.LoadBits(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mats = append(mats, mx)
+			total += 4 * len(b.Words)
+		}
+		// both variants on the same matrices (the kernel swapped call by
+		// call), so that where the pages lie favours neither
+		kern := [2]bitsA8Func{mats[0].simd.kern, bitsA8PfLeadKernels[bitsA8Key{4, 1, strings.Contains(funcName(mats[0].simd.kern), "Meta16")}]}
+		if g != 128 {
+			kern[1] = kern[0] // no lead variant: a control
+		}
+		x := make([]float32, cols)
+		for i := range x {
+			x[i] = float32(i%7) - 3
+		}
+		dst := make([]float32, rows)
+		var us [2][]float64
+		for it := 0; it < 612; it++ {
+			v := it / 3 % 2
+			mx := mats[it%len(mats)]
+			mx.simd.kern = kern[v]
+			t0 := time.Now()
+			if err := mx.MulA8(dst, x, 1); err != nil {
+				t.Fatal(err)
+			}
+			if it >= 12 {
+				us[v] = append(us[v], float64(time.Since(t0).Nanoseconds())/1e3)
+			}
+		}
+		for v := range us {
+			slices.Sort(us[v])
+			n := len(us[v])
+			t.Logf("Bits4G%d %dx%d %s: median %.0f us (25-75%%: %.0f-%.0f)", g, rows, cols, funcName(kern[v]), us[v][n/2], us[v][n/4], us[v][3*n/4])
+		}
+		t.Logf("Bits4G%d %dx%d lead/other %.3f", g, rows, cols, us[1][len(us[1])/2]/us[0][len(us[0])/2])
+		for _, m := range mats {
+			m.Close()
+		}
+	}
+}
+
+// abThreads returns QGEMV_GGML_PREFETCH_AB_THREADS (0, every core, if unset).
+func abThreads(t *testing.T) int {
+	v := os.Getenv("QGEMV_GGML_PREFETCH_AB_THREADS")
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("QGEMV_GGML_PREFETCH_AB_THREADS=%q: want a positive count", v)
+	}
+	return n
 }
