@@ -8233,6 +8233,279 @@ Q4A8Avx2M1Tm_group:
 	VZEROUPPER
 	RET
 
+// func Q4A8Avx2M1TmPfLead(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+// Requires: AVX, AVX2, CMOV, MMX+
+TEXT ·Q4A8Avx2M1TmPfLead(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+
+Q4A8Avx2M1TmPfLead_st:
+	XORQ AX, AX
+
+Q4A8Avx2M1TmPfLead_sub:
+	MOVQ    AX, CX
+	SHLQ    $0x05, CX
+	MOVQ    idx+48(FP), DX
+	ADDQ    DX, CX
+	VMOVDQU (CX), Y2
+	MOVQ    AX, CX
+	MOVQ    stride+8(FP), DX
+	IMULQ   DX, CX
+	IMUL3Q  $0x00000008, CX, CX
+	MOVQ    w+0(FP), DX
+	ADDQ    DX, CX
+	MOVQ    sc+16(FP), DX
+	MOVQ    z+24(FP), BX
+	MOVQ    act+40(FP), SI
+	MOVQ    groups+32(FP), DI
+	MOVQ    stride+8(FP), R8
+	MOVQ    out+56(FP), R9
+	VMOVUPS (R9), Y3
+	MOVQ    R8, R9
+	SHRQ    $0x01, R9
+	MOVQ    $0x00000800, R10
+	CMPQ    R9, R10
+	CMOVQGT R10, R9
+	LEAQ    (CX)(R9*1), R9
+	LEAQ    (CX)(R8*1), R10
+
+Q4A8Avx2M1TmPfLead_group:
+	CMPQ   R9, R10
+	JB     Q4A8Avx2M1TmPfLead_lead
+	IMUL3Q $0x00000007, R8, R11
+	ADDQ   R11, R9
+	ADDQ   R11, R10
+	ADDQ   R8, R10
+
+Q4A8Avx2M1TmPfLead_lead:
+	MOVQ        R9, R11
+	MOVQ        CX, R12
+	PREFETCHT0  512(DX)
+	PREFETCHT0  64(BX)
+	PREFETCHT0  (R11)
+	ADDQ        R8, R11
+	VMOVDQU     (R12), Y4
+	VPSRLW      $0x04, Y4, Y5
+	VPAND       Y0, Y4, Y4
+	VPAND       Y0, Y5, Y5
+	VPMADDUBSW  (SI), Y4, Y4
+	VPMADDUBSW  64(SI), Y5, Y5
+	VPADDW      Y5, Y4, Y4
+	VMOVDQU     32(R12), Y5
+	VPSRLW      $0x04, Y5, Y6
+	VPAND       Y0, Y5, Y5
+	VPAND       Y0, Y6, Y6
+	VPMADDUBSW  32(SI), Y5, Y5
+	VPADDW      Y5, Y4, Y4
+	VPMADDUBSW  96(SI), Y6, Y5
+	VPADDW      Y5, Y4, Y4
+	VPMADDWD    Y1, Y4, Y4
+	ADDQ        R8, R12
+	PREFETCHT0  (R11)
+	ADDQ        R8, R11
+	VMOVDQU     (R12), Y5
+	VPSRLW      $0x04, Y5, Y6
+	VPAND       Y0, Y5, Y5
+	VPAND       Y0, Y6, Y6
+	VPMADDUBSW  (SI), Y5, Y5
+	VPMADDUBSW  64(SI), Y6, Y6
+	VPADDW      Y6, Y5, Y5
+	VMOVDQU     32(R12), Y6
+	VPSRLW      $0x04, Y6, Y7
+	VPAND       Y0, Y6, Y6
+	VPAND       Y0, Y7, Y7
+	VPMADDUBSW  32(SI), Y6, Y6
+	VPADDW      Y6, Y5, Y5
+	VPMADDUBSW  96(SI), Y7, Y6
+	VPADDW      Y6, Y5, Y5
+	VPMADDWD    Y1, Y5, Y5
+	ADDQ        R8, R12
+	PREFETCHT0  (R11)
+	ADDQ        R8, R11
+	VMOVDQU     (R12), Y6
+	VPSRLW      $0x04, Y6, Y7
+	VPAND       Y0, Y6, Y6
+	VPAND       Y0, Y7, Y7
+	VPMADDUBSW  (SI), Y6, Y6
+	VPMADDUBSW  64(SI), Y7, Y7
+	VPADDW      Y7, Y6, Y6
+	VMOVDQU     32(R12), Y7
+	VPSRLW      $0x04, Y7, Y8
+	VPAND       Y0, Y7, Y7
+	VPAND       Y0, Y8, Y8
+	VPMADDUBSW  32(SI), Y7, Y7
+	VPADDW      Y7, Y6, Y6
+	VPMADDUBSW  96(SI), Y8, Y7
+	VPADDW      Y7, Y6, Y6
+	VPMADDWD    Y1, Y6, Y6
+	ADDQ        R8, R12
+	PREFETCHT0  (R11)
+	ADDQ        R8, R11
+	VMOVDQU     (R12), Y7
+	VPSRLW      $0x04, Y7, Y8
+	VPAND       Y0, Y7, Y7
+	VPAND       Y0, Y8, Y8
+	VPMADDUBSW  (SI), Y7, Y7
+	VPMADDUBSW  64(SI), Y8, Y8
+	VPADDW      Y8, Y7, Y7
+	VMOVDQU     32(R12), Y8
+	VPSRLW      $0x04, Y8, Y9
+	VPAND       Y0, Y8, Y8
+	VPAND       Y0, Y9, Y9
+	VPMADDUBSW  32(SI), Y8, Y8
+	VPADDW      Y8, Y7, Y7
+	VPMADDUBSW  96(SI), Y9, Y8
+	VPADDW      Y8, Y7, Y7
+	VPMADDWD    Y1, Y7, Y7
+	ADDQ        R8, R12
+	PREFETCHT0  (R11)
+	ADDQ        R8, R11
+	VMOVDQU     (R12), Y8
+	VPSRLW      $0x04, Y8, Y9
+	VPAND       Y0, Y8, Y8
+	VPAND       Y0, Y9, Y9
+	VPMADDUBSW  (SI), Y8, Y8
+	VPMADDUBSW  64(SI), Y9, Y9
+	VPADDW      Y9, Y8, Y8
+	VMOVDQU     32(R12), Y9
+	VPSRLW      $0x04, Y9, Y10
+	VPAND       Y0, Y9, Y9
+	VPAND       Y0, Y10, Y10
+	VPMADDUBSW  32(SI), Y9, Y9
+	VPADDW      Y9, Y8, Y8
+	VPMADDUBSW  96(SI), Y10, Y9
+	VPADDW      Y9, Y8, Y8
+	VPMADDWD    Y1, Y8, Y8
+	ADDQ        R8, R12
+	PREFETCHT0  (R11)
+	ADDQ        R8, R11
+	VMOVDQU     (R12), Y9
+	VPSRLW      $0x04, Y9, Y10
+	VPAND       Y0, Y9, Y9
+	VPAND       Y0, Y10, Y10
+	VPMADDUBSW  (SI), Y9, Y9
+	VPMADDUBSW  64(SI), Y10, Y10
+	VPADDW      Y10, Y9, Y9
+	VMOVDQU     32(R12), Y10
+	VPSRLW      $0x04, Y10, Y11
+	VPAND       Y0, Y10, Y10
+	VPAND       Y0, Y11, Y11
+	VPMADDUBSW  32(SI), Y10, Y10
+	VPADDW      Y10, Y9, Y9
+	VPMADDUBSW  96(SI), Y11, Y10
+	VPADDW      Y10, Y9, Y9
+	VPMADDWD    Y1, Y9, Y9
+	ADDQ        R8, R12
+	PREFETCHT0  (R11)
+	ADDQ        R8, R11
+	VMOVDQU     (R12), Y10
+	VPSRLW      $0x04, Y10, Y11
+	VPAND       Y0, Y10, Y10
+	VPAND       Y0, Y11, Y11
+	VPMADDUBSW  (SI), Y10, Y10
+	VPMADDUBSW  64(SI), Y11, Y11
+	VPADDW      Y11, Y10, Y10
+	VMOVDQU     32(R12), Y11
+	VPSRLW      $0x04, Y11, Y12
+	VPAND       Y0, Y11, Y11
+	VPAND       Y0, Y12, Y12
+	VPMADDUBSW  32(SI), Y11, Y11
+	VPADDW      Y11, Y10, Y10
+	VPMADDUBSW  96(SI), Y12, Y11
+	VPADDW      Y11, Y10, Y10
+	VPMADDWD    Y1, Y10, Y10
+	ADDQ        R8, R12
+	PREFETCHT0  (R11)
+	VMOVDQU     (R12), Y11
+	VPSRLW      $0x04, Y11, Y12
+	VPAND       Y0, Y11, Y11
+	VPAND       Y0, Y12, Y12
+	VPMADDUBSW  (SI), Y11, Y11
+	VPMADDUBSW  64(SI), Y12, Y12
+	VPADDW      Y12, Y11, Y11
+	VMOVDQU     32(R12), Y12
+	VPSRLW      $0x04, Y12, Y13
+	VPAND       Y0, Y12, Y12
+	VPAND       Y0, Y13, Y13
+	VPMADDUBSW  32(SI), Y12, Y12
+	VPADDW      Y12, Y11, Y11
+	VPMADDUBSW  96(SI), Y13, Y12
+	VPADDW      Y12, Y11, Y11
+	VPMADDWD    Y1, Y11, Y11
+	VPUNPCKLDQ  Y5, Y4, Y12
+	VPUNPCKHDQ  Y5, Y4, Y4
+	VPADDD      Y12, Y4, Y4
+	VPUNPCKLDQ  Y7, Y6, Y5
+	VPUNPCKHDQ  Y7, Y6, Y6
+	VPADDD      Y5, Y6, Y6
+	VPUNPCKLDQ  Y9, Y8, Y5
+	VPUNPCKHDQ  Y9, Y8, Y8
+	VPADDD      Y5, Y8, Y8
+	VPUNPCKLDQ  Y11, Y10, Y5
+	VPUNPCKHDQ  Y11, Y10, Y10
+	VPADDD      Y5, Y10, Y10
+	VPUNPCKLQDQ Y6, Y4, Y5
+	VPUNPCKHQDQ Y6, Y4, Y4
+	VPADDD      Y5, Y4, Y4
+	VPUNPCKLQDQ Y10, Y8, Y5
+	VPUNPCKHQDQ Y10, Y8, Y8
+	VPADDD      Y5, Y8, Y8
+	VPERM2I128  $0x20, Y8, Y4, Y5
+	VPERM2I128  $0x31, Y8, Y4, Y4
+	VPADDD      Y4, Y5, Y5
+	VMOVD       (BX), X4
+	VPSRLW      $0x04, X4, X6
+	VPUNPCKLBW  X6, X4, X4
+	VPAND       X0, X4, X4
+	VPMOVZXBD   X4, Y4
+	VPERMD      Y4, Y2, Y4
+	VPMULLD     192(SI), Y4, Y4
+	VPSUBD      Y4, Y5, Y5
+	VPERMPS     (DX), Y2, Y4
+	VMULPS      128(SI), Y4, Y4
+	VCVTDQ2PS   Y5, Y5
+	VMULPS      Y5, Y4, Y4
+	VADDPS      Y4, Y3, Y3
+	ADDQ        $0x00000040, R9
+	ADDQ        $0x00000040, CX
+	ADDQ        $0x00000020, DX
+	ADDQ        $0x00000004, BX
+	ADDQ        $0x00000100, SI
+	DECQ        DI
+	JNZ         Q4A8Avx2M1TmPfLead_group
+	MOVQ        out+56(FP), CX
+	VMOVUPS     Y3, (CX)
+	MOVQ        out+56(FP), CX
+	ADDQ        $0x00000020, CX
+	MOVQ        CX, out+56(FP)
+	INCQ        AX
+	CMPQ        AX, $0x00000001
+	JB          Q4A8Avx2M1TmPfLead_sub
+	MOVQ        stride+8(FP), AX
+	SHLQ        $0x03, AX
+	MOVQ        w+0(FP), CX
+	ADDQ        AX, CX
+	MOVQ        CX, w+0(FP)
+	MOVQ        groups+32(FP), AX
+	SHLQ        $0x02, AX
+	MOVQ        z+24(FP), CX
+	ADDQ        AX, CX
+	MOVQ        CX, z+24(FP)
+	SHLQ        $0x03, AX
+	MOVQ        sc+16(FP), CX
+	ADDQ        AX, CX
+	MOVQ        CX, sc+16(FP)
+	MOVQ        nst+64(FP), AX
+	DECQ        AX
+	MOVQ        AX, nst+64(FP)
+	JNZ         Q4A8Avx2M1TmPfLead_st
+	VZEROUPPER
+	RET
+
 // func Q4A8Avx2M1R4Tm(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 // Requires: AVX, AVX2, MMX+
 TEXT ·Q4A8Avx2M1R4Tm(SB), NOSPLIT, $0-72
@@ -8396,6 +8669,188 @@ Q4A8Avx2M1R4Tm_group:
 	DECQ         AX
 	MOVQ         AX, nst+64(FP)
 	JNZ          Q4A8Avx2M1R4Tm_st
+	VZEROUPPER
+	RET
+
+// func Q4A8Avx2M1R4TmPfLead(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
+// Requires: AVX, AVX2, CMOV, MMX+
+TEXT ·Q4A8Avx2M1R4TmPfLead(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+
+Q4A8Avx2M1R4TmPfLead_st:
+	XORQ AX, AX
+
+Q4A8Avx2M1R4TmPfLead_sub:
+	MOVQ    AX, CX
+	MOVQ    stride+8(FP), DX
+	IMULQ   DX, CX
+	IMUL3Q  $0x00000004, CX, CX
+	MOVQ    w+0(FP), DX
+	ADDQ    DX, CX
+	MOVQ    sc+16(FP), DX
+	MOVQ    z+24(FP), BX
+	MOVQ    act+40(FP), SI
+	MOVQ    groups+32(FP), DI
+	MOVQ    stride+8(FP), R8
+	MOVQ    out+56(FP), R9
+	VMOVUPS (R9), X2
+	MOVQ    R8, R9
+	SHRQ    $0x01, R9
+	MOVQ    $0x00000400, R10
+	CMPQ    R9, R10
+	CMOVQGT R10, R9
+	LEAQ    (CX)(R9*1), R9
+	LEAQ    (CX)(R8*1), R10
+
+Q4A8Avx2M1R4TmPfLead_group:
+	CMPQ   R9, R10
+	JB     Q4A8Avx2M1R4TmPfLead_lead
+	IMUL3Q $0x00000003, R8, R11
+	ADDQ   R11, R9
+	ADDQ   R11, R10
+	ADDQ   R8, R10
+
+Q4A8Avx2M1R4TmPfLead_lead:
+	MOVQ         R9, R11
+	PREFETCHT0   256(DX)
+	PREFETCHT0   64(BX)
+	MOVQ         CX, R12
+	PREFETCHT0   (R11)
+	ADDQ         R8, R11
+	VMOVDQU      (R12), Y3
+	VPSRLW       $0x04, Y3, Y4
+	VPAND        Y0, Y3, Y3
+	VPAND        Y0, Y4, Y4
+	VPMADDUBSW   (SI), Y3, Y3
+	VPMADDUBSW   64(SI), Y4, Y4
+	VPADDW       Y4, Y3, Y3
+	VMOVDQU      32(R12), Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y4, Y4
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   32(SI), Y4, Y4
+	VPADDW       Y4, Y3, Y3
+	VPMADDUBSW   96(SI), Y5, Y4
+	VPADDW       Y4, Y3, Y3
+	VPMADDWD     Y1, Y3, Y3
+	ADDQ         R8, R12
+	PREFETCHT0   (R11)
+	ADDQ         R8, R11
+	VMOVDQU      (R12), Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y4, Y4
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   (SI), Y4, Y4
+	VPMADDUBSW   64(SI), Y5, Y5
+	VPADDW       Y5, Y4, Y4
+	VMOVDQU      32(R12), Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y5, Y5
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   32(SI), Y5, Y5
+	VPADDW       Y5, Y4, Y4
+	VPMADDUBSW   96(SI), Y6, Y5
+	VPADDW       Y5, Y4, Y4
+	VPMADDWD     Y1, Y4, Y4
+	ADDQ         R8, R12
+	PREFETCHT0   (R11)
+	ADDQ         R8, R11
+	VMOVDQU      (R12), Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y5, Y5
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   (SI), Y5, Y5
+	VPMADDUBSW   64(SI), Y6, Y6
+	VPADDW       Y6, Y5, Y5
+	VMOVDQU      32(R12), Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   32(SI), Y6, Y6
+	VPADDW       Y6, Y5, Y5
+	VPMADDUBSW   96(SI), Y7, Y6
+	VPADDW       Y6, Y5, Y5
+	VPMADDWD     Y1, Y5, Y5
+	ADDQ         R8, R12
+	PREFETCHT0   (R11)
+	VMOVDQU      (R12), Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y0, Y6, Y6
+	VPAND        Y0, Y7, Y7
+	VPMADDUBSW   (SI), Y6, Y6
+	VPMADDUBSW   64(SI), Y7, Y7
+	VPADDW       Y7, Y6, Y6
+	VMOVDQU      32(R12), Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VPMADDUBSW   32(SI), Y7, Y7
+	VPADDW       Y7, Y6, Y6
+	VPMADDUBSW   96(SI), Y8, Y7
+	VPADDW       Y7, Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VPUNPCKLDQ   Y4, Y3, Y7
+	VPUNPCKHDQ   Y4, Y3, Y3
+	VPADDD       Y7, Y3, Y3
+	VPUNPCKLDQ   Y6, Y5, Y4
+	VPUNPCKHDQ   Y6, Y5, Y5
+	VPADDD       Y4, Y5, Y5
+	VPUNPCKLQDQ  Y5, Y3, Y4
+	VPUNPCKHQDQ  Y5, Y3, Y3
+	VPADDD       Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X3, X4, X4
+	MOVWLZX      (BX), R11
+	VMOVD        R11, X3
+	VPSRLW       $0x04, X3, X5
+	VPUNPCKLBW   X5, X3, X3
+	VPAND        X0, X3, X3
+	VPMOVZXBD    X3, X3
+	VPMULLD      192(SI), X3, X3
+	VPSUBD       X3, X4, X4
+	VMOVUPS      (DX), X3
+	VMULPS       128(SI), X3, X3
+	VCVTDQ2PS    X4, X4
+	VMULPS       X4, X3, X3
+	VADDPS       X3, X2, X2
+	ADDQ         $0x00000040, R9
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x00000010, DX
+	ADDQ         $0x00000002, BX
+	ADDQ         $0x00000100, SI
+	DECQ         DI
+	JNZ          Q4A8Avx2M1R4TmPfLead_group
+	MOVQ         out+56(FP), CX
+	VMOVUPS      X2, (CX)
+	MOVQ         out+56(FP), CX
+	ADDQ         $0x00000010, CX
+	MOVQ         CX, out+56(FP)
+	INCQ         AX
+	CMPQ         AX, $0x00000001
+	JB           Q4A8Avx2M1R4TmPfLead_sub
+	MOVQ         stride+8(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         w+0(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, w+0(FP)
+	MOVQ         groups+32(FP), AX
+	SHLQ         $0x01, AX
+	MOVQ         z+24(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, z+24(FP)
+	SHLQ         $0x03, AX
+	MOVQ         sc+16(FP), CX
+	ADDQ         AX, CX
+	MOVQ         CX, sc+16(FP)
+	MOVQ         nst+64(FP), AX
+	DECQ         AX
+	MOVQ         AX, nst+64(FP)
+	JNZ          Q4A8Avx2M1R4TmPfLead_st
 	VZEROUPPER
 	RET
 

@@ -434,7 +434,7 @@ func TestAsmStackSlots(t *testing.T) {
 // TestQ4A8M1Variants: the AVX-512 set's batch-1 W4A8 kernels (the next
 // super tile prefetched with PREFETCHT1 or PREFETCHNTA, on the format's
 // metadata or on the super-tile copy, or the AVX2 kernels of 8 and 4 rows
-// the set runs on Zen 5; the CPU picks) equal the exact reference on
+// the set runs on Zen 5, with either prefetch; the CPU picks) equal the exact reference on
 // every AVX-512 VNNI machine, on shapes with partial super tiles and
 // 128-row blocks, several super tiles per call and rows split between
 // threads.
@@ -443,25 +443,31 @@ func TestQ4A8M1Variants(t *testing.T) {
 		t.Skip("no AVX-512 VNNI")
 	}
 	f := a8Avx512
-	defer func(m1, tm kernelFunc, b1, b1one *family, tiles func(int) bool) {
-		f.byM[1], f.tm, f.b1, f.b1one, q4MetaTiles = m1, tm, b1, b1one, tiles
-	}(f.byM[1], f.tm, f.b1, f.b1one, q4MetaTiles)
+	defer func(m1, tm, tm2, tm4 kernelFunc, b1, b1one *family, tiles func(int) bool) {
+		f.byM[1], f.tm, a8Avx2.tm, a8Avx2R4.tm, f.b1, f.b1one, q4MetaTiles = m1, tm, tm2, tm4, b1, b1one, tiles
+	}(f.byM[1], f.tm, a8Avx2.tm, a8Avx2R4.tm, f.b1, f.b1one, q4MetaTiles)
 	rng := rand.New(rand.NewPCG(7, 8))
 	type variant struct {
 		m1, tm      kernelFunc
 		b1, b1one   *family
 		tiles       bool
-		rows, rows1 int // of the metadata copy on 3 threads and on 1, 0: none
+		rows, rows1 int  // of the metadata copy on 3 threads and on 1, 0: none
+		lead        bool // the AVX2 kernels' lead-prefetch variants
 	}
 	for i, v := range []variant{
-		{q4A8M1Variants[0], q4A8M1TmVariants[0], nil, nil, false, 0, 0},
-		{q4A8M1Variants[1], q4A8M1TmVariants[1], nil, nil, false, 0, 0},
-		{q4A8M1Variants[0], q4A8M1TmVariants[0], nil, nil, true, 16, 16},
-		{q4A8M1Variants[1], q4A8M1TmVariants[1], nil, nil, true, 16, 16},
-		{q4A8M1Variants[1], q4A8M1TmVariants[1], a8Avx2, nil, true, 8, 8},
-		{q4A8M1Variants[1], q4A8M1TmVariants[1], a8Avx2, a8Avx2R4, true, 8, 4},
+		{q4A8M1Variants[0], q4A8M1TmVariants[0], nil, nil, false, 0, 0, false},
+		{q4A8M1Variants[1], q4A8M1TmVariants[1], nil, nil, false, 0, 0, false},
+		{q4A8M1Variants[0], q4A8M1TmVariants[0], nil, nil, true, 16, 16, false},
+		{q4A8M1Variants[1], q4A8M1TmVariants[1], nil, nil, true, 16, 16, false},
+		{q4A8M1Variants[1], q4A8M1TmVariants[1], a8Avx2, nil, true, 8, 8, false},
+		{q4A8M1Variants[1], q4A8M1TmVariants[1], a8Avx2, a8Avx2R4, true, 8, 4, false},
+		{q4A8M1Variants[1], q4A8M1TmVariants[1], a8Avx2, a8Avx2R4, true, 8, 4, true},
 	} {
 		f.byM[1], f.tm, f.b1, f.b1one = v.m1, v.tm, v.b1, v.b1one
+		a8Avx2.tm, a8Avx2R4.tm = asm.Q4A8Avx2M1Tm, asm.Q4A8Avx2M1R4Tm
+		if v.lead {
+			a8Avx2.tm, a8Avx2R4.tm = asm.Q4A8Avx2M1TmPfLead, asm.Q4A8Avx2M1R4TmPfLead
+		}
 		q4MetaTiles = func(int) bool { return v.tiles }
 		for _, threads := range []int{1, 3} {
 			want := v.rows

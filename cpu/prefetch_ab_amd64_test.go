@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qgemv/qgemv/asm"
 	"github.com/qgemv/qgemv/layout"
 	"github.com/qgemv/qgemv/layout/ggml"
 )
@@ -180,4 +181,71 @@ func abThreads(t *testing.T) int {
 		t.Fatalf("QGEMV_GGML_PREFETCH_AB_THREADS=%q: want a positive count", v)
 	}
 	return n
+}
+
+// TestQ4PrefetchAB is TestGGMLPrefetchAB for the batch-1 Q4G128 A8
+// kernels of Zen 5 (the AVX2 kernels on metadata in super-tile order:
+// eight-row super tiles, or four on one thread): the next-super-tile
+// prefetch against the lead one, items of QGEMV_Q4_PREFETCH_AB as
+// "ROWSxCOLS", threads from QGEMV_GGML_PREFETCH_AB_THREADS.
+func TestQ4PrefetchAB(t *testing.T) {
+	spec := os.Getenv("QGEMV_Q4_PREFETCH_AB")
+	if spec == "" {
+		t.Skip("QGEMV_Q4_PREFETCH_AB not set")
+	}
+	if !l1PrefetchCPU() {
+		t.Skip("the AVX2 batch-1 kernels run batch 1 only on Zen 5")
+	}
+	be, err := New(Config{Threads: abThreads(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	defer func(a, b kernelFunc) { a8Avx2.tm, a8Avx2R4.tm = a, b }(a8Avx2.tm, a8Avx2R4.tm)
+	kerns := [2][2]kernelFunc{{asm.Q4A8Avx2M1Tm, asm.Q4A8Avx2M1R4Tm}, {asm.Q4A8Avx2M1TmPfLead, asm.Q4A8Avx2M1R4TmPfLead}}
+	for _, item := range strings.Split(spec, ",") {
+		var rows, cols int
+		if _, err := fmt.Sscanf(item, "%dx%d", &rows, &cols); err != nil {
+			t.Fatalf("%q: want ROWSxCOLS", item)
+		}
+		var mats []*Matrix
+		for total := 0; total < 300<<20; {
+			m, err := layout.RandomQ4G128(rows, cols, uint64(len(mats)+1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			mx, err := be.Load(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mats = append(mats, mx)
+			total += len(m.Weights) + 4*len(m.Scales)
+		}
+		x := make([]float32, cols)
+		for i := range x {
+			x[i] = float32(i%7) - 3
+		}
+		dst := make([]float32, rows)
+		var us [2][]float64
+		for it := 0; it < 612; it++ {
+			v := it / 3 % 2
+			a8Avx2.tm, a8Avx2R4.tm = kerns[v][0], kerns[v][1]
+			t0 := time.Now()
+			if err := mats[it%len(mats)].MulA8(dst, x, 1); err != nil {
+				t.Fatal(err)
+			}
+			if it >= 12 {
+				us[v] = append(us[v], float64(time.Since(t0).Nanoseconds())/1e3)
+			}
+		}
+		for v, name := range []string{"next super tile", "lead"} {
+			slices.Sort(us[v])
+			n := len(us[v])
+			t.Logf("Q4G128 %dx%d %s: median %.0f us (25-75%%: %.0f-%.0f)", rows, cols, name, us[v][n/2], us[v][n/4], us[v][3*n/4])
+		}
+		t.Logf("Q4G128 %dx%d lead/other %.3f", rows, cols, us[1][len(us[1])/2]/us[0][len(us[0])/2])
+		for _, m := range mats {
+			m.Close()
+		}
+	}
 }
