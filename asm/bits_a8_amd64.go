@@ -13,6 +13,15 @@ package asm
 //go:noescape
 func Bits8A8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
+// Bits8A8PfLeadAvx512 computes W8A8 dot products of Bits matrices with AVX-512
+// VNNI and VBMI, blocks of 128 columns (groups of at least 128): tiles of R =
+// 16 rows, L = 1 lanes per row and chunk, float32 metadata (128 bytes per tile
+// and chunk), 256 act bytes per chunk. See "Bits int8 kernels" in the package
+// doc.
+//
+//go:noescape
+func Bits8A8PfLeadAvx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
 // Bits8A8G64Avx512 computes W8A8 dot products of Bits matrices with AVX-512
 // VNNI and VBMI, groups of 64 columns: tiles of R = 8 rows, one VPDPBUSD per
 // 64 code bytes after a VPERMB byte transpose, float32 metadata (128 bytes per
@@ -94,6 +103,15 @@ func Bits4A8G32Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, ou
 //go:noescape
 func Bits2A8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
+// Bits2A8PfLeadAvx512 computes W2A8 dot products of Bits matrices with AVX-512
+// VNNI and VBMI, blocks of 128 columns (groups of at least 128): tiles of R =
+// 4 rows, L = 4 lanes per row and chunk, float32 metadata (128 bytes per tile
+// and chunk), 640 act bytes per chunk. See "Bits int8 kernels" in the package
+// doc.
+//
+//go:noescape
+func Bits2A8PfLeadAvx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
 // Bits2A8G64Avx512 computes W2A8 dot products of Bits matrices with AVX-512
 // VNNI and VBMI, groups of 64 columns: tiles of R = 2 rows, one VPDPBUSD per
 // 64 code bytes after a VPERMB byte transpose, float32 metadata (128 bytes per
@@ -137,6 +155,15 @@ func Bits1A8G64Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, ou
 //
 //go:noescape
 func Bits8A8Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8Meta16PfLeadAvx512 computes W8A8 dot products of Bits matrices with
+// AVX-512 VNNI and VBMI, blocks of 128 columns (groups of at least 128): tiles
+// of R = 16 rows, L = 1 lanes per row and chunk, binary16 metadata (64 bytes
+// per tile and chunk), 256 act bytes per chunk. See "Bits int8 kernels" in the
+// package doc.
+//
+//go:noescape
+func Bits8A8Meta16PfLeadAvx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits8A8G64Meta16Avx512 computes W8A8 dot products of Bits matrices with
 // AVX-512 VNNI and VBMI, groups of 64 columns: tiles of R = 8 rows, one
@@ -218,6 +245,15 @@ func Bits4A8G32Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks i
 //
 //go:noescape
 func Bits2A8Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits2A8Meta16PfLeadAvx512 computes W2A8 dot products of Bits matrices with
+// AVX-512 VNNI and VBMI, blocks of 128 columns (groups of at least 128): tiles
+// of R = 4 rows, L = 4 lanes per row and chunk, binary16 metadata (64 bytes
+// per tile and chunk), 640 act bytes per chunk. See "Bits int8 kernels" in the
+// package doc.
+//
+//go:noescape
+func Bits2A8Meta16PfLeadAvx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits2A8G64Meta16Avx512 computes W2A8 dot products of Bits matrices with
 // AVX-512 VNNI and VBMI, groups of 64 columns: tiles of R = 2 rows, one

@@ -36,6 +36,9 @@ type family struct {
 	// super-tile order (q4Meta) instead of the format's: batch 1 runs it
 	// on matrices Load gave that copy (q4MetaTiles).
 	tm kernelFunc
+	// tmLead, if set, is tm prefetching each row ahead (...PfLead), run
+	// on rows where leadFits.
+	tmLead kernelFunc
 	// b1, if set, runs batch 1 on such matrices instead (a family with tm
 	// whose batch-1 activations are laid out as this family's: prepA8 of
 	// one vector fills every lane of both); b1one, if set, does so on
@@ -105,7 +108,7 @@ func init() {
 	if l1PrefetchCPU() {
 		a8Avx512.byM[1], a8Avx512.tm = q4A8M1Variants[1], q4A8M1TmVariants[1]
 		a8Avx512.b1, a8Avx512.b1one = a8Avx2, a8Avx2R4
-		a8Avx2.tm, a8Avx2R4.tm = asm.Q4A8Avx2M1TmPfLead, asm.Q4A8Avx2M1R4TmPfLead
+		a8Avx2.tmLead, a8Avx2R4.tmLead = asm.Q4A8Avx2M1TmPfLead, asm.Q4A8Avx2M1R4TmPfLead
 	}
 	a8Amx.b1, a8Amx.tm = a8Avx512, a8Avx512.tm
 }
@@ -455,14 +458,17 @@ var colTileBytes = l1Budget(cpuid.CPU.Cache.L1D)
 func (f *family) run(m *layout.Q4G128, tm *q4Meta, act unsafe.Pointer, chunkBytes int, batch int, dst []float32, r0, r1 int) {
 	per, mpad, n := f.chunks(batch)
 	kern := f.byM[mpad]
+	stride := m.PCols / 2
 	if f.tm == nil || mpad != 1 || tm == nil || tm.rows != f.lanes {
 		tm = nil // the format's order
 	} else {
 		kern = f.tm
+		if f.tmLead != nil && leadFits(f.lanes, stride) {
+			kern = f.tmLead
+		}
 	}
 	idx := &f.idx[mpad][0]
 	L := f.lanes
-	stride := m.PCols / 2
 	groups := m.Groups()
 	groupBytes := chunkBytes / groups
 	tile := groups

@@ -444,8 +444,8 @@ func TestQ4A8M1Variants(t *testing.T) {
 	}
 	f := a8Avx512
 	defer func(m1, tm, tm2, tm4 kernelFunc, b1, b1one *family, tiles func(int) bool) {
-		f.byM[1], f.tm, a8Avx2.tm, a8Avx2R4.tm, f.b1, f.b1one, q4MetaTiles = m1, tm, tm2, tm4, b1, b1one, tiles
-	}(f.byM[1], f.tm, a8Avx2.tm, a8Avx2R4.tm, f.b1, f.b1one, q4MetaTiles)
+		f.byM[1], f.tm, a8Avx2.tmLead, a8Avx2R4.tmLead, f.b1, f.b1one, q4MetaTiles = m1, tm, tm2, tm4, b1, b1one, tiles
+	}(f.byM[1], f.tm, a8Avx2.tmLead, a8Avx2R4.tmLead, f.b1, f.b1one, q4MetaTiles)
 	rng := rand.New(rand.NewPCG(7, 8))
 	type variant struct {
 		m1, tm      kernelFunc
@@ -464,9 +464,9 @@ func TestQ4A8M1Variants(t *testing.T) {
 		{q4A8M1Variants[1], q4A8M1TmVariants[1], a8Avx2, a8Avx2R4, true, 8, 4, true},
 	} {
 		f.byM[1], f.tm, f.b1, f.b1one = v.m1, v.tm, v.b1, v.b1one
-		a8Avx2.tm, a8Avx2R4.tm = asm.Q4A8Avx2M1Tm, asm.Q4A8Avx2M1R4Tm
-		if v.lead {
-			a8Avx2.tm, a8Avx2R4.tm = asm.Q4A8Avx2M1TmPfLead, asm.Q4A8Avx2M1R4TmPfLead
+		a8Avx2.tmLead, a8Avx2R4.tmLead = nil, nil
+		if v.lead { // on the rows of 4096 columns (leadFits)
+			a8Avx2.tmLead, a8Avx2R4.tmLead = asm.Q4A8Avx2M1TmPfLead, asm.Q4A8Avx2M1R4TmPfLead
 		}
 		q4MetaTiles = func(int) bool { return v.tiles }
 		for _, threads := range []int{1, 3} {

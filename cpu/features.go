@@ -33,6 +33,15 @@ func missing(features []string) []string {
 // (ggmlR4L1).
 func l1PrefetchCPU() bool { return cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.Family >= 0x1a }
 
+// leadFits reports whether a kernel's lead-prefetch variant (the ...PfLead
+// kernels: 2 KiB, at most half a row, ahead in each row of a tile) keeps
+// at least 4 KiB in flight over tiles of r rows of rowBytes each; below
+// that the next-tile prefetch streams faster: on Zen 5, Bits2G128
+// 14336x4096 (four rows of 1 KB: 2 KiB in flight) took 1.07x (two
+// threads) and 1.09x (one) its time with the lead variant, and 1-bit
+// tiles, two rows of 1.8 KB on 4096x14336, 1.00x and 1.03x.
+func leadFits(r, rowBytes int) bool { return r*min(2048, rowBytes/2) >= 4096 }
+
 // l1Budget returns the working-set budget of the kernels that keep tables
 // or activations in L1 (the codebook scalar kernel's and the batched
 // Q4G128 kernels' column tiles): the largest power of two at most 2/3 of

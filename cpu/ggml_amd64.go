@@ -641,7 +641,7 @@ func init() {
 				k := r4
 				if r4l1 != nil && ggmlR4L1 {
 					k = r4l1
-					if r4lead != nil && ggmlR4Lead {
+					if r4lead != nil && ggmlR4Lead && leadFits(4, m.RowBytes()) {
 						k = r4lead
 					}
 				}

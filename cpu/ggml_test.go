@@ -33,10 +33,14 @@ func TestGGMLKernels(t *testing.T) {
 }
 
 func testGGMLKernels(t *testing.T) {
+	shapes := [][2]int{{37, 1024}, {5, 2304}}
+	if ggmlR4Lead {
+		shapes = append(shapes, [2]int{9, 4096}) // rows long enough for the lead variants (leadFits)
+	}
 	for _, be := range openSets(t, 2) {
 		isa := be.ISA()
 		for _, typ := range ggml.Types {
-			for _, sh := range [][2]int{{37, 1024}, {5, 2304}} {
+			for _, sh := range shapes {
 				m, err := ggml.Random(typ, sh[0], sh[1], uint64(sh[0])+uint64(typ))
 				if err != nil {
 					t.Fatal(err)

@@ -44,7 +44,9 @@ var (
 		{4, 1, false}: asm.Bits4A8PfNtaAvx512, {4, 1, true}: asm.Bits4A8Meta16PfNtaAvx512,
 	}
 	bitsA8PfLeadKernels = map[bitsA8Key]bitsA8Func{
+		{8, 1, false}: asm.Bits8A8PfLeadAvx512, {8, 1, true}: asm.Bits8A8Meta16PfLeadAvx512,
 		{4, 1, false}: asm.Bits4A8PfLeadAvx512, {4, 1, true}: asm.Bits4A8Meta16PfLeadAvx512,
+		{2, 1, false}: asm.Bits2A8PfLeadAvx512, {2, 1, true}: asm.Bits2A8Meta16PfLeadAvx512,
 	}
 )
 
@@ -55,7 +57,10 @@ var (
 // 4096x14336) in flight against a 48 KiB L1. On Zen 5, alternated call
 // by call on the same matrices from DRAM (TestBitsPrefetchAB), Bits4G128
 // 4096x14336, 14336x4096 and 1024x4096 took 0.80-0.85x the NTA variants'
-// time on two threads and 0.78-0.81x the L1 variants' on one.
+// time on two threads and 0.78-0.81x the L1 variants' on one; Bits8G128
+// 4096x14336 and 14336x4096 0.79x and 0.88x (two threads), 0.85x and
+// 0.87x (one) the L2 kernels', Bits2G128 4096x14336 0.89x and 0.92x the
+// L1 kernels' (where leadFits).
 var bitsA8Lead = l1PrefetchCPU()
 
 // bitsA8PrefetchL1 (l1PrefetchCPU) picks bitsA8PfL1Kernels on backends
@@ -161,7 +166,7 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 		if be.threads > 1 {
 			variants = bitsA8PfNtaKernels
 		}
-		if bitsA8Lead {
+		if bitsA8Lead && leadFits(2*b.N, 4*b.WordsPerRow()) {
 			variants = bitsA8PfLeadKernels
 		}
 		if k, ok := variants[bitsA8Key{b.N, sub, m16}]; ok {

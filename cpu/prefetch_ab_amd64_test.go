@@ -98,10 +98,12 @@ func parseABItem(item string) (ggml.Type, int, int, error) {
 	return 0, 0, 0, fmt.Errorf("%q: no type %q", item, name)
 }
 
-// TestBitsPrefetchAB is TestGGMLPrefetchAB for the 4-bit Bits A8 kernels
-// on Zen 5 (bitsA8PrefetchL1): the L1 (one thread) or NTA (more) variants
-// against the lead ones, on random Bits matrices, items of
-// QGEMV_BITS_PREFETCH_AB as "G:ROWSxCOLS" (group size G), threads from
+// TestBitsPrefetchAB is TestGGMLPrefetchAB for the Bits A8 kernels with
+// groups of at least 128: the kernel the backend takes without the lead
+// variants (on Zen 5, for 4 bits, the L1 variant on one thread, the NTA
+// one on more) against the lead one, on random Bits matrices, items of
+// QGEMV_BITS_PREFETCH_AB as "BITS:G:ROWSxCOLS" (a G below 128 runs the
+// same kernel twice: a control), threads from
 // QGEMV_GGML_PREFETCH_AB_THREADS.
 func TestBitsPrefetchAB(t *testing.T) {
 	spec := os.Getenv("QGEMV_BITS_PREFETCH_AB")
@@ -117,13 +119,13 @@ func TestBitsPrefetchAB(t *testing.T) {
 	}
 	defer be.Close()
 	for _, item := range strings.Split(spec, ",") {
-		var g, rows, cols int
-		if _, err := fmt.Sscanf(item, "%d:%dx%d", &g, &rows, &cols); err != nil {
-			t.Fatalf("%q: want G:ROWSxCOLS", item)
+		var n, g, rows, cols int
+		if _, err := fmt.Sscanf(item, "%d:%d:%dx%d", &n, &g, &rows, &cols); err != nil {
+			t.Fatalf("%q: want BITS:G:ROWSxCOLS", item)
 		}
 		var mats []*LowMatrix
 		for total := 0; total < 300<<20; {
-			b, err := layout.RandomBits(rows, cols, 4, g, uint64(len(mats)+1))
+			b, err := layout.RandomBits(rows, cols, n, g, uint64(len(mats)+1))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +138,7 @@ func TestBitsPrefetchAB(t *testing.T) {
 		}
 		// both variants on the same matrices (the kernel swapped call by
 		// call), so that where the pages lie favours neither
-		kern := [2]bitsA8Func{mats[0].simd.kern, bitsA8PfLeadKernels[bitsA8Key{4, 1, strings.Contains(funcName(mats[0].simd.kern), "Meta16")}]}
+		kern := [2]bitsA8Func{mats[0].simd.kern, bitsA8PfLeadKernels[bitsA8Key{n, 1, strings.Contains(funcName(mats[0].simd.kern), "Meta16")}]}
 		if g != 128 {
 			kern[1] = kern[0] // no lead variant: a control
 		}
@@ -160,10 +162,10 @@ func TestBitsPrefetchAB(t *testing.T) {
 		}
 		for v := range us {
 			slices.Sort(us[v])
-			n := len(us[v])
-			t.Logf("Bits4G%d %dx%d %s: median %.0f us (25-75%%: %.0f-%.0f)", g, rows, cols, funcName(kern[v]), us[v][n/2], us[v][n/4], us[v][3*n/4])
+			c := len(us[v])
+			t.Logf("Bits%dG%d %dx%d %s: median %.0f us (25-75%%: %.0f-%.0f)", n, g, rows, cols, funcName(kern[v]), us[v][c/2], us[v][c/4], us[v][3*c/4])
 		}
-		t.Logf("Bits4G%d %dx%d lead/other %.3f", g, rows, cols, us[1][len(us[1])/2]/us[0][len(us[0])/2])
+		t.Logf("Bits%dG%d %dx%d lead/other %.3f", n, g, rows, cols, us[1][len(us[1])/2]/us[0][len(us[0])/2])
 		for _, m := range mats {
 			m.Close()
 		}
@@ -201,8 +203,8 @@ func TestQ4PrefetchAB(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer be.Close()
-	defer func(a, b kernelFunc) { a8Avx2.tm, a8Avx2R4.tm = a, b }(a8Avx2.tm, a8Avx2R4.tm)
-	kerns := [2][2]kernelFunc{{asm.Q4A8Avx2M1Tm, asm.Q4A8Avx2M1R4Tm}, {asm.Q4A8Avx2M1TmPfLead, asm.Q4A8Avx2M1R4TmPfLead}}
+	defer func(a, b kernelFunc) { a8Avx2.tmLead, a8Avx2R4.tmLead = a, b }(a8Avx2.tmLead, a8Avx2R4.tmLead)
+	kerns := [2][2]kernelFunc{{nil, nil}, {asm.Q4A8Avx2M1TmPfLead, asm.Q4A8Avx2M1R4TmPfLead}}
 	for _, item := range strings.Split(spec, ",") {
 		var rows, cols int
 		if _, err := fmt.Sscanf(item, "%dx%d", &rows, &cols); err != nil {
@@ -229,7 +231,7 @@ func TestQ4PrefetchAB(t *testing.T) {
 		var us [2][]float64
 		for it := 0; it < 612; it++ {
 			v := it / 3 % 2
-			a8Avx2.tm, a8Avx2R4.tm = kerns[v][0], kerns[v][1]
+			a8Avx2.tmLead, a8Avx2R4.tmLead = kerns[v][0], kerns[v][1]
 			t0 := time.Now()
 			if err := mats[it%len(mats)].MulA8(dst, x, 1); err != nil {
 				t.Fatal(err)

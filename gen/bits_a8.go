@@ -21,6 +21,8 @@ func bitsA8Kernels() {
 			if n == 4 {
 				bitsA8AVX512(n, 1, meta16, pfL1)
 				bitsA8AVX512(n, 1, meta16, pfNTA)
+			}
+			if n > 1 { // 1 bit: two 1.8 KB rows per tile of 4096x14336 leave too short a lead (cpu.bitsLeadFits)
 				bitsA8AVX512(n, 1, meta16, pfLead)
 			}
 			if n == 1 { // 1 bit: no transposed kernels (groups of 32: 32 lanes per row, more than a ZMM holds)
@@ -90,7 +92,7 @@ func bitsA8AVX512(n, sub int, meta16 bool, pf pfMode) {
 	bpc := 8 / n
 	R := 16 / (bpc * sub)
 	m16 := map[bool]string{true: "Meta16"}[meta16]
-	if n > 2 { // the variants of a kernel that prefetches into L2
+	if n > 2 || pf == pfLead { // the variants of a kernel that prefetches into L2 (or L1: 2 and 1 bits)
 		m16 += map[pfMode]string{pfL1: "PfL1", pfNTA: "PfNta", pfLead: "PfLead"}[pf]
 	}
 	name := fmt.Sprintf("Bits%dA8%sAvx512", n, m16)
