@@ -463,7 +463,7 @@ func (f *family) run(m *layout.Q4G128, tm *q4Meta, act unsafe.Pointer, chunkByte
 		tm = nil // the format's order
 	} else {
 		kern = f.tm
-		if f.tmLead != nil && leadFits(f.lanes, stride) {
+		if f.tmLead != nil && leadFits(f.lanes, stride, 4096) {
 			kern = f.tmLead
 		}
 	}

@@ -35,12 +35,16 @@ func l1PrefetchCPU() bool { return cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.
 
 // leadFits reports whether a kernel's lead-prefetch variant (the ...PfLead
 // kernels: 2 KiB, at most half a row, ahead in each row of a tile) keeps
-// at least 4 KiB in flight over tiles of r rows of rowBytes each; below
-// that the next-tile prefetch streams faster: on Zen 5, Bits2G128
+// at least need bytes in flight over tiles of r rows of rowBytes each;
+// below that the next-tile prefetch streams faster. On Zen 5 that is 4
+// KiB: Bits2G128
 // 14336x4096 (four rows of 1 KB: 2 KiB in flight) took 1.07x (two
 // threads) and 1.09x (one) its time with the lead variant, and 1-bit
 // tiles, two rows of 1.8 KB on 4096x14336, 1.00x and 1.03x.
-func leadFits(r, rowBytes int) bool { return r*min(2048, rowBytes/2) >= 4096 }
+func leadFits(r, rowBytes, need int) bool { return r*leadBytes(rowBytes) >= need }
+
+// leadBytes is how far ahead in each row the lead variants prefetch.
+func leadBytes(rowBytes int) int { return min(2048, rowBytes/2) }
 
 // l1Budget returns the working-set budget of the kernels that keep tables
 // or activations in L1 (the codebook scalar kernel's and the batched

@@ -95,15 +95,28 @@ var ggmlA8R4PfLeadFuncs = map[ggml.Type]ggmlA8Func{
 // 70.5 -> 73.7%; one thread 61.7 -> 69.9% and 62.1 -> 68.0%), while on
 // the 16-core Xeon host they measured neither faster nor slower.
 //
-// ggmlR4Lead: on Zen 5 the lead variants took 0.85-0.96x the time of the
-// PfL1 ones, alternated call by call in one process from DRAM (two
-// threads, 4096x14336, 14336x4096, 4096x4096 and 1024x4096): four rows of
-// 4096x14336 Q6_K (47 KB) and the next four prefetched overflow its 48
-// KiB L1, and where they fit a steady lead still streamed faster.
+// ggmlR4Lead: wherever the L1 variants run, the lead variants replace them
+// on rows where four rows keep ggmlLeadMin bytes in flight (leadFits).
+// Alternated call by call in one process from DRAM
+// (TestGGMLPrefetchAB), on Zen 5 (two threads) they took 0.78-0.94x the
+// PfL1 ones' time on 4096x14336, 14336x4096 and 1024x4096 (four rows of
+// 4096x14336 Q6_K, 47 KB, and the next four prefetched overflow its 48
+// KiB L1; where they fit a steady lead still streamed faster). On the
+// 16-core Xeon host (16 threads / one) 4096x14336 took 0.84-0.88x /
+// 0.82-0.87x and 14336x4096 Q6_K (rows of 3.4 KB) 0.94x / 0.90x, but
+// Q4_K and Q4_0 there (2.3 KB) 1.02x and 1.02x / 1.04x and 0.95x, and
+// 1024x4096 Q4_K 1.01x / 1.02x: Intel takes them from 6 KiB in flight.
 func init() {
 	ggmlR4L1 = l1PrefetchCPU() || cpuid.CPU.VendorID == cpuid.Intel && cpuid.CPU.Cache.L1D >= 48<<10
-	ggmlR4Lead = l1PrefetchCPU()
+	ggmlR4Lead = ggmlR4L1
+	if !l1PrefetchCPU() {
+		ggmlLeadMin = 6 << 10
+	}
 }
+
+// ggmlLeadMin is the bytes in flight from which the lead variants run
+// (leadFits).
+var ggmlLeadMin = 4 << 10
 
 // ggmlR4VBMIRequires are the features the split four-row kernels
 // (ggmlR4Split) unpack their codes with; without them the row-at-a-time
@@ -641,7 +654,7 @@ func init() {
 				k := r4
 				if r4l1 != nil && ggmlR4L1 {
 					k = r4l1
-					if r4lead != nil && ggmlR4Lead && leadFits(4, m.RowBytes()) {
+					if r4lead != nil && ggmlR4Lead && leadFits(4, m.RowBytes(), ggmlLeadMin) {
 						k = r4lead
 					}
 				}

@@ -35,7 +35,7 @@ func TestGGMLKernels(t *testing.T) {
 func testGGMLKernels(t *testing.T) {
 	shapes := [][2]int{{37, 1024}, {5, 2304}}
 	if ggmlR4Lead {
-		shapes = append(shapes, [2]int{9, 4096}) // rows long enough for the lead variants (leadFits)
+		shapes = append(shapes, [2]int{9, 8192}) // rows long enough for the lead variants (leadFits)
 	}
 	for _, be := range openSets(t, 2) {
 		isa := be.ISA()

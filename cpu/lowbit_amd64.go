@@ -166,7 +166,7 @@ func newBitsSIMD(be *Backend, b *layout.Bits) *bitsSIMD {
 		if be.threads > 1 {
 			variants = bitsA8PfNtaKernels
 		}
-		if bitsA8Lead && leadFits(2*b.N, 4*b.WordsPerRow()) {
+		if bitsA8Lead && leadFits(2*b.N, 4*b.WordsPerRow(), 4096) {
 			variants = bitsA8PfLeadKernels
 		}
 		if k, ok := variants[bitsA8Key{b.N, sub, m16}]; ok {

@@ -101,7 +101,7 @@ func parseABItem(item string) (ggml.Type, int, int, error) {
 // TestBitsPrefetchAB is TestGGMLPrefetchAB for the Bits A8 kernels with
 // groups of at least 128: the kernel the backend takes without the lead
 // variants (on Zen 5, for 4 bits, the L1 variant on one thread, the NTA
-// one on more) against the lead one, on random Bits matrices, items of
+// one on more; elsewhere the L2 kernels) against the lead one, on random Bits matrices, items of
 // QGEMV_BITS_PREFETCH_AB as "BITS:G:ROWSxCOLS" (a G below 128 runs the
 // same kernel twice: a control), threads from
 // QGEMV_GGML_PREFETCH_AB_THREADS.
@@ -111,8 +111,8 @@ func TestBitsPrefetchAB(t *testing.T) {
 		t.Skip("QGEMV_BITS_PREFETCH_AB not set")
 	}
 	threads := abThreads(t)
-	defer func(l1, lead bool) { bitsA8PrefetchL1, bitsA8Lead = l1, lead }(bitsA8PrefetchL1, bitsA8Lead)
-	bitsA8PrefetchL1, bitsA8Lead = true, false
+	defer func(lead bool) { bitsA8Lead = lead }(bitsA8Lead)
+	bitsA8Lead = false
 	be, err := New(Config{Threads: threads})
 	if err != nil {
 		t.Fatal(err)
