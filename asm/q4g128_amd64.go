@@ -200,20 +200,6 @@ func Q4A8Avx2M1Tm(w *byte, stride int, sc *float32, z *byte, groups int, act *by
 //go:noescape
 func Q4A8Avx2M1TmPfLead(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
 
-// Q4A8Avx2M1R4Tm computes W4A8 dot products of a Q4G128 matrix with AVX2
-// (VPMADDUBSW and VPMADDWD) for super tiles of L = 4 rows and a batch of M = 1
-// (sub-tiles of R = 4 rows). See "Q4G128 kernels" in the package doc.
-//
-//go:noescape
-func Q4A8Avx2M1R4Tm(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-
-// Q4A8Avx2M1R4TmPfLead computes W4A8 dot products of a Q4G128 matrix with AVX2
-// (VPMADDUBSW and VPMADDWD) for super tiles of L = 4 rows and a batch of M = 1
-// (sub-tiles of R = 4 rows). See "Q4G128 kernels" in the package doc.
-//
-//go:noescape
-func Q4A8Avx2M1R4TmPfLead(w *byte, stride int, sc *float32, z *byte, groups int, act *byte, idx *int32, out *float32, nst int)
-
 // Q4A32Avx2M1 computes W4A32 dot products of a Q4G128 matrix with AVX2 and FMA
 // for super tiles of L = 4 rows and a batch of M = 1 (sub-tiles of R = 4
 // rows). See "Q4G128 kernels" in the package doc.

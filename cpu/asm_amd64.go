@@ -41,13 +41,11 @@ type family struct {
 	tmLead kernelFunc
 	// b1, if set, runs batch 1 on such matrices instead (a family with tm
 	// whose batch-1 activations are laid out as this family's: prepA8 of
-	// one vector fills every lane of both); b1one, if set, does so on
-	// backends of one thread. Load makes the copy in super tiles of the
-	// chosen family's lanes, and a matrix runs the one whose lanes match.
-	b1    *family
-	b1one *family
-	maxM  int
-	idx   map[int][]int32 // permutation tables by M
+	// one vector fills every lane of both); Load makes the copy in super
+	// tiles of its lanes.
+	b1   *family
+	maxM int
+	idx  map[int][]int32 // permutation tables by M
 }
 
 func newFamily(lanes, tileM int, kernels ...kernelFunc) *family {
@@ -98,8 +96,11 @@ var (
 // variants that prefetch each row 2 KiB ahead instead of the next super
 // tile (...PfLead): alternated call by call on the same matrices from
 // DRAM (TestQ4PrefetchAB), two threads, 4096x14336 0.90x the time,
-// 14336x4096 0.89-0.98x, 1024x4096 0.89x; one thread (four-row tiles)
-// 1.01x, 0.91-0.92x and 0.94x.
+// 14336x4096 0.89-0.98x, 1024x4096 0.89x. With them one thread runs the
+// same kernel: a four-row kernel it ran before (fewer rows at once had
+// streamed faster from one core with the next-super-tile prefetch), with
+// a lead prefetch too, took 1.27-1.38x its time (FFN block, one thread,
+// five of six alternating rounds; the sixth level).
 func init() {
 	a8Avx512.rowsM = 8
 	a8Avx512.tm = q4A8M1TmVariants[0]
@@ -107,26 +108,11 @@ func init() {
 	a8Avx2.tm = asm.Q4A8Avx2M1Tm
 	if l1PrefetchCPU() {
 		a8Avx512.byM[1], a8Avx512.tm = q4A8M1Variants[1], q4A8M1TmVariants[1]
-		a8Avx512.b1, a8Avx512.b1one = a8Avx2, a8Avx2R4
-		a8Avx2.tmLead, a8Avx2R4.tmLead = asm.Q4A8Avx2M1TmPfLead, asm.Q4A8Avx2M1R4TmPfLead
+		a8Avx512.b1 = a8Avx2
+		a8Avx2.tmLead = asm.Q4A8Avx2M1TmPfLead
 	}
 	a8Amx.b1, a8Amx.tm = a8Avx512, a8Avx512.tm
 }
-
-// a8Avx2R4 runs batch 1 on super tiles of 4 rows (Q4A8Avx2M1R4Tm, the
-// metadata in that order; it has no kernel on the format's order): on
-// Zen 5 the AVX-512 set takes it on backends of one thread, where it
-// streamed faster than the 8-row kernel with half as many rows read at
-// once (FFN block, one thread, eight alternating rounds, each in its
-// favour: 2384-2569 against 2319-2377 us), though it computes slower
-// from cache (45.5 against 48.5 GB/s on 2048x4096); with two threads
-// the two took the same time (1794-1824 against 1804-1831 us).
-var a8Avx2R4 = func() *family {
-	f := newFamily(4, 0, asm.Q4A8Avx2M1R4Tm)
-	f.tm = f.byM[1]
-	delete(f.byM, 1)
-	return f
-}()
 
 // q4A8M1Variants are the AVX-512 batch-1 W4A8 kernels: the next super
 // tile prefetched with PREFETCHT1, or with PREFETCHNTA (on a Zen 5 VM,
@@ -182,7 +168,7 @@ func init() {
 		f8, f32 := d.fam8, d.fam32
 		set := newKernelSet(d.isa, d.requires, f8, f32)
 		if d.isa == AVX512VNNI {
-			for _, k := range append(q4A8M1Variants[:], q4A8M1TmVariants[0], q4A8M1TmVariants[1], asm.Q4A8Avx2M1Tm, asm.Q4A8Avx2M1R4Tm, asm.Q4A8Avx2M1TmPfLead, asm.Q4A8Avx2M1R4TmPfLead) {
+			for _, k := range append(q4A8M1Variants[:], q4A8M1TmVariants[0], q4A8M1TmVariants[1], asm.Q4A8Avx2M1Tm, asm.Q4A8Avx2M1TmPfLead) {
 				set.kernels = append(set.kernels, k)
 			}
 			set.amx = newKernelSet(d.isa, append(slices.Clip(d.requires), amxRequires...), a8Amx, f32)
@@ -234,8 +220,6 @@ func newKernelSet(isa ISA, requires []string, f8, f32 *family) *kernelSet {
 			switch {
 			case f8.tm == nil || !q4MetaTiles(threads):
 				return 0
-			case threads == 1 && f8.b1one != nil:
-				return f8.b1one.lanes
 			case f8.b1 != nil:
 				return f8.b1.lanes
 			}
@@ -250,9 +234,6 @@ func newKernelSet(isa ISA, requires []string, f8, f32 *family) *kernelSet {
 			f := f8
 			if c.batch == 1 && f8.b1 != nil && (c.tm != nil || f8.amx) {
 				f = f8.b1
-				if c.tm != nil && f8.b1one != nil && c.tm.rows == f8.b1one.lanes {
-					f = f8.b1one
-				}
 			}
 			f.run(c.m, c.tm, unsafe.Pointer(&c.sc.act[0]), c.m.Groups()*(128*mpad+128), c.batch, c.dst, r0, r1)
 		},

@@ -433,8 +433,8 @@ func TestAsmStackSlots(t *testing.T) {
 
 // TestQ4A8M1Variants: the AVX-512 set's batch-1 W4A8 kernels (the next
 // super tile prefetched with PREFETCHT1 or PREFETCHNTA, on the format's
-// metadata or on the super-tile copy, or the AVX2 kernels of 8 and 4 rows
-// the set runs on Zen 5, with either prefetch; the CPU picks) equal the exact reference on
+// metadata or on the super-tile copy, or the AVX2 kernel the set runs on
+// Zen 5, with either prefetch; the CPU picks) equal the exact reference on
 // every AVX-512 VNNI machine, on shapes with partial super tiles and
 // 128-row blocks, several super tiles per call and rows split between
 // threads.
@@ -443,30 +443,29 @@ func TestQ4A8M1Variants(t *testing.T) {
 		t.Skip("no AVX-512 VNNI")
 	}
 	f := a8Avx512
-	defer func(m1, tm, tm2, tm4 kernelFunc, b1, b1one *family, tiles func(int) bool) {
-		f.byM[1], f.tm, a8Avx2.tmLead, a8Avx2R4.tmLead, f.b1, f.b1one, q4MetaTiles = m1, tm, tm2, tm4, b1, b1one, tiles
-	}(f.byM[1], f.tm, a8Avx2.tmLead, a8Avx2R4.tmLead, f.b1, f.b1one, q4MetaTiles)
+	defer func(m1, tm, lead kernelFunc, b1 *family, tiles func(int) bool) {
+		f.byM[1], f.tm, a8Avx2.tmLead, f.b1, q4MetaTiles = m1, tm, lead, b1, tiles
+	}(f.byM[1], f.tm, a8Avx2.tmLead, f.b1, q4MetaTiles)
 	rng := rand.New(rand.NewPCG(7, 8))
 	type variant struct {
 		m1, tm      kernelFunc
-		b1, b1one   *family
+		b1          *family
 		tiles       bool
 		rows, rows1 int  // of the metadata copy on 3 threads and on 1, 0: none
-		lead        bool // the AVX2 kernels' lead-prefetch variants
+		lead        bool // the AVX2 kernel's lead-prefetch variant
 	}
 	for i, v := range []variant{
-		{q4A8M1Variants[0], q4A8M1TmVariants[0], nil, nil, false, 0, 0, false},
-		{q4A8M1Variants[1], q4A8M1TmVariants[1], nil, nil, false, 0, 0, false},
-		{q4A8M1Variants[0], q4A8M1TmVariants[0], nil, nil, true, 16, 16, false},
-		{q4A8M1Variants[1], q4A8M1TmVariants[1], nil, nil, true, 16, 16, false},
-		{q4A8M1Variants[1], q4A8M1TmVariants[1], a8Avx2, nil, true, 8, 8, false},
-		{q4A8M1Variants[1], q4A8M1TmVariants[1], a8Avx2, a8Avx2R4, true, 8, 4, false},
-		{q4A8M1Variants[1], q4A8M1TmVariants[1], a8Avx2, a8Avx2R4, true, 8, 4, true},
+		{q4A8M1Variants[0], q4A8M1TmVariants[0], nil, false, 0, 0, false},
+		{q4A8M1Variants[1], q4A8M1TmVariants[1], nil, false, 0, 0, false},
+		{q4A8M1Variants[0], q4A8M1TmVariants[0], nil, true, 16, 16, false},
+		{q4A8M1Variants[1], q4A8M1TmVariants[1], nil, true, 16, 16, false},
+		{q4A8M1Variants[1], q4A8M1TmVariants[1], a8Avx2, true, 8, 8, false},
+		{q4A8M1Variants[1], q4A8M1TmVariants[1], a8Avx2, true, 8, 8, true},
 	} {
-		f.byM[1], f.tm, f.b1, f.b1one = v.m1, v.tm, v.b1, v.b1one
-		a8Avx2.tmLead, a8Avx2R4.tmLead = nil, nil
+		f.byM[1], f.tm, f.b1 = v.m1, v.tm, v.b1
+		a8Avx2.tmLead = nil
 		if v.lead { // on the rows of 4096 columns (leadFits)
-			a8Avx2.tmLead, a8Avx2R4.tmLead = asm.Q4A8Avx2M1TmPfLead, asm.Q4A8Avx2M1R4TmPfLead
+			a8Avx2.tmLead = asm.Q4A8Avx2M1TmPfLead
 		}
 		q4MetaTiles = func(int) bool { return v.tiles }
 		for _, threads := range []int{1, 3} {

@@ -186,8 +186,8 @@ func abThreads(t *testing.T) int {
 }
 
 // TestQ4PrefetchAB is TestGGMLPrefetchAB for the batch-1 Q4G128 A8
-// kernels of Zen 5 (the AVX2 kernels on metadata in super-tile order:
-// eight-row super tiles, or four on one thread): the next-super-tile
+// kernel of Zen 5 (the AVX2 kernel on metadata in super-tile order, eight
+// rows a super tile): the next-super-tile
 // prefetch against the lead one, items of QGEMV_Q4_PREFETCH_AB as
 // "ROWSxCOLS", threads from QGEMV_GGML_PREFETCH_AB_THREADS.
 func TestQ4PrefetchAB(t *testing.T) {
@@ -203,8 +203,8 @@ func TestQ4PrefetchAB(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer be.Close()
-	defer func(a, b kernelFunc) { a8Avx2.tmLead, a8Avx2R4.tmLead = a, b }(a8Avx2.tmLead, a8Avx2R4.tmLead)
-	kerns := [2][2]kernelFunc{{nil, nil}, {asm.Q4A8Avx2M1TmPfLead, asm.Q4A8Avx2M1R4TmPfLead}}
+	defer func(k kernelFunc) { a8Avx2.tmLead = k }(a8Avx2.tmLead)
+	kerns := [2]kernelFunc{nil, asm.Q4A8Avx2M1TmPfLead}
 	for _, item := range strings.Split(spec, ",") {
 		var rows, cols int
 		if _, err := fmt.Sscanf(item, "%dx%d", &rows, &cols); err != nil {
@@ -231,7 +231,7 @@ func TestQ4PrefetchAB(t *testing.T) {
 		var us [2][]float64
 		for it := 0; it < 612; it++ {
 			v := it / 3 % 2
-			a8Avx2.tmLead, a8Avx2R4.tmLead = kerns[v][0], kerns[v][1]
+			a8Avx2.tmLead = kerns[v]
 			t0 := time.Now()
 			if err := mats[it%len(mats)].MulA8(dst, x, 1); err != nil {
 				t.Fatal(err)

@@ -46,8 +46,6 @@ func q4g128Kernels() {
 	a8YMM(1, modeAVXVNNI, metaTiles)
 	a8YMM(1, modeAVX2, metaTiles)
 	a8YMMLead()
-	a8YMMR4(false)
-	a8YMMR4(true)
 	for _, m := range []int{1, 2, 4} {
 		a32(m, false)
 	}
@@ -333,10 +331,7 @@ func a8YMMLead() { a8YMMPf(1, modeAVX2, metaTiles, true) }
 // group prefetches its line in every row, into L1; past row 0's end it
 // moves on into the next super tile's row 0 (L-1 strides on), end with it.
 // The next-super-tile prefetch keeps up to two super tiles in flight (115
-// KB for 8 rows of 4096x14336, more than L1), this 16 KiB for 8 rows (a
-// lead of 1 or 4 KiB on the four-row kernel: one Zen 5 thread on
-// 4096x14336 took 1.04x and 1.02-1.03x the next-tile prefetch's time, 2
-// KiB 1.01x).
+// KB for 8 rows of 4096x14336, more than L1), this 16 KiB for 8 rows.
 type q4Lead struct {
 	pf, end GPVirtual
 	L       int
@@ -727,92 +722,4 @@ func addSum16(h int, xe, xo Op, lo, hi VecVirtual, t *VecVirtual) {
 	p = YMM()
 	VPMADDUBSW(xo, hi, p)
 	VPADDW(p, *t, *t)
-}
-
-// a8YMMR4 emits Q4A8Avx2M1R4Tm: the AVX2 W4A8 batch-1 kernel on super
-// tiles of 4 rows (metadata in super-tile order), results in an XMM; with
-// lead Q4A8Avx2M1R4TmPfLead, which prefetches each row ahead (q4Lead)
-// instead of the super tile two on.
-func a8YMMR4(lead bool) {
-	const L = 4
-	name := "Q4A8Avx2M1R4Tm" + map[bool]string{true: "PfLead"}[lead]
-	TEXT(name, NOSPLIT, kernelSig)
-	Pragma("noescape")
-	q4Doc(name, "W4A8", "AVX2 (VPMADDUBSW and VPMADDWD)", L, 1)
-	mask := nibbleMask(YMM())
-	ones := YMM()
-	{
-		t := GP32()
-		MOVL(U32(0x00010001), t)
-		VMOVD(t, ones.AsX())
-		VPBROADCASTD(ones.AsX(), ones)
-	}
-	tileLoops(name, L, 1, metaTiles, func(u GPVirtual) {
-		wp, scp, zp, ap, g := subTilePtrs(u, L)
-		stride := param("stride")
-		accF := XMM()
-		VMOVUPS(Mem{Base: param("out")}, accF)
-		var pf, lr GPVirtual
-		var ql q4Lead
-		if lead {
-			ql = newQ4Lead(wp, stride, L)
-		} else {
-			pf = GP64() // two super tiles on
-			MOVQ(stride, pf)
-			SHLQ(U8(log2(2*L)), pf)
-			ADDQ(wp, pf)
-		}
-		Label(name + "_group")
-		if lead {
-			lr = ql.group(name, stride)
-		}
-		PREFETCHT0(Mem{Base: scp, Disp: 16 * 4 * L})
-		PREFETCHT0(Mem{Base: zp, Disp: 32 * L / 2})
-		acc := make([]Register, L)
-		row := GP64()
-		MOVQ(wp, row)
-		for i := 0; i < L; i++ {
-			if lead {
-				ql.row(lr, stride, i)
-			} else {
-				PREFETCHT1(Mem{Base: pf, Disp: 64 * i})
-			}
-			var t16 VecVirtual
-			for h := 0; h < 2; h++ {
-				lo, hi := YMM(), YMM()
-				VMOVDQU(Mem{Base: row, Disp: 32 * h}, lo)
-				VPSRLW(U8(4), lo, hi)
-				VPAND(mask, lo, lo)
-				VPAND(mask, hi, hi)
-				addSum16(h, Mem{Base: ap, Disp: 32 * h}, Mem{Base: ap, Disp: 64 + 32*h}, lo, hi, &t16)
-			}
-			a := YMM()
-			VPMADDWD(ones, t16, a)
-			acc[i] = a
-			if i != L-1 {
-				ADDQ(stride, row)
-			}
-		}
-		l2 := pairLevel(pairLevel(acc, false, func(a, b, c Op) { VPADDD(a, b, c) }, func() Register { return YMM() }), true, func(a, b, c Op) { VPADDD(a, b, c) }, func() Register { return YMM() })
-		isum := XMM()
-		VEXTRACTI128(U8(1), l2[0], isum)
-		VPADDD(l2[0].(VecVirtual).AsX(), isum, isum)
-		zl := XMM()
-		zeroLanes(Mem{Base: zp}, L, mask, zl, GP64(), false)
-		VPMULLD(Mem{Base: ap, Disp: 128 + 64}, zl, zl)
-		VPSUBD(zl, isum, isum)
-		f := XMM()
-		VMOVUPS(Mem{Base: scp}, f)
-		VMULPS(Mem{Base: ap, Disp: 128}, f, f)
-		VCVTDQ2PS(isum, isum)
-		VMULPS(isum, f, f)
-		VADDPS(f, accF, accF)
-		if lead {
-			ADDQ(U32(64), ql.pf)
-		} else {
-			ADDQ(U32(64*L), pf)
-		}
-		nextGroup(name, wp, scp, zp, ap, g, 256, L, metaTiles)
-		VMOVUPS(accF, Mem{Base: param("out")})
-	})
 }
