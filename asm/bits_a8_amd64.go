@@ -40,6 +40,15 @@ func Bits8A8G64Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, ou
 //go:noescape
 func Bits8A8G32Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
+// Bits8A8G32PfLeadAvx512 computes W8A8 dot products of Bits matrices with
+// AVX-512 VNNI and VBMI, groups of 32 columns: tiles of R = 4 rows, one
+// VPDPBUSD per 64 code bytes after a VPERMB byte transpose, float32 metadata
+// (128 bytes per tile and chunk), 256 act bytes per chunk. See "Bits int8
+// kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8G32PfLeadAvx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
 // Bits4A8Avx512 computes W4A8 dot products of Bits matrices with AVX-512 VNNI
 // and VBMI, blocks of 128 columns (groups of at least 128): tiles of R = 8
 // rows, L = 2 lanes per row and chunk, float32 metadata (128 bytes per tile
@@ -182,6 +191,15 @@ func Bits8A8G64Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks i
 //
 //go:noescape
 func Bits8A8G32Meta16Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+
+// Bits8A8G32Meta16PfLeadAvx512 computes W8A8 dot products of Bits matrices
+// with AVX-512 VNNI and VBMI, groups of 32 columns: tiles of R = 4 rows, one
+// VPDPBUSD per 64 code bytes after a VPERMB byte transpose, binary16 metadata
+// (64 bytes per tile and chunk), 256 act bytes per chunk. See "Bits int8
+// kernels" in the package doc.
+//
+//go:noescape
+func Bits8A8G32Meta16PfLeadAvx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 
 // Bits4A8Meta16Avx512 computes W4A8 dot products of Bits matrices with AVX-512
 // VNNI and VBMI, blocks of 128 columns (groups of at least 128): tiles of R =

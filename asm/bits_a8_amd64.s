@@ -967,6 +967,141 @@ DATA bits8G32Lanes<>+56(SB)/4, $0x0000000b
 DATA bits8G32Lanes<>+60(SB)/4, $0x0000000a
 GLOBL bits8G32Lanes<>(SB), RODATA|NOPTR, $64
 
+// func Bits8A8G32PfLeadAvx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX512F, AVX512VBMI, AVX512VNNI, CMOV, MMX+
+TEXT ·Bits8A8G32PfLeadAvx512(SB), NOSPLIT, $0-72
+	VMOVDQU64 bitsG32Transpose<>+0(SB), Z0
+	VMOVDQU32 bits8G32Lanes<>+0(SB), Z1
+
+Bits8A8G32PfLeadAvx512_tile:
+	VPXORD Z2, Z2, Z2
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000004, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits8A8G32PfLeadAvx512_chunk:
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	IMUL3Q     $0x00000100, CX, DX
+	MOVQ       act+24(FP), AX
+	ADDQ       AX, DX
+	IMUL3Q     $0x00000080, CX, BX
+	MOVQ       meta+16(FP), AX
+	ADDQ       AX, BX
+	MOVQ       CX, SI
+	SHLQ       $0x07, SI
+	MOVQ       w+0(FP), AX
+	ADDQ       AX, SI
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000080, AX, AX
+	PREFETCHT0 (BX)(AX*1)
+	PREFETCHT0 64(BX)(AX*1)
+	MOVQ       stride+8(FP), DI
+	MOVQ       DI, AX
+	SHRQ       $0x01, AX
+	MOVQ       $0x00000800, R8
+	CMPQ       AX, R8
+	CMOVQGT    R8, AX
+	LEAQ       (SI)(AX*1), AX
+	MOVQ       w+0(FP), R8
+	ADDQ       DI, R8
+	CMPQ       AX, R8
+	JB         Bits8A8G32PfLeadAvx512_lead
+	IMUL3Q     $0x00000003, DI, R8
+	ADDQ       R8, AX
+
+Bits8A8G32PfLeadAvx512_lead:
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	ADDQ       DI, AX
+	VPERMB     (SI), Z0, Z7
+	VPDPBUSD   (DX), Z7, Z3
+	VPERMB     64(SI), Z0, Z7
+	VPDPBUSD   64(DX), Z7, Z3
+	ADDQ       DI, SI
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	ADDQ       DI, AX
+	VPERMB     (SI), Z0, Z7
+	VPDPBUSD   (DX), Z7, Z4
+	VPERMB     64(SI), Z0, Z7
+	VPDPBUSD   64(DX), Z7, Z4
+	ADDQ       DI, SI
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	ADDQ       DI, AX
+	VPERMB     (SI), Z0, Z7
+	VPDPBUSD   (DX), Z7, Z5
+	VPERMB     64(SI), Z0, Z7
+	VPDPBUSD   64(DX), Z7, Z5
+	ADDQ       DI, SI
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	VPERMB     (SI), Z0, Z7
+	VPDPBUSD   (DX), Z7, Z6
+	VPERMB     64(SI), Z0, Z7
+	VPDPBUSD   64(DX), Z7, Z6
+	VSHUFI64X2 $0x44, Z4, Z3, Z7
+	VSHUFI64X2 $0xee, Z4, Z3, Z8
+	VPADDD     Z8, Z7, Z7
+	VSHUFI64X2 $0x44, Z6, Z5, Z8
+	VSHUFI64X2 $0xee, Z6, Z5, Z9
+	VPADDD     Z9, Z8, Z8
+	VSHUFPS    $0x88, Z8, Z7, Z9
+	VSHUFPS    $0xdd, Z8, Z7, Z7
+	VPADDD     Z7, Z9, Z9
+	VPERMD     Z9, Z1, Z7
+	VMOVDQU32  64(BX), Z8
+	VMOVUPS    (BX), Z9
+	VPMULLD    192(DX), Z8, Z8
+	VPSUBD     Z8, Z7, Z7
+	VMULPS     128(DX), Z9, Z9
+	VCVTDQ2PS  Z7, Z7
+	VMULPS     Z7, Z9, Z9
+	MOVQ       idx+64(FP), DX
+	VMOVDQU32  (DX), Z7
+	VPERMPS    Z9, Z7, Z7
+	VADDPS     Z7, Z2, Z2
+	VMOVDQU32  64(DX), Z7
+	VPERMPS    Z9, Z7, Z7
+	VADDPS     Z7, Z2, Z2
+	VMOVDQU32  128(DX), Z7
+	VPERMPS    Z9, Z7, Z7
+	VADDPS     Z7, Z2, Z2
+	VMOVDQU32  192(DX), Z7
+	VPERMPS    Z9, Z7, Z7
+	VADDPS     Z7, Z2, Z2
+	ADDQ       $0x00000200, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), AX
+	CMPQ       CX, AX
+	JB         Bits8A8G32PfLeadAvx512_chunk
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Z2, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000040, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000004, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000080, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits8A8G32PfLeadAvx512_tile
+	VZEROUPPER
+	RET
+
 // func Bits4A8Avx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
 // Requires: AVX, AVX512F, AVX512VBMI, AVX512VNNI, MMX+
 TEXT ·Bits4A8Avx512(SB), NOSPLIT, $0-72
@@ -4625,6 +4760,140 @@ Bits8A8G32Meta16Avx512_chunk:
 	DECQ       AX
 	MOVQ       AX, ntiles+48(FP)
 	JNZ        Bits8A8G32Meta16Avx512_tile
+	VZEROUPPER
+	RET
+
+// func Bits8A8G32Meta16PfLeadAvx512(w *byte, stride int, meta *byte, act *byte, chunks int, out *float32, ntiles int, ctrl *byte, idx *int32)
+// Requires: AVX, AVX512F, AVX512VBMI, AVX512VNNI, CMOV, MMX+
+TEXT ·Bits8A8G32Meta16PfLeadAvx512(SB), NOSPLIT, $0-72
+	VMOVDQU64 bitsG32Transpose<>+0(SB), Z0
+	VMOVDQU32 bits8G32Lanes<>+0(SB), Z1
+
+Bits8A8G32Meta16PfLeadAvx512_tile:
+	VPXORD Z2, Z2, Z2
+	MOVQ   stride+8(FP), AX
+	IMUL3Q $0x00000004, AX, AX
+	MOVQ   w+0(FP), CX
+	ADDQ   CX, AX
+	XORQ   CX, CX
+
+Bits8A8G32Meta16PfLeadAvx512_chunk:
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	IMUL3Q     $0x00000100, CX, DX
+	MOVQ       act+24(FP), AX
+	ADDQ       AX, DX
+	IMUL3Q     $0x00000040, CX, BX
+	MOVQ       meta+16(FP), AX
+	ADDQ       AX, BX
+	MOVQ       CX, SI
+	SHLQ       $0x07, SI
+	MOVQ       w+0(FP), AX
+	ADDQ       AX, SI
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000040, AX, AX
+	PREFETCHT0 (BX)(AX*1)
+	MOVQ       stride+8(FP), DI
+	MOVQ       DI, AX
+	SHRQ       $0x01, AX
+	MOVQ       $0x00000800, R8
+	CMPQ       AX, R8
+	CMOVQGT    R8, AX
+	LEAQ       (SI)(AX*1), AX
+	MOVQ       w+0(FP), R8
+	ADDQ       DI, R8
+	CMPQ       AX, R8
+	JB         Bits8A8G32Meta16PfLeadAvx512_lead
+	IMUL3Q     $0x00000003, DI, R8
+	ADDQ       R8, AX
+
+Bits8A8G32Meta16PfLeadAvx512_lead:
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	ADDQ       DI, AX
+	VPERMB     (SI), Z0, Z7
+	VPDPBUSD   (DX), Z7, Z3
+	VPERMB     64(SI), Z0, Z7
+	VPDPBUSD   64(DX), Z7, Z3
+	ADDQ       DI, SI
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	ADDQ       DI, AX
+	VPERMB     (SI), Z0, Z7
+	VPDPBUSD   (DX), Z7, Z4
+	VPERMB     64(SI), Z0, Z7
+	VPDPBUSD   64(DX), Z7, Z4
+	ADDQ       DI, SI
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	ADDQ       DI, AX
+	VPERMB     (SI), Z0, Z7
+	VPDPBUSD   (DX), Z7, Z5
+	VPERMB     64(SI), Z0, Z7
+	VPDPBUSD   64(DX), Z7, Z5
+	ADDQ       DI, SI
+	PREFETCHT0 (AX)
+	PREFETCHT0 64(AX)
+	VPERMB     (SI), Z0, Z7
+	VPDPBUSD   (DX), Z7, Z6
+	VPERMB     64(SI), Z0, Z7
+	VPDPBUSD   64(DX), Z7, Z6
+	VSHUFI64X2 $0x44, Z4, Z3, Z7
+	VSHUFI64X2 $0xee, Z4, Z3, Z8
+	VPADDD     Z8, Z7, Z7
+	VSHUFI64X2 $0x44, Z6, Z5, Z8
+	VSHUFI64X2 $0xee, Z6, Z5, Z9
+	VPADDD     Z9, Z8, Z8
+	VSHUFPS    $0x88, Z8, Z7, Z9
+	VSHUFPS    $0xdd, Z8, Z7, Z7
+	VPADDD     Z7, Z9, Z9
+	VPERMD     Z9, Z1, Z7
+	VPMOVSXWD  32(BX), Z8
+	VCVTPH2PS  (BX), Z9
+	VPMULLD    192(DX), Z8, Z8
+	VPSUBD     Z8, Z7, Z7
+	VMULPS     128(DX), Z9, Z9
+	VCVTDQ2PS  Z7, Z7
+	VMULPS     Z7, Z9, Z9
+	MOVQ       idx+64(FP), DX
+	VMOVDQU32  (DX), Z7
+	VPERMPS    Z9, Z7, Z7
+	VADDPS     Z7, Z2, Z2
+	VMOVDQU32  64(DX), Z7
+	VPERMPS    Z9, Z7, Z7
+	VADDPS     Z7, Z2, Z2
+	VMOVDQU32  128(DX), Z7
+	VPERMPS    Z9, Z7, Z7
+	VADDPS     Z7, Z2, Z2
+	VMOVDQU32  192(DX), Z7
+	VPERMPS    Z9, Z7, Z7
+	VADDPS     Z7, Z2, Z2
+	ADDQ       $0x00000200, AX
+	INCQ       CX
+	MOVQ       chunks+32(FP), AX
+	CMPQ       CX, AX
+	JB         Bits8A8G32Meta16PfLeadAvx512_chunk
+	MOVQ       out+40(FP), AX
+	VMOVUPS    Z2, (AX)
+	MOVQ       out+40(FP), AX
+	ADDQ       $0x00000040, AX
+	MOVQ       AX, out+40(FP)
+	MOVQ       stride+8(FP), AX
+	IMUL3Q     $0x00000004, AX, AX
+	MOVQ       w+0(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, w+0(FP)
+	MOVQ       chunks+32(FP), AX
+	IMUL3Q     $0x00000040, AX, AX
+	MOVQ       meta+16(FP), CX
+	ADDQ       AX, CX
+	MOVQ       CX, meta+16(FP)
+	MOVQ       ntiles+48(FP), AX
+	DECQ       AX
+	MOVQ       AX, ntiles+48(FP)
+	JNZ        Bits8A8G32Meta16PfLeadAvx512_tile
 	VZEROUPPER
 	RET
 

@@ -39,9 +39,11 @@ func l1PrefetchCPU() bool { return cpuid.CPU.VendorID == cpuid.AMD && cpuid.CPU.
 // below that the next-tile prefetch streams faster. On Zen 5 that is 4
 // KiB: Bits2G128
 // 14336x4096 (four rows of 1 KB: 2 KiB in flight) took 1.07x (two
-// threads) and 1.09x (one) its time with the lead variant, and 1-bit
-// tiles, two rows of 1.8 KB on 4096x14336, 1.00x and 1.03x.
-func leadFits(r, rowBytes, need int) bool { return r*leadBytes(rowBytes) >= need }
+// threads) and 1.09x (one) its time with the lead variant. Tiles of fewer
+// than four rows never take them: 1-bit tiles, two rows of 1.8 KB on
+// 4096x14336, took 1.00x and 1.03x, Bits4G32's two rows of 7 KB 1.22x and
+// 1.24x.
+func leadFits(r, rowBytes, need int) bool { return r >= 4 && r*leadBytes(rowBytes) >= need }
 
 // leadBytes is how far ahead in each row the lead variants prefetch.
 func leadBytes(rowBytes int) int { return min(2048, rowBytes/2) }

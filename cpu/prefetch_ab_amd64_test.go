@@ -138,9 +138,9 @@ func TestBitsPrefetchAB(t *testing.T) {
 		}
 		// both variants on the same matrices (the kernel swapped call by
 		// call), so that where the pages lie favours neither
-		kern := [2]bitsA8Func{mats[0].simd.kern, bitsA8PfLeadKernels[bitsA8Key{n, 1, strings.Contains(funcName(mats[0].simd.kern), "Meta16")}]}
-		if g != 128 {
-			kern[1] = kern[0] // no lead variant: a control
+		kern := [2]bitsA8Func{mats[0].simd.kern, bitsA8PfLeadKernels[bitsA8Key{n, max(1, 128/g), strings.Contains(funcName(mats[0].simd.kern), "Meta16")}]}
+		if kern[1] == nil || os.Getenv("QGEMV_BITS_PREFETCH_AB_CONTROL") != "" {
+			kern[1] = kern[0] // no lead variant, or asked: a control
 		}
 		x := make([]float32, cols)
 		for i := range x {

@@ -28,8 +28,11 @@ func bitsA8Kernels() {
 			if n == 1 { // 1 bit: no transposed kernels (groups of 32: 32 lanes per row, more than a ZMM holds)
 				bitsA8AVX512(n, 2, meta16, pfL1)
 			} else {
-				bitsA8G32AVX512(n, 2, meta16)
-				bitsA8G32AVX512(n, 1, meta16)
+				bitsA8G32AVX512(n, 2, meta16, pfL2)
+				bitsA8G32AVX512(n, 1, meta16, pfL2)
+				if n == 8 { // four-row tiles; Bits4G32's two-row ones took 1.16-1.24x the time with it (cpu.leadFits)
+					bitsA8G32AVX512(n, 1, meta16, pfLead)
+				}
 			}
 		}
 	}
@@ -285,9 +288,12 @@ func bits3A8AVX512(unit int) {
 // metadata and activation tail of the sub = 4 or 2 kernels. The
 // activations of a chunk are one byte per column in the transposed order
 // (cpu.bitsG32Sources).
-func bitsA8G32AVX512(n, pg int, meta16 bool) {
+func bitsA8G32AVX512(n, pg int, meta16 bool, pf pfMode) {
 	f, R, E, L := 8/n, pg*n/2, 1024/n, 32/n/pg
 	m16 := map[bool]string{true: "Meta16"}[meta16]
+	if pf == pfLead {
+		m16 += "PfLead"
+	}
 	name := fmt.Sprintf("Bits%dA8G%d%sAvx512", n, 32*pg, m16)
 	TEXT(name, NOSPLIT, bitsKernelSig)
 	Pragma("noescape")
@@ -346,7 +352,7 @@ func bitsA8G32AVX512(n, pg int, meta16 bool) {
 		VPADDD(odd, isum, isum)
 		return isum
 	}
-	lowA8Loops(name, R, L, actChunk, metaBlock, 4*pg, pfL2,
+	lowA8Loops(name, R, L, actChunk, metaBlock, 4*pg, pf,
 		func(i int, wp, ap, mp GPVirtual, acc []VecVirtual) {
 			for r := 0; r < 2; r++ {
 				t := ZMM()
