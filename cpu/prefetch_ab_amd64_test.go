@@ -1,3 +1,5 @@
+//go:build !noasm && !purego
+
 package cpu
 
 import (
