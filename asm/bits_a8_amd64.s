@@ -353,18 +353,20 @@ Bits8A8PfLeadAvx512_chunk:
 	PREFETCHT0 (BX)(AX*1)
 	PREFETCHT0 64(BX)(AX*1)
 	MOVQ       stride+8(FP), DI
+	MOVQ       w+0(FP), R8
 	MOVQ       DI, AX
 	SHRQ       $0x01, AX
-	MOVQ       $0x00000800, R8
-	CMPQ       AX, R8
-	CMOVQGT    R8, AX
+	MOVQ       $0x00000800, R9
+	CMPQ       AX, R9
+	CMOVQGT    R9, AX
 	LEAQ       (SI)(AX*1), AX
-	MOVQ       w+0(FP), R8
-	ADDQ       DI, R8
+	LEAQ       (R8)(DI*1), R8
 	CMPQ       AX, R8
 	JB         Bits8A8PfLeadAvx512_lead
-	IMUL3Q     $0x0000000f, DI, R8
-	ADDQ       R8, AX
+	IMUL3Q     $0x0000000f, DI, R9
+	ADDQ       R9, AX
+	ADDQ       R9, R8
+	ADDQ       DI, R8
 
 Bits8A8PfLeadAvx512_lead:
 	PREFETCHT0  (AX)
@@ -1001,18 +1003,20 @@ Bits8A8G32PfLeadAvx512_chunk:
 	PREFETCHT0 (BX)(AX*1)
 	PREFETCHT0 64(BX)(AX*1)
 	MOVQ       stride+8(FP), DI
+	MOVQ       w+0(FP), R8
 	MOVQ       DI, AX
 	SHRQ       $0x01, AX
-	MOVQ       $0x00000800, R8
-	CMPQ       AX, R8
-	CMOVQGT    R8, AX
+	MOVQ       $0x00000800, R9
+	CMPQ       AX, R9
+	CMOVQGT    R9, AX
 	LEAQ       (SI)(AX*1), AX
-	MOVQ       w+0(FP), R8
-	ADDQ       DI, R8
+	LEAQ       (R8)(DI*1), R8
 	CMPQ       AX, R8
 	JB         Bits8A8G32PfLeadAvx512_lead
-	IMUL3Q     $0x00000003, DI, R8
-	ADDQ       R8, AX
+	IMUL3Q     $0x00000003, DI, R9
+	ADDQ       R9, AX
+	ADDQ       R9, R8
+	ADDQ       DI, R8
 
 Bits8A8G32PfLeadAvx512_lead:
 	PREFETCHT0 (AX)
@@ -1961,18 +1965,20 @@ Bits4A8PfLeadAvx512_chunk:
 	PREFETCHT0 (BX)(AX*1)
 	PREFETCHT0 64(BX)(AX*1)
 	MOVQ       stride+8(FP), DI
+	MOVQ       w+0(FP), R8
 	MOVQ       DI, AX
 	SHRQ       $0x01, AX
-	MOVQ       $0x00000800, R8
-	CMPQ       AX, R8
-	CMOVQGT    R8, AX
+	MOVQ       $0x00000800, R9
+	CMPQ       AX, R9
+	CMOVQGT    R9, AX
 	LEAQ       (SI)(AX*1), AX
-	MOVQ       w+0(FP), R8
-	ADDQ       DI, R8
+	LEAQ       (R8)(DI*1), R8
 	CMPQ       AX, R8
 	JB         Bits4A8PfLeadAvx512_lead
-	IMUL3Q     $0x00000007, DI, R8
-	ADDQ       R8, AX
+	IMUL3Q     $0x00000007, DI, R9
+	ADDQ       R9, AX
+	ADDQ       R9, R8
+	ADDQ       DI, R8
 
 Bits4A8PfLeadAvx512_lead:
 	PREFETCHT0     (AX)
@@ -2868,18 +2874,20 @@ Bits2A8PfLeadAvx512_chunk:
 	PREFETCHT0 (BX)(AX*1)
 	PREFETCHT0 64(BX)(AX*1)
 	MOVQ       stride+8(FP), DI
+	MOVQ       w+0(FP), R8
 	MOVQ       DI, AX
 	SHRQ       $0x01, AX
-	MOVQ       $0x00000800, R8
-	CMPQ       AX, R8
-	CMOVQGT    R8, AX
+	MOVQ       $0x00000800, R9
+	CMPQ       AX, R9
+	CMOVQGT    R9, AX
 	LEAQ       (SI)(AX*1), AX
-	MOVQ       w+0(FP), R8
-	ADDQ       DI, R8
+	LEAQ       (R8)(DI*1), R8
 	CMPQ       AX, R8
 	JB         Bits2A8PfLeadAvx512_lead
-	IMUL3Q     $0x00000003, DI, R8
-	ADDQ       R8, AX
+	IMUL3Q     $0x00000003, DI, R9
+	ADDQ       R9, AX
+	ADDQ       R9, R8
+	ADDQ       DI, R8
 
 Bits2A8PfLeadAvx512_lead:
 	PREFETCHT0     (AX)
@@ -4271,18 +4279,20 @@ Bits8A8Meta16PfLeadAvx512_chunk:
 	IMUL3Q     $0x00000040, AX, AX
 	PREFETCHT0 (BX)(AX*1)
 	MOVQ       stride+8(FP), DI
+	MOVQ       w+0(FP), R8
 	MOVQ       DI, AX
 	SHRQ       $0x01, AX
-	MOVQ       $0x00000800, R8
-	CMPQ       AX, R8
-	CMOVQGT    R8, AX
+	MOVQ       $0x00000800, R9
+	CMPQ       AX, R9
+	CMOVQGT    R9, AX
 	LEAQ       (SI)(AX*1), AX
-	MOVQ       w+0(FP), R8
-	ADDQ       DI, R8
+	LEAQ       (R8)(DI*1), R8
 	CMPQ       AX, R8
 	JB         Bits8A8Meta16PfLeadAvx512_lead
-	IMUL3Q     $0x0000000f, DI, R8
-	ADDQ       R8, AX
+	IMUL3Q     $0x0000000f, DI, R9
+	ADDQ       R9, AX
+	ADDQ       R9, R8
+	ADDQ       DI, R8
 
 Bits8A8Meta16PfLeadAvx512_lead:
 	PREFETCHT0  (AX)
@@ -4796,18 +4806,20 @@ Bits8A8G32Meta16PfLeadAvx512_chunk:
 	IMUL3Q     $0x00000040, AX, AX
 	PREFETCHT0 (BX)(AX*1)
 	MOVQ       stride+8(FP), DI
+	MOVQ       w+0(FP), R8
 	MOVQ       DI, AX
 	SHRQ       $0x01, AX
-	MOVQ       $0x00000800, R8
-	CMPQ       AX, R8
-	CMOVQGT    R8, AX
+	MOVQ       $0x00000800, R9
+	CMPQ       AX, R9
+	CMOVQGT    R9, AX
 	LEAQ       (SI)(AX*1), AX
-	MOVQ       w+0(FP), R8
-	ADDQ       DI, R8
+	LEAQ       (R8)(DI*1), R8
 	CMPQ       AX, R8
 	JB         Bits8A8G32Meta16PfLeadAvx512_lead
-	IMUL3Q     $0x00000003, DI, R8
-	ADDQ       R8, AX
+	IMUL3Q     $0x00000003, DI, R9
+	ADDQ       R9, AX
+	ADDQ       R9, R8
+	ADDQ       DI, R8
 
 Bits8A8G32Meta16PfLeadAvx512_lead:
 	PREFETCHT0 (AX)
@@ -5752,18 +5764,20 @@ Bits4A8Meta16PfLeadAvx512_chunk:
 	IMUL3Q     $0x00000040, AX, AX
 	PREFETCHT0 (BX)(AX*1)
 	MOVQ       stride+8(FP), DI
+	MOVQ       w+0(FP), R8
 	MOVQ       DI, AX
 	SHRQ       $0x01, AX
-	MOVQ       $0x00000800, R8
-	CMPQ       AX, R8
-	CMOVQGT    R8, AX
+	MOVQ       $0x00000800, R9
+	CMPQ       AX, R9
+	CMOVQGT    R9, AX
 	LEAQ       (SI)(AX*1), AX
-	MOVQ       w+0(FP), R8
-	ADDQ       DI, R8
+	LEAQ       (R8)(DI*1), R8
 	CMPQ       AX, R8
 	JB         Bits4A8Meta16PfLeadAvx512_lead
-	IMUL3Q     $0x00000007, DI, R8
-	ADDQ       R8, AX
+	IMUL3Q     $0x00000007, DI, R9
+	ADDQ       R9, AX
+	ADDQ       R9, R8
+	ADDQ       DI, R8
 
 Bits4A8Meta16PfLeadAvx512_lead:
 	PREFETCHT0     (AX)
@@ -6601,18 +6615,20 @@ Bits2A8Meta16PfLeadAvx512_chunk:
 	IMUL3Q     $0x00000040, AX, AX
 	PREFETCHT0 (BX)(AX*1)
 	MOVQ       stride+8(FP), DI
+	MOVQ       w+0(FP), R8
 	MOVQ       DI, AX
 	SHRQ       $0x01, AX
-	MOVQ       $0x00000800, R8
-	CMPQ       AX, R8
-	CMOVQGT    R8, AX
+	MOVQ       $0x00000800, R9
+	CMPQ       AX, R9
+	CMOVQGT    R9, AX
 	LEAQ       (SI)(AX*1), AX
-	MOVQ       w+0(FP), R8
-	ADDQ       DI, R8
+	LEAQ       (R8)(DI*1), R8
 	CMPQ       AX, R8
 	JB         Bits2A8Meta16PfLeadAvx512_lead
-	IMUL3Q     $0x00000003, DI, R8
-	ADDQ       R8, AX
+	IMUL3Q     $0x00000003, DI, R9
+	ADDQ       R9, AX
+	ADDQ       R9, R8
+	ADDQ       DI, R8
 
 Bits2A8Meta16PfLeadAvx512_lead:
 	PREFETCHT0     (AX)

@@ -22,7 +22,7 @@ func bitsA8Kernels() {
 				bitsA8AVX512(n, 1, meta16, pfL1)
 				bitsA8AVX512(n, 1, meta16, pfNTA)
 			}
-			if n > 1 { // 1 bit: two 1.8 KB rows per tile of 4096x14336 leave too short a lead (cpu.bitsLeadFits)
+			if n > 1 { // 1 bit: two 1.8 KB rows per tile of 4096x14336 leave too short a lead (cpu.leadFits)
 				bitsA8AVX512(n, 1, meta16, pfLead)
 			}
 			if n == 1 { // 1 bit: no transposed kernels (groups of 32: 32 lanes per row, more than a ZMM holds)

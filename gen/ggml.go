@@ -1403,7 +1403,7 @@ func ggmlBlockDots(z [2]VecVirtual, ap GPVirtual, lane0 VecVirtual) VecVirtual {
 // r4Prefetch is how a four-row GGML kernel prefetches its weights
 // (fourRows): the next four rows in memory order into L2 (r4PfL2, the
 // kernels without a suffix) or L1 (PfL1), or each of the four rows
-// r4LeadBytes ahead into L1 (PfLead).
+// leadBytes ahead into L1 (PfLead, rowLead).
 type r4Prefetch int
 
 const (
@@ -1414,11 +1414,6 @@ const (
 
 func (p r4Prefetch) suffix() string { return [...]string{"", "PfL1", "PfLead"}[p] }
 
-// r4LeadBytes is how far ahead in each row the PfLead kernels prefetch
-// (half the row where that is less): about 8 KiB in flight for the four
-// rows.
-const r4LeadBytes = 2048
-
 // fourRows emits the row and unit loops of the four-row GGML A8 kernels
 // (rows a multiple of 4): per four rows an XMM of their sums (acc4, lane
 // = row), and per unit (a super-block, or a group of four 32-element
@@ -1428,7 +1423,7 @@ const r4LeadBytes = 2048
 // while this tile's four rows interleave, which the hardware prefetchers
 // follow poorly on short rows. That keeps up to two tiles in flight, more
 // than L1 holds for long rows (four rows of 4096x14336 Q6_K are 47 KB):
-// with r4PfLead the prefetch runs r4LeadBytes (at most half a row) ahead
+// with r4PfLead the prefetch runs leadBytes (at most half a row) ahead
 // in each of the four rows instead, continuing into the next four rows'
 // starts once it passes row 0's end. The activations, their sums and
 // scales move on actStep, sumStep and xsStep bytes per unit.
@@ -1448,19 +1443,9 @@ func fourRowsFix(name string, mode r4Prefetch, unitBytes, actStep, sumStep, xsSt
 	wp2 := GP64()
 	LEAQ(Mem{Base: wp, Index: st, Scale: 2}, wp2)
 	pf := GP64()
-	var end GPVirtual
+	var lead rowLead
 	if mode == r4PfLead {
-		// pf leads in row 0; past its end (end) it moves on three
-		// strides, into the next four rows' row 0
-		lead, most := GP64(), GP64()
-		MOVQ(st, lead)
-		SHRQ(U8(1), lead)
-		MOVQ(U32(r4LeadBytes), most)
-		CMPQ(lead, most)
-		CMOVQGT(most, lead)
-		LEAQ(Mem{Base: wp, Index: lead, Scale: 1}, pf)
-		end = GP64()
-		LEAQ(Mem{Base: wp, Index: st, Scale: 1}, end)
+		lead = newRowLead(pf, wp, wp, st, 4)
 	} else {
 		LEAQ(Mem{Base: wp2, Index: st, Scale: 2}, pf)
 	}
@@ -1469,19 +1454,10 @@ func fourRowsFix(name string, mode r4Prefetch, unitBytes, actStep, sumStep, xsSt
 	Label(name + "_unit")
 	switch mode {
 	case r4PfLead:
-		CMPQ(pf, end)
-		JB(LabelRef(name + "_lead"))
-		LEAQ(Mem{Base: pf, Index: st, Scale: 2}, pf)
-		ADDQ(st, pf)
-		LEAQ(Mem{Base: end, Index: st, Scale: 4}, end)
-		Label(name + "_lead")
-		p2 := GP64()
-		LEAQ(Mem{Base: pf, Index: st, Scale: 2}, p2)
-		for off := 0; off < unitBytes; off += 64 {
-			PREFETCHT0(Mem{Base: pf, Disp: off})
-			PREFETCHT0(Mem{Base: pf, Index: st, Scale: 1, Disp: off})
-			PREFETCHT0(Mem{Base: p2, Disp: off})
-			PREFETCHT0(Mem{Base: p2, Index: st, Scale: 1, Disp: off})
+		lead.wrap(name)
+		r := lead.walker()
+		for i := 0; i < 4; i++ {
+			lead.row(r, i, (unitBytes+63)/64)
 		}
 	default:
 		prefetch := PREFETCHT1

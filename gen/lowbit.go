@@ -65,31 +65,14 @@ func lowA8Loops(name string, R, L, actChunk, metaBlock, nacc int, pf pfMode,
 			}
 		}
 		stride := param("stride")
-		if pf == pfLead {
-			// pfp: leadBytes (at most half a row) past this chunk in row
-			// 0, or past row 0's end that far into the next tile's row 0
-			lead, most := GP64(), GP64()
-			MOVQ(stride, lead)
-			SHRQ(U8(1), lead)
-			MOVQ(U32(leadBytes), most)
-			CMPQ(lead, most)
-			CMOVQGT(most, lead)
-			LEAQ(Mem{Base: wp, Index: lead, Scale: 1}, pfp)
-			end := param("w")
-			ADDQ(stride, end)
-			CMPQ(pfp, end)
-			JB(LabelRef(name + "_lead"))
-			IMUL3Q(U32(R-1), stride, end)
-			ADDQ(end, pfp)
-			Label(name + "_lead")
+		var lead rowLead
+		if pf == pfLead { // pfp: the lead past this chunk, started afresh each chunk
+			lead = newRowLead(pfp, wp, param("w"), stride, R)
+			lead.wrap(name)
 		}
 		for i := 0; i < R; i++ {
 			if pf == pfLead {
-				PREFETCHT0(Mem{Base: pfp})
-				PREFETCHT0(Mem{Base: pfp, Disp: 64})
-				if i != R-1 {
-					ADDQ(stride, pfp)
-				}
+				lead.row(pfp, i, 2)
 			} else {
 				prefetch := map[pfMode]func(Op){pfL2: PREFETCHT1, pfL1: PREFETCHT0, pfNTA: PREFETCHNTA}[pf]
 				prefetch(Mem{Base: pfp, Disp: 128 * i})
@@ -132,8 +115,69 @@ const (
 	pfLead
 )
 
-// leadBytes is how far ahead of each row pfLead prefetches.
+// leadBytes is how far ahead in each row the lead prefetches (pfLead,
+// r4PfLead, the Q4G128 ...PfLead kernels) run, or half the row where that
+// is less (cpu.leadBytes): about 4 to 16 KiB in flight for tiles of 4 to 8
+// rows.
 const leadBytes = 2048
+
+// rowLead emits a lead prefetch over tiles of rows rows, stride bytes
+// apart: pf runs leadBytes (at most half a row) ahead in the tile's row 0,
+// each step prefetches the same offset in every row, and once pf passes
+// row 0's end (end) it moves rows-1 strides on, into the next tile's row
+// 0, end with it. Where the next-tile prefetch keeps up to two tiles in
+// flight (94-115 KB for tiles of 4096x14336, more than L1), this keeps
+// rows*leadBytes.
+type rowLead struct {
+	pf, end, stride GPVirtual
+	rows            int
+}
+
+// newRowLead starts a lead in pf at pos, a position in row 0 of a tile
+// whose row 0 starts at row0.
+func newRowLead(pf, pos, row0, stride GPVirtual, rows int) rowLead {
+	lead, most := GP64(), GP64()
+	MOVQ(stride, lead)
+	SHRQ(U8(1), lead)
+	MOVQ(U32(leadBytes), most)
+	CMPQ(lead, most)
+	CMOVQGT(most, lead)
+	LEAQ(Mem{Base: pos, Index: lead, Scale: 1}, pf)
+	l := rowLead{pf: pf, end: GP64(), stride: stride, rows: rows}
+	LEAQ(Mem{Base: row0, Index: stride, Scale: 1}, l.end)
+	return l
+}
+
+// wrap emits the check a step starts with (label name+"_lead"): past row
+// 0's end, pf and end move on to the next tile.
+func (l rowLead) wrap(name string) {
+	CMPQ(l.pf, l.end)
+	JB(LabelRef(name + "_lead"))
+	t := GP64()
+	IMUL3Q(U32(l.rows-1), l.stride, t)
+	ADDQ(t, l.pf)
+	ADDQ(t, l.end)
+	ADDQ(l.stride, l.end)
+	Label(name + "_lead")
+}
+
+// walker returns a copy of pf for row to walk the tile's rows.
+func (l rowLead) walker() GPVirtual {
+	r := GP64()
+	MOVQ(l.pf, r)
+	return r
+}
+
+// row prefetches lines lines of row i into L1 at r and moves r on to
+// row i+1.
+func (l rowLead) row(r GPVirtual, i, lines int) {
+	for k := 0; k < lines; k++ {
+		PREFETCHT0(Mem{Base: r, Disp: 64 * k})
+	}
+	if i != l.rows-1 {
+		ADDQ(l.stride, r)
+	}
+}
 
 // chunkPtrs returns the addresses of chunk k of a kernel's activations
 // (act + k*actChunk), block metadata (meta + k*metaBlock; none when

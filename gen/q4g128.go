@@ -323,58 +323,9 @@ func a8AVX512(m int, nta bool, meta q4Meta) {
 func a8YMM(m int, mode a8Mode, meta q4Meta) { a8YMMPf(m, mode, meta, false) }
 
 // a8YMMLead emits Q4A8Avx2M1TmPfLead: Q4A8Avx2M1Tm prefetching each of
-// the super tile's rows ahead (q4Lead) instead of the next super tile.
+// the super tile's rows ahead (rowLead: each group's line in every row)
+// instead of the next super tile.
 func a8YMMLead() { a8YMMPf(1, modeAVX2, metaTiles, true) }
-
-// q4Lead is the lead prefetch of the batch-1 YMM kernels' super tiles of
-// L rows: pf runs leadBytes (at most half a row) ahead in row 0 and each
-// group prefetches its line in every row, into L1; past row 0's end it
-// moves on into the next super tile's row 0 (L-1 strides on), end with it.
-// The next-super-tile prefetch keeps up to two super tiles in flight (115
-// KB for 8 rows of 4096x14336, more than L1), this 16 KiB for 8 rows.
-type q4Lead struct {
-	pf, end GPVirtual
-	L       int
-}
-
-// newQ4Lead starts the lead prefetch of a super tile whose row 0 starts
-// at wp.
-func newQ4Lead(wp, stride GPVirtual, L int) q4Lead {
-	lead, most := GP64(), GP64()
-	MOVQ(stride, lead)
-	SHRQ(U8(1), lead)
-	MOVQ(U32(leadBytes), most)
-	CMPQ(lead, most)
-	CMOVQGT(most, lead)
-	q := q4Lead{pf: GP64(), end: GP64(), L: L}
-	LEAQ(Mem{Base: wp, Index: lead, Scale: 1}, q.pf)
-	LEAQ(Mem{Base: wp, Index: stride, Scale: 1}, q.end)
-	return q
-}
-
-// group emits a group's wrap check and returns the register walking its
-// rows' prefetch addresses (pf; row moves it on one stride).
-func (q q4Lead) group(name string, stride GPVirtual) GPVirtual {
-	CMPQ(q.pf, q.end)
-	JB(LabelRef(name + "_lead"))
-	t := GP64()
-	IMUL3Q(U32(q.L-1), stride, t)
-	ADDQ(t, q.pf)
-	ADDQ(t, q.end)
-	ADDQ(stride, q.end)
-	Label(name + "_lead")
-	r := GP64()
-	MOVQ(q.pf, r)
-	return r
-}
-
-// row prefetches row i's line at r and moves r to the next row's.
-func (q q4Lead) row(r, stride GPVirtual, i int) {
-	PREFETCHT0(Mem{Base: r})
-	if i != q.L-1 {
-		ADDQ(stride, r)
-	}
-}
 
 func a8YMMPf(m int, mode a8Mode, meta q4Meta, lead bool) {
 	const L = 8
@@ -434,9 +385,9 @@ func a8YMMPf(m int, mode a8Mode, meta q4Meta, lead bool) {
 			VMOVUPS(Mem{Base: param("out")}, accF) // continue the caller's sums
 		}
 		var pf GPVirtual
-		var ql q4Lead
+		var ql rowLead
 		if lead {
-			ql = newQ4Lead(wp, stride, L)
+			ql = newRowLead(GP64(), wp, wp, stride, L)
 		} else {
 			pf = nextTile(wp, L)
 		}
@@ -444,7 +395,8 @@ func a8YMMPf(m int, mode a8Mode, meta q4Meta, lead bool) {
 		Label(name + "_group")
 		var lr GPVirtual
 		if lead {
-			lr = ql.group(name, stride)
+			ql.wrap(name)
+			lr = ql.walker()
 		}
 		// Activation operands: half h (32 bytes) of the even and odd
 		// columns of vector v.
@@ -486,7 +438,7 @@ func a8YMMPf(m int, mode a8Mode, meta q4Meta, lead bool) {
 		}
 		for i := 0; i < r; i++ {
 			if lead {
-				ql.row(lr, stride, i)
+				ql.row(lr, i, 1)
 			} else {
 				PREFETCHT1(Mem{Base: pf, Disp: 64 * i})
 			}
