@@ -57,29 +57,11 @@ func TestGGMLPrefetchAB(t *testing.T) {
 			mats = append(mats, mx)
 			total += len(m.Data)
 		}
-		x := make([]float32, cols)
-		for i := range x {
-			x[i] = float32(i%7) - 3
-		}
-		dst := make([]float32, rows)
-		var us [2][]float64
-		for it := 0; it < 612; it++ {
-			v := it / 3 % 2
+		x, dst := abVectors(rows, cols)
+		abAlternate(t, fmt.Sprintf("%s %dx%d (%s)", typ, rows, cols, mats[0].Kernel()), [2]string{"PfL1", "PfLead"}, func(v, it int) error {
 			ggmlR4L1, ggmlR4Lead = true, v == 1
-			t0 := time.Now()
-			if err := mats[it%len(mats)].MulA8(dst, x, 1); err != nil {
-				t.Fatal(err)
-			}
-			if it >= 12 { // the first rounds warm the workers and pools
-				us[v] = append(us[v], float64(time.Since(t0).Nanoseconds())/1e3)
-			}
-		}
-		for v, name := range []string{"PfL1", "PfLead"} {
-			slices.Sort(us[v])
-			n := len(us[v])
-			t.Logf("%s %dx%d %s (%s): median %.0f us (25-75%%: %.0f-%.0f)", typ, rows, cols, name, mats[0].Kernel(), us[v][n/2], us[v][n/4], us[v][3*n/4])
-		}
-		t.Logf("%s %dx%d PfLead/PfL1 %.3f", typ, rows, cols, us[1][len(us[1])/2]/us[0][len(us[0])/2])
+			return mats[it%len(mats)].MulA8(dst, x, 1)
+		})
 		for _, m := range mats {
 			m.Close()
 		}
@@ -144,30 +126,12 @@ func TestBitsPrefetchAB(t *testing.T) {
 		if kern[1] == nil || os.Getenv("QGEMV_BITS_PREFETCH_AB_CONTROL") != "" {
 			kern[1] = kern[0] // no lead variant, or asked: a control
 		}
-		x := make([]float32, cols)
-		for i := range x {
-			x[i] = float32(i%7) - 3
-		}
-		dst := make([]float32, rows)
-		var us [2][]float64
-		for it := 0; it < 612; it++ {
-			v := it / 3 % 2
+		x, dst := abVectors(rows, cols)
+		abAlternate(t, fmt.Sprintf("Bits%dG%d %dx%d", n, g, rows, cols), [2]string{funcName(kern[0]), funcName(kern[1])}, func(v, it int) error {
 			mx := mats[it%len(mats)]
 			mx.simd.kern = kern[v]
-			t0 := time.Now()
-			if err := mx.MulA8(dst, x, 1); err != nil {
-				t.Fatal(err)
-			}
-			if it >= 12 {
-				us[v] = append(us[v], float64(time.Since(t0).Nanoseconds())/1e3)
-			}
-		}
-		for v := range us {
-			slices.Sort(us[v])
-			c := len(us[v])
-			t.Logf("Bits%dG%d %dx%d %s: median %.0f us (25-75%%: %.0f-%.0f)", n, g, rows, cols, funcName(kern[v]), us[v][c/2], us[v][c/4], us[v][3*c/4])
-		}
-		t.Logf("Bits%dG%d %dx%d lead/other %.3f", n, g, rows, cols, us[1][len(us[1])/2]/us[0][len(us[0])/2])
+			return mx.MulA8(dst, x, 1)
+		})
 		for _, m := range mats {
 			m.Close()
 		}
@@ -225,31 +189,47 @@ func TestQ4PrefetchAB(t *testing.T) {
 			mats = append(mats, mx)
 			total += len(m.Weights) + 4*len(m.Scales)
 		}
-		x := make([]float32, cols)
-		for i := range x {
-			x[i] = float32(i%7) - 3
-		}
-		dst := make([]float32, rows)
-		var us [2][]float64
-		for it := 0; it < 612; it++ {
-			v := it / 3 % 2
+		x, dst := abVectors(rows, cols)
+		abAlternate(t, fmt.Sprintf("Q4G128 %dx%d", rows, cols), [2]string{"next super tile", "lead"}, func(v, it int) error {
 			a8Avx2.tmLead = kerns[v]
-			t0 := time.Now()
-			if err := mats[it%len(mats)].MulA8(dst, x, 1); err != nil {
-				t.Fatal(err)
-			}
-			if it >= 12 {
-				us[v] = append(us[v], float64(time.Since(t0).Nanoseconds())/1e3)
-			}
-		}
-		for v, name := range []string{"next super tile", "lead"} {
-			slices.Sort(us[v])
-			n := len(us[v])
-			t.Logf("Q4G128 %dx%d %s: median %.0f us (25-75%%: %.0f-%.0f)", rows, cols, name, us[v][n/2], us[v][n/4], us[v][3*n/4])
-		}
-		t.Logf("Q4G128 %dx%d lead/other %.3f", rows, cols, us[1][len(us[1])/2]/us[0][len(us[0])/2])
+			return mats[it%len(mats)].MulA8(dst, x, 1)
+		})
 		for _, m := range mats {
 			m.Close()
 		}
 	}
+}
+
+// abVectors returns an activation vector of cols and a result vector of
+// rows.
+func abVectors(rows, cols int) (x, dst []float32) {
+	x = make([]float32, cols)
+	for i := range x {
+		x[i] = float32(i%7) - 3
+	}
+	return x, make([]float32, rows)
+}
+
+// abAlternate calls mul 612 times, three calls with variant 0, then three
+// with variant 1, in turn (it counts the calls), and logs each variant's
+// median time (after the first 12 calls, which warm the workers and
+// pools) and variant 1's over variant 0's, under label.
+func abAlternate(t *testing.T, label string, names [2]string, mul func(v, it int) error) {
+	var us [2][]float64
+	for it := 0; it < 612; it++ {
+		v := it / 3 % 2
+		t0 := time.Now()
+		if err := mul(v, it); err != nil {
+			t.Fatal(err)
+		}
+		if it >= 12 {
+			us[v] = append(us[v], float64(time.Since(t0).Nanoseconds())/1e3)
+		}
+	}
+	for v := range us {
+		slices.Sort(us[v])
+		n := len(us[v])
+		t.Logf("%s %s: median %.0f us (25-75%%: %.0f-%.0f)", label, names[v], us[v][n/2], us[v][n/4], us[v][3*n/4])
+	}
+	t.Logf("%s %s/%s %.3f", label, names[1], names[0], us[1][len(us[1])/2]/us[0][len(us[0])/2])
 }
